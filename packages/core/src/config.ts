@@ -1,0 +1,65 @@
+import { z } from "zod";
+
+/**
+ * Parses the environment with one zod schema. Every problem is collected so an
+ * operator fixes them all in one go; the process entry point prints them and
+ * exits (see `loadConfigOrExit`).
+ */
+export class ConfigError extends Error {
+  readonly problems: string[];
+  constructor(problems: string[]) {
+    super(`Invalid configuration:\n${problems.map((p) => `  - ${p}`).join("\n")}`);
+    this.name = "ConfigError";
+    this.problems = problems;
+  }
+}
+
+export function loadConfig<S extends z.ZodType>(
+  schema: S,
+  env: NodeJS.ProcessEnv = process.env,
+): z.output<S> {
+  // Empty variables count as unset, as they do in most deployment tools.
+  const cleaned = Object.fromEntries(Object.entries(env).filter(([, v]) => v !== undefined && v !== ""));
+  const result = schema.safeParse(cleaned);
+  if (result.success) return result.data;
+  throw new ConfigError(
+    result.error.issues.map((issue) => {
+      const name = issue.path.join(".") || "(environment)";
+      const missing = issue.code === "invalid_type" && cleaned[name] === undefined;
+      return missing ? `${name}: required but not set` : `${name}: ${issue.message}`;
+    }),
+  );
+}
+
+/** For `main` modules: a bad configuration stops the process with every problem named. */
+export function loadConfigOrExit<S extends z.ZodType>(
+  schema: S,
+  env: NodeJS.ProcessEnv = process.env,
+): z.output<S> {
+  try {
+    return loadConfig(schema, env);
+  } catch (err) {
+    if (err instanceof ConfigError) {
+      process.stderr.write(`${err.message}\n`);
+      process.exit(78); // EX_CONFIG
+    }
+    throw err;
+  }
+}
+
+/** Building blocks shared by the per-process schemas. */
+export const env = {
+  port: (fallback: number) => z.coerce.number().int().min(0).max(65535).default(fallback),
+  positiveInt: (fallback: number) => z.coerce.number().int().positive().default(fallback),
+  boolean: (fallback: boolean) =>
+    z
+      .enum(["true", "false", "1", "0"], { message: "expected true or false" })
+      .default(fallback ? "true" : "false")
+      .transform((v) => v === "true" || v === "1"),
+  logLevel: () => z.enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"]).default("info"),
+  redisUrl: () =>
+    z
+      .string()
+      .regex(/^rediss?:\/\//, "must be a redis:// or rediss:// URL")
+      .optional(),
+};

@@ -1,0 +1,31 @@
+import { type Logger, pino } from "pino";
+
+export type { Logger };
+
+/**
+ * Structured JSON logs. Credentials never reach a log line: request headers
+ * are not logged at all, and the redaction list is a second line of defence
+ * for objects that carry them by accident.
+ */
+export function createLogger(name: string, level: string): Logger {
+  return pino({
+    name,
+    level,
+    base: { service: name },
+    timestamp: pino.stdTimeFunctions.isoTime,
+    redact: {
+      paths: [
+        "authorization",
+        "*.authorization",
+        "headers.authorization",
+        "*.headers.authorization",
+        "key",
+        "secret",
+        "*.secret",
+        "token",
+        "*.token",
+      ],
+      censor: "[redacted]",
+    },
+  });
+}

@@ -1,0 +1,42 @@
+import { z } from "zod";
+import type { Permission } from "./permissions.ts";
+import { validate } from "./validation.ts";
+
+/** Who a request acts as: an organization's user, through one credential. */
+export interface Principal {
+  org: string;
+  /** The end user from `X-On-Behalf-Of`, else the key's owner. */
+  user: string;
+  keyId: string;
+  permissions: Permission[];
+  /** How the caller proved itself. */
+  credential: "api_key" | "jwt";
+  /** True when `user` came from `X-On-Behalf-Of`. */
+  onBehalfOf: boolean;
+}
+
+/** 1 to 256 printable ASCII characters: a stable end-user id, safe in logs and SpiceDB ids once encoded. */
+export const userIdSchema = z
+  .string()
+  .min(1)
+  .max(256)
+  .regex(/^[\x20-\x7e]+$/, "String should contain only printable characters");
+
+/** Organization ids appear verbatim in SpiceDB object ids, so they keep to its alphabet. */
+export const orgIdSchema = z
+  .string()
+  .min(1)
+  .max(64)
+  .regex(/^[A-Za-z0-9_-]+$/, "String should match pattern '^[A-Za-z0-9_-]+$'");
+
+export const ON_BEHALF_OF_HEADER = "x-on-behalf-of";
+
+/** Validates an `X-On-Behalf-Of` value (422 at `["header","x-on-behalf-of"]`). */
+export function parseOnBehalfOf(value: string | string[] | undefined): string | undefined {
+  if (value === undefined) return undefined;
+  // Repeated headers are joined by Node; a list is not one user id.
+  const single = Array.isArray(value) ? value.join(", ") : value;
+  return validate("header", z.object({ [ON_BEHALF_OF_HEADER]: userIdSchema }), {
+    [ON_BEHALF_OF_HEADER]: single,
+  })[ON_BEHALF_OF_HEADER];
+}

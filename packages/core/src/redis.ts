@@ -1,0 +1,38 @@
+import { Redis, type RedisOptions } from "ioredis";
+
+/** Port of the `redis-server` that `pnpm start` runs when `REDIS_URL` is unset. */
+export const LOCAL_REDIS_PORT = 6390;
+export const LOCAL_REDIS_URL = `redis://127.0.0.1:${LOCAL_REDIS_PORT}`;
+
+export interface RedisClientOptions {
+  /** Shown in `CLIENT LIST`, so an operator can tell the connections apart. */
+  connectionName: string;
+  /** Per-command timeout in milliseconds; a hung Redis must not hang requests. */
+  commandTimeoutMs?: number;
+  extra?: RedisOptions;
+}
+
+export function createRedis(url: string, options: RedisClientOptions): Redis {
+  return new Redis(url, {
+    connectionName: options.connectionName,
+    commandTimeout: options.commandTimeoutMs ?? 2_000,
+    connectTimeout: 5_000,
+    // Fail fast instead of queueing forever while Redis is away; callers decide what a failure means.
+    maxRetriesPerRequest: 1,
+    retryStrategy: (attempt) => Math.min(attempt * 100, 2_000),
+    ...options.extra,
+  });
+}
+
+/** PING with a deadline: the readiness probe. */
+export async function redisReady(redis: Redis, timeoutMs = 1_000): Promise<boolean> {
+  try {
+    const pong = await Promise.race([
+      redis.ping(),
+      new Promise<never>((_, reject) => setTimeout(() => reject(new Error("timeout")), timeoutMs).unref()),
+    ]);
+    return pong === "PONG";
+  } catch {
+    return false;
+  }
+}

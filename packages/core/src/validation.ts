@@ -1,0 +1,135 @@
+import type { z } from "zod";
+import { ValidationFailed, type ValidationIssue } from "./errors.ts";
+
+export type Location = "body" | "query" | "path" | "header";
+
+/**
+ * Turns zod issues into pydantic-style validation items, because clients of
+ * the original API parse `type` and `loc` (DESIGN.md decision 7).
+ */
+export function toValidationIssues(
+  location: Location,
+  issues: readonly z.core.$ZodIssue[],
+): ValidationIssue[] {
+  const out: ValidationIssue[] = [];
+  for (const issue of issues) {
+    const loc = [location, ...issue.path.map((p) => (typeof p === "symbol" ? String(p) : p))];
+    const input = (issue as { input?: unknown }).input;
+    const hasInput = "input" in issue;
+    const item = (type: string, msg: string, ctx?: Record<string, unknown>): ValidationIssue => ({
+      loc,
+      msg,
+      type,
+      ...(hasInput ? { input } : {}),
+      ...(ctx ? { ctx } : {}),
+    });
+    switch (issue.code) {
+      case "invalid_type": {
+        if (!hasInput) {
+          out.push({ loc, msg: "Field required", type: "missing" });
+          break;
+        }
+        out.push(typeIssue(issue.expected, item));
+        break;
+      }
+      case "too_small":
+      case "too_big": {
+        out.push(sizeIssue(issue, item));
+        break;
+      }
+      case "invalid_value": {
+        const expected = formatChoices(issue.values);
+        out.push(item("enum", `Input should be ${expected}`, { expected }));
+        break;
+      }
+      case "unrecognized_keys":
+        for (const key of issue.keys) {
+          const value = (input as Record<string, unknown> | undefined)?.[key];
+          out.push({
+            loc: [...loc, key],
+            msg: "Extra inputs are not permitted",
+            type: "extra_forbidden",
+            input: value,
+          });
+        }
+        break;
+      case "invalid_format":
+        if (issue.format === "url") out.push(item("url_parsing", "Input should be a valid URL"));
+        else if (issue.format === "regex") out.push(item("string_pattern_mismatch", issue.message));
+        else out.push(item("value_error", issue.message));
+        break;
+      default:
+        out.push(item("value_error", issue.message));
+    }
+  }
+  return out;
+}
+
+/** pydantic's wording: `'a', 'b' or 'c'`. */
+function formatChoices(values: readonly unknown[]): string {
+  const quoted = values.map((v) => `'${String(v)}'`);
+  return quoted.length < 2 ? (quoted[0] ?? "") : `${quoted.slice(0, -1).join(", ")} or ${quoted.at(-1)}`;
+}
+
+type ItemFn = (type: string, msg: string, ctx?: Record<string, unknown>) => ValidationIssue;
+
+function typeIssue(expected: string, item: ItemFn): ValidationIssue {
+  switch (expected) {
+    case "string":
+      return item("string_type", "Input should be a valid string");
+    // Every number this API accepts is an integer.
+    case "int":
+    case "number":
+      return item("int_type", "Input should be a valid integer");
+    case "boolean":
+      return item("bool_type", "Input should be a valid boolean");
+    case "array":
+      return item("list_type", "Input should be a valid list");
+    case "object":
+    case "record":
+      return item("dict_type", "Input should be a valid dictionary");
+    default:
+      return item(`${expected}_type`, `Input should be a valid ${expected}`);
+  }
+}
+
+function sizeIssue(issue: z.core.$ZodIssueTooSmall | z.core.$ZodIssueTooBig, item: ItemFn): ValidationIssue {
+  const small = issue.code === "too_small";
+  const bound = Number(
+    small ? (issue as z.core.$ZodIssueTooSmall).minimum : (issue as z.core.$ZodIssueTooBig).maximum,
+  );
+  switch (issue.origin) {
+    case "string": {
+      const plural = bound === 1 ? "character" : "characters";
+      return small
+        ? item("string_too_short", `String should have at least ${bound} ${plural}`, { min_length: bound })
+        : item("string_too_long", `String should have at most ${bound} ${plural}`, { max_length: bound });
+    }
+    case "array":
+    case "set": {
+      const plural = bound === 1 ? "item" : "items";
+      return small
+        ? item("too_short", `List should have at least ${bound} ${plural}`, { min_length: bound })
+        : item("too_long", `List should have at most ${bound} ${plural}`, { max_length: bound });
+    }
+    default:
+      if (issue.inclusive === false) {
+        return small
+          ? item("greater_than", `Input should be greater than ${bound}`, { gt: bound })
+          : item("less_than", `Input should be less than ${bound}`, { lt: bound });
+      }
+      return small
+        ? item("greater_than_equal", `Input should be greater than or equal to ${bound}`, { ge: bound })
+        : item("less_than_equal", `Input should be less than or equal to ${bound}`, { le: bound });
+  }
+}
+
+/** Parses `value` with `schema`, throwing a 422 `ValidationFailed` located at `location`. */
+export function validate<S extends z.ZodType>(location: Location, schema: S, value: unknown): z.output<S> {
+  if (location === "body" && value === undefined) {
+    throw new ValidationFailed([{ loc: ["body"], msg: "Field required", type: "missing" }]);
+  }
+  const result = schema.safeParse(value, { reportInput: true });
+  if (result.success) return result.data;
+  throw new ValidationFailed(toValidationIssues(location, result.error.issues));
+}

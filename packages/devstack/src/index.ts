@@ -1,0 +1,3 @@
+export { freePort } from "./free-port.ts";
+export { REPO_ROOT, type RunningNodeProcess, startNodeProcess } from "./node-process.ts";
+export { type RunningRedis, startRedisServer, stopProcess } from "./redis-server.ts";

@@ -1,0 +1,79 @@
+/**
+ * `pnpm start`: the whole stack on one machine. Runs a local redis-server
+ * (data under `.data/redis`, AOF on) when `REDIS_URL` is unset, then the
+ * service and the gateway, forwarding their logs. Ctrl-C stops everything,
+ * Redis last so nothing loses its store mid-request.
+ */
+import { resolve } from "node:path";
+import { createLogger, LOCAL_REDIS_PORT } from "@gw/core";
+import { REPO_ROOT, type RunningNodeProcess, startNodeProcess } from "./node-process.ts";
+import { type RunningRedis, startRedisServer, stopProcess } from "./redis-server.ts";
+
+const logger = createLogger("devstack", process.env.LOG_LEVEL ?? "info");
+const stoppers: (() => Promise<void>)[] = [];
+let stopping = false;
+
+async function stopAll(code: number): Promise<never> {
+  if (!stopping) {
+    stopping = true;
+    for (const stop of stoppers.reverse()) await stop().catch(() => {});
+  }
+  process.exit(code);
+}
+
+async function main(): Promise<void> {
+  const env = { ...process.env };
+  if (!env.REDIS_URL) {
+    const dir = resolve(REPO_ROOT, ".data/redis");
+    const redis: RunningRedis = await startRedisServer({
+      port: LOCAL_REDIS_PORT,
+      dir,
+      appendOnly: true,
+      logFile: resolve(dir, "redis.log"),
+    }).catch((err: Error) => {
+      throw new Error(
+        `${err.message}\nIs another stack already running? Port ${LOCAL_REDIS_PORT} must be free, or set REDIS_URL.`,
+      );
+    });
+    watch("redis-server", redis.process);
+    env.REDIS_URL = redis.url;
+    logger.info({ url: redis.url, dir: ".data/redis", appendonly: true }, "local redis-server started");
+  }
+
+  const servicePort = Number(env.SERVICE_PORT ?? 8081);
+  const service = await startNodeProcess({
+    name: "service",
+    entry: "packages/service/src/main.ts",
+    port: servicePort,
+    env: { ...env, HOST: "127.0.0.1" },
+    inheritOutput: true,
+  });
+  watch("service", service.process);
+
+  const gateway: RunningNodeProcess = await startNodeProcess({
+    name: "gateway",
+    entry: "packages/gateway/src/main.ts",
+    port: Number(env.PORT ?? 8080),
+    env: { ...env, SERVICE_URL: env.SERVICE_URL ?? service.url },
+    inheritOutput: true,
+  });
+  watch("gateway", gateway.process);
+  logger.info({ gateway: gateway.url, service: service.url }, "stack is up; Ctrl-C stops it");
+}
+
+/** If any part dies, take the rest down instead of leaving a half-working stack. */
+function watch(name: string, child: RunningNodeProcess["process"]): void {
+  child.once("exit", (code, signal) => {
+    if (stopping) return;
+    logger.error({ name, code, signal }, "a stack process exited; stopping the stack");
+    void stopAll(1);
+  });
+  stoppers.push(() => stopProcess(child));
+}
+
+for (const signal of ["SIGINT", "SIGTERM"] as const) process.once(signal, () => void stopAll(0));
+
+main().catch((err: Error) => {
+  logger.error({ err: err.message }, "stack failed to start");
+  void stopAll(1);
+});

@@ -1,0 +1,39 @@
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { freePort } from "./free-port.ts";
+import { type RunningNodeProcess, startNodeProcess } from "./node-process.ts";
+import { type RunningRedis, startRedisServer } from "./redis-server.ts";
+
+export { freePort } from "./free-port.ts";
+export type { RunningNodeProcess } from "./node-process.ts";
+
+/** A real redis-server for one test file: free port, its own temporary data directory. */
+export async function startTestRedis(): Promise<RunningRedis> {
+  const dir = await mkdtemp(join(tmpdir(), "gw-test-redis-"));
+  for (let attempt = 1; ; attempt++) {
+    try {
+      const redis = await startRedisServer({ port: await freePort(), dir, appendOnly: false });
+      return {
+        ...redis,
+        async stop() {
+          await redis.stop();
+          await rm(dir, { recursive: true, force: true });
+        },
+      };
+    } catch (err) {
+      // Another process may have taken the port between our probe and redis-server's bind.
+      if (attempt >= 3) throw err;
+    }
+  }
+}
+
+/** A gateway as a separate OS process, for tests that need several replicas. */
+export async function startGatewayProcess(env: NodeJS.ProcessEnv): Promise<RunningNodeProcess> {
+  return startNodeProcess({
+    name: "gateway",
+    entry: "packages/gateway/src/main.ts",
+    port: await freePort(),
+    env: { PATH: process.env.PATH, HOST: "127.0.0.1", LOG_LEVEL: "warn", ...env },
+  });
+}

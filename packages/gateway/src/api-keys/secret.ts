@@ -1,0 +1,29 @@
+import { createHash, randomBytes, timingSafeEqual } from "node:crypto";
+
+/** Secrets start with this, so secret scanners and people recognise a leaked one. */
+export const SECRET_PREFIX = "gwsk_";
+
+/** 32 random bytes: 256 bits, so a single unsalted SHA-256 is a safe way to store them. */
+export function generateSecret(): string {
+  return `${SECRET_PREFIX}${randomBytes(32).toString("base64url")}`;
+}
+
+export function hashSecret(secret: string): string {
+  return createHash("sha256").update(secret, "utf8").digest("hex");
+}
+
+export function newKeyId(): string {
+  return `key_${randomBytes(12).toString("hex")}`;
+}
+
+/** Constant-time equality of two hex digests of equal length. */
+export function sameHash(a: string, b: string): boolean {
+  const left = Buffer.from(a, "hex");
+  const right = Buffer.from(b, "hex");
+  return left.length === right.length && timingSafeEqual(left, right);
+}
+
+/** The first characters of a secret: enough for a person to tell keys apart, far too few to guess the rest. */
+export function secretStart(secret: string): string {
+  return secret.slice(0, SECRET_PREFIX.length + 4);
+}

@@ -1,0 +1,151 @@
+import { DEFAULT_PERMISSIONS, type Limits, WINDOWS } from "@gw/core";
+import type { Redis } from "ioredis";
+import type { CreateApiKeyInput, UpdateApiKeyInput } from "./schema.ts";
+import { generateSecret, hashSecret, newKeyId, secretStart } from "./secret.ts";
+import type { ApiKeyRecord } from "./types.ts";
+
+/** Redis channel on which every change to a key is announced, so replicas drop cached copies. */
+export const API_KEY_EVENTS_CHANNEL = "gw:apikey-events";
+
+const recordKey = (id: string) => `gw:apikey:${id}`;
+const hashKey = (hash: string) => `gw:apikey-hash:${hash}`;
+const orgKey = (org: string) => `gw:org:${org}:apikeys`;
+
+// Creation is one script so two writers can never store two records for one secret
+// (e.g. two replicas applying the same bootstrap key at once).
+const CREATE_SCRIPT = `
+if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
+redis.call('SET', KEYS[2], ARGV[2])
+redis.call('SET', KEYS[1], ARGV[1])
+redis.call('SADD', KEYS[3], ARGV[1])
+return 1
+`;
+
+export class DuplicateSecretError extends Error {
+  constructor() {
+    super("A key with this secret already exists");
+  }
+}
+
+/**
+ * API keys in Redis: `gw:apikey:<id>` holds the record (JSON),
+ * `gw:apikey-hash:<sha256>` maps a secret's hash to its id (the O(1)
+ * lookup), and `gw:org:<org>:apikeys` lists an organization's ids.
+ */
+export class ApiKeyStore {
+  private readonly redis: Redis;
+
+  constructor(redis: Redis) {
+    this.redis = redis;
+  }
+
+  /** Creates a key; `secret` is for the bootstrap key only; normally a fresh one is generated. */
+  async create(
+    input: CreateApiKeyInput,
+    secret = generateSecret(),
+  ): Promise<{ record: ApiKeyRecord; secret: string }> {
+    const record: ApiKeyRecord = {
+      id: newKeyId(),
+      org: input.org,
+      owner: input.owner,
+      name: input.name ?? null,
+      permissions: [...(input.permissions ?? DEFAULT_PERMISSIONS)],
+      limits: cleanLimits(input.limits ?? {}),
+      status: "active",
+      createdAt: new Date().toISOString(),
+      expiresAt: input.expiresAt ? new Date(input.expiresAt).toISOString() : null,
+      revokedAt: null,
+      start: secretStart(secret),
+      hash: hashSecret(secret),
+    };
+    const created = await this.redis.eval(
+      CREATE_SCRIPT,
+      3,
+      hashKey(record.hash),
+      recordKey(record.id),
+      orgKey(record.org),
+      record.id,
+      JSON.stringify(record),
+    );
+    if (created !== 1) throw new DuplicateSecretError();
+    return { record, secret };
+  }
+
+  async get(id: string): Promise<ApiKeyRecord | undefined> {
+    const json = await this.redis.get(recordKey(id));
+    return json ? (JSON.parse(json) as ApiKeyRecord) : undefined;
+  }
+
+  async findByHash(hash: string): Promise<ApiKeyRecord | undefined> {
+    const id = await this.redis.get(hashKey(hash));
+    return id ? this.get(id) : undefined;
+  }
+
+  async listByOrg(org: string): Promise<ApiKeyRecord[]> {
+    const ids = await this.redis.smembers(orgKey(org));
+    if (ids.length === 0) return [];
+    const jsons = await this.redis.mget(ids.map(recordKey));
+    return jsons
+      .filter((json): json is string => json !== null)
+      .map((json) => JSON.parse(json) as ApiKeyRecord)
+      .sort((a, b) => a.createdAt.localeCompare(b.createdAt) || a.id.localeCompare(b.id));
+  }
+
+  async update(id: string, patch: UpdateApiKeyInput): Promise<ApiKeyRecord | undefined> {
+    return this.modify(id, (record) => {
+      if (patch.name !== undefined) record.name = patch.name;
+      if (patch.permissions !== undefined) record.permissions = [...patch.permissions];
+      if (patch.expiresAt !== undefined) {
+        record.expiresAt = patch.expiresAt === null ? null : new Date(patch.expiresAt).toISOString();
+      }
+      if (patch.limits !== undefined) {
+        const merged: Record<string, number | null | undefined> = { ...record.limits, ...patch.limits };
+        record.limits = cleanLimits(merged);
+      }
+    });
+  }
+
+  /** Revocation is final; revoking a revoked key changes nothing. */
+  async revoke(id: string): Promise<ApiKeyRecord | undefined> {
+    return this.modify(id, (record) => {
+      if (record.status === "revoked") return;
+      record.status = "revoked";
+      record.revokedAt = new Date().toISOString();
+    });
+  }
+
+  /** Read-modify-write under WATCH, announcing the change in the same transaction. */
+  private async modify(
+    id: string,
+    change: (record: ApiKeyRecord) => void,
+  ): Promise<ApiKeyRecord | undefined> {
+    for (let attempt = 0; attempt < 10; attempt++) {
+      const conn = await this.redis.duplicate();
+      try {
+        await conn.watch(recordKey(id));
+        const json = await conn.get(recordKey(id));
+        if (!json) return undefined;
+        const record = JSON.parse(json) as ApiKeyRecord;
+        change(record);
+        const result = await conn
+          .multi()
+          .set(recordKey(id), JSON.stringify(record))
+          .publish(API_KEY_EVENTS_CHANNEL, id)
+          .exec();
+        if (result !== null) return record;
+      } finally {
+        conn.disconnect();
+      }
+    }
+    throw new Error(`API key ${id} is being changed concurrently; try again`);
+  }
+}
+
+function cleanLimits(limits: Record<string, number | null | undefined>): Limits {
+  const out: Limits = {};
+  for (const window of WINDOWS) {
+    const value = limits[window];
+    if (typeof value === "number") out[window] = value;
+  }
+  return out;
+}

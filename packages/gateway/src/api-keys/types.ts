@@ -1,0 +1,37 @@
+import type { Limits, Permission } from "@gw/core";
+
+export type ApiKeyStatus = "active" | "revoked";
+
+/** What Redis holds for a key. The secret itself is never stored, only its SHA-256. */
+export interface ApiKeyRecord {
+  id: string;
+  org: string;
+  owner: string;
+  name: string | null;
+  permissions: Permission[];
+  limits: Limits;
+  status: ApiKeyStatus;
+  /** ISO 8601 instants. */
+  createdAt: string;
+  expiresAt: string | null;
+  revokedAt: string | null;
+  /** The secret's first characters, for people to recognise it in lists. */
+  start: string;
+  /** Hex SHA-256 of the secret. */
+  hash: string;
+}
+
+/** A key as shown to people and API clients: everything but the hash. */
+export type ApiKeyView = Omit<ApiKeyRecord, "hash">;
+
+export function toView(record: ApiKeyRecord): ApiKeyView {
+  const { hash: _hash, ...view } = record;
+  return view;
+}
+
+/** Why a credential that names a stored key still cannot be used, if it cannot. */
+export function unusableReason(record: ApiKeyRecord, now = Date.now()): string | undefined {
+  if (record.status === "revoked") return "API key has been revoked";
+  if (record.expiresAt !== null && Date.parse(record.expiresAt) <= now) return "API key has expired";
+  return undefined;
+}

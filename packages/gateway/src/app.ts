@@ -1,0 +1,57 @@
+import {
+  errorHandler,
+  type Logger,
+  type Metrics,
+  notFoundHandler,
+  redisReady,
+  registerProbes,
+  useRequestBasics,
+} from "@gw/core";
+import express, { Router } from "express";
+import type { Redis } from "ioredis";
+import type { ApiKeyLookup } from "./api-keys/lookup.ts";
+import type { ApiKeyStore } from "./api-keys/store.ts";
+import { authenticate } from "./authenticate/authenticate.ts";
+import { requirePermission } from "./authorize/require-permission.ts";
+import { resolvePrincipal } from "./principal/resolve-principal.ts";
+import { registerCreateApiKey } from "./routes/admin/create-api-key.ts";
+import { registerListApiKeys } from "./routes/admin/list-api-keys.ts";
+import { registerRevokeApiKey } from "./routes/admin/revoke-api-key.ts";
+import { registerUpdateApiKey } from "./routes/admin/update-api-key.ts";
+import { registerWhoami } from "./routes/whoami.ts";
+
+export interface GatewayDeps {
+  logger: Logger;
+  metrics: Metrics;
+  redis: Redis;
+  store: ApiKeyStore;
+  keys: ApiKeyLookup;
+}
+
+/**
+ * The request's path through the gateway: basics (request id, logs, body
+ * parsing) → authenticate → principal → the route's permission → the route.
+ */
+export function createGatewayApp(deps: GatewayDeps): express.Express {
+  const app = express();
+  useRequestBasics(app, deps.logger, deps.metrics);
+
+  const probes = Router();
+  registerProbes(probes, { redis: () => redisReady(deps.redis) }, deps.metrics);
+  app.use(probes);
+
+  const api = Router();
+  api.use(authenticate(deps.keys), resolvePrincipal);
+  registerWhoami(api);
+
+  api.use("/admin", requirePermission("admin:api-keys"));
+  registerCreateApiKey(api, deps.store);
+  registerListApiKeys(api, deps.store);
+  registerUpdateApiKey(api, deps.store);
+  registerRevokeApiKey(api, deps.store);
+
+  app.use("/api/v1", api);
+  app.use(notFoundHandler);
+  app.use(errorHandler(deps.logger));
+  return app;
+}

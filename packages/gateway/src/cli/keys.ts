@@ -1,0 +1,152 @@
+/**
+ * `pnpm keys <command>`: API-key administration straight against Redis
+ * (`REDIS_URL`, else the local redis-server of `pnpm start`). Every command
+ * prints exactly one JSON document on stdout; problems go to stderr with a
+ * non-zero exit code.
+ */
+import { parseArgs } from "node:util";
+import { createRedis, LOCAL_REDIS_URL, ValidationFailed, validate, WINDOWS } from "@gw/core";
+import { createApiKeySchema, updateApiKeySchema } from "../api-keys/schema.ts";
+import { ApiKeyStore } from "../api-keys/store.ts";
+import { toView } from "../api-keys/types.ts";
+
+const USAGE = `usage:
+  pnpm keys create --org ORG --owner USER [--name N] [--permissions a,b] [--limit WINDOW=N]... [--expires-at ISO8601]
+  pnpm keys list --org ORG
+  pnpm keys get ID
+  pnpm keys update ID [--name N] [--permissions a,b] [--limit WINDOW=N|off]... [--expires-at ISO8601|never]
+  pnpm keys revoke ID
+WINDOW is one of ${WINDOWS.join(", ")}.`;
+
+class UsageError extends Error {}
+
+const OPTIONS = {
+  org: { type: "string" },
+  owner: { type: "string" },
+  name: { type: "string" },
+  permissions: { type: "string" },
+  limit: { type: "string", multiple: true },
+  "expires-at": { type: "string" },
+  help: { type: "boolean", short: "h" },
+} as const;
+
+/** `--limit second=5 --limit day=off` → `{second: 5, day: null}`; values are checked later by the schema. */
+function parseLimits(values: string[] | undefined, allowOff: boolean): Record<string, unknown> | undefined {
+  if (!values) return undefined;
+  const limits: Record<string, unknown> = {};
+  for (const value of values) {
+    const [window, amount, ...rest] = value.split("=");
+    if (!window || amount === undefined || rest.length > 0)
+      throw new UsageError(`--limit expects WINDOW=N, got '${value}'`);
+    if (allowOff && amount === "off") limits[window] = null;
+    else limits[window] = /^-?\d+$/.test(amount) ? Number(amount) : amount;
+  }
+  return limits;
+}
+
+function parsePermissions(value: string | undefined): string[] | undefined {
+  return value === undefined
+    ? undefined
+    : value
+        .split(",")
+        .map((p) => p.trim())
+        .filter(Boolean);
+}
+
+/** Runs one CLI command; returns what to print. Exported for tests. */
+export async function runKeysCommand(argv: string[], store: ApiKeyStore): Promise<unknown> {
+  const { values, positionals } = parseArgs({
+    args: argv,
+    options: OPTIONS,
+    allowPositionals: true,
+    strict: true,
+  });
+  const [command, id, ...extra] = positionals;
+  if (values.help || !command) throw new UsageError("");
+  if (extra.length > 0) throw new UsageError(`unexpected arguments: ${extra.join(" ")}`);
+  const needId = () => {
+    if (!id) throw new UsageError(`${command} needs a key id`);
+    return id;
+  };
+  const found = <T>(record: T | undefined): T => {
+    if (!record) throw new Error(`no API key ${id}`);
+    return record;
+  };
+  switch (command) {
+    case "create": {
+      const input = validate("body", createApiKeySchema, {
+        org: values.org,
+        owner: values.owner,
+        name: values.name,
+        permissions: parsePermissions(values.permissions),
+        limits: parseLimits(values.limit, false),
+        expiresAt: values["expires-at"],
+      });
+      const { record, secret } = await store.create(input);
+      return { ...toView(record), key: secret };
+    }
+    case "list": {
+      if (!values.org) throw new UsageError("list needs --org");
+      return (await store.listByOrg(values.org)).map(toView);
+    }
+    case "get":
+      return toView(found(await store.get(needId())));
+    case "update": {
+      const key = needId();
+      const expires = values["expires-at"];
+      const patch = validate("body", updateApiKeySchema, {
+        name: values.name,
+        permissions: parsePermissions(values.permissions),
+        limits: parseLimits(values.limit, true),
+        expiresAt: expires === "never" ? null : expires,
+      });
+      return toView(found(await store.update(key, patch)));
+    }
+    case "revoke":
+      return toView(found(await store.revoke(needId())));
+    default:
+      throw new UsageError(`unknown command '${command}'`);
+  }
+}
+
+async function main(): Promise<number> {
+  const url = process.env.REDIS_URL || LOCAL_REDIS_URL;
+  const redis = createRedis(url, {
+    connectionName: "keys-cli",
+    extra: { lazyConnect: true, retryStrategy: () => null, enableOfflineQueue: false },
+  });
+  redis.on("error", () => {});
+  try {
+    try {
+      await redis.connect();
+    } catch (err) {
+      process.stderr.write(
+        `error: cannot reach Redis at ${url} (${(err as Error).message}). Start the stack with 'pnpm start' or set REDIS_URL.\n`,
+      );
+      return 1;
+    }
+    const result = await runKeysCommand(process.argv.slice(2), new ApiKeyStore(redis));
+    process.stdout.write(`${JSON.stringify(result, null, 2)}\n`);
+    return 0;
+  } catch (err) {
+    if (err instanceof UsageError) {
+      process.stderr.write(`${err.message ? `error: ${err.message}\n` : ""}${USAGE}\n`);
+      return 2;
+    }
+    if (err instanceof ValidationFailed) {
+      for (const issue of err.issues)
+        process.stderr.write(`error: ${issue.loc.slice(1).join(".")}: ${issue.msg}\n`);
+      return 2;
+    }
+    if ((err as { code?: string }).code?.startsWith("ERR_PARSE_ARGS")) {
+      process.stderr.write(`error: ${(err as Error).message}\n${USAGE}\n`);
+      return 2;
+    }
+    process.stderr.write(`error: ${(err as Error).message}\n`);
+    return 1;
+  } finally {
+    redis.disconnect();
+  }
+}
+
+if (import.meta.main) process.exitCode = await main();

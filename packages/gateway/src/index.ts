@@ -1,0 +1,5 @@
+export { hashSecret, SECRET_PREFIX } from "./api-keys/secret.ts";
+export { ApiKeyStore } from "./api-keys/store.ts";
+export { createGatewayApp } from "./app.ts";
+export { type GatewayConfig, gatewayConfigSchema } from "./config.ts";
+export { startGateway } from "./server.ts";

@@ -1,0 +1,24 @@
+import { orgIdSchema, validate } from "@gw/core";
+import type { Router } from "express";
+import { z } from "zod";
+import type { ApiKeyStore } from "../../api-keys/store.ts";
+import { type ApiKeyView, toView } from "../../api-keys/types.ts";
+import { principalOf } from "../../principal/resolve-principal.ts";
+import { assertOwnOrg } from "./api-key-admin.ts";
+
+export interface ListApiKeysResponse {
+  object: "list";
+  data: ApiKeyView[];
+}
+
+const query = z.object({ org: orgIdSchema.optional() });
+
+/** `GET /api/v1/admin/api-keys?org=ORG`: the organization's keys, oldest first, without secrets. */
+export function registerListApiKeys(router: Router, store: ApiKeyStore): void {
+  router.get("/admin/api-keys", async (req, res) => {
+    const org = validate("query", query, req.query).org ?? principalOf(res).org;
+    assertOwnOrg(res, org);
+    const body: ListApiKeysResponse = { object: "list", data: (await store.listByOrg(org)).map(toView) };
+    res.json(body);
+  });
+}

@@ -1,0 +1,80 @@
+import type { Server } from "node:http";
+import type { AddressInfo } from "node:net";
+import { createLogger, createMetrics, createRedis, type Logger } from "@gw/core";
+import { ensureBootstrapAdminKey } from "./api-keys/bootstrap.ts";
+import { CachedApiKeyLookup } from "./api-keys/lookup.ts";
+import { ApiKeyStore } from "./api-keys/store.ts";
+import { createGatewayApp } from "./app.ts";
+import type { GatewayConfig } from "./config.ts";
+
+export interface RunningGateway {
+  url: string;
+  port: number;
+  logger: Logger;
+  close(): Promise<void>;
+}
+
+/** Wires the gateway's dependencies, applies the bootstrap key and starts listening. */
+export async function startGateway(
+  config: GatewayConfig,
+  logger = createLogger("gateway", config.LOG_LEVEL),
+) {
+  const metrics = createMetrics("gateway");
+  const redisOptions = { commandTimeoutMs: config.REDIS_COMMAND_TIMEOUT_MS };
+  const redis = createRedis(config.REDIS_URL, { connectionName: "gateway", ...redisOptions });
+  const subscriber = createRedis(config.REDIS_URL, {
+    connectionName: "gateway-key-events",
+    // A subscriber connection only receives; a command timeout would cut it.
+    extra: { commandTimeout: undefined, maxRetriesPerRequest: null },
+  });
+  redis.on("error", (err) => logger.warn({ err: err.message }, "redis error"));
+  subscriber.on("error", (err) => logger.warn({ err: err.message }, "redis subscriber error"));
+
+  const store = new ApiKeyStore(redis);
+  const keys = new CachedApiKeyLookup(store, subscriber, config.API_KEY_CACHE_TTL_MS, logger);
+  await keys.start();
+  if (config.GATEWAY_BOOTSTRAP_ADMIN_KEY) {
+    await ensureBootstrapAdminKey(
+      store,
+      config.GATEWAY_BOOTSTRAP_ADMIN_KEY,
+      { org: config.GATEWAY_BOOTSTRAP_ORG, user: config.GATEWAY_BOOTSTRAP_OWNER },
+      logger,
+    );
+  }
+
+  const app = createGatewayApp({ logger, metrics, redis, store, keys });
+  const server: Server = await new Promise((resolve, reject) => {
+    const s = app.listen(config.PORT, config.HOST, (err?: Error) => (err ? reject(err) : resolve(s)));
+  });
+  const port = (server.address() as AddressInfo).port;
+  logger.info({ port, redis: redactUrl(config.REDIS_URL) }, "gateway listening");
+
+  return {
+    url: `http://127.0.0.1:${port}`,
+    port,
+    logger,
+    async close() {
+      await new Promise<void>((resolve) => {
+        const timer = setTimeout(() => server.closeAllConnections(), config.SHUTDOWN_GRACE_MS).unref();
+        server.close(() => {
+          clearTimeout(timer);
+          resolve();
+        });
+        server.closeIdleConnections();
+      });
+      subscriber.disconnect();
+      await redis.quit().catch(() => redis.disconnect());
+    },
+  } satisfies RunningGateway;
+}
+
+/** Credentials in a URL never reach a log line. */
+export function redactUrl(url: string): string {
+  try {
+    const parsed = new URL(url);
+    if (parsed.password) parsed.password = "***";
+    return parsed.toString();
+  } catch {
+    return "(unparseable URL)";
+  }
+}

@@ -1,0 +1,2 @@
+export { createServiceApp } from "./app.ts";
+export { type ServiceConfig, serviceConfigSchema } from "./config.ts";
