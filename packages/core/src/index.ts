@@ -7,5 +7,6 @@ export * from "./logger.ts";
 export * from "./metrics.ts";
 export * from "./permissions.ts";
 export * from "./principal.ts";
+export * from "./process.ts";
 export * from "./redis.ts";
 export * from "./validation.ts";

@@ -20,14 +20,14 @@ export const userIdSchema = z
   .string()
   .min(1)
   .max(256)
-  .regex(/^[\x20-\x7e]+$/, "String should contain only printable characters");
+  .regex(/^[\x20-\x7e]*$/, "String should contain only printable characters");
 
 /** Organization ids appear verbatim in SpiceDB object ids, so they keep to its alphabet. */
 export const orgIdSchema = z
   .string()
   .min(1)
   .max(64)
-  .regex(/^[A-Za-z0-9_-]+$/, "String should match pattern '^[A-Za-z0-9_-]+$'");
+  .regex(/^[A-Za-z0-9_-]*$/, "String should match pattern '^[A-Za-z0-9_-]+$'");
 
 export const ON_BEHALF_OF_HEADER = "x-on-behalf-of";
 

@@ -1,8 +1,20 @@
 import { Redis, type RedisOptions } from "ioredis";
 
-/** Port of the `redis-server` that `pnpm start` runs when `REDIS_URL` is unset. */
-export const LOCAL_REDIS_PORT = 6390;
-export const LOCAL_REDIS_URL = `redis://127.0.0.1:${LOCAL_REDIS_PORT}`;
+/** Default port of the `redis-server` that `pnpm start` runs when `REDIS_URL` is unset. */
+export const DEFAULT_LOCAL_REDIS_PORT = 6390;
+
+/** The local redis-server's port: `LOCAL_REDIS_PORT`, else 6390. */
+export function localRedisPort(env: NodeJS.ProcessEnv = process.env): number {
+  const port = Number(env.LOCAL_REDIS_PORT || DEFAULT_LOCAL_REDIS_PORT);
+  if (!Number.isInteger(port) || port < 1 || port > 65535)
+    throw new Error("LOCAL_REDIS_PORT must be a TCP port");
+  return port;
+}
+
+/** Where the gateway, the service and `pnpm keys` find Redis when `REDIS_URL` is unset. */
+export function localRedisUrl(env: NodeJS.ProcessEnv = process.env): string {
+  return `redis://127.0.0.1:${localRedisPort(env)}`;
+}
 
 export interface RedisClientOptions {
   /** Shown in `CLIENT LIST`, so an operator can tell the connections apart. */

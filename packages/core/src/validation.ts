@@ -15,7 +15,7 @@ export function toValidationIssues(
   for (const issue of issues) {
     const loc = [location, ...issue.path.map((p) => (typeof p === "symbol" ? String(p) : p))];
     const input = (issue as { input?: unknown }).input;
-    const hasInput = "input" in issue;
+    const hasInput = input !== undefined; // JSON has no undefined: an undefined input is an absent field
     const item = (type: string, msg: string, ctx?: Record<string, unknown>): ValidationIssue => ({
       loc,
       msg,

@@ -28,7 +28,8 @@ export async function startNodeProcess(options: {
 }): Promise<RunningNodeProcess> {
   const child = spawn(process.execPath, [resolve(REPO_ROOT, options.entry)], {
     env: { ...options.env, PORT: String(options.port) },
-    stdio: ["ignore", "pipe", "pipe"],
+    // The IPC channel lets the child notice if we die without stopping it (see `exitWithParent`).
+    stdio: ["ignore", "pipe", "pipe", "ipc"],
   });
   let output = "";
   for (const stream of [child.stdout, child.stderr]) {

@@ -5,7 +5,7 @@
  * Redis last so nothing loses its store mid-request.
  */
 import { resolve } from "node:path";
-import { createLogger, LOCAL_REDIS_PORT } from "@gw/core";
+import { createLogger, localRedisPort } from "@gw/core";
 import { REPO_ROOT, type RunningNodeProcess, startNodeProcess } from "./node-process.ts";
 import { type RunningRedis, startRedisServer, stopProcess } from "./redis-server.ts";
 
@@ -24,20 +24,24 @@ async function stopAll(code: number): Promise<never> {
 async function main(): Promise<void> {
   const env = { ...process.env };
   if (!env.REDIS_URL) {
-    const dir = resolve(REPO_ROOT, ".data/redis");
+    const dir = resolve(REPO_ROOT, env.DATA_DIR ?? ".data", "redis");
+    const port = localRedisPort(env);
     const redis: RunningRedis = await startRedisServer({
-      port: LOCAL_REDIS_PORT,
+      port,
       dir,
       appendOnly: true,
       logFile: resolve(dir, "redis.log"),
     }).catch((err: Error) => {
       throw new Error(
-        `${err.message}\nIs another stack already running? Port ${LOCAL_REDIS_PORT} must be free, or set REDIS_URL.`,
+        `${err.message}\nIs another stack already running? Port ${port} must be free, or set REDIS_URL.`,
       );
     });
     watch("redis-server", redis.process);
     env.REDIS_URL = redis.url;
-    logger.info({ url: redis.url, dir: ".data/redis", appendonly: true }, "local redis-server started");
+    logger.info(
+      { pid: redis.process.pid, url: redis.url, dir, appendonly: true },
+      "local redis-server started (AOF on), with its data in the data directory",
+    );
   }
 
   const servicePort = Number(env.SERVICE_PORT ?? 8081);
@@ -49,6 +53,7 @@ async function main(): Promise<void> {
     inheritOutput: true,
   });
   watch("service", service.process);
+  logger.info({ pid: service.process.pid, url: service.url }, "service started");
 
   const gateway: RunningNodeProcess = await startNodeProcess({
     name: "gateway",
@@ -58,6 +63,7 @@ async function main(): Promise<void> {
     inheritOutput: true,
   });
   watch("gateway", gateway.process);
+  logger.info({ pid: gateway.process.pid, url: gateway.url }, "gateway started");
   logger.info({ gateway: gateway.url, service: service.url }, "stack is up; Ctrl-C stops it");
 }
 

@@ -1,4 +1,4 @@
-import { env, LOCAL_REDIS_URL } from "@gw/core";
+import { env, localRedisUrl } from "@gw/core";
 import { z } from "zod";
 
 /** The gateway's environment. Each variable is documented in the README's configuration table. */
@@ -28,6 +28,6 @@ export const gatewayConfigSchema = z
     /** Time given to in-flight requests on SIGTERM, in milliseconds. Default 10000. */
     SHUTDOWN_GRACE_MS: env.positiveInt(10_000),
   })
-  .transform((c) => ({ ...c, REDIS_URL: c.REDIS_URL ?? LOCAL_REDIS_URL }));
+  .transform((c) => ({ ...c, REDIS_URL: c.REDIS_URL ?? localRedisUrl() }));
 
 export type GatewayConfig = z.output<typeof gatewayConfigSchema>;

@@ -1,4 +1,4 @@
-import { env, LOCAL_REDIS_URL } from "@gw/core";
+import { env, localRedisUrl } from "@gw/core";
 import { z } from "zod";
 
 /** The service's environment. Each variable is documented in the README's configuration table. */
@@ -13,6 +13,6 @@ export const serviceConfigSchema = z
     /** Redis for service records. Unset: the local redis-server that `pnpm start` runs. */
     REDIS_URL: env.redisUrl(),
   })
-  .transform((c) => ({ ...c, REDIS_URL: c.REDIS_URL ?? LOCAL_REDIS_URL }));
+  .transform((c) => ({ ...c, REDIS_URL: c.REDIS_URL ?? localRedisUrl() }));
 
 export type ServiceConfig = z.output<typeof serviceConfigSchema>;

@@ -1,5 +1,5 @@
 import type { AddressInfo } from "node:net";
-import { createLogger, createMetrics, createRedis, loadConfigOrExit } from "@gw/core";
+import { createLogger, createMetrics, createRedis, loadConfigOrExit, onShutdown } from "@gw/core";
 import { createServiceApp } from "./app.ts";
 import { serviceConfigSchema } from "./config.ts";
 
@@ -13,12 +13,14 @@ const server = app.listen(config.PORT, config.HOST, (err?: Error) => {
   logger.info({ port: (server.address() as AddressInfo).port }, "service listening");
 });
 
-for (const signal of ["SIGTERM", "SIGINT"] as const) {
-  process.once(signal, () => {
-    server.close(() => {
-      redis.disconnect();
-      process.exit(0);
-    });
-    server.closeIdleConnections();
-  });
-}
+onShutdown(
+  (reason) =>
+    new Promise<void>((resolve) => {
+      logger.info({ reason }, "shutting down");
+      server.close(() => {
+        redis.disconnect();
+        resolve();
+      });
+      server.closeIdleConnections();
+    }),
+);

@@ -21,6 +21,14 @@ redis.call('SADD', KEYS[3], ARGV[1])
 return 1
 `;
 
+// Replaces a record only if nobody changed it since it was read, and tells every replica.
+const CAS_SCRIPT = `
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+redis.call('SET', KEYS[1], ARGV[2])
+redis.call('PUBLISH', ARGV[3], ARGV[4])
+return 1
+`;
+
 export class DuplicateSecretError extends Error {
   constructor() {
     super("A key with this secret already exists");
@@ -114,28 +122,27 @@ export class ApiKeyStore {
     });
   }
 
-  /** Read-modify-write under WATCH, announcing the change in the same transaction. */
+  /** Read-modify-write as compare-and-set, announcing the change in the same atomic step. */
   private async modify(
     id: string,
     change: (record: ApiKeyRecord) => void,
   ): Promise<ApiKeyRecord | undefined> {
     for (let attempt = 0; attempt < 10; attempt++) {
-      const conn = await this.redis.duplicate();
-      try {
-        await conn.watch(recordKey(id));
-        const json = await conn.get(recordKey(id));
-        if (!json) return undefined;
-        const record = JSON.parse(json) as ApiKeyRecord;
-        change(record);
-        const result = await conn
-          .multi()
-          .set(recordKey(id), JSON.stringify(record))
-          .publish(API_KEY_EVENTS_CHANNEL, id)
-          .exec();
-        if (result !== null) return record;
-      } finally {
-        conn.disconnect();
-      }
+      const before = await this.redis.get(recordKey(id));
+      if (!before) return undefined;
+      const record = JSON.parse(before) as ApiKeyRecord;
+      change(record);
+      const after = JSON.stringify(record);
+      const swapped = await this.redis.eval(
+        CAS_SCRIPT,
+        1,
+        recordKey(id),
+        before,
+        after,
+        API_KEY_EVENTS_CHANNEL,
+        id,
+      );
+      if (swapped === 1) return record;
     }
     throw new Error(`API key ${id} is being changed concurrently; try again`);
   }

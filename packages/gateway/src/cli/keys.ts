@@ -5,7 +5,7 @@
  * non-zero exit code.
  */
 import { parseArgs } from "node:util";
-import { createRedis, LOCAL_REDIS_URL, ValidationFailed, validate, WINDOWS } from "@gw/core";
+import { createRedis, localRedisUrl, ValidationFailed, validate, WINDOWS } from "@gw/core";
 import { createApiKeySchema, updateApiKeySchema } from "../api-keys/schema.ts";
 import { ApiKeyStore } from "../api-keys/store.ts";
 import { toView } from "../api-keys/types.ts";
@@ -110,7 +110,7 @@ export async function runKeysCommand(argv: string[], store: ApiKeyStore): Promis
 }
 
 async function main(): Promise<number> {
-  const url = process.env.REDIS_URL || LOCAL_REDIS_URL;
+  const url = process.env.REDIS_URL || localRedisUrl();
   const redis = createRedis(url, {
     connectionName: "keys-cli",
     extra: { lazyConnect: true, retryStrategy: () => null, enableOfflineQueue: false },

@@ -1,0 +1,80 @@
+import { describe, expect, it } from "vitest";
+import { useGateway } from "./harness.ts";
+
+const gw = useGateway();
+const WHOAMI = "/api/v1/authentication/whoami";
+
+async function expect401(res: Response, message: RegExp) {
+  expect(res.status).toBe(401);
+  expect(res.headers.get("www-authenticate")).toMatch(/^Bearer\b/);
+  expect(res.headers.get("content-type")).toMatch(/^application\/json/);
+  const body = await res.json();
+  expect(body).toEqual({ error: "Unauthorized", message: expect.stringMatching(message) });
+}
+
+describe("authentication: every way a credential is refused", () => {
+  it("refuses a request without Authorization", async () => {
+    await expect401(await gw.call(WHOAMI), /missing/i);
+  });
+
+  it.each([
+    ["Basic scheme", "Basic YWxpY2U6c2VjcmV0"],
+    ["no credential", "Bearer"],
+    ["two credentials", "Bearer abc def"],
+    ["credential with a comma", "Bearer abc,def"],
+  ])("refuses a malformed header (%s)", async (_name, header) => {
+    await expect401(await gw.call(WHOAMI, { headers: { authorization: header } }), /Bearer <credential>/);
+  });
+
+  it("refuses an unknown key, including one that looks real", async () => {
+    await expect401(
+      await gw.call(WHOAMI, { bearer: "gwsk_notARealKeyAtAllnotARealKeyAtAll1234567" }),
+      /invalid/i,
+    );
+    const { secret } = await gw.createKey();
+    await expect401(await gw.call(WHOAMI, { bearer: `${secret}x` }), /invalid/i);
+  });
+
+  it("refuses an expired key", async () => {
+    const { record, secret } = await gw.createKey({ expiresAt: new Date(Date.now() + 60_000).toISOString() });
+    expect((await gw.call(WHOAMI, { bearer: secret })).status).toBe(200);
+    // Move the expiry into the past directly in Redis: the schema refuses past expiries.
+    const stored = {
+      ...(await gw.store.get(record.id))!,
+      expiresAt: new Date(Date.now() - 1_000).toISOString(),
+    };
+    await gw.redis.set(`gw:apikey:${record.id}`, JSON.stringify(stored));
+    await gw.redis.publish("gw:apikey-events", record.id);
+    await new Promise((r) => setTimeout(r, 50));
+    await expect401(await gw.call(WHOAMI, { bearer: secret }), /expired/i);
+  });
+
+  it("refuses a revoked key", async () => {
+    const { record, secret } = await gw.createKey();
+    expect((await gw.call(WHOAMI, { bearer: secret })).status).toBe(200);
+    await gw.store.revoke(record.id);
+    await new Promise((r) => setTimeout(r, 50));
+    await expect401(await gw.call(WHOAMI, { bearer: secret }), /revoked/i);
+  });
+
+  it("accepts the scheme name in any case, as RFC 7235 says", async () => {
+    const { secret } = await gw.createKey();
+    expect((await gw.call(WHOAMI, { headers: { authorization: `bearer ${secret}` } })).status).toBe(200);
+  });
+
+  it("stores only the SHA-256 of a secret, never the secret", async () => {
+    const { record, secret } = await gw.createKey();
+    const keys = await gw.redis.keys("*");
+    const dump = (
+      await Promise.all(
+        keys.map((k) => gw.redis.type(k).then((t) => (t === "string" ? gw.redis.get(k) : ""))),
+      )
+    )
+      .concat(keys)
+      .join("\n");
+    expect(dump).not.toContain(secret);
+    expect(dump).not.toContain(secret.slice(10));
+    expect(dump).toContain(record.hash);
+    expect(record.hash).toMatch(/^[0-9a-f]{64}$/);
+  });
+});

@@ -1,0 +1,122 @@
+import { execFile } from "node:child_process";
+import { resolve } from "node:path";
+import { promisify } from "node:util";
+import { REPO_ROOT } from "@gw/devstack";
+import { describe, expect, it } from "vitest";
+import { freshOrg, useGateway } from "./harness.ts";
+
+const run = promisify(execFile);
+const gw = useGateway();
+
+/** Runs the CLI as a user would; never throws, so exit codes can be asserted. */
+async function keys(args: string[], via: "node" | "pnpm" = "node") {
+  const [cmd, argv] =
+    via === "pnpm"
+      ? ["pnpm", ["keys", ...args]]
+      : [process.execPath, [resolve(REPO_ROOT, "packages/gateway/src/cli/keys.ts"), ...args]];
+  try {
+    const { stdout, stderr } = await run(cmd, argv, {
+      cwd: REPO_ROOT,
+      env: { ...process.env, REDIS_URL: gw.redisUrl },
+    });
+    return { code: 0, stdout, stderr };
+  } catch (err) {
+    const e = err as { code: number; stdout: string; stderr: string };
+    return { code: e.code, stdout: e.stdout, stderr: e.stderr };
+  }
+}
+
+describe("pnpm keys", () => {
+  it("create prints exactly one JSON object whose secret authenticates", async () => {
+    const org = freshOrg();
+    const out = await keys(
+      [
+        "create",
+        "--org",
+        org,
+        "--owner",
+        "alice",
+        "--limit",
+        "second=5",
+        "--limit",
+        "day=1000",
+        "--name",
+        "web",
+      ],
+      "pnpm",
+    );
+    expect(out.code).toBe(0);
+    const created = JSON.parse(out.stdout); // throws unless stdout is exactly one JSON document
+    expect(created).toMatchObject({
+      id: expect.stringMatching(/^key_/),
+      key: expect.stringMatching(/^gwsk_/),
+      org,
+      owner: "alice",
+      name: "web",
+      limits: { second: 5, day: 1000 },
+      permissions: expect.not.arrayContaining(["admin:api-keys"]),
+    });
+    const whoami = await gw.call("/api/v1/authentication/whoami", { bearer: created.key });
+    expect(await whoami.json()).toMatchObject({ org, user: "alice", keyId: created.id });
+  });
+
+  it("list shows the org's keys without secrets; update and revoke change them", async () => {
+    const org = freshOrg();
+    const created = JSON.parse(
+      (await keys(["create", "--org", org, "--owner", "bob", "--permissions", "usage:read,admin:api-keys"]))
+        .stdout,
+    );
+    expect(created.permissions).toEqual(["usage:read", "admin:api-keys"]);
+    const listed = JSON.parse((await keys(["list", "--org", org])).stdout);
+    expect(listed).toHaveLength(1);
+    expect(listed[0].id).toBe(created.id);
+    expect(JSON.stringify(listed)).not.toContain(created.key);
+
+    const updated = JSON.parse(
+      (await keys(["update", created.id, "--limit", "minute=30", "--permissions", "responses:read"])).stdout,
+    );
+    expect(updated).toMatchObject({ limits: { minute: 30 }, permissions: ["responses:read"] });
+    const cleared = JSON.parse((await keys(["update", created.id, "--limit", "minute=off"])).stdout);
+    expect(cleared.limits).toEqual({});
+
+    const revoked = JSON.parse((await keys(["revoke", created.id])).stdout);
+    expect(revoked.status).toBe("revoked");
+    await new Promise((r) => setTimeout(r, 50));
+    expect((await gw.call("/api/v1/authentication/whoami", { bearer: created.key })).status).toBe(401);
+  });
+
+  it("rejects bad input with a message and a non-zero exit, printing nothing on stdout", async () => {
+    const cases = [
+      { args: ["create", "--owner", "alice"], message: /org: Field required/ },
+      {
+        args: ["create", "--org", "acme", "--owner", "a", "--permissions", "fly"],
+        message: /permissions\.0/,
+      },
+      { args: ["create", "--org", "acme", "--owner", "a", "--limit", "week=3"], message: /limits\.week/ },
+      { args: ["create", "--org", "acme", "--owner", "a", "--limit", "second"], message: /WINDOW=N/ },
+      { args: ["frobnicate"], message: /unknown command/ },
+      { args: ["create", "--bogus"], message: /bogus/ },
+    ];
+    for (const c of cases) {
+      const out = await keys(c.args);
+      expect(out.code, c.args.join(" ")).toBe(2);
+      expect(out.stdout).toBe("");
+      expect(out.stderr).toMatch(c.message);
+    }
+    const missing = await keys(["revoke", "key_000000000000000000000000"]);
+    expect(missing.code).toBe(1);
+    expect(missing.stderr).toMatch(/no API key/);
+  });
+
+  it("says how to fix an unreachable Redis", async () => {
+    const out = await run(
+      process.execPath,
+      [resolve(REPO_ROOT, "packages/gateway/src/cli/keys.ts"), "list", "--org", "a"],
+      {
+        env: { ...process.env, REDIS_URL: "redis://127.0.0.1:1" },
+      },
+    ).catch((e) => e as { code: number; stderr: string });
+    expect((out as { code: number }).code).toBe(1);
+    expect((out as { stderr: string }).stderr).toMatch(/cannot reach Redis.*pnpm start/);
+  });
+});

@@ -1,0 +1,123 @@
+import { describe, expect, it } from "vitest";
+import { useGateway } from "./harness.ts";
+
+const gw = useGateway();
+const KEYS = "/api/v1/admin/api-keys";
+
+async function adminSecret() {
+  return (await gw.createKey({ permissions: ["admin:api-keys"] })).secret;
+}
+
+describe("error bodies", () => {
+  it("answers malformed JSON with 422 json_invalid, not 500", async () => {
+    const res = await gw.call(KEYS, {
+      method: "POST",
+      bearer: await adminSecret(),
+      headers: { "content-type": "application/json" },
+      body: '{"owner": "bob",',
+    });
+    expect(res.status).toBe(422);
+    const body = await res.json();
+    expect(body.detail).toEqual([
+      expect.objectContaining({ loc: ["body"], type: "json_invalid", msg: "JSON decode error" }),
+    ]);
+  });
+
+  it("names an extra property with extra_forbidden at its location", async () => {
+    const res = await gw.call(KEYS, {
+      method: "POST",
+      bearer: await adminSecret(),
+      json: { owner: "bob", colour: "red" },
+    });
+    expect(res.status).toBe(422);
+    expect((await res.json()).detail).toEqual([
+      {
+        loc: ["body", "colour"],
+        msg: "Extra inputs are not permitted",
+        type: "extra_forbidden",
+        input: "red",
+      },
+    ]);
+  });
+
+  it("names every bad field at once, pydantic style", async () => {
+    const res = await gw.call(KEYS, {
+      method: "POST",
+      bearer: await adminSecret(),
+      json: { name: 7, permissions: ["responses:read", "fly"], limits: { second: 0, hour: 1.5 } },
+    });
+    expect(res.status).toBe(422);
+    const detail = (await res.json()).detail as { loc: unknown[]; type: string }[];
+    const byLoc = Object.fromEntries(detail.map((d) => [d.loc.join("."), d]));
+    expect(byLoc["body.owner"]).toEqual({ loc: ["body", "owner"], msg: "Field required", type: "missing" });
+    expect(byLoc["body.name"]).toMatchObject({ type: "string_type", input: 7 });
+    expect(byLoc["body.permissions.1"]).toMatchObject({ type: "enum", input: "fly" });
+    expect(byLoc["body.limits.second"]).toMatchObject({
+      type: "greater_than_equal",
+      input: 0,
+      ctx: { ge: 1 },
+    });
+    expect(byLoc["body.limits.hour"]).toMatchObject({ type: "int_type", input: 1.5 });
+    expect(detail).toHaveLength(5);
+  });
+
+  it("answers a missing body with 422 missing at ['body']", async () => {
+    const res = await gw.call(KEYS, { method: "POST", bearer: await adminSecret() });
+    expect(res.status).toBe(422);
+    expect((await res.json()).detail).toEqual([{ loc: ["body"], msg: "Field required", type: "missing" }]);
+  });
+
+  it("answers a body over 1 MiB with 413 in JSON", async () => {
+    const res = await gw.call(KEYS, {
+      method: "POST",
+      bearer: await adminSecret(),
+      json: { owner: "bob", name: "x".repeat(1024 * 1024) },
+    });
+    expect(res.status).toBe(413);
+    expect(res.headers.get("content-type")).toMatch(/^application\/json/);
+    expect(await res.json()).toEqual({
+      error: "Payload Too Large",
+      message: expect.stringContaining("1048576"),
+    });
+  });
+
+  it("answers unknown routes with 404 in JSON (after authentication under /api/v1)", async () => {
+    const secret = await adminSecret();
+    const api = await gw.call("/api/v1/no/such/thing", { bearer: secret });
+    expect(api.status).toBe(404);
+    expect(await api.json()).toEqual({
+      error: "Not Found",
+      message: "No route for GET /api/v1/no/such/thing",
+    });
+    const root = await gw.call("/nowhere");
+    expect(root.status).toBe(404);
+    expect((await root.json()).error).toBe("Not Found");
+    expect((await gw.call("/api/v1/no/such/thing")).status).toBe(401);
+  });
+
+  it("puts X-Request-Id on every response, keeping a well-formed incoming one", async () => {
+    const secret = await adminSecret();
+    const responses = await Promise.all([
+      gw.call("/healthz"),
+      gw.call("/nowhere"),
+      gw.call("/api/v1/authentication/whoami"),
+      gw.call("/api/v1/authentication/whoami", { bearer: secret }),
+      gw.call(KEYS, { method: "POST", bearer: secret, json: { nope: 1 } }),
+    ]);
+    const ids = responses.map((r) => r.headers.get("x-request-id"));
+    for (const id of ids) expect(id).toMatch(/^[0-9a-f-]{36}$/);
+    expect(new Set(ids).size).toBe(ids.length);
+    const echoed = await gw.call("/healthz", { headers: { "x-request-id": "trace-abc.123" } });
+    expect(echoed.headers.get("x-request-id")).toBe("trace-abc.123");
+    const replaced = await gw.call("/healthz", { headers: { "x-request-id": "bad id with spaces" } });
+    expect(replaced.headers.get("x-request-id")).not.toBe("bad id with spaces");
+  });
+
+  it("serves liveness, readiness and metrics without credentials", async () => {
+    expect(await (await gw.call("/healthz")).json()).toEqual({ status: "ok" });
+    expect(await (await gw.call("/readyz")).json()).toEqual({ status: "ready", checks: { redis: "ok" } });
+    const metrics = await (await gw.call("/metrics")).text();
+    expect(metrics).toContain("gateway_http_requests_total");
+    expect(metrics).not.toMatch(/key_[0-9a-f]{24}/);
+  });
+});

@@ -1,0 +1,73 @@
+import { createRedis } from "@gw/core";
+import { type RunningNodeProcess, startGatewayProcess, startTestRedis } from "@gw/devstack/testing";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { ApiKeyStore } from "../src/api-keys/store.ts";
+import { freshOrg } from "./harness.ts";
+
+describe("revocation across gateway replicas", () => {
+  let redisServer: Awaited<ReturnType<typeof startTestRedis>>;
+  let replicas: RunningNodeProcess[] = [];
+  let store: ApiKeyStore;
+  let redis: ReturnType<typeof createRedis>;
+
+  beforeAll(async () => {
+    redisServer = await startTestRedis();
+    // A long cache TTL, so only the change feed can make a replica notice the revocation in time.
+    const env = { REDIS_URL: redisServer.url, API_KEY_CACHE_TTL_MS: "60000" };
+    replicas = await Promise.all([startGatewayProcess(env), startGatewayProcess(env)]);
+    redis = createRedis(redisServer.url, { connectionName: "test" });
+    store = new ApiKeyStore(redis);
+  });
+
+  afterAll(async () => {
+    redis?.disconnect();
+    await Promise.all(replicas.map((r) => r.stop()));
+    await redisServer?.stop();
+  });
+
+  const whoami = (replica: RunningNodeProcess, secret: string) =>
+    fetch(`${replica.url}/api/v1/authentication/whoami`, { headers: { authorization: `Bearer ${secret}` } });
+
+  it("a key revoked through one replica is refused by the other within one second", async () => {
+    const [a, b] = replicas as [RunningNodeProcess, RunningNodeProcess];
+    const org = freshOrg();
+    const { secret: adminSecret } = await store.create({
+      org,
+      owner: "root",
+      permissions: ["admin:api-keys"],
+    });
+    const { record, secret } = await store.create({ org, owner: "alice" });
+    // Warm both replicas' caches with the active key.
+    expect((await whoami(a, secret)).status).toBe(200);
+    expect((await whoami(b, secret)).status).toBe(200);
+
+    const revoke = await fetch(`${a.url}/api/v1/admin/api-keys/${record.id}`, {
+      method: "DELETE",
+      headers: { authorization: `Bearer ${adminSecret}` },
+    });
+    expect(revoke.status).toBe(200);
+    const revokedAt = Date.now();
+
+    let status = 200;
+    while (status === 200 && Date.now() - revokedAt < 1_000) {
+      status = (await whoami(b, secret)).status;
+      if (status === 200) await new Promise((r) => setTimeout(r, 20));
+    }
+    expect(status).toBe(401);
+    expect((await whoami(a, secret)).status).toBe(401);
+  });
+
+  it("an update (new permissions) is seen by the other replica too", async () => {
+    const [a, b] = replicas as [RunningNodeProcess, RunningNodeProcess];
+    const { record, secret } = await store.create({ org: freshOrg(), owner: "alice" });
+    expect((await (await whoami(b, secret)).json()).permissions).toContain("usage:read");
+    await store.update(record.id, { permissions: ["responses:read"] });
+    const deadline = Date.now() + 1_000;
+    let permissions: string[] = [];
+    do {
+      permissions = (await (await whoami(b, secret)).json()).permissions;
+    } while (permissions.includes("usage:read") && Date.now() < deadline);
+    expect(permissions).toEqual(["responses:read"]);
+    expect((await (await whoami(a, secret)).json()).permissions).toEqual(["responses:read"]);
+  });
+});
