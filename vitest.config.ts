@@ -8,6 +8,6 @@ export default defineConfig({
     hookTimeout: 60_000,
     // Each file starts its own redis-server (and later SpiceDB); two at a time suits these 2-core machines.
     maxWorkers: 2,
-    reporters: ["default"],
+    reporters: ["default", "./test/summary-reporter.ts"],
   },
 });

@@ -1,7 +1,6 @@
 import {
   errorHandler,
   type Logger,
-  type Metrics,
   notFoundHandler,
   redisReady,
   registerProbes,
@@ -12,6 +11,7 @@ import type { Redis } from "ioredis";
 import type { ApiKeyLookup } from "./api-keys/lookup.ts";
 import type { ApiKeyStore } from "./api-keys/store.ts";
 import { authenticate } from "./authenticate/authenticate.ts";
+import type { GatewayMetrics } from "./metrics.ts";
 import { requirePermission } from "./authorize/require-permission.ts";
 import { resolvePrincipal } from "./principal/resolve-principal.ts";
 import { registerCreateApiKey } from "./routes/admin/create-api-key.ts";
@@ -22,7 +22,7 @@ import { registerWhoami } from "./routes/whoami.ts";
 
 export interface GatewayDeps {
   logger: Logger;
-  metrics: Metrics;
+  metrics: GatewayMetrics;
   redis: Redis;
   store: ApiKeyStore;
   keys: ApiKeyLookup;
@@ -41,7 +41,7 @@ export function createGatewayApp(deps: GatewayDeps): express.Express {
   app.use(probes);
 
   const api = Router();
-  api.use(authenticate(deps.keys), resolvePrincipal);
+  api.use(authenticate(deps.keys, deps.metrics), resolvePrincipal);
   registerWhoami(api);
 
   api.use("/admin", requirePermission("admin:api-keys"));

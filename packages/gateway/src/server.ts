@@ -1,11 +1,12 @@
 import type { Server } from "node:http";
 import type { AddressInfo } from "node:net";
-import { createLogger, createMetrics, createRedis, type Logger } from "@gw/core";
+import { createLogger, createRedis, type Logger } from "@gw/core";
 import { ensureBootstrapAdminKey } from "./api-keys/bootstrap.ts";
 import { CachedApiKeyLookup } from "./api-keys/lookup.ts";
 import { ApiKeyStore } from "./api-keys/store.ts";
 import { createGatewayApp } from "./app.ts";
 import type { GatewayConfig } from "./config.ts";
+import { createGatewayMetrics } from "./metrics.ts";
 
 export interface RunningGateway {
   url: string;
@@ -19,7 +20,7 @@ export async function startGateway(
   config: GatewayConfig,
   logger = createLogger("gateway", config.LOG_LEVEL),
 ) {
-  const metrics = createMetrics("gateway");
+  const metrics = createGatewayMetrics();
   const redisOptions = { commandTimeoutMs: config.REDIS_COMMAND_TIMEOUT_MS };
   const redis = createRedis(config.REDIS_URL, { connectionName: "gateway", ...redisOptions });
   const subscriber = createRedis(config.REDIS_URL, {

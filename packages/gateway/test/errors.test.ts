@@ -118,6 +118,7 @@ describe("error bodies", () => {
     expect(await (await gw.call("/readyz")).json()).toEqual({ status: "ready", checks: { redis: "ok" } });
     const metrics = await (await gw.call("/metrics")).text();
     expect(metrics).toContain("gateway_http_requests_total");
+    expect(metrics).toMatch(/gateway_authentications_total\{outcome="missing"\} [1-9]/);
     expect(metrics).not.toMatch(/key_[0-9a-f]{24}/);
   });
 });

@@ -28,10 +28,3 @@ export function toView(record: ApiKeyRecord): ApiKeyView {
   const { hash: _hash, ...view } = record;
   return view;
 }
-
-/** Why a credential that names a stored key still cannot be used, if it cannot. */
-export function unusableReason(record: ApiKeyRecord, now = Date.now()): string | undefined {
-  if (record.status === "revoked") return "API key has been revoked";
-  if (record.expiresAt !== null && Date.parse(record.expiresAt) <= now) return "API key has expired";
-  return undefined;
-}

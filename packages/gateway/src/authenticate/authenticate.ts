@@ -1,7 +1,7 @@
 import { unauthorized } from "@gw/core";
 import type { RequestHandler } from "express";
 import type { ApiKeyLookup } from "../api-keys/lookup.ts";
-import { unusableReason } from "../api-keys/types.ts";
+import type { GatewayMetrics } from "../metrics.ts";
 
 const BEARER = /^Bearer +([A-Za-z0-9._~+/=-]+) *$/i;
 
@@ -9,16 +9,23 @@ const BEARER = /^Bearer +([A-Za-z0-9._~+/=-]+) *$/i;
  * Step 1 of every API request: prove who is calling. Sets `res.locals.apiKey`.
  * Every failure is a 401 with `WWW-Authenticate: Bearer`.
  */
-export function authenticate(keys: ApiKeyLookup): RequestHandler {
+export function authenticate(keys: ApiKeyLookup, metrics: Pick<GatewayMetrics, "authentications">): RequestHandler {
+  const refuse = (outcome: string, message: string) => {
+    metrics.authentications.inc({ outcome });
+    return unauthorized(message);
+  };
   return async (req, res, next) => {
     const header = req.get("authorization");
-    if (!header) throw unauthorized("Missing Authorization header");
+    if (!header) throw refuse("missing", "Missing Authorization header");
     const match = BEARER.exec(header);
-    if (!match?.[1]) throw unauthorized("Authorization header must be 'Bearer <credential>'");
+    if (!match?.[1]) throw refuse("malformed", "Authorization header must be 'Bearer <credential>'");
     const record = await keys.findBySecret(match[1]);
-    if (!record) throw unauthorized("Invalid API key");
-    const reason = unusableReason(record);
-    if (reason) throw unauthorized(reason);
+    if (!record) throw refuse("unknown", "Invalid API key");
+    if (record.status === "revoked") throw refuse("revoked", "API key has been revoked");
+    if (record.expiresAt !== null && Date.parse(record.expiresAt) <= Date.now()) {
+      throw refuse("expired", "API key has expired");
+    }
+    metrics.authentications.inc({ outcome: "ok" });
     res.locals.apiKey = record;
     next();
   };
