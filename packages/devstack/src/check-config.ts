@@ -23,13 +23,17 @@ export function knownVariables(): Set<string> {
 
 /** Variables without a row (`| \`NAME\` |`) in the README's configuration tables. */
 export function undocumented(readme: string, known: Iterable<string>): string[] {
-  return [...known].filter((name) => !readme.includes(`| \`${name}\` |`)).map((name) => `README.md: ${name} is not documented`);
+  return [...known]
+    .filter((name) => !readme.includes(`| \`${name}\` |`))
+    .map((name) => `README.md: ${name} is not documented`);
 }
 
 /** Environment variable names a deployment file sets: compose `environment`, Kubernetes `env`, Dockerfile `ENV`. */
 export function variablesSetIn(path: string, text: string): string[] {
   if (/Dockerfile$/.test(path)) {
-    return [...text.matchAll(/^ENV\s+(.+)$/gm)].flatMap((m) => [...m[1]!.matchAll(/([A-Z_][A-Z0-9_]*)=/g)].map((v) => v[1]!));
+    return [...text.matchAll(/^ENV\s+(.+)$/gm)].flatMap((m) =>
+      [...m[1]!.matchAll(/([A-Z_][A-Z0-9_]*)=/g)].map((v) => v[1]!),
+    );
   }
   const names: string[] = [];
   for (const doc of parseAllDocuments(text)) {
@@ -63,7 +67,12 @@ export function unknownIn(path: string, text: string, known: Set<string>, allowe
     .map((name) => `${path}: sets ${name}, which no process reads`);
 }
 
-export const DEPLOY_FILES = ["deploy/Dockerfile", "deploy/docker-compose.yml", "deploy/k8s/gateway.yaml", "deploy/k8s/service.yaml"];
+export const DEPLOY_FILES = [
+  "deploy/Dockerfile",
+  "deploy/docker-compose.yml",
+  "deploy/k8s/gateway.yaml",
+  "deploy/k8s/service.yaml",
+];
 
 export async function checkRepository(root = REPO_ROOT): Promise<string[]> {
   const known = knownVariables();
@@ -77,6 +86,8 @@ export async function checkRepository(root = REPO_ROOT): Promise<string[]> {
 if (import.meta.main) {
   const problems = await checkRepository();
   for (const problem of problems) process.stderr.write(`${problem}\n`);
-  process.stdout.write(problems.length === 0 ? "config check: ok\n" : `config check: ${problems.length} problem(s)\n`);
+  process.stdout.write(
+    problems.length === 0 ? "config check: ok\n" : `config check: ${problems.length} problem(s)\n`,
+  );
   process.exitCode = problems.length === 0 ? 0 : 1;
 }

@@ -3,7 +3,8 @@ import { resolve } from "node:path";
 import { describe, expect, it } from "vitest";
 import { checkRepository, knownVariables, undocumented, unknownIn } from "../src/check-config.ts";
 
-const fixture = (name: string) => readFileSync(resolve(import.meta.dirname, "fixtures/config-check", name), "utf8");
+const fixture = (name: string) =>
+  readFileSync(resolve(import.meta.dirname, "fixtures/config-check", name), "utf8");
 const known = knownVariables();
 
 describe("config check", () => {
@@ -12,7 +13,13 @@ describe("config check", () => {
   });
 
   it("knows the variables of both processes and of the dev stack", () => {
-    for (const name of ["PORT", "REDIS_URL", "GATEWAY_BOOTSTRAP_ADMIN_KEY", "API_KEY_CACHE_TTL_MS", "LOCAL_REDIS_PORT"]) {
+    for (const name of [
+      "PORT",
+      "REDIS_URL",
+      "GATEWAY_BOOTSTRAP_ADMIN_KEY",
+      "API_KEY_CACHE_TTL_MS",
+      "LOCAL_REDIS_PORT",
+    ]) {
       expect(known.has(name), name).toBe(true);
     }
   });

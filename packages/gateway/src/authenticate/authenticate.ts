@@ -9,7 +9,10 @@ const BEARER = /^Bearer +([A-Za-z0-9._~+/=-]+) *$/i;
  * Step 1 of every API request: prove who is calling. Sets `res.locals.apiKey`.
  * Every failure is a 401 with `WWW-Authenticate: Bearer`.
  */
-export function authenticate(keys: ApiKeyLookup, metrics: Pick<GatewayMetrics, "authentications">): RequestHandler {
+export function authenticate(
+  keys: ApiKeyLookup,
+  metrics: Pick<GatewayMetrics, "authentications">,
+): RequestHandler {
   const refuse = (outcome: string, message: string) => {
     metrics.authentications.inc({ outcome });
     return unauthorized(message);
