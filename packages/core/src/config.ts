@@ -56,6 +56,12 @@ export const env = {
       .enum(["true", "false", "1", "0"], { message: "expected true or false" })
       .default(fallback ? "true" : "false")
       .transform((v) => v === "true" || v === "1"),
+  /** A true/false variable whose absence the schema resolves itself. */
+  optionalBoolean: () =>
+    z
+      .enum(["true", "false", "1", "0"], { message: "expected true or false" })
+      .transform((v) => v === "true" || v === "1")
+      .optional(),
   logLevel: () => z.enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"]).default("info"),
   redisUrl: () =>
     z

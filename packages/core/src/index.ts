@@ -1,3 +1,4 @@
+export * from "./authz/index.ts";
 export * from "./config.ts";
 export * from "./errors.ts";
 export * from "./http/common.ts";

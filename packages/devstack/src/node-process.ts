@@ -22,6 +22,8 @@ export async function startNodeProcess(options: {
   entry: string;
   port: number;
   env: NodeJS.ProcessEnv;
+  /** Ready when this says so about the output so far; default: `GET {url}/healthz` answers 200. */
+  readyWhen?: (output: string) => boolean;
   /** Forward the child's output to ours as it comes (the dev stack does; tests keep it). */
   inheritOutput?: boolean;
   timeoutMs?: number;
@@ -44,11 +46,15 @@ export async function startNodeProcess(options: {
     if (child.exitCode !== null) {
       throw new Error(`${options.name} exited with code ${child.exitCode} before it was healthy:\n${output}`);
     }
-    try {
-      const res = await fetch(`${url}/healthz`);
-      if (res.ok) break;
-    } catch {
-      // not listening yet
+    if (options.readyWhen) {
+      if (options.readyWhen(output)) break;
+    } else {
+      try {
+        const res = await fetch(`${url}/healthz`);
+        if (res.ok) break;
+      } catch {
+        // not listening yet
+      }
     }
     if (Date.now() > deadline) {
       child.kill("SIGKILL");

@@ -5,7 +5,7 @@
  * Redis last so nothing loses its store mid-request.
  */
 import { resolve } from "node:path";
-import { createLogger, localRedisPort } from "@gw/core";
+import { createLogger, DEFAULT_LOCAL_SPICEDB_PORT, localRedisPort } from "@gw/core";
 import { REPO_ROOT, type RunningNodeProcess, startNodeProcess } from "./node-process.ts";
 import { type RunningRedis, startRedisServer, stopProcess } from "./redis-server.ts";
 
@@ -42,6 +42,25 @@ async function main(): Promise<void> {
       { pid: redis.process.pid, url: redis.url, dir, appendonly: true },
       "local redis-server started (AOF on), with its data in the data directory",
     );
+  }
+
+  if (!env.SPICEDB_ENDPOINT) {
+    const port = Number(env.SPICEDB_LOCAL_PORT || DEFAULT_LOCAL_SPICEDB_PORT);
+    const spicedb = await startNodeProcess({
+      name: "spicedb-local",
+      entry: "packages/spicedb-local/src/main.ts",
+      port,
+      env: { ...env, SPICEDB_LOCAL_PORT: String(port) },
+      inheritOutput: true,
+      readyWhen: (output) => output.includes("SpiceDB (local) listening"),
+    });
+    watch("spicedb-local", spicedb.process);
+    logger.info(
+      { pid: spicedb.process.pid, endpoint: `127.0.0.1:${port}` },
+      "local SpiceDB started (data in memory)",
+    );
+    // Gateway and service find it through their defaults (SPICEDB_LOCAL_PORT, the development key, plaintext).
+    env.SPICEDB_LOCAL_PORT = String(port);
   }
 
   const servicePort = Number(env.SERVICE_PORT ?? 8081);

@@ -1,8 +1,10 @@
+import { randomBytes } from "node:crypto";
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { type RunningSpiceDBLocal, startSpiceDBLocal } from "@gw/spicedb-local";
 import { freePort } from "./free-port.ts";
-import { type RunningNodeProcess, startNodeProcess } from "./node-process.ts";
+import { REPO_ROOT, type RunningNodeProcess, startNodeProcess } from "./node-process.ts";
 import { type RunningRedis, startRedisServer } from "./redis-server.ts";
 
 export { freePort } from "./free-port.ts";
@@ -36,4 +38,25 @@ export async function startGatewayProcess(env: NodeJS.ProcessEnv): Promise<Runni
     port: await freePort(),
     env: { PATH: process.env.PATH, HOST: "127.0.0.1", LOG_LEVEL: "warn", ...env },
   });
+}
+
+/** The real SpiceDB engine, served on a free port with the repository's schema and a random preshared key. */
+export async function startTestSpiceDB(): Promise<RunningSpiceDBLocal & { presharedKey: string }> {
+  const presharedKey = randomBytes(16).toString("hex");
+  const server = await startSpiceDBLocal({
+    host: "127.0.0.1",
+    port: 0,
+    presharedKey,
+    schemaFile: join(REPO_ROOT, "spicedb/schema.zed"),
+  });
+  return { ...server, presharedKey };
+}
+
+/** The environment that points a gateway or service at a test SpiceDB. */
+export function spicedbEnv(spicedb: { endpoint: string; presharedKey: string }): Record<string, string> {
+  return {
+    SPICEDB_ENDPOINT: spicedb.endpoint,
+    SPICEDB_PRESHARED_KEY: spicedb.presharedKey,
+    SPICEDB_INSECURE: "true",
+  };
 }

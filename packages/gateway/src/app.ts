@@ -2,8 +2,10 @@ import {
   errorHandler,
   type Logger,
   notFoundHandler,
+  type ResourceAuthorization,
   redisReady,
   registerProbes,
+  type SpiceDBClient,
   useRequestBasics,
 } from "@gw/core";
 import express, { Router } from "express";
@@ -18,6 +20,9 @@ import { registerCreateApiKey } from "./routes/admin/create-api-key.ts";
 import { registerListApiKeys } from "./routes/admin/list-api-keys.ts";
 import { registerRevokeApiKey } from "./routes/admin/revoke-api-key.ts";
 import { registerUpdateApiKey } from "./routes/admin/update-api-key.ts";
+import { registerCheck } from "./routes/authorization/check.ts";
+import { registerGrant } from "./routes/authorization/grant.ts";
+import { registerRevoke } from "./routes/authorization/revoke.ts";
 import { registerWhoami } from "./routes/whoami.ts";
 
 export interface GatewayDeps {
@@ -26,23 +31,36 @@ export interface GatewayDeps {
   redis: Redis;
   store: ApiKeyStore;
   keys: ApiKeyLookup;
+  spicedb: SpiceDBClient;
+  authorization: ResourceAuthorization;
 }
 
 /**
  * The request's path through the gateway: basics (request id, logs, body
- * parsing) → authenticate → principal → the route's permission → the route.
+ * parsing) → authenticate → principal → the route's permission → the route
+ * (authorization routes ask SpiceDB).
  */
 export function createGatewayApp(deps: GatewayDeps): express.Express {
   const app = express();
   useRequestBasics(app, deps.logger, deps.metrics);
 
   const probes = Router();
-  registerProbes(probes, { redis: () => redisReady(deps.redis) }, deps.metrics);
+  registerProbes(
+    probes,
+    {
+      redis: () => redisReady(deps.redis),
+      spicedb: () => deps.spicedb.readSchema().then(() => true),
+    },
+    deps.metrics,
+  );
   app.use(probes);
 
   const api = Router();
   api.use(authenticate(deps.keys, deps.metrics), resolvePrincipal);
   registerWhoami(api);
+  registerGrant(api, deps.authorization);
+  registerRevoke(api, deps.authorization);
+  registerCheck(api, deps.authorization);
 
   api.use("/admin", requirePermission("admin:api-keys"));
   registerCreateApiKey(api, deps.store);

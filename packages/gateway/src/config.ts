@@ -1,4 +1,4 @@
-import { env, localRedisUrl } from "@gw/core";
+import { DEFAULT_LOCAL_PRESHARED_KEY, DEFAULT_LOCAL_SPICEDB_PORT, env, localRedisUrl } from "@gw/core";
 import { z } from "zod";
 
 /** The gateway's environment. Each variable is documented in the README's configuration table. */
@@ -27,7 +27,35 @@ export const gatewayConfigSchema = z
     GATEWAY_BOOTSTRAP_OWNER: z.string().min(1).max(256).default("admin"),
     /** Time given to in-flight requests on SIGTERM, in milliseconds. Default 10000. */
     SHUTDOWN_GRACE_MS: env.positiveInt(10_000),
+    /** SpiceDB gRPC endpoint, host:port. Unset: the local SpiceDB server of `pnpm start`. */
+    SPICEDB_ENDPOINT: z
+      .string()
+      .regex(/^[^\s/]+:\d+$/, "must be host:port")
+      .optional(),
+    /** Port of the local SpiceDB server, used when SPICEDB_ENDPOINT is unset. Default 50051. */
+    SPICEDB_LOCAL_PORT: env.port(DEFAULT_LOCAL_SPICEDB_PORT),
+    /** SpiceDB preshared key. Required with SPICEDB_ENDPOINT; the local server's development key otherwise. */
+    SPICEDB_PRESHARED_KEY: z.string().min(1).optional(),
+    /** Plaintext gRPC to SpiceDB. Default false with SPICEDB_ENDPOINT (TLS), true for the local server. */
+    SPICEDB_INSECURE: env.optionalBoolean(),
+    /** Deadline of each SpiceDB call, in milliseconds. Default 2000. */
+    SPICEDB_DEADLINE_MS: env.positiveInt(2_000),
   })
-  .transform((c) => ({ ...c, REDIS_URL: c.REDIS_URL ?? localRedisUrl() }));
+  .superRefine((c, ctx) => {
+    if (c.SPICEDB_ENDPOINT && !c.SPICEDB_PRESHARED_KEY) {
+      ctx.addIssue({
+        code: "custom",
+        path: ["SPICEDB_PRESHARED_KEY"],
+        message: "required when SPICEDB_ENDPOINT is set",
+      });
+    }
+  })
+  .transform((c) => ({
+    ...c,
+    REDIS_URL: c.REDIS_URL ?? localRedisUrl(),
+    SPICEDB_ENDPOINT: c.SPICEDB_ENDPOINT ?? `127.0.0.1:${c.SPICEDB_LOCAL_PORT}`,
+    SPICEDB_PRESHARED_KEY: c.SPICEDB_PRESHARED_KEY ?? DEFAULT_LOCAL_PRESHARED_KEY,
+    SPICEDB_INSECURE: c.SPICEDB_INSECURE ?? !c.SPICEDB_ENDPOINT,
+  }));
 
 export type GatewayConfig = z.output<typeof gatewayConfigSchema>;

@@ -1,6 +1,13 @@
 import type { Server } from "node:http";
 import type { AddressInfo } from "node:net";
-import { createLogger, createRedis, type Logger } from "@gw/core";
+import {
+  createLogger,
+  createRedis,
+  type Logger,
+  RedisConsistencyTokens,
+  ResourceAuthorization,
+  SpiceDBClient,
+} from "@gw/core";
 import { ensureBootstrapAdminKey } from "./api-keys/bootstrap.ts";
 import { CachedApiKeyLookup } from "./api-keys/lookup.ts";
 import { ApiKeyStore } from "./api-keys/store.ts";
@@ -12,6 +19,8 @@ export interface RunningGateway {
   url: string;
   port: number;
   logger: Logger;
+  /** The same authorization model the routes use, e.g. for the ownership of new resources. */
+  authorization: ResourceAuthorization;
   close(): Promise<void>;
 }
 
@@ -43,17 +52,34 @@ export async function startGateway(
     );
   }
 
-  const app = createGatewayApp({ logger, metrics, redis, store, keys });
+  const spicedb = new SpiceDBClient({
+    endpoint: config.SPICEDB_ENDPOINT,
+    presharedKey: config.SPICEDB_PRESHARED_KEY,
+    insecure: config.SPICEDB_INSECURE,
+    deadlineMs: config.SPICEDB_DEADLINE_MS,
+  });
+  const authorization = new ResourceAuthorization(spicedb, new RedisConsistencyTokens(redis));
+
+  const app = createGatewayApp({ logger, metrics, redis, store, keys, spicedb, authorization });
   const server: Server = await new Promise((resolve, reject) => {
     const s = app.listen(config.PORT, config.HOST, (err?: Error) => (err ? reject(err) : resolve(s)));
   });
   const port = (server.address() as AddressInfo).port;
-  logger.info({ port, redis: redactUrl(config.REDIS_URL) }, "gateway listening");
+  logger.info(
+    {
+      port,
+      redis: redactUrl(config.REDIS_URL),
+      spicedb: config.SPICEDB_ENDPOINT,
+      spicedbTls: !config.SPICEDB_INSECURE,
+    },
+    "gateway listening",
+  );
 
   return {
     url: `http://127.0.0.1:${port}`,
     port,
     logger,
+    authorization,
     async close() {
       await new Promise<void>((resolve) => {
         const timer = setTimeout(() => server.closeAllConnections(), config.SHUTDOWN_GRACE_MS).unref();
@@ -64,6 +90,7 @@ export async function startGateway(
         server.closeIdleConnections();
       });
       subscriber.disconnect();
+      spicedb.close();
       await redis.quit().catch(() => redis.disconnect());
     },
   } satisfies RunningGateway;

@@ -1,6 +1,6 @@
 import { randomBytes } from "node:crypto";
-import { createLogger, createRedis } from "@gw/core";
-import { startTestRedis } from "@gw/devstack/testing";
+import { createLogger, createRedis, type ResourceAuthorization } from "@gw/core";
+import { spicedbEnv, startTestRedis, startTestSpiceDB } from "@gw/devstack/testing";
 import type { Redis } from "ioredis";
 import { afterAll, beforeAll } from "vitest";
 import type { CreateApiKeyInput } from "../src/api-keys/schema.ts";
@@ -16,6 +16,10 @@ export interface GatewayHarness {
   /** A direct Redis connection, for assertions on what is stored. */
   redis: Redis;
   store: ApiKeyStore;
+  /** The gateway's own authorization model, e.g. to make a user owner of a new resource. */
+  authorization: ResourceAuthorization;
+  /** The local SpiceDB server behind this gateway. */
+  spicedb: Awaited<ReturnType<typeof startTestSpiceDB>>;
   /** Creates a key in a fresh organization unless one is given. */
   createKey(input?: Partial<CreateApiKeyInput>): Promise<{ record: ApiKeyRecord; secret: string }>;
   /** `fetch` against the gateway with an optional bearer credential. */
@@ -33,11 +37,12 @@ export function useGateway(env: Record<string, string> = {}): GatewayHarness {
   const harness = {} as GatewayHarness;
   let stop: (() => Promise<void>) | undefined;
   beforeAll(async () => {
-    const redisServer = await startTestRedis();
+    const [redisServer, spicedb] = await Promise.all([startTestRedis(), startTestSpiceDB()]);
     const config: GatewayConfig = gatewayConfigSchema.parse({
       PORT: "0",
       HOST: "127.0.0.1",
       REDIS_URL: redisServer.url,
+      ...spicedbEnv(spicedb),
       ...env,
     });
     const gateway = await startGateway(
@@ -51,6 +56,8 @@ export function useGateway(env: Record<string, string> = {}): GatewayHarness {
       redisUrl: redisServer.url,
       redis,
       store,
+      authorization: gateway.authorization,
+      spicedb,
       createKey: (input: Partial<CreateApiKeyInput> = {}) =>
         store.create({ org: freshOrg(), owner: "alice", ...input }),
       call: (path: string, init: RequestInit & { bearer?: string; json?: unknown } = {}) => {
@@ -67,7 +74,7 @@ export function useGateway(env: Record<string, string> = {}): GatewayHarness {
     stop = async () => {
       redis.disconnect();
       await gateway.close();
-      await redisServer.stop();
+      await Promise.all([redisServer.stop(), spicedb.close()]);
     };
   });
   afterAll(async () => {

@@ -75,6 +75,8 @@ export class SpiceDBEngine {
   private readonly disposeFn: UnaryFn;
   private readonly maxInFlight: number;
   private inFlight = 0;
+  /** Most engine calls ever running at once: above 1 shows they run off the event loop. */
+  peakInFlight = 0;
   private readonly waiting: (() => void)[] = [];
   private disposed = false;
 
@@ -172,6 +174,7 @@ export class SpiceDBEngine {
   private async acquire(): Promise<void> {
     while (this.inFlight >= this.maxInFlight) await new Promise<void>((r) => this.waiting.push(r));
     this.inFlight++;
+    this.peakInFlight = Math.max(this.peakInFlight, this.inFlight);
   }
 
   private release(): void {

@@ -1,2 +1,3 @@
 export { EngineError, SpiceDBEngine } from "./engine.ts";
-export { DEFAULT_LOCAL_PRESHARED_KEY, type RunningSpiceDBLocal, startSpiceDBLocal } from "./server.ts";
+export { type RunningSpiceDBLocal, startSpiceDBLocal } from "./server.ts";
+export { runValidationFile, type ValidationReport } from "./validation-file.ts";

@@ -18,11 +18,10 @@ export interface SpiceDBLocalOptions {
 export interface RunningSpiceDBLocal {
   port: number;
   endpoint: string;
+  /** Most unary engine calls that ran at once so far. */
+  peakConcurrentEngineCalls(): number;
   close(): Promise<void>;
 }
-
-/** Key of the local server unless `SPICEDB_PRESHARED_KEY` says otherwise; it only ever listens on loopback by default. */
-export const DEFAULT_LOCAL_PRESHARED_KEY = "spicedb-local-dev-key";
 
 const identity = (b: Buffer) => b;
 
@@ -53,7 +52,11 @@ const SERVICE_UNKNOWN = Buffer.from([0x08, 0x03]);
  */
 export async function startSpiceDBLocal(options: SpiceDBLocalOptions): Promise<RunningSpiceDBLocal> {
   const engine = SpiceDBEngine.start();
-  const streaming = new grpc.Client(engine.streamingTarget, grpc.credentials.createInsecure());
+  // Its own subchannel, so closing this client really closes the connection; the engine's
+  // shutdown otherwise waits seconds for it to go away.
+  const streaming = new grpc.Client(engine.streamingTarget, grpc.credentials.createInsecure(), {
+    "grpc.use_local_subchannel_pool": 1,
+  });
   const expectedAuth = Buffer.from(`Bearer ${options.presharedKey}`);
 
   const authorized = (metadata: grpc.Metadata): boolean => {
@@ -116,6 +119,7 @@ export async function startSpiceDBLocal(options: SpiceDBLocalOptions): Promise<R
   return {
     port,
     endpoint: `${options.host}:${port}`,
+    peakConcurrentEngineCalls: () => engine.peakInFlight,
     async close() {
       await new Promise<void>((resolve) => {
         const timer = setTimeout(() => {
@@ -128,6 +132,7 @@ export async function startSpiceDBLocal(options: SpiceDBLocalOptions): Promise<R
         });
       });
       streaming.close();
+      await new Promise((r) => setTimeout(r, 10));
       engine.dispose();
     },
   };

@@ -1,5 +1,7 @@
 import { randomUUID } from "node:crypto";
 import express, { type ErrorRequestHandler, type RequestHandler } from "express";
+import { LastOwner, NotResourceOwner } from "../authz/resource-authorization.ts";
+import { SpiceDBUnavailable } from "../authz/spicedb-client.ts";
 import { AppError, ERROR_CATALOGUE, ValidationFailed } from "../errors.ts";
 import type { Logger } from "../logger.ts";
 import type { Metrics } from "../metrics.ts";
@@ -69,7 +71,7 @@ export const notFoundHandler: RequestHandler = (req, _res, next) => {
 /** The one error middleware: catalogue errors become their bodies, anything else a 500 with only the request id. */
 export function errorHandler(logger: Logger): ErrorRequestHandler {
   return (err, req, res, _next) => {
-    const appError = fromBodyParser(err) ?? err;
+    const appError = fromBodyParser(err) ?? fromDomain(err) ?? err;
     if (res.headersSent) {
       logger.error({ requestId: req.id, err }, "error after the response started");
       res.destroy();
@@ -94,6 +96,18 @@ export function errorHandler(logger: Logger): ErrorRequestHandler {
     logger.error({ requestId: req.id, err }, "unhandled error");
     res.status(500).json({ error: "Internal Server Error", requestId: req.id });
   };
+}
+
+/** Domain errors carry no status; this is where they get one. */
+function fromDomain(err: unknown): AppError | undefined {
+  if (err instanceof NotResourceOwner) return new AppError("forbidden", err.message);
+  if (err instanceof LastOwner) return new AppError("conflict", err.message);
+  if (err instanceof SpiceDBUnavailable) {
+    return new AppError("service_unavailable", "The authorization backend is unavailable; try again", {
+      cause: err,
+    });
+  }
+  return undefined;
 }
 
 /** body-parser signals its failures with a `type`; they are the client's fault, not ours. */

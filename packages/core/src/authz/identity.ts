@@ -1,0 +1,73 @@
+/**
+ * How gateway identities become SpiceDB object ids (DESIGN.md decision 4).
+ * Every id is scoped by organization, `<org>/<id>`, so `conversation:acme/conv_1`
+ * and `user:acme/alice` read naturally in `zed relationship read`, and no id of
+ * one organization can name another's object. Characters outside
+ * `[A-Za-z0-9_-]` are written as `=XX` (hex of each UTF-8 byte), which keeps
+ * ids inside SpiceDB's alphabet and is reversible.
+ */
+
+export const RESOURCE_TYPES = [
+  "completion",
+  "file",
+  "vector_store",
+  "conversation",
+  "response",
+  "skill",
+] as const;
+export type ResourceType = (typeof RESOURCE_TYPES)[number];
+
+export const ROLES = ["owner", "writer", "reader"] as const;
+export type Role = (typeof ROLES)[number];
+
+/** The schema permission that a role check asks for: the hierarchy lives in the schema. */
+export const PERMISSION_FOR_ROLE: Record<Role, "manage" | "write" | "read"> = {
+  owner: "manage",
+  writer: "write",
+  reader: "read",
+};
+
+/** The user id that means every authenticated user of the organization. */
+export const PUBLIC_USER = "*";
+
+const SAFE = /[A-Za-z0-9_-]/;
+
+export function encodeId(value: string): string {
+  let out = "";
+  for (const char of value) {
+    if (SAFE.test(char)) out += char;
+    else
+      for (const byte of Buffer.from(char, "utf8"))
+        out += `=${byte.toString(16).toUpperCase().padStart(2, "0")}`;
+  }
+  return out;
+}
+
+export function decodeId(encoded: string): string {
+  const bytes: number[] = [];
+  for (let i = 0; i < encoded.length; i++) {
+    if (encoded[i] === "=") {
+      bytes.push(Number.parseInt(encoded.slice(i + 1, i + 3), 16));
+      i += 2;
+    } else {
+      bytes.push(encoded.charCodeAt(i));
+    }
+  }
+  return Buffer.from(bytes).toString("utf8");
+}
+
+/** `<org>/<encoded id>`: the org is already in SpiceDB's alphabet (see `orgIdSchema`). */
+export function scopedId(org: string, id: string): string {
+  return `${org}/${encodeId(id)}`;
+}
+
+/** The inverse of `scopedId`. */
+export function unscopedId(objectId: string): { org: string; id: string } {
+  const slash = objectId.indexOf("/");
+  return { org: objectId.slice(0, slash), id: decodeId(objectId.slice(slash + 1)) };
+}
+
+/** The SpiceDB subject id of a user of an organization; `*` is the wildcard. */
+export function subjectId(org: string, user: string): string {
+  return user === PUBLIC_USER ? PUBLIC_USER : scopedId(org, user);
+}

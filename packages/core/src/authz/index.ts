@@ -1,0 +1,4 @@
+export * from "./consistency-tokens.ts";
+export * from "./identity.ts";
+export * from "./resource-authorization.ts";
+export * from "./spicedb-client.ts";

@@ -1,0 +1,216 @@
+import type { Principal } from "../principal.ts";
+import type { ConsistencyTokens } from "./consistency-tokens.ts";
+import {
+  PERMISSION_FOR_ROLE,
+  PUBLIC_USER,
+  type ResourceType,
+  ROLES,
+  type Role,
+  scopedId,
+  subjectId,
+} from "./identity.ts";
+import { isFailedPrecondition, type SpiceDBClient, v1 } from "./spicedb-client.ts";
+
+/** The caller may not change roles on this resource (also when it does not exist, so existence does not leak). */
+export class NotResourceOwner extends Error {
+  constructor() {
+    super("Only resource owners can grant or revoke permissions");
+    this.name = "NotResourceOwner";
+  }
+}
+
+/** The change would leave the resource without an owner. */
+export class LastOwner extends Error {
+  constructor() {
+    super("The last owner of a resource cannot be removed or demoted");
+    this.name = "LastOwner";
+  }
+}
+
+export interface ResourceRef {
+  type: ResourceType;
+  id: string;
+}
+
+export interface RoleChange extends ResourceRef {
+  /** A user of the principal's organization, or `*` for all of them (never with `owner`). */
+  userId: string;
+  role: Role;
+}
+
+const objectRef = (org: string, resource: ResourceRef) =>
+  v1.ObjectReference.create({ objectType: resource.type, objectId: scopedId(org, resource.id) });
+
+const userRef = (objectId: string) =>
+  v1.SubjectReference.create({ object: v1.ObjectReference.create({ objectType: "user", objectId }) });
+
+/**
+ * Per-resource roles on SpiceDB. Resources and users are always those of the
+ * principal's organization: ids are composed here, from the principal, never
+ * taken whole from the caller.
+ */
+export class ResourceAuthorization {
+  private readonly spicedb: SpiceDBClient;
+  private readonly tokens: ConsistencyTokens;
+
+  constructor(spicedb: SpiceDBClient, tokens: ConsistencyTokens) {
+    this.spicedb = spicedb;
+    this.tokens = tokens;
+  }
+
+  /** Makes the principal the owner of a resource it just created. Throws if that cannot be written. */
+  async createOwnership(principal: Principal, resource: ResourceRef): Promise<void> {
+    await this.write(principal.org, resource, [
+      update(
+        v1.RelationshipUpdate_Operation.TOUCH,
+        principal.org,
+        resource,
+        "owner",
+        scopedId(principal.org, principal.user),
+      ),
+    ]);
+  }
+
+  /** Whether the principal holds `role` on the resource, directly, through a higher role, or publicly. */
+  async check(principal: Principal, resource: ResourceRef, role: Role): Promise<boolean> {
+    const response = await this.spicedb.checkPermission(
+      v1.CheckPermissionRequest.create({
+        consistency: await this.consistency(principal.org, resource),
+        resource: objectRef(principal.org, resource),
+        permission: PERMISSION_FOR_ROLE[role],
+        subject: userRef(scopedId(principal.org, principal.user)),
+      }),
+    );
+    return response.permissionship === v1.CheckPermissionResponse_Permissionship.HAS_PERMISSION;
+  }
+
+  /** Sets the user's one role on the resource, replacing any other, in one atomic write. */
+  async grant(principal: Principal, change: RoleChange): Promise<void> {
+    await this.assertOwner(principal, change);
+    const subject = subjectId(principal.org, change.userId);
+    const updates = ROLES.map((role) =>
+      update(
+        role === change.role ? v1.RelationshipUpdate_Operation.TOUCH : v1.RelationshipUpdate_Operation.DELETE,
+        principal.org,
+        change,
+        role,
+        subject,
+      ),
+    );
+    const demotesOwner = change.role !== "owner" && change.userId !== PUBLIC_USER;
+    await this.write(
+      principal.org,
+      change,
+      updates,
+      demotesOwner ? await this.anotherOwner(principal.org, change, subject) : undefined,
+    );
+  }
+
+  /** Removes the role when the user holds it; succeeds either way. */
+  async revoke(principal: Principal, change: RoleChange): Promise<void> {
+    await this.assertOwner(principal, change);
+    const subject = subjectId(principal.org, change.userId);
+    const removesOwner = change.role === "owner" && change.userId !== PUBLIC_USER;
+    await this.write(
+      principal.org,
+      change,
+      [update(v1.RelationshipUpdate_Operation.DELETE, principal.org, change, change.role, subject)],
+      removesOwner ? await this.anotherOwner(principal.org, change, subject) : undefined,
+    );
+  }
+
+  private async assertOwner(principal: Principal, resource: ResourceRef): Promise<void> {
+    if (!(await this.check(principal, resource, "owner"))) throw new NotResourceOwner();
+  }
+
+  /**
+   * When `subject` is an owner about to lose that role, another owner must
+   * exist, and stay an owner until the write lands: the write carries a
+   * precondition on that other owner, so two owners demoting each other at
+   * once cannot leave the resource ownerless. `undefined` when `subject` is
+   * not an owner (nothing to protect).
+   */
+  private async anotherOwner(
+    org: string,
+    resource: ResourceRef,
+    subject: string,
+  ): Promise<v1.Precondition | undefined> {
+    const owners = await this.spicedb.readRelationships(
+      v1.ReadRelationshipsRequest.create({
+        consistency: v1.Consistency.create({
+          requirement: { oneofKind: "fullyConsistent", fullyConsistent: true },
+        }),
+        relationshipFilter: v1.RelationshipFilter.create({
+          resourceType: resource.type,
+          optionalResourceId: scopedId(org, resource.id),
+          optionalRelation: "owner",
+        }),
+      }),
+    );
+    const ids = owners.map((o) => o.relationship?.subject?.object?.objectId);
+    if (!ids.includes(subject)) return undefined;
+    const other = ids.find((id) => id !== subject);
+    if (!other) throw new LastOwner();
+    return v1.Precondition.create({
+      operation: v1.Precondition_Operation.MUST_MATCH,
+      filter: v1.RelationshipFilter.create({
+        resourceType: resource.type,
+        optionalResourceId: scopedId(org, resource.id),
+        optionalRelation: "owner",
+        optionalSubjectFilter: v1.SubjectFilter.create({ subjectType: "user", optionalSubjectId: other }),
+      }),
+    });
+  }
+
+  private async write(
+    org: string,
+    resource: ResourceRef,
+    updates: v1.RelationshipUpdate[],
+    precondition?: v1.Precondition,
+  ): Promise<void> {
+    let response: v1.WriteRelationshipsResponse;
+    try {
+      response = await this.spicedb.writeRelationships(
+        v1.WriteRelationshipsRequest.create({
+          updates,
+          optionalPreconditions: precondition ? [precondition] : [],
+        }),
+      );
+    } catch (err) {
+      // The other owner we relied on lost that role meanwhile.
+      if (precondition && isFailedPrecondition(err)) throw new LastOwner();
+      throw err;
+    }
+    if (response.writtenAt?.token) await this.tokens.set(tokenKey(org, resource), response.writtenAt.token);
+  }
+
+  private async consistency(org: string, resource: ResourceRef): Promise<v1.Consistency> {
+    const token = await this.tokens.get(tokenKey(org, resource));
+    return v1.Consistency.create({
+      requirement: token
+        ? { oneofKind: "atLeastAsFresh", atLeastAsFresh: v1.ZedToken.create({ token }) }
+        : { oneofKind: "minimizeLatency", minimizeLatency: true },
+    });
+  }
+}
+
+function tokenKey(org: string, resource: ResourceRef): string {
+  return `${resource.type}:${scopedId(org, resource.id)}`;
+}
+
+function update(
+  operation: v1.RelationshipUpdate_Operation,
+  org: string,
+  resource: ResourceRef,
+  role: Role,
+  subject: string,
+): v1.RelationshipUpdate {
+  return v1.RelationshipUpdate.create({
+    operation,
+    relationship: v1.Relationship.create({
+      resource: objectRef(org, resource),
+      relation: role,
+      subject: userRef(subject),
+    }),
+  });
+}

@@ -1,0 +1,118 @@
+import { v1 } from "@authzed/authzed-node";
+import * as grpc from "@grpc/grpc-js";
+
+export { v1 };
+
+/** Port of the local SpiceDB server (`packages/spicedb-local`) unless `SPICEDB_LOCAL_PORT` says otherwise. */
+export const DEFAULT_LOCAL_SPICEDB_PORT = 50051;
+/** Preshared key of the local SpiceDB server unless `SPICEDB_PRESHARED_KEY` says otherwise; it listens on loopback only. */
+export const DEFAULT_LOCAL_PRESHARED_KEY = "spicedb-local-dev-key";
+
+export interface SpiceDBClientOptions {
+  /** `host:port` of SpiceDB's gRPC API. */
+  endpoint: string;
+  presharedKey: string;
+  /** Plaintext gRPC. Off unless explicitly chosen: TLS is the default. */
+  insecure: boolean;
+  /** Deadline of every call, in milliseconds. */
+  deadlineMs: number;
+  /** Extra attempts for idempotent reads that fail with UNAVAILABLE. */
+  readRetries?: number;
+}
+
+/** SpiceDB could not be reached or did not answer in time: callers must fail closed. */
+export class SpiceDBUnavailable extends Error {
+  constructor(cause: unknown) {
+    super(`SpiceDB is unavailable: ${(cause as Error).message ?? String(cause)}`, { cause });
+    this.name = "SpiceDBUnavailable";
+  }
+}
+
+const TRANSIENT = new Set([grpc.status.UNAVAILABLE, grpc.status.DEADLINE_EXCEEDED, grpc.status.CANCELLED]);
+
+/** Sets a deadline on every call that has none; it runs before authzed-node's 30 s default. */
+function deadlineInterceptor(ms: number): grpc.Interceptor {
+  return (options, nextCall) => {
+    if (!options.deadline) options.deadline = Date.now() + ms;
+    return new grpc.InterceptingCall(nextCall(options));
+  };
+}
+
+/**
+ * The one way gateway and service talk to SpiceDB (DESIGN.md decision 1):
+ * authzed-node over gRPC, one shared connection per process, a deadline on
+ * every call, idempotent reads retried on UNAVAILABLE. Transport failures
+ * surface as `SpiceDBUnavailable`, so callers can fail closed with a 503.
+ */
+export class SpiceDBClient {
+  private readonly client: v1.ZedClientInterface;
+  private readonly readRetries: number;
+
+  constructor(options: SpiceDBClientOptions) {
+    this.client = v1.NewClient(
+      options.presharedKey,
+      options.endpoint,
+      options.insecure ? v1.ClientSecurity.INSECURE_PLAINTEXT_CREDENTIALS : v1.ClientSecurity.SECURE,
+      1, // PreconnectServices.PERMISSIONS_SERVICE: open the connection at start-up, not on the first request
+      { interceptors: [deadlineInterceptor(options.deadlineMs)] },
+    );
+    this.readRetries = options.readRetries ?? 2;
+  }
+
+  checkPermission(request: v1.CheckPermissionRequest): Promise<v1.CheckPermissionResponse> {
+    return this.read(() => this.client.promises.checkPermission(request));
+  }
+
+  readRelationships(request: v1.ReadRelationshipsRequest): Promise<v1.ReadRelationshipsResponse[]> {
+    return this.read(() => this.client.promises.readRelationships(request));
+  }
+
+  readSchema(): Promise<v1.ReadSchemaResponse> {
+    return this.read(() => this.client.promises.readSchema(v1.ReadSchemaRequest.create({})));
+  }
+
+  /** Writes are not retried: a write whose answer was lost may have landed. */
+  writeRelationships(request: v1.WriteRelationshipsRequest): Promise<v1.WriteRelationshipsResponse> {
+    return this.once(() => this.client.promises.writeRelationships(request));
+  }
+
+  deleteRelationships(request: v1.DeleteRelationshipsRequest): Promise<v1.DeleteRelationshipsResponse> {
+    return this.once(() => this.client.promises.deleteRelationships(request));
+  }
+
+  close(): void {
+    this.client.close();
+  }
+
+  private async read<T>(call: () => Promise<T>): Promise<T> {
+    for (let attempt = 0; ; attempt++) {
+      try {
+        return await call();
+      } catch (err) {
+        const code = (err as grpc.ServiceError).code;
+        if (code === grpc.status.UNAVAILABLE && attempt < this.readRetries) {
+          await new Promise((r) => setTimeout(r, 50 * 3 ** attempt));
+          continue;
+        }
+        throw wrap(err);
+      }
+    }
+  }
+
+  private async once<T>(call: () => Promise<T>): Promise<T> {
+    try {
+      return await call();
+    } catch (err) {
+      throw wrap(err);
+    }
+  }
+}
+
+function wrap(err: unknown): unknown {
+  return TRANSIENT.has((err as grpc.ServiceError).code) ? new SpiceDBUnavailable(err) : err;
+}
+
+/** Whether a gRPC error says a write precondition did not hold. */
+export function isFailedPrecondition(err: unknown): boolean {
+  return (err as grpc.ServiceError).code === grpc.status.FAILED_PRECONDITION;
+}

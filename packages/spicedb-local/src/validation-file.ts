@@ -1,0 +1,155 @@
+import { readFile } from "node:fs/promises";
+import { dirname, resolve } from "node:path";
+import { v1 } from "@authzed/authzed-node";
+import { parse } from "yaml";
+
+/** zed's validation-file format, the parts this project uses. */
+interface ValidationFile {
+  schemaFile?: string;
+  schema?: string;
+  relationships?: string;
+  assertions?: { assertTrue?: string[]; assertFalse?: string[] };
+  validation?: Record<string, string[]>;
+}
+
+export interface ValidationReport {
+  relationships: number;
+  assertions: number;
+  expectedRelations: number;
+  failures: string[];
+}
+
+interface ParsedRelationship {
+  resourceType: string;
+  resourceId: string;
+  relation: string;
+  subjectType: string;
+  subjectId: string;
+  subjectRelation?: string;
+}
+
+const RELATIONSHIP =
+  /^([a-z][a-z0-9_]*):([^#\s]+)#([a-z][a-z0-9_]*)@([a-z][a-z0-9_]*):([^#\s]+)(?:#([a-z][a-z0-9_]*))?$/;
+const EXPECTED = /^\[([a-z][a-z0-9_]*):([^\]\s]+)\] is (.+)$/;
+const PATH = /<([a-z][a-z0-9_]*):([^#>]+)#([a-z][a-z0-9_]*)>/g;
+
+export function parseRelationship(text: string): ParsedRelationship {
+  const m = RELATIONSHIP.exec(text.trim());
+  if (!m) throw new Error(`not a relationship: ${text}`);
+  return {
+    resourceType: m[1]!,
+    resourceId: m[2]!,
+    relation: m[3]!,
+    subjectType: m[4]!,
+    subjectId: m[5]!,
+    ...(m[6] ? { subjectRelation: m[6] } : {}),
+  };
+}
+
+const ref = (objectType: string, objectId: string) => v1.ObjectReference.create({ objectType, objectId });
+const FULLY = v1.Consistency.create({ requirement: { oneofKind: "fullyConsistent", fullyConsistent: true } });
+
+/**
+ * Runs a zed validation file against a SpiceDB (here: the local server, since
+ * `zed` itself cannot be installed everywhere): writes its schema and
+ * relationships, then checks every assertion, and every expected relation
+ * (the subjects of each permission, and that each named path exists).
+ * The target must be empty: use a fresh server.
+ */
+export async function runValidationFile(
+  path: string,
+  client: v1.ZedClientInterface,
+): Promise<ValidationReport> {
+  const file = parse(await readFile(path, "utf8")) as ValidationFile;
+  const schema = file.schemaFile
+    ? await readFile(resolve(dirname(path), file.schemaFile), "utf8")
+    : file.schema;
+  if (!schema) throw new Error(`${path}: neither schemaFile nor schema`);
+  await client.promises.writeSchema(v1.WriteSchemaRequest.create({ schema }));
+
+  const lines = (file.relationships ?? "").split("\n").filter((l) => l.trim() && !l.trim().startsWith("//"));
+  const relationships = lines.map(parseRelationship);
+  await client.promises.writeRelationships(
+    v1.WriteRelationshipsRequest.create({
+      updates: relationships.map((r) =>
+        v1.RelationshipUpdate.create({
+          operation: v1.RelationshipUpdate_Operation.TOUCH,
+          relationship: v1.Relationship.create({
+            resource: ref(r.resourceType, r.resourceId),
+            relation: r.relation,
+            subject: v1.SubjectReference.create({
+              object: ref(r.subjectType, r.subjectId),
+              optionalRelation: r.subjectRelation ?? "",
+            }),
+          }),
+        }),
+      ),
+    }),
+  );
+  const stored = new Set(lines.map((l) => l.trim()));
+
+  const failures: string[] = [];
+  let assertions = 0;
+  for (const [expected, list] of [
+    [true, file.assertions?.assertTrue ?? []],
+    [false, file.assertions?.assertFalse ?? []],
+  ] as const) {
+    for (const text of list) {
+      assertions++;
+      const r = parseRelationship(text);
+      const response = await client.promises.checkPermission(
+        v1.CheckPermissionRequest.create({
+          consistency: FULLY,
+          resource: ref(r.resourceType, r.resourceId),
+          permission: r.relation,
+          subject: v1.SubjectReference.create({ object: ref(r.subjectType, r.subjectId) }),
+        }),
+      );
+      const has = response.permissionship === v1.CheckPermissionResponse_Permissionship.HAS_PERMISSION;
+      if (has !== expected) failures.push(`assert${expected ? "True" : "False"} failed: ${text}`);
+    }
+  }
+
+  let expectedRelations = 0;
+  for (const [key, entries] of Object.entries(file.validation ?? {})) {
+    expectedRelations++;
+    const [resource, permission] = key.split("#") as [string, string];
+    const [resourceType, resourceId] = splitObject(resource);
+    const expectedSubjects = new Map<string, string>();
+    for (const entry of entries) {
+      const m = EXPECTED.exec(entry);
+      if (!m) throw new Error(`${key}: not an expected relation: ${entry}`);
+      const subject = `${m[1]}:${m[2]}`;
+      expectedSubjects.set(subject, entry);
+      for (const path of m[3]!.matchAll(PATH)) {
+        const relationship = `${path[1]}:${path[2]}#${path[3]}@${subject}`;
+        if (!stored.has(relationship)) failures.push(`${key}: ${entry}: no relationship ${relationship}`);
+      }
+    }
+    const subjectTypes = new Set([...expectedSubjects.keys()].map((s) => s.split(":")[0]!));
+    const actual = new Set<string>();
+    for (const subjectType of subjectTypes.size ? subjectTypes : new Set(["user"])) {
+      const found = await client.promises.lookupSubjects(
+        v1.LookupSubjectsRequest.create({
+          consistency: FULLY,
+          resource: ref(resourceType, resourceId),
+          permission,
+          subjectObjectType: subjectType,
+        }),
+      );
+      for (const f of found) actual.add(`${subjectType}:${f.subject?.subjectObjectId}`);
+    }
+    for (const subject of expectedSubjects.keys()) {
+      if (!actual.has(subject)) failures.push(`${key}: expected ${subject}, which does not have it`);
+    }
+    for (const subject of actual) {
+      if (!expectedSubjects.has(subject)) failures.push(`${key}: ${subject} has it but is not listed`);
+    }
+  }
+  return { relationships: relationships.length, assertions, expectedRelations, failures };
+}
+
+function splitObject(text: string): [string, string] {
+  const colon = text.indexOf(":");
+  return [text.slice(0, colon), text.slice(colon + 1)];
+}
