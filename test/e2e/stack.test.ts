@@ -4,6 +4,15 @@ import { mkdtemp, readdir, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { promisify } from "node:util";
+import {
+  createRedis,
+  DEFAULT_LOCAL_PRESHARED_KEY,
+  type Principal,
+  RedisConsistencyTokens,
+  ResourceAuthorization,
+  SpiceDBClient,
+  v1,
+} from "@gw/core";
 import { freePort, REPO_ROOT } from "@gw/devstack";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 
@@ -19,12 +28,18 @@ describe("pnpm start", () => {
 
   beforeAll(async () => {
     dataDir = await mkdtemp(join(tmpdir(), "gw-stack-"));
-    const [port, servicePort, redisPort] = [await freePort(), await freePort(), await freePort()];
+    const [port, servicePort, redisPort, spicedbPort] = [
+      await freePort(),
+      await freePort(),
+      await freePort(),
+      await freePort(),
+    ];
     env = {
       PATH: process.env.PATH,
       PORT: String(port),
       SERVICE_PORT: String(servicePort),
       LOCAL_REDIS_PORT: String(redisPort),
+      SPICEDB_LOCAL_PORT: String(spicedbPort),
       DATA_DIR: dataDir,
     };
     gatewayUrl = `http://127.0.0.1:${port}`;
@@ -76,6 +91,109 @@ describe("pnpm start", () => {
     expect((await fetch(`${gatewayUrl}/readyz`)).status).toBe(200);
   });
 
+  it("runs a local SpiceDB: an owner shares a resource with the org, and zed-style reads show the owner", async () => {
+    const { stdout } = await run("pnpm", ["keys", "create", "--org", "acme", "--owner", "backend"], {
+      cwd: REPO_ROOT,
+      env,
+    });
+    const { key, id: keyId } = JSON.parse(stdout);
+    const endpoint = `127.0.0.1:${env.SPICEDB_LOCAL_PORT}`;
+    // Until the service creates conversations, the ownership function makes one.
+    const redis = createRedis(`redis://127.0.0.1:${env.LOCAL_REDIS_PORT}`, { connectionName: "e2e" });
+    const spicedb = new SpiceDBClient({
+      endpoint,
+      presharedKey: DEFAULT_LOCAL_PRESHARED_KEY,
+      insecure: true,
+      deadlineMs: 2_000,
+    });
+    const alice: Principal = {
+      org: "acme",
+      user: "alice",
+      keyId,
+      permissions: [],
+      credential: "api_key",
+      onBehalfOf: true,
+    };
+    const conversation = `conv_${Date.now()}`;
+    await new ResourceAuthorization(spicedb, new RedisConsistencyTokens(redis)).createOwnership(alice, {
+      type: "conversation",
+      id: conversation,
+    });
+    spicedb.close();
+    redis.disconnect();
+
+    const as = (user: string) => ({
+      authorization: `Bearer ${key}`,
+      "x-on-behalf-of": user,
+      "content-type": "application/json",
+    });
+    const grant = (user: string, body: object) =>
+      fetch(`${gatewayUrl}/api/v1/authorization/llm/grant`, {
+        method: "POST",
+        headers: as(user),
+        body: JSON.stringify(body),
+      });
+    const check = async (user: string, role: string) =>
+      (
+        await fetch(
+          `${gatewayUrl}/api/v1/authorization/llm/check?resourceType=conversation&resourceId=${conversation}&role=${role}`,
+          { headers: as(user) },
+        )
+      ).json();
+
+    expect(
+      (
+        await grant("alice", {
+          resourceType: "conversation",
+          resourceId: conversation,
+          userId: "*",
+          role: "reader",
+        })
+      ).status,
+    ).toBe(204);
+    expect(await check("bob", "reader")).toEqual({ allowed: true });
+    expect(await check("bob", "writer")).toEqual({ allowed: false });
+    const refused = await grant("bob", {
+      resourceType: "conversation",
+      resourceId: conversation,
+      userId: "bob",
+      role: "writer",
+    });
+    expect(refused.status).toBe(403);
+    expect(await refused.json()).toEqual({
+      error: "Forbidden",
+      message: "Only resource owners can grant or revoke permissions",
+    });
+
+    // What `zed relationship read conversation` shows, through the stock client.
+    const zed = v1.NewClient(
+      DEFAULT_LOCAL_PRESHARED_KEY,
+      endpoint,
+      v1.ClientSecurity.INSECURE_PLAINTEXT_CREDENTIALS,
+    );
+    const relationships = await zed.promises.readRelationships(
+      v1.ReadRelationshipsRequest.create({
+        consistency: v1.Consistency.create({
+          requirement: { oneofKind: "fullyConsistent", fullyConsistent: true },
+        }),
+        relationshipFilter: v1.RelationshipFilter.create({
+          resourceType: "conversation",
+          optionalResourceId: `acme/${conversation}`,
+        }),
+      }),
+    );
+    zed.close();
+    const lines = relationships.map(({ relationship: r }) => {
+      const subject = `${r?.subject?.object?.objectType}:${r?.subject?.object?.objectId}`;
+      return `${r?.resource?.objectType}:${r?.resource?.objectId} ${r?.relation} ${subject}`;
+    });
+    expect(lines.sort()).toEqual([
+      `conversation:acme/${conversation} owner user:acme/alice`,
+      `conversation:acme/${conversation} reader user:*`,
+    ]);
+    expect(output).toMatch(/data is in memory/);
+  });
+
   it("keeps Redis data under DATA_DIR/redis with AOF on, and never logs a secret", async () => {
     const { stdout } = await run("pnpm", ["keys", "create", "--org", "acme", "--owner", "bob"], {
       cwd: REPO_ROOT,
@@ -94,7 +212,7 @@ describe("pnpm start", () => {
 
   it("stops every process it started on Ctrl-C", async () => {
     const pids = [...output.matchAll(/"pid":(\d+)/g)].map((m) => Number(m[1]));
-    expect(pids.length).toBeGreaterThanOrEqual(3);
+    expect(pids.length).toBeGreaterThanOrEqual(4);
     await interrupt();
     const isAlive = (pid: number) => {
       try {

@@ -6,8 +6,10 @@
  */
 import { readFile } from "node:fs/promises";
 import { resolve } from "node:path";
+import { v1 } from "@gw/core";
 import { gatewayConfigSchema } from "@gw/gateway";
 import { serviceConfigSchema } from "@gw/service";
+import { runValidationFile, spicedbLocalConfigSchema, startSpiceDBLocal } from "@gw/spicedb-local";
 import { parseAllDocuments } from "yaml";
 import type { z } from "zod";
 import { REPO_ROOT } from "./node-process.ts";
@@ -15,10 +17,19 @@ import { REPO_ROOT } from "./node-process.ts";
 /** Variables read by `pnpm start` itself and by `pnpm keys`, beside the processes' schemas. */
 export const DEVSTACK_VARIABLES = ["SERVICE_PORT", "LOCAL_REDIS_PORT", "DATA_DIR"];
 
-const shapeOf = (schema: z.ZodType) => Object.keys((schema as unknown as { in: z.ZodObject }).in.shape);
+const shapeOf = (schema: z.ZodType) => {
+  const object =
+    schema instanceof Object && "shape" in schema ? schema : (schema as unknown as { in: z.ZodObject }).in;
+  return Object.keys((object as z.ZodObject).shape);
+};
 
 export function knownVariables(): Set<string> {
-  return new Set([...shapeOf(gatewayConfigSchema), ...shapeOf(serviceConfigSchema), ...DEVSTACK_VARIABLES]);
+  return new Set([
+    ...shapeOf(gatewayConfigSchema),
+    ...shapeOf(serviceConfigSchema),
+    ...shapeOf(spicedbLocalConfigSchema),
+    ...DEVSTACK_VARIABLES,
+  ]);
 }
 
 /** Variables without a row (`| \`NAME\` |`) in the README's configuration tables. */
@@ -28,7 +39,15 @@ export function undocumented(readme: string, known: Iterable<string>): string[] 
     .map((name) => `README.md: ${name} is not documented`);
 }
 
-/** Environment variable names a deployment file sets: compose `environment`, Kubernetes `env`, Dockerfile `ENV`. */
+/** Images built from this repository: only their environment is ours to check. */
+const OUR_IMAGE = /^llm-authz-gateway\//;
+
+/**
+ * Environment variable names a deployment file sets for this project's own
+ * processes: compose services built from this repository, Kubernetes
+ * containers running its images, Dockerfile `ENV`. Third-party containers
+ * (Postgres, SpiceDB) have their own variables.
+ */
 export function variablesSetIn(path: string, text: string): string[] {
   if (/Dockerfile$/.test(path)) {
     return [...text.matchAll(/^ENV\s+(.+)$/gm)].flatMap((m) =>
@@ -38,26 +57,28 @@ export function variablesSetIn(path: string, text: string): string[] {
   const names: string[] = [];
   for (const doc of parseAllDocuments(text)) {
     if (doc.errors.length > 0) throw new Error(`${path}: ${doc.errors[0]!.message}`);
-    collect(doc.toJS(), names);
+    const js = doc.toJS() as Record<string, unknown> | null;
+    for (const service of Object.values((js?.services as Record<string, Record<string, unknown>>) ?? {})) {
+      if (service?.build && service.environment && typeof service.environment === "object") {
+        names.push(...Object.keys(service.environment));
+      }
+    }
+    collectContainers(js, names);
   }
   return names;
 }
 
-function collect(node: unknown, names: string[]): void {
+function collectContainers(node: unknown, names: string[]): void {
   if (Array.isArray(node)) {
-    for (const item of node) collect(item, names);
+    for (const item of node) collectContainers(item, names);
     return;
   }
   if (node === null || typeof node !== "object") return;
-  for (const [key, value] of Object.entries(node)) {
-    if (key === "environment" && value && typeof value === "object" && !Array.isArray(value)) {
-      names.push(...Object.keys(value));
-    } else if (key === "env" && Array.isArray(value)) {
-      for (const item of value) if (typeof item?.name === "string") names.push(item.name);
-    } else {
-      collect(value, names);
-    }
+  const record = node as Record<string, unknown>;
+  if (typeof record.image === "string" && OUR_IMAGE.test(record.image) && Array.isArray(record.env)) {
+    for (const item of record.env) if (typeof item?.name === "string") names.push(item.name);
   }
+  for (const value of Object.values(record)) collectContainers(value, names);
 }
 
 /** Problems with one deployment file; a service's own image variables (e.g. NODE_ENV) are allowed. */
@@ -74,6 +95,29 @@ export const DEPLOY_FILES = [
   "deploy/k8s/service.yaml",
 ];
 
+/**
+ * `spicedb/validation.yaml` holds on the real engine: what `zed validate`
+ * checks, on machines where zed cannot be installed. A schema that does not
+ * parse fails here too.
+ */
+export async function checkSpiceDB(root = REPO_ROOT): Promise<string[]> {
+  const server = await startSpiceDBLocal({ host: "127.0.0.1", port: 0, presharedKey: "config-check" });
+  const client = v1.NewClient(
+    "config-check",
+    server.endpoint,
+    v1.ClientSecurity.INSECURE_PLAINTEXT_CREDENTIALS,
+  );
+  try {
+    const report = await runValidationFile(resolve(root, "spicedb/validation.yaml"), client);
+    return report.failures.map((f) => `spicedb/validation.yaml: ${f}`);
+  } catch (err) {
+    return [`spicedb/validation.yaml: ${(err as Error).message}`];
+  } finally {
+    client.close();
+    await server.close();
+  }
+}
+
 export async function checkRepository(root = REPO_ROOT): Promise<string[]> {
   const known = knownVariables();
   const problems = undocumented(await readFile(resolve(root, "README.md"), "utf8"), known);
@@ -84,7 +128,7 @@ export async function checkRepository(root = REPO_ROOT): Promise<string[]> {
 }
 
 if (import.meta.main) {
-  const problems = await checkRepository();
+  const problems = [...(await checkRepository()), ...(await checkSpiceDB())];
   for (const problem of problems) process.stderr.write(`${problem}\n`);
   process.stdout.write(
     problems.length === 0 ? "config check: ok\n" : `config check: ${problems.length} problem(s)\n`,

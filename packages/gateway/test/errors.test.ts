@@ -115,7 +115,10 @@ describe("error bodies", () => {
 
   it("serves liveness, readiness and metrics without credentials", async () => {
     expect(await (await gw.call("/healthz")).json()).toEqual({ status: "ok" });
-    expect(await (await gw.call("/readyz")).json()).toEqual({ status: "ready", checks: { redis: "ok" } });
+    expect(await (await gw.call("/readyz")).json()).toEqual({
+      status: "ready",
+      checks: { redis: "ok", spicedb: "ok" },
+    });
     const metrics = await (await gw.call("/metrics")).text();
     expect(metrics).toContain("gateway_http_requests_total");
     expect(metrics).toMatch(/gateway_authentications_total\{outcome="missing"\} [1-9]/);

@@ -88,7 +88,9 @@ export class ResourceAuthorization {
   async grant(principal: Principal, change: RoleChange): Promise<void> {
     await this.assertOwner(principal, change);
     const subject = subjectId(principal.org, change.userId);
-    const updates = ROLES.map((role) =>
+    // The schema admits `user:*` on writer and reader only; it can hold no owner role to delete.
+    const roles = change.userId === PUBLIC_USER ? ROLES.filter((role) => role !== "owner") : ROLES;
+    const updates = roles.map((role) =>
       update(
         role === change.role ? v1.RelationshipUpdate_Operation.TOUCH : v1.RelationshipUpdate_Operation.DELETE,
         principal.org,

@@ -1,0 +1,16 @@
+import { resolve } from "node:path";
+import { DEFAULT_LOCAL_PRESHARED_KEY, DEFAULT_LOCAL_SPICEDB_PORT, env } from "@gw/core";
+import { z } from "zod";
+
+/** The local SpiceDB server's environment. Each variable is documented in the README's configuration table. */
+export const spicedbLocalConfigSchema = z.object({
+  /** Interface to bind. Default 127.0.0.1. */
+  SPICEDB_LOCAL_HOST: z.string().default("127.0.0.1"),
+  /** gRPC port. Default 50051, SpiceDB's own. */
+  SPICEDB_LOCAL_PORT: env.port(DEFAULT_LOCAL_SPICEDB_PORT),
+  /** Preshared key clients must present. Default: the documented development key. */
+  SPICEDB_PRESHARED_KEY: z.string().min(1).default(DEFAULT_LOCAL_PRESHARED_KEY),
+  /** Schema written at start. Default spicedb/schema.zed of this repository. */
+  SPICEDB_SCHEMA_FILE: z.string().default(resolve(import.meta.dirname, "../../../spicedb/schema.zed")),
+  LOG_LEVEL: env.logLevel(),
+});
