@@ -10,14 +10,25 @@ import { type RunningRedis, startRedisServer } from "./redis-server.ts";
 export { freePort } from "./free-port.ts";
 export type { RunningNodeProcess } from "./node-process.ts";
 
+export interface TestRedis extends RunningRedis {
+  /** Stops the server, keeping its port and data, as an outage would. */
+  halt(): Promise<void>;
+  /** Starts it again on the same port after `halt`. */
+  restart(): Promise<void>;
+}
+
 /** A real redis-server for one test file: free port, its own temporary data directory. */
-export async function startTestRedis(): Promise<RunningRedis> {
+export async function startTestRedis(): Promise<TestRedis> {
   const dir = await mkdtemp(join(tmpdir(), "gw-test-redis-"));
   for (let attempt = 1; ; attempt++) {
     try {
-      const redis = await startRedisServer({ port: await freePort(), dir, appendOnly: false });
+      let redis = await startRedisServer({ port: await freePort(), dir, appendOnly: false });
       return {
         ...redis,
+        halt: () => redis.stop(),
+        async restart() {
+          redis = await startRedisServer({ port: redis.port, dir, appendOnly: false });
+        },
         async stop() {
           await redis.stop();
           await rm(dir, { recursive: true, force: true });

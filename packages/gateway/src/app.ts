@@ -1,5 +1,6 @@
 import {
   errorHandler,
+  type Limits,
   type Logger,
   notFoundHandler,
   type ResourceAuthorization,
@@ -16,6 +17,8 @@ import { authenticate } from "./authenticate/authenticate.ts";
 import { requirePermission } from "./authorize/require-permission.ts";
 import type { GatewayMetrics } from "./metrics.ts";
 import { resolvePrincipal } from "./principal/resolve-principal.ts";
+import type { QuotaLimiter } from "./rate-limit/quota.ts";
+import { rateLimit } from "./rate-limit/rate-limit.ts";
 import { registerCreateApiKey } from "./routes/admin/create-api-key.ts";
 import { registerListApiKeys } from "./routes/admin/list-api-keys.ts";
 import { registerRevokeApiKey } from "./routes/admin/revoke-api-key.ts";
@@ -32,12 +35,14 @@ export interface GatewayDeps {
   store: ApiKeyStore;
   keys: ApiKeyLookup;
   spicedb: SpiceDBClient;
+  limiter: QuotaLimiter;
+  defaultLimits: Limits;
   authorization: ResourceAuthorization;
 }
 
 /**
  * The request's path through the gateway: basics (request id, logs, body
- * parsing) → authenticate → principal → the route's permission → the route
+ * parsing) → authenticate → principal → rate limit → the route's permission → the route
  * (authorization routes ask SpiceDB).
  */
 export function createGatewayApp(deps: GatewayDeps): express.Express {
@@ -56,7 +61,11 @@ export function createGatewayApp(deps: GatewayDeps): express.Express {
   app.use(probes);
 
   const api = Router();
-  api.use(authenticate(deps.keys, deps.metrics), resolvePrincipal);
+  api.use(
+    authenticate(deps.keys, deps.metrics),
+    resolvePrincipal,
+    rateLimit(deps.limiter, deps.defaultLimits),
+  );
   registerWhoami(api);
   registerGrant(api, deps.authorization);
   registerRevoke(api, deps.authorization);

@@ -1,7 +1,35 @@
-import { DEFAULT_LOCAL_PRESHARED_KEY, DEFAULT_LOCAL_SPICEDB_PORT, env, localRedisUrl } from "@gw/core";
+import {
+  DEFAULT_LOCAL_PRESHARED_KEY,
+  DEFAULT_LOCAL_SPICEDB_PORT,
+  env,
+  type Limits,
+  localRedisUrl,
+  WINDOWS,
+} from "@gw/core";
 import { z } from "zod";
 
 /** The gateway's environment. Each variable is documented in the README's configuration table. */
+/** `second=20,day=100000` → `{second: 20, day: 100000}`. */
+const limitsList = z.string().transform((value, ctx): Limits => {
+  const limits: Limits = {};
+  for (const part of value
+    .split(",")
+    .map((p) => p.trim())
+    .filter(Boolean)) {
+    const [window, amount] = part.split("=");
+    const quota = Number(amount);
+    if (!WINDOWS.includes(window as never) || !Number.isInteger(quota) || quota < 1) {
+      ctx.addIssue({
+        code: "custom",
+        message: `'${part}' is not WINDOW=N with WINDOW one of ${WINDOWS.join(", ")}`,
+      });
+      return z.NEVER;
+    }
+    limits[window as keyof Limits] = quota;
+  }
+  return limits;
+});
+
 export const gatewayConfigSchema = z
   .object({
     /** TCP port the gateway listens on. Default 8080. */
@@ -16,6 +44,8 @@ export const gatewayConfigSchema = z
     REDIS_COMMAND_TIMEOUT_MS: env.positiveInt(2_000),
     /** How long a looked-up API key is cached in process, in milliseconds; 0 disables. Default 1000. */
     API_KEY_CACHE_TTL_MS: z.coerce.number().int().min(0).max(60_000).default(1_000),
+    /** How long a cached key keeps working while Redis cannot be reached, in milliseconds; 0 disables. Default 300000. */
+    API_KEY_STALE_IF_ERROR_MS: z.coerce.number().int().min(0).max(86_400_000).default(300_000),
     /** When set, start-up makes sure a key with this secret and `admin:api-keys` exists. At least 32 characters. */
     GATEWAY_BOOTSTRAP_ADMIN_KEY: z.string().min(32, "must be at least 32 characters").max(256).optional(),
     /** Organization of the bootstrap key. Default `default`. */
@@ -27,6 +57,12 @@ export const gatewayConfigSchema = z
     GATEWAY_BOOTSTRAP_OWNER: z.string().min(1).max(256).default("admin"),
     /** Time given to in-flight requests on SIGTERM, in milliseconds. Default 10000. */
     SHUTDOWN_GRACE_MS: env.positiveInt(10_000),
+    /** Quotas for keys that have none, e.g. `second=20,day=100000`. Default: none (such keys are not limited). */
+    DEFAULT_LIMITS: limitsList.default({}),
+    /** When Redis fails: `open` keeps enforcing quotas per replica in memory, `closed` answers 503. Default open. */
+    RATE_LIMIT_FAIL_MODE: z.enum(["open", "closed"]).default("open"),
+    /** Deadline of one rate-limit decision in Redis, in milliseconds, before the fail mode applies. Default 250. */
+    RATE_LIMIT_REDIS_TIMEOUT_MS: env.positiveInt(250),
     /** SpiceDB gRPC endpoint, host:port. Unset: the local SpiceDB server of `pnpm start`. */
     SPICEDB_ENDPOINT: z
       .string()

@@ -1,5 +1,5 @@
 import { createMetrics } from "@gw/core";
-import { Counter } from "prom-client";
+import { Counter, Histogram } from "prom-client";
 
 /** The gateway's metrics: the shared HTTP ones plus its own decisions. */
 export function createGatewayMetrics() {
@@ -10,7 +10,37 @@ export function createGatewayMetrics() {
     labelNames: ["outcome"] as const,
     registers: [base.registry],
   });
-  return { ...base, authentications };
+  const rateLimitDecisions = new Counter({
+    name: "gateway_rate_limit_decisions_total",
+    help: "Rate-limit decisions: allowed (one per window checked) or rejected (by the refusing window), by store.",
+    labelNames: ["outcome", "window", "store"] as const,
+    registers: [base.registry],
+  });
+  const rateLimitStoreErrors = new Counter({
+    name: "gateway_rate_limit_store_errors_total",
+    help: "Rate-limit decisions that failed in Redis.",
+    registers: [base.registry],
+  });
+  const rateLimitFallbacks = new Counter({
+    name: "gateway_rate_limit_fallbacks_total",
+    help: "Decisions made without Redis: by the in-memory insurance limiter (open) or refused with 503 (closed).",
+    labelNames: ["mode"] as const,
+    registers: [base.registry],
+  });
+  const rateLimitDecisionSeconds = new Histogram({
+    name: "gateway_rate_limit_decision_seconds",
+    help: "Time to decide one request's quotas.",
+    buckets: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25],
+    registers: [base.registry],
+  });
+  return {
+    ...base,
+    authentications,
+    rateLimitDecisions,
+    rateLimitStoreErrors,
+    rateLimitFallbacks,
+    rateLimitDecisionSeconds,
+  };
 }
 
 export type GatewayMetrics = ReturnType<typeof createGatewayMetrics>;

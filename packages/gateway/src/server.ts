@@ -8,12 +8,15 @@ import {
   ResourceAuthorization,
   SpiceDBClient,
 } from "@gw/core";
+import type { Redis } from "ioredis";
 import { ensureBootstrapAdminKey } from "./api-keys/bootstrap.ts";
 import { CachedApiKeyLookup } from "./api-keys/lookup.ts";
 import { ApiKeyStore } from "./api-keys/store.ts";
 import { createGatewayApp } from "./app.ts";
 import type { GatewayConfig } from "./config.ts";
 import { createGatewayMetrics } from "./metrics.ts";
+import { InsuredLimiter } from "./rate-limit/insured-limiter.ts";
+import { WindowLimiters } from "./rate-limit/window-limiters.ts";
 
 export interface RunningGateway {
   url: string;
@@ -31,7 +34,12 @@ export async function startGateway(
 ) {
   const metrics = createGatewayMetrics();
   const redisOptions = { commandTimeoutMs: config.REDIS_COMMAND_TIMEOUT_MS };
-  const redis = createRedis(config.REDIS_URL, { connectionName: "gateway", ...redisOptions });
+  // No offline queue: while Redis is away, commands fail at once instead of piling up behind a timeout.
+  const redis = createRedis(config.REDIS_URL, {
+    connectionName: "gateway",
+    ...redisOptions,
+    extra: { enableOfflineQueue: false },
+  });
   const subscriber = createRedis(config.REDIS_URL, {
     connectionName: "gateway-key-events",
     // A subscriber connection only receives; a command timeout would cut it.
@@ -40,8 +48,15 @@ export async function startGateway(
   redis.on("error", (err) => logger.warn({ err: err.message }, "redis error"));
   subscriber.on("error", (err) => logger.warn({ err: err.message }, "redis subscriber error"));
 
+  await untilReady(redis, logger);
   const store = new ApiKeyStore(redis);
-  const keys = new CachedApiKeyLookup(store, subscriber, config.API_KEY_CACHE_TTL_MS, logger);
+  const keys = new CachedApiKeyLookup({
+    store,
+    subscriber,
+    ttlMs: config.API_KEY_CACHE_TTL_MS,
+    staleIfErrorMs: config.API_KEY_STALE_IF_ERROR_MS,
+    logger,
+  });
   await keys.start();
   if (config.GATEWAY_BOOTSTRAP_ADMIN_KEY) {
     await ensureBootstrapAdminKey(
@@ -60,7 +75,33 @@ export async function startGateway(
   });
   const authorization = new ResourceAuthorization(spicedb, new RedisConsistencyTokens(redis));
 
-  const app = createGatewayApp({ logger, metrics, redis, store, keys, spicedb, authorization });
+  // Its own connection: auto-pipelining sends all windows of a decision in one round trip, and a
+  // short deadline with no offline queue hands a Redis failure to the insurance limiter at once.
+  const rateLimitRedis = createRedis(config.REDIS_URL, {
+    connectionName: "gateway-rate-limit",
+    commandTimeoutMs: config.RATE_LIMIT_REDIS_TIMEOUT_MS,
+    extra: { enableAutoPipelining: true, enableOfflineQueue: false, maxRetriesPerRequest: 0 },
+  });
+  rateLimitRedis.on("error", (err) => logger.debug({ err: err.message }, "rate-limit redis error"));
+  const limiter = new InsuredLimiter({
+    primary: WindowLimiters.redis(rateLimitRedis),
+    insurance: WindowLimiters.memory(),
+    mode: config.RATE_LIMIT_FAIL_MODE,
+    metrics,
+    logger,
+  });
+
+  const app = createGatewayApp({
+    logger,
+    metrics,
+    redis,
+    store,
+    keys,
+    spicedb,
+    authorization,
+    limiter,
+    defaultLimits: config.DEFAULT_LIMITS,
+  });
   const server: Server = await new Promise((resolve, reject) => {
     const s = app.listen(config.PORT, config.HOST, (err?: Error) => (err ? reject(err) : resolve(s)));
   });
@@ -90,10 +131,21 @@ export async function startGateway(
         server.closeIdleConnections();
       });
       subscriber.disconnect();
+      rateLimitRedis.disconnect();
       spicedb.close();
       await redis.quit().catch(() => redis.disconnect());
     },
   } satisfies RunningGateway;
+}
+
+/** Start-up waits for Redis (commands fail fast without an offline queue), but not forever. */
+async function untilReady(redis: Redis, logger: Logger, timeoutMs = 10_000): Promise<void> {
+  if (redis.status === "ready") return;
+  const ready = await Promise.race([
+    new Promise<boolean>((resolve) => redis.once("ready", () => resolve(true))),
+    new Promise<boolean>((resolve) => setTimeout(() => resolve(false), timeoutMs).unref()),
+  ]);
+  if (!ready) logger.warn("Redis is not reachable yet; starting anyway, /readyz reports it");
 }
 
 /** Credentials in a URL never reach a log line. */

@@ -1,6 +1,6 @@
 import { randomBytes } from "node:crypto";
 import { createLogger, createRedis, type ResourceAuthorization } from "@gw/core";
-import { spicedbEnv, startTestRedis, startTestSpiceDB } from "@gw/devstack/testing";
+import { spicedbEnv, startTestRedis, startTestSpiceDB, type TestRedis } from "@gw/devstack/testing";
 import type { Redis } from "ioredis";
 import { afterAll, beforeAll } from "vitest";
 import type { CreateApiKeyInput } from "../src/api-keys/schema.ts";
@@ -13,6 +13,8 @@ export interface GatewayHarness {
   /** Base URL of an in-process gateway. */
   url: string;
   redisUrl: string;
+  /** The redis-server behind this gateway, to stop and restart it. */
+  redisServer: TestRedis;
   /** A direct Redis connection, for assertions on what is stored. */
   redis: Redis;
   store: ApiKeyStore;
@@ -54,6 +56,7 @@ export function useGateway(env: Record<string, string> = {}): GatewayHarness {
     Object.assign(harness, {
       url: gateway.url,
       redisUrl: redisServer.url,
+      redisServer,
       redis,
       store,
       authorization: gateway.authorization,

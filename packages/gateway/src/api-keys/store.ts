@@ -42,9 +42,19 @@ export class DuplicateSecretError extends Error {
  */
 export class ApiKeyStore {
   private readonly redis: Redis;
+  private readonly listeners: ((id: string) => void)[] = [];
 
   constructor(redis: Redis) {
     this.redis = redis;
+  }
+
+  /**
+   * Called after this process changed a key, before the change is reported to
+   * the caller: other replicas learn it through Redis pub/sub, this one must
+   * not answer from a stale copy even for a moment.
+   */
+  onChange(listener: (id: string) => void): void {
+    this.listeners.push(listener);
   }
 
   /** Creates a key; `secret` is for the bootstrap key only; normally a fresh one is generated. */
@@ -142,7 +152,10 @@ export class ApiKeyStore {
         API_KEY_EVENTS_CHANNEL,
         id,
       );
-      if (swapped === 1) return record;
+      if (swapped === 1) {
+        for (const listener of this.listeners) listener(id);
+        return record;
+      }
     }
     throw new Error(`API key ${id} is being changed concurrently; try again`);
   }

@@ -1,6 +1,6 @@
-import { unauthorized } from "@gw/core";
+import { AppError, unauthorized } from "@gw/core";
 import type { RequestHandler } from "express";
-import type { ApiKeyLookup } from "../api-keys/lookup.ts";
+import { type ApiKeyLookup, ApiKeyStoreUnavailable } from "../api-keys/lookup.ts";
 import type { GatewayMetrics } from "../metrics.ts";
 
 const BEARER = /^Bearer +([A-Za-z0-9._~+/=-]+) *$/i;
@@ -22,7 +22,11 @@ export function authenticate(
     if (!header) throw refuse("missing", "Missing Authorization header");
     const match = BEARER.exec(header);
     if (!match?.[1]) throw refuse("malformed", "Authorization header must be 'Bearer <credential>'");
-    const record = await keys.findBySecret(match[1]);
+    const record = await keys.findBySecret(match[1]).catch((err: unknown) => {
+      if (!(err instanceof ApiKeyStoreUnavailable)) throw err;
+      metrics.authentications.inc({ outcome: "store_unavailable" });
+      throw new AppError("service_unavailable", "Authentication is unavailable; try again", { cause: err });
+    });
     if (!record) throw refuse("unknown", "Invalid API key");
     if (record.status === "revoked") throw refuse("revoked", "API key has been revoked");
     if (record.expiresAt !== null && Date.parse(record.expiresAt) <= Date.now()) {

@@ -1,0 +1,94 @@
+import type { Limits, Logger } from "@gw/core";
+import type { GatewayMetrics } from "../metrics.ts";
+import { type Decision, type QuotaLimiter, QuotaStoreError, type WindowState } from "./quota.ts";
+
+export type FailMode = "open" | "closed";
+
+/** Rate limiting could not be decided and the fail mode is `closed`. */
+export class RateLimitUnavailable extends Error {
+  constructor(cause: unknown) {
+    super("Rate limiting is unavailable; try again", { cause });
+    this.name = "RateLimitUnavailable";
+  }
+}
+
+/** After a store failure, how long decisions skip the store before trying it again. */
+const STORE_RETRY_MS = 1_000;
+
+/**
+ * Redis first; when it fails, either the in-memory insurance limiter keeps
+ * enforcing the same quotas on this replica (`open`, the default) or the
+ * request is refused with 503 (`closed`). After a failure the store is left
+ * alone for a second, then tried again: recovery needs no one.
+ */
+export class InsuredLimiter implements QuotaLimiter {
+  private readonly primary: QuotaLimiter;
+  private readonly insurance: QuotaLimiter;
+  private readonly mode: FailMode;
+  private readonly metrics: GatewayMetrics;
+  private readonly logger: Logger;
+  private storeDownUntil = 0;
+
+  constructor(opts: {
+    primary: QuotaLimiter;
+    insurance: QuotaLimiter;
+    mode: FailMode;
+    metrics: GatewayMetrics;
+    logger: Logger;
+  }) {
+    this.primary = opts.primary;
+    this.insurance = opts.insurance;
+    this.mode = opts.mode;
+    this.metrics = opts.metrics;
+    this.logger = opts.logger;
+  }
+
+  async decide(keyId: string, limits: Limits): Promise<Decision> {
+    const stop = this.metrics.rateLimitDecisionSeconds.startTimer();
+    try {
+      const { decision, store } = await this.decideSomewhere(keyId, limits);
+      if (decision.allowed) {
+        for (const w of decision.windows)
+          this.metrics.rateLimitDecisions.inc({ outcome: "allowed", window: w.window, store });
+      } else {
+        this.metrics.rateLimitDecisions.inc({
+          outcome: "rejected",
+          window: decision.refusedBy.window,
+          store,
+        });
+      }
+      return decision;
+    } finally {
+      stop();
+    }
+  }
+
+  peek(keyId: string, limits: Limits): Promise<WindowState[]> {
+    return this.primary.peek(keyId, limits);
+  }
+
+  private async decideSomewhere(
+    keyId: string,
+    limits: Limits,
+  ): Promise<{ decision: Decision; store: string }> {
+    if (Date.now() >= this.storeDownUntil) {
+      try {
+        const decision = await this.primary.decide(keyId, limits);
+        if (this.storeDownUntil !== 0) {
+          this.storeDownUntil = 0;
+          this.logger.info("rate-limit store is back");
+        }
+        return { decision, store: "redis" };
+      } catch (err) {
+        if (!(err instanceof QuotaStoreError)) throw err;
+        this.metrics.rateLimitStoreErrors.inc();
+        if (this.storeDownUntil === 0)
+          this.logger.warn({ err: err.message, mode: this.mode }, "rate-limit store failed");
+        this.storeDownUntil = Date.now() + STORE_RETRY_MS;
+      }
+    }
+    this.metrics.rateLimitFallbacks.inc({ mode: this.mode });
+    if (this.mode === "closed") throw new RateLimitUnavailable(new Error("store unavailable"));
+    return { decision: await this.insurance.decide(keyId, limits), store: "memory" };
+  }
+}
