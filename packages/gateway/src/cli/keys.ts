@@ -9,6 +9,7 @@ import { createRedis, localRedisUrl, ValidationFailed, validate, WINDOWS } from 
 import { createApiKeySchema, updateApiKeySchema } from "../api-keys/schema.ts";
 import { ApiKeyStore } from "../api-keys/store.ts";
 import { toView } from "../api-keys/types.ts";
+import { WindowLimiters } from "../rate-limit/window-limiters.ts";
 
 const USAGE = `usage:
   pnpm keys create --org ORG --owner USER [--name N] [--permissions a,b] [--limit WINDOW=N]... [--expires-at ISO8601]
@@ -16,6 +17,7 @@ const USAGE = `usage:
   pnpm keys get ID
   pnpm keys update ID [--name N] [--permissions a,b] [--limit WINDOW=N|off]... [--expires-at ISO8601|never]
   pnpm keys revoke ID
+  pnpm keys usage ID      (requests counted in each of the key's rate-limit windows)
 WINDOW is one of ${WINDOWS.join(", ")}.`;
 
 class UsageError extends Error {}
@@ -54,7 +56,11 @@ function parsePermissions(value: string | undefined): string[] | undefined {
 }
 
 /** Runs one CLI command; returns what to print. Exported for tests. */
-export async function runKeysCommand(argv: string[], store: ApiKeyStore): Promise<unknown> {
+export async function runKeysCommand(
+  argv: string[],
+  store: ApiKeyStore,
+  limiter?: Pick<WindowLimiters, "peek">,
+): Promise<unknown> {
   const { values, positionals } = parseArgs({
     args: argv,
     options: OPTIONS,
@@ -104,6 +110,21 @@ export async function runKeysCommand(argv: string[], store: ApiKeyStore): Promis
     }
     case "revoke":
       return toView(found(await store.revoke(needId())));
+    case "usage": {
+      const key = found(await store.get(needId()));
+      if (!limiter) throw new Error("usage needs the rate-limit store");
+      const windows = await limiter.peek(key.id, key.limits);
+      return {
+        id: key.id,
+        windows: windows.map((w) => ({
+          window: w.window,
+          limit: w.limit,
+          used: w.limit - w.remaining,
+          remaining: w.remaining,
+          resetsInSeconds: Math.ceil(w.resetMs / 1000),
+        })),
+      };
+    }
     default:
       throw new UsageError(`unknown command '${command}'`);
   }
@@ -125,7 +146,11 @@ async function main(): Promise<number> {
       );
       return 1;
     }
-    const result = await runKeysCommand(process.argv.slice(2), new ApiKeyStore(redis));
+    const result = await runKeysCommand(
+      process.argv.slice(2),
+      new ApiKeyStore(redis),
+      WindowLimiters.redis(redis),
+    );
     process.stdout.write(`${JSON.stringify(result, null, 2)}\n`);
     return 0;
   } catch (err) {
