@@ -239,6 +239,52 @@ describe("pnpm start", () => {
     });
   });
 
+  it("exchanges a key for a token that verifies against the JWKS and acts as the end user", async () => {
+    const { key } = JSON.parse(
+      (await run("pnpm", ["keys", "create", "--org", "acme", "--owner", "backend"], { cwd: REPO_ROOT, env }))
+        .stdout,
+    );
+    const exchanged = await fetch(`${gatewayUrl}/api/v1/authentication/api-keys/exchange-token`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
+      body: JSON.stringify({
+        audience: gatewayUrl.replace("127.0.0.1", "localhost"),
+        externalUserId: "alice",
+        permissions: ["authorization:read"],
+      }),
+    });
+    expect(exchanged.status).toBe(200);
+    const { token } = await exchanged.json();
+    const { createRemoteJWKSet, jwtVerify } = await import("jose");
+    const { payload } = await jwtVerify(
+      token,
+      createRemoteJWKSet(new URL(`${gatewayUrl}/.well-known/jwks.json`)),
+      {
+        issuer: gatewayUrl.replace("127.0.0.1", "localhost"),
+      },
+    );
+    expect(payload).toMatchObject({ sub: "alice", org: "acme", permissions: ["authorization:read"] });
+    const whoami = await (
+      await fetch(`${gatewayUrl}/api/v1/authentication/whoami`, {
+        headers: { authorization: `Bearer ${token}` },
+      })
+    ).json();
+    expect(whoami).toMatchObject({ org: "acme", user: "alice", credential: "jwt" });
+    const grant = await fetch(`${gatewayUrl}/api/v1/authorization/llm/grant`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },
+      body: JSON.stringify({
+        resourceType: "conversation",
+        resourceId: "conv_x",
+        userId: "bob",
+        role: "reader",
+      }),
+    });
+    expect(grant.status).toBe(403);
+    expect((await grant.json()).message).toContain("authorization:write");
+    expect(output).toMatch(/production must configure JWT_SIGNING_KEYS/);
+  });
+
   it("keeps Redis data under DATA_DIR/redis with AOF on, and never logs a secret", async () => {
     const { stdout } = await run("pnpm", ["keys", "create", "--org", "acme", "--owner", "bob"], {
       cwd: REPO_ROOT,

@@ -7,8 +7,8 @@ export type { Logger };
  * are not logged at all, and the redaction list is a second line of defence
  * for objects that carry them by accident.
  */
-export function createLogger(name: string, level: string): Logger {
-  return pino({
+export function createLogger(name: string, level: string, destination?: pino.DestinationStream): Logger {
+  const options: pino.LoggerOptions = {
     name,
     level,
     base: { service: name },
@@ -27,5 +27,6 @@ export function createLogger(name: string, level: string): Logger {
       ],
       censor: "[redacted]",
     },
-  });
+  };
+  return destination ? pino(options, destination) : pino(options);
 }

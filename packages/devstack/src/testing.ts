@@ -41,13 +41,18 @@ export async function startTestRedis(): Promise<TestRedis> {
   }
 }
 
-/** A gateway as a separate OS process, for tests that need several replicas. */
+/**
+ * A gateway as a separate OS process, for tests that need several replicas.
+ * Its data directory (the development signing key) is `env.DATA_DIR` or a
+ * fresh temporary one.
+ */
 export async function startGatewayProcess(env: NodeJS.ProcessEnv): Promise<RunningNodeProcess> {
+  const dataDir = env.DATA_DIR ?? (await mkdtemp(join(tmpdir(), "gw-test-data-")));
   return startNodeProcess({
     name: "gateway",
     entry: "packages/gateway/src/main.ts",
     port: await freePort(),
-    env: { PATH: process.env.PATH, HOST: "127.0.0.1", LOG_LEVEL: "warn", ...env },
+    env: { PATH: process.env.PATH, HOST: "127.0.0.1", LOG_LEVEL: "warn", DATA_DIR: dataDir, ...env },
   });
 }
 

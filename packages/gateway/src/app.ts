@@ -23,10 +23,13 @@ import { registerCreateApiKey } from "./routes/admin/create-api-key.ts";
 import { registerListApiKeys } from "./routes/admin/list-api-keys.ts";
 import { registerRevokeApiKey } from "./routes/admin/revoke-api-key.ts";
 import { registerUpdateApiKey } from "./routes/admin/update-api-key.ts";
+import { registerExchangeToken } from "./routes/authentication/exchange-token.ts";
+import { registerWhoami } from "./routes/authentication/whoami.ts";
 import { registerCheck } from "./routes/authorization/check.ts";
 import { registerGrant } from "./routes/authorization/grant.ts";
 import { registerRevoke } from "./routes/authorization/revoke.ts";
-import { registerWhoami } from "./routes/whoami.ts";
+import { registerWellKnown } from "./routes/well-known/jwks.ts";
+import type { TokenService } from "./tokens/tokens.ts";
 
 export interface GatewayDeps {
   logger: Logger;
@@ -36,6 +39,9 @@ export interface GatewayDeps {
   keys: ApiKeyLookup;
   spicedb: SpiceDBClient;
   limiter: QuotaLimiter;
+  tokens: TokenService;
+  /** The gateway's public URL: tokens addressed to it are accepted as credentials. */
+  publicUrl: string;
   defaultLimits: Limits;
   authorization: ResourceAuthorization;
 }
@@ -58,15 +64,17 @@ export function createGatewayApp(deps: GatewayDeps): express.Express {
     },
     deps.metrics,
   );
+  registerWellKnown(probes, deps.tokens);
   app.use(probes);
 
   const api = Router();
   api.use(
-    authenticate(deps.keys, deps.metrics),
+    authenticate({ keys: deps.keys, tokens: deps.tokens, audience: deps.publicUrl, metrics: deps.metrics }),
     resolvePrincipal,
     rateLimit(deps.limiter, deps.defaultLimits),
   );
   registerWhoami(api);
+  registerExchangeToken(api, deps.tokens, deps.metrics);
   registerGrant(api, deps.authorization);
   registerRevoke(api, deps.authorization);
   registerCheck(api, deps.authorization);

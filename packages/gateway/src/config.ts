@@ -63,6 +63,19 @@ export const gatewayConfigSchema = z
     RATE_LIMIT_FAIL_MODE: z.enum(["open", "closed"]).default("open"),
     /** Deadline of one rate-limit decision in Redis, in milliseconds, before the fail mode applies. Default 250. */
     RATE_LIMIT_REDIS_TIMEOUT_MS: env.positiveInt(250),
+    /** The gateway's public base URL: the `iss` of its tokens, and the `aud` of tokens it accepts itself. Default http://localhost:$PORT. */
+    GATEWAY_PUBLIC_URL: z
+      .url({ protocol: /^https?$/ })
+      .transform((u) => u.replace(/\/+$/, ""))
+      .optional(),
+    /** JWT signing keys: a JWK Set (JSON) with private keys, ES256 or EdDSA, each with a kid. */
+    JWT_SIGNING_KEYS: z.string().optional(),
+    /** A file holding the JWK Set instead of JWT_SIGNING_KEYS. */
+    JWT_SIGNING_KEYS_FILE: z.string().optional(),
+    /** kid of the key that signs; the others only verify. Default: the first key with a private part. */
+    JWT_ACTIVE_KID: z.string().optional(),
+    /** Directory for local development data (the development signing key). Default .data. */
+    DATA_DIR: z.string().default(".data"),
     /** SpiceDB gRPC endpoint, host:port. Unset: the local SpiceDB server of `pnpm start`. */
     SPICEDB_ENDPOINT: z
       .string()
@@ -78,6 +91,13 @@ export const gatewayConfigSchema = z
     SPICEDB_DEADLINE_MS: env.positiveInt(2_000),
   })
   .superRefine((c, ctx) => {
+    if (c.JWT_SIGNING_KEYS && c.JWT_SIGNING_KEYS_FILE) {
+      ctx.addIssue({
+        code: "custom",
+        path: ["JWT_SIGNING_KEYS_FILE"],
+        message: "set JWT_SIGNING_KEYS or JWT_SIGNING_KEYS_FILE, not both",
+      });
+    }
     if (c.SPICEDB_ENDPOINT && !c.SPICEDB_PRESHARED_KEY) {
       ctx.addIssue({
         code: "custom",
@@ -89,6 +109,7 @@ export const gatewayConfigSchema = z
   .transform((c) => ({
     ...c,
     REDIS_URL: c.REDIS_URL ?? localRedisUrl(),
+    GATEWAY_PUBLIC_URL: c.GATEWAY_PUBLIC_URL ?? `http://localhost:${c.PORT}`,
     SPICEDB_ENDPOINT: c.SPICEDB_ENDPOINT ?? `127.0.0.1:${c.SPICEDB_LOCAL_PORT}`,
     SPICEDB_PRESHARED_KEY: c.SPICEDB_PRESHARED_KEY ?? DEFAULT_LOCAL_PRESHARED_KEY,
     SPICEDB_INSECURE: c.SPICEDB_INSECURE ?? !c.SPICEDB_ENDPOINT,

@@ -10,6 +10,18 @@ export function createGatewayMetrics() {
     labelNames: ["outcome"] as const,
     registers: [base.registry],
   });
+  const tokenExchanges = new Counter({
+    name: "gateway_token_exchanges_total",
+    help: "API-key-for-token exchanges, by outcome (issued, forbidden, invalid).",
+    labelNames: ["outcome"] as const,
+    registers: [base.registry],
+  });
+  const jwtVerifications = new Counter({
+    name: "gateway_jwt_verifications_total",
+    help: "Gateway tokens presented as credentials, by outcome (ok, expired, signature, audience, ...).",
+    labelNames: ["outcome"] as const,
+    registers: [base.registry],
+  });
   const rateLimitDecisions = new Counter({
     name: "gateway_rate_limit_decisions_total",
     help: "Rate-limit decisions: allowed (one per window checked) or rejected (by the refusing window), by store.",
@@ -36,6 +48,8 @@ export function createGatewayMetrics() {
   return {
     ...base,
     authentications,
+    tokenExchanges,
+    jwtVerifications,
     rateLimitDecisions,
     rateLimitStoreErrors,
     rateLimitFallbacks,

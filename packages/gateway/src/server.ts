@@ -1,5 +1,7 @@
+import { readFile } from "node:fs/promises";
 import type { Server } from "node:http";
 import type { AddressInfo } from "node:net";
+import { resolve } from "node:path";
 import {
   createLogger,
   createRedis,
@@ -17,6 +19,8 @@ import type { GatewayConfig } from "./config.ts";
 import { createGatewayMetrics } from "./metrics.ts";
 import { InsuredLimiter } from "./rate-limit/insured-limiter.ts";
 import { WindowLimiters } from "./rate-limit/window-limiters.ts";
+import { developmentSigningKeys, loadSigningKeys, type SigningKeys } from "./tokens/signing-keys.ts";
+import { TokenService } from "./tokens/tokens.ts";
 
 export interface RunningGateway {
   url: string;
@@ -24,6 +28,7 @@ export interface RunningGateway {
   logger: Logger;
   /** The same authorization model the routes use, e.g. for the ownership of new resources. */
   authorization: ResourceAuthorization;
+  tokens: TokenService;
   close(): Promise<void>;
 }
 
@@ -91,6 +96,8 @@ export async function startGateway(
     logger,
   });
 
+  const tokens = new TokenService(await signingKeys(config, logger), config.GATEWAY_PUBLIC_URL);
+
   const app = createGatewayApp({
     logger,
     metrics,
@@ -101,6 +108,8 @@ export async function startGateway(
     authorization,
     limiter,
     defaultLimits: config.DEFAULT_LIMITS,
+    tokens,
+    publicUrl: config.GATEWAY_PUBLIC_URL,
   });
   const server: Server = await new Promise((resolve, reject) => {
     const s = app.listen(config.PORT, config.HOST, (err?: Error) => (err ? reject(err) : resolve(s)));
@@ -121,6 +130,7 @@ export async function startGateway(
     port,
     logger,
     authorization,
+    tokens,
     async close() {
       await new Promise<void>((resolve) => {
         const timer = setTimeout(() => server.closeAllConnections(), config.SHUTDOWN_GRACE_MS).unref();
@@ -136,6 +146,15 @@ export async function startGateway(
       await redis.quit().catch(() => redis.disconnect());
     },
   } satisfies RunningGateway;
+}
+
+/** Configured keys (env or file), else the development key under DATA_DIR. */
+async function signingKeys(config: GatewayConfig, logger: Logger): Promise<SigningKeys> {
+  if (config.JWT_SIGNING_KEYS) return loadSigningKeys(config.JWT_SIGNING_KEYS, config.JWT_ACTIVE_KID);
+  if (config.JWT_SIGNING_KEYS_FILE) {
+    return loadSigningKeys(await readFile(config.JWT_SIGNING_KEYS_FILE, "utf8"), config.JWT_ACTIVE_KID);
+  }
+  return developmentSigningKeys(resolve(config.DATA_DIR, "jwt", "development-signing-keys.json"), logger);
 }
 
 /** Start-up waits for Redis (commands fail fast without an offline queue), but not forever. */

@@ -108,6 +108,18 @@ describe("pnpm keys", () => {
     expect(missing.stderr).toMatch(/no API key/);
   });
 
+  it("signing-key prints a JWK Set the gateway accepts as JWT_SIGNING_KEYS, without Redis", async () => {
+    const { stdout } = await run(
+      process.execPath,
+      [resolve(REPO_ROOT, "packages/gateway/src/cli/keys.ts"), "signing-key", "--alg", "EdDSA"],
+      { env: { ...process.env, REDIS_URL: "redis://127.0.0.1:1" } },
+    );
+    const { loadSigningKeys } = await import("../src/tokens/signing-keys.ts");
+    const keys = await loadSigningKeys(stdout);
+    expect(keys.active.alg).toBe("EdDSA");
+    expect(keys.publicJwks).toHaveLength(1);
+  });
+
   it("says how to fix an unreachable Redis", async () => {
     const out = await run(
       process.execPath,

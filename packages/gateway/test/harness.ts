@@ -2,12 +2,16 @@ import { randomBytes } from "node:crypto";
 import { createLogger, createRedis, type ResourceAuthorization } from "@gw/core";
 import { spicedbEnv, startTestRedis, startTestSpiceDB, type TestRedis } from "@gw/devstack/testing";
 import type { Redis } from "ioredis";
+import type { JWK } from "jose";
 import { afterAll, beforeAll } from "vitest";
 import type { CreateApiKeyInput } from "../src/api-keys/schema.ts";
 import { ApiKeyStore } from "../src/api-keys/store.ts";
 import type { ApiKeyRecord } from "../src/api-keys/types.ts";
 import { type GatewayConfig, gatewayConfigSchema } from "../src/config.ts";
 import { startGateway } from "../src/server.ts";
+import { generateSigningJwk } from "../src/tokens/signing-keys.ts";
+
+export const TEST_PUBLIC_URL = "https://gateway.test";
 
 export interface GatewayHarness {
   /** Base URL of an in-process gateway. */
@@ -20,6 +24,10 @@ export interface GatewayHarness {
   store: ApiKeyStore;
   /** The gateway's own authorization model, e.g. to make a user owner of a new resource. */
   authorization: ResourceAuthorization;
+  /** The private JWK the gateway signs tokens with, to forge tokens in tests. */
+  signingJwk: JWK;
+  /** `iss` of the gateway's tokens, and the audience it accepts. */
+  publicUrl: string;
   /** The local SpiceDB server behind this gateway. */
   spicedb: Awaited<ReturnType<typeof startTestSpiceDB>>;
   /** Creates a key in a fresh organization unless one is given. */
@@ -40,10 +48,13 @@ export function useGateway(env: Record<string, string> = {}): GatewayHarness {
   let stop: (() => Promise<void>) | undefined;
   beforeAll(async () => {
     const [redisServer, spicedb] = await Promise.all([startTestRedis(), startTestSpiceDB()]);
+    const signingJwk = await generateSigningJwk();
     const config: GatewayConfig = gatewayConfigSchema.parse({
       PORT: "0",
       HOST: "127.0.0.1",
       REDIS_URL: redisServer.url,
+      GATEWAY_PUBLIC_URL: TEST_PUBLIC_URL,
+      JWT_SIGNING_KEYS: JSON.stringify({ keys: [signingJwk] }),
       ...spicedbEnv(spicedb),
       ...env,
     });
@@ -60,6 +71,8 @@ export function useGateway(env: Record<string, string> = {}): GatewayHarness {
       redis,
       store,
       authorization: gateway.authorization,
+      signingJwk,
+      publicUrl: config.GATEWAY_PUBLIC_URL,
       spicedb,
       createKey: (input: Partial<CreateApiKeyInput> = {}) =>
         store.create({ org: freshOrg(), owner: "alice", ...input }),

@@ -7,6 +7,8 @@ import type { ApiKeyRecord } from "./types.ts";
 /** Finds the stored key a presented secret belongs to. */
 export interface ApiKeyLookup {
   findBySecret(secret: string): Promise<ApiKeyRecord | undefined>;
+  /** For tokens, which name the key that minted them. */
+  findById(id: string): Promise<ApiKeyRecord | undefined>;
 }
 
 /** The key store could not be asked, and no recent copy of the key was at hand. */
@@ -41,6 +43,7 @@ interface Entry {
  */
 export class CachedApiKeyLookup implements ApiKeyLookup {
   private readonly byHash = new Map<string, Entry>();
+  private readonly byId = new Map<string, Entry>();
   private subscribed = false;
   /** Bumped by every change event; a lookup that raced a change does not cache what it read. */
   private generation = 0;
@@ -71,11 +74,9 @@ export class CachedApiKeyLookup implements ApiKeyLookup {
       this.forget(id);
     };
     this.store.onChange(changed);
-    this.subscriber.on("message", (_channel: string, id: string) => changed(id));
-    this.subscriber.on("ready", () => {
-      // ioredis re-subscribes on reconnect; changes made while we were away are unknown.
-      this.distrustAll();
-      this.subscribed = true;
+    this.subscriber.on("message", (_channel: string, id: string) => {
+      this.logger.debug({ keyId: id }, "API key changed elsewhere; cached copy dropped");
+      changed(id);
     });
     const down = () => {
       if (this.subscribed)
@@ -85,48 +86,74 @@ export class CachedApiKeyLookup implements ApiKeyLookup {
     };
     this.subscriber.on("close", down);
     this.subscriber.on("error", down);
+    // Trust the feed only once a SUBSCRIBE has been answered on the current connection:
+    // after a reconnect, changes made meanwhile are unknown, so cached copies start over.
+    this.subscriber.on("ready", () => {
+      this.subscribe().catch((err: Error) =>
+        this.logger.warn({ err: err.message }, "API key change feed: subscribe failed"),
+      );
+    });
+    if (this.subscriber.status !== "ready") {
+      await new Promise<void>((resolve, reject) => {
+        this.subscriber.once("ready", resolve);
+        this.subscriber.once("end", () => reject(new Error("Redis connection for API key changes ended")));
+      });
+    }
+    await this.subscribe();
+  }
+
+  private async subscribe(): Promise<void> {
     await this.subscriber.subscribe(API_KEY_EVENTS_CHANNEL);
+    this.distrustAll();
     this.subscribed = true;
   }
 
   async findBySecret(secret: string): Promise<ApiKeyRecord | undefined> {
     const hash = hashSecret(secret);
-    const now = Date.now();
-    const cached = this.byHash.get(hash);
-    let record: ApiKeyRecord | undefined;
-    if (cached && this.subscribed && cached.freshUntil > now) {
-      record = cached.record;
-    } else {
-      const generation = this.generation;
-      try {
-        record = await this.store.findByHash(hash);
-      } catch (err) {
-        if (cached && cached.staleUntil > now) {
-          this.logger.warn(
-            { keyId: cached.record.id },
-            "API key store unavailable; using the last copy of the key",
-          );
-          record = cached.record;
-        } else {
-          throw new ApiKeyStoreUnavailable(err);
-        }
-      }
-      if (record && generation === this.generation && record !== cached?.record)
-        this.remember(hash, record, now);
-      else if (!record) this.byHash.delete(hash);
-    }
+    const record = await this.cached(this.byHash, hash, () => this.store.findByHash(hash));
     // The Redis key was derived from the hash, so a hit already matches; the constant-time
     // comparison guards against a corrupted index and keeps hit and miss equally expensive.
     return sameHash(record?.hash ?? NO_MATCH_HASH, hash) && record ? record : undefined;
   }
 
-  private remember(hash: string, record: ApiKeyRecord, now: number): void {
-    this.byHash.delete(hash);
-    if (this.byHash.size >= MAX_CACHED_KEYS) {
-      const oldest = this.byHash.keys().next().value;
-      if (oldest !== undefined) this.byHash.delete(oldest);
+  findById(id: string): Promise<ApiKeyRecord | undefined> {
+    return this.cached(this.byId, id, () => this.store.get(id));
+  }
+
+  private async cached(
+    map: Map<string, Entry>,
+    key: string,
+    fetch: () => Promise<ApiKeyRecord | undefined>,
+  ): Promise<ApiKeyRecord | undefined> {
+    const now = Date.now();
+    const entry = map.get(key);
+    if (entry && this.subscribed && entry.freshUntil > now) return entry.record;
+    const generation = this.generation;
+    let record: ApiKeyRecord | undefined;
+    try {
+      record = await fetch();
+    } catch (err) {
+      if (entry && entry.staleUntil > now) {
+        this.logger.warn(
+          { keyId: entry.record.id },
+          "API key store unavailable; using the last copy of the key",
+        );
+        return entry.record;
+      }
+      throw new ApiKeyStoreUnavailable(err);
     }
-    this.byHash.set(hash, {
+    if (record && generation === this.generation) this.remember(map, key, record, now);
+    else if (!record) map.delete(key);
+    return record;
+  }
+
+  private remember(map: Map<string, Entry>, key: string, record: ApiKeyRecord, now: number): void {
+    map.delete(key);
+    if (map.size >= MAX_CACHED_KEYS) {
+      const oldest = map.keys().next().value;
+      if (oldest !== undefined) map.delete(oldest);
+    }
+    map.set(key, {
       record,
       freshUntil: this.subscribed ? now + this.ttlMs : 0,
       staleUntil: now + this.staleIfErrorMs,
@@ -134,10 +161,11 @@ export class CachedApiKeyLookup implements ApiKeyLookup {
   }
 
   private distrustAll(): void {
-    for (const entry of this.byHash.values()) entry.freshUntil = 0;
+    for (const map of [this.byHash, this.byId]) for (const entry of map.values()) entry.freshUntil = 0;
   }
 
   private forget(id: string): void {
+    this.byId.delete(id);
     for (const [hash, entry] of this.byHash) {
       if (entry.record.id === id) this.byHash.delete(hash);
     }

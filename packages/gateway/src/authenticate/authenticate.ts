@@ -1,37 +1,85 @@
 import { AppError, unauthorized } from "@gw/core";
 import type { RequestHandler } from "express";
 import { type ApiKeyLookup, ApiKeyStoreUnavailable } from "../api-keys/lookup.ts";
+import type { ApiKeyRecord } from "../api-keys/types.ts";
 import type { GatewayMetrics } from "../metrics.ts";
+import { type GatewayTokenClaims, InvalidToken, looksLikeJwt, type TokenService } from "../tokens/tokens.ts";
 
 const BEARER = /^Bearer +([A-Za-z0-9._~+/=-]+) *$/i;
 
+declare global {
+  namespace Express {
+    interface Locals {
+      /** The verified claims when the credential was a gateway token. */
+      token?: GatewayTokenClaims;
+    }
+  }
+}
+
+export interface AuthenticateOptions {
+  keys: ApiKeyLookup;
+  tokens: TokenService;
+  /** Tokens are accepted only when addressed to this gateway (its public URL). */
+  audience: string;
+  metrics: Pick<GatewayMetrics, "authentications" | "jwtVerifications">;
+}
+
 /**
- * Step 1 of every API request: prove who is calling. Sets `res.locals.apiKey`.
- * Every failure is a 401 with `WWW-Authenticate: Bearer`.
+ * Step 1 of every API request: prove who is calling, with an API key or a
+ * gateway token minted from one. Sets `res.locals.apiKey` (for a token: the
+ * key that minted it, whose quotas and revocation apply) and
+ * `res.locals.token`. Every failure is a 401 with `WWW-Authenticate: Bearer`.
  */
-export function authenticate(
-  keys: ApiKeyLookup,
-  metrics: Pick<GatewayMetrics, "authentications">,
-): RequestHandler {
+export function authenticate(options: AuthenticateOptions): RequestHandler {
+  const { keys, tokens, audience, metrics } = options;
   const refuse = (outcome: string, message: string) => {
     metrics.authentications.inc({ outcome });
     return unauthorized(message);
   };
-  return async (req, res, next) => {
-    const header = req.get("authorization");
-    if (!header) throw refuse("missing", "Missing Authorization header");
-    const match = BEARER.exec(header);
-    if (!match?.[1]) throw refuse("malformed", "Authorization header must be 'Bearer <credential>'");
-    const record = await keys.findBySecret(match[1]).catch((err: unknown) => {
+  const lookup = <T>(promise: Promise<T>) =>
+    promise.catch((err: unknown) => {
       if (!(err instanceof ApiKeyStoreUnavailable)) throw err;
       metrics.authentications.inc({ outcome: "store_unavailable" });
       throw new AppError("service_unavailable", "Authentication is unavailable; try again", { cause: err });
     });
-    if (!record) throw refuse("unknown", "Invalid API key");
-    if (record.status === "revoked") throw refuse("revoked", "API key has been revoked");
+  const usable = (record: ApiKeyRecord, what: string) => {
+    if (record.status === "revoked") throw refuse("revoked", `${what} has been revoked`);
     if (record.expiresAt !== null && Date.parse(record.expiresAt) <= Date.now()) {
-      throw refuse("expired", "API key has expired");
+      throw refuse("expired", `${what} has expired`);
     }
+  };
+
+  return async (req, res, next) => {
+    const header = req.get("authorization");
+    if (!header) throw refuse("missing", "Missing Authorization header");
+    const credential = BEARER.exec(header)?.[1];
+    if (!credential) throw refuse("malformed", "Authorization header must be 'Bearer <credential>'");
+
+    if (looksLikeJwt(credential)) {
+      let claims: GatewayTokenClaims;
+      try {
+        claims = await tokens.verify(credential, audience);
+      } catch (err) {
+        if (!(err instanceof InvalidToken)) throw err;
+        metrics.jwtVerifications.inc({ outcome: err.reason });
+        throw refuse("invalid_token", err.message);
+      }
+      const key = await lookup(keys.findById(claims.key_id));
+      if (!key || key.org !== claims.org) {
+        metrics.jwtVerifications.inc({ outcome: "unknown_api_key" });
+        throw refuse("invalid_token", "The API key that issued this token does not exist");
+      }
+      usable(key, "The API key that issued this token");
+      metrics.jwtVerifications.inc({ outcome: "ok" });
+      metrics.authentications.inc({ outcome: "ok_token" });
+      res.locals.apiKey = key;
+      res.locals.token = claims;
+      return next();
+    }
+
+    const record = await lookup(keys.findBySecret(credential));
+    if (!record) throw refuse("unknown", "Invalid API key");
+    usable(record, "API key");
     metrics.authentications.inc({ outcome: "ok" });
     res.locals.apiKey = record;
     next();

@@ -10,6 +10,7 @@ import { createApiKeySchema, updateApiKeySchema } from "../api-keys/schema.ts";
 import { ApiKeyStore } from "../api-keys/store.ts";
 import { toView } from "../api-keys/types.ts";
 import { WindowLimiters } from "../rate-limit/window-limiters.ts";
+import { generateSigningJwk } from "../tokens/signing-keys.ts";
 
 const USAGE = `usage:
   pnpm keys create --org ORG --owner USER [--name N] [--permissions a,b] [--limit WINDOW=N]... [--expires-at ISO8601]
@@ -18,6 +19,7 @@ const USAGE = `usage:
   pnpm keys update ID [--name N] [--permissions a,b] [--limit WINDOW=N|off]... [--expires-at ISO8601|never]
   pnpm keys revoke ID
   pnpm keys usage ID      (requests counted in each of the key's rate-limit windows)
+  pnpm keys signing-key [--alg ES256|EdDSA]   (a new JWT signing key, as a JWK Set for JWT_SIGNING_KEYS)
 WINDOW is one of ${WINDOWS.join(", ")}.`;
 
 class UsageError extends Error {}
@@ -29,6 +31,7 @@ const OPTIONS = {
   permissions: { type: "string" },
   limit: { type: "string", multiple: true },
   "expires-at": { type: "string" },
+  alg: { type: "string" },
   help: { type: "boolean", short: "h" },
 } as const;
 
@@ -130,7 +133,33 @@ export async function runKeysCommand(
   }
 }
 
+/** Commands that need no Redis. */
+async function offline(argv: string[]): Promise<unknown | undefined> {
+  const { values, positionals } = parseArgs({
+    args: argv,
+    options: OPTIONS,
+    allowPositionals: true,
+    strict: true,
+  });
+  if (positionals[0] !== "signing-key") return undefined;
+  const alg = values.alg ?? "ES256";
+  if (alg !== "ES256" && alg !== "EdDSA") throw new UsageError("--alg must be ES256 or EdDSA");
+  return { keys: [await generateSigningJwk(alg)] };
+}
+
 async function main(): Promise<number> {
+  try {
+    const result = await offline(process.argv.slice(2));
+    if (result !== undefined) {
+      process.stdout.write(`${JSON.stringify(result)}\n`);
+      return 0;
+    }
+  } catch (err) {
+    if (!(err instanceof UsageError) && !(err as { code?: string }).code?.startsWith("ERR_PARSE_ARGS"))
+      throw err;
+    process.stderr.write(`error: ${(err as Error).message}\n${USAGE}\n`);
+    return 2;
+  }
   const url = process.env.REDIS_URL || localRedisUrl();
   const redis = createRedis(url, {
     connectionName: "keys-cli",

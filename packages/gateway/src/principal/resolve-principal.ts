@@ -1,4 +1,4 @@
-import { ON_BEHALF_OF_HEADER, type Principal, parseOnBehalfOf } from "@gw/core";
+import { forbidden, ON_BEHALF_OF_HEADER, type Principal, parseOnBehalfOf } from "@gw/core";
 import type { RequestHandler, Response } from "express";
 import type { ApiKeyRecord } from "../api-keys/types.ts";
 
@@ -11,11 +11,31 @@ declare global {
   }
 }
 
-/** Step 2: the principal is the key's org and either the end user named in `X-On-Behalf-Of` or the key's owner. */
+/**
+ * Step 2: who the request acts as. With an API key: the key's org and either
+ * the end user named in `X-On-Behalf-Of` or the key's owner. With a token:
+ * its org and subject, with the token's permissions (never more than its key
+ * still has); `X-On-Behalf-Of`, if sent, must name that same subject.
+ */
 export const resolvePrincipal: RequestHandler = (req, res, next) => {
   const key = res.locals.apiKey;
   if (!key) throw new Error("resolvePrincipal runs after authenticate");
   const endUser = parseOnBehalfOf(req.headers[ON_BEHALF_OF_HEADER]);
+  const token = res.locals.token;
+  if (token) {
+    if (endUser !== undefined && endUser !== token.sub) {
+      throw forbidden("X-On-Behalf-Of must match the token's subject");
+    }
+    res.locals.principal = {
+      org: token.org,
+      user: token.sub,
+      keyId: key.id,
+      permissions: token.permissions.filter((p) => key.permissions.includes(p)),
+      credential: "jwt",
+      onBehalfOf: false,
+    };
+    return next();
+  }
   res.locals.principal = {
     org: key.org,
     user: endUser ?? key.owner,

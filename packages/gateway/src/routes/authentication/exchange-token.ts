@@ -1,0 +1,66 @@
+import { forbidden, PERMISSIONS, userIdSchema, validate } from "@gw/core";
+import type { Router } from "express";
+import { z } from "zod";
+import type { GatewayMetrics } from "../../metrics.ts";
+import { principalOf } from "../../principal/resolve-principal.ts";
+import type { TokenService } from "../../tokens/tokens.ts";
+
+export interface ExchangeTokenResponse {
+  token: string;
+}
+
+export const DEFAULT_TOKEN_LIFETIME_SECONDS = 3_600;
+
+const body = z.strictObject({
+  audience: z.url({ protocol: /^https?$/ }),
+  externalUserId: userIdSchema,
+  expiresIn: z.int().min(300).max(2_592_000).default(DEFAULT_TOKEN_LIFETIME_SECONDS),
+  permissions: z
+    .array(z.string())
+    .refine((list) => new Set(list).size === list.length, "List should not contain duplicates")
+    .optional(),
+});
+
+/**
+ * `POST /api/v1/authentication/api-keys/exchange-token`: a server holding an
+ * API key mints a short-lived token for one of its end users. Only API keys
+ * mint (a token cannot), and never with more permissions than the key has.
+ */
+export function registerExchangeToken(router: Router, tokens: TokenService, metrics: GatewayMetrics): void {
+  router.post("/authentication/api-keys/exchange-token", async (req, res) => {
+    const principal = principalOf(res);
+    if (principal.credential !== "api_key") {
+      metrics.tokenExchanges.inc({ outcome: "forbidden" });
+      throw forbidden("Only an API key can be exchanged for a token");
+    }
+    let input: z.output<typeof body>;
+    try {
+      input = validate("body", body, req.body);
+    } catch (err) {
+      metrics.tokenExchanges.inc({ outcome: "invalid" });
+      throw err;
+    }
+    const requested = input.permissions ?? principal.permissions;
+    const excess = requested.filter((p) => !principal.permissions.includes(p as never));
+    if (excess.length > 0) {
+      metrics.tokenExchanges.inc({ outcome: "forbidden" });
+      const unknown = excess.filter((p) => !(PERMISSIONS as readonly string[]).includes(p));
+      throw forbidden(
+        `Requested permissions exceed the API key's: ${excess.join(", ")}${unknown.length ? ` (unknown: ${unknown.join(", ")})` : ""}`,
+      );
+    }
+    const token = await tokens.sign(
+      {
+        sub: input.externalUserId,
+        aud: input.audience,
+        org: principal.org,
+        keyId: principal.keyId,
+        permissions: principal.permissions.filter((p) => requested.includes(p)),
+      },
+      input.expiresIn,
+    );
+    metrics.tokenExchanges.inc({ outcome: "issued" });
+    const response: ExchangeTokenResponse = { token };
+    res.json(response);
+  });
+}

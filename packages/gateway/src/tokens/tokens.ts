@@ -1,0 +1,105 @@
+import { randomUUID } from "node:crypto";
+import type { Permission } from "@gw/core";
+import { createLocalJWKSet, errors, type JWTPayload, jwtVerify, SignJWT } from "jose";
+import { SIGNING_ALGORITHMS, type SigningKeys } from "./signing-keys.ts";
+
+/** The claims of a gateway token beyond the registered ones. */
+export interface GatewayTokenClaims extends JWTPayload {
+  sub: string;
+  org: string;
+  /** Id of the API key that minted the token: its quotas apply, and revoking it ends the token. */
+  key_id: string;
+  permissions: Permission[];
+}
+
+/** Clock skew tolerated on `exp`, `nbf` and `iat`. */
+export const CLOCK_TOLERANCE_SECONDS = 30;
+
+export class InvalidToken extends Error {
+  readonly reason: string;
+  constructor(reason: string, message: string) {
+    super(message);
+    this.name = "InvalidToken";
+    this.reason = reason;
+  }
+}
+
+/** Signs gateway tokens with the active key and verifies them against every published key. */
+export class TokenService {
+  readonly issuer: string;
+  private readonly keys: SigningKeys;
+  private readonly jwks: ReturnType<typeof createLocalJWKSet>;
+
+  constructor(keys: SigningKeys, issuer: string) {
+    this.keys = keys;
+    this.issuer = issuer;
+    this.jwks = createLocalJWKSet({ keys: keys.publicJwks });
+  }
+
+  get publicJwks() {
+    return this.keys.publicJwks;
+  }
+
+  async sign(
+    claims: { sub: string; aud: string; org: string; keyId: string; permissions: Permission[] },
+    expiresIn: number,
+  ) {
+    const now = Math.floor(Date.now() / 1000);
+    return new SignJWT({ org: claims.org, key_id: claims.keyId, permissions: claims.permissions })
+      .setProtectedHeader({ alg: this.keys.active.alg, kid: this.keys.active.kid, typ: "JWT" })
+      .setIssuer(this.issuer)
+      .setSubject(claims.sub)
+      .setAudience(claims.aud)
+      .setIssuedAt(now)
+      .setNotBefore(now)
+      .setExpirationTime(now + expiresIn)
+      .setJti(randomUUID())
+      .sign(this.keys.active.key);
+  }
+
+  /** Verifies a token addressed to `audience`; throws `InvalidToken` with a reason for metrics. */
+  async verify(token: string, audience: string): Promise<GatewayTokenClaims> {
+    try {
+      const { payload } = await jwtVerify(token, this.jwks, {
+        issuer: this.issuer,
+        audience,
+        algorithms: [...SIGNING_ALGORITHMS],
+        clockTolerance: CLOCK_TOLERANCE_SECONDS,
+        requiredClaims: ["sub", "exp", "nbf", "iat", "jti", "org", "key_id", "permissions"],
+      });
+      if (
+        typeof payload.org !== "string" ||
+        typeof payload.key_id !== "string" ||
+        !Array.isArray(payload.permissions) ||
+        !payload.permissions.every((p) => typeof p === "string")
+      ) {
+        throw new InvalidToken("malformed", "Token claims are malformed");
+      }
+      return payload as GatewayTokenClaims;
+    } catch (err) {
+      if (err instanceof InvalidToken) throw err;
+      throw classify(err);
+    }
+  }
+}
+
+function classify(err: unknown): InvalidToken {
+  if (err instanceof errors.JWTExpired) return new InvalidToken("expired", "Token has expired");
+  if (err instanceof errors.JWTClaimValidationFailed) {
+    if (err.claim === "aud") return new InvalidToken("audience", "Token is not addressed to this gateway");
+    if (err.claim === "nbf") return new InvalidToken("not_yet_valid", "Token is not valid yet");
+    return new InvalidToken("claims", `Token claim '${err.claim}' is invalid`);
+  }
+  if (err instanceof errors.JOSEAlgNotAllowed)
+    return new InvalidToken("algorithm", "Token algorithm is not allowed");
+  if (err instanceof errors.JWKSNoMatchingKey)
+    return new InvalidToken("unknown_key", "Token signing key is unknown");
+  if (err instanceof errors.JWSSignatureVerificationFailed)
+    return new InvalidToken("signature", "Token signature is invalid");
+  return new InvalidToken("malformed", "Token is malformed");
+}
+
+/** Gateway tokens are compact JWS; API keys never contain a dot. */
+export function looksLikeJwt(credential: string): boolean {
+  return /^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]*$/.test(credential);
+}
