@@ -14,6 +14,7 @@ import {
   v1,
 } from "@gw/core";
 import { freePort, REPO_ROOT } from "@gw/devstack";
+import { type FakeLLM, startFakeLLM } from "@gw/e2e/llm-upstream";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 
 const run = promisify(execFile);
@@ -25,9 +26,11 @@ describe("pnpm start", () => {
   let dataDir: string;
   let env: NodeJS.ProcessEnv;
   let gatewayUrl: string;
+  let llm: FakeLLM;
 
   beforeAll(async () => {
     dataDir = await mkdtemp(join(tmpdir(), "gw-stack-"));
+    llm = await startFakeLLM();
     const [port, servicePort, redisPort, spicedbPort] = [
       await freePort(),
       await freePort(),
@@ -41,6 +44,8 @@ describe("pnpm start", () => {
       LOCAL_REDIS_PORT: String(redisPort),
       SPICEDB_LOCAL_PORT: String(spicedbPort),
       DATA_DIR: dataDir,
+      LLM_BASE_URL: llm.baseUrl,
+      LLM_DEFAULT_MODEL: "echo-small",
     };
     gatewayUrl = `http://127.0.0.1:${port}`;
     stack = spawn("pnpm", ["start"], {
@@ -75,6 +80,7 @@ describe("pnpm start", () => {
   afterAll(async () => {
     await interrupt();
     await rm(dataDir, { recursive: true, force: true });
+    await llm?.close();
   });
 
   it("serves the gateway; a key from `pnpm keys create` authenticates whoami", async () => {
@@ -283,6 +289,45 @@ describe("pnpm start", () => {
     expect(grant.status).toBe(403);
     expect((await grant.json()).message).toContain("authorization:write");
     expect(output).toMatch(/production must configure JWT_SIGNING_KEYS/);
+  });
+
+  it("answers a response through gateway and service; another end user reads it only once granted", async () => {
+    const { key } = JSON.parse(
+      (await run("pnpm", ["keys", "create", "--org", "acme", "--owner", "backend"], { cwd: REPO_ROOT, env }))
+        .stdout,
+    );
+    const as = (user: string) => ({
+      authorization: `Bearer ${key}`,
+      "x-on-behalf-of": user,
+      "content-type": "application/json",
+    });
+    const created = await fetch(`${gatewayUrl}/api/v1/llm/responses`, {
+      method: "POST",
+      headers: as("alice"),
+      body: JSON.stringify({ model: "auto", input: "hi", stream: false }),
+    });
+    expect(created.status).toBe(200);
+    const response = await created.json();
+    expect(response).toMatchObject({
+      object: "response",
+      status: "completed",
+      output: [{ content: [{ text: "Echo: hi" }] }],
+    });
+    const read = (user: string) =>
+      fetch(`${gatewayUrl}/api/v1/llm/responses/${response.id}`, { headers: as(user) });
+    expect((await read("bob")).status).toBe(404);
+    const grant = await fetch(`${gatewayUrl}/api/v1/authorization/llm/grant`, {
+      method: "POST",
+      headers: as("alice"),
+      body: JSON.stringify({
+        resourceType: "response",
+        resourceId: response.id,
+        userId: "bob",
+        role: "reader",
+      }),
+    });
+    expect(grant.status).toBe(204);
+    expect((await read("bob")).status).toBe(200);
   });
 
   it("keeps Redis data under DATA_DIR/redis with AOF on, and never logs a secret", async () => {

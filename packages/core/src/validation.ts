@@ -23,6 +23,11 @@ export function toValidationIssues(
       ...(hasInput ? { input } : {}),
       ...(ctx ? { ctx } : {}),
     });
+    // An absent field fails a union too (no option accepts undefined): that is still "missing".
+    if (issue.code === "invalid_union" && !hasInput) {
+      out.push({ loc, msg: "Field required", type: "missing" });
+      continue;
+    }
     switch (issue.code) {
       case "invalid_type": {
         if (!hasInput) {

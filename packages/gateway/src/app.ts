@@ -1,11 +1,13 @@
 import {
   errorHandler,
+  jsonBody,
   type Limits,
   type Logger,
   notFoundHandler,
   type ResourceAuthorization,
   redisReady,
   registerProbes,
+  requirePermission,
   type SpiceDBClient,
   useRequestBasics,
 } from "@gw/core";
@@ -14,7 +16,7 @@ import type { Redis } from "ioredis";
 import type { ApiKeyLookup } from "./api-keys/lookup.ts";
 import type { ApiKeyStore } from "./api-keys/store.ts";
 import { authenticate } from "./authenticate/authenticate.ts";
-import { requirePermission } from "./authorize/require-permission.ts";
+import { type ForwardOptions, forward } from "./forward/forward.ts";
 import type { GatewayMetrics } from "./metrics.ts";
 import { resolvePrincipal } from "./principal/resolve-principal.ts";
 import type { QuotaLimiter } from "./rate-limit/quota.ts";
@@ -42,14 +44,15 @@ export interface GatewayDeps {
   tokens: TokenService;
   /** The gateway's public URL: tokens addressed to it are accepted as credentials. */
   publicUrl: string;
+  forward: ForwardOptions;
   defaultLimits: Limits;
   authorization: ResourceAuthorization;
 }
 
 /**
  * The request's path through the gateway: basics (request id, logs, body
- * parsing) → authenticate → principal → rate limit → the route's permission → the route
- * (authorization routes ask SpiceDB).
+ * parsing) → authenticate → principal → rate limit → forward to the service, or the
+ * route's permission → the route (authorization routes ask SpiceDB).
  */
 export function createGatewayApp(deps: GatewayDeps): express.Express {
   const app = express();
@@ -73,6 +76,10 @@ export function createGatewayApp(deps: GatewayDeps): express.Express {
     resolvePrincipal,
     rateLimit(deps.limiter, deps.defaultLimits),
   );
+  // Everything the service serves goes on, bodies untouched; the gateway parses only its own.
+  const toService = forward(deps.forward);
+  for (const area of ["/llm", "/sandbox", "/usage"]) api.use(area, toService);
+  api.use(jsonBody);
   registerWhoami(api);
   registerExchangeToken(api, deps.tokens, deps.metrics);
   registerGrant(api, deps.authorization);

@@ -1,9 +1,10 @@
 import {
-  DEFAULT_LOCAL_PRESHARED_KEY,
-  DEFAULT_LOCAL_SPICEDB_PORT,
+  checkSpiceDBEnv,
   env,
   type Limits,
   localRedisUrl,
+  spicedbClientOptions,
+  spicedbEnvShape,
   WINDOWS,
 } from "@gw/core";
 import { z } from "zod";
@@ -76,19 +77,13 @@ export const gatewayConfigSchema = z
     JWT_ACTIVE_KID: z.string().optional(),
     /** Directory for local development data (the development signing key). Default .data. */
     DATA_DIR: z.string().default(".data"),
-    /** SpiceDB gRPC endpoint, host:port. Unset: the local SpiceDB server of `pnpm start`. */
-    SPICEDB_ENDPOINT: z
-      .string()
-      .regex(/^[^\s/]+:\d+$/, "must be host:port")
-      .optional(),
-    /** Port of the local SpiceDB server, used when SPICEDB_ENDPOINT is unset. Default 50051. */
-    SPICEDB_LOCAL_PORT: env.port(DEFAULT_LOCAL_SPICEDB_PORT),
-    /** SpiceDB preshared key. Required with SPICEDB_ENDPOINT; the local server's development key otherwise. */
-    SPICEDB_PRESHARED_KEY: z.string().min(1).optional(),
-    /** Plaintext gRPC to SpiceDB. Default false with SPICEDB_ENDPOINT (TLS), true for the local server. */
-    SPICEDB_INSECURE: env.optionalBoolean(),
-    /** Deadline of each SpiceDB call, in milliseconds. Default 2000. */
-    SPICEDB_DEADLINE_MS: env.positiveInt(2_000),
+    ...spicedbEnvShape,
+    /** Base URL of the service the gateway forwards to. Default http://127.0.0.1:8081. */
+    SERVICE_URL: z.url({ protocol: /^https?$/ }).default("http://127.0.0.1:8081"),
+    /** Time allowed until the service's response headers arrive, in milliseconds. Default 120000. */
+    SERVICE_TIMEOUT_MS: env.positiveInt(120_000),
+    /** Shared secret for the gateway's assertions to the service (at least 32 characters). Unset: a development secret under DATA_DIR. */
+    INTERNAL_ASSERTION_SECRET: z.string().min(32, "must be at least 32 characters").optional(),
   })
   .superRefine((c, ctx) => {
     if (c.JWT_SIGNING_KEYS && c.JWT_SIGNING_KEYS_FILE) {
@@ -98,21 +93,13 @@ export const gatewayConfigSchema = z
         message: "set JWT_SIGNING_KEYS or JWT_SIGNING_KEYS_FILE, not both",
       });
     }
-    if (c.SPICEDB_ENDPOINT && !c.SPICEDB_PRESHARED_KEY) {
-      ctx.addIssue({
-        code: "custom",
-        path: ["SPICEDB_PRESHARED_KEY"],
-        message: "required when SPICEDB_ENDPOINT is set",
-      });
-    }
+    checkSpiceDBEnv(c, ctx);
   })
   .transform((c) => ({
     ...c,
     REDIS_URL: c.REDIS_URL ?? localRedisUrl(),
     GATEWAY_PUBLIC_URL: c.GATEWAY_PUBLIC_URL ?? `http://localhost:${c.PORT}`,
-    SPICEDB_ENDPOINT: c.SPICEDB_ENDPOINT ?? `127.0.0.1:${c.SPICEDB_LOCAL_PORT}`,
-    SPICEDB_PRESHARED_KEY: c.SPICEDB_PRESHARED_KEY ?? DEFAULT_LOCAL_PRESHARED_KEY,
-    SPICEDB_INSECURE: c.SPICEDB_INSECURE ?? !c.SPICEDB_ENDPOINT,
+    spicedb: spicedbClientOptions(c),
   }));
 
 export type GatewayConfig = z.output<typeof gatewayConfigSchema>;

@@ -3,8 +3,10 @@ import type { Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { resolve } from "node:path";
 import {
+  assertionSecret,
   createLogger,
   createRedis,
+  InternalAssertions,
   type Logger,
   RedisConsistencyTokens,
   ResourceAuthorization,
@@ -72,12 +74,7 @@ export async function startGateway(
     );
   }
 
-  const spicedb = new SpiceDBClient({
-    endpoint: config.SPICEDB_ENDPOINT,
-    presharedKey: config.SPICEDB_PRESHARED_KEY,
-    insecure: config.SPICEDB_INSECURE,
-    deadlineMs: config.SPICEDB_DEADLINE_MS,
-  });
+  const spicedb = new SpiceDBClient(config.spicedb);
   const authorization = new ResourceAuthorization(spicedb, new RedisConsistencyTokens(redis));
 
   // Its own connection: auto-pipelining sends all windows of a decision in one round trip, and a
@@ -98,6 +95,14 @@ export async function startGateway(
 
   const tokens = new TokenService(await signingKeys(config, logger), config.GATEWAY_PUBLIC_URL);
 
+  const assertions = new InternalAssertions(
+    await assertionSecret(
+      config.INTERNAL_ASSERTION_SECRET,
+      resolve(config.DATA_DIR, "internal-assertion-secret"),
+      logger,
+    ),
+  );
+
   const app = createGatewayApp({
     logger,
     metrics,
@@ -110,6 +115,7 @@ export async function startGateway(
     defaultLimits: config.DEFAULT_LIMITS,
     tokens,
     publicUrl: config.GATEWAY_PUBLIC_URL,
+    forward: { serviceUrl: config.SERVICE_URL, assertions, timeoutMs: config.SERVICE_TIMEOUT_MS, logger },
   });
   const server: Server = await new Promise((resolve, reject) => {
     const s = app.listen(config.PORT, config.HOST, (err?: Error) => (err ? reject(err) : resolve(s)));

@@ -43,7 +43,11 @@ export const freshOrg = () => `org-${randomBytes(5).toString("hex")}`;
  * Per test file: a real redis-server on a free port and a gateway on another,
  * torn down afterwards. Use inside a `describe` or at the top of a file.
  */
-export function useGateway(env: Record<string, string> = {}): GatewayHarness {
+export function useGateway(
+  env: Record<string, string> = {},
+  /** Variables known only once other `beforeAll`s have run (e.g. a stand-in service's URL). */
+  lateEnv: () => Record<string, string> = () => ({}),
+): GatewayHarness {
   const harness = {} as GatewayHarness;
   let stop: (() => Promise<void>) | undefined;
   beforeAll(async () => {
@@ -55,8 +59,10 @@ export function useGateway(env: Record<string, string> = {}): GatewayHarness {
       REDIS_URL: redisServer.url,
       GATEWAY_PUBLIC_URL: TEST_PUBLIC_URL,
       JWT_SIGNING_KEYS: JSON.stringify({ keys: [signingJwk] }),
+      INTERNAL_ASSERTION_SECRET: randomBytes(32).toString("hex"),
       ...spicedbEnv(spicedb),
       ...env,
+      ...lateEnv(),
     });
     const gateway = await startGateway(
       config,

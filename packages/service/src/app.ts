@@ -1,28 +1,73 @@
 import {
   errorHandler,
+  type InternalAssertions,
+  jsonBody,
   type Logger,
   type Metrics,
   notFoundHandler,
+  type ResourceAuthorization,
   redisReady,
   registerProbes,
+  type SpiceDBClient,
   useRequestBasics,
 } from "@gw/core";
 import express, { Router } from "express";
 import type { Redis } from "ioredis";
+import { verifyAssertion } from "./authenticate/verify-assertion.ts";
+import type { ConversationStore } from "./conversations/store.ts";
+import type { ChatProvider } from "./llm/provider.ts";
+import type { ResponseStore } from "./responses/store.ts";
+import { registerCreateConversation } from "./routes/conversations/create-conversation.ts";
+import { registerDeleteConversation } from "./routes/conversations/delete-conversation.ts";
+import { registerGetConversation } from "./routes/conversations/get-conversation.ts";
+import { registerListItems } from "./routes/conversations/list-items.ts";
+import { registerUpdateConversation } from "./routes/conversations/update-conversation.ts";
+import { registerCreateResponse } from "./routes/responses/create-response.ts";
+import { registerGetResponse } from "./routes/responses/get-response.ts";
+import { registerGetUsage } from "./routes/usage/get-usage.ts";
+import type { UsageStore } from "./usage/store.ts";
 
 export interface ServiceDeps {
   logger: Logger;
   metrics: Metrics;
   redis: Redis;
+  spicedb: SpiceDBClient;
+  assertions: InternalAssertions;
+  authorization: ResourceAuthorization;
+  provider: ChatProvider;
+  conversations: ConversationStore;
+  responses: ResponseStore;
+  usage: UsageStore;
 }
 
-/** The service behind the gateway. Its API routes arrive with the forwarding issue; today it serves its probes. */
+/**
+ * The service behind the gateway: every `/api/v1` request must carry the
+ * gateway's assertion (→ principal), then the route's permission, then the
+ * resource's role in SpiceDB.
+ */
 export function createServiceApp(deps: ServiceDeps): express.Express {
   const app = express();
   useRequestBasics(app, deps.logger, deps.metrics);
   const probes = Router();
-  registerProbes(probes, { redis: () => redisReady(deps.redis) }, deps.metrics);
+  registerProbes(
+    probes,
+    { redis: () => redisReady(deps.redis), spicedb: () => deps.spicedb.readSchema().then(() => true) },
+    deps.metrics,
+  );
   app.use(probes);
+
+  const api = Router();
+  api.use(verifyAssertion(deps.assertions, deps.redis), jsonBody);
+  registerCreateConversation(api, { store: deps.conversations, authorization: deps.authorization });
+  registerGetConversation(api, { store: deps.conversations, authorization: deps.authorization });
+  registerUpdateConversation(api, { store: deps.conversations, authorization: deps.authorization });
+  registerDeleteConversation(api, { store: deps.conversations, authorization: deps.authorization });
+  registerListItems(api, { store: deps.conversations, authorization: deps.authorization });
+  registerCreateResponse(api, deps);
+  registerGetResponse(api, deps);
+  registerGetUsage(api, deps);
+  app.use("/api/v1", api);
+
   app.use(notFoundHandler);
   app.use(errorHandler(deps.logger));
   return app;

@@ -1,4 +1,4 @@
-import { env, localRedisUrl } from "@gw/core";
+import { checkSpiceDBEnv, env, localRedisUrl, spicedbClientOptions, spicedbEnvShape } from "@gw/core";
 import { z } from "zod";
 
 /** The service's environment. Each variable is documented in the README's configuration table. */
@@ -12,7 +12,34 @@ export const serviceConfigSchema = z
     LOG_LEVEL: env.logLevel(),
     /** Redis for service records. Unset: the local redis-server that `pnpm start` runs. */
     REDIS_URL: env.redisUrl(),
+    ...spicedbEnvShape,
+    /** Shared secret for the gateway's assertions (at least 32 characters). Unset: the development secret under DATA_DIR. */
+    INTERNAL_ASSERTION_SECRET: z.string().min(32, "must be at least 32 characters").optional(),
+    /** Directory for local development data. Default .data. */
+    DATA_DIR: z.string().default(".data"),
+    /** Base URL of an OpenAI-compatible provider (e.g. https://api.openai.com/v1). Unset: responses answer 503. */
+    LLM_BASE_URL: z
+      .url({ protocol: /^https?$/ })
+      .transform((u) => u.replace(/\/+$/, ""))
+      .optional(),
+    /** API key for the provider, sent as a bearer token. */
+    LLM_API_KEY: z.string().optional(),
+    /** Model used for `model: "auto"`. */
+    LLM_DEFAULT_MODEL: z.string().min(1).optional(),
+    /** Comma-separated models callers may ask for; unset: any. */
+    LLM_MODELS: z
+      .string()
+      .transform((v) =>
+        v
+          .split(",")
+          .map((m) => m.trim())
+          .filter(Boolean),
+      )
+      .optional(),
+    /** Time allowed for the provider to answer (or between streamed chunks), in milliseconds. Default 60000. */
+    LLM_TIMEOUT_MS: env.positiveInt(60_000),
   })
-  .transform((c) => ({ ...c, REDIS_URL: c.REDIS_URL ?? localRedisUrl() }));
+  .superRefine((c, ctx) => checkSpiceDBEnv(c, ctx))
+  .transform((c) => ({ ...c, REDIS_URL: c.REDIS_URL ?? localRedisUrl(), spicedb: spicedbClientOptions(c) }));
 
 export type ServiceConfig = z.output<typeof serviceConfigSchema>;

@@ -2,3 +2,4 @@ export * from "./consistency-tokens.ts";
 export * from "./identity.ts";
 export * from "./resource-authorization.ts";
 export * from "./spicedb-client.ts";
+export * from "./spicedb-config.ts";

@@ -71,6 +71,19 @@ export class ResourceAuthorization {
     ]);
   }
 
+  /** Removes every relationship of a deleted resource. */
+  async deleteResource(org: string, resource: ResourceRef): Promise<void> {
+    const response = await this.spicedb.deleteRelationships(
+      v1.DeleteRelationshipsRequest.create({
+        relationshipFilter: v1.RelationshipFilter.create({
+          resourceType: resource.type,
+          optionalResourceId: scopedId(org, resource.id),
+        }),
+      }),
+    );
+    if (response.deletedAt?.token) await this.tokens.set(tokenKey(org, resource), response.deletedAt.token);
+  }
+
   /** Whether the principal holds `role` on the resource, directly, through a higher role, or publicly. */
   async check(principal: Principal, resource: ResourceRef, role: Role): Promise<boolean> {
     const response = await this.spicedb.checkPermission(

@@ -29,8 +29,7 @@ function routeOf(req: express.Request): string {
 /**
  * What every process puts in front of its routes: a request id (kept from a
  * well-formed incoming `X-Request-Id`, else new) echoed on every response,
- * an access log line and HTTP metrics when the response finishes, and the
- * JSON body parser with the size limit.
+ * and an access log line and HTTP metrics when the response finishes.
  */
 export function useRequestBasics(app: express.Express, logger: Logger, metrics: Metrics): void {
   app.disable("x-powered-by");
@@ -60,8 +59,13 @@ export function useRequestBasics(app: express.Express, logger: Logger, metrics: 
     });
     next();
   });
-  app.use(express.json({ limit: BODY_LIMIT_BYTES }));
 }
+
+/**
+ * JSON bodies up to 1 MiB, for routes that read them. Not applied globally:
+ * the gateway streams forwarded bodies to the service untouched.
+ */
+export const jsonBody = express.json({ limit: BODY_LIMIT_BYTES });
 
 /** 404 in JSON for any route nobody served. */
 export const notFoundHandler: RequestHandler = (req, _res, next) => {

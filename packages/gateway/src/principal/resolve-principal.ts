@@ -1,12 +1,11 @@
 import { forbidden, ON_BEHALF_OF_HEADER, type Principal, parseOnBehalfOf } from "@gw/core";
-import type { RequestHandler, Response } from "express";
+import type { RequestHandler } from "express";
 import type { ApiKeyRecord } from "../api-keys/types.ts";
 
 declare global {
   namespace Express {
     interface Locals {
       apiKey?: ApiKeyRecord;
-      principal?: Principal;
     }
   }
 }
@@ -46,9 +45,3 @@ export const resolvePrincipal: RequestHandler = (req, res, next) => {
   };
   next();
 };
-
-export function principalOf(res: Response): Principal {
-  const principal = res.locals.principal;
-  if (!principal) throw new Error("No principal: the route is mounted outside the authenticated router");
-  return principal;
-}

@@ -1,6 +1,5 @@
-import { AppError, type Limits, WINDOWS } from "@gw/core";
+import { AppError, type Limits, principalOf, WINDOWS } from "@gw/core";
 import type { RequestHandler } from "express";
-import { principalOf } from "../principal/resolve-principal.ts";
 import { policyHeader, rateLimitHeader, secondsUntil } from "./headers.ts";
 import { RateLimitUnavailable } from "./insured-limiter.ts";
 import type { QuotaLimiter } from "./quota.ts";

@@ -1,8 +1,7 @@
-import { forbidden, notFound } from "@gw/core";
+import { forbidden, notFound, principalOf } from "@gw/core";
 import type { Response } from "express";
 import type { ApiKeyStore } from "../../api-keys/store.ts";
 import type { ApiKeyRecord } from "../../api-keys/types.ts";
-import { principalOf } from "../../principal/resolve-principal.ts";
 
 /** An admin key manages its own organization's keys only. */
 export function assertOwnOrg(res: Response, org: string): void {

@@ -1,9 +1,8 @@
-import { validate } from "@gw/core";
+import { principalOf, validate } from "@gw/core";
 import type { Router } from "express";
 import { createApiKeySchema } from "../../api-keys/schema.ts";
 import type { ApiKeyStore } from "../../api-keys/store.ts";
 import { type ApiKeyView, toView } from "../../api-keys/types.ts";
-import { principalOf } from "../../principal/resolve-principal.ts";
 import { assertOwnOrg } from "./api-key-admin.ts";
 
 /** The one response that ever carries the secret. */

@@ -1,9 +1,8 @@
-import { orgIdSchema, validate } from "@gw/core";
+import { orgIdSchema, principalOf, validate } from "@gw/core";
 import type { Router } from "express";
 import { z } from "zod";
 import type { ApiKeyStore } from "../../api-keys/store.ts";
 import { type ApiKeyView, toView } from "../../api-keys/types.ts";
-import { principalOf } from "../../principal/resolve-principal.ts";
 import { assertOwnOrg } from "./api-key-admin.ts";
 
 export interface ListApiKeysResponse {

@@ -1,8 +1,7 @@
-import { forbidden, PERMISSIONS, userIdSchema, validate } from "@gw/core";
+import { forbidden, PERMISSIONS, principalOf, userIdSchema, validate } from "@gw/core";
 import type { Router } from "express";
 import { z } from "zod";
 import type { GatewayMetrics } from "../../metrics.ts";
-import { principalOf } from "../../principal/resolve-principal.ts";
 import type { TokenService } from "../../tokens/tokens.ts";
 
 export interface ExchangeTokenResponse {

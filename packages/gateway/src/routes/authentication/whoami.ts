@@ -1,6 +1,6 @@
 import type { Principal } from "@gw/core";
+import { principalOf } from "@gw/core";
 import type { Router } from "express";
-import { principalOf } from "../../principal/resolve-principal.ts";
 
 export type WhoamiResponse = Principal;
 

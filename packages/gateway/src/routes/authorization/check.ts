@@ -1,8 +1,13 @@
-import { RESOURCE_TYPES, type ResourceAuthorization, ROLES, validate } from "@gw/core";
+import {
+  principalOf,
+  RESOURCE_TYPES,
+  type ResourceAuthorization,
+  ROLES,
+  requirePermission,
+  validate,
+} from "@gw/core";
 import type { Router } from "express";
 import { z } from "zod";
-import { requirePermission } from "../../authorize/require-permission.ts";
-import { principalOf } from "../../principal/resolve-principal.ts";
 import { resourceIdSchema } from "./role-change.ts";
 
 export interface CheckResponse {

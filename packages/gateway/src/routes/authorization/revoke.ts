@@ -1,7 +1,5 @@
-import { type ResourceAuthorization, validate } from "@gw/core";
+import { principalOf, type ResourceAuthorization, requirePermission, validate } from "@gw/core";
 import type { Router } from "express";
-import { requirePermission } from "../../authorize/require-permission.ts";
-import { principalOf } from "../../principal/resolve-principal.ts";
 import { roleChangeSchema } from "./role-change.ts";
 
 /**

@@ -1,0 +1,53 @@
+import { z } from "zod";
+import { env } from "../config.ts";
+import {
+  DEFAULT_LOCAL_PRESHARED_KEY,
+  DEFAULT_LOCAL_SPICEDB_PORT,
+  type SpiceDBClientOptions,
+} from "./spicedb-client.ts";
+
+/** The SpiceDB variables gateway and service share; spread into each process's schema. */
+export const spicedbEnvShape = {
+  /** SpiceDB gRPC endpoint, host:port. Unset: the local SpiceDB server of `pnpm start`. */
+  SPICEDB_ENDPOINT: z
+    .string()
+    .regex(/^[^\s/]+:\d+$/, "must be host:port")
+    .optional(),
+  /** Port of the local SpiceDB server, used when SPICEDB_ENDPOINT is unset. Default 50051. */
+  SPICEDB_LOCAL_PORT: env.port(DEFAULT_LOCAL_SPICEDB_PORT),
+  /** SpiceDB preshared key. Required with SPICEDB_ENDPOINT; the local server's development key otherwise. */
+  SPICEDB_PRESHARED_KEY: z.string().min(1).optional(),
+  /** Plaintext gRPC to SpiceDB. Default false with SPICEDB_ENDPOINT (TLS), true for the local server. */
+  SPICEDB_INSECURE: env.optionalBoolean(),
+  /** Deadline of each SpiceDB call, in milliseconds. Default 2000. */
+  SPICEDB_DEADLINE_MS: env.positiveInt(2_000),
+};
+
+type SpiceDBEnv = {
+  SPICEDB_ENDPOINT?: string | undefined;
+  SPICEDB_LOCAL_PORT: number;
+  SPICEDB_PRESHARED_KEY?: string | undefined;
+  SPICEDB_INSECURE?: boolean | undefined;
+  SPICEDB_DEADLINE_MS: number;
+};
+
+/** For a schema's `superRefine`: a remote SpiceDB needs its key. */
+export function checkSpiceDBEnv(c: SpiceDBEnv, ctx: z.RefinementCtx): void {
+  if (c.SPICEDB_ENDPOINT && !c.SPICEDB_PRESHARED_KEY) {
+    ctx.addIssue({
+      code: "custom",
+      path: ["SPICEDB_PRESHARED_KEY"],
+      message: "required when SPICEDB_ENDPOINT is set",
+    });
+  }
+}
+
+/** Client options from the variables: the local server (plaintext, development key) unless an endpoint is set. */
+export function spicedbClientOptions(c: SpiceDBEnv): SpiceDBClientOptions {
+  return {
+    endpoint: c.SPICEDB_ENDPOINT ?? `127.0.0.1:${c.SPICEDB_LOCAL_PORT}`,
+    presharedKey: c.SPICEDB_PRESHARED_KEY ?? DEFAULT_LOCAL_PRESHARED_KEY,
+    insecure: c.SPICEDB_INSECURE ?? !c.SPICEDB_ENDPOINT,
+    deadlineMs: c.SPICEDB_DEADLINE_MS,
+  };
+}

@@ -1,0 +1,29 @@
+import type { RequestHandler, Response } from "express";
+import { forbidden } from "../errors.ts";
+import type { Permission } from "../permissions.ts";
+import type { Principal } from "../principal.ts";
+
+declare global {
+  namespace Express {
+    interface Locals {
+      principal?: Principal;
+    }
+  }
+}
+
+/** The principal a request acts as; set by the gateway's principal step or the service's assertion check. */
+export function principalOf(res: Response): Principal {
+  const principal = res.locals.principal;
+  if (!principal) throw new Error("No principal: the route is mounted outside the authenticated router");
+  return principal;
+}
+
+/** Endpoint-level check: the credential must carry `permission`. */
+export function requirePermission(permission: Permission): RequestHandler {
+  return (_req, res, next) => {
+    if (!principalOf(res).permissions.includes(permission)) {
+      throw forbidden(`This credential lacks the '${permission}' permission`);
+    }
+    next();
+  };
+}

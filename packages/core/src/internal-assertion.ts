@@ -1,0 +1,134 @@
+import { randomBytes } from "node:crypto";
+import { mkdir, readFile, writeFile } from "node:fs/promises";
+import { dirname } from "node:path";
+import { errors, jwtVerify, SignJWT } from "jose";
+import type { Logger } from "./logger.ts";
+import type { Permission } from "./permissions.ts";
+import type { Principal } from "./principal.ts";
+
+/** Header that carries the gateway's assertion of who a forwarded request acts as. */
+export const ASSERTION_HEADER = "x-gateway-assertion";
+
+/** Lifetime of an assertion: it only has to survive one hop. */
+const ASSERTION_TTL_SECONDS = 30;
+const ISSUER = "llm-gateway";
+const AUDIENCE = "llm-gateway-service";
+
+export class InvalidAssertion extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = "InvalidAssertion";
+  }
+}
+
+export interface AssertedRequest {
+  method: string;
+  /** Path and query as the service receives them. */
+  path: string;
+  requestId: string;
+}
+
+/**
+ * The gateway's word to the service about who a forwarded request acts as:
+ * a JWT (HS256, a secret only the two share) valid for 30 s and bound to the
+ * request's method, path and request id, so it cannot be replayed on another
+ * request or later. Only the gateway holds credentials; the service trusts
+ * nothing else.
+ */
+export class InternalAssertions {
+  private readonly key: Uint8Array;
+
+  constructor(secret: string) {
+    if (secret.length < 32) throw new Error("the internal assertion secret must be at least 32 characters");
+    this.key = new TextEncoder().encode(secret);
+  }
+
+  sign(principal: Principal, request: AssertedRequest): Promise<string> {
+    return new SignJWT({
+      org: principal.org,
+      key_id: principal.keyId,
+      permissions: principal.permissions,
+      credential: principal.credential,
+      obo: principal.onBehalfOf,
+      htm: request.method,
+      htu: request.path,
+      rid: request.requestId,
+    })
+      .setProtectedHeader({ alg: "HS256", typ: "JWT" })
+      .setIssuer(ISSUER)
+      .setAudience(AUDIENCE)
+      .setSubject(principal.user)
+      .setIssuedAt()
+      .setExpirationTime(`${ASSERTION_TTL_SECONDS}s`)
+      .setJti(randomBytes(12).toString("base64url"))
+      .sign(this.key);
+  }
+
+  /** The principal, if the assertion is genuine, fresh and made for exactly this request. */
+  async verify(assertion: string, request: AssertedRequest): Promise<{ principal: Principal; jti: string }> {
+    let payload: Record<string, unknown>;
+    try {
+      ({ payload } = await jwtVerify(assertion, this.key, {
+        issuer: ISSUER,
+        audience: AUDIENCE,
+        algorithms: ["HS256"],
+        clockTolerance: 5,
+        requiredClaims: ["sub", "exp", "jti", "org", "key_id", "permissions", "htm", "htu", "rid"],
+      }));
+    } catch (err) {
+      throw new InvalidAssertion(
+        err instanceof errors.JWTExpired ? "assertion expired" : "assertion invalid",
+      );
+    }
+    if (payload.htm !== request.method || payload.htu !== request.path || payload.rid !== request.requestId) {
+      throw new InvalidAssertion("assertion was made for another request");
+    }
+    return {
+      jti: String(payload.jti),
+      principal: {
+        org: String(payload.org),
+        user: String(payload.sub),
+        keyId: String(payload.key_id),
+        permissions: payload.permissions as Permission[],
+        credential: payload.credential === "jwt" ? "jwt" : "api_key",
+        onBehalfOf: payload.obo === true,
+      },
+    };
+  }
+}
+
+/**
+ * The shared secret: configured, or for development a random one kept in
+ * `file`, which gateway and service find in the same data directory.
+ */
+export async function assertionSecret(
+  configured: string | undefined,
+  file: string,
+  logger: Logger,
+): Promise<string> {
+  if (configured) return configured;
+  let secret = await readFile(file, "utf8").then(
+    (t) => t.trim(),
+    () => "",
+  );
+  if (!secret) {
+    await mkdir(dirname(file), { recursive: true, mode: 0o700 });
+    const fresh = randomBytes(32).toString("base64url");
+    try {
+      // Exclusive create: when gateway and service start together, one secret wins and both use it.
+      await writeFile(file, fresh, { mode: 0o600, flag: "wx" });
+      secret = fresh;
+    } catch {
+      for (let i = 0; i < 50 && !secret; i++) {
+        secret = (await readFile(file, "utf8")).trim();
+        if (!secret) await new Promise((r) => setTimeout(r, 20));
+      }
+      if (!secret) throw new Error(`${file} is empty`);
+    }
+  }
+  logger.warn(
+    { file },
+    "internal assertions: using a development secret kept on local disk; production must set INTERNAL_ASSERTION_SECRET",
+  );
+  return secret;
+}

@@ -1,0 +1,106 @@
+import { Agent, request } from "node:http";
+import { Agent as HttpsAgent, request as httpsRequest } from "node:https";
+import { AppError, ASSERTION_HEADER, type InternalAssertions, type Logger, principalOf } from "@gw/core";
+import type { RequestHandler } from "express";
+
+/** Hop-by-hop headers (RFC 9110 §7.6.1) and the caller's credentials never cross to the service. */
+const DROPPED_REQUEST_HEADERS = new Set([
+  "connection",
+  "keep-alive",
+  "proxy-authenticate",
+  "proxy-authorization",
+  "te",
+  "trailer",
+  "transfer-encoding",
+  "upgrade",
+  "host",
+  "authorization",
+  "x-on-behalf-of",
+  ASSERTION_HEADER,
+]);
+const DROPPED_RESPONSE_HEADERS = new Set([
+  "connection",
+  "keep-alive",
+  "transfer-encoding",
+  "trailer",
+  "upgrade",
+]);
+
+export interface ForwardOptions {
+  serviceUrl: string;
+  assertions: InternalAssertions;
+  /** Time allowed until the service's response headers arrive. */
+  timeoutMs: number;
+  logger: Logger;
+}
+
+/**
+ * Step 5: everything under `/api/v1` the gateway does not serve goes to the
+ * service, after authentication, principal and rate limit. Bodies stream
+ * both ways unbuffered (SSE included); the caller's credentials stay here and
+ * the service gets a short-lived assertion of the principal, bound to this
+ * request. A service that is down answers 502, one that does not answer in
+ * time 504; a caller that goes away cancels the service's work.
+ */
+export function forward(options: ForwardOptions): RequestHandler {
+  const base = new URL(options.serviceUrl);
+  const secure = base.protocol === "https:";
+  const agent = secure ? new HttpsAgent({ keepAlive: true }) : new Agent({ keepAlive: true });
+  const send = secure ? httpsRequest : request;
+
+  return async (req, res, next) => {
+    const path = req.originalUrl;
+    const assertion = await options.assertions.sign(principalOf(res), {
+      method: req.method,
+      path,
+      requestId: req.id,
+    });
+    const headers: Record<string, string | string[]> = {};
+    for (const [name, value] of Object.entries(req.headers)) {
+      if (value !== undefined && !DROPPED_REQUEST_HEADERS.has(name)) headers[name] = value;
+    }
+    headers[ASSERTION_HEADER] = assertion;
+    headers["x-request-id"] = req.id;
+    headers["x-forwarded-for"] = req.ip ?? "";
+
+    let answered = false;
+    let callerGone = false;
+    const upstream = send(
+      new URL(path, base),
+      { method: req.method, headers, agent, timeout: options.timeoutMs },
+      (upstreamRes) => {
+        answered = true;
+        upstream.setTimeout(0);
+        res.status(upstreamRes.statusCode ?? 502);
+        for (const [name, value] of Object.entries(upstreamRes.headers)) {
+          if (value !== undefined && !DROPPED_RESPONSE_HEADERS.has(name) && name !== "x-request-id") {
+            res.setHeader(name, value);
+          }
+        }
+        res.flushHeaders();
+        upstreamRes.pipe(res);
+        upstreamRes.on("error", () => res.destroy());
+      },
+    );
+    upstream.on("timeout", () => {
+      upstream.destroy(new AppError("gateway_timeout", "The service did not answer in time"));
+    });
+    upstream.on("error", (err) => {
+      if (answered || res.headersSent) {
+        res.destroy();
+        return;
+      }
+      if (err instanceof AppError) return next(err);
+      if (callerGone) return;
+      options.logger.warn({ requestId: req.id, err: err.message }, "service unreachable");
+      next(new AppError("bad_gateway", "The service is unreachable", { cause: err }));
+    });
+    // The caller went away: stop the service's work (and any model call behind it).
+    res.on("close", () => {
+      if (res.writableFinished) return;
+      callerGone = true;
+      upstream.destroy();
+    });
+    req.pipe(upstream);
+  };
+}

@@ -1,0 +1,68 @@
+import { createServer, type IncomingHttpHeaders, type Server } from "node:http";
+import type { AddressInfo } from "node:net";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { useGateway } from "./harness.ts";
+
+/** A stand-in for the service: records what reaches it; `/api/v1/llm/stall` never answers. */
+const seen: { url: string; headers: IncomingHttpHeaders; body: string }[] = [];
+let fake: Server;
+let fakeUrl = "";
+beforeAll(async () => {
+  fake = createServer(async (req, res) => {
+    let body = "";
+    for await (const chunk of req) body += chunk;
+    seen.push({ url: req.url!, headers: req.headers, body });
+    if (req.url?.startsWith("/api/v1/llm/stall")) return;
+    res.writeHead(201, { "content-type": "application/json", "x-service": "yes" }).end('{"ok":true}');
+  });
+  await new Promise<void>((r) => fake.listen(0, "127.0.0.1", r));
+  fakeUrl = `http://127.0.0.1:${(fake.address() as AddressInfo).port}`;
+});
+afterAll(() => {
+  fake.closeAllConnections();
+  fake.close();
+});
+
+describe("forwarding to the service", () => {
+  const gw = useGateway({ SERVICE_TIMEOUT_MS: "300" }, () => ({ SERVICE_URL: fakeUrl }));
+
+  it("passes method, path, query, body and the service's answer; keeps the caller's credentials", async () => {
+    const { secret } = await gw.createKey({ owner: "backend" });
+    const res = await gw.call("/api/v1/llm/things?x=1", {
+      method: "POST",
+      bearer: secret,
+      headers: { "x-on-behalf-of": "alice", "x-custom": "kept" },
+      json: { hello: "world" },
+    });
+    expect(res.status).toBe(201);
+    expect(res.headers.get("x-service")).toBe("yes");
+    expect(await res.json()).toEqual({ ok: true });
+    const got = seen.at(-1)!;
+    expect(got.url).toBe("/api/v1/llm/things?x=1");
+    expect(got.body).toBe('{"hello":"world"}');
+    expect(got.headers["x-custom"]).toBe("kept");
+    expect(got.headers.authorization).toBeUndefined();
+    expect(got.headers["x-on-behalf-of"]).toBeUndefined();
+    expect(got.headers["x-gateway-assertion"]).toMatch(/^ey/);
+    expect(got.headers["x-request-id"]).toBe(res.headers.get("x-request-id"));
+  });
+
+  it("does not forward unauthenticated or over-quota requests", async () => {
+    const before = seen.length;
+    expect((await gw.call("/api/v1/llm/things")).status).toBe(401);
+    const { secret } = await gw.createKey({ limits: { minute: 1 } });
+    expect((await gw.call("/api/v1/usage", { bearer: secret })).status).toBe(201);
+    expect((await gw.call("/api/v1/usage", { bearer: secret })).status).toBe(429);
+    expect(seen.length).toBe(before + 1);
+  });
+
+  it("answers 504 in JSON when the service does not answer in time", async () => {
+    const { secret } = await gw.createKey();
+    const res = await gw.call("/api/v1/llm/stall", { bearer: secret });
+    expect(res.status).toBe(504);
+    expect(await res.json()).toEqual({
+      error: "Gateway Timeout",
+      message: "The service did not answer in time",
+    });
+  });
+});

@@ -1,0 +1,31 @@
+import { ASSERTION_HEADER, type InternalAssertions, InvalidAssertion, unauthorized } from "@gw/core";
+import type { RequestHandler } from "express";
+import type { Redis } from "ioredis";
+
+/**
+ * The service's only door: a request must carry the gateway's assertion,
+ * genuine, fresh, made for exactly this request and not seen before (its id
+ * is remembered in Redis for a minute). Anything else is a 401: calling the
+ * service directly gains nothing.
+ */
+export function verifyAssertion(assertions: InternalAssertions, redis: Redis): RequestHandler {
+  return async (req, res, next) => {
+    const assertion = req.get(ASSERTION_HEADER);
+    if (!assertion) throw unauthorized("Requests must come through the gateway");
+    let verified: Awaited<ReturnType<InternalAssertions["verify"]>>;
+    try {
+      verified = await assertions.verify(assertion, {
+        method: req.method,
+        path: req.originalUrl,
+        requestId: req.id,
+      });
+    } catch (err) {
+      if (err instanceof InvalidAssertion) throw unauthorized(`Gateway assertion refused: ${err.message}`);
+      throw err;
+    }
+    const fresh = await redis.set(`gw:assertion:${verified.jti}`, "1", "EX", 60, "NX");
+    if (fresh !== "OK") throw unauthorized("Gateway assertion refused: already used");
+    res.locals.principal = verified.principal;
+    next();
+  };
+}

@@ -1,0 +1,30 @@
+import { principalOf, type ResourceAuthorization, requirePermission, validate } from "@gw/core";
+import type { Router } from "express";
+import { z } from "zod";
+import { type Conversation, type ConversationStore, newId } from "../../conversations/store.ts";
+import { metadataSchema } from "./metadata.ts";
+
+const body = z.strictObject({ metadata: metadataSchema.optional() });
+
+/**
+ * `POST /api/v1/llm/conversations` → 200 the conversation. The principal is
+ * made its owner in SpiceDB before anything is stored: if that fails, nothing exists.
+ */
+export function registerCreateConversation(
+  router: Router,
+  deps: { store: ConversationStore; authorization: ResourceAuthorization },
+): void {
+  router.post("/llm/conversations", requirePermission("conversations:write"), async (req, res) => {
+    const input = validate("body", body, req.body ?? {});
+    const principal = principalOf(res);
+    const conversation: Conversation = {
+      id: newId("conv"),
+      object: "conversation",
+      created_at: Math.floor(Date.now() / 1000),
+      metadata: input.metadata ?? {},
+    };
+    await deps.authorization.createOwnership(principal, { type: "conversation", id: conversation.id });
+    await deps.store.save(principal.org, conversation);
+    res.json(conversation);
+  });
+}

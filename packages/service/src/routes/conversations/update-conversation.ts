@@ -1,0 +1,26 @@
+import { notFound, principalOf, type ResourceAuthorization, requirePermission, validate } from "@gw/core";
+import type { Router } from "express";
+import { z } from "zod";
+import type { ConversationStore } from "../../conversations/store.ts";
+import { requireRole } from "../access.ts";
+import { metadataSchema } from "./metadata.ts";
+
+const body = z.strictObject({ metadata: metadataSchema });
+
+/** `POST /api/v1/llm/conversations/{id}`: replaces the metadata; needs writer. */
+export function registerUpdateConversation(
+  router: Router,
+  deps: { store: ConversationStore; authorization: ResourceAuthorization },
+): void {
+  router.post("/llm/conversations/:id", requirePermission("conversations:write"), async (req, res) => {
+    const principal = principalOf(res);
+    const id = String(req.params.id);
+    await requireRole(deps.authorization, principal, { type: "conversation", id }, "writer");
+    const input = validate("body", body, req.body);
+    const conversation = await deps.store.get(principal.org, id);
+    if (!conversation) throw notFound(`No conversation ${id}`);
+    conversation.metadata = input.metadata;
+    await deps.store.save(principal.org, conversation);
+    res.json(conversation);
+  });
+}

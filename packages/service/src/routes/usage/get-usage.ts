@@ -1,0 +1,44 @@
+import { principalOf, requirePermission, ValidationFailed, validate } from "@gw/core";
+import type { Router } from "express";
+import { z } from "zod";
+import { USAGE_DIMENSIONS, type UsageStore, utcDay } from "../../usage/store.ts";
+
+const date = z.iso.date();
+const query = z.object({
+  start: date,
+  end: date.optional(),
+  group_by: z.enum(USAGE_DIMENSIONS).optional(),
+});
+
+/** Longest range one query may cover. */
+const MAX_DAYS = 366;
+
+/**
+ * `GET /api/v1/usage?start=YYYY-MM-DD&end=YYYY-MM-DD&group_by=model|user|key`:
+ * the caller's organization's requests and tokens over UTC days (inclusive),
+ * totals and, with `group_by`, one row per model, end user or API key.
+ */
+export function registerGetUsage(router: Router, deps: { usage: UsageStore }): void {
+  router.get("/usage", requirePermission("usage:read"), async (req, res) => {
+    const q = validate("query", query, req.query);
+    const end = q.end ?? utcDay(new Date());
+    const days = (Date.parse(end) - Date.parse(q.start)) / 86_400_000 + 1;
+    if (days < 1)
+      throw new ValidationFailed([
+        { loc: ["query", "end"], msg: "end should not be before start", type: "value_error", input: end },
+      ]);
+    if (days > MAX_DAYS) {
+      throw new ValidationFailed([
+        {
+          loc: ["query", "end"],
+          msg: `The range should cover at most ${MAX_DAYS} days`,
+          type: "value_error",
+          input: end,
+        },
+      ]);
+    }
+    const principal = principalOf(res);
+    const { totals, data } = await deps.usage.query(principal.org, q.start, end, q.group_by);
+    res.json({ object: "usage", start: q.start, end, group_by: q.group_by ?? null, totals, data });
+  });
+}

@@ -1,0 +1,88 @@
+import type { Server } from "node:http";
+import type { AddressInfo } from "node:net";
+import { resolve } from "node:path";
+import {
+  assertionSecret,
+  createLogger,
+  createMetrics,
+  createRedis,
+  InternalAssertions,
+  type Logger,
+  RedisConsistencyTokens,
+  ResourceAuthorization,
+  SpiceDBClient,
+} from "@gw/core";
+import { createServiceApp } from "./app.ts";
+import type { ServiceConfig } from "./config.ts";
+import { ConversationStore } from "./conversations/store.ts";
+import { ChatProvider } from "./llm/provider.ts";
+import { ResponseStore } from "./responses/store.ts";
+import { UsageStore } from "./usage/store.ts";
+
+export interface RunningService {
+  url: string;
+  port: number;
+  logger: Logger;
+  close(): Promise<void>;
+}
+
+/** Wires the service's dependencies and starts listening. */
+export async function startService(
+  config: ServiceConfig,
+  logger = createLogger("service", config.LOG_LEVEL),
+): Promise<RunningService> {
+  const redis = createRedis(config.REDIS_URL, { connectionName: "service" });
+  redis.on("error", (err) => logger.warn({ err: err.message }, "redis error"));
+  const spicedb = new SpiceDBClient(config.spicedb);
+  const assertions = new InternalAssertions(
+    await assertionSecret(
+      config.INTERNAL_ASSERTION_SECRET,
+      resolve(config.DATA_DIR, "internal-assertion-secret"),
+      logger,
+    ),
+  );
+  const provider = new ChatProvider({
+    baseUrl: config.LLM_BASE_URL,
+    apiKey: config.LLM_API_KEY,
+    defaultModel: config.LLM_DEFAULT_MODEL,
+    allowedModels: config.LLM_MODELS,
+    timeoutMs: config.LLM_TIMEOUT_MS,
+  });
+  if (!config.LLM_BASE_URL)
+    logger.warn("no model provider configured: responses answer 503 until LLM_BASE_URL is set");
+
+  const app = createServiceApp({
+    logger,
+    metrics: createMetrics("service"),
+    redis,
+    spicedb,
+    assertions,
+    authorization: new ResourceAuthorization(spicedb, new RedisConsistencyTokens(redis)),
+    provider,
+    conversations: new ConversationStore(redis),
+    responses: new ResponseStore(redis),
+    usage: new UsageStore(redis),
+  });
+  const server: Server = await new Promise((resolvePromise, reject) => {
+    const s = app.listen(config.PORT, config.HOST, (err?: Error) => (err ? reject(err) : resolvePromise(s)));
+  });
+  const port = (server.address() as AddressInfo).port;
+  logger.info(
+    { port, llm: config.LLM_BASE_URL ?? null, spicedb: config.spicedb.endpoint },
+    "service listening",
+  );
+  return {
+    url: `http://127.0.0.1:${port}`,
+    port,
+    logger,
+    async close() {
+      await new Promise<void>((r) => {
+        server.close(() => r());
+        server.closeIdleConnections();
+        setTimeout(() => server.closeAllConnections(), 5_000).unref();
+      });
+      spicedb.close();
+      redis.disconnect();
+    },
+  };
+}

@@ -1,0 +1,216 @@
+import { describe, expect, it } from "vitest";
+import { useStack } from "./stack.ts";
+
+const stack = useStack();
+const RESPONSES = "/api/v1/llm/responses";
+
+/** Parses an SSE body into its events. */
+function events(text: string) {
+  return text
+    .split("\n\n")
+    .filter(Boolean)
+    .map((block) => {
+      const type = /^event: (.+)$/m.exec(block)?.[1];
+      const data = JSON.parse(/^data: (.+)$/m.exec(block)?.[1] ?? "null");
+      return { type, data };
+    });
+}
+
+describe("responses", () => {
+  it("answers with a completed response object of the contract's shape, owned by the end user", async () => {
+    const key = await stack.createKey();
+    const res = await stack.call(key.secret, RESPONSES, {
+      json: { model: "auto", input: "hi", stream: false },
+      user: "alice",
+    });
+    expect(res.status).toBe(200);
+    const body = await res.json();
+    expect(body).toMatchObject({
+      id: expect.stringMatching(/^resp_[0-9a-f]{32}$/),
+      object: "response",
+      status: "completed",
+      model: "echo-small-2026-01-01",
+      created_at: expect.any(Number),
+      output: [
+        {
+          type: "message",
+          role: "assistant",
+          status: "completed",
+          content: [{ type: "output_text", text: "Echo: hi", annotations: [] }],
+        },
+      ],
+      usage: { input_tokens: 4, output_tokens: 2, total_tokens: 6 },
+    });
+    const upstream = stack.llm.requests.at(-1)!;
+    expect(upstream.body).toMatchObject({ model: "echo-small", messages: [{ role: "user", content: "hi" }] });
+    expect(upstream.authorization).toBe("Bearer upstream-secret");
+
+    // Another end user of the org cannot read it until the owner grants reader.
+    const path = `${RESPONSES}/${body.id}`;
+    expect((await stack.call(key.secret, path, { user: "bob" })).status).toBe(404);
+    expect((await stack.call(key.secret, path, { user: "alice" })).status).toBe(200);
+    const grant = await stack.call(key.secret, "/api/v1/authorization/llm/grant", {
+      json: { resourceType: "response", resourceId: body.id, userId: "bob", role: "reader" },
+      user: "alice",
+    });
+    expect(grant.status).toBe(204);
+    const read = await stack.call(key.secret, path, { user: "bob" });
+    expect(read.status).toBe(200);
+    expect(await read.json()).toEqual(body);
+  });
+
+  it("streams the Responses events in order, and the streamed response is stored", async () => {
+    const key = await stack.createKey();
+    const res = await stack.call(key.secret, RESPONSES, {
+      json: { model: "auto", input: "one two three", stream: true },
+      user: "alice",
+    });
+    expect(res.status).toBe(200);
+    expect(res.headers.get("content-type")).toMatch(/^text\/event-stream/);
+    const list = events(await res.text());
+    const types = list.map((e) => e.type);
+    expect(types[0]).toBe("response.created");
+    expect(types.at(-2)).toBe("response.output_text.done");
+    expect(types.at(-1)).toBe("response.completed");
+    const deltas = list.filter((e) => e.type === "response.output_text.delta");
+    expect(deltas.length).toBeGreaterThan(1);
+    expect(deltas.map((e) => e.data.delta).join("")).toBe("Echo: one two three");
+    expect(list.map((e) => e.data.sequence_number)).toEqual(list.map((_, i) => i));
+    expect(list[0]!.data.response).toMatchObject({ status: "in_progress", output: [] });
+    const completed = list.at(-1)!.data.response;
+    expect(completed).toMatchObject({
+      status: "completed",
+      output: [{ content: [{ type: "output_text", text: "Echo: one two three" }] }],
+      usage: { output_tokens: 4 },
+    });
+    expect(list.at(-2)!.data).toMatchObject({ text: "Echo: one two three", item_id: completed.output[0].id });
+    const stored = await stack.call(key.secret, `${RESPONSES}/${completed.id}`, { user: "alice" });
+    expect(await stored.json()).toEqual(completed);
+  });
+
+  it("passes streamed events through the gateway as they come, not at the end", async () => {
+    stack.llm.chunkDelayMs = 150;
+    try {
+      const key = await stack.createKey();
+      const res = await stack.call(key.secret, RESPONSES, {
+        json: { input: "a b c d e f", stream: true },
+        user: "alice",
+      });
+      const reader = res.body!.getReader();
+      const started = Date.now();
+      const { value } = await reader.read();
+      const firstChunkAfter = Date.now() - started;
+      expect(new TextDecoder().decode(value)).toContain("response.created");
+      let rest = "";
+      for (let r = await reader.read(); !r.done; r = await reader.read())
+        rest += new TextDecoder().decode(r.value);
+      const total = Date.now() - started;
+      expect(rest).toContain("response.completed");
+      // Seven chunks 150 ms apart upstream: the first event arrived long before the last.
+      expect(total - firstChunkAfter).toBeGreaterThan(500);
+    } finally {
+      stack.llm.chunkDelayMs = 5;
+    }
+  });
+
+  it("sends a conversation's earlier items as context and appends the new turn", async () => {
+    const key = await stack.createKey();
+    const conversation = await (
+      await stack.call(key.secret, "/api/v1/llm/conversations", { json: {}, user: "alice" })
+    ).json();
+    const ask = (input: string) =>
+      stack.call(key.secret, RESPONSES, {
+        json: { input, conversation: conversation.id, instructions: "Be brief." },
+        user: "alice",
+      });
+    expect((await ask("first question")).status).toBe(200);
+    expect((await ask("second question")).status).toBe(200);
+    expect(stack.llm.requests.at(-1)!.body.messages).toEqual([
+      { role: "system", content: "Be brief." },
+      { role: "user", content: "first question" },
+      { role: "assistant", content: "Echo: first question" },
+      { role: "user", content: "second question" },
+    ]);
+    const items = await (
+      await stack.call(key.secret, `/api/v1/llm/conversations/${conversation.id}/items`, { user: "alice" })
+    ).json();
+    expect(
+      items.data.map(
+        (i: { role: string; content: { text: string }[] }) => `${i.role}: ${i.content[0]!.text}`,
+      ),
+    ).toEqual([
+      "user: first question",
+      "assistant: Echo: first question",
+      "user: second question",
+      "assistant: Echo: second question",
+    ]);
+  });
+
+  it("needs writer on the conversation it continues", async () => {
+    const key = await stack.createKey();
+    const conversation = await (
+      await stack.call(key.secret, "/api/v1/llm/conversations", { json: {}, user: "alice" })
+    ).json();
+    await stack.call(key.secret, "/api/v1/authorization/llm/grant", {
+      json: { resourceType: "conversation", resourceId: conversation.id, userId: "rita", role: "reader" },
+      user: "alice",
+    });
+    const before = stack.llm.requests.length;
+    const asReader = await stack.call(key.secret, RESPONSES, {
+      json: { input: "x", conversation: conversation.id },
+      user: "rita",
+    });
+    expect(asReader.status).toBe(403);
+    const asStranger = await stack.call(key.secret, RESPONSES, {
+      json: { input: "x", conversation: conversation.id },
+      user: "sam",
+    });
+    expect(asStranger.status).toBe(404);
+    expect(stack.llm.requests.length).toBe(before);
+  });
+
+  it("accepts input as a list of messages", async () => {
+    const key = await stack.createKey();
+    const res = await stack.call(key.secret, RESPONSES, {
+      json: {
+        input: [
+          { role: "developer", content: "Answer in English." },
+          { role: "user", content: [{ type: "input_text", text: "hello" }] },
+        ],
+        max_output_tokens: 50,
+      },
+      user: "alice",
+    });
+    expect(res.status).toBe(200);
+    expect(stack.llm.requests.at(-1)!.body).toMatchObject({
+      max_tokens: 50,
+      messages: [
+        { role: "developer", content: "Answer in English." },
+        { role: "user", content: "hello" },
+      ],
+    });
+  });
+
+  it.each([
+    [{}, ["body", "input"], "missing"],
+    [{ input: "" }, ["body", "input"], undefined],
+    [{ input: "x", stream: "yes" }, ["body", "stream"], "bool_type"],
+    [{ input: "x", max_output_tokens: 0 }, ["body", "max_output_tokens"], "greater_than_equal"],
+    [{ input: "x", conversation: "chat_1" }, ["body", "conversation"], "string_pattern_mismatch"],
+    [{ input: "x", temperature: 2 }, ["body", "temperature"], "extra_forbidden"],
+  ])("validates %j → 422 at %j", async (body, loc, type) => {
+    const key = await stack.createKey();
+    const res = await stack.call(key.secret, RESPONSES, { json: body, user: "alice" });
+    expect(res.status).toBe(422);
+    const { detail } = await res.json();
+    expect(detail).toEqual(
+      expect.arrayContaining([expect.objectContaining({ loc, ...(type ? { type } : {}) })]),
+    );
+  });
+
+  it("needs responses:write", async () => {
+    const key = await stack.createKey({ permissions: ["responses:read"] });
+    const res = await stack.call(key.secret, RESPONSES, { json: { input: "x" }, user: "alice" });
+    expect(res.status).toBe(403);
+  });
+});

@@ -1,0 +1,125 @@
+import { randomBytes } from "node:crypto";
+import { createLogger, createRedis, loadConfig } from "@gw/core";
+import { spicedbEnv, startTestRedis, startTestSpiceDB } from "@gw/devstack/testing";
+import { type FakeLLM, startFakeLLM } from "@gw/e2e/llm-upstream";
+import {
+  ApiKeyStore,
+  type CreateApiKeyInput,
+  gatewayConfigSchema,
+  generateSigningJwk,
+  startGateway,
+} from "@gw/gateway";
+import type { Redis } from "ioredis";
+import { afterAll, beforeAll } from "vitest";
+import { serviceConfigSchema } from "../src/config.ts";
+import { startService } from "../src/server.ts";
+
+export interface Stack {
+  gatewayUrl: string;
+  serviceUrl: string;
+  llm: FakeLLM;
+  redis: Redis;
+  store: ApiKeyStore;
+  assertionSecret: string;
+  /** A key in a fresh organization (its owner `backend`), unless told otherwise. */
+  createKey(input?: Partial<CreateApiKeyInput>): Promise<{ id: string; org: string; secret: string }>;
+  /** fetch against the gateway as `user` (X-On-Behalf-Of) with `secret`. */
+  call(
+    secret: string,
+    path: string,
+    init?: { method?: string; json?: unknown; user?: string; headers?: Record<string, string> },
+  ): Promise<Response>;
+  stopService(): Promise<void>;
+}
+
+/**
+ * The whole path per test file: a real redis-server, the local SpiceDB, the
+ * fake model provider, the service and the gateway in front of it.
+ */
+export function useStack(
+  serviceEnv: Record<string, string> = {},
+  gatewayEnv: Record<string, string> = {},
+): Stack {
+  const stack = {} as Stack;
+  let teardown: () => Promise<void> = async () => undefined;
+  beforeAll(async () => {
+    const [redisServer, spicedb, llm] = await Promise.all([
+      startTestRedis(),
+      startTestSpiceDB(),
+      startFakeLLM(),
+    ]);
+    const assertionSecret = randomBytes(32).toString("hex");
+    const common = {
+      REDIS_URL: redisServer.url,
+      INTERNAL_ASSERTION_SECRET: assertionSecret,
+      ...spicedbEnv(spicedb),
+    };
+    const logger = createLogger("stack-test", process.env.TEST_LOG_LEVEL ?? "silent");
+    const service = await startService(
+      loadConfig(serviceConfigSchema, {
+        PORT: "0",
+        LLM_BASE_URL: llm.baseUrl,
+        LLM_API_KEY: "upstream-secret",
+        LLM_DEFAULT_MODEL: "echo-small",
+        LLM_TIMEOUT_MS: "1000",
+        ...common,
+        ...serviceEnv,
+      }),
+      logger,
+    );
+    const gateway = await startGateway(
+      loadConfig(gatewayConfigSchema, {
+        PORT: "0",
+        HOST: "127.0.0.1",
+        SERVICE_URL: service.url,
+        GATEWAY_PUBLIC_URL: "https://gateway.test",
+        JWT_SIGNING_KEYS: JSON.stringify({ keys: [await generateSigningJwk()] }),
+        ...common,
+        ...gatewayEnv,
+      }),
+      logger,
+    );
+    const redis = createRedis(redisServer.url, { connectionName: "test" });
+    const store = new ApiKeyStore(redis);
+    let serviceUp = true;
+    Object.assign(stack, {
+      gatewayUrl: gateway.url,
+      serviceUrl: service.url,
+      llm,
+      redis,
+      store,
+      assertionSecret,
+      async createKey(input: Partial<CreateApiKeyInput> = {}) {
+        const org = input.org ?? `org-${randomBytes(5).toString("hex")}`;
+        const { record, secret } = await store.create({ org, owner: "backend", ...input });
+        return { id: record.id, org, secret };
+      },
+      call(
+        secret: string,
+        path: string,
+        init: { method?: string; json?: unknown; user?: string; headers?: Record<string, string> } = {},
+      ) {
+        const headers: Record<string, string> = { authorization: `Bearer ${secret}`, ...init.headers };
+        if (init.user) headers["x-on-behalf-of"] = init.user;
+        if (init.json !== undefined) headers["content-type"] = "application/json";
+        return fetch(`${gateway.url}${path}`, {
+          method: init.method ?? (init.json !== undefined ? "POST" : "GET"),
+          headers,
+          body: init.json !== undefined ? JSON.stringify(init.json) : undefined,
+        });
+      },
+      async stopService() {
+        if (serviceUp) await service.close();
+        serviceUp = false;
+      },
+    } satisfies Stack);
+    teardown = async () => {
+      redis.disconnect();
+      await gateway.close();
+      await stack.stopService();
+      await Promise.all([redisServer.stop(), spicedb.close(), llm.close()]);
+    };
+  });
+  afterAll(() => teardown());
+  return stack;
+}
