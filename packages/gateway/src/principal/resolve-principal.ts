@@ -1,4 +1,4 @@
-import { forbidden, ON_BEHALF_OF_HEADER, type Principal, parseOnBehalfOf } from "@gw/core";
+import { forbidden, ON_BEHALF_OF_HEADER, parseOnBehalfOf } from "@gw/core";
 import type { RequestHandler } from "express";
 import type { ApiKeyRecord } from "../api-keys/types.ts";
 
