@@ -2,6 +2,7 @@ export * from "./authz/index.ts";
 export * from "./config.ts";
 export * from "./errors.ts";
 export * from "./http/common.ts";
+export * from "./http/listen.ts";
 export * from "./http/principal.ts";
 export * from "./http/probes.ts";
 export * from "./internal-assertion.ts";

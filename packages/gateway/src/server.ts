@@ -1,13 +1,13 @@
 import { readFile } from "node:fs/promises";
-import type { Server } from "node:http";
-import type { AddressInfo } from "node:net";
 import { resolve } from "node:path";
 import {
   assertionSecret,
+  closeGracefully,
   createLogger,
   createRedis,
   InternalAssertions,
   type Logger,
+  listen,
   RedisConsistencyTokens,
   ResourceAuthorization,
   SpiceDBClient,
@@ -117,10 +117,7 @@ export async function startGateway(
     publicUrl: config.GATEWAY_PUBLIC_URL,
     forward: { serviceUrl: config.SERVICE_URL, assertions, timeoutMs: config.SERVICE_TIMEOUT_MS, logger },
   });
-  const server: Server = await new Promise((resolve, reject) => {
-    const s = app.listen(config.PORT, config.HOST, (err?: Error) => (err ? reject(err) : resolve(s)));
-  });
-  const port = (server.address() as AddressInfo).port;
+  const { server, port } = await listen(app, config.PORT, config.HOST);
   logger.info(
     {
       port,
@@ -138,14 +135,7 @@ export async function startGateway(
     authorization,
     tokens,
     async close() {
-      await new Promise<void>((resolve) => {
-        const timer = setTimeout(() => server.closeAllConnections(), config.SHUTDOWN_GRACE_MS).unref();
-        server.close(() => {
-          clearTimeout(timer);
-          resolve();
-        });
-        server.closeIdleConnections();
-      });
+      await closeGracefully(server, config.SHUTDOWN_GRACE_MS);
       subscriber.disconnect();
       rateLimitRedis.disconnect();
       spicedb.close();

@@ -1,13 +1,13 @@
-import type { Server } from "node:http";
-import type { AddressInfo } from "node:net";
 import { resolve } from "node:path";
 import {
   assertionSecret,
+  closeGracefully,
   createLogger,
   createMetrics,
   createRedis,
   InternalAssertions,
   type Logger,
+  listen,
   RedisConsistencyTokens,
   ResourceAuthorization,
   SpiceDBClient,
@@ -63,10 +63,7 @@ export async function startService(
     responses: new ResponseStore(redis),
     usage: new UsageStore(redis),
   });
-  const server: Server = await new Promise((resolvePromise, reject) => {
-    const s = app.listen(config.PORT, config.HOST, (err?: Error) => (err ? reject(err) : resolvePromise(s)));
-  });
-  const port = (server.address() as AddressInfo).port;
+  const { server, port } = await listen(app, config.PORT, config.HOST);
   logger.info(
     { port, llm: config.LLM_BASE_URL ?? null, spicedb: config.spicedb.endpoint },
     "service listening",
@@ -76,11 +73,7 @@ export async function startService(
     port,
     logger,
     async close() {
-      await new Promise<void>((r) => {
-        server.close(() => r());
-        server.closeIdleConnections();
-        setTimeout(() => server.closeAllConnections(), 5_000).unref();
-      });
+      await closeGracefully(server, 5_000);
       spicedb.close();
       redis.disconnect();
     },

@@ -1,4 +1,14 @@
-import { PUBLIC_USER, RESOURCE_TYPES, ROLES } from "@gw/core";
+import {
+  PUBLIC_USER,
+  principalOf,
+  RESOURCE_TYPES,
+  type ResourceAuthorization,
+  ROLES,
+  requirePermission,
+  userIdSchema,
+  validate,
+} from "@gw/core";
+import type { Router } from "express";
 import { z } from "zod";
 
 /** Resource ids come from the service (`conv_…`, `resp_…`) or the caller's own systems. */
@@ -13,11 +23,7 @@ export const roleChangeSchema = z
   .strictObject({
     resourceType: z.enum(RESOURCE_TYPES),
     resourceId: resourceIdSchema,
-    userId: z
-      .string()
-      .min(1)
-      .max(256)
-      .regex(/^[\x20-\x7e]*$/, "String should contain only printable characters"),
+    userId: userIdSchema,
     role: z.enum(ROLES),
   })
   .superRefine((body, ctx) => {
@@ -30,3 +36,28 @@ export const roleChangeSchema = z
       });
     }
   });
+
+/**
+ * Grant and revoke share their shape: `authorization:write`, the body above,
+ * the change made as the principal, 204 with no body.
+ */
+export function registerRoleChange(
+  router: Router,
+  operation: "grant" | "revoke",
+  authorization: ResourceAuthorization,
+): void {
+  router.post(
+    `/authorization/llm/${operation}`,
+    requirePermission("authorization:write"),
+    async (req, res) => {
+      const body = validate("body", roleChangeSchema, req.body);
+      await authorization[operation](principalOf(res), {
+        type: body.resourceType,
+        id: body.resourceId,
+        userId: body.userId,
+        role: body.role,
+      });
+      res.status(204).end();
+    },
+  );
+}
