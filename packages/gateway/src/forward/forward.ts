@@ -65,8 +65,9 @@ export function forward(options: ForwardOptions): RequestHandler {
 
     let answered = false;
     let callerGone = false;
+    // `originalUrl` always starts with /api/v1 here; joined to the origin, never resolved against it.
     const upstream = send(
-      new URL(path, base),
+      `${base.origin}${path}`,
       { method: req.method, headers, agent, timeout: options.timeoutMs },
       (upstreamRes) => {
         answered = true;

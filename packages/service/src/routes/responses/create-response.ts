@@ -6,7 +6,7 @@ import {
   ValidationFailed,
   validate,
 } from "@gw/core";
-import type { Request, Response, Router } from "express";
+import type { Response, Router } from "express";
 import { z } from "zod";
 import { type ConversationItem, type ConversationStore, newId } from "../../conversations/store.ts";
 import type { ChatMessage, ChatProvider, Completion } from "../../llm/provider.ts";
@@ -97,23 +97,29 @@ export function registerCreateResponse(router: Router, deps: CreateResponseDeps)
       await deps.authorization.createOwnership(principal, { type: "response", id: response.id });
       try {
         const completion = input.stream
-          ? await streamTurn(deps, req, res, response, model, messages, input, abort.signal)
+          ? await streamTurn(deps, res, response, model, messages, input, abort.signal)
           : await deps.provider.complete(model, messages, input.max_output_tokens, abort.signal);
-        if (!completion) return; // the stream failed after it began; the client was told in the stream
-        complete(response, completion);
-        await finish(deps, principal, response, input, turn);
-        if (!input.stream) res.json(response);
+        if (completion) {
+          complete(response, completion);
+          await finish(deps, principal, response, input, turn);
+          if (!input.stream) res.json(response);
+          return;
+        }
+        // The stream failed after it began (the client was told in the stream): nothing was created.
+        await release(deps, principal, response.id);
       } catch (err) {
-        // Nothing was created: the id is released again (best effort).
-        await deps.authorization
-          .deleteResource(principal.org, { type: "response", id: response.id })
-          .catch(() => undefined);
+        await release(deps, principal, response.id);
         throw err;
       }
     } catch (err) {
       throw providerErrorToHttp(err);
     }
   });
+}
+
+/** Gives up the id of a response that was never completed (best effort). */
+function release(deps: CreateResponseDeps, principal: Principal, id: string): Promise<void> {
+  return deps.authorization.deleteResource(principal.org, { type: "response", id }).catch(() => undefined);
 }
 
 async function conversationContext(
@@ -212,7 +218,6 @@ async function finish(
  */
 async function streamTurn(
   deps: CreateResponseDeps,
-  _req: Request,
   res: Response,
   response: ResponseObject,
   model: string,
