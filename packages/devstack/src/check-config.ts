@@ -6,8 +6,8 @@
  */
 import { readFile } from "node:fs/promises";
 import { resolve } from "node:path";
-import { v1 } from "@gw/core";
-import { gatewayConfigSchema } from "@gw/gateway";
+import { createMetrics, v1 } from "@gw/core";
+import { createGatewayMetrics, gatewayConfigSchema } from "@gw/gateway";
 import { serviceConfigSchema } from "@gw/service";
 import { runValidationFile, spicedbLocalConfigSchema, startSpiceDBLocal } from "@gw/spicedb-local";
 import { parseAllDocuments } from "yaml";
@@ -118,11 +118,43 @@ export async function checkSpiceDB(root = REPO_ROOT): Promise<string[]> {
   }
 }
 
+/** Names of every metric the gateway and the service export. */
+export async function exportedMetrics(): Promise<Set<string>> {
+  const registries = [createGatewayMetrics().registry, createMetrics("service").registry];
+  const names = new Set<string>();
+  for (const registry of registries) for (const m of await registry.getMetricsAsJSON()) names.add(m.name);
+  return names;
+}
+
+/** Metrics a Grafana dashboard queries that no process exports (a renamed metric leaves a blank panel). */
+export function unknownMetrics(path: string, dashboardJson: string, exported: Set<string>): string[] {
+  const dashboard = JSON.parse(dashboardJson) as {
+    panels?: { title?: string; targets?: { expr?: string }[] }[];
+  };
+  const problems: string[] = [];
+  for (const panel of dashboard.panels ?? []) {
+    for (const target of panel.targets ?? []) {
+      for (const [name] of (target.expr ?? "").matchAll(/\b(?:gateway|service)_[a-z0-9_]+/g)) {
+        const base = name.replace(/_(bucket|sum|count)$/, "");
+        if (!exported.has(name) && !exported.has(base))
+          problems.push(`${path}: panel "${panel.title}" queries ${name}, which nothing exports`);
+      }
+    }
+  }
+  return problems;
+}
+
+export const DASHBOARDS = ["deploy/grafana/dashboards/gateway.json"];
+
 export async function checkRepository(root = REPO_ROOT): Promise<string[]> {
   const known = knownVariables();
   const problems = undocumented(await readFile(resolve(root, "README.md"), "utf8"), known);
   for (const path of DEPLOY_FILES) {
     problems.push(...unknownIn(path, await readFile(resolve(root, path), "utf8"), known));
+  }
+  const exported = await exportedMetrics();
+  for (const path of DASHBOARDS) {
+    problems.push(...unknownMetrics(path, await readFile(resolve(root, path), "utf8"), exported));
   }
   return problems;
 }

@@ -1,7 +1,14 @@
 import { readFileSync } from "node:fs";
 import { resolve } from "node:path";
 import { describe, expect, it } from "vitest";
-import { checkRepository, knownVariables, undocumented, unknownIn } from "../src/check-config.ts";
+import {
+  checkRepository,
+  exportedMetrics,
+  knownVariables,
+  undocumented,
+  unknownIn,
+  unknownMetrics,
+} from "../src/check-config.ts";
 
 const fixture = (name: string) =>
   readFileSync(resolve(import.meta.dirname, "fixtures/config-check", name), "utf8");
@@ -41,5 +48,13 @@ describe("config check", () => {
     expect(problems).toContain("README.md: REDIS_URL is not documented");
     expect(problems.some((p) => p.includes(" PORT "))).toBe(false);
     expect(problems).toHaveLength(known.size - 1);
+  });
+
+  it("flags a dashboard panel that queries a metric nothing exports", async () => {
+    const exported = await exportedMetrics();
+    expect(exported.has("gateway_rate_limit_decisions_total")).toBe(true);
+    expect(unknownMetrics("dash.json", fixture("dashboard-stale.json"), exported)).toEqual([
+      'dash.json: panel "Old name" queries gateway_ratelimit_rejections_total, which nothing exports',
+    ]);
   });
 });
