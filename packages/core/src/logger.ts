@@ -30,3 +30,15 @@ export function createLogger(name: string, level: string, destination?: pino.Des
   };
   return destination ? pino(options, destination) : pino(options);
 }
+
+/** Credentials in a URL never reach a log line. */
+export function redactUrl(url: string): string {
+  try {
+    const parsed = new URL(url);
+    if (parsed.username) parsed.username = "***";
+    if (parsed.password) parsed.password = "***";
+    return parsed.toString();
+  } catch {
+    return "(unparseable URL)";
+  }
+}

@@ -18,7 +18,7 @@ import type { ApiKeyStore } from "./api-keys/store.ts";
 import { authenticate } from "./authenticate/authenticate.ts";
 import { type ForwardOptions, forward } from "./forward/forward.ts";
 import type { GatewayMetrics } from "./metrics.ts";
-import { resolvePrincipal } from "./principal/resolve-principal.ts";
+import { requireApiKey, resolvePrincipal } from "./principal/resolve-principal.ts";
 import type { QuotaLimiter } from "./rate-limit/quota.ts";
 import { rateLimit } from "./rate-limit/rate-limit.ts";
 import { registerCreateApiKey } from "./routes/admin/create-api-key.ts";
@@ -86,7 +86,11 @@ export function createGatewayApp(deps: GatewayDeps): express.Express {
   registerRevoke(api, deps.authorization);
   registerCheck(api, deps.authorization);
 
-  api.use("/admin", requirePermission("admin:api-keys"));
+  api.use(
+    "/admin",
+    requireApiKey("Key administration needs an API key, not a token"),
+    requirePermission("admin:api-keys"),
+  );
   registerCreateApiKey(api, deps.store);
   registerListApiKeys(api, deps.store);
   registerUpdateApiKey(api, deps.store);

@@ -45,8 +45,11 @@ export const gatewayConfigSchema = z
     REDIS_COMMAND_TIMEOUT_MS: env.positiveInt(2_000),
     /** How long a looked-up API key is cached in process, in milliseconds; 0 disables. Default 1000. */
     API_KEY_CACHE_TTL_MS: z.coerce.number().int().min(0).max(60_000).default(1_000),
-    /** How long a cached key keeps working while Redis cannot be reached, in milliseconds; 0 disables. Default 300000. */
-    API_KEY_STALE_IF_ERROR_MS: z.coerce.number().int().min(0).max(86_400_000).default(300_000),
+    /**
+     * How long a cached key keeps working while Redis cannot be reached, in milliseconds; 0 fails closed.
+     * A replica cut off from Redis may honour a key revoked elsewhere for this long. Default 30000.
+     */
+    API_KEY_STALE_IF_ERROR_MS: z.coerce.number().int().min(0).max(3_600_000).default(30_000),
     /** When set, start-up makes sure a key with this secret and `admin:api-keys` exists. At least 32 characters. */
     GATEWAY_BOOTSTRAP_ADMIN_KEY: z.string().min(32, "must be at least 32 characters").max(256).optional(),
     /** Organization of the bootstrap key. Default `default`. */

@@ -10,6 +10,7 @@ import {
   listen,
   RedisConsistencyTokens,
   ResourceAuthorization,
+  redactUrl,
   SpiceDBClient,
 } from "@gw/core";
 import type { Redis } from "ioredis";
@@ -75,7 +76,7 @@ export async function startGateway(
   }
 
   const spicedb = new SpiceDBClient(config.spicedb);
-  const authorization = new ResourceAuthorization(spicedb, new RedisConsistencyTokens(redis));
+  const authorization = new ResourceAuthorization(spicedb, new RedisConsistencyTokens(redis), logger);
 
   // Its own connection: auto-pipelining sends all windows of a decision in one round trip, and a
   // short deadline with no offline queue hands a Redis failure to the insurance limiter at once.
@@ -161,15 +162,4 @@ async function untilReady(redis: Redis, logger: Logger, timeoutMs = 10_000): Pro
     new Promise<boolean>((resolve) => setTimeout(() => resolve(false), timeoutMs).unref()),
   ]);
   if (!ready) logger.warn("Redis is not reachable yet; starting anyway, /readyz reports it");
-}
-
-/** Credentials in a URL never reach a log line. */
-export function redactUrl(url: string): string {
-  try {
-    const parsed = new URL(url);
-    if (parsed.password) parsed.password = "***";
-    return parsed.toString();
-  } catch {
-    return "(unparseable URL)";
-  }
 }

@@ -142,6 +142,26 @@ describe("token exchange", () => {
     expect(message).not.toMatch(/authorization:read[,)]/);
   });
 
+  it("never delegates key administration: not on request, not by default, and a token cannot manage keys", async () => {
+    const { secret } = await gw.createKey({ permissions: ["admin:api-keys", "usage:read"] });
+    const asked = await exchange(secret, {
+      audience: AUDIENCE,
+      externalUserId: "alice",
+      permissions: ["admin:api-keys"],
+    });
+    expect(asked.status).toBe(403);
+    expect((await asked.json()).message).toContain("admin:api-keys");
+    const token = await mint(secret);
+    expect((await (await gw.call(WHOAMI, { bearer: token })).json()).permissions).toEqual(["usage:read"]);
+    const create = await gw.call("/api/v1/admin/api-keys", {
+      method: "POST",
+      bearer: token,
+      json: { owner: "x" },
+    });
+    expect(create.status).toBe(403);
+    expect((await create.json()).message).toMatch(/API key, not a token/);
+  });
+
   it("a token cannot mint tokens", async () => {
     const { secret } = await gw.createKey();
     const token = await mint(secret);

@@ -3,7 +3,7 @@ import { startTestRedis } from "@gw/devstack/testing";
 import type { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { policyHeader, rateLimitHeader, secondsUntil } from "../src/rate-limit/headers.ts";
-import { WindowLimiters } from "../src/rate-limit/window-limiters.ts";
+import { FITS_OR_NOTHING, WindowLimiters } from "../src/rate-limit/window-limiters.ts";
 
 let server: Awaited<ReturnType<typeof startTestRedis>>;
 let redis: Redis;
@@ -72,6 +72,18 @@ describe("WindowLimiters on Redis", () => {
     expect(refused.refusedBy.resetMs).toBeLessThanOrEqual(3_000);
     await new Promise((r) => setTimeout(r, refused.refusedBy.resetMs + 100));
     expect((await limiter.decide(id, limits)).allowed).toBe(true);
+  });
+});
+
+describe("the increment script", () => {
+  it("does not count a request that does not fit, and drops a point given back to an ended window", async () => {
+    const k = `script-${key()}`;
+    expect(await redis.eval(FITS_OR_NOTHING, 1, k, 1, 60, 1)).toEqual([1, 60_000]);
+    const [refused] = (await redis.eval(FITS_OR_NOTHING, 1, k, 1, 60, 1)) as [number, number];
+    expect(refused).toBe(2); // reported as over the quota...
+    expect(await redis.get(k)).toBe("1"); // ...but not counted
+    expect(await redis.eval(FITS_OR_NOTHING, 1, `${k}-gone`, -1, 60, 1)).toEqual([0, 0]);
+    expect(await redis.exists(`${k}-gone`)).toBe(0);
   });
 });
 

@@ -10,6 +10,7 @@ import {
   listen,
   RedisConsistencyTokens,
   ResourceAuthorization,
+  redactUrl,
   SpiceDBClient,
 } from "@gw/core";
 import { createServiceApp } from "./app.ts";
@@ -57,7 +58,7 @@ export async function startService(
     redis,
     spicedb,
     assertions,
-    authorization: new ResourceAuthorization(spicedb, new RedisConsistencyTokens(redis)),
+    authorization: new ResourceAuthorization(spicedb, new RedisConsistencyTokens(redis), logger),
     provider,
     conversations: new ConversationStore(redis),
     responses: new ResponseStore(redis),
@@ -65,7 +66,11 @@ export async function startService(
   });
   const { server, port } = await listen(app, config.PORT, config.HOST);
   logger.info(
-    { port, llm: config.LLM_BASE_URL ?? null, spicedb: config.spicedb.endpoint },
+    {
+      port,
+      llm: config.LLM_BASE_URL ? redactUrl(config.LLM_BASE_URL) : null,
+      spicedb: config.spicedb.endpoint,
+    },
     "service listening",
   );
   return {

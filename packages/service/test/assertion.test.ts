@@ -78,6 +78,18 @@ describe("the service trusts only the gateway", () => {
   });
 });
 
+describe("paths reach the service exactly as sent", () => {
+  it("unusual but valid characters are neither normalised nor refused", async () => {
+    const key = await stack.createKey();
+    const braces = await stack.call(key.secret, "/api/v1/llm/conversations/a{b}", { user: "alice" });
+    expect(braces.status).toBe(404);
+    const quoted = await stack.call(key.secret, '/api/v1/usage?start="x"');
+    expect(quoted.status).toBe(422);
+    const dots = await stack.call(key.secret, "/api/v1/llm/conversations/%2e%2e/x", { user: "alice" });
+    expect(dots.status).not.toBe(401);
+  });
+});
+
 describe("forwarding when the service is gone", () => {
   it("answers 502 in JSON", async () => {
     const key = await stack.createKey();

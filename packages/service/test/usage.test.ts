@@ -72,6 +72,23 @@ describe("usage", () => {
     expect(usage.totals.requests).toBe(1);
   });
 
+  it("counts what a stream produced before it broke, and stores no response", async () => {
+    const key = await stack.createKey();
+    stack.llm.mode = "stall-midstream";
+    try {
+      const res = await stack.call(key.secret, "/api/v1/llm/responses", {
+        json: { input: "one two three", stream: true },
+        user: "alice",
+      });
+      expect(await res.text()).toContain("event: error");
+    } finally {
+      stack.llm.mode = "ok";
+    }
+    const usage = await (await stack.call(key.secret, `/api/v1/usage?start=${today}`)).json();
+    expect(usage.totals.requests).toBe(1);
+    expect(usage.totals.output_tokens).toBeGreaterThan(0);
+  });
+
   it("refuses a model outside LLM_MODELS with 422", async () => {
     const key = await stack.createKey();
     const res = await stack.call(key.secret, "/api/v1/llm/responses", {

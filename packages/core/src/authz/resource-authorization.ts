@@ -1,3 +1,4 @@
+import type { Logger } from "../logger.ts";
 import type { Principal } from "../principal.ts";
 import type { ConsistencyTokens } from "./consistency-tokens.ts";
 import {
@@ -52,10 +53,12 @@ const userRef = (objectId: string) =>
 export class ResourceAuthorization {
   private readonly spicedb: SpiceDBClient;
   private readonly tokens: ConsistencyTokens;
+  private readonly logger: Logger | undefined;
 
-  constructor(spicedb: SpiceDBClient, tokens: ConsistencyTokens) {
+  constructor(spicedb: SpiceDBClient, tokens: ConsistencyTokens, logger?: Logger) {
     this.spicedb = spicedb;
     this.tokens = tokens;
+    this.logger = logger;
   }
 
   /** Makes the principal the owner of a resource it just created. Throws if that cannot be written. */
@@ -81,7 +84,7 @@ export class ResourceAuthorization {
         }),
       }),
     );
-    if (response.deletedAt?.token) await this.tokens.set(tokenKey(org, resource), response.deletedAt.token);
+    if (response.deletedAt?.token) await this.remember(org, resource, response.deletedAt.token);
   }
 
   /** Whether the principal holds `role` on the resource, directly, through a higher role, or publicly. */
@@ -196,11 +199,33 @@ export class ResourceAuthorization {
       if (precondition && isFailedPrecondition(err)) throw new LastOwner();
       throw err;
     }
-    if (response.writtenAt?.token) await this.tokens.set(tokenKey(org, resource), response.writtenAt.token);
+    if (response.writtenAt?.token) await this.remember(org, resource, response.writtenAt.token);
   }
 
+  /**
+   * The write has landed whatever happens here; if its token cannot be kept,
+   * checks elsewhere may briefly not see it, which is logged rather than
+   * reported as a failed write.
+   */
+  private async remember(org: string, resource: ResourceRef, token: string): Promise<void> {
+    try {
+      await this.tokens.set(tokenKey(org, resource), token);
+    } catch (err) {
+      this.logger?.warn(
+        { err: (err as Error).message },
+        "could not keep the ZedToken of a write; checks may lag briefly",
+      );
+    }
+  }
+
+  /** At least as fresh as the resource's last write; fully consistent when that cannot be known. */
   private async consistency(org: string, resource: ResourceRef): Promise<v1.Consistency> {
-    const token = await this.tokens.get(tokenKey(org, resource));
+    let token: string | undefined;
+    try {
+      token = await this.tokens.get(tokenKey(org, resource));
+    } catch {
+      return v1.Consistency.create({ requirement: { oneofKind: "fullyConsistent", fullyConsistent: true } });
+    }
     return v1.Consistency.create({
       requirement: token
         ? { oneofKind: "atLeastAsFresh", atLeastAsFresh: v1.ZedToken.create({ token }) }

@@ -68,7 +68,7 @@ export class CachedApiKeyLookup implements ApiKeyLookup {
   }
 
   /** Subscribes to key changes; resolves once the subscription is live. */
-  async start(): Promise<void> {
+  async start(readyTimeoutMs = 10_000): Promise<void> {
     const changed = (id: string) => {
       this.generation++;
       this.forget(id);
@@ -93,13 +93,19 @@ export class CachedApiKeyLookup implements ApiKeyLookup {
         this.logger.warn({ err: err.message }, "API key change feed: subscribe failed"),
       );
     });
-    if (this.subscriber.status !== "ready") {
-      await new Promise<void>((resolve, reject) => {
-        this.subscriber.once("ready", resolve);
-        this.subscriber.once("end", () => reject(new Error("Redis connection for API key changes ended")));
-      });
+    if (this.subscriber.status === "ready") {
+      await this.subscribe();
+      return;
     }
-    await this.subscribe();
+    // Start without the feed if Redis is slow to come: the cache stays untrusted until the
+    // "ready" handler above has subscribed.
+    await new Promise<void>((resolve) => {
+      const timer = setTimeout(resolve, readyTimeoutMs).unref();
+      this.subscriber.once("ready", () => {
+        clearTimeout(timer);
+        this.subscribe().then(resolve, () => resolve());
+      });
+    });
   }
 
   private async subscribe(): Promise<void> {

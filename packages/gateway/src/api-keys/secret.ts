@@ -23,7 +23,11 @@ export function sameHash(a: string, b: string): boolean {
   return left.length === right.length && timingSafeEqual(left, right);
 }
 
-/** The first characters of a secret: enough for a person to tell keys apart, far too few to guess the rest. */
+/**
+ * The first characters of a generated secret: enough for a person to tell keys
+ * apart, far too few to guess the rest. A secret chosen by an operator (the
+ * bootstrap key) shows nothing of itself.
+ */
 export function secretStart(secret: string): string {
-  return secret.slice(0, SECRET_PREFIX.length + 4);
+  return secret.startsWith(SECRET_PREFIX) ? secret.slice(0, SECRET_PREFIX.length + 4) : "(operator-chosen)";
 }

@@ -65,10 +65,18 @@ export function forward(options: ForwardOptions): RequestHandler {
 
     let answered = false;
     let callerGone = false;
-    // `originalUrl` always starts with /api/v1 here; joined to the origin, never resolved against it.
+    // The path goes on exactly as received (and as the assertion names it): never re-parsed or normalised.
     const upstream = send(
-      `${base.origin}${path}`,
-      { method: req.method, headers, agent, timeout: options.timeoutMs },
+      {
+        protocol: base.protocol,
+        hostname: base.hostname,
+        port: base.port,
+        path,
+        method: req.method,
+        headers,
+        agent,
+        timeout: options.timeoutMs,
+      },
       (upstreamRes) => {
         answered = true;
         upstream.setTimeout(0);

@@ -45,3 +45,11 @@ export const resolvePrincipal: RequestHandler = (req, res, next) => {
   };
   next();
 };
+
+/** Some things only the holder of an API key may do (mint tokens, manage keys): a token gets 403. */
+export function requireApiKey(message: string): RequestHandler {
+  return (_req, res, next) => {
+    if (res.locals.principal?.credential !== "api_key") throw forbidden(message);
+    next();
+  };
+}

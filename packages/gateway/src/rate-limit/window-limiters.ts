@@ -9,12 +9,17 @@ type WindowLimiter = RateLimiterRedis | RateLimiterMemory;
  * The increment script given to rate-limiter-flexible's RateLimiterRedis
  * (`customIncrTtlLuaScript`): a request that does not fit is not counted, so
  * a refused request never burns the refusing window. It reports the count
- * the request would have made, which the library reads as a refusal.
+ * the request would have made, which the library reads as a refusal. A point
+ * given back to a window that has meanwhile ended is dropped, so it cannot
+ * open the next window one request short.
  * ARGV: points to add (negative to give back), window seconds, quota.
  */
-const FITS_OR_NOTHING = `
-redis.call('set', KEYS[1], 0, 'EX', ARGV[2], 'NX')
+export const FITS_OR_NOTHING = `
 local points = tonumber(ARGV[1])
+if points < 0 and redis.call('exists', KEYS[1]) == 0 then
+  return {0, 0}
+end
+redis.call('set', KEYS[1], 0, 'EX', ARGV[2], 'NX')
 local current = tonumber(redis.call('get', KEYS[1]))
 local ttl = redis.call('pttl', KEYS[1])
 if ttl < 0 then

@@ -82,8 +82,11 @@ export class ChatProvider {
   }
 
   async complete(model: string, messages: ChatMessage[], maxTokens: number | undefined, signal: AbortSignal) {
-    const res = await this.post({ model, messages, ...(maxTokens ? { max_tokens: maxTokens } : {}) }, signal);
-    const body = (await withDeadline(res.json(), this.options.timeoutMs, signal)) as {
+    // Aborted when a deadline passes, so a stalled provider does not keep its connection.
+    const local = new AbortController();
+    const both = AbortSignal.any([signal, local.signal]);
+    const res = await this.post({ model, messages, ...(maxTokens ? { max_tokens: maxTokens } : {}) }, both);
+    const body = (await withDeadline(res.json(), this.options.timeoutMs, both, () => local.abort())) as {
       model?: string;
       choices?: { message?: { content?: string | null } }[];
       usage?: { prompt_tokens?: number; completion_tokens?: number };
@@ -105,6 +108,8 @@ export class ChatProvider {
     maxTokens: number | undefined,
     signal: AbortSignal,
   ): AsyncGenerator<string, Completion> {
+    const local = new AbortController();
+    const both = AbortSignal.any([signal, local.signal]);
     const res = await this.post(
       {
         model,
@@ -113,7 +118,7 @@ export class ChatProvider {
         stream_options: { include_usage: true },
         ...(maxTokens ? { max_tokens: maxTokens } : {}),
       },
-      signal,
+      both,
     );
     if (!res.body) throw new ProviderError({ kind: "upstream", status: res.status, detail: "empty stream" });
     const reader = res.body.pipeThrough(new TextDecoderStream()).getReader();
@@ -123,7 +128,9 @@ export class ChatProvider {
     let reported: { prompt_tokens?: number; completion_tokens?: number } | undefined;
     try {
       while (true) {
-        const { value, done } = await withDeadline(reader.read(), this.options.timeoutMs, signal);
+        const { value, done } = await withDeadline(reader.read(), this.options.timeoutMs, both, () =>
+          local.abort(),
+        );
         if (done) break;
         buffer += value;
         let end = buffer.indexOf("\n\n");
@@ -187,7 +194,9 @@ export class ChatProvider {
       });
     }
     if (!res.ok) {
-      const detail = await res.text().catch(() => "");
+      const detail = await withDeadline(res.text(), this.options.timeoutMs, signal, () =>
+        res.body?.cancel(),
+      ).catch(() => "");
       throw new ProviderError({
         kind: "upstream",
         status: res.status,
@@ -199,7 +208,7 @@ export class ChatProvider {
 }
 
 /** The provider's counts, or an estimate (about four characters a token) when it sends none. */
-function usageOf(
+export function usageOf(
   reported: { prompt_tokens?: number; completion_tokens?: number } | undefined,
   messages: ChatMessage[],
   text: string,
@@ -209,10 +218,21 @@ function usageOf(
   return { input_tokens: input, output_tokens: output, total_tokens: input + output };
 }
 
-/** Rejects with a timeout `ProviderError` if `promise` takes longer than `ms`, or when `signal` aborts. */
-function withDeadline<T>(promise: Promise<T>, ms: number, signal: AbortSignal): Promise<T> {
+/**
+ * Rejects with a timeout `ProviderError` if `promise` takes longer than `ms`
+ * (calling `onTimeout` to let go of the connection), or when `signal` aborts.
+ */
+function withDeadline<T>(
+  promise: Promise<T>,
+  ms: number,
+  signal: AbortSignal,
+  onTimeout: () => void,
+): Promise<T> {
   return new Promise<T>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new ProviderError({ kind: "timeout" })), ms);
+    const timer = setTimeout(() => {
+      reject(new ProviderError({ kind: "timeout" })); // settles first: the abort below would reject otherwise
+      onTimeout();
+    }, ms);
     const onAbort = () => reject(signal.reason);
     signal.addEventListener("abort", onAbort, { once: true });
     promise.then(

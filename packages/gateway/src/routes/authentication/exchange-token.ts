@@ -39,7 +39,12 @@ export function registerExchangeToken(router: Router, tokens: TokenService, metr
       metrics.tokenExchanges.inc({ outcome: "invalid" });
       throw err;
     }
-    const requested = input.permissions ?? principal.permissions;
+    // Key administration is never delegated: a token in a browser must not be able to mint keys.
+    if (input.permissions?.includes("admin:api-keys")) {
+      metrics.tokenExchanges.inc({ outcome: "forbidden" });
+      throw forbidden("admin:api-keys cannot be delegated to a token");
+    }
+    const requested = input.permissions ?? principal.permissions.filter((p) => p !== "admin:api-keys");
     const excess = requested.filter((p) => !principal.permissions.includes(p as never));
     if (excess.length > 0) {
       metrics.tokenExchanges.inc({ outcome: "forbidden" });

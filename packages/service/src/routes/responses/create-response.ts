@@ -9,7 +9,7 @@ import {
 import type { Response, Router } from "express";
 import { z } from "zod";
 import { type ConversationItem, type ConversationStore, newId } from "../../conversations/store.ts";
-import type { ChatMessage, ChatProvider, Completion } from "../../llm/provider.ts";
+import { type ChatMessage, type ChatProvider, type Completion, usageOf } from "../../llm/provider.ts";
 import type { ResponseObject, ResponseStore } from "../../responses/store.ts";
 import type { UsageStore } from "../../usage/store.ts";
 import { requireRole } from "../access.ts";
@@ -95,22 +95,49 @@ export function registerCreateResponse(router: Router, deps: CreateResponseDeps)
       });
 
       await deps.authorization.createOwnership(principal, { type: "response", id: response.id });
-      try {
-        const completion = input.stream
-          ? await streamTurn(deps, res, response, model, messages, input, abort.signal)
-          : await deps.provider.complete(model, messages, input.max_output_tokens, abort.signal);
-        if (completion) {
-          complete(response, completion);
-          await finish(deps, principal, response, input, turn);
-          if (!input.stream) res.json(response);
-          return;
+      if (!input.stream) {
+        let completion: Completion;
+        try {
+          completion = await deps.provider.complete(model, messages, input.max_output_tokens, abort.signal);
+        } catch (err) {
+          await release(deps, principal, response.id);
+          throw err;
         }
-        // The stream failed after it began (the client was told in the stream): nothing was created.
-        await release(deps, principal, response.id);
+        complete(response, completion);
+        await finish(deps, principal, response, input, turn);
+        res.json(response);
+        return;
+      }
+
+      let stream: Awaited<ReturnType<typeof streamTurn>>;
+      try {
+        stream = await streamTurn(deps, res, response, model, messages, input, abort.signal);
       } catch (err) {
-        await release(deps, principal, response.id);
+        await release(deps, principal, response.id); // failed before the first byte: an ordinary error answer
         throw err;
       }
+      if (stream.completion) {
+        complete(response, stream.completion);
+        try {
+          await finish(deps, principal, response, input, turn); // stored before the client hears "completed"
+        } catch (err) {
+          stream.fail(err);
+          throw err;
+        }
+        stream.end(response);
+        return;
+      }
+      // The stream broke after it began: what the model produced still counts, nothing else was created.
+      if (stream.partial) {
+        await deps.usage.record({
+          org: principal.org,
+          keyId: principal.keyId,
+          user: principal.user,
+          model,
+          usage: usageOf(undefined, messages, stream.partial),
+        });
+      }
+      await release(deps, principal, response.id);
     } catch (err) {
       throw providerErrorToHttp(err);
     }
@@ -213,8 +240,10 @@ async function finish(
 
 /**
  * Streams the Responses events: `response.created`, `response.output_text.delta`…,
- * `response.output_text.done`, `response.completed`. Failures before the first
- * byte become ordinary error answers; after it, an `error` event ends the stream.
+ * `response.output_text.done`; the caller sends `response.completed` once the
+ * response is stored (`end`). Failures before the first byte throw (ordinary
+ * error answers); after it, an `error` event ends the stream and what was
+ * produced so far is returned as `partial`.
  */
 async function streamTurn(
   deps: CreateResponseDeps,
@@ -224,12 +253,27 @@ async function streamTurn(
   messages: ChatMessage[],
   input: Input,
   signal: AbortSignal,
-): Promise<Completion | undefined> {
+): Promise<{
+  completion?: Completion;
+  partial?: string;
+  end(final: ResponseObject): void;
+  fail(err: unknown): void;
+}> {
   const deltas = deps.provider.stream(model, messages, input.max_output_tokens, signal);
   const first = await deltas.next(); // provider errors surface here, before any byte is sent
   let sequence = 0;
   const send = (type: string, data: Record<string, unknown>) =>
     res.write(`event: ${type}\ndata: ${JSON.stringify({ type, sequence_number: sequence++, ...data })}\n\n`);
+  const fail = (err: unknown) => {
+    if (signal.aborted || res.writableEnded) return;
+    const http = providerErrorToHttp(err) as { code?: string; message?: string };
+    send("error", { code: http.code ?? "internal", message: http.message ?? "The response failed" });
+    res.end();
+  };
+  const end = (final: ResponseObject) => {
+    send("response.completed", { response: final });
+    res.end();
+  };
   res
     .status(200)
     .set({ "Content-Type": "text/event-stream", "Cache-Control": "no-cache", "X-Accel-Buffering": "no" });
@@ -246,24 +290,18 @@ async function streamTurn(
   ];
   send("response.created", { response: { ...response, output: [] } });
   const part = { item_id: itemId, output_index: 0, content_index: 0 };
+  let produced = "";
   try {
     let step = first;
     while (!step.done) {
+      produced += step.value;
       send("response.output_text.delta", { ...part, delta: step.value });
       step = await deltas.next();
     }
-    const completion = step.value;
-    send("response.output_text.done", { ...part, text: completion.text });
-    complete(response, completion);
-    send("response.completed", { response });
-    res.end();
-    return completion;
+    send("response.output_text.done", { ...part, text: step.value.text });
+    return { completion: step.value, end, fail };
   } catch (err) {
-    if (!signal.aborted) {
-      const http = providerErrorToHttp(err) as Error;
-      send("error", { code: (http as { code?: string }).code ?? "internal", message: http.message });
-      res.end();
-    }
-    return undefined;
+    fail(err);
+    return { partial: produced, end, fail };
   }
 }
