@@ -45,6 +45,8 @@ describe("forwarding to the service", () => {
     expect(got.headers["x-on-behalf-of"]).toBeUndefined();
     expect(got.headers["x-gateway-assertion"]).toMatch(/^ey/);
     expect(got.headers["x-request-id"]).toBe(res.headers.get("x-request-id"));
+    const metrics = await (await gw.call("/metrics")).text();
+    expect(metrics).toContain('route="/api/v1/llm (forwarded)",status="201"');
   });
 
   it("does not forward unauthenticated or over-quota requests", async () => {

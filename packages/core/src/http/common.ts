@@ -16,6 +16,10 @@ declare global {
     interface Request {
       id: string;
     }
+    interface Locals {
+      /** Route label for logs and metrics when no Express route matched (e.g. forwarded areas). */
+      routeLabel?: string;
+    }
   }
 }
 
