@@ -76,7 +76,12 @@ export async function startGateway(
   }
 
   const spicedb = new SpiceDBClient(config.spicedb);
-  const authorization = new ResourceAuthorization(spicedb, new RedisConsistencyTokens(redis), logger);
+  const authorization = new ResourceAuthorization(
+    spicedb,
+    new RedisConsistencyTokens(redis),
+    logger,
+    config.SPICEDB_FULLY_CONSISTENT_AFTER_WRITE_MS,
+  );
 
   // Its own connection: auto-pipelining sends all windows of a decision in one round trip, and a
   // short deadline with no offline queue hands a Redis failure to the insurance limiter at once.

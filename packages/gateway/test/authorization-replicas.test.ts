@@ -17,7 +17,10 @@ import { ApiKeyStore } from "../src/api-keys/store.ts";
 import { FORBIDDEN_BODY } from "./authorization-helpers.ts";
 import { freshOrg, useGateway } from "./harness.ts";
 
-describe("read-after-write across gateway replicas", () => {
+describe.each([
+  ["fully consistent right after a write (the default)", "6000"],
+  ["at least as fresh as the last write's ZedToken", "0"],
+])("read-after-write across gateway replicas: %s", (_name, recentWriteMs) => {
   let redisServer: Awaited<ReturnType<typeof startTestRedis>>;
   let spicedb: Awaited<ReturnType<typeof startTestSpiceDB>>;
   let replicas: RunningNodeProcess[] = [];
@@ -27,7 +30,11 @@ describe("read-after-write across gateway replicas", () => {
 
   beforeAll(async () => {
     [redisServer, spicedb] = await Promise.all([startTestRedis(), startTestSpiceDB()]);
-    const env = { REDIS_URL: redisServer.url, ...spicedbEnv(spicedb) };
+    const env = {
+      REDIS_URL: redisServer.url,
+      SPICEDB_FULLY_CONSISTENT_AFTER_WRITE_MS: recentWriteMs,
+      ...spicedbEnv(spicedb),
+    };
     replicas = await Promise.all([startGatewayProcess(env), startGatewayProcess(env)]);
     redis = createRedis(redisServer.url, { connectionName: "test" });
     spicedbClient = new SpiceDBClient({
@@ -36,7 +43,12 @@ describe("read-after-write across gateway replicas", () => {
       insecure: true,
       deadlineMs: 2_000,
     });
-    authorization = new ResourceAuthorization(spicedbClient, new RedisConsistencyTokens(redis));
+    authorization = new ResourceAuthorization(
+      spicedbClient,
+      new RedisConsistencyTokens(redis),
+      undefined,
+      Number(recentWriteMs),
+    );
   });
 
   afterAll(async () => {

@@ -58,7 +58,12 @@ export async function startService(
     redis,
     spicedb,
     assertions,
-    authorization: new ResourceAuthorization(spicedb, new RedisConsistencyTokens(redis), logger),
+    authorization: new ResourceAuthorization(
+      spicedb,
+      new RedisConsistencyTokens(redis),
+      logger,
+      config.SPICEDB_FULLY_CONSISTENT_AFTER_WRITE_MS,
+    ),
     provider,
     conversations: new ConversationStore(redis),
     responses: new ResponseStore(redis),

@@ -13,6 +13,8 @@ export interface SpiceDBLocalOptions {
   /** Schema file written at start (e.g. `spicedb/schema.zed`). */
   schemaFile?: string;
   log?: (message: string, fields?: Record<string, unknown>) => void;
+  /** Sees every authenticated request's method path and serialized message (for tests that check what clients ask). */
+  observe?: (path: string, request: Buffer) => void;
 }
 
 export interface RunningSpiceDBLocal {
@@ -90,6 +92,7 @@ export async function startSpiceDBLocal(options: SpiceDBLocalOptions): Promise<R
         streaming,
         authorized,
         unauthenticated,
+        observe: options.observe,
       });
     }
     server.addService(definition, implementation);
@@ -143,6 +146,7 @@ interface HandlerContext {
   streaming: grpc.Client;
   authorized: (metadata: grpc.Metadata) => boolean;
   unauthenticated: Partial<grpc.StatusObject>;
+  observe: ((path: string, request: Buffer) => void) | undefined;
 }
 
 function toStatus(err: unknown): Partial<grpc.StatusObject> {
@@ -164,6 +168,7 @@ function handlerFor(path: string, method: MethodInfo, ctx: HandlerContext): grpc
   if (!method.serverStreaming && !method.clientStreaming) {
     return (call: grpc.ServerUnaryCall<Buffer, Buffer>, callback: grpc.sendUnaryData<Buffer>) => {
       if (!ctx.authorized(call.metadata)) return callback(ctx.unauthenticated);
+      ctx.observe?.(path, call.request);
       if (path in FFI_METHODS) {
         ctx.engine.call(path as FfiMethodPath, call.request).then(
           (response) => callback(null, response),

@@ -1,6 +1,6 @@
 import type { Logger } from "../logger.ts";
 import type { Principal } from "../principal.ts";
-import type { ConsistencyTokens } from "./consistency-tokens.ts";
+import type { ConsistencyTokens, LastWrite } from "./consistency-tokens.ts";
 import {
   PERMISSION_FOR_ROLE,
   PUBLIC_USER,
@@ -54,11 +54,18 @@ export class ResourceAuthorization {
   private readonly spicedb: SpiceDBClient;
   private readonly tokens: ConsistencyTokens;
   private readonly logger: Logger | undefined;
+  private readonly recentWriteMs: number;
 
-  constructor(spicedb: SpiceDBClient, tokens: ConsistencyTokens, logger?: Logger) {
+  /**
+   * `recentWriteMs`: how long after a write checks on that resource are fully
+   * consistent; at least SpiceDB's revision quantization window (5 s by
+   * default, plus its 10 % jitter).
+   */
+  constructor(spicedb: SpiceDBClient, tokens: ConsistencyTokens, logger?: Logger, recentWriteMs = 6_000) {
     this.spicedb = spicedb;
     this.tokens = tokens;
     this.logger = logger;
+    this.recentWriteMs = recentWriteMs;
   }
 
   /** Makes the principal the owner of a resource it just created. Throws if that cannot be written. */
@@ -218,21 +225,34 @@ export class ResourceAuthorization {
     }
   }
 
-  /** At least as fresh as the resource's last write; fully consistent when that cannot be known. */
+  /**
+   * At least as fresh as the resource's last write. Right after a write,
+   * fully consistent instead: two writes to one resource at once may record
+   * their tokens in either order, and the older token must not hide the newer
+   * write; once SpiceDB's snapshot window has passed, either token sees both.
+   * Fully consistent too when the last write cannot be known.
+   */
   private async consistency(org: string, resource: ResourceRef): Promise<v1.Consistency> {
-    let token: string | undefined;
+    let last: LastWrite | undefined;
     try {
-      token = await this.tokens.get(tokenKey(org, resource));
+      last = await this.tokens.get(tokenKey(org, resource));
     } catch {
-      return v1.Consistency.create({ requirement: { oneofKind: "fullyConsistent", fullyConsistent: true } });
+      return FULLY_CONSISTENT;
     }
+    if (!last) return MINIMIZE_LATENCY;
+    if (Date.now() - last.at < this.recentWriteMs) return FULLY_CONSISTENT;
     return v1.Consistency.create({
-      requirement: token
-        ? { oneofKind: "atLeastAsFresh", atLeastAsFresh: v1.ZedToken.create({ token }) }
-        : { oneofKind: "minimizeLatency", minimizeLatency: true },
+      requirement: { oneofKind: "atLeastAsFresh", atLeastAsFresh: v1.ZedToken.create({ token: last.token }) },
     });
   }
 }
+
+const FULLY_CONSISTENT = v1.Consistency.create({
+  requirement: { oneofKind: "fullyConsistent", fullyConsistent: true },
+});
+const MINIMIZE_LATENCY = v1.Consistency.create({
+  requirement: { oneofKind: "minimizeLatency", minimizeLatency: true },
+});
 
 function tokenKey(org: string, resource: ResourceRef): string {
   return `${resource.type}:${scopedId(org, resource.id)}`;

@@ -21,6 +21,8 @@ export const spicedbEnvShape = {
   SPICEDB_INSECURE: env.optionalBoolean(),
   /** Deadline of each SpiceDB call, in milliseconds. Default 2000. */
   SPICEDB_DEADLINE_MS: env.positiveInt(2_000),
+  /** How long after a write checks on that resource are fully consistent, in milliseconds. Default 6000. */
+  SPICEDB_FULLY_CONSISTENT_AFTER_WRITE_MS: z.coerce.number().int().min(0).max(600_000).default(6_000),
 };
 
 type SpiceDBEnv = {

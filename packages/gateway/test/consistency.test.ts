@@ -1,0 +1,93 @@
+import {
+  createRedis,
+  type Principal,
+  RedisConsistencyTokens,
+  ResourceAuthorization,
+  SpiceDBClient,
+  v1,
+} from "@gw/core";
+import { startTestRedis } from "@gw/devstack/testing";
+import { type RunningSpiceDBLocal, startSpiceDBLocal } from "@gw/spicedb-local";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+
+/** What consistency each CheckPermission asked SpiceDB for, as the server received it. */
+const asked: string[] = [];
+let spicedb: RunningSpiceDBLocal;
+let redisServer: Awaited<ReturnType<typeof startTestRedis>>;
+let redis: ReturnType<typeof createRedis>;
+let client: SpiceDBClient;
+
+beforeAll(async () => {
+  redisServer = await startTestRedis();
+  spicedb = await startSpiceDBLocal({
+    host: "127.0.0.1",
+    port: 0,
+    presharedKey: "k",
+    schemaFile: new URL("../../../spicedb/schema.zed", import.meta.url).pathname,
+    observe: (path, request) => {
+      if (!path.endsWith("/CheckPermission")) return;
+      const requirement = v1.CheckPermissionRequest.fromBinary(request).consistency?.requirement;
+      asked.push(
+        requirement?.oneofKind === "atLeastAsFresh"
+          ? `atLeastAsFresh:${requirement.atLeastAsFresh.token}`
+          : `${requirement?.oneofKind}`,
+      );
+    },
+  });
+  redis = createRedis(redisServer.url, { connectionName: "test" });
+  client = new SpiceDBClient({
+    endpoint: spicedb.endpoint,
+    presharedKey: "k",
+    insecure: true,
+    deadlineMs: 2_000,
+  });
+});
+afterAll(async () => {
+  client.close();
+  redis.disconnect();
+  await spicedb.close();
+  await redisServer.stop();
+});
+
+const alice: Principal = {
+  org: "acme",
+  user: "alice",
+  keyId: "k",
+  permissions: [],
+  credential: "api_key",
+  onBehalfOf: false,
+};
+
+describe("the consistency a check asks for", () => {
+  it("is cheap for a resource never written, fully consistent right after a write, and the write's token after that", async () => {
+    const tokens = new RedisConsistencyTokens(redis);
+    const authz = new ResourceAuthorization(client, tokens, undefined, 300);
+    const resource = { type: "conversation" as const, id: `conv_${Date.now()}` };
+
+    await authz.check(alice, resource, "reader");
+    expect(asked.at(-1)).toBe("minimizeLatency");
+
+    await authz.createOwnership(alice, resource);
+    const written = await tokens.get(`conversation:acme/${resource.id}`);
+    expect(written?.token).toBeTruthy();
+    expect(await authz.check(alice, resource, "owner")).toBe(true);
+    expect(asked.at(-1)).toBe("fullyConsistent");
+
+    await new Promise((r) => setTimeout(r, 350));
+    expect(await authz.check(alice, resource, "owner")).toBe(true);
+    expect(asked.at(-1)).toBe(`atLeastAsFresh:${written!.token}`);
+  });
+
+  it("is fully consistent when the last write cannot be known (Redis trouble)", async () => {
+    // A real client to a Redis that is not there: every command fails at once.
+    const gone = createRedis("redis://127.0.0.1:1", {
+      connectionName: "gone",
+      extra: { lazyConnect: true, enableOfflineQueue: false, retryStrategy: () => null },
+    });
+    gone.on("error", () => undefined);
+    const authz = new ResourceAuthorization(client, new RedisConsistencyTokens(gone), undefined, 0);
+    await authz.check(alice, { type: "file", id: "file_x" }, "reader");
+    expect(asked.at(-1)).toBe("fullyConsistent");
+    gone.disconnect();
+  });
+});
