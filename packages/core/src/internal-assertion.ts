@@ -1,6 +1,6 @@
 import { randomBytes } from "node:crypto";
 import { mkdir, readFile, writeFile } from "node:fs/promises";
-import { dirname } from "node:path";
+import { dirname, join } from "node:path";
 import { errors, jwtVerify, SignJWT } from "jose";
 import type { Logger } from "./logger.ts";
 import type { Permission } from "./permissions.ts";
@@ -95,6 +95,17 @@ export class InternalAssertions {
       },
     };
   }
+}
+
+/** The assertions of a process: with the configured secret, or the development one under `dataDir`. */
+export async function internalAssertions(
+  configured: string | undefined,
+  dataDir: string,
+  logger: Logger,
+): Promise<InternalAssertions> {
+  return new InternalAssertions(
+    await assertionSecret(configured, join(dataDir, "internal-assertion-secret"), logger),
+  );
 }
 
 /**

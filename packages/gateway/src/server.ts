@@ -1,11 +1,10 @@
 import { readFile } from "node:fs/promises";
 import { resolve } from "node:path";
 import {
-  assertionSecret,
   closeGracefully,
   createLogger,
   createRedis,
-  InternalAssertions,
+  internalAssertions,
   type Logger,
   listen,
   RedisConsistencyTokens,
@@ -39,7 +38,7 @@ export interface RunningGateway {
 export async function startGateway(
   config: GatewayConfig,
   logger = createLogger("gateway", config.LOG_LEVEL),
-) {
+): Promise<RunningGateway> {
   const metrics = createGatewayMetrics();
   const redisOptions = { commandTimeoutMs: config.REDIS_COMMAND_TIMEOUT_MS };
   // No offline queue: while Redis is away, commands fail at once instead of piling up behind a timeout.
@@ -101,13 +100,7 @@ export async function startGateway(
 
   const tokens = new TokenService(await signingKeys(config, logger), config.GATEWAY_PUBLIC_URL);
 
-  const assertions = new InternalAssertions(
-    await assertionSecret(
-      config.INTERNAL_ASSERTION_SECRET,
-      resolve(config.DATA_DIR, "internal-assertion-secret"),
-      logger,
-    ),
-  );
+  const assertions = await internalAssertions(config.INTERNAL_ASSERTION_SECRET, config.DATA_DIR, logger);
 
   const app = createGatewayApp({
     logger,

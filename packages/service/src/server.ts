@@ -1,11 +1,9 @@
-import { resolve } from "node:path";
 import {
-  assertionSecret,
   closeGracefully,
   createLogger,
   createMetrics,
   createRedis,
-  InternalAssertions,
+  internalAssertions,
   type Logger,
   listen,
   RedisConsistencyTokens,
@@ -35,13 +33,7 @@ export async function startService(
   const redis = createRedis(config.REDIS_URL, { connectionName: "service" });
   redis.on("error", (err) => logger.warn({ err: err.message }, "redis error"));
   const spicedb = new SpiceDBClient(config.spicedb);
-  const assertions = new InternalAssertions(
-    await assertionSecret(
-      config.INTERNAL_ASSERTION_SECRET,
-      resolve(config.DATA_DIR, "internal-assertion-secret"),
-      logger,
-    ),
-  );
+  const assertions = await internalAssertions(config.INTERNAL_ASSERTION_SECRET, config.DATA_DIR, logger);
   const provider = new ChatProvider({
     baseUrl: config.LLM_BASE_URL,
     apiKey: config.LLM_API_KEY,
