@@ -1,8 +1,10 @@
-import { describe, expect, it } from "vitest";
+import { describe, expect, it, vi } from "vitest";
 import { useGateway } from "./harness.ts";
 
 const gw = useGateway();
 const WHOAMI = "/api/v1/authentication/whoami";
+/** Changes made on another connection reach the gateway's key cache by pub/sub, within a second. */
+const WITHIN_A_SECOND = { timeout: 1_000, interval: 20 };
 
 async function expect401(res: Response, message: RegExp) {
   expect(res.status).toBe(401);
@@ -45,7 +47,10 @@ describe("authentication: every way a credential is refused", () => {
     };
     await gw.redis.set(`gw:apikey:${record.id}`, JSON.stringify(stored));
     await gw.redis.publish("gw:apikey-events", record.id);
-    await new Promise((r) => setTimeout(r, 50));
+    await vi.waitFor(
+      async () => expect((await gw.call(WHOAMI, { bearer: secret })).status).toBe(401),
+      WITHIN_A_SECOND,
+    );
     await expect401(await gw.call(WHOAMI, { bearer: secret }), /expired/i);
   });
 
@@ -53,7 +58,10 @@ describe("authentication: every way a credential is refused", () => {
     const { record, secret } = await gw.createKey();
     expect((await gw.call(WHOAMI, { bearer: secret })).status).toBe(200);
     await gw.store.revoke(record.id);
-    await new Promise((r) => setTimeout(r, 50));
+    await vi.waitFor(
+      async () => expect((await gw.call(WHOAMI, { bearer: secret })).status).toBe(401),
+      WITHIN_A_SECOND,
+    );
     await expect401(await gw.call(WHOAMI, { bearer: secret }), /revoked/i);
   });
 

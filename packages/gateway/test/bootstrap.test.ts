@@ -1,5 +1,5 @@
 import { createLogger } from "@gw/core";
-import { describe, expect, it } from "vitest";
+import { describe, expect, it, vi } from "vitest";
 import { ensureBootstrapAdminKey } from "../src/api-keys/bootstrap.ts";
 import { hashSecret } from "../src/api-keys/secret.ts";
 import { useGateway } from "./harness.ts";
@@ -21,13 +21,17 @@ describe("bootstrap admin key", () => {
     expect(res.status).toBe(201);
   });
 
-  it("is applied idempotently: a second start (or replica) adds no second key", async () => {
-    await Promise.all([
-      ensureBootstrapAdminKey(gw.store, BOOTSTRAP, { org: "ops", user: "admin" }, logger),
-      ensureBootstrapAdminKey(gw.store, BOOTSTRAP, { org: "ops", user: "admin" }, logger),
-    ]);
-    const keys = await gw.store.listByOrg("ops");
-    expect(keys.filter((k) => k.hash === hashSecret(BOOTSTRAP))).toHaveLength(1);
+  it("is applied idempotently: replicas starting at once, or a restart, add no second key", async () => {
+    const fresh = `another-bootstrap-secret-${Date.now()}-0123456789abcdef`;
+    const owner = { org: "ops2", user: "admin" };
+    // Five replicas racing on a secret none of them has seen: the atomic create lets exactly one win.
+    await Promise.all(
+      Array.from({ length: 5 }, () => ensureBootstrapAdminKey(gw.store, fresh, owner, logger)),
+    );
+    await ensureBootstrapAdminKey(gw.store, fresh, owner, logger);
+    const keys = await gw.store.listByOrg("ops2");
+    expect(keys.filter((k) => k.hash === hashSecret(fresh))).toHaveLength(1);
+    expect(keys).toHaveLength(1);
   });
 
   it("gets admin:api-keys back if it lost it, but stays revoked once revoked", async () => {
@@ -39,7 +43,10 @@ describe("bootstrap admin key", () => {
     await gw.store.revoke(record.id);
     await ensureBootstrapAdminKey(gw.store, BOOTSTRAP, { org: "ops", user: "admin" }, logger);
     expect((await gw.store.get(record.id))?.status).toBe("revoked");
-    await new Promise((r) => setTimeout(r, 50));
-    expect((await gw.call("/api/v1/authentication/whoami", { bearer: BOOTSTRAP })).status).toBe(401);
+    await vi.waitFor(
+      async () =>
+        expect((await gw.call("/api/v1/authentication/whoami", { bearer: BOOTSTRAP })).status).toBe(401),
+      { timeout: 1_000, interval: 20 },
+    );
   });
 });

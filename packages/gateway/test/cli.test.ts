@@ -2,7 +2,7 @@ import { execFile } from "node:child_process";
 import { resolve } from "node:path";
 import { promisify } from "node:util";
 import { REPO_ROOT } from "@gw/devstack";
-import { describe, expect, it } from "vitest";
+import { describe, expect, it, vi } from "vitest";
 import { freshOrg, useGateway } from "./harness.ts";
 
 const run = promisify(execFile);
@@ -81,8 +81,11 @@ describe("pnpm keys", () => {
 
     const revoked = JSON.parse((await keys(["revoke", created.id])).stdout);
     expect(revoked.status).toBe("revoked");
-    await new Promise((r) => setTimeout(r, 50));
-    expect((await gw.call("/api/v1/authentication/whoami", { bearer: created.key })).status).toBe(401);
+    await vi.waitFor(
+      async () =>
+        expect((await gw.call("/api/v1/authentication/whoami", { bearer: created.key })).status).toBe(401),
+      { timeout: 1_000, interval: 20 },
+    );
   });
 
   it("rejects bad input with a message and a non-zero exit, printing nothing on stdout", async () => {

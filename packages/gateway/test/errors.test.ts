@@ -114,6 +114,7 @@ describe("error bodies", () => {
   });
 
   it("serves liveness, readiness and metrics without credentials", async () => {
+    expect((await gw.call("/api/v1/authentication/whoami")).status).toBe(401); // counted as "missing"
     expect(await (await gw.call("/healthz")).json()).toEqual({ status: "ok" });
     expect(await (await gw.call("/readyz")).json()).toEqual({
       status: "ready",

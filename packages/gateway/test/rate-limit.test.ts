@@ -11,6 +11,20 @@ async function burst(secret: string, n: number, path = WHOAMI) {
   return Promise.all(Array.from({ length: n }, () => gw.call(path, { bearer: secret })));
 }
 const statuses = tally;
+
+/**
+ * A fresh key with `limits` and a concurrent burst of `n` requests that lands
+ * inside one second (what per-second exactness is about). On a machine too
+ * loaded for that, the burst is tried again with a new key, at most twice.
+ */
+async function burstInOneSecond(limits: Limits, n: number) {
+  for (let attempt = 1; ; attempt++) {
+    const key = await gw.createKey({ limits });
+    const started = Date.now();
+    const responses = await burst(key.secret, n);
+    if (Date.now() - started < 800 || attempt === 3) return { ...key, responses };
+  }
+}
 const standing = async (keyId: string, limits: Limits) =>
   Object.fromEntries(
     (await WindowLimiters.redis(gw.redis).peek(keyId, limits)).map((w) => [w.window, w.limit - w.remaining]),
@@ -19,8 +33,7 @@ const standing = async (keyId: string, limits: Limits) =>
 describe("per-key quotas", () => {
   it("50 concurrent requests against second=5, day=1000: exactly 5 pass, 45 get the exact 429, the day shows 5", async () => {
     const limits = { second: 5, day: 1000 };
-    const { record, secret } = await gw.createKey({ limits });
-    const responses = await burst(secret, 50);
+    const { record, responses } = await burstInOneSecond(limits, 50);
     expect(statuses(responses)).toEqual({ 200: 5, 429: 45 });
     for (const res of responses.filter((r) => r.status === 429)) {
       expect(res.headers.get("content-type")).toBe("application/json; charset=utf-8");
@@ -44,15 +57,15 @@ describe("per-key quotas", () => {
 
   it("a burst refused by the second window burns nothing of the hour's quota", async () => {
     const limits = { second: 3, hour: 100 };
-    const { record, secret } = await gw.createKey({ limits });
-    expect(statuses(await burst(secret, 40))).toEqual({ 200: 3, 429: 37 });
+    const { record, responses } = await burstInOneSecond(limits, 40);
+    expect(statuses(responses)).toEqual({ 200: 3, 429: 37 });
     expect(await standing(record.id, limits)).toEqual({ second: 3, hour: 3 });
   });
 
   it("second + hour together: the hour caps what the seconds would allow, with a long Retry-After", async () => {
     const limits = { second: 4, hour: 6 };
-    const { secret } = await gw.createKey({ limits });
-    expect(statuses(await burst(secret, 10))).toEqual({ 200: 4, 429: 6 });
+    const { secret, responses } = await burstInOneSecond(limits, 10);
+    expect(statuses(responses)).toEqual({ 200: 4, 429: 6 });
     await new Promise((r) => setTimeout(r, 1_100)); // the real second window turns over
     const second = await burst(secret, 10);
     expect(statuses(second)).toEqual({ 200: 2, 429: 8 });
@@ -95,14 +108,12 @@ describe("per-key quotas", () => {
       json: { limits: { minute: 5 } },
     });
     expect(patch.status).toBe(200);
-    await new Promise((r) => setTimeout(r, 50)); // the change event reaches the key cache
     expect(statuses(await burst(secret, 5))).toEqual({ 200: 3, 429: 2 });
     await gw.call(`/api/v1/admin/api-keys/${record.id}`, {
       method: "PATCH",
       bearer: admin.secret,
       json: { limits: { minute: null } },
     });
-    await new Promise((r) => setTimeout(r, 50));
     expect(statuses(await burst(secret, 5))).toEqual({ 200: 5 });
   });
 

@@ -6,7 +6,7 @@ import {
   jwtVerify,
   SignJWT,
 } from "jose";
-import { describe, expect, it } from "vitest";
+import { describe, expect, it, vi } from "vitest";
 import { generateSigningJwk } from "../src/tokens/signing-keys.ts";
 import { newOrg } from "./authorization-helpers.ts";
 import { useGateway } from "./harness.ts";
@@ -219,8 +219,11 @@ describe("tokens as bearer credentials", () => {
     const { record, secret } = await gw.createKey({ permissions: ["authorization:read", "usage:read"] });
     const token = await mint(secret);
     await gw.store.update(record.id, { permissions: ["usage:read"] });
-    await new Promise((r) => setTimeout(r, 50));
-    expect((await (await gw.call(WHOAMI, { bearer: token })).json()).permissions).toEqual(["usage:read"]);
+    await vi.waitFor(
+      async () =>
+        expect((await (await gw.call(WHOAMI, { bearer: token })).json()).permissions).toEqual(["usage:read"]),
+      { timeout: 1_000, interval: 20 },
+    );
   });
 
   it("count against the key that issued them", async () => {
@@ -334,10 +337,22 @@ describe("tokens as bearer credentials", () => {
   });
 
   it("counts verifications and exchanges in metrics", async () => {
+    const { record, secret } = await gw.createKey();
+    const token = await mint(secret);
+    expect(decodeProtectedHeader(token).kid).toBe(gw.signingJwk.kid);
+    expect((await gw.call(WHOAMI, { bearer: token })).status).toBe(200);
+    const now = Math.floor(Date.now() / 1000);
+    const expired = await forge({
+      org: record.org,
+      key_id: record.id,
+      iat: now - 700,
+      nbf: now - 700,
+      exp: now - 60,
+    });
+    expect((await gw.call(WHOAMI, { bearer: expired })).status).toBe(401);
     const metrics = await (await gw.call("/metrics")).text();
     expect(metrics).toMatch(/gateway_token_exchanges_total\{outcome="issued"\} [1-9]/);
     expect(metrics).toMatch(/gateway_jwt_verifications_total\{outcome="ok"\} [1-9]/);
     expect(metrics).toMatch(/gateway_jwt_verifications_total\{outcome="expired"\} [1-9]/);
-    expect(decodeProtectedHeader(await mint((await gw.createKey()).secret)).kid).toBe(gw.signingJwk.kid);
   });
 });

@@ -1,4 +1,4 @@
-import { describe, expect, it } from "vitest";
+import { describe, expect, it, vi } from "vitest";
 import { useStack } from "./stack.ts";
 
 const stack = useStack();
@@ -44,8 +44,7 @@ describe("model provider failures", () => {
         error: "Gateway Timeout",
         message: expect.stringMatching(/in time/),
       });
-      await new Promise((r) => setTimeout(r, 100));
-      expect(stack.llm.requests.at(-1)!.aborted).toBe(true);
+      await vi.waitFor(() => expect(stack.llm.requests.at(-1)?.aborted).toBe(true), { timeout: 2_000 });
     } finally {
       stack.llm.mode = "ok";
     }
@@ -83,11 +82,15 @@ describe("model provider failures", () => {
       const reader = started.body!.getReader();
       await reader.read(); // the stream has begun
       controller.abort();
-      await new Promise((r) => setTimeout(r, 500));
-      const upstream = stack.llm.requests.find(
-        (r) => r.body.messages.at(-1)?.content === "k l m n o p q r s t",
-      )!;
-      expect(upstream.aborted).toBe(true);
+      await vi.waitFor(
+        () => {
+          const upstream = stack.llm.requests.find(
+            (r) => r.body.messages.at(-1)?.content === "k l m n o p q r s t",
+          );
+          expect(upstream?.aborted).toBe(true);
+        },
+        { timeout: 2_000 },
+      );
     } finally {
       stack.llm.chunkDelayMs = 5;
     }

@@ -1,9 +1,12 @@
-import { describe, expect, it } from "vitest";
+import { beforeEach, describe, expect, it } from "vitest";
 import { utcDay } from "../src/usage/store.ts";
 import { useStack } from "./stack.ts";
 
 const stack = useStack({ LLM_MODELS: "echo-small,echo-large" });
-const today = utcDay(new Date());
+let today = utcDay(new Date());
+beforeEach(() => {
+  today = utcDay(new Date()); // a run across UTC midnight asks about the day it recorded in
+});
 
 describe("usage", () => {
   it("totals completed responses per model, end user and key for the caller's organization", async () => {

@@ -75,7 +75,12 @@ export class SpiceDBEngine {
   private readonly disposeFn: UnaryFn;
   private readonly maxInFlight: number;
   private inFlight = 0;
-  /** Most engine calls ever running at once: above 1 shows they run off the event loop. */
+  private native = 0;
+  /**
+   * Most calls ever inside the engine at once, counted from just before the
+   * native call to its completion callback: above 1 only if calls really ran
+   * on worker threads side by side (a blocking call would count 1 at a time).
+   */
   peakInFlight = 0;
   private readonly waiting: (() => void)[] = [];
   private disposed = false;
@@ -157,7 +162,10 @@ export class SpiceDBEngine {
     const len: [number] = [0];
     const err: [Pointer] = [null];
     return new Promise((resolvePromise, reject) => {
+      this.native++;
+      this.peakInFlight = Math.max(this.peakInFlight, this.native);
       fn.async(this.handle, input, input.length, out, len, err, (callError: unknown) => {
+        this.native--;
         if (callError) return reject(callError);
         if (err[0]) return reject(EngineError.fromMessage(takeString(err[0], this.freeString)));
         // Copy the engine's bytes into memory V8 owns before the engine frees them.
@@ -174,7 +182,6 @@ export class SpiceDBEngine {
   private async acquire(): Promise<void> {
     while (this.inFlight >= this.maxInFlight) await new Promise<void>((r) => this.waiting.push(r));
     this.inFlight++;
-    this.peakInFlight = Math.max(this.peakInFlight, this.inFlight);
   }
 
   private release(): void {

@@ -155,7 +155,16 @@ describe("the local SpiceDB server speaks authzed.api.v1 to the stock authzed-no
   });
 
   it("streams changes through Watch", async () => {
-    const stream = client.watch(v1.WatchRequest.create({ optionalObjectTypes: ["conversation"] }));
+    // Watching from a known revision: however late the stream opens, it sees what came after.
+    const before = await client.promises.writeRelationships(
+      touch(rel("acme/watch-start", "owner", "acme/alice")),
+    );
+    const stream = client.watch(
+      v1.WatchRequest.create({
+        optionalObjectTypes: ["conversation"],
+        optionalStartCursor: before.writtenAt!,
+      }),
+    );
     const received = new Promise<string>((resolvePromise, reject) => {
       stream.on("data", (response: v1.WatchResponse) => {
         for (const update of response.updates) {
@@ -165,7 +174,6 @@ describe("the local SpiceDB server speaks authzed.api.v1 to the stock authzed-no
       });
       stream.on("error", reject);
     });
-    await new Promise((r) => setTimeout(r, 200));
     await client.promises.writeRelationships(touch(rel("acme/watched", "owner", "acme/alice")));
     expect(await received).toBe("acme/watched#owner");
     stream.cancel();
