@@ -1,8 +1,9 @@
 /**
  * `pnpm start`: the whole stack on one machine. Runs a local redis-server
- * (data under `.data/redis`, AOF on) when `REDIS_URL` is unset, then the
+ * (data under `.data/redis`, AOF on) when `REDIS_URL` is unset, the local
+ * SpiceDB server (data in memory) when `SPICEDB_ENDPOINT` is unset, then the
  * service and the gateway, forwarding their logs. Ctrl-C stops everything,
- * Redis last so nothing loses its store mid-request.
+ * in the reverse order, so nothing loses its stores mid-request.
  */
 import { resolve } from "node:path";
 import { createLogger, DEFAULT_LOCAL_SPICEDB_PORT, localRedisPort } from "@gw/core";
@@ -22,9 +23,13 @@ async function stopAll(code: number): Promise<never> {
 }
 
 async function main(): Promise<void> {
-  const env = { ...process.env };
+  // One absolute data directory for every process, wherever `pnpm start` was run from.
+  const env: NodeJS.ProcessEnv = {
+    ...process.env,
+    DATA_DIR: resolve(REPO_ROOT, process.env.DATA_DIR || ".data"),
+  };
   if (!env.REDIS_URL) {
-    const dir = resolve(REPO_ROOT, env.DATA_DIR ?? ".data", "redis");
+    const dir = resolve(env.DATA_DIR!, "redis");
     const port = localRedisPort(env);
     const redis: RunningRedis = await startRedisServer({
       port,
