@@ -51,11 +51,7 @@ export function loadConfigOrExit<S extends z.ZodType>(
 export const env = {
   port: (fallback: number) => z.coerce.number().int().min(0).max(65535).default(fallback),
   positiveInt: (fallback: number) => z.coerce.number().int().positive().default(fallback),
-  boolean: (fallback: boolean) =>
-    z
-      .enum(["true", "false", "1", "0"], { message: "expected true or false" })
-      .default(fallback ? "true" : "false")
-      .transform((v) => v === "true" || v === "1"),
+  boolean: (fallback: boolean) => env.optionalBoolean().transform((v) => v ?? fallback),
   /** A true/false variable whose absence the schema resolves itself. */
   optionalBoolean: () =>
     z

@@ -2,15 +2,14 @@ import { readFile } from "node:fs/promises";
 import { resolve } from "node:path";
 import {
   closeGracefully,
+  connectAuthorization,
   createLogger,
   createRedis,
   internalAssertions,
   type Logger,
   listen,
-  RedisConsistencyTokens,
-  ResourceAuthorization,
+  type ResourceAuthorization,
   redactUrl,
-  SpiceDBClient,
 } from "@gw/core";
 import type { Redis } from "ioredis";
 import { ensureBootstrapAdminKey } from "./api-keys/bootstrap.ts";
@@ -40,11 +39,10 @@ export async function startGateway(
   logger = createLogger("gateway", config.LOG_LEVEL),
 ): Promise<RunningGateway> {
   const metrics = createGatewayMetrics();
-  const redisOptions = { commandTimeoutMs: config.REDIS_COMMAND_TIMEOUT_MS };
   // No offline queue: while Redis is away, commands fail at once instead of piling up behind a timeout.
   const redis = createRedis(config.REDIS_URL, {
     connectionName: "gateway",
-    ...redisOptions,
+    commandTimeoutMs: config.REDIS_COMMAND_TIMEOUT_MS,
     extra: { enableOfflineQueue: false },
   });
   const subscriber = createRedis(config.REDIS_URL, {
@@ -74,13 +72,7 @@ export async function startGateway(
     );
   }
 
-  const spicedb = new SpiceDBClient(config.spicedb);
-  const authorization = new ResourceAuthorization(
-    spicedb,
-    new RedisConsistencyTokens(redis),
-    logger,
-    config.SPICEDB_FULLY_CONSISTENT_AFTER_WRITE_MS,
-  );
+  const { spicedb, authorization } = connectAuthorization(config, redis, logger);
 
   // Its own connection: auto-pipelining sends all windows of a decision in one round trip, and a
   // short deadline with no offline queue hands a Redis failure to the insurance limiter at once.
@@ -121,8 +113,8 @@ export async function startGateway(
     {
       port,
       redis: redactUrl(config.REDIS_URL),
-      spicedb: config.SPICEDB_ENDPOINT,
-      spicedbTls: !config.SPICEDB_INSECURE,
+      spicedb: config.spicedb.endpoint,
+      spicedbTls: !config.spicedb.insecure,
     },
     "gateway listening",
   );

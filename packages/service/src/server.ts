@@ -1,15 +1,13 @@
 import {
   closeGracefully,
+  connectAuthorization,
   createLogger,
   createMetrics,
   createRedis,
   internalAssertions,
   type Logger,
   listen,
-  RedisConsistencyTokens,
-  ResourceAuthorization,
   redactUrl,
-  SpiceDBClient,
 } from "@gw/core";
 import { createServiceApp } from "./app.ts";
 import type { ServiceConfig } from "./config.ts";
@@ -32,7 +30,7 @@ export async function startService(
 ): Promise<RunningService> {
   const redis = createRedis(config.REDIS_URL, { connectionName: "service" });
   redis.on("error", (err) => logger.warn({ err: err.message }, "redis error"));
-  const spicedb = new SpiceDBClient(config.spicedb);
+  const { spicedb, authorization } = connectAuthorization(config, redis, logger);
   const assertions = await internalAssertions(config.INTERNAL_ASSERTION_SECRET, config.DATA_DIR, logger);
   const provider = new ChatProvider({
     baseUrl: config.LLM_BASE_URL,
@@ -50,12 +48,7 @@ export async function startService(
     redis,
     spicedb,
     assertions,
-    authorization: new ResourceAuthorization(
-      spicedb,
-      new RedisConsistencyTokens(redis),
-      logger,
-      config.SPICEDB_FULLY_CONSISTENT_AFTER_WRITE_MS,
-    ),
+    authorization,
     provider,
     conversations: new ConversationStore(redis),
     responses: new ResponseStore(redis),

@@ -1,8 +1,13 @@
+import type { Redis } from "ioredis";
 import { z } from "zod";
 import { env } from "../config.ts";
+import type { Logger } from "../logger.ts";
+import { RedisConsistencyTokens } from "./consistency-tokens.ts";
+import { ResourceAuthorization } from "./resource-authorization.ts";
 import {
   DEFAULT_LOCAL_PRESHARED_KEY,
   DEFAULT_LOCAL_SPICEDB_PORT,
+  SpiceDBClient,
   type SpiceDBClientOptions,
 } from "./spicedb-client.ts";
 
@@ -31,6 +36,7 @@ type SpiceDBEnv = {
   SPICEDB_PRESHARED_KEY?: string | undefined;
   SPICEDB_INSECURE?: boolean | undefined;
   SPICEDB_DEADLINE_MS: number;
+  SPICEDB_FULLY_CONSISTENT_AFTER_WRITE_MS: number;
 };
 
 /** For a schema's `superRefine`: a remote SpiceDB needs its key. */
@@ -52,4 +58,20 @@ export function spicedbClientOptions(c: SpiceDBEnv): SpiceDBClientOptions {
     insecure: c.SPICEDB_INSECURE ?? !c.SPICEDB_ENDPOINT,
     deadlineMs: c.SPICEDB_DEADLINE_MS,
   };
+}
+
+/** A process's one SpiceDB client and the authorization model on it, as the variables above configure them. */
+export function connectAuthorization(
+  config: SpiceDBEnv & { spicedb: SpiceDBClientOptions },
+  redis: Redis,
+  logger: Logger,
+): { spicedb: SpiceDBClient; authorization: ResourceAuthorization } {
+  const spicedb = new SpiceDBClient(config.spicedb);
+  const authorization = new ResourceAuthorization(
+    spicedb,
+    new RedisConsistencyTokens(redis),
+    logger,
+    config.SPICEDB_FULLY_CONSISTENT_AFTER_WRITE_MS,
+  );
+  return { spicedb, authorization };
 }

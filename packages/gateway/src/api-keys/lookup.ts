@@ -37,9 +37,9 @@ interface Entry {
  * subscribed to it drop their copy at once, so a revocation is seen
  * everywhere well within a second. While the subscription is down, cached
  * copies are not trusted as fresh. When Redis cannot be reached at all, a
- * copy fetched within `staleIfErrorMs` keeps its key working (nobody can
- * revoke a key while Redis is down either), so an outage does not stop
- * authenticated traffic; anything else is a 503.
+ * copy fetched within `staleIfErrorMs` keeps its key working, so an outage
+ * does not stop authenticated traffic (a replica cut off from Redis may
+ * honour a key revoked elsewhere for that long); anything else is a 503.
  */
 export class CachedApiKeyLookup implements ApiKeyLookup {
   private readonly byHash = new Map<string, Entry>();
