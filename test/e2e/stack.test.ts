@@ -121,10 +121,13 @@ describe("pnpm start", () => {
       onBehalfOf: true,
     };
     const conversation = `conv_${Date.now()}`;
-    await new ResourceAuthorization(spicedb, new RedisConsistencyTokens(redis)).createOwnership(alice, {
-      type: "conversation",
-      id: conversation,
-    });
+    await new ResourceAuthorization(spicedb, new RedisConsistencyTokens(redis, 6_000)).createOwnership(
+      alice,
+      {
+        type: "conversation",
+        id: conversation,
+      },
+    );
     spicedb.close();
     redis.disconnect();
 

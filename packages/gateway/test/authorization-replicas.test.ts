@@ -45,9 +45,7 @@ describe.each([
     });
     authorization = new ResourceAuthorization(
       spicedbClient,
-      new RedisConsistencyTokens(redis),
-      undefined,
-      Number(recentWriteMs),
+      new RedisConsistencyTokens(redis, Number(recentWriteMs)),
     );
   });
 
@@ -96,7 +94,7 @@ describe.each([
       expect(await afterRevoke.json()).toEqual({ allowed: false });
     }
     // The token of the last write is what made that possible; it is in Redis for every replica.
-    expect(await redis.get(`gw:zedtoken:conversation:${org}/conv_round14`)).toBeTruthy();
+    expect(await redis.get(`gw:zedtoken:{conversation:${org}/conv_round14}`)).toBeTruthy();
   });
 });
 

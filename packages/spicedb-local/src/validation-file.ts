@@ -8,7 +8,7 @@ interface ValidationFile {
   schemaFile?: string;
   schema?: string;
   relationships?: string;
-  assertions?: { assertTrue?: string[]; assertFalse?: string[] };
+  assertions?: { assertTrue?: string[]; assertCaveated?: string[]; assertFalse?: string[] };
   validation?: Record<string, string[]>;
 }
 
@@ -26,11 +26,16 @@ interface ParsedRelationship {
   subjectType: string;
   subjectId: string;
   subjectRelation?: string;
+  /** `[name]` or `[name:{json context}]` after the subject. */
+  caveat?: { name: string; context?: Record<string, unknown> };
 }
 
 const RELATIONSHIP =
-  /^([a-z][a-z0-9_]*):([^#\s]+)#([a-z][a-z0-9_]*)@([a-z][a-z0-9_]*):([^#\s]+)(?:#([a-z][a-z0-9_]*))?$/;
-const EXPECTED = /^\[([a-z][a-z0-9_]*):([^\]\s]+)\] is (.+)$/;
+  /^([a-z][a-z0-9_]*):([^#\s]+)#([a-z][a-z0-9_]*)@([a-z][a-z0-9_]*):([^#\s[]+)(?:#([a-z][a-z0-9_]*))?(?:\[([a-z][a-z0-9_]*)(?::(\{.*\}))?\])?$/;
+/** An assertion: a relationship, optionally `with {json context}` for its caveats. */
+const ASSERTION = /^(\S+)(?:\s+with\s+(\{.*\}))?$/;
+/** An expected subject; `[...]` after it marks it caveated (conditional). */
+const EXPECTED = /^\[([a-z][a-z0-9_]*):([^[\]\s]+)(\[\.\.\.\])?\] is (.+)$/;
 const PATH = /<([a-z][a-z0-9_]*):([^#>]+)#([a-z][a-z0-9_]*)>/g;
 
 export function parseRelationship(text: string): ParsedRelationship {
@@ -43,8 +48,13 @@ export function parseRelationship(text: string): ParsedRelationship {
     subjectType: m[4]!,
     subjectId: m[5]!,
     ...(m[6] ? { subjectRelation: m[6] } : {}),
+    ...(m[7] ? { caveat: { name: m[7], ...(m[8] ? { context: JSON.parse(m[8]) } : {}) } } : {}),
   };
 }
+
+/** The relationship without its caveat: what identifies it. */
+const relationshipKey = (r: ParsedRelationship) =>
+  `${r.resourceType}:${r.resourceId}#${r.relation}@${r.subjectType}:${r.subjectId}${r.subjectRelation ? `#${r.subjectRelation}` : ""}`;
 
 const ref = (objectType: string, objectId: string) => v1.ObjectReference.create({ objectType, objectId });
 const FULLY = v1.Consistency.create({ requirement: { oneofKind: "fullyConsistent", fullyConsistent: true } });
@@ -81,32 +91,44 @@ export async function runValidationFile(
               object: ref(r.subjectType, r.subjectId),
               optionalRelation: r.subjectRelation ?? "",
             }),
+            ...(r.caveat
+              ? {
+                  optionalCaveat: v1.ContextualizedCaveat.create({
+                    caveatName: r.caveat.name,
+                    ...(r.caveat.context ? { context: v1.PbStruct.fromJson(r.caveat.context as never) } : {}),
+                  }),
+                }
+              : {}),
           }),
         }),
       ),
     }),
   );
-  const stored = new Set(lines.map((l) => l.trim()));
+  const stored = new Set(relationships.map(relationshipKey));
 
   const failures: string[] = [];
   let assertions = 0;
-  for (const [expected, list] of [
-    [true, file.assertions?.assertTrue ?? []],
-    [false, file.assertions?.assertFalse ?? []],
+  const { HAS_PERMISSION, CONDITIONAL_PERMISSION, NO_PERMISSION } = v1.CheckPermissionResponse_Permissionship;
+  for (const [name, expected, list] of [
+    ["assertTrue", HAS_PERMISSION, file.assertions?.assertTrue ?? []],
+    ["assertCaveated", CONDITIONAL_PERMISSION, file.assertions?.assertCaveated ?? []],
+    ["assertFalse", NO_PERMISSION, file.assertions?.assertFalse ?? []],
   ] as const) {
     for (const text of list) {
       assertions++;
-      const r = parseRelationship(text);
+      const a = ASSERTION.exec(text.trim());
+      if (!a) throw new Error(`not an assertion: ${text}`);
+      const r = parseRelationship(a[1]!);
       const response = await client.promises.checkPermission(
         v1.CheckPermissionRequest.create({
           consistency: FULLY,
           resource: ref(r.resourceType, r.resourceId),
           permission: r.relation,
           subject: v1.SubjectReference.create({ object: ref(r.subjectType, r.subjectId) }),
+          ...(a[2] ? { context: v1.PbStruct.fromJson(JSON.parse(a[2])) } : {}),
         }),
       );
-      const has = response.permissionship === v1.CheckPermissionResponse_Permissionship.HAS_PERMISSION;
-      if (has !== expected) failures.push(`assert${expected ? "True" : "False"} failed: ${text}`);
+      if (response.permissionship !== expected) failures.push(`${name} failed: ${text}`);
     }
   }
 
@@ -119,14 +141,15 @@ export async function runValidationFile(
     for (const entry of entries) {
       const m = EXPECTED.exec(entry);
       if (!m) throw new Error(`${key}: not an expected relation: ${entry}`);
-      const subject = `${m[1]}:${m[2]}`;
+      const subject = `${m[1]}:${m[2]}${m[3] ?? ""}`;
       expectedSubjects.set(subject, entry);
-      for (const path of m[3]!.matchAll(PATH)) {
-        const relationship = `${path[1]}:${path[2]}#${path[3]}@${subject}`;
+      for (const path of m[4]!.matchAll(PATH)) {
+        const relationship = `${path[1]}:${path[2]}#${path[3]}@${m[1]}:${m[2]}`;
         if (!stored.has(relationship)) failures.push(`${key}: ${entry}: no relationship ${relationship}`);
       }
     }
     const subjectTypes = new Set([...expectedSubjects.keys()].map((s) => s.split(":")[0]!));
+    const conditional = v1.LookupPermissionship.CONDITIONAL_PERMISSION;
     const actual = new Set<string>();
     for (const subjectType of subjectTypes.size ? subjectTypes : new Set(["user"])) {
       const found = await client.promises.lookupSubjects(
@@ -137,7 +160,10 @@ export async function runValidationFile(
           subjectObjectType: subjectType,
         }),
       );
-      for (const f of found) actual.add(`${subjectType}:${f.subject?.subjectObjectId}`);
+      for (const f of found) {
+        const caveated = f.subject?.permissionship === conditional ? "[...]" : "";
+        actual.add(`${subjectType}:${f.subject?.subjectObjectId}${caveated}`);
+      }
     }
     for (const subject of expectedSubjects.keys()) {
       if (!actual.has(subject)) failures.push(`${key}: expected ${subject}, which does not have it`);

@@ -35,6 +35,14 @@ describe("spicedb/validation.yaml (what `zed validate` checks)", () => {
     const broken = original
       .replace("assertTrue:\n", 'assertTrue:\n    - "conversation:acme/conv_1#manage@user:acme/carol"\n')
       .replace(
+        "assertCaveated:\n",
+        'assertCaveated:\n    - "conversation:acme/conv_1#read@user:acme/carol"\n',
+      )
+      .replace(
+        "assertFalse:\n",
+        'assertFalse:\n    - \'conversation:acme/conv_public#read@user:acme/zoe with {"subject_organization": "acme"}\'\n',
+      )
+      .replace(
         '    - "[user:acme/carol] is <conversation:acme/conv_1#reader>"\n',
         '    - "[user:acme/carol] is <conversation:acme/conv_1#writer>"\n    - "[user:acme/zoe] is <conversation:acme/conv_1#reader>"\n',
       )
@@ -44,13 +52,19 @@ describe("spicedb/validation.yaml (what `zed validate` checks)", () => {
     const report = await runValidationFile(join(dir, "broken.yaml"), await freshClient());
     expect(report.failures).toEqual([
       "assertTrue failed: conversation:acme/conv_1#manage@user:acme/carol",
+      "assertCaveated failed: conversation:acme/conv_1#read@user:acme/carol",
+      'assertFalse failed: conversation:acme/conv_public#read@user:acme/zoe with {"subject_organization": "acme"}',
       "conversation:acme/conv_1#read: [user:acme/carol] is <conversation:acme/conv_1#writer>: no relationship conversation:acme/conv_1#writer@user:acme/carol",
       "conversation:acme/conv_1#read: [user:acme/zoe] is <conversation:acme/conv_1#reader>: no relationship conversation:acme/conv_1#reader@user:acme/zoe",
       "conversation:acme/conv_1#read: expected user:acme/zoe, which does not have it",
     ]);
   });
 
-  it("the schema refuses a public owner", async () => {
+  it.each([
+    ["a public owner", "owner"],
+    ["a public reader without the same_organization caveat", "reader"],
+    ["a public writer without the same_organization caveat", "writer"],
+  ])("the schema refuses %s", async (_what, relation) => {
     const c = await freshClient();
     await c.promises.writeSchema(
       v1.WriteSchemaRequest.create({ schema: await readFile(join(REPO, "spicedb/schema.zed"), "utf8") }),
@@ -62,7 +76,7 @@ describe("spicedb/validation.yaml (what `zed validate` checks)", () => {
             operation: v1.RelationshipUpdate_Operation.TOUCH,
             relationship: v1.Relationship.create({
               resource: v1.ObjectReference.create({ objectType: "conversation", objectId: "acme/c" }),
-              relation: "owner",
+              relation,
               subject: v1.SubjectReference.create({
                 object: v1.ObjectReference.create({ objectType: "user", objectId: "*" }),
               }),
@@ -71,6 +85,9 @@ describe("spicedb/validation.yaml (what `zed validate` checks)", () => {
         ],
       }),
     );
-    await expect(write).rejects.toMatchObject({ code: 3, details: expect.stringMatching(/wildcard|\*/) });
+    await expect(write).rejects.toMatchObject({
+      code: 3,
+      details: expect.stringMatching(/wildcard|\*|caveat/),
+    });
   });
 });

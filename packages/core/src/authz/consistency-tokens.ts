@@ -1,9 +1,9 @@
 import type { Redis } from "ioredis";
 
-/** The ZedToken of a resource's last write, and when it was recorded (ms since the epoch). */
+/** The ZedToken of a resource's last write, and whether that write is recent enough to need full consistency. */
 export interface LastWrite {
   token: string;
-  at: number;
+  recent: boolean;
 }
 
 /**
@@ -19,21 +19,35 @@ export interface ConsistencyTokens {
 /** After a day, SpiceDB's own snapshot (seconds old at most) is newer than any write we remember. */
 const TOKEN_TTL_SECONDS = 86_400;
 
+/**
+ * `gw:zedtoken:{<type>:<org>/<id>}` holds the token; `…:recent` exists for
+ * `recentWriteMs` after each write. "Recent" is Redis's own expiry, so no
+ * replica compares its clock with another's. Both keys share a hash tag:
+ * one slot, one round trip, also on Redis Cluster.
+ */
 export class RedisConsistencyTokens implements ConsistencyTokens {
   private readonly redis: Redis;
+  private readonly recentWriteMs: number;
 
-  constructor(redis: Redis) {
+  constructor(redis: Redis, recentWriteMs: number) {
     this.redis = redis;
+    this.recentWriteMs = recentWriteMs;
   }
 
   async get(resourceKey: string): Promise<LastWrite | undefined> {
-    const value = await this.redis.get(`gw:zedtoken:${resourceKey}`);
-    if (!value) return undefined;
-    const bar = value.indexOf("|");
-    return { at: Number(value.slice(0, bar)), token: value.slice(bar + 1) };
+    const key = tokenKey(resourceKey);
+    const [token, recent] = await this.redis.mget(key, `${key}:recent`);
+    return token ? { token, recent: recent !== null } : undefined;
   }
 
   async set(resourceKey: string, token: string): Promise<void> {
-    await this.redis.set(`gw:zedtoken:${resourceKey}`, `${Date.now()}|${token}`, "EX", TOKEN_TTL_SECONDS);
+    const key = tokenKey(resourceKey);
+    const write = this.redis.multi().set(key, token, "EX", TOKEN_TTL_SECONDS);
+    if (this.recentWriteMs > 0) write.set(`${key}:recent`, "1", "PX", this.recentWriteMs);
+    const results = await write.exec();
+    const failed = results?.find(([err]) => err)?.[0];
+    if (failed) throw failed;
   }
 }
+
+const tokenKey = (resourceKey: string) => `gw:zedtoken:{${resourceKey}}`;

@@ -45,27 +45,41 @@ const objectRef = (org: string, resource: ResourceRef) =>
 const userRef = (objectId: string) =>
   v1.SubjectReference.create({ object: v1.ObjectReference.create({ objectType: "user", objectId }) });
 
+/** The caveat that keeps `user:*` inside its organization (`spicedb/schema.zed`). */
+export const SAME_ORGANIZATION_CAVEAT = "same_organization";
+
+/** What a check or lookup must tell SpiceDB for the public wildcard to apply: the subject's organization. */
+export function subjectContext(org: string): v1.PbStruct {
+  return v1.PbStruct.fromJson({ subject_organization: org });
+}
+
+/** Runs between a role check and the write it guards; tests use it to force interleavings. */
+export type BeforeWriteHook = (
+  operation: "grant" | "revoke" | "delete",
+  principal: Principal,
+  resource: ResourceRef,
+) => Promise<void>;
+
 /**
  * Per-resource roles on SpiceDB. Resources and users are always those of the
  * principal's organization: ids are composed here, from the principal, never
  * taken whole from the caller.
+ *
+ * Every owner-only write carries a precondition that the caller is still an
+ * owner when it lands (DESIGN.md decision 9): the check before it only
+ * chooses the answer, the precondition decides.
  */
 export class ResourceAuthorization {
   private readonly spicedb: SpiceDBClient;
   private readonly tokens: ConsistencyTokens;
   private readonly logger: Logger | undefined;
-  private readonly recentWriteMs: number;
+  /** Test seam: awaited after the ownership check, before the guarded write. */
+  beforeWrite: BeforeWriteHook | undefined;
 
-  /**
-   * `recentWriteMs`: how long after a write checks on that resource are fully
-   * consistent; at least SpiceDB's revision quantization window (5 s by
-   * default, plus its 10 % jitter).
-   */
-  constructor(spicedb: SpiceDBClient, tokens: ConsistencyTokens, logger?: Logger, recentWriteMs = 6_000) {
+  constructor(spicedb: SpiceDBClient, tokens: ConsistencyTokens, logger?: Logger) {
     this.spicedb = spicedb;
     this.tokens = tokens;
     this.logger = logger;
-    this.recentWriteMs = recentWriteMs;
   }
 
   /** Makes the principal the owner of a resource it just created. Throws if that cannot be written. */
@@ -81,17 +95,22 @@ export class ResourceAuthorization {
     ]);
   }
 
-  /** Removes every relationship of a deleted resource. */
-  async deleteResource(org: string, resource: ResourceRef): Promise<void> {
-    const response = await this.spicedb.deleteRelationships(
-      v1.DeleteRelationshipsRequest.create({
-        relationshipFilter: v1.RelationshipFilter.create({
-          resourceType: resource.type,
-          optionalResourceId: scopedId(org, resource.id),
+  /** Removes every relationship of a resource, if the principal still owns it when the delete lands. */
+  async deleteResource(principal: Principal, resource: ResourceRef): Promise<void> {
+    await this.assertOwner(principal, resource);
+    await this.beforeWrite?.("delete", principal, resource);
+    const response = await this.guarded(principal, resource, () =>
+      this.spicedb.deleteRelationships(
+        v1.DeleteRelationshipsRequest.create({
+          relationshipFilter: v1.RelationshipFilter.create({
+            resourceType: resource.type,
+            optionalResourceId: scopedId(principal.org, resource.id),
+          }),
+          optionalPreconditions: [callerIsOwner(principal, resource)],
         }),
-      }),
+      ),
     );
-    if (response.deletedAt?.token) await this.remember(org, resource, response.deletedAt.token);
+    if (response.deletedAt?.token) await this.remember(principal.org, resource, response.deletedAt.token);
   }
 
   /** Whether the principal holds `role` on the resource, directly, through a higher role, or publicly. */
@@ -102,6 +121,7 @@ export class ResourceAuthorization {
         resource: objectRef(principal.org, resource),
         permission: PERMISSION_FOR_ROLE[role],
         subject: userRef(scopedId(principal.org, principal.user)),
+        context: subjectContext(principal.org),
       }),
     );
     return response.permissionship === v1.CheckPermissionResponse_Permissionship.HAS_PERMISSION;
@@ -123,12 +143,9 @@ export class ResourceAuthorization {
       ),
     );
     const demotesOwner = change.role !== "owner" && change.userId !== PUBLIC_USER;
-    await this.write(
-      principal.org,
-      change,
-      updates,
-      demotesOwner ? await this.anotherOwner(principal.org, change, subject) : undefined,
-    );
+    const other = demotesOwner ? await this.anotherOwner(principal.org, change, subject) : undefined;
+    await this.beforeWrite?.("grant", principal, change);
+    await this.ownerWrite(principal, change, updates, other);
   }
 
   /** Removes the role when the user holds it; succeeds either way. */
@@ -136,11 +153,13 @@ export class ResourceAuthorization {
     await this.assertOwner(principal, change);
     const subject = subjectId(principal.org, change.userId);
     const removesOwner = change.role === "owner" && change.userId !== PUBLIC_USER;
-    await this.write(
-      principal.org,
+    const other = removesOwner ? await this.anotherOwner(principal.org, change, subject) : undefined;
+    await this.beforeWrite?.("revoke", principal, change);
+    await this.ownerWrite(
+      principal,
       change,
       [update(v1.RelationshipUpdate_Operation.DELETE, principal.org, change, change.role, subject)],
-      removesOwner ? await this.anotherOwner(principal.org, change, subject) : undefined,
+      other,
     );
   }
 
@@ -162,14 +181,8 @@ export class ResourceAuthorization {
   ): Promise<v1.Precondition | undefined> {
     const owners = await this.spicedb.readRelationships(
       v1.ReadRelationshipsRequest.create({
-        consistency: v1.Consistency.create({
-          requirement: { oneofKind: "fullyConsistent", fullyConsistent: true },
-        }),
-        relationshipFilter: v1.RelationshipFilter.create({
-          resourceType: resource.type,
-          optionalResourceId: scopedId(org, resource.id),
-          optionalRelation: "owner",
-        }),
+        consistency: FULLY_CONSISTENT,
+        relationshipFilter: ownerFilter(org, resource),
       }),
     );
     const ids = owners.map((o) => o.relationship?.subject?.object?.objectId);
@@ -178,34 +191,48 @@ export class ResourceAuthorization {
     if (!other) throw new LastOwner();
     return v1.Precondition.create({
       operation: v1.Precondition_Operation.MUST_MATCH,
-      filter: v1.RelationshipFilter.create({
-        resourceType: resource.type,
-        optionalResourceId: scopedId(org, resource.id),
-        optionalRelation: "owner",
-        optionalSubjectFilter: v1.SubjectFilter.create({ subjectType: "user", optionalSubjectId: other }),
-      }),
+      filter: ownerFilter(org, resource, other),
     });
   }
 
-  private async write(
-    org: string,
+  /** A role change by an owner: it lands only if the caller (and `other`, when given) still own the resource. */
+  private async ownerWrite(
+    principal: Principal,
     resource: ResourceRef,
     updates: v1.RelationshipUpdate[],
-    precondition?: v1.Precondition,
+    other?: v1.Precondition,
   ): Promise<void> {
-    let response: v1.WriteRelationshipsResponse;
+    const preconditions = [callerIsOwner(principal, resource), ...(other ? [other] : [])];
+    const response = await this.guarded(principal, resource, () =>
+      this.spicedb.writeRelationships(
+        v1.WriteRelationshipsRequest.create({ updates, optionalPreconditions: preconditions }),
+      ),
+    );
+    if (response.writtenAt?.token) await this.remember(principal.org, resource, response.writtenAt.token);
+  }
+
+  /**
+   * Runs a write guarded by ownership preconditions. When one fails, SpiceDB
+   * does not say which: if the caller is no longer an owner, that is the
+   * answer (403); otherwise the other owner relied on is gone (409).
+   */
+  private async guarded<T>(principal: Principal, resource: ResourceRef, write: () => Promise<T>): Promise<T> {
     try {
-      response = await this.spicedb.writeRelationships(
-        v1.WriteRelationshipsRequest.create({
-          updates,
-          optionalPreconditions: precondition ? [precondition] : [],
+      return await write();
+    } catch (err) {
+      if (!isFailedPrecondition(err)) throw err;
+      const owners = await this.spicedb.readRelationships(
+        v1.ReadRelationshipsRequest.create({
+          consistency: FULLY_CONSISTENT,
+          relationshipFilter: ownerFilter(principal.org, resource, scopedId(principal.org, principal.user)),
         }),
       );
-    } catch (err) {
-      // The other owner we relied on lost that role meanwhile.
-      if (precondition && isFailedPrecondition(err)) throw new LastOwner();
-      throw err;
+      throw owners.length === 0 ? new NotResourceOwner() : new LastOwner();
     }
+  }
+
+  private async write(org: string, resource: ResourceRef, updates: v1.RelationshipUpdate[]): Promise<void> {
+    const response = await this.spicedb.writeRelationships(v1.WriteRelationshipsRequest.create({ updates }));
     if (response.writtenAt?.token) await this.remember(org, resource, response.writtenAt.token);
   }
 
@@ -226,11 +253,12 @@ export class ResourceAuthorization {
   }
 
   /**
-   * At least as fresh as the resource's last write. Right after a write,
-   * fully consistent instead: two writes to one resource at once may record
-   * their tokens in either order, and the older token must not hide the newer
-   * write; once SpiceDB's snapshot window has passed, either token sees both.
-   * Fully consistent too when the last write cannot be known.
+   * At least as fresh as the resource's last write. Right after a write
+   * (while Redis keeps its "recent" marker), fully consistent instead: two
+   * writes to one resource at once may record their tokens in either order,
+   * and the older token must not hide the newer write; once SpiceDB's
+   * snapshot window has passed, either token sees both. Fully consistent too
+   * when the last write cannot be known.
    */
   private async consistency(org: string, resource: ResourceRef): Promise<v1.Consistency> {
     let last: LastWrite | undefined;
@@ -240,7 +268,7 @@ export class ResourceAuthorization {
       return FULLY_CONSISTENT;
     }
     if (!last) return MINIMIZE_LATENCY;
-    if (Date.now() - last.at < this.recentWriteMs) return FULLY_CONSISTENT;
+    if (last.recent) return FULLY_CONSISTENT;
     return v1.Consistency.create({
       requirement: { oneofKind: "atLeastAsFresh", atLeastAsFresh: v1.ZedToken.create({ token: last.token }) },
     });
@@ -258,6 +286,29 @@ function tokenKey(org: string, resource: ResourceRef): string {
   return `${resource.type}:${scopedId(org, resource.id)}`;
 }
 
+/** Owner relationships of a resource, or one owner's. */
+function ownerFilter(org: string, resource: ResourceRef, ownerId?: string): v1.RelationshipFilter {
+  return v1.RelationshipFilter.create({
+    resourceType: resource.type,
+    optionalResourceId: scopedId(org, resource.id),
+    optionalRelation: "owner",
+    ...(ownerId
+      ? {
+          optionalSubjectFilter: v1.SubjectFilter.create({ subjectType: "user", optionalSubjectId: ownerId }),
+        }
+      : {}),
+  });
+}
+
+/** The guard of every owner-only write: the caller still owns the resource when it lands. */
+function callerIsOwner(principal: Principal, resource: ResourceRef): v1.Precondition {
+  return v1.Precondition.create({
+    operation: v1.Precondition_Operation.MUST_MATCH,
+    filter: ownerFilter(principal.org, resource, scopedId(principal.org, principal.user)),
+  });
+}
+
+/** A relationship change; `user:*` is written with its organization's caveat, the only way the schema admits it. */
 function update(
   operation: v1.RelationshipUpdate_Operation,
   org: string,
@@ -271,6 +322,14 @@ function update(
       resource: objectRef(org, resource),
       relation: role,
       subject: userRef(subject),
+      ...(subject === PUBLIC_USER
+        ? {
+            optionalCaveat: v1.ContextualizedCaveat.create({
+              caveatName: SAME_ORGANIZATION_CAVEAT,
+              context: v1.PbStruct.fromJson({ resource_organization: org }),
+            }),
+          }
+        : {}),
     }),
   });
 }

@@ -67,6 +67,10 @@ export class SpiceDBClient {
     return this.read(() => this.client.promises.readRelationships(request));
   }
 
+  lookupResources(request: v1.LookupResourcesRequest): Promise<v1.LookupResourcesResponse[]> {
+    return this.read(() => this.client.promises.lookupResources(request));
+  }
+
   readSchema(): Promise<v1.ReadSchemaResponse> {
     return this.read(() => this.client.promises.readSchema(v1.ReadSchemaRequest.create({})));
   }

@@ -69,9 +69,8 @@ export function connectAuthorization(
   const spicedb = new SpiceDBClient(config.spicedb);
   const authorization = new ResourceAuthorization(
     spicedb,
-    new RedisConsistencyTokens(redis),
+    new RedisConsistencyTokens(redis, config.SPICEDB_FULLY_CONSISTENT_AFTER_WRITE_MS),
     logger,
-    config.SPICEDB_FULLY_CONSISTENT_AFTER_WRITE_MS,
   );
   return { spicedb, authorization };
 }

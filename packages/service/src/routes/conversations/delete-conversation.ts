@@ -12,8 +12,9 @@ export function registerDeleteConversation(
     const principal = principalOf(res);
     const id = String(req.params.id);
     await requireRole(deps.authorization, principal, { type: "conversation", id }, "owner");
+    // Relationships first, guarded by the caller's ownership: if that is gone meanwhile, nothing is deleted.
+    await deps.authorization.deleteResource(principal, { type: "conversation", id });
     await deps.store.delete(principal.org, id);
-    await deps.authorization.deleteResource(principal.org, { type: "conversation", id });
     res.json({ id, object: "conversation.deleted", deleted: true });
   });
 }
