@@ -123,15 +123,18 @@ describe("pnpm keys", () => {
     expect(keys.publicJwks).toHaveLength(1);
   });
 
-  it("says how to fix an unreachable Redis", async () => {
+  it("says how to fix an unreachable Redis, without printing the URL's credentials", async () => {
     const out = await run(
       process.execPath,
       [resolve(REPO_ROOT, "packages/gateway/src/cli/keys.ts"), "list", "--org", "a"],
       {
-        env: { ...process.env, REDIS_URL: "redis://127.0.0.1:1" },
+        env: { ...process.env, REDIS_URL: "redis://operator:hunter2-secret@127.0.0.1:1" },
       },
     ).catch((e) => e as { code: number; stderr: string });
     expect((out as { code: number }).code).toBe(1);
-    expect((out as { stderr: string }).stderr).toMatch(/cannot reach Redis.*pnpm start/);
+    const { stderr } = out as { stderr: string };
+    expect(stderr).toMatch(/cannot reach Redis at redis:\/\/\*\*\*:\*\*\*@127\.0\.0\.1:1.*pnpm start/);
+    expect(stderr).not.toContain("hunter2");
+    expect(stderr).not.toContain("operator");
   });
 });

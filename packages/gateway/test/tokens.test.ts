@@ -300,6 +300,21 @@ describe("tokens as bearer credentials", () => {
       expect((await gw.call(WHOAMI, { bearer: await forge({ ...base, nbf: now + 10 }) })).status).toBe(200);
     });
 
+    it("whose subject breaks the rules of externalUserId, or issued in the future beyond the skew", async () => {
+      const { record } = await gw.createKey();
+      const base = { org: record.org, key_id: record.id };
+      for (const sub of ["", "x".repeat(257), "bob\nadmin", "caf\u00e9", "\u0000"]) {
+        await expect401(await forge({ ...base, sub }), /'sub'|malformed|claim/i);
+      }
+      const now = Math.floor(Date.now() / 1000);
+      await expect401(await forge({ ...base, iat: now + 120 }), /'iat'/);
+      // At the limits: 256 printable characters, and iat within the tolerated skew.
+      expect((await gw.call(WHOAMI, { bearer: await forge({ ...base, sub: "x".repeat(256) }) })).status).toBe(
+        200,
+      );
+      expect((await gw.call(WHOAMI, { bearer: await forge({ ...base, iat: now + 10 }) })).status).toBe(200);
+    });
+
     it("addressed to another audience", async () => {
       const { secret } = await gw.createKey();
       const res = await exchange(secret, { audience: AUDIENCE, externalUserId: "alice" });

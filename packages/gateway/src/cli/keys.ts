@@ -5,7 +5,7 @@
  * non-zero exit code.
  */
 import { parseArgs } from "node:util";
-import { createRedis, localRedisUrl, ValidationFailed, validate, WINDOWS } from "@gw/core";
+import { createRedis, localRedisUrl, redactUrl, ValidationFailed, validate, WINDOWS } from "@gw/core";
 import { createApiKeySchema, updateApiKeySchema } from "../api-keys/schema.ts";
 import { ApiKeyStore } from "../api-keys/store.ts";
 import { toView } from "../api-keys/types.ts";
@@ -171,7 +171,7 @@ async function main(): Promise<number> {
       await redis.connect();
     } catch (err) {
       process.stderr.write(
-        `error: cannot reach Redis at ${url} (${(err as Error).message}). Start the stack with 'pnpm start' or set REDIS_URL.\n`,
+        `error: cannot reach Redis at ${redactUrl(url)} (${(err as Error).message}). Start the stack with 'pnpm start' or set REDIS_URL.\n`,
       );
       return 1;
     }

@@ -1,5 +1,5 @@
 import { randomUUID } from "node:crypto";
-import type { Permission } from "@gw/core";
+import { orgIdSchema, type Permission, userIdSchema } from "@gw/core";
 import { createLocalJWKSet, errors, type JWTPayload, jwtVerify, SignJWT } from "jose";
 import { SIGNING_ALGORITHMS, type SigningKeys } from "./signing-keys.ts";
 
@@ -74,6 +74,17 @@ export class TokenService {
         !payload.permissions.every((p) => typeof p === "string")
       ) {
         throw new InvalidToken("malformed", "Token claims are malformed");
+      }
+      // A signature proves who issued the token, not that its claims fit: the subject obeys the same
+      // rules as an `externalUserId`, whatever key signed it.
+      if (!userIdSchema.safeParse(payload.sub).success) {
+        throw new InvalidToken("claims", "Token claim 'sub' is not a valid user id");
+      }
+      if (!orgIdSchema.safeParse(payload.org).success) {
+        throw new InvalidToken("claims", "Token claim 'org' is not a valid organization id");
+      }
+      if ((payload.iat as number) > Date.now() / 1000 + CLOCK_TOLERANCE_SECONDS) {
+        throw new InvalidToken("claims", "Token claim 'iat' is in the future");
       }
       return payload as GatewayTokenClaims;
     } catch (err) {
