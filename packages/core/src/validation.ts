@@ -24,7 +24,7 @@ export function toValidationIssues(
       ...(ctx ? { ctx } : {}),
     });
     // An absent field fails a union too (no option accepts undefined): that is still "missing".
-    if (issue.code === "invalid_union" && !hasInput) {
+    if ((issue.code === "invalid_union" || issue.code === "invalid_value") && !hasInput) {
       out.push({ loc, msg: "Field required", type: "missing" });
       continue;
     }
@@ -63,6 +63,12 @@ export function toValidationIssues(
         else if (issue.format === "regex") out.push(item("string_pattern_mismatch", issue.message));
         else out.push(item("value_error", issue.message));
         break;
+      case "custom": {
+        // A refinement may name pydantic's type for its problem (e.g. `datetime_future`).
+        const type = (issue.params as { type?: unknown } | undefined)?.type;
+        out.push(item(typeof type === "string" ? type : "value_error", issue.message));
+        break;
+      }
       default:
         out.push(item("value_error", issue.message));
     }

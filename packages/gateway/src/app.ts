@@ -15,6 +15,7 @@ import express, { Router } from "express";
 import type { Redis } from "ioredis";
 import type { ApiKeyLookup } from "./api-keys/lookup.ts";
 import type { ApiKeyStore } from "./api-keys/store.ts";
+import type { AuditLog } from "./audit/audit-log.ts";
 import { authenticate } from "./authenticate/authenticate.ts";
 import { type ForwardOptions, forward } from "./forward/forward.ts";
 import type { GatewayMetrics } from "./metrics.ts";
@@ -23,12 +24,18 @@ import type { QuotaLimiter } from "./rate-limit/quota.ts";
 import { rateLimit } from "./rate-limit/rate-limit.ts";
 import { registerCreateApiKey } from "./routes/admin/create-api-key.ts";
 import { registerListApiKeys } from "./routes/admin/list-api-keys.ts";
+import { registerListAudit } from "./routes/admin/list-audit.ts";
 import { registerRevokeApiKey } from "./routes/admin/revoke-api-key.ts";
 import { registerUpdateApiKey } from "./routes/admin/update-api-key.ts";
 import { registerExchangeToken } from "./routes/authentication/exchange-token.ts";
 import { registerWhoami } from "./routes/authentication/whoami.ts";
 import { registerCheck } from "./routes/authorization/check.ts";
+import { registerDeleteResource } from "./routes/authorization/delete-resource.ts";
 import { registerGrant } from "./routes/authorization/grant.ts";
+import { registerListGrants } from "./routes/authorization/list-grants.ts";
+import { registerListResources } from "./routes/authorization/list-resources.ts";
+import { registerRegisterResource } from "./routes/authorization/register-resource.ts";
+import { registerResourceAudit } from "./routes/authorization/resource-audit.ts";
 import { registerRevoke } from "./routes/authorization/revoke.ts";
 import { registerWellKnown } from "./routes/well-known/jwks.ts";
 import type { TokenService } from "./tokens/tokens.ts";
@@ -47,6 +54,9 @@ export interface GatewayDeps {
   forward: ForwardOptions;
   defaultLimits: Limits;
   authorization: ResourceAuthorization;
+  audit: AuditLog;
+  /** Longest lifetime of an expiring grant, in seconds. */
+  grantMaxTtlSeconds: number;
 }
 
 /**
@@ -82,9 +92,14 @@ export function createGatewayApp(deps: GatewayDeps): express.Express {
   api.use(jsonBody);
   registerWhoami(api);
   registerExchangeToken(api, deps.tokens, deps.metrics);
-  registerGrant(api, deps.authorization);
-  registerRevoke(api, deps.authorization);
-  registerCheck(api, deps.authorization);
+  registerGrant(api, deps);
+  registerRevoke(api, deps);
+  registerCheck(api, deps);
+  registerRegisterResource(api, deps);
+  registerListResources(api, deps);
+  registerDeleteResource(api, deps);
+  registerListGrants(api, deps);
+  registerResourceAudit(api, deps);
 
   api.use(
     "/admin",
@@ -95,6 +110,7 @@ export function createGatewayApp(deps: GatewayDeps): express.Express {
   registerListApiKeys(api, deps.store);
   registerUpdateApiKey(api, deps.store);
   registerRevokeApiKey(api, deps.store);
+  registerListAudit(api, deps);
 
   app.use("/api/v1", api);
   app.use(notFoundHandler);

@@ -1,6 +1,18 @@
 import { createMetrics } from "@gw/core";
 import { Counter, Histogram } from "prom-client";
 
+export const AUTHORIZATION_OPERATIONS = [
+  "check",
+  "grant",
+  "revoke",
+  "register",
+  "delete",
+  "lookup",
+  "grants",
+  "audit",
+] as const;
+export type AuthorizationOperation = (typeof AUTHORIZATION_OPERATIONS)[number];
+
 /** The gateway's metrics: the shared HTTP ones plus its own decisions. */
 export function createGatewayMetrics() {
   const base = createMetrics("gateway");
@@ -45,8 +57,26 @@ export function createGatewayMetrics() {
     buckets: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25],
     registers: [base.registry],
   });
+  const authorizationOperations = new Counter({
+    name: "gateway_authorization_operations_total",
+    help: "Authorization operations (check, grant, revoke, register, delete, lookup, grants, audit), by outcome (allowed, denied, conflict, invalid, error).",
+    labelNames: ["operation", "outcome"] as const,
+    registers: [base.registry],
+  });
+  for (const operation of AUTHORIZATION_OPERATIONS) {
+    for (const outcome of ["allowed", "denied", "conflict", "invalid", "error"]) {
+      authorizationOperations.inc({ operation, outcome }, 0);
+    }
+  }
+  const auditWriteErrors = new Counter({
+    name: "gateway_audit_write_errors_total",
+    help: "Audit records that could not be stored in Redis (the record is still logged).",
+    registers: [base.registry],
+  });
   return {
     ...base,
+    authorizationOperations,
+    auditWriteErrors,
     authentications,
     tokenExchanges,
     jwtVerifications,

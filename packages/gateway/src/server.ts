@@ -16,6 +16,7 @@ import { ensureBootstrapAdminKey } from "./api-keys/bootstrap.ts";
 import { CachedApiKeyLookup } from "./api-keys/lookup.ts";
 import { ApiKeyStore } from "./api-keys/store.ts";
 import { createGatewayApp } from "./app.ts";
+import { AuditLog } from "./audit/audit-log.ts";
 import type { GatewayConfig } from "./config.ts";
 import { createGatewayMetrics } from "./metrics.ts";
 import { InsuredLimiter } from "./rate-limit/insured-limiter.ts";
@@ -102,6 +103,12 @@ export async function startGateway(
     keys,
     spicedb,
     authorization,
+    audit: new AuditLog(redis, {
+      retentionDays: config.AUDIT_RETENTION_DAYS,
+      maxEntries: config.AUDIT_MAX_ENTRIES,
+      logger,
+    }),
+    grantMaxTtlSeconds: config.GRANT_MAX_TTL,
     limiter,
     defaultLimits: config.DEFAULT_LIMITS,
     tokens,

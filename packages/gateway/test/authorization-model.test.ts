@@ -1,7 +1,7 @@
 import { PERMISSION_FOR_ROLE, SpiceDBClient, scopedId, subjectContext, v1 } from "@gw/core";
 import fc from "fast-check";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { newOrg, RANK } from "./authorization-helpers.ts";
+import { newOrg, type Org, RANK } from "./authorization-helpers.ts";
 import { freshOrg, useGateway } from "./harness.ts";
 
 const gw = useGateway();
@@ -55,43 +55,104 @@ type Role = "owner" | "writer" | "reader";
 const USERS = ["alice", "bob", "carol"] as const;
 const ROLES: Role[] = ["owner", "writer", "reader"];
 
-/** The reference: who holds which role, and what every operation should answer. */
+/** How close to an expiry a check may land on either side: such checks are not judged. */
+const EXPIRY_MARGIN_MS = 250;
+
+/** The reference: who holds which role (until when), and what every operation should answer. */
 class Model {
-  roles = new Map<string, Role>([["alice", "owner"]]);
+  roles = new Map<string, { role: Role; expiresAt?: number }>([["alice", { role: "owner" }]]);
 
   owners() {
-    return [...this.roles].filter(([user, role]) => user !== "*" && role === "owner").map(([user]) => user);
+    return [...this.roles]
+      .filter(([user, held]) => user !== "*" && held.role === "owner")
+      .map(([user]) => user);
   }
 
-  /** Expected status of a grant or revoke, applying it when it succeeds. */
-  apply(op: "grant" | "revoke", actor: string, userId: string, role: Role): number {
-    if (!this.owners().includes(actor)) return 403;
+  /** Expected status of an operation, applying it when it succeeds. */
+  apply(c: Command, expiresAt: number | undefined): number {
+    if (c.op === "register") {
+      if (this.owners().length > 0) return 409;
+      this.roles = new Map([[c.actor, { role: "owner" }]]);
+      return 201;
+    }
+    if (!this.owners().includes(c.actor)) return 403;
+    if (c.op === "delete") {
+      this.roles.clear();
+      return 204;
+    }
     const losesOwner =
-      userId !== "*" &&
-      this.roles.get(userId) === "owner" &&
-      (op === "revoke" ? role === "owner" : role !== "owner");
+      c.userId !== "*" &&
+      this.roles.get(c.userId)?.role === "owner" &&
+      (c.op === "revoke" ? c.role === "owner" : c.role !== "owner");
     if (losesOwner && this.owners().length === 1) return 409;
-    if (op === "grant") this.roles.set(userId, role);
-    else if (this.roles.get(userId) === role) this.roles.delete(userId);
+    if (c.op === "grant") this.roles.set(c.userId, { role: c.role, ...(expiresAt ? { expiresAt } : {}) });
+    else if (this.roles.get(c.userId)?.role === c.role) this.roles.delete(c.userId);
     return 204;
   }
 
-  allowed(user: string, role: Role): boolean {
-    const own = RANK[this.roles.get(user) ?? "none"];
-    const everyone = RANK[this.roles.get("*") ?? "none"];
-    return Math.max(own, everyone) >= RANK[role];
+  /** The role `user` holds at `at`, or "none". */
+  held(user: string, at: number): Role | "none" {
+    const held = this.roles.get(user);
+    return held && (held.expiresAt === undefined || held.expiresAt > at) ? held.role : "none";
+  }
+
+  /** Whether `user` may act as `role`, or undefined when an expiry falls within the span of the check. */
+  allowed(user: string, role: Role, from: number, to: number): boolean | undefined {
+    const at = (t: number) => Math.max(RANK[this.held(user, t)], RANK[this.held("*", t)]) >= RANK[role];
+    const before = at(from - EXPIRY_MARGIN_MS);
+    return before === at(to + EXPIRY_MARGIN_MS) ? before : undefined;
+  }
+
+  /** The grants list as the API should show it; users whose expiry is too close to call are left out. */
+  grants(from: number, to: number) {
+    const uncertain = new Set(
+      [...this.roles]
+        .filter(
+          ([, h]) =>
+            h.expiresAt && h.expiresAt > from - EXPIRY_MARGIN_MS && h.expiresAt < to + EXPIRY_MARGIN_MS,
+        )
+        .map(([user]) => user),
+    );
+    const expected = [...this.roles]
+      .filter(([user, h]) => !uncertain.has(user) && (h.expiresAt === undefined || h.expiresAt > to))
+      .map(([userId, h]) => ({ userId, role: h.role, expiresAt: h.expiresAt }));
+    return { expected, uncertain };
   }
 }
 
-const command = fc.record({
-  op: fc.constantFrom("grant" as const, "revoke" as const),
+type Command = {
+  op: "grant" | "revoke" | "register" | "delete";
+  actor: string;
+  userId: string;
+  role: Role;
+  /** For grants: none, or this many milliseconds from now. */
+  expiresInMs: number | undefined;
+};
+
+const command: fc.Arbitrary<Command> = fc.record({
+  op: fc.constantFrom(
+    "grant" as const,
+    "grant" as const,
+    "revoke" as const,
+    "register" as const,
+    "delete" as const,
+  ),
   actor: fc.constantFrom(...USERS),
   userId: fc.constantFrom(...USERS, "*"),
   role: fc.constantFrom(...ROLES),
+  expiresInMs: fc.constantFrom(undefined, undefined, 400, 1_500, 3_600_000),
 });
 
-describe("grant and revoke against a reference model", () => {
-  it("every check after every random grant/revoke agrees with the model; no other organization ever gets in", async () => {
+/** One command through the API. */
+function send(o: Org, id: string, c: Command, expiresAt: number | undefined): Promise<Response> {
+  if (c.op === "register") return o.register(c.actor, "conversation", id);
+  if (c.op === "delete") return o.deleteResource(c.actor, "conversation", id);
+  const body = { resourceType: "conversation", resourceId: id, userId: c.userId, role: c.role };
+  return o[c.op](c.actor, expiresAt ? { ...body, expiresAt: new Date(expiresAt).toISOString() } : body);
+}
+
+describe("the authorization model against a reference", () => {
+  it("every check, grants list and lookup after random register/delete/grant (expiring or not)/revoke agrees with the model; no other organization ever gets in", async () => {
     const o = await newOrg(gw);
     // Another organization, whose users share names with this one's.
     const other = freshOrg();
@@ -100,14 +161,19 @@ describe("grant and revoke against a reference model", () => {
         const id = await o.create("alice");
         const model = new Model();
         for (const c of commands) {
-          const body = { resourceType: "conversation", resourceId: id, userId: c.userId, role: c.role };
-          if (c.userId === "*" && c.role === "owner") {
-            expect((await o[c.op](c.actor, body)).status).toBe(422);
+          const expiresAt = c.op === "grant" && c.expiresInMs ? Date.now() + c.expiresInMs : undefined;
+          const res = await send(o, id, c, expiresAt);
+          if ((c.op === "grant" || c.op === "revoke") && c.userId === "*" && c.role === "owner") {
+            expect(res.status).toBe(422);
             continue;
           }
-          const expected = model.apply(c.op, c.actor, c.userId, c.role);
-          const res = await o[c.op](c.actor, body);
-          expect(res.status, `${c.op} ${JSON.stringify(c)}`).toBe(expected);
+          if (expiresAt && c.role === "owner") {
+            expect(res.status, "an owner never expires").toBe(422);
+            continue;
+          }
+          expect(res.status, `${c.op} ${JSON.stringify(c)}`).toBe(model.apply(c, expiresAt));
+
+          const from = Date.now();
           const checks = await Promise.all(
             [...USERS, "dave"].flatMap((user) =>
               ROLES.map(async (role) => ({
@@ -117,8 +183,34 @@ describe("grant and revoke against a reference model", () => {
               })),
             ),
           );
+          const to = Date.now();
           for (const { user, role, allowed } of checks) {
-            expect(allowed, `${user} ${role} after ${JSON.stringify(c)}`).toBe(model.allowed(user, role));
+            const expected = model.allowed(user, role, from, to);
+            if (expected !== undefined) {
+              expect(allowed, `${user} ${role} after ${JSON.stringify(c)}`).toBe(expected);
+            }
+          }
+
+          // Who has access, as an owner sees it, expiries included.
+          const owner = model.owners()[0];
+          if (owner) {
+            const from = Date.now();
+            const listed = (await (await o.grants(owner, "conversation", id)).json()).data as {
+              userId: string;
+              role: Role;
+              expiresAt?: string;
+            }[];
+            const { expected, uncertain } = model.grants(from, Date.now());
+            const certain = listed.filter((g) => !uncertain.has(g.userId));
+            expect(
+              certain.map((g) => [g.userId, g.role]).sort(),
+              `grants after ${JSON.stringify(c)}`,
+            ).toEqual(expected.map((g) => [g.userId, g.role]).sort());
+            for (const g of certain) {
+              const at = expected.find((e) => e.userId === g.userId)?.expiresAt;
+              if (at === undefined) expect(g.expiresAt).toBeUndefined();
+              else expect(Math.abs(Date.parse(g.expiresAt!) - at)).toBeLessThan(1_000);
+            }
           }
 
           // Straight to SpiceDB: whatever the wildcard holds, a user of another organization is never
@@ -146,12 +238,15 @@ describe("grant and revoke against a reference model", () => {
               listed: (await rawLookup(user(o.org, name), "reader", o.org)).has(scopedId(o.org, id)),
             })),
           );
+          const listedBy = Date.now();
           for (const { name, listed } of listings) {
-            expect(listed, `${name} lists it after ${JSON.stringify(c)}`).toBe(model.allowed(name, "reader"));
+            const expected = model.allowed(name, "reader", from, listedBy);
+            if (expected !== undefined)
+              expect(listed, `${name} lists it after ${JSON.stringify(c)}`).toBe(expected);
           }
         }
       }),
-      { numRuns: 30 },
+      { numRuns: 20 },
     );
   }, 120_000);
 });

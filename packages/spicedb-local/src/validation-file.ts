@@ -1,6 +1,7 @@
 import { readFile } from "node:fs/promises";
 import { dirname, resolve } from "node:path";
 import { v1 } from "@authzed/authzed-node";
+import { toTimestamp } from "@gw/core";
 import { parse } from "yaml";
 
 /** zed's validation-file format, the parts this project uses. */
@@ -28,10 +29,12 @@ interface ParsedRelationship {
   subjectRelation?: string;
   /** `[name]` or `[name:{json context}]` after the subject. */
   caveat?: { name: string; context?: Record<string, unknown> };
+  /** `[expiration:<RFC 3339>]` last. */
+  expiresAt?: Date;
 }
 
 const RELATIONSHIP =
-  /^([a-z][a-z0-9_]*):([^#\s]+)#([a-z][a-z0-9_]*)@([a-z][a-z0-9_]*):([^#\s[]+)(?:#([a-z][a-z0-9_]*))?(?:\[([a-z][a-z0-9_]*)(?::(\{.*\}))?\])?$/;
+  /^([a-z][a-z0-9_]*):([^#\s]+)#([a-z][a-z0-9_]*)@([a-z][a-z0-9_]*):([^#\s[]+)(?:#([a-z][a-z0-9_]*))?(?:\[([a-z][a-z0-9_]*)(?::(\{.*\}))?\])?(?:\[expiration:([^\]]+)\])?$/;
 /** An assertion: a relationship, optionally `with {json context}` for its caveats. */
 const ASSERTION = /^(\S+)(?:\s+with\s+(\{.*\}))?$/;
 /** An expected subject; `[...]` after it marks it caveated (conditional). */
@@ -49,6 +52,7 @@ export function parseRelationship(text: string): ParsedRelationship {
     subjectId: m[5]!,
     ...(m[6] ? { subjectRelation: m[6] } : {}),
     ...(m[7] ? { caveat: { name: m[7], ...(m[8] ? { context: JSON.parse(m[8]) } : {}) } } : {}),
+    ...(m[9] ? { expiresAt: new Date(m[9]) } : {}),
   };
 }
 
@@ -99,6 +103,7 @@ export async function runValidationFile(
                   }),
                 }
               : {}),
+            ...(r.expiresAt ? { optionalExpiresAt: toTimestamp(r.expiresAt) } : {}),
           }),
         }),
       ),

@@ -1,8 +1,11 @@
 import type { Redis } from "ioredis";
 
-/** The ZedToken of a resource's last write, and whether that write is recent enough to need full consistency. */
+/**
+ * The ZedToken of a resource's last write (none once the resource is
+ * deleted), and whether that write is recent enough to need full consistency.
+ */
 export interface LastWrite {
-  token: string;
+  token?: string;
   recent: boolean;
 }
 
@@ -14,6 +17,8 @@ export interface LastWrite {
 export interface ConsistencyTokens {
   get(resourceKey: string): Promise<LastWrite | undefined>;
   set(resourceKey: string, token: string): Promise<void>;
+  /** Drops the token of a deleted resource; checks right after still see the delete. */
+  forget(resourceKey: string): Promise<void>;
 }
 
 /** After a day, SpiceDB's own snapshot (seconds old at most) is newer than any write we remember. */
@@ -37,12 +42,21 @@ export class RedisConsistencyTokens implements ConsistencyTokens {
   async get(resourceKey: string): Promise<LastWrite | undefined> {
     const key = tokenKey(resourceKey);
     const [token, recent] = await this.redis.mget(key, `${key}:recent`);
-    return token ? { token, recent: recent !== null } : undefined;
+    if (token) return { token, recent: recent !== null };
+    return recent !== null ? { recent: true } : undefined;
   }
 
   async set(resourceKey: string, token: string): Promise<void> {
     const key = tokenKey(resourceKey);
-    const write = this.redis.multi().set(key, token, "EX", TOKEN_TTL_SECONDS);
+    await this.markRecent(key, this.redis.multi().set(key, token, "EX", TOKEN_TTL_SECONDS));
+  }
+
+  async forget(resourceKey: string): Promise<void> {
+    const key = tokenKey(resourceKey);
+    await this.markRecent(key, this.redis.multi().del(key));
+  }
+
+  private async markRecent(key: string, write: ReturnType<Redis["multi"]>): Promise<void> {
     if (this.recentWriteMs > 0) write.set(`${key}:recent`, "1", "PX", this.recentWriteMs);
     const results = await write.exec();
     const failed = results?.find(([err]) => err)?.[0];

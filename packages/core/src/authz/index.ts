@@ -1,5 +1,6 @@
 export * from "./consistency-tokens.ts";
 export * from "./identity.ts";
+export * from "./relationships.ts";
 export * from "./resource-authorization.ts";
 export * from "./spicedb-client.ts";
 export * from "./spicedb-config.ts";

@@ -1,3 +1,4 @@
+import { AppError, ValidationFailed } from "../errors.ts";
 import type { Logger } from "../logger.ts";
 import type { Principal } from "../principal.ts";
 import type { ConsistencyTokens, LastWrite } from "./consistency-tokens.ts";
@@ -9,8 +10,26 @@ import {
   type Role,
   scopedId,
   subjectId,
+  unscopedId,
 } from "./identity.ts";
-import { isFailedPrecondition, type SpiceDBClient, v1 } from "./spicedb-client.ts";
+import {
+  callerIsOwner,
+  FULLY_CONSISTENT,
+  fromTimestamp,
+  MINIMIZE_LATENCY,
+  objectRef,
+  organizationTokenKey,
+  ownerFilter,
+  type ResourceRef,
+  resourceFilter,
+  subjectContext,
+  tokenKey,
+  update,
+  userRef,
+} from "./relationships.ts";
+import { isFailedPrecondition, isInvalidArgument, type SpiceDBClient, v1 } from "./spicedb-client.ts";
+
+export type { ResourceRef } from "./relationships.ts";
 
 /** The caller may not change roles on this resource (also when it does not exist, so existence does not leak). */
 export class NotResourceOwner extends Error {
@@ -28,29 +47,34 @@ export class LastOwner extends Error {
   }
 }
 
-export interface ResourceRef {
-  type: ResourceType;
-  id: string;
+/** The resource already has an owner: it was registered (or created) before. */
+export class AlreadyRegistered extends AppError {
+  constructor() {
+    super("conflict", "This resource is already registered: it has an owner");
+    this.name = "AlreadyRegistered";
+  }
 }
 
 export interface RoleChange extends ResourceRef {
   /** A user of the principal's organization, or `*` for all of them (never with `owner`). */
   userId: string;
   role: Role;
+  /** When a writer or reader grant ends; owners never expire. */
+  expiresAt?: Date;
 }
 
-const objectRef = (org: string, resource: ResourceRef) =>
-  v1.ObjectReference.create({ objectType: resource.type, objectId: scopedId(org, resource.id) });
+/** One user's role on a resource, as `grants` lists it. */
+export interface Grant {
+  /** The user's own id in the organization, or `*`. */
+  userId: string;
+  role: Role;
+  expiresAt?: Date;
+}
 
-const userRef = (objectId: string) =>
-  v1.SubjectReference.create({ object: v1.ObjectReference.create({ objectType: "user", objectId }) });
-
-/** The caveat that keeps `user:*` inside its organization (`spicedb/schema.zed`). */
-export const SAME_ORGANIZATION_CAVEAT = "same_organization";
-
-/** What a check or lookup must tell SpiceDB for the public wildcard to apply: the subject's organization. */
-export function subjectContext(org: string): v1.PbStruct {
-  return v1.PbStruct.fromJson({ subject_organization: org });
+/** A page of resource ids; `nextCursor` is null on the last page. */
+export interface ResourcePage {
+  resourceIds: string[];
+  nextCursor: string | null;
 }
 
 /** Runs between a role check and the write it guards; tests use it to force interleavings. */
@@ -60,6 +84,8 @@ export type BeforeWriteHook = (
   resource: ResourceRef,
 ) => Promise<void>;
 
+const ROLE_ORDER: Record<Role, number> = { owner: 0, writer: 1, reader: 2 };
+
 /**
  * Per-resource roles on SpiceDB. Resources and users are always those of the
  * principal's organization: ids are composed here, from the principal, never
@@ -67,7 +93,7 @@ export type BeforeWriteHook = (
  *
  * Every owner-only write carries a precondition that the caller is still an
  * owner when it lands (DESIGN.md decision 9): the check before it only
- * chooses the answer, the precondition decides.
+ * chooses the answer, the precondition decides. Writes return their ZedToken.
  */
 export class ResourceAuthorization {
   private readonly spicedb: SpiceDBClient;
@@ -82,42 +108,58 @@ export class ResourceAuthorization {
     this.logger = logger;
   }
 
-  /** Makes the principal the owner of a resource it just created. Throws if that cannot be written. */
-  async createOwnership(principal: Principal, resource: ResourceRef): Promise<void> {
-    await this.write(principal.org, resource, [
-      update(
-        v1.RelationshipUpdate_Operation.TOUCH,
-        principal.org,
-        resource,
-        "owner",
-        scopedId(principal.org, principal.user),
-      ),
-    ]);
+  /** Makes the principal the owner of a resource it just created (with a fresh id). Throws if that cannot be written. */
+  async createOwnership(principal: Principal, resource: ResourceRef): Promise<string | undefined> {
+    return this.write(principal.org, resource, [ownerUpdate(principal, resource)]);
   }
 
-  /** Removes every relationship of a resource, if the principal still owns it when the delete lands. */
-  async deleteResource(principal: Principal, resource: ResourceRef): Promise<void> {
+  /**
+   * Makes the principal the owner of a resource another backend created, in
+   * one write with a precondition that it has no owner yet: of two
+   * registrations at once, one lands and the other is `AlreadyRegistered`.
+   */
+  async register(principal: Principal, resource: ResourceRef): Promise<string | undefined> {
+    const noOwner = v1.Precondition.create({
+      operation: v1.Precondition_Operation.MUST_NOT_MATCH,
+      filter: ownerFilter(principal.org, resource),
+    });
+    try {
+      return await this.write(principal.org, resource, [ownerUpdate(principal, resource)], [noOwner]);
+    } catch (err) {
+      if (isFailedPrecondition(err)) throw new AlreadyRegistered();
+      throw err;
+    }
+  }
+
+  /**
+   * Removes every relationship of a resource, if the principal still owns it
+   * when the delete lands, and forgets its ZedToken.
+   */
+  async deleteResource(principal: Principal, resource: ResourceRef): Promise<string | undefined> {
     await this.assertOwner(principal, resource);
     await this.beforeWrite?.("delete", principal, resource);
     const response = await this.guarded(principal, resource, () =>
       this.spicedb.deleteRelationships(
         v1.DeleteRelationshipsRequest.create({
-          relationshipFilter: v1.RelationshipFilter.create({
-            resourceType: resource.type,
-            optionalResourceId: scopedId(principal.org, resource.id),
-          }),
+          relationshipFilter: resourceFilter(principal.org, resource),
           optionalPreconditions: [callerIsOwner(principal, resource)],
         }),
       ),
     );
-    if (response.deletedAt?.token) await this.remember(principal.org, resource, response.deletedAt.token);
+    const token = response.deletedAt?.token;
+    await this.keep(
+      "could not forget the ZedToken of a deleted resource",
+      this.tokens.forget(tokenKey(principal.org, resource)),
+      ...(token ? [this.tokens.set(organizationTokenKey(principal.org), token)] : []),
+    );
+    return token;
   }
 
   /** Whether the principal holds `role` on the resource, directly, through a higher role, or publicly. */
   async check(principal: Principal, resource: ResourceRef, role: Role): Promise<boolean> {
     const response = await this.spicedb.checkPermission(
       v1.CheckPermissionRequest.create({
-        consistency: await this.consistency(principal.org, resource),
+        consistency: await this.consistency(tokenKey(principal.org, resource)),
         resource: objectRef(principal.org, resource),
         permission: PERMISSION_FOR_ROLE[role],
         subject: userRef(scopedId(principal.org, principal.user)),
@@ -127,35 +169,120 @@ export class ResourceAuthorization {
     return response.permissionship === v1.CheckPermissionResponse_Permissionship.HAS_PERMISSION;
   }
 
+  /**
+   * The resources of `type` on which the principal holds at least `role`,
+   * a page at a time with SpiceDB's own cursor. As fresh as the
+   * organization's last write, like `check` is for one resource.
+   */
+  async lookup(
+    principal: Principal,
+    type: ResourceType,
+    role: Role,
+    page: { limit: number; cursor?: string | undefined },
+  ): Promise<ResourcePage> {
+    let results: v1.LookupResourcesResponse[];
+    try {
+      results = await this.spicedb.lookupResources(
+        v1.LookupResourcesRequest.create({
+          consistency: await this.consistency(organizationTokenKey(principal.org)),
+          resourceObjectType: type,
+          permission: PERMISSION_FOR_ROLE[role],
+          subject: userRef(scopedId(principal.org, principal.user)),
+          context: subjectContext(principal.org),
+          // One more than asked: whether a next page exists is known, never guessed.
+          optionalLimit: page.limit + 1,
+          ...(page.cursor ? { optionalCursor: v1.Cursor.create({ token: page.cursor }) } : {}),
+        }),
+      );
+    } catch (err) {
+      // Everything else in the request was composed here: only the caller's cursor can be wrong.
+      if (page.cursor && isInvalidArgument(err)) {
+        throw new ValidationFailed([
+          {
+            loc: ["query", "cursor"],
+            msg: "Value error, invalid cursor",
+            type: "value_error",
+            input: page.cursor,
+          },
+        ]);
+      }
+      throw err;
+    }
+    const shown = results.slice(0, page.limit);
+    const resourceIds: string[] = [];
+    for (const result of shown) {
+      const { org, id } = unscopedId(result.resourceObjectId);
+      const granted = result.permissionship === v1.LookupPermissionship.HAS_PERMISSION;
+      // The schema keeps organizations apart; this only makes sure a broken schema fails closed.
+      if (org === principal.org && granted) resourceIds.push(id);
+      else
+        this.logger?.error({ resource: result.resourceObjectId }, "lookup returned a resource it should not");
+    }
+    const more = results.length > page.limit;
+    return { resourceIds, nextCursor: more ? (shown.at(-1)?.afterResultCursor?.token ?? null) : null };
+  }
+
+  /** Who holds which role on the resource (owners only; expired grants are gone). */
+  async grants(principal: Principal, resource: ResourceRef): Promise<Grant[]> {
+    await this.assertOwner(principal, resource);
+    const relationships = await this.spicedb.readRelationships(
+      v1.ReadRelationshipsRequest.create({
+        consistency: await this.consistency(tokenKey(principal.org, resource)),
+        relationshipFilter: resourceFilter(principal.org, resource),
+      }),
+    );
+    const grants: Grant[] = [];
+    for (const { relationship } of relationships) {
+      const objectId = relationship?.subject?.object?.objectId;
+      if (!relationship || !objectId) continue;
+      const { org, id } = unscopedId(objectId);
+      grants.push({
+        // A subject of another organization was not written by this gateway; it is shown as SpiceDB has it.
+        userId: objectId === PUBLIC_USER ? PUBLIC_USER : org === principal.org ? id : objectId,
+        role: relationship.relation as Role,
+        ...(relationship.optionalExpiresAt
+          ? { expiresAt: fromTimestamp(relationship.optionalExpiresAt) }
+          : {}),
+      });
+    }
+    return grants.sort(
+      (a, b) =>
+        ROLE_ORDER[a.role] - ROLE_ORDER[b.role] || (a.userId < b.userId ? -1 : a.userId > b.userId ? 1 : 0),
+    );
+  }
+
   /** Sets the user's one role on the resource, replacing any other, in one atomic write. */
-  async grant(principal: Principal, change: RoleChange): Promise<void> {
+  async grant(principal: Principal, change: RoleChange): Promise<string | undefined> {
     await this.assertOwner(principal, change);
     const subject = subjectId(principal.org, change.userId);
     // The schema admits `user:*` on writer and reader only; it can hold no owner role to delete.
     const roles = change.userId === PUBLIC_USER ? ROLES.filter((role) => role !== "owner") : ROLES;
     const updates = roles.map((role) =>
-      update(
-        role === change.role ? v1.RelationshipUpdate_Operation.TOUCH : v1.RelationshipUpdate_Operation.DELETE,
-        principal.org,
-        change,
-        role,
-        subject,
-      ),
+      role === change.role
+        ? update(
+            v1.RelationshipUpdate_Operation.TOUCH,
+            principal.org,
+            change,
+            role,
+            subject,
+            change.expiresAt,
+          )
+        : update(v1.RelationshipUpdate_Operation.DELETE, principal.org, change, role, subject),
     );
     const demotesOwner = change.role !== "owner" && change.userId !== PUBLIC_USER;
     const other = demotesOwner ? await this.anotherOwner(principal.org, change, subject) : undefined;
     await this.beforeWrite?.("grant", principal, change);
-    await this.ownerWrite(principal, change, updates, other);
+    return this.ownerWrite(principal, change, updates, other);
   }
 
   /** Removes the role when the user holds it; succeeds either way. */
-  async revoke(principal: Principal, change: RoleChange): Promise<void> {
+  async revoke(principal: Principal, change: RoleChange): Promise<string | undefined> {
     await this.assertOwner(principal, change);
     const subject = subjectId(principal.org, change.userId);
     const removesOwner = change.role === "owner" && change.userId !== PUBLIC_USER;
     const other = removesOwner ? await this.anotherOwner(principal.org, change, subject) : undefined;
     await this.beforeWrite?.("revoke", principal, change);
-    await this.ownerWrite(
+    return this.ownerWrite(
       principal,
       change,
       [update(v1.RelationshipUpdate_Operation.DELETE, principal.org, change, change.role, subject)],
@@ -196,19 +323,16 @@ export class ResourceAuthorization {
   }
 
   /** A role change by an owner: it lands only if the caller (and `other`, when given) still own the resource. */
-  private async ownerWrite(
+  private ownerWrite(
     principal: Principal,
     resource: ResourceRef,
     updates: v1.RelationshipUpdate[],
     other?: v1.Precondition,
-  ): Promise<void> {
+  ): Promise<string | undefined> {
     const preconditions = [callerIsOwner(principal, resource), ...(other ? [other] : [])];
-    const response = await this.guarded(principal, resource, () =>
-      this.spicedb.writeRelationships(
-        v1.WriteRelationshipsRequest.create({ updates, optionalPreconditions: preconditions }),
-      ),
+    return this.guarded(principal, resource, () =>
+      this.write(principal.org, resource, updates, preconditions),
     );
-    if (response.writtenAt?.token) await this.remember(principal.org, resource, response.writtenAt.token);
   }
 
   /**
@@ -231,9 +355,25 @@ export class ResourceAuthorization {
     }
   }
 
-  private async write(org: string, resource: ResourceRef, updates: v1.RelationshipUpdate[]): Promise<void> {
-    const response = await this.spicedb.writeRelationships(v1.WriteRelationshipsRequest.create({ updates }));
-    if (response.writtenAt?.token) await this.remember(org, resource, response.writtenAt.token);
+  /** One atomic write; its token is kept for the resource and for its organization's lookups. */
+  private async write(
+    org: string,
+    resource: ResourceRef,
+    updates: v1.RelationshipUpdate[],
+    preconditions: v1.Precondition[] = [],
+  ): Promise<string | undefined> {
+    const response = await this.spicedb.writeRelationships(
+      v1.WriteRelationshipsRequest.create({ updates, optionalPreconditions: preconditions }),
+    );
+    const token = response.writtenAt?.token;
+    if (token) {
+      await this.keep(
+        "could not keep the ZedToken of a write; checks may lag briefly",
+        this.tokens.set(tokenKey(org, resource), token),
+        this.tokens.set(organizationTokenKey(org), token),
+      );
+    }
+    return token;
   }
 
   /**
@@ -241,95 +381,45 @@ export class ResourceAuthorization {
    * checks elsewhere may briefly not see it, which is logged rather than
    * reported as a failed write.
    */
-  private async remember(org: string, resource: ResourceRef, token: string): Promise<void> {
-    try {
-      await this.tokens.set(tokenKey(org, resource), token);
-    } catch (err) {
-      this.logger?.warn(
-        { err: (err as Error).message },
-        "could not keep the ZedToken of a write; checks may lag briefly",
-      );
+  private async keep(warning: string, ...writes: Promise<void>[]): Promise<void> {
+    for (const result of await Promise.allSettled(writes)) {
+      if (result.status === "rejected") {
+        this.logger?.warn({ err: (result.reason as Error).message }, warning);
+        return;
+      }
     }
   }
 
   /**
-   * At least as fresh as the resource's last write. Right after a write
+   * At least as fresh as the last write under `key`. Right after a write
    * (while Redis keeps its "recent" marker), fully consistent instead: two
    * writes to one resource at once may record their tokens in either order,
    * and the older token must not hide the newer write; once SpiceDB's
    * snapshot window has passed, either token sees both. Fully consistent too
    * when the last write cannot be known.
    */
-  private async consistency(org: string, resource: ResourceRef): Promise<v1.Consistency> {
+  private async consistency(key: string): Promise<v1.Consistency> {
     let last: LastWrite | undefined;
     try {
-      last = await this.tokens.get(tokenKey(org, resource));
+      last = await this.tokens.get(key);
     } catch {
       return FULLY_CONSISTENT;
     }
     if (!last) return MINIMIZE_LATENCY;
-    if (last.recent) return FULLY_CONSISTENT;
+    if (last.recent || !last.token) return FULLY_CONSISTENT;
     return v1.Consistency.create({
       requirement: { oneofKind: "atLeastAsFresh", atLeastAsFresh: v1.ZedToken.create({ token: last.token }) },
     });
   }
 }
 
-const FULLY_CONSISTENT = v1.Consistency.create({
-  requirement: { oneofKind: "fullyConsistent", fullyConsistent: true },
-});
-const MINIMIZE_LATENCY = v1.Consistency.create({
-  requirement: { oneofKind: "minimizeLatency", minimizeLatency: true },
-});
-
-function tokenKey(org: string, resource: ResourceRef): string {
-  return `${resource.type}:${scopedId(org, resource.id)}`;
-}
-
-/** Owner relationships of a resource, or one owner's. */
-function ownerFilter(org: string, resource: ResourceRef, ownerId?: string): v1.RelationshipFilter {
-  return v1.RelationshipFilter.create({
-    resourceType: resource.type,
-    optionalResourceId: scopedId(org, resource.id),
-    optionalRelation: "owner",
-    ...(ownerId
-      ? {
-          optionalSubjectFilter: v1.SubjectFilter.create({ subjectType: "user", optionalSubjectId: ownerId }),
-        }
-      : {}),
-  });
-}
-
-/** The guard of every owner-only write: the caller still owns the resource when it lands. */
-function callerIsOwner(principal: Principal, resource: ResourceRef): v1.Precondition {
-  return v1.Precondition.create({
-    operation: v1.Precondition_Operation.MUST_MATCH,
-    filter: ownerFilter(principal.org, resource, scopedId(principal.org, principal.user)),
-  });
-}
-
-/** A relationship change; `user:*` is written with its organization's caveat, the only way the schema admits it. */
-function update(
-  operation: v1.RelationshipUpdate_Operation,
-  org: string,
-  resource: ResourceRef,
-  role: Role,
-  subject: string,
-): v1.RelationshipUpdate {
-  return v1.RelationshipUpdate.create({
-    operation,
-    relationship: v1.Relationship.create({
-      resource: objectRef(org, resource),
-      relation: role,
-      subject: userRef(subject),
-      ...(subject === PUBLIC_USER
-        ? {
-            optionalCaveat: v1.ContextualizedCaveat.create({
-              caveatName: SAME_ORGANIZATION_CAVEAT,
-              context: v1.PbStruct.fromJson({ resource_organization: org }),
-            }),
-          }
-        : {}),
-    }),
-  });
+/** The principal's own owner relationship on a resource. */
+function ownerUpdate(principal: Principal, resource: ResourceRef): v1.RelationshipUpdate {
+  return update(
+    v1.RelationshipUpdate_Operation.TOUCH,
+    principal.org,
+    resource,
+    "owner",
+    scopedId(principal.org, principal.user),
+  );
 }

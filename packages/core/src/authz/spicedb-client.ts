@@ -116,6 +116,11 @@ function wrap(err: unknown): unknown {
   return TRANSIENT.has((err as grpc.ServiceError).code) ? new SpiceDBUnavailable(err) : err;
 }
 
+/** Whether a gRPC error says the request itself was invalid (e.g. a cursor SpiceDB did not issue for it). */
+export function isInvalidArgument(err: unknown): boolean {
+  return (err as grpc.ServiceError).code === grpc.status.INVALID_ARGUMENT;
+}
+
 /** Whether a gRPC error says a write precondition did not hold. */
 export function isFailedPrecondition(err: unknown): boolean {
   return (err as grpc.ServiceError).code === grpc.status.FAILED_PRECONDITION;

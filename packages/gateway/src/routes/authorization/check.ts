@@ -1,13 +1,8 @@
-import {
-  principalOf,
-  RESOURCE_TYPES,
-  type ResourceAuthorization,
-  ROLES,
-  requirePermission,
-  validate,
-} from "@gw/core";
+import { principalOf, RESOURCE_TYPES, ROLES, requirePermission, validate } from "@gw/core";
 import type { Router } from "express";
 import { z } from "zod";
+import { measured } from "../../audit/audited.ts";
+import type { AuthorizationRouteDeps } from "./deps.ts";
 import { resourceIdSchema } from "./role-change.ts";
 
 export interface CheckResponse {
@@ -21,11 +16,16 @@ const query = z.object({
 });
 
 /** `GET /api/v1/authorization/llm/check?resourceType&resourceId&role`: for the principal; unknown resources are `false`. */
-export function registerCheck(router: Router, authorization: ResourceAuthorization): void {
+export function registerCheck(router: Router, deps: AuthorizationRouteDeps): void {
   router.get("/authorization/llm/check", requirePermission("authorization:read"), async (req, res) => {
     const { resourceType, resourceId, role } = validate("query", query, req.query);
     const body: CheckResponse = {
-      allowed: await authorization.check(principalOf(res), { type: resourceType, id: resourceId }, role),
+      allowed: await measured(
+        deps.metrics,
+        "check",
+        () => deps.authorization.check(principalOf(res), { type: resourceType, id: resourceId }, role),
+        (allowed) => (allowed ? "allowed" : "denied"),
+      ),
     };
     res.json(body);
   });

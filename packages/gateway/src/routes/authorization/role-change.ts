@@ -2,7 +2,6 @@ import {
   PUBLIC_USER,
   principalOf,
   RESOURCE_TYPES,
-  type ResourceAuthorization,
   ROLES,
   requirePermission,
   userIdSchema,
@@ -10,6 +9,8 @@ import {
 } from "@gw/core";
 import type { Router } from "express";
 import { z } from "zod";
+import { audited } from "../../audit/audited.ts";
+import type { AuthorizationRouteDeps } from "./deps.ts";
 
 /** Resource ids come from the service (`conv_…`, `resp_…`) or the caller's own systems. */
 export const resourceIdSchema = z
@@ -18,45 +19,114 @@ export const resourceIdSchema = z
   .max(256)
   .regex(/^[\x21-\x7e]*$/, "String should contain only printable characters without spaces");
 
-/** Body of grant and revoke: `{resourceType, resourceId, userId, role}`. */
-export const roleChangeSchema = z
-  .strictObject({
-    resourceType: z.enum(RESOURCE_TYPES),
-    resourceId: resourceIdSchema,
-    userId: userIdSchema,
-    role: z.enum(ROLES),
-  })
-  .superRefine((body, ctx) => {
-    if (body.userId === PUBLIC_USER && body.role === "owner") {
+const roleChangeShape = {
+  resourceType: z.enum(RESOURCE_TYPES),
+  resourceId: resourceIdSchema,
+  userId: userIdSchema,
+  role: z.enum(ROLES),
+};
+
+function refusePublicOwner(body: { userId: string; role: string }, ctx: z.RefinementCtx): void {
+  if (body.userId === PUBLIC_USER && body.role === "owner") {
+    ctx.addIssue({
+      code: "custom",
+      path: ["userId"],
+      input: body.userId,
+      message: "Value error, the public user '*' can be granted only 'writer' or 'reader', never 'owner'",
+    });
+  }
+}
+
+/** Body of revoke: `{resourceType, resourceId, userId, role}`. */
+export const roleChangeSchema = z.strictObject(roleChangeShape).superRefine(refusePublicOwner);
+
+/**
+ * `expiresAt`: an RFC 3339 time in the future, at most `maxTtlSeconds`
+ * ahead. pydantic's types: `datetime_parsing`, `datetime_future`.
+ */
+export function expiresAtSchema(maxTtlSeconds: number) {
+  return z.string().superRefine((value, ctx) => {
+    if (!z.iso.datetime({ offset: true }).safeParse(value).success) {
       ctx.addIssue({
         code: "custom",
-        path: ["userId"],
-        input: body.userId,
-        message: "Value error, the public user '*' can be granted only 'writer' or 'reader', never 'owner'",
+        params: { type: "datetime_parsing" },
+        message: "Input should be a valid datetime (RFC 3339, e.g. 2030-01-31T12:00:00Z)",
+      });
+      return;
+    }
+    const at = Date.parse(value);
+    if (at <= Date.now()) {
+      ctx.addIssue({
+        code: "custom",
+        params: { type: "datetime_future" },
+        message: "Input should be in the future",
+      });
+    } else if (at > Date.now() + maxTtlSeconds * 1000) {
+      ctx.addIssue({
+        code: "custom",
+        message: `Value error, a grant may expire at most ${maxTtlSeconds} seconds from now (GRANT_MAX_TTL)`,
       });
     }
   });
+}
+
+/** Body of grant: revoke's, plus an optional `expiresAt` for writer and reader grants. */
+export function grantSchema(maxTtlSeconds: number) {
+  return z
+    .strictObject({ ...roleChangeShape, expiresAt: expiresAtSchema(maxTtlSeconds).optional() })
+    .superRefine(refusePublicOwner)
+    .superRefine((body, ctx) => {
+      if (body.expiresAt && body.role === "owner") {
+        ctx.addIssue({
+          code: "custom",
+          path: ["expiresAt"],
+          input: body.expiresAt,
+          message: "Value error, an owner never expires: expiresAt is only for 'writer' and 'reader'",
+        });
+      }
+    })
+    .transform(({ expiresAt, ...body }) => ({
+      ...body,
+      ...(expiresAt ? { expiresAt: new Date(expiresAt) } : {}),
+    }));
+}
 
 /**
  * Grant and revoke share their shape: `authorization:write`, the body above,
- * the change made as the principal, 204 with no body.
+ * the change made as the principal and recorded in the audit trail, 204 with
+ * no body.
  */
 export function registerRoleChange(
   router: Router,
   operation: "grant" | "revoke",
-  authorization: ResourceAuthorization,
+  deps: AuthorizationRouteDeps,
 ): void {
+  const schema = operation === "grant" ? grantSchema(deps.grantMaxTtlSeconds) : roleChangeSchema;
   router.post(
     `/authorization/llm/${operation}`,
     requirePermission("authorization:write"),
     async (req, res) => {
-      const body = validate("body", roleChangeSchema, req.body);
-      await authorization[operation](principalOf(res), {
+      const body: z.output<ReturnType<typeof grantSchema>> = validate("body", schema, req.body);
+      const principal = principalOf(res);
+      const change = {
         type: body.resourceType,
         id: body.resourceId,
         userId: body.userId,
         role: body.role,
-      });
+        ...(body.expiresAt ? { expiresAt: body.expiresAt } : {}),
+      };
+      await audited(
+        deps,
+        { principal, requestId: req.id },
+        {
+          action: operation,
+          resource: change,
+          subject: change.userId,
+          role: change.role,
+          expiresAt: body.expiresAt,
+        },
+        () => deps.authorization[operation](principal, change),
+      );
       res.status(204).end();
     },
   );

@@ -146,7 +146,10 @@ export function registerCreateResponse(router: Router, deps: CreateResponseDeps)
 
 /** Gives up the id of a response that was never completed (best effort). */
 function release(deps: CreateResponseDeps, principal: Principal, id: string): Promise<void> {
-  return deps.authorization.deleteResource(principal, { type: "response", id }).catch(() => undefined);
+  return deps.authorization.deleteResource(principal, { type: "response", id }).then(
+    () => undefined,
+    () => undefined,
+  );
 }
 
 async function conversationContext(

@@ -1,0 +1,109 @@
+/**
+ * The SpiceDB messages the authorization model is made of: object and
+ * subject references scoped by organization, owner filters, and relationship
+ * updates as `spicedb/schema.zed` admits them.
+ */
+import type { Principal } from "../principal.ts";
+import { PUBLIC_USER, type ResourceType, type Role, scopedId } from "./identity.ts";
+import { v1 } from "./spicedb-client.ts";
+
+export interface ResourceRef {
+  type: ResourceType;
+  id: string;
+}
+
+/** The caveat that keeps `user:*` inside its organization (`spicedb/schema.zed`). */
+export const SAME_ORGANIZATION_CAVEAT = "same_organization";
+
+/** What a check or lookup must tell SpiceDB for the public wildcard to apply: the subject's organization. */
+export function subjectContext(org: string): v1.PbStruct {
+  return v1.PbStruct.fromJson({ subject_organization: org });
+}
+
+export const FULLY_CONSISTENT = v1.Consistency.create({
+  requirement: { oneofKind: "fullyConsistent", fullyConsistent: true },
+});
+export const MINIMIZE_LATENCY = v1.Consistency.create({
+  requirement: { oneofKind: "minimizeLatency", minimizeLatency: true },
+});
+
+export const objectRef = (org: string, resource: ResourceRef) =>
+  v1.ObjectReference.create({ objectType: resource.type, objectId: scopedId(org, resource.id) });
+
+export const userRef = (objectId: string) =>
+  v1.SubjectReference.create({ object: v1.ObjectReference.create({ objectType: "user", objectId }) });
+
+/** Every relationship of a resource. */
+export function resourceFilter(org: string, resource: ResourceRef): v1.RelationshipFilter {
+  return v1.RelationshipFilter.create({
+    resourceType: resource.type,
+    optionalResourceId: scopedId(org, resource.id),
+  });
+}
+
+/** Owner relationships of a resource, or one owner's. */
+export function ownerFilter(org: string, resource: ResourceRef, ownerId?: string): v1.RelationshipFilter {
+  return v1.RelationshipFilter.create({
+    ...resourceFilter(org, resource),
+    optionalRelation: "owner",
+    ...(ownerId
+      ? {
+          optionalSubjectFilter: v1.SubjectFilter.create({ subjectType: "user", optionalSubjectId: ownerId }),
+        }
+      : {}),
+  });
+}
+
+/** The guard of every owner-only write: the caller still owns the resource when it lands. */
+export function callerIsOwner(principal: Principal, resource: ResourceRef): v1.Precondition {
+  return v1.Precondition.create({
+    operation: v1.Precondition_Operation.MUST_MATCH,
+    filter: ownerFilter(principal.org, resource, scopedId(principal.org, principal.user)),
+  });
+}
+
+/**
+ * A relationship change. `user:*` is written with its organization's caveat,
+ * the only way the schema admits it; `expiresAt` becomes SpiceDB's
+ * relationship expiration.
+ */
+export function update(
+  operation: v1.RelationshipUpdate_Operation,
+  org: string,
+  resource: ResourceRef,
+  role: Role,
+  subject: string,
+  expiresAt?: Date,
+): v1.RelationshipUpdate {
+  return v1.RelationshipUpdate.create({
+    operation,
+    relationship: v1.Relationship.create({
+      resource: objectRef(org, resource),
+      relation: role,
+      subject: userRef(subject),
+      ...(subject === PUBLIC_USER
+        ? {
+            optionalCaveat: v1.ContextualizedCaveat.create({
+              caveatName: SAME_ORGANIZATION_CAVEAT,
+              context: v1.PbStruct.fromJson({ resource_organization: org }),
+            }),
+          }
+        : {}),
+      ...(expiresAt ? { optionalExpiresAt: toTimestamp(expiresAt) } : {}),
+    }),
+  });
+}
+
+export function toTimestamp(date: Date): { seconds: string; nanos: number } {
+  const ms = date.getTime();
+  return { seconds: String(Math.floor(ms / 1000)), nanos: (ms % 1000) * 1_000_000 };
+}
+
+export function fromTimestamp(timestamp: { seconds: string; nanos: number }): Date {
+  return new Date(Number(timestamp.seconds) * 1000 + Math.floor(timestamp.nanos / 1_000_000));
+}
+
+/** The Redis key of a resource's last-write token; an organization's lookups use `organization:<org>`. */
+export const tokenKey = (org: string, resource: ResourceRef) =>
+  `${resource.type}:${scopedId(org, resource.id)}`;
+export const organizationTokenKey = (org: string) => `organization:${org}`;

@@ -1,0 +1,13 @@
+import type { Logger, ResourceAuthorization } from "@gw/core";
+import type { AuditLog } from "../../audit/audit-log.ts";
+import type { GatewayMetrics } from "../../metrics.ts";
+
+/** What the authorization routes share. */
+export interface AuthorizationRouteDeps {
+  authorization: ResourceAuthorization;
+  audit: AuditLog;
+  metrics: Pick<GatewayMetrics, "authorizationOperations" | "auditWriteErrors">;
+  logger: Logger;
+  /** Longest lifetime of an expiring grant, in seconds (`GRANT_MAX_TTL`). */
+  grantMaxTtlSeconds: number;
+}
