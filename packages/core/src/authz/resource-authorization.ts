@@ -1,3 +1,4 @@
+import { AppError } from "../errors.ts";
 import type { Logger } from "../logger.ts";
 import type { Principal } from "../principal.ts";
 import type { ConsistencyTokens, LastWrite } from "./consistency-tokens.ts";
@@ -13,17 +14,17 @@ import {
 import { isFailedPrecondition, type SpiceDBClient, v1 } from "./spicedb-client.ts";
 
 /** The caller may not change roles on this resource (also when it does not exist, so existence does not leak). */
-export class NotResourceOwner extends Error {
+export class NotResourceOwner extends AppError {
   constructor() {
-    super("Only resource owners can grant or revoke permissions");
+    super("forbidden", "Only resource owners can grant or revoke permissions");
     this.name = "NotResourceOwner";
   }
 }
 
 /** The change would leave the resource without an owner. */
-export class LastOwner extends Error {
+export class LastOwner extends AppError {
   constructor() {
-    super("The last owner of a resource cannot be removed or demoted");
+    super("conflict", "The last owner of a resource cannot be removed or demoted");
     this.name = "LastOwner";
   }
 }

@@ -1,4 +1,4 @@
-import { AppError, unauthorized } from "@gw/core";
+import { unauthorized } from "@gw/core";
 import type { RequestHandler } from "express";
 import { type ApiKeyLookup, ApiKeyStoreUnavailable } from "../api-keys/lookup.ts";
 import type { ApiKeyRecord } from "../api-keys/types.ts";
@@ -38,9 +38,9 @@ export function authenticate(options: AuthenticateOptions): RequestHandler {
   };
   const lookup = <T>(promise: Promise<T>) =>
     promise.catch((err: unknown) => {
-      if (!(err instanceof ApiKeyStoreUnavailable)) throw err;
-      metrics.authentications.inc({ outcome: "store_unavailable" });
-      throw new AppError("service_unavailable", "Authentication is unavailable; try again", { cause: err });
+      if (err instanceof ApiKeyStoreUnavailable)
+        metrics.authentications.inc({ outcome: "store_unavailable" });
+      throw err;
     });
   const usable = (record: ApiKeyRecord, what: string) => {
     if (record.status === "revoked") throw refuse("revoked", `${what} has been revoked`);
