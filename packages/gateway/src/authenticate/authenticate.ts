@@ -50,8 +50,10 @@ export function authenticate(options: AuthenticateOptions): RequestHandler {
   };
 
   return async (req, res, next) => {
-    const header = req.get("authorization");
+    // Node keeps only the first of repeated Authorization headers; two credentials are one too many.
+    const [header, ...more] = req.headersDistinct.authorization ?? [];
     if (!header) throw refuse("missing", "Missing Authorization header");
+    if (more.length > 0) throw refuse("ambiguous", "Send one Authorization header, not several");
     const credential = BEARER.exec(header)?.[1];
     if (!credential) throw refuse("malformed", "Authorization header must be 'Bearer <credential>'");
 
