@@ -1,18 +1,21 @@
 /**
  * The closed catalogue of errors the gateway and the service answer with.
- * Domain code throws `AppError`s by code; only `http/error-handler.ts` turns
- * them into status lines and bodies.
+ * Domain code throws `AppError`s (or its own errors extending it) by code;
+ * only the HTTP layer (`http/common.ts`, `http/listen.ts`) turns them into
+ * status lines and bodies, through `errorBody`.
  */
 export const ERROR_CATALOGUE = {
   bad_request: { status: 400, title: "Bad Request" },
   unauthorized: { status: 401, title: "Unauthorized" },
   forbidden: { status: 403, title: "Forbidden" },
   not_found: { status: 404, title: "Not Found" },
+  request_timeout: { status: 408, title: "Request Timeout" },
   conflict: { status: 409, title: "Conflict" },
   payload_too_large: { status: 413, title: "Payload Too Large" },
   unsupported_media_type: { status: 415, title: "Unsupported Media Type" },
   validation_failed: { status: 422, title: "Unprocessable Entity" },
   rate_limited: { status: 429, title: "Rate limit exceeded" },
+  request_header_fields_too_large: { status: 431, title: "Request Header Fields Too Large" },
   internal: { status: 500, title: "Internal Server Error" },
   bad_gateway: { status: 502, title: "Bad Gateway" },
   service_unavailable: { status: 503, title: "Service Unavailable" },
@@ -59,6 +62,13 @@ export class ValidationFailed extends AppError {
     this.name = "ValidationFailed";
     this.issues = issues;
   }
+}
+
+/** The JSON body the catalogue gives an error: the spec's shapes for 422 and 429, `{error, message}` otherwise. */
+export function errorBody(err: AppError): unknown {
+  if (err instanceof ValidationFailed) return { detail: err.issues };
+  if (err.code === "rate_limited") return { error: ERROR_CATALOGUE.rate_limited.title };
+  return { error: ERROR_CATALOGUE[err.code].title, message: err.message };
 }
 
 export const unauthorized = (message: string) =>

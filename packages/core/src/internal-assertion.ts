@@ -1,7 +1,8 @@
-import { randomBytes } from "node:crypto";
+import { createHash, randomBytes } from "node:crypto";
 import { mkdir, readFile, writeFile } from "node:fs/promises";
 import { dirname, join } from "node:path";
 import { errors, jwtVerify, SignJWT } from "jose";
+import { AppError } from "./errors.ts";
 import type { Logger } from "./logger.ts";
 import type { Permission } from "./permissions.ts";
 import type { Principal } from "./principal.ts";
@@ -14,12 +15,18 @@ const ASSERTION_TTL_SECONDS = 30;
 const ISSUER = "llm-gateway";
 const AUDIENCE = "llm-gateway-service";
 
-export class InvalidAssertion extends Error {
-  constructor(message: string) {
-    super(message);
+/** The service refuses a request whose assertion is missing, forged, stale, replayed or made for another request. */
+export class InvalidAssertion extends AppError {
+  constructor(reason: string) {
+    super("unauthorized", `Gateway assertion refused: ${reason}`, {
+      headers: { "WWW-Authenticate": 'Bearer realm="gateway"' },
+    });
     this.name = "InvalidAssertion";
   }
 }
+
+/** The path is bound by its digest: the header stays small however long the path is. */
+const pathDigest = (path: string) => createHash("sha256").update(path).digest("base64url");
 
 export interface AssertedRequest {
   method: string;
@@ -31,7 +38,7 @@ export interface AssertedRequest {
 /**
  * The gateway's word to the service about who a forwarded request acts as:
  * a JWT (HS256, a secret only the two share) valid for 30 s and bound to the
- * request's method, path and request id, so it cannot be replayed on another
+ * request's method, path (its SHA-256) and request id, so it cannot be replayed on another
  * request or later. Only the gateway holds credentials; the service trusts
  * nothing else.
  */
@@ -51,7 +58,7 @@ export class InternalAssertions {
       credential: principal.credential,
       obo: principal.onBehalfOf,
       htm: request.method,
-      htu: request.path,
+      htu_sha256: pathDigest(request.path),
       rid: request.requestId,
     })
       .setProtectedHeader({ alg: "HS256", typ: "JWT" })
@@ -73,14 +80,18 @@ export class InternalAssertions {
         audience: AUDIENCE,
         algorithms: ["HS256"],
         clockTolerance: 5,
-        requiredClaims: ["sub", "exp", "jti", "org", "key_id", "permissions", "htm", "htu", "rid"],
+        requiredClaims: ["sub", "exp", "jti", "org", "key_id", "permissions", "htm", "htu_sha256", "rid"],
       }));
     } catch (err) {
       throw new InvalidAssertion(
         err instanceof errors.JWTExpired ? "assertion expired" : "assertion invalid",
       );
     }
-    if (payload.htm !== request.method || payload.htu !== request.path || payload.rid !== request.requestId) {
+    if (
+      payload.htm !== request.method ||
+      payload.htu_sha256 !== pathDigest(request.path) ||
+      payload.rid !== request.requestId
+    ) {
       throw new InvalidAssertion("assertion was made for another request");
     }
     return {

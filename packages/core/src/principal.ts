@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { ValidationFailed } from "./errors.ts";
 import type { Permission } from "./permissions.ts";
 import { validate } from "./validation.ts";
 
@@ -31,12 +32,24 @@ export const orgIdSchema = z
 
 export const ON_BEHALF_OF_HEADER = "x-on-behalf-of";
 
-/** Validates an `X-On-Behalf-Of` value (422 at `["header","x-on-behalf-of"]`). */
-export function parseOnBehalfOf(value: string | string[] | undefined): string | undefined {
-  if (value === undefined) return undefined;
-  // Repeated headers are joined by Node; a list is not one user id.
-  const single = Array.isArray(value) ? value.join(", ") : value;
+/**
+ * Validates the `X-On-Behalf-Of` values of a request, as Node's
+ * `headersDistinct` gives them (422 at `["header","x-on-behalf-of"]`). Node
+ * would join repeated headers with ", ": the header must come once, since a
+ * list is not one user id.
+ */
+export function parseOnBehalfOf(values: string[] | undefined): string | undefined {
+  if (values === undefined) return undefined;
+  if (values.length > 1) {
+    throw new ValidationFailed([
+      {
+        loc: ["header", ON_BEHALF_OF_HEADER],
+        msg: "X-On-Behalf-Of must be sent once",
+        type: "value_error",
+      },
+    ]);
+  }
   return validate("header", z.object({ [ON_BEHALF_OF_HEADER]: userIdSchema }), {
-    [ON_BEHALF_OF_HEADER]: single,
+    [ON_BEHALF_OF_HEADER]: values[0],
   })[ON_BEHALF_OF_HEADER];
 }

@@ -1,4 +1,5 @@
-import { Redis, type RedisOptions } from "ioredis";
+import { type Command, Redis, type RedisOptions, ReplyError } from "ioredis";
+import { AppError } from "./errors.ts";
 
 /** Default port of the `redis-server` that `pnpm start` runs when `REDIS_URL` is unset. */
 export const DEFAULT_LOCAL_REDIS_PORT = 6390;
@@ -24,8 +25,35 @@ export interface RedisClientOptions {
   extra?: RedisOptions;
 }
 
+/** Redis could not be asked (connection lost, command timed out): a 503, whoever asked. */
+export class RedisUnavailable extends AppError {
+  constructor(cause: unknown) {
+    super("service_unavailable", "The data store is unavailable; try again", { cause });
+    this.name = "RedisUnavailable";
+  }
+}
+
+/** Our `reject` wrappers: a command may pass through `sendCommand` (and get a new promise) more than once. */
+const guards = new WeakSet<Command["reject"]>();
+
+/**
+ * ioredis whose commands fail with `RedisUnavailable` when Redis could not
+ * answer, so an outage is a 503 wherever it strikes; Redis's own error
+ * replies (`ReplyError`) are bugs of ours and pass unchanged.
+ */
+class GuardedRedis extends Redis {
+  override sendCommand(command: Command, ...rest: unknown[]): unknown {
+    if (!guards.has(command.reject)) {
+      const reject = command.reject;
+      command.reject = (err) => reject(err instanceof ReplyError ? err : new RedisUnavailable(err));
+      guards.add(command.reject);
+    }
+    return (super.sendCommand as (command: Command, ...rest: unknown[]) => unknown)(command, ...rest);
+  }
+}
+
 export function createRedis(url: string, options: RedisClientOptions): Redis {
-  return new Redis(url, {
+  return new GuardedRedis(url, {
     connectionName: options.connectionName,
     commandTimeout: options.commandTimeoutMs ?? 2_000,
     connectTimeout: 5_000,

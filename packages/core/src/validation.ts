@@ -3,6 +3,9 @@ import { ValidationFailed, type ValidationIssue } from "./errors.ts";
 
 export type Location = "body" | "query" | "path" | "header";
 
+/** A 422 echoes a failing value as `input` only when its JSON is at most this long; bigger ones are left out. */
+export const MAX_ECHOED_INPUT_CHARS = 1024;
+
 /**
  * Turns zod issues into pydantic-style validation items, because clients of
  * the original API parse `type` and `loc` (DESIGN.md decision 7).
@@ -20,7 +23,7 @@ export function toValidationIssues(
       loc,
       msg,
       type,
-      ...(hasInput ? { input } : {}),
+      ...echo(input),
       ...(ctx ? { ctx } : {}),
     });
     // An absent field fails a union too (no option accepts undefined): that is still "missing".
@@ -54,7 +57,7 @@ export function toValidationIssues(
             loc: [...loc, key],
             msg: "Extra inputs are not permitted",
             type: "extra_forbidden",
-            input: value,
+            ...echo(value),
           });
         }
         break;
@@ -74,6 +77,35 @@ export function toValidationIssues(
     }
   }
   return out;
+}
+
+/** `{input}` when the value is small enough to send back, else nothing. */
+function echo(input: unknown): { input?: unknown } {
+  return input !== undefined && jsonFits(input, MAX_ECHOED_INPUT_CHARS) ? { input } : {};
+}
+
+/**
+ * Whether `value` serialises to about `budget` characters or fewer, found
+ * without serialising it: the walk stops as soon as the budget is spent, so
+ * a huge or deeply nested value costs no more than a small one.
+ */
+function jsonFits(value: unknown, budget: number): boolean {
+  const pending = [value];
+  let size = 0;
+  while (pending.length > 0) {
+    const next = pending.pop();
+    if (typeof next === "string") size += next.length + 2;
+    else if (next !== null && typeof next === "object") {
+      size += 2;
+      for (const key in next) {
+        size += key.length + 4;
+        if (size > budget) return false;
+        pending.push((next as Record<string, unknown>)[key]);
+      }
+    } else size += String(next).length;
+    if (size > budget) return false;
+  }
+  return true;
 }
 
 /** pydantic's wording: `'a', 'b' or 'c'`. */

@@ -3,9 +3,13 @@ import { Writable } from "node:stream";
 import express from "express";
 import { pino } from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { LastOwner, NotResourceOwner } from "../src/authz/resource-authorization.ts";
+import { SpiceDBUnavailable } from "../src/authz/spicedb-client.ts";
 import { AppError, conflict } from "../src/errors.ts";
 import { errorHandler, notFoundHandler, useRequestBasics } from "../src/http/common.ts";
+import { InvalidAssertion } from "../src/internal-assertion.ts";
 import { createMetrics } from "../src/metrics.ts";
+import { RedisUnavailable } from "../src/redis.ts";
 
 const logLines: Record<string, unknown>[] = [];
 const sink = new Writable({
@@ -15,6 +19,14 @@ const sink = new Writable({
   },
 });
 const logger = pino({ level: "info" }, sink);
+const domainErrors: Record<string, () => Error> = {
+  "not-owner": () => new NotResourceOwner(),
+  "last-owner": () => new LastOwner(),
+  spicedb: () =>
+    new SpiceDBUnavailable(new Error("14 UNAVAILABLE: connect ECONNREFUSED 10.1.2.3:50051 key=s3cr3t")),
+  redis: () => new RedisUnavailable(new Error("Command timed out")),
+  assertion: () => new InvalidAssertion("already used"),
+};
 let base = "";
 let close: () => void;
 
@@ -33,6 +45,12 @@ beforeAll(async () => {
   });
   app.get("/teapot", () => {
     throw new AppError("service_unavailable", "SpiceDB is unreachable");
+  });
+  app.get("/domain/:which", (req) => {
+    throw domainErrors[req.params.which]!();
+  });
+  app.get("/things/:id", (req, res) => {
+    res.json({ id: req.params.id });
   });
   app.use(notFoundHandler);
   app.use(errorHandler(logger));
@@ -68,6 +86,56 @@ describe("the error middleware", () => {
       error: "Service Unavailable",
       message: "SpiceDB is unreachable",
     });
+  });
+
+  it.each([
+    [
+      "not-owner",
+      403,
+      { error: "Forbidden", message: "Only resource owners can grant or revoke permissions" },
+    ],
+    ["last-owner", 409, { error: "Conflict", message: expect.stringContaining("last owner") }],
+    ["spicedb", 503, { error: "Service Unavailable", message: expect.stringContaining("try again") }],
+    ["redis", 503, { error: "Service Unavailable", message: expect.stringContaining("try again") }],
+    ["assertion", 401, { error: "Unauthorized", message: "Gateway assertion refused: already used" }],
+  ])("gives the domain error %s its catalogue status from the error itself", async (which, status, body) => {
+    const res = await fetch(`${base}/domain/${which}`);
+    expect(res.status).toBe(status);
+    expect(await res.json()).toEqual(body);
+  });
+
+  it("finds each domain error's status in the error itself: they extend AppError with their code", () => {
+    expect(
+      Object.entries(domainErrors).map(([which, make]) => {
+        const err = make();
+        return [which, err instanceof AppError ? err.code : "not an AppError"];
+      }),
+    ).toEqual([
+      ["not-owner", "forbidden"],
+      ["last-owner", "conflict"],
+      ["spicedb", "service_unavailable"],
+      ["redis", "service_unavailable"],
+      ["assertion", "unauthorized"],
+    ]);
+  });
+
+  it("keeps another system's error text out of the body, and in the log", async () => {
+    const res = await fetch(`${base}/domain/spicedb`);
+    const text = await res.text();
+    expect(text).not.toMatch(/ECONNREFUSED|10\.1\.2\.3|s3cr3t|UNAVAILABLE/);
+    const requestId = res.headers.get("x-request-id");
+    const logged = logLines.find((l) => l.requestId === requestId && l.level === 40);
+    expect(JSON.stringify(logged)).toContain("ECONNREFUSED");
+  });
+
+  it("answers malformed percent-encoding in a path parameter with 400, not 500", async () => {
+    const res = await fetch(`${base}/things/%ZZ`);
+    expect(res.status).toBe(400);
+    expect(await res.json()).toEqual({
+      error: "Bad Request",
+      message: "The request path has malformed percent-encoding",
+    });
+    expect(await (await fetch(`${base}/things/a%20b`)).json()).toEqual({ id: "a b" });
   });
 
   it("logs one access line per request with method, route, status and duration, never headers", async () => {

@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { z } from "zod";
 import { ValidationFailed } from "../src/errors.ts";
-import { validate } from "../src/validation.ts";
+import { MAX_ECHOED_INPUT_CHARS, validate } from "../src/validation.ts";
 
 const schema = z.strictObject({
   branch: z.string().min(1).max(255),
@@ -95,6 +95,27 @@ describe("zod issues become pydantic-style validation errors", () => {
       { loc: ["body"], type: "dict_type", msg: expect.any(String), input: [1] },
     ]);
     expect(issuesFor(undefined)).toEqual([{ loc: ["body"], type: "missing", msg: "Field required" }]);
+  });
+
+  it("echoes a failing input only while it is small, however big or deep it is", () => {
+    const fits = "b".repeat(MAX_ECHOED_INPUT_CHARS - 2);
+    expect(issuesFor({ branch: 7, generation: 1, extra: fits })).toEqual([
+      expect.objectContaining({ loc: ["body", "branch"], input: 7 }),
+      expect.objectContaining({ loc: ["body", "extra"], input: fits }),
+    ]);
+    let deep: unknown = 1;
+    for (let i = 0; i < 100_000; i++) deep = [deep];
+    const wide = Object.fromEntries(Array.from({ length: 10_000 }, (_, i) => [`k${i}`, i]));
+    const issues = issuesFor({ branch: deep, generation: wide, ceiling: 99, extra: `${fits}bb` });
+    expect(issues.map((i) => i.type)).toEqual([
+      "string_type",
+      "int_type",
+      "less_than_equal",
+      "extra_forbidden",
+    ]);
+    expect(issues.filter((i) => "input" in i)).toEqual([expect.objectContaining({ input: 99 })]);
+    // What the 422 sends can be serialised (a deep echo used to overflow the stack there).
+    expect(JSON.stringify(issues).length).toBeLessThan(2_000);
   });
 
   it("returns the parsed value when it is valid", () => {

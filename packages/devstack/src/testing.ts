@@ -9,6 +9,7 @@ import { type RunningRedis, startRedisServer } from "./redis-server.ts";
 
 export { freePort } from "./free-port.ts";
 export type { RunningNodeProcess } from "./node-process.ts";
+export { type RawResponse, rawHttp } from "./raw-http.ts";
 
 export interface TestRedis extends RunningRedis {
   /** Stops the server, keeping its port and data, as an outage would. */

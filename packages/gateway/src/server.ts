@@ -113,7 +113,13 @@ export async function startGateway(
     defaultLimits: config.DEFAULT_LIMITS,
     tokens,
     publicUrl: config.GATEWAY_PUBLIC_URL,
-    forward: { serviceUrl: config.SERVICE_URL, assertions, timeoutMs: config.SERVICE_TIMEOUT_MS, logger },
+    forward: {
+      serviceUrl: config.SERVICE_URL,
+      assertions,
+      timeoutMs: config.SERVICE_TIMEOUT_MS,
+      idleTimeoutMs: config.SERVICE_IDLE_TIMEOUT_MS,
+      logger,
+    },
   });
   const { server, port } = await listen(app, config.PORT, config.HOST);
   logger.info(

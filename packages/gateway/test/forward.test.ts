@@ -1,10 +1,15 @@
-import { createServer, type IncomingHttpHeaders, type Server } from "node:http";
+import { createServer, type IncomingHttpHeaders, request, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { useGateway } from "./harness.ts";
 
-/** A stand-in for the service: records what reaches it; `/api/v1/llm/stall` never answers. */
+/**
+ * A stand-in for the service: records what reaches it; `/api/v1/llm/stall` never answers,
+ * `/api/v1/llm/stall-body` sends its headers and part of a body, then nothing more.
+ */
 const seen: { url: string; headers: IncomingHttpHeaders; body: string }[] = [];
+/** Requests to `/stall-body` whose connection the gateway closed. */
+let stalledClosed = 0;
 let fake: Server;
 let fakeUrl = "";
 beforeAll(async () => {
@@ -12,6 +17,11 @@ beforeAll(async () => {
     let body = "";
     for await (const chunk of req) body += chunk;
     seen.push({ url: req.url!, headers: req.headers, body });
+    if (req.url?.startsWith("/api/v1/llm/stall-body")) {
+      res.on("close", () => stalledClosed++);
+      res.writeHead(200, { "content-type": "text/event-stream" }).write("data: partial\n\n");
+      return;
+    }
     if (req.url?.startsWith("/api/v1/llm/stall")) return;
     res.writeHead(201, { "content-type": "application/json", "x-service": "yes" }).end('{"ok":true}');
   });
@@ -24,7 +34,9 @@ afterAll(() => {
 });
 
 describe("forwarding to the service", () => {
-  const gw = useGateway({ SERVICE_TIMEOUT_MS: "1000" }, () => ({ SERVICE_URL: fakeUrl }));
+  const gw = useGateway({ SERVICE_TIMEOUT_MS: "1000", SERVICE_IDLE_TIMEOUT_MS: "300" }, () => ({
+    SERVICE_URL: fakeUrl,
+  }));
 
   it("passes method, path, query, body and the service's answer; the caller's credentials stay at the gateway", async () => {
     const { secret } = await gw.createKey({ owner: "backend" });
@@ -66,5 +78,30 @@ describe("forwarding to the service", () => {
       error: "Gateway Timeout",
       message: "The service did not answer in time",
     });
+  });
+
+  it("ends an answer the service stops sending mid-body after the idle timeout, and frees the service", async () => {
+    const { secret } = await gw.createKey();
+    const { url } = gw;
+    const outcome = await new Promise<{ status?: number; body: string; complete: boolean }>(
+      (resolve, reject) => {
+        const timer = setTimeout(() => reject(new Error("the stalled answer was never ended")), 10_000);
+        request(`${url}/api/v1/llm/stall-body`, { headers: { authorization: `Bearer ${secret}` } }, (res) => {
+          let body = "";
+          res.on("data", (chunk) => {
+            body += chunk;
+          });
+          res.on("close", () => {
+            clearTimeout(timer);
+            resolve({ status: res.statusCode, body, complete: res.complete });
+          });
+        })
+          .on("error", () => undefined)
+          .end();
+      },
+    );
+    expect(outcome).toEqual({ status: 200, body: "data: partial\n\n", complete: false });
+    for (let i = 0; i < 50 && stalledClosed === 0; i++) await new Promise((r) => setTimeout(r, 20));
+    expect(stalledClosed).toBe(1);
   });
 });

@@ -32,17 +32,17 @@ import { isFailedPrecondition, isInvalidArgument, type SpiceDBClient, v1 } from 
 export type { ResourceRef } from "./relationships.ts";
 
 /** The caller may not change roles on this resource (also when it does not exist, so existence does not leak). */
-export class NotResourceOwner extends Error {
+export class NotResourceOwner extends AppError {
   constructor() {
-    super("Only resource owners can grant or revoke permissions");
+    super("forbidden", "Only resource owners can grant or revoke permissions");
     this.name = "NotResourceOwner";
   }
 }
 
 /** The change would leave the resource without an owner. */
-export class LastOwner extends Error {
+export class LastOwner extends AppError {
   constructor() {
-    super("The last owner of a resource cannot be removed or demoted");
+    super("conflict", "The last owner of a resource cannot be removed or demoted");
     this.name = "LastOwner";
   }
 }

@@ -1,5 +1,6 @@
 import { v1 } from "@authzed/authzed-node";
 import * as grpc from "@grpc/grpc-js";
+import { AppError } from "../errors.ts";
 
 export { v1 };
 
@@ -20,10 +21,10 @@ export interface SpiceDBClientOptions {
   readRetries?: number;
 }
 
-/** SpiceDB could not be reached or did not answer in time: callers must fail closed. */
-export class SpiceDBUnavailable extends Error {
+/** SpiceDB could not be reached or did not answer in time: callers must fail closed (503; the gRPC error stays in `cause`, for the log). */
+export class SpiceDBUnavailable extends AppError {
   constructor(cause: unknown) {
-    super(`SpiceDB is unavailable: ${(cause as Error).message ?? String(cause)}`, { cause });
+    super("service_unavailable", "The authorization backend is unavailable; try again", { cause });
     this.name = "SpiceDBUnavailable";
   }
 }

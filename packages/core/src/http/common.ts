@@ -1,13 +1,14 @@
 import { randomUUID } from "node:crypto";
+import type { IncomingMessage } from "node:http";
 import express, { type ErrorRequestHandler, type RequestHandler } from "express";
-import { LastOwner, NotResourceOwner } from "../authz/resource-authorization.ts";
-import { SpiceDBUnavailable } from "../authz/spicedb-client.ts";
-import { AppError, ERROR_CATALOGUE, ValidationFailed } from "../errors.ts";
+import { AppError, errorBody, ValidationFailed } from "../errors.ts";
 import type { Logger } from "../logger.ts";
 import type { Metrics } from "../metrics.ts";
 
 /** Largest JSON body accepted; larger ones get 413. */
 export const BODY_LIMIT_BYTES = 1024 * 1024;
+/** Deepest nesting of arrays and objects accepted in a JSON body; deeper ones get 422 `json_invalid`. */
+export const MAX_JSON_DEPTH = 64;
 
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 
@@ -65,11 +66,62 @@ export function useRequestBasics(app: express.Express, logger: Logger, metrics: 
   });
 }
 
+const parseJson = express.json({ limit: BODY_LIMIT_BYTES, verify: refuseDeepOrNonUtf8 });
+const readOtherBody = express.raw({ type: () => true, limit: BODY_LIMIT_BYTES });
+
 /**
- * JSON bodies up to 1 MiB, for routes that read them. Not applied globally:
- * the gateway streams forwarded bodies to the service untouched.
+ * JSON bodies up to 1 MiB and `MAX_JSON_DEPTH` levels, UTF-8, for routes that
+ * read them. A body of any other type is refused with 415 rather than
+ * dropped; a request without a body needs no Content-Type. Not applied
+ * globally: the gateway streams forwarded bodies to the service untouched.
  */
-export const jsonBody = express.json({ limit: BODY_LIMIT_BYTES });
+export const jsonBody: RequestHandler = (req, res, next) => {
+  if (req.is("application/json") !== false) return parseJson(req, res, next);
+  // Read it to tell an empty body (a bodiless POST forwarded chunked) from a real one.
+  readOtherBody(req, res, (err?: unknown) => {
+    if (err) return next(err);
+    const empty = (req.body as Buffer).length === 0;
+    req.body = undefined;
+    next(
+      empty
+        ? undefined
+        : new AppError(
+            "unsupported_media_type",
+            "Request bodies must be JSON (Content-Type: application/json)",
+          ),
+    );
+  });
+};
+
+/**
+ * Scans the raw body before it is parsed: nesting beyond `MAX_JSON_DEPTH`
+ * would exhaust the stack of whatever walks the value later (validation, the
+ * 422 that echoes it). Counting brackets outside strings on the bytes is
+ * exact for UTF-8, where no multi-byte sequence contains an ASCII byte.
+ */
+function refuseDeepOrNonUtf8(_req: IncomingMessage, _res: unknown, body: Buffer, encoding: string): void {
+  if (encoding.toLowerCase() !== "utf-8" && encoding.toLowerCase() !== "utf8") {
+    throw Object.assign(new Error(`unsupported charset "${encoding.toUpperCase()}"`), {
+      type: "charset.unsupported",
+    });
+  }
+  let depth = 0;
+  let inString = false;
+  for (let i = 0; i < body.length; i++) {
+    const byte = body[i];
+    if (inString) {
+      if (byte === 0x5c) i++;
+      else if (byte === 0x22) inString = false;
+    } else if (byte === 0x22) inString = true;
+    else if (byte === 0x5b || byte === 0x7b) {
+      if (++depth > MAX_JSON_DEPTH) {
+        throw Object.assign(new Error(`JSON nested deeper than ${MAX_JSON_DEPTH} levels`), {
+          type: "entity.parse.failed",
+        });
+      }
+    } else if (byte === 0x5d || byte === 0x7d) depth--;
+  }
+}
 
 /** 404 in JSON for any route nobody served. */
 export const notFoundHandler: RequestHandler = (req, _res, next) => {
@@ -79,26 +131,15 @@ export const notFoundHandler: RequestHandler = (req, _res, next) => {
 /** The one error middleware: catalogue errors become their bodies, anything else a 500 with only the request id. */
 export function errorHandler(logger: Logger): ErrorRequestHandler {
   return (err, req, res, _next) => {
-    const appError = fromBodyParser(err) ?? fromDomain(err) ?? err;
+    const appError = fromFramework(err, req) ?? err;
     if (res.headersSent) {
       logger.error({ requestId: req.id, err }, "error after the response started");
       res.destroy();
       return;
     }
-    if (appError instanceof ValidationFailed) {
-      res.status(422).json({ detail: appError.issues });
-      return;
-    }
     if (appError instanceof AppError) {
       if (appError.status >= 500) logger.warn({ requestId: req.id, err: appError }, appError.message);
-      res.set(appError.headers);
-      if (appError.code === "rate_limited") {
-        res.status(429).json({ error: "Rate limit exceeded" });
-        return;
-      }
-      res
-        .status(appError.status)
-        .json({ error: ERROR_CATALOGUE[appError.code].title, message: appError.message });
+      res.set(appError.headers).status(appError.status).json(errorBody(appError));
       return;
     }
     logger.error({ requestId: req.id, err }, "unhandled error");
@@ -106,21 +147,24 @@ export function errorHandler(logger: Logger): ErrorRequestHandler {
   };
 }
 
-/** Domain errors carry no status; this is where they get one. */
-function fromDomain(err: unknown): AppError | undefined {
-  if (err instanceof NotResourceOwner) return new AppError("forbidden", err.message);
-  if (err instanceof LastOwner) return new AppError("conflict", err.message);
-  if (err instanceof SpiceDBUnavailable) {
-    return new AppError("service_unavailable", "The authorization backend is unavailable; try again", {
-      cause: err,
-    });
+/**
+ * Express's router and body-parser signal the client's mistakes with their
+ * own errors (a `type`, or a `status` on a plain error); here they become
+ * catalogue errors, never a 500.
+ */
+function fromFramework(err: unknown, req: IncomingMessage): AppError | undefined {
+  if (err instanceof AppError) return undefined;
+  const { type, status } = (err ?? {}) as { type?: string; status?: number };
+  // The router could not decode a path parameter.
+  if (err instanceof URIError && status === 400) {
+    return new AppError("bad_request", "The request path has malformed percent-encoding");
   }
-  return undefined;
-}
-
-/** body-parser signals its failures with a `type`; they are the client's fault, not ours. */
-function fromBodyParser(err: unknown): AppError | undefined {
-  const type = (err as { type?: string } | null)?.type;
+  // body-parser's decompression stream failed (its own errors have a type): the body is not what
+  // Content-Encoding says.
+  const encoding = req.headers["content-encoding"];
+  if (type === undefined && status === 400 && encoding) {
+    return new AppError("bad_request", `The request body is not valid ${encoding} data`);
+  }
   switch (type) {
     case "entity.parse.failed":
       return new ValidationFailed([

@@ -1,4 +1,4 @@
-import type { Logger } from "@gw/core";
+import { AppError, type Logger } from "@gw/core";
 import type { Redis } from "ioredis";
 import { hashSecret, sameHash } from "./secret.ts";
 import { API_KEY_EVENTS_CHANNEL, type ApiKeyStore } from "./store.ts";
@@ -12,9 +12,9 @@ export interface ApiKeyLookup {
 }
 
 /** The key store could not be asked, and no recent copy of the key was at hand. */
-export class ApiKeyStoreUnavailable extends Error {
+export class ApiKeyStoreUnavailable extends AppError {
   constructor(cause: unknown) {
-    super("The API key store is unavailable", { cause });
+    super("service_unavailable", "Authentication is unavailable; try again", { cause });
     this.name = "ApiKeyStoreUnavailable";
   }
 }

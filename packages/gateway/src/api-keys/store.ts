@@ -1,4 +1,4 @@
-import { DEFAULT_PERMISSIONS, type Limits, WINDOWS } from "@gw/core";
+import { AppError, DEFAULT_PERMISSIONS, type Limits, WINDOWS } from "@gw/core";
 import type { Redis } from "ioredis";
 import type { CreateApiKeyInput, UpdateApiKeyInput } from "./schema.ts";
 import { generateSecret, hashSecret, newKeyId, secretStart } from "./secret.ts";
@@ -29,9 +29,21 @@ redis.call('PUBLISH', ARGV[3], ARGV[4])
 return 1
 `;
 
-export class DuplicateSecretError extends Error {
+export class DuplicateSecretError extends AppError {
   constructor() {
-    super("A key with this secret already exists");
+    super("conflict", "A key with this secret already exists");
+    this.name = "DuplicateSecretError";
+  }
+}
+
+/** Attempts of a compare-and-set before a change gives up to others changing the same key. */
+export const MAX_CHANGE_ATTEMPTS = 10;
+
+/** Others kept changing the key between our read and our write, every time: the caller may try again. */
+export class ApiKeyChangedConcurrently extends AppError {
+  constructor(id: string) {
+    super("conflict", `API key ${id} is being changed concurrently; try again`);
+    this.name = "ApiKeyChangedConcurrently";
   }
 }
 
@@ -132,12 +144,17 @@ export class ApiKeyStore {
     });
   }
 
-  /** Read-modify-write as compare-and-set, announcing the change in the same atomic step. */
+  /**
+   * Read-modify-write as compare-and-set, announcing the change in the same
+   * atomic step. A change lost to another is applied again to the newer
+   * record (a PATCH names fields, so it still means the same), a bounded
+   * number of times.
+   */
   private async modify(
     id: string,
     change: (record: ApiKeyRecord) => void,
   ): Promise<ApiKeyRecord | undefined> {
-    for (let attempt = 0; attempt < 10; attempt++) {
+    for (let attempt = 0; attempt < MAX_CHANGE_ATTEMPTS; attempt++) {
       const before = await this.redis.get(recordKey(id));
       if (!before) return undefined;
       const record = JSON.parse(before) as ApiKeyRecord;
@@ -157,7 +174,7 @@ export class ApiKeyStore {
         return record;
       }
     }
-    throw new Error(`API key ${id} is being changed concurrently; try again`);
+    throw new ApiKeyChangedConcurrently(id);
   }
 }
 

@@ -1,4 +1,4 @@
-import { AppError, unauthorized } from "@gw/core";
+import { unauthorized } from "@gw/core";
 import type { RequestHandler } from "express";
 import { type ApiKeyLookup, ApiKeyStoreUnavailable } from "../api-keys/lookup.ts";
 import type { ApiKeyRecord } from "../api-keys/types.ts";
@@ -38,9 +38,9 @@ export function authenticate(options: AuthenticateOptions): RequestHandler {
   };
   const lookup = <T>(promise: Promise<T>) =>
     promise.catch((err: unknown) => {
-      if (!(err instanceof ApiKeyStoreUnavailable)) throw err;
-      metrics.authentications.inc({ outcome: "store_unavailable" });
-      throw new AppError("service_unavailable", "Authentication is unavailable; try again", { cause: err });
+      if (err instanceof ApiKeyStoreUnavailable)
+        metrics.authentications.inc({ outcome: "store_unavailable" });
+      throw err;
     });
   const usable = (record: ApiKeyRecord, what: string) => {
     if (record.status === "revoked") throw refuse("revoked", `${what} has been revoked`);
@@ -50,8 +50,10 @@ export function authenticate(options: AuthenticateOptions): RequestHandler {
   };
 
   return async (req, res, next) => {
-    const header = req.get("authorization");
+    // Node keeps only the first of repeated Authorization headers; two credentials are one too many.
+    const [header, ...more] = req.headersDistinct.authorization ?? [];
     if (!header) throw refuse("missing", "Missing Authorization header");
+    if (more.length > 0) throw refuse("ambiguous", "Send one Authorization header, not several");
     const credential = BEARER.exec(header)?.[1];
     if (!credential) throw refuse("malformed", "Authorization header must be 'Bearer <credential>'");
 

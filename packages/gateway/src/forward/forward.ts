@@ -31,6 +31,8 @@ export interface ForwardOptions {
   assertions: InternalAssertions;
   /** Time allowed until the service's response headers arrive. */
   timeoutMs: number;
+  /** After the headers, the longest the connection to the service may carry no bytes before the answer is ended. */
+  idleTimeoutMs: number;
   logger: Logger;
 }
 
@@ -40,7 +42,8 @@ export interface ForwardOptions {
  * both ways unbuffered (SSE included); the caller's credentials stay here and
  * the service gets a short-lived assertion of the principal, bound to this
  * request. A service that is down answers 502, one that does not answer in
- * time 504; a caller that goes away cancels the service's work.
+ * time 504; one that stalls mid-answer has the answer cut after the idle
+ * timeout; a caller that goes away cancels the service's work.
  */
 export function forward(options: ForwardOptions): RequestHandler {
   const base = new URL(options.serviceUrl);
@@ -80,7 +83,9 @@ export function forward(options: ForwardOptions): RequestHandler {
       },
       (upstreamRes) => {
         answered = true;
-        upstream.setTimeout(0);
+        // The socket's idle timer: no bytes either way for this long (a stalled service, or a caller
+        // that stopped reading and so paused us) ends both sides.
+        upstream.setTimeout(options.idleTimeoutMs);
         res.status(upstreamRes.statusCode ?? 502);
         for (const [name, value] of Object.entries(upstreamRes.headers)) {
           if (value !== undefined && !DROPPED_RESPONSE_HEADERS.has(name) && name !== "x-request-id") {
@@ -93,6 +98,7 @@ export function forward(options: ForwardOptions): RequestHandler {
       },
     );
     upstream.on("timeout", () => {
+      if (answered) options.logger.warn({ requestId: req.id }, "service answer stalled; ended");
       upstream.destroy(new AppError("gateway_timeout", "The service did not answer in time"));
     });
     upstream.on("error", (err) => {

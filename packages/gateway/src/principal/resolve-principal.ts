@@ -19,7 +19,7 @@ declare global {
 export const resolvePrincipal: RequestHandler = (req, res, next) => {
   const key = res.locals.apiKey;
   if (!key) throw new Error("resolvePrincipal runs after authenticate");
-  const endUser = parseOnBehalfOf(req.headers[ON_BEHALF_OF_HEADER]);
+  const endUser = parseOnBehalfOf(req.headersDistinct[ON_BEHALF_OF_HEADER]);
   const token = res.locals.token;
   if (token) {
     if (endUser !== undefined && endUser !== token.sub) {

@@ -1,13 +1,13 @@
-import type { Limits, Logger } from "@gw/core";
+import { AppError, type Limits, type Logger } from "@gw/core";
 import type { GatewayMetrics } from "../metrics.ts";
 import { type Decision, type QuotaLimiter, QuotaStoreError, type WindowState } from "./quota.ts";
 
 export type FailMode = "open" | "closed";
 
 /** Rate limiting could not be decided and the fail mode is `closed`. */
-export class RateLimitUnavailable extends Error {
+export class RateLimitUnavailable extends AppError {
   constructor(cause: unknown) {
-    super("Rate limiting is unavailable; try again", { cause });
+    super("service_unavailable", "Rate limiting is unavailable; try again", { cause });
     this.name = "RateLimitUnavailable";
   }
 }

@@ -1,7 +1,6 @@
 import { AppError, type Limits, principalOf, WINDOWS } from "@gw/core";
 import type { RequestHandler } from "express";
 import { policyHeader, rateLimitHeader, secondsUntil } from "./headers.ts";
-import { RateLimitUnavailable } from "./insured-limiter.ts";
 import type { QuotaLimiter } from "./quota.ts";
 
 /**
@@ -18,11 +17,7 @@ export function rateLimit(limiter: QuotaLimiter, defaultLimits: Limits): Request
     const limits = WINDOWS.some((w) => keyLimits[w] !== undefined) ? keyLimits : defaultLimits;
     if (!WINDOWS.some((w) => limits[w] !== undefined)) return next();
 
-    const decision = await limiter.decide(principal.keyId, limits).catch((err: unknown) => {
-      if (err instanceof RateLimitUnavailable)
-        throw new AppError("service_unavailable", err.message, { cause: err });
-      throw err;
-    });
+    const decision = await limiter.decide(principal.keyId, limits);
     res.setHeader("RateLimit-Policy", policyHeader(decision.windows));
     res.setHeader("RateLimit", rateLimitHeader(decision.windows));
     if (decision.allowed) return next();

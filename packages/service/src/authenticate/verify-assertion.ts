@@ -12,19 +12,13 @@ export function verifyAssertion(assertions: InternalAssertions, redis: Redis): R
   return async (req, res, next) => {
     const assertion = req.get(ASSERTION_HEADER);
     if (!assertion) throw unauthorized("Requests must come through the gateway");
-    let verified: Awaited<ReturnType<InternalAssertions["verify"]>>;
-    try {
-      verified = await assertions.verify(assertion, {
-        method: req.method,
-        path: req.originalUrl,
-        requestId: req.id,
-      });
-    } catch (err) {
-      if (err instanceof InvalidAssertion) throw unauthorized(`Gateway assertion refused: ${err.message}`);
-      throw err;
-    }
+    const verified = await assertions.verify(assertion, {
+      method: req.method,
+      path: req.originalUrl,
+      requestId: req.id,
+    });
     const fresh = await redis.set(`gw:assertion:${verified.jti}`, "1", "EX", 60, "NX");
-    if (fresh !== "OK") throw unauthorized("Gateway assertion refused: already used");
+    if (fresh !== "OK") throw new InvalidAssertion("already used");
     res.locals.principal = verified.principal;
     next();
   };

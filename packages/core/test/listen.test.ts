@@ -1,0 +1,64 @@
+import type { Server } from "node:http";
+import express from "express";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+// The raw-socket helper of the test harness; core cannot depend on devstack, which depends on core.
+import { rawHttp } from "../../devstack/src/raw-http.ts";
+import { listen } from "../src/http/listen.ts";
+
+let server: Server;
+let base = "";
+
+beforeAll(async () => {
+  const app = express();
+  app.get("/ok", (_req, res) => {
+    res.json({ ok: true });
+  });
+  // Short timeouts, checked often, so a request that is too slow is refused within the test.
+  ({ server } = await listen(app, 0, "127.0.0.1", {
+    headersTimeout: 300,
+    requestTimeout: 300,
+    connectionsCheckingInterval: 50,
+    maxHeaderSize: 4096,
+  }));
+  const { port } = server.address() as { port: number };
+  base = `http://127.0.0.1:${port}`;
+});
+afterAll(() => {
+  server.closeAllConnections();
+  server.close();
+});
+
+function expectCatalogueJson(res: Awaited<ReturnType<typeof rawHttp>>, status: number, error: string) {
+  expect(res.status).toBe(status);
+  expect(res.headers["content-type"]).toBe("application/json; charset=utf-8");
+  expect(res.headers["x-request-id"]).toMatch(/^[0-9a-f-]{36}$/);
+  expect(Number(res.headers["content-length"])).toBe(Buffer.byteLength(res.body));
+  expect(JSON.parse(res.body)).toEqual({ error, message: expect.any(String) });
+}
+
+describe("requests Node refuses before Express sees them get the catalogue's JSON", () => {
+  it("a malformed request line: 400", async () => {
+    const res = await rawHttp(base, "NOT HTTP AT ALL\r\n\r\n");
+    expectCatalogueJson(res, 400, "Bad Request");
+  });
+
+  it("headers over the limit: 431, naming the limit", async () => {
+    const res = await rawHttp(
+      base,
+      `GET /ok/${"a".repeat(5000)} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n`,
+    );
+    expectCatalogueJson(res, 431, "Request Header Fields Too Large");
+    expect(JSON.parse(res.body).message).toContain("4096");
+  });
+
+  it("a request that does not arrive in time: 408", async () => {
+    const res = await rawHttp(base, "GET /ok HTTP/1.1\r\nHost: x\r\n");
+    expectCatalogueJson(res, 408, "Request Timeout");
+  });
+
+  it("a well-formed request still reaches the app", async () => {
+    const res = await rawHttp(base, "GET /ok HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+    expect(res.status).toBe(200);
+    expect(JSON.parse(res.body)).toEqual({ ok: true });
+  });
+});
