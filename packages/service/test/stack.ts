@@ -68,14 +68,20 @@ export function useStack(
       INTERNAL_ASSERTION_SECRET: assertionSecret,
       ...spicedbEnv(spicedb),
     };
-    const logger = createLogger("stack-test", process.env.TEST_LOG_LEVEL ?? "silent");
+    const wanted = process.env.TEST_LOG_LEVEL ?? "silent";
+    const logger = createLogger("stack-test", wanted);
     const serviceLogs: Record<string, unknown>[] = [];
-    const serviceLogger = createLogger("service", "warn", {
-      write(line: string) {
-        serviceLogs.push(JSON.parse(line) as Record<string, unknown>);
-        if (process.env.TEST_LOG_LEVEL) process.stdout.write(line);
+    // Warnings are always kept (tests read them); more when TEST_LOG_LEVEL asks for it.
+    const serviceLogger = createLogger(
+      "service",
+      ["trace", "debug", "info"].includes(wanted) ? wanted : "warn",
+      {
+        write(line: string) {
+          serviceLogs.push(JSON.parse(line) as Record<string, unknown>);
+          if (process.env.TEST_LOG_LEVEL) process.stdout.write(line);
+        },
       },
-    });
+    );
     const service = await startService(
       loadConfig(serviceConfigSchema, {
         PORT: "0",
