@@ -1,14 +1,50 @@
 /**
  * A small OpenAI-compatible model provider for tests: `POST /v1/chat/completions`
- * (and `/chat/completions`), with usage, SSE streaming, and switches to fail,
- * rate-limit or stall. It answers deterministically: "Echo: <last user message>",
- * so tests can tell what reached it. It records every request it got, and
- * whether the caller went away before the answer was complete.
+ * (and `/chat/completions`), with usage, SSE streaming, and switches to fail in
+ * the ways real providers do. It answers deterministically: "Echo: <last user
+ * message>", so tests can tell what reached it. It records every request it got,
+ * and whether the caller went away before the answer was complete.
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 
-export type UpstreamMode = "ok" | "fail" | "rate-limit" | "stall" | "stall-midstream";
+export type UpstreamMode =
+  /** Answers. */
+  | "ok"
+  /** `failStatus` with an error body that carries `PROVIDER_SECRETS`, as a misconfigured provider's does. */
+  | "fail"
+  /** 429 with `Retry-After: 7`. */
+  | "rate-limit"
+  /** 200 with an HTML page (carrying `PROVIDER_SECRETS`) instead of JSON or events. */
+  | "not-json"
+  /**
+   * 200, then `oversizeBytes` of a JSON body that never ends; for streams, one
+   * delta and then an event of that size that never ends. The connection is kept.
+   */
+  | "oversized"
+  /** Streams: one delta, then an OpenAI-style `{"error":…}` chunk carrying `PROVIDER_SECRETS`, then the end. */
+  | "error-midstream"
+  /** Never answers. */
+  | "stall"
+  /** Streams: one delta, then silence on an open connection. */
+  | "stall-midstream";
+
+/**
+ * How streamed events are framed: `lf` (`data: …\n\n`), `crlf` (every line
+ * ends in `\r\n`), `multiline` (each JSON chunk spread over several `data:`
+ * lines), `unterminated` (no `[DONE]`, and the last event, the usage, is not
+ * followed by a blank line).
+ */
+export type SseFraming = "lf" | "crlf" | "multiline" | "unterminated";
+
+/** What a leaky provider puts in its error bodies; none of it may reach a client. */
+export const PROVIDER_SECRETS = {
+  databaseUrl: "postgres://llm_app:pg-pass-8c1f2e@db.internal.example:5432/llm",
+  password: "pg-pass-8c1f2e",
+  apiKey: "sk-proj-LEAKEDd41d8cd98f00b204e980",
+};
+
+const leakyMessage = `connection to ${PROVIDER_SECRETS.databaseUrl} failed while checking api key ${PROVIDER_SECRETS.apiKey}`;
 
 export interface RecordedRequest {
   path: string;
@@ -29,6 +65,11 @@ export interface FakeLLM {
   baseUrl: string;
   requests: RecordedRequest[];
   mode: UpstreamMode;
+  /** Status of `fail` answers. */
+  failStatus: number;
+  /** Size of the body (or event) that `oversized` sends. */
+  oversizeBytes: number;
+  framing: SseFraming;
   /** Words of the streamed answer are sent this many ms apart. */
   chunkDelayMs: number;
   close(): Promise<void>;
@@ -42,6 +83,9 @@ export async function startFakeLLM(): Promise<FakeLLM> {
     baseUrl: "",
     requests: [],
     mode: "ok",
+    failStatus: 500,
+    oversizeBytes: 256 * 1024,
+    framing: "lf",
     chunkDelayMs: 5,
     close: async () => {
       for (const s of sockets) s.destroy();
@@ -70,8 +114,8 @@ export async function startFakeLLM(): Promise<FakeLLM> {
 
     if (fake.mode === "fail") {
       res
-        .writeHead(500, { "content-type": "application/json" })
-        .end('{"error":{"message":"upstream exploded"}}');
+        .writeHead(fake.failStatus, { "content-type": "application/json" })
+        .end(JSON.stringify({ error: { message: leakyMessage, type: "server_error", code: null } }));
       return;
     }
     if (fake.mode === "rate-limit") {
@@ -80,7 +124,19 @@ export async function startFakeLLM(): Promise<FakeLLM> {
         .end('{"error":{"message":"slow down","type":"rate_limit_exceeded"}}');
       return;
     }
+    if (fake.mode === "not-json") {
+      res
+        .writeHead(200, { "content-type": "text/html" })
+        .end(`<html><body><pre>${leakyMessage}</pre></body></html>`);
+      return;
+    }
     if (fake.mode === "stall") return; // never answers
+    if (fake.mode === "oversized" && !body.stream) {
+      res.writeHead(200, { "content-type": "application/json" });
+      res.write(`{"id":"chatcmpl-big","choices":[{"message":{"role":"assistant","content":"`);
+      res.write("a".repeat(fake.oversizeBytes)); // and never ends
+      return;
+    }
 
     const lastUser = [...body.messages].reverse().find((m) => m.role === "user");
     const answer = `Echo: ${lastUser?.content ?? ""}`;
@@ -109,7 +165,19 @@ export async function startFakeLLM(): Promise<FakeLLM> {
     }
 
     res.writeHead(200, { "content-type": "text/event-stream", "cache-control": "no-cache" });
-    const send = (payload: unknown) => res.write(`data: ${JSON.stringify(payload)}\n\n`);
+    const framing = fake.framing;
+    const eol = framing === "crlf" ? "\r\n" : "\n";
+    const frame = (payload: unknown) => {
+      const data =
+        typeof payload === "string"
+          ? payload
+          : JSON.stringify(payload, null, framing === "multiline" ? 1 : undefined);
+      return data
+        .split("\n")
+        .map((line) => `data: ${line}${eol}`)
+        .join("");
+    };
+    const send = (payload: unknown) => res.write(frame(payload) + eol);
     const chunk = (delta: Record<string, unknown>, finish: string | null = null) => ({
       id,
       object: "chat.completion.chunk",
@@ -122,12 +190,31 @@ export async function startFakeLLM(): Promise<FakeLLM> {
     for (const [i, piece] of pieces.entries()) {
       if (res.destroyed) return;
       send(chunk({ content: piece }));
-      if (fake.mode === "stall-midstream" && i === 0) return; // stops sending, keeps the connection
+      if (i === 0) {
+        if (fake.mode === "stall-midstream") return; // stops sending, keeps the connection
+        if (fake.mode === "oversized") {
+          res.write(`data: {"choices":[{"index":0,"delta":{"content":"${"a".repeat(fake.oversizeBytes)}`);
+          return; // and never ends
+        }
+        if (fake.mode === "error-midstream") {
+          send({ error: { message: leakyMessage, type: "server_error", code: null } });
+          res.end();
+          return;
+        }
+      }
       await new Promise((r) => setTimeout(r, fake.chunkDelayMs));
     }
-    send(chunk({}, "stop"));
-    if (body.stream_options?.include_usage) send({ ...chunk({}), choices: [], usage });
-    res.end("data: [DONE]\n\n");
+    const tail = [
+      chunk({}, "stop"),
+      ...(body.stream_options?.include_usage ? [{ ...chunk({}), choices: [], usage }] : []),
+    ];
+    if (framing === "unterminated") {
+      for (const payload of tail.slice(0, -1)) send(payload);
+      res.end(frame(tail.at(-1)).trimEnd());
+      return;
+    }
+    for (const payload of tail) send(payload);
+    res.end(frame("[DONE]") + eol);
   });
   server.on("connection", (s) => {
     sockets.add(s);

@@ -15,6 +15,7 @@ import express, { Router } from "express";
 import type { Redis } from "ioredis";
 import { verifyAssertion } from "./authenticate/verify-assertion.ts";
 import type { ConversationStore } from "./conversations/store.ts";
+import type { ContextBudget } from "./llm/context.ts";
 import type { ChatProvider } from "./llm/provider.ts";
 import type { ResponseStore } from "./responses/store.ts";
 import { registerCreateConversation } from "./routes/conversations/create-conversation.ts";
@@ -38,6 +39,7 @@ export interface ServiceDeps {
   conversations: ConversationStore;
   responses: ResponseStore;
   usage: UsageStore;
+  context: ContextBudget;
 }
 
 /**

@@ -38,6 +38,14 @@ export const serviceConfigSchema = z
       .optional(),
     /** Time allowed for the provider to answer (or between streamed chunks), in milliseconds. Default 60000. */
     LLM_TIMEOUT_MS: env.positiveInt(60_000),
+    /** Largest provider answer read: a JSON body, or the text of a streamed answer, in bytes. Default 8388608 (8 MiB). */
+    LLM_MAX_RESPONSE_BYTES: env.positiveInt(8 * 1024 * 1024),
+    /** Largest single event of a provider's stream, in characters. Default 1048576. */
+    LLM_MAX_EVENT_CHARS: env.positiveInt(1024 * 1024),
+    /** Earlier conversation items sent to the model with a turn, newest kept. Default 100. */
+    LLM_CONTEXT_MAX_ITEMS: env.positiveInt(100),
+    /** Estimated tokens (four characters each) of a whole prompt: instructions, new input, earlier items. Default 32000. */
+    LLM_CONTEXT_MAX_TOKENS: env.positiveInt(32_000),
   })
   .superRefine((c, ctx) => checkSpiceDBEnv(c, ctx))
   .transform((c) => ({ ...c, REDIS_URL: c.REDIS_URL ?? localRedisUrl(), spicedb: spicedbClientOptions(c) }));

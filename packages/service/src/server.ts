@@ -38,6 +38,8 @@ export async function startService(
     defaultModel: config.LLM_DEFAULT_MODEL,
     allowedModels: config.LLM_MODELS,
     timeoutMs: config.LLM_TIMEOUT_MS,
+    maxResponseBytes: config.LLM_MAX_RESPONSE_BYTES,
+    maxEventChars: config.LLM_MAX_EVENT_CHARS,
   });
   if (!config.LLM_BASE_URL)
     logger.warn("no model provider configured: responses answer 503 until LLM_BASE_URL is set");
@@ -53,6 +55,7 @@ export async function startService(
     conversations: new ConversationStore(redis),
     responses: new ResponseStore(redis),
     usage: new UsageStore(redis),
+    context: { maxItems: config.LLM_CONTEXT_MAX_ITEMS, maxTokens: config.LLM_CONTEXT_MAX_TOKENS },
   });
   const { server, port } = await listen(app, config.PORT, config.HOST);
   logger.info(

@@ -1,4 +1,5 @@
 import { describe, expect, it } from "vitest";
+import { type ConversationItem, ConversationStore } from "../src/conversations/store.ts";
 import { useStack } from "./stack.ts";
 
 const stack = useStack();
@@ -124,5 +125,110 @@ describe("conversations", () => {
     const res = await stack.call(readOnly.secret, CONV, { json: {}, user: "alice" });
     expect(res.status).toBe(403);
     expect((await res.json()).message).toContain("conversations:write");
+  });
+});
+
+const message = (i: number): ConversationItem => ({
+  type: "message",
+  id: `msg_${String(i).padStart(4, "0")}`,
+  status: "completed",
+  role: i % 2 === 0 ? "user" : "assistant",
+  content: [{ type: i % 2 === 0 ? "input_text" : "output_text", text: `message ${i}` }],
+});
+
+describe("conversation items", () => {
+  /** A conversation of alice's holding `n` items, and a way to list them. */
+  async function withItems(n: number) {
+    const { key, conversation } = await setup();
+    const items = Array.from({ length: n }, (_, i) => message(i));
+    await new ConversationStore(stack.redis).append(key.org, conversation.id, items);
+    const list = (query = "") =>
+      stack.call(key.secret, `${CONV}/${conversation.id}/items${query}`, { user: "alice" });
+    return { key, conversation, ids: items.map((i) => i.id), list };
+  }
+
+  const page = async (res: Response) => {
+    expect(res.status).toBe(200);
+    const body = await res.json();
+    expect(body).toEqual({
+      object: "list",
+      data: expect.any(Array),
+      first_id: body.data[0]?.id ?? null,
+      last_id: body.data.at(-1)?.id ?? null,
+      has_more: expect.any(Boolean),
+    });
+    return {
+      ids: body.data.map((i: ConversationItem) => i.id) as string[],
+      hasMore: body.has_more as boolean,
+    };
+  };
+
+  it("are paged as OpenAI pages them: newest first, 20 at a time, then after the last one", async () => {
+    const { ids, list } = await withItems(25);
+    const newest = [...ids].reverse();
+    const first = await page(await list());
+    expect(first).toEqual({ ids: newest.slice(0, 20), hasMore: true });
+    expect(await page(await list(`?after=${first.ids.at(-1)}`))).toEqual({
+      ids: newest.slice(20),
+      hasMore: false,
+    });
+    expect(await page(await list("?limit=100"))).toEqual({ ids: newest, hasMore: false });
+  });
+
+  it("are paged oldest first with order=asc, and a page's items are whole", async () => {
+    const { ids, list } = await withItems(25);
+    const seen: string[] = [];
+    let after = "";
+    for (let more = true; more; ) {
+      const next = await page(await list(`?order=asc&limit=10${after}`));
+      seen.push(...next.ids);
+      more = next.hasMore;
+      after = `&after=${next.ids.at(-1)}`;
+    }
+    expect(seen).toEqual(ids);
+    const [item] = (await (await list("?order=asc&limit=1")).json()).data;
+    expect(item).toEqual(message(0));
+  });
+
+  it.each([
+    ["limit=0", "limit", "greater_than_equal"],
+    ["limit=101", "limit", "less_than_equal"],
+    ["limit=ten", "limit", "int_type"],
+    ["limit=2.5", "limit", "int_type"],
+    ["limit=-1", "limit", "greater_than_equal"],
+    ["order=newest", "order", "enum"],
+    ["after=", "after", "string_too_short"],
+    ["after=msg_not_here", "after", "value_error"],
+  ])("?%s → 422 at query.%s (%s)", async (query, field, type) => {
+    const { list } = await withItems(3);
+    const res = await list(`?${query}`);
+    expect(res.status).toBe(422);
+    const { detail } = await res.json();
+    expect(detail).toEqual([expect.objectContaining({ loc: ["query", field], type })]);
+    expect(String(detail[0].input)).toBe(query.slice(query.indexOf("=") + 1)); // what was sent, not NaN
+  });
+
+  it("kept as a list by an earlier version are still read, continued and deleted", async () => {
+    const { key, conversation } = await setup();
+    const legacy = `gw:conv-items:{${key.org}}:${conversation.id}`;
+    await stack.redis.rpush(legacy, ...[0, 1].map((i) => JSON.stringify(message(i))));
+    const listed = await stack.call(key.secret, `${CONV}/${conversation.id}/items?order=asc`, {
+      user: "alice",
+    });
+    expect((await listed.json()).data).toEqual([message(0), message(1)]);
+    expect(await stack.redis.exists(legacy)).toBe(0);
+
+    const turn = await stack.call(key.secret, "/api/v1/llm/responses", {
+      json: { input: "and now?", conversation: conversation.id },
+      user: "alice",
+    });
+    expect(turn.status).toBe(200);
+    expect(stack.llm.requests.at(-1)!.body.messages.map((m) => m.content)).toEqual([
+      "message 0",
+      "message 1",
+      "and now?",
+    ]);
+    await stack.call(key.secret, `${CONV}/${conversation.id}`, { method: "DELETE", user: "alice" });
+    expect(await stack.redis.keys(`gw:conv*${conversation.id}`)).toEqual([]);
   });
 });

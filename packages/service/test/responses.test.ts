@@ -1,20 +1,8 @@
 import { describe, expect, it } from "vitest";
-import { useStack } from "./stack.ts";
+import { parseEvents as events, useStack } from "./stack.ts";
 
 const stack = useStack();
 const RESPONSES = "/api/v1/llm/responses";
-
-/** Parses an SSE body into its events. */
-function events(text: string) {
-  return text
-    .split("\n\n")
-    .filter(Boolean)
-    .map((block) => {
-      const type = /^event: (.+)$/m.exec(block)?.[1];
-      const data = JSON.parse(/^data: (.+)$/m.exec(block)?.[1] ?? "null");
-      return { type, data };
-    });
-}
 
 describe("responses", () => {
   it("answers with a completed response object of the contract's shape, owned by the end user", async () => {
@@ -132,7 +120,9 @@ describe("responses", () => {
       { role: "user", content: "second question" },
     ]);
     const items = await (
-      await stack.call(key.secret, `/api/v1/llm/conversations/${conversation.id}/items`, { user: "alice" })
+      await stack.call(key.secret, `/api/v1/llm/conversations/${conversation.id}/items?order=asc`, {
+        user: "alice",
+      })
     ).json();
     expect(
       items.data.map(

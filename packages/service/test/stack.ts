@@ -21,6 +21,8 @@ export interface Stack {
   redis: Redis;
   store: ApiKeyStore;
   assertionSecret: string;
+  /** The service's log lines at warn and above (JSON objects), so tests can see what reached the log. */
+  serviceLogs: Record<string, unknown>[];
   /** A key in a fresh organization (its owner `backend`), unless told otherwise. */
   createKey(input?: Partial<CreateApiKeyInput>): Promise<{ id: string; org: string; secret: string }>;
   /** fetch against the gateway as `user` (X-On-Behalf-Of) with `secret`. */
@@ -30,6 +32,18 @@ export interface Stack {
     init?: { method?: string; json?: unknown; user?: string; headers?: Record<string, string> },
   ): Promise<Response>;
   stopService(): Promise<void>;
+}
+
+/** The events of a `text/event-stream` body, in order. */
+export function parseEvents(text: string) {
+  return text
+    .split("\n\n")
+    .filter(Boolean)
+    .map((block) => {
+      const type = /^event: (.+)$/m.exec(block)?.[1];
+      const data = JSON.parse(/^data: (.+)$/m.exec(block)?.[1] ?? "null");
+      return { type, data };
+    });
 }
 
 /**
@@ -54,7 +68,20 @@ export function useStack(
       INTERNAL_ASSERTION_SECRET: assertionSecret,
       ...spicedbEnv(spicedb),
     };
-    const logger = createLogger("stack-test", process.env.TEST_LOG_LEVEL ?? "silent");
+    const wanted = process.env.TEST_LOG_LEVEL ?? "silent";
+    const logger = createLogger("stack-test", wanted);
+    const serviceLogs: Record<string, unknown>[] = [];
+    // Warnings are always kept (tests read them); more when TEST_LOG_LEVEL asks for it.
+    const serviceLogger = createLogger(
+      "service",
+      ["trace", "debug", "info"].includes(wanted) ? wanted : "warn",
+      {
+        write(line: string) {
+          serviceLogs.push(JSON.parse(line) as Record<string, unknown>);
+          if (process.env.TEST_LOG_LEVEL) process.stdout.write(line);
+        },
+      },
+    );
     const service = await startService(
       loadConfig(serviceConfigSchema, {
         PORT: "0",
@@ -65,7 +92,7 @@ export function useStack(
         ...common,
         ...serviceEnv,
       }),
-      logger,
+      serviceLogger,
     );
     const gateway = await startGateway(
       loadConfig(gatewayConfigSchema, {
@@ -89,6 +116,7 @@ export function useStack(
       redis,
       store,
       assertionSecret,
+      serviceLogs,
       async createKey(input: Partial<CreateApiKeyInput> = {}) {
         const org = input.org ?? `org-${randomBytes(5).toString("hex")}`;
         const { record, secret } = await store.create({ org, owner: "backend", ...input });

@@ -16,12 +16,68 @@ export interface ConversationItem {
   content: { type: "input_text" | "output_text"; text: string }[];
 }
 
+export interface ItemPage {
+  items: ConversationItem[];
+  hasMore: boolean;
+}
+
 export const newId = (prefix: string) => `${prefix}_${randomBytes(16).toString("hex")}`;
 
 const recordKey = (org: string, id: string) => `gw:conv:{${org}}:${id}`;
-const itemsKey = (org: string, id: string) => `gw:conv-items:{${org}}:${id}`;
+/** Item ids by position (a sorted set scored 1, 2, 3…), so a page starts anywhere in one step. */
+const orderKey = (org: string, id: string) => `gw:conv-order:{${org}}:${id}`;
+/** Item id → item JSON. */
+const itemsKey = (org: string, id: string) => `gw:conv-item:{${org}}:${id}`;
+/** Where items were kept before they could be paged: a list, moved to the two keys above when next touched. */
+const legacyKey = (org: string, id: string) => `gw:conv-items:{${org}}:${id}`;
 
-/** Conversations and their items in Redis, per organization (ids are the service's own, `conv_…`). */
+const keys = (org: string, id: string) => [legacyKey(org, id), orderKey(org, id), itemsKey(org, id)];
+
+// KEYS: legacy list, order, items.
+const MIGRATE = `
+if redis.call('EXISTS', KEYS[1]) == 1 then
+  for i, json in ipairs(redis.call('LRANGE', KEYS[1], 0, -1)) do
+    local id = cjson.decode(json).id
+    redis.call('ZADD', KEYS[2], i, id)
+    redis.call('HSET', KEYS[3], id, json)
+  end
+  redis.call('DEL', KEYS[1])
+end
+`;
+
+// ARGV: id, json, id, json…
+const APPEND = `${MIGRATE}
+local top = redis.call('ZREVRANGE', KEYS[2], 0, 0, 'WITHSCORES')
+local position = tonumber(top[2] or '0')
+for i = 1, #ARGV, 2 do
+  position = position + 1
+  redis.call('ZADD', KEYS[2], position, ARGV[i])
+  redis.call('HSET', KEYS[3], ARGV[i], ARGV[i + 1])
+end
+`;
+
+// ARGV: after ('' for the start), 'asc' | 'desc', count. Returns up to count item JSONs, or nil when
+// 'after' is not an item of this conversation.
+const PAGE = `${MIGRATE}
+local after, desc, count = ARGV[1], ARGV[2] == 'desc', tonumber(ARGV[3])
+local ids
+if after == '' then
+  if desc then ids = redis.call('ZREVRANGE', KEYS[2], 0, count - 1)
+  else ids = redis.call('ZRANGE', KEYS[2], 0, count - 1) end
+else
+  local position = redis.call('ZSCORE', KEYS[2], after)
+  if not position then return false end
+  if desc then ids = redis.call('ZREVRANGEBYSCORE', KEYS[2], '(' .. position, '-inf', 'LIMIT', 0, count)
+  else ids = redis.call('ZRANGEBYSCORE', KEYS[2], '(' .. position, '+inf', 'LIMIT', 0, count) end
+end
+if #ids == 0 then return {} end
+return redis.call('HMGET', KEYS[3], unpack(ids))
+`;
+
+/**
+ * Conversations and their items in Redis, per organization (ids are the
+ * service's own, `conv_…`). Items are read a page at a time, never all at once.
+ */
 export class ConversationStore {
   private readonly redis: Redis;
 
@@ -38,15 +94,46 @@ export class ConversationStore {
     return json ? (JSON.parse(json) as Conversation) : undefined;
   }
 
-  async items(org: string, id: string): Promise<ConversationItem[]> {
-    return (await this.redis.lrange(itemsKey(org, id), 0, -1)).map((j) => JSON.parse(j) as ConversationItem);
+  /**
+   * Up to `limit` items after the item `after` (or from the start) in `order`
+   * (`asc`: oldest first); `undefined` if `after` is not an item of this conversation.
+   */
+  async page(
+    org: string,
+    id: string,
+    options: { limit: number; order: "asc" | "desc"; after?: string | undefined },
+  ): Promise<ItemPage | undefined> {
+    const jsons = (await this.redis.eval(
+      PAGE,
+      3,
+      ...keys(org, id),
+      options.after ?? "",
+      options.order,
+      options.limit + 1, // one more tells whether there are more
+    )) as (string | null)[] | null;
+    if (!jsons) return undefined;
+    const items = jsons.filter((j): j is string => j !== null).map((j) => JSON.parse(j) as ConversationItem);
+    return { items: items.slice(0, options.limit), hasMore: items.length > options.limit };
+  }
+
+  /** The items newest first, read `pageSize` at a time as the caller goes on. */
+  async *newestFirst(org: string, id: string, pageSize: number): AsyncGenerator<ConversationItem> {
+    let after: string | undefined;
+    while (true) {
+      const page = await this.page(org, id, { limit: pageSize, order: "desc", after });
+      if (!page) return; // the item we stood on was removed meanwhile
+      yield* page.items;
+      if (!page.hasMore) return;
+      after = page.items.at(-1)!.id;
+    }
   }
 
   async append(org: string, id: string, items: ConversationItem[]): Promise<void> {
-    if (items.length > 0) await this.redis.rpush(itemsKey(org, id), ...items.map((i) => JSON.stringify(i)));
+    if (items.length === 0) return;
+    await this.redis.eval(APPEND, 3, ...keys(org, id), ...items.flatMap((i) => [i.id, JSON.stringify(i)]));
   }
 
   async delete(org: string, id: string): Promise<void> {
-    await this.redis.del(recordKey(org, id), itemsKey(org, id));
+    await this.redis.del(recordKey(org, id), ...keys(org, id));
   }
 }

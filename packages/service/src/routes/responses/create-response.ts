@@ -1,4 +1,5 @@
 import {
+  type Logger,
   type Principal,
   principalOf,
   type ResourceAuthorization,
@@ -6,15 +7,22 @@ import {
   ValidationFailed,
   validate,
 } from "@gw/core";
-import type { Response, Router } from "express";
+import type { Router } from "express";
 import { z } from "zod";
 import { type ConversationItem, type ConversationStore, newId } from "../../conversations/store.ts";
-import { type ChatMessage, type ChatProvider, type Completion, usageOf } from "../../llm/provider.ts";
+import { type ContextBudget, fitHistory, messageOf } from "../../llm/context.ts";
+import {
+  type ChatMessage,
+  type ChatProvider,
+  type ChatRequest,
+  type Completion,
+  usageOf,
+} from "../../llm/provider.ts";
 import type { ResponseObject, ResponseStore } from "../../responses/store.ts";
 import type { UsageStore } from "../../usage/store.ts";
 import { requireRole } from "../access.ts";
 import { metadataSchema } from "../conversations/metadata.ts";
-import { providerErrorToHttp } from "./provider-errors.ts";
+import { type StreamedTurn, streamTurn } from "./stream-response.ts";
 
 const ROLES = ["user", "assistant", "system", "developer"] as const;
 
@@ -44,11 +52,13 @@ const body = z.strictObject({
 type Input = z.output<typeof body>;
 
 export interface CreateResponseDeps {
+  logger: Logger;
   provider: ChatProvider;
   authorization: ResourceAuthorization;
   conversations: ConversationStore;
   responses: ResponseStore;
   usage: UsageStore;
+  context: ContextBudget;
 }
 
 const textOf = (content: string | { text: string }[]) =>
@@ -57,90 +67,93 @@ const textOf = (content: string | { text: string }[]) =>
 /**
  * `POST /api/v1/llm/responses`: one turn with the model, as JSON or as a
  * stream of Responses events. The principal owns the new `resp_…` id. With a
- * `conversation` (writer needed), its earlier items are sent as context and
- * the turn is appended. Usage is recorded only for completed responses.
+ * `conversation` (writer needed), its newest earlier items that fit the
+ * context budget are sent as context and the turn is appended. Usage is
+ * recorded only for completed responses. Provider failures are errors with
+ * their catalogue code: the error middleware answers them.
  */
 export function registerCreateResponse(router: Router, deps: CreateResponseDeps): void {
   router.post("/llm/responses", requirePermission("responses:write"), async (req, res) => {
     const input = validate("body", body, req.body);
     const principal = principalOf(res);
-    try {
-      deps.provider.assertConfigured();
-      const model = deps.provider.resolveModel(input.model);
-      if (!model) {
-        throw new ValidationFailed([
-          {
-            loc: ["body", "model"],
-            msg: `Input should be 'auto' or one of the allowed models`,
-            type: "enum",
-            input: input.model,
-            ctx: { expected: ["auto", ...(deps.provider.allowedModels ?? [])].join(", ") },
-          },
-        ]);
-      }
-      const history = input.conversation
-        ? await conversationContext(deps, principal, input.conversation)
-        : [];
-      const turn = turnItems(input);
-      const messages: ChatMessage[] = [
-        ...(input.instructions ? [{ role: "system" as const, content: input.instructions }] : []),
-        ...history,
-        ...turn.map((item) => ({ role: item.role, content: item.content.map((c) => c.text).join("") })),
-      ];
-      const response = draft(input, model);
-      // The caller going away stops the model's work.
-      const abort = new AbortController();
-      res.on("close", () => {
-        if (!res.writableFinished) abort.abort(new Error("client disconnected"));
-      });
+    deps.provider.assertConfigured();
+    const model = deps.provider.resolveModel(input.model);
+    if (!model) {
+      throw new ValidationFailed([
+        {
+          loc: ["body", "model"],
+          msg: `Input should be 'auto' or one of the allowed models`,
+          type: "enum",
+          input: input.model,
+          ctx: { expected: ["auto", ...(deps.provider.allowedModels ?? [])].join(", ") },
+        },
+      ]);
+    }
+    const turn = turnItems(input);
+    const instructions: ChatMessage[] = input.instructions
+      ? [{ role: "system", content: input.instructions }]
+      : [];
+    const current = turn.map(messageOf);
+    const history = input.conversation
+      ? await conversationContext(deps, principal, input.conversation, [...instructions, ...current])
+      : [];
+    const request: ChatRequest = {
+      model,
+      messages: [...instructions, ...history, ...current],
+      maxOutputTokens: input.max_output_tokens,
+    };
+    const response = draft(input, model);
+    // The caller going away stops the model's work.
+    const abort = new AbortController();
+    res.on("close", () => {
+      if (!res.writableFinished) abort.abort(new Error("client disconnected"));
+    });
 
-      await deps.authorization.createOwnership(principal, { type: "response", id: response.id });
-      if (!input.stream) {
-        let completion: Completion;
-        try {
-          completion = await deps.provider.complete(model, messages, input.max_output_tokens, abort.signal);
-        } catch (err) {
-          await release(deps, principal, response.id);
-          throw err;
-        }
-        complete(response, completion);
-        await finish(deps, principal, response, input, turn);
-        res.json(response);
-        return;
-      }
-
-      let stream: Awaited<ReturnType<typeof streamTurn>>;
+    await deps.authorization.createOwnership(principal, { type: "response", id: response.id });
+    if (!input.stream) {
+      let completion: Completion;
       try {
-        stream = await streamTurn(deps, res, response, model, messages, input, abort.signal);
+        completion = await deps.provider.complete(request, abort.signal);
       } catch (err) {
-        await release(deps, principal, response.id); // failed before the first byte: an ordinary error answer
+        await release(deps, principal, response.id);
         throw err;
       }
-      if (stream.completion) {
-        complete(response, stream.completion);
-        try {
-          await finish(deps, principal, response, input, turn); // stored before the client hears "completed"
-        } catch (err) {
-          stream.fail(err);
-          throw err;
-        }
-        stream.end(response);
+      complete(response, completion);
+      await finish(deps, principal, response, input, turn);
+      res.json(response);
+      return;
+    }
+
+    let stream: StreamedTurn;
+    try {
+      stream = await streamTurn(res, { ...deps, response, request, signal: abort.signal });
+    } catch (err) {
+      await release(deps, principal, response.id); // failed before the first byte: an ordinary error answer
+      throw err;
+    }
+    if (stream.completion) {
+      complete(response, stream.completion);
+      try {
+        await finish(deps, principal, response, input, turn); // stored before the client hears "completed"
+      } catch (err) {
+        stream.fail(err);
+        await release(deps, principal, response.id);
         return;
       }
-      // The stream broke after it began: what the model produced still counts, nothing else was created.
-      if (stream.partial) {
-        await deps.usage.record({
-          org: principal.org,
-          keyId: principal.keyId,
-          user: principal.user,
-          model,
-          usage: usageOf(undefined, messages, stream.partial),
-        });
-      }
-      await release(deps, principal, response.id);
-    } catch (err) {
-      throw providerErrorToHttp(err);
+      stream.end(response);
+      return;
     }
+    // The stream broke after it began: what the model produced still counts, nothing else was created.
+    if (stream.partial) {
+      await deps.usage.record({
+        org: principal.org,
+        keyId: principal.keyId,
+        user: principal.user,
+        model,
+        usage: usageOf(undefined, request.messages, stream.partial),
+      });
+    }
+    await release(deps, principal, response.id);
   });
 }
 
@@ -152,16 +165,16 @@ function release(deps: CreateResponseDeps, principal: Principal, id: string): Pr
   );
 }
 
+/** The conversation's newest items that fit the context budget beside what is `sent` anyway. */
 async function conversationContext(
   deps: CreateResponseDeps,
   principal: Principal,
   id: string,
+  sent: ChatMessage[],
 ): Promise<ChatMessage[]> {
   await requireRole(deps.authorization, principal, { type: "conversation", id }, "writer");
-  return (await deps.conversations.items(principal.org, id)).map((item) => ({
-    role: item.role,
-    content: item.content.map((c) => c.text).join(""),
-  }));
+  const pageSize = Math.min(deps.context.maxItems, 100);
+  return fitHistory(deps.conversations.newestFirst(principal.org, id, pageSize), sent, deps.context);
 }
 
 /** The caller's side of the turn, as conversation items. */
@@ -239,72 +252,4 @@ async function finish(
       usage: response.usage!,
     }),
   ]);
-}
-
-/**
- * Streams the Responses events: `response.created`, `response.output_text.delta`…,
- * `response.output_text.done`; the caller sends `response.completed` once the
- * response is stored (`end`). Failures before the first byte throw (ordinary
- * error answers); after it, an `error` event ends the stream and what was
- * produced so far is returned as `partial`.
- */
-async function streamTurn(
-  deps: CreateResponseDeps,
-  res: Response,
-  response: ResponseObject,
-  model: string,
-  messages: ChatMessage[],
-  input: Input,
-  signal: AbortSignal,
-): Promise<{
-  completion?: Completion;
-  partial?: string;
-  end(final: ResponseObject): void;
-  fail(err: unknown): void;
-}> {
-  const deltas = deps.provider.stream(model, messages, input.max_output_tokens, signal);
-  const first = await deltas.next(); // provider errors surface here, before any byte is sent
-  let sequence = 0;
-  const send = (type: string, data: Record<string, unknown>) =>
-    res.write(`event: ${type}\ndata: ${JSON.stringify({ type, sequence_number: sequence++, ...data })}\n\n`);
-  const fail = (err: unknown) => {
-    if (signal.aborted || res.writableEnded) return;
-    const http = providerErrorToHttp(err) as { code?: string; message?: string };
-    send("error", { code: http.code ?? "internal", message: http.message ?? "The response failed" });
-    res.end();
-  };
-  const end = (final: ResponseObject) => {
-    send("response.completed", { response: final });
-    res.end();
-  };
-  res
-    .status(200)
-    .set({ "Content-Type": "text/event-stream", "Cache-Control": "no-cache", "X-Accel-Buffering": "no" });
-  res.flushHeaders();
-  const itemId = newId("msg");
-  response.output = [
-    {
-      type: "message",
-      id: itemId,
-      status: "in_progress",
-      role: "assistant",
-      content: [{ type: "output_text", text: "", annotations: [] }],
-    },
-  ];
-  send("response.created", { response: { ...response, output: [] } });
-  const part = { item_id: itemId, output_index: 0, content_index: 0 };
-  let produced = "";
-  try {
-    let step = first;
-    while (!step.done) {
-      produced += step.value;
-      send("response.output_text.delta", { ...part, delta: step.value });
-      step = await deltas.next();
-    }
-    send("response.output_text.done", { ...part, text: step.value.text });
-    return { completion: step.value, end, fail };
-  } catch (err) {
-    fail(err);
-    return { partial: produced, end, fail };
-  }
 }
