@@ -336,6 +336,59 @@ describe("pnpm start", () => {
     expect((await read("bob")).status).toBe(200);
   });
 
+  it("lets a backend register a file, share it for a while, list it, show its grants and audit trail", async () => {
+    const { stdout } = await run("pnpm", ["keys", "create", "--org", "acme", "--owner", "files-backend"], {
+      cwd: REPO_ROOT,
+      env,
+    });
+    const { key } = JSON.parse(stdout);
+    const call = (user: string, path: string, init: { method?: string; json?: unknown } = {}) =>
+      fetch(`${gatewayUrl}/api/v1/authorization/llm${path}`, {
+        method: init.method ?? "GET",
+        headers: {
+          authorization: `Bearer ${key}`,
+          "x-on-behalf-of": user,
+          "content-type": "application/json",
+        },
+        ...(init.json ? { body: JSON.stringify(init.json) } : {}),
+      });
+    const file = `f1_${Date.now()}`;
+    const registered = await call("alice", "/resources", {
+      method: "POST",
+      json: { resourceType: "file", resourceId: file },
+    });
+    expect(registered.status).toBe(201);
+    expect(await registered.json()).toEqual({ resourceType: "file", resourceId: file, owner: "alice" });
+
+    // The issue asks for a minute; a few seconds show the same without a long wait.
+    const expiresAt = new Date(Date.now() + 3_000).toISOString();
+    const shared = await call("alice", "/grant", {
+      method: "POST",
+      json: { resourceType: "file", resourceId: file, userId: "bob", role: "reader", expiresAt },
+    });
+    expect(shared.status).toBe(204);
+
+    const listed = await (await call("bob", "/resources?resourceType=file&role=reader")).json();
+    expect(listed.data).toContainEqual({ resourceId: file });
+    expect(await (await call("alice", `/resources/file/${file}/grants`)).json()).toEqual({
+      data: [
+        { userId: "alice", role: "owner" },
+        { userId: "bob", role: "reader", expiresAt },
+      ],
+    });
+    const audit = await (await call("alice", `/resources/file/${file}/audit`)).json();
+    expect(audit.data.map((r: { action: string; outcome: string }) => [r.action, r.outcome])).toEqual([
+      ["grant", "allowed"],
+      ["register", "allowed"],
+    ]);
+
+    const check = async () =>
+      (await (await call("bob", `/check?resourceType=file&resourceId=${file}&role=reader`)).json()).allowed;
+    expect(await check()).toBe(true);
+    while (Date.now() <= Date.parse(expiresAt) + 50) await new Promise((r) => setTimeout(r, 100));
+    expect(await check()).toBe(false);
+  });
+
   it("keeps Redis data under DATA_DIR/redis with AOF on, and never logs a secret", async () => {
     const { stdout } = await run("pnpm", ["keys", "create", "--org", "acme", "--owner", "bob"], {
       cwd: REPO_ROOT,

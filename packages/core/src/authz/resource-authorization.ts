@@ -225,20 +225,25 @@ export class ResourceAuthorization {
   /** Who holds which role on the resource (owners only; expired grants are gone). */
   async grants(principal: Principal, resource: ResourceRef): Promise<Grant[]> {
     await this.assertOwner(principal, resource);
+    return this.listGrants(principal.org, resource);
+  }
+
+  /** Who holds which role on an organization's resource, for operators (no ownership asked). */
+  async listGrants(org: string, resource: ResourceRef): Promise<Grant[]> {
     const relationships = await this.spicedb.readRelationships(
       v1.ReadRelationshipsRequest.create({
-        consistency: await this.consistency(tokenKey(principal.org, resource)),
-        relationshipFilter: resourceFilter(principal.org, resource),
+        consistency: await this.consistency(tokenKey(org, resource)),
+        relationshipFilter: resourceFilter(org, resource),
       }),
     );
     const grants: Grant[] = [];
     for (const { relationship } of relationships) {
       const objectId = relationship?.subject?.object?.objectId;
       if (!relationship || !objectId) continue;
-      const { org, id } = unscopedId(objectId);
+      const { org: scopedOrg, id } = unscopedId(objectId);
       grants.push({
         // A subject of another organization was not written by this gateway; it is shown as SpiceDB has it.
-        userId: objectId === PUBLIC_USER ? PUBLIC_USER : org === principal.org ? id : objectId,
+        userId: objectId === PUBLIC_USER ? PUBLIC_USER : scopedOrg === org ? id : objectId,
         role: relationship.relation as Role,
         ...(relationship.optionalExpiresAt
           ? { expiresAt: fromTimestamp(relationship.optionalExpiresAt) }

@@ -1,0 +1,77 @@
+import { execFile } from "node:child_process";
+import { resolve } from "node:path";
+import { promisify } from "node:util";
+import { REPO_ROOT } from "@gw/devstack";
+import { spicedbEnv } from "@gw/devstack/testing";
+import { describe, expect, it } from "vitest";
+import { newOrg } from "./authorization-helpers.ts";
+import { useGateway } from "./harness.ts";
+
+const run = promisify(execFile);
+const gw = useGateway();
+
+/** Runs `pnpm authz` as an operator would; never throws, so exit codes can be asserted. */
+async function authz(args: string[], via: "node" | "pnpm" = "node") {
+  const [cmd, argv] =
+    via === "pnpm"
+      ? ["pnpm", ["--silent", "authz", ...args]]
+      : [process.execPath, [resolve(REPO_ROOT, "packages/gateway/src/cli/authz.ts"), ...args]];
+  try {
+    const { stdout, stderr } = await run(cmd, argv, {
+      cwd: REPO_ROOT,
+      env: { ...process.env, REDIS_URL: gw.redisUrl, ...spicedbEnv(gw.spicedb) },
+    });
+    return { code: 0, stdout, stderr };
+  } catch (err) {
+    const e = err as { code: number; stdout: string; stderr: string };
+    return { code: e.code, stdout: e.stdout, stderr: e.stderr };
+  }
+}
+
+describe("pnpm authz (read-only)", () => {
+  it("grants shows who holds which role, and audit the organization's or one resource's trail", async () => {
+    const o = await newOrg(gw);
+    await o.register("alice", "file", "f1");
+    await o.grant("alice", { resourceType: "file", resourceId: "f1", userId: "bob", role: "reader" });
+    await o.grant("bob", { resourceType: "file", resourceId: "f1", userId: "bob", role: "owner" });
+
+    const grants = await authz(["grants", "file", `${o.org}/f1`], "pnpm");
+    expect(grants.code, grants.stderr).toBe(0);
+    expect(JSON.parse(grants.stdout)).toEqual({
+      resourceType: "file",
+      resourceId: "f1",
+      organization: o.org,
+      data: [
+        { userId: "alice", role: "owner" },
+        { userId: "bob", role: "reader" },
+      ],
+    });
+
+    const audit = await authz(["audit", "--org", o.org]);
+    expect(audit.code, audit.stderr).toBe(0);
+    const page = JSON.parse(audit.stdout);
+    expect(page.data.map((r: { action: string; outcome: string }) => [r.action, r.outcome])).toEqual([
+      ["grant", "denied"],
+      ["grant", "allowed"],
+      ["register", "allowed"],
+    ]);
+    const one = await authz(["audit", "--org", o.org, "--resource", "file/f1", "--limit", "1"]);
+    expect(JSON.parse(one.stdout)).toMatchObject({ data: [{ action: "grant", outcome: "denied" }] });
+    expect(JSON.parse(one.stdout).next_cursor).toEqual(page.data[0].id);
+  });
+
+  it("refuses bad usage with exit code 2 and says how to use it", async () => {
+    for (const args of [
+      [],
+      ["grants", "file"],
+      ["grants", "spreadsheet", "o/x"],
+      ["grants", "file", "nopath"],
+      ["audit"],
+    ]) {
+      const out = await authz(args);
+      expect(out.code, args.join(" ")).toBe(2);
+      expect(out.stdout).toBe("");
+      expect(out.stderr).toMatch(/usage:/);
+    }
+  });
+});
