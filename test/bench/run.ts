@@ -9,7 +9,8 @@ import { startTestRedis, startTestSpiceDB } from "@gw/devstack/testing";
 import { ApiKeyStore } from "@gw/gateway";
 import { RateLimiterRedis, RateLimiterUnion } from "rate-limiter-flexible";
 import { CachedApiKeyLookup } from "../../packages/gateway/src/api-keys/lookup.ts";
-import { WindowLimiters } from "../../packages/gateway/src/rate-limit/window-limiters.ts";
+import { MemoryWindows } from "../../packages/gateway/src/rate-limit/memory-windows.ts";
+import { RedisWindows } from "../../packages/gateway/src/rate-limit/redis-windows.ts";
 
 /** A TCP relay that holds every chunk for `delayMs` each way: Redis as seen across a network. */
 async function delayedRelay(port: number, delayMs: number) {
@@ -67,7 +68,7 @@ await Promise.all([redis.ping(), plain.ping()]);
 try {
   // 1. Rate-limit decisions over four windows, each caller its own key (all admitted).
   const limits = { second: 1e9, minute: 1e9, hour: 1e9, day: 1e9 };
-  const ours = WindowLimiters.redis(redis, "bench:ours");
+  const ours = new RedisWindows(redis, "bench:ours");
   const perWindow = Object.entries(limits).map(
     ([w, points]) =>
       new RateLimiterRedis({ storeClient: plain, keyPrefix: `bench:seq:${w}`, points, duration: 60 }),
@@ -78,7 +79,7 @@ try {
         new RateLimiterRedis({ storeClient: plain, keyPrefix: `bench:union:${w}`, points, duration: 60 }),
     ),
   );
-  const memory = WindowLimiters.memory();
+  const memory = new MemoryWindows();
   const relay = await delayedRelay(redisServer.port, 1);
   const farPipelined = createRedis(relay.url, {
     connectionName: "bench-far",
@@ -86,7 +87,7 @@ try {
   });
   const far = createRedis(relay.url, { connectionName: "bench-far-plain" });
   await Promise.all([farPipelined.ping(), far.ping()]);
-  const farOurs = WindowLimiters.redis(farPipelined, "bench:far-ours");
+  const farOurs = new RedisWindows(farPipelined, "bench:far-ours");
   const farPerWindow = Object.entries(limits).map(
     ([w, points]) =>
       new RateLimiterRedis({ storeClient: far, keyPrefix: `bench:far-seq:${w}`, points, duration: 60 }),

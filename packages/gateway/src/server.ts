@@ -20,7 +20,9 @@ import { AuditLog } from "./audit/audit-log.ts";
 import type { GatewayConfig } from "./config.ts";
 import { createGatewayMetrics } from "./metrics.ts";
 import { InsuredLimiter } from "./rate-limit/insured-limiter.ts";
-import { WindowLimiters } from "./rate-limit/window-limiters.ts";
+import { MemoryWindows } from "./rate-limit/memory-windows.ts";
+import { RedisWindows } from "./rate-limit/redis-windows.ts";
+import { RememberedRefusals } from "./rate-limit/remembered-refusals.ts";
 import { developmentSigningKeys, loadSigningKeys, type SigningKeys } from "./tokens/signing-keys.ts";
 import { TokenService } from "./tokens/tokens.ts";
 
@@ -83,13 +85,16 @@ export async function startGateway(
     extra: { enableAutoPipelining: true, enableOfflineQueue: false, maxRetriesPerRequest: 0 },
   });
   rateLimitRedis.on("error", (err) => logger.debug({ err: err.message }, "rate-limit redis error"));
-  const limiter = new InsuredLimiter({
-    primary: WindowLimiters.redis(rateLimitRedis),
-    insurance: WindowLimiters.memory(),
-    mode: config.RATE_LIMIT_FAIL_MODE,
+  const limiter = new RememberedRefusals(
+    new InsuredLimiter({
+      primary: new RedisWindows(rateLimitRedis),
+      insurance: new MemoryWindows(),
+      mode: config.RATE_LIMIT_FAIL_MODE,
+      metrics,
+      logger,
+    }),
     metrics,
-    logger,
-  });
+  );
 
   const tokens = new TokenService(await signingKeys(config, logger), config.GATEWAY_PUBLIC_URL);
 

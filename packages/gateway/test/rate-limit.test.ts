@@ -1,6 +1,6 @@
 import type { Limits } from "@gw/core";
 import { describe, expect, it } from "vitest";
-import { WindowLimiters } from "../src/rate-limit/window-limiters.ts";
+import { RedisWindows } from "../src/rate-limit/redis-windows.ts";
 import { freshOrg, useGateway } from "./harness.ts";
 import { tally } from "./tally.ts";
 
@@ -27,7 +27,7 @@ async function burstInOneSecond(limits: Limits, n: number) {
 }
 const standing = async (keyId: string, limits: Limits) =>
   Object.fromEntries(
-    (await WindowLimiters.redis(gw.redis).peek(keyId, limits)).map((w) => [w.window, w.limit - w.remaining]),
+    (await new RedisWindows(gw.redis).peek(keyId, limits)).map((w) => [w.window, w.limit - w.remaining]),
   );
 
 describe("per-key quotas", () => {

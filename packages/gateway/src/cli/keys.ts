@@ -9,7 +9,7 @@ import { createRedis, localRedisUrl, redactUrl, ValidationFailed, validate, WIND
 import { createApiKeySchema, updateApiKeySchema } from "../api-keys/schema.ts";
 import { ApiKeyStore } from "../api-keys/store.ts";
 import { toView } from "../api-keys/types.ts";
-import { WindowLimiters } from "../rate-limit/window-limiters.ts";
+import { RedisWindows } from "../rate-limit/redis-windows.ts";
 import { generateSigningJwk } from "../tokens/signing-keys.ts";
 
 const USAGE = `usage:
@@ -62,7 +62,7 @@ function parsePermissions(value: string | undefined): string[] | undefined {
 export async function runKeysCommand(
   argv: string[],
   store: ApiKeyStore,
-  limiter?: Pick<WindowLimiters, "peek">,
+  limiter?: Pick<RedisWindows, "peek">,
 ): Promise<unknown> {
   const { values, positionals } = parseArgs({
     args: argv,
@@ -178,7 +178,7 @@ async function main(): Promise<number> {
     const result = await runKeysCommand(
       process.argv.slice(2),
       new ApiKeyStore(redis),
-      WindowLimiters.redis(redis),
+      new RedisWindows(redis),
     );
     process.stdout.write(`${JSON.stringify(result, null, 2)}\n`);
     return 0;

@@ -1,0 +1,190 @@
+import { createRedis } from "@gw/core";
+import { startTestRedis } from "@gw/devstack/testing";
+import type { Redis } from "ioredis";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { policyHeader, rateLimitHeader, secondsUntil } from "../src/rate-limit/headers.ts";
+import { MemoryWindows } from "../src/rate-limit/memory-windows.ts";
+import type { QuotaLimiter } from "../src/rate-limit/quota.ts";
+import { RedisWindows } from "../src/rate-limit/redis-windows.ts";
+import { RememberedRefusals } from "../src/rate-limit/remembered-refusals.ts";
+
+let server: Awaited<ReturnType<typeof startTestRedis>>;
+let redis: Redis;
+let n = 0;
+const key = () => `key_test_${n++}_${Date.now()}`;
+/** Short windows, so the longer ones turn over within a test. */
+const SHORT = { second: 1, minute: 2, hour: 3, day: 4 };
+
+beforeAll(async () => {
+  server = await startTestRedis();
+  redis = createRedis(server.url, { connectionName: "limiter-test", extra: { enableAutoPipelining: true } });
+  await redis.ping();
+});
+afterAll(async () => {
+  redis.disconnect();
+  await server.stop();
+});
+
+/** How many times `run` writes to the Redis connection: its round trips. */
+async function roundTrips<T>(run: () => Promise<T>): Promise<{ result: T; writes: number }> {
+  const stream = (redis as unknown as { stream: { write: (...args: unknown[]) => boolean } }).stream;
+  const write = stream.write.bind(stream);
+  let writes = 0;
+  stream.write = (...args: unknown[]) => {
+    writes++;
+    return write(...args);
+  };
+  try {
+    return { result: await run(), writes };
+  } finally {
+    stream.write = write;
+  }
+}
+
+const counters = async (id: string, windows: string[]) =>
+  Object.fromEntries(
+    await Promise.all(windows.map(async (w) => [w, await redis.get(`gw:rl-test:{${id}}:${w}`)])),
+  );
+
+describe("RedisWindows", () => {
+  it("decides all four windows in one round trip, admitted or refused", async () => {
+    const limiter = new RedisWindows(redis, "gw:rl-test");
+    const limits = { second: 1, minute: 10, hour: 10, day: 10 };
+    await limiter.decide(key(), limits); // loads the script into Redis
+    const id = key();
+    const admitted = await roundTrips(() => limiter.decide(id, limits));
+    expect(admitted.result.allowed).toBe(true);
+    expect(admitted.writes).toBe(1);
+    const refused = await roundTrips(() => limiter.decide(id, limits));
+    expect(refused.result.allowed).toBe(false);
+    expect(refused.writes).toBe(1);
+  });
+
+  it("counts a refused request nowhere, not even for a moment: the script writes only when every window has room", async () => {
+    const limiter = new RedisWindows(redis, "gw:rl-test");
+    const id = key();
+    const limits = { second: 100, minute: 2, day: 100 };
+    await limiter.decide(id, limits);
+    await limiter.decide(id, limits);
+    const before = await counters(id, ["second", "minute", "day"]);
+    expect(before).toEqual({ second: "2", minute: "2", day: "2" });
+    // Every write Redis carries out is seen here: a refusal must cause none.
+    const monitor = await redis.duplicate().monitor();
+    const commands: string[] = [];
+    monitor.on("monitor", (_time: string, args: string[]) => commands.push(args[0]!.toLowerCase()));
+    try {
+      const refused = await limiter.decide(id, limits);
+      expect(refused.allowed).toBe(false);
+      await redis.ping();
+    } finally {
+      monitor.disconnect();
+    }
+    expect(
+      commands.filter((c) => ["set", "incrby", "incr", "decrby", "expire", "pexpire"].includes(c)),
+    ).toEqual([]);
+    expect(await counters(id, ["second", "minute", "day"])).toEqual(before);
+  });
+
+  it("peeks without starting a window", async () => {
+    const limiter = new RedisWindows(redis, "gw:rl-test");
+    const id = key();
+    const states = await limiter.peek(id, { second: 5, day: 7 });
+    expect(states.map((s) => [s.window, s.remaining])).toEqual([
+      ["second", 5],
+      ["day", 7],
+    ]);
+    expect(await redis.exists(`gw:rl-test:{${id}}:second`, `gw:rl-test:{${id}}:day`)).toBe(0);
+  });
+
+  it("never admits more than the tightest quota under concurrency, and refusals count nowhere", async () => {
+    const limiter = new RedisWindows(redis, "gw:rl-test");
+    const id = key();
+    const limits = { second: 50, minute: 30, hour: 1000 };
+    const decisions = await Promise.all(Array.from({ length: 100 }, () => limiter.decide(id, limits)));
+    expect(decisions.filter((d) => d.allowed)).toHaveLength(30);
+    const refused = decisions.find((d) => !d.allowed);
+    expect(refused && !refused.allowed && refused.refusedBy.window).toBe("minute");
+    const peek = Object.fromEntries(
+      (await limiter.peek(id, limits)).map((w) => [w.window, w.limit - w.remaining]),
+    );
+    expect(peek).toEqual({ second: 30, minute: 30, hour: 30 });
+  });
+
+  it("reports the refusing window's time to reset, and longer windows reset when they end", async () => {
+    const limiter = new RedisWindows(redis, "gw:rl-test", SHORT);
+    const id = key();
+    const limits = { second: 5, hour: 2 }; // hour is 3 s here
+    expect((await limiter.decide(id, limits)).allowed).toBe(true);
+    expect((await limiter.decide(id, limits)).allowed).toBe(true);
+    const refused = await limiter.decide(id, limits);
+    expect(refused.allowed).toBe(false);
+    if (refused.allowed) return;
+    expect(refused.refusedBy.window).toBe("hour");
+    expect(refused.refusedBy.resetMs).toBeGreaterThan(1_000);
+    expect(refused.refusedBy.resetMs).toBeLessThanOrEqual(3_000);
+    await new Promise((r) => setTimeout(r, refused.refusedBy.resetMs + 100));
+    expect((await limiter.decide(id, limits)).allowed).toBe(true);
+  });
+});
+
+describe("remembered refusals", () => {
+  it("answer a refused key locally until its window resets, then ask Redis again", async () => {
+    const limiter = new RememberedRefusals(new RedisWindows(redis, "gw:rl-test", SHORT), {
+      rateLimitDecisions: { inc() {} },
+    } as never);
+    const id = key();
+    const limits = { second: 1, day: 100 };
+    expect((await limiter.decide(id, limits)).allowed).toBe(true);
+    const first = await roundTrips(() => limiter.decide(id, limits));
+    expect(first.result.allowed).toBe(false);
+    expect(first.writes).toBe(1);
+    const remembered = await roundTrips(() => limiter.decide(id, limits));
+    expect(remembered.writes).toBe(0);
+    expect(remembered.result).toMatchObject({
+      allowed: false,
+      refusedBy: { window: "second", remaining: 0 },
+    });
+    if (remembered.result.allowed || first.result.allowed) throw new Error("expected refusals");
+    const resetMs = first.result.refusedBy.resetMs;
+    expect(remembered.result.refusedBy.resetMs).toBeLessThanOrEqual(resetMs);
+
+    // Other limits (the key was changed) are asked afresh.
+    expect((await roundTrips(() => limiter.decide(id, { second: 2, day: 100 }))).writes).toBe(1);
+    // After the reset, Redis decides again: admitted.
+    await new Promise((r) => setTimeout(r, resetMs + 50));
+    const after = await roundTrips(() => limiter.decide(id, limits));
+    expect(after.writes).toBe(1);
+    expect(after.result.allowed).toBe(true);
+  });
+});
+
+describe("MemoryWindows (the insurance)", () => {
+  it("enforces the same quotas with the same all-or-nothing counting", async () => {
+    const limiter: QuotaLimiter = new MemoryWindows();
+    const id = key();
+    const limits = { second: 4, day: 100 };
+    const decisions = await Promise.all(Array.from({ length: 20 }, () => limiter.decide(id, limits)));
+    expect(decisions.filter((d) => d.allowed)).toHaveLength(4);
+    const peek = Object.fromEntries(
+      (await limiter.peek(id, limits)).map((w) => [w.window, w.limit - w.remaining]),
+    );
+    expect(peek).toEqual({ second: 4, day: 4 });
+  });
+});
+
+describe("rate-limit headers", () => {
+  const windows = [
+    { window: "second" as const, limit: 5, seconds: 1, remaining: 3, resetMs: 400 },
+    { window: "day" as const, limit: 1000, seconds: 86_400, remaining: 2, resetMs: 3_600_500 },
+  ];
+  it("lists every quota and picks the tightest window", () => {
+    expect(policyHeader(windows)).toBe('"second";q=5;w=1, "day";q=1000;w=86400');
+    expect(rateLimitHeader(windows)).toBe('"day";r=2;t=3601');
+    expect(rateLimitHeader([windows[0]!, { ...windows[1]!, remaining: 3 }])).toBe('"second";r=3;t=1');
+  });
+  it("rounds Retry-After up to whole seconds, never 0", () => {
+    expect(secondsUntil(0)).toBe(1);
+    expect(secondsUntil(1_001)).toBe(2);
+    expect(secondsUntil(59_000)).toBe(59);
+  });
+});

@@ -1,0 +1,192 @@
+/**
+ * HTTP benchmarks: the gateway beside a bare Express app answering the same
+ * JSON, and its check route beside authzed-node calling the same SpiceDB
+ * directly. Each pair runs alternately in one run, so both sides see the
+ * same machine; what is reported is their ratio.
+ */
+import { randomBytes } from "node:crypto";
+import { mkdtemp } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { createRedis, DEFAULT_LOCAL_PRESHARED_KEY, DEFAULT_PERMISSIONS, type Limits, v1 } from "@gw/core";
+import { freePort, REPO_ROOT, type RunningNodeProcess, startNodeProcess } from "@gw/devstack";
+import { startTestRedis, type TestRedis } from "@gw/devstack/testing";
+import { ApiKeyStore } from "@gw/gateway";
+import autocannon from "autocannon";
+
+export interface Sample {
+  rps: number;
+  p50: number;
+  p99: number;
+  non2xx: number;
+}
+
+export interface Pair {
+  scenario: string;
+  subject: string;
+  baseline: string;
+  gateway: Sample;
+  bare: Sample;
+}
+
+const ROUND_SECONDS = Number(process.env.BENCH_ROUND_SECONDS ?? 3);
+const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
+
+export async function load(options: {
+  url: string;
+  method?: "GET" | "POST";
+  headers?: Record<string, string>;
+  body?: string;
+  connections?: number;
+  seconds?: number;
+}): Promise<Sample> {
+  const result = await autocannon({
+    url: options.url,
+    method: options.method ?? "GET",
+    headers: options.headers ?? {},
+    ...(options.body ? { body: options.body } : {}),
+    connections: options.connections ?? 50,
+    duration: options.seconds ?? ROUND_SECONDS,
+  });
+  return {
+    rps: result.requests.average,
+    p50: result.latency.p50,
+    p99: result.latency.p99,
+    non2xx: result.non2xx + result.errors + result.timeouts,
+  };
+}
+
+/** Means of several samples: rates averaged, latencies too. */
+function mean(samples: Sample[]): Sample {
+  const avg = (f: (s: Sample) => number) => samples.reduce((a, s) => a + f(s), 0) / samples.length;
+  return {
+    rps: avg((s) => s.rps),
+    p50: avg((s) => s.p50),
+    p99: avg((s) => s.p99),
+    non2xx: avg((s) => s.non2xx),
+  };
+}
+
+/** Runs two loads alternately, `ROUNDS` times each, after one short warm-up of each. */
+export async function sideBySide(
+  a: () => Promise<Sample>,
+  b: () => Promise<Sample>,
+): Promise<[Sample, Sample]> {
+  await a();
+  await b();
+  const as: Sample[] = [];
+  const bs: Sample[] = [];
+  for (let round = 0; round < ROUNDS; round++) {
+    as.push(await a());
+    bs.push(await b());
+  }
+  return [mean(as), mean(bs)];
+}
+
+export interface Stack {
+  redis: TestRedis;
+  spicedbEndpoint: string;
+  gateways: RunningNodeProcess[];
+  bare: RunningNodeProcess;
+  /** A key with generous limits (never refused), one without, and a token minted from the first. */
+  limitedKey: string;
+  unlimitedKey: string;
+  token: string;
+  close(): Promise<void>;
+}
+
+/** Redis, the local SpiceDB, `gateways` gateway processes and the bare app, each its own process. */
+export async function startStack(gateways = 1): Promise<Stack> {
+  const redis = await startTestRedis();
+  const dataDir = await mkdtemp(join(tmpdir(), "gw-bench-"));
+  const spicedbPort = await freePort();
+  const spicedb = await startNodeProcess({
+    name: "spicedb-local",
+    entry: "packages/spicedb-local/src/main.ts",
+    port: spicedbPort,
+    env: {
+      PATH: process.env.PATH,
+      SPICEDB_LOCAL_PORT: String(spicedbPort),
+      LOG_LEVEL: "info",
+      DATA_DIR: dataDir,
+    },
+    readyWhen: (output) => output.includes("listening"),
+  });
+  const env = {
+    PATH: process.env.PATH,
+    HOST: "127.0.0.1",
+    REDIS_URL: redis.url,
+    SPICEDB_LOCAL_PORT: String(spicedbPort),
+    GATEWAY_PUBLIC_URL: "http://gateway.bench",
+    INTERNAL_ASSERTION_SECRET: randomBytes(32).toString("hex"),
+    DATA_DIR: dataDir,
+    // As in production: one info line per request.
+    LOG_LEVEL: "info",
+    // e.g. `--cpu-prof --cpu-prof-dir=/tmp/prof` to profile the gateway under load.
+    ...(process.env.BENCH_GATEWAY_NODE_OPTIONS
+      ? { NODE_OPTIONS: process.env.BENCH_GATEWAY_NODE_OPTIONS }
+      : {}),
+  };
+  const started: RunningNodeProcess[] = [];
+  for (let i = 0; i < gateways; i++) {
+    started.push(
+      await startNodeProcess({
+        name: `gateway-${i}`,
+        entry: "packages/gateway/src/main.ts",
+        port: await freePort(),
+        env,
+      }),
+    );
+  }
+  const bare = await startNodeProcess({
+    name: "bare-express",
+    entry: "test/bench/bare-express.ts",
+    port: await freePort(),
+    env: { PATH: process.env.PATH },
+  });
+
+  const client = createRedis(redis.url, { connectionName: "bench-setup" });
+  const store = new ApiKeyStore(client);
+  const limits: Limits = { second: 1_000_000, day: 1_000_000_000 };
+  const permissions = [...DEFAULT_PERMISSIONS];
+  const limitedKey = (await store.create({ org: "bench", owner: "alice", permissions, limits })).secret;
+  const unlimitedKey = (await store.create({ org: "bench", owner: "alice", permissions })).secret;
+  client.disconnect();
+  const exchanged = await fetch(`${started[0]!.url}/api/v1/authentication/api-keys/exchange-token`, {
+    method: "POST",
+    headers: { authorization: `Bearer ${limitedKey}`, "content-type": "application/json" },
+    body: JSON.stringify({ audience: "http://gateway.bench", externalUserId: "alice", expiresIn: 3600 }),
+  });
+  const { token } = (await exchanged.json()) as { token: string };
+  return {
+    redis,
+    spicedbEndpoint: `127.0.0.1:${spicedbPort}`,
+    gateways: started,
+    bare,
+    limitedKey,
+    unlimitedKey,
+    token,
+    async close() {
+      await Promise.all([...started.map((g) => g.stop()), bare.stop(), spicedb.stop()]);
+      await redis.stop();
+    },
+  };
+}
+
+/** Resident memory of a process, in MiB (Linux). */
+export async function rssMiB(pid: number): Promise<number> {
+  const { readFile } = await import("node:fs/promises");
+  const status = await readFile(`/proc/${pid}/status`, "utf8");
+  return Number(/VmRSS:\s+(\d+)/.exec(status)?.[1] ?? 0) / 1024;
+}
+
+/** A stock authzed-node client on the same SpiceDB: the check baseline. */
+export function directClient(endpoint: string) {
+  return v1.NewClient(
+    DEFAULT_LOCAL_PRESHARED_KEY,
+    endpoint,
+    v1.ClientSecurity.INSECURE_PLAINTEXT_CREDENTIALS,
+  );
+}
+
+export { REPO_ROOT };
