@@ -128,6 +128,8 @@ describe("eval store", () => {
           defaultModel: "echo",
           allowedModels: undefined,
           timeoutMs: 5_000,
+          maxResponseBytes: 1_000_000,
+          maxEventChars: 100_000,
         }),
       },
       1,

@@ -1,4 +1,5 @@
 import type { Logger } from "@gw/core";
+import { ProviderError } from "../llm/errors.ts";
 import type { ChatProvider } from "../llm/provider.ts";
 import type { UsageStore } from "../usage/store.ts";
 import { type EvalResult, type EvalSchedule, unixSeconds } from "./records.ts";
@@ -11,17 +12,8 @@ export interface ExecuteRunDeps {
   logger: Logger;
 }
 
-/** Why the model could not answer: the run's `error`, which the caller reads. */
-class ModelFailure extends Error {}
-
-/** Runs a call to the model provider; its failures (and only those) are reported to the caller as they are. */
-async function ask<T>(call: () => T | Promise<T>): Promise<T> {
-  try {
-    return await call();
-  } catch (err) {
-    throw new ModelFailure(err instanceof Error ? err.message : String(err));
-  }
-}
+/** A failure in the service's own words, which the run's `error` may show. */
+class RunFailure extends Error {}
 
 /**
  * Sends every input of the schedule through the model provider, one after
@@ -39,17 +31,15 @@ export async function executeRun(
   const results: EvalResult[] = [];
   let error: string | null = null;
   try {
-    const model = await ask(() => {
-      deps.provider.assertConfigured();
-      const resolved = deps.provider.resolveModel(schedule.model);
-      if (!resolved) throw new Error(`The model '${schedule.model}' is not one of LLM_MODELS`);
-      return resolved;
-    });
+    deps.provider.assertConfigured();
+    const model = deps.provider.resolveModel(schedule.model);
+    if (!model) throw new RunFailure(`The model '${schedule.model}' is not one of LLM_MODELS`);
     await deps.store.update(org, runId, { model });
     for (const item of schedule.inputs) {
       const { input, expected } = typeof item === "string" ? { input: item, expected: null } : item;
-      const completion = await ask(() =>
-        deps.provider.complete(model, [{ role: "user", content: input }], undefined, signal),
+      const completion = await deps.provider.complete(
+        { model, messages: [{ role: "user", content: input }] },
+        signal,
       );
       results.push({
         input,
@@ -70,12 +60,12 @@ export async function executeRun(
       ]);
     }
   } catch (err) {
+    // Provider errors speak in the service's words; what the provider said goes to the log only.
     if (signal.aborted) error = "The worker stopped before the run finished";
-    else if (err instanceof ModelFailure) error = err.message;
-    else {
-      deps.logger.error({ err, runId }, "eval run failed");
-      error = "The run failed on an internal error";
-    }
+    else if (err instanceof ProviderError || err instanceof RunFailure) error = err.message;
+    else error = "The run failed on an internal error";
+    if (err instanceof ProviderError) deps.logger.warn({ err, runId }, "eval run failed: model provider");
+    else if (!(err instanceof RunFailure)) deps.logger.error({ err, runId }, "eval run failed");
   }
   const status = error === null ? "completed" : "failed";
   await deps.store.update(org, runId, { results, end: { status, at: unixSeconds(), error } });

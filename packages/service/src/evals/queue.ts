@@ -45,17 +45,18 @@ export class EvalQueue {
   }
 
   /** Creates the schedule's job scheduler; resolves with when it fires next (epoch ms). */
-  async schedule(org: string, scheduleId: string, cadence: Cadence): Promise<number> {
+  async schedule(org: string, scheduleId: string, cadence: Cadence): Promise<number | undefined> {
     const repeat =
       "every_seconds" in cadence
         ? { every: cadence.every_seconds * 1000 }
         : { pattern: cadence.cron, tz: cadence.timezone };
-    const first = await this.queue.upsertJobScheduler(scheduleId, repeat, {
+    await this.queue.upsertJobScheduler(scheduleId, repeat, {
       name: "tick",
       data: { org, scheduleId } satisfies TickJob,
       opts: JOB_RETENTION,
     });
-    return first.timestamp + (first.delay ?? 0);
+    // The scheduler's own figure: the first job's timestamp plus delay may be off by the milliseconds between them.
+    return (await this.nextRuns([scheduleId])).get(scheduleId);
   }
 
   /**

@@ -135,7 +135,7 @@ export function registerCreateSchedule(router: Router, deps: EvalRouteDeps): voi
       deleted_at: null,
     };
     await deps.evals.store.create(principal.org, schedule);
-    let next: number;
+    let next: number | undefined;
     try {
       next = await deps.evals.queue.schedule(principal.org, schedule.id, cadence);
     } catch (err) {
