@@ -1,4 +1,5 @@
 import type { Permission } from "@gw/core";
+import { PROVIDER_SECRETS } from "@gw/e2e/llm-upstream";
 import { describe, expect, it } from "vitest";
 import { evalClient, finished } from "./evals-client.ts";
 import { useStack } from "./stack.ts";
@@ -73,5 +74,27 @@ describe("eval schedule security", () => {
     const bob = evalClient(stack, key.secret, "bob");
     expect((await (await bob.list()).json()).data.map((s: { id: string }) => s.id)).toEqual([schedule.id]);
     expect((await bob.delete(schedule.id)).status).toBe(200);
+  });
+
+  it("a failing provider fails the run in the service's words; what it said never reaches the run", async () => {
+    const key = await stack.createKey();
+    const evals = evalClient(stack, key.secret);
+    stack.llm.mode = "fail";
+    let runs: Awaited<ReturnType<typeof evals.allRuns>>;
+    try {
+      const schedule = await evals.created({ name: "leaky", inputs: ["x"], every_seconds: 1 });
+      runs = await evals.untilRuns(schedule.id, (r) => expect(finished(r).length).toBeGreaterThan(0));
+      expect((await evals.delete(schedule.id)).status).toBe(200);
+    } finally {
+      stack.llm.mode = "ok";
+    }
+    const run = finished(runs)[0]!;
+    expect(run).toMatchObject({
+      status: "failed",
+      results: [],
+      error: expect.stringMatching(/^The model provider failed/),
+    });
+    const text = JSON.stringify(runs);
+    for (const secret of Object.values(PROVIDER_SECRETS)) expect(text).not.toContain(secret);
   });
 });
