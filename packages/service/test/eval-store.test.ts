@@ -1,4 +1,4 @@
-import { createLogger, createMetrics, createRedis } from "@gw/core";
+import { createLogger, createMetrics, createRedis, RedisUnavailable } from "@gw/core";
 import { startTestRedis, type TestRedis } from "@gw/devstack/testing";
 import { type FakeLLM, startFakeLLM } from "@gw/e2e/llm-upstream";
 import type { Redis } from "ioredis";
@@ -19,6 +19,7 @@ let llm: FakeLLM;
 beforeAll(async () => {
   [server, llm] = await Promise.all([startTestRedis(), startFakeLLM()]);
   redis = createRedis(server.url, { connectionName: "eval-store-test" });
+  redis.on("error", () => undefined); // the outage test below stops the server on purpose
   store = new EvalStore(redis);
 });
 
@@ -172,5 +173,29 @@ describe("eval store", () => {
     const other = await scheduleIn();
     expect(await store.runs(other.org, other.schedule.id, 3, runs[0])).toBeNull();
     expect(await store.runs("nobody", schedule.id, 3)).toEqual({ data: [], has_more: false });
+  });
+
+  it("reports a Redis outage during a queue call as RedisUnavailable (a 503), and works again after", async () => {
+    const producer = bullConnection(server.url, "producer");
+    const queue = new EvalQueue(producer, () => undefined);
+    const id = newEvalId(SCHEDULE_PREFIX);
+    try {
+      expect(await queue.schedule("org", id, { cron: "0 0 1 1 *", timezone: "UTC" })).toEqual(
+        expect.any(Number),
+      );
+      await server.halt();
+      try {
+        await expect(queue.unschedule(id)).rejects.toBeInstanceOf(RedisUnavailable);
+        await expect(queue.nextRuns([id])).rejects.toBeInstanceOf(RedisUnavailable);
+      } finally {
+        await server.restart();
+      }
+      await vi.waitFor(() => expect(producer.status).toBe("ready"), { timeout: 10_000 });
+      await queue.unschedule(id);
+      expect((await queue.nextRuns([id])).size).toBe(0);
+    } finally {
+      await queue.close();
+      producer.disconnect();
+    }
   });
 });

@@ -1,8 +1,6 @@
 import type { Metrics } from "@gw/core";
 import { Counter, Gauge, Histogram } from "prom-client";
 
-export type RunOutcome = "completed" | "failed" | "dropped" | "skipped";
-
 /** Eval metrics in the process's registry. No schedule, run or organization ids in labels. */
 export function createEvalMetrics(
   metrics: Metrics,

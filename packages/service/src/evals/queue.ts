@@ -1,6 +1,6 @@
-import { createRedis } from "@gw/core";
+import { RedisUnavailable } from "@gw/core";
 import { Queue } from "bullmq";
-import type { Redis } from "ioredis";
+import { Redis, ReplyError } from "ioredis";
 import type { Cadence } from "./records.ts";
 
 export const EVAL_QUEUE = "eval-runs";
@@ -24,22 +24,29 @@ export type EvalJobName = "tick" | "run";
 const JOB_RETENTION = { removeOnComplete: true, removeOnFail: { age: 86_400 } } as const;
 
 /**
- * BullMQ's Redis connections: workers block on Redis and must retry forever
- * (`maxRetriesPerRequest: null`, no command timeout); the producer fails fast,
- * as an HTTP request cannot wait for Redis to come back.
+ * BullMQ's Redis connections: plain ioredis, as BullMQ reads ioredis's own
+ * errors (a closed connection) to recover. Workers block on Redis and must
+ * retry forever (`maxRetriesPerRequest: null`, no command timeout); the
+ * producer fails fast, as an HTTP request cannot wait for Redis to come back.
  */
 export function bullConnection(url: string, role: "producer" | "worker"): Redis {
-  return createRedis(url, {
+  return new Redis(url, {
     connectionName: `service-evals-${role}`,
-    ...(role === "worker" ? { extra: { maxRetriesPerRequest: null, commandTimeout: undefined } } : {}),
+    connectTimeout: 5_000,
+    retryStrategy: (attempt) => Math.min(attempt * 100, 2_000),
+    ...(role === "worker"
+      ? { maxRetriesPerRequest: null }
+      : { maxRetriesPerRequest: 1, commandTimeout: 2_000 }),
   });
 }
 
 /** The eval queue: one BullMQ job scheduler per eval schedule, and the runs it queues. */
 export class EvalQueue {
   private readonly queue: Queue<TickJob | RunJob, void, string>;
+  private readonly connection: Redis;
 
   constructor(connection: Redis, onError: (err: Error) => void) {
+    this.connection = connection;
     this.queue = new Queue(EVAL_QUEUE, { connection, prefix: EVAL_QUEUE_PREFIX });
     this.queue.on("error", onError);
   }
@@ -50,11 +57,13 @@ export class EvalQueue {
       "every_seconds" in cadence
         ? { every: cadence.every_seconds * 1000 }
         : { pattern: cadence.cron, tz: cadence.timezone };
-    await this.queue.upsertJobScheduler(scheduleId, repeat, {
-      name: "tick",
-      data: { org, scheduleId } satisfies TickJob,
-      opts: JOB_RETENTION,
-    });
+    await this.available(() =>
+      this.queue.upsertJobScheduler(scheduleId, repeat, {
+        name: "tick",
+        data: { org, scheduleId } satisfies TickJob,
+        opts: JOB_RETENTION,
+      }),
+    );
     // The scheduler's own figure: the first job's timestamp plus delay may be off by the milliseconds between them.
     return (await this.nextRuns([scheduleId])).get(scheduleId);
   }
@@ -64,12 +73,14 @@ export class EvalQueue {
    * waiting or active is not removed: the worker drops it (see the eval store's start).
    */
   async unschedule(scheduleId: string): Promise<void> {
-    await this.queue.removeJobScheduler(scheduleId);
+    await this.available(() => this.queue.removeJobScheduler(scheduleId));
   }
 
   /** When each schedule fires next (epoch ms); absent if it has no job scheduler. */
   async nextRuns(scheduleIds: string[]): Promise<Map<string, number>> {
-    const schedulers = await Promise.all(scheduleIds.map((id) => this.queue.getJobScheduler(id)));
+    const schedulers = await this.available(() =>
+      Promise.all(scheduleIds.map((id) => this.queue.getJobScheduler(id))),
+    );
     const next = new Map<string, number>();
     scheduleIds.forEach((id, i) => {
       const at = schedulers[i]?.next;
@@ -89,5 +100,17 @@ export class EvalQueue {
 
   async close(): Promise<void> {
     await this.queue.close();
+  }
+
+  /** An outage (connection down, command timed out) is the 503 it is for every other Redis call of the service. */
+  private async available<T>(call: () => Promise<T>): Promise<T> {
+    try {
+      return await call();
+    } catch (err) {
+      const outage =
+        !(err instanceof ReplyError) &&
+        (this.connection.status !== "ready" || /timed out/i.test((err as Error).message));
+      throw outage ? new RedisUnavailable(err) : err;
+    }
   }
 }
