@@ -15,7 +15,7 @@ import {
 } from "@gw/core";
 import { freePort, REPO_ROOT } from "@gw/devstack";
 import { type FakeLLM, startFakeLLM } from "@gw/e2e/llm-upstream";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 
 const run = promisify(execFile);
 
@@ -388,6 +388,60 @@ describe("pnpm start", () => {
     while (Date.now() <= Date.parse(expiresAt) + 50) await new Promise((r) => setTimeout(r, 100));
     expect(await check()).toBe(false);
   });
+
+  it("runs a 1-second eval schedule through the gateway; after DELETE no run starts and the old ones stay", async () => {
+    const { key } = JSON.parse(
+      (await run("pnpm", ["keys", "create", "--org", "acme", "--owner", "backend"], { cwd: REPO_ROOT, env }))
+        .stdout,
+    );
+    const call = (path: string, method = "GET", body?: unknown) =>
+      fetch(`${gatewayUrl}/api/v1/llm/evals/schedules${path}`, {
+        method,
+        headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
+        body: body === undefined ? undefined : JSON.stringify(body),
+      });
+    const create = async (name: string) => {
+      const res = await call("", "POST", {
+        name,
+        inputs: [{ input: "ping", expected: "ping" }],
+        every_seconds: 1,
+      });
+      expect(res.status).toBe(200);
+      return (await res.json()).id as string;
+    };
+    const runs = async (id: string): Promise<{ id: string; status: string; results: unknown[] }[]> => {
+      const res = await call(`/${id}/runs?limit=100`);
+      expect(res.status).toBe(200);
+      return (await res.json()).data;
+    };
+    const doomed = await create("doomed");
+    const clock = await create("clock"); // its runs show that periods went by
+    await vi.waitFor(
+      async () =>
+        expect((await runs(doomed)).filter((r) => r.status === "completed").length).toBeGreaterThanOrEqual(2),
+      { timeout: 20_000, interval: 100 },
+    );
+
+    const deleted = await call(`/${doomed}`, "DELETE");
+    expect(deleted.status).toBe(200);
+    expect(await deleted.text()).toBe(`{"id":"${doomed}","object":"eval.schedule.deleted","deleted":true}`);
+    const atDelete = (await runs(doomed)).map((r) => r.id);
+    const clockAtDelete = (await runs(clock)).length;
+    await vi.waitFor(
+      async () => expect((await runs(clock)).length).toBeGreaterThanOrEqual(clockAtDelete + 4),
+      {
+        timeout: 20_000,
+        interval: 100,
+      },
+    );
+    const after = await runs(doomed);
+    expect(after.map((r) => r.id)).toEqual(atDelete);
+    expect(after.find((r) => r.status === "completed")).toMatchObject({
+      results: [{ input: "ping", output: "Echo: ping", passed: true }],
+    });
+    expect((await call(`/${doomed}`)).status).toBe(404);
+    expect((await call(`/${clock}`, "DELETE")).status).toBe(200);
+  }, 60_000);
 
   it("keeps Redis data under DATA_DIR/redis with AOF on, and never logs a secret", async () => {
     const { stdout } = await run("pnpm", ["keys", "create", "--org", "acme", "--owner", "bob"], {

@@ -1,9 +1,10 @@
 /**
  * A small OpenAI-compatible model provider for tests: `POST /v1/chat/completions`
- * (and `/chat/completions`), with usage, SSE streaming, and switches to fail in
- * the ways real providers do. It answers deterministically: "Echo: <last user
- * message>", so tests can tell what reached it. It records every request it got,
- * and whether the caller went away before the answer was complete.
+ * (and `/chat/completions`), with usage, SSE streaming, switches to fail in the
+ * ways real providers do, and a hold that keeps answers back until the test
+ * releases them. It answers deterministically: "Echo: <last user message>", so
+ * tests can tell what reached it. It records every request it got, and whether
+ * the caller went away before the answer was complete.
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
@@ -27,7 +28,9 @@ export type UpstreamMode =
   /** Never answers. */
   | "stall"
   /** Streams: one delta, then silence on an open connection. */
-  | "stall-midstream";
+  | "stall-midstream"
+  /** Answers once the test calls `release()`. */
+  | "hold";
 
 /**
  * How streamed events are framed: `lf` (`data: …\n\n`), `crlf` (every line
@@ -72,6 +75,8 @@ export interface FakeLLM {
   framing: SseFraming;
   /** Words of the streamed answer are sent this many ms apart. */
   chunkDelayMs: number;
+  /** Answers the requests that `hold` mode kept waiting, and sets the mode back to `ok`. */
+  release(): void;
   close(): Promise<void>;
 }
 
@@ -79,6 +84,7 @@ const words = (text: string) => text.split(/\s+/).filter(Boolean).length;
 
 export async function startFakeLLM(): Promise<FakeLLM> {
   const sockets = new Set<import("node:net").Socket>();
+  let held: (() => void)[] = [];
   const fake: FakeLLM = {
     baseUrl: "",
     requests: [],
@@ -87,6 +93,11 @@ export async function startFakeLLM(): Promise<FakeLLM> {
     oversizeBytes: 256 * 1024,
     framing: "lf",
     chunkDelayMs: 5,
+    release: () => {
+      fake.mode = "ok";
+      for (const answer of held) answer();
+      held = [];
+    },
     close: async () => {
       for (const s of sockets) s.destroy();
       await new Promise<void>((r) => server.close(() => r()));
@@ -131,6 +142,7 @@ export async function startFakeLLM(): Promise<FakeLLM> {
       return;
     }
     if (fake.mode === "stall") return; // never answers
+    if (fake.mode === "hold") await new Promise<void>((r) => held.push(r));
     if (fake.mode === "oversized" && !body.stream) {
       res.writeHead(200, { "content-type": "application/json" });
       res.write(`{"id":"chatcmpl-big","choices":[{"message":{"role":"assistant","content":"`);

@@ -8,7 +8,7 @@ import { readFile } from "node:fs/promises";
 import { resolve } from "node:path";
 import { createMetrics, v1 } from "@gw/core";
 import { createGatewayMetrics, gatewayConfigSchema } from "@gw/gateway";
-import { serviceConfigSchema } from "@gw/service";
+import { createEvalMetrics, serviceConfigSchema } from "@gw/service";
 import { runValidationFile, spicedbLocalConfigSchema, startSpiceDBLocal } from "@gw/spicedb-local";
 import { parseAllDocuments } from "yaml";
 import type { z } from "zod";
@@ -93,6 +93,7 @@ export const DEPLOY_FILES = [
   "deploy/docker-compose.yml",
   "deploy/k8s/gateway.yaml",
   "deploy/k8s/service.yaml",
+  "deploy/k8s/eval-worker.yaml",
 ];
 
 /**
@@ -120,7 +121,9 @@ export async function checkSpiceDB(root = REPO_ROOT): Promise<string[]> {
 
 /** Names of every metric the gateway and the service export. */
 export async function exportedMetrics(): Promise<Set<string>> {
-  const registries = [createGatewayMetrics().registry, createMetrics("service").registry];
+  const service = createMetrics("service");
+  createEvalMetrics(service);
+  const registries = [createGatewayMetrics().registry, service.registry];
   const names = new Set<string>();
   for (const registry of registries) for (const m of await registry.getMetricsAsJSON()) names.add(m.name);
   return names;

@@ -15,6 +15,7 @@ import express, { Router } from "express";
 import type { Redis } from "ioredis";
 import { verifyAssertion } from "./authenticate/verify-assertion.ts";
 import type { ConversationStore } from "./conversations/store.ts";
+import type { Evals } from "./evals/index.ts";
 import type { ContextBudget } from "./llm/context.ts";
 import type { ChatProvider } from "./llm/provider.ts";
 import type { ResponseStore } from "./responses/store.ts";
@@ -23,6 +24,7 @@ import { registerDeleteConversation } from "./routes/conversations/delete-conver
 import { registerGetConversation } from "./routes/conversations/get-conversation.ts";
 import { registerListItems } from "./routes/conversations/list-items.ts";
 import { registerUpdateConversation } from "./routes/conversations/update-conversation.ts";
+import { registerEvalRoutes } from "./routes/evals/index.ts";
 import { registerCreateResponse } from "./routes/responses/create-response.ts";
 import { registerGetResponse } from "./routes/responses/get-response.ts";
 import { registerGetUsage } from "./routes/usage/get-usage.ts";
@@ -40,6 +42,7 @@ export interface ServiceDeps {
   responses: ResponseStore;
   usage: UsageStore;
   context: ContextBudget;
+  evals: Evals;
 }
 
 /**
@@ -68,6 +71,7 @@ export function createServiceApp(deps: ServiceDeps): express.Express {
   registerCreateResponse(api, deps);
   registerGetResponse(api, deps);
   registerGetUsage(api, deps);
+  registerEvalRoutes(api, deps);
   app.use("/api/v1", api);
 
   app.use(notFoundHandler);

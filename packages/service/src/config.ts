@@ -46,6 +46,8 @@ export const serviceConfigSchema = z
     LLM_CONTEXT_MAX_ITEMS: env.positiveInt(100),
     /** Estimated tokens (four characters each) of a whole prompt: instructions, new input, earlier items. Default 32000. */
     LLM_CONTEXT_MAX_TOKENS: env.positiveInt(32_000),
+    /** Eval runs this process works on at a time; 0: none (separate workers run them). Default 2. */
+    EVAL_WORKER_CONCURRENCY: z.coerce.number().int().min(0).max(100).default(2),
   })
   .superRefine((c, ctx) => checkSpiceDBEnv(c, ctx))
   .transform((c) => ({ ...c, REDIS_URL: c.REDIS_URL ?? localRedisUrl(), spicedb: spicedbClientOptions(c) }));

@@ -1,3 +1,4 @@
 export { createServiceApp } from "./app.ts";
 export { type ServiceConfig, serviceConfigSchema } from "./config.ts";
+export { createEvalMetrics } from "./evals/metrics.ts";
 export { type RunningService, startService } from "./server.ts";

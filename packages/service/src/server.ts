@@ -12,6 +12,7 @@ import {
 import { createServiceApp } from "./app.ts";
 import type { ServiceConfig } from "./config.ts";
 import { ConversationStore } from "./conversations/store.ts";
+import { startEvals } from "./evals/index.ts";
 import { ChatProvider } from "./llm/provider.ts";
 import { ResponseStore } from "./responses/store.ts";
 import { UsageStore } from "./usage/store.ts";
@@ -23,6 +24,19 @@ export interface RunningService {
   close(): Promise<void>;
 }
 
+/** The model provider the configuration names (responses and eval runs share it). */
+export function chatProvider(config: ServiceConfig): ChatProvider {
+  return new ChatProvider({
+    baseUrl: config.LLM_BASE_URL,
+    apiKey: config.LLM_API_KEY,
+    defaultModel: config.LLM_DEFAULT_MODEL,
+    allowedModels: config.LLM_MODELS,
+    timeoutMs: config.LLM_TIMEOUT_MS,
+    maxResponseBytes: config.LLM_MAX_RESPONSE_BYTES,
+    maxEventChars: config.LLM_MAX_EVENT_CHARS,
+  });
+}
+
 /** Wires the service's dependencies and starts listening. */
 export async function startService(
   config: ServiceConfig,
@@ -32,21 +46,19 @@ export async function startService(
   redis.on("error", (err) => logger.warn({ err: err.message }, "redis error"));
   const { spicedb, authorization } = connectAuthorization(config, redis, logger);
   const assertions = await internalAssertions(config.INTERNAL_ASSERTION_SECRET, config.DATA_DIR, logger);
-  const provider = new ChatProvider({
-    baseUrl: config.LLM_BASE_URL,
-    apiKey: config.LLM_API_KEY,
-    defaultModel: config.LLM_DEFAULT_MODEL,
-    allowedModels: config.LLM_MODELS,
-    timeoutMs: config.LLM_TIMEOUT_MS,
-    maxResponseBytes: config.LLM_MAX_RESPONSE_BYTES,
-    maxEventChars: config.LLM_MAX_EVENT_CHARS,
-  });
+  const provider = chatProvider(config);
   if (!config.LLM_BASE_URL)
     logger.warn("no model provider configured: responses answer 503 until LLM_BASE_URL is set");
 
+  const metrics = createMetrics("service");
+  const usage = new UsageStore(redis);
+  const evals = startEvals(
+    { redisUrl: config.REDIS_URL, redis, provider, usage, logger, metrics },
+    config.EVAL_WORKER_CONCURRENCY,
+  );
   const app = createServiceApp({
     logger,
-    metrics: createMetrics("service"),
+    metrics,
     redis,
     spicedb,
     assertions,
@@ -54,8 +66,9 @@ export async function startService(
     provider,
     conversations: new ConversationStore(redis),
     responses: new ResponseStore(redis),
-    usage: new UsageStore(redis),
+    usage,
     context: { maxItems: config.LLM_CONTEXT_MAX_ITEMS, maxTokens: config.LLM_CONTEXT_MAX_TOKENS },
+    evals,
   });
   const { server, port } = await listen(app, config.PORT, config.HOST);
   logger.info(
@@ -72,6 +85,7 @@ export async function startService(
     logger,
     async close() {
       await closeGracefully(server, 5_000);
+      await evals.close();
       spicedb.close();
       redis.disconnect();
     },

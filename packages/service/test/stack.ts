@@ -17,6 +17,7 @@ import { startService } from "../src/server.ts";
 export interface Stack {
   gatewayUrl: string;
   serviceUrl: string;
+  redisUrl: string;
   llm: FakeLLM;
   redis: Redis;
   store: ApiKeyStore;
@@ -112,6 +113,7 @@ export function useStack(
     Object.assign(stack, {
       gatewayUrl: gateway.url,
       serviceUrl: service.url,
+      redisUrl: redisServer.url,
       llm,
       redis,
       store,

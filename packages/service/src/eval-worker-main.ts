@@ -1,0 +1,12 @@
+import { createLogger, loadConfigOrExit, onShutdown } from "@gw/core";
+import { serviceConfigSchema } from "./config.ts";
+import { startEvalWorkerProcess } from "./evals/worker-process.ts";
+
+// `pnpm --filter @gw/service worker`: eval runs in a process of their own, on the service's configuration.
+const config = loadConfigOrExit(serviceConfigSchema);
+const logger = createLogger("eval-worker", config.LOG_LEVEL);
+const worker = await startEvalWorkerProcess(config, logger);
+onShutdown(async (reason) => {
+  logger.info({ reason }, "shutting down");
+  await worker.close();
+});

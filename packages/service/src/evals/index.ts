@@ -1,0 +1,51 @@
+import type { Logger, Metrics } from "@gw/core";
+import type { Redis } from "ioredis";
+import type { ChatProvider } from "../llm/provider.ts";
+import type { UsageStore } from "../usage/store.ts";
+import { createEvalMetrics } from "./metrics.ts";
+import { bullConnection, EvalQueue } from "./queue.ts";
+import { EvalStore } from "./store.ts";
+import { type EvalWorker, startEvalWorker } from "./worker.ts";
+
+export interface Evals {
+  store: EvalStore;
+  queue: EvalQueue;
+  close(): Promise<void>;
+}
+
+/**
+ * Eval schedules for one process: the store, the queue, and `workers` runs
+ * processed at a time in this process (none with 0).
+ */
+export function startEvals(
+  deps: {
+    redisUrl: string;
+    redis: Redis;
+    provider: ChatProvider;
+    usage: UsageStore;
+    logger: Logger;
+    metrics: Metrics;
+  },
+  workers: number,
+): Evals {
+  const producer = bullConnection(deps.redisUrl, "producer");
+  const store = new EvalStore(deps.redis);
+  const queue = new EvalQueue(producer, (err) => deps.logger.warn({ err: err.message }, "eval queue error"));
+  const metrics = createEvalMetrics(deps.metrics, () => queue.depth());
+  let worker: EvalWorker | undefined;
+  let workerConnection: Redis | undefined;
+  if (workers > 0) {
+    workerConnection = bullConnection(deps.redisUrl, "worker");
+    worker = startEvalWorker(workerConnection, { ...deps, store, queue, metrics }, workers);
+  }
+  return {
+    store,
+    queue,
+    async close() {
+      await worker?.close();
+      await queue.close();
+      workerConnection?.disconnect();
+      producer.disconnect();
+    },
+  };
+}

@@ -1,0 +1,60 @@
+import {
+  closeGracefully,
+  createMetrics,
+  createRedis,
+  type Logger,
+  listen,
+  redactUrl,
+  redisReady,
+  registerProbes,
+  useRequestBasics,
+} from "@gw/core";
+import express from "express";
+import type { ServiceConfig } from "../config.ts";
+import { chatProvider } from "../server.ts";
+import { UsageStore } from "../usage/store.ts";
+import { startEvals } from "./index.ts";
+
+/**
+ * An eval worker on its own: runs from the shared queue, `EVAL_WORKER_CONCURRENCY`
+ * at a time, with the service's configuration. It serves only `/healthz`,
+ * `/readyz` and `/metrics` on `PORT`.
+ */
+export async function startEvalWorkerProcess(config: ServiceConfig, logger: Logger) {
+  if (config.EVAL_WORKER_CONCURRENCY < 1)
+    throw new Error("EVAL_WORKER_CONCURRENCY must be at least 1 for a worker");
+  const redis = createRedis(config.REDIS_URL, { connectionName: "eval-worker" });
+  redis.on("error", (err) => logger.warn({ err: err.message }, "redis error"));
+  const metrics = createMetrics("service");
+  const evals = startEvals(
+    {
+      redisUrl: config.REDIS_URL,
+      redis,
+      provider: chatProvider(config),
+      usage: new UsageStore(redis),
+      logger,
+      metrics,
+    },
+    config.EVAL_WORKER_CONCURRENCY,
+  );
+  const app = express();
+  useRequestBasics(app, logger, metrics);
+  registerProbes(app, { redis: () => redisReady(redis) }, metrics);
+  const { server, port } = await listen(app, config.PORT, config.HOST);
+  logger.info(
+    {
+      port,
+      concurrency: config.EVAL_WORKER_CONCURRENCY,
+      llm: config.LLM_BASE_URL ? redactUrl(config.LLM_BASE_URL) : null,
+    },
+    "eval worker started",
+  );
+  return {
+    port,
+    async close() {
+      await closeGracefully(server, 5_000);
+      await evals.close();
+      redis.disconnect();
+    },
+  };
+}

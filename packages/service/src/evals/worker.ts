@@ -1,0 +1,103 @@
+import { type Job, Worker } from "bullmq";
+import type { Redis } from "ioredis";
+import { type ExecuteRunDeps, executeRun } from "./execute-run.ts";
+import type { EvalMetrics } from "./metrics.ts";
+import {
+  EVAL_QUEUE,
+  EVAL_QUEUE_PREFIX,
+  type EvalJobName,
+  type EvalQueue,
+  type RunJob,
+  type TickJob,
+} from "./queue.ts";
+import { newEvalId, RUN_PREFIX, unixSeconds } from "./records.ts";
+
+/** How long a stopping worker lets its runs finish before it cuts them short (they end `failed`). */
+const SHUTDOWN_GRACE_MS = 10_000;
+
+export interface EvalWorkerDeps extends ExecuteRunDeps {
+  queue: EvalQueue;
+  metrics: EvalMetrics;
+}
+
+export interface EvalWorker {
+  /** Stops taking jobs and waits for the runs in progress (cut short after a grace period). */
+  close(): Promise<void>;
+}
+
+/**
+ * Processes the eval queue with `concurrency` jobs at a time. A `tick` (a
+ * schedule firing) becomes a queued run and its `run` job; a `run` job
+ * starts the run unless its schedule was deleted meanwhile, then executes it.
+ * Any number of these workers, in the service or in their own processes, may
+ * share one Redis.
+ */
+export function startEvalWorker(connection: Redis, deps: EvalWorkerDeps, concurrency: number): EvalWorker {
+  const worker = new Worker<TickJob | RunJob, void, EvalJobName>(
+    EVAL_QUEUE,
+    (job, _token, signal) =>
+      job.name === "tick"
+        ? tick(deps, job.data)
+        : run(deps, job as Job<RunJob>, signal ?? new AbortController().signal),
+    { connection, prefix: EVAL_QUEUE_PREFIX, concurrency },
+  );
+  worker.on("error", (err) => deps.logger.warn({ err: err.message }, "eval worker error"));
+  worker.on("failed", (job, err) =>
+    deps.logger.warn({ jobId: job?.id, job: job?.name, err: err.message }, "eval job failed"),
+  );
+  return {
+    async close() {
+      const cut = setTimeout(() => worker.cancelAllJobs("shutting down"), SHUTDOWN_GRACE_MS);
+      try {
+        await worker.close();
+      } finally {
+        clearTimeout(cut);
+      }
+    },
+  };
+}
+
+async function tick(deps: EvalWorkerDeps, { org, scheduleId }: TickJob): Promise<void> {
+  const runId = newEvalId(RUN_PREFIX);
+  const outcome = await deps.store.enqueue(org, scheduleId, runId, unixSeconds());
+  switch (outcome) {
+    case "queued":
+      try {
+        await deps.queue.addRun({ org, scheduleId, runId });
+      } catch (err) {
+        await deps.store.abandon(org, scheduleId, runId, unixSeconds(), "The run could not be queued");
+        throw err;
+      }
+      return;
+    case "busy":
+      deps.metrics.runs.inc({ outcome: "skipped" });
+      return;
+    case "deleted":
+    case "missing":
+      // The delete removed the job scheduler already, unless it failed half-way; finish its work.
+      deps.metrics.runs.inc({ outcome: "dropped" });
+      await deps.queue.unschedule(scheduleId);
+      return;
+  }
+}
+
+async function run(deps: EvalWorkerDeps, job: Job<RunJob>, signal: AbortSignal): Promise<void> {
+  const { org, scheduleId, runId } = job.data;
+  const started = await deps.store.start(org, scheduleId, runId, unixSeconds());
+  switch (started.outcome) {
+    case "deleted":
+      deps.metrics.runs.inc({ outcome: "dropped" });
+      return;
+    case "interrupted":
+      deps.metrics.runs.inc({ outcome: "failed" });
+      return;
+    case "gone":
+      return;
+    case "started": {
+      const begun = performance.now();
+      const outcome = await executeRun(deps, started.schedule, org, runId, signal);
+      deps.metrics.runs.inc({ outcome });
+      deps.metrics.duration.observe({ outcome }, (performance.now() - begun) / 1000);
+    }
+  }
+}

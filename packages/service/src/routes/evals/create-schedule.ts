@@ -1,0 +1,147 @@
+import { principalOf, requirePermission, ValidationFailed, validate } from "@gw/core";
+import { CronExpressionParser } from "cron-parser";
+import type { Router } from "express";
+import { z } from "zod";
+import type { Evals } from "../../evals/index.ts";
+import {
+  type Cadence,
+  type EvalInput,
+  type EvalSchedule,
+  newEvalId,
+  SCHEDULE_PREFIX,
+  scheduleObject,
+  unixSeconds,
+} from "../../evals/records.ts";
+import type { ChatProvider } from "../../llm/provider.ts";
+import { metadataSchema } from "../conversations/metadata.ts";
+
+/** Longest period: a year. Longer cadences are cron expressions. */
+const MAX_EVERY_SECONDS = 365 * 86_400;
+const MAX_INPUT_CHARS = 32_000;
+
+const text = z.string().min(1).max(MAX_INPUT_CHARS);
+const inputObject = z.strictObject({ input: text, expected: text });
+
+/** A string, or `{input, expected}`: judged by its shape, so a problem is reported inside the form it resembles. */
+const evalInput = z.unknown().transform((value, ctx): EvalInput => {
+  const isObject = typeof value === "object" && value !== null && !Array.isArray(value);
+  const result = (isObject ? inputObject : text).safeParse(value, { reportInput: true });
+  if (result.success) return result.data;
+  for (const issue of result.error.issues) ctx.addIssue(issue as Parameters<typeof ctx.addIssue>[0]);
+  return z.NEVER;
+});
+
+/** Five fields (minute hour day-of-month month day-of-week), as cron-parser (BullMQ's own) reads them. */
+const cron = z.string().superRefine((expression, ctx) => {
+  const problem = cronProblem(expression);
+  if (problem) ctx.addIssue({ code: "custom", message: problem, input: expression });
+});
+
+function cronProblem(expression: string): string | undefined {
+  if (expression.trim().split(/\s+/).length !== 5) {
+    return "Should be a cron expression of 5 fields: minute hour day-of-month month day-of-week";
+  }
+  try {
+    CronExpressionParser.parse(expression, { tz: "UTC" }).next();
+    return undefined;
+  } catch (err) {
+    return `Invalid cron expression: ${(err as Error).message}`;
+  }
+}
+
+/** An IANA time zone name that this runtime knows (`Europe/Paris`, `UTC`); offsets like `+01:00` are not names. */
+const timezone = z.string().superRefine((name, ctx) => {
+  let known = /^[A-Za-z][A-Za-z0-9_+-]*(\/[A-Za-z0-9_+-]+)*$/.test(name);
+  try {
+    new Intl.DateTimeFormat("en-US", { timeZone: name });
+  } catch {
+    known = false;
+  }
+  if (!known) {
+    ctx.addIssue({
+      code: "custom",
+      message: "Should be an IANA time zone name, like Europe/Paris",
+      input: name,
+    });
+  }
+});
+
+const body = z
+  .strictObject({
+    name: z.string().min(1).max(200),
+    model: z.string().min(1).max(256).default("auto"),
+    inputs: z.array(evalInput).min(1).max(100),
+    every_seconds: z.int().min(1).max(MAX_EVERY_SECONDS).optional(),
+    cron: cron.optional(),
+    timezone: timezone.optional(),
+    metadata: metadataSchema.optional(),
+  })
+  .superRefine((b, ctx) => {
+    if ((b.every_seconds === undefined) === (b.cron === undefined)) {
+      ctx.addIssue({
+        code: "custom",
+        path: [],
+        message: "Exactly one of 'every_seconds' and 'cron' should be given",
+      });
+    } else if (b.timezone !== undefined && b.cron === undefined) {
+      ctx.addIssue({
+        code: "custom",
+        path: ["timezone"],
+        message: "'timezone' applies only to a 'cron' schedule",
+        input: b.timezone,
+      });
+    }
+  });
+
+export interface EvalRouteDeps {
+  evals: Evals;
+  provider: ChatProvider;
+}
+
+/**
+ * `POST /api/v1/llm/evals/schedules` → 200 the schedule. Its job scheduler is
+ * in the queue before the answer; the first run of an `every_seconds`
+ * schedule is queued at once.
+ */
+export function registerCreateSchedule(router: Router, deps: EvalRouteDeps): void {
+  router.post("/llm/evals/schedules", requirePermission("evals:write"), async (req, res) => {
+    const input = validate("body", body, req.body);
+    if (input.model !== "auto" && !deps.provider.resolveModel(input.model)) {
+      const expected = ["auto", ...(deps.provider.allowedModels ?? [])].join(", ");
+      throw new ValidationFailed([
+        {
+          loc: ["body", "model"],
+          msg: "Input should be 'auto' or one of the allowed models",
+          type: "enum",
+          input: input.model,
+          ctx: { expected },
+        },
+      ]);
+    }
+    const principal = principalOf(res);
+    const cadence: Cadence =
+      input.cron === undefined
+        ? { every_seconds: input.every_seconds! }
+        : { cron: input.cron, timezone: input.timezone ?? "UTC" };
+    const schedule: EvalSchedule = {
+      id: newEvalId(SCHEDULE_PREFIX),
+      name: input.name,
+      model: input.model,
+      inputs: input.inputs,
+      cadence,
+      created_at: unixSeconds(),
+      metadata: input.metadata ?? {},
+      creator: { user: principal.user, keyId: principal.keyId },
+      deleted_at: null,
+    };
+    await deps.evals.store.create(principal.org, schedule);
+    let next: number | undefined;
+    try {
+      next = await deps.evals.queue.schedule(principal.org, schedule.id, cadence);
+    } catch (err) {
+      await deps.evals.store.remove(principal.org, schedule.id).catch(() => undefined);
+      throw err;
+    }
+    res.json(scheduleObject(schedule, next));
+  });
+}

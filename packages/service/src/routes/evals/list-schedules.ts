@@ -1,0 +1,16 @@
+import { principalOf, requirePermission, validate } from "@gw/core";
+import type { Router } from "express";
+import { scheduleObject } from "../../evals/records.ts";
+import type { EvalRouteDeps } from "./create-schedule.ts";
+import { listOf, pageQuery, unknownCursor } from "./params.ts";
+
+/** `GET /api/v1/llm/evals/schedules?limit&after`: the organization's live schedules, newest first. */
+export function registerListSchedules(router: Router, deps: Pick<EvalRouteDeps, "evals">): void {
+  router.get("/llm/evals/schedules", requirePermission("evals:read"), async (req, res) => {
+    const query = validate("query", pageQuery, req.query);
+    const page = await deps.evals.store.list(principalOf(res).org, query.limit, query.after);
+    if (!page) throw unknownCursor(query.after);
+    const next = await deps.evals.queue.nextRuns(page.data.map((s) => s.id));
+    res.json(listOf({ ...page, data: page.data.map((s) => scheduleObject(s, next.get(s.id))) }));
+  });
+}

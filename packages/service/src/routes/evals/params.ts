@@ -1,0 +1,33 @@
+import { ValidationFailed } from "@gw/core";
+import { z } from "zod";
+import { SCHEDULE_PREFIX } from "../../evals/records.ts";
+
+const SCHEDULE_ID = new RegExp(`^${SCHEDULE_PREFIX}[A-Za-z0-9_-]{1,64}$`);
+
+/** `{schedule_id}` in a path: an `eval_sched_…` id. */
+export const scheduleIdParams = z.object({
+  schedule_id: z.string().regex(SCHEDULE_ID, `String should match pattern '${SCHEDULE_ID.source}'`),
+});
+
+/** `limit` (1 to 100, default 20) and `after` (the id of the last item of the previous page). */
+export const pageQuery = z.object({
+  limit: z.coerce.number().int().min(1).max(100).default(20),
+  after: z.string().min(1).max(128).optional(),
+});
+
+export const listOf = <T>(page: { data: T[]; has_more: boolean }) => ({
+  object: "list" as const,
+  data: page.data,
+  has_more: page.has_more,
+});
+
+/** 422 for an `after` that names nothing in the list. */
+export const unknownCursor = (after: string | undefined) =>
+  new ValidationFailed([
+    {
+      loc: ["query", "after"],
+      msg: "Should be the id of an item in this list",
+      type: "value_error",
+      input: after,
+    },
+  ]);

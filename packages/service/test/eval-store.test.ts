@@ -1,0 +1,201 @@
+import { createLogger, createMetrics, createRedis, RedisUnavailable } from "@gw/core";
+import { startTestRedis, type TestRedis } from "@gw/devstack/testing";
+import { type FakeLLM, startFakeLLM } from "@gw/e2e/llm-upstream";
+import type { Redis } from "ioredis";
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
+import { createEvalMetrics } from "../src/evals/metrics.ts";
+import { bullConnection, EvalQueue } from "../src/evals/queue.ts";
+import { type EvalSchedule, newEvalId, RUN_PREFIX, SCHEDULE_PREFIX } from "../src/evals/records.ts";
+import { EvalStore } from "../src/evals/store.ts";
+import { startEvalWorker } from "../src/evals/worker.ts";
+import { ChatProvider } from "../src/llm/provider.ts";
+import { UsageStore } from "../src/usage/store.ts";
+
+let server: TestRedis;
+let redis: Redis;
+let store: EvalStore;
+let llm: FakeLLM;
+
+beforeAll(async () => {
+  [server, llm] = await Promise.all([startTestRedis(), startFakeLLM()]);
+  redis = createRedis(server.url, { connectionName: "eval-store-test" });
+  redis.on("error", () => undefined); // the outage test below stops the server on purpose
+  store = new EvalStore(redis);
+});
+
+afterAll(async () => {
+  redis?.disconnect();
+  await Promise.all([server?.stop(), llm?.close()]);
+});
+
+let orgs = 0;
+async function scheduleIn(): Promise<{ org: string; schedule: EvalSchedule }> {
+  const org = `org${++orgs}`;
+  const schedule: EvalSchedule = {
+    id: newEvalId(SCHEDULE_PREFIX),
+    name: "s",
+    model: "auto",
+    inputs: ["x"],
+    cadence: { every_seconds: 60 },
+    created_at: 1,
+    metadata: {},
+    creator: { user: "alice", keyId: "key_1" },
+    deleted_at: null,
+  };
+  await store.create(org, schedule);
+  return { org, schedule };
+}
+
+describe("eval store", () => {
+  it("soft-deletes in one atomic step: of two deletes held at Redis together, exactly one succeeds", async () => {
+    const { org, schedule } = await scheduleIn();
+    const [control, first, second] = [0, 1, 2].map((i) =>
+      createRedis(server.url, { connectionName: `race-${i}` }),
+    );
+    try {
+      // Reads go on while writes wait: a check made apart from its write would pass for both deletes here.
+      await control!.client("PAUSE", 20_000, "WRITE");
+      const deletes = [new EvalStore(first!), new EvalStore(second!)].map((s) =>
+        s.softDelete(org, schedule.id, 5),
+      );
+      await vi.waitFor(
+        async () => {
+          const waiting = String(await control!.client("LIST"))
+            .split("\n")
+            .filter((line) => / name=race-[12] .* flags=b .* cmd=eval /.test(line));
+          expect(waiting).toHaveLength(2);
+        },
+        { timeout: 10_000, interval: 20 },
+      );
+      await control!.client("UNPAUSE");
+      expect((await Promise.all(deletes)).sort()).toEqual([false, true]);
+    } finally {
+      await control!.client("UNPAUSE");
+      for (const c of [control, first, second]) c!.disconnect();
+    }
+    expect((await store.get(org, schedule.id))?.deleted_at).toBe(5);
+    expect(await store.softDelete(org, schedule.id, 6)).toBe(false);
+    expect(await store.softDelete("other-org", schedule.id, 6)).toBe(false);
+  });
+
+  it("queues at most one run per schedule, and starts a run only while its schedule exists", async () => {
+    const { org, schedule } = await scheduleIn();
+    const [r1, r2, r3] = [1, 2, 3].map(() => newEvalId(RUN_PREFIX)) as [string, string, string];
+    expect(await store.enqueue(org, schedule.id, r1, 10)).toBe("queued");
+    expect(await store.enqueue(org, schedule.id, r2, 11)).toBe("busy");
+    expect(await store.start(org, schedule.id, r1, 12)).toMatchObject({ outcome: "started", schedule });
+    expect(await store.enqueue(org, schedule.id, r2, 13)).toBe("queued");
+    // Delivered again while marked running: its worker died; the run ends failed rather than running forever.
+    expect(await store.start(org, schedule.id, r1, 14)).toEqual({ outcome: "interrupted" });
+    expect(await store.getRun(org, r1)).toMatchObject({ status: "failed", completed_at: 14 });
+    expect(await store.start(org, schedule.id, r1, 15)).toEqual({ outcome: "gone" });
+
+    expect(await store.softDelete(org, schedule.id, 16)).toBe(true);
+    expect(await store.start(org, schedule.id, r2, 17)).toEqual({ outcome: "deleted" });
+    expect(await store.getRun(org, r2)).toMatchObject({
+      status: "failed",
+      started_at: null,
+      completed_at: 17,
+      error: "The schedule was deleted before this run started",
+    });
+    expect(await store.enqueue(org, schedule.id, r3, 18)).toBe("deleted");
+    expect(await store.getRun(org, r3)).toBeUndefined();
+    expect(await store.enqueue("other-org", schedule.id, r3, 18)).toBe("missing");
+  });
+
+  it("a worker that picks up the queued run of a schedule deleted meanwhile drops it without calling the model", async () => {
+    const { org, schedule } = await scheduleIn();
+    const producer = bullConnection(server.url, "producer");
+    const queue = new EvalQueue(producer, () => undefined);
+    const runId = newEvalId(RUN_PREFIX);
+    expect(await store.enqueue(org, schedule.id, runId, 20)).toBe("queued");
+    await queue.addRun({ org, scheduleId: schedule.id, runId });
+    expect(await store.softDelete(org, schedule.id, 21)).toBe(true);
+
+    const metrics = createEvalMetrics(createMetrics("test"));
+    const connection = bullConnection(server.url, "worker");
+    const before = llm.requests.length;
+    const worker = startEvalWorker(
+      connection,
+      {
+        store,
+        queue,
+        metrics,
+        usage: new UsageStore(redis),
+        logger: createLogger("eval-store-test", "silent"),
+        provider: new ChatProvider({
+          baseUrl: llm.baseUrl,
+          apiKey: undefined,
+          defaultModel: "echo",
+          allowedModels: undefined,
+          timeoutMs: 5_000,
+          maxResponseBytes: 1_000_000,
+          maxEventChars: 100_000,
+        }),
+      },
+      1,
+    );
+    try {
+      await vi.waitFor(async () => expect((await store.getRun(org, runId))?.status).toBe("failed"), {
+        timeout: 10_000,
+      });
+      expect(await store.getRun(org, runId)).toMatchObject({ started_at: null });
+      await vi.waitFor(async () =>
+        expect((await metrics.runs.get()).values).toContainEqual(
+          expect.objectContaining({ labels: { outcome: "dropped" }, value: 1 }),
+        ),
+      );
+      expect(llm.requests.length).toBe(before);
+    } finally {
+      await worker.close();
+      await queue.close();
+      connection.disconnect();
+      producer.disconnect();
+    }
+  });
+
+  it("pages newest first from a cursor, and refuses a cursor from elsewhere", async () => {
+    const { org, schedule } = await scheduleIn();
+    const runs: string[] = [];
+    for (let i = 0; i < 5; i++) {
+      const id = newEvalId(RUN_PREFIX);
+      expect(await store.enqueue(org, schedule.id, id, 30 + i)).toBe("queued");
+      await store.start(org, schedule.id, id, 30 + i);
+      runs.unshift(id);
+    }
+    const first = await store.runs(org, schedule.id, 2);
+    expect(first?.data.map((r) => r.id)).toEqual(runs.slice(0, 2));
+    expect(first?.has_more).toBe(true);
+    const rest = await store.runs(org, schedule.id, 3, runs[1]);
+    expect(rest?.data.map((r) => r.id)).toEqual(runs.slice(2));
+    expect(rest?.has_more).toBe(false);
+    expect(await store.runs(org, schedule.id, 3, "eval_run_unknown")).toBeNull();
+    const other = await scheduleIn();
+    expect(await store.runs(other.org, other.schedule.id, 3, runs[0])).toBeNull();
+    expect(await store.runs("nobody", schedule.id, 3)).toEqual({ data: [], has_more: false });
+  });
+
+  it("reports a Redis outage during a queue call as RedisUnavailable (a 503), and works again after", async () => {
+    const producer = bullConnection(server.url, "producer");
+    const queue = new EvalQueue(producer, () => undefined);
+    const id = newEvalId(SCHEDULE_PREFIX);
+    try {
+      expect(await queue.schedule("org", id, { cron: "0 0 1 1 *", timezone: "UTC" })).toEqual(
+        expect.any(Number),
+      );
+      await server.halt();
+      try {
+        await expect(queue.unschedule(id)).rejects.toBeInstanceOf(RedisUnavailable);
+        await expect(queue.nextRuns([id])).rejects.toBeInstanceOf(RedisUnavailable);
+      } finally {
+        await server.restart();
+      }
+      await vi.waitFor(() => expect(producer.status).toBe("ready"), { timeout: 10_000 });
+      await queue.unschedule(id);
+      expect((await queue.nextRuns([id])).size).toBe(0);
+    } finally {
+      await queue.close();
+      producer.disconnect();
+    }
+  });
+});
