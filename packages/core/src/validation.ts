@@ -169,10 +169,27 @@ function sizeIssue(issue: z.core.$ZodIssueTooSmall | z.core.$ZodIssueTooBig, ite
 
 /** Parses `value` with `schema`, throwing a 422 `ValidationFailed` located at `location`. */
 export function validate<S extends z.ZodType>(location: Location, schema: S, value: unknown): z.output<S> {
+  requirePresent(location, value);
+  return outcome(location, schema.safeParse(value, { reportInput: true }));
+}
+
+/** `validate` for schemas with asynchronous checks (e.g. ones that ask the file system or `git`). */
+export async function validateAsync<S extends z.ZodType>(
+  location: Location,
+  schema: S,
+  value: unknown,
+): Promise<z.output<S>> {
+  requirePresent(location, value);
+  return outcome(location, await schema.safeParseAsync(value, { reportInput: true }));
+}
+
+function requirePresent(location: Location, value: unknown): void {
   if (location === "body" && value === undefined) {
     throw new ValidationFailed([{ loc: ["body"], msg: "Field required", type: "missing" }]);
   }
-  const result = schema.safeParse(value, { reportInput: true });
+}
+
+function outcome<T>(location: Location, result: z.ZodSafeParseResult<T>): T {
   if (result.success) return result.data;
   throw new ValidationFailed(toValidationIssues(location, result.error.issues));
 }
