@@ -25,7 +25,9 @@ import { registerListItems } from "./routes/conversations/list-items.ts";
 import { registerUpdateConversation } from "./routes/conversations/update-conversation.ts";
 import { registerCreateResponse } from "./routes/responses/create-response.ts";
 import { registerGetResponse } from "./routes/responses/get-response.ts";
+import { registerSandboxRoutes } from "./routes/sandbox/index.ts";
 import { registerGetUsage } from "./routes/usage/get-usage.ts";
+import type { Sandbox } from "./sandbox/sandbox.ts";
 import type { UsageStore } from "./usage/store.ts";
 
 export interface ServiceDeps {
@@ -40,6 +42,7 @@ export interface ServiceDeps {
   responses: ResponseStore;
   usage: UsageStore;
   context: ContextBudget;
+  sandbox: Sandbox;
 }
 
 /**
@@ -68,6 +71,7 @@ export function createServiceApp(deps: ServiceDeps): express.Express {
   registerCreateResponse(api, deps);
   registerGetResponse(api, deps);
   registerGetUsage(api, deps);
+  registerSandboxRoutes(api, deps.sandbox);
   app.use("/api/v1", api);
 
   app.use(notFoundHandler);

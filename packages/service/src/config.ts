@@ -1,5 +1,6 @@
 import { checkSpiceDBEnv, env, localRedisUrl, spicedbClientOptions, spicedbEnvShape } from "@gw/core";
 import { z } from "zod";
+import { sandboxEnvShape, sandboxOptions } from "./sandbox/config.ts";
 
 /** The service's environment. Each variable is documented in the README's configuration table. */
 export const serviceConfigSchema = z
@@ -46,8 +47,14 @@ export const serviceConfigSchema = z
     LLM_CONTEXT_MAX_ITEMS: env.positiveInt(100),
     /** Estimated tokens (four characters each) of a whole prompt: instructions, new input, earlier items. Default 32000. */
     LLM_CONTEXT_MAX_TOKENS: env.positiveInt(32_000),
+    ...sandboxEnvShape,
   })
   .superRefine((c, ctx) => checkSpiceDBEnv(c, ctx))
-  .transform((c) => ({ ...c, REDIS_URL: c.REDIS_URL ?? localRedisUrl(), spicedb: spicedbClientOptions(c) }));
+  .transform((c) => ({
+    ...c,
+    REDIS_URL: c.REDIS_URL ?? localRedisUrl(),
+    spicedb: spicedbClientOptions(c),
+    sandbox: sandboxOptions(c),
+  }));
 
 export type ServiceConfig = z.output<typeof serviceConfigSchema>;

@@ -14,6 +14,7 @@ import type { ServiceConfig } from "./config.ts";
 import { ConversationStore } from "./conversations/store.ts";
 import { ChatProvider } from "./llm/provider.ts";
 import { ResponseStore } from "./responses/store.ts";
+import { Sandbox } from "./sandbox/sandbox.ts";
 import { UsageStore } from "./usage/store.ts";
 
 export interface RunningService {
@@ -44,6 +45,8 @@ export async function startService(
   if (!config.LLM_BASE_URL)
     logger.warn("no model provider configured: responses answer 503 until LLM_BASE_URL is set");
 
+  const sandbox = await Sandbox.create(config.sandbox, redis, logger);
+
   const app = createServiceApp({
     logger,
     metrics: createMetrics("service"),
@@ -56,6 +59,7 @@ export async function startService(
     responses: new ResponseStore(redis),
     usage: new UsageStore(redis),
     context: { maxItems: config.LLM_CONTEXT_MAX_ITEMS, maxTokens: config.LLM_CONTEXT_MAX_TOKENS },
+    sandbox,
   });
   const { server, port } = await listen(app, config.PORT, config.HOST);
   logger.info(
@@ -74,6 +78,7 @@ export async function startService(
       await closeGracefully(server, 5_000);
       spicedb.close();
       redis.disconnect();
+      await sandbox.close();
     },
   };
 }
