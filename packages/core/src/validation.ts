@@ -180,7 +180,22 @@ export async function validateAsync<S extends z.ZodType>(
   value: unknown,
 ): Promise<z.output<S>> {
   requirePresent(location, value);
-  return outcome(location, await schema.safeParseAsync(value, { reportInput: true }));
+  const result = await schema.safeParseAsync(value, { reportInput: true });
+  if (!result.success) result.error.issues.sort(byField(schema));
+  return outcome(location, result);
+}
+
+/**
+ * Asynchronous checks report after the synchronous ones; pydantic lists
+ * problems in the order of the object's fields, unknown fields last.
+ */
+function byField(schema: z.ZodType): (a: z.core.$ZodIssue, b: z.core.$ZodIssue) => number {
+  const fields = Object.keys((schema as { shape?: Record<string, unknown> }).shape ?? {});
+  const rank = (issue: z.core.$ZodIssue) => {
+    const index = fields.indexOf(String(issue.path[0]));
+    return issue.path.length === 0 || index < 0 ? fields.length : index;
+  };
+  return (a, b) => rank(a) - rank(b);
 }
 
 function requirePresent(location: Location, value: unknown): void {
