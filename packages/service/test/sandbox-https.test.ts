@@ -62,7 +62,7 @@ async function setup(repository = "widgets") {
     stack.call(key.secret, `${SANDBOX}/sessions/${session.id}${path}`, { method: "POST", json, user });
   expect((await call("/assignments")).status).toBe(200);
   const push = (branch: string) => call("/github/push", { assignment_generation: 1, branch });
-  return { token, session, push, connection };
+  return { token, session, push, connection, key, user };
 }
 
 interface ProcessInfo {
@@ -119,6 +119,45 @@ describe("push over HTTPS with the stored connection", () => {
     const receivePacks = server.requests.filter((r) => r.path === "/acme/widgets.git/git-receive-pack");
     expect(receivePacks.length).toBeGreaterThan(0);
     expect(receivePacks.every((r) => r.authorized)).toBe(true);
+  });
+
+  it("stops git when the caller goes away, and frees the session for the next push", async () => {
+    const { token, push, session, key, user } = await setup();
+    let arrived!: () => void;
+    let release!: () => void;
+    const atRemote = new Promise<void>((resolve) => (arrived = resolve));
+    const released = new Promise<void>((resolve) => (release = resolve));
+    server.beforeReceivePack = async () => {
+      arrived();
+      await released;
+    };
+    const caller = new AbortController();
+    const abandoned = fetch(`${stack.gatewayUrl}${SANDBOX}/sessions/${session.id}/github/push`, {
+      method: "POST",
+      headers: {
+        authorization: `Bearer ${key.secret}`,
+        "x-on-behalf-of": user,
+        "content-type": "application/json",
+      },
+      body: JSON.stringify({ assignment_generation: 1, branch: "abandoned" }),
+      signal: caller.signal,
+    }).catch((err: Error) => err.name);
+    await atRemote;
+    const carrying = async () =>
+      (await processes()).filter((p) => p.environ.includes(`GW_GIT_TOKEN=${token}`));
+    expect((await carrying()).length).toBeGreaterThan(0);
+    caller.abort();
+    expect(await abandoned).toBe("AbortError");
+    let left = await carrying();
+    for (const deadline = Date.now() + 10_000; left.length > 0 && Date.now() < deadline; ) {
+      await new Promise((r) => setTimeout(r, 50));
+      left = await carrying();
+    }
+    expect(left).toEqual([]);
+    server.beforeReceivePack = undefined;
+    release();
+    // The lock went with it: the next push runs at once.
+    expect((await push("after-abandoned")).status).toBe(200);
   });
 
   it("answers 502 with git's reason when the remote refuses the credential", async () => {

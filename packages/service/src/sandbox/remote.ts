@@ -23,14 +23,7 @@ export class PushRejected extends AppError {
   }
 }
 
-export class RequestCancelled extends AppError {
-  constructor() {
-    super("bad_request", "The request was cancelled");
-    this.name = "RequestCancelled";
-  }
-}
-
-/** A failed network call as the client sees it: cancelled, timed out, or the remote's (redacted) words. */
+/** A failed git call as the client sees it: stopped, timed out, or the remote's (redacted) words. */
 export function remoteFailure(
   err: unknown,
   operation: string,
@@ -39,7 +32,8 @@ export function remoteFailure(
   timeoutMs: number,
 ): unknown {
   if (!(err instanceof GitFailed)) return err;
-  if (signal?.aborted) return signal.reason instanceof AppError ? signal.reason : new RequestCancelled();
+  // Stopped on purpose (the caller left, the session's lock was lost): the reason says why.
+  if (signal?.aborted) return signal.reason ?? err;
   if (err.timedOut) return new GitTimedOut(operation, timeoutMs);
   return new RemoteFailed(operation, redactGitOutput(err.stderr, [token]) || `exit code ${err.exitCode}`);
 }

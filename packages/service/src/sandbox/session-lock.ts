@@ -95,7 +95,11 @@ export class SessionLocks {
       if (attempt === 0) await wait.onBusy?.();
       const waited = Date.now() - started;
       if (waited >= this.options.waitMs) throw new SessionBusy(waited);
-      await sleep(Math.min(25 * 2 ** Math.min(attempt, 3), 200), undefined, { signal: wait.signal });
+      await sleep(Math.min(25 * 2 ** Math.min(attempt, 3), 200), undefined, { signal: wait.signal }).catch(
+        (err) => {
+          throw wait.signal?.reason ?? err;
+        },
+      );
     }
   }
 }
