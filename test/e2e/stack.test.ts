@@ -1,6 +1,6 @@
 import { type ChildProcess, execFile, spawn } from "node:child_process";
 import { existsSync } from "node:fs";
-import { mkdtemp, readdir, rm } from "node:fs/promises";
+import { mkdtemp, readdir, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { promisify } from "node:util";
@@ -14,6 +14,7 @@ import {
   v1,
 } from "@gw/core";
 import { freePort, REPO_ROOT } from "@gw/devstack";
+import { bareRepositories, git } from "@gw/e2e/git-remote";
 import { type FakeLLM, startFakeLLM } from "@gw/e2e/llm-upstream";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 
@@ -46,6 +47,7 @@ describe("pnpm start", () => {
       DATA_DIR: dataDir,
       LLM_BASE_URL: llm.baseUrl,
       LLM_DEFAULT_MODEL: "echo-small",
+      GIT_BASE_URL: `file://${join(dataDir, "remotes")}`,
     };
     gatewayUrl = `http://127.0.0.1:${port}`;
     stack = spawn("pnpm", ["start"], {
@@ -442,6 +444,67 @@ describe("pnpm start", () => {
     expect((await call(`/${doomed}`)).status).toBe(404);
     expect((await call(`/${clock}`, "DELETE")).status).toBe(200);
   }, 60_000);
+
+  it("pushes a sandbox session's edit to a local bare repository, through the gateway", async () => {
+    const remotes = await bareRepositories(join(dataDir, "remotes"));
+    await remotes.create("acme", "demo");
+    const { key } = JSON.parse(
+      (await run("pnpm", ["keys", "create", "--org", "acme", "--owner", "backend"], { cwd: REPO_ROOT, env }))
+        .stdout,
+    );
+    const sandbox = (path: string, method: string, body?: unknown) =>
+      fetch(`${gatewayUrl}/api/v1/sandbox${path}`, {
+        method,
+        headers: {
+          authorization: `Bearer ${key}`,
+          "x-on-behalf-of": "alice",
+          "content-type": "application/json",
+        },
+        body: body === undefined ? undefined : JSON.stringify(body),
+      });
+    const token = "ghp_e2eDoneWhenToken0123456789";
+    expect((await sandbox("/connections/github", "PUT", { token })).status).toBe(204);
+    const created = await sandbox("/sessions", "POST", {
+      owner: "acme",
+      repository: "demo",
+      repository_id: 1001,
+    });
+    expect(created.status).toBe(200);
+    const session = await created.json();
+    const assignment = await sandbox(`/sessions/${session.id}/assignments`, "POST");
+    expect((await assignment.json()).assignment_generation).toBe(1);
+
+    // The sandbox's agent edits its workspace: $DATA_DIR/sandbox/<session_id>.
+    await writeFile(join(dataDir, "sandbox", session.id, "README.md"), "# demo\n\nEdited in the sandbox.\n");
+    const pushed = await sandbox(`/sessions/${session.id}/github/push`, "POST", {
+      assignment_generation: 1,
+      branch: "agent/edit",
+    });
+    expect(pushed.status).toBe(200);
+    const sha = (await remotes.branchHead("acme", "demo", "agent/edit"))!;
+    expect(sha).toMatch(/^[0-9a-f]{40}$/);
+    expect(await pushed.text()).toBe(
+      JSON.stringify({
+        session_id: session.id,
+        assignment_generation: 1,
+        repository_id: 1001,
+        owner: "acme",
+        repository: "demo",
+        branch: "agent/edit",
+        remote_head_sha: sha,
+        no_changes: false,
+      }),
+    );
+    const bare = join(dataDir, "remotes", "acme", "demo.git");
+    expect(await git(["--git-dir", bare, "show", `${sha}:README.md`])).toBe(
+      "# demo\n\nEdited in the sandbox.",
+    );
+    expect(await git(["--git-dir", bare, "log", "-1", "--format=%s", sha])).toBe(
+      `Sandbox session ${session.id}, assignment 1`,
+    );
+    expect(output).not.toContain(token);
+    await remotes.remove();
+  });
 
   it("keeps Redis data under DATA_DIR/redis with AOF on, and never logs a secret", async () => {
     const { stdout } = await run("pnpm", ["keys", "create", "--org", "acme", "--owner", "bob"], {

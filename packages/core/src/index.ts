@@ -1,5 +1,6 @@
 export * from "./authz/index.ts";
 export * from "./config.ts";
+export * from "./development-secret.ts";
 export * from "./errors.ts";
 export * from "./http/common.ts";
 export * from "./http/listen.ts";

@@ -1,7 +1,7 @@
 import { createHash, randomBytes } from "node:crypto";
-import { mkdir, readFile, writeFile } from "node:fs/promises";
-import { dirname, join } from "node:path";
+import { join } from "node:path";
 import { errors, jwtVerify, SignJWT } from "jose";
+import { developmentSecret } from "./development-secret.ts";
 import { AppError } from "./errors.ts";
 import type { Logger } from "./logger.ts";
 import type { Permission } from "./permissions.ts";
@@ -119,38 +119,11 @@ export async function internalAssertions(
   );
 }
 
-/**
- * The shared secret: configured, or for development a random one kept in
- * `file`, which gateway and service find in the same data directory.
- */
+/** The shared secret: configured, or for development one kept in `file`, which gateway and service share. */
 export async function assertionSecret(
   configured: string | undefined,
   file: string,
   logger: Logger,
 ): Promise<string> {
-  if (configured) return configured;
-  let secret = await readFile(file, "utf8").then(
-    (t) => t.trim(),
-    () => "",
-  );
-  if (!secret) {
-    await mkdir(dirname(file), { recursive: true, mode: 0o700 });
-    const fresh = randomBytes(32).toString("base64url");
-    try {
-      // Exclusive create: when gateway and service start together, one secret wins and both use it.
-      await writeFile(file, fresh, { mode: 0o600, flag: "wx" });
-      secret = fresh;
-    } catch {
-      for (let i = 0; i < 50 && !secret; i++) {
-        secret = (await readFile(file, "utf8")).trim();
-        if (!secret) await new Promise((r) => setTimeout(r, 20));
-      }
-      if (!secret) throw new Error(`${file} is empty`);
-    }
-  }
-  logger.warn(
-    { file },
-    "internal assertions: using a development secret kept on local disk; production must set INTERNAL_ASSERTION_SECRET",
-  );
-  return secret;
+  return configured ?? developmentSecret(file, logger, "internal assertions", "INTERNAL_ASSERTION_SECRET");
 }

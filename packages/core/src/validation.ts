@@ -169,10 +169,42 @@ function sizeIssue(issue: z.core.$ZodIssueTooSmall | z.core.$ZodIssueTooBig, ite
 
 /** Parses `value` with `schema`, throwing a 422 `ValidationFailed` located at `location`. */
 export function validate<S extends z.ZodType>(location: Location, schema: S, value: unknown): z.output<S> {
+  requirePresent(location, value);
+  return outcome(location, schema.safeParse(value, { reportInput: true }));
+}
+
+/** `validate` for schemas with asynchronous checks (e.g. ones that ask the file system or `git`). */
+export async function validateAsync<S extends z.ZodType>(
+  location: Location,
+  schema: S,
+  value: unknown,
+): Promise<z.output<S>> {
+  requirePresent(location, value);
+  const result = await schema.safeParseAsync(value, { reportInput: true });
+  if (!result.success) result.error.issues.sort(byField(schema));
+  return outcome(location, result);
+}
+
+/**
+ * Asynchronous checks report after the synchronous ones; pydantic lists
+ * problems in the order of the object's fields, unknown fields last.
+ */
+function byField(schema: z.ZodType): (a: z.core.$ZodIssue, b: z.core.$ZodIssue) => number {
+  const fields = Object.keys((schema as { shape?: Record<string, unknown> }).shape ?? {});
+  const rank = (issue: z.core.$ZodIssue) => {
+    const index = fields.indexOf(String(issue.path[0]));
+    return issue.path.length === 0 || index < 0 ? fields.length : index;
+  };
+  return (a, b) => rank(a) - rank(b);
+}
+
+function requirePresent(location: Location, value: unknown): void {
   if (location === "body" && value === undefined) {
     throw new ValidationFailed([{ loc: ["body"], msg: "Field required", type: "missing" }]);
   }
-  const result = schema.safeParse(value, { reportInput: true });
+}
+
+function outcome<T>(location: Location, result: z.ZodSafeParseResult<T>): T {
   if (result.success) return result.data;
   throw new ValidationFailed(toValidationIssues(location, result.error.issues));
 }

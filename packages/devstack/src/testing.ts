@@ -2,6 +2,8 @@ import { randomBytes } from "node:crypto";
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { Writable } from "node:stream";
+import { createLogger, type Logger } from "@gw/core";
 import { type RunningSpiceDBLocal, startSpiceDBLocal } from "@gw/spicedb-local";
 import { freePort } from "./free-port.ts";
 import { REPO_ROOT, type RunningNodeProcess, startNodeProcess } from "./node-process.ts";
@@ -76,4 +78,15 @@ export function spicedbEnv(spicedb: { endpoint: string; presharedKey: string }):
     SPICEDB_PRESHARED_KEY: spicedb.presharedKey,
     SPICEDB_INSECURE: "true",
   };
+}
+
+/** A logger whose JSON lines land in `lines`, for tests that check what is (or is never) logged. */
+export function capturingLogger(level = "info", lines: string[] = []): { logger: Logger; lines: string[] } {
+  const sink = new Writable({
+    write(chunk, _encoding, done) {
+      lines.push(String(chunk));
+      done();
+    },
+  });
+  return { logger: createLogger("test", level, sink), lines };
 }

@@ -1,8 +1,7 @@
 import { mkdtemp, stat } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { Writable } from "node:stream";
-import { createLogger } from "@gw/core";
+import { capturingLogger } from "@gw/devstack/testing";
 import { createLocalJWKSet, jwtVerify } from "jose";
 import { describe, expect, it } from "vitest";
 import { developmentSigningKeys, generateSigningJwk, loadSigningKeys } from "../src/tokens/signing-keys.ts";
@@ -82,17 +81,7 @@ describe("rotation", () => {
 describe("development signing key", () => {
   it("is created once under DATA_DIR, private to its owner, kept across restarts, and flagged in the log", async () => {
     const dir = await mkdtemp(join(tmpdir(), "gw-jwt-"));
-    const lines: string[] = [];
-    const logger = createLogger(
-      "test",
-      "warn",
-      new Writable({
-        write(chunk, _encoding, done) {
-          lines.push(String(chunk));
-          done();
-        },
-      }),
-    );
+    const { logger, lines } = capturingLogger("warn");
     const file = join(dir, "jwt", "development-signing-keys.json");
     const first = await developmentSigningKeys(file, logger);
     const second = await developmentSigningKeys(file, logger);

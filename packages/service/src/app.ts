@@ -27,7 +27,9 @@ import { registerUpdateConversation } from "./routes/conversations/update-conver
 import { registerEvalRoutes } from "./routes/evals/index.ts";
 import { registerCreateResponse } from "./routes/responses/create-response.ts";
 import { registerGetResponse } from "./routes/responses/get-response.ts";
+import { registerSandboxRoutes } from "./routes/sandbox/index.ts";
 import { registerGetUsage } from "./routes/usage/get-usage.ts";
+import type { Sandbox } from "./sandbox/sandbox.ts";
 import type { UsageStore } from "./usage/store.ts";
 
 export interface ServiceDeps {
@@ -43,6 +45,7 @@ export interface ServiceDeps {
   usage: UsageStore;
   context: ContextBudget;
   evals: Evals;
+  sandbox: Sandbox;
 }
 
 /**
@@ -72,6 +75,7 @@ export function createServiceApp(deps: ServiceDeps): express.Express {
   registerGetResponse(api, deps);
   registerGetUsage(api, deps);
   registerEvalRoutes(api, deps);
+  registerSandboxRoutes(api, deps.sandbox);
   app.use("/api/v1", api);
 
   app.use(notFoundHandler);

@@ -1,5 +1,6 @@
 import { checkSpiceDBEnv, env, localRedisUrl, spicedbClientOptions, spicedbEnvShape } from "@gw/core";
 import { z } from "zod";
+import { sandboxEnvShape, sandboxOptions } from "./sandbox/config.ts";
 
 /** The service's environment. Each variable is documented in the README's configuration table. */
 export const serviceConfigSchema = z
@@ -48,8 +49,14 @@ export const serviceConfigSchema = z
     LLM_CONTEXT_MAX_TOKENS: env.positiveInt(32_000),
     /** Eval runs this process works on at a time; 0: none (separate workers run them). Default 2. */
     EVAL_WORKER_CONCURRENCY: z.coerce.number().int().min(0).max(100).default(2),
+    ...sandboxEnvShape,
   })
   .superRefine((c, ctx) => checkSpiceDBEnv(c, ctx))
-  .transform((c) => ({ ...c, REDIS_URL: c.REDIS_URL ?? localRedisUrl(), spicedb: spicedbClientOptions(c) }));
+  .transform((c) => ({
+    ...c,
+    REDIS_URL: c.REDIS_URL ?? localRedisUrl(),
+    spicedb: spicedbClientOptions(c),
+    sandbox: sandboxOptions(c),
+  }));
 
 export type ServiceConfig = z.output<typeof serviceConfigSchema>;

@@ -15,6 +15,7 @@ import { ConversationStore } from "./conversations/store.ts";
 import { startEvals } from "./evals/index.ts";
 import { ChatProvider } from "./llm/provider.ts";
 import { ResponseStore } from "./responses/store.ts";
+import { Sandbox } from "./sandbox/sandbox.ts";
 import { UsageStore } from "./usage/store.ts";
 
 export interface RunningService {
@@ -56,6 +57,8 @@ export async function startService(
     { redisUrl: config.REDIS_URL, redis, provider, usage, logger, metrics },
     config.EVAL_WORKER_CONCURRENCY,
   );
+  const sandbox = await Sandbox.create(config.sandbox, redis, logger);
+
   const app = createServiceApp({
     logger,
     metrics,
@@ -69,6 +72,7 @@ export async function startService(
     usage,
     context: { maxItems: config.LLM_CONTEXT_MAX_ITEMS, maxTokens: config.LLM_CONTEXT_MAX_TOKENS },
     evals,
+    sandbox,
   });
   const { server, port } = await listen(app, config.PORT, config.HOST);
   logger.info(
@@ -88,6 +92,7 @@ export async function startService(
       await evals.close();
       spicedb.close();
       redis.disconnect();
+      await sandbox.close();
     },
   };
 }

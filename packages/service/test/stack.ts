@@ -1,6 +1,6 @@
 import { randomBytes } from "node:crypto";
 import { createLogger, createRedis, loadConfig } from "@gw/core";
-import { spicedbEnv, startTestRedis, startTestSpiceDB } from "@gw/devstack/testing";
+import { capturingLogger, spicedbEnv, startTestRedis, startTestSpiceDB } from "@gw/devstack/testing";
 import { type FakeLLM, startFakeLLM } from "@gw/e2e/llm-upstream";
 import {
   ApiKeyStore,
@@ -54,6 +54,8 @@ export function parseEvents(text: string) {
 export function useStack(
   serviceEnv: Record<string, string> = {},
   gatewayEnv: Record<string, string> = {},
+  /** Collects every log line of service and gateway (at info), for tests that look for what must not be logged. */
+  logLines?: string[],
 ): Stack {
   const stack = {} as Stack;
   let teardown: () => Promise<void> = async () => undefined;
@@ -70,19 +72,18 @@ export function useStack(
       ...spicedbEnv(spicedb),
     };
     const wanted = process.env.TEST_LOG_LEVEL ?? "silent";
-    const logger = createLogger("stack-test", wanted);
+    const verbose = ["trace", "debug", "info"].includes(wanted);
+    const logger = logLines ? capturingLogger("info", logLines).logger : createLogger("stack-test", wanted);
     const serviceLogs: Record<string, unknown>[] = [];
-    // Warnings are always kept (tests read them); more when TEST_LOG_LEVEL asks for it.
-    const serviceLogger = createLogger(
-      "service",
-      ["trace", "debug", "info"].includes(wanted) ? wanted : "warn",
-      {
-        write(line: string) {
-          serviceLogs.push(JSON.parse(line) as Record<string, unknown>);
-          if (process.env.TEST_LOG_LEVEL) process.stdout.write(line);
-        },
+    // Warnings are always kept (tests read them); more when TEST_LOG_LEVEL or logLines asks for it.
+    const serviceLogger = createLogger("service", verbose ? wanted : logLines ? "info" : "warn", {
+      write(line: string) {
+        const entry = JSON.parse(line) as Record<string, unknown>;
+        if (Number(entry.level) >= 40) serviceLogs.push(entry);
+        logLines?.push(line);
+        if (process.env.TEST_LOG_LEVEL) process.stdout.write(line);
       },
-    );
+    });
     const service = await startService(
       loadConfig(serviceConfigSchema, {
         PORT: "0",

@@ -1,0 +1,22 @@
+import { principalOf, requirePermission, validate } from "@gw/core";
+import type { Router } from "express";
+import { z } from "zod";
+import type { ConnectionStore } from "../../sandbox/connections.ts";
+
+// The token travels to git in an environment variable and one askpass line: printable, no spaces.
+const body = z.strictObject({
+  token: z
+    .string()
+    .min(1)
+    .max(4096)
+    .regex(/^[\x21-\x7e]*$/, "String should contain only printable characters without spaces"),
+});
+
+/** `PUT /api/v1/sandbox/connections/github` `{token}` → 204: stores (replaces) the principal's credential, encrypted. */
+export function registerPutConnection(router: Router, connections: ConnectionStore): void {
+  router.put("/sandbox/connections/github", requirePermission("sandbox:write"), async (req, res) => {
+    const { token } = validate("body", body, req.body);
+    await connections.put(principalOf(res), token);
+    res.status(204).end();
+  });
+}

@@ -1,0 +1,117 @@
+import { AppError } from "@gw/core";
+import type { Checkout } from "./checkout.ts";
+import { type Git, GitFailed, redactGitOutput } from "./git.ts";
+
+export class RemoteFailed extends AppError {
+  constructor(operation: string, detail: string) {
+    super("bad_gateway", `git ${operation} failed: ${detail}`);
+    this.name = "RemoteFailed";
+  }
+}
+
+export class GitTimedOut extends AppError {
+  constructor(operation: string, timeoutMs: number) {
+    super("gateway_timeout", `git ${operation} did not finish within ${timeoutMs} ms`);
+    this.name = "GitTimedOut";
+  }
+}
+
+export class PushRejected extends AppError {
+  constructor(branch: string, detail: string) {
+    super("conflict", `The remote refused to update branch '${branch}': ${detail}`);
+    this.name = "PushRejected";
+  }
+}
+
+/** A failed git call as the client sees it: stopped, timed out, or the remote's (redacted) words. */
+export function remoteFailure(
+  err: unknown,
+  operation: string,
+  token: string,
+  signal: AbortSignal | undefined,
+  timeoutMs: number,
+): unknown {
+  if (!(err instanceof GitFailed)) return err;
+  // Stopped on purpose (the caller left, the session's lock was lost): the reason says why.
+  if (signal?.aborted) return signal.reason ?? err;
+  if (err.timedOut) return new GitTimedOut(operation, timeoutMs);
+  return new RemoteFailed(operation, redactGitOutput(err.stderr, [token]) || `exit code ${err.exitCode}`);
+}
+
+/** Clones `url` (at `ref`, if given) into `dir` with the caller's token. */
+export async function cloneRepository(
+  git: Git,
+  clone: { url: string; dir: string; ref: string | undefined; token: string; signal?: AbortSignal },
+): Promise<void> {
+  const ref = clone.ref ? [`--branch=${clone.ref}`] : [];
+  await git.run(["clone", "--quiet", ...ref, "--", clone.url, clone.dir], {
+    token: clone.token,
+    ...(clone.signal ? { signal: clone.signal } : {}),
+  });
+}
+
+/**
+ * Pushes commit `sha` to `refs/heads/<branch>` of `url` (forced if asked),
+ * from the checkout's objects under the neutral configuration: the
+ * workspace's own config (remotes, `insteadOf` rewrites, proxies, TLS
+ * settings) never steers where the token goes. Answers whether the remote
+ * branch was already there.
+ */
+export async function pushCommit(
+  git: Git,
+  push: { checkout: Checkout; url: string; sha: string; branch: string; force: boolean; token: string },
+  signal: AbortSignal,
+): Promise<"up_to_date" | "updated"> {
+  const refspec = `${push.force ? "+" : ""}${push.sha}:refs/heads/${push.branch}`;
+  let stdout: string;
+  try {
+    ({ stdout } = await git.run(["push", "--porcelain", "--", push.url, refspec], {
+      env: { GIT_DIR: git.neutralGitDir, GIT_OBJECT_DIRECTORY: push.checkout.objectsDir },
+      token: push.token,
+      signal,
+    }));
+  } catch (err) {
+    // With --porcelain, a ref the remote refused is a line starting with "!"; anything else failed on the way.
+    const refused = err instanceof GitFailed && !signal.aborted ? rejectedRef(err.stdout) : undefined;
+    if (refused && err instanceof GitFailed) {
+      const remote = redactGitOutput(
+        err.stderr
+          .split("\n")
+          .filter((line) => line.startsWith("remote:"))
+          .join("\n"),
+        [push.token],
+      );
+      throw new PushRejected(
+        push.branch,
+        [redactGitOutput(refused, [push.token]), remote].filter(Boolean).join("\n"),
+      );
+    }
+    throw err;
+  }
+  return /^=\t/m.test(stdout) ? "up_to_date" : "updated";
+}
+
+function rejectedRef(porcelain: string): string | undefined {
+  const line = porcelain.split("\n").find((l) => l.startsWith("!\t"));
+  return line?.split("\t")[2];
+}
+
+/** The commit `refs/heads/<branch>` points to on the remote, if the branch exists. */
+export async function remoteBranchHead(
+  git: Git,
+  query: { url: string; branch: string; token: string },
+  signal: AbortSignal,
+): Promise<string | undefined> {
+  const ref = `refs/heads/${query.branch}`;
+  const { stdout } = await git.run(["ls-remote", "--", query.url, ref], {
+    env: { GIT_DIR: git.neutralGitDir },
+    token: query.token,
+    signal,
+  });
+  // ls-remote matches patterns by their tail; only the exact ref counts.
+  for (const line of stdout.split("\n")) {
+    const [sha, name] = line.split("\t");
+    if (name === ref && sha) return sha;
+  }
+  return undefined;
+}

@@ -1,0 +1,248 @@
+import { mkdir, rm } from "node:fs/promises";
+import { join } from "node:path";
+import { AppError, type Logger, type Principal } from "@gw/core";
+import type { Redis } from "ioredis";
+import { commitWorkingTree, openCheckout } from "./checkout.ts";
+import type { SandboxOptions } from "./config.ts";
+import { ConnectionStore, connectionKey } from "./connections.ts";
+import { Git } from "./git.ts";
+import {
+  cloneRepository,
+  PushRejected,
+  pushCommit,
+  RemoteFailed,
+  remoteBranchHead,
+  remoteFailure,
+} from "./remote.ts";
+import { SessionLocks } from "./session-lock.ts";
+import { newSessionId, type Session, SessionStore } from "./sessions.ts";
+
+/** `GitHubPushRequest` (spec 2.2), validated. */
+export interface PushRequest {
+  assignment_generation: number;
+  branch: string;
+  checkout_path: string;
+  force: boolean;
+}
+
+/** `GitHubPushResult` (spec 2.3): every field, in the spec's order. */
+export interface GitHubPushResult {
+  session_id: string;
+  assignment_generation: number;
+  repository_id: number;
+  owner: string;
+  repository: string;
+  branch: string;
+  remote_head_sha: string;
+  no_changes: boolean;
+}
+
+export interface NewSession {
+  owner: string;
+  repository: string;
+  repository_id: number;
+  ref: string | undefined;
+}
+
+/** Points inside a push where tests force an interleaving. */
+export interface SandboxHooks {
+  /** A push found its session locked by another one and is waiting. */
+  lockBusy?(sessionId: string): void | Promise<void>;
+  /** A push holds its session's lock and passed the fencing check; it has not touched the workspace yet. */
+  lockHeld?(sessionId: string): void | Promise<void>;
+}
+
+export class StaleAssignment extends AppError {
+  constructor(given: number, current: number) {
+    super(
+      "conflict",
+      `assignment_generation ${given} is not the session's current assignment; the current assignment_generation is ${current}`,
+    );
+    this.name = "StaleAssignment";
+  }
+}
+
+/** Lifetime of a session lock in Redis; it is extended while a push runs. */
+const LOCK_TTL_MS = 15_000;
+
+const lockKey = (org: string, id: string) => `gw:sandbox:lock:{${org}}:${id}`;
+
+/**
+ * Sandbox sessions: each a clone of one repository in its own workspace
+ * (`<root>/<session_id>`), owned by the principal that created it, pushed
+ * with that principal's stored connection, one push at a time, fenced by the
+ * session's assignment generation.
+ */
+export class Sandbox {
+  readonly connections: ConnectionStore;
+  readonly sessions: SessionStore;
+  readonly git: Git;
+  private readonly locks: SessionLocks;
+  private readonly options: SandboxOptions;
+  private readonly logger: Logger;
+  private readonly hooks: SandboxHooks;
+
+  private constructor(
+    parts: { connections: ConnectionStore; sessions: SessionStore; git: Git; locks: SessionLocks },
+    options: SandboxOptions,
+    logger: Logger,
+    hooks: SandboxHooks,
+  ) {
+    this.connections = parts.connections;
+    this.sessions = parts.sessions;
+    this.git = parts.git;
+    this.locks = parts.locks;
+    this.options = options;
+    this.logger = logger;
+    this.hooks = hooks;
+  }
+
+  static async create(
+    options: SandboxOptions,
+    redis: Redis,
+    logger: Logger,
+    hooks: SandboxHooks = {},
+  ): Promise<Sandbox> {
+    await mkdir(options.root, { recursive: true, mode: 0o700 });
+    const key = await connectionKey(options.connectionKey, options.dataDir, logger);
+    const git = await Git.create({
+      baseUrl: options.baseUrl,
+      timeoutMs: options.gitTimeoutMs,
+      caFile: options.caFile,
+    });
+    const locks = new SessionLocks(redis, { ttlMs: LOCK_TTL_MS, waitMs: options.pushWaitMs });
+    return new Sandbox(
+      { connections: new ConnectionStore(redis, key), sessions: new SessionStore(redis), git, locks },
+      options,
+      logger,
+      hooks,
+    );
+  }
+
+  /** Where session `id`'s files are: the clone's root. */
+  workspace(id: string): string {
+    return join(this.options.root, id);
+  }
+
+  async createSession(principal: Principal, input: NewSession, signal?: AbortSignal): Promise<Session> {
+    const token = await this.connections.token(principal);
+    const session: Session = {
+      id: newSessionId(),
+      object: "sandbox.session",
+      owner: input.owner,
+      repository: input.repository,
+      repository_id: input.repository_id,
+      assignment_generation: 0,
+      created_at: Math.floor(Date.now() / 1000),
+    };
+    const dir = this.workspace(session.id);
+    try {
+      await cloneRepository(this.git, {
+        url: this.git.repositoryUrl(input.owner, input.repository),
+        dir,
+        ref: input.ref,
+        token,
+        ...(signal ? { signal } : {}),
+      });
+      await this.sessions.create(principal, session);
+    } catch (err) {
+      await rm(dir, { recursive: true, force: true });
+      throw remoteFailure(err, "clone", token, signal, this.options.gitTimeoutMs);
+    }
+    this.logger.info(
+      { sessionId: session.id, owner: input.owner, repository: input.repository },
+      "session created",
+    );
+    return session;
+  }
+
+  /** Removes the session and its workspace, after any push of it in progress. */
+  async deleteSession(principal: Principal, id: string, signal?: AbortSignal): Promise<void> {
+    await this.sessions.get(principal, id);
+    await this.locks.withLock(lockKey(principal.org, id), signal ? { signal } : {}, async () => {
+      await this.sessions.delete(principal, id);
+      await rm(this.workspace(id), { recursive: true, force: true });
+    });
+  }
+
+  /**
+   * Commits the working tree at `checkout_path` and pushes HEAD to
+   * `refs/heads/<branch>` of the session's repository, holding the session's
+   * lock throughout, so two pushes of one session never overlap on any
+   * replica. The generation is checked again once the lock is held: a push of
+   * an assignment that was superseded while it waited does not run.
+   */
+  async push(
+    principal: Principal,
+    id: string,
+    request: PushRequest,
+    signal: AbortSignal,
+  ): Promise<GitHubPushResult> {
+    const fence = (session: Session) => {
+      if (session.assignment_generation !== request.assignment_generation) {
+        throw new StaleAssignment(request.assignment_generation, session.assignment_generation);
+      }
+    };
+    fence(await this.sessions.get(principal, id));
+    const token = await this.connections.token(principal);
+    const onBusy = () => this.hooks.lockBusy?.(id);
+    return this.locks.withLock(lockKey(principal.org, id), { signal, onBusy }, async (lost) => {
+      const session = await this.sessions.get(principal, id);
+      fence(session);
+      await this.hooks.lockHeld?.(id);
+      const abort = AbortSignal.any([signal, lost]);
+      const url = this.git.repositoryUrl(session.owner, session.repository);
+      const timeout = this.options.gitTimeoutMs;
+      try {
+        const checkout = await openCheckout(this.git, this.workspace(id), request.checkout_path, abort);
+        const message = `Sandbox session ${id}, assignment ${session.assignment_generation}`;
+        const { head, committed } = await commitWorkingTree(
+          this.git,
+          checkout,
+          { message, author: this.options.author },
+          abort,
+        );
+        const pushed = await pushCommit(
+          this.git,
+          { checkout, url, sha: head, branch: request.branch, force: request.force, token },
+          abort,
+        );
+        const remoteHead = await remoteBranchHead(this.git, { url, branch: request.branch, token }, abort);
+        if (!remoteHead)
+          throw new RemoteFailed(
+            "ls-remote",
+            `the remote shows no branch '${request.branch}' after the push`,
+          );
+        const result: GitHubPushResult = {
+          session_id: id,
+          assignment_generation: session.assignment_generation,
+          repository_id: session.repository_id,
+          owner: session.owner,
+          repository: session.repository,
+          branch: request.branch,
+          remote_head_sha: remoteHead,
+          no_changes: !committed && pushed === "up_to_date",
+        };
+        this.logger.info(
+          {
+            sessionId: id,
+            generation: result.assignment_generation,
+            branch: request.branch,
+            sha: remoteHead,
+            committed,
+          },
+          "session pushed",
+        );
+        return result;
+      } catch (err) {
+        if (err instanceof PushRejected)
+          this.logger.info({ sessionId: id, err: err.message }, "push refused");
+        throw remoteFailure(err, "push", token, abort, timeout);
+      }
+    });
+  }
+
+  async close(): Promise<void> {
+    await this.git.close();
+  }
+}

@@ -1,0 +1,225 @@
+import { randomBytes } from "node:crypto";
+import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { setTimeout as sleep } from "node:timers/promises";
+import { createLogger, createRedis, type Principal } from "@gw/core";
+import { startTestRedis, type TestRedis } from "@gw/devstack/testing";
+import { type BareRepositories, bareRepositories } from "@gw/e2e/git-remote";
+import type { Redis } from "ioredis";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { SandboxOptions } from "../src/sandbox/config.ts";
+import { Sandbox, type SandboxHooks, StaleAssignment } from "../src/sandbox/sandbox.ts";
+import { LockLost, SessionBusy, SessionLocks } from "../src/sandbox/session-lock.ts";
+
+const logger = createLogger("test", "silent");
+let redisServer: TestRedis;
+let remotes: BareRepositories;
+let options: SandboxOptions;
+const clients: Redis[] = [];
+const replicas: Sandbox[] = [];
+
+beforeAll(async () => {
+  redisServer = await startTestRedis();
+  remotes = await bareRepositories();
+  await remotes.create("acme", "widgets");
+  const dir = await mkdtemp(join(tmpdir(), "gw-sandbox-lock-"));
+  options = {
+    root: join(dir, "sandbox"),
+    connectionKey: randomBytes(32).toString("base64"),
+    dataDir: dir,
+    baseUrl: `file://${remotes.root}`,
+    author: { name: "Sandbox", email: "sandbox@localhost" },
+    gitTimeoutMs: 30_000,
+    pushWaitMs: 30_000,
+    caFile: undefined,
+  };
+});
+
+afterAll(async () => {
+  await Promise.all(replicas.map((r) => r.close()));
+  for (const client of clients) client.disconnect();
+  await redisServer.stop();
+  await remotes.remove();
+  await rm(options.dataDir, { recursive: true, force: true });
+});
+
+/** A replica of the service's sandbox: its own Redis connection and git, sharing Redis and the workspaces. */
+async function replica(hooks: SandboxHooks = {}): Promise<Sandbox> {
+  const redis = createRedis(redisServer.url, { connectionName: "replica" });
+  clients.push(redis);
+  const sandbox = await Sandbox.create(options, redis, logger, hooks);
+  replicas.push(sandbox);
+  return sandbox;
+}
+
+function deferred() {
+  let resolve!: () => void;
+  const promise = new Promise<void>((r) => (resolve = r));
+  return { promise, resolve };
+}
+
+const principal = (): Principal => ({
+  org: `org-${randomBytes(4).toString("hex")}`,
+  user: "alice",
+  keyId: "key_test",
+  permissions: ["sandbox:read", "sandbox:write"],
+  credential: "api_key",
+  onBehalfOf: true,
+});
+
+async function sessionOn(sandbox: Sandbox, who: Principal) {
+  await sandbox.connections.put(who, `ghp_${randomBytes(8).toString("hex")}`);
+  const session = await sandbox.createSession(who, {
+    owner: "acme",
+    repository: "widgets",
+    repository_id: 1,
+    ref: undefined,
+  });
+  await sandbox.sessions.nextAssignment(who, session.id);
+  return session;
+}
+
+describe("pushes of one session", () => {
+  it("never overlap across replicas: the second waits for the first's lock, then runs", async () => {
+    const events: string[] = [];
+    const aHolds = deferred();
+    const releaseA = deferred();
+    const bWaits = deferred();
+    const a = await replica({
+      lockHeld: async () => {
+        events.push("A holds");
+        aHolds.resolve();
+        await releaseA.promise;
+      },
+    });
+    const b = await replica({
+      lockBusy: () => {
+        events.push("B waits");
+        bWaits.resolve();
+      },
+      lockHeld: () => {
+        events.push("B holds");
+      },
+    });
+    const who = principal();
+    const session = await sessionOn(a, who);
+    await writeFile(join(a.workspace(session.id), "CHANGED"), "by the agent\n");
+    const request = { assignment_generation: 1, branch: "serial", checkout_path: "", force: false };
+    const signal = new AbortController().signal;
+
+    const done =
+      (name: string) =>
+      <T>(result: T) => {
+        events.push(`${name} done`);
+        return result;
+      };
+    const first = a.push(who, session.id, request, signal).then(done("A"));
+    await aHolds.promise;
+    const second = b.push(who, session.id, request, signal).then(done("B"));
+    await bWaits.promise;
+    expect(events).toEqual(["A holds", "B waits"]);
+    releaseA.resolve();
+    const [ra, rb] = await Promise.all([first, second]);
+    expect(events).toEqual(["A holds", "B waits", "A done", "B holds", "B done"]);
+    expect(ra.no_changes).toBe(false);
+    expect(await remotes.branchHead("acme", "widgets", "serial")).toBe(ra.remote_head_sha);
+    // The second found everything pushed already.
+    expect(rb).toEqual({ ...ra, no_changes: true });
+  });
+
+  it("a push whose assignment was superseded while it waited does not run", async () => {
+    const aHolds = deferred();
+    const releaseA = deferred();
+    const bWaits = deferred();
+    let bHeld = false;
+    const a = await replica({
+      lockHeld: async () => {
+        aHolds.resolve();
+        await releaseA.promise;
+      },
+    });
+    const b = await replica({
+      lockBusy: () => bWaits.resolve(),
+      lockHeld: () => {
+        bHeld = true;
+      },
+    });
+    const who = principal();
+    const session = await sessionOn(a, who);
+    const request = { assignment_generation: 1, branch: "superseded", checkout_path: "", force: false };
+    const signal = new AbortController().signal;
+    const first = a.push(who, session.id, request, signal);
+    await aHolds.promise;
+    const second = b.push(who, session.id, request, signal);
+    await bWaits.promise;
+    expect((await b.sessions.nextAssignment(who, session.id)).assignment_generation).toBe(2);
+    releaseA.resolve();
+    await first;
+    await expect(second).rejects.toBeInstanceOf(StaleAssignment);
+    await expect(second).rejects.toMatchObject({ status: 409 });
+    expect(bHeld).toBe(false);
+  });
+});
+
+describe("session locks", () => {
+  const key = () => `gw:test-lock:${randomBytes(4).toString("hex")}`;
+  let redis: Redis;
+  beforeAll(() => {
+    redis = createRedis(redisServer.url, { connectionName: "lock-test" });
+    clients.push(redis);
+  });
+
+  it("are extended while held, however long the work takes, and released after", async () => {
+    const k = key();
+    const locks = new SessionLocks(redis, { ttlMs: 300, waitMs: 1_000 });
+    await locks.withLock(k, {}, async (lost) => {
+      // Outlive the lock's lifetime several times over: watch it being extended three times.
+      let extensions = 0;
+      let last = await redis.pttl(k);
+      for (let i = 0; i < 500 && extensions < 3; i++) {
+        await sleep(10);
+        const ttl = await redis.pttl(k);
+        if (ttl > last) extensions++;
+        last = ttl;
+      }
+      expect(extensions).toBe(3);
+      expect(lost.aborted).toBe(false);
+    });
+    expect(await redis.exists(k)).toBe(0);
+  });
+
+  it("release only their own lock: one that expired and was taken over stays with its new holder", async () => {
+    const k = key();
+    const locks = new SessionLocks(redis, { ttlMs: 10_000, waitMs: 1_000 });
+    await locks.withLock(k, {}, async () => {
+      await redis.set(k, "another-holder", "PX", 10_000);
+    });
+    expect(await redis.get(k)).toBe("another-holder");
+  });
+
+  it("tell the work when the lock is lost, and the holder fails with 503", async () => {
+    const k = key();
+    const locks = new SessionLocks(redis, { ttlMs: 300, waitMs: 1_000 });
+    const outcome = locks.withLock(k, {}, async (lost) => {
+      await redis.set(k, "another-holder", "PX", 10_000);
+      for (let i = 0; i < 500 && !lost.aborted; i++) await sleep(10);
+      throw new Error("stopped");
+    });
+    await expect(outcome).rejects.toBeInstanceOf(LockLost);
+    await expect(outcome).rejects.toMatchObject({ status: 503 });
+  });
+
+  it("give up waiting after waitMs with 409", async () => {
+    const k = key();
+    await redis.set(k, "another-holder", "PX", 10_000);
+    const locks = new SessionLocks(redis, { ttlMs: 10_000, waitMs: 100 });
+    let ran = false;
+    const outcome = locks.withLock(k, {}, async () => {
+      ran = true;
+    });
+    await expect(outcome).rejects.toBeInstanceOf(SessionBusy);
+    await expect(outcome).rejects.toMatchObject({ status: 409 });
+    expect(ran).toBe(false);
+  });
+});

@@ -1,0 +1,221 @@
+import { randomBytes } from "node:crypto";
+import { mkdtemp, readdir, readFile, rm, stat } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join, resolve } from "node:path";
+import { setTimeout as sleep } from "node:timers/promises";
+import { createRedis, loadConfig, type Principal } from "@gw/core";
+import { capturingLogger, startTestRedis, type TestRedis } from "@gw/devstack/testing";
+import { type BareRepositories, bareRepositories } from "@gw/e2e/git-remote";
+import type { Redis } from "ioredis";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { serviceConfigSchema } from "../src/config.ts";
+import { ConnectionStore, connectionKey, UnreadableConnection } from "../src/sandbox/connections.ts";
+import { Git, GitFailed, redactGitOutput } from "../src/sandbox/git.ts";
+
+let redisServer: TestRedis;
+let redis: Redis;
+let remotes: BareRepositories;
+const gits: Git[] = [];
+
+beforeAll(async () => {
+  redisServer = await startTestRedis();
+  redis = createRedis(redisServer.url, { connectionName: "test" });
+  remotes = await bareRepositories();
+  await remotes.create("acme", "widgets");
+});
+
+afterAll(async () => {
+  await Promise.all(gits.map((g) => g.close()));
+  redis.disconnect();
+  await redisServer.stop();
+  await remotes.remove();
+});
+
+async function git(baseUrl: string, timeoutMs = 10_000): Promise<Git> {
+  const created = await Git.create({ baseUrl, timeoutMs, caFile: undefined });
+  gits.push(created);
+  return created;
+}
+
+const alice: Principal = {
+  org: "acme",
+  user: "alice",
+  keyId: "k",
+  permissions: [],
+  credential: "api_key",
+  onBehalfOf: true,
+};
+
+describe("stored connections", () => {
+  const key = randomBytes(32);
+
+  it("round-trip, with a fresh nonce on every write", async () => {
+    const store = new ConnectionStore(redis, key);
+    const who = { ...alice, org: `org-${randomBytes(4).toString("hex")}` };
+    await store.put(who, "ghp_same");
+    const first = JSON.parse((await redis.get(`gw:sandbox:connection:{${who.org}}:alice`))!);
+    await store.put(who, "ghp_same");
+    const second = JSON.parse((await redis.get(`gw:sandbox:connection:{${who.org}}:alice`))!);
+    expect(second.nonce).not.toBe(first.nonce);
+    expect(second.ciphertext).not.toBe(first.ciphertext);
+    expect(Buffer.from(first.nonce, "base64")).toHaveLength(12);
+    expect(await store.token(who)).toBe("ghp_same");
+  });
+
+  it("are bound to their principal: moved under another user's or organization's key, they do not decrypt", async () => {
+    const store = new ConnectionStore(redis, key);
+    const org = `org-${randomBytes(4).toString("hex")}`;
+    await store.put({ ...alice, org }, "ghp_alices");
+    const stored = (await redis.get(`gw:sandbox:connection:{${org}}:alice`))!;
+    await redis.set(`gw:sandbox:connection:{${org}}:mallory`, stored);
+    await redis.set(`gw:sandbox:connection:{other-${org}}:alice`, stored);
+    for (const thief of [
+      { ...alice, org, user: "mallory" },
+      { ...alice, org: `other-${org}` },
+    ]) {
+      expect(await store.status(thief)).toMatchObject({ connected: true });
+      await expect(store.token(thief)).rejects.toBeInstanceOf(UnreadableConnection);
+    }
+    // Under another key nothing decrypts either: 409, store it again.
+    await expect(new ConnectionStore(redis, randomBytes(32)).token({ ...alice, org })).rejects.toMatchObject({
+      status: 409,
+    });
+  });
+
+  it("use a development key kept private in DATA_DIR when none is configured, and say so", async () => {
+    const dir = await mkdtemp(join(tmpdir(), "gw-connection-key-"));
+    const { logger, lines } = capturingLogger("warn");
+    const first = await connectionKey(undefined, dir, logger);
+    const second = await connectionKey(undefined, dir, logger);
+    expect(first).toHaveLength(32);
+    expect(second.equals(first)).toBe(true);
+    expect((await stat(join(dir, "sandbox-connection-key"))).mode & 0o777).toBe(0o600);
+    expect(lines.join("")).toMatch(/production must set SANDBOX_CONNECTION_KEY/);
+    const configured = randomBytes(32);
+    expect((await connectionKey(configured.toString("base64"), dir, logger)).equals(configured)).toBe(true);
+    await rm(dir, { recursive: true, force: true });
+  });
+});
+
+describe("sandbox configuration", () => {
+  const parse = (env: Record<string, string>) =>
+    loadConfig(serviceConfigSchema, { DATA_DIR: "/srv/data", ...env });
+
+  it("has defaults", () => {
+    expect(parse({}).sandbox).toEqual({
+      root: "/srv/data/sandbox",
+      connectionKey: undefined,
+      dataDir: "/srv/data",
+      baseUrl: "https://github.com",
+      author: { name: "Sandbox", email: "sandbox@localhost" },
+      gitTimeoutMs: 60_000,
+      pushWaitMs: 60_000,
+      caFile: undefined,
+    });
+    expect(parse({ GIT_BASE_URL: "file:///srv/git/", SANDBOX_ROOT: "ws" }).sandbox).toMatchObject({
+      baseUrl: "file:///srv/git",
+      root: resolve("ws"),
+    });
+  });
+
+  it.each([
+    [{ SANDBOX_CONNECTION_KEY: "c2hvcnQ=" }, "SANDBOX_CONNECTION_KEY: must be 32 bytes"],
+    [{ GIT_BASE_URL: "http://github.com" }, "GIT_BASE_URL: must be an https:// or file:// URL"],
+    [{ GIT_BASE_URL: "https://user:secret@github.com" }, "GIT_BASE_URL: must not carry credentials"],
+    [{ GIT_BASE_URL: "ext::sh -c touch% /tmp/x" }, "GIT_BASE_URL: must be"],
+    [{ SANDBOX_GIT_AUTHOR: "no email" }, "SANDBOX_GIT_AUTHOR: must look like `Name <email>`"],
+    [{ SANDBOX_GIT_TIMEOUT_MS: "0" }, "SANDBOX_GIT_TIMEOUT_MS"],
+  ])("refuses %j", (env, problem) => {
+    expect(() => parse(env)).toThrow(problem);
+  });
+});
+
+describe("git", () => {
+  it("sees none of the service's environment, no user config, no prompts, and hooks off", async () => {
+    process.env.GW_TEST_SERVICE_SECRET = "service-only";
+    const g = await git("https://github.com");
+    delete process.env.GW_TEST_SERVICE_SECRET;
+    const { stdout } = await g.run(["-c", "alias.dump=!env", "dump"], { token: "ghp_given" });
+    const env = stdout.split("\n");
+    expect(env).not.toContain("GW_TEST_SERVICE_SECRET=service-only");
+    expect(env).toEqual(
+      expect.arrayContaining([
+        "GIT_CONFIG_NOSYSTEM=1",
+        "GIT_CONFIG_GLOBAL=/dev/null",
+        "GIT_TERMINAL_PROMPT=0",
+        "GW_GIT_TOKEN=ghp_given",
+      ]),
+    );
+    expect((await g.run(["config", "--get", "core.hooksPath"])).stdout.trim()).toBe("/dev/null");
+    // The askpass script answers from that variable.
+    const askpass = env.find((line) => line.startsWith("GIT_ASKPASS="))!.slice("GIT_ASKPASS=".length);
+    expect(await readFile(askpass, "utf8")).toContain('"$GW_GIT_TOKEN"');
+  });
+
+  it("allows only https, and file only when the base URL is a file URL", async () => {
+    const url = `file://${remotes.root}/acme/widgets.git`;
+    const https = await git("https://github.com");
+    await expect(https.run(["ls-remote", "--", url])).rejects.toMatchObject({
+      stderr: expect.stringContaining("transport 'file' not allowed"),
+    });
+    await expect(https.run(["ls-remote", "--", "ext::sh -c true"])).rejects.toMatchObject({
+      stderr: expect.stringContaining("transport 'ext' not allowed"),
+    });
+    const file = await git(`file://${remotes.root}`);
+    expect((await file.run(["ls-remote", "--", url])).stdout).toContain("refs/heads/main");
+    await expect(file.run(["ls-remote", "--", "ext::sh -c true"])).rejects.toBeInstanceOf(GitFailed);
+  });
+
+  it("kills git and everything it started at the deadline", async () => {
+    const g = await git("https://github.com", 300);
+    const marker = `${Math.floor(Math.random() * 1000) + 100}.25`;
+    const call = g.run(["-c", `alias.slow=!sleep ${marker}`, "slow"]);
+    await expect(call).rejects.toMatchObject({ timedOut: true });
+    const sleeping = async () => {
+      const found: string[] = [];
+      for (const pid of (await readdir("/proc")).filter((p) => /^\d+$/.test(p))) {
+        const cmdline = await readFile(`/proc/${pid}/cmdline`, "utf8").catch(() => "");
+        if (cmdline.includes(`sleep\0${marker}`)) found.push(pid);
+      }
+      return found;
+    };
+    let left = await sleeping();
+    for (const deadline = Date.now() + 5_000; left.length > 0 && Date.now() < deadline; ) {
+      await sleep(20);
+      left = await sleeping();
+    }
+    expect(left).toEqual([]);
+  });
+
+  it("judges branch names as git check-ref-format --branch does", async () => {
+    const g = await git("https://github.com");
+    for (const name of ["main", "feature/x", "release-1.2", "é", "@"])
+      expect(await g.isValidBranchName(name)).toBe(true);
+    for (const name of [
+      "-x",
+      "--upload-pack=x",
+      "a..b",
+      "HEAD",
+      "@{-1}",
+      "a b",
+      "x.lock",
+      "/x",
+      "a//b",
+      "a\0b",
+    ]) {
+      expect(await g.isValidBranchName(name)).toBe(false);
+    }
+  });
+
+  it("output is redacted: the token, URL credentials and hints go", () => {
+    expect(
+      redactGitOutput(
+        "remote: token ghp_abc seen\nfatal: unable to access 'https://x-access-token:ghp_abc@github.com/o/r.git/'\nhint: try again",
+        ["ghp_abc"],
+      ),
+    ).toBe("remote: token [redacted] seen\nfatal: unable to access 'https://[redacted]@github.com/o/r.git/'");
+    expect(redactGitOutput("fatal: 'https://user:pw@host/x' failed", [])).toBe(
+      "fatal: 'https://[redacted]@host/x' failed",
+    );
+  });
+});
