@@ -9,6 +9,7 @@ export * from "./http/probes.ts";
 export * from "./internal-assertion.ts";
 export * from "./limits.ts";
 export * from "./logger.ts";
+export * from "./lru.ts";
 export * from "./metrics.ts";
 export * from "./permissions.ts";
 export * from "./principal.ts";

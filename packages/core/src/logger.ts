@@ -28,7 +28,18 @@ export function createLogger(name: string, level: string, destination?: pino.Des
       censor: "[redacted]",
     },
   };
-  return destination ? pino(options, destination) : pino(options);
+  // Without a destination: stdout, written asynchronously so a log line never blocks the event loop
+  // (pino flushes what is pending when the process exits).
+  return pino(options, destination ?? pino.destination({ dest: 1, sync: false }));
+}
+
+/**
+ * A logger for lines whose fields are all known and safe (the per-request
+ * access line): it skips the redaction pass, which would otherwise run on
+ * every request.
+ */
+export function unredacted(logger: Logger): Logger {
+  return logger.child({}, { redact: [] });
 }
 
 /** Credentials in a URL never reach a log line. */

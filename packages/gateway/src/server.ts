@@ -20,6 +20,7 @@ import { AuditLog } from "./audit/audit-log.ts";
 import type { GatewayConfig } from "./config.ts";
 import { createGatewayMetrics } from "./metrics.ts";
 import { InsuredLimiter } from "./rate-limit/insured-limiter.ts";
+import { DEFAULT_LEASES, LeasedWindows } from "./rate-limit/leased-windows.ts";
 import { MemoryWindows } from "./rate-limit/memory-windows.ts";
 import { RedisWindows } from "./rate-limit/redis-windows.ts";
 import { RememberedRefusals } from "./rate-limit/remembered-refusals.ts";
@@ -85,16 +86,18 @@ export async function startGateway(
     extra: { enableAutoPipelining: true, enableOfflineQueue: false, maxRetriesPerRequest: 0 },
   });
   rateLimitRedis.on("error", (err) => logger.debug({ err: err.message }, "rate-limit redis error"));
-  const limiter = new RememberedRefusals(
-    new InsuredLimiter({
-      primary: new RedisWindows(rateLimitRedis),
-      insurance: new MemoryWindows(),
-      mode: config.RATE_LIMIT_FAIL_MODE,
-      metrics,
-      logger,
-    }),
+  const leased = new LeasedWindows(new RedisWindows(rateLimitRedis));
+  leased.onGiveBackError = (err) =>
+    logger.debug({ err: (err as Error).message }, "unused lease points could not be given back");
+  const limiter = new InsuredLimiter({
+    primary: new RememberedRefusals(leased, (limits) =>
+      leased.leasePoints(limits) >= 2 ? DEFAULT_LEASES.maxMs : Number.POSITIVE_INFINITY,
+    ),
+    insurance: new MemoryWindows(),
+    mode: config.RATE_LIMIT_FAIL_MODE,
     metrics,
-  );
+    logger,
+  });
 
   const tokens = new TokenService(await signingKeys(config, logger), config.GATEWAY_PUBLIC_URL);
 
@@ -146,6 +149,7 @@ export async function startGateway(
     async close() {
       await closeGracefully(server, config.SHUTDOWN_GRACE_MS);
       subscriber.disconnect();
+      await leased.close();
       rateLimitRedis.disconnect();
       spicedb.close();
       await redis.quit().catch(() => redis.disconnect());

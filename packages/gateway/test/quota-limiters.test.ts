@@ -1,8 +1,9 @@
 import { createRedis } from "@gw/core";
 import { startTestRedis } from "@gw/devstack/testing";
 import type { Redis } from "ioredis";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { policyHeader, rateLimitHeader, secondsUntil } from "../src/rate-limit/headers.ts";
+import { LeasedWindows } from "../src/rate-limit/leased-windows.ts";
 import { MemoryWindows } from "../src/rate-limit/memory-windows.ts";
 import type { QuotaLimiter } from "../src/rate-limit/quota.ts";
 import { RedisWindows } from "../src/rate-limit/redis-windows.ts";
@@ -129,9 +130,7 @@ describe("RedisWindows", () => {
 
 describe("remembered refusals", () => {
   it("answer a refused key locally until its window resets, then ask Redis again", async () => {
-    const limiter = new RememberedRefusals(new RedisWindows(redis, "gw:rl-test", SHORT), {
-      rateLimitDecisions: { inc() {} },
-    } as never);
+    const limiter = new RememberedRefusals(new RedisWindows(redis, "gw:rl-test", SHORT));
     const id = key();
     const limits = { second: 1, day: 100 };
     expect((await limiter.decide(id, limits)).allowed).toBe(true);
@@ -143,6 +142,7 @@ describe("remembered refusals", () => {
     expect(remembered.result).toMatchObject({
       allowed: false,
       refusedBy: { window: "second", remaining: 0 },
+      source: "local",
     });
     if (remembered.result.allowed || first.result.allowed) throw new Error("expected refusals");
     const resetMs = first.result.refusedBy.resetMs;
@@ -155,6 +155,94 @@ describe("remembered refusals", () => {
     const after = await roundTrips(() => limiter.decide(id, limits));
     expect(after.writes).toBe(1);
     expect(after.result.allowed).toBe(true);
+  });
+});
+
+describe("leases for heavy keys", () => {
+  const leases = { share: 0.01, maxPoints: 64, maxMs: 150 };
+
+  it("take a share of the quota in one round trip and use it without Redis until spent", async () => {
+    const limiter = new LeasedWindows(new RedisWindows(redis, "gw:rl-test"), leases);
+    const id = key();
+    const limits = { second: 10_000, day: 500 }; // smallest quota 500: leases of 5
+    expect(limiter.leasePoints(limits)).toBe(5);
+    const first = await roundTrips(() => limiter.decide(id, limits));
+    expect(first).toMatchObject({ writes: 1, result: { allowed: true, source: "lease" } });
+    expect(await counters(id, ["second", "day"])).toEqual({ second: "5", day: "5" });
+    for (let i = 0; i < 4; i++) {
+      const local = await roundTrips(() => limiter.decide(id, limits));
+      expect(local).toMatchObject({ writes: 0, result: { allowed: true, source: "lease" } });
+    }
+    // Spent: the next request takes a new lease.
+    expect((await roundTrips(() => limiter.decide(id, limits))).writes).toBe(1);
+    expect(await counters(id, ["second", "day"])).toEqual({ second: "10", day: "10" });
+  });
+
+  it("give unused points back when the lease lapses, so no count outlives its request for long", async () => {
+    const limiter = new LeasedWindows(new RedisWindows(redis, "gw:rl-test"), leases);
+    const id = key();
+    const limits = { minute: 1_000 }; // leases of 10
+    await limiter.decide(id, limits);
+    await limiter.decide(id, limits);
+    expect(await counters(id, ["minute"])).toEqual({ minute: "10" });
+    await vi.waitFor(async () => expect(await counters(id, ["minute"])).toEqual({ minute: "2" }), {
+      timeout: 2_000,
+      interval: 20,
+    });
+  });
+
+  it("near a limit, every request is decided in Redis: no lease once a window would be over half full", async () => {
+    const limiter = new LeasedWindows(new RedisWindows(redis, "gw:rl-test"), leases);
+    const id = key();
+    const limits = { minute: 400 }; // leases of 4 while at most 200 are counted
+    await redis.set(`gw:rl-test:{${id}}:minute`, 197, "PX", 60_000);
+    const decision = await limiter.decide(id, limits);
+    expect(decision).toMatchObject({ allowed: true }); // 197 + 4 > 200: one point, no lease
+    expect(decision.source).toBeUndefined();
+    expect(await counters(id, ["minute"])).toEqual({ minute: "198" });
+    expect((await roundTrips(() => limiter.decide(id, limits))).writes).toBe(1);
+  });
+
+  it("a point given back to a window that has ended since is dropped", async () => {
+    const windows = new RedisWindows(redis, "gw:rl-test", SHORT);
+    const id = key();
+    const taken = await windows.take(id, { second: 1_000 }, 10);
+    expect(taken.granted).toBe(10);
+    await new Promise((r) => setTimeout(r, 1_100));
+    await windows.take(id, { second: 1_000 }, 1); // a new window, counting 1
+    await windows.giveBack(taken, 9);
+    expect(await counters(id, ["second"])).toEqual({ second: "1" });
+  });
+
+  it("two replicas sharing one Redis never admit more than the quota, and what is left over goes back", async () => {
+    const other = createRedis(server.url, {
+      connectionName: "limiter-test-2",
+      extra: { enableAutoPipelining: true },
+    });
+    try {
+      const replicas = [redis, other].map(
+        (r) => new LeasedWindows(new RedisWindows(r, "gw:rl-test"), leases),
+      );
+      const id = key();
+      const limits = { minute: 400, day: 100_000 };
+      const burst = () =>
+        Promise.all(Array.from({ length: 600 }, (_, i) => replicas[i % 2]!.decide(id, limits)));
+      const first = (await burst()).filter((d) => d.allowed).length;
+      expect(first).toBeLessThanOrEqual(400);
+      // Once every lease has lapsed and given its rest back, Redis counts exactly what was admitted.
+      await vi.waitFor(
+        async () => expect(await counters(id, ["minute"])).toEqual({ minute: String(first) }),
+        {
+          timeout: 2_000,
+          interval: 20,
+        },
+      );
+      const again = (await burst()).filter((d) => d.allowed).length;
+      expect(first + again).toBe(400);
+      expect(await counters(id, ["minute", "day"])).toEqual({ minute: "400", day: "400" });
+    } finally {
+      other.disconnect();
+    }
   });
 });
 

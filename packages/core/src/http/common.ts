@@ -2,7 +2,7 @@ import { randomUUID } from "node:crypto";
 import type { IncomingMessage } from "node:http";
 import express, { type ErrorRequestHandler, type RequestHandler } from "express";
 import { AppError, errorBody, ValidationFailed } from "../errors.ts";
-import type { Logger } from "../logger.ts";
+import { type Logger, unredacted } from "../logger.ts";
 import type { Metrics } from "../metrics.ts";
 
 /** Largest JSON body accepted; larger ones get 413. */
@@ -37,6 +37,8 @@ function routeOf(req: express.Request): string {
  * and an access log line and HTTP metrics when the response finishes.
  */
 export function useRequestBasics(app: express.Express, logger: Logger, metrics: Metrics): void {
+  // The access line carries only the fields below, none of them a secret.
+  const access = unredacted(logger);
   app.disable("x-powered-by");
   app.use((req, res, next) => {
     const incoming = req.get("x-request-id");
@@ -49,7 +51,7 @@ export function useRequestBasics(app: express.Express, logger: Logger, metrics: 
       metrics.httpRequests.inc({ method: req.method, route, status: String(res.statusCode) });
       metrics.httpDuration.observe({ method: req.method, route }, seconds);
       const principal = res.locals.principal as { org?: string; keyId?: string } | undefined;
-      logger.info(
+      access.info(
         {
           requestId: req.id,
           method: req.method,

@@ -1,4 +1,4 @@
-import { AppError, type Logger } from "@gw/core";
+import { AppError, type Logger, Lru } from "@gw/core";
 import type { Redis } from "ioredis";
 import { hashSecret, sameHash } from "./secret.ts";
 import { API_KEY_EVENTS_CHANNEL, type ApiKeyStore } from "./store.ts";
@@ -33,7 +33,8 @@ interface Entry {
 
 /**
  * Looks keys up by the SHA-256 of the presented secret, with a short
- * in-process cache. Every change to a key is published on Redis; replicas
+ * in-process cache (least recently used keys go first). Concurrent misses of
+ * one key share one Redis read. Every change to a key is published on Redis; replicas
  * subscribed to it drop their copy at once, so a revocation is seen
  * everywhere well within a second. While the subscription is down, cached
  * copies are not trusted as fresh. When Redis cannot be reached at all, a
@@ -42,8 +43,13 @@ interface Entry {
  * honour a key revoked elsewhere for that long); anything else is a 503.
  */
 export class CachedApiKeyLookup implements ApiKeyLookup {
-  private readonly byHash = new Map<string, Entry>();
-  private readonly byId = new Map<string, Entry>();
+  private readonly byHash = new Lru<string, Entry>(MAX_CACHED_KEYS);
+  private readonly byId = new Lru<string, Entry>(MAX_CACHED_KEYS);
+  /** Reads in flight, by cache and key, with the generation they started in. */
+  private readonly inFlight = new Map<
+    string,
+    { generation: number; read: Promise<ApiKeyRecord | undefined> }
+  >();
   private subscribed = false;
   /** Bumped by every change event; a lookup that raced a change does not cache what it read. */
   private generation = 0;
@@ -116,28 +122,42 @@ export class CachedApiKeyLookup implements ApiKeyLookup {
 
   async findBySecret(secret: string): Promise<ApiKeyRecord | undefined> {
     const hash = hashSecret(secret);
-    const record = await this.cached(this.byHash, hash, () => this.store.findByHash(hash));
+    const record = await this.cached(this.byHash, `h:${hash}`, hash, () => this.store.findByHash(hash));
     // The Redis key was derived from the hash, so a hit already matches; the constant-time
     // comparison guards against a corrupted index and keeps hit and miss equally expensive.
     return sameHash(record?.hash ?? NO_MATCH_HASH, hash) && record ? record : undefined;
   }
 
   findById(id: string): Promise<ApiKeyRecord | undefined> {
-    return this.cached(this.byId, id, () => this.store.get(id));
+    return this.cached(this.byId, `i:${id}`, id, () => this.store.get(id));
   }
 
   private async cached(
-    map: Map<string, Entry>,
+    cache: Lru<string, Entry>,
+    flightKey: string,
     key: string,
     fetch: () => Promise<ApiKeyRecord | undefined>,
   ): Promise<ApiKeyRecord | undefined> {
     const now = Date.now();
-    const entry = map.get(key);
+    const entry = cache.get(key);
     if (entry && this.subscribed && entry.freshUntil > now) return entry.record;
     const generation = this.generation;
+    // Join a read already under way, unless a change event came since it started: what it
+    // read may predate a revocation this request must see.
+    let flight = this.inFlight.get(flightKey);
+    if (!flight || flight.generation !== generation) {
+      const read = fetch();
+      const started = { generation, read };
+      flight = started;
+      this.inFlight.set(flightKey, started);
+      const done = () => {
+        if (this.inFlight.get(flightKey) === started) this.inFlight.delete(flightKey);
+      };
+      read.then(done, done);
+    }
     let record: ApiKeyRecord | undefined;
     try {
-      record = await fetch();
+      record = await flight.read;
     } catch (err) {
       if (entry && entry.staleUntil > now) {
         this.logger.warn(
@@ -148,18 +168,13 @@ export class CachedApiKeyLookup implements ApiKeyLookup {
       }
       throw new ApiKeyStoreUnavailable(err);
     }
-    if (record && generation === this.generation) this.remember(map, key, record, now);
-    else if (!record) map.delete(key);
+    if (record && generation === this.generation) this.remember(cache, key, record, now);
+    else if (!record) cache.delete(key);
     return record;
   }
 
-  private remember(map: Map<string, Entry>, key: string, record: ApiKeyRecord, now: number): void {
-    map.delete(key);
-    if (map.size >= MAX_CACHED_KEYS) {
-      const oldest = map.keys().next().value;
-      if (oldest !== undefined) map.delete(oldest);
-    }
-    map.set(key, {
+  private remember(cache: Lru<string, Entry>, key: string, record: ApiKeyRecord, now: number): void {
+    cache.set(key, {
       record,
       freshUntil: this.subscribed ? now + this.ttlMs : 0,
       staleUntil: now + this.staleIfErrorMs,
@@ -172,7 +187,7 @@ export class CachedApiKeyLookup implements ApiKeyLookup {
 
   private forget(id: string): void {
     this.byId.delete(id);
-    for (const [hash, entry] of this.byHash) {
+    for (const [hash, entry] of this.byHash.entries()) {
       if (entry.record.id === id) this.byHash.delete(hash);
     }
   }

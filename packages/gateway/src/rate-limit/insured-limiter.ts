@@ -46,7 +46,8 @@ export class InsuredLimiter implements QuotaLimiter {
   async decide(keyId: string, limits: Limits): Promise<Decision> {
     const stop = this.metrics.rateLimitDecisionSeconds.startTimer();
     try {
-      const { decision, store } = await this.decideSomewhere(keyId, limits);
+      const { decision, store: asked } = await this.decideSomewhere(keyId, limits);
+      const store = decision.source ?? asked;
       if (decision.allowed) {
         for (const w of decision.windows)
           this.metrics.rateLimitDecisions.inc({ outcome: "allowed", window: w.window, store });

@@ -13,9 +13,12 @@ export interface WindowState {
   resetMs: number;
 }
 
+/** Where a decision came from, when not from the store asked: a lease, or a remembered refusal. */
+export type DecisionSource = "lease" | "local";
+
 export type Decision =
-  | { allowed: true; windows: WindowState[] }
-  | { allowed: false; refusedBy: WindowState; windows: WindowState[] };
+  | { allowed: true; windows: WindowState[]; source?: DecisionSource }
+  | { allowed: false; refusedBy: WindowState; windows: WindowState[]; source?: DecisionSource };
 
 /**
  * Decides whether one more request of a key fits all of its quotas. A

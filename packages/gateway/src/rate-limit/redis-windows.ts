@@ -3,20 +3,25 @@ import type { Redis } from "ioredis";
 import { type Decision, type QuotaLimiter, QuotaStoreError, type WindowState } from "./quota.ts";
 
 /**
- * Decides one request against every window of a key at once, in Redis.
+ * Decides one request, or takes a lease of several, against every window of
+ * a key at once, in Redis.
  * KEYS: the counter of each window, all with the key's hash tag (one slot).
- * ARGV[1]: points to take (0 only reads); ARGV[2i], ARGV[2i+1]: quota and
- * length in ms of window i. Nothing is written unless every window has room:
- * a refused request counts nowhere, not even for a moment. A window starts
- * with the first request in it (fixed windows). Returns
- * `{refused window index or 0, count_1, ttl_1, …}`, counts after the
- * decision.
+ * ARGV[1]: points wanted (0 only reads); ARGV[2i], ARGV[2i+1]: quota and
+ * length in ms of window i.
+ * More than one point is granted only while every window stays at most half
+ * full with them; otherwise one point, if every window has room for it.
+ * Nothing is written unless every window has room: a refused request counts
+ * nowhere, not even for a moment. A window starts with the first request in
+ * it (fixed windows). Returns `{refused window index or 0, points granted,
+ * count_1, ttl_1, expires_at_1, …}`, counts after the decision.
  */
 export const DECIDE_WINDOWS = `
-local points = tonumber(ARGV[1])
-local out = {0}
-local fresh = {}
-for i = 1, #KEYS do
+local want = tonumber(ARGV[1])
+local n = #KEYS
+local counts, ttls, fresh = {}, {}, {}
+local lease, one, refused = want > 1, true, 0
+for i = 1, n do
+  local quota = tonumber(ARGV[2 * i])
   local ttl = redis.call('pttl', KEYS[i])
   local count = 0
   if ttl > 0 then
@@ -25,60 +30,104 @@ for i = 1, #KEYS do
     ttl = tonumber(ARGV[2 * i + 1])
     fresh[i] = true
   end
-  if out[1] == 0 and points > 0 and count + points > tonumber(ARGV[2 * i]) then out[1] = i end
-  out[2 * i] = count
-  out[2 * i + 1] = ttl
-end
-if out[1] == 0 and points > 0 then
-  for i = 1, #KEYS do
-    if fresh[i] then
-      redis.call('set', KEYS[i], points, 'PX', out[2 * i + 1])
-    else
-      redis.call('incrby', KEYS[i], points)
-    end
-    out[2 * i] = out[2 * i] + points
+  counts[i], ttls[i] = count, ttl
+  if count + want > math.floor(quota / 2) then lease = false end
+  if count + 1 > quota then
+    one = false
+    if refused == 0 then refused = i end
   end
+end
+local granted = 0
+if want > 0 then
+  if lease then granted = want elseif one then granted = 1 end
+end
+local out = {0, granted}
+if granted == 0 and want > 0 then out[1] = refused end
+for i = 1, n do
+  local expires = 0
+  if granted > 0 then
+    if fresh[i] then
+      redis.call('set', KEYS[i], granted, 'PX', ttls[i])
+    else
+      redis.call('incrby', KEYS[i], granted)
+    end
+    counts[i] = counts[i] + granted
+    expires = redis.call('pexpiretime', KEYS[i])
+  end
+  out[3 * i] = counts[i]
+  out[3 * i + 1] = ttls[i]
+  out[3 * i + 2] = expires
 end
 return out
 `;
 
-type Decider = Redis & {
+/**
+ * Gives back points of a lease that were never used, to each window that
+ * counted them, if that window is still the same one (same absolute expiry);
+ * a window that has ended since keeps nothing of it.
+ * KEYS: the counters; ARGV[1]: points; ARGV[1 + i]: expiry of window i.
+ */
+export const GIVE_BACK = `
+for i = 1, #KEYS do
+  if redis.call('pexpiretime', KEYS[i]) == tonumber(ARGV[1 + i]) then
+    redis.call('decrby', KEYS[i], ARGV[1])
+  end
+end
+return 0
+`;
+
+type Scripted = Redis & {
   decideWindows(numKeys: number, ...keysAndArgs: (string | number)[]): Promise<number[]>;
+  giveBack(numKeys: number, ...keysAndArgs: (string | number)[]): Promise<number>;
 };
+
+/** What a decision took from Redis. */
+export interface Taken {
+  /** 0 when admitted, else 1 + the index of the refusing window. */
+  refused: number;
+  /** Points counted: 1, a lease of more, or 0 when refused. */
+  granted: number;
+  states: WindowState[];
+  /** The counters and their absolute expiry (ms), to give unused points back. */
+  keys: string[];
+  expiresAt: number[];
+}
 
 /**
  * A key's quotas in Redis, exact across every replica that shares it: one
  * script, one round trip, whether the request is admitted or refused.
  * Counters are `<prefix>:{<keyId>}:<window>`, one slot per API key, so the
- * script runs on Redis Cluster too.
+ * script runs on Redis Cluster too (Redis 7.0 or later: PEXPIRETIME).
  */
 export class RedisWindows implements QuotaLimiter {
-  private readonly redis: Decider;
+  private readonly redis: Scripted;
   private readonly prefix: string;
   private readonly seconds: Record<Window, number>;
 
   /** `seconds` shortens windows in tests. */
   constructor(redis: Redis, prefix = "gw:rl", seconds: Record<Window, number> = WINDOW_SECONDS) {
-    if (!("decideWindows" in redis)) redis.defineCommand("decideWindows", { lua: DECIDE_WINDOWS });
-    this.redis = redis as Decider;
+    if (!("decideWindows" in redis)) {
+      redis.defineCommand("decideWindows", { lua: DECIDE_WINDOWS });
+      redis.defineCommand("giveBack", { lua: GIVE_BACK });
+    }
+    this.redis = redis as Scripted;
     this.prefix = prefix;
     this.seconds = seconds;
   }
 
   async decide(keyId: string, limits: Limits): Promise<Decision> {
-    const { states, refused } = await this.run(keyId, limits, 1);
-    if (refused === 0) return { allowed: true, windows: states };
-    return { allowed: false, refusedBy: states[refused - 1]!, windows: states };
+    return toDecision(await this.take(keyId, limits, 1));
   }
 
   async peek(keyId: string, limits: Limits): Promise<WindowState[]> {
-    return (await this.run(keyId, limits, 0)).states;
+    return (await this.take(keyId, limits, 0)).states;
   }
 
-  private async run(keyId: string, limits: Limits, points: number) {
+  /** Takes `want` points while every window stays at most half full with them, else one, else none. */
+  async take(keyId: string, limits: Limits, want: number): Promise<Taken> {
     const windows = WINDOWS.filter((w) => limits[w] !== undefined);
-    const args: (string | number)[] = windows.map((w) => `${this.prefix}:{${keyId}}:${w}`);
-    args.push(points);
+    const keys = windows.map((w) => `${this.prefix}:{${keyId}}:${w}`);
+    const args: (string | number)[] = [...keys, want];
     for (const w of windows) args.push(limits[w]!, this.seconds[w] * 1000);
     let reply: number[];
     try {
@@ -91,10 +140,30 @@ export class RedisWindows implements QuotaLimiter {
         window,
         limit: limits[window]!,
         seconds: this.seconds[window],
-        remaining: Math.max(0, limits[window]! - reply[2 * i + 1]!),
-        resetMs: reply[2 * i + 2]!,
+        remaining: Math.max(0, limits[window]! - reply[3 * i + 2]!),
+        resetMs: reply[3 * i + 3]!,
       }),
     );
-    return { states, refused: reply[0]! };
+    return {
+      refused: reply[0]!,
+      granted: reply[1]!,
+      states,
+      keys,
+      expiresAt: windows.map((_, i) => reply[3 * i + 4]!),
+    };
   }
+
+  /** Gives unused points back to the windows that counted them, where those windows still run. */
+  async giveBack(taken: Pick<Taken, "keys" | "expiresAt">, points: number): Promise<void> {
+    try {
+      await this.redis.giveBack(taken.keys.length, ...taken.keys, points, ...taken.expiresAt);
+    } catch (err) {
+      throw new QuotaStoreError(err);
+    }
+  }
+}
+
+export function toDecision(taken: Pick<Taken, "refused" | "states">): Decision {
+  if (taken.refused === 0) return { allowed: true, windows: taken.states };
+  return { allowed: false, refusedBy: taken.states[taken.refused - 1]!, windows: taken.states };
 }

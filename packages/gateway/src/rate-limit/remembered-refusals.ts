@@ -1,5 +1,5 @@
-import { type Limits, WINDOWS } from "@gw/core";
-import type { GatewayMetrics } from "../metrics.ts";
+import type { Limits } from "@gw/core";
+import { entryKey } from "./leased-windows.ts";
 import type { Decision, QuotaLimiter, WindowState } from "./quota.ts";
 
 interface Refusal {
@@ -15,17 +15,23 @@ interface Refusal {
  * so a refusal cannot turn into an admission before that reset; a change of
  * the key's limits is a different entry. The reset is timed from when the
  * decision was asked for, which is before Redis made it: the local refusal
- * never outlives the real one.
+ * never outlives the real one. Where leases may give points back (heavy
+ * keys), a refusal is trusted only for as long as a lease lasts
+ * (`trustMs`), then Redis is asked again.
  */
 export class RememberedRefusals implements QuotaLimiter {
   private readonly inner: QuotaLimiter;
   private readonly refusals = new Map<string, Refusal>();
   private readonly maxEntries: number;
-  private readonly metrics: Pick<GatewayMetrics, "rateLimitDecisions">;
+  private readonly trustMs: (limits: Limits) => number;
 
-  constructor(inner: QuotaLimiter, metrics: Pick<GatewayMetrics, "rateLimitDecisions">, maxEntries = 10_000) {
+  constructor(
+    inner: QuotaLimiter,
+    trustMs: (limits: Limits) => number = () => Number.POSITIVE_INFINITY,
+    maxEntries = 10_000,
+  ) {
     this.inner = inner;
-    this.metrics = metrics;
+    this.trustMs = trustMs;
     this.maxEntries = maxEntries;
   }
 
@@ -34,20 +40,14 @@ export class RememberedRefusals implements QuotaLimiter {
     const now = performance.now();
     const refusal = this.refusals.get(entry);
     if (refusal) {
-      if (refusal.until > now) {
-        this.metrics.rateLimitDecisions.inc({
-          outcome: "rejected",
-          window: refusal.decision.refusedBy.window,
-          store: "local",
-        });
-        return elapsed(refusal.decision, now - refusal.askedAt);
-      }
+      if (refusal.until > now) return elapsed(refusal.decision, now - refusal.askedAt);
       this.refusals.delete(entry);
     }
     const decision = await this.inner.decide(keyId, limits);
     if (!decision.allowed) {
       if (this.refusals.size >= this.maxEntries) this.refusals.delete(this.refusals.keys().next().value!);
-      this.refusals.set(entry, { decision, askedAt: now, until: now + decision.refusedBy.resetMs });
+      const until = now + Math.min(decision.refusedBy.resetMs, this.trustMs(limits));
+      this.refusals.set(entry, { decision, askedAt: now, until });
     }
     return decision;
   }
@@ -57,14 +57,13 @@ export class RememberedRefusals implements QuotaLimiter {
   }
 }
 
-function entryKey(keyId: string, limits: Limits): string {
-  let key = keyId;
-  for (const w of WINDOWS) key += `|${limits[w] ?? ""}`;
-  return key;
-}
-
 /** The same refusal, `ms` later: every window is that much closer to its reset. */
 function elapsed(decision: Extract<Decision, { allowed: false }>, ms: number): Decision {
   const later = (s: WindowState): WindowState => ({ ...s, resetMs: Math.max(0, s.resetMs - ms) });
-  return { allowed: false, refusedBy: later(decision.refusedBy), windows: decision.windows.map(later) };
+  return {
+    allowed: false,
+    refusedBy: later(decision.refusedBy),
+    windows: decision.windows.map(later),
+    source: "local",
+  };
 }

@@ -1,5 +1,5 @@
-import { randomUUID } from "node:crypto";
-import { orgIdSchema, type Permission, userIdSchema } from "@gw/core";
+import { hash, randomUUID } from "node:crypto";
+import { Lru, orgIdSchema, type Permission, userIdSchema } from "@gw/core";
 import { createLocalJWKSet, errors, type JWTPayload, jwtVerify, SignJWT } from "jose";
 import { SIGNING_ALGORITHMS, type SigningKeys } from "./signing-keys.ts";
 
@@ -24,11 +24,22 @@ export class InvalidToken extends Error {
   }
 }
 
-/** Signs gateway tokens with the active key and verifies them against every published key. */
+/** Tokens verified recently, kept by the SHA-256 of audience and token (never the token itself). */
+const MAX_VERIFIED_TOKENS = 10_000;
+
+/**
+ * Signs gateway tokens with the active key and verifies them against every
+ * published key. A verified token's claims are kept until it expires, so its
+ * signature is checked once, not on every request; whether its issuing key
+ * still exists and is active is for the caller to check each time.
+ */
 export class TokenService {
   readonly issuer: string;
   private readonly keys: SigningKeys;
   private readonly jwks: ReturnType<typeof createLocalJWKSet>;
+  private readonly verified = new Lru<string, { claims: GatewayTokenClaims; untilMs: number }>(
+    MAX_VERIFIED_TOKENS,
+  );
 
   constructor(keys: SigningKeys, issuer: string) {
     this.keys = keys;
@@ -59,6 +70,19 @@ export class TokenService {
 
   /** Verifies a token addressed to `audience`; throws `InvalidToken` with a reason for metrics. */
   async verify(token: string, audience: string): Promise<GatewayTokenClaims> {
+    const id = hash("sha256", `${audience}\n${token}`, "base64url");
+    const known = this.verified.get(id);
+    if (known) {
+      if (known.untilMs > Date.now()) return known.claims;
+      this.verified.delete(id);
+    }
+    const claims = await this.verifyOnce(token, audience);
+    // Accepted until its expiry, with the same skew jwtVerify allows.
+    this.verified.set(id, { claims, untilMs: ((claims.exp as number) + CLOCK_TOLERANCE_SECONDS) * 1000 });
+    return claims;
+  }
+
+  private async verifyOnce(token: string, audience: string): Promise<GatewayTokenClaims> {
     try {
       const { payload } = await jwtVerify(token, this.jwks, {
         issuer: this.issuer,
