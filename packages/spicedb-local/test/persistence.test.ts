@@ -2,8 +2,8 @@ import { mkdir, mkdtemp, readdir, readFile, rm, stat, truncate, writeFile } from
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { v1 } from "@authzed/authzed-node";
-import { freePort, startNodeProcess } from "@gw/devstack";
 import * as grpc from "@grpc/grpc-js";
+import { freePort, startNodeProcess } from "@gw/devstack";
 import { afterAll, describe, expect, it } from "vitest";
 import type { SpiceDBEngine } from "../src/engine.ts";
 import { isServing } from "../src/health.ts";
@@ -208,7 +208,8 @@ describe("the local SpiceDB keeps its relationships in a data directory", () => 
     holding = { after: 0n, closing: false, release, released };
     const bulk = Array.from({ length: 50 }, (_, i) => rel(`doc:bulk${i}`, "owner", "alice"));
     const written = await Promise.all(bulk.map((r) => first.client.promises.writeRelationships(touch(r))));
-    holding.after = written.map((w) => revisionOf(w.writtenAt!.token)).reduce((a, b) => (a > b ? a : b));
+    for (const w of written)
+      if (revisionOf(w.writtenAt!.token) > holding.after) holding.after = revisionOf(w.writtenAt!.token);
     holding.closing = true;
     await first.close();
 
