@@ -22,63 +22,89 @@ describe("pnpm start, stopped and started again on the same data directory", () 
     const env = await stackEnv(dataDir);
     stack = await startStack(env);
     const { key } = await createKey(env, "acme", "backend");
-    const gateway = stack.gatewayUrl;
+    const gateway = () => stack!.gatewayUrl;
     const as = (user: string) => ({
       authorization: `Bearer ${key}`,
       "x-on-behalf-of": user,
       "content-type": "application/json",
     });
-    const created = await fetch(`${gateway}/api/v1/llm/conversations`, {
-      method: "POST",
-      headers: as("alice"),
-      body: JSON.stringify({ metadata: { topic: "restarts" } }),
-    });
-    expect(created.status).toBe(200);
-    const conversation = (await created.json()) as { id: string };
-    const grant = (user: string) =>
-      fetch(`${gateway}/api/v1/authorization/llm/grant`, {
+    const createConversation = async (topic: string) => {
+      const created = await fetch(`${gateway()}/api/v1/llm/conversations`, {
+        method: "POST",
+        headers: as("alice"),
+        body: JSON.stringify({ metadata: { topic } }),
+      });
+      expect(created.status).toBe(200);
+      return ((await created.json()) as { id: string }).id;
+    };
+    const grant = (conversation: string, userId: string, expiresAt?: Date) =>
+      fetch(`${gateway()}/api/v1/authorization/llm/grant`, {
         method: "POST",
         headers: as("alice"),
         body: JSON.stringify({
           resourceType: "conversation",
-          resourceId: conversation.id,
-          userId: user,
+          resourceId: conversation,
+          userId,
           role: "reader",
+          ...(expiresAt ? { expiresAt: expiresAt.toISOString() } : {}),
         }),
       }).then((r) => r.status);
-    expect(await grant("bob")).toBe(204);
+    const check = async (conversation: string, user: string, role: string) => {
+      const res = await fetch(
+        `${gateway()}/api/v1/authorization/llm/check?resourceType=conversation&resourceId=${conversation}&role=${role}`,
+        { headers: as(user) },
+      );
+      return ((await res.json()) as { allowed: boolean }).allowed;
+    };
 
-    /** What every user gets: the conversation read, then each role check. */
-    const answers = async (users: string[]) => {
+    const mine = await createConversation("restarts");
+    const open = await createConversation("everyone in acme");
+    expect(await grant(mine, "bob")).toBe(204);
+    expect(await grant(mine, "frank", new Date(Date.now() + 3_600_000))).toBe(204);
+    const soon = new Date(Date.now() + 2_000);
+    expect(await grant(mine, "gina", soon)).toBe(204);
+    expect(await grant(open, "*")).toBe(204); // the caveated wildcard: every user of acme
+    expect(await check(mine, "gina", "reader")).toBe(true);
+    await until(async () => !(await check(mine, "gina", "reader")), "gina's grant expires");
+
+    /** What every user gets on each conversation: the read, then each role check. */
+    const users = ["alice", "bob", "frank", "gina", "eve"];
+    const answers = async () => {
       const seen: Record<string, unknown> = {};
-      for (const user of users) {
-        const read = await fetch(`${gateway}/api/v1/llm/conversations/${conversation.id}`, {
-          headers: as(user),
-        });
-        const roles: Record<string, boolean> = {};
-        for (const role of ["reader", "writer", "owner"]) {
-          const check = await fetch(
-            `${gateway}/api/v1/authorization/llm/check?resourceType=conversation&resourceId=${conversation.id}&role=${role}`,
-            { headers: as(user) },
-          );
-          roles[role] = ((await check.json()) as { allowed: boolean }).allowed;
+      for (const conversation of [mine, open]) {
+        for (const user of users) {
+          const read = await fetch(`${gateway()}/api/v1/llm/conversations/${conversation}`, {
+            headers: as(user),
+          });
+          const roles: Record<string, boolean> = {};
+          for (const role of ["reader", "writer", "owner"])
+            roles[role] = await check(conversation, user, role);
+          seen[`${conversation === mine ? "mine" : "open"} ${user}`] = {
+            read: read.status,
+            body: read.status === 200 ? await read.json() : undefined,
+            roles,
+          };
         }
-        seen[user] = { read: read.status, body: read.status === 200 ? await read.json() : undefined, roles };
       }
       return seen;
     };
-    const before = await answers(["alice", "bob", "eve"]);
+    const reader = { reader: true, writer: false, owner: false };
+    const nothing = { reader: false, writer: false, owner: false };
+    const before = await answers();
     expect(before).toMatchObject({
-      alice: { read: 200, body: { id: conversation.id }, roles: { reader: true, writer: true, owner: true } },
-      bob: { read: 200, roles: { reader: true, writer: false, owner: false } },
-      eve: { read: 404, roles: { reader: false, writer: false, owner: false } },
+      "mine alice": { read: 200, body: { id: mine }, roles: { reader: true, writer: true, owner: true } },
+      "mine bob": { read: 200, body: { id: mine }, roles: reader },
+      "mine frank": { read: 200, roles: reader },
+      "mine gina": { read: 404, roles: nothing },
+      "mine eve": { read: 404, roles: nothing },
+      "open eve": { read: 200, body: { id: open }, roles: reader },
     });
 
     // 1. Ctrl-C, then start again.
     await stack.interrupt();
     stack = await startStack(env);
-    expect(await answers(["alice", "bob", "eve"])).toEqual(before);
-    expect(await grant("carol")).toBe(204); // the owner can still share
+    expect(await answers()).toEqual(before);
+    expect(await grant(mine, "carol")).toBe(204); // the owner can still share
 
     // 2. kill -9 of the local SpiceDB once the new grant is in its journal; the stack goes down with it.
     const journalDir = join(dataDir, "spicedb");
@@ -87,11 +113,7 @@ describe("pnpm start, stopped and started again on the same data directory", () 
         if ((await readFile(join(journalDir, file))).includes("acme/carol")) return true;
       return false;
     };
-    const deadline = Date.now() + 15_000;
-    while (!(await journaled())) {
-      if (Date.now() > deadline) throw new Error("carol's grant never reached the journal");
-      await new Promise((r) => setTimeout(r, 50));
-    }
+    await until(journaled, "carol's grant reaches the journal");
     const spicedbPid = Number(/"pid":(\d+)[^\n]*local SpiceDB started/.exec(stack.output())?.[1]);
     expect(spicedbPid).toBeGreaterThan(0);
     process.kill(spicedbPid, "SIGKILL");
@@ -100,17 +122,23 @@ describe("pnpm start, stopped and started again on the same data directory", () 
 
     // 3. Start again, this time with LOG_LEVEL=warn: readiness does not depend on an info line.
     stack = await startStack({ ...env, LOG_LEVEL: "warn" });
-    const after = await answers(["alice", "bob", "carol", "eve"]);
-    expect(after).toEqual({
-      ...before,
-      carol: {
-        read: 200,
-        body: (before.alice as { body: unknown }).body,
-        roles: { reader: true, writer: false, owner: false },
-      },
+    users.push("carol");
+    const after = await answers();
+    expect(after).toMatchObject(before);
+    expect(after).toMatchObject({
+      "mine carol": { read: 200, body: (before["mine alice"] as { body: unknown }).body, roles: reader },
+      "open carol": { read: 200, roles: reader },
     });
     expect(stack.output()).not.toMatch(/"level":30/);
     await stack.interrupt();
     stack = undefined;
   }, 240_000);
 });
+
+async function until(condition: () => Promise<boolean>, what: string): Promise<void> {
+  const deadline = Date.now() + 15_000;
+  while (!(await condition())) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting until ${what}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
