@@ -446,6 +446,23 @@ describe("the local SpiceDB keeps its relationships in a data directory", () => 
     await third.close();
   });
 
+  it("will not start with relationships its schema file no longer allows, and says why", async () => {
+    const dir = await freshDir();
+    const first = await open(dir);
+    await first.client.promises.writeRelationships(
+      touch(rel("doc:d1", "reader", "*", { caveat: { resource_org: "acme" } })),
+    );
+    await first.close();
+    const narrower = join(dir, "narrower.zed");
+    await writeFile(narrower, (await readFile(SCHEMA, "utf8")).replace(" | user:* with same_org", ""));
+    await expect(open(dir, { schemaFile: narrower })).rejects.toThrow(
+      /could not be written back: .*user:\*.*change it back \(or migrate them\), or remove the directory/s,
+    );
+    const again = await open(dir);
+    expect(ids(await state(again.client))).toEqual(["d1"]);
+    await again.close();
+  });
+
   it("refuses a second server on the same directory", async () => {
     const dir = await freshDir();
     const first = await open(dir);
