@@ -8,11 +8,10 @@ import { createConnection, createServer, type Socket } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { createLogger, createRedis, DEFAULT_PERMISSIONS, v1 } from "@gw/core";
-import { freePort, REPO_ROOT, startNodeProcess } from "@gw/devstack";
+import { freePort, REPO_ROOT, startSpiceDBLocalProcess } from "@gw/devstack";
 import { startTestRedis, startTestSpiceDB } from "@gw/devstack/testing";
 import { ApiKeyStore } from "@gw/gateway";
 import { startSpiceDBLocal } from "@gw/spicedb-local";
-import { isServing } from "@gw/spicedb-local/health";
 import { RateLimiterRedis, RateLimiterUnion } from "rate-limiter-flexible";
 import { CachedApiKeyLookup } from "../../packages/gateway/src/api-keys/lookup.ts";
 import { MemoryWindows } from "../../packages/gateway/src/rate-limit/memory-windows.ts";
@@ -246,23 +245,12 @@ async function benchPersistence(): Promise<void> {
     return total;
   };
   /** Spawns `spicedb-local` on `dataDir`; resolves once its gRPC health check answers SERVING. */
-  const spawnServer = async (dataDir: string, env: NodeJS.ProcessEnv = {}) => {
-    const port = await freePort();
-    return startNodeProcess({
-      name: "spicedb-local",
-      entry: "packages/spicedb-local/src/main.ts",
-      port,
-      env: {
-        PATH: process.env.PATH,
-        DATA_DIR: dataDir,
-        SPICEDB_LOCAL_PORT: String(port),
-        LOG_LEVEL: "warn",
-        ...env,
-      },
-      isReady: () => isServing(`127.0.0.1:${port}`),
+  const spawnServer = async (dataDir: string, env: NodeJS.ProcessEnv = {}) =>
+    startSpiceDBLocalProcess({
+      port: await freePort(),
+      env: { PATH: process.env.PATH, DATA_DIR: dataDir, LOG_LEVEL: "warn", ...env },
       timeoutMs: 600_000,
     });
-  };
   /** Milliseconds from spawning `spicedb-local` on `dataDir` to its health check answering SERVING. */
   const timedStart = async (dataDir: string) => {
     const started = performance.now();

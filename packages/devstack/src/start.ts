@@ -8,9 +8,9 @@
  */
 import { resolve } from "node:path";
 import { createLogger, DEFAULT_LOCAL_SPICEDB_PORT, localRedisPort } from "@gw/core";
-import { isServing } from "@gw/spicedb-local/health";
 import { REPO_ROOT, type RunningNodeProcess, startNodeProcess } from "./node-process.ts";
 import { type RunningRedis, startRedisServer, stopProcess } from "./redis-server.ts";
+import { startSpiceDBLocalProcess } from "./spicedb-process.ts";
 
 const logger = createLogger("devstack", process.env.LOG_LEVEL ?? "info");
 const stoppers: (() => Promise<void>)[] = [];
@@ -53,16 +53,7 @@ async function main(): Promise<void> {
 
   if (!env.SPICEDB_ENDPOINT) {
     const port = Number(env.SPICEDB_LOCAL_PORT || DEFAULT_LOCAL_SPICEDB_PORT);
-    const spicedb = await startNodeProcess({
-      name: "spicedb-local",
-      entry: "packages/spicedb-local/src/main.ts",
-      port,
-      env: { ...env, SPICEDB_LOCAL_PORT: String(port) },
-      inheritOutput: true,
-      isReady: () => isServing(`127.0.0.1:${port}`),
-      // It binds its port only once the stored relationships are back in the engine.
-      timeoutMs: 180_000,
-    });
+    const spicedb = await startSpiceDBLocalProcess({ port, env, inheritOutput: true });
     watch("spicedb-local", spicedb.process);
     logger.info(
       { pid: spicedb.process.pid, endpoint: `127.0.0.1:${port}`, dir: resolve(env.DATA_DIR!, "spicedb") },

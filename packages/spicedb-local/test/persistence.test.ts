@@ -3,10 +3,9 @@ import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { v1 } from "@authzed/authzed-node";
 import * as grpc from "@grpc/grpc-js";
-import { freePort, startNodeProcess } from "@gw/devstack";
+import { freePort, startSpiceDBLocalProcess } from "@gw/devstack";
 import { afterAll, describe, expect, it } from "vitest";
 import type { SpiceDBEngine } from "../src/engine.ts";
-import { isServing } from "../src/health.ts";
 import { revisionOf } from "../src/persistence/revision.ts";
 import { type SpiceDBLocalOptions, startSpiceDBLocal } from "../src/server.ts";
 
@@ -268,19 +267,15 @@ describe("the local SpiceDB keeps its relationships in a data directory", () => 
     const port = await freePort();
     const endpoint = `127.0.0.1:${port}`;
     const start = () =>
-      startNodeProcess({
-        name: "spicedb-local",
-        entry: "packages/spicedb-local/src/main.ts",
+      startSpiceDBLocalProcess({
         port,
         env: {
           PATH: process.env.PATH,
           DATA_DIR: dataDir,
-          SPICEDB_LOCAL_PORT: String(port),
           SPICEDB_PRESHARED_KEY: KEY,
           SPICEDB_SCHEMA_FILE: SCHEMA,
           LOG_LEVEL: "warn",
         },
-        isReady: () => isServing(endpoint),
       });
     let child = await start();
     let client = v1.NewClient(KEY, endpoint, v1.ClientSecurity.INSECURE_PLAINTEXT_CREDENTIALS);
