@@ -22,8 +22,6 @@ export interface SpiceDBLocalOptions {
   dataDir?: string;
   /** With `dataDir`: journal size after which a snapshot replaces the journals. Default 16 MiB. */
   snapshotAfterBytes?: number;
-  /** With `dataDir`: how often the journal is flushed to disk. Default 1000 ms. */
-  syncIntervalMs?: number;
   persistenceHooks?: PersistenceHooks;
   logger?: Log;
   /** Sees every authenticated request's method path and serialized message (for tests that check what clients ask). */
@@ -130,7 +128,6 @@ export async function startSpiceDBLocal(options: SpiceDBLocalOptions): Promise<R
       persistence = await Persistence.open(engine, streaming, {
         dir: options.dataDir,
         snapshotAfterBytes: options.snapshotAfterBytes ?? 16 * 1024 * 1024,
-        syncIntervalMs: options.syncIntervalMs,
         log: options.logger ?? silent,
         hooks: options.persistenceHooks,
       });

@@ -18,6 +18,8 @@ const WRITE: FfiMethodPath = "/authzed.api.v1.PermissionsService/WriteRelationsh
 const READ_SCHEMA: FfiMethodPath = "/authzed.api.v1.SchemaService/ReadSchema";
 const WATCH = "/authzed.api.v1.WatchService/Watch";
 const READ = "/authzed.api.v1.PermissionsService/ReadRelationships";
+/** How often new journal records are flushed to disk, like Redis's `appendfsync everysec`. */
+const SYNC_INTERVAL_MS = 1_000;
 /** SpiceDB's default cap on updates in one WriteRelationships. */
 const WRITE_BATCH = 1000;
 const identity = (b: Buffer) => b;
@@ -26,8 +28,6 @@ export interface PersistenceOptions {
   dir: string;
   /** A snapshot is written once the journals since the last one reach this size and the snapshot's own. */
   snapshotAfterBytes: number;
-  /** How often new journal records are flushed to disk. */
-  syncIntervalMs?: number;
   log: Log;
   hooks?: PersistenceHooks;
 }
@@ -198,7 +198,7 @@ export class Persistence {
 
   private openJournal(seq: number, existingBytes = 0): Journal {
     const path = journalPath(this.options.dir, seq);
-    return new Journal(path, existingBytes, this.options.syncIntervalMs ?? 1_000, (err) => {
+    return new Journal(path, existingBytes, SYNC_INTERVAL_MS, (err) => {
       this.failure ??= err;
       this.options.log.error({ err: err.message }, "the journal cannot be written: refusing writes");
     });
