@@ -1,16 +1,5 @@
 import { constants } from "node:fs";
-import {
-  copyFile,
-  mkdir,
-  open,
-  readdir,
-  readFile,
-  rename,
-  rm,
-  stat,
-  truncate,
-  unlink,
-} from "node:fs/promises";
+import { copyFile, mkdir, open, readdir, readFile, rename, rm, truncate, unlink } from "node:fs/promises";
 import { join } from "node:path";
 import { v1 } from "@authzed/authzed-node";
 import { frame, readFrames } from "./frames.ts";
@@ -38,7 +27,7 @@ const SNAPSHOT_FORMAT = "spicedb-local snapshot";
 const json = (value: unknown) => Buffer.from(JSON.stringify(value));
 
 /** A relationship's identity: what a TOUCH replaces and a DELETE removes (caveat and expiration are not part of it). */
-export function relationshipKey(r: v1.Relationship): string {
+function relationshipKey(r: v1.Relationship): string {
   const s = r.subject;
   return `${r.resource?.objectType}:${r.resource?.objectId}#${r.relation}@${s?.object?.objectType}:${s?.object?.objectId}#${s?.optionalRelation ?? ""}`;
 }
@@ -227,8 +216,4 @@ function isRunning(pid: number): boolean {
   } catch (err) {
     return (err as NodeJS.ErrnoException).code === "EPERM";
   }
-}
-
-export async function sizeOf(path: string): Promise<number> {
-  return (await stat(path)).size;
 }

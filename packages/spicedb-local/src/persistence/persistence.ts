@@ -342,7 +342,7 @@ async function write(engine: SpiceDBEngine, updates: v1.RelationshipUpdate[]): P
 }
 
 /** The object definitions a schema text declares (not its caveats). */
-export function definitions(schema: string): string[] {
+function definitions(schema: string): string[] {
   const code = schema.replace(/\/\*[\s\S]*?\*\//g, "").replace(/\/\/[^\n]*/g, "");
   return [...code.matchAll(/\bdefinition\s+([a-z][a-z0-9_/]*)\s*\{/g)].map((m) => m[1]!);
 }
