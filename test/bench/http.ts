@@ -9,7 +9,13 @@ import { mkdtemp } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { createRedis, DEFAULT_LOCAL_PRESHARED_KEY, DEFAULT_PERMISSIONS, type Limits, v1 } from "@gw/core";
-import { freePort, REPO_ROOT, type RunningNodeProcess, startNodeProcess } from "@gw/devstack";
+import {
+  freePort,
+  REPO_ROOT,
+  type RunningNodeProcess,
+  startNodeProcess,
+  startSpiceDBLocalProcess,
+} from "@gw/devstack";
 import { startTestRedis, type TestRedis } from "@gw/devstack/testing";
 import { ApiKeyStore } from "@gw/gateway";
 import autocannon from "autocannon";
@@ -100,17 +106,9 @@ export async function startStack(gateways = 1): Promise<Stack> {
   const redis = await startTestRedis();
   const dataDir = await mkdtemp(join(tmpdir(), "gw-bench-"));
   const spicedbPort = await freePort();
-  const spicedb = await startNodeProcess({
-    name: "spicedb-local",
-    entry: "packages/spicedb-local/src/main.ts",
+  const spicedb = await startSpiceDBLocalProcess({
     port: spicedbPort,
-    env: {
-      PATH: process.env.PATH,
-      SPICEDB_LOCAL_PORT: String(spicedbPort),
-      LOG_LEVEL: "info",
-      DATA_DIR: dataDir,
-    },
-    readyWhen: (output) => output.includes("listening"),
+    env: { PATH: process.env.PATH, LOG_LEVEL: "info", DATA_DIR: dataDir },
   });
   const env = {
     PATH: process.env.PATH,

@@ -3,10 +3,15 @@
  * ratios. Nothing here is asserted; numbers depend on the machine's load.
  */
 
+import { mkdtemp, readdir, rm, stat } from "node:fs/promises";
 import { createConnection, createServer, type Socket } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { createLogger, createRedis, DEFAULT_PERMISSIONS, v1 } from "@gw/core";
+import { freePort, REPO_ROOT, startSpiceDBLocalProcess } from "@gw/devstack";
 import { startTestRedis, startTestSpiceDB } from "@gw/devstack/testing";
 import { ApiKeyStore } from "@gw/gateway";
+import { startSpiceDBLocal } from "@gw/spicedb-local";
 import { RateLimiterRedis, RateLimiterUnion } from "rate-limiter-flexible";
 import { CachedApiKeyLookup } from "../../packages/gateway/src/api-keys/lookup.ts";
 import { MemoryWindows } from "../../packages/gateway/src/rate-limit/memory-windows.ts";
@@ -188,8 +193,136 @@ try {
   ]);
   client.close();
   await spicedb.close();
+
+  await benchPersistence();
 } finally {
   redis.disconnect();
   plain.disconnect();
   await redisServer.stop();
+}
+
+/** 4. The local SpiceDB's data directory: what the journal costs writes, how long a start replays, what compaction does. */
+async function benchPersistence(): Promise<void> {
+  const schemaFile = join(REPO_ROOT, "spicedb/schema.zed");
+  const key = "bench";
+  const relationship = (id: string) =>
+    v1.Relationship.create({
+      resource: v1.ObjectReference.create({ objectType: "conversation", objectId: `bench/${id}` }),
+      relation: "reader",
+      subject: v1.SubjectReference.create({
+        object: v1.ObjectReference.create({ objectType: "user", objectId: "bench/u" }),
+      }),
+    });
+  const touch = (ids: string[]) =>
+    v1.WriteRelationshipsRequest.create({
+      updates: ids.map((id) => ({
+        operation: v1.RelationshipUpdate_Operation.TOUCH,
+        relationship: relationship(id),
+      })),
+    });
+  const open = async (dataDir?: string) => {
+    const server = await startSpiceDBLocal({
+      host: "127.0.0.1",
+      port: 0,
+      presharedKey: key,
+      schemaFile,
+      dataDir,
+    });
+    const client = v1.NewClient(key, server.endpoint, v1.ClientSecurity.INSECURE_PLAINTEXT_CREDENTIALS);
+    return {
+      server,
+      client,
+      close: async () => {
+        client.close();
+        await server.close();
+      },
+    };
+  };
+  const bytesOf = async (dir: string, kind: "journal" | "snapshot") => {
+    let total = 0;
+    for (const file of await readdir(dir))
+      if (file.startsWith(`${kind}.`)) total += (await stat(join(dir, file))).size;
+    return total;
+  };
+  /** Spawns `spicedb-local` on `dataDir`; resolves once its gRPC health check answers SERVING. */
+  const spawnServer = async (dataDir: string, env: NodeJS.ProcessEnv = {}) =>
+    startSpiceDBLocalProcess({
+      port: await freePort(),
+      env: { PATH: process.env.PATH, DATA_DIR: dataDir, LOG_LEVEL: "warn", ...env },
+      timeoutMs: 600_000,
+    });
+  /** Milliseconds from spawning `spicedb-local` on `dataDir` to its health check answering SERVING. */
+  const timedStart = async (dataDir: string) => {
+    const started = performance.now();
+    const child = await spawnServer(dataDir);
+    const ms = performance.now() - started;
+    await child.stop();
+    return ms;
+  };
+  /** A compaction in a fresh process (a snapshot is due at once), timed by the server's own log line. */
+  const timedCompaction = async (dataDir: string) => {
+    const child = await spawnServer(dataDir, { SPICEDB_LOCAL_SNAPSHOT_AFTER_BYTES: "1", LOG_LEVEL: "info" });
+    const logged = () => /"ms":(\d+)[^\n]*"msg":"snapshot written/.exec(child.outputTail())?.[1];
+    while (!logged()) await new Promise((r) => setTimeout(r, 50));
+    await child.stop();
+    return Number(logged());
+  };
+
+  // Each engine started in this process runs a little slower than the one before, so the two
+  // modes alternate (A B B A) and each row is their mean.
+  const rates = { memory: 0, journal: 0 };
+  let bytesPerWrite = 0;
+  for (const mode of ["memory", "journal", "journal", "memory"] as const) {
+    const dataDir = mode === "journal" ? await mkdtemp(join(tmpdir(), "bench-spicedb-")) : undefined;
+    const { server, client, close } = await open(dataDir);
+    const rate = await measure((i) => client.promises.writeRelationships(touch([`w${i}`])));
+    rates[mode] += rate / 2;
+    if (dataDir) {
+      await server.persistence!.sync();
+      bytesPerWrite = (await bytesOf(dataDir, "journal")) / (rate * (DURATION_MS / 1000));
+    }
+    await close();
+    if (dataDir) await rm(dataDir, { recursive: true, force: true });
+  }
+  report("WriteRelationships on packages/spicedb-local, one relationship each, 16 concurrent callers", [
+    ["in memory (nothing kept)", rates.memory],
+    ["journaled in a data directory", rates.journal],
+  ]);
+  console.log(`  journal growth: ${bytesPerWrite.toFixed(0)} bytes per one-relationship write`);
+
+  const sizes = (process.env.BENCH_SPICEDB_SIZES ?? "10000,100000").split(",").map(Number);
+  console.log("\nStart of packages/spicedb-local (process spawned until its gRPC health check answers)");
+  const empty = await mkdtemp(join(tmpdir(), "bench-spicedb-"));
+  console.log(
+    `  empty data directory${" ".repeat(38)} ${(await timedStart(empty)).toFixed(0).padStart(8)} ms`,
+  );
+  await rm(empty, { recursive: true, force: true });
+  for (const size of sizes) {
+    const dataDir = await mkdtemp(join(tmpdir(), "bench-spicedb-"));
+    const dir = join(dataDir, "spicedb");
+    const loader = await open(dir);
+    for (let i = 0; i < size; i += 1000) {
+      const ids = Array.from({ length: Math.min(1000, size - i) }, (_, j) => `r${i + j}`);
+      await loader.client.promises.writeRelationships(touch(ids));
+    }
+    await loader.close();
+    const journalBytes = await bytesOf(dir, "journal");
+    const fromJournal = await timedStart(dataDir);
+    const compactMs = await timedCompaction(dataDir);
+    const [snapshotBytes, journalAfter] = [await bytesOf(dir, "snapshot"), await bytesOf(dir, "journal")];
+    const fromSnapshot = await timedStart(dataDir);
+    const mb = (bytes: number) => `${(bytes / 1e6).toFixed(1)} MB`;
+    console.log(
+      `  ${size} relationships, from the journal (${mb(journalBytes)})`.padEnd(61),
+      `${fromJournal.toFixed(0).padStart(8)} ms`,
+    );
+    console.log(
+      `  ${size} relationships, from a snapshot (${mb(snapshotBytes)})`.padEnd(61),
+      `${fromSnapshot.toFixed(0).padStart(8)} ms`,
+    );
+    console.log(
+      `  compaction of ${size}: ${compactMs.toFixed(0)} ms; journal ${mb(journalBytes)} -> ${journalAfter} bytes, snapshot ${mb(snapshotBytes)}`,
+    );
+    await rm(dataDir, { recursive: true, force: true });
+  }
 }

@@ -1,4 +1,4 @@
-import { type ChildProcess, execFile, spawn } from "node:child_process";
+import { execFile } from "node:child_process";
 import { existsSync } from "node:fs";
 import { mkdtemp, readdir, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
@@ -13,74 +13,42 @@ import {
   SpiceDBClient,
   v1,
 } from "@gw/core";
-import { freePort, REPO_ROOT } from "@gw/devstack";
+import { REPO_ROOT } from "@gw/devstack";
 import { bareRepositories, git } from "@gw/e2e/git-remote";
 import { type FakeLLM, startFakeLLM } from "@gw/e2e/llm-upstream";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
+import { type RunningStack, stackEnv, startStack } from "./pnpm-start.ts";
 
 const run = promisify(execFile);
 
 /** `pnpm start` as a user runs it, on free ports and a temporary data directory. */
 describe("pnpm start", () => {
-  let stack: ChildProcess;
-  let output = "";
+  let stack: RunningStack;
   let dataDir: string;
   let env: NodeJS.ProcessEnv;
   let gatewayUrl: string;
   let llm: FakeLLM;
+  const output = () => stack.output();
 
   beforeAll(async () => {
     dataDir = await mkdtemp(join(tmpdir(), "gw-stack-"));
     llm = await startFakeLLM();
-    const [port, servicePort, redisPort, spicedbPort] = [
-      await freePort(),
-      await freePort(),
-      await freePort(),
-      await freePort(),
-    ];
-    env = {
-      PATH: process.env.PATH,
-      PORT: String(port),
-      SERVICE_PORT: String(servicePort),
-      LOCAL_REDIS_PORT: String(redisPort),
-      SPICEDB_LOCAL_PORT: String(spicedbPort),
-      DATA_DIR: dataDir,
+    env = await stackEnv(dataDir, {
       LLM_BASE_URL: llm.baseUrl,
       LLM_DEFAULT_MODEL: "echo-small",
       GIT_BASE_URL: `file://${join(dataDir, "remotes")}`,
-    };
-    gatewayUrl = `http://127.0.0.1:${port}`;
-    stack = spawn("pnpm", ["start"], {
-      cwd: REPO_ROOT,
-      env,
-      stdio: ["ignore", "pipe", "pipe"],
-      detached: true,
     });
-    stack.stdout?.on("data", (c: Buffer) => (output += c));
-    stack.stderr?.on("data", (c: Buffer) => (output += c));
-    const deadline = Date.now() + 45_000;
-    while (!output.includes("stack is up")) {
-      if (stack.exitCode !== null || Date.now() > deadline)
-        throw new Error(`stack did not come up:\n${output}`);
-      await new Promise((r) => setTimeout(r, 100));
-    }
+    stack = await startStack(env);
+    gatewayUrl = stack.gatewayUrl;
+    const deadline = Date.now() + 10_000;
+    while (!output().includes("stack is up") && Date.now() < deadline)
+      await new Promise((r) => setTimeout(r, 50));
   });
 
-  /** What Ctrl-C does in a terminal: SIGINT to the whole foreground process group. */
-  async function interrupt(): Promise<void> {
-    if (!stack?.pid || stack.exitCode !== null || stack.signalCode !== null) return;
-    const exited = new Promise((r) => stack.once("exit", r));
-    process.kill(-stack.pid, "SIGINT");
-    await Promise.race([exited, new Promise((r) => setTimeout(r, 15_000))]);
-    try {
-      process.kill(-stack.pid, "SIGKILL");
-    } catch {
-      // the whole group is gone already
-    }
-  }
+  const interrupt = () => stack.interrupt();
 
   afterAll(async () => {
-    await interrupt();
+    await stack?.interrupt();
     await rm(dataDir, { recursive: true, force: true });
     await llm?.close();
   });
@@ -202,7 +170,7 @@ describe("pnpm start", () => {
       `conversation:acme/${conversation} owner user:acme/alice`,
       `conversation:acme/${conversation} reader user:*`,
     ]);
-    expect(output).toMatch(/data is in memory/);
+    expect(output()).toMatch(/its relationships are kept in the data directory/);
   });
 
   it("limits a key: 50 concurrent requests against second=5 admit 5, and the day window shows 5 used", async () => {
@@ -296,7 +264,7 @@ describe("pnpm start", () => {
     });
     expect(grant.status).toBe(403);
     expect((await grant.json()).message).toContain("authorization:write");
-    expect(output).toMatch(/production must configure JWT_SIGNING_KEYS/);
+    expect(output()).toMatch(/production must configure JWT_SIGNING_KEYS/);
   });
 
   it("answers a response through gateway and service; another end user reads it only once granted", async () => {
@@ -502,7 +470,7 @@ describe("pnpm start", () => {
     expect(await git(["--git-dir", bare, "log", "-1", "--format=%s", sha])).toBe(
       `Sandbox session ${session.id}, assignment 1`,
     );
-    expect(output).not.toContain(token);
+    expect(output()).not.toContain(token);
     await remotes.remove();
   });
 
@@ -518,12 +486,12 @@ describe("pnpm start", () => {
     const redisDir = resolve(dataDir, "redis");
     const entries = await readdir(redisDir, { recursive: true });
     expect(entries.some((e) => String(e).includes("appendonly"))).toBe(true);
-    expect(output).toContain("in the data directory");
-    expect(output).not.toContain(key);
+    expect(output()).toContain("in the data directory");
+    expect(output()).not.toContain(key);
   });
 
   it("stops every process it started on Ctrl-C", async () => {
-    const pids = [...output.matchAll(/"pid":(\d+)/g)].map((m) => Number(m[1]));
+    const pids = [...output().matchAll(/"pid":(\d+)/g)].map((m) => Number(m[1]));
     expect(pids.length).toBeGreaterThanOrEqual(4);
     await interrupt();
     const isAlive = (pid: number) => {
@@ -538,7 +506,8 @@ describe("pnpm start", () => {
     const deadline = Date.now() + 15_000;
     while (pids.some(isAlive) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
     expect(pids.filter(isAlive)).toEqual([]);
-    expect(output).not.toContain("a stack process exited");
+    expect(output()).not.toContain("a stack process exited");
     expect(existsSync(resolve(dataDir, "redis"))).toBe(true);
+    expect(existsSync(resolve(dataDir, "spicedb"))).toBe(true);
   });
 });

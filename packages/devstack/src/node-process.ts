@@ -4,63 +4,69 @@ import { stopProcess } from "./redis-server.ts";
 
 export const REPO_ROOT = resolve(import.meta.dirname, "../../..");
 
+/** How much of a child's latest output is kept, for the error when it fails to start. */
+export const OUTPUT_TAIL_CHARS = 8 * 1024;
+
 export interface RunningNodeProcess {
   name: string;
   url: string;
   process: ChildProcess;
-  /** Everything the process printed so far (its JSON log lines). */
-  output(): string;
+  /** The last `OUTPUT_TAIL_CHARS` characters the process printed; nothing older is kept. */
+  outputTail(): string;
   stop(): Promise<void>;
 }
 
 /**
  * Runs one of the project's entry points (e.g. `packages/gateway/src/main.ts`)
- * on this same Node, and resolves once `GET {url}/healthz` answers 200.
+ * on this same Node, and resolves once it is ready: by default when
+ * `GET {url}/healthz` answers 200.
  */
 export async function startNodeProcess(options: {
   name: string;
   entry: string;
   port: number;
   env: NodeJS.ProcessEnv;
-  /** Ready when this says so about the output so far; default: `GET {url}/healthz` answers 200. */
-  readyWhen?: (output: string) => boolean;
-  /** Forward the child's output to ours as it comes (the dev stack does; tests keep it). */
+  /** Asked every 50 ms until it says true; default: `GET {url}/healthz` answers 200. */
+  isReady?: () => Promise<boolean>;
+  /** Forward the child's output to ours as it comes (the dev stack does), without keeping it. */
   inheritOutput?: boolean;
   timeoutMs?: number;
 }): Promise<RunningNodeProcess> {
   const child = spawn(process.execPath, [resolve(REPO_ROOT, options.entry)], {
     env: { ...options.env, PORT: String(options.port) },
-    // The IPC channel lets the child notice if we die without stopping it (see `exitWithParent`).
+    // The IPC channel lets the child notice if we die without stopping it (see `onShutdown`).
     stdio: ["ignore", "pipe", "pipe", "ipc"],
   });
-  let output = "";
+  let tail = "";
   for (const stream of [child.stdout, child.stderr]) {
-    stream?.on("data", (chunk: Buffer) => {
-      output += chunk.toString();
-      if (options.inheritOutput) process.stdout.write(chunk);
+    if (!stream) continue;
+    stream.setEncoding("utf8");
+    // Piped, so a child that prints faster than our output drains waits instead of piling up here.
+    if (options.inheritOutput) stream.pipe(process.stdout, { end: false });
+    stream.on("data", (chunk: string) => {
+      tail = (tail + chunk).slice(-OUTPUT_TAIL_CHARS);
     });
   }
   const url = `http://127.0.0.1:${options.port}`;
+  const isReady =
+    options.isReady ??
+    (() =>
+      fetch(`${url}/healthz`).then(
+        (res) => res.ok,
+        () => false,
+      ));
   const deadline = Date.now() + (options.timeoutMs ?? 20_000);
-  while (true) {
+  while (!(await isReady())) {
     if (child.exitCode !== null) {
-      throw new Error(`${options.name} exited with code ${child.exitCode} before it was healthy:\n${output}`);
-    }
-    if (options.readyWhen) {
-      if (options.readyWhen(output)) break;
-    } else {
-      try {
-        const res = await fetch(`${url}/healthz`);
-        if (res.ok) break;
-      } catch {
-        // not listening yet
-      }
+      throw new Error(
+        `${options.name} exited with code ${child.exitCode} before it was ready; its last output:\n${tail}`,
+      );
     }
     if (Date.now() > deadline) {
       child.kill("SIGKILL");
-      throw new Error(`${options.name} was not healthy within the deadline:\n${output}`);
+      throw new Error(`${options.name} was not ready within the deadline; its last output:\n${tail}`);
     }
     await new Promise((r) => setTimeout(r, 50));
   }
-  return { name: options.name, url, process: child, output: () => output, stop: () => stopProcess(child) };
+  return { name: options.name, url, process: child, outputTail: () => tail, stop: () => stopProcess(child) };
 }

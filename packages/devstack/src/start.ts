@@ -1,14 +1,16 @@
 /**
  * `pnpm start`: the whole stack on one machine. Runs a local redis-server
  * (data under `.data/redis`, AOF on) when `REDIS_URL` is unset, the local
- * SpiceDB server (data in memory) when `SPICEDB_ENDPOINT` is unset, then the
- * service and the gateway, forwarding their logs. Ctrl-C stops everything,
- * in the reverse order, so nothing loses its stores mid-request.
+ * SpiceDB server (relationships under `.data/spicedb`) when `SPICEDB_ENDPOINT`
+ * is unset, then the service and the gateway, forwarding their logs. Ctrl-C
+ * stops everything, in the reverse order, so nothing loses its stores
+ * mid-request.
  */
 import { resolve } from "node:path";
 import { createLogger, DEFAULT_LOCAL_SPICEDB_PORT, localRedisPort } from "@gw/core";
 import { REPO_ROOT, type RunningNodeProcess, startNodeProcess } from "./node-process.ts";
 import { type RunningRedis, startRedisServer, stopProcess } from "./redis-server.ts";
+import { startSpiceDBLocalProcess } from "./spicedb-process.ts";
 
 const logger = createLogger("devstack", process.env.LOG_LEVEL ?? "info");
 const stoppers: (() => Promise<void>)[] = [];
@@ -51,18 +53,11 @@ async function main(): Promise<void> {
 
   if (!env.SPICEDB_ENDPOINT) {
     const port = Number(env.SPICEDB_LOCAL_PORT || DEFAULT_LOCAL_SPICEDB_PORT);
-    const spicedb = await startNodeProcess({
-      name: "spicedb-local",
-      entry: "packages/spicedb-local/src/main.ts",
-      port,
-      env: { ...env, SPICEDB_LOCAL_PORT: String(port) },
-      inheritOutput: true,
-      readyWhen: (output) => output.includes("SpiceDB (local) listening"),
-    });
+    const spicedb = await startSpiceDBLocalProcess({ port, env, inheritOutput: true });
     watch("spicedb-local", spicedb.process);
     logger.info(
-      { pid: spicedb.process.pid, endpoint: `127.0.0.1:${port}` },
-      "local SpiceDB started (data in memory)",
+      { pid: spicedb.process.pid, endpoint: `127.0.0.1:${port}`, dir: resolve(env.DATA_DIR!, "spicedb") },
+      "local SpiceDB started, with its relationships in the data directory",
     );
     // Gateway and service find it through their defaults (SPICEDB_LOCAL_PORT, the development key, plaintext).
     env.SPICEDB_LOCAL_PORT = String(port);
@@ -95,7 +90,7 @@ async function main(): Promise<void> {
 function watch(name: string, child: RunningNodeProcess["process"]): void {
   child.once("exit", (code, signal) => {
     if (stopping) return;
-    logger.error({ name, code, signal }, "a stack process exited; stopping the stack");
+    logger.error({ process: name, code, signal }, "a stack process exited; stopping the stack");
     void stopAll(1);
   });
   stoppers.push(() => stopProcess(child));

@@ -12,5 +12,9 @@ export const spicedbLocalConfigSchema = z.object({
   SPICEDB_PRESHARED_KEY: z.string().min(1).default(DEFAULT_LOCAL_PRESHARED_KEY),
   /** Schema written at start. Default spicedb/schema.zed of this repository. */
   SPICEDB_SCHEMA_FILE: z.string().default(resolve(import.meta.dirname, "../../../spicedb/schema.zed")),
+  /** Local data; relationships are kept in its `spicedb` folder. Default .data. */
+  DATA_DIR: z.string().default(".data"),
+  /** Journal size, in bytes, from which a snapshot replaces the journals (once they also outgrow the last snapshot). Default 16 MiB. */
+  SPICEDB_LOCAL_SNAPSHOT_AFTER_BYTES: env.positiveInt(16 * 1024 * 1024),
   LOG_LEVEL: env.logLevel(),
 });

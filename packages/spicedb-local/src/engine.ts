@@ -17,6 +17,15 @@ export const FFI_METHODS = {
 
 export type FfiMethodPath = keyof typeof FFI_METHODS;
 
+/** Methods that commit a transaction. */
+const WRITE_METHODS: ReadonlySet<string> = new Set<FfiMethodPath>([
+  "/authzed.api.v1.PermissionsService/WriteRelationships",
+  "/authzed.api.v1.PermissionsService/DeleteRelationships",
+  "/authzed.api.v1.SchemaService/WriteSchema",
+]);
+
+export const isWriteMethod = (path: string): boolean => WRITE_METHODS.has(path);
+
 /** An error the engine reported, with the gRPC status it carried ("rpc error: code = X desc = Y"). */
 export class EngineError extends Error {
   readonly code: GrpcStatus;
@@ -63,8 +72,11 @@ function findLibrary(): string {
  * SpiceDB v1.54's engine, in this process, through its C ABI. Unary calls
  * run on koffi's worker threads (`.async`), so the event loop stays free;
  * at most `maxInFlight` run at once (koffi caps async calls), the rest wait
- * in order. Streaming methods are served by the engine itself on the socket
- * at `streamingAddress`.
+ * in order. Writes run one at a time: memdb takes a transaction's revision
+ * (a timestamp) before it waits for the write lock, so two writes at once may
+ * commit out of revision order, and its Watch then skips the one committed
+ * late (seen in 84 of 3000 writes from 16 callers). Streaming methods are
+ * served by the engine itself on the socket at `streamingAddress`.
  */
 export class SpiceDBEngine {
   readonly streamingTarget: string;
@@ -83,6 +95,8 @@ export class SpiceDBEngine {
    */
   peakInFlight = 0;
   private readonly waiting: (() => void)[] = [];
+  /** Settles when the last queued write has finished. */
+  private lastWrite: Promise<unknown> = Promise.resolve();
   private disposed = false;
 
   private constructor(init: {
@@ -140,7 +154,14 @@ export class SpiceDBEngine {
   }
 
   /** Runs one unary method on a worker thread: serialized request in, serialized response out. */
-  async call(path: FfiMethodPath, request: Uint8Array): Promise<Buffer> {
+  call(path: FfiMethodPath, request: Uint8Array): Promise<Buffer> {
+    if (!isWriteMethod(path)) return this.run(path, request);
+    const result = this.lastWrite.then(() => this.run(path, request));
+    this.lastWrite = result.catch(() => {});
+    return result;
+  }
+
+  private async run(path: FfiMethodPath, request: Uint8Array): Promise<Buffer> {
     if (this.disposed) throw new EngineError(GrpcStatus.UNAVAILABLE, "engine is shut down");
     await this.acquire();
     try {

@@ -1,7 +1,9 @@
 /**
  * Runs the local SpiceDB server: `node packages/spicedb-local/src/main.ts`.
- * `pnpm start` runs it when `SPICEDB_ENDPOINT` is unset.
+ * `pnpm start` runs it when `SPICEDB_ENDPOINT` is unset. Its relationships
+ * are kept in `$DATA_DIR/spicedb`.
  */
+import { resolve } from "node:path";
 import { createLogger, loadConfigOrExit, onShutdown } from "@gw/core";
 import { spicedbLocalConfigSchema } from "./config.ts";
 import { startSpiceDBLocal } from "./server.ts";
@@ -13,6 +15,11 @@ const server = await startSpiceDBLocal({
   port: config.SPICEDB_LOCAL_PORT,
   presharedKey: config.SPICEDB_PRESHARED_KEY,
   schemaFile: config.SPICEDB_SCHEMA_FILE,
-  log: (message, fields) => logger.info(fields ?? {}, message),
+  dataDir: resolve(config.DATA_DIR, "spicedb"),
+  snapshotAfterBytes: config.SPICEDB_LOCAL_SNAPSHOT_AFTER_BYTES,
+  logger,
+}).catch((err: Error) => {
+  logger.fatal({ err: err.message }, "SpiceDB (local) could not start");
+  process.exit(1);
 });
 onShutdown(() => server.close());

@@ -2,7 +2,10 @@ import { timingSafeEqual } from "node:crypto";
 import { readFile } from "node:fs/promises";
 import { v1 } from "@authzed/authzed-node";
 import * as grpc from "@grpc/grpc-js";
-import { EngineError, FFI_METHODS, type FfiMethodPath, SpiceDBEngine } from "./engine.ts";
+import { EngineError, FFI_METHODS, type FfiMethodPath, isWriteMethod, SpiceDBEngine } from "./engine.ts";
+import { addHealthService } from "./health.ts";
+import type { Log } from "./persistence/data-dir.ts";
+import { Persistence, type PersistenceHooks } from "./persistence/persistence.ts";
 
 export interface SpiceDBLocalOptions {
   host: string;
@@ -12,7 +15,15 @@ export interface SpiceDBLocalOptions {
   presharedKey: string;
   /** Schema file written at start (e.g. `spicedb/schema.zed`). */
   schemaFile?: string;
-  log?: (message: string, fields?: Record<string, unknown>) => void;
+  /**
+   * Directory that keeps the relationships across restarts (a journal and
+   * snapshots, see `persistence/`). Unset: in memory only, as tests use it.
+   */
+  dataDir?: string;
+  /** With `dataDir`: journal size after which a snapshot replaces the journals. Default 16 MiB. */
+  snapshotAfterBytes?: number;
+  persistenceHooks?: PersistenceHooks;
+  logger?: Log;
   /** Sees every authenticated request's method path and serialized message (for tests that check what clients ask). */
   observe?: (path: string, request: Buffer) => void;
 }
@@ -22,6 +33,9 @@ export interface RunningSpiceDBLocal {
   endpoint: string;
   /** Most unary engine calls that ran at once so far. */
   peakConcurrentEngineCalls(): number;
+  /** With a data directory: forces a snapshot, or waits until every committed change is journaled and on disk. */
+  persistence?: Pick<Persistence, "compact" | "sync">;
+  /** Stops taking calls, then (with a data directory) journals every committed change before it returns. */
   close(): Promise<void>;
 }
 
@@ -40,17 +54,14 @@ const SERVICES: { name: string; methods: readonly MethodInfo[] }[] = [
   v1.ExperimentalService,
 ].map((service) => ({ name: service.typeName, methods: service.methods }));
 
-const HEALTH_SERVICE = "grpc.health.v1.Health";
-const SERVING = Buffer.from([0x08, 0x01]); // HealthCheckResponse{status: SERVING}
-const SERVICE_UNKNOWN = Buffer.from([0x08, 0x03]);
-
 /**
  * A local SpiceDB server: the standard `authzed.api.v1` gRPC API on TCP,
  * answered by SpiceDB's own engine in this process. Unary methods the engine
  * exports run through FFI on worker threads; streaming methods are relayed,
  * byte for byte, to the engine's own streaming socket. Messages are never
  * decoded here, so every client of the real API (authzed-node, zed) works
- * unchanged. Data lives in memory.
+ * unchanged. The engine's data lives in memory; with `dataDir`, it is
+ * restored from there before the port is bound and journaled from then on.
  */
 export async function startSpiceDBLocal(options: SpiceDBLocalOptions): Promise<RunningSpiceDBLocal> {
   const engine = SpiceDBEngine.start();
@@ -93,19 +104,38 @@ export async function startSpiceDBLocal(options: SpiceDBLocalOptions): Promise<R
         authorized,
         unauthenticated,
         observe: options.observe,
+        refusesWrites: () => persistence?.failure,
       });
     }
     server.addService(definition, implementation);
   }
-  server.addService(healthDefinition(), healthImplementation());
+  addHealthService(
+    server,
+    SERVICES.map((s) => s.name),
+  );
 
-  if (options.schemaFile) {
-    const schema = await readFile(options.schemaFile, "utf8");
-    await engine.call(
-      "/authzed.api.v1.SchemaService/WriteSchema",
-      v1.WriteSchemaRequest.toBinary(v1.WriteSchemaRequest.create({ schema })),
-    );
-    options.log?.("schema loaded", { schemaFile: options.schemaFile });
+  let persistence: Persistence | undefined;
+  try {
+    if (options.schemaFile) {
+      const schema = await readFile(options.schemaFile, "utf8");
+      await engine.call(
+        "/authzed.api.v1.SchemaService/WriteSchema",
+        v1.WriteSchemaRequest.toBinary(v1.WriteSchemaRequest.create({ schema })),
+      );
+      options.logger?.info({ schemaFile: options.schemaFile }, "schema loaded");
+    }
+    if (options.dataDir) {
+      persistence = await Persistence.open(engine, streaming, {
+        dir: options.dataDir,
+        snapshotAfterBytes: options.snapshotAfterBytes ?? 16 * 1024 * 1024,
+        log: options.logger ?? silent,
+        hooks: options.persistenceHooks,
+      });
+    }
+  } catch (err) {
+    streaming.close();
+    engine.dispose();
+    throw err;
   }
 
   const port = await new Promise<number>((resolve, reject) =>
@@ -115,14 +145,18 @@ export async function startSpiceDBLocal(options: SpiceDBLocalOptions): Promise<R
       (err, bound) => (err ? reject(err) : resolve(bound)),
     ),
   );
-  options.log?.("SpiceDB (local) listening; its data is in memory and is lost when it stops", {
-    endpoint: `${options.host}:${port}`,
-  });
+  options.logger?.info(
+    { endpoint: `${options.host}:${port}`, dataDir: options.dataDir ?? null },
+    options.dataDir
+      ? "SpiceDB (local) listening; its relationships are kept in the data directory"
+      : "SpiceDB (local) listening; its data is in memory and is lost when it stops",
+  );
 
   return {
     port,
     endpoint: `${options.host}:${port}`,
     peakConcurrentEngineCalls: () => engine.peakInFlight,
+    persistence,
     async close() {
       await new Promise<void>((resolve) => {
         const timer = setTimeout(() => {
@@ -134,6 +168,7 @@ export async function startSpiceDBLocal(options: SpiceDBLocalOptions): Promise<R
           resolve();
         });
       });
+      await persistence?.close();
       streaming.close();
       await new Promise((r) => setTimeout(r, 10));
       engine.dispose();
@@ -147,7 +182,11 @@ interface HandlerContext {
   authorized: (metadata: grpc.Metadata) => boolean;
   unauthenticated: Partial<grpc.StatusObject>;
   observe: ((path: string, request: Buffer) => void) | undefined;
+  /** Why writes are refused, if they are (the journal failed). */
+  refusesWrites: () => Error | undefined;
 }
+
+const silent: Log = { info() {}, warn() {}, error() {} };
 
 function toStatus(err: unknown): Partial<grpc.StatusObject> {
   if (err instanceof EngineError) return { code: err.code, details: err.message };
@@ -169,6 +208,12 @@ function handlerFor(path: string, method: MethodInfo, ctx: HandlerContext): grpc
     return (call: grpc.ServerUnaryCall<Buffer, Buffer>, callback: grpc.sendUnaryData<Buffer>) => {
       if (!ctx.authorized(call.metadata)) return callback(ctx.unauthenticated);
       ctx.observe?.(path, call.request);
+      const journalFailure = isWriteMethod(path) ? ctx.refusesWrites() : undefined;
+      if (journalFailure)
+        return callback({
+          code: grpc.status.UNAVAILABLE,
+          details: `writes are refused: the journal cannot be written (${journalFailure.message})`,
+        });
       if (path in FFI_METHODS) {
         ctx.engine.call(path as FfiMethodPath, call.request).then(
           (response) => callback(null, response),
@@ -233,50 +278,4 @@ function handlerFor(path: string, method: MethodInfo, ctx: HandlerContext): grpc
       details: `${path} is not served by the local SpiceDB engine`,
     });
   };
-}
-
-function healthDefinition(): grpc.ServiceDefinition {
-  const common = {
-    requestStream: false,
-    requestSerialize: identity,
-    requestDeserialize: identity,
-    responseSerialize: identity,
-    responseDeserialize: identity,
-  };
-  return {
-    Check: { ...common, path: `/${HEALTH_SERVICE}/Check`, responseStream: false },
-    Watch: { ...common, path: `/${HEALTH_SERVICE}/Watch`, responseStream: true },
-  } as grpc.ServiceDefinition;
-}
-
-/** `grpc.health.v1`: SERVING for the whole server and each API service; unknown names are SERVICE_UNKNOWN. */
-function healthImplementation(): grpc.UntypedServiceImplementation {
-  const known = new Set(["", ...SERVICES.map((s) => s.name)]);
-  const statusFor = (request: Buffer) => (known.has(serviceName(request)) ? SERVING : SERVICE_UNKNOWN);
-  return {
-    Check: (call: grpc.ServerUnaryCall<Buffer, Buffer>, callback: grpc.sendUnaryData<Buffer>) => {
-      const name = serviceName(call.request);
-      if (!known.has(name))
-        return callback({ code: grpc.status.NOT_FOUND, details: `unknown service ${name}` });
-      callback(null, SERVING);
-    },
-    Watch: (call: grpc.ServerWritableStream<Buffer, Buffer>) => {
-      call.write(statusFor(call.request));
-    },
-  };
-}
-
-/** Field 1 (`service`, a string) of a HealthCheckRequest. */
-function serviceName(request: Buffer): string {
-  if (request.length < 2 || request[0] !== 0x0a) return "";
-  let length = 0;
-  let shift = 0;
-  let offset = 1;
-  while (offset < request.length) {
-    const byte = request[offset++]!;
-    length |= (byte & 0x7f) << shift;
-    if ((byte & 0x80) === 0) break;
-    shift += 7;
-  }
-  return request.subarray(offset, offset + length).toString("utf8");
 }

@@ -1,0 +1,24 @@
+import { isServing } from "@gw/spicedb-local/health";
+import { type RunningNodeProcess, startNodeProcess } from "./node-process.ts";
+
+/**
+ * `spicedb-local` in its own process on `port`, ready once its gRPC health
+ * check answers SERVING: it binds its port only after the relationships of
+ * its data directory are back in the engine.
+ */
+export function startSpiceDBLocalProcess(options: {
+  port: number;
+  env: NodeJS.ProcessEnv;
+  inheritOutput?: boolean;
+  timeoutMs?: number;
+}): Promise<RunningNodeProcess> {
+  return startNodeProcess({
+    name: "spicedb-local",
+    entry: "packages/spicedb-local/src/main.ts",
+    port: options.port,
+    env: { ...options.env, SPICEDB_LOCAL_PORT: String(options.port) },
+    inheritOutput: options.inheritOutput,
+    isReady: () => isServing(`127.0.0.1:${options.port}`),
+    timeoutMs: options.timeoutMs ?? 180_000,
+  });
+}

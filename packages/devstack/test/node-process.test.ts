@@ -1,0 +1,64 @@
+import { describe, expect, it } from "vitest";
+import { freePort } from "../src/free-port.ts";
+import { OUTPUT_TAIL_CHARS, startNodeProcess } from "../src/node-process.ts";
+
+const entry = "packages/devstack/test/fixtures/chatty-process.ts";
+
+describe("startNodeProcess", () => {
+  it("keeps only a bounded tail of what a child prints, however much it prints", async () => {
+    const child = await startNodeProcess({
+      name: "chatty",
+      entry,
+      port: await freePort(),
+      env: { PATH: process.env.PATH, LINES: "20000" }, // about 2 MB
+    });
+    await waitFor(() => child.outputTail().includes("start line 19999 "));
+    expect(child.outputTail().length).toBeLessThanOrEqual(OUTPUT_TAIL_CHARS);
+
+    await fetch(`${child.url}/talk`);
+    await waitFor(() => child.outputTail().includes("talk line 19999 "));
+    expect(child.outputTail().length).toBeLessThanOrEqual(OUTPUT_TAIL_CHARS);
+    expect(child.outputTail()).not.toContain("start line");
+    await child.stop();
+  });
+
+  it("reports a child that exits before it is ready with the end of its output", async () => {
+    const failing = startNodeProcess({
+      name: "chatty",
+      entry,
+      port: await freePort(),
+      env: { PATH: process.env.PATH, LINES: "20000", EXIT_CODE: "3" },
+    });
+    const error: Error = await failing.then(
+      () => {
+        throw new Error("expected the start to fail");
+      },
+      (err: Error) => err,
+    );
+    expect(error.message).toMatch(/^chatty exited with code 3 before it was ready; its last output:\n/);
+    expect(error.message).toContain("start line 19999 ");
+    expect(error.message).toMatch(/giving up\n$/);
+    expect(error.message.length).toBeLessThanOrEqual(OUTPUT_TAIL_CHARS + 100);
+  });
+
+  it("waits on the readiness check it is given", async () => {
+    let asked = 0;
+    const child = await startNodeProcess({
+      name: "chatty",
+      entry,
+      port: await freePort(),
+      env: { PATH: process.env.PATH, LINES: "1" },
+      isReady: async () => ++asked >= 3,
+    });
+    expect(asked).toBe(3);
+    await child.stop();
+  });
+});
+
+async function waitFor(condition: () => boolean, timeoutMs = 10_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!condition()) {
+    if (Date.now() > deadline) throw new Error("timed out");
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}

@@ -1,0 +1,88 @@
+import { type ChildProcess, execFile, spawn } from "node:child_process";
+import { promisify } from "node:util";
+import { freePort, REPO_ROOT } from "@gw/devstack";
+
+const run = promisify(execFile);
+
+/** The environment of a `pnpm start` on free ports, with its data in `dataDir`. */
+export async function stackEnv(dataDir: string, extra: NodeJS.ProcessEnv = {}): Promise<NodeJS.ProcessEnv> {
+  return {
+    PATH: process.env.PATH,
+    PORT: String(await freePort()),
+    SERVICE_PORT: String(await freePort()),
+    LOCAL_REDIS_PORT: String(await freePort()),
+    SPICEDB_LOCAL_PORT: String(await freePort()),
+    DATA_DIR: dataDir,
+    ...extra,
+  };
+}
+
+export interface RunningStack {
+  process: ChildProcess;
+  gatewayUrl: string;
+  /** Everything it printed so far (a test keeps it all; `pnpm start` itself does not). */
+  output(): string;
+  /** Resolves when it has exited. */
+  exited: Promise<void>;
+  /** What Ctrl-C does in a terminal: SIGINT to the whole foreground process group; then waits for it to exit. */
+  interrupt(): Promise<void>;
+}
+
+/** `pnpm start` as a user runs it; resolves once the gateway answers `/readyz` (whatever the log level). */
+export async function startStack(env: NodeJS.ProcessEnv): Promise<RunningStack> {
+  const child = spawn("pnpm", ["start"], {
+    cwd: REPO_ROOT,
+    env,
+    stdio: ["ignore", "pipe", "pipe"],
+    detached: true,
+  });
+  let output = "";
+  child.stdout?.on("data", (c: Buffer) => (output += c));
+  child.stderr?.on("data", (c: Buffer) => (output += c));
+  const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()));
+  const gatewayUrl = `http://127.0.0.1:${env.PORT}`;
+  const stack: RunningStack = {
+    process: child,
+    gatewayUrl,
+    output: () => output,
+    exited,
+    async interrupt() {
+      if (!child.pid || child.exitCode !== null || child.signalCode !== null) return;
+      process.kill(-child.pid, "SIGINT");
+      await Promise.race([exited, new Promise((r) => setTimeout(r, 15_000))]);
+      try {
+        process.kill(-child.pid, "SIGKILL");
+      } catch {
+        // the whole group is gone already
+      }
+    },
+  };
+  const deadline = Date.now() + 90_000;
+  while (
+    !(await fetch(`${gatewayUrl}/readyz`).then(
+      (r) => r.ok,
+      () => false,
+    ))
+  ) {
+    if (child.exitCode !== null || Date.now() > deadline) {
+      await stack.interrupt();
+      throw new Error(`stack did not come up:\n${output}`);
+    }
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  return stack;
+}
+
+/** `pnpm keys create`; returns the new key's secret and id. */
+export async function createKey(
+  env: NodeJS.ProcessEnv,
+  org: string,
+  owner: string,
+  ...extra: string[]
+): Promise<{ key: string; id: string }> {
+  const { stdout } = await run("pnpm", ["keys", "create", "--org", org, "--owner", owner, ...extra], {
+    cwd: REPO_ROOT,
+    env,
+  });
+  return JSON.parse(stdout);
+}

@@ -1,0 +1,144 @@
+import { mkdtemp, readdir, readFile, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, describe, expect, it } from "vitest";
+import { createKey, type RunningStack, stackEnv, startStack } from "./pnpm-start.ts";
+
+/**
+ * Conversations and ZedTokens live in Redis, grants in the local SpiceDB: a
+ * restart must bring both back, or owners are locked out of what they own.
+ */
+describe("pnpm start, stopped and started again on the same data directory", () => {
+  let stack: RunningStack | undefined;
+  let dataDir: string;
+
+  afterAll(async () => {
+    await stack?.interrupt();
+    if (dataDir) await rm(dataDir, { recursive: true, force: true });
+  });
+
+  it("answers every check and conversation read as before: after Ctrl-C, and after kill -9 of the local SpiceDB", async () => {
+    dataDir = await mkdtemp(join(tmpdir(), "gw-restart-"));
+    const env = await stackEnv(dataDir);
+    stack = await startStack(env);
+    const { key } = await createKey(env, "acme", "backend");
+    const gateway = () => stack!.gatewayUrl;
+    const as = (user: string) => ({
+      authorization: `Bearer ${key}`,
+      "x-on-behalf-of": user,
+      "content-type": "application/json",
+    });
+    const createConversation = async (topic: string) => {
+      const created = await fetch(`${gateway()}/api/v1/llm/conversations`, {
+        method: "POST",
+        headers: as("alice"),
+        body: JSON.stringify({ metadata: { topic } }),
+      });
+      expect(created.status).toBe(200);
+      return ((await created.json()) as { id: string }).id;
+    };
+    const grant = (conversation: string, userId: string, expiresAt?: Date) =>
+      fetch(`${gateway()}/api/v1/authorization/llm/grant`, {
+        method: "POST",
+        headers: as("alice"),
+        body: JSON.stringify({
+          resourceType: "conversation",
+          resourceId: conversation,
+          userId,
+          role: "reader",
+          ...(expiresAt ? { expiresAt: expiresAt.toISOString() } : {}),
+        }),
+      }).then((r) => r.status);
+    const check = async (conversation: string, user: string, role: string) => {
+      const res = await fetch(
+        `${gateway()}/api/v1/authorization/llm/check?resourceType=conversation&resourceId=${conversation}&role=${role}`,
+        { headers: as(user) },
+      );
+      return ((await res.json()) as { allowed: boolean }).allowed;
+    };
+
+    const mine = await createConversation("restarts");
+    const open = await createConversation("everyone in acme");
+    expect(await grant(mine, "bob")).toBe(204);
+    expect(await grant(mine, "frank", new Date(Date.now() + 3_600_000))).toBe(204);
+    const soon = new Date(Date.now() + 2_000);
+    expect(await grant(mine, "gina", soon)).toBe(204);
+    expect(await grant(open, "*")).toBe(204); // the caveated wildcard: every user of acme
+    expect(await check(mine, "gina", "reader")).toBe(true);
+    await until(async () => !(await check(mine, "gina", "reader")), "gina's grant expires");
+
+    /** What every user gets on each conversation: the read, then each role check. */
+    const users = ["alice", "bob", "frank", "gina", "eve"];
+    const answers = async () => {
+      const seen: Record<string, unknown> = {};
+      for (const conversation of [mine, open]) {
+        for (const user of users) {
+          const read = await fetch(`${gateway()}/api/v1/llm/conversations/${conversation}`, {
+            headers: as(user),
+          });
+          const roles: Record<string, boolean> = {};
+          for (const role of ["reader", "writer", "owner"])
+            roles[role] = await check(conversation, user, role);
+          seen[`${conversation === mine ? "mine" : "open"} ${user}`] = {
+            read: read.status,
+            body: read.status === 200 ? await read.json() : undefined,
+            roles,
+          };
+        }
+      }
+      return seen;
+    };
+    const reader = { reader: true, writer: false, owner: false };
+    const nothing = { reader: false, writer: false, owner: false };
+    const before = await answers();
+    expect(before).toMatchObject({
+      "mine alice": { read: 200, body: { id: mine }, roles: { reader: true, writer: true, owner: true } },
+      "mine bob": { read: 200, body: { id: mine }, roles: reader },
+      "mine frank": { read: 200, roles: reader },
+      "mine gina": { read: 404, roles: nothing },
+      "mine eve": { read: 404, roles: nothing },
+      "open eve": { read: 200, body: { id: open }, roles: reader },
+    });
+
+    // 1. Ctrl-C, then start again.
+    await stack.interrupt();
+    stack = await startStack(env);
+    expect(await answers()).toEqual(before);
+    expect(await grant(mine, "carol")).toBe(204); // the owner can still share
+
+    // 2. kill -9 of the local SpiceDB once the new grant is in its journal; the stack goes down with it.
+    const journalDir = join(dataDir, "spicedb");
+    const journaled = async () => {
+      for (const file of (await readdir(journalDir)).filter((f) => /^journal\.\d+$/.test(f)))
+        if ((await readFile(join(journalDir, file))).includes("acme/carol")) return true;
+      return false;
+    };
+    await until(journaled, "carol's grant reaches the journal");
+    const spicedbPid = Number(/"pid":(\d+)[^\n]*local SpiceDB started/.exec(stack.output())?.[1]);
+    expect(spicedbPid).toBeGreaterThan(0);
+    process.kill(spicedbPid, "SIGKILL");
+    await stack.exited;
+    expect(stack.output()).toMatch(/a stack process exited; stopping the stack/);
+
+    // 3. Start again, this time with LOG_LEVEL=warn: readiness does not depend on an info line.
+    stack = await startStack({ ...env, LOG_LEVEL: "warn" });
+    users.push("carol");
+    const after = await answers();
+    expect(after).toMatchObject(before);
+    expect(after).toMatchObject({
+      "mine carol": { read: 200, body: (before["mine alice"] as { body: unknown }).body, roles: reader },
+      "open carol": { read: 200, roles: reader },
+    });
+    expect(stack.output()).not.toMatch(/"level":30/);
+    await stack.interrupt();
+    stack = undefined;
+  }, 240_000);
+});
+
+async function until(condition: () => Promise<boolean>, what: string): Promise<void> {
+  const deadline = Date.now() + 15_000;
+  while (!(await condition())) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting until ${what}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
