@@ -2,6 +2,7 @@
 declare module "autocannon" {
   interface Histogram {
     average: number;
+    total: number;
     p50: number;
     p99: number;
   }

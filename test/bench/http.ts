@@ -5,6 +5,7 @@
  * same machine; what is reported is their ratio.
  */
 import { randomBytes } from "node:crypto";
+import { readFileSync } from "node:fs";
 import { mkdtemp } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -24,7 +25,12 @@ export interface Sample {
   rps: number;
   p50: number;
   p99: number;
+  /** Answers other than 2xx, and errors. */
   non2xx: number;
+  /** Requests answered. */
+  total: number;
+  /** CPU time the serving process spent per request, in µs, when measured. */
+  cpuUs?: number;
 }
 
 export interface Pair {
@@ -45,6 +51,8 @@ export async function load(options: {
   body?: string;
   connections?: number;
   seconds?: number;
+  /** A number of requests instead of a duration. */
+  amount?: number;
 }): Promise<Sample> {
   const result = await autocannon({
     url: options.url,
@@ -52,13 +60,14 @@ export async function load(options: {
     headers: options.headers ?? {},
     ...(options.body ? { body: options.body } : {}),
     connections: options.connections ?? 50,
-    duration: options.seconds ?? ROUND_SECONDS,
+    ...(options.amount ? { amount: options.amount } : { duration: options.seconds ?? ROUND_SECONDS }),
   });
   return {
     rps: result.requests.average,
     p50: result.latency.p50,
     p99: result.latency.p99,
     non2xx: result.non2xx + result.errors + result.timeouts,
+    total: result.requests.total,
   };
 }
 
@@ -70,7 +79,16 @@ function mean(samples: Sample[]): Sample {
     p50: avg((s) => s.p50),
     p99: avg((s) => s.p99),
     non2xx: avg((s) => s.non2xx),
+    total: samples.reduce((a, s) => a + s.total, 0),
+    ...(samples.every((s) => s.cpuUs !== undefined) ? { cpuUs: avg((s) => s.cpuUs!) } : {}),
   };
+}
+
+/** Runs `run` and adds the CPU time process `pid` spent per request. */
+export async function withCpu(pid: number, run: () => Promise<Sample>): Promise<Sample> {
+  const before = cpuMs(pid);
+  const sample = await run();
+  return { ...sample, cpuUs: ((cpuMs(pid) - before) * 1000) / Math.max(1, sample.total) };
 }
 
 /** Runs two loads alternately, `ROUNDS` times each, after one short warm-up of each. */
@@ -93,6 +111,8 @@ export interface Stack {
   redis: TestRedis;
   spicedbEndpoint: string;
   gateways: RunningNodeProcess[];
+  /** The environment the gateways run with (to start another, e.g. under a profiler). */
+  gatewayEnv: NodeJS.ProcessEnv;
   bare: RunningNodeProcess;
   /** A key with generous limits (never refused), one without, and a token minted from the first. */
   limitedKey: string;
@@ -120,10 +140,6 @@ export async function startStack(gateways = 1): Promise<Stack> {
     DATA_DIR: dataDir,
     // As in production: one info line per request.
     LOG_LEVEL: "info",
-    // e.g. `--cpu-prof --cpu-prof-dir=/tmp/prof` to profile the gateway under load.
-    ...(process.env.BENCH_GATEWAY_NODE_OPTIONS
-      ? { NODE_OPTIONS: process.env.BENCH_GATEWAY_NODE_OPTIONS }
-      : {}),
   };
   const started: RunningNodeProcess[] = [];
   for (let i = 0; i < gateways; i++) {
@@ -133,6 +149,8 @@ export async function startStack(gateways = 1): Promise<Stack> {
         entry: "packages/gateway/src/main.ts",
         port: await freePort(),
         env,
+        // Logs go to a file, as a container runtime would take them, not through this process.
+        outputFile: join(dataDir, `gateway-${i}.log`),
       }),
     );
   }
@@ -160,6 +178,7 @@ export async function startStack(gateways = 1): Promise<Stack> {
     redis,
     spicedbEndpoint: `127.0.0.1:${spicedbPort}`,
     gateways: started,
+    gatewayEnv: env,
     bare,
     limitedKey,
     unlimitedKey,
@@ -170,6 +189,14 @@ export async function startStack(gateways = 1): Promise<Stack> {
     },
   };
 }
+
+/** CPU time a process has used so far (user + system), in ms (Linux). */
+export function cpuMs(pid: number): number {
+  const fields = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1]!.split(" ");
+  return ((Number(fields[11]) + Number(fields[12])) * 1000) / CLOCK_TICKS;
+}
+/** `getconf CLK_TCK` on Linux. */
+const CLOCK_TICKS = 100;
 
 /** Resident memory of a process, in MiB (Linux). */
 export async function rssMiB(pid: number): Promise<number> {

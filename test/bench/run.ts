@@ -5,7 +5,7 @@
 
 import { mkdtemp, readdir, rm, stat } from "node:fs/promises";
 import { createConnection, createServer, type Socket } from "node:net";
-import { tmpdir } from "node:os";
+import { loadavg, tmpdir } from "node:os";
 import { join } from "node:path";
 import { createLogger, createRedis, DEFAULT_PERMISSIONS, v1 } from "@gw/core";
 import { freePort, REPO_ROOT, startSpiceDBLocalProcess } from "@gw/devstack";
@@ -16,6 +16,8 @@ import { RateLimiterRedis, RateLimiterUnion } from "rate-limiter-flexible";
 import { CachedApiKeyLookup } from "../../packages/gateway/src/api-keys/lookup.ts";
 import { MemoryWindows } from "../../packages/gateway/src/rate-limit/memory-windows.ts";
 import { RedisWindows } from "../../packages/gateway/src/rate-limit/redis-windows.ts";
+import { benchGateway } from "./gateway-http.ts";
+import { Report } from "./report.ts";
 
 /** A TCP relay that holds every chunk for `delayMs` each way: Redis as seen across a network. */
 async function delayedRelay(port: number, delayMs: number) {
@@ -55,13 +57,10 @@ async function measure(op: (i: number) => Promise<unknown>, concurrency = 16): P
   return done / (DURATION_MS / 1000);
 }
 
-function report(title: string, rows: [string, number][]): void {
-  const base = rows[0]![1];
-  console.log(`\n${title}`);
-  for (const [name, rate] of rows) {
-    console.log(`  ${name.padEnd(58)} ${rate.toFixed(0).padStart(8)} ops/s   ×${(rate / base).toFixed(2)}`);
-  }
-}
+const md = new Report();
+const startedAt = new Date();
+const loadBefore = loadavg() as [number, number, number];
+await benchGateway(md);
 
 const redisServer = await startTestRedis();
 const redis = createRedis(redisServer.url, {
@@ -97,7 +96,7 @@ try {
     ([w, points]) =>
       new RateLimiterRedis({ storeClient: far, keyPrefix: `bench:far-seq:${w}`, points, duration: 60 }),
   );
-  report("Rate-limit decision, 4 windows, one caller, Redis 1 ms away each way (latency is what counts)", [
+  md.rates("Rate-limit decision, 4 windows, one caller, Redis 1 ms away each way (latency is what counts)", [
     [
       "4 limiters one after another (4 round trips)",
       await measure(async (i) => {
@@ -113,7 +112,7 @@ try {
   far.disconnect();
   relay.close();
 
-  report("Rate-limit decision, 4 windows, 16 concurrent callers, Redis on loopback (CPU is what counts)", [
+  md.rates("Rate-limit decision, 4 windows, 16 concurrent callers, Redis on loopback (CPU is what counts)", [
     [
       "4 limiters one after another (4 round trips)",
       await measure(async (i) => {
@@ -154,7 +153,7 @@ try {
   const uncached = lookup(0);
   const cached = lookup(1_000);
   await Promise.all([uncached.lookup.start(), cached.lookup.start()]);
-  report("API-key lookup by secret", [
+  md.rates("API-key lookup by secret", [
     [
       "Redis every time (API_KEY_CACHE_TTL_MS=0)",
       await measure((i) => uncached.lookup.findBySecret(secrets[i % 50]!)),
@@ -187,7 +186,7 @@ try {
   let sequential = 0;
   const end = performance.now() + DURATION_MS;
   while (performance.now() < end) await check(sequential++);
-  report("CheckPermission on packages/spicedb-local (engine calls on worker threads)", [
+  md.rates("CheckPermission on packages/spicedb-local (engine calls on worker threads)", [
     ["1 caller at a time", sequential / (DURATION_MS / 1000)],
     ["16 concurrent callers", await measure(check)],
   ]);
@@ -200,6 +199,8 @@ try {
   plain.disconnect();
   await redisServer.stop();
 }
+await md.write(join(REPO_ROOT, "BENCHMARKS.md"), startedAt, loadBefore);
+console.log("\nwrote BENCHMARKS.md");
 
 /** 4. The local SpiceDB's data directory: what the journal costs writes, how long a start replays, what compaction does. */
 async function benchPersistence(): Promise<void> {
@@ -284,19 +285,17 @@ async function benchPersistence(): Promise<void> {
     await close();
     if (dataDir) await rm(dataDir, { recursive: true, force: true });
   }
-  report("WriteRelationships on packages/spicedb-local, one relationship each, 16 concurrent callers", [
+  md.rates("WriteRelationships on packages/spicedb-local, one relationship each, 16 concurrent callers", [
     ["in memory (nothing kept)", rates.memory],
     ["journaled in a data directory", rates.journal],
   ]);
-  console.log(`  journal growth: ${bytesPerWrite.toFixed(0)} bytes per one-relationship write`);
+  md.line(`Journal growth: ${bytesPerWrite.toFixed(0)} bytes per one-relationship write.`);
 
   const sizes = (process.env.BENCH_SPICEDB_SIZES ?? "10000,100000").split(",").map(Number);
-  console.log("\nStart of packages/spicedb-local (process spawned until its gRPC health check answers)");
   const empty = await mkdtemp(join(tmpdir(), "bench-spicedb-"));
-  console.log(
-    `  empty data directory${" ".repeat(38)} ${(await timedStart(empty)).toFixed(0).padStart(8)} ms`,
-  );
+  const rows: string[][] = [["empty data directory", `${(await timedStart(empty)).toFixed(0)} ms`]];
   await rm(empty, { recursive: true, force: true });
+  const compactions: string[][] = [];
   for (const size of sizes) {
     const dataDir = await mkdtemp(join(tmpdir(), "bench-spicedb-"));
     const dir = join(dataDir, "spicedb");
@@ -312,17 +311,23 @@ async function benchPersistence(): Promise<void> {
     const [snapshotBytes, journalAfter] = [await bytesOf(dir, "snapshot"), await bytesOf(dir, "journal")];
     const fromSnapshot = await timedStart(dataDir);
     const mb = (bytes: number) => `${(bytes / 1e6).toFixed(1)} MB`;
-    console.log(
-      `  ${size} relationships, from the journal (${mb(journalBytes)})`.padEnd(61),
-      `${fromJournal.toFixed(0).padStart(8)} ms`,
+    rows.push(
+      [`${size} relationships, from the journal (${mb(journalBytes)})`, `${fromJournal.toFixed(0)} ms`],
+      [`${size} relationships, from a snapshot (${mb(snapshotBytes)})`, `${fromSnapshot.toFixed(0)} ms`],
     );
-    console.log(
-      `  ${size} relationships, from a snapshot (${mb(snapshotBytes)})`.padEnd(61),
-      `${fromSnapshot.toFixed(0).padStart(8)} ms`,
-    );
-    console.log(
-      `  compaction of ${size}: ${compactMs.toFixed(0)} ms; journal ${mb(journalBytes)} -> ${journalAfter} bytes, snapshot ${mb(snapshotBytes)}`,
-    );
+    compactions.push([
+      String(size),
+      `${compactMs.toFixed(0)} ms`,
+      `${mb(journalBytes)} → ${journalAfter} bytes`,
+      mb(snapshotBytes),
+    ]);
     await rm(dataDir, { recursive: true, force: true });
   }
+  md.section(
+    "Start of packages/spicedb-local",
+    "Process spawned until its gRPC health check answers SERVING.",
+  );
+  md.table(["data directory", "start"], rows);
+  md.section("Compaction of packages/spicedb-local's journal");
+  md.table(["relationships", "time", "journal", "snapshot"], compactions);
 }

@@ -1,4 +1,5 @@
 import { type ChildProcess, spawn } from "node:child_process";
+import { closeSync, openSync, readFileSync } from "node:fs";
 import { resolve } from "node:path";
 import { stopProcess } from "./redis-server.ts";
 
@@ -30,21 +31,27 @@ export async function startNodeProcess(options: {
   isReady?: () => Promise<boolean>;
   /** Forward the child's output to ours as it comes (the dev stack does), without keeping it. */
   inheritOutput?: boolean;
+  /** Write the child's output straight to this file instead (no pipe through this process). */
+  outputFile?: string;
   timeoutMs?: number;
 }): Promise<RunningNodeProcess> {
+  const fd = options.outputFile ? openSync(options.outputFile, "a") : undefined;
   const child = spawn(process.execPath, [resolve(REPO_ROOT, options.entry)], {
     env: { ...options.env, PORT: String(options.port) },
     // The IPC channel lets the child notice if we die without stopping it (see `onShutdown`).
-    stdio: ["ignore", "pipe", "pipe", "ipc"],
+    stdio: ["ignore", fd ?? "pipe", fd ?? "pipe", "ipc"],
   });
-  let tail = "";
+  if (fd !== undefined) closeSync(fd);
+  let piped = "";
+  const tail = () =>
+    options.outputFile ? readFileSync(options.outputFile, "utf8").slice(-OUTPUT_TAIL_CHARS) : piped;
   for (const stream of [child.stdout, child.stderr]) {
     if (!stream) continue;
     stream.setEncoding("utf8");
     // Piped, so a child that prints faster than our output drains waits instead of piling up here.
     if (options.inheritOutput) stream.pipe(process.stdout, { end: false });
     stream.on("data", (chunk: string) => {
-      tail = (tail + chunk).slice(-OUTPUT_TAIL_CHARS);
+      piped = (piped + chunk).slice(-OUTPUT_TAIL_CHARS);
     });
   }
   const url = `http://127.0.0.1:${options.port}`;
@@ -59,14 +66,14 @@ export async function startNodeProcess(options: {
   while (!(await isReady())) {
     if (child.exitCode !== null) {
       throw new Error(
-        `${options.name} exited with code ${child.exitCode} before it was ready; its last output:\n${tail}`,
+        `${options.name} exited with code ${child.exitCode} before it was ready; its last output:\n${tail()}`,
       );
     }
     if (Date.now() > deadline) {
       child.kill("SIGKILL");
-      throw new Error(`${options.name} was not ready within the deadline; its last output:\n${tail}`);
+      throw new Error(`${options.name} was not ready within the deadline; its last output:\n${tail()}`);
     }
     await new Promise((r) => setTimeout(r, 50));
   }
-  return { name: options.name, url, process: child, outputTail: () => tail, stop: () => stopProcess(child) };
+  return { name: options.name, url, process: child, outputTail: tail, stop: () => stopProcess(child) };
 }
