@@ -316,15 +316,26 @@ export async function benchGateway(report: Report): Promise<void> {
       [["admitted (≤ 50 each)", ...admitted.map(String)]],
     );
 
-    const rssAtEnd = await rssMiB(gw.process.pid!);
-    report.section("Gateway memory");
-    report.table(
-      ["", "resident memory"],
-      [
-        ["after start", `${rssAtStart.toFixed(0)} MiB`],
-        [`after ${served.toLocaleString("en")} requests`, `${rssAtEnd.toFixed(0)} MiB`],
-      ],
-    );
+    const memory: string[][] = [
+      ["after start", `${rssAtStart.toFixed(0)} MiB`],
+      [`after ${served.toLocaleString("en")} requests`, `${(await rssMiB(gw.process.pid!)).toFixed(0)} MiB`],
+    ];
+    // BENCH_SOAK=1: keep serving whoami up to a million requests, noting memory every 100 000.
+    if (process.env.BENCH_SOAK) {
+      let mark = Math.ceil(served / 100_000) * 100_000;
+      while (served < 1_000_000) {
+        count(await load({ url: `${gw.url}${WHOAMI}`, headers: bearer(stack.limitedKey), amount: 25_000 }));
+        if (served >= mark) {
+          memory.push([
+            `after ${served.toLocaleString("en")} requests`,
+            `${(await rssMiB(gw.process.pid!)).toFixed(0)} MiB`,
+          ]);
+          mark += 100_000;
+        }
+      }
+    }
+    report.section("Gateway memory", "Resident memory of the gateway process (`VmRSS`).");
+    report.table(["", "resident memory"], memory);
 
     await profileWhoami(report, stack);
   } finally {
