@@ -1,6 +1,7 @@
 import { z } from "zod";
+import { newId } from "../ids.ts";
 import { byType, chosen } from "../schema.ts";
-import { ID_PREFIX, type Item, newId } from "./items.ts";
+import { ID_PREFIX, type Item } from "./items.ts";
 
 /**
  * Items as clients send them (`input` of a response, `items` of a

@@ -1,4 +1,3 @@
-import { randomBytes } from "node:crypto";
 import type { ChatMessage, ToolCall } from "../llm/provider.ts";
 
 /**
@@ -39,8 +38,6 @@ export interface FunctionCallOutputItem {
   call_id: string;
   output: string | { type: "input_text"; text: string }[];
 }
-
-export const newId = (prefix: string) => `${prefix}_${randomBytes(16).toString("hex")}`;
 
 /** The prefix of a new item's id, by type (as OpenAI's ids read). */
 export const ID_PREFIX: Record<Item["type"], string> = {

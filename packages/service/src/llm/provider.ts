@@ -1,5 +1,5 @@
-import { randomBytes } from "node:crypto";
 import type { EventSourceMessage } from "eventsource-parser";
+import { newId } from "../ids.ts";
 import {
   ProviderFailed,
   ProviderNotConfigured,
@@ -8,8 +8,6 @@ import {
   redactProviderText,
 } from "./errors.ts";
 import { serverSentEvents } from "./sse.ts";
-
-const newId = (prefix: string) => `${prefix}_${randomBytes(12).toString("hex")}`;
 
 /** A call of a function tool, as the model made it. */
 export interface ToolCall {

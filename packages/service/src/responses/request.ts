@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { type InputItem, inputItem } from "../items/input.ts";
+import { inputItem } from "../items/input.ts";
 import type { ChatRequest } from "../llm/provider.ts";
 import { metadataSchema } from "../routes/conversations/metadata.ts";
 import { byType, chosen, float, notSupported } from "../schema.ts";
@@ -126,7 +126,6 @@ export const createResponseBody = z
   });
 
 export type CreateResponseInput = z.output<typeof createResponseBody>;
-export type { InputItem };
 
 /** The request's own options for the model call (everything but the model and the messages). */
 export function chatOptions(input: CreateResponseInput): Omit<ChatRequest, "model" | "messages"> {

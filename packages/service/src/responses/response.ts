@@ -1,5 +1,6 @@
 import { AppError } from "@gw/core";
-import { ID_PREFIX, newId } from "../items/items.ts";
+import { newId } from "../ids.ts";
+import { ID_PREFIX } from "../items/items.ts";
 import { ProviderRateLimited } from "../llm/errors.ts";
 import type { Completion } from "../llm/provider.ts";
 import type { CreateResponseInput } from "./request.ts";

@@ -2,8 +2,8 @@ import { principalOf, type ResourceAuthorization, requirePermission, validate } 
 import type { Router } from "express";
 import { z } from "zod";
 import type { Conversation, ConversationStore } from "../../conversations/store.ts";
+import { newId } from "../../ids.ts";
 import { toItems } from "../../items/input.ts";
-import { newId } from "../../items/items.ts";
 import { withoutNulls } from "../../schema.ts";
 import { newItems } from "./add-items.ts";
 import { metadataSchema } from "./metadata.ts";

@@ -11,8 +11,9 @@ import {
 } from "@gw/core";
 import type { Router } from "express";
 import type { ConversationStore } from "../../conversations/store.ts";
+import { newId } from "../../ids.ts";
 import { toItems } from "../../items/input.ts";
-import { type Item, itemChars, newId, toChatMessages } from "../../items/items.ts";
+import { type Item, itemChars, toChatMessages } from "../../items/items.ts";
 import { type ContextBudget, fitHistory, type History, type NewestFirstPage } from "../../llm/context.ts";
 import {
   type ChatMessage,

@@ -1,6 +1,7 @@
 import { AppError, type Logger } from "@gw/core";
 import type { Response } from "express";
-import { ID_PREFIX, newId } from "../../items/items.ts";
+import { newId } from "../../ids.ts";
+import { ID_PREFIX } from "../../items/items.ts";
 import type { ChatProvider, ChatRequest, Completion, ToolCallDelta } from "../../llm/provider.ts";
 import { failed, incompleteReason, outputText } from "../../responses/response.ts";
 import type { OutputItem, ResponseObject } from "../../responses/store.ts";
