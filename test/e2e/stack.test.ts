@@ -1,4 +1,5 @@
 import { execFile } from "node:child_process";
+import { randomBytes } from "node:crypto";
 import { existsSync } from "node:fs";
 import { mkdtemp, readdir, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
@@ -16,7 +17,9 @@ import {
 import { REPO_ROOT } from "@gw/devstack";
 import { bareRepositories, git } from "@gw/e2e/git-remote";
 import { type FakeLLM, startFakeLLM } from "@gw/e2e/llm-upstream";
+import { ApiKeyStore, type CreateApiKeyInput } from "@gw/gateway";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
+import { openaiSdkCases } from "./openai-sdk.ts";
 import { type RunningStack, stackEnv, startStack } from "./pnpm-start.ts";
 
 const run = promisify(execFile);
@@ -304,6 +307,28 @@ describe("pnpm start", () => {
     });
     expect(grant.status).toBe(204);
     expect((await read("bob")).status).toBe(200);
+  });
+
+  /** The issue's "done when": the OpenAI SDK test, tool calls and a stranger's previous_response_id included. */
+  describe("the OpenAI SDK against it", () => {
+    let redis: ReturnType<typeof createRedis>;
+    beforeAll(() => {
+      redis = createRedis(`redis://127.0.0.1:${env.LOCAL_REDIS_PORT}`, { connectionName: "e2e-sdk" });
+    });
+    afterAll(() => redis?.disconnect());
+    openaiSdkCases(() => ({
+      gatewayUrl,
+      llm,
+      async createKey(input) {
+        const org = `sdk-${randomBytes(5).toString("hex")}`;
+        const { secret } = await new ApiKeyStore(redis).create({
+          org,
+          owner: "backend",
+          ...(input as Partial<CreateApiKeyInput>),
+        });
+        return { secret };
+      },
+    }));
   });
 
   it("lets a backend register a file, share it for a while, list it, show its grants and audit trail", async () => {

@@ -1,10 +1,18 @@
 /**
  * A small OpenAI-compatible model provider for tests: `POST /v1/chat/completions`
- * (and `/chat/completions`), with usage, SSE streaming, switches to fail in the
- * ways real providers do, and a hold that keeps answers back until the test
- * releases them. It answers deterministically: "Echo: <last user message>", so
- * tests can tell what reached it. It records every request it got, and whether
- * the caller went away before the answer was complete.
+ * (and `/chat/completions`), with usage, SSE streaming, tool calls, switches
+ * to fail in the ways real providers do, and a hold that keeps answers back
+ * until the test releases them. It answers deterministically, so tests can
+ * tell what reached it:
+ * - "Echo: <last user or tool message>";
+ * - given `tools` (and `tool_choice` other than "none") after a user message,
+ *   it calls them instead: the chosen function, else every tool (only the
+ *   first with `parallel_tool_calls: false`), each with the arguments
+ *   `{"text": "<last user message>"}` and the id `call_<request>_<index>`;
+ * - with `max_tokens` below the answer's words, the answer is cut there and
+ *   its `finish_reason` is `length`.
+ * It records every request it got, and whether the caller went away before
+ * the answer was complete.
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
@@ -49,15 +57,25 @@ export const PROVIDER_SECRETS = {
 
 const leakyMessage = `connection to ${PROVIDER_SECRETS.databaseUrl} failed while checking api key ${PROVIDER_SECRETS.apiKey}`;
 
+export interface WireToolCall {
+  id: string;
+  type: "function";
+  function: { name: string; arguments: string };
+}
+
 export interface RecordedRequest {
   path: string;
   authorization: string | undefined;
   body: {
     model: string;
-    messages: { role: string; content: string }[];
+    messages: { role: string; content: string | null; tool_calls?: WireToolCall[]; tool_call_id?: string }[];
     stream?: boolean;
     max_tokens?: number;
     stream_options?: { include_usage?: boolean };
+    tools?: { type: "function"; function: { name: string; description?: string; parameters?: unknown } }[];
+    tool_choice?: string | { type: "function"; function: { name: string } };
+    parallel_tool_calls?: boolean;
+    [field: string]: unknown;
   };
   /** The caller closed the connection before the answer was complete. */
   aborted: boolean;
@@ -80,7 +98,23 @@ export interface FakeLLM {
   close(): Promise<void>;
 }
 
-const words = (text: string) => text.split(/\s+/).filter(Boolean).length;
+const words = (text: string | null) => (text ?? "").split(/\s+/).filter(Boolean).length;
+
+/** The tool calls the fake makes for a request, if any (see the module's comment). */
+function toolCallsFor(body: RecordedRequest["body"], requestNumber: number): WireToolCall[] {
+  const last = body.messages.at(-1);
+  const choice = body.tool_choice;
+  if (!body.tools?.length || choice === "none" || last?.role !== "user") return [];
+  const names =
+    typeof choice === "object"
+      ? [choice.function.name]
+      : body.tools.map((t) => t.function.name).slice(0, body.parallel_tool_calls === false ? 1 : undefined);
+  return names.map((name, index) => ({
+    id: `call_${requestNumber}_${index}`,
+    type: "function",
+    function: { name, arguments: JSON.stringify({ text: last.content }) },
+  }));
+}
 
 export async function startFakeLLM(): Promise<FakeLLM> {
   const sockets = new Set<import("node:net").Socket>();
@@ -150,10 +184,15 @@ export async function startFakeLLM(): Promise<FakeLLM> {
       return;
     }
 
-    const lastUser = [...body.messages].reverse().find((m) => m.role === "user");
-    const answer = `Echo: ${lastUser?.content ?? ""}`;
+    const lastSaid = [...body.messages].reverse().find((m) => m.role === "user" || m.role === "tool");
+    const toolCalls = toolCallsFor(body, fake.requests.length);
+    const fullAnswer = toolCalls.length ? "" : `Echo: ${lastSaid?.content ?? ""}`;
+    const cut = body.max_tokens !== undefined && words(fullAnswer) > body.max_tokens;
+    const answer = cut ? fullAnswer.split(" ").slice(0, body.max_tokens).join(" ") : fullAnswer;
+    const finishReason = toolCalls.length ? "tool_calls" : cut ? "length" : "stop";
     const promptTokens = body.messages.reduce((n, m) => n + words(m.content) + 3, 0);
-    const completionTokens = words(answer);
+    const completionTokens =
+      words(answer) + toolCalls.reduce((n, c) => n + words(c.function.arguments.replace(/\W/g, " ")), 0);
     const usage = {
       prompt_tokens: promptTokens,
       completion_tokens: completionTokens,
@@ -169,7 +208,17 @@ export async function startFakeLLM(): Promise<FakeLLM> {
           object: "chat.completion",
           created: Math.floor(Date.now() / 1000),
           model,
-          choices: [{ index: 0, message: { role: "assistant", content: answer }, finish_reason: "stop" }],
+          choices: [
+            {
+              index: 0,
+              message: {
+                role: "assistant",
+                content: toolCalls.length ? null : answer,
+                ...(toolCalls.length ? { tool_calls: toolCalls } : {}),
+              },
+              finish_reason: finishReason,
+            },
+          ],
           usage,
         }),
       );
@@ -197,8 +246,22 @@ export async function startFakeLLM(): Promise<FakeLLM> {
       model,
       choices: [{ index: 0, delta, finish_reason: finish }],
     });
-    send(chunk({ role: "assistant", content: "" }));
-    const pieces = answer.split(/(?<= )/);
+    send(chunk({ role: "assistant", content: toolCalls.length ? null : "" }));
+    // A call's id and name come first, its arguments in two pieces after, as OpenAI streams them.
+    for (const [index, call] of toolCalls.entries()) {
+      const args = call.function.arguments;
+      const half = Math.ceil(args.length / 2);
+      send(
+        chunk({
+          tool_calls: [
+            { index, id: call.id, type: "function", function: { name: call.function.name, arguments: "" } },
+          ],
+        }),
+      );
+      for (const part of [args.slice(0, half), args.slice(half)])
+        send(chunk({ tool_calls: [{ index, function: { arguments: part } }] }));
+    }
+    const pieces = answer ? answer.split(/(?<= )/) : [];
     for (const [i, piece] of pieces.entries()) {
       if (res.destroyed) return;
       send(chunk({ content: piece }));
@@ -217,7 +280,7 @@ export async function startFakeLLM(): Promise<FakeLLM> {
       await new Promise((r) => setTimeout(r, fake.chunkDelayMs));
     }
     const tail = [
-      chunk({}, "stop"),
+      chunk({}, finishReason),
       ...(body.stream_options?.include_usage ? [{ ...chunk({}), choices: [], usage }] : []),
     ];
     if (framing === "unterminated") {

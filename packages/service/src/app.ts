@@ -10,6 +10,7 @@ import {
   registerProbes,
   type SpiceDBClient,
   useRequestBasics,
+  type WriterDeletion,
 } from "@gw/core";
 import express, { Router } from "express";
 import type { Redis } from "ioredis";
@@ -19,14 +20,20 @@ import type { Evals } from "./evals/index.ts";
 import type { ContextBudget } from "./llm/context.ts";
 import type { ChatProvider } from "./llm/provider.ts";
 import type { ResponseStore } from "./responses/store.ts";
+import { registerAddItems } from "./routes/conversations/add-items.ts";
 import { registerCreateConversation } from "./routes/conversations/create-conversation.ts";
 import { registerDeleteConversation } from "./routes/conversations/delete-conversation.ts";
+import { registerDeleteItem } from "./routes/conversations/delete-item.ts";
 import { registerGetConversation } from "./routes/conversations/get-conversation.ts";
+import { registerGetItem } from "./routes/conversations/get-item.ts";
 import { registerListItems } from "./routes/conversations/list-items.ts";
 import { registerUpdateConversation } from "./routes/conversations/update-conversation.ts";
 import { registerEvalRoutes } from "./routes/evals/index.ts";
+import { registerCancelResponse } from "./routes/responses/cancel-response.ts";
 import { registerCreateResponse } from "./routes/responses/create-response.ts";
+import { registerDeleteResponse } from "./routes/responses/delete-response.ts";
 import { registerGetResponse } from "./routes/responses/get-response.ts";
+import { registerListInputItems } from "./routes/responses/list-input-items.ts";
 import { registerSandboxRoutes } from "./routes/sandbox/index.ts";
 import { registerGetUsage } from "./routes/usage/get-usage.ts";
 import type { Sandbox } from "./sandbox/sandbox.ts";
@@ -39,6 +46,8 @@ export interface ServiceDeps {
   spicedb: SpiceDBClient;
   assertions: InternalAssertions;
   authorization: ResourceAuthorization;
+  /** Deletes a resource's relationships for its writers too (responses). */
+  deletion: WriterDeletion;
   provider: ChatProvider;
   conversations: ConversationStore;
   responses: ResponseStore;
@@ -66,13 +75,20 @@ export function createServiceApp(deps: ServiceDeps): express.Express {
 
   const api = Router();
   api.use(verifyAssertion(deps.assertions, deps.redis), jsonBody);
-  registerCreateConversation(api, { store: deps.conversations, authorization: deps.authorization });
-  registerGetConversation(api, { store: deps.conversations, authorization: deps.authorization });
-  registerUpdateConversation(api, { store: deps.conversations, authorization: deps.authorization });
-  registerDeleteConversation(api, { store: deps.conversations, authorization: deps.authorization });
-  registerListItems(api, { store: deps.conversations, authorization: deps.authorization });
+  const conversations = { store: deps.conversations, authorization: deps.authorization };
+  registerCreateConversation(api, conversations);
+  registerGetConversation(api, conversations);
+  registerUpdateConversation(api, conversations);
+  registerDeleteConversation(api, conversations);
+  registerListItems(api, conversations);
+  registerAddItems(api, conversations);
+  registerGetItem(api, conversations);
+  registerDeleteItem(api, conversations);
   registerCreateResponse(api, deps);
   registerGetResponse(api, deps);
+  registerListInputItems(api, deps);
+  registerDeleteResponse(api, deps);
+  registerCancelResponse(api, deps);
   registerGetUsage(api, deps);
   registerEvalRoutes(api, deps);
   registerSandboxRoutes(api, deps.sandbox);

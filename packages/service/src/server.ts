@@ -8,6 +8,7 @@ import {
   type Logger,
   listen,
   redactUrl,
+  WriterDeletion,
 } from "@gw/core";
 import { createServiceApp } from "./app.ts";
 import type { ServiceConfig } from "./config.ts";
@@ -45,7 +46,7 @@ export async function startService(
 ): Promise<RunningService> {
   const redis = createRedis(config.REDIS_URL, { connectionName: "service" });
   redis.on("error", (err) => logger.warn({ err: err.message }, "redis error"));
-  const { spicedb, authorization } = connectAuthorization(config, redis, logger);
+  const { spicedb, authorization, tokens } = connectAuthorization(config, redis, logger);
   const assertions = await internalAssertions(config.INTERNAL_ASSERTION_SECRET, config.DATA_DIR, logger);
   const provider = chatProvider(config);
   if (!config.LLM_BASE_URL)
@@ -66,6 +67,7 @@ export async function startService(
     spicedb,
     assertions,
     authorization,
+    deletion: new WriterDeletion(spicedb, tokens, logger),
     provider,
     conversations: new ConversationStore(redis),
     responses: new ResponseStore(redis),

@@ -1,11 +1,12 @@
 import { describe, expect, it } from "vitest";
-import { type ConversationItem, ConversationStore } from "../src/conversations/store.ts";
+import { ConversationStore } from "../src/conversations/store.ts";
+import type { Item } from "../src/items/items.ts";
 import { useStack } from "./stack.ts";
 
 const MAX_ITEMS = 4;
 const stack = useStack({ LLM_CONTEXT_MAX_ITEMS: String(MAX_ITEMS), LLM_CONTEXT_MAX_TOKENS: "100" });
 
-const item = (i: number, text: string): ConversationItem => ({
+const item = (i: number, text: string): Item => ({
   type: "message",
   id: `msg_${i}`,
   status: "completed",
@@ -14,7 +15,7 @@ const item = (i: number, text: string): ConversationItem => ({
 });
 
 /** A conversation of alice's, `items` stored in it, and a way to take a turn in it. */
-async function conversation(items: ConversationItem[] = []) {
+async function conversation(items: Item[] = []) {
   const key = await stack.createKey();
   const created = await stack.call(key.secret, "/api/v1/llm/conversations", { json: {}, user: "alice" });
   const { id } = await created.json();

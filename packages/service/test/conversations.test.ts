@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
-import { type ConversationItem, ConversationStore } from "../src/conversations/store.ts";
+import { ConversationStore } from "../src/conversations/store.ts";
+import type { Item } from "../src/items/items.ts";
 import { useStack } from "./stack.ts";
 
 const stack = useStack();
@@ -128,7 +129,7 @@ describe("conversations", () => {
   });
 });
 
-const message = (i: number): ConversationItem => ({
+const message = (i: number): Item => ({
   type: "message",
   id: `msg_${String(i).padStart(4, "0")}`,
   status: "completed",
@@ -158,7 +159,7 @@ describe("conversation items", () => {
       has_more: expect.any(Boolean),
     });
     return {
-      ids: body.data.map((i: ConversationItem) => i.id) as string[],
+      ids: body.data.map((i: Item) => i.id) as string[],
       hasMore: body.has_more as boolean,
     };
   };

@@ -101,28 +101,46 @@ describe("model provider failures", () => {
     await lastRequestAborted();
   });
 
-  it("a stream that stalls midway ends with an error event", async () => {
-    const res = await withProvider("stall-midstream", () => ask({ stream: true, input: "one two three" }));
-    expect(res.status).toBe(200);
-    const text = await res.text();
-    expect(text).toContain("event: response.output_text.delta");
-    expect(text).toMatch(/event: error\ndata: .*"gateway_timeout"/);
-    expect(text).not.toContain("response.completed");
-  });
-
-  it("an error chunk in the middle of a stream ends it with an error event, without the provider's text", async () => {
-    const res = await withProvider("error-midstream", () => ask({ stream: true, input: "one two three" }));
+  /** The `response.failed` event that ends a stream, and every event before it. */
+  async function failedStream(res: Response) {
     expect(res.status).toBe(200);
     const text = await res.text();
     expectNoProviderText(text);
     const events = parseEvents(text);
-    expect(events.map((e) => e.type)).toEqual(["response.created", "response.output_text.delta", "error"]);
-    expect(events.at(-1)!.data).toEqual({
-      type: "error",
-      sequence_number: 2,
-      code: "bad_gateway",
-      message: expect.any(String),
+    expect(events.at(-1)!.type).toBe("response.failed");
+    expect(events.map((e) => e.type)).not.toContain("response.completed");
+    const failed = events.at(-1)!.data;
+    expect(failed.sequence_number).toBe(events.length - 1);
+    expect(failed.response).toMatchObject({
+      status: "failed",
+      error: { code: "server_error", message: expect.any(String) },
     });
+    return { events, error: failed.response.error as { code: string; message: string } };
+  }
+
+  it("a stream that stalls midway ends with response.failed saying the provider did not answer in time", async () => {
+    const res = await withProvider("stall-midstream", () => ask({ stream: true, input: "one two three" }));
+    const { events, error } = await failedStream(res);
+    expect(events.map((e) => e.type)).toContain("response.output_text.delta");
+    expect(error.message).toMatch(/in time/);
+  });
+
+  it("an error chunk in the middle of a stream ends it with response.failed, without the provider's text", async () => {
+    const res = await withProvider("error-midstream", () => ask({ stream: true, input: "one two three" }));
+    const { events, error } = await failedStream(res);
+    expect(events.map((e) => e.type)).toEqual([
+      "response.created",
+      "response.in_progress",
+      "response.output_item.added",
+      "response.content_part.added",
+      "response.output_text.delta",
+      "response.failed",
+    ]);
+    expect(error.message).toMatch(/^The model provider failed/);
+    // What was streamed before the failure is in the failed response.
+    expect(events.at(-1)!.data.response.output).toMatchObject([
+      { type: "message", content: [{ type: "output_text", text: "Echo: " }] },
+    ]);
     expect(JSON.stringify(logsOf(res))).toContain("db.internal.example");
   });
 
@@ -133,15 +151,10 @@ describe("model provider failures", () => {
     await lastRequestAborted();
   });
 
-  it("a streamed event over LLM_MAX_EVENT_CHARS ends the stream with an error event, and its connection is let go", async () => {
+  it("a streamed event over LLM_MAX_EVENT_CHARS ends the stream with response.failed, and its connection is let go", async () => {
     const res = await withProvider("oversized", () => ask({ stream: true, input: "one two three" }));
-    expect(res.status).toBe(200);
-    const events = parseEvents(await res.text());
-    expect(events.at(-1)).toMatchObject({
-      type: "error",
-      data: { code: "bad_gateway", message: expect.stringContaining("16384") },
-    });
-    expect(events.map((e) => e.type)).not.toContain("response.completed");
+    const { error } = await failedStream(res);
+    expect(error.message).toContain("16384");
     await lastRequestAborted();
   });
 

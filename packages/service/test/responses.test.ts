@@ -56,22 +56,53 @@ describe("responses", () => {
     expect(res.status).toBe(200);
     expect(res.headers.get("content-type")).toMatch(/^text\/event-stream/);
     const list = events(await res.text());
-    const types = list.map((e) => e.type);
-    expect(types[0]).toBe("response.created");
-    expect(types.at(-2)).toBe("response.output_text.done");
-    expect(types.at(-1)).toBe("response.completed");
     const deltas = list.filter((e) => e.type === "response.output_text.delta");
     expect(deltas.length).toBeGreaterThan(1);
+    expect(list.map((e) => e.type)).toEqual([
+      "response.created",
+      "response.in_progress",
+      "response.output_item.added",
+      "response.content_part.added",
+      ...deltas.map(() => "response.output_text.delta"),
+      "response.output_text.done",
+      "response.content_part.done",
+      "response.output_item.done",
+      "response.completed",
+    ]);
     expect(deltas.map((e) => e.data.delta).join("")).toBe("Echo: one two three");
     expect(list.map((e) => e.data.sequence_number)).toEqual(list.map((_, i) => i));
-    expect(list[0]!.data.response).toMatchObject({ status: "in_progress", output: [] });
+    expect(list[0]!.data.response).toMatchObject({ status: "in_progress", output: [], usage: null });
     const completed = list.at(-1)!.data.response;
     expect(completed).toMatchObject({
       status: "completed",
-      output: [{ content: [{ type: "output_text", text: "Echo: one two three" }] }],
+      output: [
+        {
+          type: "message",
+          status: "completed",
+          content: [{ type: "output_text", text: "Echo: one two three" }],
+        },
+      ],
       usage: { output_tokens: 4 },
     });
-    expect(list.at(-2)!.data).toMatchObject({ text: "Echo: one two three", item_id: completed.output[0].id });
+    const item = completed.output[0];
+    const at = { item_id: item.id, output_index: 0 };
+    expect(list[2]!.data).toMatchObject({
+      output_index: 0,
+      item: { id: item.id, type: "message", status: "in_progress", role: "assistant", content: [] },
+    });
+    expect(list[3]!.data).toMatchObject({ ...at, content_index: 0, part: { type: "output_text", text: "" } });
+    expect(deltas[0]!.data).toMatchObject({ ...at, content_index: 0 });
+    expect(list.at(-4)!.data).toMatchObject({ ...at, content_index: 0, text: "Echo: one two three" });
+    expect(list.at(-3)!.data).toMatchObject({
+      ...at,
+      part: { type: "output_text", text: "Echo: one two three" },
+    });
+    expect(list.at(-2)!.data).toEqual({
+      type: "response.output_item.done",
+      sequence_number: list.length - 2,
+      output_index: 0,
+      item,
+    });
     const stored = await stack.call(key.secret, `${RESPONSES}/${completed.id}`, { user: "alice" });
     expect(await stored.json()).toEqual(completed);
   });
@@ -187,7 +218,32 @@ describe("responses", () => {
     [{ input: "x", stream: "yes" }, ["body", "stream"], "bool_type"],
     [{ input: "x", max_output_tokens: 0 }, ["body", "max_output_tokens"], "greater_than_equal"],
     [{ input: "x", conversation: "chat_1" }, ["body", "conversation"], "string_pattern_mismatch"],
-    [{ input: "x", temperature: 2 }, ["body", "temperature"], "extra_forbidden"],
+    [{ input: "x", temperature: 2.5 }, ["body", "temperature"], "less_than_equal"],
+    [{ input: "x", temperature: "hot" }, ["body", "temperature"], "float_type"],
+    [{ input: "x", top_p: -0.1 }, ["body", "top_p"], "greater_than_equal"],
+    [{ input: "x", colour: "blue" }, ["body", "colour"], "extra_forbidden"],
+    [{ input: "x", truncation: "sometimes" }, ["body", "truncation"], "enum"],
+    [
+      { input: [{ role: "user", content: [{ type: "input_text", text: 1 }] }] },
+      ["body", "input", 0, "content", 0, "text"],
+      "string_type",
+    ],
+    [{ input: [{ type: "function_call_output", output: "x" }] }, ["body", "input", 0, "call_id"], "missing"],
+    [
+      { input: "x", tools: [{ type: "function", name: "has space" }] },
+      ["body", "tools", 0, "name"],
+      "string_pattern_mismatch",
+    ],
+    [
+      { input: "x", tool_choice: { type: "function", name: "absent" } },
+      ["body", "tool_choice", "name"],
+      "value_error",
+    ],
+    [
+      { input: "x", conversation: "conv_1", previous_response_id: "resp_1" },
+      ["body", "previous_response_id"],
+      "value_error",
+    ],
   ])("validates %j → 422 at %j", async (body, loc, type) => {
     const key = await stack.createKey();
     const res = await stack.call(key.secret, RESPONSES, { json: body, user: "alice" });

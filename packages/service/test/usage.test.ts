@@ -83,7 +83,7 @@ describe("usage", () => {
         json: { input: "one two three", stream: true },
         user: "alice",
       });
-      expect(await res.text()).toContain("event: error");
+      expect(await res.text()).toContain("event: response.failed");
     } finally {
       stack.llm.mode = "ok";
     }

@@ -4,3 +4,4 @@ export * from "./relationships.ts";
 export * from "./resource-authorization.ts";
 export * from "./spicedb-client.ts";
 export * from "./spicedb-config.ts";
+export * from "./writer-deletion.ts";

@@ -2,7 +2,7 @@ import type { Redis } from "ioredis";
 import { z } from "zod";
 import { env } from "../config.ts";
 import type { Logger } from "../logger.ts";
-import { RedisConsistencyTokens } from "./consistency-tokens.ts";
+import { type ConsistencyTokens, RedisConsistencyTokens } from "./consistency-tokens.ts";
 import { ResourceAuthorization } from "./resource-authorization.ts";
 import {
   DEFAULT_LOCAL_PRESHARED_KEY,
@@ -65,12 +65,9 @@ export function connectAuthorization(
   config: SpiceDBEnv & { spicedb: SpiceDBClientOptions },
   redis: Redis,
   logger: Logger,
-): { spicedb: SpiceDBClient; authorization: ResourceAuthorization } {
+): { spicedb: SpiceDBClient; authorization: ResourceAuthorization; tokens: ConsistencyTokens } {
   const spicedb = new SpiceDBClient(config.spicedb);
-  const authorization = new ResourceAuthorization(
-    spicedb,
-    new RedisConsistencyTokens(redis, config.SPICEDB_FULLY_CONSISTENT_AFTER_WRITE_MS),
-    logger,
-  );
-  return { spicedb, authorization };
+  const tokens = new RedisConsistencyTokens(redis, config.SPICEDB_FULLY_CONSISTENT_AFTER_WRITE_MS);
+  const authorization = new ResourceAuthorization(spicedb, tokens, logger);
+  return { spicedb, authorization, tokens };
 }

@@ -1,5 +1,5 @@
-import { randomBytes } from "node:crypto";
 import type { Redis } from "ioredis";
+import type { Item } from "../items/items.ts";
 
 export interface Conversation {
   id: string;
@@ -8,20 +8,10 @@ export interface Conversation {
   metadata: Record<string, string>;
 }
 
-export interface ConversationItem {
-  type: "message";
-  id: string;
-  status: "completed";
-  role: "user" | "assistant" | "system" | "developer";
-  content: { type: "input_text" | "output_text"; text: string }[];
-}
-
 export interface ItemPage {
-  items: ConversationItem[];
+  items: Item[];
   hasMore: boolean;
 }
-
-export const newId = (prefix: string) => `${prefix}_${randomBytes(16).toString("hex")}`;
 
 const recordKey = (org: string, id: string) => `gw:conv:{${org}}:${id}`;
 /** Item ids by position (a sorted set scored 1, 2, 3…), so a page starts anywhere in one step. */
@@ -74,6 +64,18 @@ if #ids == 0 then return {} end
 return redis.call('HMGET', KEYS[3], unpack(ids))
 `;
 
+// ARGV: item id. Returns its JSON, or nil.
+const GET_ITEM = `${MIGRATE}
+return redis.call('HGET', KEYS[3], ARGV[1])
+`;
+
+// ARGV: item id. Returns 1 if it was there.
+const DELETE_ITEM = `${MIGRATE}
+if redis.call('ZREM', KEYS[2], ARGV[1]) == 0 then return 0 end
+redis.call('HDEL', KEYS[3], ARGV[1])
+return 1
+`;
+
 /**
  * Conversations and their items in Redis, per organization (ids are the
  * service's own, `conv_…`). Items are read a page at a time, never all at once.
@@ -112,25 +114,35 @@ export class ConversationStore {
       options.limit + 1, // one more tells whether there are more
     )) as (string | null)[] | null;
     if (!jsons) return undefined;
-    const items = jsons.filter((j): j is string => j !== null).map((j) => JSON.parse(j) as ConversationItem);
+    const items = jsons.filter((j): j is string => j !== null).map((j) => JSON.parse(j) as Item);
     return { items: items.slice(0, options.limit), hasMore: items.length > options.limit };
   }
 
-  /** The items newest first, read `pageSize` at a time as the caller goes on. */
-  async *newestFirst(org: string, id: string, pageSize: number): AsyncGenerator<ConversationItem> {
+  /** The items newest first, `pageSize` at a time, each page read as the caller goes on. */
+  async *newestFirst(org: string, id: string, pageSize: number): AsyncGenerator<ItemPage> {
     let after: string | undefined;
     while (true) {
       const page = await this.page(org, id, { limit: pageSize, order: "desc", after });
       if (!page) return; // the item we stood on was removed meanwhile
-      yield* page.items;
+      yield page;
       if (!page.hasMore) return;
       after = page.items.at(-1)!.id;
     }
   }
 
-  async append(org: string, id: string, items: ConversationItem[]): Promise<void> {
+  async append(org: string, id: string, items: Item[]): Promise<void> {
     if (items.length === 0) return;
     await this.redis.eval(APPEND, 3, ...keys(org, id), ...items.flatMap((i) => [i.id, JSON.stringify(i)]));
+  }
+
+  async item(org: string, id: string, itemId: string): Promise<Item | undefined> {
+    const json = (await this.redis.eval(GET_ITEM, 3, ...keys(org, id), itemId)) as string | null;
+    return json ? (JSON.parse(json) as Item) : undefined;
+  }
+
+  /** Whether the item was there. */
+  async deleteItem(org: string, id: string, itemId: string): Promise<boolean> {
+    return (await this.redis.eval(DELETE_ITEM, 3, ...keys(org, id), itemId)) === 1;
   }
 
   async delete(org: string, id: string): Promise<void> {

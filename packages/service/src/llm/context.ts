@@ -1,5 +1,5 @@
-import type { ConversationItem } from "../conversations/store.ts";
-import { type ChatMessage, estimateTokens } from "./provider.ts";
+import { type Item, itemChars } from "../items/items.ts";
+import { estimateTokens } from "./provider.ts";
 
 /** How much of a conversation's history goes to the model with a turn. */
 export interface ContextBudget {
@@ -9,31 +9,49 @@ export interface ContextBudget {
   maxTokens: number;
 }
 
-export const messageOf = (item: ConversationItem): ChatMessage => ({
-  role: item.role,
-  content: item.content.map((c) => c.text).join(""),
-});
+export interface History {
+  /** The items kept, oldest first. */
+  items: Item[];
+  /** Whether every earlier item fitted (nothing was dropped). */
+  whole: boolean;
+}
 
-const charsOf = (messages: ChatMessage[]) => messages.reduce((n, m) => n + m.content.length, 0);
+/** Earlier items, newest first, a page at a time; `hasMore` tells whether older ones follow. */
+export interface NewestFirstPage {
+  items: Item[];
+  hasMore: boolean;
+}
 
 /**
- * The newest earlier items that fit the budget beside `sent` (what goes to the
- * model anyway), oldest first. Whole items, without gaps: the first one that
- * does not fit ends the history, and nothing older is read.
+ * The newest earlier items that fit the budget beside `sentChars` (what goes
+ * to the model anyway: instructions, the new input), oldest first. Whole
+ * items, without gaps: the first one that does not fit ends the history, and
+ * nothing older is read. A tool output at the start whose call was dropped
+ * goes too: alone it means nothing.
  */
 export async function fitHistory(
-  newestFirst: AsyncIterable<ConversationItem>,
-  sent: ChatMessage[],
+  pages: AsyncIterable<NewestFirstPage>,
+  sentChars: number,
   budget: ContextBudget,
-): Promise<ChatMessage[]> {
-  const kept: ChatMessage[] = [];
-  let chars = charsOf(sent);
-  for await (const item of newestFirst) {
-    const message = messageOf(item);
-    chars += message.content.length;
-    if (estimateTokens(chars) > budget.maxTokens) break;
-    kept.push(message);
-    if (kept.length === budget.maxItems) break;
+): Promise<History> {
+  const kept: Item[] = [];
+  let chars = sentChars;
+  let whole = true;
+  fill: for await (const page of pages) {
+    for (const [index, item] of page.items.entries()) {
+      chars += itemChars(item);
+      if (estimateTokens(chars) > budget.maxTokens) {
+        whole = false;
+        break fill;
+      }
+      kept.push(item);
+      if (kept.length === budget.maxItems) {
+        whole = index === page.items.length - 1 && !page.hasMore;
+        break fill;
+      }
+    }
   }
-  return kept.reverse();
+  kept.reverse();
+  while (kept[0]?.type === "function_call_output") kept.shift();
+  return { items: kept, whole };
 }

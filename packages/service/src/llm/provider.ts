@@ -1,4 +1,5 @@
 import type { EventSourceMessage } from "eventsource-parser";
+import { newId } from "../ids.ts";
 import {
   ProviderFailed,
   ProviderNotConfigured,
@@ -8,17 +9,50 @@ import {
 } from "./errors.ts";
 import { serverSentEvents } from "./sse.ts";
 
-/** A chat message as the provider takes it. */
-export interface ChatMessage {
-  role: "system" | "developer" | "user" | "assistant";
-  content: string;
+/** A call of a function tool, as the model made it. */
+export interface ToolCall {
+  id: string;
+  name: string;
+  /** JSON text, as the model wrote it. */
+  arguments: string;
 }
 
-/** One call to the model, in chat-completions terms. */
+/**
+ * A chat message as the provider takes it. An assistant message may carry
+ * the tool calls it made (its `content` may then be empty); a `tool` message
+ * answers one of them.
+ */
+export interface ChatMessage {
+  role: "system" | "developer" | "user" | "assistant" | "tool";
+  content: string;
+  toolCalls?: ToolCall[] | undefined;
+  /** On a `tool` message: the call it answers. */
+  toolCallId?: string | undefined;
+}
+
+/** A function the model may call (chat-completions `tools[].function`). */
+export interface FunctionTool {
+  name: string;
+  description?: string | undefined;
+  parameters?: Record<string, unknown> | undefined;
+  strict?: boolean | undefined;
+}
+
+/** One call to the model, in chat-completions terms. Every field but `model` and `messages` is optional. */
 export interface ChatRequest {
   model: string;
   messages: ChatMessage[];
   maxOutputTokens?: number | undefined;
+  temperature?: number | undefined;
+  topP?: number | undefined;
+  /** The caller's end-user id, passed on as chat-completions `user`. */
+  user?: string | undefined;
+  /** Chat-completions `response_format`, e.g. `{type: "json_schema", json_schema: {…}}`. */
+  responseFormat?: Record<string, unknown> | undefined;
+  verbosity?: "low" | "medium" | "high" | undefined;
+  tools?: FunctionTool[] | undefined;
+  toolChoice?: "none" | "auto" | "required" | { name: string } | undefined;
+  parallelToolCalls?: boolean | undefined;
 }
 
 export interface Usage {
@@ -27,11 +61,32 @@ export interface Usage {
   total_tokens: number;
 }
 
+/** Why the model stopped: chat-completions `finish_reason`, or `unknown` when a provider gives none. */
+export type FinishReason = "stop" | "length" | "tool_calls" | "content_filter" | "unknown";
+
 export interface Completion {
   text: string;
+  /** The function calls the model made, in order (none when it only answered). */
+  toolCalls: ToolCall[];
+  finishReason: FinishReason;
   /** The model that actually answered, as the provider names it. */
   model: string;
   usage: Usage;
+  /** Cached input tokens and reasoning tokens, when the provider reports them. */
+  usageDetails: { cachedTokens: number; reasoningTokens: number };
+}
+
+/**
+ * A piece of a streamed tool call: the call's id and name (known from its
+ * first piece on) and the next fragment of its arguments. Text pieces are
+ * plain strings.
+ */
+export interface ToolCallDelta {
+  /** The call's position among the tool calls of this answer. */
+  index: number;
+  id: string;
+  name: string;
+  arguments: string;
 }
 
 export interface ProviderOptions {
@@ -49,13 +104,37 @@ export interface ProviderOptions {
 /** How much of an error body is read, for the log. */
 const ERROR_BODY_BYTES = 4096;
 
-type ReportedUsage = { prompt_tokens?: number; completion_tokens?: number };
+type ReportedUsage = {
+  prompt_tokens?: number;
+  completion_tokens?: number;
+  prompt_tokens_details?: { cached_tokens?: number } | null;
+  completion_tokens_details?: { reasoning_tokens?: number } | null;
+};
+
+/** A tool call as chat-completions sends it: whole in an answer, in pieces (by `index`) in a stream. */
+interface WireToolCall {
+  index?: number;
+  id?: string;
+  function?: { name?: string; arguments?: string };
+}
 
 interface ChatChunk {
   model?: unknown;
   error?: unknown;
-  choices?: { delta?: { content?: string | null }; finish_reason?: string | null }[];
+  choices?: {
+    delta?: { content?: string | null; tool_calls?: WireToolCall[] | null };
+    finish_reason?: string | null;
+  }[];
   usage?: ReportedUsage | null;
+}
+
+interface ChatAnswer {
+  model?: unknown;
+  choices?: {
+    message?: { content?: unknown; tool_calls?: WireToolCall[] | null };
+    finish_reason?: string | null;
+  }[];
+  usage?: ReportedUsage;
 }
 
 /**
@@ -97,30 +176,47 @@ export class ChatProvider {
       const max = this.options.maxResponseBytes;
       const { text: raw, whole } = await within(readUpTo(res, max), this.options.timeoutMs);
       if (!whole) throw new ProviderFailed(`its answer is over ${max} bytes`, { status: res.status });
-      let body: { model?: unknown; choices?: { message?: { content?: unknown } }[]; usage?: ReportedUsage };
+      let body: ChatAnswer;
       try {
         body = JSON.parse(raw);
       } catch {
         throw new ProviderFailed("its answer is not JSON", { status: res.status, detail: this.redact(raw) });
       }
-      const text = body?.choices?.[0]?.message?.content;
-      if (typeof text !== "string")
+      const choice = body?.choices?.[0];
+      const content = choice?.message?.content;
+      const toolCalls = (choice?.message?.tool_calls ?? []).map((c) => ({
+        id: c.id || newId("call"),
+        name: c.function?.name ?? "",
+        arguments: c.function?.arguments ?? "",
+      }));
+      const text = typeof content === "string" ? content : "";
+      if (typeof content !== "string" && (content != null || toolCalls.length === 0))
         throw new ProviderFailed("its answer holds no message", {
           status: res.status,
           detail: this.redact(raw),
         });
       return {
         text,
+        toolCalls,
+        finishReason: finishReasonOf(choice?.finish_reason),
         model: typeof body.model === "string" ? body.model : request.model,
-        usage: usageOf(body.usage, request.messages, text),
+        usage: usageOf(body.usage, request.messages, text, toolCalls),
+        usageDetails: usageDetailsOf(body.usage),
       };
     } finally {
       call.abort(); // a no-op once the body was read whole; otherwise the connection goes
     }
   }
 
-  /** Yields text deltas as they come; returns the completion when the provider is done. */
-  async *stream(request: ChatRequest, signal: AbortSignal): AsyncGenerator<string, Completion> {
+  /**
+   * Yields the answer as it comes: text pieces as strings, pieces of tool
+   * calls as `ToolCallDelta`s (a call's first piece is held back until its
+   * name is known); returns the completion when the provider is done.
+   */
+  async *stream(
+    request: ChatRequest,
+    signal: AbortSignal,
+  ): AsyncGenerator<string | ToolCallDelta, Completion> {
     const call = new AbortController();
     try {
       const res = await this.post(
@@ -132,7 +228,13 @@ export class ChatProvider {
       let bytes = 0;
       let model = request.model;
       let reported: ReportedUsage | undefined;
+      let finishReason: string | undefined;
       let finished = false;
+      const calls: (ToolCall & { announced: boolean })[] = [];
+      const count = (piece: string) => {
+        bytes += Buffer.byteLength(piece);
+        if (bytes > max) throw new ProviderFailed(`its answer is over ${max} bytes`);
+      };
       for await (const event of serverSentEvents(this.textOf(res), this.options.maxEventChars)) {
         if (event.data === "[DONE]") {
           finished = true;
@@ -143,13 +245,33 @@ export class ChatProvider {
         if (typeof chunk.model === "string") model = chunk.model;
         if (chunk.usage) reported = chunk.usage;
         const choice = chunk.choices?.[0];
-        if (choice?.finish_reason) finished = true;
+        if (choice?.finish_reason) {
+          finished = true;
+          finishReason = choice.finish_reason;
+        }
         const delta = choice?.delta?.content;
         if (typeof delta === "string" && delta) {
-          bytes += Buffer.byteLength(delta);
-          if (bytes > max) throw new ProviderFailed(`its answer is over ${max} bytes`);
+          count(delta);
           text += delta;
           yield delta;
+        }
+        for (const piece of choice?.delta?.tool_calls ?? []) {
+          const index = piece.index ?? Math.max(calls.length - 1, 0);
+          if (index < 0 || index > calls.length)
+            throw new ProviderFailed("it sent a tool call out of order", { detail: `index ${index}` });
+          if (index === calls.length) calls.push({ id: "", name: "", arguments: "", announced: false });
+          const current = calls[index]!;
+          current.id ||= piece.id ?? "";
+          current.name ||= piece.function?.name ?? "";
+          const fragment = piece.function?.arguments ?? "";
+          count(fragment);
+          current.arguments += fragment;
+          if (!current.name) continue;
+          current.id ||= newId("call");
+          // The first piece announced carries what was held back until the name was known.
+          const pending = current.announced ? fragment : current.arguments;
+          current.announced = true;
+          yield { index, id: current.id, name: current.name, arguments: pending };
         }
       }
       if (!finished) {
@@ -158,7 +280,16 @@ export class ChatProvider {
           detail: `content-type ${res.headers.get("content-type")}`,
         });
       }
-      return { text, model, usage: usageOf(reported, request.messages, text) };
+      if (calls.some((c) => !c.name)) throw new ProviderFailed("it sent a tool call without a name");
+      const toolCalls = calls.map(({ id, name, arguments: args }) => ({ id, name, arguments: args }));
+      return {
+        text,
+        toolCalls,
+        finishReason: finishReasonOf(finishReason),
+        model,
+        usage: usageOf(reported, request.messages, text, toolCalls),
+        usageDetails: usageDetailsOf(reported),
+      };
     } finally {
       call.abort();
     }
@@ -236,24 +367,95 @@ export class ChatProvider {
   }
 }
 
-const chatBody = (request: ChatRequest) => ({
-  model: request.model,
-  messages: request.messages,
-  ...(request.maxOutputTokens ? { max_tokens: request.maxOutputTokens } : {}),
-});
+/** The chat-completions body of a request; optional fields only when set. */
+function chatBody(request: ChatRequest): Record<string, unknown> {
+  const tools = request.tools?.length ? request.tools : undefined;
+  const choice = request.toolChoice;
+  return {
+    model: request.model,
+    messages: request.messages.map(wireMessage),
+    ...(request.maxOutputTokens ? { max_tokens: request.maxOutputTokens } : {}),
+    ...(request.temperature !== undefined ? { temperature: request.temperature } : {}),
+    ...(request.topP !== undefined ? { top_p: request.topP } : {}),
+    ...(request.user !== undefined ? { user: request.user } : {}),
+    ...(request.responseFormat ? { response_format: request.responseFormat } : {}),
+    ...(request.verbosity ? { verbosity: request.verbosity } : {}),
+    ...(tools
+      ? {
+          tools: tools.map((t) => ({
+            type: "function",
+            function: {
+              name: t.name,
+              ...(t.description !== undefined ? { description: t.description } : {}),
+              ...(t.parameters !== undefined ? { parameters: t.parameters } : {}),
+              ...(t.strict !== undefined ? { strict: t.strict } : {}),
+            },
+          })),
+          // Providers refuse parallel_tool_calls without tools.
+          ...(request.parallelToolCalls !== undefined
+            ? { parallel_tool_calls: request.parallelToolCalls }
+            : {}),
+        }
+      : {}),
+    ...(choice !== undefined
+      ? {
+          tool_choice:
+            typeof choice === "string" ? choice : { type: "function", function: { name: choice.name } },
+        }
+      : {}),
+  };
+}
+
+function wireMessage(message: ChatMessage): Record<string, unknown> {
+  if (message.role === "tool")
+    return { role: "tool", tool_call_id: message.toolCallId, content: message.content };
+  if (message.toolCalls?.length) {
+    return {
+      role: message.role,
+      content: message.content || null,
+      tool_calls: message.toolCalls.map((c) => ({
+        id: c.id,
+        type: "function",
+        function: { name: c.name, arguments: c.arguments },
+      })),
+    };
+  }
+  return { role: message.role, content: message.content };
+}
+
+const FINISH_REASONS = new Set<FinishReason>(["stop", "length", "tool_calls", "content_filter"]);
+
+function finishReasonOf(reason: string | null | undefined): FinishReason {
+  if (reason === "function_call") return "tool_calls";
+  return FINISH_REASONS.has(reason as FinishReason) ? (reason as FinishReason) : "unknown";
+}
 
 /** Characters per token when the provider sends no counts (and for context budgets). */
 export const estimateTokens = (chars: number) => Math.ceil(chars / 4);
+
+/** Characters of a message as context budgets and estimates count them. */
+export const charsOf = (message: ChatMessage) =>
+  message.content.length +
+  (message.toolCalls ?? []).reduce((n, c) => n + c.name.length + c.arguments.length, 0);
 
 /** The provider's counts, or an estimate when it sends none. */
 export function usageOf(
   reported: ReportedUsage | null | undefined,
   messages: ChatMessage[],
   text: string,
+  toolCalls: ToolCall[] = [],
 ): Usage {
-  const input = reported?.prompt_tokens ?? estimateTokens(messages.reduce((n, m) => n + m.content.length, 0));
-  const output = reported?.completion_tokens ?? estimateTokens(text.length);
+  const input = reported?.prompt_tokens ?? estimateTokens(messages.reduce((n, m) => n + charsOf(m), 0));
+  const output =
+    reported?.completion_tokens ?? estimateTokens(charsOf({ role: "assistant", content: text, toolCalls }));
   return { input_tokens: input, output_tokens: output, total_tokens: input + output };
+}
+
+function usageDetailsOf(reported: ReportedUsage | null | undefined): Completion["usageDetails"] {
+  return {
+    cachedTokens: reported?.prompt_tokens_details?.cached_tokens ?? 0,
+    reasoningTokens: reported?.completion_tokens_details?.reasoning_tokens ?? 0,
+  };
 }
 
 /**

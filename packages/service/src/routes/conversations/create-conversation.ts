@@ -1,21 +1,26 @@
 import { principalOf, type ResourceAuthorization, requirePermission, validate } from "@gw/core";
 import type { Router } from "express";
 import { z } from "zod";
-import { type Conversation, type ConversationStore, newId } from "../../conversations/store.ts";
+import type { Conversation, ConversationStore } from "../../conversations/store.ts";
+import { newId } from "../../ids.ts";
+import { toItems } from "../../items/input.ts";
+import { withoutNulls } from "../../schema.ts";
+import { newItems } from "./add-items.ts";
 import { metadataSchema } from "./metadata.ts";
 
-const body = z.strictObject({ metadata: metadataSchema.optional() });
+const body = z.strictObject({ metadata: metadataSchema.optional(), items: newItems.optional() });
 
 /**
- * `POST /api/v1/llm/conversations` → 200 the conversation. The principal is
- * made its owner in SpiceDB before anything is stored: if that fails, nothing exists.
+ * `POST /api/v1/llm/conversations` `{metadata?, items?}` → 200 the
+ * conversation. The principal is made its owner in SpiceDB before anything
+ * is stored: if that fails, nothing exists.
  */
 export function registerCreateConversation(
   router: Router,
   deps: { store: ConversationStore; authorization: ResourceAuthorization },
 ): void {
   router.post("/llm/conversations", requirePermission("conversations:write"), async (req, res) => {
-    const input = validate("body", body, req.body ?? {});
+    const input = validate("body", body, withoutNulls(req.body ?? {}));
     const principal = principalOf(res);
     const conversation: Conversation = {
       id: newId("conv"),
@@ -25,6 +30,7 @@ export function registerCreateConversation(
     };
     await deps.authorization.createOwnership(principal, { type: "conversation", id: conversation.id });
     await deps.store.save(principal.org, conversation);
+    if (input.items) await deps.store.append(principal.org, conversation.id, toItems(input.items));
     res.json(conversation);
   });
 }

@@ -5,9 +5,10 @@ import type { ConversationStore } from "../../conversations/store.ts";
 import { requireRole } from "../access.ts";
 import { metadataSchema } from "./metadata.ts";
 
-const body = z.strictObject({ metadata: metadataSchema });
+/** `null` clears the metadata, as OpenAI's update does. */
+const body = z.strictObject({ metadata: metadataSchema.nullable().transform((m) => m ?? {}) });
 
-/** `POST /api/v1/llm/conversations/{id}`: replaces the metadata; needs writer. */
+/** `POST /api/v1/llm/conversations/{id}` `{metadata}`: replaces the metadata; needs writer. */
 export function registerUpdateConversation(
   router: Router,
   deps: { store: ConversationStore; authorization: ResourceAuthorization },

@@ -1,5 +1,7 @@
 import {
+  AppError,
   type Logger,
+  notFound,
   type Principal,
   principalOf,
   type ResourceAuthorization,
@@ -8,9 +10,11 @@ import {
   validate,
 } from "@gw/core";
 import type { Router } from "express";
-import { z } from "zod";
-import { type ConversationItem, type ConversationStore, newId } from "../../conversations/store.ts";
-import { type ContextBudget, fitHistory, messageOf } from "../../llm/context.ts";
+import type { ConversationStore } from "../../conversations/store.ts";
+import { newId } from "../../ids.ts";
+import { toItems } from "../../items/input.ts";
+import { type Item, itemChars, toChatMessages } from "../../items/items.ts";
+import { type ContextBudget, fitHistory, type History, type NewestFirstPage } from "../../llm/context.ts";
 import {
   type ChatMessage,
   type ChatProvider,
@@ -18,38 +22,13 @@ import {
   type Completion,
   usageOf,
 } from "../../llm/provider.ts";
+import { type CreateResponseInput, chatOptions, createResponseBody } from "../../responses/request.ts";
+import { draftResponse, outputOf, settle } from "../../responses/response.ts";
 import type { ResponseObject, ResponseStore } from "../../responses/store.ts";
+import { withoutNulls } from "../../schema.ts";
 import type { UsageStore } from "../../usage/store.ts";
 import { requireRole } from "../access.ts";
-import { metadataSchema } from "../conversations/metadata.ts";
 import { type StreamedTurn, streamTurn } from "./stream-response.ts";
-
-const ROLES = ["user", "assistant", "system", "developer"] as const;
-
-const messageSchema = z.strictObject({
-  type: z.literal("message").optional(),
-  role: z.enum(ROLES),
-  content: z.union([
-    z.string(),
-    z.array(z.strictObject({ type: z.enum(["input_text", "output_text", "text"]), text: z.string() })).min(1),
-  ]),
-});
-
-const body = z.strictObject({
-  model: z.string().min(1).max(256).default("auto"),
-  input: z.union([z.string().min(1), z.array(messageSchema).min(1).max(1_000)]),
-  stream: z.boolean().default(false),
-  instructions: z.string().max(262_144).optional(),
-  conversation: z
-    .union([z.string(), z.strictObject({ id: z.string() })])
-    .transform((c) => (typeof c === "string" ? c : c.id))
-    .pipe(z.string().regex(/^conv_[A-Za-z0-9]+$/, "String should be a conversation id (conv_…)"))
-    .optional(),
-  max_output_tokens: z.int().min(1).max(1_000_000).optional(),
-  metadata: metadataSchema.optional(),
-});
-
-type Input = z.output<typeof body>;
 
 export interface CreateResponseDeps {
   logger: Logger;
@@ -61,20 +40,19 @@ export interface CreateResponseDeps {
   context: ContextBudget;
 }
 
-const textOf = (content: string | { text: string }[]) =>
-  typeof content === "string" ? content : content.map((p) => p.text).join("");
-
 /**
  * `POST /api/v1/llm/responses`: one turn with the model, as JSON or as a
- * stream of Responses events. The principal owns the new `resp_…` id. With a
- * `conversation` (writer needed), its newest earlier items that fit the
- * context budget are sent as context and the turn is appended. Usage is
- * recorded only for completed responses. Provider failures are errors with
- * their catalogue code: the error middleware answers them.
+ * stream of Responses events. The principal owns the new `resp_…` id (unless
+ * `store` is false: then nothing is kept). Earlier context comes from a
+ * `conversation` (writer needed; the turn is appended to it) or from
+ * `previous_response_id` (reader needed, else 404 as for an unknown id): its
+ * newest items that fit the context budget. Usage is recorded only for
+ * answered responses. Provider failures are errors with their catalogue
+ * code: the error middleware answers them.
  */
 export function registerCreateResponse(router: Router, deps: CreateResponseDeps): void {
   router.post("/llm/responses", requirePermission("responses:write"), async (req, res) => {
-    const input = validate("body", body, req.body);
+    const input = validate("body", createResponseBody, withoutNulls(req.body));
     const principal = principalOf(res);
     deps.provider.assertConfigured();
     const model = deps.provider.resolveModel(input.model);
@@ -89,36 +67,42 @@ export function registerCreateResponse(router: Router, deps: CreateResponseDeps)
         },
       ]);
     }
-    const turn = turnItems(input);
+    const turn = toItems(input.input);
     const instructions: ChatMessage[] = input.instructions
       ? [{ role: "system", content: input.instructions }]
       : [];
-    const current = turn.map(messageOf);
-    const history = input.conversation
-      ? await conversationContext(deps, principal, input.conversation, [...instructions, ...current])
-      : [];
+    const sentChars = (input.instructions?.length ?? 0) + turn.reduce((n, i) => n + itemChars(i), 0);
+    const history = await earlierItems(deps, principal, input, sentChars);
+    if (!history.whole && input.truncation === "disabled") {
+      throw new AppError(
+        "bad_request",
+        "The earlier items do not fit the context budget; send truncation: 'auto' to drop the oldest",
+      );
+    }
+    requireCallsForOutputs(history.items, turn);
     const request: ChatRequest = {
       model,
-      messages: [...instructions, ...history, ...current],
-      maxOutputTokens: input.max_output_tokens,
+      messages: [...instructions, ...toChatMessages([...history.items, ...turn])],
+      ...chatOptions(input),
     };
-    const response = draft(input, model);
+    const response = draftResponse(input, newId("resp"), model);
     // The caller going away stops the model's work.
     const abort = new AbortController();
     res.on("close", () => {
       if (!res.writableFinished) abort.abort(new Error("client disconnected"));
     });
 
-    await deps.authorization.createOwnership(principal, { type: "response", id: response.id });
+    if (input.store)
+      await deps.authorization.createOwnership(principal, { type: "response", id: response.id });
     if (!input.stream) {
       let completion: Completion;
       try {
         completion = await deps.provider.complete(request, abort.signal);
       } catch (err) {
-        await release(deps, principal, response.id);
+        await release(deps, principal, input, response.id);
         throw err;
       }
-      complete(response, completion);
+      settle(response, completion, outputOf(completion));
       await finish(deps, principal, response, input, turn);
       res.json(response);
       return;
@@ -128,16 +112,16 @@ export function registerCreateResponse(router: Router, deps: CreateResponseDeps)
     try {
       stream = await streamTurn(res, { ...deps, response, request, signal: abort.signal });
     } catch (err) {
-      await release(deps, principal, response.id); // failed before the first byte: an ordinary error answer
+      await release(deps, principal, input, response.id); // failed before the first byte: an ordinary error answer
       throw err;
     }
     if (stream.completion) {
-      complete(response, stream.completion);
+      settle(response, stream.completion, stream.output);
       try {
         await finish(deps, principal, response, input, turn); // stored before the client hears "completed"
       } catch (err) {
         stream.fail(err);
-        await release(deps, principal, response.id);
+        await release(deps, principal, input, response.id);
         return;
       }
       stream.end(response);
@@ -153,103 +137,114 @@ export function registerCreateResponse(router: Router, deps: CreateResponseDeps)
         usage: usageOf(undefined, request.messages, stream.partial),
       });
     }
-    await release(deps, principal, response.id);
+    await release(deps, principal, input, response.id);
   });
 }
 
 /** Gives up the id of a response that was never completed (best effort). */
-function release(deps: CreateResponseDeps, principal: Principal, id: string): Promise<void> {
+function release(
+  deps: CreateResponseDeps,
+  principal: Principal,
+  input: CreateResponseInput,
+  id: string,
+): Promise<void> {
+  if (!input.store) return Promise.resolve();
   return deps.authorization.deleteResource(principal, { type: "response", id }).then(
     () => undefined,
     () => undefined,
   );
 }
 
-/** The conversation's newest items that fit the context budget beside what is `sent` anyway. */
-async function conversationContext(
+/**
+ * The earlier items sent with the turn, newest kept, as many as fit the
+ * context budget beside `sentChars`: a conversation's (writer needed), or the
+ * chain of responses ending in `previous_response_id` (reader needed on it;
+ * otherwise 404, exactly as for an id that does not exist).
+ */
+async function earlierItems(
   deps: CreateResponseDeps,
   principal: Principal,
-  id: string,
-  sent: ChatMessage[],
-): Promise<ChatMessage[]> {
-  await requireRole(deps.authorization, principal, { type: "conversation", id }, "writer");
+  input: CreateResponseInput,
+  sentChars: number,
+): Promise<History> {
   const pageSize = Math.min(deps.context.maxItems, 100);
-  return fitHistory(deps.conversations.newestFirst(principal.org, id, pageSize), sent, deps.context);
+  if (input.conversation) {
+    const id = input.conversation;
+    await requireRole(deps.authorization, principal, { type: "conversation", id }, "writer");
+    return fitHistory(deps.conversations.newestFirst(principal.org, id, pageSize), sentChars, deps.context);
+  }
+  if (input.previous_response_id) {
+    const id = input.previous_response_id;
+    await requireRole(deps.authorization, principal, { type: "response", id }, "reader");
+    const previous = await deps.responses.get(principal.org, id);
+    if (!previous) throw notFound(`No response ${id}`);
+    return fitHistory(chainNewestFirst(deps.responses, principal.org, previous), sentChars, deps.context);
+  }
+  return { items: [], whole: true };
 }
 
-/** The caller's side of the turn, as conversation items. */
-function turnItems(input: Input): ConversationItem[] {
-  const messages =
-    typeof input.input === "string" ? [{ role: "user" as const, content: input.input }] : input.input;
-  return messages.map((m) => ({
-    type: "message",
-    id: newId("msg"),
-    status: "completed",
-    role: m.role,
-    content: [{ type: m.role === "assistant" ? "output_text" : "input_text", text: textOf(m.content) }],
-  }));
+/**
+ * A response's input and output, newest first, then those of the response
+ * it continued, and so on: the context it carries. The caller was checked
+ * for the newest one only; the ones before it are part of what it carries.
+ */
+async function* chainNewestFirst(
+  store: ResponseStore,
+  org: string,
+  newest: ResponseObject,
+): AsyncGenerator<NewestFirstPage> {
+  let response: ResponseObject | undefined = newest;
+  while (response) {
+    const [input, previous]: [Item[], ResponseObject | undefined] = await Promise.all([
+      store.input(org, response.id),
+      response.previous_response_id ? store.get(org, response.previous_response_id) : undefined,
+    ]);
+    yield { items: [...input, ...response.output].reverse(), hasMore: previous !== undefined };
+    response = previous;
+  }
 }
 
-function draft(input: Input, model: string): ResponseObject {
-  return {
-    id: newId("resp"),
-    object: "response",
-    created_at: Math.floor(Date.now() / 1000),
-    status: "in_progress",
-    model,
-    output: [],
-    usage: null,
-    instructions: input.instructions ?? null,
-    max_output_tokens: input.max_output_tokens ?? null,
-    conversation: input.conversation ? { id: input.conversation } : null,
-    metadata: input.metadata ?? {},
-  };
+/** A function call output must answer a call made before it (422 otherwise, as a provider would refuse it). */
+function requireCallsForOutputs(history: Item[], turn: Item[]): void {
+  const calls = new Set(history.flatMap((i) => (i.type === "function_call" ? [i.call_id] : [])));
+  turn.forEach((item, index) => {
+    if (item.type === "function_call") calls.add(item.call_id);
+    else if (item.type === "function_call_output" && !calls.has(item.call_id)) {
+      throw new ValidationFailed([
+        {
+          loc: ["body", "input", index, "call_id"],
+          msg: "No function call with this call_id comes before this output",
+          type: "value_error",
+          input: item.call_id,
+        },
+      ]);
+    }
+  });
 }
 
-function complete(response: ResponseObject, completion: Completion): void {
-  response.status = "completed";
-  response.model = completion.model;
-  response.output = [
-    {
-      type: "message",
-      id: response.output[0]?.id ?? newId("msg"),
-      status: "completed",
-      role: "assistant",
-      content: [{ type: "output_text", text: completion.text, annotations: [] }],
-    },
-  ];
-  response.usage = completion.usage;
-}
-
-/** Stores the response, appends the turn to its conversation and records usage. */
+/** Stores the response (unless `store` is false), appends the turn to its conversation and records usage. */
 async function finish(
   deps: CreateResponseDeps,
   principal: Principal,
   response: ResponseObject,
-  input: Input,
-  turn: ConversationItem[],
+  input: CreateResponseInput,
+  turn: Item[],
 ): Promise<void> {
-  const output = response.output[0]!;
   await Promise.all([
-    deps.responses.save(principal.org, response),
+    input.store ? deps.responses.save(principal.org, response, turn) : undefined,
     input.conversation
-      ? deps.conversations.append(principal.org, input.conversation, [
-          ...turn,
-          {
-            type: "message",
-            id: output.id,
-            status: "completed",
-            role: "assistant",
-            content: [{ type: "output_text", text: output.content[0]!.text }],
-          },
-        ])
+      ? deps.conversations.append(principal.org, input.conversation, [...turn, ...response.output])
       : undefined,
     deps.usage.record({
       org: principal.org,
       keyId: principal.keyId,
       user: principal.user,
       model: response.model,
-      usage: response.usage!,
+      usage: {
+        input_tokens: response.usage!.input_tokens,
+        output_tokens: response.usage!.output_tokens,
+        total_tokens: response.usage!.total_tokens,
+      },
     }),
   ]);
 }

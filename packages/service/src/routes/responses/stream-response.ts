@@ -1,27 +1,36 @@
 import { AppError, type Logger } from "@gw/core";
 import type { Response } from "express";
-import { newId } from "../../conversations/store.ts";
-import type { ChatProvider, ChatRequest, Completion } from "../../llm/provider.ts";
-import type { ResponseObject } from "../../responses/store.ts";
+import { newId } from "../../ids.ts";
+import { ID_PREFIX } from "../../items/items.ts";
+import type { ChatProvider, ChatRequest, Completion, ToolCallDelta } from "../../llm/provider.ts";
+import { failed, incompleteReason, outputText } from "../../responses/response.ts";
+import type { OutputItem, ResponseObject } from "../../responses/store.ts";
 
 export interface StreamedTurn {
-  /** The model's answer, when it finished. */
+  /** The model's answer, when it finished, and its output items as they were streamed. */
   completion?: Completion;
-  /** What the model produced before the stream broke. */
+  output: OutputItem[];
+  /** What the model produced before the stream broke (its text and tool call arguments). */
   partial?: string;
-  /** Sends `response.completed` with the stored response, and ends the stream. */
+  /** Sends `response.completed` (or `response.incomplete`) with the stored response, and ends the stream. */
   end(final: ResponseObject): void;
-  /** Ends the stream with an `error` event. */
+  /** Ends the stream with `response.failed`. */
   fail(err: unknown): void;
 }
 
 /**
- * Streams one turn as Responses events: `response.created`,
- * `response.output_text.delta`…, `response.output_text.done`; the caller
- * sends `response.completed` once the response is stored (`end`). Failures
- * before the first byte throw (ordinary error answers, from the error
- * middleware); after it, an `error` event ends the stream, carrying only an
- * `AppError`'s code and message (never a provider's text), and what was
+ * Streams one turn as OpenAI's Responses events, each with its
+ * `sequence_number`: `response.created`, `response.in_progress`, then for
+ * each output item `response.output_item.added`, its content
+ * (`response.content_part.added`, `response.output_text.delta`…,
+ * `response.output_text.done`, `response.content_part.done` for text;
+ * `response.function_call_arguments.delta`…, `.done` for a function call) and
+ * `response.output_item.done`. The caller sends `response.completed` once the
+ * response is stored (`end`).
+ *
+ * Failures before the first byte throw (ordinary error answers, from the
+ * error middleware); after it, `response.failed` ends the stream, carrying
+ * only an `AppError`'s message (never a provider's text), and what was
  * produced so far is returned as `partial`.
  */
 export async function streamTurn(
@@ -35,54 +44,131 @@ export async function streamTurn(
   },
 ): Promise<StreamedTurn> {
   const { provider, logger, response, request, signal } = turn;
-  const deltas = provider.stream(request, signal);
-  const first = await deltas.next(); // provider errors surface here, before any byte is sent
+  const pieces = provider.stream(request, signal);
+  const first = await pieces.next(); // provider errors surface here, before any byte is sent
   let sequence = 0;
   const send = (type: string, data: Record<string, unknown>) =>
     res.write(`event: ${type}\ndata: ${JSON.stringify({ type, sequence_number: sequence++, ...data })}\n\n`);
+
+  const output: OutputItem[] = [];
+  /** The item being streamed: its position, and for a tool call the index the provider gives it. */
+  let open: { item: OutputItem; outputIndex: number; callIndex?: number } | undefined;
+  let produced = "";
+
+  const openItem = (item: OutputItem, callIndex?: number) => {
+    close("completed");
+    open = { item, outputIndex: output.length, callIndex };
+    output.push(item);
+    send("response.output_item.added", { output_index: open.outputIndex, item: structuredClone(item) });
+    if (item.type === "message") {
+      item.content.push(outputText(""));
+      send("response.content_part.added", {
+        item_id: item.id,
+        output_index: open.outputIndex,
+        content_index: 0,
+        part: outputText(""),
+      });
+    }
+  };
+  const close = (status: "completed" | "incomplete") => {
+    if (!open) return;
+    const { item, outputIndex } = open;
+    open = undefined;
+    const at = { item_id: item.id, output_index: outputIndex };
+    if (item.type === "message") {
+      const text = item.content[0]?.text ?? "";
+      item.status = status;
+      item.content = [outputText(text)];
+      send("response.output_text.done", { ...at, content_index: 0, text, logprobs: [] });
+      send("response.content_part.done", { ...at, content_index: 0, part: outputText(text) });
+    } else {
+      item.status = "completed";
+      send("response.function_call_arguments.done", { ...at, arguments: item.arguments });
+    }
+    send("response.output_item.done", { output_index: outputIndex, item: structuredClone(item) });
+  };
+  const text = (delta: string) => {
+    if (open?.item.type !== "message") {
+      openItem({
+        type: "message",
+        id: newId(ID_PREFIX.message),
+        status: "in_progress",
+        role: "assistant",
+        content: [],
+      });
+    }
+    const item = open!.item as Extract<OutputItem, { type: "message" }>;
+    if (!delta) return;
+    item.content[0]!.text += delta;
+    send("response.output_text.delta", {
+      item_id: item.id,
+      output_index: open!.outputIndex,
+      content_index: 0,
+      delta,
+      logprobs: [],
+    });
+  };
+  const toolCall = (delta: ToolCallDelta) => {
+    if (open?.callIndex !== delta.index) {
+      openItem(
+        {
+          type: "function_call",
+          id: newId(ID_PREFIX.function_call),
+          status: "in_progress",
+          call_id: delta.id,
+          name: delta.name,
+          arguments: "",
+        },
+        delta.index,
+      );
+    }
+    const item = open!.item as Extract<OutputItem, { type: "function_call" }>;
+    if (!delta.arguments) return;
+    item.arguments += delta.arguments;
+    send("response.function_call_arguments.delta", {
+      item_id: item.id,
+      output_index: open!.outputIndex,
+      delta: delta.arguments,
+    });
+  };
+
   const fail = (err: unknown) => {
     if (signal.aborted || res.writableEnded) return;
-    const known = err instanceof AppError;
-    if (known) logger.warn({ requestId: res.req.id, err }, "response stream failed");
+    if (err instanceof AppError) logger.warn({ requestId: res.req.id, err }, "response stream failed");
     else logger.error({ requestId: res.req.id, err }, "response stream failed");
-    send(
-      "error",
-      known ? { code: err.code, message: err.message } : { code: "internal", message: "The response failed" },
-    );
+    send("response.failed", { response: failed(response, output, err) });
     res.end();
   };
   const end = (final: ResponseObject) => {
-    send("response.completed", { response: final });
+    send(final.status === "incomplete" ? "response.incomplete" : "response.completed", { response: final });
     res.end();
   };
+
   res
     .status(200)
     .set({ "Content-Type": "text/event-stream", "Cache-Control": "no-cache", "X-Accel-Buffering": "no" });
   res.flushHeaders();
-  const itemId = newId("msg");
-  response.output = [
-    {
-      type: "message",
-      id: itemId,
-      status: "in_progress",
-      role: "assistant",
-      content: [{ type: "output_text", text: "", annotations: [] }],
-    },
-  ];
-  send("response.created", { response: { ...response, output: [] } });
-  const part = { item_id: itemId, output_index: 0, content_index: 0 };
-  let produced = "";
+  send("response.created", { response });
+  send("response.in_progress", { response });
   try {
     let step = first;
     while (!step.done) {
-      produced += step.value;
-      send("response.output_text.delta", { ...part, delta: step.value });
-      step = await deltas.next();
+      const piece = step.value;
+      if (typeof piece === "string") {
+        produced += piece;
+        text(piece);
+      } else {
+        produced += piece.arguments;
+        toolCall(piece);
+      }
+      step = await pieces.next();
     }
-    send("response.output_text.done", { ...part, text: step.value.text });
-    return { completion: step.value, end, fail };
+    const completion = step.value;
+    if (output.length === 0) text(""); // an empty answer is still an (empty) message
+    close(incompleteReason(completion) ? "incomplete" : "completed");
+    return { completion, output, end, fail };
   } catch (err) {
     fail(err);
-    return { partial: produced, end, fail };
+    return { output, partial: produced, end, fail };
   }
 }

@@ -1,0 +1,109 @@
+import { AppError } from "../errors.ts";
+import type { Logger } from "../logger.ts";
+import type { Principal } from "../principal.ts";
+import type { ConsistencyTokens } from "./consistency-tokens.ts";
+import { PUBLIC_USER, scopedId } from "./identity.ts";
+import {
+  FULLY_CONSISTENT,
+  organizationTokenKey,
+  type ResourceRef,
+  resourceFilter,
+  tokenKey,
+} from "./relationships.ts";
+import { isFailedPrecondition, type SpiceDBClient, v1 } from "./spicedb-client.ts";
+
+/** The caller may not delete this resource: it does not own it or write it (any more). */
+export class NotWriter extends AppError {
+  constructor() {
+    super("forbidden", "Deleting this resource needs the 'writer' role");
+    this.name = "NotWriter";
+  }
+}
+
+/**
+ * Deletes a resource's relationships for a principal who may write it: an
+ * owner, a writer, or any user of the organization when `*` is a writer.
+ * `ResourceAuthorization.deleteResource` is for owners only; records such as
+ * stored responses may be deleted by their writers too.
+ */
+export class WriterDeletion {
+  private readonly spicedb: SpiceDBClient;
+  private readonly tokens: ConsistencyTokens;
+  private readonly logger: Logger | undefined;
+  /** Test seam: awaited after the grant is found, before the guarded delete. */
+  beforeWrite: ((principal: Principal, resource: ResourceRef) => Promise<void>) | undefined;
+
+  constructor(spicedb: SpiceDBClient, tokens: ConsistencyTokens, logger?: Logger) {
+    this.spicedb = spicedb;
+    this.tokens = tokens;
+    this.logger = logger;
+  }
+
+  /**
+   * Removes every relationship of the resource. The delete carries a
+   * precondition on the very relationship that lets the principal write it,
+   * so a principal demoted or revoked meanwhile gets `NotWriter` and nothing
+   * is deleted (DESIGN.md decision 9).
+   */
+  async delete(principal: Principal, resource: ResourceRef): Promise<void> {
+    const grant = await this.writeGrant(principal, resource);
+    if (!grant) throw new NotWriter();
+    await this.beforeWrite?.(principal, resource);
+    let response: v1.DeleteRelationshipsResponse;
+    try {
+      response = await this.spicedb.deleteRelationships(
+        v1.DeleteRelationshipsRequest.create({
+          relationshipFilter: resourceFilter(principal.org, resource),
+          optionalPreconditions: [
+            v1.Precondition.create({ operation: v1.Precondition_Operation.MUST_MATCH, filter: grant }),
+          ],
+        }),
+      );
+    } catch (err) {
+      if (isFailedPrecondition(err)) throw new NotWriter();
+      throw err;
+    }
+    const token = response.deletedAt?.token;
+    const kept = await Promise.allSettled([
+      this.tokens.forget(tokenKey(principal.org, resource)),
+      ...(token ? [this.tokens.set(organizationTokenKey(principal.org), token)] : []),
+    ]);
+    if (kept.some((r) => r.status === "rejected"))
+      this.logger?.warn("could not forget the ZedToken of a deleted resource");
+  }
+
+  /**
+   * A filter matching the relationship that gives the principal write access,
+   * the strongest first: its own owner or writer relationship, else a public
+   * writer. `undefined` when there is none (expired grants are gone already).
+   */
+  private async writeGrant(
+    principal: Principal,
+    resource: ResourceRef,
+  ): Promise<v1.RelationshipFilter | undefined> {
+    const self = scopedId(principal.org, principal.user);
+    const found = await this.spicedb.readRelationships(
+      v1.ReadRelationshipsRequest.create({
+        consistency: FULLY_CONSISTENT,
+        relationshipFilter: resourceFilter(principal.org, resource),
+      }),
+    );
+    const holds = (relation: string, subject: string) =>
+      found.some(
+        ({ relationship }) =>
+          relationship?.relation === relation && relationship.subject?.object?.objectId === subject,
+      );
+    const candidates: [string, string][] = [
+      ["owner", self],
+      ["writer", self],
+      ["writer", PUBLIC_USER],
+    ];
+    const match = candidates.find(([relation, subject]) => holds(relation, subject));
+    if (!match) return undefined;
+    return v1.RelationshipFilter.create({
+      ...resourceFilter(principal.org, resource),
+      optionalRelation: match[0],
+      optionalSubjectFilter: v1.SubjectFilter.create({ subjectType: "user", optionalSubjectId: match[1] }),
+    });
+  }
+}

@@ -1,0 +1,112 @@
+import { z } from "zod";
+import { newId } from "../ids.ts";
+import { byType, chosen } from "../schema.ts";
+import { ID_PREFIX, type Item } from "./items.ts";
+
+/**
+ * Items as clients send them (`input` of a response, `items` of a
+ * conversation), in the shapes the OpenAI SDKs send: plain `{role, content}`
+ * messages, the output items of an earlier response sent back, function
+ * calls and their outputs. Types this service cannot handle (images, files,
+ * built-in tool calls, item references…) are a 422 at their `type`.
+ */
+const ROLES = ["user", "assistant", "system", "developer"] as const;
+const STATUS = z.enum(["in_progress", "completed", "incomplete"]).nullish();
+const ID = z.string().max(256).nullish();
+
+const textPart = <T extends string>(type: T) => z.strictObject({ type: z.literal(type), text: z.string() });
+
+const contentPart = byType("Content type", {
+  input_text: textPart("input_text"),
+  output_text: textPart("output_text").extend({
+    annotations: z.array(z.unknown()).nullish(),
+    logprobs: z.array(z.unknown()).nullish(),
+  }),
+  text: textPart("text"),
+});
+
+/** A string, or a list of text parts. */
+const content = chosen((v) => (typeof v === "string" ? z.string() : z.array(contentPart).min(1)));
+
+const message = z.strictObject({
+  type: z.literal("message").optional(),
+  id: ID,
+  status: STATUS,
+  role: z.enum(ROLES),
+  content,
+  phase: z.enum(["commentary", "final_answer"]).nullish(),
+});
+
+const callId = z.string().min(1).max(256);
+
+const functionCall = z.strictObject({
+  type: z.literal("function_call"),
+  id: ID,
+  status: STATUS,
+  call_id: callId,
+  name: z.string().min(1).max(128),
+  arguments: z.string(),
+  namespace: z.string().nullish(),
+});
+
+const functionCallOutput = z.strictObject({
+  type: z.literal("function_call_output"),
+  id: ID,
+  status: STATUS,
+  call_id: callId,
+  output: chosen((v) =>
+    typeof v === "string"
+      ? z.string()
+      : z.array(byType("Output content type", { input_text: textPart("input_text") })),
+  ),
+});
+
+export const inputItem = byType(
+  "Item type",
+  { message, function_call: functionCall, function_call_output: functionCallOutput },
+  "message",
+);
+
+export type InputItem = z.output<typeof inputItem>;
+
+/** What the client sent, as stored items with fresh ids. */
+export function toItems(input: string | InputItem[]): Item[] {
+  const items: InputItem[] = typeof input === "string" ? [{ role: "user", content: input }] : input;
+  return items.map((item): Item => {
+    if (item.type === "function_call") {
+      const { call_id, name, arguments: args } = item;
+      return {
+        type: "function_call",
+        id: newId(ID_PREFIX.function_call),
+        status: "completed",
+        call_id,
+        name,
+        arguments: args,
+      };
+    }
+    if (item.type === "function_call_output") {
+      const output =
+        typeof item.output === "string"
+          ? item.output
+          : item.output.map(({ text }) => ({ type: "input_text" as const, text }));
+      return {
+        type: "function_call_output",
+        id: newId(ID_PREFIX.function_call_output),
+        status: "completed",
+        call_id: item.call_id,
+        output,
+      };
+    }
+    const assistant = item.role === "assistant";
+    const texts = typeof item.content === "string" ? [item.content] : item.content.map((p) => p.text);
+    return {
+      type: "message",
+      id: newId(ID_PREFIX.message),
+      status: "completed",
+      role: item.role,
+      content: texts.map((text) =>
+        assistant ? { type: "output_text", text, annotations: [] } : { type: "input_text", text },
+      ),
+    };
+  });
+}

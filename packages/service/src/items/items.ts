@@ -1,0 +1,90 @@
+import type { ChatMessage, ToolCall } from "../llm/provider.ts";
+
+/**
+ * Items as the Responses and Conversations APIs have them: the turns of a
+ * conversation, the input of a response and its output. Stored items always
+ * carry the service's own ids.
+ */
+export type Item = MessageItem | FunctionCallItem | FunctionCallOutputItem;
+
+export type ContentPart =
+  | { type: "input_text"; text: string }
+  | { type: "output_text"; text: string; annotations?: unknown[]; logprobs?: unknown[] };
+
+export type ItemStatus = "in_progress" | "completed" | "incomplete";
+
+export interface MessageItem {
+  type: "message";
+  id: string;
+  status: ItemStatus;
+  role: "user" | "assistant" | "system" | "developer";
+  content: ContentPart[];
+}
+
+/** A call of a function tool the model made; the caller runs it and answers with a `function_call_output`. */
+export interface FunctionCallItem {
+  type: "function_call";
+  id: string;
+  status: ItemStatus;
+  call_id: string;
+  name: string;
+  arguments: string;
+}
+
+export interface FunctionCallOutputItem {
+  type: "function_call_output";
+  id: string;
+  status: ItemStatus;
+  call_id: string;
+  output: string | { type: "input_text"; text: string }[];
+}
+
+/** The prefix of a new item's id, by type (as OpenAI's ids read). */
+export const ID_PREFIX: Record<Item["type"], string> = {
+  message: "msg",
+  function_call: "fc",
+  function_call_output: "fco",
+};
+
+const textOf = (parts: { text: string }[] | string) =>
+  typeof parts === "string" ? parts : parts.map((p) => p.text).join("");
+
+/** Characters of an item, as context budgets count them. */
+export function itemChars(item: Item): number {
+  switch (item.type) {
+    case "message":
+      return textOf(item.content).length;
+    case "function_call":
+      return item.name.length + item.arguments.length;
+    case "function_call_output":
+      return textOf(item.output).length;
+  }
+}
+
+/**
+ * The items as chat messages, oldest first. A function call joins the
+ * assistant message right before it (one assistant turn with its tool
+ * calls); its output becomes a `tool` message. Chat providers refuse a tool
+ * call that is never answered and an answer to no call, so calls without an
+ * output in `items` and outputs without a call before them are left out.
+ */
+export function toChatMessages(items: Item[]): ChatMessage[] {
+  const answered = new Set(items.flatMap((i) => (i.type === "function_call_output" ? [i.call_id] : [])));
+  const called = new Set<string>();
+  const messages: ChatMessage[] = [];
+  for (const item of items) {
+    if (item.type === "message") {
+      messages.push({ role: item.role, content: textOf(item.content) });
+    } else if (item.type === "function_call") {
+      if (!answered.has(item.call_id)) continue;
+      called.add(item.call_id);
+      const call: ToolCall = { id: item.call_id, name: item.name, arguments: item.arguments };
+      const last = messages.at(-1);
+      if (last?.role === "assistant") last.toolCalls = [...(last.toolCalls ?? []), call];
+      else messages.push({ role: "assistant", content: "", toolCalls: [call] });
+    } else if (called.has(item.call_id)) {
+      messages.push({ role: "tool", toolCallId: item.call_id, content: textOf(item.output) });
+    }
+  }
+  return messages;
+}

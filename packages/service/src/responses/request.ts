@@ -1,0 +1,162 @@
+import { z } from "zod";
+import { inputItem } from "../items/input.ts";
+import type { ChatRequest } from "../llm/provider.ts";
+import { metadataSchema } from "../routes/conversations/metadata.ts";
+import { byType, chosen, float, notSupported } from "../schema.ts";
+
+/**
+ * The body of `POST /api/v1/llm/responses`, as the OpenAI SDKs send it. Every
+ * field the OpenAI Responses API defines is either honoured or refused with a
+ * 422 naming it; unknown fields are `extra_forbidden`. `null` is taken as
+ * absent before this schema sees the body.
+ */
+const NAME = /^[A-Za-z0-9_-]{1,64}$/;
+const nameOf = (what: string) => z.string().regex(NAME, `${what} should be 1 to 64 letters, digits, _ or -`);
+
+const functionTool = z.strictObject({
+  type: z.literal("function"),
+  name: nameOf("A function name"),
+  description: z.string().max(8192).nullish(),
+  parameters: z.record(z.string(), z.unknown()).nullish(),
+  strict: z.boolean().nullish(),
+});
+
+const textFormat = byType("Text format", {
+  text: z.strictObject({ type: z.literal("text") }),
+  json_object: z.strictObject({ type: z.literal("json_object") }),
+  json_schema: z.strictObject({
+    type: z.literal("json_schema"),
+    name: nameOf("A schema name"),
+    schema: z.record(z.string(), z.unknown()),
+    description: z.string().nullish(),
+    strict: z.boolean().nullish(),
+  }),
+});
+
+const toolChoice = chosen((v) =>
+  typeof v === "string"
+    ? z.enum(["none", "auto", "required"])
+    : byType("Tool choice type", {
+        function: z.strictObject({ type: z.literal("function"), name: z.string() }),
+      }),
+);
+
+const isEmptyObject = (v: unknown) =>
+  typeof v === "object" && v !== null && Object.values(v).every((x) => x === null || x === undefined);
+
+export const createResponseBody = z
+  .strictObject({
+    model: z.string().min(1).max(256).default("auto"),
+    input: chosen((v) => (typeof v === "string" ? z.string().min(1) : z.array(inputItem).min(1).max(1_000))),
+    stream: z.boolean().default(false),
+    instructions: z.string().max(262_144).optional(),
+    conversation: z
+      .union([z.string(), z.strictObject({ id: z.string() })])
+      .transform((c) => (typeof c === "string" ? c : c.id))
+      .pipe(z.string().regex(/^conv_[A-Za-z0-9]+$/, "String should be a conversation id (conv_…)"))
+      .optional(),
+    previous_response_id: z.string().min(1).max(256).optional(),
+    max_output_tokens: z.int().min(1).max(1_000_000).optional(),
+    metadata: metadataSchema.optional(),
+    temperature: float(0, 2).optional(),
+    top_p: float(0, 1).optional(),
+    user: z.string().max(256).optional(),
+    store: z.boolean().default(true),
+    text: z
+      .strictObject({
+        format: textFormat.nullish(),
+        verbosity: z.enum(["low", "medium", "high"]).nullish(),
+      })
+      .optional(),
+    tools: z
+      .array(byType("Tool type", { function: functionTool }))
+      .max(128)
+      .refine(
+        (tools) => new Set(tools.map((t) => t.name)).size === tools.length,
+        "Function names should be unique",
+      )
+      .optional(),
+    tool_choice: toolChoice.optional(),
+    parallel_tool_calls: z.boolean().default(true),
+    truncation: z.enum(["auto", "disabled"]).default("auto"),
+    // Fields of the OpenAI API this service cannot honour.
+    background: notSupported("Background mode", (v) => v === false),
+    reasoning: notSupported("Reasoning configuration", isEmptyObject),
+    include: notSupported("include", (v) => Array.isArray(v) && v.length === 0),
+    max_tool_calls: notSupported("max_tool_calls"),
+    prompt: notSupported("prompt (stored prompt templates)"),
+    prompt_cache_key: notSupported("prompt_cache_key"),
+    prompt_cache_retention: notSupported("prompt_cache_retention"),
+    prompt_cache_options: notSupported("prompt_cache_options"),
+    safety_identifier: notSupported("safety_identifier"),
+    service_tier: notSupported("service_tier"),
+    stream_options: notSupported("stream_options"),
+    top_logprobs: notSupported("top_logprobs", (v) => v === 0),
+    context_management: notSupported("context_management"),
+    moderation: notSupported("moderation"),
+    access_programs: notSupported("access_programs"),
+    image: notSupported("image"),
+  })
+  .superRefine((body, ctx) => {
+    if (body.conversation && body.previous_response_id) {
+      ctx.addIssue({
+        code: "custom",
+        path: ["previous_response_id"],
+        message: "previous_response_id and conversation cannot be used together",
+        input: body.previous_response_id,
+      });
+    }
+    const choice = body.tool_choice;
+    const names = new Set((body.tools ?? []).map((t) => t.name));
+    if (typeof choice === "object" && !names.has(choice.name)) {
+      ctx.addIssue({
+        code: "custom",
+        path: ["tool_choice", "name"],
+        message: "No function tool with this name in tools",
+        input: choice.name,
+      });
+    } else if (choice === "required" && names.size === 0) {
+      ctx.addIssue({
+        code: "custom",
+        path: ["tool_choice"],
+        message: "tool_choice 'required' needs at least one tool",
+        input: choice,
+      });
+    }
+  });
+
+export type CreateResponseInput = z.output<typeof createResponseBody>;
+
+/** The request's own options for the model call (everything but the model and the messages). */
+export function chatOptions(input: CreateResponseInput): Omit<ChatRequest, "model" | "messages"> {
+  const format = input.text?.format;
+  return {
+    maxOutputTokens: input.max_output_tokens,
+    temperature: input.temperature,
+    topP: input.top_p,
+    user: input.user,
+    verbosity: input.text?.verbosity ?? undefined,
+    responseFormat:
+      format?.type === "json_schema"
+        ? {
+            type: "json_schema",
+            json_schema: {
+              name: format.name,
+              schema: format.schema,
+              ...(format.description != null ? { description: format.description } : {}),
+              ...(format.strict != null ? { strict: format.strict } : {}),
+            },
+          }
+        : format?.type === "json_object"
+          ? { type: "json_object" }
+          : undefined,
+    tools: input.tools?.map((t) => ({
+      name: t.name,
+      description: t.description ?? undefined,
+      parameters: t.parameters ?? undefined,
+      strict: t.strict ?? undefined,
+    })),
+    toolChoice: typeof input.tool_choice === "object" ? { name: input.tool_choice.name } : input.tool_choice,
+    parallelToolCalls: input.tools?.length ? input.parallel_tool_calls : undefined,
+  };
+}

@@ -1,0 +1,35 @@
+import { notFound, principalOf, type ResourceAuthorization, requirePermission, validate } from "@gw/core";
+import type { Router } from "express";
+import { z } from "zod";
+import type { ConversationStore } from "../../conversations/store.ts";
+import { inputItem, toItems } from "../../items/input.ts";
+import { notSupported, withoutNulls } from "../../schema.ts";
+import { requireRole } from "../access.ts";
+import { listBody } from "../pagination.ts";
+
+/** Up to 20 items at once, as OpenAI takes them. */
+export const newItems = z.array(inputItem).min(1).max(20);
+
+const body = z.strictObject({ items: newItems });
+const query = z.object({ include: notSupported("include"), "include[]": notSupported("include") });
+
+/**
+ * `POST /api/v1/llm/conversations/{id}/items` `{items}` → the added items as a
+ * list, with their new ids, appended in order; needs writer.
+ */
+export function registerAddItems(
+  router: Router,
+  deps: { store: ConversationStore; authorization: ResourceAuthorization },
+): void {
+  router.post("/llm/conversations/:id/items", requirePermission("conversations:write"), async (req, res) => {
+    const principal = principalOf(res);
+    const id = String(req.params.id);
+    await requireRole(deps.authorization, principal, { type: "conversation", id }, "writer");
+    validate("query", query, req.query);
+    const input = validate("body", body, withoutNulls(req.body));
+    if (!(await deps.store.get(principal.org, id))) throw notFound(`No conversation ${id}`);
+    const items = toItems(input.items);
+    await deps.store.append(principal.org, id, items);
+    res.json(listBody(items, false));
+  });
+}

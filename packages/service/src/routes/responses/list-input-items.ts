@@ -1,0 +1,26 @@
+import { notFound, principalOf, type ResourceAuthorization, requirePermission, validate } from "@gw/core";
+import type { Router } from "express";
+import type { ResponseStore } from "../../responses/store.ts";
+import { requireRole } from "../access.ts";
+import { listBody, pageOf, pageQuery, unknownAfter } from "../pagination.ts";
+
+/**
+ * `GET /api/v1/llm/responses/{id}/input_items?limit&after&order`: the items
+ * the response was asked with (not the earlier context), paged as OpenAI
+ * pages lists; needs reader.
+ */
+export function registerListInputItems(
+  router: Router,
+  deps: { responses: ResponseStore; authorization: ResourceAuthorization },
+): void {
+  router.get("/llm/responses/:id/input_items", requirePermission("responses:read"), async (req, res) => {
+    const q = validate("query", pageQuery, req.query);
+    const principal = principalOf(res);
+    const id = String(req.params.id);
+    await requireRole(deps.authorization, principal, { type: "response", id }, "reader");
+    if (!(await deps.responses.get(principal.org, id))) throw notFound(`No response ${id}`);
+    const page = pageOf(await deps.responses.input(principal.org, id), q);
+    if (!page) throw unknownAfter(q.after);
+    res.json(listBody(page.items, page.hasMore));
+  });
+}

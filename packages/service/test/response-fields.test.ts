@@ -1,0 +1,378 @@
+import { describe, expect, it } from "vitest";
+import { parseEvents, useStack } from "./stack.ts";
+
+const stack = useStack({ LLM_CONTEXT_MAX_ITEMS: "4" });
+const RESPONSES = "/api/v1/llm/responses";
+
+const WEATHER = {
+  type: "function",
+  name: "get_weather",
+  description: "The weather in a city",
+  parameters: { type: "object", properties: { text: { type: "string" } } },
+  strict: true,
+};
+const TIME = { type: "function", name: "get_time", parameters: null, strict: null, description: null };
+
+async function create(body: Record<string, unknown>, user = "alice", secret?: string) {
+  const key = secret ?? (await stack.createKey()).secret;
+  const res = await stack.call(key, RESPONSES, { json: body, user });
+  return { res, body: await res.json(), secret: key };
+}
+
+const upstream = () => stack.llm.requests.at(-1)!.body;
+
+describe("request fields", () => {
+  it("forwards temperature, top_p, user, text format and verbosity, and echoes them", async () => {
+    const { res, body } = await create({
+      input: "hi",
+      temperature: 0.7,
+      top_p: 0.5,
+      user: "customer-42",
+      text: { format: { type: "json_object" }, verbosity: "low" },
+      metadata: { run: "7" },
+    });
+    expect(res.status).toBe(200);
+    expect(upstream()).toMatchObject({
+      temperature: 0.7,
+      top_p: 0.5,
+      user: "customer-42",
+      response_format: { type: "json_object" },
+      verbosity: "low",
+    });
+    expect(body).toMatchObject({
+      temperature: 0.7,
+      top_p: 0.5,
+      user: "customer-42",
+      text: { format: { type: "json_object" }, verbosity: "low" },
+      metadata: { run: "7" },
+      store: true,
+      truncation: "auto",
+      parallel_tool_calls: true,
+      tool_choice: "auto",
+      tools: [],
+      background: false,
+      error: null,
+      incomplete_details: null,
+      previous_response_id: null,
+      completed_at: expect.any(Number),
+      usage: {
+        input_tokens: expect.any(Number),
+        input_tokens_details: { cached_tokens: 0 },
+        output_tokens: 2,
+        output_tokens_details: { reasoning_tokens: 0 },
+      },
+    });
+  });
+
+  it("sends nothing the caller did not ask for", async () => {
+    await create({ input: "hi" });
+    expect(Object.keys(upstream()).sort()).toEqual(["messages", "model"]);
+  });
+
+  it("takes null as absent for every optional field", async () => {
+    const nulls = Object.fromEntries(
+      [
+        "model",
+        "stream",
+        "instructions",
+        "conversation",
+        "previous_response_id",
+        "max_output_tokens",
+        "metadata",
+        "temperature",
+        "top_p",
+        "user",
+        "store",
+        "text",
+        "tools",
+        "tool_choice",
+        "parallel_tool_calls",
+        "truncation",
+        "background",
+        "reasoning",
+        "include",
+        "max_tool_calls",
+        "prompt",
+        "prompt_cache_key",
+        "safety_identifier",
+        "service_tier",
+        "stream_options",
+        "top_logprobs",
+      ].map((field) => [field, null]),
+    );
+    const { res, body } = await create({ input: "hi", ...nulls, text: { format: null, verbosity: null } });
+    expect(res.status).toBe(200);
+    expect(body).toMatchObject({ status: "completed", model: "echo-small-2026-01-01", store: true });
+    expect(Object.keys(upstream()).sort()).toEqual(["messages", "model"]);
+  });
+
+  it.each([
+    [{ background: true }, ["body", "background"], /Background mode is not supported/],
+    [{ reasoning: { effort: "high" } }, ["body", "reasoning"], /Reasoning configuration is not supported/],
+    [{ include: ["message.output_text.logprobs"] }, ["body", "include"], /include is not supported/],
+    [{ prompt: { id: "pmpt_1" } }, ["body", "prompt"], /prompt \(stored prompt templates\) is not supported/],
+    [{ service_tier: "flex" }, ["body", "service_tier"], /service_tier is not supported/],
+    [
+      { tools: [{ type: "web_search" }] },
+      ["body", "tools", 0, "type"],
+      /Tool type 'web_search' is not supported/,
+    ],
+    [{ tools: [WEATHER, { type: "file_search" }] }, ["body", "tools", 1, "type"], /'file_search' is not/],
+    [{ tool_choice: { type: "web_search_preview" } }, ["body", "tool_choice", "type"], /not supported/],
+    [{ text: { format: { type: "grammar" } } }, ["body", "text", "format", "type"], /not supported/],
+    [
+      { input: [{ role: "user", content: [{ type: "input_image", image_url: "https://x.test/a.png" }] }] },
+      ["body", "input", 0, "content", 0, "type"],
+      /Content type 'input_image' is not supported/,
+    ],
+    [{ input: [{ type: "item_reference", id: "msg_1" }] }, ["body", "input", 0, "type"], /not supported/],
+  ])("refuses %j with a 422 naming the field, before the model is asked", async (fields, loc, msg) => {
+    const before = stack.llm.requests.length;
+    const { res, body } = await create({ input: "hi", ...fields });
+    expect(res.status).toBe(422);
+    expect(body.detail).toEqual([
+      expect.objectContaining({ loc, type: "value_error", msg: expect.stringMatching(msg) }),
+    ]);
+    expect(stack.llm.requests.length).toBe(before);
+  });
+
+  it("does not keep a response with store: false", async () => {
+    const { res, body, secret } = await create({ input: "hi", store: false });
+    expect(res.status).toBe(200);
+    expect(body).toMatchObject({ status: "completed", store: false });
+    expect((await stack.call(secret, `${RESPONSES}/${body.id}`, { user: "alice" })).status).toBe(404);
+    const chained = await stack.call(secret, RESPONSES, {
+      json: { input: "more", previous_response_id: body.id },
+      user: "alice",
+    });
+    expect(chained.status).toBe(404);
+  });
+
+  it("is incomplete when the model stops at max_output_tokens", async () => {
+    const { body } = await create({ input: "one two three four", max_output_tokens: 2 });
+    expect(body).toMatchObject({
+      status: "incomplete",
+      incomplete_details: { reason: "max_output_tokens" },
+      completed_at: null,
+      output: [{ type: "message", status: "incomplete", content: [{ text: "Echo: one" }] }],
+    });
+    const streamed = await stack.call((await stack.createKey()).secret, RESPONSES, {
+      json: { input: "one two three four", max_output_tokens: 2, stream: true },
+      user: "alice",
+    });
+    const events = parseEvents(await streamed.text());
+    expect(events.at(-1)).toMatchObject({
+      type: "response.incomplete",
+      data: { response: { status: "incomplete", incomplete_details: { reason: "max_output_tokens" } } },
+    });
+    expect(events.at(-2)).toMatchObject({
+      type: "response.output_item.done",
+      data: { item: { status: "incomplete", content: [{ text: "Echo: one" }] } },
+    });
+  });
+});
+
+describe("tool calls", () => {
+  it("passes function tools and tool_choice on, and returns the calls as function_call items", async () => {
+    const { res, body } = await create({
+      input: "Paris",
+      tools: [WEATHER, TIME],
+      tool_choice: { type: "function", name: "get_time" },
+      parallel_tool_calls: false,
+    });
+    expect(res.status).toBe(200);
+    expect(upstream()).toMatchObject({
+      tools: [
+        {
+          type: "function",
+          function: { name: "get_weather", description: WEATHER.description, strict: true },
+        },
+        { type: "function", function: { name: "get_time" } },
+      ],
+      tool_choice: { type: "function", function: { name: "get_time" } },
+      parallel_tool_calls: false,
+    });
+    expect(upstream().tools![1]!.function).toEqual({ name: "get_time" }); // nulls are not sent
+    expect(body).toMatchObject({
+      status: "completed",
+      tool_choice: { type: "function", name: "get_time" },
+      tools: [WEATHER, TIME],
+      parallel_tool_calls: false,
+      output: [
+        {
+          type: "function_call",
+          id: expect.stringMatching(/^fc_/),
+          status: "completed",
+          call_id: expect.stringMatching(/^call_/),
+          name: "get_time",
+          arguments: '{"text":"Paris"}',
+        },
+      ],
+    });
+    expect(body.output).toHaveLength(1);
+  });
+
+  it("streams parallel calls, each with its own item and argument events", async () => {
+    const { secret } = await create({ input: "x" });
+    const res = await stack.call(secret, RESPONSES, {
+      json: { input: "Rome", tools: [WEATHER, TIME], stream: true },
+      user: "alice",
+    });
+    const events = parseEvents(await res.text());
+    expect(events.map((e) => e.type)).toEqual([
+      "response.created",
+      "response.in_progress",
+      "response.output_item.added",
+      "response.function_call_arguments.delta",
+      "response.function_call_arguments.delta",
+      "response.function_call_arguments.done",
+      "response.output_item.done",
+      "response.output_item.added",
+      "response.function_call_arguments.delta",
+      "response.function_call_arguments.delta",
+      "response.function_call_arguments.done",
+      "response.output_item.done",
+      "response.completed",
+    ]);
+    const [first, second] = events.at(-1)!.data.response.output;
+    expect([first.name, second.name]).toEqual(["get_weather", "get_time"]);
+    expect(events[2]!.data).toMatchObject({
+      output_index: 0,
+      item: {
+        type: "function_call",
+        id: first.id,
+        call_id: first.call_id,
+        name: "get_weather",
+        arguments: "",
+      },
+    });
+    expect(events[5]!.data).toMatchObject({
+      item_id: first.id,
+      output_index: 0,
+      arguments: '{"text":"Rome"}',
+    });
+    expect(events[8]!.data).toMatchObject({ item_id: second.id, output_index: 1 });
+    expect(events[3]!.data.delta + events[4]!.data.delta).toBe('{"text":"Rome"}');
+  });
+
+  it("answers a function call output by chaining, as chat-completions tool messages", async () => {
+    const first = await create({ input: "Paris", tools: [WEATHER] });
+    const call = first.body.output[0];
+    const second = await create(
+      {
+        previous_response_id: first.body.id,
+        input: [
+          {
+            type: "function_call_output",
+            call_id: call.call_id,
+            output: [{ type: "input_text", text: "sunny" }],
+          },
+        ],
+        tools: [WEATHER],
+      },
+      "alice",
+      first.secret,
+    );
+    expect(second.res.status).toBe(200);
+    expect(second.body.output[0].content[0].text).toBe("Echo: sunny");
+    expect(upstream().messages).toEqual([
+      { role: "user", content: "Paris" },
+      {
+        role: "assistant",
+        content: null,
+        tool_calls: [
+          {
+            id: call.call_id,
+            type: "function",
+            function: { name: "get_weather", arguments: call.arguments },
+          },
+        ],
+      },
+      { role: "tool", tool_call_id: call.call_id, content: "sunny" },
+    ]);
+  });
+
+  it("refuses a function call output that answers no call (422), before the model is asked", async () => {
+    const before = stack.llm.requests.length;
+    const { res, body } = await create({
+      input: [
+        { role: "user", content: "hi" },
+        { type: "function_call_output", call_id: "call_nowhere", output: "x" },
+      ],
+    });
+    expect(res.status).toBe(422);
+    expect(body.detail).toEqual([
+      expect.objectContaining({
+        loc: ["body", "input", 1, "call_id"],
+        type: "value_error",
+        input: "call_nowhere",
+      }),
+    ]);
+    expect(stack.llm.requests.length).toBe(before);
+  });
+
+  it("keeps a conversation's tool calls and outputs as its items, and leaves out calls never answered", async () => {
+    const key = await stack.createKey();
+    const conversation = await (
+      await stack.call(key.secret, "/api/v1/llm/conversations", { json: {}, user: "alice" })
+    ).json();
+    const ask = async (input: unknown, tools?: unknown[]) => {
+      const res = await stack.call(key.secret, RESPONSES, {
+        json: { input, conversation: conversation.id, ...(tools ? { tools } : {}) },
+        user: "alice",
+      });
+      expect(res.status).toBe(200);
+      return res.json();
+    };
+    const called = await ask("Paris", [WEATHER]);
+    // The caller moves on without answering the call: chat providers refuse an unanswered call.
+    await ask("never mind");
+    expect(upstream().messages).toEqual([
+      { role: "user", content: "Paris" },
+      { role: "user", content: "never mind" },
+    ]);
+    const list = await (
+      await stack.call(key.secret, `/api/v1/llm/conversations/${conversation.id}/items?order=asc`, {
+        user: "alice",
+      })
+    ).json();
+    expect(list.data.map((i: { type: string }) => i.type)).toEqual([
+      "message",
+      "function_call",
+      "message",
+      "message",
+    ]);
+    expect(list.data[1]).toEqual(called.output[0]);
+  });
+});
+
+describe("truncation", () => {
+  it("auto (the default) drops the oldest earlier items; disabled refuses with 400 instead", async () => {
+    const first = await create({ input: "q1" });
+    let previous = first.body.id;
+    for (const q of ["q2", "q3"]) {
+      const next = await create({ input: q, previous_response_id: previous }, "alice", first.secret);
+      previous = next.body.id;
+    }
+    // Six earlier items, four fit (LLM_CONTEXT_MAX_ITEMS).
+    const auto = await create({ input: "q4", previous_response_id: previous }, "alice", first.secret);
+    expect(auto.res.status).toBe(200);
+    expect(upstream().messages.map((m) => m.content)).toEqual(["q2", "Echo: q2", "q3", "Echo: q3", "q4"]);
+    const before = stack.llm.requests.length;
+    const disabled = await create(
+      { input: "q4", previous_response_id: previous, truncation: "disabled" },
+      "alice",
+      first.secret,
+    );
+    expect(disabled.res.status).toBe(400);
+    expect(disabled.body).toEqual({ error: "Bad Request", message: expect.stringContaining("truncation") });
+    expect(stack.llm.requests.length).toBe(before);
+    // Exactly as many as fit: disabled is fine.
+    const two = await create(
+      { input: "q3", previous_response_id: first.body.id, truncation: "disabled" },
+      "alice",
+      first.secret,
+    );
+    expect(two.res.status).toBe(200);
+  });
+});

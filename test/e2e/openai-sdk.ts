@@ -1,0 +1,380 @@
+import OpenAI, {
+  AuthenticationError,
+  NotFoundError,
+  PermissionDeniedError,
+  RateLimitError,
+  UnprocessableEntityError,
+} from "openai";
+import type {
+  FunctionTool,
+  ResponseFunctionToolCall,
+  ResponseStreamEvent,
+} from "openai/resources/responses/responses";
+import { expect, it } from "vitest";
+import type { FakeLLM } from "../llm-upstream/upstream.ts";
+
+/** A running stack for the OpenAI SDK: the gateway's base URL, the test provider behind it, keys. */
+export interface SdkTarget {
+  gatewayUrl: string;
+  llm: FakeLLM;
+  /** A new key in a fresh organization (its owner `backend`). */
+  createKey(input?: {
+    permissions?: string[];
+    limits?: { second?: number; minute?: number; hour?: number; day?: number };
+  }): Promise<{ secret: string }>;
+}
+
+const WEATHER: FunctionTool = {
+  type: "function",
+  name: "get_weather",
+  description: "The weather in a city",
+  parameters: { type: "object", properties: { text: { type: "string" } }, required: ["text"] },
+  strict: false,
+};
+
+/**
+ * The official `openai` SDK against the gateway, as a user points it there:
+ * `baseURL` the gateway's `/api/v1/llm`, the API key as `apiKey`, the end
+ * user in `X-On-Behalf-Of` through `defaultHeaders`. Registers its cases in
+ * the enclosing `describe`; `target` is read when they run.
+ */
+export function openaiSdkCases(target: () => SdkTarget): void {
+  const client = (secret: string, user?: string) =>
+    new OpenAI({
+      apiKey: secret,
+      baseURL: `${target().gatewayUrl}/api/v1/llm`,
+      defaultHeaders: user ? { "X-On-Behalf-Of": user } : {},
+      maxRetries: 0,
+    });
+  /** alice's and bob's clients on one key (one organization), and the key. */
+  const org = async (input?: Parameters<SdkTarget["createKey"]>[0]) => {
+    const key = await target().createKey(input);
+    return { key, alice: client(key.secret, "alice"), bob: client(key.secret, "bob") };
+  };
+  const grant = async (secret: string, owner: string, body: Record<string, string>) => {
+    const res = await fetch(`${target().gatewayUrl}/api/v1/authorization/llm/grant`, {
+      method: "POST",
+      headers: {
+        authorization: `Bearer ${secret}`,
+        "x-on-behalf-of": owner,
+        "content-type": "application/json",
+      },
+      body: JSON.stringify(body),
+    });
+    expect(res.status).toBe(204);
+  };
+  const lastUpstream = () => target().llm.requests.at(-1)!.body;
+
+  it("creates, retrieves and deletes a response", async () => {
+    const { alice } = await org();
+    const created = await alice.responses.create({ model: "auto", input: "hello there" });
+    expect(created).toMatchObject({
+      object: "response",
+      status: "completed",
+      output_text: "Echo: hello there",
+      output: [
+        { type: "message", role: "assistant", content: [{ type: "output_text", text: "Echo: hello there" }] },
+      ],
+      usage: { input_tokens: expect.any(Number), output_tokens: 3 },
+    });
+    expect(created.id).toMatch(/^resp_/);
+    const retrieved = await alice.responses.retrieve(created.id);
+    expect(retrieved).toEqual(created);
+    await alice.responses.delete(created.id);
+    await expect(alice.responses.retrieve(created.id)).rejects.toBeInstanceOf(NotFoundError);
+  });
+
+  it("takes null for optional fields as absent, and forwards the fields it honours", async () => {
+    const { alice } = await org();
+    const response = await alice.responses.create({
+      input: "hi",
+      instructions: null,
+      max_output_tokens: null,
+      metadata: null,
+      previous_response_id: null,
+      conversation: null,
+      background: null,
+      reasoning: null,
+      tool_choice: "auto",
+      temperature: 0.2,
+      top_p: 0.9,
+      user: "end-user-7",
+      store: true,
+      truncation: "auto",
+      text: { format: { type: "json_schema", name: "answer", schema: { type: "object" }, strict: true } },
+    });
+    expect(response).toMatchObject({
+      status: "completed",
+      temperature: 0.2,
+      top_p: 0.9,
+      instructions: null,
+      metadata: {},
+    });
+    expect(lastUpstream()).toMatchObject({
+      temperature: 0.2,
+      top_p: 0.9,
+      user: "end-user-7",
+      response_format: {
+        type: "json_schema",
+        json_schema: { name: "answer", schema: { type: "object" }, strict: true },
+      },
+    });
+  });
+
+  it("responses.stream().finalResponse() accumulates the streamed events into the stored response", async () => {
+    const { alice } = await org();
+    const stream = alice.responses.stream({ input: "one two three" });
+    const snapshots: string[] = [];
+    stream.on("response.output_text.delta", (event) => snapshots.push(event.snapshot));
+    const final = await stream.finalResponse();
+    expect(final.status).toBe("completed");
+    expect(final.output_text).toBe("Echo: one two three");
+    expect(snapshots.at(-1)).toBe("Echo: one two three");
+    expect(snapshots.length).toBeGreaterThan(1);
+    // The SDK adds `parsed` to the text it accumulates.
+    expect(final.output).toMatchObject((await alice.responses.retrieve(final.id)).output);
+  });
+
+  it("iterates a raw stream: every event in OpenAI's order, numbered from 0", async () => {
+    const { alice } = await org();
+    const stream = await alice.responses.create({ input: "a b", stream: true });
+    const events: ResponseStreamEvent[] = [];
+    for await (const event of stream) events.push(event);
+    expect(events.map((e) => e.sequence_number)).toEqual(events.map((_, i) => i));
+    expect(events.map((e) => e.type).filter((t) => t !== "response.output_text.delta")).toEqual([
+      "response.created",
+      "response.in_progress",
+      "response.output_item.added",
+      "response.content_part.added",
+      "response.output_text.done",
+      "response.content_part.done",
+      "response.output_item.done",
+      "response.completed",
+    ]);
+    const completed = events.at(-1);
+    expect(completed?.type === "response.completed" && completed.response.output).toMatchObject([
+      { type: "message", content: [{ type: "output_text", text: "Echo: a b" }] },
+    ]);
+  });
+
+  it("round-trips a tool call: the model calls a function, the caller answers with its output", async () => {
+    const { alice } = await org();
+    const first = await alice.responses.create({ input: "Paris", tools: [WEATHER] });
+    const call = first.output[0] as ResponseFunctionToolCall;
+    expect(first.output).toHaveLength(1);
+    expect(call).toMatchObject({ type: "function_call", name: "get_weather", status: "completed" });
+    expect(JSON.parse(call.arguments)).toEqual({ text: "Paris" });
+    expect(lastUpstream().tools).toEqual([
+      {
+        type: "function",
+        function: {
+          name: "get_weather",
+          description: WEATHER.description,
+          parameters: WEATHER.parameters,
+          strict: false,
+        },
+      },
+    ]);
+
+    const second = await alice.responses.create({
+      previous_response_id: first.id,
+      input: [{ type: "function_call_output", call_id: call.call_id, output: "sunny, 24°C" }],
+      tools: [WEATHER],
+    });
+    expect(second.output_text).toBe("Echo: sunny, 24°C");
+    expect(lastUpstream().messages).toEqual([
+      { role: "user", content: "Paris" },
+      {
+        role: "assistant",
+        content: null,
+        tool_calls: [
+          {
+            id: call.call_id,
+            type: "function",
+            function: { name: "get_weather", arguments: call.arguments },
+          },
+        ],
+      },
+      { role: "tool", tool_call_id: call.call_id, content: "sunny, 24°C" },
+    ]);
+
+    // Without chaining: the earlier output sent back as input, as the SDK's examples do.
+    const manual = await alice.responses.create({
+      input: [
+        { role: "user", content: "Paris" },
+        call,
+        { type: "function_call_output", call_id: call.call_id, output: "rainy" },
+      ],
+      tools: [WEATHER],
+    });
+    expect(manual.output_text).toBe("Echo: rainy");
+  });
+
+  it("streams a tool call: finalResponse() holds the whole function call", async () => {
+    const { alice } = await org();
+    const stream = alice.responses.stream({ input: "Oslo", tools: [WEATHER] });
+    const argumentDeltas: string[] = [];
+    stream.on("response.function_call_arguments.delta", (event) => argumentDeltas.push(event.delta));
+    const final = await stream.finalResponse();
+    const call = final.output[0] as ResponseFunctionToolCall;
+    expect(call).toMatchObject({ type: "function_call", name: "get_weather", status: "completed" });
+    expect(JSON.parse(call.arguments)).toEqual({ text: "Oslo" });
+    expect(argumentDeltas.join("")).toBe(call.arguments);
+    expect(argumentDeltas.length).toBeGreaterThan(1);
+    // The SDK adds `parsed_arguments` to the calls it accumulates.
+    expect(final.output).toMatchObject((await alice.responses.retrieve(final.id)).output);
+  });
+
+  it("chains from previous_response_id for a reader; a stranger gets 404, exactly as for an unknown id", async () => {
+    const { key, alice, bob } = await org();
+    const first = await alice.responses.create({ input: "my secret plan" });
+    const mallory = client(key.secret, "mallory");
+    const outsider = client((await target().createKey()).secret, "alice");
+    const before = target().llm.requests.length;
+    for (const [who, id] of [
+      [bob, first.id],
+      [mallory, first.id],
+      [outsider, first.id],
+      [bob, "resp_0000000000000000000000000000dead"],
+    ] as const) {
+      await expect(
+        who.responses.create({ previous_response_id: id, input: "tell me" }),
+      ).rejects.toBeInstanceOf(NotFoundError);
+      await expect(who.responses.retrieve(id)).rejects.toBeInstanceOf(NotFoundError);
+      await expect(who.responses.delete(id)).rejects.toBeInstanceOf(NotFoundError);
+      await expect(who.responses.cancel(id)).rejects.toBeInstanceOf(NotFoundError);
+    }
+    expect(target().llm.requests.length).toBe(before);
+
+    await grant(key.secret, "alice", {
+      resourceType: "response",
+      resourceId: first.id,
+      userId: "bob",
+      role: "reader",
+    });
+    const next = await bob.responses.create({ previous_response_id: first.id, input: "and then?" });
+    expect(next.previous_response_id).toBe(first.id);
+    expect(lastUpstream().messages).toEqual([
+      { role: "user", content: "my secret plan" },
+      { role: "assistant", content: "Echo: my secret plan" },
+      { role: "user", content: "and then?" },
+    ]);
+    // bob owns his own response, not alice's: reading hers is fine, deleting it is not.
+    await expect(bob.responses.delete(first.id)).rejects.toBeInstanceOf(PermissionDeniedError);
+    expect((await alice.responses.retrieve(first.id)).id).toBe(first.id);
+  });
+
+  it("lists a response's input items, paged", async () => {
+    const { alice } = await org();
+    const response = await alice.responses.create({
+      input: [
+        { role: "developer", content: "Be brief." },
+        { role: "user", content: "one" },
+        { role: "assistant", content: "uno" },
+        { role: "user", content: "two" },
+      ],
+    });
+    const texts: string[] = [];
+    for await (const item of alice.responses.inputItems.list(response.id, { limit: 3, order: "asc" })) {
+      if (item.type === "message") texts.push(`${item.role}: ${(item.content[0] as { text: string }).text}`);
+    }
+    expect(texts).toEqual(["developer: Be brief.", "user: one", "assistant: uno", "user: two"]);
+    const newestFirst = await alice.responses.inputItems.list(response.id, { limit: 2 });
+    expect(newestFirst.data.map((i) => i.type === "message" && i.role)).toEqual(["user", "assistant"]);
+    expect(newestFirst.has_more).toBe(true);
+  });
+
+  it("works with conversations and their items", async () => {
+    const { key, alice, bob } = await org();
+    const conversation = await alice.conversations.create({
+      metadata: { topic: "travel" },
+      items: [{ type: "message", role: "user", content: "I like trains." }],
+    });
+    expect(conversation).toMatchObject({ object: "conversation", metadata: { topic: "travel" } });
+    const answer = await alice.responses.create({ conversation: conversation.id, input: "Where to?" });
+    expect(answer.output_text).toBe("Echo: Where to?");
+    expect(lastUpstream().messages.map((m) => m.content)).toEqual(["I like trains.", "Where to?"]);
+
+    const added = await alice.conversations.items.create(conversation.id, {
+      items: [
+        { type: "message", role: "user", content: [{ type: "input_text", text: "Add this." }] },
+        { type: "message", role: "assistant", content: "Added." },
+      ],
+    });
+    expect(added.data).toHaveLength(2);
+    const all: string[] = [];
+    for await (const item of alice.conversations.items.list(conversation.id, { limit: 2, order: "asc" })) {
+      if (item.type === "message") all.push((item.content[0] as { text: string }).text);
+    }
+    expect(all).toEqual(["I like trains.", "Where to?", "Echo: Where to?", "Add this.", "Added."]);
+
+    const itemId = added.data[0]!.id!;
+    const item = await alice.conversations.items.retrieve(itemId, { conversation_id: conversation.id });
+    expect(item).toMatchObject({ id: itemId, type: "message", role: "user" });
+    // bob reads it once granted reader, but may not change it.
+    await expect(
+      bob.conversations.items.retrieve(itemId, { conversation_id: conversation.id }),
+    ).rejects.toBeInstanceOf(NotFoundError);
+    await grant(key.secret, "alice", {
+      resourceType: "conversation",
+      resourceId: conversation.id,
+      userId: "bob",
+      role: "reader",
+    });
+    expect((await bob.conversations.items.retrieve(itemId, { conversation_id: conversation.id })).id).toBe(
+      itemId,
+    );
+    await expect(
+      bob.conversations.items.delete(itemId, { conversation_id: conversation.id }),
+    ).rejects.toBeInstanceOf(PermissionDeniedError);
+
+    const afterDelete = await alice.conversations.items.delete(itemId, { conversation_id: conversation.id });
+    expect(afterDelete).toMatchObject({ id: conversation.id, object: "conversation" });
+    await expect(
+      alice.conversations.items.retrieve(itemId, { conversation_id: conversation.id }),
+    ).rejects.toBeInstanceOf(NotFoundError);
+
+    expect(await alice.conversations.update(conversation.id, { metadata: { topic: "boats" } })).toMatchObject(
+      {
+        metadata: { topic: "boats" },
+      },
+    );
+    expect(await alice.conversations.delete(conversation.id)).toEqual({
+      id: conversation.id,
+      object: "conversation.deleted",
+      deleted: true,
+    });
+    await expect(alice.conversations.retrieve(conversation.id)).rejects.toBeInstanceOf(NotFoundError);
+  });
+
+  it("maps every refusal to the SDK's error classes: 401, 403, 404, 422, 429", async () => {
+    const { alice } = await org();
+    const stranger = client("gwsk_not-a-real-key-not-a-real-key-not-a-real-k", "alice");
+    await expect(stranger.responses.create({ input: "x" })).rejects.toBeInstanceOf(AuthenticationError);
+
+    const readOnly = await org({ permissions: ["responses:read"] });
+    await expect(readOnly.alice.responses.create({ input: "x" })).rejects.toBeInstanceOf(
+      PermissionDeniedError,
+    );
+
+    await expect(alice.responses.retrieve("resp_unknown")).rejects.toBeInstanceOf(NotFoundError);
+    await expect(alice.conversations.retrieve("conv_unknown")).rejects.toBeInstanceOf(NotFoundError);
+
+    for (const refused of [
+      { input: "x", background: true },
+      { input: "x", tools: [{ type: "web_search" as const }] },
+      { input: "x", reasoning: { effort: "high" as const } },
+    ]) {
+      await expect(alice.responses.create(refused)).rejects.toBeInstanceOf(UnprocessableEntityError);
+    }
+
+    const limited = await org({ limits: { minute: 2 } });
+    await limited.alice.responses.create({ input: "one" });
+    await limited.alice.responses.create({ input: "two" });
+    const before = target().llm.requests.length;
+    const error = await limited.alice.responses.create({ input: "three" }).catch((e) => e);
+    expect(error).toBeInstanceOf(RateLimitError);
+    expect(error.headers.get("retry-after")).toMatch(/^\d+$/);
+    expect(target().llm.requests.length).toBe(before);
+  });
+}
