@@ -1,5 +1,5 @@
 import { brotliCompressSync, gzipSync } from "node:zlib";
-import { rawHttp } from "@gw/devstack/testing";
+import { expectJsonError, rawHttp } from "@gw/devstack/testing";
 import { describe, expect, it } from "vitest";
 import { useGateway } from "./harness.ts";
 
@@ -13,14 +13,6 @@ async function adminSecret() {
 
 /** `{"owner":"bob","name":[[…]]}` with `depth` levels of nesting in all. */
 const nested = (depth: number) => `{"owner":"bob","name":${"[".repeat(depth - 1)}${"]".repeat(depth - 1)}}`;
-
-async function expectJsonError(res: Response, status: number) {
-  expect(res.status).toBe(status);
-  expect(res.headers.get("content-type")).toBe("application/json; charset=utf-8");
-  const body = await res.json();
-  expect(JSON.stringify(body)).not.toMatch(/RangeError|at .*\.(ts|js)|node_modules/);
-  return body;
-}
 
 describe("JSON nesting is bounded", () => {
   it.each([65, 5_000, 200_000])("%i levels: 422 json_invalid at ['body'], in JSON", async (depth) => {

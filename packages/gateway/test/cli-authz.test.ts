@@ -1,32 +1,16 @@
 import { execFile } from "node:child_process";
-import { resolve } from "node:path";
 import { promisify } from "node:util";
-import { REPO_ROOT } from "@gw/devstack";
 import { spicedbEnv } from "@gw/devstack/testing";
 import { describe, expect, it } from "vitest";
 import { newOrg } from "./authorization-helpers.ts";
 import { useGateway } from "./harness.ts";
+import { runCli } from "./run-cli.ts";
 
-const run = promisify(execFile);
+const _run = promisify(execFile);
 const gw = useGateway();
 
-/** Runs `pnpm authz` as an operator would; never throws, so exit codes can be asserted. */
-async function authz(args: string[], via: "node" | "pnpm" = "node") {
-  const [cmd, argv] =
-    via === "pnpm"
-      ? ["pnpm", ["--silent", "authz", ...args]]
-      : [process.execPath, [resolve(REPO_ROOT, "packages/gateway/src/cli/authz.ts"), ...args]];
-  try {
-    const { stdout, stderr } = await run(cmd, argv, {
-      cwd: REPO_ROOT,
-      env: { ...process.env, REDIS_URL: gw.redisUrl, ...spicedbEnv(gw.spicedb) },
-    });
-    return { code: 0, stdout, stderr };
-  } catch (err) {
-    const e = err as { code: number; stdout: string; stderr: string };
-    return { code: e.code, stdout: e.stdout, stderr: e.stderr };
-  }
-}
+const authz = (args: string[], via?: "node" | "pnpm") =>
+  runCli("authz", args, { REDIS_URL: gw.redisUrl, ...spicedbEnv(gw.spicedb) }, via);
 
 describe("pnpm authz (read-only)", () => {
   it("grants shows who holds which role, and audit the organization's or one resource's trail", async () => {

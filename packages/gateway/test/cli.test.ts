@@ -4,27 +4,12 @@ import { promisify } from "node:util";
 import { REPO_ROOT } from "@gw/devstack";
 import { describe, expect, it, vi } from "vitest";
 import { freshOrg, useGateway } from "./harness.ts";
+import { runCli } from "./run-cli.ts";
 
 const run = promisify(execFile);
 const gw = useGateway();
 
-/** Runs the CLI as a user would; never throws, so exit codes can be asserted. */
-async function keys(args: string[], via: "node" | "pnpm" = "node") {
-  const [cmd, argv] =
-    via === "pnpm"
-      ? ["pnpm", ["keys", ...args]]
-      : [process.execPath, [resolve(REPO_ROOT, "packages/gateway/src/cli/keys.ts"), ...args]];
-  try {
-    const { stdout, stderr } = await run(cmd, argv, {
-      cwd: REPO_ROOT,
-      env: { ...process.env, REDIS_URL: gw.redisUrl },
-    });
-    return { code: 0, stdout, stderr };
-  } catch (err) {
-    const e = err as { code: number; stdout: string; stderr: string };
-    return { code: e.code, stdout: e.stdout, stderr: e.stderr };
-  }
-}
+const keys = (args: string[], via?: "node" | "pnpm") => runCli("keys", args, { REDIS_URL: gw.redisUrl }, via);
 
 describe("pnpm keys", () => {
   it("create prints exactly one JSON object whose secret authenticates", async () => {

@@ -1,5 +1,5 @@
 import { gzipSync } from "node:zlib";
-import { rawHttp } from "@gw/devstack/testing";
+import { expectJsonError, rawHttp } from "@gw/devstack/testing";
 import { describe, expect, it } from "vitest";
 import { useStack } from "./stack.ts";
 
@@ -14,14 +14,6 @@ async function post(headers: Record<string, string>, body: string | Buffer) {
     headers: { authorization: `Bearer ${key.secret}`, ...headers },
     body,
   });
-}
-
-async function expectJsonError(res: Response, status: number) {
-  expect(res.status).toBe(status);
-  expect(res.headers.get("content-type")).toBe("application/json; charset=utf-8");
-  const body = await res.json();
-  expect(JSON.stringify(body)).not.toMatch(/RangeError|at .*\.(ts|js)|node_modules/);
-  return body;
 }
 
 describe("the service answers bad input forwarded verbatim with catalogue JSON", () => {
