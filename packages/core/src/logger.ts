@@ -12,7 +12,8 @@ export function createLogger(name: string, level: string, destination?: pino.Des
     name,
     level,
     base: { service: name },
-    timestamp: pino.stdTimeFunctions.isoTime,
+    // Milliseconds since the epoch: pino's cheapest timestamp, read as-is by log pipelines.
+    timestamp: pino.stdTimeFunctions.epochTime,
     redact: {
       paths: [
         "authorization",

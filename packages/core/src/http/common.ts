@@ -40,6 +40,7 @@ export function useRequestBasics(app: express.Express, logger: Logger, metrics: 
   // The access line carries only the fields below, none of them a secret.
   const access = unredacted(logger);
   app.disable("x-powered-by");
+  app.set("etag", false);
   app.use((req, res, next) => {
     const incoming = req.get("x-request-id");
     req.id = incoming && REQUEST_ID.test(incoming) ? incoming : randomUUID();
