@@ -4,6 +4,7 @@ import {
   type Limits,
   type Logger,
   notFoundHandler,
+  type RedisClient,
   type ResourceAuthorization,
   redisReady,
   registerProbes,
@@ -12,7 +13,6 @@ import {
   useRequestBasics,
 } from "@gw/core";
 import express, { Router } from "express";
-import type { Redis } from "ioredis";
 import type { ApiKeyLookup } from "./api-keys/lookup.ts";
 import type { ApiKeyStore } from "./api-keys/store.ts";
 import type { AuditLog } from "./audit/audit-log.ts";
@@ -43,7 +43,7 @@ import type { TokenService } from "./tokens/tokens.ts";
 export interface GatewayDeps {
   logger: Logger;
   metrics: GatewayMetrics;
-  redis: Redis;
+  redis: RedisClient;
   store: ApiKeyStore;
   keys: ApiKeyLookup;
   spicedb: SpiceDBClient;

@@ -8,10 +8,10 @@ import {
   internalAssertions,
   type Logger,
   listen,
+  type RedisClient,
   type ResourceAuthorization,
   redactUrl,
 } from "@gw/core";
-import type { Redis } from "ioredis";
 import { ensureBootstrapAdminKey } from "./api-keys/bootstrap.ts";
 import { CachedApiKeyLookup } from "./api-keys/lookup.ts";
 import { ApiKeyStore } from "./api-keys/store.ts";
@@ -167,7 +167,7 @@ async function signingKeys(config: GatewayConfig, logger: Logger): Promise<Signi
 }
 
 /** Start-up waits for Redis (commands fail fast without an offline queue), but not forever. */
-async function untilReady(redis: Redis, logger: Logger, timeoutMs = 10_000): Promise<void> {
+async function untilReady(redis: RedisClient, logger: Logger, timeoutMs = 10_000): Promise<void> {
   if (redis.status === "ready") return;
   const ready = await Promise.race([
     new Promise<boolean>((resolve) => redis.once("ready", () => resolve(true))),

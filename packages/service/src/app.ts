@@ -5,6 +5,7 @@ import {
   type Logger,
   type Metrics,
   notFoundHandler,
+  type RedisClient,
   type ResourceAuthorization,
   redisReady,
   registerProbes,
@@ -13,7 +14,6 @@ import {
   type WriterDeletion,
 } from "@gw/core";
 import express, { Router } from "express";
-import type { Redis } from "ioredis";
 import { verifyAssertion } from "./authenticate/verify-assertion.ts";
 import type { ConversationStore } from "./conversations/store.ts";
 import type { Evals } from "./evals/index.ts";
@@ -42,7 +42,7 @@ import type { UsageStore } from "./usage/store.ts";
 export interface ServiceDeps {
   logger: Logger;
   metrics: Metrics;
-  redis: Redis;
+  redis: RedisClient;
   spicedb: SpiceDBClient;
   assertions: InternalAssertions;
   authorization: ResourceAuthorization;
