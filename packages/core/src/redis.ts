@@ -26,6 +26,8 @@ export type RedisClient = Redis | Cluster;
 
 /** Where command latency and errors go (see `createMetrics`); one per process. */
 export interface RedisCommandObserver {
+  /** A new connection: its error counts start at 0. */
+  track(client: string): void;
   /** Called once per command, when it settles; `error` tells an outage from Redis's own error reply. */
   observe(client: string, command: string, seconds: number, error?: "unavailable" | "reply"): void;
 }
@@ -179,6 +181,7 @@ export function createRedis(url: string, options: RedisClientOptions): RedisClie
     retryStrategy: (attempt) => Math.min(attempt * 100, 2_000),
     ...options.extra,
   };
+  options.metrics?.track(options.connectionName);
   if (!isClusterUrl(url)) return new GuardedRedis(url, settings, options);
 
   const { nodes, username, password, tls } = parseClusterUrl(url);

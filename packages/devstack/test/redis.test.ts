@@ -45,7 +45,7 @@ describe.each(REDIS_TOPOLOGIES)("createRedis on %s Redis", (topology) => {
     redis = createRedis(server.url, {
       connectionName: "core-test",
       commandTimeoutMs: 500,
-      metrics: { observe: (...args) => seen.push(args) },
+      metrics: { track: () => undefined, observe: (...args) => seen.push(args) },
     });
     redis.on("error", () => undefined); // the outage test stops the servers on purpose
   });

@@ -3,12 +3,14 @@ import {
   jsonBody,
   type Limits,
   type Logger,
+  type MetricsEndpoint,
   notFoundHandler,
   type RedisClient,
   type ResourceAuthorization,
   redisReady,
   registerProbes,
   requirePermission,
+  SERVICE_ROUTES,
   type SpiceDBClient,
   useRequestBasics,
 } from "@gw/core";
@@ -57,6 +59,8 @@ export interface GatewayDeps {
   audit: AuditLog;
   /** Longest lifetime of an expiring grant, in seconds. */
   grantMaxTtlSeconds: number;
+  /** Where `/metrics` is served, and its token. */
+  metricsEndpoint?: MetricsEndpoint;
 }
 
 /**
@@ -66,7 +70,7 @@ export interface GatewayDeps {
  */
 export function createGatewayApp(deps: GatewayDeps): express.Express {
   const app = express();
-  useRequestBasics(app, deps.logger, deps.metrics);
+  useRequestBasics(app, deps.logger, deps.metrics, SERVICE_ROUTES);
 
   const probes = Router();
   registerProbes(
@@ -76,6 +80,7 @@ export function createGatewayApp(deps: GatewayDeps): express.Express {
       spicedb: () => deps.spicedb.readSchema().then(() => true),
     },
     deps.metrics,
+    deps.metricsEndpoint,
   );
   registerWellKnown(probes, deps.tokens);
   app.use(probes);

@@ -21,6 +21,8 @@ export const TEST_PUBLIC_URL = "https://gateway.test";
 export interface GatewayHarness {
   /** Base URL of an in-process gateway. */
   url: string;
+  /** Where its metrics are served (`METRICS_PORT`, else its own port). */
+  metricsUrl: string;
   redisUrl: string;
   /** The Redis behind this gateway (one server or a cluster), to stop and restart it. */
   redisServer: TestRedisStore;
@@ -79,6 +81,7 @@ export function useGateway(
     const store = new ApiKeyStore(redis);
     Object.assign(harness, {
       url: gateway.url,
+      metricsUrl: gateway.metricsUrl,
       redisUrl: redisServer.url,
       redisServer,
       redis,

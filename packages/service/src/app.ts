@@ -4,6 +4,7 @@ import {
   jsonBody,
   type Logger,
   type Metrics,
+  type MetricsEndpoint,
   notFoundHandler,
   type RedisClient,
   type ResourceAuthorization,
@@ -55,6 +56,8 @@ export interface ServiceDeps {
   context: ContextBudget;
   evals: Evals;
   sandbox: Sandbox;
+  /** Where `/metrics` is served, and its token. */
+  metricsEndpoint?: MetricsEndpoint;
 }
 
 /**
@@ -70,6 +73,7 @@ export function createServiceApp(deps: ServiceDeps): express.Express {
     probes,
     { redis: () => redisReady(deps.redis), spicedb: () => deps.spicedb.readSchema().then(() => true) },
     deps.metrics,
+    deps.metricsEndpoint,
   );
   app.use(probes);
 

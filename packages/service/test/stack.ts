@@ -1,5 +1,5 @@
 import { randomBytes } from "node:crypto";
-import { createLogger, createRedis, loadConfig, type RedisClient } from "@gw/core";
+import { createLogger, createRedis, loadConfig, type RedisClient, type RouteTemplate } from "@gw/core";
 import {
   capturingLogger,
   type RedisTopology,
@@ -24,6 +24,8 @@ export interface Stack {
   gatewayUrl: string;
   serviceUrl: string;
   redisUrl: string;
+  /** The endpoints the service registered. */
+  serviceRoutes: RouteTemplate[];
   /** The Redis behind the stack (one server or a cluster), e.g. to watch the commands it runs. */
   redisServer: TestRedisStore;
   llm: FakeLLM;
@@ -125,6 +127,7 @@ export function useStack(
       serviceUrl: service.url,
       redisUrl: redisServer.url,
       redisServer,
+      serviceRoutes: service.routes,
       llm,
       redis,
       store,
