@@ -2,13 +2,14 @@ import { Counter, collectDefaultMetrics, Histogram, Registry } from "prom-client
 import type { RedisCommandObserver } from "./redis.ts";
 
 /**
- * Latency buckets from 50 µs to 10 s: a gateway answers in well under a
- * millisecond, so its quantiles need buckets there, and its slowest
- * dependency (a model) takes seconds.
+ * Latency buckets from 50 µs to 10 s, each at most twice the one below it up
+ * to 100 ms: a gateway answers in well under a millisecond, so its
+ * quantiles need buckets there, and its slowest dependency (a model) takes
+ * seconds.
  */
 export const LATENCY_BUCKETS = [
-  0.00005, 0.0001, 0.0002, 0.0003, 0.0005, 0.00075, 0.001, 0.0015, 0.002, 0.003, 0.005, 0.0075, 0.01, 0.025,
-  0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10,
+  0.00005, 0.0001, 0.0002, 0.0003, 0.0005, 0.00075, 0.001, 0.0015, 0.002, 0.003, 0.005, 0.0075, 0.01, 0.015,
+  0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10,
 ];
 
 /** gRPC status codes by name, as `grpc_code` labels carry them. */

@@ -1,4 +1,4 @@
-import { createMetrics, WINDOWS } from "@gw/core";
+import { createMetrics, LATENCY_BUCKETS, WINDOWS } from "@gw/core";
 import { Counter, Histogram } from "prom-client";
 
 export const AUTHORIZATION_OPERATIONS = [
@@ -83,7 +83,7 @@ export function createGatewayMetrics() {
   const rateLimitDecisionSeconds = new Histogram({
     name: "gateway_rate_limit_decision_seconds",
     help: "Time to decide one request's quotas.",
-    buckets: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25],
+    buckets: LATENCY_BUCKETS,
     registers: [base.registry],
   });
   const authorizationOperations = new Counter({
