@@ -62,6 +62,9 @@ export const env = {
   redisUrl: () =>
     z
       .string()
-      .regex(/^rediss?:\/\//, "must be a redis:// or rediss:// URL")
+      .regex(
+        /^rediss?(\+cluster)?:\/\//,
+        "must be a redis:// or rediss:// URL, or redis+cluster://host:port,host:port for a Redis Cluster",
+      )
       .optional(),
 };

@@ -1,4 +1,4 @@
-import { type Command, Redis, type RedisOptions, ReplyError } from "ioredis";
+import { Cluster, type ClusterOptions, type Command, Redis, type RedisOptions, ReplyError } from "ioredis";
 import { AppError } from "./errors.ts";
 
 /** Default port of the `redis-server` that `pnpm start` runs when `REDIS_URL` is unset. */
@@ -17,11 +17,33 @@ export function localRedisUrl(env: NodeJS.ProcessEnv = process.env): string {
   return `redis://127.0.0.1:${localRedisPort(env)}`;
 }
 
+/**
+ * What every caller gets from `createRedis`: one Redis server or a Redis
+ * Cluster, with the same commands. Keys a command, script or transaction
+ * touches together must share a hash tag (`{…}`), so they live on one slot.
+ */
+export type RedisClient = Redis | Cluster;
+
+/** Where command latency and errors go (see `createMetrics`); one per process. */
+export interface RedisCommandObserver {
+  /** A new connection: its error counts start at 0. */
+  track(client: string): void;
+  /** Called once per command, when it settles; `error` tells an outage from Redis's own error reply. */
+  observe(client: string, command: string, seconds: number, error?: "unavailable" | "reply"): void;
+}
+
 export interface RedisClientOptions {
-  /** Shown in `CLIENT LIST`, so an operator can tell the connections apart. */
+  /** Shown in `CLIENT LIST`, so an operator can tell the connections apart; also the `client` metric label. */
   connectionName: string;
   /** Per-command timeout in milliseconds; a hung Redis must not hang requests. */
   commandTimeoutMs?: number;
+  /** Command latency and errors. */
+  metrics?: RedisCommandObserver;
+  /**
+   * Keep ioredis's own errors instead of `RedisUnavailable`: for libraries
+   * (BullMQ) that read them to recover from a closed connection.
+   */
+  rawErrors?: boolean;
   extra?: RedisOptions;
 }
 
@@ -33,27 +55,124 @@ export class RedisUnavailable extends AppError {
   }
 }
 
+/** Error replies that mean the cluster cannot answer right now, not that we asked wrong. */
+const UNAVAILABLE_REPLY = /^(CLUSTERDOWN|TRYAGAIN|MASTERDOWN|LOADING)\b/;
+
+/** Whether an error says Redis could not answer (rather than refusing what was asked: a bug of ours). */
+function isOutage(err: unknown): boolean {
+  return !(err instanceof ReplyError) || UNAVAILABLE_REPLY.test((err as Error).message);
+}
+
 /** Our `reject` wrappers: a command may pass through `sendCommand` (and get a new promise) more than once. */
-const guards = new WeakSet<Command["reject"]>();
+const wrapped = new WeakSet<Command["reject"]>();
 
 /**
- * ioredis whose commands fail with `RedisUnavailable` when Redis could not
- * answer, so an outage is a 503 wherever it strikes; Redis's own error
- * replies (`ReplyError`) are bugs of ours and pass unchanged.
+ * Wraps a command's settlement once: its latency and errors reach `metrics`,
+ * and, unless `rawErrors`, an outage rejects with `RedisUnavailable`, so it
+ * is a 503 wherever it strikes. Redis's own error replies pass unchanged.
  */
+function guard(command: Command, options: RedisClientOptions): void {
+  if (wrapped.has(command.reject)) return;
+  const { resolve, reject } = command;
+  const metrics = options.metrics;
+  const started = metrics ? process.hrtime.bigint() : 0n;
+  const observe = (error?: "unavailable" | "reply") =>
+    metrics?.observe(
+      options.connectionName,
+      command.name,
+      Number(process.hrtime.bigint() - started) / 1e9,
+      error,
+    );
+  if (metrics) {
+    command.resolve = (value) => {
+      observe();
+      resolve(value);
+    };
+  }
+  command.reject = (err) => {
+    const outage = isOutage(err);
+    observe(outage ? "unavailable" : "reply");
+    reject(outage && !options.rawErrors ? new RedisUnavailable(err) : err);
+  };
+  wrapped.add(command.reject);
+}
+
+type SendCommand = (command: Command, ...rest: unknown[]) => unknown;
+
 class GuardedRedis extends Redis {
+  private readonly clientOptions: RedisClientOptions;
+  constructor(url: string, options: RedisOptions, clientOptions: RedisClientOptions) {
+    super(url, options);
+    this.clientOptions = clientOptions;
+  }
   override sendCommand(command: Command, ...rest: unknown[]): unknown {
-    if (!guards.has(command.reject)) {
-      const reject = command.reject;
-      command.reject = (err) => reject(err instanceof ReplyError ? err : new RedisUnavailable(err));
-      guards.add(command.reject);
-    }
-    return (super.sendCommand as (command: Command, ...rest: unknown[]) => unknown)(command, ...rest);
+    guard(command, this.clientOptions);
+    return (super.sendCommand as SendCommand)(command, ...rest);
   }
 }
 
-export function createRedis(url: string, options: RedisClientOptions): Redis {
-  return new GuardedRedis(url, {
+class GuardedCluster extends Cluster {
+  private readonly clientOptions: RedisClientOptions;
+  private readonly commandTimeout: number | undefined;
+  constructor(
+    nodes: { host: string; port: number }[],
+    options: ClusterOptions,
+    clientOptions: RedisClientOptions,
+    commandTimeout: number | undefined,
+  ) {
+    super(nodes, options);
+    this.clientOptions = clientOptions;
+    this.commandTimeout = commandTimeout;
+  }
+  override sendCommand(command: Command, ...rest: unknown[]): unknown {
+    guard(command, this.clientOptions);
+    // Nodes time out what they were sent; this also covers commands waiting while the cluster is down.
+    if (this.commandTimeout !== undefined) command.setTimeout(this.commandTimeout);
+    return (super.sendCommand as SendCommand)(command, ...rest);
+  }
+}
+
+/** `redis+cluster://` and `rediss+cluster://` name a Redis Cluster by some of its nodes. */
+const CLUSTER_URL = /^(rediss?)\+cluster:\/\/(?:([^:@/]*)(?::([^@/]*))?@)?([^/?#]+)\/?$/;
+
+/** Whether `url` names a Redis Cluster (`redis+cluster://host:port,host:port`). */
+export function isClusterUrl(url: string): boolean {
+  return /^rediss?\+cluster:\/\//.test(url);
+}
+
+/** The seed nodes and credentials of a cluster URL; throws on anything else. */
+export function parseClusterUrl(url: string): {
+  nodes: { host: string; port: number }[];
+  username?: string;
+  password?: string;
+  tls: boolean;
+} {
+  const match = CLUSTER_URL.exec(url);
+  if (!match) throw new Error("a cluster URL is redis+cluster://[user:password@]host:port[,host:port…]");
+  const [, scheme, user, password, hosts] = match;
+  const nodes = hosts!.split(",").map((node) => {
+    const at = node.lastIndexOf(":");
+    const port = Number(node.slice(at + 1));
+    if (at <= 0 || !Number.isInteger(port) || port < 1 || port > 65535)
+      throw new Error(`'${node}' in a cluster URL is not host:port`);
+    return { host: node.slice(0, at).replace(/^\[(.*)\]$/, "$1"), port };
+  });
+  return {
+    nodes,
+    ...(user ? { username: decodeURIComponent(user) } : {}),
+    ...(password !== undefined ? { password: decodeURIComponent(password) } : {}),
+    tls: scheme === "rediss",
+  };
+}
+
+/**
+ * The one Redis factory of every process: `redis://` / `rediss://` for one
+ * server, `redis+cluster://host:port,host:port` for a Redis Cluster (the
+ * nodes named are where discovery starts). Both get the same deadlines,
+ * retries and error mapping.
+ */
+export function createRedis(url: string, options: RedisClientOptions): RedisClient {
+  const settings: RedisOptions = {
     connectionName: options.connectionName,
     commandTimeout: options.commandTimeoutMs ?? 2_000,
     connectTimeout: 5_000,
@@ -61,11 +180,39 @@ export function createRedis(url: string, options: RedisClientOptions): Redis {
     maxRetriesPerRequest: 1,
     retryStrategy: (attempt) => Math.min(attempt * 100, 2_000),
     ...options.extra,
-  });
+  };
+  options.metrics?.track(options.connectionName);
+  if (!isClusterUrl(url)) return new GuardedRedis(url, settings, options);
+
+  const { nodes, username, password, tls } = parseClusterUrl(url);
+  // The cluster client owns what concerns all nodes; each node's connection gets the rest.
+  const {
+    enableOfflineQueue,
+    enableAutoPipelining,
+    lazyConnect,
+    retryStrategy,
+    readOnly: _,
+    ...node
+  } = settings;
+  return new GuardedCluster(
+    nodes,
+    {
+      enableOfflineQueue: enableOfflineQueue ?? true,
+      enableAutoPipelining: enableAutoPipelining ?? false,
+      lazyConnect: lazyConnect ?? false,
+      clusterRetryStrategy: retryStrategy ?? null,
+      // A cluster that lost a master answers CLUSTERDOWN until failover: retry briefly, then fail.
+      retryDelayOnClusterDown: 100,
+      maxRedirections: 16,
+      redisOptions: { ...node, username, password, ...(tls ? { tls: {} } : {}) },
+    },
+    options,
+    settings.commandTimeout,
+  );
 }
 
 /** PING with a deadline: the readiness probe. */
-export async function redisReady(redis: Redis, timeoutMs = 1_000): Promise<boolean> {
+export async function redisReady(redis: RedisClient, timeoutMs = 1_000): Promise<boolean> {
   try {
     const pong = await Promise.race([
       redis.ping(),

@@ -4,18 +4,31 @@
  * README, and every variable that `deploy/` sets is one some process reads
  * (a typo there would silently fall back to a default).
  */
-import { readFile } from "node:fs/promises";
+import { execFile } from "node:child_process";
+import { readdir, readFile } from "node:fs/promises";
 import { resolve } from "node:path";
+import { promisify } from "node:util";
 import { createMetrics, v1 } from "@gw/core";
 import { createGatewayMetrics, gatewayConfigSchema } from "@gw/gateway";
-import { createEvalMetrics, serviceConfigSchema } from "@gw/service";
+import { createEvalMetrics, createProviderMetrics, serviceConfigSchema } from "@gw/service";
 import { runValidationFile, spicedbLocalConfigSchema, startSpiceDBLocal } from "@gw/spicedb-local";
-import { parseAllDocuments } from "yaml";
 import type { z } from "zod";
+import {
+  composeProblems,
+  k8sClusterProblems,
+  k8sContainerProblems,
+  scrapeTargetProblems,
+  unpinnedImages,
+  yamlDocuments,
+} from "./check-deploy.ts";
+import { freePort } from "./free-port.ts";
 import { REPO_ROOT } from "./node-process.ts";
+import { PROMETHEUS_CONFIG, prometheusInstalled } from "./prometheus.ts";
+
+const execFileAsync = promisify(execFile);
 
 /** Variables read by `pnpm start` itself and by `pnpm keys`, beside the processes' schemas. */
-export const DEVSTACK_VARIABLES = ["SERVICE_PORT", "LOCAL_REDIS_PORT", "DATA_DIR"];
+export const DEVSTACK_VARIABLES = ["SERVICE_PORT", "LOCAL_REDIS_PORT", "DATA_DIR", "PROMETHEUS_PORT"];
 
 const shapeOf = (schema: z.ZodType) => {
   const object =
@@ -55,9 +68,7 @@ export function variablesSetIn(path: string, text: string): string[] {
     );
   }
   const names: string[] = [];
-  for (const doc of parseAllDocuments(text)) {
-    if (doc.errors.length > 0) throw new Error(`${path}: ${doc.errors[0]!.message}`);
-    const js = doc.toJS() as Record<string, unknown> | null;
+  for (const js of yamlDocuments(path, text)) {
     for (const service of Object.values((js?.services as Record<string, Record<string, unknown>>) ?? {})) {
       if (service?.build && service.environment && typeof service.environment === "object") {
         names.push(...Object.keys(service.environment));
@@ -94,15 +105,25 @@ export const DEPLOY_FILES = [
   "deploy/k8s/gateway.yaml",
   "deploy/k8s/service.yaml",
   "deploy/k8s/eval-worker.yaml",
+  "deploy/k8s/spicedb.yaml",
+  "deploy/k8s/secret.example.yaml",
 ];
 
 /**
  * `spicedb/validation.yaml` holds on the real engine: what `zed validate`
  * checks, on machines where zed cannot be installed. A schema that does not
- * parse fails here too.
+ * parse fails here too. The engine runs with its metrics on, so the names
+ * of SpiceDB's own metrics that the validation's checks produced come back
+ * too (dashboards and alerts may query them).
  */
-export async function checkSpiceDB(root = REPO_ROOT): Promise<string[]> {
-  const server = await startSpiceDBLocal({ host: "127.0.0.1", port: 0, presharedKey: "config-check" });
+export async function checkSpiceDB(root = REPO_ROOT): Promise<{ problems: string[]; metrics: Set<string> }> {
+  const metricsPort = await freePort();
+  const server = await startSpiceDBLocal({
+    host: "127.0.0.1",
+    port: 0,
+    presharedKey: "config-check",
+    metricsPort,
+  });
   const client = v1.NewClient(
     "config-check",
     server.endpoint,
@@ -110,9 +131,11 @@ export async function checkSpiceDB(root = REPO_ROOT): Promise<string[]> {
   );
   try {
     const report = await runValidationFile(resolve(root, "spicedb/validation.yaml"), client);
-    return report.failures.map((f) => `spicedb/validation.yaml: ${f}`);
+    const exposition = await (await fetch(`http://127.0.0.1:${metricsPort}/metrics`)).text();
+    const metrics = new Set([...exposition.matchAll(/^# TYPE (\S+) /gm)].map((m) => m[1]!));
+    return { problems: report.failures.map((f) => `spicedb/validation.yaml: ${f}`), metrics };
   } catch (err) {
-    return [`spicedb/validation.yaml: ${(err as Error).message}`];
+    return { problems: [`spicedb/validation.yaml: ${(err as Error).message}`], metrics: new Set() };
   } finally {
     client.close();
     await server.close();
@@ -123,47 +146,156 @@ export async function checkSpiceDB(root = REPO_ROOT): Promise<string[]> {
 export async function exportedMetrics(): Promise<Set<string>> {
   const service = createMetrics("service");
   createEvalMetrics(service);
+  createProviderMetrics(service);
   const registries = [createGatewayMetrics().registry, service.registry];
   const names = new Set<string>();
   for (const registry of registries) for (const m of await registry.getMetricsAsJSON()) names.add(m.name);
   return names;
 }
 
-/** Metrics a Grafana dashboard queries that no process exports (a renamed metric leaves a blank panel). */
+/** Metric families dashboards and alerts query: ours, our dependencies' clients, SpiceDB's, Node's, `up`. */
+const METRIC =
+  /\b(?:(?:gateway|service|redis_client|grpc_client|grpc_server|spicedb|process|nodejs)_[a-z0-9_]+|up)\b(?=\s*[{[)]|\s*$)/g;
+
+/** Metrics `expr` queries that nothing exports (a renamed metric leaves a blank panel or an alert that never fires). */
+function unexported(expr: string, exported: Set<string>): string[] {
+  return [...expr.matchAll(METRIC)]
+    .map(([name]) => name)
+    .filter(
+      (name) =>
+        name !== "up" && !exported.has(name) && !exported.has(name.replace(/_(bucket|sum|count)$/, "")),
+    );
+}
+
+/** Metrics a Grafana dashboard queries that no process exports. */
 export function unknownMetrics(path: string, dashboardJson: string, exported: Set<string>): string[] {
   const dashboard = JSON.parse(dashboardJson) as {
     panels?: { title?: string; targets?: { expr?: string }[] }[];
   };
+  return (dashboard.panels ?? []).flatMap((panel) =>
+    (panel.targets ?? []).flatMap((target) =>
+      unexported(target.expr ?? "", exported).map(
+        (name) => `${path}: panel "${panel.title}" queries ${name}, which nothing exports`,
+      ),
+    ),
+  );
+}
+
+interface RuleFile {
+  groups?: { rules?: { alert?: string; record?: string; expr?: string }[] }[];
+}
+interface RuleTests {
+  rule_files?: string[];
+  tests?: { alert_rule_test?: { alertname?: string }[] }[];
+}
+
+/**
+ * Alert rules query only exported metrics, and each alert has a unit test
+ * (`promtool test rules`) that names it.
+ */
+export function alertRuleProblems(
+  rules: { path: string; text: string }[],
+  tests: { path: string; text: string }[],
+  exported: Set<string>,
+): string[] {
+  const tested = new Set(
+    tests.flatMap(
+      ({ path, text }) =>
+        (yamlDocuments(path, text)[0] as RuleTests).tests?.flatMap((t) =>
+          (t.alert_rule_test ?? []).map((a) => a.alertname),
+        ) ?? [],
+    ),
+  );
+  return rules.flatMap(({ path, text }) =>
+    ((yamlDocuments(path, text)[0] as RuleFile).groups ?? []).flatMap((group) =>
+      (group.rules ?? []).flatMap((rule) => [
+        ...unexported(rule.expr ?? "", exported).map(
+          (name) => `${path}: ${rule.alert ?? rule.record} queries ${name}, which nothing exports`,
+        ),
+        ...(rule.alert && !tested.has(rule.alert)
+          ? [`${path}: alert ${rule.alert} has no promtool test`]
+          : []),
+      ]),
+    ),
+  );
+}
+
+/**
+ * `promtool check config` (the configuration and the rule files it loads)
+ * and `promtool test rules`; `skipped` says why when promtool is missing.
+ */
+export async function promtoolProblems(
+  root = REPO_ROOT,
+  testFiles?: string[],
+): Promise<{ problems: string[]; skipped?: string }> {
+  if (!(await prometheusInstalled("promtool")))
+    return {
+      problems: [],
+      skipped: "promtool is missing (apt-get install -y prometheus): rules not checked",
+    };
+  const tests = testFiles ?? (await filesIn(root, PROMETHEUS_TESTS, ".yml"));
   const problems: string[] = [];
-  for (const panel of dashboard.panels ?? []) {
-    for (const target of panel.targets ?? []) {
-      for (const [name] of (target.expr ?? "").matchAll(/\b(?:gateway|service)_[a-z0-9_]+/g)) {
-        const base = name.replace(/_(bucket|sum|count)$/, "");
-        if (!exported.has(name) && !exported.has(base))
-          problems.push(`${path}: panel "${panel.title}" queries ${name}, which nothing exports`);
-      }
+  for (const args of [
+    ["check", "config", PROMETHEUS_CONFIG],
+    ["test", "rules", ...tests],
+  ]) {
+    try {
+      await execFileAsync("promtool", args, { cwd: root });
+    } catch (err) {
+      const { stdout = "", stderr = "" } = err as { stdout?: string; stderr?: string };
+      problems.push(`promtool ${args.join(" ")}:\n${`${stdout}${stderr}`.trim()}`);
     }
   }
-  return problems;
+  return { problems };
 }
 
 export const DASHBOARDS = ["deploy/grafana/dashboards/gateway.json"];
+export const PROMETHEUS_RULES = "deploy/prometheus/rules";
+export const PROMETHEUS_TESTS = "deploy/prometheus/tests";
 
-export async function checkRepository(root = REPO_ROOT): Promise<string[]> {
+async function filesIn(root: string, dir: string, extension: string): Promise<string[]> {
+  return (await readdir(resolve(root, dir)))
+    .filter((name) => name.endsWith(extension))
+    .sort()
+    .map((name) => `${dir}/${name}`);
+}
+
+/** Every check, on the repository; `skipped` lists checks that could not run here. */
+export async function checkRepository(root = REPO_ROOT): Promise<{ problems: string[]; skipped: string[] }> {
+  const read = (path: string) => readFile(resolve(root, path), "utf8");
   const known = knownVariables();
-  const problems = undocumented(await readFile(resolve(root, "README.md"), "utf8"), known);
+  const problems = undocumented(await read("README.md"), known);
   for (const path of DEPLOY_FILES) {
-    problems.push(...unknownIn(path, await readFile(resolve(root, path), "utf8"), known));
+    const text = await read(path);
+    problems.push(...unknownIn(path, text, known), ...unpinnedImages(path, text));
   }
-  const exported = await exportedMetrics();
-  for (const path of DASHBOARDS) {
-    problems.push(...unknownMetrics(path, await readFile(resolve(root, path), "utf8"), exported));
-  }
-  return problems;
+  const compose = await read("deploy/docker-compose.yml");
+  problems.push(...composeProblems("deploy/docker-compose.yml", compose));
+  problems.push(...scrapeTargetProblems(PROMETHEUS_CONFIG, await read(PROMETHEUS_CONFIG), compose));
+  const manifests = await Promise.all(
+    (await filesIn(root, "deploy/k8s", ".yaml")).map(async (path) => ({
+      path,
+      docs: yamlDocuments(path, await read(path)),
+    })),
+  );
+  for (const { path, docs } of manifests) problems.push(...k8sContainerProblems(path, docs));
+  problems.push(...k8sClusterProblems(manifests));
+
+  const spicedb = await checkSpiceDB(root);
+  problems.push(...spicedb.problems);
+  const exported = new Set([...(await exportedMetrics()), ...spicedb.metrics]);
+  for (const path of DASHBOARDS) problems.push(...unknownMetrics(path, await read(path), exported));
+  const load = async (dir: string) =>
+    Promise.all((await filesIn(root, dir, ".yml")).map(async (path) => ({ path, text: await read(path) })));
+  problems.push(...alertRuleProblems(await load(PROMETHEUS_RULES), await load(PROMETHEUS_TESTS), exported));
+  const promtool = await promtoolProblems(root);
+  problems.push(...promtool.problems);
+  return { problems, skipped: promtool.skipped ? [promtool.skipped] : [] };
 }
 
 if (import.meta.main) {
-  const problems = [...(await checkRepository()), ...(await checkSpiceDB())];
+  const { problems, skipped } = await checkRepository();
+  for (const reason of skipped) process.stderr.write(`skipped: ${reason}\n`);
   for (const problem of problems) process.stderr.write(`${problem}\n`);
   process.stdout.write(
     problems.length === 0 ? "config check: ok\n" : `config check: ${problems.length} problem(s)\n`,

@@ -10,6 +10,8 @@ export interface RedisServerOptions {
   appendOnly: boolean;
   /** Where redis-server's own log goes. */
   logFile?: string;
+  /** A Redis Cluster node, with its cluster bus on this port (its state in `nodes.conf` under `dir`). */
+  clusterBusPort?: number;
 }
 
 export interface RunningRedis {
@@ -43,6 +45,18 @@ export async function startRedisServer(options: RedisServerOptions): Promise<Run
     options.logFile ?? "",
     "--daemonize",
     "no",
+    ...(options.clusterBusPort
+      ? [
+          "--cluster-enabled",
+          "yes",
+          "--cluster-config-file",
+          "nodes.conf",
+          "--cluster-port",
+          String(options.clusterBusPort),
+          "--cluster-node-timeout",
+          "2000",
+        ]
+      : []),
   ];
   let child: ChildProcess;
   try {

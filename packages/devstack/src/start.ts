@@ -9,6 +9,7 @@
 import { resolve } from "node:path";
 import { createLogger, DEFAULT_LOCAL_SPICEDB_PORT, localRedisPort } from "@gw/core";
 import { REPO_ROOT, type RunningNodeProcess, startNodeProcess } from "./node-process.ts";
+import { startPrometheus } from "./prometheus.ts";
 import { type RunningRedis, startRedisServer, stopProcess } from "./redis-server.ts";
 import { startSpiceDBLocalProcess } from "./spicedb-process.ts";
 
@@ -68,7 +69,8 @@ async function main(): Promise<void> {
     name: "service",
     entry: "packages/service/src/main.ts",
     port: servicePort,
-    env: { ...env, HOST: "127.0.0.1" },
+    // METRICS_PORT is the gateway's: the service keeps /metrics on its own (loopback) port.
+    env: { ...env, HOST: "127.0.0.1", METRICS_PORT: undefined },
     inheritOutput: true,
   });
   watch("service", service.process);
@@ -83,7 +85,26 @@ async function main(): Promise<void> {
   });
   watch("gateway", gateway.process);
   logger.info({ pid: gateway.process.pid, url: gateway.url }, "gateway started");
+  if (env.PROMETHEUS_PORT) await startLocalPrometheus(env, gateway, service);
   logger.info({ gateway: gateway.url, service: service.url }, "stack is up; Ctrl-C stops it");
+}
+
+/** With PROMETHEUS_PORT: Debian's Prometheus on the deployment's jobs and rules, scraping this stack. */
+async function startLocalPrometheus(env: NodeJS.ProcessEnv, ...stack: RunningNodeProcess[]): Promise<void> {
+  const [gateway, service] = stack.map((p) => new URL(p.url).host);
+  const prometheus = await startPrometheus({
+    port: Number(env.PROMETHEUS_PORT),
+    dir: resolve(env.DATA_DIR!, "prometheus"),
+    targets: {
+      gateway: [env.METRICS_PORT ? `127.0.0.1:${env.METRICS_PORT}` : gateway!],
+      service: [service!],
+      spicedb: env.SPICEDB_LOCAL_METRICS_PORT ? [`127.0.0.1:${env.SPICEDB_LOCAL_METRICS_PORT}`] : [],
+    },
+    metricsToken: env.METRICS_TOKEN,
+    interval: "1s",
+  });
+  watch("prometheus", prometheus.process);
+  logger.info({ url: prometheus.url }, "prometheus started, scraping the stack every second");
 }
 
 /** If any part dies, take the rest down instead of leaving a half-working stack. */

@@ -1,10 +1,13 @@
+import { type ChildProcess, execFile, spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Writable } from "node:stream";
-import { createLogger, type Logger } from "@gw/core";
+import { promisify } from "node:util";
+import { createLogger, createRedis, type Logger, type RedisClient } from "@gw/core";
 import { type RunningSpiceDBLocal, startSpiceDBLocal } from "@gw/spicedb-local";
+import { afterAll, beforeAll } from "vitest";
 import { freePort } from "./free-port.ts";
 import { REPO_ROOT, type RunningNodeProcess, startNodeProcess } from "./node-process.ts";
 import { type RunningRedis, startRedisServer } from "./redis-server.ts";
@@ -13,11 +16,29 @@ export { freePort } from "./free-port.ts";
 export type { RunningNodeProcess } from "./node-process.ts";
 export { type RawResponse, rawHttp } from "./raw-http.ts";
 
-export interface TestRedis extends RunningRedis {
-  /** Stops the server, keeping its port and data, as an outage would. */
+const execFileAsync = promisify(execFile);
+
+/** The Redis deployments the suite runs against: one server, and a three-master Redis Cluster. */
+export type RedisTopology = "single" | "cluster";
+/** Both topologies, for `describe.each(REDIS_TOPOLOGIES)` over a file's Redis tests. */
+export const REDIS_TOPOLOGIES: readonly RedisTopology[] = ["single", "cluster"];
+
+/** A test's Redis, whichever its topology. */
+export interface TestRedisStore {
+  topology: RedisTopology;
+  /** What `REDIS_URL` says to reach it (`redis+cluster://…` for a cluster). */
+  url: string;
+  /** Every redis-server behind `url`: the one server, or each master of the cluster. */
+  nodes: { url: string; port: number }[];
+  /** Stops every server, keeping ports and data, as an outage would. */
   halt(): Promise<void>;
-  /** Starts it again on the same port after `halt`. */
+  /** Starts them again on the same ports after `halt`. */
   restart(): Promise<void>;
+  stop(): Promise<void>;
+}
+
+export interface TestRedis extends RunningRedis, TestRedisStore {
+  topology: "single";
 }
 
 /** A real redis-server for one test file: free port, its own temporary data directory. */
@@ -28,6 +49,8 @@ export async function startTestRedis(): Promise<TestRedis> {
       let redis = await startRedisServer({ port: await freePort(), dir, appendOnly: false });
       return {
         ...redis,
+        topology: "single",
+        nodes: [{ url: redis.url, port: redis.port }],
         halt: () => redis.stop(),
         async restart() {
           redis = await startRedisServer({ port: redis.port, dir, appendOnly: false });
@@ -42,6 +65,167 @@ export async function startTestRedis(): Promise<TestRedis> {
       if (attempt >= 3) throw err;
     }
   }
+}
+
+/**
+ * A real Redis Cluster for one test file: three masters (`redis-server
+ * --cluster-enabled yes`) on free ports, joined by `redis-cli --cluster
+ * create`, every slot served before this resolves.
+ */
+export async function startTestRedisCluster(masters = 3): Promise<TestRedisStore> {
+  const root = await mkdtemp(join(tmpdir(), "gw-test-redis-cluster-"));
+  let servers: RunningRedis[] = [];
+  let config: { port: number; busPort: number; dir: string }[] = [];
+  const startEach = () =>
+    config.map((c) => startRedisServer({ ...c, appendOnly: false, clusterBusPort: c.busPort }));
+  for (let attempt = 1; ; attempt++) {
+    const ports = await distinctFreePorts(masters * 2);
+    config = Array.from({ length: masters }, (_, i) => ({
+      port: ports[2 * i]!,
+      busPort: ports[2 * i + 1]!,
+      dir: join(root, `attempt-${attempt}-node-${i}`),
+    }));
+    const started = await Promise.allSettled(startEach());
+    servers = started.flatMap((r) => (r.status === "fulfilled" ? [r.value] : []));
+    if (servers.length === masters) break;
+    await Promise.all(servers.map((server) => server.stop()));
+    // Another process may have taken a port between our probe and redis-server's bind.
+    if (attempt >= 3) throw (started.find((r) => r.status === "rejected") as PromiseRejectedResult).reason;
+  }
+  const addresses = config.map((c) => `127.0.0.1:${c.port}`);
+  await runRedisCli(["--cluster", "create", ...addresses, "--cluster-replicas", "0", "--cluster-yes"]);
+  await untilClusterServes(config.map((c) => c.port));
+  return {
+    topology: "cluster",
+    url: `redis+cluster://${addresses.join(",")}`,
+    nodes: servers.map((s) => ({ url: s.url, port: s.port })),
+    halt: async () => {
+      await Promise.all(servers.map((server) => server.stop()));
+    },
+    async restart() {
+      servers = await Promise.all(startEach());
+      await untilClusterServes(config.map((c) => c.port));
+    },
+    async stop() {
+      await Promise.all(servers.map((server) => server.stop()));
+      await rm(root, { recursive: true, force: true });
+    },
+  };
+}
+
+/** A test Redis of the given topology. */
+export function startTestRedisOf(topology: RedisTopology): Promise<TestRedisStore> {
+  return topology === "cluster" ? startTestRedisCluster() : startTestRedis();
+}
+
+/**
+ * Per `describe` block (or file): a test Redis of `topology` and a client of
+ * it (`createRedis`, as the processes connect), torn down afterwards.
+ */
+export function useTestRedis(topology: RedisTopology = "single"): {
+  server: TestRedisStore;
+  redis: RedisClient;
+} {
+  const holder = {} as { server: TestRedisStore; redis: RedisClient };
+  beforeAll(async () => {
+    holder.server = await startTestRedisOf(topology);
+    holder.redis = createRedis(holder.server.url, { connectionName: "test" });
+  });
+  afterAll(async () => {
+    holder.redis?.disconnect();
+    await holder.server?.stop();
+  });
+  return holder;
+}
+
+/**
+ * Every command the servers of `redis` carry out from now until `stop`
+ * (`redis-cli monitor` on each node), each as its lower-cased name and its
+ * arguments. `stop` first waits until each monitor has shown a marker sent
+ * after everything before it, so no command is missed.
+ */
+export async function monitorCommands(
+  redis: Pick<TestRedisStore, "nodes">,
+): Promise<{ commands: string[][]; stop(): Promise<void> }> {
+  const commands: string[][] = [];
+  const marker = `monitor-end-${randomBytes(6).toString("hex")}`;
+  const monitors = await Promise.all(
+    redis.nodes.map(
+      (node) =>
+        new Promise<{ port: number; child: ChildProcess; ended: Promise<void> }>((resolve, reject) => {
+          const child = spawn("redis-cli", ["-p", String(node.port), "monitor"], {
+            stdio: ["ignore", "pipe", "ignore"],
+          });
+          let pending = "";
+          let started = false;
+          let end!: () => void;
+          const ended = new Promise<void>((r) => {
+            end = r;
+          });
+          child.once("error", reject);
+          child.stdout!.on("data", (chunk: Buffer) => {
+            pending += chunk.toString();
+            const lines = pending.split("\n");
+            pending = lines.pop()!;
+            for (const line of lines) {
+              if (!started) {
+                started = line.trim() === "OK";
+                if (started) resolve({ port: node.port, child, ended });
+                continue;
+              }
+              const args = [...line.matchAll(/"((?:[^"\\]|\\.)*)"/g)].map((m) => m[1]!);
+              if (args[0]?.toLowerCase() === "echo" && args[1] === marker) end();
+              else if (args.length > 0) commands.push([args[0]!.toLowerCase(), ...args.slice(1)]);
+            }
+          });
+        }),
+    ),
+  );
+  return {
+    commands,
+    async stop() {
+      await Promise.all(
+        monitors.map(async ({ port, child, ended }) => {
+          await runRedisCli(["-p", String(port), "echo", marker]);
+          await ended;
+          child.kill();
+        }),
+      );
+    },
+  };
+}
+
+async function distinctFreePorts(count: number): Promise<number[]> {
+  const ports = new Set<number>();
+  while (ports.size < count) ports.add(await freePort());
+  return [...ports];
+}
+
+async function runRedisCli(args: string[]): Promise<string> {
+  try {
+    const { stdout } = await execFileAsync("redis-cli", args, { timeout: 30_000 });
+    return stdout;
+  } catch (err) {
+    const { code, stdout, stderr } = err as { code?: string; stdout?: string; stderr?: string };
+    if (code === "ENOENT")
+      throw new Error("could not run redis-cli (install it: apt-get install -y redis-tools)");
+    throw new Error(`redis-cli ${args.join(" ")} failed: ${stderr || stdout || String(err)}`);
+  }
+}
+
+/** Waits until every node reports the cluster healthy with all 16384 slots served. */
+async function untilClusterServes(ports: number[], timeoutMs = 20_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  let last = "";
+  while (Date.now() < deadline) {
+    const infos = await Promise.all(
+      ports.map((port) => runRedisCli(["-p", String(port), "cluster", "info"]).catch(() => "")),
+    );
+    if (infos.every((info) => /cluster_state:ok/.test(info) && /cluster_slots_ok:16384/.test(info))) return;
+    last = infos.join("\n");
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  throw new Error(`the test Redis Cluster did not come up within ${timeoutMs} ms:\n${last}`);
 }
 
 /**

@@ -3,16 +3,18 @@ import {
   jsonBody,
   type Limits,
   type Logger,
+  type MetricsEndpoint,
   notFoundHandler,
+  type RedisClient,
   type ResourceAuthorization,
   redisReady,
   registerProbes,
   requirePermission,
+  SERVICE_ROUTES,
   type SpiceDBClient,
   useRequestBasics,
 } from "@gw/core";
 import express, { Router } from "express";
-import type { Redis } from "ioredis";
 import type { ApiKeyLookup } from "./api-keys/lookup.ts";
 import type { ApiKeyStore } from "./api-keys/store.ts";
 import type { AuditLog } from "./audit/audit-log.ts";
@@ -43,7 +45,7 @@ import type { TokenService } from "./tokens/tokens.ts";
 export interface GatewayDeps {
   logger: Logger;
   metrics: GatewayMetrics;
-  redis: Redis;
+  redis: RedisClient;
   store: ApiKeyStore;
   keys: ApiKeyLookup;
   spicedb: SpiceDBClient;
@@ -57,6 +59,8 @@ export interface GatewayDeps {
   audit: AuditLog;
   /** Longest lifetime of an expiring grant, in seconds. */
   grantMaxTtlSeconds: number;
+  /** Where `/metrics` is served, and its token. */
+  metricsEndpoint?: MetricsEndpoint;
 }
 
 /**
@@ -66,7 +70,7 @@ export interface GatewayDeps {
  */
 export function createGatewayApp(deps: GatewayDeps): express.Express {
   const app = express();
-  useRequestBasics(app, deps.logger, deps.metrics);
+  useRequestBasics(app, deps.logger, deps.metrics, SERVICE_ROUTES);
 
   const probes = Router();
   registerProbes(
@@ -76,6 +80,7 @@ export function createGatewayApp(deps: GatewayDeps): express.Express {
       spicedb: () => deps.spicedb.readSchema().then(() => true),
     },
     deps.metrics,
+    deps.metricsEndpoint,
   );
   registerWellKnown(probes, deps.tokens);
   app.use(probes);

@@ -3,6 +3,8 @@ import {
   env,
   type Limits,
   localRedisUrl,
+  metricsEndpointOf,
+  metricsEnvShape,
   spicedbClientOptions,
   spicedbEnvShape,
   WINDOWS,
@@ -81,6 +83,7 @@ export const gatewayConfigSchema = z
     /** Directory for local development data (the development signing key). Default .data. */
     DATA_DIR: z.string().default(".data"),
     ...spicedbEnvShape,
+    ...metricsEnvShape,
     /** Base URL of the service the gateway forwards to. Default http://127.0.0.1:8081. */
     SERVICE_URL: z.url({ protocol: /^https?$/ }).default("http://127.0.0.1:8081"),
     /** Time allowed until the service's response headers arrive, in milliseconds. Default 120000. */
@@ -111,6 +114,7 @@ export const gatewayConfigSchema = z
     REDIS_URL: c.REDIS_URL ?? localRedisUrl(),
     GATEWAY_PUBLIC_URL: c.GATEWAY_PUBLIC_URL ?? `http://localhost:${c.PORT}`,
     spicedb: spicedbClientOptions(c),
+    metricsEndpoint: metricsEndpointOf(c),
   }));
 
 export type GatewayConfig = z.output<typeof gatewayConfigSchema>;

@@ -1,4 +1,4 @@
-import { createMetrics } from "@gw/core";
+import { createMetrics, LATENCY_BUCKETS, WINDOWS } from "@gw/core";
 import { Counter, Histogram } from "prom-client";
 
 export const AUTHORIZATION_OPERATIONS = [
@@ -12,6 +12,35 @@ export const AUTHORIZATION_OPERATIONS = [
   "audit",
 ] as const;
 export type AuthorizationOperation = (typeof AUTHORIZATION_OPERATIONS)[number];
+
+// Every value each closed label takes, so every series exists (at 0) before it first happens.
+const AUTHENTICATION_OUTCOMES = [
+  "ok",
+  "ok_token",
+  "missing",
+  "ambiguous",
+  "malformed",
+  "unknown",
+  "revoked",
+  "expired",
+  "invalid_token",
+  "store_unavailable",
+];
+const JWT_OUTCOMES = [
+  "ok",
+  "unknown_api_key",
+  "expired",
+  "audience",
+  "not_yet_valid",
+  "claims",
+  "algorithm",
+  "unknown_key",
+  "signature",
+  "malformed",
+];
+const TOKEN_EXCHANGE_OUTCOMES = ["issued", "forbidden", "invalid"];
+/** Where a rate-limit decision was made, by outcome: `local` is a refusal remembered in process. */
+const RATE_LIMIT_STORES = { allowed: ["redis", "memory"], rejected: ["redis", "memory", "local"] };
 
 /** The gateway's metrics: the shared HTTP ones plus its own decisions. */
 export function createGatewayMetrics() {
@@ -54,7 +83,7 @@ export function createGatewayMetrics() {
   const rateLimitDecisionSeconds = new Histogram({
     name: "gateway_rate_limit_decision_seconds",
     help: "Time to decide one request's quotas.",
-    buckets: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25],
+    buckets: LATENCY_BUCKETS,
     registers: [base.registry],
   });
   const authorizationOperations = new Counter({
@@ -63,6 +92,18 @@ export function createGatewayMetrics() {
     labelNames: ["operation", "outcome"] as const,
     registers: [base.registry],
   });
+  const zero = <L extends string>(counter: Counter<L>, values: readonly string[], label: L) => {
+    for (const value of values) counter.inc({ [label]: value } as Partial<Record<L, string>>, 0);
+  };
+  zero(authentications, AUTHENTICATION_OUTCOMES, "outcome");
+  zero(jwtVerifications, JWT_OUTCOMES, "outcome");
+  zero(tokenExchanges, TOKEN_EXCHANGE_OUTCOMES, "outcome");
+  zero(rateLimitFallbacks, ["open", "closed"], "mode");
+  for (const [outcome, stores] of Object.entries(RATE_LIMIT_STORES)) {
+    for (const store of stores) {
+      for (const window of WINDOWS) rateLimitDecisions.inc({ outcome, window, store }, 0);
+    }
+  }
   for (const operation of AUTHORIZATION_OPERATIONS) {
     for (const outcome of ["allowed", "denied", "conflict", "invalid", "error"]) {
       authorizationOperations.inc({ operation, outcome }, 0);

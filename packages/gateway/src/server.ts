@@ -8,10 +8,11 @@ import {
   internalAssertions,
   type Logger,
   listen,
+  listenForMetrics,
+  type RedisClient,
   type ResourceAuthorization,
   redactUrl,
 } from "@gw/core";
-import type { Redis } from "ioredis";
 import { ensureBootstrapAdminKey } from "./api-keys/bootstrap.ts";
 import { CachedApiKeyLookup } from "./api-keys/lookup.ts";
 import { ApiKeyStore } from "./api-keys/store.ts";
@@ -30,6 +31,8 @@ import { TokenService } from "./tokens/tokens.ts";
 export interface RunningGateway {
   url: string;
   port: number;
+  /** Where Prometheus scrapes this gateway. */
+  metricsUrl: string;
   logger: Logger;
   /** The same authorization model the routes use, e.g. for the ownership of new resources. */
   authorization: ResourceAuthorization;
@@ -47,10 +50,12 @@ export async function startGateway(
   const redis = createRedis(config.REDIS_URL, {
     connectionName: "gateway",
     commandTimeoutMs: config.REDIS_COMMAND_TIMEOUT_MS,
+    metrics: metrics.redisCommands,
     extra: { enableOfflineQueue: false },
   });
   const subscriber = createRedis(config.REDIS_URL, {
     connectionName: "gateway-key-events",
+    metrics: metrics.redisCommands,
     // A subscriber connection only receives; a command timeout would cut it.
     extra: { commandTimeout: undefined, maxRetriesPerRequest: null },
   });
@@ -76,13 +81,14 @@ export async function startGateway(
     );
   }
 
-  const { spicedb, authorization } = connectAuthorization(config, redis, logger);
+  const { spicedb, authorization } = connectAuthorization(config, redis, logger, metrics.grpcClient);
 
   // Its own connection: auto-pipelining sends all windows of a decision in one round trip, and a
   // short deadline with no offline queue hands a Redis failure to the insurance limiter at once.
   const rateLimitRedis = createRedis(config.REDIS_URL, {
     connectionName: "gateway-rate-limit",
     commandTimeoutMs: config.RATE_LIMIT_REDIS_TIMEOUT_MS,
+    metrics: metrics.redisCommands,
     extra: { enableAutoPipelining: true, enableOfflineQueue: false, maxRetriesPerRequest: 0 },
   });
   rateLimitRedis.on("error", (err) => logger.debug({ err: err.message }, "rate-limit redis error"));
@@ -117,6 +123,7 @@ export async function startGateway(
       logger,
     }),
     grantMaxTtlSeconds: config.GRANT_MAX_TTL,
+    metricsEndpoint: config.metricsEndpoint,
     limiter,
     defaultLimits: config.DEFAULT_LIMITS,
     tokens,
@@ -130,12 +137,14 @@ export async function startGateway(
     },
   });
   const { server, port } = await listen(app, config.PORT, config.HOST);
+  const metricsListener = await listenForMetrics(config.metricsEndpoint, metrics, config.HOST, logger);
   logger.info(
     {
       port,
       redis: redactUrl(config.REDIS_URL),
       spicedb: config.spicedb.endpoint,
       spicedbTls: !config.spicedb.insecure,
+      metricsPort: metricsListener?.port ?? port,
     },
     "gateway listening",
   );
@@ -143,11 +152,12 @@ export async function startGateway(
   return {
     url: `http://127.0.0.1:${port}`,
     port,
+    metricsUrl: `http://127.0.0.1:${metricsListener?.port ?? port}/metrics`,
     logger,
     authorization,
     tokens,
     async close() {
-      await closeGracefully(server, config.SHUTDOWN_GRACE_MS);
+      await Promise.all([closeGracefully(server, config.SHUTDOWN_GRACE_MS), metricsListener?.close()]);
       subscriber.disconnect();
       await leased.close();
       rateLimitRedis.disconnect();
@@ -167,7 +177,7 @@ async function signingKeys(config: GatewayConfig, logger: Logger): Promise<Signi
 }
 
 /** Start-up waits for Redis (commands fail fast without an offline queue), but not forever. */
-async function untilReady(redis: Redis, logger: Logger, timeoutMs = 10_000): Promise<void> {
+async function untilReady(redis: RedisClient, logger: Logger, timeoutMs = 10_000): Promise<void> {
   if (redis.status === "ready") return;
   const ready = await Promise.race([
     new Promise<boolean>((resolve) => redis.once("ready", () => resolve(true))),

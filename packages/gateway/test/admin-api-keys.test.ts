@@ -1,169 +1,172 @@
 import { DEFAULT_PERMISSIONS } from "@gw/core";
+import { REDIS_TOPOLOGIES } from "@gw/devstack/testing";
 import { describe, expect, it } from "vitest";
 import { freshOrg, useGateway } from "./harness.ts";
 
-const gw = useGateway();
-const KEYS = "/api/v1/admin/api-keys";
+describe.each(REDIS_TOPOLOGIES)("on %s Redis", (topology) => {
+  const gw = useGateway({}, undefined, topology);
+  const KEYS = "/api/v1/admin/api-keys";
 
-async function admin(org = freshOrg()) {
-  const { secret } = await gw.createKey({ org, owner: "root", permissions: ["admin:api-keys"] });
-  return { org, secret };
-}
+  async function admin(org = freshOrg()) {
+    const { secret } = await gw.createKey({ org, owner: "root", permissions: ["admin:api-keys"] });
+    return { org, secret };
+  }
 
-describe("admin API for keys", () => {
-  it("creates a key in the admin's org (201), shows its secret once, and the secret works", async () => {
-    const { org, secret } = await admin();
-    const res = await gw.call(KEYS, {
-      method: "POST",
-      bearer: secret,
-      json: { owner: "bob", name: "ci", limits: { second: 5, day: 1000 } },
-    });
-    expect(res.status).toBe(201);
-    const created = await res.json();
-    expect(created).toMatchObject({
-      id: expect.stringMatching(/^key_[0-9a-f]{24}$/),
-      key: expect.stringMatching(/^gwsk_[A-Za-z0-9_-]{43}$/),
-      org,
-      owner: "bob",
-      name: "ci",
-      permissions: [...DEFAULT_PERMISSIONS],
-      limits: { second: 5, day: 1000 },
-      status: "active",
-      expiresAt: null,
-    });
-    expect(created).not.toHaveProperty("hash");
-    expect(created.permissions).not.toContain("admin:api-keys");
-    const whoami = await gw.call("/api/v1/authentication/whoami", { bearer: created.key });
-    expect(await whoami.json()).toMatchObject({ org, user: "bob", keyId: created.id });
-
-    const list = await (await gw.call(`${KEYS}?org=${org}`, { bearer: secret })).json();
-    expect(list.object).toBe("list");
-    expect(list.data.map((k: { id: string }) => k.id)).toContain(created.id);
-    expect(JSON.stringify(list)).not.toContain(created.key);
-    expect(JSON.stringify(list)).not.toContain('"hash"');
-  });
-
-  it("updates permissions, limits (null removes a window) and name", async () => {
-    const { secret } = await admin();
-    const created = await (
-      await gw.call(KEYS, {
+  describe("admin API for keys", () => {
+    it("creates a key in the admin's org (201), shows its secret once, and the secret works", async () => {
+      const { org, secret } = await admin();
+      const res = await gw.call(KEYS, {
         method: "POST",
         bearer: secret,
-        json: { owner: "bob", limits: { second: 5, hour: 100 } },
-      })
-    ).json();
-    const res = await gw.call(`${KEYS}/${created.id}`, {
-      method: "PATCH",
-      bearer: secret,
-      json: { permissions: ["usage:read"], limits: { second: null, day: 9 }, name: "renamed" },
-    });
-    expect(res.status).toBe(200);
-    expect(await res.json()).toMatchObject({
-      permissions: ["usage:read"],
-      limits: { hour: 100, day: 9 },
-      name: "renamed",
-    });
-    const stored = await gw.store.get(created.id);
-    expect(stored?.limits).toEqual({ hour: 100, day: 9 });
-    const whoami = await (await gw.call("/api/v1/authentication/whoami", { bearer: created.key })).json();
-    expect(whoami.permissions).toEqual(["usage:read"]);
-  });
+        json: { owner: "bob", name: "ci", limits: { second: 5, day: 1000 } },
+      });
+      expect(res.status).toBe(201);
+      const created = await res.json();
+      expect(created).toMatchObject({
+        id: expect.stringMatching(/^key_[0-9a-f]{24}$/),
+        key: expect.stringMatching(/^gwsk_[A-Za-z0-9_-]{43}$/),
+        org,
+        owner: "bob",
+        name: "ci",
+        permissions: [...DEFAULT_PERMISSIONS],
+        limits: { second: 5, day: 1000 },
+        status: "active",
+        expiresAt: null,
+      });
+      expect(created).not.toHaveProperty("hash");
+      expect(created.permissions).not.toContain("admin:api-keys");
+      const whoami = await gw.call("/api/v1/authentication/whoami", { bearer: created.key });
+      expect(await whoami.json()).toMatchObject({ org, user: "bob", keyId: created.id });
 
-  it("revokes a key: DELETE returns it revoked and its secret stops working", async () => {
-    const { secret } = await admin();
-    const created = await (
-      await gw.call(KEYS, { method: "POST", bearer: secret, json: { owner: "bob" } })
-    ).json();
-    expect((await gw.call("/api/v1/authentication/whoami", { bearer: created.key })).status).toBe(200);
-    const res = await gw.call(`${KEYS}/${created.id}`, { method: "DELETE", bearer: secret });
-    expect(res.status).toBe(200);
-    expect(await res.json()).toMatchObject({
-      id: created.id,
-      status: "revoked",
-      revokedAt: expect.any(String),
+      const list = await (await gw.call(`${KEYS}?org=${org}`, { bearer: secret })).json();
+      expect(list.object).toBe("list");
+      expect(list.data.map((k: { id: string }) => k.id)).toContain(created.id);
+      expect(JSON.stringify(list)).not.toContain(created.key);
+      expect(JSON.stringify(list)).not.toContain('"hash"');
     });
-    expect((await gw.call("/api/v1/authentication/whoami", { bearer: created.key })).status).toBe(401);
-  });
 
-  it("refuses keys without admin:api-keys with 403", async () => {
-    const { secret } = await gw.createKey(); // every permission but admin
-    for (const [method, path] of [
-      ["POST", KEYS],
-      ["GET", KEYS],
-      ["PATCH", `${KEYS}/key_x`],
-      ["DELETE", `${KEYS}/key_x`],
-    ] as const) {
-      const res = await gw.call(path, {
-        method,
+    it("updates permissions, limits (null removes a window) and name", async () => {
+      const { secret } = await admin();
+      const created = await (
+        await gw.call(KEYS, {
+          method: "POST",
+          bearer: secret,
+          json: { owner: "bob", limits: { second: 5, hour: 100 } },
+        })
+      ).json();
+      const res = await gw.call(`${KEYS}/${created.id}`, {
+        method: "PATCH",
         bearer: secret,
-        json: method === "POST" ? { owner: "x" } : undefined,
+        json: { permissions: ["usage:read"], limits: { second: null, day: 9 }, name: "renamed" },
       });
-      expect(res.status, `${method} ${path}`).toBe(403);
-      expect(await res.json()).toEqual({
-        error: "Forbidden",
-        message: expect.stringContaining("admin:api-keys"),
+      expect(res.status).toBe(200);
+      expect(await res.json()).toMatchObject({
+        permissions: ["usage:read"],
+        limits: { hour: 100, day: 9 },
+        name: "renamed",
       });
-    }
-  });
-
-  it("keeps an admin inside its own organization", async () => {
-    const a = await admin();
-    const b = await admin();
-    const bKey = await gw.createKey({ org: b.org, owner: "carol" });
-
-    const create = await gw.call(KEYS, {
-      method: "POST",
-      bearer: a.secret,
-      json: { org: b.org, owner: "mallory" },
+      const stored = await gw.store.get(created.id);
+      expect(stored?.limits).toEqual({ hour: 100, day: 9 });
+      const whoami = await (await gw.call("/api/v1/authentication/whoami", { bearer: created.key })).json();
+      expect(whoami.permissions).toEqual(["usage:read"]);
     });
-    expect(create.status).toBe(403);
-    expect((await gw.call(`${KEYS}?org=${b.org}`, { bearer: a.secret })).status).toBe(403);
-    // Another org's key id is "not found", so ids do not leak across organizations.
-    const patch = await gw.call(`${KEYS}/${bKey.record.id}`, {
-      method: "PATCH",
-      bearer: a.secret,
-      json: { name: "x" },
-    });
-    expect(patch.status).toBe(404);
-    expect((await gw.call(`${KEYS}/${bKey.record.id}`, { method: "DELETE", bearer: a.secret })).status).toBe(
-      404,
-    );
-    expect((await gw.store.get(bKey.record.id))?.status).toBe("active");
-    expect((await gw.call("/api/v1/authentication/whoami", { bearer: bKey.secret })).status).toBe(200);
 
-    const own = await (await gw.call(KEYS, { bearer: a.secret })).json();
-    expect(own.data.length).toBeGreaterThan(0);
-    expect(own.data.every((k: { org: string }) => k.org === a.org)).toBe(true);
-  });
-
-  it("answers 404 for an unknown id and 422 for a bad patch", async () => {
-    const { secret } = await admin();
-    expect(
-      (await gw.call(`${KEYS}/key_000000000000000000000000`, { method: "DELETE", bearer: secret })).status,
-    ).toBe(404);
-    const created = await (
-      await gw.call(KEYS, { method: "POST", bearer: secret, json: { owner: "bob" } })
-    ).json();
-    const res = await gw.call(`${KEYS}/${created.id}`, {
-      method: "PATCH",
-      bearer: secret,
-      json: { limits: { week: 3 }, permissions: ["usage:read", "usage:read"] },
+    it("revokes a key: DELETE returns it revoked and its secret stops working", async () => {
+      const { secret } = await admin();
+      const created = await (
+        await gw.call(KEYS, { method: "POST", bearer: secret, json: { owner: "bob" } })
+      ).json();
+      expect((await gw.call("/api/v1/authentication/whoami", { bearer: created.key })).status).toBe(200);
+      const res = await gw.call(`${KEYS}/${created.id}`, { method: "DELETE", bearer: secret });
+      expect(res.status).toBe(200);
+      expect(await res.json()).toMatchObject({
+        id: created.id,
+        status: "revoked",
+        revokedAt: expect.any(String),
+      });
+      expect((await gw.call("/api/v1/authentication/whoami", { bearer: created.key })).status).toBe(401);
     });
-    expect(res.status).toBe(422);
-    const types = (await res.json()).detail.map(
-      (d: { loc: unknown[]; type: string }) => `${d.loc.join(".")}:${d.type}`,
-    );
-    expect(types.sort()).toEqual(["body.limits.week:extra_forbidden", "body.permissions:value_error"]);
-  });
 
-  it("refuses an expiry in the past", async () => {
-    const { secret } = await admin();
-    const res = await gw.call(KEYS, {
-      method: "POST",
-      bearer: secret,
-      json: { owner: "bob", expiresAt: "2020-01-01T00:00:00Z" },
+    it("refuses keys without admin:api-keys with 403", async () => {
+      const { secret } = await gw.createKey(); // every permission but admin
+      for (const [method, path] of [
+        ["POST", KEYS],
+        ["GET", KEYS],
+        ["PATCH", `${KEYS}/key_x`],
+        ["DELETE", `${KEYS}/key_x`],
+      ] as const) {
+        const res = await gw.call(path, {
+          method,
+          bearer: secret,
+          json: method === "POST" ? { owner: "x" } : undefined,
+        });
+        expect(res.status, `${method} ${path}`).toBe(403);
+        expect(await res.json()).toEqual({
+          error: "Forbidden",
+          message: expect.stringContaining("admin:api-keys"),
+        });
+      }
     });
-    expect(res.status).toBe(422);
-    expect((await res.json()).detail[0].loc).toEqual(["body", "expiresAt"]);
+
+    it("keeps an admin inside its own organization", async () => {
+      const a = await admin();
+      const b = await admin();
+      const bKey = await gw.createKey({ org: b.org, owner: "carol" });
+
+      const create = await gw.call(KEYS, {
+        method: "POST",
+        bearer: a.secret,
+        json: { org: b.org, owner: "mallory" },
+      });
+      expect(create.status).toBe(403);
+      expect((await gw.call(`${KEYS}?org=${b.org}`, { bearer: a.secret })).status).toBe(403);
+      // Another org's key id is "not found", so ids do not leak across organizations.
+      const patch = await gw.call(`${KEYS}/${bKey.record.id}`, {
+        method: "PATCH",
+        bearer: a.secret,
+        json: { name: "x" },
+      });
+      expect(patch.status).toBe(404);
+      expect(
+        (await gw.call(`${KEYS}/${bKey.record.id}`, { method: "DELETE", bearer: a.secret })).status,
+      ).toBe(404);
+      expect((await gw.store.get(bKey.record.id))?.status).toBe("active");
+      expect((await gw.call("/api/v1/authentication/whoami", { bearer: bKey.secret })).status).toBe(200);
+
+      const own = await (await gw.call(KEYS, { bearer: a.secret })).json();
+      expect(own.data.length).toBeGreaterThan(0);
+      expect(own.data.every((k: { org: string }) => k.org === a.org)).toBe(true);
+    });
+
+    it("answers 404 for an unknown id and 422 for a bad patch", async () => {
+      const { secret } = await admin();
+      expect(
+        (await gw.call(`${KEYS}/key_000000000000000000000000`, { method: "DELETE", bearer: secret })).status,
+      ).toBe(404);
+      const created = await (
+        await gw.call(KEYS, { method: "POST", bearer: secret, json: { owner: "bob" } })
+      ).json();
+      const res = await gw.call(`${KEYS}/${created.id}`, {
+        method: "PATCH",
+        bearer: secret,
+        json: { limits: { week: 3 }, permissions: ["usage:read", "usage:read"] },
+      });
+      expect(res.status).toBe(422);
+      const types = (await res.json()).detail.map(
+        (d: { loc: unknown[]; type: string }) => `${d.loc.join(".")}:${d.type}`,
+      );
+      expect(types.sort()).toEqual(["body.limits.week:extra_forbidden", "body.permissions:value_error"]);
+    });
+
+    it("refuses an expiry in the past", async () => {
+      const { secret } = await admin();
+      const res = await gw.call(KEYS, {
+        method: "POST",
+        bearer: secret,
+        json: { owner: "bob", expiresAt: "2020-01-01T00:00:00Z" },
+      });
+      expect(res.status).toBe(422);
+      expect((await res.json()).detail[0].loc).toEqual(["body", "expiresAt"]);
+    });
   });
 });

@@ -6,97 +6,108 @@ import {
   SpiceDBClient,
 } from "@gw/core";
 import {
+  REDIS_TOPOLOGIES,
   type RunningNodeProcess,
   spicedbEnv,
   startGatewayProcess,
-  startTestRedis,
+  startTestRedisOf,
   startTestSpiceDB,
+  type TestRedisStore,
 } from "@gw/devstack/testing";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ApiKeyStore } from "../src/api-keys/store.ts";
 import { FORBIDDEN_BODY } from "./authorization-helpers.ts";
 import { freshOrg, useGateway } from "./harness.ts";
 
-describe.each([
-  ["fully consistent right after a write (the default)", "6000"],
-  ["at least as fresh as the last write's ZedToken", "0"],
-])("read-after-write across gateway replicas: %s", (_name, recentWriteMs) => {
-  let redisServer: Awaited<ReturnType<typeof startTestRedis>>;
-  let spicedb: Awaited<ReturnType<typeof startTestSpiceDB>>;
-  let replicas: RunningNodeProcess[] = [];
-  let redis: ReturnType<typeof createRedis>;
-  let authorization: ResourceAuthorization;
-  let spicedbClient: SpiceDBClient;
+describe.each(
+  REDIS_TOPOLOGIES.flatMap((topology) => [
+    ["fully consistent right after a write (the default)", "6000", topology] as const,
+    ["at least as fresh as the last write's ZedToken", "0", topology] as const,
+  ]),
+)(
+  "read-after-write across gateway replicas: %s (SPICEDB_FULLY_CONSISTENT_AFTER_WRITE_MS=%s), on %s Redis",
+  (_name, recentWriteMs, topology) => {
+    let redisServer: TestRedisStore;
+    let spicedb: Awaited<ReturnType<typeof startTestSpiceDB>>;
+    let replicas: RunningNodeProcess[] = [];
+    let redis: ReturnType<typeof createRedis>;
+    let authorization: ResourceAuthorization;
+    let spicedbClient: SpiceDBClient;
 
-  beforeAll(async () => {
-    [redisServer, spicedb] = await Promise.all([startTestRedis(), startTestSpiceDB()]);
-    const env = {
-      REDIS_URL: redisServer.url,
-      SPICEDB_FULLY_CONSISTENT_AFTER_WRITE_MS: recentWriteMs,
-      ...spicedbEnv(spicedb),
-    };
-    replicas = await Promise.all([startGatewayProcess(env), startGatewayProcess(env)]);
-    redis = createRedis(redisServer.url, { connectionName: "test" });
-    spicedbClient = new SpiceDBClient({
-      endpoint: spicedb.endpoint,
-      presharedKey: spicedb.presharedKey,
-      insecure: true,
-      deadlineMs: 2_000,
-    });
-    authorization = new ResourceAuthorization(
-      spicedbClient,
-      new RedisConsistencyTokens(redis, Number(recentWriteMs)),
-    );
-  });
-
-  afterAll(async () => {
-    await Promise.all(replicas.map((r) => r.stop()));
-    spicedbClient?.close();
-    redis?.disconnect();
-    await Promise.all([redisServer?.stop(), spicedb?.close()]);
-  });
-
-  it("a check on replica B right after a grant or revoke on replica A sees it, every time", async () => {
-    const [a, b] = replicas as [RunningNodeProcess, RunningNodeProcess];
-    const org = freshOrg();
-    const { record, secret } = await new ApiKeyStore(redis).create({ org, owner: "backend" });
-    const principal: Principal = {
-      org,
-      user: "alice",
-      keyId: record.id,
-      permissions: [],
-      credential: "api_key",
-      onBehalfOf: true,
-    };
-    const call = (replica: RunningNodeProcess, path: string, user: string, body?: unknown) =>
-      fetch(`${replica.url}/api/v1/authorization/llm/${path}`, {
-        method: body ? "POST" : "GET",
-        headers: {
-          authorization: `Bearer ${secret}`,
-          "x-on-behalf-of": user,
-          "content-type": "application/json",
-        },
-        body: body ? JSON.stringify(body) : undefined,
+    beforeAll(async () => {
+      [redisServer, spicedb] = await Promise.all([startTestRedisOf(topology), startTestSpiceDB()]);
+      const env = {
+        REDIS_URL: redisServer.url,
+        SPICEDB_FULLY_CONSISTENT_AFTER_WRITE_MS: recentWriteMs,
+        ...spicedbEnv(spicedb),
+      };
+      replicas = await Promise.all([startGatewayProcess(env), startGatewayProcess(env)]);
+      redis = createRedis(redisServer.url, { connectionName: "test" });
+      spicedbClient = new SpiceDBClient({
+        endpoint: spicedb.endpoint,
+        presharedKey: spicedb.presharedKey,
+        insecure: true,
+        deadlineMs: 2_000,
       });
-    for (let round = 0; round < 15; round++) {
-      const id = `conv_round${round}`;
-      await authorization.createOwnership(principal, { type: "conversation", id });
-      const change = { resourceType: "conversation", resourceId: id, userId: "bob", role: "writer" };
-      expect((await call(a, "grant", "alice", change)).status).toBe(204);
-      const afterGrant = await call(b, `check?resourceType=conversation&resourceId=${id}&role=writer`, "bob");
-      expect(await afterGrant.json()).toEqual({ allowed: true });
-      expect((await call(b, "revoke", "alice", change)).status).toBe(204);
-      const afterRevoke = await call(
-        a,
-        `check?resourceType=conversation&resourceId=${id}&role=reader`,
-        "bob",
+      authorization = new ResourceAuthorization(
+        spicedbClient,
+        new RedisConsistencyTokens(redis, Number(recentWriteMs)),
       );
-      expect(await afterRevoke.json()).toEqual({ allowed: false });
-    }
-    // The token of the last write is what made that possible; it is in Redis for every replica.
-    expect(await redis.get(`gw:zedtoken:{conversation:${org}/conv_round14}`)).toBeTruthy();
-  });
-});
+    });
+
+    afterAll(async () => {
+      await Promise.all(replicas.map((r) => r.stop()));
+      spicedbClient?.close();
+      redis?.disconnect();
+      await Promise.all([redisServer?.stop(), spicedb?.close()]);
+    });
+
+    it("a check on replica B right after a grant or revoke on replica A sees it, every time", async () => {
+      const [a, b] = replicas as [RunningNodeProcess, RunningNodeProcess];
+      const org = freshOrg();
+      const { record, secret } = await new ApiKeyStore(redis).create({ org, owner: "backend" });
+      const principal: Principal = {
+        org,
+        user: "alice",
+        keyId: record.id,
+        permissions: [],
+        credential: "api_key",
+        onBehalfOf: true,
+      };
+      const call = (replica: RunningNodeProcess, path: string, user: string, body?: unknown) =>
+        fetch(`${replica.url}/api/v1/authorization/llm/${path}`, {
+          method: body ? "POST" : "GET",
+          headers: {
+            authorization: `Bearer ${secret}`,
+            "x-on-behalf-of": user,
+            "content-type": "application/json",
+          },
+          body: body ? JSON.stringify(body) : undefined,
+        });
+      for (let round = 0; round < 15; round++) {
+        const id = `conv_round${round}`;
+        await authorization.createOwnership(principal, { type: "conversation", id });
+        const change = { resourceType: "conversation", resourceId: id, userId: "bob", role: "writer" };
+        expect((await call(a, "grant", "alice", change)).status).toBe(204);
+        const afterGrant = await call(
+          b,
+          `check?resourceType=conversation&resourceId=${id}&role=writer`,
+          "bob",
+        );
+        expect(await afterGrant.json()).toEqual({ allowed: true });
+        expect((await call(b, "revoke", "alice", change)).status).toBe(204);
+        const afterRevoke = await call(
+          a,
+          `check?resourceType=conversation&resourceId=${id}&role=reader`,
+          "bob",
+        );
+        expect(await afterRevoke.json()).toEqual({ allowed: false });
+      }
+      // The token of the last write is what made that possible; it is in Redis for every replica.
+      expect(await redis.get(`gw:zedtoken:{conversation:${org}/conv_round14}`)).toBeTruthy();
+    });
+  },
+);
 
 describe("fail closed when SpiceDB is unreachable", () => {
   const gw = useGateway({ SPICEDB_DEADLINE_MS: "500" });

@@ -1,52 +1,59 @@
 import { createLogger } from "@gw/core";
+import { REDIS_TOPOLOGIES } from "@gw/devstack/testing";
 import { describe, expect, it, vi } from "vitest";
 import { ensureBootstrapAdminKey } from "../src/api-keys/bootstrap.ts";
 import { hashSecret } from "../src/api-keys/secret.ts";
 import { useGateway } from "./harness.ts";
 
 const BOOTSTRAP = "bootstrap-secret-for-tests-0123456789abcdef";
-const gw = useGateway({ GATEWAY_BOOTSTRAP_ADMIN_KEY: BOOTSTRAP, GATEWAY_BOOTSTRAP_ORG: "ops" });
-const logger = createLogger("test", "silent");
+describe.each(REDIS_TOPOLOGIES)("on %s Redis", (topology) => {
+  const gw = useGateway(
+    { GATEWAY_BOOTSTRAP_ADMIN_KEY: BOOTSTRAP, GATEWAY_BOOTSTRAP_ORG: "ops" },
+    undefined,
+    topology,
+  );
+  const logger = createLogger("test", "silent");
 
-describe("bootstrap admin key", () => {
-  it("exists at start-up with admin:api-keys and can create keys", async () => {
-    const whoami = await (await gw.call("/api/v1/authentication/whoami", { bearer: BOOTSTRAP })).json();
-    expect(whoami).toMatchObject({ org: "ops", user: "admin" });
-    expect(whoami.permissions).toContain("admin:api-keys");
-    const res = await gw.call("/api/v1/admin/api-keys", {
-      method: "POST",
-      bearer: BOOTSTRAP,
-      json: { owner: "svc" },
+  describe("bootstrap admin key", () => {
+    it("exists at start-up with admin:api-keys and can create keys", async () => {
+      const whoami = await (await gw.call("/api/v1/authentication/whoami", { bearer: BOOTSTRAP })).json();
+      expect(whoami).toMatchObject({ org: "ops", user: "admin" });
+      expect(whoami.permissions).toContain("admin:api-keys");
+      const res = await gw.call("/api/v1/admin/api-keys", {
+        method: "POST",
+        bearer: BOOTSTRAP,
+        json: { owner: "svc" },
+      });
+      expect(res.status).toBe(201);
     });
-    expect(res.status).toBe(201);
-  });
 
-  it("is applied idempotently: replicas starting at once, or a restart, add no second key", async () => {
-    const fresh = `another-bootstrap-secret-${Date.now()}-0123456789abcdef`;
-    const owner = { org: "ops2", user: "admin" };
-    // Five replicas racing on a secret none of them has seen: the atomic create lets exactly one win.
-    await Promise.all(
-      Array.from({ length: 5 }, () => ensureBootstrapAdminKey(gw.store, fresh, owner, logger)),
-    );
-    await ensureBootstrapAdminKey(gw.store, fresh, owner, logger);
-    const keys = await gw.store.listByOrg("ops2");
-    expect(keys.filter((k) => k.hash === hashSecret(fresh))).toHaveLength(1);
-    expect(keys).toHaveLength(1);
-  });
+    it("is applied idempotently: replicas starting at once, or a restart, add no second key", async () => {
+      const fresh = `another-bootstrap-secret-${Date.now()}-0123456789abcdef`;
+      const owner = { org: "ops2", user: "admin" };
+      // Five replicas racing on a secret none of them has seen: the atomic create lets exactly one win.
+      await Promise.all(
+        Array.from({ length: 5 }, () => ensureBootstrapAdminKey(gw.store, fresh, owner, logger)),
+      );
+      await ensureBootstrapAdminKey(gw.store, fresh, owner, logger);
+      const keys = await gw.store.listByOrg("ops2");
+      expect(keys.filter((k) => k.hash === hashSecret(fresh))).toHaveLength(1);
+      expect(keys).toHaveLength(1);
+    });
 
-  it("gets admin:api-keys back if it lost it, but stays revoked once revoked", async () => {
-    const record = (await gw.store.findByHash(hashSecret(BOOTSTRAP)))!;
-    await gw.store.update(record.id, { permissions: ["usage:read"] });
-    await ensureBootstrapAdminKey(gw.store, BOOTSTRAP, { org: "ops", user: "admin" }, logger);
-    expect((await gw.store.get(record.id))?.permissions).toEqual(["usage:read", "admin:api-keys"]);
+    it("gets admin:api-keys back if it lost it, but stays revoked once revoked", async () => {
+      const record = (await gw.store.findByHash(hashSecret(BOOTSTRAP)))!;
+      await gw.store.update(record.id, { permissions: ["usage:read"] });
+      await ensureBootstrapAdminKey(gw.store, BOOTSTRAP, { org: "ops", user: "admin" }, logger);
+      expect((await gw.store.get(record.id))?.permissions).toEqual(["usage:read", "admin:api-keys"]);
 
-    await gw.store.revoke(record.id);
-    await ensureBootstrapAdminKey(gw.store, BOOTSTRAP, { org: "ops", user: "admin" }, logger);
-    expect((await gw.store.get(record.id))?.status).toBe("revoked");
-    await vi.waitFor(
-      async () =>
-        expect((await gw.call("/api/v1/authentication/whoami", { bearer: BOOTSTRAP })).status).toBe(401),
-      { timeout: 1_000, interval: 20 },
-    );
+      await gw.store.revoke(record.id);
+      await ensureBootstrapAdminKey(gw.store, BOOTSTRAP, { org: "ops", user: "admin" }, logger);
+      expect((await gw.store.get(record.id))?.status).toBe("revoked");
+      await vi.waitFor(
+        async () =>
+          expect((await gw.call("/api/v1/authentication/whoami", { bearer: BOOTSTRAP })).status).toBe(401),
+        { timeout: 1_000, interval: 20 },
+      );
+    });
   });
 });

@@ -1,6 +1,5 @@
-import { createLogger, createRedis, DEFAULT_PERMISSIONS, Lru } from "@gw/core";
+import { createLogger, createRedis, DEFAULT_PERMISSIONS, Lru, type RedisClient } from "@gw/core";
 import { startTestRedis } from "@gw/devstack/testing";
-import type { Redis } from "ioredis";
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from "vitest";
 import { CachedApiKeyLookup } from "../src/api-keys/lookup.ts";
 import { ApiKeyStore } from "../src/api-keys/store.ts";
@@ -56,8 +55,8 @@ describe("verified gateway tokens", () => {
 
 describe("API-key lookups", () => {
   let server: Awaited<ReturnType<typeof startTestRedis>>;
-  let redis: Redis;
-  let subscriber: Redis;
+  let redis: RedisClient;
+  let subscriber: RedisClient;
   let store: ApiKeyStore;
   beforeAll(async () => {
     server = await startTestRedis();

@@ -2,124 +2,129 @@ import { execFile } from "node:child_process";
 import { resolve } from "node:path";
 import { promisify } from "node:util";
 import { REPO_ROOT } from "@gw/devstack";
+import { REDIS_TOPOLOGIES } from "@gw/devstack/testing";
 import { describe, expect, it, vi } from "vitest";
 import { freshOrg, useGateway } from "./harness.ts";
 import { runCli } from "./run-cli.ts";
 
 const run = promisify(execFile);
-const gw = useGateway();
+describe.each(REDIS_TOPOLOGIES)("on %s Redis", (topology) => {
+  const gw = useGateway({}, undefined, topology);
 
-const keys = (args: string[], via?: "node" | "pnpm") => runCli("keys", args, { REDIS_URL: gw.redisUrl }, via);
+  const keys = (args: string[], via?: "node" | "pnpm") =>
+    runCli("keys", args, { REDIS_URL: gw.redisUrl }, via);
 
-describe("pnpm keys", () => {
-  it("create prints exactly one JSON object whose secret authenticates", async () => {
-    const org = freshOrg();
-    const out = await keys(
-      [
-        "create",
-        "--org",
+  describe("pnpm keys", () => {
+    it("create prints exactly one JSON object whose secret authenticates", async () => {
+      const org = freshOrg();
+      const out = await keys(
+        [
+          "create",
+          "--org",
+          org,
+          "--owner",
+          "alice",
+          "--limit",
+          "second=5",
+          "--limit",
+          "day=1000",
+          "--name",
+          "web",
+        ],
+        "pnpm",
+      );
+      expect(out.code).toBe(0);
+      const created = JSON.parse(out.stdout); // throws unless stdout is exactly one JSON document
+      expect(created).toMatchObject({
+        id: expect.stringMatching(/^key_/),
+        key: expect.stringMatching(/^gwsk_/),
         org,
-        "--owner",
-        "alice",
-        "--limit",
-        "second=5",
-        "--limit",
-        "day=1000",
-        "--name",
-        "web",
-      ],
-      "pnpm",
-    );
-    expect(out.code).toBe(0);
-    const created = JSON.parse(out.stdout); // throws unless stdout is exactly one JSON document
-    expect(created).toMatchObject({
-      id: expect.stringMatching(/^key_/),
-      key: expect.stringMatching(/^gwsk_/),
-      org,
-      owner: "alice",
-      name: "web",
-      limits: { second: 5, day: 1000 },
-      permissions: expect.not.arrayContaining(["admin:api-keys"]),
+        owner: "alice",
+        name: "web",
+        limits: { second: 5, day: 1000 },
+        permissions: expect.not.arrayContaining(["admin:api-keys"]),
+      });
+      const whoami = await gw.call("/api/v1/authentication/whoami", { bearer: created.key });
+      expect(await whoami.json()).toMatchObject({ org, user: "alice", keyId: created.id });
     });
-    const whoami = await gw.call("/api/v1/authentication/whoami", { bearer: created.key });
-    expect(await whoami.json()).toMatchObject({ org, user: "alice", keyId: created.id });
-  });
 
-  it("list shows the org's keys without secrets; update and revoke change them", async () => {
-    const org = freshOrg();
-    const created = JSON.parse(
-      (await keys(["create", "--org", org, "--owner", "bob", "--permissions", "usage:read,admin:api-keys"]))
-        .stdout,
-    );
-    expect(created.permissions).toEqual(["usage:read", "admin:api-keys"]);
-    const listed = JSON.parse((await keys(["list", "--org", org])).stdout);
-    expect(listed).toHaveLength(1);
-    expect(listed[0].id).toBe(created.id);
-    expect(JSON.stringify(listed)).not.toContain(created.key);
+    it("list shows the org's keys without secrets; update and revoke change them", async () => {
+      const org = freshOrg();
+      const created = JSON.parse(
+        (await keys(["create", "--org", org, "--owner", "bob", "--permissions", "usage:read,admin:api-keys"]))
+          .stdout,
+      );
+      expect(created.permissions).toEqual(["usage:read", "admin:api-keys"]);
+      const listed = JSON.parse((await keys(["list", "--org", org])).stdout);
+      expect(listed).toHaveLength(1);
+      expect(listed[0].id).toBe(created.id);
+      expect(JSON.stringify(listed)).not.toContain(created.key);
 
-    const updated = JSON.parse(
-      (await keys(["update", created.id, "--limit", "minute=30", "--permissions", "responses:read"])).stdout,
-    );
-    expect(updated).toMatchObject({ limits: { minute: 30 }, permissions: ["responses:read"] });
-    const cleared = JSON.parse((await keys(["update", created.id, "--limit", "minute=off"])).stdout);
-    expect(cleared.limits).toEqual({});
+      const updated = JSON.parse(
+        (await keys(["update", created.id, "--limit", "minute=30", "--permissions", "responses:read"]))
+          .stdout,
+      );
+      expect(updated).toMatchObject({ limits: { minute: 30 }, permissions: ["responses:read"] });
+      const cleared = JSON.parse((await keys(["update", created.id, "--limit", "minute=off"])).stdout);
+      expect(cleared.limits).toEqual({});
 
-    const revoked = JSON.parse((await keys(["revoke", created.id])).stdout);
-    expect(revoked.status).toBe("revoked");
-    await vi.waitFor(
-      async () =>
-        expect((await gw.call("/api/v1/authentication/whoami", { bearer: created.key })).status).toBe(401),
-      { timeout: 1_000, interval: 20 },
-    );
-  });
+      const revoked = JSON.parse((await keys(["revoke", created.id])).stdout);
+      expect(revoked.status).toBe("revoked");
+      await vi.waitFor(
+        async () =>
+          expect((await gw.call("/api/v1/authentication/whoami", { bearer: created.key })).status).toBe(401),
+        { timeout: 1_000, interval: 20 },
+      );
+    });
 
-  it("rejects bad input with a message and a non-zero exit, printing nothing on stdout", async () => {
-    const cases = [
-      { args: ["create", "--owner", "alice"], message: /org: Field required/ },
-      {
-        args: ["create", "--org", "acme", "--owner", "a", "--permissions", "fly"],
-        message: /permissions\.0/,
-      },
-      { args: ["create", "--org", "acme", "--owner", "a", "--limit", "week=3"], message: /limits\.week/ },
-      { args: ["create", "--org", "acme", "--owner", "a", "--limit", "second"], message: /WINDOW=N/ },
-      { args: ["frobnicate"], message: /unknown command/ },
-      { args: ["create", "--bogus"], message: /bogus/ },
-    ];
-    for (const c of cases) {
-      const out = await keys(c.args);
-      expect(out.code, c.args.join(" ")).toBe(2);
-      expect(out.stdout).toBe("");
-      expect(out.stderr).toMatch(c.message);
-    }
-    const missing = await keys(["revoke", "key_000000000000000000000000"]);
-    expect(missing.code).toBe(1);
-    expect(missing.stderr).toMatch(/no API key/);
-  });
+    it("rejects bad input with a message and a non-zero exit, printing nothing on stdout", async () => {
+      const cases = [
+        { args: ["create", "--owner", "alice"], message: /org: Field required/ },
+        {
+          args: ["create", "--org", "acme", "--owner", "a", "--permissions", "fly"],
+          message: /permissions\.0/,
+        },
+        { args: ["create", "--org", "acme", "--owner", "a", "--limit", "week=3"], message: /limits\.week/ },
+        { args: ["create", "--org", "acme", "--owner", "a", "--limit", "second"], message: /WINDOW=N/ },
+        { args: ["frobnicate"], message: /unknown command/ },
+        { args: ["create", "--bogus"], message: /bogus/ },
+      ];
+      for (const c of cases) {
+        const out = await keys(c.args);
+        expect(out.code, c.args.join(" ")).toBe(2);
+        expect(out.stdout).toBe("");
+        expect(out.stderr).toMatch(c.message);
+      }
+      const missing = await keys(["revoke", "key_000000000000000000000000"]);
+      expect(missing.code).toBe(1);
+      expect(missing.stderr).toMatch(/no API key/);
+    });
 
-  it("signing-key prints a JWK Set the gateway accepts as JWT_SIGNING_KEYS, without Redis", async () => {
-    const { stdout } = await run(
-      process.execPath,
-      [resolve(REPO_ROOT, "packages/gateway/src/cli/keys.ts"), "signing-key", "--alg", "EdDSA"],
-      { env: { ...process.env, REDIS_URL: "redis://127.0.0.1:1" } },
-    );
-    const { loadSigningKeys } = await import("../src/tokens/signing-keys.ts");
-    const keys = await loadSigningKeys(stdout);
-    expect(keys.active.alg).toBe("EdDSA");
-    expect(keys.publicJwks).toHaveLength(1);
-  });
+    it("signing-key prints a JWK Set the gateway accepts as JWT_SIGNING_KEYS, without Redis", async () => {
+      const { stdout } = await run(
+        process.execPath,
+        [resolve(REPO_ROOT, "packages/gateway/src/cli/keys.ts"), "signing-key", "--alg", "EdDSA"],
+        { env: { ...process.env, REDIS_URL: "redis://127.0.0.1:1" } },
+      );
+      const { loadSigningKeys } = await import("../src/tokens/signing-keys.ts");
+      const keys = await loadSigningKeys(stdout);
+      expect(keys.active.alg).toBe("EdDSA");
+      expect(keys.publicJwks).toHaveLength(1);
+    });
 
-  it("says how to fix an unreachable Redis, without printing the URL's credentials", async () => {
-    const out = await run(
-      process.execPath,
-      [resolve(REPO_ROOT, "packages/gateway/src/cli/keys.ts"), "list", "--org", "a"],
-      {
-        env: { ...process.env, REDIS_URL: "redis://operator:hunter2-secret@127.0.0.1:1" },
-      },
-    ).catch((e) => e as { code: number; stderr: string });
-    expect((out as { code: number }).code).toBe(1);
-    const { stderr } = out as { stderr: string };
-    expect(stderr).toMatch(/cannot reach Redis at redis:\/\/\*\*\*:\*\*\*@127\.0\.0\.1:1.*pnpm start/);
-    expect(stderr).not.toContain("hunter2");
-    expect(stderr).not.toContain("operator");
+    it("says how to fix an unreachable Redis, without printing the URL's credentials", async () => {
+      const out = await run(
+        process.execPath,
+        [resolve(REPO_ROOT, "packages/gateway/src/cli/keys.ts"), "list", "--org", "a"],
+        {
+          env: { ...process.env, REDIS_URL: "redis://operator:hunter2-secret@127.0.0.1:1" },
+        },
+      ).catch((e) => e as { code: number; stderr: string });
+      expect((out as { code: number }).code).toBe(1);
+      const { stderr } = out as { stderr: string };
+      expect(stderr).toMatch(/cannot reach Redis at redis:\/\/\*\*\*:\*\*\*@127\.0\.0\.1:1.*pnpm start/);
+      expect(stderr).not.toContain("hunter2");
+      expect(stderr).not.toContain("operator");
+    });
   });
 });

@@ -6,19 +6,16 @@ import {
   SpiceDBClient,
   v1,
 } from "@gw/core";
-import { startTestRedis } from "@gw/devstack/testing";
+import { REDIS_TOPOLOGIES, useTestRedis } from "@gw/devstack/testing";
 import { type RunningSpiceDBLocal, startSpiceDBLocal } from "@gw/spicedb-local";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 
 /** What consistency each CheckPermission asked SpiceDB for, as the server received it. */
 const asked: string[] = [];
 let spicedb: RunningSpiceDBLocal;
-let redisServer: Awaited<ReturnType<typeof startTestRedis>>;
-let redis: ReturnType<typeof createRedis>;
 let client: SpiceDBClient;
 
 beforeAll(async () => {
-  redisServer = await startTestRedis();
   spicedb = await startSpiceDBLocal({
     host: "127.0.0.1",
     port: 0,
@@ -34,7 +31,6 @@ beforeAll(async () => {
       );
     },
   });
-  redis = createRedis(redisServer.url, { connectionName: "test" });
   client = new SpiceDBClient({
     endpoint: spicedb.endpoint,
     presharedKey: "k",
@@ -44,9 +40,7 @@ beforeAll(async () => {
 });
 afterAll(async () => {
   client.close();
-  redis.disconnect();
   await spicedb.close();
-  await redisServer.stop();
 });
 
 const alice: Principal = {
@@ -58,8 +52,11 @@ const alice: Principal = {
   onBehalfOf: false,
 };
 
-describe("the consistency a check asks for", () => {
+describe.each(REDIS_TOPOLOGIES)("the consistency a check asks for, on %s Redis", (topology) => {
+  const store = useTestRedis(topology);
+
   it("is cheap for a resource never written, fully consistent right after a write, and the write's token after that", async () => {
+    const { redis } = store;
     const tokens = new RedisConsistencyTokens(redis, 2_000);
     const authz = new ResourceAuthorization(client, tokens);
     const resource = { type: "conversation" as const, id: `conv_${Date.now()}` };

@@ -40,7 +40,7 @@ describe("forwarding to the service", () => {
 
   it("passes method, path, query, body and the service's answer; the caller's credentials stay at the gateway", async () => {
     const { secret } = await gw.createKey({ owner: "backend" });
-    const res = await gw.call("/api/v1/llm/things?x=1", {
+    const res = await gw.call("/api/v1/llm/responses?x=1", {
       method: "POST",
       bearer: secret,
       headers: { "x-on-behalf-of": "alice", "x-custom": "kept" },
@@ -50,7 +50,7 @@ describe("forwarding to the service", () => {
     expect(res.headers.get("x-service")).toBe("yes");
     expect(await res.json()).toEqual({ ok: true });
     const got = seen.at(-1)!;
-    expect(got.url).toBe("/api/v1/llm/things?x=1");
+    expect(got.url).toBe("/api/v1/llm/responses?x=1");
     expect(got.body).toBe('{"hello":"world"}');
     expect(got.headers["x-custom"]).toBe("kept");
     expect(got.headers.authorization).toBeUndefined();
@@ -58,7 +58,8 @@ describe("forwarding to the service", () => {
     expect(got.headers["x-gateway-assertion"]).toMatch(/^ey/);
     expect(got.headers["x-request-id"]).toBe(res.headers.get("x-request-id"));
     const metrics = await (await gw.call("/metrics")).text();
-    expect(metrics).toContain('route="/api/v1/llm (forwarded)",status="201"');
+    // Labelled with the service's own template for the endpoint.
+    expect(metrics).toContain('route="/api/v1/llm/responses",status="201"');
   });
 
   it("does not forward unauthenticated or over-quota requests", async () => {

@@ -1,7 +1,12 @@
 import { randomBytes } from "node:crypto";
-import { createLogger, createRedis, type ResourceAuthorization } from "@gw/core";
-import { spicedbEnv, startTestRedis, startTestSpiceDB, type TestRedis } from "@gw/devstack/testing";
-import type { Redis } from "ioredis";
+import { createLogger, createRedis, type RedisClient, type ResourceAuthorization } from "@gw/core";
+import {
+  type RedisTopology,
+  spicedbEnv,
+  startTestRedisOf,
+  startTestSpiceDB,
+  type TestRedisStore,
+} from "@gw/devstack/testing";
 import type { JWK } from "jose";
 import { afterAll, beforeAll } from "vitest";
 import type { CreateApiKeyInput } from "../src/api-keys/schema.ts";
@@ -16,11 +21,13 @@ export const TEST_PUBLIC_URL = "https://gateway.test";
 export interface GatewayHarness {
   /** Base URL of an in-process gateway. */
   url: string;
+  /** Where its metrics are served (`METRICS_PORT`, else its own port). */
+  metricsUrl: string;
   redisUrl: string;
-  /** The redis-server behind this gateway, to stop and restart it. */
-  redisServer: TestRedis;
+  /** The Redis behind this gateway (one server or a cluster), to stop and restart it. */
+  redisServer: TestRedisStore;
   /** A direct Redis connection, for assertions on what is stored. */
-  redis: Redis;
+  redis: RedisClient;
   store: ApiKeyStore;
   /** The gateway's own authorization model, e.g. to make a user owner of a new resource. */
   authorization: ResourceAuthorization;
@@ -40,18 +47,20 @@ export interface GatewayHarness {
 export const freshOrg = () => `org-${randomBytes(5).toString("hex")}`;
 
 /**
- * Per test file: a real redis-server on a free port and a gateway on another,
- * torn down afterwards. Use inside a `describe` or at the top of a file.
+ * Per test file: a real redis-server on a free port (or a three-master Redis
+ * Cluster) and a gateway on another, torn down afterwards. Use inside a
+ * `describe` or at the top of a file.
  */
 export function useGateway(
   env: Record<string, string> = {},
   /** Variables known only once other `beforeAll`s have run (e.g. a stand-in service's URL). */
   lateEnv: () => Record<string, string> = () => ({}),
+  redisTopology: RedisTopology = "single",
 ): GatewayHarness {
   const harness = {} as GatewayHarness;
   let stop: (() => Promise<void>) | undefined;
   beforeAll(async () => {
-    const [redisServer, spicedb] = await Promise.all([startTestRedis(), startTestSpiceDB()]);
+    const [redisServer, spicedb] = await Promise.all([startTestRedisOf(redisTopology), startTestSpiceDB()]);
     const signingJwk = await generateSigningJwk();
     const config: GatewayConfig = gatewayConfigSchema.parse({
       PORT: "0",
@@ -72,6 +81,7 @@ export function useGateway(
     const store = new ApiKeyStore(redis);
     Object.assign(harness, {
       url: gateway.url,
+      metricsUrl: gateway.metricsUrl,
       redisUrl: redisServer.url,
       redisServer,
       redis,

@@ -18,7 +18,10 @@ const SHORT = { second: 1, minute: 2, hour: 3, day: 4 };
 
 beforeAll(async () => {
   server = await startTestRedis();
-  redis = createRedis(server.url, { connectionName: "limiter-test", extra: { enableAutoPipelining: true } });
+  redis = createRedis(server.url, {
+    connectionName: "limiter-test",
+    extra: { enableAutoPipelining: true },
+  }) as Redis;
   await redis.ping();
 });
 afterAll(async () => {

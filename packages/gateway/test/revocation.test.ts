@@ -1,18 +1,24 @@
 import { createRedis } from "@gw/core";
-import { type RunningNodeProcess, startGatewayProcess, startTestRedis } from "@gw/devstack/testing";
+import {
+  REDIS_TOPOLOGIES,
+  type RunningNodeProcess,
+  startGatewayProcess,
+  startTestRedisOf,
+  type TestRedisStore,
+} from "@gw/devstack/testing";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ApiKeyStore } from "../src/api-keys/store.ts";
 import { freshOrg } from "./harness.ts";
 import { oneSecondAfter } from "./propagation.ts";
 
-describe("revocation across gateway replicas", () => {
-  let redisServer: Awaited<ReturnType<typeof startTestRedis>>;
+describe.each(REDIS_TOPOLOGIES)("revocation across gateway replicas on %s Redis", (topology) => {
+  let redisServer: TestRedisStore;
   let replicas: RunningNodeProcess[] = [];
   let store: ApiKeyStore;
   let redis: ReturnType<typeof createRedis>;
 
   beforeAll(async () => {
-    redisServer = await startTestRedis();
+    redisServer = await startTestRedisOf(topology);
     // A long cache TTL, so only the change feed can make a replica notice the revocation in time.
     const env = { REDIS_URL: redisServer.url, API_KEY_CACHE_TTL_MS: "60000" };
     replicas = await Promise.all([startGatewayProcess(env), startGatewayProcess(env)]);

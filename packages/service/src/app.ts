@@ -4,7 +4,9 @@ import {
   jsonBody,
   type Logger,
   type Metrics,
+  type MetricsEndpoint,
   notFoundHandler,
+  type RedisClient,
   type ResourceAuthorization,
   redisReady,
   registerProbes,
@@ -13,7 +15,6 @@ import {
   type WriterDeletion,
 } from "@gw/core";
 import express, { Router } from "express";
-import type { Redis } from "ioredis";
 import { verifyAssertion } from "./authenticate/verify-assertion.ts";
 import type { ConversationStore } from "./conversations/store.ts";
 import type { Evals } from "./evals/index.ts";
@@ -42,7 +43,7 @@ import type { UsageStore } from "./usage/store.ts";
 export interface ServiceDeps {
   logger: Logger;
   metrics: Metrics;
-  redis: Redis;
+  redis: RedisClient;
   spicedb: SpiceDBClient;
   assertions: InternalAssertions;
   authorization: ResourceAuthorization;
@@ -55,6 +56,8 @@ export interface ServiceDeps {
   context: ContextBudget;
   evals: Evals;
   sandbox: Sandbox;
+  /** Where `/metrics` is served, and its token. */
+  metricsEndpoint?: MetricsEndpoint;
 }
 
 /**
@@ -70,6 +73,7 @@ export function createServiceApp(deps: ServiceDeps): express.Express {
     probes,
     { redis: () => redisReady(deps.redis), spicedb: () => deps.spicedb.readSchema().then(() => true) },
     deps.metrics,
+    deps.metricsEndpoint,
   );
   app.use(probes);
 

@@ -1,4 +1,12 @@
-import { checkSpiceDBEnv, env, localRedisUrl, spicedbClientOptions, spicedbEnvShape } from "@gw/core";
+import {
+  checkSpiceDBEnv,
+  env,
+  localRedisUrl,
+  metricsEndpointOf,
+  metricsEnvShape,
+  spicedbClientOptions,
+  spicedbEnvShape,
+} from "@gw/core";
 import { z } from "zod";
 import { sandboxEnvShape, sandboxOptions } from "./sandbox/config.ts";
 
@@ -14,6 +22,7 @@ export const serviceConfigSchema = z
     /** Redis for service records. Unset: the local redis-server that `pnpm start` runs. */
     REDIS_URL: env.redisUrl(),
     ...spicedbEnvShape,
+    ...metricsEnvShape,
     /** Shared secret for the gateway's assertions (at least 32 characters). Unset: the development secret under DATA_DIR. */
     INTERNAL_ASSERTION_SECRET: z.string().min(32, "must be at least 32 characters").optional(),
     /** Directory for local development data. Default .data. */
@@ -56,6 +65,7 @@ export const serviceConfigSchema = z
     ...c,
     REDIS_URL: c.REDIS_URL ?? localRedisUrl(),
     spicedb: spicedbClientOptions(c),
+    metricsEndpoint: metricsEndpointOf(c),
     sandbox: sandboxOptions(c),
   }));
 

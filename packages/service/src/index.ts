@@ -1,4 +1,5 @@
 export { createServiceApp } from "./app.ts";
 export { type ServiceConfig, serviceConfigSchema } from "./config.ts";
 export { createEvalMetrics } from "./evals/metrics.ts";
+export { createProviderMetrics } from "./llm/provider-metrics.ts";
 export { type RunningService, startService } from "./server.ts";

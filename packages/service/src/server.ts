@@ -7,14 +7,19 @@ import {
   internalAssertions,
   type Logger,
   listen,
+  listenForMetrics,
+  type Metrics,
+  type RouteTemplate,
   redactUrl,
+  routesOf,
   WriterDeletion,
 } from "@gw/core";
 import { createServiceApp } from "./app.ts";
 import type { ServiceConfig } from "./config.ts";
 import { ConversationStore } from "./conversations/store.ts";
 import { startEvals } from "./evals/index.ts";
-import { ChatProvider } from "./llm/provider.ts";
+import type { ChatProvider } from "./llm/provider.ts";
+import { createProviderMetrics, MeteredProvider } from "./llm/provider-metrics.ts";
 import { ResponseStore } from "./responses/store.ts";
 import { Sandbox } from "./sandbox/sandbox.ts";
 import { UsageStore } from "./usage/store.ts";
@@ -22,21 +27,28 @@ import { UsageStore } from "./usage/store.ts";
 export interface RunningService {
   url: string;
   port: number;
+  /** Where Prometheus scrapes this service. */
+  metricsUrl: string;
+  /** The endpoints it serves (the gateway labels forwarded requests with them: `SERVICE_ROUTES`). */
+  routes: RouteTemplate[];
   logger: Logger;
   close(): Promise<void>;
 }
 
-/** The model provider the configuration names (responses and eval runs share it). */
-export function chatProvider(config: ServiceConfig): ChatProvider {
-  return new ChatProvider({
-    baseUrl: config.LLM_BASE_URL,
-    apiKey: config.LLM_API_KEY,
-    defaultModel: config.LLM_DEFAULT_MODEL,
-    allowedModels: config.LLM_MODELS,
-    timeoutMs: config.LLM_TIMEOUT_MS,
-    maxResponseBytes: config.LLM_MAX_RESPONSE_BYTES,
-    maxEventChars: config.LLM_MAX_EVENT_CHARS,
-  });
+/** The model provider the configuration names (responses and eval runs share it), its calls in `metrics`. */
+export function chatProvider(config: ServiceConfig, metrics: Metrics): ChatProvider {
+  return new MeteredProvider(
+    {
+      baseUrl: config.LLM_BASE_URL,
+      apiKey: config.LLM_API_KEY,
+      defaultModel: config.LLM_DEFAULT_MODEL,
+      allowedModels: config.LLM_MODELS,
+      timeoutMs: config.LLM_TIMEOUT_MS,
+      maxResponseBytes: config.LLM_MAX_RESPONSE_BYTES,
+      maxEventChars: config.LLM_MAX_EVENT_CHARS,
+    },
+    createProviderMetrics(metrics),
+  );
 }
 
 /** Wires the service's dependencies and starts listening. */
@@ -44,15 +56,15 @@ export async function startService(
   config: ServiceConfig,
   logger = createLogger("service", config.LOG_LEVEL),
 ): Promise<RunningService> {
-  const redis = createRedis(config.REDIS_URL, { connectionName: "service" });
+  const metrics = createMetrics("service");
+  const redis = createRedis(config.REDIS_URL, { connectionName: "service", metrics: metrics.redisCommands });
   redis.on("error", (err) => logger.warn({ err: err.message }, "redis error"));
-  const { spicedb, authorization, tokens } = connectAuthorization(config, redis, logger);
+  const { spicedb, authorization, tokens } = connectAuthorization(config, redis, logger, metrics.grpcClient);
   const assertions = await internalAssertions(config.INTERNAL_ASSERTION_SECRET, config.DATA_DIR, logger);
-  const provider = chatProvider(config);
+  const provider = chatProvider(config, metrics);
   if (!config.LLM_BASE_URL)
     logger.warn("no model provider configured: responses answer 503 until LLM_BASE_URL is set");
 
-  const metrics = createMetrics("service");
   const usage = new UsageStore(redis);
   const evals = startEvals(
     { redisUrl: config.REDIS_URL, redis, provider, usage, logger, metrics },
@@ -75,8 +87,10 @@ export async function startService(
     context: { maxItems: config.LLM_CONTEXT_MAX_ITEMS, maxTokens: config.LLM_CONTEXT_MAX_TOKENS },
     evals,
     sandbox,
+    metricsEndpoint: config.metricsEndpoint,
   });
   const { server, port } = await listen(app, config.PORT, config.HOST);
+  const metricsListener = await listenForMetrics(config.metricsEndpoint, metrics, config.HOST, logger);
   logger.info(
     {
       port,
@@ -88,9 +102,11 @@ export async function startService(
   return {
     url: `http://127.0.0.1:${port}`,
     port,
+    metricsUrl: `http://127.0.0.1:${metricsListener?.port ?? port}/metrics`,
+    routes: routesOf(app),
     logger,
     async close() {
-      await closeGracefully(server, 5_000);
+      await Promise.all([closeGracefully(server, 5_000), metricsListener?.close()]);
       await evals.close();
       spicedb.close();
       redis.disconnect();

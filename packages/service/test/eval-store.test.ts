@@ -1,7 +1,6 @@
-import { createLogger, createMetrics, createRedis, RedisUnavailable } from "@gw/core";
-import { startTestRedis, type TestRedis } from "@gw/devstack/testing";
+import { createLogger, createMetrics, createRedis, type RedisClient, RedisUnavailable } from "@gw/core";
+import { REDIS_TOPOLOGIES, startTestRedisOf, type TestRedisStore } from "@gw/devstack/testing";
 import { type FakeLLM, startFakeLLM } from "@gw/e2e/llm-upstream";
-import type { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { createEvalMetrics } from "../src/evals/metrics.ts";
 import { bullConnection, EvalQueue } from "../src/evals/queue.ts";
@@ -11,67 +10,69 @@ import { startEvalWorker } from "../src/evals/worker.ts";
 import { ChatProvider } from "../src/llm/provider.ts";
 import { UsageStore } from "../src/usage/store.ts";
 
-let server: TestRedis;
-let redis: Redis;
-let store: EvalStore;
-let llm: FakeLLM;
-
-beforeAll(async () => {
-  [server, llm] = await Promise.all([startTestRedis(), startFakeLLM()]);
-  redis = createRedis(server.url, { connectionName: "eval-store-test" });
-  redis.on("error", () => undefined); // the outage test below stops the server on purpose
-  store = new EvalStore(redis);
-});
-
-afterAll(async () => {
-  redis?.disconnect();
-  await Promise.all([server?.stop(), llm?.close()]);
-});
-
 let orgs = 0;
-async function scheduleIn(): Promise<{ org: string; schedule: EvalSchedule }> {
-  const org = `org${++orgs}`;
-  const schedule: EvalSchedule = {
-    id: newEvalId(SCHEDULE_PREFIX),
-    name: "s",
-    model: "auto",
-    inputs: ["x"],
-    cadence: { every_seconds: 60 },
-    created_at: 1,
-    metadata: {},
-    creator: { user: "alice", keyId: "key_1" },
-    deleted_at: null,
-  };
-  await store.create(org, schedule);
-  return { org, schedule };
-}
+describe.each(REDIS_TOPOLOGIES)("eval store on %s Redis", (topology) => {
+  let server: TestRedisStore;
+  let redis: RedisClient;
+  let store: EvalStore;
+  let llm: FakeLLM;
 
-describe("eval store", () => {
+  beforeAll(async () => {
+    [server, llm] = await Promise.all([startTestRedisOf(topology), startFakeLLM()]);
+    redis = createRedis(server.url, { connectionName: "eval-store-test" });
+    redis.on("error", () => undefined); // the outage test below stops the server on purpose
+    store = new EvalStore(redis);
+  });
+
+  afterAll(async () => {
+    redis?.disconnect();
+    await Promise.all([server?.stop(), llm?.close()]);
+  });
+
+  async function scheduleIn(): Promise<{ org: string; schedule: EvalSchedule }> {
+    const org = `org${++orgs}`;
+    const schedule: EvalSchedule = {
+      id: newEvalId(SCHEDULE_PREFIX),
+      name: "s",
+      model: "auto",
+      inputs: ["x"],
+      cadence: { every_seconds: 60 },
+      created_at: 1,
+      metadata: {},
+      creator: { user: "alice", keyId: "key_1" },
+      deleted_at: null,
+    };
+    await store.create(org, schedule);
+    return { org, schedule };
+  }
+
   it("soft-deletes in one atomic step: of two deletes held at Redis together, exactly one succeeds", async () => {
     const { org, schedule } = await scheduleIn();
-    const [control, first, second] = [0, 1, 2].map((i) =>
-      createRedis(server.url, { connectionName: `race-${i}` }),
-    );
+    // One control connection per server: on a cluster, the deletes land on whichever node holds the slot.
+    const controls = server.nodes.map((node) => createRedis(node.url, { connectionName: "race-control" }));
+    const [first, second] = [1, 2].map((i) => createRedis(server.url, { connectionName: `race-${i}` }));
+    const everyNode = (...args: (string | number)[]) =>
+      Promise.all(controls.map((c) => c.call("CLIENT", ...args)));
     try {
       // Reads go on while writes wait: a check made apart from its write would pass for both deletes here.
-      await control!.client("PAUSE", 20_000, "WRITE");
+      await everyNode("PAUSE", 20_000, "WRITE");
       const deletes = [new EvalStore(first!), new EvalStore(second!)].map((s) =>
         s.softDelete(org, schedule.id, 5),
       );
       await vi.waitFor(
         async () => {
-          const waiting = String(await control!.client("LIST"))
-            .split("\n")
+          const waiting = (await everyNode("LIST"))
+            .flatMap((list) => String(list).split("\n"))
             .filter((line) => / name=race-[12] .* flags=b .* cmd=eval /.test(line));
           expect(waiting).toHaveLength(2);
         },
         { timeout: 10_000, interval: 20 },
       );
-      await control!.client("UNPAUSE");
+      await everyNode("UNPAUSE");
       expect((await Promise.all(deletes)).sort()).toEqual([false, true]);
     } finally {
-      await control!.client("UNPAUSE");
-      for (const c of [control, first, second]) c!.disconnect();
+      await everyNode("UNPAUSE");
+      for (const c of [...controls, first, second]) c!.disconnect();
     }
     expect((await store.get(org, schedule.id))?.deleted_at).toBe(5);
     expect(await store.softDelete(org, schedule.id, 6)).toBe(false);

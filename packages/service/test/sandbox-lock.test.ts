@@ -3,10 +3,9 @@ import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
-import { createLogger, createRedis, type Principal } from "@gw/core";
+import { createLogger, createRedis, type Principal, type RedisClient } from "@gw/core";
 import { startTestRedis, type TestRedis } from "@gw/devstack/testing";
 import { type BareRepositories, bareRepositories } from "@gw/e2e/git-remote";
-import type { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { SandboxOptions } from "../src/sandbox/config.ts";
 import { Sandbox, type SandboxHooks, StaleAssignment } from "../src/sandbox/sandbox.ts";
@@ -16,7 +15,7 @@ const logger = createLogger("test", "silent");
 let redisServer: TestRedis;
 let remotes: BareRepositories;
 let options: SandboxOptions;
-const clients: Redis[] = [];
+const clients: RedisClient[] = [];
 const replicas: Sandbox[] = [];
 
 beforeAll(async () => {
@@ -164,7 +163,7 @@ describe("pushes of one session", () => {
 
 describe("session locks", () => {
   const key = () => `gw:test-lock:${randomBytes(4).toString("hex")}`;
-  let redis: Redis;
+  let redis: RedisClient;
   beforeAll(() => {
     redis = createRedis(redisServer.url, { connectionName: "lock-test" });
     clients.push(redis);

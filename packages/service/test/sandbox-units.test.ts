@@ -3,17 +3,16 @@ import { mkdtemp, readdir, readFile, rm, stat } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
-import { createRedis, loadConfig, type Principal } from "@gw/core";
+import { createRedis, loadConfig, type Principal, type RedisClient } from "@gw/core";
 import { capturingLogger, startTestRedis, type TestRedis } from "@gw/devstack/testing";
 import { type BareRepositories, bareRepositories } from "@gw/e2e/git-remote";
-import type { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { serviceConfigSchema } from "../src/config.ts";
 import { ConnectionStore, connectionKey, UnreadableConnection } from "../src/sandbox/connections.ts";
 import { Git, GitFailed, redactGitOutput } from "../src/sandbox/git.ts";
 
 let redisServer: TestRedis;
-let redis: Redis;
+let redis: RedisClient;
 let remotes: BareRepositories;
 const gits: Git[] = [];
 

@@ -1,6 +1,13 @@
 import { randomBytes } from "node:crypto";
-import { createLogger, createRedis, loadConfig } from "@gw/core";
-import { capturingLogger, spicedbEnv, startTestRedis, startTestSpiceDB } from "@gw/devstack/testing";
+import { createLogger, createRedis, loadConfig, type RedisClient, type RouteTemplate } from "@gw/core";
+import {
+  capturingLogger,
+  type RedisTopology,
+  spicedbEnv,
+  startTestRedisOf,
+  startTestSpiceDB,
+  type TestRedisStore,
+} from "@gw/devstack/testing";
 import { type FakeLLM, startFakeLLM } from "@gw/e2e/llm-upstream";
 import {
   ApiKeyStore,
@@ -9,7 +16,6 @@ import {
   generateSigningJwk,
   startGateway,
 } from "@gw/gateway";
-import type { Redis } from "ioredis";
 import { afterAll, beforeAll } from "vitest";
 import { serviceConfigSchema } from "../src/config.ts";
 import { startService } from "../src/server.ts";
@@ -18,8 +24,12 @@ export interface Stack {
   gatewayUrl: string;
   serviceUrl: string;
   redisUrl: string;
+  /** The endpoints the service registered. */
+  serviceRoutes: RouteTemplate[];
+  /** The Redis behind the stack (one server or a cluster), e.g. to watch the commands it runs. */
+  redisServer: TestRedisStore;
   llm: FakeLLM;
-  redis: Redis;
+  redis: RedisClient;
   store: ApiKeyStore;
   assertionSecret: string;
   /** The service's log lines at warn and above (JSON objects), so tests can see what reached the log. */
@@ -56,12 +66,13 @@ export function useStack(
   gatewayEnv: Record<string, string> = {},
   /** Collects every log line of service and gateway (at info), for tests that look for what must not be logged. */
   logLines?: string[],
+  redisTopology: RedisTopology = "single",
 ): Stack {
   const stack = {} as Stack;
   let teardown: () => Promise<void> = async () => undefined;
   beforeAll(async () => {
     const [redisServer, spicedb, llm] = await Promise.all([
-      startTestRedis(),
+      startTestRedisOf(redisTopology),
       startTestSpiceDB(),
       startFakeLLM(),
     ]);
@@ -115,6 +126,8 @@ export function useStack(
       gatewayUrl: gateway.url,
       serviceUrl: service.url,
       redisUrl: redisServer.url,
+      redisServer,
+      serviceRoutes: service.routes,
       llm,
       redis,
       store,

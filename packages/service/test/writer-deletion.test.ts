@@ -3,6 +3,7 @@ import {
   createRedis,
   NotWriter,
   type Principal,
+  type RedisClient,
   RedisConsistencyTokens,
   ResourceAuthorization,
   type Role,
@@ -10,7 +11,6 @@ import {
   WriterDeletion,
 } from "@gw/core";
 import { startTestRedis, startTestSpiceDB } from "@gw/devstack/testing";
-import type { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 
 let teardown: () => Promise<void>;
@@ -19,7 +19,7 @@ let deletion: WriterDeletion;
 
 beforeAll(async () => {
   const [redisServer, spicedb] = await Promise.all([startTestRedis(), startTestSpiceDB()]);
-  const redis: Redis = createRedis(redisServer.url, { connectionName: "test" });
+  const redis: RedisClient = createRedis(redisServer.url, { connectionName: "test" });
   const client = new SpiceDBClient({
     endpoint: spicedb.endpoint,
     presharedKey: spicedb.presharedKey,

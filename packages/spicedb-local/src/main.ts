@@ -17,6 +17,7 @@ const server = await startSpiceDBLocal({
   schemaFile: config.SPICEDB_SCHEMA_FILE,
   dataDir: resolve(config.DATA_DIR, "spicedb"),
   snapshotAfterBytes: config.SPICEDB_LOCAL_SNAPSHOT_AFTER_BYTES,
+  metricsPort: config.SPICEDB_LOCAL_METRICS_PORT,
   logger,
 }).catch((err: Error) => {
   logger.fatal({ err: err.message }, "SpiceDB (local) could not start");

@@ -24,6 +24,8 @@ export interface SpiceDBLocalOptions {
   snapshotAfterBytes?: number;
   persistenceHooks?: PersistenceHooks;
   logger?: Log;
+  /** Port of SpiceDB's own Prometheus metrics (`/metrics`, on `host`). Unset: none. */
+  metricsPort?: number;
   /** Sees every authenticated request's method path and serialized message (for tests that check what clients ask). */
   observe?: (path: string, request: Buffer) => void;
 }
@@ -64,7 +66,11 @@ const SERVICES: { name: string; methods: readonly MethodInfo[] }[] = [
  * restored from there before the port is bound and journaled from then on.
  */
 export async function startSpiceDBLocal(options: SpiceDBLocalOptions): Promise<RunningSpiceDBLocal> {
-  const engine = SpiceDBEngine.start();
+  const engine = SpiceDBEngine.start(
+    options.metricsPort === undefined
+      ? {}
+      : { metrics_enabled: true, metrics_port: options.metricsPort, metrics_host: options.host },
+  );
   // Its own subchannel, so closing this client really closes the connection; the engine's
   // shutdown otherwise waits seconds for it to go away.
   const streaming = new grpc.Client(engine.streamingTarget, grpc.credentials.createInsecure(), {

@@ -1,4 +1,4 @@
-import type { Redis } from "ioredis";
+import type { RedisClient } from "../redis.ts";
 
 /**
  * The ZedToken of a resource's last write (none once the resource is
@@ -31,10 +31,10 @@ const TOKEN_TTL_SECONDS = 86_400;
  * one slot, one round trip, also on Redis Cluster.
  */
 export class RedisConsistencyTokens implements ConsistencyTokens {
-  private readonly redis: Redis;
+  private readonly redis: RedisClient;
   private readonly recentWriteMs: number;
 
-  constructor(redis: Redis, recentWriteMs: number) {
+  constructor(redis: RedisClient, recentWriteMs: number) {
     this.redis = redis;
     this.recentWriteMs = recentWriteMs;
   }
@@ -56,7 +56,7 @@ export class RedisConsistencyTokens implements ConsistencyTokens {
     await this.markRecent(key, this.redis.multi().del(key));
   }
 
-  private async markRecent(key: string, write: ReturnType<Redis["multi"]>): Promise<void> {
+  private async markRecent(key: string, write: ReturnType<RedisClient["multi"]>): Promise<void> {
     if (this.recentWriteMs > 0) write.set(`${key}:recent`, "1", "PX", this.recentWriteMs);
     const results = await write.exec();
     const failed = results?.find(([err]) => err)?.[0];

@@ -1,6 +1,7 @@
 import { v1 } from "@authzed/authzed-node";
 import * as grpc from "@grpc/grpc-js";
 import { AppError } from "../errors.ts";
+import type { GRPC_CODES, GrpcClientMetrics, GrpcMethod } from "../metrics.ts";
 
 export { v1 };
 
@@ -19,7 +20,23 @@ export interface SpiceDBClientOptions {
   deadlineMs: number;
   /** Extra attempts for idempotent reads that fail with UNAVAILABLE. */
   readRetries?: number;
+  /** Every call's method, status code and latency (retries are calls of their own). */
+  metrics?: GrpcClientMetrics;
 }
+
+/** The calls this client makes, so each method's series exist before its first call. */
+const METHODS: GrpcMethod[] = [
+  ["PermissionsService", "CheckPermission", "unary"],
+  ["PermissionsService", "ReadRelationships", "server_stream"],
+  ["PermissionsService", "LookupResources", "server_stream"],
+  ["PermissionsService", "WriteRelationships", "unary"],
+  ["PermissionsService", "DeleteRelationships", "unary"],
+  ["SchemaService", "ReadSchema", "unary"],
+].map(([service, method, type]) => ({
+  service: `authzed.api.v1.${service}`,
+  method: method!,
+  type: type as GrpcMethod["type"],
+}));
 
 /** SpiceDB could not be reached or did not answer in time: callers must fail closed (503; the gRPC error stays in `cause`, for the log). */
 export class SpiceDBUnavailable extends AppError {
@@ -39,10 +56,35 @@ function deadlineInterceptor(ms: number): grpc.Interceptor {
   };
 }
 
+/** Counts every call by method and status code, and times it, as it ends. */
+function metricsInterceptor(metrics: GrpcClientMetrics): grpc.Interceptor {
+  return (options, nextCall) => {
+    const [, service = "", method = ""] = options.method_definition.path.split("/");
+    const call: GrpcMethod = {
+      service,
+      method,
+      type: options.method_definition.responseStream ? "server_stream" : "unary",
+    };
+    const started = process.hrtime.bigint();
+    return new grpc.InterceptingCall(nextCall(options), {
+      start(metadata, _listener, next) {
+        next(metadata, {
+          onReceiveStatus(status, nextStatus) {
+            const code = (grpc.status[status.code] ?? "UNKNOWN") as (typeof GRPC_CODES)[number];
+            metrics.observe(call, code, Number(process.hrtime.bigint() - started) / 1e9);
+            nextStatus(status);
+          },
+        });
+      },
+    });
+  };
+}
+
 /**
  * The one way gateway and service talk to SpiceDB (DESIGN.md decision 1):
  * authzed-node over gRPC, one shared connection per process, a deadline on
- * every call, idempotent reads retried on UNAVAILABLE. Transport failures
+ * every call, idempotent reads retried on UNAVAILABLE, every call counted
+ * and timed (`grpc_client_*`). Transport failures
  * surface as `SpiceDBUnavailable`, so callers can fail closed with a 503.
  */
 export class SpiceDBClient {
@@ -55,8 +97,14 @@ export class SpiceDBClient {
       options.endpoint,
       options.insecure ? v1.ClientSecurity.INSECURE_PLAINTEXT_CREDENTIALS : v1.ClientSecurity.SECURE,
       1, // PreconnectServices.PERMISSIONS_SERVICE: open the connection at start-up, not on the first request
-      { interceptors: [deadlineInterceptor(options.deadlineMs)] },
+      {
+        interceptors: [
+          deadlineInterceptor(options.deadlineMs),
+          ...(options.metrics ? [metricsInterceptor(options.metrics)] : []),
+        ],
+      },
     );
+    for (const method of METHODS) options.metrics?.track(method);
     this.readRetries = options.readRetries ?? 2;
   }
 

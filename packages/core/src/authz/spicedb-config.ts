@@ -1,7 +1,8 @@
-import type { Redis } from "ioredis";
 import { z } from "zod";
 import { env } from "../config.ts";
 import type { Logger } from "../logger.ts";
+import type { GrpcClientMetrics } from "../metrics.ts";
+import type { RedisClient } from "../redis.ts";
 import { type ConsistencyTokens, RedisConsistencyTokens } from "./consistency-tokens.ts";
 import { ResourceAuthorization } from "./resource-authorization.ts";
 import {
@@ -63,10 +64,11 @@ export function spicedbClientOptions(c: SpiceDBEnv): SpiceDBClientOptions {
 /** A process's one SpiceDB client and the authorization model on it, as the variables above configure them. */
 export function connectAuthorization(
   config: SpiceDBEnv & { spicedb: SpiceDBClientOptions },
-  redis: Redis,
+  redis: RedisClient,
   logger: Logger,
+  metrics?: GrpcClientMetrics,
 ): { spicedb: SpiceDBClient; authorization: ResourceAuthorization; tokens: ConsistencyTokens } {
-  const spicedb = new SpiceDBClient(config.spicedb);
+  const spicedb = new SpiceDBClient({ ...config.spicedb, metrics });
   const tokens = new RedisConsistencyTokens(redis, config.SPICEDB_FULLY_CONSISTENT_AFTER_WRITE_MS);
   const authorization = new ResourceAuthorization(spicedb, tokens, logger);
   return { spicedb, authorization, tokens };

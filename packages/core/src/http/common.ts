@@ -4,6 +4,7 @@ import express, { type ErrorRequestHandler, type RequestHandler } from "express"
 import { AppError, errorBody, ValidationFailed } from "../errors.ts";
 import { type Logger, unredacted } from "../logger.ts";
 import type { Metrics } from "../metrics.ts";
+import { RouteLabels, type RouteTemplate, routesOf } from "./route-labels.ts";
 
 /** Largest JSON body accepted; larger ones get 413. */
 export const BODY_LIMIT_BYTES = 1024 * 1024;
@@ -17,28 +18,31 @@ declare global {
     interface Request {
       id: string;
     }
-    interface Locals {
-      /** Route label for logs and metrics when no Express route matched (e.g. forwarded areas). */
-      routeLabel?: string;
-    }
   }
-}
-
-/** The route template a request matched, for logs and metric labels (never the raw path: ids would explode cardinality). */
-function routeOf(req: express.Request): string {
-  const path = req.route?.path;
-  if (typeof path === "string") return `${req.baseUrl}${path}`;
-  return req.res?.locals.routeLabel ?? "unmatched";
 }
 
 /**
  * What every process puts in front of its routes: a request id (kept from a
  * well-formed incoming `X-Request-Id`, else new) echoed on every response,
- * and an access log line and HTTP metrics when the response finishes.
+ * and an access log line and HTTP metrics when the response finishes, with
+ * the endpoint's route template (never the raw path: ids would explode
+ * cardinality). `forwardedRoutes` are endpoints served elsewhere (the gateway
+ * forwards to the service), labelled by their templates too.
  */
-export function useRequestBasics(app: express.Express, logger: Logger, metrics: Metrics): void {
+export function useRequestBasics(
+  app: express.Express,
+  logger: Logger,
+  metrics: Metrics,
+  forwardedRoutes: RouteTemplate[] = [],
+): void {
   // The access line carries only the fields below, none of them a secret.
   const access = unredacted(logger);
+  // Built at the first answer, when every route is registered.
+  let labels: RouteLabels | undefined;
+  const routeOf = (req: express.Request) => {
+    labels ??= new RouteLabels([...routesOf(app), ...forwardedRoutes]);
+    return labels.label(req.method, req.originalUrl);
+  };
   app.disable("x-powered-by");
   app.set("etag", false);
   app.use((req, res, next) => {

@@ -1,5 +1,5 @@
+import type { RedisClient } from "@gw/core";
 import { AppError, type Logger, Lru } from "@gw/core";
-import type { Redis } from "ioredis";
 import { hashSecret, sameHash } from "./secret.ts";
 import { API_KEY_EVENTS_CHANNEL, type ApiKeyStore } from "./store.ts";
 import type { ApiKeyRecord } from "./types.ts";
@@ -54,14 +54,14 @@ export class CachedApiKeyLookup implements ApiKeyLookup {
   /** Bumped by every change event; a lookup that raced a change does not cache what it read. */
   private generation = 0;
   private readonly store: ApiKeyStore;
-  private readonly subscriber: Redis;
+  private readonly subscriber: RedisClient;
   private readonly ttlMs: number;
   private readonly staleIfErrorMs: number;
   private readonly logger: Logger;
 
   constructor(opts: {
     store: ApiKeyStore;
-    subscriber: Redis;
+    subscriber: RedisClient;
     ttlMs: number;
     staleIfErrorMs: number;
     logger: Logger;

@@ -1,5 +1,4 @@
-import { AppError, DEFAULT_PERMISSIONS, type Limits, WINDOWS } from "@gw/core";
-import type { Redis } from "ioredis";
+import { AppError, DEFAULT_PERMISSIONS, type Limits, type RedisClient, WINDOWS } from "@gw/core";
 import type { CreateApiKeyInput, UpdateApiKeyInput } from "./schema.ts";
 import { generateSecret, hashSecret, newKeyId, secretStart } from "./secret.ts";
 import type { ApiKeyRecord } from "./types.ts";
@@ -10,16 +9,6 @@ export const API_KEY_EVENTS_CHANNEL = "gw:apikey-events";
 const recordKey = (id: string) => `gw:apikey:${id}`;
 const hashKey = (hash: string) => `gw:apikey-hash:${hash}`;
 const orgKey = (org: string) => `gw:org:${org}:apikeys`;
-
-// Creation is one script so two writers can never store two records for one secret
-// (e.g. two replicas applying the same bootstrap key at once).
-const CREATE_SCRIPT = `
-if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
-redis.call('SET', KEYS[2], ARGV[2])
-redis.call('SET', KEYS[1], ARGV[1])
-redis.call('SADD', KEYS[3], ARGV[1])
-return 1
-`;
 
 // Replaces a record only if nobody changed it since it was read, and tells every replica.
 const CAS_SCRIPT = `
@@ -50,13 +39,16 @@ export class ApiKeyChangedConcurrently extends AppError {
 /**
  * API keys in Redis: `gw:apikey:<id>` holds the record (JSON),
  * `gw:apikey-hash:<sha256>` maps a secret's hash to its id (the O(1)
- * lookup), and `gw:org:<org>:apikeys` lists an organization's ids.
+ * lookup), and `gw:org:<org>:apikeys` lists an organization's ids. The
+ * three are found by different things (id, secret, organization), so on a
+ * Redis Cluster they live on different slots: no command or script touches
+ * two of them at once.
  */
 export class ApiKeyStore {
-  private readonly redis: Redis;
+  private readonly redis: RedisClient;
   private readonly listeners: ((id: string) => void)[] = [];
 
-  constructor(redis: Redis) {
+  constructor(redis: RedisClient) {
     this.redis = redis;
   }
 
@@ -88,16 +80,20 @@ export class ApiKeyStore {
       start: secretStart(secret),
       hash: hashSecret(secret),
     };
-    const created = await this.redis.eval(
-      CREATE_SCRIPT,
-      3,
-      hashKey(record.hash),
-      recordKey(record.id),
-      orgKey(record.org),
-      record.id,
-      JSON.stringify(record),
-    );
-    if (created !== 1) throw new DuplicateSecretError();
+    // The record first: nothing finds it by its secret until the hash points at it. Claiming the
+    // hash is the one step that decides, so two writers can never store two records for one secret
+    // (e.g. two replicas applying the same bootstrap key at once); the loser takes its record back.
+    await Promise.all([
+      this.redis.set(recordKey(record.id), JSON.stringify(record), "NX"),
+      this.redis.sadd(orgKey(record.org), record.id),
+    ]);
+    if ((await this.redis.set(hashKey(record.hash), record.id, "NX")) !== "OK") {
+      await Promise.all([
+        this.redis.del(recordKey(record.id)),
+        this.redis.srem(orgKey(record.org), record.id),
+      ]);
+      throw new DuplicateSecretError();
+    }
     return { record, secret };
   }
 
@@ -114,7 +110,8 @@ export class ApiKeyStore {
   async listByOrg(org: string): Promise<ApiKeyRecord[]> {
     const ids = await this.redis.smembers(orgKey(org));
     if (ids.length === 0) return [];
-    const jsons = await this.redis.mget(ids.map(recordKey));
+    // One GET each rather than MGET: the records are spread over the cluster's slots.
+    const jsons = await Promise.all(ids.map((id) => this.redis.get(recordKey(id))));
     return jsons
       .filter((json): json is string => json !== null)
       .map((json) => JSON.parse(json) as ApiKeyRecord)

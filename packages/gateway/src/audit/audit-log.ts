@@ -2,11 +2,11 @@ import {
   encodeId,
   type Logger,
   type Principal,
+  type RedisClient,
   type ResourceRef,
   type ResourceType,
   type Role,
 } from "@gw/core";
-import type { Redis } from "ioredis";
 
 export const AUDIT_ACTIONS = ["register", "delete", "grant", "revoke"] as const;
 export type AuditAction = (typeof AUDIT_ACTIONS)[number];
@@ -66,12 +66,12 @@ export const AUDIT_CURSOR = /^\d{1,15}-\d{1,15}$/;
  * record is also logged as one structured line.
  */
 export class AuditLog {
-  private readonly redis: Redis;
+  private readonly redis: RedisClient;
   private readonly retentionMs: number;
   private readonly maxEntries: number;
   private readonly logger: Logger | undefined;
 
-  constructor(redis: Redis, options: AuditLogOptions) {
+  constructor(redis: RedisClient, options: AuditLogOptions) {
     this.redis = redis;
     this.retentionMs = options.retentionDays * 86_400_000;
     this.maxEntries = options.maxEntries;

@@ -53,7 +53,6 @@ export function forward(options: ForwardOptions): RequestHandler {
 
   return async (req, res, next) => {
     const path = req.originalUrl;
-    res.locals.routeLabel = `${req.baseUrl} (forwarded)`;
     const assertion = await options.assertions.sign(principalOf(res), {
       method: req.method,
       path,

@@ -1,5 +1,5 @@
+import type { RedisClient as Redis } from "@gw/core";
 import { type Limits, WINDOW_SECONDS, WINDOWS, type Window } from "@gw/core";
-import type { Redis } from "ioredis";
 import { type Decision, type QuotaLimiter, QuotaStoreError, type WindowState } from "./quota.ts";
 
 /**

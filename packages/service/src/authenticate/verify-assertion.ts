@@ -1,6 +1,11 @@
-import { ASSERTION_HEADER, type InternalAssertions, InvalidAssertion, unauthorized } from "@gw/core";
+import {
+  ASSERTION_HEADER,
+  type InternalAssertions,
+  InvalidAssertion,
+  type RedisClient,
+  unauthorized,
+} from "@gw/core";
 import type { RequestHandler } from "express";
-import type { Redis } from "ioredis";
 
 /**
  * The service's only door: a request must carry the gateway's assertion,
@@ -8,7 +13,7 @@ import type { Redis } from "ioredis";
  * is remembered in Redis for a minute). Anything else is a 401: calling the
  * service directly gains nothing.
  */
-export function verifyAssertion(assertions: InternalAssertions, redis: Redis): RequestHandler {
+export function verifyAssertion(assertions: InternalAssertions, redis: RedisClient): RequestHandler {
   return async (req, res, next) => {
     const assertion = req.get(ASSERTION_HEADER);
     if (!assertion) throw unauthorized("Requests must come through the gateway");

@@ -1,4 +1,4 @@
-import type { Redis } from "ioredis";
+import type { RedisClient } from "@gw/core";
 import type { Item } from "../items/items.ts";
 
 export interface Conversation {
@@ -81,9 +81,9 @@ return 1
  * service's own, `conv_…`). Items are read a page at a time, never all at once.
  */
 export class ConversationStore {
-  private readonly redis: Redis;
+  private readonly redis: RedisClient;
 
-  constructor(redis: Redis) {
+  constructor(redis: RedisClient) {
     this.redis = redis;
   }
 

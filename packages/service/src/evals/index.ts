@@ -1,5 +1,4 @@
-import type { Logger, Metrics } from "@gw/core";
-import type { Redis } from "ioredis";
+import type { Logger, Metrics, RedisClient } from "@gw/core";
 import type { ChatProvider } from "../llm/provider.ts";
 import type { UsageStore } from "../usage/store.ts";
 import { createEvalMetrics } from "./metrics.ts";
@@ -20,7 +19,7 @@ export interface Evals {
 export function startEvals(
   deps: {
     redisUrl: string;
-    redis: Redis;
+    redis: RedisClient;
     provider: ChatProvider;
     usage: UsageStore;
     logger: Logger;
@@ -33,7 +32,7 @@ export function startEvals(
   const queue = new EvalQueue(producer, (err) => deps.logger.warn({ err: err.message }, "eval queue error"));
   const metrics = createEvalMetrics(deps.metrics, () => queue.depth());
   let worker: EvalWorker | undefined;
-  let workerConnection: Redis | undefined;
+  let workerConnection: RedisClient | undefined;
   if (workers > 0) {
     workerConnection = bullConnection(deps.redisUrl, "worker");
     worker = startEvalWorker(workerConnection, { ...deps, store, queue, metrics }, workers);

@@ -20,6 +20,8 @@ export function createEvalMetrics(
     buckets: [0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800],
     registers,
   });
+  for (const outcome of ["completed", "failed", "dropped", "skipped"]) runs.inc({ outcome }, 0);
+  for (const outcome of ["completed", "failed"]) duration.zero({ outcome });
   new Gauge({
     name: `${metrics.prefix}_eval_queue_jobs`,
     help: "Jobs in the eval queue by state: waiting, active, delayed (each schedule's next firing is one delayed job).",

@@ -1,6 +1,6 @@
-import { RedisUnavailable } from "@gw/core";
+import { createRedis, type RedisClient, RedisUnavailable } from "@gw/core";
 import { Queue } from "bullmq";
-import { Redis, ReplyError } from "ioredis";
+import { ReplyError } from "ioredis";
 import type { Cadence } from "./records.ts";
 
 export const EVAL_QUEUE = "eval-runs";
@@ -24,28 +24,28 @@ export type EvalJobName = "tick" | "run";
 const JOB_RETENTION = { removeOnComplete: true, removeOnFail: { age: 86_400 } } as const;
 
 /**
- * BullMQ's Redis connections: plain ioredis, as BullMQ reads ioredis's own
- * errors (a closed connection) to recover. Workers block on Redis and must
- * retry forever (`maxRetriesPerRequest: null`, no command timeout); the
- * producer fails fast, as an HTTP request cannot wait for Redis to come back.
+ * BullMQ's Redis connections (one server or a cluster, as `REDIS_URL` says),
+ * with ioredis's own errors, as BullMQ reads them (a closed connection) to
+ * recover. Workers block on Redis and must retry forever
+ * (`maxRetriesPerRequest: null`, no command timeout); the producer fails
+ * fast, as an HTTP request cannot wait for Redis to come back.
  */
-export function bullConnection(url: string, role: "producer" | "worker"): Redis {
-  return new Redis(url, {
+export function bullConnection(url: string, role: "producer" | "worker"): RedisClient {
+  return createRedis(url, {
     connectionName: `service-evals-${role}`,
-    connectTimeout: 5_000,
-    retryStrategy: (attempt) => Math.min(attempt * 100, 2_000),
+    rawErrors: true,
     ...(role === "worker"
-      ? { maxRetriesPerRequest: null }
-      : { maxRetriesPerRequest: 1, commandTimeout: 2_000 }),
+      ? { extra: { maxRetriesPerRequest: null, commandTimeout: undefined } }
+      : { commandTimeoutMs: 2_000 }),
   });
 }
 
 /** The eval queue: one BullMQ job scheduler per eval schedule, and the runs it queues. */
 export class EvalQueue {
   private readonly queue: Queue<TickJob | RunJob, void, string>;
-  private readonly connection: Redis;
+  private readonly connection: RedisClient;
 
-  constructor(connection: Redis, onError: (err: Error) => void) {
+  constructor(connection: RedisClient, onError: (err: Error) => void) {
     this.connection = connection;
     this.queue = new Queue(EVAL_QUEUE, { connection, prefix: EVAL_QUEUE_PREFIX });
     this.queue.on("error", onError);

@@ -1,4 +1,4 @@
-import type { Redis } from "ioredis";
+import type { RedisClient } from "@gw/core";
 import type { EvalResult, EvalRun, EvalSchedule, RunStatus } from "./records.ts";
 
 // Every key of an organization carries it as the hash tag, so each script below touches one cluster slot.
@@ -79,9 +79,9 @@ export interface Page<T> {
  * newest first; a cursor is the id of the last item seen.
  */
 export class EvalStore {
-  private readonly redis: Redis;
+  private readonly redis: RedisClient;
 
-  constructor(redis: Redis) {
+  constructor(redis: RedisClient) {
     this.redis = redis;
   }
 

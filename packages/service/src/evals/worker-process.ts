@@ -4,6 +4,7 @@ import {
   createRedis,
   type Logger,
   listen,
+  listenForMetrics,
   redactUrl,
   redisReady,
   registerProbes,
@@ -23,14 +24,17 @@ import { startEvals } from "./index.ts";
 export async function startEvalWorkerProcess(config: ServiceConfig, logger: Logger) {
   if (config.EVAL_WORKER_CONCURRENCY < 1)
     throw new Error("EVAL_WORKER_CONCURRENCY must be at least 1 for a worker");
-  const redis = createRedis(config.REDIS_URL, { connectionName: "eval-worker" });
-  redis.on("error", (err) => logger.warn({ err: err.message }, "redis error"));
   const metrics = createMetrics("service");
+  const redis = createRedis(config.REDIS_URL, {
+    connectionName: "eval-worker",
+    metrics: metrics.redisCommands,
+  });
+  redis.on("error", (err) => logger.warn({ err: err.message }, "redis error"));
   const evals = startEvals(
     {
       redisUrl: config.REDIS_URL,
       redis,
-      provider: chatProvider(config),
+      provider: chatProvider(config, metrics),
       usage: new UsageStore(redis),
       logger,
       metrics,
@@ -39,8 +43,9 @@ export async function startEvalWorkerProcess(config: ServiceConfig, logger: Logg
   );
   const app = express();
   useRequestBasics(app, logger, metrics);
-  registerProbes(app, { redis: () => redisReady(redis) }, metrics);
+  registerProbes(app, { redis: () => redisReady(redis) }, metrics, config.metricsEndpoint);
   const { server, port } = await listen(app, config.PORT, config.HOST);
+  const metricsListener = await listenForMetrics(config.metricsEndpoint, metrics, config.HOST, logger);
   logger.info(
     {
       port,
@@ -52,7 +57,7 @@ export async function startEvalWorkerProcess(config: ServiceConfig, logger: Logg
   return {
     port,
     async close() {
-      await closeGracefully(server, 5_000);
+      await Promise.all([closeGracefully(server, 5_000), metricsListener?.close()]);
       await evals.close();
       redis.disconnect();
     },

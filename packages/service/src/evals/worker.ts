@@ -1,5 +1,5 @@
+import type { RedisClient } from "@gw/core";
 import { type Job, Worker } from "bullmq";
-import type { Redis } from "ioredis";
 import { type ExecuteRunDeps, executeRun } from "./execute-run.ts";
 import type { EvalMetrics } from "./metrics.ts";
 import {
@@ -32,7 +32,11 @@ export interface EvalWorker {
  * Any number of these workers, in the service or in their own processes, may
  * share one Redis.
  */
-export function startEvalWorker(connection: Redis, deps: EvalWorkerDeps, concurrency: number): EvalWorker {
+export function startEvalWorker(
+  connection: RedisClient,
+  deps: EvalWorkerDeps,
+  concurrency: number,
+): EvalWorker {
   const worker = new Worker<TickJob | RunJob, void, EvalJobName>(
     EVAL_QUEUE,
     (job, _token, signal) =>

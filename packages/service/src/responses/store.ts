@@ -1,4 +1,4 @@
-import type { Redis } from "ioredis";
+import type { RedisClient } from "@gw/core";
 import type { FunctionCallItem, Item, MessageItem } from "../items/items.ts";
 
 /** What the model produced: an assistant message, function calls. */
@@ -60,9 +60,9 @@ const inputKey = (org: string, id: string) => `gw:resp-input:{${org}}:${id}`;
 
 /** Stored responses and their input items, per organization (ids are the service's own, `resp_…`). */
 export class ResponseStore {
-  private readonly redis: Redis;
+  private readonly redis: RedisClient;
 
-  constructor(redis: Redis) {
+  constructor(redis: RedisClient) {
     this.redis = redis;
   }
 

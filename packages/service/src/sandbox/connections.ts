@@ -1,7 +1,6 @@
 import { createCipheriv, createDecipheriv, randomBytes } from "node:crypto";
 import { join } from "node:path";
-import { AppError, developmentSecret, type Logger, type Principal } from "@gw/core";
-import type { Redis } from "ioredis";
+import { AppError, developmentSecret, type Logger, type Principal, type RedisClient } from "@gw/core";
 
 /** What `GET /api/v1/sandbox/connections/github` shows: never the token. */
 export interface ConnectionStatus {
@@ -49,10 +48,10 @@ const associatedData = (p: Principal) =>
  * data. The token is decrypted only to hand it to one git process.
  */
 export class ConnectionStore {
-  private readonly redis: Redis;
+  private readonly redis: RedisClient;
   private readonly key: Buffer;
 
-  constructor(redis: Redis, key: Buffer) {
+  constructor(redis: RedisClient, key: Buffer) {
     if (key.length !== 32) throw new Error("the connection key must be 32 bytes");
     this.redis = redis;
     this.key = key;

@@ -1,7 +1,6 @@
 import { mkdir, rm } from "node:fs/promises";
 import { join } from "node:path";
-import { AppError, type Logger, type Principal } from "@gw/core";
-import type { Redis } from "ioredis";
+import { AppError, type Logger, type Principal, type RedisClient } from "@gw/core";
 import { commitWorkingTree, openCheckout } from "./checkout.ts";
 import type { SandboxOptions } from "./config.ts";
 import { ConnectionStore, connectionKey } from "./connections.ts";
@@ -99,7 +98,7 @@ export class Sandbox {
 
   static async create(
     options: SandboxOptions,
-    redis: Redis,
+    redis: RedisClient,
     logger: Logger,
     hooks: SandboxHooks = {},
   ): Promise<Sandbox> {

@@ -1,7 +1,6 @@
 import { randomBytes } from "node:crypto";
 import { setTimeout as sleep } from "node:timers/promises";
-import { AppError } from "@gw/core";
-import type { Redis } from "ioredis";
+import { AppError, type RedisClient } from "@gw/core";
 
 export class SessionBusy extends AppError {
   constructor(waitedMs: number) {
@@ -45,10 +44,10 @@ export interface LockOptions {
  * processes stop instead of running beside another holder.
  */
 export class SessionLocks {
-  private readonly redis: Redis;
+  private readonly redis: RedisClient;
   private readonly options: LockOptions;
 
-  constructor(redis: Redis, options: LockOptions) {
+  constructor(redis: RedisClient, options: LockOptions) {
     this.redis = redis;
     this.options = options;
   }

@@ -1,6 +1,5 @@
 import { randomBytes } from "node:crypto";
-import { AppError, type Principal } from "@gw/core";
-import type { Redis } from "ioredis";
+import { AppError, type Principal, type RedisClient } from "@gw/core";
 
 /** The session object of the API. */
 export interface Session {
@@ -45,9 +44,9 @@ return redis.call('DEL', KEYS[1])`;
  * organization) a session does not exist.
  */
 export class SessionStore {
-  private readonly redis: Redis;
+  private readonly redis: RedisClient;
 
-  constructor(redis: Redis) {
+  constructor(redis: RedisClient) {
     this.redis = redis;
   }
 

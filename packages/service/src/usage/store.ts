@@ -1,4 +1,4 @@
-import type { Redis } from "ioredis";
+import type { RedisClient } from "@gw/core";
 import type { Usage } from "../llm/provider.ts";
 
 export const USAGE_DIMENSIONS = ["model", "user", "key"] as const;
@@ -29,9 +29,9 @@ const zero = (): Totals => ({ requests: 0, input_tokens: 0, output_tokens: 0, to
  * for 400 days.
  */
 export class UsageStore {
-  private readonly redis: Redis;
+  private readonly redis: RedisClient;
 
-  constructor(redis: Redis) {
+  constructor(redis: RedisClient) {
     this.redis = redis;
   }
 

@@ -1,0 +1,37 @@
+import type { RouteTemplate } from "./route-labels.ts";
+
+/**
+ * The service's endpoints, which the gateway forwards: the gateway labels
+ * their requests (and the ones it refuses before forwarding: 401, 403, 429)
+ * with these templates. A service test checks this list against the routes
+ * the service really registers.
+ */
+export const SERVICE_ROUTES: RouteTemplate[] = [
+  ["POST", "/llm/conversations"],
+  ["GET", "/llm/conversations/:id"],
+  ["POST", "/llm/conversations/:id"],
+  ["DELETE", "/llm/conversations/:id"],
+  ["GET", "/llm/conversations/:id/items"],
+  ["POST", "/llm/conversations/:id/items"],
+  ["GET", "/llm/conversations/:id/items/:itemId"],
+  ["DELETE", "/llm/conversations/:id/items/:itemId"],
+  ["POST", "/llm/responses"],
+  ["GET", "/llm/responses/:id"],
+  ["GET", "/llm/responses/:id/input_items"],
+  ["DELETE", "/llm/responses/:id"],
+  ["POST", "/llm/responses/:id/cancel"],
+  ["GET", "/usage"],
+  ["POST", "/llm/evals/schedules"],
+  ["GET", "/llm/evals/schedules"],
+  ["GET", "/llm/evals/schedules/:schedule_id"],
+  ["GET", "/llm/evals/schedules/:schedule_id/runs"],
+  ["DELETE", "/llm/evals/schedules/:schedule_id"],
+  ["PUT", "/sandbox/connections/github"],
+  ["GET", "/sandbox/connections/github"],
+  ["DELETE", "/sandbox/connections/github"],
+  ["POST", "/sandbox/sessions"],
+  ["GET", "/sandbox/sessions/:id"],
+  ["DELETE", "/sandbox/sessions/:id"],
+  ["POST", "/sandbox/sessions/:id/assignments"],
+  ["POST", "/sandbox/sessions/:session_id/github/push"],
+].map(([method, path]) => ({ method: method!, path: `/api/v1${path}` }));

@@ -1,0 +1,123 @@
+import {
+  createRedis,
+  isClusterUrl,
+  parseClusterUrl,
+  type RedisClient,
+  type RedisCommandObserver,
+  RedisUnavailable,
+} from "@gw/core";
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
+import { monitorCommands, REDIS_TOPOLOGIES, startTestRedisOf, type TestRedisStore } from "../src/testing.ts";
+
+describe("cluster URLs", () => {
+  it("name the seed nodes, credentials and TLS", () => {
+    expect(isClusterUrl("redis+cluster://a:1,b:2")).toBe(true);
+    expect(isClusterUrl("redis://a:1")).toBe(false);
+    expect(parseClusterUrl("redis+cluster://10.0.0.1:7000,redis-2.internal:7001")).toEqual({
+      nodes: [
+        { host: "10.0.0.1", port: 7000 },
+        { host: "redis-2.internal", port: 7001 },
+      ],
+      tls: false,
+    });
+    expect(parseClusterUrl("rediss+cluster://app:p%40ss@[::1]:7000/")).toEqual({
+      nodes: [{ host: "::1", port: 7000 }],
+      username: "app",
+      password: "p@ss",
+      tls: true,
+    });
+    expect(parseClusterUrl("redis+cluster://:secret@a:1").password).toBe("secret");
+  });
+
+  it("refuse what is not host:port", () => {
+    expect(() => parseClusterUrl("redis+cluster://a")).toThrow(/'a' in a cluster URL is not host:port/);
+    expect(() => parseClusterUrl("redis+cluster://a:1,b:99999")).toThrow(/'b:99999'/);
+    expect(() => parseClusterUrl("redis+cluster://a:1/0")).toThrow(/redis\+cluster:\/\//);
+  });
+});
+
+describe.each(REDIS_TOPOLOGIES)("createRedis on %s Redis", (topology) => {
+  let server: TestRedisStore;
+  let redis: RedisClient;
+  const seen: Parameters<RedisCommandObserver["observe"]>[] = [];
+  beforeAll(async () => {
+    server = await startTestRedisOf(topology);
+    redis = createRedis(server.url, {
+      connectionName: "core-test",
+      commandTimeoutMs: 500,
+      metrics: { track: () => undefined, observe: (...args) => seen.push(args) },
+    });
+    redis.on("error", () => undefined); // the outage test stops the servers on purpose
+  });
+  afterAll(async () => {
+    redis.disconnect();
+    await server.stop();
+  });
+
+  it("runs scripts and transactions over keys that share a hash tag", async () => {
+    const keys = Array.from({ length: 20 }, (_, i) => `test:{tag-${i}}:a`);
+    await Promise.all(keys.map((key) => redis.set(key, key)));
+    expect(await Promise.all(keys.map((key) => redis.get(key)))).toEqual(keys);
+    await redis.multi().set("test:{same}:a", "1").set("test:{same}:b", "2").exec();
+    expect(await redis.mget("test:{same}:a", "test:{same}:b")).toEqual(["1", "2"]);
+    expect(
+      await redis.eval(
+        "return redis.call('GET', KEYS[1]) .. redis.call('GET', KEYS[2])",
+        2,
+        "test:{same}:a",
+        "test:{same}:b",
+      ),
+    ).toBe("12");
+  });
+
+  it("reports each command's latency under its client name, and Redis's own refusals as such", async () => {
+    const before = seen.length;
+    await redis.incr("test:{count}");
+    expect(seen.slice(before)).toContainEqual(["core-test", "incr", expect.any(Number), undefined]);
+    const refused = await redis.hset("test:{count}", "field", "x").catch((err: Error) => err);
+    // A wrong command is a bug of ours: it stays Redis's error, not a 503.
+    expect(refused).not.toBeInstanceOf(RedisUnavailable);
+    expect((refused as Error).message).toMatch(/WRONGTYPE/);
+    expect(seen.at(-1)).toEqual(["core-test", "hset", expect.any(Number), "reply"]);
+  });
+
+  it("fails with RedisUnavailable within the command timeout while Redis is down, and recovers", async () => {
+    await server.halt();
+    try {
+      const failed = await redis.get("test:{x}").catch((err: unknown) => err);
+      expect(failed).toBeInstanceOf(RedisUnavailable);
+      expect(seen.at(-1)).toEqual(["core-test", "get", expect.any(Number), "unavailable"]);
+    } finally {
+      await server.restart();
+    }
+    await vi.waitFor(async () => expect(await redis.set("test:{x}", "back")).toBe("OK"), {
+      timeout: 15_000,
+      interval: 100,
+    });
+  });
+
+  it("lets monitorCommands see every command each server ran, up to the moment it stops", async () => {
+    const monitor = await monitorCommands(server);
+    await Promise.all(Array.from({ length: 10 }, (_, i) => redis.set(`watched:${i}`, String(i))));
+    await monitor.stop();
+    const sets = monitor.commands.filter(([name]) => name === "set").map(([, key]) => key);
+    expect(sets.sort()).toEqual(Array.from({ length: 10 }, (_, i) => `watched:${i}`).sort());
+  });
+
+  if (topology === "cluster") {
+    it("spreads keys over every master, and refuses a multi-key command across slots as a bug, not an outage", async () => {
+      await Promise.all(Array.from({ length: 30 }, (_, i) => redis.set(`spread:${i}`, "1")));
+      for (const node of server.nodes) {
+        const single = createRedis(node.url, { connectionName: "core-test-node" });
+        try {
+          expect(Number(await single.dbsize())).toBeGreaterThan(0);
+        } finally {
+          single.disconnect();
+        }
+      }
+      const crossSlot = await redis.mget("spread:1", "spread:2").catch((err: unknown) => err);
+      expect(crossSlot).not.toBeInstanceOf(RedisUnavailable);
+      expect((crossSlot as Error).message).toMatch(/CROSSSLOT/);
+    });
+  }
+});
