@@ -1,6 +1,11 @@
-import { createRedis } from "@gw/core";
-import { startTestRedis } from "@gw/devstack/testing";
-import type { Redis } from "ioredis";
+import { createRedis, type RedisClient } from "@gw/core";
+import {
+  monitorCommands,
+  REDIS_TOPOLOGIES,
+  startTestRedisOf,
+  type TestRedisStore,
+} from "@gw/devstack/testing";
+import type { Cluster, Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { policyHeader, rateLimitHeader, secondsUntil } from "../src/rate-limit/headers.ts";
 import { LeasedWindows } from "../src/rate-limit/leased-windows.ts";
@@ -9,243 +14,255 @@ import type { QuotaLimiter } from "../src/rate-limit/quota.ts";
 import { RedisWindows } from "../src/rate-limit/redis-windows.ts";
 import { RememberedRefusals } from "../src/rate-limit/remembered-refusals.ts";
 
-let server: Awaited<ReturnType<typeof startTestRedis>>;
-let redis: Redis;
 let n = 0;
 const key = () => `key_test_${n++}_${Date.now()}`;
 /** Short windows, so the longer ones turn over within a test. */
 const SHORT = { second: 1, minute: 2, hour: 3, day: 4 };
 
-beforeAll(async () => {
-  server = await startTestRedis();
-  redis = createRedis(server.url, {
-    connectionName: "limiter-test",
-    extra: { enableAutoPipelining: true },
-  }) as Redis;
-  await redis.ping();
-});
-afterAll(async () => {
-  redis.disconnect();
-  await server.stop();
-});
+describe.each(REDIS_TOPOLOGIES)("on %s Redis", (topology) => {
+  let server: TestRedisStore;
+  let redis: RedisClient;
 
-/** How many times `run` writes to the Redis connection: its round trips. */
-async function roundTrips<T>(run: () => Promise<T>): Promise<{ result: T; writes: number }> {
-  const stream = (redis as unknown as { stream: { write: (...args: unknown[]) => boolean } }).stream;
-  const write = stream.write.bind(stream);
-  let writes = 0;
-  stream.write = (...args: unknown[]) => {
-    writes++;
-    return write(...args);
-  };
-  try {
-    return { result: await run(), writes };
-  } finally {
-    stream.write = write;
-  }
-}
-
-const counters = async (id: string, windows: string[]) =>
-  Object.fromEntries(
-    await Promise.all(windows.map(async (w) => [w, await redis.get(`gw:rl-test:{${id}}:${w}`)])),
-  );
-
-describe("RedisWindows", () => {
-  it("decides all four windows in one round trip, admitted or refused", async () => {
-    const limiter = new RedisWindows(redis, "gw:rl-test");
-    const limits = { second: 1, minute: 10, hour: 10, day: 10 };
-    await limiter.decide(key(), limits); // loads the script into Redis
-    const id = key();
-    const admitted = await roundTrips(() => limiter.decide(id, limits));
-    expect(admitted.result.allowed).toBe(true);
-    expect(admitted.writes).toBe(1);
-    const refused = await roundTrips(() => limiter.decide(id, limits));
-    expect(refused.result.allowed).toBe(false);
-    expect(refused.writes).toBe(1);
-  });
-
-  it("counts a refused request nowhere, not even for a moment: the script writes only when every window has room", async () => {
-    const limiter = new RedisWindows(redis, "gw:rl-test");
-    const id = key();
-    const limits = { second: 100, minute: 2, day: 100 };
-    await limiter.decide(id, limits);
-    await limiter.decide(id, limits);
-    const before = await counters(id, ["second", "minute", "day"]);
-    expect(before).toEqual({ second: "2", minute: "2", day: "2" });
-    // Every write Redis carries out is seen here: a refusal must cause none.
-    const monitor = await redis.duplicate().monitor();
-    const commands: string[] = [];
-    monitor.on("monitor", (_time: string, args: string[]) => commands.push(args[0]!.toLowerCase()));
-    try {
-      const refused = await limiter.decide(id, limits);
-      expect(refused.allowed).toBe(false);
-      await redis.ping();
-    } finally {
-      monitor.disconnect();
-    }
-    expect(
-      commands.filter((c) => ["set", "incrby", "incr", "decrby", "expire", "pexpire"].includes(c)),
-    ).toEqual([]);
-    expect(await counters(id, ["second", "minute", "day"])).toEqual(before);
-  });
-
-  it("peeks without starting a window", async () => {
-    const limiter = new RedisWindows(redis, "gw:rl-test");
-    const id = key();
-    const states = await limiter.peek(id, { second: 5, day: 7 });
-    expect(states.map((s) => [s.window, s.remaining])).toEqual([
-      ["second", 5],
-      ["day", 7],
-    ]);
-    expect(await redis.exists(`gw:rl-test:{${id}}:second`, `gw:rl-test:{${id}}:day`)).toBe(0);
-  });
-
-  it("never admits more than the tightest quota under concurrency, and refusals count nowhere", async () => {
-    const limiter = new RedisWindows(redis, "gw:rl-test");
-    const id = key();
-    const limits = { second: 50, minute: 30, hour: 1000 };
-    const decisions = await Promise.all(Array.from({ length: 100 }, () => limiter.decide(id, limits)));
-    expect(decisions.filter((d) => d.allowed)).toHaveLength(30);
-    const refused = decisions.find((d) => !d.allowed);
-    expect(refused && !refused.allowed && refused.refusedBy.window).toBe("minute");
-    const peek = Object.fromEntries(
-      (await limiter.peek(id, limits)).map((w) => [w.window, w.limit - w.remaining]),
-    );
-    expect(peek).toEqual({ second: 30, minute: 30, hour: 30 });
-  });
-
-  it("reports the refusing window's time to reset, and longer windows reset when they end", async () => {
-    const limiter = new RedisWindows(redis, "gw:rl-test", SHORT);
-    const id = key();
-    const limits = { second: 5, hour: 2 }; // hour is 3 s here
-    expect((await limiter.decide(id, limits)).allowed).toBe(true);
-    expect((await limiter.decide(id, limits)).allowed).toBe(true);
-    const refused = await limiter.decide(id, limits);
-    expect(refused.allowed).toBe(false);
-    if (refused.allowed) return;
-    expect(refused.refusedBy.window).toBe("hour");
-    expect(refused.refusedBy.resetMs).toBeGreaterThan(1_000);
-    expect(refused.refusedBy.resetMs).toBeLessThanOrEqual(3_000);
-    await new Promise((r) => setTimeout(r, refused.refusedBy.resetMs + 100));
-    expect((await limiter.decide(id, limits)).allowed).toBe(true);
-  });
-});
-
-describe("remembered refusals", () => {
-  it("answer a refused key locally until its window resets, then ask Redis again", async () => {
-    const limiter = new RememberedRefusals(new RedisWindows(redis, "gw:rl-test", SHORT));
-    const id = key();
-    const limits = { second: 1, day: 100 };
-    expect((await limiter.decide(id, limits)).allowed).toBe(true);
-    const first = await roundTrips(() => limiter.decide(id, limits));
-    expect(first.result.allowed).toBe(false);
-    expect(first.writes).toBe(1);
-    const remembered = await roundTrips(() => limiter.decide(id, limits));
-    expect(remembered.writes).toBe(0);
-    expect(remembered.result).toMatchObject({
-      allowed: false,
-      refusedBy: { window: "second", remaining: 0 },
-      source: "local",
-    });
-    if (remembered.result.allowed || first.result.allowed) throw new Error("expected refusals");
-    const resetMs = first.result.refusedBy.resetMs;
-    expect(remembered.result.refusedBy.resetMs).toBeLessThanOrEqual(resetMs);
-
-    // Other limits (the key was changed) are asked afresh.
-    expect((await roundTrips(() => limiter.decide(id, { second: 2, day: 100 }))).writes).toBe(1);
-    // After the reset, Redis decides again: admitted.
-    await new Promise((r) => setTimeout(r, resetMs + 50));
-    const after = await roundTrips(() => limiter.decide(id, limits));
-    expect(after.writes).toBe(1);
-    expect(after.result.allowed).toBe(true);
-  });
-});
-
-describe("leases for heavy keys", () => {
-  const leases = { share: 0.01, maxPoints: 64, maxMs: 150 };
-
-  it("take a share of the quota in one round trip and use it without Redis until spent", async () => {
-    const limiter = new LeasedWindows(new RedisWindows(redis, "gw:rl-test"), leases);
-    const id = key();
-    const limits = { second: 10_000, day: 500 }; // smallest quota 500: leases of 5
-    expect(limiter.leasePoints(limits)).toBe(5);
-    const first = await roundTrips(() => limiter.decide(id, limits));
-    expect(first).toMatchObject({ writes: 1, result: { allowed: true, source: "lease" } });
-    expect(await counters(id, ["second", "day"])).toEqual({ second: "5", day: "5" });
-    for (let i = 0; i < 4; i++) {
-      const local = await roundTrips(() => limiter.decide(id, limits));
-      expect(local).toMatchObject({ writes: 0, result: { allowed: true, source: "lease" } });
-    }
-    // Spent: the next request takes a new lease.
-    expect((await roundTrips(() => limiter.decide(id, limits))).writes).toBe(1);
-    expect(await counters(id, ["second", "day"])).toEqual({ second: "10", day: "10" });
-  });
-
-  it("give unused points back when the lease lapses, so no count outlives its request for long", async () => {
-    const limiter = new LeasedWindows(new RedisWindows(redis, "gw:rl-test"), leases);
-    const id = key();
-    const limits = { minute: 1_000 }; // leases of 10
-    await limiter.decide(id, limits);
-    await limiter.decide(id, limits);
-    expect(await counters(id, ["minute"])).toEqual({ minute: "10" });
-    await vi.waitFor(async () => expect(await counters(id, ["minute"])).toEqual({ minute: "2" }), {
-      timeout: 2_000,
-      interval: 20,
-    });
-  });
-
-  it("near a limit, every request is decided in Redis: no lease once a window would be over half full", async () => {
-    const limiter = new LeasedWindows(new RedisWindows(redis, "gw:rl-test"), leases);
-    const id = key();
-    const limits = { minute: 400 }; // leases of 4 while at most 200 are counted
-    await redis.set(`gw:rl-test:{${id}}:minute`, 197, "PX", 60_000);
-    const decision = await limiter.decide(id, limits);
-    expect(decision).toMatchObject({ allowed: true }); // 197 + 4 > 200: one point, no lease
-    expect(decision.source).toBeUndefined();
-    expect(await counters(id, ["minute"])).toEqual({ minute: "198" });
-    expect((await roundTrips(() => limiter.decide(id, limits))).writes).toBe(1);
-  });
-
-  it("a point given back to a window that has ended since is dropped", async () => {
-    const windows = new RedisWindows(redis, "gw:rl-test", SHORT);
-    const id = key();
-    const taken = await windows.take(id, { second: 1_000 }, 10);
-    expect(taken.granted).toBe(10);
-    await new Promise((r) => setTimeout(r, 1_100));
-    await windows.take(id, { second: 1_000 }, 1); // a new window, counting 1
-    await windows.giveBack(taken, 9);
-    expect(await counters(id, ["second"])).toEqual({ second: "1" });
-  });
-
-  it("two replicas sharing one Redis never admit more than the quota, and what is left over goes back", async () => {
-    const other = createRedis(server.url, {
-      connectionName: "limiter-test-2",
+  beforeAll(async () => {
+    server = await startTestRedisOf(topology);
+    redis = createRedis(server.url, {
+      connectionName: "limiter-test",
       extra: { enableAutoPipelining: true },
     });
+    await redis.ping();
+  });
+  afterAll(async () => {
+    redis.disconnect();
+    await server.stop();
+  });
+
+  /** How many times `run` writes to the Redis connections (every node's, on a cluster): its round trips. */
+  async function roundTrips<T>(run: () => Promise<T>): Promise<{ result: T; writes: number }> {
+    const nodes = topology === "cluster" ? (redis as Cluster).nodes("master") : [redis as Redis];
+    await Promise.all(nodes.map((node) => node.ping())); // every connection open before counting
+    const connections = nodes.map(
+      (c) => (c as unknown as { stream: { write: (...args: unknown[]) => boolean } }).stream,
+    );
+    const writes = { count: 0 };
+    const originals = connections.map((stream) => {
+      const write = stream.write.bind(stream);
+      stream.write = (...args: unknown[]) => {
+        writes.count++;
+        return write(...args);
+      };
+      return write;
+    });
     try {
-      const replicas = [redis, other].map(
-        (r) => new LeasedWindows(new RedisWindows(r, "gw:rl-test"), leases),
-      );
-      const id = key();
-      const limits = { minute: 400, day: 100_000 };
-      const burst = () =>
-        Promise.all(Array.from({ length: 600 }, (_, i) => replicas[i % 2]!.decide(id, limits)));
-      const first = (await burst()).filter((d) => d.allowed).length;
-      expect(first).toBeLessThanOrEqual(400);
-      // Once every lease has lapsed and given its rest back, Redis counts exactly what was admitted.
-      await vi.waitFor(
-        async () => expect(await counters(id, ["minute"])).toEqual({ minute: String(first) }),
-        {
-          timeout: 2_000,
-          interval: 20,
-        },
-      );
-      const again = (await burst()).filter((d) => d.allowed).length;
-      expect(first + again).toBe(400);
-      expect(await counters(id, ["minute", "day"])).toEqual({ minute: "400", day: "400" });
+      return { result: await run(), writes: writes.count };
     } finally {
-      other.disconnect();
+      connections.forEach((stream, i) => {
+        stream.write = originals[i]!;
+      });
     }
+  }
+
+  const counters = async (id: string, windows: string[]) =>
+    Object.fromEntries(
+      await Promise.all(windows.map(async (w) => [w, await redis.get(`gw:rl-test:{${id}}:${w}`)])),
+    );
+
+  describe("RedisWindows", () => {
+    it("decides all four windows in one round trip, admitted or refused", async () => {
+      const limiter = new RedisWindows(redis, "gw:rl-test");
+      const limits = { second: 1, minute: 10, hour: 10, day: 10 };
+      await limiter.decide(key(), limits); // loads the script into Redis
+      const id = key();
+      const admitted = await roundTrips(() => limiter.decide(id, limits));
+      expect(admitted.result.allowed).toBe(true);
+      expect(admitted.writes).toBe(1);
+      const refused = await roundTrips(() => limiter.decide(id, limits));
+      expect(refused.result.allowed).toBe(false);
+      expect(refused.writes).toBe(1);
+    });
+
+    it("counts a refused request nowhere, not even for a moment: the script writes only when every window has room", async () => {
+      const limiter = new RedisWindows(redis, "gw:rl-test");
+      const id = key();
+      const limits = { second: 100, minute: 2, day: 100 };
+      await limiter.decide(id, limits);
+      await limiter.decide(id, limits);
+      const before = await counters(id, ["second", "minute", "day"]);
+      expect(before).toEqual({ second: "2", minute: "2", day: "2" });
+      // Every write Redis carries out is seen here: a refusal must cause none.
+      const monitor = await monitorCommands(server);
+      try {
+        const refused = await limiter.decide(id, limits);
+        expect(refused.allowed).toBe(false);
+      } finally {
+        await monitor.stop();
+      }
+      expect(monitor.commands.map(([c]) => c)).toContain("evalsha");
+      expect(
+        monitor.commands.filter(([c]) =>
+          ["set", "incrby", "incr", "decrby", "expire", "pexpire"].includes(c!),
+        ),
+      ).toEqual([]);
+      expect(await counters(id, ["second", "minute", "day"])).toEqual(before);
+    });
+
+    it("peeks without starting a window", async () => {
+      const limiter = new RedisWindows(redis, "gw:rl-test");
+      const id = key();
+      const states = await limiter.peek(id, { second: 5, day: 7 });
+      expect(states.map((s) => [s.window, s.remaining])).toEqual([
+        ["second", 5],
+        ["day", 7],
+      ]);
+      expect(await redis.exists(`gw:rl-test:{${id}}:second`, `gw:rl-test:{${id}}:day`)).toBe(0);
+    });
+
+    it("never admits more than the tightest quota under concurrency, and refusals count nowhere", async () => {
+      const limiter = new RedisWindows(redis, "gw:rl-test");
+      const id = key();
+      const limits = { second: 50, minute: 30, hour: 1000 };
+      const decisions = await Promise.all(Array.from({ length: 100 }, () => limiter.decide(id, limits)));
+      expect(decisions.filter((d) => d.allowed)).toHaveLength(30);
+      const refused = decisions.find((d) => !d.allowed);
+      expect(refused && !refused.allowed && refused.refusedBy.window).toBe("minute");
+      const peek = Object.fromEntries(
+        (await limiter.peek(id, limits)).map((w) => [w.window, w.limit - w.remaining]),
+      );
+      expect(peek).toEqual({ second: 30, minute: 30, hour: 30 });
+    });
+
+    it("reports the refusing window's time to reset, and longer windows reset when they end", async () => {
+      const limiter = new RedisWindows(redis, "gw:rl-test", SHORT);
+      const id = key();
+      const limits = { second: 5, hour: 2 }; // hour is 3 s here
+      expect((await limiter.decide(id, limits)).allowed).toBe(true);
+      expect((await limiter.decide(id, limits)).allowed).toBe(true);
+      const refused = await limiter.decide(id, limits);
+      expect(refused.allowed).toBe(false);
+      if (refused.allowed) return;
+      expect(refused.refusedBy.window).toBe("hour");
+      expect(refused.refusedBy.resetMs).toBeGreaterThan(1_000);
+      expect(refused.refusedBy.resetMs).toBeLessThanOrEqual(3_000);
+      await new Promise((r) => setTimeout(r, refused.refusedBy.resetMs + 100));
+      expect((await limiter.decide(id, limits)).allowed).toBe(true);
+    });
+  });
+
+  describe("remembered refusals", () => {
+    it("answer a refused key locally until its window resets, then ask Redis again", async () => {
+      const limiter = new RememberedRefusals(new RedisWindows(redis, "gw:rl-test", SHORT));
+      const id = key();
+      const limits = { second: 1, day: 100 };
+      expect((await limiter.decide(id, limits)).allowed).toBe(true);
+      const first = await roundTrips(() => limiter.decide(id, limits));
+      expect(first.result.allowed).toBe(false);
+      expect(first.writes).toBe(1);
+      const remembered = await roundTrips(() => limiter.decide(id, limits));
+      expect(remembered.writes).toBe(0);
+      expect(remembered.result).toMatchObject({
+        allowed: false,
+        refusedBy: { window: "second", remaining: 0 },
+        source: "local",
+      });
+      if (remembered.result.allowed || first.result.allowed) throw new Error("expected refusals");
+      const resetMs = first.result.refusedBy.resetMs;
+      expect(remembered.result.refusedBy.resetMs).toBeLessThanOrEqual(resetMs);
+
+      // Other limits (the key was changed) are asked afresh.
+      expect((await roundTrips(() => limiter.decide(id, { second: 2, day: 100 }))).writes).toBe(1);
+      // After the reset, Redis decides again: admitted.
+      await new Promise((r) => setTimeout(r, resetMs + 50));
+      const after = await roundTrips(() => limiter.decide(id, limits));
+      expect(after.writes).toBe(1);
+      expect(after.result.allowed).toBe(true);
+    });
+  });
+
+  describe("leases for heavy keys", () => {
+    const leases = { share: 0.01, maxPoints: 64, maxMs: 150 };
+
+    it("take a share of the quota in one round trip and use it without Redis until spent", async () => {
+      const limiter = new LeasedWindows(new RedisWindows(redis, "gw:rl-test"), leases);
+      const id = key();
+      const limits = { second: 10_000, day: 500 }; // smallest quota 500: leases of 5
+      expect(limiter.leasePoints(limits)).toBe(5);
+      const first = await roundTrips(() => limiter.decide(id, limits));
+      expect(first).toMatchObject({ writes: 1, result: { allowed: true, source: "lease" } });
+      expect(await counters(id, ["second", "day"])).toEqual({ second: "5", day: "5" });
+      for (let i = 0; i < 4; i++) {
+        const local = await roundTrips(() => limiter.decide(id, limits));
+        expect(local).toMatchObject({ writes: 0, result: { allowed: true, source: "lease" } });
+      }
+      // Spent: the next request takes a new lease.
+      expect((await roundTrips(() => limiter.decide(id, limits))).writes).toBe(1);
+      expect(await counters(id, ["second", "day"])).toEqual({ second: "10", day: "10" });
+    });
+
+    it("give unused points back when the lease lapses, so no count outlives its request for long", async () => {
+      const limiter = new LeasedWindows(new RedisWindows(redis, "gw:rl-test"), leases);
+      const id = key();
+      const limits = { minute: 1_000 }; // leases of 10
+      await limiter.decide(id, limits);
+      await limiter.decide(id, limits);
+      expect(await counters(id, ["minute"])).toEqual({ minute: "10" });
+      await vi.waitFor(async () => expect(await counters(id, ["minute"])).toEqual({ minute: "2" }), {
+        timeout: 2_000,
+        interval: 20,
+      });
+    });
+
+    it("near a limit, every request is decided in Redis: no lease once a window would be over half full", async () => {
+      const limiter = new LeasedWindows(new RedisWindows(redis, "gw:rl-test"), leases);
+      const id = key();
+      const limits = { minute: 400 }; // leases of 4 while at most 200 are counted
+      await redis.set(`gw:rl-test:{${id}}:minute`, 197, "PX", 60_000);
+      const decision = await limiter.decide(id, limits);
+      expect(decision).toMatchObject({ allowed: true }); // 197 + 4 > 200: one point, no lease
+      expect(decision.source).toBeUndefined();
+      expect(await counters(id, ["minute"])).toEqual({ minute: "198" });
+      expect((await roundTrips(() => limiter.decide(id, limits))).writes).toBe(1);
+    });
+
+    it("a point given back to a window that has ended since is dropped", async () => {
+      const windows = new RedisWindows(redis, "gw:rl-test", SHORT);
+      const id = key();
+      const taken = await windows.take(id, { second: 1_000 }, 10);
+      expect(taken.granted).toBe(10);
+      await new Promise((r) => setTimeout(r, 1_100));
+      await windows.take(id, { second: 1_000 }, 1); // a new window, counting 1
+      await windows.giveBack(taken, 9);
+      expect(await counters(id, ["second"])).toEqual({ second: "1" });
+    });
+
+    it("two replicas sharing one Redis never admit more than the quota, and what is left over goes back", async () => {
+      const other = createRedis(server.url, {
+        connectionName: "limiter-test-2",
+        extra: { enableAutoPipelining: true },
+      });
+      try {
+        const replicas = [redis, other].map(
+          (r) => new LeasedWindows(new RedisWindows(r, "gw:rl-test"), leases),
+        );
+        const id = key();
+        const limits = { minute: 400, day: 100_000 };
+        const burst = () =>
+          Promise.all(Array.from({ length: 600 }, (_, i) => replicas[i % 2]!.decide(id, limits)));
+        const first = (await burst()).filter((d) => d.allowed).length;
+        expect(first).toBeLessThanOrEqual(400);
+        // Once every lease has lapsed and given its rest back, Redis counts exactly what was admitted.
+        await vi.waitFor(
+          async () => expect(await counters(id, ["minute"])).toEqual({ minute: String(first) }),
+          {
+            timeout: 2_000,
+            interval: 20,
+          },
+        );
+        const again = (await burst()).filter((d) => d.allowed).length;
+        expect(first + again).toBe(400);
+        expect(await counters(id, ["minute", "day"])).toEqual({ minute: "400", day: "400" });
+      } finally {
+        other.disconnect();
+      }
+    });
   });
 });
 

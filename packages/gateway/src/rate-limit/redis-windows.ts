@@ -1,5 +1,4 @@
-import type { RedisClient as Redis } from "@gw/core";
-import { type Limits, WINDOW_SECONDS, WINDOWS, type Window } from "@gw/core";
+import { type Limits, type RedisClient, WINDOW_SECONDS, WINDOWS, type Window } from "@gw/core";
 import { type Decision, type QuotaLimiter, QuotaStoreError, type WindowState } from "./quota.ts";
 
 /**
@@ -76,7 +75,7 @@ end
 return 0
 `;
 
-type Scripted = Redis & {
+type Scripted = RedisClient & {
   decideWindows(numKeys: number, ...keysAndArgs: (string | number)[]): Promise<number[]>;
   giveBack(numKeys: number, ...keysAndArgs: (string | number)[]): Promise<number>;
 };
@@ -105,7 +104,7 @@ export class RedisWindows implements QuotaLimiter {
   private readonly seconds: Record<Window, number>;
 
   /** `seconds` shortens windows in tests. */
-  constructor(redis: Redis, prefix = "gw:rl", seconds: Record<Window, number> = WINDOW_SECONDS) {
+  constructor(redis: RedisClient, prefix = "gw:rl", seconds: Record<Window, number> = WINDOW_SECONDS) {
     if (!("decideWindows" in redis)) {
       redis.defineCommand("decideWindows", { lua: DECIDE_WINDOWS });
       redis.defineCommand("giveBack", { lua: GIVE_BACK });
