@@ -205,7 +205,7 @@ describe.each(REDIS_TOPOLOGIES)("on %s Redis", (topology) => {
       await limiter.decide(id, limits);
       expect(await counters(id, ["minute"])).toEqual({ minute: "10" });
       await vi.waitFor(async () => expect(await counters(id, ["minute"])).toEqual({ minute: "2" }), {
-        timeout: 2_000,
+        timeout: 10_000,
         interval: 20,
       });
     });
@@ -252,7 +252,7 @@ describe.each(REDIS_TOPOLOGIES)("on %s Redis", (topology) => {
         await vi.waitFor(
           async () => expect(await counters(id, ["minute"])).toEqual({ minute: String(first) }),
           {
-            timeout: 2_000,
+            timeout: 10_000,
             interval: 20,
           },
         );
