@@ -65,3 +65,23 @@ export class RedisConsistencyTokens implements ConsistencyTokens {
 }
 
 const tokenKey = (resourceKey: string) => `gw:zedtoken:{${resourceKey}}`;
+
+/**
+ * After a resource's relationships are deleted: its own token is dropped
+ * (with the "recent" marker, so checks right after still see the delete) and
+ * the delete becomes its organization's last write, for lookups. The delete
+ * has landed whatever happens here: a failure is returned, for the caller to
+ * log, not thrown.
+ */
+export async function recordDeletion(
+  tokens: ConsistencyTokens,
+  keys: { resource: string; organization: string },
+  token: string | undefined,
+): Promise<Error | undefined> {
+  const results = await Promise.allSettled([
+    tokens.forget(keys.resource),
+    ...(token ? [tokens.set(keys.organization, token)] : []),
+  ]);
+  const failed = results.find((r) => r.status === "rejected");
+  return failed ? (failed.reason as Error) : undefined;
+}

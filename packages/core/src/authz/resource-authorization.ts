@@ -1,7 +1,7 @@
 import { AppError, ValidationFailed } from "../errors.ts";
 import type { Logger } from "../logger.ts";
 import type { Principal } from "../principal.ts";
-import type { ConsistencyTokens, LastWrite } from "./consistency-tokens.ts";
+import { type ConsistencyTokens, type LastWrite, recordDeletion } from "./consistency-tokens.ts";
 import {
   PERMISSION_FOR_ROLE,
   PUBLIC_USER,
@@ -147,11 +147,13 @@ export class ResourceAuthorization {
       ),
     );
     const token = response.deletedAt?.token;
-    await this.keep(
-      "could not forget the ZedToken of a deleted resource",
-      this.tokens.forget(tokenKey(principal.org, resource)),
-      ...(token ? [this.tokens.set(organizationTokenKey(principal.org), token)] : []),
+    const failed = await recordDeletion(
+      this.tokens,
+      { resource: tokenKey(principal.org, resource), organization: organizationTokenKey(principal.org) },
+      token,
     );
+    if (failed)
+      this.logger?.warn({ err: failed.message }, "could not forget the ZedToken of a deleted resource");
     return token;
   }
 

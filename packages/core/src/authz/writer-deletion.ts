@@ -1,7 +1,7 @@
 import { AppError } from "../errors.ts";
 import type { Logger } from "../logger.ts";
 import type { Principal } from "../principal.ts";
-import type { ConsistencyTokens } from "./consistency-tokens.ts";
+import { type ConsistencyTokens, recordDeletion } from "./consistency-tokens.ts";
 import { PUBLIC_USER, scopedId } from "./identity.ts";
 import {
   FULLY_CONSISTENT,
@@ -63,13 +63,13 @@ export class WriterDeletion {
       if (isFailedPrecondition(err)) throw new NotWriter();
       throw err;
     }
-    const token = response.deletedAt?.token;
-    const kept = await Promise.allSettled([
-      this.tokens.forget(tokenKey(principal.org, resource)),
-      ...(token ? [this.tokens.set(organizationTokenKey(principal.org), token)] : []),
-    ]);
-    if (kept.some((r) => r.status === "rejected"))
-      this.logger?.warn("could not forget the ZedToken of a deleted resource");
+    const failed = await recordDeletion(
+      this.tokens,
+      { resource: tokenKey(principal.org, resource), organization: organizationTokenKey(principal.org) },
+      response.deletedAt?.token,
+    );
+    if (failed)
+      this.logger?.warn({ err: failed.message }, "could not forget the ZedToken of a deleted resource");
   }
 
   /**
