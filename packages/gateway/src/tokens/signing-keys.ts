@@ -1,16 +1,16 @@
-import { randomBytes } from "node:crypto";
+import { createPrivateKey, type KeyObject, randomBytes } from "node:crypto";
 import { mkdir, readFile, rename, writeFile } from "node:fs/promises";
 import { dirname } from "node:path";
 import type { Logger } from "@gw/core";
-import { type CryptoKey, exportJWK, generateKeyPair, importJWK, type JWK } from "jose";
+import { exportJWK, generateKeyPair, importJWK, type JWK } from "jose";
 
 /** Asymmetric algorithms only: `none` and HMAC can never be configured, signed or accepted. */
 export const SIGNING_ALGORITHMS = ["ES256", "EdDSA"] as const;
 export type SigningAlgorithm = (typeof SIGNING_ALGORITHMS)[number];
 
 export interface SigningKeys {
-  /** The key that signs new tokens. */
-  active: { kid: string; alg: SigningAlgorithm; key: CryptoKey };
+  /** The key that signs new tokens, as Node's own key object (signing goes through node:crypto). */
+  active: { kid: string; alg: SigningAlgorithm; key: KeyObject };
   /** Every configured key's public half: what `/.well-known/jwks.json` publishes and what verifies. */
   publicJwks: JWK[];
 }
@@ -65,7 +65,12 @@ export async function loadSigningKeys(json: string, activeKid?: string): Promise
     );
   if (!signer.d)
     throw new SigningKeyConfigError(`JWT signing key ${signer.kid} has no private part and cannot sign`);
-  const key = (await importJWK(signer, signer.alg)) as CryptoKey;
+  let key: KeyObject;
+  try {
+    key = createPrivateKey({ key: signer as Record<string, unknown>, format: "jwk" });
+  } catch (err) {
+    throw new SigningKeyConfigError(`JWT signing key ${signer.kid}: ${(err as Error).message}`);
+  }
   return {
     active: { kid: signer.kid!, alg: signer.alg as SigningAlgorithm, key },
     publicJwks: keys.map(publicHalf),

@@ -1,4 +1,4 @@
-import { hash, KeyObject, randomUUID, sign } from "node:crypto";
+import { hash, randomUUID, sign } from "node:crypto";
 import { Lru, orgIdSchema, type Permission, userIdSchema } from "@gw/core";
 import { createLocalJWKSet, errors, type JWTPayload, jwtVerify } from "jose";
 import { SIGNING_ALGORITHMS, type SigningKeys } from "./signing-keys.ts";
@@ -37,8 +37,6 @@ export class TokenService {
   readonly issuer: string;
   private readonly keys: SigningKeys;
   private readonly jwks: ReturnType<typeof createLocalJWKSet>;
-  /** The active private key as Node's own key object: signing with node:crypto skips WebCrypto's round trip. */
-  private readonly signer: KeyObject;
   /** The encoded protected header, the same for every token. */
   private readonly header: string;
   private readonly verified = new Lru<string, { claims: GatewayTokenClaims; untilMs: number }>(
@@ -49,7 +47,6 @@ export class TokenService {
     this.keys = keys;
     this.issuer = issuer;
     this.jwks = createLocalJWKSet({ keys: keys.publicJwks });
-    this.signer = KeyObject.from(keys.active.key);
     this.header = base64url({ alg: keys.active.alg, kid: keys.active.kid, typ: "JWT" });
   }
 
@@ -76,10 +73,12 @@ export class TokenService {
       jti: randomUUID(),
     });
     const input = `${this.header}.${payload}`;
+    // node:crypto directly: WebCrypto's asynchronous round trip costs more than the signature.
+    const { alg, key } = this.keys.active;
     const signature =
-      this.keys.active.alg === "ES256"
-        ? sign("sha256", Buffer.from(input), { key: this.signer, dsaEncoding: "ieee-p1363" })
-        : sign(null, Buffer.from(input), this.signer);
+      alg === "ES256"
+        ? sign("sha256", Buffer.from(input), { key, dsaEncoding: "ieee-p1363" })
+        : sign(null, Buffer.from(input), key);
     return `${input}.${signature.toString("base64url")}`;
   }
 
