@@ -1,3 +1,4 @@
+import { randomUUID } from "node:crypto";
 import { type Limits, WINDOWS } from "@gw/core";
 import type { Decision, QuotaLimiter, WindowState } from "./quota.ts";
 import { type RedisWindows, type Taken, toDecision } from "./redis-windows.ts";
@@ -11,9 +12,14 @@ export interface LeaseOptions {
   maxMs: number;
 }
 
+/** Pauses before the give-back of a lease is tried again. */
+const GIVE_BACK_RETRIES_MS = [200, 1_000, 5_000];
+
 export const DEFAULT_LEASES: LeaseOptions = { share: 0.01, maxPoints: 64, maxMs: 100 };
 
-interface Lease extends Pick<Taken, "keys" | "expiresAt" | "states"> {
+interface Lease extends Pick<Taken, "keys" | "tag" | "expiresAt" | "states"> {
+  /** Names the lease's give-back, so retrying it is safe. */
+  id: string;
   /** Points counted in Redis and not used yet. */
   left: number;
   takenAt: number;
@@ -113,7 +119,9 @@ export class LeasedWindows implements QuotaLimiter {
     void this.end(id);
     const until = asked + Math.min(this.options.maxMs, ...taken.states.map((s) => s.resetMs));
     const lease: Lease = {
+      id: randomUUID(),
       keys: taken.keys,
+      tag: taken.tag,
       expiresAt: taken.expiresAt,
       states: taken.states,
       left: taken.granted - 1, // one point is this request's
@@ -130,7 +138,17 @@ export class LeasedWindows implements QuotaLimiter {
     if (!lease) return;
     this.leases.delete(id);
     clearTimeout(lease.timer);
-    if (lease.left > 0) await this.redis.giveBack(lease, lease.left).catch(this.onGiveBackError);
+    if (lease.left === 0) return;
+    // Retried on failure (a timeout under load may hide a give-back that landed: the id makes
+    // a second run a no-op); if Redis stays away, the points stay counted until their window ends.
+    for (let attempt = 0; ; attempt++) {
+      try {
+        return await this.redis.giveBack(lease, lease.left, lease.id);
+      } catch (err) {
+        if (attempt === GIVE_BACK_RETRIES_MS.length) return this.onGiveBackError(err);
+        await new Promise((r) => setTimeout(r, GIVE_BACK_RETRIES_MS[attempt]).unref());
+      }
+    }
   }
 }
 

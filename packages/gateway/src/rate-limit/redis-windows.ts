@@ -63,16 +63,21 @@ return out
 /**
  * Gives back points of a lease that were never used, to each window that
  * counted them, if that window is still the same one (same absolute expiry);
- * a window that has ended since keeps nothing of it.
- * KEYS: the counters; ARGV[1]: points; ARGV[1 + i]: expiry of window i.
+ * a window that has ended since keeps nothing of it. Once per give-back id:
+ * the first run leaves a marker, so a retry after a lost answer cannot give
+ * the same points back twice.
+ * KEYS: the counters, then the marker; ARGV[1]: points; ARGV[1 + i]: expiry
+ * of window i.
  */
 export const GIVE_BACK = `
-for i = 1, #KEYS do
+local marker = KEYS[#KEYS]
+if not redis.call('set', marker, 1, 'NX', 'PX', 86400000) then return 0 end
+for i = 1, #KEYS - 1 do
   if redis.call('pexpiretime', KEYS[i]) == tonumber(ARGV[1 + i]) then
     redis.call('decrby', KEYS[i], ARGV[1])
   end
 end
-return 0
+return 1
 `;
 
 type Scripted = RedisClient & {
@@ -89,6 +94,8 @@ export interface Taken {
   states: WindowState[];
   /** The counters and their absolute expiry (ms), to give unused points back. */
   keys: string[];
+  /** `<prefix>:{<keyId>}`: the hash tag every key of this API key's windows shares. */
+  tag: string;
   expiresAt: number[];
 }
 
@@ -125,7 +132,8 @@ export class RedisWindows implements QuotaLimiter {
   /** Takes `want` points while every window stays at most half full with them, else one, else none. */
   async take(keyId: string, limits: Limits, want: number): Promise<Taken> {
     const windows = WINDOWS.filter((w) => limits[w] !== undefined);
-    const keys = windows.map((w) => `${this.prefix}:{${keyId}}:${w}`);
+    const tag = `${this.prefix}:{${keyId}}`;
+    const keys = windows.map((w) => `${tag}:${w}`);
     const args: (string | number)[] = [...keys, want];
     for (const w of windows) args.push(limits[w]!, this.seconds[w] * 1000);
     let reply: number[];
@@ -148,14 +156,29 @@ export class RedisWindows implements QuotaLimiter {
       granted: reply[1]!,
       states,
       keys,
+      tag,
       expiresAt: windows.map((_, i) => reply[3 * i + 4]!),
     };
   }
 
-  /** Gives unused points back to the windows that counted them, where those windows still run. */
-  async giveBack(taken: Pick<Taken, "keys" | "expiresAt">, points: number): Promise<void> {
+  /**
+   * Gives unused points back to the windows that counted them, where those
+   * windows still run. `id` names this give-back: running it again (after a
+   * lost answer) changes nothing more.
+   */
+  async giveBack(
+    taken: Pick<Taken, "keys" | "tag" | "expiresAt">,
+    points: number,
+    id: string,
+  ): Promise<void> {
     try {
-      await this.redis.giveBack(taken.keys.length, ...taken.keys, points, ...taken.expiresAt);
+      await this.redis.giveBack(
+        taken.keys.length + 1,
+        ...taken.keys,
+        `${taken.tag}:given-back:${id}`,
+        points,
+        ...taken.expiresAt,
+      );
     } catch (err) {
       throw new QuotaStoreError(err);
     }
