@@ -88,17 +88,23 @@ async function processes(): Promise<ProcessInfo[]> {
   );
 }
 
+/** Holds the remote's next receive-pack until released: git is then mid-push, waiting for its answer. */
+function holdReceivePack(): { atRemote: Promise<void>; release: () => void } {
+  let arrived!: () => void;
+  let release!: () => void;
+  const atRemote = new Promise<void>((resolve) => (arrived = resolve));
+  const released = new Promise<void>((resolve) => (release = resolve));
+  server.beforeReceivePack = async () => {
+    arrived();
+    await released;
+  };
+  return { atRemote, release };
+}
+
 describe("push over HTTPS with the stored connection", () => {
   it("hands the token to git only in its environment: never in an argument list, a URL or ps", async () => {
     const { token, push } = await setup();
-    let arrived!: () => void;
-    let release!: () => void;
-    const atRemote = new Promise<void>((resolve) => (arrived = resolve));
-    const released = new Promise<void>((resolve) => (release = resolve));
-    server.beforeReceivePack = async () => {
-      arrived();
-      await released;
-    };
+    const { atRemote, release } = holdReceivePack();
     const pushing = push("watched");
     await atRemote;
     // git push and its HTTPS helper are running now, waiting for the remote's answer.
@@ -123,14 +129,7 @@ describe("push over HTTPS with the stored connection", () => {
 
   it("stops git when the caller goes away, and frees the session for the next push", async () => {
     const { token, push, session, key, user } = await setup();
-    let arrived!: () => void;
-    let release!: () => void;
-    const atRemote = new Promise<void>((resolve) => (arrived = resolve));
-    const released = new Promise<void>((resolve) => (release = resolve));
-    server.beforeReceivePack = async () => {
-      arrived();
-      await released;
-    };
+    const { atRemote, release } = holdReceivePack();
     const caller = new AbortController();
     const abandoned = fetch(`${stack.gatewayUrl}${SANDBOX}/sessions/${session.id}/github/push`, {
       method: "POST",
