@@ -27,7 +27,7 @@ const stack = useStack({
 const SANDBOX = "/api/v1/sandbox";
 
 /** Where the service keeps session `id`'s repository (its git directory). */
-const repositoryOf = (id: string) => join(sandboxRoot, id, ".git");
+const repositoryOf = (id: string) => join(repositoriesDir, `${id}.git`);
 
 let remotes: BareRepositories;
 let mainHead: string;
