@@ -182,7 +182,10 @@ const attacks: [string, (a: Attack) => Promise<string[]>][] = [
       const dir = await agentGitDir(workspace);
       await writeFile(join(dir, "objects", "info", "alternates"), `${join(b.repository, "objects")}\n`);
       const packed = await readFile(join(b.repository, "packed-refs"), "utf8");
-      const [sha, name] = packed.split("\n").find((line) => /^[0-9a-f]{40} /.test(line))!.split(" ");
+      const [sha, name] = packed
+        .split("\n")
+        .find((line) => /^[0-9a-f]{40} /.test(line))!
+        .split(" ");
       expect(onlyB.has(sha!)).toBe(true);
       await writeFile(join(dir, "HEAD"), `ref: ${name}\n`);
       await rm(join(dir, name!), { force: true });
@@ -217,29 +220,32 @@ const attacks: [string, (a: Attack) => Promise<string[]>][] = [
 ];
 
 describe("a push of session A", () => {
-  it.each(attacks)("commits A's working tree as files and carries nothing of B's: %s", async (_name, attack) => {
-    const a = await session("acme", "widgets");
-    await writeFile(join(a.workspace, "NOTES.md"), "session A's work\n");
-    const extra = await attack({ workspace: a.workspace });
-    const branch = `exfil-${randomBytes(4).toString("hex")}`;
-    const res = await a.push(branch);
-    expect(res.status).toBe(200);
-    const sha = (await res.json()).remote_head_sha;
-    const bare = acmeRemote();
-    // A's own history: one commit on top of the branch A cloned, holding A's files and nothing else.
-    expect(await git(["--git-dir", bare, "rev-parse", `${sha}^`])).toBe(mainHead);
-    expect((await git(["--git-dir", bare, "ls-tree", "-r", "--name-only", sha])).split("\n")).toEqual(
-      ["NOTES.md", "README.md", ...extra, "src/index.ts"].sort(),
-    );
-    for (const path of extra) {
-      // A symlink stays a symlink: its target's path, never the file it names.
-      expect(await git(["--git-dir", bare, "ls-tree", sha, path])).toMatch(/^120000 blob /);
-      expect(await git(["--git-dir", bare, "cat-file", "-p", `${sha}:${path}`])).toBe(
-        join(b.workspace, "secret.txt"),
+  it.each(attacks)(
+    "commits A's working tree as files and carries nothing of B's: %s",
+    async (_name, attack) => {
+      const a = await session("acme", "widgets");
+      await writeFile(join(a.workspace, "NOTES.md"), "session A's work\n");
+      const extra = await attack({ workspace: a.workspace });
+      const branch = `exfil-${randomBytes(4).toString("hex")}`;
+      const res = await a.push(branch);
+      expect(res.status).toBe(200);
+      const sha = (await res.json()).remote_head_sha;
+      const bare = acmeRemote();
+      // A's own history: one commit on top of the branch A cloned, holding A's files and nothing else.
+      expect(await git(["--git-dir", bare, "rev-parse", `${sha}^`])).toBe(mainHead);
+      expect((await git(["--git-dir", bare, "ls-tree", "-r", "--name-only", sha])).split("\n")).toEqual(
+        ["NOTES.md", "README.md", ...extra, "src/index.ts"].sort(),
       );
-    }
-    await expectNothingOfB();
-  });
+      for (const path of extra) {
+        // A symlink stays a symlink: its target's path, never the file it names.
+        expect(await git(["--git-dir", bare, "ls-tree", sha, path])).toMatch(/^120000 blob /);
+        expect(await git(["--git-dir", bare, "cat-file", "-p", `${sha}:${path}`])).toBe(
+          join(b.workspace, "secret.txt"),
+        );
+      }
+      await expectNothingOfB();
+    },
+  );
 
   it("refuses a nested repository (a directory with its own .git) instead of recording it", async () => {
     const a = await session("acme", "widgets");

@@ -99,7 +99,11 @@ export async function leavesWorkspace(workspace: string, checkoutPath: string): 
  * working tree; the directory must really be inside the workspace. Nothing
  * in the workspace is read as git data: a `.git` there is the agent's own.
  */
-export async function openCheckout(gitDir: string, workspace: string, checkoutPath: string): Promise<Checkout> {
+export async function openCheckout(
+  gitDir: string,
+  workspace: string,
+  checkoutPath: string,
+): Promise<Checkout> {
   const label = checkoutPath;
   let root: string;
   let target: string;
