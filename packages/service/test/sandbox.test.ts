@@ -588,6 +588,21 @@ describe("push", () => {
     expect((await push(body)).status).toBe(409); // alice's own: only stale
   });
 
+  it("needs the session's repository: 409 saying to create a new session when the service holds none", async () => {
+    const { push, assign, repository } = await setup();
+    await assign();
+    await rm(repository, { recursive: true, force: true });
+    const res = await push({ assignment_generation: 1, branch: "no-repository" });
+    expect(res.status).toBe(409);
+    expect(await res.json()).toEqual({
+      error: "Conflict",
+      message: expect.stringMatching(
+        /^The service holds no repository for this session .*create a new session$/,
+      ),
+    });
+    expect(await remotes.branchHead("acme", "widgets", "no-repository")).toBeUndefined();
+  });
+
   it("needs a stored connection: 409 saying to store one", async () => {
     const { key, push, assign } = await setup();
     await assign();

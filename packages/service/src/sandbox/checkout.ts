@@ -16,6 +16,16 @@ export class NoWorkingTree extends AppError {
   }
 }
 
+export class RepositoryMissing extends AppError {
+  constructor() {
+    super(
+      "conflict",
+      "The service holds no repository for this session (it was made before repositories moved out of the workspaces, or its repository was removed); create a new session",
+    );
+    this.name = "RepositoryMissing";
+  }
+}
+
 export class CheckoutUnusable extends AppError {
   constructor(checkoutPath: string, detail: string) {
     super("conflict", `git could not commit the working tree at checkout_path '${checkoutPath}': ${detail}`);
@@ -105,6 +115,13 @@ export async function openCheckout(
   checkoutPath: string,
 ): Promise<Checkout> {
   const label = checkoutPath;
+  if (
+    !(await lstat(gitDir).then(
+      (s) => s.isDirectory(),
+      () => false,
+    ))
+  )
+    throw new RepositoryMissing();
   let root: string;
   let target: string;
   try {
