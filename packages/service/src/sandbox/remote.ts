@@ -62,7 +62,7 @@ export async function cloneRepository(
     token: clone.token,
     ...signal,
   });
-  await mkdir(clone.workspace);
+  await mkdir(clone.workspace, { recursive: true });
   const index = join(clone.gitDir, "index");
   const inRepository = {
     cwd: clone.gitDir,
