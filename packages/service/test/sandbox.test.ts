@@ -603,6 +603,16 @@ describe("push", () => {
     expect(await remotes.branchHead("acme", "widgets", "no-repository")).toBeUndefined();
   });
 
+  it("is not blocked by an index lock a push that died left in the session's repository", async () => {
+    const { push, assign, workspace, repository } = await setup();
+    await assign();
+    await writeFile(join(repository, "index.lock"), "");
+    await writeFile(join(workspace, "AFTER-CRASH"), "x\n");
+    const res = await push({ assignment_generation: 1, branch: "after-crash" });
+    expect(res.status).toBe(200);
+    expect(existsSync(join(repository, "index.lock"))).toBe(false);
+  });
+
   it("needs a stored connection: 409 saying to store one", async () => {
     const { key, push, assign } = await setup();
     await assign();

@@ -175,7 +175,9 @@ export async function commitWorkingTree(
         if (err instanceof GitFailed && err.exitCode === 1) return undefined;
         throw err;
       });
+    // The session's lock is held: an index (or its lock file) left by a push that died is stale.
     await rm(index, { force: true });
+    await rm(`${index}.lock`, { force: true });
     await git.run(head ? ["read-tree", head] : ["read-tree", "--empty"], call);
     await git.run(["add", "--all"], call);
     const nested = await gitlinksAdded(git, head ?? EMPTY_TREE, call);
