@@ -95,6 +95,32 @@ describe("deleting a resource's authorization", () => {
     expect((await o.register("carol", "skill", "skill_1")).status).toBe(201);
   });
 
+  it("refuses every conversation and response, owner or not, existing or not: their service deletes them", async () => {
+    const o = await newOrg(gw);
+    const id = await o.create("alice", "conversation");
+    for (const [actor, type, resourceId] of [
+      ["alice", "conversation", id],
+      ["mallory", "conversation", id],
+      ["alice", "response", "resp_none"],
+    ] as const) {
+      const res = await o.deleteResource(actor, type, resourceId);
+      expect(res.status).toBe(409);
+      expect(await res.json()).toEqual({
+        error: "Conflict",
+        message: `A ${type}'s authorization goes with its content: delete it with DELETE /api/v1/llm/${type}s/{id}`,
+      });
+    }
+    expect(await o.check("alice", "conversation", id, "owner")).toBe(true);
+    for (const type of ["conversation", "response"]) {
+      const res = await o.register("bob", type, `${type}_x`);
+      expect(res.status).toBe(409);
+      expect(await res.json()).toEqual({
+        error: "Conflict",
+        message: `A ${type} id is issued by the service, which makes its creator the owner: it cannot be registered`,
+      });
+    }
+  });
+
   it("validates the path", async () => {
     const o = await newOrg(gw);
     const res = await o.deleteResource("alice", "spreadsheet", "x");
@@ -124,16 +150,16 @@ describe("what a user can see", () => {
   it("pages with SpiceDB's cursor: five resources in pages of 2, 2 and 1, nothing lost or repeated", async () => {
     const o = await newOrg(gw);
     const made = ["c1", "c2", "c3", "c4", "c5"];
-    for (const id of made) await o.register("alice", "completion", id);
-    const pages = await allPages(o, "alice", { resourceType: "completion", limit: "2" });
+    for (const id of made) await o.register("alice", "skill", id);
+    const pages = await allPages(o, "alice", { resourceType: "skill", limit: "2" });
     expect(pages.map((p) => p.length)).toEqual([2, 2, 1]);
     expect(pages.flat().sort()).toEqual(made);
 
     // Exactly a page's worth: the last page says so, no empty page after it.
     const four = await newOrg(gw);
-    for (const id of made.slice(0, 4)) await four.register("alice", "completion", id);
+    for (const id of made.slice(0, 4)) await four.register("alice", "skill", id);
     expect(
-      (await allPages(four, "alice", { resourceType: "completion", limit: "2" })).map((p) => p.length),
+      (await allPages(four, "alice", { resourceType: "skill", limit: "2" })).map((p) => p.length),
     ).toEqual([2, 2]);
   });
 
@@ -171,14 +197,14 @@ describe("what a user can see", () => {
   it("never lists another organization's resources, public or not, with the same ids and user names", async () => {
     const a = await newOrg(gw);
     const b = await newOrg(gw);
-    await a.register("alice", "conversation", "conv_x");
+    await a.create("alice", "conversation", "conv_x");
     await a.grant("alice", {
       resourceType: "conversation",
       resourceId: "conv_x",
       userId: "*",
       role: "writer",
     });
-    await b.register("alice", "conversation", "conv_y");
+    await b.create("alice", "conversation", "conv_y");
 
     expect(await ids(await b.list("alice", { resourceType: "conversation" }))).toEqual(["conv_y"]);
     expect(await ids(await b.list("dave", { resourceType: "conversation" }))).toEqual([]);

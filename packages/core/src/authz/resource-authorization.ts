@@ -3,11 +3,13 @@ import type { Logger } from "../logger.ts";
 import type { Principal } from "../principal.ts";
 import { type ConsistencyTokens, type LastWrite, recordDeletion } from "./consistency-tokens.ts";
 import {
+  isServiceIssued,
   PERMISSION_FOR_ROLE,
   PUBLIC_USER,
   type ResourceType,
   ROLES,
   type Role,
+  SERVICE_ISSUED_TYPES,
   scopedId,
   subjectId,
   unscopedId,
@@ -52,6 +54,23 @@ export class AlreadyRegistered extends AppError {
   constructor() {
     super("conflict", "This resource is already registered: it has an owner");
     this.name = "AlreadyRegistered";
+  }
+}
+
+/**
+ * The platform API was asked to register, or delete the authorization of, a
+ * resource whose id the service issues (`SERVICE_ISSUED_TYPES`): the service
+ * owns that lifecycle, whatever the id and whether or not it exists.
+ */
+export class ServiceIssuedResource extends AppError {
+  constructor(type: keyof typeof SERVICE_ISSUED_TYPES, action: "register" | "delete") {
+    super(
+      "conflict",
+      action === "register"
+        ? `A ${type} id is issued by the service, which makes its creator the owner: it cannot be registered`
+        : `A ${type}'s authorization goes with its content: delete it with ${SERVICE_ISSUED_TYPES[type]}`,
+    );
+    this.name = "ServiceIssuedResource";
   }
 }
 
@@ -117,8 +136,10 @@ export class ResourceAuthorization {
    * Makes the principal the owner of a resource another backend created, in
    * one write with a precondition that it has no owner yet: of two
    * registrations at once, one lands and the other is `AlreadyRegistered`.
+   * Never for a type whose ids the service issues (`ServiceIssuedResource`).
    */
   async register(principal: Principal, resource: ResourceRef): Promise<string | undefined> {
+    if (isServiceIssued(resource.type)) throw new ServiceIssuedResource(resource.type, "register");
     const noOwner = v1.Precondition.create({
       operation: v1.Precondition_Operation.MUST_NOT_MATCH,
       filter: ownerFilter(principal.org, resource),
@@ -129,6 +150,17 @@ export class ResourceAuthorization {
       if (isFailedPrecondition(err)) throw new AlreadyRegistered();
       throw err;
     }
+  }
+
+  /**
+   * `deleteResource` for resources another backend registered: never for a
+   * type whose ids the service issues, whose authorization goes only with its
+   * content (`ServiceIssuedResource`, before any ownership is asked, so it
+   * tells nothing of the resource).
+   */
+  async deleteRegistered(principal: Principal, resource: ResourceRef): Promise<string | undefined> {
+    if (isServiceIssued(resource.type)) throw new ServiceIssuedResource(resource.type, "delete");
+    return this.deleteResource(principal, resource);
   }
 
   /**
