@@ -147,13 +147,12 @@ describe("what a user can see", () => {
     expect(await ids(await o.list("alice", { resourceType: "conversation" }))).toEqual([]);
   });
 
-  it("pages with SpiceDB's cursor: five resources in pages of 2, 2 and 1, nothing lost or repeated", async () => {
+  it("pages in order of id: five resources in pages of 2, 2 and 1, nothing lost or repeated", async () => {
     const o = await newOrg(gw);
     const made = ["c1", "c2", "c3", "c4", "c5"];
-    for (const id of made) await o.register("alice", "skill", id);
+    for (const id of [...made].reverse()) await o.register("alice", "skill", id);
     const pages = await allPages(o, "alice", { resourceType: "skill", limit: "2" });
-    expect(pages.map((p) => p.length)).toEqual([2, 2, 1]);
-    expect(pages.flat().sort()).toEqual(made);
+    expect(pages).toEqual([["c1", "c2"], ["c3", "c4"], ["c5"]]);
 
     // Exactly a page's worth: the last page says so, no empty page after it.
     const four = await newOrg(gw);
@@ -163,17 +162,13 @@ describe("what a user can see", () => {
     ).toEqual([2, 2]);
   });
 
-  it("refuses a cursor it did not issue for this query, and bad limits, with 422", async () => {
+  it("refuses bad limits, and a cursor that is not one, with 422", async () => {
     const o = await newOrg(gw);
-    for (const id of ["a", "b", "c"]) await o.register("alice", "file", id);
-    const first = await (await o.list("alice", { resourceType: "file", limit: "1" })).json();
-    expect(first.next_cursor).toEqual(expect.any(String));
-
-    const queries: Record<string, string>[] = [
+    for (const query of [
       { resourceType: "file", cursor: "not-a-cursor" },
-      { resourceType: "file", role: "owner", limit: "1", cursor: first.next_cursor },
-    ];
-    for (const query of queries) {
+      { resourceType: "file", cursor: "a.b.c" },
+      { resourceType: "file", cursor: `${Buffer.from("[1,2]").toString("base64url")}.x` },
+    ]) {
       const res = await o.list("alice", query);
       expect(res.status, JSON.stringify(query)).toBe(422);
       expect((await res.json()).detail[0]).toMatchObject({ loc: ["query", "cursor"], type: "value_error" });

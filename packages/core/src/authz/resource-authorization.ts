@@ -1,4 +1,4 @@
-import { AppError, ValidationFailed } from "../errors.ts";
+import { AppError } from "../errors.ts";
 import type { Logger } from "../logger.ts";
 import type { Principal } from "../principal.ts";
 import { type ConsistencyTokens, type LastWrite, recordDeletion } from "./consistency-tokens.ts";
@@ -29,7 +29,7 @@ import {
   update,
   userRef,
 } from "./relationships.ts";
-import { isFailedPrecondition, isInvalidArgument, type SpiceDBClient, v1 } from "./spicedb-client.ts";
+import { isFailedPrecondition, type SpiceDBClient, v1 } from "./spicedb-client.ts";
 
 export type { ResourceRef } from "./relationships.ts";
 
@@ -90,10 +90,10 @@ export interface Grant {
   expiresAt?: Date;
 }
 
-/** A page of resource ids; `nextCursor` is null on the last page. */
+/** A page of resource ids, in order of id; `more` when others follow the last. */
 export interface ResourcePage {
   resourceIds: string[];
-  nextCursor: string | null;
+  more: boolean;
 }
 
 /** Runs between a role check and the write it guards; tests use it to force interleavings. */
@@ -205,55 +205,41 @@ export class ResourceAuthorization {
 
   /**
    * The resources of `type` on which the principal holds at least `role`,
-   * a page at a time with SpiceDB's own cursor. As fresh as the
-   * organization's last write, like `check` is for one resource.
+   * in order of id, `limit` at a time, starting after the id `after`. Every
+   * page is one LookupResources as fresh as the organization's last write
+   * (like `check` for one resource), so a page never lists what was revoked
+   * before it, and paging needs no snapshot of SpiceDB's: a position is an id,
+   * valid across any number of writes. A resource readable throughout the
+   * paging is listed exactly once. SpiceDB's order is its own, so each page
+   * reads every resource the principal can see and sorts them.
    */
   async lookup(
     principal: Principal,
     type: ResourceType,
     role: Role,
-    page: { limit: number; cursor?: string | undefined },
+    page: { limit: number; after?: string | undefined },
   ): Promise<ResourcePage> {
-    let results: v1.LookupResourcesResponse[];
-    try {
-      results = await this.spicedb.lookupResources(
-        v1.LookupResourcesRequest.create({
-          consistency: await this.consistency(organizationTokenKey(principal.org)),
-          resourceObjectType: type,
-          permission: PERMISSION_FOR_ROLE[role],
-          subject: userRef(scopedId(principal.org, principal.user)),
-          context: subjectContext(principal.org),
-          // One more than asked: whether a next page exists is known, never guessed.
-          optionalLimit: page.limit + 1,
-          ...(page.cursor ? { optionalCursor: v1.Cursor.create({ token: page.cursor }) } : {}),
-        }),
-      );
-    } catch (err) {
-      // Everything else in the request was composed here: only the caller's cursor can be wrong.
-      if (page.cursor && isInvalidArgument(err)) {
-        throw new ValidationFailed([
-          {
-            loc: ["query", "cursor"],
-            msg: "Value error, invalid cursor",
-            type: "value_error",
-            input: page.cursor,
-          },
-        ]);
-      }
-      throw err;
-    }
-    const shown = results.slice(0, page.limit);
-    const resourceIds: string[] = [];
-    for (const result of shown) {
+    const results = await this.spicedb.lookupResources(
+      v1.LookupResourcesRequest.create({
+        consistency: await this.consistency(organizationTokenKey(principal.org)),
+        resourceObjectType: type,
+        permission: PERMISSION_FOR_ROLE[role],
+        subject: userRef(scopedId(principal.org, principal.user)),
+        context: subjectContext(principal.org),
+      }),
+    );
+    const readable = new Set<string>();
+    for (const result of results) {
       const { org, id } = unscopedId(result.resourceObjectId);
       const granted = result.permissionship === v1.LookupPermissionship.HAS_PERMISSION;
       // The schema keeps organizations apart; this only makes sure a broken schema fails closed.
-      if (org === principal.org && granted) resourceIds.push(id);
+      if (org === principal.org && granted) readable.add(id);
       else
         this.logger?.error({ resource: result.resourceObjectId }, "lookup returned a resource it should not");
     }
-    const more = results.length > page.limit;
-    return { resourceIds, nextCursor: more ? (shown.at(-1)?.afterResultCursor?.token ?? null) : null };
+    const after = page.after;
+    const following = [...readable].filter((id) => after === undefined || id > after).sort(byCodeUnits);
+    return { resourceIds: following.slice(0, page.limit), more: following.length > page.limit };
   }
 
   /** Who holds which role on the resource (owners only; expired grants are gone). */
@@ -284,10 +270,7 @@ export class ResourceAuthorization {
           : {}),
       });
     }
-    return grants.sort(
-      (a, b) =>
-        ROLE_ORDER[a.role] - ROLE_ORDER[b.role] || (a.userId < b.userId ? -1 : a.userId > b.userId ? 1 : 0),
-    );
+    return grants.sort((a, b) => ROLE_ORDER[a.role] - ROLE_ORDER[b.role] || byCodeUnits(a.userId, b.userId));
   }
 
   /** Sets the user's one role on the resource, replacing any other, in one atomic write. */
@@ -451,6 +434,9 @@ export class ResourceAuthorization {
     });
   }
 }
+
+/** The order of lookups: plain UTF-16 code units, the same on every replica whatever its locale. */
+const byCodeUnits = (a: string, b: string) => (a < b ? -1 : a > b ? 1 : 0);
 
 /** The principal's own owner relationship on a resource. */
 function ownerUpdate(principal: Principal, resource: ResourceRef): v1.RelationshipUpdate {
