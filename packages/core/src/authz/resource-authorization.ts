@@ -118,6 +118,8 @@ export class ResourceAuthorization {
   private readonly spicedb: SpiceDBClient;
   private readonly tokens: ConsistencyTokens;
   private readonly logger: Logger | undefined;
+  /** Test seam: awaited right after the ownership check of a grant or revoke, before anything else is read. */
+  afterCheck: BeforeWriteHook | undefined;
   /** Test seam: awaited after the ownership check, before the guarded write. */
   beforeWrite: BeforeWriteHook | undefined;
 
@@ -276,6 +278,7 @@ export class ResourceAuthorization {
   /** Sets the user's one role on the resource, replacing any other, in one atomic write. */
   async grant(principal: Principal, change: RoleChange): Promise<string | undefined> {
     await this.assertOwner(principal, change);
+    await this.afterCheck?.("grant", principal, change);
     const subject = subjectId(principal.org, change.userId);
     // The schema admits `user:*` on writer and reader only; it can hold no owner role to delete.
     const roles = change.userId === PUBLIC_USER ? ROLES.filter((role) => role !== "owner") : ROLES;
@@ -292,7 +295,7 @@ export class ResourceAuthorization {
         : update(v1.RelationshipUpdate_Operation.DELETE, principal.org, change, role, subject),
     );
     const demotesOwner = change.role !== "owner" && change.userId !== PUBLIC_USER;
-    const other = demotesOwner ? await this.anotherOwner(principal.org, change, subject) : undefined;
+    const other = demotesOwner ? await this.anotherOwner(principal, change, subject) : undefined;
     await this.beforeWrite?.("grant", principal, change);
     return this.ownerWrite(principal, change, updates, other);
   }
@@ -300,9 +303,10 @@ export class ResourceAuthorization {
   /** Removes the role when the user holds it; succeeds either way. */
   async revoke(principal: Principal, change: RoleChange): Promise<string | undefined> {
     await this.assertOwner(principal, change);
+    await this.afterCheck?.("revoke", principal, change);
     const subject = subjectId(principal.org, change.userId);
     const removesOwner = change.role === "owner" && change.userId !== PUBLIC_USER;
-    const other = removesOwner ? await this.anotherOwner(principal.org, change, subject) : undefined;
+    const other = removesOwner ? await this.anotherOwner(principal, change, subject) : undefined;
     await this.beforeWrite?.("revoke", principal, change);
     return this.ownerWrite(
       principal,
@@ -321,13 +325,17 @@ export class ResourceAuthorization {
    * exist, and stay an owner until the write lands: the write carries a
    * precondition on that other owner, so two owners demoting each other at
    * once cannot leave the resource ownerless. `undefined` when `subject` is
-   * not an owner (nothing to protect).
+   * not an owner (nothing to protect). A caller who is no longer an owner by
+   * now (another owner demoted them since their check) gets the 403 a landed
+   * demotion gives, never the 409 of the last owner: one answer to two owners
+   * demoting each other, whichever step the second one reached.
    */
   private async anotherOwner(
-    org: string,
+    principal: Principal,
     resource: ResourceRef,
     subject: string,
   ): Promise<v1.Precondition | undefined> {
+    const { org } = principal;
     const owners = await this.spicedb.readRelationships(
       v1.ReadRelationshipsRequest.create({
         consistency: FULLY_CONSISTENT,
@@ -335,6 +343,7 @@ export class ResourceAuthorization {
       }),
     );
     const ids = owners.map((o) => o.relationship?.subject?.object?.objectId);
+    if (!ids.includes(scopedId(org, principal.user))) throw new NotResourceOwner();
     if (!ids.includes(subject)) return undefined;
     const other = ids.find((id) => id !== subject);
     if (!other) throw new LastOwner();
