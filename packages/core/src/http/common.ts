@@ -87,10 +87,13 @@ export const jsonBody: RequestHandler = (req, res, next) => {
   // Read it to tell an empty body (a bodiless POST forwarded chunked) from a real one.
   readOtherBody(req, res, (err?: unknown) => {
     if (err) return next(err);
-    const empty = (req.body as Buffer).length === 0;
+    const read: unknown = req.body;
     req.body = undefined;
+    // The parser reads nothing from a request that has already ended (the client closed its side).
+    if (!Buffer.isBuffer(read))
+      return next(new AppError("bad_request", "The request body could not be read: the request had ended"));
     next(
-      empty
+      read.length === 0
         ? undefined
         : new AppError(
             "unsupported_media_type",
