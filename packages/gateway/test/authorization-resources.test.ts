@@ -274,6 +274,7 @@ describe("expiring grants", () => {
       [new Date(Date.now() - 1_000).toISOString(), "datetime_future", "reader"],
       ["tomorrow", "datetime_parsing", "reader"],
       ["2030-02-30T00:00:00", "datetime_parsing", "reader"],
+      [`${inDays(1).slice(0, 10)}T12:30:60Z`, "datetime_parsing", "reader"],
       [inDays(366), "value_error", "reader"],
       [inDays(1), "value_error", "owner"],
       [12345, "string_type", "reader"],
@@ -292,6 +293,33 @@ describe("expiring grants", () => {
       loc: ["body", "expiresAt"],
       type: "extra_forbidden",
     });
+  });
+
+  it("take RFC 3339 as written: lowercase t and z, offsets, a leap second; null is no expiry", async () => {
+    const o = await newOrg(gw);
+    await o.register("alice", "file", "f3");
+    const base = { resourceType: "file", resourceId: "f3", role: "reader" };
+    const day = new Date(Date.now() + 86_400_000).toISOString().slice(0, 10);
+    const nextDay = new Date(Date.parse(`${day}T00:00:00Z`) + 86_400_000).toISOString();
+    const cases = [
+      ["bob", `${day}t12:00:00.5z`, `${day}T12:00:00.500Z`],
+      ["carol", `${day}T23:59:60Z`, nextDay],
+      ["dave", `${day}T18:29:60-05:30`, nextDay],
+      ["erin", `${day}T14:00:00+02:00`, `${day}T12:00:00.000Z`],
+    ] as const;
+    for (const [userId, expiresAt] of cases)
+      expect((await o.grant("alice", { ...base, userId, expiresAt })).status, expiresAt).toBe(204);
+    expect((await o.grant("alice", { ...base, userId: "frank", expiresAt: null })).status).toBe(204);
+    // null with owner is no expiry too, which an owner may have.
+    expect((await o.grant("alice", { ...base, userId: "gina", role: "owner", expiresAt: null })).status).toBe(
+      204,
+    );
+
+    const { data } = await (await o.grants("alice", "file", "f3")).json();
+    const expiry = (userId: string) => data.find((g: { userId: string }) => g.userId === userId)?.expiresAt;
+    for (const [userId, , expected] of cases) expect(expiry(userId), userId).toBe(expected);
+    expect(data).toContainEqual({ userId: "frank", role: "reader" });
+    expect(data).toContainEqual({ userId: "gina", role: "owner" });
   });
 });
 
