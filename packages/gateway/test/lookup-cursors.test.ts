@@ -54,6 +54,25 @@ const revokeBob = (o: Org, id: string) =>
   o.revoke("alice", { resourceType: "skill", resourceId: id, userId: "bob", role: "reader" });
 
 describe("a lookup cursor", () => {
+  it("pages in one order of id, whether a resource is owned, shared or public (SpiceDB lists each relation apart)", async () => {
+    const o = await newOrg(gw);
+    for (const id of ["m", "b", "z"]) await o.register("bob", "skill", id);
+    for (const id of ["y", "a", "n"]) {
+      await o.register("alice", "skill", id);
+      await o.grant("alice", { resourceType: "skill", resourceId: id, userId: "bob", role: "writer" });
+    }
+    await o.register("alice", "skill", "c");
+    await o.grant("alice", { resourceType: "skill", resourceId: "c", userId: "*", role: "reader" });
+    const pages: string[][] = [];
+    let cursor: string | null = null;
+    do {
+      const next = await page(o, "bob", { resourceType: "skill", limit: "3", ...(cursor ? { cursor } : {}) });
+      pages.push(next.ids);
+      cursor = next.cursor;
+    } while (cursor);
+    expect(pages).toEqual([["a", "b", "c"], ["m", "n", "y"], ["z"]]);
+  });
+
   it("never lists what was revoked after it was issued, and survives writes and the end of the consistency window", async () => {
     const o = await sevenSkills();
     const first = await page(o, "bob", { resourceType: "skill", limit: "2" });
