@@ -102,6 +102,8 @@ export function useStack(
         LLM_API_KEY: "upstream-secret",
         LLM_DEFAULT_MODEL: "echo-small",
         LLM_TIMEOUT_MS: "1000",
+        // Tests watch eval schedules fire every second.
+        EVAL_MIN_INTERVAL_SECONDS: "1",
         ...common,
         ...serviceEnv,
       }),
