@@ -3,6 +3,7 @@ import { createLogger, createRedis, type RedisClient, type ResourceAuthorization
 import {
   type RedisTopology,
   spicedbEnv,
+  startNothingListener,
   startTestRedisOf,
   startTestSpiceDB,
   type TestRedisStore,
@@ -63,11 +64,16 @@ export function useGateway(
   const harness = {} as GatewayHarness;
   let stop: (() => Promise<void>) | undefined;
   beforeAll(async () => {
-    const [redisServer, spicedb] = await Promise.all([startTestRedisOf(redisTopology), startTestSpiceDB()]);
+    const [redisServer, spicedb, noService] = await Promise.all([
+      startTestRedisOf(redisTopology),
+      startTestSpiceDB(),
+      startNothingListener(),
+    ]);
     const signingJwk = await generateSigningJwk();
     const config: GatewayConfig = gatewayConfigSchema.parse({
       PORT: "0",
       HOST: "127.0.0.1",
+      SERVICE_URL: noService.url,
       REDIS_URL: redisServer.url,
       GATEWAY_PUBLIC_URL: TEST_PUBLIC_URL,
       JWT_SIGNING_KEYS: JSON.stringify({ keys: [signingJwk] }),
@@ -110,7 +116,7 @@ export function useGateway(
     stop = async () => {
       redis.disconnect();
       await gateway.close();
-      await Promise.all([redisServer.stop(), spicedb.close()]);
+      await Promise.all([redisServer.stop(), spicedb.close(), noService.close()]);
     };
   });
   afterAll(async () => {

@@ -1,4 +1,7 @@
 import { randomBytes, randomUUID } from "node:crypto";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { Writable } from "node:stream";
 import { createLogger, createRedis, InternalAssertions, loadConfig, type Principal } from "@gw/core";
 import { spicedbEnv, startTestRedis, startTestSpiceDB, type TestRedis } from "@gw/devstack/testing";
@@ -12,6 +15,8 @@ let redisServer: TestRedis;
 let spicedb: Awaited<ReturnType<typeof startTestSpiceDB>>;
 let service: RunningService;
 let assertions: InternalAssertions;
+// Never the repository's .data, which a `pnpm start` on this machine may be using.
+const dataDir = mkdtempSync(join(tmpdir(), "gw-outage-data-"));
 
 const principal: Principal = {
   org: "acme",
@@ -45,6 +50,7 @@ beforeAll(async () => {
       PORT: "0",
       REDIS_URL: `redis://:${PASSWORD}@127.0.0.1:${redisServer.port}`,
       INTERNAL_ASSERTION_SECRET: secret,
+      DATA_DIR: dataDir,
       ...spicedbEnv(spicedb),
     }),
     createLogger("service", "info", sink),
@@ -53,6 +59,7 @@ beforeAll(async () => {
 afterAll(async () => {
   await service?.close();
   await Promise.all([redisServer?.stop(), spicedb?.close()]);
+  rmSync(dataDir, { recursive: true, force: true });
 });
 
 /** A request as the gateway would forward it, with a fresh assertion. */

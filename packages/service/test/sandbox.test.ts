@@ -3,6 +3,7 @@ import { existsSync, mkdtempSync } from "node:fs";
 import { chmod, mkdir, readFile, rename, rm, stat, symlink, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { scanKeys } from "@gw/devstack/testing";
 import { type BareRepositories, bareRepositories, git } from "@gw/e2e/git-remote";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { useStack } from "./stack.ts";
@@ -108,7 +109,7 @@ describe("stored connections", () => {
     // X-On-Behalf-Of makes it the end user's: bob has none.
     expect(await (await connection("bob")).json()).toEqual({ connected: false, updated_at: null });
 
-    const [stored] = await stack.redis.keys(`gw:sandbox:connection:{${key.org}}:*`);
+    const [stored] = await scanKeys(stack.redis, `gw:sandbox:connection:{${key.org}}:*`);
     const raw = (await stack.redis.get(stored!))!;
     expect(raw).not.toContain(token);
     expect(raw).not.toContain(Buffer.from(token).toString("base64"));
