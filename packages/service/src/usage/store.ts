@@ -21,6 +21,8 @@ export interface UsageEvent {
   usage: Usage;
   /** Input tokens the provider served from its cache (priced as cached input). */
   cachedTokens?: number;
+  /** The model whose price applies: the one asked for (`model` is the one that answered, e.g. a dated version). Default `model`. */
+  pricedAs?: string;
   at?: Date;
 }
 
@@ -52,7 +54,7 @@ export class UsageStore {
 
   async record(event: UsageEvent): Promise<void> {
     const key = dayKey(event.org, utcDay(event.at ?? new Date()));
-    const price = this.prices.get(event.model);
+    const price = this.prices.get(event.pricedAs ?? event.model);
     const cost = price ? costNanoUsd(price, { ...event.usage, cached_tokens: event.cachedTokens ?? 0 }) : 0;
     const amounts: Sums = { requests: 1, ...event.usage, cost_nusd: cost };
     const tx = this.redis.multi();

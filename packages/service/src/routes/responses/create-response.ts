@@ -114,7 +114,7 @@ export function registerCreateResponse(router: Router, deps: CreateResponseDeps)
       }
       await admitted.settle(usedBy(completion));
       settle(response, completion, outputOf(completion));
-      await finish(deps, principal, response, input, turn, completion);
+      await finish(deps, principal, response, input, turn, completion, model);
       res.json(response);
       return;
     }
@@ -131,7 +131,7 @@ export function registerCreateResponse(router: Router, deps: CreateResponseDeps)
       await admitted.settle(usedBy(stream.completion));
       settle(response, stream.completion, stream.output);
       try {
-        await finish(deps, principal, response, input, turn, stream.completion); // stored before the client hears "completed"
+        await finish(deps, principal, response, input, turn, stream.completion, model); // stored before the client hears "completed"
       } catch (err) {
         stream.fail(err);
         await release(deps, principal, input, response.id);
@@ -263,6 +263,7 @@ async function finish(
   input: CreateResponseInput,
   turn: Item[],
   completion: Completion,
+  requestedModel: string,
 ): Promise<void> {
   await Promise.all([
     input.store ? deps.responses.save(principal.org, response, turn) : undefined,
@@ -280,6 +281,7 @@ async function finish(
         total_tokens: response.usage!.total_tokens,
       },
       cachedTokens: completion.usageDetails.cachedTokens,
+      pricedAs: requestedModel,
     }),
   ]);
 }
