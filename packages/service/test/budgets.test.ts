@@ -92,7 +92,7 @@ describe("token and spend budgets", () => {
   });
 
   it("gives tokens and spend back when the provider fails before any output", async () => {
-    const limits = { tokens: { minute: 10_000 }, spend: { day: 1 } };
+    const limits = { minute: 10, tokens: { minute: 10_000 }, spend: { day: 1 } };
     const key = await stack.createKey({ limits });
     stack.llm.mode = "fail";
     try {
@@ -100,7 +100,12 @@ describe("token and spend budgets", () => {
     } finally {
       stack.llm.mode = "ok";
     }
-    expect(await used(key.id, limits)).toEqual({ "key:tokens:minute": 0, "key:spend:day": 0 });
+    // The request was made (it stays counted); what was reserved for the model went back.
+    expect(await used(key.id, limits)).toEqual({
+      "key:requests:minute": 1,
+      "key:tokens:minute": 0,
+      "key:spend:day": 0,
+    });
   });
 
   it("charges what a stream produced before it broke, as usage records it", async () => {
