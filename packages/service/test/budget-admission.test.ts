@@ -19,7 +19,7 @@ const PROMPT = [{ role: "user" as const, content: "hello there" }];
 const RESERVED = countPromptTokens(MODEL, PROMPT) + 10;
 
 /** The parts of an Express response admission uses: the principal and admission locals, and headers. */
-function fakeResponse(keyId: string, limits: Admission["limits"], user = "alice") {
+function fakeResponse(keyId: string, limits: Admission["limits"], user = "alice", requestsCounted = false) {
   const headers: Record<string, string> = {};
   const principal: Principal = {
     org: "acme",
@@ -30,7 +30,7 @@ function fakeResponse(keyId: string, limits: Admission["limits"], user = "alice"
     onBehalfOf: true,
   };
   const res = {
-    locals: { principal, admission: { limits, requestsCounted: false } },
+    locals: { principal, admission: { limits, requestsCounted } },
     req: { id: "req_test" },
     setHeader: (name: string, value: string) => {
       headers[name] = value;
@@ -105,6 +105,21 @@ describe.each(REDIS_TOPOLOGIES)("admission on %s Redis", (topology) => {
     });
     expect((await windows.peek(keyId, "alice", limits)).map((s) => s.used)).toEqual([0, 0, 0, 0]);
     expect(headers["x-ratelimit-remaining-tokens"]).toBe(String(RESERVED - 1));
+  });
+
+  it("reserves tokens without counting the request again when the gateway already counted it", async () => {
+    const windows = new BudgetWindows(redis.redis);
+    const keyId = freshKey();
+    const limits = { minute: 1, tokens: { minute: 10_000 } };
+    // The window is full, but the gateway counted this request itself: only tokens are asked for here.
+    await redis.redis.set(`gw:rl:{${keyId}}:minute`, 1, "PX", 60_000);
+    const admitted = await admitModelCall(deps(windows), fakeResponse(keyId, limits, "alice", true).res, {
+      model: MODEL,
+      messages: PROMPT,
+    });
+    expect((await windows.peek(keyId, undefined, limits)).map((s) => s.used)).toEqual([1, RESERVED]);
+    await admitted.settle({ input_tokens: 7, output_tokens: 3 });
+    expect((await windows.peek(keyId, undefined, limits)).map((s) => s.used)).toEqual([1, 10]);
   });
 
   it("settles once: a repeated settlement changes nothing more", async () => {

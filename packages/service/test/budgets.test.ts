@@ -189,6 +189,21 @@ describe("token and spend budgets", () => {
     expect(counts["key:requests:minute"]).toBe(2);
   });
 
+  it("recognises a model call however Express would route it, counting its request once with its tokens", async () => {
+    const limits = { minute: 5, tokens: { minute: 10_000 } };
+    const key = await stack.createKey({ limits });
+    for (const path of ["/api/v1/llm/responses/", "/api/v1/LLM/Responses"]) {
+      const res = await stack.call(key.secret, path, {
+        json: { model: MODEL, input: "hello there", max_output_tokens: 50 },
+        user: "alice",
+      });
+      expect(res.status).toBe(200);
+    }
+    const counts = await used(key.id, limits);
+    expect(counts["key:requests:minute"]).toBe(2); // each counted once, by the gateway or the service
+    expect(counts["key:tokens:minute"]).toBeGreaterThan(0);
+  });
+
   it("sends the requests headers on every answer of a key with request windows only", async () => {
     const key = await stack.createKey({ limits: { minute: 5 } });
     const res = await ask(key.secret, "hello");
