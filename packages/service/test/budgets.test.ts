@@ -212,4 +212,38 @@ describe("token and spend budgets", () => {
     expect(res.headers.get("x-ratelimit-remaining-requests")).toBe("4");
     expect(res.headers.get("x-ratelimit-limit-tokens")).toBeNull();
   });
+
+  it("counts tokens and spend reserved, refused and reconciled in the service's metrics, by unit, window and scope", async () => {
+    const scrape = async () => {
+      const text = await (await fetch(`${stack.serviceUrl}/metrics`)).text();
+      return Object.assign(
+        (series: string) => {
+          const line = text.split("\n").find((l) => l.startsWith(`${series} `));
+          return Number(line?.slice(series.length + 1) ?? Number.NaN);
+        },
+        { text },
+      );
+    };
+    const before = await scrape();
+    const key = await stack.createKey({ limits: { tokens: { hour: 200 }, spend: { month: 1 } } });
+    const res = await ask(key.secret, "hello there");
+    expect(res.status).toBe(200);
+    const { usage } = await res.json();
+    const refused = await ask(key.secret, "hello there", { max_output_tokens: 500 });
+    expect(refused.status).toBe(429);
+    const after = await scrape();
+    const delta = (series: string) => after(series) - before(series);
+    const reserved = reservationFor("hello there", 50);
+    expect(delta('service_budget_reserved_total{unit="tokens",window="hour",scope="key"}')).toBe(reserved);
+    expect(
+      delta('service_budget_reconciled_total{unit="tokens",window="hour",scope="key",direction="returned"}'),
+    ).toBe(reserved - usage.total_tokens);
+    expect(delta('service_budget_refusals_total{unit="tokens",window="hour",scope="key"}')).toBe(1);
+    expect(delta('service_budget_refusals_total{unit="spend",window="month",scope="key"}')).toBe(0);
+    expect(delta('service_budget_reserved_total{unit="spend",window="month",scope="key"}')).toBeGreaterThan(
+      0,
+    );
+    expect(after.text).not.toContain(key.id);
+    expect(after.text).not.toContain(key.org);
+  });
 });

@@ -36,11 +36,20 @@ export class OrgLimitsStore {
     return json ? (JSON.parse(json) as UnitLimits) : {};
   }
 
-  /** `get`, from a copy at most `cacheMs` old. */
+  /**
+   * `get`, from a copy at most `cacheMs` old; when Redis cannot be asked, an
+   * older copy (as the key lookup's stale-if-error), else the error.
+   */
   async cached(org: string): Promise<UnitLimits> {
     const hit = this.cache.get(org);
     if (hit && hit.until > performance.now()) return hit.limits;
-    const limits = await this.get(org);
+    let limits: UnitLimits;
+    try {
+      limits = await this.get(org);
+    } catch (err) {
+      if (hit) return hit.limits;
+      throw err;
+    }
     this.cache.set(org, { limits, until: performance.now() + this.cacheMs });
     return limits;
   }
