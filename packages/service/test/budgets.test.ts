@@ -114,6 +114,7 @@ describe("token and spend budgets", () => {
     stack.llm.mode = "error-midstream";
     try {
       const res = await ask(key.secret, "one two three four", { stream: true });
+      expect(res.headers.get("x-ratelimit-limit-tokens")).toBe("10000"); // a stream carries them too
       expect(await res.text()).toContain("event: response.failed");
     } finally {
       stack.llm.mode = "ok";
