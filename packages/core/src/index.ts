@@ -1,4 +1,5 @@
 export * from "./authz/index.ts";
+export * from "./budget-windows.ts";
 export * from "./config.ts";
 export * from "./development-secret.ts";
 export * from "./errors.ts";
@@ -7,6 +8,7 @@ export * from "./http/listen.ts";
 export * from "./http/metrics-endpoint.ts";
 export * from "./http/principal.ts";
 export * from "./http/probes.ts";
+export * from "./http/rate-limit-headers.ts";
 export * from "./http/route-labels.ts";
 export * from "./http/service-routes.ts";
 export * from "./internal-assertion.ts";

@@ -3,6 +3,7 @@ import { join } from "node:path";
 import { errors, jwtVerify, SignJWT } from "jose";
 import { developmentSecret } from "./development-secret.ts";
 import { AppError } from "./errors.ts";
+import type { Limits } from "./limits.ts";
 import type { Logger } from "./logger.ts";
 import type { Permission } from "./permissions.ts";
 import type { Principal } from "./principal.ts";
@@ -28,6 +29,17 @@ export class InvalidAssertion extends AppError {
 /** The path is bound by its digest: the header stays small however long the path is. */
 const pathDigest = (path: string) => createHash("sha256").update(path).digest("base64url");
 
+/**
+ * What the service needs to admit a model call: the key's limits as the
+ * gateway resolved them (its own or `DEFAULT_LIMITS`, end-user windows with
+ * the organization's defaults), and whether the gateway already counted
+ * this request in the key's request windows.
+ */
+export interface Admission {
+  limits: Limits;
+  requestsCounted: boolean;
+}
+
 export interface AssertedRequest {
   method: string;
   /** Path and query as the service receives them. */
@@ -50,8 +62,9 @@ export class InternalAssertions {
     this.key = new TextEncoder().encode(secret);
   }
 
-  sign(principal: Principal, request: AssertedRequest): Promise<string> {
+  sign(principal: Principal, request: AssertedRequest, admission?: Admission): Promise<string> {
     return new SignJWT({
+      ...(admission ? { lim: admission.limits, rqc: admission.requestsCounted } : {}),
       org: principal.org,
       key_id: principal.keyId,
       permissions: principal.permissions,
@@ -72,7 +85,10 @@ export class InternalAssertions {
   }
 
   /** The principal, if the assertion is genuine, fresh and made for exactly this request. */
-  async verify(assertion: string, request: AssertedRequest): Promise<{ principal: Principal; jti: string }> {
+  async verify(
+    assertion: string,
+    request: AssertedRequest,
+  ): Promise<{ principal: Principal; jti: string; admission?: Admission }> {
     let payload: Record<string, unknown>;
     try {
       ({ payload } = await jwtVerify(assertion, this.key, {
@@ -94,8 +110,12 @@ export class InternalAssertions {
     ) {
       throw new InvalidAssertion("assertion was made for another request");
     }
+    const limits = payload.lim;
     return {
       jti: String(payload.jti),
+      ...(limits && typeof limits === "object"
+        ? { admission: { limits: limits as Limits, requestsCounted: payload.rqc === true } }
+        : {}),
       principal: {
         org: String(payload.org),
         user: String(payload.sub),

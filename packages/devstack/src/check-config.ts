@@ -10,7 +10,12 @@ import { resolve } from "node:path";
 import { promisify } from "node:util";
 import { createMetrics, v1 } from "@gw/core";
 import { createGatewayMetrics, gatewayConfigSchema } from "@gw/gateway";
-import { createEvalMetrics, createProviderMetrics, serviceConfigSchema } from "@gw/service";
+import {
+  createBudgetMetrics,
+  createEvalMetrics,
+  createProviderMetrics,
+  serviceConfigSchema,
+} from "@gw/service";
 import { runValidationFile, spicedbLocalConfigSchema, startSpiceDBLocal } from "@gw/spicedb-local";
 import type { z } from "zod";
 import {
@@ -147,6 +152,7 @@ export async function exportedMetrics(): Promise<Set<string>> {
   const service = createMetrics("service");
   createEvalMetrics(service);
   createProviderMetrics(service);
+  createBudgetMetrics(service);
   const registries = [createGatewayMetrics().registry, service.registry];
   const names = new Set<string>();
   for (const registry of registries) for (const m of await registry.getMetricsAsJSON()) names.add(m.name);

@@ -16,6 +16,7 @@ import {
 } from "@gw/core";
 import express, { Router } from "express";
 import type { ApiKeyLookup } from "./api-keys/lookup.ts";
+import type { OrgLimitsStore } from "./api-keys/org-limits.ts";
 import type { ApiKeyStore } from "./api-keys/store.ts";
 import type { AuditLog } from "./audit/audit-log.ts";
 import { authenticate } from "./authenticate/authenticate.ts";
@@ -25,10 +26,12 @@ import { requireApiKey, resolvePrincipal } from "./principal/resolve-principal.t
 import type { QuotaLimiter } from "./rate-limit/quota.ts";
 import { rateLimit } from "./rate-limit/rate-limit.ts";
 import { registerCreateApiKey } from "./routes/admin/create-api-key.ts";
+import { registerGetEndUserLimits } from "./routes/admin/get-end-user-limits.ts";
 import { registerListApiKeys } from "./routes/admin/list-api-keys.ts";
 import { registerListAudit } from "./routes/admin/list-audit.ts";
 import { registerRevokeApiKey } from "./routes/admin/revoke-api-key.ts";
 import { registerUpdateApiKey } from "./routes/admin/update-api-key.ts";
+import { registerUpdateEndUserLimits } from "./routes/admin/update-end-user-limits.ts";
 import { registerExchangeToken } from "./routes/authentication/exchange-token.ts";
 import { registerWhoami } from "./routes/authentication/whoami.ts";
 import { registerCheck } from "./routes/authorization/check.ts";
@@ -56,6 +59,8 @@ export interface GatewayDeps {
   publicUrl: string;
   forward: ForwardOptions;
   defaultLimits: Limits;
+  /** Organizations' default limits for the end users of their keys. */
+  orgLimits: OrgLimitsStore;
   authorization: ResourceAuthorization;
   audit: AuditLog;
   /** Longest lifetime of an expiring grant, in seconds. */
@@ -92,7 +97,7 @@ export function createGatewayApp(deps: GatewayDeps): express.Express {
   api.use(
     authenticate({ keys: deps.keys, tokens: deps.tokens, audience: deps.publicUrl, metrics: deps.metrics }),
     resolvePrincipal,
-    rateLimit(deps.limiter, deps.defaultLimits),
+    rateLimit(deps.limiter, deps.defaultLimits, deps.orgLimits),
   );
   // Everything the service serves goes on, bodies untouched; the gateway parses only its own.
   const toService = forward(deps.forward);
@@ -119,6 +124,8 @@ export function createGatewayApp(deps: GatewayDeps): express.Express {
   registerUpdateApiKey(api, deps.store);
   registerRevokeApiKey(api, deps.store);
   registerListAudit(api, deps);
+  registerGetEndUserLimits(api, deps.orgLimits);
+  registerUpdateEndUserLimits(api, deps.orgLimits);
 
   app.use("/api/v1", api);
   app.use(notFoundHandler);

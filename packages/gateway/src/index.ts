@@ -1,3 +1,4 @@
+export { OrgLimitsStore } from "./api-keys/org-limits.ts";
 export type { CreateApiKeyInput } from "./api-keys/schema.ts";
 export { hashSecret, SECRET_PREFIX } from "./api-keys/secret.ts";
 export { ApiKeyStore } from "./api-keys/store.ts";

@@ -16,6 +16,7 @@ import {
 } from "@gw/core";
 import { ensureBootstrapAdminKey } from "./api-keys/bootstrap.ts";
 import { CachedApiKeyLookup } from "./api-keys/lookup.ts";
+import { OrgLimitsStore } from "./api-keys/org-limits.ts";
 import { ApiKeyStore } from "./api-keys/store.ts";
 import { createGatewayApp } from "./app.ts";
 import { AuditLog } from "./audit/audit-log.ts";
@@ -137,6 +138,7 @@ export async function startGateway(
     metricsEndpoint: config.metricsEndpoint,
     limiter,
     defaultLimits: config.DEFAULT_LIMITS,
+    orgLimits: new OrgLimitsStore(redis),
     tokens,
     publicUrl: config.GATEWAY_PUBLIC_URL,
     forward: {

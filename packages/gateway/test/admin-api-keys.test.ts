@@ -138,6 +138,82 @@ describe.each(REDIS_TOPOLOGIES)("on %s Redis", (topology) => {
       expect(own.data.every((k: { org: string }) => k.org === a.org)).toBe(true);
     });
 
+    it("keeps one limits object: request windows, tokens, spend and endUser, patched window by window", async () => {
+      const { secret } = await admin();
+      const limits = {
+        second: 5,
+        tokens: { minute: 100_000, month: 5_000_000 },
+        spend: { month: 50.5 },
+        endUser: { minute: 3, tokens: { day: 50_000 }, spend: { day: 1 } },
+      };
+      const created = await (
+        await gw.call(KEYS, { method: "POST", bearer: secret, json: { owner: "bob", limits } })
+      ).json();
+      expect(created.limits).toEqual(limits);
+      const res = await gw.call(`${KEYS}/${created.id}`, {
+        method: "PATCH",
+        bearer: secret,
+        json: { limits: { tokens: { minute: null, hour: 7 }, spend: null, endUser: { tokens: { day: 9 } } } },
+      });
+      expect(res.status).toBe(200);
+      const expected = {
+        second: 5,
+        tokens: { hour: 7, month: 5_000_000 },
+        endUser: { minute: 3, tokens: { day: 9 }, spend: { day: 1 } },
+      };
+      expect((await res.json()).limits).toEqual(expected);
+      expect((await gw.store.get(created.id))?.limits).toEqual(expected);
+      const cleared = await gw.call(`${KEYS}/${created.id}`, {
+        method: "PATCH",
+        bearer: secret,
+        json: { limits: { endUser: null, tokens: { hour: null, month: null } } },
+      });
+      expect((await cleared.json()).limits).toEqual({ second: 5 });
+    });
+
+    it("refuses unknown units and windows, and spend that is not a positive amount", async () => {
+      const { secret } = await admin();
+      const res = await gw.call(KEYS, {
+        method: "POST",
+        bearer: secret,
+        json: {
+          owner: "bob",
+          limits: { tokens: { second: 5 }, spend: { month: -1 }, endUser: { bytes: { day: 1 } } },
+        },
+      });
+      expect(res.status).toBe(422);
+      const types = (await res.json()).detail.map(
+        (d: { loc: unknown[]; type: string }) => `${d.loc.join(".")}:${d.type}`,
+      );
+      expect(types.sort()).toEqual([
+        "body.limits.endUser.bytes:extra_forbidden",
+        "body.limits.spend.month:greater_than",
+        "body.limits.tokens.second:extra_forbidden",
+      ]);
+    });
+
+    it("sets the organization's end-user defaults, for its own organization only", async () => {
+      const { org, secret } = await admin();
+      const path = "/api/v1/admin/end-user-limits";
+      expect(await (await gw.call(path, { bearer: secret })).json()).toEqual({ org, endUser: {} });
+      const res = await gw.call(path, {
+        method: "PATCH",
+        bearer: secret,
+        json: { tokens: { day: 50_000 }, spend: { month: 2 } },
+      });
+      expect(res.status).toBe(200);
+      expect(await res.json()).toEqual({ org, endUser: { tokens: { day: 50_000 }, spend: { month: 2 } } });
+      const other = await admin();
+      expect(await (await gw.call(path, { bearer: other.secret })).json()).toEqual({
+        org: other.org,
+        endUser: {},
+      });
+      const { secret: plain } = await gw.createKey({ org, owner: "bob" });
+      expect((await gw.call(path, { bearer: plain })).status).toBe(403);
+      const bad = await gw.call(path, { method: "PATCH", bearer: secret, json: { endUser: { day: 1 } } });
+      expect(bad.status).toBe(422);
+    });
+
     it("answers 404 for an unknown id and 422 for a bad patch", async () => {
       const { secret } = await admin();
       expect(

@@ -77,6 +77,67 @@ describe.each(REDIS_TOPOLOGIES)("on %s Redis", (topology) => {
       );
     });
 
+    it("takes --limit of every unit and window, for the key and its end users, and shows their usage", async () => {
+      const org = freshOrg();
+      const created = JSON.parse(
+        (
+          await keys([
+            "create",
+            "--org",
+            org,
+            "--owner",
+            "bob",
+            "--limit",
+            "minute=30",
+            "--limit",
+            "tokens:minute=100000",
+            "--limit",
+            "spend:month=50.5",
+            "--limit",
+            "end-user:tokens:day=50000",
+            "--limit",
+            "end-user:requests:hour=7",
+          ])
+        ).stdout,
+      );
+      expect(created.limits).toEqual({
+        minute: 30,
+        tokens: { minute: 100_000 },
+        spend: { month: 50.5 },
+        endUser: { hour: 7, tokens: { day: 50_000 } },
+      });
+      const updated = JSON.parse(
+        (await keys(["update", created.id, "--limit", "spend:month=off", "--limit", "end-user:spend:day=2"]))
+          .stdout,
+      );
+      expect(updated.limits).toEqual({
+        minute: 30,
+        tokens: { minute: 100_000 },
+        endUser: { hour: 7, tokens: { day: 50_000 }, spend: { day: 2 } },
+      });
+      const usage = JSON.parse((await keys(["usage", created.id, "--user", "alice"])).stdout);
+      expect(
+        usage.windows.map(
+          (w: { scope: string; unit: string; window: string }) => `${w.scope}:${w.unit}:${w.window}`,
+        ),
+      ).toEqual([
+        "key:requests:minute",
+        "key:tokens:minute",
+        "endUser:requests:hour",
+        "endUser:tokens:day",
+        "endUser:spend:day",
+      ]);
+      expect(usage.windows[1]).toMatchObject({ limit: 100_000, used: 0, remaining: 100_000 });
+
+      const defaults = JSON.parse(
+        (await keys(["end-user-limits", "--org", org, "--limit", "end-user:tokens:month=9"])).stdout,
+      );
+      expect(defaults).toEqual({ org, endUser: { tokens: { month: 9 } } });
+      const bad = await keys(["create", "--org", org, "--owner", "bob", "--limit", "tokens:second=5"]);
+      expect(bad.code).toBe(2);
+      expect(bad.stderr).toMatch(/limits\.tokens\.second/);
+    });
+
     it("rejects bad input with a message and a non-zero exit, printing nothing on stdout", async () => {
       const cases = [
         { args: ["create", "--owner", "alice"], message: /org: Field required/ },

@@ -16,6 +16,7 @@ import {
 } from "@gw/core";
 import express, { Router } from "express";
 import { verifyAssertion } from "./authenticate/verify-assertion.ts";
+import type { BudgetDeps } from "./budgets/admit-model-call.ts";
 import type { ConversationStore } from "./conversations/store.ts";
 import type { Evals } from "./evals/index.ts";
 import type { ContextBudget } from "./llm/context.ts";
@@ -54,6 +55,7 @@ export interface ServiceDeps {
   responses: ResponseStore;
   usage: UsageStore;
   context: ContextBudget;
+  budgets: BudgetDeps;
   evals: Evals;
   sandbox: Sandbox;
   /** Where `/metrics` is served, and its token. */

@@ -8,6 +8,7 @@ import {
   spicedbEnvShape,
 } from "@gw/core";
 import { z } from "zod";
+import { parseModelList } from "./llm/prices.ts";
 import { checkSandboxEnv, sandboxEnvShape, sandboxOptions } from "./sandbox/config.ts";
 
 /** The service's environment. Each variable is documented in the README's configuration table. */
@@ -36,16 +37,20 @@ export const serviceConfigSchema = z
     LLM_API_KEY: z.string().optional(),
     /** Model used for `model: "auto"`. */
     LLM_DEFAULT_MODEL: z.string().min(1).optional(),
-    /** Comma-separated models callers may ask for; unset: any. */
+    /** Comma-separated models callers may ask for, each optionally priced `MODEL=INPUT/CACHED/OUTPUT` (USD per million tokens); unset: any, unpriced. */
     LLM_MODELS: z
       .string()
-      .transform((v) =>
-        v
-          .split(",")
-          .map((m) => m.trim())
-          .filter(Boolean),
-      )
+      .transform((v, ctx) => {
+        try {
+          return parseModelList(v);
+        } catch (err) {
+          ctx.addIssue({ code: "custom", message: (err as Error).message });
+          return z.NEVER;
+        }
+      })
       .optional(),
+    /** Output tokens reserved (and sent as the cap) for a model call of a key with budgets that names no max_output_tokens. Default 4096. */
+    LLM_DEFAULT_MAX_OUTPUT_TOKENS: env.positiveInt(4096),
     /** Time allowed for the provider to answer (or between streamed chunks), in milliseconds. Default 60000. */
     LLM_TIMEOUT_MS: env.positiveInt(60_000),
     /** Largest provider answer read: a JSON body, or the text of a streamed answer, in bytes. Default 8388608 (8 MiB). */

@@ -1,5 +1,7 @@
 export { createServiceApp } from "./app.ts";
+export { createBudgetMetrics } from "./budgets/budget-metrics.ts";
 export { type ServiceConfig, serviceConfigSchema } from "./config.ts";
 export { createEvalMetrics } from "./evals/metrics.ts";
 export { createProviderMetrics } from "./llm/provider-metrics.ts";
+export { countPromptTokens, countTokens, tokenizerOf } from "./llm/tokens.ts";
 export { type RunningService, startService } from "./server.ts";

@@ -1,4 +1,5 @@
 import {
+  BudgetWindows,
   closeGracefully,
   connectAuthorization,
   createLogger,
@@ -15,6 +16,7 @@ import {
   WriterDeletion,
 } from "@gw/core";
 import { createServiceApp } from "./app.ts";
+import { createBudgetMetrics } from "./budgets/budget-metrics.ts";
 import type { ServiceConfig } from "./config.ts";
 import { ConversationStore } from "./conversations/store.ts";
 import { evalLimits, startEvals } from "./evals/index.ts";
@@ -65,7 +67,8 @@ export async function startService(
   if (!config.LLM_BASE_URL)
     logger.warn("no model provider configured: responses answer 503 until LLM_BASE_URL is set");
 
-  const usage = new UsageStore(redis);
+  const prices = config.LLM_MODELS?.prices ?? new Map();
+  const usage = new UsageStore(redis, prices);
   const evals = startEvals(
     { redisUrl: config.REDIS_URL, redis, provider, usage, logger, metrics },
     config.EVAL_WORKER_CONCURRENCY,
@@ -86,6 +89,13 @@ export async function startService(
     responses: new ResponseStore(redis),
     usage,
     context: { maxItems: config.LLM_CONTEXT_MAX_ITEMS, maxTokens: config.LLM_CONTEXT_MAX_TOKENS },
+    budgets: {
+      windows: new BudgetWindows(redis),
+      prices,
+      defaultMaxOutputTokens: config.LLM_DEFAULT_MAX_OUTPUT_TOKENS,
+      metrics: createBudgetMetrics(metrics),
+      logger,
+    },
     evals,
     sandbox,
     metricsEndpoint: config.metricsEndpoint,

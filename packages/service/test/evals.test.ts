@@ -278,6 +278,7 @@ describe.each(REDIS_TOPOLOGIES)("on %s Redis", (topology) => {
         input_tokens: tokens("input_tokens"),
         output_tokens: tokens("output_tokens"),
         total_tokens: tokens("total_tokens"),
+        cost_usd: 0,
       });
       expect((await usage("&group_by=user")).data).toEqual([
         expect.objectContaining({ user: "carol", requests: results.length }),

@@ -32,11 +32,25 @@ describe.each(REDIS_TOPOLOGIES)("on %s Redis", (topology) => {
         start: today,
         end: today,
         group_by: null,
-        totals: { requests: 3, input_tokens: 15, output_tokens: 9, total_tokens: 24 },
+        totals: { requests: 3, input_tokens: 15, output_tokens: 9, total_tokens: 24, cost_usd: 0 },
       });
       expect((await usage("&group_by=model")).data).toEqual([
-        { model: "echo-large-2026-01-01", requests: 2, input_tokens: 10, output_tokens: 6, total_tokens: 16 },
-        { model: "echo-small-2026-01-01", requests: 1, input_tokens: 5, output_tokens: 3, total_tokens: 8 },
+        {
+          model: "echo-large-2026-01-01",
+          requests: 2,
+          input_tokens: 10,
+          output_tokens: 6,
+          total_tokens: 16,
+          cost_usd: 0,
+        },
+        {
+          model: "echo-small-2026-01-01",
+          requests: 1,
+          input_tokens: 5,
+          output_tokens: 3,
+          total_tokens: 8,
+          cost_usd: 0,
+        },
       ]);
       expect(
         (await usage("&group_by=user")).data.map((r: { user: string; requests: number }) => [
@@ -54,7 +68,13 @@ describe.each(REDIS_TOPOLOGIES)("on %s Redis", (topology) => {
       // Another organization sees none of it.
       const other = await stack.createKey();
       const theirs = await (await stack.call(other.secret, `/api/v1/usage?start=${today}`)).json();
-      expect(theirs.totals).toEqual({ requests: 0, input_tokens: 0, output_tokens: 0, total_tokens: 0 });
+      expect(theirs.totals).toEqual({
+        requests: 0,
+        input_tokens: 0,
+        output_tokens: 0,
+        total_tokens: 0,
+        cost_usd: 0,
+      });
     });
 
     it("records nothing for a request refused with 429, or one that fails before the model answers", async () => {

@@ -1,5 +1,6 @@
 import type { RequestHandler, Response } from "express";
 import { forbidden } from "../errors.ts";
+import type { Admission } from "../internal-assertion.ts";
 import type { Permission } from "../permissions.ts";
 import type { Principal } from "../principal.ts";
 
@@ -7,6 +8,8 @@ declare global {
   namespace Express {
     interface Locals {
       principal?: Principal;
+      /** The key's limits as the gateway resolved them, for the admission of model calls. */
+      admission?: Admission;
     }
   }
 }

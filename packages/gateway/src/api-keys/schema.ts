@@ -1,21 +1,69 @@
-import { orgIdSchema, PERMISSIONS, userIdSchema, WINDOWS } from "@gw/core";
+import { orgIdSchema, PERMISSIONS, userIdSchema } from "@gw/core";
 import { z } from "zod";
 import { onBehalfOfSchema } from "./on-behalf-of.ts";
 
 const quota = z.int().min(1).max(1_000_000_000);
+const tokenQuota = z.int().min(1).max(1_000_000_000_000);
+/** US dollars; counted in billionths of a dollar, so at most a million dollars a window. */
+const dollars = z.number().gt(0).max(1_000_000);
 
 export const permissionsSchema = z
   .array(z.enum(PERMISSIONS))
   .max(PERMISSIONS.length)
   .refine((list) => new Set(list).size === list.length, "List should not contain duplicates");
 
-/** Quotas per window. */
-export const limitsSchema = z.strictObject(Object.fromEntries(WINDOWS.map((w) => [w, quota.optional()])));
+/** One subject's limits: request windows (flat), `tokens` and `spend` windows. */
+const unitLimitsShape = {
+  second: quota.optional(),
+  minute: quota.optional(),
+  hour: quota.optional(),
+  day: quota.optional(),
+  tokens: z
+    .strictObject({
+      minute: tokenQuota.optional(),
+      hour: tokenQuota.optional(),
+      day: tokenQuota.optional(),
+      month: tokenQuota.optional(),
+    })
+    .optional(),
+  spend: z.strictObject({ day: dollars.optional(), month: dollars.optional() }).optional(),
+};
 
-/** Quota changes: a number sets a window, `null` removes it, an absent window stays as it is. */
-export const limitsPatchSchema = z.strictObject(
-  Object.fromEntries(WINDOWS.map((w) => [w, quota.nullable().optional()])),
-);
+/** A key's limits, e.g. `{"second":5,"tokens":{"minute":100000},"spend":{"month":50},"endUser":{"tokens":{"day":50000}}}`. */
+export const limitsSchema = z.strictObject({
+  ...unitLimitsShape,
+  endUser: z.strictObject(unitLimitsShape).optional(),
+});
+
+/** Changes: a number sets a window, `null` removes it (or a whole unit), an absent window stays as it is. */
+const unitLimitsPatchShape = {
+  second: quota.nullable().optional(),
+  minute: quota.nullable().optional(),
+  hour: quota.nullable().optional(),
+  day: quota.nullable().optional(),
+  tokens: z
+    .strictObject({
+      minute: tokenQuota.nullable().optional(),
+      hour: tokenQuota.nullable().optional(),
+      day: tokenQuota.nullable().optional(),
+      month: tokenQuota.nullable().optional(),
+    })
+    .nullable()
+    .optional(),
+  spend: z
+    .strictObject({ day: dollars.nullable().optional(), month: dollars.nullable().optional() })
+    .nullable()
+    .optional(),
+};
+
+export const limitsPatchSchema = z.strictObject({
+  ...unitLimitsPatchShape,
+  endUser: z.strictObject(unitLimitsPatchShape).nullable().optional(),
+});
+
+export const endUserLimitsPatchSchema = z.strictObject(unitLimitsPatchShape);
+
+export type UpdateEndUserLimitsInput = z.output<typeof endUserLimitsPatchSchema>;
 
 const futureInstant = z.iso
   .datetime({ offset: true })

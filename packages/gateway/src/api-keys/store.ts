@@ -1,4 +1,5 @@
-import { AppError, DEFAULT_PERMISSIONS, type Limits, type RedisClient, WINDOWS } from "@gw/core";
+import { AppError, DEFAULT_PERMISSIONS, type RedisClient } from "@gw/core";
+import { patchLimits } from "./limits.ts";
 import type { CreateApiKeyInput, UpdateApiKeyInput } from "./schema.ts";
 import { generateSecret, hashSecret, newKeyId, secretStart } from "./secret.ts";
 import type { ApiKeyRecord } from "./types.ts";
@@ -72,7 +73,7 @@ export class ApiKeyStore {
       owner: input.owner,
       name: input.name ?? null,
       permissions: [...(input.permissions ?? DEFAULT_PERMISSIONS)],
-      limits: cleanLimits(input.limits ?? {}),
+      limits: patchLimits({}, input.limits),
       status: "active",
       createdAt: new Date().toISOString(),
       expiresAt: input.expiresAt ? new Date(input.expiresAt).toISOString() : null,
@@ -128,8 +129,7 @@ export class ApiKeyStore {
         record.expiresAt = patch.expiresAt === null ? null : new Date(patch.expiresAt).toISOString();
       }
       if (patch.limits !== undefined) {
-        const merged: Record<string, number | null | undefined> = { ...record.limits, ...patch.limits };
-        record.limits = cleanLimits(merged);
+        record.limits = patchLimits(record.limits, patch.limits);
       }
     });
   }
@@ -175,13 +175,4 @@ export class ApiKeyStore {
     }
     throw new ApiKeyChangedConcurrently(id);
   }
-}
-
-function cleanLimits(limits: Record<string, number | null | undefined>): Limits {
-  const out: Limits = {};
-  for (const window of WINDOWS) {
-    const value = limits[window];
-    if (typeof value === "number") out[window] = value;
-  }
-  return out;
 }

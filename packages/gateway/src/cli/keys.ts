@@ -5,22 +5,36 @@
  * non-zero exit code.
  */
 import { parseArgs } from "node:util";
-import { createRedis, localRedisUrl, redactUrl, ValidationFailed, validate, WINDOWS } from "@gw/core";
-import { createApiKeySchema, updateApiKeySchema } from "../api-keys/schema.ts";
+import {
+  BudgetWindows,
+  createRedis,
+  localRedisUrl,
+  redactUrl,
+  SPEND_WINDOWS,
+  TOKEN_WINDOWS,
+  ValidationFailed,
+  validate,
+  WINDOWS,
+} from "@gw/core";
+import { patchUnits } from "../api-keys/limits.ts";
+import { OrgLimitsStore } from "../api-keys/org-limits.ts";
+import { createApiKeySchema, endUserLimitsPatchSchema, updateApiKeySchema } from "../api-keys/schema.ts";
 import { ApiKeyStore } from "../api-keys/store.ts";
 import { toView } from "../api-keys/types.ts";
-import { RedisWindows } from "../rate-limit/redis-windows.ts";
 import { generateSigningJwk } from "../tokens/signing-keys.ts";
 
 const USAGE = `usage:
-  pnpm keys create --org ORG --owner USER [--name N] [--permissions a,b] [--limit WINDOW=N]... [--expires-at ISO8601] [--on-behalf-of POLICY]
+  pnpm keys create --org ORG --owner USER [--name N] [--permissions a,b] [--limit LIMIT=N]... [--expires-at ISO8601] [--on-behalf-of POLICY]
   pnpm keys list --org ORG
   pnpm keys get ID
-  pnpm keys update ID [--name N] [--permissions a,b] [--limit WINDOW=N|off]... [--expires-at ISO8601|never] [--on-behalf-of POLICY]
+  pnpm keys update ID [--name N] [--permissions a,b] [--limit LIMIT=N|off]... [--expires-at ISO8601|never] [--on-behalf-of POLICY]
   pnpm keys revoke ID
-  pnpm keys usage ID      (requests counted in each of the key's rate-limit windows)
+  pnpm keys usage ID [--user U]   (every window of every unit of the key, and with --user of that end user)
+  pnpm keys end-user-limits --org ORG [--limit LIMIT=N|off]...   (the organization's defaults for end users)
   pnpm keys signing-key [--alg ES256|EdDSA]   (a new JWT signing key, as a JWK Set for JWT_SIGNING_KEYS)
-WINDOW is one of ${WINDOWS.join(", ")}.
+LIMIT is [end-user:][UNIT:]WINDOW: requests per ${WINDOWS.join(", ")} (UNIT requests, or none);
+tokens:${TOKEN_WINDOWS.join("|")}; spend:${SPEND_WINDOWS.join("|")} in US dollars (spend:month=50.5).
+end-user: limits each end user of the key (X-On-Behalf-Of, else the owner).
 POLICY (the end users the key and its tokens may act for; default any): any | none (its owner only) |
   prefix:P[,prefix:P]... (users whose id starts with one of them; a prefix cannot hold a comma here).`;
 
@@ -35,19 +49,42 @@ const OPTIONS = {
   "expires-at": { type: "string" },
   "on-behalf-of": { type: "string" },
   alg: { type: "string" },
+  user: { type: "string" },
   help: { type: "boolean", short: "h" },
 } as const;
 
-/** `--limit second=5 --limit day=off` → `{second: 5, day: null}`; values are checked later by the schema. */
+/**
+ * `--limit second=5 --limit tokens:minute=100000 --limit spend:month=50
+ * --limit end-user:tokens:day=off` → `{second: 5, tokens: {minute: 100000},
+ * spend: {month: 50}, endUser: {tokens: {day: null}}}`; values are checked
+ * later by the schema.
+ */
 function parseLimits(values: string[] | undefined, allowOff: boolean): Record<string, unknown> | undefined {
   if (!values) return undefined;
   const limits: Record<string, unknown> = {};
   for (const value of values) {
-    const [window, amount, ...rest] = value.split("=");
-    if (!window || amount === undefined || rest.length > 0)
-      throw new UsageError(`--limit expects WINDOW=N, got '${value}'`);
-    if (allowOff && amount === "off") limits[window] = null;
-    else limits[window] = /^-?\d+$/.test(amount) ? Number(amount) : amount;
+    const [name, amount, ...rest] = value.split("=");
+    if (!name || amount === undefined || rest.length > 0)
+      throw new UsageError(`--limit expects [end-user:][UNIT:]WINDOW=N, got '${value}'`);
+    const path = name.split(":");
+    const within = (parent: Record<string, unknown>, field: string) => {
+      parent[field] ??= {};
+      return parent[field] as Record<string, unknown>;
+    };
+    let target = limits;
+    if (path[0] === "end-user") {
+      path.shift();
+      target = within(limits, "endUser");
+    }
+    if (path[0] === "requests") path.shift();
+    if (path.length === 2 && (path[0] === "tokens" || path[0] === "spend")) {
+      target = within(target, path[0]);
+      path.shift();
+    }
+    if (path.length !== 1 || !path[0])
+      throw new UsageError(`--limit expects [end-user:][UNIT:]WINDOW=N, got '${value}'`);
+    if (allowOff && amount === "off") target[path[0]] = null;
+    else target[path[0]] = /^-?\d+(\.\d+)?$/.test(amount) ? Number(amount) : amount;
   }
   return limits;
 }
@@ -77,7 +114,8 @@ function parsePermissions(value: string | undefined): string[] | undefined {
 export async function runKeysCommand(
   argv: string[],
   store: ApiKeyStore,
-  limiter?: Pick<RedisWindows, "peek">,
+  limiter?: Pick<BudgetWindows, "peek">,
+  orgLimits?: OrgLimitsStore,
 ): Promise<unknown> {
   const { values, positionals } = parseArgs({
     args: argv,
@@ -132,18 +170,37 @@ export async function runKeysCommand(
       return toView(found(await store.revoke(needId())));
     case "usage": {
       const key = found(await store.get(needId()));
-      if (!limiter) throw new Error("usage needs the rate-limit store");
-      const windows = await limiter.peek(key.id, key.limits);
+      if (!limiter || !orgLimits) throw new Error("usage needs the rate-limit store");
+      const user = values.user;
+      // An end user's windows are the key's own `endUser` ones over the organization's defaults.
+      const endUser = patchUnits(
+        user === undefined ? {} : await orgLimits.get(key.org),
+        key.limits.endUser as Record<string, unknown> | undefined,
+      );
+      const windows = await limiter.peek(key.id, user, { ...key.limits, endUser });
       return {
         id: key.id,
+        ...(user === undefined ? {} : { user }),
         windows: windows.map((w) => ({
+          scope: w.scope,
+          unit: w.unit,
           window: w.window,
           limit: w.limit,
-          used: w.limit - w.remaining,
+          used: w.used,
           remaining: w.remaining,
           resetsInSeconds: Math.ceil(w.resetMs / 1000),
         })),
       };
+    }
+    case "end-user-limits": {
+      if (!values.org) throw new UsageError("end-user-limits needs --org");
+      if (!orgLimits) throw new Error("end-user-limits needs the store");
+      if (id) throw new UsageError(`unexpected argument: ${id}`);
+      const parsed = parseLimits(values.limit, true);
+      if (!parsed) return { org: values.org, endUser: await orgLimits.get(values.org) };
+      const { endUser, ...own } = parsed;
+      const patch = validate("body", endUserLimitsPatchSchema, { ...own, ...(endUser as object) });
+      return { org: values.org, endUser: await orgLimits.update(values.org, patch) };
     }
     default:
       throw new UsageError(`unknown command '${command}'`);
@@ -195,7 +252,8 @@ async function main(): Promise<number> {
     const result = await runKeysCommand(
       process.argv.slice(2),
       new ApiKeyStore(redis),
-      new RedisWindows(redis),
+      new BudgetWindows(redis),
+      new OrgLimitsStore(redis),
     );
     process.stdout.write(`${JSON.stringify(result, null, 2)}\n`);
     return 0;

@@ -53,11 +53,11 @@ export function forward(options: ForwardOptions): RequestHandler {
 
   return async (req, res, next) => {
     const path = req.originalUrl;
-    const assertion = await options.assertions.sign(principalOf(res), {
-      method: req.method,
-      path,
-      requestId: req.id,
-    });
+    const assertion = await options.assertions.sign(
+      principalOf(res),
+      { method: req.method, path, requestId: req.id },
+      res.locals.admission,
+    );
     const headers: Record<string, string | string[]> = {};
     for (const [name, value] of Object.entries(req.headers)) {
       if (value !== undefined && !DROPPED_REQUEST_HEADERS.has(name)) headers[name] = value;

@@ -25,6 +25,7 @@ export function verifyAssertion(assertions: InternalAssertions, redis: RedisClie
     const fresh = await redis.set(`gw:assertion:${verified.jti}`, "1", "EX", 60, "NX");
     if (fresh !== "OK") throw new InvalidAssertion("already used");
     res.locals.principal = verified.principal;
+    if (verified.admission) res.locals.admission = verified.admission;
     next();
   };
 }

@@ -35,7 +35,7 @@ export async function startEvalWorkerProcess(config: ServiceConfig, logger: Logg
       redisUrl: config.REDIS_URL,
       redis,
       provider: chatProvider(config, metrics),
-      usage: new UsageStore(redis),
+      usage: new UsageStore(redis, config.LLM_MODELS?.prices),
       logger,
       metrics,
     },

@@ -1,11 +1,17 @@
-import type { RedisClient } from "@gw/core";
+import { NANO_USD_PER_USD, type RedisClient } from "@gw/core";
+import { costNanoUsd, type ModelPrice } from "../llm/prices.ts";
 import type { Usage } from "../llm/provider.ts";
 
 export const USAGE_DIMENSIONS = ["model", "user", "key"] as const;
 export type UsageDimension = (typeof USAGE_DIMENSIONS)[number];
-const METRICS = ["requests", "input_tokens", "output_tokens", "total_tokens"] as const;
+/** What `group_by` accepts: a dimension, or `end_user` (the same as `user`: the end user a request acted for). */
+export const USAGE_GROUPS = [...USAGE_DIMENSIONS, "end_user"] as const;
+export type UsageGroup = (typeof USAGE_GROUPS)[number];
+const METRICS = ["requests", "input_tokens", "output_tokens", "total_tokens", "cost_nusd"] as const;
 
-export type Totals = Record<(typeof METRICS)[number], number>;
+type Sums = Record<(typeof METRICS)[number], number>;
+/** What a query answers per row and in total: spend as `cost_usd`, in US dollars. */
+export type Totals = Omit<Sums, "cost_nusd"> & { cost_usd: number };
 
 export interface UsageEvent {
   org: string;
@@ -13,6 +19,10 @@ export interface UsageEvent {
   user: string;
   model: string;
   usage: Usage;
+  /** Input tokens the provider served from its cache (priced as cached input). */
+  cachedTokens?: number;
+  /** The model whose price applies: the one asked for (`model` is the one that answered, e.g. a dated version). Default `model`. */
+  pricedAs?: string;
   at?: Date;
 }
 
@@ -21,23 +31,32 @@ export const utcDay = (at: Date) => at.toISOString().slice(0, 10);
 const dayKey = (org: string, day: string) => `gw:usage:{${org}}:${day}`;
 const field = (dimension: UsageDimension | "total", value: string, metric: string) =>
   `${dimension}|${encodeURIComponent(value)}|${metric}`;
-const zero = (): Totals => ({ requests: 0, input_tokens: 0, output_tokens: 0, total_tokens: 0 });
+const zero = (): Sums => ({ requests: 0, input_tokens: 0, output_tokens: 0, total_tokens: 0, cost_nusd: 0 });
+const totalsOf = ({ cost_nusd, ...sums }: Sums): Totals => ({
+  ...sums,
+  cost_usd: cost_nusd / NANO_USD_PER_USD,
+});
 
 /**
- * Requests and tokens per organization and UTC day, broken down by model,
- * end user and API key: one Redis hash a day, incremented atomically, kept
- * for 400 days.
+ * Requests, tokens and cost per organization and UTC day, broken down by
+ * model, end user and API key: one Redis hash a day, incremented atomically,
+ * kept for 400 days. Cost is counted in billionths of a dollar at the
+ * model's price when it is recorded (a model without a price costs 0).
  */
 export class UsageStore {
   private readonly redis: RedisClient;
+  private readonly prices: ReadonlyMap<string, ModelPrice>;
 
-  constructor(redis: RedisClient) {
+  constructor(redis: RedisClient, prices: ReadonlyMap<string, ModelPrice> = new Map()) {
     this.redis = redis;
+    this.prices = prices;
   }
 
   async record(event: UsageEvent): Promise<void> {
     const key = dayKey(event.org, utcDay(event.at ?? new Date()));
-    const amounts: Totals = { requests: 1, ...event.usage };
+    const price = this.prices.get(event.pricedAs ?? event.model);
+    const cost = price ? costNanoUsd(price, { ...event.usage, cached_tokens: event.cachedTokens ?? 0 }) : 0;
+    const amounts: Sums = { requests: 1, ...event.usage, cost_nusd: cost };
     const tx = this.redis.multi();
     for (const [dimension, value] of [
       ["total", ""],
@@ -52,7 +71,8 @@ export class UsageStore {
   }
 
   /** Totals over the days `start`..`end` (inclusive), and per value of `groupBy` when given. */
-  async query(org: string, start: string, end: string, groupBy?: UsageDimension) {
+  async query(org: string, start: string, end: string, group?: UsageGroup) {
+    const groupBy: UsageDimension | undefined = group === "end_user" ? "user" : group;
     const days: string[] = [];
     for (let d = new Date(`${start}T00:00:00Z`); utcDay(d) <= end; d = new Date(d.getTime() + 86_400_000)) {
       days.push(utcDay(d));
@@ -61,10 +81,10 @@ export class UsageStore {
     for (const day of days) pipeline.hgetall(dayKey(org, day));
     const hashes = ((await pipeline.exec()) ?? []).map(([, h]) => (h ?? {}) as Record<string, string>);
     const totals = zero();
-    const groups = new Map<string, Totals>();
+    const groups = new Map<string, Sums>();
     for (const hash of hashes) {
       for (const [name, amount] of Object.entries(hash)) {
-        const [dimension, encoded, metric] = name.split("|") as [string, string, keyof Totals];
+        const [dimension, encoded, metric] = name.split("|") as [string, string, keyof Sums];
         if (dimension === "total") totals[metric] += Number(amount);
         else if (dimension === groupBy) {
           const value = decodeURIComponent(encoded);
@@ -74,9 +94,10 @@ export class UsageStore {
         }
       }
     }
+    const column = group === "key" ? "key_id" : (group as string);
     const data = [...groups]
-      .map(([value, t]) => ({ [groupBy === "key" ? "key_id" : (groupBy as string)]: value, ...t }))
+      .map(([value, t]) => ({ [column]: value, ...totalsOf(t) }))
       .sort((a, b) => b.total_tokens - a.total_tokens || b.requests - a.requests);
-    return { totals, data };
+    return { totals: totalsOf(totals), data };
   }
 }

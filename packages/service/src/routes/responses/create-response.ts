@@ -10,6 +10,7 @@ import {
   validate,
 } from "@gw/core";
 import type { Router } from "express";
+import { type AdmittedCall, admitModelCall, type BudgetDeps } from "../../budgets/admit-model-call.ts";
 import type { ConversationStore } from "../../conversations/store.ts";
 import { newId } from "../../ids.ts";
 import { toItems } from "../../items/input.ts";
@@ -38,6 +39,7 @@ export interface CreateResponseDeps {
   responses: ResponseStore;
   usage: UsageStore;
   context: ContextBudget;
+  budgets: BudgetDeps;
 }
 
 /**
@@ -85,6 +87,9 @@ export function registerCreateResponse(router: Router, deps: CreateResponseDeps)
       messages: [...instructions, ...toChatMessages([...history.items, ...turn])],
       ...chatOptions(input),
     };
+    // Budgets are reserved before anything is created or sent; every way out below settles them once.
+    const admitted = await admitModelCall(deps.budgets, res, request);
+    request.maxOutputTokens = admitted.maxOutputTokens;
     const response = draftResponse(input, newId("resp"), model);
     // The caller going away stops the model's work.
     const abort = new AbortController();
@@ -92,18 +97,24 @@ export function registerCreateResponse(router: Router, deps: CreateResponseDeps)
       if (!res.writableFinished) abort.abort(new Error("client disconnected"));
     });
 
-    if (input.store)
-      await deps.authorization.createOwnership(principal, { type: "response", id: response.id });
+    try {
+      if (input.store)
+        await deps.authorization.createOwnership(principal, { type: "response", id: response.id });
+    } catch (err) {
+      await admitted.release();
+      throw err;
+    }
     if (!input.stream) {
       let completion: Completion;
       try {
         completion = await deps.provider.complete(request, abort.signal);
       } catch (err) {
-        await release(deps, principal, input, response.id);
+        await Promise.all([admitted.release(), release(deps, principal, input, response.id)]);
         throw err;
       }
+      await admitted.settle(usedBy(completion));
       settle(response, completion, outputOf(completion));
-      await finish(deps, principal, response, input, turn);
+      await finish(deps, principal, response, input, turn, completion, model);
       res.json(response);
       return;
     }
@@ -112,13 +123,15 @@ export function registerCreateResponse(router: Router, deps: CreateResponseDeps)
     try {
       stream = await streamTurn(res, { ...deps, response, request, signal: abort.signal });
     } catch (err) {
-      await release(deps, principal, input, response.id); // failed before the first byte: an ordinary error answer
+      // failed before the first byte: an ordinary error answer
+      await Promise.all([admitted.release(), release(deps, principal, input, response.id)]);
       throw err;
     }
     if (stream.completion) {
+      await admitted.settle(usedBy(stream.completion));
       settle(response, stream.completion, stream.output);
       try {
-        await finish(deps, principal, response, input, turn); // stored before the client hears "completed"
+        await finish(deps, principal, response, input, turn, stream.completion, model); // stored before the client hears "completed"
       } catch (err) {
         stream.fail(err);
         await release(deps, principal, input, response.id);
@@ -128,17 +141,37 @@ export function registerCreateResponse(router: Router, deps: CreateResponseDeps)
       return;
     }
     // The stream broke after it began: what the model produced still counts, nothing else was created.
-    if (stream.partial) {
-      await deps.usage.record({
-        org: principal.org,
-        keyId: principal.keyId,
-        user: principal.user,
-        model,
-        usage: usageOf(undefined, request.messages, stream.partial),
-      });
-    }
+    await settlePartial(deps, admitted, principal, request, stream.partial);
     await release(deps, principal, input, response.id);
   });
+}
+
+/** What a completion used, as budgets settle it. */
+const usedBy = (completion: Completion) => ({
+  ...completion.usage,
+  cached_tokens: completion.usageDetails.cachedTokens,
+});
+
+/** A stream cut midway: what the model produced is charged (estimated: the provider sent no usage), nothing else. */
+async function settlePartial(
+  deps: CreateResponseDeps,
+  admitted: AdmittedCall,
+  principal: Principal,
+  request: ChatRequest,
+  partial: string | undefined,
+): Promise<void> {
+  if (!partial) return admitted.release();
+  const usage = usageOf(undefined, request.messages, partial);
+  await Promise.all([
+    admitted.settle(usage),
+    deps.usage.record({
+      org: principal.org,
+      keyId: principal.keyId,
+      user: principal.user,
+      model: request.model,
+      usage,
+    }),
+  ]);
 }
 
 /** Gives up the id of a response that was never completed (best effort). */
@@ -229,6 +262,8 @@ async function finish(
   response: ResponseObject,
   input: CreateResponseInput,
   turn: Item[],
+  completion: Completion,
+  requestedModel: string,
 ): Promise<void> {
   await Promise.all([
     input.store ? deps.responses.save(principal.org, response, turn) : undefined,
@@ -245,6 +280,8 @@ async function finish(
         output_tokens: response.usage!.output_tokens,
         total_tokens: response.usage!.total_tokens,
       },
+      cachedTokens: completion.usageDetails.cachedTokens,
+      pricedAs: requestedModel,
     }),
   ]);
 }

@@ -1,22 +1,23 @@
 import { principalOf, requirePermission, ValidationFailed, validate } from "@gw/core";
 import type { Router } from "express";
 import { z } from "zod";
-import { USAGE_DIMENSIONS, type UsageStore, utcDay } from "../../usage/store.ts";
+import { USAGE_GROUPS, type UsageStore, utcDay } from "../../usage/store.ts";
 
 const date = z.iso.date();
 const query = z.object({
   start: date,
   end: date.optional(),
-  group_by: z.enum(USAGE_DIMENSIONS).optional(),
+  group_by: z.enum(USAGE_GROUPS).optional(),
 });
 
 /** Longest range one query may cover. */
 const MAX_DAYS = 366;
 
 /**
- * `GET /api/v1/usage?start=YYYY-MM-DD&end=YYYY-MM-DD&group_by=model|user|key`:
- * the caller's organization's requests and tokens over UTC days (inclusive),
- * totals and, with `group_by`, one row per model, end user or API key.
+ * `GET /api/v1/usage?start=YYYY-MM-DD&end=YYYY-MM-DD&group_by=model|user|end_user|key`:
+ * the caller's organization's requests, tokens and `cost_usd` over UTC days
+ * (inclusive), totals and, with `group_by`, one row per model, end user
+ * (`user` and `end_user` alike, named by the column they ask for) or API key.
  */
 export function registerGetUsage(router: Router, deps: { usage: UsageStore }): void {
   router.get("/usage", requirePermission("usage:read"), async (req, res) => {

@@ -1,0 +1,29 @@
+import { createRedis } from "@gw/core";
+import { startTestRedis } from "@gw/devstack/testing";
+import { describe, expect, it } from "vitest";
+import { OrgLimitsStore } from "../src/api-keys/org-limits.ts";
+
+describe("organization end-user defaults", () => {
+  it("are read through a short cache, and a stale copy serves while Redis cannot be asked", async () => {
+    const server = await startTestRedis();
+    const redis = createRedis(server.url, {
+      connectionName: "test",
+      extra: { enableOfflineQueue: false, maxRetriesPerRequest: 0, retryStrategy: () => null },
+    });
+    redis.on("error", () => {});
+    try {
+      await new Promise((r) => redis.once("ready", r));
+      const store = new OrgLimitsStore(redis, 0); // every read goes to Redis while it answers
+      expect(await store.update("acme", { tokens: { day: 5 } })).toEqual({ tokens: { day: 5 } });
+      expect(await store.cached("acme")).toEqual({ tokens: { day: 5 } });
+      await store.update("acme", { tokens: { day: 7 } });
+      expect(await store.cached("acme")).toEqual({ tokens: { day: 7 } });
+      await server.stop();
+      expect(await store.cached("acme")).toEqual({ tokens: { day: 7 } });
+      await expect(store.cached("never-read")).rejects.toThrow();
+    } finally {
+      redis.disconnect();
+      await server.stop().catch(() => undefined);
+    }
+  });
+});

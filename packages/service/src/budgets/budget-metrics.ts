@@ -1,0 +1,59 @@
+import { type BudgetCounter, type Metrics, NANO_USD_PER_USD, SPEND_WINDOWS, TOKEN_WINDOWS } from "@gw/core";
+import { Counter } from "prom-client";
+
+/** Tokens and spend admitted, refused and reconciled, by unit (tokens, spend in USD), window and scope (key, endUser). No ids in labels. */
+export function createBudgetMetrics(metrics: Metrics) {
+  const registers = [metrics.registry];
+  const labelNames = ["unit", "window", "scope"] as const;
+  const reserved = new Counter({
+    name: `${metrics.prefix}_budget_reserved_total`,
+    help: "Tokens, or US dollars of spend, reserved by admitted model calls, by unit, window and scope (key or endUser).",
+    labelNames,
+    registers,
+  });
+  const refusals = new Counter({
+    name: `${metrics.prefix}_budget_refusals_total`,
+    help: "Model calls refused (429) before the provider, by the unit, window and scope of the window that refused them.",
+    labelNames,
+    registers,
+  });
+  const reconciled = new Counter({
+    name: `${metrics.prefix}_budget_reconciled_total`,
+    help: "Tokens, or US dollars, by which reconciliation with the provider's usage changed reservations, by unit, window, scope and direction: returned (reserved but not used) or charged (used beyond the reservation).",
+    labelNames: [...labelNames, "direction"] as const,
+    registers,
+  });
+  for (const scope of ["key", "endUser"]) {
+    for (const [unit, windows] of [
+      ["tokens", TOKEN_WINDOWS],
+      ["spend", SPEND_WINDOWS],
+    ] as const) {
+      for (const window of windows) {
+        reserved.inc({ unit, window, scope }, 0);
+        refusals.inc({ unit, window, scope }, 0);
+        for (const direction of ["returned", "charged"])
+          reconciled.inc({ unit, window, scope, direction }, 0);
+      }
+    }
+  }
+  const amount = (c: BudgetCounter, n: number) => (c.unit === "spend" ? n / NANO_USD_PER_USD : n);
+  const labels = (c: BudgetCounter) => ({ unit: c.unit, window: c.window, scope: c.scope });
+  return {
+    reserved(counters: BudgetCounter[]) {
+      for (const c of counters) if (c.unit !== "requests") reserved.inc(labels(c), amount(c, c.amount));
+    },
+    refused(c: Pick<BudgetCounter, "unit" | "window" | "scope">) {
+      refusals.inc({ unit: c.unit, window: c.window, scope: c.scope });
+    },
+    /** `delta`: used less reserved, in counted units. */
+    reconciled(c: BudgetCounter, delta: number) {
+      if (c.unit === "requests" || delta === 0) return;
+      reconciled.inc(
+        { ...labels(c), direction: delta < 0 ? "returned" : "charged" },
+        amount(c, Math.abs(delta)),
+      );
+    },
+  };
+}
+
+export type BudgetMetrics = ReturnType<typeof createBudgetMetrics>;
