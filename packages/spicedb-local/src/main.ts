@@ -16,7 +16,6 @@ const server = await startSpiceDBLocal({
   presharedKey: config.SPICEDB_PRESHARED_KEY,
   schemaFile: config.SPICEDB_SCHEMA_FILE,
   dataDir: resolve(config.DATA_DIR, "spicedb"),
-  snapshotAfterBytes: config.SPICEDB_LOCAL_SNAPSHOT_AFTER_BYTES,
   metricsPort: config.SPICEDB_LOCAL_METRICS_PORT,
   logger,
 }).catch((err: Error) => {
