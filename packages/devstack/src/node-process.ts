@@ -1,7 +1,8 @@
-import { type ChildProcess, spawn } from "node:child_process";
+import type { ChildProcess } from "node:child_process";
 import { closeSync, openSync, readFileSync } from "node:fs";
 import { resolve } from "node:path";
 import { stopProcess } from "./redis-server.ts";
+import { spawnStackChild } from "./stack-child.ts";
 
 export const REPO_ROOT = resolve(import.meta.dirname, "../../..");
 
@@ -36,7 +37,7 @@ export async function startNodeProcess(options: {
   timeoutMs?: number;
 }): Promise<RunningNodeProcess> {
   const fd = options.outputFile ? openSync(options.outputFile, "a") : undefined;
-  const child = spawn(process.execPath, [resolve(REPO_ROOT, options.entry)], {
+  const child = spawnStackChild(process.execPath, [resolve(REPO_ROOT, options.entry)], {
     env: { ...options.env, PORT: String(options.port) },
     // The IPC channel lets the child notice if we die without stopping it (see `onShutdown`).
     stdio: ["ignore", fd ?? "pipe", fd ?? "pipe", "ipc"],
