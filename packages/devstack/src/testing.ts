@@ -238,7 +238,7 @@ export async function startGatewayProcess(env: NodeJS.ProcessEnv): Promise<Runni
   return startNodeProcess({
     name: "gateway",
     entry: "packages/gateway/src/main.ts",
-    port: await freePort(),
+    port: 0,
     env: { PATH: process.env.PATH, HOST: "127.0.0.1", LOG_LEVEL: "warn", DATA_DIR: dataDir, ...env },
   });
 }

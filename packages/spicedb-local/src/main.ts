@@ -4,7 +4,7 @@
  * are kept in `$DATA_DIR/spicedb`.
  */
 import { resolve } from "node:path";
-import { createLogger, loadConfigOrExit, onShutdown } from "@gw/core";
+import { createLogger, loadConfigOrExit, onShutdown, reportListening } from "@gw/core";
 import { spicedbLocalConfigSchema } from "./config.ts";
 import { startSpiceDBLocal } from "./server.ts";
 
@@ -22,4 +22,5 @@ const server = await startSpiceDBLocal({
   logger.fatal({ err: err.message }, "SpiceDB (local) could not start");
   process.exit(1);
 });
+reportListening(server.port);
 onShutdown(() => server.close());

@@ -4,7 +4,7 @@ import { join, resolve } from "node:path";
 import { DatabaseSync } from "node:sqlite";
 import { v1 } from "@authzed/authzed-node";
 import * as grpc from "@grpc/grpc-js";
-import { freePort, startSpiceDBLocalProcess } from "@gw/devstack";
+import { startSpiceDBLocalProcess } from "@gw/devstack";
 import { afterAll, describe, expect, it } from "vitest";
 import type { SpiceDBEngine } from "../src/engine.ts";
 import { type SpiceDBLocalOptions, startSpiceDBLocal } from "../src/server.ts";
@@ -258,11 +258,9 @@ describe("the local SpiceDB keeps its relationships in a data directory", () => 
 
   it("after kill -9 of a real server process, restarts with every write it acknowledged", async () => {
     const dataDir = await freshDir();
-    const port = await freePort();
-    const endpoint = `127.0.0.1:${port}`;
     const start = () =>
       startSpiceDBLocalProcess({
-        port,
+        port: 0,
         env: {
           PATH: process.env.PATH,
           DATA_DIR: dataDir,
@@ -271,8 +269,10 @@ describe("the local SpiceDB keeps its relationships in a data directory", () => 
           LOG_LEVEL: "warn",
         },
       });
+    const connect = (port: number) =>
+      v1.NewClient(KEY, `127.0.0.1:${port}`, v1.ClientSecurity.INSECURE_PLAINTEXT_CREDENTIALS);
     let child = await start();
-    let client = v1.NewClient(KEY, endpoint, v1.ClientSecurity.INSECURE_PLAINTEXT_CREDENTIALS);
+    let client = connect(child.port);
     for (let i = 0; i < 40; i++)
       await client.promises.writeRelationships(touch(rel(`doc:a${i}`, "owner", "alice")));
     await client.promises.writeRelationships(remove(rel("doc:a7", "owner", "alice")));
@@ -286,7 +286,7 @@ describe("the local SpiceDB keeps its relationships in a data directory", () => 
       .sort();
     expect(storedIds(join(dataDir, "spicedb"))).toEqual(expected);
     child = await start();
-    client = v1.NewClient(KEY, endpoint, v1.ClientSecurity.INSECURE_PLAINTEXT_CREDENTIALS);
+    client = connect(child.port);
     expect(ids(await state(client)).sort()).toEqual(expected);
     client.close();
     await child.stop();
