@@ -77,15 +77,21 @@ export async function startRedisServer(options: RedisServerOptions): Promise<Run
         new Error(`could not run redis-server (install it: apt-get install -y redis-server): ${err.message}`),
       ),
     );
-    child.once("exit", (code) =>
+    child.once("exit", async (code) => {
+      if (code === 127)
+        return reject(
+          new Error(
+            `could not run redis-server (install it: apt-get install -y redis-server): ${stderr.trim()}`,
+          ),
+        );
+      // Most often it could not bind: say who holds the port, if a Redis does.
+      const holder = await serverPid(options.port);
       reject(
-        new Error(
-          code === 127
-            ? `could not run redis-server (install it: apt-get install -y redis-server): ${stderr.trim()}`
-            : `redis-server exited with code ${code}: ${stderr.trim()}`,
-        ),
-      ),
-    );
+        holder === undefined
+          ? new Error(`redis-server exited with code ${code}: ${stderr.trim()}`)
+          : portHeld(options.port, holder),
+      );
+    });
   });
   exited.catch(() => {});
   await Promise.race([waitForServer(options.port, child.pid!, 10_000), exited]);
@@ -120,12 +126,14 @@ async function waitForServer(port: number, pid: number, timeoutMs: number): Prom
   while (Date.now() < deadline) {
     const answering = await serverPid(port);
     if (answering === pid) return;
-    if (answering !== undefined)
-      throw new Error(`port ${port} is in use by another redis-server (process ${answering})`);
+    if (answering !== undefined) throw portHeld(port, answering);
     await new Promise((r) => setTimeout(r, 50));
   }
   throw new Error(`redis-server on port ${port} did not answer within ${timeoutMs} ms`);
 }
+
+const portHeld = (port: number, pid: number) =>
+  new Error(`port ${port} is in use by another redis-server (process ${pid})`);
 
 /** The process id of the Redis answering PING on `port` (from `INFO server`), if one does. */
 function serverPid(port: number): Promise<number | undefined> {
