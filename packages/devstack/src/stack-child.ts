@@ -7,7 +7,7 @@ const setpriv =
 
 /**
  * Spawns a process of the stack, tied to this one, so that no way this
- * process ends leaves it running:
+ * process ends leaves it running (docs/adr/0012-pnpm-start-stops-as-one.md):
  * - it runs in its own process group, so a terminal's Ctrl-C reaches only
  *   `pnpm start`, which then stops the stack in order (gateway first, stores
  *   last) instead of every process at once;
