@@ -22,10 +22,11 @@ function expiresAtMs(r: v1.Relationship): number | null {
 
 /**
  * Every relationship of a data directory, one row each, in one SQLite
- * database (`relationships.sqlite`; docs/adr/0011-spicedb-local-keeps-relationships-in-sqlite.md). SQLite gives what a hand-written journal
- * would have to: a commit is whole or absent after a crash (the WAL's
- * checksummed frames), and the file never grows with history, only with the
- * relationships it holds.
+ * database, `relationships.sqlite` (see
+ * docs/adr/0011-spicedb-local-keeps-relationships-in-sqlite.md). SQLite
+ * gives what a hand-written journal would have to: a commit is whole or
+ * absent after a crash (the WAL's checksummed frames), and the file never
+ * grows with history, only with the relationships it holds.
  *
  * - `journal_mode=WAL`, `synchronous=NORMAL`: a commit is in the WAL file
  *   (the kernel's page cache) when `apply` returns, so it survives `kill -9`
