@@ -204,7 +204,7 @@ try {
 await md.write(join(REPO_ROOT, "BENCHMARKS.md"), startedAt, loadBefore);
 console.log("\nwrote BENCHMARKS.md");
 
-/** 4. The local SpiceDB's data directory: what the journal costs writes, how long a start replays, what compaction does. */
+/** 4. The local SpiceDB's data directory: what storing costs writes, and how long a start replays. */
 async function benchPersistence(): Promise<void> {
   const schemaFile = join(REPO_ROOT, "spicedb/schema.zed");
   const key = "bench";
@@ -241,10 +241,10 @@ async function benchPersistence(): Promise<void> {
       },
     };
   };
-  const bytesOf = async (dir: string, kind: "journal" | "snapshot") => {
+  /** Bytes of the data directory's database and its write-ahead log. */
+  const bytesOf = async (dir: string) => {
     let total = 0;
-    for (const file of await readdir(dir))
-      if (file.startsWith(`${kind}.`)) total += (await stat(join(dir, file))).size;
+    for (const file of await readdir(dir)) total += (await stat(join(dir, file))).size;
     return total;
   };
   /** Spawns `spicedb-local` on `dataDir`; resolves once its gRPC health check answers SERVING. */
@@ -262,42 +262,34 @@ async function benchPersistence(): Promise<void> {
     await child.stop();
     return ms;
   };
-  /** A compaction in a fresh process (a snapshot is due at once), timed by the server's own log line. */
-  const timedCompaction = async (dataDir: string) => {
-    const child = await spawnServer(dataDir, { SPICEDB_LOCAL_SNAPSHOT_AFTER_BYTES: "1", LOG_LEVEL: "info" });
-    const logged = () => /"ms":(\d+)[^\n]*"msg":"snapshot written/.exec(child.outputTail())?.[1];
-    while (!logged()) await new Promise((r) => setTimeout(r, 50));
-    await child.stop();
-    return Number(logged());
-  };
-
   // Each engine started in this process runs a little slower than the one before, so the two
   // modes alternate (A B B A) and each row is their mean.
-  const rates = { memory: 0, journal: 0 };
+  const rates = { memory: 0, stored: 0 };
   let bytesPerWrite = 0;
-  for (const mode of ["memory", "journal", "journal", "memory"] as const) {
-    const dataDir = mode === "journal" ? await mkdtemp(join(tmpdir(), "bench-spicedb-")) : undefined;
+  for (const mode of ["memory", "stored", "stored", "memory"] as const) {
+    const dataDir = mode === "stored" ? await mkdtemp(join(tmpdir(), "bench-spicedb-")) : undefined;
     const { server, client, close } = await open(dataDir);
     const rate = await measure((i) => client.promises.writeRelationships(touch([`w${i}`])));
     rates[mode] += rate / 2;
     if (dataDir) {
       await server.persistence!.sync();
-      bytesPerWrite = (await bytesOf(dataDir, "journal")) / (rate * (DURATION_MS / 1000));
+      bytesPerWrite = (await bytesOf(dataDir)) / (rate * (DURATION_MS / 1000));
     }
     await close();
     if (dataDir) await rm(dataDir, { recursive: true, force: true });
   }
   md.rates("WriteRelationships on packages/spicedb-local, one relationship each, 16 concurrent callers", [
     ["in memory (nothing kept)", rates.memory],
-    ["journaled in a data directory", rates.journal],
+    ["stored in a data directory (answered once stored)", rates.stored],
   ]);
-  md.line(`Journal growth: ${bytesPerWrite.toFixed(0)} bytes per one-relationship write.`);
+  md.line(
+    `Data directory: ${bytesPerWrite.toFixed(0)} bytes per relationship written (database and its WAL).`,
+  );
 
   const sizes = (process.env.BENCH_SPICEDB_SIZES ?? "10000,100000").split(",").map(Number);
   const empty = await mkdtemp(join(tmpdir(), "bench-spicedb-"));
   const rows: string[][] = [["empty data directory", `${(await timedStart(empty)).toFixed(0)} ms`]];
   await rm(empty, { recursive: true, force: true });
-  const compactions: string[][] = [];
   for (const size of sizes) {
     const dataDir = await mkdtemp(join(tmpdir(), "bench-spicedb-"));
     const dir = join(dataDir, "spicedb");
@@ -307,21 +299,10 @@ async function benchPersistence(): Promise<void> {
       await loader.client.promises.writeRelationships(touch(ids));
     }
     await loader.close();
-    const journalBytes = await bytesOf(dir, "journal");
-    const fromJournal = await timedStart(dataDir);
-    const compactMs = await timedCompaction(dataDir);
-    const [snapshotBytes, journalAfter] = [await bytesOf(dir, "snapshot"), await bytesOf(dir, "journal")];
-    const fromSnapshot = await timedStart(dataDir);
-    const mb = (bytes: number) => `${(bytes / 1e6).toFixed(1)} MB`;
-    rows.push(
-      [`${size} relationships, from the journal (${mb(journalBytes)})`, `${fromJournal.toFixed(0)} ms`],
-      [`${size} relationships, from a snapshot (${mb(snapshotBytes)})`, `${fromSnapshot.toFixed(0)} ms`],
-    );
-    compactions.push([
-      String(size),
-      `${compactMs.toFixed(0)} ms`,
-      `${mb(journalBytes)} → ${journalAfter} bytes`,
-      mb(snapshotBytes),
+    const bytes = await bytesOf(dir);
+    rows.push([
+      `${size} relationships (${(bytes / 1e6).toFixed(1)} MB)`,
+      `${(await timedStart(dataDir)).toFixed(0)} ms`,
     ]);
     await rm(dataDir, { recursive: true, force: true });
   }
@@ -330,6 +311,4 @@ async function benchPersistence(): Promise<void> {
     "Process spawned until its gRPC health check answers SERVING.",
   );
   md.table(["data directory", "start"], rows);
-  md.section("Compaction of packages/spicedb-local's journal");
-  md.table(["relationships", "time", "journal", "snapshot"], compactions);
 }

@@ -1,13 +1,25 @@
 import { type ChildProcess, execFile, spawn } from "node:child_process";
+import { delimiter } from "node:path";
 import { promisify } from "node:util";
 import { freePort, REPO_ROOT } from "@gw/devstack";
 
 const run = promisify(execFile);
 
+/**
+ * PATH as a user's shell has it: without the `node_modules/.bin` folders that
+ * `pnpm exec`/`pnpm test` put first. There, `node` is pnpm's shell-script shim,
+ * so `pnpm` itself (`#!/usr/bin/env node`) would run under a shell that takes
+ * the signals meant for it.
+ */
+export const userPath = (process.env.PATH ?? "")
+  .split(delimiter)
+  .filter((dir) => !/[\\/]node_modules[\\/]\.bin$/.test(dir))
+  .join(delimiter);
+
 /** The environment of a `pnpm start` on free ports, with its data in `dataDir`. */
 export async function stackEnv(dataDir: string, extra: NodeJS.ProcessEnv = {}): Promise<NodeJS.ProcessEnv> {
   return {
-    PATH: process.env.PATH,
+    PATH: userPath,
     PORT: String(await freePort()),
     SERVICE_PORT: String(await freePort()),
     LOCAL_REDIS_PORT: String(await freePort()),

@@ -7,6 +7,7 @@ import { freePort, prometheusInstalled, REPO_ROOT } from "@gw/devstack";
 import { type FakeLLM, startFakeLLM } from "@gw/e2e/llm-upstream";
 import { ApiKeyStore } from "@gw/gateway";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
+import { userPath } from "./pnpm-start.ts";
 
 const installed = await prometheusInstalled();
 if (!installed) {
@@ -60,7 +61,7 @@ describe.runIf(installed)("the pnpm start stack under a real Prometheus", () => 
     stack = spawn("pnpm", ["start"], {
       cwd: REPO_ROOT,
       env: {
-        PATH: process.env.PATH,
+        PATH: userPath,
         PORT: String(port),
         SERVICE_PORT: String(servicePort),
         LOCAL_REDIS_PORT: String(redisPort),

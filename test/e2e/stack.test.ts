@@ -45,7 +45,7 @@ describe("pnpm start", () => {
     stack = await startStack(env);
     gatewayUrl = stack.gatewayUrl;
     const deadline = Date.now() + 10_000;
-    while (!output().includes("stack is up") && Date.now() < deadline)
+    while (!output().includes("stack is ready") && Date.now() < deadline)
       await new Promise((r) => setTimeout(r, 50));
   });
 

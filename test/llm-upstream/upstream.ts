@@ -116,7 +116,8 @@ function toolCallsFor(body: RecordedRequest["body"], requestNumber: number): Wir
   }));
 }
 
-export async function startFakeLLM(): Promise<FakeLLM> {
+/** Starts the provider on 127.0.0.1:`port` (0: a free port; `baseUrl` says which). */
+export async function startFakeLLM(port = 0): Promise<FakeLLM> {
   const sockets = new Set<import("node:net").Socket>();
   let held: (() => void)[] = [];
   const fake: FakeLLM = {
@@ -295,13 +296,18 @@ export async function startFakeLLM(): Promise<FakeLLM> {
     sockets.add(s);
     s.on("close", () => sockets.delete(s));
   });
-  await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
+  await new Promise<void>((r) => server.listen(port, "127.0.0.1", r));
   fake.baseUrl = `http://127.0.0.1:${(server.address() as AddressInfo).port}/v1`;
   return fake;
 }
 
-/** `node test/llm-upstream/upstream.ts [port]`: run it by hand, e.g. as LLM_BASE_URL for `pnpm start`. */
+/** `pnpm exec node test/llm-upstream/upstream.ts [port]`: run it by hand, e.g. as LLM_BASE_URL for `pnpm start`. */
 if (import.meta.main) {
-  const fake = await startFakeLLM();
+  const port = Number(process.argv[2] ?? 0);
+  if (!Number.isInteger(port) || port < 0 || port > 65535) {
+    process.stderr.write(`usage: pnpm exec node test/llm-upstream/upstream.ts [port]\n`);
+    process.exit(2);
+  }
+  const fake = await startFakeLLM(port);
   process.stdout.write(`fake OpenAI-compatible provider at ${fake.baseUrl}\n`);
 }

@@ -13,3 +13,12 @@ export function onShutdown(shutdown: (reason: string) => Promise<void> | void): 
   process.once("SIGINT", () => once("SIGINT"));
   if (process.send) process.once("disconnect", () => once("parent exited"));
 }
+
+/**
+ * Tells the process that started us over IPC (devstack's `startNodeProcess`)
+ * which port we listen on: with `PORT=0` it is the one the kernel gave, so a
+ * test never probes for a free port that another process may take first.
+ */
+export function reportListening(port: number): void {
+  process.send?.({ listening: port });
+}

@@ -8,7 +8,7 @@ export const MAX_ECHOED_INPUT_CHARS = 1024;
 
 /**
  * Turns zod issues into pydantic-style validation items, because clients of
- * the original API parse `type` and `loc` (DESIGN.md decision 7).
+ * the original API parse `type` and `loc` (docs/adr/0007-validation-error-shape.md).
  */
 export function toValidationIssues(
   location: Location,

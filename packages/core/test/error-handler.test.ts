@@ -1,3 +1,4 @@
+import { EventEmitter } from "node:events";
 import type { AddressInfo } from "node:net";
 import { Writable } from "node:stream";
 import express from "express";
@@ -12,12 +13,29 @@ import { createMetrics } from "../src/metrics.ts";
 import { RedisUnavailable } from "../src/redis.ts";
 
 const logLines: Record<string, unknown>[] = [];
+const logged = new EventEmitter();
 const sink = new Writable({
   write(chunk, _enc, done) {
-    logLines.push(JSON.parse(chunk.toString()));
+    const line = JSON.parse(chunk.toString());
+    logLines.push(line);
+    logged.emit("line", line);
     done();
   },
 });
+
+/** The first log line that `matches`, once it is written. */
+function logLine(matches: (line: Record<string, unknown>) => boolean): Promise<Record<string, unknown>> {
+  const found = logLines.find(matches);
+  if (found) return Promise.resolve(found);
+  return new Promise((resolve) => {
+    const onLine = (line: Record<string, unknown>) => {
+      if (!matches(line)) return;
+      logged.off("line", onLine);
+      resolve(line);
+    };
+    logged.on("line", onLine);
+  });
+}
 const logger = pino({ level: "info" }, sink);
 const domainErrors: Record<string, () => Error> = {
   "not-owner": () => new NotResourceOwner(),
@@ -139,9 +157,9 @@ describe("the error middleware", () => {
   });
 
   it("logs one access line per request with method, route, status and duration, never headers", async () => {
-    await fetch(`${base}/conflict`, { headers: { authorization: "Bearer gwsk_topsecret" } });
-    await new Promise((r) => setTimeout(r, 20));
-    const line = logLines.findLast((l) => l.msg === "request");
+    const res = await fetch(`${base}/conflict`, { headers: { authorization: "Bearer gwsk_topsecret" } });
+    const requestId = res.headers.get("x-request-id");
+    const line = await logLine((l) => l.msg === "request" && l.requestId === requestId);
     expect(line).toMatchObject({
       method: "GET",
       route: "/conflict",

@@ -1,7 +1,8 @@
-import { type ChildProcess, spawn } from "node:child_process";
+import type { ChildProcess } from "node:child_process";
 import { closeSync, openSync, readFileSync } from "node:fs";
 import { resolve } from "node:path";
 import { stopProcess } from "./redis-server.ts";
+import { spawnStackChild } from "./stack-child.ts";
 
 export const REPO_ROOT = resolve(import.meta.dirname, "../../..");
 
@@ -10,6 +11,8 @@ export const OUTPUT_TAIL_CHARS = 8 * 1024;
 
 export interface RunningNodeProcess {
   name: string;
+  /** The port it listens on: the one it was given, or the one it reported (given 0). */
+  port: number;
   url: string;
   process: ChildProcess;
   /** The last `OUTPUT_TAIL_CHARS` characters the process printed; nothing older is kept. */
@@ -20,15 +23,18 @@ export interface RunningNodeProcess {
 /**
  * Runs one of the project's entry points (e.g. `packages/gateway/src/main.ts`)
  * on this same Node, and resolves once it is ready: by default when
- * `GET {url}/healthz` answers 200.
+ * `GET {url}/healthz` answers 200. Given port 0, the child binds a port the
+ * kernel picks and reports it over IPC (`reportListening` in core); readiness
+ * is then checked on that port, which no other process can hold.
  */
 export async function startNodeProcess(options: {
   name: string;
   entry: string;
+  /** 0: whichever port is free, as the child reports it. */
   port: number;
   env: NodeJS.ProcessEnv;
   /** Asked every 50 ms until it says true; default: `GET {url}/healthz` answers 200. */
-  isReady?: () => Promise<boolean>;
+  isReady?: (port: number) => Promise<boolean>;
   /** Forward the child's output to ours as it comes (the dev stack does), without keeping it. */
   inheritOutput?: boolean;
   /** Write the child's output straight to this file instead (no pipe through this process). */
@@ -36,7 +42,7 @@ export async function startNodeProcess(options: {
   timeoutMs?: number;
 }): Promise<RunningNodeProcess> {
   const fd = options.outputFile ? openSync(options.outputFile, "a") : undefined;
-  const child = spawn(process.execPath, [resolve(REPO_ROOT, options.entry)], {
+  const child = spawnStackChild(process.execPath, [resolve(REPO_ROOT, options.entry)], {
     env: { ...options.env, PORT: String(options.port) },
     // The IPC channel lets the child notice if we die without stopping it (see `onShutdown`).
     stdio: ["ignore", fd ?? "pipe", fd ?? "pipe", "ipc"],
@@ -54,16 +60,20 @@ export async function startNodeProcess(options: {
       piped = (piped + chunk).slice(-OUTPUT_TAIL_CHARS);
     });
   }
-  const url = `http://127.0.0.1:${options.port}`;
+  let port = options.port;
+  child.on("message", (message: { listening?: unknown }) => {
+    if (options.port === 0 && typeof message?.listening === "number") port = message.listening;
+  });
+  const url = () => `http://127.0.0.1:${port}`;
   const isReady =
     options.isReady ??
     (() =>
-      fetch(`${url}/healthz`).then(
+      fetch(`${url()}/healthz`).then(
         (res) => res.ok,
         () => false,
       ));
   const deadline = Date.now() + (options.timeoutMs ?? 20_000);
-  while (!(await isReady())) {
+  while (port === 0 || !(await isReady(port))) {
     if (child.exitCode !== null) {
       throw new Error(
         `${options.name} exited with code ${child.exitCode} before it was ready; its last output:\n${tail()}`,
@@ -75,5 +85,12 @@ export async function startNodeProcess(options: {
     }
     await new Promise((r) => setTimeout(r, 50));
   }
-  return { name: options.name, url, process: child, outputTail: tail, stop: () => stopProcess(child) };
+  return {
+    name: options.name,
+    port,
+    url: url(),
+    process: child,
+    outputTail: tail,
+    stop: () => stopProcess(child),
+  };
 }

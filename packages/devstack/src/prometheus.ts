@@ -4,6 +4,7 @@ import { resolve } from "node:path";
 import { parse, stringify } from "yaml";
 import { REPO_ROOT } from "./node-process.ts";
 import { stopProcess } from "./redis-server.ts";
+import { spawnStackChild } from "./stack-child.ts";
 
 /** The deployment's Prometheus configuration: its jobs, rules and intervals are what local runs use too. */
 export const PROMETHEUS_CONFIG = "deploy/prometheus/prometheus.yml";
@@ -72,7 +73,7 @@ export async function startPrometheus(options: PrometheusOptions): Promise<Runni
   await mkdir(resolve(options.dir, "data"), { recursive: true });
   const configFile = resolve(options.dir, "prometheus.yml");
   await writeFile(configFile, await localPrometheusConfig(options));
-  const child = spawn(
+  const child = spawnStackChild(
     "prometheus",
     [
       `--config.file=${configFile}`,
@@ -94,7 +95,15 @@ export async function startPrometheus(options: PrometheusOptions): Promise<Runni
         new Error(`could not run prometheus (install it: apt-get install -y prometheus): ${err.message}`),
       ),
     );
-    child.once("exit", (code) => reject(new Error(`prometheus exited with code ${code}:\n${log}`)));
+    child.once("exit", (code) =>
+      reject(
+        new Error(
+          code === 127
+            ? `could not run prometheus (install it: apt-get install -y prometheus):\n${log}`
+            : `prometheus exited with code ${code}:\n${log}`,
+        ),
+      ),
+    );
   });
   exited.catch(() => {});
   const ready = (async () => {

@@ -1,6 +1,7 @@
-import { type ChildProcess, spawn } from "node:child_process";
+import type { ChildProcess } from "node:child_process";
 import { mkdir } from "node:fs/promises";
 import { createConnection } from "node:net";
+import { spawnStackChild } from "./stack-child.ts";
 
 export interface RedisServerOptions {
   port: number;
@@ -60,7 +61,7 @@ export async function startRedisServer(options: RedisServerOptions): Promise<Run
   ];
   let child: ChildProcess;
   try {
-    child = spawn("redis-server", args, { stdio: ["ignore", "ignore", "pipe"] });
+    child = spawnStackChild("redis-server", args, { stdio: ["ignore", "ignore", "pipe"] });
   } catch (err) {
     throw new Error(
       `could not run redis-server (install it: apt-get install -y redis-server): ${String(err)}`,
@@ -76,12 +77,24 @@ export async function startRedisServer(options: RedisServerOptions): Promise<Run
         new Error(`could not run redis-server (install it: apt-get install -y redis-server): ${err.message}`),
       ),
     );
-    child.once("exit", (code) =>
-      reject(new Error(`redis-server exited with code ${code}: ${stderr.trim()}`)),
-    );
+    child.once("exit", async (code) => {
+      if (code === 127)
+        return reject(
+          new Error(
+            `could not run redis-server (install it: apt-get install -y redis-server): ${stderr.trim()}`,
+          ),
+        );
+      // Most often it could not bind: say who holds the port, if a Redis does.
+      const holder = await serverPid(options.port);
+      reject(
+        holder === undefined
+          ? new Error(`redis-server exited with code ${code}: ${stderr.trim()}`)
+          : portHeld(options.port, holder),
+      );
+    });
   });
   exited.catch(() => {});
-  await Promise.race([waitForPing(options.port, 10_000), exited]);
+  await Promise.race([waitForServer(options.port, child.pid!, 10_000), exited]);
   return {
     url: `redis://127.0.0.1:${options.port}`,
     port: options.port,
@@ -103,28 +116,43 @@ export function stopProcess(child: ChildProcess, graceMs = 5_000): Promise<void>
   });
 }
 
-async function waitForPing(port: number, timeoutMs: number): Promise<void> {
+/**
+ * Waits until the redis-server with process id `pid` answers on `port`: a PING
+ * alone would also be answered by another Redis already on that port (this
+ * one then fails to bind and exits).
+ */
+async function waitForServer(port: number, pid: number, timeoutMs: number): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   while (Date.now() < deadline) {
-    if (await ping(port)) return;
+    const answering = await serverPid(port);
+    if (answering === pid) return;
+    if (answering !== undefined) throw portHeld(port, answering);
     await new Promise((r) => setTimeout(r, 50));
   }
-  throw new Error(`redis-server on port ${port} did not answer PING within ${timeoutMs} ms`);
+  throw new Error(`redis-server on port ${port} did not answer within ${timeoutMs} ms`);
 }
 
-function ping(port: number): Promise<boolean> {
+const portHeld = (port: number, pid: number) =>
+  new Error(`port ${port} is in use by another redis-server (process ${pid})`);
+
+/** The process id of the Redis answering PING on `port` (from `INFO server`), if one does. */
+function serverPid(port: number): Promise<number | undefined> {
   return new Promise((resolve) => {
     const socket = createConnection({ port, host: "127.0.0.1" });
+    let reply = "";
+    const done = (pid: number | undefined) => {
+      socket.destroy();
+      resolve(pid);
+    };
     socket.setTimeout(500);
-    socket.once("connect", () => socket.write("PING\r\n"));
-    socket.once("data", (data) => {
-      socket.destroy();
-      resolve(data.toString().startsWith("+PONG"));
+    socket.once("connect", () => socket.write("PING\r\nINFO server\r\n"));
+    socket.on("data", (data) => {
+      reply += data.toString();
+      if (reply.startsWith("-")) return done(undefined); // LOADING and the like: not ready yet
+      const pid = /\r\nprocess_id:(\d+)\r\n/.exec(reply)?.[1];
+      if (pid) done(Number(pid));
     });
-    socket.once("error", () => resolve(false));
-    socket.once("timeout", () => {
-      socket.destroy();
-      resolve(false);
-    });
+    socket.once("error", () => done(undefined));
+    socket.once("timeout", () => done(undefined));
   });
 }

@@ -2,9 +2,10 @@ import { isServing } from "@gw/spicedb-local/health";
 import { type RunningNodeProcess, startNodeProcess } from "./node-process.ts";
 
 /**
- * `spicedb-local` in its own process on `port`, ready once its gRPC health
- * check answers SERVING: it binds its port only after the relationships of
- * its data directory are back in the engine.
+ * `spicedb-local` in its own process on `port` (0: a port it picks and
+ * reports), ready once its gRPC health check answers SERVING: it binds its
+ * port only after the relationships of its data directory are back in the
+ * engine.
  */
 export function startSpiceDBLocalProcess(options: {
   port: number;
@@ -18,7 +19,7 @@ export function startSpiceDBLocalProcess(options: {
     port: options.port,
     env: { ...options.env, SPICEDB_LOCAL_PORT: String(options.port) },
     inheritOutput: options.inheritOutput,
-    isReady: () => isServing(`127.0.0.1:${options.port}`),
+    isReady: (port) => isServing(`127.0.0.1:${port}`),
     timeoutMs: options.timeoutMs ?? 180_000,
   });
 }

@@ -2,10 +2,15 @@
  * `pnpm start`: the whole stack on one machine. Runs a local redis-server
  * (data under `.data/redis`, AOF on) when `REDIS_URL` is unset, the local
  * SpiceDB server (relationships under `.data/spicedb`) when `SPICEDB_ENDPOINT`
- * is unset, then the service and the gateway, forwarding their logs. Ctrl-C
- * stops everything, in the reverse order, so nothing loses its stores
- * mid-request.
+ * is unset, then the service and the gateway, forwarding their logs.
+ *
+ * The stack stops as one: SIGINT or SIGTERM to `pnpm start` (or to this
+ * process), any process of the stack exiting, or `pnpm start` going away
+ * stops every process, in the reverse order of their start, so nothing loses
+ * its stores mid-request. Each process is tied to this one
+ * (`spawnStackChild`), so even a SIGKILL here leaves none running.
  */
+import { createServer } from "node:net";
 import { resolve } from "node:path";
 import { createLogger, DEFAULT_LOCAL_SPICEDB_PORT, localRedisPort } from "@gw/core";
 import { REPO_ROOT, type RunningNodeProcess, startNodeProcess } from "./node-process.ts";
@@ -14,7 +19,11 @@ import { type RunningRedis, startRedisServer, stopProcess } from "./redis-server
 import { startSpiceDBLocalProcess } from "./spicedb-process.ts";
 
 const logger = createLogger("devstack", process.env.LOG_LEVEL ?? "info");
+/** What must be seen whatever LOG_LEVEL says: that the stack is ready, and why it stops. */
+const announce = createLogger("devstack", "info");
 const stoppers: (() => Promise<void>)[] = [];
+/** Process id of each process of the stack, by name. */
+const processes: Record<string, number | undefined> = {};
 let stopping = false;
 
 async function stopAll(code: number): Promise<never> {
@@ -25,24 +34,110 @@ async function stopAll(code: number): Promise<never> {
   process.exit(code);
 }
 
+/** A port the stack will listen on, and the setting that moves it. */
+interface PlannedPort {
+  port: number;
+  host: string;
+  /** What listens there, e.g. "the gateway". */
+  what: string;
+  /** The variable that sets the port, and any other way out. */
+  setting: string;
+}
+
+/** Every port this stack will listen on, given its environment. */
+function plannedPorts(env: NodeJS.ProcessEnv): PlannedPort[] {
+  const loopback = "127.0.0.1";
+  const ports: (PlannedPort | false)[] = [
+    !env.REDIS_URL && {
+      port: localRedisPort(env),
+      host: loopback,
+      what: "the local redis-server",
+      setting: "LOCAL_REDIS_PORT (or REDIS_URL, to use a Redis that runs already)",
+    },
+    !env.SPICEDB_ENDPOINT && {
+      port: Number(env.SPICEDB_LOCAL_PORT || DEFAULT_LOCAL_SPICEDB_PORT),
+      host: loopback,
+      what: "the local SpiceDB",
+      setting: "SPICEDB_LOCAL_PORT (or SPICEDB_ENDPOINT, to use a SpiceDB that runs already)",
+    },
+    !env.SPICEDB_ENDPOINT &&
+      !!env.SPICEDB_LOCAL_METRICS_PORT && {
+        port: Number(env.SPICEDB_LOCAL_METRICS_PORT),
+        host: loopback,
+        what: "the local SpiceDB's metrics",
+        setting: "SPICEDB_LOCAL_METRICS_PORT",
+      },
+    { port: Number(env.SERVICE_PORT ?? 8081), host: loopback, what: "the service", setting: "SERVICE_PORT" },
+    { port: Number(env.PORT ?? 8080), host: env.HOST!, what: "the gateway", setting: "PORT" },
+    !!env.METRICS_PORT && {
+      port: Number(env.METRICS_PORT),
+      host: env.HOST!,
+      what: "the gateway's metrics",
+      setting: "METRICS_PORT",
+    },
+    !!env.PROMETHEUS_PORT && {
+      port: Number(env.PROMETHEUS_PORT),
+      host: loopback,
+      what: "prometheus",
+      setting: "PROMETHEUS_PORT",
+    },
+  ];
+  return ports.filter((p) => p !== false);
+}
+
+/** Whether something listens on `host:port` already (a bind there fails with EADDRINUSE). */
+function inUse({ port, host }: PlannedPort): Promise<boolean> {
+  return new Promise((resolvePromise) => {
+    const server = createServer();
+    server.once("error", (err: NodeJS.ErrnoException) => resolvePromise(err.code === "EADDRINUSE"));
+    server.listen({ port, host, exclusive: true }, () => server.close(() => resolvePromise(false)));
+  });
+}
+
+/**
+ * Before anything starts: every port the stack needs must be free. A port
+ * taken (most often by a stack that runs already) is named with the setting
+ * that moves it.
+ */
+async function checkPorts(env: NodeJS.ProcessEnv): Promise<void> {
+  const taken: string[] = [];
+  for (const planned of plannedPorts(env)) {
+    if (await inUse(planned))
+      taken.push(`port ${planned.port} (${planned.what}) is in use: set ${planned.setting}`);
+  }
+  if (taken.length > 0)
+    throw new Error(`${taken.join("; ")}. Is another \`pnpm start\` running? Stop it, or move these ports.`);
+}
+
+/**
+ * `pnpm start` forwards SIGINT and SIGTERM here; if it goes away without
+ * doing so (it was killed), this process is handed to another parent: stop.
+ */
+function stopWhenOrphaned(): void {
+  const parent = process.ppid;
+  setInterval(() => {
+    if (process.ppid === parent || stopping) return;
+    announce.warn({ parent }, "the process that ran the stack is gone; stopping the stack");
+    void stopAll(1);
+  }, 500).unref();
+}
+
 async function main(): Promise<void> {
   // One absolute data directory for every process, wherever `pnpm start` was run from.
   const env: NodeJS.ProcessEnv = {
     ...process.env,
     DATA_DIR: resolve(REPO_ROOT, process.env.DATA_DIR || ".data"),
+    // The gateway binds the loopback interface unless told otherwise: a development stack is not a server.
+    HOST: process.env.HOST || "127.0.0.1",
   };
+  await checkPorts(env);
   if (!env.REDIS_URL) {
     const dir = resolve(env.DATA_DIR!, "redis");
-    const port = localRedisPort(env);
     const redis: RunningRedis = await startRedisServer({
-      port,
+      port: localRedisPort(env),
       dir,
       appendOnly: true,
       logFile: resolve(dir, "redis.log"),
-    }).catch((err: Error) => {
-      throw new Error(
-        `${err.message}\nIs another stack already running? Port ${port} must be free, or set REDIS_URL.`,
-      );
     });
     watch("redis-server", redis.process);
     env.REDIS_URL = redis.url;
@@ -86,7 +181,10 @@ async function main(): Promise<void> {
   watch("gateway", gateway.process);
   logger.info({ pid: gateway.process.pid, url: gateway.url }, "gateway started");
   if (env.PROMETHEUS_PORT) await startLocalPrometheus(env, gateway, service);
-  logger.info({ gateway: gateway.url, service: service.url }, "stack is up; Ctrl-C stops it");
+  announce.info(
+    { gateway: gateway.url, service: service.url, pid: process.pid, processes },
+    "stack is ready; Ctrl-C stops it",
+  );
 }
 
 /** With PROMETHEUS_PORT: Debian's Prometheus on the deployment's jobs and rules, scraping this stack. */
@@ -107,19 +205,30 @@ async function startLocalPrometheus(env: NodeJS.ProcessEnv, ...stack: RunningNod
   logger.info({ url: prometheus.url }, "prometheus started, scraping the stack every second");
 }
 
-/** If any part dies, take the rest down instead of leaving a half-working stack. */
+/**
+ * Makes `child` a process of the stack: stopped with the others (in reverse
+ * order of start), and if it dies, the rest is taken down instead of leaving
+ * a half-working stack. Spawn it with `spawnStackChild` so that it dies with
+ * this process too.
+ */
 function watch(name: string, child: RunningNodeProcess["process"]): void {
   child.once("exit", (code, signal) => {
     if (stopping) return;
-    logger.error({ process: name, code, signal }, "a stack process exited; stopping the stack");
+    announce.error({ process: name, code, signal }, "a stack process exited; stopping the stack");
     void stopAll(1);
   });
+  processes[name] = child.pid;
   stoppers.push(() => stopProcess(child));
 }
 
-for (const signal of ["SIGINT", "SIGTERM"] as const) process.once(signal, () => void stopAll(0));
+for (const signal of ["SIGINT", "SIGTERM", "SIGHUP"] as const)
+  process.once(signal, () => {
+    announce.info({ signal }, "stopping the stack");
+    void stopAll(0);
+  });
+stopWhenOrphaned();
 
 main().catch((err: Error) => {
-  logger.error({ err: err.message }, "stack failed to start");
+  announce.error({ err: err.message }, "stack failed to start");
   void stopAll(1);
 });

@@ -265,7 +265,7 @@ export async function startGatewayProcess(env: NodeJS.ProcessEnv): Promise<Runni
     const gateway = await startNodeProcess({
       name: "gateway",
       entry: "packages/gateway/src/main.ts",
-      port: await freePort(),
+      port: 0,
       env: {
         PATH: process.env.PATH,
         HOST: "127.0.0.1",

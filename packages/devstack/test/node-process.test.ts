@@ -1,5 +1,4 @@
 import { describe, expect, it } from "vitest";
-import { freePort } from "../src/free-port.ts";
 import { OUTPUT_TAIL_CHARS, startNodeProcess } from "../src/node-process.ts";
 
 const entry = "packages/devstack/test/fixtures/chatty-process.ts";
@@ -9,7 +8,7 @@ describe("startNodeProcess", () => {
     const child = await startNodeProcess({
       name: "chatty",
       entry,
-      port: await freePort(),
+      port: 0,
       env: { PATH: process.env.PATH, LINES: "20000" }, // about 2 MB
     });
     await waitFor(() => child.outputTail().includes("start line 19999 "));
@@ -26,7 +25,7 @@ describe("startNodeProcess", () => {
     const failing = startNodeProcess({
       name: "chatty",
       entry,
-      port: await freePort(),
+      port: 0,
       env: { PATH: process.env.PATH, LINES: "20000", EXIT_CODE: "3" },
     });
     const error: Error = await failing.then(
@@ -46,11 +45,27 @@ describe("startNodeProcess", () => {
     const child = await startNodeProcess({
       name: "chatty",
       entry,
-      port: await freePort(),
+      port: 0,
       env: { PATH: process.env.PATH, LINES: "1" },
-      isReady: async () => ++asked >= 3,
+      isReady: async (port) => {
+        expect(port).toBeGreaterThan(0); // the port the child reported, never 0
+        return ++asked >= 3;
+      },
     });
     expect(asked).toBe(3);
+    await child.stop();
+  });
+
+  it("given port 0, learns the port the child bound from the child itself", async () => {
+    const child = await startNodeProcess({
+      name: "chatty",
+      entry,
+      port: 0,
+      env: { PATH: process.env.PATH, LINES: "1" },
+    });
+    expect(child.port).toBeGreaterThan(0);
+    expect(child.url).toBe(`http://127.0.0.1:${child.port}`);
+    expect(await (await fetch(`${child.url}/healthz`)).text()).toBe("ok");
     await child.stop();
   });
 });

@@ -1,3 +1,6 @@
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import {
   createRedis,
   isClusterUrl,
@@ -7,7 +10,14 @@ import {
   RedisUnavailable,
 } from "@gw/core";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
-import { monitorCommands, REDIS_TOPOLOGIES, startTestRedisOf, type TestRedisStore } from "../src/testing.ts";
+import { startRedisServer } from "../src/redis-server.ts";
+import {
+  monitorCommands,
+  REDIS_TOPOLOGIES,
+  startTestRedis,
+  startTestRedisOf,
+  type TestRedisStore,
+} from "../src/testing.ts";
 
 describe("cluster URLs", () => {
   it("name the seed nodes, credentials and TLS", () => {
@@ -120,4 +130,19 @@ describe.each(REDIS_TOPOLOGIES)("createRedis on %s Redis", (topology) => {
       expect((crossSlot as Error).message).toMatch(/CROSSSLOT/);
     });
   }
+});
+
+describe("startRedisServer", () => {
+  it("does not take another Redis already on its port for the one it started", async () => {
+    const first = await startTestRedis();
+    const dir = await mkdtemp(join(tmpdir(), "gw-test-redis-second-"));
+    try {
+      await expect(startRedisServer({ port: first.port, dir, appendOnly: false })).rejects.toThrow(
+        new RegExp(`port ${first.port} is in use by another redis-server \\(process ${first.process.pid}\\)`),
+      );
+    } finally {
+      await first.stop();
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
 });

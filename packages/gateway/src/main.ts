@@ -1,9 +1,10 @@
-import { loadConfigOrExit, onShutdown } from "@gw/core";
+import { loadConfigOrExit, onShutdown, reportListening } from "@gw/core";
 import { gatewayConfigSchema } from "./config.ts";
 import { startGateway } from "./server.ts";
 
 const config = loadConfigOrExit(gatewayConfigSchema);
 const gateway = await startGateway(config);
+reportListening(gateway.port);
 
 onShutdown(async (reason) => {
   gateway.logger.info({ reason }, "shutting down");

@@ -1,3 +1,4 @@
+import { EventEmitter, once } from "node:events";
 import { createServer, type IncomingHttpHeaders, request, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -8,8 +9,9 @@ import { useGateway } from "./harness.ts";
  * `/api/v1/llm/stall-body` sends its headers and part of a body, then nothing more.
  */
 const seen: { url: string; headers: IncomingHttpHeaders; body: string }[] = [];
-/** Requests to `/stall-body` whose connection the gateway closed. */
+/** Requests to `/stall-body` whose connection the gateway closed; `stalls` emits `closed` for each. */
 let stalledClosed = 0;
+const stalls = new EventEmitter();
 let fake: Server;
 let fakeUrl = "";
 beforeAll(async () => {
@@ -18,7 +20,10 @@ beforeAll(async () => {
     for await (const chunk of req) body += chunk;
     seen.push({ url: req.url!, headers: req.headers, body });
     if (req.url?.startsWith("/api/v1/llm/stall-body")) {
-      res.on("close", () => stalledClosed++);
+      res.on("close", () => {
+        stalledClosed++;
+        stalls.emit("closed");
+      });
       res.writeHead(200, { "content-type": "text/event-stream" }).write("data: partial\n\n");
       return;
     }
@@ -84,6 +89,7 @@ describe("forwarding to the service", () => {
   it("ends an answer the service stops sending mid-body after the idle timeout, and frees the service", async () => {
     const { secret } = await gw.createKey();
     const { url } = gw;
+    const serviceFreed = once(stalls, "closed");
     const outcome = await new Promise<{ status?: number; body: string; complete: boolean }>(
       (resolve, reject) => {
         const timer = setTimeout(() => reject(new Error("the stalled answer was never ended")), 10_000);
@@ -102,7 +108,7 @@ describe("forwarding to the service", () => {
       },
     );
     expect(outcome).toEqual({ status: 200, body: "data: partial\n\n", complete: false });
-    for (let i = 0; i < 50 && stalledClosed === 0; i++) await new Promise((r) => setTimeout(r, 20));
+    await serviceFreed;
     expect(stalledClosed).toBe(1);
   });
 });

@@ -1,4 +1,4 @@
-import { createLogger, loadConfigOrExit, onShutdown } from "@gw/core";
+import { createLogger, loadConfigOrExit, onShutdown, reportListening } from "@gw/core";
 import { serviceConfigSchema } from "./config.ts";
 import { startEvalWorkerProcess } from "./evals/worker-process.ts";
 
@@ -6,6 +6,7 @@ import { startEvalWorkerProcess } from "./evals/worker-process.ts";
 const config = loadConfigOrExit(serviceConfigSchema);
 const logger = createLogger("eval-worker", config.LOG_LEVEL);
 const worker = await startEvalWorkerProcess(config, logger);
+reportListening(worker.port);
 onShutdown(async (reason) => {
   logger.info({ reason }, "shutting down");
   await worker.close();

@@ -1,9 +1,10 @@
-import { loadConfigOrExit, onShutdown } from "@gw/core";
+import { loadConfigOrExit, onShutdown, reportListening } from "@gw/core";
 import { serviceConfigSchema } from "./config.ts";
 import { startService } from "./server.ts";
 
 const config = loadConfigOrExit(serviceConfigSchema);
 const service = await startService(config);
+reportListening(service.port);
 onShutdown(async (reason) => {
   service.logger.info({ reason }, "shutting down");
   await service.close();

@@ -1,4 +1,4 @@
-import { freePort, type RunningNodeProcess, startNodeProcess } from "@gw/devstack";
+import { type RunningNodeProcess, startNodeProcess } from "@gw/devstack";
 import { Queue } from "bullmq";
 import { afterAll, describe, expect, it, vi } from "vitest";
 import { EVAL_QUEUE, EVAL_QUEUE_PREFIX } from "../src/evals/queue.ts";
@@ -33,7 +33,7 @@ describe("an eval worker in its own process", () => {
     worker = await startNodeProcess({
       name: "eval-worker",
       entry: "packages/service/src/eval-worker-main.ts",
-      port: await freePort(),
+      port: 0,
       env: {
         PATH: process.env.PATH,
         HOST: "127.0.0.1",

@@ -45,7 +45,7 @@ const checkRole = async (secret: string, user: string, id: string, role: string)
   return (await res.json()).allowed as boolean;
 };
 
-describe("who may do what with a response (spec 2.1)", () => {
+describe("who may do what with a response (API reference §2.1)", () => {
   it.each([
     // role, read, input_items, chain, cancel, delete
     ["owner", 200, 200, 200, 400, 200],

@@ -14,8 +14,6 @@ export const spicedbLocalConfigSchema = z.object({
   SPICEDB_SCHEMA_FILE: z.string().default(resolve(import.meta.dirname, "../../../spicedb/schema.zed")),
   /** Local data; relationships are kept in its `spicedb` folder. Default .data. */
   DATA_DIR: z.string().default(".data"),
-  /** Journal size, in bytes, from which a snapshot replaces the journals (once they also outgrow the last snapshot). Default 16 MiB. */
-  SPICEDB_LOCAL_SNAPSHOT_AFTER_BYTES: env.positiveInt(16 * 1024 * 1024),
   /** Port of SpiceDB's own Prometheus metrics (`/metrics`). Unset: none. */
   SPICEDB_LOCAL_METRICS_PORT: z.coerce.number().int().min(1).max(65535).optional(),
   LOG_LEVEL: env.logLevel(),

@@ -4,7 +4,7 @@
  * are kept in `$DATA_DIR/spicedb`.
  */
 import { resolve } from "node:path";
-import { createLogger, loadConfigOrExit, onShutdown } from "@gw/core";
+import { createLogger, loadConfigOrExit, onShutdown, reportListening } from "@gw/core";
 import { spicedbLocalConfigSchema } from "./config.ts";
 import { startSpiceDBLocal } from "./server.ts";
 
@@ -16,11 +16,11 @@ const server = await startSpiceDBLocal({
   presharedKey: config.SPICEDB_PRESHARED_KEY,
   schemaFile: config.SPICEDB_SCHEMA_FILE,
   dataDir: resolve(config.DATA_DIR, "spicedb"),
-  snapshotAfterBytes: config.SPICEDB_LOCAL_SNAPSHOT_AFTER_BYTES,
   metricsPort: config.SPICEDB_LOCAL_METRICS_PORT,
   logger,
 }).catch((err: Error) => {
   logger.fatal({ err: err.message }, "SpiceDB (local) could not start");
   process.exit(1);
 });
+reportListening(server.port);
 onShutdown(() => server.close());

@@ -4,8 +4,7 @@ import { v1 } from "@authzed/authzed-node";
 import * as grpc from "@grpc/grpc-js";
 import { EngineError, FFI_METHODS, type FfiMethodPath, isWriteMethod, SpiceDBEngine } from "./engine.ts";
 import { addHealthService } from "./health.ts";
-import type { Log } from "./persistence/data-dir.ts";
-import { Persistence, type PersistenceHooks } from "./persistence/persistence.ts";
+import { type Log, Persistence, type PersistenceHooks } from "./persistence/persistence.ts";
 
 export interface SpiceDBLocalOptions {
   host: string;
@@ -16,13 +15,13 @@ export interface SpiceDBLocalOptions {
   /** Schema file written at start (e.g. `spicedb/schema.zed`). */
   schemaFile?: string;
   /**
-   * Directory that keeps the relationships across restarts (a journal and
-   * snapshots, see `persistence/`). Unset: in memory only, as tests use it.
+   * Directory that keeps the relationships across restarts (a SQLite
+   * database, see `persistence/`). Unset: in memory only, as tests use it.
    */
   dataDir?: string;
-  /** With `dataDir`: journal size after which a snapshot replaces the journals. Default 16 MiB. */
-  snapshotAfterBytes?: number;
   persistenceHooks?: PersistenceHooks;
+  /** With `dataDir`: how often the start logs how far its replay has come. Default one second. */
+  replayProgressEveryMs?: number;
   logger?: Log;
   /** Port of SpiceDB's own Prometheus metrics (`/metrics`, on `host`). Unset: none. */
   metricsPort?: number;
@@ -35,9 +34,9 @@ export interface RunningSpiceDBLocal {
   endpoint: string;
   /** Most unary engine calls that ran at once so far. */
   peakConcurrentEngineCalls(): number;
-  /** With a data directory: forces a snapshot, or waits until every committed change is journaled and on disk. */
-  persistence?: Pick<Persistence, "compact" | "sync">;
-  /** Stops taking calls, then (with a data directory) journals every committed change before it returns. */
+  /** With a data directory: waits until every committed change is stored. */
+  persistence?: Pick<Persistence, "sync">;
+  /** Stops taking calls, then (with a data directory) stores every committed change before it returns. */
   close(): Promise<void>;
 }
 
@@ -63,7 +62,8 @@ const SERVICES: { name: string; methods: readonly MethodInfo[] }[] = [
  * byte for byte, to the engine's own streaming socket. Messages are never
  * decoded here, so every client of the real API (authzed-node, zed) works
  * unchanged. The engine's data lives in memory; with `dataDir`, it is
- * restored from there before the port is bound and journaled from then on.
+ * restored from there before the port is bound, and a write is answered only
+ * once it is stored there.
  */
 export async function startSpiceDBLocal(options: SpiceDBLocalOptions): Promise<RunningSpiceDBLocal> {
   const engine = SpiceDBEngine.start(
@@ -110,7 +110,7 @@ export async function startSpiceDBLocal(options: SpiceDBLocalOptions): Promise<R
         authorized,
         unauthenticated,
         observe: options.observe,
-        refusesWrites: () => persistence?.failure,
+        persistence: () => persistence,
       });
     }
     server.addService(definition, implementation);
@@ -133,8 +133,8 @@ export async function startSpiceDBLocal(options: SpiceDBLocalOptions): Promise<R
     if (options.dataDir) {
       persistence = await Persistence.open(engine, streaming, {
         dir: options.dataDir,
-        snapshotAfterBytes: options.snapshotAfterBytes ?? 16 * 1024 * 1024,
         log: options.logger ?? silent,
+        progressEveryMs: options.replayProgressEveryMs,
         hooks: options.persistenceHooks,
       });
     }
@@ -188,9 +188,17 @@ interface HandlerContext {
   authorized: (metadata: grpc.Metadata) => boolean;
   unauthenticated: Partial<grpc.StatusObject>;
   observe: ((path: string, request: Buffer) => void) | undefined;
-  /** Why writes are refused, if they are (the journal failed). */
-  refusesWrites: () => Error | undefined;
+  /** With a data directory: where a write must be stored before it is answered. */
+  persistence: () => Persistence | undefined;
 }
+
+/** The revision a write committed at, from its serialized response (both carry a ZedToken in field 1). */
+const COMMITTED_AT: Partial<Record<string, (response: Buffer) => string | undefined>> = {
+  "/authzed.api.v1.PermissionsService/WriteRelationships": (r) =>
+    v1.WriteRelationshipsResponse.fromBinary(r).writtenAt?.token,
+  "/authzed.api.v1.PermissionsService/DeleteRelationships": (r) =>
+    v1.DeleteRelationshipsResponse.fromBinary(r).deletedAt?.token,
+};
 
 const silent: Log = { info() {}, warn() {}, error() {} };
 
@@ -214,17 +222,22 @@ function handlerFor(path: string, method: MethodInfo, ctx: HandlerContext): grpc
     return (call: grpc.ServerUnaryCall<Buffer, Buffer>, callback: grpc.sendUnaryData<Buffer>) => {
       if (!ctx.authorized(call.metadata)) return callback(ctx.unauthenticated);
       ctx.observe?.(path, call.request);
-      const journalFailure = isWriteMethod(path) ? ctx.refusesWrites() : undefined;
-      if (journalFailure)
-        return callback({
-          code: grpc.status.UNAVAILABLE,
-          details: `writes are refused: the journal cannot be written (${journalFailure.message})`,
-        });
+      const persistence = ctx.persistence();
+      const refused = isWriteMethod(path) ? persistence?.failure : undefined;
+      if (refused) return callback(toStatus(refused));
       if (path in FFI_METHODS) {
-        ctx.engine.call(path as FfiMethodPath, call.request).then(
-          (response) => callback(null, response),
-          (err) => callback(toStatus(err)),
-        );
+        const committedAt = persistence && COMMITTED_AT[path];
+        ctx.engine
+          .call(path as FfiMethodPath, call.request)
+          .then(async (response) => {
+            const token = committedAt?.(response);
+            if (token) await persistence!.stored(token);
+            return response;
+          })
+          .then(
+            (response) => callback(null, response),
+            (err) => callback(toStatus(err)),
+          );
         return;
       }
       callback({
@@ -271,7 +284,16 @@ function handlerFor(path: string, method: MethodInfo, ctx: HandlerContext): grpc
         identity,
         new grpc.Metadata(),
         relayOptions(call),
-        (err, response) => (err ? callback(toStatus(err)) : callback(null, response)),
+        (err, response) => {
+          if (err) return callback(toStatus(err));
+          // A streamed write (a bulk import) carries no ZedToken: wait for everything committed so far.
+          const persistence = ctx.persistence();
+          if (!persistence) return callback(null, response);
+          persistence.sync().then(
+            () => callback(null, response),
+            (failure) => callback(toStatus(failure)),
+          );
+        },
       );
       call.on("data", (chunk: Buffer) => upstream.write(chunk));
       call.on("end", () => upstream.end());

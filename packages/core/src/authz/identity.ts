@@ -1,5 +1,5 @@
 /**
- * How gateway identities become SpiceDB object ids (DESIGN.md decision 4).
+ * How gateway identities become SpiceDB object ids (docs/adr/0004-org-scoped-identities.md).
  * Every id is scoped by organization, `<org>/<id>`, so `conversation:acme/conv_1`
  * and `user:acme/alice` read naturally in `zed relationship read`, and no id of
  * one organization can name another's object. Characters outside

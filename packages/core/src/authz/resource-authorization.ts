@@ -111,7 +111,7 @@ const ROLE_ORDER: Record<Role, number> = { owner: 0, writer: 1, reader: 2 };
  * taken whole from the caller.
  *
  * Every owner-only write carries a precondition that the caller is still an
- * owner when it lands (DESIGN.md decision 9): the check before it only
+ * owner when it lands (docs/adr/0009-check-and-write-together.md): the check before it only
  * chooses the answer, the precondition decides. Writes return their ZedToken.
  */
 export class ResourceAuthorization {

@@ -81,7 +81,7 @@ function metricsInterceptor(metrics: GrpcClientMetrics): grpc.Interceptor {
 }
 
 /**
- * The one way gateway and service talk to SpiceDB (DESIGN.md decision 1):
+ * The one way gateway and service talk to SpiceDB (docs/adr/0001-one-grpc-path-to-spicedb.md):
  * authzed-node over gRPC, one shared connection per process, a deadline on
  * every call, idempotent reads retried on UNAVAILABLE, every call counted
  * and timed (`grpc_client_*`). Transport failures

@@ -43,7 +43,7 @@ export class WriterDeletion {
    * Removes every relationship of the resource. The delete carries a
    * precondition on the very relationship that lets the principal write it,
    * so a principal demoted or revoked meanwhile gets `NotWriter` and nothing
-   * is deleted (DESIGN.md decision 9).
+   * is deleted (docs/adr/0009-check-and-write-together.md).
    */
   async delete(principal: Principal, resource: ResourceRef): Promise<void> {
     const grant = await this.writeGrant(principal, resource);

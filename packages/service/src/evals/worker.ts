@@ -37,12 +37,23 @@ export function startEvalWorker(
   deps: EvalWorkerDeps,
   concurrency: number,
 ): EvalWorker {
+  /** The jobs this worker is processing, until their processor settles. */
+  const running = new Set<Promise<void>>();
   const worker = new Worker<TickJob | RunJob, void, EvalJobName>(
     EVAL_QUEUE,
-    (job, _token, signal) =>
-      job.name === "tick"
-        ? tick(deps, job.data)
-        : run(deps, job as Job<RunJob>, signal ?? new AbortController().signal),
+    (job, _token, signal) => {
+      const processed =
+        job.name === "tick"
+          ? tick(deps, job.data)
+          : run(deps, job as Job<RunJob>, signal ?? new AbortController().signal);
+      const settled = processed.then(
+        () => {},
+        () => {},
+      );
+      running.add(settled);
+      void settled.then(() => running.delete(settled));
+      return processed;
+    },
     { connection, prefix: EVAL_QUEUE_PREFIX, concurrency },
   );
   worker.on("error", (err) => deps.logger.warn({ err: err.message }, "eval worker error"));
@@ -51,12 +62,18 @@ export function startEvalWorker(
   );
   return {
     async close() {
+      // BullMQ's own graceful close waits for its blocking connection to end; ioredis never ends a
+      // connection that is between two reconnection attempts (Redis down, or just back), so that
+      // close could wait forever. Instead: take no more jobs, wait for the runs in progress here
+      // (cut short after the grace period), then close without waiting on Redis.
+      await worker.pause(true);
       const cut = setTimeout(() => worker.cancelAllJobs("shutting down"), SHUTDOWN_GRACE_MS);
       try {
-        await worker.close();
+        while (running.size > 0) await Promise.all(running);
       } finally {
         clearTimeout(cut);
       }
+      await worker.close(true);
     },
   };
 }

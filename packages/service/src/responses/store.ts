@@ -23,7 +23,7 @@ export interface ResponseTool {
   strict: boolean | null;
 }
 
-/** The response object (spec 2.6), with the fields of OpenAI's Responses API this service fills. */
+/** The response object (API reference §2.6, see docs/api/README.md), with the fields of OpenAI's Responses API this service fills. */
 export interface ResponseObject {
   id: string;
   object: "response";

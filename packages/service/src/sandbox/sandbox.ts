@@ -16,7 +16,7 @@ import {
 import { SessionLocks } from "./session-lock.ts";
 import { newSessionId, type Session, SessionStore } from "./sessions.ts";
 
-/** `GitHubPushRequest` (spec 2.2), validated. */
+/** `GitHubPushRequest` (API reference §2.2, see docs/api/README.md), validated. */
 export interface PushRequest {
   assignment_generation: number;
   branch: string;
@@ -24,7 +24,7 @@ export interface PushRequest {
   force: boolean;
 }
 
-/** `GitHubPushResult` (spec 2.3): every field, in the spec's order. */
+/** `GitHubPushResult` (API reference §2.3): every field, in the reference's order. */
 export interface GitHubPushResult {
   session_id: string;
   assignment_generation: number;

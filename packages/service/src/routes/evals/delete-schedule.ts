@@ -5,7 +5,7 @@ import type { EvalRouteDeps } from "./create-schedule.ts";
 import { scheduleIdParams } from "./params.ts";
 
 /**
- * `DELETE /api/v1/llm/evals/schedules/{schedule_id}` (spec 4.6): a soft
+ * `DELETE /api/v1/llm/evals/schedules/{schedule_id}` (API reference §4.6, docs/api/README.md): a soft
  * delete. The record is marked in one atomic step that also checks it exists
  * and is not deleted yet (two racing deletes: one 200, one 404); its job
  * scheduler is gone before the answer, and workers drop its already-queued

@@ -10,7 +10,7 @@ import { clientSignal } from "./client-signal.ts";
 export type { GitHubPushResult };
 
 /**
- * `GitHubPushRequest` (spec 2.2). `checkout_path` is checked against the
+ * `GitHubPushRequest` (API reference §2.2, see docs/api/README.md). `checkout_path` is checked against the
  * workspace too when the session is the caller's: followed through symlinks,
  * it must stay inside.
  */
@@ -35,7 +35,7 @@ const pushRequest = (git: Git, workspace: string | undefined) =>
   });
 
 /**
- * `POST /api/v1/sandbox/sessions/{session_id}/github/push` (spec 4.1) → 200
+ * `POST /api/v1/sandbox/sessions/{session_id}/github/push` (API reference §4.1) → 200
  * `GitHubPushResult`. Every validation problem comes in one 422; then 404 for
  * a session that is not the caller's, 409 for a stale generation, a missing
  * connection or a refused update, 502 when the remote cannot be reached.
