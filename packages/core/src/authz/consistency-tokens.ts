@@ -7,7 +7,17 @@ import type { RedisClient } from "../redis.ts";
 export interface LastWrite {
   token?: string;
   recent: boolean;
+  /**
+   * When the first expiring grant written to the resource that ends after
+   * the time `get` was given ends (ms since the epoch): a decision about the
+   * resource may change then without a write.
+   */
+  nextExpiry?: number;
 }
+
+/** What a check knows of a resource's last write when Redis could not be read. */
+export const UNKNOWN_LAST_WRITE = Symbol("unknown last write");
+export type LastWriteRead = LastWrite | undefined | typeof UNKNOWN_LAST_WRITE;
 
 /**
  * The ZedToken of the last write to each resource, shared by all replicas
@@ -15,20 +25,26 @@ export interface LastWrite {
  * SpiceDB for data at least as fresh as that write (and nothing fresher).
  */
 export interface ConsistencyTokens {
-  get(resourceKey: string): Promise<LastWrite | undefined>;
-  set(resourceKey: string, token: string): Promise<void>;
+  /** With `expiringAfter` (ms since the epoch), also the first grant expiry after it, in the same round trip. */
+  get(resourceKey: string, expiringAfter?: number): Promise<LastWrite | undefined>;
+  /** `expiries`: when grants this write made end (ms since the epoch), kept until they pass. */
+  set(resourceKey: string, token: string, expiries?: number[]): Promise<void>;
   /** Drops the token of a deleted resource; checks right after still see the delete. */
   forget(resourceKey: string): Promise<void>;
 }
 
 /** After a day, SpiceDB's own snapshot (seconds old at most) is newer than any write we remember. */
 const TOKEN_TTL_SECONDS = 86_400;
+/** Grant expiries are kept this long after they pass (clocks of replicas and SpiceDB may differ a little). */
+const EXPIRY_KEPT_MS = 60_000;
 
 /**
  * `gw:zedtoken:{<type>:<org>/<id>}` holds the token; `…:recent` exists for
  * `recentWriteMs` after each write. "Recent" is Redis's own expiry, so no
- * replica compares its clock with another's. Both keys share a hash tag:
- * one slot, one round trip, also on Redis Cluster.
+ * replica compares its clock with another's. `…:expiries` is a sorted set of
+ * the times the resource's expiring grants end, kept until the last has
+ * passed. The keys share a hash tag: one slot, one round trip, also on
+ * Redis Cluster.
  */
 export class RedisConsistencyTokens implements ConsistencyTokens {
   private readonly redis: RedisClient;
@@ -39,21 +55,52 @@ export class RedisConsistencyTokens implements ConsistencyTokens {
     this.recentWriteMs = recentWriteMs;
   }
 
-  async get(resourceKey: string): Promise<LastWrite | undefined> {
+  async get(resourceKey: string, expiringAfter?: number): Promise<LastWrite | undefined> {
     const key = tokenKey(resourceKey);
-    const [token, recent] = await this.redis.mget(key, `${key}:recent`);
-    if (token) return { token, recent: recent !== null };
-    return recent !== null ? { recent: true } : undefined;
+    let token: string | null | undefined;
+    let recent: string | null | undefined;
+    let nextExpiry: number | undefined;
+    if (expiringAfter === undefined) {
+      [token, recent] = await this.redis.mget(key, `${key}:recent`);
+    } else {
+      const results = await this.redis
+        .pipeline()
+        .mget(key, `${key}:recent`)
+        .zrangebyscore(`${key}:expiries`, `(${expiringAfter}`, "+inf", "LIMIT", 0, 1)
+        .exec();
+      const failed = results?.find(([err]) => err)?.[0];
+      if (failed || !results) throw failed ?? new Error("no answer from Redis");
+      [token, recent] = results[0]![1] as (string | null)[];
+      const [first] = results[1]![1] as string[];
+      if (first !== undefined) nextExpiry = Number(first);
+    }
+    if (!token && recent === null && nextExpiry === undefined) return undefined;
+    return {
+      ...(token ? { token } : {}),
+      recent: recent !== null,
+      ...(nextExpiry !== undefined ? { nextExpiry } : {}),
+    };
   }
 
-  async set(resourceKey: string, token: string): Promise<void> {
+  async set(resourceKey: string, token: string, expiries: number[] = []): Promise<void> {
     const key = tokenKey(resourceKey);
-    await this.markRecent(key, this.redis.multi().set(key, token, "EX", TOKEN_TTL_SECONDS));
+    const write = this.redis.multi().set(key, token, "EX", TOKEN_TTL_SECONDS);
+    if (expiries.length > 0) {
+      const set = `${key}:expiries`;
+      const last = Math.max(...expiries) + EXPIRY_KEPT_MS;
+      write
+        .zadd(set, ...expiries.flatMap((at) => [at, String(at)]))
+        .zremrangebyscore(set, "-inf", Date.now() - EXPIRY_KEPT_MS)
+        // The set lives until its last expiry has passed: set on a new key, only lengthened after.
+        .pexpireat(set, last, "NX")
+        .pexpireat(set, last, "GT");
+    }
+    await this.markRecent(key, write);
   }
 
   async forget(resourceKey: string): Promise<void> {
     const key = tokenKey(resourceKey);
-    await this.markRecent(key, this.redis.multi().del(key));
+    await this.markRecent(key, this.redis.multi().del(key, `${key}:expiries`));
   }
 
   private async markRecent(key: string, write: ReturnType<RedisClient["multi"]>): Promise<void> {
