@@ -114,21 +114,25 @@ export class RedisConsistencyTokens implements ConsistencyTokens {
 const tokenKey = (resourceKey: string) => `gw:zedtoken:{${resourceKey}}`;
 
 /**
- * After a resource's relationships are deleted: its own token is dropped
- * (with the "recent" marker, so checks right after still see the delete) and
- * the delete becomes its organization's last write, for lookups. The delete
- * has landed whatever happens here: a failure is returned, for the caller to
- * log, not thrown.
+ * After a resource's relationships are deleted, the delete is the last write
+ * of the resource and of its organization (for lookups): checks right after
+ * ask for data at least as fresh as it, whatever
+ * `SPICEDB_FULLY_CONSISTENT_AFTER_WRITE_MS` says, and decisions kept before
+ * it no longer match. Without the delete's token, the resource's token is
+ * dropped (with the "recent" marker, so checks right after still see the
+ * delete). The delete has landed whatever happens here: a failure is
+ * returned, for the caller to log, not thrown.
  */
 export async function recordDeletion(
   tokens: ConsistencyTokens,
   keys: { resource: string; organization: string },
   token: string | undefined,
 ): Promise<Error | undefined> {
-  const results = await Promise.allSettled([
-    tokens.forget(keys.resource),
-    ...(token ? [tokens.set(keys.organization, token)] : []),
-  ]);
+  const results = await Promise.allSettled(
+    token
+      ? [tokens.set(keys.resource, token), tokens.set(keys.organization, token)]
+      : [tokens.forget(keys.resource)],
+  );
   const failed = results.find((r) => r.status === "rejected");
   return failed ? (failed.reason as Error) : undefined;
 }

@@ -16,8 +16,6 @@ export interface DecisionCacheOptions {
   maxEntries: number;
   /** Longest a decision is kept, in ms: the staleness SpiceDB's `minimize_latency` already allows. */
   maxAgeMs: number;
-  /** How long the "recent" marker of a write or delete lasts (`SPICEDB_FULLY_CONSISTENT_AFTER_WRITE_MS`). */
-  recentWriteMs: number;
   /** Milliseconds since the epoch; tests move it. */
   now?: () => number;
   metrics?: DecisionCacheMetrics;
@@ -49,21 +47,18 @@ interface Entry {
  * `maxAgeMs` (writes made around the gateway, with `zed`, are seen no later
  * than that), never past the first expiry of an expiring grant on the
  * resource. A resource without a token (never written through the gateway,
- * or its token expired) keeps decisions at most `recentWriteMs`: a delete
- * drops the token, and the "recent" marker it leaves outlasts any decision
- * asked before it.
+ * or not for a day) is the state "": any write through the gateway, a delete
+ * too, leaves a token, so "" never comes back while a decision is kept.
  */
 export class DecisionCache {
   readonly now: () => number;
   private readonly entries: Lru<string, Entry>;
   private readonly maxAgeMs: number;
-  private readonly recentWriteMs: number;
   private readonly metrics: DecisionCacheMetrics | undefined;
 
   constructor(options: DecisionCacheOptions) {
     this.entries = new Lru(options.maxEntries);
     this.maxAgeMs = options.maxAgeMs;
-    this.recentWriteMs = options.recentWriteMs;
     this.now = options.now ?? Date.now;
     this.metrics = options.metrics;
   }
@@ -113,7 +108,7 @@ export class DecisionCache {
   set(key: string, last: LastWriteRead, allowed: boolean, askedAt: number): void {
     if (last === UNKNOWN_LAST_WRITE || last?.recent) return;
     const version = last?.token ?? "";
-    let validUntil = askedAt + (version ? this.maxAgeMs : Math.min(this.maxAgeMs, this.recentWriteMs));
+    let validUntil = askedAt + this.maxAgeMs;
     let byExpiry = false;
     if (last?.nextExpiry !== undefined && last.nextExpiry - EXPIRY_CLOCK_MARGIN_MS < validUntil) {
       validUntil = last.nextExpiry - EXPIRY_CLOCK_MARGIN_MS;

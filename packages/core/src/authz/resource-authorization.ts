@@ -147,7 +147,7 @@ export class ResourceAuthorization {
 
   /**
    * Removes every relationship of a resource, if the principal still owns it
-   * when the delete lands, and forgets its ZedToken.
+   * when the delete lands; the delete's ZedToken becomes the resource's.
    */
   async deleteResource(principal: Principal, resource: ResourceRef): Promise<string | undefined> {
     await this.assertOwner(principal, resource);
@@ -167,7 +167,10 @@ export class ResourceAuthorization {
       token,
     );
     if (failed)
-      this.logger?.warn({ err: failed.message }, "could not forget the ZedToken of a deleted resource");
+      this.logger?.warn(
+        { err: failed.message },
+        "could not keep the ZedToken of a delete; checks may lag briefly",
+      );
     return token;
   }
 

@@ -93,7 +93,6 @@ export function decisionCacheOf(
   return new DecisionCache({
     maxEntries: c.DECISION_CACHE_SIZE,
     maxAgeMs: c.DECISION_CACHE_MAX_AGE_MS,
-    recentWriteMs: c.SPICEDB_FULLY_CONSISTENT_AFTER_WRITE_MS,
     ...(metrics ? { metrics } : {}),
     ...(now ? { now } : {}),
   });
