@@ -23,6 +23,8 @@ import autocannon from "autocannon";
 
 export interface Sample {
   rps: number;
+  /** Mean latency in ms (autocannon's p50 and p99 are whole milliseconds). */
+  mean?: number;
   p50: number;
   p99: number;
   /** Answers other than 2xx, and errors. */
@@ -80,6 +82,7 @@ export async function load(options: {
   });
   return {
     rps: result.requests.average,
+    mean: result.latency.average,
     p50: result.latency.p50,
     p99: result.latency.p99,
     non2xx: result.non2xx + result.errors + result.timeouts,
