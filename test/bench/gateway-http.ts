@@ -24,7 +24,7 @@ import {
   startStack,
   withCpu,
 } from "./http.ts";
-import { summarizeProfile } from "./profile.ts";
+import { summarizeProfile, topFunctions } from "./profile.ts";
 import type { Report } from "./report.ts";
 
 const WHOAMI = "/api/v1/authentication/whoami";
@@ -115,7 +115,9 @@ export async function benchGateway(report: Report): Promise<void> {
       JWT_SIGNING_KEYS: JSON.stringify({ keys: [await generateSigningJwk("EdDSA")] }),
     });
     const uncached = await startGatewayOf(stack, "gateway-uncached", { DECISION_CACHE_SIZE: "0" });
-    extra.push(eddsa, uncached);
+    // And one without the per-request access line, to show what that line costs.
+    const quiet = await startGatewayOf(stack, "gateway-quiet", { LOG_LEVEL: "warn" });
+    extra.push(eddsa, uncached, quiet);
     const rssAtStart = await rssMiB(gw.process.pid!);
     let served = 0;
     const count = (s: Sample) => {
@@ -164,6 +166,12 @@ export async function benchGateway(report: Report): Promise<void> {
       onBare(WHOAMI),
       "bare Express",
       0.7,
+    );
+    await pair(
+      "`GET …/whoami`, API key with limits, no access line (`LOG_LEVEL=warn`)",
+      on(quiet, WHOAMI, { url: "", headers: bearer(stack.limitedKey) }),
+      onBare(WHOAMI),
+      "bare Express",
     );
     await pair(
       "`GET …/whoami`, API key without limits",
@@ -272,10 +280,11 @@ export async function benchGateway(report: Report): Promise<void> {
 
     const row = (prefix: string) => rows.find((r) => r.scenario.startsWith(prefix))!;
     const whoami = row("`GET …/whoami`, API key with limits");
+    const quietRow = row("`GET …/whoami`, API key with limits, no access line");
     if (whoami.gateway.cpuUs !== undefined && whoami.baseline.cpuUs !== undefined) {
       const [g, b] = [whoami.gateway.cpuUs, whoami.baseline.cpuUs];
       report.line(
-        `Reading: the load generator and the servers share this machine's cores, so req/s follows the CPU each request costs the server. Bare Express spends ${b.toFixed(1)} µs of CPU per \`whoami\`, the gateway ${g.toFixed(1)} µs (×${(b / g).toFixed(2)}). ×0.7 would leave the gateway ${(b / 0.7 - b).toFixed(1)} µs for all it does beyond Express: the bearer's SHA-256 and cache lookup, the principal, the rate-limit decision (a lease, most of the time), two rate-limit headers and a request id, the HTTP metrics and one JSON log line. The profile below shows where the time goes; most of it is Node's own HTTP work and the kernel's socket writes, which bare Express pays as well.`,
+        `Reading: the load generator and the servers share this machine's cores, so req/s follows the CPU each request costs the server. Bare Express spends ${b.toFixed(1)} µs of CPU per \`whoami\`, the gateway ${g.toFixed(1)} µs (×${(b / g).toFixed(2)}). ×0.7 would leave the gateway ${(b / 0.7 - b).toFixed(1)} µs for all it does beyond Express: the bearer's SHA-256 and cache lookup, the principal, the rate-limit decision (a lease, most of the time), two rate-limit headers and a request id, the HTTP metrics and one JSON log line. The access line alone costs ${((quietRow.gateway.cpuUs ?? 0) > 0 ? g - quietRow.gateway.cpuUs! : 0).toFixed(1)} µs of it (the same gateway at \`LOG_LEVEL=warn\`: ${quietRow.gateway.cpuUs?.toFixed(1)} µs, ×${(quietRow.gateway.rps / quietRow.baseline.rps).toFixed(2)}): pino's serialization and a write to the log file, which the threads of Node's pool do as the process's own CPU. The profile below shows where the rest goes; most of it is Node's own HTTP work and the kernel's socket writes, which bare Express pays as well.`,
       );
     }
 
@@ -416,46 +425,66 @@ export async function benchGateway(report: Report): Promise<void> {
 
     await benchChecks(report, stack, gw, uncached);
 
-    await profileWhoami(report, stack);
+    await profileHotPaths(report, stack);
   } finally {
     await Promise.all(extra.map((g) => g.stop()));
     await stack.close();
   }
 }
 
-/** A gateway started with `--cpu-prof` under the whoami load: where its time goes. */
-async function profileWhoami(report: Report, stack: Stack): Promise<void> {
-  const dir = await mkdtemp(join(tmpdir(), "gw-bench-prof-"));
-  const env = { ...stack.gatewayEnv, NODE_OPTIONS: `--cpu-prof --cpu-prof-dir=${dir}` };
-  const profiled = await startNodeProcess({
-    name: "gateway-profiled",
-    entry: "packages/gateway/src/main.ts",
-    port: await freePort(),
-    env,
-    outputFile: join(dir, "gateway.log"),
-  });
-  try {
-    await load({
-      url: `${profiled.url}${WHOAMI}`,
-      headers: { authorization: `Bearer ${stack.limitedKey}` },
-      seconds: 2,
+/**
+ * Gateways started with `--cpu-prof` under the loads whose goals are hard to
+ * reach (whoami, token exchange, a cached check): where their time goes, by
+ * group and by function.
+ */
+async function profileHotPaths(report: Report, stack: Stack): Promise<void> {
+  const bearer = { authorization: `Bearer ${stack.limitedKey}` };
+  const loads: [string, string, Omit<Parameters<typeof load>[0], "url">][] = [
+    ["`whoami` with a limited API key", WHOAMI, { headers: bearer }],
+    [
+      "token exchange (ES256)",
+      EXCHANGE,
+      {
+        method: "POST",
+        headers: { ...bearer, "content-type": "application/json" },
+        body: JSON.stringify({ audience: "https://agents.bench", externalUserId: "alice" }),
+      },
+    ],
+    [
+      "a repeated check (decision cache hit)",
+      `${CHECK}?resourceType=file&resourceId=bench_file&role=reader`,
+      { headers: bearer },
+    ],
+  ];
+  for (const [name, path, options] of loads) {
+    const dir = await mkdtemp(join(tmpdir(), "gw-bench-prof-"));
+    const profiled = await startNodeProcess({
+      name: "gateway-profiled",
+      entry: "packages/gateway/src/main.ts",
+      port: await freePort(),
+      env: { ...stack.gatewayEnv, NODE_OPTIONS: `--cpu-prof --cpu-prof-dir=${dir}` },
+      outputFile: join(dir, "gateway.log"),
     });
-    await load({
-      url: `${profiled.url}${WHOAMI}`,
-      headers: { authorization: `Bearer ${stack.limitedKey}` },
-      seconds: 6,
-    });
-  } finally {
-    await profiled.stop();
+    try {
+      await load({ ...options, url: `${profiled.url}${path}`, seconds: 2 });
+      await load({ ...options, url: `${profiled.url}${path}`, seconds: 6 });
+    } finally {
+      await profiled.stop();
+    }
+    const groups = await summarizeProfile(dir);
+    const functions = await topFunctions(dir);
+    await rm(dir, { recursive: true, force: true });
+    report.section(
+      `Where the gateway's time goes: ${name}`,
+      "CPU profile (`node --cpu-prof`) of a gateway under this load, self time by group, then the functions of this project and its packages that take most (Node's and the kernel's left out). Start-up is included.",
+    );
+    report.table(
+      ["", "share"],
+      groups.map(([group, share]) => [group, `${(share * 100).toFixed(1)} %`]),
+    );
+    report.table(
+      ["function", "share"],
+      functions.map(([fn, share]) => [fn, `${(share * 100).toFixed(2)} %`]),
+    );
   }
-  const groups = await summarizeProfile(dir);
-  await rm(dir, { recursive: true, force: true });
-  report.section(
-    "Where the gateway's time goes",
-    "CPU profile (`node --cpu-prof`) of a gateway under the `whoami` load with a limited API key, self time by group. Start-up is included.",
-  );
-  report.table(
-    ["", "share"],
-    groups.map(([group, share]) => [group, `${(share * 100).toFixed(1)} %`]),
-  );
 }
