@@ -8,10 +8,11 @@ import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { createRedis, DEFAULT_PERMISSIONS, type Limits, scopedId, subjectContext, v1 } from "@gw/core";
-import { freePort, startNodeProcess } from "@gw/devstack";
+import { freePort, type RunningNodeProcess, startNodeProcess } from "@gw/devstack";
 import { ApiKeyStore } from "@gw/gateway";
 import { generateSigningJwk, loadSigningKeys } from "../../packages/gateway/src/tokens/signing-keys.ts";
 import { TokenService } from "../../packages/gateway/src/tokens/tokens.ts";
+import { benchChecks } from "./checks.ts";
 import {
   directClient,
   load,
@@ -19,14 +20,16 @@ import {
   type Sample,
   type Stack,
   sideBySide,
+  startGatewayOf,
   startStack,
   withCpu,
 } from "./http.ts";
-import { summarizeProfile } from "./profile.ts";
+import { summarizeProfile, topFunctions } from "./profile.ts";
 import type { Report } from "./report.ts";
 
 const WHOAMI = "/api/v1/authentication/whoami";
 const EXCHANGE = "/api/v1/authentication/api-keys/exchange-token";
+const CHECK = "/api/v1/authorization/llm/check";
 
 interface Row {
   scenario: string;
@@ -103,18 +106,32 @@ async function newKey(stack: Stack, limits: Limits): Promise<string> {
 
 export async function benchGateway(report: Report): Promise<void> {
   const stack = await startStack(2);
+  const extra: RunningNodeProcess[] = [];
   try {
     const [gw, second] = stack.gateways as [Stack["gateways"][0], Stack["gateways"][0]];
+    // Beside the default gateway (ES256 development key, decision cache on): one signing with EdDSA,
+    // and one without the decision cache, as checks were before it.
+    const eddsa = await startGatewayOf(stack, "gateway-eddsa", {
+      JWT_SIGNING_KEYS: JSON.stringify({ keys: [await generateSigningJwk("EdDSA")] }),
+    });
+    const uncached = await startGatewayOf(stack, "gateway-uncached", { DECISION_CACHE_SIZE: "0" });
+    // And one without the per-request access line, to show what that line costs.
+    const quiet = await startGatewayOf(stack, "gateway-quiet", { LOG_LEVEL: "warn" });
+    extra.push(eddsa, uncached, quiet);
     const rssAtStart = await rssMiB(gw.process.pid!);
     let served = 0;
     const count = (s: Sample) => {
       served += s.total;
       return s;
     };
-    const onGateway =
-      (path: string, options: Parameters<typeof load>[0] = { url: "" }) =>
+    const on =
+      (gateway: RunningNodeProcess, path: string, options: Parameters<typeof load>[0] = { url: "" }) =>
       () =>
-        withCpu(gw.process.pid!, () => load({ ...options, url: `${gw.url}${path}` })).then(count);
+        withCpu(gateway.process.pid!, () => load({ ...options, url: `${gateway.url}${path}` })).then(
+          gateway === gw ? count : (s) => s,
+        );
+    const onGateway = (path: string, options: Parameters<typeof load>[0] = { url: "" }) =>
+      on(gw, path, options);
     const onBare =
       (path: string, options: Parameters<typeof load>[0] = { url: "" }) =>
       () =>
@@ -148,7 +165,13 @@ export async function benchGateway(report: Report): Promise<void> {
       onGateway(WHOAMI, { url: "", headers: bearer(stack.limitedKey) }),
       onBare(WHOAMI),
       "bare Express",
-      0.8,
+      0.7,
+    );
+    await pair(
+      "`GET …/whoami`, API key with limits, no access line (`LOG_LEVEL=warn`)",
+      on(quiet, WHOAMI, { url: "", headers: bearer(stack.limitedKey) }),
+      onBare(WHOAMI),
+      "bare Express",
     );
     await pair(
       "`GET …/whoami`, API key without limits",
@@ -164,22 +187,31 @@ export async function benchGateway(report: Report): Promise<void> {
       0.7,
     );
     const exchangeBody = JSON.stringify({ audience: "https://agents.bench", externalUserId: "alice" });
+    const exchange = {
+      url: "",
+      method: "POST" as const,
+      headers: { ...bearer(stack.limitedKey), "content-type": "application/json" },
+      body: exchangeBody,
+    };
+    const bareExchange = onBare(EXCHANGE, {
+      url: "",
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: exchangeBody,
+    });
     await pair(
-      "`POST …/exchange-token`",
-      onGateway(EXCHANGE, {
-        url: "",
-        method: "POST",
-        headers: { ...bearer(stack.limitedKey), "content-type": "application/json" },
-        body: exchangeBody,
-      }),
-      onBare(EXCHANGE, {
-        url: "",
-        method: "POST",
-        headers: { "content-type": "application/json" },
-        body: exchangeBody,
-      }),
+      "`POST …/exchange-token`, ES256",
+      onGateway(EXCHANGE, exchange),
+      bareExchange,
       "bare Express",
-      0.6,
+      0.4,
+    );
+    await pair(
+      "`POST …/exchange-token`, EdDSA",
+      on(eddsa, EXCHANGE, exchange),
+      bareExchange,
+      "bare Express",
+      0.4,
     );
 
     const direct = directClient(stack.spicedbEndpoint);
@@ -191,20 +223,39 @@ export async function benchGateway(report: Report): Promise<void> {
       }),
       context: subjectContext("bench"),
     });
+    const directCheck = () =>
+      loadDirect(
+        () => direct.promises.checkPermission(request),
+        50,
+        Number(process.env.BENCH_ROUND_SECONDS ?? 3),
+      );
+    const checkPath = `${CHECK}?resourceType=file&resourceId=bench_file&role=reader`;
     await pair(
-      "`GET …/authorization/llm/check`",
-      onGateway("/api/v1/authorization/llm/check?resourceType=file&resourceId=bench_file&role=reader", {
-        url: "",
-        headers: bearer(stack.limitedKey),
-      }),
-      () =>
-        loadDirect(
-          () => direct.promises.checkPermission(request),
-          50,
-          Number(process.env.BENCH_ROUND_SECONDS ?? 3),
-        ),
+      "`GET …/check`, repeated (decision cache hit)",
+      onGateway(checkPath, { url: "", headers: bearer(stack.limitedKey) }),
+      directCheck,
       "authzed-node `CheckPermission`",
-      0.9,
+      5,
+    );
+    // A first check: a resource never asked about, each request (the cache misses every time).
+    let first = 0;
+    const firstChecks = {
+      url: "",
+      headers: bearer(stack.limitedKey),
+      pathOf: () => `${CHECK}?resourceType=file&resourceId=first_${first++}&role=reader`,
+    };
+    await pair(
+      "`GET …/check`, a first check (cache miss)",
+      onGateway(CHECK, firstChecks),
+      on(uncached, CHECK, firstChecks),
+      "the same without the cache (`DECISION_CACHE_SIZE=0`)",
+      0.95,
+    );
+    await pair(
+      "`GET …/check`, without the cache (`DECISION_CACHE_SIZE=0`)",
+      on(uncached, checkPath, { url: "", headers: bearer(stack.limitedKey) }),
+      directCheck,
+      "authzed-node `CheckPermission`",
     );
     direct.close();
 
@@ -227,11 +278,13 @@ export async function benchGateway(report: Report): Promise<void> {
       }),
     );
 
-    const whoami = rows[0]!;
+    const row = (prefix: string) => rows.find((r) => r.scenario.startsWith(prefix))!;
+    const whoami = row("`GET …/whoami`, API key with limits");
+    const quietRow = row("`GET …/whoami`, API key with limits, no access line");
     if (whoami.gateway.cpuUs !== undefined && whoami.baseline.cpuUs !== undefined) {
       const [g, b] = [whoami.gateway.cpuUs, whoami.baseline.cpuUs];
       report.line(
-        `Reading: the load generator and the servers share this machine's cores, so req/s follows the CPU each request costs the server. Bare Express spends ${b.toFixed(1)} µs of CPU per \`whoami\`, the gateway ${g.toFixed(1)} µs (×${(b / g).toFixed(2)}). ×0.8 would leave the gateway ${(b / 0.8 - b).toFixed(1)} µs for all it does beyond Express: the bearer's SHA-256 and cache lookup, the principal, the rate-limit decision (a lease, most of the time), two rate-limit headers and a request id, the HTTP metrics and one JSON log line. The profile below shows where the time goes; most of it is Node's own HTTP work and the kernel's socket writes, which bare Express pays as well.`,
+        `Reading: the load generator and the servers share this machine's cores, so req/s follows the CPU each request costs the server. Bare Express spends ${b.toFixed(1)} µs of CPU per \`whoami\`, the gateway ${g.toFixed(1)} µs (×${(b / g).toFixed(2)}). ×0.7 would leave the gateway ${(b / 0.7 - b).toFixed(1)} µs for all it does beyond Express: the bearer's SHA-256 and cache lookup, the principal, the rate-limit decision (a lease, most of the time), two rate-limit headers and a request id, the HTTP metrics and one JSON log line. The access line alone costs ${((quietRow.gateway.cpuUs ?? 0) > 0 ? g - quietRow.gateway.cpuUs! : 0).toFixed(1)} µs of it (the same gateway at \`LOG_LEVEL=warn\`: ${quietRow.gateway.cpuUs?.toFixed(1)} µs, ×${(quietRow.gateway.rps / quietRow.baseline.rps).toFixed(2)}): pino's serialization and a write to the log file, which the threads of Node's pool do as the process's own CPU. The profile below shows where the rest goes; most of it is Node's own HTTP work and the kernel's socket writes, which bare Express pays as well.`,
       );
     }
 
@@ -253,13 +306,17 @@ export async function benchGateway(report: Report): Promise<void> {
       for (let i = 0; i < 2_000; i++) await tokens.sign(claims, 3600);
       signing.push([alg, ((performance.now() - started) * 1000) / 2_000]);
     }
-    const exchange = rows[3]!;
+    const [es, ed] = [row("`POST …/exchange-token`, ES256"), row("`POST …/exchange-token`, EdDSA")];
+    const [esUs, edUs] = [signing[0]![1], signing[1]![1]];
+    const cheaper = edUs <= esUs ? "EdDSA (Ed25519)" : "ES256";
     report.line(
-      `Token exchange: signing one token alone takes ${signing.map(([alg, us]) => `${us.toFixed(0)} µs (${alg})`).join(", ")} of CPU here; with the bearer's authentication, the JSON body and its validation, the gateway spends ${exchange.gateway.cpuUs?.toFixed(0)} µs per exchange where bare Express parses the body and answers a fixed string in ${exchange.baseline.cpuUs?.toFixed(0)} µs. ×0.6 would need the whole exchange in ${((exchange.baseline.cpuUs ?? 0) / 0.6).toFixed(0)} µs.`,
+      `Token exchange: signing one token alone takes ${signing.map(([alg, us]) => `${us.toFixed(0)} µs (${alg})`).join(", ")} of CPU here; with the bearer's authentication, the JSON body and its validation, the gateway spends ${es.gateway.cpuUs?.toFixed(0)} µs (ES256), ${ed.gateway.cpuUs?.toFixed(0)} µs (EdDSA) per exchange where bare Express parses the body and answers a fixed string in ${es.baseline.cpuUs?.toFixed(0)} µs. ×0.4 needs the whole exchange in ${((es.baseline.cpuUs ?? 0) / 0.4).toFixed(0)} µs. New deployments should sign with ${cheaper}, the cheaper signature here (×${(Math.max(esUs, edUs) / Math.min(esUs, edUs)).toFixed(2)}; EdDSA signatures are also deterministic, with no per-signature nonce), unless a verifier of their tokens accepts only ES256; \`JWT_SIGNING_KEYS\` may hold both while verifiers move.`,
     );
-    const check = rows[4]!;
+    const hit = row("`GET …/check`, repeated");
+    const miss = row("`GET …/check`, a first check");
+    const off = row("`GET …/check`, without the cache");
     report.line(
-      `Check: SpiceDB's engine, on the same cores, is the bottleneck; the gateway spends ${check.gateway.cpuUs?.toFixed(0)} µs of CPU per check (authentication, the ZedToken from Redis, the gRPC call through grpc-js and protobuf), CPU the engine then does not have. The direct baseline pays its own gRPC client in the load generator.`,
+      `Check: a decision cache hit costs the gateway ${hit.gateway.cpuUs?.toFixed(0)} µs of CPU (authentication, the rate limit, one Redis round trip for the resource's ZedToken and grant expiries, which is the cache's validity check) and no SpiceDB call; a miss ${miss.gateway.cpuUs?.toFixed(0)} µs, where the gateway without the cache spends ${miss.baseline.cpuUs?.toFixed(0)} µs on the same first check. Without the cache SpiceDB's engine, on the same cores, is the bottleneck (×${(off.gateway.rps / off.baseline.rps).toFixed(2)} of a direct \`CheckPermission\`, whose gRPC client runs in the load generator).`,
     );
 
     // Added latency, one request at a time.
@@ -366,45 +423,68 @@ export async function benchGateway(report: Report): Promise<void> {
     report.section("Gateway memory", "Resident memory of the gateway process (`VmRSS`).");
     report.table(["", "resident memory"], memory);
 
-    await profileWhoami(report, stack);
+    await benchChecks(report, stack, gw, uncached);
+
+    await profileHotPaths(report, stack);
   } finally {
+    await Promise.all(extra.map((g) => g.stop()));
     await stack.close();
   }
 }
 
-/** A gateway started with `--cpu-prof` under the whoami load: where its time goes. */
-async function profileWhoami(report: Report, stack: Stack): Promise<void> {
-  const dir = await mkdtemp(join(tmpdir(), "gw-bench-prof-"));
-  const env = { ...stack.gatewayEnv, NODE_OPTIONS: `--cpu-prof --cpu-prof-dir=${dir}` };
-  const profiled = await startNodeProcess({
-    name: "gateway-profiled",
-    entry: "packages/gateway/src/main.ts",
-    port: await freePort(),
-    env,
-    outputFile: join(dir, "gateway.log"),
-  });
-  try {
-    await load({
-      url: `${profiled.url}${WHOAMI}`,
-      headers: { authorization: `Bearer ${stack.limitedKey}` },
-      seconds: 2,
+/**
+ * Gateways started with `--cpu-prof` under the loads whose goals are hard to
+ * reach (whoami, token exchange, a cached check): where their time goes, by
+ * group and by function.
+ */
+async function profileHotPaths(report: Report, stack: Stack): Promise<void> {
+  const bearer = { authorization: `Bearer ${stack.limitedKey}` };
+  const loads: [string, string, Omit<Parameters<typeof load>[0], "url">][] = [
+    ["`whoami` with a limited API key", WHOAMI, { headers: bearer }],
+    [
+      "token exchange (ES256)",
+      EXCHANGE,
+      {
+        method: "POST",
+        headers: { ...bearer, "content-type": "application/json" },
+        body: JSON.stringify({ audience: "https://agents.bench", externalUserId: "alice" }),
+      },
+    ],
+    [
+      "a repeated check (decision cache hit)",
+      `${CHECK}?resourceType=file&resourceId=bench_file&role=reader`,
+      { headers: bearer },
+    ],
+  ];
+  for (const [name, path, options] of loads) {
+    const dir = await mkdtemp(join(tmpdir(), "gw-bench-prof-"));
+    const profiled = await startNodeProcess({
+      name: "gateway-profiled",
+      entry: "packages/gateway/src/main.ts",
+      port: await freePort(),
+      env: { ...stack.gatewayEnv, NODE_OPTIONS: `--cpu-prof --cpu-prof-dir=${dir}` },
+      outputFile: join(dir, "gateway.log"),
     });
-    await load({
-      url: `${profiled.url}${WHOAMI}`,
-      headers: { authorization: `Bearer ${stack.limitedKey}` },
-      seconds: 6,
-    });
-  } finally {
-    await profiled.stop();
+    try {
+      await load({ ...options, url: `${profiled.url}${path}`, seconds: 2 });
+      await load({ ...options, url: `${profiled.url}${path}`, seconds: 6 });
+    } finally {
+      await profiled.stop();
+    }
+    const groups = await summarizeProfile(dir);
+    const functions = await topFunctions(dir);
+    await rm(dir, { recursive: true, force: true });
+    report.section(
+      `Where the gateway's time goes: ${name}`,
+      "CPU profile (`node --cpu-prof`) of a gateway under this load, self time by group, then the functions of this project and its packages that take most (Node's and the kernel's left out). Start-up is included.",
+    );
+    report.table(
+      ["", "share"],
+      groups.map(([group, share]) => [group, `${(share * 100).toFixed(1)} %`]),
+    );
+    report.table(
+      ["function", "share"],
+      functions.map(([fn, share]) => [fn, `${(share * 100).toFixed(2)} %`]),
+    );
   }
-  const groups = await summarizeProfile(dir);
-  await rm(dir, { recursive: true, force: true });
-  report.section(
-    "Where the gateway's time goes",
-    "CPU profile (`node --cpu-prof`) of a gateway under the `whoami` load with a limited API key, self time by group. Start-up is included.",
-  );
-  report.table(
-    ["", "share"],
-    groups.map(([group, share]) => [group, `${(share * 100).toFixed(1)} %`]),
-  );
 }

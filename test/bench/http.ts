@@ -23,6 +23,8 @@ import autocannon from "autocannon";
 
 export interface Sample {
   rps: number;
+  /** Mean latency in ms (autocannon's p50 and p99 are whole milliseconds). */
+  mean?: number;
   p50: number;
   p99: number;
   /** Answers other than 2xx, and errors. */
@@ -53,17 +55,34 @@ export async function load(options: {
   seconds?: number;
   /** A number of requests instead of a duration. */
   amount?: number;
+  /** The path of the n-th request (by default every request asks `url`'s). */
+  pathOf?: (n: number) => string;
 }): Promise<Sample> {
+  let n = 0;
+  const pathOf = options.pathOf;
   const result = await autocannon({
     url: options.url,
     method: options.method ?? "GET",
     headers: options.headers ?? {},
     ...(options.body ? { body: options.body } : {}),
+    ...(pathOf
+      ? {
+          requests: [
+            {
+              setupRequest: (request: { path: string }) => {
+                request.path = pathOf(n++);
+                return request;
+              },
+            },
+          ],
+        }
+      : {}),
     connections: options.connections ?? 50,
     ...(options.amount ? { amount: options.amount } : { duration: options.seconds ?? ROUND_SECONDS }),
   });
   return {
     rps: result.requests.average,
+    mean: result.latency.average,
     p50: result.latency.p50,
     p99: result.latency.p99,
     non2xx: result.non2xx + result.errors + result.timeouts,
@@ -188,6 +207,21 @@ export async function startStack(gateways = 1): Promise<Stack> {
       await redis.stop();
     },
   };
+}
+
+/** Another gateway on the stack's Redis and SpiceDB, its environment changed by `env`; the caller stops it. */
+export async function startGatewayOf(
+  stack: Stack,
+  name: string,
+  env: NodeJS.ProcessEnv,
+): Promise<RunningNodeProcess> {
+  return startNodeProcess({
+    name,
+    entry: "packages/gateway/src/main.ts",
+    port: await freePort(),
+    env: { ...stack.gatewayEnv, ...env },
+    outputFile: join(String(stack.gatewayEnv.DATA_DIR), `${name}.log`),
+  });
 }
 
 /** CPU time a process has used so far (user + system), in ms (Linux). */

@@ -9,7 +9,7 @@ import { join } from "node:path";
 
 interface ProfileNode {
   id: number;
-  callFrame: { functionName: string; url: string };
+  callFrame: { functionName: string; url: string; lineNumber?: number };
   children?: number[];
 }
 
@@ -29,6 +29,32 @@ function groupOf(node: ProfileNode): string {
 
 /** The newest profile in `dir`: share of samples by group, largest first. */
 export async function summarizeProfile(dir: string, top = 12): Promise<[string, number][]> {
+  return selfTime(dir, groupOf, top);
+}
+
+/** The functions of the project and its packages with the most self time, as `name (package or file:line)`. */
+export async function topFunctions(dir: string, top = 15): Promise<[string, number][]> {
+  return selfTime(
+    dir,
+    (node) => {
+      const group = groupOf(node);
+      if (!group.startsWith("package ") && !group.startsWith("project ")) return undefined;
+      const { url, functionName } = node.callFrame;
+      const where = group.startsWith("project ")
+        ? `${/\/(packages\/.+)$/.exec(url)?.[1] ?? url}:${(node.callFrame.lineNumber ?? 0) + 1}`
+        : group.slice("package ".length);
+      return `${functionName || "(anonymous)"} (${where})`;
+    },
+    top,
+  );
+}
+
+/** Share of all samples of the newest profile in `dir`, by `keyOf` (undefined: left out), largest first. */
+async function selfTime(
+  dir: string,
+  keyOf: (node: ProfileNode) => string | undefined,
+  top: number,
+): Promise<[string, number][]> {
   const files = (await readdir(dir)).filter((f) => f.endsWith(".cpuprofile")).sort();
   const profile = JSON.parse(await readFile(join(dir, files.at(-1)!), "utf8")) as {
     nodes: ProfileNode[];
@@ -36,16 +62,16 @@ export async function summarizeProfile(dir: string, top = 12): Promise<[string, 
     timeDeltas: number[];
   };
   const byId = new Map(profile.nodes.map((n) => [n.id, n]));
-  const groups = new Map<string, number>();
+  const keys = new Map<string, number>();
   let total = 0;
   profile.samples.forEach((id, i) => {
     const delta = profile.timeDeltas[i] ?? 0;
-    const group = groupOf(byId.get(id)!);
-    groups.set(group, (groups.get(group) ?? 0) + delta);
     total += delta;
+    const key = keyOf(byId.get(id)!);
+    if (key !== undefined) keys.set(key, (keys.get(key) ?? 0) + delta);
   });
-  return [...groups]
+  return [...keys]
     .sort((a, b) => b[1] - a[1])
     .slice(0, top)
-    .map(([group, time]) => [group, time / total]);
+    .map(([key, time]) => [key, time / total]);
 }

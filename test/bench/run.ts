@@ -62,6 +62,8 @@ const md = new Report();
 const startedAt = new Date();
 const loadBefore = loadavg() as [number, number, number];
 await benchGateway(md);
+// BENCH_ONLY=gateway: the HTTP benchmarks alone (a quick look; the rest takes minutes more).
+if (process.env.BENCH_ONLY === "gateway") await writeReport();
 
 const redisServer = await startTestRedis();
 const redis = createRedis(redisServer.url, {
@@ -201,8 +203,15 @@ try {
   plain.disconnect();
   await redisServer.stop();
 }
-await md.write(join(REPO_ROOT, "BENCHMARKS.md"), startedAt, loadBefore);
-console.log("\nwrote BENCHMARKS.md");
+await writeReport();
+
+/** Writes the report to `BENCH_OUTPUT` (a reduced run should not replace BENCHMARKS.md) and ends. */
+async function writeReport(): Promise<never> {
+  const output = process.env.BENCH_OUTPUT ?? join(REPO_ROOT, "BENCHMARKS.md");
+  await md.write(output, startedAt, loadBefore);
+  console.log(`\nwrote ${output}`);
+  process.exit(0);
+}
 
 /** 4. The local SpiceDB's data directory: what storing costs writes, and how long a start replays. */
 async function benchPersistence(): Promise<void> {

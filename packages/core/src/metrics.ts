@@ -1,4 +1,9 @@
 import { Counter, collectDefaultMetrics, Histogram, Registry } from "prom-client";
+import {
+  DECISION_CACHE_INVALIDATIONS,
+  DECISION_CACHE_LOOKUPS,
+  type DecisionCacheMetrics,
+} from "./authz/decision-cache.ts";
 import type { RedisCommandObserver } from "./redis.ts";
 
 /**
@@ -79,6 +84,7 @@ export function createMetrics(prefix: string) {
     httpDuration,
     redisCommands: redisCommandMetrics(registers),
     grpcClient: grpcClientMetrics(registers),
+    decisionCache: decisionCacheMetrics(prefix, registers),
   };
 }
 
@@ -114,6 +120,28 @@ function redisCommandMetrics(registers: Registry[]): RedisCommandObserver {
       child.observe(seconds);
       if (error) errors.inc({ client, kind: error });
     },
+  };
+}
+
+function decisionCacheMetrics(prefix: string, registers: Registry[]): DecisionCacheMetrics {
+  const lookups = new Counter({
+    name: `${prefix}_decision_cache_lookups_total`,
+    help: "Permission checks by how the decision cache served them: hit, miss (SpiceDB asked), bypass (right after a write, or Redis unreadable: SpiceDB asked).",
+    labelNames: ["outcome"] as const,
+    registers,
+  });
+  const invalidations = new Counter({
+    name: `${prefix}_decision_cache_invalidations_total`,
+    help: "Kept check decisions dropped, by reason: write (the resource's ZedToken changed), max_age, grant_expiry.",
+    labelNames: ["reason"] as const,
+    registers,
+  });
+  const byOutcome = new Map(DECISION_CACHE_LOOKUPS.map((o) => [o, lookups.labels(o)]));
+  const byReason = new Map(DECISION_CACHE_INVALIDATIONS.map((r) => [r, invalidations.labels(r)]));
+  for (const child of [...byOutcome.values(), ...byReason.values()]) child.inc(0);
+  return {
+    lookup: (outcome) => byOutcome.get(outcome)!.inc(),
+    invalidated: (reason) => byReason.get(reason)!.inc(),
   };
 }
 

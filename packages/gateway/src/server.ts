@@ -86,7 +86,13 @@ export async function startGateway(
     );
   }
 
-  const { spicedb, authorization } = connectAuthorization(config, redis, logger, metrics.grpcClient);
+  const { spicedb, authorization } = connectAuthorization(
+    config,
+    redis,
+    logger,
+    metrics.grpcClient,
+    metrics.decisionCache,
+  );
 
   // Its own connection: auto-pipelining sends all windows of a decision in one round trip, and a
   // short deadline with no offline queue hands a Redis failure to the insurance limiter at once.

@@ -2,23 +2,13 @@ import { PERMISSION_FOR_ROLE, SpiceDBClient, scopedId, subjectContext, v1 } from
 import fc from "fast-check";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { newOrg, type Org, RANK } from "./authorization-helpers.ts";
-import { freshOrg, useGateway } from "./harness.ts";
+import { freshOrg, type GatewayHarness, useGateway } from "./harness.ts";
 
-const gw = useGateway();
 /** A type other backends register and delete through the API (the service's own types refuse both). */
 const TYPE = "file";
 
 /** SpiceDB asked directly, as `zed` or another service would, with or without the caveat context. */
 let raw: SpiceDBClient;
-beforeAll(() => {
-  raw = new SpiceDBClient({
-    endpoint: gw.spicedb.endpoint,
-    presharedKey: gw.spicedb.presharedKey,
-    insecure: true,
-    deadlineMs: 5_000,
-  });
-});
-afterAll(() => raw?.close());
 
 const FULLY = v1.Consistency.create({ requirement: { oneofKind: "fullyConsistent", fullyConsistent: true } });
 const user = (org: string, id: string) =>
@@ -153,7 +143,32 @@ function send(o: Org, id: string, c: Command, expiresAt: number | undefined): Pr
   return o[c.op](c.actor, expiresAt ? { ...body, expiresAt: new Date(expiresAt).toISOString() } : body);
 }
 
-describe("the authorization model against a reference", () => {
+/** Checks the gateway's decision cache answered, from its metrics. */
+async function cacheLookups(gw: GatewayHarness, outcome: string): Promise<number> {
+  const text = await (await fetch(gw.metricsUrl)).text();
+  const match = new RegExp(
+    `^gateway_decision_cache_lookups_total\\{outcome="${outcome}"\\} (\\d+)`,
+    "m",
+  ).exec(text);
+  return Number(match?.[1]);
+}
+
+describe.each([
+  ["the decision cache on (the default)", {}],
+  ["the decision cache on, also right after writes", { SPICEDB_FULLY_CONSISTENT_AFTER_WRITE_MS: "0" }],
+  ["the decision cache off", { DECISION_CACHE_SIZE: "0" }],
+] as const)("the authorization model against a reference, %s", (name, env) => {
+  const gw = useGateway(env);
+  beforeAll(() => {
+    raw = new SpiceDBClient({
+      endpoint: gw.spicedb.endpoint,
+      presharedKey: gw.spicedb.presharedKey,
+      insecure: true,
+      deadlineMs: 5_000,
+    });
+  });
+  afterAll(() => raw?.close());
+
   it("every check, grants list and lookup after random register/delete/grant (expiring or not)/revoke agrees with the model; no other organization ever gets in", async () => {
     const o = await newOrg(gw);
     // Another organization, whose users share names with this one's.
@@ -250,5 +265,12 @@ describe("the authorization model against a reference", () => {
       }),
       { numRuns: 20 },
     );
+    // The cache was consulted where it is on, and answered right after writes in the second run
+    // (by default, checks within SPICEDB_FULLY_CONSISTENT_AFTER_WRITE_MS of a write pass it by).
+    let lookups = 0;
+    for (const outcome of ["hit", "miss", "bypass"]) lookups += await cacheLookups(gw, outcome);
+    if (name.includes("off")) expect(lookups).toBe(0);
+    else expect(lookups).toBeGreaterThan(0);
+    if (name.includes("right after writes")) expect(await cacheLookups(gw, "hit")).toBeGreaterThan(0);
   }, 120_000);
 });

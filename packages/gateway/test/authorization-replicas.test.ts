@@ -106,6 +106,53 @@ describe.each(
       // The token of the last write is what made that possible; it is in Redis for every replica.
       expect(await redis.get(`gw:zedtoken:{conversation:${org}/conv_round14}`)).toBeTruthy();
     });
+
+    it("a decision replica B keeps is dropped by a revoke on replica A: B's very next check is denied", async () => {
+      const [a, b] = replicas as [RunningNodeProcess, RunningNodeProcess];
+      const org = freshOrg();
+      const { record, secret } = await new ApiKeyStore(redis).create({ org, owner: "backend" });
+      const alice: Principal = {
+        org,
+        user: "alice",
+        keyId: record.id,
+        permissions: [],
+        credential: "api_key",
+        onBehalfOf: true,
+      };
+      const id = "conv_kept";
+      const check = async (replica: RunningNodeProcess) => {
+        const res = await fetch(
+          `${replica.url}/api/v1/authorization/llm/check?resourceType=conversation&resourceId=${id}&role=reader`,
+          { headers: { authorization: `Bearer ${secret}`, "x-on-behalf-of": "bob" } },
+        );
+        return ((await res.json()) as { allowed: boolean }).allowed;
+      };
+      const hits = async (replica: RunningNodeProcess) => {
+        const text = await (await fetch(`${replica.url}/metrics`)).text();
+        return Number(/^gateway_decision_cache_lookups_total\{outcome="hit"\} (\d+)/m.exec(text)?.[1]);
+      };
+      await authorization.createOwnership(alice, { type: "conversation", id });
+      await authorization.grant(alice, { type: "conversation", id, userId: "bob", role: "reader" });
+      // The "recent" window, when there is one, has passed: checks may be answered from the cache.
+      await redis.del(`gw:zedtoken:{conversation:${org}/${id}}:recent`);
+
+      expect(await check(b)).toBe(true);
+      const before = await hits(b);
+      expect(await check(b)).toBe(true);
+      expect(await hits(b), "the second check on B came from its cache").toBe(before + 1);
+
+      const revoked = await fetch(`${a.url}/api/v1/authorization/llm/revoke`, {
+        method: "POST",
+        headers: {
+          authorization: `Bearer ${secret}`,
+          "x-on-behalf-of": "alice",
+          "content-type": "application/json",
+        },
+        body: JSON.stringify({ resourceType: "conversation", resourceId: id, userId: "bob", role: "reader" }),
+      });
+      expect(revoked.status).toBe(204);
+      expect(await check(b)).toBe(false);
+    });
   },
 );
 
@@ -114,28 +161,36 @@ describe("fail closed when SpiceDB is unreachable", () => {
 
   it("answers 503, never allowed: true and never a 204 that did not persist", async () => {
     const { secret } = await gw.createKey({ owner: "alice" });
-    const check = () =>
-      gw.call("/api/v1/authorization/llm/check?resourceType=conversation&resourceId=conv_1&role=reader", {
+    const check = (id: string) =>
+      gw.call(`/api/v1/authorization/llm/check?resourceType=conversation&resourceId=${id}&role=reader`, {
         bearer: secret,
       });
-    const change = (path: string) =>
+    const change = (path: string, id: string) =>
       gw.call(`/api/v1/authorization/llm/${path}`, {
         method: "POST",
         bearer: secret,
-        json: { resourceType: "conversation", resourceId: "conv_1", userId: "bob", role: "reader" },
+        json: { resourceType: "conversation", resourceId: id, userId: "bob", role: "reader" },
       });
-    expect((await check()).status).toBe(200);
-    expect(await (await change("grant")).json()).toEqual(FORBIDDEN_BODY);
+    expect((await check("conv_1")).status).toBe(200);
+    expect(await (await change("grant", "conv_1")).json()).toEqual(FORBIDDEN_BODY);
 
     await gw.spicedb.close();
 
-    for (const res of [await check(), await change("grant"), await change("revoke")]) {
+    // What SpiceDB was not asked about lately: 503.
+    for (const res of [
+      await check("conv_2"),
+      await change("grant", "conv_2"),
+      await change("revoke", "conv_3"),
+    ]) {
       expect(res.status).toBe(503);
       expect(await res.json()).toEqual({
         error: "Service Unavailable",
         message: expect.stringMatching(/authorization/i),
       });
     }
+    // A decision SpiceDB gave a moment ago may still be served from the decision cache, as it was given.
+    const kept = await check("conv_1");
+    expect(kept.status === 503 || (await kept.json()).allowed === false).toBe(true);
     const ready = await gw.call("/readyz");
     expect(ready.status).toBe(503);
     expect((await ready.json()).checks).toEqual({ redis: "ok", spicedb: "unreachable" });

@@ -61,7 +61,13 @@ export async function startService(
   const metrics = createMetrics("service");
   const redis = createRedis(config.REDIS_URL, { connectionName: "service", metrics: metrics.redisCommands });
   redis.on("error", (err) => logger.warn({ err: err.message }, "redis error"));
-  const { spicedb, authorization, tokens } = connectAuthorization(config, redis, logger, metrics.grpcClient);
+  const { spicedb, authorization, tokens } = connectAuthorization(
+    config,
+    redis,
+    logger,
+    metrics.grpcClient,
+    metrics.decisionCache,
+  );
   const assertions = await internalAssertions(config.INTERNAL_ASSERTION_SECRET, config.DATA_DIR, logger);
   const provider = chatProvider(config, metrics);
   if (!config.LLM_BASE_URL)

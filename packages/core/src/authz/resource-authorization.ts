@@ -1,7 +1,13 @@
 import { AppError } from "../errors.ts";
 import type { Logger } from "../logger.ts";
 import type { Principal } from "../principal.ts";
-import { type ConsistencyTokens, type LastWrite, recordDeletion } from "./consistency-tokens.ts";
+import {
+  type ConsistencyTokens,
+  type LastWriteRead,
+  recordDeletion,
+  UNKNOWN_LAST_WRITE,
+} from "./consistency-tokens.ts";
+import type { DecisionCache } from "./decision-cache.ts";
 import {
   isServiceIssued,
   PERMISSION_FOR_ROLE,
@@ -120,13 +126,21 @@ export class ResourceAuthorization {
   private readonly logger: Logger | undefined;
   /** Test seam: awaited right after the ownership check of a grant or revoke, before anything else is read. */
   afterCheck: BeforeWriteHook | undefined;
+  private readonly decisions: DecisionCache | undefined;
   /** Test seam: awaited after the ownership check, before the guarded write. */
   beforeWrite: BeforeWriteHook | undefined;
 
-  constructor(spicedb: SpiceDBClient, tokens: ConsistencyTokens, logger?: Logger) {
+  constructor(
+    spicedb: SpiceDBClient,
+    tokens: ConsistencyTokens,
+    logger?: Logger,
+    /** Where `check` keeps its decisions; none: every check asks SpiceDB. */
+    decisions?: DecisionCache,
+  ) {
     this.spicedb = spicedb;
     this.tokens = tokens;
     this.logger = logger;
+    this.decisions = decisions;
   }
 
   /** Makes the principal the owner of a resource it just created (with a fresh id). Throws if that cannot be written. */
@@ -167,7 +181,7 @@ export class ResourceAuthorization {
 
   /**
    * Removes every relationship of a resource, if the principal still owns it
-   * when the delete lands, and forgets its ZedToken.
+   * when the delete lands; the delete's ZedToken becomes the resource's.
    */
   async deleteResource(principal: Principal, resource: ResourceRef): Promise<string | undefined> {
     await this.assertOwner(principal, resource);
@@ -187,22 +201,46 @@ export class ResourceAuthorization {
       token,
     );
     if (failed)
-      this.logger?.warn({ err: failed.message }, "could not forget the ZedToken of a deleted resource");
+      this.logger?.warn(
+        { err: failed.message },
+        "could not keep the ZedToken of a delete; checks may lag briefly",
+      );
     return token;
   }
 
-  /** Whether the principal holds `role` on the resource, directly, through a higher role, or publicly. */
+  /**
+   * Whether the principal holds `role` on the resource, directly, through a
+   * higher role, or publicly. With a decision cache, the resource's
+   * last-write token, read for SpiceDB's consistency anyway, also says
+   * whether a kept decision still holds (see `DecisionCache`).
+   */
   async check(principal: Principal, resource: ResourceRef, role: Role): Promise<boolean> {
+    const key = tokenKey(principal.org, resource);
+    const subject = scopedId(principal.org, principal.user);
+    const permission = PERMISSION_FOR_ROLE[role];
+    const cache = this.decisions;
+    const askedAt = cache?.now() ?? 0;
+    const last = await this.lastWrite(key, cache ? askedAt : undefined);
+    // The caveat context is the subject's organization, also part of `subject`; a key part of its own all the same.
+    const decisionKey = cache ? `${key}\u0000${subject}\u0000${permission}\u0000${principal.org}` : "";
+    const kept = cache?.get(decisionKey, last);
+    if (kept !== undefined) return kept;
     const response = await this.spicedb.checkPermission(
       v1.CheckPermissionRequest.create({
-        consistency: await this.consistency(tokenKey(principal.org, resource)),
+        consistency: consistencyAfter(last),
         resource: objectRef(principal.org, resource),
-        permission: PERMISSION_FOR_ROLE[role],
-        subject: userRef(scopedId(principal.org, principal.user)),
+        permission,
+        subject: userRef(subject),
         context: subjectContext(principal.org),
       }),
     );
-    return response.permissionship === v1.CheckPermissionResponse_Permissionship.HAS_PERMISSION;
+    const { HAS_PERMISSION, NO_PERMISSION } = v1.CheckPermissionResponse_Permissionship;
+    const allowed = response.permissionship === HAS_PERMISSION;
+    // Kept only when definite: a conditional answer needs caveat context, which every check sends.
+    if (cache && (allowed || response.permissionship === NO_PERMISSION)) {
+      cache.set(decisionKey, last, allowed, askedAt);
+    }
+    return allowed;
   }
 
   /**
@@ -398,9 +436,13 @@ export class ResourceAuthorization {
     );
     const token = response.writtenAt?.token;
     if (token) {
+      // When grants this write made end: kept decisions about the resource must not outlive them.
+      const expiries = updates.flatMap(({ relationship }) =>
+        relationship?.optionalExpiresAt ? [fromTimestamp(relationship.optionalExpiresAt).getTime()] : [],
+      );
       await this.keep(
         "could not keep the ZedToken of a write; checks may lag briefly",
-        this.tokens.set(tokenKey(org, resource), token),
+        this.tokens.set(tokenKey(org, resource), token, expiries),
         this.tokens.set(organizationTokenKey(org), token),
       );
     }
@@ -421,27 +463,35 @@ export class ResourceAuthorization {
     }
   }
 
-  /**
-   * At least as fresh as the last write under `key`. Right after a write
-   * (while Redis keeps its "recent" marker), fully consistent instead: two
-   * writes to one resource at once may record their tokens in either order,
-   * and the older token must not hide the newer write; once SpiceDB's
-   * snapshot window has passed, either token sees both. Fully consistent too
-   * when the last write cannot be known.
-   */
+  /** The consistency a read of `key`'s resource (or organization) asks for: see `consistencyAfter`. */
   private async consistency(key: string): Promise<v1.Consistency> {
-    let last: LastWrite | undefined;
-    try {
-      last = await this.tokens.get(key);
-    } catch {
-      return FULLY_CONSISTENT;
-    }
-    if (!last) return MINIMIZE_LATENCY;
-    if (last.recent || !last.token) return FULLY_CONSISTENT;
-    return v1.Consistency.create({
-      requirement: { oneofKind: "atLeastAsFresh", atLeastAsFresh: v1.ZedToken.create({ token: last.token }) },
-    });
+    return consistencyAfter(await this.lastWrite(key));
   }
+
+  /** The last write under `key` (with the next grant expiry after `expiringAfter`, when given); `UNKNOWN_LAST_WRITE` when Redis cannot say. */
+  private async lastWrite(key: string, expiringAfter?: number): Promise<LastWriteRead> {
+    try {
+      return await this.tokens.get(key, expiringAfter);
+    } catch {
+      return UNKNOWN_LAST_WRITE;
+    }
+  }
+}
+
+/**
+ * At least as fresh as the last write. Right after a write (while Redis
+ * keeps its "recent" marker), fully consistent instead: two writes to one
+ * resource at once may record their tokens in either order, and the older
+ * token must not hide the newer write; once SpiceDB's snapshot window has
+ * passed, either token sees both. Fully consistent too when the last write
+ * cannot be known; the cheapest when nothing was written through here.
+ */
+function consistencyAfter(last: LastWriteRead): v1.Consistency {
+  if (last === UNKNOWN_LAST_WRITE || last?.recent) return FULLY_CONSISTENT;
+  if (!last?.token) return MINIMIZE_LATENCY;
+  return v1.Consistency.create({
+    requirement: { oneofKind: "atLeastAsFresh", atLeastAsFresh: v1.ZedToken.create({ token: last.token }) },
+  });
 }
 
 /** The order of lookups: plain UTF-16 code units, the same on every replica whatever its locale. */

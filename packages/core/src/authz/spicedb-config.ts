@@ -4,6 +4,7 @@ import type { Logger } from "../logger.ts";
 import type { GrpcClientMetrics } from "../metrics.ts";
 import type { RedisClient } from "../redis.ts";
 import { type ConsistencyTokens, RedisConsistencyTokens } from "./consistency-tokens.ts";
+import { DecisionCache, type DecisionCacheMetrics } from "./decision-cache.ts";
 import { ResourceAuthorization } from "./resource-authorization.ts";
 import {
   DEFAULT_LOCAL_PRESHARED_KEY,
@@ -29,6 +30,10 @@ export const spicedbEnvShape = {
   SPICEDB_DEADLINE_MS: env.positiveInt(2_000),
   /** How long after a write checks on that resource are fully consistent, in milliseconds. Default 6000. */
   SPICEDB_FULLY_CONSISTENT_AFTER_WRITE_MS: z.coerce.number().int().min(0).max(600_000).default(6_000),
+  /** Most check decisions a process keeps (valid while the resource's ZedToken is unchanged); 0 turns the cache off. Default 100000. */
+  DECISION_CACHE_SIZE: z.coerce.number().int().min(0).max(10_000_000).default(100_000),
+  /** Longest a kept check decision is served, in ms: SpiceDB's quantization window. Default 5000; 0 turns the cache off. */
+  DECISION_CACHE_MAX_AGE_MS: z.coerce.number().int().min(0).max(60_000).default(5_000),
 };
 
 type SpiceDBEnv = {
@@ -38,6 +43,8 @@ type SpiceDBEnv = {
   SPICEDB_INSECURE?: boolean | undefined;
   SPICEDB_DEADLINE_MS: number;
   SPICEDB_FULLY_CONSISTENT_AFTER_WRITE_MS: number;
+  DECISION_CACHE_SIZE: number;
+  DECISION_CACHE_MAX_AGE_MS: number;
 };
 
 /** For a schema's `superRefine`: a remote SpiceDB needs its key. */
@@ -67,9 +74,26 @@ export function connectAuthorization(
   redis: RedisClient,
   logger: Logger,
   metrics?: GrpcClientMetrics,
+  cacheMetrics?: DecisionCacheMetrics,
 ): { spicedb: SpiceDBClient; authorization: ResourceAuthorization; tokens: ConsistencyTokens } {
   const spicedb = new SpiceDBClient({ ...config.spicedb, metrics });
   const tokens = new RedisConsistencyTokens(redis, config.SPICEDB_FULLY_CONSISTENT_AFTER_WRITE_MS);
-  const authorization = new ResourceAuthorization(spicedb, tokens, logger);
+  const decisions = decisionCacheOf(config, cacheMetrics);
+  const authorization = new ResourceAuthorization(spicedb, tokens, logger, decisions);
   return { spicedb, authorization, tokens };
+}
+
+/** The decision cache the variables configure; none when turned off. */
+export function decisionCacheOf(
+  c: SpiceDBEnv,
+  metrics?: DecisionCacheMetrics,
+  now?: () => number,
+): DecisionCache | undefined {
+  if (c.DECISION_CACHE_SIZE === 0 || c.DECISION_CACHE_MAX_AGE_MS === 0) return undefined;
+  return new DecisionCache({
+    maxEntries: c.DECISION_CACHE_SIZE,
+    maxAgeMs: c.DECISION_CACHE_MAX_AGE_MS,
+    ...(metrics ? { metrics } : {}),
+    ...(now ? { now } : {}),
+  });
 }

@@ -69,7 +69,10 @@ export class WriterDeletion {
       response.deletedAt?.token,
     );
     if (failed)
-      this.logger?.warn({ err: failed.message }, "could not forget the ZedToken of a deleted resource");
+      this.logger?.warn(
+        { err: failed.message },
+        "could not keep the ZedToken of a delete; checks may lag briefly",
+      );
   }
 
   /**

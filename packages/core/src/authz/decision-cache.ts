@@ -1,0 +1,120 @@
+import { Lru } from "../lru.ts";
+import { type LastWriteRead, UNKNOWN_LAST_WRITE } from "./consistency-tokens.ts";
+
+/** How a check used the cache: answered from it, asked SpiceDB, or could not use it (right after a write, or Redis unreadable). */
+export const DECISION_CACHE_LOOKUPS = ["hit", "miss", "bypass"] as const;
+/** Why a kept decision was dropped: a write changed the resource's token, it reached its age, or a grant it may rest on ends. */
+export const DECISION_CACHE_INVALIDATIONS = ["write", "max_age", "grant_expiry"] as const;
+
+export interface DecisionCacheMetrics {
+  lookup(outcome: (typeof DECISION_CACHE_LOOKUPS)[number]): void;
+  invalidated(reason: (typeof DECISION_CACHE_INVALIDATIONS)[number]): void;
+}
+
+export interface DecisionCacheOptions {
+  /** Most decisions kept (least recently used go first). */
+  maxEntries: number;
+  /** Longest a decision is kept, in ms: the staleness SpiceDB's `minimize_latency` already allows. */
+  maxAgeMs: number;
+  /** Milliseconds since the epoch; tests move it. */
+  now?: () => number;
+  metrics?: DecisionCacheMetrics;
+}
+
+/**
+ * A grant is taken to end this much before its recorded time: the clocks of
+ * this host and SpiceDB's (which ends it) may differ a little.
+ */
+export const EXPIRY_CLOCK_MARGIN_MS = 1_000;
+
+interface Entry {
+  /** The resource's last-write token when the decision was asked ("" for none). */
+  version: string;
+  allowed: boolean;
+  validUntil: number;
+  /** Whether `validUntil` is a grant's expiry rather than the maximum age. */
+  byExpiry: boolean;
+}
+
+/**
+ * Decisions of `ResourceAuthorization.check`, in process, keyed by
+ * (resource, subject, permission, caveat context). A decision is served only
+ * while the resource's last-write token, read from Redis for every check
+ * anyway, is the one it was asked under: every grant, revoke, register and
+ * delete, by any replica or by the service, writes a new token, so a revoke
+ * is seen by the very next check everywhere. Never right after a write (the
+ * "recent" window, when checks are fully consistent), never longer than
+ * `maxAgeMs` (writes made around the gateway, with `zed`, are seen no later
+ * than that), never past the first expiry of an expiring grant on the
+ * resource. A resource without a token (never written through the gateway,
+ * or not for a day) is the state "": any write through the gateway, a delete
+ * too, leaves a token, so "" never comes back while a decision is kept.
+ */
+export class DecisionCache {
+  readonly now: () => number;
+  private readonly entries: Lru<string, Entry>;
+  private readonly maxAgeMs: number;
+  private readonly metrics: DecisionCacheMetrics | undefined;
+
+  constructor(options: DecisionCacheOptions) {
+    this.entries = new Lru(options.maxEntries);
+    this.maxAgeMs = options.maxAgeMs;
+    this.now = options.now ?? Date.now;
+    this.metrics = options.metrics;
+  }
+
+  /** Decisions kept now (some may no longer be valid). */
+  get size(): number {
+    return this.entries.size;
+  }
+
+  /** The decision kept under `key`, if it is still valid for the resource's last write `last`. */
+  get(key: string, last: LastWriteRead): boolean | undefined {
+    if (last === UNKNOWN_LAST_WRITE || last?.recent) {
+      this.metrics?.lookup("bypass");
+      return undefined;
+    }
+    const entry = this.entries.get(key);
+    if (!entry) {
+      this.metrics?.lookup("miss");
+      return undefined;
+    }
+    const now = this.now();
+    const reason =
+      entry.version !== (last?.token ?? "")
+        ? "write"
+        : last?.nextExpiry !== undefined && now >= last.nextExpiry - EXPIRY_CLOCK_MARGIN_MS
+          ? "grant_expiry"
+          : now >= entry.validUntil
+            ? entry.byExpiry
+              ? "grant_expiry"
+              : "max_age"
+            : undefined;
+    if (reason) {
+      this.entries.delete(key);
+      this.metrics?.invalidated(reason);
+      this.metrics?.lookup("miss");
+      return undefined;
+    }
+    this.metrics?.lookup("hit");
+    return entry.allowed;
+  }
+
+  /**
+   * Keeps a decision SpiceDB gave for the resource state `last`, read at
+   * `askedAt` (before the check was sent). Not while `last` is recent or
+   * unknown.
+   */
+  set(key: string, last: LastWriteRead, allowed: boolean, askedAt: number): void {
+    if (last === UNKNOWN_LAST_WRITE || last?.recent) return;
+    const version = last?.token ?? "";
+    let validUntil = askedAt + this.maxAgeMs;
+    let byExpiry = false;
+    if (last?.nextExpiry !== undefined && last.nextExpiry - EXPIRY_CLOCK_MARGIN_MS < validUntil) {
+      validUntil = last.nextExpiry - EXPIRY_CLOCK_MARGIN_MS;
+      byExpiry = true;
+    }
+    if (validUntil <= this.now()) return;
+    this.entries.set(key, { version, allowed, validUntil, byExpiry });
+  }
+}

@@ -1,0 +1,246 @@
+import {
+  DECISION_CACHE_INVALIDATIONS,
+  DECISION_CACHE_LOOKUPS,
+  DecisionCache,
+  type DecisionCacheMetrics,
+  EXPIRY_CLOCK_MARGIN_MS,
+  type Principal,
+  RedisConsistencyTokens,
+  ResourceAuthorization,
+  SpiceDBClient,
+} from "@gw/core";
+import { REDIS_TOPOLOGIES, useTestRedis } from "@gw/devstack/testing";
+import { type RunningSpiceDBLocal, startSpiceDBLocal } from "@gw/spicedb-local";
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
+
+/** CheckPermission calls the SpiceDB server received: a decision served from the cache adds none. */
+let checksAsked = 0;
+let spicedb: RunningSpiceDBLocal;
+let client: SpiceDBClient;
+
+beforeAll(async () => {
+  spicedb = await startSpiceDBLocal({
+    host: "127.0.0.1",
+    port: 0,
+    presharedKey: "k",
+    schemaFile: new URL("../../../spicedb/schema.zed", import.meta.url).pathname,
+    observe: (path) => {
+      if (path.endsWith("/CheckPermission")) checksAsked++;
+    },
+  });
+  client = new SpiceDBClient({
+    endpoint: spicedb.endpoint,
+    presharedKey: "k",
+    insecure: true,
+    deadlineMs: 2_000,
+  });
+});
+afterAll(async () => {
+  client.close();
+  await spicedb.close();
+});
+
+const principal = (user: string): Principal => ({
+  org: "acme",
+  user,
+  keyId: "k",
+  permissions: [],
+  credential: "api_key",
+  onBehalfOf: true,
+});
+const alice = principal("alice");
+const bob = principal("bob");
+
+/** What the cache counted, by outcome and reason. */
+function tally(): DecisionCacheMetrics & { counts: Record<string, number> } {
+  const counts: Record<string, number> = Object.fromEntries(
+    [...DECISION_CACHE_LOOKUPS, ...DECISION_CACHE_INVALIDATIONS].map((k) => [k, 0]),
+  );
+  return {
+    counts,
+    lookup: (outcome) => counts[outcome]!++,
+    invalidated: (reason) => counts[reason]!++,
+  };
+}
+
+/** A clock the test moves; it starts at the real time, as SpiceDB's expirations do. */
+class Clock {
+  ms = Date.now();
+  now = () => this.ms;
+  advance(ms: number) {
+    this.ms += ms;
+  }
+}
+
+describe.each(REDIS_TOPOLOGIES)("the decision cache, on %s Redis", (topology) => {
+  const store = useTestRedis(topology);
+  let clock: Clock;
+  let metrics: ReturnType<typeof tally>;
+  /** Two replicas on one Redis and one SpiceDB, each with its own cache. */
+  let a: ResourceAuthorization;
+  let b: ResourceAuthorization;
+  const replica = (recentWriteMs: number, counted?: DecisionCacheMetrics) =>
+    new ResourceAuthorization(
+      client,
+      new RedisConsistencyTokens(store.redis, recentWriteMs),
+      undefined,
+      new DecisionCache({
+        maxEntries: 1_000,
+        maxAgeMs: 5_000,
+        now: clock.now,
+        ...(counted ? { metrics: counted } : {}),
+      }),
+    );
+  let n = 0;
+  const fresh = () => ({ type: "conversation" as const, id: `conv_${topology}_${++n}_${Date.now()}` });
+  const marker = (id: string) => `gw:zedtoken:{conversation:acme/${id}}:recent`;
+
+  beforeEach(() => {
+    clock = new Clock();
+    metrics = tally();
+  });
+
+  /** Asks `replica` and says whether SpiceDB was asked for it. */
+  async function asked(replica: ResourceAuthorization, ...args: Parameters<ResourceAuthorization["check"]>) {
+    const before = checksAsked;
+    const allowed = await replica.check(...args);
+    return { allowed, asked: checksAsked - before };
+  }
+
+  it("answers a repeated check from the cache; a revoke on another replica is seen by the very next check", async () => {
+    // Without the "recent" window, checks use the cache right after a write.
+    [a, b] = [replica(0, metrics), replica(0)];
+    const resource = fresh();
+    await b.createOwnership(alice, resource);
+    await b.grant(alice, { ...resource, userId: "bob", role: "reader" });
+
+    expect(await asked(a, bob, resource, "reader")).toEqual({ allowed: true, asked: 1 });
+    expect(await asked(a, bob, resource, "reader")).toEqual({ allowed: true, asked: 0 });
+    expect(await asked(a, bob, resource, "writer")).toEqual({ allowed: false, asked: 1 });
+    expect(await asked(a, bob, resource, "writer")).toEqual({ allowed: false, asked: 0 });
+    expect(metrics.counts).toMatchObject({ hit: 2, miss: 2, write: 0 });
+
+    await b.revoke(alice, { ...resource, userId: "bob", role: "reader" });
+    expect(await asked(a, bob, resource, "reader")).toEqual({ allowed: false, asked: 1 });
+    expect(metrics.counts).toMatchObject({ hit: 2, miss: 3, write: 1 });
+    // And a grant is seen as soon: the kept denial goes too.
+    await b.grant(alice, { ...resource, userId: "bob", role: "writer" });
+    expect(await asked(a, bob, resource, "writer")).toEqual({ allowed: true, asked: 1 });
+    expect(metrics.counts.write).toBe(2);
+  });
+
+  it("is not used right after a write (fully consistent then); afterwards it is", async () => {
+    [a, b] = [replica(2_000, metrics), replica(2_000)];
+    const resource = fresh();
+    await b.createOwnership(alice, resource);
+    expect(await asked(a, alice, resource, "owner")).toEqual({ allowed: true, asked: 1 });
+    expect(await asked(a, alice, resource, "owner")).toEqual({ allowed: true, asked: 1 });
+    expect(metrics.counts).toMatchObject({ bypass: 2, hit: 0 });
+
+    // The window passes (Redis expires the marker by itself).
+    await store.redis.del(marker(resource.id));
+    expect(await asked(a, alice, resource, "owner")).toEqual({ allowed: true, asked: 1 });
+    expect(await asked(a, alice, resource, "owner")).toEqual({ allowed: true, asked: 0 });
+    expect(metrics.counts).toMatchObject({ bypass: 2, miss: 1, hit: 1 });
+  });
+
+  it("keeps a decision no longer than its maximum age", async () => {
+    a = replica(0, metrics);
+    const resource = fresh();
+    await a.createOwnership(alice, resource);
+    expect((await asked(a, alice, resource, "owner")).asked).toBe(1);
+    clock.advance(4_999);
+    expect((await asked(a, alice, resource, "owner")).asked).toBe(0);
+    clock.advance(1);
+    expect(await asked(a, alice, resource, "owner")).toEqual({ allowed: true, asked: 1 });
+    expect(metrics.counts).toMatchObject({ max_age: 1, hit: 1, miss: 2 });
+  });
+
+  it("keeps no decision past the first expiry of a grant on the resource, however it was reached", async () => {
+    [a, b] = [replica(0, metrics), replica(0)];
+    const resource = fresh();
+    await b.createOwnership(alice, resource);
+    const expiresAt = new Date(clock.ms + 3_000);
+    await b.grant(alice, { ...resource, userId: "bob", role: "reader", expiresAt });
+    // Another user's decision on the resource is bounded too: the cache cannot tell what a decision rests on.
+    for (const who of [bob, alice]) expect((await asked(a, who, resource, "reader")).allowed).toBe(true);
+    clock.advance(3_000 - EXPIRY_CLOCK_MARGIN_MS - 1);
+    for (const who of [bob, alice]) expect((await asked(a, who, resource, "reader")).asked).toBe(0);
+    clock.advance(1);
+    for (const who of [bob, alice]) expect((await asked(a, who, resource, "reader")).asked).toBe(1);
+    expect(metrics.counts).toMatchObject({ grant_expiry: 2, max_age: 0 });
+
+    // Once SpiceDB has ended the grant, the check says so.
+    while (Date.now() <= expiresAt.getTime() + 50) await new Promise((r) => setTimeout(r, 100));
+    clock.ms = Date.now();
+    expect(await asked(a, bob, resource, "reader")).toEqual({ allowed: false, asked: 1 });
+    // A later expiry on the resource still bounds what is kept now.
+    await b.grant(alice, {
+      ...resource,
+      userId: "carol",
+      role: "writer",
+      expiresAt: new Date(clock.ms + 60_000),
+    });
+    await b.grant(alice, {
+      ...resource,
+      userId: "dave",
+      role: "reader",
+      expiresAt: new Date(clock.ms + 2_000),
+    });
+    await b.grant(alice, { ...resource, userId: "erin", role: "reader" });
+    expect((await asked(a, bob, resource, "reader")).asked).toBe(1);
+    clock.advance(2_000 - EXPIRY_CLOCK_MARGIN_MS);
+    expect((await asked(a, bob, resource, "reader")).asked).toBe(1);
+  });
+
+  it.each([2_000, 0])(
+    "drops a decision on a resource without a token when another replica deletes it (recent window %i ms)",
+    async (recentWriteMs) => {
+      [a, b] = [replica(recentWriteMs, metrics), replica(recentWriteMs)];
+      const resource = fresh();
+      await b.createOwnership(alice, resource);
+      await b.grant(alice, { ...resource, userId: "bob", role: "reader" });
+      // A day later its token has expired in Redis: the resource has none.
+      await store.redis.del(`gw:zedtoken:{conversation:acme/${resource.id}}`, marker(resource.id));
+      // Without a token SpiceDB answers from its latest snapshot, which takes a moment to have the grant;
+      // meanwhile each denial is kept, so the clock moves past it.
+      while (!(await a.check(bob, resource, "reader"))) {
+        clock.advance(5_000);
+        await new Promise((r) => setTimeout(r, 100));
+      }
+      expect(await asked(a, bob, resource, "reader")).toEqual({ allowed: true, asked: 0 });
+
+      // Alice deletes it on the other replica: the delete's token is the resource's now.
+      const writes = metrics.counts.write!;
+      await b.deleteResource(alice, resource);
+      expect(await asked(a, bob, resource, "reader")).toEqual({ allowed: false, asked: 1 });
+      // Also once the "recent" window has passed: the delete's token keeps the check at least as fresh.
+      await store.redis.del(marker(resource.id));
+      expect(await asked(a, bob, resource, "reader")).toEqual({
+        allowed: false,
+        asked: recentWriteMs ? 1 : 0,
+      });
+      expect(metrics.counts.write).toBe(writes + 1);
+    },
+  );
+
+  it("is not used while Redis cannot say what the last write was", async () => {
+    a = replica(0, metrics);
+    const resource = fresh();
+    await a.createOwnership(alice, resource);
+    expect((await asked(a, alice, resource, "owner")).asked).toBe(1);
+    const broken = new ResourceAuthorization(
+      client,
+      {
+        get: () => Promise.reject(new Error("Redis is away")),
+        set: () => Promise.resolve(),
+        forget: () => Promise.resolve(),
+      },
+      undefined,
+      new DecisionCache({ maxEntries: 10, maxAgeMs: 5_000, now: clock.now, metrics }),
+    );
+    for (let i = 0; i < 2; i++)
+      expect(await asked(broken, alice, resource, "owner")).toEqual({ allowed: true, asked: 1 });
+    expect(metrics.counts.bypass).toBe(2);
+  });
+});
