@@ -1,5 +1,6 @@
 import OpenAI, {
   AuthenticationError,
+  BadRequestError,
   NotFoundError,
   PermissionDeniedError,
   RateLimitError,
@@ -345,6 +346,42 @@ export function openaiSdkCases(target: () => SdkTarget): void {
       deleted: true,
     });
     await expect(alice.conversations.retrieve(conversation.id)).rejects.toBeInstanceOf(NotFoundError);
+  });
+
+  it("errors carry OpenAI's error body: the SDK shows the reason, its code, type and param", async () => {
+    const { key, alice } = await org();
+    const mine = await alice.responses.create({ input: "mine" });
+    const bob = client(key.secret, "bob");
+    const notFound = await bob.responses.retrieve(mine.id).catch((e: unknown) => e);
+    expect(notFound).toBeInstanceOf(NotFoundError);
+    expect(notFound).toMatchObject({
+      status: 404,
+      message: `404 No response ${mine.id}`,
+      code: "not_found",
+      type: "invalid_request_error",
+      param: null,
+    });
+    const cancel = await alice.responses.cancel(mine.id).catch((e: unknown) => e);
+    expect(cancel).toBeInstanceOf(BadRequestError);
+    expect((cancel as BadRequestError).message).toMatch(/^400 Only background responses can be cancelled/);
+    expect(cancel).toMatchObject({ code: "bad_request", type: "invalid_request_error" });
+
+    const stranger = client("gwsk_not-a-real-key-not-a-real-key-not-a-real-k", "alice");
+    const unauthorized = await stranger.responses.retrieve(mine.id).catch((e: unknown) => e);
+    expect(unauthorized).toMatchObject({
+      status: 401,
+      message: "401 Invalid API key",
+      code: "unauthorized",
+      type: "authentication_error",
+    });
+    const readOnly = await org({ permissions: ["responses:read"] });
+    const forbidden = await readOnly.alice.responses.create({ input: "x" }).catch((e: unknown) => e);
+    expect(forbidden).toMatchObject({
+      status: 403,
+      message: "403 This credential lacks the 'responses:write' permission",
+      code: "forbidden",
+      type: "permission_error",
+    });
   });
 
   it("maps every refusal to the SDK's error classes: 401, 403, 404, 422, 429", async () => {

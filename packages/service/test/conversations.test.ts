@@ -2,7 +2,7 @@ import { REDIS_TOPOLOGIES } from "@gw/devstack/testing";
 import { describe, expect, it } from "vitest";
 import { ConversationStore } from "../src/conversations/store.ts";
 import type { Item } from "../src/items/items.ts";
-import { useStack } from "./stack.ts";
+import { llmError, useStack } from "./stack.ts";
 
 describe.each(REDIS_TOPOLOGIES)("on %s Redis", (topology) => {
   const stack = useStack({}, {}, undefined, topology);
@@ -63,9 +63,8 @@ describe.each(REDIS_TOPOLOGIES)("on %s Redis", (topology) => {
       expect({ get: get.status, update: update.status, items: items.status, delete: del.status }).toEqual(
         expected,
       );
-      if (expected.get === 404)
-        expect(await get.json()).toEqual({ error: "Not Found", message: expect.any(String) });
-      if (expected.update === 403) expect((await update.json()).error).toBe("Forbidden");
+      if (expected.get === 404) expect(await get.json()).toEqual(llmError("not_found"));
+      if (expected.update === 403) expect((await update.json()).error.code).toBe("forbidden");
       if (expected.update === 200) expect((await update.json()).metadata).toEqual({ topic: "new" });
       if (expected.items === 200)
         expect(await items.json()).toMatchObject({ object: "list", data: [], has_more: false });
@@ -131,7 +130,7 @@ describe.each(REDIS_TOPOLOGIES)("on %s Redis", (topology) => {
       const readOnly = await stack.createKey({ permissions: ["conversations:read"] });
       const res = await stack.call(readOnly.secret, CONV, { json: {}, user: "alice" });
       expect(res.status).toBe(403);
-      expect((await res.json()).message).toContain("conversations:write");
+      expect((await res.json()).error.message).toContain("conversations:write");
     });
   });
 

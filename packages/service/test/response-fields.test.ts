@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { parseEvents, useStack } from "./stack.ts";
+import { llmError, parseEvents, useStack } from "./stack.ts";
 
 const stack = useStack({ LLM_CONTEXT_MAX_ITEMS: "4" });
 const RESPONSES = "/api/v1/llm/responses";
@@ -365,7 +365,9 @@ describe("truncation", () => {
       first.secret,
     );
     expect(disabled.res.status).toBe(400);
-    expect(disabled.body).toEqual({ error: "Bad Request", message: expect.stringContaining("truncation") });
+    expect(disabled.body).toEqual(
+      llmError("bad_request", expect.stringContaining("truncation"), "truncation"),
+    );
     expect(stack.llm.requests.length).toBe(before);
     // Exactly as many as fit: disabled is fine.
     const two = await create(

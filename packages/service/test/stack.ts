@@ -1,5 +1,13 @@
 import { randomBytes } from "node:crypto";
-import { createLogger, createRedis, loadConfig, type RedisClient, type RouteTemplate } from "@gw/core";
+import {
+  createLogger,
+  createRedis,
+  ERROR_CATALOGUE,
+  type ErrorCode,
+  loadConfig,
+  type RedisClient,
+  type RouteTemplate,
+} from "@gw/core";
 import {
   capturingLogger,
   type RedisTopology,
@@ -16,7 +24,7 @@ import {
   generateSigningJwk,
   startGateway,
 } from "@gw/gateway";
-import { afterAll, beforeAll } from "vitest";
+import { afterAll, beforeAll, expect } from "vitest";
 import { serviceConfigSchema } from "../src/config.ts";
 import { startService } from "../src/server.ts";
 
@@ -166,4 +174,13 @@ export function useStack(
   });
   afterAll(() => teardown());
   return stack;
+}
+
+/** The body of an error on the `/api/v1/llm` surface: OpenAI's shape, with the catalogue's code and message. */
+export function llmError(
+  code: ErrorCode,
+  message: unknown = expect.any(String),
+  param: string | null = null,
+) {
+  return { error: { message, type: ERROR_CATALOGUE[code].type, param, code } };
 }

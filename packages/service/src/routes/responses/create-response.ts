@@ -77,6 +77,7 @@ export function registerCreateResponse(router: Router, deps: CreateResponseDeps)
       throw new AppError(
         "bad_request",
         "The earlier items do not fit the context budget; send truncation: 'auto' to drop the oldest",
+        { param: "truncation" },
       );
     }
     requireCallsForOutputs(history.items, turn);
