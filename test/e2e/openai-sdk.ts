@@ -400,7 +400,7 @@ export function openaiSdkCases(target: () => SdkTarget): void {
     for (const refused of [
       { input: "x", background: true },
       { input: "x", tools: [{ type: "web_search" as const }] },
-      { input: "x", reasoning: { effort: "high" as const } },
+      { input: "x", reasoning: { effort: "high" as const, summary: "detailed" as const } },
     ]) {
       await expect(alice.responses.create(refused)).rejects.toBeInstanceOf(UnprocessableEntityError);
     }

@@ -126,6 +126,19 @@ describe.each(REDIS_TOPOLOGIES)("on %s Redis", (topology) => {
       expect((await stack.call(key.secret, CONV, { method: "POST", user: "alice" })).status).toBe(200);
     });
 
+    it("are created with an empty list of items (as the Agents SDK's sessions do), but not with 21", async () => {
+      const key = await stack.createKey();
+      const empty = await stack.call(key.secret, CONV, { json: { items: [] }, user: "alice" });
+      expect(empty.status).toBe(200);
+      const { id } = await empty.json();
+      const items = await stack.call(key.secret, `${CONV}/${id}/items`, { user: "alice" });
+      expect(await items.json()).toMatchObject({ object: "list", data: [], has_more: false });
+      const many = Array.from({ length: 21 }, () => ({ role: "user", content: "x" }));
+      const tooMany = await stack.call(key.secret, CONV, { json: { items: many }, user: "alice" });
+      expect(tooMany.status).toBe(422);
+      expect((await tooMany.json()).detail[0]).toMatchObject({ loc: ["body", "items"], type: "too_long" });
+    });
+
     it("needs conversations:write to create and conversations:read to read", async () => {
       const readOnly = await stack.createKey({ permissions: ["conversations:read"] });
       const res = await stack.call(readOnly.secret, CONV, { json: {}, user: "alice" });

@@ -106,9 +106,27 @@ describe("request fields", () => {
     expect(Object.keys(upstream()).sort()).toEqual(["messages", "model"]);
   });
 
+  it("forwards reasoning.effort as reasoning_effort and text.verbosity as verbosity, and echoes them", async () => {
+    const { res, body } = await create({
+      input: "hi",
+      reasoning: { effort: "minimal", summary: null },
+      text: { verbosity: "low" },
+    });
+    expect(res.status).toBe(200);
+    expect(upstream()).toMatchObject({ reasoning_effort: "minimal", verbosity: "low" });
+    expect(body).toMatchObject({ reasoning: { effort: "minimal", summary: null }, text: { verbosity: "low" } });
+    const bad = await create({ input: "hi", reasoning: { effort: "extreme" } });
+    expect(bad.res.status).toBe(422);
+    expect(bad.body.detail[0]).toMatchObject({ loc: ["body", "reasoning", "effort"], type: "enum" });
+  });
+
   it.each([
     [{ background: true }, ["body", "background"], /Background mode is not supported/],
-    [{ reasoning: { effort: "high" } }, ["body", "reasoning"], /Reasoning configuration is not supported/],
+    [
+      { reasoning: { effort: "low", summary: "auto" } },
+      ["body", "reasoning", "summary"],
+      /A reasoning summary is not supported/,
+    ],
     [{ include: ["message.output_text.logprobs"] }, ["body", "include"], /include is not supported/],
     [{ prompt: { id: "pmpt_1" } }, ["body", "prompt"], /prompt \(stored prompt templates\) is not supported/],
     [{ service_tier: "flex" }, ["body", "service_tier"], /service_tier is not supported/],

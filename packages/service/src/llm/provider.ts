@@ -50,6 +50,8 @@ export interface ChatRequest {
   /** Chat-completions `response_format`, e.g. `{type: "json_schema", json_schema: {…}}`. */
   responseFormat?: Record<string, unknown> | undefined;
   verbosity?: "low" | "medium" | "high" | undefined;
+  /** Chat-completions `reasoning_effort`, for models that reason. */
+  reasoningEffort?: "none" | "minimal" | "low" | "medium" | "high" | "xhigh" | undefined;
   tools?: FunctionTool[] | undefined;
   toolChoice?: "none" | "auto" | "required" | { name: string } | undefined;
   parallelToolCalls?: boolean | undefined;
@@ -380,6 +382,7 @@ function chatBody(request: ChatRequest): Record<string, unknown> {
     ...(request.user !== undefined ? { user: request.user } : {}),
     ...(request.responseFormat ? { response_format: request.responseFormat } : {}),
     ...(request.verbosity ? { verbosity: request.verbosity } : {}),
+    ...(request.reasoningEffort ? { reasoning_effort: request.reasoningEffort } : {}),
     ...(tools
       ? {
           tools: tools.map((t) => ({

@@ -41,8 +41,15 @@ const toolChoice = chosen((v) =>
       }),
 );
 
-const isEmptyObject = (v: unknown) =>
-  typeof v === "object" && v !== null && Object.values(v).every((x) => x === null || x === undefined);
+/** Reasoning effort as OpenAI names it; sent to chat providers as `reasoning_effort`. */
+export const reasoningEffort = z.enum(["none", "minimal", "low", "medium", "high", "xhigh"]);
+
+// Chat providers take an effort; the summaries of the Responses API have nothing to come from.
+const reasoning = z.strictObject({
+  effort: reasoningEffort.nullish(),
+  summary: notSupported("A reasoning summary", (v) => v === null),
+  generate_summary: notSupported("A reasoning summary", (v) => v === null),
+});
 
 export const createResponseBody = z
   .strictObject({
@@ -79,9 +86,9 @@ export const createResponseBody = z
     tool_choice: toolChoice.optional(),
     parallel_tool_calls: z.boolean().default(true),
     truncation: z.enum(["auto", "disabled"]).default("auto"),
+    reasoning: reasoning.optional(),
     // Fields of the OpenAI API this service cannot honour.
     background: notSupported("Background mode", (v) => v === false),
-    reasoning: notSupported("Reasoning configuration", isEmptyObject),
     include: notSupported("include", (v) => Array.isArray(v) && v.length === 0),
     max_tool_calls: notSupported("max_tool_calls"),
     prompt: notSupported("prompt (stored prompt templates)"),
@@ -136,6 +143,7 @@ export function chatOptions(input: CreateResponseInput): Omit<ChatRequest, "mode
     topP: input.top_p,
     user: input.user,
     verbosity: input.text?.verbosity ?? undefined,
+    reasoningEffort: input.reasoning?.effort ?? undefined,
     responseFormat:
       format?.type === "json_schema"
         ? {

@@ -41,7 +41,7 @@ export interface ResponseObject {
   parallel_tool_calls: boolean;
   previous_response_id: string | null;
   conversation: { id: string } | null;
-  reasoning: { effort: null; summary: null };
+  reasoning: { effort: "none" | "minimal" | "low" | "medium" | "high" | "xhigh" | null; summary: null };
   store: boolean;
   temperature: number | null;
   text: { format: Record<string, unknown>; verbosity?: "low" | "medium" | "high" };
