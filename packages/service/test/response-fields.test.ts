@@ -114,7 +114,10 @@ describe("request fields", () => {
     });
     expect(res.status).toBe(200);
     expect(upstream()).toMatchObject({ reasoning_effort: "minimal", verbosity: "low" });
-    expect(body).toMatchObject({ reasoning: { effort: "minimal", summary: null }, text: { verbosity: "low" } });
+    expect(body).toMatchObject({
+      reasoning: { effort: "minimal", summary: null },
+      text: { verbosity: "low" },
+    });
     const bad = await create({ input: "hi", reasoning: { effort: "extreme" } });
     expect(bad.res.status).toBe(422);
     expect(bad.body.detail[0]).toMatchObject({ loc: ["body", "reasoning", "effort"], type: "enum" });
@@ -143,7 +146,11 @@ describe("request fields", () => {
       ["body", "input", 0, "content", 0, "type"],
       /Content type 'input_image' is not supported/,
     ],
-    [{ input: [{ type: "item_reference", id: "msg_1" }] }, ["body", "input", 0, "type"], /not supported/],
+    [
+      { input: [{ type: "reasoning", id: "rs_1", summary: [] }] },
+      ["body", "input", 0, "type"],
+      /not supported/,
+    ],
   ])("refuses %j with a 422 naming the field, before the model is asked", async (fields, loc, msg) => {
     const before = stack.llm.requests.length;
     const { res, body } = await create({ input: "hi", ...fields });

@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { inputItem } from "../items/input.ts";
+import { responseInputItem } from "../items/input.ts";
 import type { ChatRequest } from "../llm/provider.ts";
 import { metadataSchema } from "../routes/conversations/metadata.ts";
 import { byType, chosen, float, notSupported } from "../schema.ts";
@@ -54,7 +54,9 @@ const reasoning = z.strictObject({
 export const createResponseBody = z
   .strictObject({
     model: z.string().min(1).max(256).default("auto"),
-    input: chosen((v) => (typeof v === "string" ? z.string().min(1) : z.array(inputItem).min(1).max(1_000))),
+    input: chosen((v) =>
+      typeof v === "string" ? z.string().min(1) : z.array(responseInputItem).min(1).max(1_000),
+    ),
     stream: z.boolean().default(false),
     instructions: z.string().max(262_144).optional(),
     conversation: z

@@ -12,7 +12,7 @@ import {
 import type { Router } from "express";
 import type { ConversationStore } from "../../conversations/store.ts";
 import { newId } from "../../ids.ts";
-import { toItems } from "../../items/input.ts";
+import { toTurn } from "../../items/input.ts";
 import { type Item, itemChars, toChatMessages } from "../../items/items.ts";
 import { type ContextBudget, fitHistory, type History, type NewestFirstPage } from "../../llm/context.ts";
 import {
@@ -28,6 +28,7 @@ import type { ResponseObject, ResponseStore } from "../../responses/store.ts";
 import { withoutNulls } from "../../schema.ts";
 import type { UsageStore } from "../../usage/store.ts";
 import { requireRole } from "../access.ts";
+import { readableItem } from "./item-reference.ts";
 import { type StreamedTurn, streamTurn } from "./stream-response.ts";
 
 export interface CreateResponseDeps {
@@ -67,7 +68,7 @@ export function registerCreateResponse(router: Router, deps: CreateResponseDeps)
         },
       ]);
     }
-    const turn = toItems(input.input);
+    const turn = await toTurn(input.input, (id) => readableItem(deps, principal, id));
     const instructions: ChatMessage[] = input.instructions
       ? [{ role: "system", content: input.instructions }]
       : [];
