@@ -98,7 +98,8 @@ export const isOpenAISurface = (path: string) => /^\/api\/v1\/llm(?:[/?#]|$)/.te
 
 export const unauthorized = (message: string) =>
   new AppError("unauthorized", message, { headers: { "WWW-Authenticate": 'Bearer realm="gateway"' } });
-export const forbidden = (message: string) => new AppError("forbidden", message);
+export const forbidden = (message: string, options: { param?: string } = {}) =>
+  new AppError("forbidden", message, options);
 export const notFound = (message: string) => new AppError("not_found", message);
 export const conflict = (message: string) => new AppError("conflict", message);
 export const serviceUnavailable = (message: string, cause?: unknown) =>

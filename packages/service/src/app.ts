@@ -30,6 +30,8 @@ import { registerGetItem } from "./routes/conversations/get-item.ts";
 import { registerListItems } from "./routes/conversations/list-items.ts";
 import { registerUpdateConversation } from "./routes/conversations/update-conversation.ts";
 import { registerEvalRoutes } from "./routes/evals/index.ts";
+import { registerGetModel } from "./routes/models/get-model.ts";
+import { registerListModels } from "./routes/models/list-models.ts";
 import { registerCancelResponse } from "./routes/responses/cancel-response.ts";
 import { registerCreateResponse } from "./routes/responses/create-response.ts";
 import { registerDeleteResponse } from "./routes/responses/delete-response.ts";
@@ -93,6 +95,8 @@ export function createServiceApp(deps: ServiceDeps): express.Express {
   registerListInputItems(api, deps);
   registerDeleteResponse(api, deps);
   registerCancelResponse(api, deps);
+  registerListModels(api, deps);
+  registerGetModel(api, deps);
   registerGetUsage(api, deps);
   registerEvalRoutes(api, deps);
   registerSandboxRoutes(api, deps.sandbox);

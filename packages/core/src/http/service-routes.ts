@@ -20,6 +20,8 @@ export const SERVICE_ROUTES: RouteTemplate[] = [
   ["GET", "/llm/responses/:id/input_items"],
   ["DELETE", "/llm/responses/:id"],
   ["POST", "/llm/responses/:id/cancel"],
+  ["GET", "/llm/models"],
+  ["GET", "/llm/models/:id"],
   ["GET", "/usage"],
   ["POST", "/llm/evals/schedules"],
   ["GET", "/llm/evals/schedules"],

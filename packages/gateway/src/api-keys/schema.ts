@@ -16,6 +16,13 @@ export const limitsPatchSchema = z.strictObject(
   Object.fromEntries(WINDOWS.map((w) => [w, quota.nullable().optional()])),
 );
 
+/** A per-key model allowlist: model ids as the service's `LLM_MODELS` names them. */
+export const modelsSchema = z
+  .array(z.string().min(1).max(256))
+  .min(1)
+  .max(100)
+  .refine((list) => new Set(list).size === list.length, "List should not contain duplicates");
+
 const futureInstant = z.iso
   .datetime({ offset: true })
   .refine((value) => Date.parse(value) > Date.now(), "Expiry should be in the future");
@@ -26,6 +33,7 @@ export const createApiKeySchema = z.strictObject({
   name: z.string().min(1).max(128).optional(),
   permissions: permissionsSchema.optional(),
   limits: limitsSchema.optional(),
+  models: modelsSchema.optional(),
   expiresAt: futureInstant.optional(),
 });
 
@@ -35,6 +43,8 @@ export const updateApiKeySchema = z.strictObject({
   name: z.string().min(1).max(128).nullable().optional(),
   permissions: permissionsSchema.optional(),
   limits: limitsPatchSchema.optional(),
+  /** `null` lifts the allowlist. */
+  models: modelsSchema.nullable().optional(),
   expiresAt: futureInstant.nullable().optional(),
 });
 

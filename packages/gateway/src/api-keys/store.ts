@@ -73,6 +73,7 @@ export class ApiKeyStore {
       name: input.name ?? null,
       permissions: [...(input.permissions ?? DEFAULT_PERMISSIONS)],
       limits: cleanLimits(input.limits ?? {}),
+      models: input.models ? [...input.models] : null,
       status: "active",
       createdAt: new Date().toISOString(),
       expiresAt: input.expiresAt ? new Date(input.expiresAt).toISOString() : null,
@@ -122,6 +123,7 @@ export class ApiKeyStore {
     return this.modify(id, (record) => {
       if (patch.name !== undefined) record.name = patch.name;
       if (patch.permissions !== undefined) record.permissions = [...patch.permissions];
+      if (patch.models !== undefined) record.models = patch.models === null ? null : [...patch.models];
       if (patch.expiresAt !== undefined) {
         record.expiresAt = patch.expiresAt === null ? null : new Date(patch.expiresAt).toISOString();
       }

@@ -13,10 +13,10 @@ import { RedisWindows } from "../rate-limit/redis-windows.ts";
 import { generateSigningJwk } from "../tokens/signing-keys.ts";
 
 const USAGE = `usage:
-  pnpm keys create --org ORG --owner USER [--name N] [--permissions a,b] [--limit WINDOW=N]... [--expires-at ISO8601]
+  pnpm keys create --org ORG --owner USER [--name N] [--permissions a,b] [--models a,b] [--limit WINDOW=N]... [--expires-at ISO8601]
   pnpm keys list --org ORG
   pnpm keys get ID
-  pnpm keys update ID [--name N] [--permissions a,b] [--limit WINDOW=N|off]... [--expires-at ISO8601|never]
+  pnpm keys update ID [--name N] [--permissions a,b] [--models a,b|any] [--limit WINDOW=N|off]... [--expires-at ISO8601|never]
   pnpm keys revoke ID
   pnpm keys usage ID      (requests counted in each of the key's rate-limit windows)
   pnpm keys signing-key [--alg ES256|EdDSA]   (a new JWT signing key, as a JWK Set for JWT_SIGNING_KEYS)
@@ -29,6 +29,7 @@ const OPTIONS = {
   owner: { type: "string" },
   name: { type: "string" },
   permissions: { type: "string" },
+  models: { type: "string" },
   limit: { type: "string", multiple: true },
   "expires-at": { type: "string" },
   alg: { type: "string" },
@@ -49,7 +50,8 @@ function parseLimits(values: string[] | undefined, allowOff: boolean): Record<st
   return limits;
 }
 
-function parsePermissions(value: string | undefined): string[] | undefined {
+/** A comma-separated list (`--permissions`, `--models`). */
+function parseList(value: string | undefined): string[] | undefined {
   return value === undefined
     ? undefined
     : value
@@ -87,7 +89,8 @@ export async function runKeysCommand(
         org: values.org,
         owner: values.owner,
         name: values.name,
-        permissions: parsePermissions(values.permissions),
+        permissions: parseList(values.permissions),
+        models: parseList(values.models),
         limits: parseLimits(values.limit, false),
         expiresAt: values["expires-at"],
       });
@@ -105,7 +108,8 @@ export async function runKeysCommand(
       const expires = values["expires-at"];
       const patch = validate("body", updateApiKeySchema, {
         name: values.name,
-        permissions: parsePermissions(values.permissions),
+        permissions: parseList(values.permissions),
+        models: values.models === "any" ? null : parseList(values.models),
         limits: parseLimits(values.limit, true),
         expiresAt: expires === "never" ? null : expires,
       });

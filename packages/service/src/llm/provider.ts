@@ -166,6 +166,11 @@ export class ChatProvider {
     return this.options.allowedModels;
   }
 
+  /** `LLM_DEFAULT_MODEL`, the model of `auto`. */
+  get defaultModel(): string | undefined {
+    return this.options.defaultModel;
+  }
+
   /** Fails fast, before any state is created, when no provider is configured. */
   assertConfigured(): void {
     if (!this.options.baseUrl) throw new ProviderNotConfigured("LLM_BASE_URL");

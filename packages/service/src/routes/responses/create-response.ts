@@ -15,6 +15,7 @@ import { newId } from "../../ids.ts";
 import { toTurn } from "../../items/input.ts";
 import { type Item, itemChars, toChatMessages } from "../../items/items.ts";
 import { type ContextBudget, fitHistory, type History, type NewestFirstPage } from "../../llm/context.ts";
+import { requireUsableModel } from "../../llm/models.ts";
 import {
   type ChatMessage,
   type ChatProvider,
@@ -68,6 +69,7 @@ export function registerCreateResponse(router: Router, deps: CreateResponseDeps)
         },
       ]);
     }
+    requireUsableModel(principal, model);
     const turn = await toTurn(input.input, (id) => readableItem(deps, principal, id));
     const instructions: ChatMessage[] = input.instructions
       ? [{ role: "system", content: input.instructions }]
