@@ -16,11 +16,18 @@ import {
 } from "@gw/core";
 import express, { Router } from "express";
 import { verifyAssertion } from "./authenticate/verify-assertion.ts";
+import type { CompletionStore } from "./completions/store.ts";
 import type { ConversationStore } from "./conversations/store.ts";
 import type { Evals } from "./evals/index.ts";
 import type { ContextBudget } from "./llm/context.ts";
 import type { ChatProvider } from "./llm/provider.ts";
 import type { ResponseStore } from "./responses/store.ts";
+import { registerCreateCompletion } from "./routes/chat/create-completion.ts";
+import { registerDeleteCompletion } from "./routes/chat/delete-completion.ts";
+import { registerGetCompletion } from "./routes/chat/get-completion.ts";
+import { registerListCompletionMessages } from "./routes/chat/list-completion-messages.ts";
+import { registerListCompletions } from "./routes/chat/list-completions.ts";
+import { registerUpdateCompletion } from "./routes/chat/update-completion.ts";
 import { registerAddItems } from "./routes/conversations/add-items.ts";
 import { registerCreateConversation } from "./routes/conversations/create-conversation.ts";
 import { registerDeleteConversation } from "./routes/conversations/delete-conversation.ts";
@@ -54,6 +61,8 @@ export interface ServiceDeps {
   provider: ChatProvider;
   conversations: ConversationStore;
   responses: ResponseStore;
+  /** Stored chat completions (`store: true`). */
+  completions: CompletionStore;
   usage: UsageStore;
   context: ContextBudget;
   evals: Evals;
@@ -95,6 +104,12 @@ export function createServiceApp(deps: ServiceDeps): express.Express {
   registerListInputItems(api, deps);
   registerDeleteResponse(api, deps);
   registerCancelResponse(api, deps);
+  registerCreateCompletion(api, deps);
+  registerListCompletions(api, deps);
+  registerGetCompletion(api, deps);
+  registerListCompletionMessages(api, deps);
+  registerUpdateCompletion(api, deps);
+  registerDeleteCompletion(api, deps);
   registerListModels(api, deps);
   registerGetModel(api, deps);
   registerGetUsage(api, deps);

@@ -15,6 +15,7 @@ import {
   WriterDeletion,
 } from "@gw/core";
 import { createServiceApp } from "./app.ts";
+import { RedisCompletionStore } from "./completions/store.ts";
 import type { ServiceConfig } from "./config.ts";
 import { ConversationStore } from "./conversations/store.ts";
 import { startEvals } from "./evals/index.ts";
@@ -83,6 +84,7 @@ export async function startService(
     provider,
     conversations: new ConversationStore(redis),
     responses: new ResponseStore(redis),
+    completions: new RedisCompletionStore(redis),
     usage,
     context: { maxItems: config.LLM_CONTEXT_MAX_ITEMS, maxTokens: config.LLM_CONTEXT_MAX_TOKENS },
     evals,

@@ -1,4 +1,4 @@
-import { forbidden, type Principal } from "@gw/core";
+import { forbidden, type Principal, ValidationFailed } from "@gw/core";
 import type { ChatProvider } from "./provider.ts";
 
 /** A model as OpenAI's `GET /models` lists it. */
@@ -19,6 +19,21 @@ export function usableModels(provider: ChatProvider, principal: Principal): stri
   const configured = provider.allowedModels ?? principal.models ?? [];
   const candidates = [...new Set([provider.defaultModel, ...configured].filter((m) => m !== undefined))];
   return principal.models ? candidates.filter((m) => principal.models!.includes(m)) : candidates;
+}
+
+/** The model to call for `requested` (`auto`: the default); 422 `enum` at `model` when the service does not offer it. */
+export function resolveModel(provider: ChatProvider, requested: string): string {
+  const model = provider.resolveModel(requested);
+  if (model) return model;
+  throw new ValidationFailed([
+    {
+      loc: ["body", "model"],
+      msg: "Input should be 'auto' or one of the allowed models",
+      type: "enum",
+      input: requested,
+      ctx: { expected: ["auto", ...(provider.allowedModels ?? [])].join(", ") },
+    },
+  ]);
 }
 
 /** 403 naming the model when the principal's key may not use it. */

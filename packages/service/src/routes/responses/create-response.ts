@@ -15,7 +15,7 @@ import { newId } from "../../ids.ts";
 import { toTurn } from "../../items/input.ts";
 import { type Item, itemChars, toChatMessages } from "../../items/items.ts";
 import { type ContextBudget, fitHistory, type History, type NewestFirstPage } from "../../llm/context.ts";
-import { requireUsableModel } from "../../llm/models.ts";
+import { requireUsableModel, resolveModel } from "../../llm/models.ts";
 import {
   type ChatMessage,
   type ChatProvider,
@@ -57,18 +57,7 @@ export function registerCreateResponse(router: Router, deps: CreateResponseDeps)
     const input = validate("body", createResponseBody, withoutNulls(req.body));
     const principal = principalOf(res);
     deps.provider.assertConfigured();
-    const model = deps.provider.resolveModel(input.model);
-    if (!model) {
-      throw new ValidationFailed([
-        {
-          loc: ["body", "model"],
-          msg: `Input should be 'auto' or one of the allowed models`,
-          type: "enum",
-          input: input.model,
-          ctx: { expected: ["auto", ...(deps.provider.allowedModels ?? [])].join(", ") },
-        },
-      ]);
-    }
+    const model = resolveModel(deps.provider, input.model);
     requireUsableModel(principal, model);
     const turn = await toTurn(input.input, (id) => readableItem(deps, principal, id));
     const instructions: ChatMessage[] = input.instructions
