@@ -15,8 +15,22 @@ const WEATHER = {
   },
 };
 
+interface Chunk {
+  id: string;
+  object: string;
+  choices: {
+    delta: {
+      role?: string;
+      content?: string;
+      tool_calls?: { index: number; id?: string; function: { name?: string; arguments: string } }[];
+    };
+    finish_reason: string | null;
+  }[];
+  usage?: unknown;
+}
+
 /** The `data:` payloads of a chat-completions stream, `[DONE]` as a string. */
-function chunksOf(text: string): unknown[] {
+function chunksOf(text: string): (Chunk | "[DONE]")[] {
   return text
     .split("\n\n")
     .filter(Boolean)
@@ -128,7 +142,7 @@ describe("chat completions", () => {
     });
     expect(res.headers.get("content-type")).toMatch(/^text\/event-stream/);
     expect(res.headers.get("deprecation")).toMatch(/^@\d+$/);
-    const chunks = chunksOf(await res.text()) as Record<string, any>[];
+    const chunks = chunksOf(await res.text()) as Chunk[];
     expect(chunks.at(-1)).toBe("[DONE]");
     const usage = chunks.at(-2)!;
     expect(usage).toMatchObject({
@@ -137,16 +151,16 @@ describe("chat completions", () => {
       usage: { completion_tokens: 3 },
     });
     const deltas = chunks.slice(0, -2);
-    expect(deltas[0]!.choices[0].delta).toEqual({ role: "assistant", content: "", refusal: null });
-    expect(deltas.map((c) => c.choices[0].delta.content ?? "").join("")).toBe("Echo: one two");
-    expect(deltas.at(-1)!.choices[0].finish_reason).toBe("stop");
+    expect(deltas[0]!.choices[0]!.delta).toEqual({ role: "assistant", content: "", refusal: null });
+    expect(deltas.map((c) => c.choices[0]!.delta.content ?? "").join("")).toBe("Echo: one two");
+    expect(deltas.at(-1)!.choices[0]!.finish_reason).toBe("stop");
     expect(new Set(deltas.map((c) => c.id)).size).toBe(1);
     expect(deltas.every((c) => c.usage === null)).toBe(true);
 
     const without = await as("alice").call("", {
       json: { messages: [{ role: "user", content: "x" }], stream: true },
     });
-    const plain = chunksOf(await without.text()) as Record<string, any>[];
+    const plain = chunksOf(await without.text()) as Chunk[];
     expect(plain.some((c) => typeof c === "object" && "usage" in c)).toBe(false);
   });
 
@@ -155,21 +169,19 @@ describe("chat completions", () => {
     const res = await as("alice").call("", {
       json: { messages: [{ role: "user", content: "Oslo" }], tools: [WEATHER], stream: true },
     });
-    const chunks = (chunksOf(await res.text()) as Record<string, any>[]).slice(0, -1);
-    const calls = chunks.flatMap((c) => c.choices[0].delta.tool_calls ?? []);
+    const chunks = (chunksOf(await res.text()) as Chunk[]).slice(0, -1);
+    const calls = chunks.flatMap((c) => c.choices[0]!.delta.tool_calls ?? []);
     expect(calls[0]).toMatchObject({
       index: 0,
       id: expect.any(String),
       type: "function",
       function: { name: "get_weather" },
     });
-    expect(calls.slice(1).every((c: Record<string, unknown>) => !("id" in c))).toBe(true);
-    expect(
-      JSON.parse(calls.map((c: { function: { arguments: string } }) => c.function.arguments).join("")),
-    ).toEqual({
+    expect(calls.slice(1).every((c) => !("id" in c))).toBe(true);
+    expect(JSON.parse(calls.map((c) => c.function.arguments).join(""))).toEqual({
       text: "Oslo",
     });
-    expect(chunks.at(-1)!.choices[0].finish_reason).toBe("tool_calls");
+    expect(chunks.at(-1)!.choices[0]!.finish_reason).toBe("tool_calls");
   });
 
   it("a stream the provider breaks ends with an OpenAI error chunk, without the provider's text", async () => {
