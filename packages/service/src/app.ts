@@ -40,6 +40,7 @@ import { registerEvalRoutes } from "./routes/evals/index.ts";
 import { registerGetModel } from "./routes/models/get-model.ts";
 import { registerListModels } from "./routes/models/list-models.ts";
 import { registerCancelResponse } from "./routes/responses/cancel-response.ts";
+import { registerCountInputTokens } from "./routes/responses/count-input-tokens.ts";
 import { registerCreateResponse } from "./routes/responses/create-response.ts";
 import { registerDeleteResponse } from "./routes/responses/delete-response.ts";
 import { registerGetResponse } from "./routes/responses/get-response.ts";
@@ -100,6 +101,7 @@ export function createServiceApp(deps: ServiceDeps): express.Express {
   registerGetItem(api, conversations);
   registerDeleteItem(api, conversations);
   registerCreateResponse(api, deps);
+  registerCountInputTokens(api, deps);
   registerGetResponse(api, deps);
   registerListInputItems(api, deps);
   registerDeleteResponse(api, deps);

@@ -16,6 +16,7 @@ export const SERVICE_ROUTES: RouteTemplate[] = [
   ["GET", "/llm/conversations/:id/items/:itemId"],
   ["DELETE", "/llm/conversations/:id/items/:itemId"],
   ["POST", "/llm/responses"],
+  ["POST", "/llm/responses/input_tokens"],
   ["GET", "/llm/responses/:id"],
   ["GET", "/llm/responses/:id/input_items"],
   ["DELETE", "/llm/responses/:id"],
