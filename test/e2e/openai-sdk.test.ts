@@ -1,5 +1,6 @@
 import { describe } from "vitest";
 import { useStack } from "../../packages/service/test/stack.ts";
+import { agentsSdkCases } from "./agents-sdk.ts";
 import { aiSdkCases } from "./ai-sdk.ts";
 import { openaiSdkCases } from "./openai-sdk.ts";
 
@@ -13,4 +14,5 @@ describe("the OpenAI client libraries", () => {
   });
   describe("the official openai SDK", () => openaiSdkCases(target));
   describe("the Vercel AI SDK", () => aiSdkCases(target));
+  describe("the OpenAI Agents SDK", () => agentsSdkCases(target));
 });
