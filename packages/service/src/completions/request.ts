@@ -1,6 +1,6 @@
 import { z } from "zod";
 import type { ChatMessage, ChatRequest } from "../llm/provider.ts";
-import { reasoningEffort } from "../responses/request.ts";
+import { functionDefinition, jsonSchemaFormat, reasoningEffort } from "../responses/request.ts";
 import { metadataSchema } from "../routes/conversations/metadata.ts";
 import { byType, chosen, float, notSupported } from "../schema.ts";
 
@@ -11,9 +11,6 @@ import { byType, chosen, float, notSupported } from "../schema.ts";
  * 422 naming it; unknown fields are `extra_forbidden`. `null` is taken as
  * absent before this schema sees the body.
  */
-const NAME = /^[A-Za-z0-9_-]{1,64}$/;
-const nameOf = (what: string) => z.string().regex(NAME, `${what} should be 1 to 64 letters, digits, _ or -`);
-
 const textPart = z.strictObject({ type: z.literal("text"), text: z.string() });
 /** A string, or text parts (images, audio and files are refused at their `type`). */
 const content = chosen((v) =>
@@ -77,12 +74,7 @@ const message = chosen((v): z.ZodType<CompletionMessage> => {
 
 const functionTool = z.strictObject({
   type: z.literal("function"),
-  function: z.strictObject({
-    name: nameOf("A function name"),
-    description: z.string().max(8192).nullish(),
-    parameters: z.record(z.string(), z.unknown()).nullish(),
-    strict: z.boolean().nullish(),
-  }),
+  function: z.strictObject(functionDefinition),
 });
 
 const responseFormat = byType("Response format", {
@@ -90,12 +82,7 @@ const responseFormat = byType("Response format", {
   json_object: z.strictObject({ type: z.literal("json_object") }),
   json_schema: z.strictObject({
     type: z.literal("json_schema"),
-    json_schema: z.strictObject({
-      name: nameOf("A schema name"),
-      schema: z.record(z.string(), z.unknown()).nullish(),
-      description: z.string().nullish(),
-      strict: z.boolean().nullish(),
-    }),
+    json_schema: z.strictObject(jsonSchemaFormat),
   }),
 });
 

@@ -13,24 +13,28 @@ import { byType, chosen, float, notSupported } from "../schema.ts";
 const NAME = /^[A-Za-z0-9_-]{1,64}$/;
 const nameOf = (what: string) => z.string().regex(NAME, `${what} should be 1 to 64 letters, digits, _ or -`);
 
-const functionTool = z.strictObject({
-  type: z.literal("function"),
+/** A function tool's definition, as both APIs take it (Responses flat, Chat Completions under `function`). */
+export const functionDefinition = {
   name: nameOf("A function name"),
   description: z.string().max(8192).nullish(),
   parameters: z.record(z.string(), z.unknown()).nullish(),
   strict: z.boolean().nullish(),
-});
+};
+
+/** A JSON schema for the answer, as both APIs take it (Responses in `text.format`, Chat Completions in `response_format.json_schema`). */
+export const jsonSchemaFormat = {
+  name: nameOf("A schema name"),
+  schema: z.record(z.string(), z.unknown()),
+  description: z.string().nullish(),
+  strict: z.boolean().nullish(),
+};
+
+const functionTool = z.strictObject({ type: z.literal("function"), ...functionDefinition });
 
 const textFormat = byType("Text format", {
   text: z.strictObject({ type: z.literal("text") }),
   json_object: z.strictObject({ type: z.literal("json_object") }),
-  json_schema: z.strictObject({
-    type: z.literal("json_schema"),
-    name: nameOf("A schema name"),
-    schema: z.record(z.string(), z.unknown()),
-    description: z.string().nullish(),
-    strict: z.boolean().nullish(),
-  }),
+  json_schema: z.strictObject({ type: z.literal("json_schema"), ...jsonSchemaFormat }),
 });
 
 const toolChoice = chosen((v) =>

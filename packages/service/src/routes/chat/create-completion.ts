@@ -19,6 +19,7 @@ import { requireUsableModel, resolveModel } from "../../llm/models.ts";
 import { type ChatProvider, type Completion, usageOf } from "../../llm/provider.ts";
 import { withoutNulls } from "../../schema.ts";
 import type { UsageStore } from "../../usage/store.ts";
+import { recordUsage, releaseOwnership } from "../model-calls.ts";
 import { deprecated } from "./deprecation.ts";
 import { type StreamedCompletion, streamCompletion } from "./stream-completion.ts";
 
@@ -102,13 +103,7 @@ export function registerCreateCompletion(router: Router, deps: CreateCompletionD
     }
     // The stream broke after it began: what the model produced still counts, nothing was kept.
     if (stream.partial) {
-      await deps.usage.record({
-        org: principal.org,
-        keyId: principal.keyId,
-        user: principal.user,
-        model,
-        usage: usageOf(undefined, request.messages, stream.partial),
-      });
+      await recordUsage(deps.usage, principal, model, usageOf(undefined, request.messages, stream.partial));
     }
     await release(deps, principal, input, id);
   });
@@ -121,11 +116,9 @@ function release(
   input: CreateCompletionInput,
   id: string,
 ): Promise<void> {
-  if (!input.store) return Promise.resolve();
-  return deps.authorization.deleteResource(principal, { type: "completion", id }).then(
-    () => undefined,
-    () => undefined,
-  );
+  return input.store
+    ? releaseOwnership(deps.authorization, principal, { type: "completion", id })
+    : Promise.resolve();
 }
 
 /** Stores the completion (with `store: true`) and records its usage. */
@@ -139,16 +132,10 @@ async function finish(
     input.store
       ? deps.completions.save(principal.org, answer, storedMessages(answer.id, input.messages))
       : undefined,
-    deps.usage.record({
-      org: principal.org,
-      keyId: principal.keyId,
-      user: principal.user,
-      model: answer.model,
-      usage: {
-        input_tokens: answer.usage.prompt_tokens,
-        output_tokens: answer.usage.completion_tokens,
-        total_tokens: answer.usage.total_tokens,
-      },
+    recordUsage(deps.usage, principal, answer.model, {
+      input_tokens: answer.usage.prompt_tokens,
+      output_tokens: answer.usage.completion_tokens,
+      total_tokens: answer.usage.total_tokens,
     }),
   ]);
 }

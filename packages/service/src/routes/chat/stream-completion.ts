@@ -2,6 +2,7 @@ import { AppError, type Logger, openaiErrorBody } from "@gw/core";
 import type { Response } from "express";
 import { finishReasonOf, usageObject } from "../../completions/completion.ts";
 import type { ChatProvider, ChatRequest, Completion } from "../../llm/provider.ts";
+import { logStreamFailure } from "../model-calls.ts";
 
 export interface StreamedCompletion {
   /** The model's answer, when it finished. */
@@ -58,8 +59,7 @@ export async function streamCompletion(
 
   const fail = (err: unknown) => {
     if (signal.aborted || res.writableEnded) return;
-    if (err instanceof AppError) logger.warn({ requestId: res.req.id, err }, "completion stream failed");
-    else logger.error({ requestId: res.req.id, err }, "completion stream failed");
+    logStreamFailure(logger, res, err, "completion");
     send(
       err instanceof AppError
         ? openaiErrorBody(err.code, err.message, err.param)

@@ -17,6 +17,7 @@ import { draftResponse, outputOf, settle } from "../../responses/response.ts";
 import type { ResponseObject, ResponseStore } from "../../responses/store.ts";
 import { withoutNulls } from "../../schema.ts";
 import type { UsageStore } from "../../usage/store.ts";
+import { recordUsage, releaseOwnership } from "../model-calls.ts";
 import { prepareTurn } from "./prepare-turn.ts";
 import { type StreamedTurn, streamTurn } from "./stream-response.ts";
 
@@ -90,13 +91,7 @@ export function registerCreateResponse(router: Router, deps: CreateResponseDeps)
     }
     // The stream broke after it began: what the model produced still counts, nothing else was created.
     if (stream.partial) {
-      await deps.usage.record({
-        org: principal.org,
-        keyId: principal.keyId,
-        user: principal.user,
-        model,
-        usage: usageOf(undefined, request.messages, stream.partial),
-      });
+      await recordUsage(deps.usage, principal, model, usageOf(undefined, request.messages, stream.partial));
     }
     await release(deps, principal, input, response.id);
   });
@@ -109,11 +104,9 @@ function release(
   input: CreateResponseInput,
   id: string,
 ): Promise<void> {
-  if (!input.store) return Promise.resolve();
-  return deps.authorization.deleteResource(principal, { type: "response", id }).then(
-    () => undefined,
-    () => undefined,
-  );
+  return input.store
+    ? releaseOwnership(deps.authorization, principal, { type: "response", id })
+    : Promise.resolve();
 }
 
 /** Stores the response (unless `store` is false), appends the turn to its conversation and records usage. */
@@ -129,16 +122,10 @@ async function finish(
     input.conversation
       ? deps.conversations.append(principal.org, input.conversation, [...turn, ...response.output])
       : undefined,
-    deps.usage.record({
-      org: principal.org,
-      keyId: principal.keyId,
-      user: principal.user,
-      model: response.model,
-      usage: {
-        input_tokens: response.usage!.input_tokens,
-        output_tokens: response.usage!.output_tokens,
-        total_tokens: response.usage!.total_tokens,
-      },
+    recordUsage(deps.usage, principal, response.model, {
+      input_tokens: response.usage!.input_tokens,
+      output_tokens: response.usage!.output_tokens,
+      total_tokens: response.usage!.total_tokens,
     }),
   ]);
 }
