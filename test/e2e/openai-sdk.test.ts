@@ -1,13 +1,18 @@
 import { describe } from "vitest";
 import { useStack } from "../../packages/service/test/stack.ts";
+import { agentsSdkCases } from "./agents-sdk.ts";
+import { aiSdkCases } from "./ai-sdk.ts";
 import { openaiSdkCases } from "./openai-sdk.ts";
 
-/** The official `openai` SDK against gateway + service + Redis + SpiceDB + the test provider, in process. */
-describe("the OpenAI SDK", () => {
+/** The OpenAI client libraries against gateway + service + Redis + SpiceDB + the test provider, in process. */
+describe("the OpenAI client libraries", () => {
   const stack = useStack();
-  openaiSdkCases(() => ({
+  const target = () => ({
     gatewayUrl: stack.gatewayUrl,
     llm: stack.llm,
-    createKey: (input) => stack.createKey(input as Parameters<typeof stack.createKey>[0]),
-  }));
+    createKey: (input?: Parameters<typeof stack.createKey>[0]) => stack.createKey(input),
+  });
+  describe("the official openai SDK", () => openaiSdkCases(target));
+  describe("the Vercel AI SDK", () => aiSdkCases(target));
+  describe("the OpenAI Agents SDK", () => agentsSdkCases(target));
 });

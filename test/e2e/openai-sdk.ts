@@ -1,5 +1,6 @@
 import OpenAI, {
   AuthenticationError,
+  BadRequestError,
   NotFoundError,
   PermissionDeniedError,
   RateLimitError,
@@ -21,6 +22,7 @@ export interface SdkTarget {
   createKey(input?: {
     permissions?: string[];
     limits?: { second?: number; minute?: number; hour?: number; day?: number };
+    models?: string[];
   }): Promise<{ secret: string }>;
 }
 
@@ -347,6 +349,42 @@ export function openaiSdkCases(target: () => SdkTarget): void {
     await expect(alice.conversations.retrieve(conversation.id)).rejects.toBeInstanceOf(NotFoundError);
   });
 
+  it("errors carry OpenAI's error body: the SDK shows the reason, its code, type and param", async () => {
+    const { key, alice } = await org();
+    const mine = await alice.responses.create({ input: "mine" });
+    const bob = client(key.secret, "bob");
+    const notFound = await bob.responses.retrieve(mine.id).catch((e: unknown) => e);
+    expect(notFound).toBeInstanceOf(NotFoundError);
+    expect(notFound).toMatchObject({
+      status: 404,
+      message: `404 No response ${mine.id}`,
+      code: "not_found",
+      type: "invalid_request_error",
+      param: null,
+    });
+    const cancel = await alice.responses.cancel(mine.id).catch((e: unknown) => e);
+    expect(cancel).toBeInstanceOf(BadRequestError);
+    expect((cancel as BadRequestError).message).toMatch(/^400 Only background responses can be cancelled/);
+    expect(cancel).toMatchObject({ code: "bad_request", type: "invalid_request_error" });
+
+    const stranger = client("gwsk_not-a-real-key-not-a-real-key-not-a-real-k", "alice");
+    const unauthorized = await stranger.responses.retrieve(mine.id).catch((e: unknown) => e);
+    expect(unauthorized).toMatchObject({
+      status: 401,
+      message: "401 Invalid API key",
+      code: "unauthorized",
+      type: "authentication_error",
+    });
+    const readOnly = await org({ permissions: ["responses:read"] });
+    const forbidden = await readOnly.alice.responses.create({ input: "x" }).catch((e: unknown) => e);
+    expect(forbidden).toMatchObject({
+      status: 403,
+      message: "403 This credential lacks the 'responses:write' permission",
+      code: "forbidden",
+      type: "permission_error",
+    });
+  });
+
   it("maps every refusal to the SDK's error classes: 401, 403, 404, 422, 429", async () => {
     const { alice } = await org();
     const stranger = client("gwsk_not-a-real-key-not-a-real-key-not-a-real-k", "alice");
@@ -363,7 +401,7 @@ export function openaiSdkCases(target: () => SdkTarget): void {
     for (const refused of [
       { input: "x", background: true },
       { input: "x", tools: [{ type: "web_search" as const }] },
-      { input: "x", reasoning: { effort: "high" as const } },
+      { input: "x", reasoning: { effort: "high" as const, summary: "detailed" as const } },
     ]) {
       await expect(alice.responses.create(refused)).rejects.toBeInstanceOf(UnprocessableEntityError);
     }
@@ -376,5 +414,159 @@ export function openaiSdkCases(target: () => SdkTarget): void {
     expect(error).toBeInstanceOf(RateLimitError);
     expect(error.headers.get("retry-after")).toMatch(/^\d+$/);
     expect(target().llm.requests.length).toBe(before);
+  });
+
+  it("starts a conversation with an empty list of items, as the Agents SDK's sessions do", async () => {
+    const { alice } = await org();
+    const conversation = await alice.conversations.create({ items: [] });
+    expect(conversation.id).toMatch(/^conv_/);
+    const items = await alice.conversations.items.list(conversation.id);
+    expect(items.data).toEqual([]);
+  });
+
+  it("forwards reasoning effort and verbosity, and refuses a reasoning summary by name", async () => {
+    const { alice } = await org();
+    const response = await alice.responses.create({
+      input: "think",
+      reasoning: { effort: "low" },
+      text: { verbosity: "low" },
+    });
+    expect(response.reasoning?.effort).toBe("low");
+    expect(lastUpstream()).toMatchObject({ reasoning_effort: "low", verbosity: "low" });
+    const refused = await alice.responses
+      .create({ input: "x", reasoning: { effort: "low", summary: "auto" } })
+      .catch((e: unknown) => e);
+    expect(refused).toBeInstanceOf(UnprocessableEntityError);
+  });
+
+  it("resolves item_reference input items the caller may read; others are 404", async () => {
+    const { key, alice } = await org();
+    const first = await alice.responses.create({ input: "remember me" });
+    const second = await alice.responses.create({
+      input: [
+        { type: "item_reference", id: first.output[0]!.id! },
+        { role: "user", content: "and now?" },
+      ],
+    });
+    expect(second.output_text).toBe("Echo: and now?");
+    expect(lastUpstream().messages[0]).toEqual({ role: "assistant", content: "Echo: remember me" });
+    const bob = client(key.secret, "bob");
+    const refused = await bob.responses
+      .create({ input: [{ type: "item_reference", id: first.output[0]!.id! }] })
+      .catch((e: unknown) => e);
+    expect(refused).toBeInstanceOf(NotFoundError);
+    expect((refused as NotFoundError).message).toBe(`404 No item ${first.output[0]!.id}`);
+  });
+
+  it("lists and retrieves models, limited to the key's allowlist", async () => {
+    const { alice } = await org();
+    const all = await alice.models.list();
+    expect(all.data.length).toBeGreaterThan(0);
+    const first = all.data[0]!;
+    expect(await alice.models.retrieve(first.id)).toEqual(first);
+    await expect(alice.models.retrieve("no-such-model")).rejects.toBeInstanceOf(NotFoundError);
+
+    const limited = await org({ models: [first.id] });
+    expect((await limited.alice.models.list()).data.map((m) => m.id)).toEqual([first.id]);
+    const refused = await limited.alice.responses
+      .create({ model: "another-model", input: "x" })
+      .catch((e: unknown) => e);
+    expect(refused).toBeInstanceOf(PermissionDeniedError);
+    expect(refused).toMatchObject({
+      message: "403 This API key may not use the model 'another-model'",
+      param: "model",
+    });
+    const chat = await limited.alice.chat.completions
+      .create({ model: "another-model", messages: [{ role: "user", content: "x" }] })
+      .catch((e: unknown) => e);
+    expect(chat).toBeInstanceOf(PermissionDeniedError);
+  });
+
+  it("counts input tokens with responses.inputTokens.count", async () => {
+    const { alice } = await org();
+    const before = target().llm.requests.length;
+    const counted = await alice.responses.inputTokens.count({ model: "gpt-4o", input: "hello there" });
+    expect(counted).toEqual({ object: "response.input_tokens", input_tokens: 9 });
+    expect(target().llm.requests.length).toBe(before);
+  });
+
+  it("chat.completions.create: JSON and streamed with include_usage, tools, marked deprecated", async () => {
+    const { alice } = await org();
+    const { data, response } = await alice.chat.completions
+      .create({ model: "auto", messages: [{ role: "user", content: "hello there" }] })
+      .withResponse();
+    expect(response.headers.get("deprecation")).toMatch(/^@\d+$/);
+    expect(data.choices[0]!.message.content).toBe("Echo: hello there");
+    expect(data.id).toMatch(/^chatcmpl-/);
+
+    const stream = await alice.chat.completions.create({
+      model: "auto",
+      messages: [{ role: "user", content: "one two three" }],
+      stream: true,
+      stream_options: { include_usage: true },
+    });
+    let text = "";
+    let usage: { completion_tokens: number } | null | undefined;
+    for await (const chunk of stream) {
+      text += chunk.choices[0]?.delta.content ?? "";
+      if (chunk.usage) usage = chunk.usage;
+    }
+    expect(text).toBe("Echo: one two three");
+    expect(usage?.completion_tokens).toBe(4);
+
+    const runner = alice.chat.completions.stream({
+      model: "auto",
+      messages: [{ role: "user", content: "Paris" }],
+      tools: [
+        {
+          type: "function",
+          function: { name: "get_weather", parameters: WEATHER.parameters as Record<string, unknown> },
+        },
+      ],
+    });
+    const final = await runner.finalChatCompletion();
+    const call = final.choices[0]!.message.tool_calls![0]!;
+    expect(call.type === "function" && JSON.parse(call.function.arguments)).toEqual({ text: "Paris" });
+    expect(final.choices[0]!.finish_reason).toBe("tool_calls");
+  });
+
+  it("a stored chat completion is 404 for bob until alice grants him reader, then readable and not writable", async () => {
+    const { key, alice, bob } = await org();
+    const completion = await alice.chat.completions.create({
+      model: "auto",
+      messages: [{ role: "user", content: "private" }],
+      store: true,
+      metadata: { topic: "secret" },
+    });
+    await expect(bob.chat.completions.retrieve(completion.id)).rejects.toBeInstanceOf(NotFoundError);
+    await expect(bob.chat.completions.messages.list(completion.id)).rejects.toBeInstanceOf(NotFoundError);
+    expect((await bob.chat.completions.list()).data).toEqual([]);
+
+    await grant(key.secret, "alice", {
+      resourceType: "completion",
+      resourceId: completion.id,
+      userId: "bob",
+      role: "reader",
+    });
+    const read = await bob.chat.completions.retrieve(completion.id);
+    expect(read.choices[0]!.message.content).toBe("Echo: private");
+    const messages: string[] = [];
+    for await (const message of bob.chat.completions.messages.list(completion.id))
+      messages.push(String(message.content));
+    expect(messages).toEqual(["private"]);
+    expect((await bob.chat.completions.list()).data.map((c) => c.id)).toEqual([completion.id]);
+    await expect(
+      bob.chat.completions.update(completion.id, { metadata: { topic: "mine" } }),
+    ).rejects.toBeInstanceOf(PermissionDeniedError);
+    await expect(bob.chat.completions.delete(completion.id)).rejects.toBeInstanceOf(PermissionDeniedError);
+
+    const updated = await alice.chat.completions.update(completion.id, { metadata: { topic: "shared" } });
+    expect(updated.metadata).toEqual({ topic: "shared" });
+    expect(await alice.chat.completions.delete(completion.id)).toEqual({
+      id: completion.id,
+      object: "chat.completion.deleted",
+      deleted: true,
+    });
+    await expect(alice.chat.completions.retrieve(completion.id)).rejects.toBeInstanceOf(NotFoundError);
   });
 }

@@ -19,6 +19,8 @@ import { bareRepositories, git } from "@gw/e2e/git-remote";
 import { type FakeLLM, startFakeLLM } from "@gw/e2e/llm-upstream";
 import { ApiKeyStore, type CreateApiKeyInput } from "@gw/gateway";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
+import { agentsSdkCases } from "./agents-sdk.ts";
+import { aiSdkCases } from "./ai-sdk.ts";
 import { openaiSdkCases } from "./openai-sdk.ts";
 import { type RunningStack, stackEnv, startStack } from "./pnpm-start.ts";
 
@@ -310,26 +312,25 @@ describe("pnpm start", () => {
     expect((await read("bob")).status).toBe(200);
   });
 
-  /** The issue's "done when": the OpenAI SDK test, tool calls and a stranger's previous_response_id included. */
-  describe("the OpenAI SDK against it", () => {
+  /** The OpenAI client libraries against it: the official SDK, the Vercel AI SDK, the Agents SDK. */
+  describe("the OpenAI client libraries against it", () => {
     let redis: ReturnType<typeof createRedis>;
     beforeAll(() => {
       redis = createRedis(`redis://127.0.0.1:${env.LOCAL_REDIS_PORT}`, { connectionName: "e2e-sdk" });
     });
     afterAll(() => redis?.disconnect());
-    openaiSdkCases(() => ({
+    const target = () => ({
       gatewayUrl,
       llm,
-      async createKey(input) {
+      async createKey(input?: Partial<CreateApiKeyInput>) {
         const org = `sdk-${randomBytes(5).toString("hex")}`;
-        const { secret } = await new ApiKeyStore(redis).create({
-          org,
-          owner: "backend",
-          ...(input as Partial<CreateApiKeyInput>),
-        });
+        const { secret } = await new ApiKeyStore(redis).create({ org, owner: "backend", ...input });
         return { secret };
       },
-    }));
+    });
+    openaiSdkCases(target);
+    aiSdkCases(target);
+    agentsSdkCases(target);
   });
 
   it("lets a backend register a file, share it for a while, list it, show its grants and audit trail", async () => {

@@ -5,21 +5,25 @@
  * status lines and bodies, through `errorBody`.
  */
 export const ERROR_CATALOGUE = {
-  bad_request: { status: 400, title: "Bad Request" },
-  unauthorized: { status: 401, title: "Unauthorized" },
-  forbidden: { status: 403, title: "Forbidden" },
-  not_found: { status: 404, title: "Not Found" },
-  request_timeout: { status: 408, title: "Request Timeout" },
-  conflict: { status: 409, title: "Conflict" },
-  payload_too_large: { status: 413, title: "Payload Too Large" },
-  unsupported_media_type: { status: 415, title: "Unsupported Media Type" },
-  validation_failed: { status: 422, title: "Unprocessable Entity" },
-  rate_limited: { status: 429, title: "Rate limit exceeded" },
-  request_header_fields_too_large: { status: 431, title: "Request Header Fields Too Large" },
-  internal: { status: 500, title: "Internal Server Error" },
-  bad_gateway: { status: 502, title: "Bad Gateway" },
-  service_unavailable: { status: 503, title: "Service Unavailable" },
-  gateway_timeout: { status: 504, title: "Gateway Timeout" },
+  bad_request: { status: 400, title: "Bad Request", type: "invalid_request_error" },
+  unauthorized: { status: 401, title: "Unauthorized", type: "authentication_error" },
+  forbidden: { status: 403, title: "Forbidden", type: "permission_error" },
+  not_found: { status: 404, title: "Not Found", type: "invalid_request_error" },
+  request_timeout: { status: 408, title: "Request Timeout", type: "invalid_request_error" },
+  conflict: { status: 409, title: "Conflict", type: "invalid_request_error" },
+  payload_too_large: { status: 413, title: "Payload Too Large", type: "invalid_request_error" },
+  unsupported_media_type: { status: 415, title: "Unsupported Media Type", type: "invalid_request_error" },
+  validation_failed: { status: 422, title: "Unprocessable Entity", type: "invalid_request_error" },
+  rate_limited: { status: 429, title: "Rate limit exceeded", type: "rate_limit_error" },
+  request_header_fields_too_large: {
+    status: 431,
+    title: "Request Header Fields Too Large",
+    type: "invalid_request_error",
+  },
+  internal: { status: 500, title: "Internal Server Error", type: "server_error" },
+  bad_gateway: { status: 502, title: "Bad Gateway", type: "server_error" },
+  service_unavailable: { status: 503, title: "Service Unavailable", type: "server_error" },
+  gateway_timeout: { status: 504, title: "Gateway Timeout", type: "server_error" },
 } as const;
 
 export type ErrorCode = keyof typeof ERROR_CATALOGUE;
@@ -37,16 +41,19 @@ export class AppError extends Error {
   readonly code: ErrorCode;
   /** Response headers that belong to this error (e.g. `WWW-Authenticate`). */
   readonly headers: Record<string, string>;
+  /** The one request field at fault, when there is one (OpenAI's `param`, e.g. `model`). */
+  readonly param: string | undefined;
 
   constructor(
     code: ErrorCode,
     message: string,
-    options: { headers?: Record<string, string>; cause?: unknown } = {},
+    options: { headers?: Record<string, string>; cause?: unknown; param?: string } = {},
   ) {
     super(message, { cause: options.cause });
     this.name = "AppError";
     this.code = code;
     this.headers = options.headers ?? {};
+    this.param = options.param;
   }
 
   get status(): number {
@@ -64,16 +71,35 @@ export class ValidationFailed extends AppError {
   }
 }
 
-/** The JSON body the catalogue gives an error: the spec's shapes for 422 and 429, `{error, message}` otherwise. */
-export function errorBody(err: AppError): unknown {
+/** OpenAI's error body, which the OpenAI client libraries read into `message`, `type`, `code` and `param`. */
+export interface OpenAIErrorBody {
+  error: { message: string; type: string; param: string | null; code: string };
+}
+
+/**
+ * The JSON body the catalogue gives an error: the spec's shapes for 422 and
+ * 429; on the OpenAI-compatible surface (`openai`: `/api/v1/llm`) OpenAI's
+ * `{"error": {message, type, param, code}}` for every other status, so the
+ * OpenAI SDKs show the reason; `{error, message}` elsewhere.
+ */
+export function errorBody(err: AppError, surface: { openai?: boolean } = {}): unknown {
   if (err instanceof ValidationFailed) return { detail: err.issues };
   if (err.code === "rate_limited") return { error: ERROR_CATALOGUE.rate_limited.title };
+  if (surface.openai) return openaiErrorBody(err.code, err.message, err.param);
   return { error: ERROR_CATALOGUE[err.code].title, message: err.message };
 }
 
+export function openaiErrorBody(code: ErrorCode, message: string, param?: string): OpenAIErrorBody {
+  return { error: { message, type: ERROR_CATALOGUE[code].type, param: param ?? null, code } };
+}
+
+/** Paths of the OpenAI-compatible surface, whose errors take OpenAI's shape. */
+export const isOpenAISurface = (path: string) => /^\/api\/v1\/llm(?:[/?#]|$)/.test(path);
+
 export const unauthorized = (message: string) =>
   new AppError("unauthorized", message, { headers: { "WWW-Authenticate": 'Bearer realm="gateway"' } });
-export const forbidden = (message: string) => new AppError("forbidden", message);
+export const forbidden = (message: string, options: { param?: string } = {}) =>
+  new AppError("forbidden", message, options);
 export const notFound = (message: string) => new AppError("not_found", message);
 export const conflict = (message: string) => new AppError("conflict", message);
 export const serviceUnavailable = (message: string, cause?: unknown) =>

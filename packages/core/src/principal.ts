@@ -10,6 +10,8 @@ export interface Principal {
   user: string;
   keyId: string;
   permissions: Permission[];
+  /** The models the credential's key may use; absent: any the service offers. */
+  models?: string[] | undefined;
   /** How the caller proved itself. */
   credential: "api_key" | "jwt";
   /** True when `user` came from `X-On-Behalf-Of`. */

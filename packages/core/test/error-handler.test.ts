@@ -6,7 +6,7 @@ import { pino } from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { LastOwner, NotResourceOwner } from "../src/authz/resource-authorization.ts";
 import { SpiceDBUnavailable } from "../src/authz/spicedb-client.ts";
-import { AppError, conflict } from "../src/errors.ts";
+import { AppError, conflict, ValidationFailed } from "../src/errors.ts";
 import { errorHandler, notFoundHandler, useRequestBasics } from "../src/http/common.ts";
 import { InvalidAssertion } from "../src/internal-assertion.ts";
 import { createMetrics } from "../src/metrics.ts";
@@ -66,6 +66,25 @@ beforeAll(async () => {
   });
   app.get("/domain/:which", (req) => {
     throw domainErrors[req.params.which]!();
+  });
+  // The OpenAI-compatible surface: the same errors, in OpenAI's shape where the contract leaves it open.
+  app.get("/api/v1/llm/domain/:which", (req) => {
+    throw domainErrors[req.params.which]!();
+  });
+  app.get("/api/v1/llm/boom", () => {
+    throw new Error("database password is hunter2");
+  });
+  app.get("/api/v1/llm/param", () => {
+    throw new AppError("forbidden", "This key may not use the model 'big'", { param: "model" });
+  });
+  app.get("/api/v1/llm/invalid", () => {
+    throw new ValidationFailed([{ loc: ["body", "input"], msg: "Field required", type: "missing" }]);
+  });
+  app.get("/api/v1/llm/limited", () => {
+    throw new AppError("rate_limited", "over");
+  });
+  app.get("/api/v1/llmx/conflict", () => {
+    throw conflict("elsewhere");
   });
   app.get("/things/:id", (req, res) => {
     res.json({ id: req.params.id });
@@ -167,5 +186,66 @@ describe("the error middleware", () => {
       durationMs: expect.any(Number),
     });
     expect(JSON.stringify(logLines)).not.toContain("gwsk_topsecret");
+  });
+
+  it.each([
+    [
+      "not-owner",
+      403,
+      "permission_error",
+      "forbidden",
+      "Only resource owners can grant or revoke permissions",
+    ],
+    ["last-owner", 409, "invalid_request_error", "conflict", expect.stringContaining("last owner")],
+    ["spicedb", 503, "server_error", "service_unavailable", expect.stringContaining("try again")],
+    ["assertion", 401, "authentication_error", "unauthorized", "Gateway assertion refused: already used"],
+  ])("on /api/v1/llm answers %s in OpenAI's error shape", async (which, status, type, code, message) => {
+    const res = await fetch(`${base}/api/v1/llm/domain/${which}`);
+    expect(res.status).toBe(status);
+    expect(await res.json()).toEqual({ error: { message, type, code, param: null } });
+  });
+
+  it("on /api/v1/llm names the field at fault in param, and keeps the contract's 422 and 429 bodies", async () => {
+    expect(await (await fetch(`${base}/api/v1/llm/param`)).json()).toEqual({
+      error: {
+        message: "This key may not use the model 'big'",
+        type: "permission_error",
+        code: "forbidden",
+        param: "model",
+      },
+    });
+    const invalid = await fetch(`${base}/api/v1/llm/invalid`);
+    expect(invalid.status).toBe(422);
+    expect(await invalid.json()).toEqual({
+      detail: [{ loc: ["body", "input"], msg: "Field required", type: "missing" }],
+    });
+    const limited = await fetch(`${base}/api/v1/llm/limited`);
+    expect(limited.status).toBe(429);
+    expect(await limited.json()).toEqual({ error: "Rate limit exceeded" });
+    // Only the llm surface: a path that merely starts with the same letters keeps the plain shape.
+    expect(await (await fetch(`${base}/api/v1/llmx/conflict`)).json()).toEqual({
+      error: "Conflict",
+      message: "elsewhere",
+    });
+  });
+
+  it("on /api/v1/llm answers an unexpected error as OpenAI's server_error with the request id only", async () => {
+    const res = await fetch(`${base}/api/v1/llm/boom`);
+    expect(res.status).toBe(500);
+    const requestId = res.headers.get("x-request-id");
+    expect(await res.json()).toEqual({
+      error: {
+        message: `Internal Server Error (request ${requestId})`,
+        type: "server_error",
+        code: "internal",
+        param: null,
+      },
+    });
+  });
+
+  it("on /api/v1/llm answers a route nobody serves with OpenAI's 404", async () => {
+    const res = await fetch(`${base}/api/v1/llm/nothing-here`);
+    expect(res.status).toBe(404);
+    expect(await res.json()).toMatchObject({ error: { type: "invalid_request_error", code: "not_found" } });
   });
 });

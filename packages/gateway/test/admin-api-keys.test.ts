@@ -71,6 +71,30 @@ describe.each(REDIS_TOPOLOGIES)("on %s Redis", (topology) => {
       expect(whoami.permissions).toEqual(["usage:read"]);
     });
 
+    it("keeps a model allowlist apart from permissions and limits: set, replaced, lifted with null", async () => {
+      const { secret } = await admin();
+      const created = await (
+        await gw.call(KEYS, { method: "POST", bearer: secret, json: { owner: "bob", models: ["m-small"] } })
+      ).json();
+      expect(created).toMatchObject({ models: ["m-small"], limits: {} });
+      const patch = (json: unknown) =>
+        gw.call(`${KEYS}/${created.id}`, { method: "PATCH", bearer: secret, json });
+      expect(await (await patch({ models: ["m-small", "m-large"] })).json()).toMatchObject({
+        models: ["m-small", "m-large"],
+      });
+      expect((await gw.store.get(created.id))?.models).toEqual(["m-small", "m-large"]);
+      expect((await (await patch({ models: null })).json()).models).toBeNull();
+      for (const models of [[], ["a", "a"], [""]]) {
+        const bad = await patch({ models });
+        expect(bad.status, JSON.stringify(models)).toBe(422);
+        expect((await bad.json()).detail[0].loc.slice(0, 2)).toEqual(["body", "models"]);
+      }
+      const plain = await (
+        await gw.call(KEYS, { method: "POST", bearer: secret, json: { owner: "bob" } })
+      ).json();
+      expect(plain.models).toBeNull();
+    });
+
     it("revokes a key: DELETE returns it revoked and its secret stops working", async () => {
       const { secret } = await admin();
       const created = await (

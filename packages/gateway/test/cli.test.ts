@@ -67,6 +67,16 @@ describe.each(REDIS_TOPOLOGIES)("on %s Redis", (topology) => {
       expect(updated).toMatchObject({ limits: { minute: 30 }, permissions: ["responses:read"] });
       const cleared = JSON.parse((await keys(["update", created.id, "--limit", "minute=off"])).stdout);
       expect(cleared.limits).toEqual({});
+      const allowlisted = JSON.parse(
+        (await keys(["update", created.id, "--models", "m-small, m-large"])).stdout,
+      );
+      expect(allowlisted.models).toEqual(["m-small", "m-large"]);
+      const anyModel = JSON.parse((await keys(["update", created.id, "--models", "any"])).stdout);
+      expect(anyModel.models).toBeNull();
+      const withModels = JSON.parse(
+        (await keys(["create", "--org", org, "--owner", "carol", "--models", "m-small"])).stdout,
+      );
+      expect(withModels.models).toEqual(["m-small"]);
 
       const revoked = JSON.parse((await keys(["revoke", created.id])).stdout);
       expect(revoked.status).toBe("revoked");

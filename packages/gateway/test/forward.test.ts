@@ -81,8 +81,12 @@ describe("forwarding to the service", () => {
     const res = await gw.call("/api/v1/llm/stall", { bearer: secret });
     expect(res.status).toBe(504);
     expect(await res.json()).toEqual({
-      error: "Gateway Timeout",
-      message: "The service did not answer in time",
+      error: {
+        message: "The service did not answer in time",
+        type: "server_error",
+        code: "gateway_timeout",
+        param: null,
+      },
     });
   });
 

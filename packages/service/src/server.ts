@@ -17,6 +17,7 @@ import {
 } from "@gw/core";
 import { createServiceApp } from "./app.ts";
 import { createBudgetMetrics } from "./budgets/budget-metrics.ts";
+import { RedisCompletionStore } from "./completions/store.ts";
 import type { ServiceConfig } from "./config.ts";
 import { ConversationStore } from "./conversations/store.ts";
 import { evalLimits, startEvals } from "./evals/index.ts";
@@ -93,6 +94,7 @@ export async function startService(
     provider,
     conversations: new ConversationStore(redis),
     responses: new ResponseStore(redis),
+    completions: new RedisCompletionStore(redis),
     usage,
     context: { maxItems: config.LLM_CONTEXT_MAX_ITEMS, maxTokens: config.LLM_CONTEXT_MAX_TOKENS },
     budgets: {

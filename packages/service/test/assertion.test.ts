@@ -1,7 +1,7 @@
 import { randomUUID } from "node:crypto";
 import { InternalAssertions, type Principal } from "@gw/core";
 import { describe, expect, it } from "vitest";
-import { useStack } from "./stack.ts";
+import { llmError, useStack } from "./stack.ts";
 
 const stack = useStack();
 const PATH = "/api/v1/llm/conversations";
@@ -35,10 +35,7 @@ describe("the service trusts only the gateway", () => {
       body: "{}",
     });
     expect(res.status).toBe(401);
-    expect(await res.json()).toEqual({
-      error: "Unauthorized",
-      message: "Requests must come through the gateway",
-    });
+    expect(await res.json()).toEqual(llmError("unauthorized", "Requests must come through the gateway"));
   });
 
   it("refuses an assertion signed with another secret", async () => {
@@ -55,7 +52,7 @@ describe("the service trusts only the gateway", () => {
     expect((await direct(assertion, id)).status).toBe(200);
     const replay = await direct(assertion, id);
     expect(replay.status).toBe(401);
-    expect((await replay.json()).message).toMatch(/already used/);
+    expect((await replay.json()).error.message).toMatch(/already used/);
 
     const other = randomUUID();
     const forPath = await real.sign(principal, { method: "POST", path: PATH, requestId: other });
@@ -96,6 +93,7 @@ describe("forwarding when the service is gone", () => {
     await stack.stopService();
     const res = await stack.call(key.secret, PATH, { json: {}, user: "alice" });
     expect(res.status).toBe(502);
-    expect(await res.json()).toEqual({ error: "Bad Gateway", message: "The service is unreachable" });
+    // The gateway's own error on the llm surface: OpenAI's shape too.
+    expect(await res.json()).toEqual(llmError("bad_gateway", "The service is unreachable"));
   });
 });

@@ -1,7 +1,7 @@
 import { gzipSync } from "node:zlib";
 import { expectJsonError, rawHttp } from "@gw/devstack/testing";
 import { describe, expect, it } from "vitest";
-import { useStack } from "./stack.ts";
+import { llmError, useStack } from "./stack.ts";
 
 const stack = useStack();
 const CONVERSATIONS = "/api/v1/llm/conversations";
@@ -26,12 +26,16 @@ describe("the service answers bad input forwarded verbatim with catalogue JSON",
   it("malformed percent-encoding in the path: 400", async () => {
     const key = await stack.createKey();
     const res = await stack.call(key.secret, `${CONVERSATIONS}/%ZZ`, { user: "alice" });
-    expect((await expectJsonError(res, 400)).message).toBe("The request path has malformed percent-encoding");
+    expect((await expectJsonError(res, 400)).error).toMatchObject({
+      message: "The request path has malformed percent-encoding",
+    });
   });
 
   it("a body that is not what Content-Encoding says: 400; one that is, is read", async () => {
     const bad = await post({ "content-type": "application/json", "content-encoding": "gzip" }, "{}");
-    expect((await expectJsonError(bad, 400)).message).toBe("The request body is not valid gzip data");
+    expect((await expectJsonError(bad, 400)).error).toMatchObject({
+      message: "The request body is not valid gzip data",
+    });
     const good = await post(
       { "content-type": "application/json", "content-encoding": "gzip" },
       gzipSync('{"metadata":{"team":"red"}}'),
@@ -45,10 +49,9 @@ describe("the service answers bad input forwarded verbatim with catalogue JSON",
     ["application/x-www-form-urlencoded", "metadata[team]=red"],
   ])("Content-Type %s: 415, never a conversation with its metadata dropped", async (type, body) => {
     const res = await post({ "content-type": type }, body);
-    expect(await expectJsonError(res, 415)).toEqual({
-      error: "Unsupported Media Type",
-      message: "Request bodies must be JSON (Content-Type: application/json)",
-    });
+    expect(await expectJsonError(res, 415)).toEqual(
+      llmError("unsupported_media_type", "Request bodies must be JSON (Content-Type: application/json)"),
+    );
   });
 
   it("a POST without a body and without Content-Type still creates (the gateway forwards it chunked)", async () => {
@@ -64,7 +67,7 @@ describe("the service answers bad input forwarded verbatim with catalogue JSON",
   it("an 8000-character path reaches the service and gets JSON (no bare 431)", async () => {
     const key = await stack.createKey();
     const res = await stack.call(key.secret, `${CONVERSATIONS}/${"a".repeat(8000)}`, { user: "alice" });
-    expect((await expectJsonError(res, 404)).error).toBe("Not Found");
+    expect((await expectJsonError(res, 404)).error).toMatchObject({ code: "not_found" });
   });
 
   it("the service's own HTTP server answers a malformed request with JSON", async () => {

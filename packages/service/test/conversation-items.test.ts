@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { useStack } from "./stack.ts";
+import { llmError, useStack } from "./stack.ts";
 
 const stack = useStack();
 const CONV = "/api/v1/llm/conversations";
@@ -113,10 +113,9 @@ describe("conversation items", () => {
     for (const method of ["GET", "DELETE"]) {
       const gone = await call("alice", `/${call1.id}`, { method });
       expect(gone.status).toBe(404);
-      expect(await gone.json()).toEqual({
-        error: "Not Found",
-        message: `No item ${call1.id} in conversation ${conversation.id}`,
-      });
+      expect(await gone.json()).toEqual(
+        llmError("not_found", `No item ${call1.id} in conversation ${conversation.id}`),
+      );
     }
   });
 

@@ -2,7 +2,7 @@ import { REDIS_TOPOLOGIES, scanKeys } from "@gw/devstack/testing";
 import { describe, expect, it } from "vitest";
 import { ConversationStore } from "../src/conversations/store.ts";
 import type { Item } from "../src/items/items.ts";
-import { useStack } from "./stack.ts";
+import { llmError, useStack } from "./stack.ts";
 
 describe.each(REDIS_TOPOLOGIES)("on %s Redis", (topology) => {
   const stack = useStack({}, {}, undefined, topology);
@@ -63,9 +63,8 @@ describe.each(REDIS_TOPOLOGIES)("on %s Redis", (topology) => {
       expect({ get: get.status, update: update.status, items: items.status, delete: del.status }).toEqual(
         expected,
       );
-      if (expected.get === 404)
-        expect(await get.json()).toEqual({ error: "Not Found", message: expect.any(String) });
-      if (expected.update === 403) expect((await update.json()).error).toBe("Forbidden");
+      if (expected.get === 404) expect(await get.json()).toEqual(llmError("not_found"));
+      if (expected.update === 403) expect((await update.json()).error.code).toBe("forbidden");
       if (expected.update === 200) expect((await update.json()).metadata).toEqual({ topic: "new" });
       if (expected.items === 200)
         expect(await items.json()).toMatchObject({ object: "list", data: [], has_more: false });
@@ -127,11 +126,24 @@ describe.each(REDIS_TOPOLOGIES)("on %s Redis", (topology) => {
       expect((await stack.call(key.secret, CONV, { method: "POST", user: "alice" })).status).toBe(200);
     });
 
+    it("are created with an empty list of items (as the Agents SDK's sessions do), but not with 21", async () => {
+      const key = await stack.createKey();
+      const empty = await stack.call(key.secret, CONV, { json: { items: [] }, user: "alice" });
+      expect(empty.status).toBe(200);
+      const { id } = await empty.json();
+      const items = await stack.call(key.secret, `${CONV}/${id}/items`, { user: "alice" });
+      expect(await items.json()).toMatchObject({ object: "list", data: [], has_more: false });
+      const many = Array.from({ length: 21 }, () => ({ role: "user", content: "x" }));
+      const tooMany = await stack.call(key.secret, CONV, { json: { items: many }, user: "alice" });
+      expect(tooMany.status).toBe(422);
+      expect((await tooMany.json()).detail[0]).toMatchObject({ loc: ["body", "items"], type: "too_long" });
+    });
+
     it("needs conversations:write to create and conversations:read to read", async () => {
       const readOnly = await stack.createKey({ permissions: ["conversations:read"] });
       const res = await stack.call(readOnly.secret, CONV, { json: {}, user: "alice" });
       expect(res.status).toBe(403);
-      expect((await res.json()).message).toContain("conversations:write");
+      expect((await res.json()).error.message).toContain("conversations:write");
     });
   });
 

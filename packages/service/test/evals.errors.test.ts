@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { evalClient, finished, SCHEDULES } from "./evals-client.ts";
-import { useStack } from "./stack.ts";
+import { llmError, useStack } from "./stack.ts";
 
 // No model provider: runs must fail saying what to configure. LLM_MODELS limits what a schedule may ask for.
 const stack = useStack({ LLM_BASE_URL: "", LLM_MODELS: "echo-small" });
@@ -131,13 +131,13 @@ describe("eval schedule errors", () => {
     const unknown = "eval_sched_doesNotExist0000000000";
     for (const res of [await evals.get(unknown), await evals.runs(unknown), await evals.delete(unknown)]) {
       expect(res.status).toBe(404);
-      expect(await res.json()).toEqual({ error: "Not Found", message: `No eval schedule ${unknown}` });
+      expect(await res.json()).toEqual(llmError("not_found", `No eval schedule ${unknown}`));
     }
     const schedule = await evals.created(valid);
     expect((await evals.delete(schedule.id)).status).toBe(200);
     const again = await evals.delete(schedule.id);
     expect(again.status).toBe(404);
-    expect(await again.json()).toEqual({ error: "Not Found", message: `No eval schedule ${schedule.id}` });
+    expect(await again.json()).toEqual(llmError("not_found", `No eval schedule ${schedule.id}`));
   });
 
   it("answers one 200 and otherwise 404 when deletes race", async () => {

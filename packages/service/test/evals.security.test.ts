@@ -2,7 +2,7 @@ import type { Permission } from "@gw/core";
 import { PROVIDER_SECRETS } from "@gw/e2e/llm-upstream";
 import { describe, expect, it } from "vitest";
 import { evalClient, finished } from "./evals-client.ts";
-import { useStack } from "./stack.ts";
+import { llmError, useStack } from "./stack.ts";
 
 const stack = useStack();
 
@@ -35,10 +35,9 @@ describe("eval schedule security", () => {
   it("a 403 names the missing permission in JSON", async () => {
     const key = await stack.createKey({ permissions: ["evals:read"] });
     const res = await evalClient(stack, key.secret).create(body);
-    expect(await res.json()).toEqual({
-      error: "Forbidden",
-      message: "This credential lacks the 'evals:write' permission",
-    });
+    expect(await res.json()).toEqual(
+      llmError("forbidden", "This credential lacks the 'evals:write' permission"),
+    );
   });
 
   it("another organization sees nothing: its reads and deletes answer 404 and change nothing", async () => {
@@ -56,7 +55,7 @@ describe("eval schedule security", () => {
       await theirs.delete(schedule.id),
     ]) {
       expect(res.status).toBe(404);
-      expect(await res.json()).toEqual({ error: "Not Found", message: `No eval schedule ${schedule.id}` });
+      expect(await res.json()).toEqual(llmError("not_found", `No eval schedule ${schedule.id}`));
     }
     // A cursor from another organization is no way in either.
     expect((await theirs.list(`?after=${schedule.id}`)).status).toBe(422);

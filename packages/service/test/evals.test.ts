@@ -5,7 +5,7 @@ import { describe, expect, it, vi } from "vitest";
 import { EVAL_QUEUE, EVAL_QUEUE_PREFIX } from "../src/evals/queue.ts";
 import { utcDay } from "../src/usage/store.ts";
 import { evalClient, finished, type RunJson } from "./evals-client.ts";
-import { useStack } from "./stack.ts";
+import { llmError, useStack } from "./stack.ts";
 
 // Runs held at the model must outlast the test's barrier.
 describe.each(REDIS_TOPOLOGIES)("on %s Redis", (topology) => {
@@ -135,7 +135,7 @@ describe.each(REDIS_TOPOLOGIES)("on %s Redis", (topology) => {
 
       const get = await evals.get(doomed.id);
       expect(get.status).toBe(404);
-      expect(await get.json()).toEqual({ error: "Not Found", message: `No eval schedule ${doomed.id}` });
+      expect(await get.json()).toEqual(llmError("not_found", `No eval schedule ${doomed.id}`));
       const listed = await (await evals.list()).json();
       expect(listed.data.map((s: { id: string }) => s.id)).toEqual([clock.id]);
 

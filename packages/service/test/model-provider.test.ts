@@ -1,6 +1,6 @@
 import { PROVIDER_SECRETS, type SseFraming, type UpstreamMode } from "@gw/e2e/llm-upstream";
 import { describe, expect, it, vi } from "vitest";
-import { parseEvents, useStack } from "./stack.ts";
+import { llmError, parseEvents, useStack } from "./stack.ts";
 
 const stack = useStack({ LLM_MAX_RESPONSE_BYTES: "65536", LLM_MAX_EVENT_CHARS: "16384" });
 
@@ -58,10 +58,7 @@ describe("model provider failures", () => {
       expect(res.headers.get("content-type")).toMatch(/^application\/json/);
       const text = await res.text();
       expectNoProviderText(text);
-      expect(JSON.parse(text)).toEqual({
-        error: "Bad Gateway",
-        message: expect.stringContaining(String(status)),
-      });
+      expect(JSON.parse(text)).toEqual(llmError("bad_gateway", expect.stringContaining(String(status))));
 
       const logged = JSON.stringify(logsOf(res));
       expect(logged).toContain("db.internal.example"); // enough to find the cause
@@ -76,7 +73,7 @@ describe("model provider failures", () => {
     expect(res.status).toBe(502);
     const text = await res.text();
     expectNoProviderText(text);
-    expect(JSON.parse(text)).toEqual({ error: "Bad Gateway", message: expect.any(String) });
+    expect(JSON.parse(text)).toEqual(llmError("bad_gateway", expect.any(String)));
   });
 
   it.each([false, true])(
@@ -87,17 +84,14 @@ describe("model provider failures", () => {
       expect(res.headers.get("retry-after")).toBe("7");
       const text = await res.text();
       expectNoProviderText(text);
-      expect(JSON.parse(text)).toEqual({ error: "Service Unavailable", message: expect.any(String) });
+      expect(JSON.parse(text)).toEqual(llmError("service_unavailable", expect.any(String)));
     },
   );
 
   it("a provider that stalls is cut off at LLM_TIMEOUT_MS with 504, and is not left waiting", async () => {
     const res = await withProvider("stall", () => ask());
     expect(res.status).toBe(504);
-    expect(await res.json()).toEqual({
-      error: "Gateway Timeout",
-      message: expect.stringMatching(/in time/),
-    });
+    expect(await res.json()).toEqual(llmError("gateway_timeout", expect.stringMatching(/in time/)));
     await lastRequestAborted();
   });
 
@@ -147,7 +141,7 @@ describe("model provider failures", () => {
   it("a provider answer over LLM_MAX_RESPONSE_BYTES is a 502, and its connection is let go", async () => {
     const res = await withProvider("oversized", () => ask());
     expect(res.status).toBe(502);
-    expect(await res.json()).toEqual({ error: "Bad Gateway", message: expect.stringContaining("65536") });
+    expect(await res.json()).toEqual(llmError("bad_gateway", expect.stringContaining("65536")));
     await lastRequestAborted();
   });
 
@@ -215,9 +209,8 @@ describe("no provider configured", () => {
       user: "alice",
     });
     expect(res.status).toBe(503);
-    expect(await res.json()).toEqual({
-      error: "Service Unavailable",
-      message: expect.stringContaining("LLM_BASE_URL"),
-    });
+    expect(await res.json()).toEqual(
+      llmError("service_unavailable", expect.stringContaining("LLM_BASE_URL")),
+    );
   });
 });

@@ -8,6 +8,7 @@ import { spicedbEnv, startTestRedis, startTestSpiceDB, type TestRedis } from "@g
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { serviceConfigSchema } from "../src/config.ts";
 import { type RunningService, startService } from "../src/server.ts";
+import { llmError } from "./stack.ts";
 
 const PASSWORD = `pw-${randomBytes(8).toString("hex")}`;
 const logs: string[] = [];
@@ -79,10 +80,9 @@ async function send(method: string, path: string, body?: unknown) {
 
 async function expectUnavailable(res: Response) {
   expect(res.status).toBe(503);
-  expect(await res.json()).toEqual({
-    error: "Service Unavailable",
-    message: "The data store is unavailable; try again",
-  });
+  expect(await res.json()).toEqual(
+    llmError("service_unavailable", "The data store is unavailable; try again"),
+  );
 }
 
 describe("the service during a Redis outage", () => {

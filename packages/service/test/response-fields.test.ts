@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { parseEvents, useStack } from "./stack.ts";
+import { llmError, parseEvents, useStack } from "./stack.ts";
 
 const stack = useStack({ LLM_CONTEXT_MAX_ITEMS: "4" });
 const RESPONSES = "/api/v1/llm/responses";
@@ -106,9 +106,30 @@ describe("request fields", () => {
     expect(Object.keys(upstream()).sort()).toEqual(["messages", "model"]);
   });
 
+  it("forwards reasoning.effort as reasoning_effort and text.verbosity as verbosity, and echoes them", async () => {
+    const { res, body } = await create({
+      input: "hi",
+      reasoning: { effort: "minimal", summary: null },
+      text: { verbosity: "low" },
+    });
+    expect(res.status).toBe(200);
+    expect(upstream()).toMatchObject({ reasoning_effort: "minimal", verbosity: "low" });
+    expect(body).toMatchObject({
+      reasoning: { effort: "minimal", summary: null },
+      text: { verbosity: "low" },
+    });
+    const bad = await create({ input: "hi", reasoning: { effort: "extreme" } });
+    expect(bad.res.status).toBe(422);
+    expect(bad.body.detail[0]).toMatchObject({ loc: ["body", "reasoning", "effort"], type: "enum" });
+  });
+
   it.each([
     [{ background: true }, ["body", "background"], /Background mode is not supported/],
-    [{ reasoning: { effort: "high" } }, ["body", "reasoning"], /Reasoning configuration is not supported/],
+    [
+      { reasoning: { effort: "low", summary: "auto" } },
+      ["body", "reasoning", "summary"],
+      /A reasoning summary is not supported/,
+    ],
     [{ include: ["message.output_text.logprobs"] }, ["body", "include"], /include is not supported/],
     [{ prompt: { id: "pmpt_1" } }, ["body", "prompt"], /prompt \(stored prompt templates\) is not supported/],
     [{ service_tier: "flex" }, ["body", "service_tier"], /service_tier is not supported/],
@@ -125,7 +146,11 @@ describe("request fields", () => {
       ["body", "input", 0, "content", 0, "type"],
       /Content type 'input_image' is not supported/,
     ],
-    [{ input: [{ type: "item_reference", id: "msg_1" }] }, ["body", "input", 0, "type"], /not supported/],
+    [
+      { input: [{ type: "reasoning", id: "rs_1", summary: [] }] },
+      ["body", "input", 0, "type"],
+      /not supported/,
+    ],
   ])("refuses %j with a 422 naming the field, before the model is asked", async (fields, loc, msg) => {
     const before = stack.llm.requests.length;
     const { res, body } = await create({ input: "hi", ...fields });
@@ -365,7 +390,9 @@ describe("truncation", () => {
       first.secret,
     );
     expect(disabled.res.status).toBe(400);
-    expect(disabled.body).toEqual({ error: "Bad Request", message: expect.stringContaining("truncation") });
+    expect(disabled.body).toEqual(
+      llmError("bad_request", expect.stringContaining("truncation"), "truncation"),
+    );
     expect(stack.llm.requests.length).toBe(before);
     // Exactly as many as fit: disabled is fine.
     const two = await create(

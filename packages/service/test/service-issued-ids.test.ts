@@ -4,20 +4,28 @@ import { useStack } from "./stack.ts";
 const stack = useStack();
 const AUTHZ = "/api/v1/authorization/llm";
 
-/** alice's conversation (with an item) or stored response, made through the service on a fresh key. */
-async function aliceCreates(type: "conversation" | "response") {
+/** How alice makes each service-issued resource through the service, and where it is read. */
+const MADE = {
+  conversation: {
+    create: "/api/v1/llm/conversations",
+    json: { metadata: { topic: "salary" }, items: [{ role: "user", content: "private" }] },
+    read: "/api/v1/llm/conversations",
+  },
+  response: { create: "/api/v1/llm/responses", json: { input: "private" }, read: "/api/v1/llm/responses" },
+  completion: {
+    create: "/api/v1/llm/chat/completions",
+    json: { model: "auto", store: true, messages: [{ role: "user", content: "private" }] },
+    read: "/api/v1/llm/chat/completions",
+  },
+} as const;
+
+/** alice's conversation (with an item), stored response or stored completion, made on a fresh key. */
+async function aliceCreates(type: keyof typeof MADE) {
   const key = await stack.createKey();
-  const res =
-    type === "conversation"
-      ? await stack.call(key.secret, "/api/v1/llm/conversations", {
-          json: { metadata: { topic: "salary" }, items: [{ role: "user", content: "private" }] },
-          user: "alice",
-        })
-      : await stack.call(key.secret, "/api/v1/llm/responses", { json: { input: "private" }, user: "alice" });
+  const res = await stack.call(key.secret, MADE[type].create, { json: MADE[type].json, user: "alice" });
   expect(res.status).toBe(200);
   const { id } = (await res.json()) as { id: string };
-  const path = type === "conversation" ? `/api/v1/llm/conversations/${id}` : `/api/v1/llm/responses/${id}`;
-  return { key, id, path };
+  return { key, id, path: `${MADE[type].read}/${id}` };
 }
 
 const register = (secret: string, user: string, resourceType: string, resourceId: string) =>
@@ -31,6 +39,7 @@ const checkOwner = async (secret: string, user: string, resourceType: string, re
 describe.each([
   ["conversation", "/api/v1/llm/conversations/{id}"],
   ["response", "/api/v1/llm/responses/{id}"],
+  ["completion", "/api/v1/llm/chat/completions/{id}"],
 ] as const)("a %s id the service issued", (type, serviceDelete) => {
   it("cannot be orphaned through the platform API and then taken over", async () => {
     const { key, id, path } = await aliceCreates(type);

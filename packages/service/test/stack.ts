@@ -2,7 +2,15 @@ import { randomBytes } from "node:crypto";
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { createLogger, createRedis, loadConfig, type RedisClient, type RouteTemplate } from "@gw/core";
+import {
+  createLogger,
+  createRedis,
+  ERROR_CATALOGUE,
+  type ErrorCode,
+  loadConfig,
+  type RedisClient,
+  type RouteTemplate,
+} from "@gw/core";
 import {
   capturingLogger,
   type RedisTopology,
@@ -19,7 +27,7 @@ import {
   generateSigningJwk,
   startGateway,
 } from "@gw/gateway";
-import { afterAll, beforeAll } from "vitest";
+import { afterAll, beforeAll, expect } from "vitest";
 import { serviceConfigSchema } from "../src/config.ts";
 import { startService } from "../src/server.ts";
 
@@ -175,4 +183,13 @@ export function useStack(
   });
   afterAll(() => teardown());
   return stack;
+}
+
+/** The body of an error on the `/api/v1/llm` surface: OpenAI's shape, with the catalogue's code and message. */
+export function llmError(
+  code: ErrorCode,
+  message: unknown = expect.any(String),
+  param: string | null = null,
+) {
+  return { error: { message, type: ERROR_CATALOGUE[code].type, param, code } };
 }

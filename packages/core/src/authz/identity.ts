@@ -28,6 +28,7 @@ export type ResourceType = (typeof RESOURCE_TYPES)[number];
 export const SERVICE_ISSUED_TYPES = {
   conversation: "DELETE /api/v1/llm/conversations/{id}",
   response: "DELETE /api/v1/llm/responses/{id}",
+  completion: "DELETE /api/v1/llm/chat/completions/{id}",
 } as const satisfies Partial<Record<ResourceType, string>>;
 
 export function isServiceIssued(type: ResourceType): type is keyof typeof SERVICE_ISSUED_TYPES {

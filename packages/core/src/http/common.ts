@@ -1,7 +1,7 @@
 import { randomUUID } from "node:crypto";
 import type { IncomingMessage } from "node:http";
 import express, { type ErrorRequestHandler, type RequestHandler } from "express";
-import { AppError, errorBody, ValidationFailed } from "../errors.ts";
+import { AppError, errorBody, isOpenAISurface, openaiErrorBody, ValidationFailed } from "../errors.ts";
 import { type Logger, unredacted } from "../logger.ts";
 import type { Metrics } from "../metrics.ts";
 import { RouteLabels, type RouteTemplate, routesOf } from "./route-labels.ts";
@@ -176,13 +176,20 @@ export function errorHandler(logger: Logger): ErrorRequestHandler {
       res.destroy();
       return;
     }
+    const openai = isOpenAISurface(req.originalUrl);
     if (appError instanceof AppError) {
       if (appError.status >= 500) logger.warn({ requestId: req.id, err: appError }, appError.message);
-      res.set(appError.headers).status(appError.status).json(errorBody(appError));
+      res.set(appError.headers).status(appError.status).json(errorBody(appError, { openai }));
       return;
     }
     logger.error({ requestId: req.id, err }, "unhandled error");
-    res.status(500).json({ error: "Internal Server Error", requestId: req.id });
+    res
+      .status(500)
+      .json(
+        openai
+          ? openaiErrorBody("internal", `Internal Server Error (request ${req.id})`)
+          : { error: "Internal Server Error", requestId: req.id },
+      );
   };
 }
 

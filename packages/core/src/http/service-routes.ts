@@ -16,10 +16,19 @@ export const SERVICE_ROUTES: RouteTemplate[] = [
   ["GET", "/llm/conversations/:id/items/:itemId"],
   ["DELETE", "/llm/conversations/:id/items/:itemId"],
   ["POST", "/llm/responses"],
+  ["POST", "/llm/responses/input_tokens"],
   ["GET", "/llm/responses/:id"],
   ["GET", "/llm/responses/:id/input_items"],
   ["DELETE", "/llm/responses/:id"],
   ["POST", "/llm/responses/:id/cancel"],
+  ["POST", "/llm/chat/completions"],
+  ["GET", "/llm/chat/completions"],
+  ["GET", "/llm/chat/completions/:id"],
+  ["GET", "/llm/chat/completions/:id/messages"],
+  ["POST", "/llm/chat/completions/:id"],
+  ["DELETE", "/llm/chat/completions/:id"],
+  ["GET", "/llm/models"],
+  ["GET", "/llm/models/:id"],
   ["GET", "/usage"],
   ["POST", "/llm/evals/schedules"],
   ["GET", "/llm/evals/schedules"],
@@ -42,7 +51,10 @@ export const SERVICE_ROUTES: RouteTemplate[] = [
  * counts them with the tokens and spend in one step (README, "Rate limits").
  * Add every new endpoint that calls a model here.
  */
-export const MODEL_ROUTES: RouteTemplate[] = [{ method: "POST", path: "/api/v1/llm/responses" }];
+export const MODEL_ROUTES: RouteTemplate[] = [
+  { method: "POST", path: "/api/v1/llm/responses" },
+  { method: "POST", path: "/api/v1/llm/chat/completions" },
+];
 
 /** Whether `method` and `url` (path and query, as received) are a model call, as Express would route them. */
 export function isModelCall(method: string, url: string): boolean {

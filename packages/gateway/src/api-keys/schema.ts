@@ -65,6 +65,13 @@ export const endUserLimitsPatchSchema = z.strictObject(unitLimitsPatchShape);
 
 export type UpdateEndUserLimitsInput = z.output<typeof endUserLimitsPatchSchema>;
 
+/** A per-key model allowlist: model ids as the service's `LLM_MODELS` names them. */
+export const modelsSchema = z
+  .array(z.string().min(1).max(256))
+  .min(1)
+  .max(100)
+  .refine((list) => new Set(list).size === list.length, "List should not contain duplicates");
+
 const futureInstant = z.iso
   .datetime({ offset: true })
   .refine((value) => Date.parse(value) > Date.now(), "Expiry should be in the future");
@@ -75,6 +82,7 @@ export const createApiKeySchema = z.strictObject({
   name: z.string().min(1).max(128).optional(),
   permissions: permissionsSchema.optional(),
   limits: limitsSchema.optional(),
+  models: modelsSchema.optional(),
   expiresAt: futureInstant.optional(),
   onBehalfOf: onBehalfOfSchema.optional(),
 });
@@ -85,6 +93,8 @@ export const updateApiKeySchema = z.strictObject({
   name: z.string().min(1).max(128).nullable().optional(),
   permissions: permissionsSchema.optional(),
   limits: limitsPatchSchema.optional(),
+  /** `null` lifts the allowlist. */
+  models: modelsSchema.nullable().optional(),
   expiresAt: futureInstant.nullable().optional(),
   onBehalfOf: onBehalfOfSchema.optional(),
 });

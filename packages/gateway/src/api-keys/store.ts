@@ -74,6 +74,7 @@ export class ApiKeyStore {
       name: input.name ?? null,
       permissions: [...(input.permissions ?? DEFAULT_PERMISSIONS)],
       limits: patchLimits({}, input.limits),
+      models: input.models ? [...input.models] : null,
       status: "active",
       createdAt: new Date().toISOString(),
       expiresAt: input.expiresAt ? new Date(input.expiresAt).toISOString() : null,
@@ -125,6 +126,7 @@ export class ApiKeyStore {
       if (patch.name !== undefined) record.name = patch.name;
       if (patch.permissions !== undefined) record.permissions = [...patch.permissions];
       if (patch.onBehalfOf !== undefined) record.onBehalfOf = patch.onBehalfOf;
+      if (patch.models !== undefined) record.models = patch.models === null ? null : [...patch.models];
       if (patch.expiresAt !== undefined) {
         record.expiresAt = patch.expiresAt === null ? null : new Date(patch.expiresAt).toISOString();
       }

@@ -11,6 +11,8 @@ export interface ApiKeyRecord {
   name: string | null;
   permissions: Permission[];
   limits: Limits;
+  /** The models the key may use; `null` (or absent, in records written before it existed): any the service offers. */
+  models?: string[] | null;
   status: ApiKeyStatus;
   /** ISO 8601 instants. */
   createdAt: string;

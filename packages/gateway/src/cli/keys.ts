@@ -24,10 +24,10 @@ import { toView } from "../api-keys/types.ts";
 import { generateSigningJwk } from "../tokens/signing-keys.ts";
 
 const USAGE = `usage:
-  pnpm keys create --org ORG --owner USER [--name N] [--permissions a,b] [--limit LIMIT=N]... [--expires-at ISO8601] [--on-behalf-of POLICY]
+  pnpm keys create --org ORG --owner USER [--name N] [--permissions a,b] [--models a,b] [--limit LIMIT=N]... [--expires-at ISO8601] [--on-behalf-of POLICY]
   pnpm keys list --org ORG
   pnpm keys get ID
-  pnpm keys update ID [--name N] [--permissions a,b] [--limit LIMIT=N|off]... [--expires-at ISO8601|never] [--on-behalf-of POLICY]
+  pnpm keys update ID [--name N] [--permissions a,b] [--models a,b|any] [--limit LIMIT=N|off]... [--expires-at ISO8601|never] [--on-behalf-of POLICY]
   pnpm keys revoke ID
   pnpm keys usage ID [--user U]   (every window of every unit of the key, and with --user of that end user)
   pnpm keys end-user-limits --org ORG [--limit LIMIT=N|off]...   (the organization's defaults for end users)
@@ -45,6 +45,7 @@ const OPTIONS = {
   owner: { type: "string" },
   name: { type: "string" },
   permissions: { type: "string" },
+  models: { type: "string" },
   limit: { type: "string", multiple: true },
   "expires-at": { type: "string" },
   "on-behalf-of": { type: "string" },
@@ -101,7 +102,8 @@ function parseOnBehalfOf(value: string | undefined): unknown {
   return { prefixes };
 }
 
-function parsePermissions(value: string | undefined): string[] | undefined {
+/** A comma-separated list (`--permissions`, `--models`). */
+function parseList(value: string | undefined): string[] | undefined {
   return value === undefined
     ? undefined
     : value
@@ -140,7 +142,8 @@ export async function runKeysCommand(
         org: values.org,
         owner: values.owner,
         name: values.name,
-        permissions: parsePermissions(values.permissions),
+        permissions: parseList(values.permissions),
+        models: parseList(values.models),
         limits: parseLimits(values.limit, false),
         expiresAt: values["expires-at"],
         onBehalfOf: parseOnBehalfOf(values["on-behalf-of"]),
@@ -159,7 +162,8 @@ export async function runKeysCommand(
       const expires = values["expires-at"];
       const patch = validate("body", updateApiKeySchema, {
         name: values.name,
-        permissions: parsePermissions(values.permissions),
+        permissions: parseList(values.permissions),
+        models: values.models === "any" ? null : parseList(values.models),
         limits: parseLimits(values.limit, true),
         expiresAt: expires === "never" ? null : expires,
         onBehalfOf: parseOnBehalfOf(values["on-behalf-of"]),

@@ -34,6 +34,7 @@ export const resolvePrincipal: RequestHandler = (req, res, next) => {
       user: token.sub,
       keyId: key.id,
       permissions: token.permissions.filter((p) => key.permissions.includes(p)),
+      ...(key.models ? { models: key.models } : {}),
       credential: "jwt",
       onBehalfOf: false,
     };
@@ -45,6 +46,7 @@ export const resolvePrincipal: RequestHandler = (req, res, next) => {
     user: endUser ?? key.owner,
     keyId: key.id,
     permissions: key.permissions,
+    ...(key.models ? { models: key.models } : {}),
     credential: "api_key",
     onBehalfOf: endUser !== undefined,
   };

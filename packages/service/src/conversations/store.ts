@@ -21,6 +21,9 @@ const itemsKey = (org: string, id: string) => `gw:conv-item:{${org}}:${id}`;
 /** Where items were kept before they could be paged: a list, moved to the two keys above when next touched. */
 const legacyKey = (org: string, id: string) => `gw:conv-items:{${org}}:${id}`;
 
+/** Item id → the conversation holding it, for `item_reference`s: one hash per organization. */
+const itemIndexKey = (org: string) => `gw:conv-item-index:{${org}}`;
+
 const keys = (org: string, id: string) => [legacyKey(org, id), orderKey(org, id), itemsKey(org, id)];
 
 // KEYS: legacy list, order, items.
@@ -35,14 +38,15 @@ if redis.call('EXISTS', KEYS[1]) == 1 then
 end
 `;
 
-// ARGV: id, json, id, json…
+// KEYS[4]: the item index. ARGV: conversation id, then id, json, id, json…
 const APPEND = `${MIGRATE}
 local top = redis.call('ZREVRANGE', KEYS[2], 0, 0, 'WITHSCORES')
 local position = tonumber(top[2] or '0')
-for i = 1, #ARGV, 2 do
+for i = 2, #ARGV, 2 do
   position = position + 1
   redis.call('ZADD', KEYS[2], position, ARGV[i])
   redis.call('HSET', KEYS[3], ARGV[i], ARGV[i + 1])
+  redis.call('HSET', KEYS[4], ARGV[i], ARGV[1])
 end
 `;
 
@@ -69,11 +73,21 @@ const GET_ITEM = `${MIGRATE}
 return redis.call('HGET', KEYS[3], ARGV[1])
 `;
 
-// ARGV: item id. Returns 1 if it was there.
+// KEYS[4]: the item index. ARGV: item id. Returns 1 if it was there.
 const DELETE_ITEM = `${MIGRATE}
 if redis.call('ZREM', KEYS[2], ARGV[1]) == 0 then return 0 end
 redis.call('HDEL', KEYS[3], ARGV[1])
+redis.call('HDEL', KEYS[4], ARGV[1])
 return 1
+`;
+
+// KEYS[4]: the item index, KEYS[5]: the record. Removes the conversation, its items and their index entries.
+const DELETE = `${MIGRATE}
+local ids = redis.call('HKEYS', KEYS[3])
+for i = 1, #ids, 1000 do
+  redis.call('HDEL', KEYS[4], unpack(ids, i, math.min(i + 999, #ids)))
+end
+redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[5])
 `;
 
 /**
@@ -132,7 +146,14 @@ export class ConversationStore {
 
   async append(org: string, id: string, items: Item[]): Promise<void> {
     if (items.length === 0) return;
-    await this.redis.eval(APPEND, 3, ...keys(org, id), ...items.flatMap((i) => [i.id, JSON.stringify(i)]));
+    await this.redis.eval(
+      APPEND,
+      4,
+      ...keys(org, id),
+      itemIndexKey(org),
+      id,
+      ...items.flatMap((i) => [i.id, JSON.stringify(i)]),
+    );
   }
 
   async item(org: string, id: string, itemId: string): Promise<Item | undefined> {
@@ -142,10 +163,17 @@ export class ConversationStore {
 
   /** Whether the item was there. */
   async deleteItem(org: string, id: string, itemId: string): Promise<boolean> {
-    return (await this.redis.eval(DELETE_ITEM, 3, ...keys(org, id), itemId)) === 1;
+    return (await this.redis.eval(DELETE_ITEM, 4, ...keys(org, id), itemIndexKey(org), itemId)) === 1;
+  }
+
+  /** The conversation holding the item, and the item. */
+  async findItem(org: string, itemId: string): Promise<{ conversationId: string; item: Item } | undefined> {
+    const conversationId = await this.redis.hget(itemIndexKey(org), itemId);
+    const item = conversationId ? await this.item(org, conversationId, itemId) : undefined;
+    return conversationId && item ? { conversationId, item } : undefined;
   }
 
   async delete(org: string, id: string): Promise<void> {
-    await this.redis.del(recordKey(org, id), ...keys(org, id));
+    await this.redis.eval(DELETE, 5, ...keys(org, id), itemIndexKey(org), recordKey(org, id));
   }
 }

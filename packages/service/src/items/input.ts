@@ -7,8 +7,9 @@ import { ID_PREFIX, type Item } from "./items.ts";
  * Items as clients send them (`input` of a response, `items` of a
  * conversation), in the shapes the OpenAI SDKs send: plain `{role, content}`
  * messages, the output items of an earlier response sent back, function
- * calls and their outputs. Types this service cannot handle (images, files,
- * built-in tool calls, item references…) are a 422 at their `type`.
+ * calls and their outputs, and in a response's input references to stored
+ * items. Types this service cannot handle (images, files, built-in tool
+ * calls, reasoning…) are a 422 at their `type`.
  */
 const ROLES = ["user", "assistant", "system", "developer"] as const;
 const STATUS = z.enum(["in_progress", "completed", "incomplete"]).nullish();
@@ -68,6 +69,40 @@ export const inputItem = byType(
 );
 
 export type InputItem = z.output<typeof inputItem>;
+
+/** A stored item named by its id (OpenAI's `item_reference`), in a response's `input`. */
+const itemReference = z.strictObject({ type: z.literal("item_reference"), id: z.string().min(1).max(256) });
+
+export const responseInputItem = byType(
+  "Item type",
+  {
+    message,
+    function_call: functionCall,
+    function_call_output: functionCallOutput,
+    item_reference: itemReference,
+  },
+  "message",
+);
+
+export type ResponseInputItem = z.output<typeof responseInputItem>;
+
+/**
+ * A response's input as stored items with fresh ids: references become a
+ * copy of the item `resolve` finds (which decides who may read what).
+ */
+export async function toTurn(
+  input: string | ResponseInputItem[],
+  resolve: (id: string, index: number) => Promise<Item>,
+): Promise<Item[]> {
+  if (typeof input === "string") return toItems(input);
+  return Promise.all(
+    input.map(async (item, index) => {
+      if (item.type !== "item_reference") return toItems([item])[0]!;
+      const found = await resolve(item.id, index);
+      return { ...found, id: newId(ID_PREFIX[found.type]) };
+    }),
+  );
+}
 
 /** What the client sent, as stored items with fresh ids. */
 export function toItems(input: string | InputItem[]): Item[] {

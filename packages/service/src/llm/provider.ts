@@ -50,6 +50,8 @@ export interface ChatRequest {
   /** Chat-completions `response_format`, e.g. `{type: "json_schema", json_schema: {…}}`. */
   responseFormat?: Record<string, unknown> | undefined;
   verbosity?: "low" | "medium" | "high" | undefined;
+  /** Chat-completions `reasoning_effort`, for models that reason. */
+  reasoningEffort?: "none" | "minimal" | "low" | "medium" | "high" | "xhigh" | undefined;
   tools?: FunctionTool[] | undefined;
   toolChoice?: "none" | "auto" | "required" | { name: string } | undefined;
   parallelToolCalls?: boolean | undefined;
@@ -162,6 +164,11 @@ export class ChatProvider {
 
   get allowedModels(): string[] | undefined {
     return this.options.allowedModels;
+  }
+
+  /** `LLM_DEFAULT_MODEL`, the model of `auto`. */
+  get defaultModel(): string | undefined {
+    return this.options.defaultModel;
   }
 
   /** Fails fast, before any state is created, when no provider is configured. */
@@ -380,6 +387,7 @@ function chatBody(request: ChatRequest): Record<string, unknown> {
     ...(request.user !== undefined ? { user: request.user } : {}),
     ...(request.responseFormat ? { response_format: request.responseFormat } : {}),
     ...(request.verbosity ? { verbosity: request.verbosity } : {}),
+    ...(request.reasoningEffort ? { reasoning_effort: request.reasoningEffort } : {}),
     ...(tools
       ? {
           tools: tools.map((t) => ({

@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { inputItem } from "../items/input.ts";
+import { responseInputItem } from "../items/input.ts";
 import type { ChatRequest } from "../llm/provider.ts";
 import { metadataSchema } from "../routes/conversations/metadata.ts";
 import { byType, chosen, float, notSupported } from "../schema.ts";
@@ -13,24 +13,28 @@ import { byType, chosen, float, notSupported } from "../schema.ts";
 const NAME = /^[A-Za-z0-9_-]{1,64}$/;
 const nameOf = (what: string) => z.string().regex(NAME, `${what} should be 1 to 64 letters, digits, _ or -`);
 
-const functionTool = z.strictObject({
-  type: z.literal("function"),
+/** A function tool's definition, as both APIs take it (Responses flat, Chat Completions under `function`). */
+export const functionDefinition = {
   name: nameOf("A function name"),
   description: z.string().max(8192).nullish(),
   parameters: z.record(z.string(), z.unknown()).nullish(),
   strict: z.boolean().nullish(),
-});
+};
+
+/** A JSON schema for the answer, as both APIs take it (Responses in `text.format`, Chat Completions in `response_format.json_schema`). */
+export const jsonSchemaFormat = {
+  name: nameOf("A schema name"),
+  schema: z.record(z.string(), z.unknown()),
+  description: z.string().nullish(),
+  strict: z.boolean().nullish(),
+};
+
+const functionTool = z.strictObject({ type: z.literal("function"), ...functionDefinition });
 
 const textFormat = byType("Text format", {
   text: z.strictObject({ type: z.literal("text") }),
   json_object: z.strictObject({ type: z.literal("json_object") }),
-  json_schema: z.strictObject({
-    type: z.literal("json_schema"),
-    name: nameOf("A schema name"),
-    schema: z.record(z.string(), z.unknown()),
-    description: z.string().nullish(),
-    strict: z.boolean().nullish(),
-  }),
+  json_schema: z.strictObject({ type: z.literal("json_schema"), ...jsonSchemaFormat }),
 });
 
 const toolChoice = chosen((v) =>
@@ -41,13 +45,22 @@ const toolChoice = chosen((v) =>
       }),
 );
 
-const isEmptyObject = (v: unknown) =>
-  typeof v === "object" && v !== null && Object.values(v).every((x) => x === null || x === undefined);
+/** Reasoning effort as OpenAI names it; sent to chat providers as `reasoning_effort`. */
+export const reasoningEffort = z.enum(["none", "minimal", "low", "medium", "high", "xhigh"]);
+
+// Chat providers take an effort; the summaries of the Responses API have nothing to come from.
+const reasoning = z.strictObject({
+  effort: reasoningEffort.nullish(),
+  summary: notSupported("A reasoning summary", (v) => v === null),
+  generate_summary: notSupported("A reasoning summary", (v) => v === null),
+});
 
 export const createResponseBody = z
   .strictObject({
     model: z.string().min(1).max(256).default("auto"),
-    input: chosen((v) => (typeof v === "string" ? z.string().min(1) : z.array(inputItem).min(1).max(1_000))),
+    input: chosen((v) =>
+      typeof v === "string" ? z.string().min(1) : z.array(responseInputItem).min(1).max(1_000),
+    ),
     stream: z.boolean().default(false),
     instructions: z.string().max(262_144).optional(),
     conversation: z
@@ -79,9 +92,9 @@ export const createResponseBody = z
     tool_choice: toolChoice.optional(),
     parallel_tool_calls: z.boolean().default(true),
     truncation: z.enum(["auto", "disabled"]).default("auto"),
+    reasoning: reasoning.optional(),
     // Fields of the OpenAI API this service cannot honour.
     background: notSupported("Background mode", (v) => v === false),
-    reasoning: notSupported("Reasoning configuration", isEmptyObject),
     include: notSupported("include", (v) => Array.isArray(v) && v.length === 0),
     max_tool_calls: notSupported("max_tool_calls"),
     prompt: notSupported("prompt (stored prompt templates)"),
@@ -136,6 +149,7 @@ export function chatOptions(input: CreateResponseInput): Omit<ChatRequest, "mode
     topP: input.top_p,
     user: input.user,
     verbosity: input.text?.verbosity ?? undefined,
+    reasoningEffort: input.reasoning?.effort ?? undefined,
     responseFormat:
       format?.type === "json_schema"
         ? {

@@ -33,7 +33,7 @@ export function draftResponse(input: CreateResponseInput, id: string, model: str
     parallel_tool_calls: input.parallel_tool_calls,
     previous_response_id: input.previous_response_id ?? null,
     conversation: input.conversation ? { id: input.conversation } : null,
-    reasoning: { effort: null, summary: null },
+    reasoning: { effort: input.reasoning?.effort ?? null, summary: null },
     store: input.store,
     temperature: input.temperature ?? null,
     text: { format: input.text?.format ?? { type: "text" }, ...(verbosity ? { verbosity } : {}) },

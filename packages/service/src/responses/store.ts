@@ -41,7 +41,7 @@ export interface ResponseObject {
   parallel_tool_calls: boolean;
   previous_response_id: string | null;
   conversation: { id: string } | null;
-  reasoning: { effort: null; summary: null };
+  reasoning: { effort: "none" | "minimal" | "low" | "medium" | "high" | "xhigh" | null; summary: null };
   store: boolean;
   temperature: number | null;
   text: { format: Record<string, unknown>; verbosity?: "low" | "medium" | "high" };
@@ -57,6 +57,8 @@ export interface ResponseObject {
 const responseKey = (org: string, id: string) => `gw:resp:{${org}}:${id}`;
 /** The items the caller sent with the response (its `input_items`), kept beside it. */
 const inputKey = (org: string, id: string) => `gw:resp-input:{${org}}:${id}`;
+/** Item id → the response whose input or output holds it, for `item_reference`s. */
+const itemIndexKey = (org: string) => `gw:resp-item-index:{${org}}`;
 
 /** Stored responses and their input items, per organization (ids are the service's own, `resp_…`). */
 export class ResponseStore {
@@ -67,10 +69,12 @@ export class ResponseStore {
   }
 
   async save(org: string, response: ResponseObject, input: Item[]): Promise<void> {
+    const itemIds = [...input, ...response.output].map((i) => i.id);
     const results = await this.redis
       .multi()
       .set(responseKey(org, response.id), JSON.stringify(response))
       .set(inputKey(org, response.id), JSON.stringify(input))
+      .hset(itemIndexKey(org), Object.fromEntries(itemIds.map((itemId) => [itemId, response.id])))
       .exec();
     const failed = results?.find(([err]) => err)?.[0];
     if (failed) throw failed;
@@ -87,7 +91,21 @@ export class ResponseStore {
     return json ? (JSON.parse(json) as Item[]) : [];
   }
 
+  /** The stored response whose input or output holds the item, and the item. */
+  async findItem(org: string, itemId: string): Promise<{ responseId: string; item: Item } | undefined> {
+    const responseId = await this.redis.hget(itemIndexKey(org), itemId);
+    if (!responseId) return undefined;
+    const [response, input] = await Promise.all([this.get(org, responseId), this.input(org, responseId)]);
+    const item = [...input, ...(response?.output ?? [])].find((i) => i.id === itemId);
+    return response && item ? { responseId, item } : undefined;
+  }
+
   async delete(org: string, id: string): Promise<void> {
-    await this.redis.del(responseKey(org, id), inputKey(org, id));
+    const [response, input] = await Promise.all([this.get(org, id), this.input(org, id)]);
+    const itemIds = [...input, ...(response?.output ?? [])].map((i) => i.id);
+    const deleting = this.redis.multi().del(responseKey(org, id), inputKey(org, id));
+    if (itemIds.length) deleting.hdel(itemIndexKey(org), ...itemIds);
+    const failed = (await deleting.exec())?.find(([err]) => err)?.[0];
+    if (failed) throw failed;
   }
 }

@@ -7,10 +7,10 @@ import { notSupported, withoutNulls } from "../../schema.ts";
 import { requireRole } from "../access.ts";
 import { listBody } from "../pagination.ts";
 
-/** Up to 20 items at once, as OpenAI takes them. */
-export const newItems = z.array(inputItem).min(1).max(20);
+/** Items added at once at most, as OpenAI takes them. */
+export const MAX_NEW_ITEMS = 20;
 
-const body = z.strictObject({ items: newItems });
+const body = z.strictObject({ items: z.array(inputItem).min(1).max(MAX_NEW_ITEMS) });
 const query = z.object({ include: notSupported("include"), "include[]": notSupported("include") });
 
 /**

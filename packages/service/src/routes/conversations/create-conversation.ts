@@ -3,12 +3,16 @@ import type { Router } from "express";
 import { z } from "zod";
 import type { Conversation, ConversationStore } from "../../conversations/store.ts";
 import { newId } from "../../ids.ts";
-import { toItems } from "../../items/input.ts";
+import { inputItem, toItems } from "../../items/input.ts";
 import { withoutNulls } from "../../schema.ts";
-import { newItems } from "./add-items.ts";
+import { MAX_NEW_ITEMS } from "./add-items.ts";
 import { metadataSchema } from "./metadata.ts";
 
-const body = z.strictObject({ metadata: metadataSchema.optional(), items: newItems.optional() });
+// An empty list is a conversation without items yet (the Agents SDK's sessions start so).
+const body = z.strictObject({
+  metadata: metadataSchema.optional(),
+  items: z.array(inputItem).max(MAX_NEW_ITEMS).optional(),
+});
 
 /**
  * `POST /api/v1/llm/conversations` `{metadata?, items?}` → 200 the
@@ -30,7 +34,7 @@ export function registerCreateConversation(
     };
     await deps.authorization.createOwnership(principal, { type: "conversation", id: conversation.id });
     await deps.store.save(principal.org, conversation);
-    if (input.items) await deps.store.append(principal.org, conversation.id, toItems(input.items));
+    if (input.items?.length) await deps.store.append(principal.org, conversation.id, toItems(input.items));
     res.json(conversation);
   });
 }

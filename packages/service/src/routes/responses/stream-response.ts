@@ -1,10 +1,11 @@
-import { AppError, type Logger } from "@gw/core";
+import type { Logger } from "@gw/core";
 import type { Response } from "express";
 import { newId } from "../../ids.ts";
 import { ID_PREFIX } from "../../items/items.ts";
 import type { ChatProvider, ChatRequest, Completion, ToolCallDelta } from "../../llm/provider.ts";
 import { failed, incompleteReason, outputText } from "../../responses/response.ts";
 import type { OutputItem, ResponseObject } from "../../responses/store.ts";
+import { logStreamFailure } from "../model-calls.ts";
 
 export interface StreamedTurn {
   /** The model's answer, when it finished, and its output items as they were streamed. */
@@ -134,8 +135,7 @@ export async function streamTurn(
 
   const fail = (err: unknown) => {
     if (signal.aborted || res.writableEnded) return;
-    if (err instanceof AppError) logger.warn({ requestId: res.req.id, err }, "response stream failed");
-    else logger.error({ requestId: res.req.id, err }, "response stream failed");
+    logStreamFailure(logger, res, err, "response");
     send("response.failed", { response: failed(response, output, err) });
     res.end();
   };

@@ -1,0 +1,227 @@
+import { z } from "zod";
+import type { ChatMessage, ChatRequest } from "../llm/provider.ts";
+import { functionDefinition, jsonSchemaFormat, reasoningEffort } from "../responses/request.ts";
+import { metadataSchema } from "../routes/conversations/metadata.ts";
+import { byType, chosen, float, notSupported } from "../schema.ts";
+
+/**
+ * The body of `POST /api/v1/llm/chat/completions`, as the OpenAI SDKs and
+ * the frameworks built on them send it. Every field of OpenAI's Chat
+ * Completions API is honoured (sent on to the provider) or refused with a
+ * 422 naming it; unknown fields are `extra_forbidden`. `null` is taken as
+ * absent before this schema sees the body.
+ */
+const textPart = z.strictObject({ type: z.literal("text"), text: z.string() });
+/** A string, or text parts (images, audio and files are refused at their `type`). */
+const content = chosen((v) =>
+  typeof v === "string" ? z.string() : z.array(byType("Content part type", { text: textPart })).min(1),
+);
+
+const toolCall = z.strictObject({
+  id: z.string().min(1).max(256),
+  type: z.literal("function"),
+  function: z.strictObject({ name: z.string().min(1).max(128), arguments: z.string() }),
+});
+
+type Content = string | { type: "text"; text: string }[];
+/** A message as the caller sends it, once validated. */
+export type CompletionMessage =
+  | { role: "system" | "developer" | "user"; content: Content; name?: string | null | undefined }
+  | {
+      role: "assistant";
+      content?: Content | null | undefined;
+      name?: string | null | undefined;
+      tool_calls?: z.output<typeof toolCall>[] | null | undefined;
+    }
+  | { role: "tool"; content: Content; tool_call_id: string };
+
+const message = chosen((v): z.ZodType<CompletionMessage> => {
+  const role = typeof v === "object" && v !== null ? (v as { role?: unknown }).role : undefined;
+  switch (role) {
+    case "system":
+    case "developer":
+    case "user":
+      return z.strictObject({
+        role: z.literal(role),
+        content,
+        name: z.string().max(256).nullish(),
+      }) as z.ZodType<CompletionMessage>;
+    case "assistant":
+      return z.strictObject({
+        role: z.literal("assistant"),
+        content: content.nullish(),
+        name: z.string().max(256).nullish(),
+        tool_calls: z.array(toolCall).max(128).nullish(),
+        refusal: z.null().optional(),
+        annotations: z.array(z.unknown()).nullish(),
+        audio: notSupported("Assistant audio", (a) => a === null),
+      }) as unknown as z.ZodType<CompletionMessage>;
+    case "tool":
+      return z.strictObject({
+        role: z.literal("tool"),
+        content,
+        tool_call_id: z.string().min(1).max(256),
+      }) as z.ZodType<CompletionMessage>;
+    default:
+      return z.looseObject({
+        role: z.enum(["system", "developer", "user", "assistant", "tool"], {
+          message:
+            "Input should be 'system', 'developer', 'user', 'assistant' or 'tool' ('function' is not supported by this service)",
+        }),
+      }) as unknown as z.ZodType<CompletionMessage>;
+  }
+});
+
+const functionTool = z.strictObject({
+  type: z.literal("function"),
+  function: z.strictObject(functionDefinition),
+});
+
+const responseFormat = byType("Response format", {
+  text: z.strictObject({ type: z.literal("text") }),
+  json_object: z.strictObject({ type: z.literal("json_object") }),
+  json_schema: z.strictObject({
+    type: z.literal("json_schema"),
+    json_schema: z.strictObject(jsonSchemaFormat),
+  }),
+});
+
+const toolChoice = chosen((v) =>
+  typeof v === "string"
+    ? z.enum(["none", "auto", "required"])
+    : byType("Tool choice type", {
+        function: z.strictObject({
+          type: z.literal("function"),
+          function: z.strictObject({ name: z.string() }),
+        }),
+      }),
+);
+
+export const createCompletionBody = z
+  .strictObject({
+    model: z.string().min(1).max(256).default("auto"),
+    messages: z.array(message).min(1).max(1_000),
+    stream: z.boolean().default(false),
+    stream_options: z
+      .strictObject({
+        include_usage: z.boolean().nullish(),
+        include_obfuscation: notSupported("include_obfuscation", (v) => v === false || v === null),
+      })
+      .optional(),
+    // OpenAI's default is not to store; `store: true` keeps the completion as a `completion` resource.
+    store: z.boolean().default(false),
+    metadata: metadataSchema.optional(),
+    max_tokens: z.int().min(1).max(1_000_000).optional(),
+    max_completion_tokens: z.int().min(1).max(1_000_000).optional(),
+    temperature: float(0, 2).optional(),
+    top_p: float(0, 1).optional(),
+    user: z.string().max(256).optional(),
+    response_format: responseFormat.optional(),
+    reasoning_effort: reasoningEffort.optional(),
+    verbosity: z.enum(["low", "medium", "high"]).optional(),
+    tools: z
+      .array(byType("Tool type", { function: functionTool }))
+      .max(128)
+      .refine(
+        (tools) => new Set(tools.map((t) => t.function.name)).size === tools.length,
+        "Function names should be unique",
+      )
+      .optional(),
+    tool_choice: toolChoice.optional(),
+    parallel_tool_calls: z.boolean().optional(),
+    n: notSupported("n other than 1", (v) => v === 1),
+    logprobs: notSupported("logprobs", (v) => v === false),
+    top_logprobs: notSupported("top_logprobs", (v) => v === 0),
+    modalities: notSupported(
+      "Modalities other than text",
+      (v) => Array.isArray(v) && v.every((m) => m === "text"),
+    ),
+    stop: notSupported("stop"),
+    seed: notSupported("seed"),
+    frequency_penalty: notSupported("frequency_penalty", (v) => v === 0),
+    presence_penalty: notSupported("presence_penalty", (v) => v === 0),
+    logit_bias: notSupported("logit_bias"),
+    audio: notSupported("audio"),
+    prediction: notSupported("prediction"),
+    service_tier: notSupported("service_tier", (v) => v === "auto" || v === "default"),
+    web_search_options: notSupported("web_search_options"),
+    functions: notSupported("functions (use tools)"),
+    function_call: notSupported("function_call (use tool_choice)"),
+    prompt_cache_key: notSupported("prompt_cache_key"),
+    prompt_cache_retention: notSupported("prompt_cache_retention"),
+    safety_identifier: notSupported("safety_identifier"),
+  })
+  .superRefine((body, ctx) => {
+    const choice = body.tool_choice;
+    const names = new Set((body.tools ?? []).map((t) => t.function.name));
+    if (typeof choice === "object" && !names.has(choice.function.name)) {
+      ctx.addIssue({
+        code: "custom",
+        path: ["tool_choice", "function", "name"],
+        message: "No function tool with this name in tools",
+        input: choice.function.name,
+      });
+    }
+    if (body.max_tokens !== undefined && body.max_completion_tokens !== undefined) {
+      ctx.addIssue({
+        code: "custom",
+        path: ["max_tokens"],
+        message: "max_tokens and max_completion_tokens cannot be used together",
+        input: body.max_tokens,
+      });
+    }
+  });
+
+export type CreateCompletionInput = z.output<typeof createCompletionBody>;
+
+const textOf = (c: string | { text: string }[] | null | undefined) =>
+  c == null ? "" : typeof c === "string" ? c : c.map((p) => p.text).join("");
+
+/** The caller's messages as the provider takes them. */
+export function toChatMessages(messages: CompletionMessage[]): ChatMessage[] {
+  return messages.map((m): ChatMessage => {
+    if (m.role === "tool") return { role: "tool", content: textOf(m.content), toolCallId: m.tool_call_id };
+    if (m.role === "assistant") {
+      const toolCalls = (m.tool_calls ?? []).map((c) => ({
+        id: c.id,
+        name: c.function.name,
+        arguments: c.function.arguments,
+      }));
+      return { role: "assistant", content: textOf(m.content), ...(toolCalls.length ? { toolCalls } : {}) };
+    }
+    return { role: m.role, content: textOf(m.content) };
+  });
+}
+
+/** The model call a request asks for. */
+export function chatRequestOf(input: CreateCompletionInput, model: string): ChatRequest {
+  const format = input.response_format;
+  const choice = input.tool_choice;
+  return {
+    model,
+    messages: toChatMessages(input.messages),
+    maxOutputTokens: input.max_completion_tokens ?? input.max_tokens,
+    temperature: input.temperature,
+    topP: input.top_p,
+    user: input.user,
+    verbosity: input.verbosity,
+    reasoningEffort: input.reasoning_effort,
+    responseFormat:
+      format?.type === "json_schema"
+        ? {
+            type: "json_schema",
+            json_schema: Object.fromEntries(Object.entries(format.json_schema).filter(([, v]) => v != null)),
+          }
+        : format?.type === "json_object"
+          ? { type: "json_object" }
+          : undefined,
+    tools: input.tools?.map(({ function: f }) => ({
+      name: f.name,
+      description: f.description ?? undefined,
+      parameters: f.parameters ?? undefined,
+      strict: f.strict ?? undefined,
+    })),
+    toolChoice: typeof choice === "object" ? { name: choice.function.name } : choice,
+    parallelToolCalls: input.tools?.length ? input.parallel_tool_calls : undefined,
+  };
+}

@@ -1,0 +1,51 @@
+import { forbidden, type Principal, ValidationFailed } from "@gw/core";
+import type { ChatProvider } from "./provider.ts";
+
+/** A model as OpenAI's `GET /models` lists it. */
+export interface ModelObject {
+  id: string;
+  object: "model";
+  created: number;
+  owned_by: string;
+}
+
+/**
+ * The models the principal's key may use, default first: the configured
+ * ones (`LLM_DEFAULT_MODEL`, then `LLM_MODELS`) within the key's allowlist.
+ * Without `LLM_MODELS` any model may be asked for, so a key's allowlist is
+ * what it may use.
+ */
+export function usableModels(provider: ChatProvider, principal: Principal): string[] {
+  const configured = provider.allowedModels ?? principal.models ?? [];
+  const candidates = [...new Set([provider.defaultModel, ...configured].filter((m) => m !== undefined))];
+  return principal.models ? candidates.filter((m) => principal.models!.includes(m)) : candidates;
+}
+
+/** The model to call for `requested` (`auto`: the default); 422 `enum` at `model` when the service does not offer it. */
+export function resolveModel(provider: ChatProvider, requested: string): string {
+  const model = provider.resolveModel(requested);
+  if (model) return model;
+  throw new ValidationFailed([
+    {
+      loc: ["body", "model"],
+      msg: "Input should be 'auto' or one of the allowed models",
+      type: "enum",
+      input: requested,
+      ctx: { expected: ["auto", ...(provider.allowedModels ?? [])].join(", ") },
+    },
+  ]);
+}
+
+/** 403 naming the model when the principal's key may not use it. */
+export function requireUsableModel(principal: Principal, model: string): void {
+  if (principal.models && !principal.models.includes(model)) {
+    throw forbidden(`This API key may not use the model '${model}'`, { param: "model" });
+  }
+}
+
+export const modelObject = (id: string): ModelObject => ({
+  id,
+  object: "model",
+  created: 0,
+  owned_by: "gateway",
+});

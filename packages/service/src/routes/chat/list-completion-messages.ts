@@ -1,0 +1,32 @@
+import { notFound, principalOf, type ResourceAuthorization, requirePermission, validate } from "@gw/core";
+import type { Router } from "express";
+import { z } from "zod";
+import type { CompletionStore } from "../../completions/store.ts";
+import { requireRole } from "../access.ts";
+import { listBody, pageOf, pageQuery, unknownAfter } from "../pagination.ts";
+import { deprecated } from "./deprecation.ts";
+
+/** OpenAI lists a completion's messages oldest first unless told otherwise. */
+const query = pageQuery.extend({ order: z.enum(["asc", "desc"]).default("asc") });
+
+/** `GET /api/v1/llm/chat/completions/{id}/messages?limit&after&order`: the messages it was asked with; needs reader. */
+export function registerListCompletionMessages(
+  router: Router,
+  deps: { completions: CompletionStore; authorization: ResourceAuthorization },
+): void {
+  router.get(
+    "/llm/chat/completions/:id/messages",
+    deprecated,
+    requirePermission("responses:read"),
+    async (req, res) => {
+      const q = validate("query", query, req.query);
+      const principal = principalOf(res);
+      const id = String(req.params.id);
+      await requireRole(deps.authorization, principal, { type: "completion", id }, "reader");
+      if (!(await deps.completions.get(principal.org, id))) throw notFound(`No completion ${id}`);
+      const page = pageOf(await deps.completions.messages(principal.org, id), q);
+      if (!page) throw unknownAfter(q.after);
+      res.json(listBody(page.items, page.hasMore));
+    },
+  );
+}

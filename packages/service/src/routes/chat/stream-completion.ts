@@ -1,0 +1,115 @@
+import { AppError, type Logger, openaiErrorBody } from "@gw/core";
+import type { Response } from "express";
+import { finishReasonOf, usageObject } from "../../completions/completion.ts";
+import type { ChatProvider, ChatRequest, Completion } from "../../llm/provider.ts";
+import { logStreamFailure } from "../model-calls.ts";
+
+export interface StreamedCompletion {
+  /** The model's answer, when it finished. */
+  completion?: Completion;
+  /** What the model produced before the stream broke (its text and tool call arguments). */
+  partial?: string;
+  /** Sends the last chunk (its finish reason), the usage chunk if asked for, and `[DONE]`. */
+  end(completion: Completion): void;
+  /** Ends the stream with an OpenAI error chunk, which the SDKs raise as an error. */
+  fail(err: unknown): void;
+}
+
+/**
+ * Streams one completion as OpenAI's `chat.completion.chunk` events: the
+ * assistant's role, its text and tool calls in pieces (a call's id, type and
+ * name in its first piece, then fragments of its arguments), then (`end`)
+ * the finish reason, the usage when `stream_options.include_usage` asks
+ * for it, and `data: [DONE]`.
+ *
+ * Failures before the first byte throw (ordinary error answers); after it a
+ * chunk `{"error": {message, type, param, code}}` ends the stream, carrying
+ * only an `AppError`'s message, never a provider's text.
+ */
+export async function streamCompletion(
+  res: Response,
+  call: {
+    provider: ChatProvider;
+    logger: Logger;
+    request: ChatRequest;
+    id: string;
+    created: number;
+    includeUsage: boolean;
+    signal: AbortSignal;
+  },
+): Promise<StreamedCompletion> {
+  const { provider, logger, request, id, created, includeUsage, signal } = call;
+  const pieces = provider.stream(request, signal);
+  const first = await pieces.next(); // provider errors surface here, before any byte is sent
+  const send = (data: unknown) => res.write(`data: ${JSON.stringify(data)}\n\n`);
+  const chunk = (choices: unknown[], extra: Record<string, unknown> = {}) =>
+    send({
+      id,
+      object: "chat.completion.chunk",
+      created,
+      model: request.model,
+      service_tier: null,
+      system_fingerprint: null,
+      choices,
+      ...(includeUsage ? { usage: null } : {}),
+      ...extra,
+    });
+  const delta = (d: Record<string, unknown>, finish: string | null = null) =>
+    chunk([{ index: 0, delta: d, finish_reason: finish, logprobs: null }]);
+
+  const fail = (err: unknown) => {
+    if (signal.aborted || res.writableEnded) return;
+    logStreamFailure(logger, res, err, "completion");
+    send(
+      err instanceof AppError
+        ? openaiErrorBody(err.code, err.message, err.param)
+        : openaiErrorBody("internal", "The completion failed"),
+    );
+    res.end();
+  };
+  const end = (completion: Completion) => {
+    delta({}, finishReasonOf(completion.finishReason));
+    if (includeUsage) chunk([], { usage: usageObject(completion) });
+    res.write("data: [DONE]\n\n");
+    res.end();
+  };
+
+  res
+    .status(200)
+    .set({ "Content-Type": "text/event-stream", "Cache-Control": "no-cache", "X-Accel-Buffering": "no" });
+  res.flushHeaders();
+  delta({ role: "assistant", content: "", refusal: null });
+  let produced = "";
+  const announced = new Set<number>();
+  try {
+    let step = first;
+    while (!step.done) {
+      const piece = step.value;
+      if (typeof piece === "string") {
+        produced += piece;
+        delta({ content: piece });
+      } else {
+        produced += piece.arguments;
+        const fresh = !announced.has(piece.index);
+        announced.add(piece.index);
+        delta({
+          tool_calls: [
+            fresh
+              ? {
+                  index: piece.index,
+                  id: piece.id,
+                  type: "function",
+                  function: { name: piece.name, arguments: piece.arguments },
+                }
+              : { index: piece.index, function: { arguments: piece.arguments } },
+          ],
+        });
+      }
+      step = await pieces.next();
+    }
+    return { completion: step.value, end, fail };
+  } catch (err) {
+    fail(err);
+    return { partial: produced, end, fail };
+  }
+}

@@ -1,0 +1,111 @@
+import { describe, expect, it } from "vitest";
+import { llmError, useStack } from "./stack.ts";
+
+const stack = useStack();
+const RESPONSES = "/api/v1/llm/responses";
+const CONVERSATIONS = "/api/v1/llm/conversations";
+
+const upstreamMessages = () => stack.llm.requests.at(-1)!.body.messages;
+
+/** alice's stored response on a fresh key, and calls as any user of that key. */
+async function setup() {
+  const key = await stack.createKey();
+  const as = (user: string, secret = key.secret) => ({
+    create: async (json: unknown) => {
+      const res = await stack.call(secret, RESPONSES, { json, user });
+      return { status: res.status, body: await res.json() };
+    },
+    grant: (resourceType: string, resourceId: string, userId: string) =>
+      stack.call(secret, "/api/v1/authorization/llm/grant", {
+        json: { resourceType, resourceId, userId, role: "reader" },
+        user,
+      }),
+  });
+  const first = await as("alice").create({ input: "my secret plan" });
+  expect(first.status).toBe(200);
+  return { key, as, first: first.body };
+}
+
+const ref = (id: string) => ({ type: "item_reference", id });
+
+describe("item_reference input items", () => {
+  it("resolve to the owner's own stored items: a response's output and its input, copied with new ids", async () => {
+    const { key, as, first } = await setup();
+    const answer = first.output[0].id;
+    const inputItems = await (
+      await stack.call(key.secret, `${RESPONSES}/${first.id}/input_items`, { user: "alice" })
+    ).json();
+    const question = inputItems.data[0].id;
+    const next = await as("alice").create({
+      input: [ref(question), ref(answer), { role: "user", content: "and then?" }],
+    });
+    expect(next.status).toBe(200);
+    expect(upstreamMessages()).toEqual([
+      { role: "user", content: "my secret plan" },
+      { role: "assistant", content: "Echo: my secret plan" },
+      { role: "user", content: "and then?" },
+    ]);
+    const copied = await (
+      await stack.call(key.secret, `${RESPONSES}/${next.body.id}/input_items?order=asc`, { user: "alice" })
+    ).json();
+    expect(copied.data).toMatchObject([
+      { type: "message", role: "user", content: [{ text: "my secret plan" }] },
+      { type: "message", role: "assistant", content: [{ text: "Echo: my secret plan" }] },
+      { type: "message", role: "user" },
+    ]);
+    expect(copied.data.map((i: { id: string }) => i.id)).not.toContain(answer);
+    expect(copied.data.map((i: { id: string }) => i.id)).not.toContain(question);
+  });
+
+  it("is 404 for a reader of nothing, another organization and an unknown id alike; reader on the response lets it through", async () => {
+    const { as, first } = await setup();
+    const answer = first.output[0].id;
+    const outsider = await stack.createKey();
+    const before = stack.llm.requests.length;
+    for (const [who, id] of [
+      [as("bob"), answer],
+      [as("alice", outsider.secret), answer],
+      [as("alice"), "msg_0000000000000000000000000000dead"],
+    ] as const) {
+      const refused = await who.create({ input: [ref(id), { role: "user", content: "tell me" }] });
+      expect(refused.status).toBe(404);
+      expect(refused.body).toEqual(llmError("not_found", `No item ${id}`, "input"));
+    }
+    expect(stack.llm.requests.length).toBe(before);
+
+    expect((await as("alice").grant("response", first.id, "bob")).status).toBe(204);
+    const granted = await as("bob").create({ input: [ref(answer), { role: "user", content: "tell me" }] });
+    expect(granted.status).toBe(200);
+    expect(upstreamMessages()[0]).toEqual({ role: "assistant", content: "Echo: my secret plan" });
+  });
+
+  it("resolves a conversation's item for a reader of the conversation only, and nothing once it is deleted", async () => {
+    const { key, as } = await setup();
+    const created = await stack.call(key.secret, CONVERSATIONS, {
+      json: { items: [{ role: "user", content: "I like trains." }] },
+      user: "alice",
+    });
+    const conversation = await created.json();
+    const items = await (
+      await stack.call(key.secret, `${CONVERSATIONS}/${conversation.id}/items`, { user: "alice" })
+    ).json();
+    const itemId = items.data[0].id;
+    const input = [ref(itemId), { role: "user", content: "so?" }];
+    expect((await as("bob").create({ input })).status).toBe(404);
+    expect((await as("alice").grant("conversation", conversation.id, "bob")).status).toBe(204);
+    expect((await as("bob").create({ input })).status).toBe(200);
+    expect(upstreamMessages()[0]).toEqual({ role: "user", content: "I like trains." });
+
+    await stack.call(key.secret, `${CONVERSATIONS}/${conversation.id}`, { method: "DELETE", user: "alice" });
+    expect((await as("alice").create({ input })).status).toBe(404);
+  });
+
+  it("finds nothing of a deleted response", async () => {
+    const { key, as, first } = await setup();
+    await stack.call(key.secret, `${RESPONSES}/${first.id}`, { method: "DELETE", user: "alice" });
+    const gone = await as("alice").create({
+      input: [ref(first.output[0].id), { role: "user", content: "x" }],
+    });
+    expect(gone.status).toBe(404);
+  });
+});
