@@ -67,4 +67,9 @@ export const env = {
         "must be a redis:// or rediss:// URL, or redis+cluster://host:port,host:port for a Redis Cluster",
       )
       .optional(),
+  databaseUrl: () =>
+    z
+      .string()
+      .regex(/^postgres(ql)?:\/\//, "must be a postgres:// or postgresql:// URL")
+      .optional(),
 };

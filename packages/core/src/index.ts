@@ -15,6 +15,7 @@ export * from "./logger.ts";
 export * from "./lru.ts";
 export * from "./metrics.ts";
 export * from "./permissions.ts";
+export * from "./postgres.ts";
 export * from "./principal.ts";
 export * from "./process.ts";
 export * from "./redis.ts";

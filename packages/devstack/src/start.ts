@@ -1,14 +1,17 @@
 /**
  * `pnpm start`: the whole stack on one machine. Runs a local redis-server
- * (data under `.data/redis`, AOF on) when `REDIS_URL` is unset, the local
+ * (data under `.data/redis`, AOF on) when `REDIS_URL` is unset, a local
+ * PostgreSQL (Debian's package, data under `.data/postgres`, initdb on first
+ * start) when `DATABASE_URL` is unset, the local
  * SpiceDB server (relationships under `.data/spicedb`) when `SPICEDB_ENDPOINT`
  * is unset, then the service and the gateway, forwarding their logs. Ctrl-C
  * stops everything, in the reverse order, so nothing loses its stores
  * mid-request.
  */
 import { resolve } from "node:path";
-import { createLogger, DEFAULT_LOCAL_SPICEDB_PORT, localRedisPort } from "@gw/core";
+import { createLogger, DEFAULT_LOCAL_SPICEDB_PORT, localPostgresPort, localRedisPort } from "@gw/core";
 import { REPO_ROOT, type RunningNodeProcess, startNodeProcess } from "./node-process.ts";
+import { startPostgresServer } from "./postgres-server.ts";
 import { startPrometheus } from "./prometheus.ts";
 import { type RunningRedis, startRedisServer, stopProcess } from "./redis-server.ts";
 import { startSpiceDBLocalProcess } from "./spicedb-process.ts";
@@ -49,6 +52,22 @@ async function main(): Promise<void> {
     logger.info(
       { pid: redis.process.pid, url: redis.url, dir, appendonly: true },
       "local redis-server started (AOF on), with its data in the data directory",
+    );
+  }
+
+  if (!env.DATABASE_URL) {
+    const dir = resolve(env.DATA_DIR!, "postgres");
+    const port = localPostgresPort(env);
+    const postgres = await startPostgresServer({ port, dir }).catch((err: Error) => {
+      throw new Error(
+        `${err.message}\nIs another stack already running? Port ${port} must be free (LOCAL_POSTGRES_PORT), or set DATABASE_URL.`,
+      );
+    });
+    watch("postgres", postgres.process, postgres.stop);
+    env.DATABASE_URL = postgres.url;
+    logger.info(
+      { pid: postgres.process.pid, url: postgres.url, dir },
+      "local PostgreSQL started, with its data in the data directory",
     );
   }
 
@@ -108,13 +127,17 @@ async function startLocalPrometheus(env: NodeJS.ProcessEnv, ...stack: RunningNod
 }
 
 /** If any part dies, take the rest down instead of leaving a half-working stack. */
-function watch(name: string, child: RunningNodeProcess["process"]): void {
+function watch(
+  name: string,
+  child: RunningNodeProcess["process"],
+  stop: () => Promise<void> = () => stopProcess(child),
+): void {
   child.once("exit", (code, signal) => {
     if (stopping) return;
     logger.error({ process: name, code, signal }, "a stack process exited; stopping the stack");
     void stopAll(1);
   });
-  stoppers.push(() => stopProcess(child));
+  stoppers.push(stop);
 }
 
 for (const signal of ["SIGINT", "SIGTERM"] as const) process.once(signal, () => void stopAll(0));

@@ -1,6 +1,7 @@
 import {
   checkSpiceDBEnv,
   env,
+  localDatabaseUrl,
   localRedisUrl,
   metricsEndpointOf,
   metricsEnvShape,
@@ -21,6 +22,8 @@ export const serviceConfigSchema = z
     LOG_LEVEL: env.logLevel(),
     /** Redis for service records. Unset: the local redis-server that `pnpm start` runs. */
     REDIS_URL: env.redisUrl(),
+    /** PostgreSQL for the platform's content (postgres://user:password@host:port/database). Unset: the local PostgreSQL that `pnpm start` runs. */
+    DATABASE_URL: env.databaseUrl(),
     ...spicedbEnvShape,
     ...metricsEnvShape,
     /** Shared secret for the gateway's assertions (at least 32 characters). Unset: the development secret under DATA_DIR. */
@@ -64,6 +67,7 @@ export const serviceConfigSchema = z
   .transform((c) => ({
     ...c,
     REDIS_URL: c.REDIS_URL ?? localRedisUrl(),
+    DATABASE_URL: c.DATABASE_URL ?? localDatabaseUrl(),
     spicedb: spicedbClientOptions(c),
     metricsEndpoint: metricsEndpointOf(c),
     sandbox: sandboxOptions(c),

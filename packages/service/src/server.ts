@@ -3,12 +3,14 @@ import {
   connectAuthorization,
   createLogger,
   createMetrics,
+  createPostgres,
   createRedis,
   internalAssertions,
   type Logger,
   listen,
   listenForMetrics,
   type Metrics,
+  migrate,
   type RouteTemplate,
   redactUrl,
   routesOf,
@@ -59,6 +61,13 @@ export async function startService(
   const metrics = createMetrics("service");
   const redis = createRedis(config.REDIS_URL, { connectionName: "service", metrics: metrics.redisCommands });
   redis.on("error", (err) => logger.warn({ err: err.message }, "redis error"));
+  // Before anything serves: the schema this code expects (one process at a time; the others wait, then find it done).
+  const applied = await migrate(config.DATABASE_URL);
+  if (applied.length > 0) logger.info({ applied }, "database migrations applied");
+  const db = createPostgres(config.DATABASE_URL, {
+    connectionName: "service",
+    onIdleError: (err) => logger.warn({ err: err.message }, "postgres connection error"),
+  });
   const { spicedb, authorization, tokens } = connectAuthorization(config, redis, logger, metrics.grpcClient);
   const assertions = await internalAssertions(config.INTERNAL_ASSERTION_SECRET, config.DATA_DIR, logger);
   const provider = chatProvider(config, metrics);
@@ -76,6 +85,7 @@ export async function startService(
     logger,
     metrics,
     redis,
+    db,
     spicedb,
     assertions,
     authorization,
@@ -96,6 +106,7 @@ export async function startService(
       port,
       llm: config.LLM_BASE_URL ? redactUrl(config.LLM_BASE_URL) : null,
       spicedb: config.spicedb.endpoint,
+      database: redactUrl(config.DATABASE_URL),
     },
     "service listening",
   );
@@ -111,6 +122,7 @@ export async function startService(
       spicedb.close();
       redis.disconnect();
       await sandbox.close();
+      await db.close();
     },
   };
 }

@@ -1,7 +1,13 @@
 import { randomBytes, randomUUID } from "node:crypto";
 import { Writable } from "node:stream";
 import { createLogger, createRedis, InternalAssertions, loadConfig, type Principal } from "@gw/core";
-import { spicedbEnv, startTestRedis, startTestSpiceDB, type TestRedis } from "@gw/devstack/testing";
+import {
+  spicedbEnv,
+  startTestRedis,
+  startTestSpiceDB,
+  type TestRedis,
+  useTestDatabase,
+} from "@gw/devstack/testing";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { serviceConfigSchema } from "../src/config.ts";
 import { type RunningService, startService } from "../src/server.ts";
@@ -12,6 +18,7 @@ let redisServer: TestRedis;
 let spicedb: Awaited<ReturnType<typeof startTestSpiceDB>>;
 let service: RunningService;
 let assertions: InternalAssertions;
+const database = useTestDatabase();
 
 const principal: Principal = {
   org: "acme",
@@ -44,6 +51,7 @@ beforeAll(async () => {
     loadConfig(serviceConfigSchema, {
       PORT: "0",
       REDIS_URL: `redis://:${PASSWORD}@127.0.0.1:${redisServer.port}`,
+      DATABASE_URL: database.url,
       INTERNAL_ASSERTION_SECRET: secret,
       ...spicedbEnv(spicedb),
     }),

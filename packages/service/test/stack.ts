@@ -6,7 +6,9 @@ import {
   spicedbEnv,
   startTestRedisOf,
   startTestSpiceDB,
+  type TestDatabase,
   type TestRedisStore,
+  useTestDatabase,
 } from "@gw/devstack/testing";
 import { type FakeLLM, startFakeLLM } from "@gw/e2e/llm-upstream";
 import {
@@ -24,6 +26,8 @@ export interface Stack {
   gatewayUrl: string;
   serviceUrl: string;
   redisUrl: string;
+  /** The service's own PostgreSQL database. */
+  database: TestDatabase;
   /** The endpoints the service registered. */
   serviceRoutes: RouteTemplate[];
   /** The Redis behind the stack (one server or a cluster), e.g. to watch the commands it runs. */
@@ -69,6 +73,7 @@ export function useStack(
   redisTopology: RedisTopology = "single",
 ): Stack {
   const stack = {} as Stack;
+  const database = useTestDatabase();
   let teardown: () => Promise<void> = async () => undefined;
   beforeAll(async () => {
     const [redisServer, spicedb, llm] = await Promise.all([
@@ -102,6 +107,7 @@ export function useStack(
         LLM_API_KEY: "upstream-secret",
         LLM_DEFAULT_MODEL: "echo-small",
         LLM_TIMEOUT_MS: "1000",
+        DATABASE_URL: database.url,
         ...common,
         ...serviceEnv,
       }),
@@ -126,6 +132,7 @@ export function useStack(
       gatewayUrl: gateway.url,
       serviceUrl: service.url,
       redisUrl: redisServer.url,
+      database,
       redisServer,
       serviceRoutes: service.routes,
       llm,
