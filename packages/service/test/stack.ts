@@ -1,5 +1,13 @@
 import { randomBytes } from "node:crypto";
-import { createLogger, createRedis, loadConfig, type RedisClient, type RouteTemplate } from "@gw/core";
+import {
+  createLogger,
+  createPostgres,
+  createRedis,
+  loadConfig,
+  type Postgres,
+  type RedisClient,
+  type RouteTemplate,
+} from "@gw/core";
 import {
   capturingLogger,
   type RedisTopology,
@@ -26,8 +34,9 @@ export interface Stack {
   gatewayUrl: string;
   serviceUrl: string;
   redisUrl: string;
-  /** The service's own PostgreSQL database. */
+  /** The service's own PostgreSQL database, and a pool of it. */
   database: TestDatabase;
+  db: Postgres;
   /** The endpoints the service registered. */
   serviceRoutes: RouteTemplate[];
   /** The Redis behind the stack (one server or a cluster), e.g. to watch the commands it runs. */
@@ -126,6 +135,7 @@ export function useStack(
       logger,
     );
     const redis = createRedis(redisServer.url, { connectionName: "test" });
+    const db = createPostgres(database.url, { connectionName: "test" });
     const store = new ApiKeyStore(redis);
     let serviceUp = true;
     Object.assign(stack, {
@@ -133,6 +143,7 @@ export function useStack(
       serviceUrl: service.url,
       redisUrl: redisServer.url,
       database,
+      db,
       redisServer,
       serviceRoutes: service.routes,
       llm,
@@ -166,6 +177,7 @@ export function useStack(
     } satisfies Stack);
     teardown = async () => {
       redis.disconnect();
+      await db.close();
       await gateway.close();
       await stack.stopService();
       await Promise.all([redisServer.stop(), spicedb.close(), llm.close()]);

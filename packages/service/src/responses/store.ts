@@ -1,4 +1,5 @@
-import type { RedisClient } from "@gw/core";
+import { notFound, type Postgres } from "@gw/core";
+import type { ConversationStore } from "../conversations/store.ts";
 import type { FunctionCallItem, Item, MessageItem } from "../items/items.ts";
 
 /** What the model produced: an assistant message, function calls. */
@@ -54,40 +55,74 @@ export interface ResponseObject {
   metadata: Record<string, string>;
 }
 
-const responseKey = (org: string, id: string) => `gw:resp:{${org}}:${id}`;
-/** The items the caller sent with the response (its `input_items`), kept beside it. */
-const inputKey = (org: string, id: string) => `gw:resp-input:{${org}}:${id}`;
+export interface ResponseStoreOptions {
+  /** The time, in milliseconds since the epoch (tests pass their own clock). */
+  now?: () => number;
+  /** A stored response (with its input items) is gone this long after it was stored; unset: never. */
+  retentionMs?: number | undefined;
+}
 
-/** Stored responses and their input items, per organization (ids are the service's own, `resp_…`). */
+/**
+ * Stored responses and their input items in PostgreSQL, per organization (ids
+ * are the service's own, `resp_…`), one row each. A response older than
+ * `retentionMs` is absent from every read at once; the sweeper deletes it later.
+ */
 export class ResponseStore {
-  private readonly redis: RedisClient;
+  private readonly db: Postgres;
+  private readonly now: () => number;
+  private readonly retentionMs: number | undefined;
 
-  constructor(redis: RedisClient) {
-    this.redis = redis;
+  constructor(db: Postgres, options: ResponseStoreOptions = {}) {
+    this.db = db;
+    this.now = options.now ?? Date.now;
+    this.retentionMs = options.retentionMs;
   }
 
-  async save(org: string, response: ResponseObject, input: Item[]): Promise<void> {
-    const results = await this.redis
-      .multi()
-      .set(responseKey(org, response.id), JSON.stringify(response))
-      .set(inputKey(org, response.id), JSON.stringify(input))
-      .exec();
-    const failed = results?.find(([err]) => err)?.[0];
-    if (failed) throw failed;
+  /** Responses stored before this are expired (`null`: none expire). */
+  private cutoff(): Date | null {
+    return this.retentionMs === undefined ? null : new Date(this.now() - this.retentionMs);
+  }
+
+  /**
+   * Stores the response with the items it was asked with and, when it
+   * continued a conversation, appends the turn to it: all in one
+   * transaction. Throws `notFound` (and stores nothing) if that conversation is gone.
+   */
+  async save(
+    org: string,
+    response: ResponseObject,
+    input: Item[],
+    turn?: { conversations: ConversationStore; conversation: string; items: Item[] },
+  ): Promise<void> {
+    const now = new Date(this.now());
+    await this.db.transaction(async (tx) => {
+      await tx.query(
+        "INSERT INTO responses (org, id, body, input, stored_at) VALUES ($1, $2, $3::json, $4::json, $5)",
+        [org, response.id, JSON.stringify(response), JSON.stringify(input), now],
+      );
+      if (turn && !(await turn.conversations.appendIn(tx, org, turn.conversation, turn.items)))
+        throw notFound(`No conversation ${turn.conversation}`);
+    });
   }
 
   async get(org: string, id: string): Promise<ResponseObject | undefined> {
-    const json = await this.redis.get(responseKey(org, id));
-    return json ? (JSON.parse(json) as ResponseObject) : undefined;
+    const { rows } = await this.db.query<{ body: ResponseObject }>(
+      "SELECT body FROM responses WHERE org = $1 AND id = $2 AND ($3::timestamptz IS NULL OR stored_at > $3)",
+      [org, id, this.cutoff()],
+    );
+    return rows[0]?.body;
   }
 
-  /** The items the response was asked with (none for responses stored before these were kept). */
-  async input(org: string, id: string): Promise<Item[]> {
-    const json = await this.redis.get(inputKey(org, id));
-    return json ? (JSON.parse(json) as Item[]) : [];
+  /** The items the response was asked with; `undefined` if the response is gone. */
+  async input(org: string, id: string): Promise<Item[] | undefined> {
+    const { rows } = await this.db.query<{ input: Item[] }>(
+      "SELECT input FROM responses WHERE org = $1 AND id = $2 AND ($3::timestamptz IS NULL OR stored_at > $3)",
+      [org, id, this.cutoff()],
+    );
+    return rows[0]?.input;
   }
 
   async delete(org: string, id: string): Promise<void> {
-    await this.redis.del(responseKey(org, id), inputKey(org, id));
+    await this.db.query("DELETE FROM responses WHERE org = $1 AND id = $2", [org, id]);
   }
 }

@@ -29,8 +29,7 @@ export function registerCreateConversation(
       metadata: input.metadata ?? {},
     };
     await deps.authorization.createOwnership(principal, { type: "conversation", id: conversation.id });
-    await deps.store.save(principal.org, conversation);
-    if (input.items) await deps.store.append(principal.org, conversation.id, toItems(input.items));
+    await deps.store.create(principal.org, conversation, input.items ? toItems(input.items) : []);
     res.json(conversation);
   });
 }

@@ -196,7 +196,7 @@ async function* chainNewestFirst(
   let response: ResponseObject | undefined = newest;
   while (response) {
     const [input, previous]: [Item[], ResponseObject | undefined] = await Promise.all([
-      store.input(org, response.id),
+      store.input(org, response.id).then((items) => items ?? []),
       response.previous_response_id ? store.get(org, response.previous_response_id) : undefined,
     ]);
     yield { items: [...input, ...response.output].reverse(), hasMore: previous !== undefined };
@@ -230,11 +230,22 @@ async function finish(
   input: CreateResponseInput,
   turn: Item[],
 ): Promise<void> {
+  const conversation = input.conversation;
+  const items = [...turn, ...response.output];
   await Promise.all([
-    input.store ? deps.responses.save(principal.org, response, turn) : undefined,
-    input.conversation
-      ? deps.conversations.append(principal.org, input.conversation, [...turn, ...response.output])
-      : undefined,
+    // The response and the turn it adds to its conversation are stored together, or neither is.
+    input.store
+      ? deps.responses.save(
+          principal.org,
+          response,
+          turn,
+          conversation ? { conversations: deps.conversations, conversation, items } : undefined,
+        )
+      : conversation
+        ? deps.conversations.append(principal.org, conversation, items).then((appended) => {
+            if (!appended) throw notFound(`No conversation ${conversation}`);
+          })
+        : undefined,
     deps.usage.record({
       org: principal.org,
       keyId: principal.keyId,
