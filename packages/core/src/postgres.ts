@@ -165,6 +165,38 @@ export class Postgres implements Queryable {
     }
   }
 
+  /**
+   * Runs `work` only if no other session (of any process) holds the advisory
+   * lock `key`, holding it meanwhile on a connection of its own; `undefined`
+   * when another holds it. A crashed holder's lock goes with its session.
+   * For jobs every replica schedules but one at a time should run (sweeps).
+   */
+  async withAdvisoryLock<T>(key: number, work: () => Promise<T>): Promise<T | undefined> {
+    let client: pg.PoolClient;
+    try {
+      client = await this.pool.connect();
+    } catch (err) {
+      throw guard(err);
+    }
+    let broken = false;
+    try {
+      const { rows } = await client.query<{ locked: boolean }>("SELECT pg_try_advisory_lock($1) AS locked", [
+        key,
+      ]);
+      if (!rows[0]?.locked) return undefined;
+      try {
+        return await work();
+      } finally {
+        await client.query("SELECT pg_advisory_unlock($1)", [key]);
+      }
+    } catch (err) {
+      broken = isPostgresOutage(err);
+      throw guard(err);
+    } finally {
+      client.release(broken);
+    }
+  }
+
   async close(): Promise<void> {
     await this.pool.end();
   }

@@ -24,6 +24,12 @@ export const serviceConfigSchema = z
     REDIS_URL: env.redisUrl(),
     /** PostgreSQL for the platform's content (postgres://user:password@host:port/database). Unset: the local PostgreSQL that `pnpm start` runs. */
     DATABASE_URL: env.databaseUrl(),
+    /** How long a stored response and its input items are kept, with a unit (30d, 12h, 5s). Default 30d. */
+    RESPONSE_RETENTION: env.duration("30d"),
+    /** A conversation untouched this long (with a unit) is deleted; unset: conversations stay until deleted. */
+    CONVERSATION_IDLE_EXPIRY: env.optionalDuration(),
+    /** How often expired content is deleted in the background, with a unit. Default 1m. */
+    RETENTION_SWEEP_INTERVAL: env.duration("1m"),
     ...spicedbEnvShape,
     ...metricsEnvShape,
     /** Shared secret for the gateway's assertions (at least 32 characters). Unset: the development secret under DATA_DIR. */
@@ -71,6 +77,11 @@ export const serviceConfigSchema = z
     spicedb: spicedbClientOptions(c),
     metricsEndpoint: metricsEndpointOf(c),
     sandbox: sandboxOptions(c),
+    retention: {
+      responseRetentionMs: c.RESPONSE_RETENTION,
+      conversationIdleExpiryMs: c.CONVERSATION_IDLE_EXPIRY,
+      sweepIntervalMs: c.RETENTION_SWEEP_INTERVAL,
+    },
   }));
 
 export type ServiceConfig = z.output<typeof serviceConfigSchema>;

@@ -23,6 +23,7 @@ import { startEvals } from "./evals/index.ts";
 import type { ChatProvider } from "./llm/provider.ts";
 import { createProviderMetrics, MeteredProvider } from "./llm/provider-metrics.ts";
 import { ResponseStore } from "./responses/store.ts";
+import { RetentionSweeper } from "./retention/sweeper.ts";
 import { Sandbox } from "./sandbox/sandbox.ts";
 import { UsageStore } from "./usage/store.ts";
 
@@ -34,7 +35,14 @@ export interface RunningService {
   /** The endpoints it serves (the gateway labels forwarded requests with them: `SERVICE_ROUTES`). */
   routes: RouteTemplate[];
   logger: Logger;
+  /** Deletes expired content; runs by itself every `RETENTION_SWEEP_INTERVAL`. */
+  retention: RetentionSweeper;
   close(): Promise<void>;
+}
+
+export interface ServiceOptions {
+  /** The time, in milliseconds since the epoch, for retention (tests pass their own clock). */
+  now?: () => number;
 }
 
 /** The model provider the configuration names (responses and eval runs share it), its calls in `metrics`. */
@@ -57,7 +65,9 @@ export function chatProvider(config: ServiceConfig, metrics: Metrics): ChatProvi
 export async function startService(
   config: ServiceConfig,
   logger = createLogger("service", config.LOG_LEVEL),
+  options: ServiceOptions = {},
 ): Promise<RunningService> {
+  const now = options.now ?? Date.now;
   const metrics = createMetrics("service");
   const redis = createRedis(config.REDIS_URL, { connectionName: "service", metrics: metrics.redisCommands });
   redis.on("error", (err) => logger.warn({ err: err.message }, "redis error"));
@@ -81,6 +91,13 @@ export async function startService(
   );
   const sandbox = await Sandbox.create(config.sandbox, redis, logger);
 
+  const conversations = new ConversationStore(db, {
+    now,
+    idleExpiryMs: config.retention.conversationIdleExpiryMs,
+  });
+  const retention = new RetentionSweeper({ db, spicedb, tokens, logger, now, options: config.retention });
+  retention.start();
+
   const app = createServiceApp({
     logger,
     metrics,
@@ -91,8 +108,8 @@ export async function startService(
     authorization,
     deletion: new WriterDeletion(spicedb, tokens, logger),
     provider,
-    conversations: new ConversationStore(db),
-    responses: new ResponseStore(db),
+    conversations,
+    responses: new ResponseStore(db, { now, retentionMs: config.retention.responseRetentionMs }),
     usage,
     context: { maxItems: config.LLM_CONTEXT_MAX_ITEMS, maxTokens: config.LLM_CONTEXT_MAX_TOKENS },
     evals,
@@ -116,7 +133,9 @@ export async function startService(
     metricsUrl: `http://127.0.0.1:${metricsListener?.port ?? port}/metrics`,
     routes: routesOf(app),
     logger,
+    retention,
     async close() {
+      await retention.close();
       await Promise.all([closeGracefully(server, 5_000), metricsListener?.close()]);
       await evals.close();
       spicedb.close();

@@ -28,7 +28,8 @@ import {
 } from "@gw/gateway";
 import { afterAll, beforeAll } from "vitest";
 import { serviceConfigSchema } from "../src/config.ts";
-import { startService } from "../src/server.ts";
+import type { SweepReport } from "../src/retention/sweeper.ts";
+import { type ServiceOptions, startService } from "../src/server.ts";
 
 export interface Stack {
   gatewayUrl: string;
@@ -55,6 +56,10 @@ export interface Stack {
     path: string,
     init?: { method?: string; json?: unknown; user?: string; headers?: Record<string, string> },
   ): Promise<Response>;
+  /** The SpiceDB behind the stack, to read its relationships as `zed` would. */
+  spicedb: { endpoint: string; presharedKey: string };
+  /** One retention sweep of the service, now. */
+  sweep(): Promise<SweepReport | undefined>;
   stopService(): Promise<void>;
 }
 
@@ -80,6 +85,8 @@ export function useStack(
   /** Collects every log line of service and gateway (at info), for tests that look for what must not be logged. */
   logLines?: string[],
   redisTopology: RedisTopology = "single",
+  /** The service's clock, for retention tests. */
+  serviceOptions: ServiceOptions = {},
 ): Stack {
   const stack = {} as Stack;
   const database = useTestDatabase();
@@ -121,6 +128,7 @@ export function useStack(
         ...serviceEnv,
       }),
       serviceLogger,
+      serviceOptions,
     );
     const gateway = await startGateway(
       loadConfig(gatewayConfigSchema, {
@@ -151,6 +159,8 @@ export function useStack(
       store,
       assertionSecret,
       serviceLogs,
+      spicedb: { endpoint: spicedb.endpoint, presharedKey: spicedb.presharedKey },
+      sweep: () => service.retention.sweep(),
       async createKey(input: Partial<CreateApiKeyInput> = {}) {
         const org = input.org ?? `org-${randomBytes(5).toString("hex")}`;
         const { record, secret } = await store.create({ org, owner: "backend", ...input });

@@ -1,4 +1,5 @@
 export * from "./consistency-tokens.ts";
+export * from "./expired-resources.ts";
 export * from "./identity.ts";
 export * from "./relationships.ts";
 export * from "./resource-authorization.ts";
