@@ -5,7 +5,6 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { SWEEP_BATCH, SWEEP_LOCK } from "../src/retention/sweeper.ts";
 import { useStack } from "./stack.ts";
 
-const HOUR = 3_600_000;
 const RESPONSES = "/api/v1/llm/responses";
 const CONV = "/api/v1/llm/conversations";
 
