@@ -23,23 +23,35 @@ declare module "vitest" {
   }
 }
 
+/** A PostgreSQL of a test's own, that it may stop and start again (an outage) without losing its data. */
+export interface TestPostgres extends RunningPostgres {
+  /** Stops the server (fast shutdown), keeping its port and data, as an outage would. */
+  halt(): Promise<void>;
+  /** Starts it again on the same port and data after `halt`. */
+  restart(): Promise<void>;
+  /** Stops it and removes its data. */
+  stop(): Promise<void>;
+}
+
 /**
- * Starts PostgreSQL on a free port. PostgreSQL cannot be asked to bind port
- * 0, so a port another process took between our probe and its bind is
- * retried with another one.
+ * Starts PostgreSQL on a free port, its data in a temporary directory.
+ * PostgreSQL cannot be asked to bind port 0, so a port another process took
+ * between our probe and its bind is retried with another one.
  */
-export async function startTestPostgres(): Promise<RunningPostgres & { dir: string }> {
+export async function startTestPostgres(): Promise<TestPostgres> {
   const root = await mkdtemp(join(tmpdir(), "gw-test-postgres-"));
   for (let attempt = 1; ; attempt++) {
+    const dir = join(root, `data-${attempt}`);
     try {
-      const server = await startPostgresServer({
-        port: await freePort(),
-        dir: join(root, `data-${attempt}`),
-        ephemeral: true,
-      });
+      let server = await startPostgresServer({ port: await freePort(), dir, ephemeral: true });
+      const port = server.port;
       return {
         ...server,
-        dir: root,
+        process: server.process,
+        halt: () => server.stop(),
+        async restart() {
+          server = await startPostgresServer({ port, dir, ephemeral: true });
+        },
         async stop() {
           await server.stop();
           await rm(root, { recursive: true, force: true });

@@ -12,6 +12,9 @@ import { afterAll, beforeAll, inject } from "vitest";
 import { freePort } from "./free-port.ts";
 import { REPO_ROOT, type RunningNodeProcess, startNodeProcess } from "./node-process.ts";
 import { MIGRATED_TEMPLATE } from "./postgres-global-setup.ts";
+
+export { startTestPostgres, type TestPostgres } from "./postgres-global-setup.ts";
+
 import { localServerUrl } from "./postgres-server.ts";
 import { type RunningRedis, startRedisServer } from "./redis-server.ts";
 

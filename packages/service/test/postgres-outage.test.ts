@@ -1,0 +1,138 @@
+import { randomBytes, randomUUID } from "node:crypto";
+import { Writable } from "node:stream";
+import { createLogger, InternalAssertions, loadConfig, type Principal } from "@gw/core";
+import {
+  spicedbEnv,
+  startTestPostgres,
+  startTestRedis,
+  startTestSpiceDB,
+  type TestPostgres,
+  type TestRedis,
+} from "@gw/devstack/testing";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { serviceConfigSchema } from "../src/config.ts";
+import { type RunningService, startService } from "../src/server.ts";
+
+const logs: string[] = [];
+let postgres: TestPostgres;
+let redisServer: TestRedis;
+let spicedb: Awaited<ReturnType<typeof startTestSpiceDB>>;
+let service: RunningService;
+let assertions: InternalAssertions;
+
+const principal: Principal = {
+  org: "acme",
+  user: "alice",
+  keyId: "key_pg_outage",
+  permissions: ["conversations:read", "conversations:write"],
+  credential: "api_key",
+  onBehalfOf: false,
+};
+
+beforeAll(async () => {
+  // A PostgreSQL of this file's own, with a password in its URL, so the test can stop it and tell the password never reaches a log.
+  [postgres, redisServer, spicedb] = await Promise.all([
+    startTestPostgres(),
+    startTestRedis(),
+    startTestSpiceDB(),
+  ]);
+  const secret = randomBytes(32).toString("hex");
+  assertions = new InternalAssertions(secret);
+  const sink = new Writable({
+    write(chunk, _encoding, done) {
+      logs.push(chunk.toString());
+      done();
+    },
+  });
+  service = await startService(
+    loadConfig(serviceConfigSchema, {
+      PORT: "0",
+      REDIS_URL: redisServer.url,
+      DATABASE_URL: postgres.url.replace("gateway@", `gateway:${PASSWORD}@`),
+      INTERNAL_ASSERTION_SECRET: secret,
+      ...spicedbEnv(spicedb),
+    }),
+    createLogger("service", "info", sink),
+  );
+});
+afterAll(async () => {
+  await service?.close();
+  await Promise.all([postgres?.stop(), redisServer?.stop(), spicedb?.close()]);
+});
+
+/** Trust authentication ignores it; it only has to stay out of the logs. */
+const PASSWORD = `pw-${randomBytes(8).toString("hex")}`;
+
+/** A request as the gateway would forward it, with a fresh assertion. */
+async function send(method: string, path: string, body?: unknown) {
+  const requestId = randomUUID();
+  const assertion = await assertions.sign(principal, { method, path, requestId });
+  return fetch(`${service.url}${path}`, {
+    method,
+    headers: {
+      "x-gateway-assertion": assertion,
+      "x-request-id": requestId,
+      ...(body === undefined ? {} : { "content-type": "application/json" }),
+    },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+}
+
+async function expectUnavailable(res: Response) {
+  expect(res.status).toBe(503);
+  expect(res.headers.get("content-type")).toBe("application/json; charset=utf-8");
+  expect(await res.json()).toEqual({
+    error: "Service Unavailable",
+    message: "The data store is unavailable; try again",
+  });
+}
+
+const CONV = "/api/v1/llm/conversations";
+const message = (text: string) => ({ role: "user", content: text });
+
+describe("the service while PostgreSQL is down", () => {
+  it("answers 503 JSON, keeps everything it acknowledged, says not ready, and recovers by itself", async () => {
+    const acknowledged: { id: string; texts: string[] }[] = [];
+    for (const texts of [["a1"], ["b1", "b2"]]) {
+      const created = await send("POST", CONV, { items: texts.map(message) });
+      expect(created.status).toBe(200);
+      acknowledged.push({ id: (await created.json()).id, texts });
+    }
+    const added = await send("POST", `${CONV}/${acknowledged[1]!.id}/items`, { items: [message("b3")] });
+    expect(added.status).toBe(200);
+    acknowledged[1]!.texts.push("b3");
+
+    await postgres.halt();
+    await expectUnavailable(await send("GET", `${CONV}/${acknowledged[0]!.id}`));
+    await expectUnavailable(await send("GET", `${CONV}/${acknowledged[0]!.id}/items`));
+    await expectUnavailable(await send("POST", CONV, { items: [message("lost?")] }));
+    await expectUnavailable(
+      await send("POST", `${CONV}/${acknowledged[1]!.id}/items`, { items: [message("b4")] }),
+    );
+    const ready = await fetch(`${service.url}/readyz`);
+    expect(ready.status).toBe(503);
+    expect((await ready.json()).checks.postgres).toBe("unreachable");
+
+    await postgres.restart();
+    let status = 0;
+    for (let i = 0; i < 100 && status !== 200; i++) {
+      status = (await send("GET", `${CONV}/${acknowledged[0]!.id}`)).status;
+      if (status !== 200) await new Promise((r) => setTimeout(r, 100));
+    }
+    expect(status).toBe(200);
+    for (const { id, texts } of acknowledged) {
+      const items = await send("GET", `${CONV}/${id}/items?order=asc`);
+      expect(items.status).toBe(200);
+      const listed = (await items.json()).data.map(
+        (i: { content: { text: string }[] }) => i.content[0]!.text,
+      );
+      expect(listed).toEqual(texts);
+    }
+    expect((await send("POST", CONV, {})).status).toBe(200);
+
+    const text = logs.join("");
+    expect(text).toContain("The data store is unavailable");
+    expect(text).not.toContain("unhandled error");
+    expect(text).not.toContain(PASSWORD);
+  });
+});
