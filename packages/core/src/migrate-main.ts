@@ -21,6 +21,9 @@ try {
   logger.info({ database: redactUrl(config.DATABASE_URL), applied }, "database schema up to date");
 } catch (err) {
   const cause = ((err as Error).cause as Error | undefined)?.message;
-  logger.error({ database: redactUrl(config.DATABASE_URL), err: (err as Error).message, cause }, "migrations failed");
+  logger.error(
+    { database: redactUrl(config.DATABASE_URL), err: (err as Error).message, cause },
+    "migrations failed",
+  );
   process.exitCode = 1;
 }
