@@ -5,6 +5,7 @@ import { dirname, join } from "node:path";
 import { promisify } from "node:util";
 import { LOCAL_POSTGRES_DATABASE, LOCAL_POSTGRES_USER } from "@gw/core";
 import pg from "pg";
+import { stopProcess } from "./redis-server.ts";
 
 const run = promisify(execFile);
 const INSTALL_HINT = "install it: apt-get install -y postgresql";
@@ -144,7 +145,7 @@ export async function startPostgresServer(options: PostgresServerOptions): Promi
   });
   exited.catch(() => {});
   const urlOf = (database: string) => localServerUrl(options.port, database);
-  const stop = () => stopPostgres(child);
+  const stop = () => stopProcess(child, 10_000, "SIGINT");
   try {
     await Promise.race([untilAccepting(urlOf("postgres"), 20_000), exited]);
     await Promise.race([ensureDatabase(urlOf("postgres"), LOCAL_POSTGRES_DATABASE), exited]);
@@ -160,18 +161,6 @@ export async function startPostgresServer(options: PostgresServerOptions): Promi
     output: () => output,
     stop,
   };
-}
-
-function stopPostgres(child: ChildProcess): Promise<void> {
-  if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve();
-  return new Promise((resolve) => {
-    const timer = setTimeout(() => child.kill("SIGKILL"), 10_000);
-    child.once("exit", () => {
-      clearTimeout(timer);
-      resolve();
-    });
-    child.kill("SIGINT");
-  });
 }
 
 /** Waits until the server accepts a connection (it refuses them while starting up). */

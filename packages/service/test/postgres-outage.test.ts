@@ -1,6 +1,5 @@
-import { randomBytes, randomUUID } from "node:crypto";
-import { Writable } from "node:stream";
-import { createLogger, InternalAssertions, loadConfig, type Principal } from "@gw/core";
+import { randomBytes } from "node:crypto";
+import type { InternalAssertions, Principal } from "@gw/core";
 import {
   spicedbEnv,
   startTestPostgres,
@@ -10,10 +9,10 @@ import {
   type TestRedis,
 } from "@gw/devstack/testing";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { serviceConfigSchema } from "../src/config.ts";
-import { type RunningService, startService } from "../src/server.ts";
+import type { RunningService } from "../src/server.ts";
+import { expectStoreUnavailable, sendAsGateway, startLoggedService } from "./as-gateway.ts";
 
-const logs: string[] = [];
+let logs: string[];
 let postgres: TestPostgres;
 let redisServer: TestRedis;
 let spicedb: Awaited<ReturnType<typeof startTestSpiceDB>>;
@@ -36,24 +35,11 @@ beforeAll(async () => {
     startTestRedis(),
     startTestSpiceDB(),
   ]);
-  const secret = randomBytes(32).toString("hex");
-  assertions = new InternalAssertions(secret);
-  const sink = new Writable({
-    write(chunk, _encoding, done) {
-      logs.push(chunk.toString());
-      done();
-    },
-  });
-  service = await startService(
-    loadConfig(serviceConfigSchema, {
-      PORT: "0",
-      REDIS_URL: redisServer.url,
-      DATABASE_URL: postgres.url.replace("gateway@", `gateway:${PASSWORD}@`),
-      INTERNAL_ASSERTION_SECRET: secret,
-      ...spicedbEnv(spicedb),
-    }),
-    createLogger("service", "info", sink),
-  );
+  ({ service, assertions, logs } = await startLoggedService({
+    REDIS_URL: redisServer.url,
+    DATABASE_URL: postgres.url.replace("gateway@", `gateway:${PASSWORD}@`),
+    ...spicedbEnv(spicedb),
+  }));
 });
 afterAll(async () => {
   await service?.close();
@@ -63,29 +49,9 @@ afterAll(async () => {
 /** Trust authentication ignores it; it only has to stay out of the logs. */
 const PASSWORD = `pw-${randomBytes(8).toString("hex")}`;
 
-/** A request as the gateway would forward it, with a fresh assertion. */
-async function send(method: string, path: string, body?: unknown) {
-  const requestId = randomUUID();
-  const assertion = await assertions.sign(principal, { method, path, requestId });
-  return fetch(`${service.url}${path}`, {
-    method,
-    headers: {
-      "x-gateway-assertion": assertion,
-      "x-request-id": requestId,
-      ...(body === undefined ? {} : { "content-type": "application/json" }),
-    },
-    body: body === undefined ? undefined : JSON.stringify(body),
-  });
-}
-
-async function expectUnavailable(res: Response) {
-  expect(res.status).toBe(503);
-  expect(res.headers.get("content-type")).toBe("application/json; charset=utf-8");
-  expect(await res.json()).toEqual({
-    error: "Service Unavailable",
-    message: "The data store is unavailable; try again",
-  });
-}
+const send = (method: string, path: string, body?: unknown) =>
+  sendAsGateway(service.url, assertions, principal, method, path, body);
+const expectUnavailable = expectStoreUnavailable;
 
 const CONV = "/api/v1/llm/conversations";
 const message = (text: string) => ({ role: "user", content: text });
