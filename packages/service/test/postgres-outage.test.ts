@@ -1,4 +1,5 @@
 import { randomBytes } from "node:crypto";
+import { v1 } from "@authzed/authzed-node";
 import type { InternalAssertions, Principal } from "@gw/core";
 import {
   spicedbEnv,
@@ -8,6 +9,7 @@ import {
   type TestPostgres,
   type TestRedis,
 } from "@gw/devstack/testing";
+import { type FakeLLM, startFakeLLM } from "@gw/e2e/llm-upstream";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { RunningService } from "../src/server.ts";
 import { expectStoreUnavailable, sendAsGateway, startLoggedService } from "./as-gateway.ts";
@@ -18,12 +20,13 @@ let redisServer: TestRedis;
 let spicedb: Awaited<ReturnType<typeof startTestSpiceDB>>;
 let service: RunningService;
 let assertions: InternalAssertions;
+let llm: FakeLLM;
 
 const principal: Principal = {
   org: "acme",
   user: "alice",
   keyId: "key_pg_outage",
-  permissions: ["conversations:read", "conversations:write"],
+  permissions: ["conversations:read", "conversations:write", "responses:read", "responses:write"],
   credential: "api_key",
   onBehalfOf: false,
 };
@@ -35,15 +38,18 @@ beforeAll(async () => {
     startTestRedis(),
     startTestSpiceDB(),
   ]);
+  llm = await startFakeLLM();
   ({ service, assertions, logs } = await startLoggedService({
     REDIS_URL: redisServer.url,
     DATABASE_URL: postgres.url.replace("gateway@", `gateway:${PASSWORD}@`),
     ...spicedbEnv(spicedb),
+    LLM_BASE_URL: llm.baseUrl,
+    LLM_DEFAULT_MODEL: "echo-small",
   }));
 });
 afterAll(async () => {
   await service?.close();
-  await Promise.all([postgres?.stop(), redisServer?.stop(), spicedb?.close()]);
+  await Promise.all([postgres?.stop(), redisServer?.stop(), spicedb?.close(), llm?.close()]);
 });
 
 /** Trust authentication ignores it; it only has to stay out of the logs. */
@@ -54,6 +60,31 @@ const send = (method: string, path: string, body?: unknown) =>
 const expectUnavailable = expectStoreUnavailable;
 
 const CONV = "/api/v1/llm/conversations";
+
+/** Every relationship of a response in the organization, read from SpiceDB as `zed` would. */
+async function responseRelationships(): Promise<string[]> {
+  const zed = v1.NewClient(
+    spicedb.presharedKey,
+    spicedb.endpoint,
+    v1.ClientSecurity.INSECURE_PLAINTEXT_CREDENTIALS,
+  );
+  try {
+    const read = await zed.promises.readRelationships(
+      v1.ReadRelationshipsRequest.create({
+        consistency: v1.Consistency.create({
+          requirement: { oneofKind: "fullyConsistent", fullyConsistent: true },
+        }),
+        relationshipFilter: v1.RelationshipFilter.create({
+          resourceType: "response",
+          optionalResourceIdPrefix: `${principal.org}/`,
+        }),
+      }),
+    );
+    return read.map(({ relationship: r }) => `${r?.resource?.objectId} ${r?.relation}`);
+  } finally {
+    zed.close();
+  }
+}
 const message = (text: string) => ({ role: "user", content: text });
 
 describe("the service while PostgreSQL is down", () => {
@@ -75,6 +106,11 @@ describe("the service while PostgreSQL is down", () => {
     await expectUnavailable(
       await send("POST", `${CONV}/${acknowledged[1]!.id}/items`, { items: [message("b4")] }),
     );
+    // The model answered, but the response could not be stored: 503, and its id keeps no owner relationship.
+    const asked = llm.requests.length;
+    await expectUnavailable(await send("POST", "/api/v1/llm/responses", { input: "unstored" }));
+    expect(llm.requests.length).toBe(asked + 1);
+    expect(await responseRelationships()).toEqual([]);
     const ready = await fetch(`${service.url}/readyz`);
     expect(ready.status).toBe(503);
     expect((await ready.json()).checks.postgres).toBe("unreachable");

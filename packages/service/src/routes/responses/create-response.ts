@@ -103,7 +103,13 @@ export function registerCreateResponse(router: Router, deps: CreateResponseDeps)
         throw err;
       }
       settle(response, completion, outputOf(completion));
-      await finish(deps, principal, response, input, turn);
+      try {
+        await finish(deps, principal, response, input, turn);
+      } catch (err) {
+        // Not stored (PostgreSQL away…): its id must not keep an owner relationship that nothing will ever sweep.
+        await release(deps, principal, input, response.id);
+        throw err;
+      }
       res.json(response);
       return;
     }
