@@ -68,6 +68,14 @@ export interface Queryable {
   ): Promise<pg.QueryResult<R>>;
 }
 
+/** Where statement latency and errors go (see `createMetrics`); one per process. */
+export interface PostgresQueryObserver {
+  /** A new pool: its error counts start at 0. */
+  track(client: string): void;
+  /** Called once per statement, when it settles; `error` tells an outage from PostgreSQL's own refusal. */
+  observe(client: string, seconds: number, error?: "unavailable" | "refused"): void;
+}
+
 export interface PostgresOptions {
   /** `application_name`, shown in `pg_stat_activity`, so an operator can tell the connections apart. */
   connectionName: string;
@@ -81,6 +89,8 @@ export interface PostgresOptions {
   queryTimeoutMs?: number;
   /** Idle connections are closed after this many milliseconds. Default 30000. */
   idleTimeoutMs?: number;
+  /** Statement latency and errors. */
+  metrics?: PostgresQueryObserver;
   /** Called with errors of idle connections (a restarted server); they are dropped from the pool either way. */
   onIdleError?: (err: Error) => void;
 }
@@ -94,6 +104,7 @@ export interface PostgresOptions {
  */
 export class Postgres implements Queryable {
   readonly pool: pg.Pool;
+  private readonly observe: <T>(statement: () => Promise<T>) => Promise<T>;
 
   constructor(url: string, options: PostgresOptions) {
     const statementTimeout = options.statementTimeoutMs ?? 5_000;
@@ -112,17 +123,33 @@ export class Postgres implements Queryable {
     });
     // Without a listener, an idle connection's error (the server restarting) would crash the process.
     this.pool.on("error", (err) => options.onIdleError?.(err));
+    const metrics = options.metrics;
+    metrics?.track(options.connectionName);
+    // Every statement's settlement: outages become PostgresUnavailable, and latency and errors reach `metrics`.
+    this.observe = async (statement) => {
+      const started = process.hrtime.bigint();
+      const seconds = () => Number(process.hrtime.bigint() - started) / 1e9;
+      try {
+        const result = await statement();
+        metrics?.observe(options.connectionName, seconds());
+        return result;
+      } catch (err) {
+        const mapped = guard(err);
+        metrics?.observe(
+          options.connectionName,
+          seconds(),
+          mapped instanceof PostgresUnavailable ? "unavailable" : "refused",
+        );
+        throw mapped;
+      }
+    };
   }
 
   async query<R extends pg.QueryResultRow = Record<string, unknown>>(
     text: string,
     values?: unknown[],
   ): Promise<pg.QueryResult<R>> {
-    try {
-      return await this.pool.query<R>(text, values);
-    } catch (err) {
-      throw guard(err);
-    }
+    return this.observe(() => this.pool.query<R>(text, values));
   }
 
   /**
@@ -137,15 +164,7 @@ export class Postgres implements Queryable {
     } catch (err) {
       throw guard(err);
     }
-    const tx: Queryable = {
-      query: async (text, values) => {
-        try {
-          return await client.query(text, values);
-        } catch (err) {
-          throw guard(err);
-        }
-      },
-    };
+    const tx: Queryable = { query: (text, values) => this.observe(() => client.query(text, values)) };
     try {
       await tx.query("BEGIN");
       const result = await work(tx);

@@ -100,6 +100,28 @@ describe("createPostgres", () => {
   });
   afterAll(() => db?.close());
 
+  it("reports each statement's latency, and its error by kind, to its observer", async () => {
+    const seen: [string, string | undefined][] = [];
+    const observed = createPostgres(database.url, {
+      connectionName: "observed",
+      statementTimeoutMs: 200,
+      metrics: {
+        track: (client) => seen.push([client, "track"]),
+        observe: (client, _s, error) => seen.push([client, error]),
+      },
+    });
+    await observed.query("SELECT 1");
+    await observed.query("SELECT pg_sleep(1)").catch(() => {});
+    await observed.query("SELECT no_such_function()").catch(() => {});
+    await observed.close();
+    expect(seen).toEqual([
+      ["observed", "track"],
+      ["observed", undefined],
+      ["observed", "unavailable"],
+      ["observed", "refused"],
+    ]);
+  });
+
   it("runs parameterized statements", async () => {
     await db.query("INSERT INTO items (id, v) VALUES ($1, $2)", ["a'; DROP TABLE items; --", 1]);
     const { rows } = await db.query<{ id: string }>("SELECT id FROM items WHERE v = $1", [1]);

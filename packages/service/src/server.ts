@@ -76,6 +76,7 @@ export async function startService(
   if (applied.length > 0) logger.info({ applied }, "database migrations applied");
   const db = createPostgres(config.DATABASE_URL, {
     connectionName: "service",
+    metrics: metrics.postgresQueries,
     onIdleError: (err) => logger.warn({ err: err.message }, "postgres connection error"),
   });
   const { spicedb, authorization, tokens } = connectAuthorization(config, redis, logger, metrics.grpcClient);
