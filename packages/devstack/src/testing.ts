@@ -5,7 +5,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Writable } from "node:stream";
 import { promisify } from "node:util";
-import { createLogger, createRedis, type Logger, type RedisClient } from "@gw/core";
+import { createLogger, createRedis, type Logger, type RedisClient, v1 } from "@gw/core";
 import { type RunningSpiceDBLocal, startSpiceDBLocal } from "@gw/spicedb-local";
 import pg from "pg";
 import { afterAll, beforeAll, inject } from "vitest";
@@ -324,6 +324,34 @@ export function spicedbEnv(spicedb: { endpoint: string; presharedKey: string }):
     SPICEDB_PRESHARED_KEY: spicedb.presharedKey,
     SPICEDB_INSECURE: "true",
   };
+}
+
+/**
+ * The relationships matching `filter`, read fully consistently through the
+ * stock client, as `zed relationship read` shows them: `relation subject-id`, sorted.
+ */
+export async function readRelationshipLines(
+  spicedb: { endpoint: string; presharedKey: string },
+  filter: { resourceType: string; optionalResourceId?: string; optionalResourceIdPrefix?: string },
+): Promise<string[]> {
+  const zed = v1.NewClient(
+    spicedb.presharedKey,
+    spicedb.endpoint,
+    v1.ClientSecurity.INSECURE_PLAINTEXT_CREDENTIALS,
+  );
+  try {
+    const read = await zed.promises.readRelationships(
+      v1.ReadRelationshipsRequest.create({
+        consistency: v1.Consistency.create({
+          requirement: { oneofKind: "fullyConsistent", fullyConsistent: true },
+        }),
+        relationshipFilter: v1.RelationshipFilter.create(filter),
+      }),
+    );
+    return read.map(({ relationship: r }) => `${r?.relation} ${r?.subject?.object?.objectId}`).sort();
+  } finally {
+    zed.close();
+  }
 }
 
 /** A logger whose JSON lines land in `lines`, for tests that check what is (or is never) logged. */

@@ -1,7 +1,7 @@
 import { randomBytes } from "node:crypto";
-import { v1 } from "@authzed/authzed-node";
 import type { InternalAssertions, Principal } from "@gw/core";
 import {
+  readRelationshipLines,
   spicedbEnv,
   startTestPostgres,
   startTestRedis,
@@ -61,30 +61,6 @@ const expectUnavailable = expectStoreUnavailable;
 
 const CONV = "/api/v1/llm/conversations";
 
-/** Every relationship of a response in the organization, read from SpiceDB as `zed` would. */
-async function responseRelationships(): Promise<string[]> {
-  const zed = v1.NewClient(
-    spicedb.presharedKey,
-    spicedb.endpoint,
-    v1.ClientSecurity.INSECURE_PLAINTEXT_CREDENTIALS,
-  );
-  try {
-    const read = await zed.promises.readRelationships(
-      v1.ReadRelationshipsRequest.create({
-        consistency: v1.Consistency.create({
-          requirement: { oneofKind: "fullyConsistent", fullyConsistent: true },
-        }),
-        relationshipFilter: v1.RelationshipFilter.create({
-          resourceType: "response",
-          optionalResourceIdPrefix: `${principal.org}/`,
-        }),
-      }),
-    );
-    return read.map(({ relationship: r }) => `${r?.resource?.objectId} ${r?.relation}`);
-  } finally {
-    zed.close();
-  }
-}
 const message = (text: string) => ({ role: "user", content: text });
 
 describe("the service while PostgreSQL is down", () => {
@@ -110,7 +86,12 @@ describe("the service while PostgreSQL is down", () => {
     const asked = llm.requests.length;
     await expectUnavailable(await send("POST", "/api/v1/llm/responses", { input: "unstored" }));
     expect(llm.requests.length).toBe(asked + 1);
-    expect(await responseRelationships()).toEqual([]);
+    expect(
+      await readRelationshipLines(spicedb, {
+        resourceType: "response",
+        optionalResourceIdPrefix: `${principal.org}/`,
+      }),
+    ).toEqual([]);
     const ready = await fetch(`${service.url}/readyz`);
     expect(ready.status).toBe(503);
     expect((await ready.json()).checks.postgres).toBe("unreachable");

@@ -1,7 +1,7 @@
-import { v1 } from "@authzed/authzed-node";
 import { scopedId } from "@gw/core";
+import { readRelationshipLines } from "@gw/devstack/testing";
 import pg from "pg";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { SWEEP_BATCH, SWEEP_LOCK } from "../src/retention/sweeper.ts";
 import { useStack } from "./stack.ts";
 
@@ -18,31 +18,9 @@ const stack = useStack(
   { now: () => clock },
 );
 
-let zed: v1.ZedClientInterface;
-beforeAll(() => {
-  zed = v1.NewClient(
-    stack.spicedb.presharedKey,
-    stack.spicedb.endpoint,
-    v1.ClientSecurity.INSECURE_PLAINTEXT_CREDENTIALS,
-  );
-});
-afterAll(() => zed?.close());
-
-/** Every relationship of a resource, read fully consistently, as `zed relationship read` shows them. */
-async function relationships(type: string, org: string, id: string): Promise<string[]> {
-  const read = await zed.promises.readRelationships(
-    v1.ReadRelationshipsRequest.create({
-      consistency: v1.Consistency.create({
-        requirement: { oneofKind: "fullyConsistent", fullyConsistent: true },
-      }),
-      relationshipFilter: v1.RelationshipFilter.create({
-        resourceType: type,
-        optionalResourceId: scopedId(org, id),
-      }),
-    }),
-  );
-  return read.map(({ relationship: r }) => `${r?.relation} ${r?.subject?.object?.objectId}`).sort();
-}
+/** Every relationship of a resource, as `zed relationship read` shows them. */
+const relationships = (type: string, org: string, id: string) =>
+  readRelationshipLines(stack.spicedb, { resourceType: type, optionalResourceId: scopedId(org, id) });
 
 const zedToken = (type: string, org: string, id: string) =>
   stack.redis.exists(`gw:zedtoken:{${type}:${scopedId(org, id)}}`);
