@@ -23,6 +23,7 @@ export async function stackEnv(dataDir: string, extra: NodeJS.ProcessEnv = {}): 
     PORT: String(await freePort()),
     SERVICE_PORT: String(await freePort()),
     LOCAL_REDIS_PORT: String(await freePort()),
+    LOCAL_POSTGRES_PORT: String(await freePort()),
     SPICEDB_LOCAL_PORT: String(await freePort()),
     DATA_DIR: dataDir,
     ...extra,

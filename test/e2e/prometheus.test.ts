@@ -54,8 +54,16 @@ describe.runIf(installed)("the pnpm start stack under a real Prometheus", () => 
   beforeAll(async () => {
     dataDir = await mkdtemp(join(tmpdir(), "gw-prometheus-"));
     llm = await startFakeLLM();
-    const [port, servicePort, redisPort, spicedbPort, spicedbMetricsPort, metricsPort, promPort] =
-      await Promise.all(Array.from({ length: 7 }, () => freePort()));
+    const [
+      port,
+      servicePort,
+      redisPort,
+      spicedbPort,
+      spicedbMetricsPort,
+      metricsPort,
+      promPort,
+      postgresPort,
+    ] = await Promise.all(Array.from({ length: 8 }, () => freePort()));
     gatewayUrl = `http://127.0.0.1:${port}`;
     prometheusUrl = `http://127.0.0.1:${promPort}`;
     stack = spawn("pnpm", ["start"], {
@@ -65,6 +73,7 @@ describe.runIf(installed)("the pnpm start stack under a real Prometheus", () => 
         PORT: String(port),
         SERVICE_PORT: String(servicePort),
         LOCAL_REDIS_PORT: String(redisPort),
+        LOCAL_POSTGRES_PORT: String(postgresPort),
         SPICEDB_LOCAL_PORT: String(spicedbPort),
         SPICEDB_LOCAL_METRICS_PORT: String(spicedbMetricsPort),
         METRICS_PORT: String(metricsPort),

@@ -4,6 +4,7 @@ import {
   DECISION_CACHE_LOOKUPS,
   type DecisionCacheMetrics,
 } from "./authz/decision-cache.ts";
+import type { PostgresQueryObserver } from "./postgres.ts";
 import type { RedisCommandObserver } from "./redis.ts";
 
 /**
@@ -83,6 +84,7 @@ export function createMetrics(prefix: string) {
     httpRequests,
     httpDuration,
     redisCommands: redisCommandMetrics(registers),
+    postgresQueries: postgresQueryMetrics(registers),
     grpcClient: grpcClientMetrics(registers),
     decisionCache: decisionCacheMetrics(prefix, registers),
   };
@@ -142,6 +144,31 @@ function decisionCacheMetrics(prefix: string, registers: Registry[]): DecisionCa
   return {
     lookup: (outcome) => byOutcome.get(outcome)!.inc(),
     invalidated: (reason) => byReason.get(reason)!.inc(),
+  };
+}
+
+function postgresQueryMetrics(registers: Registry[]): PostgresQueryObserver {
+  const duration = new Histogram({
+    name: "postgres_client_query_duration_seconds",
+    help: "Time from sending a PostgreSQL statement to its answer, by pool (client).",
+    labelNames: ["client"] as const,
+    buckets: LATENCY_BUCKETS,
+    registers,
+  });
+  const errors = new Counter({
+    name: "postgres_client_query_errors_total",
+    help: "PostgreSQL statements that failed, by pool (client) and kind: unavailable (no answer: refused, lost, past a deadline) or refused (PostgreSQL's own error, e.g. a constraint).",
+    labelNames: ["client", "kind"] as const,
+    registers,
+  });
+  return {
+    track(client) {
+      for (const kind of ["unavailable", "refused"]) errors.inc({ client, kind }, 0);
+    },
+    observe(client, seconds, error) {
+      duration.observe({ client }, seconds);
+      if (error) errors.inc({ client, kind: error });
+    },
   };
 }
 

@@ -33,7 +33,13 @@ import { PROMETHEUS_CONFIG, prometheusInstalled } from "./prometheus.ts";
 const execFileAsync = promisify(execFile);
 
 /** Variables read by `pnpm start` itself and by `pnpm keys`, beside the processes' schemas. */
-export const DEVSTACK_VARIABLES = ["SERVICE_PORT", "LOCAL_REDIS_PORT", "DATA_DIR", "PROMETHEUS_PORT"];
+export const DEVSTACK_VARIABLES = [
+  "SERVICE_PORT",
+  "LOCAL_REDIS_PORT",
+  "LOCAL_POSTGRES_PORT",
+  "DATA_DIR",
+  "PROMETHEUS_PORT",
+];
 
 const shapeOf = (schema: z.ZodType) => {
   const object =

@@ -103,8 +103,12 @@ export async function startRedisServer(options: RedisServerOptions): Promise<Run
   };
 }
 
-/** SIGTERM (redis-server then flushes its AOF), SIGKILL if it lingers. */
-export function stopProcess(child: ChildProcess, graceMs = 5_000): Promise<void> {
+/** SIGTERM (redis-server then flushes its AOF), or `signal`; SIGKILL if it lingers. */
+export function stopProcess(
+  child: ChildProcess,
+  graceMs = 5_000,
+  signal: NodeJS.Signals = "SIGTERM",
+): Promise<void> {
   if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve();
   return new Promise((resolve) => {
     const timer = setTimeout(() => child.kill("SIGKILL"), graceMs);
@@ -112,7 +116,7 @@ export function stopProcess(child: ChildProcess, graceMs = 5_000): Promise<void>
       clearTimeout(timer);
       resolve();
     });
-    child.kill("SIGTERM");
+    child.kill(signal);
   });
 }
 

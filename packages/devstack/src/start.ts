@@ -1,6 +1,8 @@
 /**
  * `pnpm start`: the whole stack on one machine. Runs a local redis-server
- * (data under `.data/redis`, AOF on) when `REDIS_URL` is unset, the local
+ * (data under `.data/redis`, AOF on) when `REDIS_URL` is unset, a local
+ * PostgreSQL (Debian's package, data under `.data/postgres`, initdb on first
+ * start) when `DATABASE_URL` is unset, the local
  * SpiceDB server (relationships under `.data/spicedb`) when `SPICEDB_ENDPOINT`
  * is unset, then the service and the gateway, forwarding their logs.
  *
@@ -12,8 +14,9 @@
  */
 import { createServer } from "node:net";
 import { resolve } from "node:path";
-import { createLogger, DEFAULT_LOCAL_SPICEDB_PORT, localRedisPort } from "@gw/core";
+import { createLogger, DEFAULT_LOCAL_SPICEDB_PORT, localPostgresPort, localRedisPort } from "@gw/core";
 import { REPO_ROOT, type RunningNodeProcess, startNodeProcess } from "./node-process.ts";
+import { startPostgresServer } from "./postgres-server.ts";
 import { startPrometheus } from "./prometheus.ts";
 import { type RunningRedis, startRedisServer, stopProcess } from "./redis-server.ts";
 import { startSpiceDBLocalProcess } from "./spicedb-process.ts";
@@ -53,6 +56,12 @@ function plannedPorts(env: NodeJS.ProcessEnv): PlannedPort[] {
       host: loopback,
       what: "the local redis-server",
       setting: "LOCAL_REDIS_PORT (or REDIS_URL, to use a Redis that runs already)",
+    },
+    !env.DATABASE_URL && {
+      port: localPostgresPort(env),
+      host: loopback,
+      what: "the local PostgreSQL",
+      setting: "LOCAL_POSTGRES_PORT (or DATABASE_URL, to use a PostgreSQL that runs already)",
     },
     !env.SPICEDB_ENDPOINT && {
       port: Number(env.SPICEDB_LOCAL_PORT || DEFAULT_LOCAL_SPICEDB_PORT),
@@ -147,6 +156,22 @@ async function main(): Promise<void> {
     );
   }
 
+  if (!env.DATABASE_URL) {
+    const dir = resolve(env.DATA_DIR!, "postgres");
+    const port = localPostgresPort(env);
+    const postgres = await startPostgresServer({ port, dir }).catch((err: Error) => {
+      throw new Error(
+        `${err.message}\nIs another stack already running? Port ${port} must be free (LOCAL_POSTGRES_PORT), or set DATABASE_URL.`,
+      );
+    });
+    watch("postgres", postgres.process, postgres.stop);
+    env.DATABASE_URL = postgres.url;
+    logger.info(
+      { pid: postgres.process.pid, url: postgres.url, dir },
+      "local PostgreSQL started, with its data in the data directory",
+    );
+  }
+
   if (!env.SPICEDB_ENDPOINT) {
     const port = Number(env.SPICEDB_LOCAL_PORT || DEFAULT_LOCAL_SPICEDB_PORT);
     const spicedb = await startSpiceDBLocalProcess({ port, env, inheritOutput: true });
@@ -207,18 +232,22 @@ async function startLocalPrometheus(env: NodeJS.ProcessEnv, ...stack: RunningNod
 
 /**
  * Makes `child` a process of the stack: stopped with the others (in reverse
- * order of start), and if it dies, the rest is taken down instead of leaving
- * a half-working stack. Spawn it with `spawnStackChild` so that it dies with
- * this process too.
+ * order of start, by `stop`), and if it dies, the rest is taken down instead
+ * of leaving a half-working stack. Spawn it with `spawnStackChild` so that it
+ * dies with this process too.
  */
-function watch(name: string, child: RunningNodeProcess["process"]): void {
+function watch(
+  name: string,
+  child: RunningNodeProcess["process"],
+  stop: () => Promise<void> = () => stopProcess(child),
+): void {
   child.once("exit", (code, signal) => {
     if (stopping) return;
     announce.error({ process: name, code, signal }, "a stack process exited; stopping the stack");
     void stopAll(1);
   });
   processes[name] = child.pid;
-  stoppers.push(() => stopProcess(child));
+  stoppers.push(stop);
 }
 
 for (const signal of ["SIGINT", "SIGTERM", "SIGHUP"] as const)

@@ -6,11 +6,17 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Writable } from "node:stream";
 import { promisify } from "node:util";
-import { createLogger, createRedis, type Logger, type RedisClient } from "@gw/core";
+import { createLogger, createRedis, type Logger, type RedisClient, v1 } from "@gw/core";
 import { type RunningSpiceDBLocal, startSpiceDBLocal } from "@gw/spicedb-local";
-import { afterAll, beforeAll } from "vitest";
+import pg from "pg";
+import { afterAll, beforeAll, inject } from "vitest";
 import { freePort } from "./free-port.ts";
 import { REPO_ROOT, type RunningNodeProcess, startNodeProcess } from "./node-process.ts";
+import { MIGRATED_TEMPLATE } from "./postgres-global-setup.ts";
+
+export { startTestPostgres, type TestPostgres } from "./postgres-global-setup.ts";
+
+import { localServerUrl } from "./postgres-server.ts";
 import { type RunningRedis, startRedisServer } from "./redis-server.ts";
 
 export { freePort } from "./free-port.ts";
@@ -247,6 +253,62 @@ async function untilClusterServes(ports: number[], timeoutMs = 20_000): Promise<
   throw new Error(`the test Redis Cluster did not come up within ${timeoutMs} ms:\n${last}`);
 }
 
+/** A test file's own database on the run's PostgreSQL (see `postgres-global-setup.ts`). */
+export interface TestDatabase {
+  /** What `DATABASE_URL` says to reach it. */
+  url: string;
+  name: string;
+  /** The server's port, e.g. to point a process at a database of its own. */
+  port: number;
+  drop(): Promise<void>;
+}
+
+async function adminQuery(port: number, sql: string): Promise<void> {
+  const client = new pg.Client({ connectionString: localServerUrl(port, "postgres") });
+  client.on("error", () => {});
+  await client.connect();
+  try {
+    await client.query(sql);
+  } finally {
+    await client.end();
+  }
+}
+
+/**
+ * A fresh database on the run's PostgreSQL: a copy of the migrated template
+ * (every migration applied), or an empty one with `migrated: false`. Its name
+ * is random, so files and tests never share rows.
+ */
+export async function createTestDatabase(options: { migrated?: boolean } = {}): Promise<TestDatabase> {
+  const port = inject("postgresPort");
+  if (!port)
+    throw new Error(
+      "no test PostgreSQL: run the tests through vitest.config.ts (its globalSetup starts one)",
+    );
+  const name = `test_${randomBytes(6).toString("hex")}`;
+  const template = options.migrated === false ? "template0" : MIGRATED_TEMPLATE;
+  // Identifiers cannot be parameters; both names are ours, made of [a-z0-9_].
+  await adminQuery(port, `CREATE DATABASE ${name} TEMPLATE ${template}`);
+  return {
+    url: localServerUrl(port, name),
+    name,
+    port,
+    drop: () => adminQuery(port, `DROP DATABASE IF EXISTS ${name} WITH (FORCE)`),
+  };
+}
+
+/** Per `describe` block (or file): a fresh database (see `createTestDatabase`), dropped afterwards. */
+export function useTestDatabase(options: { migrated?: boolean } = {}): TestDatabase {
+  const holder = {} as TestDatabase;
+  beforeAll(async () => {
+    Object.assign(holder, await createTestDatabase(options));
+  });
+  afterAll(async () => {
+    await holder.drop?.();
+  });
+  return holder;
+}
+
 /**
  * A gateway as a separate OS process, for tests that need several replicas.
  * Its data directory (the development signing key) is `env.DATA_DIR` or a
@@ -328,6 +390,34 @@ export function spicedbEnv(spicedb: { endpoint: string; presharedKey: string }):
     SPICEDB_PRESHARED_KEY: spicedb.presharedKey,
     SPICEDB_INSECURE: "true",
   };
+}
+
+/**
+ * The relationships matching `filter`, read fully consistently through the
+ * stock client, as `zed relationship read` shows them: `relation subject-id`, sorted.
+ */
+export async function readRelationshipLines(
+  spicedb: { endpoint: string; presharedKey: string },
+  filter: { resourceType: string; optionalResourceId?: string; optionalResourceIdPrefix?: string },
+): Promise<string[]> {
+  const zed = v1.NewClient(
+    spicedb.presharedKey,
+    spicedb.endpoint,
+    v1.ClientSecurity.INSECURE_PLAINTEXT_CREDENTIALS,
+  );
+  try {
+    const read = await zed.promises.readRelationships(
+      v1.ReadRelationshipsRequest.create({
+        consistency: v1.Consistency.create({
+          requirement: { oneofKind: "fullyConsistent", fullyConsistent: true },
+        }),
+        relationshipFilter: v1.RelationshipFilter.create(filter),
+      }),
+    );
+    return read.map(({ relationship: r }) => `${r?.relation} ${r?.subject?.object?.objectId}`).sort();
+  } finally {
+    zed.close();
+  }
 }
 
 /** A logger whose JSON lines land in `lines`, for tests that check what is (or is never) logged. */

@@ -46,6 +46,9 @@ describe("config check", () => {
       "GATEWAY_BOOTSTRAP_ADMIN_KEY",
       "API_KEY_CACHE_TTL_MS",
       "LOCAL_REDIS_PORT",
+      "LOCAL_POSTGRES_PORT",
+      "DATABASE_URL",
+      "RESPONSE_RETENTION",
     ]) {
       expect(known.has(name), name).toBe(true);
     }

@@ -2,6 +2,7 @@ import {
   checkSpiceDBEnv,
   env,
   type Limits,
+  localDatabaseUrl,
   localRedisUrl,
   metricsEndpointOf,
   metricsEnvShape,
@@ -43,6 +44,8 @@ export const gatewayConfigSchema = z
     LOG_LEVEL: env.logLevel(),
     /** Redis for keys and counters. Unset: the local redis-server that `pnpm start` runs. */
     REDIS_URL: env.redisUrl(),
+    /** PostgreSQL for the platform's content (postgres://user:password@host:port/database). Unset: the local PostgreSQL that `pnpm start` runs. */
+    DATABASE_URL: env.databaseUrl(),
     /** Deadline of one Redis command, in milliseconds. Default 2000. */
     REDIS_COMMAND_TIMEOUT_MS: env.positiveInt(2_000),
     /** How long a looked-up API key is cached in process, in milliseconds; 0 disables. Default 1000. */
@@ -114,6 +117,7 @@ export const gatewayConfigSchema = z
   .transform((c) => ({
     ...c,
     REDIS_URL: c.REDIS_URL ?? localRedisUrl(),
+    DATABASE_URL: c.DATABASE_URL ?? localDatabaseUrl(),
     GATEWAY_PUBLIC_URL: c.GATEWAY_PUBLIC_URL ?? `http://localhost:${c.PORT}`,
     spicedb: spicedbClientOptions(c),
     metricsEndpoint: metricsEndpointOf(c),

@@ -6,6 +6,8 @@ import {
   type Metrics,
   type MetricsEndpoint,
   notFoundHandler,
+  type Postgres,
+  postgresReady,
   type RedisClient,
   type ResourceAuthorization,
   redisReady,
@@ -55,6 +57,8 @@ export interface ServiceDeps {
   logger: Logger;
   metrics: Metrics;
   redis: RedisClient;
+  /** PostgreSQL: the platform's content. */
+  db: Postgres;
   spicedb: SpiceDBClient;
   assertions: InternalAssertions;
   authorization: ResourceAuthorization;
@@ -85,7 +89,11 @@ export function createServiceApp(deps: ServiceDeps): express.Express {
   const probes = Router();
   registerProbes(
     probes,
-    { redis: () => redisReady(deps.redis), spicedb: () => deps.spicedb.readSchema().then(() => true) },
+    {
+      redis: () => redisReady(deps.redis),
+      postgres: () => postgresReady(deps.db),
+      spicedb: () => deps.spicedb.readSchema().then(() => true),
+    },
     deps.metrics,
     deps.metricsEndpoint,
   );

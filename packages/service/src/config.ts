@@ -1,6 +1,7 @@
 import {
   checkSpiceDBEnv,
   env,
+  localDatabaseUrl,
   localRedisUrl,
   metricsEndpointOf,
   metricsEnvShape,
@@ -22,6 +23,14 @@ export const serviceConfigSchema = z
     LOG_LEVEL: env.logLevel(),
     /** Redis for service records. Unset: the local redis-server that `pnpm start` runs. */
     REDIS_URL: env.redisUrl(),
+    /** PostgreSQL for the platform's content (postgres://user:password@host:port/database). Unset: the local PostgreSQL that `pnpm start` runs. */
+    DATABASE_URL: env.databaseUrl(),
+    /** How long a stored response and its input items are kept, with a unit (30d, 12h, 5s). Default 30d. */
+    RESPONSE_RETENTION: env.duration("30d"),
+    /** A conversation untouched this long (with a unit) is deleted; unset: conversations stay until deleted. */
+    CONVERSATION_IDLE_EXPIRY: env.optionalDuration(),
+    /** How often expired content is deleted in the background, with a unit. Default 1m. */
+    RETENTION_SWEEP_INTERVAL: env.duration("1m"),
     ...spicedbEnvShape,
     ...metricsEnvShape,
     /** Shared secret for the gateway's assertions (at least 32 characters). Unset: the development secret under DATA_DIR. */
@@ -74,9 +83,15 @@ export const serviceConfigSchema = z
   .transform((c) => ({
     ...c,
     REDIS_URL: c.REDIS_URL ?? localRedisUrl(),
+    DATABASE_URL: c.DATABASE_URL ?? localDatabaseUrl(),
     spicedb: spicedbClientOptions(c),
     metricsEndpoint: metricsEndpointOf(c),
     sandbox: sandboxOptions(c),
+    retention: {
+      responseRetentionMs: c.RESPONSE_RETENTION,
+      conversationIdleExpiryMs: c.CONVERSATION_IDLE_EXPIRY,
+      sweepIntervalMs: c.RETENTION_SWEEP_INTERVAL,
+    },
   }));
 
 export type ServiceConfig = z.output<typeof serviceConfigSchema>;

@@ -4,12 +4,14 @@ import {
   connectAuthorization,
   createLogger,
   createMetrics,
+  createPostgres,
   createRedis,
   internalAssertions,
   type Logger,
   listen,
   listenForMetrics,
   type Metrics,
+  migrate,
   type RouteTemplate,
   redactUrl,
   routesOf,
@@ -24,6 +26,7 @@ import { evalLimits, startEvals } from "./evals/index.ts";
 import type { ChatProvider } from "./llm/provider.ts";
 import { createProviderMetrics, MeteredProvider } from "./llm/provider-metrics.ts";
 import { ResponseStore } from "./responses/store.ts";
+import { RetentionSweeper } from "./retention/sweeper.ts";
 import { Sandbox } from "./sandbox/sandbox.ts";
 import { UsageStore } from "./usage/store.ts";
 
@@ -35,7 +38,14 @@ export interface RunningService {
   /** The endpoints it serves (the gateway labels forwarded requests with them: `SERVICE_ROUTES`). */
   routes: RouteTemplate[];
   logger: Logger;
+  /** Deletes expired content; runs by itself every `RETENTION_SWEEP_INTERVAL`. */
+  retention: RetentionSweeper;
   close(): Promise<void>;
+}
+
+export interface ServiceOptions {
+  /** The time, in milliseconds since the epoch, for retention (tests pass their own clock). */
+  now?: () => number;
 }
 
 /** The model provider the configuration names (responses and eval runs share it), its calls in `metrics`. */
@@ -58,10 +68,20 @@ export function chatProvider(config: ServiceConfig, metrics: Metrics): ChatProvi
 export async function startService(
   config: ServiceConfig,
   logger = createLogger("service", config.LOG_LEVEL),
+  options: ServiceOptions = {},
 ): Promise<RunningService> {
+  const now = options.now ?? Date.now;
   const metrics = createMetrics("service");
   const redis = createRedis(config.REDIS_URL, { connectionName: "service", metrics: metrics.redisCommands });
   redis.on("error", (err) => logger.warn({ err: err.message }, "redis error"));
+  // Before anything serves: the schema this code expects (one process at a time; the others wait, then find it done).
+  const applied = await migrate(config.DATABASE_URL);
+  if (applied.length > 0) logger.info({ applied }, "database migrations applied");
+  const db = createPostgres(config.DATABASE_URL, {
+    connectionName: "service",
+    metrics: metrics.postgresQueries,
+    onIdleError: (err) => logger.warn({ err: err.message }, "postgres connection error"),
+  });
   const { spicedb, authorization, tokens } = connectAuthorization(
     config,
     redis,
@@ -83,17 +103,25 @@ export async function startService(
   );
   const sandbox = await Sandbox.create(config.sandbox, redis, logger);
 
+  const conversations = new ConversationStore(db, {
+    now,
+    idleExpiryMs: config.retention.conversationIdleExpiryMs,
+  });
+  const retention = new RetentionSweeper({ db, spicedb, tokens, logger, now, options: config.retention });
+  retention.start();
+
   const app = createServiceApp({
     logger,
     metrics,
     redis,
+    db,
     spicedb,
     assertions,
     authorization,
     deletion: new WriterDeletion(spicedb, tokens, logger),
     provider,
-    conversations: new ConversationStore(redis),
-    responses: new ResponseStore(redis),
+    conversations,
+    responses: new ResponseStore(db, { now, retentionMs: config.retention.responseRetentionMs }),
     completions: new RedisCompletionStore(redis),
     usage,
     context: { maxItems: config.LLM_CONTEXT_MAX_ITEMS, maxTokens: config.LLM_CONTEXT_MAX_TOKENS },
@@ -115,6 +143,7 @@ export async function startService(
       port,
       llm: config.LLM_BASE_URL ? redactUrl(config.LLM_BASE_URL) : null,
       spicedb: config.spicedb.endpoint,
+      database: redactUrl(config.DATABASE_URL),
     },
     "service listening",
   );
@@ -124,12 +153,15 @@ export async function startService(
     metricsUrl: `http://127.0.0.1:${metricsListener?.port ?? port}/metrics`,
     routes: routesOf(app),
     logger,
+    retention,
     async close() {
+      await retention.close();
       await Promise.all([closeGracefully(server, 5_000), metricsListener?.close()]);
       await evals.close();
       spicedb.close();
       redis.disconnect();
       await sandbox.close();
+      await db.close();
     },
   };
 }

@@ -160,7 +160,7 @@ describe.each(REDIS_TOPOLOGIES)("on %s Redis", (topology) => {
     async function withItems(n: number) {
       const { key, conversation } = await setup();
       const items = Array.from({ length: n }, (_, i) => message(i));
-      await new ConversationStore(stack.redis).append(key.org, conversation.id, items);
+      await new ConversationStore(stack.db).append(key.org, conversation.id, items);
       const list = (query = "") =>
         stack.call(key.secret, `${CONV}/${conversation.id}/items${query}`, { user: "alice" });
       return { key, conversation, ids: items.map((i) => i.id), list };
@@ -227,15 +227,19 @@ describe.each(REDIS_TOPOLOGIES)("on %s Redis", (topology) => {
       expect(String(detail[0].input)).toBe(query.slice(query.indexOf("=") + 1)); // what was sent, not NaN
     });
 
-    it("kept as a list by an earlier version are still read, continued and deleted", async () => {
+    it("live in PostgreSQL, not Redis, are continued in order, and leave no row once deleted", async () => {
       const { key, conversation } = await setup();
-      const legacy = `gw:conv-items:{${key.org}}:${conversation.id}`;
-      await stack.redis.rpush(legacy, ...[0, 1].map((i) => JSON.stringify(message(i))));
-      const listed = await stack.call(key.secret, `${CONV}/${conversation.id}/items?order=asc`, {
-        user: "alice",
-      });
-      expect((await listed.json()).data).toEqual([message(0), message(1)]);
-      expect(await stack.redis.exists(legacy)).toBe(0);
+      await new ConversationStore(stack.db).append(key.org, conversation.id, [message(0), message(1)]);
+      const rows = async () =>
+        (
+          await stack.db.query<{ n: string }>(
+            `SELECT (SELECT count(*) FROM conversations WHERE org = $1 AND id = $2)
+                  + (SELECT count(*) FROM conversation_items WHERE org = $1 AND conversation_id = $2) AS n`,
+            [key.org, conversation.id],
+          )
+        ).rows[0]!.n;
+      expect(await rows()).toBe("3");
+      expect(await scanKeys(stack.redis, "gw:conv*")).toEqual([]);
 
       const turn = await stack.call(key.secret, "/api/v1/llm/responses", {
         json: { input: "and now?", conversation: conversation.id },
@@ -247,8 +251,18 @@ describe.each(REDIS_TOPOLOGIES)("on %s Redis", (topology) => {
         "message 1",
         "and now?",
       ]);
+      const listed = await stack.call(key.secret, `${CONV}/${conversation.id}/items?order=asc`, {
+        user: "alice",
+      });
+      expect((await listed.json()).data.map((i: Item) => i.id)).toEqual([
+        "msg_0000",
+        "msg_0001",
+        expect.stringMatching(/^msg_/),
+        expect.stringMatching(/^msg_/),
+      ]);
+      expect(await rows()).toBe("5");
       await stack.call(key.secret, `${CONV}/${conversation.id}`, { method: "DELETE", user: "alice" });
-      expect(await scanKeys(stack.redis, `gw:conv*${conversation.id}`)).toEqual([]);
+      expect(await rows()).toBe("0");
     });
   });
 });

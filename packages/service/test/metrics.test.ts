@@ -25,6 +25,19 @@ const calls = async () => {
 };
 
 describe("service metrics", () => {
+  it("time PostgreSQL statements and count their errors by kind from 0", async () => {
+    const before = await scrape(stack.serviceUrl);
+    for (const kind of ["unavailable", "refused"])
+      expect(sample(before, `postgres_client_query_errors_total{client="service",kind="${kind}"}`)).toBe(0);
+    const statements = (text: string) =>
+      sample(text, 'postgres_client_query_duration_seconds_count{client="service"}') ?? 0;
+    const key = await stack.createKey();
+    const created = await stack.call(key.secret, "/api/v1/llm/conversations", { json: {}, user: "alice" });
+    expect(created.status).toBe(200);
+    // BEGIN, INSERT, COMMIT.
+    expect(statements(await scrape(stack.serviceUrl))).toBeGreaterThanOrEqual(statements(before) + 3);
+  });
+
   it("count model provider calls by outcome from 0, with their latency and tokens", async () => {
     const start = await calls();
     expect(Object.values(start).every((n) => typeof n === "number")).toBe(true);

@@ -1,23 +1,23 @@
-import { randomBytes, randomUUID } from "node:crypto";
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
-import { Writable } from "node:stream";
-import { createLogger, createRedis, InternalAssertions, loadConfig, type Principal } from "@gw/core";
-import { spicedbEnv, startTestRedis, startTestSpiceDB, type TestRedis } from "@gw/devstack/testing";
+import { randomBytes } from "node:crypto";
+import { createRedis, type InternalAssertions, type Principal } from "@gw/core";
+import {
+  spicedbEnv,
+  startTestRedis,
+  startTestSpiceDB,
+  type TestRedis,
+  useTestDatabase,
+} from "@gw/devstack/testing";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { serviceConfigSchema } from "../src/config.ts";
-import { type RunningService, startService } from "../src/server.ts";
-import { llmError } from "./stack.ts";
+import type { RunningService } from "../src/server.ts";
+import { expectStoreUnavailable, sendAsGateway, startLoggedService } from "./as-gateway.ts";
 
 const PASSWORD = `pw-${randomBytes(8).toString("hex")}`;
-const logs: string[] = [];
+let logs: string[];
 let redisServer: TestRedis;
 let spicedb: Awaited<ReturnType<typeof startTestSpiceDB>>;
 let service: RunningService;
 let assertions: InternalAssertions;
-// Never the repository's .data, which a `pnpm start` on this machine may be using.
-const dataDir = mkdtempSync(join(tmpdir(), "gw-outage-data-"));
+const database = useTestDatabase();
 
 const principal: Principal = {
   org: "acme",
@@ -38,53 +38,20 @@ async function requirePassword(port: number) {
 beforeAll(async () => {
   [redisServer, spicedb] = await Promise.all([startTestRedis(), startTestSpiceDB()]);
   await requirePassword(redisServer.port);
-  const secret = randomBytes(32).toString("hex");
-  assertions = new InternalAssertions(secret);
-  const sink = new Writable({
-    write(chunk, _encoding, done) {
-      logs.push(chunk.toString());
-      done();
-    },
-  });
-  service = await startService(
-    loadConfig(serviceConfigSchema, {
-      PORT: "0",
-      REDIS_URL: `redis://:${PASSWORD}@127.0.0.1:${redisServer.port}`,
-      INTERNAL_ASSERTION_SECRET: secret,
-      DATA_DIR: dataDir,
-      ...spicedbEnv(spicedb),
-    }),
-    createLogger("service", "info", sink),
-  );
+  ({ service, assertions, logs } = await startLoggedService({
+    REDIS_URL: `redis://:${PASSWORD}@127.0.0.1:${redisServer.port}`,
+    DATABASE_URL: database.url,
+    ...spicedbEnv(spicedb),
+  }));
 });
 afterAll(async () => {
   await service?.close();
   await Promise.all([redisServer?.stop(), spicedb?.close()]);
-  rmSync(dataDir, { recursive: true, force: true });
 });
 
-/** A request as the gateway would forward it, with a fresh assertion. */
-async function send(method: string, path: string, body?: unknown) {
-  const requestId = randomUUID();
-  const assertion = await assertions.sign(principal, { method, path, requestId });
-  return fetch(`${service.url}${path}`, {
-    method,
-    headers: {
-      "x-gateway-assertion": assertion,
-      "x-request-id": requestId,
-      ...(body === undefined ? {} : { "content-type": "application/json" }),
-    },
-    body: body === undefined ? undefined : JSON.stringify(body),
-  });
-}
-
-async function expectUnavailable(res: Response) {
-  expect(res.status).toBe(503);
-  expect(await res.json()).toEqual(
-    llmError("service_unavailable", "The data store is unavailable; try again"),
-  );
-}
-
+const send = (method: string, path: string, body?: unknown) =>
+  sendAsGateway(service.url, assertions, principal, method, path, body);
+const expectUnavailable = expectStoreUnavailable;
 describe("the service during a Redis outage", () => {
   it("answers 503 JSON while Redis hangs or is gone, logs no secret, and recovers by itself", async () => {
     const created = await send("POST", "/api/v1/llm/conversations", { metadata: {} });

@@ -130,10 +130,21 @@ describe("who may do what with a response (API reference §2.1)", () => {
 describe("DELETE /api/v1/llm/responses/{id}", () => {
   it("removes the record, its input items and every relationship", async () => {
     const { key, response, as } = await aliceResponse("reader");
-    expect(await scanKeys(stack.redis, `gw:resp*${response.id}`)).toEqual([
-      `gw:resp-input:{${key.org}}:${response.id}`,
-      `gw:resp:{${key.org}}:${response.id}`,
+    const rows = async () =>
+      (
+        await stack.db.query<{ input: unknown[] }>("SELECT input FROM responses WHERE org = $1 AND id = $2", [
+          key.org,
+          response.id,
+        ])
+      ).rows;
+    expect(await rows()).toEqual([
+      {
+        input: ["alpha", "beta"].map((text) =>
+          expect.objectContaining({ type: "message", role: "user", content: [{ type: "input_text", text }] }),
+        ),
+      },
     ]);
+    expect(await scanKeys(stack.redis, "gw:resp*")).toEqual([]);
     const remove = await as("alice").remove();
     expect(remove.status).toBe(200);
     expect(await remove.json()).toEqual({ id: response.id, object: "response", deleted: true });
@@ -142,7 +153,7 @@ describe("DELETE /api/v1/llm/responses/{id}", () => {
       expect((await as(user).get()).status).toBe(404);
       expect((await as(user).get("/input_items")).status).toBe(404);
     }
-    expect(await scanKeys(stack.redis, `gw:resp*${response.id}`)).toEqual([]);
+    expect(await rows()).toEqual([]);
     expect((await as("alice").remove()).status).toBe(404);
   });
 

@@ -4,10 +4,12 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import {
   createLogger,
+  createPostgres,
   createRedis,
   ERROR_CATALOGUE,
   type ErrorCode,
   loadConfig,
+  type Postgres,
   type RedisClient,
   type RouteTemplate,
 } from "@gw/core";
@@ -17,7 +19,9 @@ import {
   spicedbEnv,
   startTestRedisOf,
   startTestSpiceDB,
+  type TestDatabase,
   type TestRedisStore,
+  useTestDatabase,
 } from "@gw/devstack/testing";
 import { type FakeLLM, startFakeLLM } from "@gw/e2e/llm-upstream";
 import {
@@ -29,12 +33,16 @@ import {
 } from "@gw/gateway";
 import { afterAll, beforeAll, expect } from "vitest";
 import { serviceConfigSchema } from "../src/config.ts";
-import { startService } from "../src/server.ts";
+import type { SweepReport } from "../src/retention/sweeper.ts";
+import { type ServiceOptions, startService } from "../src/server.ts";
 
 export interface Stack {
   gatewayUrl: string;
   serviceUrl: string;
   redisUrl: string;
+  /** The service's own PostgreSQL database, and a pool of it. */
+  database: TestDatabase;
+  db: Postgres;
   /** The endpoints the service registered. */
   serviceRoutes: RouteTemplate[];
   /** The Redis behind the stack (one server or a cluster), e.g. to watch the commands it runs. */
@@ -53,6 +61,10 @@ export interface Stack {
     path: string,
     init?: { method?: string; json?: unknown; user?: string; headers?: Record<string, string> },
   ): Promise<Response>;
+  /** The SpiceDB behind the stack, to read its relationships as `zed` would. */
+  spicedb: { endpoint: string; presharedKey: string };
+  /** One retention sweep of the service, now. */
+  sweep(): Promise<SweepReport | undefined>;
   stopService(): Promise<void>;
 }
 
@@ -78,8 +90,11 @@ export function useStack(
   /** Collects every log line of service and gateway (at info), for tests that look for what must not be logged. */
   logLines?: string[],
   redisTopology: RedisTopology = "single",
+  /** The service's clock, for retention tests. */
+  serviceOptions: ServiceOptions = {},
 ): Stack {
   const stack = {} as Stack;
+  const database = useTestDatabase();
   let teardown: () => Promise<void> = async () => undefined;
   beforeAll(async () => {
     const [redisServer, spicedb, llm] = await Promise.all([
@@ -118,10 +133,12 @@ export function useStack(
         LLM_TIMEOUT_MS: "1000",
         // Tests watch eval schedules fire every second.
         EVAL_MIN_INTERVAL_SECONDS: "1",
+        DATABASE_URL: database.url,
         ...common,
         ...serviceEnv,
       }),
       serviceLogger,
+      serviceOptions,
     );
     const gateway = await startGateway(
       loadConfig(gatewayConfigSchema, {
@@ -136,12 +153,15 @@ export function useStack(
       logger,
     );
     const redis = createRedis(redisServer.url, { connectionName: "test" });
+    const db = createPostgres(database.url, { connectionName: "test" });
     const store = new ApiKeyStore(redis);
     let serviceUp = true;
     Object.assign(stack, {
       gatewayUrl: gateway.url,
       serviceUrl: service.url,
       redisUrl: redisServer.url,
+      database,
+      db,
       redisServer,
       serviceRoutes: service.routes,
       llm,
@@ -149,6 +169,8 @@ export function useStack(
       store,
       assertionSecret,
       serviceLogs,
+      spicedb: { endpoint: spicedb.endpoint, presharedKey: spicedb.presharedKey },
+      sweep: () => service.retention.sweep(),
       async createKey(input: Partial<CreateApiKeyInput> = {}) {
         const org = input.org ?? `org-${randomBytes(5).toString("hex")}`;
         const { record, secret } = await store.create({ org, owner: "backend", ...input });
@@ -175,6 +197,7 @@ export function useStack(
     } satisfies Stack);
     teardown = async () => {
       redis.disconnect();
+      await db.close();
       await gateway.close();
       await stack.stopService();
       await Promise.all([redisServer.stop(), spicedb.close(), llm.close()]);

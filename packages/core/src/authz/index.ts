@@ -1,5 +1,6 @@
 export * from "./consistency-tokens.ts";
 export * from "./decision-cache.ts";
+export * from "./expired-resources.ts";
 export * from "./identity.ts";
 export * from "./relationships.ts";
 export * from "./resource-authorization.ts";

@@ -1,4 +1,4 @@
-import type { RedisClient } from "@gw/core";
+import type { Postgres, Queryable } from "@gw/core";
 import type { Item } from "../items/items.ts";
 
 export interface Conversation {
@@ -13,122 +13,113 @@ export interface ItemPage {
   hasMore: boolean;
 }
 
-const recordKey = (org: string, id: string) => `gw:conv:{${org}}:${id}`;
-/** Item ids by position (a sorted set scored 1, 2, 3…), so a page starts anywhere in one step. */
-const orderKey = (org: string, id: string) => `gw:conv-order:{${org}}:${id}`;
-/** Item id → item JSON. */
-const itemsKey = (org: string, id: string) => `gw:conv-item:{${org}}:${id}`;
-/** Where items were kept before they could be paged: a list, moved to the two keys above when next touched. */
-const legacyKey = (org: string, id: string) => `gw:conv-items:{${org}}:${id}`;
-
-/** Item id → the conversation holding it, for `item_reference`s: one hash per organization. */
-const itemIndexKey = (org: string) => `gw:conv-item-index:{${org}}`;
-
-const keys = (org: string, id: string) => [legacyKey(org, id), orderKey(org, id), itemsKey(org, id)];
-
-// KEYS: legacy list, order, items.
-const MIGRATE = `
-if redis.call('EXISTS', KEYS[1]) == 1 then
-  for i, json in ipairs(redis.call('LRANGE', KEYS[1], 0, -1)) do
-    local id = cjson.decode(json).id
-    redis.call('ZADD', KEYS[2], i, id)
-    redis.call('HSET', KEYS[3], id, json)
-  end
-  redis.call('DEL', KEYS[1])
-end
-`;
-
-// KEYS[4]: the item index. ARGV: conversation id, then id, json, id, json…
-const APPEND = `${MIGRATE}
-local top = redis.call('ZREVRANGE', KEYS[2], 0, 0, 'WITHSCORES')
-local position = tonumber(top[2] or '0')
-for i = 2, #ARGV, 2 do
-  position = position + 1
-  redis.call('ZADD', KEYS[2], position, ARGV[i])
-  redis.call('HSET', KEYS[3], ARGV[i], ARGV[i + 1])
-  redis.call('HSET', KEYS[4], ARGV[i], ARGV[1])
-end
-`;
-
-// ARGV: after ('' for the start), 'asc' | 'desc', count. Returns up to count item JSONs, or nil when
-// 'after' is not an item of this conversation.
-const PAGE = `${MIGRATE}
-local after, desc, count = ARGV[1], ARGV[2] == 'desc', tonumber(ARGV[3])
-local ids
-if after == '' then
-  if desc then ids = redis.call('ZREVRANGE', KEYS[2], 0, count - 1)
-  else ids = redis.call('ZRANGE', KEYS[2], 0, count - 1) end
-else
-  local position = redis.call('ZSCORE', KEYS[2], after)
-  if not position then return false end
-  if desc then ids = redis.call('ZREVRANGEBYSCORE', KEYS[2], '(' .. position, '-inf', 'LIMIT', 0, count)
-  else ids = redis.call('ZRANGEBYSCORE', KEYS[2], '(' .. position, '+inf', 'LIMIT', 0, count) end
-end
-if #ids == 0 then return {} end
-return redis.call('HMGET', KEYS[3], unpack(ids))
-`;
-
-// ARGV: item id. Returns its JSON, or nil.
-const GET_ITEM = `${MIGRATE}
-return redis.call('HGET', KEYS[3], ARGV[1])
-`;
-
-// KEYS[4]: the item index. ARGV: item id. Returns 1 if it was there.
-const DELETE_ITEM = `${MIGRATE}
-if redis.call('ZREM', KEYS[2], ARGV[1]) == 0 then return 0 end
-redis.call('HDEL', KEYS[3], ARGV[1])
-redis.call('HDEL', KEYS[4], ARGV[1])
-return 1
-`;
-
-// KEYS[4]: the item index, KEYS[5]: the record. Removes the conversation, its items and their index entries.
-const DELETE = `${MIGRATE}
-local ids = redis.call('HKEYS', KEYS[3])
-for i = 1, #ids, 1000 do
-  redis.call('HDEL', KEYS[4], unpack(ids, i, math.min(i + 999, #ids)))
-end
-redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[5])
-`;
+export interface ConversationStoreOptions {
+  /** The time, in milliseconds since the epoch (tests pass their own clock). */
+  now?: () => number;
+  /** A conversation untouched (not created, updated or given items) for this long is gone; unset: never. */
+  idleExpiryMs?: number | undefined;
+}
 
 /**
- * Conversations and their items in Redis, per organization (ids are the
- * service's own, `conv_…`). Items are read a page at a time, never all at once.
+ * A page of items: the conversation (if visible), the position of `after`
+ * (if given), then up to $4 items past it in the order asked, read along the
+ * primary key `(org, conversation_id, position)` in that direction. No rows:
+ * no conversation; `anchor` null with an `after`: not one of its items.
+ */
+const pageSql = (direction: "ASC" | "DESC", past: "<" | ">") => `
+  WITH conversation AS (
+    SELECT 1 FROM conversations
+     WHERE org = $1 AND id = $2 AND ($5::timestamptz IS NULL OR active_at > $5)
+  ), anchor AS (
+    SELECT (SELECT position FROM conversation_items
+             WHERE org = $1 AND conversation_id = $2 AND id = $3) AS position
+  )
+  SELECT anchor.position AS anchor, page.item
+    FROM conversation CROSS JOIN anchor
+    LEFT JOIN LATERAL (
+      SELECT item, position FROM conversation_items
+       WHERE org = $1 AND conversation_id = $2
+         AND ($3::text IS NULL OR position ${past} anchor.position)
+       ORDER BY position ${direction}
+       LIMIT $4
+    ) page ON true
+   ORDER BY page.position ${direction}`;
+const PAGE = { asc: pageSql("ASC", ">"), desc: pageSql("DESC", "<") };
+
+/**
+ * Conversations and their items in PostgreSQL, per organization (ids are the
+ * service's own, `conv_…`). Items are read a page at a time, never all at
+ * once; every change is one transaction. A conversation idle past
+ * `idleExpiryMs` is absent from every read at once; the sweeper deletes it later.
  */
 export class ConversationStore {
-  private readonly redis: RedisClient;
+  private readonly db: Postgres;
+  private readonly now: () => number;
+  private readonly idleExpiryMs: number | undefined;
 
-  constructor(redis: RedisClient) {
-    this.redis = redis;
+  constructor(db: Postgres, options: ConversationStoreOptions = {}) {
+    this.db = db;
+    this.now = options.now ?? Date.now;
+    this.idleExpiryMs = options.idleExpiryMs;
   }
 
-  async save(org: string, conversation: Conversation): Promise<void> {
-    await this.redis.set(recordKey(org, conversation.id), JSON.stringify(conversation));
+  /** Conversations last active before this are expired (`null`: none expire). */
+  private idleCutoff(): Date | null {
+    return this.idleExpiryMs === undefined ? null : new Date(this.now() - this.idleExpiryMs);
+  }
+
+  /** Stores a new conversation and its first items together. */
+  async create(org: string, conversation: Conversation, items: Item[] = []): Promise<void> {
+    await this.db.transaction(async (tx) => {
+      await tx.query("INSERT INTO conversations (org, id, body, active_at) VALUES ($1, $2, $3::json, $4)", [
+        org,
+        conversation.id,
+        JSON.stringify(conversation),
+        new Date(this.now()),
+      ]);
+      if (items.length > 0) await this.appendIn(tx, org, conversation.id, items);
+    });
   }
 
   async get(org: string, id: string): Promise<Conversation | undefined> {
-    const json = await this.redis.get(recordKey(org, id));
-    return json ? (JSON.parse(json) as Conversation) : undefined;
+    const { rows } = await this.db.query<{ body: Conversation }>(
+      `SELECT body FROM conversations
+        WHERE org = $1 AND id = $2 AND ($3::timestamptz IS NULL OR active_at > $3)`,
+      [org, id, this.idleCutoff()],
+    );
+    return rows[0]?.body;
+  }
+
+  /** Replaces the stored conversation object; false if it is gone. */
+  async update(org: string, conversation: Conversation): Promise<boolean> {
+    const { rowCount } = await this.db.query(
+      `UPDATE conversations SET body = $3::json, active_at = $4
+        WHERE org = $1 AND id = $2 AND ($5::timestamptz IS NULL OR active_at > $5)`,
+      [org, conversation.id, JSON.stringify(conversation), new Date(this.now()), this.idleCutoff()],
+    );
+    return rowCount === 1;
   }
 
   /**
    * Up to `limit` items after the item `after` (or from the start) in `order`
-   * (`asc`: oldest first); `undefined` if `after` is not an item of this conversation.
+   * (`asc`: oldest first); `undefined` if `after` is not an item of this
+   * conversation, `null` if the conversation is gone.
    */
   async page(
     org: string,
     id: string,
     options: { limit: number; order: "asc" | "desc"; after?: string | undefined },
-  ): Promise<ItemPage | undefined> {
-    const jsons = (await this.redis.eval(
-      PAGE,
-      3,
-      ...keys(org, id),
-      options.after ?? "",
-      options.order,
-      options.limit + 1, // one more tells whether there are more
-    )) as (string | null)[] | null;
-    if (!jsons) return undefined;
-    const items = jsons.filter((j): j is string => j !== null).map((j) => JSON.parse(j) as Item);
+  ): Promise<ItemPage | undefined | null> {
+    const { rows } = await this.db.query<{ anchor: string | null; item: Item | null }>(PAGE[options.order], [
+      org,
+      id,
+      options.after ?? null,
+      options.limit + 1,
+      this.idleCutoff(),
+    ]);
+    if (rows.length === 0) return null;
+    if (options.after !== undefined && rows[0]!.anchor === null) return undefined;
+    const items = rows.flatMap((r) => (r.item ? [r.item] : []));
     return { items: items.slice(0, options.limit), hasMore: items.length > options.limit };
   }
 
@@ -137,43 +128,84 @@ export class ConversationStore {
     let after: string | undefined;
     while (true) {
       const page = await this.page(org, id, { limit: pageSize, order: "desc", after });
-      if (!page) return; // the item we stood on was removed meanwhile
+      if (!page) return; // gone, or the item we stood on was removed meanwhile
       yield page;
       if (!page.hasMore) return;
       after = page.items.at(-1)!.id;
     }
   }
 
-  async append(org: string, id: string, items: Item[]): Promise<void> {
-    if (items.length === 0) return;
-    await this.redis.eval(
-      APPEND,
-      4,
-      ...keys(org, id),
-      itemIndexKey(org),
-      id,
-      ...items.flatMap((i) => [i.id, JSON.stringify(i)]),
+  /** Appends items in order; false if the conversation is gone. */
+  async append(org: string, id: string, items: Item[]): Promise<boolean> {
+    if (items.length === 0) return (await this.get(org, id)) !== undefined;
+    return this.db.transaction((tx) => this.appendIn(tx, org, id, items));
+  }
+
+  /**
+   * Appends items inside the caller's transaction: the conversation's row is
+   * locked while its counter hands out their positions, so concurrent appends
+   * never interleave or collide. False (and nothing written) if it is gone.
+   */
+  async appendIn(tx: Queryable, org: string, id: string, items: Item[]): Promise<boolean> {
+    const { rows } = await tx.query<{ last: string }>(
+      `UPDATE conversations SET last_position = last_position + $3, active_at = $4
+        WHERE org = $1 AND id = $2 AND ($5::timestamptz IS NULL OR active_at > $5)
+        RETURNING last_position AS last`,
+      [org, id, items.length, new Date(this.now()), this.idleCutoff()],
     );
+    if (rows.length === 0) return false;
+    const first = Number(rows[0]!.last) - items.length + 1;
+    await tx.query(
+      `INSERT INTO conversation_items (org, conversation_id, position, id, item)
+       SELECT $1, $2, t.position, t.id, t.item::json
+         FROM unnest($3::bigint[], $4::text[], $5::text[]) AS t(position, id, item)`,
+      [org, id, items.map((_, i) => first + i), items.map((i) => i.id), items.map((i) => JSON.stringify(i))],
+    );
+    return true;
   }
 
   async item(org: string, id: string, itemId: string): Promise<Item | undefined> {
-    const json = (await this.redis.eval(GET_ITEM, 3, ...keys(org, id), itemId)) as string | null;
-    return json ? (JSON.parse(json) as Item) : undefined;
+    const { rows } = await this.db.query<{ item: Item }>(
+      `SELECT i.item FROM conversation_items i
+         JOIN conversations c ON c.org = i.org AND c.id = i.conversation_id
+        WHERE i.org = $1 AND i.conversation_id = $2 AND i.id = $3
+          AND ($4::timestamptz IS NULL OR c.active_at > $4)`,
+      [org, id, itemId, this.idleCutoff()],
+    );
+    return rows[0]?.item;
   }
 
   /** Whether the item was there. */
   async deleteItem(org: string, id: string, itemId: string): Promise<boolean> {
-    return (await this.redis.eval(DELETE_ITEM, 4, ...keys(org, id), itemIndexKey(org), itemId)) === 1;
+    const { rowCount } = await this.db.query(
+      `DELETE FROM conversation_items i USING conversations c
+        WHERE c.org = i.org AND c.id = i.conversation_id
+          AND i.org = $1 AND i.conversation_id = $2 AND i.id = $3
+          AND ($4::timestamptz IS NULL OR c.active_at > $4)`,
+      [org, id, itemId, this.idleCutoff()],
+    );
+    return rowCount === 1;
   }
 
-  /** The conversation holding the item, and the item. */
+  /**
+   * The conversation holding the item, and the item (for `item_reference`s):
+   * item ids are unique within an organization, found by the index on
+   * `(org, id)`.
+   */
   async findItem(org: string, itemId: string): Promise<{ conversationId: string; item: Item } | undefined> {
-    const conversationId = await this.redis.hget(itemIndexKey(org), itemId);
-    const item = conversationId ? await this.item(org, conversationId, itemId) : undefined;
-    return conversationId && item ? { conversationId, item } : undefined;
+    const { rows } = await this.db.query<{ conversation_id: string; item: Item }>(
+      `SELECT i.conversation_id, i.item FROM conversation_items i
+         JOIN conversations c ON c.org = i.org AND c.id = i.conversation_id
+        WHERE i.org = $1 AND i.id = $2
+          AND ($3::timestamptz IS NULL OR c.active_at > $3)`,
+      [org, itemId, this.idleCutoff()],
+    );
+    const found = rows[0];
+    return found && { conversationId: found.conversation_id, item: found.item };
   }
 
+  /** Removes the conversation and its items. */
   async delete(org: string, id: string): Promise<void> {
-    await this.redis.eval(DELETE, 5, ...keys(org, id), itemIndexKey(org), recordKey(org, id));
+    await this.db.query("DELETE FROM conversations WHERE org = $1 AND id = $2", [org, id]);
   }
 }

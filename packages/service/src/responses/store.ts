@@ -1,4 +1,5 @@
-import type { RedisClient } from "@gw/core";
+import { notFound, type Postgres } from "@gw/core";
+import type { ConversationStore } from "../conversations/store.ts";
 import type { FunctionCallItem, Item, MessageItem } from "../items/items.ts";
 
 /** What the model produced: an assistant message, function calls. */
@@ -54,58 +55,101 @@ export interface ResponseObject {
   metadata: Record<string, string>;
 }
 
-const responseKey = (org: string, id: string) => `gw:resp:{${org}}:${id}`;
-/** The items the caller sent with the response (its `input_items`), kept beside it. */
-const inputKey = (org: string, id: string) => `gw:resp-input:{${org}}:${id}`;
-/** Item id → the response whose input or output holds it, for `item_reference`s. */
-const itemIndexKey = (org: string) => `gw:resp-item-index:{${org}}`;
+export interface ResponseStoreOptions {
+  /** The time, in milliseconds since the epoch (tests pass their own clock). */
+  now?: () => number;
+  /** A stored response (with its input items) is gone this long after it was stored; unset: never. */
+  retentionMs?: number | undefined;
+}
 
-/** Stored responses and their input items, per organization (ids are the service's own, `resp_…`). */
+/**
+ * Stored responses and their input items in PostgreSQL, per organization (ids
+ * are the service's own, `resp_…`), one row each. A response older than
+ * `retentionMs` is absent from every read at once; the sweeper deletes it later.
+ */
 export class ResponseStore {
-  private readonly redis: RedisClient;
+  private readonly db: Postgres;
+  private readonly now: () => number;
+  private readonly retentionMs: number | undefined;
 
-  constructor(redis: RedisClient) {
-    this.redis = redis;
+  constructor(db: Postgres, options: ResponseStoreOptions = {}) {
+    this.db = db;
+    this.now = options.now ?? Date.now;
+    this.retentionMs = options.retentionMs;
   }
 
-  async save(org: string, response: ResponseObject, input: Item[]): Promise<void> {
-    const itemIds = [...input, ...response.output].map((i) => i.id);
-    const results = await this.redis
-      .multi()
-      .set(responseKey(org, response.id), JSON.stringify(response))
-      .set(inputKey(org, response.id), JSON.stringify(input))
-      .hset(itemIndexKey(org), Object.fromEntries(itemIds.map((itemId) => [itemId, response.id])))
-      .exec();
-    const failed = results?.find(([err]) => err)?.[0];
-    if (failed) throw failed;
+  /** Responses stored before this are expired (`null`: none expire). */
+  private cutoff(): Date | null {
+    return this.retentionMs === undefined ? null : new Date(this.now() - this.retentionMs);
+  }
+
+  /**
+   * Stores the response with the items it was asked with and, when it
+   * continued a conversation, appends the turn to it: all in one
+   * transaction. Throws `notFound` (and stores nothing) if that conversation is gone.
+   */
+  async save(
+    org: string,
+    response: ResponseObject,
+    input: Item[],
+    turn?: { conversations: ConversationStore; conversation: string; items: Item[] },
+  ): Promise<void> {
+    const now = new Date(this.now());
+    await this.db.transaction(async (tx) => {
+      await tx.query(
+        "INSERT INTO responses (org, id, body, input, stored_at) VALUES ($1, $2, $3::json, $4::json, $5)",
+        [org, response.id, JSON.stringify(response), JSON.stringify(input), now],
+      );
+      await tx.query(
+        "INSERT INTO response_items (org, item_id, response_id) SELECT $1, unnest($2::text[]), $3",
+        [org, [...input, ...response.output].map((i) => i.id), response.id],
+      );
+      if (turn && !(await turn.conversations.appendIn(tx, org, turn.conversation, turn.items)))
+        throw notFound(`No conversation ${turn.conversation}`);
+    });
   }
 
   async get(org: string, id: string): Promise<ResponseObject | undefined> {
-    const json = await this.redis.get(responseKey(org, id));
-    return json ? (JSON.parse(json) as ResponseObject) : undefined;
+    const { rows } = await this.db.query<{ body: ResponseObject }>(
+      "SELECT body FROM responses WHERE org = $1 AND id = $2 AND ($3::timestamptz IS NULL OR stored_at > $3)",
+      [org, id, this.cutoff()],
+    );
+    return rows[0]?.body;
   }
 
-  /** The items the response was asked with (none for responses stored before these were kept). */
-  async input(org: string, id: string): Promise<Item[]> {
-    const json = await this.redis.get(inputKey(org, id));
-    return json ? (JSON.parse(json) as Item[]) : [];
+  /** The items the response was asked with; `undefined` if the response is gone. */
+  async input(org: string, id: string): Promise<Item[] | undefined> {
+    const { rows } = await this.db.query<{ input: Item[] }>(
+      "SELECT input FROM responses WHERE org = $1 AND id = $2 AND ($3::timestamptz IS NULL OR stored_at > $3)",
+      [org, id, this.cutoff()],
+    );
+    return rows[0]?.input;
   }
 
-  /** The stored response whose input or output holds the item, and the item. */
+  /**
+   * The stored response whose input or output holds the item, and the item
+   * (for `item_reference`s): found by `response_items`' primary key
+   * `(org, item_id)`.
+   */
   async findItem(org: string, itemId: string): Promise<{ responseId: string; item: Item } | undefined> {
-    const responseId = await this.redis.hget(itemIndexKey(org), itemId);
-    if (!responseId) return undefined;
-    const [response, input] = await Promise.all([this.get(org, responseId), this.input(org, responseId)]);
-    const item = [...input, ...(response?.output ?? [])].find((i) => i.id === itemId);
-    return response && item ? { responseId, item } : undefined;
+    const { rows } = await this.db.query<{ response_id: string; item: Item }>(
+      `SELECT r.id AS response_id, held.item FROM response_items i
+         JOIN responses r ON r.org = i.org AND r.id = i.response_id
+        CROSS JOIN LATERAL (
+          SELECT value AS item FROM json_array_elements(r.input)
+          UNION ALL SELECT value FROM json_array_elements(r.body -> 'output')
+        ) held
+        WHERE i.org = $1 AND i.item_id = $2 AND held.item ->> 'id' = $2
+          AND ($3::timestamptz IS NULL OR r.stored_at > $3)
+        LIMIT 1`,
+      [org, itemId, this.cutoff()],
+    );
+    const found = rows[0];
+    return found && { responseId: found.response_id, item: found.item };
   }
 
+  /** Removes the response, its input items and their entries in `response_items`. */
   async delete(org: string, id: string): Promise<void> {
-    const [response, input] = await Promise.all([this.get(org, id), this.input(org, id)]);
-    const itemIds = [...input, ...(response?.output ?? [])].map((i) => i.id);
-    const deleting = this.redis.multi().del(responseKey(org, id), inputKey(org, id));
-    if (itemIds.length) deleting.hdel(itemIndexKey(org), ...itemIds);
-    const failed = (await deleting.exec())?.find(([err]) => err)?.[0];
-    if (failed) throw failed;
+    await this.db.query("DELETE FROM responses WHERE org = $1 AND id = $2", [org, id]);
   }
 }

@@ -27,9 +27,8 @@ export function registerAddItems(
     await requireRole(deps.authorization, principal, { type: "conversation", id }, "writer");
     validate("query", query, req.query);
     const input = validate("body", body, withoutNulls(req.body));
-    if (!(await deps.store.get(principal.org, id))) throw notFound(`No conversation ${id}`);
     const items = toItems(input.items);
-    await deps.store.append(principal.org, id, items);
+    if (!(await deps.store.append(principal.org, id, items))) throw notFound(`No conversation ${id}`);
     res.json(listBody(items, false));
   });
 }

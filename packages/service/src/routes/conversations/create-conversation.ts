@@ -33,8 +33,7 @@ export function registerCreateConversation(
       metadata: input.metadata ?? {},
     };
     await deps.authorization.createOwnership(principal, { type: "conversation", id: conversation.id });
-    await deps.store.save(principal.org, conversation);
-    if (input.items?.length) await deps.store.append(principal.org, conversation.id, toItems(input.items));
+    await deps.store.create(principal.org, conversation, input.items?.length ? toItems(input.items) : []);
     res.json(conversation);
   });
 }

@@ -1,4 +1,4 @@
-import { principalOf, type ResourceAuthorization, requirePermission, validate } from "@gw/core";
+import { notFound, principalOf, type ResourceAuthorization, requirePermission, validate } from "@gw/core";
 import type { Router } from "express";
 import type { ConversationStore } from "../../conversations/store.ts";
 import { requireRole } from "../access.ts";
@@ -19,6 +19,7 @@ export function registerListItems(
     const id = String(req.params.id);
     await requireRole(deps.authorization, principal, { type: "conversation", id }, "reader");
     const page = await deps.store.page(principal.org, id, q);
+    if (page === null) throw notFound(`No conversation ${id}`);
     if (!page) throw unknownAfter(q.after);
     res.json(listBody(page.items, page.hasMore));
   });

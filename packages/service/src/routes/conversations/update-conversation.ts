@@ -21,7 +21,7 @@ export function registerUpdateConversation(
     const conversation = await deps.store.get(principal.org, id);
     if (!conversation) throw notFound(`No conversation ${id}`);
     conversation.metadata = input.metadata;
-    await deps.store.save(principal.org, conversation);
+    if (!(await deps.store.update(principal.org, conversation))) throw notFound(`No conversation ${id}`);
     res.json(conversation);
   });
 }

@@ -1,5 +1,6 @@
 import {
   type Logger,
+  notFound,
   type Principal,
   principalOf,
   type ResourceAuthorization,
@@ -77,7 +78,13 @@ export function registerCreateResponse(router: Router, deps: CreateResponseDeps)
       }
       await admitted.settle(usedBy(completion));
       settle(response, completion, outputOf(completion));
-      await finish(deps, principal, response, input, turn, completion, model);
+      try {
+        await finish(deps, principal, response, input, turn, completion, model);
+      } catch (err) {
+        // Not stored (PostgreSQL away…): its id must not keep an owner relationship that nothing will ever sweep.
+        await release(deps, principal, input, response.id);
+        throw err;
+      }
       res.json(response);
       return;
     }
@@ -131,11 +138,22 @@ async function finish(
   completion: Completion,
   requestedModel: string,
 ): Promise<void> {
+  const conversation = input.conversation;
+  const items = [...turn, ...response.output];
   await Promise.all([
-    input.store ? deps.responses.save(principal.org, response, turn) : undefined,
-    input.conversation
-      ? deps.conversations.append(principal.org, input.conversation, [...turn, ...response.output])
-      : undefined,
+    // The response and the turn it adds to its conversation are stored together, or neither is.
+    input.store
+      ? deps.responses.save(
+          principal.org,
+          response,
+          turn,
+          conversation ? { conversations: deps.conversations, conversation, items } : undefined,
+        )
+      : conversation
+        ? deps.conversations.append(principal.org, conversation, items).then((appended) => {
+            if (!appended) throw notFound(`No conversation ${conversation}`);
+          })
+        : undefined,
     recordUsage(
       deps.usage,
       principal,

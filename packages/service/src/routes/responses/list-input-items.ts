@@ -18,8 +18,9 @@ export function registerListInputItems(
     const principal = principalOf(res);
     const id = String(req.params.id);
     await requireRole(deps.authorization, principal, { type: "response", id }, "reader");
-    if (!(await deps.responses.get(principal.org, id))) throw notFound(`No response ${id}`);
-    const page = pageOf(await deps.responses.input(principal.org, id), q);
+    const input = await deps.responses.input(principal.org, id);
+    if (!input) throw notFound(`No response ${id}`);
+    const page = pageOf(input, q);
     if (!page) throw unknownAfter(q.after);
     res.json(listBody(page.items, page.hasMore));
   });

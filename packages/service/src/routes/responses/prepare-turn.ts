@@ -113,7 +113,7 @@ async function* chainNewestFirst(
   let response: ResponseObject | undefined = newest;
   while (response) {
     const [input, previous]: [Item[], ResponseObject | undefined] = await Promise.all([
-      store.input(org, response.id),
+      store.input(org, response.id).then((items) => items ?? []),
       response.previous_response_id ? store.get(org, response.previous_response_id) : undefined,
     ]);
     yield { items: [...input, ...response.output].reverse(), hasMore: previous !== undefined };

@@ -1,0 +1,151 @@
+import {
+  type ConsistencyTokens,
+  deleteExpiredResource,
+  type Logger,
+  type Postgres,
+  type ResourceType,
+  type SpiceDBClient,
+} from "@gw/core";
+
+/** Key of the advisory lock that lets one replica at a time sweep ("gw:retention"). */
+export const SWEEP_LOCK = 0x67773a72;
+/** Rows (and SpiceDB deletes) per batch: small enough to keep each delete short, large enough to keep up. */
+export const SWEEP_BATCH = 500;
+/** SpiceDB deletes in flight at once. */
+const SPICEDB_CONCURRENCY = 8;
+
+export interface RetentionOptions {
+  /** `RESPONSE_RETENTION`, in milliseconds. */
+  responseRetentionMs: number;
+  /** `CONVERSATION_IDLE_EXPIRY`, in milliseconds; unset: conversations stay until deleted. */
+  conversationIdleExpiryMs?: number | undefined;
+  /** `RETENTION_SWEEP_INTERVAL`, in milliseconds. */
+  sweepIntervalMs: number;
+}
+
+/** What one sweep deleted. */
+export interface SweepReport {
+  responses: number;
+  conversations: number;
+}
+
+/**
+ * One kind of expiring content: the rows past their time, oldest first,
+ * along the index on the time column, and their SpiceDB resource type.
+ */
+interface ExpiringTable {
+  table: "responses" | "conversations";
+  column: "stored_at" | "active_at";
+  type: ResourceType;
+}
+const RESPONSES: ExpiringTable = { table: "responses", column: "stored_at", type: "response" };
+const CONVERSATIONS: ExpiringTable = { table: "conversations", column: "active_at", type: "conversation" };
+
+/**
+ * Deletes expired content in the background: every `sweepIntervalMs`, each
+ * replica tries an advisory lock and the one that holds it deletes, in
+ * batches, the stored responses older than `RESPONSE_RETENTION` and the
+ * conversations idle past `CONVERSATION_IDLE_EXPIRY`: first their SpiceDB
+ * relationships (each delete's ZedToken then stands for the resource, and
+ * expires within a day), then their rows (items go with their
+ * conversation). A sweep that fails part-way leaves rows that are still
+ * expired (reads never see them) and finishes at the next interval.
+ */
+export class RetentionSweeper {
+  private readonly db: Postgres;
+  private readonly spicedb: SpiceDBClient;
+  private readonly tokens: ConsistencyTokens;
+  private readonly logger: Logger;
+  private readonly now: () => number;
+  private readonly options: RetentionOptions;
+  private timer: NodeJS.Timeout | undefined;
+  private running: Promise<unknown> | undefined;
+
+  constructor(deps: {
+    db: Postgres;
+    spicedb: SpiceDBClient;
+    tokens: ConsistencyTokens;
+    logger: Logger;
+    now?: () => number;
+    options: RetentionOptions;
+  }) {
+    this.db = deps.db;
+    this.spicedb = deps.spicedb;
+    this.tokens = deps.tokens;
+    this.logger = deps.logger;
+    this.now = deps.now ?? Date.now;
+    this.options = deps.options;
+  }
+
+  /** Sweeps every `sweepIntervalMs` until `close`. */
+  start(): void {
+    this.timer = setInterval(() => {
+      if (this.running) return;
+      this.running = this.sweep()
+        .catch((err: Error) =>
+          this.logger.warn({ err: err.message }, "retention sweep failed; retried next interval"),
+        )
+        .finally(() => {
+          this.running = undefined;
+        });
+    }, this.options.sweepIntervalMs);
+    this.timer.unref();
+  }
+
+  async close(): Promise<void> {
+    clearInterval(this.timer);
+    await this.running;
+  }
+
+  /** One sweep now; `undefined` if another replica is sweeping. */
+  async sweep(): Promise<SweepReport | undefined> {
+    return this.db.withAdvisoryLock(SWEEP_LOCK, async () => {
+      const now = this.now();
+      const report: SweepReport = {
+        responses: await this.sweepTable(RESPONSES, new Date(now - this.options.responseRetentionMs)),
+        conversations:
+          this.options.conversationIdleExpiryMs === undefined
+            ? 0
+            : await this.sweepTable(CONVERSATIONS, new Date(now - this.options.conversationIdleExpiryMs)),
+      };
+      if (report.responses + report.conversations > 0) this.logger.info(report, "expired content deleted");
+      return report;
+    });
+  }
+
+  private async sweepTable(kind: ExpiringTable, cutoff: Date): Promise<number> {
+    let deleted = 0;
+    while (true) {
+      // Table and column names are ours (above), never input; values are parameters.
+      const { rows } = await this.db.query<{ org: string; id: string }>(
+        `SELECT org, id FROM ${kind.table} WHERE ${kind.column} <= $1 ORDER BY ${kind.column} LIMIT $2`,
+        [cutoff, SWEEP_BATCH],
+      );
+      if (rows.length === 0) return deleted;
+      await this.forgetRelationships(kind.type, rows);
+      const result = await this.db.query(
+        `DELETE FROM ${kind.table} t USING unnest($1::text[], $2::text[]) AS x(org, id)
+          WHERE t.org = x.org AND t.id = x.id AND t.${kind.column} <= $3`,
+        [rows.map((r) => r.org), rows.map((r) => r.id), cutoff],
+      );
+      deleted += result.rowCount ?? 0;
+      if (rows.length < SWEEP_BATCH) return deleted;
+    }
+  }
+
+  private async forgetRelationships(type: ResourceType, rows: { org: string; id: string }[]): Promise<void> {
+    let next = 0;
+    const worker = async () => {
+      while (next < rows.length) {
+        const { org, id } = rows[next++]!;
+        const failed = await deleteExpiredResource(this.spicedb, this.tokens, org, { type, id });
+        if (failed)
+          this.logger.warn(
+            { err: failed.message },
+            "could not record the delete of an expired resource's relationships as its last write",
+          );
+      }
+    };
+    await Promise.all(Array.from({ length: Math.min(SPICEDB_CONCURRENCY, rows.length) }, worker));
+  }
+}

@@ -1,0 +1,182 @@
+import { scopedId } from "@gw/core";
+import { readRelationshipLines } from "@gw/devstack/testing";
+import pg from "pg";
+import { describe, expect, it } from "vitest";
+import { SWEEP_BATCH, SWEEP_LOCK } from "../src/retention/sweeper.ts";
+import { useStack } from "./stack.ts";
+
+const RESPONSES = "/api/v1/llm/responses";
+const CONV = "/api/v1/llm/conversations";
+
+/** The service's clock: moved by the tests, never slept on. */
+let clock = Date.now();
+const stack = useStack(
+  { RESPONSE_RETENTION: "5s", CONVERSATION_IDLE_EXPIRY: "1h", RETENTION_SWEEP_INTERVAL: "1h" },
+  {},
+  undefined,
+  "single",
+  { now: () => clock },
+);
+
+/** Every relationship of a resource, as `zed relationship read` shows them. */
+const relationships = (type: string, org: string, id: string) =>
+  readRelationshipLines(stack.spicedb, { resourceType: type, optionalResourceId: scopedId(org, id) });
+
+/** A resource's ZedToken in Redis, and how many seconds it has left. */
+async function zedToken(type: string, org: string, id: string) {
+  const key = `gw:zedtoken:{${type}:${scopedId(org, id)}}`;
+  const [token, ttl] = await Promise.all([stack.redis.get(key), stack.redis.ttl(key)]);
+  return { token, ttl };
+}
+
+async function rowCount(sql: string, values: unknown[]): Promise<number> {
+  return Number((await stack.db.query<{ n: string }>(sql, values)).rows[0]!.n);
+}
+
+async function grant(secret: string, resourceType: string, resourceId: string, userId: string) {
+  const res = await stack.call(secret, "/api/v1/authorization/llm/grant", {
+    json: { resourceType, resourceId, userId, role: "reader" },
+    user: "alice",
+  });
+  expect(res.status).toBe(204);
+}
+
+describe("RESPONSE_RETENTION=5s", () => {
+  it("a response is 404 for everyone once expired; the sweep then deletes its rows and relationships, its ZedToken becoming the delete's", async () => {
+    const key = await stack.createKey();
+    const created = await stack.call(key.secret, RESPONSES, { json: { input: "keep me" }, user: "alice" });
+    expect(created.status).toBe(200);
+    const { id } = await created.json();
+    await grant(key.secret, "response", id, "bob");
+    const read = (user: string, path = "") => stack.call(key.secret, `${RESPONSES}/${id}${path}`, { user });
+    expect((await read("alice")).status).toBe(200);
+    const written = await zedToken("response", key.org, id);
+    expect(written.token).toEqual(expect.any(String));
+
+    clock += 4_000;
+    expect((await read("alice")).status).toBe(200);
+    clock += 1_500;
+    // Expired: gone from every read at once, before any sweep.
+    for (const user of ["alice", "bob"]) {
+      expect((await read(user)).status).toBe(404);
+      expect((await read(user, "/input_items")).status).toBe(404);
+    }
+    const chained = await stack.call(key.secret, RESPONSES, {
+      json: { input: "more", previous_response_id: id },
+      user: "alice",
+    });
+    expect(chained.status).toBe(404);
+    // A response stored now is not expired, and the sweep leaves it alone.
+    const fresh = await (
+      await stack.call(key.secret, RESPONSES, { json: { input: "new" }, user: "alice" })
+    ).json();
+    expect(await relationships("response", key.org, id)).toEqual([
+      `owner ${scopedId(key.org, "alice")}`,
+      `reader ${scopedId(key.org, "bob")}`,
+    ]);
+
+    const report = await stack.sweep();
+    expect(report?.responses).toBeGreaterThanOrEqual(1);
+    expect(
+      await rowCount("SELECT count(*) AS n FROM responses WHERE org = $1 AND id = $2", [key.org, id]),
+    ).toBe(0);
+    expect(await relationships("response", key.org, id)).toEqual([]);
+    // The delete is the resource's last write (decisions kept before it no longer match); Redis drops it within a day.
+    const deleted = await zedToken("response", key.org, id);
+    expect(deleted.token).toEqual(expect.any(String));
+    expect(deleted.token).not.toBe(written.token);
+    expect(deleted.ttl).toBeGreaterThan(0);
+    expect(deleted.ttl).toBeLessThanOrEqual(86_400);
+
+    expect((await read("alice")).status).toBe(404);
+    expect((await stack.call(key.secret, `${RESPONSES}/${fresh.id}`, { user: "alice" })).status).toBe(200);
+    expect(await relationships("response", key.org, fresh.id)).toEqual([
+      `owner ${scopedId(key.org, "alice")}`,
+    ]);
+  });
+
+  it("deletes in batches of SWEEP_BATCH until nothing expired is left", async () => {
+    const org = `org-batch-${clock}`;
+    const count = SWEEP_BATCH * 2 + 7;
+    await stack.db.query(
+      `INSERT INTO responses (org, id, body, input, stored_at)
+       SELECT $1, 'resp_' || n, '{}'::json, '[]'::json, $2 FROM generate_series(1, $3) AS n`,
+      [org, new Date(clock - 10_000), count],
+    );
+    const report = await stack.sweep();
+    expect(report?.responses).toBe(count);
+    expect(await rowCount("SELECT count(*) AS n FROM responses WHERE org = $1", [org])).toBe(0);
+  });
+});
+
+describe("CONVERSATION_IDLE_EXPIRY=1h", () => {
+  it("an idle conversation is 404 at once; the sweep deletes it, its items and its relationships; an active one stays", async () => {
+    const key = await stack.createKey();
+    const create = async () => {
+      const res = await stack.call(key.secret, CONV, {
+        json: { items: [{ role: "user", content: "hello" }] },
+        user: "alice",
+      });
+      expect(res.status).toBe(200);
+      return ((await res.json()) as { id: string }).id;
+    };
+    const idle = await create();
+    const active = await create();
+    await grant(key.secret, "conversation", idle, "bob");
+
+    clock += 40 * 60_000;
+    // Adding items is activity: `active` stays for another hour from here.
+    const added = await stack.call(key.secret, `${CONV}/${active}/items`, {
+      json: { items: [{ role: "user", content: "still here" }] },
+      user: "alice",
+    });
+    expect(added.status).toBe(200);
+    clock += 30 * 60_000;
+
+    const as = (user: string, path: string, init: { method?: string; json?: unknown } = {}) =>
+      stack.call(key.secret, path, { ...init, user }).then((r) => r.status);
+    for (const user of ["alice", "bob"]) {
+      expect(await as(user, `${CONV}/${idle}`)).toBe(404);
+      expect(await as(user, `${CONV}/${idle}/items`)).toBe(404);
+    }
+    expect(
+      await as("alice", `${CONV}/${idle}/items`, { json: { items: [{ role: "user", content: "x" }] } }),
+    ).toBe(404);
+    expect(await as("alice", RESPONSES, { json: { input: "x", conversation: idle } })).toBe(404);
+    expect(await as("alice", `${CONV}/${active}`)).toBe(200);
+
+    const report = await stack.sweep();
+    expect(report?.conversations).toBeGreaterThanOrEqual(1);
+    const rows = (id: string) =>
+      rowCount(
+        `SELECT (SELECT count(*) FROM conversations WHERE org = $1 AND id = $2)
+              + (SELECT count(*) FROM conversation_items WHERE org = $1 AND conversation_id = $2) AS n`,
+        [key.org, id],
+      );
+    expect(await rows(idle)).toBe(0);
+    expect(await relationships("conversation", key.org, idle)).toEqual([]);
+    expect(await rows(active)).toBe(3);
+    expect(await relationships("conversation", key.org, active)).toEqual([
+      `owner ${scopedId(key.org, "alice")}`,
+    ]);
+    expect(await as("alice", `${CONV}/${active}/items`)).toBe(200);
+  });
+});
+
+describe("the sweep", () => {
+  it("runs on one replica at a time: while another holds the lock, it does nothing", async () => {
+    const holder = new pg.Client({ connectionString: stack.database.url });
+    await holder.connect();
+    try {
+      await holder.query("SELECT pg_advisory_lock($1)", [SWEEP_LOCK]);
+      expect(await stack.sweep()).toBeUndefined();
+      await holder.query("SELECT pg_advisory_unlock($1)", [SWEEP_LOCK]);
+      expect(await stack.sweep()).toEqual({
+        responses: expect.any(Number),
+        conversations: expect.any(Number),
+      });
+    } finally {
+      await holder.end();
+    }
+  });
+});
