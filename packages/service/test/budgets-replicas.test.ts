@@ -1,6 +1,12 @@
 import { randomBytes } from "node:crypto";
 import { BudgetWindows, createLogger, createRedis, loadConfig, type RedisClient } from "@gw/core";
-import { REDIS_TOPOLOGIES, spicedbEnv, startTestRedisOf, startTestSpiceDB } from "@gw/devstack/testing";
+import {
+  REDIS_TOPOLOGIES,
+  spicedbEnv,
+  startTestRedisOf,
+  startTestSpiceDB,
+  useTestDatabase,
+} from "@gw/devstack/testing";
 import { type FakeLLM, startFakeLLM } from "@gw/e2e/llm-upstream";
 import { ApiKeyStore, gatewayConfigSchema, generateSigningJwk, startGateway } from "@gw/gateway";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
@@ -20,6 +26,7 @@ describe.each(REDIS_TOPOLOGIES)(
     let redis: RedisClient;
     let gatewayUrls: string[] = [];
     let teardown: () => Promise<void> = async () => undefined;
+    const database = useTestDatabase();
 
     beforeAll(async () => {
       const [server, spicedb, fake] = await Promise.all([
@@ -30,6 +37,7 @@ describe.each(REDIS_TOPOLOGIES)(
       llm = fake;
       const common = {
         REDIS_URL: server.url,
+        DATABASE_URL: database.url,
         INTERNAL_ASSERTION_SECRET: randomBytes(32).toString("hex"),
         ...spicedbEnv(spicedb),
       };

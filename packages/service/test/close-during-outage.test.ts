@@ -1,14 +1,15 @@
 import { randomBytes } from "node:crypto";
 import { createLogger, loadConfig } from "@gw/core";
-import { spicedbEnv, startTestRedis, startTestSpiceDB } from "@gw/devstack/testing";
+import { createTestDatabase, spicedbEnv, startTestRedis, startTestSpiceDB } from "@gw/devstack/testing";
 import { afterAll, describe, expect, it } from "vitest";
 import { serviceConfigSchema } from "../src/config.ts";
 import { startService } from "../src/server.ts";
 
 const redis = await startTestRedis();
 const spicedb = await startTestSpiceDB();
+const database = await createTestDatabase();
 afterAll(async () => {
-  await Promise.all([redis.stop(), spicedb.close()]);
+  await Promise.all([redis.stop(), spicedb.close(), database.drop()]);
 });
 
 describe("the service, stopping", () => {
@@ -19,6 +20,7 @@ describe("the service, stopping", () => {
       loadConfig(serviceConfigSchema, {
         PORT: "0",
         REDIS_URL: redis.url,
+        DATABASE_URL: database.url,
         INTERNAL_ASSERTION_SECRET: randomBytes(32).toString("hex"),
         EVAL_WORKER_CONCURRENCY: "2",
         ...spicedbEnv(spicedb),
