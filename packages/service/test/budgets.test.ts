@@ -132,7 +132,7 @@ describe("token and spend budgets", () => {
     const before = stack.llm.requests.length;
     const unpriced = await ask(key.secret, "hello", { model: "echo-small" });
     expect(unpriced.status).toBe(403);
-    expect((await unpriced.json()).message).toContain("'echo-small'");
+    expect((await unpriced.json()).error.message).toContain("'echo-small'");
     expect(stack.llm.requests.length).toBe(before);
 
     const res = await ask(key.secret, "hello there");

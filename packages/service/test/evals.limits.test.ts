@@ -1,7 +1,7 @@
 import { expectJsonError } from "@gw/devstack/testing";
 import { describe, expect, it } from "vitest";
 import { evalClient } from "./evals-client.ts";
-import { useStack } from "./stack.ts";
+import { llmError, useStack } from "./stack.ts";
 
 const stack = useStack({ EVAL_MAX_SCHEDULES_PER_ORG: "3", EVAL_MIN_INTERVAL_SECONDS: "300" });
 // Never fires while the test runs.
@@ -46,11 +46,12 @@ describe("per-organization limits on eval schedules", () => {
     const answers = await Promise.all(Array.from({ length: 10 }, (_, i) => evals.create(yearly(`s${i}`))));
     expect(answers.map((r) => r.status).sort()).toEqual([200, 200, 200, 409, 409, 409, 409, 409, 409, 409]);
     for (const refused of answers.filter((r) => r.status === 409)) {
-      expect(await expectJsonError(refused, 409)).toEqual({
-        error: "Conflict",
-        message:
+      expect(await expectJsonError(refused, 409)).toEqual(
+        llmError(
+          "conflict",
           "The organization has 3 eval schedules, the most allowed; delete one before creating another",
-      });
+        ),
+      );
     }
     const listed = (await (await evals.list()).json()).data as { id: string }[];
     expect(listed).toHaveLength(3);
