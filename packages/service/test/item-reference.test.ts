@@ -1,4 +1,7 @@
+import type { Postgres } from "@gw/core";
 import { describe, expect, it } from "vitest";
+import { ConversationStore } from "../src/conversations/store.ts";
+import { ResponseStore } from "../src/responses/store.ts";
 import { llmError, useStack } from "./stack.ts";
 
 const stack = useStack();
@@ -108,4 +111,63 @@ describe("item_reference input items", () => {
     });
     expect(gone.status).toBe(404);
   });
+
+  it("finds the item's response or conversation in PostgreSQL along an index on (org, item id)", async () => {
+    const { key, first } = await setup();
+    const created = await stack.call(key.secret, CONVERSATIONS, {
+      json: { items: [{ role: "user", content: "kept" }] },
+      user: "alice",
+    });
+    const conversation = await created.json();
+    const page = await stack.call(key.secret, `${CONVERSATIONS}/${conversation.id}/items`, { user: "alice" });
+    const conversationItem = (await page.json()).data[0].id as string;
+    const answer = first.output[0].id as string;
+
+    // The stores' lookups, made through a pool that keeps the statements it sends…
+    const sent: { text: string; values?: unknown[] }[] = [];
+    const recording = Object.create(stack.db) as Postgres;
+    recording.query = (text: string, values?: unknown[]) => {
+      sent.push({ text, values });
+      return stack.db.query(text, values);
+    };
+    const [responses, conversations] = [new ResponseStore(recording), new ConversationStore(recording)];
+    expect(await responses.findItem(key.org, answer)).toEqual({
+      responseId: first.id,
+      item: first.output[0],
+    });
+    expect(await conversations.findItem(key.org, conversationItem)).toEqual({
+      conversationId: conversation.id,
+      item: expect.objectContaining({
+        id: conversationItem,
+        content: [{ type: "input_text", text: "kept" }],
+      }),
+    });
+    // Another organization's id, or an item of the other kind, is nowhere.
+    expect(await responses.findItem("org-elsewhere", answer)).toBeUndefined();
+    expect(await conversations.findItem("org-elsewhere", conversationItem)).toBeUndefined();
+    expect(await responses.findItem(key.org, conversationItem)).toBeUndefined();
+    expect(await conversations.findItem(key.org, answer)).toBeUndefined();
+
+    // …then explained as PostgreSQL plans them when it may not scan whole tables: an index serves each.
+    const indexOf = async ({ text, values }: (typeof sent)[number], table: string) =>
+      stack.db.transaction(async (tx) => {
+        await tx.query("SET LOCAL enable_seqscan = off");
+        const { rows } = await tx.query<{ "QUERY PLAN": [{ Plan: PlanNode }] }>(
+          `EXPLAIN (FORMAT JSON) ${text}`,
+          values,
+        );
+        const scans = nodes(rows[0]!["QUERY PLAN"][0].Plan).filter((n) => n["Relation Name"] === table);
+        return scans.map((n) => n["Index Name"]);
+      });
+    expect(await indexOf(sent[0]!, "response_items")).toEqual(["response_items_pkey"]);
+    expect(await indexOf(sent[1]!, "conversation_items")).toEqual(["conversation_items_by_id"]);
+  });
 });
+
+interface PlanNode {
+  "Node Type": string;
+  "Relation Name"?: string;
+  "Index Name"?: string;
+  Plans?: PlanNode[];
+}
+const nodes = (node: PlanNode): PlanNode[] => [node, ...(node.Plans ?? []).flatMap(nodes)];
