@@ -25,7 +25,7 @@ export const serviceConfigSchema = z
     REDIS_URL: env.redisUrl(),
     /** PostgreSQL for the platform's content (postgres://user:password@host:port/database). Unset: the local PostgreSQL that `pnpm start` runs. */
     DATABASE_URL: env.databaseUrl(),
-    /** How long a stored response and its input items are kept, with a unit (30d, 12h, 5s). Default 30d. */
+    /** How long a stored response (with its input items) or stored chat completion (with its messages) is kept, with a unit (30d, 12h, 5s). Default 30d. */
     RESPONSE_RETENTION: env.duration("30d"),
     /** A conversation untouched this long (with a unit) is deleted; unset: conversations stay until deleted. */
     CONVERSATION_IDLE_EXPIRY: env.optionalDuration(),

@@ -19,7 +19,7 @@ import {
 } from "@gw/core";
 import { createServiceApp } from "./app.ts";
 import { createBudgetMetrics } from "./budgets/budget-metrics.ts";
-import { RedisCompletionStore } from "./completions/store.ts";
+import { PostgresCompletionStore } from "./completions/store.ts";
 import type { ServiceConfig } from "./config.ts";
 import { ConversationStore } from "./conversations/store.ts";
 import { evalLimits, startEvals } from "./evals/index.ts";
@@ -122,7 +122,7 @@ export async function startService(
     provider,
     conversations,
     responses: new ResponseStore(db, { now, retentionMs: config.retention.responseRetentionMs }),
-    completions: new RedisCompletionStore(redis),
+    completions: new PostgresCompletionStore(db, { now, retentionMs: config.retention.responseRetentionMs }),
     usage,
     context: { maxItems: config.LLM_CONTEXT_MAX_ITEMS, maxTokens: config.LLM_CONTEXT_MAX_TOKENS },
     budgets: {

@@ -1,4 +1,6 @@
+import { scanKeys } from "@gw/devstack/testing";
 import { describe, expect, it } from "vitest";
+import { PostgresCompletionStore } from "../src/completions/store.ts";
 import { utcDay } from "../src/usage/store.ts";
 import { llmError, useStack } from "./stack.ts";
 
@@ -347,5 +349,69 @@ describe("stored chat completions", () => {
     expect(await deleted.json()).toEqual({ id: ids[0], object: "chat.completion.deleted", deleted: true });
     expect((await alice.call(`/${ids[0]}`)).status).toBe(404);
     expect((await list("")).data.map((c) => c.id)).not.toContain(ids[0]);
+  });
+  it("live in PostgreSQL, not Redis: one row with its messages, changed in place, and none once deleted", async () => {
+    const { key, as } = await setup();
+    const alice = as("alice");
+    const { body: created } = await alice.create({
+      messages: [
+        { role: "system", content: "Be brief." },
+        { role: "user", content: "hello" },
+      ],
+      store: true,
+    });
+    const row = async () =>
+      (
+        await stack.db.query<{ body: { metadata: Record<string, string> }; messages: { content: string }[] }>(
+          "SELECT body, messages FROM chat_completions WHERE org = $1 AND id = $2",
+          [key.org, created.id],
+        )
+      ).rows;
+    expect(await row()).toEqual([
+      {
+        body: created,
+        messages: [
+          expect.objectContaining({ id: `${created.id}-0`, content: "Be brief." }),
+          expect.objectContaining({ id: `${created.id}-1`, content: "hello" }),
+        ],
+      },
+    ]);
+    expect(await scanKeys(stack.redis, "gw:chatcmpl*")).toEqual([]);
+    await alice.call(`/${created.id}`, { method: "POST", json: { metadata: { k: "v" } } });
+    expect((await row())[0]!.body.metadata).toEqual({ k: "v" });
+    expect((await alice.call(`/${created.id}`, { method: "DELETE" })).status).toBe(200);
+    expect(await row()).toEqual([]);
+    expect((await alice.call(`/${created.id}/messages`)).status).toBe(404);
+  });
+
+  it("the store reads only its organization's completions, and only those not yet expired", async () => {
+    let now = Date.parse("2026-01-01T00:00:00Z");
+    const store = new PostgresCompletionStore(stack.db, { now: () => now, retentionMs: 60_000 });
+    const completion = (id: string, metadata: Record<string, string> = {}) =>
+      ({ id, object: "chat.completion", created: 0, model: "m", choices: [], metadata }) as never;
+    const message = (id: string) => ({ id, role: "user", content: id, content_parts: null }) as const;
+    const [org, other] = [`org-store-${now}-a`, `org-store-${now}-b`];
+    await store.save(org, completion("chatcmpl-old"), [message("m0")]);
+    now += 30_000;
+    await store.save(org, completion("chatcmpl-new"), [message("m1"), message("m2")]);
+    await store.save(other, completion("chatcmpl-theirs"), []);
+
+    const ids = ["chatcmpl-old", "chatcmpl-new", "chatcmpl-theirs", "chatcmpl-none"];
+    expect((await store.getMany(org, ids)).map((c) => c.id).sort()).toEqual(["chatcmpl-new", "chatcmpl-old"]);
+    expect(await store.get(org, "chatcmpl-theirs")).toBeUndefined();
+    expect(await store.messages(other, "chatcmpl-new")).toBeUndefined();
+    expect((await store.messages(org, "chatcmpl-new"))?.map((m) => m.id)).toEqual(["m1", "m2"]);
+
+    now += 30_001; // chatcmpl-old is past its 60 s
+    expect((await store.getMany(org, ids)).map((c) => c.id)).toEqual(["chatcmpl-new"]);
+    expect(await store.get(org, "chatcmpl-old")).toBeUndefined();
+    expect(await store.messages(org, "chatcmpl-old")).toBeUndefined();
+    expect(await store.replace(org, completion("chatcmpl-old", { k: "v" }))).toBe(false);
+    expect(await store.replace(org, completion("chatcmpl-new", { k: "v" }))).toBe(true);
+    expect(await store.replace(other, completion("chatcmpl-new", { k: "x" }))).toBe(false);
+    expect((await store.get(org, "chatcmpl-new"))?.metadata).toEqual({ k: "v" });
+    await store.delete(org, "chatcmpl-new");
+    expect(await store.get(org, "chatcmpl-new")).toBeUndefined();
+    expect(await store.get(other, "chatcmpl-theirs")).toBeDefined();
   });
 });

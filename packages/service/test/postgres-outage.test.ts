@@ -60,6 +60,7 @@ const send = (method: string, path: string, body?: unknown) =>
 const expectUnavailable = expectStoreUnavailable;
 
 const CONV = "/api/v1/llm/conversations";
+const COMPLETIONS = "/api/v1/llm/chat/completions";
 
 const message = (text: string) => ({ role: "user", content: text });
 
@@ -74,6 +75,9 @@ describe("the service while PostgreSQL is down", () => {
     const added = await send("POST", `${CONV}/${acknowledged[1]!.id}/items`, { items: [message("b3")] });
     expect(added.status).toBe(200);
     acknowledged[1]!.texts.push("b3");
+    const storedCompletion = await send("POST", COMPLETIONS, { messages: [message("kept")], store: true });
+    expect(storedCompletion.status).toBe(200);
+    const completionId = (await storedCompletion.json()).id as string;
 
     await postgres.halt();
     await expectUnavailable(await send("GET", `${CONV}/${acknowledged[0]!.id}`));
@@ -92,6 +96,18 @@ describe("the service while PostgreSQL is down", () => {
         optionalResourceIdPrefix: `${principal.org}/`,
       }),
     ).toEqual([]);
+    // The same for a stored chat completion; one stored before stays out of reach, not lost.
+    await expectUnavailable(
+      await send("POST", COMPLETIONS, { messages: [message("unstored")], store: true }),
+    );
+    expect(llm.requests.length).toBe(asked + 2);
+    expect(
+      await readRelationshipLines(spicedb, {
+        resourceType: "completion",
+        optionalResourceIdPrefix: `${principal.org}/`,
+      }),
+    ).toEqual([`owner ${principal.org}/${principal.user}`]); // the one stored before, only
+    await expectUnavailable(await send("GET", `${COMPLETIONS}/${completionId}`));
     const ready = await fetch(`${service.url}/readyz`);
     expect(ready.status).toBe(503);
     expect((await ready.json()).checks.postgres).toBe("unreachable");
@@ -112,6 +128,8 @@ describe("the service while PostgreSQL is down", () => {
       expect(listed).toEqual(texts);
     }
     expect((await send("POST", CONV, {})).status).toBe(200);
+    const completion = await send("GET", `${COMPLETIONS}/${completionId}/messages`);
+    expect((await completion.json()).data.map((m: { content: string }) => m.content)).toEqual(["kept"]);
 
     const text = logs.join("");
     expect(text).toContain("The data store is unavailable");

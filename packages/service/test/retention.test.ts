@@ -7,6 +7,7 @@ import { useStack } from "./stack.ts";
 
 const RESPONSES = "/api/v1/llm/responses";
 const CONV = "/api/v1/llm/conversations";
+const COMPLETIONS = "/api/v1/llm/chat/completions";
 
 /** The service's clock: moved by the tests, never slept on. */
 let clock = Date.now();
@@ -46,7 +47,8 @@ describe("RESPONSE_RETENTION=5s", () => {
     const key = await stack.createKey();
     const created = await stack.call(key.secret, RESPONSES, { json: { input: "keep me" }, user: "alice" });
     expect(created.status).toBe(200);
-    const { id } = await created.json();
+    const { id, output } = await created.json();
+    const answer = output[0].id as string;
     await grant(key.secret, "response", id, "bob");
     const read = (user: string, path = "") => stack.call(key.secret, `${RESPONSES}/${id}${path}`, { user });
     expect((await read("alice")).status).toBe(200);
@@ -66,6 +68,16 @@ describe("RESPONSE_RETENTION=5s", () => {
       user: "alice",
     });
     expect(chained.status).toBe(404);
+    const referenced = await stack.call(key.secret, RESPONSES, {
+      json: {
+        input: [
+          { type: "item_reference", id: answer },
+          { role: "user", content: "more" },
+        ],
+      },
+      user: "alice",
+    });
+    expect(referenced.status).toBe(404);
     // A response stored now is not expired, and the sweep leaves it alone.
     const fresh = await (
       await stack.call(key.secret, RESPONSES, { json: { input: "new" }, user: "alice" })
@@ -78,7 +90,11 @@ describe("RESPONSE_RETENTION=5s", () => {
     const report = await stack.sweep();
     expect(report?.responses).toBeGreaterThanOrEqual(1);
     expect(
-      await rowCount("SELECT count(*) AS n FROM responses WHERE org = $1 AND id = $2", [key.org, id]),
+      await rowCount(
+        `SELECT (SELECT count(*) FROM responses WHERE org = $1 AND id = $2)
+              + (SELECT count(*) FROM response_items WHERE org = $1 AND response_id = $2) AS n`,
+        [key.org, id],
+      ),
     ).toBe(0);
     expect(await relationships("response", key.org, id)).toEqual([]);
     // The delete is the resource's last write (decisions kept before it no longer match); Redis drops it within a day.
@@ -95,6 +111,50 @@ describe("RESPONSE_RETENTION=5s", () => {
     ]);
   });
 
+  it("a stored chat completion is 404 for everyone once expired; the sweep then deletes its row and relationships", async () => {
+    const key = await stack.createKey();
+    const store = async (content: string) => {
+      const res = await stack.call(key.secret, COMPLETIONS, {
+        json: { messages: [{ role: "user", content }], store: true },
+        user: "alice",
+      });
+      expect(res.status).toBe(200);
+      return ((await res.json()) as { id: string }).id;
+    };
+    const id = await store("keep me");
+    await grant(key.secret, "completion", id, "bob");
+    const as = (user: string, path = "", init: { method?: string; json?: unknown } = {}) =>
+      stack.call(key.secret, `${COMPLETIONS}${path}`, { ...init, user }).then((r) => r.status);
+    expect(await as("bob", `/${id}`)).toBe(200);
+    expect(await as("bob", `/${id}/messages`)).toBe(200);
+
+    clock += 5_500;
+    // Expired: gone from every read and change at once, before any sweep.
+    for (const user of ["alice", "bob"]) {
+      expect(await as(user, `/${id}`)).toBe(404);
+      expect(await as(user, `/${id}/messages`)).toBe(404);
+    }
+    expect(await as("alice", `/${id}`, { json: { metadata: { x: "y" } } })).toBe(404);
+    const fresh = await store("new");
+    const listed = await stack.call(key.secret, COMPLETIONS, { user: "alice" });
+    expect((await listed.json()).data.map((c: { id: string }) => c.id)).toEqual([fresh]);
+
+    const report = await stack.sweep();
+    expect(report?.completions).toBeGreaterThanOrEqual(1);
+    const rows = (completion: string) =>
+      rowCount("SELECT count(*) AS n FROM chat_completions WHERE org = $1 AND id = $2", [
+        key.org,
+        completion,
+      ]);
+    expect(await rows(id)).toBe(0);
+    expect(await relationships("completion", key.org, id)).toEqual([]);
+    expect(await rows(fresh)).toBe(1);
+    expect(await relationships("completion", key.org, fresh)).toEqual([
+      `owner ${scopedId(key.org, "alice")}`,
+    ]);
+    expect(await as("alice", `/${fresh}/messages`)).toBe(200);
+  });
+
   it("deletes in batches of SWEEP_BATCH until nothing expired is left", async () => {
     const org = `org-batch-${clock}`;
     const count = SWEEP_BATCH * 2 + 7;
@@ -103,9 +163,16 @@ describe("RESPONSE_RETENTION=5s", () => {
        SELECT $1, 'resp_' || n, '{}'::json, '[]'::json, $2 FROM generate_series(1, $3) AS n`,
       [org, new Date(clock - 10_000), count],
     );
+    await stack.db.query(
+      `INSERT INTO chat_completions (org, id, body, messages, stored_at)
+       SELECT $1, 'chatcmpl-' || n, '{}'::json, '[]'::json, $2 FROM generate_series(1, $3) AS n`,
+      [org, new Date(clock - 10_000), count],
+    );
     const report = await stack.sweep();
     expect(report?.responses).toBe(count);
+    expect(report?.completions).toBe(count);
     expect(await rowCount("SELECT count(*) AS n FROM responses WHERE org = $1", [org])).toBe(0);
+    expect(await rowCount("SELECT count(*) AS n FROM chat_completions WHERE org = $1", [org])).toBe(0);
   });
 });
 
@@ -123,6 +190,11 @@ describe("CONVERSATION_IDLE_EXPIRY=1h", () => {
     const idle = await create();
     const active = await create();
     await grant(key.secret, "conversation", idle, "bob");
+    const firstItems: Record<string, string> = {};
+    for (const id of [idle, active]) {
+      const items = await stack.call(key.secret, `${CONV}/${id}/items?order=asc`, { user: "alice" });
+      firstItems[id] = (await items.json()).data[0].id;
+    }
 
     clock += 40 * 60_000;
     // Adding items is activity: `active` stays for another hour from here.
@@ -143,6 +215,11 @@ describe("CONVERSATION_IDLE_EXPIRY=1h", () => {
       await as("alice", `${CONV}/${idle}/items`, { json: { items: [{ role: "user", content: "x" }] } }),
     ).toBe(404);
     expect(await as("alice", RESPONSES, { json: { input: "x", conversation: idle } })).toBe(404);
+    // Nor is an idle conversation's item found by reference; an active one's is.
+    const reference = (conversation: string) =>
+      as("alice", RESPONSES, { json: { input: [{ type: "item_reference", id: firstItems[conversation] }] } });
+    expect(await reference(idle)).toBe(404);
+    expect(await reference(active)).toBe(200);
     expect(await as("alice", `${CONV}/${active}`)).toBe(200);
 
     const report = await stack.sweep();
@@ -173,6 +250,7 @@ describe("the sweep", () => {
       await holder.query("SELECT pg_advisory_unlock($1)", [SWEEP_LOCK]);
       expect(await stack.sweep()).toEqual({
         responses: expect.any(Number),
+        completions: expect.any(Number),
         conversations: expect.any(Number),
       });
     } finally {

@@ -1,4 +1,4 @@
-import type { RedisClient } from "@gw/core";
+import type { Postgres } from "@gw/core";
 
 /** A tool call as chat completions carry it. */
 export interface WireToolCall {
@@ -63,51 +63,85 @@ export interface CompletionStore {
   getMany(org: string, ids: string[]): Promise<ChatCompletionObject[]>;
   /** Replaces a stored completion's record (its metadata); false if it is gone. */
   replace(org: string, completion: ChatCompletionObject): Promise<boolean>;
-  messages(org: string, id: string): Promise<StoredMessage[]>;
+  /** The messages it was asked with; `undefined` if the completion is gone. */
+  messages(org: string, id: string): Promise<StoredMessage[] | undefined>;
   delete(org: string, id: string): Promise<void>;
 }
 
-const recordKey = (org: string, id: string) => `gw:chatcmpl:{${org}}:${id}`;
-const messagesKey = (org: string, id: string) => `gw:chatcmpl-messages:{${org}}:${id}`;
+export interface CompletionStoreOptions {
+  /** The time, in milliseconds since the epoch (tests pass their own clock). */
+  now?: () => number;
+  /** A stored completion (with its messages) is gone this long after it was stored; unset: never. */
+  retentionMs?: number | undefined;
+}
 
-export class RedisCompletionStore implements CompletionStore {
-  private readonly redis: RedisClient;
+/** Rows still within retention: `$3` is the cutoff (`null`: none expire). */
+const LIVE = "($3::timestamptz IS NULL OR stored_at > $3)";
 
-  constructor(redis: RedisClient) {
-    this.redis = redis;
+/**
+ * Stored chat completions in PostgreSQL's `chat_completions`, one row each
+ * (the completion, its messages), every read along the primary key
+ * `(org, id)`. As stored responses: a completion older than `retentionMs` is
+ * absent from every read at once; the retention sweeper deletes it later.
+ */
+export class PostgresCompletionStore implements CompletionStore {
+  private readonly db: Postgres;
+  private readonly now: () => number;
+  private readonly retentionMs: number | undefined;
+
+  constructor(db: Postgres, options: CompletionStoreOptions = {}) {
+    this.db = db;
+    this.now = options.now ?? Date.now;
+    this.retentionMs = options.retentionMs;
+  }
+
+  /** Completions stored before this are expired (`null`: none expire). */
+  private cutoff(): Date | null {
+    return this.retentionMs === undefined ? null : new Date(this.now() - this.retentionMs);
   }
 
   async save(org: string, completion: ChatCompletionObject, messages: StoredMessage[]): Promise<void> {
-    const results = await this.redis
-      .multi()
-      .set(recordKey(org, completion.id), JSON.stringify(completion))
-      .set(messagesKey(org, completion.id), JSON.stringify(messages))
-      .exec();
-    const failed = results?.find(([err]) => err)?.[0];
-    if (failed) throw failed;
+    await this.db.query(
+      `INSERT INTO chat_completions (org, id, body, messages, stored_at)
+       VALUES ($1, $2, $3::json, $4::json, $5)`,
+      [org, completion.id, JSON.stringify(completion), JSON.stringify(messages), new Date(this.now())],
+    );
   }
 
   async get(org: string, id: string): Promise<ChatCompletionObject | undefined> {
-    const json = await this.redis.get(recordKey(org, id));
-    return json ? (JSON.parse(json) as ChatCompletionObject) : undefined;
+    const { rows } = await this.db.query<{ body: ChatCompletionObject }>(
+      `SELECT body FROM chat_completions WHERE org = $1 AND id = $2 AND ${LIVE}`,
+      [org, id, this.cutoff()],
+    );
+    return rows[0]?.body;
   }
 
   async getMany(org: string, ids: string[]): Promise<ChatCompletionObject[]> {
     if (ids.length === 0) return [];
-    const jsons = await this.redis.mget(ids.map((id) => recordKey(org, id)));
-    return jsons.filter((j): j is string => j !== null).map((j) => JSON.parse(j) as ChatCompletionObject);
+    const { rows } = await this.db.query<{ body: ChatCompletionObject }>(
+      `SELECT body FROM chat_completions WHERE org = $1 AND id = ANY($2::text[]) AND ${LIVE}`,
+      [org, ids, this.cutoff()],
+    );
+    return rows.map((r) => r.body);
   }
 
   async replace(org: string, completion: ChatCompletionObject): Promise<boolean> {
-    return (await this.redis.set(recordKey(org, completion.id), JSON.stringify(completion), "XX")) === "OK";
+    const { rowCount } = await this.db.query(
+      `UPDATE chat_completions SET body = $4::json WHERE org = $1 AND id = $2 AND ${LIVE}`,
+      [org, completion.id, this.cutoff(), JSON.stringify(completion)],
+    );
+    return rowCount === 1;
   }
 
-  async messages(org: string, id: string): Promise<StoredMessage[]> {
-    const json = await this.redis.get(messagesKey(org, id));
-    return json ? (JSON.parse(json) as StoredMessage[]) : [];
+  async messages(org: string, id: string): Promise<StoredMessage[] | undefined> {
+    const { rows } = await this.db.query<{ messages: StoredMessage[] }>(
+      `SELECT messages FROM chat_completions WHERE org = $1 AND id = $2 AND ${LIVE}`,
+      [org, id, this.cutoff()],
+    );
+    return rows[0]?.messages;
   }
 
   async delete(org: string, id: string): Promise<void> {
-    await this.redis.del(recordKey(org, id), messagesKey(org, id));
+    await this.db.query("DELETE FROM chat_completions WHERE org = $1 AND id = $2", [org, id]);
   }
 }

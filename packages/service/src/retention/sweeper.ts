@@ -26,6 +26,7 @@ export interface RetentionOptions {
 /** What one sweep deleted. */
 export interface SweepReport {
   responses: number;
+  completions: number;
   conversations: number;
 }
 
@@ -34,21 +35,22 @@ export interface SweepReport {
  * along the index on the time column, and their SpiceDB resource type.
  */
 interface ExpiringTable {
-  table: "responses" | "conversations";
+  table: "responses" | "chat_completions" | "conversations";
   column: "stored_at" | "active_at";
   type: ResourceType;
 }
 const RESPONSES: ExpiringTable = { table: "responses", column: "stored_at", type: "response" };
+const COMPLETIONS: ExpiringTable = { table: "chat_completions", column: "stored_at", type: "completion" };
 const CONVERSATIONS: ExpiringTable = { table: "conversations", column: "active_at", type: "conversation" };
 
 /**
  * Deletes expired content in the background: every `sweepIntervalMs`, each
  * replica tries an advisory lock and the one that holds it deletes, in
- * batches, the stored responses older than `RESPONSE_RETENTION` and the
- * conversations idle past `CONVERSATION_IDLE_EXPIRY`: first their SpiceDB
- * relationships (each delete's ZedToken then stands for the resource, and
- * expires within a day), then their rows (items go with their
- * conversation). A sweep that fails part-way leaves rows that are still
+ * batches, the stored responses and stored chat completions older than
+ * `RESPONSE_RETENTION` and the conversations idle past
+ * `CONVERSATION_IDLE_EXPIRY`: first their SpiceDB relationships (each
+ * delete's ZedToken then stands for the resource, and expires within a day),
+ * then their rows (items go with their conversation or response). A sweep that fails part-way leaves rows that are still
  * expired (reads never see them) and finishes at the next interval.
  */
 export class RetentionSweeper {
@@ -101,14 +103,17 @@ export class RetentionSweeper {
   async sweep(): Promise<SweepReport | undefined> {
     return this.db.withAdvisoryLock(SWEEP_LOCK, async () => {
       const now = this.now();
+      const stored = new Date(now - this.options.responseRetentionMs);
       const report: SweepReport = {
-        responses: await this.sweepTable(RESPONSES, new Date(now - this.options.responseRetentionMs)),
+        responses: await this.sweepTable(RESPONSES, stored),
+        completions: await this.sweepTable(COMPLETIONS, stored),
         conversations:
           this.options.conversationIdleExpiryMs === undefined
             ? 0
             : await this.sweepTable(CONVERSATIONS, new Date(now - this.options.conversationIdleExpiryMs)),
       };
-      if (report.responses + report.conversations > 0) this.logger.info(report, "expired content deleted");
+      if (report.responses + report.completions + report.conversations > 0)
+        this.logger.info(report, "expired content deleted");
       return report;
     });
   }

@@ -74,7 +74,13 @@ export function registerCreateCompletion(router: Router, deps: CreateCompletionD
       }
       await admitted.settle(usedBy(completion));
       const answer = completionObject(id, created, completion, input.metadata ?? {});
-      await finish(deps, principal, input, answer, completion, model);
+      try {
+        await finish(deps, principal, input, answer, completion, model);
+      } catch (err) {
+        // Not stored (PostgreSQL away…): its id must not keep an owner relationship that nothing will ever sweep.
+        await release(deps, principal, input, id);
+        throw err;
+      }
       res.json(answer);
       return;
     }

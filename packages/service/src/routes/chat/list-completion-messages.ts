@@ -23,8 +23,9 @@ export function registerListCompletionMessages(
       const principal = principalOf(res);
       const id = String(req.params.id);
       await requireRole(deps.authorization, principal, { type: "completion", id }, "reader");
-      if (!(await deps.completions.get(principal.org, id))) throw notFound(`No completion ${id}`);
-      const page = pageOf(await deps.completions.messages(principal.org, id), q);
+      const messages = await deps.completions.messages(principal.org, id);
+      if (!messages) throw notFound(`No completion ${id}`);
+      const page = pageOf(messages, q);
       if (!page) throw unknownAfter(q.after);
       res.json(listBody(page.items, page.hasMore));
     },
