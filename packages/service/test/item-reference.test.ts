@@ -31,6 +31,17 @@ async function setup() {
 
 const ref = (id: string) => ({ type: "item_reference", id });
 
+/** A conversation of alice's holding one message, and that message's id. */
+async function aliceConversation(secret: string, text: string) {
+  const created = await stack.call(secret, CONVERSATIONS, {
+    json: { items: [{ role: "user", content: text }] },
+    user: "alice",
+  });
+  const conversation = (await created.json()) as { id: string };
+  const page = await stack.call(secret, `${CONVERSATIONS}/${conversation.id}/items`, { user: "alice" });
+  return { conversation, itemId: (await page.json()).data[0].id as string };
+}
+
 describe("item_reference input items", () => {
   it("resolve to the owner's own stored items: a response's output and its input, copied with new ids", async () => {
     const { key, as, first } = await setup();
@@ -84,15 +95,7 @@ describe("item_reference input items", () => {
 
   it("resolves a conversation's item for a reader of the conversation only, and nothing once it is deleted", async () => {
     const { key, as } = await setup();
-    const created = await stack.call(key.secret, CONVERSATIONS, {
-      json: { items: [{ role: "user", content: "I like trains." }] },
-      user: "alice",
-    });
-    const conversation = await created.json();
-    const items = await (
-      await stack.call(key.secret, `${CONVERSATIONS}/${conversation.id}/items`, { user: "alice" })
-    ).json();
-    const itemId = items.data[0].id;
+    const { conversation, itemId } = await aliceConversation(key.secret, "I like trains.");
     const input = [ref(itemId), { role: "user", content: "so?" }];
     expect((await as("bob").create({ input })).status).toBe(404);
     expect((await as("alice").grant("conversation", conversation.id, "bob")).status).toBe(204);
@@ -114,13 +117,7 @@ describe("item_reference input items", () => {
 
   it("finds the item's response or conversation in PostgreSQL along an index on (org, item id)", async () => {
     const { key, first } = await setup();
-    const created = await stack.call(key.secret, CONVERSATIONS, {
-      json: { items: [{ role: "user", content: "kept" }] },
-      user: "alice",
-    });
-    const conversation = await created.json();
-    const page = await stack.call(key.secret, `${CONVERSATIONS}/${conversation.id}/items`, { user: "alice" });
-    const conversationItem = (await page.json()).data[0].id as string;
+    const { conversation, itemId: conversationItem } = await aliceConversation(key.secret, "kept");
     const answer = first.output[0].id as string;
 
     // The stores' lookups, made through a pool that keeps the statements it sends…
