@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { parseDuration } from "./duration.ts";
 
 /**
  * Parses the environment with one zod schema. Every problem is collected so an
@@ -66,6 +67,24 @@ export const env = {
         /^rediss?(\+cluster)?:\/\//,
         "must be a redis:// or rediss:// URL, or redis+cluster://host:port,host:port for a Redis Cluster",
       )
+      .optional(),
+  /** A duration with its unit (`30d`, `12h`, `5s`, `250ms`), in milliseconds; at least one millisecond. */
+  duration: (fallback: string) => env.optionalDuration().transform((ms) => ms ?? parseDuration(fallback)!),
+  /** A duration with its unit, or unset. */
+  optionalDuration: () =>
+    z
+      .string()
+      .transform((text, ctx) => {
+        const ms = parseDuration(text);
+        if (ms === undefined || ms < 1) {
+          ctx.addIssue({
+            code: "custom",
+            message: "expected a duration with a unit: 30d, 12h, 15m, 5s or 250ms",
+          });
+          return z.NEVER;
+        }
+        return ms;
+      })
       .optional(),
   databaseUrl: () =>
     z

@@ -1,6 +1,7 @@
 export * from "./authz/index.ts";
 export * from "./config.ts";
 export * from "./development-secret.ts";
+export * from "./duration.ts";
 export * from "./errors.ts";
 export * from "./http/common.ts";
 export * from "./http/listen.ts";

@@ -1,6 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { z } from "zod";
 import { ConfigError, env, loadConfig } from "../src/config.ts";
+import { formatDuration, parseDuration } from "../src/duration.ts";
 
 const schema = z.object({
   PORT: env.port(8080),
@@ -34,5 +35,31 @@ describe("configuration", () => {
     expect(problems.join("\n")).toMatch(/^FLAG: expected true or false/m);
     expect(problems.join("\n")).toMatch(/^SECRET: required but not set/m);
     expect(problems.join("\n")).toMatch(/^REDIS_URL: must be a redis/m);
+  });
+});
+
+describe("durations", () => {
+  const durations = z.object({ KEEP: env.duration("30d"), IDLE: env.optionalDuration() });
+
+  it("take a unit, and default as written", () => {
+    expect(parseDuration("30d")).toBe(30 * 86_400_000);
+    expect(parseDuration("12h")).toBe(43_200_000);
+    expect(parseDuration("15m")).toBe(900_000);
+    expect(parseDuration("5s")).toBe(5_000);
+    expect(parseDuration("250ms")).toBe(250);
+    expect(parseDuration("1.5h")).toBe(5_400_000);
+    expect(loadConfig(durations, {})).toEqual({ KEEP: 2_592_000_000, IDLE: undefined });
+    expect(loadConfig(durations, { KEEP: "5s", IDLE: "7d" })).toEqual({ KEEP: 5_000, IDLE: 604_800_000 });
+    expect(formatDuration(2_592_000_000)).toBe("30d");
+    expect(formatDuration(5_000)).toBe("5s");
+    expect(formatDuration(1_500)).toBe("1500ms");
+  });
+
+  it("refuse a number without a unit, an unknown unit, zero and negatives, naming the variable", () => {
+    for (const bad of ["30", "30 days", "3w", "-5s", "s", "1e3s"]) expect(parseDuration(bad)).toBeUndefined();
+    expect(parseDuration("0s")).toBe(0);
+    expect(() => loadConfig(durations, { KEEP: "30", IDLE: "0s" })).toThrow(
+      /KEEP: expected a duration with a unit[\s\S]*IDLE: expected a duration with a unit/,
+    );
   });
 });
