@@ -290,15 +290,24 @@ export function useTestDatabase(options: { migrated?: boolean } = {}): TestDatab
 /**
  * A gateway as a separate OS process, for tests that need several replicas.
  * Its data directory (the development signing key) is `env.DATA_DIR` or a
- * fresh temporary one.
+ * fresh temporary one; its PostgreSQL database `env.DATABASE_URL` or a fresh
+ * one (dropped with the run's server).
  */
 export async function startGatewayProcess(env: NodeJS.ProcessEnv): Promise<RunningNodeProcess> {
   const dataDir = env.DATA_DIR ?? (await mkdtemp(join(tmpdir(), "gw-test-data-")));
+  const databaseUrl = env.DATABASE_URL ?? (await createTestDatabase()).url;
   return startNodeProcess({
     name: "gateway",
     entry: "packages/gateway/src/main.ts",
     port: await freePort(),
-    env: { PATH: process.env.PATH, HOST: "127.0.0.1", LOG_LEVEL: "warn", DATA_DIR: dataDir, ...env },
+    env: {
+      PATH: process.env.PATH,
+      HOST: "127.0.0.1",
+      LOG_LEVEL: "warn",
+      DATA_DIR: dataDir,
+      DATABASE_URL: databaseUrl,
+      ...env,
+    },
   });
 }
 

@@ -97,10 +97,8 @@ export const gatewayConfigSchema = z
     INTERNAL_ASSERTION_SECRET: z.string().min(32, "must be at least 32 characters").optional(),
     /** Longest lifetime of an expiring grant (`expiresAt`), in seconds. Default 31536000 (one year). */
     GRANT_MAX_TTL: env.positiveInt(31_536_000),
-    /** How long audit records are kept, in days. Default 90. */
-    AUDIT_RETENTION_DAYS: env.positiveInt(90),
-    /** Most audit records kept per organization (approximately; the oldest go first). Default 1000000. */
-    AUDIT_MAX_ENTRIES: env.positiveInt(1_000_000),
+    /** How long audit records are kept (in PostgreSQL), a duration with its unit. Default 400d. */
+    AUDIT_RETENTION: env.duration("400d"),
   })
   .superRefine((c, ctx) => {
     if (c.JWT_SIGNING_KEYS && c.JWT_SIGNING_KEYS_FILE) {

@@ -84,6 +84,8 @@ export function useStack(
     const assertionSecret = randomBytes(32).toString("hex");
     const common = {
       REDIS_URL: redisServer.url,
+      // The service's content and the gateway's audit trail, in one database as `pnpm start` has them.
+      DATABASE_URL: database.url,
       INTERNAL_ASSERTION_SECRET: assertionSecret,
       ...spicedbEnv(spicedb),
     };
@@ -107,7 +109,6 @@ export function useStack(
         LLM_API_KEY: "upstream-secret",
         LLM_DEFAULT_MODEL: "echo-small",
         LLM_TIMEOUT_MS: "1000",
-        DATABASE_URL: database.url,
         ...common,
         ...serviceEnv,
       }),
