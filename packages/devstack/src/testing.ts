@@ -1,6 +1,6 @@
 import { type ChildProcess, execFile, spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
-import { mkdtemp, rm } from "node:fs/promises";
+import { chmod, mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Writable } from "node:stream";
@@ -12,7 +12,7 @@ import { afterAll, beforeAll, inject } from "vitest";
 import { freePort } from "./free-port.ts";
 import { REPO_ROOT, type RunningNodeProcess, startNodeProcess } from "./node-process.ts";
 import { MIGRATED_TEMPLATE } from "./postgres-global-setup.ts";
-import { localServerUrl } from "./postgres-server.ts";
+import { localServerUrl, type RunningPostgres, startPostgresServer } from "./postgres-server.ts";
 import { type RunningRedis, startRedisServer } from "./redis-server.ts";
 
 export { freePort } from "./free-port.ts";
@@ -272,6 +272,42 @@ export async function createTestDatabase(options: { migrated?: boolean } = {}): 
     name,
     port,
     drop: () => adminQuery(port, `DROP DATABASE IF EXISTS ${name} WITH (FORCE)`),
+  };
+}
+
+/** A PostgreSQL server of a test's own, to stop and start again (an outage) without touching the run's. */
+export interface StoppablePostgres {
+  /** Its `gateway` database. */
+  url: string;
+  stop(): Promise<void>;
+  /** Starts it again, on the same port with the same data. */
+  start(): Promise<void>;
+  /** Stops it if running and deletes its data. */
+  remove(): Promise<void>;
+}
+
+/** Starts a PostgreSQL server of the test's own (empty: the processes migrate it), on a free port. */
+export async function startStoppablePostgres(): Promise<StoppablePostgres> {
+  const root = await mkdtemp(join(tmpdir(), "gw-test-postgres-own-"));
+  // Run as root, the server runs as `postgres`, which must reach its data directory inside.
+  await chmod(root, 0o711);
+  const options = { port: await freePort(), dir: join(root, "data"), ephemeral: true };
+  let server: RunningPostgres | undefined = await startPostgresServer(options);
+  const url = server.url;
+  return {
+    url,
+    async stop() {
+      await server?.stop();
+      server = undefined;
+    },
+    async start() {
+      server ??= await startPostgresServer(options);
+    },
+    async remove() {
+      await server?.stop();
+      server = undefined;
+      await rm(root, { recursive: true, force: true });
+    },
   };
 }
 
