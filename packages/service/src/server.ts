@@ -79,7 +79,7 @@ export async function startService(
     { redisUrl: config.REDIS_URL, redis, provider, usage, logger, metrics },
     config.EVAL_WORKER_CONCURRENCY,
   );
-  const sandbox = await Sandbox.create(config.sandbox, redis, logger);
+  const sandbox = await Sandbox.create(config.sandbox, { redis, db }, logger);
 
   const app = createServiceApp({
     logger,
