@@ -40,6 +40,7 @@ describe("pnpm start", () => {
       LLM_BASE_URL: llm.baseUrl,
       LLM_DEFAULT_MODEL: "echo-small",
       GIT_BASE_URL: `file://${join(dataDir, "remotes")}`,
+      EVAL_MIN_INTERVAL_SECONDS: "1", // its eval schedule fires every second
     });
     stack = await startStack(env);
     gatewayUrl = stack.gatewayUrl;

@@ -1,6 +1,7 @@
 import { type ChildProcess, execFile, spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { chmod, mkdtemp, rm } from "node:fs/promises";
+import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Writable } from "node:stream";
@@ -139,6 +140,24 @@ export function useTestRedis(topology: RedisTopology = "single"): {
     await holder.server?.stop();
   });
   return holder;
+}
+
+/**
+ * Every key matching `pattern` (a `SCAN MATCH` glob) on every master of
+ * `redis`: `KEYS` or `SCAN` sent through a Cluster client asks one master only.
+ */
+export async function scanKeys(redis: RedisClient, pattern: string): Promise<string[]> {
+  const found = new Set<string>();
+  const nodes = "nodes" in redis ? redis.nodes("master") : [redis];
+  for (const node of nodes) {
+    let cursor = "0";
+    do {
+      const [next, keys] = await node.scan(cursor, "MATCH", pattern, "COUNT", 1000);
+      for (const key of keys) found.add(key);
+      cursor = next;
+    } while (cursor !== "0");
+  }
+  return [...found].sort();
 }
 
 /**
@@ -332,19 +351,60 @@ export function useTestDatabase(options: { migrated?: boolean } = {}): TestDatab
 export async function startGatewayProcess(env: NodeJS.ProcessEnv): Promise<RunningNodeProcess> {
   const dataDir = env.DATA_DIR ?? (await mkdtemp(join(tmpdir(), "gw-test-data-")));
   const databaseUrl = env.DATABASE_URL ?? (await createTestDatabase()).url;
-  return startNodeProcess({
-    name: "gateway",
-    entry: "packages/gateway/src/main.ts",
-    port: await freePort(),
-    env: {
-      PATH: process.env.PATH,
-      HOST: "127.0.0.1",
-      LOG_LEVEL: "warn",
-      DATA_DIR: dataDir,
-      DATABASE_URL: databaseUrl,
-      ...env,
-    },
-  });
+  // Never the defaults (a `pnpm start` may be serving them): what a test gives, else a port that answers nothing.
+  const nothing = await startNothingListener();
+  const noSpiceDB = {
+    SPICEDB_ENDPOINT: nothing.address,
+    SPICEDB_PRESHARED_KEY: "no-spicedb-here",
+    SPICEDB_INSECURE: "true",
+  };
+  try {
+    const gateway = await startNodeProcess({
+      name: "gateway",
+      entry: "packages/gateway/src/main.ts",
+      port: await freePort(),
+      env: {
+        PATH: process.env.PATH,
+        HOST: "127.0.0.1",
+        LOG_LEVEL: "warn",
+        DATA_DIR: dataDir,
+        SERVICE_URL: nothing.url,
+        DATABASE_URL: databaseUrl,
+        ...(env.SPICEDB_ENDPOINT ? {} : noSpiceDB),
+        ...env,
+      },
+    });
+    return {
+      ...gateway,
+      async stop() {
+        await gateway.stop();
+        await nothing.close();
+      },
+    };
+  } catch (err) {
+    await nothing.close();
+    throw err;
+  }
+}
+
+/**
+ * A port of the test's own that drops every connection: where a process is
+ * pointed when a test needs no service or SpiceDB behind it, rather than the
+ * default ports, which a `pnpm start` on the same machine may be serving.
+ */
+export async function startNothingListener(): Promise<{
+  url: string;
+  address: string;
+  close(): Promise<void>;
+}> {
+  const server = createServer((socket) => socket.destroy());
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const { port } = server.address() as { port: number };
+  return {
+    url: `http://127.0.0.1:${port}`,
+    address: `127.0.0.1:${port}`,
+    close: () => new Promise<void>((resolve) => server.close(() => resolve())),
+  };
 }
 
 /** The real SpiceDB engine, served on a free port with the repository's schema and a random preshared key. */

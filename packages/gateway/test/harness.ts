@@ -3,6 +3,7 @@ import { createLogger, createRedis, type RedisClient, type ResourceAuthorization
 import {
   type RedisTopology,
   spicedbEnv,
+  startNothingListener,
   startTestRedisOf,
   startTestSpiceDB,
   type TestDatabase,
@@ -15,6 +16,7 @@ import type { CreateApiKeyInput } from "../src/api-keys/schema.ts";
 import { ApiKeyStore } from "../src/api-keys/store.ts";
 import type { ApiKeyRecord } from "../src/api-keys/types.ts";
 import { type GatewayConfig, gatewayConfigSchema } from "../src/config.ts";
+import type { LookupCursors } from "../src/routes/authorization/lookup-cursor.ts";
 import { startGateway } from "../src/server.ts";
 import { generateSigningJwk } from "../src/tokens/signing-keys.ts";
 
@@ -33,6 +35,8 @@ export interface GatewayHarness {
   store: ApiKeyStore;
   /** The gateway's own authorization model, e.g. to make a user owner of a new resource. */
   authorization: ResourceAuthorization;
+  /** The gateway's lookup cursors, e.g. to move their clock. */
+  lookupCursors: LookupCursors;
   /** The private JWK the gateway signs tokens with, to forge tokens in tests. */
   signingJwk: JWK;
   /** `iss` of the gateway's tokens, and the audience it accepts. */
@@ -65,11 +69,16 @@ export function useGateway(
   const database = useTestDatabase();
   let stop: (() => Promise<void>) | undefined;
   beforeAll(async () => {
-    const [redisServer, spicedb] = await Promise.all([startTestRedisOf(redisTopology), startTestSpiceDB()]);
+    const [redisServer, spicedb, noService] = await Promise.all([
+      startTestRedisOf(redisTopology),
+      startTestSpiceDB(),
+      startNothingListener(),
+    ]);
     const signingJwk = await generateSigningJwk();
     const config: GatewayConfig = gatewayConfigSchema.parse({
       PORT: "0",
       HOST: "127.0.0.1",
+      SERVICE_URL: noService.url,
       REDIS_URL: redisServer.url,
       GATEWAY_PUBLIC_URL: TEST_PUBLIC_URL,
       JWT_SIGNING_KEYS: JSON.stringify({ keys: [signingJwk] }),
@@ -93,6 +102,7 @@ export function useGateway(
       redis,
       store,
       authorization: gateway.authorization,
+      lookupCursors: gateway.lookupCursors,
       signingJwk,
       publicUrl: config.GATEWAY_PUBLIC_URL,
       database,
@@ -113,7 +123,7 @@ export function useGateway(
     stop = async () => {
       redis.disconnect();
       await gateway.close();
-      await Promise.all([redisServer.stop(), spicedb.close()]);
+      await Promise.all([redisServer.stop(), spicedb.close(), noService.close()]);
     };
   });
   afterAll(async () => {

@@ -61,6 +61,10 @@ export const serviceConfigSchema = z
     LLM_CONTEXT_MAX_TOKENS: env.positiveInt(32_000),
     /** Eval runs this process works on at a time; 0: none (separate workers run them). Default 2. */
     EVAL_WORKER_CONCURRENCY: z.coerce.number().int().min(0).max(100).default(2),
+    /** Live eval schedules one organization may have; creating more is a 409. Default 100. */
+    EVAL_MAX_SCHEDULES_PER_ORG: z.coerce.number().int().min(1).max(100_000).default(100),
+    /** Smallest period of an eval schedule, in seconds (`every_seconds`, and a cron's firings within a day). Default 60. */
+    EVAL_MIN_INTERVAL_SECONDS: z.coerce.number().int().min(1).max(86_400).default(60),
     ...sandboxEnvShape,
   })
   .superRefine((c, ctx) => checkSpiceDBEnv(c, ctx))

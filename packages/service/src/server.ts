@@ -19,7 +19,7 @@ import {
 import { createServiceApp } from "./app.ts";
 import type { ServiceConfig } from "./config.ts";
 import { ConversationStore } from "./conversations/store.ts";
-import { startEvals } from "./evals/index.ts";
+import { evalLimits, startEvals } from "./evals/index.ts";
 import type { ChatProvider } from "./llm/provider.ts";
 import { createProviderMetrics, MeteredProvider } from "./llm/provider-metrics.ts";
 import { ResponseStore } from "./responses/store.ts";
@@ -78,6 +78,7 @@ export async function startService(
   const evals = startEvals(
     { redisUrl: config.REDIS_URL, redis, provider, usage, logger, metrics },
     config.EVAL_WORKER_CONCURRENCY,
+    evalLimits(config),
   );
   const sandbox = await Sandbox.create(config.sandbox, { redis, db }, logger);
 

@@ -1,4 +1,4 @@
-import { REDIS_TOPOLOGIES } from "@gw/devstack/testing";
+import { REDIS_TOPOLOGIES, scanKeys } from "@gw/devstack/testing";
 import { describe, expect, it } from "vitest";
 import { ConversationStore } from "../src/conversations/store.ts";
 import type { Item } from "../src/items/items.ts";
@@ -236,7 +236,7 @@ describe.each(REDIS_TOPOLOGIES)("on %s Redis", (topology) => {
         "and now?",
       ]);
       await stack.call(key.secret, `${CONV}/${conversation.id}`, { method: "DELETE", user: "alice" });
-      expect(await stack.redis.keys(`gw:conv*${conversation.id}`)).toEqual([]);
+      expect(await scanKeys(stack.redis, `gw:conv*${conversation.id}`)).toEqual([]);
     });
   });
 });

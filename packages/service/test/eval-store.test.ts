@@ -42,38 +42,45 @@ describe.each(REDIS_TOPOLOGIES)("eval store on %s Redis", (topology) => {
       creator: { user: "alice", keyId: "key_1" },
       deleted_at: null,
     };
-    await store.create(org, schedule);
+    expect(await store.createWithinCap(org, schedule, 100)).toBe(true);
     return { org, schedule };
   }
 
-  it("soft-deletes in one atomic step: of two deletes held at Redis together, exactly one succeeds", async () => {
-    const { org, schedule } = await scheduleIn();
-    // One control connection per server: on a cluster, the deletes land on whichever node holds the slot.
+  /**
+   * Runs `calls` (each on its own connection) while Redis holds writes back,
+   * releasing them once both are waiting at Redis: a check made apart from
+   * its write would pass for both here.
+   */
+  async function heldTogether<T>(calls: ((store: EvalStore) => Promise<T>)[]): Promise<T[]> {
+    // One control connection per server: on a cluster, the calls land on whichever node holds the slot.
     const controls = server.nodes.map((node) => createRedis(node.url, { connectionName: "race-control" }));
-    const [first, second] = [1, 2].map((i) => createRedis(server.url, { connectionName: `race-${i}` }));
+    const clients = calls.map((_, i) => createRedis(server.url, { connectionName: `race-${i}` }));
     const everyNode = (...args: (string | number)[]) =>
       Promise.all(controls.map((c) => c.call("CLIENT", ...args)));
     try {
-      // Reads go on while writes wait: a check made apart from its write would pass for both deletes here.
       await everyNode("PAUSE", 20_000, "WRITE");
-      const deletes = [new EvalStore(first!), new EvalStore(second!)].map((s) =>
-        s.softDelete(org, schedule.id, 5),
-      );
+      const pending = calls.map((call, i) => call(new EvalStore(clients[i]!)));
       await vi.waitFor(
         async () => {
           const waiting = (await everyNode("LIST"))
             .flatMap((list) => String(list).split("\n"))
-            .filter((line) => / name=race-[12] .* flags=b .* cmd=eval /.test(line));
-          expect(waiting).toHaveLength(2);
+            .filter((line) => / name=race-\d+ .* flags=b .* cmd=eval /.test(line));
+          expect(waiting).toHaveLength(calls.length);
         },
         { timeout: 10_000, interval: 20 },
       );
       await everyNode("UNPAUSE");
-      expect((await Promise.all(deletes)).sort()).toEqual([false, true]);
+      return await Promise.all(pending);
     } finally {
       await everyNode("UNPAUSE");
-      for (const c of [...controls, first, second]) c!.disconnect();
+      for (const c of [...controls, ...clients]) c.disconnect();
     }
+  }
+
+  it("soft-deletes in one atomic step: of two deletes held at Redis together, exactly one succeeds", async () => {
+    const { org, schedule } = await scheduleIn();
+    const del = (s: EvalStore) => s.softDelete(org, schedule.id, 5);
+    expect((await heldTogether([del, del])).sort()).toEqual([false, true]);
     expect((await store.get(org, schedule.id))?.deleted_at).toBe(5);
     expect(await store.softDelete(org, schedule.id, 6)).toBe(false);
     expect(await store.softDelete("other-org", schedule.id, 6)).toBe(false);
@@ -82,10 +89,10 @@ describe.each(REDIS_TOPOLOGIES)("eval store on %s Redis", (topology) => {
   it("queues at most one run per schedule, and starts a run only while its schedule exists", async () => {
     const { org, schedule } = await scheduleIn();
     const [r1, r2, r3] = [1, 2, 3].map(() => newEvalId(RUN_PREFIX)) as [string, string, string];
-    expect(await store.enqueue(org, schedule.id, r1, 10)).toBe("queued");
-    expect(await store.enqueue(org, schedule.id, r2, 11)).toBe("busy");
+    expect(await store.enqueue(org, schedule.id, r1, 10)).toEqual({ outcome: "queued", backlog: 1 });
+    expect(await store.enqueue(org, schedule.id, r2, 11)).toEqual({ outcome: "busy" });
     expect(await store.start(org, schedule.id, r1, 12)).toMatchObject({ outcome: "started", schedule });
-    expect(await store.enqueue(org, schedule.id, r2, 13)).toBe("queued");
+    expect(await store.enqueue(org, schedule.id, r2, 13)).toEqual({ outcome: "queued", backlog: 1 });
     // Delivered again while marked running: its worker died; the run ends failed rather than running forever.
     expect(await store.start(org, schedule.id, r1, 14)).toEqual({ outcome: "interrupted" });
     expect(await store.getRun(org, r1)).toMatchObject({ status: "failed", completed_at: 14 });
@@ -99,9 +106,47 @@ describe.each(REDIS_TOPOLOGIES)("eval store on %s Redis", (topology) => {
       completed_at: 17,
       error: "The schedule was deleted before this run started",
     });
-    expect(await store.enqueue(org, schedule.id, r3, 18)).toBe("deleted");
+    expect(await store.enqueue(org, schedule.id, r3, 18)).toEqual({ outcome: "deleted" });
     expect(await store.getRun(org, r3)).toBeUndefined();
-    expect(await store.enqueue("other-org", schedule.id, r3, 18)).toBe("missing");
+    expect(await store.enqueue("other-org", schedule.id, r3, 18)).toEqual({ outcome: "missing" });
+  });
+
+  it("counts an organization's live schedules and adds one in one step: of two creates held at Redis together at the cap's last place, exactly one succeeds", async () => {
+    const { org, schedule } = await scheduleIn();
+    const another = () => ({ ...schedule, id: newEvalId(SCHEDULE_PREFIX) });
+    const [a, b] = [another(), another()];
+    const results = await heldTogether([
+      (s) => s.createWithinCap(org, a, 2),
+      (s) => s.createWithinCap(org, b, 2),
+    ]);
+    expect(results.sort()).toEqual([false, true]);
+    const listed = await store.list(org, 10);
+    expect(listed?.data).toHaveLength(2);
+    // A deleted schedule frees its place; another organization's count is its own.
+    expect(await store.createWithinCap(org, another(), 2)).toBe(false);
+    expect(await store.softDelete(org, schedule.id, 3)).toBe(true);
+    expect(await store.createWithinCap(org, another(), 2)).toBe(true);
+    expect(await store.createWithinCap(`${org}-other`, another(), 1)).toBe(true);
+  });
+
+  it("numbers each run by its organization's backlog: runs waiting to start, across its schedules", async () => {
+    const { org, schedule } = await scheduleIn();
+    const second = { ...schedule, id: newEvalId(SCHEDULE_PREFIX) };
+    const third = { ...schedule, id: newEvalId(SCHEDULE_PREFIX) };
+    for (const s of [second, third]) expect(await store.createWithinCap(org, s, 100)).toBe(true);
+    const other = await scheduleIn();
+    const [r1, r2, r3, r4, r5] = [1, 2, 3, 4, 5].map(() => newEvalId(RUN_PREFIX)) as string[];
+    expect(await store.enqueue(org, schedule.id, r1!, 1)).toEqual({ outcome: "queued", backlog: 1 });
+    expect(await store.enqueue(org, second.id, r2!, 1)).toEqual({ outcome: "queued", backlog: 2 });
+    expect(await store.enqueue(other.org, other.schedule.id, r3!, 1)).toEqual({
+      outcome: "queued",
+      backlog: 1,
+    });
+    // A run that starts, or is abandoned, leaves the backlog.
+    await store.start(org, schedule.id, r1!, 2);
+    expect(await store.enqueue(org, third.id, r4!, 2)).toEqual({ outcome: "queued", backlog: 2 });
+    await store.abandon(org, second.id, r2!, 3, "could not be queued");
+    expect(await store.enqueue(org, schedule.id, r5!, 3)).toEqual({ outcome: "queued", backlog: 2 });
   });
 
   it("a worker that picks up the queued run of a schedule deleted meanwhile drops it without calling the model", async () => {
@@ -109,8 +154,8 @@ describe.each(REDIS_TOPOLOGIES)("eval store on %s Redis", (topology) => {
     const producer = bullConnection(server.url, "producer");
     const queue = new EvalQueue(producer, () => undefined);
     const runId = newEvalId(RUN_PREFIX);
-    expect(await store.enqueue(org, schedule.id, runId, 20)).toBe("queued");
-    await queue.addRun({ org, scheduleId: schedule.id, runId });
+    expect(await store.enqueue(org, schedule.id, runId, 20)).toMatchObject({ outcome: "queued" });
+    await queue.addRun({ org, scheduleId: schedule.id, runId }, 1);
     expect(await store.softDelete(org, schedule.id, 21)).toBe(true);
 
     const metrics = createEvalMetrics(createMetrics("test"));
@@ -160,7 +205,7 @@ describe.each(REDIS_TOPOLOGIES)("eval store on %s Redis", (topology) => {
     const runs: string[] = [];
     for (let i = 0; i < 5; i++) {
       const id = newEvalId(RUN_PREFIX);
-      expect(await store.enqueue(org, schedule.id, id, 30 + i)).toBe("queued");
+      expect(await store.enqueue(org, schedule.id, id, 30 + i)).toMatchObject({ outcome: "queued" });
       await store.start(org, schedule.id, id, 30 + i);
       runs.unshift(id);
     }

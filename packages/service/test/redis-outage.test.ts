@@ -1,4 +1,7 @@
 import { randomBytes, randomUUID } from "node:crypto";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { Writable } from "node:stream";
 import { createLogger, createRedis, InternalAssertions, loadConfig, type Principal } from "@gw/core";
 import {
@@ -19,6 +22,8 @@ let spicedb: Awaited<ReturnType<typeof startTestSpiceDB>>;
 let service: RunningService;
 let assertions: InternalAssertions;
 const database = useTestDatabase();
+// Never the repository's .data, which a `pnpm start` on this machine may be using.
+const dataDir = mkdtempSync(join(tmpdir(), "gw-outage-data-"));
 
 const principal: Principal = {
   org: "acme",
@@ -53,6 +58,7 @@ beforeAll(async () => {
       REDIS_URL: `redis://:${PASSWORD}@127.0.0.1:${redisServer.port}`,
       DATABASE_URL: database.url,
       INTERNAL_ASSERTION_SECRET: secret,
+      DATA_DIR: dataDir,
       ...spicedbEnv(spicedb),
     }),
     createLogger("service", "info", sink),
@@ -61,6 +67,7 @@ beforeAll(async () => {
 afterAll(async () => {
   await service?.close();
   await Promise.all([redisServer?.stop(), spicedb?.close()]);
+  rmSync(dataDir, { recursive: true, force: true });
 });
 
 /** A request as the gateway would forward it, with a fresh assertion. */

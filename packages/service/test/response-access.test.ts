@@ -1,3 +1,4 @@
+import { scanKeys } from "@gw/devstack/testing";
 import { describe, expect, it } from "vitest";
 import { useStack } from "./stack.ts";
 
@@ -129,7 +130,7 @@ describe("who may do what with a response (spec 2.1)", () => {
 describe("DELETE /api/v1/llm/responses/{id}", () => {
   it("removes the record, its input items and every relationship", async () => {
     const { key, response, as } = await aliceResponse("reader");
-    expect((await stack.redis.keys(`gw:resp*${response.id}`)).sort()).toEqual([
+    expect(await scanKeys(stack.redis, `gw:resp*${response.id}`)).toEqual([
       `gw:resp-input:{${key.org}}:${response.id}`,
       `gw:resp:{${key.org}}:${response.id}`,
     ]);
@@ -141,7 +142,7 @@ describe("DELETE /api/v1/llm/responses/{id}", () => {
       expect((await as(user).get()).status).toBe(404);
       expect((await as(user).get("/input_items")).status).toBe(404);
     }
-    expect(await stack.redis.keys(`gw:resp*${response.id}`)).toEqual([]);
+    expect(await scanKeys(stack.redis, `gw:resp*${response.id}`)).toEqual([]);
     expect((await as("alice").remove()).status).toBe(404);
   });
 

@@ -1,4 +1,7 @@
 import { randomBytes } from "node:crypto";
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { createLogger, createRedis, loadConfig, type RedisClient, type RouteTemplate } from "@gw/core";
 import {
   capturingLogger,
@@ -82,7 +85,10 @@ export function useStack(
       startFakeLLM(),
     ]);
     const assertionSecret = randomBytes(32).toString("hex");
+    // Never the repository's .data, which a `pnpm start` on this machine may be using.
+    const dataDir = await mkdtemp(join(tmpdir(), "gw-stack-data-"));
     const common = {
+      DATA_DIR: dataDir,
       REDIS_URL: redisServer.url,
       // The service's content and the gateway's audit trail, in one database as `pnpm start` has them.
       DATABASE_URL: database.url,
@@ -109,6 +115,8 @@ export function useStack(
         LLM_API_KEY: "upstream-secret",
         LLM_DEFAULT_MODEL: "echo-small",
         LLM_TIMEOUT_MS: "1000",
+        // Tests watch eval schedules fire every second.
+        EVAL_MIN_INTERVAL_SECONDS: "1",
         ...common,
         ...serviceEnv,
       }),
@@ -170,6 +178,7 @@ export function useStack(
       await gateway.close();
       await stack.stopService();
       await Promise.all([redisServer.stop(), spicedb.close(), llm.close()]);
+      await rm(dataDir, { recursive: true, force: true });
     };
   });
   afterAll(() => teardown());

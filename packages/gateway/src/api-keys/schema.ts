@@ -1,5 +1,6 @@
 import { orgIdSchema, PERMISSIONS, userIdSchema, WINDOWS } from "@gw/core";
 import { z } from "zod";
+import { onBehalfOfSchema } from "./on-behalf-of.ts";
 
 const quota = z.int().min(1).max(1_000_000_000);
 
@@ -27,6 +28,7 @@ export const createApiKeySchema = z.strictObject({
   permissions: permissionsSchema.optional(),
   limits: limitsSchema.optional(),
   expiresAt: futureInstant.optional(),
+  onBehalfOf: onBehalfOfSchema.optional(),
 });
 
 export type CreateApiKeyInput = z.output<typeof createApiKeySchema>;
@@ -36,6 +38,7 @@ export const updateApiKeySchema = z.strictObject({
   permissions: permissionsSchema.optional(),
   limits: limitsPatchSchema.optional(),
   expiresAt: futureInstant.nullable().optional(),
+  onBehalfOf: onBehalfOfSchema.optional(),
 });
 
 export type UpdateApiKeyInput = z.output<typeof updateApiKeySchema>;

@@ -79,6 +79,7 @@ export class ApiKeyStore {
       revokedAt: null,
       start: secretStart(secret),
       hash: hashSecret(secret),
+      onBehalfOf: input.onBehalfOf ?? "any",
     };
     // The record first: nothing finds it by its secret until the hash points at it. Claiming the
     // hash is the one step that decides, so two writers can never store two records for one secret
@@ -122,6 +123,7 @@ export class ApiKeyStore {
     return this.modify(id, (record) => {
       if (patch.name !== undefined) record.name = patch.name;
       if (patch.permissions !== undefined) record.permissions = [...patch.permissions];
+      if (patch.onBehalfOf !== undefined) record.onBehalfOf = patch.onBehalfOf;
       if (patch.expiresAt !== undefined) {
         record.expiresAt = patch.expiresAt === null ? null : new Date(patch.expiresAt).toISOString();
       }

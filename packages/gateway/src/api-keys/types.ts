@@ -1,4 +1,5 @@
 import type { Limits, Permission } from "@gw/core";
+import type { OnBehalfOfPolicy } from "./on-behalf-of.ts";
 
 export type ApiKeyStatus = "active" | "revoked";
 
@@ -19,12 +20,14 @@ export interface ApiKeyRecord {
   start: string;
   /** Hex SHA-256 of the secret. */
   hash: string;
+  /** End users it may act for (`X-On-Behalf-Of`, token subjects); absent on keys older than the policy: `any`. */
+  onBehalfOf?: OnBehalfOfPolicy;
 }
 
 /** A key as shown to people and API clients: everything but the hash. */
-export type ApiKeyView = Omit<ApiKeyRecord, "hash">;
+export type ApiKeyView = Omit<ApiKeyRecord, "hash" | "onBehalfOf"> & { onBehalfOf: OnBehalfOfPolicy };
 
 export function toView(record: ApiKeyRecord): ApiKeyView {
   const { hash: _hash, ...view } = record;
-  return view;
+  return { ...view, onBehalfOf: record.onBehalfOf ?? "any" };
 }

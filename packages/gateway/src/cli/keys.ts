@@ -13,14 +13,16 @@ import { RedisWindows } from "../rate-limit/redis-windows.ts";
 import { generateSigningJwk } from "../tokens/signing-keys.ts";
 
 const USAGE = `usage:
-  pnpm keys create --org ORG --owner USER [--name N] [--permissions a,b] [--limit WINDOW=N]... [--expires-at ISO8601]
+  pnpm keys create --org ORG --owner USER [--name N] [--permissions a,b] [--limit WINDOW=N]... [--expires-at ISO8601] [--on-behalf-of POLICY]
   pnpm keys list --org ORG
   pnpm keys get ID
-  pnpm keys update ID [--name N] [--permissions a,b] [--limit WINDOW=N|off]... [--expires-at ISO8601|never]
+  pnpm keys update ID [--name N] [--permissions a,b] [--limit WINDOW=N|off]... [--expires-at ISO8601|never] [--on-behalf-of POLICY]
   pnpm keys revoke ID
   pnpm keys usage ID      (requests counted in each of the key's rate-limit windows)
   pnpm keys signing-key [--alg ES256|EdDSA]   (a new JWT signing key, as a JWK Set for JWT_SIGNING_KEYS)
-WINDOW is one of ${WINDOWS.join(", ")}.`;
+WINDOW is one of ${WINDOWS.join(", ")}.
+POLICY (the end users the key and its tokens may act for; default any): any | none (its owner only) |
+  prefix:P[,prefix:P]... (users whose id starts with one of them; a prefix cannot hold a comma here).`;
 
 class UsageError extends Error {}
 
@@ -31,6 +33,7 @@ const OPTIONS = {
   permissions: { type: "string" },
   limit: { type: "string", multiple: true },
   "expires-at": { type: "string" },
+  "on-behalf-of": { type: "string" },
   alg: { type: "string" },
   help: { type: "boolean", short: "h" },
 } as const;
@@ -47,6 +50,18 @@ function parseLimits(values: string[] | undefined, allowOff: boolean): Record<st
     else limits[window] = /^-?\d+$/.test(amount) ? Number(amount) : amount;
   }
   return limits;
+}
+
+/** `any`, `none` or `prefix:acme-,prefix:svc-` → the admin API's form; values are checked later by the schema. */
+function parseOnBehalfOf(value: string | undefined): unknown {
+  if (value === undefined || value === "any" || value === "none") return value;
+  const prefixes = value.split(",").map((part) => {
+    if (!part.startsWith("prefix:")) {
+      throw new UsageError(`--on-behalf-of expects any, none or prefix:P[,prefix:P]..., got '${value}'`);
+    }
+    return part.slice("prefix:".length);
+  });
+  return { prefixes };
 }
 
 function parsePermissions(value: string | undefined): string[] | undefined {
@@ -90,6 +105,7 @@ export async function runKeysCommand(
         permissions: parsePermissions(values.permissions),
         limits: parseLimits(values.limit, false),
         expiresAt: values["expires-at"],
+        onBehalfOf: parseOnBehalfOf(values["on-behalf-of"]),
       });
       const { record, secret } = await store.create(input);
       return { ...toView(record), key: secret };
@@ -108,6 +124,7 @@ export async function runKeysCommand(
         permissions: parsePermissions(values.permissions),
         limits: parseLimits(values.limit, true),
         expiresAt: expires === "never" ? null : expires,
+        onBehalfOf: parseOnBehalfOf(values["on-behalf-of"]),
       });
       return toView(found(await store.update(key, patch)));
     }

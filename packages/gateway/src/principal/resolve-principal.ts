@@ -1,5 +1,6 @@
 import { forbidden, ON_BEHALF_OF_HEADER, parseOnBehalfOf } from "@gw/core";
 import type { RequestHandler } from "express";
+import { describeOnBehalfOf, mayActFor } from "../api-keys/on-behalf-of.ts";
 import type { ApiKeyRecord } from "../api-keys/types.ts";
 
 declare global {
@@ -15,6 +16,8 @@ declare global {
  * the end user named in `X-On-Behalf-Of` or the key's owner. With a token:
  * its org and subject, with the token's permissions (never more than its key
  * still has); `X-On-Behalf-Of`, if sent, must name that same subject.
+ * Either way the end user must be within the key's on-behalf-of policy, as
+ * it is now (a token minted before the policy tightened stops working).
  */
 export const resolvePrincipal: RequestHandler = (req, res, next) => {
   const key = res.locals.apiKey;
@@ -25,6 +28,7 @@ export const resolvePrincipal: RequestHandler = (req, res, next) => {
     if (endUser !== undefined && endUser !== token.sub) {
       throw forbidden("X-On-Behalf-Of must match the token's subject");
     }
+    assertMayActFor(key, token.sub, "The token's subject");
     res.locals.principal = {
       org: token.org,
       user: token.sub,
@@ -35,6 +39,7 @@ export const resolvePrincipal: RequestHandler = (req, res, next) => {
     };
     return next();
   }
+  if (endUser !== undefined) assertMayActFor(key, endUser, "X-On-Behalf-Of");
   res.locals.principal = {
     org: key.org,
     user: endUser ?? key.owner,
@@ -45,6 +50,15 @@ export const resolvePrincipal: RequestHandler = (req, res, next) => {
   };
   next();
 };
+
+/** 403 unless the key's on-behalf-of policy lets it act for `user`, named by where it came from. */
+export function assertMayActFor(key: ApiKeyRecord, user: string, source: string): void {
+  if (!mayActFor(key, user)) {
+    throw forbidden(
+      `${source} '${user}' is outside this API key's X-On-Behalf-Of policy: it may act for ${describeOnBehalfOf(key.onBehalfOf)}`,
+    );
+  }
+}
 
 /** Some things only the holder of an API key may do (mint tokens, manage keys): a token gets 403. */
 export function requireApiKey(message: string): RequestHandler {

@@ -6,9 +6,16 @@ import { bullConnection, EvalQueue } from "./queue.ts";
 import { EvalStore } from "./store.ts";
 import { type EvalWorker, startEvalWorker } from "./worker.ts";
 
+/** What one organization may schedule (`EVAL_MAX_SCHEDULES_PER_ORG`, `EVAL_MIN_INTERVAL_SECONDS`). */
+export interface EvalLimits {
+  maxSchedulesPerOrg: number;
+  minIntervalSeconds: number;
+}
+
 export interface Evals {
   store: EvalStore;
   queue: EvalQueue;
+  limits: EvalLimits;
   close(): Promise<void>;
 }
 
@@ -26,6 +33,7 @@ export function startEvals(
     metrics: Metrics;
   },
   workers: number,
+  limits: EvalLimits,
 ): Evals {
   const producer = bullConnection(deps.redisUrl, "producer");
   const store = new EvalStore(deps.redis);
@@ -40,6 +48,7 @@ export function startEvals(
   return {
     store,
     queue,
+    limits,
     async close() {
       await worker?.close();
       await queue.close();
@@ -48,3 +57,11 @@ export function startEvals(
     },
   };
 }
+
+export const evalLimits = (config: {
+  EVAL_MAX_SCHEDULES_PER_ORG: number;
+  EVAL_MIN_INTERVAL_SECONDS: number;
+}): EvalLimits => ({
+  maxSchedulesPerOrg: config.EVAL_MAX_SCHEDULES_PER_ORG,
+  minIntervalSeconds: config.EVAL_MIN_INTERVAL_SECONDS,
+});

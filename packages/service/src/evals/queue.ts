@@ -20,6 +20,9 @@ export interface RunJob extends TickJob {
 
 export type EvalJobName = "tick" | "run";
 
+/** BullMQ's lowest priority (the largest number). */
+const MAX_PRIORITY = 2_097_151;
+
 // Jobs are transient: what a run did lives in the eval store. Failed jobs stay a day for inspection.
 const JOB_RETENTION = { removeOnComplete: true, removeOnFail: { age: 86_400 } } as const;
 
@@ -89,8 +92,16 @@ export class EvalQueue {
     return next;
   }
 
-  async addRun(job: RunJob): Promise<void> {
-    await this.queue.add("run", job, { jobId: job.runId, ...JOB_RETENTION });
+  /**
+   * Queues a run behind the runs of every organization with a shorter
+   * backlog: its priority is its place in its organization's backlog, so
+   * workers take each organization's first waiting run, then each one's
+   * second, and so on (round-robin by organization), whatever the number of
+   * schedules behind any one of them. Firings (no priority) go before any run.
+   */
+  async addRun(job: RunJob, backlog: number): Promise<void> {
+    const priority = Math.min(Math.max(backlog, 1), MAX_PRIORITY);
+    await this.queue.add("run", job, { jobId: job.runId, priority, ...JOB_RETENTION });
   }
 
   async depth(): Promise<{ waiting: number; active: number; delayed: number }> {

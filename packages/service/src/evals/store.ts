@@ -7,6 +7,8 @@ const keys = (org: string) => {
   return {
     seq: `${base}:seq`,
     schedules: `${base}:schedules`,
+    /** Ids of the organization's runs waiting for a worker: its backlog, which orders the queue fairly. */
+    waiting: `${base}:waiting`,
     schedule: (id: string) => `${base}:schedule:${id}`,
     runs: (scheduleId: string) => `${base}:runs:${scheduleId}`,
     queued: (scheduleId: string) => `${base}:queued:${scheduleId}`,
@@ -14,8 +16,10 @@ const keys = (org: string) => {
   };
 };
 
-// KEYS: seq, schedules, schedule. ARGV: id, record.
+// Counts the organization's live schedules and adds one in the same step, so concurrent creates never pass the cap.
+// KEYS: seq, schedules, schedule. ARGV: id, record, most live schedules allowed.
 const CREATE_SCRIPT = `
+if redis.call('ZCARD', KEYS[2]) >= tonumber(ARGV[3]) then return 0 end
 local seq = redis.call('INCR', KEYS[1])
 redis.call('HSET', KEYS[3], 'record', ARGV[2], 'seq', seq)
 redis.call('ZADD', KEYS[2], seq, ARGV[1])
@@ -32,7 +36,8 @@ return 1
 `;
 
 // A firing becomes a queued run, unless the schedule is gone or already has a run waiting to start.
-// KEYS: schedule, seq, runs, queued, run. ARGV: run id, schedule id, now.
+// Answers with the run's place in its organization's backlog (1: none of its runs was waiting).
+// KEYS: schedule, seq, runs, queued, run, waiting. ARGV: run id, schedule id, now.
 const ENQUEUE_SCRIPT = `
 if redis.call('HEXISTS', KEYS[1], 'record') == 0 then return 'missing' end
 if redis.call('HEXISTS', KEYS[1], 'deleted_at') == 1 then return 'deleted' end
@@ -41,12 +46,13 @@ local seq = redis.call('INCR', KEYS[2])
 redis.call('HSET', KEYS[5], 'schedule_id', ARGV[2], 'seq', seq, 'status', 'queued', 'created_at', ARGV[3], 'results', '[]')
 redis.call('ZADD', KEYS[3], seq, ARGV[1])
 redis.call('SADD', KEYS[4], ARGV[1])
-return 'queued'
+redis.call('SADD', KEYS[6], ARGV[1])
+return {'queued', redis.call('SCARD', KEYS[6])}
 `;
 
 // A run starts only if its schedule is not deleted, decided in the same step that marks it running,
 // so no run starts after a delete has answered. A run found running was interrupted (its worker died).
-// KEYS: schedule, run, queued. ARGV: run id, now, message if deleted, message if interrupted.
+// KEYS: schedule, run, queued, waiting. ARGV: run id, now, message if deleted, message if interrupted.
 // Returns the outcome, and the schedule's record when the run started.
 const START_SCRIPT = `
 local status = redis.call('HGET', KEYS[2], 'status')
@@ -56,6 +62,7 @@ if status == 'running' then
 end
 if status ~= 'queued' then return 'gone' end
 redis.call('SREM', KEYS[3], ARGV[1])
+redis.call('SREM', KEYS[4], ARGV[1])
 if redis.call('HEXISTS', KEYS[1], 'deleted_at') == 1 or redis.call('HEXISTS', KEYS[1], 'record') == 0 then
   redis.call('HSET', KEYS[2], 'status', 'failed', 'completed_at', ARGV[2], 'error', ARGV[3])
   return 'deleted'
@@ -64,7 +71,9 @@ redis.call('HSET', KEYS[2], 'status', 'running', 'started_at', ARGV[2])
 return {'started', redis.call('HGET', KEYS[1], 'record')}
 `;
 
-export type EnqueueOutcome = "queued" | "busy" | "deleted" | "missing";
+export type EnqueueOutcome =
+  | { outcome: "queued"; backlog: number }
+  | { outcome: "busy" | "deleted" | "missing" };
 export type StartOutcome = "started" | "deleted" | "interrupted" | "gone";
 
 export interface Page<T> {
@@ -85,10 +94,14 @@ export class EvalStore {
     this.redis = redis;
   }
 
-  async create(org: string, schedule: EvalSchedule): Promise<void> {
+  /**
+   * Adds the schedule unless the organization already has `max` live ones:
+   * false then. Counting and adding are one step.
+   */
+  async createWithinCap(org: string, schedule: EvalSchedule, max: number): Promise<boolean> {
     const k = keys(org);
     const { deleted_at: _, ...record } = schedule;
-    await this.redis.eval(
+    const created = await this.redis.eval(
       CREATE_SCRIPT,
       3,
       k.seq,
@@ -96,7 +109,9 @@ export class EvalStore {
       k.schedule(schedule.id),
       schedule.id,
       JSON.stringify(record),
+      max,
     );
+    return created !== 0;
   }
 
   /** Undoes a creation that could not be scheduled. */
@@ -131,20 +146,23 @@ export class EvalStore {
     return { data: schedules, has_more: ids.has_more };
   }
 
+  /** Queues a run for a firing; `backlog` counts the organization's runs now waiting, this one included. */
   async enqueue(org: string, scheduleId: string, runId: string, at: number): Promise<EnqueueOutcome> {
     const k = keys(org);
-    return (await this.redis.eval(
+    const result = (await this.redis.eval(
       ENQUEUE_SCRIPT,
-      5,
+      6,
       k.schedule(scheduleId),
       k.seq,
       k.runs(scheduleId),
       k.queued(scheduleId),
       k.run(runId),
+      k.waiting,
       runId,
       scheduleId,
       at,
-    )) as EnqueueOutcome;
+    )) as ["queued", number] | "busy" | "deleted" | "missing";
+    return Array.isArray(result) ? { outcome: "queued", backlog: result[1] } : { outcome: result };
   }
 
   /** Marks a queued run running, unless its schedule was deleted; the schedule comes with `started`. */
@@ -157,10 +175,11 @@ export class EvalStore {
     const k = keys(org);
     const result = (await this.redis.eval(
       START_SCRIPT,
-      3,
+      4,
       k.schedule(scheduleId),
       k.run(runId),
       k.queued(scheduleId),
+      k.waiting,
       runId,
       at,
       "The schedule was deleted before this run started",
@@ -176,6 +195,7 @@ export class EvalStore {
     await this.redis
       .multi()
       .srem(k.queued(scheduleId), runId)
+      .srem(k.waiting, runId)
       .hset(k.run(runId), { status: "failed", completed_at: at, error })
       .exec();
   }

@@ -14,7 +14,7 @@ import express from "express";
 import type { ServiceConfig } from "../config.ts";
 import { chatProvider } from "../server.ts";
 import { UsageStore } from "../usage/store.ts";
-import { startEvals } from "./index.ts";
+import { evalLimits, startEvals } from "./index.ts";
 
 /**
  * An eval worker on its own: runs from the shared queue, `EVAL_WORKER_CONCURRENCY`
@@ -40,6 +40,7 @@ export async function startEvalWorkerProcess(config: ServiceConfig, logger: Logg
       metrics,
     },
     config.EVAL_WORKER_CONCURRENCY,
+    evalLimits(config),
   );
   const app = express();
   useRequestBasics(app, logger, metrics);

@@ -63,11 +63,11 @@ export function startEvalWorker(
 
 async function tick(deps: EvalWorkerDeps, { org, scheduleId }: TickJob): Promise<void> {
   const runId = newEvalId(RUN_PREFIX);
-  const outcome = await deps.store.enqueue(org, scheduleId, runId, unixSeconds());
-  switch (outcome) {
+  const enqueued = await deps.store.enqueue(org, scheduleId, runId, unixSeconds());
+  switch (enqueued.outcome) {
     case "queued":
       try {
-        await deps.queue.addRun({ org, scheduleId, runId });
+        await deps.queue.addRun({ org, scheduleId, runId }, enqueued.backlog);
       } catch (err) {
         await deps.store.abandon(org, scheduleId, runId, unixSeconds(), "The run could not be queued");
         throw err;

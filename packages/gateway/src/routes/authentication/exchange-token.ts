@@ -2,6 +2,7 @@ import { forbidden, PERMISSIONS, principalOf, userIdSchema, validate } from "@gw
 import type { Router } from "express";
 import { z } from "zod";
 import type { GatewayMetrics } from "../../metrics.ts";
+import { assertMayActFor } from "../../principal/resolve-principal.ts";
 import type { TokenService } from "../../tokens/tokens.ts";
 
 export interface ExchangeTokenResponse {
@@ -37,6 +38,15 @@ export function registerExchangeToken(router: Router, tokens: TokenService, metr
       input = validate("body", body, req.body);
     } catch (err) {
       metrics.tokenExchanges.inc({ outcome: "invalid" });
+      throw err;
+    }
+    const key = res.locals.apiKey;
+    if (!key) throw new Error("exchange-token runs after authenticate");
+    try {
+      // The token's subject is who it acts for: within the key's policy, as `X-On-Behalf-Of` would be.
+      assertMayActFor(key, input.externalUserId, "externalUserId");
+    } catch (err) {
+      metrics.tokenExchanges.inc({ outcome: "forbidden" });
       throw err;
     }
     // Key administration is never delegated: a token in a browser must not be able to mint keys.

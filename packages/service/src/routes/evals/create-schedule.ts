@@ -1,4 +1,4 @@
-import { principalOf, requirePermission, ValidationFailed, validate } from "@gw/core";
+import { conflict, principalOf, requirePermission, ValidationFailed, validate } from "@gw/core";
 import { CronExpressionParser } from "cron-parser";
 import type { Router } from "express";
 import { z } from "zod";
@@ -31,22 +31,44 @@ const evalInput = z.unknown().transform((value, ctx): EvalInput => {
   return z.NEVER;
 });
 
-/** Five fields (minute hour day-of-month month day-of-week), as cron-parser (BullMQ's own) reads them. */
-const cron = z.string().superRefine((expression, ctx) => {
-  const problem = cronProblem(expression);
-  if (problem) ctx.addIssue({ code: "custom", message: problem, input: expression });
-});
+/**
+ * Five fields (minute hour day-of-month month day-of-week), as cron-parser
+ * (BullMQ's own) reads them, firing no closer together than `minInterval` seconds.
+ */
+const cronOf = (minInterval: number) =>
+  z.string().superRefine((expression, ctx) => {
+    const problem = cronProblem(expression, minInterval);
+    if (problem) ctx.addIssue({ code: "custom", message: problem, input: expression });
+  });
 
-function cronProblem(expression: string): string | undefined {
+function cronProblem(expression: string, minInterval: number): string | undefined {
   if (expression.trim().split(/\s+/).length !== 5) {
     return "Should be a cron expression of 5 fields: minute hour day-of-month month day-of-week";
   }
+  let gap: number;
   try {
-    CronExpressionParser.parse(expression, { tz: "UTC" }).next();
-    return undefined;
+    const parsed = CronExpressionParser.parse(expression, { tz: "UTC" });
+    parsed.next();
+    gap = smallestDailyGapSeconds(parsed.fields.minute.values, parsed.fields.hour.values);
   } catch (err) {
     return `Invalid cron expression: ${(err as Error).message}`;
   }
+  if (gap < minInterval) {
+    return `Should fire at most every ${minInterval} seconds, the smallest interval allowed; this fires ${gap} seconds apart`;
+  }
+  return undefined;
+}
+
+/**
+ * The smallest gap between two firings of a day's times (every hour with
+ * every minute), counting the night as if the next day fired too: exact for
+ * a cron that fires daily, on the safe side for one that does not.
+ */
+function smallestDailyGapSeconds(minutes: readonly number[], hours: readonly number[]): number {
+  const times = hours.flatMap((h) => minutes.map((m) => h * 60 + m)).sort((a, b) => a - b);
+  let gap = 1440 - times.at(-1)! + times[0]!;
+  for (let i = 1; i < times.length; i++) gap = Math.min(gap, times[i]! - times[i - 1]!);
+  return gap * 60;
 }
 
 /** An IANA time zone name that this runtime knows (`Europe/Paris`, `UTC`); offsets like `+01:00` are not names. */
@@ -66,32 +88,34 @@ const timezone = z.string().superRefine((name, ctx) => {
   }
 });
 
-const body = z
-  .strictObject({
-    name: z.string().min(1).max(200),
-    model: z.string().min(1).max(256).default("auto"),
-    inputs: z.array(evalInput).min(1).max(100),
-    every_seconds: z.int().min(1).max(MAX_EVERY_SECONDS).optional(),
-    cron: cron.optional(),
-    timezone: timezone.optional(),
-    metadata: metadataSchema.optional(),
-  })
-  .superRefine((b, ctx) => {
-    if ((b.every_seconds === undefined) === (b.cron === undefined)) {
-      ctx.addIssue({
-        code: "custom",
-        path: [],
-        message: "Exactly one of 'every_seconds' and 'cron' should be given",
-      });
-    } else if (b.timezone !== undefined && b.cron === undefined) {
-      ctx.addIssue({
-        code: "custom",
-        path: ["timezone"],
-        message: "'timezone' applies only to a 'cron' schedule",
-        input: b.timezone,
-      });
-    }
-  });
+/** The create body; periods shorter than `minInterval` seconds are refused (422 at their `loc`). */
+const bodyOf = (minInterval: number) =>
+  z
+    .strictObject({
+      name: z.string().min(1).max(200),
+      model: z.string().min(1).max(256).default("auto"),
+      inputs: z.array(evalInput).min(1).max(100),
+      every_seconds: z.int().min(minInterval).max(MAX_EVERY_SECONDS).optional(),
+      cron: cronOf(minInterval).optional(),
+      timezone: timezone.optional(),
+      metadata: metadataSchema.optional(),
+    })
+    .superRefine((b, ctx) => {
+      if ((b.every_seconds === undefined) === (b.cron === undefined)) {
+        ctx.addIssue({
+          code: "custom",
+          path: [],
+          message: "Exactly one of 'every_seconds' and 'cron' should be given",
+        });
+      } else if (b.timezone !== undefined && b.cron === undefined) {
+        ctx.addIssue({
+          code: "custom",
+          path: ["timezone"],
+          message: "'timezone' applies only to a 'cron' schedule",
+          input: b.timezone,
+        });
+      }
+    });
 
 export interface EvalRouteDeps {
   evals: Evals;
@@ -101,9 +125,12 @@ export interface EvalRouteDeps {
 /**
  * `POST /api/v1/llm/evals/schedules` → 200 the schedule. Its job scheduler is
  * in the queue before the answer; the first run of an `every_seconds`
- * schedule is queued at once.
+ * schedule is queued at once. An organization at its cap of live schedules
+ * gets 409; a period under the smallest interval, 422.
  */
 export function registerCreateSchedule(router: Router, deps: EvalRouteDeps): void {
+  const { maxSchedulesPerOrg, minIntervalSeconds } = deps.evals.limits;
+  const body = bodyOf(minIntervalSeconds);
   router.post("/llm/evals/schedules", requirePermission("evals:write"), async (req, res) => {
     const input = validate("body", body, req.body);
     if (input.model !== "auto" && !deps.provider.resolveModel(input.model)) {
@@ -134,7 +161,11 @@ export function registerCreateSchedule(router: Router, deps: EvalRouteDeps): voi
       creator: { user: principal.user, keyId: principal.keyId },
       deleted_at: null,
     };
-    await deps.evals.store.create(principal.org, schedule);
+    if (!(await deps.evals.store.createWithinCap(principal.org, schedule, maxSchedulesPerOrg))) {
+      throw conflict(
+        `The organization has ${maxSchedulesPerOrg} eval schedules, the most allowed; delete one before creating another`,
+      );
+    }
     let next: number | undefined;
     try {
       next = await deps.evals.queue.schedule(principal.org, schedule.id, cadence);

@@ -1,0 +1,104 @@
+import { createLogger, createMetrics } from "@gw/core";
+import { Queue } from "bullmq";
+import { afterAll, describe, expect, it, vi } from "vitest";
+import { type Evals, startEvals } from "../src/evals/index.ts";
+import { EVAL_QUEUE, EVAL_QUEUE_PREFIX } from "../src/evals/queue.ts";
+import { ChatProvider } from "../src/llm/provider.ts";
+import { UsageStore } from "../src/usage/store.ts";
+import { evalClient, finished } from "./evals-client.ts";
+import { useStack } from "./stack.ts";
+
+// The service runs no workers: the test starts them once every firing is waiting in the queue.
+const stack = useStack({ EVAL_WORKER_CONCURRENCY: "0" });
+const WORKERS = 2;
+let workers: Evals | undefined;
+afterAll(() => workers?.close());
+
+/** The queue's event stream (BullMQ's own, written inside its scripts, so in the order things happened). */
+async function queueEvents(): Promise<{ event: string; jobId: string }[]> {
+  const entries = await stack.redis.xrange(`${EVAL_QUEUE_PREFIX}:${EVAL_QUEUE}:events`, "-", "+");
+  return entries.map(([, fields]) => {
+    const map = new Map<string, string>();
+    for (let i = 0; i < fields.length; i += 2) map.set(fields[i]!, fields[i + 1]!);
+    return { event: map.get("event")!, jobId: map.get("jobId") ?? "" };
+  });
+}
+
+describe("fairness between organizations on the shared eval queue", () => {
+  it("with A's 100 one-second schedules ahead of it, each run of B's one starts behind at most one run of A's", async () => {
+    const [a, b] = [await stack.createKey(), await stack.createKey()];
+    const [evalsA, evalsB] = [evalClient(stack, a.secret), evalClient(stack, b.secret)];
+    const queue = new Queue(EVAL_QUEUE, { connection: stack.redis, prefix: EVAL_QUEUE_PREFIX });
+    const waiting = async () => (await queue.getJobCounts("wait")).wait;
+    let scheduleB: { id: string };
+    try {
+      for (let batch = 0; batch < 10; batch++) {
+        await Promise.all(
+          Array.from({ length: 10 }, (_, i) =>
+            evalsA.created({ name: `a${batch * 10 + i}`, inputs: ["from A"], every_seconds: 1 }),
+          ),
+        );
+      }
+      // Every first firing of A's is queued before B's schedule exists.
+      await vi.waitFor(async () => expect(await waiting()).toBe(100), { timeout: 10_000 });
+      scheduleB = await evalsB.created({ name: "b", inputs: ["from B"], every_seconds: 1 });
+      await vi.waitFor(async () => expect(await waiting()).toBe(101), { timeout: 10_000 });
+    } finally {
+      await queue.close();
+    }
+
+    workers = startEvals(
+      {
+        redisUrl: stack.redisUrl,
+        redis: stack.redis,
+        provider: new ChatProvider({
+          baseUrl: stack.llm.baseUrl,
+          apiKey: undefined,
+          defaultModel: "echo-small",
+          allowedModels: undefined,
+          timeoutMs: 10_000,
+          maxResponseBytes: 1_000_000,
+          maxEventChars: 100_000,
+        }),
+        usage: new UsageStore(stack.redis),
+        logger: createLogger("fairness-test", "silent"),
+        metrics: createMetrics("fairness"),
+      },
+      WORKERS,
+      { maxSchedulesPerOrg: 100, minIntervalSeconds: 1 },
+    );
+    const bRuns = await evalsB.untilRuns(scheduleB.id, (r) =>
+      expect(finished(r).length).toBeGreaterThanOrEqual(3),
+    );
+    await workers.close();
+    workers = undefined;
+
+    const events = await queueEvents();
+    const bIds = new Set(bRuns.map((r) => r.id));
+    const isRun = (jobId: string) => jobId.startsWith("eval_run_");
+    const checked = finished(bRuns)
+      .reverse() // oldest first
+      .map((run) => {
+        const added = events.findIndex((e) => e.event === "added" && e.jobId === run.id);
+        const active = events.findIndex((e) => e.event === "active" && e.jobId === run.id);
+        expect(added, `B's run ${run.id} is in the event stream`).toBeGreaterThanOrEqual(0);
+        expect(active).toBeGreaterThan(added);
+        const before = events.slice(0, added);
+        const started = new Set(before.filter((e) => e.event === "active").map((e) => e.jobId));
+        return {
+          // A's runs waiting to start when B's was queued: what B's run could have queued behind.
+          aWaiting: before.filter(
+            (e) => e.event === "added" && isRun(e.jobId) && !bIds.has(e.jobId) && !started.has(e.jobId),
+          ).length,
+          // Runs started while B's waited.
+          startedAhead: events.slice(added, active).filter((e) => e.event === "active" && isRun(e.jobId))
+            .length,
+        };
+      });
+    expect(checked.length).toBeGreaterThanOrEqual(3);
+    expect(checked[0]!.aWaiting).toBeGreaterThanOrEqual(100 - WORKERS);
+    for (const c of checked) expect(c.startedAhead).toBeLessThanOrEqual(1);
+    for (const id of (await (await evalsA.list("?limit=100")).json()).data.map((s: { id: string }) => s.id))
+      expect((await evalsA.delete(id)).status).toBe(200);
+  });
+});
