@@ -19,7 +19,7 @@ import {
 import { createServiceApp } from "./app.ts";
 import type { ServiceConfig } from "./config.ts";
 import { ConversationStore } from "./conversations/store.ts";
-import { evalLimits, startEvals } from "./evals/index.ts";
+import { evalLimits, evalRetention, startEvals } from "./evals/index.ts";
 import type { ChatProvider } from "./llm/provider.ts";
 import { createProviderMetrics, MeteredProvider } from "./llm/provider-metrics.ts";
 import { ResponseStore } from "./responses/store.ts";
@@ -76,7 +76,16 @@ export async function startService(
 
   const usage = new UsageStore(redis);
   const evals = startEvals(
-    { redisUrl: config.REDIS_URL, redis, provider, usage, logger, metrics },
+    {
+      redisUrl: config.REDIS_URL,
+      redis,
+      db,
+      retention: evalRetention(config),
+      provider,
+      usage,
+      logger,
+      metrics,
+    },
     config.EVAL_WORKER_CONCURRENCY,
     evalLimits(config),
   );
