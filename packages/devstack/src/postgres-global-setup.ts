@@ -5,7 +5,7 @@
  * copied from it (`useTestDatabase` in `testing.ts`), which takes tens of
  * milliseconds instead of a server per file.
  */
-import { chmod, mkdtemp, rm } from "node:fs/promises";
+import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { migrate } from "@gw/core";
@@ -30,8 +30,6 @@ declare module "vitest" {
  */
 export async function startTestPostgres(): Promise<RunningPostgres & { dir: string }> {
   const root = await mkdtemp(join(tmpdir(), "gw-test-postgres-"));
-  // Run as root, the server runs as `postgres`, which must reach its data directory inside.
-  await chmod(root, 0o711);
   for (let attempt = 1; ; attempt++) {
     try {
       const server = await startPostgresServer({

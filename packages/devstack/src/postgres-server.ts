@@ -1,7 +1,7 @@
 import { type ChildProcess, execFile, spawn } from "node:child_process";
 import { existsSync } from "node:fs";
-import { chown, mkdir, readdir } from "node:fs/promises";
-import { join } from "node:path";
+import { chmod, chown, mkdir, readdir, stat } from "node:fs/promises";
+import { dirname, join } from "node:path";
 import { promisify } from "node:util";
 import { LOCAL_POSTGRES_DATABASE, LOCAL_POSTGRES_USER } from "@gw/core";
 import pg from "pg";
@@ -79,7 +79,13 @@ export async function startPostgresServer(options: PostgresServerOptions): Promi
   const user = await serverUser();
   const asUser = user ? { uid: user.uid, gid: user.gid } : {};
   await mkdir(options.dir, { recursive: true, mode: 0o700 });
-  if (user) await chown(options.dir, user.uid, user.gid);
+  if (user) {
+    await chown(options.dir, user.uid, user.gid);
+    // The server must pass through the data directory's parent (DATA_DIR): traverse only, no listing.
+    const parent = await stat(dirname(options.dir));
+    if (parent.uid === 0 && !(parent.mode & 0o001))
+      await chmod(dirname(options.dir), (parent.mode & 0o7777) | 0o001);
+  }
 
   if (!existsSync(join(options.dir, "PG_VERSION"))) {
     try {
@@ -98,9 +104,11 @@ export async function startPostgresServer(options: PostgresServerOptions): Promi
         { ...asUser, env: { PATH: process.env.PATH, LANG: "C" } },
       );
     } catch (err) {
-      throw new Error(
-        `initdb of ${options.dir} failed: ${(err as { stderr?: string }).stderr || String(err)}`,
-      );
+      const stderr = (err as { stderr?: string }).stderr || String(err);
+      const hint = /Permission denied/.test(stderr)
+        ? ` (the 'postgres' user must be able to pass through every directory above ${options.dir})`
+        : "";
+      throw new Error(`initdb of ${options.dir} failed: ${stderr.trim()}${hint}`);
     }
   }
 

@@ -1,6 +1,6 @@
 import { type ChildProcess, execFile, spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
-import { chmod, mkdtemp, rm } from "node:fs/promises";
+import { mkdtemp, rm } from "node:fs/promises";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -308,8 +308,6 @@ export interface StoppablePostgres {
 /** Starts a PostgreSQL server of the test's own (empty: the processes migrate it), on a free port. */
 export async function startStoppablePostgres(): Promise<StoppablePostgres> {
   const root = await mkdtemp(join(tmpdir(), "gw-test-postgres-own-"));
-  // Run as root, the server runs as `postgres`, which must reach its data directory inside.
-  await chmod(root, 0o711);
   const options = { port: await freePort(), dir: join(root, "data"), ephemeral: true };
   let server: RunningPostgres | undefined = await startPostgresServer(options);
   const url = server.url;
