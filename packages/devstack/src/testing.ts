@@ -16,7 +16,7 @@ import { MIGRATED_TEMPLATE } from "./postgres-global-setup.ts";
 
 export { startTestPostgres, type TestPostgres } from "./postgres-global-setup.ts";
 
-import { localServerUrl } from "./postgres-server.ts";
+import { localServerUrl, type RunningPostgres, startPostgresServer } from "./postgres-server.ts";
 import { type RunningRedis, startRedisServer } from "./redis-server.ts";
 
 export { freePort } from "./free-port.ts";
@@ -297,6 +297,40 @@ export async function createTestDatabase(options: { migrated?: boolean } = {}): 
   };
 }
 
+/** A PostgreSQL server of a test's own, to stop and start again (an outage) without touching the run's. */
+export interface StoppablePostgres {
+  /** Its `gateway` database. */
+  url: string;
+  stop(): Promise<void>;
+  /** Starts it again, on the same port with the same data. */
+  start(): Promise<void>;
+  /** Stops it if running and deletes its data. */
+  remove(): Promise<void>;
+}
+
+/** Starts a PostgreSQL server of the test's own (empty: the processes migrate it), on a free port. */
+export async function startStoppablePostgres(): Promise<StoppablePostgres> {
+  const root = await mkdtemp(join(tmpdir(), "gw-test-postgres-own-"));
+  const options = { port: await freePort(), dir: join(root, "data"), ephemeral: true };
+  let server: RunningPostgres | undefined = await startPostgresServer(options);
+  const url = server.url;
+  return {
+    url,
+    async stop() {
+      await server?.stop();
+      server = undefined;
+    },
+    async start() {
+      server ??= await startPostgresServer(options);
+    },
+    async remove() {
+      await server?.stop();
+      server = undefined;
+      await rm(root, { recursive: true, force: true });
+    },
+  };
+}
+
 /** Per `describe` block (or file): a fresh database (see `createTestDatabase`), dropped afterwards. */
 export function useTestDatabase(options: { migrated?: boolean } = {}): TestDatabase {
   const holder = {} as TestDatabase;
@@ -312,10 +346,12 @@ export function useTestDatabase(options: { migrated?: boolean } = {}): TestDatab
 /**
  * A gateway as a separate OS process, for tests that need several replicas.
  * Its data directory (the development signing key) is `env.DATA_DIR` or a
- * fresh temporary one.
+ * fresh temporary one; its PostgreSQL database `env.DATABASE_URL` or a fresh
+ * one (dropped with the run's server).
  */
 export async function startGatewayProcess(env: NodeJS.ProcessEnv): Promise<RunningNodeProcess> {
   const dataDir = env.DATA_DIR ?? (await mkdtemp(join(tmpdir(), "gw-test-data-")));
+  const databaseUrl = env.DATABASE_URL ?? (await createTestDatabase()).url;
   // Never the defaults (a `pnpm start` may be serving them): what a test gives, else a port that answers nothing.
   const nothing = await startNothingListener();
   const noSpiceDB = {
@@ -334,6 +370,7 @@ export async function startGatewayProcess(env: NodeJS.ProcessEnv): Promise<Runni
         LOG_LEVEL: "warn",
         DATA_DIR: dataDir,
         SERVICE_URL: nothing.url,
+        DATABASE_URL: databaseUrl,
         ...(env.SPICEDB_ENDPOINT ? {} : noSpiceDB),
         ...env,
       },

@@ -99,10 +99,8 @@ export const gatewayConfigSchema = z
     GRANT_MAX_TTL: env.positiveInt(31_536_000),
     /** How long a lookup's `next_cursor` stays valid, in seconds (at least 600). Default 3600. */
     LOOKUP_CURSOR_TTL: z.coerce.number().int().min(600).max(86_400).default(3_600),
-    /** How long audit records are kept, in days. Default 90. */
-    AUDIT_RETENTION_DAYS: env.positiveInt(90),
-    /** Most audit records kept per organization (approximately; the oldest go first). Default 1000000. */
-    AUDIT_MAX_ENTRIES: env.positiveInt(1_000_000),
+    /** How long audit records are kept (in PostgreSQL), a duration with its unit. Default 400d. */
+    AUDIT_RETENTION: env.duration("400d"),
   })
   .superRefine((c, ctx) => {
     if (c.JWT_SIGNING_KEYS && c.JWT_SIGNING_KEYS_FILE) {

@@ -111,7 +111,7 @@ export function createGatewayMetrics() {
   }
   const auditWriteErrors = new Counter({
     name: "gateway_audit_write_errors_total",
-    help: "Audit records that could not be stored in Redis (the record is still logged).",
+    help: "Audit records PostgreSQL could not keep (the change was refused) or whose outcome it could not record (the record stays 'unknown'; logged).",
     registers: [base.registry],
   });
   return {

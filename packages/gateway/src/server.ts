@@ -5,11 +5,13 @@ import {
   closeGracefully,
   connectAuthorization,
   createLogger,
+  createPostgres,
   createRedis,
   InternalAssertions,
   type Logger,
   listen,
   listenForMetrics,
+  migrate,
   type RedisClient,
   type ResourceAuthorization,
   redactUrl,
@@ -30,6 +32,9 @@ import { RememberedRefusals } from "./rate-limit/remembered-refusals.ts";
 import { LookupCursors } from "./routes/authorization/lookup-cursor.ts";
 import { developmentSigningKeys, loadSigningKeys, type SigningKeys } from "./tokens/signing-keys.ts";
 import { TokenService } from "./tokens/tokens.ts";
+
+/** How often expired audit records are deleted (each replica; the sweeps skip each other's rows). */
+const AUDIT_SWEEP_INTERVAL_MS = 60_000;
 
 export interface RunningGateway {
   url: string;
@@ -94,6 +99,22 @@ export async function startGateway(
     metrics.decisionCache,
   );
 
+  // The audit trail: the schema first (one process at a time), then the pool.
+  const applied = await migrate(config.DATABASE_URL);
+  if (applied.length > 0) logger.info({ applied }, "database migrations applied");
+  const db = createPostgres(config.DATABASE_URL, {
+    connectionName: "gateway",
+    onIdleError: (err) => logger.warn({ err: err.message }, "postgres connection error"),
+  });
+  const audit = new AuditLog(db, { retentionMs: config.AUDIT_RETENTION, logger });
+  const auditSweep = setInterval(() => {
+    audit.sweep().then(
+      (deleted) => deleted > 0 && logger.info({ deleted }, "expired audit records deleted"),
+      (err: unknown) => logger.warn({ err: (err as Error).message }, "audit retention sweep failed"),
+    );
+  }, AUDIT_SWEEP_INTERVAL_MS);
+  auditSweep.unref();
+
   // Its own connection: auto-pipelining sends all windows of a decision in one round trip, and a
   // short deadline with no offline queue hands a Redis failure to the insurance limiter at once.
   const rateLimitRedis = createRedis(config.REDIS_URL, {
@@ -134,11 +155,7 @@ export async function startGateway(
     keys,
     spicedb,
     authorization,
-    audit: new AuditLog(redis, {
-      retentionDays: config.AUDIT_RETENTION_DAYS,
-      maxEntries: config.AUDIT_MAX_ENTRIES,
-      logger,
-    }),
+    audit,
     grantMaxTtlSeconds: config.GRANT_MAX_TTL,
     lookupCursors,
     metricsEndpoint: config.metricsEndpoint,
@@ -161,6 +178,7 @@ export async function startGateway(
     {
       port,
       redis: redactUrl(config.REDIS_URL),
+      database: redactUrl(config.DATABASE_URL),
       spicedb: config.spicedb.endpoint,
       spicedbTls: !config.spicedb.insecure,
       metricsPort: metricsListener?.port ?? port,
@@ -178,11 +196,13 @@ export async function startGateway(
     tokens,
     async close() {
       await Promise.all([closeGracefully(server, config.SHUTDOWN_GRACE_MS), metricsListener?.close()]);
+      clearInterval(auditSweep);
       subscriber.disconnect();
       await leased.close();
       rateLimitRedis.disconnect();
       spicedb.close();
       await redis.quit().catch(() => redis.disconnect());
+      await db.close();
     },
   } satisfies RunningGateway;
 }

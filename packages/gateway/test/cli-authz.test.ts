@@ -10,7 +10,12 @@ const _run = promisify(execFile);
 const gw = useGateway();
 
 const authz = (args: string[], via?: "node" | "pnpm") =>
-  runCli("authz", args, { REDIS_URL: gw.redisUrl, ...spicedbEnv(gw.spicedb) }, via);
+  runCli(
+    "authz",
+    args,
+    { REDIS_URL: gw.redisUrl, DATABASE_URL: gw.database.url, ...spicedbEnv(gw.spicedb) },
+    via,
+  );
 
 describe("pnpm authz (read-only)", () => {
   it("grants shows who holds which role, and audit the organization's or one resource's trail", async () => {

@@ -6,7 +6,9 @@ import {
   startNothingListener,
   startTestRedisOf,
   startTestSpiceDB,
+  type TestDatabase,
   type TestRedisStore,
+  useTestDatabase,
 } from "@gw/devstack/testing";
 import type { JWK } from "jose";
 import { afterAll, beforeAll } from "vitest";
@@ -39,6 +41,8 @@ export interface GatewayHarness {
   signingJwk: JWK;
   /** `iss` of the gateway's tokens, and the audience it accepts. */
   publicUrl: string;
+  /** The gateway's PostgreSQL database (the audit trail), unless `DATABASE_URL` was given. */
+  database: TestDatabase;
   /** The local SpiceDB server behind this gateway. */
   spicedb: Awaited<ReturnType<typeof startTestSpiceDB>>;
   /** Creates a key in a fresh organization unless one is given. */
@@ -62,6 +66,7 @@ export function useGateway(
   redisTopology: RedisTopology = "single",
 ): GatewayHarness {
   const harness = {} as GatewayHarness;
+  const database = useTestDatabase();
   let stop: (() => Promise<void>) | undefined;
   beforeAll(async () => {
     const [redisServer, spicedb, noService] = await Promise.all([
@@ -78,6 +83,7 @@ export function useGateway(
       GATEWAY_PUBLIC_URL: TEST_PUBLIC_URL,
       JWT_SIGNING_KEYS: JSON.stringify({ keys: [signingJwk] }),
       INTERNAL_ASSERTION_SECRET: randomBytes(32).toString("hex"),
+      DATABASE_URL: database.url,
       ...spicedbEnv(spicedb),
       ...env,
       ...lateEnv(),
@@ -99,6 +105,7 @@ export function useGateway(
       lookupCursors: gateway.lookupCursors,
       signingJwk,
       publicUrl: config.GATEWAY_PUBLIC_URL,
+      database,
       spicedb,
       createKey: (input: Partial<CreateApiKeyInput> = {}) =>
         store.create({ org: freshOrg(), owner: "alice", ...input }),

@@ -76,6 +76,10 @@ export const serviceConfigSchema = z
     EVAL_MAX_SCHEDULES_PER_ORG: z.coerce.number().int().min(1).max(100_000).default(100),
     /** Smallest period of an eval schedule, in seconds (`every_seconds`, and a cron's firings within a day). Default 60. */
     EVAL_MIN_INTERVAL_SECONDS: z.coerce.number().int().min(1).max(86_400).default(60),
+    /** How long eval runs are kept after they were queued, a duration with its unit. Default 90d. */
+    EVAL_RUN_RETENTION: env.duration("90d"),
+    /** The newest runs kept per eval schedule; older ones go first. Default 1000. */
+    EVAL_RUNS_PER_SCHEDULE: z.coerce.number().int().min(1).max(1_000_000).default(1_000),
     ...sandboxEnvShape,
   })
   .superRefine((c, ctx) => checkSpiceDBEnv(c, ctx))

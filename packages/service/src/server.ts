@@ -22,7 +22,7 @@ import { createBudgetMetrics } from "./budgets/budget-metrics.ts";
 import { PostgresCompletionStore } from "./completions/store.ts";
 import type { ServiceConfig } from "./config.ts";
 import { ConversationStore } from "./conversations/store.ts";
-import { evalLimits, startEvals } from "./evals/index.ts";
+import { evalLimits, evalRetention, startEvals } from "./evals/index.ts";
 import type { ChatProvider } from "./llm/provider.ts";
 import { createProviderMetrics, MeteredProvider } from "./llm/provider-metrics.ts";
 import { ResponseStore } from "./responses/store.ts";
@@ -97,11 +97,20 @@ export async function startService(
   const prices = config.LLM_MODELS?.prices ?? new Map();
   const usage = new UsageStore(redis, prices);
   const evals = startEvals(
-    { redisUrl: config.REDIS_URL, redis, provider, usage, logger, metrics },
+    {
+      redisUrl: config.REDIS_URL,
+      redis,
+      db,
+      retention: evalRetention(config),
+      provider,
+      usage,
+      logger,
+      metrics,
+    },
     config.EVAL_WORKER_CONCURRENCY,
     evalLimits(config),
   );
-  const sandbox = await Sandbox.create(config.sandbox, redis, logger);
+  const sandbox = await Sandbox.create(config.sandbox, { redis, db }, logger);
 
   const conversations = new ConversationStore(db, {
     now,

@@ -1,83 +1,113 @@
-import { createLogger, createMetrics, createRedis, type RedisClient, RedisUnavailable } from "@gw/core";
-import { REDIS_TOPOLOGIES, startTestRedisOf, type TestRedisStore } from "@gw/devstack/testing";
+import {
+  createLogger,
+  createMetrics,
+  createPostgres,
+  createRedis,
+  type Postgres,
+  parseDuration,
+  type RedisClient,
+  RedisUnavailable,
+} from "@gw/core";
+import {
+  REDIS_TOPOLOGIES,
+  startTestRedisOf,
+  type TestRedisStore,
+  useTestDatabase,
+} from "@gw/devstack/testing";
 import { type FakeLLM, startFakeLLM } from "@gw/e2e/llm-upstream";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { createEvalMetrics } from "../src/evals/metrics.ts";
 import { bullConnection, EvalQueue } from "../src/evals/queue.ts";
-import { type EvalSchedule, newEvalId, RUN_PREFIX, SCHEDULE_PREFIX } from "../src/evals/records.ts";
-import { EvalStore } from "../src/evals/store.ts";
+import {
+  type EvalSchedule,
+  newEvalId,
+  RUN_PREFIX,
+  SCHEDULE_PREFIX,
+  unixSeconds,
+} from "../src/evals/records.ts";
+import { EvalStore, type EvalStoreOptions } from "../src/evals/store.ts";
 import { startEvalWorker } from "../src/evals/worker.ts";
 import { ChatProvider } from "../src/llm/provider.ts";
 import { UsageStore } from "../src/usage/store.ts";
 
+const RETENTION: EvalStoreOptions = { runRetentionMs: parseDuration("90d")!, runsPerSchedule: 1_000 };
+const database = useTestDatabase();
+let db: Postgres;
+let store: EvalStore;
+beforeAll(() => {
+  db = createPostgres(database.url, { connectionName: "eval-store-test" });
+  // Its clock stands at the epoch, so the small times the tests below write (unix seconds 1, 10, 30...)
+  // are within the retention; the retention tests run clocks of their own.
+  store = new EvalStore(db, { ...RETENTION, now: () => 0 });
+});
+afterAll(() => db?.close());
+
 let orgs = 0;
-describe.each(REDIS_TOPOLOGIES)("eval store on %s Redis", (topology) => {
-  let server: TestRedisStore;
-  let redis: RedisClient;
-  let store: EvalStore;
-  let llm: FakeLLM;
+async function scheduleIn(into: EvalStore = store): Promise<{ org: string; schedule: EvalSchedule }> {
+  const org = `org${++orgs}`;
+  const schedule: EvalSchedule = {
+    id: newEvalId(SCHEDULE_PREFIX),
+    name: "s",
+    model: "auto",
+    inputs: ["x"],
+    cadence: { every_seconds: 60 },
+    created_at: 1,
+    metadata: {},
+    creator: { user: "alice", keyId: "key_1" },
+    deleted_at: null,
+  };
+  expect(await into.createWithinCap(org, schedule, 100)).toBe(true);
+  return { org, schedule };
+}
 
-  beforeAll(async () => {
-    [server, llm] = await Promise.all([startTestRedisOf(topology), startFakeLLM()]);
-    redis = createRedis(server.url, { connectionName: "eval-store-test" });
-    redis.on("error", () => undefined); // the outage test below stops the server on purpose
-    store = new EvalStore(redis);
+/** Backends of this test's database waiting on a lock, by the connection names they start with. */
+async function waitingOnLocks(prefix: string, event?: string): Promise<number> {
+  const { rows } = await db.query<{ n: string }>(
+    `SELECT count(*) AS n FROM pg_stat_activity
+     WHERE datname = current_database() AND application_name LIKE $1 || '%'
+       AND wait_event_type = 'Lock' AND ($2::text IS NULL OR wait_event = $2)`,
+    [prefix, event ?? null],
+  );
+  return Number(rows[0]!.n);
+}
+
+/**
+ * Runs `calls` (each on its own connection) while writes to the eval tables
+ * are held back (a transaction of the test holds them locked EXCLUSIVE,
+ * which lets plain reads through), releasing them once every call waits on
+ * a lock: a check made apart from its write would pass for all of them here.
+ */
+async function heldTogether<T>(calls: ((store: EvalStore) => Promise<T>)[]): Promise<T[]> {
+  const control = createPostgres(database.url, { connectionName: "race-control" });
+  const pools = calls.map((_, i) => createPostgres(database.url, { connectionName: `race-${i}` }));
+  let release!: () => void;
+  const released = new Promise<void>((resolve) => (release = resolve));
+  let locked!: () => void;
+  const isLocked = new Promise<void>((resolve) => (locked = resolve));
+  const holding = control.transaction(async (tx) => {
+    await tx.query("LOCK TABLE eval_schedules, eval_runs IN EXCLUSIVE MODE");
+    locked();
+    await released;
   });
-
-  afterAll(async () => {
-    redis?.disconnect();
-    await Promise.all([server?.stop(), llm?.close()]);
-  });
-
-  async function scheduleIn(): Promise<{ org: string; schedule: EvalSchedule }> {
-    const org = `org${++orgs}`;
-    const schedule: EvalSchedule = {
-      id: newEvalId(SCHEDULE_PREFIX),
-      name: "s",
-      model: "auto",
-      inputs: ["x"],
-      cadence: { every_seconds: 60 },
-      created_at: 1,
-      metadata: {},
-      creator: { user: "alice", keyId: "key_1" },
-      deleted_at: null,
-    };
-    expect(await store.createWithinCap(org, schedule, 100)).toBe(true);
-    return { org, schedule };
+  try {
+    await isLocked;
+    const pending = calls.map((call, i) => call(new EvalStore(pools[i]!, RETENTION)));
+    await vi.waitFor(async () => expect(await waitingOnLocks("race-")).toBe(calls.length), {
+      timeout: 10_000,
+      interval: 20,
+    });
+    release();
+    await holding;
+    return await Promise.all(pending);
+  } finally {
+    release();
+    await holding.catch(() => undefined);
+    await Promise.all([control, ...pools].map((p) => p.close()));
   }
+}
 
-  /**
-   * Runs `calls` (each on its own connection) while Redis holds writes back,
-   * releasing them once both are waiting at Redis: a check made apart from
-   * its write would pass for both here.
-   */
-  async function heldTogether<T>(calls: ((store: EvalStore) => Promise<T>)[]): Promise<T[]> {
-    // One control connection per server: on a cluster, the calls land on whichever node holds the slot.
-    const controls = server.nodes.map((node) => createRedis(node.url, { connectionName: "race-control" }));
-    const clients = calls.map((_, i) => createRedis(server.url, { connectionName: `race-${i}` }));
-    const everyNode = (...args: (string | number)[]) =>
-      Promise.all(controls.map((c) => c.call("CLIENT", ...args)));
-    try {
-      await everyNode("PAUSE", 20_000, "WRITE");
-      const pending = calls.map((call, i) => call(new EvalStore(clients[i]!)));
-      await vi.waitFor(
-        async () => {
-          const waiting = (await everyNode("LIST"))
-            .flatMap((list) => String(list).split("\n"))
-            .filter((line) => / name=race-\d+ .* flags=b .* cmd=eval /.test(line));
-          expect(waiting).toHaveLength(calls.length);
-        },
-        { timeout: 10_000, interval: 20 },
-      );
-      await everyNode("UNPAUSE");
-      return await Promise.all(pending);
-    } finally {
-      await everyNode("UNPAUSE");
-      for (const c of [...controls, ...clients]) c.disconnect();
-    }
-  }
-
-  it("soft-deletes in one atomic step: of two deletes held at Redis together, exactly one succeeds", async () => {
+describe("eval store on PostgreSQL", () => {
+  it("soft-deletes in one atomic step: of two deletes held at PostgreSQL together, exactly one succeeds", async () => {
     const { org, schedule } = await scheduleIn();
     const del = (s: EvalStore) => s.softDelete(org, schedule.id, 5);
     expect((await heldTogether([del, del])).sort()).toEqual([false, true]);
@@ -111,7 +141,7 @@ describe.each(REDIS_TOPOLOGIES)("eval store on %s Redis", (topology) => {
     expect(await store.enqueue("other-org", schedule.id, r3, 18)).toEqual({ outcome: "missing" });
   });
 
-  it("counts an organization's live schedules and adds one in one step: of two creates held at Redis together at the cap's last place, exactly one succeeds", async () => {
+  it("counts an organization's live schedules and adds one in one step: of two creates held at PostgreSQL together at the cap's last place, exactly one succeeds", async () => {
     const { org, schedule } = await scheduleIn();
     const another = () => ({ ...schedule, id: newEvalId(SCHEDULE_PREFIX) });
     const [a, b] = [another(), another()];
@@ -147,6 +177,162 @@ describe.each(REDIS_TOPOLOGIES)("eval store on %s Redis", (topology) => {
     expect(await store.enqueue(org, third.id, r4!, 2)).toEqual({ outcome: "queued", backlog: 2 });
     await store.abandon(org, second.id, r2!, 3, "could not be queued");
     expect(await store.enqueue(org, schedule.id, r5!, 3)).toEqual({ outcome: "queued", backlog: 2 });
+  });
+
+  it("a create that has counted holds off another of its organization until it has added (forced interleaving at the cap)", async () => {
+    const { org, schedule } = await scheduleIn();
+    const another = () => ({ ...schedule, id: newEvalId(SCHEDULE_PREFIX) });
+    let counted!: () => void;
+    const firstCounted = new Promise<void>((resolve) => (counted = resolve));
+    let proceed!: () => void;
+    const mayProceed = new Promise<void>((resolve) => (proceed = resolve));
+    let counts = 0;
+    const hooked = createPostgres(database.url, { connectionName: "cap-hooked" });
+    const seam = new EvalStore(hooked, {
+      ...RETENTION,
+      afterCount: async () => {
+        if (++counts > 1) return;
+        counted();
+        await mayProceed;
+      },
+    });
+    try {
+      const first = seam.createWithinCap(org, another(), 2);
+      await firstCounted;
+      let secondSettled = false;
+      const second = seam.createWithinCap(org, another(), 2).finally(() => {
+        secondSettled = true;
+      });
+      // The second either waits on the organization's lock, or (were counting apart from adding) it
+      // counts one live schedule now and adds its own before the first has.
+      await vi.waitFor(
+        async () =>
+          expect(secondSettled || (await waitingOnLocks("cap-hooked", "advisory")) === 1).toBe(true),
+        { timeout: 10_000, interval: 20 },
+      );
+      proceed();
+      expect([await first, await second]).toEqual([true, false]);
+      expect((await store.list(org, 10))?.data).toHaveLength(2);
+    } finally {
+      proceed();
+      await hooked.close();
+    }
+  });
+
+  describe("retention (a database of its own: the sweep deletes across organizations)", () => {
+    const ownDatabase = useTestDatabase();
+    let own: Postgres;
+    beforeAll(() => {
+      own = createPostgres(ownDatabase.url, { connectionName: "eval-retention-test" });
+    });
+    afterAll(() => own?.close());
+
+    it("runs past EVAL_RUN_RETENTION vanish from every read at once; the sweep deletes them in batches, then deleted schedules with no run left", async () => {
+      let now = Date.parse("2026-01-01T00:00:00Z");
+      const clocked = new EvalStore(own, { ...RETENTION, now: () => now });
+      const { org, schedule } = await scheduleIn(clocked);
+      const runOnce = async () => {
+        const id = newEvalId(RUN_PREFIX);
+        expect(await clocked.enqueue(org, schedule.id, id, unixSeconds(now))).toMatchObject({
+          outcome: "queued",
+        });
+        expect(await clocked.start(org, schedule.id, id, unixSeconds(now))).toMatchObject({
+          outcome: "started",
+        });
+        await clocked.update(org, id, {
+          results: [],
+          end: { status: "completed", at: unixSeconds(now), error: null },
+        });
+        return id;
+      };
+      const [old1, old2] = [await runOnce(), await runOnce()];
+      now += 10 * 86_400_000;
+      const recent = await runOnce();
+      const listed = async () => (await clocked.runs(org, schedule.id, 10))?.data.map((r) => r.id);
+      expect(await listed()).toEqual([recent, old2, old1]);
+
+      now = Date.parse("2026-01-01T00:00:00Z") + parseDuration("90d")! + 1_000;
+      expect(await listed()).toEqual([recent]);
+      expect(await clocked.getRun(org, old1)).toBeUndefined();
+      expect(await clocked.getRun(org, recent)).toMatchObject({ status: "completed" });
+      const rows = async () =>
+        Number(
+          (await own.query<{ n: string }>("SELECT count(*) AS n FROM eval_runs WHERE org = $1", [org]))
+            .rows[0]!.n,
+        );
+      expect(await rows()).toBe(3);
+      expect(await clocked.sweep(1)).toEqual({ runs: 2, schedules: 0 });
+      expect(await rows()).toBe(1);
+
+      // Deleted, the schedule stays while a run of it is kept, and goes with its last one.
+      expect(await clocked.softDelete(org, schedule.id, unixSeconds(now))).toBe(true);
+      expect(await clocked.sweep()).toEqual({ runs: 0, schedules: 0 });
+      now += parseDuration("90d")!;
+      expect(await clocked.sweep()).toEqual({ runs: 1, schedules: 1 });
+      expect(await clocked.get(org, schedule.id)).toBeUndefined();
+    });
+  });
+
+  it("keeps the newest EVAL_RUNS_PER_SCHEDULE runs: a lower cap shows at once in reads, and the next firing deletes the rest", async () => {
+    const { org, schedule } = await scheduleIn();
+    const ids: string[] = [];
+    for (let i = 0; i < 5; i++) {
+      const id = newEvalId(RUN_PREFIX);
+      expect(await store.enqueue(org, schedule.id, id, unixSeconds())).toMatchObject({ outcome: "queued" });
+      await store.start(org, schedule.id, id, unixSeconds());
+      await store.update(org, id, { end: { status: "completed", at: unixSeconds(), error: null } });
+      ids.unshift(id);
+    }
+    const capped = new EvalStore(db, { ...RETENTION, runsPerSchedule: 3 });
+    expect((await capped.runs(org, schedule.id, 10))?.data.map((r) => r.id)).toEqual(ids.slice(0, 3));
+    expect(await capped.getRun(org, ids[3]!)).toBeUndefined();
+    expect(await store.getRun(org, ids[3]!)).toBeDefined();
+    const rows = async () =>
+      (
+        await db.query<{ id: string }>("SELECT id FROM eval_runs WHERE org = $1 ORDER BY seq DESC", [org])
+      ).rows.map((r) => r.id);
+    expect(await rows()).toHaveLength(5);
+    const next = newEvalId(RUN_PREFIX);
+    expect(await capped.enqueue(org, schedule.id, next, unixSeconds())).toMatchObject({ outcome: "queued" });
+    expect(await rows()).toEqual([next, ...ids.slice(0, 2)]);
+  });
+
+  it("pages newest first from a cursor, and refuses a cursor from elsewhere", async () => {
+    const { org, schedule } = await scheduleIn();
+    const runs: string[] = [];
+    for (let i = 0; i < 5; i++) {
+      const id = newEvalId(RUN_PREFIX);
+      expect(await store.enqueue(org, schedule.id, id, 30 + i)).toMatchObject({ outcome: "queued" });
+      await store.start(org, schedule.id, id, 30 + i);
+      runs.unshift(id);
+    }
+    const first = await store.runs(org, schedule.id, 2);
+    expect(first?.data.map((r) => r.id)).toEqual(runs.slice(0, 2));
+    expect(first?.has_more).toBe(true);
+    const rest = await store.runs(org, schedule.id, 3, runs[1]);
+    expect(rest?.data.map((r) => r.id)).toEqual(runs.slice(2));
+    expect(rest?.has_more).toBe(false);
+    expect(await store.runs(org, schedule.id, 3, "eval_run_unknown")).toBeNull();
+    const other = await scheduleIn();
+    expect(await store.runs(other.org, other.schedule.id, 3, runs[0])).toBeNull();
+    expect(await store.runs("nobody", schedule.id, 3)).toEqual({ data: [], has_more: false });
+  });
+});
+
+describe.each(REDIS_TOPOLOGIES)("eval runs through the queue on %s Redis", (topology) => {
+  let server: TestRedisStore;
+  let redis: RedisClient;
+  let llm: FakeLLM;
+
+  beforeAll(async () => {
+    [server, llm] = await Promise.all([startTestRedisOf(topology), startFakeLLM()]);
+    redis = createRedis(server.url, { connectionName: "eval-store-test" });
+    redis.on("error", () => undefined); // the outage test below stops the server on purpose
+  });
+
+  afterAll(async () => {
+    redis?.disconnect();
+    await Promise.all([server?.stop(), llm?.close()]);
   });
 
   it("a worker that picks up the queued run of a schedule deleted meanwhile drops it without calling the model", async () => {
@@ -198,27 +384,6 @@ describe.each(REDIS_TOPOLOGIES)("eval store on %s Redis", (topology) => {
       connection.disconnect();
       producer.disconnect();
     }
-  });
-
-  it("pages newest first from a cursor, and refuses a cursor from elsewhere", async () => {
-    const { org, schedule } = await scheduleIn();
-    const runs: string[] = [];
-    for (let i = 0; i < 5; i++) {
-      const id = newEvalId(RUN_PREFIX);
-      expect(await store.enqueue(org, schedule.id, id, 30 + i)).toMatchObject({ outcome: "queued" });
-      await store.start(org, schedule.id, id, 30 + i);
-      runs.unshift(id);
-    }
-    const first = await store.runs(org, schedule.id, 2);
-    expect(first?.data.map((r) => r.id)).toEqual(runs.slice(0, 2));
-    expect(first?.has_more).toBe(true);
-    const rest = await store.runs(org, schedule.id, 3, runs[1]);
-    expect(rest?.data.map((r) => r.id)).toEqual(runs.slice(2));
-    expect(rest?.has_more).toBe(false);
-    expect(await store.runs(org, schedule.id, 3, "eval_run_unknown")).toBeNull();
-    const other = await scheduleIn();
-    expect(await store.runs(other.org, other.schedule.id, 3, runs[0])).toBeNull();
-    expect(await store.runs("nobody", schedule.id, 3)).toEqual({ data: [], has_more: false });
   });
 
   it("reports a Redis outage during a queue call as RedisUnavailable (a 503), and works again after", async () => {

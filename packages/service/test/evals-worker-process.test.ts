@@ -39,6 +39,7 @@ describe("an eval worker in its own process", () => {
         HOST: "127.0.0.1",
         LOG_LEVEL: "warn",
         REDIS_URL: stack.redisUrl,
+        DATABASE_URL: stack.database.url,
         LLM_BASE_URL: stack.llm.baseUrl,
         LLM_DEFAULT_MODEL: "echo-small",
         EVAL_WORKER_CONCURRENCY: "2",

@@ -1,4 +1,4 @@
-import { createLogger, createMetrics } from "@gw/core";
+import { createLogger, createMetrics, createPostgres } from "@gw/core";
 import { Queue } from "bullmq";
 import { afterAll, describe, expect, it, vi } from "vitest";
 import { type Evals, startEvals } from "../src/evals/index.ts";
@@ -12,7 +12,11 @@ import { useStack } from "./stack.ts";
 const stack = useStack({ EVAL_WORKER_CONCURRENCY: "0" });
 const WORKERS = 2;
 let workers: Evals | undefined;
-afterAll(() => workers?.close());
+let db: ReturnType<typeof createPostgres> | undefined;
+afterAll(async () => {
+  await workers?.close();
+  await db?.close();
+});
 
 /** The queue's event stream (BullMQ's own, written inside its scripts, so in the order things happened). */
 async function queueEvents(): Promise<{ event: string; jobId: string }[]> {
@@ -47,10 +51,13 @@ describe("fairness between organizations on the shared eval queue", () => {
       await queue.close();
     }
 
+    db = createPostgres(stack.database.url, { connectionName: "fairness-workers" });
     workers = startEvals(
       {
         redisUrl: stack.redisUrl,
         redis: stack.redis,
+        db,
+        retention: { runRetentionMs: 86_400_000, runsPerSchedule: 1_000 },
         provider: new ChatProvider({
           baseUrl: stack.llm.baseUrl,
           apiKey: undefined,

@@ -3,8 +3,15 @@ import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
-import { createLogger, createRedis, type Principal, type RedisClient } from "@gw/core";
-import { startTestRedis, type TestRedis } from "@gw/devstack/testing";
+import {
+  createLogger,
+  createPostgres,
+  createRedis,
+  type Postgres,
+  type Principal,
+  type RedisClient,
+} from "@gw/core";
+import { startTestRedis, type TestRedis, useTestDatabase } from "@gw/devstack/testing";
 import { type BareRepositories, bareRepositories } from "@gw/e2e/git-remote";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { SandboxOptions } from "../src/sandbox/config.ts";
@@ -16,7 +23,9 @@ let redisServer: TestRedis;
 let remotes: BareRepositories;
 let options: SandboxOptions;
 const clients: RedisClient[] = [];
+const pools: Postgres[] = [];
 const replicas: Sandbox[] = [];
+const database = useTestDatabase();
 
 beforeAll(async () => {
   redisServer = await startTestRedis();
@@ -39,16 +48,19 @@ beforeAll(async () => {
 afterAll(async () => {
   await Promise.all(replicas.map((r) => r.close()));
   for (const client of clients) client.disconnect();
+  await Promise.all(pools.map((p) => p.close()));
   await redisServer.stop();
   await remotes.remove();
   await rm(options.dataDir, { recursive: true, force: true });
 });
 
-/** A replica of the service's sandbox: its own Redis connection and git, sharing Redis and the workspaces. */
+/** A replica of the service's sandbox: its own Redis and PostgreSQL connections and git, sharing the stores and the workspaces. */
 async function replica(hooks: SandboxHooks = {}): Promise<Sandbox> {
   const redis = createRedis(redisServer.url, { connectionName: "replica" });
   clients.push(redis);
-  const sandbox = await Sandbox.create(options, redis, logger, hooks);
+  const db = createPostgres(database.url, { connectionName: "replica" });
+  pools.push(db);
+  const sandbox = await Sandbox.create(options, { redis, db }, logger, hooks);
   replicas.push(sandbox);
   return sandbox;
 }

@@ -4,30 +4,28 @@ import { mkdtemp, readdir, readFile, rm, stat } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
-import { createRedis, loadConfig, type Principal, type RedisClient } from "@gw/core";
-import { capturingLogger, startTestRedis, type TestRedis } from "@gw/devstack/testing";
+import { createPostgres, loadConfig, type Postgres, type Principal } from "@gw/core";
+import { capturingLogger, useTestDatabase } from "@gw/devstack/testing";
 import { type BareRepositories, bareRepositories } from "@gw/e2e/git-remote";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { serviceConfigSchema } from "../src/config.ts";
 import { ConnectionStore, connectionKey, UnreadableConnection } from "../src/sandbox/connections.ts";
 import { Git, GitFailed, redactGitOutput } from "../src/sandbox/git.ts";
 
-let redisServer: TestRedis;
-let redis: RedisClient;
 let remotes: BareRepositories;
+let db: Postgres;
 const gits: Git[] = [];
+const database = useTestDatabase();
 
 beforeAll(async () => {
-  redisServer = await startTestRedis();
-  redis = createRedis(redisServer.url, { connectionName: "test" });
+  db = createPostgres(database.url, { connectionName: "test" });
   remotes = await bareRepositories();
   await remotes.create("acme", "widgets");
 });
 
 afterAll(async () => {
   await Promise.all(gits.map((g) => g.close()));
-  redis.disconnect();
-  await redisServer.stop();
+  await db.close();
   await remotes.remove();
 });
 
@@ -50,25 +48,37 @@ describe("stored connections", () => {
   const key = randomBytes(32);
 
   it("round-trip, with a fresh nonce on every write", async () => {
-    const store = new ConnectionStore(redis, key);
+    const store = new ConnectionStore(db, key);
     const who = { ...alice, org: `org-${randomBytes(4).toString("hex")}` };
+    const stored = async () =>
+      (
+        await db.query<{ nonce: Buffer; ciphertext: Buffer }>(
+          "SELECT nonce, ciphertext FROM sandbox_connections WHERE org = $1 AND user_id = 'alice'",
+          [who.org],
+        )
+      ).rows[0]!;
     await store.put(who, "ghp_same");
-    const first = JSON.parse((await redis.get(`gw:sandbox:connection:{${who.org}}:alice`))!);
+    const first = await stored();
     await store.put(who, "ghp_same");
-    const second = JSON.parse((await redis.get(`gw:sandbox:connection:{${who.org}}:alice`))!);
-    expect(second.nonce).not.toBe(first.nonce);
-    expect(second.ciphertext).not.toBe(first.ciphertext);
-    expect(Buffer.from(first.nonce, "base64")).toHaveLength(12);
+    const second = await stored();
+    expect(second.nonce.equals(first.nonce)).toBe(false);
+    expect(second.ciphertext.equals(first.ciphertext)).toBe(false);
+    expect(first.nonce).toHaveLength(12);
     expect(await store.token(who)).toBe("ghp_same");
   });
 
   it("are bound to their principal: moved under another user's or organization's key, they do not decrypt", async () => {
-    const store = new ConnectionStore(redis, key);
+    const store = new ConnectionStore(db, key);
     const org = `org-${randomBytes(4).toString("hex")}`;
     await store.put({ ...alice, org }, "ghp_alices");
-    const stored = (await redis.get(`gw:sandbox:connection:{${org}}:alice`))!;
-    await redis.set(`gw:sandbox:connection:{${org}}:mallory`, stored);
-    await redis.set(`gw:sandbox:connection:{other-${org}}:alice`, stored);
+    // Alice's row copied under another user's and another organization's key.
+    await db.query(
+      `INSERT INTO sandbox_connections (org, user_id, nonce, ciphertext, tag, updated_at)
+       SELECT org, 'mallory', nonce, ciphertext, tag, updated_at FROM sandbox_connections WHERE org = $1
+       UNION ALL
+       SELECT 'other-' || org, user_id, nonce, ciphertext, tag, updated_at FROM sandbox_connections WHERE org = $1`,
+      [org],
+    );
     for (const thief of [
       { ...alice, org, user: "mallory" },
       { ...alice, org: `other-${org}` },
@@ -77,7 +87,7 @@ describe("stored connections", () => {
       await expect(store.token(thief)).rejects.toBeInstanceOf(UnreadableConnection);
     }
     // Under another key nothing decrypts either: 409, store it again.
-    await expect(new ConnectionStore(redis, randomBytes(32)).token({ ...alice, org })).rejects.toMatchObject({
+    await expect(new ConnectionStore(db, randomBytes(32)).token({ ...alice, org })).rejects.toMatchObject({
       status: 409,
     });
   });

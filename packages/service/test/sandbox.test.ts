@@ -3,7 +3,7 @@ import { existsSync, mkdtempSync } from "node:fs";
 import { chmod, mkdir, readFile, rename, rm, stat, symlink, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { scanKeys } from "@gw/devstack/testing";
+import { createPostgres } from "@gw/core";
 import { type BareRepositories, bareRepositories, git } from "@gw/e2e/git-remote";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { useStack } from "./stack.ts";
@@ -109,10 +109,16 @@ describe("stored connections", () => {
     // X-On-Behalf-Of makes it the end user's: bob has none.
     expect(await (await connection("bob")).json()).toEqual({ connected: false, updated_at: null });
 
-    const [stored] = await scanKeys(stack.redis, `gw:sandbox:connection:{${key.org}}:*`);
-    const raw = (await stack.redis.get(stored!))!;
+    const db = createPostgres(stack.database.url, { connectionName: "test" });
+    const { rows } = await db
+      .query("SELECT * FROM sandbox_connections WHERE org = $1", [key.org])
+      .finally(() => db.close());
+    expect(rows).toHaveLength(1);
+    const raw = JSON.stringify(rows[0]);
+    expect(raw).toContain(key.org);
     expect(raw).not.toContain(token);
     expect(raw).not.toContain(Buffer.from(token).toString("base64"));
+    expect(raw).not.toContain(Buffer.from(token).toString("hex"));
 
     expect((await connection("alice", { method: "DELETE" })).status).toBe(204);
     expect(await (await connection("alice")).json()).toEqual({ connected: false, updated_at: null });

@@ -108,6 +108,8 @@ export function useStack(
     const common = {
       DATA_DIR: dataDir,
       REDIS_URL: redisServer.url,
+      // The service's content and the gateway's audit trail, in one database as `pnpm start` has them.
+      DATABASE_URL: database.url,
       INTERNAL_ASSERTION_SECRET: assertionSecret,
       ...spicedbEnv(spicedb),
     };
@@ -133,7 +135,6 @@ export function useStack(
         LLM_TIMEOUT_MS: "1000",
         // Tests watch eval schedules fire every second.
         EVAL_MIN_INTERVAL_SECONDS: "1",
-        DATABASE_URL: database.url,
         ...common,
         ...serviceEnv,
       }),

@@ -1,18 +1,15 @@
-import {
-  encodeId,
-  type Logger,
-  type Principal,
-  type RedisClient,
-  type ResourceRef,
-  type ResourceType,
-  type Role,
-} from "@gw/core";
+import type { Logger, Principal, Queryable, ResourceRef, ResourceType, Role } from "@gw/core";
 
 export const AUDIT_ACTIONS = ["register", "delete", "grant", "revoke"] as const;
 export type AuditAction = (typeof AUDIT_ACTIONS)[number];
 
-/** `allowed`: the write landed; `denied`: not an owner (403); `conflict`: 409; `error`: it failed otherwise. */
-export type AuditOutcome = "allowed" | "denied" | "conflict" | "error";
+/**
+ * `allowed`: the write landed; `denied`: not an owner (403); `conflict`: 409;
+ * `error`: it failed otherwise; `unknown`: the outcome was never recorded (the
+ * process stopped, or PostgreSQL was lost, between the change and its
+ * outcome): the change may or may not have landed.
+ */
+export type AuditOutcome = "allowed" | "denied" | "conflict" | "error" | "unknown";
 
 /** What happened, as a request describes it before it runs. */
 export interface AuditEvent {
@@ -26,7 +23,7 @@ export interface AuditEvent {
 
 /** One audit record, as stored and as listed. Nothing in it is a secret. */
 export interface AuditRecord {
-  /** The Redis stream entry id: the cursor of listings. */
+  /** `<time in ms>-<sequence>`: the cursor of listings. */
   id: string;
   time: string;
   organization: string;
@@ -43,91 +40,154 @@ export interface AuditRecord {
   zedToken?: string;
 }
 
+/** What a request records before its change runs: everything but the id, the time and how it ended. */
+export type AuditIntent = Omit<AuditRecord, "id" | "time" | "outcome" | "zedToken">;
+
 export interface AuditPage {
   data: AuditRecord[];
   next_cursor: string | null;
 }
 
 export interface AuditLogOptions {
-  retentionDays: number;
-  /** Records kept per organization, approximately. */
-  maxEntries: number;
+  /** How long records are kept, in milliseconds (`AUDIT_RETENTION`): older ones vanish from reads at once. */
+  retentionMs: number;
   logger?: Logger;
+  /** The clock, in milliseconds (tests move it). */
+  now?: () => number;
 }
 
-/** A stream entry id, `<ms>-<seq>`: what audit cursors are. */
+/** A record's id and the cursor of listings: `<time in ms>-<sequence>`. */
 export const AUDIT_CURSOR = /^\d{1,15}-\d{1,15}$/;
 
+interface Row {
+  seq: string;
+  at: Date;
+  record: Omit<AuditRecord, "id" | "time" | "outcome" | "zedToken">;
+  outcome: AuditOutcome;
+  zed_token: string | null;
+}
+
 /**
- * The audit trail of role changes, in Redis Streams: one stream per
- * organization (`gw:audit:{<org>}`) and one per resource
- * (`gw:audit:{<org>}:<type>:<id>`), written in one transaction (one hash
- * tag, one slot), trimmed to the retention window and a length cap. Every
- * record is also logged as one structured line.
+ * The audit trail of role changes, in PostgreSQL (`audit_records`). A change
+ * is recorded before it runs (`begin`, outcome `unknown`) and its outcome
+ * after (`settle`), so no change lands without its record. Reads page newest
+ * first and leave out records past the retention; `sweep` deletes those in
+ * batches. Every settled record is also logged as one structured line.
  */
 export class AuditLog {
-  private readonly redis: RedisClient;
+  private readonly db: Queryable;
   private readonly retentionMs: number;
-  private readonly maxEntries: number;
   private readonly logger: Logger | undefined;
+  private readonly now: () => number;
 
-  constructor(redis: RedisClient, options: AuditLogOptions) {
-    this.redis = redis;
-    this.retentionMs = options.retentionDays * 86_400_000;
-    this.maxEntries = options.maxEntries;
+  constructor(db: Queryable, options: AuditLogOptions) {
+    this.db = db;
+    this.retentionMs = options.retentionMs;
     this.logger = options.logger;
+    this.now = options.now ?? Date.now;
   }
 
-  /** Appends a record; returns it with its id. Throws if Redis cannot keep it. */
-  async append(record: Omit<AuditRecord, "id">): Promise<AuditRecord> {
-    const orgKey = organizationStream(record.organization);
-    const resourceKey = resourceStream(record.organization, {
-      type: record.resourceType,
-      id: record.resourceId,
-    });
-    const json = JSON.stringify(record);
-    const oldest = `${Math.max(0, Date.now() - this.retentionMs)}-0`;
-    const results = await this.redis
-      .multi()
-      .xadd(orgKey, "MAXLEN", "~", this.maxEntries, "*", "record", json)
-      .xtrim(orgKey, "MINID", "~", oldest)
-      .xadd(resourceKey, "MAXLEN", "~", this.maxEntries, "*", "record", json)
-      .xtrim(resourceKey, "MINID", "~", oldest)
-      .pexpire(resourceKey, this.retentionMs)
-      .exec();
-    const failed = results?.find(([err]) => err)?.[0];
-    if (failed || !results) throw failed ?? new Error("audit transaction was discarded");
-    const stored = { id: results[0]![1] as string, ...record };
-    this.logger?.info({ audit: stored }, "audit");
-    return stored;
+  /** Records a change about to run, its outcome `unknown`; throws (a 503 on an outage) if PostgreSQL cannot keep it. */
+  async begin(intent: AuditIntent): Promise<AuditRecord> {
+    // Milliseconds only, so the time in the cursor matches the stored one exactly.
+    const at = new Date(this.now());
+    const { rows } = await this.db.query<{ seq: string }>(
+      `INSERT INTO audit_records (org, at, resource_type, resource_id, record, outcome)
+       VALUES ($1, $2, $3, $4, $5, 'unknown') RETURNING seq`,
+      [intent.organization, at, intent.resourceType, intent.resourceId, JSON.stringify(intent)],
+    );
+    return toRecord({ seq: rows[0]!.seq, at, record: intent, outcome: "unknown", zed_token: null });
+  }
+
+  /** Records how a change begun with `begin` ended. */
+  async settle(begun: AuditRecord, outcome: AuditOutcome, zedToken?: string): Promise<AuditRecord> {
+    const seq = begun.id.slice(begun.id.indexOf("-") + 1);
+    await this.db.query("UPDATE audit_records SET outcome = $2, zed_token = $3 WHERE seq = $1", [
+      seq,
+      outcome,
+      zedToken ?? null,
+    ]);
+    const settled: AuditRecord = { ...begun, outcome, ...(zedToken ? { zedToken } : {}) };
+    this.logger?.info({ audit: settled }, "audit");
+    return settled;
   }
 
   /** An organization's records, newest first. */
   forOrganization(org: string, page: { limit: number; cursor?: string | undefined }): Promise<AuditPage> {
-    return this.read(organizationStream(org), page);
+    return this.read(org, undefined, page);
   }
 
   /** One resource's records, newest first. */
-  forResource(org: string, resource: ResourceRef, page: { limit: number; cursor?: string | undefined }) {
-    return this.read(resourceStream(org, resource), page);
+  forResource(
+    org: string,
+    resource: ResourceRef,
+    page: { limit: number; cursor?: string | undefined },
+  ): Promise<AuditPage> {
+    return this.read(org, resource, page);
   }
 
-  private async read(key: string, page: { limit: number; cursor?: string | undefined }): Promise<AuditPage> {
-    const entries = await this.redis.xrevrange(
-      key,
-      page.cursor ? `(${page.cursor}` : "+",
-      "-",
-      "COUNT",
-      page.limit + 1,
+  /**
+   * Deletes records past the retention, `batch` rows per statement (rows
+   * another sweeper holds are skipped), until none is left; returns how many.
+   */
+  async sweep(batch = 1_000): Promise<number> {
+    const cutoff = new Date(this.now() - this.retentionMs);
+    let total = 0;
+    for (;;) {
+      const { rowCount } = await this.db.query(
+        `WITH doomed AS (
+           SELECT seq FROM audit_records WHERE at <= $1 LIMIT $2 FOR UPDATE SKIP LOCKED
+         )
+         DELETE FROM audit_records a USING doomed WHERE a.seq = doomed.seq`,
+        [cutoff, batch],
+      );
+      total += rowCount ?? 0;
+      if ((rowCount ?? 0) < batch) return total;
+    }
+  }
+
+  private async read(
+    org: string,
+    resource: ResourceRef | undefined,
+    page: { limit: number; cursor?: string | undefined },
+  ): Promise<AuditPage> {
+    const values: unknown[] = [org, new Date(this.now() - this.retentionMs), page.limit + 1];
+    let where = "org = $1 AND at > $2";
+    if (resource) {
+      values.push(resource.type, resource.id);
+      where += ` AND resource_type = $${values.length - 1} AND resource_id = $${values.length}`;
+    }
+    if (page.cursor) {
+      const [ms, seq] = page.cursor.split("-");
+      values.push(new Date(Number(ms)), seq);
+      where += ` AND (at, seq) < ($${values.length - 1}, $${values.length})`;
+    }
+    const { rows } = await this.db.query<Row>(
+      `SELECT seq, at, record, outcome, zed_token FROM audit_records
+       WHERE ${where} ORDER BY at DESC, seq DESC LIMIT $3`,
+      values,
     );
-    const data = entries.slice(0, page.limit).map(([id, fields]) => ({
-      id,
-      ...(JSON.parse(fields[fields.indexOf("record") + 1]!) as Omit<AuditRecord, "id">),
-    }));
-    return { data, next_cursor: entries.length > page.limit ? (data.at(-1)?.id ?? null) : null };
+    const data = rows.slice(0, page.limit).map(toRecord);
+    return { data, next_cursor: rows.length > page.limit ? (data.at(-1)?.id ?? null) : null };
   }
 }
 
-const organizationStream = (org: string) => `gw:audit:{${org}}`;
-const resourceStream = (org: string, resource: ResourceRef) =>
-  `gw:audit:{${org}}:${resource.type}:${encodeId(resource.id)}`;
+function toRecord(row: Row): AuditRecord {
+  const { organization, actor, action, resourceType, resourceId, subject, role, expiresAt, requestId } =
+    row.record;
+  return {
+    id: `${row.at.getTime()}-${row.seq}`,
+    time: row.at.toISOString(),
+    organization,
+    actor,
+    action,
+    resourceType,
+    resourceId,
+    ...(subject !== undefined ? { subject } : {}),
+    ...(role ? { role } : {}),
+    ...(expiresAt ? { expiresAt } : {}),
+    outcome: row.outcome,
+    requestId,
+    ...(row.zed_token ? { zedToken: row.zed_token } : {}),
+  };
+}

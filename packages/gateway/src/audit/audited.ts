@@ -8,7 +8,7 @@ import {
   ValidationFailed,
 } from "@gw/core";
 import type { AuthorizationOperation, GatewayMetrics } from "../metrics.ts";
-import type { AuditEvent, AuditLog, AuditOutcome } from "./audit-log.ts";
+import type { AuditEvent, AuditLog, AuditOutcome, AuditRecord } from "./audit-log.ts";
 
 /** How an authorization operation ended, for metrics and the audit trail. */
 export function outcomeOf(err: unknown): AuditOutcome | "invalid" {
@@ -43,9 +43,11 @@ export interface AuditDeps {
 }
 
 /**
- * Runs a role change (the write returns its ZedToken) and records it in the
- * audit trail whether it was allowed or refused. A record Redis cannot keep
- * is logged and counted, and does not undo or fail the change.
+ * Runs a role change (the write returns its ZedToken) with its audit record,
+ * whether it is allowed or refused. The record is written before the change
+ * runs: if PostgreSQL cannot keep it, the change is not made and the request
+ * fails (503 on an outage). Its outcome is recorded after; if that fails, the
+ * change stands and its record says `unknown` (logged and counted).
  */
 export async function audited(
   deps: AuditDeps,
@@ -53,6 +55,28 @@ export async function audited(
   event: AuditEvent,
   run: () => Promise<string | undefined>,
 ): Promise<void> {
+  const { principal } = context;
+  let begun: AuditRecord;
+  try {
+    begun = await deps.audit.begin({
+      organization: principal.org,
+      actor: { userId: principal.user, keyId: principal.keyId, credential: principal.credential },
+      action: event.action,
+      resourceType: event.resource.type,
+      resourceId: event.resource.id,
+      ...(event.subject !== undefined ? { subject: event.subject } : {}),
+      ...(event.role ? { role: event.role } : {}),
+      ...(event.expiresAt ? { expiresAt: event.expiresAt.toISOString() } : {}),
+      requestId: context.requestId,
+    });
+  } catch (err) {
+    deps.metrics.auditWriteErrors.inc();
+    deps.logger.error(
+      { err: (err as Error).message, action: event.action, org: principal.org, requestId: context.requestId },
+      "could not store an audit record; the change was not made",
+    );
+    throw err;
+  }
   let outcome: AuditOutcome = "error";
   let zedToken: string | undefined;
   try {
@@ -63,33 +87,15 @@ export async function audited(
     outcome = failure === "invalid" ? "error" : failure;
     throw err;
   } finally {
-    const { principal } = context;
-    await deps.audit
-      .append({
-        time: new Date().toISOString(),
-        organization: principal.org,
-        actor: { userId: principal.user, keyId: principal.keyId, credential: principal.credential },
-        action: event.action,
-        resourceType: event.resource.type,
-        resourceId: event.resource.id,
-        ...(event.subject !== undefined ? { subject: event.subject } : {}),
-        ...(event.role ? { role: event.role } : {}),
-        ...(event.expiresAt ? { expiresAt: event.expiresAt.toISOString() } : {}),
-        outcome,
-        requestId: context.requestId,
-        ...(zedToken ? { zedToken } : {}),
-      })
-      .catch((err: unknown) => {
-        deps.metrics.auditWriteErrors.inc();
-        deps.logger.error(
-          {
-            err: (err as Error).message,
-            action: event.action,
-            org: principal.org,
-            requestId: context.requestId,
-          },
-          "could not store an audit record",
-        );
-      });
+    await deps.audit.settle(begun, outcome, zedToken).catch((err: unknown) => {
+      deps.metrics.auditWriteErrors.inc();
+      deps.logger.error(
+        {
+          err: (err as Error).message,
+          audit: { ...begun, outcome, ...(zedToken ? { zedToken } : {}) },
+        },
+        "could not record the outcome of an audited change; its record stays 'unknown'",
+      );
+    });
   }
 }

@@ -1,7 +1,8 @@
 /**
  * `pnpm authz <command>`: read-only views of the authorization data for
  * operators, straight against SpiceDB (`SPICEDB_*`, else the local server of
- * `pnpm start`) and Redis (`REDIS_URL`, else the local redis-server). Every
+ * `pnpm start`), Redis (`REDIS_URL`, else the local redis-server) and, for the
+ * audit trail, PostgreSQL (`DATABASE_URL`, else the local server). Every
  * command prints one JSON document on stdout; problems go to stderr with a
  * non-zero exit code (2 for bad usage).
  */
@@ -11,9 +12,11 @@ import {
   checkSpiceDBEnv,
   connectAuthorization,
   createLogger,
+  createPostgres,
   createRedis,
   env,
   loadConfig,
+  localDatabaseUrl,
   localRedisUrl,
   orgIdSchema,
   RESOURCE_TYPES,
@@ -34,9 +37,21 @@ TYPE is one of ${RESOURCE_TYPES.join(", ")}.`;
 class UsageError extends Error {}
 
 const configSchema = z
-  .object({ REDIS_URL: env.redisUrl(), ...spicedbEnvShape, LOG_LEVEL: env.logLevel() })
+  .object({
+    REDIS_URL: env.redisUrl(),
+    DATABASE_URL: env.databaseUrl(),
+    // Records past it are left out, as the API leaves them out.
+    AUDIT_RETENTION: env.duration("400d"),
+    ...spicedbEnvShape,
+    LOG_LEVEL: env.logLevel(),
+  })
   .superRefine((c, ctx) => checkSpiceDBEnv(c, ctx))
-  .transform((c) => ({ ...c, REDIS_URL: c.REDIS_URL ?? localRedisUrl(), spicedb: spicedbClientOptions(c) }));
+  .transform((c) => ({
+    ...c,
+    REDIS_URL: c.REDIS_URL ?? localRedisUrl(),
+    DATABASE_URL: c.DATABASE_URL ?? localDatabaseUrl(),
+    spicedb: spicedbClientOptions(c),
+  }));
 
 function resourceType(value: string | undefined): ResourceType {
   if (!RESOURCE_TYPES.includes(value as ResourceType))
@@ -101,12 +116,21 @@ async function main(argv: string[]): Promise<number> {
         })),
       };
     } else {
-      // Reading needs neither retention nor a cap.
-      const audit = new AuditLog(redis, { retentionDays: 1, maxEntries: 1 });
-      const page = { limit: parsed.limit, cursor: parsed.cursor };
-      result = parsed.resource
-        ? await audit.forResource(parsed.org, parsed.resource, page)
-        : await audit.forOrganization(parsed.org, page);
+      const db = createPostgres(config.DATABASE_URL, { connectionName: "authz-cli", maxConnections: 1 });
+      try {
+        const audit = new AuditLog(db, { retentionMs: config.AUDIT_RETENTION });
+        const page = { limit: parsed.limit, cursor: parsed.cursor };
+        result = parsed.resource
+          ? await audit.forResource(parsed.org, parsed.resource, page)
+          : await audit.forOrganization(parsed.org, page);
+      } catch (err) {
+        process.stderr.write(
+          `error: cannot read the audit trail from PostgreSQL at ${redactUrl(config.DATABASE_URL)} (${(err as Error).message}). Start the stack with 'pnpm start' or set DATABASE_URL.\n`,
+        );
+        return 1;
+      } finally {
+        await db.close();
+      }
     }
     process.stdout.write(`${JSON.stringify(result, null, 2)}\n`);
     return 0;

@@ -1,4 +1,4 @@
-import type { Logger, Metrics, RedisClient } from "@gw/core";
+import type { Logger, Metrics, Postgres, RedisClient } from "@gw/core";
 import type { ChatProvider } from "../llm/provider.ts";
 import type { UsageStore } from "../usage/store.ts";
 import { createEvalMetrics } from "./metrics.ts";
@@ -11,6 +11,15 @@ export interface EvalLimits {
   maxSchedulesPerOrg: number;
   minIntervalSeconds: number;
 }
+
+/** How long runs are kept (`EVAL_RUN_RETENTION`) and how many per schedule (`EVAL_RUNS_PER_SCHEDULE`). */
+export interface EvalRetention {
+  runRetentionMs: number;
+  runsPerSchedule: number;
+}
+
+/** How often each process deletes expired runs (the sweeps of several processes skip each other's rows). */
+const SWEEP_INTERVAL_MS = 60_000;
 
 export interface Evals {
   store: EvalStore;
@@ -27,6 +36,9 @@ export function startEvals(
   deps: {
     redisUrl: string;
     redis: RedisClient;
+    /** Schedules and runs. */
+    db: Postgres;
+    retention: EvalRetention;
     provider: ChatProvider;
     usage: UsageStore;
     logger: Logger;
@@ -36,7 +48,15 @@ export function startEvals(
   limits: EvalLimits,
 ): Evals {
   const producer = bullConnection(deps.redisUrl, "producer");
-  const store = new EvalStore(deps.redis);
+  const store = new EvalStore(deps.db, deps.retention);
+  const sweep = setInterval(() => {
+    store.sweep().then(
+      (deleted) =>
+        deleted.runs + deleted.schedules > 0 && deps.logger.info({ deleted }, "expired eval runs deleted"),
+      (err: unknown) => deps.logger.warn({ err: (err as Error).message }, "eval retention sweep failed"),
+    );
+  }, SWEEP_INTERVAL_MS);
+  sweep.unref();
   const queue = new EvalQueue(producer, (err) => deps.logger.warn({ err: err.message }, "eval queue error"));
   const metrics = createEvalMetrics(deps.metrics, () => queue.depth());
   let worker: EvalWorker | undefined;
@@ -50,6 +70,7 @@ export function startEvals(
     queue,
     limits,
     async close() {
+      clearInterval(sweep);
       await worker?.close();
       await queue.close();
       workerConnection?.disconnect();
@@ -64,4 +85,9 @@ export const evalLimits = (config: {
 }): EvalLimits => ({
   maxSchedulesPerOrg: config.EVAL_MAX_SCHEDULES_PER_ORG,
   minIntervalSeconds: config.EVAL_MIN_INTERVAL_SECONDS,
+});
+
+export const evalRetention = (config: { EVAL_RUN_RETENTION: number; EVAL_RUNS_PER_SCHEDULE: number }) => ({
+  runRetentionMs: config.EVAL_RUN_RETENTION,
+  runsPerSchedule: config.EVAL_RUNS_PER_SCHEDULE,
 });

@@ -1,75 +1,5 @@
-import type { RedisClient } from "@gw/core";
+import type { Postgres, Queryable } from "@gw/core";
 import type { EvalResult, EvalRun, EvalSchedule, RunStatus } from "./records.ts";
-
-// Every key of an organization carries it as the hash tag, so each script below touches one cluster slot.
-const keys = (org: string) => {
-  const base = `gw:eval:{${org}}`;
-  return {
-    seq: `${base}:seq`,
-    schedules: `${base}:schedules`,
-    /** Ids of the organization's runs waiting for a worker: its backlog, which orders the queue fairly. */
-    waiting: `${base}:waiting`,
-    schedule: (id: string) => `${base}:schedule:${id}`,
-    runs: (scheduleId: string) => `${base}:runs:${scheduleId}`,
-    queued: (scheduleId: string) => `${base}:queued:${scheduleId}`,
-    run: (id: string) => `${base}:run:${id}`,
-  };
-};
-
-// Counts the organization's live schedules and adds one in the same step, so concurrent creates never pass the cap.
-// KEYS: seq, schedules, schedule. ARGV: id, record, most live schedules allowed.
-const CREATE_SCRIPT = `
-if redis.call('ZCARD', KEYS[2]) >= tonumber(ARGV[3]) then return 0 end
-local seq = redis.call('INCR', KEYS[1])
-redis.call('HSET', KEYS[3], 'record', ARGV[2], 'seq', seq)
-redis.call('ZADD', KEYS[2], seq, ARGV[1])
-return seq
-`;
-
-// The soft delete checks and writes in one step, so of two racing deletes exactly one succeeds.
-// KEYS: schedule, schedules. ARGV: id, now.
-const SOFT_DELETE_SCRIPT = `
-if redis.call('HEXISTS', KEYS[1], 'record') == 0 then return 0 end
-if redis.call('HSETNX', KEYS[1], 'deleted_at', ARGV[2]) == 0 then return 0 end
-redis.call('ZREM', KEYS[2], ARGV[1])
-return 1
-`;
-
-// A firing becomes a queued run, unless the schedule is gone or already has a run waiting to start.
-// Answers with the run's place in its organization's backlog (1: none of its runs was waiting).
-// KEYS: schedule, seq, runs, queued, run, waiting. ARGV: run id, schedule id, now.
-const ENQUEUE_SCRIPT = `
-if redis.call('HEXISTS', KEYS[1], 'record') == 0 then return 'missing' end
-if redis.call('HEXISTS', KEYS[1], 'deleted_at') == 1 then return 'deleted' end
-if redis.call('SCARD', KEYS[4]) > 0 then return 'busy' end
-local seq = redis.call('INCR', KEYS[2])
-redis.call('HSET', KEYS[5], 'schedule_id', ARGV[2], 'seq', seq, 'status', 'queued', 'created_at', ARGV[3], 'results', '[]')
-redis.call('ZADD', KEYS[3], seq, ARGV[1])
-redis.call('SADD', KEYS[4], ARGV[1])
-redis.call('SADD', KEYS[6], ARGV[1])
-return {'queued', redis.call('SCARD', KEYS[6])}
-`;
-
-// A run starts only if its schedule is not deleted, decided in the same step that marks it running,
-// so no run starts after a delete has answered. A run found running was interrupted (its worker died).
-// KEYS: schedule, run, queued, waiting. ARGV: run id, now, message if deleted, message if interrupted.
-// Returns the outcome, and the schedule's record when the run started.
-const START_SCRIPT = `
-local status = redis.call('HGET', KEYS[2], 'status')
-if status == 'running' then
-  redis.call('HSET', KEYS[2], 'status', 'failed', 'completed_at', ARGV[2], 'error', ARGV[4])
-  return 'interrupted'
-end
-if status ~= 'queued' then return 'gone' end
-redis.call('SREM', KEYS[3], ARGV[1])
-redis.call('SREM', KEYS[4], ARGV[1])
-if redis.call('HEXISTS', KEYS[1], 'deleted_at') == 1 or redis.call('HEXISTS', KEYS[1], 'record') == 0 then
-  redis.call('HSET', KEYS[2], 'status', 'failed', 'completed_at', ARGV[2], 'error', ARGV[3])
-  return 'deleted'
-end
-redis.call('HSET', KEYS[2], 'status', 'running', 'started_at', ARGV[2])
-return {'started', redis.call('HGET', KEYS[1], 'record')}
-`;
 
 export type EnqueueOutcome =
   | { outcome: "queued"; backlog: number }
@@ -81,123 +11,217 @@ export interface Page<T> {
   has_more: boolean;
 }
 
+export interface EvalStoreOptions {
+  /** How long runs are kept after they were queued, in milliseconds (`EVAL_RUN_RETENTION`). */
+  runRetentionMs: number;
+  /** The newest runs kept per schedule (`EVAL_RUNS_PER_SCHEDULE`); older ones vanish from reads and are deleted. */
+  runsPerSchedule: number;
+  /** The clock, in milliseconds (tests move it). */
+  now?: () => number;
+  /** Test seam: called inside `createWithinCap` between counting and adding, to force an interleaving. */
+  afterCount?: (org: string) => Promise<void>;
+}
+
+/** Runs deleted per statement by the sweep, and at most per firing beyond a schedule's cap. */
+const SWEEP_BATCH = 1_000;
+const CAP_BATCH = 100;
+
+const DELETED_MESSAGE = "The schedule was deleted before this run started";
+const INTERRUPTED_MESSAGE = "The worker running it stopped before it finished";
+
+const RUN_COLUMNS = "id, schedule_id, status, model, created_at, started_at, completed_at, error, results";
+
+interface RunRow {
+  id: string;
+  schedule_id: string;
+  status: RunStatus;
+  model: string | null;
+  created_at: string;
+  started_at: string | null;
+  completed_at: string | null;
+  error: string | null;
+  results: EvalResult[];
+}
+
+interface ScheduleRow {
+  record: Omit<EvalSchedule, "deleted_at">;
+  deleted_at: string | null;
+}
+
 /**
- * Eval schedules and their runs in Redis, per organization: the
- * organization is part of every key, so another organization's id is simply
- * absent. Lists are sorted sets scored by a per-organization sequence,
- * newest first; a cursor is the id of the last item seen.
+ * Eval schedules and their runs in PostgreSQL (`eval_schedules`,
+ * `eval_runs`), per organization: every statement names the organization,
+ * so another organization's id is simply absent. Lists page newest first
+ * along a sequence; a cursor is the id of the last item seen. Runs past
+ * `EVAL_RUN_RETENTION`, or older than a schedule's newest
+ * `EVAL_RUNS_PER_SCHEDULE`, vanish from reads at once and are deleted in
+ * batches (`sweep`, and on each firing for its schedule).
  */
 export class EvalStore {
-  private readonly redis: RedisClient;
+  private readonly db: Postgres;
+  private readonly options: EvalStoreOptions;
+  private readonly now: () => number;
 
-  constructor(redis: RedisClient) {
-    this.redis = redis;
+  constructor(db: Postgres, options: EvalStoreOptions) {
+    this.db = db;
+    this.options = options;
+    this.now = options.now ?? Date.now;
   }
 
   /**
    * Adds the schedule unless the organization already has `max` live ones:
-   * false then. Counting and adding are one step.
+   * false then. Creates of one organization take its advisory lock for their
+   * transaction, so counting and adding are one step.
    */
   async createWithinCap(org: string, schedule: EvalSchedule, max: number): Promise<boolean> {
-    const k = keys(org);
     const { deleted_at: _, ...record } = schedule;
-    const created = await this.redis.eval(
-      CREATE_SCRIPT,
-      3,
-      k.seq,
-      k.schedules,
-      k.schedule(schedule.id),
-      schedule.id,
-      JSON.stringify(record),
-      max,
-    );
-    return created !== 0;
+    return this.db.transaction(async (tx) => {
+      await lockOrganization(tx, org);
+      const { rows } = await tx.query<{ n: string }>(
+        "SELECT count(*) AS n FROM eval_schedules WHERE org = $1 AND deleted_at IS NULL",
+        [org],
+      );
+      await this.options.afterCount?.(org);
+      if (Number(rows[0]!.n) >= max) return false;
+      await tx.query("INSERT INTO eval_schedules (org, id, record) VALUES ($1, $2, $3)", [
+        org,
+        schedule.id,
+        JSON.stringify(record),
+      ]);
+      return true;
+    });
   }
 
   /** Undoes a creation that could not be scheduled. */
   async remove(org: string, id: string): Promise<void> {
-    const k = keys(org);
-    await this.redis.multi().del(k.schedule(id)).zrem(k.schedules, id).exec();
+    await this.db.query("DELETE FROM eval_schedules WHERE org = $1 AND id = $2", [org, id]);
   }
 
   /** The schedule, deleted or not; undefined if this organization has none with this id. */
   async get(org: string, id: string): Promise<EvalSchedule | undefined> {
-    const hash = await this.redis.hgetall(keys(org).schedule(id));
-    return parseSchedule(hash);
+    const { rows } = await this.db.query<ScheduleRow>(
+      "SELECT record, deleted_at FROM eval_schedules WHERE org = $1 AND id = $2",
+      [org, id],
+    );
+    return rows[0] && toSchedule(rows[0]);
   }
 
   /** True if this call deleted it; false if it did not exist or was already deleted. */
   async softDelete(org: string, id: string, at: number): Promise<boolean> {
-    const k = keys(org);
-    return (await this.redis.eval(SOFT_DELETE_SCRIPT, 2, k.schedule(id), k.schedules, id, at)) === 1;
+    const { rowCount } = await this.db.query(
+      "UPDATE eval_schedules SET deleted_at = $3 WHERE org = $1 AND id = $2 AND deleted_at IS NULL",
+      [org, id, at],
+    );
+    return rowCount === 1;
   }
 
   /** The organization's live schedules, newest first; null if `after` names none of its schedules. */
   async list(org: string, limit: number, after?: string): Promise<Page<EvalSchedule> | null> {
-    const k = keys(org);
-    const afterSeq = after === undefined ? undefined : await this.redis.hget(k.schedule(after), "seq");
-    const ids = await this.page(k.schedules, limit, afterSeq);
-    if (!ids) return null;
-    const pipeline = this.redis.pipeline();
-    for (const id of ids.data) pipeline.hgetall(k.schedule(id));
-    const schedules = ((await pipeline.exec()) ?? [])
-      .map(([, hash]) => parseSchedule(hash as Record<string, string>))
-      .filter((s): s is EvalSchedule => s !== undefined && s.deleted_at === null); // deleted meanwhile
-    return { data: schedules, has_more: ids.has_more };
+    const values: unknown[] = [org, limit + 1];
+    let where = "org = $1 AND deleted_at IS NULL";
+    if (after !== undefined) {
+      const { rows } = await this.db.query<{ seq: string }>(
+        "SELECT seq FROM eval_schedules WHERE org = $1 AND id = $2",
+        [org, after],
+      );
+      if (!rows[0]) return null;
+      values.push(rows[0].seq);
+      where += " AND seq < $3";
+    }
+    const { rows } = await this.db.query<ScheduleRow>(
+      `SELECT record, deleted_at FROM eval_schedules WHERE ${where} ORDER BY seq DESC LIMIT $2`,
+      values,
+    );
+    return { data: rows.slice(0, limit).map(toSchedule), has_more: rows.length > limit };
   }
 
-  /** Queues a run for a firing; `backlog` counts the organization's runs now waiting, this one included. */
+  /**
+   * Queues a run for a firing, unless the schedule is gone or already has a
+   * run waiting to start; `backlog` counts the organization's runs now
+   * waiting, this one included. The schedule's runs beyond its cap go.
+   */
   async enqueue(org: string, scheduleId: string, runId: string, at: number): Promise<EnqueueOutcome> {
-    const k = keys(org);
-    const result = (await this.redis.eval(
-      ENQUEUE_SCRIPT,
-      6,
-      k.schedule(scheduleId),
-      k.seq,
-      k.runs(scheduleId),
-      k.queued(scheduleId),
-      k.run(runId),
-      k.waiting,
-      runId,
-      scheduleId,
-      at,
-    )) as ["queued", number] | "busy" | "deleted" | "missing";
-    return Array.isArray(result) ? { outcome: "queued", backlog: result[1] } : { outcome: result };
+    return this.db.transaction(async (tx) => {
+      // One organization's firings one at a time, so each backlog figure counts the ones before it.
+      await lockOrganization(tx, org);
+      // Held until commit: a soft delete waits for this firing, or this firing sees the delete.
+      const { rows } = await tx.query<{ deleted_at: string | null }>(
+        "SELECT deleted_at FROM eval_schedules WHERE org = $1 AND id = $2 FOR SHARE",
+        [org, scheduleId],
+      );
+      if (!rows[0]) return { outcome: "missing" };
+      if (rows[0].deleted_at !== null) return { outcome: "deleted" };
+      const inserted = await tx.query(
+        `INSERT INTO eval_runs (org, id, schedule_id, status, created_at) VALUES ($1, $2, $3, 'queued', $4)
+         ON CONFLICT (org, schedule_id) WHERE status = 'queued' DO NOTHING`,
+        [org, runId, scheduleId, at],
+      );
+      if (inserted.rowCount !== 1) return { outcome: "busy" };
+      await tx.query(
+        `DELETE FROM eval_runs WHERE org = $1 AND schedule_id = $2 AND status NOT IN ('queued', 'running')
+           AND id IN (SELECT id FROM eval_runs WHERE org = $1 AND schedule_id = $2
+                      ORDER BY seq DESC OFFSET $3 LIMIT $4)`,
+        [org, scheduleId, this.options.runsPerSchedule, CAP_BATCH],
+      );
+      const backlog = await tx.query<{ n: string }>(
+        "SELECT count(*) AS n FROM eval_runs WHERE org = $1 AND status = 'queued'",
+        [org],
+      );
+      return { outcome: "queued", backlog: Number(backlog.rows[0]!.n) };
+    });
   }
 
-  /** Marks a queued run running, unless its schedule was deleted; the schedule comes with `started`. */
+  /**
+   * Marks a queued run running, unless its schedule was deleted (decided
+   * with the schedule's row locked, so no run starts after a delete has
+   * answered); the schedule comes with `started`. A run found running was
+   * interrupted (its worker died).
+   */
   async start(
     org: string,
     scheduleId: string,
     runId: string,
     at: number,
   ): Promise<{ outcome: Exclude<StartOutcome, "started"> } | { outcome: "started"; schedule: EvalSchedule }> {
-    const k = keys(org);
-    const result = (await this.redis.eval(
-      START_SCRIPT,
-      4,
-      k.schedule(scheduleId),
-      k.run(runId),
-      k.queued(scheduleId),
-      k.waiting,
-      runId,
-      at,
-      "The schedule was deleted before this run started",
-      "The worker running it stopped before it finished",
-    )) as Exclude<StartOutcome, "started"> | ["started", string];
-    if (!Array.isArray(result)) return { outcome: result };
-    return { outcome: "started", schedule: parseSchedule({ record: result[1] })! };
+    return this.db.transaction(async (tx) => {
+      const run = await tx.query<{ status: RunStatus }>(
+        "SELECT status FROM eval_runs WHERE org = $1 AND id = $2 FOR UPDATE",
+        [org, runId],
+      );
+      const status = run.rows[0]?.status;
+      const end = (error: string) =>
+        tx.query(
+          "UPDATE eval_runs SET status = 'failed', completed_at = $3, error = $4 WHERE org = $1 AND id = $2",
+          [org, runId, at, error],
+        );
+      if (status === "running") {
+        await end(INTERRUPTED_MESSAGE);
+        return { outcome: "interrupted" };
+      }
+      if (status !== "queued") return { outcome: "gone" };
+      const schedule = await tx.query<ScheduleRow>(
+        "SELECT record, deleted_at FROM eval_schedules WHERE org = $1 AND id = $2 FOR SHARE",
+        [org, scheduleId],
+      );
+      if (!schedule.rows[0] || schedule.rows[0].deleted_at !== null) {
+        await end(DELETED_MESSAGE);
+        return { outcome: "deleted" };
+      }
+      await tx.query("UPDATE eval_runs SET status = 'running', started_at = $3 WHERE org = $1 AND id = $2", [
+        org,
+        runId,
+        at,
+      ]);
+      return { outcome: "started", schedule: toSchedule(schedule.rows[0]) };
+    });
   }
 
   /** Ends a queued run that could not be handed to the queue, so the schedule's next firing is not skipped. */
-  async abandon(org: string, scheduleId: string, runId: string, at: number, error: string): Promise<void> {
-    const k = keys(org);
-    await this.redis
-      .multi()
-      .srem(k.queued(scheduleId), runId)
-      .srem(k.waiting, runId)
-      .hset(k.run(runId), { status: "failed", completed_at: at, error })
-      .exec();
+  async abandon(org: string, _scheduleId: string, runId: string, at: number, error: string): Promise<void> {
+    await this.db.query(
+      "UPDATE eval_runs SET status = 'failed', completed_at = $3, error = $4 WHERE org = $1 AND id = $2",
+      [org, runId, at, error],
+    );
   }
 
   /** Records what a run has produced so far (and its model), or how it ended. */
@@ -210,76 +234,128 @@ export class EvalStore {
       end?: { status: Extract<RunStatus, "completed" | "failed">; at: number; error: string | null };
     },
   ): Promise<void> {
-    const key = keys(org).run(runId);
-    const values: Record<string, string | number> = {};
-    if (fields.model !== undefined) values.model = fields.model;
-    if (fields.results) values.results = JSON.stringify(fields.results);
-    const tx = this.redis.multi();
+    const values: unknown[] = [org, runId];
+    const sets: string[] = [];
+    const set = (column: string, value: unknown) => {
+      values.push(value);
+      sets.push(`${column} = $${values.length}`);
+    };
+    if (fields.model !== undefined) set("model", fields.model);
+    if (fields.results) set("results", JSON.stringify(fields.results));
     if (fields.end) {
-      values.status = fields.end.status;
-      values.completed_at = fields.end.at;
-      if (fields.end.error === null) tx.hdel(key, "error");
-      else values.error = fields.end.error;
+      set("status", fields.end.status);
+      set("completed_at", fields.end.at);
+      set("error", fields.end.error);
     }
-    await tx.hset(key, values).exec();
+    if (sets.length === 0) return;
+    await this.db.query(`UPDATE eval_runs SET ${sets.join(", ")} WHERE org = $1 AND id = $2`, values);
   }
 
+  /** The run, unless it is past the retention or beyond its schedule's cap. */
   async getRun(org: string, runId: string): Promise<EvalRun | undefined> {
-    return parseRun(runId, await this.redis.hgetall(keys(org).run(runId)));
+    const { rows } = await this.db.query<RunRow>(
+      `SELECT ${RUN_COLUMNS} FROM eval_runs r
+       WHERE org = $1 AND id = $2 AND created_at > $3 AND ${withinCap("r.schedule_id", "$4")}`,
+      [org, runId, this.cutoff(), this.options.runsPerSchedule],
+    );
+    return rows[0] && toRun(rows[0]);
   }
 
   /** A schedule's runs, newest first (they outlive its deletion); null if `after` names none of them. */
   async runs(org: string, scheduleId: string, limit: number, after?: string): Promise<Page<EvalRun> | null> {
-    const k = keys(org);
-    let afterSeq: string | null | undefined;
+    const values: unknown[] = [org, scheduleId, limit + 1, this.cutoff(), this.options.runsPerSchedule];
+    let where = `org = $1 AND schedule_id = $2 AND created_at > $4 AND ${withinCap("$2", "$5")}`;
     if (after !== undefined) {
-      const [owner, seq] = await this.redis.hmget(k.run(after), "schedule_id", "seq");
-      afterSeq = owner === scheduleId ? seq : null;
+      const { rows } = await this.db.query<{ seq: string }>(
+        "SELECT seq FROM eval_runs WHERE org = $1 AND id = $2 AND schedule_id = $3",
+        [org, after, scheduleId],
+      );
+      if (!rows[0]) return null;
+      values.push(rows[0].seq);
+      where += ` AND seq < $${values.length}`;
     }
-    const ids = await this.page(k.runs(scheduleId), limit, afterSeq);
-    if (!ids) return null;
-    const pipeline = this.redis.pipeline();
-    for (const id of ids.data) pipeline.hgetall(k.run(id));
-    const runs = ((await pipeline.exec()) ?? [])
-      .map(([, hash], i) => parseRun(ids.data[i]!, hash as Record<string, string>))
-      .filter((r): r is EvalRun => r !== undefined);
-    return { data: runs, has_more: ids.has_more };
+    const { rows } = await this.db.query<RunRow>(
+      `SELECT ${RUN_COLUMNS} FROM eval_runs WHERE ${where} ORDER BY seq DESC LIMIT $3`,
+      values,
+    );
+    return { data: rows.slice(0, limit).map(toRun), has_more: rows.length > limit };
   }
 
-  /** Ids after the one with sequence `afterSeq` (undefined: from the newest; null: an unknown cursor). */
-  private async page(
-    set: string,
-    limit: number,
-    afterSeq: string | null | undefined,
-  ): Promise<Page<string> | null> {
-    if (afterSeq === null) return null;
-    const ids = afterSeq
-      ? await this.redis.zrevrangebyscore(set, `(${afterSeq}`, "-inf", "LIMIT", 0, limit + 1)
-      : await this.redis.zrevrange(set, 0, limit);
-    return { data: ids.slice(0, limit), has_more: ids.length > limit };
+  /**
+   * Deletes finished runs past the retention, then deleted schedules that
+   * have no run left, `SWEEP_BATCH` rows per statement (rows another sweeper
+   * holds are skipped), until none is left; returns how many of each.
+   */
+  async sweep(batch = SWEEP_BATCH): Promise<{ runs: number; schedules: number }> {
+    const cutoff = this.cutoff();
+    const runs = await repeat(
+      `WITH doomed AS (
+         SELECT org, id FROM eval_runs
+         WHERE created_at <= $1 AND status NOT IN ('queued', 'running')
+         LIMIT $2 FOR UPDATE SKIP LOCKED
+       )
+       DELETE FROM eval_runs r USING doomed WHERE r.org = doomed.org AND r.id = doomed.id`,
+      [cutoff, batch],
+      batch,
+      this.db,
+    );
+    const schedules = await repeat(
+      `WITH doomed AS (
+         SELECT org, id FROM eval_schedules s
+         WHERE deleted_at <= $1
+           AND NOT EXISTS (SELECT 1 FROM eval_runs r WHERE r.org = s.org AND r.schedule_id = s.id)
+         LIMIT $2 FOR UPDATE SKIP LOCKED
+       )
+       DELETE FROM eval_schedules s USING doomed WHERE s.org = doomed.org AND s.id = doomed.id`,
+      [cutoff, batch],
+      batch,
+      this.db,
+    );
+    return { runs, schedules };
+  }
+
+  /** Runs created at or before this (unix seconds) are past the retention. */
+  private cutoff(): number {
+    return Math.floor((this.now() - this.options.runRetentionMs) / 1000);
   }
 }
 
-function parseSchedule(hash: Record<string, string>): EvalSchedule | undefined {
-  if (!hash.record) return undefined;
-  return {
-    ...(JSON.parse(hash.record) as Omit<EvalSchedule, "deleted_at">),
-    deleted_at: hash.deleted_at ? Number(hash.deleted_at) : null,
-  };
+/** The organization's advisory lock, for the rest of the transaction. */
+async function lockOrganization(tx: Queryable, org: string): Promise<void> {
+  await tx.query("SELECT pg_advisory_xact_lock(hashtextextended($1, 0))", [`gw:evals:${org}`]);
 }
 
-function parseRun(id: string, hash: Record<string, string>): EvalRun | undefined {
-  if (!hash.status) return undefined;
-  const num = (v: string | undefined) => (v === undefined ? null : Number(v));
+/** SQL: the run is among the newest `max` of its schedule (`schedule` names the schedule's column or parameter). */
+function withinCap(schedule: string, max: string): string {
+  return `seq >= coalesce((SELECT seq FROM eval_runs c WHERE c.org = $1 AND c.schedule_id = ${schedule}
+                             ORDER BY seq DESC OFFSET ${max} - 1 LIMIT 1), 0)`;
+}
+
+/** Runs `sql` (a batched delete) until it deletes fewer than `batch` rows; returns the total. */
+async function repeat(sql: string, values: unknown[], batch: number, db: Queryable): Promise<number> {
+  let total = 0;
+  for (;;) {
+    const { rowCount } = await db.query(sql, values);
+    total += rowCount ?? 0;
+    if ((rowCount ?? 0) < batch) return total;
+  }
+}
+
+function toSchedule(row: ScheduleRow): EvalSchedule {
+  return { ...row.record, deleted_at: row.deleted_at === null ? null : Number(row.deleted_at) };
+}
+
+function toRun(row: RunRow): EvalRun {
+  const num = (v: string | null) => (v === null ? null : Number(v));
   return {
-    id,
-    schedule_id: hash.schedule_id!,
-    status: hash.status as RunStatus,
-    model: hash.model ?? null,
-    created_at: Number(hash.created_at),
-    started_at: num(hash.started_at),
-    completed_at: num(hash.completed_at),
-    error: hash.error ?? null,
-    results: JSON.parse(hash.results ?? "[]") as EvalResult[],
+    id: row.id,
+    schedule_id: row.schedule_id,
+    status: row.status,
+    model: row.model,
+    created_at: Number(row.created_at),
+    started_at: num(row.started_at),
+    completed_at: num(row.completed_at),
+    error: row.error,
+    results: row.results,
   };
 }

@@ -1,10 +1,13 @@
 import {
   closeGracefully,
   createMetrics,
+  createPostgres,
   createRedis,
   type Logger,
   listen,
   listenForMetrics,
+  migrate,
+  postgresReady,
   redactUrl,
   redisReady,
   registerProbes,
@@ -14,7 +17,7 @@ import express from "express";
 import type { ServiceConfig } from "../config.ts";
 import { chatProvider } from "../server.ts";
 import { UsageStore } from "../usage/store.ts";
-import { evalLimits, startEvals } from "./index.ts";
+import { evalLimits, evalRetention, startEvals } from "./index.ts";
 
 /**
  * An eval worker on its own: runs from the shared queue, `EVAL_WORKER_CONCURRENCY`
@@ -30,10 +33,18 @@ export async function startEvalWorkerProcess(config: ServiceConfig, logger: Logg
     metrics: metrics.redisCommands,
   });
   redis.on("error", (err) => logger.warn({ err: err.message }, "redis error"));
+  const applied = await migrate(config.DATABASE_URL);
+  if (applied.length > 0) logger.info({ applied }, "database migrations applied");
+  const db = createPostgres(config.DATABASE_URL, {
+    connectionName: "eval-worker",
+    onIdleError: (err) => logger.warn({ err: err.message }, "postgres connection error"),
+  });
   const evals = startEvals(
     {
       redisUrl: config.REDIS_URL,
       redis,
+      db,
+      retention: evalRetention(config),
       provider: chatProvider(config, metrics),
       usage: new UsageStore(redis, config.LLM_MODELS?.prices),
       logger,
@@ -44,7 +55,12 @@ export async function startEvalWorkerProcess(config: ServiceConfig, logger: Logg
   );
   const app = express();
   useRequestBasics(app, logger, metrics);
-  registerProbes(app, { redis: () => redisReady(redis) }, metrics, config.metricsEndpoint);
+  registerProbes(
+    app,
+    { redis: () => redisReady(redis), postgres: () => postgresReady(db) },
+    metrics,
+    config.metricsEndpoint,
+  );
   const { server, port } = await listen(app, config.PORT, config.HOST);
   const metricsListener = await listenForMetrics(config.metricsEndpoint, metrics, config.HOST, logger);
   logger.info(
@@ -61,6 +77,7 @@ export async function startEvalWorkerProcess(config: ServiceConfig, logger: Logg
       await Promise.all([closeGracefully(server, 5_000), metricsListener?.close()]);
       await evals.close();
       redis.disconnect();
+      await db.close();
     },
   };
 }

@@ -1,6 +1,6 @@
 import { createCipheriv, createDecipheriv, randomBytes } from "node:crypto";
 import { join } from "node:path";
-import { AppError, developmentSecret, type Logger, type Principal, type RedisClient } from "@gw/core";
+import { AppError, developmentSecret, type Logger, type Principal, type Queryable } from "@gw/core";
 
 /** What `GET /api/v1/sandbox/connections/github` shows: never the token. */
 export interface ConnectionStatus {
@@ -9,11 +9,10 @@ export interface ConnectionStatus {
 }
 
 interface StoredConnection {
-  v: 1;
-  nonce: string;
-  ciphertext: string;
-  tag: string;
-  updated_at: number;
+  nonce: Buffer;
+  ciphertext: Buffer;
+  tag: Buffer;
+  updated_at: string;
 }
 
 export class NoConnection extends AppError {
@@ -36,24 +35,23 @@ export class UnreadableConnection extends AppError {
   }
 }
 
-const redisKey = (p: Principal) => `gw:sandbox:connection:{${p.org}}:${p.user}`;
-
 /** Binds a ciphertext to its principal: moved under another user's or organization's key, it does not decrypt. */
 const associatedData = (p: Principal) =>
   Buffer.from(JSON.stringify(["sandbox.connection.github", p.org, p.user]));
 
 /**
- * Each principal's GitHub credential, AES-256-GCM encrypted in Redis with a
+ * Each principal's GitHub credential, AES-256-GCM encrypted in PostgreSQL
+ * (`sandbox_connections`) with a
  * fresh 96-bit nonce per write and the principal as additional authenticated
  * data. The token is decrypted only to hand it to one git process.
  */
 export class ConnectionStore {
-  private readonly redis: RedisClient;
+  private readonly db: Queryable;
   private readonly key: Buffer;
 
-  constructor(redis: RedisClient, key: Buffer) {
+  constructor(db: Queryable, key: Buffer) {
     if (key.length !== 32) throw new Error("the connection key must be 32 bytes");
-    this.redis = redis;
+    this.db = db;
     this.key = key;
   }
 
@@ -62,23 +60,24 @@ export class ConnectionStore {
     const cipher = createCipheriv("aes-256-gcm", this.key, nonce);
     cipher.setAAD(associatedData(principal));
     const ciphertext = Buffer.concat([cipher.update(token, "utf8"), cipher.final()]);
-    const record: StoredConnection = {
-      v: 1,
-      nonce: nonce.toString("base64"),
-      ciphertext: ciphertext.toString("base64"),
-      tag: cipher.getAuthTag().toString("base64"),
-      updated_at: Math.floor(Date.now() / 1000),
-    };
-    await this.redis.set(redisKey(principal), JSON.stringify(record));
+    await this.db.query(
+      `INSERT INTO sandbox_connections (org, user_id, nonce, ciphertext, tag, updated_at)
+       VALUES ($1, $2, $3, $4, $5, $6)
+       ON CONFLICT (org, user_id) DO UPDATE SET nonce = $3, ciphertext = $4, tag = $5, updated_at = $6`,
+      [principal.org, principal.user, nonce, ciphertext, cipher.getAuthTag(), Math.floor(Date.now() / 1000)],
+    );
   }
 
   async status(principal: Principal): Promise<ConnectionStatus> {
     const record = await this.record(principal);
-    return { connected: record !== undefined, updated_at: record?.updated_at ?? null };
+    return { connected: record !== undefined, updated_at: record ? Number(record.updated_at) : null };
   }
 
   async delete(principal: Principal): Promise<void> {
-    await this.redis.del(redisKey(principal));
+    await this.db.query("DELETE FROM sandbox_connections WHERE org = $1 AND user_id = $2", [
+      principal.org,
+      principal.user,
+    ]);
   }
 
   /** The principal's token; `NoConnection` when none is stored. */
@@ -86,21 +85,21 @@ export class ConnectionStore {
     const record = await this.record(principal);
     if (!record) throw new NoConnection();
     try {
-      const decipher = createDecipheriv("aes-256-gcm", this.key, Buffer.from(record.nonce, "base64"));
+      const decipher = createDecipheriv("aes-256-gcm", this.key, record.nonce);
       decipher.setAAD(associatedData(principal));
-      decipher.setAuthTag(Buffer.from(record.tag, "base64"));
-      return Buffer.concat([
-        decipher.update(Buffer.from(record.ciphertext, "base64")),
-        decipher.final(),
-      ]).toString("utf8");
+      decipher.setAuthTag(record.tag);
+      return Buffer.concat([decipher.update(record.ciphertext), decipher.final()]).toString("utf8");
     } catch {
       throw new UnreadableConnection();
     }
   }
 
   private async record(principal: Principal): Promise<StoredConnection | undefined> {
-    const json = await this.redis.get(redisKey(principal));
-    return json ? (JSON.parse(json) as StoredConnection) : undefined;
+    const { rows } = await this.db.query<StoredConnection>(
+      "SELECT nonce, ciphertext, tag, updated_at FROM sandbox_connections WHERE org = $1 AND user_id = $2",
+      [principal.org, principal.user],
+    );
+    return rows[0];
   }
 }
 

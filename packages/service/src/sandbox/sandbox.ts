@@ -1,6 +1,6 @@
 import { mkdir, rm } from "node:fs/promises";
 import { join } from "node:path";
-import { AppError, type Logger, type Principal, type RedisClient } from "@gw/core";
+import { AppError, type Logger, type Principal, type Queryable, type RedisClient } from "@gw/core";
 import { commitWorkingTree, openCheckout } from "./checkout.ts";
 import type { SandboxOptions } from "./config.ts";
 import { ConnectionStore, connectionKey } from "./connections.ts";
@@ -98,10 +98,11 @@ export class Sandbox {
 
   static async create(
     options: SandboxOptions,
-    redis: RedisClient,
+    stores: { redis: RedisClient; db: Queryable },
     logger: Logger,
     hooks: SandboxHooks = {},
   ): Promise<Sandbox> {
+    const { redis, db } = stores;
     await mkdir(options.root, { recursive: true, mode: 0o700 });
     await mkdir(options.repositories, { recursive: true, mode: 0o700 });
     const key = await connectionKey(options.connectionKey, options.dataDir, logger);
@@ -112,7 +113,7 @@ export class Sandbox {
     });
     const locks = new SessionLocks(redis, { ttlMs: LOCK_TTL_MS, waitMs: options.pushWaitMs });
     return new Sandbox(
-      { connections: new ConnectionStore(redis, key), sessions: new SessionStore(redis), git, locks },
+      { connections: new ConnectionStore(db, key), sessions: new SessionStore(db), git, locks },
       options,
       logger,
       hooks,

@@ -1,5 +1,5 @@
 import { randomBytes } from "node:crypto";
-import { AppError, type Principal, type RedisClient } from "@gw/core";
+import { AppError, type Principal, type Queryable } from "@gw/core";
 
 /** The session object of the API. */
 export interface Session {
@@ -26,46 +26,52 @@ export const newSessionId = () => `sess_${randomBytes(16).toString("hex")}`;
 /** Only ids this service issues name a session (and a workspace directory). */
 export const isSessionId = (id: string) => SESSION_ID.test(id);
 
-const recordKey = (org: string, id: string) => `gw:sandbox:session:{${org}}:${id}`;
+interface Row {
+  owner: string;
+  repository: string;
+  repository_id: string;
+  assignment_generation: string;
+  created_at: string;
+}
 
-/** Increments the generation only if the session exists and belongs to the user, in one step. */
-const NEXT_ASSIGNMENT = `
-if redis.call('HGET', KEYS[1], 'user') ~= ARGV[1] then return false end
-redis.call('HINCRBY', KEYS[1], 'assignment_generation', 1)
-return redis.call('HGETALL', KEYS[1])`;
-
-const DELETE_OWN = `
-if redis.call('HGET', KEYS[1], 'user') ~= ARGV[1] then return 0 end
-return redis.call('DEL', KEYS[1])`;
+const COLUMNS = "owner, repository, repository_id, assignment_generation, created_at";
 
 /**
- * Session records in Redis, per organization, each naming the user who
- * created it: to anyone else (another user of the organization, or another
- * organization) a session does not exist.
+ * Session records in PostgreSQL (`sandbox_sessions`), per organization, each
+ * naming the user who created it: to anyone else (another user of the
+ * organization, or another organization) a session does not exist.
  */
 export class SessionStore {
-  private readonly redis: RedisClient;
+  private readonly db: Queryable;
 
-  constructor(redis: RedisClient) {
-    this.redis = redis;
+  constructor(db: Queryable) {
+    this.db = db;
   }
 
   async create(principal: Principal, session: Session): Promise<void> {
-    await this.redis.hset(recordKey(principal.org, session.id), {
-      user: principal.user,
-      owner: session.owner,
-      repository: session.repository,
-      repository_id: session.repository_id,
-      assignment_generation: session.assignment_generation,
-      created_at: session.created_at,
-    });
+    await this.db.query(
+      `INSERT INTO sandbox_sessions (org, id, user_id, ${COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`,
+      [
+        principal.org,
+        session.id,
+        principal.user,
+        session.owner,
+        session.repository,
+        session.repository_id,
+        session.assignment_generation,
+        session.created_at,
+      ],
+    );
   }
 
   /** The principal's session `id`, if there is one. */
   async find(principal: Principal, id: string): Promise<Session | undefined> {
     if (!isSessionId(id)) return undefined;
-    const fields = await this.redis.hgetall(recordKey(principal.org, id));
-    return fields.user === principal.user ? toSession(id, fields) : undefined;
+    const { rows } = await this.db.query<Row>(
+      `SELECT ${COLUMNS} FROM sandbox_sessions WHERE org = $1 AND id = $2 AND user_id = $3`,
+      [principal.org, id, principal.user],
+    );
+    return rows[0] && toSession(id, rows[0]);
   }
 
   /** The principal's session `id`, else `SessionNotFound`. */
@@ -78,30 +84,33 @@ export class SessionStore {
   /** Starts a new assignment: the generation, incremented atomically, in the session returned. */
   async nextAssignment(principal: Principal, id: string): Promise<Session> {
     if (!isSessionId(id)) throw new SessionNotFound(id);
-    const flat = (await this.redis.eval(NEXT_ASSIGNMENT, 1, recordKey(principal.org, id), principal.user)) as
-      | string[]
-      | null;
-    if (!flat) throw new SessionNotFound(id);
-    const fields: Record<string, string> = {};
-    for (let i = 0; i < flat.length; i += 2) fields[flat[i]!] = flat[i + 1]!;
-    return toSession(id, fields);
+    const { rows } = await this.db.query<Row>(
+      `UPDATE sandbox_sessions SET assignment_generation = assignment_generation + 1
+       WHERE org = $1 AND id = $2 AND user_id = $3 RETURNING ${COLUMNS}`,
+      [principal.org, id, principal.user],
+    );
+    if (!rows[0]) throw new SessionNotFound(id);
+    return toSession(id, rows[0]);
   }
 
   async delete(principal: Principal, id: string): Promise<void> {
     if (!isSessionId(id)) throw new SessionNotFound(id);
-    const deleted = await this.redis.eval(DELETE_OWN, 1, recordKey(principal.org, id), principal.user);
-    if (deleted !== 1) throw new SessionNotFound(id);
+    const { rowCount } = await this.db.query(
+      "DELETE FROM sandbox_sessions WHERE org = $1 AND id = $2 AND user_id = $3",
+      [principal.org, id, principal.user],
+    );
+    if (rowCount !== 1) throw new SessionNotFound(id);
   }
 }
 
-function toSession(id: string, fields: Record<string, string>): Session {
+function toSession(id: string, row: Row): Session {
   return {
     id,
     object: "sandbox.session",
-    owner: fields.owner!,
-    repository: fields.repository!,
-    repository_id: Number(fields.repository_id),
-    assignment_generation: Number(fields.assignment_generation),
-    created_at: Number(fields.created_at),
+    owner: row.owner,
+    repository: row.repository,
+    repository_id: Number(row.repository_id),
+    assignment_generation: Number(row.assignment_generation),
+    created_at: Number(row.created_at),
   };
 }
