@@ -1,0 +1,231 @@
+import { z } from "zod";
+import { ERROR_CATALOGUE, type ErrorCode } from "./errors.ts";
+
+/** A JSON Schema (draft 2020-12, OpenAPI 3.1's dialect). */
+export type JsonSchema = Record<string, unknown>;
+
+type Method = "GET" | "POST" | "PUT" | "PATCH" | "DELETE";
+
+/** What a response of an operation holds: a zod schema, a JSON Schema, or nothing (204). */
+export interface ApiResponse {
+  description: string;
+  schema?: z.ZodType | JsonSchema;
+  /** Default `application/json`. */
+  contentType?: string;
+  headers?: Record<string, { description: string; schema: JsonSchema }>;
+}
+
+/**
+ * One endpoint as the OpenAPI document describes it. Request schemas are the
+ * zod schemas the route validates with, so the document cannot drift from
+ * what the route accepts.
+ */
+export interface ApiOperation {
+  method: Method;
+  /** Express template with its mount path, e.g. `/api/v1/llm/conversations/:id`. */
+  path: string;
+  operationId: string;
+  summary: string;
+  tag: string;
+  description?: string;
+  /** `none` for public endpoints (JWKS, the document itself). Default `bearer`. */
+  auth?: "bearer" | "none";
+  /** The key permission the route requires, named in the description. */
+  permission?: string;
+  deprecated?: boolean;
+  /** Accepts `X-On-Behalf-Of`. Default: every bearer-authenticated operation. */
+  onBehalfOf?: boolean;
+  params?: z.ZodObject;
+  query?: z.ZodObject;
+  body?: z.ZodType | JsonSchema;
+  /** Success responses, by status. Error responses come from the catalogue (`errors`). */
+  responses: Record<number, ApiResponse>;
+  /** Catalogue errors this operation answers, besides the ones every authenticated operation can. */
+  errors?: ErrorCode[];
+}
+
+export interface ApiDocumentInfo {
+  title: string;
+  version: string;
+  description: string;
+}
+
+/** Errors any authenticated operation may answer: bad credential, missing permission, rate limit, an outage. */
+const AUTHENTICATED_ERRORS: ErrorCode[] = ["unauthorized", "forbidden", "rate_limited", "service_unavailable"];
+
+/** A zod schema as the JSON Schema of what a client sends (`io: "input"`: defaults are optional). */
+export function jsonSchemaOf(schema: z.ZodType | JsonSchema, io: "input" | "output" = "input"): JsonSchema {
+  if (!(schema instanceof z.ZodType)) return schema;
+  const { $schema: _dialect, ...json } = z.toJSONSchema(schema, {
+    target: "draft-2020-12",
+    io,
+    unrepresentable: "any",
+  }) as JsonSchema;
+  return json;
+}
+
+const openApiPath = (template: string) => template.replace(/:([A-Za-z_][A-Za-z0-9_]*)/g, "{$1}");
+
+function parameters(operation: ApiOperation): JsonSchema[] {
+  const out: JsonSchema[] = [];
+  const pathParams = jsonSchemaOf(operation.params ?? z.object({})) as {
+    properties?: Record<string, JsonSchema>;
+  };
+  for (const [, name] of operation.path.matchAll(/:([A-Za-z_][A-Za-z0-9_]*)/g)) {
+    out.push({ name, in: "path", required: true, schema: pathParams.properties?.[name!] ?? { type: "string" } });
+  }
+  if (operation.query) {
+    const query = jsonSchemaOf(operation.query) as { properties?: Record<string, JsonSchema>; required?: string[] };
+    for (const [name, schema] of Object.entries(query.properties ?? {})) {
+      out.push({ name, in: "query", required: query.required?.includes(name) ?? false, schema });
+    }
+  }
+  if ((operation.onBehalfOf ?? operation.auth !== "none") && operation.auth !== "none") {
+    out.push({ $ref: "#/components/parameters/OnBehalfOf" });
+  }
+  return out;
+}
+
+function errorResponses(operation: ApiOperation): Record<string, JsonSchema> {
+  const codes = new Set<ErrorCode>([
+    ...(operation.auth === "none" ? [] : AUTHENTICATED_ERRORS),
+    ...(operation.errors ?? []),
+    ...(operation.body || operation.query || operation.params ? (["validation_failed"] as const) : []),
+  ]);
+  const out: Record<string, JsonSchema> = {};
+  for (const code of [...codes].sort((a, b) => ERROR_CATALOGUE[a].status - ERROR_CATALOGUE[b].status)) {
+    const status = String(ERROR_CATALOGUE[code].status);
+    out[status] = { $ref: `#/components/responses/${code}` };
+  }
+  return out;
+}
+
+function responseObject(response: ApiResponse): JsonSchema {
+  return {
+    description: response.description,
+    ...(response.headers ? { headers: response.headers } : {}),
+    ...(response.schema
+      ? { content: { [response.contentType ?? "application/json"]: { schema: jsonSchemaOf(response.schema, "output") } } }
+      : {}),
+  };
+}
+
+/** The catalogue's error bodies as reusable responses. */
+function catalogueResponses(): Record<string, JsonSchema> {
+  const out: Record<string, JsonSchema> = {};
+  for (const [code, { status, title }] of Object.entries(ERROR_CATALOGUE)) {
+    const schema =
+      code === "validation_failed"
+        ? { $ref: "#/components/schemas/HTTPValidationError" }
+        : code === "rate_limited"
+          ? { $ref: "#/components/schemas/RateLimitError" }
+          : { $ref: "#/components/schemas/Error" };
+    out[code] = {
+      description: `${status} ${title}`,
+      ...(code === "rate_limited"
+        ? { headers: { "Retry-After": { description: "Seconds until a retry can succeed", schema: { type: "integer" } } } }
+        : {}),
+      content: { "application/json": { schema } },
+    };
+  }
+  return out;
+}
+
+const COMPONENT_SCHEMAS: Record<string, JsonSchema> = {
+  Error: {
+    type: "object",
+    description: "The catalogue's error body: `error` is the status's title, `message` says what went wrong.",
+    properties: { error: { type: "string" }, message: { type: "string" } },
+    required: ["error", "message"],
+  },
+  RateLimitError: {
+    type: "object",
+    properties: { error: { type: "string", const: "Rate limit exceeded" } },
+    required: ["error"],
+  },
+  ValidationError: {
+    type: "object",
+    properties: {
+      loc: { type: "array", items: { anyOf: [{ type: "string" }, { type: "integer" }] } },
+      msg: { type: "string" },
+      type: { type: "string" },
+      input: {},
+      ctx: { type: "object" },
+    },
+    required: ["loc", "msg", "type"],
+  },
+  HTTPValidationError: {
+    type: "object",
+    properties: { detail: { type: "array", items: { $ref: "#/components/schemas/ValidationError" } } },
+  },
+};
+
+/** An OpenAPI 3.1 document of the given operations. */
+export function buildOpenApiDocument(info: ApiDocumentInfo, operations: readonly ApiOperation[]): JsonSchema {
+  const paths: Record<string, Record<string, JsonSchema>> = {};
+  const tags = new Set<string>();
+  const sorted = [...operations].sort((a, b) => a.path.localeCompare(b.path) || a.method.localeCompare(b.method));
+  for (const operation of sorted) {
+    tags.add(operation.tag);
+    const path = openApiPath(operation.path);
+    const entry: JsonSchema = {
+      operationId: operation.operationId,
+      summary: operation.summary,
+      tags: [operation.tag],
+      ...(operation.description || operation.permission
+        ? {
+            description: [
+              operation.description,
+              operation.permission ? `Requires the key permission \`${operation.permission}\`.` : undefined,
+            ]
+              .filter(Boolean)
+              .join("\n\n"),
+          }
+        : {}),
+      ...(operation.deprecated ? { deprecated: true } : {}),
+      ...(operation.auth === "none" ? { security: [] } : {}),
+    };
+    const params = parameters(operation);
+    if (params.length > 0) entry.parameters = params;
+    if (operation.body) {
+      entry.requestBody = {
+        required: true,
+        content: { "application/json": { schema: jsonSchemaOf(operation.body) } },
+      };
+    }
+    entry.responses = {
+      ...Object.fromEntries(Object.entries(operation.responses).map(([s, r]) => [s, responseObject(r)])),
+      ...errorResponses(operation),
+    };
+    paths[path] ??= {};
+    paths[path][operation.method.toLowerCase()] = entry;
+  }
+  return {
+    openapi: "3.1.0",
+    info,
+    servers: [{ url: "/" }],
+    tags: [...tags].sort().map((name) => ({ name })),
+    security: [{ bearerAuth: [] }],
+    paths,
+    components: {
+      securitySchemes: {
+        bearerAuth: {
+          type: "http",
+          scheme: "bearer",
+          description: "An API key, or a JWT from `POST /api/v1/authentication/api-keys/exchange-token`.",
+        },
+      },
+      parameters: {
+        OnBehalfOf: {
+          name: "X-On-Behalf-Of",
+          in: "header",
+          required: false,
+          description: "The end user the caller acts for (its own stable id); the principal becomes that user.",
+          schema: { type: "string", minLength: 1, maxLength: 256 },
+        },
+      },
+      responses: catalogueResponses(),
+      schemas: COMPONENT_SCHEMAS,
+    },
+  };
+}
