@@ -51,7 +51,12 @@ export interface ApiDocumentInfo {
 }
 
 /** Errors any authenticated operation may answer: bad credential, missing permission, rate limit, an outage. */
-const AUTHENTICATED_ERRORS: ErrorCode[] = ["unauthorized", "forbidden", "rate_limited", "service_unavailable"];
+const AUTHENTICATED_ERRORS: ErrorCode[] = [
+  "unauthorized",
+  "forbidden",
+  "rate_limited",
+  "service_unavailable",
+];
 
 /** A zod schema as the JSON Schema of what a client sends (`io: "input"`: defaults are optional). */
 export function jsonSchemaOf(schema: z.ZodType | JsonSchema, io: "input" | "output" = "input"): JsonSchema {
@@ -72,10 +77,18 @@ function parameters(operation: ApiOperation): JsonSchema[] {
     properties?: Record<string, JsonSchema>;
   };
   for (const [, name] of operation.path.matchAll(/:([A-Za-z_][A-Za-z0-9_]*)/g)) {
-    out.push({ name, in: "path", required: true, schema: pathParams.properties?.[name!] ?? { type: "string" } });
+    out.push({
+      name,
+      in: "path",
+      required: true,
+      schema: pathParams.properties?.[name!] ?? { type: "string" },
+    });
   }
   if (operation.query) {
-    const query = jsonSchemaOf(operation.query) as { properties?: Record<string, JsonSchema>; required?: string[] };
+    const query = jsonSchemaOf(operation.query) as {
+      properties?: Record<string, JsonSchema>;
+      required?: string[];
+    };
     for (const [name, schema] of Object.entries(query.properties ?? {})) {
       out.push({ name, in: "query", required: query.required?.includes(name) ?? false, schema });
     }
@@ -105,7 +118,11 @@ function responseObject(response: ApiResponse): JsonSchema {
     description: response.description,
     ...(response.headers ? { headers: response.headers } : {}),
     ...(response.schema
-      ? { content: { [response.contentType ?? "application/json"]: { schema: jsonSchemaOf(response.schema, "output") } } }
+      ? {
+          content: {
+            [response.contentType ?? "application/json"]: { schema: jsonSchemaOf(response.schema, "output") },
+          },
+        }
       : {}),
   };
 }
@@ -123,7 +140,14 @@ function catalogueResponses(): Record<string, JsonSchema> {
     out[code] = {
       description: `${status} ${title}`,
       ...(code === "rate_limited"
-        ? { headers: { "Retry-After": { description: "Seconds until a retry can succeed", schema: { type: "integer" } } } }
+        ? {
+            headers: {
+              "Retry-After": {
+                description: "Seconds until a retry can succeed",
+                schema: { type: "integer" },
+              },
+            },
+          }
         : {}),
       content: { "application/json": { schema } },
     };
@@ -164,7 +188,9 @@ const COMPONENT_SCHEMAS: Record<string, JsonSchema> = {
 export function buildOpenApiDocument(info: ApiDocumentInfo, operations: readonly ApiOperation[]): JsonSchema {
   const paths: Record<string, Record<string, JsonSchema>> = {};
   const tags = new Set<string>();
-  const sorted = [...operations].sort((a, b) => a.path.localeCompare(b.path) || a.method.localeCompare(b.method));
+  const sorted = [...operations].sort(
+    (a, b) => a.path.localeCompare(b.path) || a.method.localeCompare(b.method),
+  );
   for (const operation of sorted) {
     tags.add(operation.tag);
     const path = openApiPath(operation.path);
@@ -220,7 +246,8 @@ export function buildOpenApiDocument(info: ApiDocumentInfo, operations: readonly
           name: "X-On-Behalf-Of",
           in: "header",
           required: false,
-          description: "The end user the caller acts for (its own stable id); the principal becomes that user.",
+          description:
+            "The end user the caller acts for (its own stable id); the principal becomes that user.",
           schema: { type: "string", minLength: 1, maxLength: 256 },
         },
       },
