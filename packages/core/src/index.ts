@@ -18,4 +18,5 @@ export * from "./permissions.ts";
 export * from "./principal.ts";
 export * from "./process.ts";
 export * from "./redis.ts";
+export * from "./rfc3339.ts";
 export * from "./validation.ts";

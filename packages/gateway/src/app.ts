@@ -36,6 +36,7 @@ import { registerDeleteResource } from "./routes/authorization/delete-resource.t
 import { registerGrant } from "./routes/authorization/grant.ts";
 import { registerListGrants } from "./routes/authorization/list-grants.ts";
 import { registerListResources } from "./routes/authorization/list-resources.ts";
+import type { LookupCursors } from "./routes/authorization/lookup-cursor.ts";
 import { registerRegisterResource } from "./routes/authorization/register-resource.ts";
 import { registerResourceAudit } from "./routes/authorization/resource-audit.ts";
 import { registerRevoke } from "./routes/authorization/revoke.ts";
@@ -59,6 +60,8 @@ export interface GatewayDeps {
   audit: AuditLog;
   /** Longest lifetime of an expiring grant, in seconds. */
   grantMaxTtlSeconds: number;
+  /** Signs and opens the `next_cursor` of lookups. */
+  lookupCursors: LookupCursors;
   /** Where `/metrics` is served, and its token. */
   metricsEndpoint?: MetricsEndpoint;
 }

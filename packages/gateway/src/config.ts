@@ -94,6 +94,8 @@ export const gatewayConfigSchema = z
     INTERNAL_ASSERTION_SECRET: z.string().min(32, "must be at least 32 characters").optional(),
     /** Longest lifetime of an expiring grant (`expiresAt`), in seconds. Default 31536000 (one year). */
     GRANT_MAX_TTL: env.positiveInt(31_536_000),
+    /** How long a lookup's `next_cursor` stays valid, in seconds (at least 600). Default 3600. */
+    LOOKUP_CURSOR_TTL: z.coerce.number().int().min(600).max(86_400).default(3_600),
     /** How long audit records are kept, in days. Default 90. */
     AUDIT_RETENTION_DAYS: env.positiveInt(90),
     /** Most audit records kept per organization (approximately; the oldest go first). Default 1000000. */

@@ -1,11 +1,12 @@
 import { readFile } from "node:fs/promises";
 import { resolve } from "node:path";
 import {
+  assertionSecret,
   closeGracefully,
   connectAuthorization,
   createLogger,
   createRedis,
-  internalAssertions,
+  InternalAssertions,
   type Logger,
   listen,
   listenForMetrics,
@@ -25,6 +26,7 @@ import { DEFAULT_LEASES, LeasedWindows } from "./rate-limit/leased-windows.ts";
 import { MemoryWindows } from "./rate-limit/memory-windows.ts";
 import { RedisWindows } from "./rate-limit/redis-windows.ts";
 import { RememberedRefusals } from "./rate-limit/remembered-refusals.ts";
+import { LookupCursors } from "./routes/authorization/lookup-cursor.ts";
 import { developmentSigningKeys, loadSigningKeys, type SigningKeys } from "./tokens/signing-keys.ts";
 import { TokenService } from "./tokens/tokens.ts";
 
@@ -36,6 +38,8 @@ export interface RunningGateway {
   logger: Logger;
   /** The same authorization model the routes use, e.g. for the ownership of new resources. */
   authorization: ResourceAuthorization;
+  /** The lookups' cursors, e.g. to move their clock in tests. */
+  lookupCursors: LookupCursors;
   tokens: TokenService;
   close(): Promise<void>;
 }
@@ -107,7 +111,13 @@ export async function startGateway(
 
   const tokens = new TokenService(await signingKeys(config, logger), config.GATEWAY_PUBLIC_URL);
 
-  const assertions = await internalAssertions(config.INTERNAL_ASSERTION_SECRET, config.DATA_DIR, logger);
+  const secret = await assertionSecret(
+    config.INTERNAL_ASSERTION_SECRET,
+    resolve(config.DATA_DIR, "internal-assertion-secret"),
+    logger,
+  );
+  const assertions = new InternalAssertions(secret);
+  const lookupCursors = new LookupCursors(secret, config.LOOKUP_CURSOR_TTL);
 
   const app = createGatewayApp({
     logger,
@@ -123,6 +133,7 @@ export async function startGateway(
       logger,
     }),
     grantMaxTtlSeconds: config.GRANT_MAX_TTL,
+    lookupCursors,
     metricsEndpoint: config.metricsEndpoint,
     limiter,
     defaultLimits: config.DEFAULT_LIMITS,
@@ -155,6 +166,7 @@ export async function startGateway(
     metricsUrl: `http://127.0.0.1:${metricsListener?.port ?? port}/metrics`,
     logger,
     authorization,
+    lookupCursors,
     tokens,
     async close() {
       await Promise.all([closeGracefully(server, config.SHUTDOWN_GRACE_MS), metricsListener?.close()]);

@@ -8,9 +8,11 @@ const gw = useGateway();
 /**
  * Holds the first owner-only write of `user` after its ownership check and
  * before its write, until released: every other request passes straight
- * through. This is the window a check-then-write race lives in.
+ * through. This is the window a check-then-write race lives in. At
+ * `afterCheck`, it is held before the write reads anything more (the other
+ * owners a demotion relies on).
  */
-function holdWriteOf(user: string) {
+function holdWriteOf(user: string, seam: "afterCheck" | "beforeWrite" = "beforeWrite") {
   let arrived!: () => void;
   let release!: () => void;
   const reached = new Promise<void>((r) => (arrived = r));
@@ -22,12 +24,13 @@ function holdWriteOf(user: string) {
     arrived();
     await gate;
   };
-  gw.authorization.beforeWrite = hook;
+  gw.authorization[seam] = hook;
   return { reached, release };
 }
 
 afterEach(() => {
   gw.authorization.beforeWrite = undefined;
+  gw.authorization.afterCheck = undefined;
 });
 
 describe("owner-only writes are guarded by the caller's ownership when they land", () => {
@@ -93,6 +96,31 @@ describe("owner-only writes are guarded by the caller's ownership when they land
     expect(await o.check("alice", "conversation", id, "owner")).toBe(false);
     expect(await o.check("bob", "conversation", id, "owner")).toBe(true);
   });
+
+  it.each([
+    ["demote", { role: "reader" }, "grant"],
+    ["revoke", { role: "owner" }, "revoke"],
+  ] as const)(
+    "two owners who %s each other at once: the second gets 403, even when the first landed before it read the other owners",
+    async (_name, change, op) => {
+      const o = await newOrg(gw);
+      const id = await o.create("alice");
+      const body = { resourceType: "conversation", resourceId: id };
+      await o.grant("alice", { ...body, userId: "bob", role: "owner" });
+
+      const alice = holdWriteOf("alice", "afterCheck");
+      const aliceDemotesBob = o[op]("alice", { ...body, userId: "bob", ...change });
+      await alice.reached; // alice's ownership check has passed; she has not looked for another owner yet
+      expect((await o[op]("bob", { ...body, userId: "alice", ...change })).status).toBe(204);
+      alice.release();
+
+      const res = await aliceDemotesBob;
+      expect(res.status).toBe(403);
+      expect(await res.json()).toEqual(FORBIDDEN_BODY);
+      expect(await o.check("bob", "conversation", id, "owner")).toBe(true);
+      expect(await o.check("alice", "conversation", id, "owner")).toBe(false);
+    },
+  );
 
   it("an owner stepping down relies on another owner, who steps down first: 409, and the resource keeps an owner", async () => {
     const o = await newOrg(gw);

@@ -95,6 +95,32 @@ describe("deleting a resource's authorization", () => {
     expect((await o.register("carol", "skill", "skill_1")).status).toBe(201);
   });
 
+  it("refuses every conversation and response, owner or not, existing or not: their service deletes them", async () => {
+    const o = await newOrg(gw);
+    const id = await o.create("alice", "conversation");
+    for (const [actor, type, resourceId] of [
+      ["alice", "conversation", id],
+      ["mallory", "conversation", id],
+      ["alice", "response", "resp_none"],
+    ] as const) {
+      const res = await o.deleteResource(actor, type, resourceId);
+      expect(res.status).toBe(409);
+      expect(await res.json()).toEqual({
+        error: "Conflict",
+        message: `A ${type}'s authorization goes with its content: delete it with DELETE /api/v1/llm/${type}s/{id}`,
+      });
+    }
+    expect(await o.check("alice", "conversation", id, "owner")).toBe(true);
+    for (const type of ["conversation", "response"]) {
+      const res = await o.register("bob", type, `${type}_x`);
+      expect(res.status).toBe(409);
+      expect(await res.json()).toEqual({
+        error: "Conflict",
+        message: `A ${type} id is issued by the service, which makes its creator the owner: it cannot be registered`,
+      });
+    }
+  });
+
   it("validates the path", async () => {
     const o = await newOrg(gw);
     const res = await o.deleteResource("alice", "spreadsheet", "x");
@@ -121,33 +147,28 @@ describe("what a user can see", () => {
     expect(await ids(await o.list("alice", { resourceType: "conversation" }))).toEqual([]);
   });
 
-  it("pages with SpiceDB's cursor: five resources in pages of 2, 2 and 1, nothing lost or repeated", async () => {
+  it("pages in order of id: five resources in pages of 2, 2 and 1, nothing lost or repeated", async () => {
     const o = await newOrg(gw);
     const made = ["c1", "c2", "c3", "c4", "c5"];
-    for (const id of made) await o.register("alice", "completion", id);
-    const pages = await allPages(o, "alice", { resourceType: "completion", limit: "2" });
-    expect(pages.map((p) => p.length)).toEqual([2, 2, 1]);
-    expect(pages.flat().sort()).toEqual(made);
+    for (const id of [...made].reverse()) await o.register("alice", "skill", id);
+    const pages = await allPages(o, "alice", { resourceType: "skill", limit: "2" });
+    expect(pages).toEqual([["c1", "c2"], ["c3", "c4"], ["c5"]]);
 
     // Exactly a page's worth: the last page says so, no empty page after it.
     const four = await newOrg(gw);
-    for (const id of made.slice(0, 4)) await four.register("alice", "completion", id);
+    for (const id of made.slice(0, 4)) await four.register("alice", "skill", id);
     expect(
-      (await allPages(four, "alice", { resourceType: "completion", limit: "2" })).map((p) => p.length),
+      (await allPages(four, "alice", { resourceType: "skill", limit: "2" })).map((p) => p.length),
     ).toEqual([2, 2]);
   });
 
-  it("refuses a cursor it did not issue for this query, and bad limits, with 422", async () => {
+  it("refuses bad limits, and a cursor that is not one, with 422", async () => {
     const o = await newOrg(gw);
-    for (const id of ["a", "b", "c"]) await o.register("alice", "file", id);
-    const first = await (await o.list("alice", { resourceType: "file", limit: "1" })).json();
-    expect(first.next_cursor).toEqual(expect.any(String));
-
-    const queries: Record<string, string>[] = [
+    for (const query of [
       { resourceType: "file", cursor: "not-a-cursor" },
-      { resourceType: "file", role: "owner", limit: "1", cursor: first.next_cursor },
-    ];
-    for (const query of queries) {
+      { resourceType: "file", cursor: "a.b.c" },
+      { resourceType: "file", cursor: `${Buffer.from("[1,2]").toString("base64url")}.x` },
+    ]) {
       const res = await o.list("alice", query);
       expect(res.status, JSON.stringify(query)).toBe(422);
       expect((await res.json()).detail[0]).toMatchObject({ loc: ["query", "cursor"], type: "value_error" });
@@ -171,14 +192,14 @@ describe("what a user can see", () => {
   it("never lists another organization's resources, public or not, with the same ids and user names", async () => {
     const a = await newOrg(gw);
     const b = await newOrg(gw);
-    await a.register("alice", "conversation", "conv_x");
+    await a.create("alice", "conversation", "conv_x");
     await a.grant("alice", {
       resourceType: "conversation",
       resourceId: "conv_x",
       userId: "*",
       role: "writer",
     });
-    await b.register("alice", "conversation", "conv_y");
+    await b.create("alice", "conversation", "conv_y");
 
     expect(await ids(await b.list("alice", { resourceType: "conversation" }))).toEqual(["conv_y"]);
     expect(await ids(await b.list("dave", { resourceType: "conversation" }))).toEqual([]);
@@ -253,6 +274,7 @@ describe("expiring grants", () => {
       [new Date(Date.now() - 1_000).toISOString(), "datetime_future", "reader"],
       ["tomorrow", "datetime_parsing", "reader"],
       ["2030-02-30T00:00:00", "datetime_parsing", "reader"],
+      [`${inDays(1).slice(0, 10)}T12:30:60Z`, "datetime_parsing", "reader"],
       [inDays(366), "value_error", "reader"],
       [inDays(1), "value_error", "owner"],
       [12345, "string_type", "reader"],
@@ -271,6 +293,33 @@ describe("expiring grants", () => {
       loc: ["body", "expiresAt"],
       type: "extra_forbidden",
     });
+  });
+
+  it("take RFC 3339 as written: lowercase t and z, offsets, a leap second; null is no expiry", async () => {
+    const o = await newOrg(gw);
+    await o.register("alice", "file", "f3");
+    const base = { resourceType: "file", resourceId: "f3", role: "reader" };
+    const day = new Date(Date.now() + 86_400_000).toISOString().slice(0, 10);
+    const nextDay = new Date(Date.parse(`${day}T00:00:00Z`) + 86_400_000).toISOString();
+    const cases = [
+      ["bob", `${day}t12:00:00.5z`, `${day}T12:00:00.500Z`],
+      ["carol", `${day}T23:59:60Z`, nextDay],
+      ["dave", `${day}T18:29:60-05:30`, nextDay],
+      ["erin", `${day}T14:00:00+02:00`, `${day}T12:00:00.000Z`],
+    ] as const;
+    for (const [userId, expiresAt] of cases)
+      expect((await o.grant("alice", { ...base, userId, expiresAt })).status, expiresAt).toBe(204);
+    expect((await o.grant("alice", { ...base, userId: "frank", expiresAt: null })).status).toBe(204);
+    // null with owner is no expiry too, which an owner may have.
+    expect((await o.grant("alice", { ...base, userId: "gina", role: "owner", expiresAt: null })).status).toBe(
+      204,
+    );
+
+    const { data } = await (await o.grants("alice", "file", "f3")).json();
+    const expiry = (userId: string) => data.find((g: { userId: string }) => g.userId === userId)?.expiresAt;
+    for (const [userId, , expected] of cases) expect(expiry(userId), userId).toBe(expected);
+    expect(data).toContainEqual({ userId: "frank", role: "reader" });
+    expect(data).toContainEqual({ userId: "gina", role: "owner" });
   });
 });
 

@@ -95,6 +95,27 @@ describe("error bodies", () => {
     expect((await gw.call("/api/v1/no/such/thing")).status).toBe(401);
   });
 
+  it("answers OPTIONS with 204 and Allow for any endpoint, its own or the service's; an unknown path as before", async () => {
+    for (const [path, allow] of [
+      ["/api/v1/authorization/llm/resources", "GET, HEAD, OPTIONS, POST"],
+      ["/api/v1/authorization/llm/resources/file/f1", "DELETE, OPTIONS"],
+      ["/api/v1/llm/conversations/conv_1", "DELETE, GET, HEAD, OPTIONS, POST"],
+      ["/healthz", "GET, HEAD, OPTIONS"],
+    ]) {
+      const res = await gw.call(path!, { method: "OPTIONS" });
+      expect(res.status, path).toBe(204);
+      expect(res.headers.get("allow"), path).toBe(allow);
+      expect(res.headers.get("content-type"), path).toBeNull();
+      expect(await res.text()).toBe("");
+    }
+    const unknown = await gw.call("/api/v1/no/such/thing", { method: "OPTIONS" });
+    expect(unknown.status).toBe(401);
+    expect((await unknown.json()).error).toBe("Unauthorized");
+    const nowhere = await gw.call("/nowhere", { method: "OPTIONS" });
+    expect(nowhere.status).toBe(404);
+    expect(await nowhere.json()).toEqual({ error: "Not Found", message: "No route for OPTIONS /nowhere" });
+  });
+
   it("puts X-Request-Id on every response, keeping a well-formed incoming one", async () => {
     const secret = await adminSecret();
     const responses = await Promise.all([

@@ -13,6 +13,7 @@ import type { CreateApiKeyInput } from "../src/api-keys/schema.ts";
 import { ApiKeyStore } from "../src/api-keys/store.ts";
 import type { ApiKeyRecord } from "../src/api-keys/types.ts";
 import { type GatewayConfig, gatewayConfigSchema } from "../src/config.ts";
+import type { LookupCursors } from "../src/routes/authorization/lookup-cursor.ts";
 import { startGateway } from "../src/server.ts";
 import { generateSigningJwk } from "../src/tokens/signing-keys.ts";
 
@@ -31,6 +32,8 @@ export interface GatewayHarness {
   store: ApiKeyStore;
   /** The gateway's own authorization model, e.g. to make a user owner of a new resource. */
   authorization: ResourceAuthorization;
+  /** The gateway's lookup cursors, e.g. to move their clock. */
+  lookupCursors: LookupCursors;
   /** The private JWK the gateway signs tokens with, to forge tokens in tests. */
   signingJwk: JWK;
   /** `iss` of the gateway's tokens, and the audience it accepts. */
@@ -87,6 +90,7 @@ export function useGateway(
       redis,
       store,
       authorization: gateway.authorization,
+      lookupCursors: gateway.lookupCursors,
       signingJwk,
       publicUrl: config.GATEWAY_PUBLIC_URL,
       spicedb,

@@ -8,7 +8,7 @@ import {
   spicedbEnvShape,
 } from "@gw/core";
 import { z } from "zod";
-import { sandboxEnvShape, sandboxOptions } from "./sandbox/config.ts";
+import { checkSandboxEnv, sandboxEnvShape, sandboxOptions } from "./sandbox/config.ts";
 
 /** The service's environment. Each variable is documented in the README's configuration table. */
 export const serviceConfigSchema = z
@@ -61,6 +61,7 @@ export const serviceConfigSchema = z
     ...sandboxEnvShape,
   })
   .superRefine((c, ctx) => checkSpiceDBEnv(c, ctx))
+  .superRefine((c, ctx) => checkSandboxEnv(c, ctx))
   .transform((c) => ({
     ...c,
     REDIS_URL: c.REDIS_URL ?? localRedisUrl(),

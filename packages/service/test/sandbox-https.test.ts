@@ -1,6 +1,7 @@
 import { execFile } from "node:child_process";
 import { randomBytes } from "node:crypto";
-import { readdir, readFile, rm, writeFile } from "node:fs/promises";
+import { existsSync } from "node:fs";
+import { readdir, readFile, rm, stat, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { promisify } from "node:util";
 import { bareRepositories, startHttpsGitServer } from "@gw/e2e/git-remote";
@@ -88,6 +89,13 @@ async function processes(): Promise<ProcessInfo[]> {
   );
 }
 
+/** The token file named in the environment of the one process whose command line matches. */
+function tokenFileOf(seen: ProcessInfo[], command: RegExp): string {
+  const [found] = seen.filter((p) => command.test(p.cmdline) && p.environ.includes("GW_GIT_TOKEN_FILE="));
+  expect(found).toBeDefined();
+  return /GW_GIT_TOKEN_FILE=(\S+)/.exec(found!.environ)![1]!;
+}
+
 /** Holds the remote's next receive-pack until released: git is then mid-push, waiting for its answer. */
 function holdReceivePack(): { atRemote: Promise<void>; release: () => void } {
   let arrived!: () => void;
@@ -102,7 +110,7 @@ function holdReceivePack(): { atRemote: Promise<void>; release: () => void } {
 }
 
 describe("push over HTTPS with the stored connection", () => {
-  it("hands the token to git only in its environment: never in an argument list, a URL or ps", async () => {
+  it("hands the token to git's askpass only in a private file: never in an environment, an argument list, a URL or ps", async () => {
     const { token, push } = await setup();
     const { atRemote, release } = holdReceivePack();
     const pushing = push("watched");
@@ -110,14 +118,19 @@ describe("push over HTTPS with the stored connection", () => {
     // git push and its HTTPS helper are running now, waiting for the remote's answer.
     const seen = await processes();
     const { stdout: ps } = await run("ps", ["-eww", "-o", "pid=,args="]);
+    const file = tokenFileOf(seen, /^git push /);
+    const whileRunning = { mode: (await stat(file)).mode & 0o777, content: await readFile(file, "utf8") };
     server.beforeReceivePack = undefined;
     release();
     const res = await pushing;
 
-    const carrying = seen.filter((p) => p.environ.includes(`GW_GIT_TOKEN=${token}`));
+    const carrying = seen.filter((p) => p.environ.includes(`GW_GIT_TOKEN_FILE=${file}`));
     expect(carrying.map((p) => p.cmdline)).toEqual(
       expect.arrayContaining([expect.stringMatching(/^git push /), expect.stringMatching(/remote-https /)]),
     );
+    expect(whileRunning).toEqual({ mode: 0o600, content: `${token}\n` });
+    expect(existsSync(file)).toBe(false);
+    for (const p of seen) expect(p.environ).not.toContain(token);
     for (const p of seen) expect(p.cmdline).not.toContain(token);
     expect(ps).toMatch(/git push --porcelain/);
     expect(ps).not.toContain(token);
@@ -128,7 +141,7 @@ describe("push over HTTPS with the stored connection", () => {
   });
 
   it("stops git when the caller goes away, and frees the session for the next push", async () => {
-    const { token, push, session, key, user } = await setup();
+    const { push, session, key, user } = await setup();
     const { atRemote, release } = holdReceivePack();
     const caller = new AbortController();
     const abandoned = fetch(`${stack.gatewayUrl}${SANDBOX}/sessions/${session.id}/github/push`, {
@@ -142,8 +155,9 @@ describe("push over HTTPS with the stored connection", () => {
       signal: caller.signal,
     }).catch((err: Error) => err.name);
     await atRemote;
+    const file = tokenFileOf(await processes(), /^git push /);
     const carrying = async () =>
-      (await processes()).filter((p) => p.environ.includes(`GW_GIT_TOKEN=${token}`));
+      (await processes()).filter((p) => p.environ.includes(`GW_GIT_TOKEN_FILE=${file}`));
     expect((await carrying()).length).toBeGreaterThan(0);
     caller.abort();
     expect(await abandoned).toBe("AbortError");

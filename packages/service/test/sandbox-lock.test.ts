@@ -25,6 +25,7 @@ beforeAll(async () => {
   const dir = await mkdtemp(join(tmpdir(), "gw-sandbox-lock-"));
   options = {
     root: join(dir, "sandbox"),
+    repositories: join(dir, "repositories"),
     connectionKey: randomBytes(32).toString("base64"),
     dataDir: dir,
     baseUrl: `file://${remotes.root}`,

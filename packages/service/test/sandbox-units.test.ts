@@ -1,4 +1,5 @@
 import { randomBytes } from "node:crypto";
+import { existsSync } from "node:fs";
 import { mkdtemp, readdir, readFile, rm, stat } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
@@ -103,6 +104,7 @@ describe("sandbox configuration", () => {
   it("has defaults", () => {
     expect(parse({}).sandbox).toEqual({
       root: "/srv/data/sandbox",
+      repositories: "/srv/data/sandbox-git",
       connectionKey: undefined,
       dataDir: "/srv/data",
       baseUrl: "https://github.com",
@@ -111,9 +113,12 @@ describe("sandbox configuration", () => {
       pushWaitMs: 60_000,
       caFile: undefined,
     });
-    expect(parse({ GIT_BASE_URL: "file:///srv/git/", SANDBOX_ROOT: "ws" }).sandbox).toMatchObject({
+    expect(
+      parse({ GIT_BASE_URL: "file:///srv/git/", SANDBOX_ROOT: "ws", SANDBOX_GIT_DIR: "repos" }).sandbox,
+    ).toMatchObject({
       baseUrl: "file:///srv/git",
       root: resolve("ws"),
+      repositories: resolve("repos"),
     });
   });
 
@@ -124,6 +129,11 @@ describe("sandbox configuration", () => {
     [{ GIT_BASE_URL: "ext::sh -c touch% /tmp/x" }, "GIT_BASE_URL: must be"],
     [{ SANDBOX_GIT_AUTHOR: "no email" }, "SANDBOX_GIT_AUTHOR: must look like `Name <email>`"],
     [{ SANDBOX_GIT_TIMEOUT_MS: "0" }, "SANDBOX_GIT_TIMEOUT_MS"],
+    // The agents write the workspaces: the repositories are neither among them nor around them.
+    [{ SANDBOX_ROOT: "/srv/ws", SANDBOX_GIT_DIR: "/srv/ws/repos" }, "SANDBOX_GIT_DIR: must not contain"],
+    [{ SANDBOX_ROOT: "/srv/ws", SANDBOX_GIT_DIR: "/srv/ws" }, "SANDBOX_GIT_DIR: must not contain"],
+    [{ SANDBOX_ROOT: "/srv/repos/ws", SANDBOX_GIT_DIR: "/srv/repos" }, "SANDBOX_GIT_DIR: must not contain"],
+    [{ SANDBOX_ROOT: "/srv/data/sandbox-git" }, "SANDBOX_GIT_DIR: must not contain"],
   ])("refuses %j", (env, problem) => {
     expect(() => parse(env)).toThrow(problem);
   });
@@ -142,13 +152,36 @@ describe("git", () => {
         "GIT_CONFIG_NOSYSTEM=1",
         "GIT_CONFIG_GLOBAL=/dev/null",
         "GIT_TERMINAL_PROMPT=0",
-        "GW_GIT_TOKEN=ghp_given",
+        "GIT_NO_REPLACE_OBJECTS=1",
       ]),
     );
     expect((await g.run(["config", "--get", "core.hooksPath"])).stdout.trim()).toBe("/dev/null");
-    // The askpass script answers from that variable.
+    expect((await g.run(["config", "--get", "core.symlinks"])).stdout.trim()).toBe("true");
+    // The token is in no environment: the askpass script reads it from a file named there.
+    expect(stdout).not.toContain("ghp_given");
     const askpass = env.find((line) => line.startsWith("GIT_ASKPASS="))!.slice("GIT_ASKPASS=".length);
-    expect(await readFile(askpass, "utf8")).toContain('"$GW_GIT_TOKEN"');
+    expect(await readFile(askpass, "utf8")).toContain('cat "$GW_GIT_TOKEN_FILE"');
+  });
+
+  it("hands the token to askpass in a file only the service's user reads, there only while git runs", async () => {
+    const g = await git("https://github.com");
+    const { stdout } = await g.run(
+      [
+        "-c",
+        'alias.token=!echo "$GW_GIT_TOKEN_FILE"; stat -c %a "$GW_GIT_TOKEN_FILE"; cat "$GW_GIT_TOKEN_FILE"',
+        "token",
+      ],
+      { token: "ghp_given" },
+    );
+    const [file, mode, token] = stdout.trim().split("\n");
+    expect(mode).toBe("600");
+    expect(token).toBe("ghp_given");
+    expect(existsSync(file!)).toBe(false);
+    // The file transport asks for no credential: git does not get it at all.
+    const local = await git(`file://${remotes.root}`);
+    const { stdout: env } = await local.run(["-c", "alias.dump=!env", "dump"], { token: "ghp_given" });
+    expect(env).not.toContain("ghp_given");
+    expect(env).not.toContain("GW_GIT_TOKEN");
   });
 
   it("allows only https, and file only when the base URL is a file URL", async () => {

@@ -9,12 +9,14 @@ import { useStack } from "./stack.ts";
 
 const remotesDir = mkdtempSync(join(tmpdir(), "gw-sandbox-remotes-"));
 const sandboxRoot = mkdtempSync(join(tmpdir(), "gw-sandbox-root-"));
+const repositoriesDir = mkdtempSync(join(tmpdir(), "gw-sandbox-repositories-"));
 const dataDir = mkdtempSync(join(tmpdir(), "gw-sandbox-data-"));
 const logs: string[] = [];
 const stack = useStack(
   {
     GIT_BASE_URL: `file://${remotesDir}`,
     SANDBOX_ROOT: sandboxRoot,
+    SANDBOX_GIT_DIR: repositoriesDir,
     DATA_DIR: dataDir,
     SANDBOX_GIT_AUTHOR: "Sandbox Bot <bot@sandbox.test>",
   },
@@ -46,8 +48,12 @@ beforeAll(async () => {
 afterAll(async () => {
   await remotes.remove();
   await rm(sandboxRoot, { recursive: true, force: true });
+  await rm(repositoriesDir, { recursive: true, force: true });
   await rm(dataDir, { recursive: true, force: true });
 });
+
+/** Where the service keeps session `id`'s repository: its git directory, outside the workspace. */
+const repositoryOf = (id: string) => join(repositoriesDir, `${id}.git`);
 
 const newToken = () => {
   const token = `ghp_${randomBytes(18).toString("hex")}`;
@@ -80,7 +86,8 @@ async function setup(repository = "widgets") {
     return (await res.json()).assignment_generation;
   };
   const push = (json: unknown, as = user) => call("/github/push", { method: "POST", json, user: as });
-  return { key, user, token, session, call, assign, push, workspace: join(sandboxRoot, session.id) };
+  const workspace = join(sandboxRoot, session.id);
+  return { key, user, token, session, call, assign, push, workspace, repository: repositoryOf(session.id) };
 }
 
 describe("stored connections", () => {
@@ -139,8 +146,8 @@ describe("stored connections", () => {
 });
 
 describe("sessions", () => {
-  it("clone the repository into the workspace and answer the session; assignments increment its generation", async () => {
-    const { session, call, assign, workspace } = await setup();
+  it("clone the repository, its files into the workspace, and answer the session; assignments increment its generation", async () => {
+    const { session, call, assign, workspace, repository } = await setup();
     expect(session).toEqual({
       id: expect.stringMatching(/^sess_[0-9a-f]{32}$/),
       object: "sandbox.session",
@@ -160,9 +167,11 @@ describe("sessions", () => {
       "created_at",
     ]);
     expect(await readFile(join(workspace, "README.md"), "utf8")).toBe("# widgets\n");
-    expect(await git(["rev-parse", "HEAD"], workspace)).toBe(mainHead);
+    // The workspace holds the files only; the repository is the service's, elsewhere.
+    expect(existsSync(join(workspace, ".git"))).toBe(false);
+    expect(await git(["--git-dir", repository, "rev-parse", "HEAD"])).toBe(mainHead);
     // The clone URL carries no credential.
-    expect(await git(["remote", "get-url", "origin"], workspace)).toBe(
+    expect(await git(["--git-dir", repository, "remote", "get-url", "origin"])).toBe(
       `file://${remotesDir}/acme/widgets.git`,
     );
 
@@ -198,13 +207,15 @@ describe("sessions", () => {
     expect(generations.sort((a, b) => a - b)).toEqual([1, 2, 3, 4, 5, 6, 7, 8]);
   });
 
-  it("are deleted with their workspace", async () => {
-    const { session, call, workspace } = await setup();
+  it("are deleted with their workspace and repository", async () => {
+    const { session, call, workspace, repository } = await setup();
     expect(existsSync(workspace)).toBe(true);
+    expect(existsSync(repository)).toBe(true);
     const res = await call("", { method: "DELETE" });
     expect(res.status).toBe(200);
     expect(await res.json()).toEqual({ id: session.id, object: "sandbox.session.deleted", deleted: true });
     expect(existsSync(workspace)).toBe(false);
+    expect(existsSync(repository)).toBe(false);
     expect((await call("")).status).toBe(404);
     expect((await call("/github/push", { json: { assignment_generation: 1, branch: "x" } })).status).toBe(
       404,
@@ -262,7 +273,7 @@ describe("sessions", () => {
 
 describe("push", () => {
   it("pushes a new branch, then reports no changes, then commits and pushes an edit", async () => {
-    const { session, assign, push, workspace } = await setup();
+    const { session, assign, push, workspace, repository } = await setup();
     expect(await assign()).toBe(1);
 
     const first = await push({ assignment_generation: 1, branch: "feature/one" });
@@ -292,8 +303,8 @@ describe("push", () => {
     await writeFile(join(workspace, "README.md"), "# widgets, edited\n");
     await writeFile(join(workspace, "src", "added.ts"), "export const added = 1;\n");
     await rm(join(workspace, "src", "index.ts"));
-    // Ignored files stay out, also those the repository ignores only in its own .git/info/exclude.
-    await writeFile(join(workspace, ".git", "info", "exclude"), "local-notes.txt\n");
+    // Ignored files stay out.
+    await writeFile(join(workspace, ".gitignore"), "local-notes.txt\n");
     await writeFile(join(workspace, "local-notes.txt"), "not for the commit\n");
     const third = await push({ assignment_generation: 1, branch: "feature/one" });
     expect(third.status).toBe(200);
@@ -309,18 +320,17 @@ describe("push", () => {
     );
     expect(await git(["--git-dir", bare, "show", `${sha}:README.md`])).toBe("# widgets, edited");
     expect(await git(["--git-dir", bare, "ls-tree", "-r", "--name-only", sha])).toBe(
-      "README.md\nsrc/added.ts",
+      ".gitignore\nREADME.md\nsrc/added.ts",
     );
-    // The workspace's own branch moved to the commit, and its working tree is clean.
-    expect(await git(["rev-parse", "HEAD"], workspace)).toBe(sha);
-    expect(await git(["status", "--porcelain", "--untracked-files=all"], workspace)).toBe("");
+    // The session's branch moved to the commit.
+    expect(await git(["--git-dir", repository, "rev-parse", "HEAD"])).toBe(sha);
 
     const again = await push({ assignment_generation: 1, branch: "feature/one" });
     expect(await again.json()).toEqual({ ...thirdBody, no_changes: true });
   });
 
   it("refuses a non-fast-forward with 409 and git's reason, and forces it when asked", async () => {
-    const { assign, push, workspace } = await setup();
+    const { assign, push, workspace, repository } = await setup();
     await assign();
     expect((await push({ assignment_generation: 1, branch: "contested" })).status).toBe(200);
 
@@ -346,7 +356,7 @@ describe("push", () => {
 
     const forced = await push({ assignment_generation: 1, branch: "contested", force: true });
     expect(forced.status).toBe(200);
-    const ours = await git(["rev-parse", "HEAD"], workspace);
+    const ours = await git(["--git-dir", repository, "rev-parse", "HEAD"]);
     expect(await forced.json()).toMatchObject({ remote_head_sha: ours, no_changes: false });
     expect(await remotes.branchHead("acme", "widgets", "contested")).toBe(ours);
   });
@@ -370,32 +380,52 @@ describe("push", () => {
     expect((await push({ assignment_generation: 2, branch: "fenced" })).status).toBe(200);
   });
 
-  it("pushes the repository at checkout_path, e.g. one nested in the workspace", async () => {
-    const { push, assign, workspace } = await setup();
+  it("commits the directory at checkout_path as the repository's root, e.g. a copy nested in the workspace", async () => {
+    const { push, assign, workspace, repository } = await setup();
     await assign();
     const nested = join(workspace, "libs", "nested");
     await mkdir(join(workspace, "libs"));
+    // The agent cloned the repository once more, with its own .git, and changed a file there.
     await git(["clone", "--quiet", join(remotesDir, "acme", "widgets.git"), nested]);
     await writeFile(join(nested, "NESTED"), "nested\n");
     const res = await push({ assignment_generation: 1, branch: "from-nested", checkout_path: "libs/nested" });
     expect(res.status).toBe(200);
-    const nestedHead = await git(["rev-parse", "HEAD"], nested);
-    expect(nestedHead).not.toBe(mainHead);
-    expect(await res.json()).toMatchObject({ remote_head_sha: nestedHead, no_changes: false });
-    expect(await remotes.branchHead("acme", "widgets", "from-nested")).toBe(nestedHead);
-    // The workspace's own repository was left alone.
-    expect(await git(["rev-parse", "HEAD"], workspace)).toBe(mainHead);
+    const { remote_head_sha: sha } = await res.json();
+    const bare = join(remotesDir, "acme", "widgets.git");
+    expect(await remotes.branchHead("acme", "widgets", "from-nested")).toBe(sha);
+    // The files of libs/nested, on top of the session's history; its own .git is the agent's and stays out.
+    expect(await git(["--git-dir", bare, "rev-parse", `${sha}^`])).toBe(mainHead);
+    expect(await git(["--git-dir", bare, "ls-tree", "-r", "--name-only", sha])).toBe(
+      "NESTED\nREADME.md\nsrc/index.ts",
+    );
+    expect(await git(["--git-dir", repository, "rev-parse", "HEAD"])).toBe(sha);
+    expect(await git(["rev-parse", "HEAD"], nested)).toBe(mainHead);
 
-    for (const path of ["libs", "no/such/dir"]) {
-      const notRoot = await push({ assignment_generation: 1, branch: "from-nested", checkout_path: path });
-      expect(notRoot.status).toBe(409);
-      expect((await notRoot.json()).message).toContain(`No git repository root at checkout_path '${path}'`);
+    const missing = await push({
+      assignment_generation: 1,
+      branch: "from-nested",
+      checkout_path: "no/such/dir",
+    });
+    expect(missing.status).toBe(409);
+    expect((await missing.json()).message).toBe(
+      "No directory at checkout_path 'no/such/dir' in the workspace: no such directory",
+    );
+    // From the workspace's root (or libs), libs/nested is a repository inside the tree: refused, not recorded.
+    for (const path of ["", "libs"]) {
+      const nestedRepo = await push({ assignment_generation: 1, branch: "with-nested", checkout_path: path });
+      expect(nestedRepo.status).toBe(409);
+      expect((await nestedRepo.json()).message).toMatch(
+        /holds a nested git repository at '(libs\/)?nested': a push commits files only/,
+      );
     }
+    expect(await remotes.branchHead("acme", "widgets", "with-nested")).toBeUndefined();
   });
 
   it("runs nothing the workspace's repository configures, and goes only to the session's repository", async () => {
     const { push, assign, workspace } = await setup();
     await assign();
+    // The agent makes a repository of its own in the workspace and configures it.
+    await git(["init", "--quiet", workspace]);
     const marker = (name: string) => join(dataDir, `${name}-${randomBytes(4).toString("hex")}`);
     const markers = { filter: marker("filter"), fsmonitor: marker("fsmonitor"), hook: marker("hook") };
     const script = join(workspace, "touch.sh");
@@ -480,7 +510,7 @@ describe("push", () => {
   });
 
   it("lists every problem at once, in field order, with pydantic's types, messages and context", async () => {
-    const { push, assign, workspace } = await setup();
+    const { push, assign, session } = await setup();
     await assign();
     const marker = join(dataDir, `upload-pack-${randomBytes(4).toString("hex")}`);
     const res = await push({
@@ -521,7 +551,7 @@ describe("push", () => {
       },
     ]);
     expect(existsSync(marker)).toBe(false);
-    expect(await git(["rev-parse", "HEAD"], workspace)).toBe(mainHead);
+    expect(await git(["--git-dir", repositoryOf(session.id), "rev-parse", "HEAD"])).toBe(mainHead);
   });
 
   it("answers 404 for another user's or organization's session and for unknown ids", async () => {
@@ -556,6 +586,31 @@ describe("push", () => {
     }
     expect(await (await call("")).json()).toMatchObject({ id: session.id, assignment_generation: 0 });
     expect((await push(body)).status).toBe(409); // alice's own: only stale
+  });
+
+  it("needs the session's repository: 409 saying to create a new session when the service holds none", async () => {
+    const { push, assign, repository } = await setup();
+    await assign();
+    await rm(repository, { recursive: true, force: true });
+    const res = await push({ assignment_generation: 1, branch: "no-repository" });
+    expect(res.status).toBe(409);
+    expect(await res.json()).toEqual({
+      error: "Conflict",
+      message: expect.stringMatching(
+        /^The service holds no repository for this session .*create a new session$/,
+      ),
+    });
+    expect(await remotes.branchHead("acme", "widgets", "no-repository")).toBeUndefined();
+  });
+
+  it("is not blocked by an index lock a push that died left in the session's repository", async () => {
+    const { push, assign, workspace, repository } = await setup();
+    await assign();
+    await writeFile(join(repository, "index.lock"), "");
+    await writeFile(join(workspace, "AFTER-CRASH"), "x\n");
+    const res = await push({ assignment_generation: 1, branch: "after-crash" });
+    expect(res.status).toBe(200);
+    expect(existsSync(join(repository, "index.lock"))).toBe(false);
   });
 
   it("needs a stored connection: 409 saying to store one", async () => {

@@ -17,6 +17,23 @@ export const RESOURCE_TYPES = [
 ] as const;
 export type ResourceType = (typeof RESOURCE_TYPES)[number];
 
+/**
+ * Resource types whose ids the service issues and whose lifecycle it owns,
+ * each with the service's own delete. The service makes the creator the
+ * owner when it creates one and removes its relationships with its content;
+ * the platform API neither registers nor deletes them, so no registration can
+ * take an id the service issued, and no authorization is dropped while the
+ * content lives. A new service-issued type is one more line here.
+ */
+export const SERVICE_ISSUED_TYPES = {
+  conversation: "DELETE /api/v1/llm/conversations/{id}",
+  response: "DELETE /api/v1/llm/responses/{id}",
+} as const satisfies Partial<Record<ResourceType, string>>;
+
+export function isServiceIssued(type: ResourceType): type is keyof typeof SERVICE_ISSUED_TYPES {
+  return Object.hasOwn(SERVICE_ISSUED_TYPES, type);
+}
+
 export const ROLES = ["owner", "writer", "reader"] as const;
 export type Role = (typeof ROLES)[number];
 

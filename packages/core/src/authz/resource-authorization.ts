@@ -1,13 +1,15 @@
-import { AppError, ValidationFailed } from "../errors.ts";
+import { AppError } from "../errors.ts";
 import type { Logger } from "../logger.ts";
 import type { Principal } from "../principal.ts";
 import { type ConsistencyTokens, type LastWrite, recordDeletion } from "./consistency-tokens.ts";
 import {
+  isServiceIssued,
   PERMISSION_FOR_ROLE,
   PUBLIC_USER,
   type ResourceType,
   ROLES,
   type Role,
+  SERVICE_ISSUED_TYPES,
   scopedId,
   subjectId,
   unscopedId,
@@ -27,7 +29,7 @@ import {
   update,
   userRef,
 } from "./relationships.ts";
-import { isFailedPrecondition, isInvalidArgument, type SpiceDBClient, v1 } from "./spicedb-client.ts";
+import { isFailedPrecondition, type SpiceDBClient, v1 } from "./spicedb-client.ts";
 
 export type { ResourceRef } from "./relationships.ts";
 
@@ -55,6 +57,23 @@ export class AlreadyRegistered extends AppError {
   }
 }
 
+/**
+ * The platform API was asked to register, or delete the authorization of, a
+ * resource whose id the service issues (`SERVICE_ISSUED_TYPES`): the service
+ * owns that lifecycle, whatever the id and whether or not it exists.
+ */
+export class ServiceIssuedResource extends AppError {
+  constructor(type: keyof typeof SERVICE_ISSUED_TYPES, action: "register" | "delete") {
+    super(
+      "conflict",
+      action === "register"
+        ? `A ${type} id is issued by the service, which makes its creator the owner: it cannot be registered`
+        : `A ${type}'s authorization goes with its content: delete it with ${SERVICE_ISSUED_TYPES[type]}`,
+    );
+    this.name = "ServiceIssuedResource";
+  }
+}
+
 export interface RoleChange extends ResourceRef {
   /** A user of the principal's organization, or `*` for all of them (never with `owner`). */
   userId: string;
@@ -71,10 +90,10 @@ export interface Grant {
   expiresAt?: Date;
 }
 
-/** A page of resource ids; `nextCursor` is null on the last page. */
+/** A page of resource ids, in order of id; `more` when others follow the last. */
 export interface ResourcePage {
   resourceIds: string[];
-  nextCursor: string | null;
+  more: boolean;
 }
 
 /** Runs between a role check and the write it guards; tests use it to force interleavings. */
@@ -99,6 +118,8 @@ export class ResourceAuthorization {
   private readonly spicedb: SpiceDBClient;
   private readonly tokens: ConsistencyTokens;
   private readonly logger: Logger | undefined;
+  /** Test seam: awaited right after the ownership check of a grant or revoke, before anything else is read. */
+  afterCheck: BeforeWriteHook | undefined;
   /** Test seam: awaited after the ownership check, before the guarded write. */
   beforeWrite: BeforeWriteHook | undefined;
 
@@ -117,8 +138,10 @@ export class ResourceAuthorization {
    * Makes the principal the owner of a resource another backend created, in
    * one write with a precondition that it has no owner yet: of two
    * registrations at once, one lands and the other is `AlreadyRegistered`.
+   * Never for a type whose ids the service issues (`ServiceIssuedResource`).
    */
   async register(principal: Principal, resource: ResourceRef): Promise<string | undefined> {
+    if (isServiceIssued(resource.type)) throw new ServiceIssuedResource(resource.type, "register");
     const noOwner = v1.Precondition.create({
       operation: v1.Precondition_Operation.MUST_NOT_MATCH,
       filter: ownerFilter(principal.org, resource),
@@ -129,6 +152,17 @@ export class ResourceAuthorization {
       if (isFailedPrecondition(err)) throw new AlreadyRegistered();
       throw err;
     }
+  }
+
+  /**
+   * `deleteResource` for resources another backend registered: never for a
+   * type whose ids the service issues, whose authorization goes only with its
+   * content (`ServiceIssuedResource`, before any ownership is asked, so it
+   * tells nothing of the resource).
+   */
+  async deleteRegistered(principal: Principal, resource: ResourceRef): Promise<string | undefined> {
+    if (isServiceIssued(resource.type)) throw new ServiceIssuedResource(resource.type, "delete");
+    return this.deleteResource(principal, resource);
   }
 
   /**
@@ -173,55 +207,41 @@ export class ResourceAuthorization {
 
   /**
    * The resources of `type` on which the principal holds at least `role`,
-   * a page at a time with SpiceDB's own cursor. As fresh as the
-   * organization's last write, like `check` is for one resource.
+   * in order of id, `limit` at a time, starting after the id `after`. Every
+   * page is one LookupResources as fresh as the organization's last write
+   * (like `check` for one resource), so a page never lists what was revoked
+   * before it, and paging needs no snapshot of SpiceDB's: a position is an id,
+   * valid across any number of writes. A resource readable throughout the
+   * paging is listed exactly once. SpiceDB's order is its own, so each page
+   * reads every resource the principal can see and sorts them.
    */
   async lookup(
     principal: Principal,
     type: ResourceType,
     role: Role,
-    page: { limit: number; cursor?: string | undefined },
+    page: { limit: number; after?: string | undefined },
   ): Promise<ResourcePage> {
-    let results: v1.LookupResourcesResponse[];
-    try {
-      results = await this.spicedb.lookupResources(
-        v1.LookupResourcesRequest.create({
-          consistency: await this.consistency(organizationTokenKey(principal.org)),
-          resourceObjectType: type,
-          permission: PERMISSION_FOR_ROLE[role],
-          subject: userRef(scopedId(principal.org, principal.user)),
-          context: subjectContext(principal.org),
-          // One more than asked: whether a next page exists is known, never guessed.
-          optionalLimit: page.limit + 1,
-          ...(page.cursor ? { optionalCursor: v1.Cursor.create({ token: page.cursor }) } : {}),
-        }),
-      );
-    } catch (err) {
-      // Everything else in the request was composed here: only the caller's cursor can be wrong.
-      if (page.cursor && isInvalidArgument(err)) {
-        throw new ValidationFailed([
-          {
-            loc: ["query", "cursor"],
-            msg: "Value error, invalid cursor",
-            type: "value_error",
-            input: page.cursor,
-          },
-        ]);
-      }
-      throw err;
-    }
-    const shown = results.slice(0, page.limit);
-    const resourceIds: string[] = [];
-    for (const result of shown) {
+    const results = await this.spicedb.lookupResources(
+      v1.LookupResourcesRequest.create({
+        consistency: await this.consistency(organizationTokenKey(principal.org)),
+        resourceObjectType: type,
+        permission: PERMISSION_FOR_ROLE[role],
+        subject: userRef(scopedId(principal.org, principal.user)),
+        context: subjectContext(principal.org),
+      }),
+    );
+    const readable = new Set<string>();
+    for (const result of results) {
       const { org, id } = unscopedId(result.resourceObjectId);
       const granted = result.permissionship === v1.LookupPermissionship.HAS_PERMISSION;
       // The schema keeps organizations apart; this only makes sure a broken schema fails closed.
-      if (org === principal.org && granted) resourceIds.push(id);
+      if (org === principal.org && granted) readable.add(id);
       else
         this.logger?.error({ resource: result.resourceObjectId }, "lookup returned a resource it should not");
     }
-    const more = results.length > page.limit;
-    return { resourceIds, nextCursor: more ? (shown.at(-1)?.afterResultCursor?.token ?? null) : null };
+    const after = page.after;
+    const following = [...readable].filter((id) => after === undefined || id > after).sort(byCodeUnits);
+    return { resourceIds: following.slice(0, page.limit), more: following.length > page.limit };
   }
 
   /** Who holds which role on the resource (owners only; expired grants are gone). */
@@ -252,15 +272,13 @@ export class ResourceAuthorization {
           : {}),
       });
     }
-    return grants.sort(
-      (a, b) =>
-        ROLE_ORDER[a.role] - ROLE_ORDER[b.role] || (a.userId < b.userId ? -1 : a.userId > b.userId ? 1 : 0),
-    );
+    return grants.sort((a, b) => ROLE_ORDER[a.role] - ROLE_ORDER[b.role] || byCodeUnits(a.userId, b.userId));
   }
 
   /** Sets the user's one role on the resource, replacing any other, in one atomic write. */
   async grant(principal: Principal, change: RoleChange): Promise<string | undefined> {
     await this.assertOwner(principal, change);
+    await this.afterCheck?.("grant", principal, change);
     const subject = subjectId(principal.org, change.userId);
     // The schema admits `user:*` on writer and reader only; it can hold no owner role to delete.
     const roles = change.userId === PUBLIC_USER ? ROLES.filter((role) => role !== "owner") : ROLES;
@@ -277,7 +295,7 @@ export class ResourceAuthorization {
         : update(v1.RelationshipUpdate_Operation.DELETE, principal.org, change, role, subject),
     );
     const demotesOwner = change.role !== "owner" && change.userId !== PUBLIC_USER;
-    const other = demotesOwner ? await this.anotherOwner(principal.org, change, subject) : undefined;
+    const other = demotesOwner ? await this.anotherOwner(principal, change, subject) : undefined;
     await this.beforeWrite?.("grant", principal, change);
     return this.ownerWrite(principal, change, updates, other);
   }
@@ -285,9 +303,10 @@ export class ResourceAuthorization {
   /** Removes the role when the user holds it; succeeds either way. */
   async revoke(principal: Principal, change: RoleChange): Promise<string | undefined> {
     await this.assertOwner(principal, change);
+    await this.afterCheck?.("revoke", principal, change);
     const subject = subjectId(principal.org, change.userId);
     const removesOwner = change.role === "owner" && change.userId !== PUBLIC_USER;
-    const other = removesOwner ? await this.anotherOwner(principal.org, change, subject) : undefined;
+    const other = removesOwner ? await this.anotherOwner(principal, change, subject) : undefined;
     await this.beforeWrite?.("revoke", principal, change);
     return this.ownerWrite(
       principal,
@@ -306,13 +325,17 @@ export class ResourceAuthorization {
    * exist, and stay an owner until the write lands: the write carries a
    * precondition on that other owner, so two owners demoting each other at
    * once cannot leave the resource ownerless. `undefined` when `subject` is
-   * not an owner (nothing to protect).
+   * not an owner (nothing to protect). A caller who is no longer an owner by
+   * now (another owner demoted them since their check) gets the 403 a landed
+   * demotion gives, never the 409 of the last owner: one answer to two owners
+   * demoting each other, whichever step the second one reached.
    */
   private async anotherOwner(
-    org: string,
+    principal: Principal,
     resource: ResourceRef,
     subject: string,
   ): Promise<v1.Precondition | undefined> {
+    const { org } = principal;
     const owners = await this.spicedb.readRelationships(
       v1.ReadRelationshipsRequest.create({
         consistency: FULLY_CONSISTENT,
@@ -320,6 +343,7 @@ export class ResourceAuthorization {
       }),
     );
     const ids = owners.map((o) => o.relationship?.subject?.object?.objectId);
+    if (!ids.includes(scopedId(org, principal.user))) throw new NotResourceOwner();
     if (!ids.includes(subject)) return undefined;
     const other = ids.find((id) => id !== subject);
     if (!other) throw new LastOwner();
@@ -419,6 +443,9 @@ export class ResourceAuthorization {
     });
   }
 }
+
+/** The order of lookups: plain UTF-16 code units, the same on every replica whatever its locale. */
+const byCodeUnits = (a: string, b: string) => (a < b ? -1 : a > b ? 1 : 0);
 
 /** The principal's own owner relationship on a resource. */
 function ownerUpdate(principal: Principal, resource: ResourceRef): v1.RelationshipUpdate {

@@ -27,7 +27,8 @@ declare global {
  * and an access log line and HTTP metrics when the response finishes, with
  * the endpoint's route template (never the raw path: ids would explode
  * cardinality). `forwardedRoutes` are endpoints served elsewhere (the gateway
- * forwards to the service), labelled by their templates too.
+ * forwards to the service), labelled by their templates too. `OPTIONS` is
+ * answered here for every endpoint: 204 with `Allow`, no body.
  */
 export function useRequestBasics(
   app: express.Express,
@@ -39,10 +40,11 @@ export function useRequestBasics(
   const access = unredacted(logger);
   // Built at the first answer, when every route is registered.
   let labels: RouteLabels | undefined;
-  const routeOf = (req: express.Request) => {
+  const labelsOf = () => {
     labels ??= new RouteLabels([...routesOf(app), ...forwardedRoutes]);
-    return labels.label(req.method, req.originalUrl);
+    return labels;
   };
+  const routeOf = (req: express.Request) => labelsOf().label(req.method, req.originalUrl);
   app.disable("x-powered-by");
   app.set("etag", false);
   app.use((req, res, next) => {
@@ -71,6 +73,17 @@ export function useRequestBasics(
     });
     next();
   });
+  // Express would answer OPTIONS itself, in text/plain. Here: 204 and `Allow` for a path some endpoint
+  // serves (what the API documents anyway, before authentication); any other path goes on to its 404.
+  app.use((req, res, next) => {
+    if (req.method !== "OPTIONS") return next();
+    const allowed = labelsOf().allowed(req.originalUrl);
+    if (allowed.length === 0) return next();
+    res
+      .set("Allow", [...allowed, "OPTIONS"].sort().join(", "))
+      .status(204)
+      .end();
+  });
 }
 
 const parseJson = express.json({ limit: BODY_LIMIT_BYTES, verify: refuseDeepOrNonUtf8 });
@@ -87,10 +100,13 @@ export const jsonBody: RequestHandler = (req, res, next) => {
   // Read it to tell an empty body (a bodiless POST forwarded chunked) from a real one.
   readOtherBody(req, res, (err?: unknown) => {
     if (err) return next(err);
-    const empty = (req.body as Buffer).length === 0;
+    const read: unknown = req.body;
     req.body = undefined;
+    // The parser reads nothing from a request that has already ended (the client closed its side).
+    if (!Buffer.isBuffer(read))
+      return next(new AppError("bad_request", "The request body could not be read: the request had ended"));
     next(
-      empty
+      read.length === 0
         ? undefined
         : new AppError(
             "unsupported_media_type",

@@ -42,9 +42,11 @@ export class RouteLabels {
   /** Templates without parameters, by `METHOD path` in lower case: most requests, one lookup. */
   private readonly fixed = new Map<string, string>();
   private readonly patterns: { method: string; regexp: RegExp; path: string }[] = [];
+  private readonly methods = new Set<string>();
 
   constructor(routes: RouteTemplate[]) {
     for (const { method, path } of routes) {
+      this.methods.add(method);
       if (!path.includes(":") && !path.includes("*")) {
         const key = `${method} ${normalize(path)}`;
         if (!this.fixed.has(key)) this.fixed.set(key, path);
@@ -66,6 +68,13 @@ export class RouteLabels {
       if (pattern.method === verb && pattern.regexp.test(path)) return pattern.path;
     }
     return "unmatched";
+  }
+
+  /** The methods some endpoint serves `url` with (`HEAD` with `GET`), sorted; none for a path no endpoint serves. */
+  allowed(url: string): string[] {
+    const allowed = [...this.methods].filter((method) => this.label(method, url) !== "unmatched");
+    if (allowed.includes("GET")) allowed.push("HEAD");
+    return allowed.sort();
   }
 }
 

@@ -4,6 +4,7 @@ import {
   type Logger,
   NotResourceOwner,
   type Principal,
+  ServiceIssuedResource,
   ValidationFailed,
 } from "@gw/core";
 import type { AuthorizationOperation, GatewayMetrics } from "../metrics.ts";
@@ -12,7 +13,8 @@ import type { AuditEvent, AuditLog, AuditOutcome } from "./audit-log.ts";
 /** How an authorization operation ended, for metrics and the audit trail. */
 export function outcomeOf(err: unknown): AuditOutcome | "invalid" {
   if (err instanceof NotResourceOwner) return "denied";
-  if (err instanceof LastOwner || err instanceof AlreadyRegistered) return "conflict";
+  if (err instanceof LastOwner || err instanceof AlreadyRegistered || err instanceof ServiceIssuedResource)
+    return "conflict";
   if (err instanceof ValidationFailed) return "invalid";
   return "error";
 }

@@ -1,18 +1,28 @@
-import { lstat, realpath } from "node:fs/promises";
-import { basename, dirname, isAbsolute, join, relative, sep } from "node:path";
+import { lstat, realpath, rm } from "node:fs/promises";
+import { dirname, isAbsolute, join, sep } from "node:path";
 import { AppError } from "@gw/core";
-import { type Git, GitFailed, redactGitOutput } from "./git.ts";
+import { type Git, GitFailed, redactGitOutput, STDOUT_LIMIT } from "./git.ts";
 
 /** git's id of the empty tree: what an unborn HEAD holds. */
 const EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904";
 
-export class NoRepository extends AppError {
+/** git's file mode of a gitlink: a directory recorded as another repository's commit. */
+const GITLINK = "160000";
+
+export class NoWorkingTree extends AppError {
   constructor(checkoutPath: string, detail: string) {
+    super("conflict", `No directory at checkout_path '${checkoutPath}' in the workspace: ${detail}`);
+    this.name = "NoWorkingTree";
+  }
+}
+
+export class RepositoryMissing extends AppError {
+  constructor() {
     super(
       "conflict",
-      `No git repository root at checkout_path '${checkoutPath}' in the workspace: ${detail}`,
+      "The service holds no repository for this session (it was made before repositories moved out of the workspaces, or its repository was removed); create a new session",
     );
-    this.name = "NoRepository";
+    this.name = "RepositoryMissing";
   }
 }
 
@@ -20,6 +30,20 @@ export class CheckoutUnusable extends AppError {
   constructor(checkoutPath: string, detail: string) {
     super("conflict", `git could not commit the working tree at checkout_path '${checkoutPath}': ${detail}`);
     this.name = "CheckoutUnusable";
+  }
+}
+
+export class NestedRepository extends AppError {
+  constructor(checkoutPath: string, paths: string[]) {
+    const shown = paths
+      .slice(0, 5)
+      .map((p) => `'${p}'`)
+      .join(", ");
+    super(
+      "conflict",
+      `The working tree at checkout_path '${checkoutPath}' holds a nested git repository at ${shown}${paths.length > 5 ? " and more" : ""}: a push commits files only; remove its .git, or push it with its own checkout_path`,
+    );
+    this.name = "NestedRepository";
   }
 }
 
@@ -33,15 +57,15 @@ export class NothingToPush extends AppError {
   }
 }
 
-/** A repository root inside a workspace, every path real and inside it. */
+/**
+ * A session's repository as a push uses it: the git directory the service
+ * keeps out of the agent's reach, and the working tree, a directory of the
+ * workspace, whose files it commits.
+ */
 export interface Checkout {
   path: string;
-  root: string;
   gitDir: string;
-  objectsDir: string;
-  indexFile: string;
-  /** The repository's own ignore list, `.git/info/exclude`, which `git add` should honour here too. */
-  excludeFile: string;
+  workTree: string;
 }
 
 /** What is wrong with a `checkout_path` by its spelling alone, if anything. */
@@ -81,79 +105,46 @@ export async function leavesWorkspace(workspace: string, checkoutPath: string): 
 }
 
 /**
- * Finds the repository whose root is `checkoutPath`. Its working tree, git
- * directory, object store and index must all really be inside the workspace,
- * wherever its `.git` file, symlinks or `core.worktree` point.
+ * The session's repository with the directory at `checkoutPath` as its
+ * working tree; the directory must really be inside the workspace. Nothing
+ * in the workspace is read as git data: a `.git` there is the agent's own.
  */
 export async function openCheckout(
-  git: Git,
+  gitDir: string,
   workspace: string,
   checkoutPath: string,
-  signal: AbortSignal,
 ): Promise<Checkout> {
   const label = checkoutPath;
+  if (
+    !(await lstat(gitDir).then(
+      (s) => s.isDirectory(),
+      () => false,
+    ))
+  )
+    throw new RepositoryMissing();
   let root: string;
   let target: string;
   try {
     root = await realpath(workspace);
     target = await realpath(join(root, checkoutPath));
   } catch {
-    throw new NoRepository(label, "no such directory");
+    throw new NoWorkingTree(label, "no such directory");
   }
-  if (!inside(root, target)) throw new NoRepository(label, "it leads outside the workspace");
-  if (!(await lstat(target)).isDirectory()) throw new NoRepository(label, "not a directory");
-  let lines: string[];
-  try {
-    const { stdout } = await git.run(
-      [
-        "rev-parse",
-        "--path-format=absolute",
-        "--show-toplevel",
-        "--absolute-git-dir",
-        "--git-path",
-        "objects",
-        "--git-path",
-        "index",
-        "--git-path",
-        "info/exclude",
-      ],
-      { cwd: target, env: { GIT_CEILING_DIRECTORIES: dirname(root) }, signal },
-    );
-    lines = stdout.split("\n");
-  } catch (err) {
-    if (err instanceof GitFailed && !err.timedOut && !signal.aborted) {
-      throw new NoRepository(label, redactGitOutput(err.stderr, []));
-    }
-    throw err;
-  }
-  // The index may not exist yet: then the real place git will create it.
-  const real = (path: string) =>
-    realpath(path).catch(async () => join(await realExisting(dirname(path)), basename(path)));
-  const [toplevel, gitDir, objectsDir, indexFile, excludeFile] = await Promise.all(
-    lines.slice(0, 5).map(real),
-  );
-  if (toplevel !== target) throw new NoRepository(label, "it is inside a repository, not its root");
-  for (const path of [gitDir!, objectsDir!, indexFile!, excludeFile!]) {
-    if (!inside(root, path)) {
-      throw new NoRepository(label, `its git data lies outside the workspace (${relative(root, path)})`);
-    }
-  }
-  return {
-    path: label,
-    root: target,
-    gitDir: gitDir!,
-    objectsDir: objectsDir!,
-    indexFile: indexFile!,
-    excludeFile: excludeFile!,
-  };
+  if (!inside(root, target)) throw new NoWorkingTree(label, "it leads outside the workspace");
+  if (!(await lstat(target)).isDirectory()) throw new NoWorkingTree(label, "not a directory");
+  return { path: label, gitDir, workTree: target };
 }
 
 /**
- * Commits every change in the working tree (new, modified, deleted files, as
- * `git add -A` sees them) on top of HEAD and moves HEAD there. git reads no
- * configuration of the workspace's repository here (a neutral one stands in),
- * so nothing its agent configured (filters, fsmonitor, hooks) runs. Returns
- * HEAD and whether a commit was made.
+ * Commits the working tree, as files, on top of the session's HEAD and moves
+ * HEAD there. git works in the service's git directory with a fresh index
+ * (read from HEAD, so nothing the agent did can make a changed file look
+ * unchanged) and the service's configuration only: no filter, hook or
+ * fsmonitor of the agent's runs, a symlink is committed as a symlink, and
+ * every `.git` in the working tree is skipped, as git always skips it. A
+ * directory holding its own repository would be recorded as that
+ * repository's commit (a gitlink read from its `.git`): that is refused.
+ * Returns HEAD and whether a commit was made.
  */
 export async function commitWorkingTree(
   git: Git,
@@ -161,15 +152,14 @@ export async function commitWorkingTree(
   commit: { message: string; author: { name: string; email: string } },
   signal: AbortSignal,
 ): Promise<{ head: string; committed: boolean }> {
-  const inRepository = { cwd: checkout.root, env: { GIT_DIR: checkout.gitDir }, signal };
-  const neutral = {
-    cwd: checkout.root,
+  const index = join(checkout.gitDir, "index");
+  const call = {
+    cwd: checkout.gitDir,
     signal,
     env: {
-      GIT_DIR: git.neutralGitDir,
-      GIT_WORK_TREE: checkout.root,
-      GIT_INDEX_FILE: checkout.indexFile,
-      GIT_OBJECT_DIRECTORY: checkout.objectsDir,
+      GIT_DIR: checkout.gitDir,
+      GIT_WORK_TREE: checkout.workTree,
+      GIT_INDEX_FILE: index,
       GIT_AUTHOR_NAME: commit.author.name,
       GIT_AUTHOR_EMAIL: commit.author.email,
       GIT_COMMITTER_NAME: commit.author.name,
@@ -178,33 +168,64 @@ export async function commitWorkingTree(
   };
   try {
     const head = await git
-      .run(["rev-parse", "--verify", "--quiet", "HEAD^{commit}"], inRepository)
+      .run(["rev-parse", "--verify", "--quiet", "HEAD^{commit}"], call)
       .then((r) => r.stdout.trim())
       .catch((err) => {
         // An unborn branch (a clone of an empty repository) has no HEAD commit yet.
         if (err instanceof GitFailed && err.exitCode === 1) return undefined;
         throw err;
       });
-    await git.run(["-c", `core.excludesFile=${checkout.excludeFile}`, "add", "--all", "--", "."], neutral);
-    const tree = (await git.run(["write-tree"], neutral)).stdout.trim();
-    const headTree = head
-      ? (await git.run(["rev-parse", `${head}^{tree}`], neutral)).stdout.trim()
-      : EMPTY_TREE;
+    // The session's lock is held: an index (or its lock file) left by a push that died is stale.
+    await rm(index, { force: true });
+    await rm(`${index}.lock`, { force: true });
+    await git.run(head ? ["read-tree", head] : ["read-tree", "--empty"], call);
+    await git.run(["add", "--all"], call);
+    const nested = await gitlinksAdded(git, head ?? EMPTY_TREE, call);
+    if (nested.length > 0) throw new NestedRepository(checkout.path, nested);
+    const tree = (await git.run(["write-tree"], call)).stdout.trim();
+    const headTree = head ? (await git.run(["rev-parse", `${head}^{tree}`], call)).stdout.trim() : EMPTY_TREE;
     if (tree === headTree) {
       if (!head) throw new NothingToPush(checkout.path);
       return { head, committed: false };
     }
     const parents = head ? ["-p", head] : [];
     const created = (
-      await git.run(["commit-tree", tree, ...parents, "-m", commit.message], neutral)
+      await git.run(["commit-tree", tree, ...parents, "-m", commit.message], call)
     ).stdout.trim();
     // Compare-and-swap: HEAD (the branch it names) moves only if nothing moved it meanwhile.
-    await git.run(["update-ref", "-m", commit.message, "HEAD", created, head ?? ""], inRepository);
+    await git.run(["update-ref", "-m", commit.message, "HEAD", created, head ?? ""], call);
     return { head: created, committed: true };
   } catch (err) {
     if (err instanceof GitFailed && !err.timedOut && !signal.aborted) {
       throw new CheckoutUnusable(checkout.path, redactGitOutput(err.stderr, []));
     }
     throw err;
+  } finally {
+    await rm(index, { force: true });
   }
+}
+
+/** Paths the index now records as gitlinks that `base` did not (new ones, or ones pointing elsewhere). */
+async function gitlinksAdded(
+  git: Git,
+  base: string,
+  call: { cwd: string; signal: AbortSignal; env: Record<string, string> },
+): Promise<string[]> {
+  const { stdout } = await git.run(["diff-index", "--cached", "--raw", "--no-renames", "-z", base], call);
+  if (stdout.length >= STDOUT_LIMIT) {
+    throw new GitFailed(["diff-index"], {
+      exitCode: null,
+      stdout: "",
+      stderr: "too many changes to check in one push",
+      timedOut: false,
+    });
+  }
+  // `-z` raw records: ":<old mode> <new mode> <old id> <new id> <status>" NUL "<path>" NUL.
+  const fields = stdout.split("\0");
+  const found: string[] = [];
+  for (let i = 0; i + 1 < fields.length; i += 2) {
+    const newMode = fields[i]!.split(" ")[1];
+    if (newMode === GITLINK) found.push(fields[i + 1]!);
+  }
+  return found;
 }

@@ -1,4 +1,4 @@
-import { resolve } from "node:path";
+import { resolve, sep } from "node:path";
 import { env } from "@gw/core";
 import { z } from "zod";
 
@@ -6,6 +6,8 @@ import { z } from "zod";
 export const sandboxEnvShape = {
   /** Directory holding one workspace per session, `<root>/<session_id>`. Default $DATA_DIR/sandbox. */
   SANDBOX_ROOT: z.string().optional(),
+  /** Directory of each session's repository (git directory), `<dir>/<session_id>.git`; never inside SANDBOX_ROOT. Default $DATA_DIR/sandbox-git. */
+  SANDBOX_GIT_DIR: z.string().optional(),
   /** AES-256-GCM key for stored connections: 32 bytes, base64. Unset: a development key under DATA_DIR. */
   SANDBOX_CONNECTION_KEY: z
     .string()
@@ -58,6 +60,8 @@ type SandboxEnv = z.output<z.ZodObject<typeof sandboxEnvShape>> & { DATA_DIR: st
 
 export interface SandboxOptions {
   root: string;
+  /** Where the service keeps the sessions' git directories, out of the agents' reach. */
+  repositories: string;
   connectionKey: string | undefined;
   dataDir: string;
   baseUrl: string;
@@ -67,9 +71,29 @@ export interface SandboxOptions {
   caFile: string | undefined;
 }
 
+const sandboxDirs = (c: SandboxEnv) => ({
+  root: resolve(c.SANDBOX_ROOT ?? resolve(c.DATA_DIR, "sandbox")),
+  repositories: resolve(c.SANDBOX_GIT_DIR ?? resolve(c.DATA_DIR, "sandbox-git")),
+});
+
+/** The repositories must lie outside the workspaces (which the agents write), and the workspaces outside them. */
+export function checkSandboxEnv(c: SandboxEnv, ctx: z.RefinementCtx): void {
+  const { root, repositories } = sandboxDirs(c);
+  const within = (dir: string, outer: string) => dir === outer || dir.startsWith(`${outer}${sep}`);
+  if (within(repositories, root) || within(root, repositories)) {
+    ctx.addIssue({
+      code: "custom",
+      path: ["SANDBOX_GIT_DIR"],
+      message: `must not contain SANDBOX_ROOT or lie inside it (${repositories}, ${root}): the agents write the workspaces, never the repositories`,
+    });
+  }
+}
+
 export function sandboxOptions(c: SandboxEnv): SandboxOptions {
+  const { root, repositories } = sandboxDirs(c);
   return {
-    root: resolve(c.SANDBOX_ROOT ?? resolve(c.DATA_DIR, "sandbox")),
+    root,
+    repositories,
     connectionKey: c.SANDBOX_CONNECTION_KEY,
     dataDir: c.DATA_DIR,
     baseUrl: c.GIT_BASE_URL,

@@ -1,4 +1,5 @@
 import { spawn } from "node:child_process";
+import { randomBytes } from "node:crypto";
 import { chmod, mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -6,22 +7,28 @@ import { join } from "node:path";
 /** Environment variables of the service that git may see; everything else (keys, secrets) stays out. */
 const PASSED_THROUGH = ["PATH", "TMPDIR", "HTTPS_PROXY", "https_proxy", "NO_PROXY", "no_proxy"];
 
-/** Where the token waits for `GIT_ASKPASS`: the environment of the one git process that needs it. */
-const TOKEN_VARIABLE = "GW_GIT_TOKEN";
+/**
+ * Names the file the token waits in for `GIT_ASKPASS`: a file only the
+ * service's user can read, there only while its one git call runs. The token
+ * itself is in no process's environment, so nothing git starts (a `file://`
+ * remote's receive-pack and its hooks included) inherits it.
+ */
+const TOKEN_FILE_VARIABLE = "GW_GIT_TOKEN_FILE";
 
 /**
- * Answers git's credential prompts from the environment, so the token never
- * appears in an argument list or a URL. GitHub takes any token as the password
- * of `x-access-token`.
+ * Answers git's credential prompts from that file, so the token never
+ * appears in an argument list, a URL or an environment. GitHub takes any
+ * token as the password of `x-access-token`.
  */
 const ASKPASS_SCRIPT = `#!/bin/sh
 case "$1" in
   Username*) printf '%s\\n' x-access-token ;;
-  *) printf '%s\\n' "$${TOKEN_VARIABLE}" ;;
+  *) cat "$${TOKEN_FILE_VARIABLE}" ;;
 esac
 `;
 
-const STDOUT_LIMIT = 4 * 1024 * 1024;
+/** The most of a call's output kept; a caller that must see all of it checks for this length. */
+export const STDOUT_LIMIT = 4 * 1024 * 1024;
 const STDERR_LIMIT = 64 * 1024;
 
 export interface GitSettings {
@@ -35,7 +42,10 @@ export interface GitCall {
   cwd?: string;
   /** Extra variables (GIT_DIR, GIT_WORK_TREE, author…). */
   env?: Record<string, string>;
-  /** The caller's credential, handed to git's askpass through the environment only. */
+  /**
+   * The caller's credential, handed to git's askpass through a private file
+   * for an https base URL; a `file://` base URL asks for none, so git never gets it.
+   */
   token?: string;
   signal?: AbortSignal;
 }
@@ -68,19 +78,24 @@ export class GitFailed extends Error {
  * it started.
  */
 export class Git {
-  /** A repository whose (empty) configuration stands in for the workspace's own, which its agent controls. */
+  /** An empty repository of the service's, for calls that need one but no session's (`ls-remote`). */
   readonly neutralGitDir: string;
   private readonly dir: string;
   private readonly settings: GitSettings;
   private readonly baseEnv: Record<string, string>;
+  /** Whether remotes ask for credentials: https does, the local file transport never. */
+  private readonly sendsToken: boolean;
 
   private constructor(dir: string, settings: GitSettings) {
     this.dir = dir;
     this.settings = settings;
     this.neutralGitDir = join(dir, "neutral", ".git");
+    this.sendsToken = !settings.baseUrl.startsWith("file:");
     const config: [string, string][] = [
       ["core.hooksPath", "/dev/null"],
       ["core.fsmonitor", "false"],
+      // A symlink in a working tree is committed as the symlink it is, never followed.
+      ["core.symlinks", "true"],
       // An empty helper resets the list, so no helper from a repository's config runs.
       ["credential.helper", ""],
       ["commit.gpgSign", "false"],
@@ -100,6 +115,8 @@ export class Git {
       GIT_CONFIG_NOSYSTEM: "1",
       GIT_CONFIG_GLOBAL: "/dev/null",
       GIT_TERMINAL_PROMPT: "0",
+      // No object comes from anywhere but the repository named: no replacements (alternates are not passed through either).
+      GIT_NO_REPLACE_OBJECTS: "1",
       GIT_ASKPASS: join(dir, "askpass.sh"),
       GIT_CONFIG_COUNT: String(config.length),
     });
@@ -116,6 +133,7 @@ export class Git {
     await chmod(dir, 0o700);
     await writeFile(join(dir, "askpass.sh"), ASKPASS_SCRIPT, { mode: 0o700 });
     await mkdir(join(dir, "outside"));
+    await mkdir(join(dir, "tokens"), { mode: 0o700 });
     const git = new Git(dir, settings);
     await git.run(["init", "--quiet", join(dir, "neutral")]);
     return git;
@@ -142,9 +160,24 @@ export class Git {
     }
   }
 
-  run(args: string[], call: GitCall = {}): Promise<{ stdout: string; stderr: string }> {
+  async run(args: string[], call: GitCall = {}): Promise<{ stdout: string; stderr: string }> {
+    if (call.token === undefined || !this.sendsToken) return this.start(args, call, undefined);
+    const file = join(this.dir, "tokens", randomBytes(16).toString("hex"));
+    await writeFile(file, `${call.token}\n`, { mode: 0o600, flag: "wx" });
+    try {
+      return await this.start(args, call, file);
+    } finally {
+      await rm(file, { force: true });
+    }
+  }
+
+  private start(
+    args: string[],
+    call: GitCall,
+    tokenFile: string | undefined,
+  ): Promise<{ stdout: string; stderr: string }> {
     const env = { ...this.baseEnv, ...call.env };
-    if (call.token !== undefined) env[TOKEN_VARIABLE] = call.token;
+    if (tokenFile !== undefined) env[TOKEN_FILE_VARIABLE] = tokenFile;
     return new Promise((resolve, reject) => {
       // Its own process group, so a deadline or a cancel also ends the helpers git started (remote-https, pack-objects).
       const child = spawn("git", args, {

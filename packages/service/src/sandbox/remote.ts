@@ -1,3 +1,5 @@
+import { mkdir, rm } from "node:fs/promises";
+import { join } from "node:path";
 import { AppError } from "@gw/core";
 import type { Checkout } from "./checkout.ts";
 import { type Git, GitFailed, redactGitOutput } from "./git.ts";
@@ -38,24 +40,55 @@ export function remoteFailure(
   return new RemoteFailed(operation, redactGitOutput(err.stderr, [token]) || `exit code ${err.exitCode}`);
 }
 
-/** Clones `url` (at `ref`, if given) into `dir` with the caller's token. */
+/**
+ * Clones `url` (at `ref`, if given) into the session's git directory
+ * `gitDir` (bare: the service's alone) with the caller's token, then checks
+ * its HEAD out into `workspace`, which holds only the files.
+ */
 export async function cloneRepository(
   git: Git,
-  clone: { url: string; dir: string; ref: string | undefined; token: string; signal?: AbortSignal },
+  clone: {
+    url: string;
+    gitDir: string;
+    workspace: string;
+    ref: string | undefined;
+    token: string;
+    signal?: AbortSignal;
+  },
 ): Promise<void> {
   const ref = clone.ref ? [`--branch=${clone.ref}`] : [];
-  await git.run(["clone", "--quiet", ...ref, "--", clone.url, clone.dir], {
+  const signal = clone.signal ? { signal: clone.signal } : {};
+  await git.run(["clone", "--quiet", "--bare", "--no-local", ...ref, "--", clone.url, clone.gitDir], {
     token: clone.token,
-    ...(clone.signal ? { signal: clone.signal } : {}),
+    ...signal,
   });
+  await mkdir(clone.workspace, { recursive: true });
+  const index = join(clone.gitDir, "index");
+  const inRepository = {
+    cwd: clone.gitDir,
+    env: { GIT_DIR: clone.gitDir, GIT_WORK_TREE: clone.workspace, GIT_INDEX_FILE: index },
+    ...signal,
+  };
+  try {
+    await git.run(["rev-parse", "--verify", "--quiet", "HEAD^{commit}"], inRepository);
+  } catch (err) {
+    // An empty repository: nothing to check out.
+    if (err instanceof GitFailed && err.exitCode === 1) return;
+    throw err;
+  }
+  try {
+    await git.run(["read-tree", "--reset", "-u", "HEAD"], inRepository);
+  } finally {
+    await rm(index, { force: true });
+  }
 }
 
 /**
- * Pushes commit `sha` to `refs/heads/<branch>` of `url` (forced if asked),
- * from the checkout's objects under the neutral configuration: the
- * workspace's own config (remotes, `insteadOf` rewrites, proxies, TLS
- * settings) never steers where the token goes. Answers whether the remote
- * branch was already there.
+ * Pushes commit `sha` to `refs/heads/<branch>` of `url` (forced if asked)
+ * from the session's own git directory, which only the service writes: only
+ * its objects can go, and nothing in the workspace (a `.git` with remotes,
+ * `insteadOf` rewrites, alternates) steers what is sent or where the token
+ * goes. Answers whether the remote branch was already there.
  */
 export async function pushCommit(
   git: Git,
@@ -66,7 +99,8 @@ export async function pushCommit(
   let stdout: string;
   try {
     ({ stdout } = await git.run(["push", "--porcelain", "--", push.url, refspec], {
-      env: { GIT_DIR: git.neutralGitDir, GIT_OBJECT_DIRECTORY: push.checkout.objectsDir },
+      cwd: push.checkout.gitDir,
+      env: { GIT_DIR: push.checkout.gitDir },
       token: push.token,
       signal,
     }));

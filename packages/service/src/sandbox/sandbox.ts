@@ -103,6 +103,7 @@ export class Sandbox {
     hooks: SandboxHooks = {},
   ): Promise<Sandbox> {
     await mkdir(options.root, { recursive: true, mode: 0o700 });
+    await mkdir(options.repositories, { recursive: true, mode: 0o700 });
     const key = await connectionKey(options.connectionKey, options.dataDir, logger);
     const git = await Git.create({
       baseUrl: options.baseUrl,
@@ -118,9 +119,14 @@ export class Sandbox {
     );
   }
 
-  /** Where session `id`'s files are: the clone's root. */
+  /** Where session `id`'s files are: the working tree of its repository, the agent's to change. */
   workspace(id: string): string {
     return join(this.options.root, id);
+  }
+
+  /** Session `id`'s repository (its git directory), which only the service writes. */
+  repository(id: string): string {
+    return join(this.options.repositories, `${id}.git`);
   }
 
   async createSession(principal: Principal, input: NewSession, signal?: AbortSignal): Promise<Session> {
@@ -134,18 +140,21 @@ export class Sandbox {
       assignment_generation: 0,
       created_at: Math.floor(Date.now() / 1000),
     };
-    const dir = this.workspace(session.id);
+    const workspace = this.workspace(session.id);
+    const gitDir = this.repository(session.id);
     try {
       await cloneRepository(this.git, {
         url: this.git.repositoryUrl(input.owner, input.repository),
-        dir,
+        gitDir,
+        workspace,
         ref: input.ref,
         token,
         ...(signal ? { signal } : {}),
       });
       await this.sessions.create(principal, session);
     } catch (err) {
-      await rm(dir, { recursive: true, force: true });
+      await rm(workspace, { recursive: true, force: true });
+      await rm(gitDir, { recursive: true, force: true });
       throw remoteFailure(err, "clone", token, signal, this.options.gitTimeoutMs);
     }
     this.logger.info(
@@ -161,6 +170,7 @@ export class Sandbox {
     await this.locks.withLock(lockKey(principal.org, id), signal ? { signal } : {}, async () => {
       await this.sessions.delete(principal, id);
       await rm(this.workspace(id), { recursive: true, force: true });
+      await rm(this.repository(id), { recursive: true, force: true });
     });
   }
 
@@ -193,7 +203,7 @@ export class Sandbox {
       const url = this.git.repositoryUrl(session.owner, session.repository);
       const timeout = this.options.gitTimeoutMs;
       try {
-        const checkout = await openCheckout(this.git, this.workspace(id), request.checkout_path, abort);
+        const checkout = await openCheckout(this.repository(id), this.workspace(id), request.checkout_path);
         const message = `Sandbox session ${id}, assignment ${session.assignment_generation}`;
         const { head, committed } = await commitWorkingTree(
           this.git,

@@ -1,6 +1,7 @@
 import type { Logger, ResourceAuthorization } from "@gw/core";
 import type { AuditLog } from "../../audit/audit-log.ts";
 import type { GatewayMetrics } from "../../metrics.ts";
+import type { LookupCursors } from "./lookup-cursor.ts";
 
 /** What the authorization routes share. */
 export interface AuthorizationRouteDeps {
@@ -10,4 +11,6 @@ export interface AuthorizationRouteDeps {
   logger: Logger;
   /** Longest lifetime of an expiring grant, in seconds (`GRANT_MAX_TTL`). */
   grantMaxTtlSeconds: number;
+  /** Signs and opens the `next_cursor` of lookups. */
+  lookupCursors: LookupCursors;
 }

@@ -18,19 +18,24 @@ const query = z.object({
 
 /**
  * `GET /api/v1/authorization/llm/resources?resourceType&role&limit&cursor`:
- * what the principal may see, from SpiceDB's LookupResources. `role` is the
- * minimum (`reader` lists everything readable); pages follow SpiceDB's cursor
- * until `next_cursor` is null.
+ * what the principal may see, from SpiceDB's LookupResources, in order of
+ * id. `role` is the minimum (`reader` lists everything readable); pages
+ * follow `next_cursor` (after the last id shown, signed, expiring) until it
+ * is null.
  */
 export function registerListResources(router: Router, deps: AuthorizationRouteDeps): void {
   router.get("/authorization/llm/resources", requirePermission("authorization:read"), async (req, res) => {
     const { resourceType, role, limit, cursor } = validate("query", query, req.query);
-    const page = await measured(deps.metrics, "lookup", () =>
-      deps.authorization.lookup(principalOf(res), resourceType, role, { limit, cursor }),
-    );
+    const principal = principalOf(res);
+    const binding = { org: principal.org, user: principal.user, resourceType, role, limit };
+    const page = await measured(deps.metrics, "lookup", async () => {
+      const after = cursor === undefined ? undefined : deps.lookupCursors.open(binding, cursor);
+      return deps.authorization.lookup(principal, resourceType, role, { limit, after });
+    });
+    const last = page.resourceIds.at(-1);
     const body: ListResourcesResponse = {
       data: page.resourceIds.map((resourceId) => ({ resourceId })),
-      next_cursor: page.nextCursor,
+      next_cursor: page.more && last !== undefined ? deps.lookupCursors.issue(binding, last) : null,
     };
     res.json(body);
   });

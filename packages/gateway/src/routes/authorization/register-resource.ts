@@ -17,7 +17,7 @@ const body = z.strictObject(resourcePathSchema.shape);
  * `POST /api/v1/authorization/llm/resources` `{resourceType, resourceId}` →
  * 201: the creation hook for other backends. The principal becomes the owner
  * in one write that requires no owner yet; a resource registered before is
- * 409.
+ * 409, and so is any conversation or response id (the service issues those).
  */
 export function registerRegisterResource(router: Router, deps: AuthorizationRouteDeps): void {
   router.post("/authorization/llm/resources", requirePermission("authorization:write"), async (req, res) => {

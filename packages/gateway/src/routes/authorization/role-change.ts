@@ -1,5 +1,6 @@
 import {
   PUBLIC_USER,
+  parseRfc3339,
   principalOf,
   RESOURCE_TYPES,
   ROLES,
@@ -46,16 +47,14 @@ export const roleChangeSchema = z.strictObject(roleChangeShape).superRefine(refu
  */
 export function expiresAtSchema(maxTtlSeconds: number) {
   return z.string().superRefine((value, ctx) => {
-    if (!z.iso.datetime({ offset: true }).safeParse(value).success) {
+    const at = parseRfc3339(value);
+    if (at === undefined) {
       ctx.addIssue({
         code: "custom",
         params: { type: "datetime_parsing" },
         message: "Input should be a valid datetime (RFC 3339, e.g. 2030-01-31T12:00:00Z)",
       });
-      return;
-    }
-    const at = Date.parse(value);
-    if (at <= Date.now()) {
+    } else if (at <= Date.now()) {
       ctx.addIssue({
         code: "custom",
         params: { type: "datetime_future" },
@@ -70,10 +69,13 @@ export function expiresAtSchema(maxTtlSeconds: number) {
   });
 }
 
-/** Body of grant: revoke's, plus an optional `expiresAt` for writer and reader grants. */
+/**
+ * Body of grant: revoke's, plus an optional `expiresAt` for writer and reader
+ * grants; `null`, like leaving it out, is a grant that does not expire.
+ */
 export function grantSchema(maxTtlSeconds: number) {
   return z
-    .strictObject({ ...roleChangeShape, expiresAt: expiresAtSchema(maxTtlSeconds).optional() })
+    .strictObject({ ...roleChangeShape, expiresAt: expiresAtSchema(maxTtlSeconds).nullable().optional() })
     .superRefine(refusePublicOwner)
     .superRefine((body, ctx) => {
       if (body.expiresAt && body.role === "owner") {
@@ -85,10 +87,10 @@ export function grantSchema(maxTtlSeconds: number) {
         });
       }
     })
-    .transform(({ expiresAt, ...body }) => ({
-      ...body,
-      ...(expiresAt ? { expiresAt: new Date(expiresAt) } : {}),
-    }));
+    .transform(({ expiresAt, ...body }) => {
+      const at = expiresAt ? parseRfc3339(expiresAt) : undefined;
+      return { ...body, ...(at !== undefined ? { expiresAt: new Date(at) } : {}) };
+    });
 }
 
 /**
