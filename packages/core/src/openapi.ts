@@ -12,6 +12,8 @@ export interface ApiResponse {
   schema?: z.ZodType | JsonSchema;
   /** Default `application/json`. */
   contentType?: string;
+  /** Other media types the same status may answer with (e.g. `text/event-stream` when asked to stream). */
+  alternatives?: Record<string, z.ZodType | JsonSchema>;
   headers?: Record<string, { description: string; schema: JsonSchema }>;
 }
 
@@ -57,6 +59,34 @@ const AUTHENTICATED_ERRORS: ErrorCode[] = [
   "rate_limited",
   "service_unavailable",
 ];
+
+/** A JSON object whose properties are all required unless listed in `optional`, no others allowed. */
+export function objectSchema(
+  properties: Record<string, JsonSchema>,
+  options: { optional?: string[]; description?: string; open?: boolean } = {},
+): JsonSchema {
+  return {
+    type: "object",
+    ...(options.description ? { description: options.description } : {}),
+    properties,
+    required: Object.keys(properties).filter((name) => !options.optional?.includes(name)),
+    ...(options.open ? {} : { additionalProperties: false }),
+  };
+}
+
+/** `{id, object, deleted: true}`: what a DELETE answers for the resources that follow OpenAI's shape. */
+export const deletedSchema = (object: string): JsonSchema =>
+  objectSchema({
+    id: { type: "string" },
+    object: { type: "string", const: object },
+    deleted: { type: "boolean", const: true },
+  });
+
+/** A JSON Schema `type: string` with an optional description. */
+export const stringSchema = (description?: string): JsonSchema => ({
+  type: "string",
+  ...(description ? { description } : {}),
+});
 
 /** A zod schema as the JSON Schema of what a client sends (`io: "input"`: defaults are optional). */
 export function jsonSchemaOf(schema: z.ZodType | JsonSchema, io: "input" | "output" = "input"): JsonSchema {
@@ -119,9 +149,12 @@ function responseObject(response: ApiResponse): JsonSchema {
     ...(response.headers ? { headers: response.headers } : {}),
     ...(response.schema
       ? {
-          content: {
-            [response.contentType ?? "application/json"]: { schema: jsonSchemaOf(response.schema, "output") },
-          },
+          content: Object.fromEntries(
+            Object.entries({
+              [response.contentType ?? "application/json"]: response.schema,
+              ...response.alternatives,
+            }).map(([type, schema]) => [type, { schema: jsonSchemaOf(schema, "output") }]),
+          ),
         }
       : {}),
   };

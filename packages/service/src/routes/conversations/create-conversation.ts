@@ -8,7 +8,10 @@ import { withoutNulls } from "../../schema.ts";
 import { newItems } from "./add-items.ts";
 import { metadataSchema } from "./metadata.ts";
 
-const body = z.strictObject({ metadata: metadataSchema.optional(), items: newItems.optional() });
+export const createConversationBody = z.strictObject({
+  metadata: metadataSchema.optional(),
+  items: newItems.optional(),
+});
 
 /**
  * `POST /api/v1/llm/conversations` `{metadata?, items?}` → 200 the
@@ -20,7 +23,7 @@ export function registerCreateConversation(
   deps: { store: ConversationStore; authorization: ResourceAuthorization },
 ): void {
   router.post("/llm/conversations", requirePermission("conversations:write"), async (req, res) => {
-    const input = validate("body", body, withoutNulls(req.body ?? {}));
+    const input = validate("body", createConversationBody, withoutNulls(req.body ?? {}));
     const principal = principalOf(res);
     const conversation: Conversation = {
       id: newId("conv"),

@@ -66,7 +66,7 @@ const timezone = z.string().superRefine((name, ctx) => {
   }
 });
 
-const body = z
+export const createScheduleBody = z
   .strictObject({
     name: z.string().min(1).max(200),
     model: z.string().min(1).max(256).default("auto"),
@@ -105,7 +105,7 @@ export interface EvalRouteDeps {
  */
 export function registerCreateSchedule(router: Router, deps: EvalRouteDeps): void {
   router.post("/llm/evals/schedules", requirePermission("evals:write"), async (req, res) => {
-    const input = validate("body", body, req.body);
+    const input = validate("body", createScheduleBody, req.body);
     if (input.model !== "auto" && !deps.provider.resolveModel(input.model)) {
       const expected = ["auto", ...(deps.provider.allowedModels ?? [])].join(", ");
       throw new ValidationFailed([
