@@ -1,0 +1,233 @@
+import { mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { dirname, join } from "node:path";
+import type { JsonSchema } from "@gw/core";
+import { describe, expect, it } from "vitest";
+import {
+  committedOpenApiProblems,
+  OPENAPI_FILE,
+  openApiDocument,
+  openApiProblems,
+  renderOpenApiDocument,
+} from "../src/openapi.ts";
+
+const document = openApiDocument() as {
+  paths: Record<string, Record<string, Record<string, unknown>>>;
+} & JsonSchema;
+
+/** A schema of the document, with component references followed. */
+function operation(method: string, path: string) {
+  const found = document.paths[path]?.[method];
+  if (!found) throw new Error(`${method} ${path} is not in the document`);
+  return found as {
+    requestBody?: { content: Record<string, { schema: JsonSchema }> };
+    responses: Record<string, { content?: Record<string, { schema: JsonSchema }>; $ref?: string }>;
+    parameters?: { name: string; in: string; required: boolean; schema?: JsonSchema; $ref?: string }[];
+    security?: unknown[];
+  };
+}
+const json = (response: { content?: Record<string, { schema: JsonSchema }> } | undefined) =>
+  response?.content?.["application/json"]?.schema;
+
+/** A small valid document to break one way at a time. */
+const minimal = () => ({
+  openapi: "3.1.0",
+  info: { title: "t", version: "1" },
+  paths: {
+    "/a/{id}": {
+      get: {
+        operationId: "getA",
+        parameters: [{ name: "id", in: "path", required: true, schema: { type: "string" } }],
+        responses: {
+          "200": { description: "ok", content: { "application/json": { schema: { type: "object" } } } },
+        },
+      },
+    },
+  } as Record<string, Record<string, Record<string, unknown>>>,
+});
+
+describe("the OpenAPI document", () => {
+  it("is valid OpenAPI 3.1, with valid JSON Schemas and unique operation ids", async () => {
+    expect(await openApiProblems(document)).toEqual([]);
+  });
+
+  it("is committed as `pnpm openapi` writes it now", async () => {
+    expect(await committedOpenApiProblems()).toEqual([]);
+  });
+
+  it("says it is generated", () => {
+    expect(document["x-generated"]).toMatch(/pnpm openapi/);
+  });
+
+  it.each([
+    [
+      "a response without a description",
+      (d: ReturnType<typeof minimal>) => {
+        d.paths["/a/{id}"]!.get!.responses = { "200": {} };
+      },
+      /must have required property 'description'/,
+    ],
+    [
+      "a reference to nothing",
+      (d: ReturnType<typeof minimal>) => {
+        d.paths["/a/{id}"]!.get!.responses = { "200": { $ref: "#/components/responses/nope" } };
+      },
+      /Missing \$ref pointer/,
+    ],
+    [
+      "a path parameter that is not required",
+      (d: ReturnType<typeof minimal>) => {
+        d.paths["/a/{id}"]!.get!.parameters = [{ name: "id", in: "path", schema: { type: "string" } }];
+      },
+      /must have required property 'required'/,
+    ],
+    [
+      "a schema that is not JSON Schema",
+      (d: ReturnType<typeof minimal>) => {
+        d.paths["/a/{id}"]!.get!.responses = {
+          "200": { description: "ok", content: { "application/json": { schema: { type: "text" } } } },
+        };
+      },
+      /\/paths\/\/a\/\{id\}\/get\/responses\/200\/content\/application\/json\/schema is not a valid JSON Schema/,
+    ],
+    [
+      "an operation id used twice",
+      (d: ReturnType<typeof minimal>) => {
+        d.paths["/b"] = { get: { operationId: "getA", responses: { "204": { description: "none" } } } };
+      },
+      /GET \/b repeats operationId getA/,
+    ],
+  ])("flags %s", async (_what, breakIt, problem) => {
+    expect(await openApiProblems(minimal())).toEqual([]);
+    const broken = minimal();
+    breakIt(broken);
+    const problems = await openApiProblems(broken);
+    expect(problems.join("\n")).toMatch(problem);
+  });
+
+  it("flags a committed document that is missing, stale or not JSON", async () => {
+    const root = await mkdtemp(join(tmpdir(), "openapi-check-"));
+    try {
+      expect(await committedOpenApiProblems(root)).toEqual([`${OPENAPI_FILE}: missing; run pnpm openapi`]);
+      const file = join(root, OPENAPI_FILE);
+      await mkdir(dirname(file), { recursive: true });
+      await writeFile(
+        file,
+        renderOpenApiDocument().replace('"summary": "This document"', '"summary": "Old"'),
+      );
+      expect(await committedOpenApiProblems(root)).toEqual([
+        `${OPENAPI_FILE}: out of date; run pnpm openapi`,
+      ]);
+      await writeFile(file, "{");
+      expect((await committedOpenApiProblems(root)).at(-1)).toMatch(/not JSON/);
+    } finally {
+      await rm(root, { recursive: true, force: true });
+    }
+  });
+});
+
+describe("the contract's fixed shapes, as the document gives them", () => {
+  it("push: GitHubPushRequest in, GitHubPushResult out, 422 HTTPValidationError", () => {
+    const push = operation("post", "/api/v1/sandbox/sessions/{session_id}/github/push");
+    expect(push.requestBody?.content["application/json"]?.schema).toEqual({
+      type: "object",
+      properties: {
+        assignment_generation: { type: "integer", minimum: 1, maximum: Number.MAX_SAFE_INTEGER },
+        branch: { type: "string", minLength: 1, maxLength: 255 },
+        checkout_path: { type: "string", maxLength: 512, default: "" },
+        force: { type: "boolean", default: false },
+      },
+      required: ["assignment_generation", "branch"],
+      additionalProperties: false,
+    });
+    const str = { type: "string" };
+    const int = { type: "integer" };
+    expect(json(push.responses[200])).toEqual({
+      type: "object",
+      properties: {
+        session_id: str,
+        assignment_generation: int,
+        repository_id: int,
+        owner: str,
+        repository: str,
+        branch: str,
+        remote_head_sha: str,
+        no_changes: { type: "boolean" },
+      },
+      required: [
+        "session_id",
+        "assignment_generation",
+        "repository_id",
+        "owner",
+        "repository",
+        "branch",
+        "remote_head_sha",
+        "no_changes",
+      ],
+      additionalProperties: false,
+    });
+    expect(push.responses[422]).toEqual({ $ref: "#/components/responses/validation_failed" });
+    expect(push.parameters).toContainEqual({ $ref: "#/components/parameters/OnBehalfOf" });
+    expect(push.parameters).toContainEqual({
+      name: "session_id",
+      in: "path",
+      required: true,
+      schema: { type: "string" },
+    });
+  });
+
+  it("eval schedule deletion, token exchange and check answer exactly their objects", () => {
+    const deleted = operation("delete", "/api/v1/llm/evals/schedules/{schedule_id}");
+    expect(json(deleted.responses[200])).toEqual({
+      type: "object",
+      properties: {
+        id: { type: "string" },
+        object: { type: "string", const: "eval.schedule.deleted" },
+        deleted: { type: "boolean", const: true },
+      },
+      required: ["id", "object", "deleted"],
+      additionalProperties: false,
+    });
+    const exchange = operation("post", "/api/v1/authentication/api-keys/exchange-token");
+    expect(json(exchange.responses[200])).toMatchObject({
+      properties: { token: { type: "string" } },
+      required: ["token"],
+      additionalProperties: false,
+    });
+    const body = exchange.requestBody?.content["application/json"]?.schema as {
+      properties: Record<string, JsonSchema>;
+      required: string[];
+    };
+    expect(body.required).toEqual(["audience", "externalUserId"]);
+    expect(body.properties.expiresIn).toMatchObject({ type: "integer", minimum: 300, maximum: 2_592_000 });
+    const check = operation("get", "/api/v1/authorization/llm/check");
+    expect(json(check.responses[200])).toEqual({
+      type: "object",
+      properties: { allowed: { type: "boolean" } },
+      required: ["allowed"],
+      additionalProperties: false,
+    });
+  });
+
+  it("grant and revoke answer 204 with no body; 403, 422 and 429 are the catalogue's", () => {
+    for (const path of ["/api/v1/authorization/llm/grant", "/api/v1/authorization/llm/revoke"]) {
+      const change = operation("post", path);
+      expect(change.responses[204]).toEqual({ description: "Done; no body" });
+      expect(change.responses[403]).toEqual({ $ref: "#/components/responses/forbidden" });
+      expect(change.responses[422]).toEqual({ $ref: "#/components/responses/validation_failed" });
+      expect(change.responses[429]).toEqual({ $ref: "#/components/responses/rate_limited" });
+    }
+  });
+
+  it("the JWKS, the discovery document and this document need no credential; the rest a bearer one", () => {
+    for (const path of [
+      "/.well-known/jwks.json",
+      "/.well-known/openid-configuration",
+      "/api/v1/openapi.json",
+    ]) {
+      expect(operation("get", path).security).toEqual([]);
+    }
+    expect(operation("get", "/api/v1/usage").security).toBeUndefined();
+    expect(document.security).toEqual([{ bearerAuth: [] }]);
+  });
+});
