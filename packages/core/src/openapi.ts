@@ -88,6 +88,19 @@ export const stringSchema = (description?: string): JsonSchema => ({
   ...(description ? { description } : {}),
 });
 
+/** JSON Schemas of zod schemas that zod cannot describe itself, by `documentedAs`. */
+const DOCUMENTED = new WeakMap<object, () => JsonSchema>();
+
+/**
+ * Tells the document what `schema` accepts where zod cannot see it: a
+ * transform that picks its schema by looking at the value, a custom check.
+ * Lazy, so nothing is computed unless a document is made.
+ */
+export function documentedAs<T extends z.ZodType>(schema: T, json: () => JsonSchema): T {
+  DOCUMENTED.set(schema, json);
+  return schema;
+}
+
 /** A zod schema as the JSON Schema of what a client sends (`io: "input"`: defaults are optional). */
 export function jsonSchemaOf(schema: z.ZodType | JsonSchema, io: "input" | "output" = "input"): JsonSchema {
   if (!(schema instanceof z.ZodType)) return schema;
@@ -95,6 +108,12 @@ export function jsonSchemaOf(schema: z.ZodType | JsonSchema, io: "input" | "outp
     target: "draft-2020-12",
     io,
     unrepresentable: "any",
+    override: ({ zodSchema, jsonSchema }) => {
+      const documented = DOCUMENTED.get(zodSchema);
+      if (!documented) return;
+      for (const key of Object.keys(jsonSchema)) delete (jsonSchema as JsonSchema)[key];
+      Object.assign(jsonSchema, documented());
+    },
   }) as JsonSchema;
   return json;
 }

@@ -231,3 +231,33 @@ describe("the contract's fixed shapes, as the document gives them", () => {
     expect(document.security).toEqual([{ bearerAuth: [] }]);
   });
 });
+
+describe("what zod cannot see by itself, described all the same", () => {
+  const createResponse = operation("post", "/api/v1/llm/responses").requestBody?.content["application/json"]
+    ?.schema as { properties: Record<string, JsonSchema> };
+
+  it("a field chosen by the value's kind is any of its choices, not anything", () => {
+    const input = createResponse.properties.input as { anyOf: JsonSchema[] };
+    expect(input.anyOf[0]).toEqual({ type: "string", minLength: 1 });
+    expect(input.anyOf[1]).toMatchObject({ type: "array", minItems: 1, maxItems: 1_000 });
+    expect(createResponse.properties.tool_choice).toMatchObject({
+      anyOf: [{ type: "string", enum: ["none", "auto", "required"] }, expect.any(Object)],
+    });
+  });
+
+  it("an object told apart by its type is any of the types taken", () => {
+    const items = (createResponse.properties.input as { anyOf: { items?: { anyOf: JsonSchema[] } }[] })
+      .anyOf[1]?.items?.anyOf;
+    expect(
+      items?.map((item) => (item as { properties: { type: { const: string } } }).properties.type.const),
+    ).toEqual(["message", "function_call", "function_call_output"]);
+  });
+
+  it("a field the service refuses admits no value; a number checked by hand keeps its bounds", () => {
+    expect(createResponse.properties.prompt).toEqual({
+      description: "prompt (stored prompt templates) is not supported by this service",
+      not: {},
+    });
+    expect(createResponse.properties.temperature).toEqual({ type: "number", minimum: 0, maximum: 2 });
+  });
+});
