@@ -15,6 +15,8 @@ export interface ApiResponse {
   /** Other media types the same status may answer with (e.g. `text/event-stream` when asked to stream). */
   alternatives?: Record<string, z.ZodType | JsonSchema>;
   headers?: Record<string, { description: string; schema: JsonSchema }>;
+  /** A name the API reference uses (`GitHubPushResult`): the schema goes to `components.schemas`. */
+  name?: string;
 }
 
 /**
@@ -40,6 +42,8 @@ export interface ApiOperation {
   params?: z.ZodObject;
   query?: z.ZodObject;
   body?: z.ZodType | JsonSchema;
+  /** The body's name in the API reference (`GitHubPushRequest`), for `components.schemas`. */
+  bodyName?: string;
   /** Success responses, by status. Error responses come from the catalogue (`errors`). */
   responses: Record<number, ApiResponse>;
   /** Catalogue errors this operation answers, besides the ones every authenticated operation can. */
@@ -110,13 +114,25 @@ export function jsonSchemaOf(schema: z.ZodType | JsonSchema, io: "input" | "outp
     unrepresentable: "any",
     override: ({ zodSchema, jsonSchema }) => {
       const documented = DOCUMENTED.get(zodSchema);
-      if (!documented) return;
-      for (const key of Object.keys(jsonSchema)) delete (jsonSchema as JsonSchema)[key];
-      Object.assign(jsonSchema, documented());
+      if (documented) {
+        for (const key of Object.keys(jsonSchema)) delete (jsonSchema as JsonSchema)[key];
+        Object.assign(jsonSchema, documented());
+      }
+      // zod leaves out the default of a schema whose input it cannot tell from its output (a preprocess).
+      const def = zodSchema._zod.def as { type: string; defaultValue?: unknown };
+      if (
+        io === "input" &&
+        def.type === "default" &&
+        !("default" in jsonSchema) &&
+        isJsonScalar(def.defaultValue)
+      )
+        (jsonSchema as JsonSchema).default = def.defaultValue;
     },
   }) as JsonSchema;
   return json;
 }
+
+const isJsonScalar = (value: unknown) => ["string", "number", "boolean"].includes(typeof value);
 
 const openApiPath = (template: string) => template.replace(/:([A-Za-z_][A-Za-z0-9_]*)/g, "{$1}");
 
@@ -153,6 +169,8 @@ function errorResponses(operation: ApiOperation): Record<string, JsonSchema> {
     ...(operation.auth === "none" ? [] : AUTHENTICATED_ERRORS),
     ...(operation.errors ?? []),
     ...(operation.body || operation.query || operation.params ? (["validation_failed"] as const) : []),
+    // What the JSON body parser answers: unreadable or malformed JSON, too large, not JSON.
+    ...(operation.body ? (["bad_request", "payload_too_large", "unsupported_media_type"] as const) : []),
   ]);
   const out: Record<string, JsonSchema> = {};
   for (const code of [...codes].sort((a, b) => ERROR_CATALOGUE[a].status - ERROR_CATALOGUE[b].status)) {
@@ -162,18 +180,37 @@ function errorResponses(operation: ApiOperation): Record<string, JsonSchema> {
   return out;
 }
 
-function responseObject(response: ApiResponse): JsonSchema {
+/** Named schemas, for `components.schemas`: one name, one schema. */
+class NamedSchemas {
+  readonly schemas: Record<string, JsonSchema> = {};
+
+  /** `schema` itself, or a reference to it under `name`. */
+  use(schema: JsonSchema, name: string | undefined): JsonSchema {
+    if (name === undefined) return schema;
+    const known = this.schemas[name];
+    if (known && JSON.stringify(known) !== JSON.stringify(schema))
+      throw new Error(`Two different schemas are named ${name}`);
+    this.schemas[name] = schema;
+    return { $ref: `#/components/schemas/${name}` };
+  }
+}
+
+function responseObject(response: ApiResponse, named: NamedSchemas): JsonSchema {
+  const main = response.schema && named.use(jsonSchemaOf(response.schema, "output"), response.name);
   return {
     description: response.description,
     ...(response.headers ? { headers: response.headers } : {}),
-    ...(response.schema
+    ...(main
       ? {
-          content: Object.fromEntries(
-            Object.entries({
-              [response.contentType ?? "application/json"]: response.schema,
-              ...response.alternatives,
-            }).map(([type, schema]) => [type, { schema: jsonSchemaOf(schema, "output") }]),
-          ),
+          content: {
+            [response.contentType ?? "application/json"]: { schema: main },
+            ...Object.fromEntries(
+              Object.entries(response.alternatives ?? {}).map(([type, schema]) => [
+                type,
+                { schema: jsonSchemaOf(schema, "output") },
+              ]),
+            ),
+          },
         }
       : {}),
   };
@@ -240,6 +277,7 @@ const COMPONENT_SCHEMAS: Record<string, JsonSchema> = {
 export function buildOpenApiDocument(info: ApiDocumentInfo, operations: readonly ApiOperation[]): JsonSchema {
   const paths: Record<string, Record<string, JsonSchema>> = {};
   const tags = new Set<string>();
+  const named = new NamedSchemas();
   const sorted = [...operations].sort(
     (a, b) => a.path.localeCompare(b.path) || a.method.localeCompare(b.method),
   );
@@ -268,11 +306,15 @@ export function buildOpenApiDocument(info: ApiDocumentInfo, operations: readonly
     if (operation.body) {
       entry.requestBody = {
         required: true,
-        content: { "application/json": { schema: jsonSchemaOf(operation.body) } },
+        content: {
+          "application/json": { schema: named.use(jsonSchemaOf(operation.body), operation.bodyName) },
+        },
       };
     }
     entry.responses = {
-      ...Object.fromEntries(Object.entries(operation.responses).map(([s, r]) => [s, responseObject(r)])),
+      ...Object.fromEntries(
+        Object.entries(operation.responses).map(([s, r]) => [s, responseObject(r, named)]),
+      ),
       ...errorResponses(operation),
     };
     paths[path] ??= {};
@@ -304,7 +346,7 @@ export function buildOpenApiDocument(info: ApiDocumentInfo, operations: readonly
         },
       },
       responses: catalogueResponses(),
-      schemas: COMPONENT_SCHEMAS,
+      schemas: { ...COMPONENT_SCHEMAS, ...named.schemas },
     },
   };
 }

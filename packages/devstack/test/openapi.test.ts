@@ -26,8 +26,14 @@ function operation(method: string, path: string) {
     security?: unknown[];
   };
 }
+/** A schema, or the named schema it refers to. */
+const resolved = (schema: JsonSchema | undefined) => {
+  const ref = schema?.$ref as string | undefined;
+  if (!ref?.startsWith("#/components/schemas/")) return schema;
+  return (document.components as { schemas: Record<string, JsonSchema> }).schemas[ref.split("/").at(-1)!];
+};
 const json = (response: { content?: Record<string, { schema: JsonSchema }> } | undefined) =>
-  response?.content?.["application/json"]?.schema;
+  resolved(response?.content?.["application/json"]?.schema);
 
 /** A small valid document to break one way at a time. */
 const minimal = () => ({
@@ -130,6 +136,9 @@ describe("the contract's fixed shapes, as the document gives them", () => {
   it("push: GitHubPushRequest in, GitHubPushResult out, 422 HTTPValidationError", () => {
     const push = operation("post", "/api/v1/sandbox/sessions/{session_id}/github/push");
     expect(push.requestBody?.content["application/json"]?.schema).toEqual({
+      $ref: "#/components/schemas/GitHubPushRequest",
+    });
+    expect(json(push.requestBody)).toEqual({
       type: "object",
       properties: {
         assignment_generation: { type: "integer", minimum: 1, maximum: Number.MAX_SAFE_INTEGER },
@@ -142,6 +151,9 @@ describe("the contract's fixed shapes, as the document gives them", () => {
     });
     const str = { type: "string" };
     const int = { type: "integer" };
+    expect(push.responses[200]?.content?.["application/json"]?.schema).toEqual({
+      $ref: "#/components/schemas/GitHubPushResult",
+    });
     expect(json(push.responses[200])).toEqual({
       type: "object",
       properties: {
@@ -251,6 +263,24 @@ describe("what zod cannot see by itself, described all the same", () => {
     expect(
       items?.map((item) => (item as { properties: { type: { const: string } } }).properties.type.const),
     ).toEqual(["message", "function_call", "function_call_output"]);
+  });
+
+  it("a default zod leaves out (behind a preprocess) is kept; a body can be refused by the JSON parser", () => {
+    const items = operation("get", "/api/v1/llm/conversations/{id}/items");
+    expect(items.parameters?.find((p) => p.name === "limit")?.schema).toEqual({
+      type: "integer",
+      minimum: 1,
+      maximum: 100,
+      default: 20,
+    });
+    const create = operation("post", "/api/v1/llm/conversations");
+    for (const [status, code] of [
+      [400, "bad_request"],
+      [413, "payload_too_large"],
+      [415, "unsupported_media_type"],
+    ] as const) {
+      expect(create.responses[status]).toEqual({ $ref: `#/components/responses/${code}` });
+    }
   });
 
   it("a field the service refuses admits no value; a number checked by hand keeps its bounds", () => {

@@ -462,7 +462,8 @@ export const SERVICE_OPERATIONS: ApiOperation[] = [
     tag: SANDBOX,
     permission: "sandbox:write",
     body: pushRequest(anyBranchName, undefined),
-    responses: ok("`GitHubPushResult`", pushResult),
+    bodyName: "GitHubPushRequest",
+    responses: { 200: { description: "The push's outcome", schema: pushResult, name: "GitHubPushResult" } },
     errors: ["not_found", "conflict", "bad_gateway"],
   },
 ];
