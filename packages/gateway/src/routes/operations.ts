@@ -131,12 +131,12 @@ export const GATEWAY_OPERATIONS: ApiOperation[] = [
     operationId: "grant",
     summary: "Grant a user a role on a resource",
     description:
-      "Only an owner of the resource may grant; the user ends up with exactly this one role. `expiresAt` (RFC 3339) is for writer and reader grants, at most `GRANT_MAX_TTL` seconds ahead.",
+      "Only an owner of the resource may grant (403 otherwise, for a resource never registered too); the user ends up with exactly this one role. `expiresAt` (RFC 3339) is for writer and reader grants, at most `GRANT_MAX_TTL` seconds ahead.",
     tag: AUTHORIZATION,
     permission: "authorization:write",
     body: grantSchema(DOCUMENTED_GRANT_MAX_TTL_SECONDS),
     responses: noContent,
-    errors: ["not_found", "conflict"],
+    errors: ["conflict"],
   },
   {
     method: "POST",
@@ -148,7 +148,7 @@ export const GATEWAY_OPERATIONS: ApiOperation[] = [
     permission: "authorization:write",
     body: roleChangeSchema,
     responses: noContent,
-    errors: ["not_found", "conflict"],
+    errors: ["conflict"],
   },
   {
     method: "GET",
@@ -213,7 +213,7 @@ export const GATEWAY_OPERATIONS: ApiOperation[] = [
     permission: "authorization:write",
     params: resourcePathSchema,
     responses: noContent,
-    errors: ["not_found", "conflict"],
+    errors: ["conflict"],
   },
   {
     method: "GET",
@@ -241,7 +241,6 @@ export const GATEWAY_OPERATIONS: ApiOperation[] = [
         }),
       },
     },
-    errors: ["not_found"],
   },
   {
     method: "GET",
@@ -253,7 +252,6 @@ export const GATEWAY_OPERATIONS: ApiOperation[] = [
     params: resourcePathSchema,
     query: auditQuery,
     responses: { 200: { description: "A page of audit records", schema: auditPage } },
-    errors: ["not_found"],
   },
   {
     method: "POST",
