@@ -16,6 +16,7 @@ export * from "./limits.ts";
 export * from "./logger.ts";
 export * from "./lru.ts";
 export * from "./metrics.ts";
+export * from "./openapi.ts";
 export * from "./permissions.ts";
 export * from "./principal.ts";
 export * from "./process.ts";

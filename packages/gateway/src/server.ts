@@ -12,7 +12,9 @@ import {
   listenForMetrics,
   type RedisClient,
   type ResourceAuthorization,
+  type RouteTemplate,
   redactUrl,
+  routesOf,
 } from "@gw/core";
 import { ensureBootstrapAdminKey } from "./api-keys/bootstrap.ts";
 import { CachedApiKeyLookup } from "./api-keys/lookup.ts";
@@ -42,6 +44,8 @@ export interface RunningGateway {
   /** The lookups' cursors, e.g. to move their clock in tests. */
   lookupCursors: LookupCursors;
   tokens: TokenService;
+  /** The endpoints it serves (the OpenAPI document must list each). */
+  routes: RouteTemplate[];
   close(): Promise<void>;
 }
 
@@ -176,6 +180,7 @@ export async function startGateway(
     authorization,
     lookupCursors,
     tokens,
+    routes: routesOf(app),
     async close() {
       await Promise.all([closeGracefully(server, config.SHUTDOWN_GRACE_MS), metricsListener?.close()]);
       subscriber.disconnect();

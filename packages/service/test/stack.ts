@@ -37,6 +37,8 @@ export interface Stack {
   redisUrl: string;
   /** The endpoints the service registered. */
   serviceRoutes: RouteTemplate[];
+  /** The endpoints the gateway registered (its own; the service's are forwarded). */
+  gatewayRoutes: RouteTemplate[];
   /** The Redis behind the stack (one server or a cluster), e.g. to watch the commands it runs. */
   redisServer: TestRedisStore;
   llm: FakeLLM;
@@ -144,6 +146,7 @@ export function useStack(
       redisUrl: redisServer.url,
       redisServer,
       serviceRoutes: service.routes,
+      gatewayRoutes: gateway.routes,
       llm,
       redis,
       store,
