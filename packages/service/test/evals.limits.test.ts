@@ -46,10 +46,15 @@ describe("per-organization limits on eval schedules", () => {
     const answers = await Promise.all(Array.from({ length: 10 }, (_, i) => evals.create(yearly(`s${i}`))));
     expect(answers.map((r) => r.status).sort()).toEqual([200, 200, 200, 409, 409, 409, 409, 409, 409, 409]);
     for (const refused of answers.filter((r) => r.status === 409)) {
+      // Eval schedules are on the /api/v1/llm surface: OpenAI's error shape.
       expect(await expectJsonError(refused, 409)).toEqual({
-        error: "Conflict",
-        message:
-          "The organization has 3 eval schedules, the most allowed; delete one before creating another",
+        error: {
+          message:
+            "The organization has 3 eval schedules, the most allowed; delete one before creating another",
+          type: "invalid_request_error",
+          param: null,
+          code: "conflict",
+        },
       });
     }
     const listed = (await (await evals.list()).json()).data as { id: string }[];
