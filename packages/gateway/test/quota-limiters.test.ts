@@ -1,4 +1,4 @@
-import { createRedis, ManualClock, type RedisClient } from "@gw/core";
+import { createLogger, createRedis, ManualClock, type RedisClient } from "@gw/core";
 import {
   monitorCommands,
   REDIS_TOPOLOGIES,
@@ -7,7 +7,9 @@ import {
 } from "@gw/devstack/testing";
 import type { Cluster, Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
+import { createGatewayMetrics } from "../src/metrics.ts";
 import { policyHeader, rateLimitHeader, secondsUntil } from "../src/rate-limit/headers.ts";
+import { InsuredLimiter } from "../src/rate-limit/insured-limiter.ts";
 import { LeasedWindows } from "../src/rate-limit/leased-windows.ts";
 import { MemoryWindows } from "../src/rate-limit/memory-windows.ts";
 import type { QuotaLimiter } from "../src/rate-limit/quota.ts";
@@ -321,6 +323,46 @@ describe.each(REDIS_TOPOLOGIES)("on %s Redis", (topology) => {
         other.disconnect();
       }
     });
+  });
+});
+
+describe("the insured limiter", () => {
+  it("after a store failure, decides in memory for a second on the clock, then tries Redis again", async () => {
+    const server = await startTestRedisOf("single");
+    const own = createRedis(server.url, {
+      connectionName: "limiter-test-outage",
+      extra: { enableOfflineQueue: false, maxRetriesPerRequest: 0, retryStrategy: () => null },
+    });
+    own.on("error", () => {});
+    await new Promise((r) => own.once("ready", r));
+    const clock = new ManualClock();
+    const limiter = new InsuredLimiter({
+      primary: new RedisWindows(own, "gw:rl-test"),
+      insurance: new MemoryWindows(),
+      mode: "open",
+      metrics: createGatewayMetrics(),
+      logger: createLogger("test", "silent"),
+      clock,
+    });
+    const id = key();
+    const limits = { minute: 2 };
+    try {
+      expect((await limiter.decide(id, limits)).allowed).toBe(true); // in Redis
+      const ended = new Promise((r) => own.once("end", r));
+      own.disconnect();
+      await ended;
+      expect((await limiter.decide(id, limits)).allowed).toBe(true); // Redis fails: in memory
+      await own.connect();
+      clock.advance(999);
+      expect((await limiter.decide(id, limits)).allowed).toBe(true); // Redis is left alone
+      expect(await own.get(`gw:rl-test:{${id}}:minute`)).toBe("1");
+      clock.advance(1);
+      expect((await limiter.decide(id, limits)).allowed).toBe(true); // Redis again
+      expect(await own.get(`gw:rl-test:{${id}}:minute`)).toBe("2");
+    } finally {
+      own.disconnect();
+      await server.stop();
+    }
   });
 });
 
