@@ -208,11 +208,16 @@ describe("git", () => {
       `alias.slow=!echo $$ >> ${pids}; sleep 1000 & echo $! >> ${pids}; wait`,
       "slow",
     ]);
-    await expect(call).rejects.toMatchObject({ timedOut: true });
-    const started = (await readFile(pids, "utf8")).trim().split("\n").map(Number);
-    expect(started).toHaveLength(2);
-    await vi.waitFor(() => expect(started.filter(running)).toEqual([]), { timeout: 10_000, interval: 20 });
-    await rm(dir, { recursive: true, force: true });
+    let started: number[] = [];
+    try {
+      await expect(call).rejects.toMatchObject({ timedOut: true });
+      started = (await readFile(pids, "utf8")).trim().split("\n").map(Number);
+      expect(started).toHaveLength(2);
+      await vi.waitFor(() => expect(started.filter(running)).toEqual([]), { timeout: 10_000, interval: 20 });
+    } finally {
+      for (const pid of started.filter(running)) process.kill(pid, "SIGKILL"); // none unless the test failed
+      await rm(dir, { recursive: true, force: true });
+    }
   });
 
   it("judges branch names as git check-ref-format --branch does", async () => {
