@@ -305,11 +305,14 @@ describe.each(REDIS_TOPOLOGIES)("on %s Redis", (topology) => {
       await evals.untilRuns(schedule.id, (r) => expect(r.map((run) => run.status)).toContain("completed"));
       expect((await evals.delete(schedule.id)).status).toBe(200);
       let text = "";
-      await vi.waitFor(async () => {
-        text = await metrics();
-        for (const name of ["service_eval_runs_total", "service_eval_run_duration_seconds_count"])
-          expect(count(text, name)).toBeGreaterThan(count(before, name));
-      });
+      await vi.waitFor(
+        async () => {
+          text = await metrics();
+          for (const name of ["service_eval_runs_total", "service_eval_run_duration_seconds_count"])
+            expect(count(text, name)).toBeGreaterThan(count(before, name));
+        },
+        { timeout: 10_000 },
+      );
       for (const state of ["waiting", "active", "delayed"]) {
         expect(text).toMatch(new RegExp(`^service_eval_queue_jobs\\{state="${state}"\\} \\d+`, "m"));
       }

@@ -180,7 +180,7 @@ describe("session locks", () => {
         clock.advance(9_999);
         expect(await redis.pttl(k)).toBeLessThanOrEqual(5_000); // not yet extended
         clock.advance(1);
-        await vi.waitFor(async () => expect(await redis.pttl(k)).toBeGreaterThan(5_000));
+        await vi.waitFor(async () => expect(await redis.pttl(k)).toBeGreaterThan(5_000), { timeout: 10_000 });
       }
       expect(lost.aborted).toBe(false);
     });
@@ -229,9 +229,9 @@ describe("session locks", () => {
     const locks = new SessionLocks(redis, { ttlMs: 10_000, waitMs: 1_000 }, clock);
     let busy = 0;
     const outcome = locks.withLock(k, { onBusy: () => void busy++ }, async () => redis.get(k));
-    await vi.waitFor(() => expect(clock.pending).toBe(1)); // the first pause, 25 ms
+    await vi.waitFor(() => expect(clock.pending).toBe(1), { timeout: 10_000 }); // the first pause, 25 ms
     clock.advance(25);
-    await vi.waitFor(() => expect(clock.pending).toBe(1)); // still held: the next pause, 50 ms
+    await vi.waitFor(() => expect(clock.pending).toBe(1), { timeout: 10_000 }); // still held: the next pause, 50 ms
     await redis.del(k);
     clock.advance(50);
     expect(await outcome).toMatch(/^[0-9a-f]{32}$/); // the work ran under this waiter's token
