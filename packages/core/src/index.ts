@@ -1,5 +1,6 @@
 export * from "./authz/index.ts";
 export * from "./budget-windows.ts";
+export * from "./clock.ts";
 export * from "./config.ts";
 export * from "./development-secret.ts";
 export * from "./errors.ts";
