@@ -100,7 +100,7 @@ describe.runIf(installed)("the pnpm start stack under a real Prometheus", () => 
       }
     }
     await llm?.close();
-    if (dataDir) await rm(dataDir, { recursive: true, force: true });
+    if (dataDir) await rm(dataDir, { recursive: true, force: true, maxRetries: 10, retryDelay: 200 });
   });
 
   it("scrapes every job of the deployment's configuration: gateway (with its token), service, SpiceDB's own", async () => {

@@ -54,7 +54,7 @@ describe("pnpm start", () => {
 
   afterAll(async () => {
     await stack?.interrupt();
-    await rm(dataDir, { recursive: true, force: true });
+    await rm(dataDir, { recursive: true, force: true, maxRetries: 10, retryDelay: 200 });
     await llm?.close();
   });
 
