@@ -14,7 +14,7 @@ describe("pnpm start, stopped and started again on the same data directory", () 
 
   afterAll(async () => {
     await stack?.interrupt();
-    if (dataDir) await rm(dataDir, { recursive: true, force: true });
+    if (dataDir) await rm(dataDir, { recursive: true, force: true, maxRetries: 10, retryDelay: 200 });
   });
 
   it("answers every check and conversation read as before: after Ctrl-C, and after kill -9 of the local SpiceDB", async () => {

@@ -63,7 +63,7 @@ describe("pnpm start stops as one, whichever of its processes is told to", () =>
     stack = undefined;
   });
   afterAll(async () => {
-    for (const dir of dirs) await rm(dir, { recursive: true, force: true });
+    for (const dir of dirs) await rm(dir, { recursive: true, force: true, maxRetries: 10, retryDelay: 200 });
   });
 
   it("kill -TERM of the pnpm process stops every process of the stack; meanwhile a second start names the ports in use and starts nothing", async () => {

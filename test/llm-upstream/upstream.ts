@@ -38,7 +38,9 @@ export type UpstreamMode =
   /** Streams: one delta, then silence on an open connection. */
   | "stall-midstream"
   /** Answers once the test calls `release()`. */
-  | "hold";
+  | "hold"
+  /** Streams: one delta, then the rest once the test calls `release()`. */
+  | "hold-midstream";
 
 /**
  * How streamed events are framed: `lf` (`data: …\n\n`), `crlf` (every line
@@ -268,6 +270,7 @@ export async function startFakeLLM(port = 0): Promise<FakeLLM> {
       send(chunk({ content: piece }));
       if (i === 0) {
         if (fake.mode === "stall-midstream") return; // stops sending, keeps the connection
+        if (fake.mode === "hold-midstream") await new Promise<void>((r) => held.push(r));
         if (fake.mode === "oversized") {
           res.write(`data: {"choices":[{"index":0,"delta":{"content":"${"a".repeat(fake.oversizeBytes)}`);
           return; // and never ends

@@ -1,5 +1,6 @@
 export * from "./authz/index.ts";
 export * from "./budget-windows.ts";
+export * from "./clock.ts";
 export * from "./config.ts";
 export * from "./development-secret.ts";
 export * from "./duration.ts";
@@ -17,6 +18,7 @@ export * from "./limits.ts";
 export * from "./logger.ts";
 export * from "./lru.ts";
 export * from "./metrics.ts";
+export * from "./openapi.ts";
 export * from "./permissions.ts";
 export * from "./postgres.ts";
 export * from "./principal.ts";

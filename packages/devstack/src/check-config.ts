@@ -2,7 +2,8 @@
  * `pnpm check:config`: the deployment files and the README agree with the
  * configuration schemas. Every variable a process reads is documented in the
  * README, and every variable that `deploy/` sets is one some process reads
- * (a typo there would silently fall back to a default).
+ * (a typo there would silently fall back to a default). The committed
+ * OpenAPI document is what `pnpm openapi` writes now, and valid.
  */
 import { execFile } from "node:child_process";
 import { readdir, readFile } from "node:fs/promises";
@@ -28,6 +29,7 @@ import {
 } from "./check-deploy.ts";
 import { freePort } from "./free-port.ts";
 import { REPO_ROOT } from "./node-process.ts";
+import { committedOpenApiProblems } from "./openapi.ts";
 import { PROMETHEUS_CONFIG, prometheusInstalled } from "./prometheus.ts";
 
 const execFileAsync = promisify(execFile);
@@ -302,6 +304,7 @@ export async function checkRepository(root = REPO_ROOT): Promise<{ problems: str
   problems.push(...alertRuleProblems(await load(PROMETHEUS_RULES), await load(PROMETHEUS_TESTS), exported));
   const promtool = await promtoolProblems(root);
   problems.push(...promtool.problems);
+  problems.push(...(await committedOpenApiProblems(root)));
   return { problems, skipped: promtool.skipped ? [promtool.skipped] : [] };
 }
 

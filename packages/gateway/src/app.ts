@@ -44,6 +44,7 @@ import { registerRegisterResource } from "./routes/authorization/register-resour
 import { registerResourceAudit } from "./routes/authorization/resource-audit.ts";
 import { registerRevoke } from "./routes/authorization/revoke.ts";
 import { registerWellKnown } from "./routes/well-known/jwks.ts";
+import { registerOpenApiDocument } from "./routes/well-known/openapi.ts";
 import type { TokenService } from "./tokens/tokens.ts";
 
 export interface GatewayDeps {
@@ -91,6 +92,7 @@ export function createGatewayApp(deps: GatewayDeps): express.Express {
     deps.metricsEndpoint,
   );
   registerWellKnown(probes, deps.tokens);
+  registerOpenApiDocument(probes);
   app.use(probes);
 
   const api = Router();

@@ -14,7 +14,9 @@ import {
   migrate,
   type RedisClient,
   type ResourceAuthorization,
+  type RouteTemplate,
   redactUrl,
+  routesOf,
 } from "@gw/core";
 import { ensureBootstrapAdminKey } from "./api-keys/bootstrap.ts";
 import { CachedApiKeyLookup } from "./api-keys/lookup.ts";
@@ -47,6 +49,8 @@ export interface RunningGateway {
   /** The lookups' cursors, e.g. to move their clock in tests. */
   lookupCursors: LookupCursors;
   tokens: TokenService;
+  /** The endpoints it serves (the OpenAPI document must list each). */
+  routes: RouteTemplate[];
   close(): Promise<void>;
 }
 
@@ -194,6 +198,7 @@ export async function startGateway(
     authorization,
     lookupCursors,
     tokens,
+    routes: routesOf(app),
     async close() {
       await Promise.all([closeGracefully(server, config.SHUTDOWN_GRACE_MS), metricsListener?.close()]);
       clearInterval(auditSweep);

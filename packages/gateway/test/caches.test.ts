@@ -1,4 +1,4 @@
-import { createLogger, createRedis, DEFAULT_PERMISSIONS, Lru, type RedisClient } from "@gw/core";
+import { createLogger, createRedis, DEFAULT_PERMISSIONS, Lru, ManualClock, type RedisClient } from "@gw/core";
 import { startTestRedis } from "@gw/devstack/testing";
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from "vitest";
 import { CachedApiKeyLookup } from "../src/api-keys/lookup.ts";
@@ -73,13 +73,14 @@ describe("API-key lookups", () => {
     await server.stop();
   });
 
-  async function lookup() {
+  async function lookup(opts: { store?: ApiKeyStore; staleIfErrorMs?: number; clock?: ManualClock } = {}) {
     const l = new CachedApiKeyLookup({
-      store,
+      store: opts.store ?? store,
       subscriber,
       ttlMs: 60_000,
-      staleIfErrorMs: 0,
+      staleIfErrorMs: opts.staleIfErrorMs ?? 0,
       logger: createLogger("test", "silent"),
+      clock: opts.clock,
     });
     await l.start();
     return l;
@@ -124,5 +125,42 @@ describe("API-key lookups", () => {
     expect((await late)?.status).toBe("revoked");
     expect(reads).toHaveBeenCalledTimes(2);
     reads.mockRestore();
+  });
+
+  it("serve a cached key for ttlMs on the clock, then read it again", async () => {
+    const { secret } = await store.create({ org: "o", owner: "u", permissions: [...DEFAULT_PERMISSIONS] });
+    const clock = new ManualClock();
+    const l = await lookup({ clock });
+    const reads = vi.spyOn(store, "findByHash");
+    await l.findBySecret(secret);
+    clock.advance(59_999);
+    await l.findBySecret(secret);
+    expect(reads).toHaveBeenCalledTimes(1);
+    clock.advance(1);
+    await l.findBySecret(secret);
+    expect(reads).toHaveBeenCalledTimes(2);
+    reads.mockRestore();
+  });
+
+  it("while Redis cannot be asked, serve a copy for staleIfErrorMs on the clock, then answer 503", async () => {
+    const own = createRedis(server.url, {
+      connectionName: "cache-test-outage",
+      extra: { enableOfflineQueue: false, maxRetriesPerRequest: 0, retryStrategy: () => null },
+    });
+    own.on("error", () => {});
+    await new Promise((r) => own.once("ready", r));
+    const { record, secret } = await store.create({
+      org: "o",
+      owner: "u",
+      permissions: [...DEFAULT_PERMISSIONS],
+    });
+    const clock = new ManualClock();
+    const l = await lookup({ store: new ApiKeyStore(own), staleIfErrorMs: 300_000, clock });
+    expect((await l.findBySecret(secret))?.id).toBe(record.id);
+    own.disconnect(); // this lookup's Redis is gone
+    clock.advance(299_999); // long past ttlMs: Redis is asked, fails, and the copy serves
+    expect((await l.findBySecret(secret))?.id).toBe(record.id);
+    clock.advance(1);
+    await expect(l.findBySecret(secret)).rejects.toMatchObject({ status: 503 });
   });
 });

@@ -84,8 +84,9 @@ describe("a key's policy for acting on behalf of end users", () => {
     const { onBehalfOf: _, ...older } = record;
     await gw.redis.set(`gw:apikey:${record.id}`, JSON.stringify(older));
     expect((await gw.store.get(record.id))?.onBehalfOf).toBeUndefined();
-    await vi.waitFor(async () =>
-      expect(await actAs(secret, "anyone")).toEqual({ status: 200, user: "anyone" }),
+    await vi.waitFor(
+      async () => expect(await actAs(secret, "anyone")).toEqual({ status: 200, user: "anyone" }),
+      { timeout: 10_000 },
     );
     const admin = await gw.createKey({ org: record.org, owner: "root", permissions: ["admin:api-keys"] });
     const listed = await (await gw.call(ADMIN_KEYS, { bearer: admin.secret })).json();
@@ -119,7 +120,7 @@ describe("a key's policy for acting on behalf of end users", () => {
       const { token: acme } = await (await exchange(secret, "acme-bob")).json();
       expect(await actAs(token)).toEqual({ status: 200, user: "bob" });
       await gw.store.update(record.id, { onBehalfOf: PREFIXES });
-      await vi.waitFor(async () => expect((await actAs(token)).status).toBe(403));
+      await vi.waitFor(async () => expect((await actAs(token)).status).toBe(403), { timeout: 10_000 });
       const res = await gw.call(WHOAMI, { bearer: token });
       expect((await expectJsonError(res, 403)).message).toMatch(
         /^The token's subject 'bob' is outside this API key's X-On-Behalf-Of policy/,
@@ -149,7 +150,9 @@ describe("a key's policy for acting on behalf of end users", () => {
         json: { onBehalfOf: "none" },
       });
       expect(await patched.json()).toMatchObject({ id: key.id, onBehalfOf: "none" });
-      await vi.waitFor(async () => expect((await actAs(key.key, "acme-eve")).status).toBe(403));
+      await vi.waitFor(async () => expect((await actAs(key.key, "acme-eve")).status).toBe(403), {
+        timeout: 10_000,
+      });
       // A PATCH that does not name it keeps it.
       const renamed = await gw.call(`${ADMIN_KEYS}/${key.id}`, {
         method: "PATCH",

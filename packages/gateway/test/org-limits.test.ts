@@ -1,4 +1,4 @@
-import { createRedis } from "@gw/core";
+import { createRedis, ManualClock } from "@gw/core";
 import { startTestRedis } from "@gw/devstack/testing";
 import { describe, expect, it } from "vitest";
 import { OrgLimitsStore } from "../src/api-keys/org-limits.ts";
@@ -24,6 +24,26 @@ describe("organization end-user defaults", () => {
     } finally {
       redis.disconnect();
       await server.stop().catch(() => undefined);
+    }
+  });
+
+  it("serve the cached copy for cacheMs on the clock, then read a change made elsewhere", async () => {
+    const server = await startTestRedis();
+    const redis = createRedis(server.url, { connectionName: "test" });
+    try {
+      const clock = new ManualClock();
+      const writer = new OrgLimitsStore(redis);
+      const reader = new OrgLimitsStore(redis, 5_000, clock);
+      await writer.update("acme", { tokens: { day: 5 } });
+      expect(await reader.cached("acme")).toEqual({ tokens: { day: 5 } });
+      await writer.update("acme", { tokens: { day: 7 } }); // another gateway's change
+      clock.advance(4_999);
+      expect(await reader.cached("acme")).toEqual({ tokens: { day: 5 } });
+      clock.advance(1);
+      expect(await reader.cached("acme")).toEqual({ tokens: { day: 7 } });
+    } finally {
+      redis.disconnect();
+      await server.stop();
     }
   });
 });

@@ -1,4 +1,4 @@
-import { createRedis, type RedisClient } from "@gw/core";
+import { createLogger, createRedis, ManualClock, type RedisClient } from "@gw/core";
 import {
   monitorCommands,
   REDIS_TOPOLOGIES,
@@ -7,7 +7,9 @@ import {
 } from "@gw/devstack/testing";
 import type { Cluster, Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
+import { createGatewayMetrics } from "../src/metrics.ts";
 import { policyHeader, rateLimitHeader, secondsUntil } from "../src/rate-limit/headers.ts";
+import { InsuredLimiter } from "../src/rate-limit/insured-limiter.ts";
 import { LeasedWindows } from "../src/rate-limit/leased-windows.ts";
 import { MemoryWindows } from "../src/rate-limit/memory-windows.ts";
 import type { QuotaLimiter } from "../src/rate-limit/quota.ts";
@@ -140,37 +142,58 @@ describe.each(REDIS_TOPOLOGIES)("on %s Redis", (topology) => {
       expect(refused.allowed).toBe(false);
       if (refused.allowed) return;
       expect(refused.refusedBy.window).toBe("hour");
-      expect(refused.refusedBy.resetMs).toBeGreaterThan(1_000);
+      expect(refused.refusedBy.resetMs).toBeGreaterThan(0);
       expect(refused.refusedBy.resetMs).toBeLessThanOrEqual(3_000);
+      // Real time: Redis ends the window (its key expires), and only then admits again.
       await new Promise((r) => setTimeout(r, refused.refusedBy.resetMs + 100));
       expect((await limiter.decide(id, limits)).allowed).toBe(true);
     });
   });
 
   describe("remembered refusals", () => {
-    it("answer a refused key locally until its window resets, then ask Redis again", async () => {
-      const limiter = new RememberedRefusals(new RedisWindows(redis, "gw:rl-test", SHORT));
+    it("answer a refused key locally until its window resets on the clock, then ask Redis again", async () => {
+      const clock = new ManualClock();
+      const limiter = new RememberedRefusals(
+        new RedisWindows(redis, "gw:rl-test"),
+        undefined,
+        undefined,
+        clock,
+      );
       const id = key();
-      const limits = { second: 1, day: 100 };
+      const limits = { minute: 1, day: 100 };
       expect((await limiter.decide(id, limits)).allowed).toBe(true);
       const first = await roundTrips(() => limiter.decide(id, limits));
       expect(first.result.allowed).toBe(false);
       expect(first.writes).toBe(1);
+      if (first.result.allowed) throw new Error("expected a refusal");
+      const resetMs = first.result.refusedBy.resetMs;
+      clock.advance(resetMs - 1_000);
       const remembered = await roundTrips(() => limiter.decide(id, limits));
       expect(remembered.writes).toBe(0);
       expect(remembered.result).toMatchObject({
         allowed: false,
-        refusedBy: { window: "second", remaining: 0 },
+        refusedBy: { window: "minute", remaining: 0, resetMs: 1_000 },
         source: "local",
       });
-      if (remembered.result.allowed || first.result.allowed) throw new Error("expected refusals");
-      const resetMs = first.result.refusedBy.resetMs;
-      expect(remembered.result.refusedBy.resetMs).toBeLessThanOrEqual(resetMs);
 
       // Other limits (the key was changed) are asked afresh.
-      expect((await roundTrips(() => limiter.decide(id, { second: 2, day: 100 }))).writes).toBe(1);
-      // After the reset, Redis decides again: admitted.
-      await new Promise((r) => setTimeout(r, resetMs + 50));
+      expect((await roundTrips(() => limiter.decide(id, { minute: 2, day: 100 }))).writes).toBe(1);
+      // At the reset, Redis decides again (here its window is ended by hand: admitted).
+      clock.advance(1_000);
+      await redis.del(`gw:rl-test:{${id}}:minute`);
+      const after = await roundTrips(() => limiter.decide(id, limits));
+      expect(after.writes).toBe(1);
+      expect(after.result.allowed).toBe(true);
+    });
+
+    it("in real time, a remembered refusal ends with Redis's window", async () => {
+      const limiter = new RememberedRefusals(new RedisWindows(redis, "gw:rl-test", SHORT));
+      const id = key();
+      const limits = { second: 1, day: 100 };
+      expect((await limiter.decide(id, limits)).allowed).toBe(true);
+      const refused = await limiter.decide(id, limits);
+      if (refused.allowed) throw new Error("expected a refusal");
+      await new Promise((r) => setTimeout(r, refused.refusedBy.resetMs + 50));
       const after = await roundTrips(() => limiter.decide(id, limits));
       expect(after.writes).toBe(1);
       expect(after.result.allowed).toBe(true);
@@ -181,20 +204,41 @@ describe.each(REDIS_TOPOLOGIES)("on %s Redis", (topology) => {
     const leases = { share: 0.01, maxPoints: 64, maxMs: 150 };
 
     it("take a share of the quota in one round trip and use it without Redis until spent", async () => {
-      const limiter = new LeasedWindows(new RedisWindows(redis, "gw:rl-test"), leases);
+      // The clock stands still: the lease cannot lapse however slow the machine is.
+      const limiter = new LeasedWindows(new RedisWindows(redis, "gw:rl-test"), leases, new ManualClock());
       const id = key();
-      const limits = { second: 10_000, day: 500 }; // smallest quota 500: leases of 5
+      const limits = { minute: 10_000, day: 500 }; // smallest quota 500: leases of 5
       expect(limiter.leasePoints(limits)).toBe(5);
       const first = await roundTrips(() => limiter.decide(id, limits));
       expect(first).toMatchObject({ writes: 1, result: { allowed: true, source: "lease" } });
-      expect(await counters(id, ["second", "day"])).toEqual({ second: "5", day: "5" });
+      expect(await counters(id, ["minute", "day"])).toEqual({ minute: "5", day: "5" });
       for (let i = 0; i < 4; i++) {
         const local = await roundTrips(() => limiter.decide(id, limits));
         expect(local).toMatchObject({ writes: 0, result: { allowed: true, source: "lease" } });
       }
       // Spent: the next request takes a new lease.
       expect((await roundTrips(() => limiter.decide(id, limits))).writes).toBe(1);
-      expect(await counters(id, ["second", "day"])).toEqual({ second: "10", day: "10" });
+      expect(await counters(id, ["minute", "day"])).toEqual({ minute: "10", day: "10" });
+    });
+
+    it("use a lease for maxMs on the clock, then give what is left back and take a new one", async () => {
+      const clock = new ManualClock();
+      const limiter = new LeasedWindows(new RedisWindows(redis, "gw:rl-test"), leases, clock);
+      const id = key();
+      const limits = { minute: 1_000 }; // leases of 10
+      expect((await roundTrips(() => limiter.decide(id, limits))).writes).toBe(1);
+      clock.advance(leases.maxMs - 1);
+      const local = await roundTrips(() => limiter.decide(id, limits));
+      expect(local).toMatchObject({ writes: 0, result: { allowed: true, source: "lease" } });
+      expect(local.result.windows[0]!.resetMs).toBe(60_000 - (leases.maxMs - 1));
+      expect(await counters(id, ["minute"])).toEqual({ minute: "10" });
+      clock.advance(1); // the lease lapses: its 8 unused points go back
+      await vi.waitFor(async () => expect(await counters(id, ["minute"])).toEqual({ minute: "2" }), {
+        timeout: 10_000,
+        interval: 20,
+      });
+      expect((await roundTrips(() => limiter.decide(id, limits))).writes).toBe(1);
+      expect(await counters(id, ["minute"])).toEqual({ minute: "12" });
     });
 
     it("give unused points back when the lease lapses, so no count outlives its request for long", async () => {
@@ -241,8 +285,10 @@ describe.each(REDIS_TOPOLOGIES)("on %s Redis", (topology) => {
       const id = key();
       const taken = await windows.take(id, { second: 1_000 }, 10);
       expect(taken.granted).toBe(10);
-      await new Promise((r) => setTimeout(r, 1_100));
-      await windows.take(id, { second: 1_000 }, 1); // a new window, counting 1
+      // The window ends (its key goes, as at expiry) and a later, longer one starts.
+      await redis.del(`gw:rl-test:{${id}}:second`);
+      await redis.set(`gw:rl-test:{${id}}:second`, 0, "PX", 60_000);
+      await windows.take(id, { second: 1_000 }, 1); // the new window, counting 1
       await windows.giveBack(taken, 9, "ended");
       expect(await counters(id, ["second"])).toEqual({ second: "1" });
     });
@@ -277,6 +323,46 @@ describe.each(REDIS_TOPOLOGIES)("on %s Redis", (topology) => {
         other.disconnect();
       }
     });
+  });
+});
+
+describe("the insured limiter", () => {
+  it("after a store failure, decides in memory for a second on the clock, then tries Redis again", async () => {
+    const server = await startTestRedisOf("single");
+    const own = createRedis(server.url, {
+      connectionName: "limiter-test-outage",
+      extra: { enableOfflineQueue: false, maxRetriesPerRequest: 0, retryStrategy: () => null },
+    });
+    own.on("error", () => {});
+    await new Promise((r) => own.once("ready", r));
+    const clock = new ManualClock();
+    const limiter = new InsuredLimiter({
+      primary: new RedisWindows(own, "gw:rl-test"),
+      insurance: new MemoryWindows(),
+      mode: "open",
+      metrics: createGatewayMetrics(),
+      logger: createLogger("test", "silent"),
+      clock,
+    });
+    const id = key();
+    const limits = { minute: 2 };
+    try {
+      expect((await limiter.decide(id, limits)).allowed).toBe(true); // in Redis
+      const ended = new Promise((r) => own.once("end", r));
+      own.disconnect();
+      await ended;
+      expect((await limiter.decide(id, limits)).allowed).toBe(true); // Redis fails: in memory
+      await own.connect();
+      clock.advance(999);
+      expect((await limiter.decide(id, limits)).allowed).toBe(true); // Redis is left alone
+      expect(await own.get(`gw:rl-test:{${id}}:minute`)).toBe("1");
+      clock.advance(1);
+      expect((await limiter.decide(id, limits)).allowed).toBe(true); // Redis again
+      expect(await own.get(`gw:rl-test:{${id}}:minute`)).toBe("2");
+    } finally {
+      own.disconnect();
+      await server.stop();
+    }
   });
 });
 

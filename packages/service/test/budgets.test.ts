@@ -132,7 +132,10 @@ describe("token and spend budgets", () => {
     const before = stack.llm.requests.length;
     const unpriced = await ask(key.secret, "hello", { model: "echo-small" });
     expect(unpriced.status).toBe(403);
-    expect((await unpriced.json()).error.message).toContain("'echo-small'");
+    // The /api/v1/llm surface answers OpenAI's error shape, naming the model as the field at fault.
+    const refusal = (await unpriced.json()).error;
+    expect(refusal.message).toContain("'echo-small'");
+    expect(refusal).toMatchObject({ code: "forbidden", param: "model" });
     expect(stack.llm.requests.length).toBe(before);
 
     const res = await ask(key.secret, "hello there");

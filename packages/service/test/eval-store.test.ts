@@ -372,10 +372,12 @@ describe.each(REDIS_TOPOLOGIES)("eval runs through the queue on %s Redis", (topo
         timeout: 10_000,
       });
       expect(await store.getRun(org, runId)).toMatchObject({ started_at: null });
-      await vi.waitFor(async () =>
-        expect((await metrics.runs.get()).values).toContainEqual(
-          expect.objectContaining({ labels: { outcome: "dropped" }, value: 1 }),
-        ),
+      await vi.waitFor(
+        async () =>
+          expect((await metrics.runs.get()).values).toContainEqual(
+            expect.objectContaining({ labels: { outcome: "dropped" }, value: 1 }),
+          ),
+        { timeout: 10_000 },
       );
       expect(llm.requests.length).toBe(before);
     } finally {

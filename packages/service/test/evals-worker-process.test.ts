@@ -25,7 +25,9 @@ describe("an eval worker in its own process", () => {
     const deleted = await evals.created({ name: "deleted", inputs: ["gone"], every_seconds: 1 });
     // Its first firing waits in the queue, as no worker is running.
     const queue = new Queue(EVAL_QUEUE, { connection: stack.redis, prefix: EVAL_QUEUE_PREFIX });
-    await vi.waitFor(async () => expect((await queue.getJobCounts("waiting")).waiting).toBe(1));
+    await vi.waitFor(async () => expect((await queue.getJobCounts("waiting")).waiting).toBe(1), {
+      timeout: 10_000,
+    });
     await queue.close();
     expect((await evals.delete(deleted.id)).status).toBe(200);
     const live = await evals.created({ name: "live", inputs: ["far away"], every_seconds: 1 });
@@ -51,7 +53,7 @@ describe("an eval worker in its own process", () => {
       results: [{ input: "far away", output: "Echo: far away" }],
     });
     const dropped = 'service_eval_runs_total{outcome="dropped"}';
-    await vi.waitFor(async () => expect(await sample(worker!.url, dropped)).toBe(1));
+    await vi.waitFor(async () => expect(await sample(worker!.url, dropped)).toBe(1), { timeout: 10_000 });
     expect(await evals.allRuns(deleted.id)).toEqual([]);
     expect(await sample(worker.url, 'service_eval_runs_total{outcome="completed"}')).toBeGreaterThanOrEqual(
       2,

@@ -7,13 +7,14 @@ import {
   createLogger,
   createPostgres,
   createRedis,
+  ManualClock,
   type Postgres,
   type Principal,
   type RedisClient,
 } from "@gw/core";
 import { startTestRedis, type TestRedis, useTestDatabase } from "@gw/devstack/testing";
 import { type BareRepositories, bareRepositories } from "@gw/e2e/git-remote";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import type { SandboxOptions } from "../src/sandbox/config.ts";
 import { Sandbox, type SandboxHooks, StaleAssignment } from "../src/sandbox/sandbox.ts";
 import { LockLost, SessionBusy, SessionLocks } from "../src/sandbox/session-lock.ts";
@@ -182,20 +183,30 @@ describe("session locks", () => {
     clients.push(redis);
   });
 
-  it("are extended while held, however long the work takes, and released after", async () => {
+  it("are extended every third of their lifetime on the clock while held, and released after", async () => {
     const k = key();
-    const locks = new SessionLocks(redis, { ttlMs: 300, waitMs: 1_000 });
+    const clock = new ManualClock();
+    const locks = new SessionLocks(redis, { ttlMs: 30_000, waitMs: 1_000 }, clock);
     await locks.withLock(k, {}, async (lost) => {
-      // Outlive the lock's lifetime several times over: watch it being extended three times.
-      let extensions = 0;
-      let last = await redis.pttl(k);
-      for (let i = 0; i < 500 && extensions < 3; i++) {
-        await sleep(10);
-        const ttl = await redis.pttl(k);
-        if (ttl > last) extensions++;
-        last = ttl;
+      for (let i = 0; i < 3; i++) {
+        await redis.pexpire(k, 5_000); // as if most of its lifetime had passed
+        clock.advance(9_999);
+        expect(await redis.pttl(k)).toBeLessThanOrEqual(5_000); // not yet extended
+        clock.advance(1);
+        await vi.waitFor(async () => expect(await redis.pttl(k)).toBeGreaterThan(5_000), { timeout: 10_000 });
       }
-      expect(extensions).toBe(3);
+      expect(lost.aborted).toBe(false);
+    });
+    expect(await redis.exists(k)).toBe(0);
+    expect(clock.pending).toBe(0); // no extension left scheduled
+  });
+
+  it("in real time, outlive their lifetime while held", async () => {
+    const k = key();
+    const locks = new SessionLocks(redis, { ttlMs: 2_000, waitMs: 1_000 });
+    await locks.withLock(k, {}, async (lost) => {
+      await sleep(4_500);
+      expect(await redis.get(k)).not.toBeNull();
       expect(lost.aborted).toBe(false);
     });
     expect(await redis.exists(k)).toBe(0);
@@ -212,17 +223,35 @@ describe("session locks", () => {
 
   it("tell the work when the lock is lost, and the holder fails with 503", async () => {
     const k = key();
-    const locks = new SessionLocks(redis, { ttlMs: 300, waitMs: 1_000 });
+    const clock = new ManualClock();
+    const locks = new SessionLocks(redis, { ttlMs: 30_000, waitMs: 1_000 }, clock);
     const outcome = locks.withLock(k, {}, async (lost) => {
       await redis.set(k, "another-holder", "PX", 10_000);
-      for (let i = 0; i < 500 && !lost.aborted; i++) await sleep(10);
+      clock.advance(10_000); // the extension finds the lock taken over
+      await new Promise((resolve) => lost.addEventListener("abort", resolve));
       throw new Error("stopped");
     });
     await expect(outcome).rejects.toBeInstanceOf(LockLost);
     await expect(outcome).rejects.toMatchObject({ status: 503 });
   });
 
-  it("give up waiting after waitMs with 409", async () => {
+  it("wait for a held lock on the clock and take it at the first poll after it is freed", async () => {
+    const k = key();
+    await redis.set(k, "another-holder", "PX", 10_000);
+    const clock = new ManualClock();
+    const locks = new SessionLocks(redis, { ttlMs: 10_000, waitMs: 1_000 }, clock);
+    let busy = 0;
+    const outcome = locks.withLock(k, { onBusy: () => void busy++ }, async () => redis.get(k));
+    await vi.waitFor(() => expect(clock.pending).toBe(1), { timeout: 10_000 }); // the first pause, 25 ms
+    clock.advance(25);
+    await vi.waitFor(() => expect(clock.pending).toBe(1), { timeout: 10_000 }); // still held: the next pause, 50 ms
+    await redis.del(k);
+    clock.advance(50);
+    expect(await outcome).toMatch(/^[0-9a-f]{32}$/); // the work ran under this waiter's token
+    expect(busy).toBe(1);
+  });
+
+  it("give up waiting after waitMs with 409 (real time)", async () => {
     const k = key();
     await redis.set(k, "another-holder", "PX", 10_000);
     const locks = new SessionLocks(redis, { ttlMs: 10_000, waitMs: 100 });

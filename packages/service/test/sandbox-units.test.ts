@@ -1,13 +1,12 @@
 import { randomBytes } from "node:crypto";
-import { existsSync } from "node:fs";
-import { mkdtemp, readdir, readFile, rm, stat } from "node:fs/promises";
+import { existsSync, readFileSync } from "node:fs";
+import { mkdtemp, readFile, rm, stat } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
-import { setTimeout as sleep } from "node:timers/promises";
 import { createPostgres, loadConfig, type Postgres, type Principal } from "@gw/core";
 import { capturingLogger, useTestDatabase } from "@gw/devstack/testing";
 import { type BareRepositories, bareRepositories } from "@gw/e2e/git-remote";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { serviceConfigSchema } from "../src/config.ts";
 import { ConnectionStore, connectionKey, UnreadableConnection } from "../src/sandbox/connections.ts";
 import { Git, GitFailed, redactGitOutput } from "../src/sandbox/git.ts";
@@ -209,24 +208,26 @@ describe("git", () => {
   });
 
   it("kills git and everything it started at the deadline", async () => {
-    const g = await git("https://github.com", 300);
-    const marker = `${Math.floor(Math.random() * 1000) + 100}.25`;
-    const call = g.run(["-c", `alias.slow=!sleep ${marker}`, "slow"]);
-    await expect(call).rejects.toMatchObject({ timedOut: true });
-    const sleeping = async () => {
-      const found: string[] = [];
-      for (const pid of (await readdir("/proc")).filter((p) => /^\d+$/.test(p))) {
-        const cmdline = await readFile(`/proc/${pid}/cmdline`, "utf8").catch(() => "");
-        if (cmdline.includes(`sleep\0${marker}`)) found.push(pid);
-      }
-      return found;
-    };
-    let left = await sleeping();
-    for (const deadline = Date.now() + 5_000; left.length > 0 && Date.now() < deadline; ) {
-      await sleep(20);
-      left = await sleeping();
+    // A deadline long enough for the shell to start and write its pids on a loaded machine.
+    const g = await git("https://github.com", 2_000);
+    // The alias's shell writes its own pid and its child's: exactly the processes to check.
+    const dir = await mkdtemp(join(tmpdir(), "gw-git-deadline-"));
+    const pids = join(dir, "pids");
+    const call = g.run([
+      "-c",
+      `alias.slow=!echo $$ >> ${pids}; sleep 1000 & echo $! >> ${pids}; wait`,
+      "slow",
+    ]);
+    let started: number[] = [];
+    try {
+      await expect(call).rejects.toMatchObject({ timedOut: true });
+      started = (await readFile(pids, "utf8")).trim().split("\n").map(Number);
+      expect(started).toHaveLength(2);
+      await vi.waitFor(() => expect(started.filter(running)).toEqual([]), { timeout: 10_000, interval: 20 });
+    } finally {
+      for (const pid of started.filter(running)) process.kill(pid, "SIGKILL"); // none unless the test failed
+      await rm(dir, { recursive: true, force: true });
     }
-    expect(left).toEqual([]);
   });
 
   it("judges branch names as git check-ref-format --branch does", async () => {
@@ -261,3 +262,17 @@ describe("git", () => {
     );
   });
 });
+
+/** Whether a process still runs: it exists and is not a zombie waiting to be reaped. */
+function running(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+  } catch {
+    return false;
+  }
+  try {
+    return !/^\d+ \(.*\) Z/.test(readFileSync(`/proc/${pid}/stat`, "utf8"));
+  } catch {
+    return false;
+  }
+}

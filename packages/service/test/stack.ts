@@ -45,6 +45,8 @@ export interface Stack {
   db: Postgres;
   /** The endpoints the service registered. */
   serviceRoutes: RouteTemplate[];
+  /** The endpoints the gateway registered (its own; the service's are forwarded). */
+  gatewayRoutes: RouteTemplate[];
   /** The Redis behind the stack (one server or a cluster), e.g. to watch the commands it runs. */
   redisServer: TestRedisStore;
   llm: FakeLLM;
@@ -165,6 +167,7 @@ export function useStack(
       db,
       redisServer,
       serviceRoutes: service.routes,
+      gatewayRoutes: gateway.routes,
       llm,
       redis,
       store,

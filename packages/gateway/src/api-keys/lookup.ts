@@ -1,5 +1,5 @@
 import type { RedisClient } from "@gw/core";
-import { AppError, type Logger, Lru } from "@gw/core";
+import { AppError, type Clock, type Logger, Lru, systemClock } from "@gw/core";
 import { hashSecret, sameHash } from "./secret.ts";
 import { API_KEY_EVENTS_CHANNEL, type ApiKeyStore } from "./store.ts";
 import type { ApiKeyRecord } from "./types.ts";
@@ -58,6 +58,7 @@ export class CachedApiKeyLookup implements ApiKeyLookup {
   private readonly ttlMs: number;
   private readonly staleIfErrorMs: number;
   private readonly logger: Logger;
+  private readonly clock: Clock;
 
   constructor(opts: {
     store: ApiKeyStore;
@@ -65,7 +66,9 @@ export class CachedApiKeyLookup implements ApiKeyLookup {
     ttlMs: number;
     staleIfErrorMs: number;
     logger: Logger;
+    clock?: Clock;
   }) {
+    this.clock = opts.clock ?? systemClock;
     this.store = opts.store;
     this.subscriber = opts.subscriber;
     this.ttlMs = opts.ttlMs;
@@ -138,7 +141,7 @@ export class CachedApiKeyLookup implements ApiKeyLookup {
     key: string,
     fetch: () => Promise<ApiKeyRecord | undefined>,
   ): Promise<ApiKeyRecord | undefined> {
-    const now = Date.now();
+    const now = this.clock.now();
     const entry = cache.get(key);
     if (entry && this.subscribed && entry.freshUntil > now) return entry.record;
     const generation = this.generation;

@@ -1,4 +1,4 @@
-import { userIdSchema } from "@gw/core";
+import { documentedAs, jsonSchemaOf, userIdSchema } from "@gw/core";
 import { z } from "zod";
 
 /**
@@ -21,13 +21,16 @@ const prefixesObject = z.strictObject({
 const modes = z.enum(["any", "none"]);
 
 /** `"any"`, `"none"` or `{"prefixes": [...]}`, judged by its shape so a problem is reported inside the form it resembles. */
-export const onBehalfOfSchema = z.unknown().transform((value, ctx): OnBehalfOfPolicy => {
-  const isObject = typeof value === "object" && value !== null && !Array.isArray(value);
-  const result = (isObject ? prefixesObject : modes).safeParse(value, { reportInput: true });
-  if (result.success) return result.data;
-  for (const issue of result.error.issues) ctx.addIssue(issue as Parameters<typeof ctx.addIssue>[0]);
-  return z.NEVER;
-});
+export const onBehalfOfSchema = documentedAs(
+  z.unknown().transform((value, ctx): OnBehalfOfPolicy => {
+    const isObject = typeof value === "object" && value !== null && !Array.isArray(value);
+    const result = (isObject ? prefixesObject : modes).safeParse(value, { reportInput: true });
+    if (result.success) return result.data;
+    for (const issue of result.error.issues) ctx.addIssue(issue as Parameters<typeof ctx.addIssue>[0]);
+    return z.NEVER;
+  }),
+  () => ({ anyOf: [jsonSchemaOf(modes), jsonSchemaOf(prefixesObject)] }),
+);
 
 /** Whether a key with this owner and policy may act for `user`. */
 export function mayActFor(

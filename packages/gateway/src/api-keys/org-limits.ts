@@ -1,4 +1,4 @@
-import { AppError, Lru, type RedisClient, type UnitLimits } from "@gw/core";
+import { AppError, type Clock, Lru, type RedisClient, systemClock, type UnitLimits } from "@gw/core";
 import { patchUnits } from "./limits.ts";
 import type { UpdateEndUserLimitsInput } from "./schema.ts";
 
@@ -26,9 +26,12 @@ export class OrgLimitsStore {
   private readonly cacheMs: number;
   private readonly cache = new Lru<string, { limits: UnitLimits; until: number }>(MAX_CACHED_ORGS);
 
-  constructor(redis: RedisClient, cacheMs = 5_000) {
+  private readonly clock: Clock;
+
+  constructor(redis: RedisClient, cacheMs = 5_000, clock: Clock = systemClock) {
     this.redis = redis;
     this.cacheMs = cacheMs;
+    this.clock = clock;
   }
 
   async get(org: string): Promise<UnitLimits> {
@@ -42,7 +45,7 @@ export class OrgLimitsStore {
    */
   async cached(org: string): Promise<UnitLimits> {
     const hit = this.cache.get(org);
-    if (hit && hit.until > performance.now()) return hit.limits;
+    if (hit && hit.until > this.clock.now()) return hit.limits;
     let limits: UnitLimits;
     try {
       limits = await this.get(org);
@@ -50,7 +53,7 @@ export class OrgLimitsStore {
       if (hit) return hit.limits;
       throw err;
     }
-    this.cache.set(org, { limits, until: performance.now() + this.cacheMs });
+    this.cache.set(org, { limits, until: this.clock.now() + this.cacheMs });
     return limits;
   }
 

@@ -1,4 +1,4 @@
-import { AppError, type Limits, type Logger } from "@gw/core";
+import { AppError, type Clock, type Limits, type Logger, systemClock } from "@gw/core";
 import type { GatewayMetrics } from "../metrics.ts";
 import { type Decision, type QuotaLimiter, QuotaStoreError, type WindowState } from "./quota.ts";
 
@@ -27,6 +27,8 @@ export class InsuredLimiter implements QuotaLimiter {
   private readonly mode: FailMode;
   private readonly metrics: GatewayMetrics;
   private readonly logger: Logger;
+  private readonly clock: Clock;
+  /** The clock's time until which decisions skip the store; 0 while it works. */
   private storeDownUntil = 0;
 
   constructor(opts: {
@@ -35,7 +37,9 @@ export class InsuredLimiter implements QuotaLimiter {
     mode: FailMode;
     metrics: GatewayMetrics;
     logger: Logger;
+    clock?: Clock;
   }) {
+    this.clock = opts.clock ?? systemClock;
     this.primary = opts.primary;
     this.insurance = opts.insurance;
     this.mode = opts.mode;
@@ -72,7 +76,7 @@ export class InsuredLimiter implements QuotaLimiter {
     keyId: string,
     limits: Limits,
   ): Promise<{ decision: Decision; store: string }> {
-    if (Date.now() >= this.storeDownUntil) {
+    if (this.clock.now() >= this.storeDownUntil) {
       try {
         const decision = await this.primary.decide(keyId, limits);
         if (this.storeDownUntil !== 0) {
@@ -85,7 +89,7 @@ export class InsuredLimiter implements QuotaLimiter {
         this.metrics.rateLimitStoreErrors.inc();
         if (this.storeDownUntil === 0)
           this.logger.warn({ err: err.message, mode: this.mode }, "rate-limit store failed");
-        this.storeDownUntil = Date.now() + STORE_RETRY_MS;
+        this.storeDownUntil = this.clock.now() + STORE_RETRY_MS;
       }
     }
     this.metrics.rateLimitFallbacks.inc({ mode: this.mode });

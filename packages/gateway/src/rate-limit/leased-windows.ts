@@ -1,5 +1,5 @@
 import { randomUUID } from "node:crypto";
-import { type Limits, WINDOWS } from "@gw/core";
+import { type Clock, type Limits, systemClock, WINDOWS } from "@gw/core";
 import type { Decision, QuotaLimiter, WindowState } from "./quota.ts";
 import { type RedisWindows, type Taken, toDecision } from "./redis-windows.ts";
 
@@ -23,9 +23,9 @@ interface Lease extends Pick<Taken, "keys" | "tag" | "expiresAt" | "states"> {
   /** Points counted in Redis and not used yet. */
   left: number;
   takenAt: number;
-  /** `performance.now()` after which the lease is not used. */
+  /** The clock's time after which the lease is not used. */
   until: number;
-  timer: NodeJS.Timeout;
+  cancelTimer: () => void;
 }
 
 /**
@@ -50,9 +50,12 @@ export class LeasedWindows implements QuotaLimiter {
   /** Errors giving points back (Redis away): the points stay counted until their window ends. */
   onGiveBackError: (err: unknown) => void = () => {};
 
-  constructor(redis: RedisWindows, options: LeaseOptions = DEFAULT_LEASES) {
+  private readonly clock: Clock;
+
+  constructor(redis: RedisWindows, options: LeaseOptions = DEFAULT_LEASES, clock: Clock = systemClock) {
     this.redis = redis;
     this.options = options;
+    this.clock = clock;
   }
 
   /** The lease size for these limits; below 2, leases are not worth it. */
@@ -75,7 +78,7 @@ export class LeasedWindows implements QuotaLimiter {
       if (afterWait) return afterWait;
       return this.redis.decide(keyId, limits);
     }
-    const asked = performance.now();
+    const asked = this.clock.now();
     const taking = this.redis.take(keyId, limits, want);
     this.taking.set(id, taking);
     try {
@@ -104,7 +107,7 @@ export class LeasedWindows implements QuotaLimiter {
   private use(id: string): Decision | undefined {
     const lease = this.leases.get(id);
     if (!lease) return undefined;
-    const now = performance.now();
+    const now = this.clock.now();
     if (lease.left === 0 || now >= lease.until) {
       void this.end(id);
       return undefined;
@@ -127,7 +130,7 @@ export class LeasedWindows implements QuotaLimiter {
       left: taken.granted - 1, // one point is this request's
       takenAt: asked,
       until,
-      timer: setTimeout(() => void this.end(id), Math.max(0, until - performance.now())).unref(),
+      cancelTimer: this.clock.schedule(until - this.clock.now(), () => void this.end(id)),
     };
     this.leases.set(id, lease);
   }
@@ -137,7 +140,7 @@ export class LeasedWindows implements QuotaLimiter {
     const lease = this.leases.get(id);
     if (!lease) return;
     this.leases.delete(id);
-    clearTimeout(lease.timer);
+    lease.cancelTimer();
     if (lease.left === 0) return;
     // Retried on failure (a timeout under load may hide a give-back that landed: the id makes
     // a second run a no-op); if Redis stays away, the points stay counted until their window ends.
@@ -146,7 +149,7 @@ export class LeasedWindows implements QuotaLimiter {
         return await this.redis.giveBack(lease, lease.left, lease.id);
       } catch (err) {
         if (attempt === GIVE_BACK_RETRIES_MS.length) return this.onGiveBackError(err);
-        await new Promise((r) => setTimeout(r, GIVE_BACK_RETRIES_MS[attempt]).unref());
+        await new Promise((r) => this.clock.schedule(GIVE_BACK_RETRIES_MS[attempt]!, () => r(undefined)));
       }
     }
   }

@@ -1,10 +1,10 @@
-import type { Limits } from "@gw/core";
+import { type Clock, type Limits, systemClock } from "@gw/core";
 import { entryKey } from "./leased-windows.ts";
 import type { Decision, QuotaLimiter, WindowState } from "./quota.ts";
 
 interface Refusal {
   decision: Extract<Decision, { allowed: false }>;
-  /** `performance.now()` when the decision was asked for, and until when it stands. */
+  /** The clock's time when the decision was asked for, and until when it stands. */
   askedAt: number;
   until: number;
 }
@@ -24,20 +24,23 @@ export class RememberedRefusals implements QuotaLimiter {
   private readonly refusals = new Map<string, Refusal>();
   private readonly maxEntries: number;
   private readonly trustMs: (limits: Limits) => number;
+  private readonly clock: Clock;
 
   constructor(
     inner: QuotaLimiter,
     trustMs: (limits: Limits) => number = () => Number.POSITIVE_INFINITY,
     maxEntries = 10_000,
+    clock: Clock = systemClock,
   ) {
     this.inner = inner;
     this.trustMs = trustMs;
     this.maxEntries = maxEntries;
+    this.clock = clock;
   }
 
   async decide(keyId: string, limits: Limits): Promise<Decision> {
     const entry = entryKey(keyId, limits);
-    const now = performance.now();
+    const now = this.clock.now();
     const refusal = this.refusals.get(entry);
     if (refusal) {
       if (refusal.until > now) return elapsed(refusal.decision, now - refusal.askedAt);

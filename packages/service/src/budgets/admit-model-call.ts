@@ -94,6 +94,7 @@ export async function admitModelCall(
   if (spendLimited && !price)
     throw forbidden(
       `The model '${call.model}' has no price, and this key has a spend limit: it cannot use it`,
+      { param: "model" },
     );
 
   const maxOutputTokens = call.maxOutputTokens ?? deps.defaultMaxOutputTokens;

@@ -1,6 +1,5 @@
 import { randomBytes } from "node:crypto";
-import { setTimeout as sleep } from "node:timers/promises";
-import { AppError, type RedisClient } from "@gw/core";
+import { AppError, type Clock, type RedisClient, systemClock } from "@gw/core";
 
 export class SessionBusy extends AppError {
   constructor(waitedMs: number) {
@@ -46,10 +45,12 @@ export interface LockOptions {
 export class SessionLocks {
   private readonly redis: RedisClient;
   private readonly options: LockOptions;
+  private readonly clock: Clock;
 
-  constructor(redis: RedisClient, options: LockOptions) {
+  constructor(redis: RedisClient, options: LockOptions, clock: Clock = systemClock) {
     this.redis = redis;
     this.options = options;
+    this.clock = clock;
   }
 
   async withLock<T>(
@@ -60,24 +61,27 @@ export class SessionLocks {
     const token = randomBytes(16).toString("hex");
     await this.acquire(key, token, wait);
     const lost = new AbortController();
-    let confirmedAt = Date.now();
-    const renewal = setInterval(() => {
+    let confirmedAt = this.clock.now();
+    let cancelRenewal = () => {};
+    const renew = () => {
+      cancelRenewal = this.clock.schedule(this.options.ttlMs / 3, renew);
       this.redis.eval(EXTEND, 1, key, token, this.options.ttlMs).then(
         (extended) => {
-          if (extended === 1) confirmedAt = Date.now();
+          if (extended === 1) confirmedAt = this.clock.now();
           else lost.abort(new LockLost());
         },
         () => {
-          if (Date.now() - confirmedAt >= this.options.ttlMs) lost.abort(new LockLost());
+          if (this.clock.now() - confirmedAt >= this.options.ttlMs) lost.abort(new LockLost());
         },
       );
-    }, this.options.ttlMs / 3);
+    };
+    cancelRenewal = this.clock.schedule(this.options.ttlMs / 3, renew);
     try {
       return await work(lost.signal);
     } catch (err) {
       throw lost.signal.aborted ? new LockLost() : err;
     } finally {
-      clearInterval(renewal);
+      cancelRenewal();
       // If Redis is away, the lock expires by itself.
       await this.redis.eval(RELEASE, 1, key, token).catch(() => undefined);
     }
@@ -88,17 +92,29 @@ export class SessionLocks {
     token: string,
     wait: { signal?: AbortSignal; onBusy?: () => void | Promise<void> },
   ): Promise<void> {
-    const started = Date.now();
+    const started = this.clock.now();
     for (let attempt = 0; ; attempt++) {
       if ((await this.redis.set(key, token, "PX", this.options.ttlMs, "NX")) === "OK") return;
       if (attempt === 0) await wait.onBusy?.();
-      const waited = Date.now() - started;
-      if (waited >= this.options.waitMs) throw new SessionBusy(waited);
-      await sleep(Math.min(25 * 2 ** Math.min(attempt, 3), 200), undefined, { signal: wait.signal }).catch(
-        (err) => {
-          throw wait.signal?.reason ?? err;
-        },
-      );
+      const waited = this.clock.now() - started;
+      if (waited >= this.options.waitMs) throw new SessionBusy(Math.round(waited));
+      await this.pause(Math.min(25 * 2 ** Math.min(attempt, 3), 200), wait.signal);
     }
+  }
+
+  /** Waits `ms` on the clock, or rejects with the signal's reason once it aborts. */
+  private pause(ms: number, signal: AbortSignal | undefined): Promise<void> {
+    return new Promise((resolve, reject) => {
+      signal?.throwIfAborted();
+      const aborted = () => {
+        cancel();
+        reject(signal!.reason);
+      };
+      const cancel = this.clock.schedule(ms, () => {
+        signal?.removeEventListener("abort", aborted);
+        resolve();
+      });
+      signal?.addEventListener("abort", aborted, { once: true });
+    });
   }
 }

@@ -10,12 +10,12 @@ export interface ListApiKeysResponse {
   data: ApiKeyView[];
 }
 
-const query = z.object({ org: orgIdSchema.optional() });
+export const listApiKeysQuery = z.object({ org: orgIdSchema.optional() });
 
 /** `GET /api/v1/admin/api-keys?org=ORG`: the organization's keys, oldest first, without secrets. */
 export function registerListApiKeys(router: Router, store: ApiKeyStore): void {
   router.get("/admin/api-keys", async (req, res) => {
-    const org = validate("query", query, req.query).org ?? principalOf(res).org;
+    const org = validate("query", listApiKeysQuery, req.query).org ?? principalOf(res).org;
     assertOwnOrg(res, org);
     const body: ListApiKeysResponse = { object: "list", data: (await store.listByOrg(org)).map(toView) };
     res.json(body);

@@ -11,7 +11,7 @@ export interface ExchangeTokenResponse {
 
 export const DEFAULT_TOKEN_LIFETIME_SECONDS = 3_600;
 
-const body = z.strictObject({
+export const exchangeTokenBody = z.strictObject({
   audience: z.url({ protocol: /^https?$/ }),
   externalUserId: userIdSchema,
   expiresIn: z.int().min(300).max(2_592_000).default(DEFAULT_TOKEN_LIFETIME_SECONDS),
@@ -33,9 +33,9 @@ export function registerExchangeToken(router: Router, tokens: TokenService, metr
       metrics.tokenExchanges.inc({ outcome: "forbidden" });
       throw forbidden("Only an API key can be exchanged for a token");
     }
-    let input: z.output<typeof body>;
+    let input: z.output<typeof exchangeTokenBody>;
     try {
-      input = validate("body", body, req.body);
+      input = validate("body", exchangeTokenBody, req.body);
     } catch (err) {
       metrics.tokenExchanges.inc({ outcome: "invalid" });
       throw err;

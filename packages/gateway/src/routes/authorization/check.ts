@@ -9,7 +9,7 @@ export interface CheckResponse {
   allowed: boolean;
 }
 
-const query = z.object({
+export const checkQuery = z.object({
   resourceType: z.enum(RESOURCE_TYPES),
   resourceId: resourceIdSchema,
   role: z.enum(ROLES),
@@ -18,7 +18,7 @@ const query = z.object({
 /** `GET /api/v1/authorization/llm/check?resourceType&resourceId&role`: for the principal; unknown resources are `false`. */
 export function registerCheck(router: Router, deps: AuthorizationRouteDeps): void {
   router.get("/authorization/llm/check", requirePermission("authorization:read"), async (req, res) => {
-    const { resourceType, resourceId, role } = validate("query", query, req.query);
+    const { resourceType, resourceId, role } = validate("query", checkQuery, req.query);
     const body: CheckResponse = {
       allowed: await measured(
         deps.metrics,

@@ -10,7 +10,7 @@ export interface ListResourcesResponse {
   next_cursor: string | null;
 }
 
-const query = z.object({
+export const listResourcesQuery = z.object({
   resourceType: z.enum(RESOURCE_TYPES),
   role: z.enum(ROLES).default("reader"),
   ...pageQuery(100, 1000),
@@ -25,7 +25,7 @@ const query = z.object({
  */
 export function registerListResources(router: Router, deps: AuthorizationRouteDeps): void {
   router.get("/authorization/llm/resources", requirePermission("authorization:read"), async (req, res) => {
-    const { resourceType, role, limit, cursor } = validate("query", query, req.query);
+    const { resourceType, role, limit, cursor } = validate("query", listResourcesQuery, req.query);
     const principal = principalOf(res);
     const binding = { org: principal.org, user: principal.user, resourceType, role, limit };
     const page = await measured(deps.metrics, "lookup", async () => {

@@ -11,7 +11,7 @@ export interface RegisterResourceResponse {
   owner: string;
 }
 
-const body = z.strictObject(resourcePathSchema.shape);
+export const registerResourceBody = z.strictObject(resourcePathSchema.shape);
 
 /**
  * `POST /api/v1/authorization/llm/resources` `{resourceType, resourceId}` →
@@ -21,7 +21,7 @@ const body = z.strictObject(resourcePathSchema.shape);
  */
 export function registerRegisterResource(router: Router, deps: AuthorizationRouteDeps): void {
   router.post("/authorization/llm/resources", requirePermission("authorization:write"), async (req, res) => {
-    const { resourceType, resourceId } = validate("body", body, req.body);
+    const { resourceType, resourceId } = validate("body", registerResourceBody, req.body);
     const principal = principalOf(res);
     const resource = { type: resourceType, id: resourceId };
     await audited(deps, { principal, requestId: req.id }, { action: "register", resource }, () =>

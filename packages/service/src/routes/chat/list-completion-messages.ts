@@ -7,7 +7,7 @@ import { listBody, pageOf, pageQuery, unknownAfter } from "../pagination.ts";
 import { deprecated } from "./deprecation.ts";
 
 /** OpenAI lists a completion's messages oldest first unless told otherwise. */
-const query = pageQuery.extend({ order: z.enum(["asc", "desc"]).default("asc") });
+export const completionMessagesQuery = pageQuery.extend({ order: z.enum(["asc", "desc"]).default("asc") });
 
 /** `GET /api/v1/llm/chat/completions/{id}/messages?limit&after&order`: the messages it was asked with; needs reader. */
 export function registerListCompletionMessages(
@@ -19,7 +19,7 @@ export function registerListCompletionMessages(
     deprecated,
     requirePermission("responses:read"),
     async (req, res) => {
-      const q = validate("query", query, req.query);
+      const q = validate("query", completionMessagesQuery, req.query);
       const principal = principalOf(res);
       const id = String(req.params.id);
       await requireRole(deps.authorization, principal, { type: "completion", id }, "reader");

@@ -16,7 +16,7 @@ export const MAX_LISTED_COMPLETIONS = 10_000;
 // SpiceDB takes at most 1000 per call, and `lookup` asks for one more than its page.
 const LOOKUP_PAGE = 999;
 
-const query = pageQuery.extend({
+export const listCompletionsQuery = pageQuery.extend({
   order: z.enum(["asc", "desc"]).default("asc"),
   model: z.string().min(1).max(256).optional(),
 });
@@ -51,7 +51,7 @@ export function registerListCompletions(
   deps: { completions: CompletionStore; authorization: ResourceAuthorization },
 ): void {
   router.get("/llm/chat/completions", deprecated, requirePermission("responses:read"), async (req, res) => {
-    const q = validate("query", query, req.query);
+    const q = validate("query", listCompletionsQuery, req.query);
     const metadata = metadataFilter(req.query as Record<string, unknown>);
     const principal = principalOf(res);
     const ids: string[] = [];

@@ -7,7 +7,9 @@ import { metadataSchema } from "../conversations/metadata.ts";
 import { deprecated } from "./deprecation.ts";
 
 /** `null` clears the metadata, as OpenAI's update does. */
-const body = z.strictObject({ metadata: metadataSchema.nullable().transform((m) => m ?? {}) });
+export const updateCompletionBody = z.strictObject({
+  metadata: metadataSchema.nullable().transform((m) => m ?? {}),
+});
 
 /** `POST /api/v1/llm/chat/completions/{id}` `{metadata}`: replaces a stored completion's metadata; needs writer. */
 export function registerUpdateCompletion(
@@ -22,7 +24,7 @@ export function registerUpdateCompletion(
       const principal = principalOf(res);
       const id = String(req.params.id);
       await requireRole(deps.authorization, principal, { type: "completion", id }, "writer");
-      const input = validate("body", body, req.body);
+      const input = validate("body", updateCompletionBody, req.body);
       const completion = await deps.completions.get(principal.org, id);
       if (!completion) throw notFound(`No completion ${id}`);
       completion.metadata = input.metadata;

@@ -10,8 +10,11 @@ import { listBody } from "../pagination.ts";
 /** Items added at once at most, as OpenAI takes them. */
 export const MAX_NEW_ITEMS = 20;
 
-const body = z.strictObject({ items: z.array(inputItem).min(1).max(MAX_NEW_ITEMS) });
-const query = z.object({ include: notSupported("include"), "include[]": notSupported("include") });
+export const addItemsBody = z.strictObject({ items: z.array(inputItem).min(1).max(MAX_NEW_ITEMS) });
+export const addItemsQuery = z.object({
+  include: notSupported("include"),
+  "include[]": notSupported("include"),
+});
 
 /**
  * `POST /api/v1/llm/conversations/{id}/items` `{items}` → the added items as a
@@ -25,8 +28,8 @@ export function registerAddItems(
     const principal = principalOf(res);
     const id = String(req.params.id);
     await requireRole(deps.authorization, principal, { type: "conversation", id }, "writer");
-    validate("query", query, req.query);
-    const input = validate("body", body, withoutNulls(req.body));
+    validate("query", addItemsQuery, req.query);
+    const input = validate("body", addItemsBody, withoutNulls(req.body));
     const items = toItems(input.items);
     if (!(await deps.store.append(principal.org, id, items))) throw notFound(`No conversation ${id}`);
     res.json(listBody(items, false));

@@ -9,7 +9,7 @@ import { MAX_NEW_ITEMS } from "./add-items.ts";
 import { metadataSchema } from "./metadata.ts";
 
 // An empty list is a conversation without items yet (the Agents SDK's sessions start so).
-const body = z.strictObject({
+export const createConversationBody = z.strictObject({
   metadata: metadataSchema.optional(),
   items: z.array(inputItem).max(MAX_NEW_ITEMS).optional(),
 });
@@ -24,7 +24,7 @@ export function registerCreateConversation(
   deps: { store: ConversationStore; authorization: ResourceAuthorization },
 ): void {
   router.post("/llm/conversations", requirePermission("conversations:write"), async (req, res) => {
-    const input = validate("body", body, withoutNulls(req.body ?? {}));
+    const input = validate("body", createConversationBody, withoutNulls(req.body ?? {}));
     const principal = principalOf(res);
     const conversation: Conversation = {
       id: newId("conv"),

@@ -6,7 +6,9 @@ import { requireRole } from "../access.ts";
 import { metadataSchema } from "./metadata.ts";
 
 /** `null` clears the metadata, as OpenAI's update does. */
-const body = z.strictObject({ metadata: metadataSchema.nullable().transform((m) => m ?? {}) });
+export const updateConversationBody = z.strictObject({
+  metadata: metadataSchema.nullable().transform((m) => m ?? {}),
+});
 
 /** `POST /api/v1/llm/conversations/{id}` `{metadata}`: replaces the metadata; needs writer. */
 export function registerUpdateConversation(
@@ -17,7 +19,7 @@ export function registerUpdateConversation(
     const principal = principalOf(res);
     const id = String(req.params.id);
     await requireRole(deps.authorization, principal, { type: "conversation", id }, "writer");
-    const input = validate("body", body, req.body);
+    const input = validate("body", updateConversationBody, req.body);
     const conversation = await deps.store.get(principal.org, id);
     if (!conversation) throw notFound(`No conversation ${id}`);
     conversation.metadata = input.metadata;

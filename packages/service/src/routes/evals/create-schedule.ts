@@ -13,6 +13,7 @@ import {
   unixSeconds,
 } from "../../evals/records.ts";
 import type { ChatProvider } from "../../llm/provider.ts";
+import { chosen } from "../../schema.ts";
 import { metadataSchema } from "../conversations/metadata.ts";
 
 /** Longest period: a year. Longer cadences are cron expressions. */
@@ -23,13 +24,10 @@ const text = z.string().min(1).max(MAX_INPUT_CHARS);
 const inputObject = z.strictObject({ input: text, expected: text });
 
 /** A string, or `{input, expected}`: judged by its shape, so a problem is reported inside the form it resembles. */
-const evalInput = z.unknown().transform((value, ctx): EvalInput => {
-  const isObject = typeof value === "object" && value !== null && !Array.isArray(value);
-  const result = (isObject ? inputObject : text).safeParse(value, { reportInput: true });
-  if (result.success) return result.data;
-  for (const issue of result.error.issues) ctx.addIssue(issue as Parameters<typeof ctx.addIssue>[0]);
-  return z.NEVER;
-});
+const evalInput = chosen(
+  (value): z.ZodType<EvalInput> =>
+    typeof value === "object" && value !== null && !Array.isArray(value) ? inputObject : text,
+);
 
 /**
  * Five fields (minute hour day-of-month month day-of-week), as cron-parser
@@ -89,7 +87,7 @@ const timezone = z.string().superRefine((name, ctx) => {
 });
 
 /** The create body; periods shorter than `minInterval` seconds are refused (422 at their `loc`). */
-const bodyOf = (minInterval: number) =>
+export const createScheduleBodyOf = (minInterval: number) =>
   z
     .strictObject({
       name: z.string().min(1).max(200),
@@ -130,7 +128,7 @@ export interface EvalRouteDeps {
  */
 export function registerCreateSchedule(router: Router, deps: EvalRouteDeps): void {
   const { maxSchedulesPerOrg, minIntervalSeconds } = deps.evals.limits;
-  const body = bodyOf(minIntervalSeconds);
+  const body = createScheduleBodyOf(minIntervalSeconds);
   router.post("/llm/evals/schedules", requirePermission("evals:write"), async (req, res) => {
     const input = validate("body", body, req.body);
     if (input.model !== "auto" && !deps.provider.resolveModel(input.model)) {

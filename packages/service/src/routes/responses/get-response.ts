@@ -5,7 +5,7 @@ import type { ResponseStore } from "../../responses/store.ts";
 import { notSupported } from "../../schema.ts";
 import { requireRole } from "../access.ts";
 
-const query = z.object({
+export const getResponseQuery = z.object({
   // Replaying a response as a stream is for background responses, which this service does not run.
   stream: notSupported("Streaming a stored response", (v) => v === "false"),
   starting_after: notSupported("starting_after"),
@@ -20,7 +20,7 @@ export function registerGetResponse(
     const principal = principalOf(res);
     const id = String(req.params.id);
     await requireRole(deps.authorization, principal, { type: "response", id }, "reader");
-    validate("query", query, req.query);
+    validate("query", getResponseQuery, req.query);
     const response = await deps.responses.get(principal.org, id);
     if (!response) throw notFound(`No response ${id}`);
     res.json(response);

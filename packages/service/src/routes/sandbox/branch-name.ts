@@ -2,7 +2,7 @@ import { z } from "zod";
 import type { Git } from "../../sandbox/git.ts";
 
 /** A branch name as `git check-ref-format --branch` judges it (so never one starting with `-`). */
-export const branchName = (git: Git, field: string) =>
+export const branchName = (git: Pick<Git, "isValidBranchName">, field: string) =>
   z
     .string()
     .min(1, { abort: true })

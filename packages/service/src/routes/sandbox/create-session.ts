@@ -10,7 +10,7 @@ import { clientSignal } from "./client-signal.ts";
 export type { Session };
 
 /** Names as GitHub spells them; they become path segments of the clone URL, so nothing else passes. */
-const body = (git: Git) =>
+export const createSessionBody = (git: Pick<Git, "isValidBranchName">) =>
   z.strictObject({
     owner: z
       .string()
@@ -34,7 +34,7 @@ const body = (git: Git) =>
  */
 export function registerCreateSession(router: Router, sandbox: Sandbox): void {
   router.post("/sandbox/sessions", requirePermission("sandbox:write"), async (req, res) => {
-    const input = await validateAsync("body", body(sandbox.git), req.body);
+    const input = await validateAsync("body", createSessionBody(sandbox.git), req.body);
     const session = await sandbox.createSession(
       principalOf(res),
       {

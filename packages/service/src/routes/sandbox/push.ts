@@ -14,7 +14,7 @@ export type { GitHubPushResult };
  * workspace too when the session is the caller's: followed through symlinks,
  * it must stay inside.
  */
-const pushRequest = (git: Git, workspace: string | undefined) =>
+export const pushRequest = (git: Pick<Git, "isValidBranchName">, workspace: string | undefined) =>
   z.strictObject({
     assignment_generation: z.number().int().min(1),
     branch: branchName(git, "branch"),

@@ -4,7 +4,7 @@ import { z } from "zod";
 import type { ConnectionStore } from "../../sandbox/connections.ts";
 
 // The token travels to git in an environment variable and one askpass line: printable, no spaces.
-const body = z.strictObject({
+export const putConnectionBody = z.strictObject({
   token: z
     .string()
     .min(1)
@@ -15,7 +15,7 @@ const body = z.strictObject({
 /** `PUT /api/v1/sandbox/connections/github` `{token}` → 204: stores (replaces) the principal's credential, encrypted. */
 export function registerPutConnection(router: Router, connections: ConnectionStore): void {
   router.put("/sandbox/connections/github", requirePermission("sandbox:write"), async (req, res) => {
-    const { token } = validate("body", body, req.body);
+    const { token } = validate("body", putConnectionBody, req.body);
     await connections.put(principalOf(res), token);
     res.status(204).end();
   });

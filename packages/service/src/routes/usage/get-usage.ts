@@ -4,7 +4,7 @@ import { z } from "zod";
 import { USAGE_GROUPS, type UsageStore, utcDay } from "../../usage/store.ts";
 
 const date = z.iso.date();
-const query = z.object({
+export const usageQuery = z.object({
   start: date,
   end: date.optional(),
   group_by: z.enum(USAGE_GROUPS).optional(),
@@ -21,7 +21,7 @@ const MAX_DAYS = 366;
  */
 export function registerGetUsage(router: Router, deps: { usage: UsageStore }): void {
   router.get("/usage", requirePermission("usage:read"), async (req, res) => {
-    const q = validate("query", query, req.query);
+    const q = validate("query", usageQuery, req.query);
     const end = q.end ?? utcDay(new Date());
     const days = (Date.parse(end) - Date.parse(q.start)) / 86_400_000 + 1;
     if (days < 1)

@@ -1,0 +1,33 @@
+import { gatewayConfigSchema } from "@gw/gateway";
+import { serviceConfigSchema } from "@gw/service";
+import { spicedbLocalConfigSchema } from "@gw/spicedb-local";
+import { devstackConfigSchema } from "./config.ts";
+import type { ConfigSection } from "./config-docs.ts";
+
+/** Every process's configuration schema, in the order `docs/configuration.md` shows them. */
+export const CONFIG_SECTIONS: ConfigSection[] = [
+  {
+    title: "Gateway",
+    source: "packages/gateway/src/config.ts",
+    intro: "The process clients talk to: authentication, rate limits, tokens, authorization, forwarding.",
+    schema: gatewayConfigSchema,
+  },
+  {
+    title: "Service",
+    source: "packages/service/src/config.ts",
+    intro: "Responses, conversations, usage, eval schedules and sandbox push, behind the gateway.",
+    schema: serviceConfigSchema,
+  },
+  {
+    title: "Local SpiceDB",
+    source: "packages/spicedb-local/src/config.ts",
+    intro: "The development SpiceDB server that `pnpm start` and the tests run (never for production).",
+    schema: spicedbLocalConfigSchema,
+  },
+  {
+    title: "`pnpm start`",
+    source: "packages/devstack/src/config.ts",
+    intro: "The development stack's own variables; it passes the rest on to the processes above.",
+    schema: devstackConfigSchema,
+  },
+];

@@ -1,0 +1,19 @@
+import { DEFAULT_LOCAL_REDIS_PORT, env } from "@gw/core";
+import { z } from "zod";
+
+/**
+ * What `pnpm start` reads besides the variables it passes on to the
+ * processes it runs (whose schemas document them).
+ */
+export const devstackConfigSchema = z.object({
+  /** Port of the service that `pnpm start` runs (the service's `PORT`). */
+  SERVICE_PORT: env.port(8081),
+  /** Port of the local redis-server that `pnpm start` runs when REDIS_URL is unset, and where `pnpm keys` looks for it. */
+  LOCAL_REDIS_PORT: env.port(DEFAULT_LOCAL_REDIS_PORT),
+  /** Local development data: Redis's (`redis/`), SpiceDB's relationships (`spicedb/`), keys and sandbox workspaces. */
+  DATA_DIR: z.string().default(".data"),
+  /** When set, `pnpm start` also runs Debian's prometheus on this port with deploy/prometheus's jobs and alert rules, scraping the stack every second (data in `$DATA_DIR/prometheus`). */
+  PROMETHEUS_PORT: z.coerce.number().int().min(1).max(65535).optional(),
+  /** pino level of `pnpm start`'s own lines. */
+  LOG_LEVEL: env.logLevel(),
+});

@@ -1,0 +1,52 @@
+import { describe, expect, it } from "vitest";
+import { useStack } from "./stack.ts";
+
+/**
+ * The OpenAPI document the gateway serves lists every endpoint of the stack
+ * (the gateway's own and the service's it forwards), and nothing else.
+ * Probes and `/metrics` are for operators, not API clients.
+ */
+const OPERATOR_PATHS = ["/healthz", "/readyz", "/metrics"];
+
+describe("the OpenAPI document", () => {
+  const stack = useStack();
+
+  const served = async () => {
+    const res = await fetch(`${stack.gatewayUrl}/api/v1/openapi.json`);
+    return { res, document: (await res.json()) as { openapi: string; paths: Record<string, object> } };
+  };
+
+  it("is served at /api/v1/openapi.json without a credential, cacheable, as JSON", async () => {
+    const { res, document } = await served();
+    expect(res.status).toBe(200);
+    expect(res.headers.get("content-type")).toMatch(/^application\/json/);
+    expect(res.headers.get("cache-control")).toBe("public, max-age=300");
+    expect(document.openapi).toBe("3.1.0");
+  });
+
+  it("answers the same to a request with a bad credential: it is never authenticated", async () => {
+    const res = await fetch(`${stack.gatewayUrl}/api/v1/openapi.json`, {
+      headers: { authorization: "Bearer gwsk_not-a-key" },
+    });
+    expect(res.status).toBe(200);
+  });
+
+  it("lists every route the gateway and the service register, and no route that is not", async () => {
+    const { document } = await served();
+    const documented = Object.entries(document.paths)
+      .flatMap(([path, item]) => Object.keys(item).map((method) => `${method.toUpperCase()} ${path}`))
+      .sort();
+    const registered = [
+      ...stack.gatewayRoutes.filter((r) => !OPERATOR_PATHS.includes(r.path)),
+      ...stack.serviceRoutes.filter((r) => r.path.startsWith("/api/v1/")),
+    ]
+      .map((r) => `${r.method} ${r.path.replace(/:([A-Za-z_][A-Za-z0-9_]*)/g, "{$1}")}`)
+      .sort();
+    expect(registered).toContain("POST /api/v1/sandbox/sessions/{session_id}/github/push");
+    expect(registered).toContain("GET /api/v1/openapi.json");
+    expect(
+      documented,
+      "every route needs its entry in GATEWAY_OPERATIONS or SERVICE_OPERATIONS (src/routes/operations.ts), then `pnpm openapi`",
+    ).toEqual(registered);
+  });
+});
