@@ -1,7 +1,9 @@
 /**
- * `pnpm check:config`: the deployment files and the README agree with the
- * configuration schemas. Every variable a process reads is documented in the
- * README, and every variable that `deploy/` sets is one some process reads
+ * `pnpm check:config`: the deployment files and the documentation agree with the
+ * configuration schemas. Every variable a process reads is documented in
+ * docs/configuration.md (generated from the schemas' comments, so it cannot
+ * fall behind), every link of the documentation resolves, and every variable
+ * that `deploy/` sets is one some process reads
  * (a typo there would silently fall back to a default). The committed
  * OpenAPI document is what `pnpm openapi` writes now, and valid.
  */
@@ -27,21 +29,16 @@ import {
   unpinnedImages,
   yamlDocuments,
 } from "./check-deploy.ts";
+import { brokenDocLinks } from "./check-docs.ts";
+import { devstackConfigSchema } from "./config.ts";
+import { configurationDocProblems } from "./config-docs.ts";
+import { CONFIG_SECTIONS } from "./config-sections.ts";
 import { freePort } from "./free-port.ts";
 import { REPO_ROOT } from "./node-process.ts";
 import { committedOpenApiProblems } from "./openapi.ts";
 import { PROMETHEUS_CONFIG, prometheusInstalled } from "./prometheus.ts";
 
 const execFileAsync = promisify(execFile);
-
-/** Variables read by `pnpm start` itself and by `pnpm keys`, beside the processes' schemas. */
-export const DEVSTACK_VARIABLES = [
-  "SERVICE_PORT",
-  "LOCAL_REDIS_PORT",
-  "LOCAL_POSTGRES_PORT",
-  "DATA_DIR",
-  "PROMETHEUS_PORT",
-];
 
 const shapeOf = (schema: z.ZodType) => {
   const object =
@@ -54,15 +51,8 @@ export function knownVariables(): Set<string> {
     ...shapeOf(gatewayConfigSchema),
     ...shapeOf(serviceConfigSchema),
     ...shapeOf(spicedbLocalConfigSchema),
-    ...DEVSTACK_VARIABLES,
+    ...shapeOf(devstackConfigSchema),
   ]);
-}
-
-/** Variables without a row (`| \`NAME\` |`) in the README's configuration tables. */
-export function undocumented(readme: string, known: Iterable<string>): string[] {
-  return [...known]
-    .filter((name) => !readme.includes(`| \`${name}\` |`))
-    .map((name) => `README.md: ${name} is not documented`);
 }
 
 /** Images built from this repository: only their environment is ours to check. */
@@ -278,7 +268,10 @@ async function filesIn(root: string, dir: string, extension: string): Promise<st
 export async function checkRepository(root = REPO_ROOT): Promise<{ problems: string[]; skipped: string[] }> {
   const read = (path: string) => readFile(resolve(root, path), "utf8");
   const known = knownVariables();
-  const problems = undocumented(await read("README.md"), known);
+  const problems = [
+    ...(await configurationDocProblems(CONFIG_SECTIONS, root)),
+    ...(await brokenDocLinks(root)),
+  ];
   for (const path of DEPLOY_FILES) {
     const text = await read(path);
     problems.push(...unknownIn(path, text, known), ...unpinnedImages(path, text));

@@ -22,7 +22,7 @@ export interface ConfigSection {
 }
 
 /** Files holding variable comments: the schemas, and the shapes they spread in. */
-const COMMENT_SOURCES = [
+export const COMMENT_SOURCES = [
   "packages/core/src/config.ts",
   "packages/core/src/authz/spicedb-config.ts",
   "packages/core/src/http/metrics-endpoint.ts",

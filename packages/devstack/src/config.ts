@@ -1,4 +1,4 @@
-import { DEFAULT_LOCAL_REDIS_PORT, env } from "@gw/core";
+import { DEFAULT_LOCAL_POSTGRES_PORT, DEFAULT_LOCAL_REDIS_PORT, env } from "@gw/core";
 import { z } from "zod";
 
 /**
@@ -10,7 +10,9 @@ export const devstackConfigSchema = z.object({
   SERVICE_PORT: env.port(8081),
   /** Port of the local redis-server that `pnpm start` runs when REDIS_URL is unset, and where `pnpm keys` looks for it. */
   LOCAL_REDIS_PORT: env.port(DEFAULT_LOCAL_REDIS_PORT),
-  /** Local development data: Redis's (`redis/`), SpiceDB's relationships (`spicedb/`), keys and sandbox workspaces. */
+  /** Port (on 127.0.0.1) of the local PostgreSQL that `pnpm start` runs when DATABASE_URL is unset (cluster in `$DATA_DIR/postgres`), and where `pnpm keys`, `pnpm authz` and `pnpm migrate` look for it. */
+  LOCAL_POSTGRES_PORT: env.port(DEFAULT_LOCAL_POSTGRES_PORT),
+  /** Local development data: Redis's (`redis/`), PostgreSQL's (`postgres/`), SpiceDB's relationships (`spicedb/`), development keys and sandbox workspaces. */
   DATA_DIR: z.string().default(".data"),
   /** When set, `pnpm start` also runs Debian's prometheus on this port with deploy/prometheus's jobs and alert rules, scraping the stack every second (data in `$DATA_DIR/prometheus`). */
   PROMETHEUS_PORT: z.coerce.number().int().min(1).max(65535).optional(),

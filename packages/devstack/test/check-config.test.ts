@@ -1,5 +1,7 @@
 import { readFileSync } from "node:fs";
-import { resolve } from "node:path";
+import { cp, mkdir, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { dirname, join, resolve } from "node:path";
 import { describe, expect, it } from "vitest";
 import {
   alertRuleProblems,
@@ -7,7 +9,6 @@ import {
   exportedMetrics,
   knownVariables,
   promtoolProblems,
-  undocumented,
   unknownIn,
   unknownMetrics,
 } from "../src/check-config.ts";
@@ -20,6 +21,15 @@ import {
   unpinnedImages,
   yamlDocuments,
 } from "../src/check-deploy.ts";
+import { brokenDocLinks } from "../src/check-docs.ts";
+import {
+  COMMENT_SOURCES,
+  CONFIGURATION_DOC,
+  configurationDocProblems,
+  renderConfiguration,
+} from "../src/config-docs.ts";
+import { CONFIG_SECTIONS } from "../src/config-sections.ts";
+import { REPO_ROOT } from "../src/node-process.ts";
 import { prometheusInstalled } from "../src/prometheus.ts";
 
 const fixture = (name: string) =>
@@ -66,11 +76,62 @@ describe("config check", () => {
     expect(() => unknownIn("broken.yaml", fixture("broken.yaml"), known)).toThrow(/broken\.yaml/);
   });
 
-  it("flags every variable the README does not document", () => {
-    const problems = undocumented(fixture("readme-missing.md"), known);
-    expect(problems).toContain("README.md: REDIS_URL is not documented");
-    expect(problems.some((p) => p.includes(" PORT "))).toBe(false);
-    expect(problems).toHaveLength(known.size - 1);
+  it("flags docs/configuration.md when it is not what the schemas say, and a variable without a comment", async () => {
+    const root = await mkdtemp(join(tmpdir(), "gw-config-doc-"));
+    try {
+      for (const path of COMMENT_SOURCES) {
+        await mkdir(dirname(join(root, path)), { recursive: true });
+        await cp(join(REPO_ROOT, path), join(root, path));
+      }
+      await mkdir(join(root, "docs"));
+      await writeFile(join(root, CONFIGURATION_DOC), (await renderConfiguration(CONFIG_SECTIONS, root)).text);
+      expect(await configurationDocProblems(CONFIG_SECTIONS, root)).toEqual([]);
+      // A schema comment changed, the document not regenerated.
+      const gatewayConfig = join(root, "packages/gateway/src/config.ts");
+      await writeFile(
+        gatewayConfig,
+        (await readFile(gatewayConfig, "utf8")).replace("TCP port the gateway listens on.", "Port."),
+      );
+      expect(await configurationDocProblems(CONFIG_SECTIONS, root)).toEqual([
+        "docs/configuration.md is not what the schemas say: run pnpm docs:config",
+      ]);
+      // A variable no file comments on.
+      const spicedbConfig = join(root, "packages/spicedb-local/src/config.ts");
+      await writeFile(
+        spicedbConfig,
+        (await readFile(spicedbConfig, "utf8")).replace("/** Interface to bind. Default 127.0.0.1. */", ""),
+      );
+      expect(await configurationDocProblems(CONFIG_SECTIONS, root)).toContain(
+        "packages/spicedb-local/src/config.ts: SPICEDB_LOCAL_HOST has no comment",
+      );
+    } finally {
+      await rm(root, { recursive: true, force: true });
+    }
+  });
+
+  it("flags a documentation link to no file, or to no heading of its file", async () => {
+    const root = await mkdtemp(join(tmpdir(), "gw-doc-links-"));
+    try {
+      await mkdir(join(root, "docs/api"), { recursive: true });
+      await writeFile(
+        join(root, "README.md"),
+        "# Top\n\n[ok](docs/api/a.md#some-heading) [gone](docs/missing.md) [`code`](#top) `[not](a/link)`\n",
+      );
+      await writeFile(
+        join(root, "docs/api/a.md"),
+        "# A\n\n## Some heading\n\n[up](../../README.md#nowhere)\n",
+      );
+      expect(await brokenDocLinks(root)).toEqual([
+        "README.md: docs/missing.md (no such file)",
+        "docs/api/a.md: ../../README.md#nowhere (no such heading in README.md)",
+      ]);
+    } finally {
+      await rm(root, { recursive: true, force: true });
+    }
+  });
+
+  it("finds no broken link in this repository's documentation", async () => {
+    expect(await brokenDocLinks(REPO_ROOT)).toEqual([]);
   });
 
   it("flags a dashboard panel that queries a metric nothing exports", async () => {
