@@ -1,4 +1,4 @@
-import { AppError, type Logger, openaiErrorBody } from "@gw/core";
+import { type Logger, streamErrorChunk } from "@gw/core";
 import type { Response } from "express";
 import { logStreamFailure, type StreamedCall } from "../calls/model-call.ts";
 import type { ChatProvider, ChatRequest, Completion } from "../llm/provider.ts";
@@ -56,11 +56,7 @@ export async function streamCompletion(
   const fail = (err: unknown) => {
     if (signal.aborted || res.writableEnded) return;
     logStreamFailure(logger, res, err, "completion");
-    send(
-      err instanceof AppError
-        ? openaiErrorBody(err.code, err.message, err.param)
-        : openaiErrorBody("internal", "The completion failed"),
-    );
+    send(streamErrorChunk(err, "The completion failed"));
     res.end();
   };
   const end = (completion: Completion) => () => {
