@@ -43,17 +43,20 @@ export class AppError extends Error {
   readonly headers: Record<string, string>;
   /** The one request field at fault, when there is one (OpenAI's `param`, e.g. `model`). */
   readonly param: string | undefined;
+  /** A rate limit, whatever its code (a provider's own 429 is a 503 here): a failed response says `rate_limit_exceeded`. */
+  readonly rateLimit: boolean;
 
   constructor(
     code: ErrorCode,
     message: string,
-    options: { headers?: Record<string, string>; cause?: unknown; param?: string } = {},
+    options: { headers?: Record<string, string>; cause?: unknown; param?: string; rateLimit?: boolean } = {},
   ) {
     super(message, { cause: options.cause });
     this.name = "AppError";
     this.code = code;
     this.headers = options.headers ?? {};
     this.param = options.param;
+    this.rateLimit = options.rateLimit ?? code === "rate_limited";
   }
 
   get status(): number {
@@ -91,6 +94,31 @@ export function errorBody(err: AppError, surface: { openai?: boolean } = {}): un
 
 export function openaiErrorBody(code: ErrorCode, message: string, param?: string): OpenAIErrorBody {
   return { error: { message, type: ERROR_CATALOGUE[code].type, param: param ?? null, code } };
+}
+
+/**
+ * What a client is told of an error: a catalogue error as it is; anything
+ * else is `internal` with `fallback`, never its own text. The error
+ * middleware answers with it, and so do the events that end a stream
+ * already begun (whose status line is sent): `streamErrorChunk`, `responseFailure`.
+ */
+export function toAppError(err: unknown, fallback: string): AppError {
+  return err instanceof AppError ? err : new AppError("internal", fallback);
+}
+
+/** The chunk that ends a chat completions stream which failed after it began: OpenAI's error body, as the SDKs raise it. */
+export function streamErrorChunk(err: unknown, fallback: string): OpenAIErrorBody {
+  const e = toAppError(err, fallback);
+  return openaiErrorBody(e.code, e.message, e.param);
+}
+
+/** The `error` of a response that failed after its stream began (`response.failed`), in OpenAI's Responses codes. */
+export function responseFailure(
+  err: unknown,
+  fallback: string,
+): { code: "rate_limit_exceeded" | "server_error"; message: string } {
+  const e = toAppError(err, fallback);
+  return { code: e.rateLimit ? "rate_limit_exceeded" : "server_error", message: e.message };
 }
 
 /** Paths of the OpenAI-compatible surface, whose errors take OpenAI's shape. */

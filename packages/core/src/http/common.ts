@@ -1,7 +1,7 @@
 import { randomUUID } from "node:crypto";
 import type { IncomingMessage } from "node:http";
 import express, { type ErrorRequestHandler, type RequestHandler } from "express";
-import { AppError, errorBody, isOpenAISurface, openaiErrorBody, ValidationFailed } from "../errors.ts";
+import { AppError, errorBody, isOpenAISurface, toAppError, ValidationFailed } from "../errors.ts";
 import { type Logger, unredacted } from "../logger.ts";
 import type { Metrics } from "../metrics.ts";
 import { RouteLabels, type RouteTemplate, routesOf } from "./route-labels.ts";
@@ -187,7 +187,7 @@ export function errorHandler(logger: Logger): ErrorRequestHandler {
       .status(500)
       .json(
         openai
-          ? openaiErrorBody("internal", `Internal Server Error (request ${req.id})`)
+          ? errorBody(toAppError(err, `Internal Server Error (request ${req.id})`), { openai })
           : { error: "Internal Server Error", requestId: req.id },
       );
   };

@@ -1,5 +1,5 @@
 import { type Item, itemChars } from "../items/items.ts";
-import { estimateTokens } from "./provider.ts";
+import { estimateTokens } from "./accounting.ts";
 
 /** How much of a conversation's history goes to the model with a turn. */
 export interface ContextBudget {

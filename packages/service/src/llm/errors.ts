@@ -13,9 +13,15 @@ export class ProviderError extends AppError {
   constructor(
     code: ErrorCode,
     message: string,
-    options: { status?: number; detail?: string; headers?: Record<string, string>; cause?: unknown } = {},
+    options: {
+      status?: number;
+      detail?: string;
+      headers?: Record<string, string>;
+      cause?: unknown;
+      rateLimit?: boolean;
+    } = {},
   ) {
-    super(code, message, { headers: options.headers, cause: options.cause });
+    super(code, message, { headers: options.headers, cause: options.cause, rateLimit: options.rateLimit });
     this.name = new.target.name;
     this.providerStatus = options.status;
     this.providerDetail = options.detail;
@@ -40,6 +46,7 @@ export class ProviderRateLimited extends ProviderError {
     super("service_unavailable", "The model provider is rate limiting this service; try again later", {
       status: 429,
       detail,
+      rateLimit: true,
       ...(retryAfter && RETRY_AFTER.test(retryAfter) ? { headers: { "Retry-After": retryAfter } } : {}),
     });
   }

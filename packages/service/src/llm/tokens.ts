@@ -7,7 +7,7 @@
  */
 import { countTokens as cl100k } from "gpt-tokenizer/encoding/cl100k_base";
 import { countTokens as o200k } from "gpt-tokenizer/encoding/o200k_base";
-import type { ChatMessage, FunctionTool } from "./provider.ts";
+import type { ChatMessage, FunctionTool } from "./chat.ts";
 
 export type Tokenizer = "o200k_base" | "cl100k_base" | "estimate";
 

@@ -1,7 +1,6 @@
-import { AppError } from "@gw/core";
+import { responseFailure } from "@gw/core";
 import { newId } from "../ids.ts";
 import { ID_PREFIX } from "../items/items.ts";
-import { ProviderRateLimited } from "../llm/errors.ts";
 import type { Completion } from "../llm/provider.ts";
 import type { CreateResponseInput } from "./request.ts";
 import type { OutputItem, ResponseObject, ResponseTool } from "./store.ts";
@@ -106,18 +105,10 @@ export function settle(response: ResponseObject, completion: Completion, output:
 }
 
 /**
- * The response as it failed, for `response.failed`: the error in the
- * service's own words (an `AppError`'s fixed message, never a provider's
- * text; anything unexpected gets a generic one).
+ * The response as it failed, for `response.failed`: the error as the
+ * catalogue tells it (`responseFailure`: an `AppError`'s fixed message, never
+ * a provider's text; anything unexpected gets a generic one).
  */
 export function failed(response: ResponseObject, output: OutputItem[], err: unknown): ResponseObject {
-  return {
-    ...response,
-    status: "failed",
-    output,
-    error: {
-      code: err instanceof ProviderRateLimited ? "rate_limit_exceeded" : "server_error",
-      message: err instanceof AppError ? err.message : "The response failed",
-    },
-  };
+  return { ...response, status: "failed", output, error: responseFailure(err, "The response failed") };
 }

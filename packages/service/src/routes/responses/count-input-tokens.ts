@@ -1,9 +1,9 @@
 import { principalOf, requirePermission, validate } from "@gw/core";
 import type { Router } from "express";
 import { countPromptTokens } from "../../llm/tokens.ts";
+import { prepareTurn, type TurnDeps } from "../../responses/prepare-turn.ts";
 import { createResponseBody } from "../../responses/request.ts";
 import { withoutNulls } from "../../schema.ts";
-import { prepareTurn, type TurnDeps } from "./prepare-turn.ts";
 
 /**
  * `POST /api/v1/llm/responses/input_tokens` (the SDKs' `responses.inputTokens.count`):

@@ -1,16 +1,12 @@
-import { AppError, type Logger, openaiErrorBody } from "@gw/core";
+import { type Logger, streamErrorChunk } from "@gw/core";
 import type { Response } from "express";
-import { finishReasonOf, usageObject } from "../../completions/completion.ts";
-import type { ChatProvider, ChatRequest, Completion } from "../../llm/provider.ts";
-import { logStreamFailure } from "../model-calls.ts";
+import { logStreamFailure, type StreamedCall } from "../calls/model-call.ts";
+import type { ChatProvider, ChatRequest, Completion } from "../llm/provider.ts";
+import { finishReasonOf, usageObject } from "./completion.ts";
 
-export interface StreamedCompletion {
-  /** The model's answer, when it finished. */
-  completion?: Completion;
-  /** What the model produced before the stream broke (its text and tool call arguments). */
-  partial?: string;
+export interface StreamedCompletion extends StreamedCall {
   /** Sends the last chunk (its finish reason), the usage chunk if asked for, and `[DONE]`. */
-  end(completion: Completion): void;
+  end(): void;
   /** Ends the stream with an OpenAI error chunk, which the SDKs raise as an error. */
   fail(err: unknown): void;
 }
@@ -60,14 +56,10 @@ export async function streamCompletion(
   const fail = (err: unknown) => {
     if (signal.aborted || res.writableEnded) return;
     logStreamFailure(logger, res, err, "completion");
-    send(
-      err instanceof AppError
-        ? openaiErrorBody(err.code, err.message, err.param)
-        : openaiErrorBody("internal", "The completion failed"),
-    );
+    send(streamErrorChunk(err, "The completion failed"));
     res.end();
   };
-  const end = (completion: Completion) => {
+  const end = (completion: Completion) => () => {
     delta({}, finishReasonOf(completion.finishReason));
     if (includeUsage) chunk([], { usage: usageObject(completion) });
     res.write("data: [DONE]\n\n");
@@ -107,9 +99,9 @@ export async function streamCompletion(
       }
       step = await pieces.next();
     }
-    return { completion: step.value, end, fail };
+    return { completion: step.value, end: end(step.value), fail };
   } catch (err) {
     fail(err);
-    return { partial: produced, end, fail };
+    return { partial: produced, end: () => undefined, fail };
   }
 }

@@ -1,7 +1,7 @@
 import { AppError, type Principal, type ResourceAuthorization } from "@gw/core";
-import type { ConversationStore } from "../../conversations/store.ts";
-import type { Item } from "../../items/items.ts";
-import type { ResponseStore } from "../../responses/store.ts";
+import type { ConversationStore } from "../conversations/store.ts";
+import type { Item } from "../items/items.ts";
+import type { ResponseStore } from "./store.ts";
 
 /**
  * The stored item an `item_reference` names, if the principal may read

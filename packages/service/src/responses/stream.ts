@@ -1,20 +1,17 @@
 import type { Logger } from "@gw/core";
 import type { Response } from "express";
-import { newId } from "../../ids.ts";
-import { ID_PREFIX } from "../../items/items.ts";
-import type { ChatProvider, ChatRequest, Completion, ToolCallDelta } from "../../llm/provider.ts";
-import { failed, incompleteReason, outputText } from "../../responses/response.ts";
-import type { OutputItem, ResponseObject } from "../../responses/store.ts";
-import { logStreamFailure } from "../model-calls.ts";
+import { logStreamFailure, type StreamedCall } from "../calls/model-call.ts";
+import { newId } from "../ids.ts";
+import { ID_PREFIX } from "../items/items.ts";
+import type { ChatProvider, ChatRequest, ToolCallDelta } from "../llm/provider.ts";
+import { failed, incompleteReason, outputText } from "./response.ts";
+import type { OutputItem, ResponseObject } from "./store.ts";
 
-export interface StreamedTurn {
-  /** The model's answer, when it finished, and its output items as they were streamed. */
-  completion?: Completion;
+export interface StreamedTurn extends StreamedCall {
+  /** The output items as they were streamed. */
   output: OutputItem[];
-  /** What the model produced before the stream broke (its text and tool call arguments). */
-  partial?: string;
-  /** Sends `response.completed` (or `response.incomplete`) with the stored response, and ends the stream. */
-  end(final: ResponseObject): void;
+  /** Sends `response.completed` (or `response.incomplete`) with the response as stored, and ends the stream. */
+  end(): void;
   /** Ends the stream with `response.failed`. */
   fail(err: unknown): void;
 }
@@ -27,7 +24,7 @@ export interface StreamedTurn {
  * `response.output_text.done`, `response.content_part.done` for text;
  * `response.function_call_arguments.delta`…, `.done` for a function call) and
  * `response.output_item.done`. The caller sends `response.completed` once the
- * response is stored (`end`).
+ * response is stored (`end`, with `response` as the caller settled it).
  *
  * Failures before the first byte throw (ordinary error answers, from the
  * error middleware); after it, `response.failed` ends the stream, carrying
@@ -139,8 +136,8 @@ export async function streamTurn(
     send("response.failed", { response: failed(response, output, err) });
     res.end();
   };
-  const end = (final: ResponseObject) => {
-    send(final.status === "incomplete" ? "response.incomplete" : "response.completed", { response: final });
+  const end = () => {
+    send(response.status === "incomplete" ? "response.incomplete" : "response.completed", { response });
     res.end();
   };
 

@@ -6,16 +6,16 @@ import {
   type Role,
   ValidationFailed,
 } from "@gw/core";
-import type { ConversationStore } from "../../conversations/store.ts";
-import { toTurn } from "../../items/input.ts";
-import { type Item, itemChars, toChatMessages } from "../../items/items.ts";
-import { type ContextBudget, fitHistory, type History, type NewestFirstPage } from "../../llm/context.ts";
-import { requireUsableModel, resolveModel } from "../../llm/models.ts";
-import type { ChatMessage, ChatProvider, ChatRequest } from "../../llm/provider.ts";
-import { type CreateResponseInput, chatOptions } from "../../responses/request.ts";
-import type { ResponseObject, ResponseStore } from "../../responses/store.ts";
-import { requireRole } from "../access.ts";
+import type { ConversationStore } from "../conversations/store.ts";
+import { toTurn } from "../items/input.ts";
+import { type Item, itemChars, toChatMessages } from "../items/items.ts";
+import { type ContextBudget, fitHistory, type History, type NewestFirstPage } from "../llm/context.ts";
+import { requireUsableModel, resolveModel } from "../llm/models.ts";
+import type { ChatMessage, ChatProvider, ChatRequest } from "../llm/provider.ts";
+import { requireRole } from "../routes/access.ts";
 import { readableItem } from "./item-reference.ts";
+import { type CreateResponseInput, chatOptions } from "./request.ts";
+import type { ResponseObject, ResponseStore } from "./store.ts";
 
 export interface TurnDeps {
   provider: ChatProvider;

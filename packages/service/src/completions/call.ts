@@ -1,0 +1,94 @@
+import type { Logger, Principal } from "@gw/core";
+import type { Response } from "express";
+import { admitCall, type ModelCallDeps, recordUsage } from "../calls/model-call.ts";
+import { newCompletionId } from "../ids.ts";
+import { requireUsableModel, resolveModel } from "../llm/models.ts";
+import type { Completion } from "../llm/provider.ts";
+import { completionObject, storedMessages } from "./completion.ts";
+import { type CreateCompletionInput, chatRequestOf } from "./request.ts";
+import type { ChatCompletionObject, CompletionStore } from "./store.ts";
+import { type StreamedCompletion, streamCompletion } from "./stream.ts";
+
+export interface CompletionCallDeps extends ModelCallDeps {
+  logger: Logger;
+  completions: CompletionStore;
+}
+
+/** A chat completion checked and admitted: run it once, as JSON or as a stream of chunks. */
+export interface CompletionCall {
+  /** The model's answer as a `chat.completion`, stored with `store: true`, its usage recorded. */
+  answer(signal: AbortSignal): Promise<ChatCompletionObject>;
+  /** Streams the completion on `res` (see `streamCompletion`); it is stored before the last chunk. */
+  stream(signal: AbortSignal): Promise<void>;
+}
+
+/**
+ * One call of the model in OpenAI's Chat Completions shape, with the
+ * admission, model allowlist and usage of responses. With `store: true` the
+ * principal owns the new `chatcmpl-…` id as a `completion` resource and the
+ * completion is kept with its messages.
+ */
+export async function startCompletion(
+  deps: CompletionCallDeps,
+  res: Response,
+  principal: Principal,
+  input: CreateCompletionInput,
+): Promise<CompletionCall> {
+  deps.provider.assertConfigured();
+  const model = resolveModel(deps.provider, input.model);
+  requireUsableModel(principal, model);
+  const request = chatRequestOf(input, model);
+  const id = newCompletionId();
+  const created = Math.floor(Date.now() / 1000);
+  const call = await admitCall<ChatCompletionObject, StreamedCompletion>(deps, res, {
+    principal,
+    request,
+    owned: input.store ? { type: "completion", id } : undefined,
+    keep: async (completion) => {
+      const answer = completionObject(id, created, completion, input.metadata ?? {});
+      await keep(deps, principal, input, answer, completion, model);
+      return answer;
+    },
+  });
+  return {
+    answer: (signal) => call.answer(signal),
+    stream: (signal) =>
+      call.stream(() =>
+        streamCompletion(res, {
+          ...deps,
+          request,
+          id,
+          created,
+          includeUsage: input.stream_options?.include_usage === true,
+          signal,
+        }),
+      ),
+  };
+}
+
+/** Stores the completion (with `store: true`) and records its usage. */
+async function keep(
+  deps: CompletionCallDeps,
+  principal: Principal,
+  input: CreateCompletionInput,
+  answer: ChatCompletionObject,
+  completion: Completion,
+  requestedModel: string,
+): Promise<void> {
+  await Promise.all([
+    input.store
+      ? deps.completions.save(principal.org, answer, storedMessages(answer.id, input.messages))
+      : undefined,
+    recordUsage(
+      deps.usage,
+      principal,
+      answer.model,
+      {
+        input_tokens: answer.usage.prompt_tokens,
+        output_tokens: answer.usage.completion_tokens,
+        total_tokens: answer.usage.total_tokens,
+      },
+      { cachedTokens: completion.usageDetails.cachedTokens, pricedAs: requestedModel },
+    ),
+  ]);
+}

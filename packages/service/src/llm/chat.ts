@@ -1,0 +1,83 @@
+/** The model call in the service's own terms (what routes, budgets and usage see), whatever the wire. */
+
+/** A call of a function tool, as the model made it. */
+export interface ToolCall {
+  id: string;
+  name: string;
+  /** JSON text, as the model wrote it. */
+  arguments: string;
+}
+
+/**
+ * A chat message as the provider takes it. An assistant message may carry
+ * the tool calls it made (its `content` may then be empty); a `tool` message
+ * answers one of them.
+ */
+export interface ChatMessage {
+  role: "system" | "developer" | "user" | "assistant" | "tool";
+  content: string;
+  toolCalls?: ToolCall[] | undefined;
+  /** On a `tool` message: the call it answers. */
+  toolCallId?: string | undefined;
+}
+
+/** A function the model may call (chat-completions `tools[].function`). */
+export interface FunctionTool {
+  name: string;
+  description?: string | undefined;
+  parameters?: Record<string, unknown> | undefined;
+  strict?: boolean | undefined;
+}
+
+/** One call to the model, in chat-completions terms. Every field but `model` and `messages` is optional. */
+export interface ChatRequest {
+  model: string;
+  messages: ChatMessage[];
+  maxOutputTokens?: number | undefined;
+  temperature?: number | undefined;
+  topP?: number | undefined;
+  /** The caller's end-user id, passed on as chat-completions `user`. */
+  user?: string | undefined;
+  /** Chat-completions `response_format`, e.g. `{type: "json_schema", json_schema: {…}}`. */
+  responseFormat?: Record<string, unknown> | undefined;
+  verbosity?: "low" | "medium" | "high" | undefined;
+  /** Chat-completions `reasoning_effort`, for models that reason. */
+  reasoningEffort?: "none" | "minimal" | "low" | "medium" | "high" | "xhigh" | undefined;
+  tools?: FunctionTool[] | undefined;
+  toolChoice?: "none" | "auto" | "required" | { name: string } | undefined;
+  parallelToolCalls?: boolean | undefined;
+}
+
+export interface Usage {
+  input_tokens: number;
+  output_tokens: number;
+  total_tokens: number;
+}
+
+/** Why the model stopped: chat-completions `finish_reason`, or `unknown` when a provider gives none. */
+export type FinishReason = "stop" | "length" | "tool_calls" | "content_filter" | "unknown";
+
+export interface Completion {
+  text: string;
+  /** The function calls the model made, in order (none when it only answered). */
+  toolCalls: ToolCall[];
+  finishReason: FinishReason;
+  /** The model that actually answered, as the provider names it. */
+  model: string;
+  usage: Usage;
+  /** Cached input tokens and reasoning tokens, when the provider reports them. */
+  usageDetails: { cachedTokens: number; reasoningTokens: number };
+}
+
+/**
+ * A piece of a streamed tool call: the call's id and name (known from its
+ * first piece on) and the next fragment of its arguments. Text pieces are
+ * plain strings.
+ */
+export interface ToolCallDelta {
+  /** The call's position among the tool calls of this answer. */
+  index: number;
+  id: string;
+  name: string;
+  arguments: string;
+}

@@ -1,0 +1,102 @@
+import { type Logger, notFound, type Principal } from "@gw/core";
+import type { Response } from "express";
+import { admitCall, type ModelCallDeps, recordUsage } from "../calls/model-call.ts";
+import type { ConversationStore } from "../conversations/store.ts";
+import { newId } from "../ids.ts";
+import type { Item } from "../items/items.ts";
+import type { ContextBudget } from "../llm/context.ts";
+import type { Completion } from "../llm/provider.ts";
+import { prepareTurn } from "./prepare-turn.ts";
+import type { CreateResponseInput } from "./request.ts";
+import { draftResponse, outputOf, settle } from "./response.ts";
+import type { ResponseObject, ResponseStore } from "./store.ts";
+import { type StreamedTurn, streamTurn } from "./stream.ts";
+
+export interface ResponseTurnDeps extends ModelCallDeps {
+  logger: Logger;
+  conversations: ConversationStore;
+  responses: ResponseStore;
+  context: ContextBudget;
+}
+
+/** A turn checked and admitted: run it once, as JSON or as a stream of Responses events. */
+export interface ResponseTurn {
+  /** The model's answer as a response object, stored (unless `store` is false) with its usage recorded. */
+  answer(signal: AbortSignal): Promise<ResponseObject>;
+  /** Streams the turn on `res` (see `streamTurn`); the response is stored before `response.completed`. */
+  stream(signal: AbortSignal): Promise<void>;
+}
+
+/**
+ * One turn with the model. The principal owns the new `resp_…` id (unless
+ * `store` is false: then nothing is kept). Earlier context comes from a
+ * `conversation` (writer needed; the turn is appended to it) or from
+ * `previous_response_id` (reader needed, else 404 as for an unknown id): its
+ * newest items that fit the context budget. Token and spend budgets are
+ * reserved here, before the model is called, and settled once with what it
+ * used. Usage is recorded only for answered responses.
+ */
+export async function startTurn(
+  deps: ResponseTurnDeps,
+  res: Response,
+  principal: Principal,
+  input: CreateResponseInput,
+): Promise<ResponseTurn> {
+  deps.provider.assertConfigured();
+  const { model, turn, request } = await prepareTurn(deps, principal, input, "writer");
+  const response = draftResponse(input, newId("resp"), model);
+  const call = await admitCall<ResponseObject, StreamedTurn>(deps, res, {
+    principal,
+    request,
+    owned: input.store ? { type: "response", id: response.id } : undefined,
+    keep: async (completion, streamed) => {
+      settle(response, completion, streamed ? streamed.output : outputOf(completion));
+      await keep(deps, principal, response, input, turn, completion, model);
+      return response;
+    },
+  });
+  return {
+    answer: (signal) => call.answer(signal),
+    stream: (signal) => call.stream(() => streamTurn(res, { ...deps, response, request, signal })),
+  };
+}
+
+/** Stores the response (unless `store` is false), appends the turn to its conversation and records usage. */
+async function keep(
+  deps: ResponseTurnDeps,
+  principal: Principal,
+  response: ResponseObject,
+  input: CreateResponseInput,
+  turn: Item[],
+  completion: Completion,
+  requestedModel: string,
+): Promise<void> {
+  const conversation = input.conversation;
+  const items = [...turn, ...response.output];
+  await Promise.all([
+    // The response and the turn it adds to its conversation are stored together, or neither is.
+    input.store
+      ? deps.responses.save(
+          principal.org,
+          response,
+          turn,
+          conversation ? { conversations: deps.conversations, conversation, items } : undefined,
+        )
+      : conversation
+        ? deps.conversations.append(principal.org, conversation, items).then((appended) => {
+            if (!appended) throw notFound(`No conversation ${conversation}`);
+          })
+        : undefined,
+    recordUsage(
+      deps.usage,
+      principal,
+      response.model,
+      {
+        input_tokens: response.usage!.input_tokens,
+        output_tokens: response.usage!.output_tokens,
+        total_tokens: response.usage!.total_tokens,
+      },
+      { cachedTokens: completion.usageDetails.cachedTokens, pricedAs: requestedModel },
+    ),
+  ]);
+}

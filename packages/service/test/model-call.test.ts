@@ -1,0 +1,230 @@
+import { randomBytes } from "node:crypto";
+import {
+  BudgetWindows,
+  createMetrics,
+  createRedis,
+  type Limits,
+  type Principal,
+  type RedisClient,
+  RedisConsistencyTokens,
+  ResourceAuthorization,
+  SpiceDBClient,
+} from "@gw/core";
+import { startTestRedis, startTestSpiceDB } from "@gw/devstack/testing";
+import { type FakeLLM, startFakeLLM } from "@gw/e2e/llm-upstream";
+import type { Response } from "express";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { createBudgetMetrics } from "../src/budgets/budget-metrics.ts";
+import { admitCall, type ModelCallDeps, type StreamedCall } from "../src/calls/model-call.ts";
+import { ChatProvider, type ChatRequest, type Completion } from "../src/llm/provider.ts";
+import { UsageStore } from "../src/usage/store.ts";
+
+/**
+ * The model call on its own (calls/model-call.ts), without routes: real
+ * Redis (budgets, usage), the local SpiceDB (ownership) and the fake model
+ * provider. What each way out gives back: the reservation, the id, the usage.
+ */
+
+let teardown: () => Promise<void>;
+let deps: ModelCallDeps;
+let windows: BudgetWindows;
+let llm: FakeLLM;
+
+beforeAll(async () => {
+  const [redisServer, spicedb, fake] = await Promise.all([
+    startTestRedis(),
+    startTestSpiceDB(),
+    startFakeLLM(),
+  ]);
+  llm = fake;
+  const redis: RedisClient = createRedis(redisServer.url, { connectionName: "test" });
+  const client = new SpiceDBClient({
+    endpoint: spicedb.endpoint,
+    presharedKey: spicedb.presharedKey,
+    insecure: true,
+    deadlineMs: 2_000,
+  });
+  windows = new BudgetWindows(redis);
+  const logger = { info() {}, warn() {}, error() {}, debug() {} } as never;
+  deps = {
+    provider: new ChatProvider({
+      baseUrl: llm.baseUrl,
+      apiKey: "test",
+      defaultModel: "gpt-test",
+      allowedModels: undefined,
+      timeoutMs: 2_000,
+      maxResponseBytes: 1 << 20,
+      maxEventChars: 1 << 16,
+    }),
+    authorization: new ResourceAuthorization(client, new RedisConsistencyTokens(redis, 6_000)),
+    usage: new UsageStore(redis, new Map()),
+    budgets: {
+      windows,
+      prices: new Map(),
+      defaultMaxOutputTokens: 100,
+      metrics: createBudgetMetrics(createMetrics("test")),
+      logger,
+    },
+  };
+  teardown = async () => {
+    client.close();
+    redis.disconnect();
+    await Promise.all([redisServer.stop(), spicedb.close(), llm.close()]);
+  };
+});
+afterAll(() => teardown());
+
+const LIMITS: Limits = { tokens: { day: 10_000 } };
+
+/** A principal of a fresh organization and key, and an answer whose admission reads its limits. */
+function caller() {
+  const principal: Principal = {
+    org: `org-${randomBytes(4).toString("hex")}`,
+    user: "alice",
+    keyId: `key_${randomBytes(4).toString("hex")}`,
+    permissions: [],
+    credential: "api_key",
+    onBehalfOf: true,
+  };
+  const res = {
+    locals: { principal, admission: { limits: LIMITS, requestsCounted: true } },
+    req: { id: "req-1" },
+    setHeader() {},
+  } as unknown as Response;
+  return { principal, res };
+}
+
+const tokensUsed = async (principal: Principal) =>
+  (await windows.peek(principal.keyId, principal.user, LIMITS)).find((s) => s.unit === "tokens")!.used;
+const usageOf = async (principal: Principal) => {
+  const day = new Date().toISOString().slice(0, 10);
+  return (await deps.usage.query(principal.org, day, day)).totals;
+};
+const owns = (principal: Principal, id: string) =>
+  deps.authorization.check(principal, { type: "response", id }, "reader");
+
+/** Admits a call that will own `resp_…` and keeps nothing but a note (or fails keeping, if told to). */
+async function call(res: Response, principal: Principal, keep: (c: Completion) => Promise<string>) {
+  const id = `resp_${randomBytes(8).toString("hex")}`;
+  const request: ChatRequest = { model: "gpt-test", messages: [{ role: "user", content: "hello there" }] };
+  const admitted = await admitCall<string, StreamedCall>(deps, res, {
+    principal,
+    request,
+    owned: { type: "response", id },
+    keep,
+  });
+  return { id, request, admitted };
+}
+
+/** A stream writer without a client: what the provider streamed, and how the stream ended. */
+function collect(request: ChatRequest) {
+  const seen = { produced: "", ended: false, failed: undefined as unknown };
+  const start = async (): Promise<StreamedCall> => {
+    const pieces = deps.provider.stream(request, new AbortController().signal);
+    let step = await pieces.next(); // throws before the "first byte"
+    const end = () => {
+      seen.ended = true;
+    };
+    const fail = (err: unknown) => {
+      seen.failed = err;
+    };
+    try {
+      while (!step.done) {
+        seen.produced += typeof step.value === "string" ? step.value : step.value.arguments;
+        step = await pieces.next();
+      }
+      return { completion: step.value, end, fail };
+    } catch (err) {
+      fail(err);
+      return { partial: seen.produced, end, fail };
+    }
+  };
+  return { seen, start };
+}
+
+describe("a model call", () => {
+  it("answered: the budgets are settled with what the model used, the id is owned, the answer kept", async () => {
+    llm.mode = "ok";
+    const { principal, res } = caller();
+    const kept: Completion[] = [];
+    const { id, admitted } = await call(res, principal, async (c) => {
+      kept.push(c);
+      return "kept";
+    });
+    expect(await tokensUsed(principal)).toBeGreaterThan(100); // prompt + the default output cap reserved
+    expect(await admitted.answer(new AbortController().signal)).toBe("kept");
+    expect(kept).toHaveLength(1);
+    expect(await tokensUsed(principal)).toBe(kept[0]!.usage.input_tokens + kept[0]!.usage.output_tokens);
+    expect(await owns(principal, id)).toBe(true);
+  });
+
+  it("the provider failing: the reservation and the id are given back, nothing kept or recorded", async () => {
+    llm.mode = "fail";
+    const { principal, res } = caller();
+    let kept = 0;
+    const { id, admitted } = await call(res, principal, async () => String(++kept));
+    await expect(admitted.answer(new AbortController().signal)).rejects.toMatchObject({
+      code: "bad_gateway",
+    });
+    expect(kept).toBe(0);
+    expect(await tokensUsed(principal)).toBe(0);
+    expect(await owns(principal, id)).toBe(false);
+    expect((await usageOf(principal)).requests).toBe(0);
+  });
+
+  it("a stream failing before its first byte: thrown, with the reservation and the id given back", async () => {
+    llm.mode = "fail";
+    const { principal, res } = caller();
+    const { id, request, admitted } = await call(res, principal, async () => "kept");
+    const { seen, start } = collect(request);
+    await expect(admitted.stream(start)).rejects.toMatchObject({ code: "bad_gateway" });
+    expect(seen.ended).toBe(false);
+    expect(await tokensUsed(principal)).toBe(0);
+    expect(await owns(principal, id)).toBe(false);
+  });
+
+  it("a stream broken midway: what was produced is charged and recorded, the id given back", async () => {
+    llm.mode = "error-midstream";
+    const { principal, res } = caller();
+    let kept = 0;
+    const { id, request, admitted } = await call(res, principal, async () => String(++kept));
+    const { seen, start } = collect(request);
+    await admitted.stream(start);
+    expect(seen.produced).not.toBe("");
+    expect(seen.failed).toBeDefined();
+    expect(seen.ended).toBe(false);
+    expect(kept).toBe(0);
+    const usage = await usageOf(principal);
+    expect(usage.requests).toBe(1);
+    expect(usage.output_tokens).toBeGreaterThan(0);
+    expect(await tokensUsed(principal)).toBe(usage.input_tokens + usage.output_tokens);
+    expect(await owns(principal, id)).toBe(false);
+  });
+
+  it("a finished stream that cannot be kept: it ends with its error, the id is given back, the tokens stay charged", async () => {
+    llm.mode = "ok";
+    const { principal, res } = caller();
+    const storeDown = new Error("store down");
+    const { id, request, admitted } = await call(res, principal, async () => {
+      throw storeDown;
+    });
+    const { seen, start } = collect(request);
+    await admitted.stream(start);
+    expect(seen.failed).toBe(storeDown);
+    expect(seen.ended).toBe(false);
+    expect(await tokensUsed(principal)).toBeGreaterThan(0);
+    expect(await tokensUsed(principal)).toBeLessThan(100); // settled with the model's usage, not the reservation
+    expect(await owns(principal, id)).toBe(false);
+  });
+
+  it("a finished stream, kept: it ends normally and the id stays owned", async () => {
+    llm.mode = "ok";
+    const { principal, res } = caller();
+    const { id, request, admitted } = await call(res, principal, async () => "kept");
+    const { seen, start } = collect(request);
+    await admitted.stream(start);
+    expect(seen.ended).toBe(true);
+    expect(seen.failed).toBeUndefined();
+    expect(await owns(principal, id)).toBe(true);
+  });
+});
