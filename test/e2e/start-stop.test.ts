@@ -70,7 +70,7 @@ describe("pnpm start stops as one, whichever of its processes is told to", () =>
     const env = await freshEnv();
     stack = await startStack(env);
     const { runner, children } = await stackProcesses(stack);
-    expect(children).toHaveLength(4); // redis-server, spicedb-local, service, gateway
+    expect(children).toHaveLength(5); // redis-server, postgres, spicedb-local, service, gateway
 
     // The gateway listens on the loopback address only: 127.0.0.2 is loopback too, but not 127.0.0.1.
     expect(await accepts("127.0.0.1", Number(env.PORT))).toBe(true);
@@ -87,8 +87,13 @@ describe("pnpm start stops as one, whichever of its processes is told to", () =>
     expect(second.output).toContain(
       `port ${env.LOCAL_REDIS_PORT} (the local redis-server) is in use: set LOCAL_REDIS_PORT`,
     );
+    expect(second.output).toContain(
+      `port ${env.LOCAL_POSTGRES_PORT} (the local PostgreSQL) is in use: set LOCAL_POSTGRES_PORT`,
+    );
     expect(second.output).toContain(`port ${env.PORT} (the gateway) is in use: set PORT`);
-    expect(second.output).not.toMatch(/redis-server started|SpiceDB started|service started/);
+    expect(second.output).not.toMatch(
+      /redis-server started|PostgreSQL started|SpiceDB started|service started/,
+    );
 
     process.kill(stack.process.pid!, "SIGTERM");
     await stack.exited;
