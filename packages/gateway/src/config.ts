@@ -42,9 +42,9 @@ export const gatewayConfigSchema = z
     HOST: z.string().default("0.0.0.0"),
     /** pino log level. Default info. */
     LOG_LEVEL: env.logLevel(),
-    /** Redis for keys and counters. Unset: the local redis-server that `pnpm start` runs. */
+    /** Redis for API keys, rate-limit and budget counters, ZedTokens: `redis://` or `rediss://` for one server, `redis+cluster://[user:password@]host:port,host:port…` (`rediss+cluster://` for TLS) for a Redis Cluster, naming some of its nodes. Unset: the local redis-server that `pnpm start` runs (`redis://127.0.0.1:$LOCAL_REDIS_PORT`). */
     REDIS_URL: env.redisUrl(),
-    /** PostgreSQL for the platform's content (postgres://user:password@host:port/database). Unset: the local PostgreSQL that `pnpm start` runs. */
+    /** PostgreSQL for the audit trail: `postgres://user:password@host:port/database` (the server SpiceDB uses may serve it, from a database and user of its own); missing migrations (`packages/core/migrations`) are applied at start under an advisory lock. Unset: the local PostgreSQL that `pnpm start` runs (`postgres://gateway@127.0.0.1:$LOCAL_POSTGRES_PORT/gateway`). */
     DATABASE_URL: env.databaseUrl(),
     /** Deadline of one Redis command, in milliseconds. Default 2000. */
     REDIS_COMMAND_TIMEOUT_MS: env.positiveInt(2_000),

@@ -21,9 +21,9 @@ export const serviceConfigSchema = z
     HOST: z.string().default("127.0.0.1"),
     /** pino log level. Default info. */
     LOG_LEVEL: env.logLevel(),
-    /** Redis for service records. Unset: the local redis-server that `pnpm start` runs. */
+    /** Redis for usage counters, budgets, ZedTokens, locks and the BullMQ eval queue: `redis://` or `rediss://` for one server, `redis+cluster://[user:password@]host:port,host:port…` (`rediss+cluster://` for TLS) for a Redis Cluster, naming some of its nodes. Unset: the local redis-server that `pnpm start` runs (`redis://127.0.0.1:$LOCAL_REDIS_PORT`). */
     REDIS_URL: env.redisUrl(),
-    /** PostgreSQL for the platform's content (postgres://user:password@host:port/database). Unset: the local PostgreSQL that `pnpm start` runs. */
+    /** PostgreSQL for conversations, responses, chat completions, eval records, sandbox records: `postgres://user:password@host:port/database` (the server SpiceDB uses may serve it, from a database and user of its own); missing migrations (`packages/core/migrations`) are applied at start under an advisory lock. Unset: the local PostgreSQL that `pnpm start` runs (`postgres://gateway@127.0.0.1:$LOCAL_POSTGRES_PORT/gateway`). */
     DATABASE_URL: env.databaseUrl(),
     /** How long a stored response (with its input items) or stored chat completion (with its messages) is kept, with a unit (30d, 12h, 5s). Default 30d. */
     RESPONSE_RETENTION: env.duration("30d"),
