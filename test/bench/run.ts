@@ -3,6 +3,7 @@
  * ratios. Nothing here is asserted; numbers depend on the machine's load.
  */
 
+import { execFile } from "node:child_process";
 import { mkdtemp, readdir, rm, stat } from "node:fs/promises";
 import { createConnection, createServer, type Socket } from "node:net";
 import { loadavg, tmpdir } from "node:os";
@@ -198,6 +199,7 @@ try {
   await spicedb.close();
 
   await benchPersistence();
+  await benchContentStore();
 } finally {
   redis.disconnect();
   plain.disconnect();
@@ -211,6 +213,29 @@ async function writeReport(): Promise<never> {
   await md.write(output, startedAt, loadBefore);
   console.log(`\nwrote ${output}`);
   process.exit(0);
+}
+
+/**
+ * 5. Stored responses through the whole path (test/bench/content-store.ts, in
+ * its own process): what Redis keeps as content grows, PostgreSQL's bytes per
+ * response, latencies, the retention sweep. `BENCH_CONTENT_RESPONSES`
+ * responses (default 10000).
+ */
+async function benchContentStore(): Promise<void> {
+  const total = Number(process.env.BENCH_CONTENT_RESPONSES ?? 10_000);
+  const output = await new Promise<string>((resolve, reject) =>
+    execFile(
+      process.execPath,
+      [join(REPO_ROOT, "test/bench/content-store.ts"), String(total)],
+      { cwd: REPO_ROOT, maxBuffer: 1 << 20 },
+      (err, stdout) => (err ? reject(err) : resolve(stdout)),
+    ),
+  );
+  md.section(
+    "Stored responses: Redis and PostgreSQL",
+    `${total} short responses created through the gateway (8 at a time), then read, then swept by retention. Redis keeps no content: what it gains per response is the response's ZedToken (kept a day for read-after-write consistency and the decision cache).`,
+  );
+  for (const line of output.trim().split("\n")) md.line(`- ${line}`);
 }
 
 /** 4. The local SpiceDB's data directory: what storing costs writes, and how long a start replays. */
