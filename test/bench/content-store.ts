@@ -71,6 +71,8 @@ const gateway = await startGateway(
     PORT: "0",
     HOST: "127.0.0.1",
     SERVICE_URL: service.url,
+    // The audit trail.
+    DATABASE_URL: postgres.url,
     JWT_SIGNING_KEYS: JSON.stringify({ keys: [await generateSigningJwk()] }),
     ...common,
   }),

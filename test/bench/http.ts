@@ -17,7 +17,7 @@ import {
   startNodeProcess,
   startSpiceDBLocalProcess,
 } from "@gw/devstack";
-import { startTestRedis, type TestRedis } from "@gw/devstack/testing";
+import { startTestPostgres, startTestRedis, type TestRedis } from "@gw/devstack/testing";
 import { ApiKeyStore } from "@gw/gateway";
 import autocannon from "autocannon";
 
@@ -142,7 +142,7 @@ export interface Stack {
 
 /** Redis, the local SpiceDB, `gateways` gateway processes and the bare app, each its own process. */
 export async function startStack(gateways = 1): Promise<Stack> {
-  const redis = await startTestRedis();
+  const [redis, postgres] = await Promise.all([startTestRedis(), startTestPostgres()]);
   const dataDir = await mkdtemp(join(tmpdir(), "gw-bench-"));
   const spicedbPort = await freePort();
   const spicedb = await startSpiceDBLocalProcess({
@@ -153,6 +153,8 @@ export async function startStack(gateways = 1): Promise<Stack> {
     PATH: process.env.PATH,
     HOST: "127.0.0.1",
     REDIS_URL: redis.url,
+    // The audit trail (the gateway applies its migrations at start).
+    DATABASE_URL: postgres.url,
     SPICEDB_LOCAL_PORT: String(spicedbPort),
     GATEWAY_PUBLIC_URL: "http://gateway.bench",
     INTERNAL_ASSERTION_SECRET: randomBytes(32).toString("hex"),
@@ -204,7 +206,7 @@ export async function startStack(gateways = 1): Promise<Stack> {
     token,
     async close() {
       await Promise.all([...started.map((g) => g.stop()), bare.stop(), spicedb.stop()]);
-      await redis.stop();
+      await Promise.all([redis.stop(), postgres.stop()]);
     },
   };
 }
