@@ -8,12 +8,11 @@
  */
 import { randomBytes } from "node:crypto";
 import { createLogger, createPostgres, createRedis, loadConfig } from "@gw/core";
-import { spicedbEnv, startTestRedis, startTestSpiceDB } from "@gw/devstack/testing";
 import { ApiKeyStore, gatewayConfigSchema, generateSigningJwk, startGateway } from "@gw/gateway";
-import { startTestPostgres } from "../../packages/devstack/src/postgres-global-setup.ts";
+import { spicedbEnv, startTestPostgres, startTestRedis, startTestSpiceDB } from "@gw/test-kit";
+import { startFakeLLM } from "@gw/test-kit/llm-upstream";
 import { serviceConfigSchema } from "../../packages/service/src/config.ts";
 import { startService } from "../../packages/service/src/server.ts";
-import { startFakeLLM } from "../llm-upstream/upstream.ts";
 
 const TOTAL = Number(process.argv[2] ?? 10_000);
 const CONCURRENCY = 8;

@@ -17,8 +17,8 @@ import {
   startNodeProcess,
   startSpiceDBLocalProcess,
 } from "@gw/devstack";
-import { startTestRedis, type TestRedis } from "@gw/devstack/testing";
 import { ApiKeyStore } from "@gw/gateway";
+import { startTestRedis, type TestRedis } from "@gw/test-kit";
 import autocannon from "autocannon";
 
 export interface Sample {

@@ -4,8 +4,8 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { createRedis, LATENCY_BUCKETS } from "@gw/core";
 import { freePort, prometheusInstalled, REPO_ROOT } from "@gw/devstack";
-import { type FakeLLM, startFakeLLM } from "@gw/e2e/llm-upstream";
 import { ApiKeyStore } from "@gw/gateway";
+import { type FakeLLM, startFakeLLM } from "@gw/test-kit/llm-upstream";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { userPath } from "./pnpm-start.ts";
 

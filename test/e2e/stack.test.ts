@@ -15,9 +15,9 @@ import {
   v1,
 } from "@gw/core";
 import { REPO_ROOT } from "@gw/devstack";
-import { bareRepositories, git } from "@gw/e2e/git-remote";
-import { type FakeLLM, startFakeLLM } from "@gw/e2e/llm-upstream";
 import { ApiKeyStore, type CreateApiKeyInput } from "@gw/gateway";
+import { bareRepositories, git } from "@gw/test-kit/git-remote";
+import { type FakeLLM, startFakeLLM } from "@gw/test-kit/llm-upstream";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { agentsSdkCases } from "./agents-sdk.ts";
 import { aiSdkCases } from "./ai-sdk.ts";

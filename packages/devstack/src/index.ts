@@ -1,6 +1,12 @@
 export { freePort } from "./free-port.ts";
 export { REPO_ROOT, type RunningNodeProcess, startNodeProcess } from "./node-process.ts";
-export { postgresBinDir, type RunningPostgres, startPostgresServer } from "./postgres-server.ts";
+export {
+  ensureDatabase,
+  localServerUrl,
+  postgresBinDir,
+  type RunningPostgres,
+  startPostgresServer,
+} from "./postgres-server.ts";
 export { prometheusInstalled, type RunningPrometheus, startPrometheus } from "./prometheus.ts";
 export { type RunningRedis, startRedisServer, stopProcess } from "./redis-server.ts";
 export { startSpiceDBLocalProcess } from "./spicedb-process.ts";

@@ -1,5 +1,5 @@
 import { createPostgres, type Postgres, parseDuration } from "@gw/core";
-import { useTestDatabase } from "@gw/devstack/testing";
+import { useTestDatabase } from "@gw/test-kit";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type AuditIntent, AuditLog } from "../src/audit/audit-log.ts";
 

@@ -13,7 +13,7 @@ import {
   startTestRedisOf,
   startTestSpiceDB,
   type TestRedisStore,
-} from "@gw/devstack/testing";
+} from "@gw/test-kit";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ApiKeyStore } from "../src/api-keys/store.ts";
 import { FORBIDDEN_BODY } from "./authorization-helpers.ts";

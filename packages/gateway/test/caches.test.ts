@@ -1,5 +1,5 @@
 import { createLogger, createRedis, DEFAULT_PERMISSIONS, Lru, ManualClock, type RedisClient } from "@gw/core";
-import { startTestRedis } from "@gw/devstack/testing";
+import { startTestRedis } from "@gw/test-kit";
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from "vitest";
 import { CachedApiKeyLookup } from "../src/api-keys/lookup.ts";
 import { ApiKeyStore } from "../src/api-keys/store.ts";

@@ -6,8 +6,8 @@ import {
   SpiceDBClient,
   v1,
 } from "@gw/core";
-import { REDIS_TOPOLOGIES, useTestRedis } from "@gw/devstack/testing";
 import { type RunningSpiceDBLocal, startSpiceDBLocal } from "@gw/spicedb-local";
+import { REDIS_TOPOLOGIES, useTestRedis } from "@gw/test-kit";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 
 /** What consistency each CheckPermission asked SpiceDB for, as the server received it. */

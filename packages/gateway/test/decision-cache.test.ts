@@ -9,8 +9,8 @@ import {
   ResourceAuthorization,
   SpiceDBClient,
 } from "@gw/core";
-import { REDIS_TOPOLOGIES, useTestRedis } from "@gw/devstack/testing";
 import { type RunningSpiceDBLocal, startSpiceDBLocal } from "@gw/spicedb-local";
+import { REDIS_TOPOLOGIES, useTestRedis } from "@gw/test-kit";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 
 /** CheckPermission calls the SpiceDB server received: a decision served from the cache adds none. */

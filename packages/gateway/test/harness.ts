@@ -9,7 +9,7 @@ import {
   type TestDatabase,
   type TestRedisStore,
   useTestDatabase,
-} from "@gw/devstack/testing";
+} from "@gw/test-kit";
 import type { JWK } from "jose";
 import { afterAll, beforeAll } from "vitest";
 import type { CreateApiKeyInput } from "../src/api-keys/schema.ts";

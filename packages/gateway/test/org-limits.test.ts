@@ -1,5 +1,5 @@
 import { createRedis, ManualClock } from "@gw/core";
-import { startTestRedis } from "@gw/devstack/testing";
+import { startTestRedis } from "@gw/test-kit";
 import { describe, expect, it } from "vitest";
 import { OrgLimitsStore } from "../src/api-keys/org-limits.ts";
 

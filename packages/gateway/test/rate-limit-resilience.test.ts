@@ -1,4 +1,4 @@
-import { type RunningNodeProcess, startGatewayProcess, startTestRedis } from "@gw/devstack/testing";
+import { type RunningNodeProcess, startGatewayProcess, startTestRedis } from "@gw/test-kit";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { freshOrg, useGateway } from "./harness.ts";
 import { tally } from "./tally.ts";

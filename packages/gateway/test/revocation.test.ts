@@ -5,7 +5,7 @@ import {
   startGatewayProcess,
   startTestRedisOf,
   type TestRedisStore,
-} from "@gw/devstack/testing";
+} from "@gw/test-kit";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ApiKeyStore } from "../src/api-keys/store.ts";
 import { freshOrg } from "./harness.ts";

@@ -7,7 +7,7 @@ import {
   createMetrics,
   type Principal,
 } from "@gw/core";
-import { REDIS_TOPOLOGIES, useTestRedis } from "@gw/devstack/testing";
+import { REDIS_TOPOLOGIES, useTestRedis } from "@gw/test-kit";
 import type { Response } from "express";
 import { describe, expect, it } from "vitest";
 import { admitModelCall, type BudgetDeps } from "../src/budgets/admit-model-call.ts";

@@ -8,13 +8,8 @@ import {
   type RedisClient,
   RedisUnavailable,
 } from "@gw/core";
-import {
-  REDIS_TOPOLOGIES,
-  startTestRedisOf,
-  type TestRedisStore,
-  useTestDatabase,
-} from "@gw/devstack/testing";
-import { type FakeLLM, startFakeLLM } from "@gw/e2e/llm-upstream";
+import { REDIS_TOPOLOGIES, startTestRedisOf, type TestRedisStore, useTestDatabase } from "@gw/test-kit";
+import { type FakeLLM, startFakeLLM } from "@gw/test-kit/llm-upstream";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { createEvalMetrics } from "../src/evals/metrics.ts";
 import { bullConnection, EvalQueue } from "../src/evals/queue.ts";

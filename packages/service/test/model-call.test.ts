@@ -10,8 +10,8 @@ import {
   ResourceAuthorization,
   SpiceDBClient,
 } from "@gw/core";
-import { startTestRedis, startTestSpiceDB } from "@gw/devstack/testing";
-import { type FakeLLM, startFakeLLM } from "@gw/e2e/llm-upstream";
+import { startTestRedis, startTestSpiceDB } from "@gw/test-kit";
+import { type FakeLLM, startFakeLLM } from "@gw/test-kit/llm-upstream";
 import type { Response } from "express";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createBudgetMetrics } from "../src/budgets/budget-metrics.ts";

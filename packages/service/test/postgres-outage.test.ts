@@ -8,8 +8,8 @@ import {
   startTestSpiceDB,
   type TestPostgres,
   type TestRedis,
-} from "@gw/devstack/testing";
-import { type FakeLLM, startFakeLLM } from "@gw/e2e/llm-upstream";
+} from "@gw/test-kit";
+import { type FakeLLM, startFakeLLM } from "@gw/test-kit/llm-upstream";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { RunningService } from "../src/server.ts";
 import { expectStoreUnavailable, sendAsGateway, startLoggedService } from "./as-gateway.ts";

@@ -12,8 +12,8 @@ import {
   type Principal,
   type RedisClient,
 } from "@gw/core";
-import { startTestRedis, type TestRedis, useTestDatabase } from "@gw/devstack/testing";
-import { type BareRepositories, bareRepositories } from "@gw/e2e/git-remote";
+import { startTestRedis, type TestRedis, useTestDatabase } from "@gw/test-kit";
+import { type BareRepositories, bareRepositories } from "@gw/test-kit/git-remote";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import type { SandboxOptions } from "../src/sandbox/config.ts";
 import { Sandbox, type SandboxHooks, StaleAssignment } from "../src/sandbox/sandbox.ts";

@@ -4,7 +4,7 @@ import { chmod, mkdir, readFile, rename, rm, stat, symlink, writeFile } from "no
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { createPostgres } from "@gw/core";
-import { type BareRepositories, bareRepositories, git } from "@gw/e2e/git-remote";
+import { type BareRepositories, bareRepositories, git } from "@gw/test-kit/git-remote";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { useStack } from "./stack.ts";
 

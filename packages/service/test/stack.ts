@@ -14,6 +14,13 @@ import {
   type RouteTemplate,
 } from "@gw/core";
 import {
+  ApiKeyStore,
+  type CreateApiKeyInput,
+  gatewayConfigSchema,
+  generateSigningJwk,
+  startGateway,
+} from "@gw/gateway";
+import {
   capturingLogger,
   type RedisTopology,
   spicedbEnv,
@@ -22,15 +29,8 @@ import {
   type TestDatabase,
   type TestRedisStore,
   useTestDatabase,
-} from "@gw/devstack/testing";
-import { type FakeLLM, startFakeLLM } from "@gw/e2e/llm-upstream";
-import {
-  ApiKeyStore,
-  type CreateApiKeyInput,
-  gatewayConfigSchema,
-  generateSigningJwk,
-  startGateway,
-} from "@gw/gateway";
+} from "@gw/test-kit";
+import { type FakeLLM, startFakeLLM } from "@gw/test-kit/llm-upstream";
 import { afterAll, beforeAll, expect } from "vitest";
 import { serviceConfigSchema } from "../src/config.ts";
 import type { SweepReport } from "../src/retention/sweeper.ts";

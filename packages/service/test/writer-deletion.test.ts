@@ -10,7 +10,7 @@ import {
   SpiceDBClient,
   WriterDeletion,
 } from "@gw/core";
-import { startTestRedis, startTestSpiceDB } from "@gw/devstack/testing";
+import { startTestRedis, startTestSpiceDB } from "@gw/test-kit";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 
 let teardown: () => Promise<void>;

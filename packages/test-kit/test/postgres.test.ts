@@ -12,10 +12,10 @@ import {
   postgresReady,
   RedisUnavailable,
 } from "@gw/core";
+import { freePort } from "@gw/devstack";
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { freePort } from "../src/free-port.ts";
-import { useTestDatabase } from "../src/testing.ts";
+import { useTestDatabase } from "../src/index.ts";
 
 describe("migrate", () => {
   const database = useTestDatabase({ migrated: false });
