@@ -12,6 +12,13 @@ import { readdir, readFile } from "node:fs/promises";
 import { resolve } from "node:path";
 import { promisify } from "node:util";
 import { createMetrics, v1 } from "@gw/core";
+import {
+  devstackConfigSchema,
+  freePort,
+  PROMETHEUS_CONFIG,
+  prometheusInstalled,
+  REPO_ROOT,
+} from "@gw/devstack";
 import { createGatewayMetrics, gatewayConfigSchema } from "@gw/gateway";
 import {
   createBudgetMetrics,
@@ -30,13 +37,9 @@ import {
   yamlDocuments,
 } from "./check-deploy.ts";
 import { brokenDocLinks } from "./check-docs.ts";
-import { devstackConfigSchema } from "./config.ts";
 import { configurationDocProblems } from "./config-docs.ts";
 import { CONFIG_SECTIONS } from "./config-sections.ts";
-import { freePort } from "./free-port.ts";
-import { REPO_ROOT } from "./node-process.ts";
 import { committedOpenApiProblems } from "./openapi.ts";
-import { PROMETHEUS_CONFIG, prometheusInstalled } from "./prometheus.ts";
 
 const execFileAsync = promisify(execFile);
 
