@@ -7,7 +7,10 @@
  * sweep's deletion rate. Nothing is asserted; numbers depend on the machine.
  */
 import { randomBytes } from "node:crypto";
-import { createLogger, createPostgres, createRedis, loadConfig } from "@gw/core";
+import { loadConfig } from "@gw/core/config";
+import { createLogger } from "@gw/core/logger";
+import { createPostgres } from "@gw/core/postgres";
+import { createRedis } from "@gw/core/redis";
 import { ApiKeyStore, gatewayConfigSchema, generateSigningJwk, startGateway } from "@gw/gateway";
 import { spicedbEnv, startTestPostgres, startTestRedis, startTestSpiceDB } from "@gw/test-kit";
 import { startFakeLLM } from "@gw/test-kit/llm-upstream";

@@ -6,14 +6,14 @@ import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { promisify } from "node:util";
 import {
-  createRedis,
   DEFAULT_LOCAL_PRESHARED_KEY,
-  type Principal,
   RedisConsistencyTokens,
   ResourceAuthorization,
   SpiceDBClient,
   v1,
-} from "@gw/core";
+} from "@gw/core/authz";
+import type { Principal } from "@gw/core/principal";
+import { createRedis } from "@gw/core/redis";
 import { REPO_ROOT } from "@gw/devstack";
 import { ApiKeyStore, type CreateApiKeyInput } from "@gw/gateway";
 import { bareRepositories, git } from "@gw/test-kit/git-remote";

@@ -11,7 +11,8 @@ import { execFile } from "node:child_process";
 import { readdir, readFile } from "node:fs/promises";
 import { resolve } from "node:path";
 import { promisify } from "node:util";
-import { createMetrics, v1 } from "@gw/core";
+import { v1 } from "@gw/core/authz";
+import { createMetrics } from "@gw/core/metrics";
 import {
   devstackConfigSchema,
   freePort,

@@ -10,7 +10,7 @@
 import { readFile, writeFile } from "node:fs/promises";
 import { resolve } from "node:path";
 import SwaggerParser from "@apidevtools/swagger-parser";
-import { buildOpenApiDocument, type JsonSchema } from "@gw/core";
+import { buildOpenApiDocument, type JsonSchema } from "@gw/core/openapi";
 import { REPO_ROOT } from "@gw/devstack";
 import { GATEWAY_OPERATIONS } from "@gw/gateway";
 import { SERVICE_OPERATIONS } from "@gw/service";

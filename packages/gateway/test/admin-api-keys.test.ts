@@ -1,4 +1,4 @@
-import { DEFAULT_PERMISSIONS } from "@gw/core";
+import { DEFAULT_PERMISSIONS } from "@gw/core/permissions";
 import { REDIS_TOPOLOGIES } from "@gw/test-kit";
 import { describe, expect, it } from "vitest";
 import { freshOrg, useGateway } from "./harness.ts";

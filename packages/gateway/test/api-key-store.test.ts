@@ -1,4 +1,5 @@
-import { AppError, type RedisClient } from "@gw/core";
+import { AppError } from "@gw/core/errors";
+import type { RedisClient } from "@gw/core/redis";
 import { REDIS_TOPOLOGIES, useTestRedis } from "@gw/test-kit";
 import { describe, expect, it } from "vitest";
 import { generateSecret } from "../src/api-keys/secret.ts";

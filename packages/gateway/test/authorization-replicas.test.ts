@@ -1,10 +1,6 @@
-import {
-  createRedis,
-  type Principal,
-  RedisConsistencyTokens,
-  ResourceAuthorization,
-  SpiceDBClient,
-} from "@gw/core";
+import { RedisConsistencyTokens, ResourceAuthorization, SpiceDBClient } from "@gw/core/authz";
+import type { Principal } from "@gw/core/principal";
+import { createRedis } from "@gw/core/redis";
 import {
   REDIS_TOPOLOGIES,
   type RunningNodeProcess,

@@ -1,4 +1,4 @@
-import { createLogger } from "@gw/core";
+import { createLogger } from "@gw/core/logger";
 import { REDIS_TOPOLOGIES } from "@gw/test-kit";
 import { describe, expect, it, vi } from "vitest";
 import { ensureBootstrapAdminKey } from "../src/api-keys/bootstrap.ts";

@@ -1,5 +1,7 @@
 import { randomBytes } from "node:crypto";
-import { createLogger, createRedis, type RedisClient, type ResourceAuthorization } from "@gw/core";
+import type { ResourceAuthorization } from "@gw/core/authz";
+import { createLogger } from "@gw/core/logger";
+import { createRedis, type RedisClient } from "@gw/core/redis";
 import {
   type RedisTopology,
   spicedbEnv,

@@ -1,4 +1,6 @@
-import { createLogger, createRedis, ManualClock, type RedisClient } from "@gw/core";
+import { ManualClock } from "@gw/core/clock";
+import { createLogger } from "@gw/core/logger";
+import { createRedis, type RedisClient } from "@gw/core/redis";
 import { monitorCommands, REDIS_TOPOLOGIES, startTestRedisOf, type TestRedisStore } from "@gw/test-kit";
 import type { Cluster, Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";

@@ -1,4 +1,4 @@
-import type { Limits } from "@gw/core";
+import type { Limits } from "@gw/core/limits";
 import { REDIS_TOPOLOGIES } from "@gw/test-kit";
 import { describe, expect, it } from "vitest";
 import { RedisWindows } from "../src/rate-limit/redis-windows.ts";

@@ -1,4 +1,4 @@
-import { createRedis } from "@gw/core";
+import { createRedis } from "@gw/core/redis";
 import {
   REDIS_TOPOLOGIES,
   type RunningNodeProcess,

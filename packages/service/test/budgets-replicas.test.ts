@@ -1,5 +1,8 @@
 import { randomBytes } from "node:crypto";
-import { BudgetWindows, createLogger, createRedis, loadConfig, type RedisClient } from "@gw/core";
+import { BudgetWindows } from "@gw/core/budget-windows";
+import { loadConfig } from "@gw/core/config";
+import { createLogger } from "@gw/core/logger";
+import { createRedis, type RedisClient } from "@gw/core/redis";
 import { ApiKeyStore, gatewayConfigSchema, generateSigningJwk, startGateway } from "@gw/gateway";
 import {
   REDIS_TOPOLOGIES,

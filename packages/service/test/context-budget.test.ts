@@ -1,4 +1,4 @@
-import type { Postgres } from "@gw/core";
+import type { Postgres } from "@gw/core/postgres";
 import { REDIS_TOPOLOGIES } from "@gw/test-kit";
 import { describe, expect, it } from "vitest";
 import { ConversationStore } from "../src/conversations/store.ts";

@@ -1,4 +1,4 @@
-import type { Permission } from "@gw/core";
+import type { Permission } from "@gw/core/permissions";
 import { PROVIDER_SECRETS } from "@gw/test-kit/llm-upstream";
 import { describe, expect, it } from "vitest";
 import { evalClient, finished } from "./evals-client.ts";

@@ -1,4 +1,4 @@
-import { createPostgres } from "@gw/core";
+import { createPostgres } from "@gw/core/postgres";
 import { REDIS_TOPOLOGIES, scanKeys } from "@gw/test-kit";
 import { Queue } from "bullmq";
 import { CronExpressionParser } from "cron-parser";

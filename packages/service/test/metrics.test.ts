@@ -1,4 +1,4 @@
-import { SERVICE_ROUTES } from "@gw/core";
+import { SERVICE_ROUTES } from "@gw/core/http";
 import type { UpstreamMode } from "@gw/test-kit/llm-upstream";
 import { describe, expect, it, vi } from "vitest";
 import { useStack } from "./stack.ts";

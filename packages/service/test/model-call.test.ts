@@ -1,15 +1,10 @@
 import { randomBytes } from "node:crypto";
-import {
-  BudgetWindows,
-  createMetrics,
-  createRedis,
-  type Limits,
-  type Principal,
-  type RedisClient,
-  RedisConsistencyTokens,
-  ResourceAuthorization,
-  SpiceDBClient,
-} from "@gw/core";
+import { RedisConsistencyTokens, ResourceAuthorization, SpiceDBClient } from "@gw/core/authz";
+import { BudgetWindows } from "@gw/core/budget-windows";
+import type { Limits } from "@gw/core/limits";
+import { createMetrics } from "@gw/core/metrics";
+import type { Principal } from "@gw/core/principal";
+import { createRedis, type RedisClient } from "@gw/core/redis";
 import { startTestRedis, startTestSpiceDB } from "@gw/test-kit";
 import { type FakeLLM, startFakeLLM } from "@gw/test-kit/llm-upstream";
 import type { Response } from "express";

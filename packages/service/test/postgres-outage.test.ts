@@ -1,5 +1,6 @@
 import { randomBytes } from "node:crypto";
-import type { InternalAssertions, Principal } from "@gw/core";
+import type { InternalAssertions } from "@gw/core/internal-assertion";
+import type { Principal } from "@gw/core/principal";
 import {
   readRelationshipLines,
   spicedbEnv,

@@ -1,5 +1,7 @@
 import { randomBytes } from "node:crypto";
-import { createRedis, type InternalAssertions, type Principal } from "@gw/core";
+import type { InternalAssertions } from "@gw/core/internal-assertion";
+import type { Principal } from "@gw/core/principal";
+import { createRedis } from "@gw/core/redis";
 import { spicedbEnv, startTestRedis, startTestSpiceDB, type TestRedis, useTestDatabase } from "@gw/test-kit";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { RunningService } from "../src/server.ts";

@@ -1,4 +1,4 @@
-import { scopedId } from "@gw/core";
+import { scopedId } from "@gw/core/authz";
 import { readRelationshipLines } from "@gw/test-kit";
 import pg from "pg";
 import { describe, expect, it } from "vitest";

@@ -2,17 +2,12 @@ import { randomBytes } from "node:crypto";
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import {
-  createLogger,
-  createPostgres,
-  createRedis,
-  ERROR_CATALOGUE,
-  type ErrorCode,
-  loadConfig,
-  type Postgres,
-  type RedisClient,
-  type RouteTemplate,
-} from "@gw/core";
+import { loadConfig } from "@gw/core/config";
+import { ERROR_CATALOGUE, type ErrorCode } from "@gw/core/errors";
+import type { RouteTemplate } from "@gw/core/http";
+import { createLogger } from "@gw/core/logger";
+import { createPostgres, type Postgres } from "@gw/core/postgres";
+import { createRedis, type RedisClient } from "@gw/core/redis";
 import {
   ApiKeyStore,
   type CreateApiKeyInput,

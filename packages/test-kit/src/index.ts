@@ -6,7 +6,9 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Writable } from "node:stream";
 import { promisify } from "node:util";
-import { createLogger, createRedis, type Logger, type RedisClient, v1 } from "@gw/core";
+import { v1 } from "@gw/core/authz";
+import { createLogger, type Logger } from "@gw/core/logger";
+import { createRedis, type RedisClient } from "@gw/core/redis";
 import {
   freePort,
   localServerUrl,

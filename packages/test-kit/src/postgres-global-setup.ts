@@ -8,7 +8,7 @@
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { migrate } from "@gw/core";
+import { migrate } from "@gw/core/postgres";
 import { ensureDatabase, freePort, type RunningPostgres, startPostgresServer } from "@gw/devstack";
 import type { TestProject } from "vitest/node";
 

@@ -8,7 +8,7 @@ import {
   type RedisClient,
   type RedisCommandObserver,
   RedisUnavailable,
-} from "@gw/core";
+} from "@gw/core/redis";
 import { startRedisServer } from "@gw/devstack";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import {
