@@ -41,6 +41,7 @@ import { brokenDocLinks } from "./check-docs.ts";
 import { configurationDocProblems } from "./config-docs.ts";
 import { CONFIG_SECTIONS } from "./config-sections.ts";
 import { committedOpenApiProblems } from "./openapi.ts";
+import { packageGraphProblems } from "./package-graph.ts";
 
 const execFileAsync = promisify(execFile);
 
@@ -275,6 +276,7 @@ export async function checkRepository(root = REPO_ROOT): Promise<{ problems: str
   const problems = [
     ...(await configurationDocProblems(CONFIG_SECTIONS, root)),
     ...(await brokenDocLinks(root)),
+    ...(await packageGraphProblems(root)),
   ];
   for (const path of DEPLOY_FILES) {
     const text = await read(path);
