@@ -9,7 +9,7 @@ export default defineConfig({
     // Each file starts its own redis-server (and later SpiceDB); two at a time suits these 2-core machines.
     maxWorkers: 2,
     // One PostgreSQL for the whole run; each file gets its own database on it (`useTestDatabase`).
-    globalSetup: ["packages/devstack/src/postgres-global-setup.ts"],
+    globalSetup: ["packages/test-kit/src/postgres-global-setup.ts"],
     reporters: ["default", "./test/summary-reporter.ts"],
   },
 });

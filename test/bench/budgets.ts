@@ -2,7 +2,9 @@
  * What a model call's admission costs with token and spend budgets, beside
  * one with request windows only: the same Redis, the same concurrency.
  */
-import { BudgetWindows, type Limits, type RedisClient } from "@gw/core";
+import { BudgetWindows } from "@gw/core/budget-windows";
+import type { Limits } from "@gw/core/limits";
+import type { RedisClient } from "@gw/core/redis";
 import { RedisWindows } from "../../packages/gateway/src/rate-limit/redis-windows.ts";
 import { countPromptTokens } from "../../packages/service/src/llm/tokens.ts";
 import type { Report } from "./report.ts";

@@ -4,7 +4,9 @@
  * it (a gateway with `DECISION_CACHE_SIZE=0`), at each size; and the cache's
  * hit rate under a mix of many reads and a few grants.
  */
-import { createRedis, DEFAULT_PERMISSIONS, v1 } from "@gw/core";
+import { v1 } from "@gw/core/authz";
+import { DEFAULT_PERMISSIONS } from "@gw/core/permissions";
+import { createRedis } from "@gw/core/redis";
 import type { RunningNodeProcess } from "@gw/devstack";
 import { ApiKeyStore } from "@gw/gateway";
 import { directClient, load, type Sample, type Stack } from "./http.ts";

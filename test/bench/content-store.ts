@@ -7,13 +7,15 @@
  * sweep's deletion rate. Nothing is asserted; numbers depend on the machine.
  */
 import { randomBytes } from "node:crypto";
-import { createLogger, createPostgres, createRedis, loadConfig } from "@gw/core";
-import { spicedbEnv, startTestRedis, startTestSpiceDB } from "@gw/devstack/testing";
+import { loadConfig } from "@gw/core/config";
+import { createLogger } from "@gw/core/logger";
+import { createPostgres } from "@gw/core/postgres";
+import { createRedis } from "@gw/core/redis";
 import { ApiKeyStore, gatewayConfigSchema, generateSigningJwk, startGateway } from "@gw/gateway";
-import { startTestPostgres } from "../../packages/devstack/src/postgres-global-setup.ts";
+import { spicedbEnv, startTestPostgres, startTestRedis, startTestSpiceDB } from "@gw/test-kit";
+import { startFakeLLM } from "@gw/test-kit/llm-upstream";
 import { serviceConfigSchema } from "../../packages/service/src/config.ts";
 import { startService } from "../../packages/service/src/server.ts";
-import { startFakeLLM } from "../llm-upstream/upstream.ts";
 
 const TOTAL = Number(process.argv[2] ?? 10_000);
 const CONCURRENCY = 8;

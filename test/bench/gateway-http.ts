@@ -7,7 +7,10 @@
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { createRedis, DEFAULT_PERMISSIONS, type Limits, scopedId, subjectContext, v1 } from "@gw/core";
+import { scopedId, subjectContext, v1 } from "@gw/core/authz";
+import type { Limits } from "@gw/core/limits";
+import { DEFAULT_PERMISSIONS } from "@gw/core/permissions";
+import { createRedis } from "@gw/core/redis";
 import { freePort, type RunningNodeProcess, startNodeProcess } from "@gw/devstack";
 import { ApiKeyStore } from "@gw/gateway";
 import { generateSigningJwk, loadSigningKeys } from "../../packages/gateway/src/tokens/signing-keys.ts";

@@ -9,7 +9,10 @@ import { readFileSync } from "node:fs";
 import { mkdtemp } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { createRedis, DEFAULT_LOCAL_PRESHARED_KEY, DEFAULT_PERMISSIONS, type Limits, v1 } from "@gw/core";
+import { DEFAULT_LOCAL_PRESHARED_KEY, v1 } from "@gw/core/authz";
+import type { Limits } from "@gw/core/limits";
+import { DEFAULT_PERMISSIONS } from "@gw/core/permissions";
+import { createRedis } from "@gw/core/redis";
 import {
   freePort,
   REPO_ROOT,
@@ -17,8 +20,8 @@ import {
   startNodeProcess,
   startSpiceDBLocalProcess,
 } from "@gw/devstack";
-import { startTestPostgres, startTestRedis, type TestRedis } from "@gw/devstack/testing";
 import { ApiKeyStore } from "@gw/gateway";
+import { startTestPostgres, startTestRedis, type TestRedis } from "@gw/test-kit";
 import autocannon from "autocannon";
 
 export interface Sample {

@@ -1,3 +1,4 @@
+import type { FakeLLM } from "@gw/test-kit/llm-upstream";
 import OpenAI, {
   AuthenticationError,
   BadRequestError,
@@ -12,7 +13,6 @@ import type {
   ResponseStreamEvent,
 } from "openai/resources/responses/responses";
 import { expect, it } from "vitest";
-import type { FakeLLM } from "../llm-upstream/upstream.ts";
 
 /** A running stack for the OpenAI SDK: the gateway's base URL, the test provider behind it, keys. */
 export interface SdkTarget {

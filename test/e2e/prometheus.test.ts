@@ -2,10 +2,11 @@ import { type ChildProcess, spawn } from "node:child_process";
 import { mkdtemp, readFile, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { createRedis, LATENCY_BUCKETS } from "@gw/core";
+import { LATENCY_BUCKETS } from "@gw/core/metrics";
+import { createRedis } from "@gw/core/redis";
 import { freePort, prometheusInstalled, REPO_ROOT } from "@gw/devstack";
-import { type FakeLLM, startFakeLLM } from "@gw/e2e/llm-upstream";
 import { ApiKeyStore } from "@gw/gateway";
+import { type FakeLLM, startFakeLLM } from "@gw/test-kit/llm-upstream";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { userPath } from "./pnpm-start.ts";
 

@@ -6,18 +6,18 @@ import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { promisify } from "node:util";
 import {
-  createRedis,
   DEFAULT_LOCAL_PRESHARED_KEY,
-  type Principal,
   RedisConsistencyTokens,
   ResourceAuthorization,
   SpiceDBClient,
   v1,
-} from "@gw/core";
+} from "@gw/core/authz";
+import type { Principal } from "@gw/core/principal";
+import { createRedis } from "@gw/core/redis";
 import { REPO_ROOT } from "@gw/devstack";
-import { bareRepositories, git } from "@gw/e2e/git-remote";
-import { type FakeLLM, startFakeLLM } from "@gw/e2e/llm-upstream";
 import { ApiKeyStore, type CreateApiKeyInput } from "@gw/gateway";
+import { bareRepositories, git } from "@gw/test-kit/git-remote";
+import { type FakeLLM, startFakeLLM } from "@gw/test-kit/llm-upstream";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { agentsSdkCases } from "./agents-sdk.ts";
 import { aiSdkCases } from "./ai-sdk.ts";

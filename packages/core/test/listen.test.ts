@@ -1,8 +1,8 @@
 import type { Server } from "node:http";
+// The raw-socket helper of the test harness; core cannot depend on devstack, which depends on core.
+import { rawHttp } from "@gw/test-kit";
 import express from "express";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-// The raw-socket helper of the test harness; core cannot depend on devstack, which depends on core.
-import { rawHttp } from "../../devstack/src/raw-http.ts";
 import { listen } from "../src/http/listen.ts";
 
 let server: Server;

@@ -1,4 +1,6 @@
-import { DEFAULT_LOCAL_POSTGRES_PORT, DEFAULT_LOCAL_REDIS_PORT, env } from "@gw/core";
+import { env } from "@gw/core/config";
+import { DEFAULT_LOCAL_POSTGRES_PORT } from "@gw/core/postgres";
+import { DEFAULT_LOCAL_REDIS_PORT } from "@gw/core/redis";
 import { z } from "zod";
 
 /**

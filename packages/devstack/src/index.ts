@@ -1,6 +1,18 @@
+export { devstackConfigSchema } from "./config.ts";
 export { freePort } from "./free-port.ts";
 export { REPO_ROOT, type RunningNodeProcess, startNodeProcess } from "./node-process.ts";
-export { postgresBinDir, type RunningPostgres, startPostgresServer } from "./postgres-server.ts";
-export { prometheusInstalled, type RunningPrometheus, startPrometheus } from "./prometheus.ts";
+export {
+  ensureDatabase,
+  localServerUrl,
+  postgresBinDir,
+  type RunningPostgres,
+  startPostgresServer,
+} from "./postgres-server.ts";
+export {
+  PROMETHEUS_CONFIG,
+  prometheusInstalled,
+  type RunningPrometheus,
+  startPrometheus,
+} from "./prometheus.ts";
 export { type RunningRedis, startRedisServer, stopProcess } from "./redis-server.ts";
 export { startSpiceDBLocalProcess } from "./spicedb-process.ts";

@@ -3,7 +3,7 @@ import { existsSync } from "node:fs";
 import { chmod, chown, mkdir, readdir, stat } from "node:fs/promises";
 import { dirname, join } from "node:path";
 import { promisify } from "node:util";
-import { LOCAL_POSTGRES_DATABASE, LOCAL_POSTGRES_USER } from "@gw/core";
+import { LOCAL_POSTGRES_DATABASE, LOCAL_POSTGRES_USER } from "@gw/core/postgres";
 import pg from "pg";
 import { stopProcess } from "./redis-server.ts";
 import { spawnStackChild } from "./stack-child.ts";

@@ -14,7 +14,10 @@
  */
 import { createServer } from "node:net";
 import { resolve } from "node:path";
-import { createLogger, DEFAULT_LOCAL_SPICEDB_PORT, localPostgresPort, localRedisPort } from "@gw/core";
+import { DEFAULT_LOCAL_SPICEDB_PORT } from "@gw/core/authz";
+import { createLogger } from "@gw/core/logger";
+import { localPostgresPort } from "@gw/core/postgres";
+import { localRedisPort } from "@gw/core/redis";
 import { REPO_ROOT, type RunningNodeProcess, startNodeProcess } from "./node-process.ts";
 import { startPostgresServer } from "./postgres-server.ts";
 import { startPrometheus } from "./prometheus.ts";

@@ -1,19 +1,17 @@
+import type { ResourceAuthorization, SpiceDBClient } from "@gw/core/authz";
 import {
   errorHandler,
   jsonBody,
-  type Limits,
-  type Logger,
   type MetricsEndpoint,
   notFoundHandler,
-  type RedisClient,
-  type ResourceAuthorization,
-  redisReady,
   registerProbes,
   requirePermission,
   SERVICE_ROUTES,
-  type SpiceDBClient,
   useRequestBasics,
-} from "@gw/core";
+} from "@gw/core/http";
+import type { Limits } from "@gw/core/limits";
+import type { Logger } from "@gw/core/logger";
+import { type RedisClient, redisReady } from "@gw/core/redis";
 import express, { Router } from "express";
 import type { ApiKeyLookup } from "./api-keys/lookup.ts";
 import type { OrgLimitsStore } from "./api-keys/org-limits.ts";

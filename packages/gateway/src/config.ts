@@ -1,15 +1,9 @@
-import {
-  checkSpiceDBEnv,
-  env,
-  type Limits,
-  localDatabaseUrl,
-  localRedisUrl,
-  metricsEndpointOf,
-  metricsEnvShape,
-  spicedbClientOptions,
-  spicedbEnvShape,
-  WINDOWS,
-} from "@gw/core";
+import { checkSpiceDBEnv, spicedbClientOptions, spicedbEnvShape } from "@gw/core/authz";
+import { env } from "@gw/core/config";
+import { metricsEndpointOf, metricsEnvShape } from "@gw/core/http";
+import { type Limits, WINDOWS } from "@gw/core/limits";
+import { localDatabaseUrl } from "@gw/core/postgres";
+import { localRedisUrl } from "@gw/core/redis";
 import { z } from "zod";
 
 /** The gateway's environment. Each variable is documented in the README's configuration table. */

@@ -1,4 +1,5 @@
-import { loadConfigOrExit, onShutdown, reportListening } from "@gw/core";
+import { loadConfigOrExit } from "@gw/core/config";
+import { onShutdown, reportListening } from "@gw/core/process";
 import { gatewayConfigSchema } from "./config.ts";
 import { startGateway } from "./server.ts";
 

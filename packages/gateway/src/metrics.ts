@@ -1,4 +1,5 @@
-import { createMetrics, LATENCY_BUCKETS, WINDOWS } from "@gw/core";
+import { WINDOWS } from "@gw/core/limits";
+import { createMetrics, LATENCY_BUCKETS } from "@gw/core/metrics";
 import { Counter, Histogram } from "prom-client";
 
 export const AUTHORIZATION_OPERATIONS = [

@@ -1,23 +1,11 @@
 import { readFile } from "node:fs/promises";
 import { resolve } from "node:path";
-import {
-  assertionSecret,
-  closeGracefully,
-  connectAuthorization,
-  createLogger,
-  createPostgres,
-  createRedis,
-  InternalAssertions,
-  type Logger,
-  listen,
-  listenForMetrics,
-  migrate,
-  type RedisClient,
-  type ResourceAuthorization,
-  type RouteTemplate,
-  redactUrl,
-  routesOf,
-} from "@gw/core";
+import { connectAuthorization, type ResourceAuthorization } from "@gw/core/authz";
+import { closeGracefully, listen, listenForMetrics, type RouteTemplate, routesOf } from "@gw/core/http";
+import { assertionSecret, InternalAssertions } from "@gw/core/internal-assertion";
+import { createLogger, type Logger, redactUrl } from "@gw/core/logger";
+import { createPostgres, migrate } from "@gw/core/postgres";
+import { createRedis, type RedisClient } from "@gw/core/redis";
 import { ensureBootstrapAdminKey } from "./api-keys/bootstrap.ts";
 import { CachedApiKeyLookup } from "./api-keys/lookup.ts";
 import { OrgLimitsStore } from "./api-keys/org-limits.ts";

@@ -1,5 +1,5 @@
-import { DEFAULT_PERMISSIONS } from "@gw/core";
-import { REDIS_TOPOLOGIES } from "@gw/devstack/testing";
+import { DEFAULT_PERMISSIONS } from "@gw/core/permissions";
+import { REDIS_TOPOLOGIES } from "@gw/test-kit";
 import { describe, expect, it } from "vitest";
 import { freshOrg, useGateway } from "./harness.ts";
 

@@ -1,5 +1,6 @@
-import { AppError, type RedisClient } from "@gw/core";
-import { REDIS_TOPOLOGIES, useTestRedis } from "@gw/devstack/testing";
+import { AppError } from "@gw/core/errors";
+import type { RedisClient } from "@gw/core/redis";
+import { REDIS_TOPOLOGIES, useTestRedis } from "@gw/test-kit";
 import { describe, expect, it } from "vitest";
 import { generateSecret } from "../src/api-keys/secret.ts";
 import { ApiKeyStore, DuplicateSecretError, MAX_CHANGE_ATTEMPTS } from "../src/api-keys/store.ts";

@@ -1,6 +1,8 @@
 import { Writable } from "node:stream";
-import { createLogger, createPostgres, type Postgres, type Principal } from "@gw/core";
-import { type StoppablePostgres, startStoppablePostgres } from "@gw/devstack/testing";
+import { createLogger } from "@gw/core/logger";
+import { createPostgres, type Postgres } from "@gw/core/postgres";
+import type { Principal } from "@gw/core/principal";
+import { type StoppablePostgres, startStoppablePostgres } from "@gw/test-kit";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { AuditLog } from "../src/audit/audit-log.ts";
 import { audited } from "../src/audit/audited.ts";

@@ -1,5 +1,6 @@
-import { createPostgres, type Postgres, parseDuration } from "@gw/core";
-import { useTestDatabase } from "@gw/devstack/testing";
+import { parseDuration } from "@gw/core/duration";
+import { createPostgres, type Postgres } from "@gw/core/postgres";
+import { useTestDatabase } from "@gw/test-kit";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type AuditIntent, AuditLog } from "../src/audit/audit-log.ts";
 

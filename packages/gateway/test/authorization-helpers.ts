@@ -1,5 +1,6 @@
 import { randomBytes } from "node:crypto";
-import type { Principal, ResourceType, Role } from "@gw/core";
+import type { ResourceType, Role } from "@gw/core/authz";
+import type { Principal } from "@gw/core/principal";
 import type { GatewayHarness } from "./harness.ts";
 import { freshOrg } from "./harness.ts";
 

@@ -1,4 +1,4 @@
-import { PERMISSION_FOR_ROLE, SpiceDBClient, scopedId, subjectContext, v1 } from "@gw/core";
+import { PERMISSION_FOR_ROLE, SpiceDBClient, scopedId, subjectContext, v1 } from "@gw/core/authz";
 import fc from "fast-check";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { newOrg, type Org, RANK } from "./authorization-helpers.ts";

@@ -1,4 +1,5 @@
-import type { BeforeWriteHook, Principal } from "@gw/core";
+import type { BeforeWriteHook } from "@gw/core/authz";
+import type { Principal } from "@gw/core/principal";
 import { afterEach, describe, expect, it } from "vitest";
 import { FORBIDDEN_BODY, newOrg } from "./authorization-helpers.ts";
 import { useGateway } from "./harness.ts";

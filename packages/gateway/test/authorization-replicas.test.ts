@@ -1,10 +1,6 @@
-import {
-  createRedis,
-  type Principal,
-  RedisConsistencyTokens,
-  ResourceAuthorization,
-  SpiceDBClient,
-} from "@gw/core";
+import { RedisConsistencyTokens, ResourceAuthorization, SpiceDBClient } from "@gw/core/authz";
+import type { Principal } from "@gw/core/principal";
+import { createRedis } from "@gw/core/redis";
 import {
   REDIS_TOPOLOGIES,
   type RunningNodeProcess,
@@ -13,7 +9,7 @@ import {
   startTestRedisOf,
   startTestSpiceDB,
   type TestRedisStore,
-} from "@gw/devstack/testing";
+} from "@gw/test-kit";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ApiKeyStore } from "../src/api-keys/store.ts";
 import { FORBIDDEN_BODY } from "./authorization-helpers.ts";

@@ -1,4 +1,4 @@
-import { v1 } from "@gw/core";
+import { v1 } from "@gw/core/authz";
 import { describe, expect, it } from "vitest";
 import { FORBIDDEN_BODY, newOrg, RANK } from "./authorization-helpers.ts";
 import { useGateway } from "./harness.ts";

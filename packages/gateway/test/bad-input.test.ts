@@ -1,5 +1,5 @@
 import { brotliCompressSync, gzipSync } from "node:zlib";
-import { expectJsonError, rawHttp } from "@gw/devstack/testing";
+import { expectJsonError, rawHttp } from "@gw/test-kit";
 import { describe, expect, it } from "vitest";
 import { useGateway } from "./harness.ts";
 

@@ -1,5 +1,5 @@
-import { createLogger } from "@gw/core";
-import { REDIS_TOPOLOGIES } from "@gw/devstack/testing";
+import { createLogger } from "@gw/core/logger";
+import { REDIS_TOPOLOGIES } from "@gw/test-kit";
 import { describe, expect, it, vi } from "vitest";
 import { ensureBootstrapAdminKey } from "../src/api-keys/bootstrap.ts";
 import { hashSecret } from "../src/api-keys/secret.ts";

@@ -1,5 +1,9 @@
-import { createLogger, createRedis, DEFAULT_PERMISSIONS, Lru, ManualClock, type RedisClient } from "@gw/core";
-import { startTestRedis } from "@gw/devstack/testing";
+import { ManualClock } from "@gw/core/clock";
+import { createLogger } from "@gw/core/logger";
+import { Lru } from "@gw/core/lru";
+import { DEFAULT_PERMISSIONS } from "@gw/core/permissions";
+import { createRedis, type RedisClient } from "@gw/core/redis";
+import { startTestRedis } from "@gw/test-kit";
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from "vitest";
 import { CachedApiKeyLookup } from "../src/api-keys/lookup.ts";
 import { ApiKeyStore } from "../src/api-keys/store.ts";

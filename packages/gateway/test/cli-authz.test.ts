@@ -1,6 +1,6 @@
 import { execFile } from "node:child_process";
 import { promisify } from "node:util";
-import { spicedbEnv } from "@gw/devstack/testing";
+import { spicedbEnv } from "@gw/test-kit";
 import { describe, expect, it } from "vitest";
 import { newOrg } from "./authorization-helpers.ts";
 import { useGateway } from "./harness.ts";

@@ -1,8 +1,7 @@
 import { execFile } from "node:child_process";
 import { resolve } from "node:path";
 import { promisify } from "node:util";
-import { REPO_ROOT } from "@gw/devstack";
-import { REDIS_TOPOLOGIES } from "@gw/devstack/testing";
+import { REDIS_TOPOLOGIES, REPO_ROOT } from "@gw/test-kit";
 import { describe, expect, it, vi } from "vitest";
 import { freshOrg, useGateway } from "./harness.ts";
 import { runCli } from "./run-cli.ts";

@@ -1,13 +1,8 @@
-import {
-  createRedis,
-  type Principal,
-  RedisConsistencyTokens,
-  ResourceAuthorization,
-  SpiceDBClient,
-  v1,
-} from "@gw/core";
-import { REDIS_TOPOLOGIES, useTestRedis } from "@gw/devstack/testing";
+import { RedisConsistencyTokens, ResourceAuthorization, SpiceDBClient, v1 } from "@gw/core/authz";
+import type { Principal } from "@gw/core/principal";
+import { createRedis } from "@gw/core/redis";
 import { type RunningSpiceDBLocal, startSpiceDBLocal } from "@gw/spicedb-local";
+import { REDIS_TOPOLOGIES, useTestRedis } from "@gw/test-kit";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 
 /** What consistency each CheckPermission asked SpiceDB for, as the server received it. */

@@ -4,13 +4,13 @@ import {
   DecisionCache,
   type DecisionCacheMetrics,
   EXPIRY_CLOCK_MARGIN_MS,
-  type Principal,
   RedisConsistencyTokens,
   ResourceAuthorization,
   SpiceDBClient,
-} from "@gw/core";
-import { REDIS_TOPOLOGIES, useTestRedis } from "@gw/devstack/testing";
+} from "@gw/core/authz";
+import type { Principal } from "@gw/core/principal";
 import { type RunningSpiceDBLocal, startSpiceDBLocal } from "@gw/spicedb-local";
+import { REDIS_TOPOLOGIES, useTestRedis } from "@gw/test-kit";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 
 /** CheckPermission calls the SpiceDB server received: a decision served from the cache adds none. */

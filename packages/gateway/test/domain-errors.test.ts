@@ -1,4 +1,4 @@
-import { AppError } from "@gw/core";
+import { AppError } from "@gw/core/errors";
 import { describe, expect, it } from "vitest";
 import { ApiKeyStoreUnavailable } from "../src/api-keys/lookup.ts";
 import { ApiKeyChangedConcurrently, DuplicateSecretError } from "../src/api-keys/store.ts";

@@ -1,5 +1,7 @@
 import { randomBytes } from "node:crypto";
-import { createLogger, createRedis, type RedisClient, type ResourceAuthorization } from "@gw/core";
+import type { ResourceAuthorization } from "@gw/core/authz";
+import { createLogger } from "@gw/core/logger";
+import { createRedis, type RedisClient } from "@gw/core/redis";
 import {
   type RedisTopology,
   spicedbEnv,
@@ -9,7 +11,7 @@ import {
   type TestDatabase,
   type TestRedisStore,
   useTestDatabase,
-} from "@gw/devstack/testing";
+} from "@gw/test-kit";
 import type { JWK } from "jose";
 import { afterAll, beforeAll } from "vitest";
 import type { CreateApiKeyInput } from "../src/api-keys/schema.ts";

@@ -1,4 +1,4 @@
-import { expectJsonError } from "@gw/devstack/testing";
+import { expectJsonError } from "@gw/test-kit";
 import { describe, expect, it, vi } from "vitest";
 import type { OnBehalfOfPolicy } from "../src/api-keys/on-behalf-of.ts";
 import { freshOrg, useGateway } from "./harness.ts";

@@ -1,10 +1,7 @@
-import { createLogger, createRedis, ManualClock, type RedisClient } from "@gw/core";
-import {
-  monitorCommands,
-  REDIS_TOPOLOGIES,
-  startTestRedisOf,
-  type TestRedisStore,
-} from "@gw/devstack/testing";
+import { ManualClock } from "@gw/core/clock";
+import { createLogger } from "@gw/core/logger";
+import { createRedis, type RedisClient } from "@gw/core/redis";
+import { monitorCommands, REDIS_TOPOLOGIES, startTestRedisOf, type TestRedisStore } from "@gw/test-kit";
 import type { Cluster, Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { createGatewayMetrics } from "../src/metrics.ts";

@@ -1,4 +1,4 @@
-import { type RunningNodeProcess, startGatewayProcess, startTestRedis } from "@gw/devstack/testing";
+import { type RunningNodeProcess, startGatewayProcess, startTestRedis } from "@gw/test-kit";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { freshOrg, useGateway } from "./harness.ts";
 import { tally } from "./tally.ts";
@@ -23,7 +23,7 @@ describe("two gateway processes sharing one Redis", () => {
   });
 
   it("admit exactly the quota in total", async () => {
-    const { createRedis } = await import("@gw/core");
+    const { createRedis } = await import("@gw/core/redis");
     const { ApiKeyStore } = await import("../src/api-keys/store.ts");
     const redis = createRedis(redisServer.url, { connectionName: "test" });
     const { secret } = await new ApiKeyStore(redis).create({

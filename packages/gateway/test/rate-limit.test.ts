@@ -1,5 +1,5 @@
-import type { Limits } from "@gw/core";
-import { REDIS_TOPOLOGIES } from "@gw/devstack/testing";
+import type { Limits } from "@gw/core/limits";
+import { REDIS_TOPOLOGIES } from "@gw/test-kit";
 import { describe, expect, it } from "vitest";
 import { RedisWindows } from "../src/rate-limit/redis-windows.ts";
 import { freshOrg, useGateway } from "./harness.ts";

@@ -1,11 +1,11 @@
-import { createRedis } from "@gw/core";
+import { createRedis } from "@gw/core/redis";
 import {
   REDIS_TOPOLOGIES,
   type RunningNodeProcess,
   startGatewayProcess,
   startTestRedisOf,
   type TestRedisStore,
-} from "@gw/devstack/testing";
+} from "@gw/test-kit";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ApiKeyStore } from "../src/api-keys/store.ts";
 import { freshOrg } from "./harness.ts";

@@ -1,7 +1,7 @@
 import { execFile } from "node:child_process";
 import { resolve } from "node:path";
 import { promisify } from "node:util";
-import { REPO_ROOT } from "@gw/devstack";
+import { REPO_ROOT } from "@gw/test-kit";
 
 const run = promisify(execFile);
 

@@ -1,7 +1,7 @@
 import { mkdtemp, stat } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { capturingLogger } from "@gw/devstack/testing";
+import { capturingLogger } from "@gw/test-kit";
 import { createLocalJWKSet, jwtVerify } from "jose";
 import { describe, expect, it } from "vitest";
 import { developmentSigningKeys, generateSigningJwk, loadSigningKeys } from "../src/tokens/signing-keys.ts";

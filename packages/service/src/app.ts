@@ -1,21 +1,17 @@
+import type { ResourceAuthorization, SpiceDBClient, WriterDeletion } from "@gw/core/authz";
 import {
   errorHandler,
-  type InternalAssertions,
   jsonBody,
-  type Logger,
-  type Metrics,
   type MetricsEndpoint,
   notFoundHandler,
-  type Postgres,
-  postgresReady,
-  type RedisClient,
-  type ResourceAuthorization,
-  redisReady,
   registerProbes,
-  type SpiceDBClient,
   useRequestBasics,
-  type WriterDeletion,
-} from "@gw/core";
+} from "@gw/core/http";
+import type { InternalAssertions } from "@gw/core/internal-assertion";
+import type { Logger } from "@gw/core/logger";
+import type { Metrics } from "@gw/core/metrics";
+import { type Postgres, postgresReady } from "@gw/core/postgres";
+import { type RedisClient, redisReady } from "@gw/core/redis";
 import express, { Router } from "express";
 import { verifyAssertion } from "./authenticate/verify-assertion.ts";
 import type { BudgetDeps } from "./budgets/admit-model-call.ts";

@@ -1,13 +1,8 @@
-import {
-  checkSpiceDBEnv,
-  env,
-  localDatabaseUrl,
-  localRedisUrl,
-  metricsEndpointOf,
-  metricsEnvShape,
-  spicedbClientOptions,
-  spicedbEnvShape,
-} from "@gw/core";
+import { checkSpiceDBEnv, spicedbClientOptions, spicedbEnvShape } from "@gw/core/authz";
+import { env } from "@gw/core/config";
+import { metricsEndpointOf, metricsEnvShape } from "@gw/core/http";
+import { localDatabaseUrl } from "@gw/core/postgres";
+import { localRedisUrl } from "@gw/core/redis";
 import { z } from "zod";
 import { parseModelList } from "./llm/prices.ts";
 import { checkSandboxEnv, sandboxEnvShape, sandboxOptions } from "./sandbox/config.ts";

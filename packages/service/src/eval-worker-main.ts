@@ -1,4 +1,6 @@
-import { createLogger, loadConfigOrExit, onShutdown, reportListening } from "@gw/core";
+import { loadConfigOrExit } from "@gw/core/config";
+import { createLogger } from "@gw/core/logger";
+import { onShutdown, reportListening } from "@gw/core/process";
 import { serviceConfigSchema } from "./config.ts";
 import { startEvalWorkerProcess } from "./evals/worker-process.ts";
 

@@ -1,4 +1,4 @@
-import { documentedAs, jsonSchemaOf } from "@gw/core";
+import { documentedAs, jsonSchemaOf } from "@gw/core/openapi";
 import { z } from "zod";
 
 /**

@@ -1,22 +1,11 @@
-import {
-  BudgetWindows,
-  closeGracefully,
-  connectAuthorization,
-  createLogger,
-  createMetrics,
-  createPostgres,
-  createRedis,
-  internalAssertions,
-  type Logger,
-  listen,
-  listenForMetrics,
-  type Metrics,
-  migrate,
-  type RouteTemplate,
-  redactUrl,
-  routesOf,
-  WriterDeletion,
-} from "@gw/core";
+import { connectAuthorization, WriterDeletion } from "@gw/core/authz";
+import { BudgetWindows } from "@gw/core/budget-windows";
+import { closeGracefully, listen, listenForMetrics, type RouteTemplate, routesOf } from "@gw/core/http";
+import { internalAssertions } from "@gw/core/internal-assertion";
+import { createLogger, type Logger, redactUrl } from "@gw/core/logger";
+import { createMetrics, type Metrics } from "@gw/core/metrics";
+import { createPostgres, migrate } from "@gw/core/postgres";
+import { createRedis } from "@gw/core/redis";
 import { createServiceApp } from "./app.ts";
 import { createBudgetMetrics } from "./budgets/budget-metrics.ts";
 import { PostgresCompletionStore } from "./completions/store.ts";

@@ -1,5 +1,6 @@
 import { randomUUID } from "node:crypto";
-import { InternalAssertions, type Principal } from "@gw/core";
+import { InternalAssertions } from "@gw/core/internal-assertion";
+import type { Principal } from "@gw/core/principal";
 import { describe, expect, it } from "vitest";
 import { llmError, useStack } from "./stack.ts";
 

@@ -1,13 +1,11 @@
 import { randomBytes } from "node:crypto";
-import {
-  type Admission,
-  type AppError,
-  BudgetWindows,
-  createLogger,
-  createMetrics,
-  type Principal,
-} from "@gw/core";
-import { REDIS_TOPOLOGIES, useTestRedis } from "@gw/devstack/testing";
+import { BudgetWindows } from "@gw/core/budget-windows";
+import type { AppError } from "@gw/core/errors";
+import type { Admission } from "@gw/core/internal-assertion";
+import { createLogger } from "@gw/core/logger";
+import { createMetrics } from "@gw/core/metrics";
+import type { Principal } from "@gw/core/principal";
+import { REDIS_TOPOLOGIES, useTestRedis } from "@gw/test-kit";
 import type { Response } from "express";
 import { describe, expect, it } from "vitest";
 import { admitModelCall, type BudgetDeps } from "../src/budgets/admit-model-call.ts";

@@ -1,14 +1,17 @@
 import { randomBytes } from "node:crypto";
-import { BudgetWindows, createLogger, createRedis, loadConfig, type RedisClient } from "@gw/core";
+import { BudgetWindows } from "@gw/core/budget-windows";
+import { loadConfig } from "@gw/core/config";
+import { createLogger } from "@gw/core/logger";
+import { createRedis, type RedisClient } from "@gw/core/redis";
+import { ApiKeyStore, gatewayConfigSchema, generateSigningJwk, startGateway } from "@gw/gateway";
 import {
   REDIS_TOPOLOGIES,
   spicedbEnv,
   startTestRedisOf,
   startTestSpiceDB,
   useTestDatabase,
-} from "@gw/devstack/testing";
-import { type FakeLLM, startFakeLLM } from "@gw/e2e/llm-upstream";
-import { ApiKeyStore, gatewayConfigSchema, generateSigningJwk, startGateway } from "@gw/gateway";
+} from "@gw/test-kit";
+import { type FakeLLM, startFakeLLM } from "@gw/test-kit/llm-upstream";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { serviceConfigSchema } from "../src/config.ts";
 import { countPromptTokens } from "../src/llm/tokens.ts";

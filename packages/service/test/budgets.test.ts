@@ -1,4 +1,5 @@
-import { BudgetWindows, type Limits } from "@gw/core";
+import { BudgetWindows } from "@gw/core/budget-windows";
+import type { Limits } from "@gw/core/limits";
 import { OrgLimitsStore } from "@gw/gateway";
 import { beforeEach, describe, expect, it } from "vitest";
 import { countPromptTokens } from "../src/llm/tokens.ts";

@@ -1,6 +1,7 @@
 import { randomBytes } from "node:crypto";
-import { createLogger, loadConfig } from "@gw/core";
-import { createTestDatabase, spicedbEnv, startTestRedis, startTestSpiceDB } from "@gw/devstack/testing";
+import { loadConfig } from "@gw/core/config";
+import { createLogger } from "@gw/core/logger";
+import { createTestDatabase, spicedbEnv, startTestRedis, startTestSpiceDB } from "@gw/test-kit";
 import { afterAll, describe, expect, it } from "vitest";
 import { serviceConfigSchema } from "../src/config.ts";
 import { startService } from "../src/server.ts";

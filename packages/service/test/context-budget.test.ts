@@ -1,5 +1,5 @@
-import type { Postgres } from "@gw/core";
-import { REDIS_TOPOLOGIES } from "@gw/devstack/testing";
+import type { Postgres } from "@gw/core/postgres";
+import { REDIS_TOPOLOGIES } from "@gw/test-kit";
 import { describe, expect, it } from "vitest";
 import { ConversationStore } from "../src/conversations/store.ts";
 import type { Item } from "../src/items/items.ts";

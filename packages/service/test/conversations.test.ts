@@ -1,4 +1,4 @@
-import { REDIS_TOPOLOGIES, scanKeys } from "@gw/devstack/testing";
+import { REDIS_TOPOLOGIES, scanKeys } from "@gw/test-kit";
 import { describe, expect, it } from "vitest";
 import { ConversationStore } from "../src/conversations/store.ts";
 import type { Item } from "../src/items/items.ts";

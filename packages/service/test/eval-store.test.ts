@@ -1,20 +1,10 @@
-import {
-  createLogger,
-  createMetrics,
-  createPostgres,
-  createRedis,
-  type Postgres,
-  parseDuration,
-  type RedisClient,
-  RedisUnavailable,
-} from "@gw/core";
-import {
-  REDIS_TOPOLOGIES,
-  startTestRedisOf,
-  type TestRedisStore,
-  useTestDatabase,
-} from "@gw/devstack/testing";
-import { type FakeLLM, startFakeLLM } from "@gw/e2e/llm-upstream";
+import { parseDuration } from "@gw/core/duration";
+import { createLogger } from "@gw/core/logger";
+import { createMetrics } from "@gw/core/metrics";
+import { createPostgres, type Postgres } from "@gw/core/postgres";
+import { createRedis, type RedisClient, RedisUnavailable } from "@gw/core/redis";
+import { REDIS_TOPOLOGIES, startTestRedisOf, type TestRedisStore, useTestDatabase } from "@gw/test-kit";
+import { type FakeLLM, startFakeLLM } from "@gw/test-kit/llm-upstream";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { createEvalMetrics } from "../src/evals/metrics.ts";
 import { bullConnection, EvalQueue } from "../src/evals/queue.ts";

@@ -1,4 +1,4 @@
-import { type RunningNodeProcess, startNodeProcess } from "@gw/devstack";
+import { type RunningNodeProcess, startNodeProcess } from "@gw/test-kit";
 import { Queue } from "bullmq";
 import { afterAll, describe, expect, it, vi } from "vitest";
 import { EVAL_QUEUE, EVAL_QUEUE_PREFIX } from "../src/evals/queue.ts";

@@ -1,4 +1,6 @@
-import { createLogger, createMetrics, createPostgres } from "@gw/core";
+import { createLogger } from "@gw/core/logger";
+import { createMetrics } from "@gw/core/metrics";
+import { createPostgres } from "@gw/core/postgres";
 import { Queue } from "bullmq";
 import { afterAll, describe, expect, it, vi } from "vitest";
 import { type Evals, startEvals } from "../src/evals/index.ts";

@@ -1,4 +1,4 @@
-import { expectJsonError } from "@gw/devstack/testing";
+import { expectJsonError } from "@gw/test-kit";
 import { describe, expect, it } from "vitest";
 import { evalClient } from "./evals-client.ts";
 import { llmError, useStack } from "./stack.ts";

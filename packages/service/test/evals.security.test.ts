@@ -1,5 +1,5 @@
-import type { Permission } from "@gw/core";
-import { PROVIDER_SECRETS } from "@gw/e2e/llm-upstream";
+import type { Permission } from "@gw/core/permissions";
+import { PROVIDER_SECRETS } from "@gw/test-kit/llm-upstream";
 import { describe, expect, it } from "vitest";
 import { evalClient, finished } from "./evals-client.ts";
 import { llmError, useStack } from "./stack.ts";

@@ -1,5 +1,5 @@
-import { createPostgres } from "@gw/core";
-import { REDIS_TOPOLOGIES, scanKeys } from "@gw/devstack/testing";
+import { createPostgres } from "@gw/core/postgres";
+import { REDIS_TOPOLOGIES, scanKeys } from "@gw/test-kit";
 import { Queue } from "bullmq";
 import { CronExpressionParser } from "cron-parser";
 import { describe, expect, it, vi } from "vitest";

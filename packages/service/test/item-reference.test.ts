@@ -1,4 +1,4 @@
-import type { Postgres } from "@gw/core";
+import type { Postgres } from "@gw/core/postgres";
 import { describe, expect, it } from "vitest";
 import { ConversationStore } from "../src/conversations/store.ts";
 import { ResponseStore } from "../src/responses/store.ts";

@@ -1,5 +1,5 @@
-import { SERVICE_ROUTES } from "@gw/core";
-import type { UpstreamMode } from "@gw/e2e/llm-upstream";
+import { SERVICE_ROUTES } from "@gw/core/http";
+import type { UpstreamMode } from "@gw/test-kit/llm-upstream";
 import { describe, expect, it, vi } from "vitest";
 import { useStack } from "./stack.ts";
 

@@ -1,17 +1,12 @@
 import { randomBytes } from "node:crypto";
-import {
-  BudgetWindows,
-  createMetrics,
-  createRedis,
-  type Limits,
-  type Principal,
-  type RedisClient,
-  RedisConsistencyTokens,
-  ResourceAuthorization,
-  SpiceDBClient,
-} from "@gw/core";
-import { startTestRedis, startTestSpiceDB } from "@gw/devstack/testing";
-import { type FakeLLM, startFakeLLM } from "@gw/e2e/llm-upstream";
+import { RedisConsistencyTokens, ResourceAuthorization, SpiceDBClient } from "@gw/core/authz";
+import { BudgetWindows } from "@gw/core/budget-windows";
+import type { Limits } from "@gw/core/limits";
+import { createMetrics } from "@gw/core/metrics";
+import type { Principal } from "@gw/core/principal";
+import { createRedis, type RedisClient } from "@gw/core/redis";
+import { startTestRedis, startTestSpiceDB } from "@gw/test-kit";
+import { type FakeLLM, startFakeLLM } from "@gw/test-kit/llm-upstream";
 import type { Response } from "express";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createBudgetMetrics } from "../src/budgets/budget-metrics.ts";

@@ -1,4 +1,4 @@
-import { PROVIDER_SECRETS, type SseFraming, type UpstreamMode } from "@gw/e2e/llm-upstream";
+import { PROVIDER_SECRETS, type SseFraming, type UpstreamMode } from "@gw/test-kit/llm-upstream";
 import { describe, expect, it, vi } from "vitest";
 import { llmError, parseEvents, useStack } from "./stack.ts";
 

@@ -1,5 +1,6 @@
 import { randomBytes } from "node:crypto";
-import type { InternalAssertions, Principal } from "@gw/core";
+import type { InternalAssertions } from "@gw/core/internal-assertion";
+import type { Principal } from "@gw/core/principal";
 import {
   readRelationshipLines,
   spicedbEnv,
@@ -8,8 +9,8 @@ import {
   startTestSpiceDB,
   type TestPostgres,
   type TestRedis,
-} from "@gw/devstack/testing";
-import { type FakeLLM, startFakeLLM } from "@gw/e2e/llm-upstream";
+} from "@gw/test-kit";
+import { type FakeLLM, startFakeLLM } from "@gw/test-kit/llm-upstream";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { RunningService } from "../src/server.ts";
 import { expectStoreUnavailable, sendAsGateway, startLoggedService } from "./as-gateway.ts";

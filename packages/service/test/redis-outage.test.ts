@@ -1,12 +1,8 @@
 import { randomBytes } from "node:crypto";
-import { createRedis, type InternalAssertions, type Principal } from "@gw/core";
-import {
-  spicedbEnv,
-  startTestRedis,
-  startTestSpiceDB,
-  type TestRedis,
-  useTestDatabase,
-} from "@gw/devstack/testing";
+import type { InternalAssertions } from "@gw/core/internal-assertion";
+import type { Principal } from "@gw/core/principal";
+import { createRedis } from "@gw/core/redis";
+import { spicedbEnv, startTestRedis, startTestSpiceDB, type TestRedis, useTestDatabase } from "@gw/test-kit";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { RunningService } from "../src/server.ts";
 import { expectStoreUnavailable, sendAsGateway, startLoggedService } from "./as-gateway.ts";

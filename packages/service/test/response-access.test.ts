@@ -1,4 +1,4 @@
-import { scanKeys } from "@gw/devstack/testing";
+import { scanKeys } from "@gw/test-kit";
 import { describe, expect, it } from "vitest";
 import { useStack } from "./stack.ts";
 

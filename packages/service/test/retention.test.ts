@@ -1,5 +1,5 @@
-import { scopedId } from "@gw/core";
-import { readRelationshipLines } from "@gw/devstack/testing";
+import { scopedId } from "@gw/core/authz";
+import { readRelationshipLines } from "@gw/test-kit";
 import pg from "pg";
 import { describe, expect, it } from "vitest";
 import { SWEEP_BATCH, SWEEP_LOCK } from "../src/retention/sweeper.ts";

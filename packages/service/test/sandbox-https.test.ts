@@ -4,7 +4,7 @@ import { existsSync } from "node:fs";
 import { readdir, readFile, rm, stat, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { promisify } from "node:util";
-import { bareRepositories, startHttpsGitServer } from "@gw/e2e/git-remote";
+import { bareRepositories, startHttpsGitServer } from "@gw/test-kit/git-remote";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { useStack } from "./stack.ts";
 

@@ -10,7 +10,7 @@ import { existsSync, mkdtempSync } from "node:fs";
 import { mkdir, readFile, rm, symlink, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join, relative } from "node:path";
-import { type BareRepositories, bareRepositories, git } from "@gw/e2e/git-remote";
+import { type BareRepositories, bareRepositories, git } from "@gw/test-kit/git-remote";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { useStack } from "./stack.ts";
 

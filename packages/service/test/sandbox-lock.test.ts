@@ -3,17 +3,13 @@ import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
-import {
-  createLogger,
-  createPostgres,
-  createRedis,
-  ManualClock,
-  type Postgres,
-  type Principal,
-  type RedisClient,
-} from "@gw/core";
-import { startTestRedis, type TestRedis, useTestDatabase } from "@gw/devstack/testing";
-import { type BareRepositories, bareRepositories } from "@gw/e2e/git-remote";
+import { ManualClock } from "@gw/core/clock";
+import { createLogger } from "@gw/core/logger";
+import { createPostgres, type Postgres } from "@gw/core/postgres";
+import type { Principal } from "@gw/core/principal";
+import { createRedis, type RedisClient } from "@gw/core/redis";
+import { startTestRedis, type TestRedis, useTestDatabase } from "@gw/test-kit";
+import { type BareRepositories, bareRepositories } from "@gw/test-kit/git-remote";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import type { SandboxOptions } from "../src/sandbox/config.ts";
 import { Sandbox, type SandboxHooks, StaleAssignment } from "../src/sandbox/sandbox.ts";

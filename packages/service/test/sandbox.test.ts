@@ -3,8 +3,8 @@ import { existsSync, mkdtempSync } from "node:fs";
 import { chmod, mkdir, readFile, rename, rm, stat, symlink, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { createPostgres } from "@gw/core";
-import { type BareRepositories, bareRepositories, git } from "@gw/e2e/git-remote";
+import { createPostgres } from "@gw/core/postgres";
+import { type BareRepositories, bareRepositories, git } from "@gw/test-kit/git-remote";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { useStack } from "./stack.ts";
 

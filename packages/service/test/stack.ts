@@ -2,17 +2,19 @@ import { randomBytes } from "node:crypto";
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { loadConfig } from "@gw/core/config";
+import { ERROR_CATALOGUE, type ErrorCode } from "@gw/core/errors";
+import type { RouteTemplate } from "@gw/core/http";
+import { createLogger } from "@gw/core/logger";
+import { createPostgres, type Postgres } from "@gw/core/postgres";
+import { createRedis, type RedisClient } from "@gw/core/redis";
 import {
-  createLogger,
-  createPostgres,
-  createRedis,
-  ERROR_CATALOGUE,
-  type ErrorCode,
-  loadConfig,
-  type Postgres,
-  type RedisClient,
-  type RouteTemplate,
-} from "@gw/core";
+  ApiKeyStore,
+  type CreateApiKeyInput,
+  gatewayConfigSchema,
+  generateSigningJwk,
+  startGateway,
+} from "@gw/gateway";
 import {
   capturingLogger,
   type RedisTopology,
@@ -22,15 +24,8 @@ import {
   type TestDatabase,
   type TestRedisStore,
   useTestDatabase,
-} from "@gw/devstack/testing";
-import { type FakeLLM, startFakeLLM } from "@gw/e2e/llm-upstream";
-import {
-  ApiKeyStore,
-  type CreateApiKeyInput,
-  gatewayConfigSchema,
-  generateSigningJwk,
-  startGateway,
-} from "@gw/gateway";
+} from "@gw/test-kit";
+import { type FakeLLM, startFakeLLM } from "@gw/test-kit/llm-upstream";
 import { afterAll, beforeAll, expect } from "vitest";
 import { serviceConfigSchema } from "../src/config.ts";
 import type { SweepReport } from "../src/retention/sweeper.ts";

@@ -1,4 +1,4 @@
-import { AppError, errorBody, responseFailure, streamErrorChunk, toAppError } from "@gw/core";
+import { AppError, errorBody, responseFailure, streamErrorChunk, toAppError } from "@gw/core/errors";
 import { describe, expect, it } from "vitest";
 import { ProviderFailed, ProviderRateLimited, ProviderTimeout } from "../src/llm/errors.ts";
 

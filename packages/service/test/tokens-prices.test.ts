@@ -1,4 +1,4 @@
-import { loadConfig } from "@gw/core";
+import { loadConfig } from "@gw/core/config";
 import { describe, expect, it } from "vitest";
 import { serviceConfigSchema } from "../src/config.ts";
 import { costNanoUsd, parseModelList } from "../src/llm/prices.ts";

@@ -1,4 +1,4 @@
-import { REDIS_TOPOLOGIES } from "@gw/devstack/testing";
+import { REDIS_TOPOLOGIES } from "@gw/test-kit";
 import { beforeEach, describe, expect, it } from "vitest";
 import { utcDay } from "../src/usage/store.ts";
 import { useStack } from "./stack.ts";

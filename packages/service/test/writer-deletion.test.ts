@@ -1,16 +1,15 @@
 import { randomBytes } from "node:crypto";
 import {
-  createRedis,
   NotWriter,
-  type Principal,
-  type RedisClient,
   RedisConsistencyTokens,
   ResourceAuthorization,
   type Role,
   SpiceDBClient,
   WriterDeletion,
-} from "@gw/core";
-import { startTestRedis, startTestSpiceDB } from "@gw/devstack/testing";
+} from "@gw/core/authz";
+import type { Principal } from "@gw/core/principal";
+import { createRedis, type RedisClient } from "@gw/core/redis";
+import { startTestRedis, startTestSpiceDB } from "@gw/test-kit";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 
 let teardown: () => Promise<void>;

@@ -1,5 +1,6 @@
 import { resolve } from "node:path";
-import { DEFAULT_LOCAL_PRESHARED_KEY, DEFAULT_LOCAL_SPICEDB_PORT, env } from "@gw/core";
+import { DEFAULT_LOCAL_PRESHARED_KEY, DEFAULT_LOCAL_SPICEDB_PORT } from "@gw/core/authz";
+import { env } from "@gw/core/config";
 import { z } from "zod";
 
 /** The local SpiceDB server's environment. Each variable is documented in the README's configuration table. */

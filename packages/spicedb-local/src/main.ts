@@ -4,7 +4,9 @@
  * are kept in `$DATA_DIR/spicedb`.
  */
 import { resolve } from "node:path";
-import { createLogger, loadConfigOrExit, onShutdown, reportListening } from "@gw/core";
+import { loadConfigOrExit } from "@gw/core/config";
+import { createLogger } from "@gw/core/logger";
+import { onShutdown, reportListening } from "@gw/core/process";
 import { spicedbLocalConfigSchema } from "./config.ts";
 import { startSpiceDBLocal } from "./server.ts";
 

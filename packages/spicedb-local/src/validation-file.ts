@@ -1,7 +1,7 @@
 import { readFile } from "node:fs/promises";
 import { dirname, resolve } from "node:path";
 import { v1 } from "@authzed/authzed-node";
-import { toTimestamp } from "@gw/core";
+import { toTimestamp } from "@gw/core/authz";
 import { parse } from "yaml";
 
 /** zed's validation-file format, the parts this project uses. */

@@ -4,7 +4,7 @@ import { join, resolve } from "node:path";
 import { DatabaseSync } from "node:sqlite";
 import { v1 } from "@authzed/authzed-node";
 import * as grpc from "@grpc/grpc-js";
-import { startSpiceDBLocalProcess } from "@gw/devstack";
+import { startSpiceDBLocalProcess } from "@gw/test-kit";
 import { afterAll, describe, expect, it } from "vitest";
 import type { SpiceDBEngine } from "../src/engine.ts";
 import { type SpiceDBLocalOptions, startSpiceDBLocal } from "../src/server.ts";

@@ -1,4 +1,5 @@
-import { type Logger, PERMISSIONS } from "@gw/core";
+import type { Logger } from "@gw/core/logger";
+import { PERMISSIONS } from "@gw/core/permissions";
 import { hashSecret } from "./secret.ts";
 import { type ApiKeyStore, DuplicateSecretError } from "./store.ts";
 

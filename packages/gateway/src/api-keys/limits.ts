@@ -1,4 +1,4 @@
-import { type Limits, SPEND_WINDOWS, TOKEN_WINDOWS, type UnitLimits, WINDOWS } from "@gw/core";
+import { type Limits, SPEND_WINDOWS, TOKEN_WINDOWS, type UnitLimits, WINDOWS } from "@gw/core/limits";
 
 type Patch = Record<string, unknown> | null | undefined;
 

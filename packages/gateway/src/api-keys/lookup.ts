@@ -1,5 +1,8 @@
-import type { RedisClient } from "@gw/core";
-import { AppError, type Clock, type Logger, Lru, systemClock } from "@gw/core";
+import { type Clock, systemClock } from "@gw/core/clock";
+import { AppError } from "@gw/core/errors";
+import type { Logger } from "@gw/core/logger";
+import { Lru } from "@gw/core/lru";
+import type { RedisClient } from "@gw/core/redis";
 import { hashSecret, sameHash } from "./secret.ts";
 import { API_KEY_EVENTS_CHANNEL, type ApiKeyStore } from "./store.ts";
 import type { ApiKeyRecord } from "./types.ts";

@@ -1,4 +1,5 @@
-import { documentedAs, jsonSchemaOf, userIdSchema } from "@gw/core";
+import { documentedAs, jsonSchemaOf } from "@gw/core/openapi";
+import { userIdSchema } from "@gw/core/principal";
 import { z } from "zod";
 
 /**

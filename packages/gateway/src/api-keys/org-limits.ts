@@ -1,4 +1,8 @@
-import { AppError, type Clock, Lru, type RedisClient, systemClock, type UnitLimits } from "@gw/core";
+import { type Clock, systemClock } from "@gw/core/clock";
+import { AppError } from "@gw/core/errors";
+import type { UnitLimits } from "@gw/core/limits";
+import { Lru } from "@gw/core/lru";
+import type { RedisClient } from "@gw/core/redis";
 import { patchUnits } from "./limits.ts";
 import type { UpdateEndUserLimitsInput } from "./schema.ts";
 

@@ -1,4 +1,5 @@
-import { orgIdSchema, PERMISSIONS, userIdSchema } from "@gw/core";
+import { PERMISSIONS } from "@gw/core/permissions";
+import { orgIdSchema, userIdSchema } from "@gw/core/principal";
 import { z } from "zod";
 import { onBehalfOfSchema } from "./on-behalf-of.ts";
 

@@ -1,4 +1,6 @@
-import { AppError, DEFAULT_PERMISSIONS, type RedisClient } from "@gw/core";
+import { AppError } from "@gw/core/errors";
+import { DEFAULT_PERMISSIONS } from "@gw/core/permissions";
+import type { RedisClient } from "@gw/core/redis";
 import { patchLimits } from "./limits.ts";
 import type { CreateApiKeyInput, UpdateApiKeyInput } from "./schema.ts";
 import { generateSecret, hashSecret, newKeyId, secretStart } from "./secret.ts";

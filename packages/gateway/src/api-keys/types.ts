@@ -1,4 +1,5 @@
-import type { Limits, Permission } from "@gw/core";
+import type { Limits } from "@gw/core/limits";
+import type { Permission } from "@gw/core/permissions";
 import type { OnBehalfOfPolicy } from "./on-behalf-of.ts";
 
 export type ApiKeyStatus = "active" | "revoked";

@@ -1,4 +1,7 @@
-import type { Logger, Principal, Queryable, ResourceRef, ResourceType, Role } from "@gw/core";
+import type { ResourceRef, ResourceType, Role } from "@gw/core/authz";
+import type { Logger } from "@gw/core/logger";
+import type { Queryable } from "@gw/core/postgres";
+import type { Principal } from "@gw/core/principal";
 
 export const AUDIT_ACTIONS = ["register", "delete", "grant", "revoke"] as const;
 export type AuditAction = (typeof AUDIT_ACTIONS)[number];

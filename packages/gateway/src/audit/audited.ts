@@ -1,12 +1,7 @@
-import {
-  AlreadyRegistered,
-  LastOwner,
-  type Logger,
-  NotResourceOwner,
-  type Principal,
-  ServiceIssuedResource,
-  ValidationFailed,
-} from "@gw/core";
+import { AlreadyRegistered, LastOwner, NotResourceOwner, ServiceIssuedResource } from "@gw/core/authz";
+import { ValidationFailed } from "@gw/core/errors";
+import type { Logger } from "@gw/core/logger";
+import type { Principal } from "@gw/core/principal";
 import type { AuthorizationOperation, GatewayMetrics } from "../metrics.ts";
 import type { AuditEvent, AuditLog, AuditOutcome, AuditRecord } from "./audit-log.ts";
 

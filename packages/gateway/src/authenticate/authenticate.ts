@@ -1,4 +1,4 @@
-import { unauthorized } from "@gw/core";
+import { unauthorized } from "@gw/core/errors";
 import type { RequestHandler } from "express";
 import { type ApiKeyLookup, ApiKeyStoreUnavailable } from "../api-keys/lookup.ts";
 import type { ApiKeyRecord } from "../api-keys/types.ts";

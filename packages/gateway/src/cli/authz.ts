@@ -8,23 +8,18 @@
  */
 import { parseArgs } from "node:util";
 import {
-  ConfigError,
   checkSpiceDBEnv,
   connectAuthorization,
-  createLogger,
-  createPostgres,
-  createRedis,
-  env,
-  loadConfig,
-  localDatabaseUrl,
-  localRedisUrl,
-  orgIdSchema,
   RESOURCE_TYPES,
   type ResourceType,
-  redactUrl,
   spicedbClientOptions,
   spicedbEnvShape,
-} from "@gw/core";
+} from "@gw/core/authz";
+import { ConfigError, env, loadConfig } from "@gw/core/config";
+import { createLogger, redactUrl } from "@gw/core/logger";
+import { createPostgres, localDatabaseUrl } from "@gw/core/postgres";
+import { orgIdSchema } from "@gw/core/principal";
+import { createRedis, localRedisUrl } from "@gw/core/redis";
 import { z } from "zod";
 import { AUDIT_CURSOR, AuditLog } from "../audit/audit-log.ts";
 

@@ -5,17 +5,12 @@
  * non-zero exit code.
  */
 import { parseArgs } from "node:util";
-import {
-  BudgetWindows,
-  createRedis,
-  localRedisUrl,
-  redactUrl,
-  SPEND_WINDOWS,
-  TOKEN_WINDOWS,
-  ValidationFailed,
-  validate,
-  WINDOWS,
-} from "@gw/core";
+import { BudgetWindows } from "@gw/core/budget-windows";
+import { ValidationFailed } from "@gw/core/errors";
+import { SPEND_WINDOWS, TOKEN_WINDOWS, WINDOWS } from "@gw/core/limits";
+import { redactUrl } from "@gw/core/logger";
+import { createRedis, localRedisUrl } from "@gw/core/redis";
+import { validate } from "@gw/core/validation";
 import { patchUnits } from "../api-keys/limits.ts";
 import { OrgLimitsStore } from "../api-keys/org-limits.ts";
 import { createApiKeySchema, endUserLimitsPatchSchema, updateApiKeySchema } from "../api-keys/schema.ts";

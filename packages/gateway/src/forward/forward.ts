@@ -1,6 +1,9 @@
 import { Agent, request } from "node:http";
 import { Agent as HttpsAgent, request as httpsRequest } from "node:https";
-import { AppError, ASSERTION_HEADER, type InternalAssertions, type Logger, principalOf } from "@gw/core";
+import { AppError } from "@gw/core/errors";
+import { principalOf } from "@gw/core/http";
+import { ASSERTION_HEADER, type InternalAssertions } from "@gw/core/internal-assertion";
+import type { Logger } from "@gw/core/logger";
 import type { RequestHandler } from "express";
 
 /** Hop-by-hop headers (RFC 9110 §7.6.1) and the caller's credentials never cross to the service. */

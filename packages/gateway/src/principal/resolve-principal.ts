@@ -1,4 +1,5 @@
-import { forbidden, ON_BEHALF_OF_HEADER, parseOnBehalfOf } from "@gw/core";
+import { forbidden } from "@gw/core/errors";
+import { ON_BEHALF_OF_HEADER, parseOnBehalfOf } from "@gw/core/principal";
 import type { RequestHandler } from "express";
 import { describeOnBehalfOf, mayActFor } from "../api-keys/on-behalf-of.ts";
 import type { ApiKeyRecord } from "../api-keys/types.ts";

@@ -1,1 +1,1 @@
-export { policyHeader, rateLimitHeader, secondsUntil } from "@gw/core";
+export { policyHeader, rateLimitHeader, secondsUntil } from "@gw/core/http";

@@ -1,4 +1,7 @@
-import { AppError, type Clock, type Limits, type Logger, systemClock } from "@gw/core";
+import { type Clock, systemClock } from "@gw/core/clock";
+import { AppError } from "@gw/core/errors";
+import type { Limits } from "@gw/core/limits";
+import type { Logger } from "@gw/core/logger";
 import type { GatewayMetrics } from "../metrics.ts";
 import { type Decision, type QuotaLimiter, QuotaStoreError, type WindowState } from "./quota.ts";
 

@@ -1,5 +1,6 @@
 import { randomUUID } from "node:crypto";
-import { type Clock, type Limits, systemClock, WINDOWS } from "@gw/core";
+import { type Clock, systemClock } from "@gw/core/clock";
+import { type Limits, WINDOWS } from "@gw/core/limits";
 import type { Decision, QuotaLimiter, WindowState } from "./quota.ts";
 import { type RedisWindows, type Taken, toDecision } from "./redis-windows.ts";
 

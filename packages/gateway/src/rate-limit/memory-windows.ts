@@ -1,4 +1,4 @@
-import { type Limits, WINDOW_SECONDS, WINDOWS, type Window } from "@gw/core";
+import { type Limits, WINDOW_SECONDS, WINDOWS, type Window } from "@gw/core/limits";
 import { RateLimiterMemory, RateLimiterRes } from "rate-limiter-flexible";
 import type { Decision, QuotaLimiter, WindowState } from "./quota.ts";
 

@@ -1,4 +1,4 @@
-import type { Limits, Window } from "@gw/core";
+import type { Limits, Window } from "@gw/core/limits";
 
 /** One window's standing after a decision. */
 export interface WindowState {

@@ -1,13 +1,6 @@
-import {
-  AppError,
-  hasBudgets,
-  isModelCall,
-  type Limits,
-  openAiRateLimitHeaders,
-  principalOf,
-  type UnitLimits,
-  WINDOWS,
-} from "@gw/core";
+import { AppError } from "@gw/core/errors";
+import { isModelCall, openAiRateLimitHeaders, principalOf } from "@gw/core/http";
+import { hasBudgets, type Limits, type UnitLimits, WINDOWS } from "@gw/core/limits";
 import type { RequestHandler } from "express";
 import { patchUnits } from "../api-keys/limits.ts";
 import { policyHeader, rateLimitHeader, secondsUntil } from "./headers.ts";

@@ -1,4 +1,5 @@
-import { type Limits, type RedisClient, WINDOW_SECONDS, WINDOWS, type Window } from "@gw/core";
+import { type Limits, WINDOW_SECONDS, WINDOWS, type Window } from "@gw/core/limits";
+import type { RedisClient } from "@gw/core/redis";
 import { type Decision, type QuotaLimiter, QuotaStoreError, type WindowState } from "./quota.ts";
 
 /**

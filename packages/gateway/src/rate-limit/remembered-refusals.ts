@@ -1,4 +1,5 @@
-import { type Clock, type Limits, systemClock } from "@gw/core";
+import { type Clock, systemClock } from "@gw/core/clock";
+import type { Limits } from "@gw/core/limits";
 import { entryKey } from "./leased-windows.ts";
 import type { Decision, QuotaLimiter, WindowState } from "./quota.ts";
 

@@ -3,9 +3,9 @@ import {
   type JsonSchema,
   jsonSchemaOf,
   objectSchema,
-  PERMISSIONS,
   stringSchema,
-} from "@gw/core";
+} from "@gw/core/openapi";
+import { PERMISSIONS } from "@gw/core/permissions";
 import { onBehalfOfSchema } from "../api-keys/on-behalf-of.ts";
 import {
   createApiKeySchema,

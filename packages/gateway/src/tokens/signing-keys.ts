@@ -1,7 +1,7 @@
 import { createPrivateKey, type KeyObject, randomBytes } from "node:crypto";
 import { mkdir, readFile, rename, writeFile } from "node:fs/promises";
 import { dirname } from "node:path";
-import type { Logger } from "@gw/core";
+import type { Logger } from "@gw/core/logger";
 import { exportJWK, generateKeyPair, importJWK, type JWK } from "jose";
 
 /** Asymmetric algorithms only: `none` and HMAC can never be configured, signed or accepted. */

@@ -1,5 +1,7 @@
 import { hash, randomUUID, sign } from "node:crypto";
-import { Lru, orgIdSchema, type Permission, userIdSchema } from "@gw/core";
+import { Lru } from "@gw/core/lru";
+import type { Permission } from "@gw/core/permissions";
+import { orgIdSchema, userIdSchema } from "@gw/core/principal";
 import { createLocalJWKSet, errors, type JWTPayload, jwtVerify } from "jose";
 import { SIGNING_ALGORITHMS, type SigningKeys } from "./signing-keys.ts";
 

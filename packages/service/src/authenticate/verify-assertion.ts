@@ -1,10 +1,6 @@
-import {
-  ASSERTION_HEADER,
-  type InternalAssertions,
-  InvalidAssertion,
-  type RedisClient,
-  unauthorized,
-} from "@gw/core";
+import { unauthorized } from "@gw/core/errors";
+import { ASSERTION_HEADER, type InternalAssertions, InvalidAssertion } from "@gw/core/internal-assertion";
+import type { RedisClient } from "@gw/core/redis";
 import type { RequestHandler } from "express";
 
 /**

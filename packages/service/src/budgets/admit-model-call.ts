@@ -1,21 +1,20 @@
 import { randomUUID } from "node:crypto";
 import {
-  AppError,
   type BudgetState,
   BudgetStoreError,
   type BudgetWindows,
-  forbidden,
-  hasBudgets,
-  type Logger,
-  limitEntries,
+  type Reservation,
+} from "@gw/core/budget-windows";
+import { AppError, forbidden, serviceUnavailable } from "@gw/core/errors";
+import {
   openAiRateLimitHeaders,
   policyHeader,
   principalOf,
-  type Reservation,
   rateLimitHeader,
   secondsUntil,
-  serviceUnavailable,
-} from "@gw/core";
+} from "@gw/core/http";
+import { hasBudgets, limitEntries } from "@gw/core/limits";
+import type { Logger } from "@gw/core/logger";
 import type { Response } from "express";
 import { costNanoUsd, type ModelPrice } from "../llm/prices.ts";
 import type { ChatMessage, FunctionTool } from "../llm/provider.ts";

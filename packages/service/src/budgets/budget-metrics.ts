@@ -1,4 +1,6 @@
-import { type BudgetCounter, type Metrics, NANO_USD_PER_USD, SPEND_WINDOWS, TOKEN_WINDOWS } from "@gw/core";
+import { type BudgetCounter, NANO_USD_PER_USD } from "@gw/core/budget-windows";
+import { SPEND_WINDOWS, TOKEN_WINDOWS } from "@gw/core/limits";
+import type { Metrics } from "@gw/core/metrics";
 import { Counter } from "prom-client";
 
 /** Tokens and spend admitted, refused and reconciled, by unit (tokens, spend in USD), window and scope (key, endUser). No ids in labels. */

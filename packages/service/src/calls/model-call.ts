@@ -1,5 +1,7 @@
-import type { Logger, Principal, ResourceAuthorization, ResourceRef } from "@gw/core";
-import { AppError } from "@gw/core";
+import type { ResourceAuthorization, ResourceRef } from "@gw/core/authz";
+import { AppError } from "@gw/core/errors";
+import type { Logger } from "@gw/core/logger";
+import type { Principal } from "@gw/core/principal";
 import type { Response } from "express";
 import { type AdmittedCall, admitModelCall, type BudgetDeps } from "../budgets/admit-model-call.ts";
 import {

@@ -1,4 +1,5 @@
-import type { Logger, Principal } from "@gw/core";
+import type { Logger } from "@gw/core/logger";
+import type { Principal } from "@gw/core/principal";
 import type { Response } from "express";
 import { admitCall, type ModelCallDeps, recordUsage } from "../calls/model-call.ts";
 import { newCompletionId } from "../ids.ts";

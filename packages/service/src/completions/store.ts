@@ -1,4 +1,4 @@
-import type { Postgres } from "@gw/core";
+import type { Postgres } from "@gw/core/postgres";
 
 /** A tool call as chat completions carry it. */
 export interface WireToolCall {

@@ -1,4 +1,5 @@
-import { type Logger, streamErrorChunk } from "@gw/core";
+import { streamErrorChunk } from "@gw/core/errors";
+import type { Logger } from "@gw/core/logger";
 import type { Response } from "express";
 import { logStreamFailure, type StreamedCall } from "../calls/model-call.ts";
 import type { ChatProvider, ChatRequest, Completion } from "../llm/provider.ts";

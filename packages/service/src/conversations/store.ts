@@ -1,4 +1,4 @@
-import type { Postgres, Queryable } from "@gw/core";
+import type { Postgres, Queryable } from "@gw/core/postgres";
 import type { Item } from "../items/items.ts";
 
 export interface Conversation {

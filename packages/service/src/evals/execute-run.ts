@@ -1,4 +1,4 @@
-import type { Logger } from "@gw/core";
+import type { Logger } from "@gw/core/logger";
 import { ProviderError } from "../llm/errors.ts";
 import type { ChatProvider } from "../llm/provider.ts";
 import type { UsageStore } from "../usage/store.ts";

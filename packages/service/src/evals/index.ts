@@ -1,4 +1,7 @@
-import type { Logger, Metrics, Postgres, RedisClient } from "@gw/core";
+import type { Logger } from "@gw/core/logger";
+import type { Metrics } from "@gw/core/metrics";
+import type { Postgres } from "@gw/core/postgres";
+import type { RedisClient } from "@gw/core/redis";
 import type { ChatProvider } from "../llm/provider.ts";
 import type { UsageStore } from "../usage/store.ts";
 import { createEvalMetrics } from "./metrics.ts";

@@ -1,4 +1,4 @@
-import type { Metrics } from "@gw/core";
+import type { Metrics } from "@gw/core/metrics";
 import { Counter, Gauge, Histogram } from "prom-client";
 
 /** Eval metrics in the process's registry. No schedule, run or organization ids in labels. */

@@ -1,4 +1,4 @@
-import { createRedis, type RedisClient, RedisUnavailable } from "@gw/core";
+import { createRedis, type RedisClient, RedisUnavailable } from "@gw/core/redis";
 import { Queue } from "bullmq";
 import { ReplyError } from "ioredis";
 import type { Cadence } from "./records.ts";

@@ -1,4 +1,4 @@
-import type { Postgres, Queryable } from "@gw/core";
+import type { Postgres, Queryable } from "@gw/core/postgres";
 import type { EvalResult, EvalRun, EvalSchedule, RunStatus } from "./records.ts";
 
 export type EnqueueOutcome =

@@ -1,18 +1,8 @@
-import {
-  closeGracefully,
-  createMetrics,
-  createPostgres,
-  createRedis,
-  type Logger,
-  listen,
-  listenForMetrics,
-  migrate,
-  postgresReady,
-  redactUrl,
-  redisReady,
-  registerProbes,
-  useRequestBasics,
-} from "@gw/core";
+import { closeGracefully, listen, listenForMetrics, registerProbes, useRequestBasics } from "@gw/core/http";
+import { type Logger, redactUrl } from "@gw/core/logger";
+import { createMetrics } from "@gw/core/metrics";
+import { createPostgres, migrate, postgresReady } from "@gw/core/postgres";
+import { createRedis, redisReady } from "@gw/core/redis";
 import express from "express";
 import type { ServiceConfig } from "../config.ts";
 import { chatProvider } from "../server.ts";

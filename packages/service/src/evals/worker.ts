@@ -1,4 +1,4 @@
-import type { RedisClient } from "@gw/core";
+import type { RedisClient } from "@gw/core/redis";
 import { type Job, Worker } from "bullmq";
 import { type ExecuteRunDeps, executeRun } from "./execute-run.ts";
 import type { EvalMetrics } from "./metrics.ts";

@@ -1,4 +1,4 @@
-import { AppError, type ErrorCode } from "@gw/core";
+import { AppError, type ErrorCode } from "@gw/core/errors";
 
 /**
  * Why the model could not answer, with its catalogue code. The message is in

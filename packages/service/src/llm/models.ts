@@ -1,4 +1,5 @@
-import { forbidden, type Principal, ValidationFailed } from "@gw/core";
+import { forbidden, ValidationFailed } from "@gw/core/errors";
+import type { Principal } from "@gw/core/principal";
 import type { ChatProvider } from "./provider.ts";
 
 /** A model as OpenAI's `GET /models` lists it. */

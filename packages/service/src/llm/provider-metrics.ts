@@ -1,4 +1,4 @@
-import { LATENCY_BUCKETS, type Metrics } from "@gw/core";
+import { LATENCY_BUCKETS, type Metrics } from "@gw/core/metrics";
 import { Counter, Histogram } from "prom-client";
 import { ProviderNotConfigured, ProviderRateLimited, ProviderTimeout } from "./errors.ts";
 import { ChatProvider, type ProviderOptions, type Usage } from "./provider.ts";

@@ -1,4 +1,6 @@
-import { AppError, type Principal, type ResourceAuthorization } from "@gw/core";
+import type { ResourceAuthorization } from "@gw/core/authz";
+import { AppError } from "@gw/core/errors";
+import type { Principal } from "@gw/core/principal";
 import type { ConversationStore } from "../conversations/store.ts";
 import type { Item } from "../items/items.ts";
 import type { ResponseStore } from "./store.ts";

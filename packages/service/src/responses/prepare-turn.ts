@@ -1,11 +1,6 @@
-import {
-  AppError,
-  notFound,
-  type Principal,
-  type ResourceAuthorization,
-  type Role,
-  ValidationFailed,
-} from "@gw/core";
+import type { ResourceAuthorization, Role } from "@gw/core/authz";
+import { AppError, notFound, ValidationFailed } from "@gw/core/errors";
+import type { Principal } from "@gw/core/principal";
 import type { ConversationStore } from "../conversations/store.ts";
 import { toTurn } from "../items/input.ts";
 import { type Item, itemChars, toChatMessages } from "../items/items.ts";

@@ -1,4 +1,4 @@
-import { responseFailure } from "@gw/core";
+import { responseFailure } from "@gw/core/errors";
 import { newId } from "../ids.ts";
 import { ID_PREFIX } from "../items/items.ts";
 import type { Completion } from "../llm/provider.ts";

@@ -1,4 +1,5 @@
-import { notFound, type Postgres } from "@gw/core";
+import { notFound } from "@gw/core/errors";
+import type { Postgres } from "@gw/core/postgres";
 import type { ConversationStore } from "../conversations/store.ts";
 import type { FunctionCallItem, Item, MessageItem } from "../items/items.ts";
 

@@ -1,4 +1,4 @@
-import type { Logger } from "@gw/core";
+import type { Logger } from "@gw/core/logger";
 import type { Response } from "express";
 import { logStreamFailure, type StreamedCall } from "../calls/model-call.ts";
 import { newId } from "../ids.ts";

@@ -1,4 +1,6 @@
-import { type Logger, notFound, type Principal } from "@gw/core";
+import { notFound } from "@gw/core/errors";
+import type { Logger } from "@gw/core/logger";
+import type { Principal } from "@gw/core/principal";
 import type { Response } from "express";
 import { admitCall, type ModelCallDeps, recordUsage } from "../calls/model-call.ts";
 import type { ConversationStore } from "../conversations/store.ts";

@@ -1,11 +1,11 @@
 import {
   type ConsistencyTokens,
   deleteExpiredResource,
-  type Logger,
-  type Postgres,
   type ResourceType,
   type SpiceDBClient,
-} from "@gw/core";
+} from "@gw/core/authz";
+import type { Logger } from "@gw/core/logger";
+import type { Postgres } from "@gw/core/postgres";
 
 /** Key of the advisory lock that lets one replica at a time sweep ("gw:retention"). */
 export const SWEEP_LOCK = 0x67773a72;

@@ -1,11 +1,6 @@
-import {
-  forbidden,
-  notFound,
-  type Principal,
-  type ResourceAuthorization,
-  type ResourceType,
-  type Role,
-} from "@gw/core";
+import type { ResourceAuthorization, ResourceType, Role } from "@gw/core/authz";
+import { forbidden, notFound } from "@gw/core/errors";
+import type { Principal } from "@gw/core/principal";
 
 /** Longer than any id the service issues, and than SpiceDB takes once encoded: such a resource cannot exist. */
 const MAX_RESOURCE_ID_LENGTH = 256;

@@ -1,4 +1,10 @@
-import { type ApiOperation, deletedSchema, type JsonSchema, objectSchema, stringSchema } from "@gw/core";
+import {
+  type ApiOperation,
+  deletedSchema,
+  type JsonSchema,
+  objectSchema,
+  stringSchema,
+} from "@gw/core/openapi";
 import { createCompletionBody } from "../completions/request.ts";
 import { createResponseBody } from "../responses/request.ts";
 import { USAGE_DIMENSIONS } from "../usage/store.ts";

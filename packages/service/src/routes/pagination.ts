@@ -1,4 +1,4 @@
-import { ValidationFailed } from "@gw/core";
+import { ValidationFailed } from "@gw/core/errors";
 import { z } from "zod";
 import { notSupported } from "../schema.ts";
 

@@ -1,6 +1,6 @@
 import { lstat, realpath, rm } from "node:fs/promises";
 import { dirname, isAbsolute, join, sep } from "node:path";
-import { AppError } from "@gw/core";
+import { AppError } from "@gw/core/errors";
 import { type Git, GitFailed, redactGitOutput, STDOUT_LIMIT } from "./git.ts";
 
 /** git's id of the empty tree: what an unborn HEAD holds. */

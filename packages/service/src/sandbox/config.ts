@@ -1,5 +1,5 @@
 import { resolve, sep } from "node:path";
-import { env } from "@gw/core";
+import { env } from "@gw/core/config";
 import { z } from "zod";
 
 /** The sandbox's part of the service's environment (spread into its schema). */

@@ -1,6 +1,10 @@
 import { createCipheriv, createDecipheriv, randomBytes } from "node:crypto";
 import { join } from "node:path";
-import { AppError, developmentSecret, type Logger, type Principal, type Queryable } from "@gw/core";
+import { developmentSecret } from "@gw/core/development-secret";
+import { AppError } from "@gw/core/errors";
+import type { Logger } from "@gw/core/logger";
+import type { Queryable } from "@gw/core/postgres";
+import type { Principal } from "@gw/core/principal";
 
 /** What `GET /api/v1/sandbox/connections/github` shows: never the token. */
 export interface ConnectionStatus {

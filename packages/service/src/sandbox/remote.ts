@@ -1,6 +1,6 @@
 import { mkdir, rm } from "node:fs/promises";
 import { join } from "node:path";
-import { AppError } from "@gw/core";
+import { AppError } from "@gw/core/errors";
 import type { Checkout } from "./checkout.ts";
 import { type Git, GitFailed, redactGitOutput } from "./git.ts";
 

@@ -1,6 +1,10 @@
 import { mkdir, rm } from "node:fs/promises";
 import { join } from "node:path";
-import { AppError, type Logger, type Principal, type Queryable, type RedisClient } from "@gw/core";
+import { AppError } from "@gw/core/errors";
+import type { Logger } from "@gw/core/logger";
+import type { Queryable } from "@gw/core/postgres";
+import type { Principal } from "@gw/core/principal";
+import type { RedisClient } from "@gw/core/redis";
 import { commitWorkingTree, openCheckout } from "./checkout.ts";
 import type { SandboxOptions } from "./config.ts";
 import { ConnectionStore, connectionKey } from "./connections.ts";

@@ -1,5 +1,7 @@
 import { randomBytes } from "node:crypto";
-import { AppError, type Clock, type RedisClient, systemClock } from "@gw/core";
+import { type Clock, systemClock } from "@gw/core/clock";
+import { AppError } from "@gw/core/errors";
+import type { RedisClient } from "@gw/core/redis";
 
 export class SessionBusy extends AppError {
   constructor(waitedMs: number) {

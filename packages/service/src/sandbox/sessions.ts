@@ -1,5 +1,7 @@
 import { randomBytes } from "node:crypto";
-import { AppError, type Principal, type Queryable } from "@gw/core";
+import { AppError } from "@gw/core/errors";
+import type { Queryable } from "@gw/core/postgres";
+import type { Principal } from "@gw/core/principal";
 
 /** The session object of the API. */
 export interface Session {

@@ -1,4 +1,5 @@
-import { NANO_USD_PER_USD, type RedisClient } from "@gw/core";
+import { NANO_USD_PER_USD } from "@gw/core/budget-windows";
+import type { RedisClient } from "@gw/core/redis";
 import { costNanoUsd, type ModelPrice } from "../llm/prices.ts";
 import type { Usage } from "../llm/provider.ts";
 

@@ -1,4 +1,5 @@
-import { forbidden, notFound, principalOf } from "@gw/core";
+import { forbidden, notFound } from "@gw/core/errors";
+import { principalOf } from "@gw/core/http";
 import type { Response } from "express";
 import type { ApiKeyStore } from "../../api-keys/store.ts";
 import type { ApiKeyRecord } from "../../api-keys/types.ts";

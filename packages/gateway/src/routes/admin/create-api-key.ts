@@ -1,4 +1,5 @@
-import { principalOf, validate } from "@gw/core";
+import { principalOf } from "@gw/core/http";
+import { validate } from "@gw/core/validation";
 import type { Router } from "express";
 import { createApiKeySchema } from "../../api-keys/schema.ts";
 import type { ApiKeyStore } from "../../api-keys/store.ts";

@@ -1,4 +1,5 @@
-import { principalOf, type UnitLimits } from "@gw/core";
+import { principalOf } from "@gw/core/http";
+import type { UnitLimits } from "@gw/core/limits";
 import type { Router } from "express";
 import type { OrgLimitsStore } from "../../api-keys/org-limits.ts";
 

@@ -1,4 +1,6 @@
-import { orgIdSchema, principalOf, validate } from "@gw/core";
+import { principalOf } from "@gw/core/http";
+import { orgIdSchema } from "@gw/core/principal";
+import { validate } from "@gw/core/validation";
 import type { Router } from "express";
 import { z } from "zod";
 import type { ApiKeyStore } from "../../api-keys/store.ts";

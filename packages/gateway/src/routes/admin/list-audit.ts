@@ -1,4 +1,5 @@
-import { principalOf, validate } from "@gw/core";
+import { principalOf } from "@gw/core/http";
+import { validate } from "@gw/core/validation";
 import type { Router } from "express";
 import type { AuditLog } from "../../audit/audit-log.ts";
 import { measured } from "../../audit/audited.ts";

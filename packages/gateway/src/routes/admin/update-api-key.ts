@@ -1,4 +1,4 @@
-import { validate } from "@gw/core";
+import { validate } from "@gw/core/validation";
 import type { Router } from "express";
 import { updateApiKeySchema } from "../../api-keys/schema.ts";
 import type { ApiKeyStore } from "../../api-keys/store.ts";

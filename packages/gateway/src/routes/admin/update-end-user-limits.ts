@@ -1,4 +1,5 @@
-import { principalOf, validate } from "@gw/core";
+import { principalOf } from "@gw/core/http";
+import { validate } from "@gw/core/validation";
 import type { Router } from "express";
 import type { OrgLimitsStore } from "../../api-keys/org-limits.ts";
 import { endUserLimitsPatchSchema } from "../../api-keys/schema.ts";

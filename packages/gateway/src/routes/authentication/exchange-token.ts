@@ -1,4 +1,8 @@
-import { forbidden, PERMISSIONS, principalOf, userIdSchema, validate } from "@gw/core";
+import { forbidden } from "@gw/core/errors";
+import { principalOf } from "@gw/core/http";
+import { PERMISSIONS } from "@gw/core/permissions";
+import { userIdSchema } from "@gw/core/principal";
+import { validate } from "@gw/core/validation";
 import type { Router } from "express";
 import { z } from "zod";
 import type { GatewayMetrics } from "../../metrics.ts";

@@ -1,5 +1,5 @@
-import type { Principal } from "@gw/core";
-import { principalOf } from "@gw/core";
+import { principalOf } from "@gw/core/http";
+import type { Principal } from "@gw/core/principal";
 import type { Router } from "express";
 
 export type WhoamiResponse = Principal;

@@ -1,4 +1,5 @@
-import type { Logger, ResourceAuthorization } from "@gw/core";
+import type { ResourceAuthorization } from "@gw/core/authz";
+import type { Logger } from "@gw/core/logger";
 import type { AuditLog } from "../../audit/audit-log.ts";
 import type { GatewayMetrics } from "../../metrics.ts";
 import type { LookupCursors } from "./lookup-cursor.ts";

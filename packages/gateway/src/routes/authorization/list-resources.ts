@@ -1,4 +1,6 @@
-import { principalOf, RESOURCE_TYPES, ROLES, requirePermission, validate } from "@gw/core";
+import { RESOURCE_TYPES, ROLES } from "@gw/core/authz";
+import { principalOf, requirePermission } from "@gw/core/http";
+import { validate } from "@gw/core/validation";
 import type { Router } from "express";
 import { z } from "zod";
 import { measured } from "../../audit/audited.ts";

@@ -1,5 +1,6 @@
 import { createHmac, hkdfSync, timingSafeEqual } from "node:crypto";
-import { type ResourceType, type Role, ValidationFailed } from "@gw/core";
+import type { ResourceType, Role } from "@gw/core/authz";
+import { ValidationFailed } from "@gw/core/errors";
 
 /** What a cursor is bound to: the principal, and the query it continues. */
 export interface CursorBinding {

@@ -1,4 +1,5 @@
-import { principalOf, requirePermission, validate } from "@gw/core";
+import { principalOf, requirePermission } from "@gw/core/http";
+import { validate } from "@gw/core/validation";
 import type { Router } from "express";
 import { z } from "zod";
 import { audited } from "../../audit/audited.ts";

@@ -1,4 +1,6 @@
-import { NotResourceOwner, principalOf, requirePermission, validate } from "@gw/core";
+import { NotResourceOwner } from "@gw/core/authz";
+import { principalOf, requirePermission } from "@gw/core/http";
+import { validate } from "@gw/core/validation";
 import type { Router } from "express";
 import { z } from "zod";
 import { AUDIT_CURSOR } from "../../audit/audit-log.ts";

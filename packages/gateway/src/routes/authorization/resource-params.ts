@@ -1,4 +1,4 @@
-import { RESOURCE_TYPES } from "@gw/core";
+import { RESOURCE_TYPES } from "@gw/core/authz";
 import { z } from "zod";
 import { resourceIdSchema } from "./role-change.ts";
 

@@ -1,13 +1,8 @@
-import {
-  PUBLIC_USER,
-  parseRfc3339,
-  principalOf,
-  RESOURCE_TYPES,
-  ROLES,
-  requirePermission,
-  userIdSchema,
-  validate,
-} from "@gw/core";
+import { PUBLIC_USER, RESOURCE_TYPES, ROLES } from "@gw/core/authz";
+import { principalOf, requirePermission } from "@gw/core/http";
+import { userIdSchema } from "@gw/core/principal";
+import { parseRfc3339 } from "@gw/core/rfc3339";
+import { validate } from "@gw/core/validation";
 import type { Router } from "express";
 import { z } from "zod";
 import { audited } from "../../audit/audited.ts";

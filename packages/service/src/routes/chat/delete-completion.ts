@@ -1,4 +1,5 @@
-import { principalOf, type ResourceAuthorization, requirePermission, type WriterDeletion } from "@gw/core";
+import type { ResourceAuthorization, WriterDeletion } from "@gw/core/authz";
+import { principalOf, requirePermission } from "@gw/core/http";
 import type { Router } from "express";
 import type { CompletionStore } from "../../completions/store.ts";
 import { requireRole } from "../access.ts";

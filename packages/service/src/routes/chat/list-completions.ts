@@ -1,10 +1,7 @@
-import {
-  principalOf,
-  type ResourceAuthorization,
-  requirePermission,
-  ValidationFailed,
-  validate,
-} from "@gw/core";
+import type { ResourceAuthorization } from "@gw/core/authz";
+import { ValidationFailed } from "@gw/core/errors";
+import { principalOf, requirePermission } from "@gw/core/http";
+import { validate } from "@gw/core/validation";
 import type { Router } from "express";
 import { z } from "zod";
 import type { CompletionStore } from "../../completions/store.ts";

@@ -1,4 +1,7 @@
-import { notFound, principalOf, type ResourceAuthorization, requirePermission, validate } from "@gw/core";
+import type { ResourceAuthorization } from "@gw/core/authz";
+import { notFound } from "@gw/core/errors";
+import { principalOf, requirePermission } from "@gw/core/http";
+import { validate } from "@gw/core/validation";
 import type { Router } from "express";
 import { z } from "zod";
 import type { CompletionStore } from "../../completions/store.ts";

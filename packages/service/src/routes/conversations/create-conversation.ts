@@ -1,4 +1,6 @@
-import { principalOf, type ResourceAuthorization, requirePermission, validate } from "@gw/core";
+import type { ResourceAuthorization } from "@gw/core/authz";
+import { principalOf, requirePermission } from "@gw/core/http";
+import { validate } from "@gw/core/validation";
 import type { Router } from "express";
 import { z } from "zod";
 import type { Conversation, ConversationStore } from "../../conversations/store.ts";

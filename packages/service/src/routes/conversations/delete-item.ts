@@ -1,4 +1,6 @@
-import { notFound, principalOf, type ResourceAuthorization, requirePermission } from "@gw/core";
+import type { ResourceAuthorization } from "@gw/core/authz";
+import { notFound } from "@gw/core/errors";
+import { principalOf, requirePermission } from "@gw/core/http";
 import type { Router } from "express";
 import type { ConversationStore } from "../../conversations/store.ts";
 import { requireRole } from "../access.ts";

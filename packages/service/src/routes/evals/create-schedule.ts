@@ -1,4 +1,6 @@
-import { conflict, principalOf, requirePermission, ValidationFailed, validate } from "@gw/core";
+import { conflict, ValidationFailed } from "@gw/core/errors";
+import { principalOf, requirePermission } from "@gw/core/http";
+import { validate } from "@gw/core/validation";
 import { CronExpressionParser } from "cron-parser";
 import type { Router } from "express";
 import { z } from "zod";

@@ -1,4 +1,6 @@
-import { notFound, principalOf, requirePermission, validate } from "@gw/core";
+import { notFound } from "@gw/core/errors";
+import { principalOf, requirePermission } from "@gw/core/http";
+import { validate } from "@gw/core/validation";
 import type { Router } from "express";
 import { runObject } from "../../evals/records.ts";
 import type { EvalRouteDeps } from "./create-schedule.ts";

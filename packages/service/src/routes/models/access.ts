@@ -1,4 +1,5 @@
-import { forbidden, principalOf } from "@gw/core";
+import { forbidden } from "@gw/core/errors";
+import { principalOf } from "@gw/core/http";
 import type { RequestHandler } from "express";
 
 /** Listing models is for keys that may use them: `responses:read` or `responses:write`. */

@@ -1,4 +1,5 @@
-import { AppError, principalOf } from "@gw/core";
+import { AppError } from "@gw/core/errors";
+import { principalOf } from "@gw/core/http";
 import type { Router } from "express";
 import { modelObject, usableModels } from "../../llm/models.ts";
 import type { ChatProvider } from "../../llm/provider.ts";

@@ -1,4 +1,4 @@
-import { principalOf } from "@gw/core";
+import { principalOf } from "@gw/core/http";
 import type { Router } from "express";
 import { modelObject, usableModels } from "../../llm/models.ts";
 import type { ChatProvider } from "../../llm/provider.ts";

@@ -1,4 +1,6 @@
-import { AppError, principalOf, type ResourceAuthorization, requirePermission } from "@gw/core";
+import type { ResourceAuthorization } from "@gw/core/authz";
+import { AppError } from "@gw/core/errors";
+import { principalOf, requirePermission } from "@gw/core/http";
 import type { Router } from "express";
 import { requireRole } from "../access.ts";
 

@@ -1,4 +1,4 @@
-import { AppError } from "@gw/core";
+import { AppError } from "@gw/core/errors";
 import type { Response } from "express";
 
 /** The caller went away before its answer; only logs and metrics see this. */

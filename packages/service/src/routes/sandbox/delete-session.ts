@@ -1,4 +1,4 @@
-import { principalOf, requirePermission } from "@gw/core";
+import { principalOf, requirePermission } from "@gw/core/http";
 import type { Router } from "express";
 import type { Sandbox } from "../../sandbox/sandbox.ts";
 import { clientSignal } from "./client-signal.ts";

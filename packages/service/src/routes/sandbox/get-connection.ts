@@ -1,4 +1,4 @@
-import { principalOf, requirePermission } from "@gw/core";
+import { principalOf, requirePermission } from "@gw/core/http";
 import type { Router } from "express";
 import type { ConnectionStatus, ConnectionStore } from "../../sandbox/connections.ts";
 

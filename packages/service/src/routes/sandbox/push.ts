@@ -1,4 +1,5 @@
-import { principalOf, requirePermission, validateAsync } from "@gw/core";
+import { principalOf, requirePermission } from "@gw/core/http";
+import { validateAsync } from "@gw/core/validation";
 import type { Router } from "express";
 import { z } from "zod";
 import { checkoutPathProblem, leavesWorkspace } from "../../sandbox/checkout.ts";

@@ -1,4 +1,6 @@
-import { principalOf, requirePermission, ValidationFailed, validate } from "@gw/core";
+import { ValidationFailed } from "@gw/core/errors";
+import { principalOf, requirePermission } from "@gw/core/http";
+import { validate } from "@gw/core/validation";
 import type { Router } from "express";
 import { z } from "zod";
 import { USAGE_GROUPS, type UsageStore, utcDay } from "../../usage/store.ts";

@@ -11,7 +11,15 @@ import { execFile } from "node:child_process";
 import { readdir, readFile } from "node:fs/promises";
 import { resolve } from "node:path";
 import { promisify } from "node:util";
-import { createMetrics, v1 } from "@gw/core";
+import { v1 } from "@gw/core/authz";
+import { createMetrics } from "@gw/core/metrics";
+import {
+  devstackConfigSchema,
+  freePort,
+  PROMETHEUS_CONFIG,
+  prometheusInstalled,
+  REPO_ROOT,
+} from "@gw/devstack";
 import { createGatewayMetrics, gatewayConfigSchema } from "@gw/gateway";
 import {
   createBudgetMetrics,
@@ -30,13 +38,10 @@ import {
   yamlDocuments,
 } from "./check-deploy.ts";
 import { brokenDocLinks } from "./check-docs.ts";
-import { devstackConfigSchema } from "./config.ts";
 import { configurationDocProblems } from "./config-docs.ts";
 import { CONFIG_SECTIONS } from "./config-sections.ts";
-import { freePort } from "./free-port.ts";
-import { REPO_ROOT } from "./node-process.ts";
 import { committedOpenApiProblems } from "./openapi.ts";
-import { PROMETHEUS_CONFIG, prometheusInstalled } from "./prometheus.ts";
+import { packageGraphProblems } from "./package-graph.ts";
 
 const execFileAsync = promisify(execFile);
 
@@ -271,6 +276,7 @@ export async function checkRepository(root = REPO_ROOT): Promise<{ problems: str
   const problems = [
     ...(await configurationDocProblems(CONFIG_SECTIONS, root)),
     ...(await brokenDocLinks(root)),
+    ...(await packageGraphProblems(root)),
   ];
   for (const path of DEPLOY_FILES) {
     const text = await read(path);

@@ -6,21 +6,33 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Writable } from "node:stream";
 import { promisify } from "node:util";
-import { createLogger, createRedis, type Logger, type RedisClient, v1 } from "@gw/core";
+import { v1 } from "@gw/core/authz";
+import { createLogger, type Logger } from "@gw/core/logger";
+import { createRedis, type RedisClient } from "@gw/core/redis";
+import {
+  freePort,
+  localServerUrl,
+  REPO_ROOT,
+  type RunningNodeProcess,
+  type RunningPostgres,
+  type RunningRedis,
+  startNodeProcess,
+  startPostgresServer,
+  startRedisServer,
+} from "@gw/devstack";
 import { type RunningSpiceDBLocal, startSpiceDBLocal } from "@gw/spicedb-local";
 import pg from "pg";
 import { afterAll, beforeAll, inject } from "vitest";
-import { freePort } from "./free-port.ts";
-import { REPO_ROOT, type RunningNodeProcess, startNodeProcess } from "./node-process.ts";
 import { MIGRATED_TEMPLATE } from "./postgres-global-setup.ts";
 
+export {
+  freePort,
+  REPO_ROOT,
+  type RunningNodeProcess,
+  startNodeProcess,
+  startSpiceDBLocalProcess,
+} from "@gw/devstack";
 export { startTestPostgres, type TestPostgres } from "./postgres-global-setup.ts";
-
-import { localServerUrl, type RunningPostgres, startPostgresServer } from "./postgres-server.ts";
-import { type RunningRedis, startRedisServer } from "./redis-server.ts";
-
-export { freePort } from "./free-port.ts";
-export type { RunningNodeProcess } from "./node-process.ts";
 export { type RawResponse, rawHttp } from "./raw-http.ts";
 
 const execFileAsync = promisify(execFile);

@@ -2,6 +2,7 @@ import { readFileSync } from "node:fs";
 import { cp, mkdir, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
+import { prometheusInstalled, REPO_ROOT } from "@gw/devstack";
 import { describe, expect, it } from "vitest";
 import {
   alertRuleProblems,
@@ -29,8 +30,6 @@ import {
   renderConfiguration,
 } from "../src/config-docs.ts";
 import { CONFIG_SECTIONS } from "../src/config-sections.ts";
-import { REPO_ROOT } from "../src/node-process.ts";
-import { prometheusInstalled } from "../src/prometheus.ts";
 
 const fixture = (name: string) =>
   readFileSync(resolve(import.meta.dirname, "fixtures/config-check", name), "utf8");
@@ -269,7 +268,7 @@ describe.runIf(promtoolInstalled)("promtool", () => {
 
   it("reports a rule test that fails", async () => {
     const { problems } = await promtoolProblems(undefined, [
-      "packages/devstack/test/fixtures/config-check/promtool-failing.test.yml",
+      "packages/config-check/test/fixtures/config-check/promtool-failing.test.yml",
     ]);
     expect(problems).toHaveLength(1);
     expect(problems[0]).toMatch(/^promtool test rules .*\n[\s\S]*FAILED[\s\S]*GatewayErrorRateHigh/);

@@ -2,20 +2,20 @@ import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { createServer, type Server, type Socket } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { errorBody } from "@gw/core/errors";
 import {
   createPostgres,
-  errorBody,
   isPostgresOutage,
   migrate,
   type Postgres,
   PostgresUnavailable,
   postgresReady,
-  RedisUnavailable,
-} from "@gw/core";
+} from "@gw/core/postgres";
+import { RedisUnavailable } from "@gw/core/redis";
+import { freePort } from "@gw/devstack";
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { freePort } from "../src/free-port.ts";
-import { useTestDatabase } from "../src/testing.ts";
+import { useTestDatabase } from "../src/index.ts";
 
 describe("migrate", () => {
   const database = useTestDatabase({ migrated: false });

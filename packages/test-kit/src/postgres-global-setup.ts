@@ -2,16 +2,15 @@
  * vitest `globalSetup`: one real PostgreSQL for the whole test run (initdb
  * into a temporary directory, a free port), with a template database that
  * has every migration applied. Each test file then gets its own database
- * copied from it (`useTestDatabase` in `testing.ts`), which takes tens of
+ * copied from it (`useTestDatabase` in `index.ts`), which takes tens of
  * milliseconds instead of a server per file.
  */
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { migrate } from "@gw/core";
+import { migrate } from "@gw/core/postgres";
+import { ensureDatabase, freePort, type RunningPostgres, startPostgresServer } from "@gw/devstack";
 import type { TestProject } from "vitest/node";
-import { freePort } from "./free-port.ts";
-import { ensureDatabase, type RunningPostgres, startPostgresServer } from "./postgres-server.ts";
 
 /** The template every test database is copied from: migrated once per run. */
 export const MIGRATED_TEMPLATE = "gw_test_template";

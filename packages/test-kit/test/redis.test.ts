@@ -8,16 +8,16 @@ import {
   type RedisClient,
   type RedisCommandObserver,
   RedisUnavailable,
-} from "@gw/core";
+} from "@gw/core/redis";
+import { startRedisServer } from "@gw/devstack";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
-import { startRedisServer } from "../src/redis-server.ts";
 import {
   monitorCommands,
   REDIS_TOPOLOGIES,
   startTestRedis,
   startTestRedisOf,
   type TestRedisStore,
-} from "../src/testing.ts";
+} from "../src/index.ts";
 
 describe("cluster URLs", () => {
   it("name the seed nodes, credentials and TLS", () => {

@@ -1,7 +1,7 @@
 import { mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
-import type { JsonSchema } from "@gw/core";
+import type { JsonSchema } from "@gw/core/openapi";
 import { describe, expect, it } from "vitest";
 import {
   committedOpenApiProblems,

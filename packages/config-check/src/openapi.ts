@@ -10,11 +10,11 @@
 import { readFile, writeFile } from "node:fs/promises";
 import { resolve } from "node:path";
 import SwaggerParser from "@apidevtools/swagger-parser";
-import { buildOpenApiDocument, type JsonSchema } from "@gw/core";
+import { buildOpenApiDocument, type JsonSchema } from "@gw/core/openapi";
+import { REPO_ROOT } from "@gw/devstack";
 import { GATEWAY_OPERATIONS } from "@gw/gateway";
 import { SERVICE_OPERATIONS } from "@gw/service";
 import { Ajv2020 } from "ajv/dist/2020.js";
-import { REPO_ROOT } from "./node-process.ts";
 
 /** Where the document is committed, from the repository's root. */
 export const OPENAPI_FILE = "packages/gateway/src/generated/openapi.json";

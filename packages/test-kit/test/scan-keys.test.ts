@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { scanKeys, useTestRedis } from "../src/testing.ts";
+import { scanKeys, useTestRedis } from "../src/index.ts";
 
 describe("scanKeys", () => {
   describe.each(["single", "cluster"] as const)("on %s Redis", (topology) => {

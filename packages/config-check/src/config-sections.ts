@@ -1,7 +1,7 @@
+import { devstackConfigSchema } from "@gw/devstack";
 import { gatewayConfigSchema } from "@gw/gateway";
 import { serviceConfigSchema } from "@gw/service";
 import { spicedbLocalConfigSchema } from "@gw/spicedb-local";
-import { devstackConfigSchema } from "./config.ts";
 import type { ConfigSection } from "./config-docs.ts";
 
 /** Every process's configuration schema, in the order `docs/configuration.md` shows them. */

@@ -6,9 +6,9 @@
  */
 import { readFile, writeFile } from "node:fs/promises";
 import { resolve } from "node:path";
+import { REPO_ROOT } from "@gw/devstack";
 import ts from "typescript";
 import { z } from "zod";
-import { REPO_ROOT } from "./node-process.ts";
 
 export const CONFIGURATION_DOC = "docs/configuration.md";
 
