@@ -58,11 +58,11 @@ describe.each(
       await Promise.all([redisServer?.stop(), spicedb?.close()]);
     });
 
-    it("a check on replica B right after a grant or revoke on replica A sees it, every time", async () => {
-      const [a, b] = replicas as [RunningNodeProcess, RunningNodeProcess];
+    /** A fresh organization, a key of it, and alice acting through that key. */
+    const aliceWithKey = async () => {
       const org = freshOrg();
       const { record, secret } = await new ApiKeyStore(redis).create({ org, owner: "backend" });
-      const principal: Principal = {
+      const alice: Principal = {
         org,
         user: "alice",
         keyId: record.id,
@@ -70,6 +70,12 @@ describe.each(
         credential: "api_key",
         onBehalfOf: true,
       };
+      return { org, secret, alice };
+    };
+
+    it("a check on replica B right after a grant or revoke on replica A sees it, every time", async () => {
+      const [a, b] = replicas as [RunningNodeProcess, RunningNodeProcess];
+      const { org, secret, alice: principal } = await aliceWithKey();
       const call = (replica: RunningNodeProcess, path: string, user: string, body?: unknown) =>
         fetch(`${replica.url}/api/v1/authorization/llm/${path}`, {
           method: body ? "POST" : "GET",
@@ -105,16 +111,7 @@ describe.each(
 
     it("a decision replica B keeps is dropped by a revoke on replica A: B's very next check is denied", async () => {
       const [a, b] = replicas as [RunningNodeProcess, RunningNodeProcess];
-      const org = freshOrg();
-      const { record, secret } = await new ApiKeyStore(redis).create({ org, owner: "backend" });
-      const alice: Principal = {
-        org,
-        user: "alice",
-        keyId: record.id,
-        permissions: [],
-        credential: "api_key",
-        onBehalfOf: true,
-      };
+      const { org, secret, alice } = await aliceWithKey();
       const id = "conv_kept";
       const check = async (replica: RunningNodeProcess) => {
         const res = await fetch(

@@ -8,6 +8,7 @@ import {
   type ChatProvider,
   type ChatRequest,
   type Completion,
+  type ToolCallDelta,
   type Usage,
   usageOf,
 } from "../llm/provider.ts";
@@ -223,4 +224,43 @@ export function releaseOwnership(
 export function logStreamFailure(logger: Logger, res: Response, err: unknown, what: string): void {
   if (err instanceof AppError) logger.warn({ requestId: res.req.id, err }, `${what} stream failed`);
   else logger.error({ requestId: res.req.id, err }, `${what} stream failed`);
+}
+
+/** Opens a server-sent event stream: 200, no caching, no proxy buffering, the headers sent at once. */
+export function openEventStream(res: Response): void {
+  res
+    .status(200)
+    .set({ "Content-Type": "text/event-stream", "Cache-Control": "no-cache", "X-Accel-Buffering": "no" });
+  res.flushHeaders();
+}
+
+/**
+ * Hands each piece of a model's stream, from `first` on, to `text` or
+ * `toolCall` until the provider is done, and returns its completion; if the
+ * stream breaks, the error and what the model had produced by then (its text
+ * and tool call arguments), which is still charged.
+ */
+export async function relayPieces(
+  first: IteratorResult<string | ToolCallDelta, Completion>,
+  pieces: AsyncGenerator<string | ToolCallDelta, Completion>,
+  on: { text(piece: string): void; toolCall(piece: ToolCallDelta): void },
+): Promise<{ completion: Completion } | { error: unknown; produced: string }> {
+  let produced = "";
+  try {
+    let step = first;
+    while (!step.done) {
+      const piece = step.value;
+      if (typeof piece === "string") {
+        produced += piece;
+        on.text(piece);
+      } else {
+        produced += piece.arguments;
+        on.toolCall(piece);
+      }
+      step = await pieces.next();
+    }
+    return { completion: step.value };
+  } catch (error) {
+    return { error, produced };
+  }
 }

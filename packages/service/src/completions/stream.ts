@@ -1,7 +1,7 @@
 import { streamErrorChunk } from "@gw/core/errors";
 import type { Logger } from "@gw/core/logger";
 import type { Response } from "express";
-import { logStreamFailure, type StreamedCall } from "../calls/model-call.ts";
+import { logStreamFailure, openEventStream, relayPieces, type StreamedCall } from "../calls/model-call.ts";
 import type { ChatProvider, ChatRequest, Completion } from "../llm/provider.ts";
 import { finishReasonOf, usageObject } from "./completion.ts";
 
@@ -67,42 +67,31 @@ export async function streamCompletion(
     res.end();
   };
 
-  res
-    .status(200)
-    .set({ "Content-Type": "text/event-stream", "Cache-Control": "no-cache", "X-Accel-Buffering": "no" });
-  res.flushHeaders();
+  openEventStream(res);
   delta({ role: "assistant", content: "", refusal: null });
-  let produced = "";
   const announced = new Set<number>();
-  try {
-    let step = first;
-    while (!step.done) {
-      const piece = step.value;
-      if (typeof piece === "string") {
-        produced += piece;
-        delta({ content: piece });
-      } else {
-        produced += piece.arguments;
-        const fresh = !announced.has(piece.index);
-        announced.add(piece.index);
-        delta({
-          tool_calls: [
-            fresh
-              ? {
-                  index: piece.index,
-                  id: piece.id,
-                  type: "function",
-                  function: { name: piece.name, arguments: piece.arguments },
-                }
-              : { index: piece.index, function: { arguments: piece.arguments } },
-          ],
-        });
-      }
-      step = await pieces.next();
-    }
-    return { completion: step.value, end: end(step.value), fail };
-  } catch (err) {
-    fail(err);
-    return { partial: produced, end: () => undefined, fail };
+  const relayed = await relayPieces(first, pieces, {
+    text: (piece) => delta({ content: piece }),
+    toolCall: (piece) => {
+      const fresh = !announced.has(piece.index);
+      announced.add(piece.index);
+      delta({
+        tool_calls: [
+          fresh
+            ? {
+                index: piece.index,
+                id: piece.id,
+                type: "function",
+                function: { name: piece.name, arguments: piece.arguments },
+              }
+            : { index: piece.index, function: { arguments: piece.arguments } },
+        ],
+      });
+    },
+  });
+  if ("error" in relayed) {
+    fail(relayed.error);
+    return { partial: relayed.produced, end: () => undefined, fail };
   }
+  return { completion: relayed.completion, end: end(relayed.completion), fail };
 }

@@ -1,6 +1,6 @@
 import type { Logger } from "@gw/core/logger";
 import type { Response } from "express";
-import { logStreamFailure, type StreamedCall } from "../calls/model-call.ts";
+import { logStreamFailure, openEventStream, relayPieces, type StreamedCall } from "../calls/model-call.ts";
 import { newId } from "../ids.ts";
 import { ID_PREFIX } from "../items/items.ts";
 import type { ChatProvider, ChatRequest, ToolCallDelta } from "../llm/provider.ts";
@@ -51,7 +51,6 @@ export async function streamTurn(
   const output: OutputItem[] = [];
   /** The item being streamed: its position, and for a tool call the index the provider gives it. */
   let open: { item: OutputItem; outputIndex: number; callIndex?: number } | undefined;
-  let produced = "";
 
   const openItem = (item: OutputItem, callIndex?: number) => {
     close("completed");
@@ -141,31 +140,16 @@ export async function streamTurn(
     res.end();
   };
 
-  res
-    .status(200)
-    .set({ "Content-Type": "text/event-stream", "Cache-Control": "no-cache", "X-Accel-Buffering": "no" });
-  res.flushHeaders();
+  openEventStream(res);
   send("response.created", { response });
   send("response.in_progress", { response });
-  try {
-    let step = first;
-    while (!step.done) {
-      const piece = step.value;
-      if (typeof piece === "string") {
-        produced += piece;
-        text(piece);
-      } else {
-        produced += piece.arguments;
-        toolCall(piece);
-      }
-      step = await pieces.next();
-    }
-    const completion = step.value;
-    if (output.length === 0) text(""); // an empty answer is still an (empty) message
-    close(incompleteReason(completion) ? "incomplete" : "completed");
-    return { completion, output, end, fail };
-  } catch (err) {
-    fail(err);
-    return { output, partial: produced, end, fail };
+  const relayed = await relayPieces(first, pieces, { text, toolCall });
+  if ("error" in relayed) {
+    fail(relayed.error);
+    return { output, partial: relayed.produced, end, fail };
   }
+  const completion = relayed.completion;
+  if (output.length === 0) text(""); // an empty answer is still an (empty) message
+  close(incompleteReason(completion) ? "incomplete" : "completed");
+  return { completion, output, end, fail };
 }
