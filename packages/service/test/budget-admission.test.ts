@@ -1,10 +1,10 @@
 import { randomBytes } from "node:crypto";
-import { BudgetWindows } from "@gw/core/budget-windows";
 import type { AppError } from "@gw/core/errors";
 import type { Admission } from "@gw/core/internal-assertion";
 import { createLogger } from "@gw/core/logger";
 import { createMetrics } from "@gw/core/metrics";
 import type { Principal } from "@gw/core/principal";
+import { CountingWindows } from "@gw/core/windows";
 import { REDIS_TOPOLOGIES, useTestRedis } from "@gw/test-kit";
 import type { Response } from "express";
 import { describe, expect, it } from "vitest";
@@ -17,7 +17,7 @@ const PROMPT = [{ role: "user" as const, content: "hello there" }];
 const RESERVED = countPromptTokens(MODEL, PROMPT) + 10;
 
 /** The parts of an Express response admission uses: the principal and admission locals, and headers. */
-function fakeResponse(keyId: string, limits: Admission["limits"], user = "alice", requestsCounted = false) {
+function fakeResponse(keyId: string, limits: Admission["limits"], user = "alice") {
   const headers: Record<string, string> = {};
   const principal: Principal = {
     org: "acme",
@@ -28,7 +28,7 @@ function fakeResponse(keyId: string, limits: Admission["limits"], user = "alice"
     onBehalfOf: true,
   };
   const res = {
-    locals: { principal, admission: { limits, requestsCounted } },
+    locals: { principal, admission: { limits } },
     req: { id: "req_test" },
     setHeader: (name: string, value: string) => {
       headers[name] = value;
@@ -37,7 +37,7 @@ function fakeResponse(keyId: string, limits: Admission["limits"], user = "alice"
   return { res: res as unknown as Response, headers };
 }
 
-function deps(windows: BudgetWindows, beforeReserve?: () => Promise<void>): BudgetDeps {
+function deps(windows: CountingWindows, beforeReserve?: () => Promise<void>): BudgetDeps {
   return {
     windows,
     prices: new Map([[MODEL, { input: 0.15, cachedInput: 0.075, output: 0.6 }]]),
@@ -53,7 +53,7 @@ describe.each(REDIS_TOPOLOGIES)("admission on %s Redis", (topology) => {
   const freshKey = () => `key_${randomBytes(6).toString("hex")}`;
 
   it("admits exactly one of two calls forced to reserve together at the edge of a token budget", async () => {
-    const windows = new BudgetWindows(redis.redis);
+    const windows = new CountingWindows(redis.redis);
     const keyId = freshKey();
     // Room for one reservation and not two.
     const limits = { tokens: { minute: RESERVED * 2 - 1 } };
@@ -88,7 +88,7 @@ describe.each(REDIS_TOPOLOGIES)("admission on %s Redis", (topology) => {
   });
 
   it("counts a refused call nowhere, in any window of key or end user", async () => {
-    const windows = new BudgetWindows(redis.redis);
+    const windows = new CountingWindows(redis.redis);
     const keyId = freshKey();
     const limits = {
       minute: 100,
@@ -105,13 +105,13 @@ describe.each(REDIS_TOPOLOGIES)("admission on %s Redis", (topology) => {
     expect(headers["x-ratelimit-remaining-tokens"]).toBe(String(RESERVED - 1));
   });
 
-  it("reserves tokens without counting the request again when the gateway already counted it", async () => {
-    const windows = new BudgetWindows(redis.redis);
+  it("reserves tokens without counting the key's request again: the gateway counted it", async () => {
+    const windows = new CountingWindows(redis.redis);
     const keyId = freshKey();
     const limits = { minute: 1, tokens: { minute: 10_000 } };
     // The window is full, but the gateway counted this request itself: only tokens are asked for here.
     await redis.redis.set(`gw:rl:{${keyId}}:minute`, 1, "PX", 60_000);
-    const admitted = await admitModelCall(deps(windows), fakeResponse(keyId, limits, "alice", true).res, {
+    const admitted = await admitModelCall(deps(windows), fakeResponse(keyId, limits).res, {
       model: MODEL,
       messages: PROMPT,
     });
@@ -121,7 +121,7 @@ describe.each(REDIS_TOPOLOGIES)("admission on %s Redis", (topology) => {
   });
 
   it("settles once: a repeated settlement changes nothing more", async () => {
-    const windows = new BudgetWindows(redis.redis);
+    const windows = new CountingWindows(redis.redis);
     const keyId = freshKey();
     const limits = { tokens: { minute: 10_000 } };
     const reserved = await windows.reserve(
@@ -129,18 +129,14 @@ describe.each(REDIS_TOPOLOGIES)("admission on %s Redis", (topology) => {
       windows.counters(keyId, "alice", limits, { requests: 1, tokens: 500, spend: 0 }),
     );
     if (!reserved.admitted) throw new Error("not admitted");
-    expect(await windows.settle(reserved.reservation, { requests: 1, tokens: 120, spend: 0 }, "s1")).toBe(
-      true,
-    );
-    expect(await windows.settle(reserved.reservation, { requests: 1, tokens: 120, spend: 0 }, "s1")).toBe(
-      false,
-    );
+    expect(await windows.settle(reserved.reservation, { requests: 1, tokens: 120, spend: 0 })).toBe(true);
+    expect(await windows.settle(reserved.reservation, { requests: 1, tokens: 120, spend: 0 })).toBe(false);
     expect((await windows.peek(keyId, undefined, limits))[0]!.used).toBe(120);
   });
 
   it("refunds nothing into a window that started after the reservation's ended", async () => {
     // Windows of 300 ms, so one rolls over within the test.
-    const windows = new BudgetWindows(redis.redis, "gw:rl", () => 300);
+    const windows = new CountingWindows(redis.redis, { windowMs: () => 300 });
     const keyId = freshKey();
     const limits = { tokens: { minute: 10_000 } };
     const counters = () => windows.counters(keyId, "alice", limits, { requests: 1, tokens: 500, spend: 0 });
@@ -155,9 +151,9 @@ describe.each(REDIS_TOPOLOGIES)("admission on %s Redis", (topology) => {
     const current = await windows.reserve(keyId, counters());
     if (!current.admitted) throw new Error("not admitted");
     // The old call used nothing: its 500 would go back, but not into the new window.
-    await windows.settle(old.reservation, { requests: 1, tokens: 0, spend: 0 }, "old");
+    await windows.settle(old.reservation, { requests: 1, tokens: 0, spend: 0 });
     expect((await windows.peek(keyId, undefined, limits))[0]!.used).toBe(500);
-    await windows.settle(current.reservation, { requests: 1, tokens: 40, spend: 0 }, "current");
+    await windows.settle(current.reservation, { requests: 1, tokens: 40, spend: 0 });
     expect((await windows.peek(keyId, undefined, limits))[0]!.used).toBe(40);
   });
 });

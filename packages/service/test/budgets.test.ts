@@ -1,4 +1,4 @@
-import { BudgetWindows } from "@gw/core/budget-windows";
+import { CountingWindows } from "@gw/core/windows";
 import type { Limits } from "@gw/core/limits";
 import { OrgLimitsStore } from "@gw/gateway";
 import { beforeEach, describe, expect, it } from "vitest";
@@ -22,7 +22,7 @@ describe("token and spend budgets", () => {
   beforeEach(() => {
     today = utcDay(new Date());
   });
-  const windows = () => new BudgetWindows(stack.redis);
+  const windows = () => new CountingWindows(stack.redis);
   const used = async (keyId: string, limits: Limits, user?: string) =>
     Object.fromEntries(
       (await windows().peek(keyId, user, limits)).map((s) => [`${s.scope}:${s.unit}:${s.window}`, s.used]),
