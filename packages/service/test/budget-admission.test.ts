@@ -1,4 +1,5 @@
 import { randomBytes } from "node:crypto";
+import { ManualClock } from "@gw/core/clock";
 import type { AppError } from "@gw/core/errors";
 import type { Admission } from "@gw/core/internal-assertion";
 import { createLogger } from "@gw/core/logger";
@@ -7,7 +8,7 @@ import type { Principal } from "@gw/core/principal";
 import { CountingWindows } from "@gw/core/windows";
 import { REDIS_TOPOLOGIES, useTestRedis } from "@gw/test-kit";
 import type { Response } from "express";
-import { describe, expect, it } from "vitest";
+import { describe, expect, it, vi } from "vitest";
 import { admitModelCall, type BudgetDeps } from "../src/budgets/admit-model-call.ts";
 import { createBudgetMetrics } from "../src/budgets/budget-metrics.ts";
 import { countPromptTokens } from "../src/llm/tokens.ts";
@@ -155,5 +156,96 @@ describe.each(REDIS_TOPOLOGIES)("admission on %s Redis", (topology) => {
     expect((await windows.peek(keyId, undefined, limits))[0]!.used).toBe(500);
     await windows.settle(current.reservation, { requests: 1, tokens: 40, spend: 0 });
     expect((await windows.peek(keyId, undefined, limits))[0]!.used).toBe(40);
+  });
+
+  describe("reservations are leases", () => {
+    const PROMPT_TOKENS = RESERVED - 10;
+    // A key and its end user, with request, token and spend windows; prices of 150 nano-$ a prompt token.
+    const limits = {
+      tokens: { day: 100_000 },
+      spend: { day: 1 },
+      endUser: { minute: 5, tokens: { day: 100_000 } },
+    };
+    const standing = async (windows: CountingWindows, keyId: string) =>
+      Object.fromEntries(
+        (await windows.peek(keyId, "alice", limits)).map((s) => [`${s.scope}:${s.unit}:${s.window}`, s.used]),
+      );
+    const afterDeath = {
+      "key:tokens:day": PROMPT_TOKENS,
+      "key:spend:day": (PROMPT_TOKENS * 150) / 1e9,
+      "endUser:requests:minute": 1,
+      "endUser:tokens:day": PROMPT_TOKENS,
+    };
+
+    it("a reservation whose holder never settles is swept once its lease expires: the prompt stays charged, the rest goes back", async () => {
+      const clock = new ManualClock();
+      const holder = new CountingWindows(redis.redis, { clock, lease: { holder: "service-that-died" } });
+      const sweeper = new CountingWindows(redis.redis, { clock, lease: { holder: "another-service" } });
+      const keyId = freshKey();
+      const admitted = await admitModelCall(deps(holder), fakeResponse(keyId, limits).res, {
+        model: MODEL,
+        messages: PROMPT,
+      });
+      // The holder dies here: it neither settles nor renews.
+      expect((await standing(sweeper, keyId))["key:tokens:day"]).toBe(RESERVED);
+      clock.advance(59_999);
+      expect(await sweeper.sweep()).toEqual([]);
+      expect((await standing(sweeper, keyId))["key:tokens:day"]).toBe(RESERVED);
+      clock.advance(1);
+      expect(await sweeper.sweep()).toEqual(["service-that-died"]);
+      const swept = await standing(sweeper, keyId);
+      expect(swept["key:spend:day"]).toBeCloseTo(afterDeath["key:spend:day"], 12);
+      expect({ ...swept, "key:spend:day": 0 }).toEqual({ ...afterDeath, "key:spend:day": 0 });
+      // Settled once: a later sweep and a holder that comes back change nothing more.
+      expect(await sweeper.sweep()).toEqual([]);
+      await admitted.settle({ input_tokens: 1, output_tokens: 1 });
+      expect(await standing(sweeper, keyId)).toEqual(swept);
+    });
+
+    it("a holder that lives renews its leases: the sweep leaves them, and its own settlement counts", async () => {
+      const clock = new ManualClock();
+      const holder = new CountingWindows(redis.redis, { clock, lease: { holder: "service-alive" } });
+      const sweeper = new CountingWindows(redis.redis, { clock });
+      const keyId = freshKey();
+      const admitted = await admitModelCall(deps(holder), fakeResponse(keyId, limits).res, {
+        model: MODEL,
+        messages: PROMPT,
+      });
+      const stop = holder.keepLeases(20_000, { swept: () => undefined, error: () => undefined });
+      try {
+        for (let i = 0; i < 6; i++) {
+          clock.advance(20_000); // a renewal falls due: let it reach Redis before the next step
+          await vi.waitFor(async () =>
+            expect(Number(await redis.redis.zscore("gw:rl:leases", await leaseOf(keyId)))).toBe(
+              clock.now() + 60_000,
+            ),
+          );
+        }
+        expect(await sweeper.sweep()).toEqual([]);
+        await admitted.settle({ input_tokens: 7, output_tokens: 3 });
+        expect((await standing(sweeper, keyId))["key:tokens:day"]).toBe(10);
+        clock.advance(120_000);
+        expect(await sweeper.sweep()).toEqual([]);
+        expect((await standing(sweeper, keyId))["key:tokens:day"]).toBe(10);
+      } finally {
+        stop();
+      }
+    });
+
+    it("a lease whose holder died after indexing it and before counting it is dropped by the sweep", async () => {
+      const clock = new ManualClock();
+      const sweeper = new CountingWindows(redis.redis, { clock });
+      const keyId = freshKey();
+      const record = `gw:rl:{${keyId}}:lease:never-counted`;
+      await redis.redis.zadd("gw:rl:leases", clock.now(), record);
+      expect(await sweeper.sweep()).toEqual([]);
+      expect(await redis.redis.zscore("gw:rl:leases", record)).toBeNull();
+    });
+
+    /** The record of the one lease of `keyId` (its index entry names it). */
+    async function leaseOf(keyId: string): Promise<string> {
+      const all = await redis.redis.zrange("gw:rl:leases", 0, -1);
+      return all.find((r) => r.startsWith(`gw:rl:{${keyId}}:lease:`))!;
+    }
   });
 });
