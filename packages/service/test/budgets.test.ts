@@ -232,8 +232,10 @@ describe("token and spend budgets", () => {
 
   it("reserves an end user's budgets however the request target is written: fragment, absolute form", async () => {
     // Each call reserves its prompt and 200 output tokens, and is charged what it used: about three fit.
+    // The organization's defaults for end users, as an operator sets them (the key has none of its own).
+    const key = await stack.createKey();
+    await new OrgLimitsStore(stack.redis).update(key.org, { tokens: { minute: 250 } });
     const limits = { endUser: { tokens: { minute: 250 } } };
-    const key = await stack.createKey({ limits });
     const body = JSON.stringify({ model: MODEL, input: "hello there", max_output_tokens: 200 });
     const send = (target: string) =>
       rawHttp(
