@@ -1,8 +1,8 @@
 import { randomBytes } from "node:crypto";
-import { CountingWindows } from "@gw/core/windows";
 import { loadConfig } from "@gw/core/config";
 import { createLogger } from "@gw/core/logger";
 import { createRedis, type RedisClient } from "@gw/core/redis";
+import { CountingWindows } from "@gw/core/windows";
 import { ApiKeyStore, gatewayConfigSchema, generateSigningJwk, startGateway } from "@gw/gateway";
 import {
   REDIS_TOPOLOGIES,
