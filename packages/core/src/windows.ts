@@ -68,12 +68,13 @@ export class WindowStoreError extends Error {
  * with the key's hash tag: one slot), then the reservation's record.
  * ARGV[1]: times wanted (0 only reads; above 1, a lease of that many times
  * the amounts, granted only while every window stays at most half full with
- * it, else once); ARGV[2]: the record's payload; ARGV[3i], ARGV[3i+1],
+ * it, else once); ARGV[2]: the record's payload ('' for none); ARGV[3i], ARGV[3i+1],
  * ARGV[3i+2]: amount, quota and length in ms of counter i. Nothing is
  * written unless every counter has room: a refused reservation counts
  * nowhere, not even for a moment. A window starts with the first amount
- * counted in it (fixed windows). Admitted, the record keeps the payload and
- * the windows' absolute expiries until the longest of them ends. Returns
+ * counted in it (fixed windows). Admitted with a payload (and, when a lease
+ * of points was asked for, granted it), the record keeps the payload and the
+ * windows' absolute expiries until the longest of them ends. Returns
  * `{refused index or 0, times granted, count_1, ttl_1, expires_at_1, …}`.
  */
 const RESERVE = `
@@ -116,7 +117,7 @@ for i = 1, n do
   out[3 * i + 1] = ttls[i]
   out[3 * i + 2] = expires[i]
 end
-if longest > 0 then
+if longest > 0 and ARGV[2] ~= '' and (want == 1 or times > 1) then
   redis.call('hset', KEYS[n + 1], 'lease', ARGV[2], 'expires', table.concat(expires, ','))
   redis.call('pexpire', KEYS[n + 1], longest)
 end
@@ -259,15 +260,17 @@ export class CountingWindows {
    * while every window stays at most half full with it, else once). With
    * `lease`, the reservation is a lease held by this process: until it is
    * settled, a sweep after its holder's death charges `lease.onExpiry`
-   * (per unit) instead of what was reserved.
+   * (per unit) instead of what was reserved. `final` counts for good: no
+   * record is kept, and the reservation cannot be settled (the gateway's
+   * requests, one at a time).
    */
   async reserve(
     keyId: string,
     counters: Counter[],
-    options: { times?: number; lease?: { onExpiry: Amounts } } = {},
+    options: { times?: number; lease?: { onExpiry: Amounts }; final?: boolean } = {},
   ): Promise<ReserveResult> {
     const record = `${this.tag(keyId)}:lease:${randomUUID()}`;
-    let payload = "";
+    let payload = options.final ? "" : "{}";
     if (options.lease) {
       const onExpiry = options.lease.onExpiry;
       payload = JSON.stringify({

@@ -71,7 +71,7 @@ describe.each(REDIS_TOPOLOGIES)("on %s Redis", (topology) => {
     });
   /** One request counted in every request window of `limits`, or nowhere. */
   const countOne = (windows: CountingWindows, id: string, limits: Limits) =>
-    windows.reserve(id, windows.counters(id, undefined, limits, { requests: 1 }));
+    windows.reserve(id, windows.counters(id, undefined, limits, { requests: 1 }), { final: true });
 
   describe("request windows in Redis (CountingWindows)", () => {
     it("decides all four windows in one round trip, admitted or refused", async () => {
@@ -110,6 +110,21 @@ describe.each(REDIS_TOPOLOGIES)("on %s Redis", (topology) => {
         ),
       ).toEqual([]);
       expect(await counters(id, ["second", "minute", "day"])).toEqual(before);
+    });
+
+    it("keeps no record of a request decided on its own (only leases and budget reservations are settled later)", async () => {
+      const limiter = new RequestWindows(counting());
+      const id = key();
+      const limits = { minute: 100, day: 100 }; // leases of 1: none
+      const monitor = await monitorCommands(server);
+      try {
+        expect((await limiter.decide(id, limits)).allowed).toBe(true);
+      } finally {
+        await monitor.stop();
+      }
+      expect(monitor.commands.map(([c]) => c)).toContain("set"); // counted, in the script
+      expect(monitor.commands.filter(([c]) => ["hset", "pexpire"].includes(c!))).toEqual([]);
+      expect(await counters(id, ["minute", "day"])).toEqual({ minute: "1", day: "1" });
     });
 
     it("peeks without starting a window", async () => {

@@ -187,7 +187,7 @@ export class RequestWindows {
   private async inRedis(keyId: string, limits: Limits, entry: string): Promise<Decision> {
     const want = this.leasePoints(limits);
     const counters = this.windows.counters(keyId, undefined, limits, { requests: 1 });
-    const once = async () => toDecision(await this.windows.reserve(keyId, counters));
+    const once = async () => toDecision(await this.windows.reserve(keyId, counters, { final: true }));
     if (want < 2) return once();
     const fromLease = this.use(entry);
     if (fromLease) return fromLease;
