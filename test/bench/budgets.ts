@@ -40,6 +40,7 @@ export async function benchAdmission(
     return budgets.reserve(
       key,
       budgets.counters(key, `u${i % 8}`, budgeted, { requests: 1, tokens, spend: 42_000 }),
+      { lease: { onExpiry: { requests: 1, tokens: tokens - 256, spend: 20_000 } } },
     );
   };
   md.rates("Admission of a model call, 16 concurrent callers, Redis on loopback", [
@@ -57,9 +58,12 @@ export async function benchAdmission(
         );
       }),
     ],
-    ["the same, with the prompt counted by the tokenizer (o200k_base)", await measure(reserve)],
     [
-      "the same, then settled with the provider's usage (2 scripts)",
+      "the same as a lease (indexed, then reserved), with the prompt counted by the tokenizer (o200k_base)",
+      await measure(reserve),
+    ],
+    [
+      "the same, then settled with the provider's usage (index, 2 scripts, unindexed)",
       await measure(async (i) => {
         const result = await reserve(i);
         if (result.admitted)

@@ -312,9 +312,10 @@ export class CountingWindows {
   async settle(reservation: Reservation, used: Amounts): Promise<boolean> {
     const deltas = reservation.counters.map((c) => (used[c.unit] ?? 0) - c.amount);
     const keys = reservation.counters.map((c) => c.key);
+    // No longer renewed, even if this fails: a lease its holder cannot settle is left to the sweep.
+    const held = this.held.delete(reservation.record);
     const applied = await this.apply(reservation.record, keys, deltas, reservation.expiresAt);
-    if (this.held.delete(reservation.record))
-      void this.redis.zrem(this.leaseIndex, reservation.record).catch(() => undefined);
+    if (held) void this.redis.zrem(this.leaseIndex, reservation.record).catch(() => undefined);
     return applied;
   }
 
