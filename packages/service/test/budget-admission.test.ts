@@ -5,6 +5,7 @@ import type { Admission } from "@gw/core/internal-assertion";
 import { createLogger } from "@gw/core/logger";
 import { createMetrics } from "@gw/core/metrics";
 import type { Principal } from "@gw/core/principal";
+import { createRedis } from "@gw/core/redis";
 import { CountingWindows } from "@gw/core/windows";
 import { REDIS_TOPOLOGIES, useTestRedis } from "@gw/test-kit";
 import type { Response } from "express";
@@ -230,6 +231,32 @@ describe.each(REDIS_TOPOLOGIES)("admission on %s Redis", (topology) => {
       } finally {
         stop();
       }
+    });
+
+    it("a holder that cannot settle (Redis away from it) stops renewing: the sweep settles the lease", async () => {
+      const clock = new ManualClock();
+      const own = createRedis(redis.server.url, {
+        connectionName: "holder",
+        extra: { enableOfflineQueue: false, maxRetriesPerRequest: 0 },
+      });
+      own.on("error", () => {});
+      await new Promise((r) => own.once("ready", r));
+      const holder = new CountingWindows(own, { clock, lease: { holder: "cut-off" } });
+      const sweeper = new CountingWindows(redis.redis, { clock });
+      const keyId = freshKey();
+      const counters = holder.counters(keyId, "alice", limits, { requests: 1, tokens: 500, spend: 0 });
+      const reserved = await holder.reserve(keyId, counters, {
+        lease: { onExpiry: { requests: 1, tokens: 40, spend: 0 } },
+      });
+      if (!reserved.admitted) throw new Error("not admitted");
+      own.disconnect();
+      await expect(
+        holder.settle(reserved.reservation, { requests: 1, tokens: 7, spend: 0 }),
+      ).rejects.toThrow();
+      await holder.renewLeases(); // nothing left to renew: no Redis call, no error
+      clock.advance(60_000);
+      expect(await sweeper.sweep()).toEqual(["cut-off"]);
+      expect((await standing(sweeper, keyId))["key:tokens:day"]).toBe(40);
     });
 
     it("a lease whose holder died after indexing it and before counting it is dropped by the sweep", async () => {
