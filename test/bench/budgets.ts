@@ -2,10 +2,11 @@
  * What a model call's admission costs with token and spend budgets, beside
  * one with request windows only: the same Redis, the same concurrency.
  */
-import { BudgetWindows } from "@gw/core/budget-windows";
+
 import type { Limits } from "@gw/core/limits";
 import type { RedisClient } from "@gw/core/redis";
-import { RedisWindows } from "../../packages/gateway/src/rate-limit/redis-windows.ts";
+import { CountingWindows } from "@gw/core/windows";
+import { RequestWindows } from "../../packages/gateway/src/rate-limit/request-windows.ts";
 import { countPromptTokens } from "../../packages/service/src/llm/tokens.ts";
 import type { Report } from "./report.ts";
 
@@ -31,14 +32,15 @@ export async function benchAdmission(
     spend: { day: 1e6, month: 1e6 },
     endUser: { tokens: { day: 1e12 } },
   };
-  const windows = new RedisWindows(redis, "bench:adm-requests");
-  const budgets = new BudgetWindows(redis, "bench:adm-budgets");
+  const windows = requestWindows(redis, "bench:adm-requests");
+  const budgets = new CountingWindows(redis, { prefix: "bench:adm-budgets" });
   const reserve = (i: number) => {
     const key = `k${i % 64}`;
     const tokens = countPromptTokens("gpt-4o-mini", PROMPT) + 256;
     return budgets.reserve(
       key,
       budgets.counters(key, `u${i % 8}`, budgeted, { requests: 1, tokens, spend: 42_000 }),
+      { lease: { onExpiry: { requests: 1, tokens: tokens - 256, spend: 20_000 } } },
     );
   };
   md.rates("Admission of a model call, 16 concurrent callers, Redis on loopback", [
@@ -56,14 +58,24 @@ export async function benchAdmission(
         );
       }),
     ],
-    ["the same, with the prompt counted by the tokenizer (o200k_base)", await measure(reserve)],
     [
-      "the same, then settled with the provider's usage (2 scripts)",
+      "the same as a lease (indexed, then reserved), with the prompt counted by the tokenizer (o200k_base)",
+      await measure(reserve),
+    ],
+    [
+      "the same, then settled with the provider's usage (index, 2 scripts, unindexed)",
       await measure(async (i) => {
         const result = await reserve(i);
         if (result.admitted)
-          await budgets.settle(result.reservation, { requests: 1, tokens: 120, spend: 9_000 }, `s${i}`);
+          await budgets.settle(result.reservation, { requests: 1, tokens: 120, spend: 9_000 });
       }),
     ],
   ]);
+}
+
+/** The gateway's request windows deciding every request in Redis (no leases): one script per decision. */
+export function requestWindows(redis: RedisClient, prefix: string): RequestWindows {
+  return new RequestWindows(new CountingWindows(redis, { prefix }), {
+    leases: { share: 0, maxPoints: 0, maxMs: 0 },
+  });
 }

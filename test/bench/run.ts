@@ -19,8 +19,7 @@ import { startTestRedis, startTestSpiceDB } from "@gw/test-kit";
 import { RateLimiterRedis, RateLimiterUnion } from "rate-limiter-flexible";
 import { CachedApiKeyLookup } from "../../packages/gateway/src/api-keys/lookup.ts";
 import { MemoryWindows } from "../../packages/gateway/src/rate-limit/memory-windows.ts";
-import { RedisWindows } from "../../packages/gateway/src/rate-limit/redis-windows.ts";
-import { benchAdmission } from "./budgets.ts";
+import { benchAdmission, requestWindows } from "./budgets.ts";
 import { benchGateway } from "./gateway-http.ts";
 import { Report } from "./report.ts";
 
@@ -79,7 +78,7 @@ await Promise.all([redis.ping(), plain.ping()]);
 try {
   // 1. Rate-limit decisions over four windows, each caller its own key (all admitted).
   const limits = { second: 1e9, minute: 1e9, hour: 1e9, day: 1e9 };
-  const ours = new RedisWindows(redis, "bench:ours");
+  const ours = requestWindows(redis, "bench:ours");
   const perWindow = Object.entries(limits).map(
     ([w, points]) =>
       new RateLimiterRedis({ storeClient: plain, keyPrefix: `bench:seq:${w}`, points, duration: 60 }),
@@ -98,7 +97,7 @@ try {
   });
   const far = createRedis(relay.url, { connectionName: "bench-far-plain" });
   await Promise.all([farPipelined.ping(), far.ping()]);
-  const farOurs = new RedisWindows(farPipelined, "bench:far-ours");
+  const farOurs = requestWindows(farPipelined, "bench:far-ours");
   const farPerWindow = Object.entries(limits).map(
     ([w, points]) =>
       new RateLimiterRedis({ storeClient: far, keyPrefix: `bench:far-seq:${w}`, points, duration: 60 }),

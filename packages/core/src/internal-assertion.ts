@@ -32,12 +32,11 @@ const pathDigest = (path: string) => createHash("sha256").update(path).digest("b
 /**
  * What the service needs to admit a model call: the key's limits as the
  * gateway resolved them (its own or `DEFAULT_LIMITS`, end-user windows with
- * the organization's defaults), and whether the gateway already counted
- * this request in the key's request windows.
+ * the organization's defaults). The gateway has counted the request in the
+ * key's request windows already, whatever its path.
  */
 export interface Admission {
   limits: Limits;
-  requestsCounted: boolean;
 }
 
 export interface AssertedRequest {
@@ -64,7 +63,7 @@ export class InternalAssertions {
 
   sign(principal: Principal, request: AssertedRequest, admission?: Admission): Promise<string> {
     return new SignJWT({
-      ...(admission ? { lim: admission.limits, rqc: admission.requestsCounted } : {}),
+      ...(admission ? { lim: admission.limits } : {}),
       org: principal.org,
       key_id: principal.keyId,
       permissions: principal.permissions,
@@ -114,9 +113,7 @@ export class InternalAssertions {
     const limits = payload.lim;
     return {
       jti: String(payload.jti),
-      ...(limits && typeof limits === "object"
-        ? { admission: { limits: limits as Limits, requestsCounted: payload.rqc === true } }
-        : {}),
+      ...(limits && typeof limits === "object" ? { admission: { limits: limits as Limits } } : {}),
       principal: {
         org: String(payload.org),
         user: String(payload.sub),

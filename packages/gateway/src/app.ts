@@ -21,8 +21,8 @@ import { authenticate } from "./authenticate/authenticate.ts";
 import { type ForwardOptions, forward } from "./forward/forward.ts";
 import type { GatewayMetrics } from "./metrics.ts";
 import { requireApiKey, resolvePrincipal } from "./principal/resolve-principal.ts";
-import type { QuotaLimiter } from "./rate-limit/quota.ts";
 import { rateLimit } from "./rate-limit/rate-limit.ts";
+import type { RequestWindows } from "./rate-limit/request-windows.ts";
 import { registerCreateApiKey } from "./routes/admin/create-api-key.ts";
 import { registerGetEndUserLimits } from "./routes/admin/get-end-user-limits.ts";
 import { registerListApiKeys } from "./routes/admin/list-api-keys.ts";
@@ -52,7 +52,7 @@ export interface GatewayDeps {
   store: ApiKeyStore;
   keys: ApiKeyLookup;
   spicedb: SpiceDBClient;
-  limiter: QuotaLimiter;
+  limiter: RequestWindows;
   tokens: TokenService;
   /** The gateway's public URL: tokens addressed to it are accepted as credentials. */
   publicUrl: string;

@@ -6,6 +6,7 @@ import { assertionSecret, InternalAssertions } from "@gw/core/internal-assertion
 import { createLogger, type Logger, redactUrl } from "@gw/core/logger";
 import { createPostgres, migrate } from "@gw/core/postgres";
 import { createRedis, type RedisClient } from "@gw/core/redis";
+import { CountingWindows } from "@gw/core/windows";
 import { ensureBootstrapAdminKey } from "./api-keys/bootstrap.ts";
 import { CachedApiKeyLookup } from "./api-keys/lookup.ts";
 import { OrgLimitsStore } from "./api-keys/org-limits.ts";
@@ -14,11 +15,7 @@ import { createGatewayApp } from "./app.ts";
 import { AuditLog } from "./audit/audit-log.ts";
 import type { GatewayConfig } from "./config.ts";
 import { createGatewayMetrics } from "./metrics.ts";
-import { InsuredLimiter } from "./rate-limit/insured-limiter.ts";
-import { DEFAULT_LEASES, LeasedWindows } from "./rate-limit/leased-windows.ts";
-import { MemoryWindows } from "./rate-limit/memory-windows.ts";
-import { RedisWindows } from "./rate-limit/redis-windows.ts";
-import { RememberedRefusals } from "./rate-limit/remembered-refusals.ts";
+import { RequestWindows } from "./rate-limit/request-windows.ts";
 import { LookupCursors } from "./routes/authorization/lookup-cursor.ts";
 import { developmentSigningKeys, loadSigningKeys, type SigningKeys } from "./tokens/signing-keys.ts";
 import { TokenService } from "./tokens/tokens.ts";
@@ -116,18 +113,13 @@ export async function startGateway(
     extra: { enableAutoPipelining: true, enableOfflineQueue: false, maxRetriesPerRequest: 0 },
   });
   rateLimitRedis.on("error", (err) => logger.debug({ err: err.message }, "rate-limit redis error"));
-  const leased = new LeasedWindows(new RedisWindows(rateLimitRedis));
-  leased.onGiveBackError = (err) =>
-    logger.debug({ err: (err as Error).message }, "unused lease points could not be given back");
-  const limiter = new InsuredLimiter({
-    primary: new RememberedRefusals(leased, (limits) =>
-      leased.leasePoints(limits) >= 2 ? DEFAULT_LEASES.maxMs : Number.POSITIVE_INFINITY,
-    ),
-    insurance: new MemoryWindows(),
+  const limiter = new RequestWindows(new CountingWindows(rateLimitRedis), {
     mode: config.RATE_LIMIT_FAIL_MODE,
     metrics,
     logger,
   });
+  limiter.onGiveBackError = (err) =>
+    logger.debug({ err: (err as Error).message }, "unused lease points could not be given back");
 
   const tokens = new TokenService(await signingKeys(config, logger), config.GATEWAY_PUBLIC_URL);
 
@@ -191,7 +183,7 @@ export async function startGateway(
       await Promise.all([closeGracefully(server, config.SHUTDOWN_GRACE_MS), metricsListener?.close()]);
       clearInterval(auditSweep);
       subscriber.disconnect();
-      await leased.close();
+      await limiter.close();
       rateLimitRedis.disconnect();
       spicedb.close();
       await redis.quit().catch(() => redis.disconnect());

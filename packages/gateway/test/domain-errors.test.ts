@@ -2,7 +2,7 @@ import { AppError } from "@gw/core/errors";
 import { describe, expect, it } from "vitest";
 import { ApiKeyStoreUnavailable } from "../src/api-keys/lookup.ts";
 import { ApiKeyChangedConcurrently, DuplicateSecretError } from "../src/api-keys/store.ts";
-import { RateLimitUnavailable } from "../src/rate-limit/insured-limiter.ts";
+import { RateLimitUnavailable } from "../src/rate-limit/request-windows.ts";
 
 describe("the gateway's domain errors carry their catalogue code (the error middleware picks the status)", () => {
   it.each([

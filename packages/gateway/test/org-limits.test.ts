@@ -1,7 +1,7 @@
 import { ManualClock } from "@gw/core/clock";
 import { createRedis } from "@gw/core/redis";
 import { startTestRedis } from "@gw/test-kit";
-import { describe, expect, it } from "vitest";
+import { describe, expect, it, vi } from "vitest";
 import { OrgLimitsStore } from "../src/api-keys/org-limits.ts";
 
 describe("organization end-user defaults", () => {
@@ -45,6 +45,36 @@ describe("organization end-user defaults", () => {
     } finally {
       redis.disconnect();
       await server.stop();
+    }
+  });
+
+  it("after a failed read, serve the stale copy for cacheMs before asking Redis again (every request reads them)", async () => {
+    const server = await startTestRedis();
+    const redis = createRedis(server.url, {
+      connectionName: "test",
+      extra: { enableOfflineQueue: false, maxRetriesPerRequest: 0, retryStrategy: () => null },
+    });
+    redis.on("error", () => {});
+    try {
+      await new Promise((r) => redis.once("ready", r));
+      const clock = new ManualClock();
+      const store = new OrgLimitsStore(redis, 5_000, clock);
+      await store.update("acme", { tokens: { day: 5 } });
+      expect(await store.cached("acme")).toEqual({ tokens: { day: 5 } });
+      await server.stop();
+      const reads = vi.spyOn(store, "get");
+      clock.advance(5_000);
+      expect(await store.cached("acme")).toEqual({ tokens: { day: 5 } }); // Redis asked: fails
+      expect(reads).toHaveBeenCalledTimes(1);
+      clock.advance(4_999);
+      expect(await store.cached("acme")).toEqual({ tokens: { day: 5 } }); // not asked
+      expect(reads).toHaveBeenCalledTimes(1);
+      clock.advance(1);
+      expect(await store.cached("acme")).toEqual({ tokens: { day: 5 } });
+      expect(reads).toHaveBeenCalledTimes(2);
+    } finally {
+      redis.disconnect();
+      await server.stop().catch(() => undefined);
     }
   });
 });

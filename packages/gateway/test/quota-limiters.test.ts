@@ -1,17 +1,15 @@
 import { ManualClock } from "@gw/core/clock";
+import { policyHeader, rateLimitHeader, secondsUntil } from "@gw/core/http";
+import type { Limits } from "@gw/core/limits";
 import { createLogger } from "@gw/core/logger";
 import { createRedis, type RedisClient } from "@gw/core/redis";
+import { CountingWindows } from "@gw/core/windows";
 import { monitorCommands, REDIS_TOPOLOGIES, startTestRedisOf, type TestRedisStore } from "@gw/test-kit";
 import type { Cluster, Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { createGatewayMetrics } from "../src/metrics.ts";
-import { policyHeader, rateLimitHeader, secondsUntil } from "../src/rate-limit/headers.ts";
-import { InsuredLimiter } from "../src/rate-limit/insured-limiter.ts";
-import { LeasedWindows } from "../src/rate-limit/leased-windows.ts";
 import { MemoryWindows } from "../src/rate-limit/memory-windows.ts";
-import type { QuotaLimiter } from "../src/rate-limit/quota.ts";
-import { RedisWindows } from "../src/rate-limit/redis-windows.ts";
-import { RememberedRefusals } from "../src/rate-limit/remembered-refusals.ts";
+import { RequestWindows } from "../src/rate-limit/request-windows.ts";
 
 let n = 0;
 const key = () => `key_test_${n++}_${Date.now()}`;
@@ -65,49 +63,74 @@ describe.each(REDIS_TOPOLOGIES)("on %s Redis", (topology) => {
       await Promise.all(windows.map(async (w) => [w, await redis.get(`gw:rl-test:{${id}}:${w}`)])),
     );
 
-  describe("RedisWindows", () => {
+  /** The core counting module, as the gateway's request windows use it (the windows of `gw:rl-test`). */
+  const counting = (seconds?: Record<string, number>) =>
+    new CountingWindows(redis, {
+      prefix: "gw:rl-test",
+      ...(seconds ? { windowMs: (_unit: string, w: string) => seconds[w]! * 1000 } : {}),
+    });
+  /** One request counted in every request window of `limits`, or nowhere. */
+  const countOne = (windows: CountingWindows, id: string, limits: Limits) =>
+    windows.reserve(id, windows.counters(id, undefined, limits, { requests: 1 }), { final: true });
+
+  describe("request windows in Redis (CountingWindows)", () => {
     it("decides all four windows in one round trip, admitted or refused", async () => {
-      const limiter = new RedisWindows(redis, "gw:rl-test");
+      const limiter = counting();
       const limits = { second: 1, minute: 10, hour: 10, day: 10 };
-      await limiter.decide(key(), limits); // loads the script into Redis
+      await countOne(limiter, key(), limits); // loads the script into Redis
       const id = key();
-      const admitted = await roundTrips(() => limiter.decide(id, limits));
-      expect(admitted.result.allowed).toBe(true);
+      const admitted = await roundTrips(() => countOne(limiter, id, limits));
+      expect(admitted.result.admitted).toBe(true);
       expect(admitted.writes).toBe(1);
-      const refused = await roundTrips(() => limiter.decide(id, limits));
-      expect(refused.result.allowed).toBe(false);
+      const refused = await roundTrips(() => countOne(limiter, id, limits));
+      expect(refused.result.admitted).toBe(false);
       expect(refused.writes).toBe(1);
     });
 
     it("counts a refused request nowhere, not even for a moment: the script writes only when every window has room", async () => {
-      const limiter = new RedisWindows(redis, "gw:rl-test");
+      const limiter = counting();
       const id = key();
       const limits = { second: 100, minute: 2, day: 100 };
-      await limiter.decide(id, limits);
-      await limiter.decide(id, limits);
+      await countOne(limiter, id, limits);
+      await countOne(limiter, id, limits);
       const before = await counters(id, ["second", "minute", "day"]);
       expect(before).toEqual({ second: "2", minute: "2", day: "2" });
       // Every write Redis carries out is seen here: a refusal must cause none.
       const monitor = await monitorCommands(server);
       try {
-        const refused = await limiter.decide(id, limits);
-        expect(refused.allowed).toBe(false);
+        const refused = await countOne(limiter, id, limits);
+        expect(refused.admitted).toBe(false);
       } finally {
         await monitor.stop();
       }
       expect(monitor.commands.map(([c]) => c)).toContain("evalsha");
       expect(
         monitor.commands.filter(([c]) =>
-          ["set", "incrby", "incr", "decrby", "expire", "pexpire"].includes(c!),
+          ["set", "incrby", "incr", "decrby", "expire", "pexpire", "hset"].includes(c!),
         ),
       ).toEqual([]);
       expect(await counters(id, ["second", "minute", "day"])).toEqual(before);
     });
 
-    it("peeks without starting a window", async () => {
-      const limiter = new RedisWindows(redis, "gw:rl-test");
+    it("keeps no record of a request decided on its own (only leases and budget reservations are settled later)", async () => {
+      const limiter = new RequestWindows(counting());
       const id = key();
-      const states = await limiter.peek(id, { second: 5, day: 7 });
+      const limits = { minute: 100, day: 100 }; // leases of 1: none
+      const monitor = await monitorCommands(server);
+      try {
+        expect((await limiter.decide(id, limits)).allowed).toBe(true);
+      } finally {
+        await monitor.stop();
+      }
+      expect(monitor.commands.map(([c]) => c)).toContain("set"); // counted, in the script
+      expect(monitor.commands.filter(([c]) => ["hset", "pexpire"].includes(c!))).toEqual([]);
+      expect(await counters(id, ["minute", "day"])).toEqual({ minute: "1", day: "1" });
+    });
+
+    it("peeks without starting a window", async () => {
+      const limiter = counting();
+      const id = key();
+      const states = await limiter.peek(id, undefined, { second: 5, day: 7 });
       expect(states.map((s) => [s.window, s.remaining])).toEqual([
         ["second", 5],
         ["day", 7],
@@ -116,46 +139,41 @@ describe.each(REDIS_TOPOLOGIES)("on %s Redis", (topology) => {
     });
 
     it("never admits more than the tightest quota under concurrency, and refusals count nowhere", async () => {
-      const limiter = new RedisWindows(redis, "gw:rl-test");
+      const limiter = counting();
       const id = key();
       const limits = { second: 50, minute: 30, hour: 1000 };
-      const decisions = await Promise.all(Array.from({ length: 100 }, () => limiter.decide(id, limits)));
-      expect(decisions.filter((d) => d.allowed)).toHaveLength(30);
-      const refused = decisions.find((d) => !d.allowed);
-      expect(refused && !refused.allowed && refused.refusedBy.window).toBe("minute");
+      const decisions = await Promise.all(Array.from({ length: 100 }, () => countOne(limiter, id, limits)));
+      expect(decisions.filter((d) => d.admitted)).toHaveLength(30);
+      const refused = decisions.find((d) => !d.admitted);
+      expect(refused && !refused.admitted && refused.refusedBy.window).toBe("minute");
       const peek = Object.fromEntries(
-        (await limiter.peek(id, limits)).map((w) => [w.window, w.limit - w.remaining]),
+        (await limiter.peek(id, undefined, limits)).map((w) => [w.window, w.limit - w.remaining]),
       );
       expect(peek).toEqual({ second: 30, minute: 30, hour: 30 });
     });
 
     it("reports the refusing window's time to reset, and longer windows reset when they end", async () => {
-      const limiter = new RedisWindows(redis, "gw:rl-test", SHORT);
+      const limiter = counting(SHORT);
       const id = key();
       const limits = { second: 5, hour: 2 }; // hour is 3 s here
-      expect((await limiter.decide(id, limits)).allowed).toBe(true);
-      expect((await limiter.decide(id, limits)).allowed).toBe(true);
-      const refused = await limiter.decide(id, limits);
-      expect(refused.allowed).toBe(false);
-      if (refused.allowed) return;
+      expect((await countOne(limiter, id, limits)).admitted).toBe(true);
+      expect((await countOne(limiter, id, limits)).admitted).toBe(true);
+      const refused = await countOne(limiter, id, limits);
+      expect(refused.admitted).toBe(false);
+      if (refused.admitted) return;
       expect(refused.refusedBy.window).toBe("hour");
       expect(refused.refusedBy.resetMs).toBeGreaterThan(0);
       expect(refused.refusedBy.resetMs).toBeLessThanOrEqual(3_000);
       // Real time: Redis ends the window (its key expires), and only then admits again.
       await new Promise((r) => setTimeout(r, refused.refusedBy.resetMs + 100));
-      expect((await limiter.decide(id, limits)).allowed).toBe(true);
+      expect((await countOne(limiter, id, limits)).admitted).toBe(true);
     });
   });
 
   describe("remembered refusals", () => {
     it("answer a refused key locally until its window resets on the clock, then ask Redis again", async () => {
       const clock = new ManualClock();
-      const limiter = new RememberedRefusals(
-        new RedisWindows(redis, "gw:rl-test"),
-        undefined,
-        undefined,
-        clock,
-      );
+      const limiter = new RequestWindows(counting(), { clock });
       const id = key();
       const limits = { minute: 1, day: 100 };
       expect((await limiter.decide(id, limits)).allowed).toBe(true);
@@ -170,7 +188,7 @@ describe.each(REDIS_TOPOLOGIES)("on %s Redis", (topology) => {
       expect(remembered.result).toMatchObject({
         allowed: false,
         refusedBy: { window: "minute", remaining: 0, resetMs: 1_000 },
-        source: "local",
+        store: "local",
       });
 
       // Other limits (the key was changed) are asked afresh.
@@ -184,7 +202,7 @@ describe.each(REDIS_TOPOLOGIES)("on %s Redis", (topology) => {
     });
 
     it("in real time, a remembered refusal ends with Redis's window", async () => {
-      const limiter = new RememberedRefusals(new RedisWindows(redis, "gw:rl-test", SHORT));
+      const limiter = new RequestWindows(counting(SHORT));
       const id = key();
       const limits = { second: 1, day: 100 };
       expect((await limiter.decide(id, limits)).allowed).toBe(true);
@@ -202,16 +220,16 @@ describe.each(REDIS_TOPOLOGIES)("on %s Redis", (topology) => {
 
     it("take a share of the quota in one round trip and use it without Redis until spent", async () => {
       // The clock stands still: the lease cannot lapse however slow the machine is.
-      const limiter = new LeasedWindows(new RedisWindows(redis, "gw:rl-test"), leases, new ManualClock());
+      const limiter = new RequestWindows(counting(), { leases, clock: new ManualClock() });
       const id = key();
       const limits = { minute: 10_000, day: 500 }; // smallest quota 500: leases of 5
       expect(limiter.leasePoints(limits)).toBe(5);
       const first = await roundTrips(() => limiter.decide(id, limits));
-      expect(first).toMatchObject({ writes: 1, result: { allowed: true, source: "lease" } });
+      expect(first).toMatchObject({ writes: 1, result: { allowed: true, store: "lease" } });
       expect(await counters(id, ["minute", "day"])).toEqual({ minute: "5", day: "5" });
       for (let i = 0; i < 4; i++) {
         const local = await roundTrips(() => limiter.decide(id, limits));
-        expect(local).toMatchObject({ writes: 0, result: { allowed: true, source: "lease" } });
+        expect(local).toMatchObject({ writes: 0, result: { allowed: true, store: "lease" } });
       }
       // Spent: the next request takes a new lease.
       expect((await roundTrips(() => limiter.decide(id, limits))).writes).toBe(1);
@@ -220,13 +238,13 @@ describe.each(REDIS_TOPOLOGIES)("on %s Redis", (topology) => {
 
     it("use a lease for maxMs on the clock, then give what is left back and take a new one", async () => {
       const clock = new ManualClock();
-      const limiter = new LeasedWindows(new RedisWindows(redis, "gw:rl-test"), leases, clock);
+      const limiter = new RequestWindows(counting(), { leases, clock });
       const id = key();
       const limits = { minute: 1_000 }; // leases of 10
       expect((await roundTrips(() => limiter.decide(id, limits))).writes).toBe(1);
       clock.advance(leases.maxMs - 1);
       const local = await roundTrips(() => limiter.decide(id, limits));
-      expect(local).toMatchObject({ writes: 0, result: { allowed: true, source: "lease" } });
+      expect(local).toMatchObject({ writes: 0, result: { allowed: true, store: "lease" } });
       expect(local.result.windows[0]!.resetMs).toBe(60_000 - (leases.maxMs - 1));
       expect(await counters(id, ["minute"])).toEqual({ minute: "10" });
       clock.advance(1); // the lease lapses: its 8 unused points go back
@@ -239,7 +257,7 @@ describe.each(REDIS_TOPOLOGIES)("on %s Redis", (topology) => {
     });
 
     it("give unused points back when the lease lapses, so no count outlives its request for long", async () => {
-      const limiter = new LeasedWindows(new RedisWindows(redis, "gw:rl-test"), leases);
+      const limiter = new RequestWindows(counting(), { leases });
       const errors: unknown[] = [];
       limiter.onGiveBackError = (err) => errors.push(err);
       const id = key();
@@ -254,39 +272,45 @@ describe.each(REDIS_TOPOLOGIES)("on %s Redis", (topology) => {
     });
 
     it("near a limit, every request is decided in Redis: no lease once a window would be over half full", async () => {
-      const limiter = new LeasedWindows(new RedisWindows(redis, "gw:rl-test"), leases);
+      const limiter = new RequestWindows(counting(), { leases });
       const id = key();
       const limits = { minute: 400 }; // leases of 4 while at most 200 are counted
       await redis.set(`gw:rl-test:{${id}}:minute`, 197, "PX", 60_000);
       const decision = await limiter.decide(id, limits);
       expect(decision).toMatchObject({ allowed: true }); // 197 + 4 > 200: one point, no lease
-      expect(decision.source).toBeUndefined();
+      expect(decision.store).toBe("redis");
       expect(await counters(id, ["minute"])).toEqual({ minute: "198" });
       expect((await roundTrips(() => limiter.decide(id, limits))).writes).toBe(1);
     });
 
-    it("a give-back runs once per id: retrying it after a lost answer gives nothing back twice", async () => {
-      const windows = new RedisWindows(redis, "gw:rl-test");
+    it("a give-back runs once per lease: retrying it after a lost answer gives nothing back twice", async () => {
+      const windows = counting();
       const id = key();
-      const taken = await windows.take(id, { minute: 1_000 }, 10);
-      expect(taken.granted).toBe(10);
-      await windows.giveBack(taken, 7, "lease-1");
-      await windows.giveBack(taken, 7, "lease-1");
+      const counters1 = windows.counters(id, undefined, { minute: 1_000 }, { requests: 1 });
+      const taken = await windows.reserve(id, counters1, { times: 10 });
+      if (!taken.admitted) throw new Error("expected a lease");
+      expect(taken.times).toBe(10);
+      expect(await windows.settle(taken.reservation, { requests: 3 })).toBe(true); // 7 unused go back
+      expect(await windows.settle(taken.reservation, { requests: 3 })).toBe(false);
       expect(await counters(id, ["minute"])).toEqual({ minute: "3" });
-      await windows.giveBack(taken, 2, "lease-2");
-      expect(await counters(id, ["minute"])).toEqual({ minute: "1" });
+      const next = await windows.reserve(id, counters1, { times: 10 });
+      if (!next.admitted) throw new Error("expected a lease");
+      await windows.settle(next.reservation, { requests: 8 }); // another lease gives back on its own
+      expect(await counters(id, ["minute"])).toEqual({ minute: "11" });
     });
 
     it("a point given back to a window that has ended since is dropped", async () => {
-      const windows = new RedisWindows(redis, "gw:rl-test", SHORT);
+      const windows = counting(SHORT);
       const id = key();
-      const taken = await windows.take(id, { second: 1_000 }, 10);
-      expect(taken.granted).toBe(10);
+      const perSecond = windows.counters(id, undefined, { second: 1_000 }, { requests: 1 });
+      const taken = await windows.reserve(id, perSecond, { times: 10 });
+      if (!taken.admitted) throw new Error("expected a lease");
+      expect(taken.times).toBe(10);
       // The window ends (its key goes, as at expiry) and a later, longer one starts.
       await redis.del(`gw:rl-test:{${id}}:second`);
       await redis.set(`gw:rl-test:{${id}}:second`, 0, "PX", 60_000);
-      await windows.take(id, { second: 1_000 }, 1); // the new window, counting 1
-      await windows.giveBack(taken, 9, "ended");
+      await windows.reserve(id, perSecond); // the new window, counting 1
+      await windows.settle(taken.reservation, { requests: 1 }); // 9 would go back
       expect(await counters(id, ["second"])).toEqual({ second: "1" });
     });
 
@@ -297,7 +321,7 @@ describe.each(REDIS_TOPOLOGIES)("on %s Redis", (topology) => {
       });
       try {
         const replicas = [redis, other].map(
-          (r) => new LeasedWindows(new RedisWindows(r, "gw:rl-test"), leases),
+          (r) => new RequestWindows(new CountingWindows(r, { prefix: "gw:rl-test" }), { leases }),
         );
         const id = key();
         const limits = { minute: 400, day: 100_000 };
@@ -333,9 +357,7 @@ describe("the insured limiter", () => {
     own.on("error", () => {});
     await new Promise((r) => own.once("ready", r));
     const clock = new ManualClock();
-    const limiter = new InsuredLimiter({
-      primary: new RedisWindows(own, "gw:rl-test"),
-      insurance: new MemoryWindows(),
+    const limiter = new RequestWindows(new CountingWindows(own, { prefix: "gw:rl-test" }), {
       mode: "open",
       metrics: createGatewayMetrics(),
       logger: createLogger("test", "silent"),
@@ -365,7 +387,7 @@ describe("the insured limiter", () => {
 
 describe("MemoryWindows (the insurance)", () => {
   it("enforces the same quotas with the same all-or-nothing counting", async () => {
-    const limiter: QuotaLimiter = new MemoryWindows();
+    const limiter = new MemoryWindows();
     const id = key();
     const limits = { second: 4, day: 100 };
     const decisions = await Promise.all(Array.from({ length: 20 }, () => limiter.decide(id, limits)));

@@ -1,7 +1,7 @@
 import type { Limits } from "@gw/core/limits";
+import { CountingWindows } from "@gw/core/windows";
 import { REDIS_TOPOLOGIES } from "@gw/test-kit";
 import { describe, expect, it } from "vitest";
-import { RedisWindows } from "../src/rate-limit/redis-windows.ts";
 import { freshOrg, useGateway } from "./harness.ts";
 import { tally } from "./tally.ts";
 
@@ -27,7 +27,10 @@ describe.each(REDIS_TOPOLOGIES)("on %s Redis", (topology) => {
   }
   const standing = async (keyId: string, limits: Limits) =>
     Object.fromEntries(
-      (await new RedisWindows(gw.redis).peek(keyId, limits)).map((w) => [w.window, w.limit - w.remaining]),
+      (await new CountingWindows(gw.redis).peek(keyId, undefined, limits)).map((w) => [
+        w.window,
+        w.limit - w.remaining,
+      ]),
     );
 
   describe("per-key quotas", () => {

@@ -1,11 +1,11 @@
 import { connectAuthorization, WriterDeletion } from "@gw/core/authz";
-import { BudgetWindows } from "@gw/core/budget-windows";
 import { closeGracefully, listen, listenForMetrics, type RouteTemplate, routesOf } from "@gw/core/http";
 import { internalAssertions } from "@gw/core/internal-assertion";
 import { createLogger, type Logger, redactUrl } from "@gw/core/logger";
 import { createMetrics, type Metrics } from "@gw/core/metrics";
 import { createPostgres, migrate } from "@gw/core/postgres";
 import { createRedis } from "@gw/core/redis";
+import { CountingWindows, LEASE_KEEPING_MS } from "@gw/core/windows";
 import { createServiceApp } from "./app.ts";
 import { createBudgetMetrics } from "./budgets/budget-metrics.ts";
 import { PostgresCompletionStore } from "./completions/store.ts";
@@ -108,6 +108,13 @@ export async function startService(
   const retention = new RetentionSweeper({ db, spicedb, tokens, logger, now, options: config.retention });
   retention.start();
 
+  // Budget reservations are leases: this process renews its own and settles those of processes that died.
+  const windows = new CountingWindows(redis);
+  const stopLeases = windows.keepLeases(LEASE_KEEPING_MS, {
+    swept: (holders) => logger.warn({ holders }, "budget leases of processes that died were settled"),
+    error: (err) => logger.warn({ err: (err as Error).message }, "budget leases could not be kept"),
+  });
+
   const app = createServiceApp({
     logger,
     metrics,
@@ -124,7 +131,7 @@ export async function startService(
     usage,
     context: { maxItems: config.LLM_CONTEXT_MAX_ITEMS, maxTokens: config.LLM_CONTEXT_MAX_TOKENS },
     budgets: {
-      windows: new BudgetWindows(redis),
+      windows,
       prices,
       defaultMaxOutputTokens: config.LLM_DEFAULT_MAX_OUTPUT_TOKENS,
       metrics: createBudgetMetrics(metrics),
@@ -153,6 +160,7 @@ export async function startService(
     logger,
     retention,
     async close() {
+      stopLeases();
       await retention.close();
       await Promise.all([closeGracefully(server, 5_000), metricsListener?.close()]);
       await evals.close();

@@ -1,13 +1,15 @@
 import { randomBytes } from "node:crypto";
-import { BudgetWindows } from "@gw/core/budget-windows";
+import { ManualClock } from "@gw/core/clock";
 import type { AppError } from "@gw/core/errors";
 import type { Admission } from "@gw/core/internal-assertion";
 import { createLogger } from "@gw/core/logger";
 import { createMetrics } from "@gw/core/metrics";
 import type { Principal } from "@gw/core/principal";
+import { createRedis } from "@gw/core/redis";
+import { CountingWindows } from "@gw/core/windows";
 import { REDIS_TOPOLOGIES, useTestRedis } from "@gw/test-kit";
 import type { Response } from "express";
-import { describe, expect, it } from "vitest";
+import { describe, expect, it, vi } from "vitest";
 import { admitModelCall, type BudgetDeps } from "../src/budgets/admit-model-call.ts";
 import { createBudgetMetrics } from "../src/budgets/budget-metrics.ts";
 import { countPromptTokens } from "../src/llm/tokens.ts";
@@ -17,7 +19,7 @@ const PROMPT = [{ role: "user" as const, content: "hello there" }];
 const RESERVED = countPromptTokens(MODEL, PROMPT) + 10;
 
 /** The parts of an Express response admission uses: the principal and admission locals, and headers. */
-function fakeResponse(keyId: string, limits: Admission["limits"], user = "alice", requestsCounted = false) {
+function fakeResponse(keyId: string, limits: Admission["limits"], user = "alice") {
   const headers: Record<string, string> = {};
   const principal: Principal = {
     org: "acme",
@@ -28,7 +30,7 @@ function fakeResponse(keyId: string, limits: Admission["limits"], user = "alice"
     onBehalfOf: true,
   };
   const res = {
-    locals: { principal, admission: { limits, requestsCounted } },
+    locals: { principal, admission: { limits } },
     req: { id: "req_test" },
     setHeader: (name: string, value: string) => {
       headers[name] = value;
@@ -37,7 +39,7 @@ function fakeResponse(keyId: string, limits: Admission["limits"], user = "alice"
   return { res: res as unknown as Response, headers };
 }
 
-function deps(windows: BudgetWindows, beforeReserve?: () => Promise<void>): BudgetDeps {
+function deps(windows: CountingWindows, beforeReserve?: () => Promise<void>): BudgetDeps {
   return {
     windows,
     prices: new Map([[MODEL, { input: 0.15, cachedInput: 0.075, output: 0.6 }]]),
@@ -53,7 +55,7 @@ describe.each(REDIS_TOPOLOGIES)("admission on %s Redis", (topology) => {
   const freshKey = () => `key_${randomBytes(6).toString("hex")}`;
 
   it("admits exactly one of two calls forced to reserve together at the edge of a token budget", async () => {
-    const windows = new BudgetWindows(redis.redis);
+    const windows = new CountingWindows(redis.redis);
     const keyId = freshKey();
     // Room for one reservation and not two.
     const limits = { tokens: { minute: RESERVED * 2 - 1 } };
@@ -88,7 +90,7 @@ describe.each(REDIS_TOPOLOGIES)("admission on %s Redis", (topology) => {
   });
 
   it("counts a refused call nowhere, in any window of key or end user", async () => {
-    const windows = new BudgetWindows(redis.redis);
+    const windows = new CountingWindows(redis.redis);
     const keyId = freshKey();
     const limits = {
       minute: 100,
@@ -105,13 +107,13 @@ describe.each(REDIS_TOPOLOGIES)("admission on %s Redis", (topology) => {
     expect(headers["x-ratelimit-remaining-tokens"]).toBe(String(RESERVED - 1));
   });
 
-  it("reserves tokens without counting the request again when the gateway already counted it", async () => {
-    const windows = new BudgetWindows(redis.redis);
+  it("reserves tokens without counting the key's request again: the gateway counted it", async () => {
+    const windows = new CountingWindows(redis.redis);
     const keyId = freshKey();
     const limits = { minute: 1, tokens: { minute: 10_000 } };
     // The window is full, but the gateway counted this request itself: only tokens are asked for here.
     await redis.redis.set(`gw:rl:{${keyId}}:minute`, 1, "PX", 60_000);
-    const admitted = await admitModelCall(deps(windows), fakeResponse(keyId, limits, "alice", true).res, {
+    const admitted = await admitModelCall(deps(windows), fakeResponse(keyId, limits).res, {
       model: MODEL,
       messages: PROMPT,
     });
@@ -121,7 +123,7 @@ describe.each(REDIS_TOPOLOGIES)("admission on %s Redis", (topology) => {
   });
 
   it("settles once: a repeated settlement changes nothing more", async () => {
-    const windows = new BudgetWindows(redis.redis);
+    const windows = new CountingWindows(redis.redis);
     const keyId = freshKey();
     const limits = { tokens: { minute: 10_000 } };
     const reserved = await windows.reserve(
@@ -129,18 +131,14 @@ describe.each(REDIS_TOPOLOGIES)("admission on %s Redis", (topology) => {
       windows.counters(keyId, "alice", limits, { requests: 1, tokens: 500, spend: 0 }),
     );
     if (!reserved.admitted) throw new Error("not admitted");
-    expect(await windows.settle(reserved.reservation, { requests: 1, tokens: 120, spend: 0 }, "s1")).toBe(
-      true,
-    );
-    expect(await windows.settle(reserved.reservation, { requests: 1, tokens: 120, spend: 0 }, "s1")).toBe(
-      false,
-    );
+    expect(await windows.settle(reserved.reservation, { requests: 1, tokens: 120, spend: 0 })).toBe(true);
+    expect(await windows.settle(reserved.reservation, { requests: 1, tokens: 120, spend: 0 })).toBe(false);
     expect((await windows.peek(keyId, undefined, limits))[0]!.used).toBe(120);
   });
 
   it("refunds nothing into a window that started after the reservation's ended", async () => {
     // Windows of 300 ms, so one rolls over within the test.
-    const windows = new BudgetWindows(redis.redis, "gw:rl", () => 300);
+    const windows = new CountingWindows(redis.redis, { windowMs: () => 300 });
     const keyId = freshKey();
     const limits = { tokens: { minute: 10_000 } };
     const counters = () => windows.counters(keyId, "alice", limits, { requests: 1, tokens: 500, spend: 0 });
@@ -155,9 +153,126 @@ describe.each(REDIS_TOPOLOGIES)("admission on %s Redis", (topology) => {
     const current = await windows.reserve(keyId, counters());
     if (!current.admitted) throw new Error("not admitted");
     // The old call used nothing: its 500 would go back, but not into the new window.
-    await windows.settle(old.reservation, { requests: 1, tokens: 0, spend: 0 }, "old");
+    await windows.settle(old.reservation, { requests: 1, tokens: 0, spend: 0 });
     expect((await windows.peek(keyId, undefined, limits))[0]!.used).toBe(500);
-    await windows.settle(current.reservation, { requests: 1, tokens: 40, spend: 0 }, "current");
+    await windows.settle(current.reservation, { requests: 1, tokens: 40, spend: 0 });
     expect((await windows.peek(keyId, undefined, limits))[0]!.used).toBe(40);
+  });
+
+  describe("reservations are leases", () => {
+    const PROMPT_TOKENS = RESERVED - 10;
+    // A key and its end user, with request, token and spend windows; prices of 150 nano-$ a prompt token.
+    const limits = {
+      tokens: { day: 100_000 },
+      spend: { day: 1 },
+      endUser: { minute: 5, tokens: { day: 100_000 } },
+    };
+    const standing = async (windows: CountingWindows, keyId: string) =>
+      Object.fromEntries(
+        (await windows.peek(keyId, "alice", limits)).map((s) => [`${s.scope}:${s.unit}:${s.window}`, s.used]),
+      );
+    const afterDeath = {
+      "key:tokens:day": PROMPT_TOKENS,
+      "key:spend:day": (PROMPT_TOKENS * 150) / 1e9,
+      "endUser:requests:minute": 1,
+      "endUser:tokens:day": PROMPT_TOKENS,
+    };
+
+    it("a reservation whose holder never settles is swept once its lease expires: the prompt stays charged, the rest goes back", async () => {
+      const clock = new ManualClock();
+      const holder = new CountingWindows(redis.redis, { clock, lease: { holder: "service-that-died" } });
+      const sweeper = new CountingWindows(redis.redis, { clock, lease: { holder: "another-service" } });
+      const keyId = freshKey();
+      const admitted = await admitModelCall(deps(holder), fakeResponse(keyId, limits).res, {
+        model: MODEL,
+        messages: PROMPT,
+      });
+      // The holder dies here: it neither settles nor renews.
+      expect((await standing(sweeper, keyId))["key:tokens:day"]).toBe(RESERVED);
+      clock.advance(59_999);
+      expect(await sweeper.sweep()).toEqual([]);
+      expect((await standing(sweeper, keyId))["key:tokens:day"]).toBe(RESERVED);
+      clock.advance(1);
+      expect(await sweeper.sweep()).toEqual(["service-that-died"]);
+      const swept = await standing(sweeper, keyId);
+      expect(swept["key:spend:day"]).toBeCloseTo(afterDeath["key:spend:day"], 12);
+      expect({ ...swept, "key:spend:day": 0 }).toEqual({ ...afterDeath, "key:spend:day": 0 });
+      // Settled once: a later sweep and a holder that comes back change nothing more.
+      expect(await sweeper.sweep()).toEqual([]);
+      await admitted.settle({ input_tokens: 1, output_tokens: 1 });
+      expect(await standing(sweeper, keyId)).toEqual(swept);
+    });
+
+    it("a holder that lives renews its leases: the sweep leaves them, and its own settlement counts", async () => {
+      const clock = new ManualClock();
+      const holder = new CountingWindows(redis.redis, { clock, lease: { holder: "service-alive" } });
+      const sweeper = new CountingWindows(redis.redis, { clock });
+      const keyId = freshKey();
+      const admitted = await admitModelCall(deps(holder), fakeResponse(keyId, limits).res, {
+        model: MODEL,
+        messages: PROMPT,
+      });
+      const stop = holder.keepLeases(20_000, { swept: () => undefined, error: () => undefined });
+      try {
+        for (let i = 0; i < 6; i++) {
+          clock.advance(20_000); // a renewal falls due: let it reach Redis before the next step
+          await vi.waitFor(async () =>
+            expect(Number(await redis.redis.zscore("gw:rl:leases", await leaseOf(keyId)))).toBe(
+              clock.now() + 60_000,
+            ),
+          );
+        }
+        expect(await sweeper.sweep()).toEqual([]);
+        await admitted.settle({ input_tokens: 7, output_tokens: 3 });
+        expect((await standing(sweeper, keyId))["key:tokens:day"]).toBe(10);
+        clock.advance(120_000);
+        expect(await sweeper.sweep()).toEqual([]);
+        expect((await standing(sweeper, keyId))["key:tokens:day"]).toBe(10);
+      } finally {
+        stop();
+      }
+    });
+
+    it("a holder that cannot settle (Redis away from it) stops renewing: the sweep settles the lease", async () => {
+      const clock = new ManualClock();
+      const own = createRedis(redis.server.url, {
+        connectionName: "holder",
+        extra: { enableOfflineQueue: false, maxRetriesPerRequest: 0 },
+      });
+      own.on("error", () => {});
+      await new Promise((r) => own.once("ready", r));
+      const holder = new CountingWindows(own, { clock, lease: { holder: "cut-off" } });
+      const sweeper = new CountingWindows(redis.redis, { clock });
+      const keyId = freshKey();
+      const counters = holder.counters(keyId, "alice", limits, { requests: 1, tokens: 500, spend: 0 });
+      const reserved = await holder.reserve(keyId, counters, {
+        lease: { onExpiry: { requests: 1, tokens: 40, spend: 0 } },
+      });
+      if (!reserved.admitted) throw new Error("not admitted");
+      own.disconnect();
+      await expect(
+        holder.settle(reserved.reservation, { requests: 1, tokens: 7, spend: 0 }),
+      ).rejects.toThrow();
+      await holder.renewLeases(); // nothing left to renew: no Redis call, no error
+      clock.advance(60_000);
+      expect(await sweeper.sweep()).toEqual(["cut-off"]);
+      expect((await standing(sweeper, keyId))["key:tokens:day"]).toBe(40);
+    });
+
+    it("a lease whose holder died after indexing it and before counting it is dropped by the sweep", async () => {
+      const clock = new ManualClock();
+      const sweeper = new CountingWindows(redis.redis, { clock });
+      const keyId = freshKey();
+      const record = `gw:rl:{${keyId}}:lease:never-counted`;
+      await redis.redis.zadd("gw:rl:leases", clock.now(), record);
+      expect(await sweeper.sweep()).toEqual([]);
+      expect(await redis.redis.zscore("gw:rl:leases", record)).toBeNull();
+    });
+
+    /** The record of the one lease of `keyId` (its index entry names it). */
+    async function leaseOf(keyId: string): Promise<string> {
+      const all = await redis.redis.zrange("gw:rl:leases", 0, -1);
+      return all.find((r) => r.startsWith(`gw:rl:{${keyId}}:lease:`))!;
+    }
   });
 });

@@ -1,8 +1,8 @@
 import { randomBytes } from "node:crypto";
-import { BudgetWindows } from "@gw/core/budget-windows";
 import { loadConfig } from "@gw/core/config";
 import { createLogger } from "@gw/core/logger";
 import { createRedis, type RedisClient } from "@gw/core/redis";
+import { CountingWindows } from "@gw/core/windows";
 import { ApiKeyStore, gatewayConfigSchema, generateSigningJwk, startGateway } from "@gw/gateway";
 import {
   REDIS_TOPOLOGIES,
@@ -95,7 +95,7 @@ describe.each(REDIS_TOPOLOGIES)(
         owner: "backend",
         limits,
       });
-      const windows = new BudgetWindows(redis);
+      const windows = new CountingWindows(redis);
       const [counter] = windows.counters(record.id, "backend", limits, { requests: 0, tokens: 0, spend: 0 });
       const reservation = countPromptTokens(MODEL, [{ role: "user", content: "hello there" }]) + MAX_OUTPUT;
       const fits = Math.floor(BUDGET / reservation);

@@ -1,6 +1,7 @@
-import { BudgetWindows } from "@gw/core/budget-windows";
 import type { Limits } from "@gw/core/limits";
+import { CountingWindows } from "@gw/core/windows";
 import { OrgLimitsStore } from "@gw/gateway";
+import { rawHttp } from "@gw/test-kit";
 import { beforeEach, describe, expect, it } from "vitest";
 import { countPromptTokens } from "../src/llm/tokens.ts";
 import { utcDay } from "../src/usage/store.ts";
@@ -22,7 +23,7 @@ describe("token and spend budgets", () => {
   beforeEach(() => {
     today = utcDay(new Date());
   });
-  const windows = () => new BudgetWindows(stack.redis);
+  const windows = () => new CountingWindows(stack.redis);
   const used = async (keyId: string, limits: Limits, user?: string) =>
     Object.fromEntries(
       (await windows().peek(keyId, user, limits)).map((s) => [`${s.scope}:${s.unit}:${s.window}`, s.used]),
@@ -207,6 +208,58 @@ describe("token and spend budgets", () => {
     const counts = await used(key.id, limits);
     expect(counts["key:requests:minute"]).toBe(2); // each counted once, by the gateway or the service
     expect(counts["key:tokens:minute"]).toBeGreaterThan(0);
+  });
+
+  it("counts every request of a budgeted key in its request windows once, before any work: 404, 422, refused for tokens", async () => {
+    const limits = { minute: 3, tokens: { minute: 500 } };
+    const key = await stack.createKey({ limits });
+    const before = stack.llm.requests.length;
+    const missing = await ask(key.secret, "hello", { previous_response_id: "resp_nowhere" });
+    expect(missing.status).toBe(404);
+    const invalid = await ask(key.secret, "hello", { max_output_tokens: "many" });
+    expect(invalid.status).toBe(422);
+    const tooBig = await ask(key.secret, "hello ".repeat(1_000));
+    expect(tooBig.status).toBe(429);
+    expect(tooBig.headers.get("x-ratelimit-remaining-requests")).toBe("0");
+    // Each counted once, as one request and no tokens; the fourth is refused by the request window.
+    expect(await used(key.id, limits)).toEqual({ "key:requests:minute": 3, "key:tokens:minute": 0 });
+    const fourth = await ask(key.secret, "hello");
+    expect(fourth.status).toBe(429);
+    expect(fourth.headers.get("ratelimit")).toMatch(/^"minute";r=0;t=\d+$/);
+    expect(await used(key.id, limits)).toEqual({ "key:requests:minute": 3, "key:tokens:minute": 0 });
+    expect(stack.llm.requests.length).toBe(before);
+  });
+
+  it("reserves an end user's budgets however the request target is written: fragment, absolute form", async () => {
+    // Each call reserves its prompt and 200 output tokens, and is charged what it used: about three fit.
+    // The organization's defaults for end users, as an operator sets them (the key has none of its own).
+    const key = await stack.createKey();
+    await new OrgLimitsStore(stack.redis).update(key.org, { tokens: { minute: 250 } });
+    const limits = { endUser: { tokens: { minute: 250 } } };
+    const body = JSON.stringify({ model: MODEL, input: "hello there", max_output_tokens: 200 });
+    const send = (target: string) =>
+      rawHttp(
+        stack.gatewayUrl,
+        `POST ${target} HTTP/1.1\r\nHost: gateway.test\r\nAuthorization: Bearer ${key.secret}\r\n` +
+          `X-On-Behalf-Of: mallory\r\nContent-Type: application/json\r\n` +
+          `Content-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
+      );
+    const targets = [
+      "/api/v1/llm/responses#x",
+      `${stack.gatewayUrl}/api/v1/llm/responses`,
+      "/api/v1/llm/responses",
+    ];
+    let charged = 0;
+    const statuses: number[] = [];
+    for (let i = 0; i < 9; i++) {
+      const res = await send(targets[i % targets.length]!);
+      statuses.push(res.status);
+      if (res.status === 200) charged += JSON.parse(res.body).usage.total_tokens;
+    }
+    // Every form counts in mallory's window until it is full, then every form is refused.
+    expect(statuses.slice(0, 3)).toEqual([200, 200, 200]);
+    expect(statuses.slice(6)).toEqual([429, 429, 429]);
+    expect((await used(key.id, limits, "mallory"))["endUser:tokens:minute"]).toBe(charged);
   });
 
   it("sends the requests headers on every answer of a key with request windows only", async () => {

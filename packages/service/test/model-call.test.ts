@@ -1,10 +1,10 @@
 import { randomBytes } from "node:crypto";
 import { RedisConsistencyTokens, ResourceAuthorization, SpiceDBClient } from "@gw/core/authz";
-import { BudgetWindows } from "@gw/core/budget-windows";
 import type { Limits } from "@gw/core/limits";
 import { createMetrics } from "@gw/core/metrics";
 import type { Principal } from "@gw/core/principal";
 import { createRedis, type RedisClient } from "@gw/core/redis";
+import { CountingWindows } from "@gw/core/windows";
 import { startTestRedis, startTestSpiceDB } from "@gw/test-kit";
 import { type FakeLLM, startFakeLLM } from "@gw/test-kit/llm-upstream";
 import type { Response } from "express";
@@ -22,7 +22,7 @@ import { UsageStore } from "../src/usage/store.ts";
 
 let teardown: () => Promise<void>;
 let deps: ModelCallDeps;
-let windows: BudgetWindows;
+let windows: CountingWindows;
 let llm: FakeLLM;
 
 beforeAll(async () => {
@@ -39,7 +39,7 @@ beforeAll(async () => {
     insecure: true,
     deadlineMs: 2_000,
   });
-  windows = new BudgetWindows(redis);
+  windows = new CountingWindows(redis);
   const logger = { info() {}, warn() {}, error() {}, debug() {} } as never;
   deps = {
     provider: new ChatProvider({
@@ -82,7 +82,7 @@ function caller() {
     onBehalfOf: true,
   };
   const res = {
-    locals: { principal, admission: { limits: LIMITS, requestsCounted: true } },
+    locals: { principal, admission: { limits: LIMITS } },
     req: { id: "req-1" },
     setHeader() {},
   } as unknown as Response;

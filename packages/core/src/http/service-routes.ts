@@ -44,20 +44,3 @@ export const SERVICE_ROUTES: RouteTemplate[] = [
   ["POST", "/sandbox/sessions/:id/assignments"],
   ["POST", "/sandbox/sessions/:session_id/github/push"],
 ].map(([method, path]) => ({ method: method!, path: `/api/v1${path}` }));
-
-/**
- * The service's endpoints that call a model. For a key with token or spend
- * budgets, the gateway leaves their request windows to the service, which
- * counts them with the tokens and spend in one step (README, "Rate limits").
- * Add every new endpoint that calls a model here.
- */
-export const MODEL_ROUTES: RouteTemplate[] = [
-  { method: "POST", path: "/api/v1/llm/responses" },
-  { method: "POST", path: "/api/v1/llm/chat/completions" },
-];
-
-/** Whether `method` and `url` (path and query, as received) are a model call, as Express would route them. */
-export function isModelCall(method: string, url: string): boolean {
-  const path = url.split("?")[0]!.toLowerCase().replace(/\/+$/, "");
-  return MODEL_ROUTES.some((r) => r.method === method && r.path === path);
-}

@@ -45,7 +45,8 @@ export class OrgLimitsStore {
 
   /**
    * `get`, from a copy at most `cacheMs` old; when Redis cannot be asked, an
-   * older copy (as the key lookup's stale-if-error), else the error.
+   * older copy (as the key lookup's stale-if-error; Redis is asked again
+   * `cacheMs` later, so an outage does not slow every request), else the error.
    */
   async cached(org: string): Promise<UnitLimits> {
     const hit = this.cache.get(org);
@@ -54,8 +55,9 @@ export class OrgLimitsStore {
     try {
       limits = await this.get(org);
     } catch (err) {
-      if (hit) return hit.limits;
-      throw err;
+      if (!hit) throw err;
+      this.cache.set(org, { limits: hit.limits, until: this.clock.now() + this.cacheMs });
+      return hit.limits;
     }
     this.cache.set(org, { limits, until: this.clock.now() + this.cacheMs });
     return limits;

@@ -5,12 +5,12 @@
  * non-zero exit code.
  */
 import { parseArgs } from "node:util";
-import { BudgetWindows } from "@gw/core/budget-windows";
 import { ValidationFailed } from "@gw/core/errors";
 import { SPEND_WINDOWS, TOKEN_WINDOWS, WINDOWS } from "@gw/core/limits";
 import { redactUrl } from "@gw/core/logger";
 import { createRedis, localRedisUrl } from "@gw/core/redis";
 import { validate } from "@gw/core/validation";
+import { CountingWindows } from "@gw/core/windows";
 import { patchUnits } from "../api-keys/limits.ts";
 import { OrgLimitsStore } from "../api-keys/org-limits.ts";
 import { createApiKeySchema, endUserLimitsPatchSchema, updateApiKeySchema } from "../api-keys/schema.ts";
@@ -111,7 +111,7 @@ function parseList(value: string | undefined): string[] | undefined {
 export async function runKeysCommand(
   argv: string[],
   store: ApiKeyStore,
-  limiter?: Pick<BudgetWindows, "peek">,
+  limiter?: Pick<CountingWindows, "peek">,
   orgLimits?: OrgLimitsStore,
 ): Promise<unknown> {
   const { values, positionals } = parseArgs({
@@ -251,7 +251,7 @@ async function main(): Promise<number> {
     const result = await runKeysCommand(
       process.argv.slice(2),
       new ApiKeyStore(redis),
-      new BudgetWindows(redis),
+      new CountingWindows(redis),
       new OrgLimitsStore(redis),
     );
     process.stdout.write(`${JSON.stringify(result, null, 2)}\n`);

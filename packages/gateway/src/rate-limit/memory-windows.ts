@@ -1,6 +1,10 @@
 import { type Limits, WINDOW_SECONDS, WINDOWS, type Window } from "@gw/core/limits";
+import type { WindowState } from "@gw/core/windows";
 import { RateLimiterMemory, RateLimiterRes } from "rate-limiter-flexible";
-import type { Decision, QuotaLimiter, WindowState } from "./quota.ts";
+
+type MemoryDecision =
+  | { allowed: true; windows: WindowState[] }
+  | { allowed: false; refusedBy: WindowState; windows: WindowState[] };
 
 /**
  * A key's quotas in this process's memory: the insurance when Redis fails.
@@ -8,7 +12,7 @@ import type { Decision, QuotaLimiter, WindowState } from "./quota.ts";
  * window is consumed at once and, when any refuses, each gets its point back,
  * so a refused request counts nowhere (a changed quota starts a fresh count).
  */
-export class MemoryWindows implements QuotaLimiter {
+export class MemoryWindows {
   private readonly limiters = new Map<string, RateLimiterMemory>();
   private readonly seconds: Record<Window, number>;
 
@@ -17,7 +21,7 @@ export class MemoryWindows implements QuotaLimiter {
     this.seconds = seconds;
   }
 
-  async decide(keyId: string, limits: Limits): Promise<Decision> {
+  async decide(keyId: string, limits: Limits): Promise<MemoryDecision> {
     const windows = this.configured(limits);
     const outcomes = await Promise.all(
       windows.map(({ limiter }) =>
@@ -31,7 +35,9 @@ export class MemoryWindows implements QuotaLimiter {
     const refused = outcomes.findIndex((o) => !o.admitted);
     if (refused === -1) return { allowed: true, windows: states };
     await Promise.all(windows.map((w) => w.limiter.reward(keyId, 1)));
-    const restored = states.map((s, i) => (outcomes[i]!.admitted ? { ...s, remaining: s.remaining + 1 } : s));
+    const restored = states.map((s, i) =>
+      outcomes[i]!.admitted ? { ...s, used: s.used - 1, remaining: s.remaining + 1 } : s,
+    );
     return { allowed: false, refusedBy: restored[refused]!, windows: restored };
   }
 
@@ -60,11 +66,15 @@ export class MemoryWindows implements QuotaLimiter {
 }
 
 function state(w: { window: Window; points: number; seconds: number }, res: RateLimiterRes): WindowState {
+  const remaining = Math.max(0, Math.min(w.points, w.points - res.consumedPoints));
   return {
+    scope: "key",
+    unit: "requests",
     window: w.window,
     limit: w.points,
     seconds: w.seconds,
-    remaining: Math.max(0, Math.min(w.points, w.points - res.consumedPoints)),
+    used: w.points - remaining,
+    remaining,
     resetMs: Math.max(0, res.msBeforeNext),
   };
 }

@@ -1,20 +1,8 @@
-import { randomUUID } from "node:crypto";
-import {
-  type BudgetState,
-  BudgetStoreError,
-  type BudgetWindows,
-  type Reservation,
-} from "@gw/core/budget-windows";
 import { AppError, forbidden, serviceUnavailable } from "@gw/core/errors";
-import {
-  openAiRateLimitHeaders,
-  policyHeader,
-  principalOf,
-  rateLimitHeader,
-  secondsUntil,
-} from "@gw/core/http";
+import { openAiRateLimitHeaders, principalOf, secondsUntil } from "@gw/core/http";
 import { hasBudgets, limitEntries } from "@gw/core/limits";
 import type { Logger } from "@gw/core/logger";
+import { type CountingWindows, type Reservation, type WindowState, WindowStoreError } from "@gw/core/windows";
 import type { Response } from "express";
 import { costNanoUsd, type ModelPrice } from "../llm/prices.ts";
 import type { ChatMessage, FunctionTool } from "../llm/provider.ts";
@@ -22,7 +10,7 @@ import { countPromptTokens } from "../llm/tokens.ts";
 import type { BudgetMetrics } from "./budget-metrics.ts";
 
 export interface BudgetDeps {
-  windows: BudgetWindows;
+  windows: CountingWindows;
   prices: ReadonlyMap<string, ModelPrice>;
   /** Output tokens reserved, and sent as the cap, when a budgeted call names none. */
   defaultMaxOutputTokens: number;
@@ -68,14 +56,15 @@ const SETTLE_RETRIES_MS = [200, 1_000, 5_000];
  * Admission of a model call, before the provider is reached, for a key with
  * token or spend budgets (its own or its end users'): counts the prompt with
  * the model family's tokenizer, adds the output cap, prices both, and
- * reserves requests, tokens and spend in every limited window of the key and
- * of the end user in one Redis script: all or nothing. Refused: 429 with
- * `Retry-After`, counted nowhere. Sets the rate-limit headers of the answer
- * (IETF `RateLimit`/`RateLimit-Policy` for requests, OpenAI's
- * `x-ratelimit-*-requests` and `-tokens`). A key with a spend limit cannot
- * use a model without a price (403). Keys without budgets pass untouched:
- * the gateway counted their requests. Every endpoint that calls a model
- * calls this first.
+ * reserves tokens and spend in every limited window of the key, and
+ * requests, tokens and spend in the end user's, in one Redis script: all or
+ * nothing (the gateway counted the key's request windows already). Refused:
+ * 429 with `Retry-After`, counted nowhere. The reservation is a lease held
+ * by this process: if it dies before settling, a sweep charges the prompt
+ * (`CountingWindows.sweep`). Sets OpenAI's `x-ratelimit-*-tokens` headers of
+ * the answer. A key with a spend limit cannot use a model without a price
+ * (403). Keys without budgets pass untouched. Every endpoint that calls a
+ * model calls this first, whatever path the gateway saw.
  */
 export async function admitModelCall(
   deps: BudgetDeps,
@@ -84,7 +73,7 @@ export async function admitModelCall(
 ): Promise<AdmittedCall> {
   const admission = res.locals.admission;
   if (!admission || !hasBudgets(admission.limits)) return unbudgeted(call);
-  const { limits, requestsCounted } = admission;
+  const { limits } = admission;
   const principal = principalOf(res);
   const price = deps.prices.get(call.model);
   const spendLimited = [...limitEntries(limits), ...limitEntries(limits.endUser)].some(
@@ -98,17 +87,22 @@ export async function admitModelCall(
 
   const maxOutputTokens = call.maxOutputTokens ?? deps.defaultMaxOutputTokens;
   const promptTokens = countPromptTokens(call.model, call.messages, call.tools);
-  const counters = deps.windows.counters(principal.keyId, principal.user, limits, {
-    requests: requestsCounted ? 0 : 1,
-    tokens: promptTokens + maxOutputTokens,
-    spend: price ? costNanoUsd(price, { input_tokens: promptTokens, output_tokens: maxOutputTokens }) : 0,
-  });
+  const promptSpend = price ? costNanoUsd(price, { input_tokens: promptTokens, output_tokens: 0 }) : 0;
+  const counters = deps.windows
+    .counters(principal.keyId, principal.user, limits, {
+      requests: 1,
+      tokens: promptTokens + maxOutputTokens,
+      spend: price ? costNanoUsd(price, { input_tokens: promptTokens, output_tokens: maxOutputTokens }) : 0,
+    })
+    .filter((c) => c.scope === "endUser" || c.unit !== "requests");
   await deps.beforeReserve?.();
-  let result: Awaited<ReturnType<BudgetWindows["reserve"]>>;
+  let result: Awaited<ReturnType<CountingWindows["reserve"]>>;
   try {
-    result = await deps.windows.reserve(principal.keyId, counters);
+    // Whoever sweeps a lease abandoned by a dead process charges the prompt: the provider may have had it.
+    const onExpiry = { requests: 1, tokens: promptTokens, spend: promptSpend };
+    result = await deps.windows.reserve(principal.keyId, counters, { lease: { onExpiry } });
   } catch (err) {
-    if (err instanceof BudgetStoreError)
+    if (err instanceof WindowStoreError)
       throw serviceUnavailable("Rate limiting is unavailable; try again", err);
     throw err;
   }
@@ -126,12 +120,11 @@ export async function admitModelCall(
   }
   deps.metrics.reserved(counters);
   const reservation = result.reservation;
-  const id = randomUUID();
   let settled = false;
   const settle = async (tokens: number, spend: number) => {
     if (settled) return;
     settled = true;
-    await settleWithRetries(deps, reservation, { requests: requestsCounted ? 0 : 1, tokens, spend }, id);
+    await settleWithRetries(deps, reservation, { requests: 1, tokens, spend });
   };
   return {
     maxOutputTokens,
@@ -141,16 +134,15 @@ export async function admitModelCall(
   };
 }
 
-/** Settles, retrying when Redis fails (the id makes a repeat a no-op); if it stays away, the reservation stands until its windows end. */
+/** Settles, retrying when Redis fails (the reservation settles once); if it stays away, a sweep settles the lease once it expires. */
 async function settleWithRetries(
   deps: BudgetDeps,
   reservation: Reservation,
   used: { requests: number; tokens: number; spend: number },
-  id: string,
 ): Promise<void> {
   for (let attempt = 0; ; attempt++) {
     try {
-      if (await deps.windows.settle(reservation, used, id)) {
+      if (await deps.windows.settle(reservation, used)) {
         for (const c of reservation.counters) deps.metrics.reconciled(c, used[c.unit] - c.amount);
       }
       return;
@@ -169,20 +161,9 @@ function unbudgeted(call: ModelCall): AdmittedCall {
   return { maxOutputTokens: call.maxOutputTokens, promptTokens: 0, settle: nothing, release: nothing };
 }
 
-/** The answer's rate-limit headers: IETF fields for the request windows, OpenAI's for requests and tokens. */
-function setHeaders(res: Response, states: BudgetState[]): void {
-  const standing = (unit: "requests" | "tokens") =>
-    states
-      .filter((s) => s.unit === unit)
-      .map((s) => ({ ...s, window: s.scope === "key" ? s.window : `end-user-${s.window}` }));
-  const requests = standing("requests");
-  if (requests.length > 0) {
-    res.setHeader("RateLimit-Policy", policyHeader(requests));
-    res.setHeader("RateLimit", rateLimitHeader(requests));
-  }
-  for (const [name, value] of Object.entries({
-    ...openAiRateLimitHeaders("requests", requests),
-    ...openAiRateLimitHeaders("tokens", standing("tokens")),
-  }))
+/** The answer's token headers (OpenAI's); the gateway sets the request windows' headers. */
+function setHeaders(res: Response, states: WindowState[]): void {
+  const tokens = states.filter((s) => s.unit === "tokens");
+  for (const [name, value] of Object.entries(openAiRateLimitHeaders("tokens", tokens)))
     res.setHeader(name, value);
 }

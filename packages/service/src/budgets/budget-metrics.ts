@@ -1,6 +1,6 @@
-import { type BudgetCounter, NANO_USD_PER_USD } from "@gw/core/budget-windows";
 import { SPEND_WINDOWS, TOKEN_WINDOWS } from "@gw/core/limits";
 import type { Metrics } from "@gw/core/metrics";
+import { NANO_USD_PER_USD, type Counter as WindowCounter } from "@gw/core/windows";
 import { Counter } from "prom-client";
 
 /** Tokens and spend admitted, refused and reconciled, by unit (tokens, spend in USD), window and scope (key, endUser). No ids in labels. */
@@ -38,17 +38,17 @@ export function createBudgetMetrics(metrics: Metrics) {
       }
     }
   }
-  const amount = (c: BudgetCounter, n: number) => (c.unit === "spend" ? n / NANO_USD_PER_USD : n);
-  const labels = (c: BudgetCounter) => ({ unit: c.unit, window: c.window, scope: c.scope });
+  const amount = (c: WindowCounter, n: number) => (c.unit === "spend" ? n / NANO_USD_PER_USD : n);
+  const labels = (c: WindowCounter) => ({ unit: c.unit, window: c.window, scope: c.scope });
   return {
-    reserved(counters: BudgetCounter[]) {
+    reserved(counters: WindowCounter[]) {
       for (const c of counters) if (c.unit !== "requests") reserved.inc(labels(c), amount(c, c.amount));
     },
-    refused(c: Pick<BudgetCounter, "unit" | "window" | "scope">) {
+    refused(c: Pick<WindowCounter, "unit" | "window" | "scope">) {
       refusals.inc({ unit: c.unit, window: c.window, scope: c.scope });
     },
     /** `delta`: used less reserved, in counted units. */
-    reconciled(c: BudgetCounter, delta: number) {
+    reconciled(c: WindowCounter, delta: number) {
       if (c.unit === "requests" || delta === 0) return;
       reconciled.inc(
         { ...labels(c), direction: delta < 0 ? "returned" : "charged" },

@@ -1,4 +1,4 @@
-import { NANO_USD_PER_USD } from "@gw/core/budget-windows";
+import { NANO_USD_PER_USD } from "@gw/core/windows";
 
 /** A model's prices in US dollars per million tokens. */
 export interface ModelPrice {

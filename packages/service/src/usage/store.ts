@@ -1,5 +1,5 @@
-import { NANO_USD_PER_USD } from "@gw/core/budget-windows";
 import type { RedisClient } from "@gw/core/redis";
+import { NANO_USD_PER_USD } from "@gw/core/windows";
 import { costNanoUsd, type ModelPrice } from "../llm/prices.ts";
 import type { Usage } from "../llm/provider.ts";
 

@@ -1,1 +1,0 @@
-export { policyHeader, rateLimitHeader, secondsUntil } from "@gw/core/http";
