@@ -15,6 +15,7 @@ import { evalLimits, evalRetention, startEvals } from "./evals/index.ts";
 import type { ChatProvider } from "./llm/provider.ts";
 import { createProviderMetrics, MeteredProvider } from "./llm/provider-metrics.ts";
 import { ResponseStore } from "./responses/store.ts";
+import { OrphanReconciler } from "./retention/reconciler.ts";
 import { RetentionSweeper } from "./retention/sweeper.ts";
 import { Sandbox } from "./sandbox/sandbox.ts";
 import { UsageStore } from "./usage/store.ts";
@@ -29,6 +30,8 @@ export interface RunningService {
   logger: Logger;
   /** Deletes expired content; runs by itself every `RETENTION_SWEEP_INTERVAL`. */
   retention: RetentionSweeper;
+  /** Removes relationships without content; runs by itself every `ORPHAN_RECONCILE_INTERVAL`. */
+  reconciler: OrphanReconciler;
   close(): Promise<void>;
 }
 
@@ -107,6 +110,16 @@ export async function startService(
   });
   const retention = new RetentionSweeper({ db, spicedb, tokens, logger, now, options: config.retention });
   retention.start();
+  const reconciler = new OrphanReconciler({
+    db,
+    redis,
+    spicedb,
+    tokens,
+    logger,
+    now,
+    options: config.reconcile,
+  });
+  reconciler.start();
 
   const app = createServiceApp({
     logger,
@@ -152,8 +165,9 @@ export async function startService(
     routes: routesOf(app),
     logger,
     retention,
+    reconciler,
     async close() {
-      await retention.close();
+      await Promise.all([retention.close(), reconciler.close()]);
       await Promise.all([closeGracefully(server, 5_000), metricsListener?.close()]);
       await evals.close();
       spicedb.close();
