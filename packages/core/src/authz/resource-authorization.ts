@@ -244,6 +244,48 @@ export class ResourceAuthorization {
   }
 
   /**
+   * Whether the principal holds each `role` on each resource, in one
+   * CheckBulkPermissions as fresh as the organization's last write through
+   * here (fully consistent right after one), never from kept decisions: for
+   * what must hold at this moment, such as every stored response and
+   * conversation a model call draws its context from. In the order asked.
+   */
+  async checkAll(principal: Principal, checks: { resource: ResourceRef; role: Role }[]): Promise<boolean[]> {
+    if (checks.length === 0) return [];
+    const subject = userRef(scopedId(principal.org, principal.user));
+    const context = subjectContext(principal.org);
+    const response = await this.spicedb.checkBulkPermissions(
+      v1.CheckBulkPermissionsRequest.create({
+        consistency: await this.consistency(organizationTokenKey(principal.org)),
+        items: checks.map(({ resource, role }) =>
+          v1.CheckBulkPermissionsRequestItem.create({
+            resource: objectRef(principal.org, resource),
+            permission: PERMISSION_FOR_ROLE[role],
+            subject,
+            context,
+          }),
+        ),
+      }),
+    );
+    const decided = new Map<string, boolean>();
+    for (const pair of response.pairs) {
+      const asked = pair.request;
+      if (!asked?.resource) continue;
+      const key = `${asked.resource.objectType}\u0000${asked.resource.objectId}\u0000${asked.permission}`;
+      // An error for one item (or a conditional answer) is no permission: fail closed.
+      decided.set(
+        key,
+        pair.response.oneofKind === "item" &&
+          pair.response.item.permissionship === v1.CheckPermissionResponse_Permissionship.HAS_PERMISSION,
+      );
+    }
+    return checks.map(({ resource, role }) => {
+      const ref = objectRef(principal.org, resource);
+      return decided.get(`${ref.objectType}\u0000${ref.objectId}\u0000${PERMISSION_FOR_ROLE[role]}`) ?? false;
+    });
+  }
+
+  /**
    * The resources of `type` on which the principal holds at least `role`,
    * in order of id, `limit` at a time, starting after the id `after`. Every
    * page is one LookupResources as fresh as the organization's last write
