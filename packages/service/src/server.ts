@@ -80,6 +80,13 @@ export async function startService(
     logger,
     metrics.grpcClient,
     metrics.decisionCache,
+    // Owners of stored responses and completions expire with them (RESPONSE_RETENTION), in SpiceDB's time.
+    {
+      lifetimes: {
+        response: config.retention.responseRetentionMs,
+        completion: config.retention.responseRetentionMs,
+      },
+    },
   );
   const assertions = await internalAssertions(config.INTERNAL_ASSERTION_SECRET, config.DATA_DIR, logger);
   const provider = chatProvider(config, metrics);
