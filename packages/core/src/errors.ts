@@ -13,6 +13,7 @@ export const ERROR_CATALOGUE = {
   conflict: { status: 409, title: "Conflict", type: "invalid_request_error" },
   payload_too_large: { status: 413, title: "Payload Too Large", type: "invalid_request_error" },
   unsupported_media_type: { status: 415, title: "Unsupported Media Type", type: "invalid_request_error" },
+  expectation_failed: { status: 417, title: "Expectation Failed", type: "invalid_request_error" },
   validation_failed: { status: 422, title: "Unprocessable Entity", type: "invalid_request_error" },
   rate_limited: { status: 429, title: "Rate limit exceeded", type: "rate_limit_error" },
   request_header_fields_too_large: {

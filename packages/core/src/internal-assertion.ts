@@ -70,6 +70,7 @@ export class InternalAssertions {
       ...(principal.models ? { models: principal.models } : {}),
       credential: principal.credential,
       obo: principal.onBehalfOf,
+      eu: principal.endUser ?? principal.onBehalfOf,
       htm: request.method,
       htu_sha256: pathDigest(request.path),
       rid: request.requestId,
@@ -122,6 +123,8 @@ export class InternalAssertions {
         ...(Array.isArray(payload.models) ? { models: payload.models.map(String) } : {}),
         credential: payload.credential === "jwt" ? "jwt" : "api_key",
         onBehalfOf: payload.obo === true,
+        // An assertion without the claim (a gateway from before it) is read as `obo` said.
+        endUser: typeof payload.eu === "boolean" ? payload.eu : payload.obo === true,
       },
     };
   }

@@ -12,12 +12,34 @@ export const PERMISSIONS = [
   "sandbox:write",
   "usage:read",
   "admin:api-keys",
+  "organization:read",
 ] as const;
 
 export type Permission = (typeof PERMISSIONS)[number];
 
-/** What a key gets when it is created without a list: everything but key administration. */
-export const DEFAULT_PERMISSIONS: readonly Permission[] = PERMISSIONS.filter((p) => p !== "admin:api-keys");
+/**
+ * Lets the end users a key acts for (`X-On-Behalf-Of`, exchanged tokens) see
+ * the organization-wide views its owner sees: usage of every end user and
+ * key, every eval schedule and its runs. Without it an end user sees only
+ * its own. The key acting as its owner sees them either way.
+ */
+export const ORGANIZATION_VIEWS: Permission = "organization:read";
+
+/** What a key gets when it is created without a list: everything but key administration and `organization:read`. */
+export const DEFAULT_PERMISSIONS: readonly Permission[] = PERMISSIONS.filter(
+  (p) => p !== "admin:api-keys" && p !== ORGANIZATION_VIEWS,
+);
+
+/** The end user a principal is confined to (its own usage and creations), or `undefined` when it sees its organization's. */
+export function ownViewOf(principal: {
+  user: string;
+  permissions: readonly string[];
+  onBehalfOf: boolean;
+  endUser?: boolean | undefined;
+}): string | undefined {
+  const endUser = principal.endUser ?? principal.onBehalfOf;
+  return endUser && !principal.permissions.includes(ORGANIZATION_VIEWS) ? principal.user : undefined;
+}
 
 export function isPermission(value: string): value is Permission {
   return (PERMISSIONS as readonly string[]).includes(value);

@@ -16,6 +16,12 @@ export interface Principal {
   credential: "api_key" | "jwt";
   /** True when `user` came from `X-On-Behalf-Of`. */
   onBehalfOf: boolean;
+  /**
+   * True when `user` is not the key's owner (named by `X-On-Behalf-Of` or a
+   * token's subject): an end user sees its own usage and what it created,
+   * not the organization's (see `organization:read`). Unset: as `onBehalfOf`.
+   */
+  endUser?: boolean;
 }
 
 /** 1 to 256 printable ASCII characters: a stable end-user id, safe in logs and SpiceDB ids once encoded. */

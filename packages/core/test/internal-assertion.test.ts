@@ -18,7 +18,10 @@ describe("the internal assertion", () => {
     const request = { method: "GET", path, requestId: "rid-1" };
     const assertion = await assertions.sign(principal, request);
     expect(assertion.length).toBeLessThan(1024);
-    expect((await assertions.verify(assertion, request)).principal).toEqual(principal);
+    expect((await assertions.verify(assertion, request)).principal).toEqual({
+      ...principal,
+      endUser: principal.onBehalfOf,
+    });
 
     for (const other of [`${path}2`, path.slice(0, -1), path.replace("x=1", "x=2"), path.toUpperCase()]) {
       await expect(assertions.verify(assertion, { ...request, path: other })).rejects.toThrow(
@@ -28,5 +31,12 @@ describe("the internal assertion", () => {
     await expect(assertions.verify(assertion, { ...request, method: "POST" })).rejects.toThrow(
       "made for another request",
     );
+  });
+
+  it("carries whether the user is an end user (a token's subject other than the key's owner)", async () => {
+    const request = { method: "GET", path: "/api/v1/usage", requestId: "rid-2" };
+    const endUser = { ...principal, credential: "jwt" as const, endUser: true };
+    const verified = await assertions.verify(await assertions.sign(endUser, request), request);
+    expect(verified.principal).toEqual(endUser);
   });
 });

@@ -159,6 +159,31 @@ describe("requests Node itself refuses", () => {
   });
 });
 
+describe("an Expect header other than 100-continue", () => {
+  it.each([
+    ["/healthz", { error: "Expectation Failed", message: expect.stringContaining("100-continue") }],
+    [
+      "/api/v1/llm/responses",
+      {
+        error: {
+          message: expect.stringContaining("100-continue"),
+          type: "invalid_request_error",
+          param: null,
+          code: "expectation_failed",
+        },
+      },
+    ],
+  ])("%s: 417 with the catalogue's JSON, not Node's bare status line", async (path, body) => {
+    const res = await rawHttp(
+      gw.url,
+      `POST ${path} HTTP/1.1\r\nHost: x\r\nExpect: 200-ok\r\nContent-Type: application/json\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}`,
+    );
+    expect(res.status).toBe(417);
+    expect(res.headers["content-type"]).toBe("application/json; charset=utf-8");
+    expect(JSON.parse(res.body)).toEqual(body);
+  });
+});
+
 describe("repeated identity headers", () => {
   const raw = (headers: string[]) =>
     rawHttp(

@@ -17,6 +17,7 @@ describe("principal", () => {
       permissions: ["authorization:read"],
       credential: "api_key",
       onBehalfOf: false,
+      endUser: false,
     });
     expect(JSON.stringify(body)).not.toContain(secret);
     expect(JSON.stringify(body)).not.toContain(record.hash);

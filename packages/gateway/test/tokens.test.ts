@@ -188,6 +188,7 @@ describe("tokens as bearer credentials", () => {
       permissions: ["authorization:read"],
       credential: "jwt",
       onBehalfOf: false,
+      endUser: true,
     });
     const check = await gw.call(
       `/api/v1/authorization/llm/check?resourceType=conversation&resourceId=${id}&role=owner`,

@@ -26,6 +26,12 @@ export const serviceConfigSchema = z
     CONVERSATION_IDLE_EXPIRY: env.optionalDuration(),
     /** How often expired content is deleted in the background, with a unit. Default 1m. */
     RETENTION_SWEEP_INTERVAL: env.duration("1m"),
+    /** How often the orphan reconciler removes relationships of conversations, responses and completions that have no content, with a unit. Default 5m. */
+    ORPHAN_RECONCILE_INTERVAL: env.duration("5m"),
+    /** Relationships the orphan reconciler reads (and resources it may delete) per run, at most. Default 1000. */
+    ORPHAN_RECONCILE_BATCH: z.coerce.number().int().min(1).max(100_000).default(1_000),
+    /** Age under which the orphan reconciler leaves a resource alone (it may still be being created); longer than any model call, with a unit. Default 1h. */
+    ORPHAN_RECONCILE_GRACE: env.duration("1h"),
     ...spicedbEnvShape,
     ...metricsEnvShape,
     /** Shared secret for the gateway's assertions (at least 32 characters). Unset: the development secret under DATA_DIR. */
@@ -90,6 +96,11 @@ export const serviceConfigSchema = z
       responseRetentionMs: c.RESPONSE_RETENTION,
       conversationIdleExpiryMs: c.CONVERSATION_IDLE_EXPIRY,
       sweepIntervalMs: c.RETENTION_SWEEP_INTERVAL,
+    },
+    reconcile: {
+      intervalMs: c.ORPHAN_RECONCILE_INTERVAL,
+      batch: c.ORPHAN_RECONCILE_BATCH,
+      graceMs: c.ORPHAN_RECONCILE_GRACE,
     },
   }));
 

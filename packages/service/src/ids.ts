@@ -1,7 +1,30 @@
 import { randomBytes } from "node:crypto";
 
-/** A new id the service issues: `<prefix>_` and 128 random bits in hex (`conv_…`, `resp_…`, `msg_…`, `call_…`). */
-export const newId = (prefix: string) => `${prefix}_${randomBytes(16).toString("hex")}`;
+/**
+ * 32 hex digits: the time of issue in milliseconds (48 bits, 12 digits, as
+ * UUIDv7 keeps it) then 80 random bits. The time lets the orphan reconciler
+ * leave alone what is still being created (`issuedAt`).
+ */
+const stampedHex = (now = Date.now()) =>
+  `${now.toString(16).padStart(12, "0").slice(-12)}${randomBytes(10).toString("hex")}`;
 
-/** A chat completion's id, as OpenAI spells them: `chatcmpl-` and 128 random bits in hex. */
-export const newCompletionId = () => `chatcmpl-${randomBytes(16).toString("hex")}`;
+/** A new id the service issues: `<prefix>_` and 32 hex digits (`conv_…`, `resp_…`, `msg_…`, `call_…`). */
+export const newId = (prefix: string, now?: number) => `${prefix}_${stampedHex(now)}`;
+
+/** A chat completion's id, as OpenAI spells them: `chatcmpl-` and 32 hex digits. */
+export const newCompletionId = (now?: number) => `chatcmpl-${stampedHex(now)}`;
+
+/** Ids issued before this carried no time (2026-01-01): their first digits are random. */
+const STAMPED_SINCE = Date.UTC(2026, 0, 1);
+
+/**
+ * When the service issued `id` (ms since the epoch), read from its digits;
+ * `undefined` for an id that carries no plausible time (not one of ours, or
+ * issued before ids were stamped): its age is unknown.
+ */
+export function issuedAt(id: string, now: number): number | undefined {
+  const match = /^(?:[a-z]+_|chatcmpl-)([0-9a-f]{12})[0-9a-f]{20}$/.exec(id);
+  if (!match) return undefined;
+  const at = Number.parseInt(match[1]!, 16);
+  return at >= STAMPED_SINCE && at <= now + 60_000 ? at : undefined;
+}

@@ -15,6 +15,7 @@ import { evalLimits, evalRetention, startEvals } from "./evals/index.ts";
 import type { ChatProvider } from "./llm/provider.ts";
 import { createProviderMetrics, MeteredProvider } from "./llm/provider-metrics.ts";
 import { ResponseStore } from "./responses/store.ts";
+import { OrphanReconciler } from "./retention/reconciler.ts";
 import { RetentionSweeper } from "./retention/sweeper.ts";
 import { Sandbox } from "./sandbox/sandbox.ts";
 import { UsageStore } from "./usage/store.ts";
@@ -29,6 +30,8 @@ export interface RunningService {
   logger: Logger;
   /** Deletes expired content; runs by itself every `RETENTION_SWEEP_INTERVAL`. */
   retention: RetentionSweeper;
+  /** Removes relationships without content; runs by itself every `ORPHAN_RECONCILE_INTERVAL`. */
+  reconciler: OrphanReconciler;
   close(): Promise<void>;
 }
 
@@ -77,6 +80,13 @@ export async function startService(
     logger,
     metrics.grpcClient,
     metrics.decisionCache,
+    // Owners of stored responses and completions expire with them (RESPONSE_RETENTION), in SpiceDB's time.
+    {
+      lifetimes: {
+        response: config.retention.responseRetentionMs,
+        completion: config.retention.responseRetentionMs,
+      },
+    },
   );
   const assertions = await internalAssertions(config.INTERNAL_ASSERTION_SECRET, config.DATA_DIR, logger);
   const provider = chatProvider(config, metrics);
@@ -107,6 +117,16 @@ export async function startService(
   });
   const retention = new RetentionSweeper({ db, spicedb, tokens, logger, now, options: config.retention });
   retention.start();
+  const reconciler = new OrphanReconciler({
+    db,
+    redis,
+    spicedb,
+    tokens,
+    logger,
+    now,
+    options: config.reconcile,
+  });
+  reconciler.start();
 
   // Budget reservations are leases: this process renews its own and settles those of processes that died.
   const windows = new CountingWindows(redis);
@@ -159,9 +179,10 @@ export async function startService(
     routes: routesOf(app),
     logger,
     retention,
+    reconciler,
     async close() {
       stopLeases();
-      await retention.close();
+      await Promise.all([retention.close(), reconciler.close()]);
       await Promise.all([closeGracefully(server, 5_000), metricsListener?.close()]);
       await evals.close();
       spicedb.close();

@@ -70,6 +70,18 @@ describe("the service answers bad input forwarded verbatim with catalogue JSON",
     expect((await expectJsonError(res, 404)).error).toMatchObject({ code: "not_found" });
   });
 
+  it("the service's own HTTP server answers an Expect it cannot meet with JSON (417)", async () => {
+    const res = await rawHttp(
+      stack.serviceUrl,
+      `POST ${CONVERSATIONS} HTTP/1.1\r\nHost: x\r\nExpect: something-else\r\nContent-Length: 0\r\nConnection: close\r\n\r\n`,
+    );
+    expect(res.status).toBe(417);
+    expect(res.headers["content-type"]).toBe("application/json; charset=utf-8");
+    expect(JSON.parse(res.body)).toEqual(
+      llmError("expectation_failed", expect.stringContaining("100-continue")),
+    );
+  });
+
   it("the service's own HTTP server answers a malformed request with JSON", async () => {
     const res = await rawHttp(stack.serviceUrl, "BOGUS\r\n\r\n");
     expect(res.status).toBe(400);

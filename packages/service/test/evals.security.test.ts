@@ -1,7 +1,7 @@
 import type { Permission } from "@gw/core/permissions";
 import { PROVIDER_SECRETS } from "@gw/test-kit/llm-upstream";
 import { describe, expect, it } from "vitest";
-import { evalClient, finished } from "./evals-client.ts";
+import { evalClient, finished, SCHEDULES } from "./evals-client.ts";
 import { llmError, useStack } from "./stack.ts";
 
 const stack = useStack();
@@ -67,12 +67,18 @@ describe("eval schedule security", () => {
     expect((await mine.delete(schedule.id)).status).toBe(200);
   });
 
-  it("schedules belong to the organization: every end user of it sees and may delete them", async () => {
+  it("an end user sees and deletes only its own schedules; the key acting as its owner, every one of the organization", async () => {
     const key = await stack.createKey();
     const schedule = await evalClient(stack, key.secret, "alice").created(body);
     const bob = evalClient(stack, key.secret, "bob");
-    expect((await (await bob.list()).json()).data.map((s: { id: string }) => s.id)).toEqual([schedule.id]);
-    expect((await bob.delete(schedule.id)).status).toBe(200);
+    expect((await (await bob.list()).json()).data).toEqual([]);
+    expect((await bob.get(schedule.id)).status).toBe(404);
+    expect((await bob.delete(schedule.id)).status).toBe(404);
+    const owner = await stack.call(key.secret, SCHEDULES);
+    expect((await owner.json()).data.map((s: { id: string }) => s.id)).toEqual([schedule.id]);
+    expect((await stack.call(key.secret, `${SCHEDULES}/${schedule.id}`, { method: "DELETE" })).status).toBe(
+      200,
+    );
   });
 
   it("a failing provider fails the run in the service's words; what it said never reaches the run", async () => {

@@ -83,7 +83,19 @@ describe("the service while PostgreSQL is down", () => {
     await postgres.halt();
     await expectUnavailable(await send("GET", `${CONV}/${acknowledged[0]!.id}`));
     await expectUnavailable(await send("GET", `${CONV}/${acknowledged[0]!.id}/items`));
+    // A conversation that could not be stored keeps no owner relationship: nobody finds its id in lookups.
+    const conversationsBefore = await readRelationshipLines(spicedb, {
+      resourceType: "conversation",
+      optionalResourceIdPrefix: `${principal.org}/`,
+    });
     await expectUnavailable(await send("POST", CONV, { items: [message("lost?")] }));
+    await expectUnavailable(await send("POST", CONV, {}));
+    expect(
+      await readRelationshipLines(spicedb, {
+        resourceType: "conversation",
+        optionalResourceIdPrefix: `${principal.org}/`,
+      }),
+    ).toEqual(conversationsBefore);
     await expectUnavailable(
       await send("POST", `${CONV}/${acknowledged[1]!.id}/items`, { items: [message("b4")] }),
     );

@@ -111,6 +111,13 @@ export type BeforeWriteHook = (
 
 const ROLE_ORDER: Record<Role, number> = { owner: 0, writer: 1, reader: 2 };
 
+/** How long new resources of a type are owned: the retention of their content, in ms. */
+export interface OwnershipLifetimes {
+  lifetimes: Partial<Record<ResourceType, number>>;
+  /** Milliseconds since the epoch, as SpiceDB's clock counts them (tests pass their own). */
+  now?: () => number;
+}
+
 /**
  * Per-resource roles on SpiceDB. Resources and users are always those of the
  * principal's organization: ids are composed here, from the principal, never
@@ -136,16 +143,30 @@ export class ResourceAuthorization {
     logger?: Logger,
     /** Where `check` keeps its decisions; none: every check asks SpiceDB. */
     decisions?: DecisionCache,
+    /** Types whose content expires: their owner relationships expire with it. */
+    ownership?: OwnershipLifetimes,
   ) {
     this.spicedb = spicedb;
     this.tokens = tokens;
     this.logger = logger;
     this.decisions = decisions;
+    this.ownership = ownership;
   }
 
-  /** Makes the principal the owner of a resource it just created (with a fresh id). Throws if that cannot be written. */
+  private readonly ownership: OwnershipLifetimes | undefined;
+
+  /**
+   * Makes the principal the owner of a resource it just created (with a
+   * fresh id). For a type whose content expires (`ownership`), the owner
+   * relationship expires with it: from then on SpiceDB itself answers as if
+   * the resource were gone (checks, lookups, grants), before any sweep.
+   * Throws if that cannot be written.
+   */
   async createOwnership(principal: Principal, resource: ResourceRef): Promise<string | undefined> {
-    return this.write(principal.org, resource, [ownerUpdate(principal, resource)]);
+    const lifetime = this.ownership?.lifetimes[resource.type];
+    const expiresAt =
+      lifetime === undefined ? undefined : new Date((this.ownership?.now ?? Date.now)() + lifetime);
+    return this.write(principal.org, resource, [ownerUpdate(principal, resource, expiresAt)]);
   }
 
   /**
@@ -244,6 +265,48 @@ export class ResourceAuthorization {
   }
 
   /**
+   * Whether the principal holds each `role` on each resource, in one
+   * CheckBulkPermissions as fresh as the organization's last write through
+   * here (fully consistent right after one), never from kept decisions: for
+   * what must hold at this moment, such as every stored response and
+   * conversation a model call draws its context from. In the order asked.
+   */
+  async checkAll(principal: Principal, checks: { resource: ResourceRef; role: Role }[]): Promise<boolean[]> {
+    if (checks.length === 0) return [];
+    const subject = userRef(scopedId(principal.org, principal.user));
+    const context = subjectContext(principal.org);
+    const response = await this.spicedb.checkBulkPermissions(
+      v1.CheckBulkPermissionsRequest.create({
+        consistency: await this.consistency(organizationTokenKey(principal.org)),
+        items: checks.map(({ resource, role }) =>
+          v1.CheckBulkPermissionsRequestItem.create({
+            resource: objectRef(principal.org, resource),
+            permission: PERMISSION_FOR_ROLE[role],
+            subject,
+            context,
+          }),
+        ),
+      }),
+    );
+    const decided = new Map<string, boolean>();
+    for (const pair of response.pairs) {
+      const asked = pair.request;
+      if (!asked?.resource) continue;
+      const key = `${asked.resource.objectType}\u0000${asked.resource.objectId}\u0000${asked.permission}`;
+      // An error for one item (or a conditional answer) is no permission: fail closed.
+      decided.set(
+        key,
+        pair.response.oneofKind === "item" &&
+          pair.response.item.permissionship === v1.CheckPermissionResponse_Permissionship.HAS_PERMISSION,
+      );
+    }
+    return checks.map(({ resource, role }) => {
+      const ref = objectRef(principal.org, resource);
+      return decided.get(`${ref.objectType}\u0000${ref.objectId}\u0000${PERMISSION_FOR_ROLE[role]}`) ?? false;
+    });
+  }
+
+  /**
    * The resources of `type` on which the principal holds at least `role`,
    * in order of id, `limit` at a time, starting after the id `after`. Every
    * page is one LookupResources as fresh as the organization's last write
@@ -313,10 +376,16 @@ export class ResourceAuthorization {
     return grants.sort((a, b) => ROLE_ORDER[a.role] - ROLE_ORDER[b.role] || byCodeUnits(a.userId, b.userId));
   }
 
-  /** Sets the user's one role on the resource, replacing any other, in one atomic write. */
+  /**
+   * Sets the user's one role on the resource, replacing any other, in one
+   * atomic write. On a resource whose owners expire (its content does), the
+   * grant ends then too, whatever `expiresAt` asked: no grant outlives its content.
+   */
   async grant(principal: Principal, change: RoleChange): Promise<string | undefined> {
     await this.assertOwner(principal, change);
     await this.afterCheck?.("grant", principal, change);
+    const until = await this.contentExpiry(principal.org, change);
+    if (until && (!change.expiresAt || change.expiresAt > until)) change = { ...change, expiresAt: until };
     const subject = subjectId(principal.org, change.userId);
     // The schema admits `user:*` on writer and reader only; it can hold no owner role to delete.
     const roles = change.userId === PUBLIC_USER ? ROLES.filter((role) => role !== "owner") : ROLES;
@@ -352,6 +421,30 @@ export class ResourceAuthorization {
       [update(v1.RelationshipUpdate_Operation.DELETE, principal.org, change, change.role, subject)],
       other,
     );
+  }
+
+  /**
+   * When the resource's content expires, as its owner relationships say: the
+   * latest of their expirations; `undefined` if any owner never expires
+   * (resources of other backends, conversations, content created before
+   * owners expired).
+   */
+  private async contentExpiry(org: string, resource: ResourceRef): Promise<Date | undefined> {
+    // Only the service's content expires (the gateway, which grants, reads it from the owners).
+    if (!isServiceIssued(resource.type)) return undefined;
+    const owners = await this.spicedb.readRelationships(
+      v1.ReadRelationshipsRequest.create({
+        consistency: FULLY_CONSISTENT,
+        relationshipFilter: ownerFilter(org, resource),
+      }),
+    );
+    let latest: Date | undefined;
+    for (const { relationship } of owners) {
+      if (!relationship?.optionalExpiresAt) return undefined;
+      const at = fromTimestamp(relationship.optionalExpiresAt);
+      if (!latest || at > latest) latest = at;
+    }
+    return latest;
   }
 
   private async assertOwner(principal: Principal, resource: ResourceRef): Promise<void> {
@@ -497,13 +590,14 @@ function consistencyAfter(last: LastWriteRead): v1.Consistency {
 /** The order of lookups: plain UTF-16 code units, the same on every replica whatever its locale. */
 const byCodeUnits = (a: string, b: string) => (a < b ? -1 : a > b ? 1 : 0);
 
-/** The principal's own owner relationship on a resource. */
-function ownerUpdate(principal: Principal, resource: ResourceRef): v1.RelationshipUpdate {
+/** The principal's own owner relationship on a resource, until `expiresAt` when given. */
+function ownerUpdate(principal: Principal, resource: ResourceRef, expiresAt?: Date): v1.RelationshipUpdate {
   return update(
     v1.RelationshipUpdate_Operation.TOUCH,
     principal.org,
     resource,
     "owner",
     scopedId(principal.org, principal.user),
+    expiresAt,
   );
 }

@@ -27,6 +27,7 @@ export interface SpiceDBClientOptions {
 /** The calls this client makes, so each method's series exist before its first call. */
 const METHODS: GrpcMethod[] = [
   ["PermissionsService", "CheckPermission", "unary"],
+  ["PermissionsService", "CheckBulkPermissions", "unary"],
   ["PermissionsService", "ReadRelationships", "server_stream"],
   ["PermissionsService", "LookupResources", "server_stream"],
   ["PermissionsService", "WriteRelationships", "unary"],
@@ -110,6 +111,10 @@ export class SpiceDBClient {
 
   checkPermission(request: v1.CheckPermissionRequest): Promise<v1.CheckPermissionResponse> {
     return this.read(() => this.client.promises.checkPermission(request));
+  }
+
+  checkBulkPermissions(request: v1.CheckBulkPermissionsRequest): Promise<v1.CheckBulkPermissionsResponse> {
+    return this.read(() => this.client.promises.checkBulkPermissions(request));
   }
 
   readRelationships(request: v1.ReadRelationshipsRequest): Promise<v1.ReadRelationshipsResponse[]> {

@@ -171,6 +171,15 @@ export const notFoundHandler: RequestHandler = (req, _res, next) => {
 export function errorHandler(logger: Logger): ErrorRequestHandler {
   return (err, req, res, _next) => {
     const appError = fromFramework(err, req) ?? err;
+    if (clientGone(req, res)) {
+      // Nobody to answer: not a fault of this process (whatever error the abort surfaced as).
+      logger.info(
+        { requestId: req.id, err: (err as Error | undefined)?.message },
+        "client closed the request",
+      );
+      res.destroy();
+      return;
+    }
     if (res.headersSent) {
       logger.error({ requestId: req.id, err }, "error after the response started");
       res.destroy();
@@ -191,6 +200,11 @@ export function errorHandler(logger: Logger): ErrorRequestHandler {
           : { error: "Internal Server Error", requestId: req.id },
       );
   };
+}
+
+/** The client closed its connection before its answer was complete. */
+function clientGone(req: IncomingMessage, res: express.Response): boolean {
+  return !res.writableFinished && (req.socket?.destroyed === true || res.destroyed);
 }
 
 /**

@@ -1,9 +1,17 @@
 import { randomUUID } from "node:crypto";
-import { createServer, maxHeaderSize, type Server, type ServerOptions, STATUS_CODES } from "node:http";
+import {
+  createServer,
+  type IncomingMessage,
+  maxHeaderSize,
+  type Server,
+  type ServerOptions,
+  type ServerResponse,
+  STATUS_CODES,
+} from "node:http";
 import type { AddressInfo } from "node:net";
 import type { Duplex } from "node:stream";
 import type { Express } from "express";
-import { AppError, errorBody } from "../errors.ts";
+import { AppError, errorBody, isOpenAISurface } from "../errors.ts";
 
 /** How long a connection refused at the HTTP level may stay half-closed before it is cut. */
 const CLIENT_ERROR_LINGER_MS = 2_000;
@@ -21,6 +29,7 @@ export function listen(
   return new Promise((resolve, reject) => {
     const server = createServer(options, app);
     server.on("clientError", answerClientError(options.maxHeaderSize ?? maxHeaderSize));
+    server.on("checkExpectation", refuseExpectation);
     server.once("error", reject);
     server.listen(port, host, () => {
       server.off("error", reject);
@@ -58,6 +67,26 @@ function answerClientError(headerLimit: number) {
     );
     setTimeout(() => socket.destroy(), CLIENT_ERROR_LINGER_MS).unref();
   };
+}
+
+/**
+ * An `Expect` header other than `100-continue`: Node would answer a bare 417.
+ * The catalogue's JSON instead (OpenAI's shape on `/api/v1/llm`), and the
+ * connection closes, as the body the client holds back is never read.
+ */
+function refuseExpectation(req: IncomingMessage, res: ServerResponse): void {
+  const error = new AppError(
+    "expectation_failed",
+    "Only 'Expect: 100-continue' is supported; send the request without this Expect header",
+  );
+  const body = JSON.stringify(errorBody(error, { openai: isOpenAISurface(req.url ?? "") }));
+  res.writeHead(error.status, {
+    "Content-Type": "application/json; charset=utf-8",
+    "Content-Length": Buffer.byteLength(body),
+    "X-Request-Id": randomUUID(),
+    Connection: "close",
+  });
+  res.end(body);
 }
 
 function clientError(code: string | undefined, headerLimit: number): AppError {

@@ -38,6 +38,7 @@ export const resolvePrincipal: RequestHandler = (req, res, next) => {
       ...(key.models ? { models: key.models } : {}),
       credential: "jwt",
       onBehalfOf: false,
+      endUser: token.sub !== key.owner,
     };
     return next();
   }
@@ -50,6 +51,7 @@ export const resolvePrincipal: RequestHandler = (req, res, next) => {
     ...(key.models ? { models: key.models } : {}),
     credential: "api_key",
     onBehalfOf: endUser !== undefined,
+    endUser: endUser !== undefined && endUser !== key.owner,
   };
   next();
 };

@@ -126,6 +126,11 @@ export const GATEWAY_OPERATIONS: ApiOperation[] = [
           permissions: { type: "array", items: { enum: [...PERMISSIONS] } },
           credential: { enum: ["api_key", "jwt"] },
           onBehalfOf: { type: "boolean" },
+          endUser: {
+            type: "boolean",
+            description:
+              "Whether the user is not the key's owner: an end user sees only its own usage and eval schedules, unless the key has organization:read",
+          },
         }),
       },
     },

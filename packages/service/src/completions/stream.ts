@@ -55,6 +55,7 @@ export async function streamCompletion(
     chunk([{ index: 0, delta: d, finish_reason: finish, logprobs: null }]);
 
   const fail = (err: unknown) => {
+    if (signal.aborted) logger.info({ requestId: res.req.id }, "client closed the request");
     if (signal.aborted || res.writableEnded) return;
     logStreamFailure(logger, res, err, "completion");
     send(streamErrorChunk(err, "The completion failed"));

@@ -83,10 +83,11 @@ export class EvalStore {
       );
       await this.options.afterCount?.(org);
       if (Number(rows[0]!.n) >= max) return false;
-      await tx.query("INSERT INTO eval_schedules (org, id, record) VALUES ($1, $2, $3)", [
+      await tx.query("INSERT INTO eval_schedules (org, id, record, creator) VALUES ($1, $2, $3, $4)", [
         org,
         schedule.id,
         JSON.stringify(record),
+        schedule.creator.user,
       ]);
       return true;
     });
@@ -106,27 +107,43 @@ export class EvalStore {
     return rows[0] && toSchedule(rows[0]);
   }
 
-  /** True if this call deleted it; false if it did not exist or was already deleted. */
-  async softDelete(org: string, id: string, at: number): Promise<boolean> {
+  /**
+   * True if this call deleted it; false if it did not exist, was already
+   * deleted, or (with `creator`) was created by someone else.
+   */
+  async softDelete(org: string, id: string, at: number, creator?: string): Promise<boolean> {
     const { rowCount } = await this.db.query(
-      "UPDATE eval_schedules SET deleted_at = $3 WHERE org = $1 AND id = $2 AND deleted_at IS NULL",
-      [org, id, at],
+      `UPDATE eval_schedules SET deleted_at = $3
+        WHERE org = $1 AND id = $2 AND deleted_at IS NULL AND ($4::text IS NULL OR creator = $4)`,
+      [org, id, at, creator ?? null],
     );
     return rowCount === 1;
   }
 
-  /** The organization's live schedules, newest first; null if `after` names none of its schedules. */
-  async list(org: string, limit: number, after?: string): Promise<Page<EvalSchedule> | null> {
+  /**
+   * The organization's live schedules (with `creator`, only those that user
+   * created), newest first; null if `after` names none of them.
+   */
+  async list(
+    org: string,
+    limit: number,
+    after?: string,
+    creator?: string,
+  ): Promise<Page<EvalSchedule> | null> {
     const values: unknown[] = [org, limit + 1];
     let where = "org = $1 AND deleted_at IS NULL";
+    if (creator !== undefined) {
+      values.push(creator);
+      where += ` AND creator = $${values.length}`;
+    }
     if (after !== undefined) {
       const { rows } = await this.db.query<{ seq: string }>(
-        "SELECT seq FROM eval_schedules WHERE org = $1 AND id = $2",
-        [org, after],
+        "SELECT seq FROM eval_schedules WHERE org = $1 AND id = $2 AND ($3::text IS NULL OR creator = $3)",
+        [org, after, creator ?? null],
       );
       if (!rows[0]) return null;
       values.push(rows[0].seq);
-      where += " AND seq < $3";
+      where += ` AND seq < $${values.length}`;
     }
     const { rows } = await this.db.query<ScheduleRow>(
       `SELECT record, deleted_at FROM eval_schedules WHERE ${where} ORDER BY seq DESC LIMIT $2`,

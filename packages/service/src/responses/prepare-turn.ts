@@ -1,5 +1,5 @@
-import type { ResourceAuthorization, Role } from "@gw/core/authz";
-import { AppError, notFound, ValidationFailed } from "@gw/core/errors";
+import type { ResourceAuthorization, ResourceRef, Role } from "@gw/core/authz";
+import { AppError, forbidden, notFound, ValidationFailed } from "@gw/core/errors";
 import type { Principal } from "@gw/core/principal";
 import type { ConversationStore } from "../conversations/store.ts";
 import { toTurn } from "../items/input.ts";
@@ -7,8 +7,7 @@ import { type Item, itemChars, toChatMessages } from "../items/items.ts";
 import { type ContextBudget, fitHistory, type History, type NewestFirstPage } from "../llm/context.ts";
 import { requireUsableModel, resolveModel } from "../llm/models.ts";
 import type { ChatMessage, ChatProvider, ChatRequest } from "../llm/provider.ts";
-import { requireRole } from "../routes/access.ts";
-import { readableItem } from "./item-reference.ts";
+import { findReferencedItem, unreadableItem } from "./item-reference.ts";
 import { type CreateResponseInput, chatOptions } from "./request.ts";
 import type { ResponseObject, ResponseStore } from "./store.ts";
 
@@ -32,9 +31,13 @@ export interface PreparedTurn {
  * What a response sends to the model, checked as creating it checks it:
  * the model (offered, and allowed for the key), the input's item references
  * (readable, else 404), the earlier context (`conversationRole` on a
- * conversation, reader on `previous_response_id`, else 404) within the
+ * conversation, reader on `previous_response_id` and on every earlier
+ * response of its chain that the context draws from, else 404) within the
  * context budget (`truncation: "disabled"` refuses to drop any), and tool
- * outputs that answer a call. Creates nothing.
+ * outputs that answer a call. Every stored response and conversation the
+ * context draws from is checked at once, in one bulk check made after they
+ * are read and before anything of them is used: a grant revoked anywhere
+ * along a chain stops the next turn. Creates nothing.
  */
 export async function prepareTurn(
   deps: TurnDeps,
@@ -44,12 +47,18 @@ export async function prepareTurn(
 ): Promise<PreparedTurn> {
   const model = resolveModel(deps.provider, input.model);
   requireUsableModel(principal, model);
-  const turn = await toTurn(input.input, (id) => readableItem(deps, principal, id));
+  const access = new ContextAccess();
+  const turn = await toTurn(input.input, async (id) => {
+    const found = await findReferencedItem(deps, principal, id);
+    access.requireAny(found.places, "reader", () => unreadableItem(id));
+    return found.item;
+  });
   const instructions: ChatMessage[] = input.instructions
     ? [{ role: "system", content: input.instructions }]
     : [];
   const sentChars = (input.instructions?.length ?? 0) + turn.reduce((n, i) => n + itemChars(i), 0);
-  const history = await earlierItems(deps, principal, input, sentChars, conversationRole);
+  const history = await earlierItems(deps, principal, input, sentChars, conversationRole, access);
+  await access.check(deps.authorization, principal);
   if (!history.whole && input.truncation === "disabled") {
     throw new AppError(
       "bad_request",
@@ -67,10 +76,52 @@ export async function prepareTurn(
 }
 
 /**
+ * What the principal must hold on the stored responses and conversations a
+ * turn draws from, in the order the turn names them, each with the error
+ * that answers its absence; `check` decides all of them in one bulk check
+ * and throws the first one's error.
+ */
+class ContextAccess {
+  private readonly rules: { places: ResourceRef[]; role: Role; error: () => Error }[] = [];
+
+  /** The principal must hold `role` on at least one of `places`. */
+  requireAny(places: ResourceRef[], role: Role, error: () => Error): void {
+    this.rules.push({ places, role, error });
+  }
+
+  /** A conversation or response, as `requireRole` words it: 404 without reader, 403 without `role`. */
+  requireRole(resource: ResourceRef, role: Role): void {
+    const label = resource.type;
+    this.requireAny([resource], "reader", () => notFound(`No ${label} ${resource.id}`));
+    if (role !== "reader")
+      this.requireAny([resource], role, () => forbidden(`This ${label} needs the '${role}' role`));
+  }
+
+  async check(authorization: ResourceAuthorization, principal: Principal): Promise<void> {
+    const asked = new Map<string, { resource: ResourceRef; role: Role }>();
+    const keyOf = (resource: ResourceRef, role: Role) => `${resource.type}\u0000${resource.id}\u0000${role}`;
+    for (const rule of this.rules)
+      for (const resource of rule.places)
+        asked.set(keyOf(resource, rule.role), { resource, role: rule.role });
+    const checks = [...asked.values()];
+    const allowed = await authorization.checkAll(principal, checks);
+    const granted = new Set(checks.filter((_, i) => allowed[i]).map((c) => keyOf(c.resource, c.role)));
+    for (const rule of this.rules) {
+      if (!rule.places.some((resource) => granted.has(keyOf(resource, rule.role)))) throw rule.error();
+    }
+  }
+}
+
+/** Longer than any id the service issues: such a resource cannot exist (as `requireRole` says). */
+const MAX_RESOURCE_ID_LENGTH = 256;
+
+/**
  * The earlier items sent with the turn, newest kept, as many as fit the
- * context budget beside `sentChars`: a conversation's (`conversationRole` needed), or the
- * chain of responses ending in `previous_response_id` (reader needed on it;
- * otherwise 404, exactly as for an id that does not exist).
+ * context budget beside `sentChars`: a conversation's (`conversationRole`
+ * needed), or the chain of responses ending in `previous_response_id`
+ * (reader needed on it, and on each earlier response whose items are kept;
+ * otherwise 404, exactly as for an id that does not exist). What is needed
+ * goes to `access`, checked once all is read.
  */
 async function earlierItems(
   deps: TurnDeps,
@@ -78,32 +129,57 @@ async function earlierItems(
   input: CreateResponseInput,
   sentChars: number,
   conversationRole: Role,
+  access: ContextAccess,
 ): Promise<History> {
   const pageSize = Math.min(deps.context.maxItems, 100);
   if (input.conversation) {
     const id = input.conversation;
-    await requireRole(deps.authorization, principal, { type: "conversation", id }, conversationRole);
+    if (id.length > MAX_RESOURCE_ID_LENGTH) throw notFound("No conversation with an id that long");
+    access.requireRole({ type: "conversation", id }, conversationRole);
     return fitHistory(deps.conversations.newestFirst(principal.org, id, pageSize), sentChars, deps.context);
   }
   if (input.previous_response_id) {
     const id = input.previous_response_id;
-    await requireRole(deps.authorization, principal, { type: "response", id }, "reader");
+    if (id.length > MAX_RESOURCE_ID_LENGTH) throw notFound("No response with an id that long");
+    access.requireRole({ type: "response", id }, "reader");
     const previous = await deps.responses.get(principal.org, id);
-    if (!previous) throw notFound(`No response ${id}`);
-    return fitHistory(chainNewestFirst(deps.responses, principal.org, previous), sentChars, deps.context);
+    if (!previous) {
+      // Absent: the same 404 as unreadable, unless something named before it is unreadable (that answers first).
+      await access.check(deps.authorization, principal);
+      throw notFound(`No response ${id}`);
+    }
+    const sources = new Map<string, string>();
+    const visited: string[] = [];
+    const history = await fitHistory(
+      chainNewestFirst(deps.responses, principal.org, previous, (response, items) => {
+        visited.push(response);
+        for (const item of items) sources.set(item.id, response);
+      }),
+      sentChars,
+      deps.context,
+    );
+    const drawn = new Set(history.items.map((item) => sources.get(item.id)));
+    for (const response of visited.slice(1)) {
+      if (drawn.has(response))
+        access.requireAny([{ type: "response", id: response }], "reader", () =>
+          notFound(`No response ${response}`),
+        );
+    }
+    return history;
   }
   return { items: [], whole: true };
 }
 
 /**
  * A response's input and output, newest first, then those of the response
- * it continued, and so on: the context it carries. The caller was checked
- * for the newest one only; the ones before it are part of what it carries.
+ * it continued, and so on: the context it carries. `seen` is told each
+ * response read and its items, so the caller can check every one it draws from.
  */
 async function* chainNewestFirst(
   store: ResponseStore,
   org: string,
   newest: ResponseObject,
+  seen: (response: string, items: Item[]) => void,
 ): AsyncGenerator<NewestFirstPage> {
   let response: ResponseObject | undefined = newest;
   while (response) {
@@ -111,7 +187,9 @@ async function* chainNewestFirst(
       store.input(org, response.id).then((items) => items ?? []),
       response.previous_response_id ? store.get(org, response.previous_response_id) : undefined,
     ]);
-    yield { items: [...input, ...response.output].reverse(), hasMore: previous !== undefined };
+    const items = [...input, ...response.output];
+    seen(response.id, items);
+    yield { items: items.reverse(), hasMore: previous !== undefined };
     response = previous;
   }
 }

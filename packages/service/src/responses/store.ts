@@ -130,23 +130,21 @@ export class ResponseStore {
   /**
    * The stored response whose input or output holds the item, and the item
    * (for `item_reference`s): found by `response_items`' primary key
-   * `(org, item_id)`.
+   * `(org, item_id)`. The item is picked out of the response here, not by
+   * PostgreSQL: its JSON operators turn every string they pass into `text`,
+   * which refuses U+0000 and lone surrogates that `json` keeps as sent.
    */
   async findItem(org: string, itemId: string): Promise<{ responseId: string; item: Item } | undefined> {
-    const { rows } = await this.db.query<{ response_id: string; item: Item }>(
-      `SELECT r.id AS response_id, held.item FROM response_items i
+    const { rows } = await this.db.query<{ response_id: string; input: Item[]; body: ResponseObject }>(
+      `SELECT r.id AS response_id, r.input, r.body FROM response_items i
          JOIN responses r ON r.org = i.org AND r.id = i.response_id
-        CROSS JOIN LATERAL (
-          SELECT value AS item FROM json_array_elements(r.input)
-          UNION ALL SELECT value FROM json_array_elements(r.body -> 'output')
-        ) held
-        WHERE i.org = $1 AND i.item_id = $2 AND held.item ->> 'id' = $2
-          AND ($3::timestamptz IS NULL OR r.stored_at > $3)
-        LIMIT 1`,
+        WHERE i.org = $1 AND i.item_id = $2
+          AND ($3::timestamptz IS NULL OR r.stored_at > $3)`,
       [org, itemId, this.cutoff()],
     );
     const found = rows[0];
-    return found && { responseId: found.response_id, item: found.item };
+    const item = found && [...found.input, ...found.body.output].find((held) => held.id === itemId);
+    return found && item && { responseId: found.response_id, item };
   }
 
   /** Removes the response, its input items and their entries in `response_items`. */

@@ -130,6 +130,7 @@ export async function streamTurn(
   };
 
   const fail = (err: unknown) => {
+    if (signal.aborted) logger.info({ requestId: res.req.id }, "client closed the request");
     if (signal.aborted || res.writableEnded) return;
     logStreamFailure(logger, res, err, "response");
     send("response.failed", { response: failed(response, output, err) });

@@ -30,8 +30,12 @@ export interface UsageEvent {
 /** `YYYY-MM-DD` in UTC. */
 export const utcDay = (at: Date) => at.toISOString().slice(0, 10);
 const dayKey = (org: string, day: string) => `gw:usage:{${org}}:${day}`;
-const field = (dimension: UsageDimension | "total", value: string, metric: string) =>
+/** One end user's usage broken down by model or key: what that end user alone may be shown. */
+type Breakdown = "user_model" | "user_key";
+const field = (dimension: UsageDimension | Breakdown | "total", value: string, metric: string) =>
   `${dimension}|${encodeURIComponent(value)}|${metric}`;
+/** The value of a breakdown field: the end user and the model or key, U+0000 between (never in either). */
+const pair = (user: string, other: string) => `${user}\u0000${other}`;
 const zero = (): Sums => ({ requests: 0, input_tokens: 0, output_tokens: 0, total_tokens: 0, cost_nusd: 0 });
 const totalsOf = ({ cost_nusd, ...sums }: Sums): Totals => ({
   ...sums,
@@ -64,6 +68,8 @@ export class UsageStore {
       ["model", event.model],
       ["user", event.user],
       ["key", event.keyId],
+      ["user_model", pair(event.user, event.model)],
+      ["user_key", pair(event.user, event.keyId)],
     ] as const) {
       for (const metric of METRICS) tx.hincrby(key, field(dimension, value, metric), amounts[metric]);
     }
@@ -71,9 +77,16 @@ export class UsageStore {
     await tx.exec();
   }
 
-  /** Totals over the days `start`..`end` (inclusive), and per value of `groupBy` when given. */
-  async query(org: string, start: string, end: string, group?: UsageGroup) {
+  /**
+   * Totals over the days `start`..`end` (inclusive), and per value of `groupBy`
+   * when given; with `user`, only that end user's usage (its totals, and its
+   * own row per model, key or itself), for a principal that may see no more.
+   */
+  async query(org: string, start: string, end: string, group?: UsageGroup, user?: string) {
     const groupBy: UsageDimension | undefined = group === "end_user" ? "user" : group;
+    // One end user's view: totals from its own `user` fields, rows from its breakdown (or itself).
+    const own = user === undefined ? undefined : encodeURIComponent(user);
+    const ownBreakdown = groupBy === "model" ? "user_model" : groupBy === "key" ? "user_key" : "user";
     const days: string[] = [];
     for (let d = new Date(`${start}T00:00:00Z`); utcDay(d) <= end; d = new Date(d.getTime() + 86_400_000)) {
       days.push(utcDay(d));
@@ -86,6 +99,18 @@ export class UsageStore {
     for (const hash of hashes) {
       for (const [name, amount] of Object.entries(hash)) {
         const [dimension, encoded, metric] = name.split("|") as [string, string, keyof Sums];
+        if (own !== undefined) {
+          if (dimension === "user" && encoded === own) totals[metric] += Number(amount);
+          if (!groupBy || dimension !== ownBreakdown) continue;
+          const value = decodeURIComponent(encoded);
+          if (ownBreakdown === "user") {
+            if (encoded !== own) continue;
+            addTo(groups, value, metric, Number(amount));
+          } else if (value.startsWith(`${user}\u0000`)) {
+            addTo(groups, value.slice(user!.length + 1), metric, Number(amount));
+          }
+          continue;
+        }
         if (dimension === "total") totals[metric] += Number(amount);
         else if (dimension === groupBy) {
           const value = decodeURIComponent(encoded);
@@ -101,4 +126,10 @@ export class UsageStore {
       .sort((a, b) => b.total_tokens - a.total_tokens || b.requests - a.requests);
     return { totals: totalsOf(totals), data };
   }
+}
+
+function addTo(groups: Map<string, Sums>, value: string, metric: keyof Sums, amount: number): void {
+  const group = groups.get(value) ?? zero();
+  group[metric] += amount;
+  groups.set(value, group);
 }

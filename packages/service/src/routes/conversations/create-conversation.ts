@@ -19,7 +19,8 @@ export const createConversationBody = z.strictObject({
 /**
  * `POST /api/v1/llm/conversations` `{metadata?, items?}` → 200 the
  * conversation. The principal is made its owner in SpiceDB before anything
- * is stored: if that fails, nothing exists.
+ * is stored: if that fails, nothing exists; if storing fails, the ownership
+ * is given back.
  */
 export function registerCreateConversation(
   router: Router,
@@ -34,8 +35,16 @@ export function registerCreateConversation(
       created_at: Math.floor(Date.now() / 1000),
       metadata: input.metadata ?? {},
     };
-    await deps.authorization.createOwnership(principal, { type: "conversation", id: conversation.id });
-    await deps.store.create(principal.org, conversation, input.items?.length ? toItems(input.items) : []);
+    const resource = { type: "conversation" as const, id: conversation.id };
+    await deps.authorization.createOwnership(principal, resource);
+    try {
+      await deps.store.create(principal.org, conversation, input.items?.length ? toItems(input.items) : []);
+    } catch (err) {
+      // Not stored (PostgreSQL away…): its id must keep no owner relationship. If this delete fails
+      // too, the orphan reconciler removes it later (docs/operations.md).
+      await deps.authorization.deleteResource(principal, resource).catch(() => undefined);
+      throw err;
+    }
     res.json(conversation);
   });
 }

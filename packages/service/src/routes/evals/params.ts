@@ -1,6 +1,9 @@
 import { ValidationFailed } from "@gw/core/errors";
+import { ownViewOf } from "@gw/core/permissions";
+import type { Principal } from "@gw/core/principal";
 import { z } from "zod";
-import { SCHEDULE_PREFIX } from "../../evals/records.ts";
+import { type EvalSchedule, SCHEDULE_PREFIX } from "../../evals/records.ts";
+import type { EvalStore } from "../../evals/store.ts";
 
 const SCHEDULE_ID = new RegExp(`^${SCHEDULE_PREFIX}[A-Za-z0-9_-]{1,64}$`);
 
@@ -31,3 +34,18 @@ export const unknownCursor = (after: string | undefined) =>
       input: after,
     },
   ]);
+
+/**
+ * The schedule, deleted or not, if the principal may see it: any of its
+ * organization's, or for an end user (see `ownViewOf`) only one it created;
+ * `undefined` otherwise, answered as a schedule that does not exist.
+ */
+export async function visibleSchedule(
+  store: EvalStore,
+  principal: Principal,
+  id: string,
+): Promise<EvalSchedule | undefined> {
+  const schedule = await store.get(principal.org, id);
+  const own = ownViewOf(principal);
+  return schedule && (own === undefined || schedule.creator.user === own) ? schedule : undefined;
+}

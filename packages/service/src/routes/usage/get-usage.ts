@@ -1,5 +1,6 @@
 import { ValidationFailed } from "@gw/core/errors";
 import { principalOf, requirePermission } from "@gw/core/http";
+import { ownViewOf } from "@gw/core/permissions";
 import { validate } from "@gw/core/validation";
 import type { Router } from "express";
 import { z } from "zod";
@@ -20,6 +21,8 @@ const MAX_DAYS = 366;
  * the caller's organization's requests, tokens and `cost_usd` over UTC days
  * (inclusive), totals and, with `group_by`, one row per model, end user
  * (`user` and `end_user` alike, named by the column they ask for) or API key.
+ * An end user (without `organization:read`) gets only its own usage: its
+ * totals, and its own rows by model, by key, or its one row by end user.
  */
 export function registerGetUsage(router: Router, deps: { usage: UsageStore }): void {
   router.get("/usage", requirePermission("usage:read"), async (req, res) => {
@@ -41,7 +44,13 @@ export function registerGetUsage(router: Router, deps: { usage: UsageStore }): v
       ]);
     }
     const principal = principalOf(res);
-    const { totals, data } = await deps.usage.query(principal.org, q.start, end, q.group_by);
+    const { totals, data } = await deps.usage.query(
+      principal.org,
+      q.start,
+      end,
+      q.group_by,
+      ownViewOf(principal),
+    );
     res.json({ object: "usage", start: q.start, end, group_by: q.group_by ?? null, totals, data });
   });
 }
