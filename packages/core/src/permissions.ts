@@ -12,12 +12,15 @@ export const PERMISSIONS = [
   "sandbox:write",
   "usage:read",
   "admin:api-keys",
+  "admin:console",
 ] as const;
 
 export type Permission = (typeof PERMISSIONS)[number];
 
-/** What a key gets when it is created without a list: everything but key administration. */
-export const DEFAULT_PERMISSIONS: readonly Permission[] = PERMISSIONS.filter((p) => p !== "admin:api-keys");
+/** What a key gets when it is created without a list: everything but key administration and the admin console. */
+export const DEFAULT_PERMISSIONS: readonly Permission[] = PERMISSIONS.filter(
+  (p) => p !== "admin:api-keys" && p !== "admin:console",
+);
 
 export function isPermission(value: string): value is Permission {
   return (PERMISSIONS as readonly string[]).includes(value);

@@ -7,6 +7,7 @@ import { createLogger, type Logger, redactUrl } from "@gw/core/logger";
 import { createPostgres, migrate } from "@gw/core/postgres";
 import { createRedis, type RedisClient } from "@gw/core/redis";
 import { ensureBootstrapAdminKey } from "./api-keys/bootstrap.ts";
+import { ConsoleSessions } from "./console/sessions.ts";
 import { CachedApiKeyLookup } from "./api-keys/lookup.ts";
 import { OrgLimitsStore } from "./api-keys/org-limits.ts";
 import { ApiKeyStore } from "./api-keys/store.ts";
@@ -154,6 +155,10 @@ export async function startGateway(
     limiter,
     defaultLimits: config.DEFAULT_LIMITS,
     orgLimits: new OrgLimitsStore(redis),
+    consoleSessions: new ConsoleSessions(redis, {
+      idleMs: config.CONSOLE_SESSION_IDLE_TIMEOUT,
+      maxAgeMs: config.CONSOLE_SESSION_MAX_AGE,
+    }),
     tokens,
     publicUrl: config.GATEWAY_PUBLIC_URL,
     forward: {

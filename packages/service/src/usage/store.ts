@@ -5,8 +5,8 @@ import type { Usage } from "../llm/provider.ts";
 
 export const USAGE_DIMENSIONS = ["model", "user", "key"] as const;
 export type UsageDimension = (typeof USAGE_DIMENSIONS)[number];
-/** What `group_by` accepts: a dimension, or `end_user` (the same as `user`: the end user a request acted for). */
-export const USAGE_GROUPS = [...USAGE_DIMENSIONS, "end_user"] as const;
+/** What `group_by` accepts: a dimension, `end_user` (the same as `user`: the end user a request acted for), or `day` (one row per UTC day of the range, oldest first). */
+export const USAGE_GROUPS = [...USAGE_DIMENSIONS, "end_user", "day"] as const;
 export type UsageGroup = (typeof USAGE_GROUPS)[number];
 const METRICS = ["requests", "input_tokens", "output_tokens", "total_tokens", "cost_nusd"] as const;
 
@@ -73,7 +73,7 @@ export class UsageStore {
 
   /** Totals over the days `start`..`end` (inclusive), and per value of `groupBy` when given. */
   async query(org: string, start: string, end: string, group?: UsageGroup) {
-    const groupBy: UsageDimension | undefined = group === "end_user" ? "user" : group;
+    const groupBy: UsageDimension | undefined = group === "end_user" ? "user" : group === "day" ? undefined : group;
     const days: string[] = [];
     for (let d = new Date(`${start}T00:00:00Z`); utcDay(d) <= end; d = new Date(d.getTime() + 86_400_000)) {
       days.push(utcDay(d));
@@ -83,10 +83,15 @@ export class UsageStore {
     const hashes = ((await pipeline.exec()) ?? []).map(([, h]) => (h ?? {}) as Record<string, string>);
     const totals = zero();
     const groups = new Map<string, Sums>();
-    for (const hash of hashes) {
+    for (const [i, hash] of hashes.entries()) {
+      const daily = group === "day" ? zero() : undefined;
+      if (daily) groups.set(days[i]!, daily);
       for (const [name, amount] of Object.entries(hash)) {
         const [dimension, encoded, metric] = name.split("|") as [string, string, keyof Sums];
-        if (dimension === "total") totals[metric] += Number(amount);
+        if (dimension === "total") {
+          totals[metric] += Number(amount);
+          if (daily) daily[metric] += Number(amount);
+        }
         else if (dimension === groupBy) {
           const value = decodeURIComponent(encoded);
           const group = groups.get(value) ?? zero();
@@ -96,9 +101,9 @@ export class UsageStore {
       }
     }
     const column = group === "key" ? "key_id" : (group as string);
-    const data = [...groups]
-      .map(([value, t]) => ({ [column]: value, ...totalsOf(t) }))
-      .sort((a, b) => b.total_tokens - a.total_tokens || b.requests - a.requests);
+    const rows = [...groups].map(([value, t]) => ({ [column]: value, ...totalsOf(t) }));
+    const data =
+      group === "day" ? rows : rows.sort((a, b) => b.total_tokens - a.total_tokens || b.requests - a.requests);
     return { totals: totalsOf(totals), data };
   }
 }
