@@ -67,7 +67,7 @@ describe("admin console", () => {
     expect(await page.getByRole("table", { name: "Per end user" }).textContent()).toContain("erin");
     expect(await page.locator("canvas").count()).toBeGreaterThanOrEqual(3);
     const keyId = await keyIdBySecretStart(page, secret);
-    await page.getByLabel("Key", { exact: true }).selectOption(keyId);
+    await page.locator("#windows-key").selectOption(keyId);
     await page.getByRole("button", { name: "Show windows" }).click();
     const windows = page.getByRole("table", { name: "Each window of each unit: used, limit, resets at" });
     await expect.poll(() => windows.textContent()).toContain("second");

@@ -499,14 +499,20 @@ class ResourceAccess extends Component {
     const { resourceType, resourceId } = this.ref;
     const path = `/${encodeURIComponent(resourceType)}/${encodeURIComponent(resourceId)}`;
     try {
-      const [grants, check, audit] = await Promise.all([
+      const [grants, check] = await Promise.all([
         api("GET", `/admin/authorization/resources${path}/grants`),
         can("authorization:read")
           ? api("GET", `/authorization/llm/check${query({ resourceType, resourceId, role: "owner" })}`)
           : Promise.resolve({ allowed: false }),
-        api("GET", `/admin/audit${query({ resourceType, resourceId, limit: 50 })}`),
       ]);
-      this.setState({ grants: grants.data, owner: check.allowed && can("authorization:write"), audit: audit.data, error: null });
+      // The resource's changes; administrators' reads of it (`inspect`) are on the audit trail page.
+      const audit = await api("GET", `/admin/audit${query({ resourceType, resourceId, limit: 100 })}`);
+      this.setState({
+        grants: grants.data,
+        owner: check.allowed && can("authorization:write"),
+        audit: audit.data.filter((r) => r.action !== "inspect"),
+        error: null,
+      });
     } catch (error) {
       this.setState({ error });
     }
@@ -516,8 +522,8 @@ class ResourceAccess extends Component {
     this.setState({ revoking: null });
     try {
       await api("POST", "/authorization/llm/revoke", { ...this.ref, userId: g.userId, role: g.role });
-      this.setState({ notice: `Revoked ${g.role} from ${g.userId}.` });
       await this.load();
+      this.setState({ notice: `Revoked ${g.role} from ${g.userId}.` });
     } catch (error) {
       this.setState({ error });
     }
@@ -532,8 +538,8 @@ class ResourceAccess extends Component {
         role: grantRole,
         ...(grantExpires ? { expiresAt: new Date(grantExpires).toISOString() } : {}),
       });
-      this.setState({ notice: `Granted ${grantRole} to ${grantUser.trim()}.`, grantUser: "" });
       await this.load();
+      this.setState({ notice: `Granted ${grantRole} to ${grantUser.trim()}.`, grantUser: "" });
     } catch (error) {
       this.setState({ error });
     }
