@@ -98,7 +98,10 @@ export async function signIn(page: Page, url: string, key: string): Promise<void
   await page.waitForLoadState("networkidle");
 }
 
-export async function newContext(browser: Browser, size: { width: number; height: number }): Promise<BrowserContext> {
+export async function newContext(
+  browser: Browser,
+  size: { width: number; height: number },
+): Promise<BrowserContext> {
   return browser.newContext({ viewport: size, deviceScaleFactor: 1 });
 }
 
@@ -116,6 +119,10 @@ export async function respond(url: string, key: string, model: string, user?: st
 }
 
 /** `pnpm keys create` in the stack's organization `acme`. */
-export function createKeyFor(s: ConsoleStack, owner: string, permissions: string): Promise<{ key: string; id: string }> {
+export function createKeyFor(
+  s: ConsoleStack,
+  owner: string,
+  permissions: string,
+): Promise<{ key: string; id: string }> {
   return createKey(s.env, "acme", owner, "--permissions", permissions);
 }

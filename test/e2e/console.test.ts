@@ -1,5 +1,13 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { type ConsoleStack, createKeyFor, newContext, respond, signIn, startConsoleStack, watch } from "./console-browser.ts";
+import {
+  type ConsoleStack,
+  createKeyFor,
+  newContext,
+  respond,
+  signIn,
+  startConsoleStack,
+  watch,
+} from "./console-browser.ts";
 
 const DESKTOP = { width: 1280, height: 800 };
 const XSS = "<img src=x onerror=alert(1)>";
@@ -60,7 +68,9 @@ describe("admin console", () => {
     // Its traffic and spend in usage.
     await page.goto(`${s.url}/admin/usage`);
     await expect.poll(() => page.getByTestId("total-requests").textContent()).toBe("3");
-    expect(Number((await page.getByTestId("total-tokens").textContent())!.replaceAll(",", ""))).toBeGreaterThan(0);
+    expect(
+      Number((await page.getByTestId("total-tokens").textContent())!.replaceAll(",", "")),
+    ).toBeGreaterThan(0);
     expect(await page.getByTestId("total-cost").textContent()).not.toBe("$0.00");
     const perKey = page.getByRole("table", { name: "Per key" });
     await expect.poll(() => perKey.textContent()).toMatch(/key_\w+3/);
@@ -82,14 +92,21 @@ describe("admin console", () => {
     const granted = await fetch(`${s.url}/api/v1/authorization/llm/grant`, {
       method: "POST",
       headers: { Authorization: `Bearer ${s.root.key}`, "Content-Type": "application/json" },
-      body: JSON.stringify({ resourceType: "conversation", resourceId: conv.id, userId: "bob", role: "reader" }),
+      body: JSON.stringify({
+        resourceType: "conversation",
+        resourceId: conv.id,
+        userId: "bob",
+        role: "reader",
+      }),
     });
     expect(granted.status).toBe(204);
     await page.goto(`${s.url}/admin/access`);
     await page.getByLabel("Resource id").fill(conv.id);
     await page.getByRole("button", { name: "Show access" }).click();
     const who = page.getByRole("table", { name: "Who holds which role" });
-    await expect.poll(() => who.getByRole("row").filter({ hasText: "bob" }).textContent()).toContain("reader");
+    await expect
+      .poll(() => who.getByRole("row").filter({ hasText: "bob" }).textContent())
+      .toContain("reader");
     await page.getByRole("button", { name: "Revoke reader from bob" }).click();
     await page.getByRole("button", { name: "Yes, revoke" }).click();
     await expect.poll(() => page.getByRole("status").textContent()).toContain("Revoked reader from bob");
@@ -108,7 +125,9 @@ describe("admin console", () => {
 
     // Every other page too, with no console error anywhere.
     await page.goto(`${s.url}/admin/evals`);
-    await expect.poll(() => page.getByRole("table", { name: "The organization's eval schedules" }).isVisible()).toBe(true);
+    await expect
+      .poll(() => page.getByRole("table", { name: "The organization's eval schedules" }).isVisible())
+      .toBe(true);
     expect(await page.getByRole("link", { name: "Tool servers" }).count()).toBe(0);
     expect(seen.dialogs).toEqual([]);
     expect(seen.errors).toEqual([]);
@@ -184,9 +203,9 @@ describe("admin console", () => {
 });
 
 async function keyIdBySecretStart(page: import("playwright-core").Page, secret: string): Promise<string> {
-  const ids = await page.locator("#windows-key option").evaluateAll((options) =>
-    options.map((o) => (o as HTMLOptionElement).value).filter(Boolean),
-  );
+  const ids = await page
+    .locator("#windows-key option")
+    .evaluateAll((options) => options.map((o) => (o as unknown as { value: string }).value).filter(Boolean));
   const res = await page.evaluate(async () => (await fetch("/admin/api/v1/admin/api-keys")).json());
   const key = (res as { data: { id: string; start: string }[] }).data.find((k) => secret.startsWith(k.start));
   if (!key || !ids.includes(key.id)) throw new Error("the new key is not offered");

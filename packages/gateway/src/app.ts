@@ -1,4 +1,5 @@
 import type { ResourceAuthorization, SpiceDBClient } from "@gw/core/authz";
+import { BudgetWindows } from "@gw/core/budget-windows";
 import {
   errorHandler,
   jsonBody,
@@ -9,7 +10,6 @@ import {
   SERVICE_ROUTES,
   useRequestBasics,
 } from "@gw/core/http";
-import { BudgetWindows } from "@gw/core/budget-windows";
 import type { Limits } from "@gw/core/limits";
 import type { Logger } from "@gw/core/logger";
 import { type RedisClient, redisReady } from "@gw/core/redis";
@@ -134,7 +134,11 @@ export function createGatewayApp(deps: GatewayDeps): express.Express {
   registerListApiKeys(api, deps.store);
   registerUpdateApiKey(api, deps.store);
   registerRevokeApiKey(api, deps.store);
-  registerGetApiKeyUsage(api, { store: deps.store, budgets: new BudgetWindows(deps.redis), orgLimits: deps.orgLimits });
+  registerGetApiKeyUsage(api, {
+    store: deps.store,
+    budgets: new BudgetWindows(deps.redis),
+    orgLimits: deps.orgLimits,
+  });
   registerGetEndUserLimits(api, deps.orgLimits);
   registerUpdateEndUserLimits(api, deps.orgLimits);
 

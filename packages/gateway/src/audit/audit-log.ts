@@ -135,7 +135,9 @@ export class AuditLog {
     filters: AuditFilters = {},
   ): Promise<AuditPage> {
     const resource =
-      filters.resourceType && filters.resourceId ? { type: filters.resourceType, id: filters.resourceId } : undefined;
+      filters.resourceType && filters.resourceId
+        ? { type: filters.resourceType, id: filters.resourceId }
+        : undefined;
     return this.read(org, resource, page, filters);
   }
 

@@ -75,9 +75,11 @@ function cookiesOf(req: Request): Map<string, string> {
 function assertSameOrigin(req: Request): void {
   const origin = req.get("origin");
   const own = `${req.protocol}://${req.get("host")}`;
-  if (!origin || origin !== own) throw forbidden("Refused: the request did not come from the console's own origin");
+  if (!origin || origin !== own)
+    throw forbidden("Refused: the request did not come from the console's own origin");
   const site = req.get("sec-fetch-site");
-  if (site && site !== "same-origin") throw forbidden("Refused: the request did not come from the console's own origin");
+  if (site && site !== "same-origin")
+    throw forbidden("Refused: the request did not come from the console's own origin");
 }
 
 const SAFE_METHODS = new Set(["GET", "HEAD", "OPTIONS"]);
@@ -141,7 +143,9 @@ export function createConsoleRouter(deps: ConsoleDeps): Router {
     return undefined;
   };
 
-  const sessionOf = async (req: Request): Promise<{ session: ConsoleSession; key: ApiKeyRecord; id: string } | undefined> => {
+  const sessionOf = async (
+    req: Request,
+  ): Promise<{ session: ConsoleSession; key: ApiKeyRecord; id: string } | undefined> => {
     const id = cookiesOf(req).get(SESSION_COOKIE);
     if (!id || id.length > 100) return undefined;
     const session = await deps.sessions.touch(id);
@@ -178,7 +182,8 @@ export function createConsoleRouter(deps: ConsoleDeps): Router {
     const secret = typeof body.key === "string" ? body.key.trim() : "";
     const key = secret && secret.length <= 256 ? await deps.keys.findBySecret(secret) : undefined;
     if (!key || !usable(key)) return res.redirect(303, "/admin/sign-in?failed=invalid");
-    if (!key.permissions.includes(CONSOLE_PERMISSION)) return res.redirect(303, "/admin/sign-in?failed=permission");
+    if (!key.permissions.includes(CONSOLE_PERMISSION))
+      return res.redirect(303, "/admin/sign-in?failed=permission");
     const { id, session } = await deps.sessions.create({ keyId: key.id, org: key.org, user: key.owner });
     cookie(req, res, SESSION_COOKIE, id);
     res.clearCookie(SIGN_IN_COOKIE, { path: "/admin" });
@@ -242,7 +247,9 @@ export function createConsoleRouter(deps: ConsoleDeps): Router {
 }
 
 function cryptoToken(): string {
-  return globalThis.crypto.randomUUID().replaceAll("-", "") + globalThis.crypto.randomUUID().replaceAll("-", "");
+  return (
+    globalThis.crypto.randomUUID().replaceAll("-", "") + globalThis.crypto.randomUUID().replaceAll("-", "")
+  );
 }
 
 function usable(key: ApiKeyRecord): boolean {

@@ -46,7 +46,11 @@ export class ConsoleSessions {
   }
 
   /** Starts a session for a key; returns the id for the cookie (shown nowhere else) and the session. */
-  async create(owner: { keyId: string; org: string; user: string }): Promise<{ id: string; session: ConsoleSession }> {
+  async create(owner: {
+    keyId: string;
+    org: string;
+    user: string;
+  }): Promise<{ id: string; session: ConsoleSession }> {
     const id = randomBytes(32).toString("base64url");
     const at = this.now();
     const session: ConsoleSession = {
@@ -73,7 +77,13 @@ export class ConsoleSessions {
     }
     session.lastSeenAt = at;
     // XX: a sign-out between the read and this write is not undone.
-    const kept = await this.redis.set(sessionKey(id), JSON.stringify(session), "PX", this.ttl(session, at), "XX");
+    const kept = await this.redis.set(
+      sessionKey(id),
+      JSON.stringify(session),
+      "PX",
+      this.ttl(session, at),
+      "XX",
+    );
     return kept === "OK" ? session : undefined;
   }
 

@@ -73,7 +73,8 @@ export class UsageStore {
 
   /** Totals over the days `start`..`end` (inclusive), and per value of `groupBy` when given. */
   async query(org: string, start: string, end: string, group?: UsageGroup) {
-    const groupBy: UsageDimension | undefined = group === "end_user" ? "user" : group === "day" ? undefined : group;
+    const groupBy: UsageDimension | undefined =
+      group === "end_user" ? "user" : group === "day" ? undefined : group;
     const days: string[] = [];
     for (let d = new Date(`${start}T00:00:00Z`); utcDay(d) <= end; d = new Date(d.getTime() + 86_400_000)) {
       days.push(utcDay(d));
@@ -91,8 +92,7 @@ export class UsageStore {
         if (dimension === "total") {
           totals[metric] += Number(amount);
           if (daily) daily[metric] += Number(amount);
-        }
-        else if (dimension === groupBy) {
+        } else if (dimension === groupBy) {
           const value = decodeURIComponent(encoded);
           const group = groups.get(value) ?? zero();
           group[metric] += Number(amount);
@@ -103,7 +103,9 @@ export class UsageStore {
     const column = group === "key" ? "key_id" : (group as string);
     const rows = [...groups].map(([value, t]) => ({ [column]: value, ...totalsOf(t) }));
     const data =
-      group === "day" ? rows : rows.sort((a, b) => b.total_tokens - a.total_tokens || b.requests - a.requests);
+      group === "day"
+        ? rows
+        : rows.sort((a, b) => b.total_tokens - a.total_tokens || b.requests - a.requests);
     return { totals: totalsOf(totals), data };
   }
 }

@@ -19,7 +19,8 @@ const page = visible.find((p) => p.path === current) ?? (current === "" ? visibl
 render(
   html`<ul>
     ${visible.map(
-      (p) => html`<li><a href=${`/admin/${p.path}`} aria-current=${p === page ? "page" : undefined}>${p.title}</a></li>`,
+      (p) =>
+        html`<li><a href=${`/admin/${p.path}`} aria-current=${p === page ? "page" : undefined}>${p.title}</a></li>`,
     )}
   </ul>`,
   document.getElementById("nav"),

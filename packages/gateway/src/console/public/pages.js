@@ -46,13 +46,19 @@ export function describeLimits(limits) {
   if (!limits) return "none";
   const parts = [];
   for (const w of REQUEST_WINDOWS) if (limits[w] !== undefined) parts.push(`${limits[w]} requests/${w}`);
-  for (const w of TOKEN_WINDOWS) if (limits.tokens?.[w] !== undefined) parts.push(`${limits.tokens[w]} tokens/${w}`);
-  for (const w of SPEND_WINDOWS) if (limits.spend?.[w] !== undefined) parts.push(`$${limits.spend[w]} spend/${w}`);
+  for (const w of TOKEN_WINDOWS)
+    if (limits.tokens?.[w] !== undefined) parts.push(`${limits.tokens[w]} tokens/${w}`);
+  for (const w of SPEND_WINDOWS)
+    if (limits.spend?.[w] !== undefined) parts.push(`$${limits.spend[w]} spend/${w}`);
   return parts.length ? parts.join(", ") : "none";
 }
 
 const describePolicy = (p) =>
-  p === "any" ? "any end user" : p === "none" ? "its owner only" : `prefixes: ${(p?.prefixes ?? []).join(", ")}`;
+  p === "any"
+    ? "any end user"
+    : p === "none"
+      ? "its owner only"
+      : `prefixes: ${(p?.prefixes ?? []).join(", ")}`;
 
 // ---------------------------------------------------------------- limits fields
 
@@ -173,9 +179,11 @@ class KeyForm extends Component {
       <h3>${editing ? `Change ${existing.name ?? existing.id}` : "Create a key"}</h3>
       <div class="grid">
         <label for=${`${p}name`}>Name<input id=${`${p}name`} value=${values.name} maxlength="256" onInput=${(e) => this.set("name", e.currentTarget.value)} /></label>
-        ${editing
-          ? null
-          : html`<label for=${`${p}owner`}>Owner (user id)<input id=${`${p}owner`} required value=${values.owner} onInput=${(e) => this.set("owner", e.currentTarget.value)} /></label>`}
+        ${
+          editing
+            ? null
+            : html`<label for=${`${p}owner`}>Owner (user id)<input id=${`${p}owner`} required value=${values.owner} onInput=${(e) => this.set("owner", e.currentTarget.value)} /></label>`
+        }
         <label for=${`${p}models`}>Models (allowlist, comma-separated; empty: any)<input id=${`${p}models`} value=${values.models} onInput=${(e) => this.set("models", e.currentTarget.value)} /></label>
         <label for=${`${p}expires`}>Expires at (UTC, empty: never)<input id=${`${p}expires`} type="datetime-local" value=${values.expiresAt} onInput=${(e) => this.set("expiresAt", e.currentTarget.value)} /></label>
         <label for=${`${p}obo`}>On-behalf-of policy
@@ -184,14 +192,17 @@ class KeyForm extends Component {
             <option value="none">its owner only</option>
             <option value="prefixes">end users with a prefix</option>
           </select></label>
-        ${values.obo === "prefixes"
-          ? html`<label for=${`${p}prefixes`}>Prefixes (comma-separated)<input id=${`${p}prefixes`} required value=${values.prefixes} onInput=${(e) => this.set("prefixes", e.currentTarget.value)} /></label>`
-          : null}
+        ${
+          values.obo === "prefixes"
+            ? html`<label for=${`${p}prefixes`}>Prefixes (comma-separated)<input id=${`${p}prefixes`} required value=${values.prefixes} onInput=${(e) => this.set("prefixes", e.currentTarget.value)} /></label>`
+            : null
+        }
       </div>
       <fieldset class="permissions">
         <legend>Permissions</legend>
         ${PERMISSIONS.map(
-          (perm) => html`<label class="check" for=${`${p}perm-${perm}`}><input type="checkbox" id=${`${p}perm-${perm}`} checked=${permissions.has(perm)} onChange=${() => togglePermission(perm)} /> ${perm}</label>`,
+          (perm) =>
+            html`<label class="check" for=${`${p}perm-${perm}`}><input type="checkbox" id=${`${p}perm-${perm}`} checked=${permissions.has(perm)} onChange=${() => togglePermission(perm)} /> ${perm}</label>`,
         )}
       </fieldset>
       <${LimitFields} legend="Limits of the key" prefix=${p} values=${values} onInput=${this.set} />
@@ -206,7 +217,6 @@ class KeyForm extends Component {
 }
 
 function SecretOnce({ created, onDone }) {
-  let copied = null;
   return html`<section class="card secret" aria-labelledby="secret-title">
     <h3 id="secret-title">Key ${created.name ?? created.id} created</h3>
     <p>Its secret is shown this once: copy it now.</p>
@@ -220,7 +230,6 @@ function SecretOnce({ created, onDone }) {
       }}>Copy secret</button>
       <button type="button" onClick=${onDone}>Done</button>
     </div>
-    ${copied}
   </section>`;
 }
 
@@ -248,19 +257,29 @@ class EndUserDefaults extends Component {
       <h2 id="defaults-title">End-user defaults of ${session.org}</h2>
       <p class="hint">Limits of each end user of every key, where the key's own end-user limits set none.</p>
       <${ErrorNote} error=${error} />
-      ${values
-        ? html`<form class="card" onSubmit=${this.submit} aria-label="End-user defaults">
+      ${
+        values
+          ? html`<form class="card" onSubmit=${this.submit} aria-label="End-user defaults">
             <${LimitFields} legend="Each end user" prefix="org-" values=${values} onInput=${(id, v) => this.setState({ values: { ...values, [id]: v }, saved: false })} />
             <button type="submit">Save defaults</button>
             ${saved ? html`<${Status} text="Defaults saved." />` : null}
           </form>`
-        : null}
+          : null
+      }
     </section>`;
   }
 }
 
 export class KeysPage extends Component {
-  state = { keys: null, error: null, creating: false, created: null, editing: null, revoking: null, notice: "" };
+  state = {
+    keys: null,
+    error: null,
+    creating: false,
+    created: null,
+    editing: null,
+    revoking: null,
+    notice: "",
+  };
   componentDidMount() {
     this.load();
   }
@@ -319,26 +338,32 @@ export class KeysPage extends Component {
       ${notice ? html`<${Status} text=${notice} />` : null}
       <${ErrorNote} error=${error} />
       ${created ? html`<${SecretOnce} created=${created} onDone=${() => this.setState({ created: null })} />` : null}
-      ${creating
-        ? html`<${KeyForm} prefix="new-" onSubmit=${this.create} onCancel=${() => this.setState({ creating: false })} />`
-        : html`<p><button type="button" onClick=${() => this.setState({ creating: true, editing: null, created: null })}>New key</button></p>`}
+      ${
+        creating
+          ? html`<${KeyForm} prefix="new-" onSubmit=${this.create} onCancel=${() => this.setState({ creating: false })} />`
+          : html`<p><button type="button" onClick=${() => this.setState({ creating: true, editing: null, created: null })}>New key</button></p>`
+      }
       ${editing ? html`<${KeyForm} key=${editing.id} prefix="edit-" existing=${editing} onSubmit=${this.update} onCancel=${() => this.setState({ editing: null })} />` : null}
-      ${keys
-        ? html`<${Table}
+      ${
+        keys
+          ? html`<${Table}
             caption=${`Keys of ${session.org}`}
             columns=${["Name", "Id", "Owner", "Status", "Permissions", "Limits", "End-user limits", "Models", "On behalf of", "Created", "Last used", "Expires", "Actions"]}
             rows=${rows}
           />`
-        : html`<p>Loading keys…</p>`}
-      ${revoking
-        ? html`<${Confirm}
+          : html`<p>Loading keys…</p>`
+      }
+      ${
+        revoking
+          ? html`<${Confirm}
             title="Revoke this key?"
             text=${`Key ${revoking.name ?? revoking.id} stops working at once, and revocation is final.`}
             confirmLabel="Yes, revoke"
             onConfirm=${this.revoke}
             onCancel=${() => this.setState({ revoking: null })}
           />`
-        : null}
+          : null
+      }
       <${EndUserDefaults} />`;
   }
 }
@@ -380,8 +405,9 @@ class KeyWindows extends Component {
         <button type="submit">Show windows</button>
       </form>
       <${ErrorNote} error=${error} />
-      ${windows
-        ? html`<${Table}
+      ${
+        windows
+          ? html`<${Table}
             caption="Each window of each unit: used, limit, resets at"
             columns=${["Scope", "Unit", "Window", "Used", "Limit", "Remaining", "Resets at"]}
             empty="This key has no limits."
@@ -395,7 +421,8 @@ class KeyWindows extends Component {
               fmtTime(new Date(at + w.resetsInSeconds * 1000).toISOString()),
             ])}
           />`
-        : null}
+          : null
+      }
     </section>`;
   }
 }
@@ -404,7 +431,12 @@ export class UsagePage extends Component {
   constructor() {
     super();
     const q = new URLSearchParams(window.location.search);
-    this.state = { start: q.get("start") || daysAgo(13), end: q.get("end") || today(), data: null, error: null };
+    this.state = {
+      start: q.get("start") || daysAgo(13),
+      end: q.get("end") || today(),
+      data: null,
+      error: null,
+    };
   }
   componentDidMount() {
     this.load();
@@ -413,7 +445,9 @@ export class UsagePage extends Component {
     const { start, end } = this.state;
     try {
       const [day, key, endUser, model] = await Promise.all(
-        ["day", "key", "end_user", "model"].map((g) => api("GET", `/usage${query({ start, end, group_by: g })}`)),
+        ["day", "key", "end_user", "model"].map((g) =>
+          api("GET", `/usage${query({ start, end, group_by: g })}`),
+        ),
       );
       this.setState({ data: { day, key, endUser, model }, error: null });
     } catch (error) {
@@ -440,8 +474,9 @@ export class UsagePage extends Component {
         <button type="submit">Show</button>
       </form>
       <${ErrorNote} error=${error} />
-      ${data
-        ? html`<section aria-labelledby="totals-title">
+      ${
+        data
+          ? html`<section aria-labelledby="totals-title">
               <h2 id="totals-title">${session.org}, ${data.day.start} to ${data.day.end}</h2>
               <dl class="totals">
                 <div><dt>Requests</dt><dd data-testid="total-requests">${fmtNum(data.day.totals.requests)}</dd></div>
@@ -453,8 +488,16 @@ export class UsagePage extends Component {
                   datasets=${[{ label: "Requests", data: data.day.data.map((r) => r.requests), borderColor: "#3867d6", backgroundColor: "#3867d6" }]} />
                 <${ChartView} title="Tokens per day" labels=${data.day.data.map((r) => r.day)}
                   datasets=${[
-                    { label: "Input tokens", data: data.day.data.map((r) => r.input_tokens), backgroundColor: "#20bf6b" },
-                    { label: "Output tokens", data: data.day.data.map((r) => r.output_tokens), backgroundColor: "#f7b731" },
+                    {
+                      label: "Input tokens",
+                      data: data.day.data.map((r) => r.input_tokens),
+                      backgroundColor: "#20bf6b",
+                    },
+                    {
+                      label: "Output tokens",
+                      data: data.day.data.map((r) => r.output_tokens),
+                      backgroundColor: "#f7b731",
+                    },
                   ]} />
                 <${ChartView} title="Cost per day (USD)" type="line" labels=${data.day.data.map((r) => r.day)}
                   datasets=${[{ label: "Cost", data: data.day.data.map((r) => r.cost_usd), borderColor: "#eb3b5a", backgroundColor: "#eb3b5a" }]} />
@@ -464,9 +507,10 @@ export class UsagePage extends Component {
             <section aria-labelledby="per-key-title"><h2 id="per-key-title">Per key</h2>${bars("Tokens per key", data.key, "key_id")}${table("Per key", "key_id", "Key", data.key)}</section>
             <section aria-labelledby="per-user-title"><h2 id="per-user-title">Per end user</h2>${bars("Tokens per end user", data.endUser, "end_user")}${table("Per end user", "end_user", "End user", data.endUser)}</section>
             <section aria-labelledby="per-model-title"><h2 id="per-model-title">Per model</h2>${bars("Tokens per model", data.model, "model")}${table("Per model", "model", "Model", data.model)}</section>`
-        : error
-          ? null
-          : html`<p>Loading usage…</p>`}
+          : error
+            ? null
+            : html`<p>Loading usage…</p>`
+      }
       ${can("admin:api-keys") ? html`<${KeyWindows} />` : null}`;
   }
 }
@@ -488,7 +532,17 @@ function auditRows(records) {
 const AUDIT_COLUMNS = ["When", "Who", "Action", "Resource", "Subject", "Role", "Decision", "ZedToken"];
 
 class ResourceAccess extends Component {
-  state = { grants: null, owner: false, audit: null, error: null, notice: "", revoking: null, grantUser: "", grantRole: "reader", grantExpires: "" };
+  state = {
+    grants: null,
+    owner: false,
+    audit: null,
+    error: null,
+    notice: "",
+    revoking: null,
+    grantUser: "",
+    grantRole: "reader",
+    grantExpires: "",
+  };
   componentDidMount() {
     this.load();
   }
@@ -544,14 +598,18 @@ class ResourceAccess extends Component {
       this.setState({ error });
     }
   };
-  render({ resourceType, resourceId }, { grants, owner, audit, error, notice, revoking, grantUser, grantRole, grantExpires }) {
+  render(
+    { resourceType, resourceId },
+    { grants, owner, audit, error, notice, revoking, grantUser, grantRole, grantExpires },
+  ) {
     return html`<section aria-labelledby="resource-title">
       <h2 id="resource-title">${resourceType}:${resourceId}</h2>
       ${notice ? html`<${Status} text=${notice} />` : null}
       <${ErrorNote} error=${error} />
       <p class="hint">${owner ? "You own this resource: you may grant and revoke." : "Read-only: only the resource's owners grant and revoke."}</p>
-      ${grants
-        ? html`<${Table}
+      ${
+        grants
+          ? html`<${Table}
             caption="Who holds which role"
             columns=${owner ? ["User", "Role", "Expires", "Actions"] : ["User", "Role", "Expires"]}
             empty="No one holds a role (unknown resource?)."
@@ -560,29 +618,36 @@ class ResourceAccess extends Component {
               g.role,
               g.expiresAt ? fmtTime(g.expiresAt) : "never",
               ...(owner
-                ? [html`<button type="button" class="danger" aria-label=${`Revoke ${g.role} from ${g.userId}`} onClick=${() => this.setState({ revoking: g })}>Revoke</button>`]
+                ? [
+                    html`<button type="button" class="danger" aria-label=${`Revoke ${g.role} from ${g.userId}`} onClick=${() => this.setState({ revoking: g })}>Revoke</button>`,
+                  ]
                 : []),
             ])}
           />`
-        : null}
-      ${owner
-        ? html`<form class="row card" onSubmit=${this.grant} aria-label="Grant a role">
+          : null
+      }
+      ${
+        owner
+          ? html`<form class="row card" onSubmit=${this.grant} aria-label="Grant a role">
             <label for="grant-user">User id (or *)<input id="grant-user" required value=${grantUser} onInput=${(e) => this.setState({ grantUser: e.currentTarget.value })} /></label>
             <label for="grant-role">Role<select id="grant-role" value=${grantRole} onChange=${(e) => this.setState({ grantRole: e.currentTarget.value })}>${ROLES.map((r) => html`<option value=${r}>${r}</option>`)}</select></label>
             <label for="grant-expires">Expires (optional)<input id="grant-expires" type="datetime-local" value=${grantExpires} onInput=${(e) => this.setState({ grantExpires: e.currentTarget.value })} /></label>
             <button type="submit">Grant</button>
           </form>`
-        : null}
+          : null
+      }
       ${audit ? html`<h3>Audit trail of this resource</h3><${Table} caption="Audit trail of this resource, newest first" columns=${AUDIT_COLUMNS} rows=${auditRows(audit)} />` : null}
-      ${revoking
-        ? html`<${Confirm}
+      ${
+        revoking
+          ? html`<${Confirm}
             title="Revoke this role?"
             text=${`${revoking.userId} loses ${revoking.role} on ${resourceType}:${resourceId}.`}
             confirmLabel="Yes, revoke"
             onConfirm=${this.revoke}
             onCancel=${() => this.setState({ revoking: null })}
           />`
-        : null}
+          : null
+      }
     </section>`;
   }
 }
@@ -593,7 +658,10 @@ class UserAccess extends Component {
     try {
       const results = await Promise.all(
         RESOURCE_TYPES.map((t) =>
-          api("GET", `/admin/authorization/users/${encodeURIComponent(this.props.userId)}/resources${query({ resourceType: t })}`),
+          api(
+            "GET",
+            `/admin/authorization/users/${encodeURIComponent(this.props.userId)}/resources${query({ resourceType: t })}`,
+          ),
         ),
       );
       this.setState({ results });
@@ -605,8 +673,9 @@ class UserAccess extends Component {
     return html`<section aria-labelledby="user-title">
       <h2 id="user-title">What ${userId} can read</h2>
       <${ErrorNote} error=${error} />
-      ${results
-        ? html`<${Table}
+      ${
+        results
+          ? html`<${Table}
             caption=${`Resources ${userId} can read, by type`}
             columns=${["Type", "Resources"]}
             rows=${results.map((r) => [
@@ -616,7 +685,8 @@ class UserAccess extends Component {
                 : "none",
             ])}
           />`
-        : null}
+          : null
+      }
     </section>`;
   }
 }
@@ -651,7 +721,8 @@ export class AuditPage extends Component {
     super();
     const q = new URLSearchParams(window.location.search);
     this.filters = {};
-    for (const f of ["actor", "resourceType", "resourceId", "action", "since", "until", "cursor"]) this.filters[f] = q.get(f) ?? "";
+    for (const f of ["actor", "resourceType", "resourceId", "action", "since", "until", "cursor"])
+      this.filters[f] = q.get(f) ?? "";
     this.state = { page: null, error: null };
   }
   async componentDidMount() {
@@ -731,8 +802,9 @@ export class EvalsPage extends Component {
     return html`<h1>Eval schedules</h1>
       ${notice ? html`<${Status} text=${notice} />` : null}
       <${ErrorNote} error=${error} />
-      ${schedules
-        ? html`<${Table}
+      ${
+        schedules
+          ? html`<${Table}
             caption="The organization's eval schedules"
             columns=${["Name", "Id", "Model", "Cadence", "Created", "Next run", "Actions"]}
             empty="No eval schedules."
@@ -749,7 +821,8 @@ export class EvalsPage extends Component {
               </div>`,
             ])}
           />`
-        : null}
+          : null
+      }
       ${Object.entries(runs).map(
         ([id, list]) => html`<${Table}
           caption=${`Runs of ${id}`}
@@ -758,9 +831,11 @@ export class EvalsPage extends Component {
           rows=${list.map((r) => [html`<code>${r.id}</code>`, r.status, fmtUnix(r.created_at), fmtUnix(r.completed_at), fmtNum(r.usage?.total_tokens), r.error ? String(r.error.message ?? r.error) : "—"])}
         />`,
       )}
-      ${deleting
-        ? html`<${Confirm} title="Delete this schedule?" text=${`${deleting.name ?? deleting.id} stops running; its past runs are kept.`} confirmLabel="Yes, delete" onConfirm=${this.remove} onCancel=${() => this.setState({ deleting: null })} />`
-        : null}`;
+      ${
+        deleting
+          ? html`<${Confirm} title="Delete this schedule?" text=${`${deleting.name ?? deleting.id} stops running; its past runs are kept.`} confirmLabel="Yes, delete" onConfirm=${this.remove} onCancel=${() => this.setState({ deleting: null })} />`
+          : null
+      }`;
   }
 }
 
@@ -782,7 +857,12 @@ export class ToolsPage extends Component {
         api("GET", `/mcp/servers/${encodeURIComponent(s.id)}/tools`),
         api("GET", `/mcp/servers/${encodeURIComponent(s.id)}/credentials`),
       ]);
-      this.setState({ detail: { ...this.state.detail, [s.id]: { tools: tools.data ?? [], credentials: credentials.data ?? [] } } });
+      this.setState({
+        detail: {
+          ...this.state.detail,
+          [s.id]: { tools: tools.data ?? [], credentials: credentials.data ?? [] },
+        },
+      });
     } catch (error) {
       this.setState({ error });
     }
@@ -790,14 +870,16 @@ export class ToolsPage extends Component {
   render(_, { servers, detail, error }) {
     return html`<h1>Tool servers</h1>
       <${ErrorNote} error=${error} />
-      ${servers
-        ? html`<${Table}
+      ${
+        servers
+          ? html`<${Table}
             caption="MCP servers of the organization"
             columns=${["Name", "Id", "URL", "Created", ""]}
             empty="No tool servers."
             rows=${servers.map((s) => [s.name ?? "—", html`<code>${s.id}</code>`, s.url ?? "—", fmtTime(s.createdAt ?? s.created_at), html`<button type="button" onClick=${() => this.open(s)}>Tools and credentials</button>`])}
           />`
-        : null}
+          : null
+      }
       ${Object.entries(detail).map(
         ([id, d]) => html`<section aria-label=${`Server ${id}`}>
           <h2>${id}</h2>

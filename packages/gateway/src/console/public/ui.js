@@ -50,12 +50,14 @@ export async function api(method, path, body) {
 
 export const query = (params) => {
   const q = new URLSearchParams();
-  for (const [k, v] of Object.entries(params)) if (v !== undefined && v !== null && v !== "") q.set(k, String(v));
+  for (const [k, v] of Object.entries(params))
+    if (v !== undefined && v !== null && v !== "") q.set(k, String(v));
   const s = q.toString();
   return s ? `?${s}` : "";
 };
 
-export const fmtTime = (iso) => (iso ? new Date(iso).toISOString().replace("T", " ").slice(0, 19) + " UTC" : "—");
+export const fmtTime = (iso) =>
+  iso ? `${new Date(iso).toISOString().replace("T", " ").slice(0, 19)} UTC` : "—";
 export const fmtUnix = (s) => (s ? fmtTime(new Date(s * 1000).toISOString()) : "—");
 export const fmtUsd = (n) => `$${Number(n ?? 0).toFixed(n && n < 0.01 ? 6 : 2)}`;
 export const fmtNum = (n) => Number(n ?? 0).toLocaleString("en-US");

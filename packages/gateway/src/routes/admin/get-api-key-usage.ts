@@ -30,7 +30,8 @@ export function registerGetApiKeyUsage(
 ): void {
   router.get("/admin/api-keys/:id/usage", async (req, res) => {
     const key = await ownOrgKey(deps.store, res, req.params.id);
-    const user = typeof req.query.user === "string" && req.query.user !== "" ? req.query.user.slice(0, 256) : undefined;
+    const user =
+      typeof req.query.user === "string" && req.query.user !== "" ? req.query.user.slice(0, 256) : undefined;
     // An end user's windows are the key's own `endUser` ones over the organization's defaults.
     const endUser = patchUnits(
       user === undefined ? {} : await deps.orgLimits.get(key.org),
