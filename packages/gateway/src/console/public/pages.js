@@ -449,6 +449,12 @@ export class UsagePage extends Component {
           api("GET", `/usage${query({ start, end, group_by: g })}`),
         ),
       );
+      // Keys by name where the session may list them; otherwise by id.
+      const names = can("admin:api-keys")
+        ? new Map((await api("GET", "/admin/api-keys")).data.map((k) => [k.id, k.name]))
+        : new Map();
+      for (const row of key.data)
+        row.key_id = names.get(row.key_id) ? `${names.get(row.key_id)} (${row.key_id})` : row.key_id;
       this.setState({ data: { day, key, endUser, model }, error: null });
     } catch (error) {
       this.setState({ error });
@@ -812,7 +818,11 @@ export class EvalsPage extends Component {
               s.name ?? "—",
               html`<code>${s.id}</code>`,
               s.model,
-              s.cron ?? (s.interval_seconds ? `every ${s.interval_seconds}s` : "—"),
+              s.cron
+                ? `${s.cron}${s.timezone ? ` (${s.timezone})` : ""}`
+                : s.every_seconds
+                  ? `every ${s.every_seconds} s`
+                  : "—",
               fmtUnix(s.created_at),
               fmtUnix(s.next_run_at),
               html`<div class="row">
