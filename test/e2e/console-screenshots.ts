@@ -36,7 +36,12 @@ try {
   const team = (await json("/admin/api-keys", {
     owner: "search-team",
     name: "search backend",
-    limits: { second: 5, tokens: { minute: 100_000 }, spend: { month: 50 }, endUser: { tokens: { day: 20_000 } } },
+    limits: {
+      second: 5,
+      tokens: { minute: 100_000 },
+      spend: { month: 50 },
+      endUser: { tokens: { day: 20_000 } },
+    },
     models: ["echo-small"],
     onBehalfOf: { prefixes: ["user-"] },
   })) as { key: string; id: string };
@@ -46,7 +51,12 @@ try {
 
   // A conversation alice shares with bob, and an eval schedule.
   const conv = (await json("/llm/conversations", {})) as { id: string };
-  await json("/authorization/llm/grant", { resourceType: "conversation", resourceId: conv.id, userId: "bob", role: "reader" });
+  await json("/authorization/llm/grant", {
+    resourceType: "conversation",
+    resourceId: conv.id,
+    userId: "bob",
+    role: "reader",
+  });
   await json("/authorization/llm/grant", {
     resourceType: "conversation",
     resourceId: conv.id,
@@ -76,7 +86,11 @@ try {
       if (size.name === "desktop") shots.push({ file: name, title, what });
     };
     await page.goto(`${s.url}/admin/sign-in`);
-    await take("sign-in", "Sign in", "An API key with `admin:console` is sent once and exchanged for a session.");
+    await take(
+      "sign-in",
+      "Sign in",
+      "An API key with `admin:console` is sent once and exchanged for a session.",
+    );
     await signIn(page, s.url, s.root.key);
     await take(
       "keys",
@@ -92,24 +106,39 @@ try {
       await p.getByRole("button", { name: "Create key" }).click();
       await p.locator("#new-secret").waitFor();
     });
-    await take("usage", "Usage and spend", "Per day, per key, per end user and per model, as charts and tables; a key's windows now.", async (p) => {
-      await p.goto(`${s.url}/admin/usage`);
-      await p.locator("#windows-key").selectOption(team.id);
-      await p.getByRole("button", { name: "Show windows" }).click();
-      await p.getByRole("table", { name: "Each window of each unit: used, limit, resets at" }).waitFor();
-    });
-    await take("access-resource", "Access: a resource", "Who holds which role, with expiries, and the resource's audit trail.", async (p) => {
-      await p.goto(`${s.url}/admin/access?resourceType=conversation&resourceId=${conv.id}`);
-      await p.getByRole("table", { name: "Who holds which role" }).waitFor();
-    });
+    await take(
+      "usage",
+      "Usage and spend",
+      "Per day, per key, per end user and per model, as charts and tables; a key's windows now.",
+      async (p) => {
+        await p.goto(`${s.url}/admin/usage`);
+        await p.locator("#windows-key").selectOption(team.id);
+        await p.getByRole("button", { name: "Show windows" }).click();
+        await p.getByRole("table", { name: "Each window of each unit: used, limit, resets at" }).waitFor();
+      },
+    );
+    await take(
+      "access-resource",
+      "Access: a resource",
+      "Who holds which role, with expiries, and the resource's audit trail.",
+      async (p) => {
+        await p.goto(`${s.url}/admin/access?resourceType=conversation&resourceId=${conv.id}`);
+        await p.getByRole("table", { name: "Who holds which role" }).waitFor();
+      },
+    );
     await take("access-user", "Access: a user", "What a user can read, of each type.", async (p) => {
       await p.goto(`${s.url}/admin/access?userId=bob`);
       await p.getByRole("table", { name: "Resources bob can read, by type" }).waitFor();
     });
-    await take("audit", "Audit trail", "Filtered by actor, resource, action and time, paged, with the decision and ZedToken.", async (p) => {
-      await p.goto(`${s.url}/admin/audit`);
-      await p.getByRole("table", { name: "The organization's audit trail, newest first" }).waitFor();
-    });
+    await take(
+      "audit",
+      "Audit trail",
+      "Filtered by actor, resource, action and time, paged, with the decision and ZedToken.",
+      async (p) => {
+        await p.goto(`${s.url}/admin/audit`);
+        await p.getByRole("table", { name: "The organization's audit trail, newest first" }).waitFor();
+      },
+    );
     await take("evals", "Eval schedules", "Schedules, their runs, delete.", async (p) => {
       await p.goto(`${s.url}/admin/evals`);
       await p.getByRole("table", { name: "The organization's eval schedules" }).waitFor();
