@@ -10,8 +10,10 @@ import { resourcePathSchema } from "../authorization/resource-params.ts";
  * `GET /api/v1/admin/authorization/resources/{resourceType}/{resourceId}/grants`
  * (`admin:console`): who holds which role on any resource of the caller's
  * organization, owner or not: the administrators' organization-wide read. It
- * changes nothing and is recorded in the audit trail (`inspect`). Ids are
- * scoped by the caller's organization, so another's resources are never read.
+ * changes nothing and is recorded in the audit trail (`inspect`). SpiceDB's
+ * `inspect` permission decides (`spicedb/schema.zed`): the resource's
+ * organization's administrators are only its own users, and ids are scoped
+ * by the caller's organization, so another's resources are never read.
  */
 export function registerInspectGrants(router: Router, deps: AuthorizationRouteDeps): void {
   router.get(
@@ -23,7 +25,8 @@ export function registerInspectGrants(router: Router, deps: AuthorizationRouteDe
       const resource = { type: resourceType, id: resourceId };
       let body: ListGrantsResponse = { data: [] };
       await audited(deps, { principal, requestId: req.id }, { action: "inspect", resource }, async () => {
-        const grants = await deps.authorization.listGrants(principal.org, resource);
+        // SpiceDB decides (`inspect`): the request vouches for an administrator, as the key holds admin:console.
+        const grants = await deps.authorization.inspect(principal, resource, true);
         body = {
           data: grants.map((g) => ({
             userId: g.userId,
