@@ -71,11 +71,15 @@ function cookiesOf(req: Request): Map<string, string> {
   return found;
 }
 
-/** A state-changing request must come from the console's own origin (`Origin`, and `Sec-Fetch-Site` when sent). */
-function assertSameOrigin(req: Request): void {
+/**
+ * A state-changing request must come from the console's own origin: its
+ * `Origin` is the gateway's public URL's, or the one the request was
+ * addressed to; and `Sec-Fetch-Site`, when sent, says same-origin.
+ */
+function assertSameOrigin(req: Request, publicOrigin: string): void {
   const origin = req.get("origin");
   const own = `${req.protocol}://${req.get("host")}`;
-  if (!origin || origin !== own)
+  if (!origin || (origin !== own && origin !== publicOrigin))
     throw forbidden("Refused: the request did not come from the console's own origin");
   const site = req.get("sec-fetch-site");
   if (site && site !== "same-origin")
@@ -121,6 +125,7 @@ export function createConsoleRouter(deps: ConsoleDeps): Router {
   const vendor = vendorFiles();
   const assets = assetFiles();
   const secureCookies = deps.publicUrl.startsWith("https:");
+  const publicOrigin = new URL(deps.publicUrl).origin;
   let mcpRoutes: boolean | undefined;
 
   router.use(securityHeaders);
@@ -175,7 +180,7 @@ export function createConsoleRouter(deps: ConsoleDeps): Router {
   const form = express.urlencoded({ extended: false, limit: "4kb", parameterLimit: 10 });
 
   router.post("/sign-in", form, async (req, res) => {
-    assertSameOrigin(req);
+    assertSameOrigin(req, publicOrigin);
     const body = (req.body ?? {}) as Record<string, unknown>;
     const expected = cookiesOf(req).get(SIGN_IN_COOKIE);
     if (!expected || !sameToken(body.csrf, expected)) throw forbidden("Refused: missing or wrong CSRF token");
@@ -192,7 +197,7 @@ export function createConsoleRouter(deps: ConsoleDeps): Router {
   });
 
   router.post("/sign-out", form, async (req, res) => {
-    assertSameOrigin(req);
+    assertSameOrigin(req, publicOrigin);
     const id = cookiesOf(req).get(SESSION_COOKIE);
     const current = await sessionOf(req);
     if (current) {
@@ -232,7 +237,7 @@ export function createConsoleRouter(deps: ConsoleDeps): Router {
     const current = await sessionOf(req);
     if (!current) throw unauthorized("The console session has ended; sign in again");
     if (!SAFE_METHODS.has(req.method)) {
-      assertSameOrigin(req);
+      assertSameOrigin(req, publicOrigin);
       if (!sameToken(req.get(CSRF_HEADER), current.session.csrf))
         throw forbidden("Refused: missing or wrong CSRF token");
     }
