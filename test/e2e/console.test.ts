@@ -135,6 +135,53 @@ describe("admin console", () => {
     await context.close();
   }, 180_000);
 
+  it("is readable at 390×844 on every page, with no console error, and asks for no tool servers the gateway lacks", async () => {
+    const context = await newContext(s.browser, { width: 390, height: 844 });
+    const page = await context.newPage();
+    page.setDefaultTimeout(20_000);
+    const seen = watch(page);
+    const asked: string[] = [];
+    page.on("request", (r) => asked.push(new URL(r.url()).pathname));
+    await signIn(page, s.url, s.root.key);
+    for (const path of ["keys", "usage", "access?userId=bob", "audit", "evals", "tools"]) {
+      await page.goto(`${s.url}/admin/${path}`);
+      await page.waitForLoadState("networkidle");
+      const overflow = await page.evaluate<number>(
+        "document.documentElement.scrollWidth - window.innerWidth",
+      );
+      expect(overflow, `${path} fits 390 px`).toBeLessThanOrEqual(0);
+      expect(await page.getByRole("heading", { level: 1 }).count(), path).toBe(1);
+    }
+    expect(await page.getByRole("heading", { level: 1 }).textContent()).toBe("Not available");
+    expect(asked.filter((p) => p.includes("/mcp/"))).toEqual([]);
+    expect(seen.errors).toEqual([]);
+    await context.close();
+  }, 60_000);
+
+  it("is usable with the keyboard alone", async () => {
+    const context = await newContext(s.browser, DESKTOP);
+    const page = await context.newPage();
+    page.setDefaultTimeout(20_000);
+    await page.goto(`${s.url}/admin/sign-in`);
+    await page.keyboard.type(s.root.key); // the key field has the focus
+    await page.keyboard.press("Enter");
+    await page.waitForURL(`${s.url}/admin/keys`);
+    await page.keyboard.press("Tab");
+    expect(await page.evaluate<string>("document.activeElement.textContent")).toBe("Skip to content");
+    const revoke = page.getByRole("button", { name: /^Revoke key / }).first();
+    await revoke.focus();
+    await page.keyboard.press("Enter");
+    const dialog = page.getByRole("dialog", { name: "Revoke this key?" });
+    await expect.poll(() => dialog.isVisible()).toBe(true);
+    await page.keyboard.press("Escape");
+    await expect.poll(() => dialog.count()).toBe(0);
+    const keys = await fetch(`${s.url}/api/v1/admin/api-keys`, {
+      headers: { Authorization: `Bearer ${s.root.key}` },
+    }).then((r) => r.json() as Promise<{ data: { status: string; name: string | null }[] }>);
+    expect(keys.data.find((k) => k.name === "root")?.status).toBe("active");
+    await context.close();
+  }, 60_000);
+
   it("refuses a state-changing request without the CSRF token, and one from another origin", async () => {
     const context = await newContext(s.browser, DESKTOP);
     const page = await context.newPage();
