@@ -316,23 +316,25 @@ export class KeysPage extends Component {
   render(_, { keys, error, creating, created, editing, revoking, notice }) {
     const rows = (keys ?? []).map((k) => [
       html`<strong>${k.name ?? "—"}</strong>`,
-      html`<code>${k.id}</code><br /><span class="hint">${k.start}…</span>`,
-      k.owner,
-      html`<span class=${`badge ${k.status}`}>${k.status}</span>`,
-      html`<ul class="tags">${k.permissions.map((p) => html`<li>${p}</li>`)}</ul>`,
-      describeLimits(k.limits),
-      describeLimits(k.limits?.endUser),
-      k.models ? k.models.join(", ") : "any",
-      describePolicy(k.onBehalfOf),
-      fmtTime(k.createdAt),
-      fmtTime(k.lastUsedAt),
-      k.expiresAt ? fmtTime(k.expiresAt) : "never",
       k.status === "active"
         ? html`<div class="row">
             <button type="button" onClick=${() => this.setState({ editing: k, creating: false })} aria-label=${`Change key ${k.name ?? k.id}`}>Change</button>
             <button type="button" class="danger" onClick=${() => this.setState({ revoking: k })} aria-label=${`Revoke key ${k.name ?? k.id}`}>Revoke</button>
           </div>`
         : html`<span class="hint">revoked ${fmtTime(k.revokedAt)}</span>`,
+      html`<code>${k.id}</code><br /><span class="hint">${k.start}…</span>`,
+      k.owner,
+      html`<span class=${`badge ${k.status}`}>${k.status}</span>`,
+      html`<details><summary>${k.permissions.length} permission${k.permissions.length === 1 ? "" : "s"}</summary><ul class="tags">${k.permissions.map((p) => html`<li>${p}</li>`)}</ul></details>`,
+      describeLimits(k.limits),
+      describeLimits(k.limits?.endUser),
+      k.models ? k.models.join(", ") : "any",
+      describePolicy(k.onBehalfOf),
+      html`<dl class="dates">
+        <dt>Created</dt><dd>${fmtTime(k.createdAt)}</dd>
+        <dt>Last used</dt><dd>${k.lastUsedAt ? fmtTime(k.lastUsedAt) : "never"}</dd>
+        <dt>Expires</dt><dd>${k.expiresAt ? fmtTime(k.expiresAt) : "never"}</dd>
+      </dl>`,
     ]);
     return html`<h1>API keys</h1>
       ${notice ? html`<${Status} text=${notice} />` : null}
@@ -348,7 +350,7 @@ export class KeysPage extends Component {
         keys
           ? html`<${Table}
             caption=${`Keys of ${session.org}`}
-            columns=${["Name", "Id", "Owner", "Status", "Permissions", "Limits", "End-user limits", "Models", "On behalf of", "Created", "Last used", "Expires", "Actions"]}
+            columns=${["Name", "Actions", "Id", "Owner", "Status", "Permissions", "Limits", "End-user limits", "Models", "On behalf of", "Created, last used, expires"]}
             rows=${rows}
           />`
           : html`<p>Loading keys…</p>`
