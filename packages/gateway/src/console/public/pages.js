@@ -853,26 +853,39 @@ export class EvalsPage extends Component {
 
 // ---------------------------------------------------------------- tool servers (MCP)
 
+/** A date the MCP API gives as Unix seconds or as an ISO string. */
+const fmtWhen = (v) => (typeof v === "number" ? fmtUnix(v) : fmtTime(v));
+
 export class ToolsPage extends Component {
   state = { servers: null, detail: {}, error: null };
   async componentDidMount() {
     try {
-      const body = await api("GET", "/mcp/servers");
+      const body = await api("GET", "/mcp/servers?limit=100");
       this.setState({ servers: body.data ?? [] });
     } catch (error) {
       this.setState({ error });
     }
   }
   open = async (s) => {
+    const id = encodeURIComponent(s.id);
     try {
+      // A server's tools and their roles are for its owners: asked only where a check says so.
+      const owner = can("authorization:read")
+        ? (
+            await api(
+              "GET",
+              `/authorization/llm/check${query({ resourceType: "mcp_server", resourceId: s.id, role: "owner" })}`,
+            )
+          ).allowed
+        : false;
       const [tools, credentials] = await Promise.all([
-        api("GET", `/mcp/servers/${encodeURIComponent(s.id)}/tools`),
-        api("GET", `/mcp/servers/${encodeURIComponent(s.id)}/credentials`),
+        owner ? api("GET", `/mcp/servers/${id}/tools`) : Promise.resolve(null),
+        api("GET", `/mcp/servers/${id}/credentials`),
       ]);
       this.setState({
         detail: {
           ...this.state.detail,
-          [s.id]: { tools: tools.data ?? [], credentials: credentials.data ?? [] },
+          [s.id]: { name: s.name, tools: tools?.data ?? null, credentials: credentials.data ?? [] },
         },
       });
     } catch (error) {
@@ -886,19 +899,31 @@ export class ToolsPage extends Component {
         servers
           ? html`<${Table}
             caption="MCP servers of the organization"
-            columns=${["Name", "Id", "URL", "Created", ""]}
+            columns=${["Name", "Id", "URL", "Description", "Created", ""]}
             empty="No tool servers."
-            rows=${servers.map((s) => [s.name ?? "—", html`<code>${s.id}</code>`, s.url ?? "—", fmtTime(s.createdAt ?? s.created_at), html`<button type="button" onClick=${() => this.open(s)}>Tools and credentials</button>`])}
+            rows=${servers.map((s) => [
+              s.name ?? "—",
+              html`<code>${s.id}</code>`,
+              s.url ?? "—",
+              s.description ?? "—",
+              fmtWhen(s.created_at),
+              html`<button type="button" onClick=${() => this.open(s)} aria-label=${`Tools and credentials of ${s.name ?? s.id}`}>Tools and credentials</button>`,
+            ])}
           />`
           : null
       }
       ${Object.entries(detail).map(
-        ([id, d]) => html`<section aria-label=${`Server ${id}`}>
-          <h2>${id}</h2>
-          <${Table} caption="Tools and the role each needs" columns=${["Tool", "Description", "Required role"]}
-            rows=${d.tools.map((t) => [t.name, t.description ?? "—", t.requiredRole ?? t.required_role ?? t.role ?? "—"])} />
-          <${Table} caption="Credentials by scope and date (never a secret)" columns=${["Scope", "Subject", "Created", "Updated"]}
-            rows=${d.credentials.map((c) => [c.scope ?? "—", c.userId ?? c.user ?? "—", fmtTime(c.createdAt ?? c.created_at), fmtTime(c.updatedAt ?? c.updated_at)])} />
+        ([id, d]) => html`<section aria-label=${`Server ${d.name ?? id}`}>
+          <h2>${d.name ?? id}</h2>
+          ${
+            d.tools
+              ? html`<${Table} caption=${`Tools of ${d.name ?? id} and the role each needs`} columns=${["Tool", "Description", "Required role", "Disabled"]}
+                rows=${d.tools.map((t) => [t.name, t.description ?? "—", t.required_role ?? "—", t.disabled ? "yes" : "no"])} />`
+              : html`<p class="hint">Its tools and their roles are shown to its owners.</p>`
+          }
+          <${Table} caption=${`Credentials of ${d.name ?? id}, by scope and date (never a secret)`} columns=${["Scope", "Type", "Header", "Created", "Last used"]}
+            empty="No credentials."
+            rows=${d.credentials.map((c) => [c.scope, c.type, c.name ?? "—", fmtWhen(c.created_at), c.last_used_at ? fmtWhen(c.last_used_at) : "never"])} />
         </section>`,
       )}`;
   }
