@@ -172,6 +172,7 @@ describe("pnpm start", () => {
       return `${r?.resource?.objectType}:${r?.resource?.objectId} ${r?.relation} ${subject}`;
     });
     expect(lines.sort()).toEqual([
+      `conversation:acme/${conversation} organization organization:acme`,
       `conversation:acme/${conversation} owner user:acme/alice`,
       `conversation:acme/${conversation} reader user:*`,
     ]);

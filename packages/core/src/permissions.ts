@@ -13,6 +13,7 @@ export const PERMISSIONS = [
   "usage:read",
   "admin:api-keys",
   "organization:read",
+  "admin:console",
 ] as const;
 
 export type Permission = (typeof PERMISSIONS)[number];
@@ -25,9 +26,9 @@ export type Permission = (typeof PERMISSIONS)[number];
  */
 export const ORGANIZATION_VIEWS: Permission = "organization:read";
 
-/** What a key gets when it is created without a list: everything but key administration and `organization:read`. */
+/** What a key gets when it is created without a list: everything but key administration, `organization:read` and the admin console. */
 export const DEFAULT_PERMISSIONS: readonly Permission[] = PERMISSIONS.filter(
-  (p) => p !== "admin:api-keys" && p !== ORGANIZATION_VIEWS,
+  (p) => p !== "admin:api-keys" && p !== ORGANIZATION_VIEWS && p !== "admin:console",
 );
 
 /** The end user a principal is confined to (its own usage and creations), or `undefined` when it sees its organization's. */

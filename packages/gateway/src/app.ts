@@ -1,4 +1,5 @@
 import type { ResourceAuthorization, SpiceDBClient } from "@gw/core/authz";
+import { BudgetWindows } from "@gw/core/budget-windows";
 import {
   errorHandler,
   jsonBody,
@@ -13,18 +14,24 @@ import type { Limits } from "@gw/core/limits";
 import type { Logger } from "@gw/core/logger";
 import { type RedisClient, redisReady } from "@gw/core/redis";
 import express, { Router } from "express";
+import { recordLastUsed } from "./api-keys/last-used.ts";
 import type { ApiKeyLookup } from "./api-keys/lookup.ts";
 import type { OrgLimitsStore } from "./api-keys/org-limits.ts";
 import type { ApiKeyStore } from "./api-keys/store.ts";
 import type { AuditLog } from "./audit/audit-log.ts";
 import { authenticate } from "./authenticate/authenticate.ts";
+import { createConsoleRouter } from "./console/console-router.ts";
+import type { ConsoleSessions } from "./console/sessions.ts";
 import { type ForwardOptions, forward } from "./forward/forward.ts";
 import type { GatewayMetrics } from "./metrics.ts";
 import { requireApiKey, resolvePrincipal } from "./principal/resolve-principal.ts";
 import { rateLimit } from "./rate-limit/rate-limit.ts";
 import type { RequestWindows } from "./rate-limit/request-windows.ts";
 import { registerCreateApiKey } from "./routes/admin/create-api-key.ts";
+import { registerGetApiKeyUsage } from "./routes/admin/get-api-key-usage.ts";
 import { registerGetEndUserLimits } from "./routes/admin/get-end-user-limits.ts";
+import { registerInspectGrants } from "./routes/admin/inspect-grants.ts";
+import { registerInspectUserResources } from "./routes/admin/inspect-user-resources.ts";
 import { registerListApiKeys } from "./routes/admin/list-api-keys.ts";
 import { registerListAudit } from "./routes/admin/list-audit.ts";
 import { registerRevokeApiKey } from "./routes/admin/revoke-api-key.ts";
@@ -68,6 +75,8 @@ export interface GatewayDeps {
   lookupCursors: LookupCursors;
   /** Where `/metrics` is served, and its token. */
   metricsEndpoint?: MetricsEndpoint;
+  /** Sessions of the admin console under `/admin/`; without them the console is not served. */
+  consoleSessions?: ConsoleSessions;
 }
 
 /**
@@ -98,6 +107,7 @@ export function createGatewayApp(deps: GatewayDeps): express.Express {
     authenticate({ keys: deps.keys, tokens: deps.tokens, audience: deps.publicUrl, metrics: deps.metrics }),
     resolvePrincipal,
     rateLimit(deps.limiter, deps.defaultLimits, deps.orgLimits),
+    recordLastUsed(deps.store, deps.logger),
   );
   // Everything the service serves goes on, bodies untouched; the gateway parses only its own.
   const toService = forward(deps.forward);
@@ -114,20 +124,37 @@ export function createGatewayApp(deps: GatewayDeps): express.Express {
   registerListGrants(api, deps);
   registerResourceAudit(api, deps);
 
-  api.use(
-    "/admin",
-    requireApiKey("Key administration needs an API key, not a token"),
-    requirePermission("admin:api-keys"),
-  );
+  api.use("/admin", requireApiKey("Key administration needs an API key, not a token"));
+  // Administrators' reads (the admin console): `admin:console`, or for the trail either admin permission.
+  registerInspectGrants(api, deps);
+  registerInspectUserResources(api, deps);
+  registerListAudit(api, deps);
+  api.use("/admin", requirePermission("admin:api-keys"));
   registerCreateApiKey(api, deps.store);
   registerListApiKeys(api, deps.store);
   registerUpdateApiKey(api, deps.store);
   registerRevokeApiKey(api, deps.store);
-  registerListAudit(api, deps);
+  registerGetApiKeyUsage(api, {
+    store: deps.store,
+    budgets: new BudgetWindows(deps.redis),
+    orgLimits: deps.orgLimits,
+  });
   registerGetEndUserLimits(api, deps.orgLimits);
   registerUpdateEndUserLimits(api, deps.orgLimits);
 
   app.use("/api/v1", api);
+  if (deps.consoleSessions) {
+    app.use(
+      "/admin",
+      createConsoleRouter({
+        keys: deps.keys,
+        sessions: deps.consoleSessions,
+        api,
+        publicUrl: deps.publicUrl,
+        logger: deps.logger,
+      }),
+    );
+  }
   app.use(notFoundHandler);
   app.use(errorHandler(deps.logger));
   return app;

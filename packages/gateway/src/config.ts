@@ -95,6 +95,10 @@ export const gatewayConfigSchema = z
     LOOKUP_CURSOR_TTL: z.coerce.number().int().min(600).max(86_400).default(3_600),
     /** How long audit records are kept (in PostgreSQL), a duration with its unit. Default 400d. */
     AUDIT_RETENTION: env.duration("400d"),
+    /** An admin console session unused this long ends, a duration with its unit. Default 30m. */
+    CONSOLE_SESSION_IDLE_TIMEOUT: env.duration("30m"),
+    /** An admin console session ends this long after sign-in however busy, a duration with its unit. Default 12h. */
+    CONSOLE_SESSION_MAX_AGE: env.duration("12h"),
   })
   .superRefine((c, ctx) => {
     if (c.JWT_SIGNING_KEYS && c.JWT_SIGNING_KEYS_FILE) {

@@ -11,6 +11,7 @@ export const AUTHORIZATION_OPERATIONS = [
   "lookup",
   "grants",
   "audit",
+  "inspect",
 ] as const;
 export type AuthorizationOperation = (typeof AUTHORIZATION_OPERATIONS)[number];
 

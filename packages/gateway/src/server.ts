@@ -14,6 +14,7 @@ import { ApiKeyStore } from "./api-keys/store.ts";
 import { createGatewayApp } from "./app.ts";
 import { AuditLog } from "./audit/audit-log.ts";
 import type { GatewayConfig } from "./config.ts";
+import { ConsoleSessions } from "./console/sessions.ts";
 import { createGatewayMetrics } from "./metrics.ts";
 import { RequestWindows } from "./rate-limit/request-windows.ts";
 import { LookupCursors } from "./routes/authorization/lookup-cursor.ts";
@@ -146,6 +147,10 @@ export async function startGateway(
     limiter,
     defaultLimits: config.DEFAULT_LIMITS,
     orgLimits: new OrgLimitsStore(redis),
+    consoleSessions: new ConsoleSessions(redis, {
+      idleMs: config.CONSOLE_SESSION_IDLE_TIMEOUT,
+      maxAgeMs: config.CONSOLE_SESSION_MAX_AGE,
+    }),
     tokens,
     publicUrl: config.GATEWAY_PUBLIC_URL,
     forward: {

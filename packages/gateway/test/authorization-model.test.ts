@@ -1,4 +1,11 @@
-import { PERMISSION_FOR_ROLE, SpiceDBClient, scopedId, subjectContext, v1 } from "@gw/core/authz";
+import {
+  administratorContext,
+  PERMISSION_FOR_ROLE,
+  SpiceDBClient,
+  scopedId,
+  subjectContext,
+  v1,
+} from "@gw/core/authz";
 import fc from "fast-check";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { newOrg, type Org, RANK } from "./authorization-helpers.ts";
@@ -24,6 +31,20 @@ async function rawCheck(org: string, id: string, subject: v1.SubjectReference, r
       permission: PERMISSION_FOR_ROLE[role],
       subject,
       ...(context ? { context: subjectContext(context) } : {}),
+    }),
+  );
+  return response.permissionship;
+}
+
+/** `inspect` as an administrator of `subjectOrg`, as the gateway asks it for a key with admin:console. */
+async function rawInspect(org: string, id: string, subject: v1.SubjectReference, subjectOrg: string) {
+  const response = await raw.checkPermission(
+    v1.CheckPermissionRequest.create({
+      consistency: FULLY,
+      resource: v1.ObjectReference.create({ objectType: TYPE, objectId: scopedId(org, id) }),
+      permission: "inspect",
+      subject,
+      context: administratorContext(subjectOrg, true),
     }),
   );
   return response.permissionship;
@@ -173,6 +194,12 @@ describe.each([
     const o = await newOrg(gw);
     // Another organization, whose users share names with this one's.
     const other = freshOrg();
+    // An administrator of each (admin:console), owning nothing.
+    const administrator = (await gw.createKey({ org: o.org, owner: "dave", permissions: ["admin:console"] }))
+      .secret;
+    const strangerAdministrator = (
+      await gw.createKey({ org: other, owner: "alice", permissions: ["admin:console"] })
+    ).secret;
     await fc.assert(
       fc.asyncProperty(fc.array(command, { minLength: 1, maxLength: 10 }), async (commands) => {
         const id = await o.create("alice", TYPE);
@@ -208,11 +235,11 @@ describe.each([
             }
           }
 
-          // Who has access, as an owner sees it, expiries included.
-          const owner = model.owners()[0];
-          if (owner) {
+          // Who has access, as an owner sees it, expiries included; and as an administrator of the
+          // organization sees it (`inspect`), who owns nothing, while the resource exists.
+          const sameGrants = async (asked: () => Promise<Response>, who: string) => {
             const from = Date.now();
-            const listed = (await (await o.grants(owner, TYPE, id)).json()).data as {
+            const listed = (await (await asked()).json()).data as {
               userId: string;
               role: Role;
               expiresAt?: string;
@@ -221,14 +248,26 @@ describe.each([
             const certain = listed.filter((g) => !uncertain.has(g.userId));
             expect(
               certain.map((g) => [g.userId, g.role]).sort(),
-              `grants after ${JSON.stringify(c)}`,
+              `grants as ${who} after ${JSON.stringify(c)}`,
             ).toEqual(expected.map((g) => [g.userId, g.role]).sort());
             for (const g of certain) {
               const at = expected.find((e) => e.userId === g.userId)?.expiresAt;
               if (at === undefined) expect(g.expiresAt).toBeUndefined();
               else expect(Math.abs(Date.parse(g.expiresAt!) - at)).toBeLessThan(1_000);
             }
+          };
+          const inspect = (secret: string) =>
+            gw.call(`/api/v1/admin/authorization/resources/${TYPE}/${id}/grants`, { bearer: secret });
+          const owner = model.owners()[0];
+          if (owner) {
+            await sameGrants(() => o.grants(owner, TYPE, id), "its owner");
+            await sameGrants(() => inspect(administrator), "an administrator");
+          } else {
+            expect((await inspect(administrator)).status, "a deleted resource").toBe(403);
           }
+          expect((await inspect(strangerAdministrator)).status, "another organization's administrator").toBe(
+            403,
+          );
 
           // Straight to SpiceDB: whatever the wildcard holds, a user of another organization is never
           // granted, with or without the caveat context, by check or by lookup.
@@ -244,6 +283,9 @@ describe.each([
                   HAS_PERMISSION,
                 );
               }
+              expect(await rawInspect(o.org, id, stranger, other), "inspect as its administrator").toBe(
+                NO_PERMISSION,
+              );
               expect((await rawLookup(stranger, "reader", other)).has(scopedId(o.org, id))).toBe(false);
               expect((await rawLookup(stranger, "reader")).get(scopedId(o.org, id))).not.toBe(LOOKUP_HAS);
             }),

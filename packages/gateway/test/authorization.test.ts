@@ -135,9 +135,16 @@ describe("one role per user", () => {
     client.close();
     expect(
       relationships
-        .map((r) => `${r.relationship?.relation} user:${r.relationship?.subject?.object?.objectId}`)
+        .map(
+          (r) =>
+            `${r.relationship?.relation} ${r.relationship?.subject?.object?.objectType}:${r.relationship?.subject?.object?.objectId}`,
+        )
         .sort(),
-    ).toEqual([`owner user:${o.org}/alice`, `reader user:${o.org}/bob`]);
+    ).toEqual([
+      `organization organization:${o.org}`,
+      `owner user:${o.org}/alice`,
+      `reader user:${o.org}/bob`,
+    ]);
   });
 
   it("revoke removes only the role named; revoking a role not held is a 204 that changes nothing", async () => {

@@ -119,7 +119,7 @@ describe("the service while PostgreSQL is down", () => {
         resourceType: "completion",
         optionalResourceIdPrefix: `${principal.org}/`,
       }),
-    ).toEqual([`owner ${principal.org}/${principal.user}`]); // the one stored before, only
+    ).toEqual([`organization ${principal.org}`, `owner ${principal.org}/${principal.user}`]); // the one stored before, only
     await expectUnavailable(await send("GET", `${COMPLETIONS}/${completionId}`));
     const ready = await fetch(`${service.url}/readyz`);
     expect(ready.status).toBe(503);

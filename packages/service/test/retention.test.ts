@@ -83,6 +83,7 @@ describe("RESPONSE_RETENTION=5s", () => {
       await stack.call(key.secret, RESPONSES, { json: { input: "new" }, user: "alice" })
     ).json();
     expect(await relationships("response", key.org, id)).toEqual([
+      `organization ${key.org}`,
       `owner ${scopedId(key.org, "alice")}`,
       `reader ${scopedId(key.org, "bob")}`,
     ]);
@@ -107,6 +108,7 @@ describe("RESPONSE_RETENTION=5s", () => {
     expect((await read("alice")).status).toBe(404);
     expect((await stack.call(key.secret, `${RESPONSES}/${fresh.id}`, { user: "alice" })).status).toBe(200);
     expect(await relationships("response", key.org, fresh.id)).toEqual([
+      `organization ${key.org}`,
       `owner ${scopedId(key.org, "alice")}`,
     ]);
   });
@@ -150,6 +152,7 @@ describe("RESPONSE_RETENTION=5s", () => {
     expect(await relationships("completion", key.org, id)).toEqual([]);
     expect(await rows(fresh)).toBe(1);
     expect(await relationships("completion", key.org, fresh)).toEqual([
+      `organization ${key.org}`,
       `owner ${scopedId(key.org, "alice")}`,
     ]);
     expect(await as("alice", `/${fresh}/messages`)).toBe(200);
@@ -234,6 +237,7 @@ describe("CONVERSATION_IDLE_EXPIRY=1h", () => {
     expect(await relationships("conversation", key.org, idle)).toEqual([]);
     expect(await rows(active)).toBe(3);
     expect(await relationships("conversation", key.org, active)).toEqual([
+      `organization ${key.org}`,
       `owner ${scopedId(key.org, "alice")}`,
     ]);
     expect(await as("alice", `${CONV}/${active}/items`)).toBe(200);

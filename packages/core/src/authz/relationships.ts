@@ -15,6 +15,51 @@ export interface ResourceRef {
 /** The caveat that keeps `user:*` inside its organization (`spicedb/schema.zed`). */
 export const SAME_ORGANIZATION_CAVEAT = "same_organization";
 
+/** The caveat of an organization's administrators (`spicedb/schema.zed`). */
+export const ORGANIZATION_ADMINISTRATOR_CAVEAT = "organization_administrator";
+
+/**
+ * What an `inspect` check tells SpiceDB: the subject's organization and
+ * whether the request vouches that the subject administers it.
+ */
+export function administratorContext(org: string, administrator: boolean): v1.PbStruct {
+  return v1.PbStruct.fromJson({ subject_organization: org, administrator });
+}
+
+export const organizationRef = (org: string) =>
+  v1.ObjectReference.create({ objectType: "organization", objectId: org });
+
+/**
+ * Written with a resource's first owner: the resource names its organization,
+ * and the organization's administrators are its users when a request vouches
+ * for them (the same relationship for every resource: a TOUCH).
+ */
+export function organizationUpdates(org: string, resource: ResourceRef): v1.RelationshipUpdate[] {
+  const { TOUCH } = v1.RelationshipUpdate_Operation;
+  return [
+    v1.RelationshipUpdate.create({
+      operation: TOUCH,
+      relationship: v1.Relationship.create({
+        resource: objectRef(org, resource),
+        relation: "organization",
+        subject: v1.SubjectReference.create({ object: organizationRef(org) }),
+      }),
+    }),
+    v1.RelationshipUpdate.create({
+      operation: TOUCH,
+      relationship: v1.Relationship.create({
+        resource: organizationRef(org),
+        relation: "administrator",
+        subject: userRef(PUBLIC_USER),
+        optionalCaveat: v1.ContextualizedCaveat.create({
+          caveatName: ORGANIZATION_ADMINISTRATOR_CAVEAT,
+          context: v1.PbStruct.fromJson({ organization: org }),
+        }),
+      }),
+    }),
+  ];
+}
+
 /** What a check or lookup must tell SpiceDB for the public wildcard to apply: the subject's organization. */
 export function subjectContext(org: string): v1.PbStruct {
   return v1.PbStruct.fromJson({ subject_organization: org });

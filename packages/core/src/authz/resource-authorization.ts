@@ -21,12 +21,14 @@ import {
   unscopedId,
 } from "./identity.ts";
 import {
+  administratorContext,
   callerIsOwner,
   FULLY_CONSISTENT,
   fromTimestamp,
   MINIMIZE_LATENCY,
   objectRef,
   organizationTokenKey,
+  organizationUpdates,
   ownerFilter,
   type ResourceRef,
   resourceFilter,
@@ -44,6 +46,17 @@ export class NotResourceOwner extends AppError {
   constructor() {
     super("forbidden", "Only resource owners can grant or revoke permissions");
     this.name = "NotResourceOwner";
+  }
+}
+
+/** Neither an owner of the resource nor an administrator of its organization (also when it does not exist). */
+export class NotInspector extends AppError {
+  constructor() {
+    super(
+      "forbidden",
+      "Only the resource's owners and its organization's administrators see who holds its roles",
+    );
+    this.name = "NotInspector";
   }
 }
 
@@ -166,7 +179,10 @@ export class ResourceAuthorization {
     const lifetime = this.ownership?.lifetimes[resource.type];
     const expiresAt =
       lifetime === undefined ? undefined : new Date((this.ownership?.now ?? Date.now)() + lifetime);
-    return this.write(principal.org, resource, [ownerUpdate(principal, resource, expiresAt)]);
+    return this.write(principal.org, resource, [
+      ownerUpdate(principal, resource, expiresAt),
+      ...organizationUpdates(principal.org, resource),
+    ]);
   }
 
   /**
@@ -182,7 +198,12 @@ export class ResourceAuthorization {
       filter: ownerFilter(principal.org, resource),
     });
     try {
-      return await this.write(principal.org, resource, [ownerUpdate(principal, resource)], [noOwner]);
+      return await this.write(
+        principal.org,
+        resource,
+        [ownerUpdate(principal, resource), ...organizationUpdates(principal.org, resource)],
+        [noOwner],
+      );
     } catch (err) {
       if (isFailedPrecondition(err)) throw new AlreadyRegistered();
       throw err;
@@ -351,6 +372,26 @@ export class ResourceAuthorization {
     return this.listGrants(principal.org, resource);
   }
 
+  /**
+   * Who holds which role, for an owner or an administrator of the resource's
+   * organization (`administrator`: the request vouches that the principal is
+   * one), as SpiceDB's `inspect` permission decides; read-only.
+   */
+  async inspect(principal: Principal, resource: ResourceRef, administrator: boolean): Promise<Grant[]> {
+    const response = await this.spicedb.checkPermission(
+      v1.CheckPermissionRequest.create({
+        consistency: consistencyAfter(await this.lastWrite(tokenKey(principal.org, resource))),
+        resource: objectRef(principal.org, resource),
+        permission: "inspect",
+        subject: userRef(scopedId(principal.org, principal.user)),
+        context: administratorContext(principal.org, administrator),
+      }),
+    );
+    if (response.permissionship !== v1.CheckPermissionResponse_Permissionship.HAS_PERMISSION)
+      throw new NotInspector();
+    return this.listGrants(principal.org, resource);
+  }
+
   /** Who holds which role on an organization's resource, for operators (no ownership asked). */
   async listGrants(org: string, resource: ResourceRef): Promise<Grant[]> {
     const relationships = await this.spicedb.readRelationships(
@@ -362,7 +403,9 @@ export class ResourceAuthorization {
     const grants: Grant[] = [];
     for (const { relationship } of relationships) {
       const objectId = relationship?.subject?.object?.objectId;
-      if (!relationship || !objectId) continue;
+      // Roles only: the resource's `organization` is no grant.
+      if (!relationship || !objectId || !(ROLES as readonly string[]).includes(relationship.relation))
+        continue;
       const { org: scopedOrg, id } = unscopedId(objectId);
       grants.push({
         // A subject of another organization was not written by this gateway; it is shown as SpiceDB has it.

@@ -12,6 +12,7 @@ export const API_KEY_EVENTS_CHANNEL = "gw:apikey-events";
 const recordKey = (id: string) => `gw:apikey:${id}`;
 const hashKey = (hash: string) => `gw:apikey-hash:${hash}`;
 const orgKey = (org: string) => `gw:org:${org}:apikeys`;
+const usedKey = (id: string) => `gw:apikey-used:${id}`;
 
 // Replaces a record only if nobody changed it since it was read, and tells every replica.
 const CAS_SCRIPT = `
@@ -110,6 +111,17 @@ export class ApiKeyStore {
   async findByHash(hash: string): Promise<ApiKeyRecord | undefined> {
     const id = await this.redis.get(hashKey(hash));
     return id ? this.get(id) : undefined;
+  }
+
+  /** Notes that the key authenticated a request now (kept apart from the record: no compare-and-set on the hot path). */
+  async markUsed(id: string, at: Date): Promise<void> {
+    await this.redis.set(usedKey(id), at.toISOString());
+  }
+
+  /** When each key last authenticated a request (as `markUsed` noted it), or `null`. */
+  async lastUsed(ids: string[]): Promise<Map<string, string | null>> {
+    const values = await Promise.all(ids.map((id) => this.redis.get(usedKey(id))));
+    return new Map(ids.map((id, i) => [id, values[i] ?? null]));
   }
 
   async listByOrg(org: string): Promise<ApiKeyRecord[]> {

@@ -3,7 +3,8 @@ import type { Logger } from "@gw/core/logger";
 import type { Queryable } from "@gw/core/postgres";
 import type { Principal } from "@gw/core/principal";
 
-export const AUDIT_ACTIONS = ["register", "delete", "grant", "revoke"] as const;
+/** `inspect`: an administrator read who holds which role (the admin console), which changes nothing but is recorded. */
+export const AUDIT_ACTIONS = ["register", "delete", "grant", "revoke", "inspect"] as const;
 export type AuditAction = (typeof AUDIT_ACTIONS)[number];
 
 /**
@@ -49,6 +50,18 @@ export type AuditIntent = Omit<AuditRecord, "id" | "time" | "outcome" | "zedToke
 export interface AuditPage {
   data: AuditRecord[];
   next_cursor: string | null;
+}
+
+/** Narrows an organization's listing; every filter given must hold. */
+export interface AuditFilters {
+  /** The acting user. */
+  actor?: string | undefined;
+  resourceType?: ResourceType | undefined;
+  resourceId?: string | undefined;
+  action?: AuditAction | undefined;
+  /** Records at or after / before these instants. */
+  since?: Date | undefined;
+  until?: Date | undefined;
 }
 
 export interface AuditLogOptions {
@@ -115,9 +128,17 @@ export class AuditLog {
     return settled;
   }
 
-  /** An organization's records, newest first. */
-  forOrganization(org: string, page: { limit: number; cursor?: string | undefined }): Promise<AuditPage> {
-    return this.read(org, undefined, page);
+  /** An organization's records, newest first, narrowed by `filters`. */
+  forOrganization(
+    org: string,
+    page: { limit: number; cursor?: string | undefined },
+    filters: AuditFilters = {},
+  ): Promise<AuditPage> {
+    const resource =
+      filters.resourceType && filters.resourceId
+        ? { type: filters.resourceType, id: filters.resourceId }
+        : undefined;
+    return this.read(org, resource, page, filters);
   }
 
   /** One resource's records, newest first. */
@@ -153,12 +174,32 @@ export class AuditLog {
     org: string,
     resource: ResourceRef | undefined,
     page: { limit: number; cursor?: string | undefined },
+    filters: AuditFilters = {},
   ): Promise<AuditPage> {
     const values: unknown[] = [org, new Date(this.now() - this.retentionMs), page.limit + 1];
     let where = "org = $1 AND at > $2";
     if (resource) {
       values.push(resource.type, resource.id);
       where += ` AND resource_type = $${values.length - 1} AND resource_id = $${values.length}`;
+    } else if (filters.resourceType) {
+      values.push(filters.resourceType);
+      where += ` AND resource_type = $${values.length}`;
+    }
+    if (filters.actor !== undefined) {
+      values.push(filters.actor);
+      where += ` AND record->'actor'->>'userId' = $${values.length}`;
+    }
+    if (filters.action) {
+      values.push(filters.action);
+      where += ` AND record->>'action' = $${values.length}`;
+    }
+    if (filters.since) {
+      values.push(filters.since);
+      where += ` AND at >= $${values.length}`;
+    }
+    if (filters.until) {
+      values.push(filters.until);
+      where += ` AND at < $${values.length}`;
     }
     if (page.cursor) {
       const [ms, seq] = page.cursor.split("-");

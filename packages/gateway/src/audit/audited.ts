@@ -1,4 +1,10 @@
-import { AlreadyRegistered, LastOwner, NotResourceOwner, ServiceIssuedResource } from "@gw/core/authz";
+import {
+  AlreadyRegistered,
+  LastOwner,
+  NotInspector,
+  NotResourceOwner,
+  ServiceIssuedResource,
+} from "@gw/core/authz";
 import { ValidationFailed } from "@gw/core/errors";
 import type { Logger } from "@gw/core/logger";
 import type { Principal } from "@gw/core/principal";
@@ -7,7 +13,7 @@ import type { AuditEvent, AuditLog, AuditOutcome, AuditRecord } from "./audit-lo
 
 /** How an authorization operation ended, for metrics and the audit trail. */
 export function outcomeOf(err: unknown): AuditOutcome | "invalid" {
-  if (err instanceof NotResourceOwner) return "denied";
+  if (err instanceof NotResourceOwner || err instanceof NotInspector) return "denied";
   if (err instanceof LastOwner || err instanceof AlreadyRegistered || err instanceof ServiceIssuedResource)
     return "conflict";
   if (err instanceof ValidationFailed) return "invalid";

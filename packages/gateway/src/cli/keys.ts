@@ -8,6 +8,7 @@ import { parseArgs } from "node:util";
 import { ValidationFailed } from "@gw/core/errors";
 import { SPEND_WINDOWS, TOKEN_WINDOWS, WINDOWS } from "@gw/core/limits";
 import { redactUrl } from "@gw/core/logger";
+import { PERMISSIONS } from "@gw/core/permissions";
 import { createRedis, localRedisUrl } from "@gw/core/redis";
 import { validate } from "@gw/core/validation";
 import { CountingWindows } from "@gw/core/windows";
@@ -19,7 +20,7 @@ import { toView } from "../api-keys/types.ts";
 import { generateSigningJwk } from "../tokens/signing-keys.ts";
 
 const USAGE = `usage:
-  pnpm keys create --org ORG --owner USER [--name N] [--permissions a,b] [--models a,b] [--limit LIMIT=N]... [--expires-at ISO8601] [--on-behalf-of POLICY]
+  pnpm keys create --org ORG --owner USER [--name N] [--permissions a,b|all] [--models a,b] [--limit LIMIT=N]... [--expires-at ISO8601] [--on-behalf-of POLICY]
   pnpm keys list --org ORG
   pnpm keys get ID
   pnpm keys update ID [--name N] [--permissions a,b] [--models a,b|any] [--limit LIMIT=N|off]... [--expires-at ISO8601|never] [--on-behalf-of POLICY]
@@ -137,7 +138,7 @@ export async function runKeysCommand(
         org: values.org,
         owner: values.owner,
         name: values.name,
-        permissions: parseList(values.permissions),
+        permissions: values.permissions === "all" ? [...PERMISSIONS] : parseList(values.permissions),
         models: parseList(values.models),
         limits: parseLimits(values.limit, false),
         expiresAt: values["expires-at"],
@@ -157,7 +158,7 @@ export async function runKeysCommand(
       const expires = values["expires-at"];
       const patch = validate("body", updateApiKeySchema, {
         name: values.name,
-        permissions: parseList(values.permissions),
+        permissions: values.permissions === "all" ? [...PERMISSIONS] : parseList(values.permissions),
         models: values.models === "any" ? null : parseList(values.models),
         limits: parseLimits(values.limit, true),
         expiresAt: expires === "never" ? null : expires,

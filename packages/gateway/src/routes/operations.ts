@@ -6,6 +6,8 @@ import {
   stringSchema,
 } from "@gw/core/openapi";
 import { PERMISSIONS } from "@gw/core/permissions";
+import { userIdSchema } from "@gw/core/principal";
+import { z } from "zod";
 import { onBehalfOfSchema } from "../api-keys/on-behalf-of.ts";
 import {
   createApiKeySchema,
@@ -14,7 +16,9 @@ import {
   modelsSchema,
   updateApiKeySchema,
 } from "../api-keys/schema.ts";
+import { inspectUserResourcesQuery } from "./admin/inspect-user-resources.ts";
 import { listApiKeysQuery } from "./admin/list-api-keys.ts";
+import { orgAuditQuery } from "./admin/list-audit.ts";
 import { exchangeTokenBody } from "./authentication/exchange-token.ts";
 import { checkQuery } from "./authorization/check.ts";
 import { listResourcesQuery } from "./authorization/list-resources.ts";
@@ -55,8 +59,13 @@ const apiKeyView: JsonSchema = objectSchema(
     expiresAt: { type: ["string", "null"], format: "date-time" },
     revokedAt: { type: ["string", "null"], format: "date-time" },
     start: stringSchema("The secret's first characters, to recognise it"),
+    lastUsedAt: {
+      type: ["string", "null"],
+      format: "date-time",
+      description: "When it last authenticated a request, to the minute (in lists only)",
+    },
   },
-  { open: true },
+  { open: true, optional: ["lastUsedAt"] },
 );
 
 const auditPage: JsonSchema = objectSchema(
@@ -354,12 +363,95 @@ export const GATEWAY_OPERATIONS: ApiOperation[] = [
   },
   {
     method: "GET",
-    path: `${API}/admin/audit`,
-    operationId: "listAudit",
-    summary: "The organization's audit trail, newest first",
+    path: `${API}/admin/api-keys/:id/usage`,
+    operationId: "getApiKeyUsage",
+    summary: "Where every window of every unit of a key (and with `user`, of that end user) stands now",
     tag: API_KEYS,
     permission: "admin:api-keys",
-    query: auditQuery,
+    query: z.object({ user: z.string().max(256).optional() }),
+    responses: {
+      200: {
+        description: "The key's windows; spend in dollars",
+        schema: objectSchema(
+          {
+            id: stringSchema(),
+            windows: {
+              type: "array",
+              items: objectSchema({
+                scope: stringSchema(),
+                unit: stringSchema(),
+                window: stringSchema(),
+                limit: { type: "number" },
+                used: { type: "number" },
+                remaining: { type: "number" },
+                resetsInSeconds: { type: "integer" },
+              }),
+            },
+          },
+          { open: true },
+        ),
+      },
+    },
+    errors: ["not_found"],
+  },
+  {
+    method: "GET",
+    path: `${API}/admin/audit`,
+    operationId: "listAudit",
+    summary: "The organization's audit trail, newest first, narrowed by actor, resource, action and time",
+    description: "Needs `admin:api-keys` or `admin:console`.",
+    tag: API_KEYS,
+    permission: "admin:api-keys",
+    query: orgAuditQuery,
     responses: { 200: { description: "A page of audit records", schema: auditPage } },
+  },
+  {
+    method: "GET",
+    path: `${API}/admin/authorization/resources/:resourceType/:resourceId/grants`,
+    operationId: "inspectGrants",
+    summary:
+      "Who holds which role on any resource of the organization (administrators; recorded as `inspect`)",
+    tag: AUTHORIZATION,
+    permission: "admin:console",
+    params: resourcePathSchema,
+    responses: {
+      200: {
+        description: "The grants; `*` is everyone in the organization",
+        schema: objectSchema({
+          data: {
+            type: "array",
+            items: objectSchema(
+              {
+                userId: stringSchema(),
+                role: stringSchema(),
+                expiresAt: { type: "string", format: "date-time" },
+              },
+              { optional: ["expiresAt"] },
+            ),
+          },
+        }),
+      },
+    },
+  },
+  {
+    method: "GET",
+    path: `${API}/admin/authorization/users/:userId/resources`,
+    operationId: "inspectUserResources",
+    summary: "What a user of the organization can read of a type (administrators; recorded as `inspect`)",
+    tag: AUTHORIZATION,
+    permission: "admin:console",
+    params: z.object({ userId: userIdSchema }),
+    query: inspectUserResourcesQuery,
+    responses: {
+      200: {
+        description: "The resources, in order of id",
+        schema: objectSchema({
+          userId: stringSchema(),
+          resourceType: stringSchema(),
+          data: { type: "array", items: objectSchema({ resourceId: stringSchema() }) },
+          has_more: { type: "boolean" },
+        }),
+      },
+    },
   },
 ];

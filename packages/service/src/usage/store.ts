@@ -5,8 +5,8 @@ import type { Usage } from "../llm/provider.ts";
 
 export const USAGE_DIMENSIONS = ["model", "user", "key"] as const;
 export type UsageDimension = (typeof USAGE_DIMENSIONS)[number];
-/** What `group_by` accepts: a dimension, or `end_user` (the same as `user`: the end user a request acted for). */
-export const USAGE_GROUPS = [...USAGE_DIMENSIONS, "end_user"] as const;
+/** What `group_by` accepts: a dimension, `end_user` (the same as `user`: the end user a request acted for), or `day` (one row per UTC day of the range, oldest first). */
+export const USAGE_GROUPS = [...USAGE_DIMENSIONS, "end_user", "day"] as const;
 export type UsageGroup = (typeof USAGE_GROUPS)[number];
 const METRICS = ["requests", "input_tokens", "output_tokens", "total_tokens", "cost_nusd"] as const;
 
@@ -79,11 +79,13 @@ export class UsageStore {
 
   /**
    * Totals over the days `start`..`end` (inclusive), and per value of `groupBy`
-   * when given; with `user`, only that end user's usage (its totals, and its
-   * own row per model, key or itself), for a principal that may see no more.
+   * when given (`day`: one row per day of the range, oldest first); with
+   * `user`, only that end user's usage (its totals, and its own row per model,
+   * key, day or itself), for a principal that may see no more.
    */
   async query(org: string, start: string, end: string, group?: UsageGroup, user?: string) {
-    const groupBy: UsageDimension | undefined = group === "end_user" ? "user" : group;
+    const groupBy: UsageDimension | undefined =
+      group === "end_user" ? "user" : group === "day" ? undefined : group;
     // One end user's view: totals from its own `user` fields, rows from its breakdown (or itself).
     const own = user === undefined ? undefined : encodeURIComponent(user);
     const ownBreakdown = groupBy === "model" ? "user_model" : groupBy === "key" ? "user_key" : "user";
@@ -96,11 +98,16 @@ export class UsageStore {
     const hashes = ((await pipeline.exec()) ?? []).map(([, h]) => (h ?? {}) as Record<string, string>);
     const totals = zero();
     const groups = new Map<string, Sums>();
-    for (const hash of hashes) {
+    for (const [i, hash] of hashes.entries()) {
+      const daily = group === "day" ? zero() : undefined;
+      if (daily) groups.set(days[i]!, daily);
       for (const [name, amount] of Object.entries(hash)) {
         const [dimension, encoded, metric] = name.split("|") as [string, string, keyof Sums];
         if (own !== undefined) {
-          if (dimension === "user" && encoded === own) totals[metric] += Number(amount);
+          if (dimension === "user" && encoded === own) {
+            totals[metric] += Number(amount);
+            if (daily) daily[metric] += Number(amount);
+          }
           if (!groupBy || dimension !== ownBreakdown) continue;
           const value = decodeURIComponent(encoded);
           if (ownBreakdown === "user") {
@@ -111,8 +118,10 @@ export class UsageStore {
           }
           continue;
         }
-        if (dimension === "total") totals[metric] += Number(amount);
-        else if (dimension === groupBy) {
+        if (dimension === "total") {
+          totals[metric] += Number(amount);
+          if (daily) daily[metric] += Number(amount);
+        } else if (dimension === groupBy) {
           const value = decodeURIComponent(encoded);
           const group = groups.get(value) ?? zero();
           group[metric] += Number(amount);
@@ -121,9 +130,11 @@ export class UsageStore {
       }
     }
     const column = group === "key" ? "key_id" : (group as string);
-    const data = [...groups]
-      .map(([value, t]) => ({ [column]: value, ...totalsOf(t) }))
-      .sort((a, b) => b.total_tokens - a.total_tokens || b.requests - a.requests);
+    const rows = [...groups].map(([value, t]) => ({ [column]: value, ...totalsOf(t) }));
+    const data =
+      group === "day"
+        ? rows
+        : rows.sort((a, b) => b.total_tokens - a.total_tokens || b.requests - a.requests);
     return { totals: totalsOf(totals), data };
   }
 }

@@ -9,7 +9,8 @@ import { assertOwnOrg } from "./api-key-admin.ts";
 
 export interface ListApiKeysResponse {
   object: "list";
-  data: ApiKeyView[];
+  /** Each with `lastUsedAt`: when it last authenticated a request (to the minute), or `null`. */
+  data: (ApiKeyView & { lastUsedAt: string | null })[];
 }
 
 export const listApiKeysQuery = z.object({ org: orgIdSchema.optional() });
@@ -19,7 +20,12 @@ export function registerListApiKeys(router: Router, store: ApiKeyStore): void {
   router.get("/admin/api-keys", async (req, res) => {
     const org = validate("query", listApiKeysQuery, req.query).org ?? principalOf(res).org;
     assertOwnOrg(res, org);
-    const body: ListApiKeysResponse = { object: "list", data: (await store.listByOrg(org)).map(toView) };
+    const records = await store.listByOrg(org);
+    const used = await store.lastUsed(records.map((r) => r.id));
+    const body: ListApiKeysResponse = {
+      object: "list",
+      data: records.map((r) => ({ ...toView(r), lastUsedAt: used.get(r.id) ?? null })),
+    };
     res.json(body);
   });
 }

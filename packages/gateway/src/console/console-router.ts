@@ -1,0 +1,276 @@
+import { readFileSync } from "node:fs";
+import { createRequire } from "node:module";
+import { dirname, join } from "node:path";
+import { forbidden, unauthorized } from "@gw/core/errors";
+import { RouteLabels, routesOf, SERVICE_ROUTES } from "@gw/core/http";
+import type { Logger } from "@gw/core/logger";
+import type { Permission } from "@gw/core/permissions";
+import express, { type Request, type RequestHandler, type Response, Router } from "express";
+import type { ApiKeyLookup } from "../api-keys/lookup.ts";
+import type { ApiKeyRecord } from "../api-keys/types.ts";
+import { type ConsolePage, consoleShell, signInPage } from "./pages.ts";
+import { type ConsoleSession, type ConsoleSessions, sameToken } from "./sessions.ts";
+
+declare global {
+  namespace Express {
+    interface Locals {
+      /** Set by the admin console when it lets a request into the API on its session's key (already checked). */
+      consoleSession?: ConsoleSession;
+    }
+  }
+}
+
+export const SESSION_COOKIE = "gw_console";
+/** Ties the sign-in form to the browser that loaded it (login CSRF): a random value in a cookie and in the form. */
+const SIGN_IN_COOKIE = "gw_console_signin";
+export const CSRF_HEADER = "x-csrf-token";
+export const CONSOLE_PERMISSION: Permission = "admin:console";
+
+export interface ConsoleDeps {
+  keys: ApiKeyLookup;
+  sessions: ConsoleSessions;
+  /** The gateway's API router; the console enters it after authentication, as the session's key. */
+  api: RequestHandler;
+  /** The gateway's public URL: cookies are `Secure` when it is https (or the request came over TLS). */
+  publicUrl: string;
+  logger: Logger;
+}
+
+/**
+ * Headers of every console answer: a CSP with no inline script (and no
+ * framing), no MIME sniffing, and a referrer policy under which Chromium's
+ * own form posts still carry their origin.
+ */
+export const CONSOLE_CSP = [
+  "default-src 'none'",
+  "script-src 'self'",
+  "style-src 'self'",
+  "img-src 'self' data:",
+  "connect-src 'self'",
+  "form-action 'self'",
+  "frame-ancestors 'none'",
+  "base-uri 'none'",
+].join("; ");
+
+const securityHeaders: RequestHandler = (_req, res, next) => {
+  res.setHeader("Content-Security-Policy", CONSOLE_CSP);
+  res.setHeader("X-Content-Type-Options", "nosniff");
+  res.setHeader("Referrer-Policy", "same-origin");
+  res.setHeader("X-Frame-Options", "DENY");
+  res.setHeader("Cross-Origin-Opener-Policy", "same-origin");
+  res.setHeader("Cross-Origin-Resource-Policy", "same-origin");
+  next();
+};
+
+function cookiesOf(req: Request): Map<string, string> {
+  const found = new Map<string, string>();
+  for (const part of (req.headers.cookie ?? "").split(";")) {
+    const eq = part.indexOf("=");
+    if (eq > 0) found.set(part.slice(0, eq).trim(), decodeURIComponent(part.slice(eq + 1).trim()));
+  }
+  return found;
+}
+
+/**
+ * A state-changing request must come from the console's own origin: its
+ * `Origin` is the gateway's public URL's, or the one the request was
+ * addressed to; and `Sec-Fetch-Site`, when sent, says same-origin.
+ */
+function assertSameOrigin(req: Request, publicOrigin: string): void {
+  const origin = req.get("origin");
+  const own = `${req.protocol}://${req.get("host")}`;
+  if (!origin || (origin !== own && origin !== publicOrigin))
+    throw forbidden("Refused: the request did not come from the console's own origin");
+  const site = req.get("sec-fetch-site");
+  if (site && site !== "same-origin")
+    throw forbidden("Refused: the request did not come from the console's own origin");
+}
+
+const SAFE_METHODS = new Set(["GET", "HEAD", "OPTIONS"]);
+
+/** What the browser loads from packages, served from `node_modules`, never from a CDN. */
+function vendorFiles(): Map<string, { body: Buffer; type: string }> {
+  const require = createRequire(import.meta.url);
+  const js = "text/javascript; charset=utf-8";
+  const files: [string, string, string][] = [
+    ["preact.mjs", join(dirname(require.resolve("preact")), "preact.mjs"), js],
+    ["htm.mjs", join(dirname(require.resolve("htm")), "htm.mjs"), js],
+    ["chart.umd.min.js", join(dirname(require.resolve("chart.js")), "chart.umd.min.js"), js],
+  ];
+  return new Map(files.map(([name, path, type]) => [name, { body: readFileSync(path), type }]));
+}
+
+function assetFiles(): Map<string, { body: Buffer; type: string }> {
+  const dir = join(import.meta.dirname, "public");
+  const files: [string, string][] = [
+    ["app.js", "text/javascript; charset=utf-8"],
+    ["pages.js", "text/javascript; charset=utf-8"],
+    ["ui.js", "text/javascript; charset=utf-8"],
+    ["app.css", "text/css; charset=utf-8"],
+  ];
+  return new Map(files.map(([name, type]) => [name, { body: readFileSync(join(dir, name)), type }]));
+}
+
+const PAGES: ConsolePage[] = ["keys", "usage", "access", "audit", "evals", "tools"];
+
+/**
+ * The admin console under `/admin/`: sign-in exchanges an API key with
+ * `admin:console` for a server-side session (docs/adr/0013-admin-console.md);
+ * its pages are one HTML shell and ES modules that call the gateway's own JSON
+ * API through `/admin/api/v1/…`, which enters the same API router as the
+ * session's key, so every rule is the API's own.
+ */
+export function createConsoleRouter(deps: ConsoleDeps): Router {
+  const router = Router();
+  const vendor = vendorFiles();
+  const assets = assetFiles();
+  const secureCookies = deps.publicUrl.startsWith("https:");
+  const publicOrigin = new URL(deps.publicUrl).origin;
+  let mcpRoutes: boolean | undefined;
+
+  router.use(securityHeaders);
+
+  const cookie = (req: Request, res: Response, name: string, value: string, maxAgeMs?: number) => {
+    res.cookie(name, value, {
+      httpOnly: true,
+      sameSite: "strict",
+      secure: secureCookies || req.secure,
+      path: "/admin",
+      ...(maxAgeMs !== undefined ? { maxAge: maxAgeMs } : {}),
+    });
+  };
+
+  /** The key a session stands for, as it is now: a revoked key, or one without the permission, ends its sessions. */
+  const liveKey = async (session: ConsoleSession): Promise<ApiKeyRecord | undefined> => {
+    const key = await deps.keys.findById(session.keyId);
+    if (key && mayUseConsole(key)) return key;
+    await deps.sessions.endAllOf(session.keyId);
+    return undefined;
+  };
+
+  const sessionOf = async (
+    req: Request,
+  ): Promise<{ session: ConsoleSession; key: ApiKeyRecord; id: string } | undefined> => {
+    const id = cookiesOf(req).get(SESSION_COOKIE);
+    if (!id || id.length > 100) return undefined;
+    const session = await deps.sessions.touch(id);
+    if (!session) return undefined;
+    const key = await liveKey(session);
+    return key ? { session, key, id } : undefined;
+  };
+
+  const sendFile = (file: { body: Buffer; type: string } | undefined, res: Response, next: () => void) => {
+    if (!file) return next();
+    res.setHeader("Content-Type", file.type);
+    res.setHeader("Cache-Control", "no-cache");
+    res.send(file.body);
+  };
+  router.get("/vendor/:file", (req, res, next) => sendFile(vendor.get(req.params.file), res, next));
+  router.get("/assets/:file", (req, res, next) => sendFile(assets.get(req.params.file), res, next));
+
+  router.get("/sign-in", async (req, res) => {
+    if (await sessionOf(req)) return res.redirect(303, "/admin/");
+    const token = cryptoToken();
+    cookie(req, res, SIGN_IN_COOKIE, token, 3_600_000);
+    const failed = typeof req.query.failed === "string" ? req.query.failed : undefined;
+    res.setHeader("Cache-Control", "no-store");
+    res.type("html").send(signInPage({ csrf: token, failed, signedOut: req.query.signed_out === "1" }));
+  });
+
+  const form = express.urlencoded({ extended: false, limit: "4kb", parameterLimit: 10 });
+
+  router.post("/sign-in", form, async (req, res) => {
+    assertSameOrigin(req, publicOrigin);
+    const body = (req.body ?? {}) as Record<string, unknown>;
+    const expected = cookiesOf(req).get(SIGN_IN_COOKIE);
+    if (!expected || !sameToken(body.csrf, expected)) throw forbidden("Refused: missing or wrong CSRF token");
+    const secret = typeof body.key === "string" ? body.key.trim() : "";
+    const key = secret && secret.length <= 256 ? await deps.keys.findBySecret(secret) : undefined;
+    if (!key || !usable(key)) return res.redirect(303, "/admin/sign-in?failed=invalid");
+    if (!key.permissions.includes(CONSOLE_PERMISSION))
+      return res.redirect(303, "/admin/sign-in?failed=permission");
+    const { id, session } = await deps.sessions.create({ keyId: key.id, org: key.org, user: key.owner });
+    cookie(req, res, SESSION_COOKIE, id);
+    res.clearCookie(SIGN_IN_COOKIE, { path: "/admin" });
+    deps.logger.info({ keyId: key.id, org: session.org }, "console session started");
+    res.redirect(303, "/admin/keys");
+  });
+
+  router.post("/sign-out", form, async (req, res) => {
+    assertSameOrigin(req, publicOrigin);
+    const id = cookiesOf(req).get(SESSION_COOKIE);
+    const current = await sessionOf(req);
+    if (current) {
+      const body = (req.body ?? {}) as Record<string, unknown>;
+      if (!sameToken(body.csrf ?? req.get(CSRF_HEADER), current.session.csrf))
+        throw forbidden("Refused: missing or wrong CSRF token");
+    }
+    if (id) await deps.sessions.end(id);
+    res.clearCookie(SESSION_COOKIE, { path: "/admin" });
+    res.redirect(303, "/admin/sign-in?signed_out=1");
+  });
+
+  const shell: RequestHandler = async (req, res) => {
+    const current = await sessionOf(req);
+    if (!current) {
+      res.clearCookie(SESSION_COOKIE, { path: "/admin" });
+      return res.redirect(303, "/admin/sign-in");
+    }
+    mcpRoutes ??= hasMcpRoutes(req.app as express.Express);
+    res.setHeader("Cache-Control", "no-store");
+    res.type("html").send(
+      consoleShell({
+        csrf: current.session.csrf,
+        org: current.key.org,
+        user: current.key.owner,
+        keyId: current.key.id,
+        permissions: current.key.permissions,
+        mcp: mcpRoutes,
+      }),
+    );
+  };
+  router.get("/", shell);
+  for (const page of PAGES) router.get(`/${page}`, shell);
+
+  // The API, as the session's key: the same router, rules and answers as with `Authorization: Bearer`.
+  router.use("/api/v1", async (req, res, next) => {
+    const current = await sessionOf(req);
+    if (!current) throw unauthorized("The console session has ended; sign in again");
+    if (!SAFE_METHODS.has(req.method)) {
+      assertSameOrigin(req, publicOrigin);
+      if (!sameToken(req.get(CSRF_HEADER), current.session.csrf))
+        throw forbidden("Refused: missing or wrong CSRF token");
+    }
+    res.setHeader("Cache-Control", "no-store");
+    res.locals.apiKey = current.key;
+    res.locals.consoleSession = current.session;
+    req.originalUrl = `/api/v1${req.url}`;
+    deps.api(req, res, next);
+  });
+
+  return router;
+}
+
+function cryptoToken(): string {
+  return (
+    globalThis.crypto.randomUUID().replaceAll("-", "") + globalThis.crypto.randomUUID().replaceAll("-", "")
+  );
+}
+
+function usable(key: ApiKeyRecord): boolean {
+  return key.status === "active" && (key.expiresAt === null || Date.parse(key.expiresAt) > Date.now());
+}
+
+/** Active, unexpired, and holding `admin:console`. */
+export function mayUseConsole(key: ApiKeyRecord): boolean {
+  return usable(key) && key.permissions.includes(CONSOLE_PERMISSION);
+}
+
+/** Whether the gateway serves the MCP API (helper routes of issue 29); the console shows tool servers only then. */
+function hasMcpRoutes(app: express.Express): boolean {
+  const labels = new RouteLabels([
+    ...routesOf(app),
+    ...SERVICE_ROUTES.map((r) => ({ method: r.method, path: `/api/v1${r.path}` })),
+  ]);
+  return labels.label("GET", "/api/v1/mcp/servers") !== "unmatched";
+}

@@ -1,0 +1,141 @@
+// Shared pieces of the console's pages: the API client, htm bound to Preact, small widgets.
+// Everything is rendered through Preact, which sets text as text: nothing here builds HTML from strings.
+import htm from "/admin/vendor/htm.mjs";
+import { Component, h, render } from "/admin/vendor/preact.mjs";
+
+export const html = htm.bind(h);
+export { Component, render };
+
+const root = document.getElementById("console");
+export const session = {
+  org: root.dataset.org,
+  user: root.dataset.user,
+  keyId: root.dataset.keyId,
+  permissions: new Set(root.dataset.permissions.split(" ").filter(Boolean)),
+  mcp: root.dataset.mcp === "1",
+};
+export const can = (permission) => session.permissions.has(permission);
+const csrf = document.querySelector('meta[name="csrf-token"]').content;
+
+export class ApiError extends Error {
+  constructor(status, body) {
+    const detail = Array.isArray(body?.detail)
+      ? body.detail.map((d) => `${(d.loc ?? []).slice(1).join(".")}: ${d.msg}`).join("; ")
+      : undefined;
+    super(detail ?? body?.message ?? body?.error?.message ?? body?.error ?? `HTTP ${status}`);
+    this.status = status;
+  }
+}
+
+/** The gateway's JSON API, as the session's key: `/admin/api/v1` + the API's own path. */
+export async function api(method, path, body) {
+  const headers = { Accept: "application/json" };
+  if (body !== undefined) headers["Content-Type"] = "application/json";
+  if (method !== "GET") headers["X-CSRF-Token"] = csrf;
+  const res = await fetch(`/admin/api/v1${path}`, {
+    method,
+    headers,
+    credentials: "same-origin",
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  if (res.status === 401) {
+    window.location.assign("/admin/sign-in");
+    throw new ApiError(401, { message: "The session has ended" });
+  }
+  const text = await res.text();
+  const data = text ? JSON.parse(text) : null;
+  if (!res.ok) throw new ApiError(res.status, data);
+  return data;
+}
+
+export const query = (params) => {
+  const q = new URLSearchParams();
+  for (const [k, v] of Object.entries(params))
+    if (v !== undefined && v !== null && v !== "") q.set(k, String(v));
+  const s = q.toString();
+  return s ? `?${s}` : "";
+};
+
+export const fmtTime = (iso) =>
+  iso ? `${new Date(iso).toISOString().replace("T", " ").slice(0, 19)} UTC` : "—";
+export const fmtUnix = (s) => (s ? fmtTime(new Date(s * 1000).toISOString()) : "—");
+export const fmtUsd = (n) => `$${Number(n ?? 0).toFixed(n && n < 0.01 ? 6 : 2)}`;
+export const fmtNum = (n) => Number(n ?? 0).toLocaleString("en-US");
+
+export function ErrorNote({ error }) {
+  return error ? html`<p class="error" role="alert">${String(error.message ?? error)}</p>` : null;
+}
+
+export function Status({ text }) {
+  return html`<p class="notice" role="status">${text ?? ""}</p>`;
+}
+
+/** A table whose cells are text (or Preact nodes), with a caption for screen readers. */
+export function Table({ caption, columns, rows, empty = "Nothing to show." }) {
+  return html`<div class="table-wrap" tabindex="0" role="region" aria-label=${caption}>
+    <table>
+      <caption>${caption}</caption>
+      <thead><tr>${columns.map((c) => html`<th scope="col">${c}</th>`)}</tr></thead>
+      <tbody>
+        ${rows.length === 0 ? html`<tr><td colspan=${columns.length}>${empty}</td></tr>` : rows.map((r) => html`<tr>${r.map((cell) => html`<td>${cell}</td>`)}</tr>`)}
+      </tbody>
+    </table>
+  </div>`;
+}
+
+/** A Chart.js chart (the UMD build the shell loads) on a canvas, with its data as a table beside it for screen readers. */
+export class ChartView extends Component {
+  componentDidMount() {
+    this.draw();
+  }
+  componentDidUpdate() {
+    this.draw();
+  }
+  componentWillUnmount() {
+    this.chart?.destroy();
+  }
+  draw() {
+    this.chart?.destroy();
+    if (!this.canvas || !window.Chart) return;
+    const { type = "bar", labels, datasets } = this.props;
+    this.chart = new window.Chart(this.canvas, {
+      type,
+      data: { labels, datasets },
+      options: {
+        responsive: true,
+        maintainAspectRatio: false,
+        animation: false,
+        plugins: { legend: { display: datasets.length > 1 } },
+        scales: { y: { beginAtZero: true } },
+      },
+    });
+  }
+  render({ title }) {
+    return html`<figure class="chart">
+      <figcaption>${title}</figcaption>
+      <div class="chart-box"><canvas role="img" aria-label=${title} ref=${(c) => (this.canvas = c)}></canvas></div>
+    </figure>`;
+  }
+}
+
+/** A modal confirmation (`<dialog>`): `onConfirm` runs only if the user confirms. */
+export class Confirm extends Component {
+  componentDidMount() {
+    this.dialog?.showModal();
+  }
+  render({ title, text, confirmLabel, onConfirm, onCancel }) {
+    return html`<dialog ref=${(d) => (this.dialog = d)} aria-labelledby="confirm-title" onCancel=${onCancel}>
+      <h2 id="confirm-title">${title}</h2>
+      <p>${text}</p>
+      <div class="row">
+        <button type="button" class="danger" onClick=${onConfirm}>${confirmLabel}</button>
+        <button type="button" onClick=${onCancel}>Cancel</button>
+      </div>
+    </dialog>`;
+  }
+}
+
+/** Copies text to the clipboard (the page is a secure context on https and on localhost). */
+export async function copy(text) {
+  await navigator.clipboard.writeText(text);
+}

@@ -1,0 +1,59 @@
+import { RESOURCE_TYPES, ROLES } from "@gw/core/authz";
+import { principalOf, requirePermission } from "@gw/core/http";
+import { userIdSchema } from "@gw/core/principal";
+import { validate } from "@gw/core/validation";
+import type { Router } from "express";
+import { z } from "zod";
+import { audited } from "../../audit/audited.ts";
+import type { AuthorizationRouteDeps } from "../authorization/deps.ts";
+
+export const inspectUserResourcesQuery = z.object({
+  resourceType: z.enum(RESOURCE_TYPES),
+  role: z.enum(ROLES).default("reader"),
+  limit: z.coerce.number().int().min(1).max(1000).default(100),
+});
+
+export interface InspectUserResourcesResponse {
+  userId: string;
+  resourceType: (typeof RESOURCE_TYPES)[number];
+  data: { resourceId: string }[];
+  /** More than `limit` resources are readable. */
+  has_more: boolean;
+}
+
+/**
+ * `GET /api/v1/admin/authorization/users/{userId}/resources?resourceType&role&limit`
+ * (`admin:console`): what a user of the caller's organization can read
+ * (`role` the minimum) of one type, from SpiceDB's LookupResources as that
+ * user. Recorded in the audit trail (`inspect`, resource id `*`, the user as
+ * subject); never across organizations: the user is one of the caller's own.
+ */
+export function registerInspectUserResources(router: Router, deps: AuthorizationRouteDeps): void {
+  router.get(
+    "/admin/authorization/users/:userId/resources",
+    requirePermission("admin:console"),
+    async (req, res) => {
+      const { userId } = validate("path", z.object({ userId: userIdSchema }), req.params);
+      const { resourceType, role, limit } = validate("query", inspectUserResourcesQuery, req.query);
+      const principal = principalOf(res);
+      const user = { ...principal, user: userId };
+      let body: InspectUserResourcesResponse = { userId, resourceType, data: [], has_more: false };
+      await audited(
+        deps,
+        { principal, requestId: req.id },
+        { action: "inspect", resource: { type: resourceType, id: "*" }, subject: userId, role },
+        async () => {
+          const page = await deps.authorization.lookup(user, resourceType, role, { limit });
+          body = {
+            userId,
+            resourceType,
+            data: page.resourceIds.map((resourceId) => ({ resourceId })),
+            has_more: page.more,
+          };
+          return undefined;
+        },
+      );
+      res.json(body);
+    },
+  );
+}

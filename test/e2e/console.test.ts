@@ -1,0 +1,261 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import {
+  type ConsoleStack,
+  createKeyFor,
+  newContext,
+  respond,
+  signIn,
+  startConsoleStack,
+  watch,
+} from "./console-browser.ts";
+
+const DESKTOP = { width: 1280, height: 800 };
+const XSS = "<img src=x onerror=alert(1)>";
+
+/** The admin console in Debian's Chromium against `pnpm start`. */
+describe("admin console", () => {
+  let s: ConsoleStack;
+  beforeAll(async () => {
+    s = await startConsoleStack("gw-console-");
+  }, 180_000);
+  afterAll(async () => {
+    await s?.close();
+  });
+
+  it("signs in, makes a limited key whose secret works, shows its traffic and spend, and an owner revokes a grant seen in the trail", async () => {
+    const context = await newContext(s.browser, DESKTOP);
+    const page = await context.newPage();
+    const seen = watch(page);
+    page.setDefaultTimeout(20_000);
+
+    const first = await page.goto(`${s.url}/admin/`);
+    expect(page.url()).toBe(`${s.url}/admin/sign-in`);
+    const headers = first!.headers();
+    expect(headers["content-security-policy"]).toContain("frame-ancestors 'none'");
+    expect(headers["content-security-policy"]).toContain("script-src 'self'");
+    expect(headers["content-security-policy"]).not.toContain("unsafe-inline");
+    expect(headers["x-content-type-options"]).toBe("nosniff");
+    expect(headers["referrer-policy"]).toBe("same-origin");
+
+    await signIn(page, s.url, s.root.key);
+    expect(page.url()).toBe(`${s.url}/admin/keys`);
+    const cookie = (await context.cookies()).find((c) => c.name === "gw_console");
+    expect(cookie).toMatchObject({ httpOnly: true, sameSite: "Strict" });
+    expect(cookie?.value).not.toContain(s.root.key);
+    await expect.poll(() => page.getByRole("table", { name: "Keys of acme" }).isVisible()).toBe(true);
+
+    // A key with second and tokens:minute limits and a model allowlist, named to try an injection.
+    await page.getByRole("button", { name: "New key" }).click();
+    await page.getByLabel("Name").fill(XSS);
+    await page.getByLabel("Owner (user id)").fill("svc");
+    await page.locator("#new-req-second").fill("5");
+    await page.locator("#new-tok-minute").fill("100000");
+    await page.getByLabel("Models (allowlist, comma-separated; empty: any)").fill("echo-small");
+    await page.getByRole("button", { name: "Create key" }).click();
+    const secret = await page.locator("#new-secret").inputValue();
+    expect(secret.length).toBeGreaterThan(20);
+    await expect.poll(() => page.getByRole("cell", { name: XSS, exact: true }).count()).toBe(1);
+    expect(await page.locator('img[src="x"]').count()).toBe(0);
+    const row = page.getByRole("row").filter({ hasText: "svc" });
+    await expect.poll(() => row.textContent()).toContain("5 requests/second");
+    expect(await row.textContent()).toContain("100000 tokens/minute");
+    expect(await row.textContent()).toContain("echo-small");
+
+    // The secret works against the API, within its allowlist.
+    for (let i = 0; i < 3; i++) expect((await respond(s.url, secret, "echo-small", "erin")).status).toBe(200);
+    expect((await respond(s.url, secret, "echo-large")).status).toBe(403);
+
+    // Its traffic and spend in usage.
+    await page.goto(`${s.url}/admin/usage`);
+    await expect.poll(() => page.getByTestId("total-requests").textContent()).toBe("3");
+    expect(
+      Number((await page.getByTestId("total-tokens").textContent())!.replaceAll(",", "")),
+    ).toBeGreaterThan(0);
+    expect(await page.getByTestId("total-cost").textContent()).not.toBe("$0.00");
+    const perKey = page.getByRole("table", { name: "Per key" });
+    const teamRow = perKey.getByRole("row").filter({ hasText: XSS });
+    await expect.poll(() => teamRow.getByRole("cell").nth(1).textContent()).toBe("3");
+    expect(await page.getByRole("table", { name: "Per end user" }).textContent()).toContain("erin");
+    expect(await page.locator("canvas").count()).toBeGreaterThanOrEqual(3);
+    const keyId = await keyIdBySecretStart(page, secret);
+    await page.locator("#windows-key").selectOption(keyId);
+    await page.getByRole("button", { name: "Show windows" }).click();
+    const windows = page.getByRole("table", { name: "Each window of each unit: used, limit, resets at" });
+    await expect.poll(() => windows.textContent()).toContain("second");
+    expect(await windows.textContent()).toContain("100,000");
+
+    // Access: alice owns a conversation and bob reads it; she revokes it here.
+    const conv = await fetch(`${s.url}/api/v1/llm/conversations`, {
+      method: "POST",
+      headers: { Authorization: `Bearer ${s.root.key}`, "Content-Type": "application/json" },
+      body: "{}",
+    }).then((r) => r.json() as Promise<{ id: string }>);
+    const granted = await fetch(`${s.url}/api/v1/authorization/llm/grant`, {
+      method: "POST",
+      headers: { Authorization: `Bearer ${s.root.key}`, "Content-Type": "application/json" },
+      body: JSON.stringify({
+        resourceType: "conversation",
+        resourceId: conv.id,
+        userId: "bob",
+        role: "reader",
+      }),
+    });
+    expect(granted.status).toBe(204);
+    await page.goto(`${s.url}/admin/access`);
+    await page.getByLabel("Resource id").fill(conv.id);
+    await page.getByRole("button", { name: "Show access" }).click();
+    const who = page.getByRole("table", { name: "Who holds which role" });
+    await expect
+      .poll(() => who.getByRole("row").filter({ hasText: "bob" }).textContent())
+      .toContain("reader");
+    await page.getByRole("button", { name: "Revoke reader from bob" }).click();
+    await page.getByRole("button", { name: "Yes, revoke" }).click();
+    await expect.poll(() => page.getByRole("status").textContent()).toContain("Revoked reader from bob");
+    expect(await who.textContent()).not.toContain("bob");
+    const trail = page.getByRole("table", { name: "Audit trail of this resource, newest first" });
+    await expect.poll(() => trail.getByRole("row").nth(1).textContent()).toContain("revoke");
+    expect(await trail.getByRole("row").nth(1).textContent()).toContain("bob");
+
+    // The organization's trail, filtered by action.
+    await page.goto(`${s.url}/admin/audit`);
+    await page.getByLabel("Action").selectOption("revoke");
+    await page.getByRole("button", { name: "Filter" }).click();
+    const org = page.getByRole("table", { name: "The organization's audit trail, newest first" });
+    await expect.poll(() => org.textContent()).toContain(conv.id);
+    expect(await org.getByRole("row").nth(1).textContent()).toMatch(/revoke.*bob.*reader.*allowed/);
+
+    // Every other page too, with no console error anywhere.
+    await page.goto(`${s.url}/admin/evals`);
+    await expect
+      .poll(() => page.getByRole("table", { name: "The organization's eval schedules" }).isVisible())
+      .toBe(true);
+    expect(await page.getByRole("link", { name: "Tool servers" }).count()).toBe(0);
+    expect(seen.dialogs).toEqual([]);
+    expect(seen.errors).toEqual([]);
+    await context.close();
+  }, 180_000);
+
+  it("is readable at 390×844 on every page, with no console error, and asks for no tool servers the gateway lacks", async () => {
+    const context = await newContext(s.browser, { width: 390, height: 844 });
+    const page = await context.newPage();
+    page.setDefaultTimeout(20_000);
+    const seen = watch(page);
+    const asked: string[] = [];
+    page.on("request", (r) => asked.push(new URL(r.url()).pathname));
+    await signIn(page, s.url, s.root.key);
+    for (const path of ["keys", "usage", "access?userId=bob", "audit", "evals", "tools"]) {
+      await page.goto(`${s.url}/admin/${path}`);
+      await page.waitForLoadState("networkidle");
+      const overflow = await page.evaluate<number>(
+        "document.documentElement.scrollWidth - window.innerWidth",
+      );
+      expect(overflow, `${path} fits 390 px`).toBeLessThanOrEqual(0);
+      expect(await page.getByRole("heading", { level: 1 }).count(), path).toBe(1);
+    }
+    expect(await page.getByRole("heading", { level: 1 }).textContent()).toBe("Not available");
+    expect(asked.filter((p) => p.includes("/mcp/"))).toEqual([]);
+    expect(seen.errors).toEqual([]);
+    await context.close();
+  }, 60_000);
+
+  it("is usable with the keyboard alone", async () => {
+    const context = await newContext(s.browser, DESKTOP);
+    const page = await context.newPage();
+    page.setDefaultTimeout(20_000);
+    await page.goto(`${s.url}/admin/sign-in`);
+    await page.keyboard.type(s.root.key); // the key field has the focus
+    await page.keyboard.press("Enter");
+    await page.waitForURL(`${s.url}/admin/keys`);
+    await page.keyboard.press("Tab");
+    expect(await page.evaluate<string>("document.activeElement.textContent")).toBe("Skip to content");
+    const revoke = page.getByRole("button", { name: /^Revoke key / }).first();
+    await revoke.focus();
+    await page.keyboard.press("Enter");
+    const dialog = page.getByRole("dialog", { name: "Revoke this key?" });
+    await expect.poll(() => dialog.isVisible()).toBe(true);
+    await page.keyboard.press("Escape");
+    await expect.poll(() => dialog.count()).toBe(0);
+    const keys = await fetch(`${s.url}/api/v1/admin/api-keys`, {
+      headers: { Authorization: `Bearer ${s.root.key}` },
+    }).then((r) => r.json() as Promise<{ data: { status: string; name: string | null }[] }>);
+    expect(keys.data.find((k) => k.name === "root")?.status).toBe("active");
+    await context.close();
+  }, 60_000);
+
+  it("refuses a state-changing request without the CSRF token, and one from another origin", async () => {
+    const context = await newContext(s.browser, DESKTOP);
+    const page = await context.newPage();
+    await signIn(page, s.url, s.root.key);
+    const withoutToken = await page.evaluate(async () => {
+      const res = await fetch("/admin/api/v1/admin/api-keys", {
+        method: "POST",
+        headers: { "Content-Type": "application/json" },
+        body: JSON.stringify({ owner: "mallory" }),
+      });
+      return res.status;
+    });
+    expect(withoutToken).toBe(403);
+    const token = await page.locator('meta[name="csrf-token"]').getAttribute("content");
+    const cookie = (await context.cookies()).find((c) => c.name === "gw_console")!;
+    const post = (origin: string) =>
+      fetch(`${s.url}/admin/api/v1/admin/api-keys`, {
+        method: "POST",
+        headers: {
+          Cookie: `gw_console=${cookie.value}`,
+          "X-CSRF-Token": token!,
+          Origin: origin,
+          "Content-Type": "application/json",
+        },
+        body: JSON.stringify({ owner: "mallory" }),
+      });
+    expect((await post("http://evil.example")).status).toBe(403);
+    expect((await post(s.url)).status).toBe(201); // the same request from the console's own origin
+    const keys = await fetch(`${s.url}/api/v1/admin/api-keys`, {
+      headers: { Authorization: `Bearer ${s.root.key}` },
+    }).then((r) => r.json() as Promise<{ data: { owner: string }[] }>);
+    expect(keys.data.filter((k) => k.owner === "mallory")).toHaveLength(1);
+    await context.close();
+  }, 60_000);
+
+  it("ends a revoked key's sessions, signs out on the server, and lets no key without admin:console in", async () => {
+    const admin = await createKeyFor(s, "dana", "admin:console,admin:api-keys,usage:read");
+    const context = await newContext(s.browser, DESKTOP);
+    const page = await context.newPage();
+    await signIn(page, s.url, admin.key);
+    expect(page.url()).toBe(`${s.url}/admin/keys`);
+    const revoked = await fetch(`${s.url}/api/v1/admin/api-keys/${admin.id}`, {
+      method: "DELETE",
+      headers: { Authorization: `Bearer ${s.root.key}` },
+    });
+    expect(revoked.status).toBe(200);
+    await page.goto(`${s.url}/admin/usage`);
+    expect(page.url()).toBe(`${s.url}/admin/sign-in`);
+
+    // Sign-out ends the session on the server: the old cookie no longer opens anything.
+    await signIn(page, s.url, s.root.key);
+    const cookie = (await context.cookies()).find((c) => c.name === "gw_console")!;
+    await page.getByRole("button", { name: "Sign out" }).click();
+    await page.waitForURL(`${s.url}/admin/sign-in?signed_out=1`);
+    const replayed = await fetch(`${s.url}/admin/api/v1/admin/api-keys`, {
+      headers: { Cookie: `gw_console=${cookie.value}` },
+    });
+    expect(replayed.status).toBe(401);
+
+    const plain = await createKeyFor(s, "erin", "usage:read,admin:api-keys");
+    await signIn(page, s.url, plain.key);
+    expect(page.url()).toBe(`${s.url}/admin/sign-in?failed=permission`);
+    expect(await page.getByRole("alert").textContent()).toContain("lacks the admin:console permission");
+    expect((await context.cookies()).find((c) => c.name === "gw_console")).toBeUndefined();
+    await context.close();
+  }, 60_000);
+});
+
+async function keyIdBySecretStart(page: import("playwright-core").Page, secret: string): Promise<string> {
+  const ids = await page
+    .locator("#windows-key option")
+    .evaluateAll((options) => options.map((o) => (o as unknown as { value: string }).value).filter(Boolean));
+  const res = await page.evaluate(async () => (await fetch("/admin/api/v1/admin/api-keys")).json());
+  const key = (res as { data: { id: string; start: string }[] }).data.find((k) => secret.startsWith(k.start));
+  if (!key || !ids.includes(key.id)) throw new Error("the new key is not offered");
+  return key.id;
+}
