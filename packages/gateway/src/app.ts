@@ -1,5 +1,4 @@
 import type { ResourceAuthorization, SpiceDBClient } from "@gw/core/authz";
-import { BudgetWindows } from "@gw/core/budget-windows";
 import {
   errorHandler,
   jsonBody,
@@ -13,6 +12,7 @@ import {
 import type { Limits } from "@gw/core/limits";
 import type { Logger } from "@gw/core/logger";
 import { type RedisClient, redisReady } from "@gw/core/redis";
+import { CountingWindows } from "@gw/core/windows";
 import express, { Router } from "express";
 import { recordLastUsed } from "./api-keys/last-used.ts";
 import type { ApiKeyLookup } from "./api-keys/lookup.ts";
@@ -136,7 +136,7 @@ export function createGatewayApp(deps: GatewayDeps): express.Express {
   registerRevokeApiKey(api, deps.store);
   registerGetApiKeyUsage(api, {
     store: deps.store,
-    budgets: new BudgetWindows(deps.redis),
+    budgets: new CountingWindows(deps.redis),
     orgLimits: deps.orgLimits,
   });
   registerGetEndUserLimits(api, deps.orgLimits);

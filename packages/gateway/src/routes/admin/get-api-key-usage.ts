@@ -1,4 +1,4 @@
-import type { BudgetWindows } from "@gw/core/budget-windows";
+import type { CountingWindows } from "@gw/core/windows";
 import type { Router } from "express";
 import { patchUnits } from "../../api-keys/limits.ts";
 import type { OrgLimitsStore } from "../../api-keys/org-limits.ts";
@@ -26,7 +26,7 @@ export interface ApiKeyUsageResponse {
  */
 export function registerGetApiKeyUsage(
   router: Router,
-  deps: { store: ApiKeyStore; budgets: Pick<BudgetWindows, "peek">; orgLimits: OrgLimitsStore },
+  deps: { store: ApiKeyStore; budgets: Pick<CountingWindows, "peek">; orgLimits: OrgLimitsStore },
 ): void {
   router.get("/admin/api-keys/:id/usage", async (req, res) => {
     const key = await ownOrgKey(deps.store, res, req.params.id);
