@@ -124,6 +124,9 @@ export type BeforeWriteHook = (
 
 const ROLE_ORDER: Record<Role, number> = { owner: 0, writer: 1, reader: 2 };
 
+/** Types whose owner relationships may expire with their content (the service's `ownership` lifetimes). */
+const CONTENT_EXPIRES: ReadonlySet<ResourceType> = new Set(["response", "completion"]);
+
 /** How long new resources of a type are owned: the retention of their content, in ms. */
 export interface OwnershipLifetimes {
   lifetimes: Partial<Record<ResourceType, number>>;
@@ -473,8 +476,8 @@ export class ResourceAuthorization {
    * owners expired).
    */
   private async contentExpiry(org: string, resource: ResourceRef): Promise<Date | undefined> {
-    // Only the service's content expires (the gateway, which grants, reads it from the owners).
-    if (!isServiceIssued(resource.type)) return undefined;
+    // Only stored responses and completions expire (RESPONSE_RETENTION); the gateway, which grants, reads when from the owners.
+    if (!CONTENT_EXPIRES.has(resource.type)) return undefined;
     const owners = await this.spicedb.readRelationships(
       v1.ReadRelationshipsRequest.create({
         consistency: FULLY_CONSISTENT,
