@@ -20,7 +20,7 @@ import { RateLimiterRedis, RateLimiterUnion } from "rate-limiter-flexible";
 import { CachedApiKeyLookup } from "../../packages/gateway/src/api-keys/lookup.ts";
 import { MemoryWindows } from "../../packages/gateway/src/rate-limit/memory-windows.ts";
 import { RedisWindows } from "../../packages/gateway/src/rate-limit/redis-windows.ts";
-import { benchAdmission } from "./budgets.ts";
+import { benchAdmission, benchTokenizerWorstCase } from "./budgets.ts";
 import { benchGateway } from "./gateway-http.ts";
 import { Report } from "./report.ts";
 
@@ -137,6 +137,7 @@ try {
     ["insurance: WindowLimiters in memory", await measure((i) => memory.decide(`k${i % 64}`, limits))],
   ]);
   await benchAdmission(md, redis, measure);
+  await benchTokenizerWorstCase(md);
 
   // 2. API-key lookups: the cache with pub/sub invalidation against going to Redis every time.
   const store = new ApiKeyStore(plain);

@@ -5,8 +5,9 @@ import { internalAssertions } from "@gw/core/internal-assertion";
 import { createLogger, type Logger, redactUrl } from "@gw/core/logger";
 import { createMetrics, type Metrics } from "@gw/core/metrics";
 import { createPostgres, migrate } from "@gw/core/postgres";
-import { createRedis } from "@gw/core/redis";
+import { createRedis, type RedisClient } from "@gw/core/redis";
 import { createServiceApp } from "./app.ts";
+import type { BudgetDeps } from "./budgets/admit-model-call.ts";
 import { createBudgetMetrics } from "./budgets/budget-metrics.ts";
 import { PostgresCompletionStore } from "./completions/store.ts";
 import type { ServiceConfig } from "./config.ts";
@@ -53,6 +54,22 @@ export function chatProvider(config: ServiceConfig, metrics: Metrics): ChatProvi
   );
 }
 
+/** Token and spend admission of model calls (responses, chat completions, eval runs), its metrics in `metrics`. */
+export function budgetDeps(
+  config: ServiceConfig,
+  redis: RedisClient,
+  metrics: Metrics,
+  logger: Logger,
+): BudgetDeps {
+  return {
+    windows: new BudgetWindows(redis),
+    prices: config.LLM_MODELS?.prices ?? new Map(),
+    defaultMaxOutputTokens: config.LLM_DEFAULT_MAX_OUTPUT_TOKENS,
+    metrics: createBudgetMetrics(metrics),
+    logger,
+  };
+}
+
 /** Wires the service's dependencies and starts listening. */
 export async function startService(
   config: ServiceConfig,
@@ -85,6 +102,7 @@ export async function startService(
 
   const prices = config.LLM_MODELS?.prices ?? new Map();
   const usage = new UsageStore(redis, prices);
+  const budgets = budgetDeps(config, redis, metrics, logger);
   const evals = startEvals(
     {
       redisUrl: config.REDIS_URL,
@@ -93,6 +111,7 @@ export async function startService(
       retention: evalRetention(config),
       provider,
       usage,
+      budgets,
       logger,
       metrics,
     },
@@ -123,13 +142,7 @@ export async function startService(
     completions: new PostgresCompletionStore(db, { now, retentionMs: config.retention.responseRetentionMs }),
     usage,
     context: { maxItems: config.LLM_CONTEXT_MAX_ITEMS, maxTokens: config.LLM_CONTEXT_MAX_TOKENS },
-    budgets: {
-      windows: new BudgetWindows(redis),
-      prices,
-      defaultMaxOutputTokens: config.LLM_DEFAULT_MAX_OUTPUT_TOKENS,
-      metrics: createBudgetMetrics(metrics),
-      logger,
-    },
+    budgets,
     evals,
     sandbox,
     metricsEndpoint: config.metricsEndpoint,

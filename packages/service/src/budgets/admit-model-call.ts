@@ -6,20 +6,15 @@ import {
   type Reservation,
 } from "@gw/core/budget-windows";
 import { AppError, forbidden, serviceUnavailable } from "@gw/core/errors";
-import {
-  openAiRateLimitHeaders,
-  policyHeader,
-  principalOf,
-  rateLimitHeader,
-  secondsUntil,
-} from "@gw/core/http";
+import type { Admission } from "@gw/core/internal-assertion";
 import { hasBudgets, limitEntries } from "@gw/core/limits";
 import type { Logger } from "@gw/core/logger";
-import type { Response } from "express";
+import type { Principal } from "@gw/core/principal";
 import { costNanoUsd, type ModelPrice } from "../llm/prices.ts";
-import type { ChatMessage, FunctionTool } from "../llm/provider.ts";
+import type { ChatRequest } from "../llm/provider.ts";
 import { countPromptTokens } from "../llm/tokens.ts";
 import type { BudgetMetrics } from "./budget-metrics.ts";
+import { budgetHeaders, retryAfter } from "./headers.ts";
 
 export interface BudgetDeps {
   windows: BudgetWindows;
@@ -32,13 +27,16 @@ export interface BudgetDeps {
   beforeReserve?: () => Promise<void>;
 }
 
-/** A model call as it will be sent. */
-export interface ModelCall {
-  model: string;
-  messages: ChatMessage[];
-  tools?: FunctionTool[] | undefined;
-  /** The caller's output cap, if any. */
-  maxOutputTokens?: number | undefined;
+/**
+ * Who makes a model call, in plain values: the principal, and the limits of
+ * its key as resolved for this call (the gateway's signed assertion for a
+ * request; the key store for an eval run). No admission: nothing limits it.
+ */
+export interface Caller {
+  principal: Principal;
+  admission: Admission | undefined;
+  /** For the log line of a refusal. */
+  requestId?: string | undefined;
 }
 
 /** Tokens a provider reported for a call. */
@@ -53,12 +51,28 @@ export interface UsedTokens {
 export interface AdmittedCall {
   /** The output cap to send: the caller's, or under budgets the configured default. */
   maxOutputTokens: number | undefined;
-  /** Tokens of the prompt as counted for the reservation (0 when nothing was reserved). */
-  promptTokens: number;
+  /** The windows after the reservation, for the answer's rate-limit headers (none when nothing was reserved). */
+  windows: BudgetState[];
+  /** Tokens of the prompt as counted (an upper bound: see `llm/tokens.ts`); counted once, when first asked. */
+  promptTokens(): Promise<number>;
   /** Replaces the reservation by what the provider reported. Only the first settle or release counts. */
   settle(used: UsedTokens): Promise<void>;
-  /** The provider failed before any output: tokens and spend go back (the request stays counted). */
+  /** The provider failed before it had the request: tokens and spend go back (the request stays counted). */
   release(): Promise<void>;
+}
+
+/** A call refused by a budget window: 429 with `Retry-After` and the windows' headers. */
+export class BudgetRefused extends AppError {
+  readonly refusedBy: BudgetState;
+  readonly windows: BudgetState[];
+  constructor(refusedBy: BudgetState, windows: BudgetState[]) {
+    super("rate_limited", `Rate limit exceeded (${refusedBy.scope} ${refusedBy.unit} ${refusedBy.window})`, {
+      headers: { ...budgetHeaders(windows), ...retryAfter(refusedBy) },
+    });
+    this.name = "BudgetRefused";
+    this.refusedBy = refusedBy;
+    this.windows = windows;
+  }
 }
 
 /** Pauses before a settlement is tried again (Redis away, or an answer lost). */
@@ -66,26 +80,28 @@ const SETTLE_RETRIES_MS = [200, 1_000, 5_000];
 
 /**
  * Admission of a model call, before the provider is reached, for a key with
- * token or spend budgets (its own or its end users'): counts the prompt with
- * the model family's tokenizer, adds the output cap, prices both, and
- * reserves requests, tokens and spend in every limited window of the key and
- * of the end user in one Redis script: all or nothing. Refused: 429 with
- * `Retry-After`, counted nowhere. Sets the rate-limit headers of the answer
- * (IETF `RateLimit`/`RateLimit-Policy` for requests, OpenAI's
- * `x-ratelimit-*-requests` and `-tokens`). A key with a spend limit cannot
- * use a model without a price (403). Keys without budgets pass untouched:
- * the gateway counted their requests. Every endpoint that calls a model
- * calls this first.
+ * token or spend budgets (its own or its end users'): counts the prompt
+ * (`countPromptTokens`: every part of it, an upper bound), adds the output
+ * cap, prices both, and reserves requests, tokens and spend in every limited
+ * window of the key and of the end user in one Redis script: all or
+ * nothing. Refused: `BudgetRefused` (429), counted nowhere. A key with a
+ * spend limit cannot use a model without a price (403). Keys without
+ * budgets pass untouched: the gateway counted their requests. Knows nothing
+ * of HTTP: the caller sets the answer's headers from `windows`.
  */
 export async function admitModelCall(
   deps: BudgetDeps,
-  res: Response,
-  call: ModelCall,
+  caller: Caller,
+  call: ChatRequest,
 ): Promise<AdmittedCall> {
-  const admission = res.locals.admission;
-  if (!admission || !hasBudgets(admission.limits)) return unbudgeted(call);
+  const { principal, admission } = caller;
+  let counted: Promise<number> | undefined;
+  const promptTokens = () => {
+    counted ??= countPromptTokens(call);
+    return counted;
+  };
+  if (!admission || !hasBudgets(admission.limits)) return unbudgeted(call, promptTokens);
   const { limits, requestsCounted } = admission;
-  const principal = principalOf(res);
   const price = deps.prices.get(call.model);
   const spendLimited = [...limitEntries(limits), ...limitEntries(limits.endUser)].some(
     (e) => e.unit === "spend",
@@ -97,11 +113,11 @@ export async function admitModelCall(
     );
 
   const maxOutputTokens = call.maxOutputTokens ?? deps.defaultMaxOutputTokens;
-  const promptTokens = countPromptTokens(call.model, call.messages, call.tools);
+  const prompt = await promptTokens();
   const counters = deps.windows.counters(principal.keyId, principal.user, limits, {
     requests: requestsCounted ? 0 : 1,
-    tokens: promptTokens + maxOutputTokens,
-    spend: price ? costNanoUsd(price, { input_tokens: promptTokens, output_tokens: maxOutputTokens }) : 0,
+    tokens: prompt + maxOutputTokens,
+    spend: price ? costNanoUsd(price, { input_tokens: prompt, output_tokens: maxOutputTokens }) : 0,
   });
   await deps.beforeReserve?.();
   let result: Awaited<ReturnType<BudgetWindows["reserve"]>>;
@@ -112,17 +128,14 @@ export async function admitModelCall(
       throw serviceUnavailable("Rate limiting is unavailable; try again", err);
     throw err;
   }
-  setHeaders(res, result.states);
   if (!result.admitted) {
     const by = result.refusedBy;
     deps.metrics.refused(by);
     deps.logger.info(
-      { requestId: res.req.id, org: principal.org, unit: by.unit, window: by.window, scope: by.scope },
+      { requestId: caller.requestId, org: principal.org, unit: by.unit, window: by.window, scope: by.scope },
       "model call refused by a budget",
     );
-    throw new AppError("rate_limited", `Rate limit exceeded (${by.scope} ${by.unit} ${by.window})`, {
-      headers: { "Retry-After": String(secondsUntil(by.resetMs)) },
-    });
+    throw new BudgetRefused(by, result.states);
   }
   deps.metrics.reserved(counters);
   const reservation = result.reservation;
@@ -135,6 +148,7 @@ export async function admitModelCall(
   };
   return {
     maxOutputTokens,
+    windows: result.states,
     promptTokens,
     settle: (used) => settle(used.input_tokens + used.output_tokens, price ? costNanoUsd(price, used) : 0),
     release: () => settle(0, 0),
@@ -164,25 +178,13 @@ async function settleWithRetries(
   }
 }
 
-function unbudgeted(call: ModelCall): AdmittedCall {
+function unbudgeted(call: ChatRequest, promptTokens: () => Promise<number>): AdmittedCall {
   const nothing = async () => undefined;
-  return { maxOutputTokens: call.maxOutputTokens, promptTokens: 0, settle: nothing, release: nothing };
-}
-
-/** The answer's rate-limit headers: IETF fields for the request windows, OpenAI's for requests and tokens. */
-function setHeaders(res: Response, states: BudgetState[]): void {
-  const standing = (unit: "requests" | "tokens") =>
-    states
-      .filter((s) => s.unit === unit)
-      .map((s) => ({ ...s, window: s.scope === "key" ? s.window : `end-user-${s.window}` }));
-  const requests = standing("requests");
-  if (requests.length > 0) {
-    res.setHeader("RateLimit-Policy", policyHeader(requests));
-    res.setHeader("RateLimit", rateLimitHeader(requests));
-  }
-  for (const [name, value] of Object.entries({
-    ...openAiRateLimitHeaders("requests", requests),
-    ...openAiRateLimitHeaders("tokens", standing("tokens")),
-  }))
-    res.setHeader(name, value);
+  return {
+    maxOutputTokens: call.maxOutputTokens,
+    windows: [],
+    promptTokens,
+    settle: nothing,
+    release: nothing,
+  };
 }

@@ -5,7 +5,7 @@ import { createPostgres, migrate, postgresReady } from "@gw/core/postgres";
 import { createRedis, redisReady } from "@gw/core/redis";
 import express from "express";
 import type { ServiceConfig } from "../config.ts";
-import { chatProvider } from "../server.ts";
+import { budgetDeps, chatProvider } from "../server.ts";
 import { UsageStore } from "../usage/store.ts";
 import { evalLimits, evalRetention, startEvals } from "./index.ts";
 
@@ -37,6 +37,7 @@ export async function startEvalWorkerProcess(config: ServiceConfig, logger: Logg
       retention: evalRetention(config),
       provider: chatProvider(config, metrics),
       usage: new UsageStore(redis, config.LLM_MODELS?.prices),
+      budgets: budgetDeps(config, redis, metrics, logger),
       logger,
       metrics,
     },
