@@ -85,6 +85,7 @@ async function countWith(tokenizer: Tokenizer, text: string, pacer: Pacer): Prom
     return utf8Bytes(text);
   }
   const { count, split } = ENCODINGS[tokenizer];
+  if (text.length <= MAX_ENCODED_PIECE_CHARS) return count(text, AS_TEXT); // no piece can be longer
   const pieces = new RegExp(split.source, split.flags); // its own lastIndex
   let tokens = 0;
   // Runs of short pieces are encoded together (a substring cut at piece boundaries splits into the same pieces).
