@@ -1,20 +1,16 @@
 import { connectAuthorization, WriterDeletion } from "@gw/core/authz";
-import { BudgetWindows } from "@gw/core/budget-windows";
 import { closeGracefully, listen, listenForMetrics, type RouteTemplate, routesOf } from "@gw/core/http";
 import { internalAssertions } from "@gw/core/internal-assertion";
 import { createLogger, type Logger, redactUrl } from "@gw/core/logger";
-import { createMetrics, type Metrics } from "@gw/core/metrics";
+import { createMetrics } from "@gw/core/metrics";
 import { createPostgres, migrate } from "@gw/core/postgres";
-import { createRedis, type RedisClient } from "@gw/core/redis";
+import { createRedis } from "@gw/core/redis";
 import { createServiceApp } from "./app.ts";
-import type { BudgetDeps } from "./budgets/admit-model-call.ts";
-import { createBudgetMetrics } from "./budgets/budget-metrics.ts";
+import { budgetDeps, chatProvider } from "./calls/deps.ts";
 import { PostgresCompletionStore } from "./completions/store.ts";
 import type { ServiceConfig } from "./config.ts";
 import { ConversationStore } from "./conversations/store.ts";
 import { evalLimits, evalRetention, startEvals } from "./evals/index.ts";
-import type { ChatProvider } from "./llm/provider.ts";
-import { createProviderMetrics, MeteredProvider } from "./llm/provider-metrics.ts";
 import { ResponseStore } from "./responses/store.ts";
 import { RetentionSweeper } from "./retention/sweeper.ts";
 import { Sandbox } from "./sandbox/sandbox.ts";
@@ -36,38 +32,6 @@ export interface RunningService {
 export interface ServiceOptions {
   /** The time, in milliseconds since the epoch, for retention (tests pass their own clock). */
   now?: () => number;
-}
-
-/** The model provider the configuration names (responses and eval runs share it), its calls in `metrics`. */
-export function chatProvider(config: ServiceConfig, metrics: Metrics): ChatProvider {
-  return new MeteredProvider(
-    {
-      baseUrl: config.LLM_BASE_URL,
-      apiKey: config.LLM_API_KEY,
-      defaultModel: config.LLM_DEFAULT_MODEL,
-      allowedModels: config.LLM_MODELS,
-      timeoutMs: config.LLM_TIMEOUT_MS,
-      maxResponseBytes: config.LLM_MAX_RESPONSE_BYTES,
-      maxEventChars: config.LLM_MAX_EVENT_CHARS,
-    },
-    createProviderMetrics(metrics),
-  );
-}
-
-/** Token and spend admission of model calls (responses, chat completions, eval runs), its metrics in `metrics`. */
-export function budgetDeps(
-  config: ServiceConfig,
-  redis: RedisClient,
-  metrics: Metrics,
-  logger: Logger,
-): BudgetDeps {
-  return {
-    windows: new BudgetWindows(redis),
-    prices: config.LLM_MODELS?.prices ?? new Map(),
-    defaultMaxOutputTokens: config.LLM_DEFAULT_MAX_OUTPUT_TOKENS,
-    metrics: createBudgetMetrics(metrics),
-    logger,
-  };
 }
 
 /** Wires the service's dependencies and starts listening. */

@@ -4,8 +4,8 @@ import { createMetrics } from "@gw/core/metrics";
 import { createPostgres, migrate, postgresReady } from "@gw/core/postgres";
 import { createRedis, redisReady } from "@gw/core/redis";
 import express from "express";
+import { budgetDeps, chatProvider } from "../calls/deps.ts";
 import type { ServiceConfig } from "../config.ts";
-import { budgetDeps, chatProvider } from "../server.ts";
 import { UsageStore } from "../usage/store.ts";
 import { evalLimits, evalRetention, startEvals } from "./index.ts";
 
