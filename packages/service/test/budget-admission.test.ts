@@ -112,6 +112,11 @@ describe.each(REDIS_TOPOLOGIES)("admission on %s Redis", (topology) => {
       messages: PROMPT,
     });
     expect((await windows.peek(keyId, undefined, limits)).map((s) => s.used)).toEqual([1, RESERVED]);
+    // The windows after the reservation come back as values, for the route to turn into headers.
+    expect(admitted.windows.map((w) => [w.unit, w.window, w.remaining])).toEqual([
+      ["requests", "minute", 0],
+      ["tokens", "minute", 10_000 - RESERVED],
+    ]);
     await admitted.settle({ input_tokens: 7, output_tokens: 3 });
     expect((await windows.peek(keyId, undefined, limits)).map((s) => s.used)).toEqual([1, 10]);
   });

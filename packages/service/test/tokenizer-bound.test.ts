@@ -101,6 +101,15 @@ describe("through the service", () => {
     expect(answeredBefore).toBeGreaterThanOrEqual(3);
   });
 
+  it("counts special tokens written in a text as text (it was a 500)", async () => {
+    const key = await stack.createKey();
+    const res = await stack.call(key.secret, COUNT, {
+      json: { model: "gpt-4o", input: "say <|endoftext|> and <|im_start|>" },
+    });
+    expect(res.status).toBe(200);
+    expect((await res.json()).input_tokens).toBe(whole["gpt-4o"]("say <|endoftext|> and <|im_start|>") + 7);
+  });
+
   it.each([
     ["100,000 CJK characters", "gpt-4o", cjk(100_000)],
     ["a 1 MB body of one repeated rare character", "gpt-4o", "ꙮ".repeat(340_000)],
