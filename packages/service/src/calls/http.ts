@@ -1,6 +1,8 @@
 import { AppError } from "@gw/core/errors";
+import { principalOf } from "@gw/core/http";
 import type { Logger } from "@gw/core/logger";
-import type { Response } from "express";
+import type { Request, Response } from "express";
+import type { Caller } from "../budgets/admit-model-call.ts";
 
 /**
  * The HTTP side of a model call: what route files and stream writers do
@@ -28,4 +30,9 @@ export function openEventStream(res: Response): void {
     .status(200)
     .set({ "Content-Type": "text/event-stream", "Cache-Control": "no-cache", "X-Accel-Buffering": "no" });
   res.flushHeaders();
+}
+
+/** Who makes a request's model call, as the pipeline takes it: the principal and the key's limits from the gateway's assertion. */
+export function callerOf(req: Request, res: Response): Caller {
+  return { principal: principalOf(res), admission: res.locals.admission, requestId: req.id };
 }

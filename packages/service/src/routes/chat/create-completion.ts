@@ -1,8 +1,8 @@
-import { principalOf, requirePermission } from "@gw/core/http";
+import { requirePermission } from "@gw/core/http";
 import { validate } from "@gw/core/validation";
 import type { Router } from "express";
 import { budgetHeaders } from "../../budgets/headers.ts";
-import { abortOnClose } from "../../calls/http.ts";
+import { abortOnClose, callerOf } from "../../calls/http.ts";
 import { type CompletionCallDeps, startCompletion } from "../../completions/call.ts";
 import { createCompletionBody } from "../../completions/request.ts";
 import { streamCompletion } from "../../completions/stream.ts";
@@ -20,8 +20,7 @@ export type CreateCompletionDeps = CompletionCallDeps;
 export function registerCreateCompletion(router: Router, deps: CreateCompletionDeps): void {
   router.post("/llm/chat/completions", deprecated, requirePermission("responses:write"), async (req, res) => {
     const input = validate("body", createCompletionBody, withoutNulls(req.body));
-    const caller = { principal: principalOf(res), admission: res.locals.admission, requestId: req.id };
-    const call = await startCompletion(deps, caller, input);
+    const call = await startCompletion(deps, callerOf(req, res), input);
     res.set(budgetHeaders(call.windows));
     const signal = abortOnClose(res); // the caller going away stops the model's work
     if (input.stream)

@@ -1,8 +1,8 @@
-import { principalOf, requirePermission } from "@gw/core/http";
+import { requirePermission } from "@gw/core/http";
 import { validate } from "@gw/core/validation";
 import type { Router } from "express";
 import { budgetHeaders } from "../../budgets/headers.ts";
-import { abortOnClose } from "../../calls/http.ts";
+import { abortOnClose, callerOf } from "../../calls/http.ts";
 import { createResponseBody } from "../../responses/request.ts";
 import { streamTurn } from "../../responses/stream.ts";
 import { type ResponseTurnDeps, startTurn } from "../../responses/turn.ts";
@@ -20,8 +20,7 @@ export type CreateResponseDeps = ResponseTurnDeps;
 export function registerCreateResponse(router: Router, deps: CreateResponseDeps): void {
   router.post("/llm/responses", requirePermission("responses:write"), async (req, res) => {
     const input = validate("body", createResponseBody, withoutNulls(req.body));
-    const caller = { principal: principalOf(res), admission: res.locals.admission, requestId: req.id };
-    const turn = await startTurn(deps, caller, input);
+    const turn = await startTurn(deps, callerOf(req, res), input);
     res.set(budgetHeaders(turn.windows));
     const signal = abortOnClose(res); // the caller going away stops the model's work
     if (input.stream)
