@@ -128,6 +128,30 @@ describe("eval schedules under the creator key's budgets", () => {
     expect(await used(key.id, limits)).toEqual({ "key:tokens:minute": 0, "key:spend:day": 0 });
   });
 
+  it("counts each model call of a run in the key's request windows, even without budgets: past them the run fails", async () => {
+    const limits: Limits = { day: 3 };
+    const key = await stack.createKey({ limits });
+    const reader = await stack.createKey({ org: key.org }); // reads the runs: the key's own windows fill up
+    const marker = `requests-${Date.now()}`;
+    const schedule = await evalClient(stack, key.secret).created({
+      name: "requests",
+      inputs: [`${marker} a`, `${marker} b`, `${marker} c`],
+      every_seconds: 3600,
+    });
+    // The create counted one request: two model calls fit, the third is refused before the model.
+    const [run] = await evalClient(stack, reader.secret).untilRuns(schedule.id, (r) =>
+      expect(finished(r)).toHaveLength(1),
+    );
+    await evalClient(stack, reader.secret).delete(schedule.id);
+    expect(run!.status).toBe("failed");
+    expect(run!.error).toBe(
+      "Refused by a budget of the schedule's key: Rate limit exceeded (key requests day)",
+    );
+    expect(run!.results).toHaveLength(2);
+    expect(modelCallsWith(marker)).toHaveLength(2);
+    expect(await used(key.id, limits)).toEqual({ "key:requests:day": 3 });
+  });
+
   it("an end user's budget (the organization's default for end users) refuses the runs of a schedule created for that user", async () => {
     const key = await stack.createKey();
     await new OrgLimitsStore(stack.redis).update(key.org, { tokens: { day: 5 } });

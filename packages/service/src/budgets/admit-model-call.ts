@@ -86,7 +86,8 @@ const SETTLE_RETRIES_MS = [200, 1_000, 5_000];
  * window of the key and of the end user in one Redis script: all or
  * nothing. Refused: `BudgetRefused` (429), counted nowhere. A key with a
  * spend limit cannot use a model without a price (403). Keys without
- * budgets pass untouched: the gateway counted their requests. Knows nothing
+ * budgets pass untouched when the gateway counted their requests; a call
+ * nobody counted yet (an eval run's) still counts in the request windows. Knows nothing
  * of HTTP: the caller sets the answer's headers from `windows`.
  */
 export async function admitModelCall(
@@ -100,8 +101,11 @@ export async function admitModelCall(
     counted ??= countPromptTokens(call);
     return counted;
   };
-  if (!admission || !hasBudgets(admission.limits)) return unbudgeted(call, promptTokens);
+  if (!admission) return unbudgeted(call, promptTokens);
   const { limits, requestsCounted } = admission;
+  // A call no gateway counted (an eval run's) counts in the key's request windows here, budgets or not.
+  const uncounted = !requestsCounted && limitEntries(limits).some((e) => e.unit === "requests");
+  if (!hasBudgets(limits) && !uncounted) return unbudgeted(call, promptTokens);
   const price = deps.prices.get(call.model);
   const spendLimited = [...limitEntries(limits), ...limitEntries(limits.endUser)].some(
     (e) => e.unit === "spend",
