@@ -19,7 +19,7 @@ import { startTestRedis, startTestSpiceDB } from "@gw/test-kit";
 import { RateLimiterRedis, RateLimiterUnion } from "rate-limiter-flexible";
 import { CachedApiKeyLookup } from "../../packages/gateway/src/api-keys/lookup.ts";
 import { MemoryWindows } from "../../packages/gateway/src/rate-limit/memory-windows.ts";
-import { benchAdmission, requestWindows } from "./budgets.ts";
+import { benchAdmission, benchTokenizerWorstCase, requestWindows } from "./budgets.ts";
 import { benchGateway } from "./gateway-http.ts";
 import { Report } from "./report.ts";
 
@@ -136,6 +136,7 @@ try {
     ["insurance: WindowLimiters in memory", await measure((i) => memory.decide(`k${i % 64}`, limits))],
   ]);
   await benchAdmission(md, redis, measure);
+  await benchTokenizerWorstCase(md);
 
   // 2. API-key lookups: the cache with pub/sub invalidation against going to Redis every time.
   const store = new ApiKeyStore(plain);

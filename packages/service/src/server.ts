@@ -2,18 +2,16 @@ import { connectAuthorization, WriterDeletion } from "@gw/core/authz";
 import { closeGracefully, listen, listenForMetrics, type RouteTemplate, routesOf } from "@gw/core/http";
 import { internalAssertions } from "@gw/core/internal-assertion";
 import { createLogger, type Logger, redactUrl } from "@gw/core/logger";
-import { createMetrics, type Metrics } from "@gw/core/metrics";
+import { createMetrics } from "@gw/core/metrics";
 import { createPostgres, migrate } from "@gw/core/postgres";
 import { createRedis } from "@gw/core/redis";
 import { CountingWindows, LEASE_KEEPING_MS } from "@gw/core/windows";
 import { createServiceApp } from "./app.ts";
-import { createBudgetMetrics } from "./budgets/budget-metrics.ts";
+import { budgetDeps, chatProvider } from "./calls/deps.ts";
 import { PostgresCompletionStore } from "./completions/store.ts";
 import type { ServiceConfig } from "./config.ts";
 import { ConversationStore } from "./conversations/store.ts";
 import { evalLimits, evalRetention, startEvals } from "./evals/index.ts";
-import type { ChatProvider } from "./llm/provider.ts";
-import { createProviderMetrics, MeteredProvider } from "./llm/provider-metrics.ts";
 import { ResponseStore } from "./responses/store.ts";
 import { OrphanReconciler } from "./retention/reconciler.ts";
 import { RetentionSweeper } from "./retention/sweeper.ts";
@@ -38,22 +36,6 @@ export interface RunningService {
 export interface ServiceOptions {
   /** The time, in milliseconds since the epoch, for retention (tests pass their own clock). */
   now?: () => number;
-}
-
-/** The model provider the configuration names (responses and eval runs share it), its calls in `metrics`. */
-export function chatProvider(config: ServiceConfig, metrics: Metrics): ChatProvider {
-  return new MeteredProvider(
-    {
-      baseUrl: config.LLM_BASE_URL,
-      apiKey: config.LLM_API_KEY,
-      defaultModel: config.LLM_DEFAULT_MODEL,
-      allowedModels: config.LLM_MODELS,
-      timeoutMs: config.LLM_TIMEOUT_MS,
-      maxResponseBytes: config.LLM_MAX_RESPONSE_BYTES,
-      maxEventChars: config.LLM_MAX_EVENT_CHARS,
-    },
-    createProviderMetrics(metrics),
-  );
 }
 
 /** Wires the service's dependencies and starts listening. */
@@ -95,6 +77,7 @@ export async function startService(
 
   const prices = config.LLM_MODELS?.prices ?? new Map();
   const usage = new UsageStore(redis, prices);
+  const budgets = budgetDeps(config, redis, metrics, logger);
   const evals = startEvals(
     {
       redisUrl: config.REDIS_URL,
@@ -103,6 +86,7 @@ export async function startService(
       retention: evalRetention(config),
       provider,
       usage,
+      budgets,
       logger,
       metrics,
     },
@@ -129,8 +113,7 @@ export async function startService(
   reconciler.start();
 
   // Budget reservations are leases: this process renews its own and settles those of processes that died.
-  const windows = new CountingWindows(redis);
-  const stopLeases = windows.keepLeases(LEASE_KEEPING_MS, {
+  const stopLeases = budgets.windows.keepLeases(LEASE_KEEPING_MS, {
     swept: (holders) => logger.warn({ holders }, "budget leases of processes that died were settled"),
     error: (err) => logger.warn({ err: (err as Error).message }, "budget leases could not be kept"),
   });
@@ -150,13 +133,7 @@ export async function startService(
     completions: new PostgresCompletionStore(db, { now, retentionMs: config.retention.responseRetentionMs }),
     usage,
     context: { maxItems: config.LLM_CONTEXT_MAX_ITEMS, maxTokens: config.LLM_CONTEXT_MAX_TOKENS },
-    budgets: {
-      windows,
-      prices,
-      defaultMaxOutputTokens: config.LLM_DEFAULT_MAX_OUTPUT_TOKENS,
-      metrics: createBudgetMetrics(metrics),
-      logger,
-    },
+    budgets,
     evals,
     sandbox,
     metricsEndpoint: config.metricsEndpoint,

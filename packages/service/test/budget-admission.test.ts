@@ -8,19 +8,22 @@ import type { Principal } from "@gw/core/principal";
 import { createRedis } from "@gw/core/redis";
 import { CountingWindows } from "@gw/core/windows";
 import { REDIS_TOPOLOGIES, useTestRedis } from "@gw/test-kit";
-import type { Response } from "express";
 import { describe, expect, it, vi } from "vitest";
-import { admitModelCall, type BudgetDeps } from "../src/budgets/admit-model-call.ts";
+import { admitModelCall, type BudgetDeps, type Caller } from "../src/budgets/admit-model-call.ts";
 import { createBudgetMetrics } from "../src/budgets/budget-metrics.ts";
 import { countPromptTokens } from "../src/llm/tokens.ts";
 
 const MODEL = "gpt-4o-mini";
 const PROMPT = [{ role: "user" as const, content: "hello there" }];
-const RESERVED = countPromptTokens(MODEL, PROMPT) + 10;
+const RESERVED = (await countPromptTokens({ model: MODEL, messages: PROMPT })) + 10;
 
-/** The parts of an Express response admission uses: the principal and admission locals, and headers. */
-function fakeResponse(keyId: string, limits: Admission["limits"], user = "alice") {
-  const headers: Record<string, string> = {};
+/** A caller of admission in plain values: the principal and its key's limits, as the gateway resolved them. */
+function callerOf(
+  keyId: string,
+  limits: Admission["limits"],
+  user = "alice",
+  requestsCounted = false,
+): Caller {
   const principal: Principal = {
     org: "acme",
     user,
@@ -29,14 +32,7 @@ function fakeResponse(keyId: string, limits: Admission["limits"], user = "alice"
     credential: "api_key",
     onBehalfOf: true,
   };
-  const res = {
-    locals: { principal, admission: { limits } },
-    req: { id: "req_test" },
-    setHeader: (name: string, value: string) => {
-      headers[name] = value;
-    },
-  };
-  return { res: res as unknown as Response, headers };
+  return { principal, admission: { limits }, requestsCounted, requestId: "req_test" };
 }
 
 function deps(windows: CountingWindows, beforeReserve?: () => Promise<void>): BudgetDeps {
@@ -72,7 +68,7 @@ describe.each(REDIS_TOPOLOGIES)("admission on %s Redis", (topology) => {
     };
     const outcomes = await Promise.allSettled(
       [0, 1].map(() =>
-        admitModelCall(deps(windows, barrier), fakeResponse(keyId, limits).res, {
+        admitModelCall(deps(windows, barrier), callerOf(keyId, limits), {
           model: MODEL,
           messages: PROMPT,
         }),
@@ -97,14 +93,14 @@ describe.each(REDIS_TOPOLOGIES)("admission on %s Redis", (topology) => {
       tokens: { minute: 10_000, day: RESERVED - 1 },
       endUser: { tokens: { day: 10_000 } },
     };
-    const { res, headers } = fakeResponse(keyId, limits);
-    await expect(
-      admitModelCall(deps(windows), res, { model: MODEL, messages: PROMPT }),
-    ).rejects.toMatchObject({
-      code: "rate_limited",
-    });
+    const refused = await admitModelCall(deps(windows), callerOf(keyId, limits), {
+      model: MODEL,
+      messages: PROMPT,
+    }).catch((err: AppError) => err);
+    expect(refused).toMatchObject({ code: "rate_limited" });
     expect((await windows.peek(keyId, "alice", limits)).map((s) => s.used)).toEqual([0, 0, 0, 0]);
-    expect(headers["x-ratelimit-remaining-tokens"]).toBe(String(RESERVED - 1));
+    // The refusal carries the windows' headers (the error middleware sets them), not a response object.
+    expect((refused as AppError).headers["x-ratelimit-remaining-tokens"]).toBe(String(RESERVED - 1));
   });
 
   it("reserves tokens without counting the key's request again: the gateway counted it", async () => {
@@ -113,11 +109,16 @@ describe.each(REDIS_TOPOLOGIES)("admission on %s Redis", (topology) => {
     const limits = { minute: 1, tokens: { minute: 10_000 } };
     // The window is full, but the gateway counted this request itself: only tokens are asked for here.
     await redis.redis.set(`gw:rl:{${keyId}}:minute`, 1, "PX", 60_000);
-    const admitted = await admitModelCall(deps(windows), fakeResponse(keyId, limits).res, {
+    const admitted = await admitModelCall(deps(windows), callerOf(keyId, limits, "alice", true), {
       model: MODEL,
       messages: PROMPT,
     });
     expect((await windows.peek(keyId, undefined, limits)).map((s) => s.used)).toEqual([1, RESERVED]);
+    // The windows after the reservation come back as values, for the route to turn into headers.
+    expect(admitted.windows.map((w) => [w.unit, w.window, w.remaining])).toEqual([
+      ["requests", "minute", 0],
+      ["tokens", "minute", 10_000 - RESERVED],
+    ]);
     await admitted.settle({ input_tokens: 7, output_tokens: 3 });
     expect((await windows.peek(keyId, undefined, limits)).map((s) => s.used)).toEqual([1, 10]);
   });
@@ -183,7 +184,7 @@ describe.each(REDIS_TOPOLOGIES)("admission on %s Redis", (topology) => {
       const holder = new CountingWindows(redis.redis, { clock, lease: { holder: "service-that-died" } });
       const sweeper = new CountingWindows(redis.redis, { clock, lease: { holder: "another-service" } });
       const keyId = freshKey();
-      const admitted = await admitModelCall(deps(holder), fakeResponse(keyId, limits).res, {
+      const admitted = await admitModelCall(deps(holder), callerOf(keyId, limits, "alice", true), {
         model: MODEL,
         messages: PROMPT,
       });
@@ -208,7 +209,7 @@ describe.each(REDIS_TOPOLOGIES)("admission on %s Redis", (topology) => {
       const holder = new CountingWindows(redis.redis, { clock, lease: { holder: "service-alive" } });
       const sweeper = new CountingWindows(redis.redis, { clock });
       const keyId = freshKey();
-      const admitted = await admitModelCall(deps(holder), fakeResponse(keyId, limits).res, {
+      const admitted = await admitModelCall(deps(holder), callerOf(keyId, limits, "alice", true), {
         model: MODEL,
         messages: PROMPT,
       });

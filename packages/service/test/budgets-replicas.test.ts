@@ -97,7 +97,9 @@ describe.each(REDIS_TOPOLOGIES)(
       });
       const windows = new CountingWindows(redis);
       const [counter] = windows.counters(record.id, "backend", limits, { requests: 0, tokens: 0, spend: 0 });
-      const reservation = countPromptTokens(MODEL, [{ role: "user", content: "hello there" }]) + MAX_OUTPUT;
+      const reservation =
+        (await countPromptTokens({ model: MODEL, messages: [{ role: "user", content: "hello there" }] })) +
+        MAX_OUTPUT;
       const fits = Math.floor(BUDGET / reservation);
 
       // Sample the counter the script keeps, as often as Redis answers, for the whole run.

@@ -15,8 +15,8 @@ const stack = useStack({
 });
 
 /** What the service reserves for one call: the prompt as the tokenizer counts it, plus the output cap. */
-const reservationFor = (input: string, maxOutput: number) =>
-  countPromptTokens(MODEL, [{ role: "user", content: input }]) + maxOutput;
+const reservationFor = async (input: string, maxOutput: number) =>
+  (await countPromptTokens({ model: MODEL, messages: [{ role: "user", content: input }] })) + maxOutput;
 
 describe("token and spend budgets", () => {
   let today = utcDay(new Date());
@@ -37,7 +37,7 @@ describe("token and spend budgets", () => {
   it("serves a key until the next call would not fit its tokens per minute, then 429 before the provider", async () => {
     const limits = { tokens: { minute: 200 } };
     const key = await stack.createKey({ limits });
-    const reserve = reservationFor("hello there", 50);
+    const reserve = await reservationFor("hello there", 50);
     let charged = 0;
     let admitted = 0;
     for (;;) {
@@ -125,7 +125,7 @@ describe("token and spend budgets", () => {
     expect(usage.totals.output_tokens).toBeGreaterThan(0);
     const charged = (await used(key.id, limits))["key:tokens:minute"];
     expect(charged).toBe(usage.totals.total_tokens);
-    expect(charged).toBeLessThan(reservationFor("one two three four", 50));
+    expect(charged).toBeLessThan(await reservationFor("one two three four", 50));
   });
 
   it("refuses a model without a price to a key with a spend limit (403 naming it); prices the others", async () => {
@@ -291,7 +291,7 @@ describe("token and spend budgets", () => {
     expect(refused.status).toBe(429);
     const after = await scrape();
     const delta = (series: string) => after(series) - before(series);
-    const reserved = reservationFor("hello there", 50);
+    const reserved = await reservationFor("hello there", 50);
     expect(delta('service_budget_reserved_total{unit="tokens",window="hour",scope="key"}')).toBe(reserved);
     expect(
       delta('service_budget_reconciled_total{unit="tokens",window="hour",scope="key",direction="returned"}'),

@@ -6,6 +6,7 @@ import { createRedis, type RedisClient, RedisUnavailable } from "@gw/core/redis"
 import { REDIS_TOPOLOGIES, startTestRedisOf, type TestRedisStore, useTestDatabase } from "@gw/test-kit";
 import { type FakeLLM, startFakeLLM } from "@gw/test-kit/llm-upstream";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
+import { RedisCreatorKeys } from "../src/evals/creator.ts";
 import { createEvalMetrics } from "../src/evals/metrics.ts";
 import { bullConnection, EvalQueue } from "../src/evals/queue.ts";
 import {
@@ -19,6 +20,7 @@ import { EvalStore, type EvalStoreOptions } from "../src/evals/store.ts";
 import { startEvalWorker } from "../src/evals/worker.ts";
 import { ChatProvider } from "../src/llm/provider.ts";
 import { UsageStore } from "../src/usage/store.ts";
+import { testBudgetDeps } from "./budget-deps.ts";
 
 const RETENTION: EvalStoreOptions = { runRetentionMs: parseDuration("90d")!, runsPerSchedule: 1_000 };
 const database = useTestDatabase();
@@ -344,6 +346,8 @@ describe.each(REDIS_TOPOLOGIES)("eval runs through the queue on %s Redis", (topo
         queue,
         metrics,
         usage: new UsageStore(redis),
+        budgets: testBudgetDeps(redis),
+        creators: new RedisCreatorKeys(redis),
         logger: createLogger("eval-store-test", "silent"),
         provider: new ChatProvider({
           baseUrl: llm.baseUrl,

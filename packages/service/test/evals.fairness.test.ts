@@ -7,6 +7,7 @@ import { type Evals, startEvals } from "../src/evals/index.ts";
 import { EVAL_QUEUE, EVAL_QUEUE_PREFIX } from "../src/evals/queue.ts";
 import { ChatProvider } from "../src/llm/provider.ts";
 import { UsageStore } from "../src/usage/store.ts";
+import { testBudgetDeps } from "./budget-deps.ts";
 import { evalClient, finished } from "./evals-client.ts";
 import { useStack } from "./stack.ts";
 
@@ -70,6 +71,7 @@ describe("fairness between organizations on the shared eval queue", () => {
           maxEventChars: 100_000,
         }),
         usage: new UsageStore(stack.redis),
+        budgets: testBudgetDeps(stack.redis),
         logger: createLogger("fairness-test", "silent"),
         metrics: createMetrics("fairness"),
       },

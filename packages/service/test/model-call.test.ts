@@ -7,8 +7,8 @@ import { createRedis, type RedisClient } from "@gw/core/redis";
 import { CountingWindows } from "@gw/core/windows";
 import { startTestRedis, startTestSpiceDB } from "@gw/test-kit";
 import { type FakeLLM, startFakeLLM } from "@gw/test-kit/llm-upstream";
-import type { Response } from "express";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { Caller } from "../src/budgets/admit-model-call.ts";
 import { createBudgetMetrics } from "../src/budgets/budget-metrics.ts";
 import { admitCall, type ModelCallDeps, type StreamedCall } from "../src/calls/model-call.ts";
 import { ChatProvider, type ChatRequest, type Completion } from "../src/llm/provider.ts";
@@ -21,7 +21,7 @@ import { UsageStore } from "../src/usage/store.ts";
  */
 
 let teardown: () => Promise<void>;
-let deps: ModelCallDeps;
+let deps: ModelCallDeps & { authorization: ResourceAuthorization };
 let windows: CountingWindows;
 let llm: FakeLLM;
 
@@ -71,7 +71,7 @@ afterAll(() => teardown());
 
 const LIMITS: Limits = { tokens: { day: 10_000 } };
 
-/** A principal of a fresh organization and key, and an answer whose admission reads its limits. */
+/** A principal of a fresh organization and key, and the caller (principal and limits) the pipeline takes. */
 function caller() {
   const principal: Principal = {
     org: `org-${randomBytes(4).toString("hex")}`,
@@ -81,11 +81,7 @@ function caller() {
     credential: "api_key",
     onBehalfOf: true,
   };
-  const res = {
-    locals: { principal, admission: { limits: LIMITS } },
-    req: { id: "req-1" },
-    setHeader() {},
-  } as unknown as Response;
+  const res: Caller = { principal, admission: { limits: LIMITS }, requestsCounted: true };
   return { principal, res };
 }
 
@@ -99,11 +95,12 @@ const owns = (principal: Principal, id: string) =>
   deps.authorization.check(principal, { type: "response", id }, "reader");
 
 /** Admits a call that will own `resp_…` and keeps nothing but a note (or fails keeping, if told to). */
-async function call(res: Response, principal: Principal, keep: (c: Completion) => Promise<string>) {
+async function call(caller: Caller, principal: Principal, keep: (c: Completion) => Promise<string>) {
   const id = `resp_${randomBytes(8).toString("hex")}`;
   const request: ChatRequest = { model: "gpt-test", messages: [{ role: "user", content: "hello there" }] };
-  const admitted = await admitCall<string, StreamedCall>(deps, res, {
-    principal,
+  expect(caller.principal).toBe(principal);
+  const admitted = await admitCall<string, StreamedCall>(deps, {
+    caller,
     request,
     owned: { type: "response", id },
     keep,
@@ -172,7 +169,9 @@ describe("a model call", () => {
     const { principal, res } = caller();
     const { id, request, admitted } = await call(res, principal, async () => "kept");
     const { seen, start } = collect(request);
-    await expect(admitted.stream(start)).rejects.toMatchObject({ code: "bad_gateway" });
+    await expect(admitted.stream(start, new AbortController().signal)).rejects.toMatchObject({
+      code: "bad_gateway",
+    });
     expect(seen.ended).toBe(false);
     expect(await tokensUsed(principal)).toBe(0);
     expect(await owns(principal, id)).toBe(false);
@@ -184,7 +183,7 @@ describe("a model call", () => {
     let kept = 0;
     const { id, request, admitted } = await call(res, principal, async () => String(++kept));
     const { seen, start } = collect(request);
-    await admitted.stream(start);
+    await admitted.stream(start, new AbortController().signal);
     expect(seen.produced).not.toBe("");
     expect(seen.failed).toBeDefined();
     expect(seen.ended).toBe(false);
@@ -204,7 +203,7 @@ describe("a model call", () => {
       throw storeDown;
     });
     const { seen, start } = collect(request);
-    await admitted.stream(start);
+    await admitted.stream(start, new AbortController().signal);
     expect(seen.failed).toBe(storeDown);
     expect(seen.ended).toBe(false);
     expect(await tokensUsed(principal)).toBeGreaterThan(0);
@@ -217,7 +216,7 @@ describe("a model call", () => {
     const { principal, res } = caller();
     const { id, request, admitted } = await call(res, principal, async () => "kept");
     const { seen, start } = collect(request);
-    await admitted.stream(start);
+    await admitted.stream(start, new AbortController().signal);
     expect(seen.ended).toBe(true);
     expect(seen.failed).toBeUndefined();
     expect(await owns(principal, id)).toBe(true);

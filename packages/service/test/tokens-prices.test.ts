@@ -5,31 +5,39 @@ import { costNanoUsd, parseModelList } from "../src/llm/prices.ts";
 import { countPromptTokens, countTokens, tokenizerOf } from "../src/llm/tokens.ts";
 
 describe("token counts", () => {
-  it("use the model family's encoding, else one token per 3 characters", () => {
+  it("use the model family's encoding, else the text's UTF-8 bytes", async () => {
     expect(tokenizerOf("gpt-4o-mini")).toBe("o200k_base");
     expect(tokenizerOf("openai/gpt-5")).toBe("o200k_base");
     expect(tokenizerOf("o3-mini")).toBe("o200k_base");
     expect(tokenizerOf("gpt-4-turbo")).toBe("cl100k_base");
     expect(tokenizerOf("gpt-3.5-turbo")).toBe("cl100k_base");
-    expect(tokenizerOf("llama-3.1-70b")).toBe("estimate");
-    // "tokenization" is one word but more than one token in both encodings; the estimate is 12/3.
-    expect(countTokens("gpt-4o", "hello world")).toBe(2);
-    expect(countTokens("gpt-4", "hello world")).toBe(2);
-    expect(countTokens("gpt-4o", "antidisestablishmentarianism")).toBeGreaterThan(1);
-    expect(countTokens("llama-3", "tokenization")).toBe(4);
-    expect(countTokens("llama-3", "")).toBe(0);
+    expect(tokenizerOf("llama-3.1-70b")).toBe("utf8_bytes");
+    expect(await countTokens("gpt-4o", "hello world")).toBe(2);
+    expect(await countTokens("gpt-4", "hello world")).toBe(2);
+    expect(await countTokens("gpt-4o", "antidisestablishmentarianism")).toBeGreaterThan(1);
+    expect(await countTokens("llama-3", "tokenization")).toBe(12);
+    expect(await countTokens("llama-3", "漢字")).toBe(6);
+    expect(await countTokens("llama-3", "")).toBe(0);
   });
 
-  it("count a prompt's messages with their framing, tool calls and the tools' definitions", () => {
+  it("count a prompt's messages with their framing, tool calls and everything else the model reads", async () => {
+    const model = "gpt-4o";
     const messages = [
       { role: "system" as const, content: "Be brief." },
       { role: "user" as const, content: "hello world" },
     ];
-    const system = countTokens("gpt-4o", "Be brief.");
-    expect(countPromptTokens("gpt-4o", messages)).toBe(3 + (4 + system) + (4 + 2));
+    const system = await countTokens(model, "Be brief.");
+    const plain = await countPromptTokens({ model, messages });
+    expect(plain).toBe(3 + (4 + system) + (4 + 2));
     const tools = [{ name: "lookup", parameters: { type: "object" } }];
-    expect(countPromptTokens("gpt-4o", messages, tools)).toBe(
-      countPromptTokens("gpt-4o", messages) + countTokens("gpt-4o", JSON.stringify(tools)),
+    expect(await countPromptTokens({ model, messages, tools })).toBe(
+      plain +
+        (await countTokens(
+          model,
+          JSON.stringify({
+            tools: [{ type: "function", function: { name: "lookup", parameters: { type: "object" } } }],
+          }),
+        )),
     );
     const withCall = [
       ...messages,
@@ -39,7 +47,7 @@ describe("token counts", () => {
         toolCalls: [{ id: "call_1", name: "lookup", arguments: '{"q":1}' }],
       },
     ];
-    expect(countPromptTokens("gpt-4o", withCall)).toBeGreaterThan(countPromptTokens("gpt-4o", messages) + 4);
+    expect(await countPromptTokens({ model, messages: withCall })).toBeGreaterThan(plain + 4);
   });
 });
 

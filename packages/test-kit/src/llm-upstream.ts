@@ -95,6 +95,12 @@ export interface FakeLLM {
   framing: SseFraming;
   /** Words of the streamed answer are sent this many ms apart. */
   chunkDelayMs: number;
+  /**
+   * How the usage it reports counts a text's tokens (each message's text, and
+   * `tools` and `response_format` as JSON; the answer's, at most `max_tokens`);
+   * unset: one per word, as before.
+   */
+  countTokens: ((text: string) => number) | undefined;
   /** Answers the requests that `hold` mode kept waiting, and sets the mode back to `ok`. */
   release(): void;
   close(): Promise<void>;
@@ -130,6 +136,7 @@ export async function startFakeLLM(port = 0): Promise<FakeLLM> {
     oversizeBytes: 256 * 1024,
     framing: "lf",
     chunkDelayMs: 5,
+    countTokens: undefined,
     release: () => {
       fake.mode = "ok";
       for (const answer of held) answer();
@@ -193,9 +200,19 @@ export async function startFakeLLM(port = 0): Promise<FakeLLM> {
     const cut = body.max_tokens !== undefined && words(fullAnswer) > body.max_tokens;
     const answer = cut ? fullAnswer.split(" ").slice(0, body.max_tokens).join(" ") : fullAnswer;
     const finishReason = toolCalls.length ? "tool_calls" : cut ? "length" : "stop";
-    const promptTokens = body.messages.reduce((n, m) => n + words(m.content) + 3, 0);
-    const completionTokens =
-      words(answer) + toolCalls.reduce((n, c) => n + words(c.function.arguments.replace(/\W/g, " ")), 0);
+    const count = fake.countTokens;
+    const promptTokens = count
+      ? body.messages.reduce((n, m) => n + count(m.content ?? "") + 4, 3) +
+        (body.tools ? count(JSON.stringify(body.tools)) : 0) +
+        (body.response_format ? count(JSON.stringify(body.response_format)) : 0)
+      : body.messages.reduce((n, m) => n + words(m.content) + 3, 0);
+    const completionTokens = count
+      ? // A provider stops at max_tokens of its own counting.
+        Math.min(
+          count(answer) + toolCalls.reduce((n, c) => n + count(c.function.arguments), 0),
+          body.max_tokens ?? Number.POSITIVE_INFINITY,
+        )
+      : words(answer) + toolCalls.reduce((n, c) => n + words(c.function.arguments.replace(/\W/g, " ")), 0);
     const usage = {
       prompt_tokens: promptTokens,
       completion_tokens: completionTokens,

@@ -1,13 +1,14 @@
 import { AppError, forbidden, serviceUnavailable } from "@gw/core/errors";
-import { openAiRateLimitHeaders, principalOf, secondsUntil } from "@gw/core/http";
+import type { Admission } from "@gw/core/internal-assertion";
 import { hasBudgets, limitEntries } from "@gw/core/limits";
 import type { Logger } from "@gw/core/logger";
+import type { Principal } from "@gw/core/principal";
 import { type CountingWindows, type Reservation, type WindowState, WindowStoreError } from "@gw/core/windows";
-import type { Response } from "express";
 import { costNanoUsd, type ModelPrice } from "../llm/prices.ts";
-import type { ChatMessage, FunctionTool } from "../llm/provider.ts";
+import type { ChatRequest } from "../llm/provider.ts";
 import { countPromptTokens } from "../llm/tokens.ts";
 import type { BudgetMetrics } from "./budget-metrics.ts";
+import { budgetHeaders, retryAfter } from "./headers.ts";
 
 export interface BudgetDeps {
   windows: CountingWindows;
@@ -20,13 +21,22 @@ export interface BudgetDeps {
   beforeReserve?: () => Promise<void>;
 }
 
-/** A model call as it will be sent. */
-export interface ModelCall {
-  model: string;
-  messages: ChatMessage[];
-  tools?: FunctionTool[] | undefined;
-  /** The caller's output cap, if any. */
-  maxOutputTokens?: number | undefined;
+/**
+ * Who makes a model call, in plain values: the principal, and the limits of
+ * its key as resolved for this call (the gateway's signed assertion for a
+ * request; the key store for an eval run). No admission: nothing limits it.
+ */
+export interface Caller {
+  principal: Principal;
+  admission: Admission | undefined;
+  /**
+   * Whether the key's request windows already counted this call: true for a
+   * request the gateway forwarded (it counts every request before any work),
+   * false for a call no gateway saw (an eval run's), which counts here.
+   */
+  requestsCounted: boolean;
+  /** For the log line of a refusal. */
+  requestId?: string | undefined;
 }
 
 /** Tokens a provider reported for a call. */
@@ -41,12 +51,28 @@ export interface UsedTokens {
 export interface AdmittedCall {
   /** The output cap to send: the caller's, or under budgets the configured default. */
   maxOutputTokens: number | undefined;
-  /** Tokens of the prompt as counted for the reservation (0 when nothing was reserved). */
-  promptTokens: number;
+  /** The windows after the reservation, for the answer's rate-limit headers (none when nothing was reserved). */
+  windows: WindowState[];
+  /** Tokens of the prompt as counted (an upper bound: see `llm/tokens.ts`); counted once, when first asked. */
+  promptTokens(): Promise<number>;
   /** Replaces the reservation by what the provider reported. Only the first settle or release counts. */
   settle(used: UsedTokens): Promise<void>;
-  /** The provider failed before any output: tokens and spend go back (the request stays counted). */
+  /** The provider failed before it had the request: tokens and spend go back (the request stays counted). */
   release(): Promise<void>;
+}
+
+/** A call refused by a budget window: 429 with `Retry-After` and the windows' headers. */
+export class BudgetRefused extends AppError {
+  readonly refusedBy: WindowState;
+  readonly windows: WindowState[];
+  constructor(refusedBy: WindowState, windows: WindowState[]) {
+    super("rate_limited", `Rate limit exceeded (${refusedBy.scope} ${refusedBy.unit} ${refusedBy.window})`, {
+      headers: { ...budgetHeaders(windows), ...retryAfter(refusedBy) },
+    });
+    this.name = "BudgetRefused";
+    this.refusedBy = refusedBy;
+    this.windows = windows;
+  }
 }
 
 /** Pauses before a settlement is tried again (Redis away, or an answer lost). */
@@ -54,27 +80,36 @@ const SETTLE_RETRIES_MS = [200, 1_000, 5_000];
 
 /**
  * Admission of a model call, before the provider is reached, for a key with
- * token or spend budgets (its own or its end users'): counts the prompt with
- * the model family's tokenizer, adds the output cap, prices both, and
- * reserves tokens and spend in every limited window of the key, and
- * requests, tokens and spend in the end user's, in one Redis script: all or
- * nothing (the gateway counted the key's request windows already). Refused:
- * 429 with `Retry-After`, counted nowhere. The reservation is a lease held
- * by this process: if it dies before settling, a sweep charges the prompt
- * (`CountingWindows.sweep`). Sets OpenAI's `x-ratelimit-*-tokens` headers of
- * the answer. A key with a spend limit cannot use a model without a price
- * (403). Keys without budgets pass untouched. Every endpoint that calls a
- * model calls this first, whatever path the gateway saw.
+ * token or spend budgets (its own or its end users'): counts the prompt
+ * (`countPromptTokens`: every part of it, an upper bound), adds the output
+ * cap, prices both, and reserves tokens and spend in every limited window of
+ * the key, and requests, tokens and spend in the end user's, in one Redis
+ * script: all or nothing (the gateway counted the key's request windows
+ * already; a call nobody counted yet, an eval run's, counts in them here,
+ * budgets or not). Refused: `BudgetRefused` (429), counted nowhere. The
+ * reservation is a lease held by this process: if it dies before settling, a
+ * sweep charges the prompt (`CountingWindows.sweep`). A key with a spend
+ * limit cannot use a model without a price (403). Every endpoint that calls a
+ * model calls this first, whatever path the gateway saw. Knows nothing of
+ * HTTP: the caller sets the answer's headers from `windows`.
  */
 export async function admitModelCall(
   deps: BudgetDeps,
-  res: Response,
-  call: ModelCall,
+  caller: Caller,
+  call: ChatRequest,
 ): Promise<AdmittedCall> {
-  const admission = res.locals.admission;
-  if (!admission || !hasBudgets(admission.limits)) return unbudgeted(call);
+  const { principal, admission } = caller;
+  let counted: Promise<number> | undefined;
+  const promptTokens = () => {
+    counted ??= countPromptTokens(call);
+    return counted;
+  };
+  if (!admission) return unbudgeted(call, promptTokens);
   const { limits } = admission;
-  const principal = principalOf(res);
+  const { requestsCounted } = caller;
+  // A call no gateway counted (an eval run's) counts in the key's request windows here, budgets or not.
+  const uncounted = !requestsCounted && limitEntries(limits).some((e) => e.unit === "requests");
+  if (!hasBudgets(limits) && !uncounted) return unbudgeted(call, promptTokens);
   const price = deps.prices.get(call.model);
   const spendLimited = [...limitEntries(limits), ...limitEntries(limits.endUser)].some(
     (e) => e.unit === "spend",
@@ -86,37 +121,34 @@ export async function admitModelCall(
     );
 
   const maxOutputTokens = call.maxOutputTokens ?? deps.defaultMaxOutputTokens;
-  const promptTokens = countPromptTokens(call.model, call.messages, call.tools);
-  const promptSpend = price ? costNanoUsd(price, { input_tokens: promptTokens, output_tokens: 0 }) : 0;
+  const prompt = await promptTokens();
+  const promptSpend = price ? costNanoUsd(price, { input_tokens: prompt, output_tokens: 0 }) : 0;
   const counters = deps.windows
     .counters(principal.keyId, principal.user, limits, {
       requests: 1,
-      tokens: promptTokens + maxOutputTokens,
-      spend: price ? costNanoUsd(price, { input_tokens: promptTokens, output_tokens: maxOutputTokens }) : 0,
+      tokens: prompt + maxOutputTokens,
+      spend: price ? costNanoUsd(price, { input_tokens: prompt, output_tokens: maxOutputTokens }) : 0,
     })
-    .filter((c) => c.scope === "endUser" || c.unit !== "requests");
+    .filter((c) => c.scope === "endUser" || c.unit !== "requests" || !requestsCounted);
   await deps.beforeReserve?.();
   let result: Awaited<ReturnType<CountingWindows["reserve"]>>;
   try {
     // Whoever sweeps a lease abandoned by a dead process charges the prompt: the provider may have had it.
-    const onExpiry = { requests: 1, tokens: promptTokens, spend: promptSpend };
+    const onExpiry = { requests: 1, tokens: prompt, spend: promptSpend };
     result = await deps.windows.reserve(principal.keyId, counters, { lease: { onExpiry } });
   } catch (err) {
     if (err instanceof WindowStoreError)
       throw serviceUnavailable("Rate limiting is unavailable; try again", err);
     throw err;
   }
-  setHeaders(res, result.states);
   if (!result.admitted) {
     const by = result.refusedBy;
     deps.metrics.refused(by);
     deps.logger.info(
-      { requestId: res.req.id, org: principal.org, unit: by.unit, window: by.window, scope: by.scope },
+      { requestId: caller.requestId, org: principal.org, unit: by.unit, window: by.window, scope: by.scope },
       "model call refused by a budget",
     );
-    throw new AppError("rate_limited", `Rate limit exceeded (${by.scope} ${by.unit} ${by.window})`, {
-      headers: { "Retry-After": String(secondsUntil(by.resetMs)) },
-    });
+    throw new BudgetRefused(by, result.states);
   }
   deps.metrics.reserved(counters);
   const reservation = result.reservation;
@@ -128,6 +160,7 @@ export async function admitModelCall(
   };
   return {
     maxOutputTokens,
+    windows: result.states,
     promptTokens,
     settle: (used) => settle(used.input_tokens + used.output_tokens, price ? costNanoUsd(price, used) : 0),
     release: () => settle(0, 0),
@@ -156,14 +189,13 @@ async function settleWithRetries(
   }
 }
 
-function unbudgeted(call: ModelCall): AdmittedCall {
+function unbudgeted(call: ChatRequest, promptTokens: () => Promise<number>): AdmittedCall {
   const nothing = async () => undefined;
-  return { maxOutputTokens: call.maxOutputTokens, promptTokens: 0, settle: nothing, release: nothing };
-}
-
-/** The answer's token headers (OpenAI's); the gateway sets the request windows' headers. */
-function setHeaders(res: Response, states: WindowState[]): void {
-  const tokens = states.filter((s) => s.unit === "tokens");
-  for (const [name, value] of Object.entries(openAiRateLimitHeaders("tokens", tokens)))
-    res.setHeader(name, value);
+  return {
+    maxOutputTokens: call.maxOutputTokens,
+    windows: [],
+    promptTokens,
+    settle: nothing,
+    release: nothing,
+  };
 }

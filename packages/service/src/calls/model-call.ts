@@ -1,30 +1,33 @@
 import type { ResourceAuthorization, ResourceRef } from "@gw/core/authz";
-import { AppError } from "@gw/core/errors";
-import type { Logger } from "@gw/core/logger";
 import type { Principal } from "@gw/core/principal";
-import type { Response } from "express";
-import { type AdmittedCall, admitModelCall, type BudgetDeps } from "../budgets/admit-model-call.ts";
+import type { WindowState } from "@gw/core/windows";
 import {
-  type ChatProvider,
-  type ChatRequest,
-  type Completion,
-  type ToolCallDelta,
-  type Usage,
-  usageOf,
-} from "../llm/provider.ts";
+  type AdmittedCall,
+  admitModelCall,
+  type BudgetDeps,
+  type Caller,
+} from "../budgets/admit-model-call.ts";
+import type { ChatProvider, ChatRequest, Completion, ToolCallDelta, Usage } from "../llm/provider.ts";
+import { countTokens } from "../llm/tokens.ts";
 import type { UsageStore } from "../usage/store.ts";
 
 /**
- * One call of the model as every model-calling endpoint (responses, chat
- * completions) makes it: admit (budgets reserved before anything is created
- * or sent) → create the ownership of what will be kept → call, as JSON or as
- * a stream → settle the budgets once with what the model used → keep the
- * answer (store, record usage) → on any failure give back what was taken.
+ * One call of the model as everything that calls a model makes it
+ * (responses, chat completions, eval runs, and whatever comes next): admit
+ * (budgets reserved before anything is created or sent, the output cap set)
+ * → create the ownership of what will be kept → call, as JSON or as a
+ * stream → settle the budgets once with what the model used → keep the
+ * answer (store, record usage) → on any failure give back what was taken,
+ * or, once the provider had the request (the caller went away, the stream
+ * broke), charge and record at least the counted prompt and what was
+ * produced. Plain values in and out: the caller (a route, a worker) turns
+ * `windows` into headers if it answers over HTTP.
  */
 
 export interface ModelCallDeps {
   provider: ChatProvider;
-  authorization: ResourceAuthorization;
+  /** Needed by calls that own what they keep (`CallPlan.owned`); an eval worker has none. */
+  authorization?: ResourceAuthorization | undefined;
   usage: UsageStore;
   budgets: BudgetDeps;
 }
@@ -42,9 +45,10 @@ export interface StreamedCall {
 }
 
 export interface CallPlan<A, S extends StreamedCall> {
-  principal: Principal;
+  /** Who calls: the principal and its key's limits. */
+  caller: Caller;
   request: ChatRequest;
-  /** The resource the principal owns once the answer is kept; none when nothing is kept (`store: false`). */
+  /** The resource the principal owns once the answer is kept; none when nothing is kept (`store: false`, eval runs). */
   owned: ResourceRef | undefined;
   /**
    * Keeps the model's answer (stores it, records its usage) and returns it as
@@ -55,31 +59,36 @@ export interface CallPlan<A, S extends StreamedCall> {
 
 /** An admitted call: run it once, as JSON (`answer`) or as a stream (`stream`). */
 export interface AdmittedModelCall<A, S extends StreamedCall> {
-  /** Calls the model and keeps its answer; failures throw (nothing is kept, budgets and ownership given back). */
+  /** The budget windows after the reservation (the answer's rate-limit headers); none without budgets. */
+  windows: WindowState[];
+  /**
+   * Calls the model and keeps its answer; failures throw (nothing is kept,
+   * ownership given back; budgets given back, unless `signal` aborted, the
+   * caller gone while the provider worked: then the prompt is charged and
+   * recorded).
+   */
   answer(signal: AbortSignal): Promise<A>;
   /**
-   * Streams the call through `start` (which calls the model and writes the
-   * stream). Failures before the first byte throw, with everything given
-   * back; after it the stream ends with its error event and what the model
-   * produced is still charged and recorded.
+   * Streams the call through `start` (which calls the model with `signal`
+   * and writes the stream). Failures before the first byte throw, with
+   * everything given back (unless `signal` aborted: as `answer`); after it
+   * the stream ends with its error event and the counted prompt and what
+   * the model produced are charged and recorded.
    */
-  stream(start: () => Promise<S>): Promise<void>;
+  stream(start: () => Promise<S>, signal: AbortSignal): Promise<void>;
 }
 
-/**
- * Admits `plan.request` under the principal's budgets (429 refused, rate-limit
- * headers set on `res`) and caps its output as admitted.
- */
+/** Admits `plan.request` under the caller's budgets (`BudgetRefused`: 429) and caps its output as admitted. */
 export async function admitCall<A, S extends StreamedCall>(
   deps: ModelCallDeps,
-  res: Response,
   plan: CallPlan<A, S>,
 ): Promise<AdmittedModelCall<A, S>> {
-  const admitted = await admitModelCall(deps.budgets, res, plan.request);
+  const admitted = await admitModelCall(deps.budgets, plan.caller, plan.request);
   plan.request.maxOutputTokens = admitted.maxOutputTokens;
   return {
+    windows: admitted.windows,
     answer: (signal) => answer(deps, plan, admitted, signal),
-    stream: (start) => stream(deps, plan, admitted, start),
+    stream: (start, signal) => stream(deps, plan, admitted, start, signal),
   };
 }
 
@@ -94,7 +103,10 @@ async function answer<A, S extends StreamedCall>(
   try {
     completion = await deps.provider.complete(plan.request, signal);
   } catch (err) {
-    await Promise.all([admitted.release(), disown(deps, plan)]);
+    await Promise.all([
+      signal.aborted ? chargeUnreported(deps.usage, admitted, plan, "") : admitted.release(),
+      disown(deps, plan),
+    ]);
     throw err;
   }
   await admitted.settle(usedBy(completion));
@@ -112,6 +124,7 @@ async function stream<A, S extends StreamedCall>(
   plan: CallPlan<A, S>,
   admitted: AdmittedCall,
   start: () => Promise<S>,
+  signal: AbortSignal,
 ): Promise<void> {
   await own(deps, plan, admitted);
   let streamed: S;
@@ -119,7 +132,10 @@ async function stream<A, S extends StreamedCall>(
     streamed = await start();
   } catch (err) {
     // failed before the first byte: an ordinary error answer
-    await Promise.all([admitted.release(), disown(deps, plan)]);
+    await Promise.all([
+      signal.aborted ? chargeUnreported(deps.usage, admitted, plan, "") : admitted.release(),
+      disown(deps, plan),
+    ]);
     throw err;
   }
   if (streamed.completion) {
@@ -134,15 +150,17 @@ async function stream<A, S extends StreamedCall>(
     streamed.end();
     return;
   }
-  // The stream broke after it began: what the model produced still counts, nothing was kept.
-  await settlePartial(deps.usage, admitted, plan.principal, plan.request, streamed.partial);
+  // The stream broke after it began: the prompt and what the model produced still count, nothing was kept.
+  await chargeUnreported(deps.usage, admitted, plan, streamed.partial ?? "");
   await disown(deps, plan);
 }
 
 /** Creates the ownership of what will be kept; if that fails, the reservation goes back. */
 async function own(deps: ModelCallDeps, plan: CallPlan<unknown, StreamedCall>, admitted: AdmittedCall) {
   try {
-    if (plan.owned) await deps.authorization.createOwnership(plan.principal, plan.owned);
+    if (!plan.owned) return;
+    if (!deps.authorization) throw new Error("A model call that owns what it keeps needs the authorization");
+    await deps.authorization.createOwnership(plan.caller.principal, plan.owned);
   } catch (err) {
     await admitted.release();
     throw err;
@@ -151,16 +169,9 @@ async function own(deps: ModelCallDeps, plan: CallPlan<unknown, StreamedCall>, a
 
 /** Gives up the id of what was never kept (best effort). */
 function disown(deps: ModelCallDeps, plan: CallPlan<unknown, StreamedCall>): Promise<void> {
-  return plan.owned ? releaseOwnership(deps.authorization, plan.principal, plan.owned) : Promise.resolve();
-}
-
-/** A signal aborted when the caller goes away before the answer is finished: that stops the model's work. */
-export function abortOnClose(res: Response): AbortSignal {
-  const abort = new AbortController();
-  res.on("close", () => {
-    if (!res.writableFinished) abort.abort(new Error("client disconnected"));
-  });
-  return abort.signal;
+  return plan.owned && deps.authorization
+    ? releaseOwnership(deps.authorization, plan.caller.principal, plan.owned)
+    : Promise.resolve();
 }
 
 /**
@@ -192,20 +203,26 @@ export const usedBy = (completion: Completion) => ({
 });
 
 /**
- * A stream cut midway: what the model produced is charged to the budgets and
- * recorded as usage (estimated: the provider sent no usage); nothing produced,
- * the reservation is given back.
+ * A call the provider had but never reported on (the caller went away, the
+ * stream broke): the budgets are charged, and usage records, the prompt as
+ * counted for admission (an upper bound of what the provider read) plus the
+ * tokens of what the model produced (`produced`, as counted the same way).
  */
-export async function settlePartial(
+export async function chargeUnreported(
   store: UsageStore,
   admitted: AdmittedCall,
-  principal: Principal,
-  request: ChatRequest,
-  partial: string | undefined,
+  plan: { caller: Caller; request: ChatRequest },
+  produced: string,
 ): Promise<void> {
-  if (!partial) return admitted.release();
-  const usage = usageOf(undefined, request.messages, partial);
-  await Promise.all([admitted.settle(usage), recordUsage(store, principal, request.model, usage)]);
+  const [input, output] = await Promise.all([
+    admitted.promptTokens(),
+    countTokens(plan.request.model, produced),
+  ]);
+  const usage = { input_tokens: input, output_tokens: output, total_tokens: input + output };
+  await Promise.all([
+    admitted.settle(usage),
+    recordUsage(store, plan.caller.principal, plan.request.model, usage),
+  ]);
 }
 
 /** Gives up the id of a resource made for a call whose result was never kept (best effort). */
@@ -218,20 +235,6 @@ export function releaseOwnership(
     () => undefined,
     () => undefined,
   );
-}
-
-/** Logs a stream that failed after it began: a catalogue error as a warning, anything else as an error. */
-export function logStreamFailure(logger: Logger, res: Response, err: unknown, what: string): void {
-  if (err instanceof AppError) logger.warn({ requestId: res.req.id, err }, `${what} stream failed`);
-  else logger.error({ requestId: res.req.id, err }, `${what} stream failed`);
-}
-
-/** Opens a server-sent event stream: 200, no caching, no proxy buffering, the headers sent at once. */
-export function openEventStream(res: Response): void {
-  res
-    .status(200)
-    .set({ "Content-Type": "text/event-stream", "Cache-Control": "no-cache", "X-Accel-Buffering": "no" });
-  res.flushHeaders();
 }
 
 /**

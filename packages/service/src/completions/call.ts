@@ -1,14 +1,15 @@
 import type { Logger } from "@gw/core/logger";
 import type { Principal } from "@gw/core/principal";
-import type { Response } from "express";
+import type { WindowState } from "@gw/core/windows";
+import type { Caller } from "../budgets/admit-model-call.ts";
 import { admitCall, type ModelCallDeps, recordUsage } from "../calls/model-call.ts";
 import { newCompletionId } from "../ids.ts";
 import { requireUsableModel, resolveModel } from "../llm/models.ts";
-import type { Completion } from "../llm/provider.ts";
+import type { ChatRequest, Completion } from "../llm/provider.ts";
 import { completionObject, storedMessages } from "./completion.ts";
 import { type CreateCompletionInput, chatRequestOf } from "./request.ts";
 import type { ChatCompletionObject, CompletionStore } from "./store.ts";
-import { type StreamedCompletion, streamCompletion } from "./stream.ts";
+import type { StreamedCompletion } from "./stream.ts";
 
 export interface CompletionCallDeps extends ModelCallDeps {
   logger: Logger;
@@ -17,10 +18,16 @@ export interface CompletionCallDeps extends ModelCallDeps {
 
 /** A chat completion checked and admitted: run it once, as JSON or as a stream of chunks. */
 export interface CompletionCall {
+  /** The budget windows after admission (the answer's rate-limit headers). */
+  windows: WindowState[];
+  /** The completion's id and creation time, and the request for the model (what a stream writer needs). */
+  id: string;
+  created: number;
+  request: ChatRequest;
   /** The model's answer as a `chat.completion`, stored with `store: true`, its usage recorded. */
   answer(signal: AbortSignal): Promise<ChatCompletionObject>;
-  /** Streams the completion on `res` (see `streamCompletion`); it is stored before the last chunk. */
-  stream(signal: AbortSignal): Promise<void>;
+  /** Streams the completion through `start` (the route's stream writer); it is stored before the last chunk. */
+  stream(start: () => Promise<StreamedCompletion>, signal: AbortSignal): Promise<void>;
 }
 
 /**
@@ -31,18 +38,18 @@ export interface CompletionCall {
  */
 export async function startCompletion(
   deps: CompletionCallDeps,
-  res: Response,
-  principal: Principal,
+  caller: Caller,
   input: CreateCompletionInput,
 ): Promise<CompletionCall> {
+  const { principal } = caller;
   deps.provider.assertConfigured();
   const model = resolveModel(deps.provider, input.model);
   requireUsableModel(principal, model);
   const request = chatRequestOf(input, model);
   const id = newCompletionId();
   const created = Math.floor(Date.now() / 1000);
-  const call = await admitCall<ChatCompletionObject, StreamedCompletion>(deps, res, {
-    principal,
+  const call = await admitCall<ChatCompletionObject, StreamedCompletion>(deps, {
+    caller,
     request,
     owned: input.store ? { type: "completion", id } : undefined,
     keep: async (completion) => {
@@ -52,18 +59,12 @@ export async function startCompletion(
     },
   });
   return {
+    windows: call.windows,
+    id,
+    created,
+    request,
     answer: (signal) => call.answer(signal),
-    stream: (signal) =>
-      call.stream(() =>
-        streamCompletion(res, {
-          ...deps,
-          request,
-          id,
-          created,
-          includeUsage: input.stream_options?.include_usage === true,
-          signal,
-        }),
-      ),
+    stream: (start, signal) => call.stream(start, signal),
   };
 }
 

@@ -1,7 +1,8 @@
 import { streamErrorChunk } from "@gw/core/errors";
 import type { Logger } from "@gw/core/logger";
 import type { Response } from "express";
-import { logStreamFailure, openEventStream, relayPieces, type StreamedCall } from "../calls/model-call.ts";
+import { logStreamFailure, openEventStream } from "../calls/http.ts";
+import { relayPieces, type StreamedCall } from "../calls/model-call.ts";
 import type { ChatProvider, ChatRequest, Completion } from "../llm/provider.ts";
 import { finishReasonOf, usageObject } from "./completion.ts";
 

@@ -1,14 +1,18 @@
+import { AppError } from "@gw/core/errors";
 import type { Logger } from "@gw/core/logger";
+import { BudgetRefused } from "../budgets/admit-model-call.ts";
+import { admitCall, type ModelCallDeps, recordUsage, type StreamedCall } from "../calls/model-call.ts";
 import { ProviderError } from "../llm/errors.ts";
-import type { ChatProvider } from "../llm/provider.ts";
-import type { UsageStore } from "../usage/store.ts";
+import { requireUsableModel } from "../llm/models.ts";
+import type { Completion } from "../llm/provider.ts";
+import type { CreatorKeys } from "./creator.ts";
 import { type EvalResult, type EvalSchedule, unixSeconds } from "./records.ts";
 import type { EvalStore } from "./store.ts";
 
-export interface ExecuteRunDeps {
+export interface ExecuteRunDeps extends ModelCallDeps {
   store: EvalStore;
-  provider: ChatProvider;
-  usage: UsageStore;
+  /** The schedule's creator as its key stands now (limits, models, revoked or not). */
+  creators: CreatorKeys;
   logger: Logger;
 }
 
@@ -17,9 +21,15 @@ class RunFailure extends Error {}
 
 /**
  * Sends every input of the schedule through the model provider, one after
- * another, recording each answer as it comes and its tokens in usage (under
- * the schedule's creator and key). The first failure ends the run as
- * `failed`, keeping the results so far. Resolves with how the run ended.
+ * another, each as one model call of the pipeline every endpoint uses
+ * (`calls/model-call.ts`): as the schedule's creator and its key stand now
+ * (a revoked or deleted key, or a model the key may no longer use, fails the
+ * run before any call), admitted under the key's and the end user's request,
+ * token and spend windows with the output cap sent to the provider, settled
+ * with what the model used, its usage recorded. Each answer is recorded as
+ * it comes. The first failure (a budget's refusal included, before the model
+ * is called) ends the run as `failed` saying why, keeping the results so far.
+ * Resolves with how the run ended.
  */
 export async function executeRun(
   deps: ExecuteRunDeps,
@@ -34,13 +44,25 @@ export async function executeRun(
     deps.provider.assertConfigured();
     const model = deps.provider.resolveModel(schedule.model);
     if (!model) throw new RunFailure(`The model '${schedule.model}' is not one of LLM_MODELS`);
+    const caller = await deps.creators.callerOf(org, schedule.creator);
+    if ("refused" in caller) throw new RunFailure(caller.refused);
+    requireUsableModel(caller.principal, model);
     await deps.store.update(org, runId, { model });
     for (const item of schedule.inputs) {
       const { input, expected } = typeof item === "string" ? { input: item, expected: null } : item;
-      const completion = await deps.provider.complete(
-        { model, messages: [{ role: "user", content: input }] },
-        signal,
-      );
+      const call = await admitCall<Completion, StreamedCall>(deps, {
+        caller,
+        request: { model, messages: [{ role: "user", content: input }] },
+        owned: undefined,
+        keep: async (completion) => {
+          await recordUsage(deps.usage, caller.principal, completion.model, completion.usage, {
+            cachedTokens: completion.usageDetails.cachedTokens,
+            pricedAs: model,
+          });
+          return completion;
+        },
+      });
+      const completion = await call.answer(signal);
       results.push({
         input,
         expected,
@@ -48,24 +70,19 @@ export async function executeRun(
         passed: expected === null ? null : completion.text.includes(expected),
         usage: completion.usage,
       });
-      await Promise.all([
-        deps.usage.record({
-          org,
-          keyId: schedule.creator.keyId,
-          user: schedule.creator.user,
-          model: completion.model,
-          usage: completion.usage,
-        }),
-        deps.store.update(org, runId, { results }),
-      ]);
+      await deps.store.update(org, runId, { results });
     }
   } catch (err) {
     // Provider errors speak in the service's words; what the provider said goes to the log only.
     if (signal.aborted) error = "The worker stopped before the run finished";
-    else if (err instanceof ProviderError || err instanceof RunFailure) error = err.message;
+    else if (err instanceof BudgetRefused)
+      error = `Refused by a budget of the schedule's key: ${err.message}`;
+    else if (err instanceof ProviderError || err instanceof RunFailure || err instanceof AppError)
+      error = err.message;
     else error = "The run failed on an internal error";
     if (err instanceof ProviderError) deps.logger.warn({ err, runId }, "eval run failed: model provider");
-    else if (!(err instanceof RunFailure)) deps.logger.error({ err, runId }, "eval run failed");
+    else if (!(err instanceof RunFailure || err instanceof AppError))
+      deps.logger.error({ err, runId }, "eval run failed");
   }
   const status = error === null ? "completed" : "failed";
   await deps.store.update(org, runId, { results, end: { status, at: unixSeconds(), error } });

@@ -2,8 +2,10 @@ import type { Logger } from "@gw/core/logger";
 import type { Metrics } from "@gw/core/metrics";
 import type { Postgres } from "@gw/core/postgres";
 import type { RedisClient } from "@gw/core/redis";
+import type { BudgetDeps } from "../budgets/admit-model-call.ts";
 import type { ChatProvider } from "../llm/provider.ts";
 import type { UsageStore } from "../usage/store.ts";
+import { RedisCreatorKeys } from "./creator.ts";
 import { createEvalMetrics } from "./metrics.ts";
 import { bullConnection, EvalQueue } from "./queue.ts";
 import { EvalStore } from "./store.ts";
@@ -44,6 +46,8 @@ export function startEvals(
     retention: EvalRetention;
     provider: ChatProvider;
     usage: UsageStore;
+    /** Runs are admitted under their creator key's budgets, as responses are. */
+    budgets: BudgetDeps;
     logger: Logger;
     metrics: Metrics;
   },
@@ -66,7 +70,8 @@ export function startEvals(
   let workerConnection: RedisClient | undefined;
   if (workers > 0) {
     workerConnection = bullConnection(deps.redisUrl, "worker");
-    worker = startEvalWorker(workerConnection, { ...deps, store, queue, metrics }, workers);
+    const creators = new RedisCreatorKeys(deps.redis);
+    worker = startEvalWorker(workerConnection, { ...deps, store, queue, metrics, creators }, workers);
   }
   return {
     store,

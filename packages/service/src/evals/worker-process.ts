@@ -3,9 +3,10 @@ import { type Logger, redactUrl } from "@gw/core/logger";
 import { createMetrics } from "@gw/core/metrics";
 import { createPostgres, migrate, postgresReady } from "@gw/core/postgres";
 import { createRedis, redisReady } from "@gw/core/redis";
+import { LEASE_KEEPING_MS } from "@gw/core/windows";
 import express from "express";
+import { budgetDeps, chatProvider } from "../calls/deps.ts";
 import type { ServiceConfig } from "../config.ts";
-import { chatProvider } from "../server.ts";
 import { UsageStore } from "../usage/store.ts";
 import { evalLimits, evalRetention, startEvals } from "./index.ts";
 
@@ -29,6 +30,12 @@ export async function startEvalWorkerProcess(config: ServiceConfig, logger: Logg
     connectionName: "eval-worker",
     onIdleError: (err) => logger.warn({ err: err.message }, "postgres connection error"),
   });
+  const budgets = budgetDeps(config, redis, metrics, logger);
+  // The runs' budget reservations are leases this process renews (and it settles those of processes that died).
+  const stopLeases = budgets.windows.keepLeases(LEASE_KEEPING_MS, {
+    swept: (holders) => logger.warn({ holders }, "budget leases of processes that died were settled"),
+    error: (err) => logger.warn({ err: (err as Error).message }, "budget leases could not be kept"),
+  });
   const evals = startEvals(
     {
       redisUrl: config.REDIS_URL,
@@ -37,6 +44,7 @@ export async function startEvalWorkerProcess(config: ServiceConfig, logger: Logg
       retention: evalRetention(config),
       provider: chatProvider(config, metrics),
       usage: new UsageStore(redis, config.LLM_MODELS?.prices),
+      budgets,
       logger,
       metrics,
     },
@@ -66,6 +74,7 @@ export async function startEvalWorkerProcess(config: ServiceConfig, logger: Logg
     async close() {
       await Promise.all([closeGracefully(server, 5_000), metricsListener?.close()]);
       await evals.close();
+      stopLeases();
       redis.disconnect();
       await db.close();
     },

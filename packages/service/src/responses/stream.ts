@@ -1,6 +1,7 @@
 import type { Logger } from "@gw/core/logger";
 import type { Response } from "express";
-import { logStreamFailure, openEventStream, relayPieces, type StreamedCall } from "../calls/model-call.ts";
+import { logStreamFailure, openEventStream } from "../calls/http.ts";
+import { relayPieces, type StreamedCall } from "../calls/model-call.ts";
 import { newId } from "../ids.ts";
 import { ID_PREFIX } from "../items/items.ts";
 import type { ChatProvider, ChatRequest, ToolCallDelta } from "../llm/provider.ts";

@@ -1,20 +1,23 @@
+import type { ResourceAuthorization } from "@gw/core/authz";
 import { notFound } from "@gw/core/errors";
 import type { Logger } from "@gw/core/logger";
 import type { Principal } from "@gw/core/principal";
-import type { Response } from "express";
+import type { WindowState } from "@gw/core/windows";
+import type { Caller } from "../budgets/admit-model-call.ts";
 import { admitCall, type ModelCallDeps, recordUsage } from "../calls/model-call.ts";
 import type { ConversationStore } from "../conversations/store.ts";
 import { newId } from "../ids.ts";
 import type { Item } from "../items/items.ts";
 import type { ContextBudget } from "../llm/context.ts";
-import type { Completion } from "../llm/provider.ts";
+import type { ChatRequest, Completion } from "../llm/provider.ts";
 import { prepareTurn } from "./prepare-turn.ts";
 import type { CreateResponseInput } from "./request.ts";
 import { draftResponse, outputOf, settle } from "./response.ts";
 import type { ResponseObject, ResponseStore } from "./store.ts";
-import { type StreamedTurn, streamTurn } from "./stream.ts";
+import type { StreamedTurn } from "./stream.ts";
 
 export interface ResponseTurnDeps extends ModelCallDeps {
+  authorization: ResourceAuthorization;
   logger: Logger;
   conversations: ConversationStore;
   responses: ResponseStore;
@@ -23,10 +26,15 @@ export interface ResponseTurnDeps extends ModelCallDeps {
 
 /** A turn checked and admitted: run it once, as JSON or as a stream of Responses events. */
 export interface ResponseTurn {
+  /** The budget windows after admission (the answer's rate-limit headers). */
+  windows: WindowState[];
+  /** The response being made, and the request for the model (what a stream writer needs). */
+  response: ResponseObject;
+  request: ChatRequest;
   /** The model's answer as a response object, stored (unless `store` is false) with its usage recorded. */
   answer(signal: AbortSignal): Promise<ResponseObject>;
-  /** Streams the turn on `res` (see `streamTurn`); the response is stored before `response.completed`. */
-  stream(signal: AbortSignal): Promise<void>;
+  /** Streams the turn through `start` (the route's stream writer); the response is stored before `response.completed`. */
+  stream(start: () => Promise<StreamedTurn>, signal: AbortSignal): Promise<void>;
 }
 
 /**
@@ -40,15 +48,15 @@ export interface ResponseTurn {
  */
 export async function startTurn(
   deps: ResponseTurnDeps,
-  res: Response,
-  principal: Principal,
+  caller: Caller,
   input: CreateResponseInput,
 ): Promise<ResponseTurn> {
+  const { principal } = caller;
   deps.provider.assertConfigured();
   const { model, turn, request } = await prepareTurn(deps, principal, input, "writer");
   const response = draftResponse(input, newId("resp"), model);
-  const call = await admitCall<ResponseObject, StreamedTurn>(deps, res, {
-    principal,
+  const call = await admitCall<ResponseObject, StreamedTurn>(deps, {
+    caller,
     request,
     owned: input.store ? { type: "response", id: response.id } : undefined,
     keep: async (completion, streamed) => {
@@ -58,8 +66,11 @@ export async function startTurn(
     },
   });
   return {
+    windows: call.windows,
+    response,
+    request,
     answer: (signal) => call.answer(signal),
-    stream: (signal) => call.stream(() => streamTurn(res, { ...deps, response, request, signal })),
+    stream: (start, signal) => call.stream(start, signal),
   };
 }
 

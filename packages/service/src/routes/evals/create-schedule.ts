@@ -14,6 +14,7 @@ import {
   scheduleObject,
   unixSeconds,
 } from "../../evals/records.ts";
+import { requireUsableModel } from "../../llm/models.ts";
 import type { ChatProvider } from "../../llm/provider.ts";
 import { chosen } from "../../schema.ts";
 import { metadataSchema } from "../conversations/metadata.ts";
@@ -126,7 +127,9 @@ export interface EvalRouteDeps {
  * `POST /api/v1/llm/evals/schedules` → 200 the schedule. Its job scheduler is
  * in the queue before the answer; the first run of an `every_seconds`
  * schedule is queued at once. An organization at its cap of live schedules
- * gets 409; a period under the smallest interval, 422.
+ * gets 409; a period under the smallest interval, 422; a model the key may
+ * not use, 403 (runs are admitted as the creator's key stands at each run:
+ * `evals/execute-run.ts`).
  */
 export function registerCreateSchedule(router: Router, deps: EvalRouteDeps): void {
   const { maxSchedulesPerOrg, minIntervalSeconds } = deps.evals.limits;
@@ -146,6 +149,9 @@ export function registerCreateSchedule(router: Router, deps: EvalRouteDeps): voi
       ]);
     }
     const principal = principalOf(res);
+    // As `/responses` does: 403 for a model the key may not use (`auto`: the default model); checked again at every run.
+    const model = input.model === "auto" ? deps.provider.defaultModel : input.model;
+    if (model) requireUsableModel(principal, model);
     const cadence: Cadence =
       input.cron === undefined
         ? { every_seconds: input.every_seconds! }

@@ -1,8 +1,10 @@
-import { principalOf, requirePermission } from "@gw/core/http";
+import { requirePermission } from "@gw/core/http";
 import { validate } from "@gw/core/validation";
 import type { Router } from "express";
-import { abortOnClose } from "../../calls/model-call.ts";
+import { budgetHeaders } from "../../budgets/headers.ts";
+import { abortOnClose, callerOf } from "../../calls/http.ts";
 import { createResponseBody } from "../../responses/request.ts";
+import { streamTurn } from "../../responses/stream.ts";
 import { type ResponseTurnDeps, startTurn } from "../../responses/turn.ts";
 import { withoutNulls } from "../../schema.ts";
 
@@ -10,16 +12,22 @@ export type CreateResponseDeps = ResponseTurnDeps;
 
 /**
  * `POST /api/v1/llm/responses`: one turn with the model (see `startTurn`), as
- * JSON or as a stream of Responses events. Provider failures are errors with
- * their catalogue code: the error middleware answers them (before a stream's
- * first byte; after it, `response.failed` ends the stream).
+ * JSON or as a stream of Responses events, with the budget windows'
+ * rate-limit headers. Provider failures are errors with their catalogue
+ * code: the error middleware answers them (before a stream's first byte;
+ * after it, `response.failed` ends the stream).
  */
 export function registerCreateResponse(router: Router, deps: CreateResponseDeps): void {
   router.post("/llm/responses", requirePermission("responses:write"), async (req, res) => {
     const input = validate("body", createResponseBody, withoutNulls(req.body));
-    const turn = await startTurn(deps, res, principalOf(res), input);
+    const turn = await startTurn(deps, callerOf(req, res), input);
+    res.set(budgetHeaders(turn.windows));
     const signal = abortOnClose(res); // the caller going away stops the model's work
-    if (input.stream) await turn.stream(signal);
+    if (input.stream)
+      await turn.stream(
+        () => streamTurn(res, { ...deps, response: turn.response, request: turn.request, signal }),
+        signal,
+      );
     else res.json(await turn.answer(signal));
   });
 }

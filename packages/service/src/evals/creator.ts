@@ -1,0 +1,86 @@
+import type { Limits, UnitLimits } from "@gw/core/limits";
+import type { Permission } from "@gw/core/permissions";
+import type { Principal } from "@gw/core/principal";
+import type { RedisClient } from "@gw/core/redis";
+import type { Caller } from "../budgets/admit-model-call.ts";
+
+/**
+ * The creator of an eval schedule, as its key stands now: an eval run has no
+ * HTTP request and no gateway assertion, so it reads the key's record and
+ * the organization's end-user defaults where the gateway keeps them (Redis:
+ * `gw:apikey:<id>` and `gw:org:<org>:end-user-limits`, written by the
+ * gateway's `ApiKeyStore` and `OrgLimitsStore`) and resolves its limits as
+ * the gateway does for a model call (the key's own windows; each end-user
+ * window the key's own, else the organization's default).
+ */
+export interface CreatorKeys {
+  /** The caller a run acts as, or why it cannot run (the key revoked, expired or deleted). */
+  callerOf(org: string, creator: { user: string; keyId: string }): Promise<Caller | { refused: string }>;
+}
+
+/** The fields of the gateway's key record that a run needs. */
+interface KeyRecord {
+  org: string;
+  owner: string;
+  permissions: Permission[];
+  limits: Limits;
+  models?: string[] | null;
+  status: "active" | "revoked";
+  expiresAt: string | null;
+}
+
+const recordKey = (id: string) => `gw:apikey:${id}`;
+const orgLimitsKey = (org: string) => `gw:org:${org}:end-user-limits`;
+
+export class RedisCreatorKeys implements CreatorKeys {
+  private readonly redis: RedisClient;
+  private readonly now: () => number;
+
+  constructor(redis: RedisClient, now: () => number = Date.now) {
+    this.redis = redis;
+    this.now = now;
+  }
+
+  async callerOf(org: string, creator: { user: string; keyId: string }) {
+    const [json, defaults] = await Promise.all([
+      this.redis.get(recordKey(creator.keyId)),
+      this.redis.get(orgLimitsKey(org)),
+    ]);
+    const record = json ? (JSON.parse(json) as KeyRecord) : undefined;
+    if (!record || record.org !== org)
+      return { refused: "The API key that created the schedule was deleted" };
+    if (record.status !== "active") return { refused: "The API key that created the schedule was revoked" };
+    if (record.expiresAt && Date.parse(record.expiresAt) <= this.now())
+      return { refused: "The API key that created the schedule has expired" };
+    const principal: Principal = {
+      org,
+      user: creator.user,
+      keyId: creator.keyId,
+      permissions: record.permissions,
+      models: record.models ?? undefined,
+      credential: "api_key",
+      onBehalfOf: creator.user !== record.owner,
+    };
+    const limits: Limits = { ...record.limits };
+    const endUser = endUserLimits(
+      defaults ? (JSON.parse(defaults) as UnitLimits) : {},
+      record.limits.endUser,
+    );
+    if (endUser) limits.endUser = endUser;
+    else delete limits.endUser;
+    // Nothing was counted by a gateway: the run's request is counted with its tokens.
+    return { principal, admission: { limits }, requestsCounted: false } satisfies Caller;
+  }
+}
+
+/** Each end-user window: the key's own, else the organization's default (as the gateway merges them). */
+function endUserLimits(defaults: UnitLimits, own: UnitLimits | undefined): UnitLimits | undefined {
+  const { tokens: defaultTokens, spend: defaultSpend, ...defaultRequests } = defaults;
+  const { tokens, spend, ...requests } = own ?? {};
+  const merged: UnitLimits = { ...defaultRequests, ...requests };
+  const mergedTokens = { ...defaultTokens, ...tokens };
+  const mergedSpend = { ...defaultSpend, ...spend };
+  if (Object.keys(mergedTokens).length > 0) merged.tokens = mergedTokens;
+  if (Object.keys(mergedSpend).length > 0) merged.spend = mergedSpend;
+  return Object.keys(merged).length > 0 ? merged : undefined;
+}
