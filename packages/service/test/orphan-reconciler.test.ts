@@ -121,11 +121,19 @@ describe("the orphan reconciler", () => {
     // An orphan whose relationships straddle two runs is deleted (idempotently) in both.
     expect(reports.reduce((n, r) => n + r.removed, 0)).toBeGreaterThanOrEqual(orphans.length);
     expect(await linesOf(org, "conversation", liveConversation)).toEqual([
+      // Created through the API: its organization is written with its first owner (administrators' reads).
+      `organization ${org}`,
       `owner ${org}/alice`,
       `reader ${org}/bob`,
     ]);
-    expect(await linesOf(org, "response", liveResponse)).toEqual([`owner ${org}/alice`]);
-    expect(await linesOf(org, "completion", liveCompletion)).toEqual([`owner ${org}/alice`]);
+    expect(await linesOf(org, "response", liveResponse)).toEqual([
+      `organization ${org}`,
+      `owner ${org}/alice`,
+    ]);
+    expect(await linesOf(org, "completion", liveCompletion)).toEqual([
+      `organization ${org}`,
+      `owner ${org}/alice`,
+    ]);
     expect(await linesOf(org, "response", young)).toEqual([`owner ${org}/alice`, `reader ${org}/bob`]);
     expect(await linesOf(org, "file", "file_1")).toEqual([`owner ${org}/alice`]);
     // bob, who was a reader of the orphans, finds only the live conversation in his lookups.
@@ -141,8 +149,11 @@ describe("the orphan reconciler", () => {
     clock += 2 * HOUR;
     await fullPass();
     expect(await linesOf(org, "response", young)).toEqual([]);
-    expect(await linesOf(org, "response", liveResponse)).toEqual([`owner ${org}/alice`]);
-    expect(await linesOf(org, "conversation", liveConversation)).toHaveLength(2);
+    expect(await linesOf(org, "response", liveResponse)).toEqual([
+      `organization ${org}`,
+      `owner ${org}/alice`,
+    ]);
+    expect(await linesOf(org, "conversation", liveConversation)).toHaveLength(3);
   });
 
   it("starts over when its kept cursor is not one SpiceDB takes", async () => {
