@@ -125,10 +125,32 @@ describe("admin console", () => {
     expect(await org.getByRole("row").nth(1).textContent()).toMatch(/revoke.*bob.*reader.*allowed/);
 
     // Every other page too, with no console error anywhere.
+    // Eval schedules: list, runs, delete with a confirmation.
+    const schedule = await fetch(`${s.url}/api/v1/llm/evals/schedules`, {
+      method: "POST",
+      headers: { Authorization: `Bearer ${s.root.key}`, "Content-Type": "application/json" },
+      body: JSON.stringify({
+        name: "nightly",
+        model: "echo-small",
+        inputs: [{ input: "2+2", expected: "4" }],
+        cron: "0 3 * * *",
+      }),
+    }).then((r) => r.json() as Promise<{ id: string }>);
     await page.goto(`${s.url}/admin/evals`);
+    const schedules = page.getByRole("table", { name: "The organization's eval schedules" });
+    await expect.poll(() => schedules.textContent()).toContain(schedule.id);
+    await page.getByRole("button", { name: "Runs of nightly" }).click();
     await expect
-      .poll(() => page.getByRole("table", { name: "The organization's eval schedules" }).isVisible())
+      .poll(() => page.getByRole("table", { name: `Runs of ${schedule.id}` }).isVisible())
       .toBe(true);
+    await page.getByRole("button", { name: "Delete nightly" }).click();
+    await page.getByRole("button", { name: "Yes, delete" }).click();
+    await expect.poll(() => page.getByRole("status").textContent()).toContain("deleted");
+    expect(await schedules.textContent()).not.toContain(schedule.id);
+    const gone = await fetch(`${s.url}/api/v1/llm/evals/schedules/${schedule.id}`, {
+      headers: { Authorization: `Bearer ${s.root.key}` },
+    });
+    expect(gone.status).toBe(404);
     expect(await page.getByRole("link", { name: "Tool servers" }).count()).toBe(0);
     expect(seen.dialogs).toEqual([]);
     expect(seen.errors).toEqual([]);
