@@ -84,6 +84,23 @@ describe("admin console", () => {
     await expect.poll(() => windows.textContent()).toContain("second");
     expect(await windows.textContent()).toContain("100,000");
 
+    // Change its limits, models and policy; the API then holds it to them.
+    await page.goto(`${s.url}/admin/keys`);
+    await page.getByRole("button", { name: `Change key ${XSS}` }).click();
+    await page.locator("#edit-req-second").fill("");
+    await page.locator("#edit-req-minute").fill("50");
+    await page.getByLabel("Models (allowlist, comma-separated; empty: any)").fill("echo-small, echo-large");
+    await page.getByLabel("On-behalf-of policy").selectOption("none");
+    await page.getByRole("button", { name: "Save changes" }).click();
+    await expect.poll(() => page.getByRole("status").textContent()).toContain("changed");
+    const changed = page.getByRole("row").filter({ hasText: "svc" });
+    expect(await changed.textContent()).toContain("50 requests/minute");
+    expect(await changed.textContent()).not.toContain("requests/second");
+    expect(await changed.textContent()).toContain("echo-small, echo-large");
+    expect(await changed.textContent()).toContain("its owner only");
+    expect((await respond(s.url, secret, "echo-large")).status).toBe(200);
+    expect((await respond(s.url, secret, "echo-small", "erin")).status).toBe(403); // no end users now
+
     // Access: alice owns a conversation and bob reads it; she revokes it here.
     const conv = await fetch(`${s.url}/api/v1/llm/conversations`, {
       method: "POST",
