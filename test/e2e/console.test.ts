@@ -84,6 +84,23 @@ describe("admin console", () => {
     await expect.poll(() => windows.textContent()).toContain("second");
     expect(await windows.textContent()).toContain("100,000");
 
+    // Change its limits, models and policy; the API then holds it to them.
+    await page.goto(`${s.url}/admin/keys`);
+    await page.getByRole("button", { name: `Change key ${XSS}` }).click();
+    await page.locator("#edit-req-second").fill("");
+    await page.locator("#edit-req-minute").fill("50");
+    await page.getByLabel("Models (allowlist, comma-separated; empty: any)").fill("echo-small, echo-large");
+    await page.getByLabel("On-behalf-of policy").selectOption("none");
+    await page.getByRole("button", { name: "Save changes" }).click();
+    await expect.poll(() => page.getByRole("status").textContent()).toContain("changed");
+    const changed = page.getByRole("row").filter({ hasText: "svc" });
+    expect(await changed.textContent()).toContain("50 requests/minute");
+    expect(await changed.textContent()).not.toContain("requests/second");
+    expect(await changed.textContent()).toContain("echo-small, echo-large");
+    expect(await changed.textContent()).toContain("its owner only");
+    expect((await respond(s.url, secret, "echo-large")).status).toBe(200);
+    expect((await respond(s.url, secret, "echo-small", "erin")).status).toBe(403); // no end users now
+
     // Access: alice owns a conversation and bob reads it; she revokes it here.
     const conv = await fetch(`${s.url}/api/v1/llm/conversations`, {
       method: "POST",
@@ -125,10 +142,32 @@ describe("admin console", () => {
     expect(await org.getByRole("row").nth(1).textContent()).toMatch(/revoke.*bob.*reader.*allowed/);
 
     // Every other page too, with no console error anywhere.
+    // Eval schedules: list, runs, delete with a confirmation.
+    const schedule = await fetch(`${s.url}/api/v1/llm/evals/schedules`, {
+      method: "POST",
+      headers: { Authorization: `Bearer ${s.root.key}`, "Content-Type": "application/json" },
+      body: JSON.stringify({
+        name: "nightly",
+        model: "echo-small",
+        inputs: [{ input: "2+2", expected: "4" }],
+        cron: "0 3 * * *",
+      }),
+    }).then((r) => r.json() as Promise<{ id: string }>);
     await page.goto(`${s.url}/admin/evals`);
+    const schedules = page.getByRole("table", { name: "The organization's eval schedules" });
+    await expect.poll(() => schedules.textContent()).toContain(schedule.id);
+    await page.getByRole("button", { name: "Runs of nightly" }).click();
     await expect
-      .poll(() => page.getByRole("table", { name: "The organization's eval schedules" }).isVisible())
+      .poll(() => page.getByRole("table", { name: `Runs of ${schedule.id}` }).isVisible())
       .toBe(true);
+    await page.getByRole("button", { name: "Delete nightly" }).click();
+    await page.getByRole("button", { name: "Yes, delete" }).click();
+    await expect.poll(() => page.getByRole("status").textContent()).toContain("deleted");
+    expect(await schedules.textContent()).not.toContain(schedule.id);
+    const gone = await fetch(`${s.url}/api/v1/llm/evals/schedules/${schedule.id}`, {
+      headers: { Authorization: `Bearer ${s.root.key}` },
+    });
+    expect(gone.status).toBe(404);
     expect(await page.getByRole("link", { name: "Tool servers" }).count()).toBe(0);
     expect(seen.dialogs).toEqual([]);
     expect(seen.errors).toEqual([]);

@@ -1,5 +1,6 @@
 import { scanKeys, useTestRedis } from "@gw/test-kit";
 import { describe, expect, it } from "vitest";
+import { hasMcpRoutes } from "../src/console/console-router.ts";
 import { ConsoleSessions } from "../src/console/sessions.ts";
 import { newOrg } from "./authorization-helpers.ts";
 import { freshOrg, useGateway } from "./harness.ts";
@@ -342,5 +343,23 @@ describe("admin console over HTTP", () => {
     expect(
       (await gw.call(`/api/v1/admin/api-keys/${limited.record.id}/usage`, { bearer: other.secret })).status,
     ).toBe(404);
+  });
+});
+
+describe("the tool servers page", () => {
+  it("is offered only when the gateway serves GET /api/v1/mcp/servers", async () => {
+    const { default: express, Router } = await import("express");
+    const without = express();
+    without.use(
+      "/api/v1",
+      Router().get("/llm/models", (_req, res) => res.end()),
+    );
+    expect(hasMcpRoutes(without)).toBe(false);
+    const direct = express();
+    direct.use(
+      "/api/v1",
+      Router().get("/mcp/servers", (_req, res) => res.end()),
+    );
+    expect(hasMcpRoutes(direct)).toBe(true);
   });
 });

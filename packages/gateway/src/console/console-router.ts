@@ -267,7 +267,7 @@ export function mayUseConsole(key: ApiKeyRecord): boolean {
 }
 
 /** Whether the gateway serves the MCP API (helper routes of issue 29); the console shows tool servers only then. */
-function hasMcpRoutes(app: express.Express): boolean {
+export function hasMcpRoutes(app: express.Express): boolean {
   const labels = new RouteLabels([
     ...routesOf(app),
     ...SERVICE_ROUTES.map((r) => ({ method: r.method, path: `/api/v1${r.path}` })),

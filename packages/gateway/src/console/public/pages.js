@@ -298,17 +298,20 @@ export class KeysPage extends Component {
   };
   update = async (body) => {
     const updated = await api("PATCH", `/admin/api-keys/${encodeURIComponent(this.state.editing.id)}`, body);
-    this.setState({ editing: null, notice: `Key ${updated.name ?? updated.id} changed.` });
     await this.load();
+    this.setState({ editing: null, notice: `Key ${updated.name ?? updated.id} changed.` });
   };
   revoke = async () => {
     const key = this.state.revoking;
     this.setState({ revoking: null });
     try {
       await api("DELETE", `/admin/api-keys/${encodeURIComponent(key.id)}`);
-      this.setState({ notice: `Key ${key.name ?? key.id} revoked.` });
-      if (key.id === session.keyId) window.location.assign("/admin/sign-in");
+      if (key.id === session.keyId) {
+        window.location.assign("/admin/sign-in");
+        return;
+      }
       await this.load();
+      this.setState({ notice: `Key ${key.name ?? key.id} revoked.` });
     } catch (error) {
       this.setState({ error });
     }
@@ -800,8 +803,8 @@ export class EvalsPage extends Component {
     this.setState({ deleting: null });
     try {
       await api("DELETE", `/llm/evals/schedules/${encodeURIComponent(s.id)}`);
-      this.setState({ notice: `Schedule ${s.name ?? s.id} deleted; its runs are kept.` });
       await this.load();
+      this.setState({ notice: `Schedule ${s.name ?? s.id} deleted; its runs are kept.` });
     } catch (error) {
       this.setState({ error });
     }
