@@ -61,6 +61,7 @@ export async function startCompletion(
           id,
           created,
           includeUsage: input.stream_options?.include_usage === true,
+          obfuscate: input.stream_options?.include_obfuscation === true,
           signal,
         }),
       ),

@@ -52,14 +52,23 @@ export async function startTurn(
     request,
     owned: input.store ? { type: "response", id: response.id } : undefined,
     keep: async (completion, streamed) => {
-      settle(response, completion, streamed ? streamed.output : outputOf(completion));
+      settle(response, completion, streamed ? streamed.output : outputOf(completion, response.max_tool_calls));
       await keep(deps, principal, response, input, turn, completion, model);
       return response;
     },
   });
   return {
     answer: (signal) => call.answer(signal),
-    stream: (signal) => call.stream(() => streamTurn(res, { ...deps, response, request, signal })),
+    stream: (signal) =>
+      call.stream(() =>
+        streamTurn(res, {
+          ...deps,
+          response,
+          request,
+          signal,
+          obfuscate: input.stream_options?.include_obfuscation === true,
+        }),
+      ),
   };
 }
 
