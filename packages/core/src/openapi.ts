@@ -182,7 +182,9 @@ function errorResponses(operation: ApiOperation): Record<string, JsonSchema> {
   }
   // Two 429s: the key's quota (the contract's body) or the model provider's (OpenAI's).
   if (codes.has("rate_limited") && codes.has("provider_rate_limited")) {
-    out["429"] = { $ref: `#/components/responses/${openai ? "openai_" : ""}rate_limited_or_provider_rate_limited` };
+    out["429"] = {
+      $ref: `#/components/responses/${openai ? "openai_" : ""}rate_limited_or_provider_rate_limited`,
+    };
   }
   return out;
 }
@@ -266,7 +268,10 @@ function catalogueResponses(): Record<string, JsonSchema> {
       content: {
         "application/json": {
           schema: {
-            anyOf: [{ $ref: "#/components/schemas/RateLimitError" }, { $ref: `#/components/schemas/${provider}` }],
+            anyOf: [
+              { $ref: "#/components/schemas/RateLimitError" },
+              { $ref: `#/components/schemas/${provider}` },
+            ],
           },
         },
       },

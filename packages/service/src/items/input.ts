@@ -140,7 +140,9 @@ export function toItems(input: string | InputItem[]): Item[] {
       status: "completed",
       role: item.role,
       content: texts.map((text) =>
-        assistant ? { type: "output_text", text, annotations: [], logprobs: [] } : { type: "input_text", text },
+        assistant
+          ? { type: "output_text", text, annotations: [], logprobs: [] }
+          : { type: "input_text", text },
       ),
     };
   });

@@ -160,7 +160,8 @@ export class ChatProvider {
         if (!event.data) continue;
         const chunk = this.chunkOf(event);
         // The first name the provider gives is the answer's, for every chunk and the end.
-        if (model === undefined && typeof chunk.model === "string" && chunk.model) seen.model = model = chunk.model;
+        if (model === undefined && typeof chunk.model === "string" && chunk.model)
+          seen.model = model = chunk.model;
         if (chunk.usage) reported = chunk.usage;
         const choice = chunk.choices?.[0];
         if (request.logprobs) logprobs.push(...logprobsOf(choice?.logprobs));

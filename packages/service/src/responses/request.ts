@@ -78,7 +78,10 @@ export const INCLUDABLE = [
 export const forwardedFields = {
   prompt_cache_key: z.string().max(1024).optional(),
   safety_identifier: z.string().max(64).optional(),
-  service_tier: z.string().regex(/^[a-z_]{1,32}$/, "String should be a service tier (auto, default, flex, priority, …)").optional(),
+  service_tier: z
+    .string()
+    .regex(/^[a-z_]{1,32}$/, "String should be a service tier (auto, default, flex, priority, …)")
+    .optional(),
 };
 
 /** `stream_options`: obfuscation pads each delta event with an `obfuscation` field when asked. */

@@ -122,7 +122,9 @@ export function failed(
   usage: Usage | undefined,
 ): ResponseObject {
   // What was cut short is incomplete; what was finished stays so.
-  const cut = output.map((item) => (item.status === "in_progress" ? { ...item, status: "incomplete" as const } : item));
+  const cut = output.map((item) =>
+    item.status === "in_progress" ? { ...item, status: "incomplete" as const } : item,
+  );
   return {
     ...response,
     status: "failed",
@@ -133,7 +135,10 @@ export function failed(
 }
 
 /** Usage in the Responses shape, from the model's counts (or estimates) and their details. */
-export function responseUsage(usage: Usage, details = { cachedTokens: 0, reasoningTokens: 0 }): ResponseUsage {
+export function responseUsage(
+  usage: Usage,
+  details = { cachedTokens: 0, reasoningTokens: 0 },
+): ResponseUsage {
   return {
     input_tokens: usage.input_tokens,
     input_tokens_details: { cached_tokens: details.cachedTokens, cache_write_tokens: 0 },
