@@ -52,7 +52,6 @@ export async function streamCompletion(
       created,
       model,
       service_tier: null,
-      system_fingerprint: null,
       choices,
       ...(includeUsage ? { usage: null } : {}),
       ...(call.obfuscate ? { obfuscation: randomBytes(4 + randomInt(12)).toString("base64url") } : {}),

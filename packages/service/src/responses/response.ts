@@ -47,8 +47,8 @@ export function draftResponse(input: CreateResponseInput, id: string, model: str
     tools,
     top_p: input.top_p ?? null,
     truncation: input.truncation,
-    usage: null,
-    user: input.user ?? null,
+    // OpenAI leaves out `user` (a string, never null) when it was not given.
+    ...(input.user !== undefined ? { user: input.user } : {}),
     metadata: input.metadata ?? {},
   };
 }
@@ -130,7 +130,7 @@ export function failed(
     status: "failed",
     output: cut,
     error: responseFailure(err, "The response failed"),
-    usage: response.usage ?? (usage ? responseUsage(usage) : null),
+    ...(response.usage ? {} : usage ? { usage: responseUsage(usage) } : {}),
   };
 }
 

@@ -59,8 +59,9 @@ export interface ResponseObject {
   tools: ResponseTool[];
   top_p: number | null;
   truncation: "auto" | "disabled";
-  usage: ResponseUsage | null;
-  user: string | null;
+  /** Absent until the model answered (OpenAI's document has no `null` for it). */
+  usage?: ResponseUsage;
+  user?: string;
   metadata: Record<string, string>;
 }
 
