@@ -40,8 +40,8 @@ import {
 import { brokenDocLinks } from "./check-docs.ts";
 import { configurationDocProblems } from "./config-docs.ts";
 import { CONFIG_SECTIONS } from "./config-sections.ts";
-import { committedOpenApiProblems } from "./openapi.ts";
 import { openaiFieldDocProblems } from "./openai-fields.ts";
+import { committedOpenApiProblems } from "./openapi.ts";
 import { packageGraphProblems } from "./package-graph.ts";
 
 const execFileAsync = promisify(execFile);

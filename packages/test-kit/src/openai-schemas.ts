@@ -96,7 +96,10 @@ export function openaiRequestFields(schema: string): string[] {
   const fields = new Set<string>();
   const visit = (s: Json | undefined): void => {
     if (!s) return;
-    if (typeof s.$ref === "string") return visit(schemas[s.$ref.split("/").at(-1)!]);
+    if (typeof s.$ref === "string") {
+      visit(schemas[s.$ref.split("/").at(-1)!]);
+      return;
+    }
     for (const key of Object.keys((s.properties as Json | undefined) ?? {})) fields.add(key);
     for (const part of (s.allOf as Json[] | undefined) ?? []) visit(part);
   };

@@ -23,8 +23,8 @@ export type {
   Completion,
   FinishReason,
   FunctionTool,
-  ToolCall,
   TokenLogprob,
+  ToolCall,
   ToolCallDelta,
   Usage,
 } from "./chat.ts";
