@@ -22,6 +22,7 @@ export function openaiPythonCases(target: () => SdkTarget): void {
   it("openai-python: every case of openai_python.py passes", async (ctx) => {
     const env = await pythonWith([OPENAI_PYTHON]);
     if ("skip" in env) {
+      process.stderr.write(`SKIPPED the openai-python test: ${env.skip}; .ci/run installs it\n`);
       ctx.skip(env.skip);
       return;
     }
