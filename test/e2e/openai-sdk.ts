@@ -447,7 +447,8 @@ export function openaiSdkCases(target: () => SdkTarget): void {
       code: "value_error",
     });
     expect((refused as UnprocessableEntityError).error).toMatchObject({
-      detail: [{ loc: ["body", "prompt"] }],
+      param: "prompt",
+      code: "value_error",
     });
   });
 
