@@ -85,6 +85,18 @@ def _():
         tools=[WEATHER],
     )
     assert second.output_text == "Echo: sunny", second.output_text
+    # The same turn without chaining: the output items' model_dump() sent back as input, None and all.
+    third = client.responses.create(
+        model="auto",
+        input=[
+            {"role": "user", "content": "Paris"},
+            *[o.model_dump() for o in first.output],
+            {"type": "function_call_output", "call_id": call.call_id, "output": "cloudy"},
+        ],
+        tools=[WEATHER],
+        store=False,
+    )
+    assert third.output_text == "Echo: cloudy", third.output_text
 
 
 @case("responses: fields frameworks set by default are taken")
