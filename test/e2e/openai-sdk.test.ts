@@ -2,6 +2,8 @@ import { describe } from "vitest";
 import { useStack } from "../../packages/service/test/stack.ts";
 import { agentsSdkCases } from "./agents-sdk.ts";
 import { aiSdkCases } from "./ai-sdk.ts";
+import { langchainCases } from "./langchain.ts";
+import { openaiPythonCases } from "./openai-python.ts";
 import { openaiSdkCases } from "./openai-sdk.ts";
 
 /** The OpenAI client libraries against gateway + service + Redis + SpiceDB + the test provider, in process. */
@@ -15,4 +17,6 @@ describe("the OpenAI client libraries", () => {
   describe("the official openai SDK", () => openaiSdkCases(target));
   describe("the Vercel AI SDK", () => aiSdkCases(target));
   describe("the OpenAI Agents SDK", () => agentsSdkCases(target));
+  describe("LangChain JS", () => langchainCases(target));
+  describe("openai-python", () => openaiPythonCases(target));
 });

@@ -401,7 +401,7 @@ export function openaiSdkCases(target: () => SdkTarget): void {
     for (const refused of [
       { input: "x", background: true },
       { input: "x", tools: [{ type: "web_search" as const }] },
-      { input: "x", reasoning: { effort: "high" as const, summary: "detailed" as const } },
+      { input: "x", prompt: { id: "pmpt_1" } },
     ]) {
       await expect(alice.responses.create(refused)).rejects.toBeInstanceOf(UnprocessableEntityError);
     }
@@ -424,19 +424,45 @@ export function openaiSdkCases(target: () => SdkTarget): void {
     expect(items.data).toEqual([]);
   });
 
-  it("forwards reasoning effort and verbosity, and refuses a reasoning summary by name", async () => {
+  it("forwards reasoning effort and verbosity, takes a reasoning summary, and a 422's message names the field", async () => {
     const { alice } = await org();
     const response = await alice.responses.create({
       input: "think",
-      reasoning: { effort: "low" },
+      reasoning: { effort: "low", summary: "auto" },
       text: { verbosity: "low" },
     });
-    expect(response.reasoning?.effort).toBe("low");
+    expect(response.reasoning).toMatchObject({ effort: "low", summary: "auto" });
     expect(lastUpstream()).toMatchObject({ reasoning_effort: "low", verbosity: "low" });
     const refused = await alice.responses
-      .create({ input: "x", reasoning: { effort: "low", summary: "auto" } })
+      .create({ input: "x", prompt: { id: "pmpt_1" } })
       .catch((e: unknown) => e);
     expect(refused).toBeInstanceOf(UnprocessableEntityError);
+    expect(refused).toMatchObject({
+      status: 422,
+      message: expect.stringMatching(
+        /^422 Invalid 'prompt': prompt \(stored prompt templates\) is not supported/,
+      ),
+      param: "prompt",
+      type: "invalid_request_error",
+      code: "value_error",
+    });
+    expect((refused as UnprocessableEntityError).error).toMatchObject({
+      param: "prompt",
+      code: "value_error",
+    });
+  });
+
+  it("a provider's 429 is a RateLimitError with the provider's Retry-After, in OpenAI's shape", async () => {
+    const { alice } = await org();
+    target().llm.mode = "rate-limit";
+    try {
+      const error = await alice.responses.create({ input: "x" }).catch((e: unknown) => e);
+      expect(error).toBeInstanceOf(RateLimitError);
+      expect(error).toMatchObject({ status: 429, type: "rate_limit_error", code: "provider_rate_limited" });
+      expect((error as RateLimitError).headers.get("retry-after")).toBe("7");
+    } finally {
+      target().llm.mode = "ok";
+    }
   });
 
   it("resolves item_reference input items the caller may read; others are 404", async () => {

@@ -21,6 +21,8 @@ import { type FakeLLM, startFakeLLM } from "@gw/test-kit/llm-upstream";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { agentsSdkCases } from "./agents-sdk.ts";
 import { aiSdkCases } from "./ai-sdk.ts";
+import { langchainCases } from "./langchain.ts";
+import { openaiPythonCases } from "./openai-python.ts";
 import { openaiSdkCases } from "./openai-sdk.ts";
 import { type RunningStack, stackEnv, startStack } from "./pnpm-start.ts";
 
@@ -333,6 +335,8 @@ describe("pnpm start", () => {
     openaiSdkCases(target);
     aiSdkCases(target);
     agentsSdkCases(target);
+    langchainCases(target);
+    openaiPythonCases(target);
   });
 
   it("lets a backend register a file, share it for a while, list it, show its grants and audit trail", async () => {

@@ -40,6 +40,7 @@ import {
 import { brokenDocLinks } from "./check-docs.ts";
 import { configurationDocProblems } from "./config-docs.ts";
 import { CONFIG_SECTIONS } from "./config-sections.ts";
+import { openaiFieldDocProblems } from "./openai-fields.ts";
 import { committedOpenApiProblems } from "./openapi.ts";
 import { packageGraphProblems } from "./package-graph.ts";
 
@@ -304,6 +305,7 @@ export async function checkRepository(root = REPO_ROOT): Promise<{ problems: str
   const promtool = await promtoolProblems(root);
   problems.push(...promtool.problems);
   problems.push(...(await committedOpenApiProblems(root)));
+  problems.push(...(await openaiFieldDocProblems(root)));
   return { problems, skipped: promtool.skipped ? [promtool.skipped] : [] };
 }
 

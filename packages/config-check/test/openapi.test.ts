@@ -285,7 +285,16 @@ describe("what zod cannot see by itself, described all the same", () => {
         $ref: `#/components/responses/${code}`,
       });
     }
-    expect(create.responses[422]).toEqual({ $ref: "#/components/responses/validation_failed" });
+    // A 422 there has the contract's `detail` and OpenAI's `error` beside it.
+    expect(create.responses[422]).toEqual({ $ref: "#/components/responses/openai_validation_failed" });
+    expect(operation("post", "/api/v1/admin/api-keys").responses[422]).toEqual({
+      $ref: "#/components/responses/validation_failed",
+    });
+    // A model call's 429: the key's quota, or the provider's.
+    expect(operation("post", "/api/v1/llm/responses").responses[429]).toEqual({
+      $ref: "#/components/responses/openai_rate_limited_or_provider_rate_limited",
+    });
+    expect(create.responses[429]).toEqual({ $ref: "#/components/responses/rate_limited" });
   });
 
   it("a field the service refuses admits no value; a number checked by hand keeps its bounds", () => {

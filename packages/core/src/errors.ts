@@ -16,6 +16,8 @@ export const ERROR_CATALOGUE = {
   expectation_failed: { status: 417, title: "Expectation Failed", type: "invalid_request_error" },
   validation_failed: { status: 422, title: "Unprocessable Entity", type: "invalid_request_error" },
   rate_limited: { status: 429, title: "Rate limit exceeded", type: "rate_limit_error" },
+  /** The model provider's own 429, passed on (not the key's quota, whose body is the contract's). */
+  provider_rate_limited: { status: 429, title: "Too Many Requests", type: "rate_limit_error" },
   request_header_fields_too_large: {
     status: 431,
     title: "Request Header Fields Too Large",
@@ -44,7 +46,7 @@ export class AppError extends Error {
   readonly headers: Record<string, string>;
   /** The one request field at fault, when there is one (OpenAI's `param`, e.g. `model`). */
   readonly param: string | undefined;
-  /** A rate limit, whatever its code (a provider's own 429 is a 503 here): a failed response says `rate_limit_exceeded`. */
+  /** A rate limit, whatever its code (the key's or the provider's): a failed response says `rate_limit_exceeded`. */
   readonly rateLimit: boolean;
 
   constructor(
@@ -57,7 +59,7 @@ export class AppError extends Error {
     this.code = code;
     this.headers = options.headers ?? {};
     this.param = options.param;
-    this.rateLimit = options.rateLimit ?? code === "rate_limited";
+    this.rateLimit = options.rateLimit ?? (code === "rate_limited" || code === "provider_rate_limited");
   }
 
   get status(): number {
@@ -82,12 +84,14 @@ export interface OpenAIErrorBody {
 
 /**
  * The JSON body the catalogue gives an error: the spec's shapes for 422 and
- * 429; on the OpenAI-compatible surface (`openai`: `/api/v1/llm`) OpenAI's
- * `{"error": {message, type, param, code}}` for every other status, so the
- * OpenAI SDKs show the reason; `{error, message}` elsewhere.
+ * the key's 429; on the OpenAI-compatible surface (`openai`: `/api/v1/llm`)
+ * OpenAI's `{"error": {message, type, param, code}}` for every other status
+ * (and beside the 422's `detail`), so the OpenAI SDKs show the reason;
+ * `{error, message}` elsewhere.
  */
 export function errorBody(err: AppError, surface: { openai?: boolean } = {}): unknown {
-  if (err instanceof ValidationFailed) return { detail: err.issues };
+  if (err instanceof ValidationFailed)
+    return surface.openai ? { detail: err.issues, ...validationErrorOf(err.issues) } : { detail: err.issues };
   if (err.code === "rate_limited") return { error: ERROR_CATALOGUE.rate_limited.title };
   if (surface.openai) return openaiErrorBody(err.code, err.message, err.param);
   return { error: ERROR_CATALOGUE[err.code].title, message: err.message };
@@ -95,6 +99,29 @@ export function errorBody(err: AppError, surface: { openai?: boolean } = {}): un
 
 export function openaiErrorBody(code: ErrorCode, message: string, param?: string): OpenAIErrorBody {
   return { error: { message, type: ERROR_CATALOGUE[code].type, param: param ?? null, code } };
+}
+
+/**
+ * A 422's problems as OpenAI's error object, for clients that read only
+ * `error` (openai-node builds its message from it): the first problem's
+ * field as a dotted `param` (without its location: `messages.2.name`; a
+ * header or query parameter by its name), `message` naming it and why, and
+ * `code` the problem's pydantic type (`extra_forbidden`, `missing`, …).
+ */
+export function validationErrorOf(issues: readonly ValidationIssue[]): OpenAIErrorBody {
+  const first = issues[0];
+  if (!first) return openaiErrorBody("validation_failed", "The request is not valid");
+  const path = first.loc.slice(1).join(".");
+  const where = path || String(first.loc[0] ?? "body");
+  const more = issues.length > 1 ? ` (and ${issues.length - 1} more: see detail)` : "";
+  return {
+    error: {
+      message: `Invalid '${where}': ${first.msg}${more}`,
+      type: ERROR_CATALOGUE.validation_failed.type,
+      param: path || null,
+      code: first.type,
+    },
+  };
 }
 
 /**

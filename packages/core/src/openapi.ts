@@ -172,13 +172,19 @@ function errorResponses(operation: ApiOperation): Record<string, JsonSchema> {
     // What the JSON body parser answers: unreadable or malformed JSON, too large, not JSON.
     ...(operation.body ? (["bad_request", "payload_too_large", "unsupported_media_type"] as const) : []),
   ]);
-  // On the OpenAI-compatible surface every error but the contract's 422 and 429 has OpenAI's shape.
+  // On the OpenAI-compatible surface every error but the key's 429 has OpenAI's shape (a 422 beside the contract's `detail`).
   const openai = isOpenAISurface(operation.path);
   const out: Record<string, JsonSchema> = {};
   for (const code of [...codes].sort((a, b) => ERROR_CATALOGUE[a].status - ERROR_CATALOGUE[b].status)) {
     const status = String(ERROR_CATALOGUE[code].status);
-    const shaped = openai && code !== "validation_failed" && code !== "rate_limited";
+    const shaped = openai && code !== "rate_limited";
     out[status] = { $ref: `#/components/responses/${shaped ? `openai_${code}` : code}` };
+  }
+  // Two 429s: the key's quota (the contract's body) or the model provider's (OpenAI's).
+  if (codes.has("rate_limited") && codes.has("provider_rate_limited")) {
+    out["429"] = {
+      $ref: `#/components/responses/${openai ? "openai_" : ""}rate_limited_or_provider_rate_limited`,
+    };
   }
   return out;
 }
@@ -243,12 +249,33 @@ function catalogueResponses(): Record<string, JsonSchema> {
         : {}),
       content: { "application/json": { schema } },
     };
-    if (code !== "validation_failed" && code !== "rate_limited") {
+    if (code !== "rate_limited") {
+      const shaped = code === "validation_failed" ? "OpenAIValidationError" : "OpenAIError";
       out[`openai_${code}`] = {
         description: `${status} ${title}, in OpenAI's error shape (the /api/v1/llm surface)`,
-        content: { "application/json": { schema: { $ref: "#/components/schemas/OpenAIError" } } },
+        content: { "application/json": { schema: { $ref: `#/components/schemas/${shaped}` } } },
       };
     }
+  }
+  const retryAfter = {
+    "Retry-After": { description: "Seconds until a retry can succeed", schema: { type: "integer" } },
+  };
+  for (const openai of [false, true]) {
+    const provider = openai ? "OpenAIError" : "Error";
+    out[`${openai ? "openai_" : ""}rate_limited_or_provider_rate_limited`] = {
+      description: `429: the key's rate limit (\`{"error": "Rate limit exceeded"}\`) or the model provider's (${provider})`,
+      headers: retryAfter,
+      content: {
+        "application/json": {
+          schema: {
+            anyOf: [
+              { $ref: "#/components/schemas/RateLimitError" },
+              { $ref: `#/components/schemas/${provider}` },
+            ],
+          },
+        },
+      },
+    };
   }
   return out;
 }
@@ -297,6 +324,16 @@ const COMPONENT_SCHEMAS: Record<string, JsonSchema> = {
   HTTPValidationError: {
     type: "object",
     properties: { detail: { type: "array", items: { $ref: "#/components/schemas/ValidationError" } } },
+  },
+  OpenAIValidationError: {
+    type: "object",
+    description:
+      "A 422 on /api/v1/llm: the contract's `detail`, and OpenAI's `error` for clients that read only that (`param` the first problem's dotted field, `code` its `type`).",
+    properties: {
+      detail: { type: "array", items: { $ref: "#/components/schemas/ValidationError" } },
+      error: { $ref: "#/components/schemas/OpenAIError/properties/error" },
+    },
+    required: ["detail", "error"],
   },
 };
 

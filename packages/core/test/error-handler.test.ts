@@ -83,6 +83,14 @@ beforeAll(async () => {
   app.get("/api/v1/llm/limited", () => {
     throw new AppError("rate_limited", "over");
   });
+  for (const path of ["/api/v1/llm/provider-limited", "/provider-limited"]) {
+    app.get(path, () => {
+      throw new AppError("provider_rate_limited", "slow down", { headers: { "Retry-After": "7" } });
+    });
+  }
+  app.get("/invalid", () => {
+    throw new ValidationFailed([{ loc: ["body", "input"], msg: "Field required", type: "missing" }]);
+  });
   app.get("/api/v1/llmx/conflict", () => {
     throw conflict("elsewhere");
   });
@@ -216,12 +224,34 @@ describe("the error middleware", () => {
     });
     const invalid = await fetch(`${base}/api/v1/llm/invalid`);
     expect(invalid.status).toBe(422);
+    // The contract's detail, and OpenAI's error beside it for the clients that read only that.
     expect(await invalid.json()).toEqual({
       detail: [{ loc: ["body", "input"], msg: "Field required", type: "missing" }],
+      error: {
+        message: "Invalid 'input': Field required",
+        type: "invalid_request_error",
+        param: "input",
+        code: "missing",
+      },
     });
     const limited = await fetch(`${base}/api/v1/llm/limited`);
     expect(limited.status).toBe(429);
     expect(await limited.json()).toEqual({ error: "Rate limit exceeded" });
+    // The provider's 429 is a 429 too, in OpenAI's shape, with its Retry-After.
+    const provider = await fetch(`${base}/api/v1/llm/provider-limited`);
+    expect(provider.status).toBe(429);
+    expect(provider.headers.get("retry-after")).toBe("7");
+    expect(await provider.json()).toEqual({
+      error: { message: "slow down", type: "rate_limit_error", param: null, code: "provider_rate_limited" },
+    });
+    expect(await (await fetch(`${base}/provider-limited`)).json()).toEqual({
+      error: "Too Many Requests",
+      message: "slow down",
+    });
+    // Elsewhere a 422 keeps the contract's body alone.
+    expect(await (await fetch(`${base}/invalid`)).json()).toEqual({
+      detail: [{ loc: ["body", "input"], msg: "Field required", type: "missing" }],
+    });
     // Only the llm surface: a path that merely starts with the same letters keeps the plain shape.
     expect(await (await fetch(`${base}/api/v1/llmx/conflict`)).json()).toEqual({
       error: "Conflict",

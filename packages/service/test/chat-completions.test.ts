@@ -220,7 +220,12 @@ describe("chat completions", () => {
 
   it.each([
     [{ n: 2 }, ["body", "n"]],
-    [{ stop: ["\n"] }, ["body", "stop"]],
+    [{ stop: ["a", "b", "c", "d", "e"] }, ["body", "stop"]],
+    [{ logit_bias: { "50256": -100 } }, ["body", "logit_bias"]],
+    [
+      { messages: [{ role: "assistant", content: "x", function_call: { name: "f", arguments: "{}" } }] },
+      ["body", "messages", 0, "function_call"],
+    ],
     [{ functions: [] }, ["body", "functions"]],
     [{ messages: [{ role: "function", name: "f", content: "x" }] }, ["body", "messages", 0, "role"]],
     [
@@ -238,6 +243,88 @@ describe("chat completions", () => {
     expect(res.status).toBe(422);
     expect(body.detail[0].loc).toEqual(loc);
     expect(stack.llm.requests.length).toBe(before);
+  });
+
+  it("forwards seed, stop, prompt_cache_key, safety_identifier and service_tier", async () => {
+    const { as } = await setup();
+    const { res } = await as("alice").create({
+      messages: [{ role: "user", content: "x" }],
+      seed: 42,
+      stop: "\n",
+      prompt_cache_key: "thread-9",
+      safety_identifier: "user-hash-1",
+      service_tier: "default",
+    });
+    expect(res.status).toBe(200);
+    expect(upstream()).toMatchObject({
+      seed: 42,
+      stop: ["\n"],
+      prompt_cache_key: "thread-9",
+      safety_identifier: "user-hash-1",
+      service_tier: "default",
+    });
+    await as("alice").create({ messages: [{ role: "user", content: "x" }], stop: ["a", "b"] });
+    expect(upstream().stop).toEqual(["a", "b"]);
+  });
+
+  it("takes LangChain's tool loop (name on the tool message) and openai-python's model_dump() of an answer", async () => {
+    const { as } = await setup();
+    const tools = [WEATHER];
+    const first = await as("alice").create({ messages: [{ role: "user", content: "Paris" }], tools });
+    const answer = first.body.choices[0].message;
+    // What `resp.choices[0].message.model_dump()` sends back: every field, null where absent.
+    const dumped = {
+      audio: null,
+      function_call: null,
+      refusal: null,
+      annotations: [],
+      ...answer,
+      name: null,
+    };
+    const call = answer.tool_calls[0];
+    const { res, body } = await as("alice").create({
+      tools,
+      messages: [
+        { role: "user", content: "Paris", name: "alice" },
+        dumped,
+        { role: "tool", tool_call_id: call.id, content: "sunny", name: "get_weather" },
+      ],
+    });
+    expect(res.status).toBe(200);
+    expect(body.choices[0].message.content).toBe("Echo: sunny");
+    expect(upstream().messages).toEqual([
+      { role: "user", content: "Paris" },
+      { role: "assistant", content: null, tool_calls: [call] },
+      { role: "tool", tool_call_id: call.id, content: "sunny" },
+    ]);
+    const refused = await as("alice").create({
+      messages: [
+        { role: "user", content: "x" },
+        { role: "assistant", content: null, refusal: "I can't." },
+      ],
+    });
+    expect(refused.res.status).toBe(200);
+    expect(upstream().messages[1]).toEqual({ role: "assistant", content: "I can't." });
+  });
+
+  it("a 422 carries OpenAI's error object beside the contract's detail", async () => {
+    const { as } = await setup();
+    const { res, body } = await as("alice").create({
+      messages: [
+        { role: "user", content: "x" },
+        { role: "tool", tool_call_id: "c", content: "y", colour: 1 },
+      ],
+      n: 3,
+    });
+    expect(res.status).toBe(422);
+    expect(body.detail).toHaveLength(2);
+    expect(body.error).toEqual({
+      message: `Invalid '${body.detail[0].loc.slice(1).join(".")}': ${body.detail[0].msg} (and 1 more: see detail)`,
+      type: "invalid_request_error",
+      param: body.detail[0].loc.slice(1).join("."),
+      code: body.detail[0].type,
+    });
+    expect(body.error.param).toMatch(/^(messages\.1\.colour|n)$/);
   });
 
   it("a model outside the key's allowlist is 403 naming it", async () => {

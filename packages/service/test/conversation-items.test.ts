@@ -50,7 +50,7 @@ describe("conversation items", () => {
         id: expect.stringMatching(/^msg_/),
         status: "completed",
         role: "assistant",
-        content: [{ type: "output_text", text: "Hi!", annotations: [] }],
+        content: [{ type: "output_text", text: "Hi!", annotations: [], logprobs: [] }],
       },
     ]);
   });

@@ -58,7 +58,7 @@ describe("service metrics", () => {
     expect(await respond("ok")).toBe(200);
     expect(await respond("ok", true)).toBe(200);
     expect(await respond("fail")).toBe(502);
-    expect(await respond("rate-limit")).toBe(503);
+    expect(await respond("rate-limit")).toBe(429);
     expect(await respond("stall")).toBe(504);
     const after = await calls();
     expect({

@@ -77,14 +77,17 @@ describe("model provider failures", () => {
   });
 
   it.each([false, true])(
-    "a provider 429 (stream: %s) is a 503 with its Retry-After, not the key's 429",
+    "a provider 429 (stream: %s) is a 429 rate_limit_error with its Retry-After, not the key's 429",
     async (stream) => {
       const res = await withProvider("rate-limit", () => ask({ stream }));
-      expect(res.status).toBe(503);
+      expect(res.status).toBe(429);
       expect(res.headers.get("retry-after")).toBe("7");
       const text = await res.text();
       expectNoProviderText(text);
-      expect(JSON.parse(text)).toEqual(llmError("service_unavailable", expect.any(String)));
+      const body = JSON.parse(text);
+      expect(body).toEqual(llmError("provider_rate_limited", expect.any(String)));
+      expect(body.error.type).toBe("rate_limit_error");
+      expect(body).not.toEqual({ error: "Rate limit exceeded" });
     },
   );
 

@@ -57,7 +57,7 @@ describe("request fields", () => {
       completed_at: expect.any(Number),
       usage: {
         input_tokens: expect.any(Number),
-        input_tokens_details: { cached_tokens: 0 },
+        input_tokens_details: { cached_tokens: 0, cache_write_tokens: 0 },
         output_tokens: 2,
         output_tokens_details: { reasoning_tokens: 0 },
       },
@@ -125,14 +125,9 @@ describe("request fields", () => {
 
   it.each([
     [{ background: true }, ["body", "background"], /Background mode is not supported/],
-    [
-      { reasoning: { effort: "low", summary: "auto" } },
-      ["body", "reasoning", "summary"],
-      /A reasoning summary is not supported/,
-    ],
-    [{ include: ["message.output_text.logprobs"] }, ["body", "include"], /include is not supported/],
+    [{ reasoning: { effort: "low", mode: "pro" } }, ["body", "reasoning", "mode"], /reasoning.mode is not/],
+    [{ prompt_cache_retention: "24h" }, ["body", "prompt_cache_retention"], /prompt_cache_retention is not/],
     [{ prompt: { id: "pmpt_1" } }, ["body", "prompt"], /prompt \(stored prompt templates\) is not supported/],
-    [{ service_tier: "flex" }, ["body", "service_tier"], /service_tier is not supported/],
     [
       { tools: [{ type: "web_search" }] },
       ["body", "tools", 0, "type"],
@@ -159,6 +154,109 @@ describe("request fields", () => {
       expect.objectContaining({ loc, type: "value_error", msg: expect.stringMatching(msg) }),
     ]);
     expect(stack.llm.requests.length).toBe(before);
+  });
+
+  it("forwards prompt_cache_key, safety_identifier and service_tier, takes what frameworks set by default, and echoes them", async () => {
+    const { res, body } = await create({
+      input: "hi",
+      prompt_cache_key: "thread-9",
+      safety_identifier: "user-hash-1",
+      service_tier: "auto",
+      stream_options: { include_obfuscation: false },
+      include: ["reasoning.encrypted_content", "file_search_call.results"],
+      reasoning: { effort: "low", summary: "auto" },
+    });
+    expect(res.status).toBe(200);
+    expect(upstream()).toMatchObject({
+      prompt_cache_key: "thread-9",
+      safety_identifier: "user-hash-1",
+      service_tier: "auto",
+      reasoning_effort: "low",
+    });
+    expect(upstream()).not.toHaveProperty("logprobs");
+    expect(body).toMatchObject({
+      prompt_cache_key: "thread-9",
+      safety_identifier: "user-hash-1",
+      service_tier: "auto",
+      reasoning: { effort: "low", summary: "auto" },
+    });
+    const bad = await create({ input: "hi", include: ["everything"] });
+    expect(bad.res.status).toBe(422);
+    expect(bad.body.detail[0]).toMatchObject({ loc: ["body", "include", 0], type: "enum" });
+  });
+
+  it("gives the output text's logprobs when include asks for them, in the answer and in the stream", async () => {
+    const { body } = await create({
+      input: "hi",
+      include: ["message.output_text.logprobs"],
+      top_logprobs: 2,
+    });
+    expect(upstream()).toMatchObject({ logprobs: true, top_logprobs: 2 });
+    const logprobs = body.output[0].content[0].logprobs;
+    expect(logprobs.map((t: { token: string }) => t.token).join("")).toBe("Echo: hi");
+    expect(logprobs[0]).toEqual({
+      token: "Echo: ",
+      logprob: -0.5,
+      bytes: [...Buffer.from("Echo: ")],
+      top_logprobs: [
+        { token: "Echo:?", logprob: -2, bytes: [...Buffer.from("Echo:?")] },
+        { token: "Echo:?1", logprob: -2, bytes: [...Buffer.from("Echo:?1")] },
+      ],
+    });
+    const key = (await stack.createKey()).secret;
+    const res = await stack.call(key, RESPONSES, {
+      json: { input: "hi", stream: true, include: ["message.output_text.logprobs"] },
+      user: "alice",
+    });
+    const events = parseEvents(await res.text());
+    const done = events.find((e) => e.type === "response.output_text.done")!;
+    expect(done.data.logprobs.map((t: { token: string }) => t.token)).toEqual(["Echo: ", "hi"]);
+    const completed = events.at(-1)!;
+    expect(completed.data.response.output[0].content[0].logprobs).toEqual(done.data.logprobs);
+  });
+
+  it("enforces max_tool_calls: calls past it are not kept, 1 asks for one at a time, 0 offers none", async () => {
+    const one = await create({ input: "weather?", tools: [WEATHER, TIME], max_tool_calls: 1 });
+    expect(upstream()).toMatchObject({ parallel_tool_calls: false });
+    expect(one.body.output.map((o: { type: string }) => o.type)).toEqual(["function_call"]);
+    expect(one.body.max_tool_calls).toBe(1);
+    const none = await create({ input: "weather?", tools: [WEATHER, TIME], max_tool_calls: 0 });
+    expect(upstream()).toMatchObject({ tool_choice: "none" });
+    expect(none.body.output.map((o: { type: string }) => o.type)).toEqual(["message"]);
+    // Three calls made, two allowed: the answer and the stream keep the first two.
+    const three = [WEATHER, TIME, { type: "function", name: "get_date" }];
+    const two = await create({ input: "weather?", tools: three, max_tool_calls: 2 });
+    expect(upstream().tools).toHaveLength(3);
+    expect(two.body.output.map((o: { name: string }) => o.name)).toEqual(["get_weather", "get_time"]);
+    const key = (await stack.createKey()).secret;
+    const res = await stack.call(key, RESPONSES, {
+      json: { input: "weather?", tools: three, max_tool_calls: 2, stream: true },
+      user: "alice",
+    });
+    const events = parseEvents(await res.text());
+    const completed = events.at(-1)!;
+    expect(completed.data.response.output.map((o: { name: string }) => o.name)).toEqual([
+      "get_weather",
+      "get_time",
+    ]);
+    expect(events.filter((e) => e.type === "response.output_item.added")).toHaveLength(2);
+    const argsDone = events.filter((e) => e.type === "response.function_call_arguments.done");
+    expect(argsDone.map((e) => e.data.name)).toEqual(["get_weather", "get_time"]);
+  });
+
+  it("pads each delta event with obfuscation when stream_options asks for it", async () => {
+    const key = (await stack.createKey()).secret;
+    const stream = async (include_obfuscation: boolean) => {
+      const res = await stack.call(key, RESPONSES, {
+        json: { input: "one two three", stream: true, stream_options: { include_obfuscation } },
+        user: "alice",
+      });
+      return parseEvents(await res.text()).filter((e) => e.type === "response.output_text.delta");
+    };
+    const padded = await stream(true);
+    expect(padded.length).toBeGreaterThan(1);
+    for (const e of padded) expect(e.data.obfuscation).toMatch(/^[A-Za-z0-9_-]+$/);
+    for (const e of await stream(false)) expect(e.data).not.toHaveProperty("obfuscation");
   });
 
   it("does not keep a response with store: false", async () => {

@@ -10,7 +10,9 @@
  *   first with `parallel_tool_calls: false`), each with the arguments
  *   `{"text": "<last user message>"}` and the id `call_<request>_<index>`;
  * - with `max_tokens` below the answer's words, the answer is cut there and
- *   its `finish_reason` is `length`.
+ *   its `finish_reason` is `length`;
+ * - with `logprobs: true`, each word of the answer is a token with logprob
+ *   -0.5 (and `top_logprobs` alternatives, `<word>?`, at -2).
  * It records every request it got, and whether the caller went away before
  * the answer was complete.
  */
@@ -107,6 +109,19 @@ export interface FakeLLM {
 }
 
 const words = (text: string | null) => (text ?? "").split(/\s+/).filter(Boolean).length;
+
+/** A choice's `logprobs` for `text`, one token a word (with the space after it), as the module's comment says. */
+function logprobsFor(text: string, top: number) {
+  const token = (t: string, logprob: number) => ({ token: t, logprob, bytes: [...Buffer.from(t)] });
+  const tokens = text ? text.split(/(?<= )/) : [];
+  return {
+    content: tokens.map((t) => ({
+      ...token(t, -0.5),
+      top_logprobs: Array.from({ length: top }, (_, i) => token(`${t.trim()}?${i || ""}`, -2)),
+    })),
+    refusal: null,
+  };
+}
 
 /** The tool calls the fake makes for a request, if any (see the module's comment). */
 function toolCallsFor(body: RecordedRequest["body"], requestNumber: number): WireToolCall[] {
@@ -219,6 +234,8 @@ export async function startFakeLLM(port = 0): Promise<FakeLLM> {
       total_tokens: promptTokens + completionTokens,
     };
     const model = `${body.model}-2026-01-01`;
+    const logprobs = (text: string) =>
+      body.logprobs === true ? { logprobs: logprobsFor(text, Number(body.top_logprobs ?? 0)) } : {};
     const id = `chatcmpl-${fake.requests.length}`;
 
     if (!body.stream) {
@@ -237,6 +254,7 @@ export async function startFakeLLM(port = 0): Promise<FakeLLM> {
                 ...(toolCalls.length ? { tool_calls: toolCalls } : {}),
               },
               finish_reason: finishReason,
+              ...logprobs(answer),
             },
           ],
           usage,
@@ -264,7 +282,14 @@ export async function startFakeLLM(port = 0): Promise<FakeLLM> {
       object: "chat.completion.chunk",
       created: Math.floor(Date.now() / 1000),
       model,
-      choices: [{ index: 0, delta, finish_reason: finish }],
+      choices: [
+        {
+          index: 0,
+          delta,
+          finish_reason: finish,
+          ...(typeof delta.content === "string" && delta.content ? logprobs(delta.content) : {}),
+        },
+      ],
     });
     send(chunk({ role: "assistant", content: toolCalls.length ? null : "" }));
     // A call's id and name come first, its arguments in two pieces after, as OpenAI streams them.

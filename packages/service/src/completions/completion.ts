@@ -49,7 +49,6 @@ export function completionObject(
     ],
     usage: usageObject(completion),
     service_tier: null,
-    system_fingerprint: null,
     metadata,
   };
 }
@@ -65,6 +64,7 @@ export function storedMessages(id: string, messages: CompletionMessage[]): Store
       role: m.role,
       content: textOf(m.content),
       content_parts: null,
+      refusal: null,
     };
     if ("name" in m && m.name) stored.name = m.name;
     if (m.role === "assistant" && m.tool_calls?.length) stored.tool_calls = m.tool_calls;

@@ -1,6 +1,12 @@
 import { z } from "zod";
 import type { ChatMessage, ChatRequest } from "../llm/provider.ts";
-import { functionDefinition, jsonSchemaFormat, reasoningEffort } from "../responses/request.ts";
+import {
+  forwardedFields,
+  functionDefinition,
+  jsonSchemaFormat,
+  reasoningEffort,
+  streamOptions,
+} from "../responses/request.ts";
 import { metadataSchema } from "../routes/conversations/metadata.ts";
 import { byType, chosen, float, notSupported } from "../schema.ts";
 
@@ -16,6 +22,23 @@ const textPart = z.strictObject({ type: z.literal("text"), text: z.string() });
 const content = chosen((v) =>
   typeof v === "string" ? z.string() : z.array(byType("Content part type", { text: textPart })).min(1),
 );
+/** An assistant's content: also a refusal part, which the model reads back as its text. */
+const assistantContent = chosen((v) =>
+  typeof v === "string"
+    ? z.string()
+    : z
+        .array(
+          byType("Content part type", {
+            text: textPart,
+            refusal: z
+              .strictObject({ type: z.literal("refusal"), refusal: z.string() })
+              .transform((p) => ({ type: "text" as const, text: p.refusal })),
+          }),
+        )
+        .min(1),
+);
+/** `name`, which OpenAI takes on every role but `tool`, and frameworks (LangChain) send on `tool` too. */
+const participant = z.string().max(256).nullish();
 
 const toolCall = z.strictObject({
   id: z.string().min(1).max(256),
@@ -31,9 +54,10 @@ export type CompletionMessage =
       role: "assistant";
       content?: Content | null | undefined;
       name?: string | null | undefined;
+      refusal?: string | null | undefined;
       tool_calls?: z.output<typeof toolCall>[] | null | undefined;
     }
-  | { role: "tool"; content: Content; tool_call_id: string };
+  | { role: "tool"; content: Content; tool_call_id: string; name?: string | null | undefined };
 
 const message = chosen((v): z.ZodType<CompletionMessage> => {
   const role = typeof v === "object" && v !== null ? (v as { role?: unknown }).role : undefined;
@@ -44,23 +68,26 @@ const message = chosen((v): z.ZodType<CompletionMessage> => {
       return z.strictObject({
         role: z.literal(role),
         content,
-        name: z.string().max(256).nullish(),
+        name: participant,
       }) as z.ZodType<CompletionMessage>;
+    // Every field of OpenAI's assistant message (`model_dump()` of an answer sends them all, null when absent).
     case "assistant":
       return z.strictObject({
         role: z.literal("assistant"),
-        content: content.nullish(),
-        name: z.string().max(256).nullish(),
+        content: assistantContent.nullish(),
+        name: participant,
         tool_calls: z.array(toolCall).max(128).nullish(),
-        refusal: z.null().optional(),
-        annotations: z.array(z.unknown()).nullish(),
+        refusal: z.string().max(65_536).nullish(),
+        annotations: z.array(z.unknown()).max(1_000).nullish(),
         audio: notSupported("Assistant audio", (a) => a === null),
+        function_call: notSupported("function_call (use tool_calls)", (f) => f === null),
       }) as unknown as z.ZodType<CompletionMessage>;
     case "tool":
       return z.strictObject({
         role: z.literal("tool"),
         content,
         tool_call_id: z.string().min(1).max(256),
+        name: participant,
       }) as z.ZodType<CompletionMessage>;
     default:
       return z.looseObject({
@@ -102,12 +129,7 @@ export const createCompletionBody = z
     model: z.string().min(1).max(256).default("auto"),
     messages: z.array(message).min(1).max(1_000),
     stream: z.boolean().default(false),
-    stream_options: z
-      .strictObject({
-        include_usage: z.boolean().nullish(),
-        include_obfuscation: notSupported("include_obfuscation", (v) => v === false || v === null),
-      })
-      .optional(),
+    stream_options: z.strictObject({ include_usage: z.boolean().nullish(), ...streamOptions }).optional(),
     // OpenAI's default is not to store; `store: true` keeps the completion as a `completion` resource.
     store: z.boolean().default(false),
     metadata: metadataSchema.optional(),
@@ -136,20 +158,22 @@ export const createCompletionBody = z
       "Modalities other than text",
       (v) => Array.isArray(v) && v.every((m) => m === "text"),
     ),
-    stop: notSupported("stop"),
-    seed: notSupported("seed"),
+    stop: chosen((v) =>
+      typeof v === "string" ? z.string().min(1).max(256) : z.array(z.string().min(1).max(256)).min(1).max(4),
+    ).optional(),
+    seed: z.int().optional(),
+    ...forwardedFields,
     frequency_penalty: notSupported("frequency_penalty", (v) => v === 0),
     presence_penalty: notSupported("presence_penalty", (v) => v === 0),
     logit_bias: notSupported("logit_bias"),
     audio: notSupported("audio"),
     prediction: notSupported("prediction"),
-    service_tier: notSupported("service_tier", (v) => v === "auto" || v === "default"),
     web_search_options: notSupported("web_search_options"),
     functions: notSupported("functions (use tools)"),
     function_call: notSupported("function_call (use tool_choice)"),
-    prompt_cache_key: notSupported("prompt_cache_key"),
     prompt_cache_retention: notSupported("prompt_cache_retention"),
-    safety_identifier: notSupported("safety_identifier"),
+    prompt_cache_options: notSupported("prompt_cache_options"),
+    moderation: notSupported("moderation"),
   })
   .superRefine((body, ctx) => {
     const choice = body.tool_choice;
@@ -187,7 +211,9 @@ export function toChatMessages(messages: CompletionMessage[]): ChatMessage[] {
         name: c.function.name,
         arguments: c.function.arguments,
       }));
-      return { role: "assistant", content: textOf(m.content), ...(toolCalls.length ? { toolCalls } : {}) };
+      // A refusal the model made is what it said.
+      const content = textOf(m.content) || (m.refusal ?? "");
+      return { role: "assistant", content, ...(toolCalls.length ? { toolCalls } : {}) };
     }
     return { role: m.role, content: textOf(m.content) };
   });
@@ -223,5 +249,10 @@ export function chatRequestOf(input: CreateCompletionInput, model: string): Chat
     })),
     toolChoice: typeof choice === "object" ? { name: choice.function.name } : choice,
     parallelToolCalls: input.tools?.length ? input.parallel_tool_calls : undefined,
+    seed: input.seed,
+    stop: typeof input.stop === "string" ? [input.stop] : input.stop,
+    promptCacheKey: input.prompt_cache_key,
+    safetyIdentifier: input.safety_identifier,
+    serviceTier: input.service_tier,
   };
 }

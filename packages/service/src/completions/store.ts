@@ -35,7 +35,6 @@ export interface ChatCompletionObject {
     completion_tokens_details: { reasoning_tokens: number };
   };
   service_tier: null;
-  system_fingerprint: null;
   /** Kept with stored completions; changed with `POST /chat/completions/{id}`. */
   metadata: Record<string, string>;
 }
@@ -49,6 +48,8 @@ export interface StoredMessage {
   tool_calls?: WireToolCall[];
   tool_call_id?: string;
   content_parts: null;
+  /** OpenAI's message type requires it; a stored request message refused nothing. */
+  refusal?: null;
 }
 
 /**

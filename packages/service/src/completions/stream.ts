@@ -1,3 +1,4 @@
+import { randomBytes, randomInt } from "node:crypto";
 import { streamErrorChunk } from "@gw/core/errors";
 import type { Logger } from "@gw/core/logger";
 import type { Response } from "express";
@@ -33,23 +34,28 @@ export async function streamCompletion(
     id: string;
     created: number;
     includeUsage: boolean;
+    /** `stream_options.include_obfuscation`: pad each chunk with an `obfuscation` field. */
+    obfuscate?: boolean;
     signal: AbortSignal;
   },
 ): Promise<StreamedCompletion> {
   const { provider, logger, request, id, created, includeUsage, signal } = call;
-  const pieces = provider.stream(request, signal);
+  const seen: { model?: string } = {};
+  const pieces = provider.stream(request, signal, seen);
   const first = await pieces.next(); // provider errors surface here, before any byte is sent
+  // OpenAI's rule: every chunk names the model that answers, as the provider names it.
+  const model = first.done ? first.value.model : (seen.model ?? request.model);
   const send = (data: unknown) => res.write(`data: ${JSON.stringify(data)}\n\n`);
   const chunk = (choices: unknown[], extra: Record<string, unknown> = {}) =>
     send({
       id,
       object: "chat.completion.chunk",
       created,
-      model: request.model,
+      model,
       service_tier: null,
-      system_fingerprint: null,
       choices,
       ...(includeUsage ? { usage: null } : {}),
+      ...(call.obfuscate ? { obfuscation: randomBytes(4 + randomInt(12)).toString("base64url") } : {}),
       ...extra,
     });
   const delta = (d: Record<string, unknown>, finish: string | null = null) =>

@@ -1,6 +1,6 @@
 import { z } from "zod";
 import { newId } from "../ids.ts";
-import { byType, chosen } from "../schema.ts";
+import { byType, chosen, notSupported } from "../schema.ts";
 import { ID_PREFIX, type Item } from "./items.ts";
 
 /**
@@ -48,6 +48,13 @@ const functionCall = z.strictObject({
   name: z.string().min(1).max(128),
   arguments: z.string(),
   namespace: z.string().nullish(),
+  // openai-python's `model_dump()` of a call names `async` `async_`; both are taken when they ask for nothing.
+  async: notSupported("Asynchronous function calls", (v) => v === null || v === false),
+  async_: notSupported("Asynchronous function calls", (v) => v === null || v === false),
+  caller: notSupported(
+    "A caller other than direct",
+    (v) => v === null || (typeof v === "object" && (v as { type?: unknown }).type === "direct"),
+  ),
 });
 
 const functionCallOutput = z.strictObject({
@@ -140,7 +147,9 @@ export function toItems(input: string | InputItem[]): Item[] {
       status: "completed",
       role: item.role,
       content: texts.map((text) =>
-        assistant ? { type: "output_text", text, annotations: [] } : { type: "input_text", text },
+        assistant
+          ? { type: "output_text", text, annotations: [], logprobs: [] }
+          : { type: "input_text", text },
       ),
     };
   });

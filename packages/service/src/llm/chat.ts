@@ -46,6 +46,23 @@ export interface ChatRequest {
   tools?: FunctionTool[] | undefined;
   toolChoice?: "none" | "auto" | "required" | { name: string } | undefined;
   parallelToolCalls?: boolean | undefined;
+  /** Passed on as they are: sampling (`seed`, `stop`) and what the provider keys its caching, safety and tier on. */
+  seed?: number | undefined;
+  stop?: string[] | undefined;
+  promptCacheKey?: string | undefined;
+  safetyIdentifier?: string | undefined;
+  serviceTier?: string | undefined;
+  /** Ask for the output tokens' log probabilities (and this many alternatives at each). */
+  logprobs?: boolean | undefined;
+  topLogprobs?: number | undefined;
+}
+
+/** A token's log probability, as chat completions and Responses both give it. */
+export interface TokenLogprob {
+  token: string;
+  logprob: number;
+  bytes: number[] | null;
+  top_logprobs: { token: string; logprob: number; bytes: number[] | null }[];
 }
 
 export interface Usage {
@@ -67,6 +84,8 @@ export interface Completion {
   usage: Usage;
   /** Cached input tokens and reasoning tokens, when the provider reports them. */
   usageDetails: { cachedTokens: number; reasoningTokens: number };
+  /** The output text's tokens with their log probabilities, when asked for and the provider gave them. */
+  logprobs?: TokenLogprob[] | undefined;
 }
 
 /**

@@ -40,10 +40,14 @@ export class ProviderTimeout extends ProviderError {
   }
 }
 
-/** The provider's own 429: not the key's quota (that 429 comes before the model is reached), so a 503. */
+/**
+ * The provider's own 429, passed on as a 429 with its `Retry-After`, in
+ * OpenAI's error shape (`rate_limit_error`): not the key's quota, whose 429
+ * comes before the model is reached and keeps the contract's body.
+ */
 export class ProviderRateLimited extends ProviderError {
   constructor(retryAfter: string | null, detail: string) {
-    super("service_unavailable", "The model provider is rate limiting this service; try again later", {
+    super("provider_rate_limited", "The model provider is rate limiting this service; try again later", {
       status: 429,
       detail,
       rateLimit: true,

@@ -1,11 +1,18 @@
 import type { EventSourceMessage } from "eventsource-parser";
 import { newId } from "../ids.ts";
 import { usageDetailsOf, usageOf } from "./accounting.ts";
-import type { ChatRequest, Completion, ToolCall, ToolCallDelta } from "./chat.ts";
+import type { ChatRequest, Completion, TokenLogprob, ToolCall, ToolCallDelta } from "./chat.ts";
 import { ProviderFailed, ProviderNotConfigured, redactProviderText } from "./errors.ts";
 import { serverSentEvents } from "./sse.ts";
 import { post, readUpTo, textOf, within } from "./transport.ts";
-import { type ChatAnswer, type ChatChunk, chatBody, finishReasonOf, type ReportedUsage } from "./wire.ts";
+import {
+  type ChatAnswer,
+  type ChatChunk,
+  chatBody,
+  finishReasonOf,
+  logprobsOf,
+  type ReportedUsage,
+} from "./wire.ts";
 
 // The provider's parts: the call in the service's terms (chat.ts), the wire
 // (wire.ts), the transport (transport.ts, sse.ts) and the accounting (accounting.ts).
@@ -16,6 +23,7 @@ export type {
   Completion,
   FinishReason,
   FunctionTool,
+  TokenLogprob,
   ToolCall,
   ToolCallDelta,
   Usage,
@@ -100,9 +108,10 @@ export class ChatProvider {
         text,
         toolCalls,
         finishReason: finishReasonOf(choice?.finish_reason),
-        model: typeof body.model === "string" ? body.model : request.model,
+        model: typeof body.model === "string" && body.model ? body.model : request.model,
         usage: usageOf(body.usage, request.messages, text, toolCalls),
         usageDetails: usageDetailsOf(body.usage),
+        ...(request.logprobs ? { logprobs: logprobsOf(choice?.logprobs) } : {}),
       };
     } finally {
       call.abort(); // a no-op once the body was read whole; otherwise the connection goes
@@ -113,10 +122,13 @@ export class ChatProvider {
    * Yields the answer as it comes: text pieces as strings, pieces of tool
    * calls as `ToolCallDelta`s (a call's first piece is held back until its
    * name is known); returns the completion when the provider is done.
+   * `seen.model` is the model that answers, as the provider names it, from
+   * its first chunk on (so a stream can name it before the first piece).
    */
   async *stream(
     request: ChatRequest,
     signal: AbortSignal,
+    seen: { model?: string } = {},
   ): AsyncGenerator<string | ToolCallDelta, Completion> {
     const call = new AbortController();
     try {
@@ -127,7 +139,8 @@ export class ChatProvider {
       const max = this.options.maxResponseBytes;
       let text = "";
       let bytes = 0;
-      let model = request.model;
+      let model: string | undefined;
+      const logprobs: TokenLogprob[] = [];
       let reported: ReportedUsage | undefined;
       let finishReason: string | undefined;
       let finished = false;
@@ -146,9 +159,12 @@ export class ChatProvider {
         }
         if (!event.data) continue;
         const chunk = this.chunkOf(event);
-        if (typeof chunk.model === "string") model = chunk.model;
+        // The first name the provider gives is the answer's, for every chunk and the end.
+        if (model === undefined && typeof chunk.model === "string" && chunk.model)
+          seen.model = model = chunk.model;
         if (chunk.usage) reported = chunk.usage;
         const choice = chunk.choices?.[0];
+        if (request.logprobs) logprobs.push(...logprobsOf(choice?.logprobs));
         if (choice?.finish_reason) {
           finished = true;
           finishReason = choice.finish_reason;
@@ -190,9 +206,10 @@ export class ChatProvider {
         text,
         toolCalls,
         finishReason: finishReasonOf(finishReason),
-        model,
+        model: model ?? request.model,
         usage: usageOf(reported, request.messages, text, toolCalls),
         usageDetails: usageDetailsOf(reported),
+        ...(request.logprobs ? { logprobs } : {}),
       };
     } finally {
       call.abort();

@@ -1,4 +1,4 @@
-import type { ChatMessage, ChatRequest, FinishReason } from "./chat.ts";
+import type { ChatMessage, ChatRequest, FinishReason, TokenLogprob } from "./chat.ts";
 
 /**
  * The chat-completions wire as providers speak it: the request body, and the
@@ -20,12 +20,18 @@ export interface WireToolCall {
   function?: { name?: string; arguments?: string };
 }
 
+/** A choice's `logprobs`: its content tokens, each with its log probability. */
+export interface WireLogprobs {
+  content?: unknown[] | null;
+}
+
 export interface ChatChunk {
   model?: unknown;
   error?: unknown;
   choices?: {
     delta?: { content?: string | null; tool_calls?: WireToolCall[] | null };
     finish_reason?: string | null;
+    logprobs?: WireLogprobs | null;
   }[];
   usage?: ReportedUsage | null;
 }
@@ -35,6 +41,7 @@ export interface ChatAnswer {
   choices?: {
     message?: { content?: unknown; tool_calls?: WireToolCall[] | null };
     finish_reason?: string | null;
+    logprobs?: WireLogprobs | null;
   }[];
   usage?: ReportedUsage;
 }
@@ -70,6 +77,14 @@ export function chatBody(request: ChatRequest): Record<string, unknown> {
             : {}),
         }
       : {}),
+    ...(request.seed !== undefined ? { seed: request.seed } : {}),
+    ...(request.stop?.length ? { stop: request.stop } : {}),
+    ...(request.promptCacheKey !== undefined ? { prompt_cache_key: request.promptCacheKey } : {}),
+    ...(request.safetyIdentifier !== undefined ? { safety_identifier: request.safetyIdentifier } : {}),
+    ...(request.serviceTier !== undefined ? { service_tier: request.serviceTier } : {}),
+    ...(request.logprobs
+      ? { logprobs: true, ...(request.topLogprobs ? { top_logprobs: request.topLogprobs } : {}) }
+      : {}),
     ...(choice !== undefined
       ? {
           tool_choice:
@@ -101,4 +116,29 @@ const FINISH_REASONS = new Set<FinishReason>(["stop", "length", "tool_calls", "c
 export function finishReasonOf(reason: string | null | undefined): FinishReason {
   if (reason === "function_call") return "tool_calls";
   return FINISH_REASONS.has(reason as FinishReason) ? (reason as FinishReason) : "unknown";
+}
+
+const isNumber = (v: unknown): v is number => typeof v === "number" && Number.isFinite(v);
+const bytesOf = (v: unknown): number[] | null =>
+  Array.isArray(v) && v.every((b) => Number.isInteger(b)) ? (v as number[]) : null;
+
+/** The well-formed tokens of a choice's `logprobs.content` (a provider's answer is read defensively). */
+export function logprobsOf(logprobs: WireLogprobs | null | undefined): TokenLogprob[] {
+  const out: TokenLogprob[] = [];
+  for (const raw of Array.isArray(logprobs?.content) ? logprobs.content : []) {
+    const t = raw as { token?: unknown; logprob?: unknown; bytes?: unknown; top_logprobs?: unknown };
+    if (typeof t?.token !== "string" || !isNumber(t.logprob)) continue;
+    const top = Array.isArray(t.top_logprobs) ? t.top_logprobs : [];
+    out.push({
+      token: t.token,
+      logprob: t.logprob,
+      bytes: bytesOf(t.bytes),
+      top_logprobs: top.flatMap((a: { token?: unknown; logprob?: unknown; bytes?: unknown }) =>
+        typeof a?.token === "string" && isNumber(a.logprob)
+          ? [{ token: a.token, logprob: a.logprob, bytes: bytesOf(a.bytes) }]
+          : [],
+      ),
+    });
+  }
+  return out;
 }

@@ -48,12 +48,46 @@ const toolChoice = chosen((v) =>
 /** Reasoning effort as OpenAI names it; sent to chat providers as `reasoning_effort`. */
 export const reasoningEffort = z.enum(["none", "minimal", "low", "medium", "high", "xhigh"]);
 
-// Chat providers take an effort; the summaries of the Responses API have nothing to come from.
+/**
+ * Chat providers take an effort. A summary is asked for (frameworks ask by
+ * default) and echoed; chat providers return no reasoning items, so there is
+ * never one to summarise.
+ */
+const summary = z.enum(["auto", "concise", "detailed"]).nullish();
 const reasoning = z.strictObject({
   effort: reasoningEffort.nullish(),
-  summary: notSupported("A reasoning summary", (v) => v === null),
-  generate_summary: notSupported("A reasoning summary", (v) => v === null),
+  summary,
+  generate_summary: summary,
+  mode: notSupported("reasoning.mode", (v) => v === null),
+  context: notSupported("reasoning.context", (v) => v === null || v === "auto"),
 });
+
+/** What `include` may ask for: every value OpenAI defines (see `includes`). */
+export const INCLUDABLE = [
+  "file_search_call.results",
+  "web_search_call.results",
+  "web_search_call.action.sources",
+  "message.input_image.image_url",
+  "computer_call_output.output.image_url",
+  "code_interpreter_call.outputs",
+  "reasoning.encrypted_content",
+  "message.output_text.logprobs",
+] as const;
+
+/** Fields passed on to the provider as they are (chat completions takes them under the same names). */
+export const forwardedFields = {
+  prompt_cache_key: z.string().max(1024).optional(),
+  safety_identifier: z.string().max(64).optional(),
+  service_tier: z
+    .string()
+    .regex(/^[a-z_]{1,32}$/, "String should be a service tier (auto, default, flex, priority, …)")
+    .optional(),
+};
+
+/** `stream_options`: obfuscation pads each delta event with an `obfuscation` field when asked. */
+export const streamOptions = {
+  include_obfuscation: z.boolean().nullish(),
+};
 
 export const createResponseBody = z
   .strictObject({
@@ -93,18 +127,18 @@ export const createResponseBody = z
     parallel_tool_calls: z.boolean().default(true),
     truncation: z.enum(["auto", "disabled"]).default("auto"),
     reasoning: reasoning.optional(),
+    ...forwardedFields,
+    stream_options: z.strictObject(streamOptions).optional(),
+    // Enforced: function calls past it are dropped from the answer (and from the stream).
+    max_tool_calls: z.int().min(0).max(1_000).optional(),
+    // Values about tools this service has no items of ask for nothing; logprobs are asked of the provider.
+    include: z.array(z.enum(INCLUDABLE)).max(INCLUDABLE.length).optional(),
+    top_logprobs: z.int().min(0).max(20).optional(),
     // Fields of the OpenAI API this service cannot honour.
     background: notSupported("Background mode", (v) => v === false),
-    include: notSupported("include", (v) => Array.isArray(v) && v.length === 0),
-    max_tool_calls: notSupported("max_tool_calls"),
     prompt: notSupported("prompt (stored prompt templates)"),
-    prompt_cache_key: notSupported("prompt_cache_key"),
     prompt_cache_retention: notSupported("prompt_cache_retention"),
     prompt_cache_options: notSupported("prompt_cache_options"),
-    safety_identifier: notSupported("safety_identifier"),
-    service_tier: notSupported("service_tier"),
-    stream_options: notSupported("stream_options"),
-    top_logprobs: notSupported("top_logprobs", (v) => v === 0),
     context_management: notSupported("context_management"),
     moderation: notSupported("moderation"),
     access_programs: notSupported("access_programs"),
@@ -128,7 +162,7 @@ export const createResponseBody = z
         message: "No function tool with this name in tools",
         input: choice.name,
       });
-    } else if (choice === "required" && names.size === 0) {
+    } else if (choice === "required" && (names.size === 0 || body.max_tool_calls === 0)) {
       ctx.addIssue({
         code: "custom",
         path: ["tool_choice"],
@@ -170,7 +204,23 @@ export function chatOptions(input: CreateResponseInput): Omit<ChatRequest, "mode
       parameters: t.parameters ?? undefined,
       strict: t.strict ?? undefined,
     })),
-    toolChoice: typeof input.tool_choice === "object" ? { name: input.tool_choice.name } : input.tool_choice,
-    parallelToolCalls: input.tools?.length ? input.parallel_tool_calls : undefined,
+    // No call allowed: the model is not offered any; one allowed: one at a time.
+    toolChoice:
+      input.max_tool_calls === 0 && input.tools?.length
+        ? "none"
+        : typeof input.tool_choice === "object"
+          ? { name: input.tool_choice.name }
+          : input.tool_choice,
+    parallelToolCalls: input.tools?.length
+      ? input.parallel_tool_calls && input.max_tool_calls !== 1
+      : undefined,
+    promptCacheKey: input.prompt_cache_key,
+    safetyIdentifier: input.safety_identifier,
+    serviceTier: input.service_tier,
+    ...(wantsLogprobs(input) ? { logprobs: true, topLogprobs: input.top_logprobs } : {}),
   };
 }
+
+/** Logprobs of the output text: asked for with `include` or a `top_logprobs` above 0. */
+export const wantsLogprobs = (input: CreateResponseInput) =>
+  input.include?.includes("message.output_text.logprobs") === true || (input.top_logprobs ?? 0) > 0;

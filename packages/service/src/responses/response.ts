@@ -1,9 +1,9 @@
 import { responseFailure } from "@gw/core/errors";
 import { newId } from "../ids.ts";
 import { ID_PREFIX } from "../items/items.ts";
-import type { Completion } from "../llm/provider.ts";
+import type { Completion, TokenLogprob, Usage } from "../llm/provider.ts";
 import type { CreateResponseInput } from "./request.ts";
-import type { OutputItem, ResponseObject, ResponseTool } from "./store.ts";
+import type { OutputItem, ResponseObject, ResponseTool, ResponseUsage } from "./store.ts";
 
 /** The response object before the model answers: the request's settings, echoed as OpenAI echoes them. */
 export function draftResponse(input: CreateResponseInput, id: string, model: string): ResponseObject {
@@ -26,13 +26,20 @@ export function draftResponse(input: CreateResponseInput, id: string, model: str
     incomplete_details: null,
     instructions: input.instructions ?? null,
     max_output_tokens: input.max_output_tokens ?? null,
-    max_tool_calls: null,
+    max_tool_calls: input.max_tool_calls ?? null,
     model,
     output: [],
     parallel_tool_calls: input.parallel_tool_calls,
     previous_response_id: input.previous_response_id ?? null,
     conversation: input.conversation ? { id: input.conversation } : null,
-    reasoning: { effort: input.reasoning?.effort ?? null, summary: null },
+    reasoning: {
+      effort: input.reasoning?.effort ?? null,
+      summary: input.reasoning?.summary ?? input.reasoning?.generate_summary ?? null,
+    },
+    prompt_cache_key: input.prompt_cache_key ?? null,
+    safety_identifier: input.safety_identifier ?? null,
+    service_tier: input.service_tier ?? null,
+    top_logprobs: input.top_logprobs ?? null,
     store: input.store,
     temperature: input.temperature ?? null,
     text: { format: input.text?.format ?? { type: "text" }, ...(verbosity ? { verbosity } : {}) },
@@ -40,8 +47,8 @@ export function draftResponse(input: CreateResponseInput, id: string, model: str
     tools,
     top_p: input.top_p ?? null,
     truncation: input.truncation,
-    usage: null,
-    user: input.user ?? null,
+    // OpenAI leaves out `user` (a string, never null) when it was not given.
+    ...(input.user !== undefined ? { user: input.user } : {}),
     metadata: input.metadata ?? {},
   };
 }
@@ -53,28 +60,33 @@ export function incompleteReason(completion: Completion): ResponseObject["incomp
   return null;
 }
 
-/** An output text part as OpenAI sends and stores it. */
-export const outputText = (text: string) => ({
+/** An output text part as OpenAI sends and stores it (with its tokens' logprobs when they were asked for). */
+export const outputText = (text: string, logprobs: TokenLogprob[] = []) => ({
   type: "output_text" as const,
   text,
   annotations: [],
-  logprobs: [],
+  logprobs,
 });
 
+/** The model's function calls a response keeps: the first `max_tool_calls` (all without it). */
+export const keptToolCalls = (completion: Completion, maxToolCalls: number | null) =>
+  maxToolCalls === null ? completion.toolCalls : completion.toolCalls.slice(0, maxToolCalls);
+
 /** The output items of an answer: its text as a message (unless it only called tools), then its tool calls. */
-export function outputOf(completion: Completion): OutputItem[] {
+export function outputOf(completion: Completion, maxToolCalls: number | null = null): OutputItem[] {
   const status = incompleteReason(completion) ? "incomplete" : "completed";
   const output: OutputItem[] = [];
-  if (completion.text || completion.toolCalls.length === 0) {
+  const calls = keptToolCalls(completion, maxToolCalls);
+  if (completion.text || calls.length === 0) {
     output.push({
       type: "message",
       id: newId(ID_PREFIX.message),
       status,
       role: "assistant",
-      content: [outputText(completion.text)],
+      content: [outputText(completion.text, completion.logprobs)],
     });
   }
-  for (const call of completion.toolCalls) {
+  for (const call of calls) {
     output.push({
       type: "function_call",
       id: newId(ID_PREFIX.function_call),
@@ -95,13 +107,7 @@ export function settle(response: ResponseObject, completion: Completion, output:
   response.completed_at = incomplete ? null : Math.floor(Date.now() / 1000);
   response.model = completion.model;
   response.output = output;
-  response.usage = {
-    input_tokens: completion.usage.input_tokens,
-    input_tokens_details: { cached_tokens: completion.usageDetails.cachedTokens },
-    output_tokens: completion.usage.output_tokens,
-    output_tokens_details: { reasoning_tokens: completion.usageDetails.reasoningTokens },
-    total_tokens: completion.usage.total_tokens,
-  };
+  response.usage = responseUsage(completion.usage, completion.usageDetails);
 }
 
 /**
@@ -109,6 +115,35 @@ export function settle(response: ResponseObject, completion: Completion, output:
  * catalogue tells it (`responseFailure`: an `AppError`'s fixed message, never
  * a provider's text; anything unexpected gets a generic one).
  */
-export function failed(response: ResponseObject, output: OutputItem[], err: unknown): ResponseObject {
-  return { ...response, status: "failed", output, error: responseFailure(err, "The response failed") };
+export function failed(
+  response: ResponseObject,
+  output: OutputItem[],
+  err: unknown,
+  usage: Usage | undefined,
+): ResponseObject {
+  // What was cut short is incomplete; what was finished stays so.
+  const cut = output.map((item) =>
+    item.status === "in_progress" ? { ...item, status: "incomplete" as const } : item,
+  );
+  return {
+    ...response,
+    status: "failed",
+    output: cut,
+    error: responseFailure(err, "The response failed"),
+    ...(response.usage ? {} : usage ? { usage: responseUsage(usage) } : {}),
+  };
+}
+
+/** Usage in the Responses shape, from the model's counts (or estimates) and their details. */
+export function responseUsage(
+  usage: Usage,
+  details = { cachedTokens: 0, reasoningTokens: 0 },
+): ResponseUsage {
+  return {
+    input_tokens: usage.input_tokens,
+    input_tokens_details: { cached_tokens: details.cachedTokens, cache_write_tokens: 0 },
+    output_tokens: usage.output_tokens,
+    output_tokens_details: { reasoning_tokens: details.reasoningTokens },
+    total_tokens: usage.total_tokens,
+  };
 }

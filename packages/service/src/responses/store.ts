@@ -10,7 +10,8 @@ export type ResponseStatus = "in_progress" | "completed" | "incomplete" | "faile
 
 export interface ResponseUsage {
   input_tokens: number;
-  input_tokens_details: { cached_tokens: number };
+  /** `cache_write_tokens`: what the provider wrote to its cache (chat providers report none: 0). */
+  input_tokens_details: { cached_tokens: number; cache_write_tokens: number };
   output_tokens: number;
   output_tokens_details: { reasoning_tokens: number };
   total_tokens: number;
@@ -37,13 +38,20 @@ export interface ResponseObject {
   incomplete_details: { reason: "max_output_tokens" | "content_filter" } | null;
   instructions: string | null;
   max_output_tokens: number | null;
-  max_tool_calls: null;
+  max_tool_calls: number | null;
   model: string;
   output: OutputItem[];
   parallel_tool_calls: boolean;
   previous_response_id: string | null;
   conversation: { id: string } | null;
-  reasoning: { effort: "none" | "minimal" | "low" | "medium" | "high" | "xhigh" | null; summary: null };
+  reasoning: {
+    effort: "none" | "minimal" | "low" | "medium" | "high" | "xhigh" | null;
+    summary: "auto" | "concise" | "detailed" | null;
+  };
+  prompt_cache_key: string | null;
+  safety_identifier: string | null;
+  service_tier: string | null;
+  top_logprobs: number | null;
   store: boolean;
   temperature: number | null;
   text: { format: Record<string, unknown>; verbosity?: "low" | "medium" | "high" };
@@ -51,8 +59,9 @@ export interface ResponseObject {
   tools: ResponseTool[];
   top_p: number | null;
   truncation: "auto" | "disabled";
-  usage: ResponseUsage | null;
-  user: string | null;
+  /** Absent until the model answered (OpenAI's document has no `null` for it). */
+  usage?: ResponseUsage;
+  user?: string;
   metadata: Record<string, string>;
 }
 

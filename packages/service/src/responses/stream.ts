@@ -1,10 +1,17 @@
+import { randomBytes, randomInt } from "node:crypto";
 import type { Logger } from "@gw/core/logger";
 import type { Response } from "express";
 import { logStreamFailure, openEventStream } from "../calls/http.ts";
 import { relayPieces, type StreamedCall } from "../calls/model-call.ts";
 import { newId } from "../ids.ts";
 import { ID_PREFIX } from "../items/items.ts";
-import type { ChatProvider, ChatRequest, ToolCallDelta } from "../llm/provider.ts";
+import {
+  type ChatProvider,
+  type ChatRequest,
+  type TokenLogprob,
+  type ToolCallDelta,
+  usageOf,
+} from "../llm/provider.ts";
 import { failed, incompleteReason, outputText } from "./response.ts";
 import type { OutputItem, ResponseObject } from "./store.ts";
 
@@ -40,14 +47,21 @@ export async function streamTurn(
     response: ResponseObject;
     request: ChatRequest;
     signal: AbortSignal;
+    /** `stream_options.include_obfuscation`: pad each delta event with an `obfuscation` field. */
+    obfuscate?: boolean;
   },
 ): Promise<StreamedTurn> {
   const { provider, logger, response, request, signal } = turn;
-  const pieces = provider.stream(request, signal);
+  const seen: { model?: string } = {};
+  const pieces = provider.stream(request, signal, seen);
   const first = await pieces.next(); // provider errors surface here, before any byte is sent
+  // OpenAI's rule: `model` is the model that answers, as it names itself, in every event.
+  response.model = first.done ? first.value.model : (seen.model ?? response.model);
+  const maxToolCalls = response.max_tool_calls ?? Number.POSITIVE_INFINITY;
   let sequence = 0;
   const send = (type: string, data: Record<string, unknown>) =>
     res.write(`event: ${type}\ndata: ${JSON.stringify({ type, sequence_number: sequence++, ...data })}\n\n`);
+  const padding = (): Record<string, string> => (turn.obfuscate ? { obfuscation: obfuscation() } : {});
 
   const output: OutputItem[] = [];
   /** The item being streamed: its position, and for a tool call the index the provider gives it. */
@@ -68,7 +82,7 @@ export async function streamTurn(
       });
     }
   };
-  const close = (status: "completed" | "incomplete") => {
+  const close = (status: "completed" | "incomplete", logprobs: TokenLogprob[] = []) => {
     if (!open) return;
     const { item, outputIndex } = open;
     open = undefined;
@@ -76,12 +90,12 @@ export async function streamTurn(
     if (item.type === "message") {
       const text = item.content[0]?.text ?? "";
       item.status = status;
-      item.content = [outputText(text)];
-      send("response.output_text.done", { ...at, content_index: 0, text, logprobs: [] });
-      send("response.content_part.done", { ...at, content_index: 0, part: outputText(text) });
+      item.content = [outputText(text, logprobs)];
+      send("response.output_text.done", { ...at, content_index: 0, text, logprobs });
+      send("response.content_part.done", { ...at, content_index: 0, part: outputText(text, logprobs) });
     } else {
       item.status = "completed";
-      send("response.function_call_arguments.done", { ...at, arguments: item.arguments });
+      send("response.function_call_arguments.done", { ...at, name: item.name, arguments: item.arguments });
     }
     send("response.output_item.done", { output_index: outputIndex, item: structuredClone(item) });
   };
@@ -104,9 +118,11 @@ export async function streamTurn(
       content_index: 0,
       delta,
       logprobs: [],
+      ...padding(),
     });
   };
   const toolCall = (delta: ToolCallDelta) => {
+    if (delta.index >= maxToolCalls) return; // past max_tool_calls: not kept
     if (open?.callIndex !== delta.index) {
       openItem(
         {
@@ -127,14 +143,17 @@ export async function streamTurn(
       item_id: item.id,
       output_index: open!.outputIndex,
       delta: delta.arguments,
+      ...padding(),
     });
   };
 
-  const fail = (err: unknown) => {
+  /** Ends the stream with `response.failed`; `produced`: the model's output before it broke, estimated as usage. */
+  const fail = (err: unknown, produced?: string) => {
     if (signal.aborted) logger.info({ requestId: res.req.id }, "client closed the request");
     if (signal.aborted || res.writableEnded) return;
     logStreamFailure(logger, res, err, "response");
-    send("response.failed", { response: failed(response, output, err) });
+    const usage = produced === undefined ? undefined : usageOf(undefined, request.messages, produced);
+    send("response.failed", { response: failed(response, output, err, usage) });
     res.end();
   };
   const end = () => {
@@ -147,11 +166,20 @@ export async function streamTurn(
   send("response.in_progress", { response });
   const relayed = await relayPieces(first, pieces, { text, toolCall });
   if ("error" in relayed) {
-    fail(relayed.error);
+    fail(relayed.error, relayed.produced);
     return { output, partial: relayed.produced, end, fail };
   }
   const completion = relayed.completion;
   if (output.length === 0) text(""); // an empty answer is still an (empty) message
-  close(incompleteReason(completion) ? "incomplete" : "completed");
+  close(incompleteReason(completion) ? "incomplete" : "completed", completion.logprobs);
+  // A message closed early (by a tool call after it) gets its logprobs in the stored response.
+  const message = output.find((item) => item.type === "message");
+  if (message?.type === "message" && completion.logprobs?.length)
+    message.content = [outputText(message.content[0]?.text ?? "", completion.logprobs)];
   return { completion, output, end, fail };
+}
+
+/** Random padding for a delta event, so its size does not tell the length of its text (OpenAI's `obfuscation`). */
+function obfuscation(): string {
+  return randomBytes(4 + randomInt(12)).toString("base64url");
 }

@@ -60,7 +60,11 @@ export async function startTurn(
     request,
     owned: input.store ? { type: "response", id: response.id } : undefined,
     keep: async (completion, streamed) => {
-      settle(response, completion, streamed ? streamed.output : outputOf(completion));
+      settle(
+        response,
+        completion,
+        streamed ? streamed.output : outputOf(completion, response.max_tool_calls),
+      );
       await keep(deps, principal, response, input, turn, completion, model);
       return response;
     },

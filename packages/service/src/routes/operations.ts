@@ -319,7 +319,7 @@ export const SERVICE_OPERATIONS: ApiOperation[] = [
         alternatives: { "text/event-stream": stringSchema("Responses API events") },
       },
     },
-    errors: ["bad_request", "not_found", "bad_gateway", "gateway_timeout"],
+    errors: ["bad_request", "not_found", "provider_rate_limited", "bad_gateway", "gateway_timeout"],
   },
   {
     method: "POST",
@@ -356,7 +356,7 @@ export const SERVICE_OPERATIONS: ApiOperation[] = [
         alternatives: { "text/event-stream": stringSchema("chat.completion.chunk events, then [DONE]") },
       },
     },
-    errors: ["bad_request", "not_found", "bad_gateway", "gateway_timeout"],
+    errors: ["bad_request", "not_found", "provider_rate_limited", "bad_gateway", "gateway_timeout"],
   },
   {
     method: "GET",

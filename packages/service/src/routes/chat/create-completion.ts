@@ -32,6 +32,7 @@ export function registerCreateCompletion(router: Router, deps: CreateCompletionD
             id: call.id,
             created: call.created,
             includeUsage: input.stream_options?.include_usage === true,
+            obfuscate: input.stream_options?.include_obfuscation === true,
             signal,
           }),
         signal,

@@ -25,7 +25,14 @@ export function registerCreateResponse(router: Router, deps: CreateResponseDeps)
     const signal = abortOnClose(res); // the caller going away stops the model's work
     if (input.stream)
       await turn.stream(
-        () => streamTurn(res, { ...deps, response: turn.response, request: turn.request, signal }),
+        () =>
+          streamTurn(res, {
+            ...deps,
+            response: turn.response,
+            request: turn.request,
+            signal,
+            obfuscate: input.stream_options?.include_obfuscation === true,
+          }),
         signal,
       );
     else res.json(await turn.answer(signal));

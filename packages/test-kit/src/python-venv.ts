@@ -1,0 +1,66 @@
+/**
+ * A Python virtual environment with packages from the registry, for tests
+ * that drive Python client libraries (openai-python): made once per set of
+ * packages with the machine's `python3 -m venv`, installed by `pip install`
+ * through pip's own configuration (its index, its proxy), and kept in the
+ * system's temporary directory for the next run. Made in a directory of its
+ * own and renamed into place, so test files that ask at once never see a
+ * half-made one.
+ */
+import { execFile } from "node:child_process";
+import { createHash, randomBytes } from "node:crypto";
+import { existsSync } from "node:fs";
+import { rename, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { promisify } from "node:util";
+
+const run = promisify(execFile);
+
+export type PythonEnv = { python: string } | { skip: string };
+
+/** The `python3` on the PATH, or `undefined` when the machine has none. */
+async function systemPython(): Promise<string | undefined> {
+  try {
+    await run("python3", ["--version"]);
+    return "python3";
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * A virtual environment's python with `packages` (pip requirement strings,
+ * pinned) installed; `{skip}` with the reason only when the machine has no
+ * Python. Creating the environment or installing into it failing is an
+ * error (on Debian, `python3 -m venv` needs the `python3-venv` package).
+ */
+export async function pythonWith(packages: string[]): Promise<PythonEnv> {
+  const python = await systemPython();
+  if (!python) return { skip: "python3 is not installed (apt-get install -y python3 python3-venv)" };
+  const id = createHash("sha256").update(packages.join("\n")).digest("hex").slice(0, 16);
+  const home = join(tmpdir(), `gw-test-python-${id}`);
+  const bin = join(home, "bin", "python");
+  if (existsSync(bin)) return { python: bin };
+  const building = `${home}.${randomBytes(4).toString("hex")}`;
+  try {
+    await run(python, ["-m", "venv", building]);
+    await run(
+      join(building, "bin", "pip"),
+      ["install", "--quiet", "--disable-pip-version-check", ...packages],
+      {
+        maxBuffer: 16 * 1024 * 1024,
+        timeout: 10 * 60_000,
+      },
+    );
+    await rename(building, home).catch(async (err) => {
+      if (!existsSync(bin)) throw err; // another run made it first: use theirs
+      await rm(building, { recursive: true, force: true });
+    });
+  } catch (err) {
+    await rm(building, { recursive: true, force: true });
+    const { stderr = "" } = err as { stderr?: string };
+    throw new Error(`could not make a Python environment with ${packages.join(" ")}: ${stderr || err}`);
+  }
+  return { python: bin };
+}
