@@ -11,6 +11,9 @@ export const PERMISSIONS = [
   "sandbox:read",
   "sandbox:write",
   "usage:read",
+  "mcp:read",
+  "mcp:write",
+  "mcp:call",
   "admin:api-keys",
 ] as const;
 
