@@ -19,6 +19,8 @@ import type { ApiKeyStore } from "./api-keys/store.ts";
 import type { AuditLog } from "./audit/audit-log.ts";
 import { authenticate } from "./authenticate/authenticate.ts";
 import { type ForwardOptions, forward } from "./forward/forward.ts";
+import type { McpDeps } from "./mcp/deps.ts";
+import { mcpProxy } from "./mcp/proxy.ts";
 import type { GatewayMetrics } from "./metrics.ts";
 import { requireApiKey, resolvePrincipal } from "./principal/resolve-principal.ts";
 import type { QuotaLimiter } from "./rate-limit/quota.ts";
@@ -41,7 +43,11 @@ import type { LookupCursors } from "./routes/authorization/lookup-cursor.ts";
 import { registerRegisterResource } from "./routes/authorization/register-resource.ts";
 import { registerResourceAudit } from "./routes/authorization/resource-audit.ts";
 import { registerRevoke } from "./routes/authorization/revoke.ts";
+import { registerMcpCredentialRoutes } from "./routes/mcp/credentials.ts";
+import { registerMcpServerRoutes } from "./routes/mcp/servers.ts";
+import { registerMcpToolRoutes } from "./routes/mcp/tools.ts";
 import { registerWellKnown } from "./routes/well-known/jwks.ts";
+import { registerProtectedResourceMetadata } from "./routes/well-known/oauth-protected-resource.ts";
 import { registerOpenApiDocument } from "./routes/well-known/openapi.ts";
 import type { TokenService } from "./tokens/tokens.ts";
 
@@ -68,6 +74,8 @@ export interface GatewayDeps {
   lookupCursors: LookupCursors;
   /** Where `/metrics` is served, and its token. */
   metricsEndpoint?: MetricsEndpoint;
+  /** Registered MCP servers, their vault and the proxy. */
+  mcp: Omit<McpDeps, "authorization" | "audit" | "metrics" | "logger" | "publicUrl">;
 }
 
 /**
@@ -91,13 +99,34 @@ export function createGatewayApp(deps: GatewayDeps): express.Express {
   );
   registerWellKnown(probes, deps.tokens);
   registerOpenApiDocument(probes);
+  registerProtectedResourceMetadata(probes, deps.publicUrl);
   app.use(probes);
+
+  const limit = rateLimit(deps.limiter, deps.defaultLimits, deps.orgLimits);
+  const mcp: McpDeps = {
+    ...deps.mcp,
+    authorization: deps.authorization,
+    audit: deps.audit,
+    metrics: deps.metrics,
+    logger: deps.logger,
+    publicUrl: deps.publicUrl,
+  };
+  // The MCP proxy is a protected resource of its own: tokens addressed to it, and its own 401 and 403.
+  app.use(
+    "/api/v1/mcp/servers/:id/mcp",
+    mcpProxy(mcp, {
+      authenticate: (audience) =>
+        authenticate({ keys: deps.keys, tokens: deps.tokens, audience, metrics: deps.metrics }),
+      resolvePrincipal,
+      rateLimit: limit,
+    }),
+  );
 
   const api = Router();
   api.use(
     authenticate({ keys: deps.keys, tokens: deps.tokens, audience: deps.publicUrl, metrics: deps.metrics }),
     resolvePrincipal,
-    rateLimit(deps.limiter, deps.defaultLimits, deps.orgLimits),
+    limit,
   );
   // Everything the service serves goes on, bodies untouched; the gateway parses only its own.
   const toService = forward(deps.forward);
@@ -113,6 +142,9 @@ export function createGatewayApp(deps: GatewayDeps): express.Express {
   registerDeleteResource(api, deps);
   registerListGrants(api, deps);
   registerResourceAudit(api, deps);
+  registerMcpServerRoutes(api, mcp);
+  registerMcpToolRoutes(api, mcp);
+  registerMcpCredentialRoutes(api, mcp);
 
   api.use(
     "/admin",

@@ -3,6 +3,7 @@ import { env } from "@gw/core/config";
 import { metricsEndpointOf, metricsEnvShape } from "@gw/core/http";
 import { type Limits, WINDOWS } from "@gw/core/limits";
 import { localDatabaseUrl } from "@gw/core/postgres";
+import { vaultKeysSchema } from "@gw/core/mcp";
 import { localRedisUrl } from "@gw/core/redis";
 import { z } from "zod";
 
@@ -95,6 +96,12 @@ export const gatewayConfigSchema = z
     LOOKUP_CURSOR_TTL: z.coerce.number().int().min(600).max(86_400).default(3_600),
     /** How long audit records are kept (in PostgreSQL), a duration with its unit. Default 400d. */
     AUDIT_RETENTION: env.duration("400d"),
+    /** Key-encryption keys of the MCP credential vault, `id:base64,id:base64…` (32 bytes each; the first wraps new secrets, the others still open old ones). Required when NODE_ENV=production; otherwise unset means a development key under DATA_DIR (`pnpm start` makes one). */
+    VAULT_KEYS: vaultKeysSchema.optional(),
+    /** Lets registered MCP servers use http and loopback, private or link-local addresses (development and tests only). Default false. */
+    MCP_ALLOW_PRIVATE_UPSTREAMS: env.boolean(false),
+    /** Deadline of one request to an upstream MCP server, in milliseconds. Default 30000. */
+    MCP_UPSTREAM_TIMEOUT_MS: env.positiveInt(30_000),
   })
   .superRefine((c, ctx) => {
     if (c.JWT_SIGNING_KEYS && c.JWT_SIGNING_KEYS_FILE) {
