@@ -2,8 +2,8 @@ import { checkSpiceDBEnv, spicedbClientOptions, spicedbEnvShape } from "@gw/core
 import { env } from "@gw/core/config";
 import { metricsEndpointOf, metricsEnvShape } from "@gw/core/http";
 import { type Limits, WINDOWS } from "@gw/core/limits";
-import { localDatabaseUrl } from "@gw/core/postgres";
 import { vaultKeysSchema } from "@gw/core/mcp";
+import { localDatabaseUrl } from "@gw/core/postgres";
 import { localRedisUrl } from "@gw/core/redis";
 import { z } from "zod";
 

@@ -1,11 +1,11 @@
 import { readFile } from "node:fs/promises";
 import { resolve } from "node:path";
 import { connectAuthorization, type ResourceAuthorization } from "@gw/core/authz";
+import { ConfigError } from "@gw/core/config";
+import { developmentSecret } from "@gw/core/development-secret";
 import { closeGracefully, listen, listenForMetrics, type RouteTemplate, routesOf } from "@gw/core/http";
 import { assertionSecret, InternalAssertions } from "@gw/core/internal-assertion";
 import { createLogger, type Logger, redactUrl } from "@gw/core/logger";
-import { ConfigError } from "@gw/core/config";
-import { developmentSecret } from "@gw/core/development-secret";
 import {
   CredentialStore,
   McpServerStore,

@@ -1,5 +1,5 @@
 import { createHash } from "node:crypto";
-import { AppError, forbidden } from "@gw/core/errors";
+import { AppError } from "@gw/core/errors";
 import { jsonBody, principalOf } from "@gw/core/http";
 import { UpstreamError } from "@gw/core/mcp";
 import type { Principal } from "@gw/core/principal";

@@ -370,7 +370,9 @@ describe("the MCP proxy as an OAuth protected resource", () => {
       expect((await call(who, `/api/v1/mcp/servers/${id}/credentials`)).status).toBe(404);
       const list = await (await call(who, "/api/v1/mcp/servers")).json();
       expect(list.data.map((s: { id: string }) => s.id)).not.toContain(id);
-      await expect(mcpClient(gw.url, id, who === "dave" ? o.secret : other.secret, who)).rejects.toMatchObject({
+      await expect(
+        mcpClient(gw.url, id, who === "dave" ? o.secret : other.secret, who),
+      ).rejects.toMatchObject({
         code: 404,
       });
     }
