@@ -1,3 +1,5 @@
+import { RedisConsistencyTokens, SpiceDBClient } from "@gw/core/authz";
+import { McpToolAuthorization } from "@gw/core/mcp";
 import { createPostgres } from "@gw/core/postgres";
 import { capturingLogger } from "@gw/test-kit";
 import { type FakeMcpServer, startFakeMcpServer } from "@gw/test-kit/mcp-upstream";
@@ -394,5 +396,81 @@ describe("the MCP proxy as an OAuth protected resource", () => {
       code: 429,
     });
     await client.close();
+  });
+});
+
+describe("registered servers", () => {
+  it("lists in pages only what the principal may read; reader reads, writer changes, owner deletes", async () => {
+    const { o, as, id } = await setUp();
+    const more = [];
+    for (let i = 0; i < 3; i++) {
+      more.push(
+        (
+          await (
+            await as("alice", "/api/v1/mcp/servers", { json: { name: `s${i}`, url: upstream.url } })
+          ).json()
+        ).id,
+      );
+    }
+    const all = [id, ...more].sort();
+    const first = await (await as("alice", "/api/v1/mcp/servers?limit=3")).json();
+    expect(first).toMatchObject({ object: "list", has_more: true });
+    expect(first.data.map((s: { id: string }) => s.id)).toEqual(all.slice(0, 3));
+    const second = await (await as("alice", `/api/v1/mcp/servers?limit=3&after=${first.last_id}`)).json();
+    expect(second.data.map((s: { id: string }) => s.id)).toEqual(all.slice(3));
+    expect(second.has_more).toBe(false);
+    expect(
+      (await (await as("bob", "/api/v1/mcp/servers")).json()).data.map((s: { id: string }) => s.id),
+    ).toEqual([id]);
+    expect((await as("alice", "/api/v1/mcp/servers?limit=0")).status).toBe(422);
+
+    expect((await as("bob", `/api/v1/mcp/servers/${id}`)).status).toBe(200);
+    expect(
+      (await as("bob", `/api/v1/mcp/servers/${id}`, { method: "PATCH", json: { name: "mine" } })).status,
+    ).toBe(403);
+    await o.grant("alice", { resourceType: "mcp_server", resourceId: id, userId: "carol", role: "writer" });
+    const patched = await as("carol", `/api/v1/mcp/servers/${id}`, {
+      method: "PATCH",
+      json: { name: "renamed", description: null },
+    });
+    expect(patched.status).toBe(200);
+    expect(await patched.json()).toMatchObject({ id, name: "renamed", description: null, url: upstream.url });
+    expect((await as("carol", `/api/v1/mcp/servers/${id}`, { method: "DELETE" })).status).toBe(403);
+    // The platform API neither registers nor deletes a server's authorization.
+    expect((await o.deleteResource("alice", "mcp_server", id)).status).toBe(409);
+    expect((await o.register("alice", "mcp_server", "mcp_000000000000000000000000")).status).toBe(409);
+  });
+
+  it("deleting a server removes its relationships, tool policies and credentials; its proxy is then 404", async () => {
+    const { o, as, id } = await setUp();
+    await as("alice", `/api/v1/mcp/servers/${id}/credentials/shared`, {
+      method: "PUT",
+      json: { type: "bearer", token: "to-be-deleted-1" },
+    });
+    await as("alice", `/api/v1/mcp/servers/${id}/tools/send_email`, {
+      method: "PUT",
+      json: { disabled: true },
+    });
+    const deleted = await as("alice", `/api/v1/mcp/servers/${id}`, { method: "DELETE" });
+    expect(deleted.status).toBe(200);
+    expect(await deleted.json()).toEqual({ id, object: "mcp.server.deleted", deleted: true });
+    expect((await as("alice", `/api/v1/mcp/servers/${id}`)).status).toBe(404);
+    expect(await o.check("bob", "mcp_server", id, "reader")).toBe(false);
+    expect(await o.check("alice", "mcp_server", id, "owner")).toBe(false);
+    const db = createPostgres(gw.database.url, { connectionName: "test" });
+    const left = await db.query("SELECT 1 FROM mcp_credentials WHERE server_id = $1", [id]);
+    await db.close();
+    expect(left.rowCount).toBe(0);
+    const tools = new McpToolAuthorization(
+      new SpiceDBClient({
+        endpoint: gw.spicedb.endpoint,
+        presharedKey: gw.spicedb.presharedKey,
+        insecure: true,
+        deadlineMs: 5_000,
+      }),
+      new RedisConsistencyTokens(gw.redis, 1_000),
+    );
+    expect((await tools.roles(o.org, id)).size).toBe(0);
+    await expect(mcpClient(gw.url, id, o.secret, "alice")).rejects.toMatchObject({ code: 404 });
   });
 });
