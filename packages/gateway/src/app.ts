@@ -113,7 +113,6 @@ export function createGatewayApp(deps: GatewayDeps): express.Express {
   };
   // The MCP proxy is a protected resource of its own: tokens addressed to it, and its own 401 and 403.
   app.use(
-    "/api/v1/mcp/servers/:id/mcp",
     mcpProxy(mcp, {
       authenticate: (audience) =>
         authenticate({ keys: deps.keys, tokens: deps.tokens, audience, metrics: deps.metrics }),

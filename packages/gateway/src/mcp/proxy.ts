@@ -54,11 +54,12 @@ export interface ProxyOptions {
  * is made; other methods are refused (`-32601`).
  */
 export function mcpProxy(deps: McpDeps, options: ProxyOptions): Router {
-  const router = Router({ mergeParams: true });
+  const router = Router();
+  const PATH = "/api/v1/mcp/servers/:id/mcp";
   const audience = (req: Request) => [deps.publicUrl, resourceUrl(deps.publicUrl, String(req.params.id))];
   const authenticate = options.authenticate(audience);
   // An OAuth 2.1 protected resource: a 401 says where its metadata is, a 403 which scope is missing.
-  router.use(async (req, res, next) => {
+  const authenticated: RequestHandler = async (req, res, next) => {
     const metadata = `resource_metadata="${metadataUrl(deps.publicUrl, String(req.params.id))}"`;
     try {
       await new Promise<void>((resolve, reject) => {
@@ -80,8 +81,8 @@ export function mcpProxy(deps: McpDeps, options: ProxyOptions): Router {
       return next(err);
     }
     next();
-  });
-  router.use(options.resolvePrincipal, (req, res, next) => {
+  };
+  const mayCall: RequestHandler = (req, res, next) => {
     if (!principalOf(res).permissions.includes("mcp:call")) {
       const metadata = `resource_metadata="${metadataUrl(deps.publicUrl, String(req.params.id))}"`;
       throw new AppError("forbidden", "This credential lacks the 'mcp:call' permission", {
@@ -89,16 +90,17 @@ export function mcpProxy(deps: McpDeps, options: ProxyOptions): Router {
       });
     }
     next();
-  });
+  };
+  const guard = [authenticated, options.resolvePrincipal, mayCall];
   const notAllowed: RequestHandler = (_req, res) => {
     res.setHeader("Allow", "POST");
     res
       .status(405)
       .json({ error: "Method Not Allowed", message: "This MCP endpoint answers POST only (no SSE stream)" });
   };
-  router.get("/", notAllowed);
-  router.delete("/", notAllowed);
-  router.post("/", jsonBody, async (req, res) => {
+  router.get(PATH, ...guard, notAllowed);
+  router.delete(PATH, ...guard, notAllowed);
+  router.post(PATH, ...guard, jsonBody, async (req, res) => {
     const principal = principalOf(res);
     const version = req.headers["mcp-protocol-version"];
     if (typeof version === "string" && !(PROTOCOL_VERSIONS as readonly string[]).includes(version)) {

@@ -22,6 +22,7 @@ import { registerResourceBody } from "./authorization/register-resource.ts";
 import { auditQuery } from "./authorization/resource-audit.ts";
 import { resourcePathSchema } from "./authorization/resource-params.ts";
 import { grantSchema, roleChangeSchema } from "./authorization/role-change.ts";
+import { MCP_OPERATIONS } from "./mcp/operations.ts";
 
 /**
  * What the gateway itself serves, for the OpenAPI document (`pnpm openapi`).
@@ -357,4 +358,5 @@ export const GATEWAY_OPERATIONS: ApiOperation[] = [
     query: auditQuery,
     responses: { 200: { description: "A page of audit records", schema: auditPage } },
   },
+  ...MCP_OPERATIONS,
 ];
