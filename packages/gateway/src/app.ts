@@ -114,6 +114,8 @@ export function createGatewayApp(deps: GatewayDeps): express.Express {
   // The MCP proxy is a protected resource of its own: tokens addressed to it, and its own 401 and 403.
   app.use(
     mcpProxy(mcp, {
+      assertions: deps.forward.assertions,
+      keys: deps.keys,
       authenticate: (audience) =>
         authenticate({ keys: deps.keys, tokens: deps.tokens, audience, metrics: deps.metrics }),
       resolvePrincipal,

@@ -132,6 +132,12 @@ export async function startService(
     },
     evals,
     sandbox,
+    hostedMcp: {
+      gatewayUrl: config.GATEWAY_URL,
+      gatewayPublicUrl: config.GATEWAY_PUBLIC_URL,
+      assertions,
+      timeoutMs: config.LLM_TIMEOUT_MS,
+    },
     metricsEndpoint: config.metricsEndpoint,
   });
   const { server, port } = await listen(app, config.PORT, config.HOST);

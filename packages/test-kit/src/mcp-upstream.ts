@@ -3,8 +3,8 @@
  * its Streamable HTTP server transport, one session per client), which
  * records what it received: every HTTP request's headers, and every tool call
  * with the headers that came with it. Tools:
- * - `search` and `read_file` (annotated `readOnlyHint: true`), answering
- *   `found: <query>` and `contents of <path>`;
+ * - `search`, `read_file` and `lookup` (annotated `readOnlyHint: true`),
+ *   answering `found: <query>`, `contents of <path>` and `looked up: <text>`;
  * - `delete_file` and `send_email` (no hint: they need `writer` by default);
  * - `slow` (read-only), which answers only once the test calls `release()`.
  * Switches make it fail as real servers do: `500` (every request), `hang`
@@ -60,6 +60,14 @@ function newMcpServer(calls: RecordedCall[], current: () => IncomingMessage, hel
     async (args) => {
       record("read_file", args);
       return { content: [{ type: "text", text: `contents of ${args.path}` }] };
+    },
+  );
+  server.registerTool(
+    "lookup",
+    { description: "Look a text up", inputSchema: { text: z.string() }, annotations: readOnly },
+    async (args) => {
+      record("lookup", args);
+      return { content: [{ type: "text", text: `looked up: ${args.text}` }] };
     },
   );
   server.registerTool(

@@ -1,9 +1,11 @@
 import { createHash } from "node:crypto";
-import { AppError } from "@gw/core/errors";
+import { AppError, unauthorized } from "@gw/core/errors";
 import { jsonBody, principalOf } from "@gw/core/http";
+import { ASSERTION_HEADER, type InternalAssertions } from "@gw/core/internal-assertion";
 import { UpstreamError } from "@gw/core/mcp";
 import type { Principal } from "@gw/core/principal";
 import { type Request, type RequestHandler, type Response, Router } from "express";
+import type { ApiKeyLookup } from "../api-keys/lookup.ts";
 import type { AuditOutcome } from "../audit/audit-log.ts";
 import type { McpCallOutcome } from "../metrics.ts";
 import { serverFor } from "./access.ts";
@@ -18,6 +20,15 @@ export const proxyPath = (id: string) => `/api/v1/mcp/servers/${id}/mcp`;
 export const resourceUrl = (publicUrl: string, id: string) => `${publicUrl}${proxyPath(id)}`;
 export const metadataUrl = (publicUrl: string, id: string) =>
   `${publicUrl}/.well-known/oauth-protected-resource${proxyPath(id)}`;
+
+declare global {
+  namespace Express {
+    interface Locals {
+      /** The principal came from the service's assertion (a hosted MCP tool of a response). */
+      asserted?: boolean;
+    }
+  }
+}
 
 type JsonRpcId = string | number;
 interface JsonRpcRequest {
@@ -36,6 +47,13 @@ class RpcError extends Error {
 }
 
 export interface ProxyOptions {
+  /**
+   * The service's word for a hosted MCP tool of a response: the principal the
+   * gateway asserted to it, bound to this very request (method, path,
+   * request id). Its key must still exist and be active.
+   */
+  assertions: InternalAssertions;
+  keys: Pick<ApiKeyLookup, "findById">;
   /** Step 1 of the gateway's path (authenticate), made with `audience`. */
   authenticate: (audience: (req: Request) => string[]) => RequestHandler;
   resolvePrincipal: RequestHandler;
@@ -60,6 +78,26 @@ export function mcpProxy(deps: McpDeps, options: ProxyOptions): Router {
   const authenticate = options.authenticate(audience);
   // An OAuth 2.1 protected resource: a 401 says where its metadata is, a 403 which scope is missing.
   const authenticated: RequestHandler = async (req, res, next) => {
+    const assertion = req.headers[ASSERTION_HEADER];
+    if (typeof assertion === "string" && req.headers.authorization === undefined) {
+      try {
+        const { principal } = await options.assertions.verify(assertion, {
+          method: req.method,
+          path: req.originalUrl,
+          requestId: req.id,
+        });
+        const key = await options.keys.findById(principal.keyId);
+        const expired = key?.expiresAt != null && Date.parse(key.expiresAt) <= Date.now();
+        if (!key || key.org !== principal.org || key.status !== "active" || expired)
+          throw unauthorized("The API key behind this call is not usable");
+        res.locals.apiKey = key;
+        res.locals.principal = principal;
+        res.locals.asserted = true;
+      } catch (err) {
+        return next(err);
+      }
+      return next();
+    }
     const metadata = `resource_metadata="${metadataUrl(deps.publicUrl, String(req.params.id))}"`;
     try {
       await new Promise<void>((resolve, reject) => {
@@ -91,7 +129,9 @@ export function mcpProxy(deps: McpDeps, options: ProxyOptions): Router {
     }
     next();
   };
-  const guard = [authenticated, options.resolvePrincipal, mayCall];
+  const principal: RequestHandler = (req, res, next) =>
+    res.locals.asserted ? next() : options.resolvePrincipal(req, res, next);
+  const guard = [authenticated, principal, mayCall];
   const notAllowed: RequestHandler = (_req, res) => {
     res.setHeader("Allow", "POST");
     res

@@ -60,8 +60,15 @@ describe("the MCP proxy with the official SDK client", () => {
     const alice = await mcpClient(gw.url, id, o.secret, "alice");
     const bob = await mcpClient(gw.url, id, o.secret, "bob");
     const names = async (c: typeof alice) => (await c.listTools()).tools.map((t) => t.name).sort();
-    expect(await names(alice)).toEqual(["delete_file", "read_file", "search", "send_email", "slow"]);
-    expect(await names(bob)).toEqual(["read_file", "search", "slow"]);
+    expect(await names(alice)).toEqual([
+      "delete_file",
+      "lookup",
+      "read_file",
+      "search",
+      "send_email",
+      "slow",
+    ]);
+    expect(await names(bob)).toEqual(["lookup", "read_file", "search", "slow"]);
 
     expect(textOf(await bob.callTool({ name: "search", arguments: { query: "q1" } }))).toBe("found: q1");
     const before = upstream.calls.length;
@@ -112,6 +119,7 @@ describe("the MCP proxy with the official SDK client", () => {
     );
     expect(roles).toEqual({
       delete_file: "reader",
+      lookup: "reader",
       read_file: "reader",
       search: null,
       send_email: "writer",
@@ -348,6 +356,7 @@ describe("the MCP proxy as an OAuth protected resource", () => {
     // A token for the endpoint works with the SDK client too, as its subject.
     const viaToken = await mcpClient(gw.url, id, await mint(`${gw.publicUrl}${path}`));
     expect((await viaToken.listTools()).tools.map((t) => t.name).sort()).toEqual([
+      "lookup",
       "read_file",
       "search",
       "slow",

@@ -78,7 +78,7 @@ export async function streamTurn(
       item.content = [outputText(text)];
       send("response.output_text.done", { ...at, content_index: 0, text, logprobs: [] });
       send("response.content_part.done", { ...at, content_index: 0, part: outputText(text) });
-    } else {
+    } else if (item.type === "function_call") {
       item.status = "completed";
       send("response.function_call_arguments.done", { ...at, arguments: item.arguments });
     }

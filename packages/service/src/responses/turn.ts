@@ -1,4 +1,4 @@
-import { notFound } from "@gw/core/errors";
+import { AppError, notFound } from "@gw/core/errors";
 import type { Logger } from "@gw/core/logger";
 import type { Principal } from "@gw/core/principal";
 import type { Response } from "express";
@@ -8,6 +8,7 @@ import { newId } from "../ids.ts";
 import type { Item } from "../items/items.ts";
 import type { ContextBudget } from "../llm/context.ts";
 import type { Completion } from "../llm/provider.ts";
+import { type HostedMcpConfig, startHostedTurn } from "./hosted-mcp.ts";
 import { prepareTurn } from "./prepare-turn.ts";
 import type { CreateResponseInput } from "./request.ts";
 import { draftResponse, outputOf, settle } from "./response.ts";
@@ -19,6 +20,8 @@ export interface ResponseTurnDeps extends ModelCallDeps {
   conversations: ConversationStore;
   responses: ResponseStore;
   context: ContextBudget;
+  /** How hosted MCP tools reach the gateway's proxy; none: a request with one is 422. */
+  hostedMcp?: HostedMcpConfig;
 }
 
 /** A turn checked and admitted: run it once, as JSON or as a stream of Responses events. */
@@ -44,6 +47,11 @@ export async function startTurn(
   principal: Principal,
   input: CreateResponseInput,
 ): Promise<ResponseTurn> {
+  if (input.tools?.some((t) => t.type === "mcp")) {
+    if (!deps.hostedMcp)
+      throw new AppError("bad_request", "Hosted MCP tools are not configured", { param: "tools" });
+    return startHostedTurn({ ...deps, hostedMcp: deps.hostedMcp }, res, principal, input);
+  }
   deps.provider.assertConfigured();
   const { model, turn, request } = await prepareTurn(deps, principal, input, "writer");
   const response = draftResponse(input, newId("resp"), model);
@@ -64,7 +72,7 @@ export async function startTurn(
 }
 
 /** Stores the response (unless `store` is false), appends the turn to its conversation and records usage. */
-async function keep(
+export async function keep(
   deps: ResponseTurnDeps,
   principal: Principal,
   response: ResponseObject,
