@@ -136,7 +136,8 @@ export async function startService(
       gatewayUrl: config.GATEWAY_URL,
       gatewayPublicUrl: config.GATEWAY_PUBLIC_URL,
       assertions,
-      timeoutMs: config.LLM_TIMEOUT_MS,
+      // Longer than the gateway's own deadline for an upstream, whose failure it then names.
+      timeoutMs: Math.max(config.LLM_TIMEOUT_MS, 60_000),
     },
     metricsEndpoint: config.metricsEndpoint,
   });

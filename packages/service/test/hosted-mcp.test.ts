@@ -136,6 +136,42 @@ describe("hosted MCP tools in responses", () => {
     expect(upstream.calls.length).toBe(from);
   });
 
+  it("only the principal who got an approval request may answer it, with previous_response_id; approved, the call runs", async () => {
+    const { secret, serverUrl } = await setUp();
+    const tools = [{ type: "mcp", server_label: "docs", server_url: serverUrl, allowed_tools: ["lookup"] }];
+    const first = await (
+      await stack.call(secret, "/api/v1/llm/responses", { user: "bob", json: { input: "approve me", tools } })
+    ).json();
+    const request = first.output.find((i: { type: string }) => i.type === "mcp_approval_request");
+    const answer = (user: string, approve: boolean) =>
+      stack.call(secret, "/api/v1/llm/responses", {
+        user,
+        json: {
+          previous_response_id: first.id,
+          input: [{ type: "mcp_approval_response", approval_request_id: request.id, approve }],
+          tools,
+        },
+      });
+    const from = upstream.calls.length;
+    expect((await answer("alice", true)).status).not.toBe(200);
+    expect(upstream.calls.length).toBe(from);
+    const declined = await answer("bob", false);
+    expect(declined.status).toBe(200);
+    expect((await declined.json()).output.some((i: { type: string }) => i.type === "mcp_call")).toBe(false);
+    expect(upstream.calls.length).toBe(from);
+    const approved = await answer("bob", true);
+    expect(approved.status).toBe(200);
+    const body = await approved.json();
+    const call = body.output.find((i: { type: string }) => i.type === "mcp_call");
+    expect(call).toMatchObject({
+      name: "lookup",
+      approval_request_id: request.id,
+      output: "looked up: approve me",
+    });
+    expect(body.output.at(-1)).toMatchObject({ type: "message" });
+    expect(upstream.calls.slice(from).map((c) => c.tool)).toEqual(["lookup"]);
+  });
+
   it("streams the items with their events", async () => {
     const { secret, serverUrl } = await setUp();
     const res = await stack.call(secret, "/api/v1/llm/responses", {

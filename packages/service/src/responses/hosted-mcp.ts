@@ -5,7 +5,7 @@ import type { Principal } from "@gw/core/principal";
 import type { Response } from "express";
 import { admitCall, openEventStream, releaseOwnership, type StreamedCall } from "../calls/model-call.ts";
 import { newId } from "../ids.ts";
-import { ID_PREFIX, type McpCallItem, type McpListToolsItem } from "../items/items.ts";
+import { ID_PREFIX, type Item, type McpCallItem, type McpListToolsItem } from "../items/items.ts";
 import type { ChatMessage, Completion, ToolCall } from "../llm/provider.ts";
 import { prepareTurn } from "./prepare-turn.ts";
 import type { CreateResponseInput, McpToolInput } from "./request.ts";
@@ -205,7 +205,8 @@ export async function startHostedTurn(
       output.push(item);
     }
 
-    let messages: ChatMessage[] = request.messages;
+    const approved = await answered(deps, principal, input, turn, hosted, output, signal);
+    let messages: ChatMessage[] = [...request.messages, ...approved];
     const earlier = { input_tokens: 0, output_tokens: 0, total_tokens: 0 };
     for (let round = 0; ; round++) {
       const last = round === MAX_ROUNDS - 1;
@@ -274,6 +275,71 @@ export async function startHostedTurn(
     answer: (signal) => run(signal),
     stream: async (signal) => replay(res, await run(signal)),
   };
+}
+
+/**
+ * The tool calls the caller approved or declined (`mcp_approval_response`
+ * items of the turn), each answering an `mcp_approval_request` of the
+ * response named by `previous_response_id`, which only its owner (the
+ * principal who made it) may answer: approved ones run now (`mcp_call`
+ * items); the model is told of each as a tool call and its result.
+ */
+async function answered(
+  deps: ResponseTurnDeps & { hostedMcp: HostedMcpConfig },
+  principal: Principal,
+  input: CreateResponseInput,
+  turn: Item[],
+  hosted: Map<string, HostedTool>,
+  output: OutputItem[],
+  signal: AbortSignal,
+): Promise<ChatMessage[]> {
+  const answers = turn.flatMap((item) => (item.type === "mcp_approval_response" ? [item] : []));
+  if (answers.length === 0) return [];
+  const refuse = (msg: string, value: string) =>
+    new ValidationFailed([
+      { loc: ["body", "input"], msg: `Value error, ${msg}`, type: "value_error", input: value },
+    ]);
+  const previousId = input.previous_response_id;
+  if (!previousId)
+    throw refuse(
+      "an mcp_approval_response needs previous_response_id naming the response that asked",
+      answers[0]!.approval_request_id,
+    );
+  const mine = await deps.authorization.check(principal, { type: "response", id: previousId }, "owner");
+  const previous = mine ? await deps.responses.get(principal.org, previousId) : undefined;
+  const messages: ChatMessage[] = [];
+  for (const answer of answers) {
+    const request = previous?.output.find(
+      (o) => o.type === "mcp_approval_request" && o.id === answer.approval_request_id,
+    );
+    if (!request || request.type !== "mcp_approval_request")
+      throw refuse(
+        "no approval request of yours with this id in previous_response_id",
+        answer.approval_request_id,
+      );
+    const entry = [...hosted.entries()].find(
+      ([, t]) => t.label === request.server_label && t.tool === request.name,
+    );
+    if (!entry)
+      throw refuse(
+        `the tool ${request.name} of ${request.server_label} is not among this request's tools`,
+        answer.approval_request_id,
+      );
+    const [name, tool] = entry;
+    const call: ToolCall = { id: newId("call"), name, arguments: request.arguments };
+    messages.push({ role: "assistant", content: "", toolCalls: [call] });
+    if (!answer.approve) {
+      messages.push({ role: "tool", toolCallId: call.id, content: "The caller did not approve this call." });
+      continue;
+    }
+    const item = {
+      ...(await runTool(deps.hostedMcp, principal, tool, call, signal)),
+      approval_request_id: request.id,
+    };
+    output.push(item);
+    messages.push({ role: "tool", toolCallId: call.id, content: item.output ?? `Error: ${item.error}` });
+  }
+  return messages;
 }
 
 async function runTool(
