@@ -312,7 +312,7 @@ async function answered(
     const request = previous?.output.find(
       (o) => o.type === "mcp_approval_request" && o.id === answer.approval_request_id,
     );
-    if (!request || request.type !== "mcp_approval_request")
+    if (request?.type !== "mcp_approval_request")
       throw refuse(
         "no approval request of yours with this id in previous_response_id",
         answer.approval_request_id,
