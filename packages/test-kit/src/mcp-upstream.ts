@@ -187,3 +187,41 @@ if (import.meta.url === `file://${process.argv[1]}`) {
   const fake = await startFakeMcpServer(Number(process.argv[2] ?? 0));
   process.stdout.write(`fake MCP server on ${fake.url}\n`);
 }
+
+/**
+ * An HTTP relay on a port known at once that passes every request on to a
+ * target set later: a service that must know the gateway's URL before the
+ * gateway (which needs the service's URL) has started reaches it through one.
+ */
+export async function startRelay(): Promise<{ url: string; target: string; close(): Promise<void> }> {
+  const relay = { url: "", target: "" } as { url: string; target: string; close(): Promise<void> };
+  const forward = async (req: IncomingMessage, res: ServerResponse) => {
+    const chunks: Buffer[] = [];
+    for await (const chunk of req) chunks.push(chunk as Buffer);
+    const headers = Object.fromEntries(
+      Object.entries(req.headers).filter(
+        ([k, v]) => typeof v === "string" && k !== "host" && k !== "content-length",
+      ),
+    ) as Record<string, string>;
+    const answer = await fetch(`${relay.target}${req.url}`, {
+      method: req.method ?? "GET",
+      headers,
+      ...(chunks.length > 0 ? { body: Buffer.concat(chunks) } : {}),
+    });
+    const body = Buffer.from(await answer.arrayBuffer());
+    res
+      .writeHead(answer.status, { "content-type": answer.headers.get("content-type") ?? "application/json" })
+      .end(body);
+  };
+  const server = createServer((req, res) => {
+    forward(req, res).catch(() => res.destroy());
+  });
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  relay.url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  relay.close = () =>
+    new Promise<void>((resolve) => {
+      server.closeAllConnections();
+      server.close(() => resolve());
+    });
+  return relay;
+}
