@@ -200,7 +200,14 @@ async function main(): Promise<void> {
     entry: "packages/service/src/main.ts",
     port: servicePort,
     // METRICS_PORT is the gateway's: the service keeps /metrics on its own (loopback) port.
-    env: { ...env, HOST: "127.0.0.1", METRICS_PORT: undefined },
+    env: {
+      ...env,
+      HOST: "127.0.0.1",
+      METRICS_PORT: undefined,
+      // Hosted MCP tools of responses reach the gateway's proxy; its public URL as the gateway has it.
+      GATEWAY_URL: env.GATEWAY_URL ?? `http://127.0.0.1:${env.PORT ?? 8080}`,
+      GATEWAY_PUBLIC_URL: env.GATEWAY_PUBLIC_URL ?? `http://localhost:${env.PORT ?? 8080}`,
+    },
     inheritOutput: true,
   });
   watch("service", service.process);
