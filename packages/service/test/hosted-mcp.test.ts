@@ -1,7 +1,5 @@
-import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
-import type { AddressInfo } from "node:net";
 import { newVaultKeys } from "@gw/core/mcp";
-import { type FakeMcpServer, startFakeMcpServer } from "@gw/test-kit/mcp-upstream";
+import { type FakeMcpServer, startFakeMcpServer, startRelay } from "@gw/test-kit/mcp-upstream";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { parseEvents, useStack } from "./stack.ts";
 
@@ -10,40 +8,18 @@ import { parseEvents, useStack } from "./stack.ts";
  * MCP proxy, as the principal. The service starts before the gateway (which
  * needs its URL), so it reaches the gateway through a relay started first.
  */
-let gatewayUrl = "";
-let relay: Server;
+let relay: Awaited<ReturnType<typeof startRelay>>;
 const serviceEnv: Record<string, string> = { GATEWAY_PUBLIC_URL: "https://gateway.test" };
 beforeAll(async () => {
-  relay = createServer((req, res) => {
-    forward(req, res).catch(() => res.destroy());
-  });
-  const forward = async (req: IncomingMessage, res: ServerResponse) => {
-    const chunks: Buffer[] = [];
-    for await (const chunk of req) chunks.push(chunk as Buffer);
-    const headers = Object.fromEntries(
-      Object.entries(req.headers).filter(
-        ([k, v]) => typeof v === "string" && k !== "host" && k !== "content-length",
-      ),
-    ) as Record<string, string>;
-    const answer = await fetch(`${gatewayUrl}${req.url}`, {
-      method: req.method ?? "GET",
-      headers,
-      ...(chunks.length > 0 ? { body: Buffer.concat(chunks) } : {}),
-    });
-    const body = Buffer.from(await answer.arrayBuffer());
-    res
-      .writeHead(answer.status, { "content-type": answer.headers.get("content-type") ?? "application/json" })
-      .end(body);
-  };
-  await new Promise<void>((resolve) => relay.listen(0, "127.0.0.1", resolve));
-  serviceEnv.GATEWAY_URL = `http://127.0.0.1:${(relay.address() as AddressInfo).port}`;
+  relay = await startRelay();
+  serviceEnv.GATEWAY_URL = relay.url;
 });
-afterAll(() => new Promise<void>((resolve) => relay.close(() => resolve())));
+afterAll(() => relay?.close());
 
 const stack = useStack(serviceEnv, { MCP_ALLOW_PRIVATE_UPSTREAMS: "true", VAULT_KEYS: newVaultKeys() });
 let upstream: FakeMcpServer;
 beforeAll(async () => {
-  gatewayUrl = stack.gatewayUrl;
+  relay.target = stack.gatewayUrl;
   upstream = await startFakeMcpServer();
 });
 afterAll(() => upstream?.close());
