@@ -1,6 +1,6 @@
 import { newVaultKeys } from "@gw/core/mcp";
 import { type FakeMcpServer, startFakeMcpServer, startRelay } from "@gw/test-kit/mcp-upstream";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { parseEvents, useStack } from "./stack.ts";
 
 /**
@@ -53,7 +53,7 @@ describe("hosted MCP tools in responses", () => {
   it("lists the principal's tools, runs the model's call through the proxy with the vault's credential, and answers with mcp_list_tools, mcp_call and the message", async () => {
     const { secret, serverUrl } = await setUp();
     const from = upstream.calls.length;
-    const res = await stack.call(secret, "/api/v1/llm/responses", {
+    const pending = stack.call(secret, "/api/v1/llm/responses", {
       user: "bob",
       json: {
         model: "echo-small",
@@ -61,6 +61,12 @@ describe("hosted MCP tools in responses", () => {
         tools: [{ type: "mcp", server_label: "docs", server_url: serverUrl, require_approval: "never" }],
       },
     });
+    // The model calls every tool it is given, `slow` too, which answers once released.
+    await vi.waitFor(() => expect(upstream.calls.slice(from).map((c) => c.tool)).toContain("slow"), {
+      timeout: 10_000,
+    });
+    upstream.release();
+    const res = await pending;
     expect(res.status).toBe(200);
     const response = await res.json();
     const [list, ...rest] = response.output;
