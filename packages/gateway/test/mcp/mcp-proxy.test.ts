@@ -445,6 +445,17 @@ describe("registered servers", () => {
     expect(patched.status).toBe(200);
     expect(await patched.json()).toMatchObject({ id, name: "renamed", description: null, url: upstream.url });
     expect((await as("carol", `/api/v1/mcp/servers/${id}`, { method: "DELETE" })).status).toBe(403);
+    // A new origin drops the credentials: a secret is only ever sent where it was stored for.
+    await as("alice", `/api/v1/mcp/servers/${id}/credentials/shared`, {
+      method: "PUT",
+      json: { type: "bearer", token: "bound-to-origin-1" },
+    });
+    const moved = await as("carol", `/api/v1/mcp/servers/${id}`, {
+      method: "PATCH",
+      json: { url: upstream.url.replace("127.0.0.1", "localhost") },
+    });
+    expect(moved.status).toBe(200);
+    expect((await (await as("alice", `/api/v1/mcp/servers/${id}/credentials`)).json()).data).toEqual([]);
     // The platform API neither registers nor deletes a server's authorization.
     expect((await o.deleteResource("alice", "mcp_server", id)).status).toBe(409);
     expect((await o.register("alice", "mcp_server", "mcp_000000000000000000000000")).status).toBe(409);
