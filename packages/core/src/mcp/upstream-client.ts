@@ -202,6 +202,12 @@ export class UpstreamClients {
       this.logger?.debug({ err: err.message, server: server.id }, "upstream MCP session error");
     session.ready = session.client.connect(session.transport, { timeout: this.timeoutMs });
     session.ready.catch(() => undefined);
+    if (this.sessions.size >= this.maxSessions) {
+      // The least recently used session makes room, and is closed rather than left open upstream.
+      const [oldKey, oldest] = this.sessions.entries().next().value as [string, Session];
+      this.sessions.delete(oldKey);
+      oldest.client.close().catch(() => undefined);
+    }
     this.sessions.set(key, session);
     return session;
   }
