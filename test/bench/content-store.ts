@@ -9,6 +9,7 @@
 import { randomBytes } from "node:crypto";
 import { loadConfig } from "@gw/core/config";
 import { createLogger } from "@gw/core/logger";
+import { newVaultKeys } from "@gw/core/mcp";
 import { createPostgres } from "@gw/core/postgres";
 import { createRedis } from "@gw/core/redis";
 import { ApiKeyStore, gatewayConfigSchema, generateSigningJwk, startGateway } from "@gw/gateway";
@@ -76,6 +77,7 @@ const gateway = await startGateway(
     // The audit trail.
     DATABASE_URL: postgres.url,
     JWT_SIGNING_KEYS: JSON.stringify({ keys: [await generateSigningJwk()] }),
+    VAULT_KEYS: newVaultKeys(),
     ...common,
   }),
   silent,

@@ -203,6 +203,7 @@ try {
 
   await benchPersistence();
   await benchContentStore();
+  await benchMcp();
 } finally {
   redis.disconnect();
   plain.disconnect();
@@ -216,6 +217,46 @@ async function writeReport(): Promise<never> {
   await md.write(output, startedAt, loadBefore);
   console.log(`\nwrote ${output}`);
   process.exit(0);
+}
+
+/**
+ * MCP `tools/call` through the gateway's proxy beside the same call made
+ * directly to the upstream (test/bench/mcp.ts, in its own process).
+ */
+async function benchMcp(): Promise<void> {
+  const output = await new Promise<string>((resolve, reject) =>
+    execFile(
+      process.execPath,
+      [join(REPO_ROOT, "test/bench/mcp.ts")],
+      { cwd: REPO_ROOT, maxBuffer: 1 << 20 },
+      (err, stdout) => (err ? reject(err) : resolve(stdout)),
+    ),
+  );
+  const r = JSON.parse(output.trim().split("\n").at(-1)!) as Record<string, number>;
+  md.section(
+    "MCP tools/call: through the proxy and direct",
+    "The official SDK client calling the test-kit's MCP server's `search` tool, directly and through the gateway's proxy (API key, the per-tool check in SpiceDB, the vault's shared credential opened, the audit record, a pooled upstream session). Concurrency 1 gives the latency the proxy adds; 16 the throughput ratio.",
+  );
+  md.table(
+    ["", "p50 ms (c=1)", "p99 ms (c=1)", "calls/s (c=16)", "ratio"],
+    [
+      [
+        "direct",
+        r.direct_p50_ms!.toFixed(2),
+        r.direct_p99_ms!.toFixed(2),
+        r.direct_rps_16!.toFixed(0),
+        "×1.00",
+      ],
+      [
+        "through the proxy",
+        r.proxy_p50_ms!.toFixed(2),
+        r.proxy_p99_ms!.toFixed(2),
+        r.proxy_rps_16!.toFixed(0),
+        `×${(r.proxy_rps_16! / r.direct_rps_16!).toFixed(2)}`,
+      ],
+    ],
+  );
+  md.line(`Added latency at concurrency 1: ${(r.proxy_p50_ms! - r.direct_p50_ms!).toFixed(2)} ms (p50).`);
 }
 
 /**

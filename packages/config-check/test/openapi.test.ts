@@ -262,7 +262,13 @@ describe("what zod cannot see by itself, described all the same", () => {
       .anyOf[1]?.items?.anyOf;
     expect(
       items?.map((item) => (item as { properties: { type: { const: string } } }).properties.type.const),
-    ).toEqual(["message", "function_call", "function_call_output", "item_reference"]);
+    ).toEqual([
+      "message",
+      "function_call",
+      "function_call_output",
+      "item_reference",
+      "mcp_approval_response",
+    ]);
   });
 
   it("a default zod leaves out (behind a preprocess) is kept; a body can be refused by the JSON parser, in the surface's shape", () => {

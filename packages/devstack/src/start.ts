@@ -15,6 +15,7 @@
 import { createServer } from "node:net";
 import { resolve } from "node:path";
 import { DEFAULT_LOCAL_SPICEDB_PORT } from "@gw/core/authz";
+import { developmentSecret } from "@gw/core/development-secret";
 import { createLogger } from "@gw/core/logger";
 import { localPostgresPort } from "@gw/core/postgres";
 import { localRedisPort } from "@gw/core/redis";
@@ -143,6 +144,12 @@ async function main(): Promise<void> {
     HOST: process.env.HOST || "127.0.0.1",
   };
   await checkPorts(env);
+  if (!env.VAULT_KEYS) {
+    const file = resolve(env.DATA_DIR!, "vault-key");
+    const key = await developmentSecret(file, logger, "MCP credential vault", "VAULT_KEYS");
+    env.VAULT_KEYS = `dev:${Buffer.from(key, "base64url").toString("base64")}`;
+    logger.info({ file }, "vault: a development key kept under DATA_DIR (production must set VAULT_KEYS)");
+  }
   if (!env.REDIS_URL) {
     const dir = resolve(env.DATA_DIR!, "redis");
     const redis: RunningRedis = await startRedisServer({
@@ -193,7 +200,14 @@ async function main(): Promise<void> {
     entry: "packages/service/src/main.ts",
     port: servicePort,
     // METRICS_PORT is the gateway's: the service keeps /metrics on its own (loopback) port.
-    env: { ...env, HOST: "127.0.0.1", METRICS_PORT: undefined },
+    env: {
+      ...env,
+      HOST: "127.0.0.1",
+      METRICS_PORT: undefined,
+      // Hosted MCP tools of responses reach the gateway's proxy; its public URL as the gateway has it.
+      GATEWAY_URL: env.GATEWAY_URL ?? `http://127.0.0.1:${env.PORT ?? 8080}`,
+      GATEWAY_PUBLIC_URL: env.GATEWAY_PUBLIC_URL ?? `http://localhost:${env.PORT ?? 8080}`,
+    },
     inheritOutput: true,
   });
   watch("service", service.process);

@@ -23,6 +23,8 @@ import { authenticate } from "./authenticate/authenticate.ts";
 import { createConsoleRouter } from "./console/console-router.ts";
 import type { ConsoleSessions } from "./console/sessions.ts";
 import { type ForwardOptions, forward } from "./forward/forward.ts";
+import type { McpDeps } from "./mcp/deps.ts";
+import { mcpProxy } from "./mcp/proxy.ts";
 import type { GatewayMetrics } from "./metrics.ts";
 import { requireApiKey, resolvePrincipal } from "./principal/resolve-principal.ts";
 import { rateLimit } from "./rate-limit/rate-limit.ts";
@@ -48,7 +50,11 @@ import type { LookupCursors } from "./routes/authorization/lookup-cursor.ts";
 import { registerRegisterResource } from "./routes/authorization/register-resource.ts";
 import { registerResourceAudit } from "./routes/authorization/resource-audit.ts";
 import { registerRevoke } from "./routes/authorization/revoke.ts";
+import { registerMcpCredentialRoutes } from "./routes/mcp/credentials.ts";
+import { registerMcpServerRoutes } from "./routes/mcp/servers.ts";
+import { registerMcpToolRoutes } from "./routes/mcp/tools.ts";
 import { registerWellKnown } from "./routes/well-known/jwks.ts";
+import { registerProtectedResourceMetadata } from "./routes/well-known/oauth-protected-resource.ts";
 import { registerOpenApiDocument } from "./routes/well-known/openapi.ts";
 import type { TokenService } from "./tokens/tokens.ts";
 
@@ -77,6 +83,8 @@ export interface GatewayDeps {
   metricsEndpoint?: MetricsEndpoint;
   /** Sessions of the admin console under `/admin/`; without them the console is not served. */
   consoleSessions?: ConsoleSessions;
+  /** Registered MCP servers, their vault and the proxy. */
+  mcp: Omit<McpDeps, "authorization" | "audit" | "metrics" | "logger" | "publicUrl">;
 }
 
 /**
@@ -100,13 +108,35 @@ export function createGatewayApp(deps: GatewayDeps): express.Express {
   );
   registerWellKnown(probes, deps.tokens);
   registerOpenApiDocument(probes);
+  registerProtectedResourceMetadata(probes, deps.publicUrl);
   app.use(probes);
+
+  const limit = rateLimit(deps.limiter, deps.defaultLimits, deps.orgLimits);
+  const mcp: McpDeps = {
+    ...deps.mcp,
+    authorization: deps.authorization,
+    audit: deps.audit,
+    metrics: deps.metrics,
+    logger: deps.logger,
+    publicUrl: deps.publicUrl,
+  };
+  // The MCP proxy is a protected resource of its own: tokens addressed to it, and its own 401 and 403.
+  app.use(
+    mcpProxy(mcp, {
+      assertions: deps.forward.assertions,
+      keys: deps.keys,
+      authenticate: (audience) =>
+        authenticate({ keys: deps.keys, tokens: deps.tokens, audience, metrics: deps.metrics }),
+      resolvePrincipal,
+      rateLimit: limit,
+    }),
+  );
 
   const api = Router();
   api.use(
     authenticate({ keys: deps.keys, tokens: deps.tokens, audience: deps.publicUrl, metrics: deps.metrics }),
     resolvePrincipal,
-    rateLimit(deps.limiter, deps.defaultLimits, deps.orgLimits),
+    limit,
     recordLastUsed(deps.store, deps.logger),
   );
   // Everything the service serves goes on, bodies untouched; the gateway parses only its own.
@@ -123,6 +153,9 @@ export function createGatewayApp(deps: GatewayDeps): express.Express {
   registerDeleteResource(api, deps);
   registerListGrants(api, deps);
   registerResourceAudit(api, deps);
+  registerMcpServerRoutes(api, mcp);
+  registerMcpToolRoutes(api, mcp);
+  registerMcpCredentialRoutes(api, mcp);
 
   api.use("/admin", requireApiKey("Key administration needs an API key, not a token"));
   // Administrators' reads (the admin console): `admin:console`, or for the trail either admin permission.

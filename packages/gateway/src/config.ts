@@ -2,6 +2,7 @@ import { checkSpiceDBEnv, spicedbClientOptions, spicedbEnvShape } from "@gw/core
 import { env } from "@gw/core/config";
 import { metricsEndpointOf, metricsEnvShape } from "@gw/core/http";
 import { type Limits, WINDOWS } from "@gw/core/limits";
+import { vaultKeysSchema } from "@gw/core/mcp";
 import { localDatabaseUrl } from "@gw/core/postgres";
 import { localRedisUrl } from "@gw/core/redis";
 import { z } from "zod";
@@ -99,6 +100,12 @@ export const gatewayConfigSchema = z
     CONSOLE_SESSION_IDLE_TIMEOUT: env.duration("30m"),
     /** An admin console session ends this long after sign-in however busy, a duration with its unit. Default 12h. */
     CONSOLE_SESSION_MAX_AGE: env.duration("12h"),
+    /** Key-encryption keys of the MCP credential vault, `id:base64,id:base64…` (32 bytes each; the first wraps new secrets, the others still open old ones). Required when NODE_ENV=production; otherwise unset means a development key under DATA_DIR (`pnpm start` makes one). */
+    VAULT_KEYS: vaultKeysSchema.optional(),
+    /** Lets registered MCP servers use http and loopback, private or link-local addresses (development and tests only). Default false. */
+    MCP_ALLOW_PRIVATE_UPSTREAMS: env.boolean(false),
+    /** Deadline of one request to an upstream MCP server, in milliseconds. Default 30000. */
+    MCP_UPSTREAM_TIMEOUT_MS: env.positiveInt(30_000),
   })
   .superRefine((c, ctx) => {
     if (c.JWT_SIGNING_KEYS && c.JWT_SIGNING_KEYS_FILE) {

@@ -41,6 +41,8 @@ const JWT_OUTCOMES = [
   "malformed",
 ];
 const TOKEN_EXCHANGE_OUTCOMES = ["issued", "forbidden", "invalid"];
+export const MCP_CALL_OUTCOMES = ["ok", "tool_error", "denied", "upstream_error"] as const;
+export type McpCallOutcome = (typeof MCP_CALL_OUTCOMES)[number];
 /** Where a rate-limit decision was made, by outcome: `local` is a refusal remembered in process. */
 const RATE_LIMIT_STORES = { allowed: ["redis", "memory"], rejected: ["redis", "memory", "local"] };
 
@@ -116,8 +118,24 @@ export function createGatewayMetrics() {
     help: "Audit records PostgreSQL could not keep (the change was refused) or whose outcome it could not record (the record stays 'unknown'; logged).",
     registers: [base.registry],
   });
+  const mcpToolCalls = new Counter({
+    name: "gateway_mcp_tool_calls_total",
+    help: "MCP tools/call through the proxy, by outcome (ok, tool_error: the tool answered isError, denied, upstream_error).",
+    labelNames: ["outcome"] as const,
+    registers: [base.registry],
+  });
+  zero(mcpToolCalls, MCP_CALL_OUTCOMES, "outcome");
+  const mcpToolCallSeconds = new Histogram({
+    name: "gateway_mcp_tool_call_seconds",
+    help: "Time of an allowed MCP tools/call through the proxy, upstream included, by outcome.",
+    labelNames: ["outcome"] as const,
+    buckets: LATENCY_BUCKETS,
+    registers: [base.registry],
+  });
   return {
     ...base,
+    mcpToolCalls,
+    mcpToolCallSeconds,
     authorizationOperations,
     auditWriteErrors,
     authentications,

@@ -1,9 +1,21 @@
 import { readFile } from "node:fs/promises";
 import { resolve } from "node:path";
 import { connectAuthorization, type ResourceAuthorization } from "@gw/core/authz";
+import { ConfigError } from "@gw/core/config";
+import { developmentSecret } from "@gw/core/development-secret";
 import { closeGracefully, listen, listenForMetrics, type RouteTemplate, routesOf } from "@gw/core/http";
 import { assertionSecret, InternalAssertions } from "@gw/core/internal-assertion";
 import { createLogger, type Logger, redactUrl } from "@gw/core/logger";
+import {
+  CredentialStore,
+  McpServerStore,
+  McpToolAuthorization,
+  type Resolver,
+  UpstreamClients,
+  UpstreamPolicy,
+  Vault,
+  type VaultKey,
+} from "@gw/core/mcp";
 import { createPostgres, migrate } from "@gw/core/postgres";
 import { createRedis, type RedisClient } from "@gw/core/redis";
 import { CountingWindows } from "@gw/core/windows";
@@ -44,7 +56,10 @@ export interface RunningGateway {
 export async function startGateway(
   config: GatewayConfig,
   logger = createLogger("gateway", config.LOG_LEVEL),
+  /** How upstream MCP servers' names resolve (tests give their own). */
+  options: { resolver?: Resolver } = {},
 ): Promise<RunningGateway> {
+  const vaultKeys = await vaultKeysOf(config, logger);
   const metrics = createGatewayMetrics();
   // No offline queue: while Redis is away, commands fail at once instead of piling up behind a timeout.
   const redis = createRedis(config.REDIS_URL, {
@@ -81,13 +96,11 @@ export async function startGateway(
     );
   }
 
-  const { spicedb, authorization } = connectAuthorization(
-    config,
-    redis,
-    logger,
-    metrics.grpcClient,
-    metrics.decisionCache,
-  );
+  const {
+    spicedb,
+    authorization,
+    tokens: zedTokens,
+  } = connectAuthorization(config, redis, logger, metrics.grpcClient, metrics.decisionCache);
 
   // The audit trail: the schema first (one process at a time), then the pool.
   const applied = await migrate(config.DATABASE_URL);
@@ -132,7 +145,22 @@ export async function startGateway(
   const assertions = new InternalAssertions(secret);
   const lookupCursors = new LookupCursors(secret, config.LOOKUP_CURSOR_TTL);
 
+  const policy = new UpstreamPolicy({
+    allowPrivate: config.MCP_ALLOW_PRIVATE_UPSTREAMS,
+    ...(options.resolver ? { resolver: options.resolver } : {}),
+  });
+  const upstreams = new UpstreamClients({ policy, timeoutMs: config.MCP_UPSTREAM_TIMEOUT_MS, logger });
+  const credentials = new CredentialStore(db, new Vault(vaultKeys));
+  credentials.onUnreadable = (reason) => logger.error({ reason }, "an MCP credential could not be opened");
+
   const app = createGatewayApp({
+    mcp: {
+      servers: new McpServerStore(db),
+      credentials,
+      tools: new McpToolAuthorization(spicedb, zedTokens),
+      upstreams,
+      policy,
+    },
     logger,
     metrics,
     redis,
@@ -187,6 +215,7 @@ export async function startGateway(
     async close() {
       await Promise.all([closeGracefully(server, config.SHUTDOWN_GRACE_MS), metricsListener?.close()]);
       clearInterval(auditSweep);
+      await upstreams.close();
       subscriber.disconnect();
       await limiter.close();
       rateLimitRedis.disconnect();
@@ -204,6 +233,27 @@ async function signingKeys(config: GatewayConfig, logger: Logger): Promise<Signi
     return loadSigningKeys(await readFile(config.JWT_SIGNING_KEYS_FILE, "utf8"), config.JWT_ACTIVE_KID);
   }
   return developmentSigningKeys(resolve(config.DATA_DIR, "jwt", "development-signing-keys.json"), logger);
+}
+
+/**
+ * The vault's keys: `VAULT_KEYS`; in production (NODE_ENV=production) the
+ * gateway refuses to start without them; otherwise a development key kept
+ * under DATA_DIR, said loudly.
+ */
+async function vaultKeysOf(config: GatewayConfig, logger: Logger): Promise<VaultKey[]> {
+  if (config.VAULT_KEYS) return config.VAULT_KEYS;
+  if (process.env.NODE_ENV === "production") {
+    throw new ConfigError([
+      "VAULT_KEYS: required in production (NODE_ENV=production): the MCP credential vault's keys",
+    ]);
+  }
+  const secret = await developmentSecret(
+    resolve(config.DATA_DIR, "vault-key"),
+    logger,
+    "MCP credential vault",
+    "VAULT_KEYS",
+  );
+  return [{ id: "dev", key: Buffer.from(secret, "base64url") }];
 }
 
 /** Start-up waits for Redis (commands fail fast without an offline queue), but not forever. */

@@ -1,11 +1,15 @@
+import { randomBytes } from "node:crypto";
 import {
   administratorContext,
   PERMISSION_FOR_ROLE,
+  RedisConsistencyTokens,
   SpiceDBClient,
   scopedId,
   subjectContext,
   v1,
 } from "@gw/core/authz";
+import { McpToolAuthorization } from "@gw/core/mcp";
+import type { Principal } from "@gw/core/principal";
 import fc from "fast-check";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { newOrg, type Org, RANK } from "./authorization-helpers.ts";
@@ -314,5 +318,100 @@ describe.each([
     if (name.includes("off")) expect(lookups).toBe(0);
     else expect(lookups).toBeGreaterThan(0);
     if (name.includes("right after writes")) expect(await cacheLookups(gw, "hit")).toBeGreaterThan(0);
+  }, 120_000);
+});
+
+/** The tools of one server against a reference: server roles by grant and revoke, tool roles by policy and default. */
+type ToolCommand =
+  | { op: "grant" | "revoke"; userId: string; role: Role }
+  | { op: "policy"; tool: string; role: Role | null }
+  | { op: "default"; tool: string; role: "reader" | "writer" };
+
+const TOOLS = ["search", "delete", "rotate"] as const;
+const toolCommand: fc.Arbitrary<ToolCommand> = fc.oneof(
+  fc.record({
+    op: fc.constantFrom("grant" as const, "revoke" as const),
+    userId: fc.constantFrom("bob", "carol", "*"),
+    role: fc.constantFrom("writer" as const, "reader" as const, "owner" as const),
+  }),
+  fc.record({
+    op: fc.constant("policy" as const),
+    tool: fc.constantFrom(...TOOLS),
+    role: fc.constantFrom("reader" as const, "writer" as const, "owner" as const, null),
+  }),
+  fc.record({
+    op: fc.constant("default" as const),
+    tool: fc.constantFrom(...TOOLS),
+    role: fc.constantFrom("reader" as const, "writer" as const),
+  }),
+);
+
+describe("the MCP tool model against a reference", () => {
+  const gw = useGateway();
+  let spicedb: SpiceDBClient;
+  let tools: McpToolAuthorization;
+  beforeAll(() => {
+    spicedb = new SpiceDBClient({
+      endpoint: gw.spicedb.endpoint,
+      presharedKey: gw.spicedb.presharedKey,
+      insecure: true,
+      deadlineMs: 5_000,
+    });
+    tools = new McpToolAuthorization(spicedb, new RedisConsistencyTokens(gw.redis, 1_000));
+  });
+  afterAll(() => spicedb?.close());
+
+  it("who may call which tool after random grants, revokes, policies and defaults agrees with the model; another organization never may", async () => {
+    const o = await newOrg(gw);
+    const other = freshOrg();
+    const principal = (org: string, user: string): Principal => ({
+      org,
+      user,
+      keyId: o.keyId,
+      permissions: [],
+      credential: "api_key",
+      onBehalfOf: true,
+    });
+    await fc.assert(
+      fc.asyncProperty(fc.array(toolCommand, { minLength: 1, maxLength: 8 }), async (commands) => {
+        const id = await o.create("alice", "mcp_server", `mcp_${randomBytes(6).toString("hex")}`);
+        const roles = new Map<string, Role>([["alice", "owner"]]);
+        const toolRoles = new Map<string, Role | null>();
+        for (const c of commands) {
+          if (c.op === "grant" || c.op === "revoke") {
+            const body = { resourceType: "mcp_server", resourceId: id, userId: c.userId, role: c.role };
+            const res = await o[c.op]("alice", body);
+            if (c.userId === "*" && c.role === "owner") {
+              expect(res.status).toBe(422);
+              continue;
+            }
+            expect(res.status).toBe(204);
+            if (c.op === "grant") roles.set(c.userId, c.role);
+            else if (roles.get(c.userId) === c.role) roles.delete(c.userId);
+          } else if (c.op === "policy") {
+            await tools.setRole(principal(o.org, "alice"), id, c.tool, c.role);
+            toolRoles.set(c.tool, c.role);
+          } else if (c.op === "default") {
+            const written = await tools.setDefault(o.org, id, c.tool, c.role);
+            expect(written).toBe(!toolRoles.has(c.tool));
+            if (!toolRoles.has(c.tool)) toolRoles.set(c.tool, c.role);
+          }
+          const rank = (user: string) =>
+            Math.max(RANK[roles.get(user) ?? "none"], RANK[roles.get("*") ?? "none"]);
+          for (const user of ["alice", "bob", "carol", "dave"]) {
+            const callable = await tools.callable(principal(o.org, user), id, [...TOOLS]);
+            const expected = TOOLS.filter((t) => {
+              const needs = toolRoles.get(t);
+              return needs !== undefined && needs !== null && rank(user) >= RANK[needs];
+            });
+            expect([...callable].sort(), `${user} after ${JSON.stringify(c)}`).toEqual(expected.sort());
+            // Another organization's user of the same name, even claiming this organization's context.
+            expect((await tools.callable(principal(other, user), id, [...TOOLS])).size).toBe(0);
+          }
+          expect(Object.fromEntries(await tools.roles(o.org, id))).toEqual(Object.fromEntries(toolRoles));
+        }
+      }),
+      { numRuns: 15 },
+    );
   }, 120_000);
 });

@@ -1,6 +1,7 @@
 import { randomBytes } from "node:crypto";
 import type { ResourceAuthorization } from "@gw/core/authz";
 import { createLogger } from "@gw/core/logger";
+import { newVaultKeys } from "@gw/core/mcp";
 import { createRedis, type RedisClient } from "@gw/core/redis";
 import {
   type RedisTopology,
@@ -85,6 +86,7 @@ export function useGateway(
       GATEWAY_PUBLIC_URL: TEST_PUBLIC_URL,
       JWT_SIGNING_KEYS: JSON.stringify({ keys: [signingJwk] }),
       INTERNAL_ASSERTION_SECRET: randomBytes(32).toString("hex"),
+      VAULT_KEYS: newVaultKeys(),
       DATABASE_URL: database.url,
       ...spicedbEnv(spicedb),
       ...env,

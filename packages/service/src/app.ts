@@ -20,6 +20,7 @@ import type { ConversationStore } from "./conversations/store.ts";
 import type { Evals } from "./evals/index.ts";
 import type { ContextBudget } from "./llm/context.ts";
 import type { ChatProvider } from "./llm/provider.ts";
+import type { HostedMcpConfig } from "./responses/hosted-mcp.ts";
 import type { ResponseStore } from "./responses/store.ts";
 import { registerCreateCompletion } from "./routes/chat/create-completion.ts";
 import { registerDeleteCompletion } from "./routes/chat/delete-completion.ts";
@@ -72,6 +73,8 @@ export interface ServiceDeps {
   sandbox: Sandbox;
   /** Where `/metrics` is served, and its token. */
   metricsEndpoint?: MetricsEndpoint;
+  /** How hosted MCP tools of responses reach the gateway's MCP proxy. */
+  hostedMcp?: HostedMcpConfig;
 }
 
 /**

@@ -38,6 +38,16 @@ export const serviceConfigSchema = z
     INTERNAL_ASSERTION_SECRET: z.string().min(32, "must be at least 32 characters").optional(),
     /** Directory for local development data. Default .data. */
     DATA_DIR: z.string().default(".data"),
+    /** Where the service reaches the gateway's MCP proxy for hosted MCP tools of responses. Default http://127.0.0.1:8080. */
+    GATEWAY_URL: z
+      .url({ protocol: /^https?$/ })
+      .transform((u) => u.replace(/\/+$/, ""))
+      .default("http://127.0.0.1:8080"),
+    /** The gateway's public base URL: a hosted MCP tool's `server_url` must be one of its proxy URLs. Default http://localhost:8080. */
+    GATEWAY_PUBLIC_URL: z
+      .url({ protocol: /^https?$/ })
+      .transform((u) => u.replace(/\/+$/, ""))
+      .default("http://localhost:8080"),
     /** Base URL of an OpenAI-compatible provider (e.g. https://api.openai.com/v1). Unset: responses answer 503. */
     LLM_BASE_URL: z
       .url({ protocol: /^https?$/ })

@@ -136,6 +136,13 @@ export async function startService(
     budgets,
     evals,
     sandbox,
+    hostedMcp: {
+      gatewayUrl: config.GATEWAY_URL,
+      gatewayPublicUrl: config.GATEWAY_PUBLIC_URL,
+      assertions,
+      // Longer than the gateway's own deadline for an upstream, whose failure it then names.
+      timeoutMs: Math.max(config.LLM_TIMEOUT_MS, 60_000),
+    },
     metricsEndpoint: config.metricsEndpoint,
   });
   const { server, port } = await listen(app, config.PORT, config.HOST);

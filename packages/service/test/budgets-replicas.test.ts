@@ -1,6 +1,7 @@
 import { randomBytes } from "node:crypto";
 import { loadConfig } from "@gw/core/config";
 import { createLogger } from "@gw/core/logger";
+import { newVaultKeys } from "@gw/core/mcp";
 import { createRedis, type RedisClient } from "@gw/core/redis";
 import { CountingWindows } from "@gw/core/windows";
 import { ApiKeyStore, gatewayConfigSchema, generateSigningJwk, startGateway } from "@gw/gateway";
@@ -70,6 +71,7 @@ describe.each(REDIS_TOPOLOGIES)(
               SERVICE_URL: service.url,
               GATEWAY_PUBLIC_URL: "https://gateway.test",
               JWT_SIGNING_KEYS: signing,
+              VAULT_KEYS: newVaultKeys(),
               SERVICE_TIMEOUT_MS: "10000",
               ...common,
             }),

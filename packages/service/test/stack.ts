@@ -6,6 +6,7 @@ import { loadConfig } from "@gw/core/config";
 import { ERROR_CATALOGUE, type ErrorCode } from "@gw/core/errors";
 import type { RouteTemplate } from "@gw/core/http";
 import { createLogger } from "@gw/core/logger";
+import { newVaultKeys } from "@gw/core/mcp";
 import { createPostgres, type Postgres } from "@gw/core/postgres";
 import { createRedis, type RedisClient } from "@gw/core/redis";
 import {
@@ -145,6 +146,7 @@ export function useStack(
         SERVICE_URL: service.url,
         GATEWAY_PUBLIC_URL: "https://gateway.test",
         JWT_SIGNING_KEYS: JSON.stringify({ keys: [await generateSigningJwk()] }),
+        VAULT_KEYS: newVaultKeys(),
         ...common,
         ...gatewayEnv,
       }),

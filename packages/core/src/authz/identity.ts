@@ -14,6 +14,7 @@ export const RESOURCE_TYPES = [
   "conversation",
   "response",
   "skill",
+  "mcp_server",
 ] as const;
 export type ResourceType = (typeof RESOURCE_TYPES)[number];
 
@@ -29,6 +30,7 @@ export const SERVICE_ISSUED_TYPES = {
   conversation: "DELETE /api/v1/llm/conversations/{id}",
   response: "DELETE /api/v1/llm/responses/{id}",
   completion: "DELETE /api/v1/llm/chat/completions/{id}",
+  mcp_server: "DELETE /api/v1/mcp/servers/{id}",
 } as const satisfies Partial<Record<ResourceType, string>>;
 
 export function isServiceIssued(type: ResourceType): type is keyof typeof SERVICE_ISSUED_TYPES {

@@ -625,7 +625,7 @@ export class ResourceAuthorization {
  * passed, either token sees both. Fully consistent too when the last write
  * cannot be known; the cheapest when nothing was written through here.
  */
-function consistencyAfter(last: LastWriteRead): v1.Consistency {
+export function consistencyAfter(last: LastWriteRead): v1.Consistency {
   if (last === UNKNOWN_LAST_WRITE || last?.recent) return FULLY_CONSISTENT;
   if (!last?.token) return MINIMIZE_LATENCY;
   return v1.Consistency.create({

@@ -3,8 +3,11 @@ import type { Logger } from "@gw/core/logger";
 import type { Queryable } from "@gw/core/postgres";
 import type { Principal } from "@gw/core/principal";
 
-/** `inspect`: an administrator read who holds which role (the admin console), which changes nothing but is recorded. */
-export const AUDIT_ACTIONS = ["register", "delete", "grant", "revoke", "inspect"] as const;
+/**
+ * `inspect`: an administrator read who holds which role (the admin console), which changes nothing but is
+ * recorded; `call`: a tool called through the MCP proxy.
+ */
+export const AUDIT_ACTIONS = ["register", "delete", "grant", "revoke", "inspect", "call"] as const;
 export type AuditAction = (typeof AUDIT_ACTIONS)[number];
 
 /**
@@ -17,7 +20,7 @@ export type AuditOutcome = "allowed" | "denied" | "conflict" | "error" | "unknow
 
 /** What happened, as a request describes it before it runs. */
 export interface AuditEvent {
-  action: AuditAction;
+  action: Exclude<AuditAction, "call">;
   resource: ResourceRef;
   /** The user whose role changes (grant, revoke). */
   subject?: string;
@@ -38,6 +41,11 @@ export interface AuditRecord {
   subject?: string;
   role?: Role;
   expiresAt?: string;
+  /** An MCP tools/call (`call`): the tool, the decision, how long it took and a SHA-256 of its arguments (never the arguments). */
+  tool?: string;
+  decision?: "allowed" | "denied";
+  durationMs?: number;
+  argumentsSha256?: string;
   outcome: AuditOutcome;
   requestId: string;
   /** The ZedToken of the write, when one landed. */
@@ -113,6 +121,19 @@ export class AuditLog {
       [intent.organization, at, intent.resourceType, intent.resourceId, JSON.stringify(intent)],
     );
     return toRecord({ seq: rows[0]!.seq, at, record: intent, outcome: "unknown", zed_token: null });
+  }
+
+  /** Records something already decided and done (an MCP tool call), in one statement. */
+  async record(intent: AuditIntent, outcome: AuditOutcome): Promise<AuditRecord> {
+    const at = new Date(this.now());
+    const { rows } = await this.db.query<{ seq: string }>(
+      `INSERT INTO audit_records (org, at, resource_type, resource_id, record, outcome)
+       VALUES ($1, $2, $3, $4, $5, $6) RETURNING seq`,
+      [intent.organization, at, intent.resourceType, intent.resourceId, JSON.stringify(intent), outcome],
+    );
+    const recorded = toRecord({ seq: rows[0]!.seq, at, record: intent, outcome, zed_token: null });
+    this.logger?.info({ audit: recorded }, "audit");
+    return recorded;
   }
 
   /** Records how a change begun with `begin` ended. */
@@ -219,6 +240,7 @@ export class AuditLog {
 function toRecord(row: Row): AuditRecord {
   const { organization, actor, action, resourceType, resourceId, subject, role, expiresAt, requestId } =
     row.record;
+  const { tool, decision, durationMs, argumentsSha256 } = row.record;
   return {
     id: `${row.at.getTime()}-${row.seq}`,
     time: row.at.toISOString(),
@@ -230,6 +252,7 @@ function toRecord(row: Row): AuditRecord {
     ...(subject !== undefined ? { subject } : {}),
     ...(role ? { role } : {}),
     ...(expiresAt ? { expiresAt } : {}),
+    ...(tool !== undefined ? { tool, decision, durationMs, argumentsSha256 } : {}),
     outcome: row.outcome,
     requestId,
     ...(row.zed_token ? { zedToken: row.zed_token } : {}),

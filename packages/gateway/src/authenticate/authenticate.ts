@@ -1,5 +1,5 @@
 import { unauthorized } from "@gw/core/errors";
-import type { RequestHandler } from "express";
+import type { Request, RequestHandler } from "express";
 import { type ApiKeyLookup, ApiKeyStoreUnavailable } from "../api-keys/lookup.ts";
 import type { ApiKeyRecord } from "../api-keys/types.ts";
 import type { GatewayMetrics } from "../metrics.ts";
@@ -19,8 +19,8 @@ declare global {
 export interface AuthenticateOptions {
   keys: ApiKeyLookup;
   tokens: TokenService;
-  /** Tokens are accepted only when addressed to this gateway (its public URL). */
-  audience: string;
+  /** Tokens are accepted only when addressed to this gateway (its public URL), or to what the request names (a protected resource). */
+  audience: string | ((req: Request) => string[]);
   metrics: Pick<GatewayMetrics, "authentications" | "jwtVerifications">;
 }
 
@@ -62,7 +62,7 @@ export function authenticate(options: AuthenticateOptions): RequestHandler {
     if (looksLikeJwt(credential)) {
       let claims: GatewayTokenClaims;
       try {
-        claims = await tokens.verify(credential, audience);
+        claims = await tokens.verify(credential, typeof audience === "string" ? audience : audience(req));
       } catch (err) {
         if (!(err instanceof InvalidToken)) throw err;
         metrics.jwtVerifications.inc({ outcome: err.reason });

@@ -26,6 +26,7 @@ import { registerResourceBody } from "./authorization/register-resource.ts";
 import { auditQuery } from "./authorization/resource-audit.ts";
 import { resourcePathSchema } from "./authorization/resource-params.ts";
 import { grantSchema, roleChangeSchema } from "./authorization/role-change.ts";
+import { MCP_OPERATIONS } from "./mcp/operations.ts";
 
 /**
  * What the gateway itself serves, for the OpenAPI document (`pnpm openapi`).
@@ -454,4 +455,5 @@ export const GATEWAY_OPERATIONS: ApiOperation[] = [
       },
     },
   },
+  ...MCP_OPERATIONS,
 ];

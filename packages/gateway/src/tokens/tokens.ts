@@ -84,9 +84,9 @@ export class TokenService {
     return `${input}.${signature.toString("base64url")}`;
   }
 
-  /** Verifies a token addressed to `audience`; throws `InvalidToken` with a reason for metrics. */
-  async verify(token: string, audience: string): Promise<GatewayTokenClaims> {
-    const id = hash("sha256", `${audience}\n${token}`, "base64url");
+  /** Verifies a token addressed to `audience` (or to any of several); throws `InvalidToken` with a reason for metrics. */
+  async verify(token: string, audience: string | string[]): Promise<GatewayTokenClaims> {
+    const id = hash("sha256", `${[audience].flat().join("\n")}\n${token}`, "base64url");
     const known = this.verified.get(id);
     if (known) {
       if (known.untilMs > Date.now()) return known.claims;
@@ -98,7 +98,7 @@ export class TokenService {
     return claims;
   }
 
-  private async verifyOnce(token: string, audience: string): Promise<GatewayTokenClaims> {
+  private async verifyOnce(token: string, audience: string | string[]): Promise<GatewayTokenClaims> {
     try {
       const { payload } = await jwtVerify(token, this.jwks, {
         issuer: this.issuer,

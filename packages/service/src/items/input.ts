@@ -77,6 +77,17 @@ export const inputItem = byType(
 
 export type InputItem = z.output<typeof inputItem>;
 
+/** The caller's answer to a hosted MCP tool's approval request, in a response that names it with `previous_response_id`. */
+const mcpApprovalResponse = z.strictObject({
+  type: z.literal("mcp_approval_response"),
+  id: ID,
+  approval_request_id: z
+    .string()
+    .regex(/^mcpr_[0-9a-f]{32}$/, "String should be an approval request id (mcpr_…)"),
+  approve: z.boolean(),
+  reason: z.string().max(4096).nullish(),
+});
+
 /** A stored item named by its id (OpenAI's `item_reference`), in a response's `input`. */
 const itemReference = z.strictObject({ type: z.literal("item_reference"), id: z.string().min(1).max(256) });
 
@@ -87,6 +98,7 @@ export const responseInputItem = byType(
     function_call: functionCall,
     function_call_output: functionCallOutput,
     item_reference: itemReference,
+    mcp_approval_response: mcpApprovalResponse,
   },
   "message",
 );
@@ -104,6 +116,15 @@ export async function toTurn(
   if (typeof input === "string") return toItems(input);
   return Promise.all(
     input.map(async (item, index) => {
+      if (item.type === "mcp_approval_response") {
+        return {
+          type: "mcp_approval_response",
+          id: newId(ID_PREFIX.mcp_approval_response),
+          approval_request_id: item.approval_request_id,
+          approve: item.approve,
+          reason: item.reason ?? null,
+        };
+      }
       if (item.type !== "item_reference") return toItems([item])[0]!;
       const found = await resolve(item.id, index);
       return { ...found, id: newId(ID_PREFIX[found.type]) };

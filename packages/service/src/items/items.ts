@@ -5,7 +5,14 @@ import type { ChatMessage, ToolCall } from "../llm/provider.ts";
  * conversation, the input of a response and its output. Stored items always
  * carry the service's own ids.
  */
-export type Item = MessageItem | FunctionCallItem | FunctionCallOutputItem;
+export type Item =
+  | MessageItem
+  | FunctionCallItem
+  | FunctionCallOutputItem
+  | McpListToolsItem
+  | McpCallItem
+  | McpApprovalRequestItem
+  | McpApprovalResponseItem;
 
 export type ContentPart =
   | { type: "input_text"; text: string }
@@ -39,11 +46,55 @@ export interface FunctionCallOutputItem {
   output: string | { type: "input_text"; text: string }[];
 }
 
+/** The tools a hosted MCP server offered the principal (OpenAI's `mcp_list_tools`). */
+export interface McpListToolsItem {
+  type: "mcp_list_tools";
+  id: string;
+  server_label: string;
+  tools: { name: string; description: string | null; input_schema: unknown; annotations: unknown }[];
+  error: string | null;
+}
+
+/** A hosted MCP tool call the service ran (OpenAI's `mcp_call`). */
+export interface McpCallItem {
+  type: "mcp_call";
+  id: string;
+  status: "completed" | "failed";
+  server_label: string;
+  name: string;
+  arguments: string;
+  output: string | null;
+  error: string | null;
+  approval_request_id: string | null;
+}
+
+/** A hosted MCP tool call waiting for the caller's approval (OpenAI's `mcp_approval_request`). */
+export interface McpApprovalRequestItem {
+  type: "mcp_approval_request";
+  id: string;
+  server_label: string;
+  name: string;
+  arguments: string;
+}
+
+/** The caller's answer to an approval request (OpenAI's `mcp_approval_response`). */
+export interface McpApprovalResponseItem {
+  type: "mcp_approval_response";
+  id: string;
+  approval_request_id: string;
+  approve: boolean;
+  reason: string | null;
+}
+
 /** The prefix of a new item's id, by type (as OpenAI's ids read). */
 export const ID_PREFIX: Record<Item["type"], string> = {
   message: "msg",
   function_call: "fc",
   function_call_output: "fco",
+  mcp_list_tools: "mcpl",
+  mcp_call: "mcp",
+  mcp_approval_request: "mcpr",
+  mcp_approval_response: "mcpa",
 };
 
 const textOf = (parts: { text: string }[] | string) =>
@@ -58,6 +109,12 @@ export function itemChars(item: Item): number {
       return item.name.length + item.arguments.length;
     case "function_call_output":
       return textOf(item.output).length;
+    case "mcp_call":
+      return item.name.length + item.arguments.length + (item.output ?? item.error ?? "").length;
+    case "mcp_approval_request":
+      return item.name.length + item.arguments.length;
+    default:
+      return 0;
   }
 }
 
@@ -82,7 +139,14 @@ export function toChatMessages(items: Item[]): ChatMessage[] {
       const last = messages.at(-1);
       if (last?.role === "assistant") last.toolCalls = [...(last.toolCalls ?? []), call];
       else messages.push({ role: "assistant", content: "", toolCalls: [call] });
-    } else if (called.has(item.call_id)) {
+    } else if (item.type === "mcp_call") {
+      // A hosted tool's call and its result, as the model saw them.
+      const call: ToolCall = { id: item.id, name: item.name, arguments: item.arguments };
+      const last = messages.at(-1);
+      if (last?.role === "assistant" && !last.content) last.toolCalls = [...(last.toolCalls ?? []), call];
+      else messages.push({ role: "assistant", content: "", toolCalls: [call] });
+      messages.push({ role: "tool", toolCallId: item.id, content: item.output ?? `Error: ${item.error}` });
+    } else if (item.type === "function_call_output" && called.has(item.call_id)) {
       messages.push({ role: "tool", toolCallId: item.call_id, content: textOf(item.output) });
     }
   }

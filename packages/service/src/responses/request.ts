@@ -31,6 +31,56 @@ export const jsonSchemaFormat = {
 
 const functionTool = z.strictObject({ type: z.literal("function"), ...functionDefinition });
 
+const toolNames = z.array(z.string().min(1).max(128)).max(128);
+const refused = (what: string) =>
+  z
+    .unknown()
+    .refine((v) => v === undefined, {
+      message: `${what}: a hosted MCP tool's credentials come from the gateway's vault (PUT /api/v1/mcp/servers/{id}/credentials/{scope})`,
+      params: { type: "value_error" },
+    })
+    .transform(() => undefined)
+    .optional();
+
+/**
+ * OpenAI's hosted MCP tool (docs/api/mcp.md): `server_url` must be a
+ * registered server's proxy URL on this gateway (checked when the turn
+ * starts); credentials never come with the request.
+ */
+export const mcpTool = z.strictObject({
+  type: z.literal("mcp"),
+  server_label: z
+    .string()
+    .regex(/^[A-Za-z0-9_-]{1,32}$/, "A server label should be 1 to 32 letters, digits, _ or -"),
+  server_url: z.string().min(1).max(2048),
+  server_description: z.string().max(1024).optional(),
+  allowed_tools: z
+    .union([
+      toolNames,
+      z.strictObject({ tool_names: toolNames.optional(), read_only: z.boolean().optional() }),
+    ])
+    .optional(),
+  require_approval: z
+    .union([
+      z.enum(["always", "never"]),
+      z.strictObject({
+        always: z
+          .strictObject({ tool_names: toolNames.optional(), read_only: z.boolean().optional() })
+          .optional(),
+        never: z
+          .strictObject({ tool_names: toolNames.optional(), read_only: z.boolean().optional() })
+          .optional(),
+      }),
+    ])
+    .optional(),
+  headers: refused("headers"),
+  authorization: refused("authorization"),
+  connector_id: notSupported("connector_id (OpenAI's connectors)"),
+  allowed_callers: z.array(z.string()).optional(),
+  defer_loading: z.boolean().optional(),
+});
+export type McpToolInput = z.output<typeof mcpTool>;
+
 const textFormat = byType("Text format", {
   text: z.strictObject({ type: z.literal("text") }),
   json_object: z.strictObject({ type: z.literal("json_object") }),
@@ -116,12 +166,16 @@ export const createResponseBody = z
       })
       .optional(),
     tools: z
-      .array(byType("Tool type", { function: functionTool }))
+      .array(byType("Tool type", { function: functionTool, mcp: mcpTool }))
       .max(128)
-      .refine(
-        (tools) => new Set(tools.map((t) => t.name)).size === tools.length,
-        "Function names should be unique",
-      )
+      .refine((tools) => {
+        const names = tools.flatMap((t) => (t.type === "function" ? [t.name] : []));
+        return new Set(names).size === names.length;
+      }, "Function names should be unique")
+      .refine((tools) => {
+        const labels = tools.flatMap((t) => (t.type === "mcp" ? [t.server_label] : []));
+        return new Set(labels).size === labels.length;
+      }, "MCP server labels should be unique")
       .optional(),
     tool_choice: toolChoice.optional(),
     parallel_tool_calls: z.boolean().default(true),
@@ -154,7 +208,7 @@ export const createResponseBody = z
       });
     }
     const choice = body.tool_choice;
-    const names = new Set((body.tools ?? []).map((t) => t.name));
+    const names = new Set(functionTools(body.tools).map((t) => t.name));
     if (typeof choice === "object" && !names.has(choice.name)) {
       ctx.addIssue({
         code: "custom",
@@ -198,7 +252,7 @@ export function chatOptions(input: CreateResponseInput): Omit<ChatRequest, "mode
         : format?.type === "json_object"
           ? { type: "json_object" }
           : undefined,
-    tools: input.tools?.map((t) => ({
+    tools: functionTools(input.tools).map((t) => ({
       name: t.name,
       description: t.description ?? undefined,
       parameters: t.parameters ?? undefined,
@@ -224,3 +278,10 @@ export function chatOptions(input: CreateResponseInput): Omit<ChatRequest, "mode
 /** Logprobs of the output text: asked for with `include` or a `top_logprobs` above 0. */
 export const wantsLogprobs = (input: CreateResponseInput) =>
   input.include?.includes("message.output_text.logprobs") === true || (input.top_logprobs ?? 0) > 0;
+
+type RequestTool = NonNullable<z.output<typeof createResponseBody>["tools"]>[number];
+
+/** The request's function tools (hosted MCP tools are the service's to run). */
+export function functionTools(tools: RequestTool[] | undefined) {
+  return (tools ?? []).flatMap((t) => (t.type === "function" ? [t] : []));
+}

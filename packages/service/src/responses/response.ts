@@ -7,13 +7,24 @@ import type { OutputItem, ResponseObject, ResponseTool, ResponseUsage } from "./
 
 /** The response object before the model answers: the request's settings, echoed as OpenAI echoes them. */
 export function draftResponse(input: CreateResponseInput, id: string, model: string): ResponseObject {
-  const tools: ResponseTool[] = (input.tools ?? []).map((t) => ({
-    type: "function",
-    name: t.name,
-    description: t.description ?? null,
-    parameters: t.parameters ?? null,
-    strict: t.strict ?? null,
-  }));
+  const tools: ResponseTool[] = (input.tools ?? []).map((t) =>
+    t.type === "mcp"
+      ? {
+          type: "mcp",
+          server_label: t.server_label,
+          server_url: t.server_url,
+          allowed_tools: t.allowed_tools ?? null,
+          require_approval: t.require_approval ?? "always",
+          ...(t.server_description ? { server_description: t.server_description } : {}),
+        }
+      : {
+          type: "function",
+          name: t.name,
+          description: t.description ?? null,
+          parameters: t.parameters ?? null,
+          strict: t.strict ?? null,
+        },
+  );
   const verbosity = input.text?.verbosity;
   return {
     id,
@@ -122,8 +133,11 @@ export function failed(
   usage: Usage | undefined,
 ): ResponseObject {
   // What was cut short is incomplete; what was finished stays so.
-  const cut = output.map((item) =>
-    item.status === "in_progress" ? { ...item, status: "incomplete" as const } : item,
+  const cut = output.map(
+    (item): OutputItem =>
+      (item.type === "message" || item.type === "function_call") && item.status === "in_progress"
+        ? { ...item, status: "incomplete" as const }
+        : item,
   );
   return {
     ...response,

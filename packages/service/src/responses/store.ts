@@ -1,10 +1,22 @@
 import { notFound } from "@gw/core/errors";
 import type { Postgres } from "@gw/core/postgres";
 import type { ConversationStore } from "../conversations/store.ts";
-import type { FunctionCallItem, Item, MessageItem } from "../items/items.ts";
+import type {
+  FunctionCallItem,
+  Item,
+  McpApprovalRequestItem,
+  McpCallItem,
+  McpListToolsItem,
+  MessageItem,
+} from "../items/items.ts";
 
-/** What the model produced: an assistant message, function calls. */
-export type OutputItem = MessageItem | FunctionCallItem;
+/** What the model produced: an assistant message, function calls; and what hosted MCP tools did. */
+export type OutputItem =
+  | MessageItem
+  | FunctionCallItem
+  | McpListToolsItem
+  | McpCallItem
+  | McpApprovalRequestItem;
 
 export type ResponseStatus = "in_progress" | "completed" | "incomplete" | "failed";
 
@@ -17,14 +29,23 @@ export interface ResponseUsage {
   total_tokens: number;
 }
 
-/** A function tool as the response echoes it (OpenAI's `FunctionTool`). */
-export interface ResponseTool {
-  type: "function";
-  name: string;
-  description: string | null;
-  parameters: Record<string, unknown> | null;
-  strict: boolean | null;
-}
+/** A function tool as the response echoes it (OpenAI's `FunctionTool`), or a hosted MCP tool (`Mcp`). */
+export type ResponseTool =
+  | {
+      type: "function";
+      name: string;
+      description: string | null;
+      parameters: Record<string, unknown> | null;
+      strict: boolean | null;
+    }
+  | {
+      type: "mcp";
+      server_label: string;
+      server_url: string;
+      allowed_tools: unknown;
+      require_approval: unknown;
+      server_description?: string;
+    };
 
 /** The response object (API reference §2.6, see docs/api/README.md), with the fields of OpenAI's Responses API this service fills. */
 export interface ResponseObject {

@@ -93,7 +93,7 @@ export async function streamTurn(
       item.content = [outputText(text, logprobs)];
       send("response.output_text.done", { ...at, content_index: 0, text, logprobs });
       send("response.content_part.done", { ...at, content_index: 0, part: outputText(text, logprobs) });
-    } else {
+    } else if (item.type === "function_call") {
       item.status = "completed";
       send("response.function_call_arguments.done", { ...at, name: item.name, arguments: item.arguments });
     }

@@ -1,5 +1,5 @@
 import type { ResourceAuthorization } from "@gw/core/authz";
-import { notFound } from "@gw/core/errors";
+import { AppError, notFound } from "@gw/core/errors";
 import type { Logger } from "@gw/core/logger";
 import type { Principal } from "@gw/core/principal";
 import type { WindowState } from "@gw/core/windows";
@@ -10,6 +10,7 @@ import { newId } from "../ids.ts";
 import type { Item } from "../items/items.ts";
 import type { ContextBudget } from "../llm/context.ts";
 import type { ChatRequest, Completion } from "../llm/provider.ts";
+import { type HostedMcpConfig, startHostedTurn } from "./hosted-mcp.ts";
 import { prepareTurn } from "./prepare-turn.ts";
 import type { CreateResponseInput } from "./request.ts";
 import { draftResponse, outputOf, settle } from "./response.ts";
@@ -22,6 +23,8 @@ export interface ResponseTurnDeps extends ModelCallDeps {
   conversations: ConversationStore;
   responses: ResponseStore;
   context: ContextBudget;
+  /** How hosted MCP tools reach the gateway's proxy; none: a request with one is 422. */
+  hostedMcp?: HostedMcpConfig;
 }
 
 /** A turn checked and admitted: run it once, as JSON or as a stream of Responses events. */
@@ -35,6 +38,12 @@ export interface ResponseTurn {
   answer(signal: AbortSignal): Promise<ResponseObject>;
   /** Streams the turn through `start` (the route's stream writer); the response is stored before `response.completed`. */
   stream(start: () => Promise<StreamedTurn>, signal: AbortSignal): Promise<void>;
+  /**
+   * The turn runs to its end before anything can be streamed (hosted MCP
+   * tools: several model calls and tool calls): a stream replays `answer`'s
+   * response as its events (`replayResponse`), and `stream` is not used.
+   */
+  replayed?: boolean;
 }
 
 /**
@@ -52,6 +61,11 @@ export async function startTurn(
   input: CreateResponseInput,
 ): Promise<ResponseTurn> {
   const { principal } = caller;
+  if (input.tools?.some((t) => t.type === "mcp")) {
+    if (!deps.hostedMcp)
+      throw new AppError("bad_request", "Hosted MCP tools are not configured", { param: "tools" });
+    return startHostedTurn({ ...deps, hostedMcp: deps.hostedMcp }, caller, input);
+  }
   deps.provider.assertConfigured();
   const { model, turn, request } = await prepareTurn(deps, principal, input, "writer");
   const response = draftResponse(input, newId("resp"), model);
@@ -79,7 +93,7 @@ export async function startTurn(
 }
 
 /** Stores the response (unless `store` is false), appends the turn to its conversation and records usage. */
-async function keep(
+export async function keep(
   deps: ResponseTurnDeps,
   principal: Principal,
   response: ResponseObject,

@@ -3,6 +3,7 @@ import { validate } from "@gw/core/validation";
 import type { Router } from "express";
 import { budgetHeaders } from "../../budgets/headers.ts";
 import { abortOnClose, callerOf } from "../../calls/http.ts";
+import { replayResponse } from "../../responses/hosted-mcp.ts";
 import { createResponseBody } from "../../responses/request.ts";
 import { streamTurn } from "../../responses/stream.ts";
 import { type ResponseTurnDeps, startTurn } from "../../responses/turn.ts";
@@ -23,7 +24,8 @@ export function registerCreateResponse(router: Router, deps: CreateResponseDeps)
     const turn = await startTurn(deps, callerOf(req, res), input);
     res.set(budgetHeaders(turn.windows));
     const signal = abortOnClose(res); // the caller going away stops the model's work
-    if (input.stream)
+    if (input.stream && turn.replayed) replayResponse(res, await turn.answer(signal));
+    else if (input.stream)
       await turn.stream(
         () =>
           streamTurn(res, {

@@ -1,0 +1,210 @@
+import {
+  type ConsistencyTokens,
+  consistencyAfter,
+  FULLY_CONSISTENT,
+  isFailedPrecondition,
+  type LastWriteRead,
+  objectRef,
+  organizationTokenKey,
+  type ResourceRef,
+  type Role,
+  type SpiceDBClient,
+  scopedId,
+  subjectContext,
+  tokenKey,
+  UNKNOWN_LAST_WRITE,
+  unscopedId,
+  userRef,
+  v1,
+} from "../authz/index.ts";
+import type { Principal } from "../principal.ts";
+
+/** The role a tool needs on its server, or `null`: disabled, nobody may call it. */
+export type ToolRole = Role | null;
+
+const RELATION: Record<Role, string> = {
+  reader: "needs_reader",
+  writer: "needs_writer",
+  owner: "needs_owner",
+};
+const RELATIONS = [...Object.values(RELATION), "disabled"];
+const relationOf = (role: ToolRole) => (role === null ? "disabled" : RELATION[role]);
+
+/** `<org>/<server id>=2F<tool name>`: the server's tools share a prefix, and no tool id is another's. */
+export const toolObjectId = (org: string, serverId: string, tool: string) =>
+  scopedId(org, `${serverId}/${tool}`);
+
+const server = (serverId: string): ResourceRef => ({ type: "mcp_server", id: serverId });
+
+/**
+ * Per-tool roles in SpiceDB (docs/adr/0014-mcp-tools-as-objects.md): each
+ * known tool is an `mcp_tool` object linked to its server by one relation
+ * naming the role it needs (or `disabled`), and `call` on it is the one
+ * decision behind both listing and calling it. Reads are as fresh as the
+ * server's last write (a grant, a revoke or a tool policy all write the
+ * server's ZedToken), so a revoke on any replica stops the next call.
+ */
+export class McpToolAuthorization {
+  private readonly spicedb: SpiceDBClient;
+  private readonly tokens: ConsistencyTokens;
+
+  constructor(spicedb: SpiceDBClient, tokens: ConsistencyTokens) {
+    this.spicedb = spicedb;
+    this.tokens = tokens;
+  }
+
+  /**
+   * Sets a tool's role as an owner of its server: lands only while `owner` is
+   * still one (a precondition, not a prior check alone).
+   */
+  async setRole(owner: Principal, serverId: string, tool: string, role: ToolRole): Promise<void> {
+    const guard = v1.Precondition.create({
+      operation: v1.Precondition_Operation.MUST_MATCH,
+      filter: v1.RelationshipFilter.create({
+        resourceType: "mcp_server",
+        optionalResourceId: scopedId(owner.org, serverId),
+        optionalRelation: "owner",
+        optionalSubjectFilter: v1.SubjectFilter.create({
+          subjectType: "user",
+          optionalSubjectId: scopedId(owner.org, owner.user),
+        }),
+      }),
+    });
+    await this.write(owner.org, serverId, this.updates(owner.org, serverId, tool, role), [guard]);
+  }
+
+  /**
+   * The default role of a tool seen for the first time, written only if the
+   * tool has no relation yet: an owner's policy, however it raced with this,
+   * is never overwritten. Returns whether it was written.
+   */
+  async setDefault(org: string, serverId: string, tool: string, role: Role): Promise<boolean> {
+    const unknown = v1.Precondition.create({
+      operation: v1.Precondition_Operation.MUST_NOT_MATCH,
+      filter: v1.RelationshipFilter.create({
+        resourceType: "mcp_tool",
+        optionalResourceId: toolObjectId(org, serverId, tool),
+      }),
+    });
+    try {
+      await this.write(org, serverId, this.updates(org, serverId, tool, role), [unknown]);
+      return true;
+    } catch (err) {
+      if (isFailedPrecondition(err)) return false;
+      throw err;
+    }
+  }
+
+  /** Whether the principal may call the tool (and so see it listed). An unknown tool: false. */
+  async mayCall(principal: Principal, serverId: string, tool: string): Promise<boolean> {
+    const response = await this.spicedb.checkPermission(
+      v1.CheckPermissionRequest.create({
+        consistency: await this.consistency(principal.org, serverId),
+        resource: v1.ObjectReference.create({
+          objectType: "mcp_tool",
+          objectId: toolObjectId(principal.org, serverId, tool),
+        }),
+        permission: "call",
+        subject: userRef(scopedId(principal.org, principal.user)),
+        context: subjectContext(principal.org),
+      }),
+    );
+    return response.permissionship === v1.CheckPermissionResponse_Permissionship.HAS_PERMISSION;
+  }
+
+  /** Of `tools`, those the principal may call: one decision per tool, asked together. */
+  async callable(principal: Principal, serverId: string, tools: string[]): Promise<Set<string>> {
+    const allowed = await Promise.all(tools.map((tool) => this.mayCall(principal, serverId, tool)));
+    return new Set(tools.filter((_, i) => allowed[i]));
+  }
+
+  /** The role each known tool of the server needs (`null`: disabled), as SpiceDB holds it. */
+  async roles(org: string, serverId: string): Promise<Map<string, ToolRole>> {
+    const prefix = toolObjectId(org, serverId, "");
+    const found = await this.spicedb.readRelationships(
+      v1.ReadRelationshipsRequest.create({
+        consistency: await this.consistency(org, serverId),
+        relationshipFilter: v1.RelationshipFilter.create({
+          resourceType: "mcp_tool",
+          optionalResourceIdPrefix: prefix,
+        }),
+      }),
+    );
+    const roles = new Map<string, ToolRole>();
+    for (const { relationship } of found) {
+      const objectId = relationship?.resource?.objectId;
+      if (!relationship || !objectId?.startsWith(prefix)) continue;
+      const { id } = unscopedId(objectId);
+      const tool = id.slice(serverId.length + 1);
+      const role = (Object.keys(RELATION) as Role[]).find((r) => RELATION[r] === relationship.relation);
+      roles.set(tool, role ?? null);
+    }
+    return roles;
+  }
+
+  /** Removes every tool relationship of a deleted server. */
+  async forgetServer(org: string, serverId: string): Promise<void> {
+    await this.spicedb.deleteRelationships(
+      v1.DeleteRelationshipsRequest.create({
+        relationshipFilter: v1.RelationshipFilter.create({
+          resourceType: "mcp_tool",
+          optionalResourceIdPrefix: toolObjectId(org, serverId, ""),
+        }),
+      }),
+    );
+  }
+
+  /** Exactly one relation for the tool: the role's (or `disabled`); the others deleted in the same write. */
+  private updates(org: string, serverId: string, tool: string, role: ToolRole): v1.RelationshipUpdate[] {
+    const wanted = relationOf(role);
+    return RELATIONS.map((relation) =>
+      v1.RelationshipUpdate.create({
+        operation:
+          relation === wanted
+            ? v1.RelationshipUpdate_Operation.TOUCH
+            : v1.RelationshipUpdate_Operation.DELETE,
+        relationship: v1.Relationship.create({
+          resource: v1.ObjectReference.create({
+            objectType: "mcp_tool",
+            objectId: toolObjectId(org, serverId, tool),
+          }),
+          relation,
+          subject: v1.SubjectReference.create({ object: objectRef(org, server(serverId)) }),
+        }),
+      }),
+    );
+  }
+
+  private async write(
+    org: string,
+    serverId: string,
+    updates: v1.RelationshipUpdate[],
+    preconditions: v1.Precondition[],
+  ): Promise<void> {
+    const response = await this.spicedb.writeRelationships(
+      v1.WriteRelationshipsRequest.create({ updates, optionalPreconditions: preconditions }),
+    );
+    const token = response.writtenAt?.token;
+    // The server's token: every decision about its tools is read at least as fresh as this.
+    if (token)
+      await Promise.allSettled([
+        this.tokens.set(tokenKey(org, server(serverId)), token),
+        this.tokens.set(organizationTokenKey(org), token),
+      ]);
+  }
+
+  private async consistency(org: string, serverId: string): Promise<v1.Consistency> {
+    let last: LastWriteRead;
+    try {
+      last = await this.tokens.get(tokenKey(org, server(serverId)));
+    } catch {
+      last = UNKNOWN_LAST_WRITE;
+    }
+    return last === UNKNOWN_LAST_WRITE ? FULLY_CONSISTENT : consistencyAfter(last);
+  }
+}
+
+/** A tool's default role: `readOnlyHint: true` needs `reader`, anything else `writer` (least privilege). */
+export function defaultToolRole(annotations: { readOnlyHint?: boolean | undefined } | undefined): Role {
+  return annotations?.readOnlyHint === true ? "reader" : "writer";
+}

@@ -1,0 +1,254 @@
+import { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import {
+  StreamableHTTPClientTransport,
+  StreamableHTTPError,
+} from "@modelcontextprotocol/sdk/client/streamableHttp.js";
+import {
+  type CallToolResult,
+  CallToolResultSchema,
+  ListToolsResultSchema,
+  McpError,
+  type Tool,
+} from "@modelcontextprotocol/sdk/types.js";
+import { type Agent, fetch as undiciFetch } from "undici";
+import type { Logger } from "../logger.ts";
+import { Lru } from "../lru.ts";
+import type { UpstreamHeaders } from "./credentials.ts";
+import { type UpstreamPolicy, UpstreamRefused } from "./upstream-address.ts";
+
+/** The server a session talks to. */
+export interface UpstreamTarget {
+  id: string;
+  name: string;
+  url: string;
+}
+
+/** Whose session it is: upstream sessions are never shared between principals. */
+export interface SessionOwner {
+  org: string;
+  user: string;
+}
+
+export type UpstreamFailure = "timeout" | "unreachable" | "refused" | "status" | "protocol" | "jsonrpc";
+
+/**
+ * An upstream that failed, stalled or answered garbage. Its message names the
+ * server and what went wrong, never the upstream's body; `code` is the
+ * JSON-RPC code to answer with.
+ */
+export class UpstreamError extends Error {
+  readonly failure: UpstreamFailure;
+  readonly code: number;
+
+  constructor(server: UpstreamTarget, failure: UpstreamFailure, detail: string, code = -32603) {
+    super(`MCP server '${server.name}' (${server.id}) ${detail}`);
+    this.name = "UpstreamError";
+    this.failure = failure;
+    this.code = code;
+  }
+}
+
+interface Session {
+  client: Client;
+  transport: StreamableHTTPClientTransport;
+  /** The credential headers of the call under way (set for each call, after its check). */
+  headers: UpstreamHeaders;
+  ready: Promise<void>;
+}
+
+export interface UpstreamClientsOptions {
+  policy: UpstreamPolicy;
+  /** Deadline of one upstream request, in milliseconds (`MCP_UPSTREAM_TIMEOUT_MS`). */
+  timeoutMs: number;
+  /** Upstream sessions kept open (least recently used closed first). */
+  maxSessions?: number;
+  logger?: Logger;
+}
+
+/** Headers a stored credential may never set: the transport's own. */
+const TRANSPORT_HEADERS = new Set([
+  "accept",
+  "content-type",
+  "content-length",
+  "host",
+  "connection",
+  "transfer-encoding",
+  "mcp-session-id",
+  "mcp-protocol-version",
+  "last-event-id",
+]);
+
+/**
+ * MCP clients of the upstream servers (the SDK's Streamable HTTP client),
+ * one session per principal and server, kept while used. Every request goes
+ * through the upstream policy's dispatcher, so each new connection is
+ * checked and pinned to the address checked; redirects are never followed;
+ * only the vault's headers for this call are added, never the caller's own
+ * credential.
+ */
+export class UpstreamClients {
+  private readonly sessions: Lru<string, Session>;
+  private readonly dispatcher: Agent;
+  private readonly timeoutMs: number;
+  private readonly logger: Logger | undefined;
+  private readonly maxSessions: number;
+
+  constructor(options: UpstreamClientsOptions) {
+    this.timeoutMs = options.timeoutMs;
+    this.logger = options.logger;
+    this.maxSessions = options.maxSessions ?? 1_000;
+    this.sessions = new Lru(this.maxSessions);
+    this.dispatcher = options.policy.dispatcher(options.timeoutMs);
+  }
+
+  /** Every tool the upstream offers (all pages). */
+  async listTools(owner: SessionOwner, server: UpstreamTarget, headers: UpstreamHeaders): Promise<Tool[]> {
+    return this.run(owner, server, headers, async (client) => {
+      const tools: Tool[] = [];
+      let cursor: string | undefined;
+      for (let page = 0; page < 100; page++) {
+        const result = await client.request(
+          { method: "tools/list", params: cursor ? { cursor } : {} },
+          ListToolsResultSchema,
+          { timeout: this.timeoutMs },
+        );
+        tools.push(...result.tools);
+        cursor = result.nextCursor;
+        if (!cursor) break;
+      }
+      return tools;
+    });
+  }
+
+  async callTool(
+    owner: SessionOwner,
+    server: UpstreamTarget,
+    headers: UpstreamHeaders,
+    params: { name: string; arguments?: Record<string, unknown> | undefined },
+  ): Promise<CallToolResult> {
+    return this.run(owner, server, headers, (client) =>
+      client.request({ method: "tools/call", params }, CallToolResultSchema, { timeout: this.timeoutMs }),
+    ) as Promise<CallToolResult>;
+  }
+
+  /** Closes the sessions of a server (deleted, or its URL changed). */
+  async forgetServer(serverId: string): Promise<void> {
+    const doomed = [...this.sessions.entries()].filter(([key]) => key.endsWith(`\u0000${serverId}`));
+    for (const [key, session] of doomed) {
+      this.sessions.delete(key);
+      await session.client.close().catch(() => undefined);
+    }
+  }
+
+  async close(): Promise<void> {
+    await Promise.all([...this.sessions.values()].map((s) => s.client.close().catch(() => undefined)));
+    await this.dispatcher.close().catch(() => undefined);
+  }
+
+  private async run<T>(
+    owner: SessionOwner,
+    server: UpstreamTarget,
+    headers: UpstreamHeaders,
+    work: (client: Client) => Promise<T>,
+  ): Promise<T> {
+    const key = `${owner.org}\u0000${owner.user}\u0000${server.url}\u0000${server.id}`;
+    for (let attempt = 0; ; attempt++) {
+      const session = this.session(key, server);
+      session.headers = headers;
+      try {
+        await session.ready;
+        return await work(session.client);
+      } catch (err) {
+        // The session is of no more use: a fresh one next time (once more now if the upstream forgot it).
+        this.sessions.delete(key);
+        session.client.close().catch(() => undefined);
+        const forgotten = err instanceof StreamableHTTPError && err.code === 404 && attempt === 0;
+        if (forgotten) continue;
+        throw this.failure(server, err, headers);
+      }
+    }
+  }
+
+  private session(key: string, server: UpstreamTarget): Session {
+    const existing = this.sessions.get(key);
+    if (existing) return existing;
+    const origin = new URL(server.url).origin;
+    const session = {} as Session;
+    session.headers = {};
+    const dispatcher = this.dispatcher;
+    const guardedFetch = async (input: string | URL, init?: RequestInit): Promise<Response> => {
+      const url = new URL(input instanceof URL ? input.href : String(input));
+      // The credential is bound to the server's origin: nothing goes anywhere else.
+      if (url.origin !== origin) throw new UpstreamRefused("a request left the server's origin");
+      const merged = new Headers(init?.headers);
+      for (const [name, value] of Object.entries(session.headers)) {
+        if (!TRANSPORT_HEADERS.has(name.toLowerCase())) merged.set(name, value);
+      }
+      const response = await undiciFetch(url, {
+        ...(init as Record<string, unknown>),
+        headers: Object.fromEntries(merged),
+        redirect: "manual",
+        dispatcher,
+      } as unknown as Parameters<typeof undiciFetch>[1]);
+      if (response.status >= 300 && response.status < 400) {
+        await response.body?.cancel().catch(() => undefined);
+        throw new UpstreamRefused("it answered with a redirect, which the gateway does not follow");
+      }
+      return response as unknown as Response;
+    };
+    session.transport = new StreamableHTTPClientTransport(new URL(server.url), { fetch: guardedFetch });
+    session.client = new Client({ name: "llm-authz-gateway", version: "0.1.0" }, { capabilities: {} });
+    session.client.onerror = (err) =>
+      this.logger?.debug({ err: err.message, server: server.id }, "upstream MCP session error");
+    session.ready = session.client.connect(session.transport, { timeout: this.timeoutMs });
+    session.ready.catch(() => undefined);
+    if (this.sessions.size >= this.maxSessions) {
+      // The least recently used session makes room, and is closed rather than left open upstream.
+      const [oldKey, oldest] = this.sessions.entries().next().value as [string, Session];
+      this.sessions.delete(oldKey);
+      oldest.client.close().catch(() => undefined);
+    }
+    this.sessions.set(key, session);
+    return session;
+  }
+
+  /** What the caller is told of an upstream failure: the server and the kind, never its body or a secret. */
+  private failure(server: UpstreamTarget, err: unknown, headers: UpstreamHeaders): UpstreamError {
+    if (err instanceof UpstreamError) return err;
+    const refused = findCause(err, (e) => e instanceof UpstreamRefused) as UpstreamRefused | undefined;
+    if (refused) return new UpstreamError(server, "refused", `was refused: ${refused.message}`);
+    if (err instanceof McpError) {
+      if (err.code === -32001)
+        return new UpstreamError(server, "timeout", `did not answer within ${this.timeoutMs} ms`);
+      if (err.code === -32000) return new UpstreamError(server, "unreachable", "closed the connection");
+      const message = redact(String(err.message).replace(/^MCP error -?\d+: /, ""), headers).slice(0, 200);
+      return new UpstreamError(server, "jsonrpc", `answered with an error: ${message}`, err.code);
+    }
+    if (err instanceof StreamableHTTPError) {
+      return new UpstreamError(server, "status", `answered HTTP ${err.code ?? "error"}`);
+    }
+    const timedOut = findCause(err, (e) => /Timeout|ETIMEDOUT|aborted/i.test(`${e.name} ${codeOf(e)}`));
+    if (timedOut) return new UpstreamError(server, "timeout", `did not answer within ${this.timeoutMs} ms`);
+    const network = findCause(err, (e) => /^E[A-Z]+/.test(codeOf(e)) || e.message === "fetch failed");
+    if (network) return new UpstreamError(server, "unreachable", "could not be reached");
+    this.logger?.debug({ err: (err as Error)?.message, server: server.id }, "upstream MCP answer refused");
+    return new UpstreamError(server, "protocol", "answered with something that is not MCP");
+  }
+}
+
+const codeOf = (e: Error) => String((e as { code?: unknown }).code ?? "");
+
+function findCause(err: unknown, test: (e: Error) => boolean): Error | undefined {
+  for (let e = err, depth = 0; e instanceof Error && depth < 6; e = e.cause, depth++) if (test(e)) return e;
+  return undefined;
+}
+
+/** The upstream may echo what it was sent: a credential's value never passes on. */
+function redact(text: string, headers: UpstreamHeaders): string {
+  let out = text;
+  for (const value of Object.values(headers)) {
+    for (const part of [value, value.replace(/^Bearer /, "")])
+      if (part.length >= 4) out = out.split(part).join("[redacted]");
+  }
+  return out;
+}

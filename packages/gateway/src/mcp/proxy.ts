@@ -1,0 +1,317 @@
+import { createHash } from "node:crypto";
+import { AppError, unauthorized } from "@gw/core/errors";
+import { jsonBody, principalOf } from "@gw/core/http";
+import { ASSERTION_HEADER, type InternalAssertions } from "@gw/core/internal-assertion";
+import { UpstreamError } from "@gw/core/mcp";
+import type { Principal } from "@gw/core/principal";
+import { type Request, type RequestHandler, type Response, Router } from "express";
+import type { ApiKeyLookup } from "../api-keys/lookup.ts";
+import type { AuditOutcome } from "../audit/audit-log.ts";
+import type { McpCallOutcome } from "../metrics.ts";
+import { serverFor } from "./access.ts";
+import { originOf, upstreamTools } from "./catalogue.ts";
+import type { McpDeps } from "./deps.ts";
+
+/** The protocol versions the proxy speaks; the first is offered to a client asking for another. */
+export const PROTOCOL_VERSIONS = ["2025-11-25", "2025-06-18"] as const;
+
+/** The proxy's path under the gateway, and its protected-resource metadata's. */
+export const proxyPath = (id: string) => `/api/v1/mcp/servers/${id}/mcp`;
+export const resourceUrl = (publicUrl: string, id: string) => `${publicUrl}${proxyPath(id)}`;
+export const metadataUrl = (publicUrl: string, id: string) =>
+  `${publicUrl}/.well-known/oauth-protected-resource${proxyPath(id)}`;
+
+declare global {
+  namespace Express {
+    interface Locals {
+      /** The principal came from the service's assertion (a hosted MCP tool of a response). */
+      asserted?: boolean;
+    }
+  }
+}
+
+type JsonRpcId = string | number;
+interface JsonRpcRequest {
+  jsonrpc: "2.0";
+  id?: JsonRpcId;
+  method?: string;
+  params?: Record<string, unknown>;
+}
+
+class RpcError extends Error {
+  readonly code: number;
+  constructor(code: number, message: string) {
+    super(message);
+    this.code = code;
+  }
+}
+
+export interface ProxyOptions {
+  /**
+   * The service's word for a hosted MCP tool of a response: the principal the
+   * gateway asserted to it, bound to this very request (method, path,
+   * request id). Its key must still exist and be active.
+   */
+  assertions: InternalAssertions;
+  keys: Pick<ApiKeyLookup, "findById">;
+  /** Step 1 of the gateway's path (authenticate), made with `audience`. */
+  authenticate: (audience: (req: Request) => string[]) => RequestHandler;
+  resolvePrincipal: RequestHandler;
+  /** The key's request windows: asked for each `tools/call` only. */
+  rateLimit: RequestHandler;
+}
+
+/**
+ * `/api/v1/mcp/servers/{id}/mcp`: a Streamable HTTP MCP endpoint in front of
+ * a registered server (docs/api/mcp.md). Stateless on the client side (each
+ * POST is authenticated and decided on its own, on any replica, and answered
+ * with JSON); upstream sessions are the gateway's, one per principal and
+ * server. `initialize`, `ping` and `notifications/*` need `reader`;
+ * `tools/list` lists only the tools the principal may call and `tools/call`
+ * of any other tool is answered as for an unknown tool, each decided when it
+ * is made; other methods are refused (`-32601`).
+ */
+export function mcpProxy(deps: McpDeps, options: ProxyOptions): Router {
+  const router = Router();
+  const PATH = "/api/v1/mcp/servers/:id/mcp";
+  const audience = (req: Request) => [deps.publicUrl, resourceUrl(deps.publicUrl, String(req.params.id))];
+  const authenticate = options.authenticate(audience);
+  // An OAuth 2.1 protected resource: a 401 says where its metadata is, a 403 which scope is missing.
+  const authenticated: RequestHandler = async (req, res, next) => {
+    const assertion = req.headers[ASSERTION_HEADER];
+    if (typeof assertion === "string" && req.headers.authorization === undefined) {
+      try {
+        const { principal } = await options.assertions.verify(assertion, {
+          method: req.method,
+          path: req.originalUrl,
+          requestId: req.id,
+        });
+        const key = await options.keys.findById(principal.keyId);
+        const expired = key?.expiresAt != null && Date.parse(key.expiresAt) <= Date.now();
+        if (!key || key.org !== principal.org || key.status !== "active" || expired)
+          throw unauthorized("The API key behind this call is not usable");
+        res.locals.apiKey = key;
+        res.locals.principal = principal;
+        res.locals.asserted = true;
+      } catch (err) {
+        return next(err);
+      }
+      return next();
+    }
+    const metadata = `resource_metadata="${metadataUrl(deps.publicUrl, String(req.params.id))}"`;
+    try {
+      await new Promise<void>((resolve, reject) => {
+        Promise.resolve(authenticate(req, res, (err?: unknown) => (err ? reject(err) : resolve()))).catch(
+          reject,
+        );
+      });
+    } catch (err) {
+      if (err instanceof AppError && err.code === "unauthorized") {
+        const presented = req.headers.authorization !== undefined;
+        return next(
+          new AppError("unauthorized", err.message, {
+            headers: {
+              "WWW-Authenticate": `Bearer realm="gateway", ${presented ? 'error="invalid_token", ' : ""}${metadata}`,
+            },
+          }),
+        );
+      }
+      return next(err);
+    }
+    next();
+  };
+  const mayCall: RequestHandler = (req, res, next) => {
+    if (!principalOf(res).permissions.includes("mcp:call")) {
+      const metadata = `resource_metadata="${metadataUrl(deps.publicUrl, String(req.params.id))}"`;
+      throw new AppError("forbidden", "This credential lacks the 'mcp:call' permission", {
+        headers: { "WWW-Authenticate": `Bearer error="insufficient_scope", scope="mcp:call", ${metadata}` },
+      });
+    }
+    next();
+  };
+  const principal: RequestHandler = (req, res, next) =>
+    res.locals.asserted ? next() : options.resolvePrincipal(req, res, next);
+  const guard = [authenticated, principal, mayCall];
+  const notAllowed: RequestHandler = (_req, res) => {
+    res.setHeader("Allow", "POST");
+    res
+      .status(405)
+      .json({ error: "Method Not Allowed", message: "This MCP endpoint answers POST only (no SSE stream)" });
+  };
+  router.get(PATH, ...guard, notAllowed);
+  router.delete(PATH, ...guard, notAllowed);
+  router.post(PATH, ...guard, jsonBody, async (req, res) => {
+    const principal = principalOf(res);
+    const version = req.headers["mcp-protocol-version"];
+    if (typeof version === "string" && !(PROTOCOL_VERSIONS as readonly string[]).includes(version)) {
+      res
+        .status(400)
+        .json(
+          rpcError(
+            null,
+            -32600,
+            `Unsupported MCP-Protocol-Version ${version}; this endpoint speaks ${PROTOCOL_VERSIONS.join(", ")}`,
+          ),
+        );
+      return;
+    }
+    const message = req.body as JsonRpcRequest | undefined;
+    if (Array.isArray(message) || !message || typeof message !== "object" || message.jsonrpc !== "2.0") {
+      res
+        .status(400)
+        .json(
+          rpcError(
+            null,
+            -32600,
+            "Send one JSON-RPC 2.0 message (batches are not part of this protocol version)",
+          ),
+        );
+      return;
+    }
+    const server = await serverFor(deps, principal, String(req.params.id), "reader");
+    if (typeof message.method !== "string" || message.id === undefined) {
+      // A notification, or a response to a request this endpoint never makes: accepted, not forwarded.
+      res.status(202).end();
+      return;
+    }
+    const id = message.id;
+    try {
+      const result = await answer(deps, options, req, res, principal, server, message);
+      if (res.headersSent) return;
+      res.json({ jsonrpc: "2.0", id, result });
+    } catch (err) {
+      if (err instanceof RpcError) res.json(rpcError(id, err.code, err.message));
+      else if (err instanceof UpstreamError) res.json(rpcError(id, err.code, err.message));
+      else throw err;
+    }
+  });
+  return router;
+}
+
+async function answer(
+  deps: McpDeps,
+  options: ProxyOptions,
+  req: Request,
+  res: Response,
+  principal: Principal,
+  server: Awaited<ReturnType<typeof serverFor>>,
+  message: JsonRpcRequest,
+): Promise<unknown> {
+  const params = message.params ?? {};
+  switch (message.method) {
+    case "initialize": {
+      const asked = String(params.protocolVersion ?? "");
+      return {
+        protocolVersion: (PROTOCOL_VERSIONS as readonly string[]).includes(asked)
+          ? asked
+          : PROTOCOL_VERSIONS[0],
+        capabilities: { tools: { listChanged: false } },
+        serverInfo: { name: server.name, version: "1.0.0" },
+        instructions: server.description ?? undefined,
+      };
+    }
+    case "ping":
+      return {};
+    case "tools/list": {
+      const tools = await upstreamTools(deps, principal, server);
+      const callable = await deps.tools.callable(
+        principal,
+        server.id,
+        tools.map((t) => t.name),
+      );
+      return { tools: tools.filter((t) => callable.has(t.name)) };
+    }
+    case "tools/call":
+      await new Promise<void>((resolve, reject) =>
+        Promise.resolve(
+          options.rateLimit(req, res, (err?: unknown) => (err ? reject(err) : resolve())),
+        ).catch(reject),
+      );
+      return callTool(deps, req.id, principal, server, params);
+    default:
+      throw new RpcError(-32601, `Method not found: ${message.method} (this gateway proxies tools only)`);
+  }
+}
+
+async function callTool(
+  deps: McpDeps,
+  requestId: string,
+  principal: Principal,
+  server: Awaited<ReturnType<typeof serverFor>>,
+  params: Record<string, unknown>,
+): Promise<unknown> {
+  const name = params.name;
+  const args = params.arguments;
+  if (typeof name !== "string" || name.length === 0 || name.length > 256)
+    throw new RpcError(-32602, "tools/call needs params.name, a tool name");
+  if (args !== undefined && (typeof args !== "object" || args === null || Array.isArray(args)))
+    throw new RpcError(-32602, "params.arguments must be an object");
+  const started = performance.now();
+  const argumentsSha256 = createHash("sha256")
+    .update(JSON.stringify(args ?? {}))
+    .digest("hex");
+  const finish = async (outcome: McpCallOutcome) => {
+    const seconds = (performance.now() - started) / 1000;
+    deps.metrics.mcpToolCalls.inc({ outcome });
+    if (outcome !== "denied") deps.metrics.mcpToolCallSeconds.observe({ outcome }, seconds);
+    const audited: AuditOutcome =
+      outcome === "denied" ? "denied" : outcome === "upstream_error" ? "error" : "allowed";
+    await deps.audit
+      .record(
+        {
+          organization: principal.org,
+          actor: { userId: principal.user, keyId: principal.keyId, credential: principal.credential },
+          action: "call",
+          resourceType: "mcp_server",
+          resourceId: server.id,
+          tool: name,
+          decision: outcome === "denied" ? "denied" : "allowed",
+          durationMs: Math.round(seconds * 1000),
+          argumentsSha256,
+          requestId,
+        },
+        audited,
+      )
+      .catch((err: unknown) => {
+        deps.metrics.auditWriteErrors.inc();
+        deps.logger.error(
+          { err: (err as Error).message, requestId },
+          "could not record an MCP tool call in the audit trail",
+        );
+      });
+  };
+
+  let allowed = await deps.tools.mayCall(principal, server.id, name);
+  if (!allowed) {
+    // Maybe a tool not seen yet: the upstream's list gives it its default role, then the same decision.
+    await upstreamTools(deps, principal, server);
+    allowed = await deps.tools.mayCall(principal, server.id, name);
+  }
+  if (!allowed) {
+    await finish("denied");
+    // Exactly what a tool that does not exist gets.
+    throw new RpcError(-32602, `Unknown tool: ${name}`);
+  }
+  const { headers } = await deps.credentials.headersFor(
+    principal.org,
+    { id: server.id, origin: originOf(server) },
+    principal.user,
+  );
+  try {
+    const result = await deps.upstreams.callTool(principal, server, headers, {
+      name,
+      ...(args !== undefined ? { arguments: args as Record<string, unknown> } : {}),
+    });
+    await finish(result.isError === true ? "tool_error" : "ok");
+    return result;
+  } catch (err) {
+    if (err instanceof UpstreamError) await finish("upstream_error");
+    throw err;
+  }
+}
+
+const rpcError = (id: JsonRpcId | null, code: number, message: string) => ({
+  jsonrpc: "2.0" as const,
+  id,
+  error: { code, message },
+});

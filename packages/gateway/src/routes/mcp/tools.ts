@@ -1,0 +1,107 @@
+import { ROLES } from "@gw/core/authz";
+import { principalOf, requirePermission } from "@gw/core/http";
+import type { ToolRole } from "@gw/core/mcp";
+import { validate } from "@gw/core/validation";
+import type { Router } from "express";
+import { z } from "zod";
+import { serverFor } from "../../mcp/access.ts";
+import { upstreamTools } from "../../mcp/catalogue.ts";
+import type { McpDeps } from "../../mcp/deps.ts";
+
+export const toolPolicyBody = z.union([
+  z.strictObject({ required_role: z.enum(ROLES) }),
+  z.strictObject({ disabled: z.boolean() }),
+]);
+
+/** MCP's tool names: 1 to 128 characters of `[A-Za-z0-9_.-]`, and a little room for older servers. */
+export const toolParams = z.object({
+  id: z.string(),
+  tool_name: z
+    .string()
+    .min(1)
+    .max(128)
+    .regex(/^[\x21-\x7e]+$/, "String should contain only printable characters without spaces"),
+});
+
+/** One tool as its owner sees it. */
+export interface ToolView {
+  name: string;
+  description: string | null;
+  read_only_hint: boolean;
+  required_role: "reader" | "writer" | "owner" | null;
+  disabled: boolean;
+  /** Whether the upstream offered it when last asked (a policy may name a tool it does not offer). */
+  offered: boolean;
+}
+
+const viewOf = (
+  name: string,
+  role: ToolRole | undefined,
+  offered?: { description?: string; readOnly: boolean },
+) =>
+  ({
+    name,
+    description: offered?.description ?? null,
+    read_only_hint: offered?.readOnly ?? false,
+    required_role: role ?? null,
+    disabled: role === null,
+    offered: offered !== undefined,
+  }) satisfies ToolView;
+
+/**
+ * Per-tool roles (owner): `PUT …/tools/{tool_name}` `{"required_role"}` or
+ * `{"disabled":true}` (`{"disabled":false}` gives the tool back its
+ * default), `GET …/tools` each tool with the role it needs.
+ */
+export function registerMcpToolRoutes(router: Router, deps: McpDeps): void {
+  router.put("/mcp/servers/:id/tools/:tool_name", requirePermission("mcp:write"), async (req, res) => {
+    const { id, tool_name } = validate("path", toolParams, req.params);
+    const principal = principalOf(res);
+    const server = await serverFor(deps, principal, id, "owner", "set its tools' roles");
+    const body = validate("body", toolPolicyBody, req.body);
+    let role: ToolRole;
+    let offered: { description?: string; readOnly: boolean } | undefined;
+    if ("required_role" in body) role = body.required_role;
+    else if (body.disabled) role = null;
+    else {
+      const tools = await upstreamTools(deps, principal, server);
+      const tool = tools.find((t) => t.name === tool_name);
+      role = tool?.annotations?.readOnlyHint === true ? "reader" : "writer";
+      if (tool)
+        offered = {
+          ...(tool.description ? { description: tool.description } : {}),
+          readOnly: role === "reader",
+        };
+    }
+    await deps.tools.setRole(principal, server.id, tool_name, role);
+    res.json(viewOf(tool_name, role, offered));
+  });
+
+  router.get("/mcp/servers/:id/tools", requirePermission("mcp:read"), async (req, res) => {
+    const principal = principalOf(res);
+    const server = await serverFor(deps, principal, String(req.params.id), "owner", "list its tools' roles");
+    const offered = await upstreamTools(deps, principal, server).catch((err: unknown) => {
+      deps.logger.warn(
+        { err: (err as Error).message, server: server.id },
+        "could not list an MCP server's tools",
+      );
+      return [];
+    });
+    const roles = await deps.tools.roles(principal.org, server.id);
+    const names = [...new Set([...offered.map((t) => t.name), ...roles.keys()])].sort();
+    const data = names.map((name) => {
+      const tool = offered.find((t) => t.name === name);
+      return viewOf(
+        name,
+        roles.get(name),
+        tool
+          ? {
+              ...(tool.description ? { description: tool.description } : {}),
+              readOnly: tool.annotations?.readOnlyHint === true,
+            }
+          : undefined,
+      );
+    });
+    res.json({ object: "list", data });
+  });
+}

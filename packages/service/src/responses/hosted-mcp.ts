@@ -1,0 +1,444 @@
+import { randomUUID } from "node:crypto";
+import { ValidationFailed } from "@gw/core/errors";
+import { ASSERTION_HEADER, type InternalAssertions } from "@gw/core/internal-assertion";
+import type { Principal } from "@gw/core/principal";
+import type { Response } from "express";
+import type { Caller } from "../budgets/admit-model-call.ts";
+import { openEventStream } from "../calls/http.ts";
+import { admitCall, releaseOwnership, type StreamedCall } from "../calls/model-call.ts";
+import { newId } from "../ids.ts";
+import { ID_PREFIX, type Item, type McpCallItem, type McpListToolsItem } from "../items/items.ts";
+import type { ChatMessage, Completion, ToolCall } from "../llm/provider.ts";
+import { prepareTurn } from "./prepare-turn.ts";
+import type { CreateResponseInput, McpToolInput } from "./request.ts";
+import { draftResponse, outputOf, settle } from "./response.ts";
+import type { OutputItem, ResponseObject } from "./store.ts";
+import { keep, type ResponseTurn, type ResponseTurnDeps } from "./turn.ts";
+
+/** How the service reaches the gateway's MCP proxy for hosted MCP tools. */
+export interface HostedMcpConfig {
+  /** Where the service reaches the gateway (`GATEWAY_URL`). */
+  gatewayUrl: string;
+  /** The gateway's public URL (`GATEWAY_PUBLIC_URL`): `server_url` must be one of its proxy URLs. */
+  gatewayPublicUrl: string;
+  /** Signs the principal's assertion for each call to the proxy. */
+  assertions: InternalAssertions;
+  /** Deadline of one call to the proxy, in milliseconds. */
+  timeoutMs: number;
+}
+
+/** Model rounds of one turn: tool calls, their results, and the answer. */
+const MAX_ROUNDS = 5;
+const PROXY_PATH = /^\/api\/v1\/mcp\/servers\/(mcp_[0-9a-f]{24})\/mcp$/;
+
+interface JsonRpcAnswer {
+  result?: Record<string, unknown>;
+  error?: { code: number; message: string };
+}
+
+/** Calls the gateway's MCP proxy as the principal: the same authorization, vault, audit and request windows as any MCP client. */
+async function proxyCall(
+  config: HostedMcpConfig,
+  principal: Principal,
+  serverId: string,
+  method: string,
+  params: Record<string, unknown>,
+  signal: AbortSignal,
+): Promise<JsonRpcAnswer & { status: number }> {
+  const path = `/api/v1/mcp/servers/${serverId}/mcp`;
+  const requestId = `hosted-mcp-${randomUUID()}`;
+  const assertion = await config.assertions.sign(principal, { method: "POST", path, requestId });
+  let res: globalThis.Response;
+  try {
+    res = await fetch(`${config.gatewayUrl}${path}`, {
+      method: "POST",
+      headers: {
+        "content-type": "application/json",
+        accept: "application/json, text/event-stream",
+        "mcp-protocol-version": "2025-11-25",
+        "x-request-id": requestId,
+        [ASSERTION_HEADER]: assertion,
+      },
+      body: JSON.stringify({ jsonrpc: "2.0", id: 1, method, params }),
+      signal: AbortSignal.any([signal, AbortSignal.timeout(config.timeoutMs)]),
+    });
+  } catch {
+    return { status: 0, error: { code: -32603, message: "The gateway's MCP proxy could not be reached" } };
+  }
+  if (res.status !== 200) {
+    await res.body?.cancel().catch(() => undefined);
+    const message =
+      res.status === 429
+        ? "Rate limit exceeded"
+        : res.status === 403
+          ? "This credential lacks the 'mcp:call' permission"
+          : `The gateway's MCP proxy answered HTTP ${res.status}`;
+    return { status: res.status, error: { code: -32603, message } };
+  }
+  const body = (await res.json().catch(() => ({}))) as JsonRpcAnswer;
+  return { status: 200, ...body };
+}
+
+interface HostedTool {
+  label: string;
+  serverId: string;
+  spec: McpToolInput;
+  tool: string;
+  readOnly: boolean;
+}
+
+/** The model's name for a hosted tool: `<label>__<tool>` in the function-name alphabet, unique in the turn. */
+function functionName(label: string, tool: string, taken: Set<string>): string {
+  const base = `${label}__${tool}`.replace(/[^A-Za-z0-9_-]/g, "_").slice(0, 60);
+  let name = base;
+  for (let i = 2; taken.has(name); i++) name = `${base.slice(0, 58)}_${i}`;
+  taken.add(name);
+  return name;
+}
+
+function allowed(spec: McpToolInput, tool: string, readOnly: boolean): boolean {
+  const filter = spec.allowed_tools;
+  if (filter === undefined) return true;
+  if (Array.isArray(filter)) return filter.includes(tool);
+  if (filter.tool_names && !filter.tool_names.includes(tool)) return false;
+  return !filter.read_only || readOnly;
+}
+
+/** OpenAI's `require_approval`: unset means always. */
+function needsApproval(tool: HostedTool): boolean {
+  const rule = tool.spec.require_approval;
+  if (rule === undefined || rule === "always") return true;
+  if (rule === "never") return false;
+  const matches = (m?: { tool_names?: string[] | undefined; read_only?: boolean | undefined }) =>
+    !!m && (m.tool_names?.includes(tool.tool) === true || (m.read_only === true && tool.readOnly));
+  if (matches(rule.never)) return false;
+  return true;
+}
+
+/** The registered server behind a hosted tool's `server_url`; 422 at its loc for any other URL. */
+function serverIdOf(config: HostedMcpConfig, url: string, index: number): string {
+  for (const base of [config.gatewayPublicUrl, config.gatewayUrl]) {
+    if (!url.startsWith(`${base}/`)) continue;
+    const id = PROXY_PATH.exec(url.slice(base.length))?.[1];
+    if (id) return id;
+  }
+  throw badServerUrl(
+    index,
+    url,
+    `Value error, server_url must be an MCP server's proxy URL on this gateway (${config.gatewayPublicUrl}/api/v1/mcp/servers/{id}/mcp)`,
+  );
+}
+
+const badServerUrl = (index: number, url: string, msg: string) =>
+  new ValidationFailed([
+    { loc: ["body", "tools", index, "server_url"], msg, type: "value_error", input: url },
+  ]);
+
+const textOfResult = (result: Record<string, unknown>) =>
+  ((result.content as { type: string; text?: string }[] | undefined) ?? [])
+    .map((part) => (part.type === "text" ? (part.text ?? "") : `[${part.type}]`))
+    .join("");
+
+/**
+ * A response turn with hosted MCP tools (docs/api/mcp.md): each server's
+ * tools the principal may call (an `mcp_list_tools` item), given to the model
+ * as functions; the model's calls run through the gateway's proxy as the
+ * principal (the same authorization and vault; `mcp_call` items), or, when
+ * `require_approval` asks, end the turn with `mcp_approval_request` items.
+ * Each model call goes through the one model-call pipeline (admission,
+ * settlement); the response is kept once, with the last.
+ */
+export async function startHostedTurn(
+  deps: ResponseTurnDeps & { hostedMcp: HostedMcpConfig },
+  caller: Caller,
+  input: CreateResponseInput,
+): Promise<ResponseTurn> {
+  const { principal } = caller;
+  deps.provider.assertConfigured();
+  const config = deps.hostedMcp;
+  const specs = (input.tools ?? []).flatMap((t, index) =>
+    t.type === "mcp" ? [{ spec: t, index, serverId: serverIdOf(config, t.server_url, index) }] : [],
+  );
+  const { model, turn, request } = await prepareTurn(deps, principal, input, "writer");
+  const response = draftResponse(input, newId("resp"), model);
+
+  const run = async (signal: AbortSignal): Promise<ResponseObject> => {
+    const output: OutputItem[] = [];
+    const hosted = new Map<string, HostedTool>();
+    const taken = new Set((request.tools ?? []).map((t) => t.name));
+    const tools = [...(request.tools ?? [])];
+    for (const { spec, index, serverId } of specs) {
+      const answer = await proxyCall(config, principal, serverId, "tools/list", {}, signal);
+      if (answer.status === 404)
+        throw badServerUrl(index, spec.server_url, "Value error, no MCP server you may use has this URL");
+      const item: McpListToolsItem = {
+        type: "mcp_list_tools",
+        id: newId(ID_PREFIX.mcp_list_tools),
+        server_label: spec.server_label,
+        tools: [],
+        error: answer.error ? answer.error.message : null,
+      };
+      const offered =
+        (answer.result?.tools as
+          | {
+              name: string;
+              description?: string;
+              inputSchema?: unknown;
+              annotations?: { readOnlyHint?: boolean };
+            }[]
+          | undefined) ?? [];
+      for (const tool of offered) {
+        const readOnly = tool.annotations?.readOnlyHint === true;
+        if (!allowed(spec, tool.name, readOnly)) continue;
+        item.tools.push({
+          name: tool.name,
+          description: tool.description ?? null,
+          input_schema: tool.inputSchema ?? { type: "object" },
+          annotations: tool.annotations ?? null,
+        });
+        const name = functionName(spec.server_label, tool.name, taken);
+        hosted.set(name, { label: spec.server_label, serverId, spec, tool: tool.name, readOnly });
+        tools.push({
+          name,
+          ...(tool.description ? { description: tool.description } : {}),
+          parameters: (tool.inputSchema as Record<string, unknown> | undefined) ?? { type: "object" },
+        });
+      }
+      output.push(item);
+    }
+
+    const approved = await answered(deps, principal, input, turn, hosted, output, signal);
+    let messages: ChatMessage[] = [...request.messages, ...approved];
+    const earlier = { input_tokens: 0, output_tokens: 0, total_tokens: 0 };
+    for (let round = 0; ; round++) {
+      const last = round === MAX_ROUNDS - 1;
+      type Decision = { done: true } | { done: false; completion: Completion };
+      const call = await admitCall<Decision, StreamedCall>(deps, {
+        caller,
+        request: { ...request, messages, tools, ...(last ? { toolChoice: "none" as const } : {}) },
+        owned: round === 0 && input.store ? { type: "response", id: response.id } : undefined,
+        keep: async (completion) => {
+          const calls = completion.toolCalls;
+          const ours = calls.filter((c) => hosted.has(c.name));
+          const final = last || ours.length === 0 || ours.length !== calls.length;
+          const approvals = final ? [] : ours.filter((c) => needsApproval(hosted.get(c.name)!));
+          if (!final && approvals.length === 0) return { done: false, completion };
+          const answerItems: OutputItem[] =
+            approvals.length > 0
+              ? [
+                  ...(completion.text ? outputOf({ ...completion, toolCalls: [] }) : []),
+                  ...ours.map((c): OutputItem => {
+                    const tool = hosted.get(c.name)!;
+                    return {
+                      type: "mcp_approval_request",
+                      id: newId(ID_PREFIX.mcp_approval_request),
+                      server_label: tool.label,
+                      name: tool.tool,
+                      arguments: c.arguments,
+                    };
+                  }),
+                ]
+              : outputOf(completion);
+          settle(response, completion, [...output, ...answerItems]);
+          addUsage(response, earlier);
+          await keep(deps, principal, response, input, turn, completion, model);
+          return { done: true };
+        },
+      });
+      let decision: Decision;
+      try {
+        decision = await call.answer(signal);
+      } catch (err) {
+        if (round > 0 && input.store)
+          await releaseOwnership(deps.authorization, principal, { type: "response", id: response.id });
+        throw err;
+      }
+      if (decision.done) return response;
+      const { completion } = decision;
+      earlier.input_tokens += completion.usage.input_tokens;
+      earlier.output_tokens += completion.usage.output_tokens;
+      earlier.total_tokens += completion.usage.total_tokens;
+      const assistant: ChatMessage = {
+        role: "assistant",
+        content: completion.text,
+        toolCalls: completion.toolCalls,
+      };
+      const results: ChatMessage[] = [];
+      for (const c of completion.toolCalls as ToolCall[]) {
+        const item = await runTool(config, principal, hosted.get(c.name)!, c, signal);
+        output.push(item);
+        results.push({ role: "tool", toolCallId: c.id, content: item.output ?? `Error: ${item.error}` });
+      }
+      messages = [...messages, assistant, ...results];
+    }
+  };
+
+  return {
+    windows: [],
+    response,
+    request,
+    answer: (signal) => run(signal),
+    stream: () => Promise.reject(new Error("A hosted MCP turn is streamed by replaying its answer")),
+    replayed: true,
+  };
+}
+
+/**
+ * The tool calls the caller approved or declined (`mcp_approval_response`
+ * items of the turn), each answering an `mcp_approval_request` of the
+ * response named by `previous_response_id`, which only its owner (the
+ * principal who made it) may answer: approved ones run now (`mcp_call`
+ * items); the model is told of each as a tool call and its result.
+ */
+async function answered(
+  deps: ResponseTurnDeps & { hostedMcp: HostedMcpConfig },
+  principal: Principal,
+  input: CreateResponseInput,
+  turn: Item[],
+  hosted: Map<string, HostedTool>,
+  output: OutputItem[],
+  signal: AbortSignal,
+): Promise<ChatMessage[]> {
+  const answers = turn.flatMap((item) => (item.type === "mcp_approval_response" ? [item] : []));
+  if (answers.length === 0) return [];
+  const refuse = (msg: string, value: string) =>
+    new ValidationFailed([
+      { loc: ["body", "input"], msg: `Value error, ${msg}`, type: "value_error", input: value },
+    ]);
+  const previousId = input.previous_response_id;
+  if (!previousId)
+    throw refuse(
+      "an mcp_approval_response needs previous_response_id naming the response that asked",
+      answers[0]!.approval_request_id,
+    );
+  const mine = await deps.authorization.check(principal, { type: "response", id: previousId }, "owner");
+  const previous = mine ? await deps.responses.get(principal.org, previousId) : undefined;
+  const messages: ChatMessage[] = [];
+  for (const answer of answers) {
+    const request = previous?.output.find(
+      (o) => o.type === "mcp_approval_request" && o.id === answer.approval_request_id,
+    );
+    if (request?.type !== "mcp_approval_request")
+      throw refuse(
+        "no approval request of yours with this id in previous_response_id",
+        answer.approval_request_id,
+      );
+    const entry = [...hosted.entries()].find(
+      ([, t]) => t.label === request.server_label && t.tool === request.name,
+    );
+    if (!entry)
+      throw refuse(
+        `the tool ${request.name} of ${request.server_label} is not among this request's tools`,
+        answer.approval_request_id,
+      );
+    const [name, tool] = entry;
+    const call: ToolCall = { id: newId("call"), name, arguments: request.arguments };
+    messages.push({ role: "assistant", content: "", toolCalls: [call] });
+    if (!answer.approve) {
+      messages.push({ role: "tool", toolCallId: call.id, content: "The caller did not approve this call." });
+      continue;
+    }
+    const item = {
+      ...(await runTool(deps.hostedMcp, principal, tool, call, signal)),
+      approval_request_id: request.id,
+    };
+    output.push(item);
+    messages.push({ role: "tool", toolCallId: call.id, content: item.output ?? `Error: ${item.error}` });
+  }
+  return messages;
+}
+
+async function runTool(
+  config: HostedMcpConfig,
+  principal: Principal,
+  tool: HostedTool,
+  call: ToolCall,
+  signal: AbortSignal,
+): Promise<McpCallItem> {
+  const item: McpCallItem = {
+    type: "mcp_call",
+    id: newId(ID_PREFIX.mcp_call),
+    status: "completed",
+    server_label: tool.label,
+    name: tool.tool,
+    arguments: call.arguments,
+    output: null,
+    error: null,
+    approval_request_id: null,
+  };
+  let args: unknown;
+  try {
+    args = call.arguments ? JSON.parse(call.arguments) : {};
+  } catch {
+    return { ...item, status: "failed", error: "The model's arguments are not JSON" };
+  }
+  const answer = await proxyCall(
+    config,
+    principal,
+    tool.serverId,
+    "tools/call",
+    { name: tool.tool, arguments: args },
+    signal,
+  );
+  if (answer.error) return { ...item, status: "failed", error: answer.error.message };
+  const text = textOfResult(answer.result ?? {});
+  if (answer.result?.isError === true) return { ...item, status: "failed", error: text || "The tool failed" };
+  return { ...item, output: text };
+}
+
+function addUsage(
+  response: ResponseObject,
+  earlier: { input_tokens: number; output_tokens: number; total_tokens: number },
+) {
+  const usage = response.usage;
+  if (!usage) return;
+  usage.input_tokens += earlier.input_tokens;
+  usage.output_tokens += earlier.output_tokens;
+  usage.total_tokens += earlier.total_tokens;
+}
+
+/**
+ * The finished turn as OpenAI's Responses events: `response.created`, each
+ * output item with its own events (`response.mcp_list_tools.*`,
+ * `response.mcp_call.*` and `response.mcp_call_arguments.*`, the text's,
+ * the function call's), then `response.completed`. The tools ran before the
+ * stream opened, so a failure is still an ordinary error answer.
+ */
+/** Streams a finished response as the events it would have had (a hosted MCP turn's). */
+export function replayResponse(res: Response, response: ResponseObject): void {
+  let sequence = 0;
+  const send = (type: string, data: Record<string, unknown>) =>
+    res.write(`event: ${type}\ndata: ${JSON.stringify({ type, sequence_number: sequence++, ...data })}\n\n`);
+  openEventStream(res);
+  const begun = { ...response, status: "in_progress", output: [], usage: null, completed_at: null };
+  send("response.created", { response: begun });
+  send("response.in_progress", { response: begun });
+  response.output.forEach((item, output_index) => {
+    const at = { item_id: item.id, output_index };
+    const added =
+      item.type === "mcp_call" ? { ...item, status: "in_progress", output: null, error: null } : item;
+    send("response.output_item.added", { output_index, item: added });
+    if (item.type === "mcp_list_tools") {
+      send("response.mcp_list_tools.in_progress", at);
+      send(item.error ? "response.mcp_list_tools.failed" : "response.mcp_list_tools.completed", at);
+    } else if (item.type === "mcp_call") {
+      send("response.mcp_call.in_progress", at);
+      send("response.mcp_call_arguments.delta", { ...at, delta: item.arguments });
+      send("response.mcp_call_arguments.done", { ...at, arguments: item.arguments });
+      send(item.status === "failed" ? "response.mcp_call.failed" : "response.mcp_call.completed", at);
+    } else if (item.type === "message") {
+      const text = item.content[0]?.text ?? "";
+      const part = { type: "output_text", text: "", annotations: [], logprobs: [] };
+      send("response.content_part.added", { ...at, content_index: 0, part });
+      if (text) send("response.output_text.delta", { ...at, content_index: 0, delta: text, logprobs: [] });
+      send("response.output_text.done", { ...at, content_index: 0, text, logprobs: [] });
+      send("response.content_part.done", { ...at, content_index: 0, part: { ...part, text } });
+    } else if (item.type === "function_call") {
+      send("response.function_call_arguments.delta", { ...at, delta: item.arguments });
+      send("response.function_call_arguments.done", { ...at, arguments: item.arguments });
+    }
+    send("response.output_item.done", { output_index, item });
+  });
+  send(response.status === "incomplete" ? "response.incomplete" : "response.completed", { response });
+  res.end();
+}

@@ -1,0 +1,227 @@
+/**
+ * A small upstream MCP server for tests (the official SDK's `McpServer` over
+ * its Streamable HTTP server transport, one session per client), which
+ * records what it received: every HTTP request's headers, and every tool call
+ * with the headers that came with it. Tools:
+ * - `search`, `read_file` and `lookup` (annotated `readOnlyHint: true`),
+ *   answering `found: <query>`, `contents of <path>` and `looked up: <text>`;
+ * - `delete_file` and `send_email` (no hint: they need `writer` by default);
+ * - `slow` (read-only), which answers only once the test calls `release()`.
+ * Switches make it fail as real servers do: `500` (every request), `hang`
+ * (never answers), `garbage` (200 with HTML), `redirect` (302 to `redirectTo`).
+ * `pnpm exec node packages/test-kit/src/mcp-upstream.ts [port]` runs it by hand.
+ */
+import { randomUUID } from "node:crypto";
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
+import type { AddressInfo } from "node:net";
+import { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
+import { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/streamableHttp.js";
+import { z } from "zod";
+
+export type McpUpstreamMode = "ok" | "500" | "hang" | "garbage" | "redirect";
+
+export interface RecordedCall {
+  tool: string;
+  arguments: Record<string, unknown>;
+  headers: Record<string, string | string[] | undefined>;
+}
+
+export interface FakeMcpServer {
+  /** The MCP endpoint, `http://127.0.0.1:<port>/mcp`. */
+  url: string;
+  port: number;
+  /** Headers of every HTTP request, in order. */
+  requests: { method: string; headers: Record<string, string | string[] | undefined> }[];
+  calls: RecordedCall[];
+  mode: McpUpstreamMode;
+  /** Where `redirect` sends clients. */
+  redirectTo: string;
+  /** Lets held `slow` calls answer. */
+  release(): void;
+  close(): Promise<void>;
+}
+
+function newMcpServer(calls: RecordedCall[], current: () => IncomingMessage, held: (() => void)[]) {
+  const server = new McpServer({ name: "fake-upstream", version: "1.0.0" });
+  const record = (tool: string, args: Record<string, unknown>) =>
+    calls.push({ tool, arguments: args, headers: { ...current().headers } });
+  const readOnly = { readOnlyHint: true };
+  server.registerTool(
+    "search",
+    { description: "Search the documents", inputSchema: { query: z.string() }, annotations: readOnly },
+    async (args) => {
+      record("search", args);
+      return { content: [{ type: "text", text: `found: ${args.query}` }] };
+    },
+  );
+  server.registerTool(
+    "read_file",
+    { description: "Read a file", inputSchema: { path: z.string() }, annotations: readOnly },
+    async (args) => {
+      record("read_file", args);
+      return { content: [{ type: "text", text: `contents of ${args.path}` }] };
+    },
+  );
+  server.registerTool(
+    "lookup",
+    { description: "Look a text up", inputSchema: { text: z.string() }, annotations: readOnly },
+    async (args) => {
+      record("lookup", args);
+      return { content: [{ type: "text", text: `looked up: ${args.text}` }] };
+    },
+  );
+  server.registerTool(
+    "delete_file",
+    { description: "Delete a file", inputSchema: { path: z.string() } },
+    async (args) => {
+      record("delete_file", args);
+      return { content: [{ type: "text", text: `deleted ${args.path}` }] };
+    },
+  );
+  server.registerTool(
+    "send_email",
+    {
+      description: "Send an email",
+      inputSchema: { to: z.string(), body: z.string() },
+      annotations: { readOnlyHint: false, destructiveHint: true },
+    },
+    async (args) => {
+      record("send_email", args);
+      return { content: [{ type: "text", text: `sent to ${args.to}` }] };
+    },
+  );
+  server.registerTool(
+    "slow",
+    { description: "Answers when released", inputSchema: {}, annotations: readOnly },
+    async () => {
+      record("slow", {});
+      await new Promise<void>((resolve) => held.push(resolve));
+      return { content: [{ type: "text", text: "released" }] };
+    },
+  );
+  return server;
+}
+
+export async function startFakeMcpServer(port = 0): Promise<FakeMcpServer> {
+  const transports = new Map<string, StreamableHTTPServerTransport>();
+  const held: (() => void)[] = [];
+  let currentRequest: IncomingMessage | undefined;
+  const fake = {
+    requests: [],
+    calls: [],
+    mode: "ok",
+    redirectTo: "http://127.0.0.1:9/mcp",
+    release() {
+      for (const resolve of held.splice(0)) resolve();
+    },
+  } as unknown as FakeMcpServer;
+
+  const handle = async (req: IncomingMessage, res: ServerResponse) => {
+    fake.requests.push({ method: req.method ?? "", headers: { ...req.headers } });
+    if (fake.mode === "hang") return;
+    if (fake.mode === "500") {
+      res
+        .writeHead(500, { "content-type": "text/plain" })
+        .end("Internal error: db password hunter2 at 10.0.0.5");
+      return;
+    }
+    if (fake.mode === "garbage") {
+      res.writeHead(200, { "content-type": "application/json" }).end("<html>not json, secret=hunter2</html>");
+      return;
+    }
+    if (fake.mode === "redirect") {
+      res.writeHead(302, { location: fake.redirectTo }).end();
+      return;
+    }
+    if (!req.url?.startsWith("/mcp")) {
+      res.writeHead(404).end();
+      return;
+    }
+    const chunks: Buffer[] = [];
+    for await (const chunk of req) chunks.push(chunk as Buffer);
+    const body = chunks.length > 0 ? JSON.parse(Buffer.concat(chunks).toString("utf8")) : undefined;
+    const sessionId = req.headers["mcp-session-id"];
+    let transport = typeof sessionId === "string" ? transports.get(sessionId) : undefined;
+    if (!transport) {
+      if (typeof sessionId === "string" || body?.method !== "initialize") {
+        res
+          .writeHead(sessionId ? 404 : 400, { "content-type": "application/json" })
+          .end(JSON.stringify({ jsonrpc: "2.0", error: { code: -32000, message: "No session" }, id: null }));
+        return;
+      }
+      const fresh = new StreamableHTTPServerTransport({
+        sessionIdGenerator: randomUUID,
+        onsessioninitialized: (id) => {
+          transports.set(id, fresh);
+        },
+      });
+      fresh.onclose = () => {
+        if (fresh.sessionId) transports.delete(fresh.sessionId);
+      };
+      await newMcpServer(fake.calls, () => currentRequest!, held).connect(fresh);
+      transport = fresh;
+    }
+    currentRequest = req;
+    await transport.handleRequest(req, res, body);
+  };
+
+  const server: Server = createServer((req, res) => {
+    handle(req, res).catch((err: unknown) => {
+      if (!res.headersSent) res.writeHead(500).end(String(err));
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(port, "127.0.0.1", resolve));
+  const actual = (server.address() as AddressInfo).port;
+  fake.port = actual;
+  fake.url = `http://127.0.0.1:${actual}/mcp`;
+  fake.close = async () => {
+    fake.release();
+    for (const transport of transports.values()) await transport.close().catch(() => undefined);
+    server.closeAllConnections();
+    await new Promise<void>((resolve) => server.close(() => resolve()));
+  };
+  return fake;
+}
+
+if (import.meta.url === `file://${process.argv[1]}`) {
+  const fake = await startFakeMcpServer(Number(process.argv[2] ?? 0));
+  process.stdout.write(`fake MCP server on ${fake.url}\n`);
+}
+
+/**
+ * An HTTP relay on a port known at once that passes every request on to a
+ * target set later: a service that must know the gateway's URL before the
+ * gateway (which needs the service's URL) has started reaches it through one.
+ */
+export async function startRelay(): Promise<{ url: string; target: string; close(): Promise<void> }> {
+  const relay = { url: "", target: "" } as { url: string; target: string; close(): Promise<void> };
+  const forward = async (req: IncomingMessage, res: ServerResponse) => {
+    const chunks: Buffer[] = [];
+    for await (const chunk of req) chunks.push(chunk as Buffer);
+    const headers = Object.fromEntries(
+      Object.entries(req.headers).filter(
+        ([k, v]) => typeof v === "string" && k !== "host" && k !== "content-length",
+      ),
+    ) as Record<string, string>;
+    const answer = await fetch(`${relay.target}${req.url}`, {
+      method: req.method ?? "GET",
+      headers,
+      ...(chunks.length > 0 ? { body: Buffer.concat(chunks) } : {}),
+    });
+    const body = Buffer.from(await answer.arrayBuffer());
+    res
+      .writeHead(answer.status, { "content-type": answer.headers.get("content-type") ?? "application/json" })
+      .end(body);
+  };
+  const server = createServer((req, res) => {
+    forward(req, res).catch(() => res.destroy());
+  });
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  relay.url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  relay.close = () =>
+    new Promise<void>((resolve) => {
+      server.closeAllConnections();
+      server.close(() => resolve());
+    });
+  return relay;
+}
