@@ -9,6 +9,7 @@ export const ERROR_CATALOGUE = {
   unauthorized: { status: 401, title: "Unauthorized", type: "authentication_error" },
   forbidden: { status: 403, title: "Forbidden", type: "permission_error" },
   not_found: { status: 404, title: "Not Found", type: "invalid_request_error" },
+  method_not_allowed: { status: 405, title: "Method Not Allowed", type: "invalid_request_error" },
   request_timeout: { status: 408, title: "Request Timeout", type: "invalid_request_error" },
   conflict: { status: 409, title: "Conflict", type: "invalid_request_error" },
   payload_too_large: { status: 413, title: "Payload Too Large", type: "invalid_request_error" },

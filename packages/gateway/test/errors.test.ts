@@ -95,6 +95,24 @@ describe("error bodies", () => {
     expect((await gw.call("/api/v1/no/such/thing")).status).toBe(401);
   });
 
+  it("answers a method a known path does not serve with 405 and Allow (after authentication)", async () => {
+    const secret = await adminSecret();
+    for (const [method, path, allow] of [
+      ["GET", "/api/v1/authorization/llm/grant", "OPTIONS, POST"],
+      ["PUT", "/api/v1/authorization/llm/resources/file/f1", "DELETE, OPTIONS"],
+      ["POST", "/healthz", "GET, HEAD, OPTIONS"],
+    ] as const) {
+      const res = await gw.call(path, { method, bearer: secret });
+      expect(res.status, `${method} ${path}`).toBe(405);
+      expect(res.headers.get("allow"), path).toBe(allow);
+      expect(await res.json()).toEqual({
+        error: "Method Not Allowed",
+        message: `${method} is not allowed on ${path}; allowed: ${allow}`,
+      });
+    }
+    expect((await gw.call("/api/v1/authorization/llm/grant")).status).toBe(401);
+  });
+
   it("answers OPTIONS with 204 and Allow for any endpoint, its own or the service's; an unknown path as before", async () => {
     for (const [path, allow] of [
       ["/api/v1/authorization/llm/resources", "GET, HEAD, OPTIONS, POST"],
