@@ -6,7 +6,7 @@ import { join } from "node:path";
 import { promisify } from "node:util";
 import { REPO_ROOT } from "@gw/devstack";
 import { afterAll, afterEach, describe, expect, it } from "vitest";
-import { type RunningStack, stackEnv, startStack } from "./pnpm-start.ts";
+import { type RunningStack, seedPostgres, stackEnv, startStack } from "./pnpm-start.ts";
 
 const run = promisify(execFile);
 
@@ -56,6 +56,7 @@ describe("pnpm start stops as one, whichever of its processes is told to", () =>
   const freshEnv = async (extra: NodeJS.ProcessEnv = {}) => {
     const dir = await mkdtemp(join(tmpdir(), "gw-start-stop-"));
     dirs.push(dir);
+    await seedPostgres(dir);
     return stackEnv(dir, extra);
   };
   afterEach(async () => {

@@ -47,6 +47,10 @@ describe.each(REDIS_TOPOLOGIES)("on %s Redis", (topology) => {
       expect(await whoami.json()).toMatchObject({ org, user: "alice", keyId: created.id });
     });
 
+    // On a Redis Cluster, that the CLI connects and writes is the thing tested (above); what follows is the
+    // same store code, which api-key-store.test.ts runs on a cluster.
+    if (topology === "cluster") return;
+
     it("list shows the org's keys without secrets; update and revoke change them", async () => {
       const org = freshOrg();
       const created = JSON.parse(
