@@ -48,7 +48,7 @@ export const SERVICE_ROUTES: RouteTemplate[] = [
 /**
  * The service's endpoints that call a model. For a key with token or spend
  * budgets, the gateway leaves their request windows to the service, which
- * counts them with the tokens and spend in one step (README, "Rate limits").
+ * counts them with the tokens and spend in one step (docs/api/rate-limits.md, "Token and spend budgets").
  * Add every new endpoint that calls a model here.
  */
 export const MODEL_ROUTES: RouteTemplate[] = [

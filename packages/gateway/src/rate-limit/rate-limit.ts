@@ -22,7 +22,7 @@ export interface EndUserDefaults {
  * A model call of a key with token or spend budgets (its own or its end
  * users') is not counted here: the service counts its request windows
  * together with the tokens and spend of the prompt it builds, in one Redis
- * script (README, "Rate limits"). The resolved limits go to the service in
+ * script (docs/api/rate-limits.md, "Token and spend budgets"). The resolved limits go to the service in
  * the signed assertion either way (`res.locals.admission`).
  */
 export function rateLimit(
