@@ -128,6 +128,7 @@ describe.each(["single"] as const)("on %s Redis", (topology) => {
         expect(await res.json()).toEqual({
           error: "Forbidden",
           message: expect.stringContaining("admin:api-keys"),
+          code: "missing_permission",
         });
       }
     });

@@ -137,7 +137,11 @@ describe("owner-only writes are guarded by the caller's ownership when they land
 
     const res = await aliceStepsDown;
     expect(res.status).toBe(409);
-    expect(await res.json()).toEqual({ error: "Conflict", message: expect.stringMatching(/last owner/i) });
+    expect(await res.json()).toEqual({
+      error: "Conflict",
+      message: expect.stringMatching(/last owner/i),
+      code: "last_owner",
+    });
     expect(await o.check("alice", "conversation", id, "owner")).toBe(true);
     expect(await o.check("bob", "conversation", id, "owner")).toBe(false);
   });

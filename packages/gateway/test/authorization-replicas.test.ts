@@ -178,6 +178,7 @@ describe("fail closed when SpiceDB is unreachable", () => {
       expect(await res.json()).toEqual({
         error: "Service Unavailable",
         message: expect.stringMatching(/authorization/i),
+        code: "spicedb_unavailable",
       });
     }
     // A decision SpiceDB gave a moment ago may still be served from the decision cache, as it was given.

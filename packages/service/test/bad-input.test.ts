@@ -38,6 +38,7 @@ describe("the service answers bad input forwarded verbatim with catalogue JSON",
     expect(await expectJsonError(push, 405)).toEqual({
       error: "Method Not Allowed",
       message: "GET is not allowed on /api/v1/sandbox/sessions/s1/github/push; allowed: OPTIONS, POST",
+      code: "method_not_allowed",
     });
     // A path no endpoint serves stays a 404.
     await expectJsonError(
@@ -96,6 +97,10 @@ describe("the service answers bad input forwarded verbatim with catalogue JSON",
   it("the service's own HTTP server answers a malformed request with JSON", async () => {
     const res = await rawHttp(stack.serviceUrl, "BOGUS\r\n\r\n");
     expect(res.status).toBe(400);
-    expect(JSON.parse(res.body)).toEqual({ error: "Bad Request", message: "Malformed HTTP request" });
+    expect(JSON.parse(res.body)).toEqual({
+      error: "Bad Request",
+      message: "Malformed HTTP request",
+      code: "bad_request",
+    });
   });
 });

@@ -42,7 +42,7 @@ export type { ResourceRef } from "./relationships.ts";
 /** The caller may not change roles on this resource (also when it does not exist, so existence does not leak). */
 export class NotResourceOwner extends AppError {
   constructor() {
-    super("forbidden", "Only resource owners can grant or revoke permissions");
+    super("forbidden", "Only resource owners can grant or revoke permissions", { contractBody: true });
     this.name = "NotResourceOwner";
   }
 }
@@ -50,7 +50,7 @@ export class NotResourceOwner extends AppError {
 /** The change would leave the resource without an owner. */
 export class LastOwner extends AppError {
   constructor() {
-    super("conflict", "The last owner of a resource cannot be removed or demoted");
+    super("conflict", "The last owner of a resource cannot be removed or demoted", { reason: "last_owner" });
     this.name = "LastOwner";
   }
 }
@@ -58,7 +58,9 @@ export class LastOwner extends AppError {
 /** The resource already has an owner: it was registered (or created) before. */
 export class AlreadyRegistered extends AppError {
   constructor() {
-    super("conflict", "This resource is already registered: it has an owner");
+    super("conflict", "This resource is already registered: it has an owner", {
+      reason: "already_registered",
+    });
     this.name = "AlreadyRegistered";
   }
 }
@@ -75,6 +77,7 @@ export class ServiceIssuedResource extends AppError {
       action === "register"
         ? `A ${type} id is issued by the service, which makes its creator the owner: it cannot be registered`
         : `A ${type}'s authorization goes with its content: delete it with ${SERVICE_ISSUED_TYPES[type]}`,
+      { reason: "service_issued_id" },
     );
     this.name = "ServiceIssuedResource";
   }

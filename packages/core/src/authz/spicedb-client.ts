@@ -41,7 +41,10 @@ const METHODS: GrpcMethod[] = [
 /** SpiceDB could not be reached or did not answer in time: callers must fail closed (503; the gRPC error stays in `cause`, for the log). */
 export class SpiceDBUnavailable extends AppError {
   constructor(cause: unknown) {
-    super("service_unavailable", "The authorization backend is unavailable; try again", { cause });
+    super("service_unavailable", "The authorization backend is unavailable; try again", {
+      cause,
+      reason: "spicedb_unavailable",
+    });
     this.name = "SpiceDBUnavailable";
   }
 }

@@ -15,7 +15,7 @@ import { isFailedPrecondition, type SpiceDBClient, v1 } from "./spicedb-client.t
 /** The caller may not delete this resource: it does not own it or write it (any more). */
 export class NotWriter extends AppError {
   constructor() {
-    super("forbidden", "Deleting this resource needs the 'writer' role");
+    super("forbidden", "Deleting this resource needs the 'writer' role", { reason: "not_writer" });
     this.name = "NotWriter";
   }
 }

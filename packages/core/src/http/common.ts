@@ -179,7 +179,7 @@ export const notFoundHandler: RequestHandler = (req, _res, next) => {
       }),
     );
   }
-  next(new AppError("not_found", `No route for ${req.method} ${req.path}`));
+  next(new AppError("not_found", `No route for ${req.method} ${req.path}`, { reason: "no_route" }));
 };
 
 /** The one error middleware: catalogue errors become their bodies, anything else a 500 with only the request id. */
@@ -203,7 +203,7 @@ export function errorHandler(logger: Logger): ErrorRequestHandler {
       .json(
         openai
           ? errorBody(toAppError(err, `Internal Server Error (request ${req.id})`), { openai })
-          : { error: "Internal Server Error", requestId: req.id },
+          : { error: "Internal Server Error", requestId: req.id, code: "internal" },
       );
   };
 }

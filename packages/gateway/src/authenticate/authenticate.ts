@@ -1,4 +1,4 @@
-import { unauthorized } from "@gw/core/errors";
+import { type ErrorCause, unauthorized } from "@gw/core/errors";
 import type { RequestHandler } from "express";
 import { type ApiKeyLookup, ApiKeyStoreUnavailable } from "../api-keys/lookup.ts";
 import type { ApiKeyRecord } from "../api-keys/types.ts";
@@ -24,6 +24,17 @@ export interface AuthenticateOptions {
   metrics: Pick<GatewayMetrics, "authentications" | "jwtVerifications">;
 }
 
+/** The cause a client is told (the body's `code`) for each way authentication fails. */
+const REFUSALS = {
+  missing: "missing_credential",
+  ambiguous: "ambiguous_credential",
+  malformed: "malformed_credential",
+  invalid_token: "invalid_token",
+  unknown: "invalid_api_key",
+  revoked: "revoked",
+  expired: "expired",
+} as const satisfies Record<string, ErrorCause>;
+
 /**
  * Step 1 of every API request: prove who is calling, with an API key or a
  * gateway token minted from one. Sets `res.locals.apiKey` (for a token: the
@@ -32,9 +43,9 @@ export interface AuthenticateOptions {
  */
 export function authenticate(options: AuthenticateOptions): RequestHandler {
   const { keys, tokens, audience, metrics } = options;
-  const refuse = (outcome: string, message: string) => {
+  const refuse = (outcome: keyof typeof REFUSALS, message: string) => {
     metrics.authentications.inc({ outcome });
-    return unauthorized(message);
+    return unauthorized(message, REFUSALS[outcome]);
   };
   const lookup = <T>(promise: Promise<T>) =>
     promise.catch((err: unknown) => {
