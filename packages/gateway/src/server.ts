@@ -1,6 +1,6 @@
 import { readFile } from "node:fs/promises";
 import { resolve } from "node:path";
-import { connectAuthorization, type ResourceAuthorization } from "@gw/core/authz";
+import { type AuthorizationHooks, connectAuthorization, type ResourceAuthorization } from "@gw/core/authz";
 import { closeGracefully, listen, listenForMetrics, type RouteTemplate, routesOf } from "@gw/core/http";
 import { assertionSecret, InternalAssertions } from "@gw/core/internal-assertion";
 import { createLogger, type Logger, redactUrl } from "@gw/core/logger";
@@ -46,6 +46,8 @@ export interface RunningGateway {
 export async function startGateway(
   config: GatewayConfig,
   logger = createLogger("gateway", config.LOG_LEVEL),
+  /** Test seams of the authorization model (none in production). */
+  authorizationHooks?: AuthorizationHooks,
 ): Promise<RunningGateway> {
   const metrics = createGatewayMetrics();
   // No offline queue: while Redis is away, commands fail at once instead of piling up behind a timeout.
@@ -89,6 +91,7 @@ export async function startGateway(
     logger,
     metrics.grpcClient,
     metrics.decisionCache,
+    authorizationHooks,
   );
 
   // The audit trail: the schema first (one process at a time), then the pool.

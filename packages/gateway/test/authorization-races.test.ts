@@ -25,13 +25,13 @@ function holdWriteOf(user: string, seam: "afterCheck" | "beforeWrite" = "beforeW
     arrived();
     await gate;
   };
-  gw.authorization[seam] = hook;
+  gw.authorizationHooks[seam] = hook;
   return { reached, release };
 }
 
 afterEach(() => {
-  gw.authorization.beforeWrite = undefined;
-  gw.authorization.afterCheck = undefined;
+  gw.authorizationHooks.beforeWrite = undefined;
+  gw.authorizationHooks.afterCheck = undefined;
 });
 
 describe("owner-only writes are guarded by the caller's ownership when they land", () => {

@@ -1,5 +1,5 @@
 import { randomBytes } from "node:crypto";
-import type { ResourceAuthorization } from "@gw/core/authz";
+import type { AuthorizationHooks, ResourceAuthorization } from "@gw/core/authz";
 import { createLogger } from "@gw/core/logger";
 import { createRedis, type RedisClient } from "@gw/core/redis";
 import {
@@ -37,6 +37,8 @@ export interface GatewayHarness {
   store: ApiKeyStore;
   /** The gateway's own authorization model, e.g. to make a user owner of a new resource. */
   authorization: ResourceAuthorization;
+  /** The seams injected into that model: set one to hold a write between its check and its write. */
+  authorizationHooks: AuthorizationHooks;
   /** The gateway's lookup cursors, e.g. to move their clock. */
   lookupCursors: LookupCursors;
   /** The private JWK the gateway signs tokens with, to forge tokens in tests. */
@@ -67,7 +69,7 @@ export function useGateway(
   lateEnv: () => Record<string, string> = () => ({}),
   redisTopology: RedisTopology = "single",
 ): GatewayHarness {
-  const harness = {} as GatewayHarness;
+  const harness = { authorizationHooks: {} } as GatewayHarness;
   const database = useTestDatabase();
   let stop: (() => Promise<void>) | undefined;
   beforeAll(async () => {
@@ -93,6 +95,7 @@ export function useGateway(
     const gateway = await startGateway(
       config,
       createLogger("gateway-test", process.env.TEST_LOG_LEVEL ?? "silent"),
+      harness.authorizationHooks,
     );
     const redis = createRedis(redisServer.url, { connectionName: "test" });
     const store = new ApiKeyStore(redis);
@@ -104,6 +107,7 @@ export function useGateway(
       redis,
       store,
       authorization: gateway.authorization,
+      authorizationHooks: harness.authorizationHooks,
       lookupCursors: gateway.lookupCursors,
       signingJwk,
       publicUrl: config.GATEWAY_PUBLIC_URL,

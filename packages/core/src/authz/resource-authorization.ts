@@ -112,6 +112,17 @@ export type BeforeWriteHook = (
   resource: ResourceRef,
 ) => Promise<void>;
 
+/**
+ * Seams a test injects (production passes none) to hold a write between its
+ * check and its write; read at each call, so a test may change them.
+ */
+export interface AuthorizationHooks {
+  /** Awaited right after the ownership check of a grant or revoke, before anything else is read. */
+  afterCheck?: BeforeWriteHook;
+  /** Awaited after the ownership check, before the guarded write. */
+  beforeWrite?: BeforeWriteHook;
+}
+
 const ROLE_ORDER: Record<Role, number> = { owner: 0, writer: 1, reader: 2 };
 
 /**
@@ -127,11 +138,8 @@ export class ResourceAuthorization {
   private readonly spicedb: SpiceDBClient;
   private readonly tokens: ConsistencyTokens;
   private readonly logger: Logger | undefined;
-  /** Test seam: awaited right after the ownership check of a grant or revoke, before anything else is read. */
-  afterCheck: BeforeWriteHook | undefined;
   private readonly decisions: DecisionCache | undefined;
-  /** Test seam: awaited after the ownership check, before the guarded write. */
-  beforeWrite: BeforeWriteHook | undefined;
+  private readonly hooks: AuthorizationHooks;
 
   constructor(
     spicedb: SpiceDBClient,
@@ -139,11 +147,13 @@ export class ResourceAuthorization {
     logger?: Logger,
     /** Where `check` keeps its decisions; none: every check asks SpiceDB. */
     decisions?: DecisionCache,
+    hooks: AuthorizationHooks = {},
   ) {
     this.spicedb = spicedb;
     this.tokens = tokens;
     this.logger = logger;
     this.decisions = decisions;
+    this.hooks = hooks;
   }
 
   /** Makes the principal the owner of a resource it just created (with a fresh id). Throws if that cannot be written. */
@@ -188,7 +198,7 @@ export class ResourceAuthorization {
    */
   async deleteResource(principal: Principal, resource: ResourceRef): Promise<string | undefined> {
     await this.assertOwner(principal, resource);
-    await this.beforeWrite?.("delete", principal, resource);
+    await this.hooks.beforeWrite?.("delete", principal, resource);
     const response = await this.guarded(principal, resource, () =>
       this.spicedb.deleteRelationships(
         v1.DeleteRelationshipsRequest.create({
@@ -319,7 +329,7 @@ export class ResourceAuthorization {
   /** Sets the user's one role on the resource, replacing any other, in one atomic write. */
   async grant(principal: Principal, change: RoleChange): Promise<string | undefined> {
     await this.assertOwner(principal, change);
-    await this.afterCheck?.("grant", principal, change);
+    await this.hooks.afterCheck?.("grant", principal, change);
     const subject = subjectId(principal.org, change.userId);
     // The schema admits `user:*` on writer and reader only; it can hold no owner role to delete.
     const roles = change.userId === PUBLIC_USER ? ROLES.filter((role) => role !== "owner") : ROLES;
@@ -337,18 +347,18 @@ export class ResourceAuthorization {
     );
     const demotesOwner = change.role !== "owner" && change.userId !== PUBLIC_USER;
     const other = demotesOwner ? await this.anotherOwner(principal, change, subject) : undefined;
-    await this.beforeWrite?.("grant", principal, change);
+    await this.hooks.beforeWrite?.("grant", principal, change);
     return this.ownerWrite(principal, change, updates, other);
   }
 
   /** Removes the role when the user holds it; succeeds either way. */
   async revoke(principal: Principal, change: RoleChange): Promise<string | undefined> {
     await this.assertOwner(principal, change);
-    await this.afterCheck?.("revoke", principal, change);
+    await this.hooks.afterCheck?.("revoke", principal, change);
     const subject = subjectId(principal.org, change.userId);
     const removesOwner = change.role === "owner" && change.userId !== PUBLIC_USER;
     const other = removesOwner ? await this.anotherOwner(principal, change, subject) : undefined;
-    await this.beforeWrite?.("revoke", principal, change);
+    await this.hooks.beforeWrite?.("revoke", principal, change);
     return this.ownerWrite(
       principal,
       change,

@@ -5,7 +5,7 @@ import type { GrpcClientMetrics } from "../metrics.ts";
 import type { RedisClient } from "../redis.ts";
 import { type ConsistencyTokens, RedisConsistencyTokens } from "./consistency-tokens.ts";
 import { DecisionCache, type DecisionCacheMetrics } from "./decision-cache.ts";
-import { ResourceAuthorization } from "./resource-authorization.ts";
+import { type AuthorizationHooks, ResourceAuthorization } from "./resource-authorization.ts";
 import {
   DEFAULT_LOCAL_PRESHARED_KEY,
   DEFAULT_LOCAL_SPICEDB_PORT,
@@ -75,11 +75,13 @@ export function connectAuthorization(
   logger: Logger,
   metrics?: GrpcClientMetrics,
   cacheMetrics?: DecisionCacheMetrics,
+  /** Test seams (none in production). */
+  hooks?: AuthorizationHooks,
 ): { spicedb: SpiceDBClient; authorization: ResourceAuthorization; tokens: ConsistencyTokens } {
   const spicedb = new SpiceDBClient({ ...config.spicedb, metrics });
   const tokens = new RedisConsistencyTokens(redis, config.SPICEDB_FULLY_CONSISTENT_AFTER_WRITE_MS);
   const decisions = decisionCacheOf(config, cacheMetrics);
-  const authorization = new ResourceAuthorization(spicedb, tokens, logger, decisions);
+  const authorization = new ResourceAuthorization(spicedb, tokens, logger, decisions, hooks);
   return { spicedb, authorization, tokens };
 }
 

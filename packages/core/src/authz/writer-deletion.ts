@@ -20,6 +20,12 @@ export class NotWriter extends AppError {
   }
 }
 
+/** A seam a test injects (production passes none); read at each call. */
+export interface WriterDeletionHooks {
+  /** Awaited after the grant is found, before the guarded delete. */
+  beforeWrite?: (principal: Principal, resource: ResourceRef) => Promise<void>;
+}
+
 /**
  * Deletes a resource's relationships for a principal who may write it: an
  * owner, a writer, or any user of the organization when `*` is a writer.
@@ -30,13 +36,18 @@ export class WriterDeletion {
   private readonly spicedb: SpiceDBClient;
   private readonly tokens: ConsistencyTokens;
   private readonly logger: Logger | undefined;
-  /** Test seam: awaited after the grant is found, before the guarded delete. */
-  beforeWrite: ((principal: Principal, resource: ResourceRef) => Promise<void>) | undefined;
+  private readonly hooks: WriterDeletionHooks;
 
-  constructor(spicedb: SpiceDBClient, tokens: ConsistencyTokens, logger?: Logger) {
+  constructor(
+    spicedb: SpiceDBClient,
+    tokens: ConsistencyTokens,
+    logger?: Logger,
+    hooks: WriterDeletionHooks = {},
+  ) {
     this.spicedb = spicedb;
     this.tokens = tokens;
     this.logger = logger;
+    this.hooks = hooks;
   }
 
   /**
@@ -48,7 +59,7 @@ export class WriterDeletion {
   async delete(principal: Principal, resource: ResourceRef): Promise<void> {
     const grant = await this.writeGrant(principal, resource);
     if (!grant) throw new NotWriter();
-    await this.beforeWrite?.(principal, resource);
+    await this.hooks.beforeWrite?.(principal, resource);
     let response: v1.DeleteRelationshipsResponse;
     try {
       response = await this.spicedb.deleteRelationships(
