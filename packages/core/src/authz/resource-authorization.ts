@@ -232,7 +232,7 @@ export class ResourceAuthorization {
     const subject = scopedId(principal.org, principal.user);
     const permission = PERMISSION_FOR_ROLE[role];
     const cache = this.decisions;
-    const askedAt = cache?.now() ?? 0;
+    const askedAt = cache?.clock.wall() ?? 0;
     const last = await this.lastWrite(key, cache ? askedAt : undefined);
     // The caveat context is the subject's organization, also part of `subject`; a key part of its own all the same.
     const decisionKey = cache ? `${key}\u0000${subject}\u0000${permission}\u0000${principal.org}` : "";

@@ -1,5 +1,6 @@
 import { z } from "zod";
 import { env } from "../config.ts";
+import type { Clock } from "../clock.ts";
 import type { Logger } from "../logger.ts";
 import type { GrpcClientMetrics } from "../metrics.ts";
 import type { RedisClient } from "../redis.ts";
@@ -89,13 +90,13 @@ export function connectAuthorization(
 export function decisionCacheOf(
   c: SpiceDBEnv,
   metrics?: DecisionCacheMetrics,
-  now?: () => number,
+  clock?: Clock,
 ): DecisionCache | undefined {
   if (c.DECISION_CACHE_SIZE === 0 || c.DECISION_CACHE_MAX_AGE_MS === 0) return undefined;
   return new DecisionCache({
     maxEntries: c.DECISION_CACHE_SIZE,
     maxAgeMs: c.DECISION_CACHE_MAX_AGE_MS,
     ...(metrics ? { metrics } : {}),
-    ...(now ? { now } : {}),
+    ...(clock ? { clock } : {}),
   });
 }
