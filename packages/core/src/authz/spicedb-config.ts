@@ -1,6 +1,6 @@
 import { z } from "zod";
-import { env } from "../config.ts";
 import type { Clock } from "../clock.ts";
+import { env } from "../config.ts";
 import type { Logger } from "../logger.ts";
 import type { GrpcClientMetrics } from "../metrics.ts";
 import type { RedisClient } from "../redis.ts";
