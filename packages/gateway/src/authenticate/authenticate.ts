@@ -1,3 +1,4 @@
+import { type Clock, systemClock } from "@gw/core/clock";
 import { type ErrorCause, unauthorized } from "@gw/core/errors";
 import type { RequestHandler } from "express";
 import { type ApiKeyLookup, ApiKeyStoreUnavailable } from "../api-keys/lookup.ts";
@@ -22,6 +23,8 @@ export interface AuthenticateOptions {
   /** Tokens are accepted only when addressed to this gateway (its public URL). */
   audience: string;
   metrics: Pick<GatewayMetrics, "authentications" | "jwtVerifications">;
+  /** Its wall time ends keys at their `expiresAt`. */
+  clock?: Clock;
 }
 
 /** The cause a client is told (the body's `code`) for each way authentication fails. */
@@ -42,7 +45,7 @@ const REFUSALS = {
  * `res.locals.token`. Every failure is a 401 with `WWW-Authenticate: Bearer`.
  */
 export function authenticate(options: AuthenticateOptions): RequestHandler {
-  const { keys, tokens, audience, metrics } = options;
+  const { keys, tokens, audience, metrics, clock = systemClock } = options;
   const refuse = (outcome: keyof typeof REFUSALS, message: string) => {
     metrics.authentications.inc({ outcome });
     return unauthorized(message, REFUSALS[outcome]);
@@ -55,7 +58,7 @@ export function authenticate(options: AuthenticateOptions): RequestHandler {
     });
   const usable = (record: ApiKeyRecord, what: string) => {
     if (record.status === "revoked") throw refuse("revoked", `${what} has been revoked`);
-    if (record.expiresAt !== null && Date.parse(record.expiresAt) <= Date.now()) {
+    if (record.expiresAt !== null && Date.parse(record.expiresAt) <= clock.wall()) {
       throw refuse("expired", `${what} has expired`);
     }
   };
