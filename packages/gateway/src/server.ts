@@ -1,6 +1,7 @@
 import { readFile } from "node:fs/promises";
 import { resolve } from "node:path";
 import { type AuthorizationHooks, connectAuthorization, type ResourceAuthorization } from "@gw/core/authz";
+import type { Clock } from "@gw/core/clock";
 import { closeGracefully, listen, listenForMetrics, type RouteTemplate, routesOf } from "@gw/core/http";
 import { assertionSecret, InternalAssertions } from "@gw/core/internal-assertion";
 import { createLogger, type Logger, redactUrl } from "@gw/core/logger";
@@ -43,11 +44,19 @@ export interface RunningGateway {
 }
 
 /** Wires the gateway's dependencies, applies the bootstrap key and starts listening. */
+/** What a test injects into a gateway it starts in process. */
+export interface GatewaySeams {
+  /** Awaited between the authorization model's checks and the writes they guard. */
+  authorizationHooks?: AuthorizationHooks;
+  /** The lookup cursors' clock, which the test moves instead of waiting an hour. */
+  lookupCursorsClock?: Clock;
+}
+
 export async function startGateway(
   config: GatewayConfig,
   logger = createLogger("gateway", config.LOG_LEVEL),
-  /** Test seams of the authorization model (none in production). */
-  authorizationHooks?: AuthorizationHooks,
+  /** What tests inject (none in production). */
+  seams: GatewaySeams = {},
 ): Promise<RunningGateway> {
   const metrics = createGatewayMetrics();
   // No offline queue: while Redis is away, commands fail at once instead of piling up behind a timeout.
@@ -91,7 +100,7 @@ export async function startGateway(
     logger,
     metrics.grpcClient,
     metrics.decisionCache,
-    authorizationHooks,
+    seams.authorizationHooks,
   );
 
   // The audit trail: the schema first (one process at a time), then the pool.
@@ -140,7 +149,7 @@ export async function startGateway(
     logger,
   );
   const assertions = new InternalAssertions(secret);
-  const lookupCursors = new LookupCursors(secret, config.LOOKUP_CURSOR_TTL);
+  const lookupCursors = new LookupCursors(secret, config.LOOKUP_CURSOR_TTL, seams.lookupCursorsClock);
 
   const app = createGatewayApp({
     logger,
