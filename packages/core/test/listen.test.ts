@@ -56,29 +56,34 @@ function rawHttp(
   });
 }
 
-function expectCatalogueJson(res: Awaited<ReturnType<typeof rawHttp>>, status: number, error: string) {
+function expectCatalogueJson(
+  res: Awaited<ReturnType<typeof rawHttp>>,
+  status: number,
+  error: string,
+  code: string,
+) {
   expect(res.status).toBe(status);
   expect(res.headers["content-type"]).toBe("application/json; charset=utf-8");
   expect(res.headers["x-request-id"]).toMatch(/^[0-9a-f-]{36}$/);
   expect(Number(res.headers["content-length"])).toBe(Buffer.byteLength(res.body));
-  expect(JSON.parse(res.body)).toEqual({ error, message: expect.any(String) });
+  expect(JSON.parse(res.body)).toEqual({ error, message: expect.any(String), code });
 }
 
 describe("requests Node refuses before Express sees them get the catalogue's JSON", () => {
   it("a malformed request line: 400", async () => {
     const res = await rawHttp("NOT HTTP AT ALL\r\n\r\n");
-    expectCatalogueJson(res, 400, "Bad Request");
+    expectCatalogueJson(res, 400, "Bad Request", "bad_request");
   });
 
   it("headers over the limit: 431, naming the limit", async () => {
     const res = await rawHttp(`GET /ok/${"a".repeat(5000)} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n`);
-    expectCatalogueJson(res, 431, "Request Header Fields Too Large");
+    expectCatalogueJson(res, 431, "Request Header Fields Too Large", "request_header_fields_too_large");
     expect(JSON.parse(res.body).message).toContain("4096");
   });
 
   it("a request that does not arrive in time: 408", async () => {
     const res = await rawHttp("GET /ok HTTP/1.1\r\nHost: x\r\n");
-    expectCatalogueJson(res, 408, "Request Timeout");
+    expectCatalogueJson(res, 408, "Request Timeout", "request_timeout");
   });
 
   it("a well-formed request still reaches the app", async () => {
