@@ -1,9 +1,22 @@
+import { relative } from "node:path";
 import type { Reporter, TestModule } from "vitest/node";
 
+/** How many of the slowest files the share line sums up. */
+const SLOWEST = 10;
+
+/** A file's time from its worker's point of view: environment, import, setup files, tests and hooks. */
+export function fileSeconds(module: TestModule): number {
+  const d = module.diagnostic();
+  const ms =
+    d.environmentSetupDuration + d.prepareDuration + d.collectDuration + d.setupDuration + d.duration;
+  return ms / 1000;
+}
+
 /**
- * Ends a run with one plain line, `vitest: N passed, N failed, N skipped`,
- * that CI and people can read without parsing vitest's coloured summary.
- * Errors outside any test count as failures.
+ * Lists every test file with its time, slowest first, and the share the ten
+ * slowest take; then ends the run with one plain line,
+ * `vitest: N passed, N failed, N skipped`, that CI and people can read without
+ * parsing vitest's coloured summary. Errors outside any test count as failures.
  */
 export default class SummaryReporter implements Reporter {
   onTestRunEnd(testModules: ReadonlyArray<TestModule>, unhandledErrors: ReadonlyArray<unknown>): void {
@@ -16,6 +29,19 @@ export default class SummaryReporter implements Reporter {
         else if (state === "failed") counts.failed++;
         else counts.skipped++;
       }
+    }
+    const times = testModules
+      .map((module) => ({ file: relative(process.cwd(), module.moduleId), seconds: fileSeconds(module) }))
+      .sort((a, b) => b.seconds - a.seconds);
+    if (times.length > 1) {
+      const sum = times.reduce((total, t) => total + t.seconds, 0);
+      const slowest = times.slice(0, SLOWEST).reduce((total, t) => total + t.seconds, 0);
+      const lines = times.map((t) => `${t.seconds.toFixed(1).padStart(7)} s  ${t.file}`);
+      process.stdout.write(
+        `\nTime per file, slowest first (${sum.toFixed(1)} s over ${times.length} files; ` +
+          `the ${Math.min(SLOWEST, times.length)} slowest ${Math.round((100 * slowest) / sum)} %):\n` +
+          `${lines.join("\n")}\n`,
+      );
     }
     process.stdout.write(
       `\nvitest: ${counts.passed} passed, ${counts.failed} failed, ${counts.skipped} skipped\n`,

@@ -3,6 +3,8 @@
  * ratios. Nothing here is asserted; numbers depend on the machine's load.
  */
 
+// First: `--help` prints the usage and exits before any other module runs.
+import "./usage.ts";
 import { execFile } from "node:child_process";
 import { mkdtemp, readdir, rm, stat } from "node:fs/promises";
 import { createConnection, createServer, type Socket } from "node:net";

@@ -2,11 +2,11 @@ import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
-import { createKey, type RunningStack, stackEnv, startStack } from "./pnpm-start.ts";
+import { createKey, type RunningStack, seedPostgres, stackEnv, startStack } from "./pnpm-start.ts";
 
 /**
- * Conversations and ZedTokens live in Redis, grants in the local SpiceDB: a
- * restart must bring both back, or owners are locked out of what they own.
+ * Conversations live in PostgreSQL, ZedTokens in Redis, grants in the local
+ * SpiceDB: a restart must bring all back, or owners are locked out of what they own.
  */
 describe("pnpm start, stopped and started again on the same data directory", () => {
   let stack: RunningStack | undefined;
@@ -19,6 +19,7 @@ describe("pnpm start, stopped and started again on the same data directory", () 
 
   it("answers every check and conversation read as before: after Ctrl-C, and after kill -9 of the local SpiceDB", async () => {
     dataDir = await mkdtemp(join(tmpdir(), "gw-restart-"));
+    await seedPostgres(dataDir);
     const env = await stackEnv(dataDir);
     stack = await startStack(env);
     const { key } = await createKey(env, "acme", "backend");

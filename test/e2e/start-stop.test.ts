@@ -6,7 +6,7 @@ import { join } from "node:path";
 import { promisify } from "node:util";
 import { REPO_ROOT } from "@gw/devstack";
 import { afterAll, afterEach, describe, expect, it } from "vitest";
-import { type RunningStack, stackEnv, startStack } from "./pnpm-start.ts";
+import { type RunningStack, seedPostgres, stackEnv, startStack } from "./pnpm-start.ts";
 
 const run = promisify(execFile);
 
@@ -56,6 +56,7 @@ describe("pnpm start stops as one, whichever of its processes is told to", () =>
   const freshEnv = async (extra: NodeJS.ProcessEnv = {}) => {
     const dir = await mkdtemp(join(tmpdir(), "gw-start-stop-"));
     dirs.push(dir);
+    await seedPostgres(dir);
     return stackEnv(dir, extra);
   };
   afterEach(async () => {
@@ -99,6 +100,14 @@ describe("pnpm start stops as one, whichever of its processes is told to", () =>
     await stack.exited;
     expect(await survivors([runner, ...children])).toEqual([]);
     expect(stack.output()).not.toContain("a stack process exited");
+    // Its last line says it has stopped, once every process has.
+    const last = stack.output().trim().split("\n").at(-1)!;
+    expect(JSON.parse(last)).toMatchObject({
+      service: "devstack",
+      msg: "stack stopped",
+      code: 0,
+      processes: 5,
+    });
   }, 120_000);
 
   it("SIGINT to the pnpm process alone (not its process group) stops the stack, and LOG_LEVEL=warn still says when it was ready", async () => {
@@ -123,6 +132,17 @@ describe("pnpm start stops as one, whichever of its processes is told to", () =>
     expect(await survivors([runner, ...children])).toEqual([]);
     expect(stack.output()).toContain("the process that ran the stack is gone; stopping the stack");
   }, 120_000);
+
+  it("a setting that is not a port (SERVICE_PORT=abc): exits 78 naming the variable, before starting anything", async () => {
+    const env = { ...(await freshEnv()), SERVICE_PORT: "abc" };
+    const failed = await run("pnpm", ["start"], { cwd: REPO_ROOT, env }).then(
+      () => undefined,
+      (err: { code: number; stdout: string; stderr: string }) => err,
+    );
+    expect(failed?.code).toBe(78);
+    expect(failed!.stderr).toMatch(/^Invalid configuration:\n {2}- SERVICE_PORT: .*expected number/m);
+    expect(failed!.stdout + failed!.stderr).not.toMatch(/started|options\.port|\n\s+at /);
+  });
 
   it("with the gateway's port taken, says so with the setting to change, before starting anything", async () => {
     const taken = createServer();

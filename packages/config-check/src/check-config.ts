@@ -2,7 +2,8 @@
  * `pnpm check:config`: the deployment files and the documentation agree with the
  * configuration schemas. Every variable a process reads is documented in
  * docs/configuration.md (generated from the schemas' comments, so it cannot
- * fall behind), every link of the documentation resolves, and every variable
+ * fall behind), every link of the documentation resolves, every file,
+ * heading and setting a comment or document cites exists, and every variable
  * that `deploy/` sets is one some process reads
  * (a typo there would silently fall back to a default). The committed
  * OpenAPI document is what `pnpm openapi` writes now, and valid.
@@ -29,6 +30,7 @@ import {
 } from "@gw/service";
 import { runValidationFile, spicedbLocalConfigSchema, startSpiceDBLocal } from "@gw/spicedb-local";
 import type { z } from "zod";
+import { missingCitations } from "./check-citations.ts";
 import {
   composeProblems,
   k8sClusterProblems,
@@ -277,6 +279,7 @@ export async function checkRepository(root = REPO_ROOT): Promise<{ problems: str
   const problems = [
     ...(await configurationDocProblems(CONFIG_SECTIONS, root)),
     ...(await brokenDocLinks(root)),
+    ...(await missingCitations(root, known)),
     ...(await packageGraphProblems(root)),
   ];
   for (const path of DEPLOY_FILES) {

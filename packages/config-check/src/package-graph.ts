@@ -1,15 +1,12 @@
 /**
  * The workspace's package graph has no cycle. An edge is a workspace package
- * named in `dependencies` or `devDependencies`; the one exception is a
- * devDependency on the test kit, which every package's tests may use although
- * the kit is built on those packages (as a package's tests may use vitest).
+ * named in `dependencies` or `devDependencies`: pnpm warns of a cycle through
+ * either, so the tests of a package the test kit is built on (core, devstack,
+ * spicedb-local) cannot use the kit.
  */
 import { readdir, readFile } from "node:fs/promises";
 import { resolve } from "node:path";
 import { parse } from "yaml";
-
-/** The package whose devDependency edges may close a loop: the test harness and fakes. */
-export const TEST_KIT = "@gw/test-kit";
 
 export interface PackageManifest {
   name: string;
@@ -41,12 +38,12 @@ export async function workspaceManifests(root: string): Promise<PackageManifest[
 }
 
 /** One line per cycle, `a -> b -> a`; empty when the graph has none. */
-export function packageCycles(manifests: PackageManifest[], testKit = TEST_KIT): string[] {
+export function packageCycles(manifests: PackageManifest[]): string[] {
   const names = new Set(manifests.map((m) => m.name));
   const edges = new Map<string, string[]>();
   for (const m of manifests) {
     const runtime = Object.keys(m.dependencies ?? {});
-    const dev = Object.keys(m.devDependencies ?? {}).filter((name) => name !== testKit);
+    const dev = Object.keys(m.devDependencies ?? {});
     edges.set(
       m.name,
       [...new Set([...runtime, ...dev])].filter((name) => names.has(name)),

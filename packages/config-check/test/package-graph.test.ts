@@ -46,12 +46,26 @@ describe("package graph", () => {
     ]);
   });
 
-  it("lets a package's tests use the test kit built on it, and ignores packages outside the workspace", () => {
+  it("flags a package whose tests use the test kit built on it (pnpm install warns of it too)", () => {
     expect(
       packageCycles([
         pkg("@gw/core", ["zod"], ["@gw/test-kit"]),
         pkg("@gw/test-kit", ["@gw/core", "@gw/devstack"]),
         pkg("@gw/devstack", ["@gw/core"]),
+      ]),
+    ).toEqual([
+      "package graph: cycle @gw/core -> @gw/test-kit -> @gw/core",
+      "package graph: cycle @gw/core -> @gw/test-kit -> @gw/devstack -> @gw/core",
+    ]);
+  });
+
+  it("lets the tests of a package the kit is not built on use it, and ignores packages outside the workspace", () => {
+    expect(
+      packageCycles([
+        pkg("@gw/core", ["zod"]),
+        pkg("@gw/test-kit", ["@gw/core", "@gw/devstack"]),
+        pkg("@gw/devstack", ["@gw/core"]),
+        pkg("@gw/gateway", ["@gw/core", "express"], ["@gw/test-kit"]),
       ]),
     ).toEqual([]);
   });

@@ -6,6 +6,12 @@
  */
 export interface Clock {
   now(): number;
+  /**
+   * Milliseconds since the epoch, for what is compared with times stored or
+   * sent elsewhere (a grant's expiry in SpiceDB, a record's creation); moves
+   * with `now` on a manual clock.
+   */
+  wall(): number;
   /** Runs `fn` once `ms` have passed on this clock; the function returned cancels it. Never keeps the process alive. */
   schedule(ms: number, fn: () => void): () => void;
 }
@@ -13,6 +19,7 @@ export interface Clock {
 /** Real time: `performance.now()` and unreferenced timers. */
 export const systemClock: Clock = {
   now: () => performance.now(),
+  wall: () => Date.now(),
   schedule(ms, fn) {
     const timer = setTimeout(fn, ms).unref();
     return () => clearTimeout(timer);
@@ -22,14 +29,23 @@ export const systemClock: Clock = {
 /** A clock that stands still until `advance` moves it, running what falls due (for tests). */
 export class ManualClock implements Clock {
   private time: number;
+  private readonly start: number;
+  private readonly wallStart: number;
   private readonly timers = new Set<{ at: number; fn: () => void }>();
 
-  constructor(start = 1_000_000) {
+  /** `wallStart`: its wall time at `start` (default: the real time now, as SpiceDB's expirations use). */
+  constructor(start = 1_000_000, wallStart = Date.now()) {
     this.time = start;
+    this.start = start;
+    this.wallStart = wallStart;
   }
 
   now(): number {
     return this.time;
+  }
+
+  wall(): number {
+    return this.wallStart + (this.time - this.start);
   }
 
   schedule(ms: number, fn: () => void): () => void {

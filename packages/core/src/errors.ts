@@ -9,6 +9,7 @@ export const ERROR_CATALOGUE = {
   unauthorized: { status: 401, title: "Unauthorized", type: "authentication_error" },
   forbidden: { status: 403, title: "Forbidden", type: "permission_error" },
   not_found: { status: 404, title: "Not Found", type: "invalid_request_error" },
+  method_not_allowed: { status: 405, title: "Method Not Allowed", type: "invalid_request_error" },
   request_timeout: { status: 408, title: "Request Timeout", type: "invalid_request_error" },
   conflict: { status: 409, title: "Conflict", type: "invalid_request_error" },
   payload_too_large: { status: 413, title: "Payload Too Large", type: "invalid_request_error" },
@@ -31,6 +32,51 @@ export const ERROR_CATALOGUE = {
 
 export type ErrorCode = keyof typeof ERROR_CATALOGUE;
 
+/**
+ * Causes a client can tell apart within one catalogue code, each with the
+ * catalogue code (so the status) it comes under. A body's `code` is the cause
+ * when the error has one, else its catalogue code; every one of them is listed
+ * in docs/api/errors.md. Stable: a cause is never renamed, only added.
+ */
+export const ERROR_CAUSES = {
+  no_route: "not_found",
+  missing_credential: "unauthorized",
+  ambiguous_credential: "unauthorized",
+  malformed_credential: "unauthorized",
+  invalid_api_key: "unauthorized",
+  invalid_token: "unauthorized",
+  revoked: "unauthorized",
+  expired: "unauthorized",
+  invalid_assertion: "unauthorized",
+  missing_permission: "forbidden",
+  not_writer: "forbidden",
+  last_owner: "conflict",
+  already_registered: "conflict",
+  service_issued_id: "conflict",
+  duplicate_secret: "conflict",
+  api_key_changed_concurrently: "conflict",
+  spicedb_unavailable: "service_unavailable",
+  data_store_unavailable: "service_unavailable",
+  api_key_store_unavailable: "service_unavailable",
+  session_not_found: "not_found",
+  no_connection: "conflict",
+  unreadable_connection: "conflict",
+  session_busy: "conflict",
+  lock_lost: "service_unavailable",
+  stale_assignment: "conflict",
+  no_working_tree: "conflict",
+  repository_missing: "conflict",
+  checkout_unusable: "conflict",
+  nested_repository: "conflict",
+  nothing_to_push: "conflict",
+  push_rejected: "conflict",
+  remote_failed: "bad_gateway",
+  git_timed_out: "gateway_timeout",
+  request_cancelled: "bad_request",
+} as const satisfies Record<string, ErrorCode>;
+
+export type ErrorCause = keyof typeof ERROR_CAUSES;
+
 /** One item of the spec's `HTTPValidationError.detail` (pydantic's shape). */
 export interface ValidationIssue {
   loc: (string | number)[];
@@ -48,11 +94,22 @@ export class AppError extends Error {
   readonly param: string | undefined;
   /** A rate limit, whatever its code (the key's or the provider's): a failed response says `rate_limit_exceeded`. */
   readonly rateLimit: boolean;
+  /** What the body's `code` says: the cause (`ERROR_CAUSES`), else the catalogue code. */
+  readonly reason: ErrorCause | ErrorCode;
+  /** The contract fixes this error's body to `{error, message}` (403 of grant and revoke): no `code`. */
+  readonly contractBody: boolean;
 
   constructor(
     code: ErrorCode,
     message: string,
-    options: { headers?: Record<string, string>; cause?: unknown; param?: string; rateLimit?: boolean } = {},
+    options: {
+      headers?: Record<string, string>;
+      cause?: unknown;
+      param?: string;
+      rateLimit?: boolean;
+      reason?: ErrorCause;
+      contractBody?: boolean;
+    } = {},
   ) {
     super(message, { cause: options.cause });
     this.name = "AppError";
@@ -60,6 +117,8 @@ export class AppError extends Error {
     this.headers = options.headers ?? {};
     this.param = options.param;
     this.rateLimit = options.rateLimit ?? (code === "rate_limited" || code === "provider_rate_limited");
+    this.reason = options.reason ?? code;
+    this.contractBody = options.contractBody ?? false;
   }
 
   get status(): number {
@@ -86,15 +145,18 @@ export interface OpenAIErrorBody {
  * The JSON body the catalogue gives an error: the spec's shapes for 422 and
  * the key's 429; on the OpenAI-compatible surface (`openai`: `/api/v1/llm`)
  * OpenAI's `{"error": {message, type, param, code}}` for every other status
- * (and beside the 422's `detail`), so the OpenAI SDKs show the reason;
- * `{error, message}` elsewhere.
+ * (and beside the 422's `detail`), so the OpenAI SDKs show the reason (its
+ * `code` the catalogue code, as OpenAI clients of this gateway match it);
+ * `{error, message, code}` elsewhere, with the cause as `code`
+ * (`{error, message}` where the contract fixes it).
  */
 export function errorBody(err: AppError, surface: { openai?: boolean } = {}): unknown {
   if (err instanceof ValidationFailed)
     return surface.openai ? { detail: err.issues, ...validationErrorOf(err.issues) } : { detail: err.issues };
   if (err.code === "rate_limited") return { error: ERROR_CATALOGUE.rate_limited.title };
   if (surface.openai) return openaiErrorBody(err.code, err.message, err.param);
-  return { error: ERROR_CATALOGUE[err.code].title, message: err.message };
+  if (err.contractBody) return { error: ERROR_CATALOGUE[err.code].title, message: err.message };
+  return { error: ERROR_CATALOGUE[err.code].title, message: err.message, code: err.reason };
 }
 
 export function openaiErrorBody(code: ErrorCode, message: string, param?: string): OpenAIErrorBody {
@@ -152,9 +214,12 @@ export function responseFailure(
 /** Paths of the OpenAI-compatible surface, whose errors take OpenAI's shape. */
 export const isOpenAISurface = (path: string) => /^\/api\/v1\/llm(?:[/?#]|$)/.test(path);
 
-export const unauthorized = (message: string) =>
-  new AppError("unauthorized", message, { headers: { "WWW-Authenticate": 'Bearer realm="gateway"' } });
-export const forbidden = (message: string, options: { param?: string } = {}) =>
+export const unauthorized = (message: string, reason?: ErrorCause) =>
+  new AppError("unauthorized", message, {
+    headers: { "WWW-Authenticate": 'Bearer realm="gateway"' },
+    reason,
+  });
+export const forbidden = (message: string, options: { param?: string; reason?: ErrorCause } = {}) =>
   new AppError("forbidden", message, options);
 export const notFound = (message: string) => new AppError("not_found", message);
 export const conflict = (message: string) => new AppError("conflict", message);

@@ -20,6 +20,7 @@ const AUDIENCE = "llm-gateway-service";
 export class InvalidAssertion extends AppError {
   constructor(reason: string) {
     super("unauthorized", `Gateway assertion refused: ${reason}`, {
+      reason: "invalid_assertion",
       headers: { "WWW-Authenticate": 'Bearer realm="gateway"' },
     });
     this.name = "InvalidAssertion";

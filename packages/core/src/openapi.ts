@@ -283,8 +283,9 @@ function catalogueResponses(): Record<string, JsonSchema> {
 const COMPONENT_SCHEMAS: Record<string, JsonSchema> = {
   Error: {
     type: "object",
-    description: "The catalogue's error body: `error` is the status's title, `message` says what went wrong.",
-    properties: { error: { type: "string" }, message: { type: "string" } },
+    description:
+      "The catalogue's error body: `error` is the status's title, `message` says what went wrong, `code` the cause (docs/api/errors.md); the contract's 403 of grant and revoke has no `code`.",
+    properties: { error: { type: "string" }, message: { type: "string" }, code: { type: "string" } },
     required: ["error", "message"],
   },
   OpenAIError: {

@@ -25,7 +25,10 @@ export function localDatabaseUrl(env: NodeJS.ProcessEnv = process.env): string {
 /** PostgreSQL could not be asked (connection refused or lost, a deadline passed, the server shutting down): a 503, whoever asked. */
 export class PostgresUnavailable extends AppError {
   constructor(cause: unknown) {
-    super("service_unavailable", "The data store is unavailable; try again", { cause });
+    super("service_unavailable", "The data store is unavailable; try again", {
+      cause,
+      reason: "data_store_unavailable",
+    });
     this.name = "PostgresUnavailable";
   }
 }

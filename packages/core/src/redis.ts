@@ -50,7 +50,10 @@ export interface RedisClientOptions {
 /** Redis could not be asked (connection lost, command timed out): a 503, whoever asked. */
 export class RedisUnavailable extends AppError {
   constructor(cause: unknown) {
-    super("service_unavailable", "The data store is unavailable; try again", { cause });
+    super("service_unavailable", "The data store is unavailable; try again", {
+      cause,
+      reason: "data_store_unavailable",
+    });
     this.name = "RedisUnavailable";
   }
 }

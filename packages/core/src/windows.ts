@@ -176,7 +176,7 @@ export const DEFAULT_LEASE_OPTIONS: LeaseOptions = {
 export const LEASE_KEEPING_MS = 20_000;
 
 /** Wall-clock time: leases are compared across processes. */
-const wallClock: Clock = { now: () => Date.now(), schedule: systemClock.schedule };
+const wallClock: Clock = { now: () => Date.now(), wall: () => Date.now(), schedule: systemClock.schedule };
 
 /**
  * Every counting window of the gateway and the service, in Redis, exact

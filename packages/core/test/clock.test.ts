@@ -49,3 +49,13 @@ describe("systemClock", () => {
     expect(cancelledRan).toBe(false);
   });
 });
+
+describe("wall time", () => {
+  it("of a manual clock starts where it is told and moves with advance; the system's is the epoch", () => {
+    const clock = new ManualClock(0, 1_700_000_000_000);
+    expect(clock.wall()).toBe(1_700_000_000_000);
+    clock.advance(1_500);
+    expect(clock.wall()).toBe(1_700_000_001_500);
+    expect(Math.abs(systemClock.wall() - Date.now())).toBeLessThan(1_000);
+  });
+});

@@ -114,7 +114,7 @@ describe("the error middleware", () => {
       expect(res.status).toBe(500);
       const requestId = res.headers.get("x-request-id");
       const body = await res.json();
-      expect(body).toEqual({ error: "Internal Server Error", requestId });
+      expect(body).toEqual({ error: "Internal Server Error", requestId, code: "internal" });
       expect(JSON.stringify(body)).not.toMatch(/hunter2|undefined|stack/);
       const logged = logLines.find((l) => l.requestId === requestId && l.msg === "unhandled error");
       expect((logged?.err as { stack?: string })?.stack).toMatch(/Error: /);
@@ -124,12 +124,17 @@ describe("the error middleware", () => {
   it("maps catalogue errors to their status and body", async () => {
     const res = await fetch(`${base}/conflict`);
     expect(res.status).toBe(409);
-    expect(await res.json()).toEqual({ error: "Conflict", message: "The last owner cannot be removed" });
+    expect(await res.json()).toEqual({
+      error: "Conflict",
+      message: "The last owner cannot be removed",
+      code: "conflict",
+    });
     const unavailable = await fetch(`${base}/teapot`);
     expect(unavailable.status).toBe(503);
     expect(await unavailable.json()).toEqual({
       error: "Service Unavailable",
       message: "SpiceDB is unreachable",
+      code: "service_unavailable",
     });
   });
 
@@ -139,10 +144,38 @@ describe("the error middleware", () => {
       403,
       { error: "Forbidden", message: "Only resource owners can grant or revoke permissions" },
     ],
-    ["last-owner", 409, { error: "Conflict", message: expect.stringContaining("last owner") }],
-    ["spicedb", 503, { error: "Service Unavailable", message: expect.stringContaining("try again") }],
-    ["redis", 503, { error: "Service Unavailable", message: expect.stringContaining("try again") }],
-    ["assertion", 401, { error: "Unauthorized", message: "Gateway assertion refused: already used" }],
+    [
+      "last-owner",
+      409,
+      { error: "Conflict", message: expect.stringContaining("last owner"), code: "last_owner" },
+    ],
+    [
+      "spicedb",
+      503,
+      {
+        error: "Service Unavailable",
+        message: expect.stringContaining("try again"),
+        code: "spicedb_unavailable",
+      },
+    ],
+    [
+      "redis",
+      503,
+      {
+        error: "Service Unavailable",
+        message: expect.stringContaining("try again"),
+        code: "data_store_unavailable",
+      },
+    ],
+    [
+      "assertion",
+      401,
+      {
+        error: "Unauthorized",
+        message: "Gateway assertion refused: already used",
+        code: "invalid_assertion",
+      },
+    ],
   ])("gives the domain error %s its catalogue status from the error itself", async (which, status, body) => {
     const res = await fetch(`${base}/domain/${which}`);
     expect(res.status).toBe(status);
@@ -179,6 +212,7 @@ describe("the error middleware", () => {
     expect(await res.json()).toEqual({
       error: "Bad Request",
       message: "The request path has malformed percent-encoding",
+      code: "bad_request",
     });
     expect(await (await fetch(`${base}/things/a%20b`)).json()).toEqual({ id: "a b" });
   });
@@ -256,6 +290,7 @@ describe("the error middleware", () => {
     expect(await (await fetch(`${base}/api/v1/llmx/conflict`)).json()).toEqual({
       error: "Conflict",
       message: "elsewhere",
+      code: "conflict",
     });
   });
 

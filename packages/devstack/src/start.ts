@@ -15,17 +15,32 @@
 import { createServer } from "node:net";
 import { resolve } from "node:path";
 import { DEFAULT_LOCAL_SPICEDB_PORT } from "@gw/core/authz";
+import { loadConfigOrExit, env as settings } from "@gw/core/config";
 import { developmentSecret } from "@gw/core/development-secret";
 import { createLogger } from "@gw/core/logger";
 import { localPostgresPort } from "@gw/core/postgres";
 import { localRedisPort } from "@gw/core/redis";
+import { z } from "zod";
+import { devstackConfigSchema } from "./config.ts";
 import { REPO_ROOT, type RunningNodeProcess, startNodeProcess } from "./node-process.ts";
 import { startPostgresServer } from "./postgres-server.ts";
 import { startPrometheus } from "./prometheus.ts";
 import { type RunningRedis, startRedisServer, stopProcess } from "./redis-server.ts";
 import { startSpiceDBLocalProcess } from "./spicedb-process.ts";
 
-const logger = createLogger("devstack", process.env.LOG_LEVEL ?? "info");
+/**
+ * Checked before anything starts (a bad value exits 78 naming the variable): `pnpm start`'s own settings,
+ * and the ports it plans from settings of the processes it runs, which check the rest of theirs themselves.
+ */
+const config = loadConfigOrExit(
+  devstackConfigSchema.extend({
+    PORT: settings.port(8080),
+    SPICEDB_LOCAL_PORT: settings.port(DEFAULT_LOCAL_SPICEDB_PORT),
+    SPICEDB_LOCAL_METRICS_PORT: z.coerce.number().int().min(1).max(65535).optional(),
+    METRICS_PORT: z.coerce.number().int().min(0).max(65535).optional(),
+  }),
+);
+const logger = createLogger("devstack", config.LOG_LEVEL);
 /** What must be seen whatever LOG_LEVEL says: that the stack is ready, and why it stops. */
 const announce = createLogger("devstack", "info");
 const stoppers: (() => Promise<void>)[] = [];
@@ -36,7 +51,10 @@ let stopping = false;
 async function stopAll(code: number): Promise<never> {
   if (!stopping) {
     stopping = true;
+    const started = stoppers.length;
     for (const stop of stoppers.reverse()) await stop().catch(() => {});
+    // The last line, once every process that was started has exited.
+    if (started > 0) announce.info({ code, processes: started }, "stack stopped");
   }
   process.exit(code);
 }
@@ -68,28 +86,28 @@ function plannedPorts(env: NodeJS.ProcessEnv): PlannedPort[] {
       setting: "LOCAL_POSTGRES_PORT (or DATABASE_URL, to use a PostgreSQL that runs already)",
     },
     !env.SPICEDB_ENDPOINT && {
-      port: Number(env.SPICEDB_LOCAL_PORT || DEFAULT_LOCAL_SPICEDB_PORT),
+      port: config.SPICEDB_LOCAL_PORT,
       host: loopback,
       what: "the local SpiceDB",
       setting: "SPICEDB_LOCAL_PORT (or SPICEDB_ENDPOINT, to use a SpiceDB that runs already)",
     },
     !env.SPICEDB_ENDPOINT &&
-      !!env.SPICEDB_LOCAL_METRICS_PORT && {
-        port: Number(env.SPICEDB_LOCAL_METRICS_PORT),
+      config.SPICEDB_LOCAL_METRICS_PORT !== undefined && {
+        port: config.SPICEDB_LOCAL_METRICS_PORT,
         host: loopback,
         what: "the local SpiceDB's metrics",
         setting: "SPICEDB_LOCAL_METRICS_PORT",
       },
-    { port: Number(env.SERVICE_PORT ?? 8081), host: loopback, what: "the service", setting: "SERVICE_PORT" },
-    { port: Number(env.PORT ?? 8080), host: env.HOST!, what: "the gateway", setting: "PORT" },
-    !!env.METRICS_PORT && {
-      port: Number(env.METRICS_PORT),
+    { port: config.SERVICE_PORT, host: loopback, what: "the service", setting: "SERVICE_PORT" },
+    { port: config.PORT, host: env.HOST!, what: "the gateway", setting: "PORT" },
+    config.METRICS_PORT !== undefined && {
+      port: config.METRICS_PORT,
       host: env.HOST!,
       what: "the gateway's metrics",
       setting: "METRICS_PORT",
     },
-    !!env.PROMETHEUS_PORT && {
-      port: Number(env.PROMETHEUS_PORT),
+    config.PROMETHEUS_PORT !== undefined && {
+      port: config.PROMETHEUS_PORT,
       host: loopback,
       what: "prometheus",
       setting: "PROMETHEUS_PORT",
@@ -183,7 +201,7 @@ async function main(): Promise<void> {
   }
 
   if (!env.SPICEDB_ENDPOINT) {
-    const port = Number(env.SPICEDB_LOCAL_PORT || DEFAULT_LOCAL_SPICEDB_PORT);
+    const port = config.SPICEDB_LOCAL_PORT;
     const spicedb = await startSpiceDBLocalProcess({ port, env, inheritOutput: true });
     watch("spicedb-local", spicedb.process);
     logger.info(
@@ -194,7 +212,7 @@ async function main(): Promise<void> {
     env.SPICEDB_LOCAL_PORT = String(port);
   }
 
-  const servicePort = Number(env.SERVICE_PORT ?? 8081);
+  const servicePort = config.SERVICE_PORT;
   const service = await startNodeProcess({
     name: "service",
     entry: "packages/service/src/main.ts",
@@ -216,7 +234,7 @@ async function main(): Promise<void> {
   const gateway: RunningNodeProcess = await startNodeProcess({
     name: "gateway",
     entry: "packages/gateway/src/main.ts",
-    port: Number(env.PORT ?? 8080),
+    port: config.PORT,
     env: { ...env, SERVICE_URL: env.SERVICE_URL ?? service.url },
     inheritOutput: true,
   });

@@ -7,7 +7,7 @@ import { localDatabaseUrl } from "@gw/core/postgres";
 import { localRedisUrl } from "@gw/core/redis";
 import { z } from "zod";
 
-/** The gateway's environment. Each variable is documented in the README's configuration table. */
+/** The gateway's environment. Each variable's comment is its entry in docs/configuration.md (`pnpm docs:config`). */
 /** `second=20,day=100000` → `{second: 20, day: 100000}`. */
 const limitsList = z.string().transform((value, ctx): Limits => {
   const limits: Limits = {};

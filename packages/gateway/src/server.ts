@@ -1,6 +1,7 @@
 import { readFile } from "node:fs/promises";
 import { resolve } from "node:path";
-import { connectAuthorization, type ResourceAuthorization } from "@gw/core/authz";
+import { type AuthorizationHooks, connectAuthorization, type ResourceAuthorization } from "@gw/core/authz";
+import type { Clock } from "@gw/core/clock";
 import { ConfigError } from "@gw/core/config";
 import { developmentSecret } from "@gw/core/development-secret";
 import { closeGracefully, listen, listenForMetrics, type RouteTemplate, routesOf } from "@gw/core/http";
@@ -53,11 +54,21 @@ export interface RunningGateway {
 }
 
 /** Wires the gateway's dependencies, applies the bootstrap key and starts listening. */
+/** What a test injects into a gateway it starts in process. */
+export interface GatewaySeams {
+  /** Awaited between the authorization model's checks and the writes they guard. */
+  authorizationHooks?: AuthorizationHooks;
+  /** The lookup cursors' clock, which the test moves instead of waiting an hour. */
+  lookupCursorsClock?: Clock;
+  /** How upstream MCP servers' names resolve. */
+  resolver?: Resolver;
+}
+
 export async function startGateway(
   config: GatewayConfig,
   logger = createLogger("gateway", config.LOG_LEVEL),
-  /** How upstream MCP servers' names resolve (tests give their own). */
-  options: { resolver?: Resolver } = {},
+  /** What tests inject (none in production). */
+  seams: GatewaySeams = {},
 ): Promise<RunningGateway> {
   const vaultKeys = await vaultKeysOf(config, logger);
   const metrics = createGatewayMetrics();
@@ -100,7 +111,15 @@ export async function startGateway(
     spicedb,
     authorization,
     tokens: zedTokens,
-  } = connectAuthorization(config, redis, logger, metrics.grpcClient, metrics.decisionCache);
+  } = connectAuthorization(
+    config,
+    redis,
+    logger,
+    metrics.grpcClient,
+    metrics.decisionCache,
+    undefined,
+    seams.authorizationHooks,
+  );
 
   // The audit trail: the schema first (one process at a time), then the pool.
   const applied = await migrate(config.DATABASE_URL);
@@ -143,11 +162,11 @@ export async function startGateway(
     logger,
   );
   const assertions = new InternalAssertions(secret);
-  const lookupCursors = new LookupCursors(secret, config.LOOKUP_CURSOR_TTL);
+  const lookupCursors = new LookupCursors(secret, config.LOOKUP_CURSOR_TTL, seams.lookupCursorsClock);
 
   const policy = new UpstreamPolicy({
     allowPrivate: config.MCP_ALLOW_PRIVATE_UPSTREAMS,
-    ...(options.resolver ? { resolver: options.resolver } : {}),
+    ...(seams.resolver ? { resolver: seams.resolver } : {}),
   });
   const upstreams = new UpstreamClients({ policy, timeoutMs: config.MCP_UPSTREAM_TIMEOUT_MS, logger });
   const credentials = new CredentialStore(db, new Vault(vaultKeys));

@@ -10,7 +10,11 @@ import { createGatewayMetrics } from "../src/metrics.ts";
 import { newOrg } from "./authorization-helpers.ts";
 import { useGateway } from "./harness.ts";
 
-const UNAVAILABLE = { error: "Service Unavailable", message: "The data store is unavailable; try again" };
+const UNAVAILABLE = {
+  error: "Service Unavailable",
+  message: "The data store is unavailable; try again",
+  code: "data_store_unavailable",
+};
 
 // The gateway's own PostgreSQL server, so stopping it touches no other test file.
 let postgres: StoppablePostgres;

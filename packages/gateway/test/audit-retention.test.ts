@@ -1,3 +1,4 @@
+import { ManualClock } from "@gw/core/clock";
 import { parseDuration } from "@gw/core/duration";
 import { createPostgres, type Postgres } from "@gw/core/postgres";
 import { useTestDatabase } from "@gw/test-kit";
@@ -23,18 +24,18 @@ const intent = (org: string, resourceId: string): AuditIntent => ({
 
 describe("audit retention (AUDIT_RETENTION)", () => {
   it("records past the retention vanish from every read at once, and the sweep deletes them in batches", async () => {
-    let now = Date.parse("2026-01-01T00:00:00Z");
-    const audit = new AuditLog(db, { retentionMs: parseDuration("400d")!, now: () => now });
+    const clock = new ManualClock(0, Date.parse("2026-01-01T00:00:00Z"));
+    const audit = new AuditLog(db, { retentionMs: parseDuration("400d")!, clock });
     for (const id of ["f_old_1", "f_old_2"])
       await audit.settle(await audit.begin(intent("org-r", id)), "allowed");
-    now += DAY;
+    clock.advance(DAY);
     await audit.settle(await audit.begin(intent("org-r", "f_new")), "allowed");
     const ids = async () =>
       (await audit.forOrganization("org-r", { limit: 10 })).data.map((r) => r.resourceId);
     expect(await ids()).toEqual(["f_new", "f_old_2", "f_old_1"]);
 
     // 400 days after the first two: they are gone from the organization's and the resource's reads.
-    now += 399 * DAY + 1;
+    clock.advance(399 * DAY + 1);
     expect(await ids()).toEqual(["f_new"]);
     expect((await audit.forResource("org-r", { type: "file", id: "f_old_1" }, { limit: 10 })).data).toEqual(
       [],
@@ -51,8 +52,8 @@ describe("audit retention (AUDIT_RETENTION)", () => {
   });
 
   it("pages newest first by an opaque cursor, even for records of the same millisecond", async () => {
-    const now = Date.parse("2026-03-01T00:00:00Z");
-    const audit = new AuditLog(db, { retentionMs: DAY, now: () => now });
+    const clock = new ManualClock(0, Date.parse("2026-03-01T00:00:00Z"));
+    const audit = new AuditLog(db, { retentionMs: DAY, clock });
     for (const id of ["p1", "p2", "p3"])
       await audit.settle(await audit.begin(intent("org-p", id)), "allowed");
     const first = await audit.forOrganization("org-p", { limit: 2 });

@@ -7,17 +7,17 @@ const WHOAMI = "/api/v1/authentication/whoami";
 /** Changes made on another connection reach the gateway's key cache by pub/sub, within a second. */
 const WITHIN_A_SECOND = { timeout: 1_000, interval: 20 };
 
-async function expect401(res: Response, message: RegExp) {
+async function expect401(res: Response, message: RegExp, code: string) {
   expect(res.status).toBe(401);
   expect(res.headers.get("www-authenticate")).toMatch(/^Bearer\b/);
   expect(res.headers.get("content-type")).toMatch(/^application\/json/);
   const body = await res.json();
-  expect(body).toEqual({ error: "Unauthorized", message: expect.stringMatching(message) });
+  expect(body).toEqual({ error: "Unauthorized", message: expect.stringMatching(message), code });
 }
 
 describe("authentication: every way a credential is refused", () => {
   it("refuses a request without Authorization", async () => {
-    await expect401(await gw.call(WHOAMI), /missing/i);
+    await expect401(await gw.call(WHOAMI), /missing/i, "missing_credential");
   });
 
   it.each([
@@ -26,16 +26,21 @@ describe("authentication: every way a credential is refused", () => {
     ["two credentials", "Bearer abc def"],
     ["credential with a comma", "Bearer abc,def"],
   ])("refuses a malformed header (%s)", async (_name, header) => {
-    await expect401(await gw.call(WHOAMI, { headers: { authorization: header } }), /Bearer <credential>/);
+    await expect401(
+      await gw.call(WHOAMI, { headers: { authorization: header } }),
+      /Bearer <credential>/,
+      "malformed_credential",
+    );
   });
 
   it("refuses an unknown key, including one that looks real", async () => {
     await expect401(
       await gw.call(WHOAMI, { bearer: "gwsk_notARealKeyAtAllnotARealKeyAtAll1234567" }),
       /invalid/i,
+      "invalid_api_key",
     );
     const { secret } = await gw.createKey();
-    await expect401(await gw.call(WHOAMI, { bearer: `${secret}x` }), /invalid/i);
+    await expect401(await gw.call(WHOAMI, { bearer: `${secret}x` }), /invalid/i, "invalid_api_key");
   });
 
   it("refuses an expired key", async () => {
@@ -52,7 +57,7 @@ describe("authentication: every way a credential is refused", () => {
       async () => expect((await gw.call(WHOAMI, { bearer: secret })).status).toBe(401),
       WITHIN_A_SECOND,
     );
-    await expect401(await gw.call(WHOAMI, { bearer: secret }), /expired/i);
+    await expect401(await gw.call(WHOAMI, { bearer: secret }), /expired/i, "expired");
   });
 
   it("refuses a revoked key", async () => {
@@ -63,7 +68,7 @@ describe("authentication: every way a credential is refused", () => {
       async () => expect((await gw.call(WHOAMI, { bearer: secret })).status).toBe(401),
       WITHIN_A_SECOND,
     );
-    await expect401(await gw.call(WHOAMI, { bearer: secret }), /revoked/i);
+    await expect401(await gw.call(WHOAMI, { bearer: secret }), /revoked/i, "revoked");
   });
 
   it("accepts the scheme name in any case, as RFC 7235 says", async () => {

@@ -25,13 +25,13 @@ function holdWriteOf(user: string, seam: "afterCheck" | "beforeWrite" = "beforeW
     arrived();
     await gate;
   };
-  gw.authorization[seam] = hook;
+  gw.authorizationHooks[seam] = hook;
   return { reached, release };
 }
 
 afterEach(() => {
-  gw.authorization.beforeWrite = undefined;
-  gw.authorization.afterCheck = undefined;
+  gw.authorizationHooks.beforeWrite = undefined;
+  gw.authorizationHooks.afterCheck = undefined;
 });
 
 describe("owner-only writes are guarded by the caller's ownership when they land", () => {
@@ -137,7 +137,11 @@ describe("owner-only writes are guarded by the caller's ownership when they land
 
     const res = await aliceStepsDown;
     expect(res.status).toBe(409);
-    expect(await res.json()).toEqual({ error: "Conflict", message: expect.stringMatching(/last owner/i) });
+    expect(await res.json()).toEqual({
+      error: "Conflict",
+      message: expect.stringMatching(/last owner/i),
+      code: "last_owner",
+    });
     expect(await o.check("alice", "conversation", id, "owner")).toBe(true);
     expect(await o.check("bob", "conversation", id, "owner")).toBe(false);
   });

@@ -37,6 +37,7 @@ describe("registering a resource made by another backend", () => {
     expect(await again.json()).toEqual({
       error: "Conflict",
       message: expect.stringMatching(/already registered/),
+      code: "already_registered",
     });
     expect(await o.check("mallory", "file", "file_f1", "reader")).toBe(false);
   });
@@ -108,6 +109,7 @@ describe("deleting a resource's authorization", () => {
       expect(await res.json()).toEqual({
         error: "Conflict",
         message: `A ${type}'s authorization goes with its content: delete it with DELETE /api/v1/llm/${type}s/{id}`,
+        code: "service_issued_id",
       });
     }
     expect(await o.check("alice", "conversation", id, "owner")).toBe(true);
@@ -117,6 +119,7 @@ describe("deleting a resource's authorization", () => {
       expect(await res.json()).toEqual({
         error: "Conflict",
         message: `A ${type} id is issued by the service, which makes its creator the owner: it cannot be registered`,
+        code: "service_issued_id",
       });
     }
   });

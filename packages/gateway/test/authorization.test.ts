@@ -241,7 +241,11 @@ describe("the last owner", () => {
       await o.grant("alice", { ...body, userId: "alice", role: "writer" }),
     ]) {
       expect(res.status).toBe(409);
-      expect(await res.json()).toEqual({ error: "Conflict", message: expect.stringMatching(/last owner/i) });
+      expect(await res.json()).toEqual({
+        error: "Conflict",
+        message: expect.stringMatching(/last owner/i),
+        code: "last_owner",
+      });
     }
     expect(await o.check("alice", "conversation", id, "owner")).toBe(true);
 

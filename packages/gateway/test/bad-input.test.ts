@@ -64,6 +64,7 @@ describe("malformed percent-encoding in a path", () => {
     expect(await expectJsonError(res, 400)).toEqual({
       error: "Bad Request",
       message: "The request path has malformed percent-encoding",
+      code: "bad_request",
     });
   });
 });
@@ -83,6 +84,7 @@ describe("bodies that are not what their headers say", () => {
     expect(await expectJsonError(res, 400)).toEqual({
       error: "Bad Request",
       message: `The request body is not valid ${encoding} data`,
+      code: "bad_request",
     });
   });
 
@@ -148,6 +150,7 @@ describe("requests Node itself refuses", () => {
     expect(await expectJsonError(res, 431)).toEqual({
       error: "Request Header Fields Too Large",
       message: "The request line and headers exceed 16384 bytes",
+      code: "request_header_fields_too_large",
     });
   });
 
@@ -155,7 +158,11 @@ describe("requests Node itself refuses", () => {
     const res = await rawHttp(gw.url, "GET /healthz HTTP/1.1 extra\r\nHost: x\r\n\r\n");
     expect(res.status).toBe(400);
     expect(res.headers["content-type"]).toBe("application/json; charset=utf-8");
-    expect(JSON.parse(res.body)).toEqual({ error: "Bad Request", message: "Malformed HTTP request" });
+    expect(JSON.parse(res.body)).toEqual({
+      error: "Bad Request",
+      message: "Malformed HTTP request",
+      code: "bad_request",
+    });
   });
 });
 
@@ -221,6 +228,7 @@ describe("repeated identity headers", () => {
       expect(JSON.parse(res.body)).toEqual({
         error: "Unauthorized",
         message: "Send one Authorization header, not several",
+        code: "ambiguous_credential",
       });
     }
   });

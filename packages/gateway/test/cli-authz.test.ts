@@ -50,15 +50,17 @@ describe("pnpm authz (read-only)", () => {
   });
 
   it("refuses bad usage with exit code 2 and says how to use it", async () => {
-    for (const args of [
+    const cases = [
       [],
       ["grants", "file"],
       ["grants", "spreadsheet", "o/x"],
       ["grants", "file", "nopath"],
       ["audit"],
-    ]) {
-      const out = await authz(args);
-      expect(out.code, args.join(" ")).toBe(2);
+    ];
+    // Separate processes that share nothing: run at once.
+    const outs = await Promise.all(cases.map((args) => authz(args)));
+    for (const [i, out] of outs.entries()) {
+      expect(out.code, cases[i]!.join(" ")).toBe(2);
       expect(out.stdout).toBe("");
       expect(out.stderr).toMatch(/usage:/);
     }

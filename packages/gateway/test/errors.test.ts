@@ -78,6 +78,7 @@ describe("error bodies", () => {
     expect(await res.json()).toEqual({
       error: "Payload Too Large",
       message: expect.stringContaining("1048576"),
+      code: "payload_too_large",
     });
   });
 
@@ -88,11 +89,31 @@ describe("error bodies", () => {
     expect(await api.json()).toEqual({
       error: "Not Found",
       message: "No route for GET /api/v1/no/such/thing",
+      code: "no_route",
     });
     const root = await gw.call("/nowhere");
     expect(root.status).toBe(404);
     expect((await root.json()).error).toBe("Not Found");
     expect((await gw.call("/api/v1/no/such/thing")).status).toBe(401);
+  });
+
+  it("answers a method a known path does not serve with 405 and Allow (after authentication)", async () => {
+    const secret = await adminSecret();
+    for (const [method, path, allow] of [
+      ["GET", "/api/v1/authorization/llm/grant", "OPTIONS, POST"],
+      ["PUT", "/api/v1/authorization/llm/resources/file/f1", "DELETE, OPTIONS"],
+      ["POST", "/healthz", "GET, HEAD, OPTIONS"],
+    ] as const) {
+      const res = await gw.call(path, { method, bearer: secret });
+      expect(res.status, `${method} ${path}`).toBe(405);
+      expect(res.headers.get("allow"), path).toBe(allow);
+      expect(await res.json()).toEqual({
+        error: "Method Not Allowed",
+        message: `${method} is not allowed on ${path}; allowed: ${allow}`,
+        code: "method_not_allowed",
+      });
+    }
+    expect((await gw.call("/api/v1/authorization/llm/grant")).status).toBe(401);
   });
 
   it("answers OPTIONS with 204 and Allow for any endpoint, its own or the service's; an unknown path as before", async () => {
@@ -113,7 +134,11 @@ describe("error bodies", () => {
     expect((await unknown.json()).error).toBe("Unauthorized");
     const nowhere = await gw.call("/nowhere", { method: "OPTIONS" });
     expect(nowhere.status).toBe(404);
-    expect(await nowhere.json()).toEqual({ error: "Not Found", message: "No route for OPTIONS /nowhere" });
+    expect(await nowhere.json()).toEqual({
+      error: "Not Found",
+      message: "No route for OPTIONS /nowhere",
+      code: "no_route",
+    });
   });
 
   it("puts X-Request-Id on every response, keeping a well-formed incoming one", async () => {

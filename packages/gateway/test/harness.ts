@@ -1,5 +1,6 @@
 import { randomBytes } from "node:crypto";
-import type { ResourceAuthorization } from "@gw/core/authz";
+import type { AuthorizationHooks, ResourceAuthorization } from "@gw/core/authz";
+import { ManualClock } from "@gw/core/clock";
 import { createLogger } from "@gw/core/logger";
 import { newVaultKeys } from "@gw/core/mcp";
 import { createRedis, type RedisClient } from "@gw/core/redis";
@@ -38,8 +39,12 @@ export interface GatewayHarness {
   store: ApiKeyStore;
   /** The gateway's own authorization model, e.g. to make a user owner of a new resource. */
   authorization: ResourceAuthorization;
-  /** The gateway's lookup cursors, e.g. to move their clock. */
+  /** The seams injected into that model: set one to hold a write between its check and its write. */
+  authorizationHooks: AuthorizationHooks;
+  /** The gateway's lookup cursors. */
   lookupCursors: LookupCursors;
+  /** Their clock, injected: its wall time stands at the gateway's start until the test moves it. */
+  lookupCursorsClock: ManualClock;
   /** The private JWK the gateway signs tokens with, to forge tokens in tests. */
   signingJwk: JWK;
   /** `iss` of the gateway's tokens, and the audience it accepts. */
@@ -68,7 +73,7 @@ export function useGateway(
   lateEnv: () => Record<string, string> = () => ({}),
   redisTopology: RedisTopology = "single",
 ): GatewayHarness {
-  const harness = {} as GatewayHarness;
+  const harness = { authorizationHooks: {}, lookupCursorsClock: new ManualClock() } as GatewayHarness;
   const database = useTestDatabase();
   let stop: (() => Promise<void>) | undefined;
   beforeAll(async () => {
@@ -95,6 +100,7 @@ export function useGateway(
     const gateway = await startGateway(
       config,
       createLogger("gateway-test", process.env.TEST_LOG_LEVEL ?? "silent"),
+      { authorizationHooks: harness.authorizationHooks, lookupCursorsClock: harness.lookupCursorsClock },
     );
     const redis = createRedis(redisServer.url, { connectionName: "test" });
     const store = new ApiKeyStore(redis);
@@ -106,7 +112,9 @@ export function useGateway(
       redis,
       store,
       authorization: gateway.authorization,
+      authorizationHooks: harness.authorizationHooks,
       lookupCursors: gateway.lookupCursors,
+      lookupCursorsClock: harness.lookupCursorsClock,
       signingJwk,
       publicUrl: config.GATEWAY_PUBLIC_URL,
       database,

@@ -1,4 +1,4 @@
-import { afterEach, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { newOrg, type Org } from "./authorization-helpers.ts";
 import { useGateway } from "./harness.ts";
 
@@ -7,15 +7,8 @@ const MINUTE = 60_000;
 /** LOOKUP_CURSOR_TTL's default, in milliseconds. */
 const TTL = 60 * MINUTE;
 
-afterEach(() => {
-  gw.lookupCursors.now = Date.now;
-});
-
-/** Moves the cursors' clock `ms` ahead of now. */
-const later = (ms: number) => {
-  const at = Date.now() + ms;
-  gw.lookupCursors.now = () => at;
-};
+/** Moves the cursors' clock (injected; it stands still otherwise) `ms` ahead. */
+const later = (ms: number) => gw.lookupCursorsClock.advance(ms);
 
 async function page(o: Org, actor: string, query: Record<string, string>) {
   const res = await o.list(actor, query);
@@ -123,7 +116,7 @@ describe("a lookup cursor", () => {
     const q = { resourceType: "skill", limit: "2", cursor: cursor! };
     later(TTL - MINUTE);
     expect((await page(o, "bob", q)).ids).toEqual(["s3", "s4"]);
-    later(TTL + 1_000);
+    later(MINUTE + 1_000);
     expect(await refused(o, "bob", q)).toMatch(/expired cursor/);
   });
 

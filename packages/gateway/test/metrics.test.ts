@@ -23,7 +23,11 @@ describe("metrics on the gateway's own port, behind METRICS_TOKEN", () => {
     for (const authorization of [undefined, "Bearer wrong", `Bearer ${TOKEN}x`, TOKEN]) {
       const res = await fetch(gw.metricsUrl, { headers: authorization ? { authorization } : {} });
       expect(res.status, authorization).toBe(401);
-      expect(await res.json()).toEqual({ error: "Unauthorized", message: expect.any(String) });
+      expect(await res.json()).toEqual({
+        error: "Unauthorized",
+        message: expect.any(String),
+        code: "unauthorized",
+      });
     }
   });
 

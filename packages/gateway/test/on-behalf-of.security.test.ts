@@ -65,6 +65,7 @@ describe("a key's policy for acting on behalf of end users", () => {
           `^X-On-Behalf-Of '${user}' is outside this API key's X-On-Behalf-Of policy: it may act for `,
         ),
       ),
+      code: "forbidden",
     });
   });
 
@@ -101,6 +102,7 @@ describe("a key's policy for acting on behalf of end users", () => {
         error: "Forbidden",
         message:
           "externalUserId 'bob' is outside this API key's X-On-Behalf-Of policy: it may act for only end users whose id starts with 'acme-', 'svc-'",
+        code: "forbidden",
       });
       for (const user of ["acme-bob", "alice"]) {
         const res = await exchange(secret, user);

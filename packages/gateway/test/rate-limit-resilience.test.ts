@@ -63,6 +63,7 @@ describe("Redis fails mid-test (fail open: the insurance limiter)", () => {
       expect(await unknown.json()).toEqual({
         error: "Service Unavailable",
         message: expect.stringMatching(/authentication/i),
+        code: "api_key_store_unavailable",
       });
       const metrics = await (await gw.call("/metrics")).text();
       expect(metrics).toMatch(/gateway_rate_limit_store_errors_total [1-9]/);
@@ -108,6 +109,7 @@ describe("Redis fails mid-test (fail closed)", () => {
       expect(await res.json()).toEqual({
         error: "Service Unavailable",
         message: expect.stringMatching(/rate limit/i),
+        code: "service_unavailable",
       });
       const metrics = await (await gw.call("/metrics")).text();
       expect(metrics).toMatch(/gateway_rate_limit_fallbacks_total\{mode="closed"\} [1-9]/);

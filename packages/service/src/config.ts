@@ -7,7 +7,7 @@ import { z } from "zod";
 import { parseModelList } from "./llm/prices.ts";
 import { checkSandboxEnv, sandboxEnvShape, sandboxOptions } from "./sandbox/config.ts";
 
-/** The service's environment. Each variable is documented in the README's configuration table. */
+/** The service's environment. Each variable's comment is its entry in docs/configuration.md (`pnpm docs:config`). */
 export const serviceConfigSchema = z
   .object({
     /** TCP port the service listens on. Default 8081. */

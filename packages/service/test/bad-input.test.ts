@@ -23,6 +23,30 @@ describe("the service answers bad input forwarded verbatim with catalogue JSON",
     expect(body.detail).toEqual([expect.objectContaining({ loc: ["body"], type: "json_invalid" })]);
   });
 
+  it("a method a known path does not serve: 405 with Allow, in the surface's JSON (through the gateway)", async () => {
+    const key = await stack.createKey();
+    const llm = await stack.call(key.secret, `${CONVERSATIONS}/conv_1`, { user: "alice", method: "PUT" });
+    expect(llm.headers.get("allow")).toBe("DELETE, GET, HEAD, OPTIONS, POST");
+    expect(await expectJsonError(llm, 405)).toEqual(
+      llmError(
+        "method_not_allowed",
+        `PUT is not allowed on ${CONVERSATIONS}/conv_1; allowed: DELETE, GET, HEAD, OPTIONS, POST`,
+      ),
+    );
+    const push = await stack.call(key.secret, "/api/v1/sandbox/sessions/s1/github/push", { user: "alice" });
+    expect(push.headers.get("allow")).toBe("OPTIONS, POST");
+    expect(await expectJsonError(push, 405)).toEqual({
+      error: "Method Not Allowed",
+      message: "GET is not allowed on /api/v1/sandbox/sessions/s1/github/push; allowed: OPTIONS, POST",
+      code: "method_not_allowed",
+    });
+    // A path no endpoint serves stays a 404.
+    await expectJsonError(
+      await stack.call(key.secret, `${CONVERSATIONS}/conv_1/nothing`, { user: "alice" }),
+      404,
+    );
+  });
+
   it("malformed percent-encoding in the path: 400", async () => {
     const key = await stack.createKey();
     const res = await stack.call(key.secret, `${CONVERSATIONS}/%ZZ`, { user: "alice" });
@@ -85,6 +109,10 @@ describe("the service answers bad input forwarded verbatim with catalogue JSON",
   it("the service's own HTTP server answers a malformed request with JSON", async () => {
     const res = await rawHttp(stack.serviceUrl, "BOGUS\r\n\r\n");
     expect(res.status).toBe(400);
-    expect(JSON.parse(res.body)).toEqual({ error: "Bad Request", message: "Malformed HTTP request" });
+    expect(JSON.parse(res.body)).toEqual({
+      error: "Bad Request",
+      message: "Malformed HTTP request",
+      code: "bad_request",
+    });
   });
 });

@@ -186,6 +186,7 @@ describe("push over HTTPS with the stored connection", () => {
       message: expect.stringMatching(
         /^git push failed: .*Authentication failed for 'https:\/\/127\.0\.0\.1:/s,
       ),
+      code: "remote_failed",
     });
     expect(JSON.stringify(body)).not.toContain(wrong);
   });
@@ -216,6 +217,7 @@ describe("push over HTTPS with the stored connection", () => {
     expect(body).toEqual({
       error: "Bad Gateway",
       message: expect.stringMatching(/^git push failed: .*(Failed to connect|Could not connect)/s),
+      code: "remote_failed",
     });
     expect(JSON.stringify(body)).not.toContain(token);
     for (const t of tokens) expect(logs.join("")).not.toContain(t);

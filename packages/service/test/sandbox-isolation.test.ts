@@ -257,6 +257,7 @@ describe("a push of session A", () => {
     expect(await res.json()).toEqual({
       error: "Conflict",
       message: expect.stringMatching(/nested git repository at 'vendor'/),
+      code: "nested_repository",
     });
     expect(await remotes.branchHead("acme", "widgets", "nested-gitdir")).toBeUndefined();
     await expectNothingOfB();

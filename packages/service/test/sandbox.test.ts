@@ -264,6 +264,7 @@ describe("sessions", () => {
     expect(await missing.json()).toEqual({
       error: "Conflict",
       message: expect.stringContaining("PUT /api/v1/sandbox/connections/github"),
+      code: "no_connection",
     });
     await stack.call(key.secret, `${SANDBOX}/connections/github`, {
       method: "PUT",
@@ -274,6 +275,7 @@ describe("sessions", () => {
     expect(await unknown.json()).toEqual({
       error: "Bad Gateway",
       message: expect.stringMatching(/^git clone failed: .*does not appear to be a git repository/s),
+      code: "remote_failed",
     });
   });
 });
@@ -358,6 +360,7 @@ describe("push", () => {
       message: expect.stringMatching(
         /^The remote refused to update branch 'contested': \[rejected\] \(fetch first\)/,
       ),
+      code: "push_rejected",
     });
     expect(await remotes.branchHead("acme", "widgets", "contested")).toBe(theirs);
 
@@ -381,6 +384,7 @@ describe("push", () => {
       expect(await res.json()).toEqual({
         error: "Conflict",
         message: `assignment_generation ${stale} is not the session's current assignment; the current assignment_generation is 2`,
+        code: "stale_assignment",
       });
     }
     expect(await remotes.branchHead("acme", "widgets", "fenced")).toBeUndefined();
@@ -582,7 +586,11 @@ describe("push", () => {
         await as("", { method: "DELETE" }),
       ]) {
         expect(res.status).toBe(404);
-        expect(await res.json()).toEqual({ error: "Not Found", message: `No sandbox session ${session.id}` });
+        expect(await res.json()).toEqual({
+          error: "Not Found",
+          message: `No sandbox session ${session.id}`,
+          code: "session_not_found",
+        });
       }
     }
     for (const id of [`sess_${"0".repeat(32)}`, "not-a-session", "..%2F..%2Fetc"]) {
@@ -606,6 +614,7 @@ describe("push", () => {
       message: expect.stringMatching(
         /^The service holds no repository for this session .*create a new session$/,
       ),
+      code: "repository_missing",
     });
     expect(await remotes.branchHead("acme", "widgets", "no-repository")).toBeUndefined();
   });
@@ -630,6 +639,7 @@ describe("push", () => {
       error: "Conflict",
       message:
         "No GitHub connection is stored for this user; store one with PUT /api/v1/sandbox/connections/github",
+      code: "no_connection",
     });
   });
 
@@ -646,6 +656,7 @@ describe("push", () => {
       message: expect.stringMatching(
         /^git push failed: .*vanishing\.git' does not appear to be a git repository/s,
       ),
+      code: "remote_failed",
     });
     expect(JSON.stringify(body)).not.toContain(token);
   });

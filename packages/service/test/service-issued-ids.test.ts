@@ -53,6 +53,7 @@ describe.each([
     expect(await dropped.json()).toEqual({
       error: "Conflict",
       message: expect.stringContaining(`DELETE ${serviceDelete}`),
+      code: "service_issued_id",
     });
     expect(await checkOwner(key.secret, "alice", type, id)).toBe(true);
 
@@ -62,6 +63,7 @@ describe.each([
     expect(await taken.json()).toEqual({
       error: "Conflict",
       message: expect.stringMatching(new RegExp(`A ${type} id is issued by the service`)),
+      code: "service_issued_id",
     });
     expect(await checkOwner(key.secret, "bob", type, id)).toBe(false);
     expect((await stack.call(key.secret, path, { user: "bob" })).status).not.toBe(200);

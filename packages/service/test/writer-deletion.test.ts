@@ -6,6 +6,7 @@ import {
   type Role,
   SpiceDBClient,
   WriterDeletion,
+  type WriterDeletionHooks,
 } from "@gw/core/authz";
 import type { Principal } from "@gw/core/principal";
 import { createRedis, type RedisClient } from "@gw/core/redis";
@@ -15,6 +16,8 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 let teardown: () => Promise<void>;
 let authorization: ResourceAuthorization;
 let deletion: WriterDeletion;
+/** The seam injected into `deletion`, set by `between`. */
+const hooks: WriterDeletionHooks = {};
 
 beforeAll(async () => {
   const [redisServer, spicedb] = await Promise.all([startTestRedis(), startTestSpiceDB()]);
@@ -27,7 +30,7 @@ beforeAll(async () => {
   });
   const tokens = new RedisConsistencyTokens(redis, 6_000);
   authorization = new ResourceAuthorization(client, tokens);
-  deletion = new WriterDeletion(client, tokens);
+  deletion = new WriterDeletion(client, tokens, undefined, hooks);
   teardown = async () => {
     client.close();
     redis.disconnect();
@@ -58,8 +61,8 @@ async function response(grants: [string, Role][] = []) {
 
 /** Runs `meanwhile` after the delete has found its grant and before it lands. */
 function between(meanwhile: () => Promise<unknown>) {
-  deletion.beforeWrite = async () => {
-    deletion.beforeWrite = undefined;
+  hooks.beforeWrite = async () => {
+    hooks.beforeWrite = undefined;
     await meanwhile();
   };
 }

@@ -3,7 +3,7 @@ import { DEFAULT_LOCAL_PRESHARED_KEY, DEFAULT_LOCAL_SPICEDB_PORT } from "@gw/cor
 import { env } from "@gw/core/config";
 import { z } from "zod";
 
-/** The local SpiceDB server's environment. Each variable is documented in the README's configuration table. */
+/** The local SpiceDB server's environment. Each variable's comment is its entry in docs/configuration.md (`pnpm docs:config`). */
 export const spicedbLocalConfigSchema = z.object({
   /** Interface to bind. Default 127.0.0.1. */
   SPICEDB_LOCAL_HOST: z.string().default("127.0.0.1"),

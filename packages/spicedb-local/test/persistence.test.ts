@@ -1,18 +1,59 @@
+import { spawn } from "node:child_process";
 import { copyFile, mkdtemp, readFile, rm, stat, truncate, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { DatabaseSync } from "node:sqlite";
 import { v1 } from "@authzed/authzed-node";
 import * as grpc from "@grpc/grpc-js";
-import { startSpiceDBLocalProcess } from "@gw/test-kit";
-import { afterAll, describe, expect, it } from "vitest";
+import { afterAll, describe, expect, it, vi } from "vitest";
 import type { SpiceDBEngine } from "../src/engine.ts";
+import { isServing } from "../src/health.ts";
 import { type SpiceDBLocalOptions, startSpiceDBLocal } from "../src/server.ts";
 
 const SCHEMA = resolve(import.meta.dirname, "fixtures/caveats-and-expiration.zed");
 const KEY = "test-preshared-key";
 const FULLY = v1.Consistency.create({ requirement: { oneofKind: "fullyConsistent", fullyConsistent: true } });
 const WRITE_PATH = "/authzed.api.v1.PermissionsService/WriteRelationships";
+
+/**
+ * `src/main.ts` in a process of its own, as `pnpm start` runs it, on the port it picks and reports over IPC;
+ * ready once its health check answers SERVING. (The test kit's `startSpiceDBLocalProcess` does the same, but
+ * this package's tests cannot depend on the kit, which is built on this package.) The IPC channel stops the
+ * child if the test process dies first.
+ */
+async function startServerProcess(env: NodeJS.ProcessEnv) {
+  const child = spawn(process.execPath, [resolve(import.meta.dirname, "../src/main.ts")], {
+    env: { ...env, SPICEDB_LOCAL_PORT: "0" },
+    stdio: ["ignore", "pipe", "pipe", "ipc"],
+  });
+  let output = "";
+  for (const stream of [child.stdout, child.stderr])
+    stream?.on("data", (chunk) => {
+      output += chunk;
+    });
+  const exited = new Promise<void>((done) => child.once("exit", () => done()));
+  const port = await new Promise<number>((done, fail) => {
+    child.on("message", (message: { listening?: unknown }) => {
+      if (typeof message?.listening === "number") done(message.listening);
+    });
+    void exited.then(() => fail(new Error(`spicedb-local exited before it listened:\n${output}`)));
+  });
+  await vi.waitFor(
+    async () => {
+      if (!(await isServing(`127.0.0.1:${port}`))) throw new Error("not SERVING yet");
+    },
+    { timeout: 60_000, interval: 50 },
+  );
+  return {
+    port,
+    process: child,
+    outputTail: () => output,
+    async stop() {
+      child.kill("SIGTERM");
+      await exited;
+    },
+  };
+}
 
 const dirs: string[] = [];
 afterAll(async () => {
@@ -259,15 +300,12 @@ describe("the local SpiceDB keeps its relationships in a data directory", () => 
   it("after kill -9 of a real server process, restarts with every write it acknowledged", async () => {
     const dataDir = await freshDir();
     const start = () =>
-      startSpiceDBLocalProcess({
-        port: 0,
-        env: {
-          PATH: process.env.PATH,
-          DATA_DIR: dataDir,
-          SPICEDB_PRESHARED_KEY: KEY,
-          SPICEDB_SCHEMA_FILE: SCHEMA,
-          LOG_LEVEL: "warn",
-        },
+      startServerProcess({
+        PATH: process.env.PATH,
+        DATA_DIR: dataDir,
+        SPICEDB_PRESHARED_KEY: KEY,
+        SPICEDB_SCHEMA_FILE: SCHEMA,
+        LOG_LEVEL: "warn",
       });
     const connect = (port: number) =>
       v1.NewClient(KEY, `127.0.0.1:${port}`, v1.ClientSecurity.INSECURE_PLAINTEXT_CREDENTIALS);

@@ -18,6 +18,7 @@
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
+import { onShutdown } from "@gw/core/process";
 
 export type UpstreamMode =
   /** Answers. */
@@ -355,4 +356,14 @@ if (import.meta.main) {
   }
   const fake = await startFakeLLM(port);
   process.stdout.write(`fake OpenAI-compatible provider at ${fake.baseUrl}\n`);
+  onShutdown(async (reason) => {
+    await fake.close();
+    process.stdout.write(`fake provider stopped (${reason})\n`);
+  });
+  // `pnpm exec` runs us under a shell shim that a SIGTERM to pnpm ends without passing the signal on:
+  // we are then handed to another parent, and stop as if the signal had reached us.
+  const parent = process.ppid;
+  setInterval(() => {
+    if (process.ppid !== parent) process.kill(process.pid, "SIGTERM");
+  }, 200).unref();
 }

@@ -210,6 +210,7 @@ describe("PostgreSQL out of reach", () => {
     expect(errorBody(err)).toEqual({
       error: "Service Unavailable",
       message: "The data store is unavailable; try again",
+      code: "data_store_unavailable",
     });
   });
 });

@@ -1,3 +1,4 @@
+import { type Clock, systemClock } from "../clock.ts";
 import type { RedisClient } from "../redis.ts";
 
 /**
@@ -49,11 +50,14 @@ const EXPIRY_KEPT_MS = 60_000;
 export class RedisConsistencyTokens implements ConsistencyTokens {
   private readonly redis: Scripted;
   private readonly recentWriteMs: number;
+  /** Its wall time drops expiries long past (grants' expiries are epoch milliseconds). */
+  private readonly clock: Clock;
 
-  constructor(redis: RedisClient, recentWriteMs: number) {
+  constructor(redis: RedisClient, recentWriteMs: number, clock: Clock = systemClock) {
     if (!("lastWrite" in redis)) redis.defineCommand("lastWrite", { numberOfKeys: 3, lua: LAST_WRITE });
     this.redis = redis as Scripted;
     this.recentWriteMs = recentWriteMs;
+    this.clock = clock;
   }
 
   async get(resourceKey: string, expiringAfter?: number): Promise<LastWrite | undefined> {
@@ -90,7 +94,7 @@ export class RedisConsistencyTokens implements ConsistencyTokens {
       const last = Math.max(...expiries) + EXPIRY_KEPT_MS;
       write
         .zadd(set, ...expiries.flatMap((at) => [at, String(at)]))
-        .zremrangebyscore(set, "-inf", Date.now() - EXPIRY_KEPT_MS)
+        .zremrangebyscore(set, "-inf", this.clock.wall() - EXPIRY_KEPT_MS)
         // The set lives until its last expiry has passed: set on a new key, only lengthened after.
         .pexpireat(set, last, "NX")
         .pexpireat(set, last, "GT");

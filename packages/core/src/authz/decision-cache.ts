@@ -1,3 +1,4 @@
+import { type Clock, systemClock } from "../clock.ts";
 import { Lru } from "../lru.ts";
 import { type LastWriteRead, UNKNOWN_LAST_WRITE } from "./consistency-tokens.ts";
 
@@ -16,8 +17,8 @@ export interface DecisionCacheOptions {
   maxEntries: number;
   /** Longest a decision is kept, in ms: the staleness SpiceDB's `minimize_latency` already allows. */
   maxAgeMs: number;
-  /** Milliseconds since the epoch; tests move it. */
-  now?: () => number;
+  /** Its wall time is compared with grants' expiries; tests move it. */
+  clock?: Clock;
   metrics?: DecisionCacheMetrics;
 }
 
@@ -51,7 +52,7 @@ interface Entry {
  * too, leaves a token, so "" never comes back while a decision is kept.
  */
 export class DecisionCache {
-  readonly now: () => number;
+  readonly clock: Clock;
   private readonly entries: Lru<string, Entry>;
   private readonly maxAgeMs: number;
   private readonly metrics: DecisionCacheMetrics | undefined;
@@ -59,7 +60,7 @@ export class DecisionCache {
   constructor(options: DecisionCacheOptions) {
     this.entries = new Lru(options.maxEntries);
     this.maxAgeMs = options.maxAgeMs;
-    this.now = options.now ?? Date.now;
+    this.clock = options.clock ?? systemClock;
     this.metrics = options.metrics;
   }
 
@@ -79,7 +80,7 @@ export class DecisionCache {
       this.metrics?.lookup("miss");
       return undefined;
     }
-    const now = this.now();
+    const now = this.clock.wall();
     const reason =
       entry.version !== (last?.token ?? "")
         ? "write"
@@ -114,7 +115,7 @@ export class DecisionCache {
       validUntil = last.nextExpiry - EXPIRY_CLOCK_MARGIN_MS;
       byExpiry = true;
     }
-    if (validUntil <= this.now()) return;
+    if (validUntil <= this.clock.wall()) return;
     this.entries.set(key, { version, allowed, validUntil, byExpiry });
   }
 }

@@ -44,7 +44,7 @@ export type { ResourceRef } from "./relationships.ts";
 /** The caller may not change roles on this resource (also when it does not exist, so existence does not leak). */
 export class NotResourceOwner extends AppError {
   constructor() {
-    super("forbidden", "Only resource owners can grant or revoke permissions");
+    super("forbidden", "Only resource owners can grant or revoke permissions", { contractBody: true });
     this.name = "NotResourceOwner";
   }
 }
@@ -63,7 +63,7 @@ export class NotInspector extends AppError {
 /** The change would leave the resource without an owner. */
 export class LastOwner extends AppError {
   constructor() {
-    super("conflict", "The last owner of a resource cannot be removed or demoted");
+    super("conflict", "The last owner of a resource cannot be removed or demoted", { reason: "last_owner" });
     this.name = "LastOwner";
   }
 }
@@ -71,7 +71,9 @@ export class LastOwner extends AppError {
 /** The resource already has an owner: it was registered (or created) before. */
 export class AlreadyRegistered extends AppError {
   constructor() {
-    super("conflict", "This resource is already registered: it has an owner");
+    super("conflict", "This resource is already registered: it has an owner", {
+      reason: "already_registered",
+    });
     this.name = "AlreadyRegistered";
   }
 }
@@ -88,6 +90,7 @@ export class ServiceIssuedResource extends AppError {
       action === "register"
         ? `A ${type} id is issued by the service, which makes its creator the owner: it cannot be registered`
         : `A ${type}'s authorization goes with its content: delete it with ${SERVICE_ISSUED_TYPES[type]}`,
+      { reason: "service_issued_id" },
     );
     this.name = "ServiceIssuedResource";
   }
@@ -122,6 +125,17 @@ export type BeforeWriteHook = (
   resource: ResourceRef,
 ) => Promise<void>;
 
+/**
+ * Seams a test injects (production passes none) to hold a write between its
+ * check and its write; read at each call, so a test may change them.
+ */
+export interface AuthorizationHooks {
+  /** Awaited right after the ownership check of a grant or revoke, before anything else is read. */
+  afterCheck?: BeforeWriteHook;
+  /** Awaited after the ownership check, before the guarded write. */
+  beforeWrite?: BeforeWriteHook;
+}
+
 const ROLE_ORDER: Record<Role, number> = { owner: 0, writer: 1, reader: 2 };
 
 /** Types whose owner relationships may expire with their content (the service's `ownership` lifetimes). */
@@ -147,11 +161,8 @@ export class ResourceAuthorization {
   private readonly spicedb: SpiceDBClient;
   private readonly tokens: ConsistencyTokens;
   private readonly logger: Logger | undefined;
-  /** Test seam: awaited right after the ownership check of a grant or revoke, before anything else is read. */
-  afterCheck: BeforeWriteHook | undefined;
   private readonly decisions: DecisionCache | undefined;
-  /** Test seam: awaited after the ownership check, before the guarded write. */
-  beforeWrite: BeforeWriteHook | undefined;
+  private readonly hooks: AuthorizationHooks;
 
   constructor(
     spicedb: SpiceDBClient,
@@ -161,12 +172,14 @@ export class ResourceAuthorization {
     decisions?: DecisionCache,
     /** Types whose content expires: their owner relationships expire with it. */
     ownership?: OwnershipLifetimes,
+    hooks: AuthorizationHooks = {},
   ) {
     this.spicedb = spicedb;
     this.tokens = tokens;
     this.logger = logger;
     this.decisions = decisions;
     this.ownership = ownership;
+    this.hooks = hooks;
   }
 
   private readonly ownership: OwnershipLifetimes | undefined;
@@ -230,7 +243,7 @@ export class ResourceAuthorization {
    */
   async deleteResource(principal: Principal, resource: ResourceRef): Promise<string | undefined> {
     await this.assertOwner(principal, resource);
-    await this.beforeWrite?.("delete", principal, resource);
+    await this.hooks.beforeWrite?.("delete", principal, resource);
     const response = await this.guarded(principal, resource, () =>
       this.spicedb.deleteRelationships(
         v1.DeleteRelationshipsRequest.create({
@@ -264,7 +277,7 @@ export class ResourceAuthorization {
     const subject = scopedId(principal.org, principal.user);
     const permission = PERMISSION_FOR_ROLE[role];
     const cache = this.decisions;
-    const askedAt = cache?.now() ?? 0;
+    const askedAt = cache?.clock.wall() ?? 0;
     const last = await this.lastWrite(key, cache ? askedAt : undefined);
     // The caveat context is the subject's organization, also part of `subject`; a key part of its own all the same.
     const decisionKey = cache ? `${key}\u0000${subject}\u0000${permission}\u0000${principal.org}` : "";
@@ -429,7 +442,7 @@ export class ResourceAuthorization {
    */
   async grant(principal: Principal, change: RoleChange): Promise<string | undefined> {
     await this.assertOwner(principal, change);
-    await this.afterCheck?.("grant", principal, change);
+    await this.hooks.afterCheck?.("grant", principal, change);
     const until = await this.contentExpiry(principal.org, change);
     if (until && (!change.expiresAt || change.expiresAt > until)) change = { ...change, expiresAt: until };
     const subject = subjectId(principal.org, change.userId);
@@ -449,18 +462,18 @@ export class ResourceAuthorization {
     );
     const demotesOwner = change.role !== "owner" && change.userId !== PUBLIC_USER;
     const other = demotesOwner ? await this.anotherOwner(principal, change, subject) : undefined;
-    await this.beforeWrite?.("grant", principal, change);
+    await this.hooks.beforeWrite?.("grant", principal, change);
     return this.ownerWrite(principal, change, updates, other);
   }
 
   /** Removes the role when the user holds it; succeeds either way. */
   async revoke(principal: Principal, change: RoleChange): Promise<string | undefined> {
     await this.assertOwner(principal, change);
-    await this.afterCheck?.("revoke", principal, change);
+    await this.hooks.afterCheck?.("revoke", principal, change);
     const subject = subjectId(principal.org, change.userId);
     const removesOwner = change.role === "owner" && change.userId !== PUBLIC_USER;
     const other = removesOwner ? await this.anotherOwner(principal, change, subject) : undefined;
-    await this.beforeWrite?.("revoke", principal, change);
+    await this.hooks.beforeWrite?.("revoke", principal, change);
     return this.ownerWrite(
       principal,
       change,

@@ -1,4 +1,4 @@
-import { v1 } from "@authzed/authzed-node";
+import { deadlineInterceptor, v1 } from "@authzed/authzed-node";
 import * as grpc from "@grpc/grpc-js";
 import { AppError } from "../errors.ts";
 import type { GRPC_CODES, GrpcClientMetrics, GrpcMethod } from "../metrics.ts";
@@ -18,9 +18,9 @@ export interface SpiceDBClientOptions {
   insecure: boolean;
   /** Deadline of every call, in milliseconds. */
   deadlineMs: number;
-  /** Extra attempts for idempotent reads that fail with UNAVAILABLE. */
+  /** Extra attempts for idempotent reads that fail with UNAVAILABLE (gRPC's own retry policy). */
   readRetries?: number;
-  /** Every call's method, status code and latency (retries are calls of their own). */
+  /** Every call's method, status code and latency (a call's retries are part of it). */
   metrics?: GrpcClientMetrics;
 }
 
@@ -42,19 +42,43 @@ const METHODS: GrpcMethod[] = [
 /** SpiceDB could not be reached or did not answer in time: callers must fail closed (503; the gRPC error stays in `cause`, for the log). */
 export class SpiceDBUnavailable extends AppError {
   constructor(cause: unknown) {
-    super("service_unavailable", "The authorization backend is unavailable; try again", { cause });
+    super("service_unavailable", "The authorization backend is unavailable; try again", {
+      cause,
+      reason: "spicedb_unavailable",
+    });
     this.name = "SpiceDBUnavailable";
   }
 }
 
 const TRANSIENT = new Set([grpc.status.UNAVAILABLE, grpc.status.DEADLINE_EXCEEDED, grpc.status.CANCELLED]);
 
-/** Sets a deadline on every call that has none; it runs before authzed-node's 30 s default. */
-function deadlineInterceptor(ms: number): grpc.Interceptor {
-  return (options, nextCall) => {
-    if (!options.deadline) options.deadline = Date.now() + ms;
-    return new grpc.InterceptingCall(nextCall(options));
-  };
+/** The reads, which are idempotent: retried on UNAVAILABLE; writes never are (a write whose answer was lost may have landed). */
+const READS = ["CheckPermission", "ReadRelationships", "LookupResources", "ReadSchema"];
+
+/**
+ * gRPC's service config: the reads retried on UNAVAILABLE with `retries`
+ * extra attempts, 50 ms then three times longer each time (grpc-js adds its
+ * jitter), within the call's deadline.
+ */
+export function retryServiceConfig(retries: number): string {
+  return JSON.stringify({
+    methodConfig: [
+      {
+        name: READS.map((method) => ({
+          service:
+            method === "ReadSchema" ? "authzed.api.v1.SchemaService" : "authzed.api.v1.PermissionsService",
+          method,
+        })),
+        retryPolicy: {
+          maxAttempts: retries + 1,
+          initialBackoff: "0.05s",
+          maxBackoff: "0.45s",
+          backoffMultiplier: 3,
+          retryableStatusCodes: ["UNAVAILABLE"],
+        },
+      },
+    ],
+  });
 }
 
 /** Counts every call by method and status code, and times it, as it ends. */
@@ -90,7 +114,6 @@ function metricsInterceptor(metrics: GrpcClientMetrics): grpc.Interceptor {
  */
 export class SpiceDBClient {
   private readonly client: v1.ZedClientInterface;
-  private readonly readRetries: number;
 
   constructor(options: SpiceDBClientOptions) {
     this.client = v1.NewClient(
@@ -99,14 +122,18 @@ export class SpiceDBClient {
       options.insecure ? v1.ClientSecurity.INSECURE_PLAINTEXT_CREDENTIALS : v1.ClientSecurity.SECURE,
       1, // PreconnectServices.PERMISSIONS_SERVICE: open the connection at start-up, not on the first request
       {
+        // authzed-node's own deadline interceptor, first, so ours (not its 30 s default) is set.
         interceptors: [
           deadlineInterceptor(options.deadlineMs),
           ...(options.metrics ? [metricsInterceptor(options.metrics)] : []),
         ],
+        // gRPC accepts a retry policy of two attempts or more only.
+        ...((options.readRetries ?? 2) > 0
+          ? { "grpc.service_config": retryServiceConfig(options.readRetries ?? 2) }
+          : {}),
       },
     );
     for (const method of METHODS) options.metrics?.track(method);
-    this.readRetries = options.readRetries ?? 2;
   }
 
   checkPermission(request: v1.CheckPermissionRequest): Promise<v1.CheckPermissionResponse> {
@@ -142,19 +169,9 @@ export class SpiceDBClient {
     this.client.close();
   }
 
-  private async read<T>(call: () => Promise<T>): Promise<T> {
-    for (let attempt = 0; ; attempt++) {
-      try {
-        return await call();
-      } catch (err) {
-        const code = (err as grpc.ServiceError).code;
-        if (code === grpc.status.UNAVAILABLE && attempt < this.readRetries) {
-          await new Promise((r) => setTimeout(r, 50 * 3 ** attempt));
-          continue;
-        }
-        throw wrap(err);
-      }
-    }
+  /** A read: gRPC retries it on UNAVAILABLE (`retryServiceConfig`). */
+  private read<T>(call: () => Promise<T>): Promise<T> {
+    return this.once(call);
   }
 
   private async once<T>(call: () => Promise<T>): Promise<T> {
@@ -170,7 +187,7 @@ function wrap(err: unknown): unknown {
   return TRANSIENT.has((err as grpc.ServiceError).code) ? new SpiceDBUnavailable(err) : err;
 }
 
-/** Whether a gRPC error says the request itself was invalid (e.g. a cursor SpiceDB did not issue for it). */
+/** Whether a gRPC error says the request was malformed (a cursor SpiceDB no longer takes, say). */
 export function isInvalidArgument(err: unknown): boolean {
   return (err as grpc.ServiceError).code === grpc.status.INVALID_ARGUMENT;
 }

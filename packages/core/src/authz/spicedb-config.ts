@@ -1,11 +1,16 @@
 import { z } from "zod";
+import type { Clock } from "../clock.ts";
 import { env } from "../config.ts";
 import type { Logger } from "../logger.ts";
 import type { GrpcClientMetrics } from "../metrics.ts";
 import type { RedisClient } from "../redis.ts";
 import { type ConsistencyTokens, RedisConsistencyTokens } from "./consistency-tokens.ts";
 import { DecisionCache, type DecisionCacheMetrics } from "./decision-cache.ts";
-import { type OwnershipLifetimes, ResourceAuthorization } from "./resource-authorization.ts";
+import {
+  type AuthorizationHooks,
+  type OwnershipLifetimes,
+  ResourceAuthorization,
+} from "./resource-authorization.ts";
 import {
   DEFAULT_LOCAL_PRESHARED_KEY,
   DEFAULT_LOCAL_SPICEDB_PORT,
@@ -77,11 +82,13 @@ export function connectAuthorization(
   cacheMetrics?: DecisionCacheMetrics,
   /** The service's: owners of content that expires expire with it. */
   ownership?: OwnershipLifetimes,
+  /** Test seams (none in production). */
+  hooks?: AuthorizationHooks,
 ): { spicedb: SpiceDBClient; authorization: ResourceAuthorization; tokens: ConsistencyTokens } {
   const spicedb = new SpiceDBClient({ ...config.spicedb, metrics });
   const tokens = new RedisConsistencyTokens(redis, config.SPICEDB_FULLY_CONSISTENT_AFTER_WRITE_MS);
   const decisions = decisionCacheOf(config, cacheMetrics);
-  const authorization = new ResourceAuthorization(spicedb, tokens, logger, decisions, ownership);
+  const authorization = new ResourceAuthorization(spicedb, tokens, logger, decisions, ownership, hooks);
   return { spicedb, authorization, tokens };
 }
 
@@ -89,13 +96,13 @@ export function connectAuthorization(
 export function decisionCacheOf(
   c: SpiceDBEnv,
   metrics?: DecisionCacheMetrics,
-  now?: () => number,
+  clock?: Clock,
 ): DecisionCache | undefined {
   if (c.DECISION_CACHE_SIZE === 0 || c.DECISION_CACHE_MAX_AGE_MS === 0) return undefined;
   return new DecisionCache({
     maxEntries: c.DECISION_CACHE_SIZE,
     maxAgeMs: c.DECISION_CACHE_MAX_AGE_MS,
     ...(metrics ? { metrics } : {}),
-    ...(now ? { now } : {}),
+    ...(clock ? { clock } : {}),
   });
 }

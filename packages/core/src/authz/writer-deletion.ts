@@ -15,9 +15,15 @@ import { isFailedPrecondition, type SpiceDBClient, v1 } from "./spicedb-client.t
 /** The caller may not delete this resource: it does not own it or write it (any more). */
 export class NotWriter extends AppError {
   constructor() {
-    super("forbidden", "Deleting this resource needs the 'writer' role");
+    super("forbidden", "Deleting this resource needs the 'writer' role", { reason: "not_writer" });
     this.name = "NotWriter";
   }
+}
+
+/** A seam a test injects (production passes none); read at each call. */
+export interface WriterDeletionHooks {
+  /** Awaited after the grant is found, before the guarded delete. */
+  beforeWrite?: (principal: Principal, resource: ResourceRef) => Promise<void>;
 }
 
 /**
@@ -30,13 +36,18 @@ export class WriterDeletion {
   private readonly spicedb: SpiceDBClient;
   private readonly tokens: ConsistencyTokens;
   private readonly logger: Logger | undefined;
-  /** Test seam: awaited after the grant is found, before the guarded delete. */
-  beforeWrite: ((principal: Principal, resource: ResourceRef) => Promise<void>) | undefined;
+  private readonly hooks: WriterDeletionHooks;
 
-  constructor(spicedb: SpiceDBClient, tokens: ConsistencyTokens, logger?: Logger) {
+  constructor(
+    spicedb: SpiceDBClient,
+    tokens: ConsistencyTokens,
+    logger?: Logger,
+    hooks: WriterDeletionHooks = {},
+  ) {
     this.spicedb = spicedb;
     this.tokens = tokens;
     this.logger = logger;
+    this.hooks = hooks;
   }
 
   /**
@@ -48,7 +59,7 @@ export class WriterDeletion {
   async delete(principal: Principal, resource: ResourceRef): Promise<void> {
     const grant = await this.writeGrant(principal, resource);
     if (!grant) throw new NotWriter();
-    await this.beforeWrite?.(principal, resource);
+    await this.hooks.beforeWrite?.(principal, resource);
     let response: v1.DeleteRelationshipsResponse;
     try {
       response = await this.spicedb.deleteRelationships(

@@ -45,6 +45,8 @@ export function useRequestBasics(
     return labels;
   };
   const routeOf = (req: express.Request) => labelsOf().label(req.method, req.originalUrl);
+  // For `notFoundHandler`: a known path asked with another method is a 405, not a 404.
+  app.locals.allowedMethods = (url: string) => labelsOf().allowed(url);
   // The metric children of each method, route and status: a label object per observation costs more
   // than the observation (prom-client hashes and validates it every time).
   const children = new Map<string, { requests: { inc(): void }; duration: { observe(v: number): void } }>();
@@ -162,9 +164,22 @@ function refuseDeepOrNonUtf8(_req: IncomingMessage, _res: unknown, body: Buffer,
   }
 }
 
-/** 404 in JSON for any route nobody served. */
+/**
+ * 404 in JSON for any route nobody served; 405 with `Allow` for a path some
+ * endpoint serves with other methods (known from `useRequestBasics`).
+ */
 export const notFoundHandler: RequestHandler = (req, _res, next) => {
-  next(new AppError("not_found", `No route for ${req.method} ${req.path}`));
+  const allowedMethods = req.app.locals.allowedMethods as ((url: string) => string[]) | undefined;
+  const allowed = allowedMethods?.(req.originalUrl) ?? [];
+  if (allowed.length > 0 && !allowed.includes(req.method)) {
+    const allow = [...allowed, "OPTIONS"].sort().join(", ");
+    return next(
+      new AppError("method_not_allowed", `${req.method} is not allowed on ${req.path}; allowed: ${allow}`, {
+        headers: { Allow: allow },
+      }),
+    );
+  }
+  next(new AppError("not_found", `No route for ${req.method} ${req.path}`, { reason: "no_route" }));
 };
 
 /** The one error middleware: catalogue errors become their bodies, anything else a 500 with only the request id. */
@@ -197,7 +212,7 @@ export function errorHandler(logger: Logger): ErrorRequestHandler {
       .json(
         openai
           ? errorBody(toAppError(err, `Internal Server Error (request ${req.id})`), { openai })
-          : { error: "Internal Server Error", requestId: req.id },
+          : { error: "Internal Server Error", requestId: req.id, code: "internal" },
       );
   };
 }

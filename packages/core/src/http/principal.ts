@@ -25,7 +25,9 @@ export function principalOf(res: Response): Principal {
 export function requirePermission(permission: Permission): RequestHandler {
   return (_req, res, next) => {
     if (!principalOf(res).permissions.includes(permission)) {
-      throw forbidden(`This credential lacks the '${permission}' permission`);
+      throw forbidden(`This credential lacks the '${permission}' permission`, {
+        reason: "missing_permission",
+      });
     }
     next();
   };

@@ -17,7 +17,10 @@ export interface ApiKeyLookup {
 /** The key store could not be asked, and no recent copy of the key was at hand. */
 export class ApiKeyStoreUnavailable extends AppError {
   constructor(cause: unknown) {
-    super("service_unavailable", "Authentication is unavailable; try again", { cause });
+    super("service_unavailable", "Authentication is unavailable; try again", {
+      cause,
+      reason: "api_key_store_unavailable",
+    });
     this.name = "ApiKeyStoreUnavailable";
   }
 }

@@ -1,8 +1,8 @@
 import { type Clock, systemClock } from "@gw/core/clock";
 import { AppError } from "@gw/core/errors";
 import type { UnitLimits } from "@gw/core/limits";
-import { Lru } from "@gw/core/lru";
 import type { RedisClient } from "@gw/core/redis";
+import { LRUCache } from "lru-cache";
 import { patchUnits } from "./limits.ts";
 import type { UpdateEndUserLimitsInput } from "./schema.ts";
 
@@ -27,15 +27,26 @@ const MAX_CACHED_ORGS = 10_000;
  */
 export class OrgLimitsStore {
   private readonly redis: RedisClient;
-  private readonly cacheMs: number;
-  private readonly cache = new Lru<string, { limits: UnitLimits; until: number }>(MAX_CACHED_ORGS);
-
-  private readonly clock: Clock;
+  /**
+   * Copies by organization, for `cacheMs` on the clock; concurrent misses of
+   * one organization share one read, and a read that fails serves the stale
+   * copy (kept for that) if there is one.
+   */
+  private readonly cache: LRUCache<string, UnitLimits>;
 
   constructor(redis: RedisClient, cacheMs = 5_000, clock: Clock = systemClock) {
     this.redis = redis;
-    this.cacheMs = cacheMs;
-    this.clock = clock;
+    this.cache = new LRUCache<string, UnitLimits>({
+      max: MAX_CACHED_ORGS,
+      // lru-cache calls a copy stale once its age exceeds `ttl` (so a copy serves for less than cacheMs),
+      // and reads 0 as "never stale": with cacheMs 0 every read asks Redis.
+      ttl: Math.max(cacheMs - 1, 1),
+      ttlResolution: 0,
+      perf: { now: () => clock.now() },
+      fetchMethod: (org) => this.get(org),
+      // A failed read leaves the stale copy in place, for `cached` to fall back on.
+      noDeleteOnFetchRejection: true,
+    });
   }
 
   async get(org: string): Promise<UnitLimits> {
@@ -49,18 +60,15 @@ export class OrgLimitsStore {
    * `cacheMs` later, so an outage does not slow every request), else the error.
    */
   async cached(org: string): Promise<UnitLimits> {
-    const hit = this.cache.get(org);
-    if (hit && hit.until > this.clock.now()) return hit.limits;
-    let limits: UnitLimits;
     try {
-      limits = await this.get(org);
+      return (await this.cache.fetch(org)) ?? {};
     } catch (err) {
-      if (!hit) throw err;
-      this.cache.set(org, { limits: hit.limits, until: this.clock.now() + this.cacheMs });
-      return hit.limits;
+      const stale = this.cache.get(org, { allowStale: true });
+      if (stale === undefined) throw err;
+      // Served as fresh for another `cacheMs`: Redis is asked again then, not on every request meanwhile.
+      this.cache.set(org, stale);
+      return stale;
     }
-    this.cache.set(org, { limits, until: this.clock.now() + this.cacheMs });
-    return limits;
   }
 
   /** Applies a change (compare-and-set, retried when another change came between). */

@@ -24,7 +24,7 @@ return 1
 
 export class DuplicateSecretError extends AppError {
   constructor() {
-    super("conflict", "A key with this secret already exists");
+    super("conflict", "A key with this secret already exists", { reason: "duplicate_secret" });
     this.name = "DuplicateSecretError";
   }
 }
@@ -35,7 +35,9 @@ export const MAX_CHANGE_ATTEMPTS = 10;
 /** Others kept changing the key between our read and our write, every time: the caller may try again. */
 export class ApiKeyChangedConcurrently extends AppError {
   constructor(id: string) {
-    super("conflict", `API key ${id} is being changed concurrently; try again`);
+    super("conflict", `API key ${id} is being changed concurrently; try again`, {
+      reason: "api_key_changed_concurrently",
+    });
     this.name = "ApiKeyChangedConcurrently";
   }
 }

@@ -1,4 +1,5 @@
 import type { ResourceRef, ResourceType, Role } from "@gw/core/authz";
+import { type Clock, systemClock } from "@gw/core/clock";
 import type { Logger } from "@gw/core/logger";
 import type { Queryable } from "@gw/core/postgres";
 import type { Principal } from "@gw/core/principal";
@@ -76,8 +77,8 @@ export interface AuditLogOptions {
   /** How long records are kept, in milliseconds (`AUDIT_RETENTION`): older ones vanish from reads at once. */
   retentionMs: number;
   logger?: Logger;
-  /** The clock, in milliseconds (tests move it). */
-  now?: () => number;
+  /** Its wall time stamps records and bounds the retention (tests move it). */
+  clock?: Clock;
 }
 
 /** A record's id and the cursor of listings: `<time in ms>-<sequence>`. */
@@ -102,19 +103,19 @@ export class AuditLog {
   private readonly db: Queryable;
   private readonly retentionMs: number;
   private readonly logger: Logger | undefined;
-  private readonly now: () => number;
+  private readonly clock: Clock;
 
   constructor(db: Queryable, options: AuditLogOptions) {
     this.db = db;
     this.retentionMs = options.retentionMs;
     this.logger = options.logger;
-    this.now = options.now ?? Date.now;
+    this.clock = options.clock ?? systemClock;
   }
 
   /** Records a change about to run, its outcome `unknown`; throws (a 503 on an outage) if PostgreSQL cannot keep it. */
   async begin(intent: AuditIntent): Promise<AuditRecord> {
     // Milliseconds only, so the time in the cursor matches the stored one exactly.
-    const at = new Date(this.now());
+    const at = new Date(this.clock.wall());
     const { rows } = await this.db.query<{ seq: string }>(
       `INSERT INTO audit_records (org, at, resource_type, resource_id, record, outcome)
        VALUES ($1, $2, $3, $4, $5, 'unknown') RETURNING seq`,
@@ -125,7 +126,7 @@ export class AuditLog {
 
   /** Records something already decided and done (an MCP tool call), in one statement. */
   async record(intent: AuditIntent, outcome: AuditOutcome): Promise<AuditRecord> {
-    const at = new Date(this.now());
+    const at = new Date(this.clock.wall());
     const { rows } = await this.db.query<{ seq: string }>(
       `INSERT INTO audit_records (org, at, resource_type, resource_id, record, outcome)
        VALUES ($1, $2, $3, $4, $5, $6) RETURNING seq`,
@@ -176,7 +177,7 @@ export class AuditLog {
    * another sweeper holds are skipped), until none is left; returns how many.
    */
   async sweep(batch = 1_000): Promise<number> {
-    const cutoff = new Date(this.now() - this.retentionMs);
+    const cutoff = new Date(this.clock.wall() - this.retentionMs);
     let total = 0;
     for (;;) {
       const { rowCount } = await this.db.query(
@@ -197,7 +198,7 @@ export class AuditLog {
     page: { limit: number; cursor?: string | undefined },
     filters: AuditFilters = {},
   ): Promise<AuditPage> {
-    const values: unknown[] = [org, new Date(this.now() - this.retentionMs), page.limit + 1];
+    const values: unknown[] = [org, new Date(this.clock.wall() - this.retentionMs), page.limit + 1];
     let where = "org = $1 AND at > $2";
     if (resource) {
       values.push(resource.type, resource.id);

@@ -1,4 +1,5 @@
-import { unauthorized } from "@gw/core/errors";
+import { type Clock, systemClock } from "@gw/core/clock";
+import { type ErrorCause, unauthorized } from "@gw/core/errors";
 import type { Request, RequestHandler } from "express";
 import { type ApiKeyLookup, ApiKeyStoreUnavailable } from "../api-keys/lookup.ts";
 import type { ApiKeyRecord } from "../api-keys/types.ts";
@@ -22,7 +23,20 @@ export interface AuthenticateOptions {
   /** Tokens are accepted only when addressed to this gateway (its public URL), or to what the request names (a protected resource). */
   audience: string | ((req: Request) => string[]);
   metrics: Pick<GatewayMetrics, "authentications" | "jwtVerifications">;
+  /** Its wall time ends keys at their `expiresAt`. */
+  clock?: Clock;
 }
+
+/** The cause a client is told (the body's `code`) for each way authentication fails. */
+const REFUSALS = {
+  missing: "missing_credential",
+  ambiguous: "ambiguous_credential",
+  malformed: "malformed_credential",
+  invalid_token: "invalid_token",
+  unknown: "invalid_api_key",
+  revoked: "revoked",
+  expired: "expired",
+} as const satisfies Record<string, ErrorCause>;
 
 /**
  * Step 1 of every API request: prove who is calling, with an API key or a
@@ -31,10 +45,10 @@ export interface AuthenticateOptions {
  * `res.locals.token`. Every failure is a 401 with `WWW-Authenticate: Bearer`.
  */
 export function authenticate(options: AuthenticateOptions): RequestHandler {
-  const { keys, tokens, audience, metrics } = options;
-  const refuse = (outcome: string, message: string) => {
+  const { keys, tokens, audience, metrics, clock = systemClock } = options;
+  const refuse = (outcome: keyof typeof REFUSALS, message: string) => {
     metrics.authentications.inc({ outcome });
-    return unauthorized(message);
+    return unauthorized(message, REFUSALS[outcome]);
   };
   const lookup = <T>(promise: Promise<T>) =>
     promise.catch((err: unknown) => {
@@ -44,7 +58,7 @@ export function authenticate(options: AuthenticateOptions): RequestHandler {
     });
   const usable = (record: ApiKeyRecord, what: string) => {
     if (record.status === "revoked") throw refuse("revoked", `${what} has been revoked`);
-    if (record.expiresAt !== null && Date.parse(record.expiresAt) <= Date.now()) {
+    if (record.expiresAt !== null && Date.parse(record.expiresAt) <= clock.wall()) {
       throw refuse("expired", `${what} has expired`);
     }
   };

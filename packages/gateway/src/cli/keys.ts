@@ -207,7 +207,10 @@ export async function runKeysCommand(
   }
 }
 
-/** Commands that need no Redis. */
+/** `--help`: the usage on stdout, exit 0. */
+const HELP = Symbol("help");
+
+/** What needs no Redis: `--help`, a missing command, `signing-key`. */
 async function offline(argv: string[]): Promise<unknown | undefined> {
   const { values, positionals } = parseArgs({
     args: argv,
@@ -215,6 +218,8 @@ async function offline(argv: string[]): Promise<unknown | undefined> {
     allowPositionals: true,
     strict: true,
   });
+  if (values.help) return HELP;
+  if (!positionals[0]) throw new UsageError("");
   if (positionals[0] !== "signing-key") return undefined;
   const alg = values.alg ?? "ES256";
   if (alg !== "ES256" && alg !== "EdDSA") throw new UsageError("--alg must be ES256 or EdDSA");
@@ -224,6 +229,10 @@ async function offline(argv: string[]): Promise<unknown | undefined> {
 async function main(): Promise<number> {
   try {
     const result = await offline(process.argv.slice(2));
+    if (result === HELP) {
+      process.stdout.write(`${USAGE}\n`);
+      return 0;
+    }
     if (result !== undefined) {
       process.stdout.write(`${JSON.stringify(result)}\n`);
       return 0;
@@ -231,7 +240,7 @@ async function main(): Promise<number> {
   } catch (err) {
     if (!(err instanceof UsageError) && !(err as { code?: string }).code?.startsWith("ERR_PARSE_ARGS"))
       throw err;
-    process.stderr.write(`error: ${(err as Error).message}\n${USAGE}\n`);
+    process.stderr.write(`${(err as Error).message ? `error: ${(err as Error).message}\n` : ""}${USAGE}\n`);
     return 2;
   }
   const url = process.env.REDIS_URL || localRedisUrl();

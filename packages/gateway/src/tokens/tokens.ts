@@ -1,8 +1,9 @@
 import { hash, randomUUID, sign } from "node:crypto";
-import { Lru } from "@gw/core/lru";
+import { type Clock, systemClock } from "@gw/core/clock";
 import type { Permission } from "@gw/core/permissions";
 import { orgIdSchema, userIdSchema } from "@gw/core/principal";
 import { createLocalJWKSet, errors, type JWTPayload, jwtVerify } from "jose";
+import { LRUCache } from "lru-cache";
 import { SIGNING_ALGORITHMS, type SigningKeys } from "./signing-keys.ts";
 
 /** The claims of a gateway token beyond the registered ones. */
@@ -41,13 +42,19 @@ export class TokenService {
   private readonly jwks: ReturnType<typeof createLocalJWKSet>;
   /** The encoded protected header, the same for every token. */
   private readonly header: string;
-  private readonly verified = new Lru<string, { claims: GatewayTokenClaims; untilMs: number }>(
-    MAX_VERIFIED_TOKENS,
-  );
+  private readonly clock: Clock;
+  /** Verified claims, each until its token's expiry (plus the skew) on the clock's wall time. */
+  private readonly verified: LRUCache<string, GatewayTokenClaims>;
 
-  constructor(keys: SigningKeys, issuer: string) {
+  constructor(keys: SigningKeys, issuer: string, clock: Clock = systemClock) {
     this.keys = keys;
     this.issuer = issuer;
+    this.clock = clock;
+    this.verified = new LRUCache({
+      max: MAX_VERIFIED_TOKENS,
+      ttlResolution: 0,
+      perf: { now: () => clock.wall() },
+    });
     this.jwks = createLocalJWKSet({ keys: keys.publicJwks });
     this.header = base64url({ alg: keys.active.alg, kid: keys.active.kid, typ: "JWT" });
   }
@@ -61,7 +68,7 @@ export class TokenService {
     claims: { sub: string; aud: string; org: string; keyId: string; permissions: Permission[] },
     expiresIn: number,
   ): Promise<string> {
-    const now = Math.floor(Date.now() / 1000);
+    const now = Math.floor(this.clock.wall() / 1000);
     const payload = base64url({
       org: claims.org,
       key_id: claims.keyId,
@@ -88,13 +95,12 @@ export class TokenService {
   async verify(token: string, audience: string | string[]): Promise<GatewayTokenClaims> {
     const id = hash("sha256", `${[audience].flat().join("\n")}\n${token}`, "base64url");
     const known = this.verified.get(id);
-    if (known) {
-      if (known.untilMs > Date.now()) return known.claims;
-      this.verified.delete(id);
-    }
+    if (known) return known;
     const claims = await this.verifyOnce(token, audience);
-    // Accepted until its expiry, with the same skew jwtVerify allows.
-    this.verified.set(id, { claims, untilMs: ((claims.exp as number) + CLOCK_TOLERANCE_SECONDS) * 1000 });
+    // Accepted until its expiry, with the same skew jwtVerify allows (lru-cache calls an entry stale once
+    // its age exceeds the ttl: one millisecond less ends it at that time).
+    const ttl = ((claims.exp as number) + CLOCK_TOLERANCE_SECONDS) * 1000 - this.clock.wall() - 1;
+    if (ttl > 0) this.verified.set(id, claims, { ttl });
     return claims;
   }
 
@@ -105,6 +111,7 @@ export class TokenService {
         audience,
         algorithms: [...SIGNING_ALGORITHMS],
         clockTolerance: CLOCK_TOLERANCE_SECONDS,
+        currentDate: new Date(this.clock.wall()),
         requiredClaims: ["sub", "exp", "nbf", "iat", "jti", "org", "key_id", "permissions"],
       });
       if (
@@ -123,7 +130,7 @@ export class TokenService {
       if (!orgIdSchema.safeParse(payload.org).success) {
         throw new InvalidToken("claims", "Token claim 'org' is not a valid organization id");
       }
-      if ((payload.iat as number) > Date.now() / 1000 + CLOCK_TOLERANCE_SECONDS) {
+      if ((payload.iat as number) > this.clock.wall() / 1000 + CLOCK_TOLERANCE_SECONDS) {
         throw new InvalidToken("claims", "Token claim 'iat' is in the future");
       }
       return payload as GatewayTokenClaims;

@@ -2,7 +2,7 @@
  * Token counts of what is sent to a model, before it is sent: an upper
  * bound that is exact for ordinary text, and whose cost is bounded for any
  * text. Budgets reserve these counts, and `POST /responses/input_tokens`
- * answers with them (docs/api/rate-limits.md, "Counting the prompt").
+ * answers with them (docs/api/rate-limits.md, "Token and spend budgets": counting the prompt).
  *
  * - Models of a known family (OpenAI's o200k_base and cl100k_base, from
  *   `gpt-tokenizer`): the text is split into the encoding's own pieces (its

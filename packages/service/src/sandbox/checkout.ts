@@ -11,7 +11,9 @@ const GITLINK = "160000";
 
 export class NoWorkingTree extends AppError {
   constructor(checkoutPath: string, detail: string) {
-    super("conflict", `No directory at checkout_path '${checkoutPath}' in the workspace: ${detail}`);
+    super("conflict", `No directory at checkout_path '${checkoutPath}' in the workspace: ${detail}`, {
+      reason: "no_working_tree",
+    });
     this.name = "NoWorkingTree";
   }
 }
@@ -21,6 +23,7 @@ export class RepositoryMissing extends AppError {
     super(
       "conflict",
       "The service holds no repository for this session (it was made before repositories moved out of the workspaces, or its repository was removed); create a new session",
+      { reason: "repository_missing" },
     );
     this.name = "RepositoryMissing";
   }
@@ -28,7 +31,9 @@ export class RepositoryMissing extends AppError {
 
 export class CheckoutUnusable extends AppError {
   constructor(checkoutPath: string, detail: string) {
-    super("conflict", `git could not commit the working tree at checkout_path '${checkoutPath}': ${detail}`);
+    super("conflict", `git could not commit the working tree at checkout_path '${checkoutPath}': ${detail}`, {
+      reason: "checkout_unusable",
+    });
     this.name = "CheckoutUnusable";
   }
 }
@@ -42,6 +47,7 @@ export class NestedRepository extends AppError {
     super(
       "conflict",
       `The working tree at checkout_path '${checkoutPath}' holds a nested git repository at ${shown}${paths.length > 5 ? " and more" : ""}: a push commits files only; remove its .git, or push it with its own checkout_path`,
+      { reason: "nested_repository" },
     );
     this.name = "NestedRepository";
   }
@@ -52,6 +58,7 @@ export class NothingToPush extends AppError {
     super(
       "conflict",
       `The repository at checkout_path '${checkoutPath}' has no commits and no files to push`,
+      { reason: "nothing_to_push" },
     );
     this.name = "NothingToPush";
   }

@@ -24,6 +24,7 @@ export class NoConnection extends AppError {
     super(
       "conflict",
       "No GitHub connection is stored for this user; store one with PUT /api/v1/sandbox/connections/github",
+      { reason: "no_connection" },
     );
     this.name = "NoConnection";
   }
@@ -34,6 +35,7 @@ export class UnreadableConnection extends AppError {
     super(
       "conflict",
       "The stored GitHub connection cannot be decrypted (was SANDBOX_CONNECTION_KEY changed?); store it again with PUT /api/v1/sandbox/connections/github",
+      { reason: "unreadable_connection" },
     );
     this.name = "UnreadableConnection";
   }

@@ -6,21 +6,25 @@ import { type Git, GitFailed, redactGitOutput } from "./git.ts";
 
 export class RemoteFailed extends AppError {
   constructor(operation: string, detail: string) {
-    super("bad_gateway", `git ${operation} failed: ${detail}`);
+    super("bad_gateway", `git ${operation} failed: ${detail}`, { reason: "remote_failed" });
     this.name = "RemoteFailed";
   }
 }
 
 export class GitTimedOut extends AppError {
   constructor(operation: string, timeoutMs: number) {
-    super("gateway_timeout", `git ${operation} did not finish within ${timeoutMs} ms`);
+    super("gateway_timeout", `git ${operation} did not finish within ${timeoutMs} ms`, {
+      reason: "git_timed_out",
+    });
     this.name = "GitTimedOut";
   }
 }
 
 export class PushRejected extends AppError {
   constructor(branch: string, detail: string) {
-    super("conflict", `The remote refused to update branch '${branch}': ${detail}`);
+    super("conflict", `The remote refused to update branch '${branch}': ${detail}`, {
+      reason: "push_rejected",
+    });
     this.name = "PushRejected";
   }
 }

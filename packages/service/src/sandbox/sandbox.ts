@@ -60,6 +60,7 @@ export class StaleAssignment extends AppError {
     super(
       "conflict",
       `assignment_generation ${given} is not the session's current assignment; the current assignment_generation is ${current}`,
+      { reason: "stale_assignment" },
     );
     this.name = "StaleAssignment";
   }

@@ -5,7 +5,9 @@ import type { RedisClient } from "@gw/core/redis";
 
 export class SessionBusy extends AppError {
   constructor(waitedMs: number) {
-    super("conflict", `Another push of this session is still running after ${waitedMs} ms; try again`);
+    super("conflict", `Another push of this session is still running after ${waitedMs} ms; try again`, {
+      reason: "session_busy",
+    });
     this.name = "SessionBusy";
   }
 }
@@ -15,6 +17,7 @@ export class LockLost extends AppError {
     super(
       "service_unavailable",
       "The push lost its session lock (Redis did not confirm it in time) and was stopped; try again",
+      { reason: "lock_lost" },
     );
     this.name = "LockLost";
   }

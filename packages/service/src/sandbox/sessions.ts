@@ -16,7 +16,7 @@ export interface Session {
 
 export class SessionNotFound extends AppError {
   constructor(id: string) {
-    super("not_found", `No sandbox session ${id}`);
+    super("not_found", `No sandbox session ${id}`, { reason: "session_not_found" });
     this.name = "SessionNotFound";
   }
 }

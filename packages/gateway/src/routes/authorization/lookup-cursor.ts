@@ -1,5 +1,6 @@
 import { createHmac, hkdfSync, timingSafeEqual } from "node:crypto";
 import type { ResourceType, Role } from "@gw/core/authz";
+import { type Clock, systemClock } from "@gw/core/clock";
 import { ValidationFailed } from "@gw/core/errors";
 
 /** What a cursor is bound to: the principal, and the query it continues. */
@@ -22,17 +23,18 @@ export interface CursorBinding {
 export class LookupCursors {
   private readonly key: Buffer;
   private readonly ttlMs: number;
-  /** The clock, in milliseconds; tests move it instead of waiting. */
-  now: () => number = Date.now;
+  /** Its wall time dates and ends cursors (tests move it instead of waiting). */
+  private readonly clock: Clock;
 
-  constructor(secret: string, ttlSeconds: number) {
+  constructor(secret: string, ttlSeconds: number, clock: Clock = systemClock) {
     this.key = Buffer.from(hkdfSync("sha256", secret, "", "gateway lookup cursor v1", 32));
     this.ttlMs = ttlSeconds * 1000;
+    this.clock = clock;
   }
 
   /** The cursor of the page after `after`, for the same principal and query. */
   issue(binding: CursorBinding, after: string): string {
-    const expires = Math.floor((this.now() + this.ttlMs) / 1000);
+    const expires = Math.floor((this.clock.wall() + this.ttlMs) / 1000);
     const payload = Buffer.from(JSON.stringify([after, expires])).toString("base64url");
     return `${payload}.${this.mac(binding, after, expires)}`;
   }
@@ -53,7 +55,7 @@ export class LookupCursors {
     const given = Buffer.from(mac);
     if (given.length !== expected.length || !timingSafeEqual(given, expected))
       throw invalid(cursor, "invalid cursor");
-    if (expires * 1000 <= this.now()) throw invalid(cursor, "expired cursor, start again without one");
+    if (expires * 1000 <= this.clock.wall()) throw invalid(cursor, "expired cursor, start again without one");
     return after;
   }
 

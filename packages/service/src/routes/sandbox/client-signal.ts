@@ -4,7 +4,7 @@ import type { Response } from "express";
 /** The caller went away before its answer; only logs and metrics see this. */
 export class RequestCancelled extends AppError {
   constructor() {
-    super("bad_request", "The request was cancelled by the caller");
+    super("bad_request", "The request was cancelled by the caller", { reason: "request_cancelled" });
     this.name = "RequestCancelled";
   }
 }

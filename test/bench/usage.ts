@@ -1,0 +1,33 @@
+/**
+ * `pnpm bench --help` (or `-h`): prints what the benchmark does and the
+ * variables that shape it, and exits before anything starts. Imported first
+ * by `run.ts`, so it runs before any other module of the benchmark.
+ */
+export const USAGE = `Usage: pnpm bench
+
+Measures the gateway on this machine, side by side in one run, and writes the
+report to BENCHMARKS.md (about ten minutes on an idle 2-core machine; nothing is
+asserted). It starts what it needs itself: Redis, the local SpiceDB, PostgreSQL,
+gateway processes and a bare Express app. See docs/testing.md, "Benchmarks".
+
+Environment:
+  BENCH_ONLY=gateway         the HTTP benchmarks alone
+  BENCH_OUTPUT=<file>        write the report there instead of BENCHMARKS.md
+  BENCH_ROUNDS               rounds of each HTTP comparison
+  BENCH_ROUND_SECONDS        seconds of each round
+  BENCH_MS                   milliseconds of each micro-benchmark (default 2000)
+  BENCH_SPICEDB_SIZES        relationships for the SpiceDB start (default 10000,100000)
+  BENCH_CHECK_SIZES          relationships for the check benchmarks (default 1000,100000)
+  BENCH_MIX_SECONDS          seconds of the read/grant mix
+  BENCH_MIX_WARMUP_SECONDS   seconds of its warm-up
+  BENCH_CONTENT_RESPONSES    stored responses in the content benchmark (default 10000)
+
+A reduced run (about four minutes):
+  BENCH_ONLY=gateway BENCH_ROUNDS=1 BENCH_ROUND_SECONDS=1 BENCH_CHECK_SIZES=1000,10000 \\
+  BENCH_MIX_SECONDS=5 BENCH_OUTPUT=/tmp/bench.md pnpm bench
+`;
+
+if (process.argv.slice(2).some((arg) => arg === "--help" || arg === "-h")) {
+  process.stdout.write(USAGE);
+  process.exit(0);
+}

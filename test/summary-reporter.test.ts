@@ -1,0 +1,47 @@
+import { resolve } from "node:path";
+import { describe, expect, it, vi } from "vitest";
+import type { TestModule } from "vitest/node";
+import SummaryReporter from "./summary-reporter.ts";
+
+/** A finished test file as the reporter sees it: its path, its times, its tests' states. */
+function module(path: string, seconds: number, states: string[]): TestModule {
+  return {
+    moduleId: resolve(process.cwd(), path),
+    state: () => (states.includes("failed") ? "failed" : "passed"),
+    diagnostic: () => ({
+      environmentSetupDuration: 0,
+      prepareDuration: 100,
+      collectDuration: 400,
+      setupDuration: 0,
+      duration: seconds * 1000 - 500,
+    }),
+    children: { allTests: () => states.map((state) => ({ result: () => ({ state }) })) },
+  } as unknown as TestModule;
+}
+
+describe("the summary reporter", () => {
+  it("lists every file's time, slowest first, with the ten slowest's share, then the one plain line", () => {
+    const written: string[] = [];
+    const write = vi.spyOn(process.stdout, "write").mockImplementation((chunk) => {
+      written.push(String(chunk));
+      return true;
+    });
+    try {
+      const files = Array.from({ length: 11 }, (_, i) =>
+        module(`packages/x/test/f${i}.test.ts`, i + 1, ["passed"]),
+      );
+      files.push(module("packages/x/test/slow.test.ts", 30, ["passed", "failed", "skipped"]));
+      new SummaryReporter().onTestRunEnd(files, []);
+    } finally {
+      write.mockRestore();
+    }
+    const lines = written.join("").split("\n");
+    // 1 + 2 + … + 11 + 30 = 96 s; the ten slowest: 30 + 11 + 10 + … + 3 = 93 s.
+    expect(lines).toContain("Time per file, slowest first (96.0 s over 12 files; the 10 slowest 97 %):");
+    const times = lines.filter((l) => l.endsWith(".test.ts"));
+    expect(times[0]).toBe("   30.0 s  packages/x/test/slow.test.ts");
+    expect(times[1]).toBe("   11.0 s  packages/x/test/f10.test.ts");
+    expect(times).toHaveLength(12);
+    expect(lines.at(-2)).toBe("vitest: 12 passed, 1 failed, 1 skipped");
+  });
+});
