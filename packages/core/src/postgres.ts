@@ -49,6 +49,14 @@ const UNAVAILABLE_CLIENT_ERROR =
 const UNAVAILABLE_SOCKET_ERROR =
   /^(ECONNREFUSED|ECONNRESET|ETIMEDOUT|EPIPE|ENOTFOUND|EAI_AGAIN|EHOSTUNREACH|ENETUNREACH|ENOENT)$/;
 
+/**
+ * Whether PostgreSQL's `text` can hold the string: it cannot hold U+0000 (a
+ * parameter carrying one is refused, SQLSTATE 22021). No key the services
+ * store holds one, so a lookup by such a string finds nothing: stores answer
+ * it as an unknown id instead of sending it.
+ */
+export const postgresCanHold = (text: string): boolean => !text.includes("\u0000");
+
 /** Whether an error says PostgreSQL could not answer (rather than refusing what was asked: a bug of ours, or a constraint a caller handles). */
 export function isPostgresOutage(err: unknown): boolean {
   if (err instanceof PostgresUnavailable) return true;

@@ -51,3 +51,57 @@ describe.each(TEXTS)("text %j", (text) => {
     }
   });
 });
+
+/**
+ * An id holding U+0000 names nothing the service keeps (PostgreSQL's text
+ * cannot hold it, and no issued id does): every place that looks one up
+ * answers as for an unknown id, never a 500 from PostgreSQL refusing the
+ * parameter (and before any model call).
+ */
+describe("an id holding U+0000", () => {
+  it("is an unknown id wherever one is looked up", async () => {
+    const key = await stack.createKey();
+    const as = (path: string, init: { method?: string; json?: unknown } = {}) =>
+      stack.call(key.secret, path, { ...init, user: "alice" });
+    const conversation = await as(CONV, { json: { items: [{ role: "user", content: "hi" }] } });
+    expect(conversation.status).toBe(200);
+    const conversationId = (await conversation.json()).id as string;
+    const schedule = await as("/api/v1/llm/evals/schedules", {
+      json: { name: "nul", inputs: ["hi"], every_seconds: 3600 },
+    });
+    expect(schedule.status).toBe(200);
+    const scheduleId = (await schedule.json()).id as string;
+
+    const previous = await as(RESPONSES, { json: { input: "probe", previous_response_id: "resp_\u0000" } });
+    expect(previous.status).toBe(404);
+    expect((await previous.json()).error.message).toBe("No response resp_\u0000");
+    const referenced = await as(RESPONSES, {
+      json: {
+        input: [
+          { type: "item_reference", id: "msg_\u0000" },
+          { role: "user", content: "probe" },
+        ],
+      },
+    });
+    expect(referenced.status).toBe(404);
+    expect((await referenced.json()).error.message).toBe("No item msg_\u0000");
+    const counted = await as(`${RESPONSES}/input_tokens`, {
+      json: { input: "probe", previous_response_id: "resp_\u0000" },
+    });
+    expect(counted.status).toBe(404);
+    // (the schedule's first run may have called the model meanwhile, with its own input)
+    expect(stack.llm.requests.filter((r) => r.body.messages.some((m) => m.content === "probe"))).toEqual([]);
+
+    expect((await as(`${CONV}/${conversationId}/items/msg_%00`)).status).toBe(404);
+    expect((await as(`${CONV}/${conversationId}/items/msg_%00`, { method: "DELETE" })).status).toBe(404);
+    for (const path of [
+      `${CONV}/${conversationId}/items?after=msg_%00`,
+      "/api/v1/llm/evals/schedules?after=eval_sched_%00",
+      `/api/v1/llm/evals/schedules/${scheduleId}/runs?after=eval_run_%00`,
+    ]) {
+      const listed = await as(path);
+      expect(listed.status, path).toBe(422);
+      expect((await listed.json()).detail[0].loc, path).toEqual(["query", "after"]);
+    }
+  });
+});

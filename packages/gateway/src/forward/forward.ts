@@ -71,6 +71,12 @@ export function forward(options: ForwardOptions): RequestHandler {
 
     let answered = false;
     let callerGone = false;
+    // Set when the gateway itself ends the answer (a broken or stalled service), so a close is not taken for the caller's.
+    let endedHere = false;
+    const endHere = () => {
+      endedHere = true;
+      res.destroy();
+    };
     // The path goes on exactly as received (and as the assertion names it): never re-parsed or normalised.
     const upstream = send(
       {
@@ -96,7 +102,7 @@ export function forward(options: ForwardOptions): RequestHandler {
         }
         res.flushHeaders();
         upstreamRes.pipe(res);
-        upstreamRes.on("error", () => res.destroy());
+        upstreamRes.on("error", endHere);
       },
     );
     upstream.on("timeout", () => {
@@ -105,7 +111,7 @@ export function forward(options: ForwardOptions): RequestHandler {
     });
     upstream.on("error", (err) => {
       if (answered || res.headersSent) {
-        res.destroy();
+        endHere();
         return;
       }
       if (err instanceof AppError) return next(err);
@@ -115,8 +121,10 @@ export function forward(options: ForwardOptions): RequestHandler {
     });
     // The caller went away: stop the service's work (and any model call behind it).
     res.on("close", () => {
-      if (res.writableFinished) return;
+      if (res.writableFinished || endedHere) return;
       callerGone = true;
+      // Nobody to answer: not a fault of the gateway or the service (docs/operations.md, "Client aborts").
+      options.logger.info({ requestId: req.id }, "client closed the request");
       upstream.destroy();
     });
     req.pipe(upstream);

@@ -1,4 +1,4 @@
-import type { Postgres } from "@gw/core/postgres";
+import { type Postgres, postgresCanHold } from "@gw/core/postgres";
 
 /** A tool call as chat completions carry it. */
 export interface WireToolCall {
@@ -110,6 +110,7 @@ export class PostgresCompletionStore implements CompletionStore {
   }
 
   async get(org: string, id: string): Promise<ChatCompletionObject | undefined> {
+    if (!postgresCanHold(id)) return undefined;
     const { rows } = await this.db.query<{ body: ChatCompletionObject }>(
       `SELECT body FROM chat_completions WHERE org = $1 AND id = $2 AND ${LIVE}`,
       [org, id, this.cutoff()],

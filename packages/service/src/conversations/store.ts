@@ -1,4 +1,4 @@
-import type { Postgres, Queryable } from "@gw/core/postgres";
+import { type Postgres, postgresCanHold, type Queryable } from "@gw/core/postgres";
 import type { Item } from "../items/items.ts";
 
 export interface Conversation {
@@ -82,6 +82,7 @@ export class ConversationStore {
   }
 
   async get(org: string, id: string): Promise<Conversation | undefined> {
+    if (!postgresCanHold(id)) return undefined;
     const { rows } = await this.db.query<{ body: Conversation }>(
       `SELECT body FROM conversations
         WHERE org = $1 AND id = $2 AND ($3::timestamptz IS NULL OR active_at > $3)`,
@@ -110,10 +111,13 @@ export class ConversationStore {
     id: string,
     options: { limit: number; order: "asc" | "desc"; after?: string | undefined },
   ): Promise<ItemPage | undefined | null> {
+    if (!postgresCanHold(id)) return null;
+    // An `after` PostgreSQL cannot hold is no item: asked as the empty id, which none has.
+    const after = options.after !== undefined && !postgresCanHold(options.after) ? "" : options.after;
     const { rows } = await this.db.query<{ anchor: string | null; item: Item | null }>(PAGE[options.order], [
       org,
       id,
-      options.after ?? null,
+      after ?? null,
       options.limit + 1,
       this.idleCutoff(),
     ]);
@@ -165,6 +169,7 @@ export class ConversationStore {
   }
 
   async item(org: string, id: string, itemId: string): Promise<Item | undefined> {
+    if (!postgresCanHold(id) || !postgresCanHold(itemId)) return undefined;
     const { rows } = await this.db.query<{ item: Item }>(
       `SELECT i.item FROM conversation_items i
          JOIN conversations c ON c.org = i.org AND c.id = i.conversation_id
@@ -177,6 +182,7 @@ export class ConversationStore {
 
   /** Whether the item was there. */
   async deleteItem(org: string, id: string, itemId: string): Promise<boolean> {
+    if (!postgresCanHold(id) || !postgresCanHold(itemId)) return false;
     const { rowCount } = await this.db.query(
       `DELETE FROM conversation_items i USING conversations c
         WHERE c.org = i.org AND c.id = i.conversation_id
@@ -193,6 +199,7 @@ export class ConversationStore {
    * `(org, id)`.
    */
   async findItem(org: string, itemId: string): Promise<{ conversationId: string; item: Item } | undefined> {
+    if (!postgresCanHold(itemId)) return undefined;
     const { rows } = await this.db.query<{ conversation_id: string; item: Item }>(
       `SELECT i.conversation_id, i.item FROM conversation_items i
          JOIN conversations c ON c.org = i.org AND c.id = i.conversation_id

@@ -1,4 +1,4 @@
-import type { Postgres, Queryable } from "@gw/core/postgres";
+import { type Postgres, postgresCanHold, type Queryable } from "@gw/core/postgres";
 import type { EvalResult, EvalRun, EvalSchedule, RunStatus } from "./records.ts";
 
 export type EnqueueOutcome =
@@ -137,6 +137,7 @@ export class EvalStore {
       where += ` AND creator = $${values.length}`;
     }
     if (after !== undefined) {
+      if (!postgresCanHold(after)) return null;
       const { rows } = await this.db.query<{ seq: string }>(
         "SELECT seq FROM eval_schedules WHERE org = $1 AND id = $2 AND ($3::text IS NULL OR creator = $3)",
         [org, after, creator ?? null],
@@ -283,6 +284,7 @@ export class EvalStore {
     const values: unknown[] = [org, scheduleId, limit + 1, this.cutoff(), this.options.runsPerSchedule];
     let where = `org = $1 AND schedule_id = $2 AND created_at > $4 AND ${withinCap("$2", "$5")}`;
     if (after !== undefined) {
+      if (!postgresCanHold(after)) return null;
       const { rows } = await this.db.query<{ seq: string }>(
         "SELECT seq FROM eval_runs WHERE org = $1 AND id = $2 AND schedule_id = $3",
         [org, after, scheduleId],

@@ -1,5 +1,5 @@
 import { notFound } from "@gw/core/errors";
-import type { Postgres } from "@gw/core/postgres";
+import { type Postgres, postgresCanHold } from "@gw/core/postgres";
 import type { ConversationStore } from "../conversations/store.ts";
 import type {
   FunctionCallItem,
@@ -141,6 +141,7 @@ export class ResponseStore {
   }
 
   async get(org: string, id: string): Promise<ResponseObject | undefined> {
+    if (!postgresCanHold(id)) return undefined;
     const { rows } = await this.db.query<{ body: ResponseObject }>(
       "SELECT body FROM responses WHERE org = $1 AND id = $2 AND ($3::timestamptz IS NULL OR stored_at > $3)",
       [org, id, this.cutoff()],
@@ -165,6 +166,7 @@ export class ResponseStore {
    * which refuses U+0000 and lone surrogates that `json` keeps as sent.
    */
   async findItem(org: string, itemId: string): Promise<{ responseId: string; item: Item } | undefined> {
+    if (!postgresCanHold(itemId)) return undefined;
     const { rows } = await this.db.query<{ response_id: string; input: Item[]; body: ResponseObject }>(
       `SELECT r.id AS response_id, r.input, r.body FROM response_items i
          JOIN responses r ON r.org = i.org AND r.id = i.response_id
