@@ -321,7 +321,9 @@ describe("admin console", () => {
     const page = await context.newPage();
     page.setDefaultTimeout(20_000);
     await page.goto(`${s.url}/admin/sign-in`);
-    await page.keyboard.type(s.root.key); // the key field has the focus
+    // The key field has the focus (autofocus applies once the page has loaded; typing before loses keys).
+    await expect.poll(() => page.evaluate<string>("document.activeElement.id")).toBe("key");
+    await page.keyboard.type(s.root.key);
     await page.keyboard.press("Enter");
     await page.waitForURL(`${s.url}/admin/keys`);
     await page.keyboard.press("Tab");
