@@ -178,6 +178,8 @@ try {
         await p.goto(`${s.url}/admin/tools`);
         await p.getByRole("button", { name: "Tools and credentials of docs" }).click();
         await p.getByRole("table", { name: "Tools of docs and the role each needs" }).waitFor();
+        // Clicking scrolled the servers' table sideways on a phone; show each table from its start.
+        await p.evaluate(`document.querySelectorAll(".table-wrap").forEach((t) => { t.scrollLeft = 0; })`);
       },
     );
     await page.getByRole("button", { name: "Sign out" }).click();
