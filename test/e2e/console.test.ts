@@ -383,6 +383,8 @@ describe("admin console", () => {
     const page = await context.newPage();
     await signIn(page, s.url, admin.key);
     expect(page.url()).toBe(`${s.url}/admin/keys`);
+    expect(await page.getByRole("link", { name: "Keys" }).count()).toBe(1);
+    expect(await page.getByRole("link", { name: "Tool servers" }).count()).toBe(0); // no mcp:read
     const revoked = await fetch(`${s.url}/api/v1/admin/api-keys/${admin.id}`, {
       method: "DELETE",
       headers: { Authorization: `Bearer ${s.root.key}` },
