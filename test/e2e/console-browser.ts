@@ -20,6 +20,9 @@ export const ALL_PERMISSIONS = [
   "sandbox:read",
   "sandbox:write",
   "usage:read",
+  "mcp:read",
+  "mcp:write",
+  "mcp:call",
   "admin:api-keys",
   "admin:console",
 ].join(",");
@@ -35,7 +38,7 @@ export interface ConsoleStack {
   close(): Promise<void>;
 }
 
-/** `pnpm start` with a fake provider (priced, so usage has a cost), a root key of `acme`, and Chromium. */
+/** `pnpm start` with a fake provider (priced, so usage has a cost), private MCP upstreams allowed, a root key of `acme`, and Chromium. */
 export async function startConsoleStack(dataPrefix: string): Promise<ConsoleStack> {
   const dataDir = await mkdtemp(join(tmpdir(), dataPrefix));
   const llm = await startFakeLLM();
@@ -43,6 +46,8 @@ export async function startConsoleStack(dataPrefix: string): Promise<ConsoleStac
     LLM_BASE_URL: llm.baseUrl,
     LLM_DEFAULT_MODEL: "echo-small",
     LLM_MODELS: "echo-small=2/1/8,echo-large=10/5/30",
+    // The tool servers page registers a local upstream MCP server (`@gw/test-kit/mcp-upstream`).
+    MCP_ALLOW_PRIVATE_UPSTREAMS: "true",
   });
   const stack = await startStack(env);
   const root = await createKey(env, "acme", "alice", "--name", "root", "--permissions", ALL_PERMISSIONS);

@@ -1,11 +1,13 @@
 /**
  * `pnpm console:screenshots`: runs `pnpm start` (a fake provider behind it), makes some keys, traffic,
- * a shared conversation and an eval schedule, then photographs every console page in Debian's Chromium
+ * a shared conversation, an eval schedule and a tool server, then photographs every console page in Debian's Chromium
  * at 1280×800 and 390×844 into `docs/console/`, and writes `docs/console.md` around them.
  */
+import { randomUUID } from "node:crypto";
 import { mkdir, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { REPO_ROOT } from "@gw/devstack";
+import { type FakeMcpServer, startFakeMcpServer } from "@gw/test-kit/mcp-upstream";
 import type { Page } from "playwright-core";
 import { createKeyFor, newContext, respond, signIn, startConsoleStack } from "./console-browser.ts";
 
@@ -21,6 +23,7 @@ interface Shot {
 }
 
 const s = await startConsoleStack("gw-console-shots-");
+let upstream: FakeMcpServer | undefined;
 try {
   const json = (path: string, body: unknown, key = s.root.key) =>
     fetch(`${s.url}/api/v1${path}`, {
@@ -70,6 +73,30 @@ try {
     inputs: [{ input: "2+2", expected: "4" }],
     cron: "0 3 * * *",
     timezone: "UTC",
+  });
+
+  // A tool server (a local upstream MCP server) with a shared credential, read by bob.
+  upstream = await startFakeMcpServer();
+  const mcpServer = (await json("/mcp/servers", {
+    name: "docs",
+    url: upstream.url,
+    description: "The team's documents",
+  })) as { id: string };
+  const put = async (path: string, body: unknown) => {
+    const r = await fetch(`${s.url}/api/v1${path}`, {
+      method: "PUT",
+      headers: { Authorization: `Bearer ${s.root.key}`, "Content-Type": "application/json" },
+      body: JSON.stringify(body),
+    });
+    if (!r.ok) throw new Error(`${path}: ${r.status} ${await r.text()}`);
+  };
+  await put(`/mcp/servers/${mcpServer.id}/credentials/shared`, { type: "bearer", token: randomUUID() });
+  await put(`/mcp/servers/${mcpServer.id}/tools/send_email`, { required_role: "owner" });
+  await json("/authorization/llm/grant", {
+    resourceType: "mcp_server",
+    resourceId: mcpServer.id,
+    userId: "bob",
+    role: "reader",
   });
 
   const dir = join(REPO_ROOT, "docs", "console");
@@ -143,6 +170,18 @@ try {
       await p.goto(`${s.url}/admin/evals`);
       await p.getByRole("table", { name: "The organization's eval schedules" }).waitFor();
     });
+    await take(
+      "tools",
+      "Tool servers",
+      "Registered MCP servers; a server's tools with the role each needs, and its credentials by scope and date (never a secret). Its id leads to who holds which role on it.",
+      async (p) => {
+        await p.goto(`${s.url}/admin/tools`);
+        await p.getByRole("button", { name: "Tools and credentials of docs" }).click();
+        await p.getByRole("table", { name: "Tools of docs and the role each needs" }).waitFor();
+        // Clicking scrolled the servers' table sideways on a phone; show each table from its start.
+        await p.evaluate(`document.querySelectorAll(".table-wrap").forEach((t) => { t.scrollLeft = 0; })`);
+      },
+    );
     await page.getByRole("button", { name: "Sign out" }).click();
     await take("signed-out", "Signed out", "Sign-out ends the session on the server.");
     await context.close();
@@ -171,7 +210,7 @@ why: [ADR 0013](adr/0013-admin-console.md); the API it calls: [admin](api/admin.
 | Access | a resource: who holds which role, expiries, its trail (grant and revoke when you own it); a user: what they can read | \`/api/v1/admin/authorization/…\`, \`/api/v1/authorization/llm/check\\|grant\\|revoke\`, \`/api/v1/admin/audit\` |
 | Audit trail | the organization's records, filtered and paged | \`/api/v1/admin/audit\` |
 | Eval schedules | schedules, runs, delete | \`/api/v1/llm/evals/schedules…\` |
-| Tool servers | MCP servers, their tools and required roles, credentials by scope and date (only when the gateway serves the MCP API) | \`/api/v1/mcp/servers…\` |
+| Tool servers | MCP servers, their tools and required roles, credentials by scope and date (never a secret); a server's id opens its access | \`/api/v1/mcp/servers…\`, \`/api/v1/authorization/llm/check\` |
 
 Each page shows only what the signed-in key's permissions allow. The screenshots below are made by
 \`pnpm console:screenshots\` (\`test/e2e/console-screenshots.ts\`), which starts the stack with a fake
@@ -181,5 +220,6 @@ ${body}`,
   );
   process.stdout.write(`wrote docs/console.md and ${shots.length * SIZES.length} screenshots\n`);
 } finally {
+  await upstream?.close();
   await s.close();
 }

@@ -1,3 +1,5 @@
+import { randomUUID } from "node:crypto";
+import { startFakeMcpServer } from "@gw/test-kit/mcp-upstream";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import {
   type ConsoleStack,
@@ -168,19 +170,16 @@ describe("admin console", () => {
       headers: { Authorization: `Bearer ${s.root.key}` },
     });
     expect(gone.status).toBe(404);
-    expect(await page.getByRole("link", { name: "Tool servers" }).count()).toBe(0);
     expect(seen.dialogs).toEqual([]);
     expect(seen.errors).toEqual([]);
     await context.close();
   }, 180_000);
 
-  it("is readable at 390×844 on every page, with no console error, and asks for no tool servers the gateway lacks", async () => {
+  it("is readable at 390×844 on every page, with no console error", async () => {
     const context = await newContext(s.browser, { width: 390, height: 844 });
     const page = await context.newPage();
     page.setDefaultTimeout(20_000);
     const seen = watch(page);
-    const asked: string[] = [];
-    page.on("request", (r) => asked.push(new URL(r.url()).pathname));
     await signIn(page, s.url, s.root.key);
     for (const path of ["keys", "usage", "access?userId=bob", "audit", "evals", "tools"]) {
       await page.goto(`${s.url}/admin/${path}`);
@@ -191,18 +190,140 @@ describe("admin console", () => {
       expect(overflow, `${path} fits 390 px`).toBeLessThanOrEqual(0);
       expect(await page.getByRole("heading", { level: 1 }).count(), path).toBe(1);
     }
-    expect(await page.getByRole("heading", { level: 1 }).textContent()).toBe("Not available");
-    expect(asked.filter((p) => p.includes("/mcp/"))).toEqual([]);
+    expect(await page.getByRole("heading", { level: 1 }).textContent()).toBe("Tool servers");
     expect(seen.errors).toEqual([]);
     await context.close();
   }, 60_000);
+
+  it("shows a registered MCP server, its tools with their roles and its credentials, never a secret, and who holds which role on it", async () => {
+    const upstream = await startFakeMcpServer();
+    try {
+      const api = async (method: string, path: string, body?: unknown) => {
+        const res = await fetch(`${s.url}/api/v1${path}`, {
+          method,
+          headers: { Authorization: `Bearer ${s.root.key}`, "Content-Type": "application/json" },
+          ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+        });
+        expect(res.status, `${method} ${path}: ${res.status}`).toBeLessThan(300);
+        return res.status === 204 ? undefined : res.json();
+      };
+      const server = (await api("POST", "/mcp/servers", {
+        name: "docs",
+        url: upstream.url,
+        description: "The team's documents",
+      })) as { id: string };
+      const secret = `tok-${randomUUID()}`;
+      await api("PUT", `/mcp/servers/${server.id}/credentials/shared`, { type: "bearer", token: secret });
+      await api("PUT", `/mcp/servers/${server.id}/tools/send_email`, { required_role: "owner" });
+      await api("POST", "/authorization/llm/grant", {
+        resourceType: "mcp_server",
+        resourceId: server.id,
+        userId: "bob",
+        role: "reader",
+      });
+
+      const context = await newContext(s.browser, DESKTOP);
+      const page = await context.newPage();
+      page.setDefaultTimeout(20_000);
+      const seen = watch(page);
+      const bodies: Promise<string>[] = [];
+      page.on("response", (r) => bodies.push(r.text().catch(() => "")));
+      await signIn(page, s.url, s.root.key);
+      await page.getByRole("link", { name: "Tool servers" }).click();
+      await page.waitForURL(`${s.url}/admin/tools`);
+      const servers = page.getByRole("table", { name: "MCP servers of the organization" });
+      const row = servers.getByRole("row").filter({ hasText: server.id });
+      await expect.poll(() => row.textContent()).toContain("docs");
+      expect(await row.textContent()).toContain(upstream.url);
+      expect(await row.textContent()).toContain("The team's documents");
+      expect(await row.textContent()).toContain(new Date().getUTCFullYear().toString());
+
+      await page.getByRole("button", { name: "Tools and credentials of docs" }).click();
+      const tools = page.getByRole("table", { name: "Tools of docs and the role each needs" });
+      const roleOf = async (tool: string) =>
+        (
+          await tools
+            .getByRole("row")
+            .filter({ has: page.getByRole("cell", { name: tool, exact: true }) })
+            .getByRole("cell")
+            .allTextContents()
+        )[3];
+      await expect.poll(() => roleOf("search")).toBe("reader");
+      expect(await roleOf("read_file")).toBe("reader");
+      expect(await roleOf("delete_file")).toBe("writer");
+      expect(await roleOf("send_email")).toBe("owner");
+      expect(await tools.textContent()).toContain("Search the documents");
+
+      const credentials = page.getByRole("table", {
+        name: "Credentials of docs, by scope and date (never a secret)",
+      });
+      const shared = credentials.getByRole("row").filter({ hasText: "shared" });
+      const cells = await shared.getByRole("cell").allTextContents();
+      expect(cells.slice(0, 3)).toEqual(["shared", "bearer", "—"]);
+      expect(cells[3]).toContain(new Date().getUTCFullYear().toString());
+      expect(cells[4]).toBe("never");
+
+      // Who holds which role on the server, from its id.
+      await servers.getByRole("link", { name: "Who holds which role on docs" }).click();
+      await page.waitForURL(/\/admin\/access\?/);
+      expect(await page.locator("#access-type").inputValue()).toBe("mcp_server");
+      const who = page.getByRole("table", { name: "Who holds which role" });
+      await expect
+        .poll(() => who.getByRole("row").filter({ hasText: "bob" }).textContent())
+        .toContain("reader");
+      expect(await who.getByRole("row").filter({ hasText: "alice" }).textContent()).toContain("owner");
+      // The owner grants from here too; the API then holds carol to it.
+      await page.getByLabel("User id (or *)").fill("carol");
+      await page.locator("#grant-role").selectOption("writer");
+      await page.getByRole("button", { name: "Grant", exact: true }).click();
+      await expect.poll(() => page.getByRole("status").textContent()).toContain("Granted writer to carol");
+      const grants = (await api("GET", `/admin/authorization/resources/mcp_server/${server.id}/grants`)) as {
+        data: { userId: string; role: string }[];
+      };
+      expect(grants.data).toContainEqual(expect.objectContaining({ userId: "carol", role: "writer" }));
+      const trail = page.getByRole("table", { name: "Audit trail of this resource, newest first" });
+      await expect.poll(() => trail.getByRole("row").nth(1).textContent()).toContain("grant");
+
+      // Choosing the type in the form also finds it.
+      await page.goto(`${s.url}/admin/access`);
+      await page.locator("#access-type").selectOption("mcp_server");
+      await page.getByLabel("Resource id").fill(server.id);
+      await page.getByRole("button", { name: "Show access" }).click();
+      await expect
+        .poll(() => who.getByRole("row").filter({ hasText: "carol" }).textContent())
+        .toContain("writer");
+
+      // A user's view lists the servers they can read.
+      await page.goto(`${s.url}/admin/access?userId=bob`);
+      const readable = page.getByRole("table", { name: "Resources bob can read, by type" });
+      await expect
+        .poll(() => readable.getByRole("row").filter({ hasText: "mcp_server" }).textContent())
+        .toContain(server.id);
+
+      await page.waitForLoadState("networkidle");
+      const fetched = await Promise.all(bodies);
+      expect(fetched.some((b) => b.includes(server.id))).toBe(true);
+      for (const body of fetched) expect(body).not.toContain(secret);
+      await page.goto(`${s.url}/admin/tools`);
+      await page.getByRole("button", { name: "Tools and credentials of docs" }).click();
+      await credentials.waitFor();
+      expect(await page.content()).not.toContain(secret);
+      expect((await Promise.all(bodies)).join("\n")).not.toContain(secret);
+      expect(seen.errors).toEqual([]);
+      await context.close();
+    } finally {
+      await upstream.close();
+    }
+  }, 120_000);
 
   it("is usable with the keyboard alone", async () => {
     const context = await newContext(s.browser, DESKTOP);
     const page = await context.newPage();
     page.setDefaultTimeout(20_000);
     await page.goto(`${s.url}/admin/sign-in`);
-    await page.keyboard.type(s.root.key); // the key field has the focus
+    // The key field has the focus (autofocus applies once the page has loaded; typing before loses keys).
+    await expect.poll(() => page.evaluate<string>("document.activeElement.id")).toBe("key");
+    await page.keyboard.type(s.root.key);
     await page.keyboard.press("Enter");
     await page.waitForURL(`${s.url}/admin/keys`);
     await page.keyboard.press("Tab");
@@ -262,6 +383,8 @@ describe("admin console", () => {
     const page = await context.newPage();
     await signIn(page, s.url, admin.key);
     expect(page.url()).toBe(`${s.url}/admin/keys`);
+    expect(await page.getByRole("link", { name: "Keys" }).count()).toBe(1);
+    expect(await page.getByRole("link", { name: "Tool servers" }).count()).toBe(0); // no mcp:read
     const revoked = await fetch(`${s.url}/api/v1/admin/api-keys/${admin.id}`, {
       method: "DELETE",
       headers: { Authorization: `Bearer ${s.root.key}` },

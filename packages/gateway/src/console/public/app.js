@@ -8,8 +8,8 @@ const PAGES = [
   { path: "access", title: "Access", view: AccessPage, allowed: () => can("admin:console") },
   { path: "audit", title: "Audit trail", view: AuditPage, allowed: () => can("admin:console") },
   { path: "evals", title: "Eval schedules", view: EvalsPage, allowed: () => can("evals:read") },
-  // Only when the gateway serves the MCP API: otherwise the page would ask for what is not there.
-  { path: "tools", title: "Tool servers", view: ToolsPage, allowed: () => session.mcp },
+  // Only when the gateway serves the MCP API (otherwise the page would ask for what is not there) and the key may read it.
+  { path: "tools", title: "Tool servers", view: ToolsPage, allowed: () => session.mcp && can("mcp:read") },
 ];
 
 const current = window.location.pathname.replace(/^\/admin\/?/, "").replace(/\/$/, "");

@@ -31,14 +31,30 @@ const PERMISSIONS = [
   "sandbox:read",
   "sandbox:write",
   "usage:read",
+  "mcp:read",
+  "mcp:write",
+  "mcp:call",
   "admin:api-keys",
+  "organization:read",
   "admin:console",
 ];
-const DEFAULT_PERMISSIONS = PERMISSIONS.filter((p) => p !== "admin:api-keys" && p !== "admin:console");
+// As the API's own default (`@gw/core/permissions`): everything but key administration, organization views and the console.
+const DEFAULT_PERMISSIONS = PERMISSIONS.filter(
+  (p) => p !== "admin:api-keys" && p !== "organization:read" && p !== "admin:console",
+);
 const REQUEST_WINDOWS = ["second", "minute", "hour", "day"];
 const TOKEN_WINDOWS = ["minute", "hour", "day", "month"];
 const SPEND_WINDOWS = ["day", "month"];
-const RESOURCE_TYPES = ["conversation", "response", "file", "vector_store", "skill", "completion"];
+const RESOURCE_TYPES = [
+  "conversation",
+  "response",
+  "file",
+  "vector_store",
+  "skill",
+  "completion",
+  // A registered MCP server (docs/api/mcp.md): its roles are granted and revoked as any resource's.
+  ...(session.mcp ? ["mcp_server"] : []),
+];
 const ROLES = ["owner", "writer", "reader"];
 
 /** `{second: 5, tokens: {minute: 100}}` → `requests/second 5, tokens/minute 100`. */
@@ -906,7 +922,7 @@ export class ToolsPage extends Component {
             empty="No tool servers."
             rows=${servers.map((s) => [
               s.name ?? "—",
-              html`<code>${s.id}</code>`,
+              html`<a href=${`/admin/access${query({ resourceType: "mcp_server", resourceId: s.id })}`} aria-label=${`Who holds which role on ${s.name ?? s.id}`}><code>${s.id}</code></a>`,
               s.url ?? "—",
               s.description ?? "—",
               fmtWhen(s.created_at),
@@ -920,8 +936,9 @@ export class ToolsPage extends Component {
           <h2>${d.name ?? id}</h2>
           ${
             d.tools
-              ? html`<${Table} caption=${`Tools of ${d.name ?? id} and the role each needs`} columns=${["Tool", "Description", "Required role", "Disabled"]}
-                rows=${d.tools.map((t) => [t.name, t.description ?? "—", t.required_role ?? "—", t.disabled ? "yes" : "no"])} />`
+              ? html`<${Table} caption=${`Tools of ${d.name ?? id} and the role each needs`} columns=${["Tool", "Description", "Read-only", "Required role", "Disabled", "Offered now"]}
+                empty="The server offers no tools."
+                rows=${d.tools.map((t) => [t.name, t.description ?? "—", t.read_only_hint ? "yes" : "no", t.disabled ? "— (disabled)" : (t.required_role ?? "—"), t.disabled ? "yes" : "no", t.offered ? "yes" : "no"])} />`
               : html`<p class="hint">Its tools and their roles are shown to its owners.</p>`
           }
           <${Table} caption=${`Credentials of ${d.name ?? id}, by scope and date (never a secret)`} columns=${["Scope", "Type", "Header", "Created", "Last used"]}
