@@ -68,6 +68,8 @@ export interface WireToolCall {
 export interface RecordedRequest {
   path: string;
   authorization: string | undefined;
+  /** The W3C `traceparent` the caller sent, if any. */
+  traceparent: string | undefined;
   body: {
     model: string;
     messages: { role: string; content: string | null; tool_calls?: WireToolCall[]; tool_call_id?: string }[];
@@ -152,6 +154,7 @@ export async function startFakeLLM(port = 0): Promise<FakeLLM> {
     const record: RecordedRequest = {
       path: req.url!,
       authorization: req.headers.authorization,
+      traceparent: req.headers.traceparent as string | undefined,
       body,
       aborted: false,
     };

@@ -1,3 +1,4 @@
+import { endSpan, type Span, startClientSpan } from "@gw/core/tracing";
 import type { EventSourceMessage } from "eventsource-parser";
 import { newId } from "../ids.ts";
 import { usageDetailsOf, usageOf } from "./accounting.ts";
@@ -72,8 +73,10 @@ export class ChatProvider {
 
   async complete(request: ChatRequest, signal: AbortSignal): Promise<Completion> {
     const call = new AbortController();
+    const span = this.span(request, false);
+    let failure: unknown;
     try {
-      const res = await this.post(chatBody(request), AbortSignal.any([signal, call.signal]));
+      const res = await this.post(chatBody(request), AbortSignal.any([signal, call.signal]), span);
       const max = this.options.maxResponseBytes;
       const { text: raw, whole } = await within(readUpTo(res, max), this.options.timeoutMs);
       if (!whole) throw new ProviderFailed(`its answer is over ${max} bytes`, { status: res.status });
@@ -104,8 +107,12 @@ export class ChatProvider {
         usage: usageOf(body.usage, request.messages, text, toolCalls),
         usageDetails: usageDetailsOf(body.usage),
       };
+    } catch (err) {
+      failure = err;
+      throw err;
     } finally {
       call.abort(); // a no-op once the body was read whole; otherwise the connection goes
+      endSpan(span, failure);
     }
   }
 
@@ -119,10 +126,13 @@ export class ChatProvider {
     signal: AbortSignal,
   ): AsyncGenerator<string | ToolCallDelta, Completion> {
     const call = new AbortController();
+    const span = this.span(request, true);
+    let failure: unknown;
     try {
       const res = await this.post(
         { ...chatBody(request), stream: true, stream_options: { include_usage: true } },
         AbortSignal.any([signal, call.signal]),
+        span,
       );
       const max = this.options.maxResponseBytes;
       let text = "";
@@ -194,9 +204,22 @@ export class ChatProvider {
         usage: usageOf(reported, request.messages, text, toolCalls),
         usageDetails: usageDetailsOf(reported),
       };
+    } catch (err) {
+      failure = err;
+      throw err;
     } finally {
       call.abort();
+      endSpan(span, failure);
     }
+  }
+
+  /** The call's span (when tracing is on): the hop to the model provider. */
+  private span(request: ChatRequest, stream: boolean): Span | undefined {
+    return startClientSpan("model provider chat", {
+      "gen_ai.operation.name": "chat",
+      "gen_ai.request.model": request.model,
+      "gw.stream": stream,
+    });
   }
 
   /** A stream chunk; an `error` event or an OpenAI-style `{"error": …}` chunk ends the stream. */
@@ -219,9 +242,9 @@ export class ChatProvider {
   }
 
   /** Sends the request (see `post`), once a provider is configured. */
-  private post(body: Record<string, unknown>, signal: AbortSignal): Promise<Response> {
+  private post(body: Record<string, unknown>, signal: AbortSignal, span?: Span): Promise<Response> {
     this.assertConfigured();
-    return post(this.options, body, signal);
+    return post(this.options, body, signal, span);
   }
 
   private redact(text: string): string {

@@ -1,3 +1,4 @@
+import { injectTraceHeaders, type Span } from "@gw/core/tracing";
 import { ProviderFailed, ProviderRateLimited, ProviderTimeout, redactProviderText } from "./errors.ts";
 
 /**
@@ -21,16 +22,20 @@ export async function post(
   options: TransportOptions,
   body: Record<string, unknown>,
   signal: AbortSignal,
+  /** The call's span: the provider gets it as its `traceparent` (the request's trace, from the client's). */
+  span?: Span,
 ): Promise<Response> {
   let res: Response;
+  const headers: Record<string, string> = {
+    "content-type": "application/json",
+    ...(options.apiKey ? { authorization: `Bearer ${options.apiKey}` } : {}),
+  };
+  injectTraceHeaders(headers, span);
   try {
     res = await within(
       fetch(`${options.baseUrl}/chat/completions`, {
         method: "POST",
-        headers: {
-          "content-type": "application/json",
-          ...(options.apiKey ? { authorization: `Bearer ${options.apiKey}` } : {}),
-        },
+        headers,
         body: JSON.stringify(body),
         signal,
       }),
