@@ -307,9 +307,9 @@ export async function startFakeLLM(port = 0): Promise<FakeLLM> {
   return fake;
 }
 
-/** `pnpm exec node packages/test-kit/src/llm-upstream.ts [port]`: run it by hand, e.g. as LLM_BASE_URL for `pnpm start`. */
+/** `pnpm exec node packages/test-kit/src/llm-upstream.ts [port]` (or `PORT`): run it by hand, e.g. as LLM_BASE_URL for `pnpm start`. */
 if (import.meta.main) {
-  const port = Number(process.argv[2] ?? 0);
+  const port = Number(process.argv[2] ?? process.env.PORT ?? 0);
   if (!Number.isInteger(port) || port < 0 || port > 65535) {
     process.stderr.write(`usage: pnpm exec node packages/test-kit/src/llm-upstream.ts [port]\n`);
     process.exit(2);
