@@ -190,10 +190,14 @@ export function startServerSpan(
 
 /**
  * A client span for a call to another system (a hop), started in the
- * current context; the caller ends it with `endSpan`. `undefined` when off.
+ * current context; the caller ends it with `endSpan`. `undefined` when off,
+ * and outside a sampled request: background work (a key-change subscriber's
+ * Redis reads, BullMQ's polling) makes no traces of its own, and a request
+ * the sampler left out costs no span below its own (its `traceparent` still
+ * goes on, unsampled).
  */
 export function startClientSpan(name: string, attributes: Attributes): Span | undefined {
-  if (!enabled) return undefined;
+  if (!enabled || !trace.getActiveSpan()?.isRecording()) return undefined;
   return tracer().startSpan(name, { kind: SpanKind.CLIENT, attributes });
 }
 
@@ -215,8 +219,8 @@ export function endSpan(span: Span | undefined, error?: unknown, attributes?: At
  * ended when `work` settles. Without tracing: `work()` alone.
  */
 export function inClientSpan<T>(name: string, attributes: Attributes, work: () => Promise<T>): Promise<T> {
-  if (!enabled) return work();
-  const span = tracer().startSpan(name, { kind: SpanKind.CLIENT, attributes });
+  const span = startClientSpan(name, attributes);
+  if (!span) return work();
   return context.with(trace.setSpan(context.active(), span), async () => {
     try {
       const result = await work();

@@ -88,10 +88,10 @@ describe("traces of every hop, under the caller's traceparent", () => {
       `00-${caller.traceId}-${provider[0]!.spanContext().spanId}-01`,
     ]);
 
-    // Every log line of the request names its trace: the access lines of gateway and service at least.
+    // Every log line of the request names its trace; its one access line (the gateway's) too.
     const lines = logLines.map((l) => JSON.parse(l) as Record<string, unknown>);
     const access = lines.filter((l) => l.msg === "request" && l.trace_id === caller.traceId);
-    expect(access).toHaveLength(2);
+    expect(access).toHaveLength(1);
     expect(id).toMatch(/^resp_/);
   });
 
@@ -124,7 +124,25 @@ describe("traces of every hop, under the caller's traceparent", () => {
     expect(stack.llm.requests.length).toBe(before);
   });
 
-  it("a caller without a traceparent gets a trace of its own, named in its access lines", async () => {
+  it("a caller's unsampled traceparent: no span is exported, and the provider still gets the trace, unsampled", async () => {
+    const key = await stack.createKey();
+    const caller = callerTrace();
+    const before = stack.llm.requests.length;
+    const res = await stack.call(key.secret, "/api/v1/llm/chat/completions", {
+      json: { model: "echo-small", messages: [{ role: "user", content: "not sampled" }] },
+      user: "alice",
+      headers: { traceparent: `00-${caller.traceId}-${caller.spanId}-00` },
+    });
+    expect(res.status).toBe(200);
+    await res.arrayBuffer();
+    await flushTracing();
+    expect(exporter.getFinishedSpans().filter((s) => s.spanContext().traceId === caller.traceId)).toEqual([]);
+    const sent = stack.llm.requests.slice(before);
+    expect(sent).toHaveLength(1);
+    expect(sent[0]!.traceparent).toMatch(new RegExp(`^00-${caller.traceId}-[0-9a-f]{16}-00$`));
+  });
+
+  it("a caller without a traceparent gets a trace of its own, named in its one access line", async () => {
     const key = await stack.createKey();
     const res = await stack.call(key.secret, "/api/v1/llm/responses/resp_missing", { user: "alice" });
     expect(res.status).toBe(404);
@@ -135,12 +153,10 @@ describe("traces of every hop, under the caller's traceparent", () => {
           .map((l) => JSON.parse(l) as Record<string, unknown>)
           .filter((l) => l.msg === "request" && l.requestId === requestId),
       )
-      .toHaveLength(2);
+      .toHaveLength(1);
     const access = logLines
       .map((l) => JSON.parse(l) as Record<string, unknown>)
       .filter((l) => l.msg === "request" && l.requestId === requestId);
-    const traceIds = new Set(access.map((l) => l.trace_id));
-    expect(traceIds.size).toBe(1);
-    expect([...traceIds][0]).toMatch(/^[0-9a-f]{32}$/);
+    expect(access[0]!.trace_id).toMatch(/^[0-9a-f]{32}$/);
   });
 });

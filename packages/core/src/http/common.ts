@@ -36,9 +36,17 @@ export function useRequestBasics(
   logger: Logger,
   metrics: Metrics,
   forwardedRoutes: RouteTemplate[] = [],
+  /**
+   * The access line's level: `info`, or `debug` where another process
+   * already writes one for the same request (the service, behind the
+   * gateway: one access line per request, not two).
+   */
+  accessLevel: "info" | "debug" = "info",
 ): void {
   // The access line carries only the fields below, none of them a secret.
   const access = unredacted(logger);
+  const writeAccess = accessLevel === "info" ? access.info.bind(access) : access.debug.bind(access);
+  const accessOn = access.isLevelEnabled(accessLevel);
   // Built at the first answer, when every route is registered.
   let labels: RouteLabels | undefined;
   const labelsOf = () => {
@@ -83,7 +91,8 @@ export function useRequestBasics(
           "http.response.status_code": res.statusCode,
         });
       }
-      access.info(
+      if (!accessOn) return;
+      writeAccess(
         {
           requestId: req.id,
           method: req.method,
