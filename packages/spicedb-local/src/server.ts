@@ -27,6 +27,15 @@ export interface SpiceDBLocalOptions {
   metricsPort?: number;
   /** Sees every authenticated request's method path and serialized message (for tests that check what clients ask). */
   observe?: (path: string, request: Buffer) => void;
+  /**
+   * With `dataDir` (and no `metricsPort`): after this many writes, the engine
+   * is replaced by a fresh one restored from the data directory, so its
+   * memory follows the relationships it holds rather than every write since
+   * it started (the in-memory datastore keeps a snapshot and a change-log
+   * entry per write for its 24-hour garbage-collection window, which the
+   * engine's options cannot shorten). 0 or unset: never.
+   */
+  recycleAfterWrites?: number;
 }
 
 export interface RunningSpiceDBLocal {
@@ -36,6 +45,8 @@ export interface RunningSpiceDBLocal {
   peakConcurrentEngineCalls(): number;
   /** With a data directory: waits until every committed change is stored. */
   persistence?: Pick<Persistence, "sync">;
+  /** How many times the engine was replaced by a fresh one (`recycleAfterWrites`). */
+  recycles(): number;
   /** Stops taking calls, then (with a data directory) stores every committed change before it returns. */
   close(): Promise<void>;
 }
@@ -71,11 +82,9 @@ export async function startSpiceDBLocal(options: SpiceDBLocalOptions): Promise<R
       ? {}
       : { metrics_enabled: true, metrics_port: options.metricsPort, metrics_host: options.host },
   );
-  // Its own subchannel, so closing this client really closes the connection; the engine's
-  // shutdown otherwise waits seconds for it to go away.
-  const streaming = new grpc.Client(engine.streamingTarget, grpc.credentials.createInsecure(), {
-    "grpc.use_local_subchannel_pool": 1,
-  });
+  const streaming = streamingClientOf(engine);
+  /** The engine serving now, and its streaming socket's client (both replaced by a recycle). */
+  const current: Current = { engine, streaming, writes: 0, recycles: 0 };
   const expectedAuth = Buffer.from(`Bearer ${options.presharedKey}`);
 
   const authorized = (metadata: grpc.Metadata): boolean => {
@@ -105,12 +114,14 @@ export async function startSpiceDBLocal(options: SpiceDBLocalOptions): Promise<R
         responseDeserialize: identity,
       };
       implementation[method.name] = handlerFor(path, method, {
-        engine,
-        streaming,
+        current,
         authorized,
         unauthenticated,
         observe: options.observe,
         persistence: () => persistence,
+        written: () => {
+          if (++current.writes >= recycleAfter && recycleAfter > 0 && !current.gate) recycle();
+        },
       });
     }
     server.addService(definition, implementation);
@@ -121,6 +132,71 @@ export async function startSpiceDBLocal(options: SpiceDBLocalOptions): Promise<R
   );
 
   let persistence: Persistence | undefined;
+  // Recycling needs the data directory to restore from, and one engine at a time with metrics on.
+  const recycleAfter =
+    options.dataDir && options.metricsPort === undefined ? (options.recycleAfterWrites ?? 0) : 0;
+  /**
+   * Replaces the engine by a fresh one holding the same relationships: writes
+   * wait (reads go on, on the old engine, which still has everything), the
+   * old store catches up and closes, the new engine gets the schema the old
+   * one serves and the stored relationships, then takes every call; the old
+   * one goes once its calls in flight had time to finish. ZedTokens of the
+   * old engine then ask the new one for full consistency, as after a restart.
+   */
+  const recycle = () => {
+    const old = { engine: current.engine, streaming: current.streaming, persistence };
+    current.gate = (async () => {
+      const started = performance.now();
+      try {
+        await old.persistence!.close();
+        const { schemaText } = v1.ReadSchemaResponse.fromBinary(
+          await old.engine.call(
+            "/authzed.api.v1.SchemaService/ReadSchema",
+            v1.ReadSchemaRequest.toBinary(v1.ReadSchemaRequest.create({})),
+          ),
+        );
+        const fresh = SpiceDBEngine.start({});
+        const freshStreaming = streamingClientOf(fresh);
+        try {
+          await fresh.call(
+            "/authzed.api.v1.SchemaService/WriteSchema",
+            v1.WriteSchemaRequest.toBinary(v1.WriteSchemaRequest.create({ schema: schemaText })),
+          );
+          persistence = await Persistence.open(fresh, freshStreaming, {
+            dir: options.dataDir!,
+            log: options.logger ?? silent,
+            progressEveryMs: options.replayProgressEveryMs,
+            hooks: options.persistenceHooks,
+          });
+        } catch (err) {
+          freshStreaming.close();
+          fresh.dispose();
+          throw err;
+        }
+        current.engine = fresh;
+        current.streaming = freshStreaming;
+        current.writes = 0;
+        current.recycles++;
+        options.logger?.info(
+          { ms: Math.round(performance.now() - started), recycles: current.recycles },
+          "engine replaced by a fresh one restored from the data directory (its memory had grown with every write)",
+        );
+        setTimeout(() => {
+          old.streaming.close();
+          old.engine.dispose();
+        }, OLD_ENGINE_GRACE_MS).unref();
+      } catch (err) {
+        // The old engine still answers reads; writes are refused: the store is closed.
+        current.failure = new EngineError(
+          grpc.status.UNAVAILABLE,
+          `writes are refused: the engine could not be replaced (${(err as Error).message})`,
+        );
+        options.logger?.error({ err: (err as Error).message }, "the engine could not be replaced");
+      } finally {
+        current.gate = undefined;
+      }
+    })();
+  };
   try {
     if (options.schemaFile) {
       const schema = await readFile(options.schemaFile, "utf8");
@@ -161,8 +237,9 @@ export async function startSpiceDBLocal(options: SpiceDBLocalOptions): Promise<R
   return {
     port,
     endpoint: `${options.host}:${port}`,
-    peakConcurrentEngineCalls: () => engine.peakInFlight,
-    persistence,
+    peakConcurrentEngineCalls: () => current.engine.peakInFlight,
+    ...(persistence ? { persistence: { sync: () => persistence!.sync() } } : {}),
+    recycles: () => current.recycles,
     async close() {
       await new Promise<void>((resolve) => {
         const timer = setTimeout(() => {
@@ -174,17 +251,45 @@ export async function startSpiceDBLocal(options: SpiceDBLocalOptions): Promise<R
           resolve();
         });
       });
+      await current.gate;
       await persistence?.close();
-      streaming.close();
+      current.streaming.close();
       await new Promise((r) => setTimeout(r, 10));
-      engine.dispose();
+      current.engine.dispose();
     },
   };
 }
 
-interface HandlerContext {
+/** How long a replaced engine stays, for the calls still in flight on it (deadlines are shorter). */
+const OLD_ENGINE_GRACE_MS = 30_000;
+
+interface Current {
   engine: SpiceDBEngine;
   streaming: grpc.Client;
+  /** Writes answered by this engine. */
+  writes: number;
+  recycles: number;
+  /** While the engine is being replaced: writes wait for it. */
+  gate?: Promise<void> | undefined;
+  /** Set when a replacement failed: writes are refused. */
+  failure?: EngineError;
+}
+
+/**
+ * A client of the engine's streaming socket, on its own subchannel, so
+ * closing this client really closes the connection; the engine's shutdown
+ * otherwise waits seconds for it to go away.
+ */
+function streamingClientOf(engine: SpiceDBEngine): grpc.Client {
+  return new grpc.Client(engine.streamingTarget, grpc.credentials.createInsecure(), {
+    "grpc.use_local_subchannel_pool": 1,
+  });
+}
+
+interface HandlerContext {
+  current: Current;
+  /** Called after each write the engine answered. */
+  written: () => void;
   authorized: (metadata: grpc.Metadata) => boolean;
   unauthenticated: Partial<grpc.StatusObject>;
   observe: ((path: string, request: Buffer) => void) | undefined;
@@ -222,22 +327,26 @@ function handlerFor(path: string, method: MethodInfo, ctx: HandlerContext): grpc
     return (call: grpc.ServerUnaryCall<Buffer, Buffer>, callback: grpc.sendUnaryData<Buffer>) => {
       if (!ctx.authorized(call.metadata)) return callback(ctx.unauthenticated);
       ctx.observe?.(path, call.request);
-      const persistence = ctx.persistence();
-      const refused = isWriteMethod(path) ? persistence?.failure : undefined;
-      if (refused) return callback(toStatus(refused));
+      const write = isWriteMethod(path);
       if (path in FFI_METHODS) {
-        const committedAt = persistence && COMMITTED_AT[path];
-        ctx.engine
-          .call(path as FfiMethodPath, call.request)
-          .then(async (response) => {
-            const token = committedAt?.(response);
-            if (token) await persistence!.stored(token);
-            return response;
-          })
-          .then(
-            (response) => callback(null, response),
-            (err) => callback(toStatus(err)),
-          );
+        // Up to the engine call, synchronous: a write either is queued on the engine before a
+        // replacement starts (and stored by it), or waits for the replacement and goes to the new one.
+        const run = async () => {
+          const persistence = ctx.persistence();
+          const refused = write ? (ctx.current.failure ?? persistence?.failure) : undefined;
+          if (refused) throw refused;
+          const committedAt = persistence && COMMITTED_AT[path];
+          const response = await ctx.current.engine.call(path as FfiMethodPath, call.request);
+          const token = committedAt?.(response);
+          if (token) await persistence!.stored(token);
+          if (write) ctx.written();
+          return response;
+        };
+        const gate = write ? ctx.current.gate : undefined;
+        (gate ? gate.then(run) : run()).then(
+          (response) => callback(null, response),
+          (err) => callback(toStatus(err)),
+        );
         return;
       }
       callback({
@@ -252,7 +361,7 @@ function handlerFor(path: string, method: MethodInfo, ctx: HandlerContext): grpc
         call.emit("error", ctx.unauthenticated);
         return;
       }
-      const upstream = ctx.streaming.makeServerStreamRequest(
+      const upstream = ctx.current.streaming.makeServerStreamRequest(
         path,
         identity,
         identity,
@@ -278,7 +387,7 @@ function handlerFor(path: string, method: MethodInfo, ctx: HandlerContext): grpc
   if (method.clientStreaming && !method.serverStreaming) {
     return (call: grpc.ServerReadableStream<Buffer, Buffer>, callback: grpc.sendUnaryData<Buffer>) => {
       if (!ctx.authorized(call.metadata)) return callback(ctx.unauthenticated);
-      const upstream = ctx.streaming.makeClientStreamRequest(
+      const upstream = ctx.current.streaming.makeClientStreamRequest(
         path,
         identity,
         identity,

@@ -456,3 +456,61 @@ describe("the local SpiceDB keeps its relationships in a data directory", () => 
     expect(storedIds(dir)).toEqual(["d1"]);
   });
 });
+
+describe("recycleAfterWrites: the engine replaced by a fresh one restored from the directory", () => {
+  it("keeps every relationship and write across replacements, with writes sent while one runs", async () => {
+    const dir = await freshDir();
+    const local = await open(dir, { recycleAfterWrites: 3 });
+    try {
+      // Sequential writes: one replacement after every third.
+      for (let i = 0; i < 7; i++)
+        await local.client.promises.writeRelationships(touch(rel(`doc:s${i}`, "owner", "alice")));
+      await waitFor(async () => local.server.recycles() >= 2, "two replacements");
+      // Concurrent writes: some are queued on the engine being replaced, some wait for the new one.
+      await Promise.all(
+        Array.from({ length: 12 }, (_, i) =>
+          local.client.promises.writeRelationships(touch(rel(`doc:c${i}`, "reader", "bob"))),
+        ),
+      );
+      await local.client.promises.writeRelationships(remove(rel("doc:s0", "owner", "alice")));
+      await waitFor(async () => local.server.recycles() >= 3, "a replacement during the concurrent writes");
+      const expected = [
+        ...Array.from({ length: 6 }, (_, i) => `s${i + 1}`),
+        ...Array.from({ length: 12 }, (_, i) => `c${i}`),
+      ].sort();
+      expect(ids(await state(local.client)).sort()).toEqual(expected);
+      expect(await canRead(local.client, "c5", "bob")).toBe(true);
+      expect(await canRead(local.client, "s0", "alice")).toBe(false);
+      expect(local.log.lines.filter((l) => l.level === "error")).toEqual([]);
+    } finally {
+      await local.close();
+    }
+    // And the directory holds exactly that.
+    expect(storedIds(dir).sort()).toEqual(
+      [
+        ...Array.from({ length: 6 }, (_, i) => `s${i + 1}`),
+        ...Array.from({ length: 12 }, (_, i) => `c${i}`),
+      ].sort(),
+    );
+  });
+
+  it("is off without a data directory", async () => {
+    const server = await startSpiceDBLocal({
+      host: "127.0.0.1",
+      port: 0,
+      presharedKey: KEY,
+      schemaFile: SCHEMA,
+      recycleAfterWrites: 1,
+    });
+    const client = v1.NewClient(KEY, server.endpoint, v1.ClientSecurity.INSECURE_PLAINTEXT_CREDENTIALS);
+    try {
+      for (let i = 0; i < 3; i++)
+        await client.promises.writeRelationships(touch(rel(`doc:m${i}`, "owner", "alice")));
+      expect(server.recycles()).toBe(0);
+      expect(ids(await state(client)).sort()).toEqual(["m0", "m1", "m2"]);
+    } finally {
+      client.close();
+      await server.close();
+    }
+  });
+});
