@@ -9,7 +9,8 @@
  * PostgreSQL, the local SpiceDB, and a gateway and service per variant.
  *
  * `BENCH_MODEL_CALLS` calls per row at concurrency 1 (default 300),
- * `BENCH_MODEL_SECONDS` seconds per load at 16 connections (default 5).
+ * `BENCH_MODEL_SECONDS` seconds per load at 16 connections (default 5),
+ * `BENCH_MODEL_PROFILE_SECONDS` seconds of load under the profiler (default 10).
  * Alone: `pnpm exec node test/bench/model-calls.ts` (prints; `BENCH_OUTPUT`
  * writes a report).
  */
@@ -55,6 +56,7 @@ export interface ModelStack {
   provider: RunningNodeProcess;
   providerUrl: string;
   pids: { redis: number; spicedb: number };
+  redisUrl: string;
   pairs: Map<string, Pair>;
   plainKey: string;
   budgetKey: string;
@@ -157,6 +159,7 @@ export async function startModelStack(): Promise<ModelStack> {
     provider,
     providerUrl,
     pids: { redis: redis.process.pid!, spicedb: spicedb.process.pid! },
+    redisUrl: redis.url,
     pairs,
     plainKey,
     budgetKey,
@@ -236,7 +239,20 @@ async function addedLatency(stack: ModelStack, url: string, key: string) {
   return rows;
 }
 
-/** Requests per second and CPU per call of each process, at 16 connections for SECONDS. */
+/** Commands Redis has run so far (`INFO commandstats`), the INFO itself aside. */
+async function redisCommands(url: string): Promise<number> {
+  const client = createRedis(url, { connectionName: "bench-stats" });
+  try {
+    const info = await client.info("commandstats");
+    return [...info.matchAll(/^cmdstat_(\w+):calls=(\d+)/gm)]
+      .filter((m) => m[1] !== "info")
+      .reduce((sum, m) => sum + Number(m[2]), 0);
+  } finally {
+    client.disconnect();
+  }
+}
+
+/** Requests per second, CPU per call of each process and Redis commands per call, at 16 connections for SECONDS. */
 async function cpuPerCall(stack: ModelStack, pair: Pair, path: string, body: string, key: string) {
   const pids = {
     gateway: pair.gateway.process.pid!,
@@ -246,12 +262,14 @@ async function cpuPerCall(stack: ModelStack, pair: Pair, path: string, body: str
   };
   const target = { url: `${pair.gateway.url}${path}`, method: "POST" as const, headers: bearer(key), body };
   await load({ ...target, connections: 16, seconds: 1 });
+  const commandsBefore = await redisCommands(stack.redisUrl);
   const before = Object.fromEntries(Object.entries(pids).map(([n, pid]) => [n, cpuMs(pid)]));
   const sample = await load({ ...target, connections: 16, seconds: SECONDS });
   const per = Object.fromEntries(
     Object.entries(pids).map(([n, pid]) => [n, (cpuMs(pid) - before[n]!) / Math.max(1, sample.total)]),
   ) as Record<keyof typeof pids, number>;
-  return { sample, per, total: per.gateway + per.service + per.redis };
+  const commands = ((await redisCommands(stack.redisUrl)) - commandsBefore) / Math.max(1, sample.total);
+  return { sample, per, total: per.gateway + per.service + per.redis, commands };
 }
 
 export async function benchModelCalls(report: Report): Promise<void> {
@@ -283,10 +301,11 @@ export async function benchModelCalls(report: Report): Promise<void> {
       ["response, stored", RESPONSES, responseBody(true), stack.plainKey],
     ];
     for (const [name, path, body, key] of loads) {
-      const { sample, per, total } = await cpuPerCall(stack, plain, path, body, key);
+      const { sample, per, total, commands } = await cpuPerCall(stack, plain, path, body, key);
       cpuRows.push([
         name,
         sample.rps.toFixed(0),
+        commands.toFixed(1),
         ms(per.gateway),
         ms(per.service),
         ms(per.redis),
@@ -296,7 +315,17 @@ export async function benchModelCalls(report: Report): Promise<void> {
       ]);
     }
     report.table(
-      ["call", "calls/s", "gateway", "service", "Redis", "SpiceDB", "gateway + service + Redis", "non-2xx"],
+      [
+        "call",
+        "calls/s",
+        "Redis commands",
+        "gateway",
+        "service",
+        "Redis",
+        "SpiceDB",
+        "gateway + service + Redis",
+        "non-2xx",
+      ],
       cpuRows,
     );
 
@@ -346,10 +375,10 @@ async function benchTracing(report: Report, stack: ModelStack & { collectorUrl: 
 }
 
 /** Gateway and service under `--cpu-prof` with 16 connections of chat completions: where their time goes. */
-async function profileModelCalls(report: Report, stack: ModelStack): Promise<void> {
+export async function profileModelCalls(report: Report, stack: ModelStack): Promise<void> {
   const dir = await mkdtemp(join(tmpdir(), "gw-bench-model-prof-"));
   const pair = await stack.startPair("profiled", {}, (of) => `--cpu-prof --cpu-prof-dir=${join(dir, of)}`);
-  const seconds = Math.max(2, SECONDS);
+  const seconds = Number(process.env.BENCH_MODEL_PROFILE_SECONDS ?? Math.max(10, SECONDS));
   try {
     const target = {
       url: `${pair.gateway.url}${CHAT}`,
