@@ -124,6 +124,30 @@ describe("traces of every hop, under the caller's traceparent", () => {
     expect(stack.llm.requests.length).toBe(before);
   });
 
+  it("a line the service logs inside the request (a provider failure) names the caller's trace and its span", async () => {
+    const key = await stack.createKey();
+    const caller = callerTrace();
+    stack.llm.mode = "fail";
+    try {
+      const res = await stack.call(key.secret, "/api/v1/llm/chat/completions", {
+        json: { model: "echo-small", messages: [{ role: "user", content: "fail" }] },
+        user: "alice",
+        headers: { traceparent: caller.traceparent },
+      });
+      expect(res.status).toBeGreaterThanOrEqual(500);
+      await res.arrayBuffer();
+    } finally {
+      stack.llm.mode = "ok";
+    }
+    const t = await traceOf(caller.traceId);
+    const spanIds = new Set(t.spans.map((s) => s.spanContext().spanId));
+    const warnings = logLines
+      .map((l) => JSON.parse(l) as Record<string, unknown>)
+      .filter((l) => Number(l.level) >= 40 && l.trace_id === caller.traceId);
+    expect(warnings.length).toBeGreaterThan(0);
+    for (const line of warnings) expect(spanIds.has(String(line.span_id))).toBe(true);
+  });
+
   it("a caller's unsampled traceparent: no span is exported, and the provider still gets the trace, unsampled", async () => {
     const key = await stack.createKey();
     const caller = callerTrace();
