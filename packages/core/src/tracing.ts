@@ -10,6 +10,8 @@ import {
 } from "@opentelemetry/api";
 import { AsyncLocalStorageContextManager } from "@opentelemetry/context-async-hooks";
 import { CompositePropagator, W3CBaggagePropagator, W3CTraceContextPropagator } from "@opentelemetry/core";
+import { OTLPTraceExporter as OTLPGrpcExporter } from "@opentelemetry/exporter-trace-otlp-grpc";
+import { OTLPTraceExporter as OTLPJsonExporter } from "@opentelemetry/exporter-trace-otlp-http";
 import { OTLPTraceExporter } from "@opentelemetry/exporter-trace-otlp-proto";
 import { detectResources, envDetector, resourceFromAttributes } from "@opentelemetry/resources";
 import {
@@ -60,8 +62,10 @@ export const tracingEnvShape = {
   OTEL_EXPORTER_OTLP_ENDPOINT: z.url().optional(),
   /** OTLP URL for traces alone (used as is); setting it turns tracing on. */
   OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: z.url().optional(),
-  /** `http/protobuf` is the one OTLP protocol served here. Default http/protobuf. */
-  OTEL_EXPORTER_OTLP_PROTOCOL: z.enum(["http/protobuf"]).optional(),
+  /** OTLP transport: `http/protobuf`, `http/json` or `grpc`. Default http/protobuf. */
+  OTEL_EXPORTER_OTLP_PROTOCOL: z.enum(["http/protobuf", "http/json", "grpc"]).optional(),
+  /** The same, for traces alone (wins over OTEL_EXPORTER_OTLP_PROTOCOL). */
+  OTEL_EXPORTER_OTLP_TRACES_PROTOCOL: z.enum(["http/protobuf", "http/json", "grpc"]).optional(),
   /** Headers sent to the collector, `key=value,key=value` (e.g. an API key of the tracing vendor). */
   OTEL_EXPORTER_OTLP_HEADERS: z.string().optional(),
   /** Which traces are kept: one of `always_on`, `always_off`, `traceidratio`, `parentbased_always_on`, `parentbased_always_off`, `parentbased_traceidratio`. Default parentbased_always_on (a caller's sampled `traceparent` is followed). */
@@ -106,7 +110,7 @@ export function startTracing(
   options: StartTracingOptions = {},
 ): boolean {
   if (provider) return true;
-  const exporter = options.exporter ?? exporterOf(env);
+  const exporter = options.exporter ?? traceExporterOf(env);
   if (!exporter) return false;
   const processor: SpanProcessor = options.simple
     ? new SimpleSpanProcessor({ exporter })
@@ -138,13 +142,30 @@ export async function flushTracing(): Promise<void> {
   await provider?.forceFlush();
 }
 
-function exporterOf(env: TracingEnv): SpanExporter | undefined {
+/** The exporter the environment names, if any: none unless an OTLP endpoint or `OTEL_TRACES_EXPORTER` says so. */
+export function traceExporterOf(env: TracingEnv): SpanExporter | undefined {
   if (env.OTEL_SDK_DISABLED === "true") return undefined;
   const endpoint = env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT ?? env.OTEL_EXPORTER_OTLP_ENDPOINT;
   const kind = env.OTEL_TRACES_EXPORTER ?? (endpoint ? "otlp" : "none");
   if (kind === "console") return new ConsoleSpanExporter();
-  if (kind === "otlp") return new OTLPTraceExporter();
-  return undefined;
+  if (kind !== "otlp") return undefined;
+  const protocol =
+    env.OTEL_EXPORTER_OTLP_TRACES_PROTOCOL ?? env.OTEL_EXPORTER_OTLP_PROTOCOL ?? "http/protobuf";
+  // The URL as the specification builds it (the exporters read headers, timeout and compression themselves).
+  const url =
+    env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT ??
+    (env.OTEL_EXPORTER_OTLP_ENDPOINT && protocol !== "grpc"
+      ? `${env.OTEL_EXPORTER_OTLP_ENDPOINT.replace(/\/+$/, "")}/v1/traces`
+      : env.OTEL_EXPORTER_OTLP_ENDPOINT);
+  const config = url ? { url } : {};
+  switch (protocol) {
+    case "grpc":
+      return new OTLPGrpcExporter(config);
+    case "http/json":
+      return new OTLPJsonExporter(config);
+    default:
+      return new OTLPTraceExporter(config);
+  }
 }
 
 function samplerOf(env: TracingEnv): Sampler {
