@@ -10,7 +10,8 @@
  * retention sweeper (the same code, run here against the same stores)
  * deletes them all: its rate, and each process's memory after.
  *
- * Alone: `pnpm exec node test/bench/growth.ts` (prints; `BENCH_OUTPUT` writes a report).
+ * Alone: `pnpm exec node test/bench/growth.ts` (prints; `BENCH_OUTPUT` writes a report);
+ * `SPICEDB_LOCAL_RECYCLE_WRITES` is passed on to the local SpiceDB.
  */
 import { randomBytes } from "node:crypto";
 import { mkdtemp, rm } from "node:fs/promises";
@@ -45,7 +46,15 @@ export async function benchGrowth(report: Report): Promise<void> {
   const spicedbPort = await freePort();
   const spicedb = await startSpiceDBLocalProcess({
     port: spicedbPort,
-    env: { PATH: process.env.PATH, LOG_LEVEL: "warn", DATA_DIR: dataDir },
+    env: {
+      PATH: process.env.PATH,
+      LOG_LEVEL: "warn",
+      DATA_DIR: dataDir,
+      // To compare engine replacement settings (the server's default otherwise).
+      ...(process.env.SPICEDB_LOCAL_RECYCLE_WRITES
+        ? { SPICEDB_LOCAL_RECYCLE_WRITES: process.env.SPICEDB_LOCAL_RECYCLE_WRITES }
+        : {}),
+    },
     timeoutMs: 600_000,
   });
   const common = {
