@@ -4,7 +4,7 @@ import { v1 } from "@authzed/authzed-node";
 import * as grpc from "@grpc/grpc-js";
 import { EngineError, FFI_METHODS, type FfiMethodPath, isWriteMethod, SpiceDBEngine } from "./engine.ts";
 import { addHealthService } from "./health.ts";
-import { type Log, Persistence, type PersistenceHooks } from "./persistence/persistence.ts";
+import { applyChanges, type Log, Persistence, type PersistenceHooks } from "./persistence/persistence.ts";
 
 export interface SpiceDBLocalOptions {
   host: string;
@@ -120,7 +120,7 @@ export async function startSpiceDBLocal(options: SpiceDBLocalOptions): Promise<R
         observe: options.observe,
         persistence: () => persistence,
         written: () => {
-          if (++current.writes >= recycleAfter && recycleAfter > 0 && !current.gate) recycle();
+          if (++current.writes >= recycleAfter && recycleAfter > 0 && !current.recycling) recycle();
         },
       });
     }
@@ -136,49 +136,62 @@ export async function startSpiceDBLocal(options: SpiceDBLocalOptions): Promise<R
   const recycleAfter =
     options.dataDir && options.metricsPort === undefined ? (options.recycleAfterWrites ?? 0) : 0;
   /**
-   * Replaces the engine by a fresh one holding the same relationships: writes
-   * wait (reads go on, on the old engine, which still has everything), the
-   * old store catches up and closes, the new engine gets the schema the old
-   * one serves and the stored relationships, then takes every call; the old
-   * one goes once its calls in flight had time to finish. ZedTokens of the
-   * old engine then ask the new one for full consistency, as after a restart.
+   * Replaces the engine by a fresh one holding the same relationships. The
+   * stored ones are written into it while the old engine goes on serving,
+   * every change stored meanwhile collected; then writes wait while the old
+   * store catches up and closes, the collected changes are applied to the
+   * fresh engine and its store opens (no replay): a pause as long as the
+   * changes made during the replay take to apply. The old engine goes once
+   * its calls in flight had time to end. ZedTokens of the old engine then
+   * ask the new one for full consistency, as after a restart.
    */
   const recycle = () => {
-    const old = { engine: current.engine, streaming: current.streaming, persistence };
-    current.gate = (async () => {
+    const old = { engine: current.engine, streaming: current.streaming, persistence: persistence! };
+    let release: () => void = () => {};
+    const ready = (async () => {
       const started = performance.now();
+      const fresh = SpiceDBEngine.start({});
+      const freshStreaming = streamingClientOf(fresh);
+      const changes: v1.RelationshipUpdate[] = [];
       try {
-        await old.persistence!.close();
         const { schemaText } = v1.ReadSchemaResponse.fromBinary(
           await old.engine.call(
             "/authzed.api.v1.SchemaService/ReadSchema",
             v1.ReadSchemaRequest.toBinary(v1.ReadSchemaRequest.create({})),
           ),
         );
-        const fresh = SpiceDBEngine.start({});
-        const freshStreaming = streamingClientOf(fresh);
-        try {
-          await fresh.call(
-            "/authzed.api.v1.SchemaService/WriteSchema",
-            v1.WriteSchemaRequest.toBinary(v1.WriteSchemaRequest.create({ schema: schemaText })),
-          );
-          persistence = await Persistence.open(fresh, freshStreaming, {
-            dir: options.dataDir!,
-            log: options.logger ?? silent,
-            progressEveryMs: options.replayProgressEveryMs,
-            hooks: options.persistenceHooks,
-          });
-        } catch (err) {
-          freshStreaming.close();
-          fresh.dispose();
-          throw err;
-        }
+        await fresh.call(
+          "/authzed.api.v1.SchemaService/WriteSchema",
+          v1.WriteSchemaRequest.toBinary(v1.WriteSchemaRequest.create({ schema: schemaText })),
+        );
+        old.persistence.tap = (updates) => changes.push(...updates);
+        await old.persistence.replayInto(fresh);
+        await options.persistenceHooks?.afterReplayInto?.();
+        // From here writes wait (set before anything else is awaited).
+        current.gate = new Promise<void>((resolve) => {
+          release = resolve;
+        });
+        const paused = performance.now();
+        await old.persistence.close();
+        old.persistence.tap = undefined;
+        await applyChanges(fresh, changes);
+        persistence = await Persistence.open(fresh, freshStreaming, {
+          dir: options.dataDir!,
+          log: options.logger ?? silent,
+          hooks: options.persistenceHooks,
+          restored: true,
+        });
         current.engine = fresh;
         current.streaming = freshStreaming;
         current.writes = 0;
         current.recycles++;
         options.logger?.info(
-          { ms: Math.round(performance.now() - started), recycles: current.recycles },
+          {
+            ms: Math.round(performance.now() - started),
+            writesPausedMs: Math.round(performance.now() - paused),
+            changesDuringReplay: changes.length,
+            recycles: current.recycles,
+          },
           "engine replaced by a fresh one restored from the data directory (its memory had grown with every write)",
         );
         setTimeout(() => {
@@ -186,16 +199,23 @@ export async function startSpiceDBLocal(options: SpiceDBLocalOptions): Promise<R
           old.engine.dispose();
         }, OLD_ENGINE_GRACE_MS).unref();
       } catch (err) {
-        // The old engine still answers reads; writes are refused: the store is closed.
-        current.failure = new EngineError(
-          grpc.status.UNAVAILABLE,
-          `writes are refused: the engine could not be replaced (${(err as Error).message})`,
-        );
+        old.persistence.tap = undefined;
+        freshStreaming.close();
+        fresh.dispose();
+        // If the old store was closed, writes must be refused: nothing would store them.
+        if (current.gate)
+          current.failure = new EngineError(
+            grpc.status.UNAVAILABLE,
+            `writes are refused: the engine could not be replaced (${(err as Error).message})`,
+          );
         options.logger?.error({ err: (err as Error).message }, "the engine could not be replaced");
       } finally {
         current.gate = undefined;
+        current.recycling = undefined;
+        release();
       }
     })();
+    current.recycling = ready;
   };
   try {
     if (options.schemaFile) {
@@ -251,7 +271,7 @@ export async function startSpiceDBLocal(options: SpiceDBLocalOptions): Promise<R
           resolve();
         });
       });
-      await current.gate;
+      await current.recycling;
       await persistence?.close();
       current.streaming.close();
       await new Promise((r) => setTimeout(r, 10));
@@ -269,8 +289,10 @@ interface Current {
   /** Writes answered by this engine. */
   writes: number;
   recycles: number;
-  /** While the engine is being replaced: writes wait for it. */
+  /** While a replacement catches up: writes wait for it. */
   gate?: Promise<void> | undefined;
+  /** While a replacement runs (the fresh engine is filled, then catches up). */
+  recycling?: Promise<void> | undefined;
   /** Set when a replacement failed: writes are refused. */
   failure?: EngineError;
 }
