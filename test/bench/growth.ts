@@ -204,6 +204,11 @@ export async function benchGrowth(report: Report): Promise<void> {
     report.line(
       `Retention sweep: ${swept?.responses} responses (rows, relationships, ZedTokens) in ${sweepSeconds.toFixed(1)} s, ${((swept?.responses ?? 0) / sweepSeconds).toFixed(0)} a second (creation: ${createRate.toFixed(0)} a second). Redis keys ${redisKeysBefore} → ${await client.dbsize()}. Memory after the sweep: gateway ${mib(after.gateway)}, service ${mib(after.service)}, SpiceDB ${mib(after.spicedb)}, Redis ${mib(after.redis)}.`,
     );
+  } catch (err) {
+    // What the processes said, to explain a failed call.
+    for (const proc of [gateway, service, spicedb])
+      console.error(`--- ${proc.name}'s last output:\n${proc.outputTail().slice(-3000)}`);
+    throw err;
   } finally {
     zed.close();
     client.disconnect();

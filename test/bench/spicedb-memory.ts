@@ -9,6 +9,7 @@ import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { v1 } from "@authzed/authzed-node";
+import { createLogger } from "@gw/core/logger";
 import { startSpiceDBLocal } from "@gw/spicedb-local";
 
 const WRITES = Number(process.argv[2] ?? 20_000);
@@ -21,6 +22,7 @@ const server = await startSpiceDBLocal({
   schemaFile: resolve(import.meta.dirname, "../../spicedb/schema.zed"),
   dataDir: dir,
   recycleAfterWrites: RECYCLE,
+  logger: createLogger("spicedb-local", process.env.LOG_LEVEL ?? "warn"),
 });
 const client = v1.NewClient("bench", server.endpoint, v1.ClientSecurity.INSECURE_PLAINTEXT_CREDENTIALS);
 const relationship = (id: string) =>
