@@ -23,6 +23,8 @@ import { CachedApiKeyLookup } from "../../packages/gateway/src/api-keys/lookup.t
 import { MemoryWindows } from "../../packages/gateway/src/rate-limit/memory-windows.ts";
 import { benchAdmission, benchTokenizerWorstCase, requestWindows } from "./budgets.ts";
 import { benchGateway } from "./gateway-http.ts";
+import { benchGrowth } from "./growth.ts";
+import { benchModelCalls } from "./model-calls.ts";
 import { Report } from "./report.ts";
 
 /** A TCP relay that holds every chunk for `delayMs` each way: Redis as seen across a network. */
@@ -66,6 +68,13 @@ async function measure(op: (i: number) => Promise<unknown>, concurrency = 16): P
 const md = new Report();
 const startedAt = new Date();
 const loadBefore = loadavg() as [number, number, number];
+// First the figures users compare gateways by: model calls beside the provider called directly.
+if (process.env.BENCH_ONLY !== "gateway" && process.env.BENCH_ONLY !== "growth") await benchModelCalls(md);
+if (process.env.BENCH_ONLY === "model") await writeReport();
+if (process.env.BENCH_ONLY === "growth") {
+  await benchGrowth(md);
+  await writeReport();
+}
 await benchGateway(md);
 // BENCH_ONLY=gateway: the HTTP benchmarks alone (a quick look; the rest takes minutes more).
 if (process.env.BENCH_ONLY === "gateway") await writeReport();
@@ -206,6 +215,7 @@ try {
   await benchPersistence();
   await benchContentStore();
   await benchMcp();
+  await benchGrowth(md);
 } finally {
   redis.disconnect();
   plain.disconnect();

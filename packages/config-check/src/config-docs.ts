@@ -26,6 +26,7 @@ export const COMMENT_SOURCES = [
   "packages/core/src/config.ts",
   "packages/core/src/authz/spicedb-config.ts",
   "packages/core/src/http/metrics-endpoint.ts",
+  "packages/core/src/tracing.ts",
   "packages/gateway/src/config.ts",
   "packages/service/src/config.ts",
   "packages/service/src/sandbox/config.ts",

@@ -1,4 +1,5 @@
 import { type Logger, pino } from "pino";
+import { traceFields, tracingEnabled } from "./tracing.ts";
 
 export type { Logger };
 
@@ -28,6 +29,8 @@ export function createLogger(name: string, level: string, destination?: pino.Des
       ],
       censor: "[redacted]",
     },
+    // With tracing on, every line written inside a request names its trace and span.
+    ...(tracingEnabled() ? { mixin: traceFields } : {}),
   };
   // Without a destination: stdout, written asynchronously so a log line never blocks the event loop
   // (pino flushes what is pending when the process exits).

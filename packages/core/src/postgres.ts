@@ -2,6 +2,7 @@ import { readdir, readFile } from "node:fs/promises";
 import { join } from "node:path";
 import pg from "pg";
 import { AppError } from "./errors.ts";
+import { endSpan, startClientSpan, tracingEnabled } from "./tracing.ts";
 
 /** Default port of the PostgreSQL that `pnpm start` runs when `DATABASE_URL` is unset (not 5432: a system server may hold it). */
 export const DEFAULT_LOCAL_POSTGRES_PORT = 5433;
@@ -115,7 +116,7 @@ export interface PostgresOptions {
  */
 export class Postgres implements Queryable {
   readonly pool: pg.Pool;
-  private readonly observe: <T>(statement: () => Promise<T>) => Promise<T>;
+  private readonly observe: <T>(statement: () => Promise<T>, text: string) => Promise<T>;
 
   constructor(url: string, options: PostgresOptions) {
     const statementTimeout = options.statementTimeoutMs ?? 5_000;
@@ -137,15 +138,24 @@ export class Postgres implements Queryable {
     const metrics = options.metrics;
     metrics?.track(options.connectionName);
     // Every statement's settlement: outages become PostgresUnavailable, and latency and errors reach `metrics`.
-    this.observe = async (statement) => {
+    this.observe = async (statement, text) => {
       const started = process.hrtime.bigint();
       const seconds = () => Number(process.hrtime.bigint() - started) / 1e9;
+      // A span per statement when tracing is on: its operation, never its values.
+      const span = tracingEnabled()
+        ? startClientSpan(`PostgreSQL ${operationOf(text)}`, {
+            "db.system.name": "postgresql",
+            "db.operation.name": operationOf(text),
+          })
+        : undefined;
       try {
         const result = await statement();
+        endSpan(span);
         metrics?.observe(options.connectionName, seconds());
         return result;
       } catch (err) {
         const mapped = guard(err);
+        endSpan(span, mapped);
         metrics?.observe(
           options.connectionName,
           seconds(),
@@ -160,7 +170,7 @@ export class Postgres implements Queryable {
     text: string,
     values?: unknown[],
   ): Promise<pg.QueryResult<R>> {
-    return this.observe(() => this.pool.query<R>(text, values));
+    return this.observe(() => this.pool.query<R>(text, values), text);
   }
 
   /**
@@ -175,7 +185,9 @@ export class Postgres implements Queryable {
     } catch (err) {
       throw guard(err);
     }
-    const tx: Queryable = { query: (text, values) => this.observe(() => client.query(text, values)) };
+    const tx: Queryable = {
+      query: (text, values) => this.observe(() => client.query(text, values), text),
+    };
     try {
       await tx.query("BEGIN");
       const result = await work(tx);
@@ -313,4 +325,9 @@ export async function migrate(url: string, dir = MIGRATIONS_DIR): Promise<string
   } finally {
     await client.end().catch(() => {});
   }
+}
+
+/** A statement's first keyword (`SELECT`, `INSERT`, `BEGIN`…): what its span is named after. */
+function operationOf(text: string): string {
+  return /^\s*(\w+)/.exec(text)?.[1]?.toUpperCase() ?? "QUERY";
 }

@@ -1,5 +1,6 @@
 import { Cluster, type ClusterOptions, type Command, Redis, type RedisOptions, ReplyError } from "ioredis";
 import { AppError } from "./errors.ts";
+import { endSpan, startClientSpan, tracingEnabled } from "./tracing.ts";
 
 /** Default port of the `redis-server` that `pnpm start` runs when `REDIS_URL` is unset. */
 export const DEFAULT_LOCAL_REDIS_PORT = 6390;
@@ -79,14 +80,24 @@ function guard(command: Command, options: RedisClientOptions): void {
   const { resolve, reject } = command;
   const metrics = options.metrics;
   const started = metrics ? process.hrtime.bigint() : 0n;
-  const observe = (error?: "unavailable" | "reply") =>
+  // A span per command when tracing is on (the command's name only: keys and values stay out).
+  const span = tracingEnabled()
+    ? startClientSpan(`Redis ${command.name}`, {
+        "db.system.name": "redis",
+        "db.operation.name": command.name,
+        "gw.redis.connection": options.connectionName,
+      })
+    : undefined;
+  const observe = (error?: "unavailable" | "reply") => {
+    endSpan(span, error);
     metrics?.observe(
       options.connectionName,
       command.name,
       Number(process.hrtime.bigint() - started) / 1e9,
       error,
     );
-  if (metrics) {
+  };
+  if (metrics || span) {
     command.resolve = (value) => {
       observe();
       resolve(value);

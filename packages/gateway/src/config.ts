@@ -5,6 +5,7 @@ import { type Limits, WINDOWS } from "@gw/core/limits";
 import { vaultKeysSchema } from "@gw/core/mcp";
 import { localDatabaseUrl } from "@gw/core/postgres";
 import { localRedisUrl } from "@gw/core/redis";
+import { tracingEnvShape } from "@gw/core/tracing";
 import { z } from "zod";
 
 /** The gateway's environment. Each variable's comment is its entry in docs/configuration.md (`pnpm docs:config`). */
@@ -82,6 +83,7 @@ export const gatewayConfigSchema = z
     DATA_DIR: z.string().default(".data"),
     ...spicedbEnvShape,
     ...metricsEnvShape,
+    ...tracingEnvShape,
     /** Base URL of the service the gateway forwards to. Default http://127.0.0.1:8081. */
     SERVICE_URL: z.url({ protocol: /^https?$/ }).default("http://127.0.0.1:8081"),
     /** Time allowed until the service's response headers arrive, in milliseconds. Default 120000. */

@@ -1,13 +1,17 @@
 import { loadConfigOrExit } from "@gw/core/config";
 import { onShutdown, reportListening } from "@gw/core/process";
+import { startTracing, stopTracing } from "@gw/core/tracing";
 import { gatewayConfigSchema } from "./config.ts";
 import { startGateway } from "./server.ts";
 
 const config = loadConfigOrExit(gatewayConfigSchema);
+// Before any client is made: the hooks that make spans are installed only when tracing is on.
+startTracing("gateway", config);
 const gateway = await startGateway(config);
 reportListening(gateway.port);
 
 onShutdown(async (reason) => {
   gateway.logger.info({ reason }, "shutting down");
   await gateway.close();
+  await stopTracing();
 });

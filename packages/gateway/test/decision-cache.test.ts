@@ -229,6 +229,7 @@ describe.each(["single"] as const)("the decision cache, on %s Redis", (topology)
         get: () => Promise.reject(new Error("Redis is away")),
         set: () => Promise.resolve(),
         forget: () => Promise.resolve(),
+        drop: () => Promise.resolve(),
       },
       undefined,
       new DecisionCache({ maxEntries: 10, maxAgeMs: 5_000, clock, metrics }),

@@ -84,7 +84,8 @@ export interface ServiceDeps {
  */
 export function createServiceApp(deps: ServiceDeps): express.Express {
   const app = express();
-  useRequestBasics(app, deps.logger, deps.metrics);
+  // The gateway writes the access line of every request it forwards: the service's own is at debug.
+  useRequestBasics(app, deps.logger, deps.metrics, [], "debug");
   const probes = Router();
   registerProbes(
     probes,

@@ -3,6 +3,7 @@ import { env } from "@gw/core/config";
 import { metricsEndpointOf, metricsEnvShape } from "@gw/core/http";
 import { localDatabaseUrl } from "@gw/core/postgres";
 import { localRedisUrl } from "@gw/core/redis";
+import { tracingEnvShape } from "@gw/core/tracing";
 import { z } from "zod";
 import { parseModelList } from "./llm/prices.ts";
 import { checkSandboxEnv, sandboxEnvShape, sandboxOptions } from "./sandbox/config.ts";
@@ -34,6 +35,7 @@ export const serviceConfigSchema = z
     ORPHAN_RECONCILE_GRACE: env.duration("1h"),
     ...spicedbEnvShape,
     ...metricsEnvShape,
+    ...tracingEnvShape,
     /** Shared secret for the gateway's assertions (at least 32 characters). Unset: the development secret under DATA_DIR. */
     INTERNAL_ASSERTION_SECRET: z.string().min(32, "must be at least 32 characters").optional(),
     /** Directory for local development data. Default .data. */

@@ -1,12 +1,16 @@
 import { loadConfigOrExit } from "@gw/core/config";
 import { onShutdown, reportListening } from "@gw/core/process";
+import { startTracing, stopTracing } from "@gw/core/tracing";
 import { serviceConfigSchema } from "./config.ts";
 import { startService } from "./server.ts";
 
 const config = loadConfigOrExit(serviceConfigSchema);
+// Before any client is made: the hooks that make spans are installed only when tracing is on.
+startTracing("service", config);
 const service = await startService(config);
 reportListening(service.port);
 onShutdown(async (reason) => {
   service.logger.info({ reason }, "shutting down");
   await service.close();
+  await stopTracing();
 });

@@ -1,5 +1,5 @@
-import { scopedId } from "@gw/core/authz";
-import { readRelationshipLines } from "@gw/test-kit";
+import { scopedId, v1 } from "@gw/core/authz";
+import { readRelationshipLines, scanKeys } from "@gw/test-kit";
 import pg from "pg";
 import { describe, expect, it } from "vitest";
 import { SWEEP_BATCH, SWEEP_LOCK } from "../src/retention/sweeper.ts";
@@ -43,7 +43,7 @@ async function grant(secret: string, resourceType: string, resourceId: string, u
 }
 
 describe("RESPONSE_RETENTION=5s", () => {
-  it("a response is 404 for everyone once expired; the sweep then deletes its rows and relationships, its ZedToken becoming the delete's", async () => {
+  it("a response is 404 for everyone once expired; the sweep then deletes its rows and relationships, nothing of it left in Redis", async () => {
     const key = await stack.createKey();
     const created = await stack.call(key.secret, RESPONSES, { json: { input: "keep me" }, user: "alice" });
     expect(created.status).toBe(200);
@@ -98,12 +98,13 @@ describe("RESPONSE_RETENTION=5s", () => {
       ),
     ).toBe(0);
     expect(await relationships("response", key.org, id)).toEqual([]);
-    // The delete is the resource's last write (decisions kept before it no longer match); Redis drops it within a day.
-    const deleted = await zedToken("response", key.org, id);
-    expect(deleted.token).toEqual(expect.any(String));
-    expect(deleted.token).not.toBe(written.token);
-    expect(deleted.ttl).toBeGreaterThan(0);
-    expect(deleted.ttl).toBeLessThanOrEqual(86_400);
+    // Nothing is written for a deleted resource: its ZedToken (and every key beside it) is gone, not renewed.
+    expect(await scanKeys(stack.redis, `gw:zedtoken:{response:${scopedId(key.org, id)}}*`)).toEqual([]);
+    // Decisions kept under the old token no longer match; the organization's token is the delete's.
+    expect(written.token).toEqual(expect.any(String));
+    const organization = await stack.redis.get(`gw:zedtoken:{organization:${key.org}}`);
+    expect(organization).toEqual(expect.any(String));
+    expect(organization).not.toBe(written.token);
 
     expect((await read("alice")).status).toBe(404);
     expect((await stack.call(key.secret, `${RESPONSES}/${fresh.id}`, { user: "alice" })).status).toBe(200);
@@ -156,6 +157,80 @@ describe("RESPONSE_RETENTION=5s", () => {
       `owner ${scopedId(key.org, "alice")}`,
     ]);
     expect(await as("alice", `/${fresh}/messages`)).toBe(200);
+  });
+
+  it("deletes relationships in bulk: one WriteRelationships per batch, no DeleteRelationships, and writes nothing for what it deleted", async () => {
+    const org = `org-bulk-${clock}`;
+    const count = SWEEP_BATCH * 2 + 3;
+    const ids = Array.from({ length: count }, (_, n) => `resp_bulk${n}`);
+    await stack.db.query(
+      `INSERT INTO responses (org, id, body, input, stored_at)
+       SELECT $1, id, '{}'::json, '[]'::json, $2 FROM unnest($3::text[]) AS id`,
+      [org, new Date(clock - 10_000), ids],
+    );
+    // Each with its owner, and every tenth with a reader and a grant expiry in Redis too.
+    const zed = v1.NewClient(
+      stack.spicedb.presharedKey,
+      stack.spicedb.endpoint,
+      v1.ClientSecurity.INSECURE_PLAINTEXT_CREDENTIALS,
+    );
+    const relationship = (id: string, relation: string, user: string) =>
+      v1.RelationshipUpdate.create({
+        operation: v1.RelationshipUpdate_Operation.TOUCH,
+        relationship: v1.Relationship.create({
+          resource: v1.ObjectReference.create({ objectType: "response", objectId: scopedId(org, id) }),
+          relation,
+          subject: v1.SubjectReference.create({
+            object: v1.ObjectReference.create({ objectType: "user", objectId: scopedId(org, user) }),
+          }),
+        }),
+      });
+    const updates = ids.flatMap((id, n) => [
+      relationship(id, "owner", "alice"),
+      ...(n % 10 === 0 ? [relationship(id, "reader", "bob")] : []),
+    ]);
+    try {
+      for (let i = 0; i < updates.length; i += 500)
+        await zed.promises.writeRelationships(
+          v1.WriteRelationshipsRequest.create({ updates: updates.slice(i, i + 500) }),
+        );
+    } finally {
+      zed.close();
+    }
+    for (const id of ids.slice(0, 5)) {
+      const key = `gw:zedtoken:{response:${scopedId(org, id)}}`;
+      await stack.redis.set(key, "an-earlier-token", "EX", 86_400);
+      await stack.redis.zadd(`${key}:expiries`, clock + 60_000, String(clock + 60_000));
+    }
+    const calls = async (method: string) => {
+      const text = await (await fetch(`${stack.serviceUrl}/metrics`)).text();
+      const line = text
+        .split("\n")
+        .find(
+          (l) =>
+            l.startsWith("grpc_client_handled_total{") &&
+            l.includes(`grpc_method="${method}"`) &&
+            l.includes('grpc_code="OK"'),
+        );
+      return Number(line?.split(" ").at(-1) ?? 0);
+    };
+    const [writesBefore, deletesBefore] = [
+      await calls("WriteRelationships"),
+      await calls("DeleteRelationships"),
+    ];
+
+    const report = await stack.sweep();
+    expect(report?.responses).toBe(count);
+    expect(
+      await readRelationshipLines(stack.spicedb, {
+        resourceType: "response",
+        optionalResourceIdPrefix: `${scopedId(org, "")}`,
+      }),
+    ).toEqual([]);
+    // Three batches (500, 500, 3), each one transaction in SpiceDB.
+    expect((await calls("WriteRelationships")) - writesBefore).toBe(3);
+    expect((await calls("DeleteRelationships")) - deletesBefore).toBe(0);
+    expect(await scanKeys(stack.redis, `gw:zedtoken:{response:${scopedId(org, "")}*`)).toEqual([]);
   });
 
   it("deletes in batches of SWEEP_BATCH until nothing expired is left", async () => {

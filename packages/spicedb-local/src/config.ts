@@ -17,5 +17,7 @@ export const spicedbLocalConfigSchema = z.object({
   DATA_DIR: z.string().default(".data"),
   /** Port of SpiceDB's own Prometheus metrics (`/metrics`). Unset: none. */
   SPICEDB_LOCAL_METRICS_PORT: z.coerce.number().int().min(1).max(65535).optional(),
+  /** After this many writes the engine is replaced by a fresh one restored from the data directory, so its memory follows the relationships it holds, not every write since it started; writes wait only while it catches up with those made during its fill (off with SPICEDB_LOCAL_METRICS_PORT). Default 0: never. */
+  SPICEDB_LOCAL_RECYCLE_WRITES: z.coerce.number().int().min(0).default(0),
   LOG_LEVEL: env.logLevel(),
 });

@@ -19,6 +19,7 @@ const server = await startSpiceDBLocal({
   schemaFile: config.SPICEDB_SCHEMA_FILE,
   dataDir: resolve(config.DATA_DIR, "spicedb"),
   metricsPort: config.SPICEDB_LOCAL_METRICS_PORT,
+  recycleAfterWrites: config.SPICEDB_LOCAL_RECYCLE_WRITES,
   logger,
 }).catch((err: Error) => {
   logger.fatal({ err: err.message }, "SpiceDB (local) could not start");

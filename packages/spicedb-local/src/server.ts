@@ -4,7 +4,7 @@ import { v1 } from "@authzed/authzed-node";
 import * as grpc from "@grpc/grpc-js";
 import { EngineError, FFI_METHODS, type FfiMethodPath, isWriteMethod, SpiceDBEngine } from "./engine.ts";
 import { addHealthService } from "./health.ts";
-import { type Log, Persistence, type PersistenceHooks } from "./persistence/persistence.ts";
+import { applyChanges, type Log, Persistence, type PersistenceHooks } from "./persistence/persistence.ts";
 
 export interface SpiceDBLocalOptions {
   host: string;
@@ -27,6 +27,15 @@ export interface SpiceDBLocalOptions {
   metricsPort?: number;
   /** Sees every authenticated request's method path and serialized message (for tests that check what clients ask). */
   observe?: (path: string, request: Buffer) => void;
+  /**
+   * With `dataDir` (and no `metricsPort`): after this many writes, the engine
+   * is replaced by a fresh one restored from the data directory, so its
+   * memory follows the relationships it holds rather than every write since
+   * it started (the in-memory datastore keeps a snapshot and a change-log
+   * entry per write for its 24-hour garbage-collection window, which the
+   * engine's options cannot shorten). 0 or unset: never.
+   */
+  recycleAfterWrites?: number;
 }
 
 export interface RunningSpiceDBLocal {
@@ -36,6 +45,8 @@ export interface RunningSpiceDBLocal {
   peakConcurrentEngineCalls(): number;
   /** With a data directory: waits until every committed change is stored. */
   persistence?: Pick<Persistence, "sync">;
+  /** How many times the engine was replaced by a fresh one (`recycleAfterWrites`). */
+  recycles(): number;
   /** Stops taking calls, then (with a data directory) stores every committed change before it returns. */
   close(): Promise<void>;
 }
@@ -71,11 +82,9 @@ export async function startSpiceDBLocal(options: SpiceDBLocalOptions): Promise<R
       ? {}
       : { metrics_enabled: true, metrics_port: options.metricsPort, metrics_host: options.host },
   );
-  // Its own subchannel, so closing this client really closes the connection; the engine's
-  // shutdown otherwise waits seconds for it to go away.
-  const streaming = new grpc.Client(engine.streamingTarget, grpc.credentials.createInsecure(), {
-    "grpc.use_local_subchannel_pool": 1,
-  });
+  const streaming = streamingClientOf(engine);
+  /** The engine serving now, and its streaming socket's client (both replaced by a recycle). */
+  const current: Current = { engine, streaming, writes: 0, recycles: 0 };
   const expectedAuth = Buffer.from(`Bearer ${options.presharedKey}`);
 
   const authorized = (metadata: grpc.Metadata): boolean => {
@@ -105,12 +114,14 @@ export async function startSpiceDBLocal(options: SpiceDBLocalOptions): Promise<R
         responseDeserialize: identity,
       };
       implementation[method.name] = handlerFor(path, method, {
-        engine,
-        streaming,
+        current,
         authorized,
         unauthenticated,
         observe: options.observe,
         persistence: () => persistence,
+        written: () => {
+          if (++current.writes >= recycleAfter && recycleAfter > 0 && !current.recycling) recycle();
+        },
       });
     }
     server.addService(definition, implementation);
@@ -121,6 +132,91 @@ export async function startSpiceDBLocal(options: SpiceDBLocalOptions): Promise<R
   );
 
   let persistence: Persistence | undefined;
+  // Recycling needs the data directory to restore from, and one engine at a time with metrics on.
+  const recycleAfter =
+    options.dataDir && options.metricsPort === undefined ? (options.recycleAfterWrites ?? 0) : 0;
+  /**
+   * Replaces the engine by a fresh one holding the same relationships. The
+   * stored ones are written into it while the old engine goes on serving,
+   * every change stored meanwhile collected; then writes wait while the old
+   * store catches up and closes, the collected changes are applied to the
+   * fresh engine and its store opens (no replay): a pause as long as the
+   * changes made during the replay take to apply. The old engine goes once
+   * its calls in flight had time to end. ZedTokens of the old engine then
+   * ask the new one for full consistency, as after a restart.
+   */
+  const recycle = () => {
+    const old = { engine: current.engine, streaming: current.streaming, persistence: persistence! };
+    let release: () => void = () => {};
+    const ready = (async () => {
+      const started = performance.now();
+      const fresh = SpiceDBEngine.start({});
+      const freshStreaming = streamingClientOf(fresh);
+      const changes: v1.RelationshipUpdate[] = [];
+      try {
+        const { schemaText } = v1.ReadSchemaResponse.fromBinary(
+          await old.engine.call(
+            "/authzed.api.v1.SchemaService/ReadSchema",
+            v1.ReadSchemaRequest.toBinary(v1.ReadSchemaRequest.create({})),
+          ),
+        );
+        await fresh.call(
+          "/authzed.api.v1.SchemaService/WriteSchema",
+          v1.WriteSchemaRequest.toBinary(v1.WriteSchemaRequest.create({ schema: schemaText })),
+        );
+        old.persistence.tap = (updates) => changes.push(...updates);
+        await old.persistence.replayInto(fresh);
+        await options.persistenceHooks?.afterReplayInto?.();
+        // From here writes wait (set before anything else is awaited).
+        current.gate = new Promise<void>((resolve) => {
+          release = resolve;
+        });
+        const paused = performance.now();
+        await old.persistence.close();
+        old.persistence.tap = undefined;
+        await applyChanges(fresh, changes);
+        persistence = await Persistence.open(fresh, freshStreaming, {
+          dir: options.dataDir!,
+          log: options.logger ?? silent,
+          hooks: options.persistenceHooks,
+          restored: true,
+        });
+        current.engine = fresh;
+        current.streaming = freshStreaming;
+        current.writes = 0;
+        current.recycles++;
+        options.logger?.info(
+          {
+            ms: Math.round(performance.now() - started),
+            writesPausedMs: Math.round(performance.now() - paused),
+            changesDuringReplay: changes.length,
+            recycles: current.recycles,
+          },
+          "engine replaced by a fresh one restored from the data directory (its memory had grown with every write)",
+        );
+        setTimeout(() => {
+          old.streaming.close();
+          old.engine.dispose();
+        }, OLD_ENGINE_GRACE_MS).unref();
+      } catch (err) {
+        old.persistence.tap = undefined;
+        freshStreaming.close();
+        fresh.dispose();
+        // If the old store was closed, writes must be refused: nothing would store them.
+        if (current.gate)
+          current.failure = new EngineError(
+            grpc.status.UNAVAILABLE,
+            `writes are refused: the engine could not be replaced (${(err as Error).message})`,
+          );
+        options.logger?.error({ err: (err as Error).message }, "the engine could not be replaced");
+      } finally {
+        current.gate = undefined;
+        current.recycling = undefined;
+        release();
+      }
+    })();
+    current.recycling = ready;
+  };
   try {
     if (options.schemaFile) {
       const schema = await readFile(options.schemaFile, "utf8");
@@ -161,8 +257,9 @@ export async function startSpiceDBLocal(options: SpiceDBLocalOptions): Promise<R
   return {
     port,
     endpoint: `${options.host}:${port}`,
-    peakConcurrentEngineCalls: () => engine.peakInFlight,
-    persistence,
+    peakConcurrentEngineCalls: () => current.engine.peakInFlight,
+    ...(persistence ? { persistence: { sync: () => persistence!.sync() } } : {}),
+    recycles: () => current.recycles,
     async close() {
       await new Promise<void>((resolve) => {
         const timer = setTimeout(() => {
@@ -174,17 +271,47 @@ export async function startSpiceDBLocal(options: SpiceDBLocalOptions): Promise<R
           resolve();
         });
       });
+      await current.recycling;
       await persistence?.close();
-      streaming.close();
+      current.streaming.close();
       await new Promise((r) => setTimeout(r, 10));
-      engine.dispose();
+      current.engine.dispose();
     },
   };
 }
 
-interface HandlerContext {
+/** How long a replaced engine stays, for the calls still in flight on it (deadlines are shorter). */
+const OLD_ENGINE_GRACE_MS = 30_000;
+
+interface Current {
   engine: SpiceDBEngine;
   streaming: grpc.Client;
+  /** Writes answered by this engine. */
+  writes: number;
+  recycles: number;
+  /** While a replacement catches up: writes wait for it. */
+  gate?: Promise<void> | undefined;
+  /** While a replacement runs (the fresh engine is filled, then catches up). */
+  recycling?: Promise<void> | undefined;
+  /** Set when a replacement failed: writes are refused. */
+  failure?: EngineError;
+}
+
+/**
+ * A client of the engine's streaming socket, on its own subchannel, so
+ * closing this client really closes the connection; the engine's shutdown
+ * otherwise waits seconds for it to go away.
+ */
+function streamingClientOf(engine: SpiceDBEngine): grpc.Client {
+  return new grpc.Client(engine.streamingTarget, grpc.credentials.createInsecure(), {
+    "grpc.use_local_subchannel_pool": 1,
+  });
+}
+
+interface HandlerContext {
+  current: Current;
+  /** Called after each write the engine answered. */
+  written: () => void;
   authorized: (metadata: grpc.Metadata) => boolean;
   unauthenticated: Partial<grpc.StatusObject>;
   observe: ((path: string, request: Buffer) => void) | undefined;
@@ -222,22 +349,26 @@ function handlerFor(path: string, method: MethodInfo, ctx: HandlerContext): grpc
     return (call: grpc.ServerUnaryCall<Buffer, Buffer>, callback: grpc.sendUnaryData<Buffer>) => {
       if (!ctx.authorized(call.metadata)) return callback(ctx.unauthenticated);
       ctx.observe?.(path, call.request);
-      const persistence = ctx.persistence();
-      const refused = isWriteMethod(path) ? persistence?.failure : undefined;
-      if (refused) return callback(toStatus(refused));
+      const write = isWriteMethod(path);
       if (path in FFI_METHODS) {
-        const committedAt = persistence && COMMITTED_AT[path];
-        ctx.engine
-          .call(path as FfiMethodPath, call.request)
-          .then(async (response) => {
-            const token = committedAt?.(response);
-            if (token) await persistence!.stored(token);
-            return response;
-          })
-          .then(
-            (response) => callback(null, response),
-            (err) => callback(toStatus(err)),
-          );
+        // Up to the engine call, synchronous: a write either is queued on the engine before a
+        // replacement starts (and stored by it), or waits for the replacement and goes to the new one.
+        const run = async () => {
+          const persistence = ctx.persistence();
+          const refused = write ? (ctx.current.failure ?? persistence?.failure) : undefined;
+          if (refused) throw refused;
+          const committedAt = persistence && COMMITTED_AT[path];
+          const response = await ctx.current.engine.call(path as FfiMethodPath, call.request);
+          const token = committedAt?.(response);
+          if (token) await persistence!.stored(token);
+          if (write) ctx.written();
+          return response;
+        };
+        const gate = write ? ctx.current.gate : undefined;
+        (gate ? gate.then(run) : run()).then(
+          (response) => callback(null, response),
+          (err) => callback(toStatus(err)),
+        );
         return;
       }
       callback({
@@ -252,7 +383,7 @@ function handlerFor(path: string, method: MethodInfo, ctx: HandlerContext): grpc
         call.emit("error", ctx.unauthenticated);
         return;
       }
-      const upstream = ctx.streaming.makeServerStreamRequest(
+      const upstream = ctx.current.streaming.makeServerStreamRequest(
         path,
         identity,
         identity,
@@ -278,7 +409,7 @@ function handlerFor(path: string, method: MethodInfo, ctx: HandlerContext): grpc
   if (method.clientStreaming && !method.serverStreaming) {
     return (call: grpc.ServerReadableStream<Buffer, Buffer>, callback: grpc.sendUnaryData<Buffer>) => {
       if (!ctx.authorized(call.metadata)) return callback(ctx.unauthenticated);
-      const upstream = ctx.streaming.makeClientStreamRequest(
+      const upstream = ctx.current.streaming.makeClientStreamRequest(
         path,
         identity,
         identity,

@@ -71,6 +71,8 @@ export interface WireToolCall {
 export interface RecordedRequest {
   path: string;
   authorization: string | undefined;
+  /** The W3C `traceparent` the caller sent, if any. */
+  traceparent: string | undefined;
   body: {
     model: string;
     messages: { role: string; content: string | null; tool_calls?: WireToolCall[]; tool_call_id?: string }[];
@@ -175,6 +177,7 @@ export async function startFakeLLM(port = 0): Promise<FakeLLM> {
     const record: RecordedRequest = {
       path: req.url!,
       authorization: req.headers.authorization,
+      traceparent: req.headers.traceparent as string | undefined,
       body,
       aborted: false,
     };
@@ -347,9 +350,9 @@ export async function startFakeLLM(port = 0): Promise<FakeLLM> {
   return fake;
 }
 
-/** `pnpm exec node packages/test-kit/src/llm-upstream.ts [port]`: run it by hand, e.g. as LLM_BASE_URL for `pnpm start`. */
+/** `pnpm exec node packages/test-kit/src/llm-upstream.ts [port]` (or `PORT`): run it by hand, e.g. as LLM_BASE_URL for `pnpm start`. */
 if (import.meta.main) {
-  const port = Number(process.argv[2] ?? 0);
+  const port = Number(process.argv[2] ?? process.env.PORT ?? 0);
   if (!Number.isInteger(port) || port < 0 || port > 65535) {
     process.stderr.write(`usage: pnpm exec node packages/test-kit/src/llm-upstream.ts [port]\n`);
     process.exit(2);

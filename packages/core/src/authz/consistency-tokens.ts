@@ -32,6 +32,8 @@ export interface ConsistencyTokens {
   set(resourceKey: string, token: string, expiries?: number[]): Promise<void>;
   /** Drops the token of a deleted resource; checks right after still see the delete. */
   forget(resourceKey: string): Promise<void>;
+  /** Drops every key of a resource whose content is gone (expired and swept), writing none. */
+  drop(resourceKey: string): Promise<void>;
 }
 
 /** After a day, SpiceDB's own snapshot (seconds old at most) is newer than any write we remember. */
@@ -105,6 +107,12 @@ export class RedisConsistencyTokens implements ConsistencyTokens {
   async forget(resourceKey: string): Promise<void> {
     const key = tokenKey(resourceKey);
     await this.markRecent(key, this.redis.multi().del(key, `${key}:expiries`));
+  }
+
+  async drop(resourceKey: string): Promise<void> {
+    const key = tokenKey(resourceKey);
+    // One slot (the keys share a hash tag): one command, also on Redis Cluster.
+    await this.redis.del(key, `${key}:expiries`, `${key}:recent`);
   }
 
   private async markRecent(key: string, write: ReturnType<RedisClient["multi"]>): Promise<void> {

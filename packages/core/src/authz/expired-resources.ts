@@ -1,5 +1,11 @@
 import { type ConsistencyTokens, recordDeletion } from "./consistency-tokens.ts";
-import { organizationTokenKey, type ResourceRef, resourceFilter, tokenKey } from "./relationships.ts";
+import {
+  FULLY_CONSISTENT,
+  organizationTokenKey,
+  type ResourceRef,
+  resourceFilter,
+  tokenKey,
+} from "./relationships.ts";
 import { type SpiceDBClient, v1 } from "./spicedb-client.ts";
 
 /**
@@ -25,4 +31,80 @@ export async function deleteExpiredResource(
     { resource: tokenKey(org, resource), organization: organizationTokenKey(org) },
     response.deletedAt?.token,
   );
+}
+
+/**
+ * Most relationship updates in one WriteRelationships: SpiceDB's default
+ * `--write-relationships-max-updates-per-call`.
+ */
+export const MAX_UPDATES_PER_WRITE = 1000;
+/** Reads of a batch's relationships in flight at once (reads run side by side in SpiceDB; writes do not). */
+const READ_CONCURRENCY = 16;
+
+/** One expired resource of an organization. */
+export interface ExpiredResource {
+  org: string;
+  resource: ResourceRef;
+}
+
+/**
+ * Removes every relationship of many expired resources at once (the
+ * retention sweep): their relationships read side by side, then deleted by
+ * as few WriteRelationships as `MAX_UPDATES_PER_WRITE` allows, one SpiceDB
+ * transaction each instead of one per resource. Nothing is written for the
+ * deleted resources: their ZedTokens (and grant expiries) are dropped from
+ * Redis, with no "recent" marker, so the delete leaves no key behind; each
+ * organization's token becomes the last write's (lookups right after see the
+ * delete). A decision the gateway kept for such a resource before any token
+ * was written ("" in the decision cache) can be served until its maximum
+ * age, the staleness a check already allows, about content that is no longer
+ * served anyway. A grant written to a resource between its read and the
+ * write is left, as it would be after a per-resource delete; relationships
+ * without content are the reconciler's. Returns the relationships deleted,
+ * and the first failure to drop tokens (logged by the caller, not thrown:
+ * the relationships are gone).
+ */
+export async function deleteExpiredResources(
+  spicedb: SpiceDBClient,
+  tokens: ConsistencyTokens,
+  resources: ExpiredResource[],
+): Promise<{ relationships: number; tokenFailure?: Error }> {
+  const found: v1.Relationship[][] = new Array(resources.length);
+  let next = 0;
+  const reader = async () => {
+    while (next < resources.length) {
+      const index = next++;
+      const { org, resource } = resources[index]!;
+      const read = await spicedb.readRelationships(
+        v1.ReadRelationshipsRequest.create({
+          relationshipFilter: resourceFilter(org, resource),
+          consistency: FULLY_CONSISTENT,
+        }),
+      );
+      found[index] = read.flatMap((r) => (r.relationship ? [r.relationship] : []));
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(READ_CONCURRENCY, resources.length) }, reader));
+  const updates = found
+    .flat()
+    .map((relationship) =>
+      v1.RelationshipUpdate.create({ operation: v1.RelationshipUpdate_Operation.DELETE, relationship }),
+    );
+  let token: string | undefined;
+  for (let start = 0; start < updates.length; start += MAX_UPDATES_PER_WRITE) {
+    const written = await spicedb.writeRelationships(
+      v1.WriteRelationshipsRequest.create({ updates: updates.slice(start, start + MAX_UPDATES_PER_WRITE) }),
+    );
+    token = written.writtenAt?.token ?? token;
+  }
+  const orgs = [...new Set(resources.map((r) => r.org))];
+  const results = await Promise.allSettled([
+    ...resources.map(({ org, resource }) => tokens.drop(tokenKey(org, resource))),
+    ...(token ? orgs.map((org) => tokens.set(organizationTokenKey(org), token)) : []),
+  ]);
+  const failed = results.find((r) => r.status === "rejected");
+  return {
+    relationships: updates.length,
+    ...(failed ? { tokenFailure: failed.reason as Error } : {}),
+  };
 }

@@ -2,6 +2,7 @@ import { deadlineInterceptor, v1 } from "@authzed/authzed-node";
 import * as grpc from "@grpc/grpc-js";
 import { AppError } from "../errors.ts";
 import type { GRPC_CODES, GrpcClientMetrics, GrpcMethod } from "../metrics.ts";
+import { endSpan, injectTraceHeaders, startClientSpan, tracingEnabled } from "../tracing.ts";
 
 export { v1 };
 
@@ -106,6 +107,38 @@ function metricsInterceptor(metrics: GrpcClientMetrics): grpc.Interceptor {
 }
 
 /**
+ * A client span per SpiceDB call, in the caller's trace, its `traceparent`
+ * sent as gRPC metadata (SpiceDB continues the trace when it is traced too).
+ * Only installed when tracing is on.
+ */
+function tracingInterceptor(): grpc.Interceptor {
+  return (options, nextCall) => {
+    const path = options.method_definition.path;
+    const [, service = "", method = ""] = path.split("/");
+    const span = startClientSpan(`SpiceDB ${method}`, {
+      "rpc.system": "grpc",
+      "rpc.service": service,
+      "rpc.method": method,
+    });
+    return new grpc.InterceptingCall(nextCall(options), {
+      start(metadata, _listener, next) {
+        const carrier: Record<string, string> = {};
+        injectTraceHeaders(carrier, span);
+        for (const [name, value] of Object.entries(carrier)) metadata.set(name, value);
+        next(metadata, {
+          onReceiveStatus(status, nextStatus) {
+            endSpan(span, status.code === grpc.status.OK ? undefined : grpc.status[status.code], {
+              "rpc.grpc.status_code": status.code,
+            });
+            nextStatus(status);
+          },
+        });
+      },
+    });
+  };
+}
+
+/**
  * The one way gateway and service talk to SpiceDB (docs/adr/0001-one-grpc-path-to-spicedb.md):
  * authzed-node over gRPC, one shared connection per process, a deadline on
  * every call, idempotent reads retried on UNAVAILABLE, every call counted
@@ -126,6 +159,7 @@ export class SpiceDBClient {
         interceptors: [
           deadlineInterceptor(options.deadlineMs),
           ...(options.metrics ? [metricsInterceptor(options.metrics)] : []),
+          ...(tracingEnabled() ? [tracingInterceptor()] : []),
         ],
         // gRPC accepts a retry policy of two attempts or more only.
         ...((options.readRetries ?? 2) > 0

@@ -4,6 +4,7 @@ import express, { type ErrorRequestHandler, type RequestHandler } from "express"
 import { AppError, errorBody, isOpenAISurface, toAppError, ValidationFailed } from "../errors.ts";
 import { type Logger, unredacted } from "../logger.ts";
 import type { Metrics } from "../metrics.ts";
+import { endSpan, startServerSpan, traceIdOf } from "../tracing.ts";
 import { RouteLabels, type RouteTemplate, routesOf } from "./route-labels.ts";
 
 /** Largest JSON body accepted; larger ones get 413. */
@@ -35,9 +36,17 @@ export function useRequestBasics(
   logger: Logger,
   metrics: Metrics,
   forwardedRoutes: RouteTemplate[] = [],
+  /**
+   * The access line's level: `info`, or `debug` where another process
+   * already writes one for the same request (the service, behind the
+   * gateway: one access line per request, not two).
+   */
+  accessLevel: "info" | "debug" = "info",
 ): void {
   // The access line carries only the fields below, none of them a secret.
   const access = unredacted(logger);
+  const writeAccess = accessLevel === "info" ? access.info.bind(access) : access.debug.bind(access);
+  const accessOn = access.isLevelEnabled(accessLevel);
   // Built at the first answer, when every route is registered.
   let labels: RouteLabels | undefined;
   const labelsOf = () => {
@@ -69,6 +78,7 @@ export function useRequestBasics(
     req.id = incoming && REQUEST_ID.test(incoming) ? incoming : randomUUID();
     res.setHeader("X-Request-Id", req.id);
     const started = process.hrtime.bigint();
+    let span: ReturnType<typeof startServerSpan>;
     res.on("finish", () => {
       const seconds = Number(process.hrtime.bigint() - started) / 1e9;
       const route = routeOf(req);
@@ -76,7 +86,15 @@ export function useRequestBasics(
       child.requests.inc();
       child.duration.observe(seconds);
       const principal = res.locals.principal as { org?: string; keyId?: string } | undefined;
-      access.info(
+      if (span) {
+        span.updateName(`${req.method} ${route}`);
+        endSpan(span, res.statusCode >= 500 ? `HTTP ${res.statusCode}` : undefined, {
+          "http.route": route,
+          "http.response.status_code": res.statusCode,
+        });
+      }
+      if (!accessOn) return;
+      writeAccess(
         {
           requestId: req.id,
           method: req.method,
@@ -85,11 +103,21 @@ export function useRequestBasics(
           durationMs: Math.round(seconds * 1e6) / 1e3,
           org: principal?.org,
           keyId: principal?.keyId,
+          ...(span ? { trace_id: traceIdOf(span) } : {}),
         },
         "request",
       );
     });
-    next();
+    res.on("close", () => {
+      if (span && !res.writableFinished) endSpan(span, "the caller went away");
+    });
+    // With tracing on, the rest of the request runs in its server span (parent: the caller's `traceparent`).
+    span = startServerSpan(
+      req.headers,
+      req.method,
+      { "http.request.method": req.method, "gw.request_id": req.id },
+      next,
+    );
   });
   // Express would answer OPTIONS itself, in text/plain. Here: 204 and `Allow` for a path some endpoint
   // serves (what the API documents anyway, before authentication); any other path goes on to its 404.

@@ -4,6 +4,7 @@ import { AppError } from "@gw/core/errors";
 import { principalOf } from "@gw/core/http";
 import { ASSERTION_HEADER, type InternalAssertions } from "@gw/core/internal-assertion";
 import type { Logger } from "@gw/core/logger";
+import { endSpan, injectTraceHeaders, startClientSpan } from "@gw/core/tracing";
 import type { RequestHandler } from "express";
 
 /** Hop-by-hop headers (RFC 9110 §7.6.1) and the caller's credentials never cross to the service. */
@@ -68,6 +69,9 @@ export function forward(options: ForwardOptions): RequestHandler {
     headers[ASSERTION_HEADER] = assertion;
     headers["x-request-id"] = req.id;
     headers["x-forwarded-for"] = req.ip ?? "";
+    // The hop to the service, in the request's trace: its span is the service's parent.
+    const hop = startClientSpan("forward to service", { "http.request.method": req.method });
+    injectTraceHeaders(headers, hop);
 
     let answered = false;
     let callerGone = false;
@@ -102,7 +106,13 @@ export function forward(options: ForwardOptions): RequestHandler {
         }
         res.flushHeaders();
         upstreamRes.pipe(res);
-        upstreamRes.on("error", endHere);
+        upstreamRes.on("error", (err) => {
+          endSpan(hop, err);
+          endHere();
+        });
+        upstreamRes.on("end", () =>
+          endSpan(hop, undefined, { "http.response.status_code": upstreamRes.statusCode ?? 0 }),
+        );
       },
     );
     upstream.on("timeout", () => {
@@ -110,6 +120,7 @@ export function forward(options: ForwardOptions): RequestHandler {
       upstream.destroy(new AppError("gateway_timeout", "The service did not answer in time"));
     });
     upstream.on("error", (err) => {
+      if (!answered) endSpan(hop, err);
       if (answered || res.headersSent) {
         endHere();
         return;

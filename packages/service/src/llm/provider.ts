@@ -1,3 +1,4 @@
+import { endSpan, type Span, startClientSpan } from "@gw/core/tracing";
 import type { EventSourceMessage } from "eventsource-parser";
 import { newId } from "../ids.ts";
 import { usageDetailsOf, usageOf } from "./accounting.ts";
@@ -80,8 +81,10 @@ export class ChatProvider {
 
   async complete(request: ChatRequest, signal: AbortSignal): Promise<Completion> {
     const call = new AbortController();
+    const span = this.span(request, false);
+    let failure: unknown;
     try {
-      const res = await this.post(chatBody(request), AbortSignal.any([signal, call.signal]));
+      const res = await this.post(chatBody(request), AbortSignal.any([signal, call.signal]), span);
       const max = this.options.maxResponseBytes;
       const { text: raw, whole } = await within(readUpTo(res, max), this.options.timeoutMs);
       if (!whole) throw new ProviderFailed(`its answer is over ${max} bytes`, { status: res.status });
@@ -113,8 +116,12 @@ export class ChatProvider {
         usageDetails: usageDetailsOf(body.usage),
         ...(request.logprobs ? { logprobs: logprobsOf(choice?.logprobs) } : {}),
       };
+    } catch (err) {
+      failure = err;
+      throw err;
     } finally {
       call.abort(); // a no-op once the body was read whole; otherwise the connection goes
+      endSpan(span, failure);
     }
   }
 
@@ -131,10 +138,13 @@ export class ChatProvider {
     seen: { model?: string } = {},
   ): AsyncGenerator<string | ToolCallDelta, Completion> {
     const call = new AbortController();
+    const span = this.span(request, true);
+    let failure: unknown;
     try {
       const res = await this.post(
         { ...chatBody(request), stream: true, stream_options: { include_usage: true } },
         AbortSignal.any([signal, call.signal]),
+        span,
       );
       const max = this.options.maxResponseBytes;
       let text = "";
@@ -211,9 +221,22 @@ export class ChatProvider {
         usageDetails: usageDetailsOf(reported),
         ...(request.logprobs ? { logprobs } : {}),
       };
+    } catch (err) {
+      failure = err;
+      throw err;
     } finally {
       call.abort();
+      endSpan(span, failure);
     }
+  }
+
+  /** The call's span (when tracing is on): the hop to the model provider. */
+  private span(request: ChatRequest, stream: boolean): Span | undefined {
+    return startClientSpan("model provider chat", {
+      "gen_ai.operation.name": "chat",
+      "gen_ai.request.model": request.model,
+      "gw.stream": stream,
+    });
   }
 
   /** A stream chunk; an `error` event or an OpenAI-style `{"error": …}` chunk ends the stream. */
@@ -236,9 +259,9 @@ export class ChatProvider {
   }
 
   /** Sends the request (see `post`), once a provider is configured. */
-  private post(body: Record<string, unknown>, signal: AbortSignal): Promise<Response> {
+  private post(body: Record<string, unknown>, signal: AbortSignal, span?: Span): Promise<Response> {
     this.assertConfigured();
-    return post(this.options, body, signal);
+    return post(this.options, body, signal, span);
   }
 
   private redact(text: string): string {

@@ -1,3 +1,5 @@
+import { injectTraceHeaders, type Span } from "@gw/core/tracing";
+import { Agent } from "undici";
 import { ProviderFailed, ProviderRateLimited, ProviderTimeout, redactProviderText } from "./errors.ts";
 
 /**
@@ -16,21 +18,43 @@ export interface TransportOptions {
 /** How much of an error body is read, for the log. */
 const ERROR_BODY_BYTES = 4096;
 
+/**
+ * One connection pool per provider origin, kept warm: idle connections stay
+ * open up to a minute (or what the provider's `Keep-Alive` allows) instead of
+ * fetch's default 4 s, so a call after a quiet spell does not pay a new TCP
+ * and TLS handshake. The version pinned is the one Node bundles for `fetch`.
+ */
+const pools = new Map<string, Agent>();
+function poolOf(url: string): Agent {
+  const origin = new URL(url).origin;
+  let pool = pools.get(origin);
+  if (!pool) {
+    pool = new Agent({ keepAliveTimeout: 60_000, keepAliveMaxTimeout: 600_000 });
+    pools.set(origin, pool);
+  }
+  return pool;
+}
+
 /** Sends the request; the deadline covers the wait for the answer to start. Non-2xx answers throw. */
 export async function post(
   options: TransportOptions,
   body: Record<string, unknown>,
   signal: AbortSignal,
+  /** The call's span: the provider gets it as its `traceparent` (the request's trace, from the client's). */
+  span?: Span,
 ): Promise<Response> {
   let res: Response;
+  const headers: Record<string, string> = {
+    "content-type": "application/json",
+    ...(options.apiKey ? { authorization: `Bearer ${options.apiKey}` } : {}),
+  };
+  injectTraceHeaders(headers, span);
   try {
     res = await within(
       fetch(`${options.baseUrl}/chat/completions`, {
         method: "POST",
-        headers: {
-          "content-type": "application/json",
-          ...(options.apiKey ? { authorization: `Bearer ${options.apiKey}` } : {}),
-        },
+        headers,
+        dispatcher: poolOf(options.baseUrl!),
         body: JSON.stringify(body),
         signal,
       }),

@@ -1,6 +1,6 @@
 import {
   type ConsistencyTokens,
-  deleteExpiredResource,
+  deleteExpiredResources,
   type ResourceType,
   type SpiceDBClient,
 } from "@gw/core/authz";
@@ -9,10 +9,8 @@ import type { Postgres } from "@gw/core/postgres";
 
 /** Key of the advisory lock that lets one replica at a time sweep ("gw:retention"). */
 export const SWEEP_LOCK = 0x67773a72;
-/** Rows (and SpiceDB deletes) per batch: small enough to keep each delete short, large enough to keep up. */
+/** Rows per batch, their relationships deleted by one or two WriteRelationships: small enough to keep each write short, large enough to keep up. */
 export const SWEEP_BATCH = 500;
-/** SpiceDB deletes in flight at once. */
-const SPICEDB_CONCURRENCY = 8;
 
 export interface RetentionOptions {
   /** `RESPONSE_RETENTION`, in milliseconds. */
@@ -48,9 +46,9 @@ const CONVERSATIONS: ExpiringTable = { table: "conversations", column: "active_a
  * replica tries an advisory lock and the one that holds it deletes, in
  * batches, the stored responses and stored chat completions older than
  * `RESPONSE_RETENTION` and the conversations idle past
- * `CONVERSATION_IDLE_EXPIRY`: first their SpiceDB relationships (each
- * delete's ZedToken then stands for the resource, and expires within a day),
- * then their rows (items go with their conversation or response). A sweep that fails part-way leaves rows that are still
+ * `CONVERSATION_IDLE_EXPIRY`: first their SpiceDB relationships, a batch
+ * at a time in bulk (`deleteExpiredResources`: nothing is written for a
+ * deleted resource, its ZedToken goes too), then their rows (items go with their conversation or response). A sweep that fails part-way leaves rows that are still
  * expired (reads never see them) and finishes at the next interval.
  */
 export class RetentionSweeper {
@@ -139,18 +137,15 @@ export class RetentionSweeper {
   }
 
   private async forgetRelationships(type: ResourceType, rows: { org: string; id: string }[]): Promise<void> {
-    let next = 0;
-    const worker = async () => {
-      while (next < rows.length) {
-        const { org, id } = rows[next++]!;
-        const failed = await deleteExpiredResource(this.spicedb, this.tokens, org, { type, id });
-        if (failed)
-          this.logger.warn(
-            { err: failed.message },
-            "could not record the delete of an expired resource's relationships as its last write",
-          );
-      }
-    };
-    await Promise.all(Array.from({ length: Math.min(SPICEDB_CONCURRENCY, rows.length) }, worker));
+    const { tokenFailure } = await deleteExpiredResources(
+      this.spicedb,
+      this.tokens,
+      rows.map(({ org, id }) => ({ org, resource: { type, id } })),
+    );
+    if (tokenFailure)
+      this.logger.warn(
+        { err: tokenFailure.message },
+        "could not drop the ZedTokens of expired resources whose relationships were deleted",
+      );
   }
 }

@@ -27,6 +27,15 @@ export interface UsageEvent {
   at?: Date;
 }
 
+/** How long a day's usage is kept. */
+const USAGE_KEPT_SECONDS = 400 * 86_400;
+/** KEYS: the day's hash; ARGV: field, amount, field, amount…, then the seconds to keep it. */
+const RECORD_USAGE = `
+for i = 1, #ARGV - 1, 2 do redis.call('HINCRBY', KEYS[1], ARGV[i], ARGV[i + 1]) end
+redis.call('EXPIRE', KEYS[1], ARGV[#ARGV])
+`;
+type Scripted = RedisClient & { recordUsage(key: string, ...args: (string | number)[]): Promise<unknown> };
+
 /** `YYYY-MM-DD` in UTC. */
 export const utcDay = (at: Date) => at.toISOString().slice(0, 10);
 const dayKey = (org: string, day: string) => `gw:usage:{${org}}:${day}`;
@@ -53,16 +62,18 @@ export class UsageStore {
   private readonly prices: ReadonlyMap<string, ModelPrice>;
 
   constructor(redis: RedisClient, prices: ReadonlyMap<string, ModelPrice> = new Map()) {
+    if (!("recordUsage" in redis)) redis.defineCommand("recordUsage", { numberOfKeys: 1, lua: RECORD_USAGE });
     this.redis = redis;
     this.prices = prices;
   }
 
+  /** One command (a script on the day's hash), not a transaction of 22: a model call's usage costs one round trip of one command. */
   async record(event: UsageEvent): Promise<void> {
     const key = dayKey(event.org, utcDay(event.at ?? new Date()));
     const price = this.prices.get(event.pricedAs ?? event.model);
     const cost = price ? costNanoUsd(price, { ...event.usage, cached_tokens: event.cachedTokens ?? 0 }) : 0;
     const amounts: Sums = { requests: 1, ...event.usage, cost_nusd: cost };
-    const tx = this.redis.multi();
+    const args: (string | number)[] = [];
     for (const [dimension, value] of [
       ["total", ""],
       ["model", event.model],
@@ -71,10 +82,9 @@ export class UsageStore {
       ["user_model", pair(event.user, event.model)],
       ["user_key", pair(event.user, event.keyId)],
     ] as const) {
-      for (const metric of METRICS) tx.hincrby(key, field(dimension, value, metric), amounts[metric]);
+      for (const metric of METRICS) args.push(field(dimension, value, metric), amounts[metric]);
     }
-    tx.expire(key, 400 * 86_400);
-    await tx.exec();
+    await (this.redis as Scripted).recordUsage(key, ...args, USAGE_KEPT_SECONDS);
   }
 
   /**

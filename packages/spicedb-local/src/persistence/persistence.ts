@@ -24,6 +24,8 @@ export interface PersistenceOptions {
   /** How often the start logs how far its replay has come. Default one second. */
   progressEveryMs?: number;
   hooks?: PersistenceHooks;
+  /** The engine already holds the directory's relationships (`replayInto` filled it): open without a replay. */
+  restored?: boolean;
 }
 
 /** Points where tests force an interleaving. */
@@ -32,6 +34,8 @@ export interface PersistenceHooks {
   onStoreOpen?: (db: DatabaseSync) => void;
   /** After the stored relationships are back in the engine, before the Watch that feeds the store opens. */
   beforeWatch?: (engine: SpiceDBEngine) => Promise<void>;
+  /** During an engine replacement, once the fresh engine holds what was stored and before it catches up. */
+  afterReplayInto?: () => Promise<void>;
   /** As each Watch message arrives: a promise returned holds it, and every later one, until it settles. */
   onWatchMessage?: (message: Buffer) => Promise<void> | undefined;
 }
@@ -92,12 +96,13 @@ export class Persistence {
     const store = RelationshipStore.open(dir);
     try {
       options.hooks?.onStoreOpen?.(store.db);
-      const expiredDropped = store.dropExpired(Date.now());
-      const total = store.count();
-      log.info({ dir, relationships: total }, "restoring relationships from the data directory");
+      const expiredDropped = options.restored ? 0 : store.dropExpired(Date.now());
+      const total = options.restored ? 0 : store.count();
+      if (!options.restored)
+        log.info({ dir, relationships: total }, "restoring relationships from the data directory");
       let restored = 0;
       let logged = performance.now();
-      for (const batch of store.batches(WRITE_BATCH)) {
+      for (const batch of options.restored ? [] : store.batches(WRITE_BATCH)) {
         // The engine is empty and each row is a distinct relationship: CREATE skips the lookup a
         // TOUCH makes, which halves a replay's time.
         await write(
@@ -128,6 +133,27 @@ export class Persistence {
     } catch (err) {
       store.close();
       throw err;
+    }
+  }
+
+  /** Sees every change as it is stored (an engine being filled by `replayInto` catches up with them). */
+  tap: ((updates: readonly v1.RelationshipUpdate[]) => void) | undefined;
+
+  /**
+   * Writes the stored relationships into another (empty) engine while this
+   * one goes on serving: pages by key, so a row changed meanwhile is either
+   * read as it is or reached by `tap`, which the caller sets first and
+   * replays after, in order (an expired relationship as a delete).
+   */
+  async replayInto(engine: SpiceDBEngine): Promise<void> {
+    const now = Date.now();
+    for (const batch of this.store.batches(WRITE_BATCH)) {
+      const live = batch.filter((r) => !expired(r, now));
+      if (live.length > 0)
+        await write(
+          engine,
+          live.map((relationship) => ({ operation: v1.RelationshipUpdate_Operation.CREATE, relationship })),
+        );
     }
   }
 
@@ -194,7 +220,10 @@ export class Persistence {
     if (this.closing || this.failure) return;
     const response = v1.WatchResponse.fromBinary(message);
     try {
-      if (response.updates.length > 0) this.store.apply(response.updates);
+      if (response.updates.length > 0) {
+        this.store.apply(response.updates);
+        this.tap?.(response.updates);
+      }
     } catch (err) {
       this.failure = new NotStored(
         `writes are refused: the data directory cannot be written (${(err as Error).message})`,
@@ -214,6 +243,54 @@ export class Persistence {
       if (this.waiting[i]!.revision <= this.seen) this.waiting.splice(i, 1)[0]!.resolve();
     }
   }
+}
+
+/** Whether a relationship's expiration has passed. */
+function expired(relationship: v1.Relationship, now: number): boolean {
+  const at = relationship.optionalExpiresAt;
+  return at !== undefined && Number(at.seconds) * 1000 + at.nanos / 1e6 <= now;
+}
+
+/**
+ * Applies changes seen on another engine's Watch to `engine`, in order: a
+ * create or touch as a touch (the engine may hold it already), a delete, or a
+ * touch of an expired relationship, as a delete (a no-op where absent).
+ */
+export async function applyChanges(
+  engine: SpiceDBEngine,
+  changes: readonly v1.RelationshipUpdate[],
+): Promise<void> {
+  const now = Date.now();
+  const updates = changes.map(({ operation, relationship }) =>
+    v1.RelationshipUpdate.create({
+      operation:
+        operation === v1.RelationshipUpdate_Operation.DELETE || expired(relationship!, now)
+          ? v1.RelationshipUpdate_Operation.DELETE
+          : v1.RelationshipUpdate_Operation.TOUCH,
+      relationship: relationship!,
+    }),
+  );
+  // One write may not touch a relationship twice: split where one repeats.
+  let batch: v1.RelationshipUpdate[] = [];
+  let keys = new Set<string>();
+  const flush = async () => {
+    if (batch.length > 0) await write(engine, batch);
+    batch = [];
+    keys = new Set();
+  };
+  for (const update of updates) {
+    const key = JSON.stringify(
+      v1.Relationship.toJson({
+        ...update.relationship!,
+        optionalCaveat: undefined,
+        optionalExpiresAt: undefined,
+      }),
+    );
+    if (keys.has(key) || batch.length >= WRITE_BATCH) await flush();
+    keys.add(key);
+    batch.push(update);
+  }
+  await flush();
 }
 
 /** Commits one WriteRelationships; returns its ZedToken. */

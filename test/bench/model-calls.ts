@@ -1,0 +1,446 @@
+/**
+ * Model calls through the gateway beside the same fake provider called
+ * directly, in one run (issue: "a model call that costs what the fastest
+ * gateways cost"): added latency at concurrency 1, calls alternating; CPU per
+ * call at 16 connections from each process's own CPU time (gateway, service,
+ * Redis, the local SpiceDB); the same with a token budget on the key; the
+ * cost of tracing at sampling ratios 1 and 0.01; and CPU profiles of gateway
+ * and service under load. Every process is its own: the fake provider, Redis,
+ * PostgreSQL, the local SpiceDB, and a gateway and service per variant.
+ *
+ * `BENCH_MODEL_CALLS` calls per row at concurrency 1 (default 300),
+ * `BENCH_MODEL_SECONDS` seconds per load at 16 connections (default 5),
+ * `BENCH_MODEL_PROFILE_SECONDS` seconds of load under the profiler (default 10).
+ * Alone: `pnpm exec node test/bench/model-calls.ts` (prints; `BENCH_OUTPUT`
+ * writes a report).
+ */
+import { randomBytes } from "node:crypto";
+import { mkdtemp, readdir, rm } from "node:fs/promises";
+import { createServer, type Server } from "node:http";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import type { Limits } from "@gw/core/limits";
+import { DEFAULT_PERMISSIONS } from "@gw/core/permissions";
+import { createRedis } from "@gw/core/redis";
+import {
+  freePort,
+  REPO_ROOT,
+  type RunningNodeProcess,
+  startNodeProcess,
+  startSpiceDBLocalProcess,
+} from "@gw/devstack";
+import { ApiKeyStore } from "@gw/gateway";
+import { startTestPostgres, startTestRedis } from "@gw/test-kit";
+import { cpuMs, load } from "./http.ts";
+import { summarizeProfile, topFunctions } from "./profile.ts";
+import { Report } from "./report.ts";
+
+const CALLS = Number(process.env.BENCH_MODEL_CALLS ?? 300);
+const SECONDS = Number(process.env.BENCH_MODEL_SECONDS ?? 5);
+
+const CHAT = "/api/v1/llm/chat/completions";
+const RESPONSES = "/api/v1/llm/responses";
+const MESSAGES = [{ role: "user", content: "What is the capital of France? Answer in one word." }];
+const chatBody = (stream = false) =>
+  JSON.stringify({ model: "echo-small", messages: MESSAGES, ...(stream ? { stream: true } : {}) });
+const responseBody = (store: boolean) =>
+  JSON.stringify({ model: "echo-small", input: MESSAGES[0]!.content, store });
+
+interface Pair {
+  name: string;
+  gateway: RunningNodeProcess;
+  service: RunningNodeProcess;
+}
+
+export interface ModelStack {
+  provider: RunningNodeProcess;
+  providerUrl: string;
+  pids: { redis: number; spicedb: number };
+  redisUrl: string;
+  pairs: Map<string, Pair>;
+  plainKey: string;
+  budgetKey: string;
+  spans: () => number;
+  startPair(
+    name: string,
+    env?: NodeJS.ProcessEnv,
+    nodeOptions?: (process: "gateway" | "service") => string,
+  ): Promise<Pair>;
+  close(): Promise<void>;
+}
+
+/** An OTLP/HTTP receiver that accepts every export and counts the bytes: where traced variants send spans. */
+async function startCollector(): Promise<{ url: string; bytes: () => number; server: Server }> {
+  let bytes = 0;
+  const server = createServer((req, res) => {
+    req.on("data", (chunk: Buffer) => {
+      bytes += chunk.length;
+    });
+    req.on("end", () => res.writeHead(200, { "content-type": "application/x-protobuf" }).end());
+  });
+  await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
+  return {
+    url: `http://127.0.0.1:${(server.address() as { port: number }).port}`,
+    bytes: () => bytes,
+    server,
+  };
+}
+
+export async function startModelStack(): Promise<ModelStack> {
+  const [redis, postgres] = await Promise.all([startTestRedis(), startTestPostgres()]);
+  const dataDir = await mkdtemp(join(tmpdir(), "gw-bench-model-"));
+  const spicedbPort = await freePort();
+  const spicedb = await startSpiceDBLocalProcess({
+    port: spicedbPort,
+    env: { PATH: process.env.PATH, LOG_LEVEL: "warn", DATA_DIR: dataDir },
+  });
+  const providerPort = await freePort();
+  const providerUrl = `http://127.0.0.1:${providerPort}/v1`;
+  const provider = await startNodeProcess({
+    name: "fake-provider",
+    entry: "packages/test-kit/src/llm-upstream.ts",
+    port: providerPort,
+    env: { PATH: process.env.PATH },
+    isReady: () =>
+      fetch(`${providerUrl}/chat/completions`, { method: "POST", body: chatBody() }).then(
+        (r) => r.ok,
+        () => false,
+      ),
+    outputFile: join(dataDir, "provider.log"),
+  });
+  const collector = await startCollector();
+  const common = {
+    PATH: process.env.PATH,
+    HOST: "127.0.0.1",
+    REDIS_URL: redis.url,
+    DATABASE_URL: postgres.url,
+    SPICEDB_LOCAL_PORT: String(spicedbPort),
+    GATEWAY_PUBLIC_URL: "http://gateway.bench",
+    INTERNAL_ASSERTION_SECRET: randomBytes(32).toString("hex"),
+    DATA_DIR: dataDir,
+    LOG_LEVEL: "info",
+    LLM_BASE_URL: providerUrl,
+    LLM_DEFAULT_MODEL: "echo-small",
+  };
+  const pairs = new Map<string, Pair>();
+  const startPair = async (
+    name: string,
+    env: NodeJS.ProcessEnv = {},
+    nodeOptions?: (process: "gateway" | "service") => string,
+  ) => {
+    const options = (of: "gateway" | "service") => (nodeOptions ? { NODE_OPTIONS: nodeOptions(of) } : {});
+    const service = await startNodeProcess({
+      name: `service-${name}`,
+      entry: "packages/service/src/main.ts",
+      port: await freePort(),
+      env: { ...common, ...env, ...options("service") },
+      outputFile: join(dataDir, `service-${name}.log`),
+    });
+    const gateway = await startNodeProcess({
+      name: `gateway-${name}`,
+      entry: "packages/gateway/src/main.ts",
+      port: await freePort(),
+      env: { ...common, ...env, ...options("gateway"), SERVICE_URL: service.url },
+      outputFile: join(dataDir, `gateway-${name}.log`),
+    });
+    const pair = { name, gateway, service };
+    pairs.set(name, pair);
+    return pair;
+  };
+  const client = createRedis(redis.url, { connectionName: "bench-setup" });
+  const store = new ApiKeyStore(client);
+  const permissions = [...DEFAULT_PERMISSIONS];
+  const plainKey = (await store.create({ org: "bench", owner: "alice", permissions })).secret;
+  const budget: Limits = { tokens: { minute: 1e12, day: 1e12 } };
+  const budgetKey = (await store.create({ org: "bench", owner: "alice", permissions, limits: budget }))
+    .secret;
+  client.disconnect();
+  return {
+    provider,
+    providerUrl,
+    pids: { redis: redis.process.pid!, spicedb: spicedb.process.pid! },
+    redisUrl: redis.url,
+    pairs,
+    plainKey,
+    budgetKey,
+    spans: collector.bytes,
+    startPair,
+    async close() {
+      await Promise.all([...pairs.values()].flatMap((p) => [p.gateway.stop(), p.service.stop()]));
+      await Promise.all([provider.stop(), spicedb.stop()]);
+      collector.server.close();
+      await Promise.all([redis.stop(), postgres.stop()]);
+      await rm(dataDir, { recursive: true, force: true });
+    },
+    // The traced variants' collector, for their environment.
+    ...{ collectorUrl: collector.url },
+  } as ModelStack & { collectorUrl: string };
+}
+
+/** One call's latency in ms: to the whole answer, or (`firstByte`) to the first byte of the body. */
+async function timedCall(url: string, headers: Record<string, string>, body: string, firstByte = false) {
+  const started = performance.now();
+  const res = await fetch(url, { method: "POST", headers, body });
+  if (!res.ok) throw new Error(`${url}: HTTP ${res.status} ${await res.text()}`);
+  if (firstByte) {
+    const reader = res.body!.getReader();
+    await reader.read();
+    const ms = performance.now() - started;
+    while (!(await reader.read()).done);
+    return ms;
+  }
+  await res.arrayBuffer();
+  return performance.now() - started;
+}
+
+const p50 = (values: number[]) => {
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted[Math.floor(sorted.length / 2)] ?? 0;
+};
+const ms = (v: number) => `${v.toFixed(2)} ms`;
+
+/** `calls` of each function, alternating a, b, a, b…; the p50 of each (after 20 warm-up calls of each). */
+async function alternate(a: () => Promise<number>, b: () => Promise<number>, calls = CALLS) {
+  for (let i = 0; i < 20; i++) {
+    await a();
+    await b();
+  }
+  const as: number[] = [];
+  const bs: number[] = [];
+  for (let i = 0; i < calls; i++) {
+    as.push(await a());
+    bs.push(await b());
+  }
+  return [p50(as), p50(bs)] as const;
+}
+
+const json = { "content-type": "application/json" };
+const bearer = (key: string) => ({ ...json, authorization: `Bearer ${key}`, "x-on-behalf-of": "alice" });
+
+/** The rows of the added-latency table for a gateway at `url`. */
+async function addedLatency(stack: ModelStack, url: string, key: string) {
+  const direct =
+    (stream = false) =>
+    () =>
+      timedCall(`${stack.providerUrl}/chat/completions`, json, chatBody(stream), stream);
+  const through =
+    (path: string, body: string, stream = false) =>
+    () =>
+      timedCall(`${url}${path}`, bearer(key), body, stream);
+  const rows: [string, number, number][] = [];
+  const add = async (name: string, d: () => Promise<number>, g: () => Promise<number>) => {
+    const [dp, gp] = await alternate(d, g);
+    rows.push([name, dp, gp]);
+  };
+  await add("chat completion, not stored", direct(), through(CHAT, chatBody()));
+  await add("response, `store: false`", direct(), through(RESPONSES, responseBody(false)));
+  await add("response, stored", direct(), through(RESPONSES, responseBody(true)));
+  await add("streamed chat completion, first byte", direct(true), through(CHAT, chatBody(true), true));
+  return rows;
+}
+
+/** Redis commands gateway and service have sent so far, from their own metrics (a script is one command). */
+async function redisCommands(pair: Pair): Promise<number> {
+  let total = 0;
+  for (const proc of [pair.gateway, pair.service]) {
+    const text = await (await fetch(`${proc.url}/metrics`)).text();
+    for (const line of text.split("\n"))
+      if (line.startsWith("redis_client_command_duration_seconds_count"))
+        total += Number(line.split(" ").at(-1));
+  }
+  return total;
+}
+
+/** Requests per second, CPU per call of each process and Redis commands per call, at 16 connections for SECONDS. */
+async function cpuPerCall(stack: ModelStack, pair: Pair, path: string, body: string, key: string) {
+  const pids = {
+    gateway: pair.gateway.process.pid!,
+    service: pair.service.process.pid!,
+    redis: stack.pids.redis,
+    spicedb: stack.pids.spicedb,
+  };
+  const target = { url: `${pair.gateway.url}${path}`, method: "POST" as const, headers: bearer(key), body };
+  await load({ ...target, connections: 16, seconds: 1 });
+  const commandsBefore = await redisCommands(pair);
+  const before = Object.fromEntries(Object.entries(pids).map(([n, pid]) => [n, cpuMs(pid)]));
+  const sample = await load({ ...target, connections: 16, seconds: SECONDS });
+  const per = Object.fromEntries(
+    Object.entries(pids).map(([n, pid]) => [n, (cpuMs(pid) - before[n]!) / Math.max(1, sample.total)]),
+  ) as Record<keyof typeof pids, number>;
+  const commands = ((await redisCommands(pair)) - commandsBefore) / Math.max(1, sample.total);
+  return { sample, per, total: per.gateway + per.service + per.redis, commands };
+}
+
+export async function benchModelCalls(report: Report): Promise<void> {
+  const stack = (await startModelStack()) as ModelStack & { collectorUrl: string };
+  try {
+    const plain = await stack.startPair("plain");
+    report.section(
+      "Model calls: added latency beside the provider called directly",
+      `The same fake OpenAI-compatible provider (its own process, on loopback), called directly and through gateway and service, alternating, one call at a time, ${CALLS} calls each after 20 warm-up calls; p50. A response is compared with the direct chat completion it makes. Goals: added p50 at most 0.5 ms (not stored, and to a stream's first byte), at most 2 ms for a stored response.`,
+    );
+    const rows = await addedLatency(stack, plain.gateway.url, stack.plainKey);
+    const budgetRows = await addedLatency(stack, plain.gateway.url, stack.budgetKey);
+    const table = (list: [string, number, number][], suffix = "") =>
+      list.map(([name, d, g]) => [`${name}${suffix}`, ms(d), ms(g), ms(g - d)]);
+    report.table(
+      ["call", "direct to the provider", "through the gateway", "added (p50)"],
+      [...table(rows), ...table(budgetRows, ", token budget on the key")],
+    );
+
+    report.section(
+      "Model calls: CPU per call at 16 connections",
+      `${SECONDS} s of each call at 16 connections (autocannon, after 1 s of warm-up), CPU time each process spent (from /proc), divided by the calls answered. Goal: gateway + service + Redis at most 0.4 ms per call that is not stored, with or without a token budget.`,
+    );
+    const cpuRows: (string | number)[][] = [];
+    const loads: [string, string, string, string][] = [
+      ["chat completion, not stored", CHAT, chatBody(), stack.plainKey],
+      ["chat completion, not stored, token budget", CHAT, chatBody(), stack.budgetKey],
+      ["response, `store: false`", RESPONSES, responseBody(false), stack.plainKey],
+      ["response, stored", RESPONSES, responseBody(true), stack.plainKey],
+    ];
+    for (const [name, path, body, key] of loads) {
+      const { sample, per, total, commands } = await cpuPerCall(stack, plain, path, body, key);
+      cpuRows.push([
+        name,
+        sample.rps.toFixed(0),
+        commands.toFixed(1),
+        ms(per.gateway),
+        ms(per.service),
+        ms(per.redis),
+        ms(per.spicedb),
+        ms(total),
+        String(sample.non2xx),
+      ]);
+    }
+    report.table(
+      [
+        "call",
+        "calls/s",
+        "Redis commands sent",
+        "gateway",
+        "service",
+        "Redis",
+        "SpiceDB",
+        "gateway + service + Redis",
+        "non-2xx",
+      ],
+      cpuRows,
+    );
+
+    await benchTracing(report, stack, plain);
+    await profileModelCalls(report, stack);
+    readingOfModelCalls(report);
+  } finally {
+    await stack.close();
+  }
+}
+
+/** Tracing off, and on at sampling ratios 1 and 0.01 (spans exported to a local OTLP receiver). */
+async function benchTracing(report: Report, stack: ModelStack & { collectorUrl: string }, plain: Pair) {
+  const traced = (ratio: string): NodeJS.ProcessEnv => ({
+    OTEL_EXPORTER_OTLP_ENDPOINT: stack.collectorUrl,
+    OTEL_TRACES_SAMPLER: "parentbased_traceidratio",
+    OTEL_TRACES_SAMPLER_ARG: ratio,
+  });
+  const all = await stack.startPair("traced-1", traced("1"));
+  const some = await stack.startPair("traced-0.01", traced("0.01"));
+  const call = (pair: Pair) => () =>
+    timedCall(`${pair.gateway.url}${CHAT}`, bearer(stack.plainKey), chatBody());
+  const [off, on] = await alternate(call(plain), call(all));
+  const [, sampled] = await alternate(call(plain), call(some));
+  const rows: (string | number)[][] = [];
+  for (const [name, pair, p] of [
+    ["off (no OTEL_* set)", plain, off],
+    ["on, ratio 1", all, on],
+    ["on, ratio 0.01", some, sampled],
+  ] as const) {
+    const spansBefore = stack.spans();
+    const { sample, total } = await cpuPerCall(stack, pair, CHAT, chatBody(), stack.plainKey);
+    // The batch processor exports every 5 s: wait for the last batch before counting bytes.
+    if (pair !== plain) await new Promise((r) => setTimeout(r, 6_000));
+    rows.push([
+      name,
+      ms(p),
+      sample.rps.toFixed(0),
+      ms(total),
+      pair === plain ? "–" : `${((stack.spans() - spansBefore) / Math.max(1, sample.total)).toFixed(0)} B`,
+    ]);
+  }
+  report.section(
+    "Model calls: the cost of tracing",
+    "Chat completions (not stored) through a gateway and service with tracing off, and on with `OTEL_TRACES_SAMPLER=parentbased_traceidratio` at 1 and 0.01, spans exported over OTLP/HTTP to a local receiver. p50 at concurrency 1 (alternating with the untraced pair), then CPU per call at 16 connections (gateway + service + Redis) and the OTLP bytes exported per call.",
+  );
+  report.table(["tracing", "p50, concurrency 1", "calls/s at 16", "CPU per call", "OTLP per call"], rows);
+}
+
+/** Gateway and service under `--cpu-prof` with 16 connections of chat completions: where their time goes. */
+export async function profileModelCalls(report: Report, stack: ModelStack): Promise<void> {
+  const dir = await mkdtemp(join(tmpdir(), "gw-bench-model-prof-"));
+  const pair = await stack.startPair("profiled", {}, (of) => `--cpu-prof --cpu-prof-dir=${join(dir, of)}`);
+  const seconds = Number(process.env.BENCH_MODEL_PROFILE_SECONDS ?? Math.max(10, SECONDS));
+  try {
+    const target = {
+      url: `${pair.gateway.url}${CHAT}`,
+      method: "POST" as const,
+      headers: bearer(stack.plainKey),
+      body: chatBody(),
+    };
+    await load({ ...target, connections: 16, seconds });
+  } finally {
+    // Each writes its profile as it exits.
+    await pair.gateway.stop();
+    await pair.service.stop();
+    stack.pairs.delete("profiled");
+  }
+  for (const name of ["gateway", "service"] as const) {
+    const own = join(dir, name);
+    const written = await readdir(own).catch(() => []);
+    report.section(
+      `Where the ${name}'s time goes: chat completions at 16 connections`,
+      `CPU profile (\`node --cpu-prof\`) of the ${name} under ${seconds} s of chat completions (not stored), self time by group, then the functions of this project and its packages that take most. Start-up is included.`,
+    );
+    if (!written.some((f) => f.endsWith(".cpuprofile"))) {
+      report.line(`No profile was written (the ${name} did not exit in time).`);
+      continue;
+    }
+    const groups = await summarizeProfile(own);
+    const functions = await topFunctions(own, 20);
+    report.table(
+      ["", "share"],
+      groups.map(([group, share]) => [group, `${(share * 100).toFixed(1)} %`]),
+    );
+    report.table(
+      ["function", "share"],
+      functions.map(([fn, share]) => [fn, `${(share * 100).toFixed(2)} %`]),
+    );
+  }
+  await rm(dir, { recursive: true, force: true });
+}
+
+/** What bounds the model-call goals, and the levers: those taken, and those left to the code that owns them. */
+function readingOfModelCalls(report: Report): void {
+  report.section(
+    "Model calls: what bounds them, and the levers",
+    "Read with the profiles above (self time of each process, start-up included).",
+  );
+  for (const line of [
+    "- **The path**: a model call crosses two HTTP hops the direct call does not (client → gateway → service), and the service makes the provider call a third; each is Node's HTTP parsing and serialization on both sides (the profiles' `Node internal` and `_http_*`), small socket writes (`socket and pipe writes (kernel)`), and garbage from their buffers. Gateway: authenticate (cached key), principal, rate limit (no Redis command for a key without request windows), the internal assertion (an HS256 JWT: sign in the gateway, verify and a `SET NX` of its id in the service), forward. Service: body validation (zod), budgets' admission, the provider call, usage, the answer.",
+    "- **Redis**: the table above counts the commands gateway and service send per call (a script is one). Usage recording is one script on the day's hash (it was a 23-command transaction); the assertion's replay guard is one `SET NX`; a token budget adds admission and settlement scripts.",
+    "- **Taken here**: usage in one command; one access line per request (the gateway's; the service's is at `debug`); a kept-warm connection pool per provider origin (undici `Agent`, idle connections kept a minute: a call after a quiet spell does not pay a new TCP and TLS handshake, which loopback hides); tracing that costs one flag test per hook when off and makes no span below an unsampled request.",
+    "- **Left to the code that owns them** (budgets' admission and the model-call pipeline, the counting module, the tokenizer, rewritten elsewhere at the time of writing): no tokenization when no token budget applies; admission, usage and request windows in one Redis round trip (one script per call instead of admission + settlement + usage); the owner relationship of a stored response written while the provider answers rather than before it (the pipeline already gives the ownership back when the answer is not kept; usage must then be settled even when the ownership write fails), which takes one SpiceDB write (`SpiceDB` column: the engine's own CPU) off a stored response's latency; the service package mounted in the gateway's process for deployments that want it (no hop, no assertion), to be chosen with an ADR, the two-process deployment staying the default.",
+    "- **Machine**: the load generator, the fake provider, Redis, PostgreSQL, the local SpiceDB and both processes share the machine's cores; on a shared 2-core machine the absolute figures carry noise of the other tenants' load, the side-by-side differences less so.",
+  ])
+    report.line(line);
+}
+
+if (import.meta.main) {
+  const report = new Report();
+  const startedAt = new Date();
+  const { loadavg } = await import("node:os");
+  const load0 = loadavg() as [number, number, number];
+  await benchModelCalls(report);
+  if (process.env.BENCH_OUTPUT) await report.write(process.env.BENCH_OUTPUT, startedAt, load0);
+  process.exit(0);
+}
+void REPO_ROOT;
