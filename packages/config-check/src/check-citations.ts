@@ -5,10 +5,12 @@
  *   the citing file's package or the citing file's folder;
  * - a heading of a document, cited as the document's name (`README` for the
  *   repository's), a comma and the heading in double quotes: that document
- *   has that heading;
+ *   has that heading, or a list item that opens with it in bold (the
+ *   documents' sections within a page: `- **Traces** …`);
  * - a setting in backticks (`SPICEDB_ENDPOINT`, `BENCH_ONLY=gateway`): a
  *   configuration schema has it, the code or a deployment file uses that
- *   name, or it is git's (`GIT_…`) or Node's.
+ *   name, or it is git's (`GIT_…`), OpenTelemetry's (`OTEL_…`, read by its
+ *   SDK and exporters) or Node's.
  * Comments are read from TypeScript sources (never their strings, which test
  * fixtures fill with wrong paths on purpose); documents whole.
  */
@@ -113,13 +115,13 @@ export function citationsOfFile(path: string, text: string): Citation[] {
   return commentsOf(text).flatMap((c) => citationsIn(c.text, c.line));
 }
 
-/** Headings of a markdown text, outside code blocks, without their `#`s. */
+/** Headings of a markdown text, outside code blocks, without their `#`s, and the bold labels that open list items. */
 export function headingsOf(markdown: string): Set<string> {
   const headings = new Set<string>();
   let inCode = false;
   for (const line of markdown.split("\n")) {
     if (line.startsWith("```")) inCode = !inCode;
-    const heading = !inCode && /^#{1,6} (.*)$/.exec(line);
+    const heading = !inCode && (/^#{1,6} (.*)$/.exec(line) ?? /^\s*[-*] \*\*([^*]+)\*\*/.exec(line));
     if (heading) headings.add(normalize(heading[1]!));
   }
   return headings;
@@ -203,7 +205,7 @@ export async function missingCitations(root: string, settings: Set<string>): Pro
         if (!found) problems.push(`${at}: cites "${heading}" in ${document} (no such file)`);
         else if (!headingsOf(await read(found)).has(normalize(heading)))
           problems.push(`${at}: cites "${heading}" in ${found} (no such heading)`);
-      } else if (!known.has(target) && !target.startsWith("GIT_")) {
+      } else if (!known.has(target) && !/^(GIT|OTEL)_/.test(target)) {
         problems.push(`${at}: cites ${target} (no configuration schema or code reads such a setting)`);
       }
     }

@@ -1,7 +1,7 @@
 import { resolve } from "node:path";
 import { REPO_ROOT } from "@gw/devstack";
 import { describe, expect, it } from "vitest";
-import { citationsOfFile, commentsOf, missingCitations } from "../src/check-citations.ts";
+import { citationsOfFile, commentsOf, headingsOf, missingCitations } from "../src/check-citations.ts";
 import { knownVariables } from "../src/check-config.ts";
 
 const FIXTURE = resolve(import.meta.dirname, "fixtures/citations");
@@ -28,5 +28,22 @@ describe("citations in comments and documents", () => {
 
   it("finds nothing missing in this repository", async () => {
     expect(await missingCitations(REPO_ROOT, knownVariables())).toEqual([]);
+  });
+});
+
+describe("headingsOf", () => {
+  it("takes headings and the bold labels that open list items, not bold words elsewhere or in code", () => {
+    const found = headingsOf(
+      [
+        "# Operations",
+        "- **Client aborts**: logged at info",
+        "  * **Traces** (OpenTelemetry): off unless configured",
+        "Some **bold words** in a sentence",
+        "```",
+        "- **In code**",
+        "```",
+      ].join("\n"),
+    );
+    expect([...found].sort()).toEqual(["client aborts", "operations", "traces"]);
   });
 });
