@@ -5,7 +5,7 @@ import { createLogger, type Logger, redactUrl } from "@gw/core/logger";
 import { createMetrics } from "@gw/core/metrics";
 import { createPostgres, migrate } from "@gw/core/postgres";
 import { createRedis } from "@gw/core/redis";
-import { CountingWindows, LEASE_KEEPING_MS } from "@gw/core/windows";
+import { LEASE_KEEPING_MS } from "@gw/core/windows";
 import { createServiceApp } from "./app.ts";
 import { budgetDeps, chatProvider } from "./calls/deps.ts";
 import { PostgresCompletionStore } from "./completions/store.ts";
