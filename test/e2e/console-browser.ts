@@ -1,6 +1,7 @@
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { PERMISSIONS } from "@gw/core/permissions";
 import { type FakeLLM, startFakeLLM } from "@gw/test-kit/llm-upstream";
 import { type Browser, type BrowserContext, chromium, type Page } from "playwright-core";
 import { createKey, type RunningStack, stackEnv, startStack } from "./pnpm-start.ts";
@@ -8,24 +9,7 @@ import { createKey, type RunningStack, stackEnv, startStack } from "./pnpm-start
 /** Debian's Chromium (`apt-get install chromium`): Playwright's own browser download cannot run here. */
 export const CHROMIUM = process.env.CHROMIUM_PATH ?? "/usr/bin/chromium";
 
-export const ALL_PERMISSIONS = [
-  "authorization:read",
-  "authorization:write",
-  "responses:read",
-  "responses:write",
-  "conversations:read",
-  "conversations:write",
-  "evals:read",
-  "evals:write",
-  "sandbox:read",
-  "sandbox:write",
-  "usage:read",
-  "mcp:read",
-  "mcp:write",
-  "mcp:call",
-  "admin:api-keys",
-  "admin:console",
-].join(",");
+export const ALL_PERMISSIONS = PERMISSIONS.join(",");
 
 export interface ConsoleStack {
   stack: RunningStack;

@@ -281,6 +281,7 @@ describe("the error middleware", () => {
     expect(await (await fetch(`${base}/provider-limited`)).json()).toEqual({
       error: "Too Many Requests",
       message: "slow down",
+      code: "provider_rate_limited",
     });
     // Elsewhere a 422 keeps the contract's body alone.
     expect(await (await fetch(`${base}/invalid`)).json()).toEqual({

@@ -168,7 +168,14 @@ describe("requests Node itself refuses", () => {
 
 describe("an Expect header other than 100-continue", () => {
   it.each([
-    ["/healthz", { error: "Expectation Failed", message: expect.stringContaining("100-continue") }],
+    [
+      "/healthz",
+      {
+        error: "Expectation Failed",
+        message: expect.stringContaining("100-continue"),
+        code: "expectation_failed",
+      },
+    ],
     [
       "/api/v1/llm/responses",
       {

@@ -1,3 +1,4 @@
+import { DEFAULT_PERMISSIONS, PERMISSIONS } from "@gw/core/permissions";
 /** The console's two server-rendered documents. Every value goes through `escapeHtml`; no inline script. */
 
 export type ConsolePage = "keys" | "usage" | "access" | "audit" | "evals" | "tools";
@@ -68,7 +69,9 @@ export function consoleShell(opts: {
 <a class="skip" href="#main">Skip to content</a>
 <div id="console" data-org="${escapeHtml(opts.org)}" data-user="${escapeHtml(opts.user)}" data-key-id="${escapeHtml(
     opts.keyId,
-  )}" data-permissions="${escapeHtml(opts.permissions.join(" "))}" data-mcp="${opts.mcp ? "1" : "0"}">
+  )}" data-permissions="${escapeHtml(opts.permissions.join(" "))}" data-all-permissions="${PERMISSIONS.join(
+    " ",
+  )}" data-default-permissions="${DEFAULT_PERMISSIONS.join(" ")}" data-mcp="${opts.mcp ? "1" : "0"}">
 <header class="top">
 <span class="brand">Gateway console</span>
 <span class="who">${escapeHtml(opts.user)} · ${escapeHtml(opts.org)}</span>

@@ -19,29 +19,9 @@ import {
   Table,
 } from "./ui.js";
 
-const PERMISSIONS = [
-  "authorization:read",
-  "authorization:write",
-  "responses:read",
-  "responses:write",
-  "conversations:read",
-  "conversations:write",
-  "evals:read",
-  "evals:write",
-  "sandbox:read",
-  "sandbox:write",
-  "usage:read",
-  "mcp:read",
-  "mcp:write",
-  "mcp:call",
-  "admin:api-keys",
-  "organization:read",
-  "admin:console",
-];
-// As the API's own default (`@gw/core/permissions`): everything but key administration, organization views and the console.
-const DEFAULT_PERMISSIONS = PERMISSIONS.filter(
-  (p) => p !== "admin:api-keys" && p !== "organization:read" && p !== "admin:console",
-);
+// The API's own lists (`@gw/core/permissions`), as the server wrote them into the page.
+const PERMISSIONS = session.allPermissions;
+const DEFAULT_PERMISSIONS = session.defaultPermissions;
 const REQUEST_WINDOWS = ["second", "minute", "hour", "day"];
 const TOKEN_WINDOWS = ["minute", "hour", "day", "month"];
 const SPEND_WINDOWS = ["day", "month"];

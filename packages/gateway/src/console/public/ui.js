@@ -12,6 +12,8 @@ export const session = {
   user: root.dataset.user,
   keyId: root.dataset.keyId,
   permissions: new Set(root.dataset.permissions.split(" ").filter(Boolean)),
+  allPermissions: root.dataset.allPermissions.split(" ").filter(Boolean),
+  defaultPermissions: root.dataset.defaultPermissions.split(" ").filter(Boolean),
   mcp: root.dataset.mcp === "1",
 };
 export const can = (permission) => session.permissions.has(permission);
