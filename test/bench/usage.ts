@@ -12,6 +12,8 @@ gateway processes and a bare Express app. See docs/testing.md, "Benchmarks".
 
 Environment:
   BENCH_ONLY=gateway         the HTTP benchmarks alone
+  BENCH_ONLY=model           the model calls beside the provider called directly, alone
+  BENCH_ONLY=growth          the growth run alone
   BENCH_OUTPUT=<file>        write the report there instead of BENCHMARKS.md
   BENCH_ROUNDS               rounds of each HTTP comparison
   BENCH_ROUND_SECONDS        seconds of each round
@@ -21,6 +23,10 @@ Environment:
   BENCH_MIX_SECONDS          seconds of the read/grant mix
   BENCH_MIX_WARMUP_SECONDS   seconds of its warm-up
   BENCH_CONTENT_RESPONSES    stored responses in the content benchmark (default 10000)
+  BENCH_MODEL_CALLS          calls per row of the model-call table at concurrency 1 (default 300)
+  BENCH_MODEL_SECONDS        seconds of each load at 16 connections (default 5)
+  BENCH_MODEL_PROFILE_SECONDS seconds of load under the CPU profiler (default 10)
+  BENCH_GROWTH_SIZES         stored responses of the growth run (default 1000,10000,100000)
 
 A reduced run (about four minutes):
   BENCH_ONLY=gateway BENCH_ROUNDS=1 BENCH_ROUND_SECONDS=1 BENCH_CHECK_SIZES=1000,10000 \\
