@@ -12,6 +12,7 @@ import type { Logger } from "@gw/core/logger";
 import type { Postgres } from "@gw/core/postgres";
 import type { RedisClient } from "@gw/core/redis";
 import { issuedAt } from "../ids.ts";
+import { Periodic } from "./periodic.ts";
 
 /** Key of the advisory lock that lets one replica at a time reconcile ("gw:orphans"). */
 export const RECONCILE_LOCK = 0x67776f72;
@@ -75,8 +76,7 @@ export class OrphanReconciler {
   private readonly logger: Logger;
   private readonly now: () => number;
   private readonly options: ReconcileOptions;
-  private timer: NodeJS.Timeout | undefined;
-  private running: Promise<unknown> | undefined;
+  private readonly periodic: Periodic;
 
   constructor(deps: {
     db: Postgres;
@@ -94,26 +94,20 @@ export class OrphanReconciler {
     this.logger = deps.logger;
     this.now = deps.now ?? Date.now;
     this.options = deps.options;
+    this.periodic = new Periodic(
+      () => this.reconcile(),
+      this.options.intervalMs,
+      (err) => this.logger.warn({ err: err.message }, "orphan reconcile failed; retried next interval"),
+    );
   }
 
   /** Runs every `intervalMs` until `close`. */
   start(): void {
-    this.timer = setInterval(() => {
-      if (this.running) return;
-      this.running = this.reconcile()
-        .catch((err: Error) =>
-          this.logger.warn({ err: err.message }, "orphan reconcile failed; retried next interval"),
-        )
-        .finally(() => {
-          this.running = undefined;
-        });
-    }, this.options.intervalMs);
-    this.timer.unref();
+    this.periodic.start();
   }
 
   async close(): Promise<void> {
-    clearInterval(this.timer);
-    await this.running;
+    await this.periodic.close();
   }
 
   /** One run now; `undefined` if another replica is running one. */

@@ -6,6 +6,7 @@ import {
 } from "@gw/core/authz";
 import type { Logger } from "@gw/core/logger";
 import type { Postgres } from "@gw/core/postgres";
+import { Periodic } from "./periodic.ts";
 
 /** Key of the advisory lock that lets one replica at a time sweep ("gw:retention"). */
 export const SWEEP_LOCK = 0x67773a72;
@@ -58,8 +59,7 @@ export class RetentionSweeper {
   private readonly logger: Logger;
   private readonly now: () => number;
   private readonly options: RetentionOptions;
-  private timer: NodeJS.Timeout | undefined;
-  private running: Promise<unknown> | undefined;
+  private readonly periodic: Periodic;
 
   constructor(deps: {
     db: Postgres;
@@ -75,26 +75,20 @@ export class RetentionSweeper {
     this.logger = deps.logger;
     this.now = deps.now ?? Date.now;
     this.options = deps.options;
+    this.periodic = new Periodic(
+      () => this.sweep(),
+      this.options.sweepIntervalMs,
+      (err) => this.logger.warn({ err: err.message }, "retention sweep failed; retried next interval"),
+    );
   }
 
   /** Sweeps every `sweepIntervalMs` until `close`. */
   start(): void {
-    this.timer = setInterval(() => {
-      if (this.running) return;
-      this.running = this.sweep()
-        .catch((err: Error) =>
-          this.logger.warn({ err: err.message }, "retention sweep failed; retried next interval"),
-        )
-        .finally(() => {
-          this.running = undefined;
-        });
-    }, this.options.sweepIntervalMs);
-    this.timer.unref();
+    this.periodic.start();
   }
 
   async close(): Promise<void> {
-    clearInterval(this.timer);
-    await this.running;
+    await this.periodic.close();
   }
 
   /** One sweep now; `undefined` if another replica is sweeping. */
