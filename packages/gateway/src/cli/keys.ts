@@ -12,7 +12,7 @@ import { PERMISSIONS } from "@gw/core/permissions";
 import { createRedis, localRedisUrl } from "@gw/core/redis";
 import { validate } from "@gw/core/validation";
 import { CountingWindows } from "@gw/core/windows";
-import { patchUnits } from "../api-keys/limits.ts";
+import { keyUsage } from "../api-keys/key-usage.ts";
 import { OrgLimitsStore } from "../api-keys/org-limits.ts";
 import { createApiKeySchema, endUserLimitsPatchSchema, updateApiKeySchema } from "../api-keys/schema.ts";
 import { ApiKeyStore } from "../api-keys/store.ts";
@@ -172,25 +172,7 @@ export async function runKeysCommand(
       const key = found(await store.get(needId()));
       if (!limiter || !orgLimits) throw new Error("usage needs the rate-limit store");
       const user = values.user;
-      // An end user's windows are the key's own `endUser` ones over the organization's defaults.
-      const endUser = patchUnits(
-        user === undefined ? {} : await orgLimits.get(key.org),
-        key.limits.endUser as Record<string, unknown> | undefined,
-      );
-      const windows = await limiter.peek(key.id, user, { ...key.limits, endUser });
-      return {
-        id: key.id,
-        ...(user === undefined ? {} : { user }),
-        windows: windows.map((w) => ({
-          scope: w.scope,
-          unit: w.unit,
-          window: w.window,
-          limit: w.limit,
-          used: w.used,
-          remaining: w.remaining,
-          resetsInSeconds: Math.ceil(w.resetMs / 1000),
-        })),
-      };
+      return keyUsage(limiter, orgLimits, key, user);
     }
     case "end-user-limits": {
       if (!values.org) throw new UsageError("end-user-limits needs --org");
