@@ -87,6 +87,24 @@ const endUserLimits: JsonSchema = objectSchema({
 
 const noContent = { 204: { description: "Done; no body" } };
 
+/** Who holds which role on a resource: the owners' list and the administrators' read answer alike. */
+const GRANTS_RESPONSE = {
+  description: "The grants; `*` is everyone in the organization",
+  schema: objectSchema({
+    data: {
+      type: "array",
+      items: objectSchema(
+        {
+          userId: stringSchema(),
+          role: stringSchema(),
+          expiresAt: { type: "string", format: "date-time" },
+        },
+        { optional: ["expiresAt"] },
+      ),
+    },
+  }),
+};
+
 export const GATEWAY_OPERATIONS: ApiOperation[] = [
   {
     method: "GET",
@@ -256,24 +274,7 @@ export const GATEWAY_OPERATIONS: ApiOperation[] = [
     tag: AUTHORIZATION,
     permission: "authorization:read",
     params: resourcePathSchema,
-    responses: {
-      200: {
-        description: "The grants; `*` is everyone in the organization",
-        schema: objectSchema({
-          data: {
-            type: "array",
-            items: objectSchema(
-              {
-                userId: stringSchema(),
-                role: stringSchema(),
-                expiresAt: { type: "string", format: "date-time" },
-              },
-              { optional: ["expiresAt"] },
-            ),
-          },
-        }),
-      },
-    },
+    responses: { 200: GRANTS_RESPONSE },
   },
   {
     method: "GET",
@@ -415,24 +416,7 @@ export const GATEWAY_OPERATIONS: ApiOperation[] = [
     tag: AUTHORIZATION,
     permission: "admin:console",
     params: resourcePathSchema,
-    responses: {
-      200: {
-        description: "The grants; `*` is everyone in the organization",
-        schema: objectSchema({
-          data: {
-            type: "array",
-            items: objectSchema(
-              {
-                userId: stringSchema(),
-                role: stringSchema(),
-                expiresAt: { type: "string", format: "date-time" },
-              },
-              { optional: ["expiresAt"] },
-            ),
-          },
-        }),
-      },
-    },
+    responses: { 200: GRANTS_RESPONSE },
   },
   {
     method: "GET",
