@@ -33,7 +33,7 @@ import { ApiKeyStore } from "@gw/gateway";
 import { startTestPostgres, startTestRedis } from "@gw/test-kit";
 import { startFakeLLM } from "@gw/test-kit/llm-upstream";
 import { RetentionSweeper } from "../../packages/service/src/retention/sweeper.ts";
-import { directClient, rssMiB } from "./http.ts";
+import { benchStackEnv, directClient, rssMiB } from "./http.ts";
 import { Report } from "./report.ts";
 
 const SIZES = (process.env.BENCH_GROWTH_SIZES ?? "1000,10000,100000").split(",").map(Number);
@@ -58,15 +58,7 @@ export async function benchGrowth(report: Report): Promise<void> {
     timeoutMs: 600_000,
   });
   const common = {
-    PATH: process.env.PATH,
-    HOST: "127.0.0.1",
-    REDIS_URL: redis.url,
-    DATABASE_URL: postgres.url,
-    SPICEDB_LOCAL_PORT: String(spicedbPort),
-    GATEWAY_PUBLIC_URL: "http://gateway.bench",
-    INTERNAL_ASSERTION_SECRET: randomBytes(32).toString("hex"),
-    DATA_DIR: dataDir,
-    LOG_LEVEL: "warn",
+    ...benchStackEnv({ redis: redis.url, postgres: postgres.url, spicedbPort, dataDir, logLevel: "warn" }),
     LLM_BASE_URL: llm.baseUrl,
     LLM_DEFAULT_MODEL: "echo-small",
     // The sweep is run below, on demand.

@@ -143,6 +143,31 @@ export interface Stack {
   close(): Promise<void>;
 }
 
+/**
+ * What every benchmark's gateway and service processes share: the stores
+ * (PostgreSQL for the audit trail and content, migrated by the processes at
+ * start), the local SpiceDB, a fresh assertion secret, the data directory.
+ */
+export function benchStackEnv(o: {
+  redis: string;
+  postgres: string;
+  spicedbPort: number;
+  dataDir: string;
+  logLevel: string;
+}): Record<string, string | undefined> {
+  return {
+    PATH: process.env.PATH,
+    HOST: "127.0.0.1",
+    REDIS_URL: o.redis,
+    DATABASE_URL: o.postgres,
+    SPICEDB_LOCAL_PORT: String(o.spicedbPort),
+    GATEWAY_PUBLIC_URL: "http://gateway.bench",
+    INTERNAL_ASSERTION_SECRET: randomBytes(32).toString("hex"),
+    DATA_DIR: o.dataDir,
+    LOG_LEVEL: o.logLevel,
+  };
+}
+
 /** Redis, the local SpiceDB, `gateways` gateway processes and the bare app, each its own process. */
 export async function startStack(gateways = 1): Promise<Stack> {
   const [redis, postgres] = await Promise.all([startTestRedis(), startTestPostgres()]);
@@ -152,19 +177,14 @@ export async function startStack(gateways = 1): Promise<Stack> {
     port: spicedbPort,
     env: { PATH: process.env.PATH, LOG_LEVEL: "info", DATA_DIR: dataDir },
   });
-  const env = {
-    PATH: process.env.PATH,
-    HOST: "127.0.0.1",
-    REDIS_URL: redis.url,
-    // The audit trail (the gateway applies its migrations at start).
-    DATABASE_URL: postgres.url,
-    SPICEDB_LOCAL_PORT: String(spicedbPort),
-    GATEWAY_PUBLIC_URL: "http://gateway.bench",
-    INTERNAL_ASSERTION_SECRET: randomBytes(32).toString("hex"),
-    DATA_DIR: dataDir,
-    // As in production: one info line per request.
-    LOG_LEVEL: "info",
-  };
+  // As in production: one info line per request.
+  const env = benchStackEnv({
+    redis: redis.url,
+    postgres: postgres.url,
+    spicedbPort,
+    dataDir,
+    logLevel: "info",
+  });
   const started: RunningNodeProcess[] = [];
   for (let i = 0; i < gateways; i++) {
     started.push(

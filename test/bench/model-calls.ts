@@ -14,7 +14,6 @@
  * Alone: `pnpm exec node test/bench/model-calls.ts` (prints; `BENCH_OUTPUT`
  * writes a report).
  */
-import { randomBytes } from "node:crypto";
 import { mkdtemp, readdir, rm } from "node:fs/promises";
 import { createServer, type Server } from "node:http";
 import { tmpdir } from "node:os";
@@ -31,7 +30,7 @@ import {
 } from "@gw/devstack";
 import { ApiKeyStore } from "@gw/gateway";
 import { startTestPostgres, startTestRedis } from "@gw/test-kit";
-import { cpuMs, load } from "./http.ts";
+import { benchStackEnv, cpuMs, load } from "./http.ts";
 import { summarizeProfile, topFunctions } from "./profile.ts";
 import { Report } from "./report.ts";
 
@@ -110,15 +109,7 @@ export async function startModelStack(): Promise<ModelStack> {
   });
   const collector = await startCollector();
   const common = {
-    PATH: process.env.PATH,
-    HOST: "127.0.0.1",
-    REDIS_URL: redis.url,
-    DATABASE_URL: postgres.url,
-    SPICEDB_LOCAL_PORT: String(spicedbPort),
-    GATEWAY_PUBLIC_URL: "http://gateway.bench",
-    INTERNAL_ASSERTION_SECRET: randomBytes(32).toString("hex"),
-    DATA_DIR: dataDir,
-    LOG_LEVEL: "info",
+    ...benchStackEnv({ redis: redis.url, postgres: postgres.url, spicedbPort, dataDir, logLevel: "info" }),
     LLM_BASE_URL: providerUrl,
     LLM_DEFAULT_MODEL: "echo-small",
   };
