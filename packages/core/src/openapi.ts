@@ -48,6 +48,8 @@ export interface ApiOperation {
   responses: Record<number, ApiResponse>;
   /** Catalogue errors this operation answers, besides the ones every authenticated operation can. */
   errors?: ErrorCode[];
+  /** OpenAPI extensions of the operation (`x-gw-upstream`…), written as they are. */
+  extensions?: Record<`x-${string}`, unknown>;
 }
 
 export interface ApiDocumentInfo {
@@ -365,6 +367,7 @@ export function buildOpenApiDocument(info: ApiDocumentInfo, operations: readonly
         : {}),
       ...(operation.deprecated ? { deprecated: true } : {}),
       ...(operation.auth === "none" ? { security: [] } : {}),
+      ...operation.extensions,
     };
     const params = parameters(operation);
     if (params.length > 0) entry.parameters = params;

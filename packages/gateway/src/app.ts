@@ -6,7 +6,6 @@ import {
   notFoundHandler,
   registerProbes,
   requirePermission,
-  SERVICE_ROUTES,
   useRequestBasics,
 } from "@gw/core/http";
 import type { Limits } from "@gw/core/limits";
@@ -23,6 +22,7 @@ import { authenticate } from "./authenticate/authenticate.ts";
 import { createConsoleRouter } from "./console/console-router.ts";
 import type { ConsoleSessions } from "./console/sessions.ts";
 import { type ForwardOptions, forward } from "./forward/forward.ts";
+import { SERVICE_ROUTES } from "./forward/service-routes.ts";
 import type { McpDeps } from "./mcp/deps.ts";
 import { mcpProxy } from "./mcp/proxy.ts";
 import type { GatewayMetrics } from "./metrics.ts";

@@ -4,6 +4,7 @@ export { hashSecret, SECRET_PREFIX } from "./api-keys/secret.ts";
 export { ApiKeyStore } from "./api-keys/store.ts";
 export { createGatewayApp } from "./app.ts";
 export { type GatewayConfig, gatewayConfigSchema } from "./config.ts";
+export { MODEL_ROUTES, SERVICE_ROUTES } from "./forward/service-routes.ts";
 export { createGatewayMetrics } from "./metrics.ts";
 export { GATEWAY_OPERATIONS } from "./routes/operations.ts";
 export { startGateway } from "./server.ts";

@@ -3,7 +3,7 @@ import { createLogger } from "@gw/core/logger";
 import { onShutdown, reportListening } from "@gw/core/process";
 import { startTracing, stopTracing } from "@gw/core/tracing";
 import { serviceConfigSchema } from "./config.ts";
-import { startEvalWorkerProcess } from "./evals/worker-process.ts";
+import { startEvalWorkerProcess } from "./eval-worker-process.ts";
 
 // `pnpm --filter @gw/service worker`: eval runs in a process of their own, on the service's configuration.
 const config = loadConfigOrExit(serviceConfigSchema);

@@ -4,5 +4,5 @@ export { type ServiceConfig, serviceConfigSchema } from "./config.ts";
 export { createEvalMetrics } from "./evals/metrics.ts";
 export { createProviderMetrics } from "./llm/provider-metrics.ts";
 export { countPromptTokens, countTokens, tokenizerOf } from "./llm/tokens.ts";
-export { SERVICE_OPERATIONS } from "./routes/operations.ts";
+export { SERVICE_OPERATIONS, serviceRoutes } from "./routes.ts";
 export { type RunningService, startService } from "./server.ts";

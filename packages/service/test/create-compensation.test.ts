@@ -9,9 +9,9 @@ import express from "express";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Evals } from "../src/evals/index.ts";
 import type { EvalQueue } from "../src/evals/queue.ts";
+import { createSchedule } from "../src/evals/routes/create-schedule.ts";
 import { EvalStore } from "../src/evals/store.ts";
 import type { ChatProvider } from "../src/llm/provider.ts";
-import { registerCreateSchedule } from "../src/routes/evals/create-schedule.ts";
 
 const database = useTestDatabase();
 let db: Postgres;
@@ -46,7 +46,10 @@ beforeAll(async () => {
     next();
   });
   const router = express.Router();
-  registerCreateSchedule(router, { evals, provider: { resolveModel: () => "m" } as unknown as ChatProvider });
+  createSchedule.register(router, {
+    evals,
+    provider: { resolveModel: () => "m" } as unknown as ChatProvider,
+  });
   app.use("/api/v1", router);
   app.use(errorHandler(createLogger("compensation-test", "silent")));
   const { server, port } = await listen(app, 0, "127.0.0.1");

@@ -1,4 +1,4 @@
-import { SERVICE_ROUTES } from "@gw/core/http";
+import { SERVICE_ROUTES } from "@gw/gateway";
 import type { UpstreamMode } from "@gw/test-kit/llm-upstream";
 import { describe, expect, it, vi } from "vitest";
 import { useStack } from "./stack.ts";
@@ -100,9 +100,9 @@ describe("service metrics", () => {
     expect([after.ok, after.error, after.timeout]).toEqual([before.ok, before.error, before.timeout]);
   });
 
-  it("label the gateway's forwarded requests with the service's own templates (SERVICE_ROUTES is what it serves)", async () => {
+  it("label the gateway's forwarded requests with the service's own templates (SERVICE_ROUTES, read from the OpenAPI document, is what it serves)", async () => {
     const api = stack.serviceRoutes.filter((r) => r.path.startsWith("/api/v1/"));
-    const order = (routes: { method: string; path: string }[]) =>
+    const order = (routes: readonly { method: string; path: string }[]) =>
       routes.map((r) => `${r.method} ${r.path}`).sort();
     expect(order(SERVICE_ROUTES)).toEqual(order(api));
 

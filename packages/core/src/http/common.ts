@@ -35,7 +35,7 @@ export function useRequestBasics(
   app: express.Express,
   logger: Logger,
   metrics: Metrics,
-  forwardedRoutes: RouteTemplate[] = [],
+  forwardedRoutes: readonly RouteTemplate[] = [],
   /**
    * The access line's level: `info`, or `debug` where another process
    * already writes one for the same request (the service, behind the

@@ -44,7 +44,7 @@ export class RouteLabels {
   private readonly patterns: { method: string; regexp: RegExp; path: string }[] = [];
   private readonly methods = new Set<string>();
 
-  constructor(routes: RouteTemplate[]) {
+  constructor(routes: readonly RouteTemplate[]) {
     for (const { method, path } of routes) {
       this.methods.add(method);
       if (!path.includes(":") && !path.includes("*")) {

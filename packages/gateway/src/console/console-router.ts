@@ -2,12 +2,13 @@ import { readFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import { dirname, join } from "node:path";
 import { forbidden, unauthorized } from "@gw/core/errors";
-import { RouteLabels, routesOf, SERVICE_ROUTES } from "@gw/core/http";
+import { RouteLabels, routesOf } from "@gw/core/http";
 import type { Logger } from "@gw/core/logger";
 import type { Permission } from "@gw/core/permissions";
 import express, { type Request, type RequestHandler, type Response, Router } from "express";
 import type { ApiKeyLookup } from "../api-keys/lookup.ts";
 import type { ApiKeyRecord } from "../api-keys/types.ts";
+import { SERVICE_ROUTES } from "../forward/service-routes.ts";
 import { type ConsolePage, consoleShell, signInPage } from "./pages.ts";
 import { type ConsoleSession, type ConsoleSessions, sameToken } from "./sessions.ts";
 
@@ -268,9 +269,6 @@ export function mayUseConsole(key: ApiKeyRecord): boolean {
 
 /** Whether the gateway serves the MCP API (helper routes of issue 29); the console shows tool servers only then. */
 export function hasMcpRoutes(app: express.Express): boolean {
-  const labels = new RouteLabels([
-    ...routesOf(app),
-    ...SERVICE_ROUTES.map((r) => ({ method: r.method, path: `/api/v1${r.path}` })),
-  ]);
+  const labels = new RouteLabels([...routesOf(app), ...SERVICE_ROUTES]);
   return labels.label("GET", "/api/v1/mcp/servers") !== "unmatched";
 }

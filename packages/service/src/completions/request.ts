@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { metadataSchema } from "../conversations/metadata.ts";
 import type { ChatMessage, ChatRequest } from "../llm/provider.ts";
 import {
   forwardedFields,
@@ -7,7 +8,6 @@ import {
   reasoningEffort,
   streamOptions,
 } from "../responses/request.ts";
-import { metadataSchema } from "../routes/conversations/metadata.ts";
 import { byType, chosen, float, notSupported } from "../schema.ts";
 
 /**

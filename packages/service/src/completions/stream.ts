@@ -1,8 +1,7 @@
 import { randomBytes, randomInt } from "node:crypto";
 import { streamErrorChunk } from "@gw/core/errors";
 import type { Logger } from "@gw/core/logger";
-import type { Response } from "express";
-import { logStreamFailure, openEventStream } from "../calls/http.ts";
+import { type EventSink, logStreamFailure } from "../calls/event-sink.ts";
 import { relayPieces, type StreamedCall } from "../calls/model-call.ts";
 import type { ChatProvider, ChatRequest, Completion } from "../llm/provider.ts";
 import { finishReasonOf, usageObject } from "./completion.ts";
@@ -26,7 +25,7 @@ export interface StreamedCompletion extends StreamedCall {
  * only an `AppError`'s message, never a provider's text.
  */
 export async function streamCompletion(
-  res: Response,
+  sink: EventSink,
   call: {
     provider: ChatProvider;
     logger: Logger;
@@ -45,7 +44,7 @@ export async function streamCompletion(
   const first = await pieces.next(); // provider errors surface here, before any byte is sent
   // OpenAI's rule: every chunk names the model that answers, as the provider names it.
   const model = first.done ? first.value.model : (seen.model ?? request.model);
-  const send = (data: unknown) => res.write(`data: ${JSON.stringify(data)}\n\n`);
+  const send = (data: unknown) => sink.write(`data: ${JSON.stringify(data)}\n\n`);
   const chunk = (choices: unknown[], extra: Record<string, unknown> = {}) =>
     send({
       id,
@@ -62,20 +61,20 @@ export async function streamCompletion(
     chunk([{ index: 0, delta: d, finish_reason: finish, logprobs: null }]);
 
   const fail = (err: unknown) => {
-    if (signal.aborted) logger.info({ requestId: res.req.id }, "client closed the request");
-    if (signal.aborted || res.writableEnded) return;
-    logStreamFailure(logger, res, err, "completion");
+    if (signal.aborted) logger.info({ requestId: sink.requestId }, "client closed the request");
+    if (signal.aborted || sink.ended) return;
+    logStreamFailure(logger, sink, err, "completion");
     send(streamErrorChunk(err, "The completion failed"));
-    res.end();
+    sink.end();
   };
   const end = (completion: Completion) => () => {
     delta({}, finishReasonOf(completion.finishReason));
     if (includeUsage) chunk([], { usage: usageObject(completion) });
-    res.write("data: [DONE]\n\n");
-    res.end();
+    sink.write("data: [DONE]\n\n");
+    sink.end();
   };
 
-  openEventStream(res);
+  sink.open();
   delta({ role: "assistant", content: "", refusal: null });
   const announced = new Set<number>();
   const relayed = await relayPieces(first, pieces, {

@@ -2,9 +2,8 @@ import { randomUUID } from "node:crypto";
 import { ValidationFailed } from "@gw/core/errors";
 import { ASSERTION_HEADER, type InternalAssertions } from "@gw/core/internal-assertion";
 import type { Principal } from "@gw/core/principal";
-import type { Response } from "express";
 import type { Caller } from "../budgets/admit-model-call.ts";
-import { openEventStream } from "../calls/http.ts";
+import type { EventSink } from "../calls/event-sink.ts";
 import { admitCall, releaseOwnership, type StreamedCall } from "../calls/model-call.ts";
 import { newId } from "../ids.ts";
 import { ID_PREFIX, type Item, type McpCallItem, type McpListToolsItem } from "../items/items.ts";
@@ -405,11 +404,11 @@ function addUsage(
  * stream opened, so a failure is still an ordinary error answer.
  */
 /** Streams a finished response as the events it would have had (a hosted MCP turn's). */
-export function replayResponse(res: Response, response: ResponseObject): void {
+export function replayResponse(sink: EventSink, response: ResponseObject): void {
   let sequence = 0;
   const send = (type: string, data: Record<string, unknown>) =>
-    res.write(`event: ${type}\ndata: ${JSON.stringify({ type, sequence_number: sequence++, ...data })}\n\n`);
-  openEventStream(res);
+    sink.write(`event: ${type}\ndata: ${JSON.stringify({ type, sequence_number: sequence++, ...data })}\n\n`);
+  sink.open();
   const begun = { ...response, status: "in_progress", output: [], usage: null, completed_at: null };
   send("response.created", { response: begun });
   send("response.in_progress", { response: begun });
@@ -440,5 +439,5 @@ export function replayResponse(res: Response, response: ResponseObject): void {
     send("response.output_item.done", { output_index, item });
   });
   send(response.status === "incomplete" ? "response.incomplete" : "response.completed", { response });
-  res.end();
+  sink.end();
 }

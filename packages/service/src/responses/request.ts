@@ -1,7 +1,7 @@
 import { z } from "zod";
+import { metadataSchema } from "../conversations/metadata.ts";
 import { responseInputItem } from "../items/input.ts";
 import type { ChatRequest } from "../llm/provider.ts";
-import { metadataSchema } from "../routes/conversations/metadata.ts";
 import { byType, chosen, float, notSupported } from "../schema.ts";
 
 /**

@@ -1,7 +1,6 @@
 import { randomBytes, randomInt } from "node:crypto";
 import type { Logger } from "@gw/core/logger";
-import type { Response } from "express";
-import { logStreamFailure, openEventStream } from "../calls/http.ts";
+import { type EventSink, logStreamFailure } from "../calls/event-sink.ts";
 import { relayPieces, type StreamedCall } from "../calls/model-call.ts";
 import { newId } from "../ids.ts";
 import { ID_PREFIX } from "../items/items.ts";
@@ -40,7 +39,7 @@ export interface StreamedTurn extends StreamedCall {
  * produced so far is returned as `partial`.
  */
 export async function streamTurn(
-  res: Response,
+  sink: EventSink,
   turn: {
     provider: ChatProvider;
     logger: Logger;
@@ -60,7 +59,7 @@ export async function streamTurn(
   const maxToolCalls = response.max_tool_calls ?? Number.POSITIVE_INFINITY;
   let sequence = 0;
   const send = (type: string, data: Record<string, unknown>) =>
-    res.write(`event: ${type}\ndata: ${JSON.stringify({ type, sequence_number: sequence++, ...data })}\n\n`);
+    sink.write(`event: ${type}\ndata: ${JSON.stringify({ type, sequence_number: sequence++, ...data })}\n\n`);
   const padding = (): Record<string, string> => (turn.obfuscate ? { obfuscation: obfuscation() } : {});
 
   const output: OutputItem[] = [];
@@ -149,19 +148,19 @@ export async function streamTurn(
 
   /** Ends the stream with `response.failed`; `produced`: the model's output before it broke, estimated as usage. */
   const fail = (err: unknown, produced?: string) => {
-    if (signal.aborted) logger.info({ requestId: res.req.id }, "client closed the request");
-    if (signal.aborted || res.writableEnded) return;
-    logStreamFailure(logger, res, err, "response");
+    if (signal.aborted) logger.info({ requestId: sink.requestId }, "client closed the request");
+    if (signal.aborted || sink.ended) return;
+    logStreamFailure(logger, sink, err, "response");
     const usage = produced === undefined ? undefined : usageOf(undefined, request.messages, produced);
     send("response.failed", { response: failed(response, output, err, usage) });
-    res.end();
+    sink.end();
   };
   const end = () => {
     send(response.status === "incomplete" ? "response.incomplete" : "response.completed", { response });
-    res.end();
+    sink.end();
   };
 
-  openEventStream(res);
+  sink.open();
   send("response.created", { response });
   send("response.in_progress", { response });
   const relayed = await relayPieces(first, pieces, { text, toolCall });

@@ -1,0 +1,82 @@
+import { closeGracefully, listen, listenForMetrics, registerProbes, useRequestBasics } from "@gw/core/http";
+import { type Logger, redactUrl } from "@gw/core/logger";
+import { createMetrics } from "@gw/core/metrics";
+import { createPostgres, migrate, postgresReady } from "@gw/core/postgres";
+import { createRedis, redisReady } from "@gw/core/redis";
+import { LEASE_KEEPING_MS } from "@gw/core/windows";
+import express from "express";
+import { budgetDeps, chatProvider } from "./calls/deps.ts";
+import type { ServiceConfig } from "./config.ts";
+import { evalLimits, evalRetention, startEvals } from "./evals/index.ts";
+import { UsageStore } from "./usage/store.ts";
+
+/**
+ * An eval worker on its own: runs from the shared queue, `EVAL_WORKER_CONCURRENCY`
+ * at a time, with the service's configuration. It serves only `/healthz`,
+ * `/readyz` and `/metrics` on `PORT`.
+ */
+export async function startEvalWorkerProcess(config: ServiceConfig, logger: Logger) {
+  if (config.EVAL_WORKER_CONCURRENCY < 1)
+    throw new Error("EVAL_WORKER_CONCURRENCY must be at least 1 for a worker");
+  const metrics = createMetrics("service");
+  const redis = createRedis(config.REDIS_URL, {
+    connectionName: "eval-worker",
+    metrics: metrics.redisCommands,
+  });
+  redis.on("error", (err) => logger.warn({ err: err.message }, "redis error"));
+  const applied = await migrate(config.DATABASE_URL);
+  if (applied.length > 0) logger.info({ applied }, "database migrations applied");
+  const db = createPostgres(config.DATABASE_URL, {
+    connectionName: "eval-worker",
+    onIdleError: (err) => logger.warn({ err: err.message }, "postgres connection error"),
+  });
+  const budgets = budgetDeps(config, redis, metrics, logger);
+  // The runs' budget reservations are leases this process renews (and it settles those of processes that died).
+  const stopLeases = budgets.windows.keepLeases(LEASE_KEEPING_MS, {
+    swept: (holders) => logger.warn({ holders }, "budget leases of processes that died were settled"),
+    error: (err) => logger.warn({ err: (err as Error).message }, "budget leases could not be kept"),
+  });
+  const evals = startEvals(
+    {
+      redisUrl: config.REDIS_URL,
+      redis,
+      db,
+      retention: evalRetention(config),
+      provider: chatProvider(config, metrics),
+      usage: new UsageStore(redis, config.LLM_MODELS?.prices),
+      budgets,
+      logger,
+      metrics,
+    },
+    config.EVAL_WORKER_CONCURRENCY,
+    evalLimits(config),
+  );
+  const app = express();
+  useRequestBasics(app, logger, metrics);
+  registerProbes(
+    app,
+    { redis: () => redisReady(redis), postgres: () => postgresReady(db) },
+    metrics,
+    config.metricsEndpoint,
+  );
+  const { server, port } = await listen(app, config.PORT, config.HOST);
+  const metricsListener = await listenForMetrics(config.metricsEndpoint, metrics, config.HOST, logger);
+  logger.info(
+    {
+      port,
+      concurrency: config.EVAL_WORKER_CONCURRENCY,
+      llm: config.LLM_BASE_URL ? redactUrl(config.LLM_BASE_URL) : null,
+    },
+    "eval worker started",
+  );
+  return {
+    port,
+    async close() {
+      await Promise.all([closeGracefully(server, 5_000), metricsListener?.close()]);
+      await evals.close();
+      stopLeases();
+      redis.disconnect();
+      await db.close();
+    },
+  };
+}

@@ -1,0 +1,54 @@
+import { principalOf } from "@gw/core/http";
+import type { Request, Response } from "express";
+import type { Caller } from "../budgets/admit-model-call.ts";
+import type { EventSink } from "../calls/event-sink.ts";
+
+/**
+ * The HTTP side of a model call: what routes do with Express's `res` (the
+ * pipeline in `calls/model-call.ts` and the stream writers know nothing of it).
+ */
+
+/** A signal aborted when the caller goes away before the answer is finished: that stops the model's work. */
+export function abortOnClose(res: Response): AbortSignal {
+  const abort = new AbortController();
+  res.on("close", () => {
+    if (!res.writableFinished) abort.abort(new Error("client disconnected"));
+  });
+  return abort.signal;
+}
+
+/** An event stream on `res`: `open` answers 200, no caching, no proxy buffering, the headers sent at once. */
+export function eventSinkOf(res: Response): EventSink {
+  return {
+    open() {
+      res
+        .status(200)
+        .set({ "Content-Type": "text/event-stream", "Cache-Control": "no-cache", "X-Accel-Buffering": "no" });
+      res.flushHeaders();
+    },
+    write: (text) => void res.write(text),
+    end: () => void res.end(),
+    get ended() {
+      return res.writableEnded;
+    },
+    get requestId() {
+      return res.req.id;
+    },
+  };
+}
+
+/**
+ * Who makes a request's model call, as the pipeline takes it: the principal
+ * and the key's limits from the gateway's assertion. Only `modelRoute`
+ * (`http/model-route.ts`) asks for it: a route gets a caller by being
+ * declared as one that calls a model.
+ */
+export function callerOf(req: Request, res: Response): Caller {
+  // The gateway counted the key's request windows before forwarding.
+  return {
+    principal: principalOf(res),
+    admission: res.locals.admission,
+    requestsCounted: true,
+    requestId: req.id,
+  };
+}

@@ -1,0 +1,39 @@
+import { defineRoute, type Route, type RouteInput, type RouteSpec } from "@gw/core/http";
+import type { z } from "zod";
+import type { Caller } from "../budgets/admit-model-call.ts";
+import { callerOf } from "./model-call.ts";
+
+type Schema = z.ZodType;
+type Parsed<S, Raw> = S extends z.ZodType ? z.output<S> : Raw;
+
+/** What a model route's handler gets: the request's parsed parts, and who makes the model call. */
+export type ModelRouteInput<P, Q, B> = RouteInput<
+  Parsed<P, Record<string, string>>,
+  Parsed<Q, Record<string, unknown>>,
+  Parsed<B, unknown>
+> & { caller: Caller };
+
+/**
+ * A route that calls a model (`callsModel: true`): the only kind whose
+ * handler receives the `Caller` the model-call pipeline (`calls/model-call.ts`)
+ * needs, so a route cannot call a model without being declared as one. The
+ * OpenAPI document marks it (`x-gw-calls-model`), and the gateway reads its
+ * model routes from there.
+ */
+export function modelRoute<
+  D,
+  P extends Schema | undefined = undefined,
+  Q extends Schema | undefined = undefined,
+  B extends Schema | undefined = undefined,
+>(
+  spec: Omit<RouteSpec<D, P, Q, B>, "callsModel" | "handler"> & {
+    handler: (input: ModelRouteInput<P, Q, B>, deps: D) => unknown;
+  },
+): Route<D> {
+  const { handler, ...rest } = spec;
+  return defineRoute<D, P, Q, B>({
+    ...rest,
+    callsModel: true,
+    handler: (input, deps) => handler({ ...input, caller: callerOf(input.req, input.res) }, deps),
+  });
+}

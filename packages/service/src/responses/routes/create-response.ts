@@ -1,0 +1,59 @@
+import { stringSchema } from "@gw/core/openapi";
+import { budgetHeaders } from "../../budgets/headers.ts";
+import { abortOnClose, eventSinkOf } from "../../http/model-call.ts";
+import { modelRoute } from "../../http/model-route.ts";
+import { withoutNulls } from "../../schema.ts";
+import { replayResponse } from "../hosted-mcp.ts";
+import { createResponseBody } from "../request.ts";
+import { streamTurn } from "../stream.ts";
+import { type ResponseTurnDeps, startTurn } from "../turn.ts";
+import { response, TAG } from "./schemas.ts";
+
+export type CreateResponseDeps = ResponseTurnDeps;
+
+/**
+ * `POST /api/v1/llm/responses`: one turn with the model (see `startTurn`), as
+ * JSON or as a stream of Responses events, with the budget windows'
+ * rate-limit headers. Provider failures are errors with their catalogue
+ * code: the error middleware answers them (before a stream's first byte;
+ * after it, `response.failed` ends the stream).
+ */
+export const createResponse = modelRoute({
+  method: "POST",
+  path: "/api/v1/llm/responses",
+  operationId: "createResponse",
+  summary: "One turn with the model, as JSON or (`stream: true`) as server-sent events",
+  description:
+    "The principal owns the new `resp_…` (unless `store` is false). Earlier context comes from `conversation` (writer) or `previous_response_id` (reader).",
+  tag: TAG,
+  permission: "responses:write",
+  body: createResponseBody,
+  bodyValidation: { prepare: withoutNulls },
+  responses: {
+    200: {
+      description: "The response object, or its events when streaming",
+      schema: response,
+      alternatives: { "text/event-stream": stringSchema("Responses API events") },
+    },
+  },
+  errors: ["bad_request", "not_found", "provider_rate_limited", "bad_gateway", "gateway_timeout"],
+  handler: async ({ body: input, caller, res }, deps: CreateResponseDeps) => {
+    const turn = await startTurn(deps, caller, input);
+    res.set(budgetHeaders(turn.windows));
+    const signal = abortOnClose(res); // the caller going away stops the model's work
+    if (input.stream && turn.replayed) replayResponse(eventSinkOf(res), await turn.answer(signal));
+    else if (input.stream)
+      await turn.stream(
+        () =>
+          streamTurn(eventSinkOf(res), {
+            ...deps,
+            response: turn.response,
+            request: turn.request,
+            signal,
+            obfuscate: input.stream_options?.include_obfuscation === true,
+          }),
+        signal,
+      );
+    else res.json(await turn.answer(signal));
+  },
+});
