@@ -27,7 +27,7 @@ export const serviceRoutes = [
  * The service's routes as the OpenAPI document describes them, each marked
  * `x-gw-upstream: service` (the gateway forwards it) and, when it calls a
  * model, `x-gw-calls-model: true`: the gateway reads its knowledge of the
- * service's routes from the document (`packages/gateway/src/service-routes.ts`).
+ * service's routes from the document (`packages/gateway/src/forward/service-routes.ts`).
  */
 export const SERVICE_OPERATIONS: ApiOperation[] = operationsOf(serviceRoutes, (route) => ({
   "x-gw-upstream": "service",
