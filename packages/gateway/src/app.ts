@@ -5,6 +5,7 @@ import {
   type MetricsEndpoint,
   notFoundHandler,
   registerProbes,
+  registerRoutes,
   requirePermission,
   useRequestBasics,
 } from "@gw/core/http";
@@ -39,17 +40,9 @@ import { registerListAudit } from "./routes/admin/list-audit.ts";
 import { registerRevokeApiKey } from "./routes/admin/revoke-api-key.ts";
 import { registerUpdateApiKey } from "./routes/admin/update-api-key.ts";
 import { registerUpdateEndUserLimits } from "./routes/admin/update-end-user-limits.ts";
-import { registerExchangeToken } from "./routes/authentication/exchange-token.ts";
-import { registerWhoami } from "./routes/authentication/whoami.ts";
-import { registerCheck } from "./routes/authorization/check.ts";
-import { registerDeleteResource } from "./routes/authorization/delete-resource.ts";
-import { registerGrant } from "./routes/authorization/grant.ts";
-import { registerListGrants } from "./routes/authorization/list-grants.ts";
-import { registerListResources } from "./routes/authorization/list-resources.ts";
+import { authenticationRoutes } from "./routes/authentication/index.ts";
+import { authorizationRoutes } from "./routes/authorization/index.ts";
 import type { LookupCursors } from "./routes/authorization/lookup-cursor.ts";
-import { registerRegisterResource } from "./routes/authorization/register-resource.ts";
-import { registerResourceAudit } from "./routes/authorization/resource-audit.ts";
-import { registerRevoke } from "./routes/authorization/revoke.ts";
 import { registerMcpCredentialRoutes } from "./routes/mcp/credentials.ts";
 import { registerMcpServerRoutes } from "./routes/mcp/servers.ts";
 import { registerMcpToolRoutes } from "./routes/mcp/tools.ts";
@@ -143,16 +136,7 @@ export function createGatewayApp(deps: GatewayDeps): express.Express {
   const toService = forward(deps.forward);
   for (const area of ["/llm", "/sandbox", "/usage"]) api.use(area, toService);
   api.use(jsonBody);
-  registerWhoami(api);
-  registerExchangeToken(api, deps.tokens, deps.metrics);
-  registerGrant(api, deps);
-  registerRevoke(api, deps);
-  registerCheck(api, deps);
-  registerRegisterResource(api, deps);
-  registerListResources(api, deps);
-  registerDeleteResource(api, deps);
-  registerListGrants(api, deps);
-  registerResourceAudit(api, deps);
+  registerRoutes<GatewayDeps>(api, [...authenticationRoutes, ...authorizationRoutes], deps);
   registerMcpServerRoutes(api, mcp);
   registerMcpToolRoutes(api, mcp);
   registerMcpCredentialRoutes(api, mcp);

@@ -1,9 +1,9 @@
 import { forbidden } from "@gw/core/errors";
-import { principalOf } from "@gw/core/http";
+import { defineRoute } from "@gw/core/http";
+import { objectSchema, stringSchema } from "@gw/core/openapi";
 import { PERMISSIONS } from "@gw/core/permissions";
 import { userIdSchema } from "@gw/core/principal";
 import { validate } from "@gw/core/validation";
-import type { Router } from "express";
 import { z } from "zod";
 import type { GatewayMetrics } from "../../metrics.ts";
 import { assertMayActFor } from "../../principal/resolve-principal.ts";
@@ -30,16 +30,31 @@ export const exchangeTokenBody = z.strictObject({
  * API key mints a short-lived token for one of its end users. Only API keys
  * mint (a token cannot), and never with more permissions than the key has.
  */
-export function registerExchangeToken(router: Router, tokens: TokenService, metrics: GatewayMetrics): void {
-  router.post("/authentication/api-keys/exchange-token", async (req, res) => {
-    const principal = principalOf(res);
+export const exchangeToken = defineRoute({
+  method: "POST",
+  path: "/api/v1/authentication/api-keys/exchange-token",
+  operationId: "exchangeToken",
+  summary: "Exchange an API key for a short-lived JWT for one end user",
+  description:
+    "Only an API key can be exchanged, and never for more permissions than it has; `admin:api-keys` is never delegated.",
+  tag: "Authentication",
+  body: exchangeTokenBody,
+  // Validated here, after the credential's kind: a token asking is refused whatever its body, and counted.
+  bodyValidation: { byHandler: true },
+  responses: {
+    200: { description: "The token", schema: objectSchema({ token: stringSchema("A short-lived JWT") }) },
+  },
+  handler: async (
+    { principal, body, res },
+    { tokens, metrics }: { tokens: TokenService; metrics: GatewayMetrics },
+  ) => {
     if (principal.credential !== "api_key") {
       metrics.tokenExchanges.inc({ outcome: "forbidden" });
       throw forbidden("Only an API key can be exchanged for a token");
     }
     let input: z.output<typeof exchangeTokenBody>;
     try {
-      input = validate("body", exchangeTokenBody, req.body);
+      input = validate("body", exchangeTokenBody, body);
     } catch (err) {
       metrics.tokenExchanges.inc({ outcome: "invalid" });
       throw err;
@@ -79,6 +94,6 @@ export function registerExchangeToken(router: Router, tokens: TokenService, metr
     );
     metrics.tokenExchanges.inc({ outcome: "issued" });
     const response: ExchangeTokenResponse = { token };
-    res.json(response);
-  });
-}
+    return response;
+  },
+});

@@ -1,13 +1,34 @@
-import { principalOf } from "@gw/core/http";
+import { defineRoute } from "@gw/core/http";
+import { objectSchema, stringSchema } from "@gw/core/openapi";
+import { PERMISSIONS } from "@gw/core/permissions";
 import type { Principal } from "@gw/core/principal";
-import type { Router } from "express";
 
 export type WhoamiResponse = Principal;
 
 /** `GET /api/v1/authentication/whoami`: the principal this request acts as (no secrets). Any valid credential may ask. */
-export function registerWhoami(router: Router): void {
-  router.get("/authentication/whoami", (_req, res) => {
-    const body: WhoamiResponse = principalOf(res);
-    res.json(body);
-  });
-}
+export const whoami = defineRoute({
+  method: "GET",
+  path: "/api/v1/authentication/whoami",
+  operationId: "whoami",
+  summary: "The principal this request acts as",
+  tag: "Authentication",
+  responses: {
+    200: {
+      description: "The principal; never a secret",
+      schema: objectSchema({
+        org: stringSchema(),
+        user: stringSchema("The end user from X-On-Behalf-Of, else the key's owner"),
+        keyId: stringSchema(),
+        permissions: { type: "array", items: { enum: [...PERMISSIONS] } },
+        credential: { enum: ["api_key", "jwt"] },
+        onBehalfOf: { type: "boolean" },
+        endUser: {
+          type: "boolean",
+          description:
+            "Whether the user is not the key's owner: an end user sees only its own usage and eval schedules, unless the key has organization:read",
+        },
+      }),
+    },
+  },
+  handler: ({ principal }, _deps: unknown): WhoamiResponse => principal,
+});

@@ -1,8 +1,6 @@
-import { principalOf, requirePermission } from "@gw/core/http";
-import { validate } from "@gw/core/validation";
-import type { Router } from "express";
+import { defineRoute } from "@gw/core/http";
 import { audited } from "../../audit/audited.ts";
-import type { AuthorizationRouteDeps } from "./deps.ts";
+import { type AuthorizationRouteDeps, TAG } from "./deps.ts";
 import { resourcePathSchema } from "./resource-params.ts";
 
 /**
@@ -12,18 +10,22 @@ import { resourcePathSchema } from "./resource-params.ts";
  * response is 409 for anyone: its authorization goes with its content, through
  * the service's own DELETE.
  */
-export function registerDeleteResource(router: Router, deps: AuthorizationRouteDeps): void {
-  router.delete(
-    "/authorization/llm/resources/:resourceType/:resourceId",
-    requirePermission("authorization:write"),
-    async (req, res) => {
-      const { resourceType, resourceId } = validate("path", resourcePathSchema, req.params);
-      const principal = principalOf(res);
-      const resource = { type: resourceType, id: resourceId };
-      await audited(deps, { principal, requestId: req.id }, { action: "delete", resource }, () =>
-        deps.authorization.deleteRegistered(principal, resource),
-      );
-      res.status(204).end();
-    },
-  );
-}
+export const deleteResource = defineRoute({
+  method: "DELETE",
+  path: "/api/v1/authorization/llm/resources/:resourceType/:resourceId",
+  operationId: "deleteResource",
+  summary: "Delete a registered resource's relationships",
+  description: "Owners only. A conversation or response is 409: its own DELETE removes it.",
+  tag: TAG,
+  permission: "authorization:write",
+  params: resourcePathSchema,
+  responses: { 204: { description: "Done; no body" } },
+  errors: ["conflict"],
+  handler: async ({ principal, params, req, res }, deps: AuthorizationRouteDeps) => {
+    const resource = { type: params.resourceType, id: params.resourceId };
+    await audited(deps, { principal, requestId: req.id }, { action: "delete", resource }, () =>
+      deps.authorization.deleteRegistered(principal, resource),
+    );
+    res.status(204).end();
+  },
+});

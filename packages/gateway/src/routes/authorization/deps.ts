@@ -15,3 +15,5 @@ export interface AuthorizationRouteDeps {
   /** Signs and opens the `next_cursor` of lookups. */
   lookupCursors: LookupCursors;
 }
+
+export const TAG = "Resource Authorization";

@@ -1,10 +1,9 @@
 import { RESOURCE_TYPES, ROLES } from "@gw/core/authz";
-import { principalOf, requirePermission } from "@gw/core/http";
-import { validate } from "@gw/core/validation";
-import type { Router } from "express";
+import { defineRoute } from "@gw/core/http";
+import { objectSchema, stringSchema } from "@gw/core/openapi";
 import { z } from "zod";
 import { measured } from "../../audit/audited.ts";
-import type { AuthorizationRouteDeps } from "./deps.ts";
+import { type AuthorizationRouteDeps, TAG } from "./deps.ts";
 import { pageQuery } from "./resource-params.ts";
 
 export interface ListResourcesResponse {
@@ -25,10 +24,26 @@ export const listResourcesQuery = z.object({
  * follow `next_cursor` (after the last id shown, signed, expiring) until it
  * is null.
  */
-export function registerListResources(router: Router, deps: AuthorizationRouteDeps): void {
-  router.get("/authorization/llm/resources", requirePermission("authorization:read"), async (req, res) => {
-    const { resourceType, role, limit, cursor } = validate("query", listResourcesQuery, req.query);
-    const principal = principalOf(res);
+export const listResources = defineRoute({
+  method: "GET",
+  path: "/api/v1/authorization/llm/resources",
+  operationId: "listResources",
+  summary: "The resources of a type the principal holds at least `role` on",
+  description: "In order of id; follow `next_cursor` until it is null.",
+  tag: TAG,
+  permission: "authorization:read",
+  query: listResourcesQuery,
+  responses: {
+    200: {
+      description: "A page of resource ids",
+      schema: objectSchema({
+        data: { type: "array", items: objectSchema({ resourceId: stringSchema() }) },
+        next_cursor: { type: ["string", "null"] },
+      }),
+    },
+  },
+  handler: async ({ principal, query }, deps: AuthorizationRouteDeps) => {
+    const { resourceType, role, limit, cursor } = query;
     const binding = { org: principal.org, user: principal.user, resourceType, role, limit };
     const page = await measured(deps.metrics, "lookup", async () => {
       const after = cursor === undefined ? undefined : deps.lookupCursors.open(binding, cursor);
@@ -39,6 +54,6 @@ export function registerListResources(router: Router, deps: AuthorizationRouteDe
       data: page.resourceIds.map((resourceId) => ({ resourceId })),
       next_cursor: page.more && last !== undefined ? deps.lookupCursors.issue(binding, last) : null,
     };
-    res.json(body);
-  });
-}
+    return body;
+  },
+});

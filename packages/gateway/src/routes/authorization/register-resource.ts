@@ -1,9 +1,8 @@
-import { principalOf, requirePermission } from "@gw/core/http";
-import { validate } from "@gw/core/validation";
-import type { Router } from "express";
+import { defineRoute } from "@gw/core/http";
+import { objectSchema, stringSchema } from "@gw/core/openapi";
 import { z } from "zod";
 import { audited } from "../../audit/audited.ts";
-import type { AuthorizationRouteDeps } from "./deps.ts";
+import { type AuthorizationRouteDeps, TAG } from "./deps.ts";
 import { resourcePathSchema } from "./resource-params.ts";
 
 export interface RegisterResourceResponse {
@@ -20,15 +19,33 @@ export const registerResourceBody = z.strictObject(resourcePathSchema.shape);
  * in one write that requires no owner yet; a resource registered before is
  * 409, and so is any conversation or response id (the service issues those).
  */
-export function registerRegisterResource(router: Router, deps: AuthorizationRouteDeps): void {
-  router.post("/authorization/llm/resources", requirePermission("authorization:write"), async (req, res) => {
-    const { resourceType, resourceId } = validate("body", registerResourceBody, req.body);
-    const principal = principalOf(res);
+export const registerResource = defineRoute({
+  method: "POST",
+  path: "/api/v1/authorization/llm/resources",
+  operationId: "registerResource",
+  summary: "Register a resource of another backend; the principal becomes its owner",
+  description: "A resource registered before is 409, and so is a conversation or response id.",
+  tag: TAG,
+  permission: "authorization:write",
+  body: registerResourceBody,
+  responses: {
+    201: {
+      description: "Registered",
+      schema: objectSchema({
+        resourceType: stringSchema(),
+        resourceId: stringSchema(),
+        owner: stringSchema(),
+      }),
+    },
+  },
+  errors: ["conflict"],
+  handler: async ({ principal, body, req, res }, deps: AuthorizationRouteDeps) => {
+    const { resourceType, resourceId } = body;
     const resource = { type: resourceType, id: resourceId };
     await audited(deps, { principal, requestId: req.id }, { action: "register", resource }, () =>
       deps.authorization.register(principal, resource),
     );
     const created: RegisterResourceResponse = { resourceType, resourceId, owner: principal.user };
     res.status(201).json(created);
-  });
-}
+  },
+});

@@ -1,11 +1,10 @@
 import { NotResourceOwner } from "@gw/core/authz";
-import { principalOf, requirePermission } from "@gw/core/http";
-import { validate } from "@gw/core/validation";
-import type { Router } from "express";
+import { defineRoute } from "@gw/core/http";
+import { type JsonSchema, objectSchema } from "@gw/core/openapi";
 import { z } from "zod";
 import { AUDIT_CURSOR } from "../../audit/audit-log.ts";
 import { measured } from "../../audit/audited.ts";
-import type { AuthorizationRouteDeps } from "./deps.ts";
+import { type AuthorizationRouteDeps, TAG } from "./deps.ts";
 import { pageQuery, resourcePathSchema } from "./resource-params.ts";
 
 /** Audit listings: newest first, `limit` 1 to 100 (default 20), `cursor` the last id of the previous page. */
@@ -13,24 +12,34 @@ export const auditQuery = z.object(
   pageQuery(20, 100, z.string().regex(AUDIT_CURSOR, "Value error, invalid cursor")),
 );
 
+/** A page of audit records, as the OpenAPI document shows it (the organization's trail too). */
+export const auditPage: JsonSchema = objectSchema(
+  {
+    data: { type: "array", items: { type: "object", description: "One audit record" } },
+    next_cursor: { type: ["string", "null"] },
+  },
+  { open: true },
+);
+
 /**
  * `GET /api/v1/authorization/llm/resources/{resourceType}/{resourceId}/audit`:
  * the resource's audit trail, for its owners.
  */
-export function registerResourceAudit(router: Router, deps: AuthorizationRouteDeps): void {
-  router.get(
-    "/authorization/llm/resources/:resourceType/:resourceId/audit",
-    requirePermission("authorization:read"),
-    async (req, res) => {
-      const { resourceType, resourceId } = validate("path", resourcePathSchema, req.params);
-      const page = validate("query", auditQuery, req.query);
-      const principal = principalOf(res);
-      const resource = { type: resourceType, id: resourceId };
-      const body = await measured(deps.metrics, "audit", async () => {
-        if (!(await deps.authorization.check(principal, resource, "owner"))) throw new NotResourceOwner();
-        return deps.audit.forResource(principal.org, resource, page);
-      });
-      res.json(body);
-    },
-  );
-}
+export const resourceAudit = defineRoute({
+  method: "GET",
+  path: "/api/v1/authorization/llm/resources/:resourceType/:resourceId/audit",
+  operationId: "listResourceAudit",
+  summary: "A resource's audit trail, newest first (owners only)",
+  tag: TAG,
+  permission: "authorization:read",
+  params: resourcePathSchema,
+  query: auditQuery,
+  responses: { 200: { description: "A page of audit records", schema: auditPage } },
+  handler: ({ principal, params, query: page }, deps: AuthorizationRouteDeps) => {
+    const resource = { type: params.resourceType, id: params.resourceId };
+    return measured(deps.metrics, "audit", async () => {
+      if (!(await deps.authorization.check(principal, resource, "owner"))) throw new NotResourceOwner();
+      return deps.audit.forResource(principal.org, resource, page);
+    });
+  },
+});

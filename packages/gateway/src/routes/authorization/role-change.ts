@@ -1,12 +1,10 @@
 import { PUBLIC_USER, RESOURCE_TYPES, ROLES } from "@gw/core/authz";
-import { principalOf, requirePermission } from "@gw/core/http";
+import { defineRoute } from "@gw/core/http";
 import { userIdSchema } from "@gw/core/principal";
 import { parseRfc3339 } from "@gw/core/rfc3339";
-import { validate } from "@gw/core/validation";
-import type { Router } from "express";
 import { z } from "zod";
 import { audited } from "../../audit/audited.ts";
-import type { AuthorizationRouteDeps } from "./deps.ts";
+import { type AuthorizationRouteDeps, TAG } from "./deps.ts";
 
 /** Resource ids come from the service (`conv_…`, `resp_…`) or the caller's own systems. */
 export const resourceIdSchema = z
@@ -88,23 +86,35 @@ export function grantSchema(maxTtlSeconds: number) {
     });
 }
 
+/** An expiry bound for the document only: the route's bound is `GRANT_MAX_TTL`, a setting. */
+const DOCUMENTED_GRANT_MAX_TTL_SECONDS = 365 * 86_400;
+
+const noContent = { 204: { description: "Done; no body" } };
+
 /**
  * Grant and revoke share their shape: `authorization:write`, the body above,
  * the change made as the principal and recorded in the audit trail, 204 with
  * no body.
  */
-export function registerRoleChange(
-  router: Router,
+function roleChange(
   operation: "grant" | "revoke",
-  deps: AuthorizationRouteDeps,
-): void {
-  const schema = operation === "grant" ? grantSchema(deps.grantMaxTtlSeconds) : roleChangeSchema;
-  router.post(
-    `/authorization/llm/${operation}`,
-    requirePermission("authorization:write"),
-    async (req, res) => {
-      const body: z.output<ReturnType<typeof grantSchema>> = validate("body", schema, req.body);
-      const principal = principalOf(res);
+  doc: { operationId: string; summary: string; description: string },
+) {
+  return defineRoute({
+    method: "POST",
+    path: `/api/v1/authorization/llm/${operation}`,
+    ...doc,
+    tag: TAG,
+    permission: "authorization:write",
+    body: operation === "grant" ? grantSchema(DOCUMENTED_GRANT_MAX_TTL_SECONDS) : roleChangeSchema,
+    bodyValidation: {
+      schemaFor: (deps: AuthorizationRouteDeps) =>
+        operation === "grant" ? grantSchema(deps.grantMaxTtlSeconds) : roleChangeSchema,
+    },
+    responses: noContent,
+    errors: ["conflict"],
+    handler: async ({ principal, body: parsed, req, res }, deps: AuthorizationRouteDeps) => {
+      const body = parsed as z.output<ReturnType<typeof grantSchema>>;
       const change = {
         type: body.resourceType,
         id: body.resourceId,
@@ -126,5 +136,26 @@ export function registerRoleChange(
       );
       res.status(204).end();
     },
-  );
+  });
 }
+
+/**
+ * `POST /api/v1/authorization/llm/grant` → 204. Only an owner of the resource
+ * may grant; the user ends up with exactly this one role.
+ */
+export const grant = roleChange("grant", {
+  operationId: "grant",
+  summary: "Grant a user a role on a resource",
+  description:
+    "Only an owner of the resource may grant (403 otherwise, for a resource never registered too); the user ends up with exactly this one role. `expiresAt` (RFC 3339) is for writer and reader grants, at most `GRANT_MAX_TTL` seconds ahead.",
+});
+
+/**
+ * `POST /api/v1/authorization/llm/revoke` → 204, whether or not the user held
+ * the role. Only an owner may revoke; the last owner cannot be removed (409).
+ */
+export const revoke = roleChange("revoke", {
+  operationId: "revoke",
+  summary: "Revoke a user's role on a resource",
+  description: "Only an owner may revoke; the last owner cannot be removed (409).",
+});
