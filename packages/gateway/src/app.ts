@@ -30,25 +30,15 @@ import type { GatewayMetrics } from "./metrics.ts";
 import { requireApiKey, resolvePrincipal } from "./principal/resolve-principal.ts";
 import { rateLimit } from "./rate-limit/rate-limit.ts";
 import type { RequestWindows } from "./rate-limit/request-windows.ts";
-import { registerCreateApiKey } from "./routes/admin/create-api-key.ts";
-import { registerGetApiKeyUsage } from "./routes/admin/get-api-key-usage.ts";
-import { registerGetEndUserLimits } from "./routes/admin/get-end-user-limits.ts";
-import { registerInspectGrants } from "./routes/admin/inspect-grants.ts";
-import { registerInspectUserResources } from "./routes/admin/inspect-user-resources.ts";
-import { registerListApiKeys } from "./routes/admin/list-api-keys.ts";
-import { registerListAudit } from "./routes/admin/list-audit.ts";
-import { registerRevokeApiKey } from "./routes/admin/revoke-api-key.ts";
-import { registerUpdateApiKey } from "./routes/admin/update-api-key.ts";
-import { registerUpdateEndUserLimits } from "./routes/admin/update-end-user-limits.ts";
-import { authenticationRoutes } from "./routes/authentication/index.ts";
-import { authorizationRoutes } from "./routes/authorization/index.ts";
 import type { LookupCursors } from "./routes/authorization/lookup-cursor.ts";
-import { registerMcpCredentialRoutes } from "./routes/mcp/credentials.ts";
-import { registerMcpServerRoutes } from "./routes/mcp/servers.ts";
-import { registerMcpToolRoutes } from "./routes/mcp/tools.ts";
-import { registerWellKnown } from "./routes/well-known/jwks.ts";
-import { registerProtectedResourceMetadata } from "./routes/well-known/oauth-protected-resource.ts";
-import { registerOpenApiDocument } from "./routes/well-known/openapi.ts";
+import {
+  adminReadRoutes,
+  apiKeyRoutes,
+  authenticationRoutes,
+  authorizationRoutes,
+  mcpRoutes,
+  wellKnownRoutes,
+} from "./routes/index.ts";
 import type { TokenService } from "./tokens/tokens.ts";
 
 export interface GatewayDeps {
@@ -99,9 +89,7 @@ export function createGatewayApp(deps: GatewayDeps): express.Express {
     deps.metrics,
     deps.metricsEndpoint,
   );
-  registerWellKnown(probes, deps.tokens);
-  registerOpenApiDocument(probes);
-  registerProtectedResourceMetadata(probes, deps.publicUrl);
+  registerRoutes<GatewayDeps>(probes, wellKnownRoutes, deps, "");
   app.use(probes);
 
   const limit = rateLimit(deps.limiter, deps.defaultLimits, deps.orgLimits);
@@ -137,27 +125,13 @@ export function createGatewayApp(deps: GatewayDeps): express.Express {
   for (const area of ["/llm", "/sandbox", "/usage"]) api.use(area, toService);
   api.use(jsonBody);
   registerRoutes<GatewayDeps>(api, [...authenticationRoutes, ...authorizationRoutes], deps);
-  registerMcpServerRoutes(api, mcp);
-  registerMcpToolRoutes(api, mcp);
-  registerMcpCredentialRoutes(api, mcp);
+  registerRoutes(api, mcpRoutes, mcp);
 
   api.use("/admin", requireApiKey("Key administration needs an API key, not a token"));
   // Administrators' reads (the admin console): `admin:console`, or for the trail either admin permission.
-  registerInspectGrants(api, deps);
-  registerInspectUserResources(api, deps);
-  registerListAudit(api, deps);
+  registerRoutes<GatewayDeps>(api, adminReadRoutes, deps);
   api.use("/admin", requirePermission("admin:api-keys"));
-  registerCreateApiKey(api, deps.store);
-  registerListApiKeys(api, deps.store);
-  registerUpdateApiKey(api, deps.store);
-  registerRevokeApiKey(api, deps.store);
-  registerGetApiKeyUsage(api, {
-    store: deps.store,
-    budgets: new CountingWindows(deps.redis),
-    orgLimits: deps.orgLimits,
-  });
-  registerGetEndUserLimits(api, deps.orgLimits);
-  registerUpdateEndUserLimits(api, deps.orgLimits);
+  registerRoutes(api, apiKeyRoutes, { ...deps, budgets: new CountingWindows(deps.redis) });
 
   app.use("/api/v1", api);
   if (deps.consoleSessions) {

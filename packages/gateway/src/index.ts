@@ -6,6 +6,6 @@ export { createGatewayApp } from "./app.ts";
 export { type GatewayConfig, gatewayConfigSchema } from "./config.ts";
 export { MODEL_ROUTES, SERVICE_ROUTES } from "./forward/service-routes.ts";
 export { createGatewayMetrics } from "./metrics.ts";
-export { GATEWAY_OPERATIONS } from "./routes/operations.ts";
+export { GATEWAY_OPERATIONS } from "./routes/index.ts";
 export { startGateway } from "./server.ts";
 export { generateSigningJwk } from "./tokens/signing-keys.ts";

@@ -60,6 +60,8 @@ export interface RouteSpec<
   query?: Q;
   body?: B;
   bodyValidation?: BodyValidation<D>;
+  /** The handler reads `req.query` itself (it is lenient where the schema is not): `query` only documents it. */
+  queryValidation?: { byHandler: true };
   /**
    * A check before the request's parts are validated (a resource role the
    * route needs, asked of SpiceDB): who may not touch the resource learns
@@ -79,7 +81,8 @@ export interface RouteSpec<
 /** A declared route: its operation for the document, and how it is registered with its dependencies. */
 export interface Route<D = never> extends ApiOperation {
   callsModel: boolean;
-  register: (router: Router, deps: D) => void;
+  /** Registers the route on `router`, mounted at `mount` (`API_PREFIX`, or `""` for a router at the root). */
+  register: (router: Router, deps: D, mount?: string) => void;
 }
 
 /** The text the document shows for a route's permission. */
@@ -110,13 +113,22 @@ export function defineRoute<
   Q extends Schema | undefined = undefined,
   B extends Schema | undefined = undefined,
 >(spec: RouteSpec<D, P, Q, B>): Route<D> {
-  const { handler, bodyValidation, authorize, callsModel, deprecated, permission, ...operation } = spec;
+  const {
+    handler,
+    bodyValidation,
+    queryValidation,
+    authorize,
+    callsModel,
+    deprecated,
+    permission,
+    ...operation
+  } = spec;
   return {
     ...(operation as Omit<ApiOperation, "permission" | "deprecated">),
     ...(permission === undefined ? {} : { permission: permissionText(permission) }),
     ...(deprecated ? { deprecated: true } : {}),
     callsModel: callsModel ?? false,
-    register(router, deps) {
+    register(router, deps, mount = API_PREFIX) {
       const steps: RequestHandler[] = [];
       if (deprecated) {
         steps.push((_req, res, next) => {
@@ -133,7 +145,8 @@ export function defineRoute<
             deps,
           );
         const params = spec.params ? validate("path", spec.params, req.params) : req.params;
-        const query = spec.query ? validate("query", spec.query, req.query) : req.query;
+        const query =
+          spec.query && !queryValidation?.byHandler ? validate("query", spec.query, req.query) : req.query;
         const raw = bodyValidation?.prepare ? bodyValidation.prepare(req.body) : req.body;
         const body =
           !bodySchema || bodyValidation?.byHandler
@@ -141,13 +154,21 @@ export function defineRoute<
             : bodyValidation?.async
               ? await validateAsync("body", bodySchema, raw)
               : validate("body", bodySchema, raw);
-        const input = { principal: principalOf(res), params, query, body, req, res } as Parameters<
-          typeof handler
-        >[0];
+        const input = {
+          // A public route (`auth: "none"`) has no principal: asking for it fails loudly.
+          get principal() {
+            return principalOf(res);
+          },
+          params,
+          query,
+          body,
+          req,
+          res,
+        } as Parameters<typeof handler>[0];
         const answer = await handler(input, deps);
         if (answer !== undefined) res.json(answer);
       });
-      const path = mountedPath(operation.path);
+      const path = mountedPath(operation.path, mount);
       router[operation.method.toLowerCase() as "get" | "post" | "put" | "patch" | "delete"](path, ...steps);
     },
   };
@@ -156,15 +177,20 @@ export function defineRoute<
 /** The mount path every declared route's path starts with; routers are mounted there. */
 export const API_PREFIX = "/api/v1";
 
-const mountedPath = (path: string) => {
-  if (!path.startsWith(`${API_PREFIX}/`))
-    throw new Error(`A declared route must be under ${API_PREFIX}: ${path}`);
-  return path.slice(API_PREFIX.length);
+const mountedPath = (path: string, mount: string) => {
+  if (!path.startsWith(`${mount}/`))
+    throw new Error(`A route registered at ${mount} must be under it: ${path}`);
+  return path.slice(mount.length);
 };
 
-/** Registers every route on `router` (mounted at `API_PREFIX`), in order. */
-export function registerRoutes<D>(router: Router, routes: readonly Route<D>[], deps: D): void {
-  for (const route of routes) route.register(router, deps);
+/** Registers every route on `router` (mounted at `mount`, `API_PREFIX` by default), in order. */
+export function registerRoutes<D>(
+  router: Router,
+  routes: readonly Route<D>[],
+  deps: D,
+  mount: string = API_PREFIX,
+): void {
+  for (const route of routes) route.register(router, deps, mount);
 }
 
 /** The routes as the OpenAPI document describes them, with the `x-` extensions `extensionsOf` gives each. */

@@ -1,7 +1,7 @@
-import { principalOf } from "@gw/core/http";
+import { defineRoute } from "@gw/core/http";
 import type { UnitLimits } from "@gw/core/limits";
-import type { Router } from "express";
 import type { OrgLimitsStore } from "../../api-keys/org-limits.ts";
+import { endUserLimits, TAG } from "./schemas.ts";
 
 export interface EndUserLimitsResponse {
   org: string;
@@ -10,10 +10,16 @@ export interface EndUserLimitsResponse {
 }
 
 /** `GET /api/v1/admin/end-user-limits`: the admin key's organization's defaults for end users. */
-export function registerGetEndUserLimits(router: Router, orgLimits: OrgLimitsStore): void {
-  router.get("/admin/end-user-limits", async (_req, res) => {
-    const org = principalOf(res).org;
-    const body: EndUserLimitsResponse = { org, endUser: await orgLimits.get(org) };
-    res.json(body);
-  });
-}
+export const getEndUserLimits = defineRoute({
+  method: "GET",
+  path: "/api/v1/admin/end-user-limits",
+  operationId: "getEndUserLimits",
+  summary: "The organization's default limits for each end user of its keys",
+  tag: TAG,
+  permission: "admin:api-keys",
+  responses: { 200: { description: "The defaults", schema: endUserLimits } },
+  handler: async ({ principal }, deps: { orgLimits: OrgLimitsStore }): Promise<EndUserLimitsResponse> => ({
+    org: principal.org,
+    endUser: await deps.orgLimits.get(principal.org),
+  }),
+});

@@ -1,9 +1,8 @@
-import { principalOf, requirePermission } from "@gw/core/http";
-import { validate } from "@gw/core/validation";
-import type { Router } from "express";
+import { defineRoute } from "@gw/core/http";
 import { audited } from "../../audit/audited.ts";
 import type { AuthorizationRouteDeps } from "../authorization/deps.ts";
-import type { ListGrantsResponse } from "../authorization/list-grants.ts";
+import { TAG as AUTHORIZATION } from "../authorization/deps.ts";
+import { GRANTS_RESPONSE, type ListGrantsResponse } from "../authorization/list-grants.ts";
 import { resourcePathSchema } from "../authorization/resource-params.ts";
 
 /**
@@ -15,28 +14,30 @@ import { resourcePathSchema } from "../authorization/resource-params.ts";
  * organization's administrators are only its own users, and ids are scoped
  * by the caller's organization, so another's resources are never read.
  */
-export function registerInspectGrants(router: Router, deps: AuthorizationRouteDeps): void {
-  router.get(
-    "/admin/authorization/resources/:resourceType/:resourceId/grants",
-    requirePermission("admin:console"),
-    async (req, res) => {
-      const { resourceType, resourceId } = validate("path", resourcePathSchema, req.params);
-      const principal = principalOf(res);
-      const resource = { type: resourceType, id: resourceId };
-      let body: ListGrantsResponse = { data: [] };
-      await audited(deps, { principal, requestId: req.id }, { action: "inspect", resource }, async () => {
-        // SpiceDB decides (`inspect`): the request vouches for an administrator, as the key holds admin:console.
-        const grants = await deps.authorization.inspect(principal, resource, true);
-        body = {
-          data: grants.map((g) => ({
-            userId: g.userId,
-            role: g.role,
-            ...(g.expiresAt ? { expiresAt: g.expiresAt.toISOString() } : {}),
-          })),
-        };
-        return undefined;
-      });
-      res.json(body);
-    },
-  );
-}
+export const inspectGrants = defineRoute({
+  method: "GET",
+  path: "/api/v1/admin/authorization/resources/:resourceType/:resourceId/grants",
+  operationId: "inspectGrants",
+  summary: "Who holds which role on any resource of the organization (administrators; recorded as `inspect`)",
+  tag: AUTHORIZATION,
+  permission: "admin:console",
+  params: resourcePathSchema,
+  responses: { 200: GRANTS_RESPONSE },
+  handler: async ({ principal, params, req }, deps: AuthorizationRouteDeps) => {
+    const resource = { type: params.resourceType, id: params.resourceId };
+    let body: ListGrantsResponse = { data: [] };
+    await audited(deps, { principal, requestId: req.id }, { action: "inspect", resource }, async () => {
+      // SpiceDB decides (`inspect`): the request vouches for an administrator, as the key holds admin:console.
+      const grants = await deps.authorization.inspect(principal, resource, true);
+      body = {
+        data: grants.map((g) => ({
+          userId: g.userId,
+          role: g.role,
+          ...(g.expiresAt ? { expiresAt: g.expiresAt.toISOString() } : {}),
+        })),
+      };
+      return undefined;
+    });
+    return body;
+  },
+});

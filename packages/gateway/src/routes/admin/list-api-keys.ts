@@ -1,11 +1,11 @@
-import { principalOf } from "@gw/core/http";
+import { defineRoute } from "@gw/core/http";
+import { objectSchema } from "@gw/core/openapi";
 import { orgIdSchema } from "@gw/core/principal";
-import { validate } from "@gw/core/validation";
-import type { Router } from "express";
 import { z } from "zod";
 import type { ApiKeyStore } from "../../api-keys/store.ts";
 import { type ApiKeyView, toView } from "../../api-keys/types.ts";
 import { assertOwnOrg } from "./api-key-admin.ts";
+import { apiKeyView, TAG } from "./schemas.ts";
 
 export interface ListApiKeysResponse {
   object: "list";
@@ -16,16 +16,32 @@ export interface ListApiKeysResponse {
 export const listApiKeysQuery = z.object({ org: orgIdSchema.optional() });
 
 /** `GET /api/v1/admin/api-keys?org=ORG`: the organization's keys, oldest first, without secrets. */
-export function registerListApiKeys(router: Router, store: ApiKeyStore): void {
-  router.get("/admin/api-keys", async (req, res) => {
-    const org = validate("query", listApiKeysQuery, req.query).org ?? principalOf(res).org;
+export const listApiKeys = defineRoute({
+  method: "GET",
+  path: "/api/v1/admin/api-keys",
+  operationId: "listApiKeys",
+  summary: "The organization's API keys, oldest first, without secrets",
+  tag: TAG,
+  permission: "admin:api-keys",
+  query: listApiKeysQuery,
+  responses: {
+    200: {
+      description: "The keys",
+      schema: objectSchema({
+        object: { type: "string", const: "list" },
+        data: { type: "array", items: apiKeyView },
+      }),
+    },
+  },
+  handler: async ({ principal, query, res }, deps: { store: ApiKeyStore }) => {
+    const org = query.org ?? principal.org;
     assertOwnOrg(res, org);
-    const records = await store.listByOrg(org);
-    const used = await store.lastUsed(records.map((r) => r.id));
+    const records = await deps.store.listByOrg(org);
+    const used = await deps.store.lastUsed(records.map((r) => r.id));
     const body: ListApiKeysResponse = {
       object: "list",
       data: records.map((r) => ({ ...toView(r), lastUsedAt: used.get(r.id) ?? null })),
     };
-    res.json(body);
-  });
-}
+    return body;
+  },
+});

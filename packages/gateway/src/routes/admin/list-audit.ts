@@ -1,15 +1,13 @@
 import { RESOURCE_TYPES } from "@gw/core/authz";
-import { forbidden } from "@gw/core/errors";
-import { principalOf } from "@gw/core/http";
+import { defineRoute } from "@gw/core/http";
 import { userIdSchema } from "@gw/core/principal";
-import { validate } from "@gw/core/validation";
-import type { Router } from "express";
 import { z } from "zod";
 import { AUDIT_ACTIONS, type AuditLog } from "../../audit/audit-log.ts";
 import { measured } from "../../audit/audited.ts";
 import type { GatewayMetrics } from "../../metrics.ts";
-import { auditQuery } from "../authorization/resource-audit.ts";
+import { auditPage, auditQuery } from "../authorization/resource-audit.ts";
 import { resourceIdSchema } from "../authorization/role-change.ts";
+import { TAG } from "./schemas.ts";
 
 /** The organization's trail: a page, narrowed by actor, resource, action and time. */
 export const orgAuditQuery = auditQuery.extend({
@@ -26,22 +24,23 @@ export const orgAuditQuery = auditQuery.extend({
  * (`admin:api-keys` or `admin:console`): the audit trail of the admin key's
  * whole organization, newest first; `since` and `until` are RFC 3339 instants.
  */
-export function registerListAudit(
-  router: Router,
-  deps: { audit: AuditLog; metrics: Pick<GatewayMetrics, "authorizationOperations"> },
-): void {
-  router.get("/admin/audit", async (req, res) => {
-    const { permissions } = principalOf(res);
-    if (!permissions.includes("admin:api-keys") && !permissions.includes("admin:console"))
-      throw forbidden("This credential lacks the 'admin:api-keys' or 'admin:console' permission");
-    const { limit, cursor, actor, resourceType, resourceId, action, since, until } = validate(
-      "query",
-      orgAuditQuery,
-      req.query,
-    );
-    const body = await measured(deps.metrics, "audit", () =>
+export const listAudit = defineRoute({
+  method: "GET",
+  path: "/api/v1/admin/audit",
+  operationId: "listAudit",
+  summary: "The organization's audit trail, newest first, narrowed by actor, resource, action and time",
+  tag: TAG,
+  permission: ["admin:api-keys", "admin:console"],
+  query: orgAuditQuery,
+  responses: { 200: { description: "A page of audit records", schema: auditPage } },
+  handler: (
+    { principal, query },
+    deps: { audit: AuditLog; metrics: Pick<GatewayMetrics, "authorizationOperations"> },
+  ) => {
+    const { limit, cursor, actor, resourceType, resourceId, action, since, until } = query;
+    return measured(deps.metrics, "audit", () =>
       deps.audit.forOrganization(
-        principalOf(res).org,
+        principal.org,
         { limit, cursor },
         {
           actor,
@@ -53,6 +52,5 @@ export function registerListAudit(
         },
       ),
     );
-    res.json(body);
-  });
-}
+  },
+});

@@ -1,20 +1,28 @@
-import { validate } from "@gw/core/validation";
-import type { Router } from "express";
+import { defineRoute } from "@gw/core/http";
 import { updateApiKeySchema } from "../../api-keys/schema.ts";
 import type { ApiKeyStore } from "../../api-keys/store.ts";
 import { type ApiKeyView, toView } from "../../api-keys/types.ts";
 import { ownOrgKey } from "./api-key-admin.ts";
+import { apiKeyView, TAG } from "./schemas.ts";
 
 export type UpdateApiKeyResponse = ApiKeyView;
 
 /** `PATCH /api/v1/admin/api-keys/{id}`: name, permissions, limits (`null` removes a window), expiry. */
-export function registerUpdateApiKey(router: Router, store: ApiKeyStore): void {
-  router.patch("/admin/api-keys/:id", async (req, res) => {
-    const patch = validate("body", updateApiKeySchema, req.body);
-    const existing = await ownOrgKey(store, res, req.params.id);
-    const updated = await store.update(existing.id, patch);
+export const updateApiKey = defineRoute({
+  method: "PATCH",
+  path: "/api/v1/admin/api-keys/:id",
+  operationId: "updateApiKey",
+  summary: "Change a key's name, permissions, limits (`null` removes a window) or expiry",
+  tag: TAG,
+  permission: "admin:api-keys",
+  body: updateApiKeySchema,
+  responses: { 200: { description: "The key as it is now", schema: apiKeyView } },
+  errors: ["not_found"],
+  handler: async ({ params, body: patch, res }, deps: { store: ApiKeyStore }) => {
+    const existing = await ownOrgKey(deps.store, res, params.id!);
+    const updated = await deps.store.update(existing.id, patch);
     if (!updated) throw new Error(`API key ${existing.id} vanished during update`);
     const body: UpdateApiKeyResponse = toView(updated);
-    res.json(body);
-  });
-}
+    return body;
+  },
+});

@@ -1,11 +1,12 @@
 import { notFound } from "@gw/core/errors";
-import { principalOf, requirePermission } from "@gw/core/http";
+import { defineRoute } from "@gw/core/http";
 import type { CredentialView } from "@gw/core/mcp";
+import type { Principal } from "@gw/core/principal";
 import { validate } from "@gw/core/validation";
-import type { Response, Router } from "express";
 import { z } from "zod";
 import { serverFor } from "../../mcp/access.ts";
 import type { McpDeps } from "../../mcp/deps.ts";
+import { credential, list, TAG } from "./schemas.ts";
 
 /** Headers the transport sets itself, or that would confuse the upstream's framing: never a credential's. */
 const RESERVED_HEADERS = new Set([
@@ -53,44 +54,91 @@ export const scopeParams = z.object({ id: z.string(), scope: z.enum(["shared", "
  * no credential of their own) and `me` (the principal's own; any reader of
  * the server), all with `mcp:write` to change. Answers never hold a secret.
  */
-export function registerMcpCredentialRoutes(router: Router, deps: McpDeps): void {
-  const target = async (res: Response, params: unknown, changing: boolean) => {
-    const { id, scope } = validate("path", scopeParams, params);
-    const principal = principalOf(res);
-    const role = scope === "shared" && changing ? "owner" : "reader";
-    const server = await serverFor(deps, principal, id, role, "change its shared credential");
-    return { principal, server, scope, user: scope === "shared" ? null : principal.user };
-  };
+/** The server and whose credential a `…/credentials/{scope}` request is about; `shared` needs the owner to change. */
+async function target(
+  deps: McpDeps,
+  principal: Principal,
+  { id, scope }: z.output<typeof scopeParams>,
+  changing: boolean,
+) {
+  const role = scope === "shared" && changing ? "owner" : "reader";
+  const server = await serverFor(deps, principal, id, role, "change its shared credential");
+  return { server, user: scope === "shared" ? null : principal.user };
+}
 
-  router.put("/mcp/servers/:id/credentials/:scope", requirePermission("mcp:write"), async (req, res) => {
-    const { principal, server, user } = await target(res, req.params, true);
-    const body = validate("body", credentialBody, req.body);
+export const putCredential = defineRoute({
+  method: "PUT",
+  path: "/api/v1/mcp/servers/:id/credentials/:scope",
+  operationId: "putMcpCredential",
+  summary: "Store a credential: `shared` (owner) or `me` (the principal's own; reader)",
+  tag: TAG,
+  permission: "mcp:write",
+  params: scopeParams,
+  body: credentialBody,
+  // Validated once the role is known.
+  bodyValidation: { byHandler: true },
+  responses: { 200: { description: "The credential", schema: credential } },
+  errors: ["not_found"],
+  handler: async ({ principal, params, body: raw }, deps: McpDeps) => {
+    const { server, user } = await target(deps, principal, params, true);
+    const body = validate("body", credentialBody, raw);
     const view: CredentialView = await deps.credentials.put(
       principal.org,
       { id: server.id, origin: new URL(server.url).origin },
       user,
       body,
     );
-    res.json(view);
-  });
+    return view;
+  },
+});
 
-  router.get("/mcp/servers/:id/credentials", requirePermission("mcp:read"), async (req, res) => {
-    const principal = principalOf(res);
-    const server = await serverFor(deps, principal, String(req.params.id), "reader");
-    res.json({ object: "list", data: await deps.credentials.list(principal.org, server.id, principal.user) });
-  });
+export const listCredentials = defineRoute({
+  method: "GET",
+  path: "/api/v1/mcp/servers/:id/credentials",
+  operationId: "listMcpCredentials",
+  summary: "The shared credential and the principal's own: never a secret",
+  tag: TAG,
+  permission: "mcp:read",
+  responses: { 200: { description: "The credentials", schema: list(credential) } },
+  errors: ["not_found"],
+  handler: async ({ principal, params }, deps: McpDeps) => {
+    const server = await serverFor(deps, principal, String(params.id), "reader");
+    return { object: "list", data: await deps.credentials.list(principal.org, server.id, principal.user) };
+  },
+});
 
-  router.get("/mcp/servers/:id/credentials/:scope", requirePermission("mcp:read"), async (req, res) => {
-    const { principal, server, user } = await target(res, req.params, false);
+export const getCredential = defineRoute({
+  method: "GET",
+  path: "/api/v1/mcp/servers/:id/credentials/:scope",
+  operationId: "getMcpCredential",
+  summary: "One credential, never its secret",
+  tag: TAG,
+  permission: "mcp:read",
+  params: scopeParams,
+  responses: { 200: { description: "The credential", schema: credential } },
+  errors: ["not_found"],
+  handler: async ({ principal, params }, deps: McpDeps) => {
+    const { server, user } = await target(deps, principal, params, false);
     const view = await deps.credentials.get(principal.org, server.id, user);
     if (!view) throw notFound("No credential is stored for this scope");
-    res.json(view);
-  });
+    return view;
+  },
+});
 
-  router.delete("/mcp/servers/:id/credentials/:scope", requirePermission("mcp:write"), async (req, res) => {
-    const { principal, server, user } = await target(res, req.params, true);
+export const deleteCredential = defineRoute({
+  method: "DELETE",
+  path: "/api/v1/mcp/servers/:id/credentials/:scope",
+  operationId: "deleteMcpCredential",
+  summary: "Delete a credential",
+  tag: TAG,
+  permission: "mcp:write",
+  params: scopeParams,
+  responses: { 204: { description: "Deleted" } },
+  errors: ["not_found"],
+  handler: async ({ principal, params, res }, deps: McpDeps) => {
+    const { server, user } = await target(deps, principal, params, true);
     if (!(await deps.credentials.delete(principal.org, server.id, user)))
       throw notFound("No credential is stored for this scope");
     res.status(204).end();
-  });
-}
+  },
+});

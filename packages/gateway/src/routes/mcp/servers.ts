@@ -1,13 +1,14 @@
 import { randomBytes } from "node:crypto";
 import { ValidationFailed } from "@gw/core/errors";
-import { principalOf, requirePermission } from "@gw/core/http";
+import { defineRoute } from "@gw/core/http";
 import { type McpServer, UpstreamRefused } from "@gw/core/mcp";
+import { objectSchema, stringSchema } from "@gw/core/openapi";
 import { validate } from "@gw/core/validation";
-import type { Router } from "express";
 import { z } from "zod";
 import { audited, measured } from "../../audit/audited.ts";
 import { SERVER_ID, serverFor, UnknownServer } from "../../mcp/access.ts";
 import type { McpDeps } from "../../mcp/deps.ts";
+import { list, server as serverSchema, TAG } from "./schemas.ts";
 
 const nameSchema = z.string().min(1).max(128);
 const urlSchema = z.string().min(1).max(2048);
@@ -61,11 +62,19 @@ async function checkedUrl(deps: McpDeps, url: string): Promise<string> {
  * (writer), delete (owner: its relationships, tool policies and credentials
  * go with it). A server the principal may not read is 404, as an unknown id.
  */
-export function registerMcpServerRoutes(router: Router, deps: McpDeps): void {
-  router.post("/mcp/servers", requirePermission("mcp:write"), async (req, res) => {
-    const body = validate("body", createServerBody, req.body);
+export const createServer = defineRoute({
+  method: "POST",
+  path: "/api/v1/mcp/servers",
+  operationId: "createMcpServer",
+  summary: "Register an MCP server; the principal becomes its owner",
+  description:
+    "`url` must be https and resolve only to public addresses (422 at body.url saying why; `MCP_ALLOW_PRIVATE_UPSTREAMS` lifts both rules).",
+  tag: TAG,
+  permission: "mcp:write",
+  body: createServerBody,
+  responses: { 201: { description: "Registered", schema: serverSchema } },
+  handler: async ({ principal, body, req, res }, deps: McpDeps) => {
     const url = await checkedUrl(deps, body.url);
-    const principal = principalOf(res);
     const id = `mcp_${randomBytes(12).toString("hex")}`;
     const ref = { type: "mcp_server" as const, id };
     await audited(deps, { principal, requestId: req.id }, { action: "register", resource: ref }, () =>
@@ -85,11 +94,19 @@ export function registerMcpServerRoutes(router: Router, deps: McpDeps): void {
       throw err;
     }
     res.status(201).json(server);
-  });
+  },
+});
 
-  router.get("/mcp/servers", requirePermission("mcp:read"), async (req, res) => {
-    const { limit, after } = validate("query", listServersQuery, req.query);
-    const principal = principalOf(res);
+export const listServers = defineRoute({
+  method: "GET",
+  path: "/api/v1/mcp/servers",
+  operationId: "listMcpServers",
+  summary: "The MCP servers the principal may read, in order of id",
+  tag: TAG,
+  permission: "mcp:read",
+  query: listServersQuery,
+  responses: { 200: { description: "A page", schema: list(serverSchema) } },
+  handler: async ({ principal, query: { limit, after } }, deps: McpDeps) => {
     const page = await measured(deps.metrics, "lookup", () =>
       deps.authorization.lookup(principal, "mcp_server", "reader", { limit, after }),
     );
@@ -101,17 +118,37 @@ export function registerMcpServerRoutes(router: Router, deps: McpDeps): void {
       last_id: page.resourceIds.at(-1) ?? null,
       has_more: page.more,
     };
-    res.json(body);
-  });
+    return body;
+  },
+});
 
-  router.get("/mcp/servers/:id", requirePermission("mcp:read"), async (req, res) => {
-    res.json(await serverFor(deps, principalOf(res), String(req.params.id), "reader"));
-  });
+export const getServer = defineRoute({
+  method: "GET",
+  path: "/api/v1/mcp/servers/:id",
+  operationId: "getMcpServer",
+  summary: "One MCP server (reader); 404 without the reader role",
+  tag: TAG,
+  permission: "mcp:read",
+  responses: { 200: { description: "The server", schema: serverSchema } },
+  errors: ["not_found"],
+  handler: ({ principal, params }, deps: McpDeps) => serverFor(deps, principal, String(params.id), "reader"),
+});
 
-  router.patch("/mcp/servers/:id", requirePermission("mcp:write"), async (req, res) => {
-    const principal = principalOf(res);
-    const server = await serverFor(deps, principal, String(req.params.id), "writer", "change it");
-    const body = validate("body", updateServerBody, req.body);
+export const updateServer = defineRoute({
+  method: "PATCH",
+  path: "/api/v1/mcp/servers/:id",
+  operationId: "updateMcpServer",
+  summary: "Change an MCP server (writer); a new origin drops its credentials",
+  tag: TAG,
+  permission: "mcp:write",
+  body: updateServerBody,
+  // Validated once the writer role is known: who may not change the server learns nothing from a 422.
+  bodyValidation: { byHandler: true },
+  responses: { 200: { description: "The server as it is now", schema: serverSchema } },
+  errors: ["not_found"],
+  handler: async ({ principal, params, body: raw }, deps: McpDeps) => {
+    const server = await serverFor(deps, principal, String(params.id), "writer", "change it");
+    const body = validate("body", updateServerBody, raw);
     const url = body.url === undefined ? undefined : await checkedUrl(deps, body.url);
     const originChanged = url !== undefined && new URL(url).origin !== new URL(server.url).origin;
     const updated = await deps.servers.update(
@@ -126,12 +163,30 @@ export function registerMcpServerRoutes(router: Router, deps: McpDeps): void {
     );
     if (!updated) throw new UnknownServer();
     if (url !== undefined && url !== server.url) await deps.upstreams.forgetServer(server.id);
-    res.json(updated);
-  });
+    return updated;
+  },
+});
 
-  router.delete("/mcp/servers/:id", requirePermission("mcp:write"), async (req, res) => {
-    const principal = principalOf(res);
-    const server = await serverFor(deps, principal, String(req.params.id), "owner", "delete it");
+export const deleteServer = defineRoute({
+  method: "DELETE",
+  path: "/api/v1/mcp/servers/:id",
+  operationId: "deleteMcpServer",
+  summary: "Delete an MCP server (owner), its relationships, tool policies and credentials",
+  tag: TAG,
+  permission: "mcp:write",
+  responses: {
+    200: {
+      description: "Deleted",
+      schema: objectSchema({
+        id: stringSchema(),
+        object: { const: "mcp.server.deleted" },
+        deleted: { const: true },
+      }),
+    },
+  },
+  errors: ["not_found"],
+  handler: async ({ principal, params, req }, deps: McpDeps) => {
+    const server = await serverFor(deps, principal, String(params.id), "owner", "delete it");
     const ref = { type: "mcp_server" as const, id: server.id };
     await audited(deps, { principal, requestId: req.id }, { action: "delete", resource: ref }, () =>
       deps.authorization.deleteResource(principal, ref),
@@ -139,6 +194,6 @@ export function registerMcpServerRoutes(router: Router, deps: McpDeps): void {
     await deps.tools.forgetServer(principal.org, server.id);
     await deps.servers.delete(principal.org, server.id);
     await deps.upstreams.forgetServer(server.id);
-    res.json({ id: server.id, object: "mcp.server.deleted", deleted: true });
-  });
-}
+    return { id: server.id, object: "mcp.server.deleted", deleted: true };
+  },
+});

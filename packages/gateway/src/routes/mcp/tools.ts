@@ -1,12 +1,12 @@
 import { ROLES } from "@gw/core/authz";
-import { principalOf, requirePermission } from "@gw/core/http";
+import { defineRoute } from "@gw/core/http";
 import type { ToolRole } from "@gw/core/mcp";
 import { validate } from "@gw/core/validation";
-import type { Router } from "express";
 import { z } from "zod";
 import { serverFor } from "../../mcp/access.ts";
 import { upstreamTools } from "../../mcp/catalogue.ts";
 import type { McpDeps } from "../../mcp/deps.ts";
+import { list, TAG, tool as toolSchema } from "./schemas.ts";
 
 export const toolPolicyBody = z.union([
   z.strictObject({ required_role: z.enum(ROLES) }),
@@ -53,12 +53,22 @@ const viewOf = (
  * `{"disabled":true}` (`{"disabled":false}` gives the tool back its
  * default), `GET …/tools` each tool with the role it needs.
  */
-export function registerMcpToolRoutes(router: Router, deps: McpDeps): void {
-  router.put("/mcp/servers/:id/tools/:tool_name", requirePermission("mcp:write"), async (req, res) => {
-    const { id, tool_name } = validate("path", toolParams, req.params);
-    const principal = principalOf(res);
+export const setToolPolicy = defineRoute({
+  method: "PUT",
+  path: "/api/v1/mcp/servers/:id/tools/:tool_name",
+  operationId: "setMcpToolPolicy",
+  summary: "Set the role a tool needs, or disable it (owner)",
+  tag: TAG,
+  permission: "mcp:write",
+  params: toolParams,
+  body: toolPolicyBody,
+  // Validated once the owner role is known.
+  bodyValidation: { byHandler: true },
+  responses: { 200: { description: "The tool", schema: toolSchema } },
+  errors: ["not_found"],
+  handler: async ({ principal, params: { id, tool_name }, body: raw }, deps: McpDeps) => {
     const server = await serverFor(deps, principal, id, "owner", "set its tools' roles");
-    const body = validate("body", toolPolicyBody, req.body);
+    const body = validate("body", toolPolicyBody, raw);
     let role: ToolRole;
     let offered: { description?: string; readOnly: boolean } | undefined;
     if ("required_role" in body) role = body.required_role;
@@ -74,12 +84,21 @@ export function registerMcpToolRoutes(router: Router, deps: McpDeps): void {
         };
     }
     await deps.tools.setRole(principal, server.id, tool_name, role);
-    res.json(viewOf(tool_name, role, offered));
-  });
+    return viewOf(tool_name, role, offered);
+  },
+});
 
-  router.get("/mcp/servers/:id/tools", requirePermission("mcp:read"), async (req, res) => {
-    const principal = principalOf(res);
-    const server = await serverFor(deps, principal, String(req.params.id), "owner", "list its tools' roles");
+export const listTools = defineRoute({
+  method: "GET",
+  path: "/api/v1/mcp/servers/:id/tools",
+  operationId: "listMcpTools",
+  summary: "Each tool of an MCP server with the role it needs (owner)",
+  tag: TAG,
+  permission: "mcp:read",
+  responses: { 200: { description: "The tools", schema: list(toolSchema) } },
+  errors: ["not_found"],
+  handler: async ({ principal, params }, deps: McpDeps) => {
+    const server = await serverFor(deps, principal, String(params.id), "owner", "list its tools' roles");
     const offered = await upstreamTools(deps, principal, server).catch((err: unknown) => {
       deps.logger.warn(
         { err: (err as Error).message, server: server.id },
@@ -102,6 +121,6 @@ export function registerMcpToolRoutes(router: Router, deps: McpDeps): void {
           : undefined,
       );
     });
-    res.json({ object: "list", data });
-  });
-}
+    return { object: "list", data };
+  },
+});

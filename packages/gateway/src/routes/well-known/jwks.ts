@@ -1,4 +1,5 @@
-import type { Router } from "express";
+import { defineRoute } from "@gw/core/http";
+import { objectSchema } from "@gw/core/openapi";
 import { SIGNING_ALGORITHMS } from "../../tokens/signing-keys.ts";
 import type { TokenService } from "../../tokens/tokens.ts";
 
@@ -7,14 +8,36 @@ import type { TokenService } from "../../tokens/tokens.ts";
  * public and cacheable, so any audience can verify gateway tokens with a
  * stock library (`jose.createRemoteJWKSet`).
  */
-export function registerWellKnown(router: Router, tokens: TokenService): void {
-  router.get("/.well-known/jwks.json", (_req, res) => {
+export const jwks = defineRoute({
+  method: "GET",
+  path: "/.well-known/jwks.json",
+  operationId: "getJwks",
+  summary: "The public keys that verify the gateway's tokens",
+  tag: "Authentication",
+  auth: "none",
+  responses: {
+    200: {
+      description: "A JSON Web Key Set",
+      schema: objectSchema({ keys: { type: "array", items: { type: "object" } } }),
+    },
+  },
+  handler: ({ res }, { tokens }: { tokens: TokenService }) => {
     res.set("Cache-Control", "public, max-age=300");
-    res.json({ keys: tokens.publicJwks });
-  });
-  router.get("/.well-known/openid-configuration", (_req, res) => {
+    return { keys: tokens.publicJwks };
+  },
+});
+
+export const openIdConfiguration = defineRoute({
+  method: "GET",
+  path: "/.well-known/openid-configuration",
+  operationId: "getOpenIdConfiguration",
+  summary: "Discovery document: issuer, JWKS address, signing algorithms",
+  tag: "Authentication",
+  auth: "none",
+  responses: { 200: { description: "OpenID Connect discovery metadata", schema: { type: "object" } } },
+  handler: ({ res }, { tokens }: { tokens: TokenService }) => {
     res.set("Cache-Control", "public, max-age=300");
-    res.json({
+    return {
       issuer: tokens.issuer,
       jwks_uri: `${tokens.issuer}/.well-known/jwks.json`,
       token_endpoint: `${tokens.issuer}/api/v1/authentication/api-keys/exchange-token`,
@@ -22,6 +45,6 @@ export function registerWellKnown(router: Router, tokens: TokenService): void {
       token_endpoint_auth_methods_supported: ["bearer"],
       subject_types_supported: ["public"],
       claims_supported: ["iss", "sub", "aud", "iat", "nbf", "exp", "jti", "org", "key_id", "permissions"],
-    });
-  });
-}
+    };
+  },
+});

@@ -1,4 +1,4 @@
-import type { Router } from "express";
+import { defineRoute } from "@gw/core/http";
 import { SERVER_ID } from "../../mcp/access.ts";
 import { resourceUrl } from "../../mcp/proxy.ts";
 
@@ -18,20 +18,28 @@ export interface ProtectedResourceMetadata {
  * endpoint's URL as `audience`, or API keys). Public, and the same for any
  * well-formed id, registered or not, so it tells nothing of what exists.
  */
-export function registerProtectedResourceMetadata(router: Router, publicUrl: string): void {
-  router.get("/.well-known/oauth-protected-resource/api/v1/mcp/servers/:id/mcp", (req, res) => {
-    if (!SERVER_ID.test(req.params.id)) {
+export const protectedResourceMetadata = defineRoute({
+  method: "GET",
+  path: "/.well-known/oauth-protected-resource/api/v1/mcp/servers/:id/mcp",
+  operationId: "getMcpProtectedResourceMetadata",
+  summary: "RFC 9728 metadata of an MCP proxy endpoint: the gateway is its authorization server",
+  tag: "MCP Vault",
+  auth: "none",
+  responses: { 200: { description: "The metadata", schema: { type: "object" } } },
+  handler: ({ params, res }, { publicUrl }: { publicUrl: string }) => {
+    const id = String(params.id);
+    if (!SERVER_ID.test(id)) {
       res.status(404).json({ error: "Not Found", message: "No such protected resource" });
       return;
     }
     res.set("Cache-Control", "public, max-age=300");
     const body: ProtectedResourceMetadata = {
-      resource: resourceUrl(publicUrl, req.params.id),
+      resource: resourceUrl(publicUrl, id),
       authorization_servers: [publicUrl],
       bearer_methods_supported: ["header"],
       scopes_supported: ["mcp:call"],
       resource_name: "MCP server proxy of the LLM authorization gateway",
     };
-    res.json(body);
-  });
-}
+    return body;
+  },
+});
