@@ -47,7 +47,7 @@ describe("the OpenAPI document", () => {
     expect(registered).toContain("GET /api/v1/openapi.json");
     expect(
       documented,
-      "every route needs its declaration (the service: its feature's routes/, listed in src/routes.ts; the gateway: src/routes/operations.ts), then `pnpm openapi`",
+      "every route needs its declaration (the service: its feature's routes/, listed in src/routes.ts; the gateway: src/routes/, listed in src/routes/index.ts), then `pnpm openapi`",
     ).toEqual(registered);
   });
 });
