@@ -5,7 +5,7 @@ import { createMetrics } from "@gw/core/metrics";
 import type { Principal } from "@gw/core/principal";
 import { createRedis, type RedisClient } from "@gw/core/redis";
 import { CountingWindows } from "@gw/core/windows";
-import { startTestRedis, startTestSpiceDB } from "@gw/test-kit";
+import { freePort, startTestRedis, startTestSpiceDB } from "@gw/test-kit";
 import { type FakeLLM, startFakeLLM } from "@gw/test-kit/llm-upstream";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Caller } from "../src/budgets/admit-model-call.ts";
@@ -23,6 +23,7 @@ import { UsageStore } from "../src/usage/store.ts";
 let teardown: () => Promise<void>;
 let deps: ModelCallDeps & { authorization: ResourceAuthorization };
 let windows: CountingWindows;
+let redis: RedisClient;
 let llm: FakeLLM;
 
 beforeAll(async () => {
@@ -32,7 +33,7 @@ beforeAll(async () => {
     startFakeLLM(),
   ]);
   llm = fake;
-  const redis: RedisClient = createRedis(redisServer.url, { connectionName: "test" });
+  redis = createRedis(redisServer.url, { connectionName: "test" });
   const client = new SpiceDBClient({
     endpoint: spicedb.endpoint,
     presharedKey: spicedb.presharedKey,
@@ -220,5 +221,40 @@ describe("a model call", () => {
     expect(seen.ended).toBe(true);
     expect(seen.failed).toBeUndefined();
     expect(await owns(principal, id)).toBe(true);
+  });
+
+  it("its ownership refused while the provider works: the call is cut short, the prompt charged and recorded, nothing kept", async () => {
+    llm.mode = "stall"; // the provider never answers: only the refused ownership can end the call
+    const { principal, res } = caller();
+    let kept = 0;
+    const request: ChatRequest = { model: "gpt-test", messages: [{ role: "user", content: "hello there" }] };
+    // SpiceDB out of reach (nothing listens where this client writes): the ownership write fails.
+    const away = new SpiceDBClient({
+      endpoint: `127.0.0.1:${await freePort()}`,
+      presharedKey: "unused",
+      insecure: true,
+      deadlineMs: 300,
+    });
+    const authorization = new ResourceAuthorization(away, new RedisConsistencyTokens(redis, 6_000));
+    const admitted = await admitCall<string, StreamedCall>(
+      { ...deps, authorization },
+      {
+        caller: res,
+        request,
+        owned: { type: "response", id: `resp_${randomBytes(8).toString("hex")}` },
+        keep: async () => String(++kept),
+      },
+    );
+    const refused = admitted.answer(new AbortController().signal);
+    await expect(refused).rejects.toThrow();
+    await expect(refused).rejects.not.toMatchObject({ name: "AbortError" });
+    expect(kept).toBe(0);
+    const usage = await usageOf(principal);
+    expect(usage.requests).toBe(1);
+    expect(usage.input_tokens).toBeGreaterThan(0);
+    expect(usage.output_tokens).toBe(0);
+    expect(await tokensUsed(principal)).toBe(usage.input_tokens); // the reservation settled to the prompt
+    away.close();
+    llm.mode = "ok";
   });
 });

@@ -98,16 +98,33 @@ async function answer<A, S extends StreamedCall>(
   admitted: AdmittedCall,
   signal: AbortSignal,
 ): Promise<A> {
-  await own(deps, plan, admitted);
+  // The ownership is written while the provider answers (not before: one SpiceDB write off the call's
+  // latency). If that write fails, the provider call is cut short and what it may have read is charged.
+  const ownership = startOwnership(deps, plan);
+  const callSignal = ownership ? AbortSignal.any([signal, ownership.failed]) : signal;
   let completion: Completion;
   try {
-    completion = await deps.provider.complete(plan.request, signal);
+    completion = await deps.provider.complete(plan.request, callSignal);
   } catch (err) {
+    const refused = await ownership?.done;
     await Promise.all([
-      signal.aborted ? chargeUnreported(deps.usage, admitted, plan, "") : admitted.release(),
+      callSignal.aborted ? chargeUnreported(deps.usage, admitted, plan, "") : admitted.release(),
       disown(deps, plan),
     ]);
-    throw err;
+    throw refused ?? err;
+  }
+  const refused = await ownership?.done;
+  if (refused) {
+    // The model answered, but what it answered cannot be owned, so it is not kept: still used, so charged.
+    await Promise.all([
+      admitted.settle(usedBy(completion)),
+      recordUsage(deps.usage, plan.caller.principal, completion.model, completion.usage, {
+        cachedTokens: completion.usageDetails.cachedTokens,
+        pricedAs: plan.request.model,
+      }),
+      disown(deps, plan),
+    ]);
+    throw refused;
   }
   await admitted.settle(usedBy(completion));
   try {
@@ -117,6 +134,31 @@ async function answer<A, S extends StreamedCall>(
     await disown(deps, plan);
     throw err;
   }
+}
+
+/**
+ * Starts writing the ownership of what the call will keep: `done` gives the
+ * error that refused it (undefined once it is written), `failed` aborts
+ * then. None when the call keeps nothing.
+ */
+function startOwnership(
+  deps: ModelCallDeps,
+  plan: CallPlan<unknown, StreamedCall>,
+): { done: Promise<unknown>; failed: AbortSignal } | undefined {
+  if (!plan.owned) return undefined;
+  const failure = new AbortController();
+  const { authorization } = deps;
+  const written = authorization
+    ? authorization.createOwnership(plan.caller.principal, plan.owned)
+    : Promise.reject(new Error("A model call that owns what it keeps needs the authorization"));
+  const done = written.then(
+    () => undefined,
+    (err: unknown) => {
+      failure.abort(err);
+      return err ?? new Error("the ownership could not be written");
+    },
+  );
+  return { done, failed: failure.signal };
 }
 
 async function stream<A, S extends StreamedCall>(
