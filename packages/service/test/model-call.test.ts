@@ -1,4 +1,5 @@
 import { randomBytes } from "node:crypto";
+import { type AddressInfo, createServer } from "node:net";
 import { RedisConsistencyTokens, ResourceAuthorization, SpiceDBClient } from "@gw/core/authz";
 import type { Limits } from "@gw/core/limits";
 import { createMetrics } from "@gw/core/metrics";
@@ -256,5 +257,63 @@ describe("a model call", () => {
     expect(await tokensUsed(principal)).toBe(usage.input_tokens); // the reservation settled to the prompt
     away.close();
     llm.mode = "ok";
+  });
+
+  it("kept while its ownership is written: an ownership refused after the answer takes back what was kept, the tokens stay charged", async () => {
+    llm.mode = "ok";
+    const { principal, res } = caller();
+    // A SpiceDB that takes the connection and never answers: the ownership is pending until its deadline.
+    const stalled = createServer(() => undefined);
+    await new Promise<void>((r) => stalled.listen(0, "127.0.0.1", r));
+    const away = new SpiceDBClient({
+      endpoint: `127.0.0.1:${(stalled.address() as AddressInfo).port}`,
+      presharedKey: "unused",
+      insecure: true,
+      deadlineMs: 1_500,
+    });
+    const authorization = new ResourceAuthorization(away, new RedisConsistencyTokens(redis, 6_000));
+    const events: string[] = [];
+    const request: ChatRequest = { model: "gpt-test", messages: [{ role: "user", content: "hello there" }] };
+    const admitted = await admitCall<string, StreamedCall>(
+      { ...deps, authorization },
+      {
+        caller: res,
+        request,
+        owned: { type: "response", id: `resp_${randomBytes(8).toString("hex")}` },
+        keep: async () => {
+          events.push("kept"); // the provider answered; the ownership is still waiting on the stalled SpiceDB
+          return "kept";
+        },
+        discard: async () => {
+          events.push("discarded");
+        },
+      },
+    );
+    await expect(admitted.answer(new AbortController().signal)).rejects.toThrow();
+    expect(events).toEqual(["kept", "discarded"]);
+    const used = await tokensUsed(principal);
+    expect(used).toBeGreaterThan(0);
+    expect(used).toBeLessThan(100); // settled with what the model used, not the reservation
+    away.close();
+    stalled.close();
+  });
+
+  it("kept while its ownership is written: both done, the answer is the kept one and the id is owned", async () => {
+    llm.mode = "ok";
+    const { principal, res } = caller();
+    const events: string[] = [];
+    const id = `resp_${randomBytes(8).toString("hex")}`;
+    const admitted = await admitCall<string, StreamedCall>(deps, {
+      caller: res,
+      request: { model: "gpt-test", messages: [{ role: "user", content: "hello there" }] },
+      owned: { type: "response", id },
+      keep: async () => "kept",
+      discard: async () => {
+        events.push("discarded");
+      },
+    });
+    expect(await admitted.answer(new AbortController().signal)).toBe("kept");
+    expect(events).toEqual([]);
+    expect(await owns(principal, id)).toBe(true);
   });
 });

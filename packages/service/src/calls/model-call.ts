@@ -55,6 +55,14 @@ export interface CallPlan<A, S extends StreamedCall> {
    * the client sees it; for a stream, with what the stream writer reported.
    */
   keep(completion: Completion, streamed?: S): Promise<A>;
+  /**
+   * Takes back what `keep` stored, should the ownership of it fail to be
+   * written (the compensation of a create: docs/adr/0009). With it, a JSON
+   * answer is kept while its ownership is still being written, not after;
+   * without it (a turn appended to a conversation), the answer is kept once
+   * the ownership is written.
+   */
+  discard?(): Promise<void>;
 }
 
 /** An admitted call: run it once, as JSON (`answer`) or as a stream (`stream`). */
@@ -113,6 +121,8 @@ async function answer<A, S extends StreamedCall>(
     ]);
     throw refused ?? err;
   }
+  if (ownership && plan.discard)
+    return keepWhileOwning(deps, plan, admitted, completion, ownership.done, plan.discard);
   const refused = await ownership?.done;
   if (refused) {
     // The model answered, but what it answered cannot be owned, so it is not kept: still used, so charged.
@@ -134,6 +144,34 @@ async function answer<A, S extends StreamedCall>(
     await disown(deps, plan);
     throw err;
   }
+}
+
+/**
+ * Keeps the answer while its ownership is still being written (one write
+ * off the call's latency); if the ownership is refused, what was kept is
+ * taken back (`discard`), the tokens stay charged (the model answered) and
+ * the ownership's error is the call's.
+ */
+async function keepWhileOwning<A, S extends StreamedCall>(
+  deps: ModelCallDeps,
+  plan: CallPlan<A, S>,
+  admitted: AdmittedCall,
+  completion: Completion,
+  owned: Promise<unknown>,
+  discard: () => Promise<void>,
+): Promise<A> {
+  await admitted.settle(usedBy(completion));
+  const [kept, refused] = await Promise.all([
+    plan.keep(completion).then(
+      (answer) => ({ answer }),
+      (error: unknown) => ({ error }),
+    ),
+    owned,
+  ]);
+  if (!refused && "answer" in kept) return kept.answer;
+  if (refused && "answer" in kept) await discard().catch(() => undefined); // best effort: a row without an owner is never readable
+  await disown(deps, plan);
+  throw refused ?? (kept as { error: unknown }).error;
 }
 
 /**
