@@ -15,9 +15,11 @@ import type { UsageStore } from "../usage/store.ts";
  * One call of the model as everything that calls a model makes it
  * (responses, chat completions, eval runs, and whatever comes next): admit
  * (budgets reserved before anything is created or sent, the output cap set)
- * → create the ownership of what will be kept → call, as JSON or as a
- * stream → settle the budgets once with what the model used → keep the
- * answer (store, record usage) → on any failure give back what was taken,
+ * → create the ownership of what will be kept (for a JSON answer, while the
+ * model answers and the answer is kept; for a stream, before it starts) →
+ * call, as JSON or as a stream → settle the budgets once with what the
+ * model used → keep the answer (store, record usage) → on any failure give
+ * back what was taken,
  * or, once the provider had the request (the caller went away, the stream
  * broke), charge and record at least the counted prompt and what was
  * produced. Plain values in and out: the caller (a route, a worker) turns
