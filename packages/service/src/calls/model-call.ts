@@ -59,7 +59,7 @@ export interface CallPlan<A, S extends StreamedCall> {
   keep(completion: Completion, streamed?: S): Promise<A>;
   /**
    * Takes back what `keep` stored, should the ownership of it fail to be
-   * written (the compensation of a create: docs/adr/0009). With it, a JSON
+   * written (the compensation of a create: docs/adr/0009-check-and-write-together.md). With it, a JSON
    * answer is kept while its ownership is still being written, not after;
    * without it (a turn appended to a conversation), the answer is kept once
    * the ownership is written.
