@@ -14,10 +14,12 @@
  * Alone: `pnpm exec node test/bench/model-calls.ts` (prints; `BENCH_OUTPUT`
  * writes a report).
  */
+import { randomUUID } from "node:crypto";
 import { mkdtemp, readdir, rm } from "node:fs/promises";
 import { createServer, type Server } from "node:http";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { ASSERTION_HEADER, InternalAssertions } from "@gw/core/internal-assertion";
 import type { Limits } from "@gw/core/limits";
 import { DEFAULT_PERMISSIONS } from "@gw/core/permissions";
 import { createRedis } from "@gw/core/redis";
@@ -31,18 +33,18 @@ import {
 import { ApiKeyStore } from "@gw/gateway";
 import { startTestPostgres, startTestRedis } from "@gw/test-kit";
 import { benchStackEnv, cpuMs, load } from "./http.ts";
-import { summarizeProfile, topFunctions } from "./profile.ts";
+import { perCallBreakdown, summarizeProfile, topFunctions } from "./profile.ts";
 import { Report } from "./report.ts";
 
 const CALLS = Number(process.env.BENCH_MODEL_CALLS ?? 300);
 const SECONDS = Number(process.env.BENCH_MODEL_SECONDS ?? 5);
 
-const CHAT = "/api/v1/llm/chat/completions";
-const RESPONSES = "/api/v1/llm/responses";
+export const CHAT = "/api/v1/llm/chat/completions";
+export const RESPONSES = "/api/v1/llm/responses";
 const MESSAGES = [{ role: "user", content: "What is the capital of France? Answer in one word." }];
-const chatBody = (stream = false) =>
+export const chatBody = (stream = false) =>
   JSON.stringify({ model: "echo-small", messages: MESSAGES, ...(stream ? { stream: true } : {}) });
-const responseBody = (store: boolean) =>
+export const responseBody = (store: boolean) =>
   JSON.stringify({ model: "echo-small", input: MESSAGES[0]!.content, store });
 
 interface Pair {
@@ -58,12 +60,17 @@ export interface ModelStack {
   redisUrl: string;
   pairs: Map<string, Pair>;
   plainKey: string;
+  /** The plain key's id, and the secret gateway and service share: to call a service directly as the gateway would. */
+  plainKeyId: string;
+  assertionSecret: string;
   budgetKey: string;
   spans: () => number;
   startPair(
     name: string,
     env?: NodeJS.ProcessEnv,
     nodeOptions?: (process: "gateway" | "service") => string,
+    /** Another checkout of the repository to run gateway and service from (a before/after comparison). */
+    root?: string,
   ): Promise<Pair>;
   close(): Promise<void>;
 }
@@ -108,7 +115,7 @@ export async function startModelStack(): Promise<ModelStack> {
     outputFile: join(dataDir, "provider.log"),
   });
   const collector = await startCollector();
-  const common = {
+  const common: NodeJS.ProcessEnv = {
     ...benchStackEnv({ redis: redis.url, postgres: postgres.url, spicedbPort, dataDir, logLevel: "info" }),
     LLM_BASE_URL: providerUrl,
     LLM_DEFAULT_MODEL: "echo-small",
@@ -118,18 +125,19 @@ export async function startModelStack(): Promise<ModelStack> {
     name: string,
     env: NodeJS.ProcessEnv = {},
     nodeOptions?: (process: "gateway" | "service") => string,
+    root = REPO_ROOT,
   ) => {
     const options = (of: "gateway" | "service") => (nodeOptions ? { NODE_OPTIONS: nodeOptions(of) } : {});
     const service = await startNodeProcess({
       name: `service-${name}`,
-      entry: "packages/service/src/main.ts",
+      entry: join(root, "packages/service/src/main.ts"),
       port: await freePort(),
       env: { ...common, ...env, ...options("service") },
       outputFile: join(dataDir, `service-${name}.log`),
     });
     const gateway = await startNodeProcess({
       name: `gateway-${name}`,
-      entry: "packages/gateway/src/main.ts",
+      entry: join(root, "packages/gateway/src/main.ts"),
       port: await freePort(),
       env: { ...common, ...env, ...options("gateway"), SERVICE_URL: service.url },
       outputFile: join(dataDir, `gateway-${name}.log`),
@@ -141,7 +149,8 @@ export async function startModelStack(): Promise<ModelStack> {
   const client = createRedis(redis.url, { connectionName: "bench-setup" });
   const store = new ApiKeyStore(client);
   const permissions = [...DEFAULT_PERMISSIONS];
-  const plainKey = (await store.create({ org: "bench", owner: "alice", permissions })).secret;
+  const plain = await store.create({ org: "bench", owner: "alice", permissions });
+  const plainKey = plain.secret;
   const budget: Limits = { tokens: { minute: 1e12, day: 1e12 } };
   const budgetKey = (await store.create({ org: "bench", owner: "alice", permissions, limits: budget }))
     .secret;
@@ -153,6 +162,8 @@ export async function startModelStack(): Promise<ModelStack> {
     redisUrl: redis.url,
     pairs,
     plainKey,
+    plainKeyId: plain.record.id,
+    assertionSecret: String(common.INTERNAL_ASSERTION_SECRET),
     budgetKey,
     spans: collector.bytes,
     startPair,
@@ -169,7 +180,12 @@ export async function startModelStack(): Promise<ModelStack> {
 }
 
 /** One call's latency in ms: to the whole answer, or (`firstByte`) to the first byte of the body. */
-async function timedCall(url: string, headers: Record<string, string>, body: string, firstByte = false) {
+export async function timedCall(
+  url: string,
+  headers: Record<string, string>,
+  body: string,
+  firstByte = false,
+) {
   const started = performance.now();
   const res = await fetch(url, { method: "POST", headers, body });
   if (!res.ok) throw new Error(`${url}: HTTP ${res.status} ${await res.text()}`);
@@ -184,7 +200,7 @@ async function timedCall(url: string, headers: Record<string, string>, body: str
   return performance.now() - started;
 }
 
-const p50 = (values: number[]) => {
+export const p50 = (values: number[]) => {
   const sorted = [...values].sort((a, b) => a - b);
   return sorted[Math.floor(sorted.length / 2)] ?? 0;
 };
@@ -206,7 +222,11 @@ async function alternate(a: () => Promise<number>, b: () => Promise<number>, cal
 }
 
 const json = { "content-type": "application/json" };
-const bearer = (key: string) => ({ ...json, authorization: `Bearer ${key}`, "x-on-behalf-of": "alice" });
+export const bearer = (key: string) => ({
+  ...json,
+  authorization: `Bearer ${key}`,
+  "x-on-behalf-of": "alice",
+});
 
 /** The rows of the added-latency table for a gateway at `url`. */
 async function addedLatency(stack: ModelStack, url: string, key: string) {
@@ -230,6 +250,59 @@ async function addedLatency(stack: ModelStack, url: string, key: string) {
   return rows;
 }
 
+/**
+ * What the gateway and its hop cost at concurrency 1: chat completions sent
+ * to the service directly, with an assertion the bench signs as the gateway
+ * would (the bound of a deployment with the service in the gateway's
+ * process, docs/adr/0016-service-stays-its-own-process.md), beside the provider and the gateway.
+ */
+async function withoutTheGateway(report: Report, stack: ModelStack, pair: Pair): Promise<void> {
+  const assertions = new InternalAssertions(stack.assertionSecret);
+  const principal = {
+    org: "bench",
+    user: "alice",
+    keyId: stack.plainKeyId,
+    permissions: [...DEFAULT_PERMISSIONS],
+    credential: "api_key" as const,
+    onBehalfOf: true,
+  };
+  const calls = {
+    direct: () => timedCall(`${stack.providerUrl}/chat/completions`, json, chatBody()),
+    service: async () => {
+      const requestId = randomUUID();
+      const assertion = await assertions.sign(
+        principal,
+        { method: "POST", path: CHAT, requestId },
+        { limits: {} },
+      );
+      const headers = { ...json, [ASSERTION_HEADER]: assertion, "x-request-id": requestId };
+      return timedCall(`${pair.service.url}${CHAT}`, headers, chatBody());
+    },
+    gateway: () => timedCall(`${pair.gateway.url}${CHAT}`, bearer(stack.plainKey), chatBody()),
+  };
+  const times: Record<keyof typeof calls, number[]> = { direct: [], service: [], gateway: [] };
+  for (let i = 0; i < 20 + CALLS; i++) {
+    for (const [name, call] of Object.entries(calls) as [keyof typeof calls, () => Promise<number>][]) {
+      const t = await call();
+      if (i >= 20) times[name].push(t);
+    }
+  }
+  const [direct, service, gateway] = [p50(times.direct), p50(times.service), p50(times.gateway)];
+  report.section(
+    "Model calls: the gateway and its hop to the service",
+    `Chat completions (not stored) at concurrency 1, ${CALLS} calls each after 20 warm-up calls, the three alternating: to the provider, to the service directly (with an assertion the bench signs as the gateway would: no gateway, no hop), and through the gateway. The difference between the last two is what a deployment with the service in the gateway's process could save at most (docs/adr/0016-service-stays-its-own-process.md).`,
+  );
+  report.table(
+    ["path", "p50", "added beside the provider"],
+    [
+      ["to the provider", ms(direct), "–"],
+      ["to the service directly (no gateway, no hop)", ms(service), ms(service - direct)],
+      ["through the gateway (the deployment)", ms(gateway), ms(gateway - direct)],
+      ["the gateway and its hop", "", ms(gateway - service)],
+    ],
+  );
+}
+
 /** Redis commands gateway and service have sent so far, from their own metrics (a script is one command). */
 async function redisCommands(pair: Pair): Promise<number> {
   let total = 0;
@@ -243,7 +316,7 @@ async function redisCommands(pair: Pair): Promise<number> {
 }
 
 /** Requests per second, CPU per call of each process and Redis commands per call, at 16 connections for SECONDS. */
-async function cpuPerCall(stack: ModelStack, pair: Pair, path: string, body: string, key: string) {
+export async function cpuPerCall(stack: ModelStack, pair: Pair, path: string, body: string, key: string) {
   const pids = {
     gateway: pair.gateway.process.pid!,
     service: pair.service.process.pid!,
@@ -278,6 +351,8 @@ export async function benchModelCalls(report: Report): Promise<void> {
       ["call", "direct to the provider", "through the gateway", "added (p50)"],
       [...table(rows), ...table(budgetRows, ", token budget on the key")],
     );
+
+    await withoutTheGateway(report, stack, plain);
 
     report.section(
       "Model calls: CPU per call at 16 connections",
@@ -370,6 +445,9 @@ export async function profileModelCalls(report: Report, stack: ModelStack): Prom
   const dir = await mkdtemp(join(tmpdir(), "gw-bench-model-prof-"));
   const pair = await stack.startPair("profiled", {}, (of) => `--cpu-prof --cpu-prof-dir=${join(dir, of)}`);
   const seconds = Number(process.env.BENCH_MODEL_PROFILE_SECONDS ?? Math.max(10, SECONDS));
+  const window = { from: 0, to: 0 };
+  const cpu = { gateway: 0, service: 0 };
+  let calls = 0;
   try {
     const target = {
       url: `${pair.gateway.url}${CHAT}`,
@@ -377,12 +455,49 @@ export async function profileModelCalls(report: Report, stack: ModelStack): Prom
       headers: bearer(stack.plainKey),
       body: chatBody(),
     };
-    await load({ ...target, connections: 16, seconds });
+    await load({ ...target, connections: 16, seconds: 1 }); // warm-up, left out of the breakdown
+    const pids = { gateway: pair.gateway.process.pid!, service: pair.service.process.pid! };
+    const before = { gateway: cpuMs(pids.gateway), service: cpuMs(pids.service) };
+    window.from = Number(process.hrtime.bigint() / 1000n);
+    calls = (await load({ ...target, connections: 16, seconds })).total;
+    window.to = Number(process.hrtime.bigint() / 1000n);
+    cpu.gateway = cpuMs(pids.gateway) - before.gateway;
+    cpu.service = cpuMs(pids.service) - before.service;
   } finally {
     // Each writes its profile as it exits.
     await pair.gateway.stop();
     await pair.service.stop();
     stack.pairs.delete("profiled");
+  }
+  const breakdown: Record<string, Map<string, number>> = {};
+  for (const name of ["gateway", "service"] as const) {
+    const own = join(dir, name);
+    if ((await readdir(own).catch(() => [])).some((f) => f.endsWith(".cpuprofile")))
+      breakdown[name] = new Map(await perCallBreakdown(own, window, calls, cpu[name]));
+  }
+  if (breakdown.gateway && breakdown.service) {
+    const { gateway, service } = breakdown as Record<"gateway" | "service", Map<string, number>>;
+    const parts = [...new Set([...gateway.keys(), ...service.keys()])].sort(
+      (a, b) => (gateway.get(b) ?? 0) + (service.get(b) ?? 0) - (gateway.get(a) ?? 0) - (service.get(a) ?? 0),
+    );
+    const sum = (m: Map<string, number>) => [...m.values()].reduce((t, v) => t + v, 0);
+    const us = (v: number | undefined) => (v ? `${(v * 1000).toFixed(0)} µs` : "–");
+    report.section(
+      "Where a model call's CPU goes: per call, by part",
+      `CPU profiles (\`node --cpu-prof\`) of gateway and service under ${seconds} s of chat completions (not stored) at 16 connections, after 1 s of warm-up (start-up and warm-up left out): ${calls} calls. Each sample is given to the innermost frame of its stack that belongs to a part (a socket write under the Redis client is Redis's; a zod parse under a route is validation's); what no part claims goes by its leaf. Idle time left out; each process's shares are then scaled to the CPU time it spent in that window (from /proc, as the CPU table: a sample's interval is wall time, which a busy machine stretches) and divided by the calls answered. The profiler's own overhead is in the totals.`,
+    );
+    report.table(
+      ["part", "gateway", "service", "both"],
+      [
+        ...parts.map((p) => [
+          p,
+          us(gateway.get(p)),
+          us(service.get(p)),
+          us((gateway.get(p) ?? 0) + (service.get(p) ?? 0)),
+        ]),
+        ["**total**", us(sum(gateway)), us(sum(service)), us(sum(gateway) + sum(service))],
+      ],
+    );
   }
   for (const name of ["gateway", "service"] as const) {
     const own = join(dir, name);
@@ -416,10 +531,10 @@ function readingOfModelCalls(report: Report): void {
     "Read with the profiles above (self time of each process, start-up included).",
   );
   for (const line of [
-    "- **The path**: a model call crosses two HTTP hops the direct call does not (client → gateway → service), and the service makes the provider call a third; each is Node's HTTP parsing and serialization on both sides (the profiles' `Node internal` and `_http_*`), small socket writes (`socket and pipe writes (kernel)`), and garbage from their buffers. Gateway: authenticate (cached key), principal, rate limit (no Redis command for a key without request windows), the internal assertion (an HS256 JWT: sign in the gateway, verify and a `SET NX` of its id in the service), forward. Service: body validation (zod), budgets' admission, the provider call, usage, the answer.",
-    "- **Redis**: the table above counts the commands gateway and service send per call (a script is one). Usage recording is one script on the day's hash (it was a 23-command transaction); the assertion's replay guard is one `SET NX`; a token budget adds admission and settlement scripts.",
-    "- **Taken here**: usage in one command; one access line per request (the gateway's; the service's is at `debug`); a kept-warm connection pool per provider origin (undici `Agent`, idle connections kept a minute: a call after a quiet spell does not pay a new TCP and TLS handshake, which loopback hides); tracing that costs one flag test per hook when off and makes no span below an unsampled request.",
-    "- **Left to the code that owns them** (budgets' admission and the model-call pipeline, the counting module, the tokenizer, rewritten elsewhere at the time of writing): no tokenization when no token budget applies; admission, usage and request windows in one Redis round trip (one script per call instead of admission + settlement + usage); the owner relationship of a stored response written while the provider answers rather than before it (the pipeline already gives the ownership back when the answer is not kept; usage must then be settled even when the ownership write fails), which takes one SpiceDB write (`SpiceDB` column: the engine's own CPU) off a stored response's latency; the service package mounted in the gateway's process for deployments that want it (no hop, no assertion), to be chosen with an ADR, the two-process deployment staying the default.",
+    "- **The path**: a model call crosses two HTTP hops the direct call does not (client → gateway → service), and the service makes the provider call a third; each is Node's HTTP parsing and serialization on both sides (`HTTP server` and `Node internals` in the breakdown), small socket writes, and garbage from their buffers. Gateway: authenticate (cached key), principal, rate limit (no Redis command for a key without request windows), the internal assertion (an HS256 JWT signed with `node:crypto`), forward. Service: the assertion verified and its id recorded (`SET NX`), body validation (zod), budgets' admission, the provider call, usage, the answer. At concurrency 1 every step that waits on another process (the service, Redis twice, the provider) wakes a process on a machine whose cores are shared, which is why the added latency runs above the CPU a call costs.",
+    "- **Taken in this code** (issue 32; each measured before/after side by side, see the levers table): the assertion signed and verified with `node:crypto` in the request's turn (it was a WebCrypto key import and sign per call in the gateway and a verify in the service); request schemas built once (a `chosen()` branch and the `X-On-Behalf-Of` schema compiled a zod schema per request); undici's `request` to the provider instead of `fetch` (no WHATWG streams, `Headers` and `Response` per call); usage in one script of 13 arguments (it spelled 30 fields); a stored answer's ownership written while the provider answers and the answer is kept (the compensation: the call is cut short and charged, or what was kept is taken back); no tokenization without a token budget (the prompt is counted only when a budget asks); one access line per request (the gateway's; the service's is at `debug`); a kept-warm connection pool per provider origin.",
+    '- **Not taken**: the service mounted in the gateway\'s process (docs/adr/0016-service-stays-its-own-process.md: the table "the gateway and its hop" bounds what it could save); admission, usage and request windows in one Redis round trip: for a call without a token budget the service sends two commands (the replay guard before the call, usage after it) and the gateway none, so there is nothing left to merge; with a budget, admission must come before the provider call and settlement after it, so one script per call is not possible without giving up the reservation (usage could ride with the settlement: one round trip of the six).',
+    "- **What bounds the goals**: not stored, the service alone adds more than the 0.5 ms goal (\"to the service directly\"): its HTTP server, two Redis round trips in series (replay guard, usage) and the provider client; CPU per call: in the breakdown, the two processes' HTTP servers (Node's `http` and Express, for the client's request and the hop) take about as much as the whole 0.4 ms goal on their own, then the service's Redis client (two commands, each its own socket write) and the provider client; what is left of this project's code (authentication, the assertion, validation, usage, budgets, metrics, logging) is a small part. Below that, the goal needs fewer HTTP servers on the path (docs/adr/0016-service-stays-its-own-process.md) or a leaner HTTP stack than Node's. Stored, the local SpiceDB's write of the owner relationship (its `SpiceDB` CPU column; an SQLite commit, docs/adr/0011-spicedb-local-keeps-relationships-in-sqlite.md) and PostgreSQL's row are each a durable write of their own; with both now concurrent the answer waits for the slower of the two, which stays above 2 ms on this machine.",
     "- **Machine**: the load generator, the fake provider, Redis, PostgreSQL, the local SpiceDB and both processes share the machine's cores; on a shared 2-core machine the absolute figures carry noise of the other tenants' load, the side-by-side differences less so.",
   ])
     report.line(line);
@@ -434,4 +549,3 @@ if (import.meta.main) {
   if (process.env.BENCH_OUTPUT) await report.write(process.env.BENCH_OUTPUT, startedAt, load0);
   process.exit(0);
 }
-void REPO_ROOT;

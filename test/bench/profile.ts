@@ -75,3 +75,103 @@ async function selfTime(
     .slice(0, top)
     .map(([key, time]) => [key, time / total]);
 }
+
+/**
+ * What a model call's CPU time is spent on, by the parts the issue names.
+ * Each sample goes to the innermost frame of its stack that belongs to one
+ * of these (a socket write under the Redis client is Redis; a zod parse
+ * under a route is validation); a sample none of them claims goes by its
+ * leaf (Node's HTTP and sockets, the garbage collector, other).
+ */
+const PARTS: [string, RegExp][] = [
+  ["tokenizer", /gpt-tokenizer|\/llm\/tokens\.ts/],
+  [
+    "validation (zod, request schemas)",
+    /\/zod\/|\/core\/src\/validation\.ts|\/service\/src\/schema\.ts|\/(completions|responses)\/request\.ts|\/items\/input\.ts/,
+  ],
+  ["internal assertion (sign, verify, replay guard)", /\/jose\/|internal-assertion\.ts|verify-assertion\.ts/],
+  ["usage recording", /\/usage\/store\.ts/],
+  [
+    "Redis client (ioredis, all commands)",
+    /\/ioredis\/|\/redis-parser\/|\/denque\/|\/cluster-key-slot\/|\/core\/src\/redis\.ts/,
+  ],
+  ["budgets (admission, settlement)", /\/budgets\/|\/core\/src\/windows/],
+  ["logging (pino)", /\/pino[^/]*\/|\/sonic-boom\/|\/core\/src\/logger\.ts|thread-stream/],
+  ["metrics (prom-client)", /\/prom-client\/|metrics\.ts/],
+  ["tracing (OpenTelemetry)", /@opentelemetry|\/core\/src\/tracing\.ts/],
+  ["SSE", /\/llm\/sse\.ts|\/(completions|responses)\/stream\.ts/],
+  ["provider client (undici)", /undici|\/llm\/provider\.ts|\/llm\/transport\.ts|\/llm\/wire\.ts/],
+  [
+    "forward to the service (gateway's HTTP client)",
+    /\/gateway\/src\/forward\/|node:_http_client|node:_http_agent/,
+  ],
+  [
+    "authentication, principal, rate limit (gateway)",
+    /\/gateway\/src\/(authenticate|principal|rate-limit|api-keys)\//,
+  ],
+  ["model-call pipeline, storage (service)", /\/service\/src\//],
+  [
+    "HTTP server (Node, Express)",
+    /node:_http_|\/express\/|\/router\/|\/body-parser\/|\/raw-body\/|\/on-finished\/|\/finalhandler\/|\/core\/src\/http\//,
+  ],
+];
+
+/**
+ * Milliseconds of CPU per call by part, from the newest profile in `dir`:
+ * only the samples taken between `from` and `to` (µs of the monotonic clock
+ * `process.hrtime` reads, which V8's profile timestamps share), idle left
+ * out, each part's share of the rest times `cpuMs` (the CPU time the
+ * process spent in that window: a sample's interval is wall time, which a
+ * busy machine stretches), divided by `calls`.
+ */
+export async function perCallBreakdown(
+  dir: string,
+  window: { from: number; to: number },
+  calls: number,
+  cpuMs: number,
+): Promise<[string, number][]> {
+  const files = (await readdir(dir)).filter((f) => f.endsWith(".cpuprofile")).sort();
+  const profile = JSON.parse(await readFile(join(dir, files.at(-1)!), "utf8")) as {
+    nodes: ProfileNode[];
+    samples: number[];
+    timeDeltas: number[];
+    startTime: number;
+  };
+  const byId = new Map(profile.nodes.map((n) => [n.id, n]));
+  const parent = new Map<number, number>();
+  for (const n of profile.nodes) for (const c of n.children ?? []) parent.set(c, n.id);
+  const partOf = new Map<number, string>();
+  const classify = (leaf: number): string => {
+    const known = partOf.get(leaf);
+    if (known) return known;
+    let part: string | undefined;
+    for (let id: number | undefined = leaf; id !== undefined && !part; id = parent.get(id)) {
+      const { url } = byId.get(id)!.callFrame;
+      part = PARTS.find(([, re]) => re.test(url))?.[0];
+    }
+    if (!part) {
+      const group = groupOf(byId.get(leaf)!);
+      part =
+        group === "socket and pipe writes (kernel)" || group.startsWith("Node ")
+          ? "Node internals (sockets, streams, events)"
+          : group === "garbage collector"
+            ? "garbage collector"
+            : group === "idle (waiting for I/O)"
+              ? "idle"
+              : "other (V8, program)";
+    }
+    partOf.set(leaf, part);
+    return part;
+  };
+  const parts = new Map<string, number>();
+  let at = profile.startTime;
+  profile.samples.forEach((id, i) => {
+    at += profile.timeDeltas[i] ?? 0;
+    if (at < window.from || at > window.to) return;
+    const part = classify(id);
+    if (part === "idle") return;
+    parts.set(part, (parts.get(part) ?? 0) + (profile.timeDeltas[i] ?? 0));
+  });
+  const busy = [...parts.values()].reduce((t, us) => t + us, 0);
+  return [...parts].map(([part, us]) => [part, ((us / Math.max(1, busy)) * cpuMs) / Math.max(1, calls)]);
+}

@@ -1,11 +1,12 @@
 import { randomBytes } from "node:crypto";
+import { type AddressInfo, createServer } from "node:net";
 import { RedisConsistencyTokens, ResourceAuthorization, SpiceDBClient } from "@gw/core/authz";
 import type { Limits } from "@gw/core/limits";
 import { createMetrics } from "@gw/core/metrics";
 import type { Principal } from "@gw/core/principal";
 import { createRedis, type RedisClient } from "@gw/core/redis";
 import { CountingWindows } from "@gw/core/windows";
-import { startTestRedis, startTestSpiceDB } from "@gw/test-kit";
+import { freePort, startTestRedis, startTestSpiceDB } from "@gw/test-kit";
 import { type FakeLLM, startFakeLLM } from "@gw/test-kit/llm-upstream";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Caller } from "../src/budgets/admit-model-call.ts";
@@ -23,6 +24,7 @@ import { UsageStore } from "../src/usage/store.ts";
 let teardown: () => Promise<void>;
 let deps: ModelCallDeps & { authorization: ResourceAuthorization };
 let windows: CountingWindows;
+let redis: RedisClient;
 let llm: FakeLLM;
 
 beforeAll(async () => {
@@ -32,7 +34,7 @@ beforeAll(async () => {
     startFakeLLM(),
   ]);
   llm = fake;
-  const redis: RedisClient = createRedis(redisServer.url, { connectionName: "test" });
+  redis = createRedis(redisServer.url, { connectionName: "test" });
   const client = new SpiceDBClient({
     endpoint: spicedb.endpoint,
     presharedKey: spicedb.presharedKey,
@@ -219,6 +221,99 @@ describe("a model call", () => {
     await admitted.stream(start, new AbortController().signal);
     expect(seen.ended).toBe(true);
     expect(seen.failed).toBeUndefined();
+    expect(await owns(principal, id)).toBe(true);
+  });
+
+  it("its ownership refused while the provider works: the call is cut short, the prompt charged and recorded, nothing kept", async () => {
+    llm.mode = "stall"; // the provider never answers: only the refused ownership can end the call
+    const { principal, res } = caller();
+    let kept = 0;
+    const request: ChatRequest = { model: "gpt-test", messages: [{ role: "user", content: "hello there" }] };
+    // SpiceDB out of reach (nothing listens where this client writes): the ownership write fails.
+    const away = new SpiceDBClient({
+      endpoint: `127.0.0.1:${await freePort()}`,
+      presharedKey: "unused",
+      insecure: true,
+      deadlineMs: 300,
+    });
+    const authorization = new ResourceAuthorization(away, new RedisConsistencyTokens(redis, 6_000));
+    const admitted = await admitCall<string, StreamedCall>(
+      { ...deps, authorization },
+      {
+        caller: res,
+        request,
+        owned: { type: "response", id: `resp_${randomBytes(8).toString("hex")}` },
+        keep: async () => String(++kept),
+      },
+    );
+    const refused = admitted.answer(new AbortController().signal);
+    await expect(refused).rejects.toThrow();
+    await expect(refused).rejects.not.toMatchObject({ name: "AbortError" });
+    expect(kept).toBe(0);
+    const usage = await usageOf(principal);
+    expect(usage.requests).toBe(1);
+    expect(usage.input_tokens).toBeGreaterThan(0);
+    expect(usage.output_tokens).toBe(0);
+    expect(await tokensUsed(principal)).toBe(usage.input_tokens); // the reservation settled to the prompt
+    away.close();
+    llm.mode = "ok";
+  });
+
+  it("kept while its ownership is written: an ownership refused after the answer takes back what was kept, the tokens stay charged", async () => {
+    llm.mode = "ok";
+    const { principal, res } = caller();
+    // A SpiceDB that takes the connection and never answers: the ownership is pending until its deadline.
+    const stalled = createServer(() => undefined);
+    await new Promise<void>((r) => stalled.listen(0, "127.0.0.1", r));
+    const away = new SpiceDBClient({
+      endpoint: `127.0.0.1:${(stalled.address() as AddressInfo).port}`,
+      presharedKey: "unused",
+      insecure: true,
+      deadlineMs: 1_500,
+    });
+    const authorization = new ResourceAuthorization(away, new RedisConsistencyTokens(redis, 6_000));
+    const events: string[] = [];
+    const request: ChatRequest = { model: "gpt-test", messages: [{ role: "user", content: "hello there" }] };
+    const admitted = await admitCall<string, StreamedCall>(
+      { ...deps, authorization },
+      {
+        caller: res,
+        request,
+        owned: { type: "response", id: `resp_${randomBytes(8).toString("hex")}` },
+        keep: async () => {
+          events.push("kept"); // the provider answered; the ownership is still waiting on the stalled SpiceDB
+          return "kept";
+        },
+        discard: async () => {
+          events.push("discarded");
+        },
+      },
+    );
+    await expect(admitted.answer(new AbortController().signal)).rejects.toThrow();
+    expect(events).toEqual(["kept", "discarded"]);
+    const used = await tokensUsed(principal);
+    expect(used).toBeGreaterThan(0);
+    expect(used).toBeLessThan(100); // settled with what the model used, not the reservation
+    away.close();
+    stalled.close();
+  });
+
+  it("kept while its ownership is written: both done, the answer is the kept one and the id is owned", async () => {
+    llm.mode = "ok";
+    const { principal, res } = caller();
+    const events: string[] = [];
+    const id = `resp_${randomBytes(8).toString("hex")}`;
+    const admitted = await admitCall<string, StreamedCall>(deps, {
+      caller: res,
+      request: { model: "gpt-test", messages: [{ role: "user", content: "hello there" }] },
+      owned: { type: "response", id },
+      keep: async () => "kept",
+      discard: async () => {
+        events.push("discarded");
+      },
+    });
+    expect(await admitted.answer(new AbortController().signal)).toBe("kept");
+    expect(events).toEqual([]);
     expect(await owns(principal, id)).toBe(true);
   });
 });

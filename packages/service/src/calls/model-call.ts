@@ -15,9 +15,11 @@ import type { UsageStore } from "../usage/store.ts";
  * One call of the model as everything that calls a model makes it
  * (responses, chat completions, eval runs, and whatever comes next): admit
  * (budgets reserved before anything is created or sent, the output cap set)
- * → create the ownership of what will be kept → call, as JSON or as a
- * stream → settle the budgets once with what the model used → keep the
- * answer (store, record usage) → on any failure give back what was taken,
+ * → create the ownership of what will be kept (for a JSON answer, while the
+ * model answers and the answer is kept; for a stream, before it starts) →
+ * call, as JSON or as a stream → settle the budgets once with what the
+ * model used → keep the answer (store, record usage) → on any failure give
+ * back what was taken,
  * or, once the provider had the request (the caller went away, the stream
  * broke), charge and record at least the counted prompt and what was
  * produced. Plain values in and out: the caller (a route, a worker) turns
@@ -55,6 +57,14 @@ export interface CallPlan<A, S extends StreamedCall> {
    * the client sees it; for a stream, with what the stream writer reported.
    */
   keep(completion: Completion, streamed?: S): Promise<A>;
+  /**
+   * Takes back what `keep` stored, should the ownership of it fail to be
+   * written (the compensation of a create: docs/adr/0009-check-and-write-together.md). With it, a JSON
+   * answer is kept while its ownership is still being written, not after;
+   * without it (a turn appended to a conversation), the answer is kept once
+   * the ownership is written.
+   */
+  discard?(): Promise<void>;
 }
 
 /** An admitted call: run it once, as JSON (`answer`) or as a stream (`stream`). */
@@ -98,16 +108,35 @@ async function answer<A, S extends StreamedCall>(
   admitted: AdmittedCall,
   signal: AbortSignal,
 ): Promise<A> {
-  await own(deps, plan, admitted);
+  // The ownership is written while the provider answers (not before: one SpiceDB write off the call's
+  // latency). If that write fails, the provider call is cut short and what it may have read is charged.
+  const ownership = startOwnership(deps, plan);
+  const callSignal = ownership ? AbortSignal.any([signal, ownership.failed]) : signal;
   let completion: Completion;
   try {
-    completion = await deps.provider.complete(plan.request, signal);
+    completion = await deps.provider.complete(plan.request, callSignal);
   } catch (err) {
+    const refused = await ownership?.done;
     await Promise.all([
-      signal.aborted ? chargeUnreported(deps.usage, admitted, plan, "") : admitted.release(),
+      callSignal.aborted ? chargeUnreported(deps.usage, admitted, plan, "") : admitted.release(),
       disown(deps, plan),
     ]);
-    throw err;
+    throw refused ?? err;
+  }
+  if (ownership && plan.discard)
+    return keepWhileOwning(deps, plan, admitted, completion, ownership.done, plan.discard);
+  const refused = await ownership?.done;
+  if (refused) {
+    // The model answered, but what it answered cannot be owned, so it is not kept: still used, so charged.
+    await Promise.all([
+      admitted.settle(usedBy(completion)),
+      recordUsage(deps.usage, plan.caller.principal, completion.model, completion.usage, {
+        cachedTokens: completion.usageDetails.cachedTokens,
+        pricedAs: plan.request.model,
+      }),
+      disown(deps, plan),
+    ]);
+    throw refused;
   }
   await admitted.settle(usedBy(completion));
   try {
@@ -117,6 +146,59 @@ async function answer<A, S extends StreamedCall>(
     await disown(deps, plan);
     throw err;
   }
+}
+
+/**
+ * Keeps the answer while its ownership is still being written (one write
+ * off the call's latency); if the ownership is refused, what was kept is
+ * taken back (`discard`), the tokens stay charged (the model answered) and
+ * the ownership's error is the call's.
+ */
+async function keepWhileOwning<A, S extends StreamedCall>(
+  deps: ModelCallDeps,
+  plan: CallPlan<A, S>,
+  admitted: AdmittedCall,
+  completion: Completion,
+  owned: Promise<unknown>,
+  discard: () => Promise<void>,
+): Promise<A> {
+  await admitted.settle(usedBy(completion));
+  const [kept, refused] = await Promise.all([
+    plan.keep(completion).then(
+      (answer) => ({ answer }),
+      (error: unknown) => ({ error }),
+    ),
+    owned,
+  ]);
+  if (!refused && "answer" in kept) return kept.answer;
+  if (refused && "answer" in kept) await discard().catch(() => undefined); // best effort: a row without an owner is never readable
+  await disown(deps, plan);
+  throw refused ?? (kept as { error: unknown }).error;
+}
+
+/**
+ * Starts writing the ownership of what the call will keep: `done` gives the
+ * error that refused it (undefined once it is written), `failed` aborts
+ * then. None when the call keeps nothing.
+ */
+function startOwnership(
+  deps: ModelCallDeps,
+  plan: CallPlan<unknown, StreamedCall>,
+): { done: Promise<unknown>; failed: AbortSignal } | undefined {
+  if (!plan.owned) return undefined;
+  const failure = new AbortController();
+  const { authorization } = deps;
+  const written = authorization
+    ? authorization.createOwnership(plan.caller.principal, plan.owned)
+    : Promise.reject(new Error("A model call that owns what it keeps needs the authorization"));
+  const done = written.then(
+    () => undefined,
+    (err: unknown) => {
+      failure.abort(err);
+      return err ?? new Error("the ownership could not be written");
+    },
+  );
+  return { done, failed: failure.signal };
 }
 
 async function stream<A, S extends StreamedCall>(

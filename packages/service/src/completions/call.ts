@@ -57,6 +57,7 @@ export async function startCompletion(
       await keep(deps, principal, input, answer, completion, model);
       return answer;
     },
+    discard: () => deps.completions.delete(principal.org, id),
   });
   return {
     windows: call.windows,

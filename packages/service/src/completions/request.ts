@@ -19,24 +19,22 @@ import { byType, chosen, float, notSupported } from "../schema.ts";
  */
 const textPart = z.strictObject({ type: z.literal("text"), text: z.string() });
 /** A string, or text parts (images, audio and files are refused at their `type`). */
-const content = chosen((v) =>
-  typeof v === "string" ? z.string() : z.array(byType("Content part type", { text: textPart })).min(1),
-);
+const text = z.string();
+const textParts = z.array(byType("Content part type", { text: textPart })).min(1);
+// Each branch is built once: a schema built per request pays zod's compilation on every call.
+const content = chosen((v) => (typeof v === "string" ? text : textParts));
 /** An assistant's content: also a refusal part, which the model reads back as its text. */
-const assistantContent = chosen((v) =>
-  typeof v === "string"
-    ? z.string()
-    : z
-        .array(
-          byType("Content part type", {
-            text: textPart,
-            refusal: z
-              .strictObject({ type: z.literal("refusal"), refusal: z.string() })
-              .transform((p) => ({ type: "text" as const, text: p.refusal })),
-          }),
-        )
-        .min(1),
-);
+const assistantParts = z
+  .array(
+    byType("Content part type", {
+      text: textPart,
+      refusal: z
+        .strictObject({ type: z.literal("refusal"), refusal: z.string() })
+        .transform((p) => ({ type: "text" as const, text: p.refusal })),
+    }),
+  )
+  .min(1);
+const assistantContent = chosen((v) => (typeof v === "string" ? text : assistantParts));
 /** `name`, which OpenAI takes on every role but `tool`, and frameworks (LangChain) send on `tool` too. */
 const participant = z.string().max(256).nullish();
 
@@ -59,44 +57,43 @@ export type CompletionMessage =
     }
   | { role: "tool"; content: Content; tool_call_id: string; name?: string | null | undefined };
 
+const plainMessage = (role: "system" | "developer" | "user") =>
+  z.strictObject({ role: z.literal(role), content, name: participant }) as z.ZodType<CompletionMessage>;
+/** The schema of each role's message, built once. */
+const messages: Record<CompletionMessage["role"], z.ZodType<CompletionMessage>> = {
+  system: plainMessage("system"),
+  developer: plainMessage("developer"),
+  user: plainMessage("user"),
+  // Every field of OpenAI's assistant message (`model_dump()` of an answer sends them all, null when absent).
+  assistant: z.strictObject({
+    role: z.literal("assistant"),
+    content: assistantContent.nullish(),
+    name: participant,
+    tool_calls: z.array(toolCall).max(128).nullish(),
+    refusal: z.string().max(65_536).nullish(),
+    annotations: z.array(z.unknown()).max(1_000).nullish(),
+    audio: notSupported("Assistant audio", (a) => a === null),
+    function_call: notSupported("function_call (use tool_calls)", (f) => f === null),
+  }) as unknown as z.ZodType<CompletionMessage>,
+  tool: z.strictObject({
+    role: z.literal("tool"),
+    content,
+    tool_call_id: z.string().min(1).max(256),
+    name: participant,
+  }) as z.ZodType<CompletionMessage>,
+};
+const unknownRole = z.looseObject({
+  role: z.enum(["system", "developer", "user", "assistant", "tool"], {
+    message:
+      "Input should be 'system', 'developer', 'user', 'assistant' or 'tool' ('function' is not supported by this service)",
+  }),
+}) as unknown as z.ZodType<CompletionMessage>;
+
 const message = chosen((v): z.ZodType<CompletionMessage> => {
   const role = typeof v === "object" && v !== null ? (v as { role?: unknown }).role : undefined;
-  switch (role) {
-    case "system":
-    case "developer":
-    case "user":
-      return z.strictObject({
-        role: z.literal(role),
-        content,
-        name: participant,
-      }) as z.ZodType<CompletionMessage>;
-    // Every field of OpenAI's assistant message (`model_dump()` of an answer sends them all, null when absent).
-    case "assistant":
-      return z.strictObject({
-        role: z.literal("assistant"),
-        content: assistantContent.nullish(),
-        name: participant,
-        tool_calls: z.array(toolCall).max(128).nullish(),
-        refusal: z.string().max(65_536).nullish(),
-        annotations: z.array(z.unknown()).max(1_000).nullish(),
-        audio: notSupported("Assistant audio", (a) => a === null),
-        function_call: notSupported("function_call (use tool_calls)", (f) => f === null),
-      }) as unknown as z.ZodType<CompletionMessage>;
-    case "tool":
-      return z.strictObject({
-        role: z.literal("tool"),
-        content,
-        tool_call_id: z.string().min(1).max(256),
-        name: participant,
-      }) as z.ZodType<CompletionMessage>;
-    default:
-      return z.looseObject({
-        role: z.enum(["system", "developer", "user", "assistant", "tool"], {
-          message:
-            "Input should be 'system', 'developer', 'user', 'assistant' or 'tool' ('function' is not supported by this service)",
-        }),
-      }) as unknown as z.ZodType<CompletionMessage>;
-  }
+  return typeof role === "string" && Object.hasOwn(messages, role)
+    ? messages[role as CompletionMessage["role"]]
+    : unknownRole;
 });
 
 const functionTool = z.strictObject({
@@ -113,16 +110,16 @@ const responseFormat = byType("Response format", {
   }),
 });
 
-const toolChoice = chosen((v) =>
-  typeof v === "string"
-    ? z.enum(["none", "auto", "required"])
-    : byType("Tool choice type", {
-        function: z.strictObject({
-          type: z.literal("function"),
-          function: z.strictObject({ name: z.string() }),
-        }),
-      }),
-);
+const toolChoiceMode = z.enum(["none", "auto", "required"]);
+const toolChoiceType = byType("Tool choice type", {
+  function: z.strictObject({
+    type: z.literal("function"),
+    function: z.strictObject({ name: z.string() }),
+  }),
+});
+const toolChoice = chosen((v) => (typeof v === "string" ? toolChoiceMode : toolChoiceType));
+const stopWord = z.string().min(1).max(256);
+const stopWords = z.array(stopWord).min(1).max(4);
 
 export const createCompletionBody = z
   .strictObject({
@@ -158,9 +155,7 @@ export const createCompletionBody = z
       "Modalities other than text",
       (v) => Array.isArray(v) && v.every((m) => m === "text"),
     ),
-    stop: chosen((v) =>
-      typeof v === "string" ? z.string().min(1).max(256) : z.array(z.string().min(1).max(256)).min(1).max(4),
-    ).optional(),
+    stop: chosen((v) => (typeof v === "string" ? stopWord : stopWords)).optional(),
     seed: z.int().optional(),
     ...forwardedFields,
     frequency_penalty: notSupported("frequency_penalty", (v) => v === 0),

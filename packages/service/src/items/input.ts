@@ -27,7 +27,11 @@ const contentPart = byType("Content type", {
 });
 
 /** A string, or a list of text parts. */
-const content = chosen((v) => (typeof v === "string" ? z.string() : z.array(contentPart).min(1)));
+const text = z.string();
+const contentParts = z.array(contentPart).min(1);
+// Each branch is built once: a schema built per request pays zod's compilation on every call.
+const content = chosen((v) => (typeof v === "string" ? text : contentParts));
+const outputParts = z.array(byType("Output content type", { input_text: textPart("input_text") }));
 
 const message = z.strictObject({
   type: z.literal("message").optional(),
@@ -62,11 +66,7 @@ const functionCallOutput = z.strictObject({
   id: ID,
   status: STATUS,
   call_id: callId,
-  output: chosen((v) =>
-    typeof v === "string"
-      ? z.string()
-      : z.array(byType("Output content type", { input_text: textPart("input_text") })),
-  ),
+  output: chosen((v) => (typeof v === "string" ? text : outputParts)),
 });
 
 export const inputItem = byType(

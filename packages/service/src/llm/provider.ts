@@ -5,7 +5,7 @@ import { usageDetailsOf, usageOf } from "./accounting.ts";
 import type { ChatRequest, Completion, TokenLogprob, ToolCall, ToolCallDelta } from "./chat.ts";
 import { ProviderFailed, ProviderNotConfigured, redactProviderText } from "./errors.ts";
 import { serverSentEvents } from "./sse.ts";
-import { post, readUpTo, textOf, within } from "./transport.ts";
+import { type ProviderResponse, post, readUpTo, textOf, within } from "./transport.ts";
 import {
   type ChatAnswer,
   type ChatChunk,
@@ -259,7 +259,7 @@ export class ChatProvider {
   }
 
   /** Sends the request (see `post`), once a provider is configured. */
-  private post(body: Record<string, unknown>, signal: AbortSignal, span?: Span): Promise<Response> {
+  private post(body: Record<string, unknown>, signal: AbortSignal, span?: Span): Promise<ProviderResponse> {
     this.assertConfigured();
     return post(this.options, body, signal, span);
   }

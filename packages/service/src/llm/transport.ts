@@ -1,5 +1,5 @@
 import { injectTraceHeaders, type Span } from "@gw/core/tracing";
-import { Agent } from "undici";
+import { Agent, request } from "undici";
 import { ProviderFailed, ProviderRateLimited, ProviderTimeout, redactProviderText } from "./errors.ts";
 
 /**
@@ -15,6 +15,16 @@ export interface TransportOptions {
   timeoutMs: number;
 }
 
+/** The provider's answer as the transport hands it on: status, headers, and the body's bytes as they come. */
+export interface ProviderResponse {
+  status: number;
+  headers: { get(name: string): string | null };
+  /** Read at most once; breaking off a read lets go of the connection. */
+  body: AsyncIterable<Uint8Array>;
+  /** Lets go of the connection if the body was not read to its end (at once, even while a read waits). */
+  close(): void;
+}
+
 /** How much of an error body is read, for the log. */
 const ERROR_BODY_BYTES = 4096;
 
@@ -22,7 +32,9 @@ const ERROR_BODY_BYTES = 4096;
  * One connection pool per provider origin, kept warm: idle connections stay
  * open up to a minute (or what the provider's `Keep-Alive` allows) instead of
  * fetch's default 4 s, so a call after a quiet spell does not pay a new TCP
- * and TLS handshake. The version pinned is the one Node bundles for `fetch`.
+ * and TLS handshake. Calls go through undici's `request` (not `fetch`: no
+ * WHATWG streams, headers and `Response` per call, about a third of the
+ * service's CPU for a model call under load, see BENCHMARKS.md).
  */
 const pools = new Map<string, Agent>();
 function poolOf(url: string): Agent {
@@ -42,16 +54,16 @@ export async function post(
   signal: AbortSignal,
   /** The call's span: the provider gets it as its `traceparent` (the request's trace, from the client's). */
   span?: Span,
-): Promise<Response> {
-  let res: Response;
+): Promise<ProviderResponse> {
   const headers: Record<string, string> = {
     "content-type": "application/json",
     ...(options.apiKey ? { authorization: `Bearer ${options.apiKey}` } : {}),
   };
   injectTraceHeaders(headers, span);
+  let answer: Awaited<ReturnType<typeof request>>;
   try {
-    res = await within(
-      fetch(`${options.baseUrl}/chat/completions`, {
+    answer = await within(
+      request(`${options.baseUrl}/chat/completions`, {
         method: "POST",
         headers,
         dispatcher: poolOf(options.baseUrl!),
@@ -62,15 +74,28 @@ export async function post(
     );
   } catch (err) {
     if (err instanceof ProviderTimeout || signal.aborted) throw err;
-    const cause = (err as { cause?: { code?: string; message?: string } }).cause;
+    const cause = ((err as { cause?: unknown }).cause ?? err) as { code?: string; message?: string };
     throw new ProviderFailed("it could not be reached", {
       detail: redactProviderText(cause?.code ?? cause?.message ?? String(err), [options.apiKey]),
     });
   }
-  if (res.ok) return res;
+  const raw = answer.headers;
+  const res: ProviderResponse = {
+    status: answer.statusCode,
+    headers: {
+      get: (name) => {
+        const value = raw[name.toLowerCase()];
+        return value === undefined ? null : Array.isArray(value) ? value.join(", ") : value;
+      },
+    },
+    body: answer.body,
+    close: () => answer.body.destroy(),
+  };
+  if (res.status >= 200 && res.status < 300) return res;
   const { text } = await within(readUpTo(res, ERROR_BODY_BYTES), options.timeoutMs).catch(() => ({
     text: "",
   }));
+  res.close(); // what was not read of an error's body
   if (res.status === 429)
     throw new ProviderRateLimited(res.headers.get("retry-after"), redactProviderText(text, [options.apiKey]));
   throw new ProviderFailed(`it answered HTTP ${res.status}`, {
@@ -80,31 +105,36 @@ export async function post(
 }
 
 /** The body as text, each read within the deadline. */
-export async function* textOf(res: Response, timeoutMs: number): AsyncGenerator<string> {
-  if (!res.body) return;
-  const reader = res.body.getReader();
+export async function* textOf(res: ProviderResponse, timeoutMs: number): AsyncGenerator<string> {
+  const reader = res.body[Symbol.asyncIterator]();
   const decoder = new TextDecoder();
-  while (true) {
-    const { value, done } = await within(reader.read(), timeoutMs);
-    if (done) break;
-    yield decoder.decode(value, { stream: true });
+  try {
+    while (true) {
+      const { value, done } = await within(reader.next(), timeoutMs);
+      if (done) break;
+      yield decoder.decode(value, { stream: true });
+    }
+    yield decoder.decode();
+  } finally {
+    res.close(); // the connection goes if the body was not read to its end
   }
-  yield decoder.decode();
 }
 
 /**
  * At most `maxBytes` of a body, as text; `whole` tells whether that was all
  * of it. A declared length over the limit is not read at all.
  */
-export async function readUpTo(res: Response, maxBytes: number): Promise<{ text: string; whole: boolean }> {
-  if (!res.body) return { text: "", whole: true };
+export async function readUpTo(
+  res: ProviderResponse,
+  maxBytes: number,
+): Promise<{ text: string; whole: boolean }> {
   if (Number(res.headers.get("content-length")) > maxBytes) return { text: "", whole: false };
-  const reader = res.body.getReader();
   const parts: Uint8Array[] = [];
   let size = 0;
-  for (let r = await reader.read(); !r.done; r = await reader.read()) {
-    parts.push(r.value);
-    size += r.value.byteLength;
+  for await (const part of res.body) {
+    parts.push(part);
+    size += part.byteLength;
+    // Breaking off the loop lets go of the connection.
     if (size > maxBytes) return { text: Buffer.concat(parts).toString("utf8", 0, maxBytes), whole: false };
   }
   return { text: Buffer.concat(parts).toString("utf8"), whole: true };

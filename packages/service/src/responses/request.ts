@@ -87,13 +87,12 @@ const textFormat = byType("Text format", {
   json_schema: z.strictObject({ type: z.literal("json_schema"), ...jsonSchemaFormat }),
 });
 
-const toolChoice = chosen((v) =>
-  typeof v === "string"
-    ? z.enum(["none", "auto", "required"])
-    : byType("Tool choice type", {
-        function: z.strictObject({ type: z.literal("function"), name: z.string() }),
-      }),
-);
+const toolChoiceMode = z.enum(["none", "auto", "required"]);
+const toolChoiceType = byType("Tool choice type", {
+  function: z.strictObject({ type: z.literal("function"), name: z.string() }),
+});
+// Each branch is built once: a schema built per request pays zod's compilation on every call.
+const toolChoice = chosen((v) => (typeof v === "string" ? toolChoiceMode : toolChoiceType));
 
 /** Reasoning effort as OpenAI names it; sent to chat providers as `reasoning_effort`. */
 export const reasoningEffort = z.enum(["none", "minimal", "low", "medium", "high", "xhigh"]);
@@ -139,12 +138,13 @@ export const streamOptions = {
   include_obfuscation: z.boolean().nullish(),
 };
 
+const inputText = z.string().min(1);
+const inputItems = z.array(responseInputItem).min(1).max(1_000);
+
 export const createResponseBody = z
   .strictObject({
     model: z.string().min(1).max(256).default("auto"),
-    input: chosen((v) =>
-      typeof v === "string" ? z.string().min(1) : z.array(responseInputItem).min(1).max(1_000),
-    ),
+    input: chosen((v) => (typeof v === "string" ? inputText : inputItems)),
     stream: z.boolean().default(false),
     instructions: z.string().max(262_144).optional(),
     conversation: z

@@ -82,6 +82,8 @@ export async function startTurn(
       await keep(deps, principal, response, input, turn, completion, model);
       return response;
     },
+    // A response alone can be taken back; a turn appended to a conversation is kept once it is owned.
+    ...(input.conversation ? {} : { discard: () => deps.responses.delete(principal.org, response.id) }),
   });
   return {
     windows: call.windows,

@@ -29,10 +29,20 @@ export interface UsageEvent {
 
 /** How long a day's usage is kept. */
 const USAGE_KEPT_SECONDS = 400 * 86_400;
-/** KEYS: the day's hash; ARGV: field, amount, field, amount…, then the seconds to keep it. */
+/**
+ * KEYS: the day's hash; ARGV: the seconds to keep it, the amount of each of
+ * `METRICS` (in order), then the fields' prefixes (`dimension|value|`, one
+ * per dimension): each prefix gets every metric. Fields are spelled in the
+ * script, so the command carries 6 prefixes and 5 amounts, not 30 fields.
+ */
 const RECORD_USAGE = `
-for i = 1, #ARGV - 1, 2 do redis.call('HINCRBY', KEYS[1], ARGV[i], ARGV[i + 1]) end
-redis.call('EXPIRE', KEYS[1], ARGV[#ARGV])
+local metrics = {${METRICS.map((m) => `'${m}'`).join(", ")}}
+for p = ${METRICS.length + 2}, #ARGV do
+  for m = 1, ${METRICS.length} do
+    if ARGV[m + 1] ~= '0' then redis.call('HINCRBY', KEYS[1], ARGV[p] .. metrics[m], ARGV[m + 1]) end
+  end
+end
+redis.call('EXPIRE', KEYS[1], ARGV[1])
 `;
 type Scripted = RedisClient & { recordUsage(key: string, ...args: (string | number)[]): Promise<unknown> };
 
@@ -67,24 +77,23 @@ export class UsageStore {
     this.prices = prices;
   }
 
-  /** One command (a script on the day's hash), not a transaction of 22: a model call's usage costs one round trip of one command. */
+  /** One command (a script on the day's hash), not a transaction of 22: a model call's usage costs one round trip of one small command. */
   async record(event: UsageEvent): Promise<void> {
     const key = dayKey(event.org, utcDay(event.at ?? new Date()));
     const price = this.prices.get(event.pricedAs ?? event.model);
     const cost = price ? costNanoUsd(price, { ...event.usage, cached_tokens: event.cachedTokens ?? 0 }) : 0;
     const amounts: Sums = { requests: 1, ...event.usage, cost_nusd: cost };
-    const args: (string | number)[] = [];
-    for (const [dimension, value] of [
-      ["total", ""],
-      ["model", event.model],
-      ["user", event.user],
-      ["key", event.keyId],
-      ["user_model", pair(event.user, event.model)],
-      ["user_key", pair(event.user, event.keyId)],
-    ] as const) {
-      for (const metric of METRICS) args.push(field(dimension, value, metric), amounts[metric]);
-    }
-    await (this.redis as Scripted).recordUsage(key, ...args, USAGE_KEPT_SECONDS);
+    await (this.redis as Scripted).recordUsage(
+      key,
+      USAGE_KEPT_SECONDS,
+      ...METRICS.map((metric) => amounts[metric]),
+      field("total", "", ""),
+      field("model", event.model, ""),
+      field("user", event.user, ""),
+      field("key", event.keyId, ""),
+      field("user_model", pair(event.user, event.model), ""),
+      field("user_key", pair(event.user, event.keyId), ""),
+    );
   }
 
   /**
