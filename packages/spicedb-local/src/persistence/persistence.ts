@@ -69,6 +69,8 @@ export class Persistence {
   private closing = false;
   /** Set when the store cannot be written; the server then refuses writes. */
   failure: Error | undefined;
+  /** Relationships the start wrote back into the engine (0 when opened on a filled engine). */
+  restoredCount = 0;
 
   private constructor(
     engine: SpiceDBEngine,
@@ -128,6 +130,7 @@ export class Persistence {
         { dir, relationships: restored, expiredDropped, ms: Math.round(performance.now() - started) },
         "relationships restored from the data directory",
       );
+      persistence.restoredCount = restored;
       persistence.watch();
       return persistence;
     } catch (err) {
@@ -144,9 +147,11 @@ export class Persistence {
    * one goes on serving: pages by key, so a row changed meanwhile is either
    * read as it is or reached by `tap`, which the caller sets first and
    * replays after, in order (an expired relationship as a delete).
+   * Returns how many relationships it wrote.
    */
-  async replayInto(engine: SpiceDBEngine): Promise<void> {
+  async replayInto(engine: SpiceDBEngine): Promise<number> {
     const now = Date.now();
+    let written = 0;
     for (const batch of this.store.batches(WRITE_BATCH)) {
       const live = batch.filter((r) => !expired(r, now));
       if (live.length > 0)
@@ -154,7 +159,9 @@ export class Persistence {
           engine,
           live.map((relationship) => ({ operation: v1.RelationshipUpdate_Operation.CREATE, relationship })),
         );
+      written += live.length;
     }
+    return written;
   }
 
   /** Resolves once every change up to the revision of `token` (a ZedToken of this engine) is stored. */
