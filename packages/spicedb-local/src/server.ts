@@ -170,8 +170,7 @@ export async function startSpiceDBLocal(options: SpiceDBLocalOptions): Promise<R
   const recycleAfter =
     options.dataDir && options.metricsPort === undefined ? (options.recycleAfterWrites ?? 0) : 0;
   /** Writes after which the engine is replaced: the floor, or the set fraction of what it was filled with. */
-  const threshold = () =>
-    Math.max(recycleAfter, Math.ceil(current.filled * (options.recycleFraction ?? 0)));
+  const threshold = () => Math.max(recycleAfter, Math.ceil(current.filled * (options.recycleFraction ?? 0)));
   /**
    * Replaces the engine by a fresh one holding the same relationships. The
    * stored ones are written into it while the old engine goes on serving,

@@ -607,7 +607,11 @@ describe("recycleAfterWrites: the engine replaced by a fresh one restored from t
     const local = await open(dir, { recycleAfterWrites: 3, recycleFraction: 0.5 });
     try {
       // Filled with 40 at start: replaced after max(3, 0.5 × 40) = 20 writes, not 3.
-      expect(local.server.recycleStats()).toMatchObject({ relationshipsFilled: 40, threshold: 20, writes: 0 });
+      expect(local.server.recycleStats()).toMatchObject({
+        relationshipsFilled: 40,
+        threshold: 20,
+        writes: 0,
+      });
       for (let i = 0; i < 19; i++)
         await local.client.promises.writeRelationships(touch(rel(`doc:n${i}`, "owner", "alice")));
       expect(local.server.recycleStats()).toMatchObject({ recycles: 0, writes: 19 });
