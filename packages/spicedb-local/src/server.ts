@@ -217,8 +217,12 @@ export async function startSpiceDBLocal(options: SpiceDBLocalOptions): Promise<R
           release = resolve;
         });
         const paused = performance.now();
-        await old.persistence.close();
+        const { store, caughtUp: stored } = await old.persistence.detach();
         old.persistence.tap = undefined;
+        if (!stored || old.persistence.failure) {
+          store.close();
+          throw old.persistence.failure ?? new Error("the old engine's changes could not all be stored");
+        }
         const inPause = changes.length;
         await applyChanges(fresh, changes);
         persistence = await Persistence.open(fresh, freshStreaming, {
@@ -226,6 +230,7 @@ export async function startSpiceDBLocal(options: SpiceDBLocalOptions): Promise<R
           log: options.logger ?? silent,
           hooks: options.persistenceHooks,
           restored: true,
+          store,
         });
         current.engine = fresh;
         current.streaming = freshStreaming;

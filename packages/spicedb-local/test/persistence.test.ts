@@ -558,14 +558,18 @@ describe("recycleAfterWrites: the engine replaced by a fresh one restored from t
     expect(storedIds(dir).sort()).toEqual(["a1", "a1", "a2", "during"]);
   });
 
-  it("catches up in rounds while writes go on: the changes made during the fill are applied before writes wait, none while they do", async () => {
+  it("catches up in rounds while writes go on: the changes made during the fill are applied before writes wait, none while they do, and the database is handed over", async () => {
     const dir = await freshDir();
     let local: Awaited<ReturnType<typeof open>> | undefined;
     let during = 0;
+    let opened = 0;
     const made: string[] = [];
     local = await open(dir, {
       recycleAfterWrites: 3,
       persistenceHooks: {
+        onStoreOpen: () => {
+          opened++;
+        },
         // Forced interleaving: 120 changes land on the old engine once the fresh one is filled,
         // more than a pause may apply (50).
         afterReplayInto: async () => {
@@ -588,6 +592,8 @@ describe("recycleAfterWrites: the engine replaced by a fresh one restored from t
       expect(stats.lastCaughtUp).toBe(120);
       expect(stats.lastAppliedInPause).toBe(0);
       expect(stats.relationshipsFilled).toBe(3);
+      // The database was handed over to the fresh engine's store, not closed and opened again in the pause.
+      expect(opened).toBe(1);
       expect(ids(await state(local.client)).sort()).toEqual(["b0", "b1", "b2", ...made].sort());
       expect(await canRead(local.client, "c2x39", "erin")).toBe(true);
     } finally {

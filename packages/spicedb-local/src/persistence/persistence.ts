@@ -26,6 +26,8 @@ export interface PersistenceOptions {
   hooks?: PersistenceHooks;
   /** The engine already holds the directory's relationships (`replayInto` filled it): open without a replay. */
   restored?: boolean;
+  /** The directory's database, still open, handed over by the persistence of the engine replaced (`detach`). */
+  store?: RelationshipStore;
 }
 
 /** Points where tests force an interleaving. */
@@ -95,9 +97,9 @@ export class Persistence {
   ): Promise<Persistence> {
     const { log, dir } = options;
     const started = performance.now();
-    const store = RelationshipStore.open(dir);
+    const store = options.store ?? RelationshipStore.open(dir);
     try {
-      options.hooks?.onStoreOpen?.(store.db);
+      if (!options.store) options.hooks?.onStoreOpen?.(store.db);
       const expiredDropped = options.restored ? 0 : store.dropExpired(Date.now());
       const total = options.restored ? 0 : store.count();
       if (!options.restored)
@@ -179,15 +181,28 @@ export class Persistence {
 
   /** Call once the server takes no more requests: stores what is committed, and closes the database. */
   async close(): Promise<void> {
+    (await this.detach()).store.close();
+  }
+
+  /**
+   * Call once no write can reach the engine: stores what is committed and
+   * stops following the engine, leaving the database open for the engine
+   * that replaces it (no checkpoint of the WAL, no reopening, while writes
+   * wait). `caughtUp` is false if the store could not catch up (then the
+   * caller must not go on as if every change were stored).
+   */
+  async detach(): Promise<{ store: RelationshipStore; caughtUp: boolean }> {
+    let caughtUp = true;
     try {
       await withTimeout(this.sync(), 10_000, "the store did not catch up with the engine");
     } catch (err) {
+      caughtUp = false;
       this.options.log.error({ err: (err as Error).message }, "closing with changes not stored");
     }
     this.closing = true;
     clearTimeout(this.reconnect);
     this.watchCall?.cancel();
-    this.store.close();
+    return { store: this.store, caughtUp };
   }
 
   private watch(): void {
