@@ -223,7 +223,8 @@ export async function benchGrowth(report: Report): Promise<void> {
       spicedb: spicedbClient,
       tokens: new RedisConsistencyTokens(client, 5_000),
       logger: createLogger("bench-sweep", "warn"),
-      options: { responseRetentionMs: 30 * 86_400_000, sweepIntervalMs: 86_400_000 },
+      // As the service configures it with the local engine (SPICEDB_ENDPOINT unset).
+      options: { responseRetentionMs: 30 * 86_400_000, sweepIntervalMs: 86_400_000, readWholeTypes: true },
     });
     /** Redis's keys by prefix (what precedes the first id or hash tag). */
     const keyPrefixes = async () => {
