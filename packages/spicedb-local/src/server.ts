@@ -188,7 +188,15 @@ export async function startSpiceDBLocal(options: SpiceDBLocalOptions): Promise<R
     let release: () => void = () => {};
     const ready = (async () => {
       const started = performance.now();
-      const fresh = SpiceDBEngine.start({});
+      let fresh: SpiceDBEngine;
+      try {
+        // On a worker thread, like its disposal: reads and writes go on meanwhile.
+        fresh = await SpiceDBEngine.startAsync({});
+      } catch (err) {
+        options.logger?.error({ err: (err as Error).message }, "the engine could not be replaced");
+        current.recycling = undefined;
+        return;
+      }
       const freshStreaming = streamingClientOf(fresh);
       const changes: v1.RelationshipUpdate[] = [];
       try {
@@ -255,12 +263,14 @@ export async function startSpiceDBLocal(options: SpiceDBLocalOptions): Promise<R
         );
         setTimeout(() => {
           old.streaming.close();
-          old.engine.dispose();
+          old.engine.disposeAsync().catch((err: Error) => {
+            options.logger?.warn({ err: err.message }, "a replaced engine did not shut down cleanly");
+          });
         }, OLD_ENGINE_GRACE_MS).unref();
       } catch (err) {
         old.persistence.tap = undefined;
         freshStreaming.close();
-        fresh.dispose();
+        void fresh.disposeAsync().catch(() => {});
         // If the old store was closed, writes must be refused: nothing would store them.
         if (current.gate)
           current.failure = new EngineError(
