@@ -359,8 +359,11 @@ export async function startSpiceDBLocal(options: SpiceDBLocalOptions): Promise<R
   };
 }
 
-/** How long a replaced engine stays, for the calls still in flight on it (deadlines are shorter). */
-const OLD_ENGINE_GRACE_MS = 30_000;
+/**
+ * How long a replaced engine stays, for the calls still in flight on it (the service's SpiceDB deadline is
+ * 2 s; reads cut short are retried on UNAVAILABLE). Longer keeps several old engines' memory at once.
+ */
+const OLD_ENGINE_GRACE_MS = 5_000;
 /** A replacement catches up in rounds while writes go on until at most this many changes are left for the pause... */
 const CATCH_UP_LEFT = 50;
 /** ...or this many rounds have run (writes arriving faster than a round applies them). */
