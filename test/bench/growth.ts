@@ -6,15 +6,21 @@
  * run); at each size: the creation rate since the last size, the resident
  * memory of each process (gateway, service, the local SpiceDB, Redis), and
  * the latency of CheckPermission on resources never checked before (no cache
- * in front of it). Then every response is made expired and the service's
- * retention sweeper (the same code, run here against the same stores)
- * deletes them all: its rate, and each process's memory after.
+ * in front of it), on a stored response and on a resource type that holds
+ * no relationships (the local engine's in-memory datastore finds a
+ * resource's relationships by scanning every relationship of its type and
+ * relation: the gap between the two is that scan), and how many times the
+ * local SpiceDB replaced its engine so far (its log). Then every response is
+ * made expired and the service's retention sweeper (the same code, run here
+ * against the same stores) deletes them all: its rate, each process's memory
+ * after, and what Redis still holds, by key prefix. Progress is printed every
+ * `PROGRESS_EVERY` responses.
  *
  * Alone: `pnpm exec node test/bench/growth.ts` (prints; `BENCH_OUTPUT` writes a report);
- * `SPICEDB_LOCAL_RECYCLE_WRITES` is passed on to the local SpiceDB.
+ * `SPICEDB_LOCAL_RECYCLE_WRITES` and `SPICEDB_LOCAL_RECYCLE_FRACTION` are passed on to the local SpiceDB.
  */
 import { randomBytes } from "node:crypto";
-import { mkdtemp, rm } from "node:fs/promises";
+import { mkdtemp, readFile, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import {
@@ -30,7 +36,7 @@ import { createPostgres } from "@gw/core/postgres";
 import { createRedis } from "@gw/core/redis";
 import { freePort, startNodeProcess, startSpiceDBLocalProcess } from "@gw/devstack";
 import { ApiKeyStore } from "@gw/gateway";
-import { startTestPostgres, startTestRedis } from "@gw/test-kit";
+import { scanKeys, startTestPostgres, startTestRedis } from "@gw/test-kit";
 import { startFakeLLM } from "@gw/test-kit/llm-upstream";
 import { RetentionSweeper } from "../../packages/service/src/retention/sweeper.ts";
 import { benchStackEnv, directClient, rssMiB } from "./http.ts";
@@ -39,22 +45,28 @@ import { Report } from "./report.ts";
 const SIZES = (process.env.BENCH_GROWTH_SIZES ?? "1000,10000,100000").split(",").map(Number);
 const CONCURRENCY = 8;
 const CHECKS = 200;
+const PROGRESS_EVERY = 5000;
 
 export async function benchGrowth(report: Report): Promise<void> {
   const [redis, postgres, llm] = await Promise.all([startTestRedis(), startTestPostgres(), startFakeLLM()]);
   const dataDir = await mkdtemp(join(tmpdir(), "gw-bench-growth-"));
   const spicedbPort = await freePort();
+  const spicedbLog = join(dataDir, "spicedb-local.log");
   const spicedb = await startSpiceDBLocalProcess({
     port: spicedbPort,
     env: {
       PATH: process.env.PATH,
-      LOG_LEVEL: "warn",
+      // Info: its engine replacements are counted from its log.
+      LOG_LEVEL: "info",
       DATA_DIR: dataDir,
-      // To compare engine replacement settings (the server's default otherwise).
-      ...(process.env.SPICEDB_LOCAL_RECYCLE_WRITES
-        ? { SPICEDB_LOCAL_RECYCLE_WRITES: process.env.SPICEDB_LOCAL_RECYCLE_WRITES }
-        : {}),
+      // To compare engine replacement settings (the server's defaults otherwise).
+      ...Object.fromEntries(
+        ["SPICEDB_LOCAL_RECYCLE_WRITES", "SPICEDB_LOCAL_RECYCLE_FRACTION"].flatMap((name) =>
+          process.env[name] ? [[name, process.env[name]]] : [],
+        ),
+      ),
     },
+    outputFile: spicedbLog,
     timeoutMs: 600_000,
   });
   const common = {
@@ -109,15 +121,33 @@ export async function benchGrowth(report: Report): Promise<void> {
       redis: await rssMiB(redis.process.pid!),
     });
     const mib = (n: number) => `${n.toFixed(0)} MiB`;
-    /** CheckPermission (minimize latency, as the gateway asks when no write is recent) on resources never checked. */
-    const uncachedChecks = async () => {
+    /** The local SpiceDB's engine replacements so far, from its log lines. */
+    const replacements = async () => {
+      const lines = (await readFile(spicedbLog, "utf8"))
+        .split("\n")
+        .filter((line) => line.includes("engine replaced"))
+        .map((line) => JSON.parse(line) as { writesPausedMs: number; changesInPause: number });
+      return {
+        count: lines.length,
+        longestPauseMs: Math.max(0, ...lines.map((l) => l.writesPausedMs)),
+        mostInPause: Math.max(0, ...lines.map((l) => l.changesInPause)),
+      };
+    };
+    /**
+     * CheckPermission (minimize latency, as the gateway asks when no write is recent) on resources never
+     * checked: stored responses, or (`type` "conversation") ids of a type this run writes no relationship of.
+     */
+    const uncachedChecks = async (type: "response" | "conversation" = "response") => {
       const latencies: number[] = [];
       for (let i = 0; i < CHECKS; i++) {
-        const id = ids[Math.floor(Math.random() * ids.length)]!;
+        const id =
+          type === "response"
+            ? ids[Math.floor(Math.random() * ids.length)]!
+            : `conv_${randomBytes(6).toString("hex")}`;
         const started = performance.now();
         await zed.promises.checkPermission(
           v1.CheckPermissionRequest.create({
-            resource: v1.ObjectReference.create({ objectType: "response", objectId: scopedId("bench", id) }),
+            resource: v1.ObjectReference.create({ objectType: type, objectId: scopedId("bench", id) }),
             permission: "read",
             subject: v1.SubjectReference.create({
               object: v1.ObjectReference.create({
@@ -138,18 +168,34 @@ export async function benchGrowth(report: Report): Promise<void> {
 
     const rows: string[][] = [];
     let created = 0;
+    const runStarted = performance.now();
     for (const size of SIZES) {
       const started = performance.now();
       let next = created;
+      let done = created;
+      let progressAt = performance.now();
+      let progressDone = created;
       await Promise.all(
         Array.from({ length: CONCURRENCY }, async () => {
-          while (next < size) await create(next++);
+          while (next < size) {
+            await create(next++);
+            if (++done % PROGRESS_EVERY === 0) {
+              const now = performance.now();
+              console.log(
+                `  … ${done} of ${SIZES.at(-1)} created, ${((done - progressDone) / ((now - progressAt) / 1000)).toFixed(0)}/s, SpiceDB ${mib(await rssMiB(spicedb.process.pid!))}, ${((now - runStarted) / 1000).toFixed(0)} s in`,
+              );
+              progressAt = now;
+              progressDone = done;
+            }
+          }
         }),
       );
       const rate = (size - created) / ((performance.now() - started) / 1000);
       created = size;
       const m = await memory();
       const check = await uncachedChecks();
+      const empty = await uncachedChecks("conversation");
+      const replaced = await replacements();
       rows.push([
         String(size),
         `${rate.toFixed(0)}/s`,
@@ -158,8 +204,10 @@ export async function benchGrowth(report: Report): Promise<void> {
         mib(m.spicedb),
         mib(m.redis),
         `${check.toFixed(2)} ms`,
+        `${empty.toFixed(2)} ms`,
+        `${replaced.count} (longest pause ${replaced.longestPauseMs} ms)`,
       ]);
-      console.log(`  … ${size} stored responses`);
+      console.log(`  … ${size} stored responses: ${rows.at(-1)!.join(" | ")}`);
     }
 
     // Every response expired, then swept by the service's own sweeper code against the same stores.
@@ -175,26 +223,57 @@ export async function benchGrowth(report: Report): Promise<void> {
       spicedb: spicedbClient,
       tokens: new RedisConsistencyTokens(client, 5_000),
       logger: createLogger("bench-sweep", "warn"),
-      options: { responseRetentionMs: 30 * 86_400_000, sweepIntervalMs: 86_400_000 },
+      // As the service configures it with the local engine (SPICEDB_ENDPOINT unset).
+      options: { responseRetentionMs: 30 * 86_400_000, sweepIntervalMs: 86_400_000, readWholeTypes: true },
     });
+    /** Redis's keys by prefix (what precedes the first id or hash tag). */
+    const keyPrefixes = async () => {
+      const counts = new Map<string, number>();
+      for (const key of await scanKeys(client, "*")) {
+        const prefix = key.replace(/[{].*$/, "{…}").replace(/^((?:[^:]+:){2}).*$/, "$1…");
+        counts.set(prefix, (counts.get(prefix) ?? 0) + 1);
+      }
+      return [...counts]
+        .sort((a, b) => b[1] - a[1])
+        .slice(0, 6)
+        .map(([prefix, n]) => `\`${prefix}\` ${n}`)
+        .join(", ");
+    };
     const redisKeysBefore = await client.dbsize();
+    const prefixesBefore = await keyPrefixes();
+    console.log(`  … sweeping ${created} responses`);
     const sweepStarted = performance.now();
     const swept = await sweeper.sweep();
     const sweepSeconds = (performance.now() - sweepStarted) / 1000;
     spicedbClient.close();
     const after = await memory();
+    const prefixesAfter = await keyPrefixes();
+    const replaced = await replacements();
     const createRate = Number.parseFloat(rows.at(-1)![1]!);
 
     report.section(
       `Growth: stored responses up to ${SIZES.at(-1)}`,
-      `Stored responses created through gateway and service (each its own process, ${CONCURRENCY} at a time, the local SpiceDB with its data directory), measured at each size: the creation rate since the size before, resident memory of each process, and the p50 of ${CHECKS} CheckPermission calls (minimize latency) on random responses for subjects never asked before. Then all were made expired and the retention sweep deleted them.`,
+      `Stored responses created through gateway and service (each its own process, ${CONCURRENCY} at a time, the local SpiceDB with its data directory and its default engine replacement), measured at each size: the creation rate since the size before, resident memory of each process, the p50 of ${CHECKS} CheckPermission calls (minimize latency) for subjects never asked before on random responses and on ids of a type that holds no relationships, and the local SpiceDB's engine replacements so far (with the longest time writes waited for one). Then all were made expired and the retention sweep deleted them.`,
     );
     report.table(
-      ["stored responses", "created", "gateway", "service", "SpiceDB", "Redis", "uncached check p50"],
+      [
+        "stored responses",
+        "created",
+        "gateway",
+        "service",
+        "SpiceDB",
+        "Redis",
+        "uncached check p50",
+        "same, type holding none",
+        "engine replacements",
+      ],
       rows,
     );
     report.line(
-      `Retention sweep: ${swept?.responses} responses (rows, relationships, ZedTokens) in ${sweepSeconds.toFixed(1)} s, ${((swept?.responses ?? 0) / sweepSeconds).toFixed(0)} a second (creation: ${createRate.toFixed(0)} a second). Redis keys ${redisKeysBefore} → ${await client.dbsize()}. Memory after the sweep: gateway ${mib(after.gateway)}, service ${mib(after.service)}, SpiceDB ${mib(after.spicedb)}, Redis ${mib(after.redis)}.`,
+      `Retention sweep: ${swept?.responses} responses (rows, relationships, ZedTokens) in ${sweepSeconds.toFixed(1)} s, ${((swept?.responses ?? 0) / sweepSeconds).toFixed(0)} a second (creation: ${createRate.toFixed(0)} a second). Redis keys ${redisKeysBefore} → ${await client.dbsize()}. Memory after the sweep: gateway ${mib(after.gateway)}, service ${mib(after.service)}, SpiceDB ${mib(after.spicedb)}, Redis ${mib(after.redis)}. SpiceDB engine replacements in all: ${replaced.count}, the longest pause of writes ${replaced.longestPauseMs} ms, at most ${replaced.mostInPause} changes applied in one.`,
+    );
+    report.line(
+      `Redis keys by prefix before the sweep: ${prefixesBefore}; after: ${prefixesAfter || "none"}.`,
     );
   } catch (err) {
     // What the processes said, to explain a failed call.

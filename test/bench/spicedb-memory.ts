@@ -49,7 +49,7 @@ const started = performance.now();
 for (let i = 1; i <= WRITES; i++) {
   const op = i % 2 ? v1.RelationshipUpdate_Operation.TOUCH : v1.RelationshipUpdate_Operation.DELETE;
   await write(op, [`w${Math.floor(i / 2) % 100}`]);
-  if (i % 5000 === 0)
+  if (i % 5000 === 0 || i === WRITES)
     console.log(
       `  ${i} writes: ${rss()}, ${(i / ((performance.now() - started) / 1000)).toFixed(0)} writes/s, ${server.recycles()} replacements`,
     );

@@ -11,6 +11,8 @@ export function startSpiceDBLocalProcess(options: {
   port: number;
   env: NodeJS.ProcessEnv;
   inheritOutput?: boolean;
+  /** Write its output to this file (its log lines, for a benchmark to read). */
+  outputFile?: string;
   timeoutMs?: number;
 }): Promise<RunningNodeProcess> {
   return startNodeProcess({
@@ -19,6 +21,7 @@ export function startSpiceDBLocalProcess(options: {
     port: options.port,
     env: { ...options.env, SPICEDB_LOCAL_PORT: String(options.port) },
     inheritOutput: options.inheritOutput,
+    ...(options.outputFile ? { outputFile: options.outputFile } : {}),
     isReady: (port) => isServing(`127.0.0.1:${port}`),
     timeoutMs: options.timeoutMs ?? 180_000,
   });

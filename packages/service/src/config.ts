@@ -108,6 +108,8 @@ export const serviceConfigSchema = z
       responseRetentionMs: c.RESPONSE_RETENTION,
       conversationIdleExpiryMs: c.CONVERSATION_IDLE_EXPIRY,
       sweepIntervalMs: c.RETENTION_SWEEP_INTERVAL,
+      // The local engine reads one resource's relationships by scanning its whole type.
+      readWholeTypes: !c.SPICEDB_ENDPOINT,
     },
     reconcile: {
       intervalMs: c.ORPHAN_RECONCILE_INTERVAL,

@@ -1,8 +1,9 @@
-import { scopedId, v1 } from "@gw/core/authz";
+import { RedisConsistencyTokens, SpiceDBClient, scopedId, v1 } from "@gw/core/authz";
+import { createLogger } from "@gw/core/logger";
 import { readRelationshipLines, scanKeys } from "@gw/test-kit";
 import pg from "pg";
 import { describe, expect, it } from "vitest";
-import { SWEEP_BATCH, SWEEP_LOCK } from "../src/retention/sweeper.ts";
+import { RetentionSweeper, SWEEP_BATCH, SWEEP_LOCK } from "../src/retention/sweeper.ts";
 import { useStack } from "./stack.ts";
 
 const RESPONSES = "/api/v1/llm/responses";
@@ -230,6 +231,89 @@ describe("RESPONSE_RETENTION=5s", () => {
     // Three batches (500, 500, 3), each one transaction in SpiceDB.
     expect((await calls("WriteRelationships")) - writesBefore).toBe(3);
     expect((await calls("DeleteRelationships")) - deletesBefore).toBe(0);
+    expect(await scanKeys(stack.redis, `gw:zedtoken:{response:${scopedId(org, "")}*`)).toEqual([]);
+  });
+
+  it("readWholeTypes (the local engine): reads each type's relationships a page at a time and deletes only those of expired rows", async () => {
+    const org = `org-whole-${clock}`;
+    const other = `org-other-${clock}`;
+    const count = 1203;
+    const ids = Array.from({ length: count }, (_, n) => `resp_whole${n}`);
+    await stack.db.query(
+      `INSERT INTO responses (org, id, body, input, stored_at)
+       SELECT $1, id, '{}'::json, '[]'::json, $2 FROM unnest($3::text[]) AS id`,
+      [org, new Date(clock - 10_000), ids],
+    );
+    // Another organization's response with the same id, not expired: its relationships stay.
+    await stack.db.query(
+      `INSERT INTO responses (org, id, body, input, stored_at) VALUES ($1, $2, '{}'::json, '[]'::json, $3)`,
+      [other, ids[0], new Date(clock + 60_000)],
+    );
+    const zed = v1.NewClient(
+      stack.spicedb.presharedKey,
+      stack.spicedb.endpoint,
+      v1.ClientSecurity.INSECURE_PLAINTEXT_CREDENTIALS,
+    );
+    const relationship = (owner: string, id: string, relation: string, user: string) =>
+      v1.RelationshipUpdate.create({
+        operation: v1.RelationshipUpdate_Operation.TOUCH,
+        relationship: v1.Relationship.create({
+          resource: v1.ObjectReference.create({ objectType: "response", objectId: scopedId(owner, id) }),
+          relation,
+          subject: v1.SubjectReference.create({
+            object: v1.ObjectReference.create({ objectType: "user", objectId: scopedId(owner, user) }),
+          }),
+        }),
+      });
+    // More relationships than one page (1000) holds.
+    const updates = ids.flatMap((id, n) => [
+      relationship(org, id, "owner", "alice"),
+      ...(n % 10 === 0 ? [relationship(org, id, "reader", "bob")] : []),
+    ]);
+    updates.push(relationship(other, ids[0]!, "owner", "carol"));
+    try {
+      for (let i = 0; i < updates.length; i += 500)
+        await zed.promises.writeRelationships(
+          v1.WriteRelationshipsRequest.create({ updates: updates.slice(i, i + 500) }),
+        );
+    } finally {
+      zed.close();
+    }
+    await stack.redis.set(
+      `gw:zedtoken:{response:${scopedId(org, ids[7]!)}}`,
+      "an-earlier-token",
+      "EX",
+      86_400,
+    );
+    const spicedb = new SpiceDBClient({
+      endpoint: stack.spicedb.endpoint,
+      presharedKey: stack.spicedb.presharedKey,
+      insecure: true,
+      deadlineMs: 10_000,
+    });
+    const sweeper = new RetentionSweeper({
+      db: stack.db,
+      spicedb,
+      tokens: new RedisConsistencyTokens(stack.redis, 5_000),
+      logger: createLogger("retention-test", "warn"),
+      now: () => clock,
+      options: { responseRetentionMs: 5_000, sweepIntervalMs: 3_600_000, readWholeTypes: true },
+    });
+    try {
+      const report = await sweeper.sweep();
+      expect(report?.responses).toBeGreaterThanOrEqual(count);
+    } finally {
+      spicedb.close();
+    }
+    expect(await rowCount("SELECT count(*) AS n FROM responses WHERE org = $1", [org])).toBe(0);
+    expect(
+      await readRelationshipLines(stack.spicedb, {
+        resourceType: "response",
+        optionalResourceIdPrefix: `${scopedId(org, "")}`,
+      }),
+    ).toEqual([]);
+    expect(await relationships("response", other, ids[0]!)).toEqual([`owner ${scopedId(other, "carol")}`]);
+    expect(await rowCount("SELECT count(*) AS n FROM responses WHERE org = $1", [other])).toBe(1);
     expect(await scanKeys(stack.redis, `gw:zedtoken:{response:${scopedId(org, "")}*`)).toEqual([]);
   });
 

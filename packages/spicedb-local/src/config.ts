@@ -17,7 +17,9 @@ export const spicedbLocalConfigSchema = z.object({
   DATA_DIR: z.string().default(".data"),
   /** Port of SpiceDB's own Prometheus metrics (`/metrics`). Unset: none. */
   SPICEDB_LOCAL_METRICS_PORT: z.coerce.number().int().min(1).max(65535).optional(),
-  /** After this many writes the engine is replaced by a fresh one restored from the data directory, so its memory follows the relationships it holds, not every write since it started; writes wait only while it catches up with those made during its fill (off with SPICEDB_LOCAL_METRICS_PORT). Default 0: never. */
-  SPICEDB_LOCAL_RECYCLE_WRITES: z.coerce.number().int().min(0).default(0),
+  /** After this many writes (at least; see SPICEDB_LOCAL_RECYCLE_FRACTION) the engine, whose in-memory datastore keeps every write it ever committed, is replaced by a fresh one restored from the data directory, so its memory follows the relationships it holds; writes wait only while the last few changes are applied (off with SPICEDB_LOCAL_METRICS_PORT). 0: never. Default 5000. */
+  SPICEDB_LOCAL_RECYCLE_WRITES: z.coerce.number().int().min(0).default(5000),
+  /** The engine is replaced only after writes reach this fraction of the relationships it was filled with too, so a fill's cost is spread over as many writes and the history it keeps stays proportional to what it holds. Default 0.1. */
+  SPICEDB_LOCAL_RECYCLE_FRACTION: z.coerce.number().min(0).max(100).default(0.1),
   LOG_LEVEL: env.logLevel(),
 });

@@ -119,6 +119,26 @@ export class SpiceDBEngine {
 
   /** Starts an engine with the in-memory datastore (or the given datastore options). */
   static start(options: Record<string, unknown> = {}, maxInFlight = 32): SpiceDBEngine {
+    const { startFn, make } = SpiceDBEngine.bind(maxInFlight);
+    return make(startFn(JSON.stringify(options)));
+  }
+
+  /** `start` on a worker thread: the event loop goes on while the engine starts (an engine replacement). */
+  static startAsync(options: Record<string, unknown> = {}, maxInFlight = 32): Promise<SpiceDBEngine> {
+    const { startFn, make } = SpiceDBEngine.bind(maxInFlight);
+    return new Promise((resolvePromise, reject) =>
+      startFn.async(JSON.stringify(options), (err: unknown, result: Pointer) => {
+        if (err) return reject(err);
+        try {
+          resolvePromise(make(result));
+        } catch (failure) {
+          reject(failure);
+        }
+      }),
+    );
+  }
+
+  private static bind(maxInFlight: number) {
     const lib = koffi.load(findLibrary());
     const freeString = lib.func("void spicedb_free(void* ptr)");
     const freeBytes = lib.func("void spicedb_free_bytes(void* ptr)");
@@ -134,23 +154,26 @@ export class SpiceDBEngine {
       ]),
     ) as Record<FfiMethodPath, UnaryFn>;
 
-    const result = JSON.parse(takeString(startFn(JSON.stringify(options)), freeString)) as {
-      success: boolean;
-      error?: string;
-      data?: { handle: number; streaming_address: string; streaming_transport: "unix" | "tcp" };
+    const make = (started: Pointer): SpiceDBEngine => {
+      const result = JSON.parse(takeString(started, freeString)) as {
+        success: boolean;
+        error?: string;
+        data?: { handle: number; streaming_address: string; streaming_transport: "unix" | "tcp" };
+      };
+      if (!result.success || !result.data)
+        throw new Error(`SpiceDB engine failed to start: ${result.error ?? "unknown"}`);
+      const { handle, streaming_address, streaming_transport } = result.data;
+      return new SpiceDBEngine({
+        handle,
+        streamingTarget: streaming_transport === "unix" ? `unix://${streaming_address}` : streaming_address,
+        functions,
+        freeBytes,
+        freeString,
+        disposeFn,
+        maxInFlight,
+      });
     };
-    if (!result.success || !result.data)
-      throw new Error(`SpiceDB engine failed to start: ${result.error ?? "unknown"}`);
-    const { handle, streaming_address, streaming_transport } = result.data;
-    return new SpiceDBEngine({
-      handle,
-      streamingTarget: streaming_transport === "unix" ? `unix://${streaming_address}` : streaming_address,
-      functions,
-      freeBytes,
-      freeString,
-      disposeFn,
-      maxInFlight,
-    });
+    return { startFn, make };
   }
 
   /** Runs one unary method on a worker thread: serialized request in, serialized response out. */
@@ -175,6 +198,23 @@ export class SpiceDBEngine {
     if (this.disposed) return;
     this.disposed = true;
     takeString(this.disposeFn(this.handle), this.freeString);
+  }
+
+  /**
+   * `dispose` on a worker thread: the engine's shutdown waits for its
+   * streaming connections to close (gRPC's graceful stop), which this
+   * process's event loop must stay free to do.
+   */
+  disposeAsync(): Promise<void> {
+    if (this.disposed) return Promise.resolve();
+    this.disposed = true;
+    return new Promise((resolvePromise, reject) =>
+      this.disposeFn.async(this.handle, (err: unknown, result: Pointer) => {
+        if (err) return reject(err);
+        takeString(result, this.freeString);
+        resolvePromise();
+      }),
+    );
   }
 
   private invoke(fn: UnaryFn, request: Uint8Array): Promise<Buffer> {

@@ -20,6 +20,7 @@ const server = await startSpiceDBLocal({
   dataDir: resolve(config.DATA_DIR, "spicedb"),
   metricsPort: config.SPICEDB_LOCAL_METRICS_PORT,
   recycleAfterWrites: config.SPICEDB_LOCAL_RECYCLE_WRITES,
+  recycleFraction: config.SPICEDB_LOCAL_RECYCLE_FRACTION,
   logger,
 }).catch((err: Error) => {
   logger.fatal({ err: err.message }, "SpiceDB (local) could not start");

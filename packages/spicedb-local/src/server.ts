@@ -28,14 +28,37 @@ export interface SpiceDBLocalOptions {
   /** Sees every authenticated request's method path and serialized message (for tests that check what clients ask). */
   observe?: (path: string, request: Buffer) => void;
   /**
-   * With `dataDir` (and no `metricsPort`): after this many writes, the engine
-   * is replaced by a fresh one restored from the data directory, so its
-   * memory follows the relationships it holds rather than every write since
-   * it started (the in-memory datastore keeps a snapshot and a change-log
-   * entry per write for its 24-hour garbage-collection window, which the
-   * engine's options cannot shorten). 0 or unset: never.
+   * With `dataDir` (and no `metricsPort`): after this many writes (at least;
+   * see `recycleFraction`), the engine is replaced by a fresh one restored
+   * from the data directory, so its memory follows the relationships it
+   * holds rather than every write since it started (the in-memory datastore
+   * keeps a snapshot and a change-log entry of every write it ever committed:
+   * it has no garbage collection, whatever its GC window says). 0 or unset: never.
    */
   recycleAfterWrites?: number;
+  /**
+   * With `recycleAfterWrites`: the replacement waits for at least this
+   * fraction of the relationships held (as of the last fill) in writes, so a
+   * fill's cost (proportional to what is held) is spread over as many
+   * writes, and the history kept stays proportional to what is held. Default 0.
+   */
+  recycleFraction?: number;
+}
+
+/** What the engine replacements did so far (`recycleAfterWrites`). */
+export interface RecycleStats {
+  /** Replacements completed. */
+  recycles: number;
+  /** Writes the current engine answered, and how many it may answer before it is replaced. */
+  writes: number;
+  threshold: number;
+  /** Relationships the current engine was filled with (at start or by the last replacement). */
+  relationshipsFilled: number;
+  /** Of the last replacement: changes applied to the fresh engine while writes went on, and while they waited. */
+  lastCaughtUp: number;
+  lastAppliedInPause: number;
+  /** The longest time writes waited for a replacement, in ms (for reports; tests assert the counts). */
+  longestPauseMs: number;
 }
 
 export interface RunningSpiceDBLocal {
@@ -47,6 +70,8 @@ export interface RunningSpiceDBLocal {
   persistence?: Pick<Persistence, "sync">;
   /** How many times the engine was replaced by a fresh one (`recycleAfterWrites`). */
   recycles(): number;
+  /** The replacements' counts (`recycleAfterWrites`). */
+  recycleStats(): RecycleStats;
   /** Stops taking calls, then (with a data directory) stores every committed change before it returns. */
   close(): Promise<void>;
 }
@@ -84,7 +109,16 @@ export async function startSpiceDBLocal(options: SpiceDBLocalOptions): Promise<R
   );
   const streaming = streamingClientOf(engine);
   /** The engine serving now, and its streaming socket's client (both replaced by a recycle). */
-  const current: Current = { engine, streaming, writes: 0, recycles: 0 };
+  const current: Current = {
+    engine,
+    streaming,
+    writes: 0,
+    recycles: 0,
+    filled: 0,
+    lastCaughtUp: 0,
+    lastAppliedInPause: 0,
+    longestPauseMs: 0,
+  };
   const expectedAuth = Buffer.from(`Bearer ${options.presharedKey}`);
 
   const authorized = (metadata: grpc.Metadata): boolean => {
@@ -120,7 +154,7 @@ export async function startSpiceDBLocal(options: SpiceDBLocalOptions): Promise<R
         observe: options.observe,
         persistence: () => persistence,
         written: () => {
-          if (++current.writes >= recycleAfter && recycleAfter > 0 && !current.recycling) recycle();
+          if (++current.writes >= threshold() && recycleAfter > 0 && !current.recycling) recycle();
         },
       });
     }
@@ -135,22 +169,34 @@ export async function startSpiceDBLocal(options: SpiceDBLocalOptions): Promise<R
   // Recycling needs the data directory to restore from, and one engine at a time with metrics on.
   const recycleAfter =
     options.dataDir && options.metricsPort === undefined ? (options.recycleAfterWrites ?? 0) : 0;
+  /** Writes after which the engine is replaced: the floor, or the set fraction of what it was filled with. */
+  const threshold = () => Math.max(recycleAfter, Math.ceil(current.filled * (options.recycleFraction ?? 0)));
   /**
    * Replaces the engine by a fresh one holding the same relationships. The
    * stored ones are written into it while the old engine goes on serving,
-   * every change stored meanwhile collected; then writes wait while the old
-   * store catches up and closes, the collected changes are applied to the
-   * fresh engine and its store opens (no replay): a pause as long as the
-   * changes made during the replay take to apply. The old engine goes once
-   * its calls in flight had time to end. ZedTokens of the old engine then
-   * ask the new one for full consistency, as after a restart.
+   * every change stored meanwhile collected, and the collected changes are
+   * applied to it, round after round, while writes go on, until few are
+   * left; then writes wait while the old store catches up and closes, the
+   * last few changes are applied and the fresh engine's store opens (no
+   * replay): a pause as long as the changes of the last round take to apply,
+   * not those of the whole fill. The old engine goes once its calls in flight
+   * had time to end. ZedTokens of the old engine then ask the new one for
+   * full consistency, as after a restart.
    */
   const recycle = () => {
     const old = { engine: current.engine, streaming: current.streaming, persistence: persistence! };
     let release: () => void = () => {};
     const ready = (async () => {
       const started = performance.now();
-      const fresh = SpiceDBEngine.start({});
+      let fresh: SpiceDBEngine;
+      try {
+        // On a worker thread, like its disposal: reads and writes go on meanwhile.
+        fresh = await SpiceDBEngine.startAsync({});
+      } catch (err) {
+        options.logger?.error({ err: (err as Error).message }, "the engine could not be replaced");
+        current.recycling = undefined;
+        return;
+      }
       const freshStreaming = streamingClientOf(fresh);
       const changes: v1.RelationshipUpdate[] = [];
       try {
@@ -165,43 +211,66 @@ export async function startSpiceDBLocal(options: SpiceDBLocalOptions): Promise<R
           v1.WriteSchemaRequest.toBinary(v1.WriteSchemaRequest.create({ schema: schemaText })),
         );
         old.persistence.tap = (updates) => changes.push(...updates);
-        await old.persistence.replayInto(fresh);
+        const filled = await old.persistence.replayInto(fresh);
         await options.persistenceHooks?.afterReplayInto?.();
+        // Catch up while writes go on: each round applies what the one before let accumulate.
+        let caughtUp = 0;
+        for (let round = 0; round < CATCH_UP_ROUNDS && changes.length > CATCH_UP_LEFT; round++) {
+          const batch = changes.splice(0);
+          await applyChanges(fresh, batch);
+          caughtUp += batch.length;
+        }
         // From here writes wait (set before anything else is awaited).
         current.gate = new Promise<void>((resolve) => {
           release = resolve;
         });
         const paused = performance.now();
-        await old.persistence.close();
+        const { store, caughtUp: stored } = await old.persistence.detach();
         old.persistence.tap = undefined;
+        if (!stored || old.persistence.failure) {
+          store.close();
+          throw old.persistence.failure ?? new Error("the old engine's changes could not all be stored");
+        }
+        const inPause = changes.length;
         await applyChanges(fresh, changes);
         persistence = await Persistence.open(fresh, freshStreaming, {
           dir: options.dataDir!,
           log: options.logger ?? silent,
           hooks: options.persistenceHooks,
           restored: true,
+          store,
         });
         current.engine = fresh;
         current.streaming = freshStreaming;
         current.writes = 0;
         current.recycles++;
+        current.filled = filled;
+        current.lastCaughtUp = caughtUp;
+        current.lastAppliedInPause = inPause;
+        const pauseMs = performance.now() - paused;
+        current.longestPauseMs = Math.max(current.longestPauseMs, pauseMs);
         options.logger?.info(
           {
             ms: Math.round(performance.now() - started),
-            writesPausedMs: Math.round(performance.now() - paused),
-            changesDuringReplay: changes.length,
+            writesPausedMs: Math.round(pauseMs),
+            relationships: filled,
+            changesCaughtUp: caughtUp,
+            changesInPause: inPause,
             recycles: current.recycles,
+            nextAfterWrites: threshold(),
           },
           "engine replaced by a fresh one restored from the data directory (its memory had grown with every write)",
         );
         setTimeout(() => {
           old.streaming.close();
-          old.engine.dispose();
+          old.engine.disposeAsync().catch((err: Error) => {
+            options.logger?.warn({ err: err.message }, "a replaced engine did not shut down cleanly");
+          });
         }, OLD_ENGINE_GRACE_MS).unref();
       } catch (err) {
         old.persistence.tap = undefined;
         freshStreaming.close();
-        fresh.dispose();
+        void fresh.disposeAsync().catch(() => {});
         // If the old store was closed, writes must be refused: nothing would store them.
         if (current.gate)
           current.failure = new EngineError(
@@ -233,6 +302,7 @@ export async function startSpiceDBLocal(options: SpiceDBLocalOptions): Promise<R
         progressEveryMs: options.replayProgressEveryMs,
         hooks: options.persistenceHooks,
       });
+      current.filled = persistence.restoredCount;
     }
   } catch (err) {
     streaming.close();
@@ -260,6 +330,15 @@ export async function startSpiceDBLocal(options: SpiceDBLocalOptions): Promise<R
     peakConcurrentEngineCalls: () => current.engine.peakInFlight,
     ...(persistence ? { persistence: { sync: () => persistence!.sync() } } : {}),
     recycles: () => current.recycles,
+    recycleStats: () => ({
+      recycles: current.recycles,
+      writes: current.writes,
+      threshold: recycleAfter > 0 ? threshold() : 0,
+      relationshipsFilled: current.filled,
+      lastCaughtUp: current.lastCaughtUp,
+      lastAppliedInPause: current.lastAppliedInPause,
+      longestPauseMs: current.longestPauseMs,
+    }),
     async close() {
       await new Promise<void>((resolve) => {
         const timer = setTimeout(() => {
@@ -280,8 +359,15 @@ export async function startSpiceDBLocal(options: SpiceDBLocalOptions): Promise<R
   };
 }
 
-/** How long a replaced engine stays, for the calls still in flight on it (deadlines are shorter). */
-const OLD_ENGINE_GRACE_MS = 30_000;
+/**
+ * How long a replaced engine stays, for the calls still in flight on it (the service's SpiceDB deadline is
+ * 2 s; reads cut short are retried on UNAVAILABLE). Longer keeps several old engines' memory at once.
+ */
+const OLD_ENGINE_GRACE_MS = 5_000;
+/** A replacement catches up in rounds while writes go on until at most this many changes are left for the pause... */
+const CATCH_UP_LEFT = 50;
+/** ...or this many rounds have run (writes arriving faster than a round applies them). */
+const CATCH_UP_ROUNDS = 8;
 
 interface Current {
   engine: SpiceDBEngine;
@@ -289,6 +375,11 @@ interface Current {
   /** Writes answered by this engine. */
   writes: number;
   recycles: number;
+  /** Relationships this engine was filled with. */
+  filled: number;
+  lastCaughtUp: number;
+  lastAppliedInPause: number;
+  longestPauseMs: number;
   /** While a replacement catches up: writes wait for it. */
   gate?: Promise<void> | undefined;
   /** While a replacement runs (the fresh engine is filled, then catches up). */

@@ -558,6 +558,84 @@ describe("recycleAfterWrites: the engine replaced by a fresh one restored from t
     expect(storedIds(dir).sort()).toEqual(["a1", "a1", "a2", "during"]);
   });
 
+  it("catches up in rounds while writes go on: the changes made during the fill are applied before writes wait, none while they do, and the database is handed over", async () => {
+    const dir = await freshDir();
+    let local: Awaited<ReturnType<typeof open>> | undefined;
+    let during = 0;
+    let opened = 0;
+    const made: string[] = [];
+    local = await open(dir, {
+      recycleAfterWrites: 3,
+      persistenceHooks: {
+        onStoreOpen: () => {
+          opened++;
+        },
+        // Forced interleaving: 120 changes land on the old engine once the fresh one is filled,
+        // more than a pause may apply (50).
+        afterReplayInto: async () => {
+          if (during++ > 0) return;
+          for (let batch = 0; batch < 3; batch++) {
+            const docs = Array.from({ length: 40 }, (_, i) => `c${batch}x${i}`);
+            await local!.client.promises.writeRelationships(
+              touch(...docs.map((doc) => rel(`doc:${doc}`, "reader", "erin"))),
+            );
+            made.push(...docs);
+          }
+        },
+      },
+    });
+    try {
+      for (let i = 0; i < 3; i++)
+        await local.client.promises.writeRelationships(touch(rel(`doc:b${i}`, "owner", "alice")));
+      await waitFor(async () => local!.server.recycles() >= 1, "a replacement");
+      const stats = local.server.recycleStats();
+      expect(stats.lastCaughtUp).toBe(120);
+      expect(stats.lastAppliedInPause).toBe(0);
+      expect(stats.relationshipsFilled).toBe(3);
+      // The database was handed over to the fresh engine's store, not closed and opened again in the pause.
+      expect(opened).toBe(1);
+      expect(ids(await state(local.client)).sort()).toEqual(["b0", "b1", "b2", ...made].sort());
+      expect(await canRead(local.client, "c2x39", "erin")).toBe(true);
+    } finally {
+      await local.close();
+    }
+    expect(storedIds(dir)).toEqual(["b0", "b1", "b2", ...made].sort());
+  });
+
+  it("waits for writes in proportion to the relationships held (recycleFraction), so its history stays proportional to them", async () => {
+    const dir = await freshDir();
+    const first = await open(dir);
+    await first.client.promises.writeRelationships(
+      touch(...Array.from({ length: 40 }, (_, i) => rel(`doc:h${i}`, "owner", "alice"))),
+    );
+    await first.close();
+
+    const local = await open(dir, { recycleAfterWrites: 3, recycleFraction: 0.5 });
+    try {
+      // Filled with 40 at start: replaced after max(3, 0.5 × 40) = 20 writes, not 3.
+      expect(local.server.recycleStats()).toMatchObject({
+        relationshipsFilled: 40,
+        threshold: 20,
+        writes: 0,
+      });
+      for (let i = 0; i < 19; i++)
+        await local.client.promises.writeRelationships(touch(rel(`doc:n${i}`, "owner", "alice")));
+      expect(local.server.recycleStats()).toMatchObject({ recycles: 0, writes: 19 });
+      await local.client.promises.writeRelationships(touch(rel("doc:n19", "owner", "alice")));
+      await waitFor(async () => local.server.recycles() >= 1, "a replacement");
+      // The fresh engine was filled with the 60 held then: the next replacement waits for 30 writes.
+      expect(local.server.recycleStats()).toMatchObject({
+        recycles: 1,
+        relationshipsFilled: 60,
+        threshold: 30,
+        writes: 0,
+      });
+      expect(await canRead(local.client, "n19", "alice")).toBe(true);
+    } finally {
+      await local.close();
+    }
+  });
+
   it("is off without a data directory", async () => {
     const server = await startSpiceDBLocal({
       host: "127.0.0.1",

@@ -3,6 +3,7 @@ import { resolve } from "node:path";
 import { v1 } from "@authzed/authzed-node";
 import * as grpc from "@grpc/grpc-js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { SpiceDBEngine } from "../src/engine.ts";
 import { type RunningSpiceDBLocal, startSpiceDBLocal } from "../src/server.ts";
 
 const SCHEMA = resolve(import.meta.dirname, "../../../spicedb/schema.zed");
@@ -246,5 +247,29 @@ describe("the local SpiceDB server speaks authzed.api.v1 to the stock authzed-no
     clearInterval(ticker);
     expect(server.peakConcurrentEngineCalls()).toBeGreaterThan(1);
     expect(ticks).toBeGreaterThan(0);
+  });
+});
+
+describe("an engine started and shut down on worker threads (as an engine replacement does)", () => {
+  it("serves calls once started, and shuts down while a connection to its streaming socket is still open", async () => {
+    const engine = await SpiceDBEngine.startAsync({});
+    const read = () =>
+      engine.call(
+        "/authzed.api.v1.SchemaService/ReadSchema",
+        v1.ReadSchemaRequest.toBinary(v1.ReadSchemaRequest.create({})),
+      );
+    // No schema yet: the engine answers, with its own error.
+    await expect(read()).rejects.toMatchObject({ code: grpc.status.NOT_FOUND });
+    const streaming = new grpc.Client(engine.streamingTarget, grpc.credentials.createInsecure(), {
+      "grpc.use_local_subchannel_pool": 1,
+    });
+    await new Promise<void>((done, fail) =>
+      streaming.waitForReady(Date.now() + 10_000, (err) => (err ? fail(err) : done())),
+    );
+    // The shutdown waits for that connection; the event loop, free, closes it meanwhile.
+    const disposed = engine.disposeAsync();
+    streaming.close();
+    await disposed;
+    await expect(read()).rejects.toMatchObject({ code: grpc.status.UNAVAILABLE });
   });
 });

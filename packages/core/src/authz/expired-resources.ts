@@ -1,4 +1,5 @@
 import { type ConsistencyTokens, recordDeletion } from "./consistency-tokens.ts";
+import { scopedId } from "./identity.ts";
 import {
   FULLY_CONSISTENT,
   organizationTokenKey,
@@ -40,6 +41,8 @@ export async function deleteExpiredResource(
 export const MAX_UPDATES_PER_WRITE = 1000;
 /** Reads of a batch's relationships in flight at once (reads run side by side in SpiceDB; writes do not). */
 const READ_CONCURRENCY = 16;
+/** Relationships per page when a whole resource type is read (`readWholeType`): SpiceDB's default `--max-read-relationships-limit`. */
+const WHOLE_TYPE_PAGE = 1_000;
 
 /** One expired resource of an organization. */
 export interface ExpiredResource {
@@ -63,33 +66,25 @@ export interface ExpiredResource {
  * without content are the reconciler's. Returns the relationships deleted,
  * and the first failure to drop tokens (logged by the caller, not thrown:
  * the relationships are gone).
+ *
+ * `readWholeType` (all `resources` then of that type): instead of one read
+ * per resource, the type's relationships are read once, a page at a time,
+ * and those of `resources` kept. For the local SpiceDB engine, whose
+ * in-memory datastore answers a read of one resource by scanning every
+ * relationship of its type: one scan per page instead of one per resource.
  */
 export async function deleteExpiredResources(
   spicedb: SpiceDBClient,
   tokens: ConsistencyTokens,
   resources: ExpiredResource[],
+  readWholeType?: ResourceRef["type"],
 ): Promise<{ relationships: number; tokenFailure?: Error }> {
-  const found: v1.Relationship[][] = new Array(resources.length);
-  let next = 0;
-  const reader = async () => {
-    while (next < resources.length) {
-      const index = next++;
-      const { org, resource } = resources[index]!;
-      const read = await spicedb.readRelationships(
-        v1.ReadRelationshipsRequest.create({
-          relationshipFilter: resourceFilter(org, resource),
-          consistency: FULLY_CONSISTENT,
-        }),
-      );
-      found[index] = read.flatMap((r) => (r.relationship ? [r.relationship] : []));
-    }
-  };
-  await Promise.all(Array.from({ length: Math.min(READ_CONCURRENCY, resources.length) }, reader));
-  const updates = found
-    .flat()
-    .map((relationship) =>
-      v1.RelationshipUpdate.create({ operation: v1.RelationshipUpdate_Operation.DELETE, relationship }),
-    );
+  const found = readWholeType
+    ? await relationshipsOfType(spicedb, readWholeType, resources)
+    : await relationshipsOneByOne(spicedb, resources);
+  const updates = found.map((relationship) =>
+    v1.RelationshipUpdate.create({ operation: v1.RelationshipUpdate_Operation.DELETE, relationship }),
+  );
   let token: string | undefined;
   for (let start = 0; start < updates.length; start += MAX_UPDATES_PER_WRITE) {
     const written = await spicedb.writeRelationships(
@@ -107,4 +102,58 @@ export async function deleteExpiredResources(
     relationships: updates.length,
     ...(failed ? { tokenFailure: failed.reason as Error } : {}),
   };
+}
+
+/** Each resource's relationships, read side by side (`READ_CONCURRENCY`). */
+async function relationshipsOneByOne(
+  spicedb: SpiceDBClient,
+  resources: ExpiredResource[],
+): Promise<v1.Relationship[]> {
+  const found: v1.Relationship[][] = new Array(resources.length);
+  let next = 0;
+  const reader = async () => {
+    while (next < resources.length) {
+      const index = next++;
+      const { org, resource } = resources[index]!;
+      const read = await spicedb.readRelationships(
+        v1.ReadRelationshipsRequest.create({
+          relationshipFilter: resourceFilter(org, resource),
+          consistency: FULLY_CONSISTENT,
+        }),
+      );
+      found[index] = read.flatMap((r) => (r.relationship ? [r.relationship] : []));
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(READ_CONCURRENCY, resources.length) }, reader));
+  return found.flat();
+}
+
+/** Every relationship of `type` whose resource is one of `resources`, the type read a page at a time. */
+async function relationshipsOfType(
+  spicedb: SpiceDBClient,
+  type: ResourceRef["type"],
+  resources: ExpiredResource[],
+): Promise<v1.Relationship[]> {
+  const wanted = new Set(
+    resources.map(({ org, resource }) => {
+      if (resource.type !== type) throw new Error(`expected resources of type ${type}, got ${resource.type}`);
+      return scopedId(org, resource.id);
+    }),
+  );
+  const found: v1.Relationship[] = [];
+  let cursor: v1.Cursor | undefined;
+  while (true) {
+    const page = await spicedb.readRelationships(
+      v1.ReadRelationshipsRequest.create({
+        relationshipFilter: v1.RelationshipFilter.create({ resourceType: type }),
+        consistency: FULLY_CONSISTENT,
+        optionalLimit: WHOLE_TYPE_PAGE,
+        ...(cursor ? { optionalCursor: cursor } : {}),
+      }),
+    );
+    for (const { relationship } of page)
+      if (relationship && wanted.has(relationship.resource?.objectId ?? "")) found.push(relationship);
+    cursor = page.at(-1)?.afterResultCursor;
+    if (page.length < WHOLE_TYPE_PAGE || !cursor) return found;
+  }
 }

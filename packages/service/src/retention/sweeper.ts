@@ -12,6 +12,8 @@ import { Periodic } from "./periodic.ts";
 export const SWEEP_LOCK = 0x67773a72;
 /** Rows per batch, their relationships deleted by one or two WriteRelationships: small enough to keep each write short, large enough to keep up. */
 export const SWEEP_BATCH = 500;
+/** Rows per batch with `readWholeTypes`: each batch reads its type's relationships once, whatever its size. */
+export const WHOLE_TYPE_SWEEP_BATCH = 50_000;
 
 export interface RetentionOptions {
   /** `RESPONSE_RETENTION`, in milliseconds. */
@@ -20,6 +22,13 @@ export interface RetentionOptions {
   conversationIdleExpiryMs?: number | undefined;
   /** `RETENTION_SWEEP_INTERVAL`, in milliseconds. */
   sweepIntervalMs: number;
+  /**
+   * Read each type's relationships whole, once per batch of
+   * `WHOLE_TYPE_SWEEP_BATCH`, rather than each resource's: for the local
+   * SpiceDB engine (`SPICEDB_ENDPOINT` unset), whose in-memory datastore
+   * reads one resource's relationships by scanning all of its type.
+   */
+  readWholeTypes?: boolean;
 }
 
 /** What one sweep deleted. */
@@ -112,11 +121,12 @@ export class RetentionSweeper {
 
   private async sweepTable(kind: ExpiringTable, cutoff: Date): Promise<number> {
     let deleted = 0;
+    const batch = this.options.readWholeTypes ? WHOLE_TYPE_SWEEP_BATCH : SWEEP_BATCH;
     while (true) {
       // Table and column names are ours (above), never input; values are parameters.
       const { rows } = await this.db.query<{ org: string; id: string }>(
         `SELECT org, id FROM ${kind.table} WHERE ${kind.column} <= $1 ORDER BY ${kind.column} LIMIT $2`,
-        [cutoff, SWEEP_BATCH],
+        [cutoff, batch],
       );
       if (rows.length === 0) return deleted;
       await this.forgetRelationships(kind.type, rows);
@@ -126,7 +136,7 @@ export class RetentionSweeper {
         [rows.map((r) => r.org), rows.map((r) => r.id), cutoff],
       );
       deleted += result.rowCount ?? 0;
-      if (rows.length < SWEEP_BATCH) return deleted;
+      if (rows.length < batch) return deleted;
     }
   }
 
@@ -135,6 +145,7 @@ export class RetentionSweeper {
       this.spicedb,
       this.tokens,
       rows.map(({ org, id }) => ({ org, resource: { type, id } })),
+      this.options.readWholeTypes ? type : undefined,
     );
     if (tokenFailure)
       this.logger.warn(

@@ -26,6 +26,8 @@ export interface PersistenceOptions {
   hooks?: PersistenceHooks;
   /** The engine already holds the directory's relationships (`replayInto` filled it): open without a replay. */
   restored?: boolean;
+  /** The directory's database, still open, handed over by the persistence of the engine replaced (`detach`). */
+  store?: RelationshipStore;
 }
 
 /** Points where tests force an interleaving. */
@@ -69,6 +71,8 @@ export class Persistence {
   private closing = false;
   /** Set when the store cannot be written; the server then refuses writes. */
   failure: Error | undefined;
+  /** Relationships the start wrote back into the engine (0 when opened on a filled engine). */
+  restoredCount = 0;
 
   private constructor(
     engine: SpiceDBEngine,
@@ -93,9 +97,9 @@ export class Persistence {
   ): Promise<Persistence> {
     const { log, dir } = options;
     const started = performance.now();
-    const store = RelationshipStore.open(dir);
+    const store = options.store ?? RelationshipStore.open(dir);
     try {
-      options.hooks?.onStoreOpen?.(store.db);
+      if (!options.store) options.hooks?.onStoreOpen?.(store.db);
       const expiredDropped = options.restored ? 0 : store.dropExpired(Date.now());
       const total = options.restored ? 0 : store.count();
       if (!options.restored)
@@ -128,6 +132,7 @@ export class Persistence {
         { dir, relationships: restored, expiredDropped, ms: Math.round(performance.now() - started) },
         "relationships restored from the data directory",
       );
+      persistence.restoredCount = restored;
       persistence.watch();
       return persistence;
     } catch (err) {
@@ -144,9 +149,11 @@ export class Persistence {
    * one goes on serving: pages by key, so a row changed meanwhile is either
    * read as it is or reached by `tap`, which the caller sets first and
    * replays after, in order (an expired relationship as a delete).
+   * Returns how many relationships it wrote.
    */
-  async replayInto(engine: SpiceDBEngine): Promise<void> {
+  async replayInto(engine: SpiceDBEngine): Promise<number> {
     const now = Date.now();
+    let written = 0;
     for (const batch of this.store.batches(WRITE_BATCH)) {
       const live = batch.filter((r) => !expired(r, now));
       if (live.length > 0)
@@ -154,7 +161,9 @@ export class Persistence {
           engine,
           live.map((relationship) => ({ operation: v1.RelationshipUpdate_Operation.CREATE, relationship })),
         );
+      written += live.length;
     }
+    return written;
   }
 
   /** Resolves once every change up to the revision of `token` (a ZedToken of this engine) is stored. */
@@ -172,15 +181,28 @@ export class Persistence {
 
   /** Call once the server takes no more requests: stores what is committed, and closes the database. */
   async close(): Promise<void> {
+    (await this.detach()).store.close();
+  }
+
+  /**
+   * Call once no write can reach the engine: stores what is committed and
+   * stops following the engine, leaving the database open for the engine
+   * that replaces it (no checkpoint of the WAL, no reopening, while writes
+   * wait). `caughtUp` is false if the store could not catch up (then the
+   * caller must not go on as if every change were stored).
+   */
+  async detach(): Promise<{ store: RelationshipStore; caughtUp: boolean }> {
+    let caughtUp = true;
     try {
       await withTimeout(this.sync(), 10_000, "the store did not catch up with the engine");
     } catch (err) {
+      caughtUp = false;
       this.options.log.error({ err: (err as Error).message }, "closing with changes not stored");
     }
     this.closing = true;
     clearTimeout(this.reconnect);
     this.watchCall?.cancel();
-    this.store.close();
+    return { store: this.store, caughtUp };
   }
 
   private watch(): void {
