@@ -1,3 +1,4 @@
+import { systemClock } from "@gw/core/clock";
 import { closeGracefully, listen, listenForMetrics, registerProbes, useRequestBasics } from "@gw/core/http";
 import { type Logger, redactUrl } from "@gw/core/logger";
 import { createMetrics } from "@gw/core/metrics";
@@ -47,6 +48,7 @@ export async function startEvalWorkerProcess(config: ServiceConfig, logger: Logg
       budgets,
       logger,
       metrics,
+      clock: systemClock,
     },
     config.EVAL_WORKER_CONCURRENCY,
     evalLimits(config),

@@ -162,7 +162,7 @@ export function registerCreateSchedule(router: Router, deps: EvalRouteDeps): voi
       model: input.model,
       inputs: input.inputs,
       cadence,
-      created_at: unixSeconds(),
+      created_at: unixSeconds(deps.evals.clock.wall()),
       metadata: input.metadata ?? {},
       creator: { user: principal.user, keyId: principal.keyId },
       deleted_at: null,

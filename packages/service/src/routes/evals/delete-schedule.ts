@@ -19,7 +19,14 @@ export function registerDeleteSchedule(router: Router, deps: Pick<EvalRouteDeps,
   router.delete("/llm/evals/schedules/:schedule_id", requirePermission("evals:write"), async (req, res) => {
     const { schedule_id: id } = validate("path", scheduleIdParams, req.params);
     const principal = principalOf(res);
-    if (!(await deps.evals.store.softDelete(principal.org, id, unixSeconds(), ownViewOf(principal)))) {
+    if (
+      !(await deps.evals.store.softDelete(
+        principal.org,
+        id,
+        unixSeconds(deps.evals.clock.wall()),
+        ownViewOf(principal),
+      ))
+    ) {
       throw notFound(`No eval schedule ${id}`);
     }
     await deps.evals.queue.unschedule(id);
