@@ -40,8 +40,6 @@ import {
 } from "./relationships.ts";
 import { isFailedPrecondition, type SpiceDBClient, v1 } from "./spicedb-client.ts";
 
-export type { ResourceRef } from "./relationships.ts";
-
 /** The caller may not change roles on this resource (also when it does not exist, so existence does not leak). */
 export class NotResourceOwner extends AppError {
   constructor() {
