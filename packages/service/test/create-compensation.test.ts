@@ -43,6 +43,7 @@ beforeAll(async () => {
     store,
     queue,
     limits: { maxSchedulesPerOrg: 10, minIntervalSeconds: 1 },
+    clock: systemClock,
   } as unknown as Evals;
   const app = express();
   app.use(jsonBody);
