@@ -185,7 +185,7 @@ export function createGatewayApp(deps: GatewayDeps): express.Express {
   registerRevokeApiKey(api, deps.store);
   registerGetApiKeyUsage(api, {
     store: deps.store,
-    budgets: new CountingWindows(deps.redis),
+    budgets: new CountingWindows(deps.redis, { clock: deps.clock }),
     orgLimits: deps.orgLimits,
   });
   registerGetEndUserLimits(api, deps.orgLimits);

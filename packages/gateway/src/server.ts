@@ -145,7 +145,7 @@ export async function startGateway(
     extra: { enableAutoPipelining: true, enableOfflineQueue: false, maxRetriesPerRequest: 0 },
   });
   rateLimitRedis.on("error", (err) => logger.debug({ err: err.message }, "rate-limit redis error"));
-  const limiter = new RequestWindows(new CountingWindows(rateLimitRedis), {
+  const limiter = new RequestWindows(new CountingWindows(rateLimitRedis, { clock }), {
     mode: config.RATE_LIMIT_FAIL_MODE,
     metrics,
     logger,

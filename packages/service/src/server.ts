@@ -76,7 +76,7 @@ export async function startService(
 
   const prices = config.LLM_MODELS?.prices ?? new Map();
   const usage = new UsageStore(redis, prices);
-  const budgets = budgetDeps(config, redis, metrics, logger);
+  const budgets = budgetDeps(config, redis, metrics, logger, clock);
   const evals = startEvals(
     {
       redisUrl: config.REDIS_URL,

@@ -31,7 +31,7 @@ export async function startEvalWorkerProcess(config: ServiceConfig, logger: Logg
     connectionName: "eval-worker",
     onIdleError: (err) => logger.warn({ err: err.message }, "postgres connection error"),
   });
-  const budgets = budgetDeps(config, redis, metrics, logger);
+  const budgets = budgetDeps(config, redis, metrics, logger, systemClock);
   // The runs' budget reservations are leases this process renews (and it settles those of processes that died).
   const stopLeases = budgets.windows.keepLeases(LEASE_KEEPING_MS, {
     swept: (holders) => logger.warn({ holders }, "budget leases of processes that died were settled"),
