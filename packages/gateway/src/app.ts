@@ -179,9 +179,9 @@ export function createGatewayApp(deps: GatewayDeps): express.Express {
   registerInspectUserResources(api, deps);
   registerListAudit(api, deps);
   api.use("/admin", requirePermission("admin:api-keys"));
-  registerCreateApiKey(api, deps.store);
+  registerCreateApiKey(api, deps.store, deps.clock);
   registerListApiKeys(api, deps.store);
-  registerUpdateApiKey(api, deps.store);
+  registerUpdateApiKey(api, deps.store, deps.clock);
   registerRevokeApiKey(api, deps.store);
   registerGetApiKeyUsage(api, {
     store: deps.store,

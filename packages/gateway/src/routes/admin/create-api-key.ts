@@ -1,7 +1,8 @@
+import type { Clock } from "@gw/core/clock";
 import { principalOf } from "@gw/core/http";
 import { validate } from "@gw/core/validation";
 import type { Router } from "express";
-import { createApiKeySchema } from "../../api-keys/schema.ts";
+import { createApiKeyBody } from "../../api-keys/schema.ts";
 import type { ApiKeyStore } from "../../api-keys/store.ts";
 import { type ApiKeyView, toView } from "../../api-keys/types.ts";
 import { assertOwnOrg } from "./api-key-admin.ts";
@@ -10,14 +11,15 @@ import { assertOwnOrg } from "./api-key-admin.ts";
 export type CreateApiKeyResponse = ApiKeyView & { key: string };
 
 /** `POST /api/v1/admin/api-keys` → 201. `org` defaults to the admin key's own. */
-export function registerCreateApiKey(router: Router, store: ApiKeyStore): void {
+export function registerCreateApiKey(router: Router, store: ApiKeyStore, clock: Clock): void {
+  const schema = createApiKeyBody(clock);
   router.post("/admin/api-keys", async (req, res) => {
     const raw = req.body;
     const withOrg =
       raw && typeof raw === "object" && !Array.isArray(raw) && !("org" in raw)
         ? { ...raw, org: principalOf(res).org }
         : raw;
-    const input = validate("body", createApiKeySchema, withOrg);
+    const input = validate("body", schema, withOrg);
     assertOwnOrg(res, input.org);
     const { record, secret } = await store.create(input);
     const body: CreateApiKeyResponse = { ...toView(record), key: secret };
