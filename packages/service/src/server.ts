@@ -75,7 +75,7 @@ export async function startService(
     logger.warn("no model provider configured: responses answer 503 until LLM_BASE_URL is set");
 
   const prices = config.LLM_MODELS?.prices ?? new Map();
-  const usage = new UsageStore(redis, prices);
+  const usage = new UsageStore(redis, prices, clock);
   const budgets = budgetDeps(config, redis, metrics, logger, clock);
   const evals = startEvals(
     {

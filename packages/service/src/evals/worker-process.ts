@@ -44,7 +44,7 @@ export async function startEvalWorkerProcess(config: ServiceConfig, logger: Logg
       db,
       retention: evalRetention(config),
       provider: chatProvider(config, metrics),
-      usage: new UsageStore(redis, config.LLM_MODELS?.prices),
+      usage: new UsageStore(redis, config.LLM_MODELS?.prices, systemClock),
       budgets,
       logger,
       metrics,

@@ -4,7 +4,7 @@ import { ownViewOf } from "@gw/core/permissions";
 import { validate } from "@gw/core/validation";
 import type { Router } from "express";
 import { z } from "zod";
-import { USAGE_GROUPS, type UsageStore, utcDay } from "../../usage/store.ts";
+import { USAGE_GROUPS, type UsageStore } from "../../usage/store.ts";
 
 const date = z.iso.date();
 export const usageQuery = z.object({
@@ -27,7 +27,7 @@ const MAX_DAYS = 366;
 export function registerGetUsage(router: Router, deps: { usage: UsageStore }): void {
   router.get("/usage", requirePermission("usage:read"), async (req, res) => {
     const q = validate("query", usageQuery, req.query);
-    const end = q.end ?? utcDay(new Date());
+    const end = q.end ?? deps.usage.today();
     const days = (Date.parse(end) - Date.parse(q.start)) / 86_400_000 + 1;
     if (days < 1)
       throw new ValidationFailed([
