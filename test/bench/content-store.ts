@@ -7,6 +7,7 @@
  * sweep's deletion rate. Nothing is asserted; numbers depend on the machine.
  */
 import { randomBytes } from "node:crypto";
+import { ManualClock } from "@gw/core/clock";
 import { loadConfig } from "@gw/core/config";
 import { createLogger } from "@gw/core/logger";
 import { newVaultKeys } from "@gw/core/mcp";
@@ -52,7 +53,7 @@ const [postgres, redisServer, spicedb, llm] = await Promise.all([
   startTestSpiceDB(),
   startFakeLLM(),
 ]);
-let clock = Date.now();
+const clock = new ManualClock();
 const secret = randomBytes(32).toString("hex");
 const common = { REDIS_URL: redisServer.url, INTERNAL_ASSERTION_SECRET: secret, ...spicedbEnv(spicedb) };
 const silent = createLogger("bench", "silent");
@@ -67,7 +68,7 @@ const service = await startService(
     ...common,
   }),
   silent,
-  { now: () => clock },
+  { clock },
 );
 const gateway = await startGateway(
   loadConfig(gatewayConfigSchema, {
@@ -122,7 +123,7 @@ const list = await timed(1_000, (i) =>
   fetch(`${gateway.url}/api/v1/llm/responses/${ids[i % ids.length]}/input_items`, { headers }),
 );
 
-clock += 31 * 86_400_000;
+clock.advance(31 * 86_400_000);
 const sweepStarted = performance.now();
 const report = await service.retention.sweep();
 const sweepSeconds = (performance.now() - sweepStarted) / 1000;

@@ -30,6 +30,7 @@ import {
   scopedId,
   v1,
 } from "@gw/core/authz";
+import { systemClock } from "@gw/core/clock";
 import { createLogger } from "@gw/core/logger";
 import { DEFAULT_PERMISSIONS } from "@gw/core/permissions";
 import { createPostgres } from "@gw/core/postgres";
@@ -223,6 +224,7 @@ export async function benchGrowth(report: Report): Promise<void> {
       spicedb: spicedbClient,
       tokens: new RedisConsistencyTokens(client, 5_000),
       logger: createLogger("bench-sweep", "warn"),
+      clock: systemClock,
       // As the service configures it with the local engine (SPICEDB_ENDPOINT unset).
       options: { responseRetentionMs: 30 * 86_400_000, sweepIntervalMs: 86_400_000, readWholeTypes: true },
     });

@@ -12,10 +12,3 @@ export function parseDuration(text: string): number | undefined {
   const ms = Number(match[1]) * UNIT_MS[match[2] as keyof typeof UNIT_MS];
   return Number.isSafeInteger(Math.round(ms)) ? Math.round(ms) : undefined;
 }
-
-/** The shortest exact way to write `ms` as a duration (`2592000000` → `30d`). */
-export function formatDuration(ms: number): string {
-  for (const unit of ["d", "h", "m", "s"] as const)
-    if (ms >= UNIT_MS[unit] && ms % UNIT_MS[unit] === 0) return `${ms / UNIT_MS[unit]}${unit}`;
-  return `${ms}ms`;
-}

@@ -74,8 +74,3 @@ export function hasBudgets(limits: Limits): boolean {
   const budgeted = (l: UnitLimits | undefined) => limitEntries(l).some((e) => e.unit !== "requests");
   return budgeted(limits) || limitEntries(limits.endUser).length > 0;
 }
-
-/** Whether any window of the key itself or of its end users is limited. */
-export function hasLimits(limits: Limits): boolean {
-  return limitEntries(limits).length > 0 || limitEntries(limits.endUser).length > 0;
-}

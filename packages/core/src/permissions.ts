@@ -44,7 +44,3 @@ export function ownViewOf(principal: {
   const endUser = principal.endUser ?? principal.onBehalfOf;
   return endUser && !principal.permissions.includes(ORGANIZATION_VIEWS) ? principal.user : undefined;
 }
-
-export function isPermission(value: string): value is Permission {
-  return (PERMISSIONS as readonly string[]).includes(value);
-}

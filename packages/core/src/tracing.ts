@@ -236,25 +236,6 @@ export function endSpan(span: Span | undefined, error?: unknown, attributes?: At
 }
 
 /**
- * Runs `work` in a client span of its own (its children, if any, below it),
- * ended when `work` settles. Without tracing: `work()` alone.
- */
-export function inClientSpan<T>(name: string, attributes: Attributes, work: () => Promise<T>): Promise<T> {
-  const span = startClientSpan(name, attributes);
-  if (!span) return work();
-  return context.with(trace.setSpan(context.active(), span), async () => {
-    try {
-      const result = await work();
-      span.end();
-      return result;
-    } catch (err) {
-      endSpan(span, err);
-      throw err;
-    }
-  });
-}
-
-/**
  * Writes the W3C `traceparent` (and `tracestate`, baggage) of `span`, or of
  * the current context, into the headers of an outgoing call: to the service,
  * to the model provider, and to an MCP upstream (call this where a request

@@ -175,9 +175,6 @@ export const DEFAULT_LEASE_OPTIONS: LeaseOptions = {
 /** How often a process renews its leases and sweeps abandoned ones: a third of a lease's time. */
 export const LEASE_KEEPING_MS = 20_000;
 
-/** Wall-clock time: leases are compared across processes. */
-const wallClock: Clock = { now: () => Date.now(), wall: () => Date.now(), schedule: systemClock.schedule };
-
 /**
  * Every counting window of the gateway and the service, in Redis, exact
  * across all their replicas: the key scheme and the two scripts (reserve,
@@ -210,7 +207,7 @@ export class CountingWindows {
       /** Shortens windows in tests. */
       windowMs?: (unit: Unit, window: string) => number;
       lease?: Partial<LeaseOptions>;
-      /** Wall-clock time for lease expiries (a `ManualClock` in tests). */
+      /** The process's clock: its wall time dates lease expiries (compared across processes), its timers keep them; the system clock by default. */
       clock?: Clock;
     } = {},
   ) {
@@ -222,7 +219,7 @@ export class CountingWindows {
     this.prefix = options.prefix ?? "gw:rl";
     this.windowMs = options.windowMs ?? ((unit, window) => UNIT_WINDOW_SECONDS[unit][window]! * 1000);
     this.lease = { ...DEFAULT_LEASE_OPTIONS, ...options.lease };
-    this.clock = options.clock ?? wallClock;
+    this.clock = options.clock ?? systemClock;
   }
 
   /**
@@ -280,7 +277,7 @@ export class CountingWindows {
         onExpiry: counters.map((c) => onExpiry[c.unit] ?? 0),
       } satisfies LeasePayload);
       // Indexed before it is counted: a holder that dies in between leaves an entry that finds no record.
-      await this.store(() => this.redis.zadd(this.leaseIndex, this.clock.now() + this.lease.ttlMs, record));
+      await this.store(() => this.redis.zadd(this.leaseIndex, this.clock.wall() + this.lease.ttlMs, record));
     }
     const args: (string | number)[] = [...counters.map((c) => c.key), record, options.times ?? 1, payload];
     for (const c of counters) args.push(c.amount, c.quota, c.ms);
@@ -329,7 +326,7 @@ export class CountingWindows {
   /** Moves the expiry of this holder's unsettled leases on by the lease time: they are still being worked on. */
   async renewLeases(): Promise<void> {
     if (this.held.size === 0) return;
-    const expiry = this.clock.now() + this.lease.ttlMs;
+    const expiry = this.clock.wall() + this.lease.ttlMs;
     await this.store(() =>
       this.redis.zadd(this.leaseIndex, "XX", ...[...this.held].flatMap((r) => [expiry, r])),
     );
@@ -344,7 +341,7 @@ export class CountingWindows {
    */
   async sweep(): Promise<string[]> {
     const due = await this.store(() =>
-      this.redis.zrangebyscore(this.leaseIndex, "-inf", this.clock.now(), "LIMIT", 0, this.lease.sweepBatch),
+      this.redis.zrangebyscore(this.leaseIndex, "-inf", this.clock.wall(), "LIMIT", 0, this.lease.sweepBatch),
     );
     const holders: string[] = [];
     for (const record of due) {

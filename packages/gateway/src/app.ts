@@ -1,4 +1,5 @@
 import type { ResourceAuthorization, SpiceDBClient } from "@gw/core/authz";
+import type { Clock } from "@gw/core/clock";
 import {
   errorHandler,
   jsonBody,
@@ -44,6 +45,8 @@ import type { TokenService } from "./tokens/tokens.ts";
 export interface GatewayDeps {
   logger: Logger;
   metrics: GatewayMetrics;
+  /** The process's one clock. */
+  clock: Clock;
   redis: RedisClient;
   store: ApiKeyStore;
   keys: ApiKeyLookup;
@@ -107,18 +110,31 @@ export function createGatewayApp(deps: GatewayDeps): express.Express {
       assertions: deps.forward.assertions,
       keys: deps.keys,
       authenticate: (audience) =>
-        authenticate({ keys: deps.keys, tokens: deps.tokens, audience, metrics: deps.metrics }),
+        authenticate({
+          keys: deps.keys,
+          tokens: deps.tokens,
+          audience,
+          metrics: deps.metrics,
+          clock: deps.clock,
+        }),
       resolvePrincipal,
       rateLimit: limit,
+      clock: deps.clock,
     }),
   );
 
   const api = Router();
   api.use(
-    authenticate({ keys: deps.keys, tokens: deps.tokens, audience: deps.publicUrl, metrics: deps.metrics }),
+    authenticate({
+      keys: deps.keys,
+      tokens: deps.tokens,
+      audience: deps.publicUrl,
+      metrics: deps.metrics,
+      clock: deps.clock,
+    }),
     resolvePrincipal,
     limit,
-    recordLastUsed(deps.store, deps.logger),
+    recordLastUsed(deps.store, deps.logger, deps.clock),
   );
   // Everything the service serves goes on, bodies untouched; the gateway parses only its own.
   const toService = forward(deps.forward);
@@ -131,7 +147,7 @@ export function createGatewayApp(deps: GatewayDeps): express.Express {
   // Administrators' reads (the admin console): `admin:console`, or for the trail either admin permission.
   registerRoutes<GatewayDeps>(api, adminReadRoutes, deps);
   api.use("/admin", requirePermission("admin:api-keys"));
-  registerRoutes(api, apiKeyRoutes, { ...deps, budgets: new CountingWindows(deps.redis) });
+  registerRoutes(api, apiKeyRoutes, { ...deps, budgets: new CountingWindows(deps.redis, { clock: deps.clock }) });
 
   app.use("/api/v1", api);
   if (deps.consoleSessions) {
@@ -143,6 +159,7 @@ export function createGatewayApp(deps: GatewayDeps): express.Express {
         api,
         publicUrl: deps.publicUrl,
         logger: deps.logger,
+        clock: deps.clock,
       }),
     );
   }

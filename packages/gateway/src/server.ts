@@ -1,7 +1,7 @@
 import { readFile } from "node:fs/promises";
 import { resolve } from "node:path";
 import { type AuthorizationHooks, connectAuthorization, type ResourceAuthorization } from "@gw/core/authz";
-import type { Clock } from "@gw/core/clock";
+import { type Clock, systemClock } from "@gw/core/clock";
 import { ConfigError } from "@gw/core/config";
 import { developmentSecret } from "@gw/core/development-secret";
 import { closeGracefully, listen, listenForMetrics, type RouteTemplate, routesOf } from "@gw/core/http";
@@ -45,7 +45,7 @@ export interface RunningGateway {
   logger: Logger;
   /** The same authorization model the routes use, e.g. for the ownership of new resources. */
   authorization: ResourceAuthorization;
-  /** The lookups' cursors, e.g. to move their clock in tests. */
+  /** The lookups' cursors. */
   lookupCursors: LookupCursors;
   tokens: TokenService;
   /** The endpoints it serves (the OpenAPI document must list each). */
@@ -53,23 +53,24 @@ export interface RunningGateway {
   close(): Promise<void>;
 }
 
-/** Wires the gateway's dependencies, applies the bootstrap key and starts listening. */
 /** What a test injects into a gateway it starts in process. */
 export interface GatewaySeams {
   /** Awaited between the authorization model's checks and the writes they guard. */
   authorizationHooks?: AuthorizationHooks;
-  /** The lookup cursors' clock, which the test moves instead of waiting an hour. */
-  lookupCursorsClock?: Clock;
+  /** The process's one clock, which a test moves instead of waiting; the system clock by default. */
+  clock?: Clock;
   /** How upstream MCP servers' names resolve. */
   resolver?: Resolver;
 }
 
+/** Wires the gateway's dependencies, applies the bootstrap key and starts listening. */
 export async function startGateway(
   config: GatewayConfig,
   logger = createLogger("gateway", config.LOG_LEVEL),
   /** What tests inject (none in production). */
   seams: GatewaySeams = {},
 ): Promise<RunningGateway> {
+  const clock = seams.clock ?? systemClock;
   const vaultKeys = await vaultKeysOf(config, logger);
   const metrics = createGatewayMetrics();
   // No offline queue: while Redis is away, commands fail at once instead of piling up behind a timeout.
@@ -89,13 +90,14 @@ export async function startGateway(
   subscriber.on("error", (err) => logger.warn({ err: err.message }, "redis subscriber error"));
 
   await untilReady(redis, logger);
-  const store = new ApiKeyStore(redis);
+  const store = new ApiKeyStore(redis, clock);
   const keys = new CachedApiKeyLookup({
     store,
     subscriber,
     ttlMs: config.API_KEY_CACHE_TTL_MS,
     staleIfErrorMs: config.API_KEY_STALE_IF_ERROR_MS,
     logger,
+    clock,
   });
   await keys.start();
   if (config.GATEWAY_BOOTSTRAP_ADMIN_KEY) {
@@ -111,15 +113,12 @@ export async function startGateway(
     spicedb,
     authorization,
     tokens: zedTokens,
-  } = connectAuthorization(
-    config,
-    redis,
-    logger,
-    metrics.grpcClient,
-    metrics.decisionCache,
-    undefined,
-    seams.authorizationHooks,
-  );
+  } = connectAuthorization(config, redis, logger, {
+    metrics: metrics.grpcClient,
+    cacheMetrics: metrics.decisionCache,
+    hooks: seams.authorizationHooks,
+    clock,
+  });
 
   // The audit trail: the schema first (one process at a time), then the pool.
   const applied = await migrate(config.DATABASE_URL);
@@ -128,7 +127,7 @@ export async function startGateway(
     connectionName: "gateway",
     onIdleError: (err) => logger.warn({ err: err.message }, "postgres connection error"),
   });
-  const audit = new AuditLog(db, { retentionMs: config.AUDIT_RETENTION, logger });
+  const audit = new AuditLog(db, { retentionMs: config.AUDIT_RETENTION, logger, clock });
   const auditSweep = setInterval(() => {
     audit.sweep().then(
       (deleted) => deleted > 0 && logger.info({ deleted }, "expired audit records deleted"),
@@ -146,15 +145,16 @@ export async function startGateway(
     extra: { enableAutoPipelining: true, enableOfflineQueue: false, maxRetriesPerRequest: 0 },
   });
   rateLimitRedis.on("error", (err) => logger.debug({ err: err.message }, "rate-limit redis error"));
-  const limiter = new RequestWindows(new CountingWindows(rateLimitRedis), {
+  const limiter = new RequestWindows(new CountingWindows(rateLimitRedis, { clock }), {
     mode: config.RATE_LIMIT_FAIL_MODE,
     metrics,
     logger,
+    clock,
+    onGiveBackError: (err) =>
+      logger.debug({ err: (err as Error).message }, "unused lease points could not be given back"),
   });
-  limiter.onGiveBackError = (err) =>
-    logger.debug({ err: (err as Error).message }, "unused lease points could not be given back");
 
-  const tokens = new TokenService(await signingKeys(config, logger), config.GATEWAY_PUBLIC_URL);
+  const tokens = new TokenService(await signingKeys(config, logger), config.GATEWAY_PUBLIC_URL, clock);
 
   const secret = await assertionSecret(
     config.INTERNAL_ASSERTION_SECRET,
@@ -162,19 +162,21 @@ export async function startGateway(
     logger,
   );
   const assertions = new InternalAssertions(secret);
-  const lookupCursors = new LookupCursors(secret, config.LOOKUP_CURSOR_TTL, seams.lookupCursorsClock);
+  const lookupCursors = new LookupCursors(secret, config.LOOKUP_CURSOR_TTL, clock);
 
   const policy = new UpstreamPolicy({
     allowPrivate: config.MCP_ALLOW_PRIVATE_UPSTREAMS,
     ...(seams.resolver ? { resolver: seams.resolver } : {}),
   });
   const upstreams = new UpstreamClients({ policy, timeoutMs: config.MCP_UPSTREAM_TIMEOUT_MS, logger });
-  const credentials = new CredentialStore(db, new Vault(vaultKeys));
-  credentials.onUnreadable = (reason) => logger.error({ reason }, "an MCP credential could not be opened");
+  const credentials = new CredentialStore(db, new Vault(vaultKeys), {
+    clock,
+    onUnreadable: (reason) => logger.error({ reason }, "an MCP credential could not be opened"),
+  });
 
   const app = createGatewayApp({
     mcp: {
-      servers: new McpServerStore(db),
+      servers: new McpServerStore(db, clock),
       credentials,
       tools: new McpToolAuthorization(spicedb, zedTokens),
       upstreams,
@@ -182,6 +184,7 @@ export async function startGateway(
     },
     logger,
     metrics,
+    clock,
     redis,
     store,
     keys,
@@ -193,10 +196,11 @@ export async function startGateway(
     metricsEndpoint: config.metricsEndpoint,
     limiter,
     defaultLimits: config.DEFAULT_LIMITS,
-    orgLimits: new OrgLimitsStore(redis),
+    orgLimits: new OrgLimitsStore(redis, undefined, clock),
     consoleSessions: new ConsoleSessions(redis, {
       idleMs: config.CONSOLE_SESSION_IDLE_TIMEOUT,
       maxAgeMs: config.CONSOLE_SESSION_MAX_AGE,
+      clock,
     }),
     tokens,
     publicUrl: config.GATEWAY_PUBLIC_URL,

@@ -1,3 +1,4 @@
+import { ManualClock } from "@gw/core/clock";
 import { scanKeys, useTestRedis } from "@gw/test-kit";
 import { describe, expect, it } from "vitest";
 import { hasMcpRoutes } from "../src/console/console-router.ts";
@@ -16,28 +17,28 @@ const ROOT = [
 
 describe("console sessions", () => {
   const store = useTestRedis();
-  let now = 1_000_000;
+  const clock = new ManualClock(0, 1_000_000);
   const sessions = () =>
-    new ConsoleSessions(store.redis, { idleMs: 30 * 60_000, maxAgeMs: 12 * 3_600_000, now: () => now });
+    new ConsoleSessions(store.redis, { idleMs: 30 * 60_000, maxAgeMs: 12 * 3_600_000, clock });
 
   it("ends after the idle time unused, and after the absolute time however busy", async () => {
     const s = sessions();
     const { id } = await s.create({ keyId: "key_idle", org: "acme", user: "alice" });
-    now += 29 * 60_000;
+    clock.advance(29 * 60_000);
     expect(await s.touch(id)).toMatchObject({ keyId: "key_idle" });
-    now += 29 * 60_000; // 58 minutes in, but used 29 minutes ago
+    clock.advance(29 * 60_000); // 58 minutes in, but used 29 minutes ago
     expect(await s.touch(id)).toBeDefined();
-    now += 31 * 60_000;
+    clock.advance(31 * 60_000);
     expect(await s.touch(id)).toBeUndefined();
 
     const busy = await s.create({ keyId: "key_busy", org: "acme", user: "alice" });
     for (let hour = 0; hour < 12; hour++) {
       expect(await s.touch(busy.id)).toBeDefined();
-      now += 20 * 60_000;
+      clock.advance(20 * 60_000);
       expect(await s.touch(busy.id)).toBeDefined();
-      now += 20 * 60_000;
+      clock.advance(20 * 60_000);
       if (hour < 11) expect(await s.touch(busy.id)).toBeDefined();
-      now += 20 * 60_000;
+      clock.advance(20 * 60_000);
     }
     expect(await s.touch(busy.id)).toBeUndefined();
   });

@@ -1,6 +1,5 @@
 import { ManualClock } from "@gw/core/clock";
 import { createLogger } from "@gw/core/logger";
-import { Lru } from "@gw/core/lru";
 import { DEFAULT_PERMISSIONS } from "@gw/core/permissions";
 import { createRedis, type RedisClient } from "@gw/core/redis";
 import { startTestRedis } from "@gw/test-kit";
@@ -9,20 +8,6 @@ import { CachedApiKeyLookup } from "../src/api-keys/lookup.ts";
 import { ApiKeyStore } from "../src/api-keys/store.ts";
 import { generateSigningJwk, loadSigningKeys } from "../src/tokens/signing-keys.ts";
 import { InvalidToken, TokenService } from "../src/tokens/tokens.ts";
-
-describe("Lru", () => {
-  it("evicts the least recently used entry, not the oldest inserted", () => {
-    const lru = new Lru<string, number>(2);
-    lru.set("a", 1);
-    lru.set("b", 2);
-    expect(lru.get("a")).toBe(1); // a is now the most recently used
-    lru.set("c", 3);
-    expect(lru.get("b")).toBeUndefined();
-    expect(lru.get("a")).toBe(1);
-    expect(lru.get("c")).toBe(3);
-    expect(lru.size).toBe(2);
-  });
-});
 
 describe("verified gateway tokens", () => {
   const AUDIENCE = "https://gateway.test";

@@ -74,17 +74,14 @@ describe.each(["single"] as const)("the decision cache, on %s Redis", (topology)
   let a: ResourceAuthorization;
   let b: ResourceAuthorization;
   const replica = (recentWriteMs: number, counted?: DecisionCacheMetrics) =>
-    new ResourceAuthorization(
-      client,
-      new RedisConsistencyTokens(store.redis, recentWriteMs),
-      undefined,
-      new DecisionCache({
+    new ResourceAuthorization(client, new RedisConsistencyTokens(store.redis, recentWriteMs), {
+      decisions: new DecisionCache({
         maxEntries: 1_000,
         maxAgeMs: 5_000,
         clock,
         ...(counted ? { metrics: counted } : {}),
       }),
-    );
+    });
   let n = 0;
   const fresh = () => ({ type: "conversation" as const, id: `conv_${topology}_${++n}_${Date.now()}` });
   const marker = (id: string) => `gw:zedtoken:{conversation:acme/${id}}:recent`;
@@ -231,8 +228,7 @@ describe.each(["single"] as const)("the decision cache, on %s Redis", (topology)
         forget: () => Promise.resolve(),
         drop: () => Promise.resolve(),
       },
-      undefined,
-      new DecisionCache({ maxEntries: 10, maxAgeMs: 5_000, clock, metrics }),
+      { decisions: new DecisionCache({ maxEntries: 10, maxAgeMs: 5_000, clock, metrics }) },
     );
     for (let i = 0; i < 2; i++)
       expect(await asked(broken, alice, resource, "owner")).toEqual({ allowed: true, asked: 1 });

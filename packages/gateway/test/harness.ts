@@ -1,6 +1,6 @@
 import { randomBytes } from "node:crypto";
 import type { AuthorizationHooks, ResourceAuthorization } from "@gw/core/authz";
-import { ManualClock } from "@gw/core/clock";
+import type { Clock } from "@gw/core/clock";
 import { createLogger } from "@gw/core/logger";
 import { newVaultKeys } from "@gw/core/mcp";
 import { createRedis, type RedisClient } from "@gw/core/redis";
@@ -43,8 +43,6 @@ export interface GatewayHarness {
   authorizationHooks: AuthorizationHooks;
   /** The gateway's lookup cursors. */
   lookupCursors: LookupCursors;
-  /** Their clock, injected: its wall time stands at the gateway's start until the test moves it. */
-  lookupCursorsClock: ManualClock;
   /** The private JWK the gateway signs tokens with, to forge tokens in tests. */
   signingJwk: JWK;
   /** `iss` of the gateway's tokens, and the audience it accepts. */
@@ -72,8 +70,10 @@ export function useGateway(
   /** Variables known only once other `beforeAll`s have run (e.g. a stand-in service's URL). */
   lateEnv: () => Record<string, string> = () => ({}),
   redisTopology: RedisTopology = "single",
+  /** The gateway's clock (a `ManualClock` a test moves); the system clock by default. */
+  clock?: Clock,
 ): GatewayHarness {
-  const harness = { authorizationHooks: {}, lookupCursorsClock: new ManualClock() } as GatewayHarness;
+  const harness = { authorizationHooks: {} } as GatewayHarness;
   const database = useTestDatabase();
   let stop: (() => Promise<void>) | undefined;
   beforeAll(async () => {
@@ -100,7 +100,7 @@ export function useGateway(
     const gateway = await startGateway(
       config,
       createLogger("gateway-test", process.env.TEST_LOG_LEVEL ?? "silent"),
-      { authorizationHooks: harness.authorizationHooks, lookupCursorsClock: harness.lookupCursorsClock },
+      { authorizationHooks: harness.authorizationHooks, ...(clock ? { clock } : {}) },
     );
     const redis = createRedis(redisServer.url, { connectionName: "test" });
     const store = new ApiKeyStore(redis);
@@ -114,7 +114,6 @@ export function useGateway(
       authorization: gateway.authorization,
       authorizationHooks: harness.authorizationHooks,
       lookupCursors: gateway.lookupCursors,
-      lookupCursorsClock: harness.lookupCursorsClock,
       signingJwk,
       publicUrl: config.GATEWAY_PUBLIC_URL,
       database,

@@ -1,14 +1,17 @@
+import { ManualClock } from "@gw/core/clock";
 import { describe, expect, it } from "vitest";
 import { newOrg, type Org } from "./authorization-helpers.ts";
 import { useGateway } from "./harness.ts";
 
-const gw = useGateway();
+/** The gateway's clock, injected: it stands still until the test moves it. */
+const clock = new ManualClock();
+const gw = useGateway({}, undefined, undefined, clock);
 const MINUTE = 60_000;
 /** LOOKUP_CURSOR_TTL's default, in milliseconds. */
 const TTL = 60 * MINUTE;
 
-/** Moves the cursors' clock (injected; it stands still otherwise) `ms` ahead. */
-const later = (ms: number) => gw.lookupCursorsClock.advance(ms);
+/** Moves the gateway's clock `ms` ahead. */
+const later = (ms: number) => clock.advance(ms);
 
 async function page(o: Org, actor: string, query: Record<string, string>) {
   const res = await o.list(actor, query);

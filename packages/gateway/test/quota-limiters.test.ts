@@ -257,9 +257,8 @@ describe.each(REDIS_TOPOLOGIES)("on %s Redis", (topology) => {
     });
 
     it("give unused points back when the lease lapses, so no count outlives its request for long", async () => {
-      const limiter = new RequestWindows(counting(), { leases });
       const errors: unknown[] = [];
-      limiter.onGiveBackError = (err) => errors.push(err);
+      const limiter = new RequestWindows(counting(), { leases, onGiveBackError: (err) => errors.push(err) });
       const id = key();
       const limits = { minute: 1_000 }; // leases of 10
       await limiter.decide(id, limits);

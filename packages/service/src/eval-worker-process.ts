@@ -1,3 +1,4 @@
+import { systemClock } from "@gw/core/clock";
 import { closeGracefully, listen, listenForMetrics, registerProbes, useRequestBasics } from "@gw/core/http";
 import { type Logger, redactUrl } from "@gw/core/logger";
 import { createMetrics } from "@gw/core/metrics";
@@ -30,7 +31,7 @@ export async function startEvalWorkerProcess(config: ServiceConfig, logger: Logg
     connectionName: "eval-worker",
     onIdleError: (err) => logger.warn({ err: err.message }, "postgres connection error"),
   });
-  const budgets = budgetDeps(config, redis, metrics, logger);
+  const budgets = budgetDeps(config, redis, metrics, logger, systemClock);
   // The runs' budget reservations are leases this process renews (and it settles those of processes that died).
   const stopLeases = budgets.windows.keepLeases(LEASE_KEEPING_MS, {
     swept: (holders) => logger.warn({ holders }, "budget leases of processes that died were settled"),
@@ -43,10 +44,11 @@ export async function startEvalWorkerProcess(config: ServiceConfig, logger: Logg
       db,
       retention: evalRetention(config),
       provider: chatProvider(config, metrics),
-      usage: new UsageStore(redis, config.LLM_MODELS?.prices),
+      usage: new UsageStore(redis, config.LLM_MODELS?.prices, systemClock),
       budgets,
       logger,
       metrics,
+      clock: systemClock,
     },
     config.EVAL_WORKER_CONCURRENCY,
     evalLimits(config),

@@ -1,4 +1,5 @@
 import { connectAuthorization, WriterDeletion } from "@gw/core/authz";
+import { type Clock, systemClock } from "@gw/core/clock";
 import { closeGracefully, listen, listenForMetrics, type RouteTemplate, routesOf } from "@gw/core/http";
 import { internalAssertions } from "@gw/core/internal-assertion";
 import { createLogger, type Logger, redactUrl } from "@gw/core/logger";
@@ -34,8 +35,8 @@ export interface RunningService {
 }
 
 export interface ServiceOptions {
-  /** The time, in milliseconds since the epoch, for retention (tests pass their own clock). */
-  now?: () => number;
+  /** The process's one clock (tests pass their own); the system clock by default. */
+  clock?: Clock;
 }
 
 /** Wires the service's dependencies and starts listening. */
@@ -44,7 +45,7 @@ export async function startService(
   logger = createLogger("service", config.LOG_LEVEL),
   options: ServiceOptions = {},
 ): Promise<RunningService> {
-  const now = options.now ?? Date.now;
+  const clock = options.clock ?? systemClock;
   const metrics = createMetrics("service");
   const redis = createRedis(config.REDIS_URL, { connectionName: "service", metrics: metrics.redisCommands });
   redis.on("error", (err) => logger.warn({ err: err.message }, "redis error"));
@@ -56,28 +57,26 @@ export async function startService(
     metrics: metrics.postgresQueries,
     onIdleError: (err) => logger.warn({ err: err.message }, "postgres connection error"),
   });
-  const { spicedb, authorization, tokens } = connectAuthorization(
-    config,
-    redis,
-    logger,
-    metrics.grpcClient,
-    metrics.decisionCache,
+  const { spicedb, authorization, tokens } = connectAuthorization(config, redis, logger, {
+    metrics: metrics.grpcClient,
+    cacheMetrics: metrics.decisionCache,
     // Owners of stored responses and completions expire with them (RESPONSE_RETENTION), in SpiceDB's time.
-    {
+    ownership: {
       lifetimes: {
         response: config.retention.responseRetentionMs,
         completion: config.retention.responseRetentionMs,
       },
     },
-  );
+    clock,
+  });
   const assertions = await internalAssertions(config.INTERNAL_ASSERTION_SECRET, config.DATA_DIR, logger);
   const provider = chatProvider(config, metrics);
   if (!config.LLM_BASE_URL)
     logger.warn("no model provider configured: responses answer 503 until LLM_BASE_URL is set");
 
   const prices = config.LLM_MODELS?.prices ?? new Map();
-  const usage = new UsageStore(redis, prices);
-  const budgets = budgetDeps(config, redis, metrics, logger);
+  const usage = new UsageStore(redis, prices, clock);
+  const budgets = budgetDeps(config, redis, metrics, logger, clock);
   const evals = startEvals(
     {
       redisUrl: config.REDIS_URL,
@@ -89,17 +88,18 @@ export async function startService(
       budgets,
       logger,
       metrics,
+      clock,
     },
     config.EVAL_WORKER_CONCURRENCY,
     evalLimits(config),
   );
-  const sandbox = await Sandbox.create(config.sandbox, { redis, db }, logger);
+  const sandbox = await Sandbox.create(config.sandbox, { redis, db, clock }, logger);
 
   const conversations = new ConversationStore(db, {
-    now,
+    clock,
     idleExpiryMs: config.retention.conversationIdleExpiryMs,
   });
-  const retention = new RetentionSweeper({ db, spicedb, tokens, logger, now, options: config.retention });
+  const retention = new RetentionSweeper({ db, spicedb, tokens, logger, clock, options: config.retention });
   retention.start();
   const reconciler = new OrphanReconciler({
     db,
@@ -107,7 +107,7 @@ export async function startService(
     spicedb,
     tokens,
     logger,
-    now,
+    clock,
     options: config.reconcile,
   });
   reconciler.start();
@@ -129,8 +129,11 @@ export async function startService(
     deletion: new WriterDeletion(spicedb, tokens, logger),
     provider,
     conversations,
-    responses: new ResponseStore(db, { now, retentionMs: config.retention.responseRetentionMs }),
-    completions: new PostgresCompletionStore(db, { now, retentionMs: config.retention.responseRetentionMs }),
+    responses: new ResponseStore(db, { clock, retentionMs: config.retention.responseRetentionMs }),
+    completions: new PostgresCompletionStore(db, {
+      clock,
+      retentionMs: config.retention.responseRetentionMs,
+    }),
     usage,
     context: { maxItems: config.LLM_CONTEXT_MAX_ITEMS, maxTokens: config.LLM_CONTEXT_MAX_TOKENS },
     budgets,

@@ -35,6 +35,9 @@ function callerOf(
   return { principal, admission: { limits }, requestsCounted, requestId: "req_test" };
 }
 
+/** A clock whose wall time stands in 1970: no lease of another test, dated in real time, falls due on it. */
+const leaseClock = () => new ManualClock(0, 1_000_000);
+
 function deps(windows: CountingWindows, beforeReserve?: () => Promise<void>): BudgetDeps {
   return {
     windows,
@@ -180,7 +183,7 @@ describe.each(REDIS_TOPOLOGIES)("admission on %s Redis", (topology) => {
     };
 
     it("a reservation whose holder never settles is swept once its lease expires: the prompt stays charged, the rest goes back", async () => {
-      const clock = new ManualClock();
+      const clock = leaseClock();
       const holder = new CountingWindows(redis.redis, { clock, lease: { holder: "service-that-died" } });
       const sweeper = new CountingWindows(redis.redis, { clock, lease: { holder: "another-service" } });
       const keyId = freshKey();
@@ -205,7 +208,7 @@ describe.each(REDIS_TOPOLOGIES)("admission on %s Redis", (topology) => {
     });
 
     it("a holder that lives renews its leases: the sweep leaves them, and its own settlement counts", async () => {
-      const clock = new ManualClock();
+      const clock = leaseClock();
       const holder = new CountingWindows(redis.redis, { clock, lease: { holder: "service-alive" } });
       const sweeper = new CountingWindows(redis.redis, { clock });
       const keyId = freshKey();
@@ -219,7 +222,7 @@ describe.each(REDIS_TOPOLOGIES)("admission on %s Redis", (topology) => {
           clock.advance(20_000); // a renewal falls due: let it reach Redis before the next step
           await vi.waitFor(async () =>
             expect(Number(await redis.redis.zscore("gw:rl:leases", await leaseOf(keyId)))).toBe(
-              clock.now() + 60_000,
+              clock.wall() + 60_000,
             ),
           );
         }
@@ -235,7 +238,7 @@ describe.each(REDIS_TOPOLOGIES)("admission on %s Redis", (topology) => {
     });
 
     it("a holder that cannot settle (Redis away from it) stops renewing: the sweep settles the lease", async () => {
-      const clock = new ManualClock();
+      const clock = leaseClock();
       const own = createRedis(redis.server.url, {
         connectionName: "holder",
         extra: { enableOfflineQueue: false, maxRetriesPerRequest: 0 },
@@ -261,11 +264,11 @@ describe.each(REDIS_TOPOLOGIES)("admission on %s Redis", (topology) => {
     });
 
     it("a lease whose holder died after indexing it and before counting it is dropped by the sweep", async () => {
-      const clock = new ManualClock();
+      const clock = leaseClock();
       const sweeper = new CountingWindows(redis.redis, { clock });
       const keyId = freshKey();
       const record = `gw:rl:{${keyId}}:lease:never-counted`;
-      await redis.redis.zadd("gw:rl:leases", clock.now(), record);
+      await redis.redis.zadd("gw:rl:leases", clock.wall(), record);
       expect(await sweeper.sweep()).toEqual([]);
       expect(await redis.redis.zscore("gw:rl:leases", record)).toBeNull();
     });

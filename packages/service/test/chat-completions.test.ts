@@ -1,3 +1,4 @@
+import { ManualClock } from "@gw/core/clock";
 import { scanKeys } from "@gw/test-kit";
 import { describe, expect, it } from "vitest";
 import { PostgresCompletionStore } from "../src/completions/store.ts";
@@ -472,14 +473,14 @@ describe("stored chat completions", () => {
   });
 
   it("the store reads only its organization's completions, and only those not yet expired", async () => {
-    let now = Date.parse("2026-01-01T00:00:00Z");
-    const store = new PostgresCompletionStore(stack.db, { now: () => now, retentionMs: 60_000 });
+    const clock = new ManualClock(0, Date.parse("2026-01-01T00:00:00Z"));
+    const store = new PostgresCompletionStore(stack.db, { clock, retentionMs: 60_000 });
     const completion = (id: string, metadata: Record<string, string> = {}) =>
       ({ id, object: "chat.completion", created: 0, model: "m", choices: [], metadata }) as never;
     const message = (id: string) => ({ id, role: "user", content: id, content_parts: null }) as const;
-    const [org, other] = [`org-store-${now}-a`, `org-store-${now}-b`];
+    const [org, other] = [`org-store-${clock.wall()}-a`, `org-store-${clock.wall()}-b`];
     await store.save(org, completion("chatcmpl-old"), [message("m0")]);
-    now += 30_000;
+    clock.advance(30_000);
     await store.save(org, completion("chatcmpl-new"), [message("m1"), message("m2")]);
     await store.save(other, completion("chatcmpl-theirs"), []);
 
@@ -489,7 +490,7 @@ describe("stored chat completions", () => {
     expect(await store.messages(other, "chatcmpl-new")).toBeUndefined();
     expect((await store.messages(org, "chatcmpl-new"))?.map((m) => m.id)).toEqual(["m1", "m2"]);
 
-    now += 30_001; // chatcmpl-old is past its 60 s
+    clock.advance(30_001); // chatcmpl-old is past its 60 s
     expect((await store.getMany(org, ids)).map((c) => c.id)).toEqual(["chatcmpl-new"]);
     expect(await store.get(org, "chatcmpl-old")).toBeUndefined();
     expect(await store.messages(org, "chatcmpl-old")).toBeUndefined();

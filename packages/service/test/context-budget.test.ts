@@ -1,3 +1,4 @@
+import { systemClock } from "@gw/core/clock";
 import type { Postgres } from "@gw/core/postgres";
 import { REDIS_TOPOLOGIES } from "@gw/test-kit";
 import { describe, expect, it } from "vitest";
@@ -36,7 +37,7 @@ describe.each(REDIS_TOPOLOGIES)("on %s Redis", (topology) => {
     const key = await stack.createKey();
     const created = await stack.call(key.secret, "/api/v1/llm/conversations", { json: {}, user: "alice" });
     const { id } = await created.json();
-    await new ConversationStore(stack.db).append(key.org, id, items);
+    await new ConversationStore(stack.db, { clock: systemClock }).append(key.org, id, items);
     const ask = async (input: string) => {
       const res = await stack.call(key.secret, "/api/v1/llm/responses", {
         json: { input, conversation: id },
@@ -82,7 +83,7 @@ describe.each(REDIS_TOPOLOGIES)("on %s Redis", (topology) => {
         sent.push({ text, values });
         return stack.db.query(text, values);
       };
-      const pages = new ConversationStore(recording).newestFirst(org, id, MAX_ITEMS);
+      const pages = new ConversationStore(recording, { clock: systemClock }).newestFirst(org, id, MAX_ITEMS);
       expect((await pages.next()).value?.items).toHaveLength(MAX_ITEMS);
       expect(sent).toHaveLength(1);
       // …then explained as PostgreSQL runs it: no scan of the whole table, only one page of rows touched.

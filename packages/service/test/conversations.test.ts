@@ -1,3 +1,4 @@
+import { systemClock } from "@gw/core/clock";
 import { scanKeys } from "@gw/test-kit";
 import { describe, expect, it } from "vitest";
 import { ConversationStore } from "../src/conversations/store.ts";
@@ -161,7 +162,7 @@ describe.each(["single"] as const)("on %s Redis", (topology) => {
     async function withItems(n: number) {
       const { key, conversation } = await setup();
       const items = Array.from({ length: n }, (_, i) => message(i));
-      await new ConversationStore(stack.db).append(key.org, conversation.id, items);
+      await new ConversationStore(stack.db, { clock: systemClock }).append(key.org, conversation.id, items);
       const list = (query = "") =>
         stack.call(key.secret, `${CONV}/${conversation.id}/items${query}`, { user: "alice" });
       return { key, conversation, ids: items.map((i) => i.id), list };
@@ -230,7 +231,10 @@ describe.each(["single"] as const)("on %s Redis", (topology) => {
 
     it("live in PostgreSQL, not Redis, are continued in order, and leave no row once deleted", async () => {
       const { key, conversation } = await setup();
-      await new ConversationStore(stack.db).append(key.org, conversation.id, [message(0), message(1)]);
+      await new ConversationStore(stack.db, { clock: systemClock }).append(key.org, conversation.id, [
+        message(0),
+        message(1),
+      ]);
       const rows = async () =>
         (
           await stack.db.query<{ n: string }>(

@@ -1,3 +1,4 @@
+import { systemClock } from "@gw/core/clock";
 import { parseDuration } from "@gw/core/duration";
 import { errorHandler, jsonBody, listen } from "@gw/core/http";
 import { createLogger } from "@gw/core/logger";
@@ -29,7 +30,11 @@ const principal: Principal = {
 
 beforeAll(async () => {
   db = createPostgres(database.url, { connectionName: "compensation-test" });
-  const store = new EvalStore(db, { runRetentionMs: parseDuration("90d")!, runsPerSchedule: 10 });
+  const store = new EvalStore(db, {
+    runRetentionMs: parseDuration("90d")!,
+    runsPerSchedule: 10,
+    clock: systemClock,
+  });
   // The queue fails as an unreachable Redis does, after the row was written.
   const queue = {
     schedule: () => Promise.reject(new RedisUnavailable(new Error("connection refused"))),
@@ -38,6 +43,7 @@ beforeAll(async () => {
     store,
     queue,
     limits: { maxSchedulesPerOrg: 10, minIntervalSeconds: 1 },
+    clock: systemClock,
   } as unknown as Evals;
   const app = express();
   app.use(jsonBody);

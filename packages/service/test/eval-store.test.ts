@@ -1,3 +1,4 @@
+import { ManualClock, systemClock } from "@gw/core/clock";
 import { parseDuration } from "@gw/core/duration";
 import { createLogger } from "@gw/core/logger";
 import { createMetrics } from "@gw/core/metrics";
@@ -22,7 +23,11 @@ import { ChatProvider } from "../src/llm/provider.ts";
 import { UsageStore } from "../src/usage/store.ts";
 import { testBudgetDeps } from "./budget-deps.ts";
 
-const RETENTION: EvalStoreOptions = { runRetentionMs: parseDuration("90d")!, runsPerSchedule: 1_000 };
+const RETENTION: EvalStoreOptions = {
+  runRetentionMs: parseDuration("90d")!,
+  runsPerSchedule: 1_000,
+  clock: systemClock,
+};
 const database = useTestDatabase();
 let db: Postgres;
 let store: EvalStore;
@@ -30,7 +35,7 @@ beforeAll(() => {
   db = createPostgres(database.url, { connectionName: "eval-store-test" });
   // Its clock stands at the epoch, so the small times the tests below write (unix seconds 1, 10, 30...)
   // are within the retention; the retention tests run clocks of their own.
-  store = new EvalStore(db, { ...RETENTION, now: () => 0 });
+  store = new EvalStore(db, { ...RETENTION, clock: new ManualClock(0, 0) });
 });
 afterAll(() => db?.close());
 
@@ -220,30 +225,31 @@ describe("eval store on PostgreSQL", () => {
     afterAll(() => own?.close());
 
     it("runs past EVAL_RUN_RETENTION vanish from every read at once; the sweep deletes them in batches, then deleted schedules with no run left", async () => {
-      let now = Date.parse("2026-01-01T00:00:00Z");
-      const clocked = new EvalStore(own, { ...RETENTION, now: () => now });
+      const start = Date.parse("2026-01-01T00:00:00Z");
+      const clock = new ManualClock(0, start);
+      const clocked = new EvalStore(own, { ...RETENTION, clock });
       const { org, schedule } = await scheduleIn(clocked);
       const runOnce = async () => {
         const id = newEvalId(RUN_PREFIX);
-        expect(await clocked.enqueue(org, schedule.id, id, unixSeconds(now))).toMatchObject({
+        expect(await clocked.enqueue(org, schedule.id, id, unixSeconds(clock.wall()))).toMatchObject({
           outcome: "queued",
         });
-        expect(await clocked.start(org, schedule.id, id, unixSeconds(now))).toMatchObject({
+        expect(await clocked.start(org, schedule.id, id, unixSeconds(clock.wall()))).toMatchObject({
           outcome: "started",
         });
         await clocked.update(org, id, {
           results: [],
-          end: { status: "completed", at: unixSeconds(now), error: null },
+          end: { status: "completed", at: unixSeconds(clock.wall()), error: null },
         });
         return id;
       };
       const [old1, old2] = [await runOnce(), await runOnce()];
-      now += 10 * 86_400_000;
+      clock.advance(10 * 86_400_000);
       const recent = await runOnce();
       const listed = async () => (await clocked.runs(org, schedule.id, 10))?.data.map((r) => r.id);
       expect(await listed()).toEqual([recent, old2, old1]);
 
-      now = Date.parse("2026-01-01T00:00:00Z") + parseDuration("90d")! + 1_000;
+      clock.advance(start + parseDuration("90d")! + 1_000 - clock.wall());
       expect(await listed()).toEqual([recent]);
       expect(await clocked.getRun(org, old1)).toBeUndefined();
       expect(await clocked.getRun(org, recent)).toMatchObject({ status: "completed" });
@@ -257,9 +263,9 @@ describe("eval store on PostgreSQL", () => {
       expect(await rows()).toBe(1);
 
       // Deleted, the schedule stays while a run of it is kept, and goes with its last one.
-      expect(await clocked.softDelete(org, schedule.id, unixSeconds(now))).toBe(true);
+      expect(await clocked.softDelete(org, schedule.id, unixSeconds(clock.wall()))).toBe(true);
       expect(await clocked.sweep()).toEqual({ runs: 0, schedules: 0 });
-      now += parseDuration("90d")!;
+      clock.advance(parseDuration("90d")!);
       expect(await clocked.sweep()).toEqual({ runs: 1, schedules: 1 });
       expect(await clocked.get(org, schedule.id)).toBeUndefined();
     });
@@ -270,9 +276,11 @@ describe("eval store on PostgreSQL", () => {
     const ids: string[] = [];
     for (let i = 0; i < 5; i++) {
       const id = newEvalId(RUN_PREFIX);
-      expect(await store.enqueue(org, schedule.id, id, unixSeconds())).toMatchObject({ outcome: "queued" });
-      await store.start(org, schedule.id, id, unixSeconds());
-      await store.update(org, id, { end: { status: "completed", at: unixSeconds(), error: null } });
+      expect(await store.enqueue(org, schedule.id, id, unixSeconds(Date.now()))).toMatchObject({
+        outcome: "queued",
+      });
+      await store.start(org, schedule.id, id, unixSeconds(Date.now()));
+      await store.update(org, id, { end: { status: "completed", at: unixSeconds(Date.now()), error: null } });
       ids.unshift(id);
     }
     const capped = new EvalStore(db, { ...RETENTION, runsPerSchedule: 3 });
@@ -285,7 +293,9 @@ describe("eval store on PostgreSQL", () => {
       ).rows.map((r) => r.id);
     expect(await rows()).toHaveLength(5);
     const next = newEvalId(RUN_PREFIX);
-    expect(await capped.enqueue(org, schedule.id, next, unixSeconds())).toMatchObject({ outcome: "queued" });
+    expect(await capped.enqueue(org, schedule.id, next, unixSeconds(Date.now()))).toMatchObject({
+      outcome: "queued",
+    });
     expect(await rows()).toEqual([next, ...ids.slice(0, 2)]);
   });
 
@@ -347,8 +357,9 @@ describe.each(REDIS_TOPOLOGIES)("eval runs through the queue on %s Redis", (topo
         metrics,
         usage: new UsageStore(redis),
         budgets: testBudgetDeps(redis),
-        creators: new RedisCreatorKeys(redis),
+        creators: new RedisCreatorKeys(redis, systemClock),
         logger: createLogger("eval-store-test", "silent"),
+        clock: systemClock,
         provider: new ChatProvider({
           baseUrl: llm.baseUrl,
           apiKey: undefined,

@@ -1,3 +1,4 @@
+import { systemClock } from "@gw/core/clock";
 import { createLogger } from "@gw/core/logger";
 import { createMetrics } from "@gw/core/metrics";
 import { createPostgres } from "@gw/core/postgres";
@@ -73,6 +74,7 @@ describe("fairness between organizations on the shared eval queue", () => {
         usage: new UsageStore(stack.redis),
         budgets: testBudgetDeps(stack.redis),
         logger: createLogger("fairness-test", "silent"),
+        clock: systemClock,
         metrics: createMetrics("fairness"),
       },
       WORKERS,

@@ -1,3 +1,4 @@
+import { systemClock } from "@gw/core/clock";
 import type { Postgres } from "@gw/core/postgres";
 import { describe, expect, it } from "vitest";
 import { ConversationStore } from "../src/conversations/store.ts";
@@ -127,7 +128,10 @@ describe("item_reference input items", () => {
       sent.push({ text, values });
       return stack.db.query(text, values);
     };
-    const [responses, conversations] = [new ResponseStore(recording), new ConversationStore(recording)];
+    const [responses, conversations] = [
+      new ResponseStore(recording, { clock: systemClock }),
+      new ConversationStore(recording, { clock: systemClock }),
+    ];
     expect(await responses.findItem(key.org, answer)).toEqual({
       responseId: first.id,
       item: first.output[0],

@@ -8,6 +8,7 @@ import {
   update,
   v1,
 } from "@gw/core/authz";
+import { ManualClock } from "@gw/core/clock";
 import { createLogger } from "@gw/core/logger";
 import { readRelationshipLines } from "@gw/test-kit";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -22,7 +23,7 @@ import { useStack } from "./stack.ts";
 const stack = useStack();
 
 const HOUR = 3_600_000;
-let clock = Date.now();
+const clock = new ManualClock();
 let reconciler: OrphanReconciler;
 let spicedbClose: () => void;
 let write: (updates: v1.RelationshipUpdate[]) => Promise<unknown>;
@@ -45,7 +46,7 @@ beforeAll(() => {
     spicedb,
     tokens,
     logger,
-    now: () => clock,
+    clock,
     options: { intervalMs: HOUR, batch: 3, graceMs: HOUR },
   });
 });
@@ -98,7 +99,7 @@ describe("the orphan reconciler", () => {
     });
     expect(grant.status).toBe(204);
 
-    const twoHoursAgo = clock - 2 * HOUR;
+    const twoHoursAgo = clock.wall() - 2 * HOUR;
     const orphans: [ResourceType, string][] = [
       ["conversation", newId("conv", twoHoursAgo)],
       ["conversation", newId("conv", twoHoursAgo)],
@@ -109,7 +110,7 @@ describe("the orphan reconciler", () => {
     ];
     for (const [type, id] of orphans) await orphan(org, type, id);
     // Written a minute ago: its create may still be running (a long model call), so it stays for now.
-    const young = newId("resp", clock - 60_000);
+    const young = newId("resp", clock.wall() - 60_000);
     await orphan(org, "response", young);
     // Other resource types are not the service's: never touched.
     await write([update(TOUCH, org, { type: "file", id: "file_1" }, "owner", scopedId(org, "alice"))]);
@@ -146,7 +147,7 @@ describe("the orphan reconciler", () => {
     expect((await listed.json()).data).toEqual([{ resourceId: liveConversation }]);
 
     // Past the grace, the young one goes too; the live ones still stay.
-    clock += 2 * HOUR;
+    clock.advance(2 * HOUR);
     await fullPass();
     expect(await linesOf(org, "response", young)).toEqual([]);
     expect(await linesOf(org, "response", liveResponse)).toEqual([

@@ -1,8 +1,9 @@
 import { RedisConsistencyTokens, SpiceDBClient, scopedId, v1 } from "@gw/core/authz";
+import { ManualClock } from "@gw/core/clock";
 import { createLogger } from "@gw/core/logger";
 import { readRelationshipLines, scanKeys } from "@gw/test-kit";
 import pg from "pg";
-import { describe, expect, it } from "vitest";
+import { beforeEach, describe, expect, it } from "vitest";
 import { RetentionSweeper, SWEEP_BATCH, SWEEP_LOCK } from "../src/retention/sweeper.ts";
 import { useStack } from "./stack.ts";
 
@@ -11,14 +12,16 @@ const CONV = "/api/v1/llm/conversations";
 const COMPLETIONS = "/api/v1/llm/chat/completions";
 
 /** The service's clock: moved by the tests, never slept on. */
-let clock = Date.now();
+const clock = new ManualClock();
 const stack = useStack(
   { RESPONSE_RETENTION: "5s", CONVERSATION_IDLE_EXPIRY: "1h", RETENTION_SWEEP_INTERVAL: "1h" },
   {},
   undefined,
   "single",
-  { now: () => clock },
+  { clock },
 );
+// SpiceDB ends owners' relationships on its own (real) clock: the service's may run ahead of it, never behind.
+beforeEach(() => clock.advance(Math.max(0, Date.now() - clock.wall())));
 
 /** Every relationship of a resource, as `zed relationship read` shows them. */
 const relationships = (type: string, org: string, id: string) =>
@@ -56,9 +59,9 @@ describe("RESPONSE_RETENTION=5s", () => {
     const written = await zedToken("response", key.org, id);
     expect(written.token).toEqual(expect.any(String));
 
-    clock += 4_000;
+    clock.advance(4_000);
     expect((await read("alice")).status).toBe(200);
-    clock += 1_500;
+    clock.advance(1_500);
     // Expired: gone from every read at once, before any sweep.
     for (const user of ["alice", "bob"]) {
       expect((await read(user)).status).toBe(404);
@@ -132,7 +135,7 @@ describe("RESPONSE_RETENTION=5s", () => {
     expect(await as("bob", `/${id}`)).toBe(200);
     expect(await as("bob", `/${id}/messages`)).toBe(200);
 
-    clock += 5_500;
+    clock.advance(5_500);
     // Expired: gone from every read and change at once, before any sweep.
     for (const user of ["alice", "bob"]) {
       expect(await as(user, `/${id}`)).toBe(404);
@@ -161,13 +164,13 @@ describe("RESPONSE_RETENTION=5s", () => {
   });
 
   it("deletes relationships in bulk: one WriteRelationships per batch, no DeleteRelationships, and writes nothing for what it deleted", async () => {
-    const org = `org-bulk-${clock}`;
+    const org = `org-bulk-${clock.wall()}`;
     const count = SWEEP_BATCH * 2 + 3;
     const ids = Array.from({ length: count }, (_, n) => `resp_bulk${n}`);
     await stack.db.query(
       `INSERT INTO responses (org, id, body, input, stored_at)
        SELECT $1, id, '{}'::json, '[]'::json, $2 FROM unnest($3::text[]) AS id`,
-      [org, new Date(clock - 10_000), ids],
+      [org, new Date(clock.wall() - 10_000), ids],
     );
     // Each with its owner, and every tenth with a reader and a grant expiry in Redis too.
     const zed = v1.NewClient(
@@ -201,7 +204,7 @@ describe("RESPONSE_RETENTION=5s", () => {
     for (const id of ids.slice(0, 5)) {
       const key = `gw:zedtoken:{response:${scopedId(org, id)}}`;
       await stack.redis.set(key, "an-earlier-token", "EX", 86_400);
-      await stack.redis.zadd(`${key}:expiries`, clock + 60_000, String(clock + 60_000));
+      await stack.redis.zadd(`${key}:expiries`, clock.wall() + 60_000, String(clock.wall() + 60_000));
     }
     const calls = async (method: string) => {
       const text = await (await fetch(`${stack.serviceUrl}/metrics`)).text();
@@ -235,19 +238,19 @@ describe("RESPONSE_RETENTION=5s", () => {
   });
 
   it("readWholeTypes (the local engine): reads each type's relationships a page at a time and deletes only those of expired rows", async () => {
-    const org = `org-whole-${clock}`;
-    const other = `org-other-${clock}`;
+    const org = `org-whole-${clock.wall()}`;
+    const other = `org-other-${clock.wall()}`;
     const count = 1203;
     const ids = Array.from({ length: count }, (_, n) => `resp_whole${n}`);
     await stack.db.query(
       `INSERT INTO responses (org, id, body, input, stored_at)
        SELECT $1, id, '{}'::json, '[]'::json, $2 FROM unnest($3::text[]) AS id`,
-      [org, new Date(clock - 10_000), ids],
+      [org, new Date(clock.wall() - 10_000), ids],
     );
     // Another organization's response with the same id, not expired: its relationships stay.
     await stack.db.query(
       `INSERT INTO responses (org, id, body, input, stored_at) VALUES ($1, $2, '{}'::json, '[]'::json, $3)`,
-      [other, ids[0], new Date(clock + 60_000)],
+      [other, ids[0], new Date(clock.wall() + 60_000)],
     );
     const zed = v1.NewClient(
       stack.spicedb.presharedKey,
@@ -296,7 +299,7 @@ describe("RESPONSE_RETENTION=5s", () => {
       spicedb,
       tokens: new RedisConsistencyTokens(stack.redis, 5_000),
       logger: createLogger("retention-test", "warn"),
-      now: () => clock,
+      clock,
       options: { responseRetentionMs: 5_000, sweepIntervalMs: 3_600_000, readWholeTypes: true },
     });
     try {
@@ -318,17 +321,17 @@ describe("RESPONSE_RETENTION=5s", () => {
   });
 
   it("deletes in batches of SWEEP_BATCH until nothing expired is left", async () => {
-    const org = `org-batch-${clock}`;
+    const org = `org-batch-${clock.wall()}`;
     const count = SWEEP_BATCH * 2 + 7;
     await stack.db.query(
       `INSERT INTO responses (org, id, body, input, stored_at)
        SELECT $1, 'resp_' || n, '{}'::json, '[]'::json, $2 FROM generate_series(1, $3) AS n`,
-      [org, new Date(clock - 10_000), count],
+      [org, new Date(clock.wall() - 10_000), count],
     );
     await stack.db.query(
       `INSERT INTO chat_completions (org, id, body, messages, stored_at)
        SELECT $1, 'chatcmpl-' || n, '{}'::json, '[]'::json, $2 FROM generate_series(1, $3) AS n`,
-      [org, new Date(clock - 10_000), count],
+      [org, new Date(clock.wall() - 10_000), count],
     );
     const report = await stack.sweep();
     expect(report?.responses).toBe(count);
@@ -358,14 +361,14 @@ describe("CONVERSATION_IDLE_EXPIRY=1h", () => {
       firstItems[id] = (await items.json()).data[0].id;
     }
 
-    clock += 40 * 60_000;
+    clock.advance(40 * 60_000);
     // Adding items is activity: `active` stays for another hour from here.
     const added = await stack.call(key.secret, `${CONV}/${active}/items`, {
       json: { items: [{ role: "user", content: "still here" }] },
       user: "alice",
     });
     expect(added.status).toBe(200);
-    clock += 30 * 60_000;
+    clock.advance(30 * 60_000);
 
     const as = (user: string, path: string, init: { method?: string; json?: unknown } = {}) =>
       stack.call(key.secret, path, { ...init, user }).then((r) => r.status);

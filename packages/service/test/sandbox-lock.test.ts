@@ -3,7 +3,7 @@ import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
-import { ManualClock } from "@gw/core/clock";
+import { ManualClock, systemClock } from "@gw/core/clock";
 import { createLogger } from "@gw/core/logger";
 import { createPostgres, type Postgres } from "@gw/core/postgres";
 import type { Principal } from "@gw/core/principal";
@@ -57,7 +57,7 @@ async function replica(hooks: SandboxHooks = {}): Promise<Sandbox> {
   clients.push(redis);
   const db = createPostgres(database.url, { connectionName: "replica" });
   pools.push(db);
-  const sandbox = await Sandbox.create(options, { redis, db }, logger, hooks);
+  const sandbox = await Sandbox.create(options, { redis, db, clock: systemClock }, logger, hooks);
   replicas.push(sandbox);
   return sandbox;
 }

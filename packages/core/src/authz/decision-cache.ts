@@ -1,5 +1,5 @@
+import { LRUCache } from "lru-cache";
 import { type Clock, systemClock } from "../clock.ts";
-import { Lru } from "../lru.ts";
 import { type LastWriteRead, UNKNOWN_LAST_WRITE } from "./consistency-tokens.ts";
 
 /** How a check used the cache: answered from it, asked SpiceDB, or could not use it (right after a write, or Redis unreadable). */
@@ -53,12 +53,17 @@ interface Entry {
  */
 export class DecisionCache {
   readonly clock: Clock;
-  private readonly entries: Lru<string, Entry>;
+  /**
+   * Bounded by lru-cache (least recently used go first), without its TTL: an
+   * entry's validity depends on the resource's last-write token read for each
+   * check, and each way it ends is counted by its reason.
+   */
+  private readonly entries: LRUCache<string, Entry>;
   private readonly maxAgeMs: number;
   private readonly metrics: DecisionCacheMetrics | undefined;
 
   constructor(options: DecisionCacheOptions) {
-    this.entries = new Lru(options.maxEntries);
+    this.entries = new LRUCache({ max: options.maxEntries });
     this.maxAgeMs = options.maxAgeMs;
     this.clock = options.clock ?? systemClock;
     this.metrics = options.metrics;

@@ -1,3 +1,4 @@
+import { type Clock, systemClock } from "../clock.ts";
 import { AppError } from "../errors.ts";
 import type { Logger } from "../logger.ts";
 import type { Principal } from "../principal.ts";
@@ -38,8 +39,6 @@ import {
   userRef,
 } from "./relationships.ts";
 import { isFailedPrecondition, type SpiceDBClient, v1 } from "./spicedb-client.ts";
-
-export type { ResourceRef } from "./relationships.ts";
 
 /** The caller may not change roles on this resource (also when it does not exist, so existence does not leak). */
 export class NotResourceOwner extends AppError {
@@ -144,8 +143,19 @@ const CONTENT_EXPIRES: ReadonlySet<ResourceType> = new Set(["response", "complet
 /** How long new resources of a type are owned: the retention of their content, in ms. */
 export interface OwnershipLifetimes {
   lifetimes: Partial<Record<ResourceType, number>>;
-  /** Milliseconds since the epoch, as SpiceDB's clock counts them (tests pass their own). */
-  now?: () => number;
+}
+
+/** What a `ResourceAuthorization` may be given besides SpiceDB and the ZedToken store. */
+export interface ResourceAuthorizationOptions {
+  logger?: Logger | undefined;
+  /** Where `check` keeps its decisions; none: every check asks SpiceDB. */
+  decisions?: DecisionCache | undefined;
+  /** Types whose content expires: their owner relationships expire with it. */
+  ownership?: OwnershipLifetimes | undefined;
+  /** Test seams (production passes none). */
+  hooks?: AuthorizationHooks | undefined;
+  /** Its wall time starts owner relationships' expiries, as SpiceDB's clock counts them; the system clock by default. */
+  clock?: Clock | undefined;
 }
 
 /**
@@ -163,26 +173,18 @@ export class ResourceAuthorization {
   private readonly logger: Logger | undefined;
   private readonly decisions: DecisionCache | undefined;
   private readonly hooks: AuthorizationHooks;
+  private readonly ownership: OwnershipLifetimes | undefined;
+  private readonly clock: Clock;
 
-  constructor(
-    spicedb: SpiceDBClient,
-    tokens: ConsistencyTokens,
-    logger?: Logger,
-    /** Where `check` keeps its decisions; none: every check asks SpiceDB. */
-    decisions?: DecisionCache,
-    /** Types whose content expires: their owner relationships expire with it. */
-    ownership?: OwnershipLifetimes,
-    hooks: AuthorizationHooks = {},
-  ) {
+  constructor(spicedb: SpiceDBClient, tokens: ConsistencyTokens, options: ResourceAuthorizationOptions = {}) {
     this.spicedb = spicedb;
     this.tokens = tokens;
-    this.logger = logger;
-    this.decisions = decisions;
-    this.ownership = ownership;
-    this.hooks = hooks;
+    this.logger = options.logger;
+    this.decisions = options.decisions;
+    this.ownership = options.ownership;
+    this.hooks = options.hooks ?? {};
+    this.clock = options.clock ?? systemClock;
   }
-
-  private readonly ownership: OwnershipLifetimes | undefined;
 
   /**
    * Makes the principal the owner of a resource it just created (with a
@@ -193,8 +195,7 @@ export class ResourceAuthorization {
    */
   async createOwnership(principal: Principal, resource: ResourceRef): Promise<string | undefined> {
     const lifetime = this.ownership?.lifetimes[resource.type];
-    const expiresAt =
-      lifetime === undefined ? undefined : new Date((this.ownership?.now ?? Date.now)() + lifetime);
+    const expiresAt = lifetime === undefined ? undefined : new Date(this.clock.wall() + lifetime);
     return this.write(principal.org, resource, [
       ownerUpdate(principal, resource, expiresAt),
       ...organizationUpdates(principal.org, resource),

@@ -1,5 +1,5 @@
 import { z } from "zod";
-import type { Clock } from "../clock.ts";
+import { type Clock, systemClock } from "../clock.ts";
 import { env } from "../config.ts";
 import type { Logger } from "../logger.ts";
 import type { GrpcClientMetrics } from "../metrics.ts";
@@ -78,17 +78,28 @@ export function connectAuthorization(
   config: SpiceDBEnv & { spicedb: SpiceDBClientOptions },
   redis: RedisClient,
   logger: Logger,
-  metrics?: GrpcClientMetrics,
-  cacheMetrics?: DecisionCacheMetrics,
-  /** The service's: owners of content that expires expire with it. */
-  ownership?: OwnershipLifetimes,
-  /** Test seams (none in production). */
-  hooks?: AuthorizationHooks,
+  options: {
+    metrics?: GrpcClientMetrics | undefined;
+    cacheMetrics?: DecisionCacheMetrics | undefined;
+    /** The service's: owners of content that expires expire with it. */
+    ownership?: OwnershipLifetimes | undefined;
+    /** Test seams (none in production). */
+    hooks?: AuthorizationHooks | undefined;
+    /** The process's clock (the decision cache, ZedToken pruning, owners' expiries); the system clock by default. */
+    clock?: Clock | undefined;
+  } = {},
 ): { spicedb: SpiceDBClient; authorization: ResourceAuthorization; tokens: ConsistencyTokens } {
+  const { metrics, cacheMetrics, ownership, hooks, clock = systemClock } = options;
   const spicedb = new SpiceDBClient({ ...config.spicedb, metrics });
-  const tokens = new RedisConsistencyTokens(redis, config.SPICEDB_FULLY_CONSISTENT_AFTER_WRITE_MS);
-  const decisions = decisionCacheOf(config, cacheMetrics);
-  const authorization = new ResourceAuthorization(spicedb, tokens, logger, decisions, ownership, hooks);
+  const tokens = new RedisConsistencyTokens(redis, config.SPICEDB_FULLY_CONSISTENT_AFTER_WRITE_MS, clock);
+  const decisions = decisionCacheOf(config, cacheMetrics, clock);
+  const authorization = new ResourceAuthorization(spicedb, tokens, {
+    logger,
+    decisions,
+    ownership,
+    hooks,
+    clock,
+  });
   return { spicedb, authorization, tokens };
 }
 

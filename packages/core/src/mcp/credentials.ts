@@ -1,3 +1,4 @@
+import type { Clock } from "../clock.ts";
 import type { Queryable } from "../postgres.ts";
 import { type Sealed, type Vault, VaultUnreadable } from "./vault.ts";
 
@@ -43,14 +44,23 @@ const SHARED = "";
 export class CredentialStore {
   private readonly db: Queryable;
   private readonly vault: Vault;
-  private readonly now: () => number;
-  /** Told when a secret cannot be opened (a key gone from VAULT_KEYS): never the secret. */
-  onUnreadable: ((reason: string) => void) | undefined;
+  private readonly clock: Clock;
+  private readonly onUnreadable: ((reason: string) => void) | undefined;
 
-  constructor(db: Queryable, vault: Vault, now: () => number = Date.now) {
+  constructor(
+    db: Queryable,
+    vault: Vault,
+    options: {
+      /** Its wall time stamps credentials. */
+      clock: Clock;
+      /** Told when a secret cannot be opened (a key gone from VAULT_KEYS): never the secret. */
+      onUnreadable?: (reason: string) => void;
+    },
+  ) {
     this.db = db;
     this.vault = vault;
-    this.now = now;
+    this.clock = options.clock;
+    this.onUnreadable = options.onUnreadable;
   }
 
   async put(
@@ -78,7 +88,7 @@ export class CredentialStore {
         sealed.kekId,
         sealed.wrappedKey,
         sealed.sealed,
-        Math.floor(this.now() / 1000),
+        Math.floor(this.clock.wall() / 1000),
       ],
     );
     return view(rows[0]!);
@@ -149,7 +159,7 @@ export class CredentialStore {
         org,
         server.id,
         row.user_id,
-        Math.floor(this.now() / 1000),
+        Math.floor(this.clock.wall() / 1000),
         ...(rewrapped ? [rewrapped.kekId, rewrapped.wrappedKey] : []),
       ],
     );

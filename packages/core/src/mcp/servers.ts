@@ -1,3 +1,4 @@
+import type { Clock } from "../clock.ts";
 import type { Queryable } from "../postgres.ts";
 
 /** A registered MCP server, as the API shows it. */
@@ -31,11 +32,12 @@ const view = (row: Row): McpServer => ({
 /** Registered MCP servers in PostgreSQL (`mcp_servers`); every statement names the organization. */
 export class McpServerStore {
   private readonly db: Queryable;
-  private readonly now: () => number;
+  private readonly clock: Clock;
 
-  constructor(db: Queryable, now: () => number = Date.now) {
+  /** `clock`: its wall time stamps registrations. */
+  constructor(db: Queryable, clock: Clock) {
     this.db = db;
-    this.now = now;
+    this.clock = clock;
   }
 
   async create(
@@ -45,7 +47,7 @@ export class McpServerStore {
     const { rows } = await this.db.query<Row>(
       `INSERT INTO mcp_servers (org, id, name, url, description, created_at)
        VALUES ($1, $2, $3, $4, $5, $6) RETURNING id, name, url, description, created_at`,
-      [org, server.id, server.name, server.url, server.description, Math.floor(this.now() / 1000)],
+      [org, server.id, server.name, server.url, server.description, Math.floor(this.clock.wall() / 1000)],
     );
     return view(rows[0]!);
   }

@@ -10,9 +10,9 @@ import {
   McpError,
   type Tool,
 } from "@modelcontextprotocol/sdk/types.js";
+import { LRUCache } from "lru-cache";
 import { type Agent, fetch as undiciFetch } from "undici";
 import type { Logger } from "../logger.ts";
-import { Lru } from "../lru.ts";
 import type { UpstreamHeaders } from "./credentials.ts";
 import { type UpstreamPolicy, UpstreamRefused } from "./upstream-address.ts";
 
@@ -87,7 +87,8 @@ const TRANSPORT_HEADERS = new Set([
  * credential.
  */
 export class UpstreamClients {
-  private readonly sessions: Lru<string, Session>;
+  /** The least recently used session makes room for one more, and is closed rather than left open upstream. */
+  private readonly sessions: LRUCache<string, Session>;
   private readonly dispatcher: Agent;
   private readonly timeoutMs: number;
   private readonly logger: Logger | undefined;
@@ -97,7 +98,12 @@ export class UpstreamClients {
     this.timeoutMs = options.timeoutMs;
     this.logger = options.logger;
     this.maxSessions = options.maxSessions ?? 1_000;
-    this.sessions = new Lru(this.maxSessions);
+    this.sessions = new LRUCache({
+      max: this.maxSessions,
+      dispose: (session, _key, reason) => {
+        if (reason === "evict") session.client.close().catch(() => undefined);
+      },
+    });
     this.dispatcher = options.policy.dispatcher(options.timeoutMs);
   }
 
@@ -202,12 +208,6 @@ export class UpstreamClients {
       this.logger?.debug({ err: err.message, server: server.id }, "upstream MCP session error");
     session.ready = session.client.connect(session.transport, { timeout: this.timeoutMs });
     session.ready.catch(() => undefined);
-    if (this.sessions.size >= this.maxSessions) {
-      // The least recently used session makes room, and is closed rather than left open upstream.
-      const [oldKey, oldest] = this.sessions.entries().next().value as [string, Session];
-      this.sessions.delete(oldKey);
-      oldest.client.close().catch(() => undefined);
-    }
     this.sessions.set(key, session);
     return session;
   }

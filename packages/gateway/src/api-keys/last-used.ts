@@ -1,3 +1,4 @@
+import type { Clock } from "@gw/core/clock";
 import type { Logger } from "@gw/core/logger";
 import type { RequestHandler } from "express";
 import type { ApiKeyStore } from "./store.ts";
@@ -10,14 +11,15 @@ import type { ApiKeyStore } from "./store.ts";
 export function recordLastUsed(
   store: Pick<ApiKeyStore, "markUsed">,
   logger: Logger,
+  /** Its wall time is what is noted. */
+  clock: Clock,
   everyMs = 60_000,
-  now: () => number = Date.now,
 ): RequestHandler {
   const written = new Map<string, number>();
   return (_req, res, next) => {
     const key = res.locals.apiKey;
     if (key) {
-      const at = now();
+      const at = clock.wall();
       const last = written.get(key.id);
       if (last === undefined || at - last >= everyMs) {
         written.set(key.id, at);

@@ -1,8 +1,8 @@
 import { type Clock, systemClock } from "@gw/core/clock";
 import { AppError } from "@gw/core/errors";
 import type { Logger } from "@gw/core/logger";
-import { Lru } from "@gw/core/lru";
 import type { RedisClient } from "@gw/core/redis";
+import { LRUCache } from "lru-cache";
 import { hashSecret, sameHash } from "./secret.ts";
 import { API_KEY_EVENTS_CHANNEL, type ApiKeyStore } from "./store.ts";
 import type { ApiKeyRecord } from "./types.ts";
@@ -49,8 +49,14 @@ interface Entry {
  * honour a key revoked elsewhere for that long); anything else is a 503.
  */
 export class CachedApiKeyLookup implements ApiKeyLookup {
-  private readonly byHash = new Lru<string, Entry>(MAX_CACHED_KEYS);
-  private readonly byId = new Lru<string, Entry>(MAX_CACHED_KEYS);
+  /*
+   * Bounded by lru-cache, without its TTL or fetchMethod: a change event must
+   * keep a read already under way from being cached while its callers still
+   * get what it read (lru-cache aborts an in-flight fetch on delete), and a
+   * copy is fresh for `ttlMs` but usable on an outage for `staleIfErrorMs`.
+   */
+  private readonly byHash = new LRUCache<string, Entry>({ max: MAX_CACHED_KEYS });
+  private readonly byId = new LRUCache<string, Entry>({ max: MAX_CACHED_KEYS });
   /** Reads in flight, by cache and key, with the generation they started in. */
   private readonly inFlight = new Map<
     string,
@@ -142,7 +148,7 @@ export class CachedApiKeyLookup implements ApiKeyLookup {
   }
 
   private async cached(
-    cache: Lru<string, Entry>,
+    cache: LRUCache<string, Entry>,
     flightKey: string,
     key: string,
     fetch: () => Promise<ApiKeyRecord | undefined>,
@@ -182,7 +188,7 @@ export class CachedApiKeyLookup implements ApiKeyLookup {
     return record;
   }
 
-  private remember(cache: Lru<string, Entry>, key: string, record: ApiKeyRecord, now: number): void {
+  private remember(cache: LRUCache<string, Entry>, key: string, record: ApiKeyRecord, now: number): void {
     cache.set(key, {
       record,
       freshUntil: this.subscribed ? now + this.ttlMs : 0,
@@ -196,8 +202,7 @@ export class CachedApiKeyLookup implements ApiKeyLookup {
 
   private forget(id: string): void {
     this.byId.delete(id);
-    for (const [hash, entry] of this.byHash.entries()) {
-      if (entry.record.id === id) this.byHash.delete(hash);
-    }
+    const hashes = [...this.byHash.entries()].filter(([, entry]) => entry.record.id === id);
+    for (const [hash] of hashes) this.byHash.delete(hash);
   }
 }

@@ -1,3 +1,4 @@
+import { type Clock, systemClock } from "@gw/core/clock";
 import { PERMISSIONS } from "@gw/core/permissions";
 import { orgIdSchema, userIdSchema } from "@gw/core/principal";
 import { z } from "zod";
@@ -73,31 +74,43 @@ export const modelsSchema = z
   .max(100)
   .refine((list) => new Set(list).size === list.length, "List should not contain duplicates");
 
-const futureInstant = z.iso
-  .datetime({ offset: true })
-  .refine((value) => Date.parse(value) > Date.now(), "Expiry should be in the future");
+/** An instant after the clock's wall time. */
+const futureInstant = (clock: Clock) =>
+  z.iso
+    .datetime({ offset: true })
+    .refine((value) => Date.parse(value) > clock.wall(), "Expiry should be in the future");
 
-export const createApiKeySchema = z.strictObject({
-  org: orgIdSchema,
-  owner: userIdSchema,
-  name: z.string().min(1).max(128).optional(),
-  permissions: permissionsSchema.optional(),
-  limits: limitsSchema.optional(),
-  models: modelsSchema.optional(),
-  expiresAt: futureInstant.optional(),
-  onBehalfOf: onBehalfOfSchema.optional(),
-});
+/** A new key's body; `clock` says when "the future" starts (the gateway's own clock for its route). */
+export const createApiKeyBody = (clock: Clock) =>
+  z.strictObject({
+    org: orgIdSchema,
+    owner: userIdSchema,
+    name: z.string().min(1).max(128).optional(),
+    permissions: permissionsSchema.optional(),
+    limits: limitsSchema.optional(),
+    models: modelsSchema.optional(),
+    expiresAt: futureInstant(clock).optional(),
+    onBehalfOf: onBehalfOfSchema.optional(),
+  });
+
+/** On the system clock: the CLI's, and the OpenAPI document's. */
+export const createApiKeySchema = createApiKeyBody(systemClock);
 
 export type CreateApiKeyInput = z.output<typeof createApiKeySchema>;
 
-export const updateApiKeySchema = z.strictObject({
-  name: z.string().min(1).max(128).nullable().optional(),
-  permissions: permissionsSchema.optional(),
-  limits: limitsPatchSchema.optional(),
-  /** `null` lifts the allowlist. */
-  models: modelsSchema.nullable().optional(),
-  expiresAt: futureInstant.nullable().optional(),
-  onBehalfOf: onBehalfOfSchema.optional(),
-});
+/** A key's changes; `clock` as for `createApiKeyBody`. */
+export const updateApiKeyBody = (clock: Clock) =>
+  z.strictObject({
+    name: z.string().min(1).max(128).nullable().optional(),
+    permissions: permissionsSchema.optional(),
+    limits: limitsPatchSchema.optional(),
+    /** `null` lifts the allowlist. */
+    models: modelsSchema.nullable().optional(),
+    expiresAt: futureInstant(clock).nullable().optional(),
+    onBehalfOf: onBehalfOfSchema.optional(),
+  });
+
+/** On the system clock: the CLI's, and the OpenAPI document's. */
+export const updateApiKeySchema = updateApiKeyBody(systemClock);
 
 export type UpdateApiKeyInput = z.output<typeof updateApiKeySchema>;

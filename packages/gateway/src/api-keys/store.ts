@@ -1,3 +1,4 @@
+import { type Clock, systemClock } from "@gw/core/clock";
 import { AppError } from "@gw/core/errors";
 import { DEFAULT_PERMISSIONS } from "@gw/core/permissions";
 import type { RedisClient } from "@gw/core/redis";
@@ -53,9 +54,12 @@ export class ApiKeyChangedConcurrently extends AppError {
 export class ApiKeyStore {
   private readonly redis: RedisClient;
   private readonly listeners: ((id: string) => void)[] = [];
+  private readonly clock: Clock;
 
-  constructor(redis: RedisClient) {
+  /** `clock`: its wall time stamps creation and revocation. */
+  constructor(redis: RedisClient, clock: Clock = systemClock) {
     this.redis = redis;
+    this.clock = clock;
   }
 
   /**
@@ -81,7 +85,7 @@ export class ApiKeyStore {
       limits: patchLimits({}, input.limits),
       models: input.models ? [...input.models] : null,
       status: "active",
-      createdAt: new Date().toISOString(),
+      createdAt: new Date(this.clock.wall()).toISOString(),
       expiresAt: input.expiresAt ? new Date(input.expiresAt).toISOString() : null,
       revokedAt: null,
       start: secretStart(secret),
@@ -157,7 +161,7 @@ export class ApiKeyStore {
     return this.modify(id, (record) => {
       if (record.status === "revoked") return;
       record.status = "revoked";
-      record.revokedAt = new Date().toISOString();
+      record.revokedAt = new Date(this.clock.wall()).toISOString();
     });
   }
 

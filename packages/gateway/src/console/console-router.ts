@@ -1,6 +1,7 @@
 import { readFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import { dirname, join } from "node:path";
+import type { Clock } from "@gw/core/clock";
 import { forbidden, unauthorized } from "@gw/core/errors";
 import { RouteLabels, routesOf } from "@gw/core/http";
 import type { Logger } from "@gw/core/logger";
@@ -35,6 +36,8 @@ export interface ConsoleDeps {
   /** The gateway's public URL: cookies are `Secure` when it is https (or the request came over TLS). */
   publicUrl: string;
   logger: Logger;
+  /** Its wall time decides whether a key has expired. */
+  clock: Clock;
 }
 
 /**
@@ -144,7 +147,7 @@ export function createConsoleRouter(deps: ConsoleDeps): Router {
   /** The key a session stands for, as it is now: a revoked key, or one without the permission, ends its sessions. */
   const liveKey = async (session: ConsoleSession): Promise<ApiKeyRecord | undefined> => {
     const key = await deps.keys.findById(session.keyId);
-    if (key && mayUseConsole(key)) return key;
+    if (key && mayUseConsole(key, deps.clock.wall())) return key;
     await deps.sessions.endAllOf(session.keyId);
     return undefined;
   };
@@ -187,7 +190,7 @@ export function createConsoleRouter(deps: ConsoleDeps): Router {
     if (!expected || !sameToken(body.csrf, expected)) throw forbidden("Refused: missing or wrong CSRF token");
     const secret = typeof body.key === "string" ? body.key.trim() : "";
     const key = secret && secret.length <= 256 ? await deps.keys.findBySecret(secret) : undefined;
-    if (!key || !usable(key)) return res.redirect(303, "/admin/sign-in?failed=invalid");
+    if (!key || !usable(key, deps.clock.wall())) return res.redirect(303, "/admin/sign-in?failed=invalid");
     if (!key.permissions.includes(CONSOLE_PERMISSION))
       return res.redirect(303, "/admin/sign-in?failed=permission");
     const { id, session } = await deps.sessions.create({ keyId: key.id, org: key.org, user: key.owner });
@@ -258,13 +261,14 @@ function cryptoToken(): string {
   );
 }
 
-function usable(key: ApiKeyRecord): boolean {
-  return key.status === "active" && (key.expiresAt === null || Date.parse(key.expiresAt) > Date.now());
+/** `now`: wall time, in milliseconds since the epoch. */
+function usable(key: ApiKeyRecord, now: number): boolean {
+  return key.status === "active" && (key.expiresAt === null || Date.parse(key.expiresAt) > now);
 }
 
 /** Active, unexpired, and holding `admin:console`. */
-export function mayUseConsole(key: ApiKeyRecord): boolean {
-  return usable(key) && key.permissions.includes(CONSOLE_PERMISSION);
+export function mayUseConsole(key: ApiKeyRecord, now: number): boolean {
+  return usable(key, now) && key.permissions.includes(CONSOLE_PERMISSION);
 }
 
 /** Whether the gateway serves the MCP API (helper routes of issue 29); the console shows tool servers only then. */

@@ -1,4 +1,5 @@
 import { createHash, randomBytes, timingSafeEqual } from "node:crypto";
+import type { Clock } from "@gw/core/clock";
 import type { RedisClient } from "@gw/core/redis";
 
 /** What a console session knows: which key signed in (never its secret), and the session's CSRF token. */
@@ -18,8 +19,8 @@ export interface ConsoleSessionOptions {
   idleMs: number;
   /** A session ends this long after sign-in, however busy, in milliseconds. */
   maxAgeMs: number;
-  /** Wall clock in milliseconds (tests move it): sessions are shared by every replica through Redis. */
-  now?: () => number;
+  /** Its wall time (sessions are shared by every replica through Redis). */
+  clock: Clock;
 }
 
 // The id is a bearer secret: Redis holds only its SHA-256, as for API keys.
@@ -36,13 +37,13 @@ export class ConsoleSessions {
   private readonly redis: RedisClient;
   private readonly idleMs: number;
   private readonly maxAgeMs: number;
-  private readonly now: () => number;
+  private readonly clock: Clock;
 
   constructor(redis: RedisClient, options: ConsoleSessionOptions) {
     this.redis = redis;
     this.idleMs = options.idleMs;
     this.maxAgeMs = options.maxAgeMs;
-    this.now = options.now ?? Date.now;
+    this.clock = options.clock;
   }
 
   /** Starts a session for a key; returns the id for the cookie (shown nowhere else) and the session. */
@@ -52,7 +53,7 @@ export class ConsoleSessions {
     user: string;
   }): Promise<{ id: string; session: ConsoleSession }> {
     const id = randomBytes(32).toString("base64url");
-    const at = this.now();
+    const at = this.clock.wall();
     const session: ConsoleSession = {
       ...owner,
       csrf: randomBytes(32).toString("base64url"),
@@ -70,7 +71,7 @@ export class ConsoleSessions {
     const json = await this.redis.get(sessionKey(id));
     if (!json) return undefined;
     const session = JSON.parse(json) as ConsoleSession;
-    const at = this.now();
+    const at = this.clock.wall();
     if (this.ttl(session, at) <= 0) {
       await this.end(id);
       return undefined;

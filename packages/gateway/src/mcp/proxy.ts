@@ -1,4 +1,5 @@
 import { createHash } from "node:crypto";
+import type { Clock } from "@gw/core/clock";
 import { AppError, unauthorized } from "@gw/core/errors";
 import { jsonBody, principalOf } from "@gw/core/http";
 import { ASSERTION_HEADER, type InternalAssertions } from "@gw/core/internal-assertion";
@@ -59,6 +60,8 @@ export interface ProxyOptions {
   resolvePrincipal: RequestHandler;
   /** The key's request windows: asked for each `tools/call` only. */
   rateLimit: RequestHandler;
+  /** Its wall time decides whether the asserted key has expired. */
+  clock: Clock;
 }
 
 /**
@@ -87,7 +90,7 @@ export function mcpProxy(deps: McpDeps, options: ProxyOptions): Router {
           requestId: req.id,
         });
         const key = await options.keys.findById(principal.keyId);
-        const expired = key?.expiresAt != null && Date.parse(key.expiresAt) <= Date.now();
+        const expired = key?.expiresAt != null && Date.parse(key.expiresAt) <= options.clock.wall();
         if (!key || key.org !== principal.org || key.status !== "active" || expired)
           throw unauthorized("The API key behind this call is not usable");
         res.locals.apiKey = key;

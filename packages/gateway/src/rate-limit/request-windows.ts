@@ -95,8 +95,7 @@ export class RequestWindows {
   private readonly refusals = new Map<string, Refusal>();
   /** The clock's time until which decisions skip the store; 0 while it works. */
   private storeDownUntil = 0;
-  /** Errors giving points back (Redis away): the points stay counted until their window ends. */
-  onGiveBackError: (err: unknown) => void = () => {};
+  private readonly onGiveBackError: (err: unknown) => void;
 
   constructor(
     windows: CountingWindows,
@@ -106,6 +105,8 @@ export class RequestWindows {
       metrics?: GatewayMetrics;
       logger?: Logger;
       clock?: Clock;
+      /** Errors giving points back (Redis away): the points stay counted until their window ends. */
+      onGiveBackError?: (err: unknown) => void;
     } = {},
   ) {
     this.windows = windows;
@@ -114,6 +115,7 @@ export class RequestWindows {
     this.metrics = options.metrics;
     this.logger = options.logger;
     this.clock = options.clock ?? systemClock;
+    this.onGiveBackError = options.onGiveBackError ?? (() => {});
   }
 
   /** Counts one request of the key in every request window, or, when any refuses it, in none. */

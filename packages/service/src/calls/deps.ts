@@ -1,3 +1,4 @@
+import type { Clock } from "@gw/core/clock";
 import type { Logger } from "@gw/core/logger";
 import type { Metrics } from "@gw/core/metrics";
 import type { RedisClient } from "@gw/core/redis";
@@ -32,9 +33,10 @@ export function budgetDeps(
   redis: RedisClient,
   metrics: Metrics,
   logger: Logger,
+  clock: Clock,
 ): BudgetDeps {
   return {
-    windows: new CountingWindows(redis),
+    windows: new CountingWindows(redis, { clock }),
     prices: config.LLM_MODELS?.prices ?? new Map(),
     defaultMaxOutputTokens: config.LLM_DEFAULT_MAX_OUTPUT_TOKENS,
     metrics: createBudgetMetrics(metrics),

@@ -1,3 +1,4 @@
+import type { Clock } from "@gw/core/clock";
 import { type Postgres, postgresCanHold } from "@gw/core/postgres";
 
 /** A tool call as chat completions carry it. */
@@ -70,8 +71,8 @@ export interface CompletionStore {
 }
 
 export interface CompletionStoreOptions {
-  /** The time, in milliseconds since the epoch (tests pass their own clock). */
-  now?: () => number;
+  /** Its wall time stamps and expires completions. */
+  clock: Clock;
   /** A stored completion (with its messages) is gone this long after it was stored; unset: never. */
   retentionMs?: number | undefined;
 }
@@ -87,25 +88,25 @@ const LIVE = "($3::timestamptz IS NULL OR stored_at > $3)";
  */
 export class PostgresCompletionStore implements CompletionStore {
   private readonly db: Postgres;
-  private readonly now: () => number;
+  private readonly clock: Clock;
   private readonly retentionMs: number | undefined;
 
-  constructor(db: Postgres, options: CompletionStoreOptions = {}) {
+  constructor(db: Postgres, options: CompletionStoreOptions) {
     this.db = db;
-    this.now = options.now ?? Date.now;
+    this.clock = options.clock;
     this.retentionMs = options.retentionMs;
   }
 
   /** Completions stored before this are expired (`null`: none expire). */
   private cutoff(): Date | null {
-    return this.retentionMs === undefined ? null : new Date(this.now() - this.retentionMs);
+    return this.retentionMs === undefined ? null : new Date(this.clock.wall() - this.retentionMs);
   }
 
   async save(org: string, completion: ChatCompletionObject, messages: StoredMessage[]): Promise<void> {
     await this.db.query(
       `INSERT INTO chat_completions (org, id, body, messages, stored_at)
        VALUES ($1, $2, $3::json, $4::json, $5)`,
-      [org, completion.id, JSON.stringify(completion), JSON.stringify(messages), new Date(this.now())],
+      [org, completion.id, JSON.stringify(completion), JSON.stringify(messages), new Date(this.clock.wall())],
     );
   }
 

@@ -1,3 +1,4 @@
+import type { Clock } from "@gw/core/clock";
 import { type Postgres, postgresCanHold, type Queryable } from "@gw/core/postgres";
 import type { Item } from "../items/items.ts";
 
@@ -14,8 +15,8 @@ export interface ItemPage {
 }
 
 export interface ConversationStoreOptions {
-  /** The time, in milliseconds since the epoch (tests pass their own clock). */
-  now?: () => number;
+  /** Its wall time stamps conversations' activity and expires idle ones. */
+  clock: Clock;
   /** A conversation untouched (not created, updated or given items) for this long is gone; unset: never. */
   idleExpiryMs?: number | undefined;
 }
@@ -54,18 +55,18 @@ const PAGE = { asc: pageSql("ASC", ">"), desc: pageSql("DESC", "<") };
  */
 export class ConversationStore {
   private readonly db: Postgres;
-  private readonly now: () => number;
+  private readonly clock: Clock;
   private readonly idleExpiryMs: number | undefined;
 
-  constructor(db: Postgres, options: ConversationStoreOptions = {}) {
+  constructor(db: Postgres, options: ConversationStoreOptions) {
     this.db = db;
-    this.now = options.now ?? Date.now;
+    this.clock = options.clock;
     this.idleExpiryMs = options.idleExpiryMs;
   }
 
   /** Conversations last active before this are expired (`null`: none expire). */
   private idleCutoff(): Date | null {
-    return this.idleExpiryMs === undefined ? null : new Date(this.now() - this.idleExpiryMs);
+    return this.idleExpiryMs === undefined ? null : new Date(this.clock.wall() - this.idleExpiryMs);
   }
 
   /** Stores a new conversation and its first items together. */
@@ -75,7 +76,7 @@ export class ConversationStore {
         org,
         conversation.id,
         JSON.stringify(conversation),
-        new Date(this.now()),
+        new Date(this.clock.wall()),
       ]);
       if (items.length > 0) await this.appendIn(tx, org, conversation.id, items);
     });
@@ -96,7 +97,7 @@ export class ConversationStore {
     const { rowCount } = await this.db.query(
       `UPDATE conversations SET body = $3::json, active_at = $4
         WHERE org = $1 AND id = $2 AND ($5::timestamptz IS NULL OR active_at > $5)`,
-      [org, conversation.id, JSON.stringify(conversation), new Date(this.now()), this.idleCutoff()],
+      [org, conversation.id, JSON.stringify(conversation), new Date(this.clock.wall()), this.idleCutoff()],
     );
     return rowCount === 1;
   }
@@ -155,7 +156,7 @@ export class ConversationStore {
       `UPDATE conversations SET last_position = last_position + $3, active_at = $4
         WHERE org = $1 AND id = $2 AND ($5::timestamptz IS NULL OR active_at > $5)
         RETURNING last_position AS last`,
-      [org, id, items.length, new Date(this.now()), this.idleCutoff()],
+      [org, id, items.length, new Date(this.clock.wall()), this.idleCutoff()],
     );
     if (rows.length === 0) return false;
     const first = Number(rows[0]!.last) - items.length + 1;

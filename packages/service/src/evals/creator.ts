@@ -1,3 +1,4 @@
+import type { Clock } from "@gw/core/clock";
 import type { Limits, UnitLimits } from "@gw/core/limits";
 import type { Permission } from "@gw/core/permissions";
 import type { Principal } from "@gw/core/principal";
@@ -34,11 +35,12 @@ const orgLimitsKey = (org: string) => `gw:org:${org}:end-user-limits`;
 
 export class RedisCreatorKeys implements CreatorKeys {
   private readonly redis: RedisClient;
-  private readonly now: () => number;
+  private readonly clock: Clock;
 
-  constructor(redis: RedisClient, now: () => number = Date.now) {
+  /** `clock`: its wall time decides whether the creator's key has expired. */
+  constructor(redis: RedisClient, clock: Clock) {
     this.redis = redis;
-    this.now = now;
+    this.clock = clock;
   }
 
   async callerOf(org: string, creator: { user: string; keyId: string }) {
@@ -50,7 +52,7 @@ export class RedisCreatorKeys implements CreatorKeys {
     if (!record || record.org !== org)
       return { refused: "The API key that created the schedule was deleted" };
     if (record.status !== "active") return { refused: "The API key that created the schedule was revoked" };
-    if (record.expiresAt && Date.parse(record.expiresAt) <= this.now())
+    if (record.expiresAt && Date.parse(record.expiresAt) <= this.clock.wall())
       return { refused: "The API key that created the schedule has expired" };
     const principal: Principal = {
       org,

@@ -1,3 +1,4 @@
+import type { Clock } from "@gw/core/clock";
 import { AppError } from "@gw/core/errors";
 import type { Logger } from "@gw/core/logger";
 import { BudgetRefused } from "../budgets/admit-model-call.ts";
@@ -14,6 +15,8 @@ export interface ExecuteRunDeps extends ModelCallDeps {
   /** The schedule's creator as its key stands now (limits, models, revoked or not). */
   creators: CreatorKeys;
   logger: Logger;
+  /** Stamps runs' times (wall time, as the store expires them). */
+  clock: Clock;
 }
 
 /** A failure in the service's own words, which the run's `error` may show. */
@@ -85,6 +88,9 @@ export async function executeRun(
       deps.logger.error({ err, runId }, "eval run failed");
   }
   const status = error === null ? "completed" : "failed";
-  await deps.store.update(org, runId, { results, end: { status, at: unixSeconds(), error } });
+  await deps.store.update(org, runId, {
+    results,
+    end: { status, at: unixSeconds(deps.clock.wall()), error },
+  });
   return status;
 }

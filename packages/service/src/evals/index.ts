@@ -1,3 +1,4 @@
+import type { Clock } from "@gw/core/clock";
 import type { Logger } from "@gw/core/logger";
 import type { Metrics } from "@gw/core/metrics";
 import type { Postgres } from "@gw/core/postgres";
@@ -30,6 +31,8 @@ export interface Evals {
   store: EvalStore;
   queue: EvalQueue;
   limits: EvalLimits;
+  /** The process's clock: schedules and runs are stamped with its wall time. */
+  clock: Clock;
   close(): Promise<void>;
 }
 
@@ -50,12 +53,13 @@ export function startEvals(
     budgets: BudgetDeps;
     logger: Logger;
     metrics: Metrics;
+    clock: Clock;
   },
   workers: number,
   limits: EvalLimits,
 ): Evals {
   const producer = bullConnection(deps.redisUrl, "producer");
-  const store = new EvalStore(deps.db, deps.retention);
+  const store = new EvalStore(deps.db, { ...deps.retention, clock: deps.clock });
   const sweep = setInterval(() => {
     store.sweep().then(
       (deleted) =>
@@ -70,13 +74,14 @@ export function startEvals(
   let workerConnection: RedisClient | undefined;
   if (workers > 0) {
     workerConnection = bullConnection(deps.redisUrl, "worker");
-    const creators = new RedisCreatorKeys(deps.redis);
+    const creators = new RedisCreatorKeys(deps.redis, deps.clock);
     worker = startEvalWorker(workerConnection, { ...deps, store, queue, metrics, creators }, workers);
   }
   return {
     store,
     queue,
     limits,
+    clock: deps.clock,
     async close() {
       clearInterval(sweep);
       await worker?.close();

@@ -50,7 +50,7 @@ export interface EvalRun {
   results: EvalResult[];
 }
 
-export const unixSeconds = (ms = Date.now()) => Math.floor(ms / 1000);
+export const unixSeconds = (ms: number) => Math.floor(ms / 1000);
 
 /** The API's schedule object, in the contract's field order. */
 export function scheduleObject(schedule: EvalSchedule, nextRunAtMs: number | undefined) {

@@ -1,3 +1,4 @@
+import type { Clock } from "@gw/core/clock";
 import { type Postgres, postgresCanHold, type Queryable } from "@gw/core/postgres";
 import type { EvalResult, EvalRun, EvalSchedule, RunStatus } from "./records.ts";
 
@@ -16,8 +17,8 @@ export interface EvalStoreOptions {
   runRetentionMs: number;
   /** The newest runs kept per schedule (`EVAL_RUNS_PER_SCHEDULE`); older ones vanish from reads and are deleted. */
   runsPerSchedule: number;
-  /** The clock, in milliseconds (tests move it). */
-  now?: () => number;
+  /** Its wall time expires runs. */
+  clock: Clock;
   /** Test seam: called inside `createWithinCap` between counting and adding, to force an interleaving. */
   afterCount?: (org: string) => Promise<void>;
 }
@@ -60,12 +61,12 @@ interface ScheduleRow {
 export class EvalStore {
   private readonly db: Postgres;
   private readonly options: EvalStoreOptions;
-  private readonly now: () => number;
+  private readonly clock: Clock;
 
   constructor(db: Postgres, options: EvalStoreOptions) {
     this.db = db;
     this.options = options;
-    this.now = options.now ?? Date.now;
+    this.clock = options.clock;
   }
 
   /**
@@ -335,7 +336,7 @@ export class EvalStore {
 
   /** Runs created at or before this (unix seconds) are past the retention. */
   private cutoff(): number {
-    return Math.floor((this.now() - this.options.runRetentionMs) / 1000);
+    return Math.floor((this.clock.wall() - this.options.runRetentionMs) / 1000);
   }
 }
 

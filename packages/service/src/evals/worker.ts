@@ -80,13 +80,19 @@ export function startEvalWorker(
 
 async function tick(deps: EvalWorkerDeps, { org, scheduleId }: TickJob): Promise<void> {
   const runId = newEvalId(RUN_PREFIX);
-  const enqueued = await deps.store.enqueue(org, scheduleId, runId, unixSeconds());
+  const enqueued = await deps.store.enqueue(org, scheduleId, runId, unixSeconds(deps.clock.wall()));
   switch (enqueued.outcome) {
     case "queued":
       try {
         await deps.queue.addRun({ org, scheduleId, runId }, enqueued.backlog);
       } catch (err) {
-        await deps.store.abandon(org, scheduleId, runId, unixSeconds(), "The run could not be queued");
+        await deps.store.abandon(
+          org,
+          scheduleId,
+          runId,
+          unixSeconds(deps.clock.wall()),
+          "The run could not be queued",
+        );
         throw err;
       }
       return;
@@ -104,7 +110,7 @@ async function tick(deps: EvalWorkerDeps, { org, scheduleId }: TickJob): Promise
 
 async function run(deps: EvalWorkerDeps, job: Job<RunJob>, signal: AbortSignal): Promise<void> {
   const { org, scheduleId, runId } = job.data;
-  const started = await deps.store.start(org, scheduleId, runId, unixSeconds());
+  const started = await deps.store.start(org, scheduleId, runId, unixSeconds(deps.clock.wall()));
   switch (started.outcome) {
     case "deleted":
       deps.metrics.runs.inc({ outcome: "dropped" });

@@ -1,3 +1,4 @@
+import type { Clock } from "@gw/core/clock";
 import { notFound } from "@gw/core/errors";
 import { type Postgres, postgresCanHold } from "@gw/core/postgres";
 import type { ConversationStore } from "../conversations/store.ts";
@@ -87,8 +88,8 @@ export interface ResponseObject {
 }
 
 export interface ResponseStoreOptions {
-  /** The time, in milliseconds since the epoch (tests pass their own clock). */
-  now?: () => number;
+  /** Its wall time stamps and expires responses. */
+  clock: Clock;
   /** A stored response (with its input items) is gone this long after it was stored; unset: never. */
   retentionMs?: number | undefined;
 }
@@ -100,18 +101,18 @@ export interface ResponseStoreOptions {
  */
 export class ResponseStore {
   private readonly db: Postgres;
-  private readonly now: () => number;
+  private readonly clock: Clock;
   private readonly retentionMs: number | undefined;
 
-  constructor(db: Postgres, options: ResponseStoreOptions = {}) {
+  constructor(db: Postgres, options: ResponseStoreOptions) {
     this.db = db;
-    this.now = options.now ?? Date.now;
+    this.clock = options.clock;
     this.retentionMs = options.retentionMs;
   }
 
   /** Responses stored before this are expired (`null`: none expire). */
   private cutoff(): Date | null {
-    return this.retentionMs === undefined ? null : new Date(this.now() - this.retentionMs);
+    return this.retentionMs === undefined ? null : new Date(this.clock.wall() - this.retentionMs);
   }
 
   /**
@@ -125,7 +126,7 @@ export class ResponseStore {
     input: Item[],
     turn?: { conversations: ConversationStore; conversation: string; items: Item[] },
   ): Promise<void> {
-    const now = new Date(this.now());
+    const now = new Date(this.clock.wall());
     await this.db.transaction(async (tx) => {
       await tx.query(
         "INSERT INTO responses (org, id, body, input, stored_at) VALUES ($1, $2, $3::json, $4::json, $5)",

@@ -8,6 +8,7 @@ import {
   unscopedId,
   v1,
 } from "@gw/core/authz";
+import type { Clock } from "@gw/core/clock";
 import type { Logger } from "@gw/core/logger";
 import type { Postgres } from "@gw/core/postgres";
 import type { RedisClient } from "@gw/core/redis";
@@ -74,7 +75,7 @@ export class OrphanReconciler {
   private readonly spicedb: SpiceDBClient;
   private readonly tokens: ConsistencyTokens;
   private readonly logger: Logger;
-  private readonly now: () => number;
+  private readonly clock: Clock;
   private readonly options: ReconcileOptions;
   private readonly periodic: Periodic;
 
@@ -84,7 +85,8 @@ export class OrphanReconciler {
     spicedb: SpiceDBClient;
     tokens: ConsistencyTokens;
     logger: Logger;
-    now?: () => number;
+    /** Its wall time decides what is expired. */
+    clock: Clock;
     options: ReconcileOptions;
   }) {
     this.db = deps.db;
@@ -92,7 +94,7 @@ export class OrphanReconciler {
     this.spicedb = deps.spicedb;
     this.tokens = deps.tokens;
     this.logger = deps.logger;
-    this.now = deps.now ?? Date.now;
+    this.clock = deps.clock;
     this.options = deps.options;
     this.periodic = new Periodic(
       () => this.reconcile(),
@@ -170,7 +172,7 @@ export class OrphanReconciler {
 
   /** Deletes every relationship of the resources among `relationships` that have no row and are past the grace. */
   private async removeOrphans(kind: Kind, relationships: v1.Relationship[]): Promise<number> {
-    const now = this.now();
+    const now = this.clock.wall();
     const candidates = new Map<string, { org: string; id: string }>();
     for (const relationship of relationships) {
       const objectId = relationship.resource?.objectId;

@@ -4,6 +4,7 @@ import {
   type ResourceType,
   type SpiceDBClient,
 } from "@gw/core/authz";
+import type { Clock } from "@gw/core/clock";
 import type { Logger } from "@gw/core/logger";
 import type { Postgres } from "@gw/core/postgres";
 import { Periodic } from "./periodic.ts";
@@ -66,7 +67,7 @@ export class RetentionSweeper {
   private readonly spicedb: SpiceDBClient;
   private readonly tokens: ConsistencyTokens;
   private readonly logger: Logger;
-  private readonly now: () => number;
+  private readonly clock: Clock;
   private readonly options: RetentionOptions;
   private readonly periodic: Periodic;
 
@@ -75,14 +76,15 @@ export class RetentionSweeper {
     spicedb: SpiceDBClient;
     tokens: ConsistencyTokens;
     logger: Logger;
-    now?: () => number;
+    /** Its wall time decides what is expired. */
+    clock: Clock;
     options: RetentionOptions;
   }) {
     this.db = deps.db;
     this.spicedb = deps.spicedb;
     this.tokens = deps.tokens;
     this.logger = deps.logger;
-    this.now = deps.now ?? Date.now;
+    this.clock = deps.clock;
     this.options = deps.options;
     this.periodic = new Periodic(
       () => this.sweep(),
@@ -103,7 +105,7 @@ export class RetentionSweeper {
   /** One sweep now; `undefined` if another replica is sweeping. */
   async sweep(): Promise<SweepReport | undefined> {
     return this.db.withAdvisoryLock(SWEEP_LOCK, async () => {
-      const now = this.now();
+      const now = this.clock.wall();
       const stored = new Date(now - this.options.responseRetentionMs);
       const report: SweepReport = {
         responses: await this.sweepTable(RESPONSES, stored),

@@ -1,5 +1,6 @@
 import { createCipheriv, createDecipheriv, randomBytes } from "node:crypto";
 import { join } from "node:path";
+import { type Clock, systemClock } from "@gw/core/clock";
 import { developmentSecret } from "@gw/core/development-secret";
 import { AppError } from "@gw/core/errors";
 import type { Logger } from "@gw/core/logger";
@@ -54,11 +55,13 @@ const associatedData = (p: Principal) =>
 export class ConnectionStore {
   private readonly db: Queryable;
   private readonly key: Buffer;
+  private readonly clock: Clock;
 
-  constructor(db: Queryable, key: Buffer) {
+  constructor(db: Queryable, key: Buffer, clock: Clock = systemClock) {
     if (key.length !== 32) throw new Error("the connection key must be 32 bytes");
     this.db = db;
     this.key = key;
+    this.clock = clock;
   }
 
   async put(principal: Principal, token: string): Promise<void> {
@@ -70,7 +73,14 @@ export class ConnectionStore {
       `INSERT INTO sandbox_connections (org, user_id, nonce, ciphertext, tag, updated_at)
        VALUES ($1, $2, $3, $4, $5, $6)
        ON CONFLICT (org, user_id) DO UPDATE SET nonce = $3, ciphertext = $4, tag = $5, updated_at = $6`,
-      [principal.org, principal.user, nonce, ciphertext, cipher.getAuthTag(), Math.floor(Date.now() / 1000)],
+      [
+        principal.org,
+        principal.user,
+        nonce,
+        ciphertext,
+        cipher.getAuthTag(),
+        Math.floor(this.clock.wall() / 1000),
+      ],
     );
   }
 

@@ -1,5 +1,6 @@
 import { mkdir, rm } from "node:fs/promises";
 import { join } from "node:path";
+import type { Clock } from "@gw/core/clock";
 import { AppError } from "@gw/core/errors";
 import type { Logger } from "@gw/core/logger";
 import type { Queryable } from "@gw/core/postgres";
@@ -85,9 +86,16 @@ export class Sandbox {
   private readonly options: SandboxOptions;
   private readonly logger: Logger;
   private readonly hooks: SandboxHooks;
+  private readonly clock: Clock;
 
   private constructor(
-    parts: { connections: ConnectionStore; sessions: SessionStore; git: Git; locks: SessionLocks },
+    parts: {
+      connections: ConnectionStore;
+      sessions: SessionStore;
+      git: Git;
+      locks: SessionLocks;
+      clock: Clock;
+    },
     options: SandboxOptions,
     logger: Logger,
     hooks: SandboxHooks,
@@ -96,6 +104,7 @@ export class Sandbox {
     this.sessions = parts.sessions;
     this.git = parts.git;
     this.locks = parts.locks;
+    this.clock = parts.clock;
     this.options = options;
     this.logger = logger;
     this.hooks = hooks;
@@ -103,11 +112,11 @@ export class Sandbox {
 
   static async create(
     options: SandboxOptions,
-    stores: { redis: RedisClient; db: Queryable },
+    stores: { redis: RedisClient; db: Queryable; clock: Clock },
     logger: Logger,
     hooks: SandboxHooks = {},
   ): Promise<Sandbox> {
-    const { redis, db } = stores;
+    const { redis, db, clock } = stores;
     await mkdir(options.root, { recursive: true, mode: 0o700 });
     await mkdir(options.repositories, { recursive: true, mode: 0o700 });
     const key = await connectionKey(options.connectionKey, options.dataDir, logger);
@@ -116,9 +125,9 @@ export class Sandbox {
       timeoutMs: options.gitTimeoutMs,
       caFile: options.caFile,
     });
-    const locks = new SessionLocks(redis, { ttlMs: LOCK_TTL_MS, waitMs: options.pushWaitMs });
+    const locks = new SessionLocks(redis, { ttlMs: LOCK_TTL_MS, waitMs: options.pushWaitMs }, clock);
     return new Sandbox(
-      { connections: new ConnectionStore(db, key), sessions: new SessionStore(db), git, locks },
+      { connections: new ConnectionStore(db, key, clock), sessions: new SessionStore(db), git, locks, clock },
       options,
       logger,
       hooks,
@@ -144,7 +153,7 @@ export class Sandbox {
       repository: input.repository,
       repository_id: input.repository_id,
       assignment_generation: 0,
-      created_at: Math.floor(Date.now() / 1000),
+      created_at: Math.floor(this.clock.wall() / 1000),
     };
     const workspace = this.workspace(session.id);
     const gitDir = this.repository(session.id);

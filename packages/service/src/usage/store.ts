@@ -1,3 +1,4 @@
+import { type Clock, systemClock } from "@gw/core/clock";
 import type { RedisClient } from "@gw/core/redis";
 import { NANO_USD_PER_USD } from "@gw/core/windows";
 import { costNanoUsd, type ModelPrice } from "../llm/prices.ts";
@@ -24,6 +25,7 @@ export interface UsageEvent {
   cachedTokens?: number;
   /** The model whose price applies: the one asked for (`model` is the one that answered, e.g. a dated version). Default `model`. */
   pricedAs?: string;
+  /** When it happened; by default now, on the store's clock. */
   at?: Date;
 }
 
@@ -70,16 +72,28 @@ const totalsOf = ({ cost_nusd, ...sums }: Sums): Totals => ({
 export class UsageStore {
   private readonly redis: RedisClient;
   private readonly prices: ReadonlyMap<string, ModelPrice>;
+  private readonly clock: Clock;
 
-  constructor(redis: RedisClient, prices: ReadonlyMap<string, ModelPrice> = new Map()) {
+  /** `clock`: its wall time says which UTC day a call counts in. */
+  constructor(
+    redis: RedisClient,
+    prices: ReadonlyMap<string, ModelPrice> = new Map(),
+    clock: Clock = systemClock,
+  ) {
     if (!("recordUsage" in redis)) redis.defineCommand("recordUsage", { numberOfKeys: 1, lua: RECORD_USAGE });
     this.redis = redis;
     this.prices = prices;
+    this.clock = clock;
+  }
+
+  /** Today's UTC day on the store's clock (`YYYY-MM-DD`). */
+  today(): string {
+    return utcDay(new Date(this.clock.wall()));
   }
 
   /** One command (a script on the day's hash), not a transaction of 22: a model call's usage costs one round trip of one small command. */
   async record(event: UsageEvent): Promise<void> {
-    const key = dayKey(event.org, utcDay(event.at ?? new Date()));
+    const key = dayKey(event.org, utcDay(event.at ?? new Date(this.clock.wall())));
     const price = this.prices.get(event.pricedAs ?? event.model);
     const cost = price ? costNanoUsd(price, { ...event.usage, cached_tokens: event.cachedTokens ?? 0 }) : 0;
     const amounts: Sums = { requests: 1, ...event.usage, cost_nusd: cost };

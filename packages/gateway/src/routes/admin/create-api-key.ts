@@ -1,7 +1,8 @@
+import type { Clock } from "@gw/core/clock";
 import { defineRoute } from "@gw/core/http";
 import { objectSchema, stringSchema } from "@gw/core/openapi";
 import { validate } from "@gw/core/validation";
-import { createApiKeySchema } from "../../api-keys/schema.ts";
+import { createApiKeyBody, createApiKeySchema } from "../../api-keys/schema.ts";
 import type { ApiKeyStore } from "../../api-keys/store.ts";
 import { type ApiKeyView, toView } from "../../api-keys/types.ts";
 import { assertOwnOrg } from "./api-key-admin.ts";
@@ -30,12 +31,12 @@ export const createApiKey = defineRoute({
       },
     },
   },
-  handler: async ({ principal, body: raw, res }, deps: { store: ApiKeyStore }) => {
+  handler: async ({ principal, body: raw, res }, deps: { store: ApiKeyStore; clock: Clock }) => {
     const withOrg =
       raw && typeof raw === "object" && !Array.isArray(raw) && !("org" in raw)
         ? { ...raw, org: principal.org }
         : raw;
-    const input = validate("body", createApiKeySchema, withOrg);
+    const input = validate("body", createApiKeyBody(deps.clock), withOrg);
     assertOwnOrg(res, input.org);
     const { record, secret } = await deps.store.create(input);
     const body: CreateApiKeyResponse = { ...toView(record), key: secret };

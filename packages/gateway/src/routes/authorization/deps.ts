@@ -1,4 +1,5 @@
 import type { ResourceAuthorization } from "@gw/core/authz";
+import type { Clock } from "@gw/core/clock";
 import type { Logger } from "@gw/core/logger";
 import type { AuditLog } from "../../audit/audit-log.ts";
 import type { GatewayMetrics } from "../../metrics.ts";
@@ -14,6 +15,8 @@ export interface AuthorizationRouteDeps {
   grantMaxTtlSeconds: number;
   /** Signs and opens the `next_cursor` of lookups. */
   lookupCursors: LookupCursors;
+  /** Its wall time bounds a grant's `expiresAt`. */
+  clock: Clock;
 }
 
 export const TAG = "Resource Authorization";

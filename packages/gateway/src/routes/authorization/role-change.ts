@@ -1,4 +1,5 @@
 import { PUBLIC_USER, RESOURCE_TYPES, ROLES } from "@gw/core/authz";
+import { type Clock, systemClock } from "@gw/core/clock";
 import { defineRoute } from "@gw/core/http";
 import { userIdSchema } from "@gw/core/principal";
 import { parseRfc3339 } from "@gw/core/rfc3339";
@@ -38,7 +39,7 @@ export const roleChangeSchema = z.strictObject(roleChangeShape).superRefine(refu
  * `expiresAt`: an RFC 3339 time in the future, at most `maxTtlSeconds`
  * ahead. pydantic's types: `datetime_parsing`, `datetime_future`.
  */
-export function expiresAtSchema(maxTtlSeconds: number) {
+export function expiresAtSchema(maxTtlSeconds: number, clock: Clock = systemClock) {
   return z.string().superRefine((value, ctx) => {
     const at = parseRfc3339(value);
     if (at === undefined) {
@@ -47,13 +48,13 @@ export function expiresAtSchema(maxTtlSeconds: number) {
         params: { type: "datetime_parsing" },
         message: "Input should be a valid datetime (RFC 3339, e.g. 2030-01-31T12:00:00Z)",
       });
-    } else if (at <= Date.now()) {
+    } else if (at <= clock.wall()) {
       ctx.addIssue({
         code: "custom",
         params: { type: "datetime_future" },
         message: "Input should be in the future",
       });
-    } else if (at > Date.now() + maxTtlSeconds * 1000) {
+    } else if (at > clock.wall() + maxTtlSeconds * 1000) {
       ctx.addIssue({
         code: "custom",
         message: `Value error, a grant may expire at most ${maxTtlSeconds} seconds from now (GRANT_MAX_TTL)`,
@@ -66,9 +67,12 @@ export function expiresAtSchema(maxTtlSeconds: number) {
  * Body of grant: revoke's, plus an optional `expiresAt` for writer and reader
  * grants; `null`, like leaving it out, is a grant that does not expire.
  */
-export function grantSchema(maxTtlSeconds: number) {
+export function grantSchema(maxTtlSeconds: number, clock: Clock = systemClock) {
   return z
-    .strictObject({ ...roleChangeShape, expiresAt: expiresAtSchema(maxTtlSeconds).nullable().optional() })
+    .strictObject({
+      ...roleChangeShape,
+      expiresAt: expiresAtSchema(maxTtlSeconds, clock).nullable().optional(),
+    })
     .superRefine(refusePublicOwner)
     .superRefine((body, ctx) => {
       if (body.expiresAt && body.role === "owner") {
@@ -109,7 +113,7 @@ function roleChange(
     body: operation === "grant" ? grantSchema(DOCUMENTED_GRANT_MAX_TTL_SECONDS) : roleChangeSchema,
     bodyValidation: {
       schemaFor: (deps: AuthorizationRouteDeps) =>
-        operation === "grant" ? grantSchema(deps.grantMaxTtlSeconds) : roleChangeSchema,
+        operation === "grant" ? grantSchema(deps.grantMaxTtlSeconds, deps.clock) : roleChangeSchema,
     },
     responses: noContent,
     errors: ["conflict"],

@@ -165,7 +165,7 @@ export const createSchedule = defineRoute({
       model: input.model,
       inputs: input.inputs,
       cadence,
-      created_at: unixSeconds(),
+      created_at: unixSeconds(deps.evals.clock.wall()),
       metadata: input.metadata ?? {},
       creator: { user: principal.user, keyId: principal.keyId },
       deleted_at: null,

@@ -4,7 +4,7 @@ import { objectSchema } from "@gw/core/openapi";
 import { ownViewOf } from "@gw/core/permissions";
 import { z } from "zod";
 import { ok } from "../../http/schemas.ts";
-import { USAGE_DIMENSIONS, USAGE_GROUPS, type UsageStore, utcDay } from "../store.ts";
+import { USAGE_DIMENSIONS, USAGE_GROUPS, type UsageStore } from "../store.ts";
 
 const date = z.iso.date();
 export const usageQuery = z.object({
@@ -51,7 +51,7 @@ export const getUsage = defineRoute({
     }),
   ),
   handler: async ({ principal, query: q }, deps: { usage: UsageStore }) => {
-    const end = q.end ?? utcDay(new Date());
+    const end = q.end ?? deps.usage.today();
     const days = (Date.parse(end) - Date.parse(q.start)) / 86_400_000 + 1;
     if (days < 1)
       throw new ValidationFailed([
