@@ -4,7 +4,13 @@ import type { Limits } from "@gw/core/limits";
 import { createLogger } from "@gw/core/logger";
 import { createRedis, type RedisClient } from "@gw/core/redis";
 import { CountingWindows } from "@gw/core/windows";
-import { monitorCommands, REDIS_TOPOLOGIES, startTestRedisOf, type TestRedisStore } from "@gw/test-kit";
+import {
+  monitorCommands,
+  REDIS_TOPOLOGIES,
+  redisStartedEarly,
+  startTestRedisOf,
+  type TestRedisStore,
+} from "@gw/test-kit";
 import type { Cluster, Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { createGatewayMetrics } from "../src/metrics.ts";
@@ -20,8 +26,9 @@ describe.each(REDIS_TOPOLOGIES)("on %s Redis", (topology) => {
   let server: TestRedisStore;
   let redis: RedisClient;
 
+  const serverStarted = redisStartedEarly(topology);
   beforeAll(async () => {
-    server = await startTestRedisOf(topology);
+    server = await serverStarted();
     redis = createRedis(server.url, {
       connectionName: "limiter-test",
       extra: { enableAutoPipelining: true },

@@ -2,8 +2,8 @@ import { createRedis } from "@gw/core/redis";
 import {
   REDIS_TOPOLOGIES,
   type RunningNodeProcess,
+  redisStartedEarly,
   startGatewayProcess,
-  startTestRedisOf,
   type TestRedisStore,
 } from "@gw/test-kit";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -17,8 +17,9 @@ describe.each(REDIS_TOPOLOGIES)("revocation across gateway replicas on %s Redis"
   let store: ApiKeyStore;
   let redis: ReturnType<typeof createRedis>;
 
+  const redisStarted = redisStartedEarly(topology);
   beforeAll(async () => {
-    redisServer = await startTestRedisOf(topology);
+    redisServer = await redisStarted();
     // A long cache TTL, so only the change feed can make a replica notice the revocation in time.
     const env = { REDIS_URL: redisServer.url, API_KEY_CACHE_TTL_MS: "60000" };
     replicas = await Promise.all([startGatewayProcess(env), startGatewayProcess(env)]);

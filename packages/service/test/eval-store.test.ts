@@ -3,7 +3,7 @@ import { createLogger } from "@gw/core/logger";
 import { createMetrics } from "@gw/core/metrics";
 import { createPostgres, type Postgres } from "@gw/core/postgres";
 import { createRedis, type RedisClient, RedisUnavailable } from "@gw/core/redis";
-import { REDIS_TOPOLOGIES, startTestRedisOf, type TestRedisStore, useTestDatabase } from "@gw/test-kit";
+import { REDIS_TOPOLOGIES, redisStartedEarly, type TestRedisStore, useTestDatabase } from "@gw/test-kit";
 import { type FakeLLM, startFakeLLM } from "@gw/test-kit/llm-upstream";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { RedisCreatorKeys } from "../src/evals/creator.ts";
@@ -316,8 +316,9 @@ describe.each(REDIS_TOPOLOGIES)("eval runs through the queue on %s Redis", (topo
   let redis: RedisClient;
   let llm: FakeLLM;
 
+  const serverStarted = redisStartedEarly(topology);
   beforeAll(async () => {
-    [server, llm] = await Promise.all([startTestRedisOf(topology), startFakeLLM()]);
+    [server, llm] = await Promise.all([serverStarted(), startFakeLLM()]);
     redis = createRedis(server.url, { connectionName: "eval-store-test" });
     redis.on("error", () => undefined); // the outage test below stops the server on purpose
   });

@@ -14,8 +14,8 @@ import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import {
   monitorCommands,
   REDIS_TOPOLOGIES,
+  redisStartedEarly,
   startTestRedis,
-  startTestRedisOf,
   type TestRedisStore,
 } from "../src/index.ts";
 
@@ -50,8 +50,9 @@ describe.each(REDIS_TOPOLOGIES)("createRedis on %s Redis", (topology) => {
   let server: TestRedisStore;
   let redis: RedisClient;
   const seen: Parameters<RedisCommandObserver["observe"]>[] = [];
+  const serverStarted = redisStartedEarly(topology);
   beforeAll(async () => {
-    server = await startTestRedisOf(topology);
+    server = await serverStarted();
     redis = createRedis(server.url, {
       connectionName: "core-test",
       commandTimeoutMs: 500,
