@@ -1,13 +1,13 @@
 import { execFile } from "node:child_process";
 import { resolve } from "node:path";
 import { promisify } from "node:util";
-import { REDIS_TOPOLOGIES, REPO_ROOT } from "@gw/test-kit";
+import { describeEachTopology, REPO_ROOT } from "@gw/test-kit";
 import { describe, expect, it, vi } from "vitest";
 import { freshOrg, useGateway } from "./harness.ts";
 import { type CliVia, runCli } from "./run-cli.ts";
 
 const run = promisify(execFile);
-describe.each(REDIS_TOPOLOGIES)("on %s Redis", (topology) => {
+describeEachTopology("on %s Redis", (topology) => {
   const gw = useGateway({}, undefined, topology);
 
   // In this process (`main` of the CLI), but where the process itself is what is tested: `pnpm keys create`

@@ -5,8 +5,8 @@ import { createLogger } from "@gw/core/logger";
 import { createRedis, type RedisClient } from "@gw/core/redis";
 import { CountingWindows } from "@gw/core/windows";
 import {
+  describeEachTopology,
   monitorCommands,
-  REDIS_TOPOLOGIES,
   redisStartedEarly,
   startTestRedisOf,
   type TestRedisStore,
@@ -22,7 +22,7 @@ const key = () => `key_test_${n++}_${Date.now()}`;
 /** Short windows, so the longer ones turn over within a test. */
 const SHORT = { second: 1, minute: 2, hour: 3, day: 4 };
 
-describe.each(REDIS_TOPOLOGIES)("on %s Redis", (topology) => {
+describeEachTopology("on %s Redis", (topology) => {
   let server: TestRedisStore;
   let redis: RedisClient;
 

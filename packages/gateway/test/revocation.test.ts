@@ -1,17 +1,17 @@
 import { createRedis } from "@gw/core/redis";
 import {
-  REDIS_TOPOLOGIES,
+  describeEachTopology,
   type RunningNodeProcess,
   redisStartedEarly,
   startGatewayProcess,
   type TestRedisStore,
 } from "@gw/test-kit";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, expect, it } from "vitest";
 import { ApiKeyStore } from "../src/api-keys/store.ts";
 import { freshOrg } from "./harness.ts";
 import { oneSecondAfter } from "./propagation.ts";
 
-describe.each(REDIS_TOPOLOGIES)("revocation across gateway replicas on %s Redis", (topology) => {
+describeEachTopology("revocation across gateway replicas on %s Redis", (topology) => {
   let redisServer: TestRedisStore;
   let replicas: RunningNodeProcess[] = [];
   let store: ApiKeyStore;

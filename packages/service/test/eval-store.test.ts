@@ -3,7 +3,7 @@ import { createLogger } from "@gw/core/logger";
 import { createMetrics } from "@gw/core/metrics";
 import { createPostgres, type Postgres } from "@gw/core/postgres";
 import { createRedis, type RedisClient, RedisUnavailable } from "@gw/core/redis";
-import { REDIS_TOPOLOGIES, redisStartedEarly, type TestRedisStore, useTestDatabase } from "@gw/test-kit";
+import { describeEachTopology, redisStartedEarly, type TestRedisStore, useTestDatabase } from "@gw/test-kit";
 import { type FakeLLM, startFakeLLM } from "@gw/test-kit/llm-upstream";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { RedisCreatorKeys } from "../src/evals/creator.ts";
@@ -311,7 +311,7 @@ describe("eval store on PostgreSQL", () => {
   });
 });
 
-describe.each(REDIS_TOPOLOGIES)("eval runs through the queue on %s Redis", (topology) => {
+describeEachTopology("eval runs through the queue on %s Redis", (topology) => {
   let server: TestRedisStore;
   let redis: RedisClient;
   let llm: FakeLLM;

@@ -22,7 +22,7 @@ import {
 } from "@gw/devstack";
 import { type RunningSpiceDBLocal, startSpiceDBLocal } from "@gw/spicedb-local";
 import pg from "pg";
-import { afterAll, beforeAll, inject } from "vitest";
+import { afterAll, beforeAll, describe, inject } from "vitest";
 import { MIGRATED_TEMPLATE } from "./postgres-global-setup.ts";
 
 export {
@@ -41,6 +41,19 @@ const execFileAsync = promisify(execFile);
 export type RedisTopology = "single" | "cluster";
 /** Both topologies, for `describe.each(REDIS_TOPOLOGIES)` over a file's Redis tests. */
 export const REDIS_TOPOLOGIES: readonly RedisTopology[] = ["single", "cluster"];
+
+/**
+ * `describe.each(REDIS_TOPOLOGIES)(name, body)` with the topologies' blocks at the same time: each
+ * starts its own Redis (and whatever else it uses) and runs its tests one after another as any block
+ * does, but one block's waits (on real time, on processes) overlap the other's. Only for blocks that
+ * share nothing else while they run: no `process.env`, no spies on shared modules.
+ */
+export function describeEachTopology(name: string, body: (topology: RedisTopology) => void): void {
+  describe.each(REDIS_TOPOLOGIES)(name, { concurrent: true }, (topology) => {
+    // Tests inherit `concurrent` from their block: this one puts them back in turn.
+    describe("in turn", { concurrent: false }, () => body(topology));
+  });
+}
 
 /** A test's Redis, whichever its topology. */
 export interface TestRedisStore {

@@ -12,8 +12,8 @@ import {
 import { startRedisServer } from "@gw/devstack";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import {
+  describeEachTopology,
   monitorCommands,
-  REDIS_TOPOLOGIES,
   redisStartedEarly,
   startTestRedis,
   type TestRedisStore,
@@ -46,7 +46,7 @@ describe("cluster URLs", () => {
   });
 });
 
-describe.each(REDIS_TOPOLOGIES)("createRedis on %s Redis", (topology) => {
+describeEachTopology("createRedis on %s Redis", (topology) => {
   let server: TestRedisStore;
   let redis: RedisClient;
   const seen: Parameters<RedisCommandObserver["observe"]>[] = [];
