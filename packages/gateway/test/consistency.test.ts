@@ -2,8 +2,8 @@ import { RedisConsistencyTokens, ResourceAuthorization, SpiceDBClient, v1 } from
 import type { Principal } from "@gw/core/principal";
 import { createRedis } from "@gw/core/redis";
 import { type RunningSpiceDBLocal, startSpiceDBLocal } from "@gw/spicedb-local";
-import { describeEachTopology, useTestRedis } from "@gw/test-kit";
-import { afterAll, beforeAll, expect, it } from "vitest";
+import { REDIS_TOPOLOGIES, useTestRedis } from "@gw/test-kit";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
 
 /** What consistency each CheckPermission asked SpiceDB for, as the server received it. */
 const asked: string[] = [];
@@ -47,7 +47,7 @@ const alice: Principal = {
   onBehalfOf: false,
 };
 
-describeEachTopology("the consistency a check asks for, on %s Redis", (topology) => {
+describe.each(REDIS_TOPOLOGIES)("the consistency a check asks for, on %s Redis", (topology) => {
   const store = useTestRedis(topology);
 
   it("is cheap for a resource never written, fully consistent right after a write, and the write's token after that", async () => {

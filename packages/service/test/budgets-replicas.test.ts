@@ -6,14 +6,14 @@ import { createRedis, type RedisClient } from "@gw/core/redis";
 import { CountingWindows } from "@gw/core/windows";
 import { ApiKeyStore, gatewayConfigSchema, generateSigningJwk, startGateway } from "@gw/gateway";
 import {
-  describeEachTopology,
+  REDIS_TOPOLOGIES,
   redisStartedEarly,
   spicedbEnv,
   startTestSpiceDB,
   useTestDatabase,
 } from "@gw/test-kit";
 import { type FakeLLM, startFakeLLM } from "@gw/test-kit/llm-upstream";
-import { afterAll, beforeAll, expect, it, vi } from "vitest";
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { serviceConfigSchema } from "../src/config.ts";
 import { countPromptTokens } from "../src/llm/tokens.ts";
 import { startService } from "../src/server.ts";
@@ -23,7 +23,7 @@ const BUDGET = 10_000;
 const MAX_OUTPUT = 300;
 const CALLS = 100;
 
-describeEachTopology(
+describe.each(REDIS_TOPOLOGIES)(
   "a 10,000 tokens-per-minute key through two gateways and two services on %s Redis",
   (topology) => {
     let llm: FakeLLM;
