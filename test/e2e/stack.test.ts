@@ -339,7 +339,9 @@ describe("pnpm start", () => {
     openaiPythonCases(target);
   });
 
-  it("lets a backend register a file, share it for a while, list it, show its grants and audit trail", async () => {
+  // The next three wait on real time (a grant's expiry, a 1-second schedule) and on git; they share
+  // nothing but the stack, so they run at once.
+  it.concurrent("lets a backend register a file, share it for a while, list it, show its grants and audit trail", async () => {
     const { stdout } = await run("pnpm", ["keys", "create", "--org", "acme", "--owner", "files-backend"], {
       cwd: REPO_ROOT,
       env,
@@ -392,7 +394,7 @@ describe("pnpm start", () => {
     expect(await check()).toBe(false);
   });
 
-  it("runs a 1-second eval schedule through the gateway; after DELETE no run starts and the old ones stay", async () => {
+  it.concurrent("runs a 1-second eval schedule through the gateway; after DELETE no run starts and the old ones stay", async () => {
     const { key } = JSON.parse(
       (await run("pnpm", ["keys", "create", "--org", "acme", "--owner", "backend"], { cwd: REPO_ROOT, env }))
         .stdout,
@@ -446,7 +448,7 @@ describe("pnpm start", () => {
     expect((await call(`/${clock}`, "DELETE")).status).toBe(200);
   }, 60_000);
 
-  it("pushes a sandbox session's edit to a local bare repository, through the gateway", async () => {
+  it.concurrent("pushes a sandbox session's edit to a local bare repository, through the gateway", async () => {
     const remotes = await bareRepositories(join(dataDir, "remotes"));
     await remotes.create("acme", "demo");
     const { key } = JSON.parse(
