@@ -97,11 +97,11 @@ describeEachTopology("on %s Redis", (topology) => {
     it("counts a refused request nowhere, not even for a moment: the script writes only when every window has room", async () => {
       const limiter = counting();
       const id = key();
-      const limits = { second: 100, minute: 2, day: 100 };
+      const limits = { hour: 100, minute: 2, day: 100 };
       await countOne(limiter, id, limits);
       await countOne(limiter, id, limits);
-      const before = await counters(id, ["second", "minute", "day"]);
-      expect(before).toEqual({ second: "2", minute: "2", day: "2" });
+      const before = await counters(id, ["hour", "minute", "day"]);
+      expect(before).toEqual({ hour: "2", minute: "2", day: "2" });
       // Every write Redis carries out is seen here: a refusal must cause none.
       const monitor = await monitorCommands(server);
       try {
@@ -116,7 +116,7 @@ describeEachTopology("on %s Redis", (topology) => {
           ["set", "incrby", "incr", "decrby", "expire", "pexpire", "hset"].includes(c!),
         ),
       ).toEqual([]);
-      expect(await counters(id, ["second", "minute", "day"])).toEqual(before);
+      expect(await counters(id, ["hour", "minute", "day"])).toEqual(before);
     });
 
     it("keeps no record of a request decided on its own (only leases and budget reservations are settled later)", async () => {

@@ -154,9 +154,9 @@ export function startTestRedisOf(topology: RedisTopology): Promise<TestRedisStor
  * A test Redis of `topology` whose start begins now, for a `beforeAll` to take
  * later (`const redis = redisStartedEarly(topology)` in a `describe` callback,
  * `await redis()` in its `beforeAll`). It matters for a Redis Cluster: its masters
- * serve nothing for their first two seconds (Redis's `CLUSTER_WRITABLE_DELAY`),
- * which then pass while the file's earlier blocks run instead of before this
- * block's tests. One Redis per call, however often it is taken; the taker stops
+ * serve nothing for their first two seconds (a delay built into Redis before a
+ * master of a failed cluster takes writes), which then pass while the file's
+ * earlier blocks run instead of before this block's tests. One Redis per call, however often it is taken; the taker stops
  * it. One never taken (its tests filtered out) ends with the test process, as
  * every process a test starts does.
  */

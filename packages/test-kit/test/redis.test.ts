@@ -55,7 +55,7 @@ describeEachTopology("createRedis on %s Redis", (topology) => {
     server = await serverStarted();
     redis = createRedis(server.url, {
       connectionName: "core-test",
-      commandTimeoutMs: 500,
+      commandTimeoutMs: 1_000, // short, for the outage test below; not so short that a loaded machine trips it
       metrics: { track: () => undefined, observe: (...args) => seen.push(args) },
     });
     redis.on("error", () => undefined); // the outage test stops the servers on purpose
