@@ -33,7 +33,7 @@ export default class SummaryReporter implements Reporter {
     const times = testModules
       .map((module) => ({ file: relative(process.cwd(), module.moduleId), seconds: fileSeconds(module) }))
       .sort((a, b) => b.seconds - a.seconds);
-    if (times.length > 1) {
+    if (times.length > 0) {
       const sum = times.reduce((total, t) => total + t.seconds, 0);
       const slowest = times.slice(0, SLOWEST).reduce((total, t) => total + t.seconds, 0);
       const lines = times.map((t) => `${t.seconds.toFixed(1).padStart(7)} s  ${t.file}`);
