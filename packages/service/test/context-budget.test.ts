@@ -1,5 +1,5 @@
 import type { Postgres } from "@gw/core/postgres";
-import { describeEachTopology } from "@gw/test-kit";
+import { REDIS_TOPOLOGIES } from "@gw/test-kit";
 import { describe, expect, it } from "vitest";
 import { ConversationStore } from "../src/conversations/store.ts";
 import type { Item } from "../src/items/items.ts";
@@ -15,7 +15,7 @@ interface PlanNode {
   Plans?: PlanNode[];
 }
 const nodes = (node: PlanNode): PlanNode[] => [node, ...(node.Plans ?? []).flatMap(nodes)];
-describeEachTopology("on %s Redis", (topology) => {
+describe.each(REDIS_TOPOLOGIES)("on %s Redis", (topology) => {
   const stack = useStack(
     { LLM_CONTEXT_MAX_ITEMS: String(MAX_ITEMS), LLM_CONTEXT_MAX_TOKENS: "100" },
     {},

@@ -1,9 +1,9 @@
-import { describeEachTopology } from "@gw/test-kit";
+import { REDIS_TOPOLOGIES } from "@gw/test-kit";
 import { beforeEach, describe, expect, it } from "vitest";
 import { utcDay } from "../src/usage/store.ts";
 import { useStack } from "./stack.ts";
 
-describeEachTopology("on %s Redis", (topology) => {
+describe.each(REDIS_TOPOLOGIES)("on %s Redis", (topology) => {
   const stack = useStack({ LLM_MODELS: "echo-small,echo-large" }, {}, undefined, topology);
   let today = utcDay(new Date());
   beforeEach(() => {
