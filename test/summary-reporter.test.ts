@@ -44,4 +44,21 @@ describe("the summary reporter", () => {
     expect(times).toHaveLength(12);
     expect(lines.at(-2)).toBe("vitest: 12 passed, 1 failed, 1 skipped");
   });
+
+  it("lists the time of a single file too, as a run of one file shows it", () => {
+    const written: string[] = [];
+    const write = vi.spyOn(process.stdout, "write").mockImplementation((chunk) => {
+      written.push(String(chunk));
+      return true;
+    });
+    try {
+      new SummaryReporter().onTestRunEnd([module("packages/x/test/one.test.ts", 7.25, ["passed"])], []);
+    } finally {
+      write.mockRestore();
+    }
+    const lines = written.join("").split("\n");
+    expect(lines).toContain("Time per file:");
+    expect(lines).toContain("    7.3 s  packages/x/test/one.test.ts");
+    expect(lines.at(-2)).toBe("vitest: 1 passed, 0 failed, 0 skipped");
+  });
 });

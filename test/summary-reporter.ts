@@ -14,7 +14,7 @@ export function fileSeconds(module: TestModule): number {
 
 /**
  * Lists every test file with its time, slowest first, and the share the ten
- * slowest take; then ends the run with one plain line,
+ * slowest take (a run of one file shows that file's time); then ends the run with one plain line,
  * `vitest: N passed, N failed, N skipped`, that CI and people can read without
  * parsing vitest's coloured summary. Errors outside any test count as failures.
  */
@@ -33,15 +33,16 @@ export default class SummaryReporter implements Reporter {
     const times = testModules
       .map((module) => ({ file: relative(process.cwd(), module.moduleId), seconds: fileSeconds(module) }))
       .sort((a, b) => b.seconds - a.seconds);
-    if (times.length > 1) {
+    if (times.length > 0) {
       const sum = times.reduce((total, t) => total + t.seconds, 0);
       const slowest = times.slice(0, SLOWEST).reduce((total, t) => total + t.seconds, 0);
       const lines = times.map((t) => `${t.seconds.toFixed(1).padStart(7)} s  ${t.file}`);
-      process.stdout.write(
-        `\nTime per file, slowest first (${sum.toFixed(1)} s over ${times.length} files; ` +
-          `the ${Math.min(SLOWEST, times.length)} slowest ${Math.round((100 * slowest) / sum)} %):\n` +
-          `${lines.join("\n")}\n`,
-      );
+      const heading =
+        times.length === 1
+          ? "Time per file:"
+          : `Time per file, slowest first (${sum.toFixed(1)} s over ${times.length} files; ` +
+            `the ${Math.min(SLOWEST, times.length)} slowest ${Math.round((100 * slowest) / sum)} %):`;
+      process.stdout.write(`\n${heading}\n${lines.join("\n")}\n`);
     }
     process.stdout.write(
       `\nvitest: ${counts.passed} passed, ${counts.failed} failed, ${counts.skipped} skipped\n`,

@@ -24,7 +24,7 @@ import { aiSdkCases } from "./ai-sdk.ts";
 import { langchainCases } from "./langchain.ts";
 import { openaiPythonCases } from "./openai-python.ts";
 import { openaiSdkCases } from "./openai-sdk.ts";
-import { type RunningStack, stackEnv, startStack } from "./pnpm-start.ts";
+import { keys, type RunningStack, stackEnv, startStack } from "./pnpm-start.ts";
 
 const run = promisify(execFile);
 
@@ -75,10 +75,7 @@ describe("pnpm start", () => {
   });
 
   it("runs a local SpiceDB: an owner shares a resource with the org, and zed-style reads show the owner", async () => {
-    const { stdout } = await run("pnpm", ["keys", "create", "--org", "acme", "--owner", "backend"], {
-      cwd: REPO_ROOT,
-      env,
-    });
+    const { stdout } = await keys(env, ["create", "--org", "acme", "--owner", "backend"]);
     const { key, id: keyId } = JSON.parse(stdout);
     const endpoint = `127.0.0.1:${env.SPICEDB_LOCAL_PORT}`;
     // Until the service creates conversations, the ownership function makes one.
@@ -184,22 +181,17 @@ describe("pnpm start", () => {
   it("limits a key: 50 concurrent requests against second=5 admit 5, and the day window shows 5 used", async () => {
     const created = JSON.parse(
       (
-        await run(
-          "pnpm",
-          [
-            "keys",
-            "create",
-            "--org",
-            "acme",
-            "--owner",
-            "alice",
-            "--limit",
-            "second=5",
-            "--limit",
-            "day=1000",
-          ],
-          { cwd: REPO_ROOT, env },
-        )
+        await keys(env, [
+          "create",
+          "--org",
+          "acme",
+          "--owner",
+          "alice",
+          "--limit",
+          "second=5",
+          "--limit",
+          "day=1000",
+        ])
       ).stdout,
     );
     // The burst must land in one second window: the key's is opened for a minute first, so a
@@ -232,10 +224,7 @@ describe("pnpm start", () => {
   });
 
   it("exchanges a key for a token that verifies against the JWKS and acts as the end user", async () => {
-    const { key } = JSON.parse(
-      (await run("pnpm", ["keys", "create", "--org", "acme", "--owner", "backend"], { cwd: REPO_ROOT, env }))
-        .stdout,
-    );
+    const { key } = JSON.parse((await keys(env, ["create", "--org", "acme", "--owner", "backend"])).stdout);
     const exchanged = await fetch(`${gatewayUrl}/api/v1/authentication/api-keys/exchange-token`, {
       method: "POST",
       headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
@@ -278,10 +267,7 @@ describe("pnpm start", () => {
   });
 
   it("answers a response through gateway and service; another end user reads it only once granted", async () => {
-    const { key } = JSON.parse(
-      (await run("pnpm", ["keys", "create", "--org", "acme", "--owner", "backend"], { cwd: REPO_ROOT, env }))
-        .stdout,
-    );
+    const { key } = JSON.parse((await keys(env, ["create", "--org", "acme", "--owner", "backend"])).stdout);
     const as = (user: string) => ({
       authorization: `Bearer ${key}`,
       "x-on-behalf-of": user,
@@ -339,11 +325,10 @@ describe("pnpm start", () => {
     openaiPythonCases(target);
   });
 
-  it("lets a backend register a file, share it for a while, list it, show its grants and audit trail", async () => {
-    const { stdout } = await run("pnpm", ["keys", "create", "--org", "acme", "--owner", "files-backend"], {
-      cwd: REPO_ROOT,
-      env,
-    });
+  // The next three wait on real time (a grant's expiry, a 1-second schedule) and on git; they share
+  // nothing but the stack, so they run at once.
+  it.concurrent("lets a backend register a file, share it for a while, list it, show its grants and audit trail", async () => {
+    const { stdout } = await keys(env, ["create", "--org", "acme", "--owner", "files-backend"]);
     const { key } = JSON.parse(stdout);
     const call = (user: string, path: string, init: { method?: string; json?: unknown } = {}) =>
       fetch(`${gatewayUrl}/api/v1/authorization/llm${path}`, {
@@ -392,11 +377,8 @@ describe("pnpm start", () => {
     expect(await check()).toBe(false);
   });
 
-  it("runs a 1-second eval schedule through the gateway; after DELETE no run starts and the old ones stay", async () => {
-    const { key } = JSON.parse(
-      (await run("pnpm", ["keys", "create", "--org", "acme", "--owner", "backend"], { cwd: REPO_ROOT, env }))
-        .stdout,
-    );
+  it.concurrent("runs a 1-second eval schedule through the gateway; after DELETE no run starts and the old ones stay", async () => {
+    const { key } = JSON.parse((await keys(env, ["create", "--org", "acme", "--owner", "backend"])).stdout);
     const call = (path: string, method = "GET", body?: unknown) =>
       fetch(`${gatewayUrl}/api/v1/llm/evals/schedules${path}`, {
         method,
@@ -446,13 +428,10 @@ describe("pnpm start", () => {
     expect((await call(`/${clock}`, "DELETE")).status).toBe(200);
   }, 60_000);
 
-  it("pushes a sandbox session's edit to a local bare repository, through the gateway", async () => {
+  it.concurrent("pushes a sandbox session's edit to a local bare repository, through the gateway", async () => {
     const remotes = await bareRepositories(join(dataDir, "remotes"));
     await remotes.create("acme", "demo");
-    const { key } = JSON.parse(
-      (await run("pnpm", ["keys", "create", "--org", "acme", "--owner", "backend"], { cwd: REPO_ROOT, env }))
-        .stdout,
-    );
+    const { key } = JSON.parse((await keys(env, ["create", "--org", "acme", "--owner", "backend"])).stdout);
     const sandbox = (path: string, method: string, body?: unknown) =>
       fetch(`${gatewayUrl}/api/v1/sandbox${path}`, {
         method,
@@ -508,10 +487,7 @@ describe("pnpm start", () => {
   });
 
   it("keeps Redis data under DATA_DIR/redis with AOF on, and never logs a secret", async () => {
-    const { stdout } = await run("pnpm", ["keys", "create", "--org", "acme", "--owner", "bob"], {
-      cwd: REPO_ROOT,
-      env,
-    });
+    const { stdout } = await keys(env, ["create", "--org", "acme", "--owner", "bob"]);
     const { key } = JSON.parse(stdout);
     await fetch(`${gatewayUrl}/api/v1/authentication/whoami`, {
       headers: { authorization: `Bearer ${key}` },

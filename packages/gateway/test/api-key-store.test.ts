@@ -1,6 +1,6 @@
 import { AppError } from "@gw/core/errors";
 import type { RedisClient } from "@gw/core/redis";
-import { REDIS_TOPOLOGIES, useTestRedis } from "@gw/test-kit";
+import { describeEachTopology, useTestRedis } from "@gw/test-kit";
 import { describe, expect, it } from "vitest";
 import { generateSecret } from "../src/api-keys/secret.ts";
 import { ApiKeyStore, DuplicateSecretError, MAX_CHANGE_ATTEMPTS } from "../src/api-keys/store.ts";
@@ -21,7 +21,7 @@ function intercept<C extends "get" | "set">(
   });
 }
 
-describe.each(REDIS_TOPOLOGIES)("the API-key store on %s Redis", (topology) => {
+describeEachTopology("the API-key store on %s Redis", (topology) => {
   const test = useTestRedis(topology);
 
   /**

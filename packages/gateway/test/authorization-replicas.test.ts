@@ -3,9 +3,9 @@ import type { Principal } from "@gw/core/principal";
 import { createRedis } from "@gw/core/redis";
 import {
   type RunningNodeProcess,
+  redisStartedEarly,
   spicedbEnv,
   startGatewayProcess,
-  startTestRedisOf,
   startTestSpiceDB,
   type TestRedisStore,
 } from "@gw/test-kit";
@@ -29,8 +29,9 @@ describe.each([
     let authorization: ResourceAuthorization;
     let spicedbClient: SpiceDBClient;
 
+    const redisStarted = redisStartedEarly(topology);
     beforeAll(async () => {
-      [redisServer, spicedb] = await Promise.all([startTestRedisOf(topology), startTestSpiceDB()]);
+      [redisServer, spicedb] = await Promise.all([redisStarted(), startTestSpiceDB()]);
       const env = {
         REDIS_URL: redisServer.url,
         SPICEDB_FULLY_CONSISTENT_AFTER_WRITE_MS: recentWriteMs,

@@ -4,12 +4,12 @@ import { spicedbEnv } from "@gw/test-kit";
 import { describe, expect, it } from "vitest";
 import { newOrg } from "./authorization-helpers.ts";
 import { useGateway } from "./harness.ts";
-import { runCli } from "./run-cli.ts";
+import { type CliVia, runCli } from "./run-cli.ts";
 
 const _run = promisify(execFile);
 const gw = useGateway();
 
-const authz = (args: string[], via?: "node" | "pnpm") =>
+const authz = (args: string[], via?: CliVia) =>
   runCli(
     "authz",
     args,
@@ -57,7 +57,7 @@ describe("pnpm authz (read-only)", () => {
       ["grants", "file", "nopath"],
       ["audit"],
     ];
-    // Separate processes that share nothing: run at once.
+    // Runs that share nothing: at once.
     const outs = await Promise.all(cases.map((args) => authz(args)));
     for (const [i, out] of outs.entries()) {
       expect(out.code, cases[i]!.join(" ")).toBe(2);

@@ -6,9 +6,9 @@ import { newVaultKeys } from "@gw/core/mcp";
 import { createRedis, type RedisClient } from "@gw/core/redis";
 import {
   type RedisTopology,
+  redisStartedEarly,
   spicedbEnv,
   startNothingListener,
-  startTestRedisOf,
   startTestSpiceDB,
   type TestDatabase,
   type TestRedisStore,
@@ -76,9 +76,10 @@ export function useGateway(
   const harness = { authorizationHooks: {} } as GatewayHarness;
   const database = useTestDatabase();
   let stop: (() => Promise<void>) | undefined;
+  const redisStarted = redisStartedEarly(redisTopology);
   beforeAll(async () => {
     const [redisServer, spicedb, noService] = await Promise.all([
-      startTestRedisOf(redisTopology),
+      redisStarted(),
       startTestSpiceDB(),
       startNothingListener(),
     ]);

@@ -1,11 +1,11 @@
 import type { Limits } from "@gw/core/limits";
 import { CountingWindows } from "@gw/core/windows";
-import { REDIS_TOPOLOGIES } from "@gw/test-kit";
+import { describeEachTopology } from "@gw/test-kit";
 import { describe, expect, it } from "vitest";
 import { freshOrg, useGateway } from "./harness.ts";
 import { tally } from "./tally.ts";
 
-describe.each(REDIS_TOPOLOGIES)("on %s Redis", (topology) => {
+describeEachTopology("on %s Redis", (topology) => {
   const gw = useGateway({}, undefined, topology);
   const WHOAMI = "/api/v1/authentication/whoami";
 

@@ -1,24 +1,25 @@
 import { createRedis } from "@gw/core/redis";
 import {
-  REDIS_TOPOLOGIES,
+  describeEachTopology,
   type RunningNodeProcess,
+  redisStartedEarly,
   startGatewayProcess,
-  startTestRedisOf,
   type TestRedisStore,
 } from "@gw/test-kit";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, expect, it } from "vitest";
 import { ApiKeyStore } from "../src/api-keys/store.ts";
 import { freshOrg } from "./harness.ts";
 import { oneSecondAfter } from "./propagation.ts";
 
-describe.each(REDIS_TOPOLOGIES)("revocation across gateway replicas on %s Redis", (topology) => {
+describeEachTopology("revocation across gateway replicas on %s Redis", (topology) => {
   let redisServer: TestRedisStore;
   let replicas: RunningNodeProcess[] = [];
   let store: ApiKeyStore;
   let redis: ReturnType<typeof createRedis>;
 
+  const redisStarted = redisStartedEarly(topology);
   beforeAll(async () => {
-    redisServer = await startTestRedisOf(topology);
+    redisServer = await redisStarted();
     // A long cache TTL, so only the change feed can make a replica notice the revocation in time.
     const env = { REDIS_URL: redisServer.url, API_KEY_CACHE_TTL_MS: "60000" };
     replicas = await Promise.all([startGatewayProcess(env), startGatewayProcess(env)]);

@@ -7,7 +7,7 @@ import { createMetrics } from "@gw/core/metrics";
 import type { Principal } from "@gw/core/principal";
 import { createRedis } from "@gw/core/redis";
 import { CountingWindows } from "@gw/core/windows";
-import { REDIS_TOPOLOGIES, useTestRedis } from "@gw/test-kit";
+import { describeEachTopology, useTestRedis } from "@gw/test-kit";
 import { describe, expect, it, vi } from "vitest";
 import { admitModelCall, type BudgetDeps, type Caller } from "../src/budgets/admit-model-call.ts";
 import { createBudgetMetrics } from "../src/budgets/budget-metrics.ts";
@@ -49,7 +49,7 @@ function deps(windows: CountingWindows, beforeReserve?: () => Promise<void>): Bu
   };
 }
 
-describe.each(REDIS_TOPOLOGIES)("admission on %s Redis", (topology) => {
+describeEachTopology("admission on %s Redis", (topology) => {
   const redis = useTestRedis(topology);
   const freshKey = () => `key_${randomBytes(6).toString("hex")}`;
 

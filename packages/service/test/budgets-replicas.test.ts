@@ -7,8 +7,8 @@ import { CountingWindows } from "@gw/core/windows";
 import { ApiKeyStore, gatewayConfigSchema, generateSigningJwk, startGateway } from "@gw/gateway";
 import {
   REDIS_TOPOLOGIES,
+  redisStartedEarly,
   spicedbEnv,
-  startTestRedisOf,
   startTestSpiceDB,
   useTestDatabase,
 } from "@gw/test-kit";
@@ -32,12 +32,9 @@ describe.each(REDIS_TOPOLOGIES)(
     let teardown: () => Promise<void> = async () => undefined;
     const database = useTestDatabase();
 
+    const redisStarted = redisStartedEarly(topology);
     beforeAll(async () => {
-      const [server, spicedb, fake] = await Promise.all([
-        startTestRedisOf(topology),
-        startTestSpiceDB(),
-        startFakeLLM(),
-      ]);
+      const [server, spicedb, fake] = await Promise.all([redisStarted(), startTestSpiceDB(), startFakeLLM()]);
       llm = fake;
       const common = {
         REDIS_URL: server.url,

@@ -4,7 +4,7 @@ import { createLogger } from "@gw/core/logger";
 import { createMetrics } from "@gw/core/metrics";
 import { createPostgres, type Postgres } from "@gw/core/postgres";
 import { createRedis, type RedisClient, RedisUnavailable } from "@gw/core/redis";
-import { REDIS_TOPOLOGIES, startTestRedisOf, type TestRedisStore, useTestDatabase } from "@gw/test-kit";
+import { describeEachTopology, redisStartedEarly, type TestRedisStore, useTestDatabase } from "@gw/test-kit";
 import { type FakeLLM, startFakeLLM } from "@gw/test-kit/llm-upstream";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { RedisCreatorKeys } from "../src/evals/creator.ts";
@@ -321,13 +321,14 @@ describe("eval store on PostgreSQL", () => {
   });
 });
 
-describe.each(REDIS_TOPOLOGIES)("eval runs through the queue on %s Redis", (topology) => {
+describeEachTopology("eval runs through the queue on %s Redis", (topology) => {
   let server: TestRedisStore;
   let redis: RedisClient;
   let llm: FakeLLM;
 
+  const serverStarted = redisStartedEarly(topology);
   beforeAll(async () => {
-    [server, llm] = await Promise.all([startTestRedisOf(topology), startFakeLLM()]);
+    [server, llm] = await Promise.all([serverStarted(), startFakeLLM()]);
     redis = createRedis(server.url, { connectionName: "eval-store-test" });
     redis.on("error", () => undefined); // the outage test below stops the server on purpose
   });

@@ -1,5 +1,5 @@
 import { createPostgres } from "@gw/core/postgres";
-import { REDIS_TOPOLOGIES, scanKeys } from "@gw/test-kit";
+import { describeEachTopology, scanKeys } from "@gw/test-kit";
 import { Queue } from "bullmq";
 import { CronExpressionParser } from "cron-parser";
 import { describe, expect, it, vi } from "vitest";
@@ -9,7 +9,7 @@ import { evalClient, finished, type RunJson } from "./evals-client.ts";
 import { llmError, useStack } from "./stack.ts";
 
 // Runs held at the model must outlast the test's barrier.
-describe.each(REDIS_TOPOLOGIES)("on %s Redis", (topology) => {
+describeEachTopology("on %s Redis", (topology) => {
   const stack = useStack({ LLM_TIMEOUT_MS: "30000" }, {}, undefined, topology);
 
   const INPUTS = [

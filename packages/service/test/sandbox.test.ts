@@ -467,6 +467,16 @@ describe("push", () => {
   });
 
   const B = { assignment_generation: 1, branch: "x" };
+  // One assigned session, with a symlink out of its workspace, for every case below: a refused push
+  // changes nothing, so each case needs no session of its own.
+  let refusing: ReturnType<typeof setup> | undefined;
+  const refusingSession = () =>
+    (refusing ??= (async () => {
+      const session = await setup();
+      await session.assign();
+      await symlink(tmpdir(), join(session.workspace, "escape"));
+      return session;
+    })());
   it.each([
     ["no body", undefined, ["body:missing"]],
     ["an empty object", {}, ["body.assignment_generation:missing", "body.branch:missing"]],
@@ -509,9 +519,7 @@ describe("push", () => {
     ["force as a string", { ...B, force: "yes" }, ["body.force:bool_type"]],
     ["an extra field", { ...B, remote: "elsewhere" }, ["body.remote:extra_forbidden"]],
   ])("refuses %s with 422", async (_name, json, expected) => {
-    const { push, assign, workspace } = await setup();
-    await assign();
-    await symlink(tmpdir(), join(workspace, "escape"));
+    const { push } = await refusingSession();
     const res = await push(json);
     expect(res.status).toBe(422);
     const { detail } = await res.json();

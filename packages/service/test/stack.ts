@@ -19,8 +19,8 @@ import {
 import {
   capturingLogger,
   type RedisTopology,
+  redisStartedEarly,
   spicedbEnv,
-  startTestRedisOf,
   startTestSpiceDB,
   type TestDatabase,
   type TestRedisStore,
@@ -94,9 +94,10 @@ export function useStack(
   const stack = {} as Stack;
   const database = useTestDatabase();
   let teardown: () => Promise<void> = async () => undefined;
+  const redisStarted = redisStartedEarly(redisTopology);
   beforeAll(async () => {
     const [redisServer, spicedb, llm] = await Promise.all([
-      startTestRedisOf(redisTopology),
+      redisStarted(),
       startTestSpiceDB(),
       startFakeLLM(),
     ]);

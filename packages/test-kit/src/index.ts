@@ -22,7 +22,7 @@ import {
 } from "@gw/devstack";
 import { type RunningSpiceDBLocal, startSpiceDBLocal } from "@gw/spicedb-local";
 import pg from "pg";
-import { afterAll, beforeAll, inject } from "vitest";
+import { afterAll, beforeAll, describe, inject } from "vitest";
 import { MIGRATED_TEMPLATE } from "./postgres-global-setup.ts";
 
 export {
@@ -41,6 +41,19 @@ const execFileAsync = promisify(execFile);
 export type RedisTopology = "single" | "cluster";
 /** Both topologies, for `describe.each(REDIS_TOPOLOGIES)` over a file's Redis tests. */
 export const REDIS_TOPOLOGIES: readonly RedisTopology[] = ["single", "cluster"];
+
+/**
+ * `describe.each(REDIS_TOPOLOGIES)(name, body)` with the topologies' blocks at the same time: each
+ * starts its own Redis (and whatever else it uses) and runs its tests one after another as any block
+ * does, but one block's waits (on real time, on processes) overlap the other's. Only for blocks that
+ * share nothing else while they run: no `process.env`, no spies on shared modules.
+ */
+export function describeEachTopology(name: string, body: (topology: RedisTopology) => void): void {
+  describe.each(REDIS_TOPOLOGIES)(name, { concurrent: true }, (topology) => {
+    // Tests inherit `concurrent` from their block: this one puts them back in turn.
+    describe("in turn", { concurrent: false }, () => body(topology));
+  });
+}
 
 /** A test's Redis, whichever its topology. */
 export interface TestRedisStore {
@@ -88,8 +101,8 @@ export async function startTestRedis(): Promise<TestRedis> {
 
 /**
  * A real Redis Cluster for one test file: three masters (`redis-server
- * --cluster-enabled yes`) on free ports, joined by `redis-cli --cluster
- * create`, every slot served before this resolves.
+ * --cluster-enabled yes`) on free ports, joined as `redis-cli --cluster
+ * create` joins them, every slot served before this resolves.
  */
 export async function startTestRedisCluster(masters = 3): Promise<TestRedisStore> {
   const root = await mkdtemp(join(tmpdir(), "gw-test-redis-cluster-"));
@@ -112,7 +125,7 @@ export async function startTestRedisCluster(masters = 3): Promise<TestRedisStore
     if (attempt >= 3) throw (started.find((r) => r.status === "rejected") as PromiseRejectedResult).reason;
   }
   const addresses = config.map((c) => `127.0.0.1:${c.port}`);
-  await runRedisCli(["--cluster", "create", ...addresses, "--cluster-replicas", "0", "--cluster-yes"]);
+  await joinCluster(config);
   await untilClusterServes(config.map((c) => c.port));
   return {
     topology: "cluster",
@@ -138,16 +151,35 @@ export function startTestRedisOf(topology: RedisTopology): Promise<TestRedisStor
 }
 
 /**
+ * A test Redis of `topology` whose start begins now, for a `beforeAll` to take
+ * later (`const redis = redisStartedEarly(topology)` in a `describe` callback,
+ * `await redis()` in its `beforeAll`). It matters for a Redis Cluster: its masters
+ * serve nothing for their first two seconds (a delay built into Redis before a
+ * master of a failed cluster takes writes), which then pass while the file's
+ * earlier blocks run instead of before this block's tests. One Redis per call, however often it is taken; the taker stops
+ * it. One never taken (its tests filtered out) ends with the test process, as
+ * every process a test starts does.
+ */
+export function redisStartedEarly(topology: RedisTopology): () => Promise<TestRedisStore> {
+  if (topology === "single") return startTestRedis;
+  const started = startTestRedisCluster();
+  started.catch(() => {}); // its error reaches whoever takes it
+  return () => started;
+}
+
+/**
  * Per `describe` block (or file): a test Redis of `topology` and a client of
- * it (`createRedis`, as the processes connect), torn down afterwards.
+ * it (`createRedis`, as the processes connect), torn down afterwards; a
+ * cluster's start begins as the block is collected (`redisStartedEarly`).
  */
 export function useTestRedis(topology: RedisTopology = "single"): {
   server: TestRedisStore;
   redis: RedisClient;
 } {
   const holder = {} as { server: TestRedisStore; redis: RedisClient };
+  const server = redisStartedEarly(topology);
   beforeAll(async () => {
-    holder.server = await startTestRedisOf(topology);
+    holder.server = await server();
     holder.redis = createRedis(holder.server.url, { connectionName: "test" });
   });
   afterAll(async () => {
@@ -250,7 +282,35 @@ async function runRedisCli(args: string[]): Promise<string> {
   }
 }
 
-/** Waits until every node reports the cluster healthy with all 16384 slots served. */
+/**
+ * Joins fresh cluster-enabled servers into one cluster of masters, as `redis-cli --cluster create
+ * --cluster-replicas 0` does: each takes an equal range of the 16384 slots and a config epoch of its own,
+ * then the first meets the others (on their cluster bus ports). `redis-cli` then pauses a whole second
+ * between its checks that the cluster joined; `untilClusterServes` asks every 20 ms.
+ */
+async function joinCluster(nodes: { port: number; busPort: number }[]): Promise<void> {
+  const clients = nodes.map(({ port }) =>
+    createRedis(`redis://127.0.0.1:${port}`, { connectionName: "test" }),
+  );
+  try {
+    const share = Math.ceil(16384 / nodes.length);
+    await Promise.all(
+      clients.map(async (client, i) => {
+        await client.call("CLUSTER", "ADDSLOTSRANGE", i * share, Math.min(16383, (i + 1) * share - 1));
+        await client.call("CLUSTER", "SET-CONFIG-EPOCH", i + 1);
+      }),
+    );
+    await Promise.all(
+      nodes
+        .slice(1)
+        .map(({ port, busPort }) => clients[0]!.call("CLUSTER", "MEET", "127.0.0.1", port, busPort)),
+    );
+  } finally {
+    for (const client of clients) client.disconnect();
+  }
+}
+
+/** Waits until every node reports the cluster healthy with all 16384 slots served and every node known. */
 async function untilClusterServes(ports: number[], timeoutMs = 20_000): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   let last = "";
@@ -258,9 +318,17 @@ async function untilClusterServes(ports: number[], timeoutMs = 20_000): Promise<
     const infos = await Promise.all(
       ports.map((port) => runRedisCli(["-p", String(port), "cluster", "info"]).catch(() => "")),
     );
-    if (infos.every((info) => /cluster_state:ok/.test(info) && /cluster_slots_ok:16384/.test(info))) return;
+    if (
+      infos.every(
+        (info) =>
+          /cluster_state:ok/.test(info) &&
+          /cluster_slots_ok:16384/.test(info) &&
+          new RegExp(`cluster_known_nodes:${ports.length}\\b`).test(info),
+      )
+    )
+      return;
     last = infos.join("\n");
-    await new Promise((r) => setTimeout(r, 100));
+    await new Promise((r) => setTimeout(r, 20));
   }
   throw new Error(`the test Redis Cluster did not come up within ${timeoutMs} ms:\n${last}`);
 }

@@ -12,10 +12,10 @@ import {
 import { startRedisServer } from "@gw/devstack";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import {
+  describeEachTopology,
   monitorCommands,
-  REDIS_TOPOLOGIES,
+  redisStartedEarly,
   startTestRedis,
-  startTestRedisOf,
   type TestRedisStore,
 } from "../src/index.ts";
 
@@ -46,15 +46,16 @@ describe("cluster URLs", () => {
   });
 });
 
-describe.each(REDIS_TOPOLOGIES)("createRedis on %s Redis", (topology) => {
+describeEachTopology("createRedis on %s Redis", (topology) => {
   let server: TestRedisStore;
   let redis: RedisClient;
   const seen: Parameters<RedisCommandObserver["observe"]>[] = [];
+  const serverStarted = redisStartedEarly(topology);
   beforeAll(async () => {
-    server = await startTestRedisOf(topology);
+    server = await serverStarted();
     redis = createRedis(server.url, {
       connectionName: "core-test",
-      commandTimeoutMs: 500,
+      commandTimeoutMs: 1_000, // short, for the outage test below; not so short that a loaded machine trips it
       metrics: { track: () => undefined, observe: (...args) => seen.push(args) },
     });
     redis.on("error", () => undefined); // the outage test stops the servers on purpose

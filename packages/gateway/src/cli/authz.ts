@@ -22,6 +22,7 @@ import { orgIdSchema } from "@gw/core/principal";
 import { createRedis, localRedisUrl } from "@gw/core/redis";
 import { z } from "zod";
 import { AUDIT_CURSOR, AuditLog } from "../audit/audit-log.ts";
+import type { CliOutput } from "./keys.ts";
 
 const USAGE = `usage:
   pnpm authz grants TYPE ORG/ID                     who holds which role on a resource
@@ -64,19 +65,27 @@ function scopedResource(value: string | undefined): { org: string; id: string } 
   return { org, id };
 }
 
-async function main(argv: string[]): Promise<number> {
+/**
+ * The command line: `argv` without node and the script, `environment` for the settings;
+ * writes to `io` and returns the exit code. Tests pass their own to run it in process.
+ */
+export async function main(
+  argv: string[],
+  environment: NodeJS.ProcessEnv = process.env,
+  io: CliOutput = process,
+): Promise<number> {
   let parsed: ReturnType<typeof parse>;
   let config: z.output<typeof configSchema>;
   try {
     parsed = parse(argv);
-    config = loadConfig(configSchema);
+    config = loadConfig(configSchema, environment);
   } catch (err) {
     if (err instanceof UsageError || (err as { code?: string }).code?.startsWith("ERR_PARSE_ARGS")) {
-      process.stderr.write(`error: ${(err as Error).message}\n${USAGE}\n`);
+      io.stderr.write(`error: ${(err as Error).message}\n${USAGE}\n`);
       return 2;
     }
     if (err instanceof ConfigError) {
-      process.stderr.write(`${err.message}\n`);
+      io.stderr.write(`${err.message}\n`);
       return 2;
     }
     throw err;
@@ -92,7 +101,7 @@ async function main(argv: string[]): Promise<number> {
     try {
       await redis.connect();
     } catch (err) {
-      process.stderr.write(
+      io.stderr.write(
         `error: cannot reach Redis at ${redactUrl(config.REDIS_URL)} (${(err as Error).message}). Start the stack with 'pnpm start' or set REDIS_URL.\n`,
       );
       return 1;
@@ -119,7 +128,7 @@ async function main(argv: string[]): Promise<number> {
           ? await audit.forResource(parsed.org, parsed.resource, page)
           : await audit.forOrganization(parsed.org, page);
       } catch (err) {
-        process.stderr.write(
+        io.stderr.write(
           `error: cannot read the audit trail from PostgreSQL at ${redactUrl(config.DATABASE_URL)} (${(err as Error).message}). Start the stack with 'pnpm start' or set DATABASE_URL.\n`,
         );
         return 1;
@@ -127,10 +136,10 @@ async function main(argv: string[]): Promise<number> {
         await db.close();
       }
     }
-    process.stdout.write(`${JSON.stringify(result, null, 2)}\n`);
+    io.stdout.write(`${JSON.stringify(result, null, 2)}\n`);
     return 0;
   } catch (err) {
-    process.stderr.write(`error: ${(err as Error).message}\n`);
+    io.stderr.write(`error: ${(err as Error).message}\n`);
     return 1;
   } finally {
     spicedb.close();

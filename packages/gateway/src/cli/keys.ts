@@ -36,6 +36,12 @@ POLICY (the end users the key and its tokens may act for; default any): any | no
 
 class UsageError extends Error {}
 
+/** Where a command line prints: `process`, or a test's own. */
+export interface CliOutput {
+  stdout: { write(text: string): unknown };
+  stderr: { write(text: string): unknown };
+}
+
 const OPTIONS = {
   org: { type: "string" },
   owner: { type: "string" },
@@ -208,24 +214,32 @@ async function offline(argv: string[]): Promise<unknown | undefined> {
   return { keys: [await generateSigningJwk(alg)] };
 }
 
-async function main(): Promise<number> {
+/**
+ * The command line: `argv` without node and the script, `env` for `REDIS_URL`;
+ * writes to `io` and returns the exit code. Tests pass their own to run it in process.
+ */
+export async function main(
+  argv: string[] = process.argv.slice(2),
+  env: NodeJS.ProcessEnv = process.env,
+  io: CliOutput = process,
+): Promise<number> {
   try {
-    const result = await offline(process.argv.slice(2));
+    const result = await offline(argv);
     if (result === HELP) {
-      process.stdout.write(`${USAGE}\n`);
+      io.stdout.write(`${USAGE}\n`);
       return 0;
     }
     if (result !== undefined) {
-      process.stdout.write(`${JSON.stringify(result)}\n`);
+      io.stdout.write(`${JSON.stringify(result)}\n`);
       return 0;
     }
   } catch (err) {
     if (!(err instanceof UsageError) && !(err as { code?: string }).code?.startsWith("ERR_PARSE_ARGS"))
       throw err;
-    process.stderr.write(`${(err as Error).message ? `error: ${(err as Error).message}\n` : ""}${USAGE}\n`);
+    io.stderr.write(`${(err as Error).message ? `error: ${(err as Error).message}\n` : ""}${USAGE}\n`);
     return 2;
   }
-  const url = process.env.REDIS_URL || localRedisUrl();
+  const url = env.REDIS_URL || localRedisUrl(env);
   const redis = createRedis(url, {
     connectionName: "keys-cli",
     extra: { lazyConnect: true, retryStrategy: () => null, enableOfflineQueue: false },
@@ -235,34 +249,34 @@ async function main(): Promise<number> {
     try {
       await redis.connect();
     } catch (err) {
-      process.stderr.write(
+      io.stderr.write(
         `error: cannot reach Redis at ${redactUrl(url)} (${(err as Error).message}). Start the stack with 'pnpm start' or set REDIS_URL.\n`,
       );
       return 1;
     }
     const result = await runKeysCommand(
-      process.argv.slice(2),
+      argv,
       new ApiKeyStore(redis),
       new CountingWindows(redis),
       new OrgLimitsStore(redis),
     );
-    process.stdout.write(`${JSON.stringify(result, null, 2)}\n`);
+    io.stdout.write(`${JSON.stringify(result, null, 2)}\n`);
     return 0;
   } catch (err) {
     if (err instanceof UsageError) {
-      process.stderr.write(`${err.message ? `error: ${err.message}\n` : ""}${USAGE}\n`);
+      io.stderr.write(`${err.message ? `error: ${err.message}\n` : ""}${USAGE}\n`);
       return 2;
     }
     if (err instanceof ValidationFailed) {
       for (const issue of err.issues)
-        process.stderr.write(`error: ${issue.loc.slice(1).join(".")}: ${issue.msg}\n`);
+        io.stderr.write(`error: ${issue.loc.slice(1).join(".")}: ${issue.msg}\n`);
       return 2;
     }
     if ((err as { code?: string }).code?.startsWith("ERR_PARSE_ARGS")) {
-      process.stderr.write(`error: ${(err as Error).message}\n${USAGE}\n`);
+      io.stderr.write(`error: ${(err as Error).message}\n${USAGE}\n`);
       return 2;
     }
-    process.stderr.write(`error: ${(err as Error).message}\n`);
+    io.stderr.write(`error: ${(err as Error).message}\n`);
     return 1;
   } finally {
     redis.disconnect();
