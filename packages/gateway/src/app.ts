@@ -147,7 +147,10 @@ export function createGatewayApp(deps: GatewayDeps): express.Express {
   // Administrators' reads (the admin console): `admin:console`, or for the trail either admin permission.
   registerRoutes<GatewayDeps>(api, adminReadRoutes, deps);
   api.use("/admin", requirePermission("admin:api-keys"));
-  registerRoutes(api, apiKeyRoutes, { ...deps, budgets: new CountingWindows(deps.redis, { clock: deps.clock }) });
+  registerRoutes(api, apiKeyRoutes, {
+    ...deps,
+    budgets: new CountingWindows(deps.redis, { clock: deps.clock }),
+  });
 
   app.use("/api/v1", api);
   if (deps.consoleSessions) {

@@ -26,7 +26,14 @@ export const deleteSchedule = defineRoute({
   errors: ["not_found"],
   handler: async ({ principal, params }, deps: Pick<EvalRouteDeps, "evals">) => {
     const id = params.schedule_id;
-    if (!(await deps.evals.store.softDelete(principal.org, id, unixSeconds(deps.evals.clock.wall()), ownViewOf(principal)))) {
+    if (
+      !(await deps.evals.store.softDelete(
+        principal.org,
+        id,
+        unixSeconds(deps.evals.clock.wall()),
+        ownViewOf(principal),
+      ))
+    ) {
       throw notFound(`No eval schedule ${id}`);
     }
     await deps.evals.queue.unschedule(id);
