@@ -130,11 +130,19 @@ export function startTracing(
   return true;
 }
 
-/** Sends the spans still buffered and stops (at shutdown). */
+/**
+ * Sends the spans still buffered and turns tracing off (at shutdown): the global tracer provider,
+ * propagator and context manager are removed, so a later `startTracing` in the same process starts afresh.
+ */
 export async function stopTracing(): Promise<void> {
   const stopping = provider;
   if (!stopping) return;
+  enabled = false;
+  provider = undefined;
   await stopping.shutdown();
+  trace.disable();
+  propagation.disable();
+  context.disable();
 }
 
 /** Exports every span ended so far (tests read their exporter after this). */

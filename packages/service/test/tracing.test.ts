@@ -1,12 +1,15 @@
 import { randomBytes } from "node:crypto";
-import { flushTracing, startTracing } from "@gw/core/tracing";
+import { flushTracing, startTracing, stopTracing } from "@gw/core/tracing";
 import { InMemorySpanExporter, type ReadableSpan } from "@opentelemetry/sdk-trace";
-import { beforeEach, describe, expect, it } from "vitest";
+import { afterAll, beforeEach, describe, expect, it } from "vitest";
 import { useStack } from "./stack.ts";
 
 // Before the stack starts: its clients install their span hooks only when tracing is on.
 const exporter = new InMemorySpanExporter();
 startTracing("stack-test", {}, { exporter, simple: true });
+// Registered before the stack's: after-all hooks run last-registered first, so tracing stops once the
+// stack has, and the next file in this worker starts untraced.
+afterAll(() => stopTracing());
 
 const logLines: string[] = [];
 const stack = useStack({}, {}, logLines);
