@@ -69,7 +69,7 @@ interface Position {
  * so a full pass takes about (relationships / batch) runs; the cost of one
  * run is bounded by `batch`: one read, one query, at most `batch` deletes.
  */
-export class OrphanReconciler {
+export class OrphanReconciler extends Periodic {
   private readonly db: Postgres;
   private readonly redis: RedisClient;
   private readonly spicedb: SpiceDBClient;
@@ -77,7 +77,6 @@ export class OrphanReconciler {
   private readonly logger: Logger;
   private readonly clock: Clock;
   private readonly options: ReconcileOptions;
-  private readonly periodic: Periodic;
 
   constructor(deps: {
     db: Postgres;
@@ -89,6 +88,9 @@ export class OrphanReconciler {
     clock: Clock;
     options: ReconcileOptions;
   }) {
+    super(deps.options.intervalMs, (err) =>
+      deps.logger.warn({ err: err.message }, "orphan reconcile failed; retried next interval"),
+    );
     this.db = deps.db;
     this.redis = deps.redis;
     this.spicedb = deps.spicedb;
@@ -96,20 +98,10 @@ export class OrphanReconciler {
     this.logger = deps.logger;
     this.clock = deps.clock;
     this.options = deps.options;
-    this.periodic = new Periodic(
-      () => this.reconcile(),
-      this.options.intervalMs,
-      (err) => this.logger.warn({ err: err.message }, "orphan reconcile failed; retried next interval"),
-    );
   }
 
-  /** Runs every `intervalMs` until `close`. */
-  start(): void {
-    this.periodic.start();
-  }
-
-  async close(): Promise<void> {
-    await this.periodic.close();
+  protected runOnce() {
+    return this.reconcile();
   }
 
   /** One run now; `undefined` if another replica is running one. */

@@ -62,14 +62,13 @@ const CONVERSATIONS: ExpiringTable = { table: "conversations", column: "active_a
  * deleted resource, its ZedToken goes too), then their rows (items go with their conversation or response). A sweep that fails part-way leaves rows that are still
  * expired (reads never see them) and finishes at the next interval.
  */
-export class RetentionSweeper {
+export class RetentionSweeper extends Periodic {
   private readonly db: Postgres;
   private readonly spicedb: SpiceDBClient;
   private readonly tokens: ConsistencyTokens;
   private readonly logger: Logger;
   private readonly clock: Clock;
   private readonly options: RetentionOptions;
-  private readonly periodic: Periodic;
 
   constructor(deps: {
     db: Postgres;
@@ -80,26 +79,19 @@ export class RetentionSweeper {
     clock: Clock;
     options: RetentionOptions;
   }) {
+    super(deps.options.sweepIntervalMs, (err) =>
+      deps.logger.warn({ err: err.message }, "retention sweep failed; retried next interval"),
+    );
     this.db = deps.db;
     this.spicedb = deps.spicedb;
     this.tokens = deps.tokens;
     this.logger = deps.logger;
     this.clock = deps.clock;
     this.options = deps.options;
-    this.periodic = new Periodic(
-      () => this.sweep(),
-      this.options.sweepIntervalMs,
-      (err) => this.logger.warn({ err: err.message }, "retention sweep failed; retried next interval"),
-    );
   }
 
-  /** Sweeps every `sweepIntervalMs` until `close`. */
-  start(): void {
-    this.periodic.start();
-  }
-
-  async close(): Promise<void> {
-    await this.periodic.close();
+  protected runOnce() {
+    return this.sweep();
   }
 
   /** One sweep now; `undefined` if another replica is sweeping. */
