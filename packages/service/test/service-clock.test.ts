@@ -1,9 +1,12 @@
+import { createServer } from "node:http";
+import type { AddressInfo } from "node:net";
 import { RedisConsistencyTokens, SpiceDBClient, scopedId } from "@gw/core/authz";
 import { ManualClock } from "@gw/core/clock";
 import { createLogger } from "@gw/core/logger";
 import { readRelationshipLines } from "@gw/test-kit";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
-import { issuedAt } from "../src/ids.ts";
+import { ids, issuedAt } from "../src/ids.ts";
+import { ChatProvider } from "../src/llm/provider.ts";
 import { OrphanReconciler } from "../src/retention/reconciler.ts";
 import { parseEvents, useStack } from "./stack.ts";
 
@@ -152,5 +155,61 @@ describe("the service reads time from the one clock it is given", () => {
       await fullPass();
       expect(await lines()).toEqual([]);
     });
+  });
+
+  it("the provider stamps the ids of tool calls it was sent without one from the clock it is given", async () => {
+    // A provider that leaves out its tool calls' ids, as some OpenAI-compatible ones do.
+    const call = { type: "function", function: { name: "lookup", arguments: "{}" } };
+    const server = createServer((req, res) => {
+      let raw = "";
+      req.on("data", (chunk) => {
+        raw += chunk;
+      });
+      req.on("end", () => {
+        if (!JSON.parse(raw).stream) {
+          res.writeHead(200, { "content-type": "application/json" }).end(
+            JSON.stringify({
+              model: "m",
+              choices: [{ message: { content: null, tool_calls: [call] }, finish_reason: "tool_calls" }],
+              usage: { prompt_tokens: 1, completion_tokens: 1, total_tokens: 2 },
+            }),
+          );
+          return;
+        }
+        const event = (data: unknown) => `data: ${JSON.stringify(data)}\n\n`;
+        res.writeHead(200, { "content-type": "text/event-stream" });
+        res.end(
+          event({ model: "m", choices: [{ delta: { tool_calls: [{ index: 0, ...call }] } }] }) +
+            event({ model: "m", choices: [{ delta: {}, finish_reason: "tool_calls" }] }) +
+            "data: [DONE]\n\n",
+        );
+      });
+    });
+    await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
+    try {
+      const provider = new ChatProvider({
+        baseUrl: `http://127.0.0.1:${(server.address() as AddressInfo).port}/v1`,
+        apiKey: undefined,
+        defaultModel: "m",
+        allowedModels: undefined,
+        timeoutMs: 5_000,
+        maxResponseBytes: 1 << 20,
+        maxEventChars: 1 << 16,
+        ids: ids(clock),
+      });
+      const request = { model: "m", messages: [{ role: "user" as const, content: "hi" }] };
+      const now = clock.wall();
+      const answered = await provider.complete(request, new AbortController().signal);
+      expect(answered.toolCalls.map((c) => c.id)).toEqual([expect.stringMatching(/^call_[0-9a-f]{32}$/)]);
+      expect(stamp(answered.toolCalls[0]!.id)).toBe(now);
+
+      clock.advance(5_000);
+      const pieces = provider.stream(request, new AbortController().signal);
+      let next = await pieces.next();
+      while (!next.done) next = await pieces.next();
+      expect(next.value.toolCalls.map((c) => stamp(c.id))).toEqual([now + 5_000]);
+    } finally {
+      await new Promise((r) => server.close(r));
+    }
   });
 });
