@@ -1,4 +1,5 @@
 import type { ResourceAuthorization, SpiceDBClient, WriterDeletion } from "@gw/core/authz";
+import type { Clock } from "@gw/core/clock";
 import {
   errorHandler,
   jsonBody,
@@ -19,6 +20,7 @@ import type { CompletionStore } from "./completions/store.ts";
 import type { ConversationStore } from "./conversations/store.ts";
 import type { Evals } from "./evals/index.ts";
 import { verifyAssertion } from "./http/verify-assertion.ts";
+import type { Ids } from "./ids.ts";
 import type { ContextBudget } from "./llm/context.ts";
 import type { ChatProvider } from "./llm/provider.ts";
 import type { HostedMcpConfig } from "./responses/hosted-mcp.ts";
@@ -29,6 +31,10 @@ import type { UsageStore } from "./usage/store.ts";
 
 export interface ServiceDeps {
   logger: Logger;
+  /** The process's one clock: the `created_at` of what the service creates. */
+  clock: Clock;
+  /** The ids the service issues, stamped with the clock's wall time (as the orphan reconciler reads them). */
+  ids: Ids;
   metrics: Metrics;
   redis: RedisClient;
   /** PostgreSQL: the platform's content. */

@@ -9,6 +9,7 @@ import express from "express";
 import { budgetDeps, chatProvider } from "./calls/deps.ts";
 import type { ServiceConfig } from "./config.ts";
 import { evalLimits, evalRetention, startEvals } from "./evals/index.ts";
+import { ids } from "./ids.ts";
 import { UsageStore } from "./usage/store.ts";
 
 /**
@@ -31,7 +32,9 @@ export async function startEvalWorkerProcess(config: ServiceConfig, logger: Logg
     connectionName: "eval-worker",
     onIdleError: (err) => logger.warn({ err: err.message }, "postgres connection error"),
   });
-  const budgets = budgetDeps(config, redis, metrics, logger, systemClock);
+  // The process's one clock.
+  const clock = systemClock;
+  const budgets = budgetDeps(config, redis, metrics, logger, clock);
   // The runs' budget reservations are leases this process renews (and it settles those of processes that died).
   const stopLeases = budgets.windows.keepLeases(LEASE_KEEPING_MS, {
     swept: (holders) => logger.warn({ holders }, "budget leases of processes that died were settled"),
@@ -43,12 +46,12 @@ export async function startEvalWorkerProcess(config: ServiceConfig, logger: Logg
       redis,
       db,
       retention: evalRetention(config),
-      provider: chatProvider(config, metrics),
-      usage: new UsageStore(redis, config.LLM_MODELS?.prices, systemClock),
+      provider: chatProvider(config, metrics, ids(clock)),
+      usage: new UsageStore(redis, config.LLM_MODELS?.prices, clock),
       budgets,
       logger,
       metrics,
-      clock: systemClock,
+      clock,
     },
     config.EVAL_WORKER_CONCURRENCY,
     evalLimits(config),

@@ -1,18 +1,33 @@
 import { randomBytes } from "node:crypto";
+import type { Clock } from "@gw/core/clock";
 
 /**
  * 32 hex digits: the time of issue in milliseconds (48 bits, 12 digits, as
  * UUIDv7 keeps it) then 80 random bits. The time lets the orphan reconciler
  * leave alone what is still being created (`issuedAt`).
  */
-const stampedHex = (now = Date.now()) =>
-  `${now.toString(16).padStart(12, "0").slice(-12)}${randomBytes(10).toString("hex")}`;
+const stampedHex = (at: number) =>
+  `${at.toString(16).padStart(12, "0").slice(-12)}${randomBytes(10).toString("hex")}`;
 
-/** A new id the service issues: `<prefix>_` and 32 hex digits (`conv_…`, `resp_…`, `msg_…`, `call_…`). */
-export const newId = (prefix: string, now?: number) => `${prefix}_${stampedHex(now)}`;
+/** An id the service issues at `at` (ms since the epoch): `<prefix>_` and 32 hex digits (`conv_…`, `resp_…`, `msg_…`, `call_…`). */
+export const newId = (prefix: string, at: number) => `${prefix}_${stampedHex(at)}`;
 
-/** A chat completion's id, as OpenAI spells them: `chatcmpl-` and 32 hex digits. */
-export const newCompletionId = (now?: number) => `chatcmpl-${stampedHex(now)}`;
+/** A chat completion's id issued at `at`, as OpenAI spells them: `chatcmpl-` and 32 hex digits. */
+export const newCompletionId = (at: number) => `chatcmpl-${stampedHex(at)}`;
+
+/** Issues the service's ids, stamped with the wall time of the process's clock (the reconciler's too). */
+export interface Ids {
+  /** `<prefix>_` and 32 hex digits, stamped now. */
+  newId(prefix: string): string;
+  /** `chatcmpl-` and 32 hex digits, stamped now. */
+  newCompletionId(): string;
+}
+
+/** The ids of a process whose clock is `clock`. */
+export const ids = (clock: Pick<Clock, "wall">): Ids => ({
+  newId: (prefix) => newId(prefix, clock.wall()),
+  newCompletionId: () => newCompletionId(clock.wall()),
+});
 
 /** Ids issued before this carried no time (2026-01-01): their first digits are random. */
 const STAMPED_SINCE = Date.UTC(2026, 0, 1);

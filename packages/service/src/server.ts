@@ -13,6 +13,7 @@ import { PostgresCompletionStore } from "./completions/store.ts";
 import type { ServiceConfig } from "./config.ts";
 import { ConversationStore } from "./conversations/store.ts";
 import { evalLimits, evalRetention, startEvals } from "./evals/index.ts";
+import { ids } from "./ids.ts";
 import { ResponseStore } from "./responses/store.ts";
 import { OrphanReconciler } from "./retention/reconciler.ts";
 import { RetentionSweeper } from "./retention/sweeper.ts";
@@ -70,7 +71,8 @@ export async function startService(
     clock,
   });
   const assertions = await internalAssertions(config.INTERNAL_ASSERTION_SECRET, config.DATA_DIR, logger);
-  const provider = chatProvider(config, metrics);
+  const issuer = ids(clock);
+  const provider = chatProvider(config, metrics, issuer);
   if (!config.LLM_BASE_URL)
     logger.warn("no model provider configured: responses answer 503 until LLM_BASE_URL is set");
 
@@ -120,6 +122,8 @@ export async function startService(
 
   const app = createServiceApp({
     logger,
+    clock,
+    ids: issuer,
     metrics,
     redis,
     db,

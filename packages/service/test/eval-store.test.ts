@@ -19,6 +19,7 @@ import {
 } from "../src/evals/records.ts";
 import { EvalStore, type EvalStoreOptions } from "../src/evals/store.ts";
 import { startEvalWorker } from "../src/evals/worker.ts";
+import { ids } from "../src/ids.ts";
 import { ChatProvider } from "../src/llm/provider.ts";
 import { UsageStore } from "../src/usage/store.ts";
 import { testBudgetDeps } from "./budget-deps.ts";
@@ -369,6 +370,7 @@ describeEachTopology("eval runs through the queue on %s Redis", (topology) => {
           timeoutMs: 5_000,
           maxResponseBytes: 1_000_000,
           maxEventChars: 100_000,
+          ids: ids(systemClock),
         }),
       },
       1,

@@ -6,6 +6,7 @@ import { Queue } from "bullmq";
 import { afterAll, describe, expect, it, vi } from "vitest";
 import { type Evals, startEvals } from "../src/evals/index.ts";
 import { EVAL_QUEUE, EVAL_QUEUE_PREFIX } from "../src/evals/queue.ts";
+import { ids } from "../src/ids.ts";
 import { ChatProvider } from "../src/llm/provider.ts";
 import { UsageStore } from "../src/usage/store.ts";
 import { testBudgetDeps } from "./budget-deps.ts";
@@ -70,6 +71,7 @@ describe("fairness between organizations on the shared eval queue", () => {
           timeoutMs: 10_000,
           maxResponseBytes: 1_000_000,
           maxEventChars: 100_000,
+          ids: ids(systemClock),
         }),
         usage: new UsageStore(stack.redis),
         budgets: testBudgetDeps(stack.redis),

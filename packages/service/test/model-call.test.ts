@@ -1,6 +1,7 @@
 import { randomBytes } from "node:crypto";
 import { type AddressInfo, createServer } from "node:net";
 import { RedisConsistencyTokens, ResourceAuthorization, SpiceDBClient } from "@gw/core/authz";
+import { systemClock } from "@gw/core/clock";
 import type { Limits } from "@gw/core/limits";
 import { createMetrics } from "@gw/core/metrics";
 import type { Principal } from "@gw/core/principal";
@@ -12,6 +13,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Caller } from "../src/budgets/admit-model-call.ts";
 import { createBudgetMetrics } from "../src/budgets/budget-metrics.ts";
 import { admitCall, type ModelCallDeps, type StreamedCall } from "../src/calls/model-call.ts";
+import { ids } from "../src/ids.ts";
 import { ChatProvider, type ChatRequest, type Completion } from "../src/llm/provider.ts";
 import { UsageStore } from "../src/usage/store.ts";
 
@@ -52,6 +54,7 @@ beforeAll(async () => {
       timeoutMs: 2_000,
       maxResponseBytes: 1 << 20,
       maxEventChars: 1 << 16,
+      ids: ids(systemClock),
     }),
     authorization: new ResourceAuthorization(client, new RedisConsistencyTokens(redis, 6_000)),
     usage: new UsageStore(redis, new Map()),

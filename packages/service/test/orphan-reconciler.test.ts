@@ -170,7 +170,7 @@ describe("the orphan reconciler", () => {
     const at = Date.UTC(2026, 5, 1);
     expect(issuedAt(newId("conv", at), at + 1)).toBe(at);
     expect(issuedAt(newCompletionId(at), at + 1)).toBe(at);
-    expect(newId("resp")).toMatch(/^resp_[0-9a-f]{32}$/);
+    expect(newId("resp", at)).toMatch(/^resp_[0-9a-f]{32}$/);
     expect(issuedAt("conv_not-ours", at)).toBeUndefined();
     expect(issuedAt(`conv_${"f".repeat(32)}`, at)).toBeUndefined(); // far in the future: no time of ours
     expect(RESOURCE_TYPES).toContain("completion");

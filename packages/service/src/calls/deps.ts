@@ -6,13 +6,17 @@ import { CountingWindows } from "@gw/core/windows";
 import type { BudgetDeps } from "../budgets/admit-model-call.ts";
 import { createBudgetMetrics } from "../budgets/budget-metrics.ts";
 import type { ServiceConfig } from "../config.ts";
+import type { Ids } from "../ids.ts";
 import type { ChatProvider } from "../llm/provider.ts";
 import { createProviderMetrics, MeteredProvider } from "../llm/provider-metrics.ts";
 
 // What the model-call pipeline needs from the configuration, for the service and for eval worker processes.
 
-/** The model provider the configuration names (responses and eval runs share it), its calls in `metrics`. */
-export function chatProvider(config: ServiceConfig, metrics: Metrics): ChatProvider {
+/**
+ * The model provider the configuration names (responses and eval runs share
+ * it), its calls in `metrics`, the ids of tool calls it sends without one from `ids`.
+ */
+export function chatProvider(config: ServiceConfig, metrics: Metrics, ids: Ids): ChatProvider {
   return new MeteredProvider(
     {
       baseUrl: config.LLM_BASE_URL,
@@ -22,6 +26,7 @@ export function chatProvider(config: ServiceConfig, metrics: Metrics): ChatProvi
       timeoutMs: config.LLM_TIMEOUT_MS,
       maxResponseBytes: config.LLM_MAX_RESPONSE_BYTES,
       maxEventChars: config.LLM_MAX_EVENT_CHARS,
+      ids,
     },
     createProviderMetrics(metrics),
   );

@@ -1,9 +1,10 @@
+import type { Clock } from "@gw/core/clock";
 import type { Logger } from "@gw/core/logger";
 import type { Principal } from "@gw/core/principal";
 import type { WindowState } from "@gw/core/windows";
 import type { Caller } from "../budgets/admit-model-call.ts";
 import { admitCall, type ModelCallDeps, recordUsage } from "../calls/model-call.ts";
-import { newCompletionId } from "../ids.ts";
+import type { Ids } from "../ids.ts";
 import { requireUsableModel, resolveModel } from "../llm/models.ts";
 import type { ChatRequest, Completion } from "../llm/provider.ts";
 import { completionObject, storedMessages } from "./completion.ts";
@@ -14,6 +15,10 @@ import type { StreamedCompletion } from "./stream.ts";
 export interface CompletionCallDeps extends ModelCallDeps {
   logger: Logger;
   completions: CompletionStore;
+  /** The process's clock: a completion's `created`. */
+  clock: Clock;
+  /** Its ids, stamped with the clock's time. */
+  ids: Ids;
 }
 
 /** A chat completion checked and admitted: run it once, as JSON or as a stream of chunks. */
@@ -46,8 +51,8 @@ export async function startCompletion(
   const model = resolveModel(deps.provider, input.model);
   requireUsableModel(principal, model);
   const request = chatRequestOf(input, model);
-  const id = newCompletionId();
-  const created = Math.floor(Date.now() / 1000);
+  const id = deps.ids.newCompletionId();
+  const created = Math.floor(deps.clock.wall() / 1000);
   const call = await admitCall<ChatCompletionObject, StreamedCompletion>(deps, {
     caller,
     request,

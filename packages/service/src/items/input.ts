@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { newId } from "../ids.ts";
+import type { Ids } from "../ids.ts";
 import { byType, chosen, notSupported } from "../schema.ts";
 import { ID_PREFIX, type Item } from "./items.ts";
 
@@ -112,35 +112,36 @@ export type ResponseInputItem = z.output<typeof responseInputItem>;
 export async function toTurn(
   input: string | ResponseInputItem[],
   resolve: (id: string, index: number) => Promise<Item>,
+  ids: Ids,
 ): Promise<Item[]> {
-  if (typeof input === "string") return toItems(input);
+  if (typeof input === "string") return toItems(input, ids);
   return Promise.all(
     input.map(async (item, index) => {
       if (item.type === "mcp_approval_response") {
         return {
           type: "mcp_approval_response",
-          id: newId(ID_PREFIX.mcp_approval_response),
+          id: ids.newId(ID_PREFIX.mcp_approval_response),
           approval_request_id: item.approval_request_id,
           approve: item.approve,
           reason: item.reason ?? null,
         };
       }
-      if (item.type !== "item_reference") return toItems([item])[0]!;
+      if (item.type !== "item_reference") return toItems([item], ids)[0]!;
       const found = await resolve(item.id, index);
-      return { ...found, id: newId(ID_PREFIX[found.type]) };
+      return { ...found, id: ids.newId(ID_PREFIX[found.type]) };
     }),
   );
 }
 
 /** What the client sent, as stored items with fresh ids. */
-export function toItems(input: string | InputItem[]): Item[] {
+export function toItems(input: string | InputItem[], ids: Ids): Item[] {
   const items: InputItem[] = typeof input === "string" ? [{ role: "user", content: input }] : input;
   return items.map((item): Item => {
     if (item.type === "function_call") {
       const { call_id, name, arguments: args } = item;
       return {
         type: "function_call",
-        id: newId(ID_PREFIX.function_call),
+        id: ids.newId(ID_PREFIX.function_call),
         status: "completed",
         call_id,
         name,
@@ -154,7 +155,7 @@ export function toItems(input: string | InputItem[]): Item[] {
           : item.output.map(({ text }) => ({ type: "input_text" as const, text }));
       return {
         type: "function_call_output",
-        id: newId(ID_PREFIX.function_call_output),
+        id: ids.newId(ID_PREFIX.function_call_output),
         status: "completed",
         call_id: item.call_id,
         output,
@@ -164,7 +165,7 @@ export function toItems(input: string | InputItem[]): Item[] {
     const texts = typeof item.content === "string" ? [item.content] : item.content.map((p) => p.text);
     return {
       type: "message",
-      id: newId(ID_PREFIX.message),
+      id: ids.newId(ID_PREFIX.message),
       status: "completed",
       role: item.role,
       content: texts.map((text) =>

@@ -1,6 +1,6 @@
 import { endSpan, type Span, startClientSpan } from "@gw/core/tracing";
 import type { EventSourceMessage } from "eventsource-parser";
-import { newId } from "../ids.ts";
+import type { Ids } from "../ids.ts";
 import { usageDetailsOf, usageOf } from "./accounting.ts";
 import type { ChatRequest, Completion, TokenLogprob, ToolCall, ToolCallDelta } from "./chat.ts";
 import { ProviderFailed, ProviderNotConfigured, redactProviderText } from "./errors.ts";
@@ -40,6 +40,8 @@ export interface ProviderOptions {
   maxResponseBytes: number;
   /** Largest single event of a stream. */
   maxEventChars: number;
+  /** Issues the ids of tool calls the provider sent without one (the process's clock stamps them). */
+  ids: Ids;
 }
 
 /**
@@ -97,7 +99,7 @@ export class ChatProvider {
       const choice = body?.choices?.[0];
       const content = choice?.message?.content;
       const toolCalls = (choice?.message?.tool_calls ?? []).map((c) => ({
-        id: c.id || newId("call"),
+        id: c.id || this.options.ids.newId("call"),
         name: c.function?.name ?? "",
         arguments: c.function?.arguments ?? "",
       }));
@@ -197,7 +199,7 @@ export class ChatProvider {
           count(fragment);
           current.arguments += fragment;
           if (!current.name) continue;
-          current.id ||= newId("call");
+          current.id ||= this.options.ids.newId("call");
           // The first piece announced carries what was held back until the name was known.
           const pending = current.announced ? fragment : current.arguments;
           current.announced = true;

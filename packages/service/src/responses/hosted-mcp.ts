@@ -5,7 +5,7 @@ import type { Principal } from "@gw/core/principal";
 import type { Caller } from "../budgets/admit-model-call.ts";
 import type { EventSink } from "../calls/event-sink.ts";
 import { admitCall, releaseOwnership, type StreamedCall } from "../calls/model-call.ts";
-import { newId } from "../ids.ts";
+import type { Ids } from "../ids.ts";
 import { ID_PREFIX, type Item, type McpCallItem, type McpListToolsItem } from "../items/items.ts";
 import type { ChatMessage, Completion, ToolCall } from "../llm/provider.ts";
 import { prepareTurn } from "./prepare-turn.ts";
@@ -159,7 +159,7 @@ export async function startHostedTurn(
     t.type === "mcp" ? [{ spec: t, index, serverId: serverIdOf(config, t.server_url, index) }] : [],
   );
   const { model, turn, request } = await prepareTurn(deps, principal, input, "writer");
-  const response = draftResponse(input, newId("resp"), model);
+  const response = draftResponse(input, deps.ids.newId("resp"), model, deps.clock.wall());
 
   const run = async (signal: AbortSignal): Promise<ResponseObject> => {
     const output: OutputItem[] = [];
@@ -172,7 +172,7 @@ export async function startHostedTurn(
         throw badServerUrl(index, spec.server_url, "Value error, no MCP server you may use has this URL");
       const item: McpListToolsItem = {
         type: "mcp_list_tools",
-        id: newId(ID_PREFIX.mcp_list_tools),
+        id: deps.ids.newId(ID_PREFIX.mcp_list_tools),
         server_label: spec.server_label,
         tools: [],
         error: answer.error ? answer.error.message : null,
@@ -225,20 +225,20 @@ export async function startHostedTurn(
           const answerItems: OutputItem[] =
             approvals.length > 0
               ? [
-                  ...(completion.text ? outputOf({ ...completion, toolCalls: [] }) : []),
+                  ...(completion.text ? outputOf({ ...completion, toolCalls: [] }, deps.ids) : []),
                   ...ours.map((c): OutputItem => {
                     const tool = hosted.get(c.name)!;
                     return {
                       type: "mcp_approval_request",
-                      id: newId(ID_PREFIX.mcp_approval_request),
+                      id: deps.ids.newId(ID_PREFIX.mcp_approval_request),
                       server_label: tool.label,
                       name: tool.tool,
                       arguments: c.arguments,
                     };
                   }),
                 ]
-              : outputOf(completion);
-          settle(response, completion, [...output, ...answerItems]);
+              : outputOf(completion, deps.ids);
+          settle(response, completion, [...output, ...answerItems], deps.clock.wall());
           addUsage(response, earlier);
           await keep(deps, principal, response, input, turn, completion, model);
           return { done: true };
@@ -264,7 +264,7 @@ export async function startHostedTurn(
       };
       const results: ChatMessage[] = [];
       for (const c of completion.toolCalls as ToolCall[]) {
-        const item = await runTool(config, principal, hosted.get(c.name)!, c, signal);
+        const item = await runTool(config, deps.ids, principal, hosted.get(c.name)!, c, signal);
         output.push(item);
         results.push({ role: "tool", toolCallId: c.id, content: item.output ?? `Error: ${item.error}` });
       }
@@ -331,14 +331,14 @@ async function answered(
         answer.approval_request_id,
       );
     const [name, tool] = entry;
-    const call: ToolCall = { id: newId("call"), name, arguments: request.arguments };
+    const call: ToolCall = { id: deps.ids.newId("call"), name, arguments: request.arguments };
     messages.push({ role: "assistant", content: "", toolCalls: [call] });
     if (!answer.approve) {
       messages.push({ role: "tool", toolCallId: call.id, content: "The caller did not approve this call." });
       continue;
     }
     const item = {
-      ...(await runTool(deps.hostedMcp, principal, tool, call, signal)),
+      ...(await runTool(deps.hostedMcp, deps.ids, principal, tool, call, signal)),
       approval_request_id: request.id,
     };
     output.push(item);
@@ -349,6 +349,7 @@ async function answered(
 
 async function runTool(
   config: HostedMcpConfig,
+  ids: Ids,
   principal: Principal,
   tool: HostedTool,
   call: ToolCall,
@@ -356,7 +357,7 @@ async function runTool(
 ): Promise<McpCallItem> {
   const item: McpCallItem = {
     type: "mcp_call",
-    id: newId(ID_PREFIX.mcp_call),
+    id: ids.newId(ID_PREFIX.mcp_call),
     status: "completed",
     server_label: tool.label,
     name: tool.tool,

@@ -2,6 +2,7 @@ import type { ResourceAuthorization, ResourceRef, Role } from "@gw/core/authz";
 import { AppError, forbidden, notFound, ValidationFailed } from "@gw/core/errors";
 import type { Principal } from "@gw/core/principal";
 import type { ConversationStore } from "../conversations/store.ts";
+import type { Ids } from "../ids.ts";
 import { toTurn } from "../items/input.ts";
 import { type Item, itemChars, toChatMessages } from "../items/items.ts";
 import { type ContextBudget, fitHistory, type History, type NewestFirstPage } from "../llm/context.ts";
@@ -17,6 +18,8 @@ export interface TurnDeps {
   conversations: ConversationStore;
   responses: ResponseStore;
   context: ContextBudget;
+  /** The new input's item ids. */
+  ids: Ids;
 }
 
 export interface PreparedTurn {
@@ -48,11 +51,15 @@ export async function prepareTurn(
   const model = resolveModel(deps.provider, input.model);
   requireUsableModel(principal, model);
   const access = new ContextAccess();
-  const turn = await toTurn(input.input, async (id) => {
-    const found = await findReferencedItem(deps, principal, id);
-    access.requireAny(found.places, "reader", () => unreadableItem(id));
-    return found.item;
-  });
+  const turn = await toTurn(
+    input.input,
+    async (id) => {
+      const found = await findReferencedItem(deps, principal, id);
+      access.requireAny(found.places, "reader", () => unreadableItem(id));
+      return found.item;
+    },
+    deps.ids,
+  );
   const instructions: ChatMessage[] = input.instructions
     ? [{ role: "system", content: input.instructions }]
     : [];

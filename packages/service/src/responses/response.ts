@@ -1,12 +1,20 @@
 import { responseFailure } from "@gw/core/errors";
-import { newId } from "../ids.ts";
+import type { Ids } from "../ids.ts";
 import { ID_PREFIX } from "../items/items.ts";
 import type { Completion, TokenLogprob, Usage } from "../llm/provider.ts";
 import type { CreateResponseInput } from "./request.ts";
 import type { OutputItem, ResponseObject, ResponseTool, ResponseUsage } from "./store.ts";
 
-/** The response object before the model answers: the request's settings, echoed as OpenAI echoes them. */
-export function draftResponse(input: CreateResponseInput, id: string, model: string): ResponseObject {
+/**
+ * The response object before the model answers, created at `now` (ms since
+ * the epoch): the request's settings, echoed as OpenAI echoes them.
+ */
+export function draftResponse(
+  input: CreateResponseInput,
+  id: string,
+  model: string,
+  now: number,
+): ResponseObject {
   const tools: ResponseTool[] = (input.tools ?? []).map((t) =>
     t.type === "mcp"
       ? {
@@ -29,7 +37,7 @@ export function draftResponse(input: CreateResponseInput, id: string, model: str
   return {
     id,
     object: "response",
-    created_at: Math.floor(Date.now() / 1000),
+    created_at: Math.floor(now / 1000),
     status: "in_progress",
     background: false,
     completed_at: null,
@@ -84,14 +92,14 @@ export const keptToolCalls = (completion: Completion, maxToolCalls: number | nul
   maxToolCalls === null ? completion.toolCalls : completion.toolCalls.slice(0, maxToolCalls);
 
 /** The output items of an answer: its text as a message (unless it only called tools), then its tool calls. */
-export function outputOf(completion: Completion, maxToolCalls: number | null = null): OutputItem[] {
+export function outputOf(completion: Completion, ids: Ids, maxToolCalls: number | null = null): OutputItem[] {
   const status = incompleteReason(completion) ? "incomplete" : "completed";
   const output: OutputItem[] = [];
   const calls = keptToolCalls(completion, maxToolCalls);
   if (completion.text || calls.length === 0) {
     output.push({
       type: "message",
-      id: newId(ID_PREFIX.message),
+      id: ids.newId(ID_PREFIX.message),
       status,
       role: "assistant",
       content: [outputText(completion.text, completion.logprobs)],
@@ -100,7 +108,7 @@ export function outputOf(completion: Completion, maxToolCalls: number | null = n
   for (const call of calls) {
     output.push({
       type: "function_call",
-      id: newId(ID_PREFIX.function_call),
+      id: ids.newId(ID_PREFIX.function_call),
       status: "completed",
       call_id: call.id,
       name: call.name,
@@ -110,12 +118,20 @@ export function outputOf(completion: Completion, maxToolCalls: number | null = n
   return output;
 }
 
-/** The response once the model has answered with `output`: completed, or incomplete when it was cut short. */
-export function settle(response: ResponseObject, completion: Completion, output: OutputItem[]): void {
+/**
+ * The response once the model has answered with `output` at `now` (ms since
+ * the epoch): completed, or incomplete when it was cut short.
+ */
+export function settle(
+  response: ResponseObject,
+  completion: Completion,
+  output: OutputItem[],
+  now: number,
+): void {
   const incomplete = incompleteReason(completion);
   response.status = incomplete ? "incomplete" : "completed";
   response.incomplete_details = incomplete;
-  response.completed_at = incomplete ? null : Math.floor(Date.now() / 1000);
+  response.completed_at = incomplete ? null : Math.floor(now / 1000);
   response.model = completion.model;
   response.output = output;
   response.usage = responseUsage(completion.usage, completion.usageDetails);

@@ -2,7 +2,7 @@ import { randomBytes, randomInt } from "node:crypto";
 import type { Logger } from "@gw/core/logger";
 import { type EventSink, logStreamFailure } from "../calls/event-sink.ts";
 import { relayPieces, type StreamedCall } from "../calls/model-call.ts";
-import { newId } from "../ids.ts";
+import type { Ids } from "../ids.ts";
 import { ID_PREFIX } from "../items/items.ts";
 import {
   type ChatProvider,
@@ -43,6 +43,8 @@ export async function streamTurn(
   turn: {
     provider: ChatProvider;
     logger: Logger;
+    /** The streamed output items' ids. */
+    ids: Ids;
     response: ResponseObject;
     request: ChatRequest;
     signal: AbortSignal;
@@ -50,7 +52,7 @@ export async function streamTurn(
     obfuscate?: boolean;
   },
 ): Promise<StreamedTurn> {
-  const { provider, logger, response, request, signal } = turn;
+  const { provider, logger, ids, response, request, signal } = turn;
   const seen: { model?: string } = {};
   const pieces = provider.stream(request, signal, seen);
   const first = await pieces.next(); // provider errors surface here, before any byte is sent
@@ -102,7 +104,7 @@ export async function streamTurn(
     if (open?.item.type !== "message") {
       openItem({
         type: "message",
-        id: newId(ID_PREFIX.message),
+        id: ids.newId(ID_PREFIX.message),
         status: "in_progress",
         role: "assistant",
         content: [],
@@ -126,7 +128,7 @@ export async function streamTurn(
       openItem(
         {
           type: "function_call",
-          id: newId(ID_PREFIX.function_call),
+          id: ids.newId(ID_PREFIX.function_call),
           status: "in_progress",
           call_id: delta.id,
           name: delta.name,

@@ -1,4 +1,5 @@
 import type { ResourceAuthorization } from "@gw/core/authz";
+import type { Clock } from "@gw/core/clock";
 import { AppError, notFound } from "@gw/core/errors";
 import type { Logger } from "@gw/core/logger";
 import type { Principal } from "@gw/core/principal";
@@ -6,7 +7,7 @@ import type { WindowState } from "@gw/core/windows";
 import type { Caller } from "../budgets/admit-model-call.ts";
 import { admitCall, type ModelCallDeps, recordUsage } from "../calls/model-call.ts";
 import type { ConversationStore } from "../conversations/store.ts";
-import { newId } from "../ids.ts";
+import type { Ids } from "../ids.ts";
 import type { Item } from "../items/items.ts";
 import type { ContextBudget } from "../llm/context.ts";
 import type { ChatRequest, Completion } from "../llm/provider.ts";
@@ -23,6 +24,10 @@ export interface ResponseTurnDeps extends ModelCallDeps {
   conversations: ConversationStore;
   responses: ResponseStore;
   context: ContextBudget;
+  /** The process's clock: a response's `created_at` and `completed_at`. */
+  clock: Clock;
+  /** Its ids, stamped with the clock's time: responses' and their items'. */
+  ids: Ids;
   /** How hosted MCP tools reach the gateway's proxy; none: a request with one is 422. */
   hostedMcp?: HostedMcpConfig;
 }
@@ -68,7 +73,7 @@ export async function startTurn(
   }
   deps.provider.assertConfigured();
   const { model, turn, request } = await prepareTurn(deps, principal, input, "writer");
-  const response = draftResponse(input, newId("resp"), model);
+  const response = draftResponse(input, deps.ids.newId("resp"), model, deps.clock.wall());
   const call = await admitCall<ResponseObject, StreamedTurn>(deps, {
     caller,
     request,
@@ -77,7 +82,8 @@ export async function startTurn(
       settle(
         response,
         completion,
-        streamed ? streamed.output : outputOf(completion, response.max_tool_calls),
+        streamed ? streamed.output : outputOf(completion, deps.ids, response.max_tool_calls),
+        deps.clock.wall(),
       );
       await keep(deps, principal, response, input, turn, completion, model);
       return response;

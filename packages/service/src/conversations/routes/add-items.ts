@@ -34,7 +34,7 @@ export const addItems = defineRoute({
   errors: ["not_found"],
   authorize: conversationRole("writer"),
   handler: async ({ principal, params, body }, deps: ConversationRouteDeps) => {
-    const items = toItems(body.items);
+    const items = toItems(body.items, deps.ids);
     if (!(await deps.conversations.append(principal.org, params.id!, items)))
       throw notFound(`No conversation ${params.id}`);
     return listBody(items, false);

@@ -1,7 +1,6 @@
 import { defineRoute } from "@gw/core/http";
 import { z } from "zod";
 import { ok } from "../../http/schemas.ts";
-import { newId } from "../../ids.ts";
 import { inputItem, toItems } from "../../items/input.ts";
 import { withoutNulls } from "../../schema.ts";
 import { metadataSchema } from "../metadata.ts";
@@ -35,9 +34,9 @@ export const createConversation = defineRoute({
   responses: ok("The conversation", conversationSchema),
   handler: async ({ principal, body }, deps: ConversationRouteDeps) => {
     const conversation: Conversation = {
-      id: newId("conv"),
+      id: deps.ids.newId("conv"),
       object: "conversation",
-      created_at: Math.floor(Date.now() / 1000),
+      created_at: Math.floor(deps.clock.wall() / 1000),
       metadata: body.metadata ?? {},
     };
     const resource = { type: "conversation" as const, id: conversation.id };
@@ -46,7 +45,7 @@ export const createConversation = defineRoute({
       await deps.conversations.create(
         principal.org,
         conversation,
-        body.items?.length ? toItems(body.items) : [],
+        body.items?.length ? toItems(body.items, deps.ids) : [],
       );
     } catch (err) {
       // Not stored (PostgreSQL away…): its id must keep no owner relationship. If this delete fails
