@@ -8,7 +8,7 @@ process.env.NODE_COMPILE_CACHE ||= resolve(import.meta.dirname, NODE_COMPILE_CAC
 
 export default defineConfig({
   test: {
-    include: ["packages/*/test/**/*.test.ts", "test/**/*.test.ts"],
+    include: ["packages/*/test/**/*.test.ts", "packages/*/src/**/*.test.ts", "test/**/*.test.ts"],
     pool: "forks",
     // Test files share worker processes: each loads the project's modules once, not once per file
     // (a fifth of the suite's time did that). What one file could leave behind for the next (fake

@@ -36,6 +36,7 @@ import {
   k8sClusterProblems,
   k8sContainerProblems,
   scrapeTargetProblems,
+  shippedTests,
   unpinnedImages,
   yamlDocuments,
 } from "./check-deploy.ts";
@@ -286,6 +287,8 @@ export async function checkRepository(root = REPO_ROOT): Promise<{ problems: str
     const text = await read(path);
     problems.push(...unknownIn(path, text, known), ...unpinnedImages(path, text));
   }
+  const dockerignore = await read(".dockerignore").catch(() => undefined);
+  problems.push(...shippedTests("deploy/Dockerfile", await read("deploy/Dockerfile"), dockerignore));
   const compose = await read("deploy/docker-compose.yml");
   problems.push(...composeProblems("deploy/docker-compose.yml", compose));
   problems.push(...scrapeTargetProblems(PROMETHEUS_CONFIG, await read(PROMETHEUS_CONFIG), compose));

@@ -56,6 +56,24 @@ export function unpinnedImages(path: string, text: string): string[] {
     .map((image) => `${path}: image ${image} is not pinned to a version`);
 }
 
+/** The line of a `.dockerignore` that leaves every test file out of the build context. */
+export const NO_TESTS = "**/*.test.ts";
+
+/**
+ * A Dockerfile that copies a package's `src/` would ship the tests that sit
+ * beside the routes there, unless the build context's `.dockerignore` (the
+ * repository's: the context is its root) leaves them out. `dockerignore` is
+ * undefined when there is none.
+ */
+export function shippedTests(path: string, dockerfile: string, dockerignore: string | undefined): string[] {
+  const ignored = (dockerignore ?? "").split("\n").map((line) => line.trim());
+  if (ignored.includes(NO_TESTS) && !ignored.some((line) => line.startsWith("!") && line.includes(".test.")))
+    return [];
+  return [...dockerfile.matchAll(/^COPY\s+(?:--\S+\s+)*(\S*\bsrc)\/?\s/gim)].map(
+    (m) => `${path}: copies ${m[1]}, tests included (.dockerignore does not leave out ${NO_TESTS})`,
+  );
+}
+
 /**
  * docker-compose: SpiceDB is not published on the host, no secret has a
  * default (`${VAR:-value}`: a known key in every deployment that forgot to

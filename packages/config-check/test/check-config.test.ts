@@ -19,6 +19,7 @@ import {
   k8sClusterProblems,
   k8sContainerProblems,
   scrapeTargetProblems,
+  shippedTests,
   unpinnedImages,
   yamlDocuments,
 } from "../src/check-deploy.ts";
@@ -171,6 +172,24 @@ describe("config check", () => {
     ],
   ])("flags images not pinned to a version in %s", (name, problems) => {
     expect(unpinnedImages(name, fixture(name))).toEqual(problems);
+  });
+
+  it("flags a Dockerfile that copies a package's src/ when .dockerignore lets its tests through", () => {
+    const dockerfile =
+      "FROM node:24.21.0-slim\nCOPY packages/core/src packages/core/src\nCOPY --chown=node packages/service/src/ packages/service/src\n";
+    const problems = [
+      "Dockerfile: copies packages/core/src, tests included (.dockerignore does not leave out **/*.test.ts)",
+      "Dockerfile: copies packages/service/src, tests included (.dockerignore does not leave out **/*.test.ts)",
+    ];
+    expect(shippedTests("Dockerfile", dockerfile, undefined)).toEqual(problems);
+    expect(shippedTests("Dockerfile", dockerfile, "*.test.ts\n")).toEqual(problems);
+    expect(
+      shippedTests("Dockerfile", dockerfile, "**/*.test.ts\n!packages/service/src/**/*.test.ts\n"),
+    ).toEqual(problems);
+    expect(shippedTests("Dockerfile", dockerfile, "# no tests\n**/*.test.ts\n")).toEqual([]);
+    expect(shippedTests("Dockerfile", "FROM node:24.21.0-slim\nCOPY package.json ./\n", undefined)).toEqual(
+      [],
+    );
   });
 
   it.each([

@@ -7,14 +7,14 @@ import { AppError, ERROR_CATALOGUE, ERROR_CAUSES, type ErrorCause, errorBody } f
 const ROOT = resolve(import.meta.dirname, "../../..");
 const DOC = readFileSync(resolve(ROOT, "docs/api/errors.md"), "utf8");
 
-/** The sources of every package (not their tests). */
+/** The sources of every package (not their tests: `test/`, and the `*.test.ts` beside the routes). */
 async function sources(dir = resolve(ROOT, "packages")): Promise<string[]> {
   const found: string[] = [];
   for (const entry of await readdir(dir, { withFileTypes: true })) {
     if (entry.name === "node_modules" || entry.name === "test") continue;
     const path = join(dir, entry.name);
     if (entry.isDirectory()) found.push(...(await sources(path)));
-    else if (entry.name.endsWith(".ts")) found.push(path);
+    else if (entry.name.endsWith(".ts") && !entry.name.endsWith(".test.ts")) found.push(path);
   }
   return found;
 }

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
-import { countPromptTokens, countTokens } from "../src/llm/tokens.ts";
-import { llmError, useStack } from "./stack.ts";
+import { llmError, useStack } from "../../../test/stack.ts";
+import { countPromptTokens, countTokens } from "../../llm/tokens.ts";
 
 const stack = useStack();
 const RESPONSES = "/api/v1/llm/responses";

@@ -6,7 +6,7 @@ import { join } from "node:path";
 import { promisify } from "node:util";
 import { bareRepositories, startHttpsGitServer } from "@gw/test-kit/git-remote";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { useStack } from "./stack.ts";
+import { useStack } from "../../../test/stack.ts";
 
 const run = promisify(execFile);
 

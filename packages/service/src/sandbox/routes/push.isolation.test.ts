@@ -12,7 +12,7 @@ import { tmpdir } from "node:os";
 import { join, relative } from "node:path";
 import { type BareRepositories, bareRepositories, git } from "@gw/test-kit/git-remote";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { useStack } from "./stack.ts";
+import { useStack } from "../../../test/stack.ts";
 
 const remotesDir = mkdtempSync(join(tmpdir(), "gw-isolation-remotes-"));
 const sandboxRoot = mkdtempSync(join(tmpdir(), "gw-isolation-root-"));

@@ -1,7 +1,7 @@
 import { v1 } from "@gw/core/authz";
 import { describe, expect, it } from "vitest";
-import { FORBIDDEN_BODY, newOrg, RANK } from "./authorization-helpers.ts";
-import { useGateway } from "./harness.ts";
+import { FORBIDDEN_BODY, newOrg, RANK } from "../../../test/authorization-helpers.ts";
+import { useGateway } from "../../../test/harness.ts";
 
 const gw = useGateway();
 const ROLES = ["owner", "writer", "reader"] as const;

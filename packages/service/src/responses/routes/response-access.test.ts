@@ -1,6 +1,6 @@
 import { scanKeys } from "@gw/test-kit";
 import { describe, expect, it } from "vitest";
-import { useStack } from "./stack.ts";
+import { useStack } from "../../../test/stack.ts";
 
 const stack = useStack();
 const RESPONSES = "/api/v1/llm/responses";

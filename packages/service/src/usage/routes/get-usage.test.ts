@@ -1,7 +1,7 @@
 import { REDIS_TOPOLOGIES } from "@gw/test-kit";
 import { beforeEach, describe, expect, it } from "vitest";
-import { utcDay } from "../src/usage/store.ts";
-import { useStack } from "./stack.ts";
+import { useStack } from "../../../test/stack.ts";
+import { utcDay } from "../store.ts";
 
 describe.each(REDIS_TOPOLOGIES)("on %s Redis", (topology) => {
   const stack = useStack({ LLM_MODELS: "echo-small,echo-large" }, {}, undefined, topology);

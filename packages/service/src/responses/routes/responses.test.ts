@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { parseEvents as events, useStack } from "./stack.ts";
+import { parseEvents as events, useStack } from "../../../test/stack.ts";
 
 // A held model stream (the pass-through test) must not time out while the test reads it.
 const stack = useStack({ LLM_TIMEOUT_MS: "30000" });

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
-import { FORBIDDEN_BODY, newOrg, type Org } from "./authorization-helpers.ts";
-import { useGateway } from "./harness.ts";
+import { FORBIDDEN_BODY, newOrg, type Org } from "../../../test/authorization-helpers.ts";
+import { useGateway } from "../../../test/harness.ts";
 
 const gw = useGateway();
 

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { llmError, useStack } from "./stack.ts";
+import { llmError, useStack } from "../../../test/stack.ts";
 
 const stack = useStack();
 const CONV = "/api/v1/llm/conversations";

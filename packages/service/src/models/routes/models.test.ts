@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { llmError, useStack } from "./stack.ts";
+import { llmError, useStack } from "../../../test/stack.ts";
 
 const stack = useStack({ LLM_MODELS: "echo-large,echo-small,echo-xl" });
 const MODELS = "/api/v1/llm/models";

@@ -1,8 +1,8 @@
 import type { Permission } from "@gw/core/permissions";
 import { PROVIDER_SECRETS } from "@gw/test-kit/llm-upstream";
 import { describe, expect, it } from "vitest";
-import { evalClient, finished, SCHEDULES } from "./evals-client.ts";
-import { llmError, useStack } from "./stack.ts";
+import { evalClient, finished, SCHEDULES } from "../../../test/evals-client.ts";
+import { llmError, useStack } from "../../../test/stack.ts";
 
 const stack = useStack();
 

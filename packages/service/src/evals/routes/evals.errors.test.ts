@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
-import { evalClient, finished, SCHEDULES } from "./evals-client.ts";
-import { llmError, useStack } from "./stack.ts";
+import { evalClient, finished, SCHEDULES } from "../../../test/evals-client.ts";
+import { llmError, useStack } from "../../../test/stack.ts";
 
 // No model provider: runs must fail saying what to configure. LLM_MODELS limits what a schedule may ask for.
 const stack = useStack({ LLM_BASE_URL: "", LLM_MODELS: "echo-small" });

@@ -5,10 +5,10 @@ import { capturingLogger } from "@gw/test-kit";
 import { type FakeMcpServer, startFakeMcpServer } from "@gw/test-kit/mcp-upstream";
 import { McpError } from "@modelcontextprotocol/sdk/types.js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { RunningGateway } from "../../src/server.ts";
-import { newOrg, type Org } from "../authorization-helpers.ts";
-import { useGateway } from "../harness.ts";
-import { caller, MCP_ENV, mcpClient, startReplica } from "./mcp-helpers.ts";
+import { newOrg, type Org } from "../../../test/authorization-helpers.ts";
+import { useGateway } from "../../../test/harness.ts";
+import { caller, MCP_ENV, mcpClient, startReplica } from "../../../test/mcp/mcp-helpers.ts";
+import type { RunningGateway } from "../../server.ts";
 
 const gw = useGateway(MCP_ENV);
 let upstream: FakeMcpServer;

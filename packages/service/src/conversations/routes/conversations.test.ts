@@ -1,9 +1,9 @@
 import { systemClock } from "@gw/core/clock";
 import { scanKeys } from "@gw/test-kit";
 import { describe, expect, it } from "vitest";
-import { ConversationStore } from "../src/conversations/store.ts";
-import type { Item } from "../src/items/items.ts";
-import { llmError, useStack } from "./stack.ts";
+import { llmError, useStack } from "../../../test/stack.ts";
+import type { Item } from "../../items/items.ts";
+import { ConversationStore } from "../store.ts";
 
 // Conversations live in PostgreSQL: the Redis topology is not what these tests are about.
 describe.each(["single"] as const)("on %s Redis", (topology) => {

@@ -1,9 +1,9 @@
 import { ManualClock } from "@gw/core/clock";
 import { scanKeys } from "@gw/test-kit";
 import { describe, expect, it } from "vitest";
-import { PostgresCompletionStore } from "../src/completions/store.ts";
-import { utcDay } from "../src/usage/store.ts";
-import { llmError, useStack } from "./stack.ts";
+import { llmError, useStack } from "../../../test/stack.ts";
+import { utcDay } from "../../usage/store.ts";
+import { PostgresCompletionStore } from "../store.ts";
 
 const stack = useStack({ LLM_MODELS: "echo-small,echo-large" });
 const CHAT = "/api/v1/llm/chat/completions";

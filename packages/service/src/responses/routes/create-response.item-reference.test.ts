@@ -1,9 +1,9 @@
 import { systemClock } from "@gw/core/clock";
 import type { Postgres } from "@gw/core/postgres";
 import { describe, expect, it } from "vitest";
-import { ConversationStore } from "../src/conversations/store.ts";
-import { ResponseStore } from "../src/responses/store.ts";
-import { llmError, useStack } from "./stack.ts";
+import { llmError, useStack } from "../../../test/stack.ts";
+import { ConversationStore } from "../../conversations/store.ts";
+import { ResponseStore } from "../store.ts";
 
 const stack = useStack();
 const RESPONSES = "/api/v1/llm/responses";

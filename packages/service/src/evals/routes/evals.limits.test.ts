@@ -1,7 +1,7 @@
 import { expectJsonError } from "@gw/test-kit";
 import { describe, expect, it } from "vitest";
-import { evalClient } from "./evals-client.ts";
-import { llmError, useStack } from "./stack.ts";
+import { evalClient } from "../../../test/evals-client.ts";
+import { llmError, useStack } from "../../../test/stack.ts";
 
 const stack = useStack({ EVAL_MAX_SCHEDULES_PER_ORG: "3", EVAL_MIN_INTERVAL_SECONDS: "300" });
 // Never fires while the test runs.

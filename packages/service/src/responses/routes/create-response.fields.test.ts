@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { llmError, parseEvents, useStack } from "./stack.ts";
+import { llmError, parseEvents, useStack } from "../../../test/stack.ts";
 
 const stack = useStack({ LLM_CONTEXT_MAX_ITEMS: "4" });
 const RESPONSES = "/api/v1/llm/responses";

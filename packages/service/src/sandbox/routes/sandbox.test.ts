@@ -6,7 +6,7 @@ import { join } from "node:path";
 import { createPostgres } from "@gw/core/postgres";
 import { type BareRepositories, bareRepositories, git } from "@gw/test-kit/git-remote";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { useStack } from "./stack.ts";
+import { useStack } from "../../../test/stack.ts";
 
 const remotesDir = mkdtempSync(join(tmpdir(), "gw-sandbox-remotes-"));
 const sandboxRoot = mkdtempSync(join(tmpdir(), "gw-sandbox-root-"));

@@ -1,7 +1,7 @@
 import { ManualClock } from "@gw/core/clock";
 import { describe, expect, it } from "vitest";
-import { newOrg, type Org } from "./authorization-helpers.ts";
-import { useGateway } from "./harness.ts";
+import { newOrg, type Org } from "../../../test/authorization-helpers.ts";
+import { useGateway } from "../../../test/harness.ts";
 
 /** The gateway's clock, injected: it stands still until the test moves it. */
 const clock = new ManualClock();

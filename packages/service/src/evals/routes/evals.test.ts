@@ -3,10 +3,10 @@ import { describeEachTopology, scanKeys } from "@gw/test-kit";
 import { Queue } from "bullmq";
 import { CronExpressionParser } from "cron-parser";
 import { describe, expect, it, vi } from "vitest";
-import { EVAL_QUEUE, EVAL_QUEUE_PREFIX } from "../src/evals/queue.ts";
-import { utcDay } from "../src/usage/store.ts";
-import { evalClient, finished, type RunJson } from "./evals-client.ts";
-import { llmError, useStack } from "./stack.ts";
+import { evalClient, finished, type RunJson } from "../../../test/evals-client.ts";
+import { llmError, useStack } from "../../../test/stack.ts";
+import { utcDay } from "../../usage/store.ts";
+import { EVAL_QUEUE, EVAL_QUEUE_PREFIX } from "../queue.ts";
 
 // Runs held at the model must outlast the test's barrier.
 describeEachTopology("on %s Redis", (topology) => {
