@@ -1,10 +1,4 @@
-import { resolve } from "node:path";
 import { defineConfig } from "vitest/config";
-import { NODE_COMPILE_CACHE_DIR } from "./packages/devstack/src/node-process.ts";
-
-// The Node processes the tests start (gateways, services, CLIs, the local SpiceDB) and the workers keep
-// V8's compiled code between starts, as `pnpm start`'s do.
-process.env.NODE_COMPILE_CACHE ||= resolve(import.meta.dirname, NODE_COMPILE_CACHE_DIR);
 
 export default defineConfig({
   test: {

@@ -6,9 +6,6 @@ import { spawnStackChild } from "./stack-child.ts";
 
 export const REPO_ROOT = resolve(import.meta.dirname, "../../..");
 
-/** Where the stack and the tests keep Node's compile cache, relative to the repository (gone with a reinstall). */
-export const NODE_COMPILE_CACHE_DIR = "node_modules/.cache/node-compile-cache";
-
 /** How much of a child's latest output is kept, for the error when it fails to start. */
 export const OUTPUT_TAIL_CHARS = 8 * 1024;
 

@@ -22,12 +22,7 @@ import { localPostgresPort } from "@gw/core/postgres";
 import { localRedisPort } from "@gw/core/redis";
 import { z } from "zod";
 import { devstackConfigSchema } from "./config.ts";
-import {
-  NODE_COMPILE_CACHE_DIR,
-  REPO_ROOT,
-  type RunningNodeProcess,
-  startNodeProcess,
-} from "./node-process.ts";
+import { REPO_ROOT, type RunningNodeProcess, startNodeProcess } from "./node-process.ts";
 import { startPostgresServer } from "./postgres-server.ts";
 import { startPrometheus } from "./prometheus.ts";
 import { type RunningRedis, startRedisServer, stopProcess } from "./redis-server.ts";
@@ -165,9 +160,6 @@ async function main(): Promise<void> {
     DATA_DIR: resolve(REPO_ROOT, process.env.DATA_DIR || ".data"),
     // The gateway binds the loopback interface unless told otherwise: a development stack is not a server.
     HOST: process.env.HOST || "127.0.0.1",
-    // The stack's Node processes keep V8's compiled code of the project and its dependencies here, and
-    // start about a third faster the next time (Node's own cache; NODE_DISABLE_COMPILE_CACHE=1 turns it off).
-    NODE_COMPILE_CACHE: process.env.NODE_COMPILE_CACHE || resolve(REPO_ROOT, NODE_COMPILE_CACHE_DIR),
   };
   await checkPorts(env);
   if (!env.VAULT_KEYS) {
