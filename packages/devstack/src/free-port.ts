@@ -1,16 +1,48 @@
+import { randomInt } from "node:crypto";
+import { readFileSync } from "node:fs";
 import { createServer } from "node:net";
 
-/** A TCP port that was free a moment ago on 127.0.0.1. */
-export function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
+/** The lowest port handed out. */
+const LOWEST = 10_000;
+
+/**
+ * The first port of the kernel's ephemeral range (Linux: `ip_local_port_range`; 32768 elsewhere or
+ * when unreadable). The kernel picks the source port of every outgoing connection, and the port of every
+ * `listen(0)`, from that range on its own.
+ */
+export function ephemeralRangeStart(): number {
+  try {
+    const first = Number(
+      readFileSync("/proc/sys/net/ipv4/ip_local_port_range", "utf8").trim().split(/\s+/)[0],
+    );
+    return Number.isInteger(first) && first > LOWEST ? first : 32_768;
+  } catch {
+    return 32_768;
+  }
+}
+
+/** Whether a server can listen on `port` of 127.0.0.1 right now. */
+function canListen(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
     const server = createServer();
     server.unref();
-    server.on("error", reject);
-    server.listen(0, "127.0.0.1", () => {
-      const address = server.address();
-      server.close(() =>
-        typeof address === "object" && address ? resolve(address.port) : reject(new Error("no port")),
-      );
-    });
+    server.once("error", () => resolve(false));
+    server.listen(port, "127.0.0.1", () => server.close(() => resolve(true)));
   });
+}
+
+/**
+ * A TCP port that was free a moment ago on 127.0.0.1, for a process to be told to listen on. It is drawn
+ * at random below the kernel's ephemeral range, so that between now and that process's `listen` the
+ * kernel does not hand it to an outgoing connection or another `listen(0)` (with many tests starting
+ * servers at once, a port the kernel had picked was sometimes taken again before the stack that was
+ * given it could bind it).
+ */
+export async function freePort(): Promise<number> {
+  const highest = ephemeralRangeStart() - 1;
+  for (let attempt = 0; attempt < 100; attempt++) {
+    const port = randomInt(LOWEST, highest + 1);
+    if (await canListen(port)) return port;
+  }
+  throw new Error(`no free port found between ${LOWEST} and ${highest}`);
 }

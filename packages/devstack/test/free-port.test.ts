@@ -1,0 +1,32 @@
+import { createServer } from "node:net";
+import { describe, expect, it } from "vitest";
+import { ephemeralRangeStart, freePort } from "../src/free-port.ts";
+
+describe("freePort", () => {
+  it("hands out ports below the kernel's ephemeral range, free to listen on", async () => {
+    const start = ephemeralRangeStart();
+    const ports = await Promise.all(Array.from({ length: 20 }, () => freePort()));
+    for (const port of ports) {
+      expect(port).toBeGreaterThanOrEqual(10_000);
+      expect(port).toBeLessThan(start);
+    }
+    // Each can be listened on by whoever was given it.
+    for (const port of ports.slice(0, 5)) {
+      const server = createServer();
+      await new Promise<void>((resolve, reject) => {
+        server.once("error", reject);
+        server.listen(port, "127.0.0.1", resolve);
+      });
+      await new Promise((resolve) => server.close(resolve));
+    }
+  });
+
+  it("never a port the kernel gives to listen(0) or an outgoing connection", async () => {
+    const kernel = createServer();
+    await new Promise<void>((resolve) => kernel.listen(0, "127.0.0.1", resolve));
+    const picked = (kernel.address() as { port: number }).port;
+    kernel.close();
+    expect(picked).toBeGreaterThanOrEqual(ephemeralRangeStart());
+    expect(await freePort()).toBeLessThan(ephemeralRangeStart());
+  });
+});
