@@ -13,6 +13,20 @@ interface ProfileNode {
   children?: number[];
 }
 
+/** A V8 CPU profile as `--cpu-prof` writes it. */
+interface Profile {
+  nodes: ProfileNode[];
+  samples: number[];
+  timeDeltas: number[];
+  startTime: number;
+}
+
+/** The newest `.cpuprofile` in `dir`. */
+async function newestProfile(dir: string): Promise<Profile> {
+  const files = (await readdir(dir)).filter((f) => f.endsWith(".cpuprofile")).sort();
+  return JSON.parse(await readFile(join(dir, files.at(-1)!), "utf8")) as Profile;
+}
+
 function groupOf(node: ProfileNode): string {
   const { url, functionName } = node.callFrame;
   const pkg = /node_modules\/\.pnpm\/[^/]+\/node_modules\/((?:@[^/]+\/)?[^/]+)/.exec(url)?.[1];
@@ -55,12 +69,7 @@ async function selfTime(
   keyOf: (node: ProfileNode) => string | undefined,
   top: number,
 ): Promise<[string, number][]> {
-  const files = (await readdir(dir)).filter((f) => f.endsWith(".cpuprofile")).sort();
-  const profile = JSON.parse(await readFile(join(dir, files.at(-1)!), "utf8")) as {
-    nodes: ProfileNode[];
-    samples: number[];
-    timeDeltas: number[];
-  };
+  const profile = await newestProfile(dir);
   const byId = new Map(profile.nodes.map((n) => [n.id, n]));
   const keys = new Map<string, number>();
   let total = 0;
@@ -130,13 +139,7 @@ export async function perCallBreakdown(
   calls: number,
   cpuMs: number,
 ): Promise<[string, number][]> {
-  const files = (await readdir(dir)).filter((f) => f.endsWith(".cpuprofile")).sort();
-  const profile = JSON.parse(await readFile(join(dir, files.at(-1)!), "utf8")) as {
-    nodes: ProfileNode[];
-    samples: number[];
-    timeDeltas: number[];
-    startTime: number;
-  };
+  const profile = await newestProfile(dir);
   const byId = new Map(profile.nodes.map((n) => [n.id, n]));
   const parent = new Map<number, number>();
   for (const n of profile.nodes) for (const c of n.children ?? []) parent.set(c, n.id);
