@@ -8,7 +8,7 @@ import { LEASE_KEEPING_MS } from "@gw/core/windows";
 import express from "express";
 import { budgetDeps, chatProvider } from "./calls/deps.ts";
 import type { ServiceConfig } from "./config.ts";
-import { evalLimits, evalRetention, startEvals } from "./evals/index.ts";
+import { startEvalsFromConfig } from "./evals/index.ts";
 import { ids } from "./ids.ts";
 import { UsageStore } from "./usage/store.ts";
 
@@ -40,22 +40,16 @@ export async function startEvalWorkerProcess(config: ServiceConfig, logger: Logg
     swept: (holders) => logger.warn({ holders }, "budget leases of processes that died were settled"),
     error: (err) => logger.warn({ err: (err as Error).message }, "budget leases could not be kept"),
   });
-  const evals = startEvals(
-    {
-      redisUrl: config.REDIS_URL,
-      redis,
-      db,
-      retention: evalRetention(config),
-      provider: chatProvider(config, metrics, ids(clock)),
-      usage: new UsageStore(redis, config.LLM_MODELS?.prices, clock),
-      budgets,
-      logger,
-      metrics,
-      clock,
-    },
-    config.EVAL_WORKER_CONCURRENCY,
-    evalLimits(config),
-  );
+  const evals = startEvalsFromConfig(config, {
+    redis,
+    db,
+    provider: chatProvider(config, metrics, ids(clock)),
+    usage: new UsageStore(redis, config.LLM_MODELS?.prices, clock),
+    budgets,
+    logger,
+    metrics,
+    clock,
+  });
   const app = express();
   useRequestBasics(app, logger, metrics);
   registerProbes(

@@ -12,7 +12,7 @@ import { budgetDeps, chatProvider } from "./calls/deps.ts";
 import { PostgresCompletionStore } from "./completions/store.ts";
 import type { ServiceConfig } from "./config.ts";
 import { ConversationStore } from "./conversations/store.ts";
-import { evalLimits, evalRetention, startEvals } from "./evals/index.ts";
+import { startEvalsFromConfig } from "./evals/index.ts";
 import { ids } from "./ids.ts";
 import { ResponseStore } from "./responses/store.ts";
 import { OrphanReconciler } from "./retention/reconciler.ts";
@@ -79,22 +79,16 @@ export async function startService(
   const prices = config.LLM_MODELS?.prices ?? new Map();
   const usage = new UsageStore(redis, prices, clock);
   const budgets = budgetDeps(config, redis, metrics, logger, clock);
-  const evals = startEvals(
-    {
-      redisUrl: config.REDIS_URL,
-      redis,
-      db,
-      retention: evalRetention(config),
-      provider,
-      usage,
-      budgets,
-      logger,
-      metrics,
-      clock,
-    },
-    config.EVAL_WORKER_CONCURRENCY,
-    evalLimits(config),
-  );
+  const evals = startEvalsFromConfig(config, {
+    redis,
+    db,
+    provider,
+    usage,
+    budgets,
+    logger,
+    metrics,
+    clock,
+  });
   const sandbox = await Sandbox.create(config.sandbox, { redis, db, clock }, logger);
 
   const conversations = new ConversationStore(db, {

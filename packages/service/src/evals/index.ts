@@ -4,6 +4,7 @@ import type { Metrics } from "@gw/core/metrics";
 import type { Postgres } from "@gw/core/postgres";
 import type { RedisClient } from "@gw/core/redis";
 import type { BudgetDeps } from "../budgets/admit-model-call.ts";
+import type { ServiceConfig } from "../config.ts";
 import type { ChatProvider } from "../llm/provider.ts";
 import type { UsageStore } from "../usage/store.ts";
 import { RedisCreatorKeys } from "./creator.ts";
@@ -92,15 +93,38 @@ export function startEvals(
   };
 }
 
-export const evalLimits = (config: {
-  EVAL_MAX_SCHEDULES_PER_ORG: number;
-  EVAL_MIN_INTERVAL_SECONDS: number;
-}): EvalLimits => ({
-  maxSchedulesPerOrg: config.EVAL_MAX_SCHEDULES_PER_ORG,
-  minIntervalSeconds: config.EVAL_MIN_INTERVAL_SECONDS,
-});
+/** The settings a process starts its evals from. */
+type EvalSettings = Pick<
+  ServiceConfig,
+  | "REDIS_URL"
+  | "EVAL_RUN_RETENTION"
+  | "EVAL_RUNS_PER_SCHEDULE"
+  | "EVAL_WORKER_CONCURRENCY"
+  | "EVAL_MAX_SCHEDULES_PER_ORG"
+  | "EVAL_MIN_INTERVAL_SECONDS"
+>;
 
-export const evalRetention = (config: { EVAL_RUN_RETENTION: number; EVAL_RUNS_PER_SCHEDULE: number }) => ({
-  runRetentionMs: config.EVAL_RUN_RETENTION,
-  runsPerSchedule: config.EVAL_RUNS_PER_SCHEDULE,
-});
+/**
+ * `startEvals` as the service and the eval worker process start it: the queue on `REDIS_URL`,
+ * `EVAL_WORKER_CONCURRENCY` runs at a time, and the retention and limits their settings give.
+ */
+export function startEvalsFromConfig(
+  config: EvalSettings,
+  deps: Omit<Parameters<typeof startEvals>[0], "redisUrl" | "retention">,
+): Evals {
+  return startEvals(
+    {
+      ...deps,
+      redisUrl: config.REDIS_URL,
+      retention: {
+        runRetentionMs: config.EVAL_RUN_RETENTION,
+        runsPerSchedule: config.EVAL_RUNS_PER_SCHEDULE,
+      },
+    },
+    config.EVAL_WORKER_CONCURRENCY,
+    {
+      maxSchedulesPerOrg: config.EVAL_MAX_SCHEDULES_PER_ORG,
+      minIntervalSeconds: config.EVAL_MIN_INTERVAL_SECONDS,
+    },
+  );
+}
