@@ -1,6 +1,7 @@
 import { readdir, readFile } from "node:fs/promises";
 import { join } from "node:path";
 import pg from "pg";
+import { withDeadline } from "./deadline.ts";
 import { AppError } from "./errors.ts";
 import { endSpan, startClientSpan, tracingEnabled } from "./tracing.ts";
 
@@ -252,10 +253,7 @@ export function createPostgres(url: string, options: PostgresOptions): Postgres 
 /** `SELECT 1` with a deadline: the readiness probe. */
 export async function postgresReady(db: Queryable, timeoutMs = 1_000): Promise<boolean> {
   try {
-    const result = await Promise.race([
-      db.query("SELECT 1 AS ok"),
-      new Promise<never>((_, reject) => setTimeout(() => reject(new Error("timeout")), timeoutMs).unref()),
-    ]);
+    const result = await withDeadline(db.query("SELECT 1 AS ok"), timeoutMs, () => new Error("timeout"));
     return result.rows[0]?.ok === 1;
   } catch {
     return false;

@@ -1,4 +1,5 @@
 import { Cluster, type ClusterOptions, type Command, Redis, type RedisOptions, ReplyError } from "ioredis";
+import { withDeadline } from "./deadline.ts";
 import { AppError } from "./errors.ts";
 import { endSpan, startClientSpan, tracingEnabled } from "./tracing.ts";
 
@@ -228,10 +229,7 @@ export function createRedis(url: string, options: RedisClientOptions): RedisClie
 /** PING with a deadline: the readiness probe. */
 export async function redisReady(redis: RedisClient, timeoutMs = 1_000): Promise<boolean> {
   try {
-    const pong = await Promise.race([
-      redis.ping(),
-      new Promise<never>((_, reject) => setTimeout(() => reject(new Error("timeout")), timeoutMs).unref()),
-    ]);
+    const pong = await withDeadline(redis.ping(), timeoutMs, () => new Error("timeout"));
     return pong === "PONG";
   } catch {
     return false;

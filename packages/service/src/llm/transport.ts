@@ -1,3 +1,4 @@
+import { withDeadline } from "@gw/core/deadline";
 import { injectTraceHeaders, type Span } from "@gw/core/tracing";
 import { Agent, request } from "undici";
 import { ProviderFailed, ProviderRateLimited, ProviderTimeout, redactProviderText } from "./errors.ts";
@@ -141,10 +142,5 @@ export async function readUpTo(
 }
 
 /** `promise`, or a `ProviderTimeout` once `ms` have passed (the caller then lets go of the connection). */
-export function within<T>(promise: Promise<T>, ms: number): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  const deadline = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new ProviderTimeout()), ms);
-  });
-  return Promise.race([promise, deadline]).finally(() => clearTimeout(timer));
-}
+export const within = <T>(promise: Promise<T>, ms: number): Promise<T> =>
+  withDeadline(promise, ms, () => new ProviderTimeout());

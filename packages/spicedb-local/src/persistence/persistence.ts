@@ -1,6 +1,7 @@
 import type { DatabaseSync } from "node:sqlite";
 import { v1 } from "@authzed/authzed-node";
 import * as grpc from "@grpc/grpc-js";
+import { withDeadline } from "@gw/core/deadline";
 import type { FfiMethodPath, SpiceDBEngine } from "../engine.ts";
 import { revisionOf } from "./revision.ts";
 import { RelationshipStore } from "./store.ts";
@@ -194,7 +195,7 @@ export class Persistence {
   async detach(): Promise<{ store: RelationshipStore; caughtUp: boolean }> {
     let caughtUp = true;
     try {
-      await withTimeout(this.sync(), 10_000, "the store did not catch up with the engine");
+      await withDeadline(this.sync(), 10_000, () => new Error("the store did not catch up with the engine"));
     } catch (err) {
       caughtUp = false;
       this.options.log.error({ err: (err as Error).message }, "closing with changes not stored");
@@ -322,14 +323,4 @@ async function write(engine: SpiceDBEngine, updates: v1.RelationshipUpdate[]): P
     v1.WriteRelationshipsRequest.toBinary({ updates, optionalPreconditions: [] }),
   );
   return v1.WriteRelationshipsResponse.fromBinary(response).writtenAt!.token;
-}
-
-function withTimeout<T>(promise: Promise<T>, ms: number, message: string): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  return Promise.race([
-    promise,
-    new Promise<never>((_, reject) => {
-      timer = setTimeout(() => reject(new Error(message)), ms);
-    }),
-  ]).finally(() => clearTimeout(timer));
 }
