@@ -12,7 +12,6 @@ import { createRedis, type RedisClient } from "@gw/core/redis";
 import {
   freePort,
   localServerUrl,
-  REPO_ROOT,
   type RunningNodeProcess,
   type RunningPostgres,
   type RunningRedis,
@@ -23,7 +22,6 @@ import {
 import pg from "pg";
 import { afterAll, beforeAll, describe, inject } from "vitest";
 import { MIGRATED_TEMPLATE } from "./postgres-global-setup.ts";
-import type { HostAsk, HostReply } from "./spicedb-host.ts";
 
 export {
   freePort,
@@ -34,6 +32,7 @@ export {
 } from "@gw/devstack";
 export { startTestPostgres, type TestPostgres } from "./postgres-global-setup.ts";
 export { type RawResponse, rawHttp } from "./raw-http.ts";
+export { startTestSpiceDB, type TestSpiceDB } from "./test-spicedb.ts";
 
 const execFileAsync = promisify(execFile);
 
@@ -485,93 +484,6 @@ export async function startNothingListener(): Promise<{
     url: `http://127.0.0.1:${port}`,
     address: `127.0.0.1:${port}`,
     close: () => new Promise<void>((resolve) => server.close(() => resolve())),
-  };
-}
-
-/** A test file's SpiceDB: the real engine on a port of its own, with the repository's schema. */
-export interface TestSpiceDB {
-  port: number;
-  endpoint: string;
-  presharedKey: string;
-  close(): Promise<void>;
-}
-
-/** How much of the SpiceDB host's error output is kept, for the error when it dies. */
-const HOST_OUTPUT_CHARS = 8 * 1024;
-
-let spicedbHost: ((ask: HostAsk) => Promise<HostReply>) | undefined;
-
-/**
- * This worker's SpiceDB host (`spicedb-host.ts`), started on first use: the
- * engine's Go runtime stays out of the test worker, which runs many files.
- * It neither keeps the worker alive nor outlives it.
- */
-function askSpiceDBHost(ask: HostAsk): Promise<HostReply> {
-  if (!spicedbHost) {
-    const child = spawn(process.execPath, [join(import.meta.dirname, "spicedb-host.ts")], {
-      stdio: ["ignore", "ignore", "pipe", "ipc"],
-    });
-    let output = "";
-    child.stderr?.setEncoding("utf8");
-    child.stderr?.on("data", (chunk: string) => {
-      output = (output + chunk).slice(-HOST_OUTPUT_CHARS);
-    });
-    const pending = new Map<number, { resolve: (reply: HostReply) => void; reject: (err: Error) => void }>();
-    let next = 0;
-    const idle = () => {
-      if (pending.size > 0) return;
-      child.channel?.unref();
-      (child.stderr as { unref?: () => void } | null)?.unref?.();
-    };
-    child.on("message", (reply: HostReply) => {
-      const waiting = pending.get(reply.id);
-      pending.delete(reply.id);
-      if (reply.error) waiting?.reject(new Error(`test SpiceDB: ${reply.error}`));
-      else waiting?.resolve(reply);
-      idle();
-    });
-    child.on("exit", (code, signal) => {
-      spicedbHost = undefined;
-      for (const waiting of pending.values()) {
-        waiting.reject(
-          new Error(`the test SpiceDB host exited (${signal ?? code}); its last output:\n${output}`),
-        );
-      }
-      pending.clear();
-    });
-    child.unref();
-    idle();
-    spicedbHost = (body) => {
-      const id = ++next;
-      child.channel?.ref();
-      (child.stderr as { ref?: () => void } | null)?.ref?.();
-      return new Promise((resolve, reject) => {
-        pending.set(id, { resolve, reject });
-        child.send({ id, ...body });
-      });
-    };
-  }
-  return spicedbHost(ask);
-}
-
-/** The real SpiceDB engine, served on a free port with the repository's schema and a random preshared key. */
-export async function startTestSpiceDB(): Promise<TestSpiceDB> {
-  const presharedKey = randomBytes(16).toString("hex");
-  const { port } = await askSpiceDBHost({ start: presharedKey });
-  if (port === undefined) throw new Error("test SpiceDB: the host answered without a port");
-  let closed: Promise<void> | undefined;
-  return {
-    port,
-    endpoint: `127.0.0.1:${port}`,
-    presharedKey,
-    close: () => {
-      closed ??= askSpiceDBHost({ close: port }).then(
-        () => undefined,
-        // A host that is gone took its servers with it.
-        () => undefined,
-      );
-      return closed;
-    },
   };
 }
 

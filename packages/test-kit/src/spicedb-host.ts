@@ -11,7 +11,7 @@
  * JavaScript; the Go runtime lives where it lives in production, in a
  * process that serves SpiceDB and nothing else.
  *
- * Requests: `{ id, start: presharedKey }` → `{ id, port }`; `{ id, close: port }` → `{ id }`;
+ * Requests: `{ id, start: presharedKey }` → `{ id, port, pid }`; `{ id, close: port }` → `{ id }`;
  * a failure → `{ id, error }`. It stops every server and exits when its worker goes away.
  */
 import { join } from "node:path";
@@ -21,7 +21,7 @@ import { type RunningSpiceDBLocal, startSpiceDBLocal } from "@gw/spicedb-local";
 /** Start a server with this preshared key, or close the one on this port. */
 export type HostAsk = { start: string } | { close: number };
 export type HostRequest = { id: number } & HostAsk;
-export type HostReply = { id: number; port?: number; error?: string };
+export type HostReply = { id: number; port?: number; pid?: number; error?: string };
 
 const servers = new Map<number, RunningSpiceDBLocal>();
 
@@ -34,7 +34,7 @@ async function answer(request: HostRequest): Promise<HostReply> {
       schemaFile: join(REPO_ROOT, "spicedb/schema.zed"),
     });
     servers.set(server.port, server);
-    return { id: request.id, port: server.port };
+    return { id: request.id, port: server.port, pid: process.pid };
   }
   const server = servers.get(request.close);
   servers.delete(request.close);

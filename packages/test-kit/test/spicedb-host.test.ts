@@ -1,0 +1,96 @@
+import { spawn } from "node:child_process";
+import { readFileSync } from "node:fs";
+import { connect } from "node:net";
+import { resolve } from "node:path";
+import { createInterface } from "node:readline";
+import { pathToFileURL } from "node:url";
+import { v1 } from "@gw/core/authz";
+import { describe, expect, it } from "vitest";
+import { readRelationshipLines, startTestSpiceDB } from "../src/index.ts";
+
+const ownerOf = (conversation: string, user: string) =>
+  v1.RelationshipUpdate.create({
+    operation: v1.RelationshipUpdate_Operation.TOUCH,
+    relationship: v1.Relationship.create({
+      resource: v1.ObjectReference.create({ objectType: "conversation", objectId: conversation }),
+      relation: "owner",
+      subject: v1.SubjectReference.create({
+        object: v1.ObjectReference.create({ objectType: "user", objectId: user }),
+      }),
+    }),
+  });
+
+/** Whether something accepts connections on the port. */
+const listening = (port: number) =>
+  new Promise<boolean>((answer) => {
+    const socket = connect(port, "127.0.0.1");
+    socket.once("connect", () => {
+      socket.destroy();
+      answer(true);
+    });
+    socket.once("error", () => answer(false));
+  });
+
+const alive = (pid: number) => {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+};
+
+describe("test SpiceDBs, served by the worker's SpiceDB host", () => {
+  it("are servers of their own in one host process, not in the worker: each with its key and its relationships; closing one frees its port only", async () => {
+    const [a, b] = await Promise.all([startTestSpiceDB(), startTestSpiceDB()]);
+    expect(a.hostPid).toBe(b.hostPid);
+    expect(a.hostPid).not.toBe(process.pid);
+    expect(a.port).not.toBe(b.port);
+    expect(readFileSync("/proc/self/maps", "utf8")).not.toContain("libspicedb");
+
+    const zed = v1.NewClient(a.presharedKey, a.endpoint, v1.ClientSecurity.INSECURE_PLAINTEXT_CREDENTIALS);
+    await zed.promises.writeRelationships(
+      v1.WriteRelationshipsRequest.create({ updates: [ownerOf("c1", "alice")] }),
+    );
+    zed.close();
+    expect(await readRelationshipLines(a, { resourceType: "conversation" })).toEqual(["owner alice"]);
+    expect(await readRelationshipLines(b, { resourceType: "conversation" })).toEqual([]);
+    await expect(
+      readRelationshipLines(
+        { endpoint: a.endpoint, presharedKey: b.presharedKey },
+        { resourceType: "conversation" },
+      ),
+    ).rejects.toThrow(/UNAUTHENTICATED|invalid preshared key/i);
+
+    await a.close();
+    expect(await listening(a.port)).toBe(false);
+    expect(await readRelationshipLines(b, { resourceType: "conversation" })).toEqual([]);
+    await b.close();
+    expect(await listening(b.port)).toBe(false);
+  });
+
+  it("does not outlive the process that started it, however that process ends", async () => {
+    const module = pathToFileURL(resolve(import.meta.dirname, "../src/test-spicedb.ts")).href;
+    const script = `const { startTestSpiceDB } = await import(${JSON.stringify(module)});
+      const spicedb = await startTestSpiceDB();
+      console.log(JSON.stringify({ host: spicedb.hostPid, port: spicedb.port }));
+      setInterval(() => {}, 1000);`;
+    const child = spawn(process.execPath, ["--input-type=module", "-e", script], {
+      stdio: ["ignore", "pipe", "inherit"],
+    });
+    const [line] = await createInterface({ input: child.stdout! })
+      [Symbol.asyncIterator]()
+      .next()
+      .then((next) => [next.value as string]);
+    const { host, port } = JSON.parse(line!) as { host: number; port: number };
+    expect(alive(host)).toBe(true);
+    expect(await listening(port)).toBe(true);
+
+    child.kill("SIGKILL");
+    for (let waited = 0; alive(host) && waited < 20_000; waited += 50) {
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    expect(alive(host), "the host exits once its worker is gone").toBe(false);
+    expect(await listening(port)).toBe(false);
+  });
+});
