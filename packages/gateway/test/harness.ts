@@ -3,7 +3,7 @@ import type { AuthorizationHooks, ResourceAuthorization } from "@gw/core/authz";
 import type { Clock } from "@gw/core/clock";
 import { createLogger } from "@gw/core/logger";
 import { newVaultKeys } from "@gw/core/mcp";
-import { createRedis, type RedisClient } from "@gw/core/redis";
+import type { RedisClient } from "@gw/core/redis";
 import {
   type RedisTopology,
   redisStartedEarly,
@@ -12,6 +12,7 @@ import {
   startTestSpiceDB,
   type TestDatabase,
   type TestRedisStore,
+  testRedisClient,
   useTestDatabase,
 } from "@gw/test-kit";
 import type { JWK } from "jose";
@@ -103,7 +104,7 @@ export function useGateway(
       createLogger("gateway-test", process.env.TEST_LOG_LEVEL ?? "silent"),
       { authorizationHooks: harness.authorizationHooks, ...(clock ? { clock } : {}) },
     );
-    const redis = createRedis(redisServer.url, { connectionName: "test" });
+    const redis = testRedisClient(redisServer.url);
     const store = new ApiKeyStore(redis);
     Object.assign(harness, {
       url: gateway.url,

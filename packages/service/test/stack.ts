@@ -8,7 +8,7 @@ import type { RouteTemplate } from "@gw/core/http";
 import { createLogger } from "@gw/core/logger";
 import { newVaultKeys } from "@gw/core/mcp";
 import { createPostgres, type Postgres } from "@gw/core/postgres";
-import { createRedis, type RedisClient } from "@gw/core/redis";
+import type { RedisClient } from "@gw/core/redis";
 import {
   ApiKeyStore,
   type CreateApiKeyInput,
@@ -24,6 +24,7 @@ import {
   startTestSpiceDB,
   type TestDatabase,
   type TestRedisStore,
+  testRedisClient,
   useTestDatabase,
 } from "@gw/test-kit";
 import { type FakeLLM, startFakeLLM } from "@gw/test-kit/llm-upstream";
@@ -153,7 +154,7 @@ export function useStack(
       }),
       logger,
     );
-    const redis = createRedis(redisServer.url, { connectionName: "test" });
+    const redis = testRedisClient(redisServer.url);
     const db = createPostgres(database.url, { connectionName: "test" });
     const store = new ApiKeyStore(redis);
     let serviceUp = true;

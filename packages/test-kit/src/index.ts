@@ -171,6 +171,16 @@ export function redisStartedEarly(topology: RedisTopology): () => Promise<TestRe
  * it (`createRedis`, as the processes connect), torn down afterwards; a
  * cluster's start begins as the block is collected (`redisStartedEarly`).
  */
+/**
+ * A test's own Redis client. It sees the outages its test makes (a halted server): each failure
+ * reaches the command that fails, and the connection's errors are not printed as unhandled.
+ */
+export function testRedisClient(url: string): RedisClient {
+  const redis = createRedis(url, { connectionName: "test" });
+  redis.on("error", () => {});
+  return redis;
+}
+
 export function useTestRedis(topology: RedisTopology = "single"): {
   server: TestRedisStore;
   redis: RedisClient;
@@ -179,7 +189,7 @@ export function useTestRedis(topology: RedisTopology = "single"): {
   const server = redisStartedEarly(topology);
   beforeAll(async () => {
     holder.server = await server();
-    holder.redis = createRedis(holder.server.url, { connectionName: "test" });
+    holder.redis = testRedisClient(holder.server.url);
   });
   afterAll(async () => {
     holder.redis?.disconnect();
@@ -288,9 +298,7 @@ async function runRedisCli(args: string[]): Promise<string> {
  * between its checks that the cluster joined; `untilClusterServes` asks every 20 ms.
  */
 async function joinCluster(nodes: { port: number; busPort: number }[]): Promise<void> {
-  const clients = nodes.map(({ port }) =>
-    createRedis(`redis://127.0.0.1:${port}`, { connectionName: "test" }),
-  );
+  const clients = nodes.map(({ port }) => testRedisClient(`redis://127.0.0.1:${port}`));
   try {
     const share = Math.ceil(16384 / nodes.length);
     await Promise.all(
