@@ -877,10 +877,9 @@ export class ToolsPage extends Component {
             )
           ).allowed
         : false;
-      const [tools, credentials] = await Promise.all([
-        owner ? api("GET", `/mcp/servers/${id}/tools`) : Promise.resolve(null),
-        api("GET", `/mcp/servers/${id}/credentials`),
-      ]);
+      // Tools first: listing them calls the server with a credential, and the credentials then show that use.
+      const tools = owner ? await api("GET", `/mcp/servers/${id}/tools`) : null;
+      const credentials = await api("GET", `/mcp/servers/${id}/credentials`);
       this.setState({
         detail: {
           ...this.state.detail,
