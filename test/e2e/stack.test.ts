@@ -16,6 +16,7 @@ import type { Principal } from "@gw/core/principal";
 import { createRedis } from "@gw/core/redis";
 import { REPO_ROOT } from "@gw/devstack";
 import { ApiKeyStore, type CreateApiKeyInput } from "@gw/gateway";
+import { survivors } from "@gw/test-kit";
 import { bareRepositories, git } from "@gw/test-kit/git-remote";
 import { type FakeLLM, startFakeLLM } from "@gw/test-kit/llm-upstream";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
@@ -503,18 +504,8 @@ describe("pnpm start", () => {
     const pids = [...output().matchAll(/"pid":(\d+)/g)].map((m) => Number(m[1]));
     expect(pids.length).toBeGreaterThanOrEqual(4);
     await interrupt();
-    const isAlive = (pid: number) => {
-      try {
-        process.kill(pid, 0);
-        return true;
-      } catch {
-        return false;
-      }
-    };
     // pnpm itself may return before the processes it ran have finished shutting down.
-    const deadline = Date.now() + 15_000;
-    while (pids.some(isAlive) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
-    expect(pids.filter(isAlive)).toEqual([]);
+    expect(await survivors(pids, 15_000)).toEqual([]);
     expect(output()).not.toContain("a stack process exited");
     expect(existsSync(resolve(dataDir, "redis"))).toBe(true);
     expect(existsSync(resolve(dataDir, "spicedb"))).toBe(true);

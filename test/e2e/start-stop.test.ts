@@ -5,6 +5,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
 import { REPO_ROOT } from "@gw/devstack";
+import { survivors } from "@gw/test-kit";
 import { afterAll, afterEach, describe, expect, it } from "vitest";
 import { type RunningStack, seedPostgres, stackEnv, startStack } from "./pnpm-start.ts";
 
@@ -21,22 +22,6 @@ async function stackProcesses(stack: RunningStack): Promise<{ runner: number; ch
   const line = readyLine()!;
   const ready = JSON.parse(line) as { pid: number; processes: Record<string, number> };
   return { runner: ready.pid, children: Object.values(ready.processes) };
-}
-
-const isAlive = (pid: number) => {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-};
-
-/** The pids still alive once every one of them has exited, or the time allowed has run out. */
-async function survivors(pids: number[]): Promise<number[]> {
-  const deadline = Date.now() + 20_000;
-  while (pids.some(isAlive) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
-  return pids.filter(isAlive);
 }
 
 /** Whether a TCP connection to `host:port` is accepted. */

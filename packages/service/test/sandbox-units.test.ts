@@ -1,12 +1,12 @@
 import { randomBytes } from "node:crypto";
-import { existsSync, readFileSync } from "node:fs";
+import { existsSync } from "node:fs";
 import { mkdtemp, readFile, rm, stat } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { loadConfig } from "@gw/core/config";
 import { createPostgres, type Postgres } from "@gw/core/postgres";
 import type { Principal } from "@gw/core/principal";
-import { capturingLogger, useTestDatabase } from "@gw/test-kit";
+import { capturingLogger, processRunning, useTestDatabase } from "@gw/test-kit";
 import { type BareRepositories, bareRepositories } from "@gw/test-kit/git-remote";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { serviceConfigSchema } from "../src/config.ts";
@@ -225,9 +225,12 @@ describe("git", () => {
       await expect(call).rejects.toMatchObject({ timedOut: true });
       started = (await readFile(pids, "utf8")).trim().split("\n").map(Number);
       expect(started).toHaveLength(2);
-      await vi.waitFor(() => expect(started.filter(running)).toEqual([]), { timeout: 10_000, interval: 20 });
+      await vi.waitFor(() => expect(started.filter(processRunning)).toEqual([]), {
+        timeout: 10_000,
+        interval: 20,
+      });
     } finally {
-      for (const pid of started.filter(running)) process.kill(pid, "SIGKILL"); // none unless the test failed
+      for (const pid of started.filter(processRunning)) process.kill(pid, "SIGKILL"); // none unless the test failed
       await rm(dir, { recursive: true, force: true });
     }
   });
@@ -264,17 +267,3 @@ describe("git", () => {
     );
   });
 });
-
-/** Whether a process still runs: it exists and is not a zombie waiting to be reaped. */
-function running(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-  } catch {
-    return false;
-  }
-  try {
-    return !/^\d+ \(.*\) Z/.test(readFileSync(`/proc/${pid}/stat`, "utf8"));
-  } catch {
-    return false;
-  }
-}

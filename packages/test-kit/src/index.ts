@@ -1,5 +1,6 @@
 import { type ChildProcess, execFile, spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
+import { readFileSync } from "node:fs";
 import { mkdtemp, rm } from "node:fs/promises";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
@@ -493,6 +494,27 @@ export async function startNothingListener(): Promise<{
     address: `127.0.0.1:${port}`,
     close: () => new Promise<void>((resolve) => server.close(() => resolve())),
   };
+}
+
+/** Whether a process still runs: it exists and is not a zombie waiting to be reaped. */
+export function processRunning(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+  } catch {
+    return false;
+  }
+  try {
+    return !/^\d+ \(.*\) Z/.test(readFileSync(`/proc/${pid}/stat`, "utf8"));
+  } catch {
+    return false;
+  }
+}
+
+/** The pids still running once every one of them has exited, or `timeoutMs` has run out. */
+export async function survivors(pids: readonly number[], timeoutMs = 20_000): Promise<number[]> {
+  const deadline = Date.now() + timeoutMs;
+  while (pids.some(processRunning) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+  return pids.filter(processRunning);
 }
 
 /** The environment that points a gateway or service at a test SpiceDB. */

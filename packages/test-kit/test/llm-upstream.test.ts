@@ -2,6 +2,7 @@ import { spawn } from "node:child_process";
 import { delimiter } from "node:path";
 import { REPO_ROOT } from "@gw/devstack";
 import { describe, expect, it, vi } from "vitest";
+import { processRunning } from "../src/index.ts";
 
 /**
  * PATH as a user's shell has it: under `pnpm test`, `node_modules/.bin` comes first, where `node` is a
@@ -11,15 +12,6 @@ const userPath = (process.env.PATH ?? "")
   .split(delimiter)
   .filter((dir) => !/[\\/]node_modules[\\/]\.bin$/.test(dir))
   .join(delimiter);
-
-const isAlive = (pid: number) => {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-};
 
 describe("the fake provider run by hand", () => {
   it("SIGTERM to `pnpm exec node …/llm-upstream.ts` stops the provider, not only pnpm", async () => {
@@ -62,6 +54,6 @@ describe("the fake provider run by hand", () => {
       },
       { timeout: 10_000, interval: 100 },
     );
-    expect(isAlive(child.pid!)).toBe(false);
+    expect(processRunning(child.pid!)).toBe(false);
   });
 });

@@ -6,7 +6,7 @@ import { createInterface } from "node:readline";
 import { pathToFileURL } from "node:url";
 import { v1 } from "@gw/core/authz";
 import { describe, expect, it } from "vitest";
-import { readRelationshipLines, startTestSpiceDB } from "../src/index.ts";
+import { processRunning, readRelationshipLines, startTestSpiceDB, survivors } from "../src/index.ts";
 
 const ownerOf = (conversation: string, user: string) =>
   v1.RelationshipUpdate.create({
@@ -30,15 +30,6 @@ const listening = (port: number) =>
     });
     socket.once("error", () => answer(false));
   });
-
-const alive = (pid: number) => {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-};
 
 describe("test SpiceDBs, served by the worker's SpiceDB host", () => {
   it("are servers of their own in one host process, not in the worker: each with its key and its relationships; closing one frees its port only", async () => {
@@ -83,14 +74,11 @@ describe("test SpiceDBs, served by the worker's SpiceDB host", () => {
       .next()
       .then((next) => [next.value as string]);
     const { host, port } = JSON.parse(line!) as { host: number; port: number };
-    expect(alive(host)).toBe(true);
+    expect(processRunning(host)).toBe(true);
     expect(await listening(port)).toBe(true);
 
     child.kill("SIGKILL");
-    for (let waited = 0; alive(host) && waited < 20_000; waited += 50) {
-      await new Promise((r) => setTimeout(r, 50));
-    }
-    expect(alive(host), "the host exits once its worker is gone").toBe(false);
+    expect(await survivors([host]), "the host exits once its worker is gone").toEqual([]);
     expect(await listening(port)).toBe(false);
   });
 });
