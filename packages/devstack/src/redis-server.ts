@@ -46,6 +46,10 @@ export async function startRedisServer(options: RedisServerOptions): Promise<Run
     options.logFile ?? "",
     "--daemonize",
     "no",
+    // SIGTERM still writes the data first, but exits even when that fails (its directory removed, a full
+    // disk): a Redis that refuses to exit would outlive the stack whose death sent it that signal.
+    "--shutdown-on-sigterm",
+    "force",
     ...(options.clusterBusPort
       ? [
           "--cluster-enabled",
