@@ -16,65 +16,74 @@ export interface TestSpiceDB {
 /** How much of the SpiceDB host's error output is kept, for the error when it dies. */
 const HOST_OUTPUT_CHARS = 8 * 1024;
 
-let spicedbHost: ((ask: HostAsk) => Promise<HostReply>) | undefined;
+/** This worker's SpiceDB host, while it runs. */
+interface SpiceDBHost {
+  ask(ask: HostAsk): Promise<HostReply>;
+  exited: boolean;
+}
+
+let current: SpiceDBHost | undefined;
 
 /**
  * This worker's SpiceDB host (`spicedb-host.ts`), started on first use: the
  * engine's Go runtime stays out of the test worker, which runs many files.
- * It neither keeps the worker alive nor outlives it.
+ * It neither keeps the worker alive nor outlives it. If it dies, what it last
+ * printed goes to the worker's error output, and the next request starts another.
  */
-function askSpiceDBHost(ask: HostAsk): Promise<HostReply> {
-  if (!spicedbHost) {
-    const child = spawn(process.execPath, [join(import.meta.dirname, "spicedb-host.ts")], {
-      stdio: ["ignore", "ignore", "pipe", "ipc"],
-    });
-    let output = "";
-    child.stderr?.setEncoding("utf8");
-    child.stderr?.on("data", (chunk: string) => {
-      output = (output + chunk).slice(-HOST_OUTPUT_CHARS);
-    });
-    const pending = new Map<number, { resolve: (reply: HostReply) => void; reject: (err: Error) => void }>();
-    let next = 0;
-    const idle = () => {
-      if (pending.size > 0) return;
-      child.channel?.unref();
-      (child.stderr as { unref?: () => void } | null)?.unref?.();
-    };
-    child.on("message", (reply: HostReply) => {
-      const waiting = pending.get(reply.id);
-      pending.delete(reply.id);
-      if (reply.error) waiting?.reject(new Error(`test SpiceDB: ${reply.error}`));
-      else waiting?.resolve(reply);
-      idle();
-    });
-    child.on("exit", (code, signal) => {
-      spicedbHost = undefined;
-      for (const waiting of pending.values()) {
-        waiting.reject(
-          new Error(`the test SpiceDB host exited (${signal ?? code}); its last output:\n${output}`),
-        );
-      }
-      pending.clear();
-    });
-    child.unref();
-    idle();
-    spicedbHost = (body) => {
+function spicedbHost(): SpiceDBHost {
+  if (current && !current.exited) return current;
+  const child = spawn(process.execPath, [join(import.meta.dirname, "spicedb-host.ts")], {
+    stdio: ["ignore", "ignore", "pipe", "ipc"],
+  });
+  let output = "";
+  child.stderr?.setEncoding("utf8");
+  child.stderr?.on("data", (chunk: string) => {
+    output = (output + chunk).slice(-HOST_OUTPUT_CHARS);
+  });
+  const pending = new Map<number, { resolve: (reply: HostReply) => void; reject: (err: Error) => void }>();
+  let next = 0;
+  const idle = () => {
+    if (pending.size > 0) return;
+    child.channel?.unref();
+    (child.stderr as { unref?: () => void } | null)?.unref?.();
+  };
+  const host: SpiceDBHost = {
+    exited: false,
+    ask(ask) {
       const id = ++next;
       child.channel?.ref();
       (child.stderr as { ref?: () => void } | null)?.ref?.();
       return new Promise((resolve, reject) => {
         pending.set(id, { resolve, reject });
-        child.send({ id, ...body });
+        child.send({ id, ...ask });
       });
-    };
-  }
-  return spicedbHost(ask);
+    },
+  };
+  child.on("message", (reply: HostReply) => {
+    const waiting = pending.get(reply.id);
+    pending.delete(reply.id);
+    if (reply.error) waiting?.reject(new Error(`test SpiceDB: ${reply.error}`));
+    else waiting?.resolve(reply);
+    idle();
+  });
+  child.on("exit", (code, signal) => {
+    host.exited = true;
+    const failure = `the test SpiceDB host exited (${signal ?? code}); its last output:\n${output}`;
+    process.stderr.write(`${failure}\n`);
+    for (const waiting of pending.values()) waiting.reject(new Error(failure));
+    pending.clear();
+  });
+  child.unref();
+  idle();
+  current = host;
+  return host;
 }
 
 /** The real SpiceDB engine, served on a free port with the repository's schema and a random preshared key. */
 export async function startTestSpiceDB(): Promise<TestSpiceDB> {
   const presharedKey = randomBytes(16).toString("hex");
-  const { port, pid } = await askSpiceDBHost({ start: presharedKey });
+  const host = spicedbHost();
+  const { port, pid } = await host.ask({ start: presharedKey });
   if (port === undefined || pid === undefined)
     throw new Error("test SpiceDB: the host answered without a port");
   let closed: Promise<void> | undefined;
@@ -84,11 +93,8 @@ export async function startTestSpiceDB(): Promise<TestSpiceDB> {
     presharedKey,
     hostPid: pid,
     close: () => {
-      closed ??= askSpiceDBHost({ close: port }).then(
-        () => undefined,
-        // A host that is gone took its servers with it.
-        () => undefined,
-      );
+      // A host that is gone took its servers with it.
+      closed ??= host.exited ? Promise.resolve() : host.ask({ close: port }).then(() => undefined);
       return closed;
     },
   };

@@ -5,7 +5,7 @@ import { resolve } from "node:path";
 import { createInterface } from "node:readline";
 import { pathToFileURL } from "node:url";
 import { v1 } from "@gw/core/authz";
-import { describe, expect, it } from "vitest";
+import { describe, expect, it, vi } from "vitest";
 import { processRunning, readRelationshipLines, startTestSpiceDB, survivors } from "../src/index.ts";
 
 const ownerOf = (conversation: string, user: string) =>
@@ -58,6 +58,26 @@ describe("test SpiceDBs, served by the worker's SpiceDB host", () => {
     expect(await readRelationshipLines(b, { resourceType: "conversation" })).toEqual([]);
     await b.close();
     expect(await listening(b.port)).toBe(false);
+  });
+
+  it("is replaced at the next request when it dies, after saying so on the worker's error output", async () => {
+    const first = await startTestSpiceDB();
+    const written = vi.spyOn(process.stderr, "write").mockImplementation(() => true);
+    try {
+      process.kill(first.hostPid, "SIGKILL");
+      await vi.waitFor(() =>
+        expect(written.mock.calls.map(([text]) => String(text)).join("")).toMatch(
+          /the test SpiceDB host exited \(SIGKILL\)/,
+        ),
+      );
+    } finally {
+      written.mockRestore();
+    }
+    await first.close(); // its host took it along
+    const second = await startTestSpiceDB();
+    expect(second.hostPid).not.toBe(first.hostPid);
+    expect(await readRelationshipLines(second, { resourceType: "conversation" })).toEqual([]);
+    await second.close();
   });
 
   it("does not outlive the process that started it, however that process ends", async () => {
