@@ -73,3 +73,13 @@ export class ManualClock implements Clock {
     this.time = end;
   }
 }
+
+/**
+ * Where a retention of `retentionMs` cuts off on `clock`: what was stored (or
+ * last active) before this has expired. `null` for no retention: nothing expires.
+ */
+export function retentionCutoff(clock: Clock, retentionMs: number): Date;
+export function retentionCutoff(clock: Clock, retentionMs: number | undefined): Date | null;
+export function retentionCutoff(clock: Clock, retentionMs: number | undefined): Date | null {
+  return retentionMs === undefined ? null : new Date(clock.wall() - retentionMs);
+}

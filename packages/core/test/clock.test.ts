@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { ManualClock, systemClock } from "../src/clock.ts";
+import { ManualClock, retentionCutoff, systemClock } from "../src/clock.ts";
 
 describe("ManualClock", () => {
   it("stands still until advanced, then runs what falls due in time order, at its time", () => {
@@ -57,5 +57,15 @@ describe("wall time", () => {
     clock.advance(1_500);
     expect(clock.wall()).toBe(1_700_000_001_500);
     expect(Math.abs(systemClock.wall() - Date.now())).toBeLessThan(1_000);
+  });
+});
+
+describe("retentionCutoff", () => {
+  it("is the clock's wall time less the retention, and follows the clock; no retention, no cutoff", () => {
+    const clock = new ManualClock(0, 1_700_000_000_000);
+    expect(retentionCutoff(clock, 60_000)).toEqual(new Date(1_699_999_940_000));
+    clock.advance(1_000);
+    expect(retentionCutoff(clock, 60_000)).toEqual(new Date(1_699_999_941_000));
+    expect(retentionCutoff(clock, undefined)).toBeNull();
   });
 });

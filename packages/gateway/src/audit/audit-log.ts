@@ -1,5 +1,5 @@
 import type { ResourceRef, ResourceType, Role } from "@gw/core/authz";
-import { type Clock, systemClock } from "@gw/core/clock";
+import { type Clock, retentionCutoff, systemClock } from "@gw/core/clock";
 import type { Logger } from "@gw/core/logger";
 import type { Queryable } from "@gw/core/postgres";
 import type { Principal } from "@gw/core/principal";
@@ -177,7 +177,7 @@ export class AuditLog {
    * another sweeper holds are skipped), until none is left; returns how many.
    */
   async sweep(batch = 1_000): Promise<number> {
-    const cutoff = new Date(this.clock.wall() - this.retentionMs);
+    const cutoff = retentionCutoff(this.clock, this.retentionMs);
     let total = 0;
     for (;;) {
       const { rowCount } = await this.db.query(
@@ -198,7 +198,7 @@ export class AuditLog {
     page: { limit: number; cursor?: string | undefined },
     filters: AuditFilters = {},
   ): Promise<AuditPage> {
-    const values: unknown[] = [org, new Date(this.clock.wall() - this.retentionMs), page.limit + 1];
+    const values: unknown[] = [org, retentionCutoff(this.clock, this.retentionMs), page.limit + 1];
     let where = "org = $1 AND at > $2";
     if (resource) {
       values.push(resource.type, resource.id);

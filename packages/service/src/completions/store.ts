@@ -1,4 +1,4 @@
-import type { Clock } from "@gw/core/clock";
+import { type Clock, retentionCutoff } from "@gw/core/clock";
 import { type Postgres, postgresCanHold } from "@gw/core/postgres";
 
 /** A tool call as chat completions carry it. */
@@ -99,7 +99,7 @@ export class PostgresCompletionStore implements CompletionStore {
 
   /** Completions stored before this are expired (`null`: none expire). */
   private cutoff(): Date | null {
-    return this.retentionMs === undefined ? null : new Date(this.clock.wall() - this.retentionMs);
+    return retentionCutoff(this.clock, this.retentionMs);
   }
 
   async save(org: string, completion: ChatCompletionObject, messages: StoredMessage[]): Promise<void> {

@@ -1,4 +1,4 @@
-import type { Clock } from "@gw/core/clock";
+import { type Clock, retentionCutoff } from "@gw/core/clock";
 import { type Postgres, postgresCanHold, type Queryable } from "@gw/core/postgres";
 import type { Item } from "../items/items.ts";
 
@@ -66,7 +66,7 @@ export class ConversationStore {
 
   /** Conversations last active before this are expired (`null`: none expire). */
   private idleCutoff(): Date | null {
-    return this.idleExpiryMs === undefined ? null : new Date(this.clock.wall() - this.idleExpiryMs);
+    return retentionCutoff(this.clock, this.idleExpiryMs);
   }
 
   /** Stores a new conversation and its first items together. */

@@ -1,4 +1,4 @@
-import type { Clock } from "@gw/core/clock";
+import { type Clock, retentionCutoff } from "@gw/core/clock";
 import { type Postgres, postgresCanHold, type Queryable } from "@gw/core/postgres";
 import type { EvalResult, EvalRun, EvalSchedule, RunStatus } from "./records.ts";
 
@@ -336,7 +336,7 @@ export class EvalStore {
 
   /** Runs created at or before this (unix seconds) are past the retention. */
   private cutoff(): number {
-    return Math.floor((this.clock.wall() - this.options.runRetentionMs) / 1000);
+    return Math.floor(retentionCutoff(this.clock, this.options.runRetentionMs).getTime() / 1000);
   }
 }
 

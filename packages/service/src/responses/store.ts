@@ -1,4 +1,4 @@
-import type { Clock } from "@gw/core/clock";
+import { type Clock, retentionCutoff } from "@gw/core/clock";
 import { notFound } from "@gw/core/errors";
 import { type Postgres, postgresCanHold } from "@gw/core/postgres";
 import type { ConversationStore } from "../conversations/store.ts";
@@ -112,7 +112,7 @@ export class ResponseStore {
 
   /** Responses stored before this are expired (`null`: none expire). */
   private cutoff(): Date | null {
-    return this.retentionMs === undefined ? null : new Date(this.clock.wall() - this.retentionMs);
+    return retentionCutoff(this.clock, this.retentionMs);
   }
 
   /**

@@ -4,7 +4,7 @@ import {
   type ResourceType,
   type SpiceDBClient,
 } from "@gw/core/authz";
-import type { Clock } from "@gw/core/clock";
+import { type Clock, retentionCutoff } from "@gw/core/clock";
 import type { Logger } from "@gw/core/logger";
 import type { Postgres } from "@gw/core/postgres";
 import { Periodic } from "./periodic.ts";
@@ -97,15 +97,17 @@ export class RetentionSweeper extends Periodic {
   /** One sweep now; `undefined` if another replica is sweeping. */
   async sweep(): Promise<SweepReport | undefined> {
     return this.db.withAdvisoryLock(SWEEP_LOCK, async () => {
-      const now = this.clock.wall();
-      const stored = new Date(now - this.options.responseRetentionMs);
+      const stored = retentionCutoff(this.clock, this.options.responseRetentionMs);
       const report: SweepReport = {
         responses: await this.sweepTable(RESPONSES, stored),
         completions: await this.sweepTable(COMPLETIONS, stored),
         conversations:
           this.options.conversationIdleExpiryMs === undefined
             ? 0
-            : await this.sweepTable(CONVERSATIONS, new Date(now - this.options.conversationIdleExpiryMs)),
+            : await this.sweepTable(
+                CONVERSATIONS,
+                retentionCutoff(this.clock, this.options.conversationIdleExpiryMs),
+              ),
       };
       if (report.responses + report.completions + report.conversations > 0)
         this.logger.info(report, "expired content deleted");
