@@ -1,4 +1,4 @@
-import koffi from "koffi";
+import { libc } from "./libc.ts";
 
 /**
  * The asynchronous signals Node (libuv) handles when asked (`process.on("SIGTERM", …)`): SIGHUP, SIGINT,
@@ -16,9 +16,9 @@ type SigmaskFn = (how: number, set: Buffer | null, old: Buffer | null) => number
 let sigmask: SigmaskFn | undefined;
 
 function pthreadSigmask(): SigmaskFn {
-  sigmask ??= koffi
-    .load("libc.so.6")
-    .func("int pthread_sigmask(int how, const uint8_t *set, _Out_ uint8_t *oldset)") as SigmaskFn;
+  sigmask ??= libc().func(
+    "int pthread_sigmask(int how, const uint8_t *set, _Out_ uint8_t *oldset)",
+  ) as SigmaskFn;
   return sigmask;
 }
 
