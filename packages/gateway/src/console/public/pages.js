@@ -877,9 +877,10 @@ export class ToolsPage extends Component {
             )
           ).allowed
         : false;
-      // Tools first: listing them calls the server with a credential, and the credentials then show that use.
-      const tools = owner ? await api("GET", `/mcp/servers/${id}/tools`) : null;
+      // Credentials first: listing the tools calls the server with one, and the table shows the
+      // credentials as they were before this view's own call (read at once, it showed that call or not by chance).
       const credentials = await api("GET", `/mcp/servers/${id}/credentials`);
+      const tools = owner ? await api("GET", `/mcp/servers/${id}/tools`) : null;
       this.setState({
         detail: {
           ...this.state.detail,
