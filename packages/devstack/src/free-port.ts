@@ -31,18 +31,39 @@ function canListen(port: number): Promise<boolean> {
   });
 }
 
+/** Slices of the range, one per vitest worker (`VITEST_POOL_ID`, 1 to 8): workers never draw the same port. */
+const SLICES = 8;
+
+/** Ports this process handed out, none of which it hands out again while its slice has others. */
+const handedOut = new Set<number>();
+
+/** The ports to draw from: the whole range, or, in a vitest worker, the worker's slice of it. */
+function drawRange(): { lowest: number; highest: number } {
+  const highest = ephemeralRangeStart() - 1;
+  const worker = Number(process.env.VITEST_POOL_ID);
+  if (!Number.isInteger(worker) || worker < 1) return { lowest: LOWEST, highest };
+  const size = Math.floor((highest - LOWEST + 1) / SLICES);
+  const lowest = LOWEST + ((worker - 1) % SLICES) * size;
+  return { lowest, highest: lowest + size - 1 };
+}
+
 /**
  * A TCP port that was free a moment ago on 127.0.0.1, for a process to be told to listen on. It is drawn
  * at random below the kernel's ephemeral range, so that between now and that process's `listen` the
  * kernel does not hand it to an outgoing connection or another `listen(0)` (with many tests starting
  * servers at once, a port the kernel had picked was sometimes taken again before the stack that was
- * given it could bind it).
+ * given it could bind it). Nor is it a port handed out before by this process, or, in a vitest worker,
+ * by another worker (each draws from its own slice): a port handed out is free until its process binds
+ * it, and a second draw of it in that time gave it twice.
  */
 export async function freePort(): Promise<number> {
-  const highest = ephemeralRangeStart() - 1;
+  const { lowest, highest } = drawRange();
+  if (handedOut.size > (highest - lowest + 1) / 2) handedOut.clear();
   for (let attempt = 0; attempt < 100; attempt++) {
-    const port = randomInt(LOWEST, highest + 1);
-    if (await canListen(port)) return port;
+    const port = randomInt(lowest, highest + 1);
+    if (handedOut.has(port) || !(await canListen(port))) continue;
+    handedOut.add(port);
+    return port;
   }
-  throw new Error(`no free port found between ${LOWEST} and ${highest}`);
+  throw new Error(`no free port found between ${lowest} and ${highest}`);
 }

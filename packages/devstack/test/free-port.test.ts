@@ -29,4 +29,22 @@ describe("freePort", () => {
     expect(picked).toBeGreaterThanOrEqual(ephemeralRangeStart());
     expect(await freePort()).toBeLessThan(ephemeralRangeStart());
   });
+
+  it("never hands out a port twice in a process, and in a vitest worker only ports of its own slice", async () => {
+    const given = process.env.VITEST_POOL_ID;
+    process.env.VITEST_POOL_ID = "3";
+    try {
+      const ports: number[] = [];
+      for (let i = 0; i < 300; i++) ports.push(await freePort());
+      expect(new Set(ports).size).toBe(ports.length);
+      const size = Math.floor((ephemeralRangeStart() - 10_000) / 8);
+      for (const port of ports) {
+        expect(port).toBeGreaterThanOrEqual(10_000 + 2 * size);
+        expect(port).toBeLessThan(10_000 + 3 * size);
+      }
+    } finally {
+      if (given === undefined) delete process.env.VITEST_POOL_ID;
+      else process.env.VITEST_POOL_ID = given;
+    }
+  });
 });
