@@ -322,21 +322,27 @@ async function joinCluster(nodes: { port: number; busPort: number }[]): Promise<
 async function untilClusterServes(ports: number[], timeoutMs = 20_000): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   let last = "";
-  while (Date.now() < deadline) {
-    const infos = await Promise.all(
-      ports.map((port) => runRedisCli(["-p", String(port), "cluster", "info"]).catch(() => "")),
-    );
-    if (
-      infos.every(
-        (info) =>
-          /cluster_state:ok/.test(info) &&
-          /cluster_slots_ok:16384/.test(info) &&
-          new RegExp(`cluster_known_nodes:${ports.length}\\b`).test(info),
+  // One connection per node, asked over and over (a redis-cli per question would be a process each time).
+  const clients = ports.map((port) => testRedisClient(`redis://127.0.0.1:${port}`));
+  try {
+    while (Date.now() < deadline) {
+      const infos = await Promise.all(
+        clients.map((client) => client.call("CLUSTER", "INFO").then(String, () => "")),
+      );
+      if (
+        infos.every(
+          (info) =>
+            /cluster_state:ok/.test(info) &&
+            /cluster_slots_ok:16384/.test(info) &&
+            new RegExp(`cluster_known_nodes:${ports.length}\\b`).test(info),
+        )
       )
-    )
-      return;
-    last = infos.join("\n");
-    await new Promise((r) => setTimeout(r, 20));
+        return;
+      last = infos.join("\n");
+      await new Promise((r) => setTimeout(r, 20));
+    }
+  } finally {
+    for (const client of clients) client.disconnect();
   }
   throw new Error(`the test Redis Cluster did not come up within ${timeoutMs} ms:\n${last}`);
 }
