@@ -60,16 +60,24 @@ export async function bareRepositories(root?: string): Promise<BareRepositories>
     async create(owner, repository, files = { "README.md": `# ${repository}\n` }) {
       const bare = path(owner, repository);
       await mkdir(dirname(bare), { recursive: true });
-      await git(["init", "--quiet", "--bare", "--initial-branch=main", bare]);
       const work = join(scratch, `seed-${clones++}`);
-      await git(["init", "--quiet", "--initial-branch=main", work]);
+      await mkdir(work, { recursive: true });
       for (const [name, content] of Object.entries(files)) {
         await mkdir(dirname(join(work, name)), { recursive: true });
         await writeFile(join(work, name), content);
       }
-      await git(["add", "--all"], work);
-      await git(["commit", "--quiet", "-m", "Initial commit"], work);
-      await git(["push", "--quiet", bare, "main"], work);
+      // One shell runs the five commands: every process this (large) test process starts is a fork of it.
+      await run(
+        "sh",
+        [
+          "-c",
+          'git init --quiet --bare --initial-branch=main "$1" && git init --quiet --initial-branch=main . && ' +
+            'git add --all && git commit --quiet -m "Initial commit" && git push --quiet "$1" main',
+          "sh",
+          bare,
+        ],
+        { cwd: work, env: testGitEnv },
+      );
       return bare;
     },
     async branchHead(owner, repository, branch) {
