@@ -1,5 +1,5 @@
 import { loadConfigOrExit } from "@gw/core/config";
-import { onShutdown, reportListening } from "@gw/core/process";
+import { onShutdown, reportListening, SHUTDOWN_DEADLINE_MS } from "@gw/core/process";
 import { startTracing, stopTracing } from "@gw/core/tracing";
 import { gatewayConfigSchema } from "./config.ts";
 import { startGateway } from "./server.ts";
@@ -10,8 +10,12 @@ startTracing("gateway", config);
 const gateway = await startGateway(config);
 reportListening(gateway.port);
 
-onShutdown(async (reason) => {
-  gateway.logger.info({ reason }, "shutting down");
-  await gateway.close();
-  await stopTracing();
-});
+onShutdown(
+  async (reason) => {
+    gateway.logger.info({ reason }, "shutting down");
+    await gateway.close();
+    await stopTracing();
+  },
+  // In-flight requests get their grace; the rest of the shutdown has the default's time besides.
+  { deadlineMs: config.SHUTDOWN_GRACE_MS + SHUTDOWN_DEADLINE_MS },
+);

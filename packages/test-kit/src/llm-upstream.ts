@@ -366,7 +366,9 @@ if (import.meta.main) {
   // `pnpm exec` runs us under a shell shim that a SIGTERM to pnpm ends without passing the signal on:
   // we are then handed to another parent, and stop as if the signal had reached us.
   const parent = process.ppid;
-  setInterval(() => {
-    if (process.ppid !== parent) process.kill(process.pid, "SIGTERM");
+  const watch = setInterval(() => {
+    if (process.ppid === parent) return;
+    clearInterval(watch); // once: a second SIGTERM would end us before the fake has closed
+    process.kill(process.pid, "SIGTERM");
   }, 200).unref();
 }
