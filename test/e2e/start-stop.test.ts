@@ -1,11 +1,11 @@
 import { execFile } from "node:child_process";
 import { mkdtemp, rm } from "node:fs/promises";
-import { createConnection, createServer } from "node:net";
+import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
 import { REPO_ROOT } from "@gw/devstack";
-import { survivors } from "@gw/test-kit";
+import { acceptsConnections, survivors } from "@gw/test-kit";
 import { afterAll, afterEach, describe, expect, it } from "vitest";
 import { type RunningStack, seedPostgres, stackEnv, startStack } from "./pnpm-start.ts";
 
@@ -23,17 +23,6 @@ async function stackProcesses(stack: RunningStack): Promise<{ runner: number; ch
   const ready = JSON.parse(line) as { pid: number; processes: Record<string, number> };
   return { runner: ready.pid, children: Object.values(ready.processes) };
 }
-
-/** Whether a TCP connection to `host:port` is accepted. */
-const accepts = (host: string, port: number) =>
-  new Promise<boolean>((resolve) => {
-    const socket = createConnection({ host, port });
-    socket.once("connect", () => {
-      socket.destroy();
-      resolve(true);
-    });
-    socket.once("error", () => resolve(false));
-  });
 
 describe("pnpm start stops as one, whichever of its processes is told to", () => {
   const dirs: string[] = [];
@@ -59,8 +48,8 @@ describe("pnpm start stops as one, whichever of its processes is told to", () =>
     expect(children).toHaveLength(5); // redis-server, postgres, spicedb-local, service, gateway
 
     // The gateway listens on the loopback address only: 127.0.0.2 is loopback too, but not 127.0.0.1.
-    expect(await accepts("127.0.0.1", Number(env.PORT))).toBe(true);
-    expect(await accepts("127.0.0.2", Number(env.PORT))).toBe(false);
+    expect(await acceptsConnections(Number(env.PORT), "127.0.0.1")).toBe(true);
+    expect(await acceptsConnections(Number(env.PORT), "127.0.0.2")).toBe(false);
 
     const second = await run("pnpm", ["start"], { cwd: REPO_ROOT, env }).then(
       () => ({ code: 0, output: "" }),

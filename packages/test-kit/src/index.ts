@@ -2,7 +2,7 @@ import { type ChildProcess, execFile, spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { readFileSync } from "node:fs";
 import { mkdtemp, rm } from "node:fs/promises";
-import { createServer } from "node:net";
+import { createConnection, createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Writable } from "node:stream";
@@ -357,15 +357,20 @@ export interface TestDatabase {
   drop(): Promise<void>;
 }
 
-async function adminQuery(port: number, sql: string): Promise<void> {
-  const client = new pg.Client({ connectionString: localServerUrl(port, "postgres") });
+/** Runs `use` with a client connected to `url`, then closes it. */
+async function withClient<T>(url: string, use: (client: pg.Client) => Promise<T>): Promise<T> {
+  const client = new pg.Client({ connectionString: url });
   client.on("error", () => {});
   await client.connect();
   try {
-    await client.query(sql);
+    return await use(client);
   } finally {
     await client.end();
   }
+}
+
+async function adminQuery(port: number, sql: string): Promise<void> {
+  await withClient(localServerUrl(port, "postgres"), (client) => client.query(sql));
 }
 
 /**
@@ -430,17 +435,6 @@ const spareDatabases: TestDatabase[] = [];
 /** The columns of a freshly migrated database, to tell a database whose schema a test changed. */
 let migratedShape: string | undefined;
 
-async function withClient<T>(database: TestDatabase, use: (client: pg.Client) => Promise<T>): Promise<T> {
-  const client = new pg.Client({ connectionString: database.url });
-  client.on("error", () => {});
-  await client.connect();
-  try {
-    return await use(client);
-  } finally {
-    await client.end();
-  }
-}
-
 /** Every column of every table, with its type and default, as one text. */
 async function schemaShape(client: pg.Client): Promise<string> {
   const { rows } = await client.query<{ shape: string }>(
@@ -459,7 +453,7 @@ async function schemaShape(client: pg.Client): Promise<string> {
  * A fifth of the time a new copy takes (`CREATE DATABASE` copies every file).
  */
 async function emptyForReuse(database: TestDatabase): Promise<boolean> {
-  return withClient(database, async (client) => {
+  return withClient(database.url, async (client) => {
     await client.query("SET lock_timeout = '5s'");
     await client.query(
       "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()",
@@ -488,7 +482,7 @@ export function useTestDatabase(options: { migrated?: boolean } = {}): TestDatab
     const spare = migrated ? spareDatabases.pop() : undefined;
     if (spare) return void Object.assign(holder, spare);
     Object.assign(holder, await createTestDatabase(options));
-    if (migrated) migratedShape ??= await withClient(holder, schemaShape);
+    if (migrated) migratedShape ??= await withClient(holder.url, schemaShape);
   });
   afterAll(async () => {
     if (!holder.drop) return;
@@ -562,6 +556,18 @@ export async function startNothingListener(): Promise<{
     address: `127.0.0.1:${port}`,
     close: () => new Promise<void>((resolve) => server.close(() => resolve())),
   };
+}
+
+/** Whether a TCP connection to `port` of `host` is accepted. */
+export function acceptsConnections(port: number, host = "127.0.0.1"): Promise<boolean> {
+  return new Promise((answer) => {
+    const socket = createConnection({ host, port });
+    socket.once("connect", () => {
+      socket.destroy();
+      answer(true);
+    });
+    socket.once("error", () => answer(false));
+  });
 }
 
 /** Whether a process still runs: it exists and is not a zombie waiting to be reaped. */

@@ -1,12 +1,17 @@
 import { spawn } from "node:child_process";
 import { readFileSync } from "node:fs";
-import { connect } from "node:net";
 import { resolve } from "node:path";
 import { createInterface } from "node:readline";
 import { pathToFileURL } from "node:url";
 import { v1 } from "@gw/core/authz";
 import { describe, expect, it, vi } from "vitest";
-import { processRunning, readRelationshipLines, startTestSpiceDB, survivors } from "../src/index.ts";
+import {
+  acceptsConnections,
+  processRunning,
+  readRelationshipLines,
+  startTestSpiceDB,
+  survivors,
+} from "../src/index.ts";
 
 const ownerOf = (conversation: string, user: string) =>
   v1.RelationshipUpdate.create({
@@ -18,17 +23,6 @@ const ownerOf = (conversation: string, user: string) =>
         object: v1.ObjectReference.create({ objectType: "user", objectId: user }),
       }),
     }),
-  });
-
-/** Whether something accepts connections on the port. */
-const listening = (port: number) =>
-  new Promise<boolean>((answer) => {
-    const socket = connect(port, "127.0.0.1");
-    socket.once("connect", () => {
-      socket.destroy();
-      answer(true);
-    });
-    socket.once("error", () => answer(false));
   });
 
 describe("test SpiceDBs, served by the worker's SpiceDB host", () => {
@@ -54,10 +48,10 @@ describe("test SpiceDBs, served by the worker's SpiceDB host", () => {
     ).rejects.toThrow(/UNAUTHENTICATED|invalid preshared key/i);
 
     await a.close();
-    expect(await listening(a.port)).toBe(false);
+    expect(await acceptsConnections(a.port)).toBe(false);
     expect(await readRelationshipLines(b, { resourceType: "conversation" })).toEqual([]);
     await b.close();
-    expect(await listening(b.port)).toBe(false);
+    expect(await acceptsConnections(b.port)).toBe(false);
   });
 
   it("is replaced at the next request when it dies, after saying so on the worker's error output", async () => {
@@ -95,10 +89,10 @@ describe("test SpiceDBs, served by the worker's SpiceDB host", () => {
       .then((next) => [next.value as string]);
     const { host, port } = JSON.parse(line!) as { host: number; port: number };
     expect(processRunning(host)).toBe(true);
-    expect(await listening(port)).toBe(true);
+    expect(await acceptsConnections(port)).toBe(true);
 
     child.kill("SIGKILL");
     expect(await survivors([host]), "the host exits once its worker is gone").toEqual([]);
-    expect(await listening(port)).toBe(false);
+    expect(await acceptsConnections(port)).toBe(false);
   });
 });
