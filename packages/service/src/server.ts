@@ -14,6 +14,7 @@ import type { ServiceConfig } from "./config.ts";
 import { ConversationStore } from "./conversations/store.ts";
 import { startEvalsFromConfig } from "./evals/index.ts";
 import { ids } from "./ids.ts";
+import type { ApprovalHooks } from "./responses/hosted-mcp.ts";
 import { ResponseStore } from "./responses/store.ts";
 import { OrphanReconciler } from "./retention/reconciler.ts";
 import { RetentionSweeper } from "./retention/sweeper.ts";
@@ -38,6 +39,8 @@ export interface RunningService {
 export interface ServiceOptions {
   /** The process's one clock (tests pass their own); the system clock by default. */
   clock?: Clock;
+  /** For tests: holds answers to hosted MCP approval requests between their steps. */
+  approvalHooks?: ApprovalHooks;
 }
 
 /** Wires the service's dependencies and starts listening. */
@@ -143,6 +146,7 @@ export async function startService(
       assertions,
       // Longer than the gateway's own deadline for an upstream, whose failure it then names.
       timeoutMs: Math.max(config.LLM_TIMEOUT_MS, 60_000),
+      hooks: options.approvalHooks,
     },
     metricsEndpoint: config.metricsEndpoint,
   });

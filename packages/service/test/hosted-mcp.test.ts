@@ -1,7 +1,9 @@
+import type { Limits } from "@gw/core/limits";
 import { newVaultKeys } from "@gw/core/mcp";
+import { scanKeys } from "@gw/test-kit";
 import { type FakeMcpServer, startFakeMcpServer, startRelay } from "@gw/test-kit/mcp-upstream";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
-import { parseEvents, useStack } from "./stack.ts";
+import { llmError, parseEvents, useStack } from "./stack.ts";
 
 /**
  * Hosted MCP tools in responses: the service runs them through the gateway's
@@ -16,7 +18,24 @@ beforeAll(async () => {
 });
 afterAll(() => relay?.close());
 
-const stack = useStack(serviceEnv, { MCP_ALLOW_PRIVATE_UPSTREAMS: "true", VAULT_KEYS: newVaultKeys() });
+/** Where a test holds the answer to one approval request between its steps, by the request's id. */
+const gates = new Map<string, { beforeClaim?: () => Promise<void>; afterClaim?: () => Promise<void> }>();
+const stack = useStack(
+  serviceEnv,
+  { MCP_ALLOW_PRIVATE_UPSTREAMS: "true", VAULT_KEYS: newVaultKeys() },
+  undefined,
+  "single",
+  {
+    approvalHooks: {
+      beforeClaim: async (ids) => {
+        for (const id of ids) await gates.get(id)?.beforeClaim?.();
+      },
+      afterClaim: async (ids) => {
+        for (const id of ids) await gates.get(id)?.afterClaim?.();
+      },
+    },
+  },
+);
 let upstream: FakeMcpServer;
 beforeAll(async () => {
   relay.target = stack.gatewayUrl;
@@ -27,8 +46,8 @@ afterAll(() => upstream?.close());
 const SHARED = "shared-secret-3e9d1c";
 
 /** alice registers the upstream and stores a shared credential; bob is a reader. */
-async function setUp() {
-  const { secret } = await stack.createKey();
+async function setUp(limits?: Limits) {
+  const { secret, id: keyId } = await stack.createKey(limits ? { limits } : {});
   const created = await stack.call(secret, "/api/v1/mcp/servers", {
     user: "alice",
     json: { name: "docs", url: upstream.url },
@@ -46,7 +65,34 @@ async function setUp() {
     json: { resourceType: "mcp_server", resourceId: id, userId: "bob", role: "reader" },
   });
   expect(grant.status).toBe(204);
-  return { secret, id, serverUrl: `https://gateway.test/api/v1/mcp/servers/${id}/mcp` };
+  return { secret, keyId, id, serverUrl: `https://gateway.test/api/v1/mcp/servers/${id}/mcp` };
+}
+
+/** The calls of `lookup` the upstream ran with this text. */
+const lookups = (text: string) =>
+  upstream.calls.filter((c) => c.tool === "lookup" && c.arguments.text === text).length;
+
+/** bob asks, with `lookup` needing approval: the response and its approval request; `answer` answers it. */
+async function approvalAsked(secret: string, serverUrl: string, text: string) {
+  const tools = [{ type: "mcp", server_label: "docs", server_url: serverUrl, allowed_tools: ["lookup"] }];
+  const res = await stack.call(secret, "/api/v1/llm/responses", {
+    user: "bob",
+    json: { input: text, tools },
+  });
+  expect(res.status).toBe(200);
+  const response = await res.json();
+  const request = response.output.find((i: { type: string }) => i.type === "mcp_approval_request");
+  expect(request).toMatchObject({ name: "lookup", server_label: "docs" });
+  const answer = (user: string, approve: boolean, answerTools: unknown[] = tools) =>
+    stack.call(secret, "/api/v1/llm/responses", {
+      user,
+      json: {
+        previous_response_id: response.id,
+        input: [{ type: "mcp_approval_response", approval_request_id: request.id, approve }],
+        tools: answerTools,
+      },
+    });
+  return { response, request, tools, answer };
 }
 
 describe("hosted MCP tools in responses", () => {
@@ -118,40 +164,173 @@ describe("hosted MCP tools in responses", () => {
     expect(upstream.calls.length).toBe(from);
   });
 
-  it("only the principal who got an approval request may answer it, with previous_response_id; approved, the call runs", async () => {
+  it("an approval request is answered once, only by the principal it was asked of (not by a new owner of the response); approved, the call runs once", async () => {
     const { secret, serverUrl } = await setUp();
-    const tools = [{ type: "mcp", server_label: "docs", server_url: serverUrl, allowed_tools: ["lookup"] }];
-    const first = await (
-      await stack.call(secret, "/api/v1/llm/responses", { user: "bob", json: { input: "approve me", tools } })
-    ).json();
-    const request = first.output.find((i: { type: string }) => i.type === "mcp_approval_request");
-    const answer = (user: string, approve: boolean) =>
-      stack.call(secret, "/api/v1/llm/responses", {
-        user,
-        json: {
-          previous_response_id: first.id,
-          input: [{ type: "mcp_approval_response", approval_request_id: request.id, approve }],
-          tools,
-        },
-      });
-    const from = upstream.calls.length;
-    expect((await answer("alice", true)).status).not.toBe(200);
-    expect(upstream.calls.length).toBe(from);
-    const declined = await answer("bob", false);
-    expect(declined.status).toBe(200);
-    expect((await declined.json()).output.some((i: { type: string }) => i.type === "mcp_call")).toBe(false);
-    expect(upstream.calls.length).toBe(from);
-    const approved = await answer("bob", true);
-    expect(approved.status).toBe(200);
-    const body = await approved.json();
-    const call = body.output.find((i: { type: string }) => i.type === "mcp_call");
-    expect(call).toMatchObject({
+    const declined = await approvalAsked(secret, serverUrl, "decline me");
+    // bob makes alice an owner of the response: she still may not answer what was asked of bob.
+    const grant = await stack.call(secret, "/api/v1/authorization/llm/grant", {
+      user: "bob",
+      json: { resourceType: "response", resourceId: declined.response.id, userId: "alice", role: "owner" },
+    });
+    expect(grant.status).toBe(204);
+    const byAlice = await declined.answer("alice", true);
+    expect(byAlice.status).toBe(403);
+    expect(await byAlice.json()).toEqual(
+      llmError("forbidden", expect.stringContaining("another user"), "input"),
+    );
+    expect(lookups("decline me")).toBe(0);
+
+    const no = await declined.answer("bob", false);
+    expect(no.status).toBe(200);
+    expect((await no.json()).output.some((i: { type: string }) => i.type === "mcp_call")).toBe(false);
+    // Declined is answered: approving it afterwards is a conflict, and nothing runs.
+    const late = await declined.answer("bob", true);
+    expect(late.status).toBe(409);
+    expect(await late.json()).toEqual(
+      llmError("conflict", expect.stringContaining("answered already"), "input"),
+    );
+    expect(lookups("decline me")).toBe(0);
+
+    const approved = await approvalAsked(secret, serverUrl, "approve me");
+    const yes = await approved.answer("bob", true);
+    expect(yes.status).toBe(200);
+    const body = await yes.json();
+    expect(body.output.find((i: { type: string }) => i.type === "mcp_call")).toMatchObject({
       name: "lookup",
-      approval_request_id: request.id,
+      approval_request_id: approved.request.id,
       output: "looked up: approve me",
     });
     expect(body.output.at(-1)).toMatchObject({ type: "message" });
-    expect(upstream.calls.slice(from).map((c) => c.tool)).toEqual(["lookup"]);
+    for (const again of [true, false]) {
+      const res = await approved.answer("bob", again);
+      expect(res.status).toBe(409);
+      expect(await res.json()).toEqual(llmError("conflict", expect.any(String), "input"));
+    }
+    expect(lookups("approve me")).toBe(1);
+  });
+
+  it("an approval runs on the registered server it named: a server deleted and registered again under the same label does not receive the call", async () => {
+    const { secret, id, serverUrl } = await setUp();
+    const { answer } = await approvalAsked(secret, serverUrl, "which server");
+    expect(
+      (await stack.call(secret, `/api/v1/mcp/servers/${id}`, { method: "DELETE", user: "alice" })).status,
+    ).toBe(200);
+    const again = await stack.call(secret, "/api/v1/mcp/servers", {
+      user: "alice",
+      json: { name: "docs", url: upstream.url },
+    });
+    expect(again.status).toBe(201);
+    const other = (await again.json()).id;
+    const grant = await stack.call(secret, "/api/v1/authorization/llm/grant", {
+      user: "alice",
+      json: { resourceType: "mcp_server", resourceId: other, userId: "bob", role: "reader" },
+    });
+    expect(grant.status).toBe(204);
+    const otherUrl = `https://gateway.test/api/v1/mcp/servers/${other}/mcp`;
+    const res = await answer("bob", true, [
+      { type: "mcp", server_label: "docs", server_url: otherUrl, allowed_tools: ["lookup"] },
+    ]);
+    expect(res.status).toBe(422);
+    expect((await res.json()).detail[0].msg).toContain("is not among this request's tools");
+    expect(lookups("which server")).toBe(0);
+  });
+
+  it("two answers to one approval request at once, both checked before either claims it: one runs the call, the other is 409", async () => {
+    const { secret, serverUrl } = await setUp();
+    const { request, answer } = await approvalAsked(secret, serverUrl, "race before claim");
+    let arrived = 0;
+    let open!: () => void;
+    const opened = new Promise<void>((resolve) => {
+      open = resolve;
+    });
+    // Both answers have read the request (unanswered) and been admitted; only then may either claim it.
+    gates.set(request.id, {
+      beforeClaim: async () => {
+        if (++arrived === 2) open();
+        await opened;
+      },
+    });
+    const statuses = (await Promise.all([answer("bob", true), answer("bob", true)])).map((r) => r.status);
+    expect(statuses.sort()).toEqual([200, 409]);
+    expect(arrived).toBe(2);
+    expect(lookups("race before claim")).toBe(1);
+  });
+
+  it("an answer that comes while the first answer's claimed call has not run yet is 409, and the call runs once", async () => {
+    const { secret, serverUrl } = await setUp();
+    const { request, answer } = await approvalAsked(secret, serverUrl, "race after claim");
+    let claimed!: () => void;
+    const isClaimed = new Promise<void>((resolve) => {
+      claimed = resolve;
+    });
+    let release!: () => void;
+    const released = new Promise<void>((resolve) => {
+      release = resolve;
+    });
+    gates.set(request.id, {
+      afterClaim: async () => {
+        claimed();
+        await released;
+      },
+    });
+    const first = answer("bob", true);
+    await Promise.race([
+      isClaimed,
+      first.then((res) => {
+        throw new Error(`answered (${res.status}) without holding the approval between claim and run`);
+      }),
+    ]);
+    const second = await answer("bob", true);
+    expect(second.status).toBe(409);
+    expect(lookups("race after claim")).toBe(0);
+    release();
+    expect((await first).status).toBe(200);
+    expect(lookups("race after claim")).toBe(1);
+  });
+
+  it("a tool runs only once the model round that carries its result is admitted: under a budget of one round, the refused round runs nothing, and a retry nothing either", async () => {
+    const { secret, serverUrl } = await setUp({ endUser: { day: 1 } });
+    const post = () =>
+      stack.call(secret, "/api/v1/llm/responses", {
+        user: "bob",
+        json: {
+          input: "one round only",
+          tools: [
+            {
+              type: "mcp",
+              server_label: "docs",
+              server_url: serverUrl,
+              allowed_tools: ["lookup"],
+              require_approval: "never",
+            },
+          ],
+        },
+      });
+    // The first round is admitted and calls `lookup`; the second, which would carry its result, is refused.
+    const first = await post();
+    expect(first.status).toBe(429);
+    expect(lookups("one round only")).toBe(0);
+    const retry = await post();
+    expect(retry.status).toBe(429);
+    expect(lookups("one round only")).toBe(0);
+  });
+
+  it("an approved call refused by the budget neither runs nor uses up the approval: answered again once the budget allows, it runs once", async () => {
+    const { secret, keyId, serverUrl } = await setUp({ endUser: { day: 1 } });
+    // Asking used bob's one round of the day.
+    const { answer } = await approvalAsked(secret, serverUrl, "approve on budget");
+    const refused = await answer("bob", true);
+    expect(refused.status).toBe(429);
+    expect(lookups("approve on budget")).toBe(0);
+    // A new day for bob's window (its key deleted, as a window ends).
+    const windows = await scanKeys(stack.redis, `*${keyId}*:eu:bob:*`);
+    expect(windows.length).toBeGreaterThan(0);
+    await stack.redis.del(...windows);
+    const approved = await answer("bob", true);
+    expect(approved.status).toBe(200);
+    expect(lookups("approve on budget")).toBe(1);
+    expect((await answer("bob", true)).status).toBe(409);
+    expect(lookups("approve on budget")).toBe(1);
   });
 
   it("streams the items with their events", async () => {

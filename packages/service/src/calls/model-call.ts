@@ -86,6 +86,8 @@ export interface AdmittedModelCall<A, S extends StreamedCall> {
    * the model produced are charged and recorded.
    */
   stream(start: () => Promise<S>, signal: AbortSignal): Promise<void>;
+  /** Gives the reservation back instead: the caller found, after admission, that it must not call the model. */
+  release(): Promise<void>;
 }
 
 /** Admits `plan.request` under the caller's budgets (`BudgetRefused`: 429) and caps its output as admitted. */
@@ -99,6 +101,7 @@ export async function admitCall<A, S extends StreamedCall>(
     windows: admitted.windows,
     answer: (signal) => answer(deps, plan, admitted, signal),
     stream: (start, signal) => stream(deps, plan, admitted, start, signal),
+    release: () => admitted.release(),
   };
 }
 

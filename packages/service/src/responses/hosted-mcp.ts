@@ -1,13 +1,20 @@
 import { randomUUID } from "node:crypto";
-import { ValidationFailed } from "@gw/core/errors";
+import { AppError, forbidden, ValidationFailed } from "@gw/core/errors";
 import { ASSERTION_HEADER, type InternalAssertions } from "@gw/core/internal-assertion";
 import type { Principal } from "@gw/core/principal";
 import type { Caller } from "../budgets/admit-model-call.ts";
 import type { EventSink } from "../calls/event-sink.ts";
 import { admitCall, releaseOwnership, type StreamedCall } from "../calls/model-call.ts";
 import type { Ids } from "../ids.ts";
-import { ID_PREFIX, type Item, type McpCallItem, type McpListToolsItem } from "../items/items.ts";
+import {
+  ID_PREFIX,
+  type Item,
+  type McpApprovalResponseItem,
+  type McpCallItem,
+  type McpListToolsItem,
+} from "../items/items.ts";
 import type { ChatMessage, Completion, ToolCall } from "../llm/provider.ts";
+import type { ApprovalRequest, NewApproval } from "./approvals.ts";
 import { prepareTurn } from "./prepare-turn.ts";
 import type { CreateResponseInput, McpToolInput } from "./request.ts";
 import { draftResponse, outputOf, settle } from "./response.ts";
@@ -24,6 +31,16 @@ export interface HostedMcpConfig {
   assertions: InternalAssertions;
   /** Deadline of one call to the proxy, in milliseconds. */
   timeoutMs: number;
+  /** For tests: hold an answer to approval requests between its steps. */
+  hooks?: ApprovalHooks;
+}
+
+/** Where a test may hold an answer to approval requests (to force interleavings); each is given their ids. */
+export interface ApprovalHooks {
+  /** The answer was checked (the requests exist, are the principal's, unanswered) and its round admitted. */
+  beforeClaim?: (ids: string[]) => Promise<void>;
+  /** The requests are claimed; the approved calls run next. */
+  afterClaim?: (ids: string[]) => Promise<void>;
 }
 
 /** Model rounds of one turn: tool calls, their results, and the answer. */
@@ -143,9 +160,11 @@ const textOfResult = (result: Record<string, unknown>) =>
  * tools the principal may call (an `mcp_list_tools` item), given to the model
  * as functions; the model's calls run through the gateway's proxy as the
  * principal (the same authorization and vault; `mcp_call` items), or, when
- * `require_approval` asks, end the turn with `mcp_approval_request` items.
+ * `require_approval` asks, end the turn with `mcp_approval_request` items
+ * (stored with the server's id, the tool, the arguments and the principal).
  * Each model call goes through the one model-call pipeline (admission,
- * settlement); the response is kept once, with the last.
+ * settlement), and tools run only after the round that carries their results
+ * is admitted; the response is kept once, with the last.
  */
 export async function startHostedTurn(
   deps: ResponseTurnDeps & { hostedMcp: HostedMcpConfig },
@@ -206,15 +225,30 @@ export async function startHostedTurn(
       output.push(item);
     }
 
-    const approved = await answered(deps, principal, input, turn, hosted, output, signal);
-    let messages: ChatMessage[] = [...request.messages, ...approved];
+    // Tool calls whose results the next model round carries. They run only once that round is admitted:
+    // a round refused (a budget) runs no tool, and a client that retries does not run it twice.
+    let pending = await approvalAnswers(deps, principal, input, turn, hosted, output);
+    let messages: ChatMessage[] = [...request.messages];
     const earlier = { input_tokens: 0, output_tokens: 0, total_tokens: 0 };
     for (let round = 0; ; round++) {
       const last = round === MAX_ROUNDS - 1;
+      // Rounds after the first fail with the response's id released (the first's call releases its own).
+      const abandon = async (err: unknown): Promise<never> => {
+        if (round > 0 && input.store)
+          await releaseOwnership(deps.authorization, principal, { type: "response", id: response.id });
+        throw err;
+      };
+      // Admitted without the pending calls' results, which are added once they ran (the provider reports their tokens).
+      const roundRequest = {
+        ...request,
+        messages: pending ? [...messages, pending.assistant] : messages,
+        tools,
+        ...(last ? { toolChoice: "none" as const } : {}),
+      };
       type Decision = { done: true } | { done: false; completion: Completion };
       const call = await admitCall<Decision, StreamedCall>(deps, {
         caller,
-        request: { ...request, messages, tools, ...(last ? { toolChoice: "none" as const } : {}) },
+        request: roundRequest,
         owned: round === 0 && input.store ? { type: "response", id: response.id } : undefined,
         keep: async (completion) => {
           const calls = completion.toolCalls;
@@ -222,15 +256,18 @@ export async function startHostedTurn(
           const final = last || ours.length === 0 || ours.length !== calls.length;
           const approvals = final ? [] : ours.filter((c) => needsApproval(hosted.get(c.name)!));
           if (!final && approvals.length === 0) return { done: false, completion };
+          const asked: NewApproval[] = [];
           const answerItems: OutputItem[] =
             approvals.length > 0
               ? [
                   ...(completion.text ? outputOf({ ...completion, toolCalls: [] }, deps.ids) : []),
                   ...ours.map((c): OutputItem => {
                     const tool = hosted.get(c.name)!;
+                    const id = deps.ids.newId(ID_PREFIX.mcp_approval_request);
+                    asked.push({ id, serverId: tool.serverId, tool: tool.tool, arguments: c.arguments });
                     return {
                       type: "mcp_approval_request",
-                      id: deps.ids.newId(ID_PREFIX.mcp_approval_request),
+                      id,
                       server_label: tool.label,
                       name: tool.tool,
                       arguments: c.arguments,
@@ -240,35 +277,36 @@ export async function startHostedTurn(
               : outputOf(completion, deps.ids);
           settle(response, completion, [...output, ...answerItems], deps.clock.wall());
           addUsage(response, earlier);
-          await keep(deps, principal, response, input, turn, completion, model);
+          await keep(deps, principal, response, input, turn, completion, model, asked);
           return { done: true };
         },
-      });
-      let decision: Decision;
-      try {
-        decision = await call.answer(signal);
-      } catch (err) {
-        if (round > 0 && input.store)
-          await releaseOwnership(deps.authorization, principal, { type: "response", id: response.id });
-        throw err;
+      }).catch(abandon);
+      if (pending) {
+        const results = await pending.run(signal).catch(async (err: unknown) => {
+          await call.release();
+          return abandon(err);
+        });
+        roundRequest.messages = [...roundRequest.messages, ...results];
       }
+      const decision = await call.answer(signal).catch(abandon);
       if (decision.done) return response;
       const { completion } = decision;
       earlier.input_tokens += completion.usage.input_tokens;
       earlier.output_tokens += completion.usage.output_tokens;
       earlier.total_tokens += completion.usage.total_tokens;
-      const assistant: ChatMessage = {
-        role: "assistant",
-        content: completion.text,
-        toolCalls: completion.toolCalls,
+      messages = roundRequest.messages;
+      pending = {
+        assistant: { role: "assistant", content: completion.text, toolCalls: completion.toolCalls },
+        run: async (signal) => {
+          const results: ChatMessage[] = [];
+          for (const c of completion.toolCalls as ToolCall[]) {
+            const item = await runTool(config, deps.ids, principal, hosted.get(c.name)!, c, signal);
+            output.push(item);
+            results.push({ role: "tool", toolCallId: c.id, content: item.output ?? `Error: ${item.error}` });
+          }
+          return results;
+        },
       };
-      const results: ChatMessage[] = [];
-      for (const c of completion.toolCalls as ToolCall[]) {
-        const item = await runTool(config, deps.ids, principal, hosted.get(c.name)!, c, signal);
-        output.push(item);
-        results.push({ role: "tool", toolCallId: c.id, content: item.output ?? `Error: ${item.error}` });
-      }
-      messages = [...messages, assistant, ...results];
     }
   };
 
@@ -282,24 +320,40 @@ export async function startHostedTurn(
   };
 }
 
+/** Tool calls waiting to run: the assistant message that made them, and running them (their `tool` messages). */
+interface PendingCalls {
+  assistant: ChatMessage;
+  run(signal: AbortSignal): Promise<ChatMessage[]>;
+}
+
+const alreadyAnswered = (id: string) =>
+  new AppError("conflict", `The approval request ${id} was answered already: an approval is answered once`, {
+    param: "input",
+  });
+
 /**
- * The tool calls the caller approved or declined (`mcp_approval_response`
- * items of the turn), each answering an `mcp_approval_request` of the
- * response named by `previous_response_id`, which only its owner (the
- * principal who made it) may answer: approved ones run now (`mcp_call`
- * items); the model is told of each as a tool call and its result.
+ * The caller's answers (`mcp_approval_response` items of the turn) to the
+ * `mcp_approval_request`s of the response named by `previous_response_id`,
+ * checked now and claimed when they run: each request is answered once
+ * (again: 409), only by the principal it was asked of (org and user; anyone
+ * else: 403, whatever role they hold on the response), and runs on the
+ * registered server and tool it named (by the server's id: a server
+ * registered anew under the same label is another), which this request's
+ * tools must offer. Running them claims them all (a conditional UPDATE, so
+ * of two answers at once one runs and the other is 409), then runs the
+ * approved calls (`mcp_call` items); the model is told of each as a tool
+ * call and its result.
  */
-async function answered(
+async function approvalAnswers(
   deps: ResponseTurnDeps & { hostedMcp: HostedMcpConfig },
   principal: Principal,
   input: CreateResponseInput,
   turn: Item[],
   hosted: Map<string, HostedTool>,
   output: OutputItem[],
-  signal: AbortSignal,
-): Promise<ChatMessage[]> {
+): Promise<PendingCalls | undefined> {
   const answers = turn.flatMap((item) => (item.type === "mcp_approval_response" ? [item] : []));
-  if (answers.length === 0) return [];
+  if (answers.length === 0) return undefined;
   const refuse = (msg: string, value: string) =>
     new ValidationFailed([
       { loc: ["body", "input"], msg: `Value error, ${msg}`, type: "value_error", input: value },
@@ -310,41 +364,70 @@ async function answered(
       "an mcp_approval_response needs previous_response_id naming the response that asked",
       answers[0]!.approval_request_id,
     );
-  const mine = await deps.authorization.check(principal, { type: "response", id: previousId }, "owner");
-  const previous = mine ? await deps.responses.get(principal.org, previousId) : undefined;
-  const messages: ChatMessage[] = [];
+  const store = deps.responses.approvals;
+  const checked: {
+    answer: McpApprovalResponseItem;
+    request: ApprovalRequest;
+    call: ToolCall;
+    tool: HostedTool;
+  }[] = [];
   for (const answer of answers) {
-    const request = previous?.output.find(
-      (o) => o.type === "mcp_approval_request" && o.id === answer.approval_request_id,
-    );
-    if (request?.type !== "mcp_approval_request")
-      throw refuse(
-        "no approval request of yours with this id in previous_response_id",
-        answer.approval_request_id,
-      );
+    const id = answer.approval_request_id;
+    if (checked.some((c) => c.request.id === id)) throw refuse("this approval request is answered twice", id);
+    const request = await store.get(principal.org, id);
+    if (request?.responseId !== previousId)
+      throw refuse("no approval request with this id in previous_response_id", id);
+    if (request.user !== principal.user)
+      throw forbidden(`The approval request ${id} was asked of another user: only they may answer it`, {
+        param: "input",
+      });
+    if (request.answered) throw alreadyAnswered(id);
     const entry = [...hosted.entries()].find(
-      ([, t]) => t.label === request.server_label && t.tool === request.name,
+      ([, t]) => t.serverId === request.serverId && t.tool === request.tool,
     );
     if (!entry)
       throw refuse(
-        `the tool ${request.name} of ${request.server_label} is not among this request's tools`,
-        answer.approval_request_id,
+        `the tool ${request.tool} of the MCP server ${request.serverId} is not among this request's tools`,
+        id,
       );
     const [name, tool] = entry;
-    const call: ToolCall = { id: deps.ids.newId("call"), name, arguments: request.arguments };
-    messages.push({ role: "assistant", content: "", toolCalls: [call] });
-    if (!answer.approve) {
-      messages.push({ role: "tool", toolCallId: call.id, content: "The caller did not approve this call." });
-      continue;
-    }
-    const item = {
-      ...(await runTool(deps.hostedMcp, deps.ids, principal, tool, call, signal)),
-      approval_request_id: request.id,
-    };
-    output.push(item);
-    messages.push({ role: "tool", toolCallId: call.id, content: item.output ?? `Error: ${item.error}` });
+    checked.push({
+      answer,
+      request,
+      tool,
+      call: { id: deps.ids.newId("call"), name, arguments: request.arguments },
+    });
   }
-  return messages;
+  const { hooks } = deps.hostedMcp;
+  return {
+    assistant: { role: "assistant", content: "", toolCalls: checked.map((c) => c.call) },
+    run: async (signal) => {
+      const ids = checked.map((c) => c.request.id);
+      await hooks?.beforeClaim?.(ids);
+      const answered = checked.map((c) => ({ id: c.request.id, approve: c.answer.approve }));
+      const lost = await store.claim(principal.org, principal.user, answered);
+      if (lost) throw alreadyAnswered(lost);
+      await hooks?.afterClaim?.(ids);
+      const results: ChatMessage[] = [];
+      for (const { answer, request, call, tool } of checked) {
+        if (!answer.approve) {
+          results.push({
+            role: "tool",
+            toolCallId: call.id,
+            content: "The caller did not approve this call.",
+          });
+          continue;
+        }
+        const item = {
+          ...(await runTool(deps.hostedMcp, deps.ids, principal, tool, call, signal)),
+          approval_request_id: request.id,
+        };
+        output.push(item);
+        results.push({ role: "tool", toolCallId: call.id, content: item.output ?? `Error: ${item.error}` });
+      }
+      return results;
+    },
+  };
 }
 
 async function runTool(

@@ -10,6 +10,7 @@ import type {
   McpListToolsItem,
   MessageItem,
 } from "../items/items.ts";
+import { ApprovalStore, type NewApproval } from "./approvals.ts";
 
 /** What the model produced: an assistant message, function calls; and what hosted MCP tools did. */
 export type OutputItem =
@@ -103,11 +104,14 @@ export class ResponseStore {
   private readonly db: Postgres;
   private readonly clock: Clock;
   private readonly retentionMs: number | undefined;
+  /** The approval requests of the responses' hosted MCP tools, kept and gone with them. */
+  readonly approvals: ApprovalStore;
 
   constructor(db: Postgres, options: ResponseStoreOptions) {
     this.db = db;
     this.clock = options.clock;
     this.retentionMs = options.retentionMs;
+    this.approvals = new ApprovalStore(db, options.clock);
   }
 
   /** Responses stored before this are expired (`null`: none expire). */
@@ -116,7 +120,8 @@ export class ResponseStore {
   }
 
   /**
-   * Stores the response with the items it was asked with and, when it
+   * Stores the response with the items it was asked with, the approval
+   * requests of its hosted MCP tools (made by `approvals.user`) and, when it
    * continued a conversation, appends the turn to it: all in one
    * transaction. Throws `notFound` (and stores nothing) if that conversation is gone.
    */
@@ -125,6 +130,7 @@ export class ResponseStore {
     response: ResponseObject,
     input: Item[],
     turn?: { conversations: ConversationStore; conversation: string; items: Item[] },
+    approvals?: { user: string; requests: NewApproval[] },
   ): Promise<void> {
     const now = new Date(this.clock.wall());
     await this.db.transaction(async (tx) => {
@@ -136,6 +142,7 @@ export class ResponseStore {
         "INSERT INTO response_items (org, item_id, response_id) SELECT $1, unnest($2::text[]), $3",
         [org, [...input, ...response.output].map((i) => i.id), response.id],
       );
+      if (approvals) await this.approvals.recordIn(tx, org, response.id, approvals.user, approvals.requests);
       if (turn && !(await turn.conversations.appendIn(tx, org, turn.conversation, turn.items)))
         throw notFound(`No conversation ${turn.conversation}`);
     });

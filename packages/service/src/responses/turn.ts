@@ -11,6 +11,7 @@ import type { Ids } from "../ids.ts";
 import type { Item } from "../items/items.ts";
 import type { ContextBudget } from "../llm/context.ts";
 import type { ChatRequest, Completion } from "../llm/provider.ts";
+import type { NewApproval } from "./approvals.ts";
 import { type HostedMcpConfig, startHostedTurn } from "./hosted-mcp.ts";
 import { prepareTurn } from "./prepare-turn.ts";
 import type { CreateResponseInput } from "./request.ts";
@@ -100,7 +101,10 @@ export async function startTurn(
   };
 }
 
-/** Stores the response (unless `store` is false), appends the turn to its conversation and records usage. */
+/**
+ * Stores the response (unless `store` is false) with the approval requests
+ * of its hosted MCP tools, appends the turn to its conversation and records usage.
+ */
 export async function keep(
   deps: ResponseTurnDeps,
   principal: Principal,
@@ -109,6 +113,7 @@ export async function keep(
   turn: Item[],
   completion: Completion,
   requestedModel: string,
+  approvals: NewApproval[] = [],
 ): Promise<void> {
   const conversation = input.conversation;
   const items = [...turn, ...response.output];
@@ -120,6 +125,7 @@ export async function keep(
           response,
           turn,
           conversation ? { conversations: deps.conversations, conversation, items } : undefined,
+          { user: principal.user, requests: approvals },
         )
       : conversation
         ? deps.conversations.append(principal.org, conversation, items).then((appended) => {
