@@ -73,6 +73,10 @@ export const ERROR_CAUSES = {
   remote_failed: "bad_gateway",
   git_timed_out: "gateway_timeout",
   request_cancelled: "bad_request",
+  mcp_upstream_failed: "bad_gateway",
+  mcp_upstream_timeout: "gateway_timeout",
+  mcp_answer_too_large: "bad_gateway",
+  mcp_too_many_tools: "bad_gateway",
 } as const satisfies Record<string, ErrorCode>;
 
 export type ErrorCause = keyof typeof ERROR_CAUSES;

@@ -2,7 +2,7 @@ import { checkSpiceDBEnv, spicedbClientOptions, spicedbEnvShape } from "@gw/core
 import { env } from "@gw/core/config";
 import { metricsEndpointOf, metricsEnvShape } from "@gw/core/http";
 import { type Limits, WINDOWS } from "@gw/core/limits";
-import { vaultKeysSchema } from "@gw/core/mcp";
+import { MAX_TOOL_NAME_BYTES, vaultKeysSchema } from "@gw/core/mcp";
 import { localDatabaseUrl } from "@gw/core/postgres";
 import { localRedisUrl } from "@gw/core/redis";
 import { tracingEnvShape } from "@gw/core/tracing";
@@ -108,6 +108,14 @@ export const gatewayConfigSchema = z
     MCP_ALLOW_PRIVATE_UPSTREAMS: env.boolean(false),
     /** Deadline of one request to an upstream MCP server, in milliseconds. Default 30000. */
     MCP_UPSTREAM_TIMEOUT_MS: env.positiveInt(30_000),
+    /** Largest answer read from an upstream MCP server (JSON or SSE, and a listing's pages together), and largest answer of the proxy, in bytes; past it the upstream's connection is dropped and the caller gets an error. Default 4194304 (4 MiB). */
+    MCP_MAX_ANSWER_BYTES: z.coerce.number().int().min(1_024).max(1_073_741_824).default(4_194_304),
+    /** Most tools an upstream MCP server may offer in one listing (more is refused), and most tools of a server given a role. Default 500. */
+    MCP_MAX_TOOLS_PER_SERVER: z.coerce.number().int().min(1).max(10_000).default(500),
+    /** Longest tool name, in bytes as encoded in its SpiceDB id (each byte outside A-Z, a-z, 0-9, _ and - takes 3), at most 900; longer names are refused. Default 384 (128 characters of MCP's tool-name alphabet). */
+    MCP_MAX_TOOL_NAME_BYTES: z.coerce.number().int().min(16).max(MAX_TOOL_NAME_BYTES).default(384),
+    /** Most new tools one listing gives their default role (SpiceDB writes of up to 250 each); the others are registered by later listings. Default 250. */
+    MCP_MAX_NEW_TOOLS_PER_LISTING: z.coerce.number().int().min(1).max(1_000).default(250),
   })
   .superRefine((c, ctx) => {
     if (c.JWT_SIGNING_KEYS && c.JWT_SIGNING_KEYS_FILE) {

@@ -1,4 +1,5 @@
 import { WINDOWS } from "@gw/core/limits";
+import { UPSTREAM_LIMITS } from "@gw/core/mcp";
 import { createMetrics, LATENCY_BUCKETS } from "@gw/core/metrics";
 import { Counter, Histogram } from "prom-client";
 
@@ -132,9 +133,17 @@ export function createGatewayMetrics() {
     buckets: LATENCY_BUCKETS,
     registers: [base.registry],
   });
+  const mcpUpstreamLimits = new Counter({
+    name: "gateway_mcp_upstream_limits_total",
+    help: "Upstream MCP answers and tools refused by a limit: answer_bytes (an answer cut), tools_per_server (a listing refused, or a new tool not registered), tool_name (a tool name refused), new_tools_per_listing (a new tool left for a later listing).",
+    labelNames: ["limit"] as const,
+    registers: [base.registry],
+  });
+  zero(mcpUpstreamLimits, UPSTREAM_LIMITS, "limit");
   return {
     ...base,
     mcpToolCalls,
+    mcpUpstreamLimits,
     mcpToolCallSeconds,
     authorizationOperations,
     auditWriteErrors,

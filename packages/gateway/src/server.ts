@@ -168,7 +168,14 @@ export async function startGateway(
     allowPrivate: config.MCP_ALLOW_PRIVATE_UPSTREAMS,
     ...(seams.resolver ? { resolver: seams.resolver } : {}),
   });
-  const upstreams = new UpstreamClients({ policy, timeoutMs: config.MCP_UPSTREAM_TIMEOUT_MS, logger });
+  const upstreams = new UpstreamClients({
+    policy,
+    timeoutMs: config.MCP_UPSTREAM_TIMEOUT_MS,
+    maxAnswerBytes: config.MCP_MAX_ANSWER_BYTES,
+    maxTools: config.MCP_MAX_TOOLS_PER_SERVER,
+    onLimit: (limit) => metrics.mcpUpstreamLimits.inc({ limit }),
+    logger,
+  });
   const credentials = new CredentialStore(db, new Vault(vaultKeys), {
     clock,
     onUnreadable: (reason) => logger.error({ reason }, "an MCP credential could not be opened"),
@@ -181,6 +188,12 @@ export async function startGateway(
       tools: new McpToolAuthorization(spicedb, zedTokens),
       upstreams,
       policy,
+      limits: {
+        answerBytes: config.MCP_MAX_ANSWER_BYTES,
+        toolsPerServer: config.MCP_MAX_TOOLS_PER_SERVER,
+        toolNameBytes: config.MCP_MAX_TOOL_NAME_BYTES,
+        newToolsPerListing: config.MCP_MAX_NEW_TOOLS_PER_LISTING,
+      },
     },
     logger,
     metrics,

@@ -321,11 +321,16 @@ describe.each([
   }, 120_000);
 });
 
-/** The tools of one server against a reference: server roles by grant and revoke, tool roles by policy and default. */
+/**
+ * The tools of one server against a reference: server roles by grant and
+ * revoke, tool roles by policy and default (one tool, or several in one
+ * listing's batch).
+ */
 type ToolCommand =
   | { op: "grant" | "revoke"; userId: string; role: Role }
   | { op: "policy"; tool: string; role: Role | null }
-  | { op: "default"; tool: string; role: "reader" | "writer" };
+  | { op: "default"; tool: string; role: "reader" | "writer" }
+  | { op: "defaults"; tools: string[]; role: "reader" | "writer" };
 
 const TOOLS = ["search", "delete", "rotate"] as const;
 const toolCommand: fc.Arbitrary<ToolCommand> = fc.oneof(
@@ -342,6 +347,11 @@ const toolCommand: fc.Arbitrary<ToolCommand> = fc.oneof(
   fc.record({
     op: fc.constant("default" as const),
     tool: fc.constantFrom(...TOOLS),
+    role: fc.constantFrom("reader" as const, "writer" as const),
+  }),
+  fc.record({
+    op: fc.constant("defaults" as const),
+    tools: fc.uniqueArray(fc.constantFrom(...TOOLS), { minLength: 1 }),
     role: fc.constantFrom("reader" as const, "writer" as const),
   }),
 );
@@ -395,6 +405,16 @@ describe("the MCP tool model against a reference", () => {
             const written = await tools.setDefault(o.org, id, c.tool, c.role);
             expect(written).toBe(!toolRoles.has(c.tool));
             if (!toolRoles.has(c.tool)) toolRoles.set(c.tool, c.role);
+          } else if (c.op === "defaults") {
+            // Known tools are left as they are; the others are written, whichever of them were known.
+            const written = await tools.setDefaults(
+              o.org,
+              id,
+              c.tools.map((name) => ({ name, role: c.role })),
+            );
+            const unknown = c.tools.filter((t) => !toolRoles.has(t));
+            expect([...written].sort()).toEqual([...unknown].sort());
+            for (const t of unknown) toolRoles.set(t, c.role);
           }
           const rank = (user: string) =>
             Math.max(RANK[roles.get(user) ?? "none"], RANK[roles.get("*") ?? "none"]);

@@ -50,6 +50,8 @@ export const serviceConfigSchema = z
       .url({ protocol: /^https?$/ })
       .transform((u) => u.replace(/\/+$/, ""))
       .default("http://localhost:8080"),
+    /** Largest answer of the gateway's MCP proxy the service reads for a hosted MCP tool, in bytes; past it the tool call fails. Set it as the gateway's MCP_MAX_ANSWER_BYTES. Default 4194304 (4 MiB). */
+    MCP_MAX_ANSWER_BYTES: z.coerce.number().int().min(1_024).max(1_073_741_824).default(4_194_304),
     /** Base URL of an OpenAI-compatible provider (e.g. https://api.openai.com/v1). Unset: responses answer 503. */
     LLM_BASE_URL: z
       .url({ protocol: /^https?$/ })

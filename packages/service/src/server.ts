@@ -147,6 +147,7 @@ export async function startService(
       // Longer than the gateway's own deadline for an upstream, whose failure it then names.
       timeoutMs: Math.max(config.LLM_TIMEOUT_MS, 60_000),
       hooks: options.approvalHooks,
+      maxAnswerBytes: config.MCP_MAX_ANSWER_BYTES,
     },
     metricsEndpoint: config.metricsEndpoint,
   });

@@ -11,7 +11,11 @@ import { llmError, parseEvents, useStack } from "./stack.ts";
  * needs its URL), so it reaches the gateway through a relay started first.
  */
 let relay: Awaited<ReturnType<typeof startRelay>>;
-const serviceEnv: Record<string, string> = { GATEWAY_PUBLIC_URL: "https://gateway.test" };
+const serviceEnv: Record<string, string> = {
+  GATEWAY_PUBLIC_URL: "https://gateway.test",
+  // Below the gateway's (4 MiB by default), so that the service's own limit is the one an answer meets.
+  MCP_MAX_ANSWER_BYTES: "262144",
+};
 beforeAll(async () => {
   relay = await startRelay();
   serviceEnv.GATEWAY_URL = relay.url;
@@ -392,5 +396,39 @@ describe("hosted MCP tools in responses", () => {
     }
     const stranger = await post({ server_url: serverUrl }, "dave");
     expect(stranger.status).toBe(422);
+  });
+
+  it("a tool answer past the service's MCP_MAX_ANSWER_BYTES fails its mcp_call with a message naming the limit, the rest unread", async () => {
+    const { secret, serverUrl } = await setUp();
+    upstream.hugeAnswer = { method: "tools/call", bytes: 1024 * 1024, format: "json" };
+    try {
+      const res = await stack.call(secret, "/api/v1/llm/responses", {
+        user: "bob",
+        json: {
+          model: "echo-small",
+          input: "hello",
+          tools: [
+            {
+              type: "mcp",
+              server_label: "docs",
+              server_url: serverUrl,
+              require_approval: "never",
+              allowed_tools: ["lookup"],
+            },
+          ],
+        },
+      });
+      expect(res.status).toBe(200);
+      const response = await res.json();
+      const call = response.output.find((i: { type: string }) => i.type === "mcp_call");
+      expect(call).toMatchObject({
+        name: "lookup",
+        status: "failed",
+        output: null,
+        error: "The gateway's MCP proxy answered more than 262144 bytes (MCP_MAX_ANSWER_BYTES)",
+      });
+    } finally {
+      upstream.hugeAnswer = undefined;
+    }
   });
 });

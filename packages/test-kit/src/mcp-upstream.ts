@@ -9,9 +9,15 @@
  * - `slow` (read-only), which answers only once the test calls `release()`.
  * Switches make it fail as real servers do: `500` (every request), `hang`
  * (never answers), `garbage` (200 with HTML), `redirect` (302 to `redirectTo`).
+ * Or as hostile ones do: `toolList` answers `tools/list` with those tools
+ * instead (thousands, odd names); `hugeAnswer` answers one method with an
+ * answer of that many bytes (JSON or SSE), written as the reader takes it,
+ * and records in `hugeAnswers` how much was written and whether the
+ * connection closed before the end.
  * `pnpm exec node packages/test-kit/src/mcp-upstream.ts [port]` runs it by hand.
  */
 import { randomUUID } from "node:crypto";
+import { once } from "node:events";
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
@@ -26,6 +32,15 @@ export interface RecordedCall {
   headers: Record<string, string | string[] | undefined>;
 }
 
+/** What one huge answer came to: bytes handed to the socket, and how it ended. */
+export interface HugeAnswerRecord {
+  written: number;
+  /** Every byte was written. */
+  finished: boolean;
+  /** The connection closed (by the reader) before the answer was finished. */
+  cutOff: boolean;
+}
+
 export interface FakeMcpServer {
   /** The MCP endpoint, `http://127.0.0.1:<port>/mcp`. */
   url: string;
@@ -36,6 +51,11 @@ export interface FakeMcpServer {
   mode: McpUpstreamMode;
   /** Where `redirect` sends clients. */
   redirectTo: string;
+  /** Answers `tools/list` with these tools instead of its own (unset: its own). */
+  toolList: { name: string; annotations?: { readOnlyHint?: boolean } }[] | undefined;
+  /** Answers `method` with a text of `bytes` bytes, as JSON or as one SSE event (unset: as usual). */
+  hugeAnswer: { method: "tools/call" | "tools/list"; bytes: number; format: "json" | "sse" } | undefined;
+  hugeAnswers: HugeAnswerRecord[];
   /** Lets held `slow` calls answer. */
   release(): void;
   close(): Promise<void>;
@@ -109,6 +129,9 @@ export async function startFakeMcpServer(port = 0): Promise<FakeMcpServer> {
   const fake = {
     requests: [],
     calls: [],
+    hugeAnswers: [],
+    toolList: undefined,
+    hugeAnswer: undefined,
     mode: "ok",
     redirectTo: "http://127.0.0.1:9/mcp",
     release() {
@@ -160,6 +183,17 @@ export async function startFakeMcpServer(port = 0): Promise<FakeMcpServer> {
       };
       await newMcpServer(fake.calls, () => currentRequest!, held).connect(fresh);
       transport = fresh;
+    } else if (fake.toolList && body?.method === "tools/list") {
+      const result = {
+        tools: fake.toolList.map((t) => ({ inputSchema: { type: "object" }, ...t })),
+      };
+      res
+        .writeHead(200, { "content-type": "application/json" })
+        .end(JSON.stringify({ jsonrpc: "2.0", id: body.id, result }));
+      return;
+    } else if (fake.hugeAnswer && body?.method === fake.hugeAnswer.method) {
+      await writeHuge(res, body.id, fake.hugeAnswer, fake.hugeAnswers);
+      return;
     }
     currentRequest = req;
     await transport.handleRequest(req, res, body);
@@ -181,6 +215,44 @@ export async function startFakeMcpServer(port = 0): Promise<FakeMcpServer> {
     await new Promise<void>((resolve) => server.close(() => resolve()));
   };
   return fake;
+}
+
+/**
+ * A JSON-RPC answer whose one text (a tool result's, or a tool's
+ * description) is `bytes` long, written 64 KiB at a time as the socket takes
+ * it, until it is all written or the reader closes the connection.
+ */
+async function writeHuge(
+  res: ServerResponse,
+  id: unknown,
+  { method, bytes, format }: NonNullable<FakeMcpServer["hugeAnswer"]>,
+  records: HugeAnswerRecord[],
+): Promise<void> {
+  const record: HugeAnswerRecord = { written: 0, finished: false, cutOff: false };
+  records.push(record);
+  const closed = once(res, "close").then(() => {
+    if (!record.finished) record.cutOff = true;
+  });
+  const [open, close] =
+    method === "tools/call"
+      ? ['{"content":[{"type":"text","text":"', '"}]}']
+      : ['{"tools":[{"name":"huge","inputSchema":{"type":"object"},"description":"', '"}]}'];
+  const message = [`{"jsonrpc":"2.0","id":${JSON.stringify(id)},"result":${open}`, `${close}}`];
+  const [head, tail] =
+    format === "sse" ? [`event: message\ndata: ${message[0]}`, `${message[1]}\n\n`] : message;
+  res.writeHead(200, { "content-type": format === "sse" ? "text/event-stream" : "application/json" });
+  const write = async (text: string) => {
+    record.written += Buffer.byteLength(text);
+    if (!res.write(text)) await Promise.race([once(res, "drain"), closed]);
+  };
+  const chunk = "x".repeat(65_536);
+  await write(head!);
+  for (let sent = 0; sent < bytes && !res.destroyed && !record.cutOff; sent += chunk.length)
+    await write(chunk);
+  if (res.destroyed || record.cutOff) return;
+  await write(tail!);
+  record.finished = true;
+  res.end();
 }
 
 if (import.meta.url === `file://${process.argv[1]}`) {

@@ -1,3 +1,4 @@
+export * from "./bounded-body.ts";
 export * from "./credentials.ts";
 export * from "./servers.ts";
 export * from "./tool-authorization.ts";

@@ -1,6 +1,7 @@
 import {
   type ConsistencyTokens,
   consistencyAfter,
+  encodeId,
   FULLY_CONSISTENT,
   isFailedPrecondition,
   type LastWriteRead,
@@ -35,6 +36,41 @@ export const toolObjectId = (org: string, serverId: string, tool: string) =>
   scopedId(org, `${serverId}/${tool}`);
 
 const server = (serverId: string): ResourceRef => ({ type: "mcp_server", id: serverId });
+
+/**
+ * New tools given their default role in one WriteRelationships: each is one
+ * update and one precondition, and SpiceDB takes up to 1,000 of each per
+ * write by default.
+ */
+const DEFAULTS_PER_WRITE = 250;
+/** Tools decided in one CheckBulkPermissions. */
+const CHECKS_PER_CALL = 100;
+
+/**
+ * The most `MCP_MAX_TOOL_NAME_BYTES` may be: a tool's SpiceDB id is
+ * `<org>/<server id>=2F<name>`, at most 1,024 bytes, and the organization
+ * (64) and server id (28) take up to 96 of them.
+ */
+export const MAX_TOOL_NAME_BYTES = 900;
+
+/**
+ * Why the gateway refuses a tool name, or undefined when it takes it: one
+ * holding a control character (U+0000 and the like) or that is not
+ * well-formed Unicode (it would reach the audit trail and the logs), or longer
+ * than `maxBytes` as encoded in its SpiceDB id (each byte outside
+ * `[A-Za-z0-9_-]` takes three). The one rule for what an upstream offers and
+ * what a caller names.
+ */
+export function toolNameProblem(name: string, maxBytes: number): string | undefined {
+  if (name.length === 0) return "the name is empty";
+  if (/\p{Cc}/u.test(name)) return "the name holds a control character";
+  if (!name.isWellFormed()) return "the name is not well-formed Unicode";
+  // Each character takes at least one byte encoded: a longer name is refused without encoding it.
+  const bytes = name.length > maxBytes ? undefined : encodeId(name).length;
+  if (bytes === undefined || bytes > maxBytes)
+    return `the name takes more than ${maxBytes} bytes encoded (MCP_MAX_TOOL_NAME_BYTES)`;
+  return undefined;
+}
 
 /**
  * Per-tool roles in SpiceDB (docs/adr/0014-mcp-tools-as-objects.md): each
@@ -79,20 +115,38 @@ export class McpToolAuthorization {
    * is never overwritten. Returns whether it was written.
    */
   async setDefault(org: string, serverId: string, tool: string, role: Role): Promise<boolean> {
-    const unknown = v1.Precondition.create({
-      operation: v1.Precondition_Operation.MUST_NOT_MATCH,
-      filter: v1.RelationshipFilter.create({
-        resourceType: "mcp_tool",
-        optionalResourceId: toolObjectId(org, serverId, tool),
-      }),
-    });
-    try {
-      await this.write(org, serverId, this.updates(org, serverId, tool, role), [unknown]);
-      return true;
-    } catch (err) {
-      if (isFailedPrecondition(err)) return false;
-      throw err;
+    return (await this.setDefaults(org, serverId, [{ name: tool, role }])).length === 1;
+  }
+
+  /**
+   * `setDefault` for many new tools at once, `DEFAULTS_PER_WRITE` to a
+   * WriteRelationships, each write landing only if none of its tools has a
+   * relation yet. A write that finds one known meanwhile (an owner's policy,
+   * another listing) is made again once without the known ones; one that
+   * fails again is left for a later listing. Returns the names written.
+   */
+  async setDefaults(org: string, serverId: string, tools: { name: string; role: Role }[]): Promise<string[]> {
+    const written: string[] = [];
+    for (let i = 0; i < tools.length; i += DEFAULTS_PER_WRITE) {
+      let batch = tools.slice(i, i + DEFAULTS_PER_WRITE);
+      for (let attempt = 0; attempt < 2 && batch.length > 0; attempt++) {
+        try {
+          await this.write(
+            org,
+            serverId,
+            batch.map((t) => this.update(org, serverId, t.name, RELATION[t.role])),
+            batch.map((t) => this.unknown(org, serverId, t.name)),
+          );
+          written.push(...batch.map((t) => t.name));
+          break;
+        } catch (err) {
+          if (!isFailedPrecondition(err)) throw err;
+          const known = await this.roles(org, serverId);
+          batch = batch.filter((t) => !known.has(t.name));
+        }
+      }
     }
+    return written;
   }
 
   /** Whether the principal may call the tool (and so see it listed). An unknown tool: false. */
@@ -112,10 +166,43 @@ export class McpToolAuthorization {
     return response.permissionship === v1.CheckPermissionResponse_Permissionship.HAS_PERMISSION;
   }
 
-  /** Of `tools`, those the principal may call: one decision per tool, asked together. */
+  /**
+   * Of `tools`, those the principal may call: the same decision as
+   * `mayCall`, `CHECKS_PER_CALL` tools to a CheckBulkPermissions. A tool
+   * whose check failed or is conditional is not callable (fail closed).
+   */
   async callable(principal: Principal, serverId: string, tools: string[]): Promise<Set<string>> {
-    const allowed = await Promise.all(tools.map((tool) => this.mayCall(principal, serverId, tool)));
-    return new Set(tools.filter((_, i) => allowed[i]));
+    const allowed = new Set<string>();
+    if (tools.length === 0) return allowed;
+    const consistency = await this.consistency(principal.org, serverId);
+    const subject = userRef(scopedId(principal.org, principal.user));
+    const context = subjectContext(principal.org);
+    const unique = [...new Set(tools)];
+    for (let i = 0; i < unique.length; i += CHECKS_PER_CALL) {
+      const batch = unique.slice(i, i + CHECKS_PER_CALL);
+      const byId = new Map(batch.map((tool) => [toolObjectId(principal.org, serverId, tool), tool]));
+      const response = await this.spicedb.checkBulkPermissions(
+        v1.CheckBulkPermissionsRequest.create({
+          consistency,
+          items: [...byId.keys()].map((objectId) =>
+            v1.CheckBulkPermissionsRequestItem.create({
+              resource: v1.ObjectReference.create({ objectType: "mcp_tool", objectId }),
+              permission: "call",
+              subject,
+              context,
+            }),
+          ),
+        }),
+      );
+      for (const pair of response.pairs) {
+        const tool = byId.get(pair.request?.resource?.objectId ?? "");
+        const has =
+          pair.response.oneofKind === "item" &&
+          pair.response.item.permissionship === v1.CheckPermissionResponse_Permissionship.HAS_PERMISSION;
+        if (tool !== undefined && has) allowed.add(tool);
+      }
+    }
+    return allowed;
   }
 
   /** The role each known tool of the server needs (`null`: disabled), as SpiceDB holds it. */
@@ -157,22 +244,32 @@ export class McpToolAuthorization {
   /** Exactly one relation for the tool: the role's (or `disabled`); the others deleted in the same write. */
   private updates(org: string, serverId: string, tool: string, role: ToolRole): v1.RelationshipUpdate[] {
     const wanted = relationOf(role);
-    return RELATIONS.map((relation) =>
-      v1.RelationshipUpdate.create({
-        operation:
-          relation === wanted
-            ? v1.RelationshipUpdate_Operation.TOUCH
-            : v1.RelationshipUpdate_Operation.DELETE,
-        relationship: v1.Relationship.create({
-          resource: v1.ObjectReference.create({
-            objectType: "mcp_tool",
-            objectId: toolObjectId(org, serverId, tool),
-          }),
-          relation,
-          subject: v1.SubjectReference.create({ object: objectRef(org, server(serverId)) }),
+    return RELATIONS.map((relation) => this.update(org, serverId, tool, relation, relation !== wanted));
+  }
+
+  private update(org: string, serverId: string, tool: string, relation: string, remove = false) {
+    return v1.RelationshipUpdate.create({
+      operation: remove ? v1.RelationshipUpdate_Operation.DELETE : v1.RelationshipUpdate_Operation.TOUCH,
+      relationship: v1.Relationship.create({
+        resource: v1.ObjectReference.create({
+          objectType: "mcp_tool",
+          objectId: toolObjectId(org, serverId, tool),
         }),
+        relation,
+        subject: v1.SubjectReference.create({ object: objectRef(org, server(serverId)) }),
       }),
-    );
+    });
+  }
+
+  /** Holds while the tool has no relation at all. */
+  private unknown(org: string, serverId: string, tool: string): v1.Precondition {
+    return v1.Precondition.create({
+      operation: v1.Precondition_Operation.MUST_NOT_MATCH,
+      filter: v1.RelationshipFilter.create({
+        resourceType: "mcp_tool",
+        optionalResourceId: toolObjectId(org, serverId, tool),
+      }),
+    });
   }
 
   private async write(

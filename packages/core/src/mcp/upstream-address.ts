@@ -1,15 +1,16 @@
 import { lookup as dnsLookup } from "node:dns";
 import { BlockList, isIP, type LookupFunction } from "node:net";
-import { Agent } from "undici";
+import { Agent, buildConnector } from "undici";
 
 /**
  * Where the gateway may connect for a user-registered MCP server (no SSRF):
  * an `https` URL whose every address is public. Checked when a server is
- * registered or changed, and again on every connection (a name may resolve
- * elsewhere later: DNS rebinding), and the connection uses the very address
- * that was checked. `MCP_ALLOW_PRIVATE_UPSTREAMS` lifts both rules (https and
- * the address check), for development and tests; a URL that is not
- * `http(s)` is refused either way.
+ * registered or changed, and again on every connection, an IP literal as
+ * much as a name (a server stored while the rules were lifted, a name that
+ * resolves elsewhere later: DNS rebinding), and the connection uses the very
+ * address that was checked. `MCP_ALLOW_PRIVATE_UPSTREAMS` lifts both rules
+ * (https and the address check), for development and tests; a URL that is
+ * not `http(s)` is refused either way.
  */
 
 /** A refused upstream URL or address, with why (shown to the caller: it names only what they typed). */
@@ -59,22 +60,47 @@ const BLOCKED = (() => {
   return list;
 })();
 
+/**
+ * The IPv4 address an IPv6 address carries, if it is one written as IPv6:
+ * IPv4-mapped (`::ffff:a.b.c.d`), IPv4-translated (`::ffff:0:a.b.c.d`) or
+ * IPv4-compatible (`::a.b.c.d`), in whatever form it was typed (the URL
+ * parser rewrites `::127.0.0.1` to `::7f00:1`): read from the address's
+ * sixteen bytes, not its text.
+ */
+function embeddedIPv4(address: string): string | undefined {
+  const words = ipv6Words(address);
+  const zero = (n: number) => words.slice(0, n).every((w) => w === 0);
+  const mapped = zero(5) && words[5] === 0xffff;
+  const translated = zero(4) && words[4] === 0xffff && words[5] === 0;
+  // `::` and `::1` are IPv6's own unspecified and loopback addresses, judged as such.
+  const compatible = zero(6) && !(words[6] === 0 && words[7]! <= 1);
+  if (!mapped && !translated && !compatible) return undefined;
+  return [words[6]! >> 8, words[6]! & 255, words[7]! >> 8, words[7]! & 255].join(".");
+}
+
+/** The eight 16-bit words of a valid IPv6 address, through the URL parser's own canonical form. */
+function ipv6Words(address: string): number[] {
+  // WHATWG's serialization: hex words only (no dotted quad), `::` for the longest run of zeros.
+  const canonical = new URL(`http://[${address}]/`).hostname.slice(1, -1);
+  const [head = "", tail] = canonical.split("::");
+  const words = (part: string) => (part ? part.split(":").map((w) => Number.parseInt(w, 16)) : []);
+  const first = words(head);
+  const last = tail === undefined ? [] : words(tail);
+  return [...first, ...new Array<number>(8 - first.length - last.length).fill(0), ...last];
+}
+
 /** Why an address may not be connected to, or undefined when it is public. */
 export function blockedAddress(address: string): string | undefined {
-  const family = isIP(address);
+  // A zone (`fe80::1%eth0`) names an interface, not an address.
+  const bare = address.split("%")[0]!;
+  const family = isIP(bare);
   if (family === 0) return `${address} is not an IP address`;
-  if (family === 6) {
-    // An IPv4 address written as IPv6 (::ffff:127.0.0.1, ::127.0.0.1) is judged as the IPv4 address.
-    const embedded = /^::(?:ffff:(?:0:)?)?(\d+\.\d+\.\d+\.\d+)$/i.exec(address)?.[1];
-    if (embedded) return blockedAddress(embedded);
-    const hex = /^::ffff:([0-9a-f]{1,4}):([0-9a-f]{1,4})$/i.exec(address);
-    if (hex) {
-      const n = (Number.parseInt(hex[1]!, 16) << 16) | Number.parseInt(hex[2]!, 16);
-      return blockedAddress([n >>> 24, (n >>> 16) & 255, (n >>> 8) & 255, n & 255].join("."));
-    }
-  }
-  if (BLOCKED.check(address, family === 4 ? "ipv4" : "ipv6")) {
-    return `it resolves to ${address}, a loopback, private, link-local or otherwise non-public address`;
+  const v4 = family === 6 ? embeddedIPv4(bare) : undefined;
+  // An IPv4 address written as IPv6 is judged as the IPv4 address it is.
+  const blocked = v4 ? BLOCKED.check(v4, "ipv4") : BLOCKED.check(bare, family === 4 ? "ipv4" : "ipv6");
+  if (blocked) {
+    const named = v4 ? `${address} (${v4})` : address;
+    return `it resolves to ${named}, a loopback, private, link-local or otherwise non-public address`;
   }
   return undefined;
 }
@@ -113,10 +139,8 @@ export class UpstreamPolicy {
     } catch {
       throw new UpstreamRefused("not a valid URL");
     }
-    if (url.protocol !== "https:" && url.protocol !== "http:")
-      throw new UpstreamRefused("the URL must be http(s)");
-    if (url.protocol !== "https:" && !this.allowPrivate)
-      throw new UpstreamRefused("the URL must be https (MCP_ALLOW_PRIVATE_UPSTREAMS is off)");
+    const scheme = this.schemeRefusal(url.protocol);
+    if (scheme) throw new UpstreamRefused(scheme);
     if (url.username || url.password)
       throw new UpstreamRefused("the URL must not carry credentials: store them with PUT …/credentials");
     if (url.hash) throw new UpstreamRefused("the URL must not have a fragment");
@@ -128,6 +152,25 @@ export class UpstreamPolicy {
     const url = this.checkForm(text);
     if (!this.allowPrivate) await this.addresses(hostOf(url));
     return url;
+  }
+
+  /**
+   * Why a connection to `host` over `protocol` may not be made, asked for
+   * every connection: the scheme, and an IP literal's address (a name's
+   * addresses are checked as it resolves, in `lookup`, which sockets skip
+   * for an IP literal).
+   */
+  connectionRefusal(protocol: string, host: string): string | undefined {
+    const scheme = this.schemeRefusal(protocol);
+    if (scheme || this.allowPrivate) return scheme;
+    return isIP(host) ? blockedAddress(host) : undefined;
+  }
+
+  private schemeRefusal(protocol: string): string | undefined {
+    if (protocol !== "https:" && protocol !== "http:") return "the URL must be http(s)";
+    if (protocol !== "https:" && !this.allowPrivate)
+      return "the URL must be https (MCP_ALLOW_PRIVATE_UPSTREAMS is off)";
+    return undefined;
   }
 
   /**
@@ -179,12 +222,18 @@ export class UpstreamPolicy {
   }
 
   /**
-   * An HTTP dispatcher whose every new connection resolves through
-   * `lookup` (checked addresses only, the checked address used).
+   * An HTTP dispatcher whose every new connection is checked first
+   * (`connectionRefusal`) and resolves through `lookup` (checked addresses
+   * only, the checked address used).
    */
   dispatcher(timeoutMs: number): Agent {
+    const connector = buildConnector({ lookup: this.lookup(), timeout: timeoutMs });
     return new Agent({
-      connect: { lookup: this.lookup(), timeout: timeoutMs },
+      connect: (options, callback) => {
+        const refused = this.connectionRefusal(options.protocol, hostOf(options));
+        if (!refused) return connector(options, callback);
+        callback(Object.assign(new UpstreamRefused(refused), { code: "EUPSTREAMREFUSED" }), null);
+      },
       headersTimeout: timeoutMs,
       bodyTimeout: timeoutMs,
       keepAliveTimeout: 10_000,
@@ -193,4 +242,4 @@ export class UpstreamPolicy {
 }
 
 /** The host as the resolver takes it: IPv6 literals without their brackets. */
-export const hostOf = (url: URL) => url.hostname.replace(/^\[(.*)\]$/, "$1");
+export const hostOf = (url: { hostname: string }) => url.hostname.replace(/^\[(.*)\]$/, "$1");

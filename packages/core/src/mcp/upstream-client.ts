@@ -12,7 +12,9 @@ import {
 } from "@modelcontextprotocol/sdk/types.js";
 import { LRUCache } from "lru-cache";
 import { type Agent, fetch as undiciFetch } from "undici";
+import { AppError, type ErrorCause } from "../errors.ts";
 import type { Logger } from "../logger.ts";
+import { AnswerTooLarge, boundedResponse } from "./bounded-body.ts";
 import type { UpstreamHeaders } from "./credentials.ts";
 import { type UpstreamPolicy, UpstreamRefused } from "./upstream-address.ts";
 
@@ -29,22 +31,55 @@ export interface SessionOwner {
   user: string;
 }
 
-export type UpstreamFailure = "timeout" | "unreachable" | "refused" | "status" | "protocol" | "jsonrpc";
+export type UpstreamFailure =
+  | "timeout"
+  | "unreachable"
+  | "refused"
+  | "status"
+  | "protocol"
+  | "jsonrpc"
+  | "too_large"
+  | "too_many_tools";
+
+/** A limit an upstream's answer ran into (each counted by the caller's `onLimit`). */
+export type UpstreamLimit = "answer_bytes" | "tools_per_server" | "tool_name" | "new_tools_per_listing";
+export const UPSTREAM_LIMITS: readonly UpstreamLimit[] = [
+  "answer_bytes",
+  "tools_per_server",
+  "tool_name",
+  "new_tools_per_listing",
+];
+
+const CAUSES: Record<UpstreamFailure, ErrorCause> = {
+  timeout: "mcp_upstream_timeout",
+  too_large: "mcp_answer_too_large",
+  too_many_tools: "mcp_too_many_tools",
+  unreachable: "mcp_upstream_failed",
+  refused: "mcp_upstream_failed",
+  status: "mcp_upstream_failed",
+  protocol: "mcp_upstream_failed",
+  jsonrpc: "mcp_upstream_failed",
+};
 
 /**
- * An upstream that failed, stalled or answered garbage. Its message names the
- * server and what went wrong, never the upstream's body; `code` is the
- * JSON-RPC code to answer with.
+ * An upstream that failed, stalled, answered garbage or more than its limits
+ * allow. Its message names the server and what went wrong, never the
+ * upstream's body; the proxy answers it as a JSON-RPC error with `rpcCode`,
+ * a route as the catalogue's 502 (504 when it did not answer in time).
  */
-export class UpstreamError extends Error {
+export class UpstreamError extends AppError {
   readonly failure: UpstreamFailure;
-  readonly code: number;
+  readonly rpcCode: number;
 
-  constructor(server: UpstreamTarget, failure: UpstreamFailure, detail: string, code = -32603) {
-    super(`MCP server '${server.name}' (${server.id}) ${detail}`);
+  constructor(server: UpstreamTarget, failure: UpstreamFailure, detail: string, rpcCode = -32603) {
+    super(
+      failure === "timeout" ? "gateway_timeout" : "bad_gateway",
+      `MCP server '${server.name}' (${server.id}) ${detail}`,
+      { reason: CAUSES[failure] },
+    );
     this.name = "UpstreamError";
     this.failure = failure;
-    this.code = code;
+    this.rpcCode = rpcCode;
   }
 }
 
@@ -54,12 +89,20 @@ interface Session {
   /** The credential headers of the call under way (set for each call, after its check). */
   headers: UpstreamHeaders;
   ready: Promise<void>;
+  /** Set when an answer went past `MCP_MAX_ANSWER_BYTES`: the session was closed for it. */
+  tooLarge?: AnswerTooLarge;
 }
 
 export interface UpstreamClientsOptions {
   policy: UpstreamPolicy;
   /** Deadline of one upstream request, in milliseconds (`MCP_UPSTREAM_TIMEOUT_MS`). */
   timeoutMs: number;
+  /** Bytes of one upstream answer (JSON or SSE), and of one listing's pages together (`MCP_MAX_ANSWER_BYTES`). */
+  maxAnswerBytes: number;
+  /** Tools one listing may offer (`MCP_MAX_TOOLS_PER_SERVER`); more is refused. */
+  maxTools: number;
+  /** Told of each answer cut or listing refused by a limit. */
+  onLimit?: (limit: UpstreamLimit) => void;
   /** Upstream sessions kept open (least recently used closed first). */
   maxSessions?: number;
   logger?: Logger;
@@ -84,7 +127,8 @@ const TRANSPORT_HEADERS = new Set([
  * through the upstream policy's dispatcher, so each new connection is
  * checked and pinned to the address checked; redirects are never followed;
  * only the vault's headers for this call are added, never the caller's own
- * credential.
+ * credential. Every answer is read through a byte limit: past it the
+ * connection is dropped, the session closed, and its calls fail.
  */
 export class UpstreamClients {
   /** The least recently used session makes room for one more, and is closed rather than left open upstream. */
@@ -93,9 +137,15 @@ export class UpstreamClients {
   private readonly timeoutMs: number;
   private readonly logger: Logger | undefined;
   private readonly maxSessions: number;
+  private readonly maxAnswerBytes: number;
+  private readonly maxTools: number;
+  private readonly onLimit: (limit: UpstreamLimit) => void;
 
   constructor(options: UpstreamClientsOptions) {
     this.timeoutMs = options.timeoutMs;
+    this.maxAnswerBytes = options.maxAnswerBytes;
+    this.maxTools = options.maxTools;
+    this.onLimit = options.onLimit ?? (() => undefined);
     this.logger = options.logger;
     this.maxSessions = options.maxSessions ?? 1_000;
     this.sessions = new LRUCache({
@@ -107,10 +157,14 @@ export class UpstreamClients {
     this.dispatcher = options.policy.dispatcher(options.timeoutMs);
   }
 
-  /** Every tool the upstream offers (all pages). */
+  /**
+   * Every tool the upstream offers (all pages): refused when it offers more
+   * than `maxTools`, or its pages together hold more than `maxAnswerBytes`.
+   */
   async listTools(owner: SessionOwner, server: UpstreamTarget, headers: UpstreamHeaders): Promise<Tool[]> {
     return this.run(owner, server, headers, async (client) => {
       const tools: Tool[] = [];
+      let bytes = 0;
       let cursor: string | undefined;
       for (let page = 0; page < 100; page++) {
         const result = await client.request(
@@ -119,6 +173,20 @@ export class UpstreamClients {
           { timeout: this.timeoutMs },
         );
         tools.push(...result.tools);
+        if (tools.length > this.maxTools) {
+          this.onLimit("tools_per_server");
+          throw new UpstreamError(
+            server,
+            "too_many_tools",
+            `offers more than ${this.maxTools} tools (MCP_MAX_TOOLS_PER_SERVER)`,
+          );
+        }
+        // Each page is bounded on the wire; many pages are bounded together.
+        bytes += Buffer.byteLength(JSON.stringify(result.tools));
+        if (bytes > this.maxAnswerBytes) {
+          this.onLimit("answer_bytes");
+          throw new UpstreamError(server, "too_large", new AnswerTooLarge(this.maxAnswerBytes).message);
+        }
         cursor = result.nextCursor;
         if (!cursor) break;
       }
@@ -165,14 +233,22 @@ export class UpstreamClients {
         await session.ready;
         return await work(session.client);
       } catch (err) {
+        // An answer refused here (too many tools) leaves the session as it was, and the calls sharing it.
+        if (err instanceof UpstreamError && !session.tooLarge) throw err;
         // The session is of no more use: a fresh one next time (once more now if the upstream forgot it).
-        this.sessions.delete(key);
-        session.client.close().catch(() => undefined);
+        this.drop(key, session);
+        if (session.tooLarge) throw new UpstreamError(server, "too_large", session.tooLarge.message);
         const forgotten = err instanceof StreamableHTTPError && err.code === 404 && attempt === 0;
         if (forgotten) continue;
         throw this.failure(server, err, headers);
       }
     }
+  }
+
+  /** Closes a session and forgets it, unless another has taken its place meanwhile. */
+  private drop(key: string, session: Session): void {
+    if (this.sessions.peek(key) === session) this.sessions.delete(key);
+    session.client.close().catch(() => undefined);
   }
 
   private session(key: string, server: UpstreamTarget): Session {
@@ -200,7 +276,14 @@ export class UpstreamClients {
         await response.body?.cancel().catch(() => undefined);
         throw new UpstreamRefused("it answered with a redirect, which the gateway does not follow");
       }
-      return response as unknown as Response;
+      // Past the limit the upstream's connection is dropped and the session closed, which fails every
+      // call waiting on it at once (an SSE answer is read apart from its call, which would wait on).
+      return boundedResponse(response as unknown as Response, this.maxAnswerBytes, (err) => {
+        if (session.tooLarge) return;
+        session.tooLarge = err;
+        this.onLimit("answer_bytes");
+        queueMicrotask(() => this.drop(key, session));
+      });
     };
     session.transport = new StreamableHTTPClientTransport(new URL(server.url), { fetch: guardedFetch });
     session.client = new Client({ name: "llm-authz-gateway", version: "0.1.0" }, { capabilities: {} });
@@ -215,6 +298,8 @@ export class UpstreamClients {
   /** What the caller is told of an upstream failure: the server and the kind, never its body or a secret. */
   private failure(server: UpstreamTarget, err: unknown, headers: UpstreamHeaders): UpstreamError {
     if (err instanceof UpstreamError) return err;
+    const tooLarge = findCause(err, (e) => e instanceof AnswerTooLarge);
+    if (tooLarge) return new UpstreamError(server, "too_large", tooLarge.message);
     const refused = findCause(err, (e) => e instanceof UpstreamRefused) as UpstreamRefused | undefined;
     if (refused) return new UpstreamError(server, "refused", `was refused: ${refused.message}`);
     if (err instanceof McpError) {

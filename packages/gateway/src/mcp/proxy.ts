@@ -3,7 +3,7 @@ import type { Clock } from "@gw/core/clock";
 import { AppError, unauthorized } from "@gw/core/errors";
 import { jsonBody, principalOf } from "@gw/core/http";
 import { ASSERTION_HEADER, type InternalAssertions } from "@gw/core/internal-assertion";
-import { UpstreamError } from "@gw/core/mcp";
+import { AnswerTooLarge, toolNameProblem, UpstreamError } from "@gw/core/mcp";
 import type { Principal } from "@gw/core/principal";
 import { type Request, type RequestHandler, type Response, Router } from "express";
 import type { ApiKeyLookup } from "../api-keys/lookup.ts";
@@ -181,10 +181,18 @@ export function mcpProxy(deps: McpDeps, options: ProxyOptions): Router {
     try {
       const result = await answer(deps, options, req, res, principal, server, message);
       if (res.headersSent) return;
-      res.json({ jsonrpc: "2.0", id, result });
+      const body = JSON.stringify({ jsonrpc: "2.0", id, result });
+      // Read within the limit, an upstream's answer may still grow as the proxy writes it again.
+      if (Buffer.byteLength(body) > deps.limits.answerBytes) {
+        deps.metrics.mcpUpstreamLimits.inc({ limit: "answer_bytes" });
+        const tooLarge = new AnswerTooLarge(deps.limits.answerBytes).message;
+        res.json(rpcError(id, -32603, `MCP server '${server.name}' (${server.id}) ${tooLarge}`));
+        return;
+      }
+      res.type("application/json").send(body);
     } catch (err) {
       if (err instanceof RpcError) res.json(rpcError(id, err.code, err.message));
-      else if (err instanceof UpstreamError) res.json(rpcError(id, err.code, err.message));
+      else if (err instanceof UpstreamError) res.json(rpcError(id, err.rpcCode, err.message));
       else throw err;
     }
   });
@@ -245,8 +253,10 @@ async function callTool(
 ): Promise<unknown> {
   const name = params.name;
   const args = params.arguments;
-  if (typeof name !== "string" || name.length === 0 || name.length > 256)
-    throw new RpcError(-32602, "tools/call needs params.name, a tool name");
+  if (typeof name !== "string") throw new RpcError(-32602, "tools/call needs params.name, a tool name");
+  // Before any decision or audit record: such a name is no tool of the gateway's.
+  const problem = toolNameProblem(name, deps.limits.toolNameBytes);
+  if (problem) throw new RpcError(-32602, `Invalid tool name: ${problem}`);
   if (args !== undefined && (typeof args !== "object" || args === null || Array.isArray(args)))
     throw new RpcError(-32602, "params.arguments must be an object");
   const started = performance.now();

@@ -74,3 +74,28 @@ export function caller(baseUrl: string, secret: string) {
       ...(init.json !== undefined ? { body: JSON.stringify(init.json) } : {}),
     });
 }
+
+/** One JSON-RPC request to the proxy of `serverId` as `user`: its HTTP status and body. */
+export async function rpc(
+  baseUrl: string,
+  secret: string,
+  user: string,
+  serverId: string,
+  method: string,
+  params: Record<string, unknown> = {},
+): Promise<{
+  status: number;
+  body: { result?: Record<string, unknown>; error?: { code: number; message: string } };
+}> {
+  const res = await fetch(`${baseUrl}/api/v1/mcp/servers/${serverId}/mcp`, {
+    method: "POST",
+    headers: {
+      authorization: `Bearer ${secret}`,
+      "x-on-behalf-of": user,
+      "content-type": "application/json",
+      accept: "application/json, text/event-stream",
+    },
+    body: JSON.stringify({ jsonrpc: "2.0", id: 1, method, params }),
+  });
+  return { status: res.status, body: await res.json() };
+}

@@ -1,13 +1,18 @@
+import { createServer, type Server } from "node:net";
 import { blockedAddress, UpstreamClients, UpstreamError, UpstreamPolicy } from "@gw/core/mcp";
 import { type FakeMcpServer, startFakeMcpServer } from "@gw/test-kit/mcp-upstream";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { RunningGateway } from "../../src/server.ts";
 import { newOrg } from "../authorization-helpers.ts";
 import { useGateway } from "../harness.ts";
-import { caller, VAULT_KEYS } from "./mcp-helpers.ts";
+import { caller, rpc, startReplica, VAULT_KEYS } from "./mcp-helpers.ts";
+
+const LIMITS = { maxAnswerBytes: 1 << 20, maxTools: 100 };
+
+// Refuses private upstreams, as a gateway does by default.
+const gw = useGateway({ VAULT_KEYS });
 
 describe("registering an MCP server: no SSRF", () => {
-  const gw = useGateway({ VAULT_KEYS });
-
   it.each([
     ["http://example.com/mcp", /must be https/],
     ["ftp://example.com/mcp", /must be http\(s\)/],
@@ -17,6 +22,11 @@ describe("registering an MCP server: no SSRF", () => {
     ["https://localhost/mcp", /resolves to (127\.0\.0\.1|::1)/],
     ["https://[::1]/mcp", /::1/],
     ["https://[::ffff:127.0.0.1]/mcp", /127\.0\.0\.1/],
+    // The URL parser rewrites these to ::7f00:1, ::ffff:0:7f00:1 and 127.0.0.1: the address is what is judged.
+    ["https://[::127.0.0.1]/mcp", /127\.0\.0\.1/],
+    ["https://[::ffff:0:127.0.0.1]/mcp", /127\.0\.0\.1/],
+    ["https://0x7f000001/mcp", /127\.0\.0\.1/],
+    ["https://[::ffff:a9fe:a9fe]/latest/meta-data", /169\.254\.169\.254/],
     ["https://10.0.0.8/mcp", /10\.0\.0\.8/],
     ["https://192.168.1.1/mcp", /192\.168\.1\.1/],
     ["https://user:pw@example.com/mcp", /must not carry credentials/],
@@ -73,9 +83,23 @@ describe("the upstream policy on every connection", () => {
       "fd00:ec2::254",
       "::ffff:10.0.0.1",
       "::ffff:7f00:1",
+      // IPv4-compatible and IPv4-translated forms, dotted or in hex.
+      "::127.0.0.1",
+      "::7f00:1",
+      "::ffff:0:127.0.0.1",
+      "::ffff:0:7f00:1",
+      "::a9fe:a9fe",
+      "0:0:0:0:0:ffff:0a00:0001",
+      "fe80::1%eth0",
     ])
       expect(blockedAddress(blocked), blocked).toBeDefined();
-    for (const open of ["1.1.1.1", "93.184.216.34", "2606:4700:4700::1111"])
+    for (const open of [
+      "1.1.1.1",
+      "93.184.216.34",
+      "2606:4700:4700::1111",
+      "::ffff:101:101",
+      "::ffff:0:101:101",
+    ])
       expect(blockedAddress(open), open).toBeUndefined();
   });
 
@@ -88,12 +112,12 @@ describe("the upstream policy on every connection", () => {
     await expect(policy.check("https://rebind.test/mcp")).resolves.toBeInstanceOf(URL);
     answer = "127.0.0.1";
     await expect(policy.check("https://rebind.test/mcp")).rejects.toThrow(/127\.0\.0\.1/);
-    const clients = new UpstreamClients({ policy, timeoutMs: 1_500 });
+    const clients = new UpstreamClients({ policy, timeoutMs: 1_500, ...LIMITS });
     const before = upstream.requests.length;
     const failed = await clients
       .listTools(
         { org: "o", user: "u" },
-        { id: "mcp_1", name: "rebind", url: `http://rebind.test:${upstream.port}/mcp` },
+        { id: "mcp_1", name: "rebind", url: `https://rebind.test:${upstream.port}/mcp` },
         {},
       )
       .catch((e) => e);
@@ -108,7 +132,7 @@ describe("the upstream policy on every connection", () => {
       allowPrivate: true,
       resolver: async () => [{ address: "127.0.0.1", family: 4 }],
     });
-    const clients = new UpstreamClients({ policy, timeoutMs: 1_500 });
+    const clients = new UpstreamClients({ policy, timeoutMs: 1_500, ...LIMITS });
     const tools = await clients.listTools(
       { org: "o", user: "u" },
       { id: "mcp_2", name: "pinned", url: `http://pinned.invalid:${upstream.port}/mcp` },
@@ -117,4 +141,79 @@ describe("the upstream policy on every connection", () => {
     expect(tools.map((t) => t.name)).toContain("search");
     await clients.close();
   });
+});
+
+describe("a server stored while private upstreams were allowed, on a gateway where they are not", () => {
+  // A replica that allows them (as a development setting would) shares the gateway's database, so what
+  // the replica stored is what the gateway finds.
+  let upstream: FakeMcpServer;
+  let lenient: RunningGateway;
+  let listener: Server;
+  let connections = 0;
+  beforeAll(async () => {
+    upstream = await startFakeMcpServer();
+    lenient = await startReplica(gw);
+    listener = createServer((socket) => {
+      connections++;
+      socket.destroy();
+    });
+    await new Promise<void>((resolve) => listener.listen(0, "127.0.0.1", resolve));
+  });
+  afterAll(async () => {
+    await lenient?.close();
+    await upstream?.close();
+    await new Promise((resolve) => listener?.close(resolve));
+  });
+
+  it.each([
+    ["http://127.0.0.1:PORT/mcp"],
+    ["http://[::ffff:7f00:1]:PORT/mcp"],
+    ["http://0x7f000001:PORT/mcp"],
+  ])("%s is not called: the https rule holds at every connection, IP literal or name", async (form) => {
+    const o = await newOrg(gw);
+    const url = form.replace("PORT", String(upstream.port));
+    const created = await caller(lenient.url, o.secret)("alice", "/api/v1/mcp/servers", {
+      json: { name: "old", url },
+    });
+    expect(created.status).toBe(201);
+    const { id } = await created.json();
+    // Where it is allowed, the stored URL reaches the upstream.
+    const allowed = await rpc(lenient.url, o.secret, "alice", id, "tools/list");
+    expect(((allowed.body.result?.tools ?? []) as unknown[]).length).toBeGreaterThan(0);
+    const before = upstream.requests.length;
+    const refused = await rpc(gw.url, o.secret, "alice", id, "tools/list");
+    expect(refused.status).toBe(200);
+    expect(refused.body.error?.message).toBe(
+      `MCP server 'old' (${id}) was refused: the URL must be https (MCP_ALLOW_PRIVATE_UPSTREAMS is off)`,
+    );
+    const call = await rpc(gw.url, o.secret, "alice", id, "tools/call", { name: "search", arguments: {} });
+    expect(call.body.error?.message).toMatch(/was refused: the URL must be https/);
+    expect(upstream.requests.length).toBe(before);
+  });
+
+  it.each([
+    ["https://127.0.0.1:PORT/mcp", /127\.0\.0\.1/],
+    ["https://[::ffff:7f00:1]:PORT/mcp", /::ffff:7f00:1 \(127\.0\.0\.1\)/],
+    ["https://[::7f00:1]:PORT/mcp", /::7f00:1 \(127\.0\.0\.1\)/],
+  ])(
+    "%s (https, an IP literal) is refused by the address check when the connection is made: no connection reaches it",
+    async (form, why) => {
+      const policy = new UpstreamPolicy({ allowPrivate: false });
+      const clients = new UpstreamClients({ policy, timeoutMs: 1_500, ...LIMITS });
+      const before = connections;
+      const port = (listener.address() as { port: number }).port;
+      const failed = await clients
+        .listTools(
+          { org: "o", user: "u" },
+          { id: "mcp_3", name: "literal", url: form.replace("PORT", String(port)) },
+          {},
+        )
+        .catch((e) => e);
+      await clients.close();
+      expect(failed).toBeInstanceOf(UpstreamError);
+      expect(failed.message).toMatch(/^MCP server 'literal' \(mcp_3\) was refused: it resolves to /);
+      expect(failed.message).toMatch(why);
+      expect(connections).toBe(before);
+    },
+  );
 });

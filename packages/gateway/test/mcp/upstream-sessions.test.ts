@@ -14,7 +14,13 @@ describe("upstream MCP sessions", () => {
 
   it("one per principal and server, kept while used; one more closes the least recently used, not the oldest", async () => {
     const policy = new UpstreamPolicy({ allowPrivate: true });
-    const clients = new UpstreamClients({ policy, timeoutMs: 5_000, maxSessions: 2 });
+    const clients = new UpstreamClients({
+      policy,
+      timeoutMs: 5_000,
+      maxSessions: 2,
+      maxAnswerBytes: 1 << 20,
+      maxTools: 100,
+    });
     const server = { id: "mcp_sessions", name: "sessions", url: upstream.url };
     const list = (user: string) => clients.listTools({ org: "o", user }, server, {});
     try {

@@ -1,6 +1,7 @@
 import { randomUUID } from "node:crypto";
 import { AppError, forbidden, ValidationFailed } from "@gw/core/errors";
 import { ASSERTION_HEADER, type InternalAssertions } from "@gw/core/internal-assertion";
+import { AnswerTooLarge, readBoundedJson } from "@gw/core/mcp";
 import type { Principal } from "@gw/core/principal";
 import type { Caller } from "../budgets/admit-model-call.ts";
 import type { EventSink } from "../calls/event-sink.ts";
@@ -31,6 +32,8 @@ export interface HostedMcpConfig {
   assertions: InternalAssertions;
   /** Deadline of one call to the proxy, in milliseconds. */
   timeoutMs: number;
+  /** Largest answer of the proxy read, in bytes (`MCP_MAX_ANSWER_BYTES`). */
+  maxAnswerBytes: number;
   /** For tests: hold an answer to approval requests between its steps. */
   hooks?: ApprovalHooks;
 }
@@ -91,7 +94,14 @@ async function proxyCall(
           : `The gateway's MCP proxy answered HTTP ${res.status}`;
     return { status: res.status, error: { code: -32603, message } };
   }
-  const body = (await res.json().catch(() => ({}))) as JsonRpcAnswer;
+  // Read as the proxy reads its upstreams: within the byte limit, the rest never read.
+  let body: JsonRpcAnswer;
+  try {
+    body = (await readBoundedJson(res, config.maxAnswerBytes)) as JsonRpcAnswer;
+  } catch (err) {
+    if (!(err instanceof AnswerTooLarge)) return { status: 200 };
+    return { status: 200, error: { code: -32603, message: `The gateway's MCP proxy ${err.message}` } };
+  }
   return { status: 200, ...body };
 }
 

@@ -1,6 +1,7 @@
 import { ROLES } from "@gw/core/authz";
+import { ValidationFailed } from "@gw/core/errors";
 import { defineRoute } from "@gw/core/http";
-import type { ToolRole } from "@gw/core/mcp";
+import { type ToolRole, toolNameProblem } from "@gw/core/mcp";
 import { validate } from "@gw/core/validation";
 import { z } from "zod";
 import { serverFor } from "../../mcp/access.ts";
@@ -65,9 +66,15 @@ export const setToolPolicy = defineRoute({
   // Validated once the owner role is known.
   bodyValidation: { byHandler: true },
   responses: { 200: { description: "The tool", schema: toolSchema } },
-  errors: ["not_found"],
+  // 502/504: `{"disabled":false}` asks the upstream for the tool's default.
+  errors: ["not_found", "bad_gateway", "gateway_timeout"],
   handler: async ({ principal, params: { id, tool_name }, body: raw }, deps: McpDeps) => {
     const server = await serverFor(deps, principal, id, "owner", "set its tools' roles");
+    const problem = toolNameProblem(tool_name, deps.limits.toolNameBytes);
+    if (problem)
+      throw new ValidationFailed([
+        { loc: ["path", "tool_name"], msg: `Value error, ${problem}`, type: "value_error", input: tool_name },
+      ]);
     const body = validate("body", toolPolicyBody, raw);
     let role: ToolRole;
     let offered: { description?: string; readOnly: boolean } | undefined;
