@@ -62,7 +62,7 @@ describe("pnpm start", () => {
   });
 
   it("serves the gateway; a key from `pnpm keys create` authenticates whoami", async () => {
-    const { stdout } = await run("pnpm", ["keys", "create", "--org", "acme", "--owner", "alice"], {
+    const { stdout } = await run("pnpm", ["keys", "create", "--org", "acme", "--owner", "ops"], {
       cwd: REPO_ROOT,
       env,
     });
@@ -71,7 +71,7 @@ describe("pnpm start", () => {
       headers: { authorization: `Bearer ${created.key}` },
     });
     expect(res.status).toBe(200);
-    expect(await res.json()).toMatchObject({ org: "acme", user: "alice", keyId: created.id });
+    expect(await res.json()).toMatchObject({ org: "acme", user: "ops", keyId: created.id });
     expect((await fetch(`${gatewayUrl}/readyz`)).status).toBe(200);
   });
 

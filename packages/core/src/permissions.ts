@@ -29,6 +29,13 @@ export type Permission = (typeof PERMISSIONS)[number];
  */
 export const ORGANIZATION_VIEWS: Permission = "organization:read";
 
+/**
+ * What a model call needs, whoever makes it: the routes that call a model
+ * (`/responses`, `/chat/completions`) declare it, and an eval run checks its
+ * creator key for it at every run.
+ */
+export const MODEL_CALLS: Permission = "responses:write";
+
 /** What a key gets when it is created without a list: everything but key administration, `organization:read` and the admin console. */
 export const DEFAULT_PERMISSIONS: readonly Permission[] = PERMISSIONS.filter(
   (p) => p !== "admin:api-keys" && p !== ORGANIZATION_VIEWS && p !== "admin:console",

@@ -12,6 +12,7 @@ import {
 } from "@gw/core/http";
 import type { Limits } from "@gw/core/limits";
 import type { Logger } from "@gw/core/logger";
+import type { KeyOwners } from "@gw/core/on-behalf-of";
 import { type RedisClient, redisReady } from "@gw/core/redis";
 import { CountingWindows } from "@gw/core/windows";
 import express, { Router } from "express";
@@ -50,6 +51,8 @@ export interface GatewayDeps {
   redis: RedisClient;
   store: ApiKeyStore;
   keys: ApiKeyLookup;
+  /** Who owns the organizations' keys, whom no other key acts for unless its policy names them. */
+  keyOwners: KeyOwners;
   spicedb: SpiceDBClient;
   limiter: RequestWindows;
   tokens: TokenService;
@@ -96,6 +99,7 @@ export function createGatewayApp(deps: GatewayDeps): express.Express {
   app.use(probes);
 
   const limit = rateLimit(deps.limiter, deps.defaultLimits, deps.orgLimits);
+  const principal = resolvePrincipal(deps);
   const mcp: McpDeps = {
     ...deps.mcp,
     authorization: deps.authorization,
@@ -117,7 +121,8 @@ export function createGatewayApp(deps: GatewayDeps): express.Express {
           metrics: deps.metrics,
           clock: deps.clock,
         }),
-      resolvePrincipal,
+      resolvePrincipal: principal,
+      keyOwners: deps.keyOwners,
       rateLimit: limit,
       clock: deps.clock,
     }),
@@ -132,7 +137,7 @@ export function createGatewayApp(deps: GatewayDeps): express.Express {
       metrics: deps.metrics,
       clock: deps.clock,
     }),
-    resolvePrincipal,
+    principal,
     limit,
     recordLastUsed(deps.store, deps.logger, deps.clock),
   );

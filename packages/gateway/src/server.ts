@@ -17,6 +17,7 @@ import {
   Vault,
   type VaultKey,
 } from "@gw/core/mcp";
+import { RedisKeyOwners } from "@gw/core/on-behalf-of";
 import { createPostgres, migrate } from "@gw/core/postgres";
 import { createRedis, type RedisClient } from "@gw/core/redis";
 import { CountingWindows } from "@gw/core/windows";
@@ -90,7 +91,8 @@ export async function startGateway(
   subscriber.on("error", (err) => logger.warn({ err: err.message }, "redis subscriber error"));
 
   await untilReady(redis, logger);
-  const store = new ApiKeyStore(redis, clock);
+  const keyOwners = new RedisKeyOwners(redis);
+  const store = new ApiKeyStore(redis, clock, keyOwners);
   const keys = new CachedApiKeyLookup({
     store,
     subscriber,
@@ -201,6 +203,7 @@ export async function startGateway(
     redis,
     store,
     keys,
+    keyOwners,
     spicedb,
     authorization,
     audit,

@@ -198,7 +198,9 @@ describe.each([
     const o = await newOrg(gw);
     // Another organization, whose users share names with this one's.
     const other = freshOrg();
-    // An administrator of each (admin:console), owning nothing.
+    // An administrator of each (admin:console), owning nothing. The server key acts for every user,
+    // dave too, who owns a key: its policy names them all.
+    await gw.store.update(o.keyId, { onBehalfOf: { users: [...USERS, "dave"] } });
     const administrator = (await gw.createKey({ org: o.org, owner: "dave", permissions: ["admin:console"] }))
       .secret;
     const strangerAdministrator = (

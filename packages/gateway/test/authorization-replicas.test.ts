@@ -146,6 +146,31 @@ describe.each([
       expect(revoked.status).toBe(204);
       expect(await check(b)).toBe(false);
     });
+
+    it("a key created on replica A protects its owner on replica B at once: no other key acts as them", async () => {
+      const [a, b] = replicas as [RunningNodeProcess, RunningNodeProcess];
+      const org = freshOrg();
+      const store = new ApiKeyStore(redis);
+      const admin = await store.create({ org, owner: "root", permissions: ["admin:api-keys"] });
+      const bob = await store.create({ org, owner: "bob" });
+      const asCarol = () =>
+        fetch(`${b.url}/api/v1/authentication/whoami`, {
+          headers: { authorization: `Bearer ${bob.secret}`, "x-on-behalf-of": "carol" },
+        });
+      // B has just let bob's key act for carol, who owns no key yet.
+      expect((await asCarol()).status).toBe(200);
+      const created = await fetch(`${a.url}/api/v1/admin/api-keys`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${admin.secret}`, "content-type": "application/json" },
+        body: JSON.stringify({ owner: "carol" }),
+      });
+      expect(created.status).toBe(201);
+      const refused = await asCarol();
+      expect(refused.status).toBe(403);
+      expect((await refused.json()).message).toBe(
+        "X-On-Behalf-Of 'carol' owns an API key of this organization, and this API key's X-On-Behalf-Of policy does not name them in users",
+      );
+    });
   },
 );
 

@@ -26,7 +26,7 @@ describe("the gateway reads time from the one clock it is given", () => {
     await o.register("alice", "file", "f1");
     const grant = (expiresAt: string) =>
       o.grant("alice", { resourceType: "file", resourceId: "f1", userId: "bob", role: "reader", expiresAt });
-    const admin = await gw.createKey({ org: o.org, permissions: ["admin:api-keys"] });
+    const admin = await gw.createKey({ org: o.org, owner: "root", permissions: ["admin:api-keys"] });
     const newKey = (expiresAt: string) =>
       gw.call("/api/v1/admin/api-keys", {
         method: "POST",

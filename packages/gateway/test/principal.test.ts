@@ -18,6 +18,7 @@ describe("principal", () => {
       credential: "api_key",
       onBehalfOf: false,
       endUser: false,
+      actsAsKeyOwner: false,
     });
     expect(JSON.stringify(body)).not.toContain(secret);
     expect(JSON.stringify(body)).not.toContain(record.hash);

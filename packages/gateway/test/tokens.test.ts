@@ -189,6 +189,7 @@ describe("tokens as bearer credentials", () => {
       credential: "jwt",
       onBehalfOf: false,
       endUser: true,
+      actsAsKeyOwner: false,
     });
     const check = await gw.call(
       `/api/v1/authorization/llm/check?resourceType=conversation&resourceId=${id}&role=owner`,

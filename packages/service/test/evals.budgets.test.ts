@@ -1,4 +1,6 @@
+import { randomUUID } from "node:crypto";
 import type { Limits } from "@gw/core/limits";
+import { DEFAULT_PERMISSIONS } from "@gw/core/permissions";
 import { CountingWindows } from "@gw/core/windows";
 import { OrgLimitsStore } from "@gw/gateway";
 import { describe, expect, it } from "vitest";
@@ -212,4 +214,71 @@ describe("eval schedules under the creator key's budgets", () => {
       expect(modelCallsWith(marker).length).toBeLessThanOrEqual(before + 1);
     },
   );
+});
+
+describe("eval runs follow their creator key's rights, as an administrator changes them", () => {
+  /** A PATCH of the key through the admin API, as an administrator of its organization makes it. */
+  async function patchKey(adminSecret: string, id: string, body: Record<string, unknown>) {
+    const res = await stack.call(adminSecret, `/api/v1/admin/api-keys/${id}`, {
+      method: "PATCH",
+      json: body,
+    });
+    expect(res.status).toBe(200);
+  }
+  const without = (permission: string) => DEFAULT_PERMISSIONS.filter((p) => p !== permission);
+
+  it.each<[string, Record<string, unknown> | "alice gets a key", string]>([
+    [
+      "evals:write is taken away",
+      { permissions: without("evals:write") },
+      "The API key that created the schedule no longer has the permission 'evals:write'",
+    ],
+    [
+      "the permission model calls need is taken away",
+      { permissions: without("responses:write") },
+      "The API key that created the schedule no longer has the permission 'responses:write', which model calls need",
+    ],
+    [
+      "its on-behalf-of policy no longer covers the schedule's end user",
+      { onBehalfOf: { prefixes: ["acme-"] } },
+      "The schedule's end user 'alice' is outside this API key's X-On-Behalf-Of policy: it may act for only end users whose id starts with 'acme-'",
+    ],
+    [
+      "the schedule's end user comes to own a key of the organization",
+      "alice gets a key",
+      "The schedule's end user 'alice' owns an API key of this organization, and this API key's X-On-Behalf-Of policy does not name them in users",
+    ],
+  ])("when %s, the next runs fail saying so, without a model call", async (_name, change, reason) => {
+    const key = await stack.createKey();
+    // The organization's administrator, who also reads and deletes every schedule of it, whatever becomes of the key.
+    const admin = await stack.createKey({
+      org: key.org,
+      owner: "root",
+      permissions: ["admin:api-keys", "evals:read", "evals:write", "organization:read"],
+    });
+    const marker = `rights-${randomUUID()}`;
+    const schedule = await evalClient(stack, key.secret).created({
+      name: "rights",
+      inputs: [`${marker} hi`],
+      every_seconds: 1,
+    });
+    const evals = evalClient(stack, admin.secret, "root");
+    await evals.untilRuns(schedule.id, (r) => expect(r.some((run) => run.status === "completed")).toBe(true));
+
+    if (change === "alice gets a key") {
+      const created = await stack.call(admin.secret, "/api/v1/admin/api-keys", { json: { owner: "alice" } });
+      expect(created.status).toBe(201);
+    } else await patchKey(admin.secret, key.id, change);
+    const before = modelCallsWith(marker).length;
+    const runs = await evals.untilRuns(schedule.id, (r) =>
+      expect(failedRuns(r).length).toBeGreaterThanOrEqual(2),
+    );
+    expect((await evals.delete(schedule.id)).status).toBe(200);
+    for (const run of failedRuns(runs)) {
+      expect(run.error).toBe(reason);
+      expect(run.results).toEqual([]);
+    }
+    // At most a run already past its check when the key changed called the model.
+    expect(modelCallsWith(marker).length).toBeLessThanOrEqual(before + 1);
+  });
 });

@@ -1,8 +1,8 @@
 import { type Clock, systemClock } from "@gw/core/clock";
+import { onBehalfOfSchema } from "@gw/core/on-behalf-of";
 import { PERMISSIONS } from "@gw/core/permissions";
 import { orgIdSchema, userIdSchema } from "@gw/core/principal";
 import { z } from "zod";
-import { onBehalfOfSchema } from "./on-behalf-of.ts";
 
 const quota = z.int().min(1).max(1_000_000_000);
 const tokenQuota = z.int().min(1).max(1_000_000_000_000);

@@ -1,5 +1,6 @@
 import { type Clock, systemClock } from "@gw/core/clock";
 import { AppError } from "@gw/core/errors";
+import { apiKeyRecordKey, orgApiKeysKey, RedisKeyOwners } from "@gw/core/on-behalf-of";
 import { DEFAULT_PERMISSIONS } from "@gw/core/permissions";
 import type { RedisClient } from "@gw/core/redis";
 import { patchLimits } from "./limits.ts";
@@ -10,9 +11,9 @@ import type { ApiKeyRecord } from "./types.ts";
 /** Redis channel on which every change to a key is announced, so replicas drop cached copies. */
 export const API_KEY_EVENTS_CHANNEL = "gw:apikey-events";
 
-const recordKey = (id: string) => `gw:apikey:${id}`;
+const recordKey = apiKeyRecordKey;
 const hashKey = (hash: string) => `gw:apikey-hash:${hash}`;
-const orgKey = (org: string) => `gw:org:${org}:apikeys`;
+const orgKey = orgApiKeysKey;
 const usedKey = (id: string) => `gw:apikey-used:${id}`;
 
 // Replaces a record only if nobody changed it since it was read, and tells every replica.
@@ -46,20 +47,23 @@ export class ApiKeyChangedConcurrently extends AppError {
 /**
  * API keys in Redis: `gw:apikey:<id>` holds the record (JSON),
  * `gw:apikey-hash:<sha256>` maps a secret's hash to its id (the O(1)
- * lookup), and `gw:org:<org>:apikeys` lists an organization's ids. The
- * three are found by different things (id, secret, organization), so on a
- * Redis Cluster they live on different slots: no command or script touches
- * two of them at once.
+ * lookup), `gw:org:<org>:apikeys` lists an organization's ids and
+ * `gw:org:<org>:key-owners` its keys' owners (`RedisKeyOwners`). They are
+ * found by different things (id, secret, organization), so on a Redis
+ * Cluster they live on different slots: no command or script touches two of
+ * them at once.
  */
 export class ApiKeyStore {
   private readonly redis: RedisClient;
   private readonly listeners: ((id: string) => void)[] = [];
   private readonly clock: Clock;
+  private readonly owners: RedisKeyOwners;
 
-  /** `clock`: its wall time stamps creation and revocation. */
-  constructor(redis: RedisClient, clock: Clock = systemClock) {
+  /** `clock`: its wall time stamps creation and revocation; `owners`: the organization's key owners, told of each new key. */
+  constructor(redis: RedisClient, clock: Clock = systemClock, owners = new RedisKeyOwners(redis)) {
     this.redis = redis;
     this.clock = clock;
+    this.owners = owners;
   }
 
   /**
@@ -92,6 +96,9 @@ export class ApiKeyStore {
       hash: hashSecret(secret),
       onBehalfOf: input.onBehalfOf ?? "any",
     };
+    // The owner is protected from other keys' X-On-Behalf-Of before the key exists anywhere, so no
+    // replica ever lets another key act as them (if the create fails after, they stay protected).
+    await this.owners.add(record.org, record.owner);
     // The record first: nothing finds it by its secret until the hash points at it. Claiming the
     // hash is the one step that decides, so two writers can never store two records for one secret
     // (e.g. two replicas applying the same bootstrap key at once); the loser takes its record back.

@@ -1,6 +1,6 @@
 import type { Limits } from "@gw/core/limits";
+import type { OnBehalfOfPolicy } from "@gw/core/on-behalf-of";
 import type { Permission } from "@gw/core/permissions";
-import type { OnBehalfOfPolicy } from "./on-behalf-of.ts";
 
 export type ApiKeyStatus = "active" | "revoked";
 

@@ -6,10 +6,22 @@ import type { Principal } from "@gw/core/principal";
 
 /**
  * `inspect`: an administrator read who holds which role (the admin console), which changes nothing but is
- * recorded; `call`: a tool called through the MCP proxy.
+ * recorded; `call`: a tool called through the MCP proxy; `act_as_key_owner`: a request made by one key as
+ * a user who owns another key of the organization, which only the key's `onBehalfOf.users` allows.
  */
-export const AUDIT_ACTIONS = ["register", "delete", "grant", "revoke", "inspect", "call"] as const;
+export const AUDIT_ACTIONS = [
+  "register",
+  "delete",
+  "grant",
+  "revoke",
+  "inspect",
+  "call",
+  "act_as_key_owner",
+] as const;
 export type AuditAction = (typeof AUDIT_ACTIONS)[number];
+
+/** What a record is about: a resource, or (`act_as_key_owner`) the user acted as. */
+export type AuditResourceType = ResourceType | "user";
 
 /**
  * `allowed`: the write landed; `denied`: not an owner (403); `conflict`: 409;
@@ -21,7 +33,7 @@ export type AuditOutcome = "allowed" | "denied" | "conflict" | "error" | "unknow
 
 /** What happened, as a request describes it before it runs. */
 export interface AuditEvent {
-  action: Exclude<AuditAction, "call">;
+  action: Exclude<AuditAction, "call" | "act_as_key_owner">;
   resource: ResourceRef;
   /** The user whose role changes (grant, revoke). */
   subject?: string;
@@ -37,7 +49,7 @@ export interface AuditRecord {
   organization: string;
   actor: { userId: string; keyId: string; credential: Principal["credential"] };
   action: AuditAction;
-  resourceType: ResourceType;
+  resourceType: AuditResourceType;
   resourceId: string;
   subject?: string;
   role?: Role;
@@ -47,6 +59,8 @@ export interface AuditRecord {
   decision?: "allowed" | "denied";
   durationMs?: number;
   argumentsSha256?: string;
+  /** `act_as_key_owner`: the request's method and path (without its query). */
+  request?: string;
   outcome: AuditOutcome;
   requestId: string;
   /** The ZedToken of the write, when one landed. */
@@ -241,7 +255,7 @@ export class AuditLog {
 function toRecord(row: Row): AuditRecord {
   const { organization, actor, action, resourceType, resourceId, subject, role, expiresAt, requestId } =
     row.record;
-  const { tool, decision, durationMs, argumentsSha256 } = row.record;
+  const { tool, decision, durationMs, argumentsSha256, request } = row.record;
   return {
     id: `${row.at.getTime()}-${row.seq}`,
     time: row.at.toISOString(),
@@ -254,6 +268,7 @@ function toRecord(row: Row): AuditRecord {
     ...(role ? { role } : {}),
     ...(expiresAt ? { expiresAt } : {}),
     ...(tool !== undefined ? { tool, decision, durationMs, argumentsSha256 } : {}),
+    ...(request !== undefined ? { request } : {}),
     outcome: row.outcome,
     requestId,
     ...(row.zed_token ? { zedToken: row.zed_token } : {}),

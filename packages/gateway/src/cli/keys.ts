@@ -32,7 +32,8 @@ LIMIT is [end-user:][UNIT:]WINDOW: requests per ${WINDOWS.join(", ")} (UNIT requ
 tokens:${TOKEN_WINDOWS.join("|")}; spend:${SPEND_WINDOWS.join("|")} in US dollars (spend:month=50.5).
 end-user: limits each end user of the key (X-On-Behalf-Of, else the owner).
 POLICY (the end users the key and its tokens may act for; default any): any | none (its owner only) |
-  prefix:P[,prefix:P]... (users whose id starts with one of them; a prefix cannot hold a comma here).`;
+  prefix:P and user:U entries, comma-separated (users whose id starts with P; the user U, who may own a
+  key of the organization, which any and prefixes never admit; neither can hold a comma here).`;
 
 class UsageError extends Error {}
 
@@ -92,16 +93,20 @@ function parseLimits(values: string[] | undefined, allowOff: boolean): Record<st
   return limits;
 }
 
-/** `any`, `none` or `prefix:acme-,prefix:svc-` → the admin API's form; values are checked later by the schema. */
+/** `any`, `none` or `prefix:acme-,user:alice` → the admin API's form; values are checked later by the schema. */
 function parseOnBehalfOf(value: string | undefined): unknown {
   if (value === undefined || value === "any" || value === "none") return value;
-  const prefixes = value.split(",").map((part) => {
-    if (!part.startsWith("prefix:")) {
-      throw new UsageError(`--on-behalf-of expects any, none or prefix:P[,prefix:P]..., got '${value}'`);
+  const policy: { prefixes?: string[]; users?: string[] } = {};
+  for (const part of value.split(",")) {
+    const kind = part.startsWith("prefix:") ? "prefixes" : part.startsWith("user:") ? "users" : undefined;
+    if (kind === undefined) {
+      throw new UsageError(
+        `--on-behalf-of expects any, none or prefix:P and user:U entries, comma-separated, got '${value}'`,
+      );
     }
-    return part.slice("prefix:".length);
-  });
-  return { prefixes };
+    policy[kind] = [...(policy[kind] ?? []), part.slice(part.indexOf(":") + 1)];
+  }
+  return policy;
 }
 
 /** A comma-separated list (`--permissions`, `--models`). */

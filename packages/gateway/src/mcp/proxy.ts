@@ -4,6 +4,7 @@ import { AppError, unauthorized } from "@gw/core/errors";
 import { jsonBody, principalOf } from "@gw/core/http";
 import { ASSERTION_HEADER, type InternalAssertions } from "@gw/core/internal-assertion";
 import { AnswerTooLarge, toolNameProblem, UpstreamError } from "@gw/core/mcp";
+import { assertMayActFor, type KeyOwners } from "@gw/core/on-behalf-of";
 import type { Principal } from "@gw/core/principal";
 import { type Request, type RequestHandler, type Response, Router } from "express";
 import type { ApiKeyLookup } from "../api-keys/lookup.ts";
@@ -58,6 +59,8 @@ export interface ProxyOptions {
   /** Step 1 of the gateway's path (authenticate), made with `audience`. */
   authenticate: (audience: (req: Request) => string[]) => RequestHandler;
   resolvePrincipal: RequestHandler;
+  /** An asserted principal's user is judged again, by the key's policy as it is now. */
+  keyOwners: KeyOwners;
   /** The key's request windows: asked for each `tools/call` only. */
   rateLimit: RequestHandler;
   /** Its wall time decides whether the asserted key has expired. */
@@ -93,6 +96,7 @@ export function mcpProxy(deps: McpDeps, options: ProxyOptions): Router {
         const expired = key?.expiresAt != null && Date.parse(key.expiresAt) <= options.clock.wall();
         if (!key || key.org !== principal.org || key.status !== "active" || expired)
           throw unauthorized("The API key behind this call is not usable");
+        await assertMayActFor(key, principal.user, "The user this call acts for", options.keyOwners);
         res.locals.apiKey = key;
         res.locals.principal = principal;
         res.locals.asserted = true;

@@ -1,6 +1,14 @@
 import type { Clock } from "@gw/core/clock";
+import { AppError } from "@gw/core/errors";
 import type { Limits, UnitLimits } from "@gw/core/limits";
-import type { Permission } from "@gw/core/permissions";
+import {
+  apiKeyRecordKey,
+  assertMayActFor,
+  type KeyOwners,
+  type OnBehalfOfPolicy,
+  RedisKeyOwners,
+} from "@gw/core/on-behalf-of";
+import { MODEL_CALLS, type Permission } from "@gw/core/permissions";
 import type { Principal } from "@gw/core/principal";
 import type { RedisClient } from "@gw/core/redis";
 import type { Caller } from "../budgets/admit-model-call.ts";
@@ -10,12 +18,19 @@ import type { Caller } from "../budgets/admit-model-call.ts";
  * HTTP request and no gateway assertion, so it reads the key's record and
  * the organization's end-user defaults where the gateway keeps them (Redis:
  * `gw:apikey:<id>` and `gw:org:<org>:end-user-limits`, written by the
- * gateway's `ApiKeyStore` and `OrgLimitsStore`) and resolves its limits as
- * the gateway does for a model call (the key's own windows; each end-user
- * window the key's own, else the organization's default).
+ * gateway's `ApiKeyStore` and `OrgLimitsStore`), judges the key as the
+ * gateway would judge a request (usable, `evals:write` and the permission
+ * model calls need, its on-behalf-of policy for the schedule's end user, by
+ * the one rule of `@gw/core/on-behalf-of`), and resolves its limits as the
+ * gateway does for a model call (the key's own windows; each end-user window
+ * the key's own, else the organization's default).
  */
 export interface CreatorKeys {
-  /** The caller a run acts as, or why it cannot run (the key revoked, expired or deleted). */
+  /**
+   * The caller a run acts as, or why it cannot run (the key revoked, expired
+   * or deleted, a permission taken away, the end user outside its policy).
+   * Throws when the key or its organization's key owners cannot be read.
+   */
   callerOf(org: string, creator: { user: string; keyId: string }): Promise<Caller | { refused: string }>;
 }
 
@@ -28,19 +43,28 @@ interface KeyRecord {
   models?: string[] | null;
   status: "active" | "revoked";
   expiresAt: string | null;
+  onBehalfOf?: OnBehalfOfPolicy;
 }
 
-const recordKey = (id: string) => `gw:apikey:${id}`;
+/** The permissions a run needs of its creator key, beside the model allowlist the pipeline checks. */
+const RUN_NEEDS: readonly { permission: Permission; why: string }[] = [
+  { permission: "evals:write", why: "" },
+  { permission: MODEL_CALLS, why: ", which model calls need" },
+];
+
+const recordKey = apiKeyRecordKey;
 const orgLimitsKey = (org: string) => `gw:org:${org}:end-user-limits`;
 
 export class RedisCreatorKeys implements CreatorKeys {
   private readonly redis: RedisClient;
   private readonly clock: Clock;
+  private readonly owners: KeyOwners;
 
-  /** `clock`: its wall time decides whether the creator's key has expired. */
-  constructor(redis: RedisClient, clock: Clock) {
+  /** `clock`: its wall time decides whether the creator's key has expired; `owners`: the organization's key owners. */
+  constructor(redis: RedisClient, clock: Clock, owners: KeyOwners = new RedisKeyOwners(redis)) {
     this.redis = redis;
     this.clock = clock;
+    this.owners = owners;
   }
 
   async callerOf(org: string, creator: { user: string; keyId: string }) {
@@ -54,6 +78,18 @@ export class RedisCreatorKeys implements CreatorKeys {
     if (record.status !== "active") return { refused: "The API key that created the schedule was revoked" };
     if (record.expiresAt && Date.parse(record.expiresAt) <= this.clock.wall())
       return { refused: "The API key that created the schedule has expired" };
+    for (const { permission, why } of RUN_NEEDS) {
+      if (!record.permissions.includes(permission))
+        return {
+          refused: `The API key that created the schedule no longer has the permission '${permission}'${why}`,
+        };
+    }
+    try {
+      await assertMayActFor(record, creator.user, "The schedule's end user", this.owners);
+    } catch (err) {
+      if (err instanceof AppError && err.code === "forbidden") return { refused: err.message };
+      throw err;
+    }
     const principal: Principal = {
       org,
       user: creator.user,

@@ -12,7 +12,7 @@ import type { EvalStore } from "./store.ts";
 
 export interface ExecuteRunDeps extends ModelCallDeps {
   store: EvalStore;
-  /** The schedule's creator as its key stands now (limits, models, revoked or not). */
+  /** The schedule's creator as its key stands now (limits, models, permissions, policy, revoked or not). */
   creators: CreatorKeys;
   logger: Logger;
   /** Stamps runs' times (wall time, as the store expires them). */
@@ -26,8 +26,10 @@ class RunFailure extends Error {}
  * Sends every input of the schedule through the model provider, one after
  * another, each as one model call of the pipeline every endpoint uses
  * (`calls/model-call.ts`): as the schedule's creator and its key stand now
- * (a revoked or deleted key, or a model the key may no longer use, fails the
- * run before any call), admitted under the key's and the end user's request,
+ * (a revoked, expired or deleted key, one that lost `evals:write` or the
+ * permission model calls need, one whose on-behalf-of policy no longer
+ * covers the schedule's end user, or a model the key may no longer use,
+ * fails the run before any call, saying why), admitted under the key's and the end user's request,
  * token and spend windows with the output cap sent to the provider, settled
  * with what the model used, its usage recorded. Each answer is recorded as
  * it comes. The first failure (a budget's refusal included, before the model

@@ -51,10 +51,24 @@ export function describeLimits(limits) {
 
 const describePolicy = (p) =>
   p === "any"
-    ? "any end user"
+    ? "any end user but other keys' owners"
     : p === "none"
       ? "its owner only"
-      : `prefixes: ${(p?.prefixes ?? []).join(", ")}`;
+      : [
+          p?.prefixes ? `prefixes: ${p.prefixes.join(", ")}` : null,
+          p?.users ? `users: ${p.users.join(", ")}` : null,
+        ]
+          .filter(Boolean)
+          .join("; ");
+
+/** A comma-separated field → its non-empty entries, or `undefined` when there are none. */
+const listOrNothing = (text) => {
+  const list = text
+    .split(",")
+    .map((s) => s.trim())
+    .filter(Boolean);
+  return list.length ? list : undefined;
+};
 
 // ---------------------------------------------------------------- limits fields
 
@@ -112,8 +126,9 @@ class KeyForm extends Component {
         name: k?.name ?? "",
         owner: k?.owner ?? "",
         models: k?.models ? k.models.join(", ") : "",
-        obo: typeof obo === "string" ? obo : "prefixes",
-        prefixes: typeof obo === "object" ? obo.prefixes.join(", ") : "",
+        obo: typeof obo === "string" ? obo : "listed",
+        prefixes: typeof obo === "object" ? (obo.prefixes ?? []).join(", ") : "",
+        users: typeof obo === "object" ? (obo.users ?? []).join(", ") : "",
         expiresAt: k?.expiresAt ? k.expiresAt.slice(0, 16) : "",
         ...unitValues(k?.limits, `${props.prefix}`),
         ...unitValues(k?.limits?.endUser, `${props.prefix}eu-`),
@@ -143,13 +158,8 @@ class KeyForm extends Component {
       limits,
       models: models.length ? models : editing ? null : undefined,
       onBehalfOf:
-        values.obo === "prefixes"
-          ? {
-              prefixes: values.prefixes
-                .split(",")
-                .map((s) => s.trim())
-                .filter(Boolean),
-            }
+        values.obo === "listed"
+          ? { prefixes: listOrNothing(values.prefixes), users: listOrNothing(values.users) }
           : values.obo,
       expiresAt: values.expiresAt ? new Date(values.expiresAt).toISOString() : editing ? null : undefined,
     };
@@ -184,13 +194,14 @@ class KeyForm extends Component {
         <label for=${`${p}expires`}>Expires at (UTC, empty: never)<input id=${`${p}expires`} type="datetime-local" value=${values.expiresAt} onInput=${(e) => this.set("expiresAt", e.currentTarget.value)} /></label>
         <label for=${`${p}obo`}>On-behalf-of policy
           <select id=${`${p}obo`} value=${values.obo} onChange=${(e) => this.set("obo", e.currentTarget.value)}>
-            <option value="any">any end user</option>
+            <option value="any">any end user but other keys' owners</option>
             <option value="none">its owner only</option>
-            <option value="prefixes">end users with a prefix</option>
+            <option value="listed">end users with a prefix, or named</option>
           </select></label>
         ${
-          values.obo === "prefixes"
-            ? html`<label for=${`${p}prefixes`}>Prefixes (comma-separated)<input id=${`${p}prefixes`} required value=${values.prefixes} onInput=${(e) => this.set("prefixes", e.currentTarget.value)} /></label>`
+          values.obo === "listed"
+            ? html`<label for=${`${p}prefixes`}>Prefixes (comma-separated; never other keys' owners)<input id=${`${p}prefixes`} value=${values.prefixes} onInput=${(e) => this.set("prefixes", e.currentTarget.value)} /></label>
+              <label for=${`${p}users`}>Users (comma-separated; may name other keys' owners, audited)<input id=${`${p}users`} value=${values.users} onInput=${(e) => this.set("users", e.currentTarget.value)} /></label>`
             : null
         }
       </div>
@@ -757,7 +768,7 @@ export class AuditPage extends Component {
         <label for="f-actor">Actor (user id)<input id="f-actor" name="actor" value=${f.actor} /></label>
         <label for="f-type">Resource type<select id="f-type" name="resourceType"><option value="">any</option>${RESOURCE_TYPES.map((t) => html`<option value=${t} selected=${t === f.resourceType}>${t}</option>`)}</select></label>
         <label for="f-id">Resource id<input id="f-id" name="resourceId" value=${f.resourceId} /></label>
-        <label for="f-action">Action<select id="f-action" name="action"><option value="">any</option>${["register", "delete", "grant", "revoke", "inspect"].map((a) => html`<option value=${a} selected=${a === f.action}>${a}</option>`)}</select></label>
+        <label for="f-action">Action<select id="f-action" name="action"><option value="">any</option>${["register", "delete", "grant", "revoke", "inspect", "call", "act_as_key_owner"].map((a) => html`<option value=${a} selected=${a === f.action}>${a}</option>`)}</select></label>
         <label for="f-since">From (UTC)<input id="f-since" name="since" type="datetime-local" value=${f.since} /></label>
         <label for="f-until">Until (UTC)<input id="f-until" name="until" type="datetime-local" value=${f.until} /></label>
         <button type="submit">Filter</button>

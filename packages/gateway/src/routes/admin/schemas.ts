@@ -1,6 +1,6 @@
+import { onBehalfOfSchema } from "@gw/core/on-behalf-of";
 import { type JsonSchema, jsonSchemaOf, objectSchema, stringSchema } from "@gw/core/openapi";
 import { PERMISSIONS } from "@gw/core/permissions";
-import { onBehalfOfSchema } from "../../api-keys/on-behalf-of.ts";
 import { endUserLimitsPatchSchema, limitsSchema, modelsSchema } from "../../api-keys/schema.ts";
 
 export const TAG = "API Key";

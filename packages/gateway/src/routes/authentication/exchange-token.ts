@@ -6,7 +6,7 @@ import { userIdSchema } from "@gw/core/principal";
 import { validate } from "@gw/core/validation";
 import { z } from "zod";
 import type { GatewayMetrics } from "../../metrics.ts";
-import { assertMayActFor } from "../../principal/resolve-principal.ts";
+import { type ActingDeps, actFor } from "../../principal/resolve-principal.ts";
 import type { TokenService } from "../../tokens/tokens.ts";
 
 export interface ExchangeTokenResponse {
@@ -45,9 +45,10 @@ export const exchangeToken = defineRoute({
     200: { description: "The token", schema: objectSchema({ token: stringSchema("A short-lived JWT") }) },
   },
   handler: async (
-    { principal, body, res },
-    { tokens, metrics }: { tokens: TokenService; metrics: GatewayMetrics },
+    { principal, body, req, res },
+    deps: ActingDeps & { tokens: TokenService; metrics: GatewayMetrics },
   ) => {
+    const { tokens, metrics } = deps;
     if (principal.credential !== "api_key") {
       metrics.tokenExchanges.inc({ outcome: "forbidden" });
       throw forbidden("Only an API key can be exchanged for a token");
@@ -63,7 +64,7 @@ export const exchangeToken = defineRoute({
     if (!key) throw new Error("exchange-token runs after authenticate");
     try {
       // The token's subject is who it acts for: within the key's policy, as `X-On-Behalf-Of` would be.
-      assertMayActFor(key, input.externalUserId, "externalUserId");
+      await actFor(deps, { req, res, key, credential: "api_key" }, input.externalUserId, "externalUserId");
     } catch (err) {
       metrics.tokenExchanges.inc({ outcome: "forbidden" });
       throw err;

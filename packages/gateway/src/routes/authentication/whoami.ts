@@ -3,7 +3,7 @@ import { objectSchema, stringSchema } from "@gw/core/openapi";
 import { PERMISSIONS } from "@gw/core/permissions";
 import type { Principal } from "@gw/core/principal";
 
-export type WhoamiResponse = Principal;
+export type WhoamiResponse = Principal & { actsAsKeyOwner: boolean };
 
 /** `GET /api/v1/authentication/whoami`: the principal this request acts as (no secrets). Any valid credential may ask. */
 export const whoami = defineRoute({
@@ -27,8 +27,16 @@ export const whoami = defineRoute({
           description:
             "Whether the user is not the key's owner: an end user sees only its own usage and eval schedules, unless the key has organization:read",
         },
+        actsAsKeyOwner: {
+          type: "boolean",
+          description:
+            "Whether the user owns another API key of the organization, acted for only because this key's onBehalfOf names them in users (each such request is audited as act_as_key_owner)",
+        },
       }),
     },
   },
-  handler: ({ principal }, _deps: unknown): WhoamiResponse => principal,
+  handler: ({ principal, res }, _deps: unknown): WhoamiResponse => ({
+    ...principal,
+    actsAsKeyOwner: res.locals.actsAsKeyOwner === true,
+  }),
 });

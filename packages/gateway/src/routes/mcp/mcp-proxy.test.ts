@@ -391,11 +391,12 @@ describe("the MCP proxy as an OAuth protected resource", () => {
 
   it("tools/call counts in the key's request windows; listing does not", async () => {
     const o = await newOrg(gw);
-    const { secret } = await gw.createKey({ org: o.org, owner: "alice", limits: { day: 3 } });
     const res = await caller(gw.url, o.secret)("alice", "/api/v1/mcp/servers", {
       json: { name: "d", url: upstream.url },
     });
     const { id } = await res.json();
+    // Once alice owns a key, the organization's other keys no longer act as her.
+    const { secret } = await gw.createKey({ org: o.org, owner: "alice", limits: { day: 3 } });
     const client = await mcpClient(gw.url, id, secret);
     for (let i = 0; i < 3; i++) await client.listTools();
     await client.callTool({ name: "search", arguments: { query: "1" } });

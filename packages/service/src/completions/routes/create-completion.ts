@@ -1,4 +1,5 @@
 import { stringSchema } from "@gw/core/openapi";
+import { MODEL_CALLS } from "@gw/core/permissions";
 import { budgetHeaders } from "../../budgets/headers.ts";
 import { abortOnClose, eventSinkOf } from "../../http/model-call.ts";
 import { modelRoute } from "../../http/model-route.ts";
@@ -26,7 +27,7 @@ export const createCompletion = modelRoute({
     "With `store: true` the principal owns the new `chatcmpl-…` id as a `completion` resource and the completion is kept with its messages.",
   tag: TAG,
   deprecated: DEPRECATED,
-  permission: "responses:write",
+  permission: MODEL_CALLS,
   body: createCompletionBody,
   bodyValidation: { prepare: withoutNulls },
   responses: {

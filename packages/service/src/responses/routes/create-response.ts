@@ -1,4 +1,5 @@
 import { stringSchema } from "@gw/core/openapi";
+import { MODEL_CALLS } from "@gw/core/permissions";
 import { budgetHeaders } from "../../budgets/headers.ts";
 import { abortOnClose, eventSinkOf } from "../../http/model-call.ts";
 import { modelRoute } from "../../http/model-route.ts";
@@ -26,7 +27,7 @@ export const createResponse = modelRoute({
   description:
     "The principal owns the new `resp_…` (unless `store` is false). Earlier context comes from `conversation` (writer) or `previous_response_id` (reader).",
   tag: TAG,
-  permission: "responses:write",
+  permission: MODEL_CALLS,
   body: createResponseBody,
   bodyValidation: { prepare: withoutNulls },
   responses: {
