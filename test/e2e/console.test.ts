@@ -1,4 +1,6 @@
 import { randomUUID } from "node:crypto";
+import { localRedisUrl } from "@gw/core/redis";
+import { testRedisClient } from "@gw/test-kit";
 import { startFakeMcpServer } from "@gw/test-kit/mcp-upstream";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import {
@@ -410,6 +412,46 @@ describe("admin console", () => {
     expect(await page.getByRole("alert").textContent()).toContain("lacks the admin:console permission");
     expect((await context.cookies()).find((c) => c.name === "gw_console")).toBeUndefined();
     await context.close();
+  }, 60_000);
+
+  it("refuses sign-ins from an address after too many failures, saying how long to wait, and lets it in once the window is over", async () => {
+    const redis = testRedisClient(localRedisUrl(s.env));
+    // The window's counts, in Redis: cleared to start from none (earlier cases failed a sign-in or two from
+    // this address) and to end the window early.
+    const clearCounts = async () => {
+      const counts = await redis.keys("gw:console-sign-in:*");
+      if (counts.length > 0) await redis.del(...counts);
+    };
+    const context = await newContext(s.browser, DESKTOP);
+    const page = await context.newPage();
+    try {
+      await clearCounts();
+      for (let i = 0; i < 10; i++) {
+        await signIn(page, s.url, `gwsk_wrong-${i}`);
+        expect(page.url()).toBe(`${s.url}/admin/sign-in?failed=invalid`);
+      }
+      const answered = page.waitForResponse(
+        (r) => r.url() === `${s.url}/admin/sign-in` && r.request().method() === "POST",
+      );
+      await signIn(page, s.url, s.root.key); // the right key, from an address refused
+      const refused = await answered;
+      expect(refused.status()).toBe(429);
+      expect(Number(refused.headers()["retry-after"])).toBeGreaterThan(0);
+      expect(await page.getByRole("alert").textContent()).toMatch(
+        /^Too many failed sign-in attempts\. Wait 1[45] minutes, then try again\.$/,
+      );
+      expect((await context.cookies()).find((c) => c.name === "gw_console")).toBeUndefined();
+
+      // Once the window is over, the form on that page signs in.
+      await clearCounts();
+      await page.getByLabel("API key with admin:console").fill(s.root.key);
+      await page.getByRole("button", { name: "Sign in" }).click();
+      await page.waitForURL(`${s.url}/admin/keys`);
+    } finally {
+      await clearCounts();
+      redis.disconnect();
+      await context.close();
+    }
   }, 60_000);
 });
 

@@ -24,6 +24,7 @@ import type { AuditLog } from "./audit/audit-log.ts";
 import { authenticate } from "./authenticate/authenticate.ts";
 import { createConsoleRouter } from "./console/console-router.ts";
 import type { ConsoleSessions } from "./console/sessions.ts";
+import type { SignInLimits } from "./console/sign-in-limits.ts";
 import { type ForwardOptions, forward } from "./forward/forward.ts";
 import { SERVICE_ROUTES } from "./forward/service-routes.ts";
 import type { McpDeps } from "./mcp/deps.ts";
@@ -72,6 +73,8 @@ export interface GatewayDeps {
   metricsEndpoint?: MetricsEndpoint;
   /** Sessions of the admin console under `/admin/`; without them the console is not served. */
   consoleSessions?: ConsoleSessions;
+  /** The console's limits on failed sign-ins; needed with `consoleSessions`. */
+  consoleSignInLimits?: SignInLimits;
   /** Registered MCP servers, their vault and the proxy. */
   mcp: Omit<McpDeps, "authorization" | "audit" | "metrics" | "logger" | "publicUrl">;
 }
@@ -159,11 +162,14 @@ export function createGatewayApp(deps: GatewayDeps): express.Express {
 
   app.use("/api/v1", api);
   if (deps.consoleSessions) {
+    if (!deps.consoleSignInLimits) throw new Error("The admin console needs its sign-in limits");
     app.use(
       "/admin",
       createConsoleRouter({
         keys: deps.keys,
         sessions: deps.consoleSessions,
+        signInLimits: deps.consoleSignInLimits,
+        metrics: deps.metrics,
         api,
         publicUrl: deps.publicUrl,
         logger: deps.logger,

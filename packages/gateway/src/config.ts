@@ -102,6 +102,12 @@ export const gatewayConfigSchema = z
     CONSOLE_SESSION_IDLE_TIMEOUT: env.duration("30m"),
     /** An admin console session ends this long after sign-in however busy, a duration with its unit. Default 12h. */
     CONSOLE_SESSION_MAX_AGE: env.duration("12h"),
+    /** Failed admin console sign-ins one client address (an IPv6 /64) may make per CONSOLE_SIGN_IN_WINDOW; past them its sign-ins answer 429. Default 10. */
+    CONSOLE_SIGN_IN_FAILURES_PER_ADDRESS: env.positiveInt(10),
+    /** Failed admin console sign-ins with keys of one organization (revoked, expired, without admin:console) per CONSOLE_SIGN_IN_WINDOW, from any address; past them that organization's keys answer 429. Default 50. */
+    CONSOLE_SIGN_IN_FAILURES_PER_ORG: env.positiveInt(50),
+    /** The window failed console sign-ins are counted in, a duration with its unit (whole seconds). Default 15m. */
+    CONSOLE_SIGN_IN_WINDOW: env.duration("15m"),
     /** Key-encryption keys of the MCP credential vault, `id:base64,id:base64…` (32 bytes each; the first wraps new secrets, the others still open old ones). Required when NODE_ENV=production; otherwise unset means a development key under DATA_DIR (`pnpm start` makes one). */
     VAULT_KEYS: vaultKeysSchema.optional(),
     /** Lets registered MCP servers use http and loopback, private or link-local addresses (development and tests only). Default false. */

@@ -42,6 +42,14 @@ const JWT_OUTCOMES = [
   "malformed",
 ];
 const TOKEN_EXCHANGE_OUTCOMES = ["issued", "forbidden", "invalid"];
+export const CONSOLE_SIGN_IN_OUTCOMES = [
+  "signed_in",
+  "invalid_key",
+  "missing_permission",
+  "limited_address",
+  "limited_organization",
+] as const;
+export type ConsoleSignInOutcome = (typeof CONSOLE_SIGN_IN_OUTCOMES)[number];
 export const MCP_CALL_OUTCOMES = ["ok", "tool_error", "denied", "upstream_error"] as const;
 export type McpCallOutcome = (typeof MCP_CALL_OUTCOMES)[number];
 /** Where a rate-limit decision was made, by outcome: `local` is a refusal remembered in process. */
@@ -126,6 +134,13 @@ export function createGatewayMetrics() {
     registers: [base.registry],
   });
   zero(mcpToolCalls, MCP_CALL_OUTCOMES, "outcome");
+  const consoleSignIns = new Counter({
+    name: "gateway_console_sign_ins_total",
+    help: "Admin console sign-ins, by outcome (signed_in, invalid_key: unknown, revoked or expired, missing_permission, limited_address and limited_organization: refused with 429 for too many failed attempts).",
+    labelNames: ["outcome"] as const,
+    registers: [base.registry],
+  });
+  zero(consoleSignIns, CONSOLE_SIGN_IN_OUTCOMES, "outcome");
   const mcpToolCallSeconds = new Histogram({
     name: "gateway_mcp_tool_call_seconds",
     help: "Time of an allowed MCP tools/call through the proxy, upstream included, by outcome.",
@@ -142,6 +157,7 @@ export function createGatewayMetrics() {
   zero(mcpUpstreamLimits, UPSTREAM_LIMITS, "limit");
   return {
     ...base,
+    consoleSignIns,
     mcpToolCalls,
     mcpUpstreamLimits,
     mcpToolCallSeconds,

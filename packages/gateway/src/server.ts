@@ -29,6 +29,7 @@ import { createGatewayApp } from "./app.ts";
 import { AuditLog } from "./audit/audit-log.ts";
 import type { GatewayConfig } from "./config.ts";
 import { ConsoleSessions } from "./console/sessions.ts";
+import { SignInLimits } from "./console/sign-in-limits.ts";
 import { createGatewayMetrics } from "./metrics.ts";
 import { RequestWindows } from "./rate-limit/request-windows.ts";
 import { LookupCursors } from "./routes/authorization/lookup-cursor.ts";
@@ -217,6 +218,11 @@ export async function startGateway(
       idleMs: config.CONSOLE_SESSION_IDLE_TIMEOUT,
       maxAgeMs: config.CONSOLE_SESSION_MAX_AGE,
       clock,
+    }),
+    consoleSignInLimits: new SignInLimits(redis, {
+      perAddress: config.CONSOLE_SIGN_IN_FAILURES_PER_ADDRESS,
+      perOrg: config.CONSOLE_SIGN_IN_FAILURES_PER_ORG,
+      windowMs: config.CONSOLE_SIGN_IN_WINDOW,
     }),
     tokens,
     publicUrl: config.GATEWAY_PUBLIC_URL,

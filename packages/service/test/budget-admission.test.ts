@@ -126,6 +126,39 @@ describeEachTopology("admission on %s Redis", (topology) => {
     expect((await windows.peek(keyId, undefined, limits)).map((s) => s.used)).toEqual([1, 10]);
   });
 
+  it("charges at most the reservation when the provider reports more, and counts the rest as an overrun", async () => {
+    const windows = new CountingWindows(redis.redis);
+    const keyId = freshKey();
+    const limits = { tokens: { minute: 10_000 }, spend: { day: 1 } };
+    const metrics = createMetrics(`test_${randomBytes(4).toString("hex")}`);
+    const lines: string[] = [];
+    const budgetDeps = {
+      ...deps(windows),
+      metrics: createBudgetMetrics(metrics),
+      logger: createLogger("test", "warn", { write: (line: string) => void lines.push(line) }),
+    };
+    const admitted = await admitModelCall(budgetDeps, callerOf(keyId, limits), {
+      model: MODEL,
+      messages: PROMPT,
+    });
+    const reservedSpend = Math.round(((RESERVED - 10) * 0.15 + 10 * 0.6) * 1000) / 1e9;
+    // A provider that ignored the cap of 10 reports 5,000 output tokens.
+    await admitted.settle({ input_tokens: RESERVED - 10, output_tokens: 5_000 });
+    const [tokens, spend] = await windows.peek(keyId, undefined, limits);
+    expect(tokens!.used).toBe(RESERVED);
+    expect(spend!.used).toBeCloseTo(reservedSpend, 12);
+    const text = await metrics.registry.metrics();
+    const overrun = (unit: string, window: string) =>
+      Number(
+        new RegExp(
+          `_budget_reconciled_total\\{unit="${unit}",window="${window}",scope="key",direction="overrun"\\} (\\S+)`,
+        ).exec(text)?.[1],
+      );
+    expect(overrun("tokens", "minute")).toBe(RESERVED - 10 + 5_000 - RESERVED);
+    expect(overrun("spend", "day")).toBeGreaterThan(0);
+    expect(lines.join("")).toContain("a model call used more than its reservation: charged the reservation");
+  });
+
   it("settles once: a repeated settlement changes nothing more", async () => {
     const windows = new CountingWindows(redis.redis);
     const keyId = freshKey();

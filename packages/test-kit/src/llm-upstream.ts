@@ -10,7 +10,8 @@
  *   first with `parallel_tool_calls: false`), each with the arguments
  *   `{"text": "<last user message>"}` and the id `call_<request>_<index>`;
  * - with `max_tokens` below the answer's words, the answer is cut there and
- *   its `finish_reason` is `length`;
+ *   its `finish_reason` is `length` (unless `ignoreMaxTokens`: then it
+ *   answers whole and reports every token, as a provider that ignores it);
  * - with `logprobs: true`, each word of the answer is a token with logprob
  *   -0.5 (and `top_logprobs` alternatives, `<word>?`, at -2).
  * It records every request it got, and whether the caller went away before
@@ -106,6 +107,8 @@ export interface FakeLLM {
    * unset: one per word, as before.
    */
   countTokens: ((text: string) => number) | undefined;
+  /** Answers whole whatever `max_tokens` says, and reports every token it produced, as a misbehaving provider does. */
+  ignoreMaxTokens: boolean;
   /** Answers the requests that `hold` mode kept waiting, and sets the mode back to `ok`. */
   release(): void;
   close(): Promise<void>;
@@ -155,6 +158,7 @@ export async function startFakeLLM(port = 0): Promise<FakeLLM> {
     framing: "lf",
     chunkDelayMs: 5,
     countTokens: undefined,
+    ignoreMaxTokens: false,
     release: () => {
       fake.mode = "ok";
       for (const answer of held) answer();
@@ -216,8 +220,9 @@ export async function startFakeLLM(port = 0): Promise<FakeLLM> {
     const lastSaid = [...body.messages].reverse().find((m) => m.role === "user" || m.role === "tool");
     const toolCalls = toolCallsFor(body, fake.requests.length);
     const fullAnswer = toolCalls.length ? "" : `Echo: ${lastSaid?.content ?? ""}`;
-    const cut = body.max_tokens !== undefined && words(fullAnswer) > body.max_tokens;
-    const answer = cut ? fullAnswer.split(" ").slice(0, body.max_tokens).join(" ") : fullAnswer;
+    const maxTokens = fake.ignoreMaxTokens ? undefined : body.max_tokens;
+    const cut = maxTokens !== undefined && words(fullAnswer) > maxTokens;
+    const answer = cut ? fullAnswer.split(" ").slice(0, maxTokens).join(" ") : fullAnswer;
     const finishReason = toolCalls.length ? "tool_calls" : cut ? "length" : "stop";
     const count = fake.countTokens;
     const promptTokens = count
@@ -229,7 +234,7 @@ export async function startFakeLLM(port = 0): Promise<FakeLLM> {
       ? // A provider stops at max_tokens of its own counting.
         Math.min(
           count(answer) + toolCalls.reduce((n, c) => n + count(c.function.arguments), 0),
-          body.max_tokens ?? Number.POSITIVE_INFINITY,
+          maxTokens ?? Number.POSITIVE_INFINITY,
         )
       : words(answer) + toolCalls.reduce((n, c) => n + words(c.function.arguments.replace(/\W/g, " ")), 0);
     const usage = {

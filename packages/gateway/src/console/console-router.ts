@@ -10,8 +10,10 @@ import express, { type Request, type RequestHandler, type Response, Router } fro
 import type { ApiKeyLookup } from "../api-keys/lookup.ts";
 import type { ApiKeyRecord } from "../api-keys/types.ts";
 import { SERVICE_ROUTES } from "../forward/service-routes.ts";
+import type { ConsoleSignInOutcome, GatewayMetrics } from "../metrics.ts";
 import { type ConsolePage, consoleShell, signInPage } from "./pages.ts";
 import { type ConsoleSession, type ConsoleSessions, sameToken } from "./sessions.ts";
+import { type SignInAttempt, SignInLimited, type SignInLimits } from "./sign-in-limits.ts";
 
 declare global {
   namespace Express {
@@ -31,6 +33,9 @@ export const CONSOLE_PERMISSION: Permission = "admin:console";
 export interface ConsoleDeps {
   keys: ApiKeyLookup;
   sessions: ConsoleSessions;
+  /** Failed sign-ins counted per client address and per organization (429 past them). */
+  signInLimits: SignInLimits;
+  metrics: Pick<GatewayMetrics, "consoleSignIns">;
   /** The gateway's API router; the console enters it after authentication, as the session's key. */
   api: RequestHandler;
   /** The gateway's public URL: cookies are `Secure` when it is https (or the request came over TLS). */
@@ -172,27 +177,78 @@ export function createConsoleRouter(deps: ConsoleDeps): Router {
   router.get("/vendor/:file", (req, res, next) => sendFile(vendor.get(req.params.file), res, next));
   router.get("/assets/:file", (req, res, next) => sendFile(assets.get(req.params.file), res, next));
 
-  router.get("/sign-in", async (req, res) => {
-    if (await sessionOf(req)) return res.redirect(303, "/admin/");
+  /** The sign-in form, with a fresh token in its cookie and the form. */
+  const sendSignInPage = (
+    req: Request,
+    res: Response,
+    page: Omit<Parameters<typeof signInPage>[0], "csrf">,
+  ) => {
     const token = cryptoToken();
     cookie(req, res, SIGN_IN_COOKIE, token, 3_600_000);
-    const failed = typeof req.query.failed === "string" ? req.query.failed : undefined;
     res.setHeader("Cache-Control", "no-store");
-    res.type("html").send(signInPage({ csrf: token, failed, signedOut: req.query.signed_out === "1" }));
+    res.type("html").send(signInPage({ csrf: token, ...page }));
+  };
+
+  router.get("/sign-in", async (req, res) => {
+    if (await sessionOf(req)) return res.redirect(303, "/admin/");
+    const failed = typeof req.query.failed === "string" ? req.query.failed : undefined;
+    sendSignInPage(req, res, { failed, signedOut: req.query.signed_out === "1" });
   });
 
   const form = express.urlencoded({ extended: false, limit: "4kb", parameterLimit: 10 });
+  const signedIn = (outcome: ConsoleSignInOutcome) => deps.metrics.consoleSignIns.inc({ outcome });
+
+  /**
+   * Runs a step of a sign-in that may be refused for too many failed
+   * attempts: a browser gets the sign-in page saying so, with the 429 and
+   * its `Retry-After`; any other client the catalogue's 429.
+   */
+  const unlessLimited = async <T>(
+    req: Request,
+    res: Response,
+    step: () => Promise<T>,
+    org?: string,
+  ): Promise<T | undefined> => {
+    try {
+      return await step();
+    } catch (err) {
+      if (!(err instanceof SignInLimited)) throw err;
+      signedIn(err.limit === "address" ? "limited_address" : "limited_organization");
+      deps.logger.warn(
+        { limit: err.limit, address: req.ip, org, retryAfterSeconds: err.retryAfterSeconds },
+        "console sign-in refused: too many failed attempts",
+      );
+      if (req.accepts(["json", "html"]) !== "html") throw err;
+      res.status(429).set(err.headers);
+      sendSignInPage(req, res, { limitedForSeconds: err.retryAfterSeconds });
+      return undefined;
+    }
+  };
 
   router.post("/sign-in", form, async (req, res) => {
     assertSameOrigin(req, publicOrigin);
     const body = (req.body ?? {}) as Record<string, unknown>;
     const expected = cookiesOf(req).get(SIGN_IN_COOKIE);
     if (!expected || !sameToken(body.csrf, expected)) throw forbidden("Refused: missing or wrong CSRF token");
+    // Counted before the key is looked up: too many failures from this address, and nothing more is tried.
+    const attempt = await unlessLimited<SignInAttempt>(req, res, () =>
+      deps.signInLimits.attempt(req.ip ?? req.socket.remoteAddress ?? "unknown"),
+    );
+    if (!attempt) return;
     const secret = typeof body.key === "string" ? body.key.trim() : "";
     const key = secret && secret.length <= 256 ? await deps.keys.findBySecret(secret) : undefined;
-    if (!key || !usable(key, deps.clock.wall())) return res.redirect(303, "/admin/sign-in?failed=invalid");
-    if (!key.permissions.includes(CONSOLE_PERMISSION))
+    if (key && !(await unlessLimited(req, res, () => attempt.naming(key.org).then(() => true), key.org)))
+      return;
+    if (!key || !usable(key, deps.clock.wall())) {
+      signedIn("invalid_key");
+      return res.redirect(303, "/admin/sign-in?failed=invalid");
+    }
+    if (!key.permissions.includes(CONSOLE_PERMISSION)) {
+      signedIn("missing_permission");
       return res.redirect(303, "/admin/sign-in?failed=permission");
+    }
+    await attempt.succeeded();
+    signedIn("signed_in");
     const { id, session } = await deps.sessions.create({ keyId: key.id, org: key.org, user: key.owner });
     cookie(req, res, SESSION_COOKIE, id);
     res.clearCookie(SIGN_IN_COOKIE, { path: "/admin" });

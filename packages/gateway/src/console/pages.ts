@@ -30,9 +30,29 @@ const FAILURES: Record<string, string> = {
   permission: "That API key lacks the admin:console permission, so it cannot sign in to the console.",
 };
 
+/** What the page says when too many sign-ins failed: the wait, in whole minutes (or seconds under one). */
+function limitedMessage(seconds: number): string {
+  const wait =
+    seconds < 60
+      ? `${seconds} second${seconds === 1 ? "" : "s"}`
+      : `${Math.ceil(seconds / 60)} minute${Math.ceil(seconds / 60) === 1 ? "" : "s"}`;
+  return `Too many failed sign-in attempts. Wait ${wait}, then try again.`;
+}
+
 /** The sign-in form: the key goes once, in a POST, and is exchanged for a session. */
-export function signInPage(opts: { csrf: string; failed?: string | undefined; signedOut?: boolean }): string {
-  const failure = opts.failed ? (FAILURES[opts.failed] ?? FAILURES.invalid!) : undefined;
+export function signInPage(opts: {
+  csrf: string;
+  failed?: string | undefined;
+  signedOut?: boolean | undefined;
+  /** Sign-ins are refused for this many seconds more (too many failed). */
+  limitedForSeconds?: number | undefined;
+}): string {
+  const failure =
+    opts.limitedForSeconds !== undefined
+      ? limitedMessage(opts.limitedForSeconds)
+      : opts.failed
+        ? (FAILURES[opts.failed] ?? FAILURES.invalid!)
+        : undefined;
   return `${head("Sign in · Gateway admin console")}</head>
 <body class="sign-in">
 <main id="main">

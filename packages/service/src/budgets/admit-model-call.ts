@@ -152,11 +152,34 @@ export async function admitModelCall(
   }
   deps.metrics.reserved(counters);
   const reservation = result.reservation;
+  const reserved = {
+    tokens: prompt + maxOutputTokens,
+    spend: price ? costNanoUsd(price, { input_tokens: prompt, output_tokens: maxOutputTokens }) : 0,
+  };
   let settled = false;
   const settle = async (tokens: number, spend: number) => {
     if (settled) return;
     settled = true;
-    await settleWithRetries(deps, reservation, { requests: 1, tokens, spend });
+    // Never more than was reserved: what a provider reports beyond it (it ignored the output cap, or
+    // counts the prompt above the bound) is recorded as an overrun, not charged.
+    const charged = {
+      requests: 1,
+      tokens: Math.min(tokens, reserved.tokens),
+      spend: Math.min(spend, reserved.spend),
+    };
+    const overrun = { tokens: tokens - charged.tokens, spend: spend - charged.spend };
+    if (overrun.tokens > 0 || overrun.spend > 0)
+      deps.logger.warn(
+        {
+          requestId: caller.requestId,
+          org: principal.org,
+          keyId: principal.keyId,
+          reserved,
+          used: { tokens, spend },
+        },
+        "a model call used more than its reservation: charged the reservation",
+      );
+    await settleWithRetries(deps, reservation, charged, overrun);
   };
   return {
     maxOutputTokens,
@@ -167,16 +190,24 @@ export async function admitModelCall(
   };
 }
 
-/** Settles, retrying when Redis fails (the reservation settles once); if it stays away, a sweep settles the lease once it expires. */
+/**
+ * Settles, retrying when Redis fails (the reservation settles once); if it
+ * stays away, a sweep settles the lease once it expires. `overrun`: what the
+ * provider reported beyond the reservation, counted in the metrics only.
+ */
 async function settleWithRetries(
   deps: BudgetDeps,
   reservation: Reservation,
   used: { requests: number; tokens: number; spend: number },
+  overrun: { tokens: number; spend: number },
 ): Promise<void> {
   for (let attempt = 0; ; attempt++) {
     try {
       if (await deps.windows.settle(reservation, used)) {
-        for (const c of reservation.counters) deps.metrics.reconciled(c, used[c.unit] - c.amount);
+        for (const c of reservation.counters) {
+          deps.metrics.reconciled(c, used[c.unit] - c.amount);
+          if (c.unit !== "requests") deps.metrics.overrun(c, overrun[c.unit]);
+        }
       }
       return;
     } catch (err) {

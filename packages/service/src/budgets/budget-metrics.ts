@@ -21,7 +21,7 @@ export function createBudgetMetrics(metrics: Metrics) {
   });
   const reconciled = new Counter({
     name: `${metrics.prefix}_budget_reconciled_total`,
-    help: "Tokens, or US dollars, by which reconciliation with the provider's usage changed reservations, by unit, window, scope and direction: returned (reserved but not used) or charged (used beyond the reservation).",
+    help: "Tokens, or US dollars, by which reconciliation with the provider's usage changed reservations, by unit, window, scope and direction: returned (reserved but not used) or overrun (reported beyond the reservation: never charged, a call is charged at most what it reserved).",
     labelNames: [...labelNames, "direction"] as const,
     registers,
   });
@@ -33,7 +33,7 @@ export function createBudgetMetrics(metrics: Metrics) {
       for (const window of windows) {
         reserved.inc({ unit, window, scope }, 0);
         refusals.inc({ unit, window, scope }, 0);
-        for (const direction of ["returned", "charged"])
+        for (const direction of ["returned", "overrun"])
           reconciled.inc({ unit, window, scope, direction }, 0);
       }
     }
@@ -47,13 +47,15 @@ export function createBudgetMetrics(metrics: Metrics) {
     refused(c: Pick<WindowCounter, "unit" | "window" | "scope">) {
       refusals.inc({ unit: c.unit, window: c.window, scope: c.scope });
     },
-    /** `delta`: used less reserved, in counted units. */
+    /** `delta`: charged less reserved, in counted units (never above 0: a call is charged at most its reservation). */
     reconciled(c: WindowCounter, delta: number) {
-      if (c.unit === "requests" || delta === 0) return;
-      reconciled.inc(
-        { ...labels(c), direction: delta < 0 ? "returned" : "charged" },
-        amount(c, Math.abs(delta)),
-      );
+      if (c.unit === "requests" || delta >= 0) return;
+      reconciled.inc({ ...labels(c), direction: "returned" }, amount(c, -delta));
+    },
+    /** What the provider reported beyond the reservation, in counted units: not charged. */
+    overrun(c: WindowCounter, beyond: number) {
+      if (c.unit === "requests" || beyond <= 0) return;
+      reconciled.inc({ ...labels(c), direction: "overrun" }, amount(c, beyond));
     },
   };
 }

@@ -17,8 +17,9 @@ import type { UsageStore } from "../usage/store.ts";
  * (budgets reserved before anything is created or sent, the output cap set)
  * → create the ownership of what will be kept (for a JSON answer, while the
  * model answers and the answer is kept; for a stream, before it starts) →
- * call, as JSON or as a stream → settle the budgets once with what the
- * model used → keep the answer (store, record usage) → on any failure give
+ * call, as JSON or as a stream (the provider held to the output cap:
+ * llm/output-cap.ts) → settle the budgets once with what the model used,
+ * at most what was reserved → keep the answer (store, record usage) → on any failure give
  * back what was taken,
  * or, once the provider had the request (the caller went away, the stream
  * broke), charge and record at least the counted prompt and what was
@@ -126,6 +127,7 @@ async function answer<A, S extends StreamedCall>(
     ]);
     throw refused ?? err;
   }
+  noteOverrun(deps, plan, completion);
   if (ownership && plan.discard)
     return keepWhileOwning(deps, plan, admitted, completion, ownership.done, plan.discard);
   const refused = await ownership?.done;
@@ -224,6 +226,7 @@ async function stream<A, S extends StreamedCall>(
     throw err;
   }
   if (streamed.completion) {
+    noteOverrun(deps, plan, streamed.completion);
     await admitted.settle(usedBy(streamed.completion));
     try {
       await plan.keep(streamed.completion, streamed); // kept before the client hears the end
@@ -250,6 +253,27 @@ async function own(deps: ModelCallDeps, plan: CallPlan<unknown, StreamedCall>, a
     await admitted.release();
     throw err;
   }
+}
+
+/**
+ * Logs a provider that went past the output cap it was sent (the answer was
+ * cut there, and is charged at most the reservation: llm/output-cap.ts);
+ * the provider's metrics count it.
+ */
+function noteOverrun(deps: ModelCallDeps, plan: CallPlan<unknown, StreamedCall>, completion: Completion) {
+  if (!completion.overrun) return;
+  const { principal, requestId } = plan.caller;
+  deps.budgets.logger.warn(
+    {
+      requestId,
+      org: principal.org,
+      keyId: principal.keyId,
+      model: plan.request.model,
+      cap: plan.request.maxOutputTokens,
+      overrun: completion.overrun,
+    },
+    "the model provider went past the output cap: the answer was cut at it",
+  );
 }
 
 /** Gives up the id of what was never kept (best effort). */

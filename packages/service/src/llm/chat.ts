@@ -86,6 +86,13 @@ export interface Completion {
   usageDetails: { cachedTokens: number; reasoningTokens: number };
   /** The output text's tokens with their log probabilities, when asked for and the provider gave them. */
   logprobs?: TokenLogprob[] | undefined;
+  /**
+   * Output tokens the provider produced past `maxOutputTokens` (it ignored
+   * the cap it was sent), as far as they were read: the answer was cut at
+   * the cap (`finishReason: "length"`) where it could still be, and `usage`
+   * counts at most the cap (llm/output-cap.ts).
+   */
+  overrun?: number | undefined;
 }
 
 /**

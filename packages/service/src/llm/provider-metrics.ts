@@ -1,7 +1,7 @@
 import { LATENCY_BUCKETS, type Metrics } from "@gw/core/metrics";
 import { Counter, Histogram } from "prom-client";
 import { ProviderNotConfigured, ProviderRateLimited, ProviderTimeout } from "./errors.ts";
-import { ChatProvider, type ProviderOptions, type Usage } from "./provider.ts";
+import { ChatProvider, type Completion, type ProviderOptions } from "./provider.ts";
 
 /** How a call to the model provider ended: `cancelled` when our caller went away first. */
 export const PROVIDER_OUTCOMES = ["ok", "error", "rate_limited", "timeout", "cancelled"] as const;
@@ -29,15 +29,29 @@ export function createProviderMetrics(metrics: Metrics) {
     labelNames: ["kind"] as const,
     registers,
   });
+  const overruns = new Counter({
+    name: `${metrics.prefix}_llm_output_overruns_total`,
+    help: "Model calls whose provider went past the output cap it was sent (it ignored max_tokens): the answer was cut at the cap and charged at most what was reserved.",
+    registers,
+  });
+  const overrunTokens = new Counter({
+    name: `${metrics.prefix}_llm_output_overrun_tokens_total`,
+    help: "Output tokens providers produced past the cap they were sent, as far as they were read before the cut (a JSON answer: as the provider reported them); never charged.",
+    registers,
+  });
   for (const outcome of PROVIDER_OUTCOMES) requests.inc({ outcome }, 0);
   for (const kind of ["input", "output"]) tokens.inc({ kind }, 0);
   return {
-    record(outcome: Outcome, seconds: number, usage?: Usage) {
+    record(outcome: Outcome, seconds: number, completion?: Pick<Completion, "usage" | "overrun">) {
       requests.inc({ outcome });
       duration.observe({ outcome }, seconds);
-      if (usage) {
-        tokens.inc({ kind: "input" }, usage.input_tokens);
-        tokens.inc({ kind: "output" }, usage.output_tokens);
+      if (completion) {
+        tokens.inc({ kind: "input" }, completion.usage.input_tokens);
+        tokens.inc({ kind: "output" }, completion.usage.output_tokens);
+      }
+      if (completion?.overrun) {
+        overruns.inc();
+        overrunTokens.inc(completion.overrun);
       }
     },
   };
@@ -60,7 +74,7 @@ export class MeteredProvider extends ChatProvider {
     const started = performance.now();
     try {
       const completion = await super.complete(...args);
-      this.record("ok", started, completion.usage);
+      this.record("ok", started, completion);
       return completion;
     } catch (err) {
       this.failed(err, args[1], started);
@@ -74,7 +88,7 @@ export class MeteredProvider extends ChatProvider {
     try {
       const completion = yield* super.stream(...args);
       ended = true;
-      this.record("ok", started, completion.usage);
+      this.record("ok", started, completion);
       return completion;
     } catch (err) {
       ended = true;
@@ -91,8 +105,8 @@ export class MeteredProvider extends ChatProvider {
     this.record(outcomeOf(err, signal), started);
   }
 
-  private record(outcome: Outcome, started: number, usage?: Usage): void {
-    this.metrics.record(outcome, (performance.now() - started) / 1000, usage);
+  private record(outcome: Outcome, started: number, completion?: Completion): void {
+    this.metrics.record(outcome, (performance.now() - started) / 1000, completion);
   }
 }
 

@@ -4,6 +4,7 @@ import type { Ids } from "../ids.ts";
 import { usageDetailsOf, usageOf } from "./accounting.ts";
 import type { ChatRequest, Completion, TokenLogprob, ToolCall, ToolCallDelta } from "./chat.ts";
 import { ProviderFailed, ProviderNotConfigured, redactProviderText } from "./errors.ts";
+import { cappedUsage, capWholeOutput, OutputCap } from "./output-cap.ts";
 import { serverSentEvents } from "./sse.ts";
 import { type ProviderResponse, post, readUpTo, textOf, within } from "./transport.ts";
 import {
@@ -12,6 +13,7 @@ import {
   chatBody,
   finishReasonOf,
   logprobsOf,
+  logprobsWithin,
   type ReportedUsage,
 } from "./wire.ts";
 
@@ -103,20 +105,31 @@ export class ChatProvider {
         name: c.function?.name ?? "",
         arguments: c.function?.arguments ?? "",
       }));
-      const text = typeof content === "string" ? content : "";
+      const answered = typeof content === "string" ? content : "";
       if (typeof content !== "string" && (content != null || toolCalls.length === 0))
         throw new ProviderFailed("its answer holds no message", {
           status: res.status,
           detail: this.redact(raw),
         });
-      return {
-        text,
+      const usageDetails = usageDetailsOf(body.usage);
+      const cap = request.maxOutputTokens;
+      const held = await capWholeOutput(request.model, cap, {
+        text: answered,
         toolCalls,
-        finishReason: finishReasonOf(choice?.finish_reason),
+        reported: body.usage?.completion_tokens,
+        reasoning: usageDetails.reasoningTokens,
+      });
+      const cut = held.overrun > 0;
+      const logprobs = request.logprobs ? logprobsOf(choice?.logprobs) : undefined;
+      return {
+        text: held.text,
+        toolCalls: held.toolCalls,
+        finishReason: cut ? "length" : finishReasonOf(choice?.finish_reason),
         model: typeof body.model === "string" && body.model ? body.model : request.model,
-        usage: usageOf(body.usage, request.messages, text, toolCalls),
-        usageDetails: usageDetailsOf(body.usage),
-        ...(request.logprobs ? { logprobs: logprobsOf(choice?.logprobs) } : {}),
+        usage: cappedUsage(usageOf(body.usage, request.messages, answered, toolCalls), cap, cut),
+        usageDetails,
+        ...(logprobs ? { logprobs: cut ? logprobsWithin(logprobs, held.text) : logprobs } : {}),
+        ...(cut ? { overrun: held.overrun } : {}),
       };
     } catch (err) {
       failure = err;
@@ -161,7 +174,9 @@ export class ChatProvider {
         bytes += Buffer.byteLength(piece);
         if (bytes > max) throw new ProviderFailed(`its answer is over ${max} bytes`);
       };
-      for await (const event of serverSentEvents(
+      // Output past the cap is not relayed, and the provider is not read further: the answer ends there.
+      const cap = new OutputCap(request.model, request.maxOutputTokens);
+      events: for await (const event of serverSentEvents(
         textOf(res, this.options.timeoutMs),
         this.options.maxEventChars,
       )) {
@@ -184,8 +199,10 @@ export class ChatProvider {
         const delta = choice?.delta?.content;
         if (typeof delta === "string" && delta) {
           count(delta);
-          text += delta;
-          yield delta;
+          const kept = await cap.take(delta);
+          text += kept;
+          if (kept) yield kept;
+          if (cap.cut) break;
         }
         for (const piece of choice?.delta?.tool_calls ?? []) {
           const index = piece.index ?? Math.max(calls.length - 1, 0);
@@ -195,16 +212,23 @@ export class ChatProvider {
           const current = calls[index]!;
           current.id ||= piece.id ?? "";
           current.name ||= piece.function?.name ?? "";
-          const fragment = piece.function?.arguments ?? "";
-          count(fragment);
+          const whole = piece.function?.arguments ?? "";
+          count(whole);
+          const fragment = await cap.take(whole);
           current.arguments += fragment;
-          if (!current.name) continue;
-          current.id ||= this.options.ids.newId("call");
-          // The first piece announced carries what was held back until the name was known.
-          const pending = current.announced ? fragment : current.arguments;
-          current.announced = true;
-          yield { index, id: current.id, name: current.name, arguments: pending };
+          if (current.name) {
+            current.id ||= this.options.ids.newId("call");
+            // The first piece announced carries what was held back until the name was known.
+            const pending = current.announced ? fragment : current.arguments;
+            current.announced = true;
+            yield { index, id: current.id, name: current.name, arguments: pending };
+          }
+          if (cap.cut) break events;
         }
+      }
+      if (cap.cut) {
+        finished = true;
+        finishReason = "length";
       }
       if (!finished) {
         throw new ProviderFailed("its stream ended before the answer was complete", {
@@ -212,16 +236,23 @@ export class ChatProvider {
           detail: `content-type ${res.headers.get("content-type")}`,
         });
       }
-      if (calls.some((c) => !c.name)) throw new ProviderFailed("it sent a tool call without a name");
-      const toolCalls = calls.map(({ id, name, arguments: args }) => ({ id, name, arguments: args }));
+      // A call cut before its name came was never relayed: it is no call.
+      if (!cap.cut && calls.some((c) => !c.name))
+        throw new ProviderFailed("it sent a tool call without a name");
+      const toolCalls = calls
+        .filter((c) => c.name)
+        .map(({ id, name, arguments: args }) => ({ id, name, arguments: args }));
+      // Streamed whole in a few large pieces, an answer can pass the cap unseen: the provider's count says so.
+      const overrun = cap.overrun || Math.max(0, (reported?.completion_tokens ?? 0) - (cap.cap ?? Infinity));
       return {
         text,
         toolCalls,
         finishReason: finishReasonOf(finishReason),
         model: model ?? request.model,
-        usage: usageOf(reported, request.messages, text, toolCalls),
+        usage: cappedUsage(usageOf(reported, request.messages, text, toolCalls), cap.cap, cap.cut),
         usageDetails: usageDetailsOf(reported),
-        ...(request.logprobs ? { logprobs } : {}),
+        ...(request.logprobs ? { logprobs: cap.cut ? logprobsWithin(logprobs, text) : logprobs } : {}),
+        ...(overrun > 0 ? { overrun } : {}),
       };
     } catch (err) {
       failure = err;

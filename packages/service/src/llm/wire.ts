@@ -142,3 +142,15 @@ export function logprobsOf(logprobs: WireLogprobs | null | undefined): TokenLogp
   }
   return out;
 }
+
+/** The leading tokens of `logprobs` whose text is within `text` (an answer cut short keeps those of what it kept). */
+export function logprobsWithin(logprobs: TokenLogprob[], text: string): TokenLogprob[] {
+  let length = 0;
+  const kept: TokenLogprob[] = [];
+  for (const token of logprobs) {
+    length += token.token.length;
+    if (length > text.length) break;
+    kept.push(token);
+  }
+  return kept;
+}

@@ -123,14 +123,20 @@ export const INCLUDABLE = [
   "message.output_text.logprobs",
 ] as const;
 
+/**
+ * The service tiers a call may ask for: those the provider bills at most at
+ * the standard prices `LLM_MODELS` gives (flex costs less). `priority` (and
+ * `scale`) cost more than any price the catalogue holds, so budgets and
+ * usage would charge them too little: they are refused (422), not priced
+ * wrong (docs/api/openai-fields.md).
+ */
+export const SERVICE_TIERS = ["auto", "default", "flex"] as const;
+
 /** Fields passed on to the provider as they are (chat completions takes them under the same names). */
 export const forwardedFields = {
   prompt_cache_key: z.string().max(1024).optional(),
   safety_identifier: z.string().max(64).optional(),
-  service_tier: z
-    .string()
-    .regex(/^[a-z_]{1,32}$/, "String should be a service tier (auto, default, flex, priority, …)")
-    .optional(),
+  service_tier: z.enum(SERVICE_TIERS).optional(),
 };
 
 /** `stream_options`: obfuscation pads each delta event with an `obfuscation` field when asked. */

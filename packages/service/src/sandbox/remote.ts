@@ -1,6 +1,7 @@
 import { mkdir, rm } from "node:fs/promises";
 import { join } from "node:path";
 import { AppError } from "@gw/core/errors";
+import type { Logger } from "@gw/core/logger";
 import type { Checkout } from "./checkout.ts";
 import { type Git, GitFailed, redactGitOutput } from "./git.ts";
 
@@ -29,19 +30,68 @@ export class PushRejected extends AppError {
   }
 }
 
-/** A failed git call as the client sees it: stopped, timed out, or the remote's (redacted) words. */
+/**
+ * What went wrong with a remote, told apart by git's error output and said
+ * in the service's own words: git's text (paths, URLs, whatever a remote or
+ * a proxy prints) never reaches a client. The first match wins.
+ */
+const REMOTE_PROBLEMS: [RegExp, string][] = [
+  [
+    /Authentication failed|could not read (Username|Password)|terminal prompts disabled|Invalid username or password|returned error: 40[13]\b/i,
+    "the remote refused the credentials",
+  ],
+  [
+    /does not appear to be a git repository|Repository not found|returned error: 404\b/i,
+    "the remote has no such repository",
+  ],
+  [/Remote branch .* not found|couldn't find remote ref/i, "the remote has no such branch or tag"],
+  [
+    /SSL certificate problem|server certificate verification failed|SSL_connect|SSL routines|gnutls_handshake|TLS connect error/i,
+    "no secure connection to the remote could be made",
+  ],
+  [
+    /Could not resolve (host|proxy)|Failed to connect|Could not connect|Couldn't connect|Connection (refused|timed out|reset)|Network is unreachable|No route to host|Operation timed out|Empty reply from server|Recv failure|unable to access/i,
+    "the remote could not be reached",
+  ],
+  [/failed to push|\[rejected\]|\[remote rejected\]/i, "the remote rejected the push"],
+  [/returned error: 5\d\d|HTTP 5\d\d|remote end hung up/i, "the remote failed to answer"],
+];
+
+/** The failure of a git call in the service's own words (see `REMOTE_PROBLEMS`). */
+export function remoteProblem(stderr: string): string {
+  return REMOTE_PROBLEMS.find(([pattern]) => pattern.test(stderr))?.[1] ?? "the remote could not be used";
+}
+
+/**
+ * A failed git call as the client sees it: stopped, timed out, or what went
+ * wrong in the service's own words. git's own output (redacted) goes to the
+ * log only.
+ */
 export function remoteFailure(
   err: unknown,
-  operation: string,
-  token: string,
-  signal: AbortSignal | undefined,
-  timeoutMs: number,
+  call: {
+    operation: string;
+    token: string;
+    signal: AbortSignal | undefined;
+    timeoutMs: number;
+    logger: Logger;
+  },
 ): unknown {
   if (!(err instanceof GitFailed)) return err;
   // Stopped on purpose (the caller left, the session's lock was lost): the reason says why.
-  if (signal?.aborted) return signal.reason ?? err;
-  if (err.timedOut) return new GitTimedOut(operation, timeoutMs);
-  return new RemoteFailed(operation, redactGitOutput(err.stderr, [token]) || `exit code ${err.exitCode}`);
+  if (call.signal?.aborted) return call.signal.reason ?? err;
+  if (err.timedOut) return new GitTimedOut(call.operation, call.timeoutMs);
+  const failure = new RemoteFailed(call.operation, remoteProblem(err.stderr));
+  call.logger.warn(
+    {
+      operation: call.operation,
+      exitCode: err.exitCode,
+      gitError: redactGitOutput(err.stderr, [call.token]),
+      answered: failure.message,
+    },
+    "git could not use the remote",
+  );
+  return failure;
 }
 
 /**

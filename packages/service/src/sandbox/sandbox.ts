@@ -170,7 +170,13 @@ export class Sandbox {
     } catch (err) {
       await rm(workspace, { recursive: true, force: true });
       await rm(gitDir, { recursive: true, force: true });
-      throw remoteFailure(err, "clone", token, signal, this.options.gitTimeoutMs);
+      throw remoteFailure(err, {
+        operation: "clone",
+        token,
+        signal,
+        timeoutMs: this.options.gitTimeoutMs,
+        logger: this.logger,
+      });
     }
     this.logger.info(
       { sessionId: session.id, owner: input.owner, repository: input.repository },
@@ -261,7 +267,13 @@ export class Sandbox {
       } catch (err) {
         if (err instanceof PushRejected)
           this.logger.info({ sessionId: id, err: err.message }, "push refused");
-        throw remoteFailure(err, "push", token, abort, timeout);
+        throw remoteFailure(err, {
+          operation: "push",
+          token,
+          signal: abort,
+          timeoutMs: timeout,
+          logger: this.logger,
+        });
       }
     });
   }

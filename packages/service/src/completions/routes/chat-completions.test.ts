@@ -237,6 +237,9 @@ describe("chat completions", () => {
     ],
     [{ tools: [{ type: "custom", custom: { name: "x" } }] }, ["body", "tools", 0, "type"]],
     [{ model: "gpt-unknown" }, ["body", "model"]],
+    // Billed above the catalogue's prices: not priced wrong, refused.
+    [{ service_tier: "priority" }, ["body", "service_tier"]],
+    [{ service_tier: "scale" }, ["body", "service_tier"]],
   ])("refuses %j with a 422 at %j before the model is asked", async (fields, loc) => {
     const { as } = await setup();
     const before = stack.llm.requests.length;

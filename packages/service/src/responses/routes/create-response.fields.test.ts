@@ -185,6 +185,28 @@ describe("request fields", () => {
     expect(bad.body.detail[0]).toMatchObject({ loc: ["body", "include", 0], type: "enum" });
   });
 
+  it.each(["priority", "scale"])(
+    "refuses service_tier %s, which costs more than the catalogue's prices, with a 422 at service_tier before the model is asked",
+    async (tier) => {
+      const before = stack.llm.requests.length;
+      const { res, body } = await create({ input: "hi", service_tier: tier });
+      expect(res.status).toBe(422);
+      expect(body.detail).toEqual([
+        expect.objectContaining({ loc: ["body", "service_tier"], type: "enum", input: tier }),
+      ]);
+      expect(body.error).toMatchObject({ param: "service_tier", code: "enum" });
+      expect(stack.llm.requests.length).toBe(before);
+    },
+  );
+
+  it("forwards the tiers billed at most at the catalogue's prices: default and flex", async () => {
+    for (const tier of ["default", "flex"]) {
+      const { res } = await create({ input: "hi", service_tier: tier });
+      expect(res.status).toBe(200);
+      expect(upstream()).toMatchObject({ service_tier: tier });
+    }
+  });
+
   it("gives the output text's logprobs when include asks for them, in the answer and in the stream", async () => {
     const { body } = await create({
       input: "hi",

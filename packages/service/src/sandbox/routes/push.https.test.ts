@@ -173,7 +173,7 @@ describe("push over HTTPS with the stored connection", () => {
     expect((await push("after-abandoned")).status).toBe(200);
   });
 
-  it("answers 502 with git's reason when the remote refuses the credential", async () => {
+  it("answers 502 saying the remote refused the credential, in its own words", async () => {
     const { push, connection } = await setup();
     const wrong = `ghp_${randomBytes(18).toString("hex")}`;
     tokens.push(wrong);
@@ -183,9 +183,7 @@ describe("push over HTTPS with the stored connection", () => {
     const body = await res.json();
     expect(body).toEqual({
       error: "Bad Gateway",
-      message: expect.stringMatching(
-        /^git push failed: .*Authentication failed for 'https:\/\/127\.0\.0\.1:/s,
-      ),
+      message: "git push failed: the remote refused the credentials",
       code: "remote_failed",
     });
     expect(JSON.stringify(body)).not.toContain(wrong);
@@ -207,7 +205,7 @@ describe("push over HTTPS with the stored connection", () => {
     for (const token of tokens) expect(text).not.toContain(token);
   });
 
-  it("answers 502 with the token redacted when the remote cannot be reached", async () => {
+  it("answers 502 saying the remote could not be reached, without git's words", async () => {
     const { token, push } = await setup();
     await server.close();
     serverOpen = false;
@@ -216,7 +214,7 @@ describe("push over HTTPS with the stored connection", () => {
     const body = await res.json();
     expect(body).toEqual({
       error: "Bad Gateway",
-      message: expect.stringMatching(/^git push failed: .*(Failed to connect|Could not connect)/s),
+      message: "git push failed: the remote could not be reached",
       code: "remote_failed",
     });
     expect(JSON.stringify(body)).not.toContain(token);

@@ -274,7 +274,7 @@ describe("sessions", () => {
     expect(unknown.status).toBe(502);
     expect(await unknown.json()).toEqual({
       error: "Bad Gateway",
-      message: expect.stringMatching(/^git clone failed: .*does not appear to be a git repository/s),
+      message: "git clone failed: the remote has no such repository",
       code: "remote_failed",
     });
   });
@@ -651,22 +651,28 @@ describe("push", () => {
     });
   });
 
-  it("answers 502 with git's reason when the remote cannot be reached", async () => {
-    await remotes.create("acme", "vanishing");
-    const { push, assign, token } = await setup("vanishing");
+  it("answers 502 naming the failure in its own words when the remote is gone; git's output goes only to the log", async () => {
+    // git's error output names the remote's path, and with it this marker.
+    const marker = `vanishing-${randomBytes(6).toString("hex")}`;
+    await remotes.create("acme", marker);
+    const { push, assign, token } = await setup(marker);
     await assign();
-    await rename(join(remotesDir, "acme", "vanishing.git"), join(remotesDir, "acme", "gone.git"));
+    await rename(join(remotesDir, "acme", `${marker}.git`), join(remotesDir, "acme", `gone-${marker}.git`));
     const res = await push({ assignment_generation: 1, branch: "x" });
     expect(res.status).toBe(502);
-    const body = await res.json();
-    expect(body).toEqual({
+    const text = await res.text();
+    expect(JSON.parse(text)).toEqual({
       error: "Bad Gateway",
-      message: expect.stringMatching(
-        /^git push failed: .*vanishing\.git' does not appear to be a git repository/s,
-      ),
+      message: "git push failed: the remote has no such repository",
       code: "remote_failed",
     });
-    expect(JSON.stringify(body)).not.toContain(token);
+    for (const absent of [marker, remotesDir, "does not appear", "fatal", token])
+      expect(text).not.toContain(absent);
+    const logged = logs.find(
+      (line) => line.includes("git could not use the remote") && line.includes(marker),
+    );
+    expect(logged).toContain("does not appear to be a git repository");
+    expect(logged).not.toContain(token);
   });
 
   it("needs sandbox:write to change anything; sandbox:read reads", async () => {
