@@ -1,5 +1,6 @@
 import type { Limits } from "@gw/core/limits";
 import { newVaultKeys } from "@gw/core/mcp";
+import { CountingWindows } from "@gw/core/windows";
 import { scanKeys } from "@gw/test-kit";
 import { type FakeMcpServer, startFakeMcpServer, startRelay } from "@gw/test-kit/mcp-upstream";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
@@ -317,6 +318,38 @@ describe("hosted MCP tools in responses", () => {
     const retry = await post();
     expect(retry.status).toBe(429);
     expect(lookups("one round only")).toBe(0);
+  });
+
+  it("a tool's result, which the round that carries it was admitted without, is charged to the token budget as the provider counted it", async () => {
+    const limits: Limits = { tokens: { day: 1_000_000 } };
+    const { secret, keyId, serverUrl } = await setUp(limits);
+    // `lookup` answers with its text, so its result is as long as the question: thousands of tokens.
+    const text = `charged results ${"the quick brown fox jumps over the lazy dog ".repeat(100)}`;
+    const res = await stack.call(secret, "/api/v1/llm/responses", {
+      user: "bob",
+      json: {
+        // Counted with the model's own tokenizer (a word a token here), so the counts are close to the provider's.
+        model: "gpt-4o-mini",
+        input: text,
+        // Room for the model's call of `lookup` (its text) and for its answer, less than the result's tokens.
+        max_output_tokens: 1_000,
+        tools: [
+          {
+            type: "mcp",
+            server_label: "docs",
+            server_url: serverUrl,
+            allowed_tools: ["lookup"],
+            require_approval: "never",
+          },
+        ],
+      },
+    });
+    expect(res.status).toBe(200);
+    const response = await res.json();
+    const call = response.output.find((i: { type: string }) => i.type === "mcp_call");
+    expect(call.output.length).toBeGreaterThan(text.length);
+    const [window] = await new CountingWindows(stack.redis).peek(keyId, undefined, limits);
+    expect(window!.used).toBe(response.usage.total_tokens);
   });
 
   it("an approved call refused by the budget neither runs nor uses up the approval: answered again once the budget allows, it runs once", async () => {

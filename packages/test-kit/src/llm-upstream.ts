@@ -225,11 +225,17 @@ export async function startFakeLLM(port = 0): Promise<FakeLLM> {
     const answer = cut ? fullAnswer.split(" ").slice(0, maxTokens).join(" ") : fullAnswer;
     const finishReason = toolCalls.length ? "tool_calls" : cut ? "length" : "stop";
     const count = fake.countTokens;
+    // A message's tool calls are read by the model too: their arguments count, as a provider counts them.
+    const callArguments = (m: RecordedRequest["body"]["messages"][number]) =>
+      (m.tool_calls ?? []).map((c) => c.function.arguments).join(" ");
     const promptTokens = count
-      ? body.messages.reduce((n, m) => n + count(m.content ?? "") + 4, 3) +
+      ? body.messages.reduce((n, m) => n + count(m.content ?? "") + count(callArguments(m)) + 4, 3) +
         (body.tools ? count(JSON.stringify(body.tools)) : 0) +
         (body.response_format ? count(JSON.stringify(body.response_format)) : 0)
-      : body.messages.reduce((n, m) => n + words(m.content) + 3, 0);
+      : body.messages.reduce(
+          (n, m) => n + words(m.content) + words(callArguments(m).replace(/\W/g, " ")) + 3,
+          0,
+        );
     const completionTokens = count
       ? // A provider stops at max_tokens of its own counting.
         Math.min(

@@ -59,6 +59,13 @@ export interface AdmittedCall {
   settle(used: UsedTokens): Promise<void>;
   /** The provider failed before it had the request: tokens and spend go back (the request stays counted). */
   release(): Promise<void>;
+  /**
+   * The prompt grew after admission (a hosted tool's results, which exist only once the tool ran, and
+   * the tool runs only once its round is admitted): it is counted again, and the settlement charges up
+   * to the new count rather than the reservation's. Not admitted: the budget may end past its limit by
+   * what the prompt grew, and the next call is refused.
+   */
+  promptGrew(): Promise<void>;
 }
 
 /** A call refused by a budget window: 429 with `Retry-After` and the windows' headers. */
@@ -104,12 +111,16 @@ export async function admitModelCall(
     counted ??= countPromptTokens(call);
     return counted;
   };
-  if (!admission) return unbudgeted(call, promptTokens);
+  const recount = () => {
+    counted = countPromptTokens(call);
+    return counted;
+  };
+  if (!admission) return unbudgeted(call, promptTokens, recount);
   const { limits } = admission;
   const { requestsCounted } = caller;
   // A call no gateway counted (an eval run's) counts in the key's request windows here, budgets or not.
   const uncounted = !requestsCounted && limitEntries(limits).some((e) => e.unit === "requests");
-  if (!hasBudgets(limits) && !uncounted) return unbudgeted(call, promptTokens);
+  if (!hasBudgets(limits) && !uncounted) return unbudgeted(call, promptTokens, recount);
   const price = deps.prices.get(call.model);
   const spendLimited = [...limitEntries(limits), ...limitEntries(limits.endUser)].some(
     (e) => e.unit === "spend",
@@ -187,6 +198,12 @@ export async function admitModelCall(
     promptTokens,
     settle: (used) => settle(used.input_tokens + used.output_tokens, price ? costNanoUsd(price, used) : 0),
     release: () => settle(0, 0),
+    promptGrew: async () => {
+      const grown = (await recount()) - prompt;
+      if (grown <= 0) return;
+      reserved.tokens += grown;
+      if (price) reserved.spend += costNanoUsd(price, { input_tokens: grown, output_tokens: 0 });
+    },
   };
 }
 
@@ -220,7 +237,11 @@ async function settleWithRetries(
   }
 }
 
-function unbudgeted(call: ChatRequest, promptTokens: () => Promise<number>): AdmittedCall {
+function unbudgeted(
+  call: ChatRequest,
+  promptTokens: () => Promise<number>,
+  recount: () => Promise<number>,
+): AdmittedCall {
   const nothing = async () => undefined;
   return {
     maxOutputTokens: call.maxOutputTokens,
@@ -228,5 +249,8 @@ function unbudgeted(call: ChatRequest, promptTokens: () => Promise<number>): Adm
     promptTokens,
     settle: nothing,
     release: nothing,
+    promptGrew: async () => {
+      await recount();
+    },
   };
 }

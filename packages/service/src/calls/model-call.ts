@@ -89,6 +89,8 @@ export interface AdmittedModelCall<A, S extends StreamedCall> {
   stream(start: () => Promise<S>, signal: AbortSignal): Promise<void>;
   /** Gives the reservation back instead: the caller found, after admission, that it must not call the model. */
   release(): Promise<void>;
+  /** The request's messages grew after admission (`AdmittedCall.promptGrew`): charged as counted again. */
+  promptGrew(): Promise<void>;
 }
 
 /** Admits `plan.request` under the caller's budgets (`BudgetRefused`: 429) and caps its output as admitted. */
@@ -103,6 +105,7 @@ export async function admitCall<A, S extends StreamedCall>(
     answer: (signal) => answer(deps, plan, admitted, signal),
     stream: (start, signal) => stream(deps, plan, admitted, start, signal),
     release: () => admitted.release(),
+    promptGrew: () => admitted.promptGrew(),
   };
 }
 

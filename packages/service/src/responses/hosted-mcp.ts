@@ -248,7 +248,7 @@ export async function startHostedTurn(
           await releaseOwnership(deps.authorization, principal, { type: "response", id: response.id });
         throw err;
       };
-      // Admitted without the pending calls' results, which are added once they ran (the provider reports their tokens).
+      // Admitted without the pending calls' results, which are added, and counted, once they ran.
       const roundRequest = {
         ...request,
         messages: pending ? [...messages, pending.assistant] : messages,
@@ -297,6 +297,8 @@ export async function startHostedTurn(
           return abandon(err);
         });
         roundRequest.messages = [...roundRequest.messages, ...results];
+        // The results were not in the admitted prompt (they did not exist): charged as counted now.
+        await call.promptGrew();
       }
       const decision = await call.answer(signal).catch(abandon);
       if (decision.done) return response;
