@@ -128,13 +128,13 @@ function redisCommandMetrics(registers: Registry[]): RedisCommandObserver {
 function decisionCacheMetrics(prefix: string, registers: Registry[]): DecisionCacheMetrics {
   const lookups = new Counter({
     name: `${prefix}_decision_cache_lookups_total`,
-    help: "Permission checks by how the decision cache served them: hit, miss (SpiceDB asked), bypass (right after a write, or Redis unreadable: SpiceDB asked).",
+    help: "Permission checks by how the decision cache served them: hit, miss (SpiceDB asked), bypass (right after a write, Redis unreadable, or Redis back for less than SPICEDB_FULLY_CONSISTENT_AFTER_WRITE_MS: SpiceDB asked).",
     labelNames: ["outcome"] as const,
     registers,
   });
   const invalidations = new Counter({
     name: `${prefix}_decision_cache_invalidations_total`,
-    help: "Kept check decisions dropped, by reason: write (the resource's ZedToken changed), max_age, grant_expiry.",
+    help: "Kept check decisions dropped, by reason: write (the resource's ZedToken changed), max_age, grant_expiry, redis_outage (the connection to Redis broke since it was kept).",
     labelNames: ["reason"] as const,
     registers,
   });

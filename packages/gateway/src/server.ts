@@ -57,7 +57,7 @@ export interface RunningGateway {
 
 /** What a test injects into a gateway it starts in process. */
 export interface GatewaySeams {
-  /** Awaited between the authorization model's checks and the writes they guard. */
+  /** Awaited between the authorization model's checks and the writes they guard, and before a check's decision is kept. */
   authorizationHooks?: AuthorizationHooks;
   /** The process's one clock, which a test moves instead of waiting; the system clock by default. */
   clock?: Clock;

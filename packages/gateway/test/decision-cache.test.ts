@@ -12,7 +12,7 @@ import { ManualClock } from "@gw/core/clock";
 import type { Principal } from "@gw/core/principal";
 import { type RunningSpiceDBLocal, startSpiceDBLocal } from "@gw/spicedb-local";
 import { useTestRedis } from "@gw/test-kit";
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, beforeEach, describe, expect, it, vi } from "vitest";
 
 /** CheckPermission calls the SpiceDB server received: a decision served from the cache adds none. */
 let checksAsked = 0;
@@ -74,7 +74,7 @@ describe.each(["single"] as const)("the decision cache, on %s Redis", (topology)
   let a: ResourceAuthorization;
   let b: ResourceAuthorization;
   const replica = (recentWriteMs: number, counted?: DecisionCacheMetrics) =>
-    new ResourceAuthorization(client, new RedisConsistencyTokens(store.redis, recentWriteMs), {
+    new ResourceAuthorization(client, new RedisConsistencyTokens(store.redis, recentWriteMs, clock), {
       decisions: new DecisionCache({
         maxEntries: 1_000,
         maxAgeMs: 5_000,
@@ -128,8 +128,9 @@ describe.each(["single"] as const)("the decision cache, on %s Redis", (topology)
     expect(await asked(a, alice, resource, "owner")).toEqual({ allowed: true, asked: 1 });
     expect(metrics.counts).toMatchObject({ bypass: 2, hit: 0 });
 
-    // The window passes (Redis expires the marker by itself).
+    // The window passes (Redis expires the marker by itself), and the replica has had Redis that long.
     await store.redis.del(marker(resource.id));
+    clock.advance(2_000);
     expect(await asked(a, alice, resource, "owner")).toEqual({ allowed: true, asked: 1 });
     expect(await asked(a, alice, resource, "owner")).toEqual({ allowed: true, asked: 0 });
     expect(metrics.counts).toMatchObject({ bypass: 2, miss: 1, hit: 1 });
@@ -193,6 +194,9 @@ describe.each(["single"] as const)("the decision cache, on %s Redis", (topology)
       await b.grant(alice, { ...resource, userId: "bob", role: "reader" });
       // A day later its token has expired in Redis: the resource has none.
       await store.redis.del(`gw:zedtoken:{conversation:acme/${resource.id}}`, marker(resource.id));
+      // Replica A has had Redis for the window: it trusts what Redis says (a process does only then).
+      await a.check(alice, resource, "owner");
+      clock.advance(recentWriteMs);
       // Without a token SpiceDB answers from its latest snapshot, which takes a moment to have the grant;
       // meanwhile each denial is kept, so the clock moves past it.
       while (!(await a.check(bob, resource, "reader"))) {
@@ -214,6 +218,25 @@ describe.each(["single"] as const)("the decision cache, on %s Redis", (topology)
       expect(metrics.counts.write).toBe(writes + 1);
     },
   );
+
+  it("does not serve a decision kept before Redis's connection broke, even once Redis is trusted again", async () => {
+    // Without a window after a break, so only the decision's own session is tested here.
+    a = replica(0, metrics);
+    const resource = fresh();
+    await a.createOwnership(alice, resource);
+    expect(await asked(a, alice, resource, "owner")).toEqual({ allowed: true, asked: 1 });
+    expect(await asked(a, alice, resource, "owner")).toEqual({ allowed: true, asked: 0 });
+
+    // Redis keeps the resource's token through its restart: the decision's token still matches, its session
+    // does not (a write made while Redis was away would have left no token to tell).
+    await store.redis.save();
+    await store.server.halt();
+    await store.server.restart();
+    await vi.waitFor(() => store.redis.ping(), { timeout: 15_000, interval: 50 });
+    expect(await asked(a, alice, resource, "owner")).toEqual({ allowed: true, asked: 1 });
+    expect(metrics.counts.redis_outage).toBe(1);
+    expect(await asked(a, alice, resource, "owner")).toEqual({ allowed: true, asked: 0 });
+  });
 
   it("is not used while Redis cannot say what the last write was", async () => {
     a = replica(0, metrics);

@@ -474,6 +474,7 @@ function handlerFor(path: string, method: MethodInfo, ctx: HandlerContext): grpc
         call.emit("error", ctx.unauthenticated);
         return;
       }
+      ctx.observe?.(path, call.request);
       const upstream = ctx.current.streaming.makeServerStreamRequest(
         path,
         identity,

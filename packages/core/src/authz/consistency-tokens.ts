@@ -1,3 +1,4 @@
+import { Cluster } from "ioredis";
 import { type Clock, systemClock } from "../clock.ts";
 import type { RedisClient } from "../redis.ts";
 
@@ -14,6 +15,13 @@ export interface LastWrite {
    * resource may change then without a write.
    */
   nextExpiry?: number;
+  /**
+   * The stretch of unbroken connection to Redis this was read in: it changes
+   * whenever the connection was lost or a command of the store failed, after
+   * which a decision kept under an earlier one no longer holds (see
+   * `RedisConsistencyTokens`). Absent: the store does not tell.
+   */
+  session?: number;
 }
 
 /** What a check knows of a resource's last write when Redis could not be read. */
@@ -48,44 +56,80 @@ const EXPIRY_KEPT_MS = 60_000;
  * the times the resource's expiring grants end, kept until the last has
  * passed. The keys share a hash tag: one slot, one round trip, also on
  * Redis Cluster.
+ *
+ * What Redis says is trusted only once this process has been connected to it
+ * without a break for `recentWriteMs` (docs/adr/0017-zedtokens-through-redis-outages.md).
+ * A write acknowledged while Redis was away has no token there, and a Redis
+ * that restarted may have lost the tokens it had: either way a token read
+ * afterwards may be older than a write already acknowledged. So after the
+ * connection is lost (or any command of this store fails), every read is
+ * reported "recent" (fully consistent, no decision kept) until Redis has
+ * answered for `recentWriteMs`, by which time SpiceDB's snapshots hold every
+ * write made before; and the session changes, so decisions kept before no
+ * longer hold. A process starts that way too: it cannot know what Redis lost
+ * before it connected.
  */
 export class RedisConsistencyTokens implements ConsistencyTokens {
   private readonly redis: Scripted;
   private readonly recentWriteMs: number;
-  /** Its wall time drops expiries long past (grants' expiries are epoch milliseconds). */
+  /** Its wall time drops expiries long past (grants' expiries are epoch milliseconds); its `now` times the distrust after a break. */
   private readonly clock: Clock;
+  private readonly connection: ConnectionBreaks;
+  /** The session whose reads are trusted from `at` (`clock.now()`); none before the first read. */
+  private trusted: { session: number; at: number } | undefined;
 
   constructor(redis: RedisClient, recentWriteMs: number, clock: Clock = systemClock) {
     if (!("lastWrite" in redis)) redis.defineCommand("lastWrite", { numberOfKeys: 3, lua: LAST_WRITE });
     this.redis = redis as Scripted;
     this.recentWriteMs = recentWriteMs;
     this.clock = clock;
+    this.connection = connectionBreaks(redis);
   }
 
-  async get(resourceKey: string, expiringAfter?: number): Promise<LastWrite | undefined> {
+  async get(resourceKey: string, expiringAfter?: number): Promise<LastWrite> {
     const key = tokenKey(resourceKey);
+    const before = this.connection.count;
     let token: string | null | undefined;
     let recent: string | null | undefined;
     let nextExpiry: number | undefined;
-    if (expiringAfter === undefined) {
-      [token, recent] = await this.redis.mget(key, `${key}:recent`);
-    } else {
-      // One script rather than a pipeline of two commands: half the client's CPU per check.
-      let first: string | null | undefined;
-      [token, recent, first] = await this.redis.lastWrite(
-        key,
-        `${key}:recent`,
-        `${key}:expiries`,
-        `(${expiringAfter}`,
-      );
-      if (first) nextExpiry = Number(first);
+    try {
+      if (expiringAfter === undefined) {
+        [token, recent] = await this.redis.mget(key, `${key}:recent`);
+      } else {
+        // One script rather than a pipeline of two commands: half the client's CPU per check.
+        let first: string | null | undefined;
+        [token, recent, first] = await this.redis.lastWrite(
+          key,
+          `${key}:recent`,
+          `${key}:expiries`,
+          `(${expiringAfter}`,
+        );
+        if (first) nextExpiry = Number(first);
+      }
+    } catch (err) {
+      this.connection.count++;
+      throw err;
     }
-    if (!token && recent === null && nextExpiry === undefined) return undefined;
+    const session = this.connection.count;
+    const settled = this.settled(session, before);
     return {
       ...(token ? { token } : {}),
-      recent: recent !== null,
+      recent: recent !== null || !settled,
       ...(nextExpiry !== undefined ? { nextExpiry } : {}),
+      session,
     };
+  }
+
+  /**
+   * Whether reads of `session` are trusted yet: the first read that answers
+   * in a new session starts its `recentWriteMs`. A read during which the
+   * connection broke (`before`, the session it was sent in) starts nothing.
+   */
+  private settled(session: number, before: number): boolean {
+    if (session !== before) return false;
+    const now = this.clock.now();
+    if (this.trusted?.session !== session) this.trusted = { session, at: now + this.recentWriteMs };
+    return now >= this.trusted.at;
   }
 
   async set(resourceKey: string, token: string, expiries: number[] = []): Promise<void> {
@@ -112,15 +156,56 @@ export class RedisConsistencyTokens implements ConsistencyTokens {
   async drop(resourceKey: string): Promise<void> {
     const key = tokenKey(resourceKey);
     // One slot (the keys share a hash tag): one command, also on Redis Cluster.
-    await this.redis.del(key, `${key}:expiries`, `${key}:recent`);
+    await this.broken(this.redis.del(key, `${key}:expiries`, `${key}:recent`));
   }
 
   private async markRecent(key: string, write: ReturnType<RedisClient["multi"]>): Promise<void> {
     if (this.recentWriteMs > 0) write.set(`${key}:recent`, "1", "PX", this.recentWriteMs);
-    const results = await write.exec();
+    const results = await this.broken(write.exec());
     const failed = results?.find(([err]) => err)?.[0];
     if (failed) throw failed;
   }
+
+  /** A write Redis did not take is a break too: its token is missing there from now on. */
+  private async broken<T>(command: Promise<T>): Promise<T> {
+    try {
+      return await command;
+    } catch (err) {
+      this.connection.count++;
+      throw err;
+    }
+  }
+}
+
+/** How often a Redis client's connection broke, counted from its own events (one count per client, whoever reads it). */
+interface ConnectionBreaks {
+  count: number;
+}
+
+const breaksOf = new WeakMap<RedisClient, ConnectionBreaks>();
+
+/**
+ * Counts every lost connection of `redis` ("close"; for a Redis Cluster,
+ * also a node's connection ended or made: "-node", "+node"). Everything read
+ * over a lost connection may be older than what Redis holds now, and a
+ * server that came back may have lost what it held.
+ */
+function connectionBreaks(redis: RedisClient): ConnectionBreaks {
+  let breaks = breaksOf.get(redis);
+  if (!breaks) {
+    const counted: ConnectionBreaks = { count: 0 };
+    const broke = () => {
+      counted.count++;
+    };
+    redis.on("close", broke);
+    if (redis instanceof Cluster) {
+      redis.on("-node", broke);
+      redis.on("+node", broke);
+    }
+    breaksOf.set(redis, counted);
+    breaks = counted;
+  }
+  return breaks;
 }
 
 const tokenKey = (resourceKey: string) => `gw:zedtoken:{${resourceKey}}`;

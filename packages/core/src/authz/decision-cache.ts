@@ -2,10 +2,14 @@ import { LRUCache } from "lru-cache";
 import { type Clock, systemClock } from "../clock.ts";
 import { type LastWriteRead, UNKNOWN_LAST_WRITE } from "./consistency-tokens.ts";
 
-/** How a check used the cache: answered from it, asked SpiceDB, or could not use it (right after a write, or Redis unreadable). */
+/** How a check used the cache: answered from it, asked SpiceDB, or could not use it (right after a write, Redis unreadable, or not trusted yet after a break). */
 export const DECISION_CACHE_LOOKUPS = ["hit", "miss", "bypass"] as const;
-/** Why a kept decision was dropped: a write changed the resource's token, it reached its age, or a grant it may rest on ends. */
-export const DECISION_CACHE_INVALIDATIONS = ["write", "max_age", "grant_expiry"] as const;
+/**
+ * Why a kept decision was dropped: a write changed the resource's token, it
+ * reached its age, a grant it may rest on ends, or the connection to Redis
+ * broke since it was kept (a write made meanwhile may have left no token).
+ */
+export const DECISION_CACHE_INVALIDATIONS = ["write", "max_age", "grant_expiry", "redis_outage"] as const;
 
 export interface DecisionCacheMetrics {
   lookup(outcome: (typeof DECISION_CACHE_LOOKUPS)[number]): void;
@@ -31,6 +35,8 @@ export const EXPIRY_CLOCK_MARGIN_MS = 1_000;
 interface Entry {
   /** The resource's last-write token when the decision was asked ("" for none). */
   version: string;
+  /** The token store's session then (`LastWrite.session`): a decision does not outlive a break of Redis's connection. */
+  session: number;
   allowed: boolean;
   validUntil: number;
   /** Whether `validUntil` is a grant's expiry rather than the maximum age. */
@@ -50,6 +56,9 @@ interface Entry {
  * resource. A resource without a token (never written through the gateway,
  * or not for a day) is the state "": any write through the gateway, a delete
  * too, leaves a token, so "" never comes back while a decision is kept.
+ * Nor past a break of the connection to Redis (the token store's session):
+ * a write acknowledged while Redis was away left no token to compare, and a
+ * Redis that restarted may have lost the one it had.
  */
 export class DecisionCache {
   readonly clock: Clock;
@@ -87,15 +96,17 @@ export class DecisionCache {
     }
     const now = this.clock.wall();
     const reason =
-      entry.version !== (last?.token ?? "")
-        ? "write"
-        : last?.nextExpiry !== undefined && now >= last.nextExpiry - EXPIRY_CLOCK_MARGIN_MS
-          ? "grant_expiry"
-          : now >= entry.validUntil
-            ? entry.byExpiry
-              ? "grant_expiry"
-              : "max_age"
-            : undefined;
+      entry.session !== (last?.session ?? 0)
+        ? "redis_outage"
+        : entry.version !== (last?.token ?? "")
+          ? "write"
+          : last?.nextExpiry !== undefined && now >= last.nextExpiry - EXPIRY_CLOCK_MARGIN_MS
+            ? "grant_expiry"
+            : now >= entry.validUntil
+              ? entry.byExpiry
+                ? "grant_expiry"
+                : "max_age"
+              : undefined;
     if (reason) {
       this.entries.delete(key);
       this.metrics?.invalidated(reason);
@@ -121,6 +132,6 @@ export class DecisionCache {
       byExpiry = true;
     }
     if (validUntil <= this.clock.wall()) return;
-    this.entries.set(key, { version, allowed, validUntil, byExpiry });
+    this.entries.set(key, { version, session: last?.session ?? 0, allowed, validUntil, byExpiry });
   }
 }

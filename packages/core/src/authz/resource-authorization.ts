@@ -133,6 +133,8 @@ export interface AuthorizationHooks {
   afterCheck?: BeforeWriteHook;
   /** Awaited after the ownership check, before the guarded write. */
   beforeWrite?: BeforeWriteHook;
+  /** Awaited after SpiceDB answered a check, before the decision cache keeps its answer. */
+  beforeKeep?: (principal: Principal, resource: ResourceRef, allowed: boolean) => Promise<void>;
 }
 
 const ROLE_ORDER: Record<Role, number> = { owner: 0, writer: 1, reader: 2 };
@@ -297,6 +299,7 @@ export class ResourceAuthorization {
     const allowed = response.permissionship === HAS_PERMISSION;
     // Kept only when definite: a conditional answer needs caveat context, which every check sends.
     if (cache && (allowed || response.permissionship === NO_PERMISSION)) {
+      if (this.hooks.beforeKeep) await this.hooks.beforeKeep(principal, resource, allowed);
       cache.set(decisionKey, last, allowed, askedAt);
     }
     return allowed;

@@ -33,7 +33,7 @@ export const spicedbEnvShape = {
   SPICEDB_INSECURE: env.optionalBoolean(),
   /** Deadline of each SpiceDB call, in milliseconds. Default 2000. */
   SPICEDB_DEADLINE_MS: env.positiveInt(2_000),
-  /** How long after a write checks on that resource are fully consistent, in milliseconds. Default 6000. */
+  /** How long after a write checks on that resource are fully consistent, and after a process (re)connects to Redis all its checks and lookups, in milliseconds. Default 6000. */
   SPICEDB_FULLY_CONSISTENT_AFTER_WRITE_MS: z.coerce.number().int().min(0).max(600_000).default(6_000),
   /** Most check decisions a process keeps (valid while the resource's ZedToken is unchanged); 0 turns the cache off. Default 100000. */
   DECISION_CACHE_SIZE: z.coerce.number().int().min(0).max(10_000_000).default(100_000),

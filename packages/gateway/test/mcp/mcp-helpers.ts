@@ -5,7 +5,7 @@ import { spicedbEnv } from "@gw/test-kit";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import { gatewayConfigSchema } from "../../src/config.ts";
-import { type RunningGateway, startGateway } from "../../src/server.ts";
+import { type GatewaySeams, type RunningGateway, startGateway } from "../../src/server.ts";
 import type { GatewayHarness } from "../harness.ts";
 
 /** One vault key for every replica of a test file: each must open what another sealed. */
@@ -22,6 +22,8 @@ export async function startReplica(
   gw: GatewayHarness,
   env: Record<string, string> = {},
   logger: Logger = createLogger("replica", "silent"),
+  /** Its own clock and authorization hooks, when a test moves or holds this replica apart from the other. */
+  seams: GatewaySeams = {},
 ): Promise<RunningGateway> {
   return startGateway(
     gatewayConfigSchema.parse({
@@ -38,6 +40,7 @@ export async function startReplica(
       ...env,
     }),
     logger,
+    seams,
   );
 }
 
