@@ -1,5 +1,6 @@
 import { LRUCache } from "lru-cache";
 import { z } from "zod";
+import { type Clock, systemClock } from "./clock.ts";
 import { AppError, forbidden } from "./errors.ts";
 import { documentedAs, jsonSchemaOf } from "./openapi.ts";
 import { userIdSchema } from "./principal.ts";
@@ -107,6 +108,19 @@ export class KeyOwnersUnavailable extends AppError {
 }
 
 const MAX_KNOWN_OWNERS = 10_000;
+/** Organizations whose whole owner set a replica keeps for an outage, and the largest set it keeps. */
+const MAX_SNAPSHOTS = 1_000;
+const MAX_SNAPSHOT_OWNERS = 10_000;
+
+export interface KeyOwnersOptions {
+  /**
+   * While Redis cannot be asked, an organization's owners as read within
+   * this many milliseconds still decide (as a cached API key still
+   * authenticates: `API_KEY_STALE_IF_ERROR_MS`); 0 (the default): never, a 503.
+   */
+  staleIfErrorMs?: number;
+  clock?: Clock;
+}
 
 /**
  * The organization's key owners in Redis (`orgKeyOwnersKey`), asked on every
@@ -116,15 +130,27 @@ const MAX_KNOWN_OWNERS = 10_000;
  * organization whose set lacks its completeness mark (keys made before the
  * set was kept) is filled once from its key records, by whichever process
  * asks first. The set never shrinks, so a replica remembers who it found to
- * be an owner; it never remembers who was not.
+ * be an owner; it never remembers who was not, except as the whole set it
+ * read last (`staleIfErrorMs`): while Redis cannot be asked, that reading
+ * decides until it is that old, so an outage does not stop traffic acting
+ * for end users (a replica cut off from Redis may miss an owner whose key
+ * was made elsewhere since), and afterwards it is a 503.
  */
 export class RedisKeyOwners implements KeyOwners {
   private readonly redis: RedisClient;
   private readonly known = new LRUCache<string, true>({ max: MAX_KNOWN_OWNERS });
   private readonly filling = new Map<string, Promise<void>>();
+  /** Each organization's whole set as last read, and when that read began. */
+  private readonly snapshots = new LRUCache<string, { owners: ReadonlySet<string>; at: number }>({
+    max: MAX_SNAPSHOTS,
+  });
+  private readonly staleIfErrorMs: number;
+  private readonly clock: Clock;
 
-  constructor(redis: RedisClient) {
+  constructor(redis: RedisClient, options: KeyOwnersOptions = {}) {
     this.redis = redis;
+    this.staleIfErrorMs = options.staleIfErrorMs ?? 0;
+    this.clock = options.clock ?? systemClock;
   }
 
   /** Notes that `owner` owns a key of `org`; the key store calls it before it writes the key. */
@@ -137,16 +163,37 @@ export class RedisKeyOwners implements KeyOwners {
     const known = `${org}\n${user}`;
     if (this.known.has(known)) return true;
     try {
-      let [owner, complete] = await this.redis.smismember(orgKeyOwnersKey(org), user, COMPLETE);
-      if (!complete) {
-        await this.fill(org);
-        owner = await this.redis.sismember(orgKeyOwnersKey(org), user);
-      }
+      const owner = await this.ask(org, user);
       if (owner) this.known.set(known, true);
-      return owner === 1;
+      return owner;
     } catch (err) {
+      const snapshot = this.snapshots.get(org);
+      if (snapshot && this.clock.now() - snapshot.at <= this.staleIfErrorMs) return snapshot.owners.has(user);
       throw new KeyOwnersUnavailable(err);
     }
+  }
+
+  /**
+   * Asks Redis: whether `user` is in the set, or, when the whole set kept for
+   * an outage is half its allowed age, the whole set (kept, dated when the
+   * read began: a key made after it is not in it).
+   */
+  private async ask(org: string, user: string, filled = false): Promise<boolean> {
+    const at = this.clock.now();
+    const kept = this.snapshots.get(org);
+    if (this.staleIfErrorMs > 0 && !(kept && at - kept.at < this.staleIfErrorMs / 2)) {
+      const members = new Set(await this.redis.smembers(orgKeyOwnersKey(org)));
+      if (members.delete(COMPLETE)) {
+        if (members.size <= MAX_SNAPSHOT_OWNERS) this.snapshots.set(org, { owners: members, at });
+        return members.has(user);
+      }
+    } else {
+      const [owner, complete] = await this.redis.smismember(orgKeyOwnersKey(org), user, COMPLETE);
+      if (complete) return owner === 1;
+    }
+    if (filled) throw new Error(`the key owners of ${org} were filled, yet lack their completeness mark`);
+    await this.fill(org);
+    return this.ask(org, user, true);
   }
 
   /**

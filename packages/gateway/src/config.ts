@@ -48,7 +48,8 @@ export const gatewayConfigSchema = z
     API_KEY_CACHE_TTL_MS: z.coerce.number().int().min(0).max(60_000).default(1_000),
     /**
      * How long a cached key keeps working while Redis cannot be reached, in milliseconds; 0 fails closed.
-     * A replica cut off from Redis may honour a key revoked elsewhere for this long. Default 30000.
+     * A replica cut off from Redis may honour a key revoked elsewhere for this long. An organization's key owners
+     * as last read (who no key may act as) likewise decide that long. Default 30000.
      */
     API_KEY_STALE_IF_ERROR_MS: z.coerce.number().int().min(0).max(3_600_000).default(30_000),
     /** When set, start-up makes sure a key with this secret and `admin:api-keys` exists. At least 32 characters. */

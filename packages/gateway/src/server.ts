@@ -92,7 +92,7 @@ export async function startGateway(
   subscriber.on("error", (err) => logger.warn({ err: err.message }, "redis subscriber error"));
 
   await untilReady(redis, logger);
-  const keyOwners = new RedisKeyOwners(redis);
+  const keyOwners = new RedisKeyOwners(redis, { staleIfErrorMs: config.API_KEY_STALE_IF_ERROR_MS, clock });
   const store = new ApiKeyStore(redis, clock, keyOwners);
   const keys = new CachedApiKeyLookup({
     store,

@@ -443,14 +443,19 @@ describe("no key acts as another key's owner", () => {
     });
   });
 
-  it("fails closed: while Redis cannot say who owns keys, acting for another user is 503, acting as the key's owner goes on", async () => {
+  it("through a Redis outage, an organization's key owners as last read still decide (within API_KEY_STALE_IF_ERROR_MS); one never read fails closed with 503; acting as the key's owner goes on", async () => {
     const { bob } = await rootAndBob();
     expect(await actAs(bob.secret, "carol")).toEqual({ status: 200, user: "carol" });
+    // Another organization whose key has acted only as its owner: its key owners were never read.
+    const dave = await gw.createKey({ org: freshOrg(), owner: "dave" });
+    expect(await actAs(dave.secret)).toEqual({ status: 200, user: "dave" });
     await gw.redisServer.halt();
     try {
-      const res = await gw.call(WHOAMI, { bearer: bob.secret, ...WHOAMI_AS("carol") });
+      expect(await actAs(bob.secret, "carol")).toEqual({ status: 200, user: "carol" });
+      expect(await actAs(bob.secret, "alice")).toMatchObject({ status: 403 });
+      const res = await gw.call(WHOAMI, { bearer: dave.secret, ...WHOAMI_AS("erin") });
       expect(await expectJsonError(res, 503)).toMatchObject({ code: "api_key_store_unavailable" });
-      expect(await actAs(bob.secret)).toEqual({ status: 200, user: "bob" });
+      expect(await actAs(dave.secret)).toEqual({ status: 200, user: "dave" });
     } finally {
       await gw.redisServer.restart();
     }
