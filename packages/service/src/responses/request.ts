@@ -1,3 +1,4 @@
+import { secretField } from "@gw/core/validation";
 import { z } from "zod";
 import { metadataSchema } from "../conversations/metadata.ts";
 import { responseInputItem } from "../items/input.ts";
@@ -73,8 +74,9 @@ export const mcpTool = z.strictObject({
       }),
     ])
     .optional(),
-  headers: refused("headers"),
-  authorization: refused("authorization"),
+  // Refused, and never echoed: what a client sends here is a credential.
+  headers: secretField(refused("headers")),
+  authorization: secretField(refused("authorization")),
   connector_id: notSupported("connector_id (OpenAI's connectors)"),
   allowed_callers: z.array(z.string()).optional(),
   defer_loading: z.boolean().optional(),
