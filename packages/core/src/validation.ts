@@ -6,6 +6,18 @@ export type Location = "body" | "query" | "path" | "header";
 /** A 422 echoes a failing value as `input` only when its JSON is at most this long; bigger ones are left out. */
 export const MAX_ECHOED_INPUT_CHARS = 1024;
 
+/**
+ * Text kept exactly as sent wherever it goes: no U+0000 (PostgreSQL's `text`
+ * refuses it) and no lone surrogate (it cannot be UTF-8, so it would become
+ * U+FFFD). For fields stored as text or sent on as names; content is stored
+ * as JSON, which keeps both.
+ */
+export function storableText<T extends z.ZodString>(schema: T): T {
+  return schema.refine((text) => text.isWellFormed() && !text.includes("\u0000"), {
+    message: "String should contain neither U+0000 nor a lone surrogate",
+  }) as T;
+}
+
 /** Schemas of fields that may hold a secret (`secretField`). */
 const SECRET_FIELDS = new WeakSet<z.ZodType>();
 /** Schemas picked by looking at the value (`choosing`), with how they pick. */

@@ -2,6 +2,7 @@ import { secretField } from "@gw/core/validation";
 import { z } from "zod";
 import { metadataSchema } from "../conversations/metadata.ts";
 import { responseInputItem } from "../items/input.ts";
+import { modelName } from "../llm/models.ts";
 import type { ChatRequest } from "../llm/provider.ts";
 import { byType, chosen, float, notSupported } from "../schema.ts";
 
@@ -145,7 +146,7 @@ const inputItems = z.array(responseInputItem).min(1).max(1_000);
 
 export const createResponseBody = z
   .strictObject({
-    model: z.string().min(1).max(256).default("auto"),
+    model: modelName,
     input: chosen((v) => (typeof v === "string" ? inputText : inputItems)),
     stream: z.boolean().default(false),
     instructions: z.string().max(262_144).optional(),
