@@ -511,6 +511,16 @@ describe("push", () => {
       { ...B, checkout_path: "p".repeat(513) },
       ["body.checkout_path:string_too_long"],
     ],
+    [
+      "a checkout_path name over 255 bytes (64 emoji)",
+      { ...B, checkout_path: "😀".repeat(64) },
+      ["body.checkout_path:value_error"],
+    ],
+    [
+      "a checkout_path whose last name is over 255 bytes",
+      { ...B, checkout_path: `d/${"p".repeat(256)}` },
+      ["body.checkout_path:value_error"],
+    ],
     ["checkout_path ../x", { ...B, checkout_path: "../x" }, ["body.checkout_path:value_error"]],
     ["checkout_path a/../../x", { ...B, checkout_path: "a/../../x" }, ["body.checkout_path:value_error"]],
     ["checkout_path /etc", { ...B, checkout_path: "/etc" }, ["body.checkout_path:value_error"]],
