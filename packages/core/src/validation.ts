@@ -7,14 +7,174 @@ export type Location = "body" | "query" | "path" | "header";
 export const MAX_ECHOED_INPUT_CHARS = 1024;
 
 /**
+ * Text kept exactly as sent wherever it goes: no U+0000 (PostgreSQL's `text`
+ * refuses it) and no lone surrogate (it cannot be UTF-8, so it would become
+ * U+FFFD). For fields stored as text or sent on as names; content is stored
+ * as JSON, which keeps both.
+ */
+export function storableText<T extends z.ZodString>(schema: T): T {
+  return schema.refine((text) => text.isWellFormed() && !text.includes("\u0000"), {
+    message: "String should contain neither U+0000 nor a lone surrogate",
+  }) as T;
+}
+
+/** Schemas of fields that may hold a secret (`secretField`). */
+const SECRET_FIELDS = new WeakSet<z.ZodType>();
+/** Schemas picked by looking at the value (`choosing`), with how they pick. */
+const CHOOSERS = new WeakMap<z.ZodType, (value: unknown) => z.ZodType>();
+
+/**
+ * Marks a field that may hold a secret (a token, a credential's header
+ * value): a 422 never echoes it as `input`, nor anything holding it (an
+ * object that fails as a whole, its unknown fields, which may be the secret
+ * misspelt), and the OpenAPI document shows it `writeOnly`. Marked where the
+ * field's schema is declared, so every route that takes it is covered.
+ */
+export function secretField<T extends z.ZodType>(schema: T): T {
+  const marked = schema.meta({ writeOnly: true }) as T;
+  SECRET_FIELDS.add(marked);
+  return marked;
+}
+
+/**
+ * Tells validation that `schema` validates with whatever `choose` picks for
+ * the value (a transform zod cannot see into), so a 422 still finds the
+ * secret fields of the picked schema.
+ */
+export function choosing<T extends z.ZodType>(schema: T, choose: (value: unknown) => z.ZodType): T {
+  CHOOSERS.set(schema, choose);
+  return schema;
+}
+
+type Def = {
+  type: string;
+  innerType?: z.ZodType;
+  in?: z.ZodType;
+  out?: z.ZodType;
+  getter?: () => z.ZodType;
+  options?: readonly z.ZodType[];
+  left?: z.ZodType;
+  right?: z.ZodType;
+  shape?: Record<string, z.ZodType>;
+  catchall?: z.ZodType;
+  element?: z.ZodType;
+  items?: readonly z.ZodType[];
+  rest?: z.ZodType | null;
+  valueType?: z.ZodType;
+};
+const defOf = (schema: z.ZodType) => schema._zod.def as unknown as Def;
+
+const defined = <T>(value: T | null | undefined): value is T => value !== undefined && value !== null;
+
+/** The schemas a schema stands for at the same place of a value: wrappers' inner ones, each option, the one picked. */
+function forms(schema: z.ZodType, value: unknown, depth = 0): z.ZodType[] {
+  if (depth > 32) return [schema];
+  const choose = CHOOSERS.get(schema);
+  if (choose) return [schema, ...forms(choose(value), value, depth + 1)];
+  const def = defOf(schema);
+  const inner = [def.innerType, def.in, def.out, def.left, def.right, ...(def.options ?? [])];
+  if (def.type === "lazy" && def.getter) inner.push(def.getter());
+  return [schema, ...inner.filter(defined).flatMap((s) => forms(s, value, depth + 1))];
+}
+
+/** Whether anything of a value of `schema` may be a secret: a secret field, or a picked schema, inside it. */
+const MAY_HOLD_SECRET = new WeakMap<z.ZodType, boolean>();
+function mayHoldSecret(schema: z.ZodType): boolean {
+  const known = MAY_HOLD_SECRET.get(schema);
+  if (known !== undefined) return known;
+  // A schema inside itself (z.lazy) adds nothing it does not already hold.
+  MAY_HOLD_SECRET.set(schema, false);
+  const def = defOf(schema);
+  const related = [
+    def.innerType,
+    def.in,
+    def.out,
+    def.left,
+    def.right,
+    ...(def.options ?? []),
+    def.type === "lazy" ? def.getter?.() : undefined,
+    ...Object.values(def.shape ?? {}),
+    def.catchall,
+    def.element,
+    def.rest,
+    ...(def.items ?? []),
+    def.valueType,
+  ].filter(defined);
+  const found = SECRET_FIELDS.has(schema) || CHOOSERS.has(schema) || related.some(mayHoldSecret);
+  MAY_HOLD_SECRET.set(schema, found);
+  return found;
+}
+
+const isSecret = (schema: z.ZodType) => forms(schema, undefined).some((form) => SECRET_FIELDS.has(form));
+const isRecord = (value: unknown): value is Record<string, unknown> =>
+  value !== null && typeof value === "object" && !Array.isArray(value);
+
+/**
+ * The values of `value` that sit where `schema` takes a secret, and beside
+ * one in fields its object does not know (a secret misspelt): whatever an
+ * issue's input holds of them is never echoed, wherever zod hangs the issue
+ * (a union's problem comes with the whole object as its input).
+ */
+function secretValues(schema: z.ZodType, value: unknown, out: Set<unknown>, depth = 0): void {
+  if (depth > 64 || value === undefined || !mayHoldSecret(schema)) return;
+  const here = forms(schema, value);
+  if (here.some((form) => SECRET_FIELDS.has(form))) {
+    out.add(value);
+    return;
+  }
+  const defs = here.map(defOf);
+  if (isRecord(value)) {
+    // An object's fields, by every form that may be the one (a union's options): a field no form knows,
+    // beside a secret one, may be that secret misspelt.
+    const shapes = defs.filter((def) => def.shape);
+    const besideSecret = shapes.some((def) => Object.values(def.shape!).some(isSecret));
+    for (const [key, field] of Object.entries(value)) {
+      const children = shapes.map((def) => (Object.hasOwn(def.shape!, key) ? def.shape![key] : def.catchall));
+      if (besideSecret && !shapes.some((def) => Object.hasOwn(def.shape!, key))) out.add(field);
+      for (const child of children.filter(defined)) secretValues(child, field, out, depth + 1);
+    }
+    for (const def of defs)
+      if (def.valueType)
+        for (const field of Object.values(value)) secretValues(def.valueType, field, out, depth + 1);
+  } else if (Array.isArray(value)) {
+    for (const def of defs)
+      for (const [i, item] of value.entries()) {
+        const child = def.element ?? def.items?.[i] ?? def.rest;
+        if (child) secretValues(child, item, out, depth + 1);
+      }
+  }
+}
+
+/** Whether `input` is or holds one of `secrets` (it is small: only what fits an echo is looked at). */
+function holdsAny(input: unknown, secrets: ReadonlySet<unknown>): boolean {
+  if (secrets.size === 0) return false;
+  const pending = [input];
+  while (pending.length > 0) {
+    const next = pending.pop();
+    if (secrets.has(next)) return true;
+    if (next !== null && typeof next === "object") pending.push(...Object.values(next));
+  }
+  return false;
+}
+
+/**
  * Turns zod issues into pydantic-style validation items, because clients of
  * the original API parse `type` and `loc` (docs/adr/0007-validation-error-shape.md).
+ * Given the schema and the value validated, no item's `input` holds what the
+ * value put in a secret field (`secretField`).
  */
 export function toValidationIssues(
   location: Location,
   issues: readonly z.core.$ZodIssue[],
+  validated?: { schema: z.ZodType; value: unknown },
 ): ValidationIssue[] {
   const out: ValidationIssue[] = [];
+  const secrets = new Set<unknown>();
+  if (validated) secretValues(validated.schema, validated.value, secrets);
+  const echoed = (input: unknown) => {
+    const echo = echoOf(input);
+    return "input" in echo && holdsAny(echo.input, secrets) ? {} : echo;
+  };
   for (const issue of issues) {
     const loc = [location, ...issue.path.map((p) => (typeof p === "symbol" ? String(p) : p))];
     const input = (issue as { input?: unknown }).input;
@@ -23,7 +183,7 @@ export function toValidationIssues(
       loc,
       msg,
       type,
-      ...echo(input),
+      ...echoed(input),
       ...(ctx ? { ctx } : {}),
     });
     // An absent field fails a union too (no option accepts undefined): that is still "missing".
@@ -57,7 +217,7 @@ export function toValidationIssues(
             loc: [...loc, key],
             msg: "Extra inputs are not permitted",
             type: "extra_forbidden",
-            ...echo(value),
+            ...echoed(value),
           });
         }
         break;
@@ -80,7 +240,7 @@ export function toValidationIssues(
 }
 
 /** `{input}` when the value is small enough to send back, else nothing. */
-function echo(input: unknown): { input?: unknown } {
+function echoOf(input: unknown): { input?: unknown } {
   return input !== undefined && jsonFits(input, MAX_ECHOED_INPUT_CHARS) ? { input } : {};
 }
 
@@ -170,7 +330,7 @@ function sizeIssue(issue: z.core.$ZodIssueTooSmall | z.core.$ZodIssueTooBig, ite
 /** Parses `value` with `schema`, throwing a 422 `ValidationFailed` located at `location`. */
 export function validate<S extends z.ZodType>(location: Location, schema: S, value: unknown): z.output<S> {
   requirePresent(location, value);
-  return outcome(location, schema.safeParse(value, { reportInput: true }));
+  return outcome(location, schema.safeParse(value, { reportInput: true }), schema, value);
 }
 
 /** `validate` for schemas with asynchronous checks (e.g. ones that ask the file system or `git`). */
@@ -182,7 +342,7 @@ export async function validateAsync<S extends z.ZodType>(
   requirePresent(location, value);
   const result = await schema.safeParseAsync(value, { reportInput: true });
   if (!result.success) result.error.issues.sort(byField(schema));
-  return outcome(location, result);
+  return outcome(location, result, schema, value);
 }
 
 /**
@@ -204,7 +364,12 @@ function requirePresent(location: Location, value: unknown): void {
   }
 }
 
-function outcome<T>(location: Location, result: z.ZodSafeParseResult<T>): T {
+function outcome<T>(
+  location: Location,
+  result: z.ZodSafeParseResult<T>,
+  schema: z.ZodType,
+  value: unknown,
+): T {
   if (result.success) return result.data;
-  throw new ValidationFailed(toValidationIssues(location, result.error.issues));
+  throw new ValidationFailed(toValidationIssues(location, result.error.issues, { schema, value }));
 }

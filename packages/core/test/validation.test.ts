@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { z } from "zod";
 import { ValidationFailed } from "../src/errors.ts";
-import { MAX_ECHOED_INPUT_CHARS, validate } from "../src/validation.ts";
+import { choosing, MAX_ECHOED_INPUT_CHARS, secretField, validate } from "../src/validation.ts";
 
 const schema = z.strictObject({
   branch: z.string().min(1).max(255),
@@ -123,5 +123,99 @@ describe("zod issues become pydantic-style validation errors", () => {
       branch: "main",
       generation: 2,
     });
+  });
+});
+
+describe("fields that may hold a secret are never echoed", () => {
+  const token = secretField(
+    z
+      .string()
+      .min(8)
+      .max(16)
+      .regex(/^[a-z]+$/),
+  );
+  const credential = z.discriminatedUnion("type", [
+    z.strictObject({ type: z.literal("bearer"), token }),
+    z.strictObject({ type: z.literal("header"), name: z.string().min(1), value: token }),
+  ]);
+  const body = z.strictObject({
+    label: z.string().max(3),
+    credential: credential.optional(),
+    nested: z.array(z.strictObject({ token: token.optional() })).optional(),
+  });
+  const SECRET = "hunterhunterhunterhunter";
+  const issues = (value: unknown, schema: z.ZodType = body) => {
+    try {
+      validate("body", schema, value);
+    } catch (err) {
+      if (err instanceof ValidationFailed) return err.issues;
+      throw err;
+    }
+    throw new Error("expected a validation failure");
+  };
+
+  it("a secret field that fails is located and typed as any other, without its input", () => {
+    expect(issues({ label: "abcd", credential: { type: "bearer", token: SECRET } })).toEqual([
+      {
+        loc: ["body", "label"],
+        msg: "String should have at most 3 characters",
+        type: "string_too_long",
+        input: "abcd",
+        ctx: { max_length: 3 },
+      },
+      {
+        loc: ["body", "credential", "token"],
+        msg: "String should have at most 16 characters",
+        type: "string_too_long",
+        ctx: { max_length: 16 },
+      },
+    ]);
+    const [header] = issues({ label: "a", credential: { type: "header", name: "X-Key", value: 42 } });
+    expect(header).toEqual({
+      loc: ["body", "credential", "value"],
+      msg: "Input should be a valid string",
+      type: "string_type",
+    });
+    const [inArray] = issues({ label: "a", nested: [{}, { token: SECRET }] });
+    expect(inArray).toMatchObject({ loc: ["body", "nested", 1, "token"] });
+    expect(inArray).not.toHaveProperty("input");
+  });
+
+  it("nor is what holds one: an object that fails as a whole, or the unknown fields beside a secret (a misspelt one)", () => {
+    const all = [
+      ...issues({ label: "a", credential: { type: "bearer", token: "short", tokn: SECRET } }),
+      ...issues({ label: "a", credential: { type: "other", token: SECRET } }),
+      ...issues({ label: "a", credential: { token: SECRET } }),
+      ...issues(
+        { token: SECRET, twice: SECRET },
+        z.strictObject({ token, twice: z.string() }).refine((v) => v.token !== v.twice, "Value error, twice"),
+      ),
+    ];
+    expect(all.length).toBeGreaterThanOrEqual(5);
+    expect(JSON.stringify(all)).not.toContain(SECRET);
+    // What holds no secret is echoed as before.
+    expect(issues({ label: "abcd", extra: "visible" })).toEqual([
+      expect.objectContaining({ loc: ["body", "label"], input: "abcd" }),
+      expect.objectContaining({ loc: ["body", "extra"], input: "visible" }),
+    ]);
+  });
+
+  it("also inside a schema picked by looking at the value (`choosing`)", () => {
+    const picked = z.unknown().transform((value, ctx) => {
+      const result = credential.safeParse(value, { reportInput: true });
+      if (result.success) return result.data;
+      for (const issue of result.error.issues) ctx.addIssue(issue as Parameters<typeof ctx.addIssue>[0]);
+      return z.NEVER;
+    });
+    const schema = z.strictObject({ tools: z.array(choosing(picked, () => credential)) });
+    const found = issues({ tools: [{ type: "bearer", token: SECRET }] }, schema);
+    expect(found).toEqual([
+      expect.objectContaining({ loc: ["body", "tools", 0, "token"], type: "string_too_long" }),
+    ]);
+    expect(JSON.stringify(found)).not.toContain(SECRET);
+  });
+
+  it("shows secret fields writeOnly in the OpenAPI document", () => {
+    expect(z.toJSONSchema(z.object({ token }))).toMatchObject({ properties: { token: { writeOnly: true } } });
   });
 });

@@ -77,4 +77,36 @@ describe("organization end-user defaults", () => {
       await server.stop().catch(() => undefined);
     }
   });
+  it("a change made here while a read is in flight: the read answers what it read, not an error (every request of the organization waits on it), and the next read the change", async () => {
+    const server = await startTestRedis();
+    const redis = createRedis(server.url, { connectionName: "test" });
+    try {
+      const store = new OrgLimitsStore(redis);
+      await store.update("acme", { tokens: { day: 5 } });
+      const read = store.get.bind(store);
+      let reached!: () => void;
+      const inFlight = new Promise<void>((resolve) => {
+        reached = resolve;
+      });
+      let release!: () => void;
+      const held = new Promise<void>((resolve) => {
+        release = resolve;
+      });
+      vi.spyOn(store, "get").mockImplementationOnce(async (org) => {
+        const limits = await read(org);
+        reached();
+        await held;
+        return limits;
+      });
+      const reading = store.cached("acme");
+      await inFlight;
+      await store.update("acme", { tokens: { day: 7 } }); // drops the copy being read
+      release();
+      expect(await reading).toEqual({ tokens: { day: 5 } });
+      expect(await store.cached("acme")).toEqual({ tokens: { day: 7 } });
+    } finally {
+      redis.disconnect();
+      await server.stop();
+    }
+  });
 });

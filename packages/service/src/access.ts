@@ -1,9 +1,6 @@
-import type { ResourceAuthorization, ResourceType, Role } from "@gw/core/authz";
+import { fitsObjectId, type ResourceAuthorization, type ResourceType, type Role } from "@gw/core/authz";
 import { forbidden, notFound } from "@gw/core/errors";
 import type { Principal } from "@gw/core/principal";
-
-/** Longer than any id the service issues, and than SpiceDB takes once encoded: such a resource cannot exist. */
-const MAX_RESOURCE_ID_LENGTH = 256;
 
 /**
  * Resource-level access: without read access a resource is reported missing
@@ -17,7 +14,8 @@ export async function requireRole(
   role: Role,
 ): Promise<void> {
   const label = resource.type === "conversation" ? "conversation" : resource.type;
-  if (resource.id.length > MAX_RESOURCE_ID_LENGTH) throw notFound(`No ${label} with an id that long`);
+  // Longer once encoded than SpiceDB takes (`fitsObjectId`): no such resource can exist.
+  if (!fitsObjectId(principal.org, resource.id)) throw notFound(`No ${label} with an id that long`);
   if (!(await authorization.check(principal, resource, "reader")))
     throw notFound(`No ${label} ${resource.id}`);
   if (role !== "reader" && !(await authorization.check(principal, resource, role))) {

@@ -1,4 +1,5 @@
 import { documentedAs, jsonSchemaOf } from "@gw/core/openapi";
+import { choosing } from "@gw/core/validation";
 import { z } from "zod";
 
 /**
@@ -12,7 +13,8 @@ export function chosen<S extends z.ZodType>(choose: (value: unknown) => S) {
     for (const issue of result.error.issues) ctx.addIssue(issue as Parameters<typeof ctx.addIssue>[0]);
     return z.NEVER;
   });
-  return documentedAs(schema, () => anyOfChoices(choose));
+  // Validation looks into the picked schema too, for its secret fields (`secretField`).
+  return documentedAs(choosing(schema, choose), () => anyOfChoices(choose));
 }
 
 /** Values of each JSON kind, to see which schemas `choose` picks. */

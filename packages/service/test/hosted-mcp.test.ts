@@ -419,13 +419,21 @@ describe("hosted MCP tools in responses", () => {
       expect(res.status, url).toBe(422);
       expect((await res.json()).detail[0].loc).toEqual(["body", "tools", 0, "server_url"]);
     }
+    // A credential sent here is refused, and never echoed back (the 422's `input` leaves it out).
+    const credential = "sk-hosted-credential-7c1f";
     for (const field of ["headers", "authorization"]) {
       const res = await post({
         server_url: serverUrl,
-        [field]: field === "headers" ? { "x-api-key": "k" } : "tok",
+        [field]: field === "headers" ? { "x-api-key": credential } : `Bearer ${credential}`,
       });
       expect(res.status).toBe(422);
-      expect((await res.json()).detail[0].loc).toEqual(["body", "tools", 0, field]);
+      const text = await res.text();
+      expect(JSON.parse(text).detail[0]).toEqual({
+        loc: ["body", "tools", 0, field],
+        msg: expect.stringContaining("credentials come from the gateway's vault"),
+        type: "value_error",
+      });
+      expect(text).not.toContain(credential);
     }
     const stranger = await post({ server_url: serverUrl }, "dave");
     expect(stranger.status).toBe(422);

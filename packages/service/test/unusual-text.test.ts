@@ -105,3 +105,84 @@ describe("an id holding U+0000", () => {
     }
   });
 });
+
+/**
+ * Ids too long for SpiceDB once scoped and encoded (`fitsObjectId`: 1,024
+ * bytes; an emoji is 12 characters encoded) name nothing that can exist:
+ * every route that takes one answers as for an unknown id (404), never a 500
+ * from SpiceDB refusing the call. 80 emoji still fit, and are merely unknown.
+ */
+describe("an id too long for SpiceDB once encoded", () => {
+  it.each([
+    ["100 emoji", "😀".repeat(100)],
+    ["85 emoji (1,020 characters encoded, past the limit with the organization)", "😀".repeat(85)],
+    ["80 emoji (fits)", "😀".repeat(80)],
+    ["250 '=' (750 characters encoded: fits)", "=".repeat(250)],
+  ])("%s: 404 wherever a conversation, response or completion is named", async (_what, id) => {
+    const key = await stack.createKey();
+    const as = (path: string, init: { method?: string; json?: unknown } = {}) =>
+      stack.call(key.secret, path, { ...init, user: "alice" });
+    const encoded = encodeURIComponent(id);
+    const requests: [string, { method?: string; json?: unknown }][] = [
+      [`${CONV}/${encoded}`, {}],
+      [`${CONV}/${encoded}`, { method: "DELETE" }],
+      [`${CONV}/${encoded}`, { json: { metadata: { a: "b" } } }],
+      [`${CONV}/${encoded}/items`, {}],
+      [`${CONV}/${encoded}/items`, { json: { items: [{ role: "user", content: "hi" }] } }],
+      [`${CONV}/${encoded}/items/msg_1`, {}],
+      [`${CONV}/${encoded}/items/msg_1`, { method: "DELETE" }],
+      [`${RESPONSES}/${encoded}`, {}],
+      [`${RESPONSES}/${encoded}`, { method: "DELETE" }],
+      [`${RESPONSES}/${encoded}/cancel`, { method: "POST" }],
+      [`${RESPONSES}/${encoded}/input_items`, {}],
+      [`/api/v1/llm/chat/completions/${encoded}`, {}],
+      [`/api/v1/llm/chat/completions/${encoded}`, { method: "DELETE" }],
+      [`/api/v1/llm/chat/completions/${encoded}`, { json: { metadata: { a: "b" } } }],
+      [`/api/v1/llm/chat/completions/${encoded}/messages`, {}],
+      [RESPONSES, { json: { input: "probe", previous_response_id: id } }],
+      [`${RESPONSES}/input_tokens`, { json: { input: "probe", previous_response_id: id } }],
+    ];
+    for (const [path, init] of requests) {
+      const res = await as(path, init);
+      expect(res.status, `${init.method ?? (init.json ? "POST" : "GET")} ${path.slice(0, 60)}`).toBe(404);
+      expect((await res.json()).error.code).toBe("not_found");
+    }
+    expect(stack.llm.requests.filter((r) => r.body.messages.some((m) => m.content === "probe"))).toEqual([]);
+  });
+});
+
+/**
+ * A model name is a name: U+0000 or a lone surrogate in one is refused where
+ * it is given (422 at `model`), before a model is called. A lone surrogate
+ * once reached the provider and then failed usage accounting (500).
+ */
+describe("a model name holding U+0000 or a lone surrogate", () => {
+  it.each([
+    ["U+0000", "echo\u0000small"],
+    ["a lone high surrogate", "echo\ud800"],
+    ["a lone low surrogate", "\udc00"],
+  ])(
+    "%s: 422 at model for responses, chat completions, token counts and eval schedules",
+    async (_what, model) => {
+      const key = await stack.createKey();
+      for (const [path, json] of [
+        [RESPONSES, { model, input: "model-probe" }],
+        [`${RESPONSES}/input_tokens`, { model, input: "model-probe" }],
+        ["/api/v1/llm/chat/completions", { model, messages: [{ role: "user", content: "model-probe" }] }],
+        ["/api/v1/llm/evals/schedules", { model, name: "n", inputs: ["model-probe"], every_seconds: 3600 }],
+      ] as const) {
+        const res = await stack.call(key.secret, path, { json, user: "alice" });
+        expect(res.status, path).toBe(422);
+        expect((await res.json()).detail, path).toEqual([
+          expect.objectContaining({
+            loc: ["body", "model"],
+            msg: "String should contain neither U+0000 nor a lone surrogate",
+          }),
+        ]);
+      }
+      expect(
+        stack.llm.requests.filter((r) => r.body.messages.some((m) => m.content === "model-probe")),
+      ).toEqual([]);
+    },
+  );
+});

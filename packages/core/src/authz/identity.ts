@@ -76,6 +76,28 @@ export function decodeId(encoded: string): string {
   return Buffer.from(bytes).toString("utf8");
 }
 
+/**
+ * SpiceDB's longest object id, in bytes; an encoded id is ASCII, so bytes
+ * are characters. A request cannot name a longer one: SpiceDB refuses the
+ * whole call (`InvalidArgument`), so callers ask `fitsObjectId` first.
+ */
+export const MAX_OBJECT_ID_LENGTH = 1024;
+
+/**
+ * Whether the organization's `id` names a SpiceDB object once scoped and
+ * encoded (`scopedId`): one that does not fits no relationship, so no such
+ * resource exists, and a check of it is answered "no" without asking. Counts
+ * without building the id, and stops at the limit, however long `id` is.
+ */
+export function fitsObjectId(org: string, id: string): boolean {
+  let length = org.length + 1;
+  for (const char of id) {
+    length += SAFE.test(char) ? 1 : 3 * Buffer.byteLength(char, "utf8");
+    if (length > MAX_OBJECT_ID_LENGTH) return false;
+  }
+  return true;
+}
+
 /** `<org>/<encoded id>`: the org is already in SpiceDB's alphabet (see `orgIdSchema`). */
 export function scopedId(org: string, id: string): string {
   return `${org}/${encodeId(id)}`;

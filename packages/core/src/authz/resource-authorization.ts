@@ -10,6 +10,7 @@ import {
 } from "./consistency-tokens.ts";
 import type { DecisionCache } from "./decision-cache.ts";
 import {
+  fitsObjectId,
   isServiceIssued,
   PERMISSION_FOR_ROLE,
   PUBLIC_USER,
@@ -276,6 +277,8 @@ export class ResourceAuthorization {
    * whether a kept decision still holds (see `DecisionCache`).
    */
   async check(principal: Principal, resource: ResourceRef, role: Role): Promise<boolean> {
+    // An id SpiceDB cannot hold names nothing: no one holds a role on it (asking would fail the call).
+    if (!fitsObjectId(principal.org, resource.id)) return false;
     const key = tokenKey(principal.org, resource);
     const subject = scopedId(principal.org, principal.user);
     const permission = PERMISSION_FOR_ROLE[role];
@@ -313,13 +316,15 @@ export class ResourceAuthorization {
    * conversation a model call draws its context from. In the order asked.
    */
   async checkAll(principal: Principal, checks: { resource: ResourceRef; role: Role }[]): Promise<boolean[]> {
-    if (checks.length === 0) return [];
+    // One id SpiceDB cannot hold would fail the whole bulk call: it is no one's, so it is not asked.
+    const askable = checks.filter(({ resource }) => fitsObjectId(principal.org, resource.id));
+    if (askable.length === 0) return checks.map(() => false);
     const subject = userRef(scopedId(principal.org, principal.user));
     const context = subjectContext(principal.org);
     const response = await this.spicedb.checkBulkPermissions(
       v1.CheckBulkPermissionsRequest.create({
         consistency: await this.consistency(organizationTokenKey(principal.org)),
-        items: checks.map(({ resource, role }) =>
+        items: askable.map(({ resource, role }) =>
           v1.CheckBulkPermissionsRequestItem.create({
             resource: objectRef(principal.org, resource),
             permission: PERMISSION_FOR_ROLE[role],

@@ -3,6 +3,7 @@ import {
   consistencyAfter,
   encodeId,
   FULLY_CONSISTENT,
+  fitsObjectId,
   isFailedPrecondition,
   type LastWriteRead,
   objectRef,
@@ -151,6 +152,8 @@ export class McpToolAuthorization {
 
   /** Whether the principal may call the tool (and so see it listed). An unknown tool: false. */
   async mayCall(principal: Principal, serverId: string, tool: string): Promise<boolean> {
+    // A name too long for a SpiceDB id names no tool that can exist (asking would fail the call).
+    if (!fitsObjectId(principal.org, `${serverId}/${tool}`)) return false;
     const response = await this.spicedb.checkPermission(
       v1.CheckPermissionRequest.create({
         consistency: await this.consistency(principal.org, serverId),

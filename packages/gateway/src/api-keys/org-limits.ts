@@ -46,6 +46,10 @@ export class OrgLimitsStore {
       fetchMethod: (org) => this.get(org),
       // A failed read leaves the stale copy in place, for `cached` to fall back on.
       noDeleteOnFetchRejection: true,
+      // A change here drops the copy while reads may be in flight: they answer what they read (from before
+      // the change) instead of failing (a 503 for every request of the organization meanwhile), and what
+      // they read is not kept, so the next read asks Redis again.
+      ignoreFetchAbort: true,
     });
   }
 

@@ -80,6 +80,7 @@ export interface AuditFilters {
   /** The acting user. */
   actor?: string | undefined;
   resourceType?: ResourceType | undefined;
+  /** Only with `resourceType`. */
   resourceId?: string | undefined;
   action?: AuditAction | undefined;
   /** Records at or after / before these instants. */
@@ -97,6 +98,20 @@ export interface AuditLogOptions {
 
 /** A record's id and the cursor of listings: `<time in ms>-<sequence>`. */
 export const AUDIT_CURSOR = /^\d{1,15}-\d{1,15}$/;
+
+/** Longer than any id or user id a route takes (256): an index entry stays within PostgreSQL's limit. */
+const MAX_KEY_CHARS = 512;
+
+/**
+ * A value as the columns that filters compare hold it (`resource_id`,
+ * `actor`, `action`): PostgreSQL's text cannot hold U+0000 or a lone
+ * surrogate, so each becomes U+FFFD, and it is cut at `MAX_KEY_CHARS`. The
+ * record beside them keeps every value exactly (JSON escapes both), and is
+ * what a read answers; a filter compares this same form of what it asks.
+ */
+export function auditKeyText(value: string): string {
+  return value.slice(0, MAX_KEY_CHARS).toWellFormed().replaceAll("\u0000", "\ufffd");
+}
 
 interface Row {
   seq: string;
@@ -130,25 +145,40 @@ export class AuditLog {
   async begin(intent: AuditIntent): Promise<AuditRecord> {
     // Milliseconds only, so the time in the cursor matches the stored one exactly.
     const at = new Date(this.clock.wall());
-    const { rows } = await this.db.query<{ seq: string }>(
-      `INSERT INTO audit_records (org, at, resource_type, resource_id, record, outcome)
-       VALUES ($1, $2, $3, $4, $5, 'unknown') RETURNING seq`,
-      [intent.organization, at, intent.resourceType, intent.resourceId, JSON.stringify(intent)],
-    );
-    return toRecord({ seq: rows[0]!.seq, at, record: intent, outcome: "unknown", zed_token: null });
+    const seq = await this.insert(intent, at, "unknown");
+    return toRecord({ seq, at, record: intent, outcome: "unknown", zed_token: null });
   }
 
   /** Records something already decided and done (an MCP tool call), in one statement. */
   async record(intent: AuditIntent, outcome: AuditOutcome): Promise<AuditRecord> {
     const at = new Date(this.clock.wall());
-    const { rows } = await this.db.query<{ seq: string }>(
-      `INSERT INTO audit_records (org, at, resource_type, resource_id, record, outcome)
-       VALUES ($1, $2, $3, $4, $5, $6) RETURNING seq`,
-      [intent.organization, at, intent.resourceType, intent.resourceId, JSON.stringify(intent), outcome],
-    );
-    const recorded = toRecord({ seq: rows[0]!.seq, at, record: intent, outcome, zed_token: null });
+    const seq = await this.insert(intent, at, outcome);
+    const recorded = toRecord({ seq, at, record: intent, outcome, zed_token: null });
     this.logger?.info({ audit: recorded }, "audit");
     return recorded;
+  }
+
+  /**
+   * One row: the record as JSON (the `json` type keeps the escapes of U+0000
+   * and lone surrogates as sent), and the columns filters compare in the form
+   * PostgreSQL's text can hold (`auditKeyText`), so no value can fail the write.
+   */
+  private async insert(intent: AuditIntent, at: Date, outcome: AuditOutcome): Promise<string> {
+    const { rows } = await this.db.query<{ seq: string }>(
+      `INSERT INTO audit_records (org, at, resource_type, resource_id, actor, action, record, outcome)
+       VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING seq`,
+      [
+        auditKeyText(intent.organization),
+        at,
+        auditKeyText(intent.resourceType),
+        auditKeyText(intent.resourceId),
+        auditKeyText(intent.actor.userId),
+        auditKeyText(intent.action),
+        JSON.stringify(intent),
+        outcome,
+      ],
+    );
+    return rows[0]!.seq;
   }
 
   /** Records how a change begun with `begin` ended. */
@@ -165,13 +195,16 @@ export class AuditLog {
   }
 
   /** An organization's records, newest first, narrowed by `filters`. */
-  forOrganization(
+  async forOrganization(
     org: string,
     page: { limit: number; cursor?: string | undefined },
     filters: AuditFilters = {},
   ): Promise<AuditPage> {
+    // An id names a resource only with its type (the route refuses one without, 422).
+    if (filters.resourceId !== undefined && !filters.resourceType)
+      throw new Error("An audit filter by resource id needs the resource's type");
     const resource =
-      filters.resourceType && filters.resourceId
+      filters.resourceType && filters.resourceId !== undefined
         ? { type: filters.resourceType, id: filters.resourceId }
         : undefined;
     return this.read(org, resource, page, filters);
@@ -212,22 +245,28 @@ export class AuditLog {
     page: { limit: number; cursor?: string | undefined },
     filters: AuditFilters = {},
   ): Promise<AuditPage> {
-    const values: unknown[] = [org, retentionCutoff(this.clock, this.retentionMs), page.limit + 1];
+    // Filters compare columns, never the record: PostgreSQL's JSON operators would turn every string of
+    // every record they pass into text, and fail on one holding U+0000 or a lone surrogate.
+    const values: unknown[] = [
+      auditKeyText(org),
+      retentionCutoff(this.clock, this.retentionMs),
+      page.limit + 1,
+    ];
     let where = "org = $1 AND at > $2";
     if (resource) {
-      values.push(resource.type, resource.id);
+      values.push(auditKeyText(resource.type), auditKeyText(resource.id));
       where += ` AND resource_type = $${values.length - 1} AND resource_id = $${values.length}`;
     } else if (filters.resourceType) {
-      values.push(filters.resourceType);
+      values.push(auditKeyText(filters.resourceType));
       where += ` AND resource_type = $${values.length}`;
     }
     if (filters.actor !== undefined) {
-      values.push(filters.actor);
-      where += ` AND record->'actor'->>'userId' = $${values.length}`;
+      values.push(auditKeyText(filters.actor));
+      where += ` AND actor = $${values.length}`;
     }
     if (filters.action) {
-      values.push(filters.action);
-      where += ` AND record->>'action' = $${values.length}`;
+      values.push(auditKeyText(filters.action));
+      where += ` AND action = $${values.length}`;
     }
     if (filters.since) {
       values.push(filters.since);

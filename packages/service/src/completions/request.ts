@@ -1,5 +1,6 @@
 import { z } from "zod";
 import { metadataSchema } from "../conversations/metadata.ts";
+import { modelName } from "../llm/models.ts";
 import type { ChatMessage, ChatRequest } from "../llm/provider.ts";
 import {
   forwardedFields,
@@ -123,7 +124,7 @@ const stopWords = z.array(stopWord).min(1).max(4);
 
 export const createCompletionBody = z
   .strictObject({
-    model: z.string().min(1).max(256).default("auto"),
+    model: modelName,
     messages: z.array(message).min(1).max(1_000),
     stream: z.boolean().default(false),
     stream_options: z.strictObject({ include_usage: z.boolean().nullish(), ...streamOptions }).optional(),

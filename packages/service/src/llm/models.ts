@@ -1,6 +1,16 @@
 import { forbidden, ValidationFailed } from "@gw/core/errors";
 import type { Principal } from "@gw/core/principal";
+import { storableText } from "@gw/core/validation";
+import { z } from "zod";
 import type { ChatProvider } from "./provider.ts";
+
+/**
+ * A model name as a request gives it (`auto`: the default): 1 to 256
+ * characters, neither U+0000 nor a lone surrogate among them. Such a name
+ * names no model, and could be neither sent to a provider as UTF-8, counted
+ * in usage, nor kept with an eval run.
+ */
+export const modelName = storableText(z.string().min(1).max(256)).default("auto");
 
 /** A model as OpenAI's `GET /models` lists it. */
 export interface ModelObject {

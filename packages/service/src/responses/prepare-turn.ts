@@ -1,4 +1,4 @@
-import type { ResourceAuthorization, ResourceRef, Role } from "@gw/core/authz";
+import { fitsObjectId, type ResourceAuthorization, type ResourceRef, type Role } from "@gw/core/authz";
 import { AppError, forbidden, notFound, ValidationFailed } from "@gw/core/errors";
 import type { Principal } from "@gw/core/principal";
 import type { ConversationStore } from "../conversations/store.ts";
@@ -119,9 +119,6 @@ class ContextAccess {
   }
 }
 
-/** Longer than any id the service issues: such a resource cannot exist (as `requireRole` says). */
-const MAX_RESOURCE_ID_LENGTH = 256;
-
 /**
  * The earlier items sent with the turn, newest kept, as many as fit the
  * context budget beside `sentChars`: a conversation's (`conversationRole`
@@ -141,13 +138,13 @@ async function earlierItems(
   const pageSize = Math.min(deps.context.maxItems, 100);
   if (input.conversation) {
     const id = input.conversation;
-    if (id.length > MAX_RESOURCE_ID_LENGTH) throw notFound("No conversation with an id that long");
+    if (!fitsObjectId(principal.org, id)) throw notFound("No conversation with an id that long");
     access.requireRole({ type: "conversation", id }, conversationRole);
     return fitHistory(deps.conversations.newestFirst(principal.org, id, pageSize), sentChars, deps.context);
   }
   if (input.previous_response_id) {
     const id = input.previous_response_id;
-    if (id.length > MAX_RESOURCE_ID_LENGTH) throw notFound("No response with an id that long");
+    if (!fitsObjectId(principal.org, id)) throw notFound("No response with an id that long");
     access.requireRole({ type: "response", id }, "reader");
     const previous = await deps.responses.get(principal.org, id);
     if (!previous) {

@@ -1,6 +1,8 @@
+import { secretField } from "@gw/core/validation";
 import { z } from "zod";
 import { metadataSchema } from "../conversations/metadata.ts";
 import { responseInputItem } from "../items/input.ts";
+import { modelName } from "../llm/models.ts";
 import type { ChatRequest } from "../llm/provider.ts";
 import { byType, chosen, float, notSupported } from "../schema.ts";
 
@@ -73,8 +75,9 @@ export const mcpTool = z.strictObject({
       }),
     ])
     .optional(),
-  headers: refused("headers"),
-  authorization: refused("authorization"),
+  // Refused, and never echoed: what a client sends here is a credential.
+  headers: secretField(refused("headers")),
+  authorization: secretField(refused("authorization")),
   connector_id: notSupported("connector_id (OpenAI's connectors)"),
   allowed_callers: z.array(z.string()).optional(),
   defer_loading: z.boolean().optional(),
@@ -149,7 +152,7 @@ const inputItems = z.array(responseInputItem).min(1).max(1_000);
 
 export const createResponseBody = z
   .strictObject({
-    model: z.string().min(1).max(256).default("auto"),
+    model: modelName,
     input: chosen((v) => (typeof v === "string" ? inputText : inputItems)),
     stream: z.boolean().default(false),
     instructions: z.string().max(262_144).optional(),

@@ -75,11 +75,17 @@ export interface Checkout {
   workTree: string;
 }
 
+/** The longest name of a file or directory (Linux's NAME_MAX), in bytes. */
+const MAX_NAME_BYTES = 255;
+
 /** What is wrong with a `checkout_path` by its spelling alone, if anything. */
 export function checkoutPathProblem(path: string): string | undefined {
   if (path.includes("\0")) return "checkout_path must not contain NUL characters";
   if (isAbsolute(path)) return "checkout_path must be relative to the workspace";
   if (path.split("/").includes("..")) return "checkout_path must not contain '..'";
+  // The file system's own limit (NAME_MAX): a longer name cannot exist, and asking for one fails.
+  if (path.split("/").some((name) => Buffer.byteLength(name) > MAX_NAME_BYTES))
+    return `checkout_path must not hold a name longer than ${MAX_NAME_BYTES} bytes`;
   return undefined;
 }
 

@@ -9,15 +9,30 @@ import { auditPage, auditQuery } from "../authorization/resource-audit.ts";
 import { resourceIdSchema } from "../authorization/role-change.ts";
 import { TAG } from "./schemas.ts";
 
-/** The organization's trail: a page, narrowed by actor, resource, action and time. */
-export const orgAuditQuery = auditQuery.extend({
-  actor: userIdSchema.optional(),
-  resourceType: z.enum(RESOURCE_TYPES).optional(),
-  resourceId: resourceIdSchema.optional(),
-  action: z.enum(AUDIT_ACTIONS).optional(),
-  since: z.iso.datetime({ offset: true }).optional(),
-  until: z.iso.datetime({ offset: true }).optional(),
-});
+/**
+ * The organization's trail: a page, narrowed by actor, resource, action and
+ * time. A resource id names a resource only with its type: alone it is
+ * refused (422 at `resourceId`), never silently ignored. The user and
+ * resource ids are printable characters, so no filter holds U+0000.
+ */
+export const orgAuditQuery = auditQuery
+  .extend({
+    actor: userIdSchema.optional(),
+    resourceType: z.enum(RESOURCE_TYPES).optional(),
+    resourceId: resourceIdSchema.optional(),
+    action: z.enum(AUDIT_ACTIONS).optional(),
+    since: z.iso.datetime({ offset: true }).optional(),
+    until: z.iso.datetime({ offset: true }).optional(),
+  })
+  .superRefine((query, ctx) => {
+    if (query.resourceId !== undefined && query.resourceType === undefined)
+      ctx.addIssue({
+        code: "custom",
+        path: ["resourceId"],
+        input: query.resourceId,
+        message: "Value error, resourceId needs resourceType: an id names a resource only with its type",
+      });
+  });
 
 /**
  * `GET /api/v1/admin/audit?limit&cursor&actor&resourceType&resourceId&action&since&until`

@@ -2,7 +2,7 @@ import { notFound } from "@gw/core/errors";
 import { defineRoute } from "@gw/core/http";
 import type { CredentialView } from "@gw/core/mcp";
 import type { Principal } from "@gw/core/principal";
-import { validate } from "@gw/core/validation";
+import { secretField, validate } from "@gw/core/validation";
 import { z } from "zod";
 import { serverFor } from "../../mcp/access.ts";
 import type { McpDeps } from "../../mcp/deps.ts";
@@ -25,11 +25,13 @@ const RESERVED_HEADERS = new Set([
   "upgrade",
 ]);
 
-const secret = z
-  .string()
-  .min(1)
-  .max(8192)
-  .regex(/^[\x20-\x7e]*$/, "String should contain only printable ASCII characters (a header value)");
+const secret = secretField(
+  z
+    .string()
+    .min(1)
+    .max(8192)
+    .regex(/^[\x20-\x7e]*$/, "String should contain only printable ASCII characters (a header value)"),
+);
 
 export const credentialBody = z.discriminatedUnion("type", [
   z.strictObject({ type: z.literal("bearer"), token: secret }),

@@ -3,16 +3,17 @@ import { ValidationFailed } from "@gw/core/errors";
 import { defineRoute } from "@gw/core/http";
 import { type McpServer, UpstreamRefused } from "@gw/core/mcp";
 import { objectSchema, stringSchema } from "@gw/core/openapi";
-import { validate } from "@gw/core/validation";
+import { storableText, validate } from "@gw/core/validation";
 import { z } from "zod";
 import { audited, measured } from "../../audit/audited.ts";
 import { SERVER_ID, serverFor, UnknownServer } from "../../mcp/access.ts";
 import type { McpDeps } from "../../mcp/deps.ts";
 import { list, server as serverSchema, TAG } from "./schemas.ts";
 
-const nameSchema = z.string().min(1).max(128);
+// Stored as PostgreSQL text, which cannot hold U+0000.
+const nameSchema = storableText(z.string().min(1).max(128));
 const urlSchema = z.string().min(1).max(2048);
-const descriptionSchema = z.string().max(1024).nullable();
+const descriptionSchema = storableText(z.string().max(1024)).nullable();
 
 export const createServerBody = z.strictObject({
   name: nameSchema,

@@ -4,7 +4,7 @@ import { CronExpressionParser } from "cron-parser";
 import { z } from "zod";
 import { metadataSchema } from "../../conversations/metadata.ts";
 import { ok } from "../../http/schemas.ts";
-import { requireUsableModel } from "../../llm/models.ts";
+import { modelName, requireUsableModel } from "../../llm/models.ts";
 import { chosen } from "../../schema.ts";
 import {
   type Cadence,
@@ -92,7 +92,7 @@ export const createScheduleBodyOf = (minInterval: number) =>
   z
     .strictObject({
       name: z.string().min(1).max(200),
-      model: z.string().min(1).max(256).default("auto"),
+      model: modelName,
       inputs: z.array(evalInput).min(1).max(100),
       every_seconds: z.int().min(minInterval).max(MAX_EVERY_SECONDS).optional(),
       cron: cronOf(minInterval).optional(),

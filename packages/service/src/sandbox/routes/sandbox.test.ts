@@ -135,20 +135,25 @@ describe("stored connections", () => {
     ["no token", {}, ["body.token:missing"]],
     ["an empty token", { token: "" }, ["body.token:string_too_short"]],
     ["a token over 4096 characters", { token: "x".repeat(4097) }, ["body.token:string_too_long"]],
-    ["a token with a space", { token: "has space" }, ["body.token:string_pattern_mismatch"]],
+    ["a token with a space", { token: "ghp_has space" }, ["body.token:string_pattern_mismatch"]],
+    ["a token with U+0000", { token: "ghp_nul\u0000x" }, ["body.token:string_pattern_mismatch"]],
     [
       "a number and an extra field",
       { token: 5, extra: 1 },
       ["body.extra:extra_forbidden", "body.token:string_type"],
     ],
-  ])("refuses %s with 422", async (_name, json, expected) => {
+    ["a misspelt field", { tokn: "ghp_misspelt" }, ["body.token:missing", "body.tokn:extra_forbidden"]],
+  ])("refuses %s with 422, never echoing the token", async (_name, json, expected) => {
     const key = await stack.createKey();
     const res = await stack.call(key.secret, `${SANDBOX}/connections/github`, { method: "PUT", json });
     expect(res.status).toBe(422);
-    const { detail } = await res.json();
+    const text = await res.text();
+    const { detail } = JSON.parse(text);
     expect(detail.map((d: { loc: string[]; type: string }) => `${d.loc.join(".")}:${d.type}`).sort()).toEqual(
       expected,
     );
+    expect(detail.filter((d: object) => "input" in d)).toEqual([]);
+    expect(text).not.toContain("ghp_");
   });
 });
 
@@ -505,6 +510,16 @@ describe("push", () => {
       "a checkout_path over 512",
       { ...B, checkout_path: "p".repeat(513) },
       ["body.checkout_path:string_too_long"],
+    ],
+    [
+      "a checkout_path name over 255 bytes (64 emoji)",
+      { ...B, checkout_path: "😀".repeat(64) },
+      ["body.checkout_path:value_error"],
+    ],
+    [
+      "a checkout_path whose last name is over 255 bytes",
+      { ...B, checkout_path: `d/${"p".repeat(256)}` },
+      ["body.checkout_path:value_error"],
     ],
     ["checkout_path ../x", { ...B, checkout_path: "../x" }, ["body.checkout_path:value_error"]],
     ["checkout_path a/../../x", { ...B, checkout_path: "a/../../x" }, ["body.checkout_path:value_error"]],

@@ -1,0 +1,142 @@
+import { expectJsonError } from "@gw/test-kit";
+import { type FakeMcpServer, startFakeMcpServer } from "@gw/test-kit/mcp-upstream";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { newOrg } from "../../../test/authorization-helpers.ts";
+import { useGateway } from "../../../test/harness.ts";
+import { caller, MCP_ENV } from "../../../test/mcp/mcp-helpers.ts";
+
+const gw = useGateway(MCP_ENV);
+let upstream: FakeMcpServer;
+beforeAll(async () => {
+  upstream = await startFakeMcpServer();
+});
+afterAll(() => upstream?.close());
+
+const AUDIT = "/api/v1/admin/audit";
+
+/** alice registers the fake upstream and calls a tool of `name` through the proxy (refused: no such tool, audited all the same). */
+async function toolCalled(name: string) {
+  const o = await newOrg(gw);
+  const as = caller(gw.url, o.secret);
+  const created = await as("alice", "/api/v1/mcp/servers", { json: { name: "docs", url: upstream.url } });
+  expect(created.status).toBe(201);
+  const { id } = await created.json();
+  const called = await as("alice", `/api/v1/mcp/servers/${id}/mcp`, {
+    json: { jsonrpc: "2.0", id: 1, method: "tools/call", params: { name, arguments: {} } },
+  });
+  expect(called.status).toBe(200);
+  expect((await called.json()).error.message).toBe(`Unknown tool: ${name}`);
+  const admin = await gw.createKey({
+    org: o.org,
+    owner: "root",
+    permissions: ["admin:api-keys", "admin:console"],
+  });
+  return { id, admin };
+}
+
+/** Sign-in to the admin console as a browser does: the form's token from its cookie, then the POST; the session cookie. */
+async function consoleSession(secret: string): Promise<string> {
+  const form = await fetch(`${gw.url}/admin/sign-in`);
+  const token = /name="csrf" value="([^"]+)"/.exec(await form.text())![1]!;
+  const cookie = form.headers
+    .getSetCookie()
+    .map((c) => c.split(";")[0])
+    .join("; ");
+  const signedIn = await fetch(`${gw.url}/admin/sign-in`, {
+    method: "POST",
+    redirect: "manual",
+    headers: {
+      "Content-Type": "application/x-www-form-urlencoded",
+      Cookie: cookie,
+      Origin: new URL(gw.url).origin,
+    },
+    body: new URLSearchParams({ csrf: token, key: secret }),
+  });
+  expect(signedIn.status).toBe(303);
+  return signedIn.headers
+    .getSetCookie()
+    .find((c) => c.startsWith("gw_console="))!
+    .split(";")[0]!;
+}
+
+describe("the organization's audit trail keeps any text and reads it back by every filter", () => {
+  it.each([
+    ["U+0000", "read\u0000file"],
+    ["a lone high surrogate", "read\ud800file"],
+    ["a lone low surrogate", "\udc00"],
+    ["\\u0000 as written", "read\\u0000file"],
+  ])(
+    "a tool name holding %s: recorded as sent, and listed by actor, action and resource, on the API and the console",
+    async (_what, name) => {
+      const { id, admin } = await toolCalled(name);
+      const queries = [
+        "",
+        "actor=alice",
+        "action=call",
+        "resourceType=mcp_server",
+        `resourceType=mcp_server&resourceId=${id}`,
+        `actor=alice&action=call&resourceType=mcp_server&resourceId=${id}`,
+      ];
+      for (const query of queries) {
+        const res = await gw.call(`${AUDIT}?${query}`, { bearer: admin.secret });
+        expect(res.status, query).toBe(200);
+        const calls = (await res.json()).data.filter((r: { action: string }) => r.action === "call");
+        expect(calls, query).toEqual([
+          expect.objectContaining({
+            action: "call",
+            actor: expect.objectContaining({ userId: "alice" }),
+            resourceType: "mcp_server",
+            resourceId: id,
+            tool: name,
+            decision: "denied",
+            outcome: "denied",
+          }),
+        ]);
+      }
+      // Filters that match nothing answer an empty page, not an error.
+      for (const query of ["actor=bob", "action=grant", "resourceType=mcp_server&resourceId=mcp_other"]) {
+        const res = await gw.call(`${AUDIT}?${query}`, { bearer: admin.secret });
+        expect(res.status, query).toBe(200);
+        expect(
+          (await res.json()).data.filter((r: { action: string }) => r.action === "call"),
+          query,
+        ).toEqual([]);
+      }
+      // The console's audit page reads the same route as the session's key.
+      const cookie = await consoleSession(admin.secret);
+      const page = await fetch(`${gw.url}/admin/api/v1/admin/audit?actor=alice&action=call&limit=25`, {
+        headers: { Cookie: cookie },
+      });
+      expect(page.status).toBe(200);
+      expect((await page.json()).data.map((r: { tool?: string }) => r.tool)).toEqual([name]);
+    },
+  );
+});
+
+describe("the audit trail's filters are validated", () => {
+  it("resourceId without resourceType: 422 at resourceId, never a filter silently dropped", async () => {
+    const { id, admin } = await toolCalled("search_docs");
+    const res = await gw.call(`${AUDIT}?resourceId=${id}`, { bearer: admin.secret });
+    expect((await expectJsonError(res, 422)).detail).toEqual([
+      {
+        loc: ["query", "resourceId"],
+        msg: "Value error, resourceId needs resourceType: an id names a resource only with its type",
+        type: "value_error",
+        input: id,
+      },
+    ]);
+  });
+
+  it.each([
+    ["actor", "alice%00"],
+    ["resourceId", "mcp_%00"],
+    ["actor", "%ED%A0%80"],
+  ])("%s=%s (U+0000, or bytes that are not UTF-8): 422 at that filter", async (filter, value) => {
+    const { admin } = await toolCalled("search_docs");
+    const res = await gw.call(`${AUDIT}?resourceType=mcp_server&${filter}=${value}`, {
+      bearer: admin.secret,
+    });
+    const { detail } = await expectJsonError(res, 422);
+    expect((detail as { loc: string[] }[]).map((d) => d.loc)).toEqual([["query", filter]]);
+  });
+});
