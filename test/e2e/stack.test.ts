@@ -187,7 +187,7 @@ describe("pnpm start", () => {
           "--org",
           "acme",
           "--owner",
-          "alice",
+          "limits-owner",
           "--limit",
           "second=5",
           "--limit",
@@ -488,7 +488,7 @@ describe("pnpm start", () => {
   });
 
   it("keeps Redis data under DATA_DIR/redis with AOF on, and never logs a secret", async () => {
-    const { stdout } = await keys(env, ["create", "--org", "acme", "--owner", "bob"]);
+    const { stdout } = await keys(env, ["create", "--org", "acme", "--owner", "redis-owner"]);
     const { key } = JSON.parse(stdout);
     await fetch(`${gatewayUrl}/api/v1/authentication/whoami`, {
       headers: { authorization: `Bearer ${key}` },

@@ -196,12 +196,12 @@ class KeyForm extends Component {
           <select id=${`${p}obo`} value=${values.obo} onChange=${(e) => this.set("obo", e.currentTarget.value)}>
             <option value="any">any end user but other keys' owners</option>
             <option value="none">its owner only</option>
-            <option value="listed">end users with a prefix, or named</option>
+            <option value="listed">end users by prefix or by id</option>
           </select></label>
         ${
           values.obo === "listed"
             ? html`<label for=${`${p}prefixes`}>Prefixes (comma-separated; never other keys' owners)<input id=${`${p}prefixes`} value=${values.prefixes} onInput=${(e) => this.set("prefixes", e.currentTarget.value)} /></label>
-              <label for=${`${p}users`}>Users (comma-separated; may name other keys' owners, audited)<input id=${`${p}users`} value=${values.users} onInput=${(e) => this.set("users", e.currentTarget.value)} /></label>`
+              <label for=${`${p}users`}>Users (comma-separated; other keys' owners allowed, each use audited)<input id=${`${p}users`} value=${values.users} onInput=${(e) => this.set("users", e.currentTarget.value)} /></label>`
             : null
         }
       </div>
