@@ -14,6 +14,7 @@ import type { ServiceConfig } from "./config.ts";
 import { ConversationStore } from "./conversations/store.ts";
 import { startEvalsFromConfig } from "./evals/index.ts";
 import { ids } from "./ids.ts";
+import { configureTokenCounting } from "./llm/tokens.ts";
 import { ResponseStore } from "./responses/store.ts";
 import { OrphanReconciler } from "./retention/reconciler.ts";
 import { RetentionSweeper } from "./retention/sweeper.ts";
@@ -47,6 +48,7 @@ export async function startService(
   options: ServiceOptions = {},
 ): Promise<RunningService> {
   const clock = options.clock ?? systemClock;
+  configureTokenCounting(config.tokenCounting);
   const metrics = createMetrics("service");
   const redis = createRedis(config.REDIS_URL, { connectionName: "service", metrics: metrics.redisCommands });
   redis.on("error", (err) => logger.warn({ err: err.message }, "redis error"));
