@@ -82,8 +82,8 @@ export class TokenPool {
   }
 
   private spawn(): Worker {
-    this.started++;
     const worker = new Worker(new URL("./token-worker.ts", import.meta.url));
+    this.started++;
     worker.on("message", (answer: CountAnswer) => {
       const job = this.running.get(worker);
       if (!job || job.id !== answer.id) return;
