@@ -9,6 +9,9 @@
  * that a small request of another tenant sits behind.
  */
 
+/** Work on at least this many characters (a body's bytes, a value's JSON) takes a turn of its own. */
+export const LARGE_WORK_CHARS = 64 * 1024;
+
 const waiting: (() => void)[] = [];
 let scheduled = false;
 let taken = 0;
@@ -65,4 +68,9 @@ export function atLeastChars(value: unknown, chars: number): boolean {
     if (left <= 0) return true;
   }
   return false;
+}
+
+/** `JSON.stringify(value)`, in a turn of its own when the value is large (`LARGE_WORK_CHARS`). */
+export async function stringified(value: unknown): Promise<string> {
+  return atLeastChars(value, LARGE_WORK_CHARS) ? inTurn(() => JSON.stringify(value)) : JSON.stringify(value);
 }

@@ -25,6 +25,21 @@ describe("large bodies", () => {
     expect(stack.llm.requests.at(-1)!.body.messages).toEqual([{ role: "user", content }]);
   });
 
+  it("a stored response's large input is kept whole, serialised for PostgreSQL in a turn of its own", async () => {
+    const key = await stack.createKey();
+    const input = "word ".repeat(60_000);
+    const before = turnsTaken();
+    const res = await stack.call(key.secret, "/api/v1/llm/responses", {
+      json: { model: "gpt-4o", max_output_tokens: 16, input },
+    });
+    expect(res.status).toBe(200);
+    const { id } = await res.json();
+    // The body, the provider request, the stored input.
+    expect(turnsTaken() - before).toBe(3);
+    const items = await (await stack.call(key.secret, `/api/v1/llm/responses/${id}/input_items`)).json();
+    expect(items.data[0].content[0].text).toBe(input);
+  });
+
   it("a small one takes no turn", async () => {
     const key = await stack.createKey();
     const before = turnsTaken();

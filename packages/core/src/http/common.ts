@@ -5,7 +5,7 @@ import { AppError, errorBody, isOpenAISurface, toAppError, ValidationFailed } fr
 import { type Logger, unredacted } from "../logger.ts";
 import type { Metrics } from "../metrics.ts";
 import { endSpan, startServerSpan, traceIdOf } from "../tracing.ts";
-import { inTurn } from "../turns.ts";
+import { inTurn, LARGE_WORK_CHARS } from "../turns.ts";
 import { RouteLabels, type RouteTemplate, routesOf } from "./route-labels.ts";
 
 /** Largest JSON body accepted; larger ones get 413. */
@@ -143,7 +143,7 @@ const readJsonBytes = express.raw({ type: () => true, limit: BODY_LIMIT_BYTES })
  * and `JSON.parse` (several milliseconds a MiB) never run back to back with
  * other large bodies' while small requests wait.
  */
-export const LARGE_BODY_BYTES = 64 * 1024;
+export const LARGE_BODY_BYTES = LARGE_WORK_CHARS;
 
 /**
  * JSON bodies up to 1 MiB and `MAX_JSON_DEPTH` levels, UTF-8, for routes that

@@ -1,7 +1,6 @@
 import { withDeadline } from "@gw/core/deadline";
-import { LARGE_BODY_BYTES } from "@gw/core/http";
 import { injectTraceHeaders, type Span } from "@gw/core/tracing";
-import { atLeastChars, inTurn } from "@gw/core/turns";
+import { atLeastChars, inTurn, LARGE_WORK_CHARS } from "@gw/core/turns";
 import { Agent, request } from "undici";
 import { ProviderFailed, ProviderRateLimited, ProviderTimeout, redactProviderText } from "./errors.ts";
 
@@ -64,7 +63,7 @@ export async function post(
   };
   injectTraceHeaders(headers, span);
   // A large request is serialised, to its bytes, in a turn of its own, as a large body is parsed (`inTurn`).
-  const payload = atLeastChars(body, LARGE_BODY_BYTES)
+  const payload = atLeastChars(body, LARGE_WORK_CHARS)
     ? await inTurn(() => Buffer.from(JSON.stringify(body)))
     : JSON.stringify(body);
   let answer: Awaited<ReturnType<typeof request>>;
