@@ -171,7 +171,7 @@ export async function benchVictim(report: Report): Promise<void> {
           victimName,
           `${a.toFixed(1)} ms`,
           `${b.toFixed(1)} ms`,
-          `${(b - a).toFixed(1)} ms`,
+          `${(Math.round((b - a) * 10) / 10).toFixed(1)} ms`,
           `×${(b / a).toFixed(1)}`,
           b <= GOAL_MS ? "met" : "**not met**",
         ]);
