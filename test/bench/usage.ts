@@ -14,6 +14,7 @@ Environment:
   BENCH_ONLY=gateway         the HTTP benchmarks alone
   BENCH_ONLY=model           the model calls beside the provider called directly, alone
   BENCH_ONLY=growth          the growth run alone
+  BENCH_ONLY=victim          a victim key's p50 beside twenty 1 MB calls of another, alone
   BENCH_OUTPUT=<file>        write the report there instead of BENCHMARKS.md
   BENCH_ROUNDS               rounds of each HTTP comparison
   BENCH_ROUND_SECONDS        seconds of each round
@@ -26,6 +27,8 @@ Environment:
   BENCH_MODEL_CALLS          calls per row of the model-call table at concurrency 1 (default 300)
   BENCH_MODEL_SECONDS        seconds of each load at 16 connections (default 5)
   BENCH_MODEL_PROFILE_SECONDS seconds of load under the CPU profiler (default 10)
+  BENCH_VICTIM_CALLS         victim calls of each kind per round (default 40)
+  BENCH_VICTIM_ROUNDS        rounds of the victim benchmark per attack (default 2)
   BENCH_GROWTH_SIZES         stored responses of the growth run (default 1000,10000,100000)
 
 A reduced run (about four minutes):

@@ -1,11 +1,19 @@
 import type { AddressInfo } from "node:net";
 import { connect } from "node:net";
+import { gzipSync } from "node:zlib";
 import express from "express";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { AppError } from "../src/errors.ts";
-import { errorHandler, jsonBody, useRequestBasics } from "../src/http/common.ts";
+import {
+  errorHandler,
+  jsonBody,
+  LARGE_BODY_BYTES,
+  MAX_JSON_DEPTH,
+  useRequestBasics,
+} from "../src/http/common.ts";
 import { createLogger } from "../src/logger.ts";
 import { createMetrics } from "../src/metrics.ts";
+import { turnsTaken } from "../src/turns.ts";
 
 /** What reached the error middleware, by request id. */
 const errors = new Map<string, (err: unknown) => void>();
@@ -28,6 +36,9 @@ beforeAll(async () => {
       res.json({ body: req.body ?? null });
     },
   );
+  app.post("/echo", jsonBody, (req, res) => {
+    res.json({ body: req.body ?? null });
+  });
   app.use((err: unknown, req: express.Request, _res: express.Response, next: express.NextFunction) => {
     errors.get(req.id)?.(err);
     next(err);
@@ -54,5 +65,70 @@ describe("jsonBody", () => {
     socket.destroy();
     expect(err).toBeInstanceOf(AppError);
     expect(err).toMatchObject({ code: "bad_request", message: expect.stringMatching(/could not be read/) });
+  });
+});
+
+describe("jsonBody, large bodies", () => {
+  /** The same JSON text, padded with whitespace (still the same JSON) past the large-body size. */
+  const padded = (text: string) => `${" ".repeat(LARGE_BODY_BYTES)}${text}`;
+  const post = async (body: string | Buffer, headers: Record<string, string> = {}) => {
+    const res = await fetch(`http://127.0.0.1:${port}/echo`, {
+      method: "POST",
+      headers: { "content-type": "application/json", ...headers },
+      body,
+    });
+    const answer = (await res.json()) as { body?: unknown; detail?: { type: string }[]; error?: unknown };
+    return { status: res.status, body: answer.body, type: answer.detail?.[0]?.type ?? answer.error };
+  };
+  const deep = `${"[".repeat(MAX_JSON_DEPTH + 1)}${"]".repeat(MAX_JSON_DEPTH + 1)}`;
+  const notDeep = `${"[".repeat(MAX_JSON_DEPTH)}${"]".repeat(MAX_JSON_DEPTH)}`;
+
+  it.each([
+    ["an object", '{"model":"m","input":"hello","n":[1,2,{"x":null}]}', 200],
+    ["an array", "[1,2,3]", 200],
+    ["nesting at the limit", notDeep, 200],
+    ["nesting past the limit", deep, 422],
+    // The depth scan skips strings: their brackets do not count, an escaped quote does not end them…
+    ["brackets and an escaped quote inside a string", `{"a":"\\"${"[".repeat(100)}","b":"]]"}`, 200],
+    // …and a quote after an escaped backslash does.
+    ["nesting past the limit after a string ending in a backslash", `[{"a":"\\\\"},${notDeep}]`, 422],
+    ["a string, not an object or array", '"just a string"', 422],
+    ["a number", "42", 422],
+    ["text that is not JSON", "{not json", 422],
+    ["an unterminated string", '{"a":"never ends', 422],
+  ])("%s: the same outcome as a small body, parsed in a turn of its own", async (_what, text, status) => {
+    const small = await post(text);
+    expect(small.status).toBe(status);
+    if (status === 200) expect(small.body).toEqual(JSON.parse(text));
+    const before = turnsTaken();
+    const large = await post(padded(text));
+    expect(large).toEqual(small);
+    expect(turnsTaken()).toBeGreaterThan(before);
+  });
+
+  it("refuses a declared charset other than UTF-8 and bodies past the limit, as for a small body", async () => {
+    const text = '{"a":1}';
+    for (const headers of [
+      { "content-type": "application/json; charset=latin1" },
+      { "content-type": "application/json; charset=utf-16" },
+    ])
+      expect(await post(padded(text), headers)).toEqual(await post(text, headers));
+    expect((await post(padded(" ".repeat(1024 * 1024)))).status).toBe(413);
+  });
+
+  it("inflates a compressed large body, and reads one sent without a declared length", async () => {
+    const text = padded('{"a":"compressed"}');
+    expect(await post(gzipSync(text), { "content-encoding": "gzip" })).toEqual({
+      status: 200,
+      body: { a: "compressed" },
+      type: undefined,
+    });
+    const chunked = await fetch(`http://127.0.0.1:${port}/echo`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: new Blob([text]).stream(),
+      duplex: "half",
+    } as RequestInit);
+    expect(await chunked.json()).toEqual({ body: { a: "compressed" } });
   });
 });

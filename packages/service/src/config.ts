@@ -81,6 +81,12 @@ export const serviceConfigSchema = z
     LLM_MAX_RESPONSE_BYTES: env.positiveInt(8 * 1024 * 1024),
     /** Largest single event of a provider's stream, in characters. Default 1048576. */
     LLM_MAX_EVENT_CHARS: env.positiveInt(1024 * 1024),
+    /** Worker threads that count the tokens of large prompts (budgets' reservations, `POST /responses/input_tokens`) off the event loop; 0: every prompt is counted on the event loop, in slices. Default 1. */
+    TOKEN_COUNT_WORKERS: z.coerce.number().int().min(0).max(64).default(1),
+    /** Prompts of at least this many characters are counted by a worker thread; smaller ones on the event loop. Default 32768. */
+    TOKEN_COUNT_WORKER_MIN_CHARS: env.positiveInt(32 * 1024),
+    /** Longest a prompt's count may wait for a worker thread and run there, in milliseconds; past it the request answers 503. Default 10000. */
+    TOKEN_COUNT_TIMEOUT_MS: env.positiveInt(10_000),
     /** Earlier conversation items sent to the model with a turn, newest kept. Default 100. */
     LLM_CONTEXT_MAX_ITEMS: env.positiveInt(100),
     /** Estimated tokens (four characters each) of a whole prompt: instructions, new input, earlier items. Default 32000. */
@@ -106,6 +112,11 @@ export const serviceConfigSchema = z
     spicedb: spicedbClientOptions(c),
     metricsEndpoint: metricsEndpointOf(c),
     sandbox: sandboxOptions(c),
+    tokenCounting: {
+      workers: c.TOKEN_COUNT_WORKERS,
+      workerMinChars: c.TOKEN_COUNT_WORKER_MIN_CHARS,
+      timeoutMs: c.TOKEN_COUNT_TIMEOUT_MS,
+    },
     retention: {
       responseRetentionMs: c.RESPONSE_RETENTION,
       conversationIdleExpiryMs: c.CONVERSATION_IDLE_EXPIRY,

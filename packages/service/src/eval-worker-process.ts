@@ -10,6 +10,7 @@ import { budgetDeps, chatProvider } from "./calls/deps.ts";
 import type { ServiceConfig } from "./config.ts";
 import { startEvalsFromConfig } from "./evals/index.ts";
 import { ids } from "./ids.ts";
+import { configureTokenCounting } from "./llm/tokens.ts";
 import { UsageStore } from "./usage/store.ts";
 
 /**
@@ -21,6 +22,7 @@ export async function startEvalWorkerProcess(config: ServiceConfig, logger: Logg
   if (config.EVAL_WORKER_CONCURRENCY < 1)
     throw new Error("EVAL_WORKER_CONCURRENCY must be at least 1 for a worker");
   const metrics = createMetrics("service");
+  configureTokenCounting(config.tokenCounting);
   const redis = createRedis(config.REDIS_URL, {
     connectionName: "eval-worker",
     metrics: metrics.redisCommands,

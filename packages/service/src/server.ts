@@ -14,6 +14,7 @@ import type { ServiceConfig } from "./config.ts";
 import { ConversationStore } from "./conversations/store.ts";
 import { startEvalsFromConfig } from "./evals/index.ts";
 import { ids } from "./ids.ts";
+import { configureTokenCounting } from "./llm/tokens.ts";
 import type { ApprovalHooks } from "./responses/hosted-mcp.ts";
 import { ResponseStore } from "./responses/store.ts";
 import { OrphanReconciler } from "./retention/reconciler.ts";
@@ -50,6 +51,7 @@ export async function startService(
   options: ServiceOptions = {},
 ): Promise<RunningService> {
   const clock = options.clock ?? systemClock;
+  configureTokenCounting(config.tokenCounting);
   const metrics = createMetrics("service");
   const redis = createRedis(config.REDIS_URL, { connectionName: "service", metrics: metrics.redisCommands });
   redis.on("error", (err) => logger.warn({ err: err.message }, "redis error"));

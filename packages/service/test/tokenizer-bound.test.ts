@@ -1,7 +1,13 @@
 import { countTokens as cl100k } from "gpt-tokenizer/encoding/cl100k_base";
 import { countTokens as o200k } from "gpt-tokenizer/encoding/o200k_base";
-import { describe, expect, it } from "vitest";
-import { countPromptTokens, countTokens, MAX_ENCODED_PIECE_CHARS } from "../src/llm/tokens.ts";
+import { describe, expect, it, onTestFinished } from "vitest";
+import {
+  configureTokenCounting,
+  countPromptTokens,
+  countTokens,
+  DEFAULT_TOKEN_COUNTING,
+  MAX_ENCODED_PIECE_CHARS,
+} from "../src/llm/tokens.ts";
 import { useStack } from "./stack.ts";
 
 /**
@@ -52,7 +58,9 @@ describe("the bounded count", () => {
     },
   );
 
-  it("yields to the event loop while it counts a large text", async () => {
+  it("yields to the event loop while it counts a large text on it (no worker threads)", async () => {
+    configureTokenCounting({ ...DEFAULT_TOKEN_COUNTING, workers: 0 });
+    onTestFinished(() => configureTokenCounting(DEFAULT_TOKEN_COUNTING));
     let turns = 0;
     let counting = true;
     const tick = () => {

@@ -108,7 +108,7 @@ export async function admitModelCall(
   const { principal, admission } = caller;
   let counted: Promise<number> | undefined;
   const promptTokens = () => {
-    counted ??= countPromptTokens(call);
+    counted ??= countPromptTokens(call, principal.org);
     return counted;
   };
   const recount = () => {

@@ -1,5 +1,6 @@
 import { type Clock, retentionCutoff } from "@gw/core/clock";
 import { type Postgres, postgresCanHold } from "@gw/core/postgres";
+import { stringified } from "@gw/core/turns";
 
 /** A tool call as chat completions carry it. */
 export interface WireToolCall {
@@ -103,10 +104,12 @@ export class PostgresCompletionStore implements CompletionStore {
   }
 
   async save(org: string, completion: ChatCompletionObject, messages: StoredMessage[]): Promise<void> {
+    // Large messages are serialised in a turn of their own (`@gw/core/turns`).
+    const [body, messagesJson] = [await stringified(completion), await stringified(messages)];
     await this.db.query(
       `INSERT INTO chat_completions (org, id, body, messages, stored_at)
        VALUES ($1, $2, $3::json, $4::json, $5)`,
-      [org, completion.id, JSON.stringify(completion), JSON.stringify(messages), new Date(this.clock.wall())],
+      [org, completion.id, body, messagesJson, new Date(this.clock.wall())],
     );
   }
 

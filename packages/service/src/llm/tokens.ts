@@ -15,16 +15,19 @@
  * - Other models: the UTF-8 bytes of the text, an upper bound for any
  *   byte-level tokenizer whatever the script.
  *
- * The counting yields to the event loop every `SLICE_CHARS` characters, so
- * a large prompt never holds other requests up for more than one slice.
+ * Where it runs: a prompt of at least `workerMinChars` characters is counted
+ * by a worker thread (`token-pool.ts`), so the event loop never does work
+ * that grows with a prompt; a smaller one, or any prompt when the pool has
+ * no workers, on the event loop, yielding every `SLICE_CHARS` characters.
+ * Both run the same code (`token-count.ts`): the count does not depend on
+ * where it ran.
  */
-import { countTokens as cl100k } from "gpt-tokenizer/encoding/cl100k_base";
-import { countTokens as o200k } from "gpt-tokenizer/encoding/o200k_base";
-import { CL100K_TOKEN_SPLIT_REGEX, O200K_TOKEN_SPLIT_REGEX } from "gpt-tokenizer/encodingParams/constants";
 import type { ChatRequest } from "./chat.ts";
+import { counting, type Slices, type Tokenizer } from "./token-count.ts";
+import { TokenPool } from "./token-pool.ts";
 import { chatBody } from "./wire.ts";
 
-export type Tokenizer = "o200k_base" | "cl100k_base" | "utf8_bytes";
+export { MAX_ENCODED_PIECE_CHARS, SLICE_CHARS, type Tokenizer } from "./token-count.ts";
 
 /**
  * Tokens per message beyond its text (role and framing) and for the priming
@@ -34,23 +37,46 @@ const TOKENS_PER_MESSAGE = 3;
 const TOKENS_PER_ROLE = 1;
 const REPLY_PRIMING_TOKENS = 3;
 
+/** Where prompts are counted (the service's `TOKEN_COUNT_*` settings). */
+export interface TokenCounting {
+  /** Worker threads counting large prompts; 0: every prompt on the event loop, in slices. */
+  workers: number;
+  /** Prompts of at least this many characters go to a worker. */
+  workerMinChars: number;
+  /** Longest a count may wait for a worker and run there, in milliseconds; past it, a 503. */
+  timeoutMs: number;
+}
+
+/** The defaults of the service's settings, for a process that configures nothing (a test, a script). */
+export const DEFAULT_TOKEN_COUNTING: TokenCounting = {
+  workers: 1,
+  workerMinChars: 32 * 1024,
+  timeoutMs: 10_000,
+};
+
+let settings: TokenCounting = DEFAULT_TOKEN_COUNTING;
+let pool: TokenPool | undefined;
+
 /**
- * Pieces longer than this (in UTF-16 units) count as their UTF-8 bytes: at
- * 256 the worst piece (emoji) encodes in about 0.1 ms, so a 1 MiB body costs
- * about 0.1 s of CPU whatever it holds, in slices (see `test/bench`).
+ * Sets where this process counts prompts (at start, from its configuration).
+ * The pool is process-wide, as the tokenizer's tables are: a pool of another
+ * size is closed once this is called, and the next count starts a new one.
  */
-export const MAX_ENCODED_PIECE_CHARS = 256;
+export function configureTokenCounting(next: TokenCounting): void {
+  const previous = pool;
+  if (previous && next.workers === settings.workers && next.timeoutMs === settings.timeoutMs) {
+    settings = next;
+    return;
+  }
+  settings = next;
+  pool = undefined;
+  void previous?.close();
+}
 
-/** Characters counted between two yields to the event loop (a slice costs a few milliseconds at worst). */
-export const SLICE_CHARS = 8 * 1024;
-
-/** Special tokens (`<|endoftext|>`) in a caller's text are text, as providers read them. */
-const AS_TEXT = { disallowedSpecial: new Set<string>() };
-
-const ENCODINGS = {
-  o200k_base: { count: o200k, split: O200K_TOKEN_SPLIT_REGEX },
-  cl100k_base: { count: cl100k, split: CL100K_TOKEN_SPLIT_REGEX },
-} as const;
+const poolOf = (): TokenPool => {
+  pool ??= new TokenPool(settings.workers, settings.timeoutMs);
+  return pool;
+};
 
 /**
  * The encoding of a model's family: o200k_base for GPT-4o, GPT-4.1, GPT-4.5,
@@ -64,59 +90,41 @@ export function tokenizerOf(model: string): Tokenizer {
   return "utf8_bytes";
 }
 
-/** Hands the event loop back every `SLICE_CHARS` characters counted. */
-class Pacer {
-  private since = 0;
-  async advance(chars: number): Promise<void> {
-    this.since += chars;
-    if (this.since < SLICE_CHARS) return;
-    this.since = 0;
-    await new Promise<void>((resolve) => setImmediate(resolve));
-  }
-}
-
-const utf8Bytes = (text: string) => Buffer.byteLength(text, "utf8");
-
-async function countWith(tokenizer: Tokenizer, text: string, pacer: Pacer): Promise<number> {
-  if (text === "") return 0;
-  if (tokenizer === "utf8_bytes") {
-    // Linear and native; still paced, so a prompt of many large parts yields between them.
-    await pacer.advance(text.length);
-    return utf8Bytes(text);
-  }
-  const { count, split } = ENCODINGS[tokenizer];
-  if (text.length <= MAX_ENCODED_PIECE_CHARS) return count(text, AS_TEXT); // no piece can be longer
-  const pieces = new RegExp(split.source, split.flags); // its own lastIndex
+/** Counts on the event loop, handing it back every `SLICE_CHARS` characters. */
+async function countHere(tokenizer: Tokenizer, texts: readonly string[]): Promise<number> {
+  const slices: Slices = { since: 0 };
   let tokens = 0;
-  // Runs of short pieces are encoded together (a substring cut at piece boundaries splits into the same pieces).
-  let start = 0;
-  const flush = async (end: number) => {
-    if (end > start) tokens += count(text.slice(start, end), AS_TEXT);
-    await pacer.advance(end - start);
-    start = end;
-  };
-  for (let match = pieces.exec(text); match !== null; match = pieces.exec(text)) {
-    const piece = match[0];
-    if (piece === "") {
-      pieces.lastIndex++;
-      continue;
+  for (const text of texts) {
+    const steps = counting(tokenizer, text, slices);
+    let step = steps.next();
+    while (!step.done) {
+      await new Promise<void>((resolve) => setImmediate(resolve));
+      step = steps.next();
     }
-    if (piece.length > MAX_ENCODED_PIECE_CHARS) {
-      await flush(match.index);
-      tokens += utf8Bytes(piece);
-      start = match.index + piece.length;
-      await pacer.advance(piece.length);
-    } else if (pieces.lastIndex - start >= SLICE_CHARS) {
-      await flush(pieces.lastIndex);
-    }
+    tokens += step.value;
   }
-  await flush(text.length);
   return tokens;
 }
 
-/** Tokens of a text for `model` (an upper bound, exact for ordinary text: see the module's comment). */
-export function countTokens(model: string, text: string): Promise<number> {
-  return countWith(tokenizerOf(model), text, new Pacer());
+/**
+ * The tokens of `texts`: by a worker when they are large and a tokenizer
+ * encodes them; else here, in slices (UTF-8 bytes are counted natively, in
+ * time that does not matter beside reading the body).
+ */
+function countTexts(tokenizer: Tokenizer, texts: string[], tenant: string): Promise<number> {
+  const chars = texts.reduce((n, t) => n + t.length, 0);
+  if (tokenizer === "utf8_bytes" || settings.workers === 0 || chars < settings.workerMinChars)
+    return countHere(tokenizer, texts);
+  return poolOf().count(tenant, tokenizer, texts);
+}
+
+/**
+ * Tokens of a text for `model` (an upper bound, exact for ordinary text: see
+ * the module's comment). `tenant` (an organization) is the lane it waits in
+ * for a worker.
+ */
+export function countTokens(model: string, text: string, tenant = ""): Promise<number> {
+  return countTexts(tokenizerOf(model), [text], tenant);
 }
 
 /**
@@ -124,20 +132,21 @@ export function countTokens(model: string, text: string): Promise<number> {
  * text, tool calls and framing), and everything else of the request that
  * the model reads, as the JSON sent (tools' definitions, a `text.format` /
  * `response_format` JSON schema, `tool_choice`, and any field added later),
- * plus the priming of the answer.
+ * plus the priming of the answer. `tenant` as for `countTokens`.
  */
-export async function countPromptTokens(request: ChatRequest): Promise<number> {
-  const tokenizer = tokenizerOf(request.model);
-  const pacer = new Pacer();
-  const count = (text: string) => countWith(tokenizer, text, pacer);
-  let tokens = REPLY_PRIMING_TOKENS;
+export async function countPromptTokens(request: ChatRequest, tenant = ""): Promise<number> {
+  let framing = REPLY_PRIMING_TOKENS;
+  const texts: string[] = [];
   for (const message of request.messages) {
-    tokens += TOKENS_PER_MESSAGE + TOKENS_PER_ROLE + (await count(message.content));
-    for (const call of message.toolCalls ?? [])
-      tokens += (await count(call.name)) + (await count(call.arguments)) + TOKENS_PER_MESSAGE;
-    if (message.toolCallId) tokens += await count(message.toolCallId);
+    framing += TOKENS_PER_MESSAGE + TOKENS_PER_ROLE;
+    texts.push(message.content);
+    for (const call of message.toolCalls ?? []) {
+      framing += TOKENS_PER_MESSAGE;
+      texts.push(call.name, call.arguments);
+    }
+    if (message.toolCallId) texts.push(message.toolCallId);
   }
   const { model: _model, messages: _messages, max_tokens: _max, ...rest } = chatBody(request);
-  if (Object.keys(rest).length > 0) tokens += await count(JSON.stringify(rest));
-  return tokens;
+  if (Object.keys(rest).length > 0) texts.push(JSON.stringify(rest));
+  return framing + (await countTexts(tokenizerOf(request.model), texts, tenant));
 }

@@ -1,5 +1,6 @@
 import { withDeadline } from "@gw/core/deadline";
 import { injectTraceHeaders, type Span } from "@gw/core/tracing";
+import { atLeastChars, inTurn, LARGE_WORK_CHARS } from "@gw/core/turns";
 import { Agent, request } from "undici";
 import { ProviderFailed, ProviderRateLimited, ProviderTimeout, redactProviderText } from "./errors.ts";
 
@@ -61,6 +62,10 @@ export async function post(
     ...(options.apiKey ? { authorization: `Bearer ${options.apiKey}` } : {}),
   };
   injectTraceHeaders(headers, span);
+  // A large request is serialised, to its bytes, in a turn of its own, as a large body is parsed (`inTurn`).
+  const payload = atLeastChars(body, LARGE_WORK_CHARS)
+    ? await inTurn(() => Buffer.from(JSON.stringify(body)))
+    : JSON.stringify(body);
   let answer: Awaited<ReturnType<typeof request>>;
   try {
     answer = await within(
@@ -68,7 +73,7 @@ export async function post(
         method: "POST",
         headers,
         dispatcher: poolOf(options.baseUrl!),
-        body: JSON.stringify(body),
+        body: payload,
         signal,
       }),
       options.timeoutMs,

@@ -1,6 +1,7 @@
 import { type Clock, retentionCutoff } from "@gw/core/clock";
 import { notFound } from "@gw/core/errors";
 import { type Postgres, postgresCanHold } from "@gw/core/postgres";
+import { stringified } from "@gw/core/turns";
 import type { ConversationStore } from "../conversations/store.ts";
 import type {
   FunctionCallItem,
@@ -133,10 +134,12 @@ export class ResponseStore {
     approvals?: { user: string; requests: NewApproval[] },
   ): Promise<void> {
     const now = new Date(this.clock.wall());
+    // A large input is serialised in a turn of its own, before a connection is held for it.
+    const [body, inputJson] = [await stringified(response), await stringified(input)];
     await this.db.transaction(async (tx) => {
       await tx.query(
         "INSERT INTO responses (org, id, body, input, stored_at) VALUES ($1, $2, $3::json, $4::json, $5)",
-        [org, response.id, JSON.stringify(response), JSON.stringify(input), now],
+        [org, response.id, body, inputJson, now],
       );
       await tx.query(
         "INSERT INTO response_items (org, item_id, response_id) SELECT $1, unnest($2::text[]), $3",

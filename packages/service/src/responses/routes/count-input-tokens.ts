@@ -13,7 +13,8 @@ import { TAG } from "./schemas.ts";
  * token budgets count them, over exactly what it would send (instructions,
  * the earlier items that fit, the input, the tools, a `text.format` schema):
  * the tokenizer's count, or an upper bound for what it cannot count cheaply
- * (`llm/tokens.ts`), never holding other requests up. Checked as creating
+ * (`llm/tokens.ts`), never holding other requests up: a large one is
+ * counted by a worker thread, in the organization's turn. Checked as creating
  * it is (reader is enough on a conversation); nothing is created and the
  * model is not called.
  */
@@ -36,6 +37,6 @@ export const countInputTokens = defineRoute({
   errors: ["bad_request", "not_found"],
   handler: async ({ principal, body }, deps: TurnDeps) => {
     const { request } = await prepareTurn(deps, principal, body, "reader");
-    return { object: "response.input_tokens", input_tokens: await countPromptTokens(request) };
+    return { object: "response.input_tokens", input_tokens: await countPromptTokens(request, principal.org) };
   },
 });
