@@ -1,9 +1,11 @@
+import { createPostgres } from "@gw/core/postgres";
 import { expectJsonError } from "@gw/test-kit";
 import { type FakeMcpServer, startFakeMcpServer } from "@gw/test-kit/mcp-upstream";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { newOrg } from "../../../test/authorization-helpers.ts";
 import { useGateway } from "../../../test/harness.ts";
 import { caller, MCP_ENV } from "../../../test/mcp/mcp-helpers.ts";
+import { AuditLog } from "../../audit/audit-log.ts";
 
 const gw = useGateway(MCP_ENV);
 let upstream: FakeMcpServer;
@@ -14,23 +16,57 @@ afterAll(() => upstream?.close());
 
 const AUDIT = "/api/v1/admin/audit";
 
-/** alice registers the fake upstream and calls a tool of `name` through the proxy (refused: no such tool, audited all the same). */
-async function toolCalled(name: string) {
+/** alice registers the fake upstream in a new organization, whose admin key is returned. */
+async function serverRegistered() {
   const o = await newOrg(gw);
   const as = caller(gw.url, o.secret);
   const created = await as("alice", "/api/v1/mcp/servers", { json: { name: "docs", url: upstream.url } });
   expect(created.status).toBe(201);
   const { id } = await created.json();
-  const called = await as("alice", `/api/v1/mcp/servers/${id}/mcp`, {
-    json: { jsonrpc: "2.0", id: 1, method: "tools/call", params: { name, arguments: {} } },
-  });
-  expect(called.status).toBe(200);
-  expect((await called.json()).error.message).toBe(`Unknown tool: ${name}`);
   const admin = await gw.createKey({
     org: o.org,
     owner: "root",
     permissions: ["admin:api-keys", "admin:console"],
   });
+  return { org: o.org, as, id, admin };
+}
+
+/** alice calls a tool of `name` through the proxy (refused: no such tool, audited all the same). */
+async function toolCalled(name: string) {
+  const { as, id, admin } = await serverRegistered();
+  const called = await as("alice", `/api/v1/mcp/servers/${id}/mcp`, {
+    json: { jsonrpc: "2.0", id: 1, method: "tools/call", params: { name, arguments: {} } },
+  });
+  expect(called.status).toBe(200);
+  expect((await called.json()).error.message).toBe(`Unknown tool: ${name}`);
+  return { id, admin };
+}
+
+/**
+ * A call of a tool of `name` in the trail, written as the proxy writes one. The proxy itself now refuses
+ * a name holding a control character or broken Unicode before any record; the trail must still hold and
+ * read back any text, whoever wrote it.
+ */
+async function callRecorded(name: string) {
+  const { org, id, admin } = await serverRegistered();
+  const db = createPostgres(gw.database.url, { connectionName: "test" });
+  try {
+    await new AuditLog(db, { retentionMs: 86_400_000 }).record(
+      {
+        organization: org,
+        actor: { userId: "alice", keyId: admin.record.id, credential: "api_key" },
+        action: "call",
+        resourceType: "mcp_server",
+        resourceId: id,
+        tool: name,
+        decision: "denied",
+        requestId: "req-odd-tool-name",
+      },
+      "denied",
+    );
+  } finally {
+    await db.close();
+  }
   return { id, admin };
 }
 
@@ -66,9 +102,9 @@ describe("the organization's audit trail keeps any text and reads it back by eve
     ["a lone low surrogate", "\udc00"],
     ["\\u0000 as written", "read\\u0000file"],
   ])(
-    "a tool name holding %s: recorded as sent, and listed by actor, action and resource, on the API and the console",
+    "a call of a tool whose name holds %s: recorded as sent, and listed by actor, action and resource, on the API and the console",
     async (_what, name) => {
-      const { id, admin } = await toolCalled(name);
+      const { id, admin } = await callRecorded(name);
       const queries = [
         "",
         "actor=alice",

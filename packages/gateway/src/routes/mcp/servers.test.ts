@@ -64,7 +64,7 @@ describe("an MCP server's name and description are text PostgreSQL keeps as sent
 });
 
 describe("the proxy's tools/call with a tool name SpiceDB cannot hold", () => {
-  it("100 emoji (1,200 characters encoded): the answer of any unknown tool, never a 500", async () => {
+  it("100 emoji (1,200 characters encoded): a JSON-RPC error naming the limit, as an unknown tool gets its own, never a 500", async () => {
     const o = await newOrg(gw);
     const as = caller(gw.url, o.secret);
     const { id } = await (await as("alice", SERVERS, { json: { name: "docs", url: upstream.url } })).json();
@@ -72,14 +72,16 @@ describe("the proxy's tools/call with a tool name SpiceDB cannot hold", () => {
       as("alice", `${SERVERS}/${id}/mcp`, {
         json: { jsonrpc: "2.0", id: 7, method: "tools/call", params: { name, arguments: {} } },
       });
-    for (const name of ["😀".repeat(100), "no_such_tool"]) {
+    for (const [name, message] of [
+      [
+        "😀".repeat(100),
+        "Invalid tool name: the name takes more than 384 bytes encoded (MCP_MAX_TOOL_NAME_BYTES)",
+      ],
+      ["no_such_tool", "Unknown tool: no_such_tool"],
+    ] as const) {
       const res = await call(name);
       expect(res.status, name.slice(0, 4)).toBe(200);
-      expect(await res.json()).toEqual({
-        jsonrpc: "2.0",
-        id: 7,
-        error: { code: -32602, message: `Unknown tool: ${name}` },
-      });
+      expect(await res.json()).toEqual({ jsonrpc: "2.0", id: 7, error: { code: -32602, message } });
     }
   });
 });
