@@ -73,6 +73,17 @@ async function setUp(limits?: Limits) {
   return { secret, keyId, id, serverUrl: `https://gateway.test/api/v1/mcp/servers/${id}/mcp` };
 }
 
+/** The hosted tools of a request that offers the model `lookup` alone, run without asking. */
+const lookupWithoutApproval = (serverUrl: string) => [
+  {
+    type: "mcp",
+    server_label: "docs",
+    server_url: serverUrl,
+    allowed_tools: ["lookup"],
+    require_approval: "never",
+  },
+];
+
 /** The calls of `lookup` the upstream ran with this text. */
 const lookups = (text: string) =>
   upstream.calls.filter((c) => c.tool === "lookup" && c.arguments.text === text).length;
@@ -300,15 +311,7 @@ describe("hosted MCP tools in responses", () => {
         user: "bob",
         json: {
           input: "one round only",
-          tools: [
-            {
-              type: "mcp",
-              server_label: "docs",
-              server_url: serverUrl,
-              allowed_tools: ["lookup"],
-              require_approval: "never",
-            },
-          ],
+          tools: lookupWithoutApproval(serverUrl),
         },
       });
     // The first round is admitted and calls `lookup`; the second, which would carry its result, is refused.
@@ -333,15 +336,7 @@ describe("hosted MCP tools in responses", () => {
         input: text,
         // Room for the model's call of `lookup` (its text) and for its answer, less than the result's tokens.
         max_output_tokens: 1_000,
-        tools: [
-          {
-            type: "mcp",
-            server_label: "docs",
-            server_url: serverUrl,
-            allowed_tools: ["lookup"],
-            require_approval: "never",
-          },
-        ],
+        tools: lookupWithoutApproval(serverUrl),
       },
     });
     expect(res.status).toBe(200);
@@ -377,15 +372,7 @@ describe("hosted MCP tools in responses", () => {
       json: {
         input: "streamed",
         stream: true,
-        tools: [
-          {
-            type: "mcp",
-            server_label: "docs",
-            server_url: serverUrl,
-            allowed_tools: ["lookup"],
-            require_approval: "never",
-          },
-        ],
+        tools: lookupWithoutApproval(serverUrl),
       },
     });
     expect(res.status).toBe(200);
