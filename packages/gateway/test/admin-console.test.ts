@@ -4,7 +4,7 @@ import { describe, expect, it } from "vitest";
 import { hasMcpRoutes } from "../src/console/console-router.ts";
 import { ConsoleSessions } from "../src/console/sessions.ts";
 import { newOrg } from "./authorization-helpers.ts";
-import { freshOrg, useGateway } from "./harness.ts";
+import { consoleSessionCookie, consoleSignIn, freshOrg, useGateway } from "./harness.ts";
 
 const ORIGIN = (url: string) => new URL(url).origin;
 const ROOT = [
@@ -60,26 +60,8 @@ describe("console sessions", () => {
 describe("admin console over HTTP", () => {
   const gw = useGateway();
 
-  /** A browser's sign-in: the form's token from its cookie, then the POST. */
-  async function signIn(secret: string, origin = ORIGIN(gw.url)): Promise<Response> {
-    const form = await fetch(`${gw.url}/admin/sign-in`);
-    const token = /name="csrf" value="([^"]+)"/.exec(await form.text())![1]!;
-    const cookie = form.headers
-      .getSetCookie()
-      .map((c) => c.split(";")[0])
-      .join("; ");
-    return fetch(`${gw.url}/admin/sign-in`, {
-      method: "POST",
-      redirect: "manual",
-      headers: { "Content-Type": "application/x-www-form-urlencoded", Cookie: cookie, Origin: origin },
-      body: new URLSearchParams({ csrf: token, key: secret }),
-    });
-  }
-  const sessionCookie = (res: Response) =>
-    res.headers
-      .getSetCookie()
-      .find((c) => c.startsWith("gw_console="))
-      ?.split(";")[0];
+  const signIn = (secret: string, origin?: string) => consoleSignIn(gw.url, secret, origin);
+  const sessionCookie = consoleSessionCookie;
   /** The shell's CSRF token. */
   async function csrfOf(cookie: string): Promise<string> {
     const shell = await fetch(`${gw.url}/admin/keys`, { headers: { Cookie: cookie } });

@@ -144,3 +144,30 @@ export function useGateway(
   });
   return harness;
 }
+
+/** The admin console's sign-in as a browser makes it: the form's CSRF token from its cookie, then the POST. */
+export async function consoleSignIn(
+  gatewayUrl: string,
+  secret: string,
+  origin = new URL(gatewayUrl).origin,
+): Promise<Response> {
+  const form = await fetch(`${gatewayUrl}/admin/sign-in`);
+  const token = /name="csrf" value="([^"]+)"/.exec(await form.text())![1]!;
+  const cookie = form.headers
+    .getSetCookie()
+    .map((c) => c.split(";")[0])
+    .join("; ");
+  return fetch(`${gatewayUrl}/admin/sign-in`, {
+    method: "POST",
+    redirect: "manual",
+    headers: { "Content-Type": "application/x-www-form-urlencoded", Cookie: cookie, Origin: origin },
+    body: new URLSearchParams({ csrf: token, key: secret }),
+  });
+}
+
+/** The console session's cookie (`gw_console=…`) a sign-in set, if it set one. */
+export const consoleSessionCookie = (res: Response) =>
+  res.headers
+    .getSetCookie()
+    .find((c) => c.startsWith("gw_console="))
+    ?.split(";")[0];

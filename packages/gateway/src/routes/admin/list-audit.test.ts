@@ -3,7 +3,7 @@ import { expectJsonError } from "@gw/test-kit";
 import { type FakeMcpServer, startFakeMcpServer } from "@gw/test-kit/mcp-upstream";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { newOrg } from "../../../test/authorization-helpers.ts";
-import { useGateway } from "../../../test/harness.ts";
+import { consoleSessionCookie, consoleSignIn, useGateway } from "../../../test/harness.ts";
 import { caller, MCP_ENV } from "../../../test/mcp/mcp-helpers.ts";
 import { AuditLog } from "../../audit/audit-log.ts";
 
@@ -70,29 +70,11 @@ async function callRecorded(name: string) {
   return { id, admin };
 }
 
-/** Sign-in to the admin console as a browser does: the form's token from its cookie, then the POST; the session cookie. */
+/** A console session of the key, signed in as a browser signs in: its cookie. */
 async function consoleSession(secret: string): Promise<string> {
-  const form = await fetch(`${gw.url}/admin/sign-in`);
-  const token = /name="csrf" value="([^"]+)"/.exec(await form.text())![1]!;
-  const cookie = form.headers
-    .getSetCookie()
-    .map((c) => c.split(";")[0])
-    .join("; ");
-  const signedIn = await fetch(`${gw.url}/admin/sign-in`, {
-    method: "POST",
-    redirect: "manual",
-    headers: {
-      "Content-Type": "application/x-www-form-urlencoded",
-      Cookie: cookie,
-      Origin: new URL(gw.url).origin,
-    },
-    body: new URLSearchParams({ csrf: token, key: secret }),
-  });
+  const signedIn = await consoleSignIn(gw.url, secret);
   expect(signedIn.status).toBe(303);
-  return signedIn.headers
-    .getSetCookie()
-    .find((c) => c.startsWith("gw_console="))!
-    .split(";")[0]!;
+  return consoleSessionCookie(signedIn)!;
 }
 
 describe("the organization's audit trail keeps any text and reads it back by every filter", () => {
