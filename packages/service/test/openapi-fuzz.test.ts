@@ -27,7 +27,7 @@ import { useStack } from "./stack.ts";
  * name holding U+0000 once made the audit trail's filters answer 500).
  * `FUZZ_SEED=<n>` replays or varies a run; a failure prints its seed.
  */
-const SEED = Number(process.env.FUZZ_SEED ?? 38_2026);
+const SEED = Number(process.env.FUZZ_SEED ?? 1);
 /** Requests per operation: 74 operations make about 2,200. `FUZZ_PER_OPERATION` asks for a longer run by hand. */
 const PER_OPERATION = Number(process.env.FUZZ_PER_OPERATION ?? 30);
 const IN_FLIGHT = 6;
