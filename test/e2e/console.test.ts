@@ -13,6 +13,12 @@ import {
   watch,
 } from "./console-browser.ts";
 
+/**
+ * `expect.poll` with the patience of a page's own waits: what the page shows comes from the gateway, which a
+ * loaded machine (a whole suite, a `pnpm start` beside it) may take seconds to answer; vitest's default is 1 s.
+ */
+const poll = <T>(read: () => T | Promise<T>) => expect.poll(read, { timeout: 15_000 });
+
 const DESKTOP = { width: 1280, height: 800 };
 const XSS = "<img src=x onerror=alert(1)>";
 
@@ -46,7 +52,7 @@ describe("admin console", () => {
     const cookie = (await context.cookies()).find((c) => c.name === "gw_console");
     expect(cookie).toMatchObject({ httpOnly: true, sameSite: "Strict" });
     expect(cookie?.value).not.toContain(s.root.key);
-    await expect.poll(() => page.getByRole("table", { name: "Keys of acme" }).isVisible()).toBe(true);
+    await poll(() => page.getByRole("table", { name: "Keys of acme" }).isVisible()).toBe(true);
 
     // A key with second and tokens:minute limits and a model allowlist, named to try an injection.
     await page.getByRole("button", { name: "New key" }).click();
@@ -58,10 +64,10 @@ describe("admin console", () => {
     await page.getByRole("button", { name: "Create key" }).click();
     const secret = await page.locator("#new-secret").inputValue();
     expect(secret.length).toBeGreaterThan(20);
-    await expect.poll(() => page.getByRole("cell", { name: XSS, exact: true }).count()).toBe(1);
+    await poll(() => page.getByRole("cell", { name: XSS, exact: true }).count()).toBe(1);
     expect(await page.locator('img[src="x"]').count()).toBe(0);
     const row = page.getByRole("row").filter({ hasText: "svc" });
-    await expect.poll(() => row.textContent()).toContain("5 requests/second");
+    await poll(() => row.textContent()).toContain("5 requests/second");
     expect(await row.textContent()).toContain("100000 tokens/minute");
     expect(await row.textContent()).toContain("echo-small");
 
@@ -71,21 +77,21 @@ describe("admin console", () => {
 
     // Its traffic and spend in usage.
     await page.goto(`${s.url}/admin/usage`);
-    await expect.poll(() => page.getByTestId("total-requests").textContent()).toBe("3");
+    await poll(() => page.getByTestId("total-requests").textContent()).toBe("3");
     expect(
       Number((await page.getByTestId("total-tokens").textContent())!.replaceAll(",", "")),
     ).toBeGreaterThan(0);
     expect(await page.getByTestId("total-cost").textContent()).not.toBe("$0.00");
     const perKey = page.getByRole("table", { name: "Per key" });
     const teamRow = perKey.getByRole("row").filter({ hasText: XSS });
-    await expect.poll(() => teamRow.getByRole("cell").nth(1).textContent()).toBe("3");
+    await poll(() => teamRow.getByRole("cell").nth(1).textContent()).toBe("3");
     expect(await page.getByRole("table", { name: "Per end user" }).textContent()).toContain("erin");
     expect(await page.locator("canvas").count()).toBeGreaterThanOrEqual(3);
     const keyId = await keyIdBySecretStart(page, secret);
     await page.locator("#windows-key").selectOption(keyId);
     await page.getByRole("button", { name: "Show windows" }).click();
     const windows = page.getByRole("table", { name: "Each window of each unit: used, limit, resets at" });
-    await expect.poll(() => windows.textContent()).toContain("second");
+    await poll(() => windows.textContent()).toContain("second");
     expect(await windows.textContent()).toContain("100,000");
 
     // Change its limits, models and policy; the API then holds it to them.
@@ -96,7 +102,7 @@ describe("admin console", () => {
     await page.getByLabel("Models (allowlist, comma-separated; empty: any)").fill("echo-small, echo-large");
     await page.getByLabel("On-behalf-of policy").selectOption("none");
     await page.getByRole("button", { name: "Save changes" }).click();
-    await expect.poll(() => page.getByRole("status").textContent()).toContain("changed");
+    await poll(() => page.getByRole("status").textContent()).toContain("changed");
     const changed = page.getByRole("row").filter({ hasText: "svc" });
     expect(await changed.textContent()).toContain("50 requests/minute");
     expect(await changed.textContent()).not.toContain("requests/second");
@@ -126,15 +132,13 @@ describe("admin console", () => {
     await page.getByLabel("Resource id").fill(conv.id);
     await page.getByRole("button", { name: "Show access" }).click();
     const who = page.getByRole("table", { name: "Who holds which role" });
-    await expect
-      .poll(() => who.getByRole("row").filter({ hasText: "bob" }).textContent())
-      .toContain("reader");
+    await poll(() => who.getByRole("row").filter({ hasText: "bob" }).textContent()).toContain("reader");
     await page.getByRole("button", { name: "Revoke reader from bob" }).click();
     await page.getByRole("button", { name: "Yes, revoke" }).click();
-    await expect.poll(() => page.getByRole("status").textContent()).toContain("Revoked reader from bob");
+    await poll(() => page.getByRole("status").textContent()).toContain("Revoked reader from bob");
     expect(await who.textContent()).not.toContain("bob");
     const trail = page.getByRole("table", { name: "Audit trail of this resource, newest first" });
-    await expect.poll(() => trail.getByRole("row").nth(1).textContent()).toContain("revoke");
+    await poll(() => trail.getByRole("row").nth(1).textContent()).toContain("revoke");
     expect(await trail.getByRole("row").nth(1).textContent()).toContain("bob");
 
     // The organization's trail, filtered by action.
@@ -142,7 +146,7 @@ describe("admin console", () => {
     await page.getByLabel("Action").selectOption("revoke");
     await page.getByRole("button", { name: "Filter" }).click();
     const org = page.getByRole("table", { name: "The organization's audit trail, newest first" });
-    await expect.poll(() => org.textContent()).toContain(conv.id);
+    await poll(() => org.textContent()).toContain(conv.id);
     expect(await org.getByRole("row").nth(1).textContent()).toMatch(/revoke.*bob.*reader.*allowed/);
 
     // Every other page too, with no console error anywhere.
@@ -159,14 +163,12 @@ describe("admin console", () => {
     }).then((r) => r.json() as Promise<{ id: string }>);
     await page.goto(`${s.url}/admin/evals`);
     const schedules = page.getByRole("table", { name: "The organization's eval schedules" });
-    await expect.poll(() => schedules.textContent()).toContain(schedule.id);
+    await poll(() => schedules.textContent()).toContain(schedule.id);
     await page.getByRole("button", { name: "Runs of nightly" }).click();
-    await expect
-      .poll(() => page.getByRole("table", { name: `Runs of ${schedule.id}` }).isVisible())
-      .toBe(true);
+    await poll(() => page.getByRole("table", { name: `Runs of ${schedule.id}` }).isVisible()).toBe(true);
     await page.getByRole("button", { name: "Delete nightly" }).click();
     await page.getByRole("button", { name: "Yes, delete" }).click();
-    await expect.poll(() => page.getByRole("status").textContent()).toContain("deleted");
+    await poll(() => page.getByRole("status").textContent()).toContain("deleted");
     expect(await schedules.textContent()).not.toContain(schedule.id);
     const gone = await fetch(`${s.url}/api/v1/llm/evals/schedules/${schedule.id}`, {
       headers: { Authorization: `Bearer ${s.root.key}` },
@@ -235,7 +237,7 @@ describe("admin console", () => {
       await page.waitForURL(`${s.url}/admin/tools`);
       const servers = page.getByRole("table", { name: "MCP servers of the organization" });
       const row = servers.getByRole("row").filter({ hasText: server.id });
-      await expect.poll(() => row.textContent()).toContain("docs");
+      await poll(() => row.textContent()).toContain("docs");
       expect(await row.textContent()).toContain(upstream.url);
       expect(await row.textContent()).toContain("The team's documents");
       expect(await row.textContent()).toContain(new Date().getUTCFullYear().toString());
@@ -250,7 +252,7 @@ describe("admin console", () => {
             .getByRole("cell")
             .allTextContents()
         )[3];
-      await expect.poll(() => roleOf("search")).toBe("reader");
+      await poll(() => roleOf("search")).toBe("reader");
       expect(await roleOf("read_file")).toBe("reader");
       expect(await roleOf("delete_file")).toBe("writer");
       expect(await roleOf("send_email")).toBe("owner");
@@ -271,37 +273,33 @@ describe("admin console", () => {
       await page.waitForURL(/\/admin\/access\?/);
       expect(await page.locator("#access-type").inputValue()).toBe("mcp_server");
       const who = page.getByRole("table", { name: "Who holds which role" });
-      await expect
-        .poll(() => who.getByRole("row").filter({ hasText: "bob" }).textContent())
-        .toContain("reader");
+      await poll(() => who.getByRole("row").filter({ hasText: "bob" }).textContent()).toContain("reader");
       expect(await who.getByRole("row").filter({ hasText: "alice" }).textContent()).toContain("owner");
       // The owner grants from here too; the API then holds carol to it.
       await page.getByLabel("User id (or *)").fill("carol");
       await page.locator("#grant-role").selectOption("writer");
       await page.getByRole("button", { name: "Grant", exact: true }).click();
-      await expect.poll(() => page.getByRole("status").textContent()).toContain("Granted writer to carol");
+      await poll(() => page.getByRole("status").textContent()).toContain("Granted writer to carol");
       const grants = (await api("GET", `/admin/authorization/resources/mcp_server/${server.id}/grants`)) as {
         data: { userId: string; role: string }[];
       };
       expect(grants.data).toContainEqual(expect.objectContaining({ userId: "carol", role: "writer" }));
       const trail = page.getByRole("table", { name: "Audit trail of this resource, newest first" });
-      await expect.poll(() => trail.getByRole("row").nth(1).textContent()).toContain("grant");
+      await poll(() => trail.getByRole("row").nth(1).textContent()).toContain("grant");
 
       // Choosing the type in the form also finds it.
       await page.goto(`${s.url}/admin/access`);
       await page.locator("#access-type").selectOption("mcp_server");
       await page.getByLabel("Resource id").fill(server.id);
       await page.getByRole("button", { name: "Show access" }).click();
-      await expect
-        .poll(() => who.getByRole("row").filter({ hasText: "carol" }).textContent())
-        .toContain("writer");
+      await poll(() => who.getByRole("row").filter({ hasText: "carol" }).textContent()).toContain("writer");
 
       // A user's view lists the servers they can read.
       await page.goto(`${s.url}/admin/access?userId=bob`);
       const readable = page.getByRole("table", { name: "Resources bob can read, by type" });
-      await expect
-        .poll(() => readable.getByRole("row").filter({ hasText: "mcp_server" }).textContent())
-        .toContain(server.id);
+      await poll(() => readable.getByRole("row").filter({ hasText: "mcp_server" }).textContent()).toContain(
+        server.id,
+      );
 
       await page.waitForLoadState("networkidle");
       const fetched = await Promise.all(bodies);
@@ -325,7 +323,7 @@ describe("admin console", () => {
     page.setDefaultTimeout(20_000);
     await page.goto(`${s.url}/admin/sign-in`);
     // The key field has the focus (autofocus applies once the page has loaded; typing before loses keys).
-    await expect.poll(() => page.evaluate<string>("document.activeElement.id")).toBe("key");
+    await poll(() => page.evaluate<string>("document.activeElement.id")).toBe("key");
     await page.keyboard.type(s.root.key);
     await page.keyboard.press("Enter");
     await page.waitForURL(`${s.url}/admin/keys`);
@@ -335,9 +333,9 @@ describe("admin console", () => {
     await revoke.focus();
     await page.keyboard.press("Enter");
     const dialog = page.getByRole("dialog", { name: "Revoke this key?" });
-    await expect.poll(() => dialog.isVisible()).toBe(true);
+    await poll(() => dialog.isVisible()).toBe(true);
     await page.keyboard.press("Escape");
-    await expect.poll(() => dialog.count()).toBe(0);
+    await poll(() => dialog.count()).toBe(0);
     const keys = await fetch(`${s.url}/api/v1/admin/api-keys`, {
       headers: { Authorization: `Bearer ${s.root.key}` },
     }).then((r) => r.json() as Promise<{ data: { status: string; name: string | null }[] }>);
