@@ -5,9 +5,9 @@ import { Agent, request } from "undici";
 import { ProviderFailed, ProviderRateLimited, ProviderTimeout, redactProviderText } from "./errors.ts";
 
 /**
- * The provider's HTTP transport: one POST to `/chat/completions` with its
- * deadline, bodies read within size limits, a stream's text read within the
- * deadline between reads. Failures are `ProviderError`s in the service's own
+ * The provider's HTTP transport: one POST (to `/chat/completions`, or the
+ * endpoint a provider names) with its deadline, bodies read within size
+ * limits, a stream's text read within the deadline between reads. Failures are `ProviderError`s in the service's own
  * words (the provider's text, redacted, only as their detail).
  */
 
@@ -16,6 +16,18 @@ export interface TransportOptions {
   apiKey: string | undefined;
   timeoutMs: number;
 }
+
+/** Where a call goes under the base URL, and the headers that carry its key. */
+export interface Endpoint {
+  path: string;
+  headers: Record<string, string>;
+}
+
+/** OpenAI's chat completions: `/chat/completions`, the key as a bearer token. */
+export const chatCompletions = (apiKey: string | undefined): Endpoint => ({
+  path: "/chat/completions",
+  headers: apiKey ? { authorization: `Bearer ${apiKey}` } : {},
+});
 
 /** The provider's answer as the transport hands it on: status, headers, and the body's bytes as they come. */
 export interface ProviderResponse {
@@ -56,11 +68,9 @@ export async function post(
   signal: AbortSignal,
   /** The call's span: the provider gets it as its `traceparent` (the request's trace, from the client's). */
   span?: Span,
+  endpoint: Endpoint = chatCompletions(options.apiKey),
 ): Promise<ProviderResponse> {
-  const headers: Record<string, string> = {
-    "content-type": "application/json",
-    ...(options.apiKey ? { authorization: `Bearer ${options.apiKey}` } : {}),
-  };
+  const headers: Record<string, string> = { "content-type": "application/json", ...endpoint.headers };
   injectTraceHeaders(headers, span);
   // A large request is serialised, to its bytes, in a turn of its own, as a large body is parsed (`inTurn`).
   const payload = atLeastChars(body, LARGE_WORK_CHARS)
@@ -69,7 +79,7 @@ export async function post(
   let answer: Awaited<ReturnType<typeof request>>;
   try {
     answer = await within(
-      request(`${options.baseUrl}/chat/completions`, {
+      request(`${options.baseUrl}${endpoint.path}`, {
         method: "POST",
         headers,
         dispatcher: poolOf(options.baseUrl!),
