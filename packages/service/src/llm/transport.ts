@@ -2,7 +2,13 @@ import { withDeadline } from "@gw/core/deadline";
 import { injectTraceHeaders, type Span } from "@gw/core/tracing";
 import { atLeastChars, inTurn, LARGE_WORK_CHARS } from "@gw/core/turns";
 import { Agent, request } from "undici";
-import { ProviderFailed, ProviderRateLimited, ProviderTimeout, redactProviderText } from "./errors.ts";
+import {
+  ProviderError,
+  ProviderFailed,
+  ProviderRateLimited,
+  ProviderTimeout,
+  redactProviderText,
+} from "./errors.ts";
 
 /**
  * The provider's HTTP transport: one POST (to `/chat/completions`, or the
@@ -126,7 +132,7 @@ export async function* textOf(res: ProviderResponse, timeoutMs: number): AsyncGe
   const decoder = new TextDecoder();
   try {
     while (true) {
-      const { value, done } = await within(reader.next(), timeoutMs);
+      const { value, done } = await within(reader.next(), timeoutMs).catch(brokenOff);
       if (done) break;
       yield decoder.decode(value, { stream: true });
     }
@@ -147,13 +153,26 @@ export async function readUpTo(
   if (Number(res.headers.get("content-length")) > maxBytes) return { text: "", whole: false };
   const parts: Uint8Array[] = [];
   let size = 0;
-  for await (const part of res.body) {
-    parts.push(part);
-    size += part.byteLength;
-    // Breaking off the loop lets go of the connection.
-    if (size > maxBytes) return { text: Buffer.concat(parts).toString("utf8", 0, maxBytes), whole: false };
+  try {
+    for await (const part of res.body) {
+      parts.push(part);
+      size += part.byteLength;
+      // Breaking off the loop lets go of the connection.
+      if (size > maxBytes) return { text: Buffer.concat(parts).toString("utf8", 0, maxBytes), whole: false };
+    }
+  } catch (err) {
+    return brokenOff(err);
   }
   return { text: Buffer.concat(parts).toString("utf8"), whole: true };
+}
+
+/** A read that failed midway (the connection closed or reset during the answer) is the provider's failure. */
+function brokenOff(err: unknown): never {
+  if (err instanceof ProviderError) throw err;
+  const code = (err as { code?: unknown } | undefined)?.code;
+  throw new ProviderFailed("its answer broke off", {
+    detail: typeof code === "string" ? code : (err as Error | undefined)?.name,
+  });
 }
 
 /** `promise`, or a `ProviderTimeout` once `ms` have passed (the caller then lets go of the connection). */
