@@ -2,12 +2,18 @@ import { withDeadline } from "@gw/core/deadline";
 import { injectTraceHeaders, type Span } from "@gw/core/tracing";
 import { atLeastChars, inTurn, LARGE_WORK_CHARS } from "@gw/core/turns";
 import { Agent, request } from "undici";
-import { ProviderFailed, ProviderRateLimited, ProviderTimeout, redactProviderText } from "./errors.ts";
+import {
+  ProviderError,
+  ProviderFailed,
+  ProviderRateLimited,
+  ProviderTimeout,
+  redactProviderText,
+} from "./errors.ts";
 
 /**
- * The provider's HTTP transport: one POST to `/chat/completions` with its
- * deadline, bodies read within size limits, a stream's text read within the
- * deadline between reads. Failures are `ProviderError`s in the service's own
+ * The provider's HTTP transport: one POST (to `/chat/completions`, or the
+ * endpoint a provider names) with its deadline, bodies read within size
+ * limits, a stream's text read within the deadline between reads. Failures are `ProviderError`s in the service's own
  * words (the provider's text, redacted, only as their detail).
  */
 
@@ -16,6 +22,18 @@ export interface TransportOptions {
   apiKey: string | undefined;
   timeoutMs: number;
 }
+
+/** Where a call goes under the base URL, and the headers that carry its key. */
+export interface Endpoint {
+  path: string;
+  headers: Record<string, string>;
+}
+
+/** OpenAI's chat completions: `/chat/completions`, the key as a bearer token. */
+export const chatCompletions = (apiKey: string | undefined): Endpoint => ({
+  path: "/chat/completions",
+  headers: apiKey ? { authorization: `Bearer ${apiKey}` } : {},
+});
 
 /** The provider's answer as the transport hands it on: status, headers, and the body's bytes as they come. */
 export interface ProviderResponse {
@@ -56,11 +74,9 @@ export async function post(
   signal: AbortSignal,
   /** The call's span: the provider gets it as its `traceparent` (the request's trace, from the client's). */
   span?: Span,
+  endpoint: Endpoint = chatCompletions(options.apiKey),
 ): Promise<ProviderResponse> {
-  const headers: Record<string, string> = {
-    "content-type": "application/json",
-    ...(options.apiKey ? { authorization: `Bearer ${options.apiKey}` } : {}),
-  };
+  const headers: Record<string, string> = { "content-type": "application/json", ...endpoint.headers };
   injectTraceHeaders(headers, span);
   // A large request is serialised, to its bytes, in a turn of its own, as a large body is parsed (`inTurn`).
   const payload = atLeastChars(body, LARGE_WORK_CHARS)
@@ -69,7 +85,7 @@ export async function post(
   let answer: Awaited<ReturnType<typeof request>>;
   try {
     answer = await within(
-      request(`${options.baseUrl}/chat/completions`, {
+      request(`${options.baseUrl}${endpoint.path}`, {
         method: "POST",
         headers,
         dispatcher: poolOf(options.baseUrl!),
@@ -116,7 +132,7 @@ export async function* textOf(res: ProviderResponse, timeoutMs: number): AsyncGe
   const decoder = new TextDecoder();
   try {
     while (true) {
-      const { value, done } = await within(reader.next(), timeoutMs);
+      const { value, done } = await within(reader.next(), timeoutMs).catch(brokenOff);
       if (done) break;
       yield decoder.decode(value, { stream: true });
     }
@@ -137,13 +153,26 @@ export async function readUpTo(
   if (Number(res.headers.get("content-length")) > maxBytes) return { text: "", whole: false };
   const parts: Uint8Array[] = [];
   let size = 0;
-  for await (const part of res.body) {
-    parts.push(part);
-    size += part.byteLength;
-    // Breaking off the loop lets go of the connection.
-    if (size > maxBytes) return { text: Buffer.concat(parts).toString("utf8", 0, maxBytes), whole: false };
+  try {
+    for await (const part of res.body) {
+      parts.push(part);
+      size += part.byteLength;
+      // Breaking off the loop lets go of the connection.
+      if (size > maxBytes) return { text: Buffer.concat(parts).toString("utf8", 0, maxBytes), whole: false };
+    }
+  } catch (err) {
+    return brokenOff(err);
   }
   return { text: Buffer.concat(parts).toString("utf8"), whole: true };
+}
+
+/** A read that failed midway (the connection closed or reset during the answer) is the provider's failure. */
+function brokenOff(err: unknown): never {
+  if (err instanceof ProviderError) throw err;
+  const code = (err as { code?: unknown } | undefined)?.code;
+  throw new ProviderFailed("its answer broke off", {
+    detail: typeof code === "string" ? code : (err as Error | undefined)?.name,
+  });
 }
 
 /** `promise`, or a `ProviderTimeout` once `ms` have passed (the caller then lets go of the connection). */
