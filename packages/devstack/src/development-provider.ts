@@ -89,7 +89,6 @@ interface ChatCall {
   stream: boolean;
   includeUsage: boolean;
   maxTokens: number;
-  tools: Tool[];
   /** The tool it calls, if it calls one. */
   call: Tool | undefined;
   /** Characters of the tools' definitions, for the prompt's tokens. */
@@ -132,14 +131,15 @@ function chatCallOf(body: unknown): ChatCall {
     return { name: fn.name, parameters: fn.parameters };
   });
   const parsed = messages.map((m) => ({ role: String(m.role), text: textOf(m.content) }));
+  const chosen = toolToCall(declared, choice);
   return {
     model,
     messages: parsed,
     stream: body.stream === true,
     includeUsage: isObject(body.stream_options) && body.stream_options.include_usage === true,
     maxTokens: Math.min((limit as number | null | undefined) ?? MAX_ANSWER_TOKENS, MAX_ANSWER_TOKENS),
-    tools: declared,
-    call: parsed.at(-1)?.role === "user" ? toolToCall(declared, choice) : undefined,
+    // After the tool's output, it answers: a loop that keeps asking for a call still ends.
+    call: parsed.at(-1)?.role === "user" ? chosen : undefined,
     toolsText: declared.length ? JSON.stringify(tools) : "",
   };
 }
@@ -315,8 +315,8 @@ export async function startDevelopmentProvider(
     if (req.method === "GET" && path === "/v1/models")
       return sendJson(res, 200, { object: "list", data: DEVELOPMENT_MODELS.map(modelObject) });
     const id = req.method === "GET" && /^\/v1\/models\/([^/]+)$/.exec(path)?.[1];
-    if (id && (DEVELOPMENT_MODELS as readonly string[]).includes(decodeURIComponent(id)))
-      return sendJson(res, 200, modelObject(decodeURIComponent(id)));
+    if (id && (DEVELOPMENT_MODELS as readonly string[]).includes(id))
+      return sendJson(res, 200, modelObject(id));
     throw new RequestError(
       404,
       `Unknown request URL: ${req.method} ${path.slice(0, 256)}.`,

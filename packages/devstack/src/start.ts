@@ -230,7 +230,7 @@ async function main(): Promise<void> {
     env.SPICEDB_LOCAL_PORT = String(port);
   }
 
-  if (runsDevelopmentProvider(env)) await startDevelopmentProvider(env);
+  if (runsDevelopmentProvider(env)) await runDevelopmentProvider(env);
 
   const servicePort = config.SERVICE_PORT;
   const service = await startNodeProcess({
@@ -273,7 +273,7 @@ async function main(): Promise<void> {
  * they are set (to price it, say), and the service lists them as owned by
  * `development`.
  */
-async function startDevelopmentProvider(env: NodeJS.ProcessEnv): Promise<void> {
+async function runDevelopmentProvider(env: NodeJS.ProcessEnv): Promise<void> {
   const provider = await startNodeProcess({
     name: "development-provider",
     entry: "packages/devstack/src/development-provider.ts",
