@@ -75,6 +75,20 @@ describe("pnpm start", () => {
     expect((await fetch(`${gatewayUrl}/readyz`)).status).toBe(200);
   });
 
+  it("runs no development model provider when LLM_BASE_URL names a provider: the models are the gateway's", async () => {
+    const ready = JSON.parse(/^.*stack is ready.*$/m.exec(output())![0]);
+    expect(Object.keys(ready.processes)).not.toContain("development-provider");
+    expect(output()).not.toContain("development model provider started");
+    const { key } = JSON.parse((await keys(env, ["create", "--org", "acme", "--owner", "models"])).stdout);
+    const models = await fetch(`${gatewayUrl}/api/v1/llm/models`, {
+      headers: { authorization: `Bearer ${key}` },
+    });
+    expect(await models.json()).toEqual({
+      object: "list",
+      data: [{ id: "echo-small", object: "model", created: 0, owned_by: "gateway" }],
+    });
+  });
+
   it("runs a local SpiceDB: an owner shares a resource with the org, and zed-style reads show the owner", async () => {
     const { stdout } = await keys(env, ["create", "--org", "acme", "--owner", "backend"]);
     const { key, id: keyId } = JSON.parse(stdout);

@@ -7,7 +7,7 @@ import { promisify } from "node:util";
 import { REPO_ROOT } from "@gw/devstack";
 import { acceptsConnections, survivors } from "@gw/test-kit";
 import { afterAll, afterEach, describe, expect, it } from "vitest";
-import { type RunningStack, seedPostgres, stackEnv, startStack } from "./pnpm-start.ts";
+import { createKey, type RunningStack, seedPostgres, stackEnv, startStack } from "./pnpm-start.ts";
 
 const run = promisify(execFile);
 
@@ -45,7 +45,8 @@ describe("pnpm start stops as one, whichever of its processes is told to", () =>
     const env = await freshEnv();
     stack = await startStack(env);
     const { runner, children } = await stackProcesses(stack);
-    expect(children).toHaveLength(5); // redis-server, postgres, spicedb-local, service, gateway
+    // redis-server, postgres, spicedb-local, the development model provider (no LLM_BASE_URL), service, gateway
+    expect(children).toHaveLength(6);
 
     // The gateway listens on the loopback address only: 127.0.0.2 is loopback too, but not 127.0.0.1.
     expect(await acceptsConnections(Number(env.PORT), "127.0.0.1")).toBe(true);
@@ -65,9 +66,12 @@ describe("pnpm start stops as one, whichever of its processes is told to", () =>
     expect(second.output).toContain(
       `port ${env.LOCAL_POSTGRES_PORT} (the local PostgreSQL) is in use: set LOCAL_POSTGRES_PORT`,
     );
+    expect(second.output).toContain(
+      `port ${env.DEVELOPMENT_PROVIDER_PORT} (the development model provider) is in use: set DEVELOPMENT_PROVIDER_PORT`,
+    );
     expect(second.output).toContain(`port ${env.PORT} (the gateway) is in use: set PORT`);
     expect(second.output).not.toMatch(
-      /redis-server started|PostgreSQL started|SpiceDB started|service started/,
+      /redis-server started|PostgreSQL started|SpiceDB started|provider started|service started/,
     );
 
     process.kill(stack.process.pid!, "SIGTERM");
@@ -80,7 +84,7 @@ describe("pnpm start stops as one, whichever of its processes is told to", () =>
       service: "devstack",
       msg: "stack stopped",
       code: 0,
-      processes: 5,
+      processes: 6,
     });
   }, 120_000);
 
@@ -106,6 +110,91 @@ describe("pnpm start stops as one, whichever of its processes is told to", () =>
     expect(await survivors([runner, ...children])).toEqual([]);
     expect(stack.output()).toContain("the process that ran the stack is gone; stopping the stack");
   }, 120_000);
+
+  it("with no model provider configured, answers model echo (and auto) through its development provider, JSON and streamed; the models say owned_by development", async () => {
+    const env = await freshEnv();
+    stack = await startStack(env);
+    const started = /^.*development model provider started.*$/m.exec(stack.output())?.[0];
+    expect(JSON.parse(started!)).toMatchObject({
+      url: `http://127.0.0.1:${env.DEVELOPMENT_PROVIDER_PORT}/v1`,
+      models: ["echo", "auto"],
+    });
+    const { key } = await createKey(env, "acme", "backend");
+    const call = (path: string, body?: unknown) =>
+      fetch(`${stack!.gatewayUrl}/api/v1/llm${path}`, {
+        method: body ? "POST" : "GET",
+        headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
+        ...(body ? { body: JSON.stringify(body) } : {}),
+      });
+    /** The JSON events of a streamed answer. */
+    const events = async (res: Response) => {
+      expect(res.status).toBe(200);
+      return (await res.text())
+        .split("\n")
+        .filter((line) => line.startsWith("data: ") && line !== "data: [DONE]")
+        .map((line) => JSON.parse(line.slice("data: ".length)));
+    };
+
+    expect(await (await call("/models")).json()).toEqual({
+      object: "list",
+      data: [{ id: "echo", object: "model", created: 0, owned_by: "development" }],
+    });
+    for (const model of ["echo", "auto"]) {
+      const response = await call("/responses", { model, input: "hello" });
+      expect(response.status).toBe(200);
+      expect(await response.json()).toMatchObject({
+        status: "completed",
+        model: "echo",
+        output: [{ type: "message", content: [{ type: "output_text", text: "hello" }] }],
+        usage: { output_tokens: 2 },
+      });
+    }
+    const streamed = await events(
+      await call("/responses", { model: "echo", input: "hello there", stream: true }),
+    );
+    expect(
+      streamed
+        .filter((e) => e.type === "response.output_text.delta")
+        .map((e) => e.delta)
+        .join(""),
+    ).toBe("hello there");
+    expect(streamed.at(-1)).toMatchObject({ type: "response.completed", response: { status: "completed" } });
+
+    const messages = [{ role: "user", content: "hi from chat" }];
+    const completion = await call("/chat/completions", { model: "echo", messages });
+    expect(completion.status).toBe(200);
+    expect(await completion.json()).toMatchObject({
+      object: "chat.completion",
+      choices: [{ message: { role: "assistant", content: "hi from chat" }, finish_reason: "stop" }],
+    });
+    const chunks = await events(
+      await call("/chat/completions", {
+        model: "echo",
+        messages,
+        stream: true,
+        stream_options: { include_usage: true },
+      }),
+    );
+    expect(chunks.map((c) => c.choices[0]?.delta?.content ?? "").join("")).toBe("hi from chat");
+    expect(chunks.at(-1).usage).toMatchObject({ completion_tokens: 5 });
+
+    // A model it does not serve is the service's refusal, not a call.
+    expect((await call("/responses", { model: "gpt-4o", input: "hello" })).status).toBe(422);
+  }, 120_000);
+
+  it("NODE_ENV=production with no model provider configured: exits 78 naming LLM_BASE_URL, before starting anything", async () => {
+    const env = { ...(await freshEnv()), NODE_ENV: "production" };
+    // Bounded: a stack that started instead would run until stopped (killing pnpm stops it).
+    const failed = await run("pnpm", ["start"], { cwd: REPO_ROOT, env, timeout: 30_000 }).then(
+      () => undefined,
+      (err: { code: number; stdout: string; stderr: string }) => err,
+    );
+    expect(failed?.code).toBe(78);
+    expect(failed!.stderr).toMatch(
+      /^Invalid configuration:\n {2}- LLM_BASE_URL: required with NODE_ENV=production .*development model provider/m,
+    );
+    expect(failed!.stdout + failed!.stderr).not.toMatch(/started|\n\s+at /);
+  }, 60_000);
 
   it("a setting that is not a port (SERVICE_PORT=abc): exits 78 naming the variable, before starting anything", async () => {
     const env = { ...(await freshEnv()), SERVICE_PORT: "abc" };

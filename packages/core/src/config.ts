@@ -37,8 +37,16 @@ export function loadConfigOrExit<S extends z.ZodType>(
   schema: S,
   env: NodeJS.ProcessEnv = process.env,
 ): z.output<S> {
+  return exitOnConfigError(() => loadConfig(schema, env));
+}
+
+/**
+ * For `main` modules: runs `check` (a rule over settings that one schema cannot see, such as what
+ * `NODE_ENV=production` refuses); a `ConfigError` it throws stops the process as a bad variable does.
+ */
+export function exitOnConfigError<T>(check: () => T): T {
   try {
-    return loadConfig(schema, env);
+    return check();
   } catch (err) {
     if (err instanceof ConfigError) {
       process.stderr.write(`${err.message}\n`);

@@ -3,6 +3,9 @@ import { DEFAULT_LOCAL_POSTGRES_PORT } from "@gw/core/postgres";
 import { DEFAULT_LOCAL_REDIS_PORT } from "@gw/core/redis";
 import { z } from "zod";
 
+/** Where `pnpm start` runs its development model provider unless DEVELOPMENT_PROVIDER_PORT says otherwise. */
+export const DEFAULT_DEVELOPMENT_PROVIDER_PORT = 8082;
+
 /**
  * What `pnpm start` reads besides the variables it passes on to the
  * processes it runs (whose schemas document them).
@@ -14,6 +17,8 @@ export const devstackConfigSchema = z.object({
   LOCAL_REDIS_PORT: env.port(DEFAULT_LOCAL_REDIS_PORT),
   /** Port (on 127.0.0.1) of the local PostgreSQL that `pnpm start` runs when DATABASE_URL is unset (cluster in `$DATA_DIR/postgres`), and where `pnpm keys`, `pnpm authz` and `pnpm migrate` look for it. */
   LOCAL_POSTGRES_PORT: env.port(DEFAULT_LOCAL_POSTGRES_PORT),
+  /** Port (on 127.0.0.1) of the development model provider that `pnpm start` runs when neither MODELS_FILE nor LLM_BASE_URL is set: model `echo` (and `auto`) answers with what it is sent (with NODE_ENV=production, `pnpm start` refuses to start instead). Default 8082. */
+  DEVELOPMENT_PROVIDER_PORT: env.port(DEFAULT_DEVELOPMENT_PROVIDER_PORT),
   /** Local development data: Redis's (`redis/`), PostgreSQL's (`postgres/`), SpiceDB's relationships (`spicedb/`), development keys and sandbox workspaces. */
   DATA_DIR: z.string().default(".data"),
   /** When set, `pnpm start` also runs Debian's prometheus on this port with deploy/prometheus's jobs and alert rules, scraping the stack every second (data in `$DATA_DIR/prometheus`). */

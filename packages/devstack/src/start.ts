@@ -4,7 +4,9 @@
  * PostgreSQL (Debian's package, data under `.data/postgres`, initdb on first
  * start) when `DATABASE_URL` is unset, the local
  * SpiceDB server (relationships under `.data/spicedb`) when `SPICEDB_ENDPOINT`
- * is unset, then the service and the gateway, forwarding their logs.
+ * is unset, the development model provider (`development-provider.ts`) when
+ * neither `MODELS_FILE` nor `LLM_BASE_URL` names a provider, then the service
+ * and the gateway, forwarding their logs.
  *
  * The stack stops as one: SIGINT or SIGTERM to `pnpm start` (or to this
  * process), any process of the stack exiting, or `pnpm start` going away
@@ -15,13 +17,14 @@
 import { createServer } from "node:net";
 import { resolve } from "node:path";
 import { DEFAULT_LOCAL_SPICEDB_PORT } from "@gw/core/authz";
-import { loadConfigOrExit, env as settings } from "@gw/core/config";
+import { ConfigError, exitOnConfigError, loadConfigOrExit, env as settings } from "@gw/core/config";
 import { developmentSecret } from "@gw/core/development-secret";
 import { createLogger } from "@gw/core/logger";
 import { localPostgresPort } from "@gw/core/postgres";
 import { localRedisPort } from "@gw/core/redis";
 import { z } from "zod";
 import { devstackConfigSchema } from "./config.ts";
+import { DEVELOPMENT_MODELS } from "./development-provider.ts";
 import { REPO_ROOT, type RunningNodeProcess, startNodeProcess } from "./node-process.ts";
 import { startPostgresServer } from "./postgres-server.ts";
 import { startPrometheus } from "./prometheus.ts";
@@ -40,6 +43,15 @@ const config = loadConfigOrExit(
     METRICS_PORT: z.coerce.number().int().min(0).max(65535).optional(),
   }),
 );
+/** No provider configured: `pnpm start` runs its development provider, which answers model calls by echoing them. */
+const runsDevelopmentProvider = (env: NodeJS.ProcessEnv) => !env.MODELS_FILE && !env.LLM_BASE_URL;
+// Production never answers with it: a deployment that forgot its provider stops here, not at its first call.
+exitOnConfigError(() => {
+  if (process.env.NODE_ENV === "production" && runsDevelopmentProvider(process.env))
+    throw new ConfigError([
+      "LLM_BASE_URL: required with NODE_ENV=production (or MODELS_FILE): without a provider `pnpm start` runs its development model provider, which only echoes what it is sent",
+    ]);
+});
 const logger = createLogger("devstack", config.LOG_LEVEL);
 /** What must be seen whatever LOG_LEVEL says: that the stack is ready, and why it stops. */
 const announce = createLogger("devstack", "info");
@@ -98,6 +110,12 @@ function plannedPorts(env: NodeJS.ProcessEnv): PlannedPort[] {
         what: "the local SpiceDB's metrics",
         setting: "SPICEDB_LOCAL_METRICS_PORT",
       },
+    runsDevelopmentProvider(env) && {
+      port: config.DEVELOPMENT_PROVIDER_PORT,
+      host: loopback,
+      what: "the development model provider",
+      setting: "DEVELOPMENT_PROVIDER_PORT (or LLM_BASE_URL, to use a model provider)",
+    },
     { port: config.SERVICE_PORT, host: loopback, what: "the service", setting: "SERVICE_PORT" },
     { port: config.PORT, host: env.HOST!, what: "the gateway", setting: "PORT" },
     config.METRICS_PORT !== undefined && {
@@ -212,6 +230,8 @@ async function main(): Promise<void> {
     env.SPICEDB_LOCAL_PORT = String(port);
   }
 
+  if (runsDevelopmentProvider(env)) await runDevelopmentProvider(env);
+
   const servicePort = config.SERVICE_PORT;
   const service = await startNodeProcess({
     name: "service",
@@ -244,6 +264,37 @@ async function main(): Promise<void> {
   announce.info(
     { gateway: gateway.url, service: service.url, pid: process.pid, processes },
     "stack is ready; Ctrl-C stops it",
+  );
+}
+
+/**
+ * The development model provider in a process of its own, and the service
+ * pointed at it: `LLM_MODELS` and `LLM_DEFAULT_MODEL` are its model unless
+ * they are set (to price it, say), and the service lists them as owned by
+ * `development`.
+ */
+async function runDevelopmentProvider(env: NodeJS.ProcessEnv): Promise<void> {
+  const provider = await startNodeProcess({
+    name: "development-provider",
+    entry: "packages/devstack/src/development-provider.ts",
+    port: config.DEVELOPMENT_PROVIDER_PORT,
+    env,
+    isReady: (port) =>
+      fetch(`http://127.0.0.1:${port}/v1/models`).then(
+        (res) => res.ok,
+        () => false,
+      ),
+    inheritOutput: true,
+  });
+  watch("development-provider", provider.process);
+  const [model] = DEVELOPMENT_MODELS;
+  env.LLM_BASE_URL = `${provider.url}/v1`;
+  env.LLM_MODELS ||= model;
+  env.LLM_DEFAULT_MODEL ||= model;
+  env.LLM_DEVELOPMENT_PROVIDER = "true";
+  logger.info(
+    { pid: provider.process.pid, url: env.LLM_BASE_URL, models: [model, "auto"] },
+    `development model provider started: model ${model} (and auto) answers with what it is sent; set LLM_BASE_URL for a real provider`,
   );
 }
 

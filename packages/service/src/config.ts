@@ -1,5 +1,5 @@
 import { checkSpiceDBEnv, spicedbClientOptions, spicedbEnvShape } from "@gw/core/authz";
-import { env } from "@gw/core/config";
+import { ConfigError, env } from "@gw/core/config";
 import { metricsEndpointOf, metricsEnvShape } from "@gw/core/http";
 import { localDatabaseUrl } from "@gw/core/postgres";
 import { localRedisUrl } from "@gw/core/redis";
@@ -52,7 +52,7 @@ export const serviceConfigSchema = z
       .default("http://localhost:8080"),
     /** Largest answer of the gateway's MCP proxy the service reads for a hosted MCP tool, in bytes; past it the tool call fails. Set it as the gateway's MCP_MAX_ANSWER_BYTES. Default 4194304 (4 MiB). */
     MCP_MAX_ANSWER_BYTES: z.coerce.number().int().min(1_024).max(1_073_741_824).default(4_194_304),
-    /** Base URL of an OpenAI-compatible provider (e.g. https://api.openai.com/v1). Unset: responses answer 503. */
+    /** Base URL of an OpenAI-compatible provider (e.g. https://api.openai.com/v1). Unset: responses answer 503 (`pnpm start` then runs its development model provider and sets this to it). */
     LLM_BASE_URL: z
       .url({ protocol: /^https?$/ })
       .transform((u) => u.replace(/\/+$/, ""))
@@ -73,6 +73,8 @@ export const serviceConfigSchema = z
         }
       })
       .optional(),
+    /** `true`: LLM_BASE_URL is the development model provider that `pnpm start` runs (it sets this), so the models are listed as `owned_by: development`. Refused with NODE_ENV=production. Default false. */
+    LLM_DEVELOPMENT_PROVIDER: env.boolean(false),
     /** Output tokens reserved (and sent as the cap) for a model call of a key with budgets that names no max_output_tokens. Default 4096. */
     LLM_DEFAULT_MAX_OUTPUT_TOKENS: env.positiveInt(4096),
     /** Time allowed for the provider to answer (or between streamed chunks), in milliseconds. Default 60000. */
@@ -132,3 +134,15 @@ export const serviceConfigSchema = z
   }));
 
 export type ServiceConfig = z.output<typeof serviceConfigSchema>;
+
+/**
+ * What production (`NODE_ENV=production`) refuses to start with, which one
+ * schema over the service's variables cannot see: the development model
+ * provider of `pnpm start`, which only echoes. Every entry point calls it.
+ */
+export function refuseDevelopmentSettings(config: ServiceConfig, nodeEnv = process.env.NODE_ENV): void {
+  if (nodeEnv === "production" && config.LLM_DEVELOPMENT_PROVIDER)
+    throw new ConfigError([
+      "LLM_DEVELOPMENT_PROVIDER: not allowed with NODE_ENV=production: it names the development model provider of `pnpm start`; set LLM_BASE_URL to a model provider",
+    ]);
+}

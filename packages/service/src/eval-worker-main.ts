@@ -1,12 +1,13 @@
-import { loadConfigOrExit } from "@gw/core/config";
+import { exitOnConfigError, loadConfigOrExit } from "@gw/core/config";
 import { createLogger } from "@gw/core/logger";
 import { onShutdown, reportListening } from "@gw/core/process";
 import { startTracing, stopTracing } from "@gw/core/tracing";
-import { serviceConfigSchema } from "./config.ts";
+import { refuseDevelopmentSettings, serviceConfigSchema } from "./config.ts";
 import { startEvalWorkerProcess } from "./eval-worker-process.ts";
 
 // `pnpm --filter @gw/service worker`: eval runs in a process of their own, on the service's configuration.
 const config = loadConfigOrExit(serviceConfigSchema);
+exitOnConfigError(() => refuseDevelopmentSettings(config));
 // Before any client is made: the hooks that make spans are installed only when tracing is on.
 startTracing("eval-worker", config);
 const logger = createLogger("eval-worker", config.LOG_LEVEL);

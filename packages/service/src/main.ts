@@ -1,10 +1,11 @@
-import { loadConfigOrExit } from "@gw/core/config";
+import { exitOnConfigError, loadConfigOrExit } from "@gw/core/config";
 import { onShutdown, reportListening } from "@gw/core/process";
 import { startTracing, stopTracing } from "@gw/core/tracing";
-import { serviceConfigSchema } from "./config.ts";
+import { refuseDevelopmentSettings, serviceConfigSchema } from "./config.ts";
 import { startService } from "./server.ts";
 
 const config = loadConfigOrExit(serviceConfigSchema);
+exitOnConfigError(() => refuseDevelopmentSettings(config));
 // Before any client is made: the hooks that make spans are installed only when tracing is on.
 startTracing("service", config);
 const service = await startService(config);

@@ -27,6 +27,7 @@ export function chatProvider(config: ServiceConfig, metrics: Metrics, ids: Ids):
       maxResponseBytes: config.LLM_MAX_RESPONSE_BYTES,
       maxEventChars: config.LLM_MAX_EVENT_CHARS,
       ids,
+      ownedBy: config.LLM_DEVELOPMENT_PROVIDER ? "development" : undefined,
     },
     createProviderMetrics(metrics),
   );

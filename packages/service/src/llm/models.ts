@@ -54,9 +54,9 @@ export function requireUsableModel(principal: Principal, model: string): void {
   }
 }
 
-export const modelObject = (id: string): ModelObject => ({
+export const modelObject = (id: string, ownedBy: string): ModelObject => ({
   id,
   object: "model",
   created: 0,
-  owned_by: "gateway",
+  owned_by: ownedBy,
 });

@@ -44,6 +44,8 @@ export interface ProviderOptions {
   maxEventChars: number;
   /** Issues the ids of tool calls the provider sent without one (the process's clock stamps them). */
   ids: Ids;
+  /** Who `GET /models` says owns the models: `development` for `pnpm start`'s development provider; default `gateway`. */
+  ownedBy?: string | undefined;
 }
 
 /**
@@ -71,6 +73,11 @@ export class ChatProvider {
 
   get allowedModels(): string[] | undefined {
     return this.options.allowedModels;
+  }
+
+  /** The models' `owned_by` in `GET /models`. */
+  get ownedBy(): string {
+    return this.options.ownedBy ?? "gateway";
   }
 
   /** `LLM_DEFAULT_MODEL`, the model of `auto`. */

@@ -67,3 +67,21 @@ describe("models", () => {
     expect((await res.json()).error.code).toBe("forbidden");
   });
 });
+
+describe("models of the development provider (`pnpm start` with no provider configured)", () => {
+  const development = useStack({
+    LLM_MODELS: "echo",
+    LLM_DEFAULT_MODEL: "echo",
+    LLM_DEVELOPMENT_PROVIDER: "true",
+  });
+
+  it("are listed and retrieved as owned by development", async () => {
+    const key = await development.createKey();
+    const echo = { id: "echo", object: "model", created: 0, owned_by: "development" };
+    expect(await (await development.call(key.secret, MODELS)).json()).toEqual({
+      object: "list",
+      data: [echo],
+    });
+    expect(await (await development.call(key.secret, `${MODELS}/echo`)).json()).toEqual(echo);
+  });
+});
