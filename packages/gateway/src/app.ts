@@ -1,3 +1,4 @@
+import type { AuditLog } from "@gw/core/audit";
 import type { ResourceAuthorization, SpiceDBClient } from "@gw/core/authz";
 import type { Clock } from "@gw/core/clock";
 import {
@@ -20,7 +21,6 @@ import { recordLastUsed } from "./api-keys/last-used.ts";
 import type { ApiKeyLookup } from "./api-keys/lookup.ts";
 import type { OrgLimitsStore } from "./api-keys/org-limits.ts";
 import type { ApiKeyStore } from "./api-keys/store.ts";
-import type { AuditLog } from "./audit/audit-log.ts";
 import { authenticate } from "./authenticate/authenticate.ts";
 import { createConsoleRouter } from "./console/console-router.ts";
 import type { ConsoleSessions } from "./console/sessions.ts";

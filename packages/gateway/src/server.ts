@@ -1,5 +1,6 @@
 import { readFile } from "node:fs/promises";
 import { resolve } from "node:path";
+import { AuditLog } from "@gw/core/audit";
 import { type AuthorizationHooks, connectAuthorization, type ResourceAuthorization } from "@gw/core/authz";
 import { type Clock, systemClock } from "@gw/core/clock";
 import { ConfigError } from "@gw/core/config";
@@ -26,7 +27,6 @@ import { CachedApiKeyLookup } from "./api-keys/lookup.ts";
 import { OrgLimitsStore } from "./api-keys/org-limits.ts";
 import { ApiKeyStore } from "./api-keys/store.ts";
 import { createGatewayApp } from "./app.ts";
-import { AuditLog } from "./audit/audit-log.ts";
 import type { GatewayConfig } from "./config.ts";
 import { ConsoleSessions } from "./console/sessions.ts";
 import { SignInLimits } from "./console/sign-in-limits.ts";

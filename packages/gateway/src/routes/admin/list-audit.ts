@@ -1,8 +1,8 @@
+import { AUDIT_ACTIONS, type AuditLog } from "@gw/core/audit";
 import { RESOURCE_TYPES } from "@gw/core/authz";
 import { defineRoute } from "@gw/core/http";
 import { userIdSchema } from "@gw/core/principal";
 import { z } from "zod";
-import { AUDIT_ACTIONS, type AuditLog } from "../../audit/audit-log.ts";
 import { measured } from "../../audit/audited.ts";
 import type { GatewayMetrics } from "../../metrics.ts";
 import { auditPage, auditQuery } from "../authorization/resource-audit.ts";

@@ -1,8 +1,8 @@
-import type { ResourceRef, ResourceType, Role } from "@gw/core/authz";
-import { type Clock, retentionCutoff, systemClock } from "@gw/core/clock";
-import type { Logger } from "@gw/core/logger";
-import type { Queryable } from "@gw/core/postgres";
-import type { Principal } from "@gw/core/principal";
+import type { ResourceRef, ResourceType, Role } from "./authz/index.ts";
+import { type Clock, retentionCutoff, systemClock } from "./clock.ts";
+import type { Logger } from "./logger.ts";
+import type { Queryable } from "./postgres.ts";
+import type { Principal } from "./principal.ts";
 
 /**
  * `inspect`: an administrator read who holds which role (the admin console), which changes nothing but is
