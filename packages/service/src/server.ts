@@ -1,8 +1,10 @@
+import { AuditLog } from "@gw/core/audit";
 import { connectAuthorization, WriterDeletion } from "@gw/core/authz";
 import { type Clock, systemClock } from "@gw/core/clock";
 import { closeGracefully, listen, listenForMetrics, type RouteTemplate, routesOf } from "@gw/core/http";
 import { internalAssertions } from "@gw/core/internal-assertion";
 import { createLogger, type Logger, redactUrl } from "@gw/core/logger";
+import { type Resolver, UpstreamPolicy, Vault, vaultKeysOf } from "@gw/core/mcp";
 import { createMetrics } from "@gw/core/metrics";
 import { createPostgres, migrate } from "@gw/core/postgres";
 import { createRedis } from "@gw/core/redis";
@@ -15,6 +17,7 @@ import { ConversationStore } from "./conversations/store.ts";
 import { startEvalsFromConfig } from "./evals/index.ts";
 import { ids } from "./ids.ts";
 import { configureTokenCounting } from "./llm/tokens.ts";
+import { ProviderKeyStore } from "./provider-keys/store.ts";
 import type { ApprovalHooks } from "./responses/hosted-mcp.ts";
 import { ResponseStore } from "./responses/store.ts";
 import { OrphanReconciler } from "./retention/reconciler.ts";
@@ -42,6 +45,8 @@ export interface ServiceOptions {
   clock?: Clock;
   /** For tests: holds answers to hosted MCP approval requests between their steps. */
   approvalHooks?: ApprovalHooks;
+  /** For tests: how the host names of organizations' provider `base_url`s resolve. */
+  resolver?: Resolver;
 }
 
 /** Wires the service's dependencies and starts listening. */
@@ -95,6 +100,27 @@ export async function startService(
     clock,
   });
   const sandbox = await Sandbox.create(config.sandbox, { redis, db, clock }, logger);
+
+  // The gateway's vault (the same VAULT_KEYS) and audit trail (which the gateway reads and sweeps).
+  const providerKeys = new ProviderKeyStore(
+    db,
+    new Vault(await vaultKeysOf(config.VAULT_KEYS, config.DATA_DIR, logger)),
+    new AuditLog(db, { retentionMs: undefined, logger, clock }),
+    {
+      clock,
+      policy: new UpstreamPolicy({
+        allowPrivate: config.BYOK_ALLOW_PRIVATE_BASE_URLS,
+        allowPrivateSetting: "BYOK_ALLOW_PRIVATE_BASE_URLS",
+        ...(options.resolver ? { resolver: options.resolver } : {}),
+      }),
+      connectTimeoutMs: config.LLM_TIMEOUT_MS,
+      onUnreadable: (found) => logger.error(found, "an organization's provider key could not be opened"),
+    },
+  );
+  if (config.BYOK_ALLOW_PRIVATE_BASE_URLS)
+    logger.warn(
+      "BYOK_ALLOW_PRIVATE_BASE_URLS: provider keys may go to http and private addresses (development only)",
+    );
 
   const conversations = new ConversationStore(db, {
     clock,
@@ -152,6 +178,7 @@ export async function startService(
       maxAnswerBytes: config.MCP_MAX_ANSWER_BYTES,
     },
     metricsEndpoint: config.metricsEndpoint,
+    providerKeys,
   });
   const { server, port } = await listen(app, config.PORT, config.HOST);
   const metricsListener = await listenForMetrics(config.metricsEndpoint, metrics, config.HOST, logger);
@@ -180,6 +207,7 @@ export async function startService(
       spicedb.close();
       redis.disconnect();
       await sandbox.close();
+      await providerKeys.close();
       await db.close();
     },
   };

@@ -18,7 +18,8 @@ import { TAG } from "./schemas.ts";
 export const orgAuditQuery = auditQuery
   .extend({
     actor: userIdSchema.optional(),
-    resourceType: z.enum(RESOURCE_TYPES).optional(),
+    // An organization's own provider keys (`provider_key`, its id the provider) are audited too.
+    resourceType: z.enum([...RESOURCE_TYPES, "provider_key"]).optional(),
     resourceId: resourceIdSchema.optional(),
     action: z.enum(AUDIT_ACTIONS).optional(),
     since: z.iso.datetime({ offset: true }).optional(),
