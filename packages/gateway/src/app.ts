@@ -147,6 +147,8 @@ export function createGatewayApp(deps: GatewayDeps): express.Express {
   // Everything the service serves goes on, bodies untouched; the gateway parses only its own.
   const toService = forward(deps.forward);
   for (const area of ["/llm", "/sandbox", "/usage"]) api.use(area, toService);
+  // Organizations' own provider keys are key administration: an API key's, as `/admin` is.
+  api.use("/providers", requireApiKey("Provider keys need an API key, not a token"), toService);
   api.use(jsonBody);
   registerRoutes<GatewayDeps>(api, [...authenticationRoutes, ...authorizationRoutes], deps);
   registerRoutes(api, mcpRoutes, mcp);
