@@ -56,6 +56,8 @@ export async function startService(
   options: ServiceOptions = {},
 ): Promise<RunningService> {
   const clock = options.clock ?? systemClock;
+  // Before anything starts: production refuses to run without them.
+  const vaultKeys = await vaultKeysOf(config.VAULT_KEYS, config.DATA_DIR, logger);
   configureTokenCounting(config.tokenCounting);
   const metrics = createMetrics("service");
   const redis = createRedis(config.REDIS_URL, { connectionName: "service", metrics: metrics.redisCommands });
@@ -104,7 +106,7 @@ export async function startService(
   // The gateway's vault (the same VAULT_KEYS) and audit trail (which the gateway reads and sweeps).
   const providerKeys = new ProviderKeyStore(
     db,
-    new Vault(await vaultKeysOf(config.VAULT_KEYS, config.DATA_DIR, logger)),
+    new Vault(vaultKeys),
     new AuditLog(db, { retentionMs: undefined, logger, clock }),
     {
       clock,

@@ -1,15 +1,22 @@
 import { randomBytes } from "node:crypto";
+import { mkdtemp, readFile } from "node:fs/promises";
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { AuditLog } from "@gw/core/audit";
 import { systemClock } from "@gw/core/clock";
+import { ConfigError } from "@gw/core/config";
+import { createLogger } from "@gw/core/logger";
 import { type Resolver, UpstreamPolicy, Vault, type VaultKey } from "@gw/core/mcp";
 import { createPostgres, type Postgres } from "@gw/core/postgres";
 import { useTestDatabase } from "@gw/test-kit";
 import { request } from "undici";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { serviceConfigSchema } from "../src/config.ts";
 import type { ByokProvider, ProviderKeyCaller } from "../src/llm/provider-keys.ts";
 import { ProviderKeyStore, type ProviderKeyStoreOptions } from "../src/provider-keys/store.ts";
+import { startService } from "../src/server.ts";
 
 /** What an organization's administrator or caller is, as the store's audit records name them. */
 const callerOf = (org: string, user = "admin"): ProviderKeyCaller => ({
@@ -266,5 +273,22 @@ describe("organizations' provider keys (the store and keyFor)", () => {
       expect(answer.statusCode).toBe(200);
       expect(seen).toEqual([`Bearer ${key}`]);
     });
+  });
+});
+
+describe("the service's vault keys at start", () => {
+  const before = process.env.NODE_ENV;
+  afterEach(() => {
+    process.env.NODE_ENV = before;
+  });
+
+  it("in production (NODE_ENV=production) the service refuses to start without VAULT_KEYS, naming it", async () => {
+    process.env.NODE_ENV = "production";
+    const dir = await mkdtemp(join(tmpdir(), "gw-service-vault-"));
+    const config = serviceConfigSchema.parse({ PORT: "0", DATA_DIR: dir, REDIS_URL: "redis://127.0.0.1:9" });
+    const refused = await startService(config, createLogger("test", "silent")).catch((e) => e);
+    expect(refused).toBeInstanceOf(ConfigError);
+    expect(refused.message).toMatch(/VAULT_KEYS: required in production/);
+    await expect(readFile(join(dir, "vault-key"), "utf8")).rejects.toThrow();
   });
 });
