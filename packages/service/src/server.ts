@@ -1,10 +1,9 @@
-import { AuditLog } from "@gw/core/audit";
 import { connectAuthorization, WriterDeletion } from "@gw/core/authz";
 import { type Clock, systemClock } from "@gw/core/clock";
 import { closeGracefully, listen, listenForMetrics, type RouteTemplate, routesOf } from "@gw/core/http";
 import { internalAssertions } from "@gw/core/internal-assertion";
 import { createLogger, type Logger, redactUrl } from "@gw/core/logger";
-import { type Resolver, UpstreamPolicy, Vault, vaultKeysOf } from "@gw/core/mcp";
+import { type Resolver, vaultKeysOf } from "@gw/core/mcp";
 import { createMetrics } from "@gw/core/metrics";
 import { createPostgres, migrate } from "@gw/core/postgres";
 import { createRedis } from "@gw/core/redis";
@@ -17,7 +16,7 @@ import { ConversationStore } from "./conversations/store.ts";
 import { startEvalsFromConfig } from "./evals/index.ts";
 import { ids } from "./ids.ts";
 import { configureTokenCounting } from "./llm/tokens.ts";
-import { ProviderKeyStore } from "./provider-keys/store.ts";
+import { providerKeyStore } from "./provider-keys/deps.ts";
 import type { ApprovalHooks } from "./responses/hosted-mcp.ts";
 import { ResponseStore } from "./responses/store.ts";
 import { OrphanReconciler } from "./retention/reconciler.ts";
@@ -103,26 +102,7 @@ export async function startService(
   });
   const sandbox = await Sandbox.create(config.sandbox, { redis, db, clock }, logger);
 
-  // The gateway's vault (the same VAULT_KEYS) and audit trail (which the gateway reads and sweeps).
-  const providerKeys = new ProviderKeyStore(
-    db,
-    new Vault(vaultKeys),
-    new AuditLog(db, { retentionMs: undefined, logger, clock }),
-    {
-      clock,
-      policy: new UpstreamPolicy({
-        allowPrivate: config.BYOK_ALLOW_PRIVATE_BASE_URLS,
-        allowPrivateSetting: "BYOK_ALLOW_PRIVATE_BASE_URLS",
-        ...(options.resolver ? { resolver: options.resolver } : {}),
-      }),
-      connectTimeoutMs: config.LLM_TIMEOUT_MS,
-      onUnreadable: (found) => logger.error(found, "an organization's provider key could not be opened"),
-    },
-  );
-  if (config.BYOK_ALLOW_PRIVATE_BASE_URLS)
-    logger.warn(
-      "BYOK_ALLOW_PRIVATE_BASE_URLS: provider keys may go to http and private addresses (development only)",
-    );
+  const providerKeys = providerKeyStore(config, vaultKeys, { db, logger, clock, resolver: options.resolver });
 
   const conversations = new ConversationStore(db, {
     clock,

@@ -64,7 +64,9 @@ describe("usage paid with the organization's own provider key (group_by=paid_by)
       usage: { input_tokens: 10, output_tokens: 5, total_tokens: 15 },
       at,
     });
-    expect((await usage.query(org, day, day, "paid_by")).data.map((r) => r.paid_by)).toEqual(["platform"]);
+    expect(
+      (await usage.query(org, day, day, "paid_by")).data.map((r) => (r as { paid_by?: string }).paid_by),
+    ).toEqual(["platform"]);
     expect((await usage.query(`${org}-none`, day, day, "paid_by")).data).toEqual([]);
   });
 });
