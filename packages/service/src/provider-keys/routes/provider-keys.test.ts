@@ -122,6 +122,14 @@ describe("organizations' provider keys (PUT, GET, DELETE /api/v1/providers/crede
       expect(JSON.parse(text).detail.map((d: { loc: unknown }) => d.loc)).toContainEqual(loc);
       expect(text).not.toContain(key.slice(0, 12));
     }
+    // A body that is not JSON: the parser's message names the problem, not the text around it.
+    const malformed = await fetch(`${stack.gatewayUrl}${PATH}/openai`, {
+      method: "PUT",
+      headers: { authorization: `Bearer ${admin.secret}`, "content-type": "application/json" },
+      body: `{"api_key": ${key}}`,
+    });
+    expect(malformed.status).toBe(422);
+    expect(await textOf(malformed)).not.toContain(key.slice(0, 10));
     const http = await (
       await put(admin.secret, "openai", { api_key: key, base_url: "http://1.1.1.1" })
     ).json();
