@@ -123,6 +123,14 @@ function secretValues(schema: z.ZodType, value: unknown, out: Set<unknown>, dept
     return;
   }
   const defs = here.map(defOf);
+  const takesRecord = defs.some((def) => def.shape || def.valueType);
+  const takesList = defs.some((def) => def.element || def.items);
+  if (isRecord(value) ? !takesRecord : Array.isArray(value) ? !takesList : takesRecord || takesList) {
+    // Not the shape that holds the secret (a list or a string where its object was due): it may be the
+    // secret itself, sent another way.
+    out.add(value);
+    return;
+  }
   if (isRecord(value)) {
     // An object's fields, by every form that may be the one (a union's options): a field no form knows,
     // beside a secret one, may be that secret misspelt.

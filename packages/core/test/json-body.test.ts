@@ -66,6 +66,29 @@ describe("jsonBody", () => {
     expect(err).toBeInstanceOf(AppError);
     expect(err).toMatchObject({ code: "bad_request", message: expect.stringMatching(/could not be read/) });
   });
+
+  it("a 422 for malformed JSON says what is wrong without quoting the body, which may hold a secret", async () => {
+    const secret = "sk-test-0b362ac4d1b47b090784bd78c21e01abe2b3a6f661ac1095";
+    for (const text of [
+      `{"api_key": ${secret}}`,
+      `{"api_key": "${secret}" "x"}`,
+      `{"api_key": "${secret}"} ${secret}`,
+      `{${secret}}`,
+    ]) {
+      const res = await fetch(`http://127.0.0.1:${port}/echo`, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: text,
+      });
+      const answer = await res.text();
+      expect(res.status).toBe(422);
+      expect(JSON.parse(answer).detail).toEqual([
+        expect.objectContaining({ loc: ["body"], type: "json_invalid", ctx: { error: expect.any(String) } }),
+      ]);
+      expect(answer).not.toContain(secret.slice(0, 6));
+      expect(answer).not.toContain(secret.slice(-6));
+    }
+  });
 });
 
 describe("jsonBody, large bodies", () => {

@@ -192,6 +192,22 @@ describe("fields that may hold a secret are never echoed", () => {
     ]);
   });
 
+  it("nor a value of another shape where what holds a secret was due (the secret in a list, or alone)", () => {
+    const all = [
+      ...issues([SECRET]),
+      ...issues(SECRET),
+      ...issues({ label: "a", credential: [SECRET] }),
+      ...issues({ label: "a", credential: SECRET }),
+      ...issues({ label: "a", nested: { token: SECRET } }),
+    ];
+    expect(all.map((i) => i.type)).toEqual(["dict_type", "dict_type", "dict_type", "dict_type", "list_type"]);
+    expect(JSON.stringify(all)).not.toContain(SECRET);
+    // A value of another shape where nothing secret was due is still echoed.
+    expect(issues({ label: ["abc"] })).toEqual([
+      expect.objectContaining({ loc: ["body", "label"], input: ["abc"] }),
+    ]);
+  });
+
   it("also inside a schema picked by looking at the value (`choosing`)", () => {
     const picked = z.unknown().transform((value, ctx) => {
       const result = credential.safeParse(value, { reportInput: true });

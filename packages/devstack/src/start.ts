@@ -182,9 +182,17 @@ async function main(): Promise<void> {
   await checkPorts(env);
   if (!env.VAULT_KEYS) {
     const file = resolve(env.DATA_DIR!, "vault-key");
-    const key = await developmentSecret(file, logger, "MCP credential vault", "VAULT_KEYS");
+    const key = await developmentSecret(
+      file,
+      logger,
+      "the vault (MCP credentials, provider keys)",
+      "VAULT_KEYS",
+    );
     env.VAULT_KEYS = `dev:${Buffer.from(key, "base64url").toString("base64")}`;
-    logger.info({ file }, "vault: a development key kept under DATA_DIR (production must set VAULT_KEYS)");
+    logger.info(
+      { file },
+      "vault: a development key kept under DATA_DIR for the gateway and the service (production must set VAULT_KEYS)",
+    );
   }
   if (!env.REDIS_URL) {
     const dir = resolve(env.DATA_DIR!, "redis");

@@ -1,3 +1,4 @@
+import type { AuditLog } from "@gw/core/audit";
 import type { ResourceAuthorization, SpiceDBClient } from "@gw/core/authz";
 import type { Clock } from "@gw/core/clock";
 import {
@@ -20,7 +21,6 @@ import { recordLastUsed } from "./api-keys/last-used.ts";
 import type { ApiKeyLookup } from "./api-keys/lookup.ts";
 import type { OrgLimitsStore } from "./api-keys/org-limits.ts";
 import type { ApiKeyStore } from "./api-keys/store.ts";
-import type { AuditLog } from "./audit/audit-log.ts";
 import { authenticate } from "./authenticate/authenticate.ts";
 import { createConsoleRouter } from "./console/console-router.ts";
 import type { ConsoleSessions } from "./console/sessions.ts";
@@ -147,6 +147,8 @@ export function createGatewayApp(deps: GatewayDeps): express.Express {
   // Everything the service serves goes on, bodies untouched; the gateway parses only its own.
   const toService = forward(deps.forward);
   for (const area of ["/llm", "/sandbox", "/usage"]) api.use(area, toService);
+  // Organizations' own provider keys are key administration: an API key's, as `/admin` is.
+  api.use("/providers", requireApiKey("Provider keys need an API key, not a token"), toService);
   api.use(jsonBody);
   registerRoutes<GatewayDeps>(api, [...authenticationRoutes, ...authorizationRoutes], deps);
   registerRoutes(api, mcpRoutes, mcp);

@@ -109,7 +109,7 @@ export const gatewayConfigSchema = z
     CONSOLE_SIGN_IN_FAILURES_PER_ORG: env.positiveInt(50),
     /** The window failed console sign-ins are counted in, a duration with its unit (whole seconds). Default 15m. */
     CONSOLE_SIGN_IN_WINDOW: env.duration("15m"),
-    /** Key-encryption keys of the MCP credential vault, `id:base64,id:base64…` (32 bytes each; the first wraps new secrets, the others still open old ones). Required when NODE_ENV=production; otherwise unset means a development key under DATA_DIR (`pnpm start` makes one). */
+    /** Key-encryption keys of the vault (MCP credentials here; organizations' provider keys in the service, which must have the same value), `id:base64,id:base64…` (32 bytes each; the first wraps new secrets, the others still open old ones). Required when NODE_ENV=production; otherwise unset means a development key under DATA_DIR (`pnpm start` makes one). */
     VAULT_KEYS: vaultKeysSchema.optional(),
     /** Lets registered MCP servers use http and loopback, private or link-local addresses (development and tests only). Default false. */
     MCP_ALLOW_PRIVATE_UPSTREAMS: env.boolean(false),

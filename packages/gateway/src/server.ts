@@ -1,9 +1,8 @@
 import { readFile } from "node:fs/promises";
 import { resolve } from "node:path";
+import { AuditLog } from "@gw/core/audit";
 import { type AuthorizationHooks, connectAuthorization, type ResourceAuthorization } from "@gw/core/authz";
 import { type Clock, systemClock } from "@gw/core/clock";
-import { ConfigError } from "@gw/core/config";
-import { developmentSecret } from "@gw/core/development-secret";
 import { closeGracefully, listen, listenForMetrics, type RouteTemplate, routesOf } from "@gw/core/http";
 import { assertionSecret, InternalAssertions } from "@gw/core/internal-assertion";
 import { createLogger, type Logger, redactUrl } from "@gw/core/logger";
@@ -15,7 +14,7 @@ import {
   UpstreamClients,
   UpstreamPolicy,
   Vault,
-  type VaultKey,
+  vaultKeysOf,
 } from "@gw/core/mcp";
 import { RedisKeyOwners } from "@gw/core/on-behalf-of";
 import { createPostgres, migrate } from "@gw/core/postgres";
@@ -26,7 +25,6 @@ import { CachedApiKeyLookup } from "./api-keys/lookup.ts";
 import { OrgLimitsStore } from "./api-keys/org-limits.ts";
 import { ApiKeyStore } from "./api-keys/store.ts";
 import { createGatewayApp } from "./app.ts";
-import { AuditLog } from "./audit/audit-log.ts";
 import type { GatewayConfig } from "./config.ts";
 import { ConsoleSessions } from "./console/sessions.ts";
 import { SignInLimits } from "./console/sign-in-limits.ts";
@@ -73,7 +71,7 @@ export async function startGateway(
   seams: GatewaySeams = {},
 ): Promise<RunningGateway> {
   const clock = seams.clock ?? systemClock;
-  const vaultKeys = await vaultKeysOf(config, logger);
+  const vaultKeys = await vaultKeysOf(config.VAULT_KEYS, config.DATA_DIR, logger);
   const metrics = createGatewayMetrics();
   // No offline queue: while Redis is away, commands fail at once instead of piling up behind a timeout.
   const redis = createRedis(config.REDIS_URL, {
@@ -278,27 +276,6 @@ async function signingKeys(config: GatewayConfig, logger: Logger): Promise<Signi
     return loadSigningKeys(await readFile(config.JWT_SIGNING_KEYS_FILE, "utf8"), config.JWT_ACTIVE_KID);
   }
   return developmentSigningKeys(resolve(config.DATA_DIR, "jwt", "development-signing-keys.json"), logger);
-}
-
-/**
- * The vault's keys: `VAULT_KEYS`; in production (NODE_ENV=production) the
- * gateway refuses to start without them; otherwise a development key kept
- * under DATA_DIR, said loudly.
- */
-async function vaultKeysOf(config: GatewayConfig, logger: Logger): Promise<VaultKey[]> {
-  if (config.VAULT_KEYS) return config.VAULT_KEYS;
-  if (process.env.NODE_ENV === "production") {
-    throw new ConfigError([
-      "VAULT_KEYS: required in production (NODE_ENV=production): the MCP credential vault's keys",
-    ]);
-  }
-  const secret = await developmentSecret(
-    resolve(config.DATA_DIR, "vault-key"),
-    logger,
-    "MCP credential vault",
-    "VAULT_KEYS",
-  );
-  return [{ id: "dev", key: Buffer.from(secret, "base64url") }];
 }
 
 /** Start-up waits for Redis (commands fail fast without an offline queue), but not forever. */

@@ -1,10 +1,10 @@
 import { Writable } from "node:stream";
+import { AuditLog } from "@gw/core/audit";
 import { createLogger } from "@gw/core/logger";
 import { createPostgres, type Postgres } from "@gw/core/postgres";
 import type { Principal } from "@gw/core/principal";
 import { type StoppablePostgres, startStoppablePostgres } from "@gw/test-kit";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { AuditLog } from "../src/audit/audit-log.ts";
 import { audited } from "../src/audit/audited.ts";
 import { createGatewayMetrics } from "../src/metrics.ts";
 import { newOrg } from "./authorization-helpers.ts";

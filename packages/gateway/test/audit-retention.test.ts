@@ -1,9 +1,9 @@
+import { type AuditIntent, AuditLog } from "@gw/core/audit";
 import { ManualClock } from "@gw/core/clock";
 import { parseDuration } from "@gw/core/duration";
 import { createPostgres, type Postgres } from "@gw/core/postgres";
 import { useTestDatabase } from "@gw/test-kit";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { type AuditIntent, AuditLog } from "../src/audit/audit-log.ts";
 
 const database = useTestDatabase();
 let db: Postgres;

@@ -1,10 +1,10 @@
 import { copyFile, mkdtemp, readdir, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { type AuditIntent, AuditLog } from "@gw/core/audit";
 import { createPostgres, MIGRATIONS_DIR, migrate, type Postgres } from "@gw/core/postgres";
 import { useTestDatabase } from "@gw/test-kit";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { type AuditIntent, AuditLog } from "../src/audit/audit-log.ts";
 
 const database = useTestDatabase();
 let db: Postgres;

@@ -23,6 +23,7 @@ import { verifyAssertion } from "./http/verify-assertion.ts";
 import type { Ids } from "./ids.ts";
 import type { ContextBudget } from "./llm/context.ts";
 import type { ChatProvider } from "./llm/provider.ts";
+import type { ProviderKeyStore } from "./provider-keys/store.ts";
 import type { HostedMcpConfig } from "./responses/hosted-mcp.ts";
 import type { ResponseStore } from "./responses/store.ts";
 import { serviceRoutes } from "./routes.ts";
@@ -58,6 +59,8 @@ export interface ServiceDeps {
   metricsEndpoint?: MetricsEndpoint;
   /** How hosted MCP tools of responses reach the gateway's MCP proxy. */
   hostedMcp?: HostedMcpConfig;
+  /** Organizations' own provider keys (BYOK): their routes, and `keyFor` for the router. */
+  providerKeys: ProviderKeyStore;
 }
 
 /**

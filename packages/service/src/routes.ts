@@ -4,6 +4,7 @@ import { completionRoutes } from "./completions/routes/index.ts";
 import { conversationRoutes } from "./conversations/routes/index.ts";
 import { evalRoutes } from "./evals/routes/index.ts";
 import { modelRoutes } from "./models/routes/index.ts";
+import { providerKeyRoutes } from "./provider-keys/routes/index.ts";
 import { responseRoutes } from "./responses/routes/index.ts";
 import { sandboxRoutes } from "./sandbox/routes/index.ts";
 import { getUsage } from "./usage/routes/get-usage.ts";
@@ -21,6 +22,7 @@ export const serviceRoutes = [
   getUsage,
   ...evalRoutes,
   ...sandboxRoutes,
+  ...providerKeyRoutes,
 ];
 
 /**

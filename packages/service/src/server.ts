@@ -3,6 +3,7 @@ import { type Clock, systemClock } from "@gw/core/clock";
 import { closeGracefully, listen, listenForMetrics, type RouteTemplate, routesOf } from "@gw/core/http";
 import { internalAssertions } from "@gw/core/internal-assertion";
 import { createLogger, type Logger, redactUrl } from "@gw/core/logger";
+import { type Resolver, vaultKeysOf } from "@gw/core/mcp";
 import { createMetrics } from "@gw/core/metrics";
 import { createPostgres, migrate } from "@gw/core/postgres";
 import { createRedis } from "@gw/core/redis";
@@ -15,6 +16,7 @@ import { ConversationStore } from "./conversations/store.ts";
 import { startEvalsFromConfig } from "./evals/index.ts";
 import { ids } from "./ids.ts";
 import { configureTokenCounting } from "./llm/tokens.ts";
+import { providerKeyStore } from "./provider-keys/deps.ts";
 import type { ApprovalHooks } from "./responses/hosted-mcp.ts";
 import { ResponseStore } from "./responses/store.ts";
 import { OrphanReconciler } from "./retention/reconciler.ts";
@@ -42,6 +44,8 @@ export interface ServiceOptions {
   clock?: Clock;
   /** For tests: holds answers to hosted MCP approval requests between their steps. */
   approvalHooks?: ApprovalHooks;
+  /** For tests: how the host names of organizations' provider `base_url`s resolve. */
+  resolver?: Resolver;
 }
 
 /** Wires the service's dependencies and starts listening. */
@@ -51,6 +55,8 @@ export async function startService(
   options: ServiceOptions = {},
 ): Promise<RunningService> {
   const clock = options.clock ?? systemClock;
+  // Before anything starts: production refuses to run without them.
+  const vaultKeys = await vaultKeysOf(config.VAULT_KEYS, config.DATA_DIR, logger);
   configureTokenCounting(config.tokenCounting);
   const metrics = createMetrics("service");
   const redis = createRedis(config.REDIS_URL, { connectionName: "service", metrics: metrics.redisCommands });
@@ -95,6 +101,8 @@ export async function startService(
     clock,
   });
   const sandbox = await Sandbox.create(config.sandbox, { redis, db, clock }, logger);
+
+  const providerKeys = providerKeyStore(config, vaultKeys, { db, logger, clock, resolver: options.resolver });
 
   const conversations = new ConversationStore(db, {
     clock,
@@ -152,6 +160,7 @@ export async function startService(
       maxAnswerBytes: config.MCP_MAX_ANSWER_BYTES,
     },
     metricsEndpoint: config.metricsEndpoint,
+    providerKeys,
   });
   const { server, port } = await listen(app, config.PORT, config.HOST);
   const metricsListener = await listenForMetrics(config.metricsEndpoint, metrics, config.HOST, logger);
@@ -180,6 +189,7 @@ export async function startService(
       spicedb.close();
       redis.disconnect();
       await sandbox.close();
+      await providerKeys.close();
       await db.close();
     },
   };

@@ -111,6 +111,8 @@ export function useStack(
       // The service's content and the gateway's audit trail, in one database as `pnpm start` has them.
       DATABASE_URL: database.url,
       INTERNAL_ASSERTION_SECRET: assertionSecret,
+      // One vault for both, as `pnpm start` has it: MCP credentials in the gateway, provider keys in the service.
+      VAULT_KEYS: newVaultKeys(),
       ...spicedbEnv(spicedb),
     };
     const wanted = process.env.TEST_LOG_LEVEL ?? "silent";
@@ -148,7 +150,6 @@ export function useStack(
         SERVICE_URL: service.url,
         GATEWAY_PUBLIC_URL: "https://gateway.test",
         JWT_SIGNING_KEYS: JSON.stringify({ keys: [await generateSigningJwk()] }),
-        VAULT_KEYS: newVaultKeys(),
         ...common,
         ...gatewayEnv,
       }),

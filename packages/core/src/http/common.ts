@@ -333,6 +333,14 @@ function clientGone(req: IncomingMessage, res: express.Response): boolean {
 }
 
 /**
+ * V8's JSON.parse messages quote up to ten characters of the text on each
+ * side of the error (`Unexpected token 's', ..."api_key": sk-test-0b"... is
+ * not valid JSON`): a body may hold a secret there, so the quote is left out.
+ */
+const withoutQuote = (message: string) =>
+  message.replace(/, (?:\.\.\.)?".*"(?:\.\.\.)? is not valid JSON$/s, " in the JSON text");
+
+/**
  * Express's router and body-parser signal the client's mistakes with their
  * own errors (a `type`, or a `status` on a plain error); here they become
  * catalogue errors, never a 500.
@@ -357,7 +365,7 @@ function fromFramework(err: unknown, req: IncomingMessage): AppError | undefined
           loc: ["body"],
           msg: "JSON decode error",
           type: "json_invalid",
-          ctx: { error: (err as Error).message },
+          ctx: { error: withoutQuote((err as Error).message) },
         },
       ]);
     case "entity.too.large":

@@ -3,12 +3,14 @@ import { BlockList, isIP, type LookupFunction } from "node:net";
 import { Agent, buildConnector } from "undici";
 
 /**
- * Where the gateway may connect for a user-registered MCP server (no SSRF):
+ * Where the platform may connect for an address a user typed (no SSRF): a
+ * registered MCP server, or an organization's own provider `base_url`:
  * an `https` URL whose every address is public. Checked when a server is
  * registered or changed, and again on every connection, an IP literal as
  * much as a name (a server stored while the rules were lifted, a name that
  * resolves elsewhere later: DNS rebinding), and the connection uses the very
- * address that was checked. `MCP_ALLOW_PRIVATE_UPSTREAMS` lifts both rules
+ * address that was checked. `MCP_ALLOW_PRIVATE_UPSTREAMS` (for MCP servers)
+ * and `BYOK_ALLOW_PRIVATE_BASE_URLS` (for provider keys) lift both rules
  * (https and the address check), for development and tests; a URL that is
  * not `http(s)` is refused either way.
  */
@@ -116,18 +118,28 @@ export const systemResolver: Resolver = (hostname) =>
   );
 
 export interface UpstreamPolicyOptions {
-  /** `MCP_ALLOW_PRIVATE_UPSTREAMS`: http and any address allowed. */
+  /** `MCP_ALLOW_PRIVATE_UPSTREAMS` (or the setting named by `allowPrivateSetting`): http and any address allowed. */
   allowPrivate: boolean;
+  /** The setting that lifts the rules, as a refusal names it. Default `MCP_ALLOW_PRIVATE_UPSTREAMS`. */
+  allowPrivateSetting?: string;
   resolver?: Resolver;
 }
+
+/** How undici opens a connection (`buildConnector`'s result), in whichever undici version builds it. */
+type Connect<O extends { protocol: string; hostname: string }, S> = (
+  options: O,
+  callback: (...args: [Error, null] | [null, S]) => void,
+) => void;
 
 /** The URL rules and the address check, at registration and on every connection. */
 export class UpstreamPolicy {
   readonly allowPrivate: boolean;
+  private readonly allowPrivateSetting: string;
   private readonly resolver: Resolver;
 
   constructor(options: UpstreamPolicyOptions) {
     this.allowPrivate = options.allowPrivate;
+    this.allowPrivateSetting = options.allowPrivateSetting ?? "MCP_ALLOW_PRIVATE_UPSTREAMS";
     this.resolver = options.resolver ?? systemResolver;
   }
 
@@ -169,7 +181,7 @@ export class UpstreamPolicy {
   private schemeRefusal(protocol: string): string | undefined {
     if (protocol !== "https:" && protocol !== "http:") return "the URL must be http(s)";
     if (protocol !== "https:" && !this.allowPrivate)
-      return "the URL must be https (MCP_ALLOW_PRIVATE_UPSTREAMS is off)";
+      return `the URL must be https (${this.allowPrivateSetting} is off)`;
     return undefined;
   }
 
@@ -227,17 +239,25 @@ export class UpstreamPolicy {
    * only, the checked address used).
    */
   dispatcher(timeoutMs: number): Agent {
-    const connector = buildConnector({ lookup: this.lookup(), timeout: timeoutMs });
     return new Agent({
-      connect: (options, callback) => {
-        const refused = this.connectionRefusal(options.protocol, hostOf(options));
-        if (!refused) return connector(options, callback);
-        callback(Object.assign(new UpstreamRefused(refused), { code: "EUPSTREAMREFUSED" }), null);
-      },
+      connect: this.guard(buildConnector({ lookup: this.lookup(), timeout: timeoutMs })),
       headersTimeout: timeoutMs,
       bodyTimeout: timeoutMs,
       keepAliveTimeout: 10_000,
     });
+  }
+
+  /**
+   * `connect` checked first (`connectionRefusal`) for every new connection:
+   * for an agent of another undici than this package's (the service's), whose
+   * connector is built with `lookup()` so it resolves to checked addresses only.
+   */
+  guard<O extends { protocol: string; hostname: string }, S>(connect: Connect<O, S>): Connect<O, S> {
+    return (options, callback) => {
+      const refused = this.connectionRefusal(options.protocol, hostOf(options));
+      if (!refused) return connect(options, callback);
+      callback(Object.assign(new UpstreamRefused(refused), { code: "EUPSTREAMREFUSED" }), null);
+    };
   }
 }
 

@@ -1,5 +1,9 @@
 import { createCipheriv, createDecipheriv, randomBytes } from "node:crypto";
+import { resolve } from "node:path";
 import { z } from "zod";
+import { ConfigError } from "../config.ts";
+import { developmentSecret } from "../development-secret.ts";
+import type { Logger } from "../logger.ts";
 
 /**
  * Envelope encryption for stored credentials. Each secret is sealed with a
@@ -11,6 +15,9 @@ import { z } from "zod";
  * it; new secrets are wrapped by the first, old ones still open, and each is
  * re-wrapped under the first when next used (`rewrap`): the data and its
  * ciphertext never change, only the wrapped data key.
+ * One vault seals every secret of the platform: MCP credentials (in the
+ * gateway) and organizations' provider keys (in the service), under the same
+ * `VAULT_KEYS` (`vaultKeysOf`).
  */
 
 export interface VaultKey {
@@ -158,3 +165,24 @@ export const vaultKeysSchema = z.string().transform((text, ctx): VaultKey[] => {
 
 /** A fresh `VAULT_KEYS` value with one key (development and tests). */
 export const newVaultKeys = (id = "dev") => `${id}:${randomBytes(32).toString("base64")}`;
+
+/**
+ * The vault's keys as a process is configured: `VAULT_KEYS`; in production
+ * (NODE_ENV=production) a process without them refuses to start; otherwise
+ * the development key kept under `dataDir` (the gateway and the service
+ * share it, as `pnpm start` hands both the same `VAULT_KEYS`), said loudly.
+ */
+export async function vaultKeysOf(
+  configured: VaultKey[] | undefined,
+  dataDir: string,
+  logger: Logger,
+): Promise<VaultKey[]> {
+  if (configured) return configured;
+  if (process.env.NODE_ENV === "production") {
+    throw new ConfigError([
+      "VAULT_KEYS: required in production (NODE_ENV=production): the vault's keys (MCP credentials, organizations' provider keys)",
+    ]);
+  }
+  const secret = await developmentSecret(resolve(dataDir, "vault-key"), logger, "the vault", "VAULT_KEYS");
+  return [{ id: "dev", key: Buffer.from(secret, "base64url") }];
+}

@@ -1,3 +1,4 @@
+import type { AuditEvent, AuditLog, AuditOutcome, AuditRecord } from "@gw/core/audit";
 import {
   AlreadyRegistered,
   LastOwner,
@@ -9,7 +10,6 @@ import { ValidationFailed } from "@gw/core/errors";
 import type { Logger } from "@gw/core/logger";
 import type { Principal } from "@gw/core/principal";
 import type { AuthorizationOperation, GatewayMetrics } from "../metrics.ts";
-import type { AuditEvent, AuditLog, AuditOutcome, AuditRecord } from "./audit-log.ts";
 
 /** How an authorization operation ended, for metrics and the audit trail. */
 export function outcomeOf(err: unknown): AuditOutcome | "invalid" {

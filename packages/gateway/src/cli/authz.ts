@@ -7,6 +7,7 @@
  * non-zero exit code (2 for bad usage).
  */
 import { parseArgs } from "node:util";
+import { AUDIT_CURSOR, AuditLog } from "@gw/core/audit";
 import {
   checkSpiceDBEnv,
   connectAuthorization,
@@ -21,7 +22,6 @@ import { createPostgres, localDatabaseUrl } from "@gw/core/postgres";
 import { orgIdSchema } from "@gw/core/principal";
 import { createRedis, localRedisUrl } from "@gw/core/redis";
 import { z } from "zod";
-import { AUDIT_CURSOR, AuditLog } from "../audit/audit-log.ts";
 import type { CliOutput } from "./keys.ts";
 
 const USAGE = `usage:

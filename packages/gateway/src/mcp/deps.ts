@@ -1,3 +1,4 @@
+import type { AuditLog } from "@gw/core/audit";
 import type { ResourceAuthorization } from "@gw/core/authz";
 import type { Logger } from "@gw/core/logger";
 import type {
@@ -7,7 +8,6 @@ import type {
   UpstreamClients,
   UpstreamPolicy,
 } from "@gw/core/mcp";
-import type { AuditLog } from "../audit/audit-log.ts";
 import type { GatewayMetrics } from "../metrics.ts";
 
 /** What an upstream may offer in one listing and answer (docs/api/mcp.md, "Limits on what an upstream answers"). */

@@ -1,4 +1,5 @@
 import { createHash } from "node:crypto";
+import type { AuditOutcome } from "@gw/core/audit";
 import type { Clock } from "@gw/core/clock";
 import { AppError, unauthorized } from "@gw/core/errors";
 import { jsonBody, principalOf } from "@gw/core/http";
@@ -8,7 +9,6 @@ import { assertMayActFor, type KeyOwners } from "@gw/core/on-behalf-of";
 import type { Principal } from "@gw/core/principal";
 import { type Request, type RequestHandler, type Response, Router } from "express";
 import type { ApiKeyLookup } from "../api-keys/lookup.ts";
-import type { AuditOutcome } from "../audit/audit-log.ts";
 import type { McpCallOutcome } from "../metrics.ts";
 import { serverFor } from "./access.ts";
 import { originOf, upstreamTools } from "./catalogue.ts";

@@ -1,10 +1,10 @@
+import type { AuditLog } from "@gw/core/audit";
 import { forbidden } from "@gw/core/errors";
 import type { Logger } from "@gw/core/logger";
 import { assertMayActFor, type KeyOwners } from "@gw/core/on-behalf-of";
 import { ON_BEHALF_OF_HEADER, type Principal, parseOnBehalfOf } from "@gw/core/principal";
 import type { Request, RequestHandler, Response } from "express";
 import type { ApiKeyRecord } from "../api-keys/types.ts";
-import type { AuditLog } from "../audit/audit-log.ts";
 import type { GatewayMetrics } from "../metrics.ts";
 
 declare global {

@@ -296,7 +296,8 @@ export function recordUsage(
   principal: Principal,
   model: string,
   usage: Usage,
-  pricing: { cachedTokens?: number; pricedAs?: string } = {},
+  /** `ownKey`: the call was paid with the organization's own provider key. */
+  pricing: { cachedTokens?: number; pricedAs?: string; ownKey?: boolean } = {},
 ): Promise<void> {
   return store.record({
     org: principal.org,

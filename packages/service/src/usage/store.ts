@@ -6,8 +6,12 @@ import type { Usage } from "../llm/provider.ts";
 
 export const USAGE_DIMENSIONS = ["model", "user", "key"] as const;
 export type UsageDimension = (typeof USAGE_DIMENSIONS)[number];
-/** What `group_by` accepts: a dimension, `end_user` (the same as `user`: the end user a request acted for), or `day` (one row per UTC day of the range, oldest first). */
-export const USAGE_GROUPS = [...USAGE_DIMENSIONS, "end_user", "day"] as const;
+/**
+ * What `group_by` accepts: a dimension, `end_user` (the same as `user`: the end user a request acted for),
+ * `day` (one row per UTC day of the range, oldest first), or `paid_by` (`platform`, then `organization`:
+ * the calls paid with the organization's own provider key).
+ */
+export const USAGE_GROUPS = [...USAGE_DIMENSIONS, "end_user", "day", "paid_by"] as const;
 export type UsageGroup = (typeof USAGE_GROUPS)[number];
 const METRICS = ["requests", "input_tokens", "output_tokens", "total_tokens", "cost_nusd"] as const;
 
@@ -27,6 +31,8 @@ export interface UsageEvent {
   pricedAs?: string;
   /** When it happened; by default now, on the store's clock. */
   at?: Date;
+  /** Paid with the organization's own provider key (a `byok` deployment), not the platform's. */
+  ownKey?: boolean;
 }
 
 /** How long a day's usage is kept. */
@@ -53,10 +59,15 @@ export const utcDay = (at: Date) => at.toISOString().slice(0, 10);
 const dayKey = (org: string, day: string) => `gw:usage:{${org}}:${day}`;
 /** One end user's usage broken down by model or key: what that end user alone may be shown. */
 type Breakdown = "user_model" | "user_key";
-const field = (dimension: UsageDimension | Breakdown | "total", value: string, metric: string) =>
-  `${dimension}|${encodeURIComponent(value)}|${metric}`;
+const field = (
+  dimension: UsageDimension | Breakdown | "total" | "paid_by" | "user_paid_by",
+  value: string,
+  metric: string,
+) => `${dimension}|${encodeURIComponent(value)}|${metric}`;
 /** The value of a breakdown field: the end user and the model or key, U+0000 between (never in either). */
 const pair = (user: string, other: string) => `${user}\u0000${other}`;
+/** The `paid_by` value of calls made with the organization's own provider key; the rest are the platform's. */
+const OWN_KEY = "organization";
 const zero = (): Sums => ({ requests: 0, input_tokens: 0, output_tokens: 0, total_tokens: 0, cost_nusd: 0 });
 const totalsOf = ({ cost_nusd, ...sums }: Sums): Totals => ({
   ...sums,
@@ -107,6 +118,10 @@ export class UsageStore {
       field("key", event.keyId, ""),
       field("user_model", pair(event.user, event.model), ""),
       field("user_key", pair(event.user, event.keyId), ""),
+      // Only calls paid with the organization's own key: the platform's are the totals less these.
+      ...(event.ownKey
+        ? [field("paid_by", OWN_KEY, ""), field("user_paid_by", pair(event.user, OWN_KEY), "")]
+        : []),
     );
   }
 
@@ -118,7 +133,11 @@ export class UsageStore {
    */
   async query(org: string, start: string, end: string, group?: UsageGroup, user?: string) {
     const groupBy: UsageDimension | undefined =
-      group === "end_user" ? "user" : group === "day" ? undefined : group;
+      group === "end_user" ? "user" : group === "day" || group === "paid_by" ? undefined : group;
+    // `paid_by`: the calls paid with the organization's own key (the end user's own, for its view).
+    const ownKey = group === "paid_by" ? zero() : undefined;
+    const ownKeyField =
+      user === undefined ? field("paid_by", OWN_KEY, "") : field("user_paid_by", pair(user, OWN_KEY), "");
     // One end user's view: totals from its own `user` fields, rows from its breakdown (or itself).
     const own = user === undefined ? undefined : encodeURIComponent(user);
     const ownBreakdown = groupBy === "model" ? "user_model" : groupBy === "key" ? "user_key" : "user";
@@ -136,6 +155,7 @@ export class UsageStore {
       if (daily) groups.set(days[i]!, daily);
       for (const [name, amount] of Object.entries(hash)) {
         const [dimension, encoded, metric] = name.split("|") as [string, string, keyof Sums];
+        if (ownKey && name.startsWith(ownKeyField)) ownKey[metric] += Number(amount);
         if (own !== undefined) {
           if (dimension === "user" && encoded === own) {
             totals[metric] += Number(amount);
@@ -162,10 +182,19 @@ export class UsageStore {
         }
       }
     }
+    if (ownKey) {
+      const platform = zero();
+      for (const metric of METRICS) platform[metric] = totals[metric] - ownKey[metric];
+      for (const [value, sums] of [
+        ["platform", platform],
+        [OWN_KEY, ownKey],
+      ] as const)
+        if (sums.requests > 0) groups.set(value, sums);
+    }
     const column = group === "key" ? "key_id" : (group as string);
     const rows = [...groups].map(([value, t]) => ({ [column]: value, ...totalsOf(t) }));
     const data =
-      group === "day"
+      group === "day" || group === "paid_by"
         ? rows
         : rows.sort((a, b) => b.total_tokens - a.total_tokens || b.requests - a.requests);
     return { totals: totalsOf(totals), data };

@@ -1,3 +1,4 @@
+import { AuditLog } from "@gw/core/audit";
 import { createPostgres } from "@gw/core/postgres";
 import { expectJsonError } from "@gw/test-kit";
 import { type FakeMcpServer, startFakeMcpServer } from "@gw/test-kit/mcp-upstream";
@@ -5,7 +6,6 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { newOrg } from "../../../test/authorization-helpers.ts";
 import { consoleSessionCookie, consoleSignIn, useGateway } from "../../../test/harness.ts";
 import { caller, MCP_ENV } from "../../../test/mcp/mcp-helpers.ts";
-import { AuditLog } from "../../audit/audit-log.ts";
 
 const gw = useGateway(MCP_ENV);
 let upstream: FakeMcpServer;

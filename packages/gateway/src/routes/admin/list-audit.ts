@@ -1,8 +1,8 @@
+import { AUDIT_ACTIONS, type AuditLog } from "@gw/core/audit";
 import { RESOURCE_TYPES } from "@gw/core/authz";
 import { defineRoute } from "@gw/core/http";
 import { userIdSchema } from "@gw/core/principal";
 import { z } from "zod";
-import { AUDIT_ACTIONS, type AuditLog } from "../../audit/audit-log.ts";
 import { measured } from "../../audit/audited.ts";
 import type { GatewayMetrics } from "../../metrics.ts";
 import { auditPage, auditQuery } from "../authorization/resource-audit.ts";
@@ -18,7 +18,8 @@ import { TAG } from "./schemas.ts";
 export const orgAuditQuery = auditQuery
   .extend({
     actor: userIdSchema.optional(),
-    resourceType: z.enum(RESOURCE_TYPES).optional(),
+    // An organization's own provider keys (`provider_key`, its id the provider) are audited too.
+    resourceType: z.enum([...RESOURCE_TYPES, "provider_key"]).optional(),
     resourceId: resourceIdSchema.optional(),
     action: z.enum(AUDIT_ACTIONS).optional(),
     since: z.iso.datetime({ offset: true }).optional(),

@@ -1,7 +1,7 @@
+import type { AuditLog } from "@gw/core/audit";
 import type { ResourceAuthorization } from "@gw/core/authz";
 import type { Clock } from "@gw/core/clock";
 import type { Logger } from "@gw/core/logger";
-import type { AuditLog } from "../../audit/audit-log.ts";
 import type { GatewayMetrics } from "../../metrics.ts";
 import type { LookupCursors } from "./lookup-cursor.ts";
 

@@ -1,8 +1,8 @@
+import { AUDIT_CURSOR } from "@gw/core/audit";
 import { NotResourceOwner } from "@gw/core/authz";
 import { defineRoute } from "@gw/core/http";
 import { type JsonSchema, objectSchema } from "@gw/core/openapi";
 import { z } from "zod";
-import { AUDIT_CURSOR } from "../../audit/audit-log.ts";
 import { measured } from "../../audit/audited.ts";
 import { type AuthorizationRouteDeps, TAG } from "./deps.ts";
 import { pageQuery, resourcePathSchema } from "./resource-params.ts";

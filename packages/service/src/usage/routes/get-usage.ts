@@ -4,7 +4,7 @@ import { objectSchema } from "@gw/core/openapi";
 import { ownViewOf } from "@gw/core/permissions";
 import { z } from "zod";
 import { ok } from "../../http/schemas.ts";
-import { USAGE_DIMENSIONS, USAGE_GROUPS, type UsageStore } from "../store.ts";
+import { USAGE_GROUPS, type UsageStore } from "../store.ts";
 
 const date = z.iso.date();
 export const usageQuery = z.object({
@@ -24,10 +24,12 @@ const totalsSchema = objectSchema({
 const MAX_DAYS = 366;
 
 /**
- * `GET /api/v1/usage?start=YYYY-MM-DD&end=YYYY-MM-DD&group_by=model|user|end_user|key`:
+ * `GET /api/v1/usage?start=YYYY-MM-DD&end=YYYY-MM-DD&group_by=model|user|end_user|key|day|paid_by`:
  * the caller's organization's requests, tokens and `cost_usd` over UTC days
  * (inclusive), totals and, with `group_by`, one row per model, end user
- * (`user` and `end_user` alike, named by the column they ask for) or API key.
+ * (`user` and `end_user` alike, named by the column they ask for), API key,
+ * day, or payer (`paid_by`: `platform`, and `organization` for calls made
+ * with the organization's own provider key).
  * An end user (without `organization:read`) gets only its own usage: its
  * totals, and its own rows by model, by key, or its one row by end user.
  */
@@ -45,7 +47,7 @@ export const getUsage = defineRoute({
       object: { type: "string", const: "usage" },
       start: { type: "string", format: "date" },
       end: { type: "string", format: "date" },
-      group_by: { enum: [...USAGE_DIMENSIONS, null] },
+      group_by: { enum: [...USAGE_GROUPS, null] },
       totals: totalsSchema,
       data: { type: "array", items: { type: "object" } },
     }),

@@ -1,13 +1,15 @@
-import type { ResourceRef, ResourceType, Role } from "@gw/core/authz";
-import { type Clock, retentionCutoff, systemClock } from "@gw/core/clock";
-import type { Logger } from "@gw/core/logger";
-import type { Queryable } from "@gw/core/postgres";
-import type { Principal } from "@gw/core/principal";
+import type { ResourceRef, ResourceType, Role } from "./authz/index.ts";
+import { type Clock, retentionCutoff, systemClock } from "./clock.ts";
+import type { Logger } from "./logger.ts";
+import type { Queryable } from "./postgres.ts";
+import type { Principal } from "./principal.ts";
 
 /**
  * `inspect`: an administrator read who holds which role (the admin console), which changes nothing but is
  * recorded; `call`: a tool called through the MCP proxy; `act_as_key_owner`: a request made by one key as
- * a user who owns another key of the organization, which only the key's `onBehalfOf.users` allows.
+ * a user who owns another key of the organization, which only the key's `onBehalfOf.users` allows;
+ * `store` and `delete` of a `provider_key`: an organization's own key for a provider written or removed;
+ * `first_use`: the first model call made with a provider key after it was stored.
  */
 export const AUDIT_ACTIONS = [
   "register",
@@ -17,11 +19,16 @@ export const AUDIT_ACTIONS = [
   "inspect",
   "call",
   "act_as_key_owner",
+  "store",
+  "first_use",
 ] as const;
 export type AuditAction = (typeof AUDIT_ACTIONS)[number];
 
-/** What a record is about: a resource, or (`act_as_key_owner`) the user acted as. */
-export type AuditResourceType = ResourceType | "user";
+/**
+ * What a record is about: a resource, the user acted as (`act_as_key_owner`), or an organization's own
+ * provider key (`provider_key`, its id the provider: `openai`, `azure`, `anthropic`).
+ */
+export type AuditResourceType = ResourceType | "user" | "provider_key";
 
 /**
  * `allowed`: the write landed; `denied`: not an owner (403); `conflict`: 409;
@@ -33,7 +40,7 @@ export type AuditOutcome = "allowed" | "denied" | "conflict" | "error" | "unknow
 
 /** What happened, as a request describes it before it runs. */
 export interface AuditEvent {
-  action: Exclude<AuditAction, "call" | "act_as_key_owner">;
+  action: Exclude<AuditAction, "call" | "act_as_key_owner" | "store" | "first_use">;
   resource: ResourceRef;
   /** The user whose role changes (grant, revoke). */
   subject?: string;
@@ -79,7 +86,7 @@ export interface AuditPage {
 export interface AuditFilters {
   /** The acting user. */
   actor?: string | undefined;
-  resourceType?: ResourceType | undefined;
+  resourceType?: ResourceType | "provider_key" | undefined;
   /** Only with `resourceType`. */
   resourceId?: string | undefined;
   action?: AuditAction | undefined;
@@ -89,12 +96,18 @@ export interface AuditFilters {
 }
 
 export interface AuditLogOptions {
-  /** How long records are kept, in milliseconds (`AUDIT_RETENTION`): older ones vanish from reads at once. */
-  retentionMs: number;
+  /**
+   * How long records are kept, in milliseconds (`AUDIT_RETENTION`): older ones vanish from reads at once.
+   * None for a process that only writes records (the service): the gateway reads and sweeps them.
+   */
+  retentionMs: number | undefined;
   logger?: Logger;
   /** Its wall time stamps records and bounds the retention (tests move it). */
   clock?: Clock;
 }
+
+/** What a listing narrows to: a resource, or an organization's provider key. */
+type AuditedThing = ResourceRef | { type: "provider_key"; id: string };
 
 /** A record's id and the cursor of listings: `<time in ms>-<sequence>`. */
 export const AUDIT_CURSOR = /^\d{1,15}-\d{1,15}$/;
@@ -130,7 +143,7 @@ interface Row {
  */
 export class AuditLog {
   private readonly db: Queryable;
-  private readonly retentionMs: number;
+  private readonly retentionMs: number | undefined;
   private readonly logger: Logger | undefined;
   private readonly clock: Clock;
 
@@ -149,10 +162,14 @@ export class AuditLog {
     return toRecord({ seq, at, record: intent, outcome: "unknown", zed_token: null });
   }
 
-  /** Records something already decided and done (an MCP tool call), in one statement. */
-  async record(intent: AuditIntent, outcome: AuditOutcome): Promise<AuditRecord> {
+  /**
+   * Records something already decided and done (an MCP tool call), in one
+   * statement; with `tx`, in that transaction, so the record and the change
+   * it describes are kept together or not at all.
+   */
+  async record(intent: AuditIntent, outcome: AuditOutcome, tx?: Queryable): Promise<AuditRecord> {
     const at = new Date(this.clock.wall());
-    const seq = await this.insert(intent, at, outcome);
+    const seq = await this.insert(intent, at, outcome, tx);
     const recorded = toRecord({ seq, at, record: intent, outcome, zed_token: null });
     this.logger?.info({ audit: recorded }, "audit");
     return recorded;
@@ -163,8 +180,13 @@ export class AuditLog {
    * and lone surrogates as sent), and the columns filters compare in the form
    * PostgreSQL's text can hold (`auditKeyText`), so no value can fail the write.
    */
-  private async insert(intent: AuditIntent, at: Date, outcome: AuditOutcome): Promise<string> {
-    const { rows } = await this.db.query<{ seq: string }>(
+  private async insert(
+    intent: AuditIntent,
+    at: Date,
+    outcome: AuditOutcome,
+    db: Queryable = this.db,
+  ): Promise<string> {
+    const { rows } = await db.query<{ seq: string }>(
       `INSERT INTO audit_records (org, at, resource_type, resource_id, actor, action, record, outcome)
        VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING seq`,
       [
@@ -203,7 +225,7 @@ export class AuditLog {
     // An id names a resource only with its type (the route refuses one without, 422).
     if (filters.resourceId !== undefined && !filters.resourceType)
       throw new Error("An audit filter by resource id needs the resource's type");
-    const resource =
+    const resource: AuditedThing | undefined =
       filters.resourceType && filters.resourceId !== undefined
         ? { type: filters.resourceType, id: filters.resourceId }
         : undefined;
@@ -224,7 +246,7 @@ export class AuditLog {
    * another sweeper holds are skipped), until none is left; returns how many.
    */
   async sweep(batch = 1_000): Promise<number> {
-    const cutoff = retentionCutoff(this.clock, this.retentionMs);
+    const cutoff = this.cutoff();
     let total = 0;
     for (;;) {
       const { rowCount } = await this.db.query(
@@ -239,19 +261,21 @@ export class AuditLog {
     }
   }
 
+  /** Records at or before this instant are past the retention. */
+  private cutoff(): Date {
+    if (this.retentionMs === undefined) throw new Error("This audit log only writes: it has no retention");
+    return retentionCutoff(this.clock, this.retentionMs);
+  }
+
   private async read(
     org: string,
-    resource: ResourceRef | undefined,
+    resource: AuditedThing | undefined,
     page: { limit: number; cursor?: string | undefined },
     filters: AuditFilters = {},
   ): Promise<AuditPage> {
     // Filters compare columns, never the record: PostgreSQL's JSON operators would turn every string of
     // every record they pass into text, and fail on one holding U+0000 or a lone surrogate.
-    const values: unknown[] = [
-      auditKeyText(org),
-      retentionCutoff(this.clock, this.retentionMs),
-      page.limit + 1,
-    ];
+    const values: unknown[] = [auditKeyText(org), this.cutoff(), page.limit + 1];
     let where = "org = $1 AND at > $2";
     if (resource) {
       values.push(auditKeyText(resource.type), auditKeyText(resource.id));
