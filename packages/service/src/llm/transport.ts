@@ -5,15 +5,20 @@ import { Agent, request } from "undici";
 import { ProviderFailed, ProviderRateLimited, ProviderTimeout, redactProviderText } from "./errors.ts";
 
 /**
- * The provider's HTTP transport: one POST to `/chat/completions` with its
- * deadline, bodies read within size limits, a stream's text read within the
- * deadline between reads. Failures are `ProviderError`s in the service's own
- * words (the provider's text, redacted, only as their detail).
+ * The providers' HTTP transport: one POST with its deadline, bodies read
+ * within size limits, a stream's text read within the deadline between
+ * reads. Failures are `ProviderError`s in the service's own words (the
+ * provider's text, redacted, only as their detail). Each adapter says where
+ * and with which credential headers (`llm/openai.ts`, `llm/azure.ts`).
  */
 
 export interface TransportOptions {
-  baseUrl: string | undefined;
-  apiKey: string | undefined;
+  /** The whole URL of the call. */
+  url: string;
+  /** The credential's headers (`authorization`, `api-key`, …). */
+  headers: Record<string, string>;
+  /** Replaced by `[redacted]` in whatever of the provider's text reaches the log. */
+  secrets: readonly (string | undefined)[];
   timeoutMs: number;
 }
 
@@ -57,10 +62,7 @@ export async function post(
   /** The call's span: the provider gets it as its `traceparent` (the request's trace, from the client's). */
   span?: Span,
 ): Promise<ProviderResponse> {
-  const headers: Record<string, string> = {
-    "content-type": "application/json",
-    ...(options.apiKey ? { authorization: `Bearer ${options.apiKey}` } : {}),
-  };
+  const headers: Record<string, string> = { "content-type": "application/json", ...options.headers };
   injectTraceHeaders(headers, span);
   // A large request is serialised, to its bytes, in a turn of its own, as a large body is parsed (`inTurn`).
   const payload = atLeastChars(body, LARGE_WORK_CHARS)
@@ -69,10 +71,10 @@ export async function post(
   let answer: Awaited<ReturnType<typeof request>>;
   try {
     answer = await within(
-      request(`${options.baseUrl}/chat/completions`, {
+      request(options.url, {
         method: "POST",
         headers,
-        dispatcher: poolOf(options.baseUrl!),
+        dispatcher: poolOf(options.url),
         body: payload,
         signal,
       }),
@@ -82,7 +84,7 @@ export async function post(
     if (err instanceof ProviderTimeout || signal.aborted) throw err;
     const cause = ((err as { cause?: unknown }).cause ?? err) as { code?: string; message?: string };
     throw new ProviderFailed("it could not be reached", {
-      detail: redactProviderText(cause?.code ?? cause?.message ?? String(err), [options.apiKey]),
+      detail: redactProviderText(cause?.code ?? cause?.message ?? String(err), options.secrets),
     });
   }
   const raw = answer.headers;
@@ -103,10 +105,10 @@ export async function post(
   }));
   res.close(); // what was not read of an error's body
   if (res.status === 429)
-    throw new ProviderRateLimited(res.headers.get("retry-after"), redactProviderText(text, [options.apiKey]));
+    throw new ProviderRateLimited(res.headers.get("retry-after"), redactProviderText(text, options.secrets));
   throw new ProviderFailed(`it answered HTTP ${res.status}`, {
     status: res.status,
-    detail: redactProviderText(text, [options.apiKey]),
+    detail: redactProviderText(text, options.secrets),
   });
 }
 
