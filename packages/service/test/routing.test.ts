@@ -1,10 +1,13 @@
+import { randomBytes } from "node:crypto";
 import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { Limits } from "@gw/core/limits";
+import { flushTracing, startTracing, stopTracing } from "@gw/core/tracing";
 import { CountingWindows } from "@gw/core/windows";
 import { scanKeys } from "@gw/test-kit";
 import { type FakeLLM, startFakeLLM } from "@gw/test-kit/llm-upstream";
+import { InMemorySpanExporter } from "@opentelemetry/sdk-trace";
 import { afterAll, beforeAll, beforeEach, describe, expect, it, vi } from "vitest";
 import { utcDay } from "../src/usage/store.ts";
 import { llmError, parseEvents, useStack } from "./stack.ts";
@@ -69,6 +72,10 @@ routing:
   );
   serviceEnv.MODELS_FILE = file;
 });
+// Before the stack starts (its clients install their span hooks only when tracing is on); stopped after it.
+const exporter = new InMemorySpanExporter();
+startTracing("routing-test", {}, { exporter, simple: true });
+afterAll(() => stopTracing());
 const stack = useStack(serviceEnv);
 afterAll(async () => {
   await Promise.all([a.close(), b.close(), c.close()]);
@@ -118,6 +125,32 @@ describe("a model name routed across deployments", () => {
       apiKey: KEY_B,
       authorization: undefined,
     });
+  });
+
+  it("shows each attempt as a span of its own, naming its deployment", async () => {
+    const key = await stack.createKey();
+    a.mode = "fail";
+    const traceId = randomBytes(16).toString("hex");
+    const res = await stack.call(key.secret, "/api/v1/llm/chat/completions", {
+      json: { model: "gpt-4o", messages: [{ role: "user", content: "traced" }] },
+      headers: { traceparent: `00-${traceId}-00f067aa0ba902b7-01` },
+    });
+    expect(res.status).toBe(200);
+    await flushTracing();
+    const attempts = exporter
+      .getFinishedSpans()
+      .filter((s) => s.spanContext().traceId === traceId && s.name === "model provider chat")
+      .sort((x, y) => (x.startTime[0] - y.startTime[0]) * 1e9 + (x.startTime[1] - y.startTime[1]));
+    expect(
+      attempts.map((s) => [
+        s.attributes["gw.deployment"],
+        s.attributes["gen_ai.request.model"],
+        s.status.code,
+      ]),
+    ).toEqual([
+      ["gpt-4o#0", "gpt-4o-a", 2], // SpanStatusCode.ERROR
+      ["gpt-4o#1", "gpt-4o-b", 0],
+    ]);
   });
 
   it("counts the retry and, at the catalogue's count of failures, cools the failing deployment down for every later call", async () => {
