@@ -2,7 +2,7 @@ import { LATENCY_BUCKETS, type Metrics } from "@gw/core/metrics";
 import { Counter, Gauge, Histogram } from "prom-client";
 import type { Catalogue, Deployment } from "./catalogue.ts";
 import type { Completion } from "./chat.ts";
-import type { Cooldowns } from "./cooldowns.ts";
+import type { Cooldowns, DeploymentState } from "./cooldowns.ts";
 import { costNanoUsd } from "./prices.ts";
 import type { CallOutcome, RouterMetrics } from "./router.ts";
 import { ATTEMPT_OUTCOMES } from "./router.ts";
@@ -110,7 +110,7 @@ export function createProviderMetrics(metrics: Metrics) {
   let watched: { catalogue: Catalogue; cooldowns: Cooldowns } | undefined;
   new Gauge({
     name: `${p}_llm_deployment_cooling`,
-    help: "1 while a deployment cools down, as the shared state in Redis says at the scrape (every replica reports the same); 0 otherwise. Deployments of models that never cool (one deployment, no fallback) are not listed.",
+    help: "1 while a deployment cools down, as the shared state in Redis says at the scrape (every replica reports the same); 0 otherwise, and always for a model that never cools (one deployment, no fallback).",
     labelNames: DEPLOYMENT_LABELS,
     registers,
     async collect() {
@@ -119,15 +119,17 @@ export function createProviderMetrics(metrics: Metrics) {
       const { catalogue, cooldowns: store } = watched;
       for (const name of catalogue.names) {
         const model = catalogue.get(name);
-        if (!model?.canCool) continue;
+        if (!model) continue;
+        let states: DeploymentState[] = [];
         try {
-          const states = await store.states(model);
-          for (const d of model.deployments)
-            this.set(labelsOf(d), states[d.index]?.kind === "cooling" ? 1 : 0);
+          if (model.canCool) states = await store.states(model);
         } catch {
           storeErrors.inc();
         }
+        for (const d of model.deployments) this.set(labelsOf(d), states[d.index]?.kind === "cooling" ? 1 : 0);
       }
+      // The shorthand without LLM_MODELS: its one deployment, which never cools.
+      for (const d of catalogue.deployments) if (d.modelName === "*") this.set(labelsOf(d), 0);
     },
   });
   for (const outcome of PROVIDER_OUTCOMES) requests.inc({ outcome }, 0);
