@@ -87,6 +87,7 @@ async function decisionCost(report: Report): Promise<void> {
   const adapter: ModelProvider = {
     complete: async () => instant,
     async *stream() {
+      yield instant.text;
       return instant;
     },
   };
