@@ -23,7 +23,8 @@ const PRICES = {
   b: { input: 1, cached_input: 0.5, output: 2 },
   c: { input: 0.1, cached_input: 0.05, output: 0.2 },
 };
-const KEY_A = "sk-deployment-a-0123456789abcdef";
+// Neither looks like a key to the log's patterns (no `sk-` prefix, under 40 characters): only the catalogue knows them.
+const KEY_A = "deployment-a-0123456789abcdef";
 const KEY_B = "azure-key-b-0123456789abcdef";
 
 const serviceEnv: Record<string, string> = {
@@ -87,6 +88,7 @@ beforeEach(async () => {
   for (const fake of [a, b, c]) {
     fake.mode = "ok";
     fake.failStatus = 500;
+    fake.failBody = undefined;
     fake.retryAfter = "7";
   }
   const keys = await scanKeys(stack.redis, "gw:llm:cooldown:*");
@@ -311,6 +313,22 @@ describe("fallbacks and the key's model allowlist", () => {
     expect(res.status).toBe(502);
     expect(await res.json()).toEqual(llmError("bad_gateway", expect.stringContaining("503")));
     expect(c.requests.length).toBe(before);
+  });
+
+  it("keeps every deployment's key out of the log, whichever provider's text carries it", async () => {
+    const key = await stack.createKey({ models: ["gpt-4o"] });
+    a.mode = "fail";
+    b.mode = "fail";
+    // A provider that echoes credentials: its own, and another deployment's.
+    b.failBody = JSON.stringify({ error: { message: `bad keys ${KEY_B} and ${KEY_A}` } });
+    const res = await ask(key.secret);
+    expect(res.status).toBe(502);
+    const logged = JSON.stringify(
+      stack.serviceLogs.filter((line) => line.requestId === res.headers.get("x-request-id")),
+    );
+    expect(logged).toContain("bad keys [redacted]");
+    expect(logged).not.toContain(KEY_A);
+    expect(logged).not.toContain(KEY_B);
   });
 
   it("lists the catalogue's names the key may use, `auto` being the first", async () => {

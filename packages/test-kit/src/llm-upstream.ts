@@ -100,6 +100,8 @@ export interface FakeLLM {
   mode: UpstreamMode;
   /** Status of `fail` answers. */
   failStatus: number;
+  /** The body of `fail` answers; unset: an OpenAI-style error whose message carries `PROVIDER_SECRETS`. */
+  failBody: string | undefined;
   /** The `Retry-After` of `rate-limit` answers; `undefined`: none. */
   retryAfter: string | undefined;
   /** Size of the body (or event) that `oversized` sends. */
@@ -160,6 +162,7 @@ export async function startFakeLLM(port = 0): Promise<FakeLLM> {
     requests: [],
     mode: "ok",
     failStatus: 500,
+    failBody: undefined,
     retryAfter: "7",
     oversizeBytes: 256 * 1024,
     framing: "lf",
@@ -202,7 +205,10 @@ export async function startFakeLLM(port = 0): Promise<FakeLLM> {
     if (fake.mode === "fail") {
       res
         .writeHead(fake.failStatus, { "content-type": "application/json" })
-        .end(JSON.stringify({ error: { message: leakyMessage, type: "server_error", code: null } }));
+        .end(
+          fake.failBody ??
+            JSON.stringify({ error: { message: leakyMessage, type: "server_error", code: null } }),
+        );
       return;
     }
     if (fake.mode === "rate-limit") {

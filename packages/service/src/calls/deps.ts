@@ -42,6 +42,7 @@ export function chatProvider(
       maxResponseBytes: config.LLM_MAX_RESPONSE_BYTES,
       maxEventChars: config.LLM_MAX_EVENT_CHARS,
       ids: deps.ids,
+      secrets: config.catalogue.deployments.flatMap((d) => (d.apiKey ? [d.apiKey] : [])),
     },
     cooldowns,
     clock: deps.clock,

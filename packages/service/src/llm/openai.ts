@@ -267,13 +267,18 @@ export class OpenAIProvider implements ModelProvider {
   ): Promise<ProviderResponse> {
     const target = {
       ...this.target(request),
-      secrets: [this.deployment.apiKey],
+      secrets: this.secrets(),
       timeoutMs: this.deployment.timeoutMs,
     };
     return post(target, body, signal, span);
   }
 
   private redact(text: string): string {
-    return redactProviderText(text, [this.deployment.apiKey]);
+    return redactProviderText(text, this.secrets());
+  }
+
+  /** Its own key (an organization's, for a `byok` deployment) and every other deployment's. */
+  private secrets(): readonly (string | undefined)[] {
+    return [this.deployment.apiKey, ...(this.options.secrets ?? [])];
   }
 }

@@ -59,6 +59,8 @@ export interface AdapterOptions {
   maxEventChars: number;
   /** Issues the ids of tool calls the provider sent without one (the process's clock stamps them). */
   ids: Ids;
+  /** Every deployment's key: replaced by `[redacted]` in whatever of any provider's text reaches the log. */
+  secrets?: readonly string[] | undefined;
 }
 
 /** Makes the adapter of a deployment (its key may be an organization's own: `byok`). */
