@@ -26,6 +26,7 @@ type Behaviour = "ok" | "hang" | Error | { pieces: string[]; thenFail?: Error };
 /** Fake adapters: each deployment's calls, as the router made them, and what the deployment does. */
 function fakeAdapters() {
   const calls: { deployment: string; request: ChatRequest }[] = [];
+  const closed: string[] = [];
   const behaviour = new Map<string, Behaviour>();
   const completion = (deployment: Deployment, request: ChatRequest): Completion => ({
     text: `from ${deployment.id}`,
@@ -47,16 +48,20 @@ function fakeAdapters() {
     },
     async *stream(request, signal): AsyncGenerator<string | ToolCallDelta, Completion> {
       calls.push({ deployment: deployment.id, request });
-      const does = behaviour.get(deployment.id) ?? "ok";
-      if (does === "hang") return await hang(signal);
-      if (does instanceof Error) throw does;
-      if (does === "ok") {
-        yield `from ${deployment.id}`;
+      try {
+        const does = behaviour.get(deployment.id) ?? "ok";
+        if (does === "hang") return await hang(signal);
+        if (does instanceof Error) throw does;
+        if (does === "ok") {
+          yield `from ${deployment.id}`;
+          return completion(deployment, request);
+        }
+        for (const piece of does.pieces) yield piece;
+        if (does.thenFail) throw does.thenFail;
         return completion(deployment, request);
+      } finally {
+        closed.push(deployment.id); // where an adapter lets go of its connection
       }
-      for (const piece of does.pieces) yield piece;
-      if (does.thenFail) throw does.thenFail;
-      return completion(deployment, request);
     },
   });
   const adapters = { openai: factory, azure: factory, anthropic: factory } as Record<
@@ -65,6 +70,7 @@ function fakeAdapters() {
   >;
   return {
     calls,
+    closed,
     behaviour,
     adapters,
     called: (id: string) => calls.filter((c) => c.deployment === id).length,
@@ -340,6 +346,16 @@ describe("routing a stream", () => {
     expect(first.value).toBe("from m#1");
     expect(seen.servedBy?.deployment).toBe("m#1");
     expect((await read(stream)).completion.servedBy?.deployment).toBe("m#1");
+  });
+
+  it("lets go of the deployment's stream when its reader stops reading after a piece", async () => {
+    const r = router([model("m", [{}, { priority: 1 }])]);
+    r.behaviour.set("m#0", { pieces: ["one", "two", "three"] });
+    const stream = r.router.stream(ask("m"), signal());
+    expect((await stream.next()).value).toBe("one");
+    expect(r.closed).toEqual([]);
+    await stream.return(undefined as never);
+    expect(r.closed).toEqual(["m#0"]);
   });
 
   it("never retries a stream that broke after its first piece reached the reader, but counts it against the deployment", async () => {

@@ -235,6 +235,8 @@ export class ModelRouter implements ChatProvider {
     const started = this.deps.clock.now();
     const route = new Route(this, this.deps, request, signal);
     let ended = false;
+    // The attempt whose stream reached the reader: let go of it however our reader stops.
+    let reading: AsyncGenerator<string | ToolCallDelta, Completion> | undefined;
     try {
       for (;;) {
         const attempt = await route.next();
@@ -249,6 +251,7 @@ export class ModelRouter implements ChatProvider {
         }
         // From here on the answer reaches the client: no other deployment is tried.
         route.committed();
+        reading = pieces;
         if (attemptSeen.model !== undefined) seen.model = attemptSeen.model;
         seen.servedBy = route.servedBy(attempt);
         let completion: Completion;
@@ -274,7 +277,10 @@ export class ModelRouter implements ChatProvider {
     } finally {
       route.close();
       // Our caller stopped reading (its client went away) before the stream ended.
-      if (!ended) this.deps.metrics?.call("cancelled", this.seconds(started));
+      if (!ended) {
+        this.deps.metrics?.call("cancelled", this.seconds(started));
+        await reading?.return(undefined as never).catch(() => undefined);
+      }
     }
   }
 
