@@ -45,8 +45,8 @@ export async function startEvalWorkerProcess(config: ServiceConfig, logger: Logg
   const evals = startEvalsFromConfig(config, {
     redis,
     db,
-    provider: chatProvider(config, metrics, ids(clock)),
-    usage: new UsageStore(redis, config.LLM_MODELS?.prices, clock),
+    provider: chatProvider(config, { metrics, ids: ids(clock), redis, clock, logger }),
+    usage: new UsageStore(redis, clock),
     budgets,
     logger,
     metrics,

@@ -83,12 +83,13 @@ export async function startService(
   });
   const assertions = await internalAssertions(config.INTERNAL_ASSERTION_SECRET, config.DATA_DIR, logger);
   const issuer = ids(clock);
-  const provider = chatProvider(config, metrics, issuer);
-  if (!config.LLM_BASE_URL)
-    logger.warn("no model provider configured: responses answer 503 until LLM_BASE_URL is set");
+  const provider = chatProvider(config, { metrics, ids: issuer, redis, clock, logger });
+  if (!config.catalogue.configured)
+    logger.warn(
+      "no model provider configured: model calls answer 503 until MODELS_FILE or LLM_BASE_URL is set",
+    );
 
-  const prices = config.LLM_MODELS?.prices ?? new Map();
-  const usage = new UsageStore(redis, prices, clock);
+  const usage = new UsageStore(redis, clock);
   const budgets = budgetDeps(config, redis, metrics, logger, clock);
   const evals = startEvalsFromConfig(config, {
     redis,
@@ -168,6 +169,9 @@ export async function startService(
     {
       port,
       llm: config.LLM_BASE_URL ? redactUrl(config.LLM_BASE_URL) : null,
+      models: config.MODELS_FILE
+        ? { file: config.MODELS_FILE, names: config.catalogue.names.length }
+        : undefined,
       spicedb: config.spicedb.endpoint,
       database: redactUrl(config.DATABASE_URL),
     },

@@ -27,12 +27,20 @@ export interface UsageEvent {
   usage: Usage;
   /** Input tokens the provider served from its cache (priced as cached input). */
   cachedTokens?: number;
-  /** The model whose price applies: the one asked for (`model` is the one that answered, e.g. a dated version). Default `model`. */
-  pricedAs?: string;
+  /** The price of the deployment that served it (USD per million tokens); none: it costs 0. */
+  price?: ModelPrice | undefined;
+  /** The deployment that served it: its provider kind and the upstream's own model id. */
+  deployment?: ServingDeployment | undefined;
   /** When it happened; by default now, on the store's clock. */
   at?: Date;
   /** Paid with the organization's own provider key (a `byok` deployment), not the platform's. */
   ownKey?: boolean;
+}
+
+/** Where a call was served: as `group_by=model` rows list it under `deployments`. */
+export interface ServingDeployment {
+  provider: string;
+  model: string;
 }
 
 /** How long a day's usage is kept. */
@@ -57,15 +65,19 @@ type Scripted = RedisClient & { recordUsage(key: string, ...args: (string | numb
 /** `YYYY-MM-DD` in UTC. */
 export const utcDay = (at: Date) => at.toISOString().slice(0, 10);
 const dayKey = (org: string, day: string) => `gw:usage:{${org}}:${day}`;
-/** One end user's usage broken down by model or key: what that end user alone may be shown. */
-type Breakdown = "user_model" | "user_key";
+/**
+ * One end user's usage broken down by model or key (what that end user
+ * alone may be shown), and a model's by the deployment that served it
+ * (`model_deployment`, and one end user's: `user_model_deployment`).
+ */
+type Breakdown = "user_model" | "user_key" | "model_deployment" | "user_model_deployment";
 const field = (
   dimension: UsageDimension | Breakdown | "total" | "paid_by" | "user_paid_by",
   value: string,
   metric: string,
 ) => `${dimension}|${encodeURIComponent(value)}|${metric}`;
-/** The value of a breakdown field: the end user and the model or key, U+0000 between (never in either). */
-const pair = (user: string, other: string) => `${user}\u0000${other}`;
+/** The value of a breakdown field: its parts (an end user, a model, a key, a deployment's provider and model), U+0000 between (never in any). */
+const pair = (...parts: string[]) => parts.join("\u0000");
 /** The `paid_by` value of calls made with the organization's own provider key; the rest are the platform's. */
 const OWN_KEY = "organization";
 const zero = (): Sums => ({ requests: 0, input_tokens: 0, output_tokens: 0, total_tokens: 0, cost_nusd: 0 });
@@ -76,24 +88,19 @@ const totalsOf = ({ cost_nusd, ...sums }: Sums): Totals => ({
 
 /**
  * Requests, tokens and cost per organization and UTC day, broken down by
- * model, end user and API key: one Redis hash a day, incremented atomically,
- * kept for 400 days. Cost is counted in billionths of a dollar at the
- * model's price when it is recorded (a model without a price costs 0).
+ * model (and within it by the deployment that served it), end user and API
+ * key: one Redis hash a day, incremented atomically, kept for 400 days.
+ * Cost is counted in billionths of a dollar at the serving deployment's
+ * price when it is recorded (an unpriced deployment costs 0).
  */
 export class UsageStore {
   private readonly redis: RedisClient;
-  private readonly prices: ReadonlyMap<string, ModelPrice>;
   private readonly clock: Clock;
 
   /** `clock`: its wall time says which UTC day a call counts in. */
-  constructor(
-    redis: RedisClient,
-    prices: ReadonlyMap<string, ModelPrice> = new Map(),
-    clock: Clock = systemClock,
-  ) {
+  constructor(redis: RedisClient, clock: Clock = systemClock) {
     if (!("recordUsage" in redis)) redis.defineCommand("recordUsage", { numberOfKeys: 1, lua: RECORD_USAGE });
     this.redis = redis;
-    this.prices = prices;
     this.clock = clock;
   }
 
@@ -105,7 +112,7 @@ export class UsageStore {
   /** One command (a script on the day's hash), not a transaction of 22: a model call's usage costs one round trip of one small command. */
   async record(event: UsageEvent): Promise<void> {
     const key = dayKey(event.org, utcDay(event.at ?? new Date(this.clock.wall())));
-    const price = this.prices.get(event.pricedAs ?? event.model);
+    const { price, deployment } = event;
     const cost = price ? costNanoUsd(price, { ...event.usage, cached_tokens: event.cachedTokens ?? 0 }) : 0;
     const amounts: Sums = { requests: 1, ...event.usage, cost_nusd: cost };
     await (this.redis as Scripted).recordUsage(
@@ -121,6 +128,16 @@ export class UsageStore {
       // Only calls paid with the organization's own key: the platform's are the totals less these.
       ...(event.ownKey
         ? [field("paid_by", OWN_KEY, ""), field("user_paid_by", pair(event.user, OWN_KEY), "")]
+        : []),
+      ...(deployment
+        ? [
+            field("model_deployment", pair(event.model, deployment.provider, deployment.model), ""),
+            field(
+              "user_model_deployment",
+              pair(event.user, event.model, deployment.provider, deployment.model),
+              "",
+            ),
+          ]
         : []),
     );
   }
@@ -150,12 +167,23 @@ export class UsageStore {
     const hashes = ((await pipeline.exec()) ?? []).map(([, h]) => (h ?? {}) as Record<string, string>);
     const totals = zero();
     const groups = new Map<string, Sums>();
+    // With `group_by=model`: each model's usage by the deployment that served it (`model\0provider\0upstream`).
+    const served = new Map<string, Sums>();
+    const deploymentBreakdown =
+      groupBy !== "model" ? undefined : own === undefined ? "model_deployment" : "user_model_deployment";
     for (const [i, hash] of hashes.entries()) {
       const daily = group === "day" ? zero() : undefined;
       if (daily) groups.set(days[i]!, daily);
       for (const [name, amount] of Object.entries(hash)) {
         const [dimension, encoded, metric] = name.split("|") as [string, string, keyof Sums];
         if (ownKey && name.startsWith(ownKeyField)) ownKey[metric] += Number(amount);
+        if (dimension === deploymentBreakdown) {
+          const value = decodeURIComponent(encoded);
+          if (own === undefined) addTo(served, value, metric, Number(amount));
+          else if (value.startsWith(`${user}\u0000`))
+            addTo(served, value.slice(user!.length + 1), metric, Number(amount));
+          continue;
+        }
         if (own !== undefined) {
           if (dimension === "user" && encoded === own) {
             totals[metric] += Number(amount);
@@ -192,13 +220,27 @@ export class UsageStore {
         if (sums.requests > 0) groups.set(value, sums);
     }
     const column = group === "key" ? "key_id" : (group as string);
-    const rows = [...groups].map(([value, t]) => ({ [column]: value, ...totalsOf(t) }));
+    const rows = [...groups].map(([value, t]) => ({
+      [column]: value,
+      ...totalsOf(t),
+      ...(deploymentBreakdown ? { deployments: deploymentsOf(served, value) } : {}),
+    }));
     const data =
       group === "day" || group === "paid_by"
         ? rows
         : rows.sort((a, b) => b.total_tokens - a.total_tokens || b.requests - a.requests);
     return { totals: totalsOf(totals), data };
   }
+}
+
+/** The rows of `model`'s deployments, busiest first. */
+function deploymentsOf(served: Map<string, Sums>, model: string) {
+  const rows: ({ provider: string; model: string } & Totals)[] = [];
+  for (const [value, sums] of served) {
+    const [name, provider, upstream] = value.split("\u0000") as [string, string, string];
+    if (name === model) rows.push({ provider, model: upstream, ...totalsOf(sums) });
+  }
+  return rows.sort((a, b) => b.total_tokens - a.total_tokens || b.requests - a.requests);
 }
 
 function addTo(groups: Map<string, Sums>, value: string, metric: keyof Sums, amount: number): void {

@@ -1,0 +1,127 @@
+import { execFile } from "node:child_process";
+import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { promisify } from "node:util";
+import { scanKeys } from "@gw/test-kit";
+import { type FakeLLM, startFakeLLM } from "@gw/test-kit/llm-upstream";
+import { pythonWith } from "@gw/test-kit/python-venv";
+import OpenAI from "openai";
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import { useStack } from "../../packages/service/test/stack.ts";
+import { OPENAI_PYTHON } from "./openai-python.ts";
+
+const run = promisify(execFile);
+
+/**
+ * The OpenAI client libraries, unchanged, through a model name whose first
+ * deployment fails: `gpt-4o` on A (which the tests make answer 500, or hang),
+ * then its fallback `gpt-4o-mini` on C. The client sees one ordinary answer.
+ */
+const serviceEnv: Record<string, string> = {
+  LLM_BASE_URL: "",
+  LLM_API_KEY: "",
+  LLM_DEFAULT_MODEL: "",
+  LLM_RETRY_BACKOFF_MS: "0",
+};
+let a: FakeLLM;
+let c: FakeLLM;
+let dir: string;
+beforeAll(async () => {
+  [a, c] = await Promise.all([startFakeLLM(), startFakeLLM()]);
+  dir = await mkdtemp(join(tmpdir(), "gw-e2e-providers-"));
+  serviceEnv.MODELS_FILE = join(dir, "models.yaml");
+  await writeFile(
+    serviceEnv.MODELS_FILE,
+    `models:
+  - name: gpt-4o
+    fallbacks: [gpt-4o-mini]
+    deployments: [{provider: openai, base_url: "${a.baseUrl}", model: gpt-4o-a, timeout_ms: 300}]
+  - name: gpt-4o-mini
+    deployments: [{provider: openai, base_url: "${c.baseUrl}", model: mini-c}]
+`,
+  );
+});
+const stack = useStack(serviceEnv);
+afterAll(async () => {
+  await Promise.all([a.close(), c.close()]);
+  await rm(dir, { recursive: true, force: true });
+});
+beforeEach(async () => {
+  a.mode = "fail";
+  for (const key of await scanKeys(stack.redis, "gw:llm:cooldown:*")) await stack.redis.del(key);
+});
+
+describe("the official openai SDK through a fallback", () => {
+  const client = async () =>
+    new OpenAI({
+      apiKey: (await stack.createKey()).secret,
+      baseURL: `${stack.gatewayUrl}/api/v1/llm`,
+      maxRetries: 0,
+    });
+
+  it("gets a chat completion, whole and streamed, from the fallback", async () => {
+    const openai = await client();
+    const completion = await openai.chat.completions.create({
+      model: "gpt-4o",
+      messages: [{ role: "user", content: "through the fallback" }],
+    });
+    expect(completion.choices[0]?.message.content).toBe("Echo: through the fallback");
+    expect(completion.model).toBe("mini-c-2026-01-01");
+
+    a.mode = "stall";
+    const stream = await openai.chat.completions.create({
+      model: "gpt-4o",
+      messages: [{ role: "user", content: "streamed after a hang" }],
+      stream: true,
+      stream_options: { include_usage: true },
+    });
+    let text = "";
+    let usage: unknown;
+    for await (const chunk of stream) {
+      text += chunk.choices[0]?.delta?.content ?? "";
+      usage ??= chunk.usage ?? undefined;
+    }
+    expect(text).toBe("Echo: streamed after a hang");
+    expect(usage).toMatchObject({ completion_tokens: 5 });
+  });
+
+  it("gets a response, whole and streamed, from the fallback", async () => {
+    const openai = await client();
+    const response = await openai.responses.create({ model: "gpt-4o", input: "a response", store: false });
+    expect(response.output_text).toBe("Echo: a response");
+    const stream = await openai.responses.create({ model: "gpt-4o", input: "a streamed one", stream: true });
+    const types: string[] = [];
+    let text = "";
+    for await (const event of stream) {
+      types.push(event.type);
+      if (event.type === "response.output_text.delta") text += event.delta;
+    }
+    expect(types[0]).toBe("response.created");
+    expect(types.at(-1)).toBe("response.completed");
+    expect(text).toBe("Echo: a streamed one");
+  });
+});
+
+describe("openai-python through a fallback", () => {
+  it("gets a chat completion from the fallback", async (ctx) => {
+    const env = await pythonWith([OPENAI_PYTHON]);
+    if ("skip" in env) {
+      process.stderr.write(`SKIPPED the openai-python test: ${env.skip}; .ci/run installs it\n`);
+      ctx.skip(env.skip);
+      return;
+    }
+    const key = await stack.createKey();
+    const script = [
+      "import os, openai",
+      "client = openai.OpenAI(api_key=os.environ['GATEWAY_KEY'], base_url=os.environ['GATEWAY_URL'] + '/api/v1/llm', max_retries=0)",
+      "c = client.chat.completions.create(model='gpt-4o', messages=[{'role': 'user', 'content': 'from python'}])",
+      "print(c.model, c.choices[0].message.content, sep='|')",
+    ].join("\n");
+    const { stdout } = await run(env.python, ["-c", script], {
+      env: { ...process.env, GATEWAY_URL: stack.gatewayUrl, GATEWAY_KEY: key.secret },
+      timeout: 60_000,
+    });
+    expect(stdout.trim()).toBe("mini-c-2026-01-01|Echo: from python");
+  });
+});
