@@ -4,6 +4,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
 import { scanKeys } from "@gw/test-kit";
+import { type FakeAnthropic, startFakeAnthropic } from "@gw/test-kit/anthropic-upstream";
 import { type FakeLLM, startFakeLLM } from "@gw/test-kit/llm-upstream";
 import { pythonWith } from "@gw/test-kit/python-venv";
 import OpenAI from "openai";
@@ -17,6 +18,8 @@ const run = promisify(execFile);
  * The OpenAI client libraries, unchanged, through a model name whose first
  * deployment fails: `gpt-4o` on A (which the tests make answer 500, or hang),
  * then its fallback `gpt-4o-mini` on C. The client sees one ordinary answer.
+ * And through `claude`, an Anthropic deployment (the fake Messages API): the
+ * client speaks OpenAI's API as ever.
  */
 const serviceEnv: Record<string, string> = {
   LLM_BASE_URL: "",
@@ -26,9 +29,10 @@ const serviceEnv: Record<string, string> = {
 };
 let a: FakeLLM;
 let c: FakeLLM;
+let anthropic: FakeAnthropic;
 let dir: string;
 beforeAll(async () => {
-  [a, c] = await Promise.all([startFakeLLM(), startFakeLLM()]);
+  [a, c, anthropic] = await Promise.all([startFakeLLM(), startFakeLLM(), startFakeAnthropic()]);
   dir = await mkdtemp(join(tmpdir(), "gw-e2e-providers-"));
   serviceEnv.MODELS_FILE = join(dir, "models.yaml");
   await writeFile(
@@ -39,12 +43,14 @@ beforeAll(async () => {
     deployments: [{provider: openai, base_url: "${a.baseUrl}", model: gpt-4o-a, timeout_ms: 300}]
   - name: gpt-4o-mini
     deployments: [{provider: openai, base_url: "${c.baseUrl}", model: mini-c}]
+  - name: claude
+    deployments: [{provider: anthropic, base_url: "${anthropic.baseUrl}", api_key: anthropic-key, model: claude-x}]
 `,
   );
 });
 const stack = useStack(serviceEnv);
 afterAll(async () => {
-  await Promise.all([a.close(), c.close()]);
+  await Promise.all([a.close(), c.close(), anthropic.close()]);
   await rm(dir, { recursive: true, force: true });
 });
 beforeEach(async () => {
@@ -103,6 +109,80 @@ describe("the official openai SDK through a fallback", () => {
   });
 });
 
+describe("the official openai SDK through an Anthropic deployment", () => {
+  const client = async () =>
+    new OpenAI({
+      apiKey: (await stack.createKey()).secret,
+      baseURL: `${stack.gatewayUrl}/api/v1/llm`,
+      maxRetries: 0,
+    });
+  const tools = [{ type: "function" as const, function: { name: "lookup", parameters: { type: "object" } } }];
+
+  it("gets a chat completion, whole and streamed, and a tool call", async () => {
+    const openai = await client();
+    const completion = await openai.chat.completions.create({
+      model: "claude",
+      messages: [
+        { role: "system", content: "be brief" },
+        { role: "user", content: "from anthropic" },
+      ],
+    });
+    expect(completion.choices[0]?.message.content).toBe("Echo: from anthropic");
+    expect(completion.model).toBe("claude-x-20260101");
+    expect(anthropic.requests.at(-1)?.headers["x-api-key"]).toBe("anthropic-key");
+
+    const stream = await openai.chat.completions.create({
+      model: "claude",
+      messages: [{ role: "user", content: "streamed from anthropic" }],
+      stream: true,
+      stream_options: { include_usage: true },
+    });
+    let text = "";
+    let usage: unknown;
+    for await (const chunk of stream) {
+      text += chunk.choices[0]?.delta?.content ?? "";
+      usage ??= chunk.usage ?? undefined;
+    }
+    expect(text).toBe("Echo: streamed from anthropic");
+    expect(usage).toMatchObject({ completion_tokens: 4 });
+
+    const called = await openai.chat.completions.create({
+      model: "claude",
+      messages: [{ role: "user", content: "look it up" }],
+      tools,
+    });
+    expect(called.choices[0]?.finish_reason).toBe("tool_calls");
+    const [call] = called.choices[0]?.message.tool_calls ?? [];
+    expect(call).toMatchObject({ type: "function", function: { name: "lookup" } });
+    const answered = await openai.chat.completions.create({
+      model: "claude",
+      messages: [
+        { role: "user", content: "look it up" },
+        called.choices[0]!.message,
+        { role: "tool", tool_call_id: call!.id, content: "the tool's answer" },
+      ],
+      tools,
+    });
+    expect(answered.choices[0]?.message.content).toBe("Echo: the tool's answer");
+  });
+
+  it("gets a response, whole and streamed", async () => {
+    const openai = await client();
+    const response = await openai.responses.create({ model: "claude", input: "a response", store: false });
+    expect(response.output_text).toBe("Echo: a response");
+    const stream = await openai.responses.create({ model: "claude", input: "a streamed one", stream: true });
+    const types: string[] = [];
+    let text = "";
+    for await (const event of stream) {
+      types.push(event.type);
+      if (event.type === "response.output_text.delta") text += event.delta;
+    }
+    expect(types[0]).toBe("response.created");
+    expect(types.at(-1)).toBe("response.completed");
+    expect(text).toBe("Echo: a streamed one");
+  });
+});
+
 describe("openai-python through a fallback", () => {
   it("gets a chat completion from the fallback", async (ctx) => {
     const env = await pythonWith([OPENAI_PYTHON]);
@@ -123,5 +203,27 @@ describe("openai-python through a fallback", () => {
       timeout: 60_000,
     });
     expect(stdout.trim()).toBe("mini-c-2026-01-01|Echo: from python");
+  });
+
+  it("gets a chat completion, whole and streamed, from an Anthropic deployment", async (ctx) => {
+    const env = await pythonWith([OPENAI_PYTHON]);
+    if ("skip" in env) {
+      process.stderr.write(`SKIPPED the openai-python test: ${env.skip}; .ci/run installs it\n`);
+      ctx.skip(env.skip);
+      return;
+    }
+    const key = await stack.createKey();
+    const script = [
+      "import os, openai",
+      "client = openai.OpenAI(api_key=os.environ['GATEWAY_KEY'], base_url=os.environ['GATEWAY_URL'] + '/api/v1/llm', max_retries=0)",
+      "c = client.chat.completions.create(model='claude', messages=[{'role': 'user', 'content': 'python to claude'}])",
+      "s = client.chat.completions.create(model='claude', messages=[{'role': 'user', 'content': 'streamed'}], stream=True)",
+      "print(c.model, c.choices[0].message.content, ''.join(k.choices[0].delta.content or '' for k in s if k.choices), sep='|')",
+    ].join("\n");
+    const { stdout } = await run(env.python, ["-c", script], {
+      env: { ...process.env, GATEWAY_URL: stack.gatewayUrl, GATEWAY_KEY: key.secret },
+      timeout: 60_000,
+    });
+    expect(stdout.trim()).toBe("claude-x-20260101|Echo: python to claude|Echo: streamed");
   });
 });

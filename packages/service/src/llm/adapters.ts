@@ -1,3 +1,4 @@
+import { AnthropicProvider } from "./anthropic.ts";
 import { AzureOpenAIProvider } from "./azure.ts";
 import type { ProviderKind } from "./catalogue.ts";
 import { OpenAIProvider } from "./openai.ts";
@@ -11,8 +12,18 @@ import type { AdapterFactory } from "./provider.ts";
 export const ADAPTERS: Readonly<Record<ProviderKind, AdapterFactory | undefined>> = {
   openai: (deployment, options) => new OpenAIProvider(deployment, options),
   azure: (deployment, options) => new AzureOpenAIProvider(deployment, options),
-  // The Messages API adapter (llm/anthropic.ts) goes here, as the two above.
-  anthropic: undefined,
+  // `request.model` is already the deployment's upstream id (the router sets it), so no `model` here.
+  anthropic: (deployment, options) =>
+    new AnthropicProvider({
+      baseUrl: deployment.baseUrl,
+      apiKey: deployment.apiKey,
+      timeoutMs: deployment.timeoutMs,
+      maxResponseBytes: options.maxResponseBytes,
+      maxEventChars: options.maxEventChars,
+      ids: options.ids,
+      secrets: options.secrets,
+      deployment: { id: deployment.id, modelName: deployment.modelName },
+    }),
 };
 
 /** The provider kinds this build can call. */
