@@ -83,7 +83,8 @@ export async function startService(
   });
   const assertions = await internalAssertions(config.INTERNAL_ASSERTION_SECRET, config.DATA_DIR, logger);
   const issuer = ids(clock);
-  const provider = chatProvider(config, { metrics, ids: issuer, redis, clock, logger });
+  const providerKeys = providerKeyStore(config, vaultKeys, { db, logger, clock, resolver: options.resolver });
+  const provider = chatProvider(config, { metrics, ids: issuer, redis, clock, logger, providerKeys });
   if (!config.catalogue.configured)
     logger.warn(
       "no model provider configured: model calls answer 503 until MODELS_FILE or LLM_BASE_URL is set",
@@ -102,8 +103,6 @@ export async function startService(
     clock,
   });
   const sandbox = await Sandbox.create(config.sandbox, { redis, db, clock }, logger);
-
-  const providerKeys = providerKeyStore(config, vaultKeys, { db, logger, clock, resolver: options.resolver });
 
   const conversations = new ConversationStore(db, {
     clock,

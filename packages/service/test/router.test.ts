@@ -149,7 +149,7 @@ function router(
 
 const ask = (name: string, fallbacks: string[] = []): ChatRequest => ({
   model: name,
-  route: { fallbacks, org: "acme" },
+  route: { fallbacks },
   messages: [{ role: "user", content: "hello" }],
 });
 const signal = () => new AbortController().signal;

@@ -37,7 +37,7 @@ export interface Caller {
    * false for a call no gateway saw (an eval run's), which counts here.
    */
   requestsCounted: boolean;
-  /** For the log line of a refusal. */
+  /** The request the call serves (an eval run: the run's id), for the log line of a refusal and the audit record of an organization's provider key's first use. */
   requestId?: string | undefined;
 }
 

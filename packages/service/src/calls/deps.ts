@@ -9,8 +9,9 @@ import type { ServiceConfig } from "../config.ts";
 import type { Ids } from "../ids.ts";
 import { ADAPTERS } from "../llm/adapters.ts";
 import { RedisCooldowns } from "../llm/cooldowns.ts";
+import type { OrganizationProviderKeys } from "../llm/provider-keys.ts";
 import { createProviderMetrics } from "../llm/provider-metrics.ts";
-import { ModelRouter, type OrganizationProviderKeys } from "../llm/router.ts";
+import { ModelRouter } from "../llm/router.ts";
 
 // What the model-call pipeline needs from the configuration, for the service and for eval worker processes.
 

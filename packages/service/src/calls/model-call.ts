@@ -110,6 +110,12 @@ export async function admitCall<A, S extends StreamedCall>(
 ): Promise<AdmittedModelCall<A, S>> {
   const admitted = await admitModelCall(deps.budgets, plan.caller, plan.request);
   plan.request.maxOutputTokens = admitted.maxOutputTokens;
+  // Who calls, for the router: an organization's own provider key is looked up for this principal only.
+  const { principal, requestId } = plan.caller;
+  plan.request.route = {
+    fallbacks: plan.request.route?.fallbacks ?? [],
+    caller: { principal, requestId: requestId ?? "" },
+  };
   return {
     windows: admitted.windows,
     answer: (signal) => answer(deps, plan, admitted, signal),
@@ -300,7 +306,9 @@ function disown(deps: ModelCallDeps, plan: CallPlan<unknown, StreamedCall>): Pro
  * Records one model call's tokens for the principal: its organization, key
  * and end user; `model` as the provider named the model that answered;
  * priced as the deployment that served it (`servedBy`; not known: at
- * `price`, what the call was reserved at), cached input at its own price.
+ * `price`, what the call was reserved at), cached input at its own price;
+ * marked as paid with the organization's own key when that deployment used
+ * it (`servedBy.byok`).
  */
 export function recordUsage(
   store: UsageStore,
@@ -319,6 +327,7 @@ export function recordUsage(
     cachedTokens: pricing.cachedTokens ?? 0,
     price: servedBy ? servedBy.price : pricing.price,
     deployment: servedBy ? { provider: servedBy.provider, model: servedBy.upstreamModel } : undefined,
+    ...(servedBy?.byok ? { ownKey: true } : {}),
   });
 }
 

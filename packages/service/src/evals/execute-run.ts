@@ -49,8 +49,10 @@ export async function executeRun(
     deps.provider.assertConfigured();
     if (schedule.model !== "auto" && !deps.provider.resolveModel(schedule.model))
       throw new RunFailure(`The model '${schedule.model}' is not in the model catalogue`);
-    const caller = await deps.creators.callerOf(org, schedule.creator);
-    if ("refused" in caller) throw new RunFailure(caller.refused);
+    const creator = await deps.creators.callerOf(org, schedule.creator);
+    if ("refused" in creator) throw new RunFailure(creator.refused);
+    // The run's calls serve the run: its id stands for a request's in their log lines and audit records.
+    const caller = { ...creator, requestId: runId };
     const { model, route } = routeOf(deps.provider, caller.principal, schedule.model);
     await deps.store.update(org, runId, { model });
     for (const item of schedule.inputs) {

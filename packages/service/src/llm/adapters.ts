@@ -22,6 +22,7 @@ export const ADAPTERS: Readonly<Record<ProviderKind, AdapterFactory | undefined>
       maxEventChars: options.maxEventChars,
       ids: options.ids,
       secrets: options.secrets,
+      dispatcher: options.dispatcher,
       deployment: { id: deployment.id, modelName: deployment.modelName },
     }),
 };

@@ -1,5 +1,6 @@
 import { endSpan, type Span, startClientSpan } from "@gw/core/tracing";
 import type { EventSourceMessage } from "eventsource-parser";
+import type { Dispatcher } from "undici";
 import type { Ids } from "../ids.ts";
 import { usageDetailsOf, usageOf } from "./accounting.ts";
 import {
@@ -39,6 +40,8 @@ export interface AnthropicOptions {
   ids: Ids;
   /** Other values replaced by `[redacted]` in whatever of the provider's text reaches the log (every deployment's key). */
   secrets?: readonly (string | undefined)[] | undefined;
+  /** The only dispatcher that may connect to `baseUrl` (an organization's own, checked at each connection); unset: the origin's pool. */
+  dispatcher?: Dispatcher | undefined;
   /** The catalogue's deployment it serves, named on each attempt's span. */
   deployment?: { id: string; modelName: string } | undefined;
 }

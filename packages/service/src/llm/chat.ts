@@ -1,5 +1,6 @@
 import type { ProviderKind } from "./catalogue.ts";
 import type { ModelPrice } from "./prices.ts";
+import type { ProviderKeyCaller } from "./provider-keys.ts";
 
 /** The model call in the service's own terms (what routes, budgets and usage see), whatever the wire. */
 
@@ -39,8 +40,13 @@ export interface FunctionTool {
 export interface CallRoute {
   /** The catalogue names tried after `model`, in order, each one the key may use. */
   fallbacks: readonly string[];
-  /** The calling organization: a `byok` deployment is served with its own key for the provider. */
-  org: string;
+  /**
+   * Who calls, as the model-call pipeline sets it (calls/model-call.ts): a
+   * `byok` deployment is served with its organization's own key for the
+   * provider, and the key's first use is audited as theirs. None: `byok`
+   * deployments are skipped.
+   */
+  caller?: ProviderKeyCaller | undefined;
 }
 
 /** One call to the model, in chat-completions terms. Every field but `model` and `messages` is optional. */

@@ -50,8 +50,8 @@ export function resolveModel(provider: ChatProvider, requested: string): string 
 /**
  * The model to call for `requested` (`resolveModel`: 422 when it is not
  * offered; 403 when the principal's key may not use it) and where the call
- * may go after it: its fallbacks, each one the key may use, for the
- * principal's organization. Every model call's request is made with this.
+ * may go after it: its fallbacks, each one the key may use (the pipeline
+ * adds who calls: `admitCall`). Every model call's request is made with this.
  */
 export function routeOf(
   provider: ChatProvider,
@@ -61,7 +61,7 @@ export function routeOf(
   const model = resolveModel(provider, requested);
   requireUsableModel(principal, model);
   const [, ...fallbacks] = provider.reachable(model, principal.models);
-  return { model, route: { fallbacks, org: principal.org } };
+  return { model, route: { fallbacks } };
 }
 
 /** 403 naming the model when the principal's key may not use it. */

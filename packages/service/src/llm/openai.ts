@@ -270,8 +270,14 @@ export class OpenAIProvider implements ModelProvider {
     span?: Span,
   ): Promise<ProviderResponse> {
     const { baseUrl, apiKey, timeoutMs } = this.deployment;
-    const { secrets } = this.options;
-    return post({ baseUrl, apiKey, timeoutMs, secrets }, body, signal, span, this.endpoint(request));
+    const { secrets, dispatcher } = this.options;
+    return post(
+      { baseUrl, apiKey, timeoutMs, secrets, dispatcher },
+      body,
+      signal,
+      span,
+      this.endpoint(request),
+    );
   }
 
   private redact(text: string): string {

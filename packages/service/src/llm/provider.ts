@@ -1,9 +1,10 @@
+import type { Dispatcher } from "undici";
 import type { Ids } from "../ids.ts";
 import type { Deployment } from "./catalogue.ts";
 import type { ChatRequest, Completion, ServedBy, ToolCallDelta } from "./chat.ts";
 
 // The model call's parts: the call in the service's terms (chat.ts), the catalogue of names and
-// deployments (catalogue.ts), one adapter per provider kind (adapters.ts: openai.ts, azure.ts, …) over
+// deployments (catalogue.ts), one adapter per provider kind (adapters.ts: openai.ts, azure.ts, anthropic.ts) over
 // their transport (transport.ts, sse.ts), the router across deployments (router.ts, cooldowns.ts) and
 // the accounting (accounting.ts).
 export { charsOf, estimateTokens, usageOf } from "./accounting.ts";
@@ -61,6 +62,12 @@ export interface AdapterOptions {
   ids: Ids;
   /** Every deployment's key: replaced by `[redacted]` in whatever of any provider's text reaches the log. */
   secrets?: readonly string[] | undefined;
+  /**
+   * The only dispatcher that may connect to the deployment's base URL: set
+   * when it is the one an organization gave with its own key (each
+   * connection checked where it resolves, llm/provider-keys.ts).
+   */
+  dispatcher?: Dispatcher | undefined;
 }
 
 /** Makes the adapter of a deployment (its key may be an organization's own: `byok`). */

@@ -12,6 +12,7 @@ import {
   RETRY_AFTER,
 } from "./errors.ts";
 import type { AdapterFactory, AdapterOptions, ChatProvider, ModelProvider, StreamSeen } from "./provider.ts";
+import type { OrganizationProviderKey, OrganizationProviderKeys } from "./provider-keys.ts";
 
 /**
  * Routes each model call across the deployments of its name and then its
@@ -40,18 +41,6 @@ export interface RouterSettings {
   backoffMs: number;
   /** The longest cooldown a provider's `Retry-After` starts. */
   retryAfterMaxMs: number;
-}
-
-/** An organization's own key for a provider kind (its `byok` deployments use it), as the key store gives it. */
-export interface OrganizationProviderKey {
-  apiKey: string;
-  /** The base URL the organization gave with it, instead of the deployment's. */
-  baseUrl?: string | undefined;
-}
-
-/** Looks up an organization's own provider keys (BYOK); a deployment marked `byok` is skipped for one without. */
-export interface OrganizationProviderKeys {
-  keyFor(org: string, provider: ProviderKind): Promise<OrganizationProviderKey | undefined>;
 }
 
 /** How an attempt ended: `ok`, or the class of its failure. */
@@ -288,14 +277,19 @@ export class ModelRouter implements ChatProvider {
     }
   }
 
-  /** The adapter of `deployment` (one per deployment; an organization's own key makes its own). */
-  providerOf(deployment: Deployment, key: { apiKey: string; baseUrl?: string | undefined } | undefined) {
+  /**
+   * The adapter of `deployment` (one per deployment). An organization's own
+   * key makes one for the call: its key, and where it named a base URL, that
+   * URL reached only through the key's own dispatcher (which checks where
+   * each connection goes).
+   */
+  providerOf(deployment: Deployment, key: OrganizationProviderKey | undefined) {
     const factory = this.deps.adapters[deployment.provider];
     if (!factory) throw new ProviderNotConfigured(`an adapter for provider ${deployment.provider}`);
     if (key)
       return factory(
-        { ...deployment, apiKey: key.apiKey, baseUrl: key.baseUrl ?? deployment.baseUrl },
-        this.deps.adapterOptions,
+        { ...deployment, apiKey: key.apiKey, baseUrl: key.endpoint?.baseUrl ?? deployment.baseUrl },
+        { ...this.deps.adapterOptions, dispatcher: key.endpoint?.dispatcher },
       );
     // One per deployment (the open shorthand's serves every name: an adapter sends the request's model).
     let provider = this.providers.get(deployment.id);
@@ -335,10 +329,7 @@ class Route {
   /** Deployments this call tried, or found it cannot use. */
   private readonly skipped = new Set<string>();
   /** Organizations' keys looked up by this call, by provider kind. */
-  private readonly keys = new Map<
-    ProviderKind,
-    { apiKey: string; baseUrl?: string | undefined } | undefined
-  >();
+  private readonly keys = new Map<ProviderKind, OrganizationProviderKey | undefined>();
   private attempts = 0;
   private lastError: unknown;
   /** When the first deployment found cooling comes back, in ms from now. */
@@ -565,11 +556,17 @@ class Route {
     return (await this.store(() => this.deps.cooldowns.claimProbe(deployment, ttl))) ?? true;
   }
 
-  private async keyFor(provider: ProviderKind) {
+  /**
+   * The calling organization's own key for `provider`, looked up once per
+   * call, right before the first attempt of a `byok` deployment of that kind
+   * (the lookup is a use of the key, audited on its first: llm/provider-keys.ts).
+   * None without a caller (a call outside the model-call pipeline) or a store.
+   */
+  private async keyFor(provider: ProviderKind): Promise<OrganizationProviderKey | undefined> {
     if (!this.keys.has(provider)) {
-      const org = this.request.route?.org;
+      const caller = this.request.route?.caller;
       const found =
-        org && this.deps.providerKeys ? await this.deps.providerKeys.keyFor(org, provider) : undefined;
+        caller && this.deps.providerKeys ? await this.deps.providerKeys.keyFor(caller, provider) : undefined;
       this.keys.set(provider, found);
     }
     return this.keys.get(provider);

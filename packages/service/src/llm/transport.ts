@@ -1,7 +1,7 @@
 import { withDeadline } from "@gw/core/deadline";
 import { injectTraceHeaders, type Span } from "@gw/core/tracing";
 import { atLeastChars, inTurn, LARGE_WORK_CHARS } from "@gw/core/turns";
-import { Agent, request } from "undici";
+import { Agent, type Dispatcher, request } from "undici";
 import {
   ProviderError,
   ProviderFailed,
@@ -17,7 +17,7 @@ import {
  * deadline between reads. Failures are `ProviderError`s in the service's own
  * words (the provider's text, redacted, only as their detail). Each adapter
  * says where and with which credential headers (`llm/openai.ts`,
- * `llm/azure.ts`, the Anthropic provider's `llm/anthropic.ts`).
+ * `llm/azure.ts`, `llm/anthropic.ts`).
  */
 
 export interface TransportOptions {
@@ -28,6 +28,12 @@ export interface TransportOptions {
   timeoutMs: number;
   /** Other values redacted likewise: every deployment's key (a provider may echo another's). */
   secrets?: readonly (string | undefined)[] | undefined;
+  /**
+   * The only dispatcher that may connect to `baseUrl` when an organization
+   * typed it (its own key's `base_url`: each connection checked where it
+   * resolves, llm/provider-keys.ts); unset: the origin's kept-warm pool.
+   */
+  dispatcher?: Dispatcher | undefined;
 }
 
 /** Where a call goes under the base URL, and the headers that carry its key. */
@@ -95,7 +101,7 @@ export async function post(
       request(`${options.baseUrl}${endpoint.path}`, {
         method: "POST",
         headers,
-        dispatcher: poolOf(options.baseUrl!),
+        dispatcher: options.dispatcher ?? poolOf(options.baseUrl!),
         body: payload,
         signal,
       }),
