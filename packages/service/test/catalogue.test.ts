@@ -296,4 +296,27 @@ describe("the LLM_* shorthand", () => {
     // No LLM_BASE_URL: nothing is served.
     expect(loadConfig(serviceConfigSchema, {}).catalogue.configured).toBe(false);
   });
+
+  it("with LLM_DEVELOPMENT_PROVIDER (pnpm start's echo) says its models are owned by development; otherwise, and a file's, by the gateway", async () => {
+    const development = loadConfig(serviceConfigSchema, {
+      LLM_BASE_URL: "http://127.0.0.1:8082/v1",
+      LLM_MODELS: "echo",
+      LLM_DEFAULT_MODEL: "echo",
+      LLM_DEVELOPMENT_PROVIDER: "true",
+    }).catalogue;
+    expect(development.ownedBy("echo")).toBe("development");
+    const open = loadConfig(serviceConfigSchema, {
+      LLM_BASE_URL: "http://127.0.0.1:8082/v1",
+      LLM_DEVELOPMENT_PROVIDER: "true",
+    }).catalogue;
+    expect(open.ownedBy("anything")).toBe("development");
+    const shorthand = loadConfig(serviceConfigSchema, {
+      LLM_BASE_URL: "http://provider.test/v1",
+      LLM_MODELS: "echo",
+    }).catalogue;
+    expect(shorthand.ownedBy("echo")).toBe("gateway");
+    vi.stubEnv("GW_TEST_OPENAI_KEY", "sk-from-env");
+    const { config } = await load(EXAMPLE);
+    expect(config().catalogue.ownedBy("gpt-4o")).toBe("gateway");
+  });
 });
