@@ -9,6 +9,7 @@ import { type FakeLLM, startFakeLLM } from "@gw/test-kit/llm-upstream";
 import { pythonWith } from "@gw/test-kit/python-venv";
 import OpenAI from "openai";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import { runCli } from "../../packages/gateway/test/run-cli.ts";
 import { useStack } from "../../packages/service/test/stack.ts";
 import { OPENAI_PYTHON } from "./openai-python.ts";
 
@@ -180,6 +181,50 @@ describe("the official openai SDK through an Anthropic deployment", () => {
     expect(types[0]).toBe("response.created");
     expect(types.at(-1)).toBe("response.completed");
     expect(text).toBe("Echo: a streamed one");
+  });
+});
+
+describe("pnpm keys usage", () => {
+  it("shows the key's calls this month by model and the deployment that served them", async () => {
+    const key = await stack.createKey();
+    const openai = new OpenAI({
+      apiKey: key.secret,
+      baseURL: `${stack.gatewayUrl}/api/v1/llm`,
+      maxRetries: 0,
+    });
+    for (const model of ["gpt-4o", "gpt-4o", "claude"])
+      await openai.chat.completions.create({ model, messages: [{ role: "user", content: "counted" }] });
+    const other = await stack.createKey({ org: key.org });
+    await new OpenAI({
+      apiKey: other.secret,
+      baseURL: `${stack.gatewayUrl}/api/v1/llm`,
+      maxRetries: 0,
+    }).chat.completions.create({
+      model: "claude",
+      messages: [{ role: "user", content: "not this key's" }],
+    });
+    const served = async () => {
+      const out = await runCli("keys", ["usage", key.id], { REDIS_URL: stack.redisUrl });
+      expect(out.code).toBe(0);
+      return JSON.parse(out.stdout).served;
+    };
+    await expect.poll(async () => (await served()).models.length).toBe(2);
+    const { from, to, models } = await served();
+    expect(from).toBe(`${to.slice(0, 8)}01`);
+    // The fallback served gpt-4o's calls: that is the deployment shown, not the one that failed. A model
+    // is named as in the usage report, by the model the provider said answered.
+    expect(models).toEqual([
+      expect.objectContaining({
+        model: "mini-c-2026-01-01",
+        requests: 2,
+        deployments: [expect.objectContaining({ provider: "openai", model: "mini-c", requests: 2 })],
+      }),
+      expect.objectContaining({
+        model: "claude-x-20260101",
+        requests: 1,
+        deployments: [expect.objectContaining({ provider: "anthropic", model: "claude-x", requests: 1 })],
+      }),
+    ]);
   });
 });
 

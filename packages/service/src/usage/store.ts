@@ -1,9 +1,23 @@
 import { type Clock, systemClock } from "@gw/core/clock";
 import type { RedisClient } from "@gw/core/redis";
-import { NANO_USD_PER_USD } from "@gw/core/windows";
+import {
+  usageDayKey as dayKey,
+  KEY_DEPLOYMENT,
+  USAGE_METRICS as METRICS,
+  usagePair as pair,
+  readUsageDays,
+  type UsageSums as Sums,
+  usageTotals as totalsOf,
+  type UsageTotals,
+  usageDays,
+  usageField,
+  utcDay,
+  zeroUsage as zero,
+} from "@gw/core/usage-days";
 import { costNanoUsd, type ModelPrice } from "../llm/prices.ts";
 import type { Usage } from "../llm/provider.ts";
 
+export { utcDay };
 export const USAGE_DIMENSIONS = ["model", "user", "key"] as const;
 export type UsageDimension = (typeof USAGE_DIMENSIONS)[number];
 /**
@@ -13,11 +27,8 @@ export type UsageDimension = (typeof USAGE_DIMENSIONS)[number];
  */
 export const USAGE_GROUPS = [...USAGE_DIMENSIONS, "end_user", "day", "paid_by"] as const;
 export type UsageGroup = (typeof USAGE_GROUPS)[number];
-const METRICS = ["requests", "input_tokens", "output_tokens", "total_tokens", "cost_nusd"] as const;
-
-type Sums = Record<(typeof METRICS)[number], number>;
 /** What a query answers per row and in total: spend as `cost_usd`, in US dollars. */
-export type Totals = Omit<Sums, "cost_nusd"> & { cost_usd: number };
+export type Totals = UsageTotals;
 
 export interface UsageEvent {
   org: string;
@@ -62,9 +73,6 @@ redis.call('EXPIRE', KEYS[1], ARGV[1])
 `;
 type Scripted = RedisClient & { recordUsage(key: string, ...args: (string | number)[]): Promise<unknown> };
 
-/** `YYYY-MM-DD` in UTC. */
-export const utcDay = (at: Date) => at.toISOString().slice(0, 10);
-const dayKey = (org: string, day: string) => `gw:usage:{${org}}:${day}`;
 /**
  * One end user's usage broken down by model or key (what that end user
  * alone may be shown), and a model's by the deployment that served it
@@ -72,19 +80,12 @@ const dayKey = (org: string, day: string) => `gw:usage:{${org}}:${day}`;
  */
 type Breakdown = "user_model" | "user_key" | "model_deployment" | "user_model_deployment";
 const field = (
-  dimension: UsageDimension | Breakdown | "total" | "paid_by" | "user_paid_by",
+  dimension: UsageDimension | Breakdown | typeof KEY_DEPLOYMENT | "total" | "paid_by" | "user_paid_by",
   value: string,
   metric: string,
-) => `${dimension}|${encodeURIComponent(value)}|${metric}`;
-/** The value of a breakdown field: its parts (an end user, a model, a key, a deployment's provider and model), U+0000 between (never in any). */
-const pair = (...parts: string[]) => parts.join("\u0000");
+) => usageField(dimension, value, metric);
 /** The `paid_by` value of calls made with the organization's own provider key; the rest are the platform's. */
 const OWN_KEY = "organization";
-const zero = (): Sums => ({ requests: 0, input_tokens: 0, output_tokens: 0, total_tokens: 0, cost_nusd: 0 });
-const totalsOf = ({ cost_nusd, ...sums }: Sums): Totals => ({
-  ...sums,
-  cost_usd: cost_nusd / NANO_USD_PER_USD,
-});
 
 /**
  * Requests, tokens and cost per organization and UTC day, broken down by
@@ -137,6 +138,7 @@ export class UsageStore {
               pair(event.user, event.model, deployment.provider, deployment.model),
               "",
             ),
+            field(KEY_DEPLOYMENT, pair(event.keyId, event.model, deployment.provider, deployment.model), ""),
           ]
         : []),
     );
@@ -158,13 +160,8 @@ export class UsageStore {
     // One end user's view: totals from its own `user` fields, rows from its breakdown (or itself).
     const own = user === undefined ? undefined : encodeURIComponent(user);
     const ownBreakdown = groupBy === "model" ? "user_model" : groupBy === "key" ? "user_key" : "user";
-    const days: string[] = [];
-    for (let d = new Date(`${start}T00:00:00Z`); utcDay(d) <= end; d = new Date(d.getTime() + 86_400_000)) {
-      days.push(utcDay(d));
-    }
-    const pipeline = this.redis.pipeline();
-    for (const day of days) pipeline.hgetall(dayKey(org, day));
-    const hashes = ((await pipeline.exec()) ?? []).map(([, h]) => (h ?? {}) as Record<string, string>);
+    const days = usageDays(start, end);
+    const hashes = await readUsageDays(this.redis, org, days);
     const totals = zero();
     const groups = new Map<string, Sums>();
     // With `group_by=model`: each model's usage by the deployment that served it (`model\0provider\0upstream`).
