@@ -13,6 +13,8 @@ gateway processes and a bare Express app. See docs/testing.md, "Benchmarks".
 Environment:
   BENCH_ONLY=gateway         the HTTP benchmarks alone
   BENCH_ONLY=model           the model calls beside the provider called directly, alone
+  BENCH_ONLY=routing         the routing decision, and (with BENCH_BASELINE) one deployment beside the code before, alone
+  BENCH_BASELINE=<git rev>   the code the routing benchmark compares one deployment with (unset: that part skipped)
   BENCH_ONLY=growth          the growth run alone
   BENCH_ONLY=victim          a victim key's p50 beside twenty 1 MB calls of another, alone
   BENCH_OUTPUT=<file>        write the report there instead of BENCHMARKS.md

@@ -86,6 +86,11 @@ describe("admin console", () => {
     const teamRow = perKey.getByRole("row").filter({ hasText: XSS });
     await poll(() => teamRow.getByRole("cell").nth(1).textContent()).toBe("3");
     expect(await page.getByRole("table", { name: "Per end user" }).textContent()).toContain("erin");
+    // Each model's calls by the deployment that served them: its provider and upstream model.
+    const served = page.getByRole("table", { name: /^Per model and the deployment that served it/ });
+    const deploymentRow = served.getByRole("row").filter({ hasText: "openai" });
+    await poll(() => deploymentRow.getByRole("cell").nth(2).textContent()).toBe("echo-small");
+    expect(await deploymentRow.getByRole("cell").nth(3).textContent()).toBe("3");
     expect(await page.locator("canvas").count()).toBeGreaterThanOrEqual(3);
     const keyId = await keyIdBySecretStart(page, secret);
     await page.locator("#windows-key").selectOption(keyId);

@@ -1,5 +1,5 @@
 import { type ChildProcess, spawn } from "node:child_process";
-import { mkdtemp, readFile, rm } from "node:fs/promises";
+import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { LATENCY_BUCKETS } from "@gw/core/metrics";
@@ -55,6 +55,18 @@ describe.runIf(installed)("the pnpm start stack under a real Prometheus", () => 
   beforeAll(async () => {
     dataDir = await mkdtemp(join(tmpdir(), "gw-prometheus-"));
     llm = await startFakeLLM();
+    // A catalogue with a fallback, so the providers' panels (fallbacks, cooldowns) have series too.
+    const modelsFile = join(dataDir, "models.yaml");
+    await writeFile(
+      modelsFile,
+      `models:
+  - name: echo-small
+    fallbacks: [echo-large]
+    deployments: [{provider: openai, base_url: "${llm.baseUrl}", model: echo-small}]
+  - name: echo-large
+    deployments: [{provider: openai, base_url: "${llm.baseUrl}", model: echo-large}]
+`,
+    );
     const [
       port,
       servicePort,
@@ -81,8 +93,7 @@ describe.runIf(installed)("the pnpm start stack under a real Prometheus", () => 
         METRICS_TOKEN,
         PROMETHEUS_PORT: String(promPort),
         DATA_DIR: dataDir,
-        LLM_BASE_URL: llm.baseUrl,
-        LLM_DEFAULT_MODEL: "echo-small",
+        MODELS_FILE: modelsFile,
       },
       stdio: ["ignore", "pipe", "pipe"],
       detached: true,

@@ -77,6 +77,7 @@ export const ERROR_CAUSES = {
   mcp_upstream_timeout: "gateway_timeout",
   mcp_answer_too_large: "bad_gateway",
   mcp_too_many_tools: "bad_gateway",
+  model_unavailable: "service_unavailable",
 } as const satisfies Record<string, ErrorCode>;
 
 export type ErrorCause = keyof typeof ERROR_CAUSES;

@@ -6,7 +6,9 @@ import { localDatabaseUrl } from "@gw/core/postgres";
 import { localRedisUrl } from "@gw/core/redis";
 import { tracingEnvShape } from "@gw/core/tracing";
 import { z } from "zod";
-import { parseModelList } from "./llm/prices.ts";
+import { ADAPTER_KINDS } from "./llm/adapters.ts";
+import { CatalogueError, loadCatalogueFile, shorthandCatalogue } from "./llm/catalogue.ts";
+import { type ModelList, parseModelList } from "./llm/prices.ts";
 import { checkSandboxEnv, sandboxEnvShape, sandboxOptions } from "./sandbox/config.ts";
 
 /** The service's environment. Each variable's comment is its entry in docs/configuration.md (`pnpm docs:config`). */
@@ -57,14 +59,16 @@ export const serviceConfigSchema = z
     VAULT_KEYS: vaultKeysSchema.optional(),
     /** Lets an organization's own provider key name an http `base_url` or one on a loopback, private or link-local address (development and tests only). Default false. */
     BYOK_ALLOW_PRIVATE_BASE_URLS: env.boolean(false),
-    /** Base URL of an OpenAI-compatible provider (e.g. https://api.openai.com/v1). Unset: responses answer 503 (`pnpm start` then runs its development model provider and sets this to it). */
+    /** The model catalogue, a YAML or JSON file: each model name's deployments (provider, URL, key, upstream model, weight, priority, timeout, price), fallbacks and the routing policy (docs/api/providers.md). Checked at start; unset: the one-deployment shorthand of LLM_BASE_URL, LLM_API_KEY and LLM_MODELS. */
+    MODELS_FILE: z.string().min(1).optional(),
+    /** Base URL of an OpenAI-compatible provider (e.g. https://api.openai.com/v1): the one-deployment shorthand of a catalogue, serving LLM_DEFAULT_MODEL and LLM_MODELS. Unset (and no MODELS_FILE): model calls answer 503 (`pnpm start` then runs its development model provider and sets this to it). */
     LLM_BASE_URL: z
       .url({ protocol: /^https?$/ })
       .transform((u) => u.replace(/\/+$/, ""))
       .optional(),
     /** API key for the provider, sent as a bearer token. */
     LLM_API_KEY: z.string().optional(),
-    /** Model used for `model: "auto"`. */
+    /** Model used for `model: "auto"`; with MODELS_FILE, one of its names (unset: the file's first). */
     LLM_DEFAULT_MODEL: z.string().min(1).optional(),
     /** Comma-separated models callers may ask for, each optionally priced `MODEL=INPUT/CACHED/OUTPUT` (USD per million tokens); unset: any, unpriced. */
     LLM_MODELS: z
@@ -78,12 +82,18 @@ export const serviceConfigSchema = z
         }
       })
       .optional(),
-    /** `true`: LLM_BASE_URL is the development model provider that `pnpm start` runs (it sets this), so the models are listed as `owned_by: development`. Refused with NODE_ENV=production. Default false. */
+    /** `true`: LLM_BASE_URL is the development model provider that `pnpm start` runs (it sets this), so the shorthand's models are listed as `owned_by: development`. Refused with NODE_ENV=production. Default false. */
     LLM_DEVELOPMENT_PROVIDER: env.boolean(false),
     /** Output tokens reserved (and sent as the cap) for a model call of a key with budgets that names no max_output_tokens. Default 4096. */
     LLM_DEFAULT_MAX_OUTPUT_TOKENS: env.positiveInt(4096),
-    /** Time allowed for the provider to answer (or between streamed chunks), in milliseconds. Default 60000. */
+    /** Time allowed for the provider to answer (or between streamed chunks), in milliseconds: the shorthand's deployment, and a catalogue deployment without `timeout_ms`. Default 60000. */
     LLM_TIMEOUT_MS: env.positiveInt(60_000),
+    /** A model call's one deadline, in milliseconds: every attempt, retry pause and fallback until its answer begins (a JSON answer: until it is read) falls within it. Default 120000. */
+    LLM_DEADLINE_MS: env.positiveInt(120_000),
+    /** Longest pause before a call's first retry on another deployment, in milliseconds, doubled for each retry after it; each pause is drawn at random below it (full jitter). 0: no pause. Default 100. */
+    LLM_RETRY_BACKOFF_MS: z.coerce.number().int().min(0).max(60_000).default(100),
+    /** Longest cooldown a provider's `Retry-After` starts for its deployment, in seconds (a 429 asking for longer cools it down this long). Default 60. */
+    LLM_RETRY_AFTER_MAX_S: z.coerce.number().int().min(1).max(86_400).default(60),
     /** Largest provider answer read: a JSON body, or the text of a streamed answer, in bytes. Default 8388608 (8 MiB). */
     LLM_MAX_RESPONSE_BYTES: env.positiveInt(8 * 1024 * 1024),
     /** Largest single event of a provider's stream, in characters. Default 1048576. */
@@ -112,8 +122,18 @@ export const serviceConfigSchema = z
   })
   .superRefine((c, ctx) => checkSpiceDBEnv(c, ctx))
   .superRefine((c, ctx) => checkSandboxEnv(c, ctx))
-  .transform((c) => ({
+  .superRefine((c, ctx) => {
+    for (const name of ["LLM_BASE_URL", "LLM_API_KEY", "LLM_MODELS"] as const)
+      if (c.MODELS_FILE && c[name] !== undefined)
+        ctx.addIssue({
+          code: "custom",
+          path: [name],
+          message: "MODELS_FILE is set: the catalogue names every deployment (set one or the other)",
+        });
+  })
+  .transform((c, ctx) => ({
     ...c,
+    catalogue: catalogueOf(c, ctx),
     REDIS_URL: c.REDIS_URL ?? localRedisUrl(),
     DATABASE_URL: c.DATABASE_URL ?? localDatabaseUrl(),
     spicedb: spicedbClientOptions(c),
@@ -150,4 +170,42 @@ export function refuseDevelopmentSettings(config: ServiceConfig, nodeEnv = proce
     throw new ConfigError([
       "LLM_DEVELOPMENT_PROVIDER: not allowed with NODE_ENV=production: it names the development model provider of `pnpm start`; set LLM_BASE_URL to a model provider",
     ]);
+}
+
+/** `MODELS_FILE`'s catalogue (a bad file is a configuration error naming the file and the field), else the shorthand's. */
+function catalogueOf(
+  c: {
+    MODELS_FILE?: string | undefined;
+    LLM_BASE_URL?: string | undefined;
+    LLM_API_KEY?: string | undefined;
+    LLM_DEFAULT_MODEL?: string | undefined;
+    LLM_MODELS?: ModelList | undefined;
+    LLM_TIMEOUT_MS: number;
+    LLM_DEVELOPMENT_PROVIDER: boolean;
+  },
+  ctx: z.RefinementCtx,
+) {
+  if (!c.MODELS_FILE)
+    return shorthandCatalogue({
+      baseUrl: c.LLM_BASE_URL,
+      apiKey: c.LLM_API_KEY,
+      defaultModel: c.LLM_DEFAULT_MODEL,
+      models: c.LLM_MODELS,
+      timeoutMs: c.LLM_TIMEOUT_MS,
+      development: c.LLM_DEVELOPMENT_PROVIDER,
+    });
+  try {
+    return loadCatalogueFile(c.MODELS_FILE, {
+      // Keys named `env:NAME` are read from the process's environment, as the file is read from its disk.
+      env: process.env,
+      production: process.env.NODE_ENV === "production",
+      defaultTimeoutMs: c.LLM_TIMEOUT_MS,
+      defaultModel: c.LLM_DEFAULT_MODEL,
+      kinds: ADAPTER_KINDS,
+    });
+  } catch (err) {
+    if (!(err instanceof CatalogueError)) throw err;
+    for (const message of err.problems) ctx.addIssue({ code: "custom", path: ["MODELS_FILE"], message });
+    return z.NEVER;
+  }
 }

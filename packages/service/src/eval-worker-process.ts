@@ -1,6 +1,7 @@
 import { systemClock } from "@gw/core/clock";
 import { closeGracefully, listen, listenForMetrics, registerProbes, useRequestBasics } from "@gw/core/http";
 import { type Logger, redactUrl } from "@gw/core/logger";
+import { vaultKeysOf } from "@gw/core/mcp";
 import { createMetrics } from "@gw/core/metrics";
 import { createPostgres, migrate, postgresReady } from "@gw/core/postgres";
 import { createRedis, redisReady } from "@gw/core/redis";
@@ -11,6 +12,7 @@ import type { ServiceConfig } from "./config.ts";
 import { startEvalsFromConfig } from "./evals/index.ts";
 import { ids } from "./ids.ts";
 import { configureTokenCounting } from "./llm/tokens.ts";
+import { providerKeyStore } from "./provider-keys/deps.ts";
 import { UsageStore } from "./usage/store.ts";
 
 /**
@@ -21,6 +23,8 @@ import { UsageStore } from "./usage/store.ts";
 export async function startEvalWorkerProcess(config: ServiceConfig, logger: Logger) {
   if (config.EVAL_WORKER_CONCURRENCY < 1)
     throw new Error("EVAL_WORKER_CONCURRENCY must be at least 1 for a worker");
+  // Before anything starts, as the service: production refuses to run without them.
+  const vaultKeys = await vaultKeysOf(config.VAULT_KEYS, config.DATA_DIR, logger);
   const metrics = createMetrics("service");
   configureTokenCounting(config.tokenCounting);
   const redis = createRedis(config.REDIS_URL, {
@@ -42,11 +46,13 @@ export async function startEvalWorkerProcess(config: ServiceConfig, logger: Logg
     swept: (holders) => logger.warn({ holders }, "budget leases of processes that died were settled"),
     error: (err) => logger.warn({ err: (err as Error).message }, "budget leases could not be kept"),
   });
+  // A run's calls reach `byok` deployments with the organization's own key, as the service's calls do.
+  const providerKeys = providerKeyStore(config, vaultKeys, { db, logger, clock });
   const evals = startEvalsFromConfig(config, {
     redis,
     db,
-    provider: chatProvider(config, metrics, ids(clock)),
-    usage: new UsageStore(redis, config.LLM_MODELS?.prices, clock),
+    provider: chatProvider(config, { metrics, ids: ids(clock), redis, clock, logger, providerKeys }),
+    usage: new UsageStore(redis, clock),
     budgets,
     logger,
     metrics,
@@ -77,6 +83,7 @@ export async function startEvalWorkerProcess(config: ServiceConfig, logger: Logg
       await evals.close();
       stopLeases();
       redis.disconnect();
+      await providerKeys.close();
       await db.close();
     },
   };

@@ -83,12 +83,14 @@ export async function startService(
   });
   const assertions = await internalAssertions(config.INTERNAL_ASSERTION_SECRET, config.DATA_DIR, logger);
   const issuer = ids(clock);
-  const provider = chatProvider(config, metrics, issuer);
-  if (!config.LLM_BASE_URL)
-    logger.warn("no model provider configured: responses answer 503 until LLM_BASE_URL is set");
+  const providerKeys = providerKeyStore(config, vaultKeys, { db, logger, clock, resolver: options.resolver });
+  const provider = chatProvider(config, { metrics, ids: issuer, redis, clock, logger, providerKeys });
+  if (!config.catalogue.configured)
+    logger.warn(
+      "no model provider configured: model calls answer 503 until MODELS_FILE or LLM_BASE_URL is set",
+    );
 
-  const prices = config.LLM_MODELS?.prices ?? new Map();
-  const usage = new UsageStore(redis, prices, clock);
+  const usage = new UsageStore(redis, clock);
   const budgets = budgetDeps(config, redis, metrics, logger, clock);
   const evals = startEvalsFromConfig(config, {
     redis,
@@ -101,8 +103,6 @@ export async function startService(
     clock,
   });
   const sandbox = await Sandbox.create(config.sandbox, { redis, db, clock }, logger);
-
-  const providerKeys = providerKeyStore(config, vaultKeys, { db, logger, clock, resolver: options.resolver });
 
   const conversations = new ConversationStore(db, {
     clock,
@@ -168,6 +168,9 @@ export async function startService(
     {
       port,
       llm: config.LLM_BASE_URL ? redactUrl(config.LLM_BASE_URL) : null,
+      models: config.MODELS_FILE
+        ? { file: config.MODELS_FILE, names: config.catalogue.names.length }
+        : undefined,
       spicedb: config.spicedb.endpoint,
       database: redactUrl(config.DATABASE_URL),
     },

@@ -12,6 +12,7 @@ import { describe, expect, it, vi } from "vitest";
 import { admitModelCall, type BudgetDeps, type Caller } from "../src/budgets/admit-model-call.ts";
 import { createBudgetMetrics } from "../src/budgets/budget-metrics.ts";
 import { countPromptTokens } from "../src/llm/tokens.ts";
+import { priceBook } from "./providers.ts";
 
 const MODEL = "gpt-4o-mini";
 const PROMPT = [{ role: "user" as const, content: "hello there" }];
@@ -41,7 +42,7 @@ const leaseClock = () => new ManualClock(0, 1_000_000);
 function deps(windows: CountingWindows, beforeReserve?: () => Promise<void>): BudgetDeps {
   return {
     windows,
-    prices: new Map([[MODEL, { input: 0.15, cachedInput: 0.075, output: 0.6 }]]),
+    prices: priceBook(new Map([[MODEL, { input: 0.15, cachedInput: 0.075, output: 0.6 }]])),
     defaultMaxOutputTokens: 10,
     metrics: createBudgetMetrics(createMetrics(`test_${randomBytes(4).toString("hex")}`)),
     logger: createLogger("test", "silent"),

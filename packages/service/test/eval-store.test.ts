@@ -20,9 +20,9 @@ import {
 import { EvalStore, type EvalStoreOptions } from "../src/evals/store.ts";
 import { startEvalWorker } from "../src/evals/worker.ts";
 import { ids } from "../src/ids.ts";
-import { ChatProvider } from "../src/llm/provider.ts";
 import { UsageStore } from "../src/usage/store.ts";
 import { testBudgetDeps } from "./budget-deps.ts";
+import { testProvider } from "./providers.ts";
 
 const RETENTION: EvalStoreOptions = {
   runRetentionMs: parseDuration("90d")!,
@@ -362,14 +362,11 @@ describeEachTopology("eval runs through the queue on %s Redis", (topology) => {
         creators: new RedisCreatorKeys(redis, systemClock),
         logger: createLogger("eval-store-test", "silent"),
         clock: systemClock,
-        provider: new ChatProvider({
+        provider: testProvider({
           baseUrl: llm.baseUrl,
           apiKey: undefined,
           defaultModel: "echo",
-          allowedModels: undefined,
           timeoutMs: 5_000,
-          maxResponseBytes: 1_000_000,
-          maxEventChars: 100_000,
           ids: ids(systemClock),
         }),
       },

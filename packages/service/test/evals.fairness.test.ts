@@ -7,10 +7,10 @@ import { afterAll, describe, expect, it, vi } from "vitest";
 import { type Evals, startEvals } from "../src/evals/index.ts";
 import { EVAL_QUEUE, EVAL_QUEUE_PREFIX } from "../src/evals/queue.ts";
 import { ids } from "../src/ids.ts";
-import { ChatProvider } from "../src/llm/provider.ts";
 import { UsageStore } from "../src/usage/store.ts";
 import { testBudgetDeps } from "./budget-deps.ts";
 import { evalClient, finished } from "./evals-client.ts";
+import { testProvider } from "./providers.ts";
 import { useStack } from "./stack.ts";
 
 // The service runs no workers: the test starts them once every firing is waiting in the queue.
@@ -63,14 +63,11 @@ describe("fairness between organizations on the shared eval queue", () => {
         redis: stack.redis,
         db,
         retention: { runRetentionMs: 86_400_000, runsPerSchedule: 1_000 },
-        provider: new ChatProvider({
+        provider: testProvider({
           baseUrl: stack.llm.baseUrl,
           apiKey: undefined,
           defaultModel: "echo-small",
-          allowedModels: undefined,
           timeoutMs: 10_000,
-          maxResponseBytes: 1_000_000,
-          maxEventChars: 100_000,
           ids: ids(systemClock),
         }),
         usage: new UsageStore(stack.redis),

@@ -14,8 +14,9 @@ import type { Caller } from "../src/budgets/admit-model-call.ts";
 import { createBudgetMetrics } from "../src/budgets/budget-metrics.ts";
 import { admitCall, type ModelCallDeps, type StreamedCall } from "../src/calls/model-call.ts";
 import { ids } from "../src/ids.ts";
-import { ChatProvider, type ChatRequest, type Completion } from "../src/llm/provider.ts";
+import type { ChatRequest, Completion } from "../src/llm/provider.ts";
 import { UsageStore } from "../src/usage/store.ts";
+import { priceBook, testProvider } from "./providers.ts";
 
 /**
  * The model call on its own (calls/model-call.ts), without routes: real
@@ -46,21 +47,18 @@ beforeAll(async () => {
   windows = new CountingWindows(redis);
   const logger = { info() {}, warn() {}, error() {}, debug() {} } as never;
   deps = {
-    provider: new ChatProvider({
+    provider: testProvider({
       baseUrl: llm.baseUrl,
       apiKey: "test",
       defaultModel: "gpt-test",
-      allowedModels: undefined,
       timeoutMs: 2_000,
-      maxResponseBytes: 1 << 20,
-      maxEventChars: 1 << 16,
       ids: ids(systemClock),
     }),
     authorization: new ResourceAuthorization(client, new RedisConsistencyTokens(redis, 6_000)),
-    usage: new UsageStore(redis, new Map()),
+    usage: new UsageStore(redis),
     budgets: {
       windows,
-      prices: new Map(),
+      prices: priceBook(),
       defaultMaxOutputTokens: 100,
       metrics: createBudgetMetrics(createMetrics("test")),
       logger,

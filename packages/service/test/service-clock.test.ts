@@ -6,8 +6,8 @@ import { createLogger } from "@gw/core/logger";
 import { readRelationshipLines } from "@gw/test-kit";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { ids, issuedAt } from "../src/ids.ts";
-import { ChatProvider } from "../src/llm/provider.ts";
 import { OrphanReconciler } from "../src/retention/reconciler.ts";
+import { testProvider } from "./providers.ts";
 import { parseEvents, useStack } from "./stack.ts";
 
 const CONV = "/api/v1/llm/conversations";
@@ -187,14 +187,11 @@ describe("the service reads time from the one clock it is given", () => {
     });
     await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
     try {
-      const provider = new ChatProvider({
+      const provider = testProvider({
         baseUrl: `http://127.0.0.1:${(server.address() as AddressInfo).port}/v1`,
         apiKey: undefined,
         defaultModel: "m",
-        allowedModels: undefined,
         timeoutMs: 5_000,
-        maxResponseBytes: 1 << 20,
-        maxEventChars: 1 << 16,
         ids: ids(clock),
       });
       const request = { model: "m", messages: [{ role: "user" as const, content: "hi" }] };

@@ -50,6 +50,8 @@ export interface Stack {
   redis: RedisClient;
   store: ApiKeyStore;
   assertionSecret: string;
+  /** The `VAULT_KEYS` the service and the gateway share, for another process of the stack (an eval worker). */
+  vaultKeys: string;
   /** The service's log lines at warn and above (JSON objects), so tests can see what reached the log. */
   serviceLogs: Record<string, unknown>[];
   /** A key in a fresh organization (its owner `backend`), unless told otherwise. */
@@ -103,6 +105,7 @@ export function useStack(
       startFakeLLM(),
     ]);
     const assertionSecret = randomBytes(32).toString("hex");
+    const vaultKeys = newVaultKeys();
     // Never the repository's .data, which a `pnpm start` on this machine may be using.
     const dataDir = await mkdtemp(join(tmpdir(), "gw-stack-data-"));
     const common = {
@@ -112,7 +115,7 @@ export function useStack(
       DATABASE_URL: database.url,
       INTERNAL_ASSERTION_SECRET: assertionSecret,
       // One vault for both, as `pnpm start` has it: MCP credentials in the gateway, provider keys in the service.
-      VAULT_KEYS: newVaultKeys(),
+      VAULT_KEYS: vaultKeys,
       ...spicedbEnv(spicedb),
     };
     const wanted = process.env.TEST_LOG_LEVEL ?? "silent";
@@ -172,6 +175,7 @@ export function useStack(
       redis,
       store,
       assertionSecret,
+      vaultKeys,
       serviceLogs,
       spicedb: { endpoint: spicedb.endpoint, presharedKey: spicedb.presharedKey },
       sweep: () => service.retention.sweep(),

@@ -6,12 +6,12 @@ import { UsageStore } from "../src/usage/store.ts";
 describe("usage paid with the organization's own provider key (group_by=paid_by)", () => {
   const test = useTestRedis();
   // USD per million tokens: a call of 1,000 input and 500 output tokens costs 0.002.
-  const prices = new Map([["gpt", { input: 1, cachedInput: 0.5, output: 2 }]]);
+  const price = { input: 1, cachedInput: 0.5, output: 2 };
   const at = new Date("2026-03-01T12:00:00Z");
   const day = "2026-03-01";
 
   it("splits requests, tokens and cost between the platform's keys and the organization's own", async () => {
-    const usage = new UsageStore(test.redis, prices);
+    const usage = new UsageStore(test.redis);
     const org = `org-${randomBytes(4).toString("hex")}`;
     const call = (user: string, ownKey?: boolean) =>
       usage.record({
@@ -20,6 +20,7 @@ describe("usage paid with the organization's own provider key (group_by=paid_by)
         user,
         model: "gpt",
         usage: { input_tokens: 1_000, output_tokens: 500, total_tokens: 1_500 },
+        price,
         at,
         ...(ownKey === undefined ? {} : { ownKey }),
       });
@@ -50,11 +51,13 @@ describe("usage paid with the organization's own provider key (group_by=paid_by)
       { paid_by: "organization", ...row(1) },
     ]);
     // The other groupings are as they were.
-    expect((await usage.query(org, day, day, "model")).data).toEqual([{ model: "gpt", ...row(4) }]);
+    expect((await usage.query(org, day, day, "model")).data).toEqual([
+      { model: "gpt", ...row(4), deployments: [] },
+    ]);
   });
 
   it("an organization whose calls all went through the platform's keys has one row", async () => {
-    const usage = new UsageStore(test.redis, prices);
+    const usage = new UsageStore(test.redis);
     const org = `org-${randomBytes(4).toString("hex")}`;
     await usage.record({
       org,
@@ -62,6 +65,7 @@ describe("usage paid with the organization's own provider key (group_by=paid_by)
       user: "alice",
       model: "gpt",
       usage: { input_tokens: 10, output_tokens: 5, total_tokens: 15 },
+      price,
       at,
     });
     expect(

@@ -1,6 +1,7 @@
 /**
  * A small OpenAI-compatible model provider for tests: `POST /v1/chat/completions`
- * (and `/chat/completions`), with usage, SSE streaming, tool calls, switches
+ * (and `/chat/completions`, and Azure OpenAI's
+ * `/openai/deployments/{deployment}/chat/completions?api-version=…`), with usage, SSE streaming, tool calls, switches
  * to fail in the ways real providers do, and a hold that keeps answers back
  * until the test releases them. It answers deterministically, so tests can
  * tell what reached it:
@@ -26,7 +27,7 @@ export type UpstreamMode =
   | "ok"
   /** `failStatus` with an error body that carries `PROVIDER_SECRETS`, as a misconfigured provider's does. */
   | "fail"
-  /** 429 with `Retry-After: 7`. */
+  /** 429 with `Retry-After: <retryAfter>` (7 unless set). */
   | "rate-limit"
   /** 200 with an HTML page (carrying `PROVIDER_SECRETS`) instead of JSON or events. */
   | "not-json"
@@ -70,8 +71,11 @@ export interface WireToolCall {
 }
 
 export interface RecordedRequest {
+  /** The path, query included. */
   path: string;
   authorization: string | undefined;
+  /** The `api-key` header (Azure OpenAI's credential). */
+  apiKey: string | undefined;
   /** The W3C `traceparent` the caller sent, if any. */
   traceparent: string | undefined;
   body: {
@@ -96,6 +100,10 @@ export interface FakeLLM {
   mode: UpstreamMode;
   /** Status of `fail` answers. */
   failStatus: number;
+  /** The body of `fail` answers; unset: an OpenAI-style error whose message carries `PROVIDER_SECRETS`. */
+  failBody: string | undefined;
+  /** The `Retry-After` of `rate-limit` answers; `undefined`: none. */
+  retryAfter: string | undefined;
   /** Size of the body (or event) that `oversized` sends. */
   oversizeBytes: number;
   framing: SseFraming;
@@ -154,6 +162,8 @@ export async function startFakeLLM(port = 0): Promise<FakeLLM> {
     requests: [],
     mode: "ok",
     failStatus: 500,
+    failBody: undefined,
+    retryAfter: "7",
     oversizeBytes: 256 * 1024,
     framing: "lf",
     chunkDelayMs: 5,
@@ -171,7 +181,8 @@ export async function startFakeLLM(port = 0): Promise<FakeLLM> {
   };
 
   const server: Server = createServer(async (req: IncomingMessage, res: ServerResponse) => {
-    if (req.method !== "POST" || !/^(\/v1)?\/chat\/completions$/.test(req.url ?? "")) {
+    const path = (req.url ?? "").split("?")[0]!;
+    if (req.method !== "POST" || !/^((\/v1)?|\/openai\/deployments\/[^/]+)\/chat\/completions$/.test(path)) {
       res.writeHead(404, { "content-type": "application/json" }).end('{"error":{"message":"not found"}}');
       return;
     }
@@ -181,6 +192,7 @@ export async function startFakeLLM(port = 0): Promise<FakeLLM> {
     const record: RecordedRequest = {
       path: req.url!,
       authorization: req.headers.authorization,
+      apiKey: req.headers["api-key"] as string | undefined,
       traceparent: req.headers.traceparent as string | undefined,
       body,
       aborted: false,
@@ -193,12 +205,18 @@ export async function startFakeLLM(port = 0): Promise<FakeLLM> {
     if (fake.mode === "fail") {
       res
         .writeHead(fake.failStatus, { "content-type": "application/json" })
-        .end(JSON.stringify({ error: { message: leakyMessage, type: "server_error", code: null } }));
+        .end(
+          fake.failBody ??
+            JSON.stringify({ error: { message: leakyMessage, type: "server_error", code: null } }),
+        );
       return;
     }
     if (fake.mode === "rate-limit") {
       res
-        .writeHead(429, { "content-type": "application/json", "retry-after": "7" })
+        .writeHead(429, {
+          "content-type": "application/json",
+          ...(fake.retryAfter === undefined ? {} : { "retry-after": fake.retryAfter }),
+        })
         .end('{"error":{"message":"slow down","type":"rate_limit_exceeded"}}');
       return;
     }

@@ -9,7 +9,8 @@ import { ValidationFailed } from "@gw/core/errors";
 import { SPEND_WINDOWS, TOKEN_WINDOWS, WINDOWS } from "@gw/core/limits";
 import { redactUrl } from "@gw/core/logger";
 import { PERMISSIONS } from "@gw/core/permissions";
-import { createRedis, localRedisUrl } from "@gw/core/redis";
+import { createRedis, localRedisUrl, type RedisClient } from "@gw/core/redis";
+import { keyUsageByDeployment, utcDay } from "@gw/core/usage-days";
 import { validate } from "@gw/core/validation";
 import { CountingWindows } from "@gw/core/windows";
 import { keyUsage } from "../api-keys/key-usage.ts";
@@ -25,7 +26,8 @@ const USAGE = `usage:
   pnpm keys get ID
   pnpm keys update ID [--name N] [--permissions a,b] [--models a,b|any] [--limit LIMIT=N|off]... [--expires-at ISO8601|never] [--on-behalf-of POLICY]
   pnpm keys revoke ID
-  pnpm keys usage ID [--user U]   (every window of every unit of the key, and with --user of that end user)
+  pnpm keys usage ID [--user U]   (every window of every unit of the key, and with --user of that end user;
+    and the key's calls this UTC month by model and the deployment that served them)
   pnpm keys end-user-limits --org ORG [--limit LIMIT=N|off]...   (the organization's defaults for end users)
   pnpm keys signing-key [--alg ES256|EdDSA]   (a new JWT signing key, as a JWK Set for JWT_SIGNING_KEYS)
 LIMIT is [end-user:][UNIT:]WINDOW: requests per ${WINDOWS.join(", ")} (UNIT requests, or none);
@@ -125,6 +127,7 @@ export async function runKeysCommand(
   store: ApiKeyStore,
   limiter?: Pick<CountingWindows, "peek">,
   orgLimits?: OrgLimitsStore,
+  usage?: RedisClient,
 ): Promise<unknown> {
   const { values, positionals } = parseArgs({
     args: argv,
@@ -182,8 +185,14 @@ export async function runKeysCommand(
     case "usage": {
       const key = found(await store.get(needId()));
       if (!limiter || !orgLimits) throw new Error("usage needs the rate-limit store");
-      const user = values.user;
-      return keyUsage(limiter, orgLimits, key, user);
+      const windows = await keyUsage(limiter, orgLimits, key, values.user);
+      if (!usage) return windows;
+      const to = utcDay(new Date());
+      const from = `${to.slice(0, 8)}01`;
+      return {
+        ...windows,
+        served: { from, to, models: await keyUsageByDeployment(usage, key.org, key.id, from, to) },
+      };
     }
     case "end-user-limits": {
       if (!values.org) throw new UsageError("end-user-limits needs --org");
@@ -264,6 +273,7 @@ export async function main(
       new ApiKeyStore(redis),
       new CountingWindows(redis),
       new OrgLimitsStore(redis),
+      redis,
     );
     io.stdout.write(`${JSON.stringify(result, null, 2)}\n`);
     return 0;

@@ -4,15 +4,17 @@ import { hasBudgets, limitEntries } from "@gw/core/limits";
 import type { Logger } from "@gw/core/logger";
 import type { Principal } from "@gw/core/principal";
 import { type CountingWindows, type Reservation, type WindowState, WindowStoreError } from "@gw/core/windows";
+import type { Catalogue } from "../llm/catalogue.ts";
 import { costNanoUsd, type ModelPrice } from "../llm/prices.ts";
-import type { ChatRequest } from "../llm/provider.ts";
+import type { ChatRequest, ServedBy } from "../llm/provider.ts";
 import { countPromptTokens } from "../llm/tokens.ts";
 import type { BudgetMetrics } from "./budget-metrics.ts";
 import { budgetHeaders, retryAfter } from "./headers.ts";
 
 export interface BudgetDeps {
   windows: CountingWindows;
-  prices: ReadonlyMap<string, ModelPrice>;
+  /** The price a call is reserved at: the highest among the deployments it may reach (the catalogue). */
+  prices: Pick<Catalogue, "reservePrice">;
   /** Output tokens reserved, and sent as the cap, when a budgeted call names none. */
   defaultMaxOutputTokens: number;
   metrics: BudgetMetrics;
@@ -35,7 +37,7 @@ export interface Caller {
    * false for a call no gateway saw (an eval run's), which counts here.
    */
   requestsCounted: boolean;
-  /** For the log line of a refusal. */
+  /** The request the call serves (an eval run: the run's id), for the log line of a refusal and the audit record of an organization's provider key's first use. */
   requestId?: string | undefined;
 }
 
@@ -55,8 +57,18 @@ export interface AdmittedCall {
   windows: WindowState[];
   /** Tokens of the prompt as counted (an upper bound: see `llm/tokens.ts`); counted once, when first asked. */
   promptTokens(): Promise<number>;
-  /** Replaces the reservation by what the provider reported. Only the first settle or release counts. */
-  settle(used: UsedTokens): Promise<void>;
+  /**
+   * The price the call was reserved at: the highest among the deployments it
+   * may reach; undefined when one of them is unpriced. What is charged when
+   * the deployment that served it is not known.
+   */
+  reservedPrice: ModelPrice | undefined;
+  /**
+   * Replaces the reservation by what the provider reported, priced as the
+   * deployment that served it (`servedBy`; not known: the reserved price).
+   * Only the first settle or release counts.
+   */
+  settle(used: UsedTokens, servedBy?: Pick<ServedBy, "price">): Promise<void>;
   /** The provider failed before it had the request: tokens and spend go back (the request stays counted). */
   release(): Promise<void>;
   /**
@@ -115,19 +127,20 @@ export async function admitModelCall(
     counted = countPromptTokens(call);
     return counted;
   };
-  if (!admission) return unbudgeted(call, promptTokens, recount);
+  // Reserved at the highest price among the deployments the call may reach, its fallbacks' included.
+  const price = deps.prices.reservePrice([call.model, ...(call.route?.fallbacks ?? [])]);
+  if (!admission) return unbudgeted(call, price, promptTokens, recount);
   const { limits } = admission;
   const { requestsCounted } = caller;
   // A call no gateway counted (an eval run's) counts in the key's request windows here, budgets or not.
   const uncounted = !requestsCounted && limitEntries(limits).some((e) => e.unit === "requests");
-  if (!hasBudgets(limits) && !uncounted) return unbudgeted(call, promptTokens, recount);
-  const price = deps.prices.get(call.model);
+  if (!hasBudgets(limits) && !uncounted) return unbudgeted(call, price, promptTokens, recount);
   const spendLimited = [...limitEntries(limits), ...limitEntries(limits.endUser)].some(
     (e) => e.unit === "spend",
   );
   if (spendLimited && !price)
     throw forbidden(
-      `The model '${call.model}' has no price, and this key has a spend limit: it cannot use it`,
+      `The model '${call.model}' has no price (or a deployment it may reach has none), and this key has a spend limit: it cannot use it`,
       { param: "model" },
     );
 
@@ -195,8 +208,12 @@ export async function admitModelCall(
   return {
     maxOutputTokens,
     windows: result.states,
+    reservedPrice: price,
     promptTokens,
-    settle: (used) => settle(used.input_tokens + used.output_tokens, price ? costNanoUsd(price, used) : 0),
+    settle: (used, servedBy) => {
+      const charged = servedBy ? servedBy.price : price;
+      return settle(used.input_tokens + used.output_tokens, charged ? costNanoUsd(charged, used) : 0);
+    },
     release: () => settle(0, 0),
     promptGrew: async () => {
       const grown = (await recount()) - prompt;
@@ -239,6 +256,7 @@ async function settleWithRetries(
 
 function unbudgeted(
   call: ChatRequest,
+  price: ModelPrice | undefined,
   promptTokens: () => Promise<number>,
   recount: () => Promise<number>,
 ): AdmittedCall {
@@ -246,6 +264,7 @@ function unbudgeted(
   return {
     maxOutputTokens: call.maxOutputTokens,
     windows: [],
+    reservedPrice: price,
     promptTokens,
     settle: nothing,
     release: nothing,

@@ -7,30 +7,56 @@ import type { BudgetDeps } from "../budgets/admit-model-call.ts";
 import { createBudgetMetrics } from "../budgets/budget-metrics.ts";
 import type { ServiceConfig } from "../config.ts";
 import type { Ids } from "../ids.ts";
-import type { ChatProvider } from "../llm/provider.ts";
-import { createProviderMetrics, MeteredProvider } from "../llm/provider-metrics.ts";
+import { ADAPTERS } from "../llm/adapters.ts";
+import { RedisCooldowns } from "../llm/cooldowns.ts";
+import type { OrganizationProviderKeys } from "../llm/provider-keys.ts";
+import { createProviderMetrics } from "../llm/provider-metrics.ts";
+import { ModelRouter } from "../llm/router.ts";
 
 // What the model-call pipeline needs from the configuration, for the service and for eval worker processes.
 
 /**
- * The model provider the configuration names (responses and eval runs share
- * it), its calls in `metrics`, the ids of tool calls it sends without one from `ids`.
+ * The router over the configuration's model catalogue (responses, chat
+ * completions and eval runs share it): its calls and deployments in
+ * `metrics`, the cooldowns every replica shares in `redis`, the ids of tool
+ * calls a provider sends without one from `ids`; `providerKeys` looks up
+ * organizations' own keys for `byok` deployments.
  */
-export function chatProvider(config: ServiceConfig, metrics: Metrics, ids: Ids): ChatProvider {
-  return new MeteredProvider(
-    {
-      baseUrl: config.LLM_BASE_URL,
-      apiKey: config.LLM_API_KEY,
-      defaultModel: config.LLM_DEFAULT_MODEL,
-      allowedModels: config.LLM_MODELS,
-      timeoutMs: config.LLM_TIMEOUT_MS,
+export function chatProvider(
+  config: ServiceConfig,
+  deps: {
+    metrics: Metrics;
+    ids: Ids;
+    redis: RedisClient;
+    clock: Clock;
+    logger?: Logger;
+    providerKeys?: OrganizationProviderKeys;
+  },
+): ModelRouter {
+  const cooldowns = new RedisCooldowns(deps.redis);
+  const providerMetrics = createProviderMetrics(deps.metrics);
+  providerMetrics.watch(config.catalogue, cooldowns);
+  return new ModelRouter({
+    catalogue: config.catalogue,
+    adapters: ADAPTERS,
+    adapterOptions: {
       maxResponseBytes: config.LLM_MAX_RESPONSE_BYTES,
       maxEventChars: config.LLM_MAX_EVENT_CHARS,
-      ids,
-      ownedBy: config.LLM_DEVELOPMENT_PROVIDER ? "development" : undefined,
+      ids: deps.ids,
+      secrets: config.catalogue.deployments.flatMap((d) => (d.apiKey ? [d.apiKey] : [])),
     },
-    createProviderMetrics(metrics),
-  );
+    cooldowns,
+    clock: deps.clock,
+    random: Math.random,
+    settings: {
+      deadlineMs: config.LLM_DEADLINE_MS,
+      backoffMs: config.LLM_RETRY_BACKOFF_MS,
+      retryAfterMaxMs: config.LLM_RETRY_AFTER_MAX_S * 1000,
+    },
+    metrics: providerMetrics.router,
+    providerKeys: deps.providerKeys,
+    logger: deps.logger,
+  });
 }
 
 /** Token and spend admission of model calls (responses, chat completions, eval runs), its metrics in `metrics`. */
@@ -43,7 +69,7 @@ export function budgetDeps(
 ): BudgetDeps {
   return {
     windows: new CountingWindows(redis, { clock }),
-    prices: config.LLM_MODELS?.prices ?? new Map(),
+    prices: config.catalogue,
     defaultMaxOutputTokens: config.LLM_DEFAULT_MAX_OUTPUT_TOKENS,
     metrics: createBudgetMetrics(metrics),
     logger,

@@ -7,7 +7,15 @@ import {
   type BudgetDeps,
   type Caller,
 } from "../budgets/admit-model-call.ts";
-import type { ChatProvider, ChatRequest, Completion, ToolCallDelta, Usage } from "../llm/provider.ts";
+import type { ModelPrice } from "../llm/prices.ts";
+import type {
+  ChatProvider,
+  ChatRequest,
+  Completion,
+  ServedBy,
+  ToolCallDelta,
+  Usage,
+} from "../llm/provider.ts";
 import { countTokens } from "../llm/tokens.ts";
 import type { UsageStore } from "../usage/store.ts";
 
@@ -41,6 +49,8 @@ export interface StreamedCall {
   completion?: Completion;
   /** What the model produced before the stream broke (its text and tool call arguments). */
   partial?: string;
+  /** The deployment the stream came from (`StreamSeen.servedBy`): what broke after it began is priced as it. */
+  servedBy?: ServedBy | undefined;
   /** Sends the stream's last events (the kept answer) and ends it. */
   end(): void;
   /** Ends the stream with an error event. */
@@ -100,6 +110,12 @@ export async function admitCall<A, S extends StreamedCall>(
 ): Promise<AdmittedModelCall<A, S>> {
   const admitted = await admitModelCall(deps.budgets, plan.caller, plan.request);
   plan.request.maxOutputTokens = admitted.maxOutputTokens;
+  // Who calls, for the router: an organization's own provider key is looked up for this principal only.
+  const { principal, requestId } = plan.caller;
+  plan.request.route = {
+    fallbacks: plan.request.route?.fallbacks ?? [],
+    caller: { principal, requestId: requestId ?? "" },
+  };
   return {
     windows: admitted.windows,
     answer: (signal) => answer(deps, plan, admitted, signal),
@@ -137,16 +153,16 @@ async function answer<A, S extends StreamedCall>(
   if (refused) {
     // The model answered, but what it answered cannot be owned, so it is not kept: still used, so charged.
     await Promise.all([
-      admitted.settle(usedBy(completion)),
+      admitted.settle(usedBy(completion), completion.servedBy),
       recordUsage(deps.usage, plan.caller.principal, completion.model, completion.usage, {
         cachedTokens: completion.usageDetails.cachedTokens,
-        pricedAs: plan.request.model,
+        servedBy: completion.servedBy,
       }),
       disown(deps, plan),
     ]);
     throw refused;
   }
-  await admitted.settle(usedBy(completion));
+  await admitted.settle(usedBy(completion), completion.servedBy);
   try {
     return await plan.keep(completion);
   } catch (err) {
@@ -170,7 +186,7 @@ async function keepWhileOwning<A, S extends StreamedCall>(
   owned: Promise<unknown>,
   discard: () => Promise<void>,
 ): Promise<A> {
-  await admitted.settle(usedBy(completion));
+  await admitted.settle(usedBy(completion), completion.servedBy);
   const [kept, refused] = await Promise.all([
     plan.keep(completion).then(
       (answer) => ({ answer }),
@@ -230,7 +246,7 @@ async function stream<A, S extends StreamedCall>(
   }
   if (streamed.completion) {
     noteOverrun(deps, plan, streamed.completion);
-    await admitted.settle(usedBy(streamed.completion));
+    await admitted.settle(usedBy(streamed.completion), streamed.completion.servedBy);
     try {
       await plan.keep(streamed.completion, streamed); // kept before the client hears the end
     } catch (err) {
@@ -242,7 +258,7 @@ async function stream<A, S extends StreamedCall>(
     return;
   }
   // The stream broke after it began: the prompt and what the model produced still count, nothing was kept.
-  await chargeUnreported(deps.usage, admitted, plan, streamed.partial ?? "");
+  await chargeUnreported(deps.usage, admitted, plan, streamed.partial ?? "", streamed.servedBy);
   await disown(deps, plan);
 }
 
@@ -288,24 +304,30 @@ function disown(deps: ModelCallDeps, plan: CallPlan<unknown, StreamedCall>): Pro
 
 /**
  * Records one model call's tokens for the principal: its organization, key
- * and end user; priced as the model that was asked for (`pricedAs`: the
- * provider may answer with a dated name), cached input at its own price.
+ * and end user; `model` as the provider named the model that answered;
+ * priced as the deployment that served it (`servedBy`; not known: at
+ * `price`, what the call was reserved at), cached input at its own price;
+ * marked as paid with the organization's own key when that deployment used
+ * it (`servedBy.byok`).
  */
 export function recordUsage(
   store: UsageStore,
   principal: Principal,
   model: string,
   usage: Usage,
-  /** `ownKey`: the call was paid with the organization's own provider key. */
-  pricing: { cachedTokens?: number; pricedAs?: string; ownKey?: boolean } = {},
+  pricing: { cachedTokens?: number; servedBy?: ServedBy | undefined; price?: ModelPrice | undefined } = {},
 ): Promise<void> {
+  const { servedBy } = pricing;
   return store.record({
     org: principal.org,
     keyId: principal.keyId,
     user: principal.user,
     model,
     usage,
-    ...pricing,
+    cachedTokens: pricing.cachedTokens ?? 0,
+    price: servedBy ? servedBy.price : pricing.price,
+    deployment: servedBy ? { provider: servedBy.provider, model: servedBy.upstreamModel } : undefined,
+    ...(servedBy?.byok ? { ownKey: true } : {}),
   });
 }
 
@@ -319,13 +341,16 @@ export const usedBy = (completion: Completion) => ({
  * A call the provider had but never reported on (the caller went away, the
  * stream broke): the budgets are charged, and usage records, the prompt as
  * counted for admission (an upper bound of what the provider read) plus the
- * tokens of what the model produced (`produced`, as counted the same way).
+ * tokens of what the model produced (`produced`, as counted the same way),
+ * at the price of the deployment it came from (`servedBy`; not known: the
+ * price it was reserved at, the highest it could have reached).
  */
 export async function chargeUnreported(
   store: UsageStore,
   admitted: AdmittedCall,
   plan: { caller: Caller; request: ChatRequest },
   produced: string,
+  servedBy?: ServedBy,
 ): Promise<void> {
   const [input, output] = await Promise.all([
     admitted.promptTokens(),
@@ -333,8 +358,11 @@ export async function chargeUnreported(
   ]);
   const usage = { input_tokens: input, output_tokens: output, total_tokens: input + output };
   await Promise.all([
-    admitted.settle(usage),
-    recordUsage(store, plan.caller.principal, plan.request.model, usage),
+    admitted.settle(usage, servedBy),
+    recordUsage(store, plan.caller.principal, plan.request.model, usage, {
+      servedBy,
+      price: admitted.reservedPrice,
+    }),
   ]);
 }
 

@@ -5,7 +5,7 @@ import type { WindowState } from "@gw/core/windows";
 import type { Caller } from "../budgets/admit-model-call.ts";
 import { admitCall, type ModelCallDeps, recordUsage } from "../calls/model-call.ts";
 import type { Ids } from "../ids.ts";
-import { requireUsableModel, resolveModel } from "../llm/models.ts";
+import { routeOf } from "../llm/models.ts";
 import type { ChatRequest, Completion } from "../llm/provider.ts";
 import { completionObject, storedMessages } from "./completion.ts";
 import { type CreateCompletionInput, chatRequestOf } from "./request.ts";
@@ -48,9 +48,8 @@ export async function startCompletion(
 ): Promise<CompletionCall> {
   const { principal } = caller;
   deps.provider.assertConfigured();
-  const model = resolveModel(deps.provider, input.model);
-  requireUsableModel(principal, model);
-  const request = chatRequestOf(input, model);
+  const { model, route } = routeOf(deps.provider, principal, input.model);
+  const request: ChatRequest = { ...chatRequestOf(input, model), route };
   const id = deps.ids.newCompletionId();
   const created = Math.floor(deps.clock.wall() / 1000);
   const call = await admitCall<ChatCompletionObject, StreamedCompletion>(deps, {
@@ -59,7 +58,7 @@ export async function startCompletion(
     owned: input.store ? { type: "completion", id } : undefined,
     keep: async (completion) => {
       const answer = completionObject(id, created, completion, input.metadata ?? {});
-      await keep(deps, principal, input, answer, completion, model);
+      await keep(deps, principal, input, answer, completion);
       return answer;
     },
     discard: () => deps.completions.delete(principal.org, id),
@@ -81,7 +80,6 @@ async function keep(
   input: CreateCompletionInput,
   answer: ChatCompletionObject,
   completion: Completion,
-  requestedModel: string,
 ): Promise<void> {
   await Promise.all([
     input.store
@@ -96,7 +94,7 @@ async function keep(
         output_tokens: answer.usage.completion_tokens,
         total_tokens: answer.usage.total_tokens,
       },
-      { cachedTokens: completion.usageDetails.cachedTokens, pricedAs: requestedModel },
+      { cachedTokens: completion.usageDetails.cachedTokens, servedBy: completion.servedBy },
     ),
   ]);
 }

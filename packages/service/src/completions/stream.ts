@@ -3,7 +3,7 @@ import { streamErrorChunk } from "@gw/core/errors";
 import type { Logger } from "@gw/core/logger";
 import { type EventSink, logStreamFailure } from "../calls/event-sink.ts";
 import { relayPieces, type StreamedCall } from "../calls/model-call.ts";
-import type { ChatProvider, ChatRequest, Completion } from "../llm/provider.ts";
+import type { ChatProvider, ChatRequest, Completion, StreamSeen } from "../llm/provider.ts";
 import { finishReasonOf, usageObject } from "./completion.ts";
 
 export interface StreamedCompletion extends StreamedCall {
@@ -39,7 +39,7 @@ export async function streamCompletion(
   },
 ): Promise<StreamedCompletion> {
   const { provider, logger, request, id, created, includeUsage, signal } = call;
-  const seen: { model?: string } = {};
+  const seen: StreamSeen = {};
   const pieces = provider.stream(request, signal, seen);
   const first = await pieces.next(); // provider errors surface here, before any byte is sent
   // OpenAI's rule: every chunk names the model that answers, as the provider names it.
@@ -98,7 +98,7 @@ export async function streamCompletion(
   });
   if ("error" in relayed) {
     fail(relayed.error);
-    return { partial: relayed.produced, end: () => undefined, fail };
+    return { partial: relayed.produced, servedBy: seen.servedBy, end: () => undefined, fail };
   }
   return { completion: relayed.completion, end: end(relayed.completion), fail };
 }

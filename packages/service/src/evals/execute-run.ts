@@ -4,7 +4,7 @@ import type { Logger } from "@gw/core/logger";
 import { BudgetRefused } from "../budgets/admit-model-call.ts";
 import { admitCall, type ModelCallDeps, recordUsage, type StreamedCall } from "../calls/model-call.ts";
 import { ProviderError } from "../llm/errors.ts";
-import { requireUsableModel } from "../llm/models.ts";
+import { routeOf } from "../llm/models.ts";
 import type { Completion } from "../llm/provider.ts";
 import type { CreatorKeys } from "./creator.ts";
 import { type EvalResult, type EvalSchedule, unixSeconds } from "./records.ts";
@@ -47,22 +47,24 @@ export async function executeRun(
   let error: string | null = null;
   try {
     deps.provider.assertConfigured();
-    const model = deps.provider.resolveModel(schedule.model);
-    if (!model) throw new RunFailure(`The model '${schedule.model}' is not one of LLM_MODELS`);
-    const caller = await deps.creators.callerOf(org, schedule.creator);
-    if ("refused" in caller) throw new RunFailure(caller.refused);
-    requireUsableModel(caller.principal, model);
+    if (schedule.model !== "auto" && !deps.provider.resolveModel(schedule.model))
+      throw new RunFailure(`The model '${schedule.model}' is not in the model catalogue`);
+    const creator = await deps.creators.callerOf(org, schedule.creator);
+    if ("refused" in creator) throw new RunFailure(creator.refused);
+    // The run's calls serve the run: its id stands for a request's in their log lines and audit records.
+    const caller = { ...creator, requestId: runId };
+    const { model, route } = routeOf(deps.provider, caller.principal, schedule.model);
     await deps.store.update(org, runId, { model });
     for (const item of schedule.inputs) {
       const { input, expected } = typeof item === "string" ? { input: item, expected: null } : item;
       const call = await admitCall<Completion, StreamedCall>(deps, {
         caller,
-        request: { model, messages: [{ role: "user", content: input }] },
+        request: { model, route, messages: [{ role: "user", content: input }] },
         owned: undefined,
         keep: async (completion) => {
           await recordUsage(deps.usage, caller.principal, completion.model, completion.usage, {
             cachedTokens: completion.usageDetails.cachedTokens,
-            pricedAs: model,
+            servedBy: completion.servedBy,
           });
           return completion;
         },

@@ -1,5 +1,6 @@
 import { endSpan, type Span, startClientSpan } from "@gw/core/tracing";
 import type { EventSourceMessage } from "eventsource-parser";
+import type { Dispatcher } from "undici";
 import type { Ids } from "../ids.ts";
 import { usageDetailsOf, usageOf } from "./accounting.ts";
 import {
@@ -16,13 +17,15 @@ import {
 import type { ChatRequest, Completion, ToolCall, ToolCallDelta } from "./chat.ts";
 import { ProviderFailed, redactProviderText } from "./errors.ts";
 import { cappedUsage, capWholeOutput, OutputCap } from "./output-cap.ts";
+import type { ModelProvider } from "./provider.ts";
 import { serverSentEvents } from "./sse.ts";
 import { type Endpoint, type ProviderResponse, post, readUpTo, textOf, within } from "./transport.ts";
 
 export interface AnthropicOptions {
   /** Where the Messages API is, up to its version: `https://api.anthropic.com/v1` (calls go to `/messages` under it). */
   baseUrl: string;
-  apiKey: string;
+  /** Sent as `x-api-key`; none for an endpoint that takes no key (a local proxy). */
+  apiKey: string | undefined;
   /** The upstream model id sent instead of the call's model name, when given. */
   model?: string | undefined;
   /** The `anthropic-version` header: default `2023-06-01`. */
@@ -35,6 +38,12 @@ export interface AnthropicOptions {
   maxEventChars: number;
   /** Issues the ids of tool calls the provider sent without one. */
   ids: Ids;
+  /** Other values replaced by `[redacted]` in whatever of the provider's text reaches the log (every deployment's key). */
+  secrets?: readonly (string | undefined)[] | undefined;
+  /** The only dispatcher that may connect to `baseUrl` (an organization's own, checked at each connection); unset: the origin's pool. */
+  dispatcher?: Dispatcher | undefined;
+  /** The catalogue's deployment it serves, named on each attempt's span. */
+  deployment?: { id: string; modelName: string } | undefined;
 }
 
 export const ANTHROPIC_VERSION = "2023-06-01";
@@ -48,7 +57,7 @@ export const ANTHROPIC_VERSION = "2023-06-01";
  * held to the call's cap, and failures as `ProviderError`s with the key
  * redacted.
  */
-export class AnthropicProvider {
+export class AnthropicProvider implements ModelProvider {
   private readonly options: AnthropicOptions;
   private readonly endpoint: Endpoint;
 
@@ -57,7 +66,7 @@ export class AnthropicProvider {
     this.endpoint = {
       path: "/messages",
       headers: {
-        "x-api-key": options.apiKey,
+        ...(options.apiKey ? { "x-api-key": options.apiKey } : {}),
         "anthropic-version": options.anthropicVersion ?? ANTHROPIC_VERSION,
       },
     };
@@ -275,6 +284,9 @@ export class AnthropicProvider {
       "gen_ai.operation.name": "chat",
       "gen_ai.provider.name": "anthropic",
       "gen_ai.request.model": model,
+      ...(this.options.deployment
+        ? { "gw.model": this.options.deployment.modelName, "gw.deployment": this.options.deployment.id }
+        : {}),
       "gw.stream": stream,
     });
   }
@@ -304,6 +316,6 @@ export class AnthropicProvider {
   }
 
   private redact(text: string): string {
-    return redactProviderText(text, [this.options.apiKey]);
+    return redactProviderText(text, [this.options.apiKey, ...(this.options.secrets ?? [])]);
   }
 }

@@ -1,3 +1,7 @@
+import type { ProviderKind } from "./catalogue.ts";
+import type { ModelPrice } from "./prices.ts";
+import type { ProviderKeyCaller } from "./provider-keys.ts";
+
 /** The model call in the service's own terms (what routes, budgets and usage see), whatever the wire. */
 
 /** A call of a function tool, as the model made it. */
@@ -29,9 +33,28 @@ export interface FunctionTool {
   strict?: boolean | undefined;
 }
 
+/**
+ * Where a call may be routed beyond its model name, as the caller's key
+ * allows (`routeOf` in llm/models.ts); adapters never read it.
+ */
+export interface CallRoute {
+  /** The catalogue names tried after `model`, in order, each one the key may use. */
+  fallbacks: readonly string[];
+  /**
+   * Who calls, as the model-call pipeline sets it (calls/model-call.ts): a
+   * `byok` deployment is served with its organization's own key for the
+   * provider, and the key's first use is audited as theirs. None: `byok`
+   * deployments are skipped.
+   */
+  caller?: ProviderKeyCaller | undefined;
+}
+
 /** One call to the model, in chat-completions terms. Every field but `model` and `messages` is optional. */
 export interface ChatRequest {
+  /** A catalogue name; an adapter is handed the upstream's own model id here. */
   model: string;
+  /** Unset: the model's own deployments only, no fallback. */
+  route?: CallRoute | undefined;
   messages: ChatMessage[];
   maxOutputTokens?: number | undefined;
   temperature?: number | undefined;
@@ -74,6 +97,21 @@ export interface Usage {
 /** Why the model stopped: chat-completions `finish_reason`, or `unknown` when a provider gives none. */
 export type FinishReason = "stop" | "length" | "tool_calls" | "content_filter" | "unknown";
 
+/** The deployment that answered a call (the router says so; adapters leave it unset). */
+export interface ServedBy {
+  /** The catalogue name it serves: the one asked for, or the fallback the call came to. */
+  model: string;
+  /** Its id (`gpt-4o#1`). */
+  deployment: string;
+  provider: ProviderKind;
+  /** The upstream's own model id. */
+  upstreamModel: string;
+  /** Its price; undefined: unpriced. */
+  price: ModelPrice | undefined;
+  /** Served with the calling organization's own key. */
+  byok: boolean;
+}
+
 export interface Completion {
   text: string;
   /** The function calls the model made, in order (none when it only answered). */
@@ -93,6 +131,8 @@ export interface Completion {
    * counts at most the cap (llm/output-cap.ts).
    */
   overrun?: number | undefined;
+  /** The deployment that answered. */
+  servedBy?: ServedBy | undefined;
 }
 
 /**

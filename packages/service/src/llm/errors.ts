@@ -1,4 +1,4 @@
-import { AppError, type ErrorCode } from "@gw/core/errors";
+import { AppError, type ErrorCause, type ErrorCode } from "@gw/core/errors";
 
 /**
  * Why the model could not answer, with its catalogue code. The message is in
@@ -19,9 +19,15 @@ export class ProviderError extends AppError {
       headers?: Record<string, string>;
       cause?: unknown;
       rateLimit?: boolean;
+      reason?: ErrorCause;
     } = {},
   ) {
-    super(code, message, { headers: options.headers, cause: options.cause, rateLimit: options.rateLimit });
+    super(code, message, {
+      headers: options.headers,
+      cause: options.cause,
+      rateLimit: options.rateLimit,
+      ...(options.reason ? { reason: options.reason } : {}),
+    });
     this.name = new.target.name;
     this.providerStatus = options.status;
     this.providerDetail = options.detail;
@@ -31,6 +37,25 @@ export class ProviderError extends AppError {
 export class ProviderNotConfigured extends ProviderError {
   constructor(variable: string) {
     super("service_unavailable", `No model provider is configured: set ${variable}`);
+  }
+}
+
+/**
+ * No deployment of a model (nor of its fallbacks) could be tried: each
+ * cools down after failures, or waits on another call's probe, or needs the
+ * organization's own provider key, which it has none of. `retryAfterSeconds`:
+ * when the first of them is back.
+ */
+export class ModelUnavailable extends ProviderError {
+  constructor(model: string, retryAfterSeconds: number | undefined) {
+    super(
+      "service_unavailable",
+      `No deployment of the model '${model}' can take calls now${retryAfterSeconds ? `; try again in ${retryAfterSeconds} s` : ""}`,
+      {
+        reason: "model_unavailable",
+        ...(retryAfterSeconds ? { headers: { "Retry-After": String(retryAfterSeconds) } } : {}),
+      },
+    );
   }
 }
 
@@ -64,7 +89,7 @@ export class ProviderFailed extends ProviderError {
 }
 
 /** Delay-seconds or an HTTP date (RFC 9110 10.2.3). */
-const RETRY_AFTER = /^(\d{1,10}|[A-Za-z]{3}, \d{2} [A-Za-z]{3} \d{4} \d{2}:\d{2}:\d{2} GMT)$/;
+export const RETRY_AFTER = /^(\d{1,10}|[A-Za-z]{3}, \d{2} [A-Za-z]{3} \d{4} \d{2}:\d{2}:\d{2} GMT)$/;
 
 /** Longest provider text kept for the log. */
 const DETAIL_CHARS = 512;
@@ -88,7 +113,7 @@ const REDACTIONS: [RegExp, string][] = [
  * URL passwords, bearer tokens, `password=…`, key-like strings) replaced,
  * then cut to 512 characters.
  */
-export function redactProviderText(text: string, secrets: (string | undefined)[] = []): string {
+export function redactProviderText(text: string, secrets: readonly (string | undefined)[] = []): string {
   let out = text;
   for (const secret of secrets) if (secret && secret.length >= 4) out = out.replaceAll(secret, "[redacted]");
   for (const [pattern, replacement] of REDACTIONS) out = out.replace(pattern, replacement);

@@ -2,7 +2,7 @@ import { forbidden, ValidationFailed } from "@gw/core/errors";
 import type { Principal } from "@gw/core/principal";
 import { storableText } from "@gw/core/validation";
 import { z } from "zod";
-import type { ChatProvider } from "./provider.ts";
+import type { CallRoute, ChatProvider } from "./provider.ts";
 
 /**
  * A model name as a request gives it (`auto`: the default): 1 to 256
@@ -21,10 +21,10 @@ export interface ModelObject {
 }
 
 /**
- * The models the principal's key may use, default first: the configured
- * ones (`LLM_DEFAULT_MODEL`, then `LLM_MODELS`) within the key's allowlist.
- * Without `LLM_MODELS` any model may be asked for, so a key's allowlist is
- * what it may use.
+ * The models the principal's key may use, default first: the catalogue's
+ * names (`LLM_DEFAULT_MODEL`, then the others in the catalogue's order)
+ * within the key's allowlist. With the shorthand without `LLM_MODELS` any
+ * model may be asked for, so a key's allowlist is what it may use.
  */
 export function usableModels(provider: ChatProvider, principal: Principal): string[] {
   const configured = provider.allowedModels ?? principal.models ?? [];
@@ -45,6 +45,23 @@ export function resolveModel(provider: ChatProvider, requested: string): string 
       ctx: { expected: ["auto", ...(provider.allowedModels ?? [])].join(", ") },
     },
   ]);
+}
+
+/**
+ * The model to call for `requested` (`resolveModel`: 422 when it is not
+ * offered; 403 when the principal's key may not use it) and where the call
+ * may go after it: its fallbacks, each one the key may use (the pipeline
+ * adds who calls: `admitCall`). Every model call's request is made with this.
+ */
+export function routeOf(
+  provider: ChatProvider,
+  principal: Principal,
+  requested: string,
+): { model: string; route: CallRoute } {
+  const model = resolveModel(provider, requested);
+  requireUsableModel(principal, model);
+  const [, ...fallbacks] = provider.reachable(model, principal.models);
+  return { model, route: { fallbacks } };
 }
 
 /** 403 naming the model when the principal's key may not use it. */

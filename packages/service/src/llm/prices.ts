@@ -41,6 +41,10 @@ export function parseModelList(value: string): ModelList {
   return Object.assign(names, { prices });
 }
 
+/** At most three decimals: a thousandth of a dollar per million tokens, one nano-USD per token (`LLM_MODELS`'s rule). */
+export const hasPriceDecimals = (dollarsPerMillion: number) =>
+  Math.abs(dollarsPerMillion * 1000 - Math.round(dollarsPerMillion * 1000)) < 1e-6;
+
 /** Nano-USD per token of a price in dollars per million tokens (exact: at most three decimals). */
 const perToken = (dollarsPerMillion: number) =>
   Math.round((dollarsPerMillion * NANO_USD_PER_USD) / 1_000_000);

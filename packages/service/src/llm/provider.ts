@@ -1,152 +1,43 @@
-import { endSpan, type Span, startClientSpan } from "@gw/core/tracing";
-import type { EventSourceMessage } from "eventsource-parser";
+import type { Dispatcher } from "undici";
 import type { Ids } from "../ids.ts";
-import { usageDetailsOf, usageOf } from "./accounting.ts";
-import type { ChatRequest, Completion, TokenLogprob, ToolCall, ToolCallDelta } from "./chat.ts";
-import { ProviderFailed, ProviderNotConfigured, redactProviderText } from "./errors.ts";
-import { cappedUsage, capWholeOutput, OutputCap } from "./output-cap.ts";
-import { serverSentEvents } from "./sse.ts";
-import { type ProviderResponse, post, readUpTo, textOf, within } from "./transport.ts";
-import {
-  type ChatAnswer,
-  type ChatChunk,
-  chatBody,
-  finishReasonOf,
-  logprobsOf,
-  logprobsWithin,
-  type ReportedUsage,
-} from "./wire.ts";
+import type { Deployment } from "./catalogue.ts";
+import type { ChatRequest, Completion, ServedBy, ToolCallDelta } from "./chat.ts";
 
-// The provider's parts: the call in the service's terms (chat.ts), the wire
-// (wire.ts), the transport (transport.ts, sse.ts) and the accounting (accounting.ts).
+// The model call's parts: the call in the service's terms (chat.ts), the catalogue of names and
+// deployments (catalogue.ts), one adapter per provider kind (adapters.ts: openai.ts, azure.ts, anthropic.ts) over
+// their transport (transport.ts, sse.ts), the router across deployments (router.ts, cooldowns.ts) and
+// the accounting (accounting.ts).
 export { charsOf, estimateTokens, usageOf } from "./accounting.ts";
 export type {
+  CallRoute,
   ChatMessage,
   ChatRequest,
   Completion,
   FinishReason,
   FunctionTool,
+  ServedBy,
   TokenLogprob,
   ToolCall,
   ToolCallDelta,
   Usage,
 } from "./chat.ts";
 
-export interface ProviderOptions {
-  baseUrl: string | undefined;
-  apiKey: string | undefined;
-  defaultModel: string | undefined;
-  allowedModels: string[] | undefined;
-  timeoutMs: number;
-  /** Largest answer read: a JSON body, or the text of a streamed answer. */
-  maxResponseBytes: number;
-  /** Largest single event of a stream. */
-  maxEventChars: number;
-  /** Issues the ids of tool calls the provider sent without one (the process's clock stamps them). */
-  ids: Ids;
-  /** Who `GET /models` says owns the models: `development` for `pnpm start`'s development provider; default `gateway`. */
-  ownedBy?: string | undefined;
+/** What a stream tells its reader before its first piece: the model that answers, and where from. */
+export interface StreamSeen {
+  /** The model that answers, as the provider names it, from its first chunk on. */
+  model?: string;
+  /** The deployment that serves the stream (set by the router once it committed to one). */
+  servedBy?: ServedBy;
 }
 
 /**
- * An OpenAI-compatible chat-completions provider. Every call has a deadline
- * (for streams: between chunks) and size limits, stops when `signal` aborts
- * (a client that goes away stops the model's work too), and lets go of its
- * connection however it ends. Failures are `ProviderError`s.
+ * One provider kind's adapter for one deployment: a call in the service's
+ * terms over the provider's own wire. `request.model` is the upstream's own
+ * model id. Failures are `ProviderError`s (llm/errors.ts), their provider
+ * text redacted of the deployment's key.
  */
-export class ChatProvider {
-  private readonly options: ProviderOptions;
-
-  constructor(options: ProviderOptions) {
-    this.options = options;
-  }
-
-  /** The model to ask for: `auto` is the configured default; others must be allowed. `undefined` if not allowed. */
-  resolveModel(requested: string): string | undefined {
-    if (requested === "auto") {
-      if (!this.options.defaultModel) throw new ProviderNotConfigured("LLM_DEFAULT_MODEL");
-      return this.options.defaultModel;
-    }
-    const allowed = this.options.allowedModels;
-    return !allowed || allowed.includes(requested) ? requested : undefined;
-  }
-
-  get allowedModels(): string[] | undefined {
-    return this.options.allowedModels;
-  }
-
-  /** The models' `owned_by` in `GET /models`. */
-  get ownedBy(): string {
-    return this.options.ownedBy ?? "gateway";
-  }
-
-  /** `LLM_DEFAULT_MODEL`, the model of `auto`. */
-  get defaultModel(): string | undefined {
-    return this.options.defaultModel;
-  }
-
-  /** Fails fast, before any state is created, when no provider is configured. */
-  assertConfigured(): void {
-    if (!this.options.baseUrl) throw new ProviderNotConfigured("LLM_BASE_URL");
-  }
-
-  async complete(request: ChatRequest, signal: AbortSignal): Promise<Completion> {
-    const call = new AbortController();
-    const span = this.span(request, false);
-    let failure: unknown;
-    try {
-      const res = await this.post(chatBody(request), AbortSignal.any([signal, call.signal]), span);
-      const max = this.options.maxResponseBytes;
-      const { text: raw, whole } = await within(readUpTo(res, max), this.options.timeoutMs);
-      if (!whole) throw new ProviderFailed(`its answer is over ${max} bytes`, { status: res.status });
-      let body: ChatAnswer;
-      try {
-        body = JSON.parse(raw);
-      } catch {
-        throw new ProviderFailed("its answer is not JSON", { status: res.status, detail: this.redact(raw) });
-      }
-      const choice = body?.choices?.[0];
-      const content = choice?.message?.content;
-      const toolCalls = (choice?.message?.tool_calls ?? []).map((c) => ({
-        id: c.id || this.options.ids.newId("call"),
-        name: c.function?.name ?? "",
-        arguments: c.function?.arguments ?? "",
-      }));
-      const answered = typeof content === "string" ? content : "";
-      if (typeof content !== "string" && (content != null || toolCalls.length === 0))
-        throw new ProviderFailed("its answer holds no message", {
-          status: res.status,
-          detail: this.redact(raw),
-        });
-      const usageDetails = usageDetailsOf(body.usage);
-      const cap = request.maxOutputTokens;
-      const held = await capWholeOutput(request.model, cap, {
-        text: answered,
-        toolCalls,
-        reported: body.usage?.completion_tokens,
-        reasoning: usageDetails.reasoningTokens,
-      });
-      const cut = held.overrun > 0;
-      const logprobs = request.logprobs ? logprobsOf(choice?.logprobs) : undefined;
-      return {
-        text: held.text,
-        toolCalls: held.toolCalls,
-        finishReason: cut ? "length" : finishReasonOf(choice?.finish_reason),
-        model: typeof body.model === "string" && body.model ? body.model : request.model,
-        usage: cappedUsage(usageOf(body.usage, request.messages, answered, toolCalls), cap, cut),
-        usageDetails,
-        ...(logprobs ? { logprobs: cut ? logprobsWithin(logprobs, held.text) : logprobs } : {}),
-        ...(cut ? { overrun: held.overrun } : {}),
-      };
-    } catch (err) {
-      failure = err;
-      throw err;
-    } finally {
-      call.abort(); // a no-op once the body was read whole; otherwise the connection goes
-      endSpan(span, failure);
-    }
-  }
-
+export interface ModelProvider {
+  complete(request: ChatRequest, signal: AbortSignal): Promise<Completion>;
   /**
    * Yields the answer as it comes: text pieces as strings, pieces of tool
    * calls as `ToolCallDelta`s (a call's first piece is held back until its
@@ -154,157 +45,58 @@ export class ChatProvider {
    * `seen.model` is the model that answers, as the provider names it, from
    * its first chunk on (so a stream can name it before the first piece).
    */
-  async *stream(
+  stream(
     request: ChatRequest,
     signal: AbortSignal,
-    seen: { model?: string } = {},
-  ): AsyncGenerator<string | ToolCallDelta, Completion> {
-    const call = new AbortController();
-    const span = this.span(request, true);
-    let failure: unknown;
-    try {
-      const res = await this.post(
-        { ...chatBody(request), stream: true, stream_options: { include_usage: true } },
-        AbortSignal.any([signal, call.signal]),
-        span,
-      );
-      const max = this.options.maxResponseBytes;
-      let text = "";
-      let bytes = 0;
-      let model: string | undefined;
-      const logprobs: TokenLogprob[] = [];
-      let reported: ReportedUsage | undefined;
-      let finishReason: string | undefined;
-      let finished = false;
-      const calls: (ToolCall & { announced: boolean })[] = [];
-      const count = (piece: string) => {
-        bytes += Buffer.byteLength(piece);
-        if (bytes > max) throw new ProviderFailed(`its answer is over ${max} bytes`);
-      };
-      // Output past the cap is not relayed, and the provider is not read further: the answer ends there.
-      const cap = new OutputCap(request.model, request.maxOutputTokens);
-      events: for await (const event of serverSentEvents(
-        textOf(res, this.options.timeoutMs),
-        this.options.maxEventChars,
-      )) {
-        if (event.data === "[DONE]") {
-          finished = true;
-          break;
-        }
-        if (!event.data) continue;
-        const chunk = this.chunkOf(event);
-        // The first name the provider gives is the answer's, for every chunk and the end.
-        if (model === undefined && typeof chunk.model === "string" && chunk.model)
-          seen.model = model = chunk.model;
-        if (chunk.usage) reported = chunk.usage;
-        const choice = chunk.choices?.[0];
-        if (request.logprobs) logprobs.push(...logprobsOf(choice?.logprobs));
-        if (choice?.finish_reason) {
-          finished = true;
-          finishReason = choice.finish_reason;
-        }
-        const delta = choice?.delta?.content;
-        if (typeof delta === "string" && delta) {
-          count(delta);
-          const kept = await cap.take(delta);
-          text += kept;
-          if (kept) yield kept;
-          if (cap.cut) break;
-        }
-        for (const piece of choice?.delta?.tool_calls ?? []) {
-          const index = piece.index ?? Math.max(calls.length - 1, 0);
-          if (index < 0 || index > calls.length)
-            throw new ProviderFailed("it sent a tool call out of order", { detail: `index ${index}` });
-          if (index === calls.length) calls.push({ id: "", name: "", arguments: "", announced: false });
-          const current = calls[index]!;
-          current.id ||= piece.id ?? "";
-          current.name ||= piece.function?.name ?? "";
-          const whole = piece.function?.arguments ?? "";
-          count(whole);
-          const fragment = await cap.take(whole);
-          current.arguments += fragment;
-          if (current.name) {
-            current.id ||= this.options.ids.newId("call");
-            // The first piece announced carries what was held back until the name was known.
-            const pending = current.announced ? fragment : current.arguments;
-            current.announced = true;
-            yield { index, id: current.id, name: current.name, arguments: pending };
-          }
-          if (cap.cut) break events;
-        }
-      }
-      if (cap.cut) {
-        finished = true;
-        finishReason = "length";
-      }
-      if (!finished) {
-        throw new ProviderFailed("its stream ended before the answer was complete", {
-          status: res.status,
-          detail: `content-type ${res.headers.get("content-type")}`,
-        });
-      }
-      // A call cut before its name came was never relayed: it is no call.
-      if (!cap.cut && calls.some((c) => !c.name))
-        throw new ProviderFailed("it sent a tool call without a name");
-      const toolCalls = calls
-        .filter((c) => c.name)
-        .map(({ id, name, arguments: args }) => ({ id, name, arguments: args }));
-      // Streamed whole in a few large pieces, an answer can pass the cap unseen: the provider's count says so.
-      const overrun = cap.overrun || Math.max(0, (reported?.completion_tokens ?? 0) - (cap.cap ?? Infinity));
-      return {
-        text,
-        toolCalls,
-        finishReason: finishReasonOf(finishReason),
-        model: model ?? request.model,
-        usage: cappedUsage(usageOf(reported, request.messages, text, toolCalls), cap.cap, cap.cut),
-        usageDetails: usageDetailsOf(reported),
-        ...(request.logprobs ? { logprobs: cap.cut ? logprobsWithin(logprobs, text) : logprobs } : {}),
-        ...(overrun > 0 ? { overrun } : {}),
-      };
-    } catch (err) {
-      failure = err;
-      throw err;
-    } finally {
-      call.abort();
-      endSpan(span, failure);
-    }
-  }
+    seen?: { model?: string },
+  ): AsyncGenerator<string | ToolCallDelta, Completion>;
+}
 
-  /** The call's span (when tracing is on): the hop to the model provider. */
-  private span(request: ChatRequest, stream: boolean): Span | undefined {
-    return startClientSpan("model provider chat", {
-      "gen_ai.operation.name": "chat",
-      "gen_ai.request.model": request.model,
-      "gw.stream": stream,
-    });
-  }
+/** What every adapter shares, whatever its deployment. */
+export interface AdapterOptions {
+  /** Largest answer read: a JSON body, or the text of a streamed answer. */
+  maxResponseBytes: number;
+  /** Largest single event of a stream. */
+  maxEventChars: number;
+  /** Issues the ids of tool calls the provider sent without one (the process's clock stamps them). */
+  ids: Ids;
+  /** Every deployment's key: replaced by `[redacted]` in whatever of any provider's text reaches the log. */
+  secrets?: readonly string[] | undefined;
+  /**
+   * The only dispatcher that may connect to the deployment's base URL: set
+   * when it is the one an organization gave with its own key (each
+   * connection checked where it resolves, llm/provider-keys.ts).
+   */
+  dispatcher?: Dispatcher | undefined;
+}
 
-  /** A stream chunk; an `error` event or an OpenAI-style `{"error": …}` chunk ends the stream. */
-  private chunkOf(event: EventSourceMessage): ChatChunk {
-    const failed = (detail: string) =>
-      new ProviderFailed("it reported an error during the stream", { detail: this.redact(detail) });
-    if (event.event === "error") throw failed(event.data);
-    let chunk: unknown;
-    try {
-      chunk = JSON.parse(event.data);
-    } catch {
-      chunk = undefined;
-    }
-    if (typeof chunk !== "object" || chunk === null)
-      throw new ProviderFailed("it sent a stream event that is not a JSON object", {
-        detail: this.redact(event.data),
-      });
-    if ("error" in chunk && chunk.error) throw failed(JSON.stringify(chunk.error));
-    return chunk as ChatChunk;
-  }
+/** Makes the adapter of a deployment (its key may be an organization's own: `byok`). */
+export type AdapterFactory = (deployment: Deployment, options: AdapterOptions) => ModelProvider;
 
-  /** Sends the request (see `post`), once a provider is configured. */
-  private post(body: Record<string, unknown>, signal: AbortSignal, span?: Span): Promise<ProviderResponse> {
-    this.assertConfigured();
-    return post(this.options, body, signal, span);
-  }
-
-  private redact(text: string): string {
-    return redactProviderText(text, [this.options.apiKey]);
-  }
+/**
+ * What every model call goes through (`deps.provider`): the catalogue's
+ * names resolved, and each call routed across the deployments and fallbacks
+ * of its name (llm/router.ts). Its `complete` and `stream` take a catalogue
+ * name in `request.model`; the completion says which deployment served it
+ * (`servedBy`).
+ */
+export interface ChatProvider {
+  complete(request: ChatRequest, signal: AbortSignal): Promise<Completion>;
+  stream(
+    request: ChatRequest,
+    signal: AbortSignal,
+    seen?: StreamSeen,
+  ): AsyncGenerator<string | ToolCallDelta, Completion>;
+  /** The model to call for `requested`: `auto` is the default; others must be in the catalogue. `undefined` if not. */
+  resolveModel(requested: string): string | undefined;
+  /** The names callers may ask for; undefined: any (the shorthand without `LLM_MODELS`). */
+  readonly allowedModels: readonly string[] | undefined;
+  /** The model of `auto`. */
+  readonly defaultModel: string | undefined;
+  /** Fails fast, before any state is created, when no provider is configured. */
+  assertConfigured(): void;
+  /** The names a call for `model` may reach, in order, within a key's allowlist (`undefined`: any). */
+  reachable(model: string, allowed: readonly string[] | undefined): string[];
+  /** Who `GET /models` says owns `model` (`development` for the development provider of `pnpm start`). */
+  ownedBy(model: string): string;
 }

@@ -1,7 +1,7 @@
 import { withDeadline } from "@gw/core/deadline";
 import { injectTraceHeaders, type Span } from "@gw/core/tracing";
 import { atLeastChars, inTurn, LARGE_WORK_CHARS } from "@gw/core/turns";
-import { Agent, request } from "undici";
+import { Agent, type Dispatcher, request } from "undici";
 import {
   ProviderError,
   ProviderFailed,
@@ -11,16 +11,29 @@ import {
 } from "./errors.ts";
 
 /**
- * The provider's HTTP transport: one POST (to `/chat/completions`, or the
- * endpoint a provider names) with its deadline, bodies read within size
- * limits, a stream's text read within the deadline between reads. Failures are `ProviderError`s in the service's own
- * words (the provider's text, redacted, only as their detail).
+ * The providers' HTTP transport: one POST (to the endpoint a provider names
+ * under its base URL, with the headers that carry its key) with its
+ * deadline, bodies read within size limits, a stream's text read within the
+ * deadline between reads. Failures are `ProviderError`s in the service's own
+ * words (the provider's text, redacted, only as their detail). Each adapter
+ * says where and with which credential headers (`llm/openai.ts`,
+ * `llm/azure.ts`, `llm/anthropic.ts`).
  */
 
 export interface TransportOptions {
+  /** Where the provider's API is (`https://api.openai.com/v1`): an endpoint's path goes under it. */
   baseUrl: string | undefined;
+  /** The key the call sends (its endpoint's headers carry it); replaced by `[redacted]` in whatever of the provider's text reaches the log. */
   apiKey: string | undefined;
   timeoutMs: number;
+  /** Other values redacted likewise: every deployment's key (a provider may echo another's). */
+  secrets?: readonly (string | undefined)[] | undefined;
+  /**
+   * The only dispatcher that may connect to `baseUrl` when an organization
+   * typed it (its own key's `base_url`: each connection checked where it
+   * resolves, llm/provider-keys.ts); unset: the origin's kept-warm pool.
+   */
+  dispatcher?: Dispatcher | undefined;
 }
 
 /** Where a call goes under the base URL, and the headers that carry its key. */
@@ -88,7 +101,7 @@ export async function post(
       request(`${options.baseUrl}${endpoint.path}`, {
         method: "POST",
         headers,
-        dispatcher: poolOf(options.baseUrl!),
+        dispatcher: options.dispatcher ?? poolOf(options.baseUrl!),
         body: payload,
         signal,
       }),
@@ -98,7 +111,7 @@ export async function post(
     if (err instanceof ProviderTimeout || signal.aborted) throw err;
     const cause = ((err as { cause?: unknown }).cause ?? err) as { code?: string; message?: string };
     throw new ProviderFailed("it could not be reached", {
-      detail: redactProviderText(cause?.code ?? cause?.message ?? String(err), [options.apiKey]),
+      detail: redactProviderText(cause?.code ?? cause?.message ?? String(err), secretsOf(options)),
     });
   }
   const raw = answer.headers;
@@ -119,10 +132,13 @@ export async function post(
   }));
   res.close(); // what was not read of an error's body
   if (res.status === 429)
-    throw new ProviderRateLimited(res.headers.get("retry-after"), redactProviderText(text, [options.apiKey]));
+    throw new ProviderRateLimited(
+      res.headers.get("retry-after"),
+      redactProviderText(text, secretsOf(options)),
+    );
   throw new ProviderFailed(`it answered HTTP ${res.status}`, {
     status: res.status,
-    detail: redactProviderText(text, [options.apiKey]),
+    detail: redactProviderText(text, secretsOf(options)),
   });
 }
 
@@ -174,6 +190,12 @@ function brokenOff(err: unknown): never {
     detail: typeof code === "string" ? code : (err as Error | undefined)?.name,
   });
 }
+
+/** What is redacted from the provider's text: the call's key and the other secrets it was given. */
+const secretsOf = (options: TransportOptions): (string | undefined)[] => [
+  options.apiKey,
+  ...(options.secrets ?? []),
+];
 
 /** `promise`, or a `ProviderTimeout` once `ms` have passed (the caller then lets go of the connection). */
 export const within = <T>(promise: Promise<T>, ms: number): Promise<T> =>

@@ -287,7 +287,7 @@ export async function startHostedTurn(
               : outputOf(completion, deps.ids);
           settle(response, completion, [...output, ...answerItems], deps.clock.wall());
           addUsage(response, earlier);
-          await keep(deps, principal, response, input, turn, completion, model, asked);
+          await keep(deps, principal, response, input, turn, completion, asked);
           return { done: true };
         },
       }).catch(abandon);

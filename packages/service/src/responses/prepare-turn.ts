@@ -6,7 +6,7 @@ import type { Ids } from "../ids.ts";
 import { toTurn } from "../items/input.ts";
 import { type Item, itemChars, toChatMessages } from "../items/items.ts";
 import { type ContextBudget, fitHistory, type History, type NewestFirstPage } from "../llm/context.ts";
-import { requireUsableModel, resolveModel } from "../llm/models.ts";
+import { routeOf } from "../llm/models.ts";
 import type { ChatMessage, ChatProvider, ChatRequest } from "../llm/provider.ts";
 import { findReferencedItem, unreadableItem } from "./item-reference.ts";
 import { type CreateResponseInput, chatOptions } from "./request.ts";
@@ -48,8 +48,7 @@ export async function prepareTurn(
   input: CreateResponseInput,
   conversationRole: Role,
 ): Promise<PreparedTurn> {
-  const model = resolveModel(deps.provider, input.model);
-  requireUsableModel(principal, model);
+  const { model, route } = routeOf(deps.provider, principal, input.model);
   const access = new ContextAccess();
   const turn = await toTurn(
     input.input,
@@ -76,6 +75,7 @@ export async function prepareTurn(
   requireCallsForOutputs(history.items, turn);
   const request: ChatRequest = {
     model,
+    route,
     messages: [...instructions, ...toChatMessages([...history.items, ...turn])],
     ...chatOptions(input),
   };

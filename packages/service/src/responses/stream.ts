@@ -7,6 +7,7 @@ import { ID_PREFIX } from "../items/items.ts";
 import {
   type ChatProvider,
   type ChatRequest,
+  type StreamSeen,
   type TokenLogprob,
   type ToolCallDelta,
   usageOf,
@@ -53,7 +54,7 @@ export async function streamTurn(
   },
 ): Promise<StreamedTurn> {
   const { provider, logger, ids, response, request, signal } = turn;
-  const seen: { model?: string } = {};
+  const seen: StreamSeen = {};
   const pieces = provider.stream(request, signal, seen);
   const first = await pieces.next(); // provider errors surface here, before any byte is sent
   // OpenAI's rule: `model` is the model that answers, as it names itself, in every event.
@@ -168,7 +169,7 @@ export async function streamTurn(
   const relayed = await relayPieces(first, pieces, { text, toolCall });
   if ("error" in relayed) {
     fail(relayed.error, relayed.produced);
-    return { output, partial: relayed.produced, end, fail };
+    return { output, partial: relayed.produced, servedBy: seen.servedBy, end, fail };
   }
   const completion = relayed.completion;
   if (output.length === 0) text(""); // an empty answer is still an (empty) message

@@ -86,7 +86,7 @@ export async function startTurn(
         streamed ? streamed.output : outputOf(completion, deps.ids, response.max_tool_calls),
         deps.clock.wall(),
       );
-      await keep(deps, principal, response, input, turn, completion, model);
+      await keep(deps, principal, response, input, turn, completion);
       return response;
     },
     // A response alone can be taken back; a turn appended to a conversation is kept once it is owned.
@@ -112,7 +112,6 @@ export async function keep(
   input: CreateResponseInput,
   turn: Item[],
   completion: Completion,
-  requestedModel: string,
   approvals: NewApproval[] = [],
 ): Promise<void> {
   const conversation = input.conversation;
@@ -141,7 +140,7 @@ export async function keep(
         output_tokens: response.usage!.output_tokens,
         total_tokens: response.usage!.total_tokens,
       },
-      { cachedTokens: completion.usageDetails.cachedTokens, pricedAs: requestedModel },
+      { cachedTokens: completion.usageDetails.cachedTokens, servedBy: completion.servedBy },
     ),
   ]);
 }

@@ -1,9 +1,23 @@
 import { type Clock, systemClock } from "@gw/core/clock";
 import type { RedisClient } from "@gw/core/redis";
-import { NANO_USD_PER_USD } from "@gw/core/windows";
+import {
+  usageDayKey as dayKey,
+  KEY_DEPLOYMENT,
+  USAGE_METRICS as METRICS,
+  usagePair as pair,
+  readUsageDays,
+  type UsageSums as Sums,
+  usageTotals as totalsOf,
+  type UsageTotals,
+  usageDays,
+  usageField,
+  utcDay,
+  zeroUsage as zero,
+} from "@gw/core/usage-days";
 import { costNanoUsd, type ModelPrice } from "../llm/prices.ts";
 import type { Usage } from "../llm/provider.ts";
 
+export { utcDay };
 export const USAGE_DIMENSIONS = ["model", "user", "key"] as const;
 export type UsageDimension = (typeof USAGE_DIMENSIONS)[number];
 /**
@@ -13,11 +27,8 @@ export type UsageDimension = (typeof USAGE_DIMENSIONS)[number];
  */
 export const USAGE_GROUPS = [...USAGE_DIMENSIONS, "end_user", "day", "paid_by"] as const;
 export type UsageGroup = (typeof USAGE_GROUPS)[number];
-const METRICS = ["requests", "input_tokens", "output_tokens", "total_tokens", "cost_nusd"] as const;
-
-type Sums = Record<(typeof METRICS)[number], number>;
 /** What a query answers per row and in total: spend as `cost_usd`, in US dollars. */
-export type Totals = Omit<Sums, "cost_nusd"> & { cost_usd: number };
+export type Totals = UsageTotals;
 
 export interface UsageEvent {
   org: string;
@@ -27,12 +38,20 @@ export interface UsageEvent {
   usage: Usage;
   /** Input tokens the provider served from its cache (priced as cached input). */
   cachedTokens?: number;
-  /** The model whose price applies: the one asked for (`model` is the one that answered, e.g. a dated version). Default `model`. */
-  pricedAs?: string;
+  /** The price of the deployment that served it (USD per million tokens); none: it costs 0. */
+  price?: ModelPrice | undefined;
+  /** The deployment that served it: its provider kind and the upstream's own model id. */
+  deployment?: ServingDeployment | undefined;
   /** When it happened; by default now, on the store's clock. */
   at?: Date;
   /** Paid with the organization's own provider key (a `byok` deployment), not the platform's. */
   ownKey?: boolean;
+}
+
+/** Where a call was served: as `group_by=model` rows list it under `deployments`. */
+export interface ServingDeployment {
+  provider: string;
+  model: string;
 }
 
 /** How long a day's usage is kept. */
@@ -54,46 +73,35 @@ redis.call('EXPIRE', KEYS[1], ARGV[1])
 `;
 type Scripted = RedisClient & { recordUsage(key: string, ...args: (string | number)[]): Promise<unknown> };
 
-/** `YYYY-MM-DD` in UTC. */
-export const utcDay = (at: Date) => at.toISOString().slice(0, 10);
-const dayKey = (org: string, day: string) => `gw:usage:{${org}}:${day}`;
-/** One end user's usage broken down by model or key: what that end user alone may be shown. */
-type Breakdown = "user_model" | "user_key";
+/**
+ * One end user's usage broken down by model or key (what that end user
+ * alone may be shown), and a model's by the deployment that served it
+ * (`model_deployment`, and one end user's: `user_model_deployment`).
+ */
+type Breakdown = "user_model" | "user_key" | "model_deployment" | "user_model_deployment";
 const field = (
-  dimension: UsageDimension | Breakdown | "total" | "paid_by" | "user_paid_by",
+  dimension: UsageDimension | Breakdown | typeof KEY_DEPLOYMENT | "total" | "paid_by" | "user_paid_by",
   value: string,
   metric: string,
-) => `${dimension}|${encodeURIComponent(value)}|${metric}`;
-/** The value of a breakdown field: the end user and the model or key, U+0000 between (never in either). */
-const pair = (user: string, other: string) => `${user}\u0000${other}`;
+) => usageField(dimension, value, metric);
 /** The `paid_by` value of calls made with the organization's own provider key; the rest are the platform's. */
 const OWN_KEY = "organization";
-const zero = (): Sums => ({ requests: 0, input_tokens: 0, output_tokens: 0, total_tokens: 0, cost_nusd: 0 });
-const totalsOf = ({ cost_nusd, ...sums }: Sums): Totals => ({
-  ...sums,
-  cost_usd: cost_nusd / NANO_USD_PER_USD,
-});
 
 /**
  * Requests, tokens and cost per organization and UTC day, broken down by
- * model, end user and API key: one Redis hash a day, incremented atomically,
- * kept for 400 days. Cost is counted in billionths of a dollar at the
- * model's price when it is recorded (a model without a price costs 0).
+ * model (and within it by the deployment that served it), end user and API
+ * key: one Redis hash a day, incremented atomically, kept for 400 days.
+ * Cost is counted in billionths of a dollar at the serving deployment's
+ * price when it is recorded (an unpriced deployment costs 0).
  */
 export class UsageStore {
   private readonly redis: RedisClient;
-  private readonly prices: ReadonlyMap<string, ModelPrice>;
   private readonly clock: Clock;
 
   /** `clock`: its wall time says which UTC day a call counts in. */
-  constructor(
-    redis: RedisClient,
-    prices: ReadonlyMap<string, ModelPrice> = new Map(),
-    clock: Clock = systemClock,
-  ) {
+  constructor(redis: RedisClient, clock: Clock = systemClock) {
     if (!("recordUsage" in redis)) redis.defineCommand("recordUsage", { numberOfKeys: 1, lua: RECORD_USAGE });
     this.redis = redis;
-    this.prices = prices;
     this.clock = clock;
   }
 
@@ -105,7 +113,7 @@ export class UsageStore {
   /** One command (a script on the day's hash), not a transaction of 22: a model call's usage costs one round trip of one small command. */
   async record(event: UsageEvent): Promise<void> {
     const key = dayKey(event.org, utcDay(event.at ?? new Date(this.clock.wall())));
-    const price = this.prices.get(event.pricedAs ?? event.model);
+    const { price, deployment } = event;
     const cost = price ? costNanoUsd(price, { ...event.usage, cached_tokens: event.cachedTokens ?? 0 }) : 0;
     const amounts: Sums = { requests: 1, ...event.usage, cost_nusd: cost };
     await (this.redis as Scripted).recordUsage(
@@ -121,6 +129,17 @@ export class UsageStore {
       // Only calls paid with the organization's own key: the platform's are the totals less these.
       ...(event.ownKey
         ? [field("paid_by", OWN_KEY, ""), field("user_paid_by", pair(event.user, OWN_KEY), "")]
+        : []),
+      ...(deployment
+        ? [
+            field("model_deployment", pair(event.model, deployment.provider, deployment.model), ""),
+            field(
+              "user_model_deployment",
+              pair(event.user, event.model, deployment.provider, deployment.model),
+              "",
+            ),
+            field(KEY_DEPLOYMENT, pair(event.keyId, event.model, deployment.provider, deployment.model), ""),
+          ]
         : []),
     );
   }
@@ -141,21 +160,27 @@ export class UsageStore {
     // One end user's view: totals from its own `user` fields, rows from its breakdown (or itself).
     const own = user === undefined ? undefined : encodeURIComponent(user);
     const ownBreakdown = groupBy === "model" ? "user_model" : groupBy === "key" ? "user_key" : "user";
-    const days: string[] = [];
-    for (let d = new Date(`${start}T00:00:00Z`); utcDay(d) <= end; d = new Date(d.getTime() + 86_400_000)) {
-      days.push(utcDay(d));
-    }
-    const pipeline = this.redis.pipeline();
-    for (const day of days) pipeline.hgetall(dayKey(org, day));
-    const hashes = ((await pipeline.exec()) ?? []).map(([, h]) => (h ?? {}) as Record<string, string>);
+    const days = usageDays(start, end);
+    const hashes = await readUsageDays(this.redis, org, days);
     const totals = zero();
     const groups = new Map<string, Sums>();
+    // With `group_by=model`: each model's usage by the deployment that served it (`model\0provider\0upstream`).
+    const served = new Map<string, Sums>();
+    const deploymentBreakdown =
+      groupBy !== "model" ? undefined : own === undefined ? "model_deployment" : "user_model_deployment";
     for (const [i, hash] of hashes.entries()) {
       const daily = group === "day" ? zero() : undefined;
       if (daily) groups.set(days[i]!, daily);
       for (const [name, amount] of Object.entries(hash)) {
         const [dimension, encoded, metric] = name.split("|") as [string, string, keyof Sums];
         if (ownKey && name.startsWith(ownKeyField)) ownKey[metric] += Number(amount);
+        if (dimension === deploymentBreakdown) {
+          const value = decodeURIComponent(encoded);
+          if (own === undefined) addTo(served, value, metric, Number(amount));
+          else if (value.startsWith(`${user}\u0000`))
+            addTo(served, value.slice(user!.length + 1), metric, Number(amount));
+          continue;
+        }
         if (own !== undefined) {
           if (dimension === "user" && encoded === own) {
             totals[metric] += Number(amount);
@@ -192,13 +217,27 @@ export class UsageStore {
         if (sums.requests > 0) groups.set(value, sums);
     }
     const column = group === "key" ? "key_id" : (group as string);
-    const rows = [...groups].map(([value, t]) => ({ [column]: value, ...totalsOf(t) }));
+    const rows = [...groups].map(([value, t]) => ({
+      [column]: value,
+      ...totalsOf(t),
+      ...(deploymentBreakdown ? { deployments: deploymentsOf(served, value) } : {}),
+    }));
     const data =
       group === "day" || group === "paid_by"
         ? rows
         : rows.sort((a, b) => b.total_tokens - a.total_tokens || b.requests - a.requests);
     return { totals: totalsOf(totals), data };
   }
+}
+
+/** The rows of `model`'s deployments, busiest first. */
+function deploymentsOf(served: Map<string, Sums>, model: string) {
+  const rows: ({ provider: string; model: string } & Totals)[] = [];
+  for (const [value, sums] of served) {
+    const [name, provider, upstream] = value.split("\u0000") as [string, string, string];
+    if (name === model) rows.push({ provider, model: upstream, ...totalsOf(sums) });
+  }
+  return rows.sort((a, b) => b.total_tokens - a.total_tokens || b.requests - a.requests);
 }
 
 function addTo(groups: Map<string, Sums>, value: string, metric: keyof Sums, amount: number): void {

@@ -524,7 +524,12 @@ export class UsagePage extends Component {
             </section>
             <section aria-labelledby="per-key-title"><h2 id="per-key-title">Per key</h2>${bars("Tokens per key", data.key, "key_id")}${table("Per key", "key_id", "Key", data.key)}</section>
             <section aria-labelledby="per-user-title"><h2 id="per-user-title">Per end user</h2>${bars("Tokens per end user", data.endUser, "end_user")}${table("Per end user", "end_user", "End user", data.endUser)}</section>
-            <section aria-labelledby="per-model-title"><h2 id="per-model-title">Per model</h2>${bars("Tokens per model", data.model, "model")}${table("Per model", "model", "Model", data.model)}</section>`
+            <section aria-labelledby="per-model-title"><h2 id="per-model-title">Per model</h2>${bars("Tokens per model", data.model, "model")}${table("Per model", "model", "Model", data.model)}
+              <${Table}
+                caption="Per model and the deployment that served it: its provider and upstream model, priced at its price"
+                columns=${["Model", "Provider", "Upstream model", "Requests", "Input tokens", "Output tokens", "Total tokens", "Cost"]}
+                rows=${data.model.data.flatMap((m) => (m.deployments ?? []).map((d) => [m.model, d.provider, d.model, fmtNum(d.requests), fmtNum(d.input_tokens), fmtNum(d.output_tokens), fmtNum(d.total_tokens), fmtUsd(d.cost_usd)]))}
+              /></section>`
           : error
             ? null
             : html`<p>Loading usage…</p>`

@@ -19,6 +19,6 @@ export const getModel = defineRoute({
     const id = params.id!;
     if (!usableModels(deps.provider, principal).includes(id))
       throw new AppError("not_found", `No model ${id}`, { param: "model" });
-    return modelObject(id, deps.provider.ownedBy);
+    return modelObject(id, deps.provider.ownedBy(id));
   },
 });

@@ -19,6 +19,6 @@ export const listModels = defineRoute({
   ),
   handler: ({ principal }, deps: { provider: ChatProvider }) => ({
     object: "list",
-    data: usableModels(deps.provider, principal).map((id) => modelObject(id, deps.provider.ownedBy)),
+    data: usableModels(deps.provider, principal).map((id) => modelObject(id, deps.provider.ownedBy(id))),
   }),
 });

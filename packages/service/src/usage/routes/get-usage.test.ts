@@ -42,6 +42,18 @@ describe.each(REDIS_TOPOLOGIES)("on %s Redis", (topology) => {
           output_tokens: 6,
           total_tokens: 16,
           cost_usd: 0,
+          // The deployment that served them: the shorthand's, an OpenAI-compatible API, by the name asked for.
+          deployments: [
+            {
+              provider: "openai",
+              model: "echo-large",
+              requests: 2,
+              input_tokens: 10,
+              output_tokens: 6,
+              total_tokens: 16,
+              cost_usd: 0,
+            },
+          ],
         },
         {
           model: "echo-small-2026-01-01",
@@ -50,6 +62,17 @@ describe.each(REDIS_TOPOLOGIES)("on %s Redis", (topology) => {
           output_tokens: 3,
           total_tokens: 8,
           cost_usd: 0,
+          deployments: [
+            {
+              provider: "openai",
+              model: "echo-small",
+              requests: 1,
+              input_tokens: 5,
+              output_tokens: 3,
+              total_tokens: 8,
+              cost_usd: 0,
+            },
+          ],
         },
       ]);
       expect(

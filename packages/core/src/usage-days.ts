@@ -1,0 +1,110 @@
+/**
+ * How usage is kept in Redis, for the service that records it and the
+ * `pnpm keys usage` command that reads a key's part of it: one hash per
+ * organization and UTC day (`gw:usage:{org}:YYYY-MM-DD`) whose fields are
+ * `dimension|value|metric`, the value URI-encoded and, for a breakdown, its
+ * parts joined by U+0000 (never in any).
+ */
+import type { RedisClient } from "./redis.ts";
+import { NANO_USD_PER_USD } from "./windows.ts";
+
+export const USAGE_METRICS = [
+  "requests",
+  "input_tokens",
+  "output_tokens",
+  "total_tokens",
+  "cost_nusd",
+] as const;
+export type UsageSums = Record<(typeof USAGE_METRICS)[number], number>;
+/** What a report shows per row and in total: spend as `cost_usd`, in US dollars. */
+export type UsageTotals = Omit<UsageSums, "cost_nusd"> & { cost_usd: number };
+
+/** `YYYY-MM-DD` in UTC. */
+export const utcDay = (at: Date) => at.toISOString().slice(0, 10);
+export const usageDayKey = (org: string, day: string) => `gw:usage:{${org}}:${day}`;
+export const usageField = (dimension: string, value: string, metric: string) =>
+  `${dimension}|${encodeURIComponent(value)}|${metric}`;
+/** The value of a breakdown field from its parts. */
+export const usagePair = (...parts: string[]) => parts.join("\u0000");
+export const zeroUsage = (): UsageSums => ({
+  requests: 0,
+  input_tokens: 0,
+  output_tokens: 0,
+  total_tokens: 0,
+  cost_nusd: 0,
+});
+export const usageTotals = ({ cost_nusd, ...sums }: UsageSums): UsageTotals => ({
+  ...sums,
+  cost_usd: cost_nusd / NANO_USD_PER_USD,
+});
+
+/** The UTC days `start`..`end` (inclusive, `YYYY-MM-DD`). */
+export function usageDays(start: string, end: string): string[] {
+  const days: string[] = [];
+  for (let d = new Date(`${start}T00:00:00Z`); utcDay(d) <= end; d = new Date(d.getTime() + 86_400_000)) {
+    days.push(utcDay(d));
+  }
+  return days;
+}
+
+/** The day hashes of `org` over `days`, in order (an absent day is empty). */
+export async function readUsageDays(
+  redis: RedisClient,
+  org: string,
+  days: readonly string[],
+): Promise<Record<string, string>[]> {
+  const pipeline = redis.pipeline();
+  for (const day of days) pipeline.hgetall(usageDayKey(org, day));
+  return ((await pipeline.exec()) ?? []).map(([, h]) => (h ?? {}) as Record<string, string>);
+}
+
+/** The breakdown of one API key's calls by model and the deployment that served each (`pnpm keys usage`). */
+export const KEY_DEPLOYMENT = "key_model_deployment";
+
+export interface KeyModelUsage extends UsageTotals {
+  model: string;
+  /** The deployments that served the model's calls for the key, busiest first. */
+  deployments: ({ provider: string; model: string } & UsageTotals)[];
+}
+
+/**
+ * One key's calls over `start`..`end` by model and serving deployment, busiest model
+ * first: what `pnpm keys usage` shows beside the key's windows.
+ */
+export async function keyUsageByDeployment(
+  redis: RedisClient,
+  org: string,
+  keyId: string,
+  start: string,
+  end: string,
+): Promise<KeyModelUsage[]> {
+  const prefix = `${KEY_DEPLOYMENT}|${encodeURIComponent(`${keyId}\u0000`)}`;
+  const served = new Map<string, UsageSums>();
+  for (const hash of await readUsageDays(redis, org, usageDays(start, end))) {
+    for (const [name, amount] of Object.entries(hash)) {
+      if (!name.startsWith(prefix)) continue;
+      const [, encoded, metric] = name.split("|") as [string, string, keyof UsageSums];
+      const value = decodeURIComponent(encoded).slice(keyId.length + 1);
+      const sums = served.get(value) ?? zeroUsage();
+      sums[metric] += Number(amount);
+      served.set(value, sums);
+    }
+  }
+  const models = new Map<string, { sums: UsageSums; deployments: KeyModelUsage["deployments"] }>();
+  for (const [value, sums] of served) {
+    const [model, provider, upstream] = value.split("\u0000") as [string, string, string];
+    const row = models.get(model) ?? { sums: zeroUsage(), deployments: [] };
+    for (const metric of USAGE_METRICS) row.sums[metric] += sums[metric];
+    row.deployments.push({ provider, model: upstream, ...usageTotals(sums) });
+    models.set(model, row);
+  }
+  const busiest = (a: UsageTotals, b: UsageTotals) =>
+    b.total_tokens - a.total_tokens || b.requests - a.requests;
+  return [...models]
+    .map(([model, { sums, deployments }]) => ({
+      model,
+      ...usageTotals(sums),
+      deployments: deployments.sort(busiest),
+    }))
+    .sort(busiest);
+}
