@@ -23,18 +23,22 @@ describe("a client that goes away before its answer", () => {
         await res.text();
       });
       pending.catch(() => undefined);
-      await vi.waitFor(() => expect(stack.llm.requests.length).toBe(asked + 1));
+      // Waits as long as a loaded machine may take (vitest's default is 1 s).
+      await vi.waitFor(() => expect(stack.llm.requests.length).toBe(asked + 1), { timeout: 15_000 });
       const from = logLines.length;
       abort.abort();
       await expect(pending).rejects.toThrow();
       // Both processes say so, at info: the service (its logger is named "service") and the gateway.
-      await vi.waitFor(() => {
-        const closed = entries()
-          .slice(from)
-          .filter((e) => e.level === 30 && e.msg === "client closed the request");
-        expect(closed).toContainEqual(expect.objectContaining({ name: "service" }));
-        expect(closed).toContainEqual(expect.objectContaining({ name: "test" }));
-      });
+      await vi.waitFor(
+        () => {
+          const closed = entries()
+            .slice(from)
+            .filter((e) => e.level === 30 && e.msg === "client closed the request");
+          expect(closed).toContainEqual(expect.objectContaining({ name: "service" }));
+          expect(closed).toContainEqual(expect.objectContaining({ name: "test" }));
+        },
+        { timeout: 15_000 },
+      );
       stack.llm.release();
       const after = entries().slice(from);
       expect(after.filter((e) => e.msg === "unhandled error")).toEqual([]);
