@@ -1,4 +1,4 @@
-export { devstackConfigSchema } from "./config.ts";
+export { devstackConfigSchema, localVectorDatabaseConfigSchema } from "./config.ts";
 export { freePort } from "./free-port.ts";
 export { REPO_ROOT, type RunningNodeProcess, startNodeProcess } from "./node-process.ts";
 export {
@@ -16,3 +16,8 @@ export {
 } from "./prometheus.ts";
 export { type RunningRedis, startRedisServer, stopProcess } from "./redis-server.ts";
 export { startSpiceDBLocalProcess } from "./spicedb-process.ts";
+export { type RunningVectorDatabase, startVectorDatabase, vectorDatabaseUrl } from "./vector-database.ts";
+export {
+  type RunningVectorDatabaseProcess,
+  startVectorDatabaseProcess,
+} from "./vector-database-process.ts";

@@ -9,6 +9,7 @@ import { Writable } from "node:stream";
 import { promisify } from "node:util";
 import { v1 } from "@gw/core/authz";
 import { createLogger, type Logger } from "@gw/core/logger";
+import { migrateVectorDatabase } from "@gw/core/postgres";
 import { createRedis, type RedisClient } from "@gw/core/redis";
 import {
   freePort,
@@ -19,6 +20,7 @@ import {
   startNodeProcess,
   startPostgresServer,
   startRedisServer,
+  startVectorDatabaseProcess,
 } from "@gw/devstack";
 import pg from "pg";
 import { afterAll, beforeAll, describe, inject } from "vitest";
@@ -489,6 +491,47 @@ export function useTestDatabase(options: { migrated?: boolean } = {}): TestDatab
     const reusable = migrated && (await emptyForReuse(holder).catch(() => false));
     if (reusable) spareDatabases.push({ ...holder });
     else await holder.drop();
+  });
+  return holder;
+}
+
+/** A test file's own vector database: PGlite with pgvector's own code, in a process of its own, in memory. */
+export interface TestVectorDatabase {
+  /** What VECTOR_DATABASE_URL says to reach it (it serves one connection at a time: VECTOR_DATABASE_MAX_CONNECTIONS=1). */
+  url: string;
+  port: number;
+  /** Its process, e.g. to kill it (an outage). */
+  process: ChildProcess;
+  stop(): Promise<void>;
+}
+
+/**
+ * Starts the local vector database (devstack's `vector-database-main.ts`, as
+ * `pnpm start` runs it) in memory on a free port, with the vector migrations
+ * applied unless `migrated: false`. A few seconds: PGlite compiles its
+ * WebAssembly and creates its cluster.
+ */
+export async function startTestVectorDatabase(
+  options: { migrated?: boolean } = {},
+): Promise<TestVectorDatabase> {
+  const running = await startVectorDatabaseProcess({ port: 0, env: process.env, inMemory: true });
+  try {
+    if (options.migrated !== false) await migrateVectorDatabase(running.databaseUrl);
+  } catch (err) {
+    await running.stop();
+    throw err;
+  }
+  return { url: running.databaseUrl, port: running.port, process: running.process, stop: running.stop };
+}
+
+/** Per `describe` block (or file): a vector database of its own (see `startTestVectorDatabase`), stopped afterwards. */
+export function useTestVectorDatabase(options: { migrated?: boolean } = {}): TestVectorDatabase {
+  const holder = {} as TestVectorDatabase;
+  beforeAll(async () => {
+    Object.assign(holder, await startTestVectorDatabase(options));
+  });
+  afterAll(async () => {
+    await holder.stop?.();
   });
   return holder;
 }

@@ -1,0 +1,52 @@
+import { connect } from "node:net";
+import { type RunningNodeProcess, startNodeProcess } from "./node-process.ts";
+import { vectorDatabaseUrl } from "./vector-database.ts";
+
+export interface RunningVectorDatabaseProcess extends RunningNodeProcess {
+  /** What VECTOR_DATABASE_URL says to reach it. */
+  databaseUrl: string;
+}
+
+/** Whether something accepts a TCP connection on 127.0.0.1:`port`. */
+function accepting(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const socket = connect({ port, host: "127.0.0.1" });
+    socket.once("connect", () => {
+      socket.destroy();
+      resolve(true);
+    });
+    socket.once("error", () => resolve(false));
+  });
+}
+
+/**
+ * The local vector database (`vector-database-main.ts`) in its own process:
+ * PGlite runs its queries on the event loop of the process that holds it, so
+ * it gets one of its own. On `port` (0: a port it picks and reports), ready
+ * once it accepts connections, which it does only after PGlite has started.
+ * `inMemory`: nothing is kept (the tests); otherwise its data is under
+ * `$DATA_DIR/vectors` of `env`.
+ */
+export async function startVectorDatabaseProcess(options: {
+  port: number;
+  env: NodeJS.ProcessEnv;
+  inMemory?: boolean;
+  inheritOutput?: boolean;
+  timeoutMs?: number;
+}): Promise<RunningVectorDatabaseProcess> {
+  const started = await startNodeProcess({
+    name: "vector-database",
+    entry: "packages/devstack/src/vector-database-main.ts",
+    port: options.port,
+    env: {
+      ...options.env,
+      LOCAL_VECTOR_DATABASE_PORT: String(options.port),
+      LOCAL_VECTOR_DATABASE_IN_MEMORY: options.inMemory ? "true" : "false",
+    },
+    inheritOutput: options.inheritOutput,
+    isReady: accepting,
+    // PGlite compiles its WebAssembly and creates or recovers its cluster first: seconds on a busy machine.
+    timeoutMs: options.timeoutMs ?? 120_000,
+  });
+  return { ...started, databaseUrl: vectorDatabaseUrl(started.port) };
+}
