@@ -6,6 +6,7 @@ import { localDatabaseUrl } from "@gw/core/postgres";
 import { localRedisUrl } from "@gw/core/redis";
 import { tracingEnvShape } from "@gw/core/tracing";
 import { z } from "zod";
+import { filesEnvShape, filesOptions } from "./files/config.ts";
 import { parseModelList } from "./llm/prices.ts";
 import { checkSandboxEnv, sandboxEnvShape, sandboxOptions } from "./sandbox/config.ts";
 
@@ -20,7 +21,7 @@ export const serviceConfigSchema = z
     LOG_LEVEL: env.logLevel(),
     /** Redis for usage counters, budgets, ZedTokens, locks and the BullMQ eval queue: `redis://` or `rediss://` for one server, `redis+cluster://[user:password@]host:port,host:port…` (`rediss+cluster://` for TLS) for a Redis Cluster, naming some of its nodes. Unset: the local redis-server that `pnpm start` runs (`redis://127.0.0.1:$LOCAL_REDIS_PORT`). */
     REDIS_URL: env.redisUrl(),
-    /** PostgreSQL for conversations, responses, chat completions, eval records, sandbox records: `postgres://user:password@host:port/database` (the server SpiceDB uses may serve it, from a database and user of its own); missing migrations (`packages/core/migrations`) are applied at start under an advisory lock. Unset: the local PostgreSQL that `pnpm start` runs (`postgres://gateway@127.0.0.1:$LOCAL_POSTGRES_PORT/gateway`). */
+    /** PostgreSQL for conversations, responses, chat completions, files, eval records, sandbox records: `postgres://user:password@host:port/database` (the server SpiceDB uses may serve it, from a database and user of its own); missing migrations (`packages/core/migrations`) are applied at start under an advisory lock. Unset: the local PostgreSQL that `pnpm start` runs (`postgres://gateway@127.0.0.1:$LOCAL_POSTGRES_PORT/gateway`). */
     DATABASE_URL: env.databaseUrl(),
     /** How long a stored response (with its input items) or stored chat completion (with its messages) is kept, with a unit (30d, 12h, 5s). Default 30d. */
     RESPONSE_RETENTION: env.duration("30d"),
@@ -28,7 +29,7 @@ export const serviceConfigSchema = z
     CONVERSATION_IDLE_EXPIRY: env.optionalDuration(),
     /** How often expired content is deleted in the background, with a unit. Default 1m. */
     RETENTION_SWEEP_INTERVAL: env.duration("1m"),
-    /** How often the orphan reconciler removes relationships of conversations, responses and completions that have no content, with a unit. Default 5m. */
+    /** How often the orphan reconciler removes relationships of conversations, responses, completions and files that have no content, with a unit. Default 5m. */
     ORPHAN_RECONCILE_INTERVAL: env.duration("5m"),
     /** Relationships the orphan reconciler reads (and resources it may delete) per run, at most. Default 1000. */
     ORPHAN_RECONCILE_BATCH: z.coerce.number().int().min(1).max(100_000).default(1_000),
@@ -109,6 +110,7 @@ export const serviceConfigSchema = z
     /** The newest runs kept per eval schedule; older ones go first. Default 1000. */
     EVAL_RUNS_PER_SCHEDULE: z.coerce.number().int().min(1).max(1_000_000).default(1_000),
     ...sandboxEnvShape,
+    ...filesEnvShape,
   })
   .superRefine((c, ctx) => checkSpiceDBEnv(c, ctx))
   .superRefine((c, ctx) => checkSandboxEnv(c, ctx))
@@ -119,6 +121,7 @@ export const serviceConfigSchema = z
     spicedb: spicedbClientOptions(c),
     metricsEndpoint: metricsEndpointOf(c),
     sandbox: sandboxOptions(c),
+    files: filesOptions(c),
     tokenCounting: {
       workers: c.TOKEN_COUNT_WORKERS,
       workerMinChars: c.TOKEN_COUNT_WORKER_MIN_CHARS,
