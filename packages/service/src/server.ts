@@ -37,6 +37,8 @@ export interface RunningService {
   retention: RetentionSweeper;
   /** Removes relationships without content; runs by itself every `ORPHAN_RECONCILE_INTERVAL`. */
   reconciler: OrphanReconciler;
+  /** Uploaded files: what is made from a file listens here for its removal (`Files.onRemove`). */
+  files: Files;
   close(): Promise<void>;
 }
 
@@ -194,6 +196,7 @@ export async function startService(
     logger,
     retention,
     reconciler,
+    files,
     async close() {
       stopLeases();
       await Promise.all([retention.close(), reconciler.close()]);
