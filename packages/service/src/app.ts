@@ -19,6 +19,7 @@ import type { BudgetDeps } from "./budgets/admit-model-call.ts";
 import type { CompletionStore } from "./completions/store.ts";
 import type { ConversationStore } from "./conversations/store.ts";
 import type { Evals } from "./evals/index.ts";
+import type { Files } from "./files/files.ts";
 import { verifyAssertion } from "./http/verify-assertion.ts";
 import type { Ids } from "./ids.ts";
 import type { ContextBudget } from "./llm/context.ts";
@@ -50,6 +51,8 @@ export interface ServiceDeps {
   responses: ResponseStore;
   /** Stored chat completions (`store: true`). */
   completions: CompletionStore;
+  /** Uploaded files: records, bytes, quota. */
+  files: Files;
   usage: UsageStore;
   context: ContextBudget;
   budgets: BudgetDeps;
@@ -87,8 +90,17 @@ export function createServiceApp(deps: ServiceDeps): express.Express {
   app.use(probes);
 
   const api = Router();
-  api.use(verifyAssertion(deps.assertions, deps.redis), jsonBody);
-  registerRoutes<ServiceDeps>(api, serviceRoutes, deps);
+  api.use(verifyAssertion(deps.assertions, deps.redis));
+  // A route that reads its own body as it arrives (a multipart upload) comes before the JSON parser,
+  // which refuses any other body on every other route.
+  const streamed = (route: (typeof serviceRoutes)[number]) => route.bodyContentType === "multipart/form-data";
+  registerRoutes<ServiceDeps>(api, serviceRoutes.filter(streamed), deps);
+  api.use(jsonBody);
+  registerRoutes<ServiceDeps>(
+    api,
+    serviceRoutes.filter((route) => !streamed(route)),
+    deps,
+  );
   app.use("/api/v1", api);
 
   app.use(notFoundHandler);

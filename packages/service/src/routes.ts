@@ -3,6 +3,7 @@ import type { ApiOperation } from "@gw/core/openapi";
 import { completionRoutes } from "./completions/routes/index.ts";
 import { conversationRoutes } from "./conversations/routes/index.ts";
 import { evalRoutes } from "./evals/routes/index.ts";
+import { fileRoutes } from "./files/routes/index.ts";
 import { modelRoutes } from "./models/routes/index.ts";
 import { providerKeyRoutes } from "./provider-keys/routes/index.ts";
 import { responseRoutes } from "./responses/routes/index.ts";
@@ -18,6 +19,7 @@ export const serviceRoutes = [
   ...conversationRoutes,
   ...responseRoutes,
   ...completionRoutes,
+  ...fileRoutes,
   ...modelRoutes,
   getUsage,
   ...evalRoutes,

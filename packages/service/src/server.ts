@@ -14,6 +14,7 @@ import { PostgresCompletionStore } from "./completions/store.ts";
 import type { ServiceConfig } from "./config.ts";
 import { ConversationStore } from "./conversations/store.ts";
 import { startEvalsFromConfig } from "./evals/index.ts";
+import { type FileHooks, Files } from "./files/files.ts";
 import { ids } from "./ids.ts";
 import { configureTokenCounting } from "./llm/tokens.ts";
 import { providerKeyStore } from "./provider-keys/deps.ts";
@@ -36,6 +37,8 @@ export interface RunningService {
   retention: RetentionSweeper;
   /** Removes relationships without content; runs by itself every `ORPHAN_RECONCILE_INTERVAL`. */
   reconciler: OrphanReconciler;
+  /** Uploaded files: what is made from a file listens here for its removal (`Files.onRemove`). */
+  files: Files;
   close(): Promise<void>;
 }
 
@@ -46,6 +49,8 @@ export interface ServiceOptions {
   approvalHooks?: ApprovalHooks;
   /** For tests: how the host names of organizations' provider `base_url`s resolve. */
   resolver?: Resolver;
+  /** For tests: holds uploads between their steps. */
+  fileHooks?: FileHooks;
 }
 
 /** Wires the service's dependencies and starts listening. */
@@ -108,7 +113,16 @@ export async function startService(
     clock,
     idleExpiryMs: config.retention.conversationIdleExpiryMs,
   });
-  const retention = new RetentionSweeper({ db, spicedb, tokens, logger, clock, options: config.retention });
+  const files = new Files(db, { clock, options: config.files, hooks: options.fileHooks, logger });
+  const retention = new RetentionSweeper({
+    db,
+    spicedb,
+    tokens,
+    logger,
+    clock,
+    options: config.retention,
+    files,
+  });
   retention.start();
   const reconciler = new OrphanReconciler({
     db,
@@ -145,6 +159,7 @@ export async function startService(
       clock,
       retentionMs: config.retention.responseRetentionMs,
     }),
+    files,
     usage,
     context: { maxItems: config.LLM_CONTEXT_MAX_ITEMS, maxTokens: config.LLM_CONTEXT_MAX_TOKENS },
     budgets,
@@ -184,6 +199,7 @@ export async function startService(
     logger,
     retention,
     reconciler,
+    files,
     async close() {
       stopLeases();
       await Promise.all([retention.close(), reconciler.close()]);

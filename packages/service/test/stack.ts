@@ -30,6 +30,7 @@ import {
 import { type FakeLLM, startFakeLLM } from "@gw/test-kit/llm-upstream";
 import { afterAll, beforeAll, expect } from "vitest";
 import { serviceConfigSchema } from "../src/config.ts";
+import type { Files } from "../src/files/files.ts";
 import type { SweepReport } from "../src/retention/sweeper.ts";
 import { type ServiceOptions, startService } from "../src/server.ts";
 
@@ -66,6 +67,8 @@ export interface Stack {
   spicedb: { endpoint: string; presharedKey: string };
   /** One retention sweep of the service, now. */
   sweep(): Promise<SweepReport | undefined>;
+  /** The service's files (their removal listeners, an organization's usage). */
+  files: Files;
   stopService(): Promise<void>;
 }
 
@@ -179,6 +182,7 @@ export function useStack(
       serviceLogs,
       spicedb: { endpoint: spicedb.endpoint, presharedKey: spicedb.presharedKey },
       sweep: () => service.retention.sweep(),
+      files: service.files,
       async createKey(input: Partial<CreateApiKeyInput> = {}) {
         const org = input.org ?? `org-${randomBytes(5).toString("hex")}`;
         const { record, secret } = await store.create({ org, owner: "backend", ...input });
