@@ -2,6 +2,7 @@ import { responseFailure } from "@gw/core/errors";
 import type { Ids } from "../ids.ts";
 import { ID_PREFIX } from "../items/items.ts";
 import type { Completion, TokenLogprob, Usage } from "../llm/provider.ts";
+import { DEFAULT_NUM_RESULTS } from "../vector-stores/search-request.ts";
 import type { CreateResponseInput } from "./request.ts";
 import type { OutputItem, ResponseObject, ResponseTool, ResponseUsage } from "./store.ts";
 
@@ -16,7 +17,18 @@ export function draftResponse(
   now: number,
 ): ResponseObject {
   const tools: ResponseTool[] = (input.tools ?? []).map((t) =>
-    t.type === "mcp"
+    t.type === "file_search"
+      ? {
+          type: "file_search",
+          vector_store_ids: t.vector_store_ids,
+          max_num_results: t.max_num_results ?? DEFAULT_NUM_RESULTS,
+          filters: t.filters ?? null,
+          ranking_options: {
+            ranker: t.ranking_options?.ranker ?? "auto",
+            score_threshold: t.ranking_options?.score_threshold ?? 0,
+          },
+        }
+      : t.type === "mcp"
       ? {
           type: "mcp",
           server_label: t.server_label,
