@@ -22,7 +22,7 @@ async function stored(org: string) {
 const NOTHING = { files: 0, pieces: 0, usage: 0 };
 
 /** POSTs `body` to /files as it is, with `contentType`, through the gateway. */
-const post = (secret: string, body: BodyInit, contentType: string, init: RequestInit = {}) =>
+const post = (secret: string, body: RequestInit["body"], contentType: string, init: RequestInit = {}) =>
   fetch(`${stack.gatewayUrl}${FILES}`, {
     method: "POST",
     headers: { authorization: `Bearer ${secret}`, "content-type": contentType },
