@@ -266,7 +266,7 @@ export const MIGRATIONS_DIR = join(import.meta.dirname, "..", "migrations");
 /**
  * The vector database's migrations (`packages/core/vector-migrations`): apart
  * from the content's, since they need pgvector and may go to another server
- * (docs/adr/0019-vector-engine.md).
+ * (docs/adr/0020-vector-engine.md).
  */
 export const VECTOR_MIGRATIONS_DIR = join(import.meta.dirname, "..", "vector-migrations");
 

@@ -3,7 +3,7 @@
  * with pgvector's own code (its `vector` extension, 0.8.0), served over
  * PostgreSQL's wire protocol on 127.0.0.1, so the service reaches it with
  * `pg` and the same SQL as a production PostgreSQL with pgvector
- * (docs/adr/0019-vector-engine.md). For `pnpm start` (data under
+ * (docs/adr/0020-vector-engine.md). For `pnpm start` (data under
  * `$DATA_DIR/vectors`) and the tests (in memory); never for production.
  *
  * A session is PGlite's single backend, driven by `@electric-sql/pglite-socket`'s
@@ -73,7 +73,7 @@ const TERMINATE = "X".charCodeAt(0);
  * and swallows Terminate (the socket closing says it).
  */
 class MessageFramer {
-  private buffer = Buffer.alloc(0);
+  private buffer: Buffer = Buffer.alloc(0);
   private started = false;
   private held: Buffer[] = [];
   private readonly socket: Socket;
@@ -145,19 +145,19 @@ class FramedConnection extends Duplex {
     socket.on("error", () => this.destroy());
   }
 
-  _read(): void {}
+  override _read(): void {}
 
-  _write(chunk: Buffer, _encoding: BufferEncoding, callback: (err?: Error | null) => void): void {
+  override _write(chunk: Buffer, _encoding: BufferEncoding, callback: (err?: Error | null) => void): void {
     if (this.socket.destroyed) callback();
     else this.socket.write(chunk, callback);
   }
 
-  _final(callback: () => void): void {
+  override _final(callback: () => void): void {
     this.socket.end();
     callback();
   }
 
-  _destroy(err: Error | null, callback: (err?: Error | null) => void): void {
+  override _destroy(err: Error | null, callback: (err?: Error | null) => void): void {
     this.socket.destroy();
     callback(err);
   }

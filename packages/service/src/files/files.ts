@@ -1,4 +1,4 @@
-import type { Readable } from "node:stream";
+import { Readable } from "node:stream";
 import type { Clock } from "@gw/core/clock";
 import { AppError } from "@gw/core/errors";
 import type { Logger } from "@gw/core/logger";
@@ -39,18 +39,24 @@ export class StorageQuotaExceeded extends AppError {
  * test may change them.
  */
 export interface FileHooks {
-  /** Awaited before a piece of an upload is charged to its organization (a test holds two uploads there). */
-  beforeCharge?: (file: FileRef, bytes: number) => Promise<void>;
+  /**
+   * Awaited inside the transaction that charges a piece of an upload, once
+   * the organization's total is raised and before it commits: a test holds
+   * one upload there while another's charge waits on it.
+   */
+  whileCharging?: (file: FileRef, bytes: number) => Promise<void>;
   /** Called once a piece of an upload is stored, with the bytes stored so far (while the rest still arrives). */
   afterStore?: (file: FileRef, storedBytes: number) => void;
 }
 
 /**
  * Called with files about to go (deleted by their owner, or swept once
- * expired), after their relationships and before their bytes and records:
- * what was made from a file (a vector store's chunks of it) goes with it. A
- * listener that throws stops the removal, which the sweep tries again at its
- * next run (the files are already invisible to every read).
+ * expired; the sweep's batches may include uploads abandoned unfinished,
+ * which nothing was made from), after their relationships and before their
+ * bytes and records: what was made from a file (a vector store's chunks of
+ * it) goes with it. A listener that throws stops the removal, which the
+ * sweep tries again at its next run (the files are already invisible to
+ * every read), an owner's delete too (`delete` marks the file expired first).
  */
 export type FilesRemovedListener = (files: FileRef[]) => Promise<void>;
 
@@ -132,8 +138,15 @@ export class Files {
       const piece = held.length === 1 ? held[0]! : Buffer.concat(held, heldBytes);
       held = [];
       heldBytes = 0;
-      await this.hooks.beforeCharge?.(file, piece.length);
-      if (!(await this.store.charge(file, piece.length, this.options.quotaBytes)))
+      const whileCharging = this.hooks.whileCharging;
+      if (
+        !(await this.store.charge(
+          file,
+          piece.length,
+          this.options.quotaBytes,
+          whileCharging && (() => whileCharging(file, piece.length)),
+        ))
+      )
         throw new StorageQuotaExceeded(this.options.quotaBytes);
       await this.contents.append(file, seq++, piece);
       stored += piece.length;
@@ -158,14 +171,31 @@ export class Files {
     return this.store.complete(file, details);
   }
 
-  /** Removes what an upload that will not become a file stored; a failure is logged (the sweep removes it later). */
+  /**
+   * Removes what an upload that will not become a file stored (its bytes,
+   * its record, refunded to the quota); the listeners are not told, as it
+   * never was a file. A failure is logged (the sweep removes it later).
+   */
   async discard(file: FileRef): Promise<void> {
-    await this.remove([file]).catch((err: Error) =>
-      this.logger?.warn(
-        { err: err.message, file: file.id },
-        "could not remove a failed upload; the sweep will",
-      ),
-    );
+    await this.contents
+      .remove([file])
+      .then(() => this.store.delete([file]))
+      .catch((err: Error) =>
+        this.logger?.warn(
+          { err: err.message, file: file.id },
+          "could not remove a failed upload; the sweep will",
+        ),
+      );
+  }
+
+  /**
+   * An owner's delete, once the file's relationships are gone: the record
+   * is marked expired first, so whatever the removal cannot finish now (a
+   * listener or the database failing) the next sweep does.
+   */
+  async delete(file: FileRef): Promise<void> {
+    await this.store.expire(file, new Date(this.clock.wall()));
+    await this.remove([file]);
   }
 
   get(org: string, id: string): Promise<StoredFile | undefined> {
@@ -179,6 +209,19 @@ export class Files {
   /** The file's bytes, a piece at a time. */
   content(file: FileRef): AsyncIterable<Buffer> {
     return this.contents.read(file);
+  }
+
+  /**
+   * A live file's record and its bytes as a stream read a piece at a time
+   * as it is consumed, for what reads a file whole (a vector store's
+   * ingestion); `undefined` when the organization has no such file, or it
+   * expired. Whether the principal may read it is the caller's to decide
+   * first (reader on the `file` in SpiceDB), as the routes do.
+   */
+  async open(org: string, id: string): Promise<{ file: StoredFile; stream: Readable } | undefined> {
+    const file = await this.store.get(org, id);
+    if (!file) return undefined;
+    return { file, stream: Readable.from(this.contents.read({ org, id }), { objectMode: false }) };
   }
 
   /**

@@ -92,9 +92,14 @@ export class FileStore {
    * checked and raised in one statement that holds its row, so two uploads
    * at once never both pass the last free bytes. False (nothing charged)
    * when the quota would be passed. Throws when the upload is gone (swept
-   * as abandoned).
+   * as abandoned). `held` is awaited once charged, before the commit (tests).
    */
-  async charge(file: FileRef, bytes: number, quotaBytes: number): Promise<boolean> {
+  async charge(
+    file: FileRef,
+    bytes: number,
+    quotaBytes: number,
+    held?: () => Promise<void>,
+  ): Promise<boolean> {
     return this.db.transaction(async (tx) => {
       const charged = await tx.query(
         `INSERT INTO file_storage (org, bytes) SELECT $1, $2::bigint WHERE $2::bigint <= $3::bigint
@@ -104,6 +109,7 @@ export class FileStore {
         [file.org, bytes, quotaBytes],
       );
       if (charged.rowCount !== 1) return false;
+      await held?.();
       const counted = await tx.query(
         "UPDATE files SET bytes = bytes + $3 WHERE org = $1 AND id = $2 AND status = 'uploading'",
         [file.org, file.id, bytes],
@@ -145,6 +151,14 @@ export class FileStore {
       [org, held, this.now()],
     );
     return rows.map(fileOf);
+  }
+
+  /** Makes a complete file expired as of `at` (an owner's delete, before its removal). */
+  async expire(file: FileRef, at: Date): Promise<void> {
+    await this.db.query(
+      "UPDATE files SET expires_at = LEAST(expires_at, $3) WHERE org = $1 AND id = $2 AND status = 'processed'",
+      [file.org, file.id, at],
+    );
   }
 
   /** Files (complete or not) past `cutoff`, oldest first, `limit` at most: the sweep's batches. */

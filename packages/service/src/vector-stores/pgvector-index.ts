@@ -1,6 +1,6 @@
 /**
  * The vector index on PostgreSQL with pgvector 0.8 or later (`VECTOR_DATABASE_URL`;
- * locally PGlite's build of pgvector, the same SQL): docs/adr/0019-vector-engine.md.
+ * locally PGlite's build of pgvector, the same SQL): docs/adr/0020-vector-engine.md.
  *
  * Chunks live in `vector_chunks`, partitioned by embedding width, each width's
  * partition with an HNSW index (cosine distance) over the embedding cast to

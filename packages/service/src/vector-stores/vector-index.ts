@@ -2,7 +2,7 @@
  * The vector index: where the chunks of vector stores' files and their
  * embeddings are kept and searched. The search answers only with chunks of
  * files the caller may read, and still answers with as many as asked for
- * whenever that many readable ones exist (docs/adr/0019-vector-engine.md).
+ * whenever that many readable ones exist (docs/adr/0020-vector-engine.md).
  * One implementation, `pgvector-index.ts` (PostgreSQL with pgvector); callers
  * depend on this interface.
  */

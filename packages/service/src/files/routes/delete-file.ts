@@ -1,3 +1,4 @@
+import { notFound } from "@gw/core/errors";
 import { defineRoute } from "@gw/core/http";
 import { deletedSchema } from "@gw/core/openapi";
 import { roleOn } from "../../http/roles.ts";
@@ -21,8 +22,10 @@ export const deleteFile = defineRoute({
   authorize: roleOn("file", "owner"),
   handler: async ({ principal, params }, deps: FileRouteDeps) => {
     const id = params.id!;
+    // Only an uploaded file: an id another backend registered is that backend's to drop.
+    if (!(await deps.files.get(principal.org, id))) throw notFound(`No file ${id}`);
     await deps.authorization.deleteResource(principal, { type: "file", id });
-    await deps.files.remove([{ org: principal.org, id }]);
+    await deps.files.delete({ org: principal.org, id });
     return { id, object: "file", deleted: true };
   },
 });

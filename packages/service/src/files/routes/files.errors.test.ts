@@ -1,10 +1,31 @@
 import { randomBytes } from "node:crypto";
-import { describe, expect, it } from "vitest";
+import { describe, expect, it, vi } from "vitest";
 import { FILES, multipartBody, upload, uploaded } from "../../../test/files.ts";
 import { llmError, useStack } from "../../../test/stack.ts";
+import type { FileHooks } from "../files.ts";
 
 const MiB = 1024 * 1024;
-const stack = useStack({ FILE_MAX_BYTES: String(3 * MiB), FILE_STORAGE_QUOTA_BYTES: String(5 * MiB) });
+
+/**
+ * Of an organization with a gate, the first upload to be charged is held
+ * before its charge commits until another upload's charge waits on it.
+ */
+const gates = new Map<string, { held: string[]; waiting: () => Promise<void> }>();
+const hooks: FileHooks = {
+  async whileCharging(file) {
+    const gate = gates.get(file.org);
+    if (!gate || gate.held.length > 0) return;
+    gate.held.push(file.id);
+    await gate.waiting();
+  },
+};
+const stack = useStack(
+  { FILE_MAX_BYTES: String(3 * MiB), FILE_STORAGE_QUOTA_BYTES: String(5 * MiB) },
+  {},
+  undefined,
+  "single",
+  { fileHooks: hooks },
+);
 
 /** What an organization has stored: file records, pieces, and its charged bytes. */
 async function stored(org: string) {
@@ -22,7 +43,7 @@ async function stored(org: string) {
 const NOTHING = { files: 0, pieces: 0, usage: 0 };
 
 /** POSTs `body` to /files as it is, with `contentType`, through the gateway. */
-const post = (secret: string, body: BodyInit, contentType: string, init: RequestInit = {}) =>
+const post = (secret: string, body: RequestInit["body"], contentType: string, init: RequestInit = {}) =>
   fetch(`${stack.gatewayUrl}${FILES}`, {
     method: "POST",
     headers: { authorization: `Bearer ${secret}`, "content-type": contentType },
@@ -236,5 +257,37 @@ describe("uploads refused", () => {
     expect(
       (await upload(stack, key.secret, { content: randomBytes(3 * MiB), purpose: "assistants" })).status,
     ).toBe(200);
+  });
+
+  it("two uploads racing for the quota's last bytes: one held charged but not committed while the other's charge waits, only one is taken", async () => {
+    const key = await stack.createKey();
+    await uploaded(stack, key.secret, { content: randomBytes(3 * MiB) });
+    await uploaded(stack, key.secret, { content: randomBytes(MiB / 2) });
+    // 3.5 MiB stored of 5: room for one more MiB, not two. Each upload is one piece, charged once.
+    gates.set(key.org, {
+      held: [],
+      // The other upload's charge blocks on the organization's row, which the held one has raised.
+      waiting: () =>
+        vi.waitFor(
+          async () => {
+            const { rows } = await stack.db.query<{ n: string }>(
+              `SELECT count(*) AS n FROM pg_stat_activity
+                WHERE datname = current_database() AND wait_event_type = 'Lock'`,
+            );
+            expect(Number(rows[0]!.n)).toBe(1);
+          },
+          { timeout: 20_000, interval: 20 },
+        ),
+    });
+    const answers = await Promise.all(
+      [0, 1].map(async () => {
+        const res = await upload(stack, key.secret, { content: randomBytes(MiB), purpose: "assistants" });
+        return { status: res.status, code: (await res.json()).error?.code as string | undefined };
+      }),
+    );
+    expect(gates.get(key.org)!.held).toHaveLength(1);
+    expect(answers.map((a) => a.status).sort()).toEqual([200, 413]);
+    expect(answers.find((a) => a.status === 413)!.code).toBe("storage_quota_exceeded");
+    expect(await stored(key.org)).toEqual({ files: 3, pieces: 5, usage: 4.5 * MiB });
   });
 });
