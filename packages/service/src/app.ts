@@ -30,6 +30,8 @@ import type { ResponseStore } from "./responses/store.ts";
 import { serviceRoutes } from "./routes.ts";
 import type { Sandbox } from "./sandbox/sandbox.ts";
 import type { UsageStore } from "./usage/store.ts";
+import type { QueryEmbedder, SearchableStores } from "./vector-stores/search.ts";
+import type { VectorIndex } from "./vector-stores/vector-index.ts";
 
 export interface ServiceDeps {
   logger: Logger;
@@ -64,6 +66,12 @@ export interface ServiceDeps {
   hostedMcp?: HostedMcpConfig;
   /** Organizations' own provider keys (BYOK): their routes, and `keyFor` for the router. */
   providerKeys: ProviderKeyStore;
+  /** The chunks of vector stores' files and their embeddings (`VECTOR_DATABASE_URL`). */
+  vectorIndex: VectorIndex;
+  /** Which vector stores exist, for searches. */
+  vectorStores: SearchableStores;
+  /** Embeds search queries through the model-call pipeline. */
+  embedder: QueryEmbedder;
 }
 
 /**

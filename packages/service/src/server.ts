@@ -1,5 +1,6 @@
 import { connectAuthorization, WriterDeletion } from "@gw/core/authz";
 import { type Clock, systemClock } from "@gw/core/clock";
+import { serviceUnavailable } from "@gw/core/errors";
 import { closeGracefully, listen, listenForMetrics, type RouteTemplate, routesOf } from "@gw/core/http";
 import { internalAssertions } from "@gw/core/internal-assertion";
 import { createLogger, type Logger, redactUrl } from "@gw/core/logger";
@@ -24,6 +25,7 @@ import { OrphanReconciler } from "./retention/reconciler.ts";
 import { RetentionSweeper } from "./retention/sweeper.ts";
 import { Sandbox } from "./sandbox/sandbox.ts";
 import { UsageStore } from "./usage/store.ts";
+import { createVectorIndex } from "./vector-stores/pgvector-index.ts";
 
 export interface RunningService {
   url: string;
@@ -113,6 +115,12 @@ export async function startService(
     clock,
     idleExpiryMs: config.retention.conversationIdleExpiryMs,
   });
+  const vectorIndex = createVectorIndex({
+    url: config.VECTOR_DATABASE_URL,
+    maxConnections: config.VECTOR_DATABASE_MAX_CONNECTIONS,
+    connectionName: "service-vectors",
+    onIdleError: (err) => logger.warn({ err: err.message }, "vector database connection error"),
+  });
   const files = new Files(db, { clock, options: config.files, hooks: options.fileHooks, logger });
   const retention = new RetentionSweeper({
     db,
@@ -176,6 +184,12 @@ export async function startService(
     },
     metricsEndpoint: config.metricsEndpoint,
     providerKeys,
+    vectorIndex,
+    // No vector store has a record yet: every search is a 404 before anything is embedded.
+    vectorStores: { searchable: async () => [] },
+    embedder: {
+      embed: () => Promise.reject(serviceUnavailable("Embeddings are not available on this service yet")),
+    },
   });
   const { server, port } = await listen(app, config.PORT, config.HOST);
   const metricsListener = await listenForMetrics(config.metricsEndpoint, metrics, config.HOST, logger);
@@ -209,6 +223,7 @@ export async function startService(
       redis.disconnect();
       await sandbox.close();
       await providerKeys.close();
+      await vectorIndex.close();
       await db.close();
     },
   };

@@ -76,7 +76,9 @@ beforeAll(async () => {
     insecure: true,
     deadlineMs: 5_000,
   });
-  authorization = new ResourceAuthorization(counted(client), new RedisConsistencyTokens(redis, 6_000), { clock });
+  authorization = new ResourceAuthorization(counted(client), new RedisConsistencyTokens(redis, 6_000), {
+    clock,
+  });
   db = createPostgres(database.url, { connectionName: "test" });
   files = new Files(db, {
     clock,
@@ -119,7 +121,11 @@ const as = (org: string, user: string): Principal => ({
   credential: "api_key",
   onBehalfOf: user !== "backend",
 });
-const callerOf = (principal: Principal): Caller => ({ principal, admission: undefined, requestsCounted: true });
+const callerOf = (principal: Principal): Caller => ({
+  principal,
+  admission: undefined,
+  requestsCounted: true,
+});
 const hex = () => randomBytes(16).toString("hex");
 
 /** A new organization where alice owns a store; `grants` on the store. */
@@ -138,11 +144,18 @@ async function organization(storeGrants: [string, Role][] = []) {
 async function file(
   place: { org: string; alice: Principal; store: string },
   texts: string[],
-  options: { grants?: [string, Role][]; attributes?: Record<string, string | number | boolean>; expiresAt?: Date } = {},
+  options: {
+    grants?: [string, Role][];
+    attributes?: Record<string, string | number | boolean>;
+    expiresAt?: Date;
+  } = {},
 ) {
   const id = `file_${hex()}`;
   const ref = { org: place.org, id };
-  await files.stage({ ...ref, filename: `${id.slice(5, 11)}.txt`, contentType: "text/plain" }, Readable.from([Buffer.from(texts.join("\n"))]));
+  await files.stage(
+    { ...ref, filename: `${id.slice(5, 11)}.txt`, contentType: "text/plain" },
+    Readable.from([Buffer.from(texts.join("\n"))]),
+  );
   const expiresAt = options.expiresAt ?? new Date(clock.wall() + 86_400_000);
   await files.complete(ref, { purpose: "assistants", expiresAt });
   await authorization.createOwnership(place.alice, { type: "file", id }, { expiresAt });
@@ -172,14 +185,22 @@ describe("a store shared with bob, with a private file and a shared one", () => 
   beforeAll(async () => {
     place = await organization([["bob", "reader"]]);
     secret = await file(place, ["apple orchard harvest secret plans", "apple orchard merger"]);
-    shared = await file(place, ["apple orchard harvest schedule", "weather report"], { grants: [["bob", "reader"]] });
+    shared = await file(place, ["apple orchard harvest schedule", "weather report"], {
+      grants: [["bob", "reader"]],
+    });
   });
 
   it("bob finds only the shared file's chunks; alice finds both files", async () => {
     const bob = await search(as(place.org, "bob"), { vectorStoreIds: [place.store] });
     expect(filesOf(bob)).toEqual([shared.id]);
-    expect(bob[0]).toMatchObject({ fileId: shared.id, filename: shared.filename, text: "apple orchard harvest schedule" });
-    expect(filesOf(await search(place.alice, { vectorStoreIds: [place.store] }))).toEqual([secret.id, shared.id].sort());
+    expect(bob[0]).toMatchObject({
+      fileId: shared.id,
+      filename: shared.filename,
+      text: "apple orchard harvest schedule",
+    });
+    expect(filesOf(await search(place.alice, { vectorStoreIds: [place.store] }))).toEqual(
+      [secret.id, shared.id].sort(),
+    );
   });
 
   it("the page of candidates is decided in one CheckBulkPermissions, never a check per file", async () => {
@@ -201,26 +222,51 @@ describe("a store shared with bob, with a private file and a shared one", () => 
 
   it("a public reader of one file opens that file alone to everyone of the organization", async () => {
     const open = await file(place, ["apple orchard harvest public notes"], { grants: [["*", "reader"]] });
-    await authorization.grant(place.alice, { type: "vector_store", id: place.store, userId: "carol", role: "reader" });
-    expect(filesOf(await search(as(place.org, "carol"), { vectorStoreIds: [place.store] }))).toEqual([open.id]);
+    await authorization.grant(place.alice, {
+      type: "vector_store",
+      id: place.store,
+      userId: "carol",
+      role: "reader",
+    });
+    expect(filesOf(await search(as(place.org, "carol"), { vectorStoreIds: [place.store] }))).toEqual([
+      open.id,
+    ]);
   });
 
   it("each user sees what that user may read: the key's owner's reads do not carry over to its end users", async () => {
     // `backend` (a key's owner) may read the private file; bob, an end user of its key, may not.
-    await authorization.grant(place.alice, { type: "vector_store", id: place.store, userId: "backend", role: "reader" });
-    await authorization.grant(place.alice, { type: "file", id: secret.id, userId: "backend", role: "reader" });
-    expect(filesOf(await search(as(place.org, "backend"), { vectorStoreIds: [place.store] }))).toContain(secret.id);
-    expect(filesOf(await search(as(place.org, "bob"), { vectorStoreIds: [place.store] }))).not.toContain(secret.id);
+    await authorization.grant(place.alice, {
+      type: "vector_store",
+      id: place.store,
+      userId: "backend",
+      role: "reader",
+    });
+    await authorization.grant(place.alice, {
+      type: "file",
+      id: secret.id,
+      userId: "backend",
+      role: "reader",
+    });
+    expect(filesOf(await search(as(place.org, "backend"), { vectorStoreIds: [place.store] }))).toContain(
+      secret.id,
+    );
+    expect(filesOf(await search(as(place.org, "bob"), { vectorStoreIds: [place.store] }))).not.toContain(
+      secret.id,
+    );
   });
 
   it("without reader on the store: 404, and nothing is embedded (charged) or searched", async () => {
-    await expect(search(as(place.org, "dave"), { vectorStoreIds: [place.store] })).rejects.toBeInstanceOf(AppError);
+    await expect(search(as(place.org, "dave"), { vectorStoreIds: [place.store] })).rejects.toBeInstanceOf(
+      AppError,
+    );
     expect(embedded).toEqual([]);
   });
 
   it("another organization sees nothing: the same ids are a 404 there", async () => {
     const other = as(`org-${randomBytes(4).toString("hex")}`, "alice");
-    await expect(search(other, { vectorStoreIds: [place.store] })).rejects.toMatchObject({ code: "not_found" });
+    await expect(search(other, { vectorStoreIds: [place.store] })).rejects.toMatchObject({
+      code: "not_found",
+    });
     expect(embedded).toEqual([]);
   });
 
@@ -239,7 +285,9 @@ describe("a store shared with bob, with a private file and a shared one", () => 
   it("an expired store is a 404", async () => {
     const gone = await organization([["bob", "reader"]]);
     stores.get(gone.store)!.expiresAt = clock.wall() - 1;
-    await expect(search(as(gone.org, "bob"), { vectorStoreIds: [gone.store] })).rejects.toMatchObject({ code: "not_found" });
+    await expect(search(as(gone.org, "bob"), { vectorStoreIds: [gone.store] })).rejects.toMatchObject({
+      code: "not_found",
+    });
   });
 });
 
@@ -249,8 +297,14 @@ describe("filters and ranking", () => {
   let blue: { id: string };
   beforeAll(async () => {
     place = await organization([["bob", "reader"]]);
-    red = await file(place, ["apple orchard harvest red"], { attributes: { color: "red", year: 2024 }, grants: [["bob", "reader"]] });
-    blue = await file(place, ["apple orchard harvest blue"], { attributes: { color: "blue", year: 2025 }, grants: [["bob", "reader"]] });
+    red = await file(place, ["apple orchard harvest red"], {
+      attributes: { color: "red", year: 2024 },
+      grants: [["bob", "reader"]],
+    });
+    blue = await file(place, ["apple orchard harvest blue"], {
+      attributes: { color: "blue", year: 2025 },
+      grants: [["bob", "reader"]],
+    });
     await file(place, ["apple orchard harvest green"], { attributes: { color: "green", year: 2025 } });
   });
 
@@ -259,7 +313,13 @@ describe("filters and ranking", () => {
     ["gte", { type: "gte", key: "year", value: 2025 }, () => [blue.id]],
     [
       "or",
-      { type: "or", filters: [{ type: "eq", key: "color", value: "red" }, { type: "eq", key: "color", value: "green" }] },
+      {
+        type: "or",
+        filters: [
+          { type: "eq", key: "color", value: "red" },
+          { type: "eq", key: "color", value: "green" },
+        ],
+      },
       () => [red.id],
     ],
   ])("a %s filter applies to the files bob may read", async (_name, filter, expected) => {
@@ -280,7 +340,11 @@ describe("filters and ranking", () => {
   it("score_threshold leaves out chunks scoring less", async () => {
     const all = await search(place.alice, { vectorStoreIds: [place.store], queries: ["red"] });
     const threshold = (all[0]!.score + all[1]!.score) / 2;
-    const kept = await search(place.alice, { vectorStoreIds: [place.store], queries: ["red"], scoreThreshold: threshold });
+    const kept = await search(place.alice, {
+      vectorStoreIds: [place.store],
+      queries: ["red"],
+      scoreThreshold: threshold,
+    });
     expect(kept.map((r) => r.fileId)).toEqual([red.id]);
   });
 });

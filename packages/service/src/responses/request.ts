@@ -203,7 +203,10 @@ export const createResponseBody = z
         const labels = tools.flatMap((t) => (t.type === "mcp" ? [t.server_label] : []));
         return new Set(labels).size === labels.length;
       }, "MCP server labels should be unique")
-      .refine((tools) => tools.filter((t) => t.type === "file_search").length <= 1, "At most one file_search tool")
+      .refine(
+        (tools) => tools.filter((t) => t.type === "file_search").length <= 1,
+        "At most one file_search tool",
+      )
       .optional(),
     tool_choice: toolChoice.optional(),
     parallel_tool_calls: z.boolean().default(true),

@@ -29,21 +29,21 @@ export function draftResponse(
           },
         }
       : t.type === "mcp"
-      ? {
-          type: "mcp",
-          server_label: t.server_label,
-          server_url: t.server_url,
-          allowed_tools: t.allowed_tools ?? null,
-          require_approval: t.require_approval ?? "always",
-          ...(t.server_description ? { server_description: t.server_description } : {}),
-        }
-      : {
-          type: "function",
-          name: t.name,
-          description: t.description ?? null,
-          parameters: t.parameters ?? null,
-          strict: t.strict ?? null,
-        },
+        ? {
+            type: "mcp",
+            server_label: t.server_label,
+            server_url: t.server_url,
+            allowed_tools: t.allowed_tools ?? null,
+            require_approval: t.require_approval ?? "always",
+            ...(t.server_description ? { server_description: t.server_description } : {}),
+          }
+        : {
+            type: "function",
+            name: t.name,
+            description: t.description ?? null,
+            parameters: t.parameters ?? null,
+            strict: t.strict ?? null,
+          },
   );
   const verbosity = input.text?.verbosity;
   return {

@@ -4,9 +4,9 @@ import { type Postgres, postgresCanHold } from "@gw/core/postgres";
 import { stringified } from "@gw/core/turns";
 import type { ConversationStore } from "../conversations/store.ts";
 import type {
+  FileSearchCallItem,
   FunctionCallItem,
   Item,
-  FileSearchCallItem,
   McpApprovalRequestItem,
   McpCallItem,
   McpListToolsItem,

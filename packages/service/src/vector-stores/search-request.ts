@@ -41,12 +41,17 @@ export const attributeFilter = documentedAs(
       return value as AttributeFilter;
     } catch (err) {
       if (!(err instanceof InvalidAttributeFilter)) throw err;
-      ctx.addIssue({ code: "custom", message: err.issues[0]?.msg ?? "Invalid filter", params: { type: "value_error" } });
+      ctx.addIssue({
+        code: "custom",
+        message: err.issues[0]?.msg ?? "Invalid filter",
+        params: { type: "value_error" },
+      });
       return z.NEVER;
     }
   }),
   (): JsonSchema => ({
-    description: "OpenAI's attribute filter: a comparison, or a compound (`and`, `or`) of filters, nested up to 8 deep",
+    description:
+      "OpenAI's attribute filter: a comparison, or a compound (`and`, `or`) of filters, nested up to 8 deep",
     oneOf: [
       comparisonJson,
       {
@@ -70,7 +75,8 @@ export const rankingOptions = z.strictObject({
   ranker: z
     .enum(["auto", "none", "default-2024-11-15"])
     .refine((r) => r !== "default-2024-11-15", {
-      message: "ranker 'default-2024-11-15' (OpenAI's re-ranker) is not supported by this service; use 'auto' or 'none'",
+      message:
+        "ranker 'default-2024-11-15' (OpenAI's re-ranker) is not supported by this service; use 'auto' or 'none'",
       params: { type: "value_error" },
     })
     .optional(),

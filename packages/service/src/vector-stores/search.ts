@@ -32,7 +32,7 @@ export interface SearchableStore {
 
 /** Where a search learns which stores exist (the records, not the roles). */
 export interface SearchableStores {
-  /** The stores among `ids` that exist in `org` and have not expired; the others are left out. */
+  /** The stores among `ids` that exist in `org` and have not expired, marked active by the search; the others are left out. */
   searchable(org: string, ids: readonly string[]): Promise<SearchableStore[]>;
 }
 
@@ -83,11 +83,13 @@ export interface VectorSearchResult {
  */
 export class FileReadDecisions {
   private readonly names = new Map<string, string | undefined>();
+  private readonly deps: Pick<VectorSearchDeps, "authorization" | "files">;
+  private readonly principal: Principal;
 
-  constructor(
-    private readonly deps: Pick<VectorSearchDeps, "authorization" | "files">,
-    private readonly principal: Principal,
-  ) {}
+  constructor(deps: Pick<VectorSearchDeps, "authorization" | "files">, principal: Principal) {
+    this.deps = deps;
+    this.principal = principal;
+  }
 
   /** The files among `fileIds` the principal may read now. */
   async decide(fileIds: readonly string[]): Promise<ReadonlySet<string>> {
@@ -101,7 +103,8 @@ export class FileReadDecisions {
         this.deps.files.getMany(this.principal.org, undecided),
       ]);
       const filenames = new Map(live.map((f) => [f.id, f.filename]));
-      undecided.forEach((id, i) => this.names.set(id, allowed[i] ? filenames.get(id) : undefined));
+      for (const [i, id] of undecided.entries())
+        this.names.set(id, allowed[i] ? filenames.get(id) : undefined);
     }
     return new Set(fileIds.filter((id) => this.names.get(id) !== undefined));
   }
@@ -122,17 +125,19 @@ export async function searchableStores(
   ids: readonly string[],
 ): Promise<SearchableStore[]> {
   const unique = [...new Set(ids)];
-  const [readers, found] = await Promise.all([
-    deps.authorization.checkAll(
-      principal,
-      unique.map((id) => ({ resource: { type: "vector_store" as const, id }, role: "reader" as const })),
-    ),
-    deps.vectorStores.searchable(principal.org, unique),
-  ]);
-  const byId = new Map(found.map((store) => [store.id, store]));
-  return unique.map((id, i) => {
+  const readers = await deps.authorization.checkAll(
+    principal,
+    unique.map((id) => ({ resource: { type: "vector_store" as const, id }, role: "reader" as const })),
+  );
+  const refused = unique.find((_, i) => !readers[i]);
+  if (refused !== undefined) throw notFound(`No vector store ${refused}`);
+  // Only now: asking for the records marks the stores active (their expiry moves), which only a reader may do.
+  const byId = new Map(
+    (await deps.vectorStores.searchable(principal.org, unique)).map((store) => [store.id, store]),
+  );
+  return unique.map((id) => {
     const store = byId.get(id);
-    if (!readers[i] || !store) throw notFound(`No vector store ${id}`);
+    if (!store) throw notFound(`No vector store ${id}`);
     return store;
   });
 }
@@ -154,7 +159,8 @@ export async function searchVectorStores(
   const stores = await searchableStores(deps, principal, search.vectorStoreIds);
   const decisions = new FileReadDecisions(deps, principal);
   const byModel = new Map<string, string[]>();
-  for (const store of stores) byModel.set(store.embeddingModel, [...(byModel.get(store.embeddingModel) ?? []), store.id]);
+  for (const store of stores)
+    byModel.set(store.embeddingModel, [...(byModel.get(store.embeddingModel) ?? []), store.id]);
 
   const best = new Map<string, SearchHit>();
   for (const [model, vectorStoreIds] of byModel) {

@@ -4,7 +4,7 @@ import { abortOnClose } from "../../http/model-call.ts";
 import { modelRoute } from "../../http/model-route.ts";
 import { nullable, ok } from "../../http/schemas.ts";
 import { notSupported, withoutNulls } from "../../schema.ts";
-import { type VectorSearchDeps, type VectorSearchResult, searchVectorStores } from "../search.ts";
+import { searchVectorStores, type VectorSearchDeps, type VectorSearchResult } from "../search.ts";
 import {
   attributeFilter,
   DEFAULT_NUM_RESULTS,
@@ -80,7 +80,7 @@ export const searchVectorStore = modelRoute({
       deps,
       caller,
       {
-        vectorStoreIds: [params.id],
+        vectorStoreIds: [String(params.id)],
         queries,
         maxResults: body.max_num_results,
         filter: body.filters,
