@@ -30,6 +30,7 @@ import type { ResponseStore } from "./responses/store.ts";
 import { serviceRoutes } from "./routes.ts";
 import type { Sandbox } from "./sandbox/sandbox.ts";
 import type { UsageStore } from "./usage/store.ts";
+import type { VectorStores } from "./vector-stores/vector-stores.ts";
 
 export interface ServiceDeps {
   logger: Logger;
@@ -53,6 +54,8 @@ export interface ServiceDeps {
   completions: CompletionStore;
   /** Uploaded files: records, bytes, quota. */
   files: Files;
+  /** Vector stores: records, chunks, ingestion queue. */
+  vectorStores: VectorStores;
   usage: UsageStore;
   context: ContextBudget;
   budgets: BudgetDeps;

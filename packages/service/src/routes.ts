@@ -9,6 +9,7 @@ import { providerKeyRoutes } from "./provider-keys/routes/index.ts";
 import { responseRoutes } from "./responses/routes/index.ts";
 import { sandboxRoutes } from "./sandbox/routes/index.ts";
 import { getUsage } from "./usage/routes/get-usage.ts";
+import { vectorStoreRoutes } from "./vector-stores/routes/index.ts";
 
 /**
  * Every route the service serves (under `/api/v1`, through the gateway),
@@ -20,6 +21,7 @@ export const serviceRoutes = [
   ...responseRoutes,
   ...completionRoutes,
   ...fileRoutes,
+  ...vectorStoreRoutes,
   ...modelRoutes,
   getUsage,
   ...evalRoutes,

@@ -24,6 +24,13 @@ import { OrphanReconciler } from "./retention/reconciler.ts";
 import { RetentionSweeper } from "./retention/sweeper.ts";
 import { Sandbox } from "./sandbox/sandbox.ts";
 import { UsageStore } from "./usage/store.ts";
+import {
+  startIngestion,
+  type VectorStoreTestOptions,
+  vectorIndexOf,
+  vectorStoresOf,
+} from "./vector-stores/index.ts";
+import type { VectorStores } from "./vector-stores/vector-stores.ts";
 
 export interface RunningService {
   url: string;
@@ -39,6 +46,8 @@ export interface RunningService {
   reconciler: OrphanReconciler;
   /** Uploaded files: what is made from a file listens here for its removal (`Files.onRemove`). */
   files: Files;
+  /** Vector stores: records, chunks, ingestion queue. */
+  vectorStores: VectorStores;
   close(): Promise<void>;
 }
 
@@ -51,6 +60,8 @@ export interface ServiceOptions {
   resolver?: Resolver;
   /** For tests: holds uploads between their steps. */
   fileHooks?: FileHooks;
+  /** For tests: the ingestion's embedder, hooks and BullMQ timings. */
+  vectorStores?: VectorStoreTestOptions;
 }
 
 /** Wires the service's dependencies and starts listening. */
@@ -114,6 +125,21 @@ export async function startService(
     idleExpiryMs: config.retention.conversationIdleExpiryMs,
   });
   const files = new Files(db, { clock, options: config.files, hooks: options.fileHooks, logger });
+  const vectorIndex = vectorIndexOf(config, logger);
+  const vectors = vectorStoresOf(config, {
+    db,
+    clock,
+    index: vectorIndex,
+    files,
+    authorization,
+    ids: issuer,
+    logger,
+  });
+  const ingestion = startIngestion(
+    config,
+    { db, redis, index: vectorIndex, files, clock, logger },
+    options.vectorStores,
+  );
   const retention = new RetentionSweeper({
     db,
     spicedb,
@@ -122,6 +148,7 @@ export async function startService(
     clock,
     options: config.retention,
     files,
+    vectorStores: vectors.vectorStores,
   });
   retention.start();
   const reconciler = new OrphanReconciler({
@@ -160,6 +187,7 @@ export async function startService(
       retentionMs: config.retention.responseRetentionMs,
     }),
     files,
+    vectorStores: vectors.vectorStores,
     usage,
     context: { maxItems: config.LLM_CONTEXT_MAX_ITEMS, maxTokens: config.LLM_CONTEXT_MAX_TOKENS },
     budgets,
@@ -200,11 +228,15 @@ export async function startService(
     retention,
     reconciler,
     files,
+    vectorStores: vectors.vectorStores,
     async close() {
       stopLeases();
       await Promise.all([retention.close(), reconciler.close()]);
       await Promise.all([closeGracefully(server, 5_000), metricsListener?.close()]);
       await evals.close();
+      await ingestion.close();
+      await vectors.close();
+      await vectorIndex.close();
       spicedb.close();
       redis.disconnect();
       await sandbox.close();
