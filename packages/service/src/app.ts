@@ -30,8 +30,9 @@ import type { ResponseStore } from "./responses/store.ts";
 import { serviceRoutes } from "./routes.ts";
 import type { Sandbox } from "./sandbox/sandbox.ts";
 import type { UsageStore } from "./usage/store.ts";
-import type { QueryEmbedder, SearchableStores } from "./vector-stores/search.ts";
+import type { Embedder } from "./vector-stores/ingestion/embedder.ts";
 import type { VectorIndex } from "./vector-stores/vector-index.ts";
+import type { VectorStores } from "./vector-stores/vector-stores.ts";
 
 export interface ServiceDeps {
   logger: Logger;
@@ -55,6 +56,14 @@ export interface ServiceDeps {
   completions: CompletionStore;
   /** Uploaded files: records, bytes, quota. */
   files: Files;
+  /** Vector stores: records, chunks, ingestion queue. */
+  vectorStores: VectorStores;
+  /** The chunks of vector stores' files and their embeddings (`VECTOR_DATABASE_URL`), for searches. */
+  vectorIndex: VectorIndex;
+  /** Embeds search queries through the model-call pipeline, charged to the searching key. */
+  embedder: Embedder;
+  /** `VECTOR_STORE_EMBEDDING_MODEL`: search queries are embedded with the model the stores' files were. */
+  embeddingModel: string;
   usage: UsageStore;
   context: ContextBudget;
   budgets: BudgetDeps;
@@ -66,12 +75,6 @@ export interface ServiceDeps {
   hostedMcp?: HostedMcpConfig;
   /** Organizations' own provider keys (BYOK): their routes, and `keyFor` for the router. */
   providerKeys: ProviderKeyStore;
-  /** The chunks of vector stores' files and their embeddings (`VECTOR_DATABASE_URL`). */
-  vectorIndex: VectorIndex;
-  /** Which vector stores exist, for searches. */
-  vectorStores: SearchableStores;
-  /** Embeds search queries through the model-call pipeline. */
-  embedder: QueryEmbedder;
 }
 
 /**

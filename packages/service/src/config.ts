@@ -29,6 +29,10 @@ export const serviceConfigSchema = z
     VECTOR_DATABASE_URL: env.databaseUrl(),
     /** Connections to VECTOR_DATABASE_URL kept at most. Default 10 (`pnpm start` sets 1: its local vector database serves one connection at a time). */
     VECTOR_DATABASE_MAX_CONNECTIONS: z.coerce.number().int().min(1).max(1_000).default(10),
+    /** The embedding model vector stores index files with (a name of the model catalogue); its vectors may be up to 2,000 wide. Default text-embedding-3-small. */
+    VECTOR_STORE_EMBEDDING_MODEL: z.string().min(1).max(256).default("text-embedding-3-small"),
+    /** Files of vector stores this process indexes at a time; 0: none (eval worker processes index them). Default 2. */
+    VECTOR_STORE_INGEST_CONCURRENCY: z.coerce.number().int().min(0).max(100).default(2),
     /** How long a stored response (with its input items) or stored chat completion (with its messages) is kept, with a unit (30d, 12h, 5s). Default 30d. */
     RESPONSE_RETENTION: env.duration("30d"),
     /** A conversation untouched this long (with a unit) is deleted; unset: conversations stay until deleted. */

@@ -10,14 +10,17 @@ import express from "express";
 import { budgetDeps, chatProvider } from "./calls/deps.ts";
 import type { ServiceConfig } from "./config.ts";
 import { startEvalsFromConfig } from "./evals/index.ts";
+import { Files } from "./files/files.ts";
 import { ids } from "./ids.ts";
 import { configureTokenCounting } from "./llm/tokens.ts";
 import { providerKeyStore } from "./provider-keys/deps.ts";
 import { UsageStore } from "./usage/store.ts";
+import { startIngestion, vectorIndexOf } from "./vector-stores/index.ts";
 
 /**
  * An eval worker on its own: runs from the shared queue, `EVAL_WORKER_CONCURRENCY`
- * at a time, with the service's configuration. It serves only `/healthz`,
+ * at a time, and files of vector stores to index, `VECTOR_STORE_INGEST_CONCURRENCY` at a
+ * time, with the service's configuration. It serves only `/healthz`,
  * `/readyz` and `/metrics` on `PORT`.
  */
 export async function startEvalWorkerProcess(config: ServiceConfig, logger: Logger) {
@@ -58,6 +61,16 @@ export async function startEvalWorkerProcess(config: ServiceConfig, logger: Logg
     metrics,
     clock,
   });
+  // Files of vector stores are indexed here too (VECTOR_STORE_INGEST_CONCURRENCY at a time).
+  const vectorIndex = vectorIndexOf(config, logger);
+  const ingestion = startIngestion(config, {
+    db,
+    redis,
+    index: vectorIndex,
+    files: new Files(db, { clock, options: config.files, logger }),
+    clock,
+    logger,
+  });
   const app = express();
   useRequestBasics(app, logger, metrics);
   registerProbes(
@@ -81,6 +94,8 @@ export async function startEvalWorkerProcess(config: ServiceConfig, logger: Logg
     async close() {
       await Promise.all([closeGracefully(server, 5_000), metricsListener?.close()]);
       await evals.close();
+      await ingestion.close();
+      await vectorIndex.close();
       stopLeases();
       redis.disconnect();
       await providerKeys.close();

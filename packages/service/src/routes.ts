@@ -9,6 +9,7 @@ import { providerKeyRoutes } from "./provider-keys/routes/index.ts";
 import { responseRoutes } from "./responses/routes/index.ts";
 import { sandboxRoutes } from "./sandbox/routes/index.ts";
 import { getUsage } from "./usage/routes/get-usage.ts";
+import { vectorStoreRoutes } from "./vector-stores/routes/index.ts";
 import { searchVectorStore } from "./vector-stores/routes/search-vector-store.ts";
 
 /**
@@ -21,6 +22,7 @@ export const serviceRoutes = [
   ...responseRoutes,
   ...completionRoutes,
   ...fileRoutes,
+  ...vectorStoreRoutes,
   searchVectorStore,
   ...modelRoutes,
   getUsage,

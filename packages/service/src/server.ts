@@ -1,6 +1,5 @@
 import { connectAuthorization, WriterDeletion } from "@gw/core/authz";
 import { type Clock, systemClock } from "@gw/core/clock";
-import { serviceUnavailable } from "@gw/core/errors";
 import { closeGracefully, listen, listenForMetrics, type RouteTemplate, routesOf } from "@gw/core/http";
 import { internalAssertions } from "@gw/core/internal-assertion";
 import { createLogger, type Logger, redactUrl } from "@gw/core/logger";
@@ -25,7 +24,14 @@ import { OrphanReconciler } from "./retention/reconciler.ts";
 import { RetentionSweeper } from "./retention/sweeper.ts";
 import { Sandbox } from "./sandbox/sandbox.ts";
 import { UsageStore } from "./usage/store.ts";
-import { createVectorIndex } from "./vector-stores/pgvector-index.ts";
+import {
+  startIngestion,
+  type VectorStoreTestOptions,
+  vectorIndexOf,
+  vectorStoresOf,
+} from "./vector-stores/index.ts";
+import { noEmbedder } from "./vector-stores/ingestion/embedder.ts";
+import type { VectorStores } from "./vector-stores/vector-stores.ts";
 
 export interface RunningService {
   url: string;
@@ -41,6 +47,8 @@ export interface RunningService {
   reconciler: OrphanReconciler;
   /** Uploaded files: what is made from a file listens here for its removal (`Files.onRemove`). */
   files: Files;
+  /** Vector stores: records, chunks, ingestion queue. */
+  vectorStores: VectorStores;
   close(): Promise<void>;
 }
 
@@ -53,6 +61,8 @@ export interface ServiceOptions {
   resolver?: Resolver;
   /** For tests: holds uploads between their steps. */
   fileHooks?: FileHooks;
+  /** For tests: the ingestion's embedder, hooks and BullMQ timings. */
+  vectorStores?: VectorStoreTestOptions;
 }
 
 /** Wires the service's dependencies and starts listening. */
@@ -115,13 +125,22 @@ export async function startService(
     clock,
     idleExpiryMs: config.retention.conversationIdleExpiryMs,
   });
-  const vectorIndex = createVectorIndex({
-    url: config.VECTOR_DATABASE_URL,
-    maxConnections: config.VECTOR_DATABASE_MAX_CONNECTIONS,
-    connectionName: "service-vectors",
-    onIdleError: (err) => logger.warn({ err: err.message }, "vector database connection error"),
-  });
   const files = new Files(db, { clock, options: config.files, hooks: options.fileHooks, logger });
+  const vectorIndex = vectorIndexOf(config, logger);
+  const vectors = vectorStoresOf(config, {
+    db,
+    clock,
+    index: vectorIndex,
+    files,
+    authorization,
+    ids: issuer,
+    logger,
+  });
+  const ingestion = startIngestion(
+    config,
+    { db, redis, index: vectorIndex, files, clock, logger },
+    options.vectorStores,
+  );
   const retention = new RetentionSweeper({
     db,
     spicedb,
@@ -130,6 +149,7 @@ export async function startService(
     clock,
     options: config.retention,
     files,
+    vectorStores: vectors.vectorStores,
   });
   retention.start();
   const reconciler = new OrphanReconciler({
@@ -168,6 +188,10 @@ export async function startService(
       retentionMs: config.retention.responseRetentionMs,
     }),
     files,
+    vectorStores: vectors.vectorStores,
+    vectorIndex,
+    embedder: options.vectorStores?.embedder ?? noEmbedder,
+    embeddingModel: config.VECTOR_STORE_EMBEDDING_MODEL,
     usage,
     context: { maxItems: config.LLM_CONTEXT_MAX_ITEMS, maxTokens: config.LLM_CONTEXT_MAX_TOKENS },
     budgets,
@@ -184,12 +208,6 @@ export async function startService(
     },
     metricsEndpoint: config.metricsEndpoint,
     providerKeys,
-    vectorIndex,
-    // No vector store has a record yet: every search is a 404 before anything is embedded.
-    vectorStores: { searchable: async () => [] },
-    embedder: {
-      embed: () => Promise.reject(serviceUnavailable("Embeddings are not available on this service yet")),
-    },
   });
   const { server, port } = await listen(app, config.PORT, config.HOST);
   const metricsListener = await listenForMetrics(config.metricsEndpoint, metrics, config.HOST, logger);
@@ -214,16 +232,19 @@ export async function startService(
     retention,
     reconciler,
     files,
+    vectorStores: vectors.vectorStores,
     async close() {
       stopLeases();
       await Promise.all([retention.close(), reconciler.close()]);
       await Promise.all([closeGracefully(server, 5_000), metricsListener?.close()]);
       await evals.close();
+      await ingestion.close();
+      await vectors.close();
+      await vectorIndex.close();
       spicedb.close();
       redis.disconnect();
       await sandbox.close();
       await providerKeys.close();
-      await vectorIndex.close();
       await db.close();
     },
   };

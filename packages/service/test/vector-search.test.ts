@@ -12,9 +12,8 @@ import type { Caller } from "../src/budgets/admit-model-call.ts";
 import { Files } from "../src/files/files.ts";
 import type { AttributeFilter } from "../src/vector-stores/attribute-filter.ts";
 import { PgVectorIndex } from "../src/vector-stores/pgvector-index.ts";
+import type { Embedder } from "../src/vector-stores/ingestion/embedder.ts";
 import {
-  type QueryEmbedder,
-  type SearchableStore,
   searchVectorStores,
   type VectorSearch,
   type VectorSearchDeps,
@@ -57,12 +56,12 @@ const clock = new ManualClock();
 const database = useTestDatabase();
 const vectors = useTestVectorDatabase();
 /** The stores' records: what a search asks before it reads the index. */
-const stores = new Map<string, SearchableStore & { org: string; expiresAt?: number }>();
+const stores = new Map<string, { org: string; expiresAt?: number }>();
 const embedded: string[][] = [];
-const embedder: QueryEmbedder = {
-  async embed(_caller, _model, texts) {
+const embedder: Embedder = {
+  async embed({ texts }) {
     embedded.push([...texts]);
-    return texts.map(wordVector);
+    return { vectors: texts.map(wordVector), tokens: texts.length };
   },
 };
 let deps: VectorSearchDeps;
@@ -90,11 +89,12 @@ beforeAll(async () => {
     files,
     vectorIndex: index,
     embedder,
+    embeddingModel: "text-embedding-3-small",
     vectorStores: {
       async searchable(org, ids) {
-        return ids.flatMap((id) => {
+        return ids.filter((id) => {
           const store = stores.get(id);
-          return store && store.org === org && (store.expiresAt ?? Infinity) > clock.wall() ? [store] : [];
+          return store && store.org === org && (store.expiresAt ?? Infinity) > clock.wall();
         });
       },
     },
@@ -133,7 +133,7 @@ async function organization(storeGrants: [string, Role][] = []) {
   const org = `org-${randomBytes(4).toString("hex")}`;
   const alice = as(org, "alice");
   const store = `vs_${hex()}`;
-  stores.set(store, { id: store, org, embeddingModel: "text-embedding-3-small" });
+  stores.set(store, { org });
   await authorization.createOwnership(alice, { type: "vector_store", id: store });
   for (const [userId, role] of storeGrants)
     await authorization.grant(alice, { type: "vector_store", id: store, userId, role });

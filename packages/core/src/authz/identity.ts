@@ -46,6 +46,7 @@ export function isServiceIssued(type: ResourceType): type is keyof typeof SERVIC
  */
 export const SERVICE_ISSUED_IDS = {
   file: { shape: /^file_[0-9a-f]{32}$/, delete: "DELETE /api/v1/llm/files/{id}" },
+  vector_store: { shape: /^vs_[0-9a-f]{32}$/, delete: "DELETE /api/v1/llm/vector_stores/{id}" },
 } as const satisfies Partial<Record<ResourceType, { shape: RegExp; delete: string }>>;
 
 /**

@@ -86,7 +86,7 @@ const poolOf = (): TokenPool => {
 export function tokenizerOf(model: string): Tokenizer {
   const name = model.toLowerCase().split("/").at(-1)!;
   if (/^(gpt-4o|gpt-4\.1|gpt-4\.5|gpt-5|gpt-oss|o1|o3|o4|chatgpt-4o|codex)/.test(name)) return "o200k_base";
-  if (/^(gpt-4|gpt-3\.5|gpt-35)/.test(name)) return "cl100k_base";
+  if (/^(gpt-4|gpt-3\.5|gpt-35|text-embedding-3|text-embedding-ada-002)/.test(name)) return "cl100k_base";
   return "utf8_bytes";
 }
 

@@ -33,6 +33,7 @@ const CONTENT = [
   { type: "response", table: "responses" },
   { type: "completion", table: "chat_completions" },
   { type: "file", table: "files" },
+  { type: "vector_store", table: "vector_stores" },
 ] as const;
 type Kind = (typeof CONTENT)[number];
 

@@ -8,6 +8,7 @@ import { type Clock, retentionCutoff } from "@gw/core/clock";
 import type { Logger } from "@gw/core/logger";
 import type { Postgres } from "@gw/core/postgres";
 import type { Files } from "../files/files.ts";
+import type { VectorStores } from "../vector-stores/vector-stores.ts";
 import { Periodic } from "./periodic.ts";
 
 /** Key of the advisory lock that lets one replica at a time sweep ("gw:retention"). */
@@ -42,6 +43,8 @@ export interface SweepReport {
   conversations: number;
   /** Expired files, and uploads abandoned unfinished. */
   files: number;
+  /** Vector stores past their `expires_after`. */
+  vectorStores: number;
 }
 
 /**
@@ -66,7 +69,8 @@ const CONVERSATIONS: ExpiringTable = { table: "conversations", column: "active_a
  * at a time in bulk (`deleteExpiredResources`: nothing is written for a
  * deleted resource, its ZedToken goes too), then their rows (items go with their conversation or response);
  * and the files past their `expires_at` (and uploads abandoned unfinished): their relationships, then
- * what `Files.remove` removes (its listeners' data, the bytes, the record, refunded to the quota). A
+ * what `Files.remove` removes (its listeners' data, the bytes, the record, refunded to the quota); and the
+ * vector stores past their `expires_at`: their relationships, chunks and records. A
  * sweep that fails part-way leaves rows that are still expired (reads never see them) and finishes at the
  * next interval.
  */
@@ -78,6 +82,7 @@ export class RetentionSweeper extends Periodic {
   private readonly clock: Clock;
   private readonly options: RetentionOptions;
   private readonly files: Files | undefined;
+  private readonly vectorStores: VectorStores | undefined;
 
   constructor(deps: {
     db: Postgres;
@@ -89,6 +94,8 @@ export class RetentionSweeper extends Periodic {
     options: RetentionOptions;
     /** Uploaded files, each expiring at its own time. */
     files?: Files;
+    /** Vector stores, each expiring at its own time. */
+    vectorStores?: VectorStores;
   }) {
     super(deps.options.sweepIntervalMs, (err) =>
       deps.logger.warn({ err: err.message }, "retention sweep failed; retried next interval"),
@@ -100,6 +107,7 @@ export class RetentionSweeper extends Periodic {
     this.clock = deps.clock;
     this.options = deps.options;
     this.files = deps.files;
+    this.vectorStores = deps.vectorStores;
   }
 
   protected runOnce() {
@@ -121,8 +129,15 @@ export class RetentionSweeper extends Periodic {
                 retentionCutoff(this.clock, this.options.conversationIdleExpiryMs),
               ),
         files: await this.sweepFiles(new Date(this.clock.wall())),
+        vectorStores:
+          (await this.vectorStores?.sweepExpired(new Date(this.clock.wall()), (stores) =>
+            this.forgetRelationships("vector_store", stores),
+          )) ?? 0,
       };
-      if (report.responses + report.completions + report.conversations + report.files > 0)
+      if (
+        report.responses + report.completions + report.conversations + report.files + report.vectorStores >
+        0
+      )
         this.logger.info(report, "expired content deleted");
       return report;
     });

@@ -6,7 +6,7 @@
  * - The caller needs reader on every store searched (else 404, as for a store
  *   that does not exist, of another organization, or expired).
  * - The queries are embedded through the model-call pipeline, charged to the
- *   caller's key, with the store's embedding model.
+ *   caller's key, with the model the stores' files were embedded with.
  * - The index fetches the nearest chunks a page at a time; the files of each
  *   page are decided in one bulk call (SpiceDB's CheckBulkPermissions, as fresh
  *   as the organization's last write through the gateway or the service, so a
@@ -17,28 +17,17 @@
  * without re-indexing.
  */
 import type { ResourceAuthorization } from "@gw/core/authz";
-import { notFound } from "@gw/core/errors";
+import { notFound, serviceUnavailable } from "@gw/core/errors";
 import type { Principal } from "@gw/core/principal";
 import type { Caller } from "../budgets/admit-model-call.ts";
 import type { AttributeFilter, Attributes } from "./attribute-filter.ts";
+import { type Embedder, EmbeddingsUnavailable } from "./ingestion/embedder.ts";
 import type { SearchHit, VectorIndex } from "./vector-index.ts";
-
-/** The stores a search may read, as their records have them. */
-export interface SearchableStore {
-  id: string;
-  /** The model its files' chunks were embedded with: the query is embedded with it too. */
-  embeddingModel: string;
-}
 
 /** Where a search learns which stores exist (the records, not the roles). */
 export interface SearchableStores {
   /** The stores among `ids` that exist in `org` and have not expired, marked active by the search; the others are left out. */
-  searchable(org: string, ids: readonly string[]): Promise<SearchableStore[]>;
-}
-
-/** Embeds the queries of a search: through the model-call pipeline, charged to the caller's key. */
-export interface QueryEmbedder {
-  embed(caller: Caller, model: string, texts: readonly string[], signal: AbortSignal): Promise<number[][]>;
+  searchable(org: string, ids: readonly string[]): Promise<string[]>;
 }
 
 /** The live files among `ids` (complete and not expired), with their names. */
@@ -51,7 +40,10 @@ export interface VectorSearchDeps {
   files: FileNames;
   vectorIndex: VectorIndex;
   vectorStores: SearchableStores;
-  embedder: QueryEmbedder;
+  /** Embeds the queries through the model-call pipeline, charged to the caller's key. */
+  embedder: Embedder;
+  /** The model the stores' files were embedded with (`VECTOR_STORE_EMBEDDING_MODEL`): the queries are embedded with it too. */
+  embeddingModel: string;
 }
 
 export interface VectorSearch {
@@ -123,7 +115,7 @@ export async function searchableStores(
   deps: Pick<VectorSearchDeps, "authorization" | "vectorStores">,
   principal: Principal,
   ids: readonly string[],
-): Promise<SearchableStore[]> {
+): Promise<string[]> {
   const unique = [...new Set(ids)];
   const readers = await deps.authorization.checkAll(
     principal,
