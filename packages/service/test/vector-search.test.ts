@@ -11,27 +11,10 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import type { Caller } from "../src/budgets/admit-model-call.ts";
 import { Files } from "../src/files/files.ts";
 import type { AttributeFilter } from "../src/vector-stores/attribute-filter.ts";
-import { PgVectorIndex } from "../src/vector-stores/pgvector-index.ts";
 import type { Embedder } from "../src/vector-stores/ingestion/embedder.ts";
-import {
-  searchVectorStores,
-  type VectorSearch,
-  type VectorSearchDeps,
-} from "../src/vector-stores/search.ts";
-
-const WIDTH = 64;
-
-/** A hashed bag of words: texts that share words point the same way (what the fake provider's embeddings do). */
-export function wordVector(text: string): number[] {
-  const v = new Array<number>(WIDTH).fill(0);
-  v[0] = 0.01; // never all zeros
-  for (const word of text.toLowerCase().match(/[a-z0-9]+/g) ?? []) {
-    let h = 2166136261;
-    for (const c of word) h = Math.imul(h ^ c.charCodeAt(0), 16777619);
-    v[1 + ((h >>> 0) % (WIDTH - 1))]! += 1;
-  }
-  return v;
-}
+import { PgVectorIndex } from "../src/vector-stores/pgvector-index.ts";
+import { searchVectorStores, type VectorSearch, type VectorSearchDeps } from "../src/vector-stores/search.ts";
+import { wordVector } from "./word-vectors.ts";
 
 /** SpiceDB calls by method, as the search made them. */
 const calls = new Map<string, number>();

@@ -124,14 +124,10 @@ export async function searchableStores(
   const refused = unique.find((_, i) => !readers[i]);
   if (refused !== undefined) throw notFound(`No vector store ${refused}`);
   // Only now: asking for the records marks the stores active (their expiry moves), which only a reader may do.
-  const byId = new Map(
-    (await deps.vectorStores.searchable(principal.org, unique)).map((store) => [store.id, store]),
-  );
-  return unique.map((id) => {
-    const store = byId.get(id);
-    if (!store) throw notFound(`No vector store ${id}`);
-    return store;
-  });
+  const live = new Set(await deps.vectorStores.searchable(principal.org, unique));
+  const gone = unique.find((id) => !live.has(id));
+  if (gone !== undefined) throw notFound(`No vector store ${gone}`);
+  return unique;
 }
 
 const hitKey = (hit: SearchHit) => `${hit.vectorStoreId}\u0000${hit.fileId}\u0000${hit.chunkIndex}`;
@@ -148,30 +144,28 @@ export async function searchVectorStores(
   signal: AbortSignal,
 ): Promise<VectorSearchResult[]> {
   const { principal } = caller;
-  const stores = await searchableStores(deps, principal, search.vectorStoreIds);
+  const vectorStoreIds = await searchableStores(deps, principal, search.vectorStoreIds);
   const decisions = new FileReadDecisions(deps, principal);
-  const byModel = new Map<string, string[]>();
-  for (const store of stores)
-    byModel.set(store.embeddingModel, [...(byModel.get(store.embeddingModel) ?? []), store.id]);
-
+  const embedded = await deps.embedder
+    .embed({ caller, model: deps.embeddingModel, texts: [...search.queries] }, signal)
+    .catch((err: unknown) => {
+      throw err instanceof EmbeddingsUnavailable ? serviceUnavailable(err.message, err) : err;
+    });
   const best = new Map<string, SearchHit>();
-  for (const [model, vectorStoreIds] of byModel) {
-    const embeddings = await deps.embedder.embed(caller, model, search.queries, signal);
-    for (const embedding of embeddings) {
-      const hits = await deps.vectorIndex.search({
-        org: principal.org,
-        vectorStoreIds,
-        embedding,
-        limit: search.maxResults,
-        readable: { kind: "decide", decide: (fileIds) => decisions.decide(fileIds) },
-        ...(search.filter ? { filter: search.filter } : {}),
-        ...(search.scoreThreshold !== undefined ? { minScore: search.scoreThreshold } : {}),
-      });
-      for (const hit of hits) {
-        const key = hitKey(hit);
-        const kept = best.get(key);
-        if (!kept || hit.score > kept.score) best.set(key, hit);
-      }
+  for (const embedding of embedded.vectors) {
+    const hits = await deps.vectorIndex.search({
+      org: principal.org,
+      vectorStoreIds,
+      embedding,
+      limit: search.maxResults,
+      readable: { kind: "decide", decide: (fileIds) => decisions.decide(fileIds) },
+      ...(search.filter ? { filter: search.filter } : {}),
+      ...(search.scoreThreshold !== undefined ? { minScore: search.scoreThreshold } : {}),
+    });
+    for (const hit of hits) {
+      const key = hitKey(hit);
+      const kept = best.get(key);
+      if (!kept || hit.score > kept.score) best.set(key, hit);
     }
   }
   return [...best.values()]
