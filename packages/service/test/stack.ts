@@ -33,6 +33,7 @@ import { serviceConfigSchema } from "../src/config.ts";
 import type { Files } from "../src/files/files.ts";
 import type { SweepReport } from "../src/retention/sweeper.ts";
 import { type ServiceOptions, startService } from "../src/server.ts";
+import type { VectorStores } from "../src/vector-stores/vector-stores.ts";
 
 export interface Stack {
   gatewayUrl: string;
@@ -69,6 +70,8 @@ export interface Stack {
   sweep(): Promise<SweepReport | undefined>;
   /** The service's files (their removal listeners, an organization's usage). */
   files: Files;
+  /** The service's vector stores (their records and the vector index). */
+  vectorStores: VectorStores;
   stopService(): Promise<void>;
 }
 
@@ -183,6 +186,7 @@ export function useStack(
       spicedb: { endpoint: spicedb.endpoint, presharedKey: spicedb.presharedKey },
       sweep: () => service.retention.sweep(),
       files: service.files,
+      vectorStores: service.vectorStores,
       async createKey(input: Partial<CreateApiKeyInput> = {}) {
         const org = input.org ?? `org-${randomBytes(5).toString("hex")}`;
         const { record, secret } = await store.create({ org, owner: "backend", ...input });
