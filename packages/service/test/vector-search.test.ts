@@ -14,7 +14,7 @@ import type { AttributeFilter } from "../src/vector-stores/attribute-filter.ts";
 import type { Embedder } from "../src/vector-stores/ingestion/embedder.ts";
 import { PgVectorIndex } from "../src/vector-stores/pgvector-index.ts";
 import { searchVectorStores, type VectorSearch, type VectorSearchDeps } from "../src/vector-stores/search.ts";
-import { wordVector } from "./word-vectors.ts";
+import { wordVector } from "./vector-stores.ts";
 
 /** SpiceDB calls by method, as the search made them. */
 const calls = new Map<string, number>();
@@ -44,7 +44,7 @@ const embedded: string[][] = [];
 const embedder: Embedder = {
   async embed({ texts }) {
     embedded.push([...texts]);
-    return { vectors: texts.map(wordVector), tokens: texts.length };
+    return { vectors: texts.map((t) => wordVector(t)), tokens: texts.length };
   },
 };
 let deps: VectorSearchDeps;

@@ -89,7 +89,7 @@ export type McpToolInput = z.output<typeof mcpTool>;
 export const MAX_FILE_SEARCH_STORES = 10;
 
 /**
- * OpenAI's `file_search` tool (docs/api/vector-stores.md#file-search): the
+ * OpenAI's `file_search` tool (docs/api/vector-store-search.md#the-responses-file_search-tool): the
  * service searches `vector_store_ids` as the principal, with the rules of
  * `POST /vector_stores/{id}/search`, and gives the model what it found.
  */

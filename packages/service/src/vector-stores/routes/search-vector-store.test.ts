@@ -1,32 +1,17 @@
 import { execFile } from "node:child_process";
 import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
-import { useTestVectorDatabase } from "@gw/test-kit";
 import { pythonWith } from "@gw/test-kit/python-venv";
-import { beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { uploaded } from "../../../test/files.ts";
-import { parseEvents, useStack } from "../../../test/stack.ts";
-import { wordVector } from "../../../test/word-vectors.ts";
-import type { Embedder } from "../ingestion/embedder.ts";
+import { parseEvents } from "../../../test/stack.ts";
+import { useVectorStack } from "../../../test/vector-stores.ts";
 
 const AUTHZ = "/api/v1/authorization/llm";
 const STORES = "/api/v1/llm/vector_stores";
 
-/** Embeddings by hashed word counts (texts that share words point the same way); counts what it embedded. */
-const embedded: string[][] = [];
-const embedder: Embedder = {
-  async embed({ texts }) {
-    embedded.push([...texts]);
-    return { vectors: texts.map(wordVector), tokens: texts.length };
-  },
-};
-
-const vectors = useTestVectorDatabase();
-const serviceEnv: Record<string, string> = { VECTOR_DATABASE_MAX_CONNECTIONS: "1" };
-beforeAll(() => {
-  serviceEnv.VECTOR_DATABASE_URL = vectors.url;
-});
-const stack = useStack(serviceEnv, {}, undefined, "single", { vectorStores: { embedder } });
+const { stack, embedder } = useVectorStack();
+const embedded = embedder.calls;
 
 type Page = { object: string; data: { file_id: string; filename: string; content: { text: string }[] }[] };
 
