@@ -31,6 +31,8 @@ export async function startVectorDatabaseProcess(options: {
   port: number;
   env: NodeJS.ProcessEnv;
   inMemory?: boolean;
+  /** In memory: start from this dump of a new cluster, made first if missing (LOCAL_VECTOR_DATABASE_TEMPLATE). */
+  templateFile?: string;
   inheritOutput?: boolean;
   timeoutMs?: number;
 }): Promise<RunningVectorDatabaseProcess> {
@@ -42,6 +44,7 @@ export async function startVectorDatabaseProcess(options: {
       ...options.env,
       LOCAL_VECTOR_DATABASE_PORT: String(options.port),
       LOCAL_VECTOR_DATABASE_IN_MEMORY: options.inMemory ? "true" : "false",
+      ...(options.templateFile ? { LOCAL_VECTOR_DATABASE_TEMPLATE: options.templateFile } : {}),
     },
     inheritOutput: options.inheritOutput,
     isReady: accepting,
