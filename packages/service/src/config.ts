@@ -24,7 +24,7 @@ export const serviceConfigSchema = z
     DATABASE_URL: env.databaseUrl(),
     /** PostgreSQL with pgvector 0.8 or later for the vector stores' chunks and their embeddings (`vector_chunks`): `postgres://user:password@host:port/database`, the content database or another server; missing vector migrations (`packages/core/vector-migrations`) are applied before its first use. Unset: DATABASE_URL, which then needs the `vector` extension (`pnpm start` runs a local vector database instead and sets this to it). */
     VECTOR_DATABASE_URL: env.databaseUrl(),
-    /** Connections to VECTOR_DATABASE_URL kept at most. Default 10 (`pnpm start` sets 1: its local vector database serves one connection at a time). */
+    /** Connections to VECTOR_DATABASE_URL kept at most. Default 10. */
     VECTOR_DATABASE_MAX_CONNECTIONS: z.coerce.number().int().min(1).max(1_000).default(10),
     /** How long a stored response (with its input items) or stored chat completion (with its messages) is kept, with a unit (30d, 12h, 5s). Default 30d. */
     RESPONSE_RETENTION: env.duration("30d"),
