@@ -38,6 +38,8 @@ export const localVectorDatabaseConfigSchema = z.object({
   DATA_DIR: z.string().default(".data"),
   /** `true`: keep the vectors in memory only, gone when the process stops (the tests). Default false. */
   LOCAL_VECTOR_DATABASE_IN_MEMORY: env.boolean(false),
+  /** With LOCAL_VECTOR_DATABASE_IN_MEMORY: a file holding a new cluster to start from (loading it takes a second, making one several), written there first if missing. Unset: a new cluster each start. */
+  LOCAL_VECTOR_DATABASE_TEMPLATE: z.string().min(1).optional(),
   /** pino log level. Default info. */
   LOG_LEVEL: env.logLevel(),
 });

@@ -20,4 +20,5 @@ export { type RunningVectorDatabase, startVectorDatabase, vectorDatabaseUrl } fr
 export {
   type RunningVectorDatabaseProcess,
   startVectorDatabaseProcess,
+  vectorDatabaseTemplateFile,
 } from "./vector-database-process.ts";

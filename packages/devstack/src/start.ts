@@ -22,7 +22,7 @@ import { DEFAULT_LOCAL_SPICEDB_PORT } from "@gw/core/authz";
 import { ConfigError, exitOnConfigError, loadConfigOrExit, env as settings } from "@gw/core/config";
 import { developmentSecret } from "@gw/core/development-secret";
 import { createLogger } from "@gw/core/logger";
-import { localPostgresPort } from "@gw/core/postgres";
+import { localPostgresPort, migrateVectorDatabase } from "@gw/core/postgres";
 import { localRedisPort } from "@gw/core/redis";
 import { z } from "zod";
 import { DEFAULT_LOCAL_VECTOR_DATABASE_PORT, devstackConfigSchema } from "./config.ts";
@@ -324,15 +324,15 @@ async function runDevelopmentProvider(env: NodeJS.ProcessEnv): Promise<void> {
 /**
  * The local vector database (PGlite with pgvector's own code, served over
  * PostgreSQL's wire protocol), its data under `$DATA_DIR/vectors`, and the
- * service pointed at it. It serves one connection at a time, so the service
- * holds at most one (VECTOR_DATABASE_MAX_CONNECTIONS).
+ * service pointed at it, its migrations applied.
  */
 async function startLocalVectorDatabase(env: NodeJS.ProcessEnv): Promise<void> {
   const port = config.LOCAL_VECTOR_DATABASE_PORT;
   const database = await startVectorDatabaseProcess({ port, env, inheritOutput: true });
   watch("vector-database", database.process);
+  // Before any other client: its connections share one session, where a migration's advisory lock excludes no one.
+  await migrateVectorDatabase(database.databaseUrl);
   env.VECTOR_DATABASE_URL = database.databaseUrl;
-  env.VECTOR_DATABASE_MAX_CONNECTIONS = "1";
   logger.info(
     { pid: database.process.pid, url: database.databaseUrl, dir: resolve(env.DATA_DIR!, "vectors") },
     "local vector database (PGlite with pgvector) started, with its data in the data directory",

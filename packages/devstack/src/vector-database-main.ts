@@ -17,7 +17,12 @@ const dataDir = config.LOCAL_VECTOR_DATABASE_IN_MEMORY ? undefined : resolve(con
 const database = await startVectorDatabase({
   port: config.LOCAL_VECTOR_DATABASE_PORT,
   ...(dataDir ? { dataDir } : {}),
+  ...(!dataDir && config.LOCAL_VECTOR_DATABASE_TEMPLATE ? { templateFile: config.LOCAL_VECTOR_DATABASE_TEMPLATE } : {}),
   onError: (err) => logger.warn({ err: err.message }, "vector database connection failed"),
+  onFatal: (err) => {
+    logger.fatal({ err: err.message }, "the local vector database failed and stops");
+    process.exit(1);
+  },
 }).catch((err: Error) => {
   logger.fatal({ err: err.message, dataDir }, "the local vector database could not start");
   process.exit(1);

@@ -1,4 +1,7 @@
+import { readFileSync } from "node:fs";
 import { connect } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { type RunningNodeProcess, startNodeProcess } from "./node-process.ts";
 import { vectorDatabaseUrl } from "./vector-database.ts";
 
@@ -31,6 +34,8 @@ export async function startVectorDatabaseProcess(options: {
   port: number;
   env: NodeJS.ProcessEnv;
   inMemory?: boolean;
+  /** In memory: start from this dump of a new cluster, made first if missing (LOCAL_VECTOR_DATABASE_TEMPLATE). */
+  templateFile?: string;
   inheritOutput?: boolean;
   timeoutMs?: number;
 }): Promise<RunningVectorDatabaseProcess> {
@@ -42,6 +47,7 @@ export async function startVectorDatabaseProcess(options: {
       ...options.env,
       LOCAL_VECTOR_DATABASE_PORT: String(options.port),
       LOCAL_VECTOR_DATABASE_IN_MEMORY: options.inMemory ? "true" : "false",
+      ...(options.templateFile ? { LOCAL_VECTOR_DATABASE_TEMPLATE: options.templateFile } : {}),
     },
     inheritOutput: options.inheritOutput,
     isReady: accepting,
@@ -49,4 +55,15 @@ export async function startVectorDatabaseProcess(options: {
     timeoutMs: options.timeoutMs ?? 120_000,
   });
   return { ...started, databaseUrl: vectorDatabaseUrl(started.port) };
+}
+
+/**
+ * Where the tests keep a dump of a new PGlite cluster to start their vector
+ * databases from (`templateFile`): in the system's temporary directory, one per
+ * PGlite version, made by the first start that finds none.
+ */
+export function vectorDatabaseTemplateFile(): string {
+  const manifest = join(import.meta.dirname, "..", "node_modules", "@electric-sql", "pglite", "package.json");
+  const { version } = JSON.parse(readFileSync(manifest, "utf8")) as { version: string };
+  return join(tmpdir(), `gw-pglite-${version}-cluster.tar`);
 }

@@ -6,27 +6,33 @@
  * (docs/adr/0020-vector-engine.md). For `pnpm start` (data under
  * `$DATA_DIR/vectors`) and the tests (in memory); never for production.
  *
- * A session is PGlite's single backend, driven by `@electric-sql/pglite-socket`'s
- * `PGLiteSocketHandler`, which holds PGlite for one client connection at a
- * time. Two things of that version are made good here:
- * - it hands each TCP read to PGlite as it comes, and a message split across
- *   reads (any over 64 KiB: a batch of vectors) aborts PGlite's WebAssembly
- *   ("RuntimeError: unreachable"). The handler is given whole messages,
- *   up to the end of a query (Sync, Query, Flush), never part of one;
- * - a client gone mid-transaction would leave its transaction open for the
- *   next one, who would commit it. Between clients the session is rolled
- *   back and reset (`ROLLBACK`, `DISCARD ALL`).
- * PGlite ignores the settings of a client's startup message (`statement_timeout`
- * among them): only the client's own deadline on an answer applies here.
- * Connections beyond the one being served wait their turn in order, so a
- * client pool must hold one connection at a time (VECTOR_DATABASE_MAX_CONNECTIONS=1)
- * and give it back when idle.
+ * PGlite has one backend, so one session. Many client connections share it
+ * (not one at a time, as `@electric-sql/pglite-socket`'s handler does: a pool
+ * that kept an idle connection would then stall every other client):
+ * - each client's byte stream is cut into whole messages and handed to
+ *   PGlite up to the end of a query (Sync, Query, Flush), never part of one
+ *   (a message split across TCP reads, any over 64 KiB, aborts PGlite's
+ *   WebAssembly: "RuntimeError: unreachable");
+ * - queries of all connections run one at a time, in the order they came,
+ *   except that a connection whose last answer left the session in a
+ *   transaction (or mid extended query) holds it: only its queries run until
+ *   its transaction ends. So transactions are as isolated as on a server,
+ *   one after another;
+ * - a client gone mid-transaction has it rolled back, and once no client is
+ *   left the session is reset (`DISCARD ALL`).
+ * What lives in a session beyond a transaction is shared by every connection:
+ * settings made with `SET` (use `SET LOCAL` / `set_config(..., true)`),
+ * session-level advisory locks (so two connections never exclude each other
+ * with them: `pnpm start` and the tests apply the vector migrations before
+ * any other client connects), named prepared statements. PGlite ignores the
+ * settings of a client's startup message (`statement_timeout` among them):
+ * only the client's own deadline on an answer applies here.
  */
+import { randomBytes } from "node:crypto";
+import { readFile, rename, rm, writeFile } from "node:fs/promises";
 import { createServer, type Server, type Socket } from "node:net";
-import { Duplex } from "node:stream";
 import { PGlite } from "@electric-sql/pglite";
 import { vector } from "@electric-sql/pglite/vector";
-import { PGLiteSocketHandler } from "@electric-sql/pglite-socket";
 
 /** Role and database in the local vector database's URL (PGlite has one of each; it accepts any name). */
 export const LOCAL_VECTOR_DATABASE_USER = "postgres";
@@ -36,16 +42,20 @@ export interface VectorDatabaseOptions {
   port: number;
   /** PGlite's data directory (created on first start); unset: in memory, gone when it stops. */
   dataDir?: string;
+  /** In memory only: a dump of a new cluster (PGlite's `dumpDataDir`) to start from, made there first if missing (initdb takes seconds, loading it one). */
+  templateFile?: string;
   /** Called with what goes wrong with a client connection (it is closed). */
   onError?: (err: Error) => void;
+  /** Called when PGlite itself failed (its WebAssembly aborted): it serves no more, and the process should end. */
+  onFatal?: (err: Error) => void;
 }
 
 export interface RunningVectorDatabase {
   port: number;
   /** `postgres://postgres@127.0.0.1:<port>/postgres`: what VECTOR_DATABASE_URL says to reach it. */
   url: string;
-  /** Connections waiting for the one being served to close. */
-  waiting(): number;
+  /** Client connections open. */
+  connections(): number;
   /** Closes every connection, then PGlite (its data directory is left consistent). */
   stop(): Promise<void>;
 }
@@ -131,44 +141,62 @@ class MessageFramer {
   }
 }
 
+
+/** `Sync`: ends whatever extended query a client gone midway left. */
+const SYNC = Buffer.from([0x53, 0, 0, 0, 4]);
+const READY_FOR_QUERY = "Z".charCodeAt(0);
+const IDLE = "I".charCodeAt(0);
+
 /**
- * What `PGLiteSocketHandler` is attached to instead of the client's socket:
- * each read is one batch of whole messages, and writes go to the socket.
+ * Whether PGlite's answer leaves the session free for another connection: its
+ * last message is ReadyForQuery with status idle (not in a transaction, not in
+ * a failed one). An answer without ReadyForQuery (a Flush, a COPY under way)
+ * leaves it to the same connection.
  */
-class FramedConnection extends Duplex {
-  private readonly socket: Socket;
-
-  constructor(socket: Socket) {
-    super({ readableObjectMode: true });
-    this.socket = socket;
-    socket.once("close", () => this.destroy());
-    socket.on("error", () => this.destroy());
+function leavesSessionIdle(answer: Uint8Array): boolean {
+  let status: number | undefined;
+  const view = Buffer.from(answer.buffer, answer.byteOffset, answer.byteLength);
+  for (let at = 0; at + 5 <= view.length; ) {
+    const type = view[at]!;
+    const length = view.readInt32BE(at + 1);
+    if (length < 4) return false;
+    if (type === READY_FOR_QUERY && length === 5 && at + 6 <= view.length) status = view[at + 5];
+    at += 1 + length;
   }
-
-  override _read(): void {}
-
-  override _write(chunk: Buffer, _encoding: BufferEncoding, callback: (err?: Error | null) => void): void {
-    if (this.socket.destroyed) callback();
-    else this.socket.write(chunk, callback);
-  }
-
-  override _final(callback: () => void): void {
-    this.socket.end();
-    callback();
-  }
-
-  override _destroy(err: Error | null, callback: (err?: Error | null) => void): void {
-    this.socket.destroy();
-    callback(err);
-  }
+  return status === IDLE;
 }
+
+/** PGlite in memory from the template (made first when missing), or on its data directory. */
+async function openPGlite(options: VectorDatabaseOptions): Promise<PGlite> {
+  const extensions = { vector };
+  if (options.dataDir) return PGlite.create({ dataDir: options.dataDir, extensions });
+  if (!options.templateFile) return PGlite.create({ extensions });
+  const template = await readFile(options.templateFile).catch(() => undefined);
+  if (template) return PGlite.create({ loadDataDir: new Blob([template]), extensions });
+  const db = await PGlite.create({ extensions });
+  const dump = Buffer.from(await (await db.dumpDataDir("none")).arrayBuffer());
+  // Written under another name and renamed into place: a process that reads it never reads part of one.
+  const partial = `${options.templateFile}.${randomBytes(6).toString("hex")}.partial`;
+  try {
+    await writeFile(partial, dump);
+    await rename(partial, options.templateFile);
+  } catch {
+    await rm(partial, { force: true });
+  }
+  return db;
+}
+
+interface Client {
+  socket: Socket;
+  closed: boolean;
+}
+
+/** A batch of a client's messages to run, or what its going away leaves to do. */
+type Work = { client: Client; batch: Buffer } | { client: Client; gone: true };
 
 /** PGlite with pgvector, in this process, served on 127.0.0.1:`port`. */
 export async function startVectorDatabase(options: VectorDatabaseOptions): Promise<RunningVectorDatabase> {
-  const db = await PGlite.create({
-    ...(options.dataDir ? { dataDir: options.dataDir } : {}),
-    extensions: { vector },
-  });
+  const db = await openPGlite(options);
   // PGlite sets its search path in the session (DISCARD ALL would lose it), and turns sequential scans off
   // on its command line: the planner here is to choose as a PostgreSQL server's does.
   const searchPath = (await db.query<{ path: string }>("SELECT current_setting('search_path') AS path")).rows[0]!
@@ -182,64 +210,71 @@ export async function startVectorDatabase(options: VectorDatabaseOptions): Promi
     ]);
   };
   await resetSession();
-  const queue: FramedConnection[] = [];
-  let serving: FramedConnection | undefined;
-  let stopping = false;
-  /** The reset after the last client, while it runs. */
-  let resetting: Promise<void> = Promise.resolve();
-  const sockets = new Set<Socket>();
 
-  /** Serves the next waiting connection, once the session is clean. */
-  const next = async (): Promise<void> => {
-    while (!serving && !stopping) {
-      const connection = queue.shift();
-      if (!connection) return;
-      if (connection.destroyed) continue;
-      serving = connection;
-      const handler = new PGLiteSocketHandler({ db, closeOnDetach: true });
-      handler.addEventListener("close", () => void ended(connection));
-      handler.addEventListener("error", (event) =>
-        options.onError?.((event as CustomEvent<Error>).detail ?? new Error("connection error")),
-      );
+  const clients = new Set<Client>();
+  const work: Work[] = [];
+  /** The connection whose transaction holds the session. */
+  let holder: Client | undefined;
+  let running: Promise<void> | undefined;
+  let stopping = false;
+  let failed: Error | undefined;
+
+  /** Runs queued work, one at a time: the holder's alone while there is one, else in arrival order. */
+  const run = async (): Promise<void> => {
+    while (!stopping && !failed) {
+      const at = holder ? work.findIndex((item) => item.client === holder) : 0;
+      if (at < 0 || work.length === 0) return;
+      const item = work.splice(at, 1)[0]!;
+      const { client } = item;
       try {
-        // The handler reads `data`, `error` and `close`, writes answers and ends the connection: a Duplex does all of it.
-        await handler.attach(connection as unknown as Socket);
+        if ("gone" in item) {
+          if (holder === client) {
+            holder = undefined;
+            await db.execProtocolRaw(SYNC);
+            await db.exec("ROLLBACK");
+          }
+          if (clients.size === 0) await resetSession();
+          continue;
+        }
+        if (client.closed) continue;
+        const answer = await db.execProtocolRaw(item.batch);
+        holder = leavesSessionIdle(answer) ? undefined : client;
+        if (answer.length > 0 && !client.socket.destroyed) client.socket.write(answer);
       } catch (err) {
-        options.onError?.(err as Error);
-        connection.destroy();
-        await ended(connection);
-        return;
+        // PGlite's WebAssembly aborted: nothing it answers from now on can be trusted.
+        failed = err as Error;
+        for (const other of clients) other.socket.destroy();
+        options.onFatal?.(failed);
       }
-      // Closed before the handler listened: its `close` will not come.
-      if (connection.destroyed) handler.detach(true);
     }
   };
-
-  /** The served connection is gone: nothing it left open passes to the next one. */
-  const ended = (connection: FramedConnection): Promise<void> => {
-    if (serving !== connection) return Promise.resolve();
-    resetting = (async () => {
-      try {
-        if (!stopping) await resetSession();
-      } catch (err) {
-        options.onError?.(err as Error);
-      }
-      serving = undefined;
-    })();
-    return resetting.then(next);
+  const schedule = () => {
+    running ??= run().finally(() => {
+      running = undefined;
+      if (work.length > 0 && !stopping && !failed && (!holder || work.some((item) => item.client === holder)))
+        schedule();
+    });
   };
 
   const server: Server = createServer((socket) => {
-    if (stopping) return void socket.destroy();
-    sockets.add(socket);
-    socket.once("close", () => sockets.delete(socket));
+    if (stopping || failed) return void socket.destroy();
+    const client: Client = { socket, closed: false };
+    clients.add(client);
     socket.setNoDelay(true);
-    const connection = new FramedConnection(socket);
-    const framer = new MessageFramer(socket, (batch) => connection.push(batch));
+    const framer = new MessageFramer(socket, (batch) => {
+      if (client.closed) return;
+      work.push({ client, batch });
+      schedule();
+    });
     socket.on("data", (data: Buffer) => framer.push(data));
     socket.on("error", (err) => options.onError?.(err));
-    queue.push(connection);
-    void next();
+    socket.once("close", () => {
+      client.closed = true;
+      clients.delete(client);
+      for (let i = work.length - 1; i >= 0; i--) if (work[i]!.client === client) work.splice(i, 1);
+      work.push({ client, gone: true });
+      schedule();
+    });
   });
   const port = await new Promise<number>((resolve, reject) => {
     server.once("error", reject);
@@ -256,17 +291,17 @@ export async function startVectorDatabase(options: VectorDatabaseOptions): Promi
   return {
     port,
     url: vectorDatabaseUrl(port),
-    waiting: () => queue.length,
+    connections: () => clients.size,
     async stop() {
       if (stopping) return;
       stopping = true;
       const closed = new Promise<void>((resolve) => server.close(() => resolve()));
-      for (const socket of sockets) socket.destroy();
+      for (const client of clients) client.socket.destroy();
       await closed;
-      await resetting;
-      // The last client's transaction, if any, is not committed by the close.
+      await running;
+      // An open transaction is not committed by the close.
       await db.exec("ROLLBACK").catch(() => {});
-      await db.close();
+      await db.close().catch(() => {});
     },
   };
 }

@@ -27,7 +27,7 @@ export const serviceConfigSchema = z
     DATABASE_URL: env.databaseUrl(),
     /** PostgreSQL with pgvector 0.8 or later for the vector stores' chunks and their embeddings (`vector_chunks`): `postgres://user:password@host:port/database`, the content database or another server; missing vector migrations (`packages/core/vector-migrations`) are applied before its first use. Unset: DATABASE_URL, which then needs the `vector` extension (`pnpm start` runs a local vector database instead and sets this to it). */
     VECTOR_DATABASE_URL: env.databaseUrl(),
-    /** Connections to VECTOR_DATABASE_URL kept at most. Default 10 (`pnpm start` sets 1: its local vector database serves one connection at a time). */
+    /** Connections to VECTOR_DATABASE_URL kept at most. Default 10. */
     VECTOR_DATABASE_MAX_CONNECTIONS: z.coerce.number().int().min(1).max(1_000).default(10),
     /** The embedding model vector stores index files with (a name of the model catalogue); its vectors may be up to 2,000 wide. Default text-embedding-3-small. */
     VECTOR_STORE_EMBEDDING_MODEL: z.string().min(1).max(256).default("text-embedding-3-small"),

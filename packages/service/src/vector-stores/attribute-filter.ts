@@ -123,3 +123,11 @@ export function compileAttributeFilter(
   };
   return compile(filter, 1);
 }
+
+/**
+ * Throws `InvalidAttributeFilter` for a filter `compileAttributeFilter` would
+ * refuse: for a route to refuse it before it spends anything (an embedding) on the search.
+ */
+export function checkAttributeFilter(filter: AttributeFilter): void {
+  compileAttributeFilter(filter, () => "NULL");
+}

@@ -43,7 +43,7 @@ import {
 export interface PgVectorIndexOptions {
   /** The vector database (`VECTOR_DATABASE_URL`). */
   url: string;
-  /** Connections kept at most. Default 10; 1 for the local vector database, which serves one at a time. */
+  /** Connections kept at most. Default 10. */
   maxConnections?: number;
   /** `application_name` of its connections. Default `vector-index`. */
   connectionName?: string;
@@ -166,9 +166,6 @@ export class PgVectorIndex implements VectorIndex {
       connectionName: options.connectionName ?? "vector-index",
       maxConnections,
       statementTimeoutMs: options.statementTimeoutMs ?? 10_000,
-      // A server that serves one connection at a time (the local vector database) gets it back soon, so
-      // another process waiting for it is served.
-      ...(maxConnections === 1 ? { idleTimeoutMs: 1_000 } : {}),
       ...(options.metrics ? { metrics: options.metrics } : {}),
       ...(options.onIdleError ? { onIdleError: options.onIdleError } : {}),
     });
@@ -365,9 +362,10 @@ export class PgVectorIndex implements VectorIndex {
   }
 
   async search(request: SearchRequest): Promise<SearchHit[]> {
-    const { limit } = request;
+    const { limit, minScore } = request;
     if (!Number.isInteger(limit) || limit < 1 || limit > MAX_SEARCH_RESULTS)
       throw new RangeError(`a search returns from 1 to ${MAX_SEARCH_RESULTS} chunks, not ${limit}`);
+    if (minScore !== undefined && !Number.isFinite(minScore)) throw new RangeError("a minimum score is a finite number");
     const query = vectorText(request.embedding, "the query's embedding");
     await this.prepare();
     // Ids PostgreSQL's text cannot hold name nothing stored.
@@ -389,7 +387,8 @@ export class PgVectorIndex implements VectorIndex {
         score: 1 - row.distance,
       }),
     );
-    return request.minScore === undefined ? hits : hits.filter((hit) => hit.score >= request.minScore!);
+    // The database compared distances in 32-bit floats: its cut may keep one the score, in 64 bits, puts below.
+    return minScore === undefined ? hits : hits.filter((hit) => hit.score >= minScore);
   }
 
   /**
@@ -447,9 +446,14 @@ export class PgVectorIndex implements VectorIndex {
     if (readableFiles) where.push(`file_id = ANY(${add(readableFiles)}::text[])`);
     if (excludedFiles.length > 0) where.push(`file_id <> ALL(${add(excludedFiles)}::text[])`);
     if (request.filter) where.push(compileAttributeFilter(request.filter, add));
+    let queryVector: string | undefined;
+    const distanceSql = () => `embedding::vector(${width}) <=> ${(queryVector ??= add(query.text))}::vector(${width})`;
+    // Chunks too far to score `minScore` are no candidates: paging (`decide`) stops where they begin.
+    if (request.minScore !== undefined) where.push(`${distanceSql()} <= ${add(1 - request.minScore)}::float8`);
     const conditionSql = where.join(" AND ");
+    // The count below takes these alone: a parameter its text does not use is an error.
     const conditionValues = [...conditions.values];
-    const distance = `embedding::vector(${width}) <=> ${add(query.text)}::vector(${width})`;
+    const distance = distanceSql();
     const limit = add(count);
     // The chunks found, with what a hit shows, read for those alone.
     const hits = (found: string) => `
