@@ -1,7 +1,7 @@
 import { documentedAs, type JsonSchema } from "@gw/core/openapi";
 import { z } from "zod";
 import { float, notSupported } from "../schema.ts";
-import { type AttributeFilter, compileAttributeFilter, InvalidAttributeFilter } from "./attribute-filter.ts";
+import { type AttributeFilter, checkAttributeFilter, InvalidAttributeFilter } from "./attribute-filter.ts";
 
 /** Results of one search at most, and by default (OpenAI's). */
 export const MAX_NUM_RESULTS = 50;
@@ -37,7 +37,7 @@ const comparisonJson: JsonSchema = {
 export const attributeFilter = documentedAs(
   z.unknown().transform((value, ctx): AttributeFilter => {
     try {
-      compileAttributeFilter(value as AttributeFilter, () => "$1");
+      checkAttributeFilter(value as AttributeFilter);
       return value as AttributeFilter;
     } catch (err) {
       if (!(err instanceof InvalidAttributeFilter)) throw err;
