@@ -2,6 +2,7 @@ import { operationsOf } from "@gw/core/http";
 import type { ApiOperation } from "@gw/core/openapi";
 import { completionRoutes } from "./completions/routes/index.ts";
 import { conversationRoutes } from "./conversations/routes/index.ts";
+import { embeddingRoutes } from "./embeddings/routes/index.ts";
 import { evalRoutes } from "./evals/routes/index.ts";
 import { fileRoutes } from "./files/routes/index.ts";
 import { modelRoutes } from "./models/routes/index.ts";
@@ -22,6 +23,7 @@ export const serviceRoutes = [
   ...completionRoutes,
   ...fileRoutes,
   ...vectorStoreRoutes,
+  ...embeddingRoutes,
   ...modelRoutes,
   getUsage,
   ...evalRoutes,

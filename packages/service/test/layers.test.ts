@@ -76,7 +76,11 @@ describe("the model routes", () => {
     .sort();
 
   it("are what the gateway reads from the OpenAPI document", () => {
-    expect(declared).toEqual(["POST /api/v1/llm/chat/completions", "POST /api/v1/llm/responses"]);
+    expect(declared).toEqual([
+      "POST /api/v1/llm/chat/completions",
+      "POST /api/v1/llm/embeddings",
+      "POST /api/v1/llm/responses",
+    ]);
     expect(MODEL_ROUTES.map((r) => `${r.method} ${r.path}`).sort()).toEqual(declared);
   });
 

@@ -12,7 +12,13 @@ export { type TestEmbedder, testEmbedder, WIDTH, wordVector } from "./test-embed
 export const VECTOR_STORES = "/api/v1/llm/vector_stores";
 /** The stack with a vector database of its own, the test embedder and ingestion hooks. */
 export function useVectorStack(
-  options: { env?: Record<string, string>; hooks?: IngestionHooks; serviceOptions?: ServiceOptions } = {},
+  options: {
+    env?: Record<string, string>;
+    hooks?: IngestionHooks;
+    serviceOptions?: ServiceOptions;
+    /** Embed through the model-call pipeline and the fake provider, as production does, not the test embedder. */
+    pipeline?: boolean;
+  } = {},
 ): { stack: Stack; embedder: TestEmbedder; vectorDatabase: { url: string } } {
   const vectors = useTestVectorDatabase();
   const embedder = testEmbedder();
@@ -26,7 +32,11 @@ export function useVectorStack(
   };
   const stack = useStack(env, {}, undefined, "single", {
     ...options.serviceOptions,
-    vectorStores: { embedder, hooks: options.hooks, ...options.serviceOptions?.vectorStores },
+    vectorStores: {
+      ...(options.pipeline ? {} : { embedder }),
+      hooks: options.hooks,
+      ...options.serviceOptions?.vectorStores,
+    },
   });
   return { stack, embedder, vectorDatabase: vectors };
 }
