@@ -2,7 +2,7 @@ import { type ChildProcess, fork } from "node:child_process";
 import { join } from "node:path";
 import { systemClock } from "@gw/core/clock";
 import { createLogger } from "@gw/core/logger";
-import { afterAll, describe, expect, it, vi } from "vitest";
+import { afterAll, describe, expect, it } from "vitest";
 import { RedisCreatorKeys } from "../src/evals/creator.ts";
 import { bullConnection } from "../src/evals/queue.ts";
 import { chunkText } from "../src/vector-stores/ingestion/chunk.ts";

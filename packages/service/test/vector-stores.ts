@@ -1,8 +1,6 @@
 import { useTestVectorDatabase } from "@gw/test-kit";
 import { expect, vi } from "vitest";
-import type { Caller } from "../src/budgets/admit-model-call.ts";
 import type { ServiceOptions } from "../src/server.ts";
-import type { Embedder } from "../src/vector-stores/ingestion/embedder.ts";
 import type { IngestionHooks } from "../src/vector-stores/ingestion/worker.ts";
 import { type Stack, useStack } from "./stack.ts";
 import { type TestEmbedder, testEmbedder, wordVector } from "./test-embedder.ts";
