@@ -111,13 +111,13 @@ describe("pnpm start stops as one, whichever of its processes is told to", () =>
     expect(stack.output()).toContain("the process that ran the stack is gone; stopping the stack");
   }, 120_000);
 
-  it("with no model provider configured, answers model echo (and auto) through its development provider, JSON and streamed; the models say owned_by development", async () => {
+  it("with no model provider configured, answers model echo (and auto) through its development provider, JSON and streamed, and embeds with text-embedding-3-small; the models say owned_by development", async () => {
     const env = await freshEnv();
     stack = await startStack(env);
     const started = /^.*development model provider started.*$/m.exec(stack.output())?.[0];
     expect(JSON.parse(started!)).toMatchObject({
       url: `http://127.0.0.1:${env.DEVELOPMENT_PROVIDER_PORT}/v1`,
-      models: ["echo", "auto"],
+      models: ["echo", "text-embedding-3-small", "auto"],
     });
     const { key } = await createKey(env, "acme", "backend");
     const call = (path: string, body?: unknown) =>
@@ -137,8 +137,21 @@ describe("pnpm start stops as one, whichever of its processes is told to", () =>
 
     expect(await (await call("/models")).json()).toEqual({
       object: "list",
-      data: [{ id: "echo", object: "model", created: 0, owned_by: "development" }],
+      data: [
+        { id: "echo", object: "model", created: 0, owned_by: "development" },
+        { id: "text-embedding-3-small", object: "model", created: 0, owned_by: "development" },
+      ],
     });
+    const embedded = await call("/embeddings", {
+      model: "text-embedding-3-small",
+      input: ["vector stores on a fresh machine", "a fresh machine"],
+    });
+    expect(embedded.status).toBe(200);
+    const vectors = (await embedded.json()).data.map((d: { embedding: number[] }) => d.embedding);
+    expect(vectors.map((v: number[]) => v.length)).toEqual([256, 256]);
+    expect(
+      vectors[0].reduce((sum: number, x: number, i: number) => sum + x * vectors[1][i], 0),
+    ).toBeGreaterThan(0.5);
     for (const model of ["echo", "auto"]) {
       const response = await call("/responses", { model, input: "hello" });
       expect(response.status).toBe(200);

@@ -9,6 +9,10 @@
  *   `tool_choice: "required"` calls the first tool, a named tool calls that
  *   one, with arguments made from the tool's schema (each required string is
  *   the user's message, numbers 0, booleans false, an enum its first value);
+ * - `POST /v1/embeddings` (model `text-embedding-3-small`) answers with
+ *   vectors of hashed word counts (`hashed-embeddings.ts`: texts that share
+ *   words are near), `DEFAULT_EMBEDDING_DIMENSIONS` wide unless `dimensions`
+ *   says otherwise, as floats or `encoding_format: base64`;
  * - `GET /v1/models` lists its models, `owned_by: "development"`.
  * Usage is counted in its own tokens: up to three characters of a word and
  * the space after them, so that the service's own count of an answer (one
@@ -21,9 +25,21 @@
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
 import type { AddressInfo, Socket } from "node:net";
 import { onShutdown, reportListening } from "@gw/core/process";
+import { base64OfVector, DEFAULT_EMBEDDING_DIMENSIONS, hashedEmbedding } from "./hashed-embeddings.ts";
 
-/** The models it answers as; `pnpm start` routes `auto` to the first. */
+/** The chat models it answers as; `pnpm start` routes `auto` to the first. */
 export const DEVELOPMENT_MODELS = ["echo"] as const;
+
+/** The embedding models it answers as (what vector stores embed with by default). */
+export const DEVELOPMENT_EMBEDDING_MODELS = ["text-embedding-3-small"] as const;
+
+/** Every model it serves, as `GET /v1/models` lists them and `pnpm start` names them in `LLM_MODELS`. */
+export const ALL_DEVELOPMENT_MODELS = [...DEVELOPMENT_MODELS, ...DEVELOPMENT_EMBEDDING_MODELS] as const;
+
+/** Widest vector it makes. */
+const MAX_DIMENSIONS = 4096;
+/** Most inputs in one embeddings request, as OpenAI allows. */
+const MAX_INPUTS = 2048;
 
 /** Largest request body it reads: larger than any the service sends (1 MiB bodies, plus a conversation's context). */
 export const DEFAULT_MAX_REQUEST_BYTES = 8 * 1024 * 1024;
@@ -223,6 +239,21 @@ function answerTo(call: ChatCall, id: number) {
   };
 }
 
+/** The inputs of an embeddings request, checked as OpenAI checks them, each a text or token ids. */
+function embeddingInputsOf(input: unknown): (string | number[])[] {
+  const invalid = () => new RequestError(400, "'$.input' is invalid.", "input");
+  const isTokens = (v: unknown): v is number[] =>
+    Array.isArray(v) && v.length > 0 && v.every((t) => Number.isInteger(t) && t >= 0);
+  if (typeof input === "string") {
+    if (!input) throw invalid();
+    return [input];
+  }
+  if (isTokens(input)) return [input];
+  if (!Array.isArray(input) || input.length === 0 || input.length > MAX_INPUTS) throw invalid();
+  if (input.every((v) => typeof v === "string" && v !== "") || input.every(isTokens)) return input;
+  throw invalid();
+}
+
 /** Reads a body of at most `max` bytes; a larger one is refused before more of it is read. */
 async function readBody(req: IncomingMessage, max: number): Promise<string> {
   const tooLarge = () => new RequestError(413, `The request body is over ${max} bytes.`);
@@ -236,6 +267,40 @@ async function readBody(req: IncomingMessage, max: number): Promise<string> {
     chunks.push(chunk);
   }
   return Buffer.concat(chunks).toString("utf8");
+}
+
+/** An embeddings request's answer: one hashed-word vector per input (see the module's comment). */
+function embeddingsAnswer(body: unknown) {
+  if (!isObject(body)) throw new RequestError(400, "The body must be a JSON object.");
+  const { model, input, dimensions, encoding_format: format = "float" } = body;
+  if (typeof model !== "string") throw new RequestError(400, "you must provide a model parameter", "model");
+  if (!(DEVELOPMENT_EMBEDDING_MODELS as readonly string[]).includes(model))
+    throw new RequestError(
+      404,
+      `The model \`${model.slice(0, 256)}\` does not exist or cannot make embeddings: this development provider embeds with ${DEVELOPMENT_EMBEDDING_MODELS.join(", ")}.`,
+      "model",
+      "model_not_found",
+    );
+  if (
+    dimensions !== undefined &&
+    dimensions !== null &&
+    !(Number.isInteger(dimensions) && (dimensions as number) >= 1 && (dimensions as number) <= MAX_DIMENSIONS)
+  )
+    throw new RequestError(400, `dimensions must be an integer from 1 to ${MAX_DIMENSIONS}.`, "dimensions");
+  if (format !== "float" && format !== "base64")
+    throw new RequestError(400, "encoding_format must be float or base64.", "encoding_format");
+  const inputs = embeddingInputsOf(input);
+  const width = (dimensions as number | null | undefined) ?? DEFAULT_EMBEDDING_DIMENSIONS;
+  const tokens = inputs.reduce((n, i) => n + (typeof i === "string" ? countTokens(i) : i.length), 0);
+  return {
+    object: "list",
+    data: inputs.map((i, index) => {
+      const vector = hashedEmbedding(i, width);
+      return { object: "embedding", index, embedding: format === "base64" ? base64OfVector(vector) : vector };
+    }),
+    model,
+    usage: { prompt_tokens: tokens, total_tokens: tokens },
+  };
 }
 
 const modelObject = (id: string) => ({ id, object: "model", created: 0, owned_by: "development" });
@@ -309,13 +374,25 @@ export async function startDevelopmentProvider(
     res.end(`${events.map((e) => `data: ${JSON.stringify(e)}\n\n`).join("")}data: [DONE]\n\n`);
   }
 
+  async function embeddings(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const raw = await readBody(req, maxRequestBytes);
+    let body: unknown;
+    try {
+      body = JSON.parse(raw);
+    } catch {
+      throw new RequestError(400, "We could not parse the JSON body of your request.");
+    }
+    sendJson(res, 200, embeddingsAnswer(body));
+  }
+
   async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const path = (req.url ?? "/").split("?")[0]!;
     if (req.method === "POST" && path === "/v1/chat/completions") return chatCompletion(req, res);
+    if (req.method === "POST" && path === "/v1/embeddings") return embeddings(req, res);
     if (req.method === "GET" && path === "/v1/models")
-      return sendJson(res, 200, { object: "list", data: DEVELOPMENT_MODELS.map(modelObject) });
+      return sendJson(res, 200, { object: "list", data: ALL_DEVELOPMENT_MODELS.map(modelObject) });
     const id = req.method === "GET" && /^\/v1\/models\/([^/]+)$/.exec(path)?.[1];
-    if (id && (DEVELOPMENT_MODELS as readonly string[]).includes(id))
+    if (id && (ALL_DEVELOPMENT_MODELS as readonly string[]).includes(id))
       return sendJson(res, 200, modelObject(id));
     throw new RequestError(
       404,

@@ -1,5 +1,11 @@
 export { devstackConfigSchema, localVectorDatabaseConfigSchema } from "./config.ts";
 export { freePort } from "./free-port.ts";
+export {
+  base64OfVector,
+  DEFAULT_EMBEDDING_DIMENSIONS,
+  hashedEmbedding,
+  wordsOf,
+} from "./hashed-embeddings.ts";
 export { REPO_ROOT, type RunningNodeProcess, startNodeProcess } from "./node-process.ts";
 export {
   ensureDatabase,

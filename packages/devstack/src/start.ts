@@ -26,7 +26,11 @@ import { localPostgresPort, migrateVectorDatabase } from "@gw/core/postgres";
 import { localRedisPort } from "@gw/core/redis";
 import { z } from "zod";
 import { DEFAULT_LOCAL_VECTOR_DATABASE_PORT, devstackConfigSchema } from "./config.ts";
-import { DEVELOPMENT_MODELS } from "./development-provider.ts";
+import {
+  ALL_DEVELOPMENT_MODELS,
+  DEVELOPMENT_EMBEDDING_MODELS,
+  DEVELOPMENT_MODELS,
+} from "./development-provider.ts";
 import { REPO_ROOT, type RunningNodeProcess, startNodeProcess } from "./node-process.ts";
 import { startPostgresServer } from "./postgres-server.ts";
 import { startPrometheus } from "./prometheus.ts";
@@ -292,9 +296,10 @@ async function main(): Promise<void> {
 
 /**
  * The development model provider in a process of its own, and the service
- * pointed at it: `LLM_MODELS` and `LLM_DEFAULT_MODEL` are its model unless
- * they are set (to price it, say), and the service lists them as owned by
- * `development`.
+ * pointed at it: `LLM_MODELS` are its models (`echo` and the embedding model
+ * `text-embedding-3-small`, so vector stores work on a fresh machine) and
+ * `LLM_DEFAULT_MODEL` is `echo`, unless they are set (to price them, say),
+ * and the service lists them as owned by `development`.
  */
 async function runDevelopmentProvider(env: NodeJS.ProcessEnv): Promise<void> {
   const provider = await startNodeProcess({
@@ -312,12 +317,12 @@ async function runDevelopmentProvider(env: NodeJS.ProcessEnv): Promise<void> {
   watch("development-provider", provider.process);
   const [model] = DEVELOPMENT_MODELS;
   env.LLM_BASE_URL = `${provider.url}/v1`;
-  env.LLM_MODELS ||= model;
+  env.LLM_MODELS ||= ALL_DEVELOPMENT_MODELS.join(",");
   env.LLM_DEFAULT_MODEL ||= model;
   env.LLM_DEVELOPMENT_PROVIDER = "true";
   logger.info(
-    { pid: provider.process.pid, url: env.LLM_BASE_URL, models: [model, "auto"] },
-    `development model provider started: model ${model} (and auto) answers with what it is sent; set LLM_BASE_URL for a real provider`,
+    { pid: provider.process.pid, url: env.LLM_BASE_URL, models: [...ALL_DEVELOPMENT_MODELS, "auto"] },
+    `development model provider started: model ${model} (and auto) answers with what it is sent, ${DEVELOPMENT_EMBEDDING_MODELS.join(", ")} embeds by hashed word counts; set LLM_BASE_URL for a real provider`,
   );
 }
 

@@ -6,6 +6,7 @@ import {
   startDevelopmentProvider,
   tokensOf,
 } from "../src/development-provider.ts";
+import { hashedEmbedding } from "../src/hashed-embeddings.ts";
 
 const CREATED_MS = Date.UTC(2026, 0, 1);
 
@@ -228,11 +229,73 @@ describe("the development model provider", () => {
     });
   });
 
+  describe("embeddings", () => {
+    const cosine = (a: number[], b: number[]) => a.reduce((sum, x, i) => sum + x * b[i]!, 0);
+    const embed = async (body: Record<string, unknown>) => {
+      const res = await post({ model: "text-embedding-3-small", ...body }, "/embeddings");
+      return { status: res.status, body: await res.json() };
+    };
+
+    it("answers hashed word counts of length 1, texts that share words nearer than texts that share none", async () => {
+      const texts = ["The cat sat on the mat", "the CAT, on a mat!", "stock prices fell sharply"];
+      const { status, body } = await embed({ input: texts });
+      expect(status).toBe(200);
+      expect(body).toMatchObject({
+        object: "list",
+        model: "text-embedding-3-small",
+        usage: { prompt_tokens: expect.any(Number) },
+      });
+      const vectors = body.data.map((d: { embedding: number[] }) => d.embedding);
+      expect(body.data.map((d: { index: number }) => d.index)).toEqual([0, 1, 2]);
+      for (const v of vectors) {
+        expect(v).toHaveLength(256);
+        expect(cosine(v, v)).toBeCloseTo(1, 12);
+      }
+      // Case and punctuation aside, the first two share four of their words; the third shares none.
+      expect(cosine(vectors[0], vectors[1])).toBeGreaterThan(0.6);
+      expect(cosine(vectors[0], vectors[2])).toBeLessThan(0.2);
+      expect(vectors[0]).toEqual(hashedEmbedding("the cat sat on the mat"));
+      // The same text, the same vector, every time.
+      expect((await embed({ input: "The cat sat on the mat" })).body.data[0].embedding).toEqual(vectors[0]);
+    });
+
+    it("honours dimensions and encoding_format base64 (little-endian float32s), and takes token arrays", async () => {
+      const floats = (await embed({ input: "one two", dimensions: 8 })).body.data[0].embedding;
+      expect(floats).toHaveLength(8);
+      const base64 = (await embed({ input: "one two", dimensions: 8, encoding_format: "base64" })).body
+        .data[0].embedding as string;
+      const bytes = Buffer.from(base64, "base64");
+      expect(Array.from({ length: 8 }, (_, i) => bytes.readFloatLE(i * 4))).toEqual(
+        Array.from(Float32Array.from(floats)),
+      );
+      const tokens = await embed({ input: [[1, 2, 3], [4]] });
+      expect(tokens.body.data).toHaveLength(2);
+      expect(tokens.body.usage.prompt_tokens).toBe(4);
+    });
+
+    it("refuses what OpenAI refuses, in its error shape: an empty input, a chat model, bad dimensions", async () => {
+      for (const [body, status, param] of [
+        [{ input: "" }, 400, "input"],
+        [{ input: [] }, 400, "input"],
+        [{ input: "x", model: "echo" }, 404, "model"],
+        [{ input: "x", dimensions: 0 }, 400, "dimensions"],
+        [{ input: "x", encoding_format: "int8" }, 400, "encoding_format"],
+      ] as const) {
+        const res = await embed(body);
+        expect(res.status).toBe(status);
+        expect(res.body.error).toMatchObject({ type: "invalid_request_error", param });
+      }
+    });
+  });
+
   it("lists its models as owned by development", async () => {
     const list = await fetch(`${provider.baseUrl}/models`);
     expect(await list.json()).toEqual({
       object: "list",
-      data: [{ id: "echo", object: "model", created: 0, owned_by: "development" }],
+      data: [
+        { id: "echo", object: "model", created: 0, owned_by: "development" },
+        { id: "text-embedding-3-small", object: "model", created: 0, owned_by: "development" },
+      ],
     });
     expect(await (await fetch(`${provider.baseUrl}/models/echo`)).json()).toEqual({
       id: "echo",

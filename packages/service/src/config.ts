@@ -105,6 +105,8 @@ export const serviceConfigSchema = z
     LLM_RETRY_AFTER_MAX_S: z.coerce.number().int().min(1).max(86_400).default(60),
     /** Largest provider answer read: a JSON body, or the text of a streamed answer, in bytes. Default 8388608 (8 MiB). */
     LLM_MAX_RESPONSE_BYTES: env.positiveInt(8 * 1024 * 1024),
+    /** Largest embeddings answer read from a provider (a batch of vectors, asked for in base64), in bytes: 2,048 vectors of 3,072 dimensions take about 34 MB. Default 67108864 (64 MiB). */
+    LLM_MAX_EMBEDDINGS_RESPONSE_BYTES: env.positiveInt(64 * 1024 * 1024),
     /** Largest single event of a provider's stream, in characters. Default 1048576. */
     LLM_MAX_EVENT_CHARS: env.positiveInt(1024 * 1024),
     /** Worker threads that count the tokens of large prompts (budgets' reservations, `POST /responses/input_tokens`) off the event loop; 0: every prompt is counted on the event loop, in slices. Default 1. */

@@ -51,11 +51,13 @@ export async function startEvalWorkerProcess(config: ServiceConfig, logger: Logg
   });
   // A run's calls reach `byok` deployments with the organization's own key, as the service's calls do.
   const providerKeys = providerKeyStore(config, vaultKeys, { db, logger, clock });
+  const provider = chatProvider(config, { metrics, ids: ids(clock), redis, clock, logger, providerKeys });
+  const usage = new UsageStore(redis, clock);
   const evals = startEvalsFromConfig(config, {
     redis,
     db,
-    provider: chatProvider(config, { metrics, ids: ids(clock), redis, clock, logger, providerKeys }),
-    usage: new UsageStore(redis, clock),
+    provider,
+    usage,
     budgets,
     logger,
     metrics,
@@ -70,6 +72,7 @@ export async function startEvalWorkerProcess(config: ServiceConfig, logger: Logg
     files: new Files(db, { clock, options: config.files, logger }),
     clock,
     logger,
+    embedding: { provider, usage, budgets },
   });
   const app = express();
   useRequestBasics(app, logger, metrics);

@@ -2,6 +2,7 @@ import { operationsOf } from "@gw/core/http";
 import type { ApiOperation } from "@gw/core/openapi";
 import { completionRoutes } from "./completions/routes/index.ts";
 import { conversationRoutes } from "./conversations/routes/index.ts";
+import { embeddingRoutes } from "./embeddings/routes/index.ts";
 import { evalRoutes } from "./evals/routes/index.ts";
 import { fileRoutes } from "./files/routes/index.ts";
 import { modelRoutes } from "./models/routes/index.ts";
@@ -24,6 +25,7 @@ export const serviceRoutes = [
   ...fileRoutes,
   ...vectorStoreRoutes,
   searchVectorStore,
+  ...embeddingRoutes,
   ...modelRoutes,
   getUsage,
   ...evalRoutes,

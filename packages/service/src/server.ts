@@ -138,7 +138,7 @@ export async function startService(
   });
   const ingestion = startIngestion(
     config,
-    { db, redis, index: vectorIndex, files, clock, logger },
+    { db, redis, index: vectorIndex, files, clock, logger, embedding: { provider, usage, budgets } },
     options.vectorStores,
   );
   const retention = new RetentionSweeper({

@@ -78,6 +78,7 @@ describe("the model routes", () => {
   it("are what the gateway reads from the OpenAPI document", () => {
     expect(declared).toEqual([
       "POST /api/v1/llm/chat/completions",
+      "POST /api/v1/llm/embeddings",
       "POST /api/v1/llm/responses",
       "POST /api/v1/llm/vector_stores/:id/search",
     ]);

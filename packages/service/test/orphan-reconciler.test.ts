@@ -69,7 +69,8 @@ const linesOf = (org: string, type: ResourceType, id: string) =>
 async function fullPass(): Promise<ReconcileReport[]> {
   const reports: ReconcileReport[] = [];
   const wrapped = new Set<string>();
-  while (wrapped.size < 3) {
+  // Every service-issued type: conversations, responses, completions, files, vector stores.
+  while (wrapped.size < 5) {
     const report = await reconciler.reconcile();
     if (!report) throw new Error("another replica holds the lock");
     reports.push(report);

@@ -55,15 +55,11 @@ const keyOf = (hit: Pick<SearchHit, "fileId" | "chunkIndex">) => `${hit.fileId}#
  * What every search promises: `k` hits (when that many readable ones exist), each of a readable file,
  * closest first, each scored with its cosine similarity to the query.
  */
-function expectPromise(
-  hits: SearchHit[],
-  expected: { k: number; readable: ReadonlySet<string>; chunks: readonly StoredChunk[]; query: number[] },
-) {
+function expectPromise(hits: SearchHit[], expected: { k: number; readable: ReadonlySet<string>; chunks: readonly StoredChunk[]; query: number[] }) {
   expect(hits).toHaveLength(expected.k);
   for (const hit of hits) expect(expected.readable.has(hit.fileId)).toBe(true);
   const byKey = new Map(expected.chunks.map((c) => [`${c.fileId}#${c.index}`, c]));
-  for (const hit of hits)
-    expect(hit.score).toBeCloseTo(cosine(byKey.get(keyOf(hit))!.embedding, expected.query), 4);
+  for (const hit of hits) expect(hit.score).toBeCloseTo(cosine(byKey.get(keyOf(hit))!.embedding, expected.query), 4);
   for (let i = 1; i < hits.length; i++) expect(hits[i]!.score).toBeLessThanOrEqual(hits[i - 1]!.score + 1e-6);
   expect(new Set(hits.map(keyOf)).size).toBe(hits.length);
 }
@@ -98,21 +94,15 @@ describe("the pgvector index", () => {
       for (const fileId of files) {
         const embeddings = Array.from({ length: 5 }, () => randomUnit(random));
         embeddings.forEach((embedding, index) => chunks.push({ fileId, index, embedding }));
-        await exact.replaceFile({ org, vectorStoreId: store, fileId }, chunksOf(embeddings), {
-          n: Number(fileId.slice(5)),
-        });
+        await exact.replaceFile({ org, vectorStoreId: store, fileId }, chunksOf(embeddings), { n: Number(fileId.slice(5)) });
       }
     }, 300_000);
 
     /** The files whose chunks lie farthest from the query, `count` of them: readable ones that must still be found. */
     const farthestFiles = (count: number) => {
       const best = new Map<string, number>();
-      for (const c of chunks)
-        best.set(c.fileId, Math.max(best.get(c.fileId) ?? -2, cosine(c.embedding, query)));
-      return [...best.entries()]
-        .sort((a, b) => a[1] - b[1])
-        .slice(0, count)
-        .map(([f]) => f);
+      for (const c of chunks) best.set(c.fileId, Math.max(best.get(c.fileId) ?? -2, cosine(c.embedding, query)));
+      return [...best.entries()].sort((a, b) => a[1] - b[1]).slice(0, count).map(([f]) => f);
     };
 
     for (const [share, count] of [
@@ -132,10 +122,7 @@ describe("the pgvector index", () => {
           });
           const allowed = chunks.filter((c) => readable.has(c.fileId));
           expectPromise(hits, { k, readable, chunks, query });
-          if (index() === exact)
-            expect(hits.map(keyOf)).toEqual(
-              bruteForce(allowed, query, k).map((c) => `${c.fileId}#${c.index}`),
-            );
+          if (index() === exact) expect(hits.map(keyOf)).toEqual(bruteForce(allowed, query, k).map((c) => `${c.fileId}#${c.index}`));
         });
     }
   });

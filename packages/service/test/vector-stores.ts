@@ -1,52 +1,23 @@
-import { createHash } from "node:crypto";
 import { useTestVectorDatabase } from "@gw/test-kit";
 import { expect, vi } from "vitest";
-import type { Caller } from "../src/budgets/admit-model-call.ts";
 import type { ServiceOptions } from "../src/server.ts";
-import type { Embedder } from "../src/vector-stores/ingestion/embedder.ts";
 import type { IngestionHooks } from "../src/vector-stores/ingestion/worker.ts";
 import { type Stack, useStack } from "./stack.ts";
+import { type TestEmbedder, testEmbedder, wordVector } from "./test-embedder.ts";
+
+export { type TestEmbedder, testEmbedder, WIDTH, wordVector } from "./test-embedder.ts";
 
 export const VECTOR_STORES = "/api/v1/llm/vector_stores";
-/** Width of the test embedder's vectors. */
-export const WIDTH = 64;
-
-/**
- * Embeddings that carry meaning, as the fake provider's do: each word of a
- * text counts in the dimension its hash picks, so texts sharing words point
- * the same way. Deterministic; never all zero.
- */
-export function wordVector(text: string, width = WIDTH): number[] {
-  const v = new Array<number>(width).fill(0);
-  v[0] = 1e-3;
-  for (const word of text.toLowerCase().match(/[\p{L}\p{N}]+/gu) ?? [])
-    v[createHash("sha256").update(word).digest().readUInt32BE(0) % width]! += 1;
-  return v;
-}
-
-/** An embedder standing for the embedding model (outside the project): what it was asked, as whom. */
-export interface TestEmbedder extends Embedder {
-  calls: { caller: Caller; model: string; texts: string[] }[];
-}
-
-export function testEmbedder(): TestEmbedder {
-  const calls: TestEmbedder["calls"] = [];
-  return {
-    calls,
-    async embed(request) {
-      calls.push(request);
-      return {
-        vectors: request.texts.map((t) => wordVector(t)),
-        tokens: request.texts.reduce((n, t) => n + t.length, 0),
-      };
-    },
-  };
-}
-
 /** The stack with a vector database of its own, the test embedder and ingestion hooks. */
 export function useVectorStack(
-  options: { env?: Record<string, string>; hooks?: IngestionHooks; serviceOptions?: ServiceOptions } = {},
-): { stack: Stack; embedder: TestEmbedder } {
+  options: {
+    env?: Record<string, string>;
+    hooks?: IngestionHooks;
+    serviceOptions?: ServiceOptions;
+    /** Embed through the model-call pipeline and the fake provider, as production does, not the test embedder. */
+    pipeline?: boolean;
+  } = {},
+): { stack: Stack; embedder: TestEmbedder; vectorDatabase: { url: string } } {
   const vectors = useTestVectorDatabase();
   const embedder = testEmbedder();
   const env = {
@@ -59,9 +30,13 @@ export function useVectorStack(
   };
   const stack = useStack(env, {}, undefined, "single", {
     ...options.serviceOptions,
-    vectorStores: { embedder, hooks: options.hooks, ...options.serviceOptions?.vectorStores },
+    vectorStores: {
+      ...(options.pipeline ? {} : { embedder }),
+      hooks: options.hooks,
+      ...options.serviceOptions?.vectorStores,
+    },
   });
-  return { stack, embedder };
+  return { stack, embedder, vectorDatabase: vectors };
 }
 
 /** A store file once its ingestion is over (any status but in_progress). */

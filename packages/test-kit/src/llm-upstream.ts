@@ -14,13 +14,22 @@
  *   its `finish_reason` is `length` (unless `ignoreMaxTokens`: then it
  *   answers whole and reports every token, as a provider that ignores it);
  * - with `logprobs: true`, each word of the answer is a token with logprob
- *   -0.5 (and `top_logprobs` alternatives, `<word>?`, at -2).
+ *   -0.5 (and `top_logprobs` alternatives, `<word>?`, at -2);
+ * - `POST /v1/embeddings` (and Azure's `…/deployments/{deployment}/embeddings`)
+ *   answers, for any model, one vector per input of hashed word counts
+ *   (`hashedEmbedding` of `@gw/devstack`: texts that share words are near),
+ *   `DEFAULT_EMBEDDING_DIMENSIONS` wide unless `dimensions` says otherwise,
+ *   as floats or `encoding_format: base64`; its usage counts a word a token
+ *   (a token id a token). The failure modes apply to it as to chat.
  * It records every request it got, and whether the caller went away before
  * the answer was complete.
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import { onShutdown } from "@gw/core/process";
+import { base64OfVector, DEFAULT_EMBEDDING_DIMENSIONS, hashedEmbedding, wordsOf } from "@gw/devstack";
+
+export { DEFAULT_EMBEDDING_DIMENSIONS, hashedEmbedding } from "@gw/devstack";
 
 export type UpstreamMode =
   /** Answers. */
@@ -71,6 +80,8 @@ export interface WireToolCall {
 }
 
 export interface RecordedRequest {
+  /** What was asked: a chat completion, or embeddings (whose `body` then has `input`, not `messages`). */
+  kind: "chat" | "embeddings";
   /** The path, query included. */
   path: string;
   authorization: string | undefined;
@@ -153,6 +164,34 @@ function toolCallsFor(body: RecordedRequest["body"], requestNumber: number): Wir
   }));
 }
 
+/** The inputs of an embeddings request as the fake reads them: each a text or token ids. */
+function embeddingInputs(input: unknown): (string | number[])[] {
+  if (typeof input === "string") return [input];
+  if (!Array.isArray(input)) return [];
+  if (input.every((v) => typeof v === "number")) return [input as number[]];
+  return input as (string | number[])[];
+}
+
+/** The fake's embeddings answer to `body` (see the module's comment). */
+function embeddingsAnswer(body: Record<string, unknown>) {
+  const inputs = embeddingInputs(body.input);
+  const width = typeof body.dimensions === "number" ? body.dimensions : DEFAULT_EMBEDDING_DIMENSIONS;
+  const tokens = inputs.reduce((n, i) => n + (typeof i === "string" ? wordsOf(i).length : i.length), 0);
+  return {
+    object: "list",
+    data: inputs.map((input, index) => {
+      const vector = hashedEmbedding(input, width);
+      return {
+        object: "embedding",
+        index,
+        embedding: body.encoding_format === "base64" ? base64OfVector(vector) : vector,
+      };
+    }),
+    model: `${String(body.model)}-2026-01-01`,
+    usage: { prompt_tokens: tokens, total_tokens: tokens },
+  };
+}
+
 /** Starts the provider on 127.0.0.1:`port` (0: a free port; `baseUrl` says which). */
 export async function startFakeLLM(port = 0): Promise<FakeLLM> {
   const sockets = new Set<import("node:net").Socket>();
@@ -182,7 +221,10 @@ export async function startFakeLLM(port = 0): Promise<FakeLLM> {
 
   const server: Server = createServer(async (req: IncomingMessage, res: ServerResponse) => {
     const path = (req.url ?? "").split("?")[0]!;
-    if (req.method !== "POST" || !/^((\/v1)?|\/openai\/deployments\/[^/]+)\/chat\/completions$/.test(path)) {
+    const operation = /^((\/v1)?|\/openai\/deployments\/[^/]+)\/(chat\/completions|embeddings)$/.exec(
+      path,
+    )?.[3];
+    if (req.method !== "POST" || !operation) {
       res.writeHead(404, { "content-type": "application/json" }).end('{"error":{"message":"not found"}}');
       return;
     }
@@ -190,6 +232,7 @@ export async function startFakeLLM(port = 0): Promise<FakeLLM> {
     for await (const chunk of req) raw += chunk;
     const body = JSON.parse(raw) as RecordedRequest["body"];
     const record: RecordedRequest = {
+      kind: operation === "embeddings" ? "embeddings" : "chat",
       path: req.url!,
       authorization: req.headers.authorization,
       apiKey: req.headers["api-key"] as string | undefined,
@@ -228,6 +271,10 @@ export async function startFakeLLM(port = 0): Promise<FakeLLM> {
     }
     if (fake.mode === "stall") return; // never answers
     if (fake.mode === "hold") await new Promise<void>((r) => held.push(r));
+    if (record.kind === "embeddings" && fake.mode !== "oversized") {
+      res.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify(embeddingsAnswer(body)));
+      return;
+    }
     if (fake.mode === "oversized" && !body.stream) {
       res.writeHead(200, { "content-type": "application/json" });
       res.write(`{"id":"chatcmpl-big","choices":[{"message":{"role":"assistant","content":"`);

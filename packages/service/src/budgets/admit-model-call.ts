@@ -6,7 +6,7 @@ import type { Principal } from "@gw/core/principal";
 import { type CountingWindows, type Reservation, type WindowState, WindowStoreError } from "@gw/core/windows";
 import type { Catalogue } from "../llm/catalogue.ts";
 import { costNanoUsd, type ModelPrice } from "../llm/prices.ts";
-import type { ChatRequest, ServedBy } from "../llm/provider.ts";
+import type { CallRoute, ChatRequest, ServedBy } from "../llm/provider.ts";
 import { countPromptTokens } from "../llm/tokens.ts";
 import type { BudgetMetrics } from "./budget-metrics.ts";
 import { budgetHeaders, retryAfter } from "./headers.ts";
@@ -94,6 +94,19 @@ export class BudgetRefused extends AppError {
   }
 }
 
+/**
+ * What admission reads of a call that is not a chat (an embeddings call):
+ * its catalogue name and route, and its output cap (0: it produces no tokens).
+ */
+export interface CallToAdmit {
+  model: string;
+  route?: CallRoute | undefined;
+  maxOutputTokens?: number | undefined;
+}
+
+/** Counts a call's prompt (its input), for the organization `tenant` when given (llm/tokens.ts). */
+export type PromptCounter = (tenant?: string) => Promise<number>;
+
 /** Pauses before a settlement is tried again (Redis away, or an answer lost). */
 const SETTLE_RETRIES_MS = [200, 1_000, 5_000];
 
@@ -112,19 +125,28 @@ const SETTLE_RETRIES_MS = [200, 1_000, 5_000];
  * model calls this first, whatever path the gateway saw. Knows nothing of
  * HTTP: the caller sets the answer's headers from `windows`.
  */
+export function admitModelCall(deps: BudgetDeps, caller: Caller, call: ChatRequest): Promise<AdmittedCall>;
+/** The same for a call that is not a chat, whose prompt `countPrompt` counts (an embeddings call's inputs). */
+export function admitModelCall(
+  deps: BudgetDeps,
+  caller: Caller,
+  call: CallToAdmit,
+  countPrompt: PromptCounter,
+): Promise<AdmittedCall>;
 export async function admitModelCall(
   deps: BudgetDeps,
   caller: Caller,
-  call: ChatRequest,
+  call: CallToAdmit,
+  countPrompt: PromptCounter = (tenant) => countPromptTokens(call as ChatRequest, tenant),
 ): Promise<AdmittedCall> {
   const { principal, admission } = caller;
   let counted: Promise<number> | undefined;
   const promptTokens = () => {
-    counted ??= countPromptTokens(call, principal.org);
+    counted ??= countPrompt(principal.org);
     return counted;
   };
   const recount = () => {
-    counted = countPromptTokens(call);
+    counted = countPrompt();
     return counted;
   };
   // Reserved at the highest price among the deployments the call may reach, its fallbacks' included.
@@ -255,7 +277,7 @@ async function settleWithRetries(
 }
 
 function unbudgeted(
-  call: ChatRequest,
+  call: CallToAdmit,
   price: ModelPrice | undefined,
   promptTokens: () => Promise<number>,
   recount: () => Promise<number>,

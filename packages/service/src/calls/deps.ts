@@ -41,6 +41,7 @@ export function chatProvider(
     adapters: ADAPTERS,
     adapterOptions: {
       maxResponseBytes: config.LLM_MAX_RESPONSE_BYTES,
+      maxEmbeddingsResponseBytes: config.LLM_MAX_EMBEDDINGS_RESPONSE_BYTES,
       maxEventChars: config.LLM_MAX_EVENT_CHARS,
       ids: deps.ids,
       secrets: config.catalogue.deployments.flatMap((d) => (d.apiKey ? [d.apiKey] : [])),

@@ -3,6 +3,7 @@ import type { EventSourceMessage } from "eventsource-parser";
 import { usageDetailsOf, usageOf } from "./accounting.ts";
 import type { Deployment } from "./catalogue.ts";
 import type { ChatRequest, Completion, TokenLogprob, ToolCall, ToolCallDelta } from "./chat.ts";
+import { type EmbeddingRequest, type Embeddings, embeddingsOf } from "./embeddings.ts";
 import { ProviderFailed, redactProviderText } from "./errors.ts";
 import { cappedUsage, capWholeOutput, OutputCap } from "./output-cap.ts";
 import type { AdapterOptions, ModelProvider } from "./provider.ts";
@@ -10,6 +11,7 @@ import { serverSentEvents } from "./sse.ts";
 import {
   chatCompletions,
   type Endpoint,
+  embeddingsEndpoint,
   type ProviderResponse,
   post,
   readUpTo,
@@ -47,6 +49,63 @@ export class OpenAIProvider implements ModelProvider {
   /** Where a call goes under the deployment's base URL, and the headers that carry its key. */
   protected endpoint(_request: ChatRequest): Endpoint {
     return chatCompletions(this.deployment.apiKey);
+  }
+
+  /** Where an embeddings call goes under the deployment's base URL, and the headers that carry its key. */
+  protected embeddingsEndpoint(_request: EmbeddingRequest): Endpoint {
+    return embeddingsEndpoint(this.deployment.apiKey);
+  }
+
+  /**
+   * `POST {base_url}/embeddings`, asking for base64 (a quarter of the bytes
+   * of floats written out; a provider that sends floats anyway is read too),
+   * the answer read whole within `maxEmbeddingsResponseBytes` and checked
+   * (llm/embeddings.ts).
+   */
+  async embed(request: EmbeddingRequest, signal: AbortSignal): Promise<Embeddings> {
+    const call = new AbortController();
+    const span = startClientSpan("model provider embeddings", {
+      "gen_ai.operation.name": "embeddings",
+      "gen_ai.provider.name": this.providerName(),
+      "gen_ai.request.model": request.model,
+      "gw.model": this.deployment.modelName,
+      "gw.deployment": this.deployment.id,
+    });
+    let failure: unknown;
+    try {
+      const body = {
+        model: request.model,
+        input: request.input,
+        encoding_format: "base64",
+        ...(request.dimensions !== undefined ? { dimensions: request.dimensions } : {}),
+        ...(request.user !== undefined ? { user: request.user } : {}),
+      };
+      const { baseUrl, apiKey, timeoutMs } = this.deployment;
+      const { secrets, dispatcher } = this.options;
+      const res = await post(
+        { baseUrl, apiKey, timeoutMs, secrets, dispatcher },
+        body,
+        AbortSignal.any([signal, call.signal]),
+        span,
+        this.embeddingsEndpoint(request),
+      );
+      const max = this.options.maxEmbeddingsResponseBytes ?? this.options.maxResponseBytes;
+      const { text: raw, whole } = await within(readUpTo(res, max), timeoutMs);
+      if (!whole) throw new ProviderFailed(`its answer is over ${max} bytes`, { status: res.status });
+      let answer: unknown;
+      try {
+        answer = JSON.parse(raw);
+      } catch {
+        throw new ProviderFailed("its answer is not JSON", { status: res.status, detail: this.redact(raw) });
+      }
+      return embeddingsOf(answer, request);
+    } catch (err) {
+      failure = err;
+      throw err;
+    } finally {
+      call.abort();
+      endSpan(span, failure);
+    }
   }
 
   async complete(request: ChatRequest, signal: AbortSignal): Promise<Completion> {
@@ -234,13 +293,17 @@ export class OpenAIProvider implements ModelProvider {
   private span(request: ChatRequest, stream: boolean): Span | undefined {
     return startClientSpan("model provider chat", {
       "gen_ai.operation.name": "chat",
-      "gen_ai.provider.name":
-        this.deployment.provider === "azure" ? "azure.ai.openai" : this.deployment.provider,
+      "gen_ai.provider.name": this.providerName(),
       "gen_ai.request.model": request.model,
       "gw.model": this.deployment.modelName,
       "gw.deployment": this.deployment.id,
       "gw.stream": stream,
     });
+  }
+
+  /** The provider as OpenTelemetry's GenAI conventions name it. */
+  private providerName(): string {
+    return this.deployment.provider === "azure" ? "azure.ai.openai" : this.deployment.provider;
   }
 
   /** A stream chunk; an `error` event or an OpenAI-style `{"error": …}` chunk ends the stream. */

@@ -164,7 +164,7 @@ export function createProviderMetrics(metrics: Metrics) {
     cooldownStoreFailed() {
       storeErrors.inc();
     },
-    call(outcome: CallOutcome, seconds: number, completion?: Completion) {
+    call(outcome: CallOutcome, seconds: number, completion?: Pick<Completion, "usage" | "overrun">) {
       requests.inc({ outcome });
       duration.observe({ outcome }, seconds);
       if (completion) {

@@ -2,6 +2,7 @@ import type { Dispatcher } from "undici";
 import type { Ids } from "../ids.ts";
 import type { Deployment } from "./catalogue.ts";
 import type { ChatRequest, Completion, ServedBy, ToolCallDelta } from "./chat.ts";
+import type { EmbeddingRequest, Embeddings } from "./embeddings.ts";
 
 // The model call's parts: the call in the service's terms (chat.ts), the catalogue of names and
 // deployments (catalogue.ts), one adapter per provider kind (adapters.ts: openai.ts, azure.ts, anthropic.ts) over
@@ -21,6 +22,7 @@ export type {
   ToolCallDelta,
   Usage,
 } from "./chat.ts";
+export type { EmbeddingRequest, Embeddings } from "./embeddings.ts";
 
 /** What a stream tells its reader before its first piece: the model that answers, and where from. */
 export interface StreamSeen {
@@ -50,6 +52,12 @@ export interface ModelProvider {
     signal: AbortSignal,
     seen?: { model?: string },
   ): AsyncGenerator<string | ToolCallDelta, Completion>;
+  /**
+   * Embeds the request's inputs (`request.model` the upstream's own id);
+   * absent for a provider kind without an embeddings API (Anthropic's): the
+   * router never sends an embeddings call to its deployments.
+   */
+  embed?(request: EmbeddingRequest, signal: AbortSignal): Promise<Embeddings>;
 }
 
 /** What every adapter shares, whatever its deployment. */
@@ -58,6 +66,8 @@ export interface AdapterOptions {
   maxResponseBytes: number;
   /** Largest single event of a stream. */
   maxEventChars: number;
+  /** Largest embeddings answer read (a batch of vectors); unset: `maxResponseBytes`. */
+  maxEmbeddingsResponseBytes?: number | undefined;
   /** Issues the ids of tool calls the provider sent without one (the process's clock stamps them). */
   ids: Ids;
   /** Every deployment's key: replaced by `[redacted]` in whatever of any provider's text reaches the log. */
@@ -87,6 +97,14 @@ export interface ChatProvider {
     signal: AbortSignal,
     seen?: StreamSeen,
   ): AsyncGenerator<string | ToolCallDelta, Completion>;
+  /**
+   * Embeds `request.input` with the deployments of the catalogue name
+   * `request.model` (and its fallbacks) whose provider has an embeddings
+   * API; the answer says which deployment served it (`servedBy`).
+   */
+  embed(request: EmbeddingRequest, signal: AbortSignal): Promise<Embeddings>;
+  /** Whether a deployment of one of `names` can make embeddings (its provider kind has an embeddings API). */
+  canEmbed(names: readonly string[]): boolean;
   /** The model to call for `requested`: `auto` is the default; others must be in the catalogue. `undefined` if not. */
   resolveModel(requested: string): string | undefined;
   /** The names callers may ask for; undefined: any (the shorthand without `LLM_MODELS`). */

@@ -1,8 +1,9 @@
 import type { Clock } from "@gw/core/clock";
 import type { Logger } from "@gw/core/logger";
 import type { Catalogue, CatalogueModel, Deployment, ProviderKind } from "./catalogue.ts";
-import type { ChatRequest, Completion, ServedBy, ToolCallDelta } from "./chat.ts";
+import type { CallRoute, ChatRequest, Completion, ServedBy, ToolCallDelta } from "./chat.ts";
 import { type Cooldowns, type DeploymentState, READY } from "./cooldowns.ts";
+import type { EmbeddingRequest, Embeddings } from "./embeddings.ts";
 import {
   ModelUnavailable,
   ProviderError,
@@ -72,11 +73,11 @@ export type CallOutcome = "ok" | "error" | "rate_limited" | "timeout" | "cancell
 /** What the router reports (provider-metrics.ts). */
 export interface RouterMetrics {
   attempt(deployment: Deployment, outcome: AttemptOutcome, seconds: number, retry: boolean): void;
-  served(deployment: Deployment, completion: Completion): void;
+  served(deployment: Deployment, completion: Pick<Completion, "usage" | "usageDetails">): void;
   fallback(model: string, fallback: string): void;
   cooldownStarted(deployment: Deployment): void;
   cooldownStoreFailed(): void;
-  call(outcome: CallOutcome, seconds: number, completion?: Completion): void;
+  call(outcome: CallOutcome, seconds: number, completion?: Pick<Completion, "usage" | "overrun">): void;
 }
 
 export interface RouterDeps {
@@ -138,13 +139,19 @@ export function outcomeOf(err: unknown): AttemptOutcome {
   return "broken"; // a 2xx whose answer could not be used
 }
 
-interface Attempt {
+/** What routing reads of a call, whatever its kind (chat, embeddings). */
+interface RoutedCall {
+  model: string;
+  route?: CallRoute | undefined;
+}
+
+interface Attempt<R extends RoutedCall> {
   deployment: Deployment;
   /** The catalogue name being tried (the one asked for, or a fallback). */
   name: string;
   model: CatalogueModel;
   provider: ModelProvider;
-  request: ChatRequest;
+  request: R;
   signal: AbortSignal;
   probe: boolean;
   retry: boolean;
@@ -155,6 +162,8 @@ interface Attempt {
 export class ModelRouter implements ChatProvider {
   private readonly deps: RouterDeps;
   private readonly providers = new Map<string, ModelProvider>();
+  /** Whether each provider kind's adapter has an embeddings API. */
+  private readonly embedding = new Map<ProviderKind, boolean>();
 
   constructor(deps: RouterDeps) {
     this.deps = deps;
@@ -193,10 +202,62 @@ export class ModelRouter implements ChatProvider {
     return this.deps.catalogue.ownedBy(model);
   }
 
+  canEmbed(names: readonly string[]): boolean {
+    return names.some((name) => this.deps.catalogue.get(name)?.deployments.some((d) => this.embeds(d)));
+  }
+
+  /**
+   * An embeddings call, routed as a JSON chat call is (retries, fallbacks,
+   * cooldowns, one deadline), over the deployments whose provider kind has
+   * an embeddings API only: the others are passed over as if absent.
+   */
+  async embed(request: EmbeddingRequest, signal: AbortSignal): Promise<Embeddings> {
+    this.assertConfigured();
+    const started = this.deps.clock.now();
+    const route = new Route(this, this.deps, request, signal, (d) => this.embeds(d));
+    try {
+      for (;;) {
+        const attempt = await route.next();
+        const embed = attempt.provider.embed;
+        let embeddings: Embeddings;
+        try {
+          if (!embed)
+            throw new ProviderNotConfigured(`an embeddings adapter for ${attempt.deployment.provider}`);
+          embeddings = await embed.call(attempt.provider, attempt.request, attempt.signal);
+        } catch (err) {
+          await route.failed(attempt, err);
+          continue;
+        }
+        await route.attemptSucceeded(attempt);
+        const served = { ...embeddings, servedBy: route.servedBy(attempt) };
+        const used = usedBy(embeddings);
+        this.deps.metrics?.served(attempt.deployment, used);
+        this.deps.metrics?.call("ok", this.seconds(started), used);
+        return served;
+      }
+    } catch (err) {
+      this.deps.metrics?.call(callOutcomeOf(err, signal), this.seconds(started));
+      throw err;
+    } finally {
+      route.close();
+    }
+  }
+
+  /** Whether `deployment`'s provider kind has an embeddings API (its adapter has `embed`). */
+  private embeds(deployment: Deployment): boolean {
+    let known = this.embedding.get(deployment.provider);
+    if (known === undefined) {
+      const factory = this.deps.adapters[deployment.provider];
+      known = typeof factory?.(deployment, this.deps.adapterOptions).embed === "function";
+      this.embedding.set(deployment.provider, known);
+    }
+    return known;
+  }
+
   async complete(request: ChatRequest, signal: AbortSignal): Promise<Completion> {
     this.assertConfigured();
     const started = this.deps.clock.now();
-    const route = new Route(this, this.deps, request, signal);
+    const route = new Route<ChatRequest>(this, this.deps, request, signal);
     try {
       for (;;) {
         const attempt = await route.next();
@@ -226,7 +287,7 @@ export class ModelRouter implements ChatProvider {
   ): AsyncGenerator<string | ToolCallDelta, Completion> {
     this.assertConfigured();
     const started = this.deps.clock.now();
-    const route = new Route(this, this.deps, request, signal);
+    const route = new Route<ChatRequest>(this, this.deps, request, signal);
     let ended = false;
     // The attempt whose stream reached the reader: let go of it however our reader stops.
     let reading: AsyncGenerator<string | ToolCallDelta, Completion> | undefined;
@@ -305,6 +366,15 @@ export class ModelRouter implements ChatProvider {
   }
 }
 
+/** What an embeddings call used, as the metrics count a completion's: its input tokens as reported. */
+function usedBy(embeddings: Embeddings): Pick<Completion, "usage" | "usageDetails"> {
+  const input = embeddings.inputTokens ?? 0;
+  return {
+    usage: { input_tokens: input, output_tokens: 0, total_tokens: input },
+    usageDetails: { cachedTokens: 0, reasoningTokens: 0 },
+  };
+}
+
 function callOutcomeOf(err: unknown, signal: AbortSignal): CallOutcome {
   if (signal.aborted) return "cancelled";
   if (err instanceof ProviderRateLimited) return "rate_limited";
@@ -313,11 +383,13 @@ function callOutcomeOf(err: unknown, signal: AbortSignal): CallOutcome {
 }
 
 /** One call's way through the catalogue: which names and deployments are left, and its deadline. */
-class Route {
+class Route<R extends RoutedCall> {
   private readonly router: ModelRouter;
   private readonly deps: RouterDeps;
-  private readonly request: ChatRequest;
+  private readonly request: R;
   private readonly signal: AbortSignal;
+  /** The deployments this kind of call can use at all (an embeddings call: those with an embeddings API). */
+  private readonly accepts: (deployment: Deployment) => boolean;
   private readonly names: readonly string[];
   private readonly deadline: number;
   private readonly expired = new AbortController();
@@ -335,11 +407,18 @@ class Route {
   /** When the first deployment found cooling comes back, in ms from now. */
   private soonestBackMs: number | undefined;
 
-  constructor(router: ModelRouter, deps: RouterDeps, request: ChatRequest, signal: AbortSignal) {
+  constructor(
+    router: ModelRouter,
+    deps: RouterDeps,
+    request: R,
+    signal: AbortSignal,
+    accepts: (deployment: Deployment) => boolean = () => true,
+  ) {
     this.router = router;
     this.deps = deps;
     this.request = request;
     this.signal = signal;
+    this.accepts = accepts;
     this.names = [request.model, ...(request.route?.fallbacks ?? [])];
     this.deadline = deps.clock.now() + deps.settings.deadlineMs;
     this.cancelDeadline = deps.clock.schedule(deps.settings.deadlineMs, () =>
@@ -349,7 +428,7 @@ class Route {
   }
 
   /** The next attempt, after its backoff; throws the call's error when nothing is left. */
-  async next(): Promise<Attempt> {
+  async next(): Promise<Attempt<R>> {
     const { deps } = this;
     if (this.signal.aborted) throw this.signal.reason;
     if (this.attempts > deps.catalogue.routing.retries) throw this.giveUp();
@@ -365,7 +444,7 @@ class Route {
       for (;;) {
         const deployment = pickDeployment(
           model.deployments,
-          (d) => !this.skipped.has(d.id) && this.stateOf(d).kind !== "cooling",
+          (d) => this.accepts(d) && !this.skipped.has(d.id) && this.stateOf(d).kind !== "cooling",
           deps.random,
         );
         if (!deployment) break;
@@ -410,7 +489,7 @@ class Route {
   private readonly triedFallback = new Set<string>();
 
   /** An attempt failed before anything reached the client: counted, then retried unless it must not be. */
-  async failed(attempt: Attempt, err: unknown): Promise<void> {
+  async failed(attempt: Attempt<R>, err: unknown): Promise<void> {
     const error = this.errorOf(err);
     const outcome = this.signal.aborted ? "cancelled" : outcomeOf(error);
     this.deps.metrics?.attempt(
@@ -435,7 +514,7 @@ class Route {
   }
 
   /** A stream broke after it reached the client: counted against the deployment, never retried. */
-  async broke(attempt: Attempt, err: unknown): Promise<void> {
+  async broke(attempt: Attempt<R>, err: unknown): Promise<void> {
     const outcome = this.signal.aborted ? "cancelled" : outcomeOf(err);
     this.deps.metrics?.attempt(
       attempt.deployment,
@@ -451,15 +530,20 @@ class Route {
   }
 
   /** The answer is whole: the completion, with the deployment that served it. */
-  async succeeded(attempt: Attempt, completion: Completion): Promise<Completion> {
-    this.deps.metrics?.attempt(attempt.deployment, "ok", this.secondsSince(attempt.started), attempt.retry);
-    if (attempt.probe) await this.store(() => this.deps.cooldowns.recovered(attempt.deployment));
+  async succeeded(attempt: Attempt<R>, completion: Completion): Promise<Completion> {
+    await this.attemptSucceeded(attempt);
     const served = { ...completion, servedBy: this.servedBy(attempt) };
     this.deps.metrics?.served(attempt.deployment, served);
     return served;
   }
 
-  servedBy(attempt: Attempt): ServedBy {
+  /** The attempt answered: counted, and a probe's deployment is back. */
+  async attemptSucceeded(attempt: Attempt<R>): Promise<void> {
+    this.deps.metrics?.attempt(attempt.deployment, "ok", this.secondsSince(attempt.started), attempt.retry);
+    if (attempt.probe) await this.store(() => this.deps.cooldowns.recovered(attempt.deployment));
+  }
+
+  servedBy(attempt: Attempt<R>): ServedBy {
     const { deployment } = attempt;
     return {
       model: attempt.name,
@@ -504,7 +588,7 @@ class Route {
     return state;
   }
 
-  private async countFailure(attempt: Attempt, error: unknown): Promise<void> {
+  private async countFailure(attempt: Attempt<R>, error: unknown): Promise<void> {
     const { deployment, model } = attempt;
     if (!model.canCool) return;
     const { routing } = this.deps.catalogue;

@@ -80,13 +80,14 @@ const poolOf = (): TokenPool => {
 
 /**
  * The encoding of a model's family: o200k_base for GPT-4o, GPT-4.1, GPT-4.5,
- * GPT-5, o1, o3, o4 and gpt-oss; cl100k_base for GPT-4 and GPT-3.5; otherwise
+ * GPT-5, o1, o3, o4 and gpt-oss; cl100k_base for GPT-4, GPT-3.5 and OpenAI's
+ * embedding models (`text-embedding-3-*`, `text-embedding-ada-002`); otherwise
  * UTF-8 bytes. A provider prefix (`openai/gpt-4o`) is ignored.
  */
 export function tokenizerOf(model: string): Tokenizer {
   const name = model.toLowerCase().split("/").at(-1)!;
   if (/^(gpt-4o|gpt-4\.1|gpt-4\.5|gpt-5|gpt-oss|o1|o3|o4|chatgpt-4o|codex)/.test(name)) return "o200k_base";
-  if (/^(gpt-4|gpt-3\.5|gpt-35|text-embedding-3|text-embedding-ada-002)/.test(name)) return "cl100k_base";
+  if (/^(gpt-4|gpt-3\.5|gpt-35|text-embedding-(3-|ada-002))/.test(name)) return "cl100k_base";
   return "utf8_bytes";
 }
 
@@ -125,6 +126,20 @@ function countTexts(tokenizer: Tokenizer, texts: string[], tenant: string): Prom
  */
 export function countTokens(model: string, text: string, tenant = ""): Promise<number> {
   return countTexts(tokenizerOf(model), [text], tenant);
+}
+
+/**
+ * Tokens of each of `texts` for `model` (as `countTokens`), in order. `tenant` as for `countTokens`.
+ */
+export async function countEachTokens(
+  model: string,
+  texts: readonly string[],
+  tenant = "",
+): Promise<number[]> {
+  const tokenizer = tokenizerOf(model);
+  const counts: number[] = [];
+  for (const text of texts) counts.push(await countTexts(tokenizer, [text], tenant));
+  return counts;
 }
 
 /**

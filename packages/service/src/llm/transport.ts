@@ -48,6 +48,12 @@ export const chatCompletions = (apiKey: string | undefined): Endpoint => ({
   headers: apiKey ? { authorization: `Bearer ${apiKey}` } : {},
 });
 
+/** OpenAI's embeddings: `/embeddings`, the key as a bearer token. */
+export const embeddingsEndpoint = (apiKey: string | undefined): Endpoint => ({
+  path: "/embeddings",
+  headers: apiKey ? { authorization: `Bearer ${apiKey}` } : {},
+});
+
 /** The provider's answer as the transport hands it on: status, headers, and the body's bytes as they come. */
 export interface ProviderResponse {
   status: number;

@@ -3,12 +3,13 @@ import type { Clock } from "@gw/core/clock";
 import type { Logger } from "@gw/core/logger";
 import type { Postgres } from "@gw/core/postgres";
 import type { RedisClient } from "@gw/core/redis";
+import type { EmbeddingCallDeps } from "../calls/embeddings.ts";
 import type { ServiceConfig } from "../config.ts";
 import { RedisCreatorKeys } from "../evals/creator.ts";
 import { bullConnection } from "../evals/queue.ts";
 import type { Files } from "../files/files.ts";
 import type { Ids } from "../ids.ts";
-import { type Embedder, noEmbedder } from "./ingestion/embedder.ts";
+import { type Embedder, noEmbedder, pipelineEmbedder } from "./ingestion/embedder.ts";
 import { IngestQueue } from "./ingestion/queue.ts";
 import {
   type IngestionHooks,
@@ -58,7 +59,8 @@ export function startIngestion(
     files: Files;
     clock: Clock;
     logger: Logger;
-    embedder?: Embedder | undefined;
+    /** The model-call pipeline the embeddings go through (charged to the key that attached each file). */
+    embedding?: EmbeddingCallDeps | undefined;
   },
   test: VectorStoreTestOptions = {},
 ): { close(): Promise<void> } {
@@ -70,7 +72,7 @@ export function startIngestion(
       store: new VectorStoreStore(deps.db, deps.clock),
       index: deps.index,
       files: deps.files,
-      embedder: test.embedder ?? deps.embedder ?? noEmbedder,
+      embedder: test.embedder ?? (deps.embedding ? pipelineEmbedder(deps.embedding) : noEmbedder),
       keys: new RedisCreatorKeys(deps.redis, deps.clock),
       embeddingModel: config.VECTOR_STORE_EMBEDDING_MODEL,
       logger: deps.logger,

@@ -1,4 +1,5 @@
 import type { Caller } from "../../budgets/admit-model-call.ts";
+import { type EmbeddingCallDeps, embedTexts } from "../../calls/embeddings.ts";
 
 /** Embeddings of texts, in their order, and the input tokens the call was charged. */
 export interface Embedded {
@@ -29,3 +30,11 @@ export class EmbeddingsUnavailable extends Error {
 export const noEmbedder: Embedder = {
   embed: () => Promise.reject(new EmbeddingsUnavailable()),
 };
+
+/** The embedder of the service and its workers: `embedTexts`, the model-call pipeline's embeddings. */
+export const pipelineEmbedder = (deps: EmbeddingCallDeps): Embedder => ({
+  async embed({ caller, model, texts }, signal) {
+    const embedded = await embedTexts(deps, caller, { model, input: texts }, signal);
+    return { vectors: embedded.vectors.map((v) => Array.from(v)), tokens: embedded.usage.prompt_tokens };
+  },
+});
