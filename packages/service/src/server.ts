@@ -30,7 +30,7 @@ import {
   vectorIndexOf,
   vectorStoresOf,
 } from "./vector-stores/index.ts";
-import { noEmbedder } from "./vector-stores/ingestion/embedder.ts";
+import { pipelineEmbedder } from "./vector-stores/ingestion/embedder.ts";
 import type { VectorStores } from "./vector-stores/vector-stores.ts";
 
 export interface RunningService {
@@ -190,7 +190,8 @@ export async function startService(
     files,
     vectorStores: vectors.vectorStores,
     vectorIndex,
-    embedder: options.vectorStores?.embedder ?? noEmbedder,
+    // A search embeds its query through the same pipeline as the ingestion, charged to the caller's key.
+    embedder: options.vectorStores?.embedder ?? pipelineEmbedder({ provider, usage, budgets }),
     embeddingModel: config.VECTOR_STORE_EMBEDDING_MODEL,
     usage,
     context: { maxItems: config.LLM_CONTEXT_MAX_ITEMS, maxTokens: config.LLM_CONTEXT_MAX_TOKENS },

@@ -53,4 +53,31 @@ describe("a file's embeddings", () => {
       ),
     ).toBe(false);
   });
+
+  it("and a search's query go through the pipeline too, as the key that searches", async () => {
+    const key = await stack.createKey();
+    const file = await uploaded(stack, key.secret, {
+      content: "Invoices are paid on Fridays.",
+      user: "alice",
+    });
+    const store = await (
+      await stack.call(key.secret, VECTOR_STORES, { json: { file_ids: [file.id] }, user: "alice" })
+    ).json();
+    expect(await settled(stack, key.secret, store.id, file.id)).toMatchObject({ status: "completed" });
+    const searcher = await stack.createKey({ org: key.org });
+    const res = await stack.call(searcher.secret, `${VECTOR_STORES}/${store.id}/search`, {
+      json: { query: "when are invoices paid" },
+      user: "alice",
+    });
+    expect(res.status).toBe(200);
+    const page = await res.json();
+    expect(page.data.map((r: { content: { text: string }[] }) => r.content[0]!.text)).toEqual([
+      "Invoices are paid on Fridays.",
+    ]);
+    const asked = stack.llm.requests.filter(
+      (r) => r.kind === "embeddings" && JSON.stringify(r.body).includes("when are invoices paid"),
+    );
+    expect(asked).toHaveLength(1);
+    expect(asked[0]!.body).toMatchObject({ model: "text-embedding-3-small" });
+  });
 });
