@@ -94,9 +94,13 @@ export function readForm<T>(
       parser.destroy();
       // The rest of the request is read and dropped, so the answer reaches a client still sending.
       req.resume();
-      // A stored part in progress is failing too (its stream destroyed): its rejection is this one's.
-      file?.stored.catch(() => undefined);
-      reject(err);
+      // A part being stored stops too (its stream destroyed, or ended already): the form fails once it has
+      // settled, so that what it stored is removed after its last write, never beside it.
+      if (file) file.stored.then(stopped, stopped);
+      else reject(err);
+      function stopped() {
+        reject(err);
+      }
     };
 
     parser.on("file", (name, stream, info) => {
