@@ -1,7 +1,7 @@
+import type { IncomingMessage } from "node:http";
 import type { Readable } from "node:stream";
 import { AppError, ValidationFailed, type ValidationIssue } from "@gw/core/errors";
 import busboy from "busboy";
-import type { Request } from "express";
 
 /** Bounds of a form besides its one file: what a form of OpenAI's file upload needs, and some room. */
 export const FORM_LIMITS = {
@@ -55,7 +55,7 @@ function formError(err: Error): AppError {
  * fails it reads no more of the form: the rest of the request is discarded.
  */
 export function readForm<T>(
-  req: Request,
+  req: IncomingMessage,
   fileField: string,
   store: (stream: Readable, part: FilePart) => Promise<T>,
 ): Promise<ReadForm<T>> {
