@@ -2,7 +2,7 @@ import { text } from "node:stream/consumers";
 import { scopedId } from "@gw/core/authz";
 import { readRelationshipLines } from "@gw/test-kit";
 import { describe, expect, it, vi } from "vitest";
-import { FILES, uploaded } from "../../../test/files.ts";
+import { FILES, upload, uploaded } from "../../../test/files.ts";
 import { useStack } from "../../../test/stack.ts";
 import type { FileRef } from "../contents.ts";
 
@@ -85,12 +85,15 @@ describe("a file past its expiry", () => {
     expect((await as("alice", `${FILES}/${fresh.id}`)).status).toBe(200);
   }, 60_000);
 
-  it("an owner's delete tells the removal listeners too", async () => {
+  it("an owner's delete tells the removal listeners too; an upload that never became a file does not", async () => {
     const key = await stack.createKey();
     const removed: FileRef[] = [];
     stack.files.onRemove(async (files) => {
       removed.push(...files.filter((f) => f.org === key.org));
     });
+    const empty = await upload(stack, key.secret, { content: "", purpose: "assistants", user: "alice" });
+    expect(empty.status).toBe(422);
+    expect(removed).toEqual([]);
     const file = await uploaded(stack, key.secret, { content: "x", user: "alice" });
     const res = await stack.call(key.secret, `${FILES}/${file.id}`, { method: "DELETE", user: "alice" });
     expect(res.status).toBe(200);

@@ -152,6 +152,16 @@ describe("a file id the service issued", () => {
       user: "mallory",
     });
     expect(theirs.status).toBe(201);
+    // Nor does the Files API drop another backend's registration: it is no file here, even for its owner.
+    expect((await as("mallory").remove("file-in-our-dms-42")).status).toBe(404);
+    const still = new URLSearchParams({
+      resourceType: "file",
+      resourceId: "file-in-our-dms-42",
+      role: "owner",
+    });
+    expect(
+      (await (await stack.call(key.secret, `${AUTHZ}/check?${still}`, { user: "mallory" })).json()).allowed,
+    ).toBe(true);
     expect(await as("mallory").get(shared.id)).toBe(404);
     // A registered id that names no uploaded file is listed by nobody's files.
     expect(await as("mallory").list()).toEqual([]);
