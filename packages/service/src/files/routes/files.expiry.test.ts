@@ -1,3 +1,4 @@
+import { randomBytes } from "node:crypto";
 import { text } from "node:stream/consumers";
 import { scopedId } from "@gw/core/authz";
 import { readRelationshipLines } from "@gw/test-kit";
@@ -98,6 +99,24 @@ describe("a file past its expiry", () => {
     const res = await stack.call(key.secret, `${FILES}/${file.id}`, { method: "DELETE", user: "alice" });
     expect(res.status).toBe(200);
     expect(removed).toEqual([{ org: key.org, id: file.id }]);
+  });
+});
+
+describe("a file read whole (Files.open, as ingestion reads it)", () => {
+  it("deleted while it is read, fails the reader rather than end short", async () => {
+    const key = await stack.createKey();
+    const bytes = randomBytes(4 * 1024 * 1024);
+    const file = await uploaded(stack, key.secret, { content: bytes, user: "alice" });
+    const opened = await stack.files.open(key.org, file.id);
+    const pieces = opened!.stream[Symbol.asyncIterator]();
+    const first = (await pieces.next()).value as Buffer;
+    expect(first.equals(bytes.subarray(0, first.length))).toBe(true);
+    const res = await stack.call(key.secret, `${FILES}/${file.id}`, { method: "DELETE", user: "alice" });
+    expect(res.status).toBe(200);
+    const rest = (async () => {
+      for (let next = await pieces.next(); !next.done; next = await pieces.next());
+    })();
+    await expect(rest).rejects.toThrow(`The file ${file.id} was deleted while it was read`);
   });
 });
 

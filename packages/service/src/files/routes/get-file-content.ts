@@ -33,7 +33,9 @@ export const getFileContent = defineRoute({
     if (!found) throw notFound(`No file ${params.id}`);
     // The first piece before any header: a store that fails now still gets the catalogue's answer; after
     // it, the answer is cut short of its Content-Length, which a client sees.
-    const pieces = deps.files.content({ org: principal.org, id: found.id })[Symbol.asyncIterator]();
+    const pieces = deps.files
+      .content({ org: principal.org, id: found.id, bytes: found.bytes })
+      [Symbol.asyncIterator]();
     const first = await pieces.next();
     // Express's attachment() encodes the name (RFC 6266, `filename*` beyond ASCII); the type is the stored one.
     res.attachment(found.filename);
