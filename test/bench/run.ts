@@ -22,6 +22,7 @@ import { RateLimiterRedis, RateLimiterUnion } from "rate-limiter-flexible";
 import { CachedApiKeyLookup } from "../../packages/gateway/src/api-keys/lookup.ts";
 import { MemoryWindows } from "../../packages/gateway/src/rate-limit/memory-windows.ts";
 import { benchAdmission, benchTokenizerWorstCase, requestWindows } from "./budgets.ts";
+import { benchFileUpload } from "./file-upload.ts";
 import { benchGateway } from "./gateway-http.ts";
 import { benchGrowth } from "./growth.ts";
 import { benchModelCalls } from "./model-calls.ts";
@@ -71,6 +72,10 @@ const md = new Report();
 const startedAt = new Date();
 const loadBefore = loadavg() as [number, number, number];
 // First the figures users compare gateways by: model calls beside the provider called directly.
+if (process.env.BENCH_ONLY === "files") {
+  await benchFileUpload(md);
+  await writeReport();
+}
 if (!["gateway", "growth", "victim", "routing"].includes(process.env.BENCH_ONLY ?? ""))
   await benchModelCalls(md);
 if (process.env.BENCH_ONLY === "model") await writeReport();
@@ -224,6 +229,7 @@ try {
   await benchPersistence();
   await benchContentStore();
   await benchMcp();
+  await benchFileUpload(md);
   await benchGrowth(md);
 } finally {
   redis.disconnect();

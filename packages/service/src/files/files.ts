@@ -22,6 +22,14 @@ export class FileTooLarge extends AppError {
   }
 }
 
+/** A file's pieces ended short of its size while it was read: it was deleted or swept meanwhile. */
+export class FileGoneWhileRead extends AppError {
+  constructor(id: string) {
+    super("not_found", `The file ${id} was deleted while it was read`);
+    this.name = "FileGoneWhileRead";
+  }
+}
+
 /** The organization's stored files would pass `FILE_STORAGE_QUOTA_BYTES`. */
 export class StorageQuotaExceeded extends AppError {
   constructor(quotaBytes: number) {
@@ -207,8 +215,19 @@ export class Files {
   }
 
   /** The file's bytes, a piece at a time. */
-  content(file: FileRef): AsyncIterable<Buffer> {
-    return this.contents.read(file);
+  /**
+   * A complete file's bytes, a piece at a time; throws `FileGoneWhileRead`
+   * (after what was read) when its pieces end short of its size, as when it
+   * is deleted or swept meanwhile, so a reader never takes part of a file
+   * for the whole.
+   */
+  async *content(file: FileRef & { bytes: number }): AsyncIterable<Buffer> {
+    let read = 0;
+    for await (const piece of this.contents.read(file)) {
+      read += piece.length;
+      yield piece;
+    }
+    if (read !== file.bytes) throw new FileGoneWhileRead(file.id);
   }
 
   /**
@@ -221,7 +240,7 @@ export class Files {
   async open(org: string, id: string): Promise<{ file: StoredFile; stream: Readable } | undefined> {
     const file = await this.store.get(org, id);
     if (!file) return undefined;
-    return { file, stream: Readable.from(this.contents.read({ org, id }), { objectMode: false }) };
+    return { file, stream: Readable.from(this.content({ ...file, org }), { objectMode: false }) };
   }
 
   /**

@@ -1,7 +1,7 @@
+import type { IncomingMessage } from "node:http";
 import type { Readable } from "node:stream";
 import { AppError, ValidationFailed, type ValidationIssue } from "@gw/core/errors";
 import busboy from "busboy";
-import type { Request } from "express";
 
 /** Bounds of a form besides its one file: what a form of OpenAI's file upload needs, and some room. */
 export const FORM_LIMITS = {
@@ -55,7 +55,7 @@ function formError(err: Error): AppError {
  * fails it reads no more of the form: the rest of the request is discarded.
  */
 export function readForm<T>(
-  req: Request,
+  req: IncomingMessage,
   fileField: string,
   store: (stream: Readable, part: FilePart) => Promise<T>,
 ): Promise<ReadForm<T>> {
@@ -94,9 +94,13 @@ export function readForm<T>(
       parser.destroy();
       // The rest of the request is read and dropped, so the answer reaches a client still sending.
       req.resume();
-      // A stored part in progress is failing too (its stream destroyed): its rejection is this one's.
-      file?.stored.catch(() => undefined);
-      reject(err);
+      // A part being stored stops too (its stream destroyed, or ended already): the form fails once it has
+      // settled, so that what it stored is removed after its last write, never beside it.
+      if (file) file.stored.then(stopped, stopped);
+      else reject(err);
+      function stopped() {
+        reject(err);
+      }
     };
 
     parser.on("file", (name, stream, info) => {

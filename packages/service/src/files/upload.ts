@@ -1,9 +1,9 @@
+import type { IncomingMessage } from "node:http";
 import type { ResourceAuthorization } from "@gw/core/authz";
 import { AppError, ValidationFailed, type ValidationIssue } from "@gw/core/errors";
 import { documentedAs } from "@gw/core/openapi";
 import type { Principal } from "@gw/core/principal";
 import { validate } from "@gw/core/validation";
-import type { Request } from "express";
 import { z } from "zod";
 import type { Ids } from "../ids.ts";
 import type { FileRef } from "./contents.ts";
@@ -92,9 +92,10 @@ export interface UploadDeps {
 export async function receiveUpload(
   deps: UploadDeps,
   principal: Principal,
-  req: Request,
+  req: IncomingMessage,
 ): Promise<FileObject> {
-  if (!req.is("multipart/form-data"))
+  // The media type alone, whatever its case and parameters (the boundary is busboy's to read).
+  if (!/^multipart\/form-data\s*(;|$)/i.test(req.headers["content-type"] ?? ""))
     throw new AppError("unsupported_media_type", "Files are uploaded as multipart/form-data");
   const declared = Number(req.headers["content-length"]);
   // Refused unread: the form is larger than the largest file and its fields together.

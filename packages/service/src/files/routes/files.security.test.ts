@@ -152,21 +152,58 @@ describe("a file id the service issued", () => {
       user: "mallory",
     });
     expect(theirs.status).toBe(201);
+    // Nor does the Files API drop another backend's registration: it is no file here, even for its owner.
+    expect((await as("mallory").remove("file-in-our-dms-42")).status).toBe(404);
+    const still = new URLSearchParams({
+      resourceType: "file",
+      resourceId: "file-in-our-dms-42",
+      role: "owner",
+    });
+    expect(
+      (await (await stack.call(key.secret, `${AUTHZ}/check?${still}`, { user: "mallory" })).json()).allowed,
+    ).toBe(true);
     expect(await as("mallory").get(shared.id)).toBe(404);
     // A registered id that names no uploaded file is listed by nobody's files.
     expect(await as("mallory").list()).toEqual([]);
   });
 
-  it("grants, checks, revokes and the audit trail take it as resourceType file", async () => {
-    const { key, shared } = await aliceFiles("reader");
-    const query = new URLSearchParams({ resourceType: "file", resourceId: shared.id, role: "reader" });
-    const check = await stack.call(key.secret, `${AUTHZ}/check?${query}`, { user: "bob" });
-    expect(await check.json()).toEqual({ allowed: true });
+  it("grants, checks, lookups, revokes and the audit trail take it as resourceType file", async () => {
+    const { key, shared, kept } = await aliceFiles("reader");
+    const check = async (user: string, id: string) => {
+      const query = new URLSearchParams({ resourceType: "file", resourceId: id, role: "reader" });
+      return (await (await stack.call(key.secret, `${AUTHZ}/check?${query}`, { user })).json()).allowed;
+    };
+    const lookup = async (user: string) => {
+      const res = await stack.call(key.secret, `${AUTHZ}/resources?resourceType=file&role=reader`, { user });
+      expect(res.status).toBe(200);
+      return ((await res.json()).data as { resourceId: string }[]).map((r) => r.resourceId).sort();
+    };
+    expect(await check("bob", shared.id)).toBe(true);
+    expect(await check("bob", kept.id)).toBe(false);
+    expect(await lookup("bob")).toEqual([shared.id]);
+    expect(await lookup("alice")).toEqual([shared.id, kept.id].sort());
+
+    const revoke = await stack.call(key.secret, `${AUTHZ}/revoke`, {
+      json: { resourceType: "file", resourceId: shared.id, userId: "bob", role: "reader" },
+      user: "alice",
+    });
+    expect(revoke.status).toBe(204);
+    expect(await check("bob", shared.id)).toBe(false);
+    expect(await lookup("bob")).toEqual([]);
+
     const trail = await stack.call(key.secret, `${AUTHZ}/resources/file/${shared.id}/audit`, {
       user: "alice",
     });
     expect(trail.status).toBe(200);
-    const { data } = (await trail.json()) as { data: { action: string; outcome: string }[] };
-    expect(data.map((r) => [r.action, r.outcome])).toEqual([["grant", "allowed"]]);
+    const { data } = (await trail.json()) as {
+      data: { action: string; outcome: string; resourceType: string; resourceId: string }[];
+    };
+    expect(data.map((r) => [r.action, r.outcome, r.resourceType, r.resourceId])).toEqual([
+      ["revoke", "allowed", "file", shared.id],
+      ["grant", "allowed", "file", shared.id],
+    ]);
+    // Only an owner reads the trail.
+    const bobs = await stack.call(key.secret, `${AUTHZ}/resources/file/${shared.id}/audit`, { user: "bob" });
+    expect(bobs.status).toBe(403);
   });
 });

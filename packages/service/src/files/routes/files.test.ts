@@ -3,8 +3,17 @@ import { openaiSchemaProblems } from "@gw/test-kit/openai-schemas";
 import { describe, expect, it } from "vitest";
 import { FILES, upload, uploaded } from "../../../test/files.ts";
 import { llmError, useStack } from "../../../test/stack.ts";
+import type { FileHooks } from "../files.ts";
 
-const stack = useStack();
+const MiB = 1024 * 1024;
+/** Called, by organization, once the first piece of an upload of theirs is stored. */
+const firstPiece = new Map<string, () => void>();
+const hooks: FileHooks = {
+  afterStore(file) {
+    firstPiece.get(file.org)?.();
+  },
+};
+const stack = useStack({}, {}, undefined, "single", { fileHooks: hooks });
 
 /** Asserts `value` is a valid OpenAI `schema`, showing what is not when it is not. */
 function valid(schema: string, value: unknown): void {
@@ -126,18 +135,90 @@ describe("files", () => {
     expect(await content.text()).toBe("abc");
   });
 
-  it("expire expires_after[seconds] after they were created, else after FILE_RETENTION", async () => {
+  it("expire expires_after[seconds] after they were created (60 to 2592000), else after FILE_RETENTION; their owner and grants end then in SpiceDB", async () => {
     const key = await stack.createKey();
-    const hour = await uploaded(stack, key.secret, {
-      content: "x",
-      fields: { "expires_after[anchor]": "created_at", "expires_after[seconds]": "3600" },
-    });
+    const expiring = (seconds: string) =>
+      uploaded(stack, key.secret, {
+        content: "x",
+        user: "alice",
+        fields: { "expires_after[anchor]": "created_at", "expires_after[seconds]": seconds },
+      });
+    const minute = await expiring("60");
+    expect(minute.expires_at).toBe(minute.created_at + 60);
+    const hour = await expiring("3600");
     expect(hour.expires_at).toBe(hour.created_at + 3600);
-    const month = await uploaded(stack, key.secret, {
-      content: "x",
-      fields: { "expires_after[anchor]": "created_at", "expires_after[seconds]": "2592000" },
-    });
+    const month = await expiring("2592000");
     expect(month.expires_at).toBe(month.created_at + 2_592_000);
+    const kept = await uploaded(stack, key.secret, { content: "x", user: "alice" });
+    expect(kept.expires_at).toBe(kept.created_at + 30 * 86_400);
+
+    // SpiceDB ends the owner with the file (so checks and lookups stop at once), and any grant with it.
+    const far = new Date((hour.created_at + 86_400) * 1000).toISOString();
+    const grant = await stack.call(key.secret, "/api/v1/authorization/llm/grant", {
+      json: { resourceType: "file", resourceId: hour.id, userId: "bob", role: "reader", expiresAt: far },
+      user: "alice",
+    });
+    expect(grant.status).toBe(204);
+    const grants = await stack.call(
+      key.secret,
+      `/api/v1/authorization/llm/resources/file/${hour.id}/grants`,
+      {
+        user: "alice",
+      },
+    );
+    const ends = new Date(hour.expires_at * 1000).getTime();
+    expect(
+      ((await grants.json()).data as { userId: string; expiresAt: string }[]).map((g) => [
+        g.userId,
+        Math.floor(new Date(g.expiresAt).getTime() / 1000) * 1000,
+      ]),
+    ).toEqual([
+      ["alice", ends],
+      ["bob", ends],
+    ]);
+  });
+
+  it("are stored while they arrive, through the gateway: a piece is stored before the client has sent the rest", async () => {
+    const key = await stack.createKey();
+    const stored = Promise.withResolvers<void>();
+    firstPiece.set(key.org, stored.resolve);
+    const boundary = "streamed-through";
+    const head = Buffer.from(
+      `--${boundary}\r\nContent-Disposition: form-data; name="purpose"\r\n\r\nassistants\r\n` +
+        `--${boundary}\r\nContent-Disposition: form-data; name="file"; filename="big.bin"\r\nContent-Type: application/octet-stream\r\n\r\n`,
+    );
+    const bytes = randomBytes(3 * MiB);
+    const parts: (Buffer | Promise<void>)[] = [
+      head,
+      bytes.subarray(0, 2 * MiB),
+      // Nothing more is sent until the service has stored a piece: a gateway or service that waited for
+      // the whole body would wait for ever (and the test time out).
+      stored.promise,
+      bytes.subarray(2 * MiB),
+      Buffer.from(`\r\n--${boundary}--\r\n`),
+    ];
+    const body = new ReadableStream<Uint8Array>({
+      async pull(controller) {
+        const next = parts.shift();
+        if (next === undefined) return controller.close();
+        if (next instanceof Promise) await next;
+        else controller.enqueue(next);
+      },
+    });
+    const res = await fetch(`${stack.gatewayUrl}${FILES}`, {
+      method: "POST",
+      headers: {
+        authorization: `Bearer ${key.secret}`,
+        "content-type": `multipart/form-data; boundary=${boundary}`,
+      },
+      body,
+      duplex: "half",
+    } as RequestInit);
+    expect(res.status).toBe(200);
+    const file = await res.json();
+    expect(file.bytes).toBe(3 * MiB);
+    const content = await stack.call(key.secret, `${FILES}/${file.id}/content`);
+    expect(Buffer.from(await content.arrayBuffer()).equals(bytes)).toBe(true);
   });
 
   it("are listed newest first, paged by after and limit, oldest first with order=asc, and by purpose", async () => {

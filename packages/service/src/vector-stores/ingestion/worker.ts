@@ -73,7 +73,8 @@ async function readAll(
       `The file is larger than the ${MAX_INGESTED_BYTES} bytes a vector store indexes from one file`,
     );
   const pieces: Buffer[] = [];
-  for await (const piece of files.content({ org, id: fileId })) pieces.push(piece);
+  // A file deleted while it is read fails the read (FileGoneWhileRead) rather than ending short.
+  for await (const piece of files.content({ org, id: fileId, bytes: file.bytes })) pieces.push(piece);
   return { bytes: Buffer.concat(pieces), filename: file.filename, contentType: file.contentType };
 }
 
