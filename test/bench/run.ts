@@ -26,6 +26,7 @@ import { benchGateway } from "./gateway-http.ts";
 import { benchGrowth } from "./growth.ts";
 import { benchModelCalls } from "./model-calls.ts";
 import { Report } from "./report.ts";
+import { benchVectorSearch } from "./vector-search.ts";
 import { benchVictim } from "./victim.ts";
 
 /** A TCP relay that holds every chunk for `delayMs` each way: Redis as seen across a network. */
@@ -70,11 +71,15 @@ const md = new Report();
 const startedAt = new Date();
 const loadBefore = loadavg() as [number, number, number];
 // First the figures users compare gateways by: model calls beside the provider called directly.
-if (!["gateway", "growth", "victim"].includes(process.env.BENCH_ONLY ?? "")) await benchModelCalls(md);
+if (!["gateway", "growth", "victim", "vectors"].includes(process.env.BENCH_ONLY ?? ""))
+  await benchModelCalls(md);
 if (process.env.BENCH_ONLY === "model") await writeReport();
 // Then what one tenant's large calls do to another's small ones.
 if (process.env.BENCH_ONLY === undefined || process.env.BENCH_ONLY === "victim") await benchVictim(md);
 if (process.env.BENCH_ONLY === "victim") await writeReport();
+// Vector search with the permission filter, over 100,000 chunks.
+if (process.env.BENCH_ONLY === undefined || process.env.BENCH_ONLY === "vectors") await benchVectorSearch(md);
+if (process.env.BENCH_ONLY === "vectors") await writeReport();
 if (process.env.BENCH_ONLY === "growth") {
   await benchGrowth(md);
   await writeReport();

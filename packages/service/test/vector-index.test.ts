@@ -81,7 +81,8 @@ function expectPromise(
   expect(hits).toHaveLength(expected.k);
   for (const hit of hits) expect(expected.readable.has(hit.fileId)).toBe(true);
   const byKey = new Map(expected.chunks.map((c) => [storedKey(c), c]));
-  for (const hit of hits) expect(hit.score).toBeCloseTo(cosine(byKey.get(keyOf(hit))!.embedding, expected.query), 4);
+  for (const hit of hits)
+    expect(hit.score).toBeCloseTo(cosine(byKey.get(keyOf(hit))!.embedding, expected.query), 4);
   for (let i = 1; i < hits.length; i++) expect(hits[i]!.score).toBeLessThanOrEqual(hits[i - 1]!.score + 1e-6);
   expect(new Set(hits.map(keyOf)).size).toBe(hits.length);
 }
@@ -127,7 +128,9 @@ describe("the pgvector index", () => {
   async function load(files: { file: FileInStore; chunks: ChunkInput[]; attributes?: Attributes }[]) {
     for (let i = 0; i < files.length; i += 10)
       await Promise.all(
-        files.slice(i, i + 10).map(({ file, chunks, attributes }) => exact.replaceFile(file, chunks, attributes ?? {})),
+        files
+          .slice(i, i + 10)
+          .map(({ file, chunks, attributes }) => exact.replaceFile(file, chunks, attributes ?? {})),
       );
   }
 
@@ -141,7 +144,7 @@ describe("the pgvector index", () => {
     beforeAll(async () => {
       const loading = files.map((fileId) => {
         const embeddings = Array.from({ length: 5 }, () => randomUnit(random));
-        embeddings.forEach((embedding, index) => chunks.push({ fileId, index, embedding }));
+        for (const [index, embedding] of embeddings.entries()) chunks.push({ fileId, index, embedding });
         return { file: { org, vectorStoreId: store, fileId }, chunks: chunksOf(embeddings) };
       });
       await load(loading);
@@ -150,7 +153,8 @@ describe("the pgvector index", () => {
     /** The files whose chunks lie farthest from the query, `count` of them: every nearer chunk is of a file the caller may not read. */
     const farthestFiles = (count: number) => {
       const best = new Map<string, number>();
-      for (const c of chunks) best.set(c.fileId, Math.max(best.get(c.fileId) ?? -2, cosine(c.embedding, query)));
+      for (const c of chunks)
+        best.set(c.fileId, Math.max(best.get(c.fileId) ?? -2, cosine(c.embedding, query)));
       return new Set(
         [...best.entries()]
           .sort((a, b) => a[1] - b[1])
@@ -178,13 +182,20 @@ describe("the pgvector index", () => {
             });
             expectPromise(hits, { k, readable, chunks, query });
             const allowed = chunks.filter((c) => readable.has(c.fileId));
-            if (index() === exact) expect(hits.map(keyOf)).toEqual(bruteForce(allowed, query, k).map(storedKey));
+            if (index() === exact)
+              expect(hits.map(keyOf)).toEqual(bruteForce(allowed, query, k).map(storedKey));
           });
 
     it("decides the candidates' files in bulk, a page at a time, each file once, and only files it met", async () => {
       const readable = farthestFiles(40);
       const decided = decider(readable);
-      const hits = await exact.search({ org, vectorStoreIds: [store], embedding: query, limit: 10, readable: decided.readable });
+      const hits = await exact.search({
+        org,
+        vectorStoreIds: [store],
+        embedding: query,
+        limit: 10,
+        readable: decided.readable,
+      });
       expect(hits).toHaveLength(10);
       const asked = decided.calls.flat();
       expect(new Set(asked).size).toBe(asked.length);
@@ -215,11 +226,23 @@ describe("the pgvector index", () => {
 
     it("returns nothing when the caller may read nothing, whatever the mode", async () => {
       for (const [, index] of indexes()) {
-        const none = await index().search({ org, vectorStoreIds: [store], embedding: query, limit: 5, readable: allOf([]) });
+        const none = await index().search({
+          org,
+          vectorStoreIds: [store],
+          embedding: query,
+          limit: 5,
+          readable: allOf([]),
+        });
         expect(none).toEqual([]);
         const decided = decider(new Set());
         expect(
-          await index().search({ org, vectorStoreIds: [store], embedding: query, limit: 5, readable: decided.readable }),
+          await index().search({
+            org,
+            vectorStoreIds: [store],
+            embedding: query,
+            limit: 5,
+            readable: decided.readable,
+          }),
         ).toEqual([]);
       }
     });
@@ -242,7 +265,9 @@ describe("the pgvector index", () => {
         });
         for (const hit of hits) expect(hit.score).toBeGreaterThanOrEqual(minScore);
         if (index() === exact) expect(new Set(hits.map(keyOf))).toEqual(new Set(above.map(storedKey)));
-        const reachable = new Set(chunks.filter((c) => cosine(c.embedding, query) >= minScore - 1e-4).map((c) => c.fileId));
+        const reachable = new Set(
+          chunks.filter((c) => cosine(c.embedding, query) >= minScore - 1e-4).map((c) => c.fileId),
+        );
         for (const fileId of decided.calls.flat()) expect(reachable.has(fileId)).toBe(true);
       }
     });
@@ -251,9 +276,15 @@ describe("the pgvector index", () => {
       const base = { org, vectorStoreIds: [store], embedding: query, readable: allOf(files) };
       await expect(exact.search({ ...base, limit: 0 })).rejects.toThrow(RangeError);
       await expect(exact.search({ ...base, limit: 1_001 })).rejects.toThrow(RangeError);
-      await expect(exact.search({ ...base, limit: 1, embedding: new Array(WIDTH).fill(0) })).rejects.toThrow(/all zeros/);
-      await expect(exact.search({ ...base, limit: 1, embedding: [1, Number.NaN] })).rejects.toThrow(RangeError);
-      await expect(exact.search({ ...base, limit: 1, embedding: new Array(2_001).fill(1) })).rejects.toThrow(RangeError);
+      await expect(exact.search({ ...base, limit: 1, embedding: new Array(WIDTH).fill(0) })).rejects.toThrow(
+        /all zeros/,
+      );
+      await expect(exact.search({ ...base, limit: 1, embedding: [1, Number.NaN] })).rejects.toThrow(
+        RangeError,
+      );
+      await expect(exact.search({ ...base, limit: 1, embedding: new Array(2_001).fill(1) })).rejects.toThrow(
+        RangeError,
+      );
       await expect(exact.search({ ...base, limit: 1, minScore: Number.NaN })).rejects.toThrow(RangeError);
       // A query of a width no chunk has meets nothing.
       expect(await exact.search({ ...base, limit: 1, embedding: axis(0, 7) })).toEqual([]);
@@ -282,16 +313,36 @@ describe("the pgvector index", () => {
     );
 
     const search = (filter: AttributeFilter, index = exact) =>
-      index.search({ org, vectorStoreIds: [store], embedding: query, limit: 100, readable: allOf(Object.keys(attributesOf)), filter });
-    const filesFound = async (filter: AttributeFilter) => [...new Set((await search(filter)).map((h) => h.fileId))].sort();
+      index.search({
+        org,
+        vectorStoreIds: [store],
+        embedding: query,
+        limit: 100,
+        readable: allOf(Object.keys(attributesOf)),
+        filter,
+      });
+    const filesFound = async (filter: AttributeFilter) =>
+      [...new Set((await search(filter)).map((h) => h.fileId))].sort();
 
     const cases: [string, AttributeFilter, string[]][] = [
       ["eq on a string", { type: "eq", key: "author", value: "alice" }, ["f_a"]],
-      ["eq on a number (1 equals 1.0; never the string)", { type: "eq", key: "year", value: 2020.0 }, ["f_a"]],
+      [
+        "eq on a number (1 equals 1.0; never the string)",
+        { type: "eq", key: "year", value: 2020.0 },
+        ["f_a"],
+      ],
       ["eq on a string of digits (never the number)", { type: "eq", key: "year", value: "2020" }, ["f_d"]],
       ["eq on a boolean", { type: "eq", key: "draft", value: false }, ["f_b"]],
-      ["ne (an absent attribute is not equal)", { type: "ne", key: "author", value: "alice" }, ["f_b", "f_c", "f_d", "f_e"]],
-      ["gt on numbers (a string is of another type)", { type: "gt", key: "year", value: 2019 }, ["f_a", "f_b"]],
+      [
+        "ne (an absent attribute is not equal)",
+        { type: "ne", key: "author", value: "alice" },
+        ["f_b", "f_c", "f_d", "f_e"],
+      ],
+      [
+        "gt on numbers (a string is of another type)",
+        { type: "gt", key: "year", value: 2019 },
+        ["f_a", "f_b"],
+      ],
       ["gte on numbers", { type: "gte", key: "year", value: 2020 }, ["f_a", "f_b"]],
       ["lt on numbers", { type: "lt", key: "rank", value: 1.5 }, ["f_a"]],
       ["lte on numbers", { type: "lte", key: "rank", value: 1.5 }, ["f_a", "f_b"]],
@@ -299,7 +350,11 @@ describe("the pgvector index", () => {
       ["lte on strings (a number is of another type)", { type: "lte", key: "year", value: "2020" }, ["f_d"]],
       ["in", { type: "in", key: "author", value: ["alice", "carol", "dave"] }, ["f_a", "f_c"]],
       ["in with numbers", { type: "in", key: "year", value: [2019, 2021] }, ["f_b", "f_c"]],
-      ["nin (an absent attribute is in no list)", { type: "nin", key: "author", value: ["alice", "bob"] }, ["f_c", "f_d", "f_e"]],
+      [
+        "nin (an absent attribute is in no list)",
+        { type: "nin", key: "author", value: ["alice", "bob"] },
+        ["f_c", "f_d", "f_e"],
+      ],
       [
         "and",
         {
@@ -327,7 +382,13 @@ describe("the pgvector index", () => {
         {
           type: "or",
           filters: [
-            { type: "and", filters: [{ type: "eq", key: "author", value: "bob" }, { type: "lt", key: "year", value: 2022 }] },
+            {
+              type: "and",
+              filters: [
+                { type: "eq", key: "author", value: "bob" },
+                { type: "lt", key: "year", value: 2022 },
+              ],
+            },
             { type: "and", filters: [{ type: "eq", key: "rank", value: "high" }] },
           ],
         },
@@ -354,7 +415,9 @@ describe("the pgvector index", () => {
 
     it("filters by attributes set after the chunks were written", async () => {
       const fileId = "f_later";
-      await exact.replaceFile({ org, vectorStoreId: store, fileId }, chunksOf([axis(0, WIDTH, 0.9)]), { tag: "old" });
+      await exact.replaceFile({ org, vectorStoreId: store, fileId }, chunksOf([axis(0, WIDTH, 0.9)]), {
+        tag: "old",
+      });
       await exact.setAttributes({ org, vectorStoreId: store, fileId }, { tag: "new" });
       const found = (tag: string) =>
         exact.search({
@@ -382,7 +445,10 @@ describe("the pgvector index", () => {
       ["lt with infinity", { type: "lt", key: "year", value: Number.POSITIVE_INFINITY }],
       ["in with a single value", { type: "in", key: "author", value: "alice" }],
       ["nin with a boolean in its list", { type: "nin", key: "draft", value: [true] }],
-      ["in with more than 1,000 values", { type: "in", key: "year", value: Array.from({ length: 1_001 }, (_, i) => i) }],
+      [
+        "in with more than 1,000 values",
+        { type: "in", key: "year", value: Array.from({ length: 1_001 }, (_, i) => i) },
+      ],
       ["a compound without a list", { type: "and", filters: { type: "eq", key: "a", value: 1 } }],
       ["a filter that is no object", "author = alice"],
       ["a compound holding no object", { type: "or", filters: [null] }],
@@ -396,7 +462,10 @@ describe("the pgvector index", () => {
       ],
       [
         "more than 64 comparisons",
-        { type: "or", filters: Array.from({ length: 65 }, (_, i) => ({ type: "eq", key: "year", value: i })) },
+        {
+          type: "or",
+          filters: Array.from({ length: 65 }, (_, i) => ({ type: "eq", key: "year", value: i })),
+        },
       ],
     ];
     for (const [name, filter] of invalid)
@@ -413,15 +482,22 @@ describe("the pgvector index", () => {
       });
 
     it("takes the deepest and largest filters it allows", () => {
-      const deepest = Array.from({ length: 7 }).reduce<AttributeFilter>((inner) => ({ type: "and", filters: [inner] }), {
-        type: "eq",
-        key: "a",
-        value: 1,
-      });
+      const deepest = Array.from({ length: 7 }).reduce<AttributeFilter>(
+        (inner) => ({ type: "and", filters: [inner] }),
+        {
+          type: "eq",
+          key: "a",
+          value: 1,
+        },
+      );
       expect(() => checkAttributeFilter(deepest)).not.toThrow();
       const widest: AttributeFilter = {
         type: "or",
-        filters: Array.from({ length: 64 }, (_, i) => ({ type: "in", key: "year", value: Array.from({ length: 1_000 }, (_, j) => i * j) })),
+        filters: Array.from({ length: 64 }, (_, i) => ({
+          type: "in",
+          key: "year",
+          value: Array.from({ length: 1_000 }, (_, j) => i * j),
+        })),
       };
       expect(() => checkAttributeFilter(widest)).not.toThrow();
     });
@@ -431,19 +507,29 @@ describe("the pgvector index", () => {
     const org = newId("org");
     const store = newId("vs");
     const query = axis(3);
-    const file = (fileId: string, vectorStoreId = store, inOrg = org): FileInStore => ({ org: inOrg, vectorStoreId, fileId });
+    const file = (fileId: string, vectorStoreId = store, inOrg = org): FileInStore => ({
+      org: inOrg,
+      vectorStoreId,
+      fileId,
+    });
     const texts = async (fileId: string, vectorStoreId = store, inOrg = org) =>
       (
-        await exact.search({ org: inOrg, vectorStoreIds: [vectorStoreId], embedding: query, limit: 100, readable: allOf([fileId]) })
+        await exact.search({
+          org: inOrg,
+          vectorStoreIds: [vectorStoreId],
+          embedding: query,
+          limit: 100,
+          readable: allOf([fileId]),
+        })
       )
         .map((h) => h.text)
         .sort();
     const stagedRows = async (fileId: string) =>
       (
-        await sql.query<{ n: number }>("SELECT count(*)::int AS n FROM vector_chunks_staged WHERE org = $1 AND file_id = $2", [
-          org,
-          fileId,
-        ])
+        await sql.query<{ n: number }>(
+          "SELECT count(*)::int AS n FROM vector_chunks_staged WHERE org = $1 AND file_id = $2",
+          [org, fileId],
+        )
       ).rows[0]!.n;
     const version = (name: string, count: number) =>
       chunksOf(
@@ -466,12 +552,24 @@ describe("the pgvector index", () => {
       await exact.stage(f, "gen-1", chunks.slice(0, 3));
       await exact.stage(f, "gen-1", chunks.slice(3));
       for (const [, index] of indexes()) {
-        const hits = await index().search({ org, vectorStoreIds: [store], embedding: query, limit: 100, readable: allOf(["f_staged"]) });
+        const hits = await index().search({
+          org,
+          vectorStoreIds: [store],
+          embedding: query,
+          limit: 100,
+          readable: allOf(["f_staged"]),
+        });
         expect(hits.map((h) => h.text).sort()).toEqual(["old 0", "old 1"]);
       }
       await exact.publish(f, "gen-1", 5, { v: 2 });
       expect(await texts("f_staged")).toEqual(["new 0", "new 1", "new 2", "new 3", "new 4"]);
-      const [hit] = await exact.search({ org, vectorStoreIds: [store], embedding: query, limit: 1, readable: allOf(["f_staged"]) });
+      const [hit] = await exact.search({
+        org,
+        vectorStoreIds: [store],
+        embedding: query,
+        limit: 1,
+        readable: allOf(["f_staged"]),
+      });
       expect(hit?.attributes).toEqual({ v: 2 });
       expect(await stagedRows("f_staged")).toBe(0);
     });
@@ -517,7 +615,11 @@ describe("the pgvector index", () => {
       const other = newId("vs");
       const elsewhere = newId("org");
       for (const f of [file("f_1"), file("f_2"), file("f_1", other), file("f_1", store, elsewhere)])
-        await exact.replaceFile(f, version(`${f.vectorStoreId === store ? "s" : "o"} ${f.org === org ? "" : "x"}`, 2), {});
+        await exact.replaceFile(
+          f,
+          version(`${f.vectorStoreId === store ? "s" : "o"} ${f.org === org ? "" : "x"}`, 2),
+          {},
+        );
       await exact.stage(file("f_1", other), "gen-1", version("staged", 1));
 
       await exact.deleteFile(file("f_2"));
@@ -555,7 +657,13 @@ describe("the pgvector index", () => {
         });
         expect(hits.map((h) => h.text)).toEqual(["ours 0"]);
         const decided = decider(new Set(["f_shared_id"]));
-        const other = await index().search({ org: newId("org"), vectorStoreIds: [store], embedding: query, limit: 10, readable: decided.readable });
+        const other = await index().search({
+          org: newId("org"),
+          vectorStoreIds: [store],
+          embedding: query,
+          limit: 10,
+          readable: decided.readable,
+        });
         expect(other).toEqual([]);
         expect(decided.calls).toEqual([]);
       }
@@ -563,9 +671,23 @@ describe("the pgvector index", () => {
 
     it("searches several stores as one", async () => {
       const [s1, s2] = [newId("vs"), newId("vs")];
-      await exact.replaceFile(file("f_x", s1), chunksOf([axis(5, WIDTH, 0.1)], () => "near"), {});
-      await exact.replaceFile(file("f_y", s2), chunksOf([axis(5, WIDTH, 0.5)], () => "farther"), {});
-      const hits = await exact.search({ org, vectorStoreIds: [s1, s2], embedding: axis(5), limit: 5, readable: allOf(["f_x", "f_y"]) });
+      await exact.replaceFile(
+        file("f_x", s1),
+        chunksOf([axis(5, WIDTH, 0.1)], () => "near"),
+        {},
+      );
+      await exact.replaceFile(
+        file("f_y", s2),
+        chunksOf([axis(5, WIDTH, 0.5)], () => "farther"),
+        {},
+      );
+      const hits = await exact.search({
+        org,
+        vectorStoreIds: [s1, s2],
+        embedding: axis(5),
+        limit: 5,
+        readable: allOf(["f_x", "f_y"]),
+      });
       expect(hits.map((h) => [h.vectorStoreId, h.text])).toEqual([
         [s1, "near"],
         [s2, "farther"],
@@ -574,31 +696,80 @@ describe("the pgvector index", () => {
 
     it("keeps embeddings of several widths side by side, each search meeting its own width", async () => {
       const wide = (i: number, tilt: number) => axis(i, 24, tilt);
-      await exact.replaceFile(file("f_w16"), chunksOf([axis(7, WIDTH, 0.1)], () => "sixteen"), {});
-      await exact.replaceFile(file("f_w24"), chunksOf([wide(7, 0.1)], () => "twenty-four"), {});
+      await exact.replaceFile(
+        file("f_w16"),
+        chunksOf([axis(7, WIDTH, 0.1)], () => "sixteen"),
+        {},
+      );
+      await exact.replaceFile(
+        file("f_w24"),
+        chunksOf([wide(7, 0.1)], () => "twenty-four"),
+        {},
+      );
       for (const [, index] of indexes()) {
-        const in24 = await index().search({ org, vectorStoreIds: [store], embedding: wide(7, 0), limit: 10, readable: allOf(["f_w16", "f_w24"]) });
+        const in24 = await index().search({
+          org,
+          vectorStoreIds: [store],
+          embedding: wide(7, 0),
+          limit: 10,
+          readable: allOf(["f_w16", "f_w24"]),
+        });
         expect(in24.map((h) => h.text)).toEqual(["twenty-four"]);
-        const in16 = await index().search({ org, vectorStoreIds: [store], embedding: axis(7), limit: 10, readable: allOf(["f_w16", "f_w24"]) });
+        const in16 = await index().search({
+          org,
+          vectorStoreIds: [store],
+          embedding: axis(7),
+          limit: 10,
+          readable: allOf(["f_w16", "f_w24"]),
+        });
         expect(in16.map((h) => h.text)).toEqual(["sixteen"]);
       }
       // Another embedding model: the file's chunks of the old width go with the publish.
-      await exact.stage(file("f_w16"), "gen-1", chunksOf([wide(7, 0.2)], () => "now twenty-four"));
+      await exact.stage(
+        file("f_w16"),
+        "gen-1",
+        chunksOf([wide(7, 0.2)], () => "now twenty-four"),
+      );
       await exact.publish(file("f_w16"), "gen-1", 1, {});
-      const after = await exact.search({ org, vectorStoreIds: [store], embedding: axis(7), limit: 10, readable: allOf(["f_w16"]) });
+      const after = await exact.search({
+        org,
+        vectorStoreIds: [store],
+        embedding: axis(7),
+        limit: 10,
+        readable: allOf(["f_w16"]),
+      });
       expect(after).toEqual([]);
-      const wider = await exact.search({ org, vectorStoreIds: [store], embedding: wide(7, 0), limit: 10, readable: allOf(["f_w16"]) });
+      const wider = await exact.search({
+        org,
+        vectorStoreIds: [store],
+        embedding: wide(7, 0),
+        limit: 10,
+        readable: allOf(["f_w16"]),
+      });
       expect(wider.map((h) => h.text)).toEqual(["now twenty-four"]);
     });
 
     it("refuses chunks it cannot index, writing nothing", async () => {
       const f = file("f_bad");
-      await expect(exact.replaceFile(f, [...version("a", 1), ...version("a", 1)], {})).rejects.toThrow(/new place/);
+      await expect(exact.replaceFile(f, [...version("a", 1), ...version("a", 1)], {})).rejects.toThrow(
+        /new place/,
+      );
       await expect(
-        exact.replaceFile(f, [{ index: 0, text: "x", tokenCount: 1, embedding: axis(0, 8) }, { index: 1, text: "y", tokenCount: 1, embedding: axis(0, 9) }], {}),
+        exact.replaceFile(
+          f,
+          [
+            { index: 0, text: "x", tokenCount: 1, embedding: axis(0, 8) },
+            { index: 1, text: "y", tokenCount: 1, embedding: axis(0, 9) },
+          ],
+          {},
+        ),
       ).rejects.toThrow(/one width/);
-      await expect(exact.stage(f, "g", [{ index: 0, text: "x", tokenCount: -1, embedding: axis(0) }])).rejects.toThrow(RangeError);
-      await expect(exact.stage(f, "g", [{ index: 0, text: "x", tokenCount: 1, embedding: new Array(2_001).fill(1) }])).rejects.toThrow(RangeError);
+      await expect(
+        exact.stage(f, "g", [{ index: 0, text: "x", tokenCount: -1, embedding: axis(0) }]),
+      ).rejects.toThrow(RangeError);
+      await expect(
+        exact.stage(f, "g", [{ index: 0, text: "x", tokenCount: 1, embedding: new Array(2_001).fill(1) }]),
+      ).rejects.toThrow(RangeError);
       expect(await texts("f_bad")).toEqual([]);
       expect(await stagedRows("f_bad")).toBe(0);
       // Text PostgreSQL cannot hold is kept with U+FFFD for U+0000.

@@ -55,21 +55,29 @@ const ORDERED: Record<string, string> = { gt: ">", gte: ">=", lt: "<", lte: "<="
 
 /** A string PostgreSQL can hold (no U+0000: neither text nor jsonb can), or a finite number. */
 const isStringOrNumber = (value: unknown): value is string | number =>
-  (typeof value === "string" && postgresCanHold(value)) || (typeof value === "number" && Number.isFinite(value));
-const isScalar = (value: unknown): value is AttributeValue => typeof value === "boolean" || isStringOrNumber(value);
+  (typeof value === "string" && postgresCanHold(value)) ||
+  (typeof value === "number" && Number.isFinite(value));
+const isScalar = (value: unknown): value is AttributeValue =>
+  typeof value === "boolean" || isStringOrNumber(value);
 
 /**
  * The SQL condition for `filter` over `column` (a jsonb expression this module
  * trusts, such as `attributes`), its values added through `parameter`.
  * Throws `InvalidAttributeFilter` for a shape, a size or a depth it does not take.
  */
-export function compileAttributeFilter(filter: AttributeFilter, parameter: AddParameter, column = "attributes"): string {
+export function compileAttributeFilter(
+  filter: AttributeFilter,
+  parameter: AddParameter,
+  column = "attributes",
+): string {
   let comparisons = 0;
   const compile = (node: AttributeFilter, depth: number): string => {
-    if (depth > MAX_FILTER_DEPTH) throw new InvalidAttributeFilter(`filters nest at most ${MAX_FILTER_DEPTH} deep`);
+    if (depth > MAX_FILTER_DEPTH)
+      throw new InvalidAttributeFilter(`filters nest at most ${MAX_FILTER_DEPTH} deep`);
     if (typeof node !== "object" || node === null) throw new InvalidAttributeFilter("a filter is an object");
     if (node.type === "and" || node.type === "or") {
-      if (!Array.isArray(node.filters)) throw new InvalidAttributeFilter("a compound filter has a list of filters");
+      if (!Array.isArray(node.filters))
+        throw new InvalidAttributeFilter("a compound filter has a list of filters");
       if (node.filters.length === 0) return node.type === "and" ? "TRUE" : "FALSE";
       const parts = node.filters.map((inner) => compile(inner, depth + 1));
       return `(${parts.join(node.type === "and" ? " AND " : " OR ")})`;
@@ -83,7 +91,8 @@ export function compileAttributeFilter(filter: AttributeFilter, parameter: AddPa
     switch (type) {
       case "eq":
       case "ne": {
-        if (!isScalar(value)) throw new InvalidAttributeFilter(`'${type}' compares with a string, number or boolean`);
+        if (!isScalar(value))
+          throw new InvalidAttributeFilter(`'${type}' compares with a string, number or boolean`);
         const json = `${parameter(JSON.stringify(value))}::jsonb`;
         return type === "eq" ? `${attribute} = ${json}` : `${attribute} IS DISTINCT FROM ${json}`;
       }
@@ -104,7 +113,9 @@ export function compileAttributeFilter(filter: AttributeFilter, parameter: AddPa
         if (value.length > MAX_FILTER_LIST)
           throw new InvalidAttributeFilter(`'${type}' lists at most ${MAX_FILTER_LIST} values`);
         const list = `${parameter(value.map((v) => JSON.stringify(v)))}::jsonb[]`;
-        return type === "in" ? `coalesce(${attribute} = ANY(${list}), false)` : `NOT coalesce(${attribute} = ANY(${list}), false)`;
+        return type === "in"
+          ? `coalesce(${attribute} = ANY(${list}), false)`
+          : `NOT coalesce(${attribute} = ANY(${list}), false)`;
       }
       default:
         throw new InvalidAttributeFilter(`unknown filter type '${String(type)}'`);

@@ -25,8 +25,8 @@ import {
   migrateVectorDatabase,
   type Postgres,
   type PostgresQueryObserver,
-  type Queryable,
   postgresCanHold,
+  type Queryable,
 } from "@gw/core/postgres";
 import { type Attributes, compileAttributeFilter } from "./attribute-filter.ts";
 import {
@@ -64,12 +64,15 @@ const storable = (text: string) => (postgresCanHold(text) ? text : text.replaceA
 function vectorText(values: ArrayLike<number>, what: string): { text: string; width: number } {
   const width = values?.length;
   if (!Number.isInteger(width) || width < 1 || width > MAX_EMBEDDING_DIMENSIONS)
-    throw new RangeError(`${what} has ${width} dimensions; from 1 to ${MAX_EMBEDDING_DIMENSIONS} are indexed`);
+    throw new RangeError(
+      `${what} has ${width} dimensions; from 1 to ${MAX_EMBEDDING_DIMENSIONS} are indexed`,
+    );
   const parts = new Array<number>(width);
   let direction = false;
   for (let i = 0; i < width; i++) {
     const v = values[i];
-    if (typeof v !== "number" || !Number.isFinite(v)) throw new RangeError(`${what} holds a value that is not a finite number`);
+    if (typeof v !== "number" || !Number.isFinite(v))
+      throw new RangeError(`${what} holds a value that is not a finite number`);
     if (v !== 0) direction = true;
     parts[i] = v;
   }
@@ -80,11 +83,21 @@ function vectorText(values: ArrayLike<number>, what: string): { text: string; wi
 
 /** A file's chunks as the column arrays of an `unnest`, checked: one width, distinct places. */
 function chunkColumns(chunks: readonly ChunkInput[]) {
-  const columns = { index: [] as number[], text: [] as string[], tokens: [] as number[], embedding: [] as string[] };
+  const columns = {
+    index: [] as number[],
+    text: [] as string[],
+    tokens: [] as number[],
+    embedding: [] as string[],
+  };
   let width: number | undefined;
   const seen = new Set<number>();
   for (const chunk of chunks) {
-    if (!Number.isInteger(chunk.index) || chunk.index < 0 || chunk.index > 2_147_483_647 || seen.has(chunk.index))
+    if (
+      !Number.isInteger(chunk.index) ||
+      chunk.index < 0 ||
+      chunk.index > 2_147_483_647 ||
+      seen.has(chunk.index)
+    )
       throw new RangeError(`chunk index ${chunk.index} is not a new place in the file`);
     if (!Number.isInteger(chunk.tokenCount) || chunk.tokenCount < 0 || chunk.tokenCount > 2_147_483_647)
       throw new RangeError(`chunk ${chunk.index} has a token count of ${chunk.tokenCount}`);
@@ -103,7 +116,8 @@ function chunkColumns(chunks: readonly ChunkInput[]) {
 
 /** A transaction-scoped lock on one file of one store: its writes (replace, publish, delete) one at a time. */
 const LOCK_FILE = "SELECT pg_advisory_xact_lock(hashtextextended($1, 0))";
-const fileLockKey = (file: FileInStore) => JSON.stringify(["vector-file", file.org, file.vectorStoreId, file.fileId]);
+const fileLockKey = (file: FileInStore) =>
+  JSON.stringify(["vector-file", file.org, file.vectorStoreId, file.fileId]);
 /** A lock for creating a width's partition (creating the same table twice at once fails). */
 const WIDTH_LOCK = "SELECT pg_advisory_xact_lock(hashtextextended('vector-width', 0))";
 
@@ -199,7 +213,14 @@ export class PgVectorIndex implements VectorIndex {
         `INSERT INTO vector_chunks (org, vector_store_id, file_id, dimensions, attributes, chunk_index, text, token_count, embedding)
          SELECT $1, $2, $3, $4, $5::jsonb, c.i, c.t, c.n, c.e
            FROM unnest($6::int[], $7::text[], $8::int[], $9::vector[]) AS c(i, t, n, e)`,
-        [...common, JSON.stringify(target.live), columns.index, columns.text, columns.tokens, columns.embedding],
+        [
+          ...common,
+          JSON.stringify(target.live),
+          columns.index,
+          columns.text,
+          columns.tokens,
+          columns.embedding,
+        ],
       );
     else
       await tx.query(
@@ -227,7 +248,12 @@ export class PgVectorIndex implements VectorIndex {
     await this.insert(this.db, file, columns, { generation });
   }
 
-  async publish(file: FileInStore, generation: string, expectedChunks: number, attributes: Attributes): Promise<void> {
+  async publish(
+    file: FileInStore,
+    generation: string,
+    expectedChunks: number,
+    attributes: Attributes,
+  ): Promise<void> {
     await this.prepare();
     const key = [file.org, file.vectorStoreId, file.fileId, generation];
     const widths = await this.db.query<{ width: number }>(
@@ -247,7 +273,10 @@ export class PgVectorIndex implements VectorIndex {
       );
       const found = staged.rows[0]?.n ?? 0;
       if (found !== expectedChunks) throw new StagedChunksMismatch(expectedChunks, found);
-      await tx.query("DELETE FROM vector_chunks WHERE org = $1 AND vector_store_id = $2 AND file_id = $3", key.slice(0, 3));
+      await tx.query(
+        "DELETE FROM vector_chunks WHERE org = $1 AND vector_store_id = $2 AND file_id = $3",
+        key.slice(0, 3),
+      );
       await tx.query(
         `INSERT INTO vector_chunks (org, vector_store_id, file_id, dimensions, attributes, chunk_index, text, token_count, embedding)
          SELECT org, vector_store_id, file_id, dimensions, $5::jsonb, chunk_index, text, token_count, embedding
@@ -266,7 +295,10 @@ export class PgVectorIndex implements VectorIndex {
     await this.prepare();
     const key = [file.org, file.vectorStoreId, file.fileId];
     if (generation === undefined)
-      await this.db.query("DELETE FROM vector_chunks_staged WHERE org = $1 AND vector_store_id = $2 AND file_id = $3", key);
+      await this.db.query(
+        "DELETE FROM vector_chunks_staged WHERE org = $1 AND vector_store_id = $2 AND file_id = $3",
+        key,
+      );
     else
       await this.db.query(
         "DELETE FROM vector_chunks_staged WHERE org = $1 AND vector_store_id = $2 AND file_id = $3 AND generation = $4",
@@ -276,7 +308,9 @@ export class PgVectorIndex implements VectorIndex {
 
   async discardStagedBefore(cutoff: Date): Promise<number> {
     await this.prepare();
-    const { rowCount } = await this.db.query("DELETE FROM vector_chunks_staged WHERE staged_at < $1", [cutoff]);
+    const { rowCount } = await this.db.query("DELETE FROM vector_chunks_staged WHERE staged_at < $1", [
+      cutoff,
+    ]);
     return rowCount ?? 0;
   }
 
@@ -291,7 +325,10 @@ export class PgVectorIndex implements VectorIndex {
   private async removeFile(tx: Queryable, file: FileInStore): Promise<void> {
     const key = [file.org, file.vectorStoreId, file.fileId];
     await tx.query("DELETE FROM vector_chunks WHERE org = $1 AND vector_store_id = $2 AND file_id = $3", key);
-    await tx.query("DELETE FROM vector_chunks_staged WHERE org = $1 AND vector_store_id = $2 AND file_id = $3", key);
+    await tx.query(
+      "DELETE FROM vector_chunks_staged WHERE org = $1 AND vector_store_id = $2 AND file_id = $3",
+      key,
+    );
   }
 
   async deleteFile(file: FileInStore): Promise<void> {
@@ -313,8 +350,14 @@ export class PgVectorIndex implements VectorIndex {
   async deleteStore(org: string, vectorStoreId: string): Promise<void> {
     await this.prepare();
     await this.db.transaction(async (tx) => {
-      await tx.query("DELETE FROM vector_chunks WHERE org = $1 AND vector_store_id = $2", [org, vectorStoreId]);
-      await tx.query("DELETE FROM vector_chunks_staged WHERE org = $1 AND vector_store_id = $2", [org, vectorStoreId]);
+      await tx.query("DELETE FROM vector_chunks WHERE org = $1 AND vector_store_id = $2", [
+        org,
+        vectorStoreId,
+      ]);
+      await tx.query("DELETE FROM vector_chunks_staged WHERE org = $1 AND vector_store_id = $2", [
+        org,
+        vectorStoreId,
+      ]);
     });
   }
 
@@ -322,7 +365,8 @@ export class PgVectorIndex implements VectorIndex {
     const { limit, minScore } = request;
     if (!Number.isInteger(limit) || limit < 1 || limit > MAX_SEARCH_RESULTS)
       throw new RangeError(`a search returns from 1 to ${MAX_SEARCH_RESULTS} chunks, not ${limit}`);
-    if (minScore !== undefined && !Number.isFinite(minScore)) throw new RangeError("a minimum score is a finite number");
+    if (minScore !== undefined && !Number.isFinite(minScore))
+      throw new RangeError("a minimum score is a finite number");
     const query = vectorText(request.embedding, "the query's embedding");
     await this.prepare();
     // Ids PostgreSQL's text cannot hold name nothing stored.
@@ -363,9 +407,14 @@ export class PgVectorIndex implements VectorIndex {
     let page = Math.max(4 * request.limit, 40);
     const allowed = new Set<string>();
     const refused = new Set<string>();
-    for (;; page = Math.min(2 * page, MAX_SEARCH_RESULTS)) {
-      const rows = await this.nearest(request, query, page, undefined, [...refused]);
-      const undecided = [...new Set(rows.map((row) => row.file_id))].filter((f) => !allowed.has(f) && !refused.has(f));
+    // Counted once: a later page has fewer candidates, but if they are too few for the index, it finds
+    // too few and the exact search answers anyway.
+    const candidates: { many?: boolean } = {};
+    for (; ; page = Math.min(2 * page, MAX_SEARCH_RESULTS)) {
+      const rows = await this.nearest(request, query, page, undefined, [...refused], candidates);
+      const undecided = [...new Set(rows.map((row) => row.file_id))].filter(
+        (f) => !allowed.has(f) && !refused.has(f),
+      );
       if (undecided.length > 0) {
         const readable = await decide(undecided);
         for (const fileId of undecided) (readable.has(fileId) ? allowed : refused).add(fileId);
@@ -386,6 +435,8 @@ export class PgVectorIndex implements VectorIndex {
     count: number,
     readableFiles: readonly string[] | undefined,
     excludedFiles: readonly string[],
+    /** `many`: more candidates than an exact search takes, known (the index is used without counting them) or found. */
+    options: { many?: boolean } = {},
   ): Promise<HitRow[]> {
     if (readableFiles?.length === 0) return [];
     const conditions = new Conditions();
@@ -393,14 +444,22 @@ export class PgVectorIndex implements VectorIndex {
     // The width is an integer checked by `vectorText`: a literal, so the planner picks the width's partition.
     const width = query.width;
     const org = add(request.org);
-    where.push(`dimensions = ${width}`, `org = ${org}`, `vector_store_id = ANY(${add(request.vectorStoreIds)}::text[])`);
+    where.push(
+      `dimensions = ${width}`,
+      `org = ${org}`,
+      `vector_store_id = ANY(${add(request.vectorStoreIds)}::text[])`,
+    );
     if (readableFiles) where.push(`file_id = ANY(${add(readableFiles)}::text[])`);
     if (excludedFiles.length > 0) where.push(`file_id <> ALL(${add(excludedFiles)}::text[])`);
     if (request.filter) where.push(compileAttributeFilter(request.filter, add));
     let queryVector: string | undefined;
-    const distanceSql = () => `embedding::vector(${width}) <=> ${(queryVector ??= add(query.text))}::vector(${width})`;
+    const distanceSql = () => {
+      queryVector ??= add(query.text);
+      return `embedding::vector(${width}) <=> ${queryVector}::vector(${width})`;
+    };
     // Chunks too far to score `minScore` are no candidates: paging (`decide`) stops where they begin.
-    if (request.minScore !== undefined) where.push(`${distanceSql()} <= ${add(1 - request.minScore)}::float8`);
+    if (request.minScore !== undefined)
+      where.push(`${distanceSql()} <= ${add(1 - request.minScore)}::float8`);
     const conditionSql = where.join(" AND ");
     // The count below takes these alone: a parameter its text does not use is an error.
     const conditionValues = [...conditions.values];
@@ -424,12 +483,14 @@ export class PgVectorIndex implements VectorIndex {
         conditions.values,
       );
 
-    const candidates = await this.db.query<{ n: number }>(
-      `SELECT count(*)::int AS n FROM (SELECT 1 FROM vector_chunks WHERE ${conditionSql} LIMIT ${this.exactMaxRows + 1}) c`,
-      conditionValues,
-    );
-    const many = (candidates.rows[0]?.n ?? 0) > this.exactMaxRows;
-    if (!many) return (await exact()).rows;
+    if (!options.many) {
+      const candidates = await this.db.query<{ n: number }>(
+        `SELECT count(*)::int AS n FROM (SELECT 1 FROM vector_chunks WHERE ${conditionSql} LIMIT ${this.exactMaxRows + 1}) c`,
+        conditionValues,
+      );
+      if ((candidates.rows[0]?.n ?? 0) <= this.exactMaxRows) return (await exact()).rows;
+      options.many = true;
+    }
 
     const indexed = await this.db.transaction(async (tx) => {
       // Iterative scan: past the first `ef_search` candidates until `count` pass the conditions; relaxed order, put

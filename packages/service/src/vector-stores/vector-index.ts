@@ -89,7 +89,12 @@ export interface VectorIndex {
    * In one transaction: the `generation`'s staged chunks (exactly `expectedChunks` of them, else
    * `StagedChunksMismatch` and nothing changes) replace the file's chunks in the store, with `attributes`.
    */
-  publish(file: FileInStore, generation: string, expectedChunks: number, attributes: Attributes): Promise<void>;
+  publish(
+    file: FileInStore,
+    generation: string,
+    expectedChunks: number,
+    attributes: Attributes,
+  ): Promise<void>;
   /** Drops staged chunks of the file: one generation's, or all of them. */
   discardStaged(file: FileInStore, generation?: string): Promise<void>;
   /** Drops staged chunks older than `cutoff` (ingestions that died); how many. */
