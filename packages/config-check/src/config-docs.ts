@@ -32,6 +32,7 @@ export const COMMENT_SOURCES = [
   "packages/service/src/sandbox/config.ts",
   "packages/spicedb-local/src/config.ts",
   "packages/devstack/src/config.ts",
+  "packages/devstack/src/vector-database-config.ts",
 ];
 
 /**

@@ -8,8 +8,8 @@ import { resolve } from "node:path";
 import { loadConfigOrExit } from "@gw/core/config";
 import { createLogger } from "@gw/core/logger";
 import { onShutdown, reportListening } from "@gw/core/process";
-import { localVectorDatabaseConfigSchema } from "./config.ts";
 import { startVectorDatabase } from "./vector-database.ts";
+import { localVectorDatabaseConfigSchema } from "./vector-database-config.ts";
 
 const config = loadConfigOrExit(localVectorDatabaseConfigSchema);
 const logger = createLogger("vector-database", config.LOG_LEVEL);
