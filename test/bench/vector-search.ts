@@ -96,7 +96,12 @@ export async function benchVectorSearch(md: Report): Promise<void> {
             }),
           );
           written += chunks.length;
-          return index.replaceFile({ org, vectorStoreId, fileId }, chunks, { n: f + j });
+          // As an ingestion writes a file: staged a batch of embeddings at a time, then published whole.
+          const file = { org, vectorStoreId, fileId };
+          return (async () => {
+            for (let c = 0; c < chunks.length; c += 10) await index.stage(file, "bench", chunks.slice(c, c + 10));
+            await index.publish(file, "bench", chunks.length, { n: f + j });
+          })();
         }),
       );
       if ((f + 4) % 100 === 0) console.log(`  vector search: ${written} chunks written`);
@@ -180,7 +185,7 @@ export async function benchVectorSearch(md: Report): Promise<void> {
       `- recall@${LIMIT} of the filtered search through the HNSW index against every distance computed: ${(found / (20 * LIMIT)).toFixed(3)} (20 queries)`,
     );
     md.line(
-      `- writing the chunks (\`replaceFile\`, 4 files at a time, before the HNSW index): ${(written / loadSeconds).toFixed(0)} chunks a second (${loadSeconds.toFixed(0)} s); building the HNSW index over them: ${buildSeconds.toFixed(0)} s (${cpus().length} cores)`,
+      `- writing the chunks (\`stage\` 10 at a time, then \`publish\`, 4 files at a time, before the HNSW index): ${(written / loadSeconds).toFixed(0)} chunks a second (${loadSeconds.toFixed(0)} s); building the HNSW index over them: ${buildSeconds.toFixed(0)} s (${cpus().length} cores)`,
     );
   } finally {
     await database.stop();
