@@ -28,6 +28,7 @@ import { benchGrowth } from "./growth.ts";
 import { benchModelCalls } from "./model-calls.ts";
 import { Report } from "./report.ts";
 import { benchRouting } from "./routing.ts";
+import { benchVectorSearch } from "./vector-search.ts";
 import { benchVictim } from "./victim.ts";
 
 /** A TCP relay that holds every chunk for `delayMs` each way: Redis as seen across a network. */
@@ -76,7 +77,7 @@ if (process.env.BENCH_ONLY === "files") {
   await benchFileUpload(md);
   await writeReport();
 }
-if (!["gateway", "growth", "victim", "routing"].includes(process.env.BENCH_ONLY ?? ""))
+if (!["gateway", "growth", "victim", "routing", "vectors"].includes(process.env.BENCH_ONLY ?? ""))
   await benchModelCalls(md);
 if (process.env.BENCH_ONLY === "model") await writeReport();
 // What routing model names through the catalogue costs: a decision, and one deployment beside the code before.
@@ -85,6 +86,9 @@ if (process.env.BENCH_ONLY === "routing") await writeReport();
 // Then what one tenant's large calls do to another's small ones.
 if (process.env.BENCH_ONLY === undefined || process.env.BENCH_ONLY === "victim") await benchVictim(md);
 if (process.env.BENCH_ONLY === "victim") await writeReport();
+// Vector search with the permission filter, over 100,000 chunks.
+if (process.env.BENCH_ONLY === undefined || process.env.BENCH_ONLY === "vectors") await benchVectorSearch(md);
+if (process.env.BENCH_ONLY === "vectors") await writeReport();
 if (process.env.BENCH_ONLY === "growth") {
   await benchGrowth(md);
   await writeReport();

@@ -33,6 +33,7 @@ export const COMMENT_SOURCES = [
   "packages/service/src/files/config.ts",
   "packages/spicedb-local/src/config.ts",
   "packages/devstack/src/config.ts",
+  "packages/devstack/src/vector-database-config.ts",
 ];
 
 /**

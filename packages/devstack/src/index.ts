@@ -1,4 +1,4 @@
-export { devstackConfigSchema, localVectorDatabaseConfigSchema } from "./config.ts";
+export { devstackConfigSchema } from "./config.ts";
 export { freePort } from "./free-port.ts";
 export {
   base64OfVector,
@@ -23,6 +23,7 @@ export {
 export { type RunningRedis, startRedisServer, stopProcess } from "./redis-server.ts";
 export { startSpiceDBLocalProcess } from "./spicedb-process.ts";
 export { type RunningVectorDatabase, startVectorDatabase, vectorDatabaseUrl } from "./vector-database.ts";
+export { localVectorDatabaseConfigSchema } from "./vector-database-config.ts";
 export {
   type RunningVectorDatabaseProcess,
   startVectorDatabaseProcess,

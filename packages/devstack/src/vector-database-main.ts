@@ -8,8 +8,8 @@ import { resolve } from "node:path";
 import { loadConfigOrExit } from "@gw/core/config";
 import { createLogger } from "@gw/core/logger";
 import { onShutdown, reportListening } from "@gw/core/process";
-import { localVectorDatabaseConfigSchema } from "./config.ts";
 import { startVectorDatabase } from "./vector-database.ts";
+import { localVectorDatabaseConfigSchema } from "./vector-database-config.ts";
 
 const config = loadConfigOrExit(localVectorDatabaseConfigSchema);
 const logger = createLogger("vector-database", config.LOG_LEVEL);
@@ -17,7 +17,9 @@ const dataDir = config.LOCAL_VECTOR_DATABASE_IN_MEMORY ? undefined : resolve(con
 const database = await startVectorDatabase({
   port: config.LOCAL_VECTOR_DATABASE_PORT,
   ...(dataDir ? { dataDir } : {}),
-  ...(!dataDir && config.LOCAL_VECTOR_DATABASE_TEMPLATE ? { templateFile: config.LOCAL_VECTOR_DATABASE_TEMPLATE } : {}),
+  ...(!dataDir && config.LOCAL_VECTOR_DATABASE_TEMPLATE
+    ? { templateFile: config.LOCAL_VECTOR_DATABASE_TEMPLATE }
+    : {}),
   onError: (err) => logger.warn({ err: err.message }, "vector database connection failed"),
   onFatal: (err) => {
     logger.fatal({ err: err.message }, "the local vector database failed and stops");

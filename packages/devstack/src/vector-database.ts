@@ -141,7 +141,6 @@ class MessageFramer {
   }
 }
 
-
 /** `Sync`: ends whatever extended query a client gone midway left. */
 const SYNC = Buffer.from([0x53, 0, 0, 0, 4]);
 const READY_FOR_QUERY = "Z".charCodeAt(0);
@@ -199,8 +198,8 @@ export async function startVectorDatabase(options: VectorDatabaseOptions): Promi
   const db = await openPGlite(options);
   // PGlite sets its search path in the session (DISCARD ALL would lose it), and turns sequential scans off
   // on its command line: the planner here is to choose as a PostgreSQL server's does.
-  const searchPath = (await db.query<{ path: string }>("SELECT current_setting('search_path') AS path")).rows[0]!
-    .path;
+  const searchPath = (await db.query<{ path: string }>("SELECT current_setting('search_path') AS path"))
+    .rows[0]!.path;
   const resetSession = async () => {
     // Each its own statement: DISCARD ALL cannot run in the implicit transaction of a multi-statement string.
     await db.exec("ROLLBACK");

@@ -3,7 +3,10 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
-import { type RunningVectorDatabaseProcess, startVectorDatabaseProcess } from "../src/vector-database-process.ts";
+import {
+  type RunningVectorDatabaseProcess,
+  startVectorDatabaseProcess,
+} from "../src/vector-database-process.ts";
 
 /** A client of the database, closed by `end()`; its errors (a connection we cut) are expected. */
 async function connect(url: string): Promise<pg.Client> {
@@ -18,7 +21,8 @@ const vectorText = (width: number, seed: number) =>
   `[${Array.from({ length: width }, (_, i) => (Math.sin(seed * 31 + i) + 1.5).toFixed(6)).join(",")}]`;
 
 /** Cuts the client's connection without a word (a process killed mid-transaction). */
-const cut = (client: pg.Client) => (client as unknown as { connection: { stream: { destroy(): void } } }).connection.stream.destroy();
+const cut = (client: pg.Client) =>
+  (client as unknown as { connection: { stream: { destroy(): void } } }).connection.stream.destroy();
 
 describe("the local vector database", () => {
   let database: RunningVectorDatabaseProcess;
@@ -42,8 +46,12 @@ describe("the local vector database", () => {
       await client.query("BEGIN");
       await client.query("SET LOCAL hnsw.iterative_scan = relaxed_order");
       await client.query("SET LOCAL enable_seqscan = off");
-      const plan = await client.query("EXPLAIN SELECT id FROM small ORDER BY embedding <=> '[1,0.1,0]' LIMIT 2");
-      expect(plan.rows.map((r) => r["QUERY PLAN"]).join("\n")).toMatch(/Index Scan using small_embedding_idx/);
+      const plan = await client.query(
+        "EXPLAIN SELECT id FROM small ORDER BY embedding <=> '[1,0.1,0]' LIMIT 2",
+      );
+      expect(plan.rows.map((r) => r["QUERY PLAN"]).join("\n")).toMatch(
+        /Index Scan using small_embedding_idx/,
+      );
       const nearest = await client.query(
         "SELECT id, 1 - (embedding <=> '[1,0.1,0]') AS score FROM small ORDER BY embedding <=> '[1,0.1,0]' LIMIT 2",
       );
@@ -62,7 +70,9 @@ describe("the local vector database", () => {
       const vectors = Array.from({ length: 100 }, (_, i) => vectorText(1536, i));
       const values = vectors.map((_, i) => `(${i}, $${i + 1})`).join(", ");
       await client.query(`INSERT INTO items VALUES ${values}`, vectors);
-      const { rows } = await client.query("SELECT count(*)::int AS n, max(vector_dims(embedding)) AS width FROM items");
+      const { rows } = await client.query(
+        "SELECT count(*)::int AS n, max(vector_dims(embedding)) AS width FROM items",
+      );
       expect(rows[0]).toEqual({ n: 100, width: 1536 });
       await client.query("DELETE FROM items");
     } finally {

@@ -114,6 +114,35 @@ function chunkColumns(chunks: readonly ChunkInput[]) {
   return { ...columns, width };
 }
 
+/**
+ * The text and embeddings one insert carries at most (a chunk larger than this goes alone). Several
+ * small statements rather than one of a whole batch: the local vector database (PGlite) was seen to
+ * stall on statements of a few hundred kilobytes, and a staged ingestion or a replace in a
+ * transaction is as whole either way.
+ */
+const INSERT_BYTES = 32 * 1024;
+
+/** The chunk columns cut into runs of at most `INSERT_BYTES` of text and embeddings. */
+function* insertSlices(columns: ReturnType<typeof chunkColumns>) {
+  let start = 0;
+  let bytes = 0;
+  for (let i = 0; i <= columns.index.length; i++) {
+    const size = i < columns.index.length ? columns.text[i]!.length + columns.embedding[i]!.length : 0;
+    if (i === columns.index.length || (i > start && bytes + size > INSERT_BYTES)) {
+      if (i > start)
+        yield {
+          index: columns.index.slice(start, i),
+          text: columns.text.slice(start, i),
+          tokens: columns.tokens.slice(start, i),
+          embedding: columns.embedding.slice(start, i),
+        };
+      start = i;
+      bytes = 0;
+    }
+    bytes += size;
+  }
+}
+
 /** A transaction-scoped lock on one file of one store: its writes (replace, publish, delete) one at a time. */
 const LOCK_FILE = "SELECT pg_advisory_xact_lock(hashtextextended($1, 0))";
 const fileLockKey = (file: FileInStore) =>
@@ -203,32 +232,33 @@ export class PgVectorIndex implements VectorIndex {
   private async insert(
     tx: Queryable,
     file: FileInStore,
-    columns: ReturnType<typeof chunkColumns>,
+    all: ReturnType<typeof chunkColumns>,
     target: { live: Attributes } | { generation: string },
   ): Promise<void> {
-    if (columns.index.length === 0) return;
-    const common = [file.org, file.vectorStoreId, file.fileId, columns.width];
-    if ("live" in target)
-      await tx.query(
-        `INSERT INTO vector_chunks (org, vector_store_id, file_id, dimensions, attributes, chunk_index, text, token_count, embedding)
-         SELECT $1, $2, $3, $4, $5::jsonb, c.i, c.t, c.n, c.e
-           FROM unnest($6::int[], $7::text[], $8::int[], $9::vector[]) AS c(i, t, n, e)`,
-        [
-          ...common,
-          JSON.stringify(target.live),
-          columns.index,
-          columns.text,
-          columns.tokens,
-          columns.embedding,
-        ],
-      );
-    else
-      await tx.query(
-        `INSERT INTO vector_chunks_staged (org, vector_store_id, file_id, dimensions, generation, chunk_index, text, token_count, embedding)
-         SELECT $1, $2, $3, $4, $5, c.i, c.t, c.n, c.e
-           FROM unnest($6::int[], $7::text[], $8::int[], $9::vector[]) AS c(i, t, n, e)`,
-        [...common, target.generation, columns.index, columns.text, columns.tokens, columns.embedding],
-      );
+    for (const columns of insertSlices(all)) {
+      const common = [file.org, file.vectorStoreId, file.fileId, all.width];
+      if ("live" in target)
+        await tx.query(
+          `INSERT INTO vector_chunks (org, vector_store_id, file_id, dimensions, attributes, chunk_index, text, token_count, embedding)
+           SELECT $1, $2, $3, $4, $5::jsonb, c.i, c.t, c.n, c.e
+             FROM unnest($6::int[], $7::text[], $8::int[], $9::vector[]) AS c(i, t, n, e)`,
+          [
+            ...common,
+            JSON.stringify(target.live),
+            columns.index,
+            columns.text,
+            columns.tokens,
+            columns.embedding,
+          ],
+        );
+      else
+        await tx.query(
+          `INSERT INTO vector_chunks_staged (org, vector_store_id, file_id, dimensions, generation, chunk_index, text, token_count, embedding)
+           SELECT $1, $2, $3, $4, $5, c.i, c.t, c.n, c.e
+             FROM unnest($6::int[], $7::text[], $8::int[], $9::vector[]) AS c(i, t, n, e)`,
+          [...common, target.generation, columns.index, columns.text, columns.tokens, columns.embedding],
+        );
+    }
   }
 
   async replaceFile(file: FileInStore, chunks: readonly ChunkInput[], attributes: Attributes): Promise<void> {
@@ -365,7 +395,8 @@ export class PgVectorIndex implements VectorIndex {
     const { limit, minScore } = request;
     if (!Number.isInteger(limit) || limit < 1 || limit > MAX_SEARCH_RESULTS)
       throw new RangeError(`a search returns from 1 to ${MAX_SEARCH_RESULTS} chunks, not ${limit}`);
-    if (minScore !== undefined && !Number.isFinite(minScore)) throw new RangeError("a minimum score is a finite number");
+    if (minScore !== undefined && !Number.isFinite(minScore))
+      throw new RangeError("a minimum score is a finite number");
     const query = vectorText(request.embedding, "the query's embedding");
     await this.prepare();
     // Ids PostgreSQL's text cannot hold name nothing stored.
@@ -406,8 +437,11 @@ export class PgVectorIndex implements VectorIndex {
     let page = Math.max(4 * request.limit, 40);
     const allowed = new Set<string>();
     const refused = new Set<string>();
+    // Counted once: a later page has fewer candidates, but if they are too few for the index, it finds
+    // too few and the exact search answers anyway.
+    const candidates: { many?: boolean } = {};
     for (; ; page = Math.min(2 * page, MAX_SEARCH_RESULTS)) {
-      const rows = await this.nearest(request, query, page, undefined, [...refused]);
+      const rows = await this.nearest(request, query, page, undefined, [...refused], candidates);
       const undecided = [...new Set(rows.map((row) => row.file_id))].filter(
         (f) => !allowed.has(f) && !refused.has(f),
       );
@@ -431,6 +465,8 @@ export class PgVectorIndex implements VectorIndex {
     count: number,
     readableFiles: readonly string[] | undefined,
     excludedFiles: readonly string[],
+    /** `many`: more candidates than an exact search takes, known (the index is used without counting them) or found. */
+    options: { many?: boolean } = {},
   ): Promise<HitRow[]> {
     if (readableFiles?.length === 0) return [];
     const conditions = new Conditions();
@@ -447,9 +483,13 @@ export class PgVectorIndex implements VectorIndex {
     if (excludedFiles.length > 0) where.push(`file_id <> ALL(${add(excludedFiles)}::text[])`);
     if (request.filter) where.push(compileAttributeFilter(request.filter, add));
     let queryVector: string | undefined;
-    const distanceSql = () => `embedding::vector(${width}) <=> ${(queryVector ??= add(query.text))}::vector(${width})`;
+    const distanceSql = () => {
+      queryVector ??= add(query.text);
+      return `embedding::vector(${width}) <=> ${queryVector}::vector(${width})`;
+    };
     // Chunks too far to score `minScore` are no candidates: paging (`decide`) stops where they begin.
-    if (request.minScore !== undefined) where.push(`${distanceSql()} <= ${add(1 - request.minScore)}::float8`);
+    if (request.minScore !== undefined)
+      where.push(`${distanceSql()} <= ${add(1 - request.minScore)}::float8`);
     const conditionSql = where.join(" AND ");
     // The count below takes these alone: a parameter its text does not use is an error.
     const conditionValues = [...conditions.values];
@@ -473,12 +513,14 @@ export class PgVectorIndex implements VectorIndex {
         conditions.values,
       );
 
-    const candidates = await this.db.query<{ n: number }>(
-      `SELECT count(*)::int AS n FROM (SELECT 1 FROM vector_chunks WHERE ${conditionSql} LIMIT ${this.exactMaxRows + 1}) c`,
-      conditionValues,
-    );
-    const many = (candidates.rows[0]?.n ?? 0) > this.exactMaxRows;
-    if (!many) return (await exact()).rows;
+    if (!options.many) {
+      const candidates = await this.db.query<{ n: number }>(
+        `SELECT count(*)::int AS n FROM (SELECT 1 FROM vector_chunks WHERE ${conditionSql} LIMIT ${this.exactMaxRows + 1}) c`,
+        conditionValues,
+      );
+      if ((candidates.rows[0]?.n ?? 0) <= this.exactMaxRows) return (await exact()).rows;
+      options.many = true;
+    }
 
     const indexed = await this.db.transaction(async (tx) => {
       // Iterative scan: past the first `ef_search` candidates until `count` pass the conditions; relaxed order, put
