@@ -22,11 +22,13 @@ import { RateLimiterRedis, RateLimiterUnion } from "rate-limiter-flexible";
 import { CachedApiKeyLookup } from "../../packages/gateway/src/api-keys/lookup.ts";
 import { MemoryWindows } from "../../packages/gateway/src/rate-limit/memory-windows.ts";
 import { benchAdmission, benchTokenizerWorstCase, requestWindows } from "./budgets.ts";
+import { benchFileUpload } from "./file-upload.ts";
 import { benchGateway } from "./gateway-http.ts";
 import { benchGrowth } from "./growth.ts";
 import { benchModelCalls } from "./model-calls.ts";
 import { Report } from "./report.ts";
 import { benchRouting } from "./routing.ts";
+import { benchVectorSearch } from "./vector-search.ts";
 import { benchVictim } from "./victim.ts";
 
 /** A TCP relay that holds every chunk for `delayMs` each way: Redis as seen across a network. */
@@ -71,7 +73,11 @@ const md = new Report();
 const startedAt = new Date();
 const loadBefore = loadavg() as [number, number, number];
 // First the figures users compare gateways by: model calls beside the provider called directly.
-if (!["gateway", "growth", "victim", "routing"].includes(process.env.BENCH_ONLY ?? ""))
+if (process.env.BENCH_ONLY === "files") {
+  await benchFileUpload(md);
+  await writeReport();
+}
+if (!["gateway", "growth", "victim", "routing", "vectors"].includes(process.env.BENCH_ONLY ?? ""))
   await benchModelCalls(md);
 if (process.env.BENCH_ONLY === "model") await writeReport();
 // What routing model names through the catalogue costs: a decision, and one deployment beside the code before.
@@ -80,6 +86,9 @@ if (process.env.BENCH_ONLY === "routing") await writeReport();
 // Then what one tenant's large calls do to another's small ones.
 if (process.env.BENCH_ONLY === undefined || process.env.BENCH_ONLY === "victim") await benchVictim(md);
 if (process.env.BENCH_ONLY === "victim") await writeReport();
+// Vector search with the permission filter, over 100,000 chunks.
+if (process.env.BENCH_ONLY === undefined || process.env.BENCH_ONLY === "vectors") await benchVectorSearch(md);
+if (process.env.BENCH_ONLY === "vectors") await writeReport();
 if (process.env.BENCH_ONLY === "growth") {
   await benchGrowth(md);
   await writeReport();
@@ -224,6 +233,7 @@ try {
   await benchPersistence();
   await benchContentStore();
   await benchMcp();
+  await benchFileUpload(md);
   await benchGrowth(md);
 } finally {
   redis.disconnect();

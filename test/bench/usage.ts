@@ -17,6 +17,7 @@ Environment:
   BENCH_BASELINE=<git rev>   the code the routing benchmark compares one deployment with (unset: that part skipped)
   BENCH_ONLY=growth          the growth run alone
   BENCH_ONLY=victim          a victim key's p50 beside twenty 1 MB calls of another, alone
+  BENCH_ONLY=vectors         vector search with the permission filter over 100,000 chunks, alone
   BENCH_OUTPUT=<file>        write the report there instead of BENCHMARKS.md
   BENCH_ROUNDS               rounds of each HTTP comparison
   BENCH_ROUND_SECONDS        seconds of each round
@@ -32,6 +33,10 @@ Environment:
   BENCH_VICTIM_CALLS         victim calls of each kind per round (default 40)
   BENCH_VICTIM_ROUNDS        rounds of the victim benchmark per attack (default 2)
   BENCH_GROWTH_SIZES         stored responses of the growth run (default 1000,10000,100000)
+  BENCH_VECTOR_CHUNKS        chunks of the vector search (default 100000)
+  BENCH_VECTOR_FILES         files they are in (default 1000)
+  BENCH_VECTOR_DIMENSIONS    width of their embeddings (default 256)
+  BENCH_VECTOR_SEARCHES      searches of each kind (default 200)
 
 A reduced run (about four minutes):
   BENCH_ONLY=gateway BENCH_ROUNDS=1 BENCH_ROUND_SECONDS=1 BENCH_CHECK_SIZES=1000,10000 \\

@@ -14,7 +14,7 @@ export const OPENAI_PYTHON = "openai==3.22.1";
  * openai-python against the gateway: `openai_python.py` runs its cases
  * (responses, streams, tools, conversations, chat completions with
  * `model_dump()` sent back, `parse`, stored completions, models, input
- * tokens, errors), validating every object with the SDK's pydantic types.
+ * tokens, files, errors), validating every object with the SDK's pydantic types.
  * Its Python environment is made from the registry by the test kit; without
  * a `python3` on the machine the case is skipped, saying so.
  */
@@ -51,6 +51,6 @@ export function openaiPythonCases(target: () => SdkTarget): void {
       stderr: "",
     });
     expect(result.stdout).toMatch(/^openai-python 3\.22\.1: all cases passed$/m);
-    expect(result.stdout.match(/^ok /gm)).toHaveLength(10);
+    expect(result.stdout.match(/^ok /gm)).toHaveLength(11);
   }, 600_000);
 }

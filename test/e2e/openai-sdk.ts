@@ -1,10 +1,12 @@
 import type { FakeLLM } from "@gw/test-kit/llm-upstream";
 import OpenAI, {
+  APIError,
   AuthenticationError,
   BadRequestError,
   NotFoundError,
   PermissionDeniedError,
   RateLimitError,
+  toFile,
   UnprocessableEntityError,
 } from "openai";
 import type {
@@ -594,5 +596,59 @@ export function openaiSdkCases(target: () => SdkTarget): void {
       deleted: true,
     });
     await expect(alice.chat.completions.retrieve(completion.id)).rejects.toBeInstanceOf(NotFoundError);
+  });
+
+  it("files.create uploads as multipart (with expires_after); retrieve, list, content and delete; bob sees it only once shared", async () => {
+    const { key, alice, bob } = await org();
+    const bytes = Buffer.from("retrieval notes: the moon is made of basalt\n");
+    const file = await alice.files.create({
+      file: await toFile(bytes, "notes.md", { type: "text/markdown" }),
+      purpose: "assistants",
+      expires_after: { anchor: "created_at", seconds: 3600 },
+    });
+    expect(file).toEqual({
+      id: expect.stringMatching(/^file_[0-9a-f]{32}$/),
+      object: "file",
+      bytes: bytes.length,
+      created_at: expect.any(Number),
+      expires_at: file.created_at + 3600,
+      filename: "notes.md",
+      purpose: "assistants",
+      status: "processed",
+    });
+    expect(await alice.files.retrieve(file.id)).toEqual(file);
+    const listed: string[] = [];
+    for await (const f of alice.files.list({ purpose: "assistants" })) listed.push(f.id);
+    expect(listed).toEqual([file.id]);
+    const content = await alice.files.content(file.id);
+    expect(content.headers.get("content-disposition")).toBe("attachment; filename=notes.md");
+    expect(Buffer.from(await content.arrayBuffer()).equals(bytes)).toBe(true);
+
+    await expect(bob.files.retrieve(file.id)).rejects.toBeInstanceOf(NotFoundError);
+    expect((await bob.files.list()).data).toEqual([]);
+    await grant(key.secret, "alice", {
+      resourceType: "file",
+      resourceId: file.id,
+      userId: "bob",
+      role: "reader",
+    });
+    expect((await bob.files.list()).data.map((f) => f.id)).toEqual([file.id]);
+    expect(await (await bob.files.content(file.id)).text()).toBe(bytes.toString());
+    await expect(bob.files.delete(file.id)).rejects.toBeInstanceOf(PermissionDeniedError);
+
+    // An empty file and a purpose OpenAI does not have: 422s the SDK reads as OpenAI's.
+    const empty = await alice.files
+      .create({ file: await toFile(Buffer.alloc(0), "empty.txt"), purpose: "assistants" })
+      .catch((err: unknown) => err);
+    expect(empty).toBeInstanceOf(UnprocessableEntityError);
+    expect(empty).toMatchObject({ status: 422, param: "file", code: "value_error" });
+    const purpose = await alice.files
+      .create({ file: await toFile(bytes, "a.txt"), purpose: "training" as "assistants" })
+      .catch((err: unknown) => err);
+    expect(purpose).toMatchObject({ status: 422, param: "purpose", code: "enum" });
+    expect(purpose).toBeInstanceOf(APIError);
+
+    expect(await alice.files.delete(file.id)).toEqual({ id: file.id, object: "file", deleted: true });
+    await expect(alice.files.retrieve(file.id)).rejects.toBeInstanceOf(NotFoundError);
   });
 }

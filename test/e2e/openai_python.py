@@ -13,7 +13,7 @@ import sys
 
 import openai
 from openai import OpenAI
-from openai.types import Model
+from openai.types import FileDeleted, FileObject, Model
 from openai.types.chat import ChatCompletion, ChatCompletionChunk
 from openai.types.conversations import Conversation, ConversationItem, ConversationItemList
 from openai.types.responses import Response, ResponseStreamEvent
@@ -181,6 +181,45 @@ def _():
         strict(Model, m)
     assert client.models.retrieve(models[0].id).id == models[0].id
     assert client.responses.input_tokens.count(model="auto", input="hello").input_tokens > 0
+
+
+@case("files: create as multipart with expires_after, retrieve, list, content, delete; an empty file is a 422")
+def _():
+    data = b"retrieval notes: the moon is made of basalt\n"
+    created = client.files.create(
+        file=("notes.md", data, "text/markdown"),
+        purpose="assistants",
+        expires_after={"anchor": "created_at", "seconds": 3600},
+    )
+    strict(FileObject, created)
+    assert created.id.startswith("file_") and len(created.id) == 37, created.id
+    assert (created.bytes, created.filename, created.purpose) == (len(data), "notes.md", "assistants"), created
+    assert created.expires_at == created.created_at + 3600, created
+    assert client.files.retrieve(created.id) == created
+    assert [f.id for f in client.files.list(purpose="assistants")] == [created.id]
+    content = client.files.content(created.id)
+    assert content.read() == data
+    assert content.response.headers["content-disposition"] == "attachment; filename=notes.md"
+    assert content.response.headers["x-content-type-options"] == "nosniff"
+    try:
+        client.files.create(file=("empty.txt", b""), purpose="assistants")
+        raise AssertionError("accepted an empty file")
+    except openai.UnprocessableEntityError as e:
+        assert e.param == "file" and e.code == "value_error", vars(e)
+    bob = client.with_options(default_headers={"X-On-Behalf-Of": "bob"})
+    try:
+        bob.files.retrieve(created.id)
+        raise AssertionError("bob read alice's file")
+    except openai.NotFoundError:
+        pass
+    deleted = client.files.delete(created.id)
+    strict(FileDeleted, deleted)
+    assert deleted.deleted and deleted.id == created.id
+    try:
+        client.files.retrieve(created.id)
+        raise AssertionError("retrieved after delete")
+    except openai.NotFoundError:
+        pass
 
 
 @case("errors: 422 names the field, 404, and the key's 429 is a RateLimitError")

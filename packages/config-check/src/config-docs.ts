@@ -30,8 +30,10 @@ export const COMMENT_SOURCES = [
   "packages/gateway/src/config.ts",
   "packages/service/src/config.ts",
   "packages/service/src/sandbox/config.ts",
+  "packages/service/src/files/config.ts",
   "packages/spicedb-local/src/config.ts",
   "packages/devstack/src/config.ts",
+  "packages/devstack/src/vector-database-config.ts",
 ];
 
 /**

@@ -1,4 +1,4 @@
-import { devstackConfigSchema } from "@gw/devstack";
+import { devstackConfigSchema, localVectorDatabaseConfigSchema } from "@gw/devstack";
 import { gatewayConfigSchema } from "@gw/gateway";
 import { serviceConfigSchema } from "@gw/service";
 import { spicedbLocalConfigSchema } from "@gw/spicedb-local";
@@ -23,6 +23,13 @@ export const CONFIG_SECTIONS: ConfigSection[] = [
     source: "packages/spicedb-local/src/config.ts",
     intro: "The development SpiceDB server that `pnpm start` and the tests run (never for production).",
     schema: spicedbLocalConfigSchema,
+  },
+  {
+    title: "Local vector database",
+    source: "packages/devstack/src/vector-database-config.ts",
+    intro:
+      "The development vector database (PGlite with pgvector, over PostgreSQL's wire protocol) that `pnpm start` and the tests run (never for production): docs/adr/0020-vector-engine.md.",
+    schema: localVectorDatabaseConfigSchema,
   },
   {
     title: "`pnpm start`",

@@ -13,6 +13,10 @@ export const ERROR_CATALOGUE = {
   request_timeout: { status: 408, title: "Request Timeout", type: "invalid_request_error" },
   conflict: { status: 409, title: "Conflict", type: "invalid_request_error" },
   payload_too_large: { status: 413, title: "Payload Too Large", type: "invalid_request_error" },
+  /** An uploaded file larger than `FILE_MAX_BYTES` (not a JSON body over its limit). */
+  file_too_large: { status: 413, title: "Payload Too Large", type: "invalid_request_error" },
+  /** An upload that would take the organization's stored files past `FILE_STORAGE_QUOTA_BYTES`. */
+  storage_quota_exceeded: { status: 413, title: "Payload Too Large", type: "invalid_request_error" },
   unsupported_media_type: { status: 415, title: "Unsupported Media Type", type: "invalid_request_error" },
   expectation_failed: { status: 417, title: "Expectation Failed", type: "invalid_request_error" },
   validation_failed: { status: 422, title: "Unprocessable Entity", type: "invalid_request_error" },

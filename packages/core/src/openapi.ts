@@ -42,6 +42,12 @@ export interface ApiOperation {
   params?: z.ZodObject;
   query?: z.ZodObject;
   body?: z.ZodType | JsonSchema;
+  /**
+   * The body's media type: `application/json` (the default, parsed before the
+   * route runs), or `multipart/form-data` for a route that reads its body
+   * itself as it arrives (a file upload), whose `body` then describes the form's fields.
+   */
+  bodyContentType?: "application/json" | "multipart/form-data";
   /** The body's name in the API reference (`GitHubPushRequest`), for `components.schemas`. */
   bodyName?: string;
   /** Success responses, by status. Error responses come from the catalogue (`errors`). */
@@ -171,16 +177,33 @@ function errorResponses(operation: ApiOperation): Record<string, JsonSchema> {
     ...(operation.auth === "none" ? [] : AUTHENTICATED_ERRORS),
     ...(operation.errors ?? []),
     ...(operation.body || operation.query || operation.params ? (["validation_failed"] as const) : []),
-    // What the JSON body parser answers: unreadable or malformed JSON, too large, not JSON.
-    ...(operation.body ? (["bad_request", "payload_too_large", "unsupported_media_type"] as const) : []),
+    // What the JSON body parser answers: unreadable or malformed JSON, too large, not JSON; a route
+    // reading its own multipart body answers the rest itself (`errors`).
+    ...(operation.body
+      ? operation.bodyContentType === "multipart/form-data"
+        ? (["unsupported_media_type"] as const)
+        : (["bad_request", "payload_too_large", "unsupported_media_type"] as const)
+      : []),
   ]);
   // On the OpenAI-compatible surface every error but the key's 429 has OpenAI's shape (a 422 beside the contract's `detail`).
   const openai = isOpenAISurface(operation.path);
   const out: Record<string, JsonSchema> = {};
+  const byStatus = new Map<string, ErrorCode[]>();
   for (const code of [...codes].sort((a, b) => ERROR_CATALOGUE[a].status - ERROR_CATALOGUE[b].status)) {
     const status = String(ERROR_CATALOGUE[code].status);
+    byStatus.set(status, [...(byStatus.get(status) ?? []), code]);
     const shaped = openai && code !== "rate_limited";
     out[status] = { $ref: `#/components/responses/${shaped ? `openai_${code}` : code}` };
+  }
+  // Several codes of one status, of one shape (413: a JSON body too large, a file too large, a quota): named together.
+  for (const [status, shared] of byStatus) {
+    if (shared.length < 2 || shared.includes("rate_limited")) continue;
+    out[status] = {
+      description: `${status} ${ERROR_CATALOGUE[shared[0]!].title}: \`code\` ${shared.map((c) => `\`${c}\``).join(", ")}`,
+      content: {
+        "application/json": { schema: { $ref: `#/components/schemas/${openai ? "OpenAIError" : "Error"}` } },
+      },
+    };
   }
   // Two 429s: the key's quota (the contract's body) or the model provider's (OpenAI's).
   if (codes.has("rate_limited") && codes.has("provider_rate_limited")) {
@@ -375,7 +398,9 @@ export function buildOpenApiDocument(info: ApiDocumentInfo, operations: readonly
       entry.requestBody = {
         required: true,
         content: {
-          "application/json": { schema: named.use(jsonSchemaOf(operation.body), operation.bodyName) },
+          [operation.bodyContentType ?? "application/json"]: {
+            schema: named.use(jsonSchemaOf(operation.body), operation.bodyName),
+          },
         },
       };
     }

@@ -263,6 +263,18 @@ export async function postgresReady(db: Queryable, timeoutMs = 1_000): Promise<b
 /** The repository's migrations: `packages/core/migrations/*.sql`, applied in the order of their names. */
 export const MIGRATIONS_DIR = join(import.meta.dirname, "..", "migrations");
 
+/**
+ * The vector database's migrations (`packages/core/vector-migrations`): apart
+ * from the content's, since they need pgvector and may go to another server
+ * (docs/adr/0020-vector-engine.md).
+ */
+export const VECTOR_MIGRATIONS_DIR = join(import.meta.dirname, "..", "vector-migrations");
+
+/** Brings the vector database (`VECTOR_DATABASE_URL`) up to date: `migrate` with the vector migrations. */
+export function migrateVectorDatabase(url: string): Promise<string[]> {
+  return migrate(url, VECTOR_MIGRATIONS_DIR);
+}
+
 /** Key of the advisory lock that lets one process at a time migrate a database ("gw:migrations"). */
 const MIGRATION_LOCK = 0x67773a6d;
 

@@ -22,3 +22,10 @@ export {
 } from "./prometheus.ts";
 export { type RunningRedis, startRedisServer, stopProcess } from "./redis-server.ts";
 export { startSpiceDBLocalProcess } from "./spicedb-process.ts";
+export { type RunningVectorDatabase, startVectorDatabase, vectorDatabaseUrl } from "./vector-database.ts";
+export { localVectorDatabaseConfigSchema } from "./vector-database-config.ts";
+export {
+  type RunningVectorDatabaseProcess,
+  startVectorDatabaseProcess,
+  vectorDatabaseTemplateFile,
+} from "./vector-database-process.ts";

@@ -2,7 +2,9 @@
  * `pnpm start`: the whole stack on one machine. Runs a local redis-server
  * (data under `.data/redis`, AOF on) when `REDIS_URL` is unset, a local
  * PostgreSQL (Debian's package, data under `.data/postgres`, initdb on first
- * start) when `DATABASE_URL` is unset, the local
+ * start) when `DATABASE_URL` is unset, the local vector database (PGlite
+ * with pgvector, data under `.data/vectors`) when `VECTOR_DATABASE_URL` is
+ * unset, the local
  * SpiceDB server (relationships under `.data/spicedb`) when `SPICEDB_ENDPOINT`
  * is unset, the development model provider (`development-provider.ts`) when
  * neither `MODELS_FILE` nor `LLM_BASE_URL` names a provider, then the service
@@ -20,10 +22,10 @@ import { DEFAULT_LOCAL_SPICEDB_PORT } from "@gw/core/authz";
 import { ConfigError, exitOnConfigError, loadConfigOrExit, env as settings } from "@gw/core/config";
 import { developmentSecret } from "@gw/core/development-secret";
 import { createLogger } from "@gw/core/logger";
-import { localPostgresPort } from "@gw/core/postgres";
+import { localPostgresPort, migrateVectorDatabase } from "@gw/core/postgres";
 import { localRedisPort } from "@gw/core/redis";
 import { z } from "zod";
-import { devstackConfigSchema } from "./config.ts";
+import { DEFAULT_LOCAL_VECTOR_DATABASE_PORT, devstackConfigSchema } from "./config.ts";
 import {
   ALL_DEVELOPMENT_MODELS,
   DEVELOPMENT_EMBEDDING_MODELS,
@@ -34,6 +36,7 @@ import { startPostgresServer } from "./postgres-server.ts";
 import { startPrometheus } from "./prometheus.ts";
 import { type RunningRedis, startRedisServer, stopProcess } from "./redis-server.ts";
 import { startSpiceDBLocalProcess } from "./spicedb-process.ts";
+import { startVectorDatabaseProcess } from "./vector-database-process.ts";
 
 /**
  * Checked before anything starts (a bad value exits 78 naming the variable): `pnpm start`'s own settings,
@@ -43,6 +46,7 @@ const config = loadConfigOrExit(
   devstackConfigSchema.extend({
     PORT: settings.port(8080),
     SPICEDB_LOCAL_PORT: settings.port(DEFAULT_LOCAL_SPICEDB_PORT),
+    LOCAL_VECTOR_DATABASE_PORT: settings.port(DEFAULT_LOCAL_VECTOR_DATABASE_PORT),
     SPICEDB_LOCAL_METRICS_PORT: z.coerce.number().int().min(1).max(65535).optional(),
     METRICS_PORT: z.coerce.number().int().min(0).max(65535).optional(),
   }),
@@ -100,6 +104,13 @@ function plannedPorts(env: NodeJS.ProcessEnv): PlannedPort[] {
       host: loopback,
       what: "the local PostgreSQL",
       setting: "LOCAL_POSTGRES_PORT (or DATABASE_URL, to use a PostgreSQL that runs already)",
+    },
+    !env.VECTOR_DATABASE_URL && {
+      port: config.LOCAL_VECTOR_DATABASE_PORT,
+      host: loopback,
+      what: "the local vector database",
+      setting:
+        "LOCAL_VECTOR_DATABASE_PORT (or VECTOR_DATABASE_URL, to use a PostgreSQL with pgvector that runs already)",
     },
     !env.SPICEDB_ENDPOINT && {
       port: config.SPICEDB_LOCAL_PORT,
@@ -198,6 +209,9 @@ async function main(): Promise<void> {
       "vault: a development key kept under DATA_DIR for the gateway and the service (production must set VAULT_KEYS)",
     );
   }
+  // Started first and awaited before the service: PGlite takes seconds to start, while the others start too.
+  const vectors = env.VECTOR_DATABASE_URL ? undefined : startLocalVectorDatabase(env);
+  vectors?.catch(() => {});
   if (!env.REDIS_URL) {
     const dir = resolve(env.DATA_DIR!, "redis");
     const redis: RunningRedis = await startRedisServer({
@@ -243,6 +257,7 @@ async function main(): Promise<void> {
   }
 
   if (runsDevelopmentProvider(env)) await runDevelopmentProvider(env);
+  await vectors;
 
   const servicePort = config.SERVICE_PORT;
   const service = await startNodeProcess({
@@ -308,6 +323,24 @@ async function runDevelopmentProvider(env: NodeJS.ProcessEnv): Promise<void> {
   logger.info(
     { pid: provider.process.pid, url: env.LLM_BASE_URL, models: [...ALL_DEVELOPMENT_MODELS, "auto"] },
     `development model provider started: model ${model} (and auto) answers with what it is sent, ${DEVELOPMENT_EMBEDDING_MODELS.join(", ")} embeds by hashed word counts; set LLM_BASE_URL for a real provider`,
+  );
+}
+
+/**
+ * The local vector database (PGlite with pgvector's own code, served over
+ * PostgreSQL's wire protocol), its data under `$DATA_DIR/vectors`, and the
+ * service pointed at it, its migrations applied.
+ */
+async function startLocalVectorDatabase(env: NodeJS.ProcessEnv): Promise<void> {
+  const port = config.LOCAL_VECTOR_DATABASE_PORT;
+  const database = await startVectorDatabaseProcess({ port, env, inheritOutput: true });
+  watch("vector-database", database.process);
+  // Before any other client: its connections share one session, where a migration's advisory lock excludes no one.
+  await migrateVectorDatabase(database.databaseUrl);
+  env.VECTOR_DATABASE_URL = database.databaseUrl;
+  logger.info(
+    { pid: database.process.pid, url: database.databaseUrl, dir: resolve(env.DATA_DIR!, "vectors") },
+    "local vector database (PGlite with pgvector) started, with its data in the data directory",
   );
 }
 

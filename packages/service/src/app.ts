@@ -19,6 +19,7 @@ import type { BudgetDeps } from "./budgets/admit-model-call.ts";
 import type { CompletionStore } from "./completions/store.ts";
 import type { ConversationStore } from "./conversations/store.ts";
 import type { Evals } from "./evals/index.ts";
+import type { Files } from "./files/files.ts";
 import { verifyAssertion } from "./http/verify-assertion.ts";
 import type { Ids } from "./ids.ts";
 import type { ContextBudget } from "./llm/context.ts";
@@ -29,6 +30,9 @@ import type { ResponseStore } from "./responses/store.ts";
 import { serviceRoutes } from "./routes.ts";
 import type { Sandbox } from "./sandbox/sandbox.ts";
 import type { UsageStore } from "./usage/store.ts";
+import type { Embedder } from "./vector-stores/ingestion/embedder.ts";
+import type { VectorIndex } from "./vector-stores/vector-index.ts";
+import type { VectorStores } from "./vector-stores/vector-stores.ts";
 
 export interface ServiceDeps {
   logger: Logger;
@@ -50,6 +54,16 @@ export interface ServiceDeps {
   responses: ResponseStore;
   /** Stored chat completions (`store: true`). */
   completions: CompletionStore;
+  /** Uploaded files: records, bytes, quota. */
+  files: Files;
+  /** Vector stores: records, chunks, ingestion queue. */
+  vectorStores: VectorStores;
+  /** The chunks of vector stores' files and their embeddings (`VECTOR_DATABASE_URL`), for searches. */
+  vectorIndex: VectorIndex;
+  /** Embeds search queries through the model-call pipeline, charged to the searching key. */
+  embedder: Embedder;
+  /** `VECTOR_STORE_EMBEDDING_MODEL`: search queries are embedded with the model the stores' files were. */
+  embeddingModel: string;
   usage: UsageStore;
   context: ContextBudget;
   budgets: BudgetDeps;
@@ -87,8 +101,17 @@ export function createServiceApp(deps: ServiceDeps): express.Express {
   app.use(probes);
 
   const api = Router();
-  api.use(verifyAssertion(deps.assertions, deps.redis), jsonBody);
-  registerRoutes<ServiceDeps>(api, serviceRoutes, deps);
+  api.use(verifyAssertion(deps.assertions, deps.redis));
+  // A route that reads its own body as it arrives (a multipart upload) comes before the JSON parser,
+  // which refuses any other body on every other route.
+  const streamed = (route: (typeof serviceRoutes)[number]) => route.bodyContentType === "multipart/form-data";
+  registerRoutes<ServiceDeps>(api, serviceRoutes.filter(streamed), deps);
+  api.use(jsonBody);
+  registerRoutes<ServiceDeps>(
+    api,
+    serviceRoutes.filter((route) => !streamed(route)),
+    deps,
+  );
   app.use("/api/v1", api);
 
   app.use(notFoundHandler);

@@ -6,6 +6,7 @@ import { localDatabaseUrl } from "@gw/core/postgres";
 import { localRedisUrl } from "@gw/core/redis";
 import { tracingEnvShape } from "@gw/core/tracing";
 import { z } from "zod";
+import { filesEnvShape, filesOptions } from "./files/config.ts";
 import { ADAPTER_KINDS } from "./llm/adapters.ts";
 import { CatalogueError, loadCatalogueFile, shorthandCatalogue } from "./llm/catalogue.ts";
 import { type ModelList, parseModelList } from "./llm/prices.ts";
@@ -22,15 +23,23 @@ export const serviceConfigSchema = z
     LOG_LEVEL: env.logLevel(),
     /** Redis for usage counters, budgets, ZedTokens, locks and the BullMQ eval queue: `redis://` or `rediss://` for one server, `redis+cluster://[user:password@]host:port,host:port…` (`rediss+cluster://` for TLS) for a Redis Cluster, naming some of its nodes. Unset: the local redis-server that `pnpm start` runs (`redis://127.0.0.1:$LOCAL_REDIS_PORT`). */
     REDIS_URL: env.redisUrl(),
-    /** PostgreSQL for conversations, responses, chat completions, eval records, sandbox records: `postgres://user:password@host:port/database` (the server SpiceDB uses may serve it, from a database and user of its own); missing migrations (`packages/core/migrations`) are applied at start under an advisory lock. Unset: the local PostgreSQL that `pnpm start` runs (`postgres://gateway@127.0.0.1:$LOCAL_POSTGRES_PORT/gateway`). */
+    /** PostgreSQL for conversations, responses, chat completions, files, eval records, sandbox records: `postgres://user:password@host:port/database` (the server SpiceDB uses may serve it, from a database and user of its own); missing migrations (`packages/core/migrations`) are applied at start under an advisory lock. Unset: the local PostgreSQL that `pnpm start` runs (`postgres://gateway@127.0.0.1:$LOCAL_POSTGRES_PORT/gateway`). */
     DATABASE_URL: env.databaseUrl(),
+    /** PostgreSQL with pgvector 0.8 or later for the vector stores' chunks and their embeddings (`vector_chunks`): `postgres://user:password@host:port/database`, the content database or another server; missing vector migrations (`packages/core/vector-migrations`) are applied before its first use. Unset: DATABASE_URL, which then needs the `vector` extension (`pnpm start` runs a local vector database instead and sets this to it). */
+    VECTOR_DATABASE_URL: env.databaseUrl(),
+    /** Connections to VECTOR_DATABASE_URL kept at most. Default 10. */
+    VECTOR_DATABASE_MAX_CONNECTIONS: z.coerce.number().int().min(1).max(1_000).default(10),
+    /** The embedding model vector stores index files with (a name of the model catalogue); its vectors may be up to 2,000 wide. Default text-embedding-3-small. */
+    VECTOR_STORE_EMBEDDING_MODEL: z.string().min(1).max(256).default("text-embedding-3-small"),
+    /** Files of vector stores this process indexes at a time; 0: none (eval worker processes index them). Default 2. */
+    VECTOR_STORE_INGEST_CONCURRENCY: z.coerce.number().int().min(0).max(100).default(2),
     /** How long a stored response (with its input items) or stored chat completion (with its messages) is kept, with a unit (30d, 12h, 5s). Default 30d. */
     RESPONSE_RETENTION: env.duration("30d"),
     /** A conversation untouched this long (with a unit) is deleted; unset: conversations stay until deleted. */
     CONVERSATION_IDLE_EXPIRY: env.optionalDuration(),
     /** How often expired content is deleted in the background, with a unit. Default 1m. */
     RETENTION_SWEEP_INTERVAL: env.duration("1m"),
-    /** How often the orphan reconciler removes relationships of conversations, responses and completions that have no content, with a unit. Default 5m. */
+    /** How often the orphan reconciler removes relationships of conversations, responses, completions and files that have no content, with a unit. Default 5m. */
     ORPHAN_RECONCILE_INTERVAL: env.duration("5m"),
     /** Relationships the orphan reconciler reads (and resources it may delete) per run, at most. Default 1000. */
     ORPHAN_RECONCILE_BATCH: z.coerce.number().int().min(1).max(100_000).default(1_000),
@@ -121,6 +130,7 @@ export const serviceConfigSchema = z
     /** The newest runs kept per eval schedule; older ones go first. Default 1000. */
     EVAL_RUNS_PER_SCHEDULE: z.coerce.number().int().min(1).max(1_000_000).default(1_000),
     ...sandboxEnvShape,
+    ...filesEnvShape,
   })
   .superRefine((c, ctx) => checkSpiceDBEnv(c, ctx))
   .superRefine((c, ctx) => checkSandboxEnv(c, ctx))
@@ -138,9 +148,11 @@ export const serviceConfigSchema = z
     catalogue: catalogueOf(c, ctx),
     REDIS_URL: c.REDIS_URL ?? localRedisUrl(),
     DATABASE_URL: c.DATABASE_URL ?? localDatabaseUrl(),
+    VECTOR_DATABASE_URL: c.VECTOR_DATABASE_URL ?? c.DATABASE_URL ?? localDatabaseUrl(),
     spicedb: spicedbClientOptions(c),
     metricsEndpoint: metricsEndpointOf(c),
     sandbox: sandboxOptions(c),
+    files: filesOptions(c),
     tokenCounting: {
       workers: c.TOKEN_COUNT_WORKERS,
       workerMinChars: c.TOKEN_COUNT_WORKER_MIN_CHARS,

@@ -10,14 +10,17 @@ import express from "express";
 import { budgetDeps, chatProvider } from "./calls/deps.ts";
 import type { ServiceConfig } from "./config.ts";
 import { startEvalsFromConfig } from "./evals/index.ts";
+import { Files } from "./files/files.ts";
 import { ids } from "./ids.ts";
 import { configureTokenCounting } from "./llm/tokens.ts";
 import { providerKeyStore } from "./provider-keys/deps.ts";
 import { UsageStore } from "./usage/store.ts";
+import { startIngestion, vectorIndexOf } from "./vector-stores/index.ts";
 
 /**
  * An eval worker on its own: runs from the shared queue, `EVAL_WORKER_CONCURRENCY`
- * at a time, with the service's configuration. It serves only `/healthz`,
+ * at a time, and files of vector stores to index, `VECTOR_STORE_INGEST_CONCURRENCY` at a
+ * time, with the service's configuration. It serves only `/healthz`,
  * `/readyz` and `/metrics` on `PORT`.
  */
 export async function startEvalWorkerProcess(config: ServiceConfig, logger: Logger) {
@@ -48,15 +51,28 @@ export async function startEvalWorkerProcess(config: ServiceConfig, logger: Logg
   });
   // A run's calls reach `byok` deployments with the organization's own key, as the service's calls do.
   const providerKeys = providerKeyStore(config, vaultKeys, { db, logger, clock });
+  const provider = chatProvider(config, { metrics, ids: ids(clock), redis, clock, logger, providerKeys });
+  const usage = new UsageStore(redis, clock);
   const evals = startEvalsFromConfig(config, {
     redis,
     db,
-    provider: chatProvider(config, { metrics, ids: ids(clock), redis, clock, logger, providerKeys }),
-    usage: new UsageStore(redis, clock),
+    provider,
+    usage,
     budgets,
     logger,
     metrics,
     clock,
+  });
+  // Files of vector stores are indexed here too (VECTOR_STORE_INGEST_CONCURRENCY at a time).
+  const vectorIndex = vectorIndexOf(config, logger);
+  const ingestion = startIngestion(config, {
+    db,
+    redis,
+    index: vectorIndex,
+    files: new Files(db, { clock, options: config.files, logger }),
+    clock,
+    logger,
+    embedding: { provider, usage, budgets },
   });
   const app = express();
   useRequestBasics(app, logger, metrics);
@@ -81,6 +97,8 @@ export async function startEvalWorkerProcess(config: ServiceConfig, logger: Logg
     async close() {
       await Promise.all([closeGracefully(server, 5_000), metricsListener?.close()]);
       await evals.close();
+      await ingestion.close();
+      await vectorIndex.close();
       stopLeases();
       redis.disconnect();
       await providerKeys.close();

@@ -2,15 +2,19 @@ import { ValidationFailed } from "@gw/core/errors";
 import { z } from "zod";
 import { notSupported } from "./schema.ts";
 
+/** A list's `limit`, 1 to `max` (default `fallback`). */
+export const pageLimit = (max: number, fallback: number) =>
+  z
+    .preprocess(
+      // Query values are strings: whole numbers become numbers, anything else fails as itself.
+      (v) => (typeof v === "string" && /^[+-]?\d{1,9}$/.test(v) ? Number(v) : v),
+      z.int().min(1).max(max),
+    )
+    .default(fallback);
+
 /** OpenAI's list query: `limit` 1 to 100 (default 20), `after` an item id, `order` (default `desc`, newest first). */
 export const pageQuery = z.object({
-  // Query values are strings: whole numbers become numbers, anything else fails as itself.
-  limit: z
-    .preprocess(
-      (v) => (typeof v === "string" && /^[+-]?\d{1,9}$/.test(v) ? Number(v) : v),
-      z.int().min(1).max(100),
-    )
-    .default(20),
+  limit: pageLimit(100, 20),
   after: z.string().min(1).max(256).optional(),
   order: z.enum(["asc", "desc"]).default("desc"),
   // Extra data on items (logprobs, image URLs…), which this service does not keep.

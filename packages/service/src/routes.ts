@@ -4,11 +4,14 @@ import { completionRoutes } from "./completions/routes/index.ts";
 import { conversationRoutes } from "./conversations/routes/index.ts";
 import { embeddingRoutes } from "./embeddings/routes/index.ts";
 import { evalRoutes } from "./evals/routes/index.ts";
+import { fileRoutes } from "./files/routes/index.ts";
 import { modelRoutes } from "./models/routes/index.ts";
 import { providerKeyRoutes } from "./provider-keys/routes/index.ts";
 import { responseRoutes } from "./responses/routes/index.ts";
 import { sandboxRoutes } from "./sandbox/routes/index.ts";
 import { getUsage } from "./usage/routes/get-usage.ts";
+import { vectorStoreRoutes } from "./vector-stores/routes/index.ts";
+import { searchVectorStore } from "./vector-stores/routes/search-vector-store.ts";
 
 /**
  * Every route the service serves (under `/api/v1`, through the gateway),
@@ -19,6 +22,9 @@ export const serviceRoutes = [
   ...conversationRoutes,
   ...responseRoutes,
   ...completionRoutes,
+  ...fileRoutes,
+  ...vectorStoreRoutes,
+  searchVectorStore,
   ...embeddingRoutes,
   ...modelRoutes,
   getUsage,

@@ -14,6 +14,7 @@ import { PostgresCompletionStore } from "./completions/store.ts";
 import type { ServiceConfig } from "./config.ts";
 import { ConversationStore } from "./conversations/store.ts";
 import { startEvalsFromConfig } from "./evals/index.ts";
+import { type FileHooks, Files } from "./files/files.ts";
 import { ids } from "./ids.ts";
 import { configureTokenCounting } from "./llm/tokens.ts";
 import { providerKeyStore } from "./provider-keys/deps.ts";
@@ -23,6 +24,14 @@ import { OrphanReconciler } from "./retention/reconciler.ts";
 import { RetentionSweeper } from "./retention/sweeper.ts";
 import { Sandbox } from "./sandbox/sandbox.ts";
 import { UsageStore } from "./usage/store.ts";
+import {
+  startIngestion,
+  type VectorStoreTestOptions,
+  vectorIndexOf,
+  vectorStoresOf,
+} from "./vector-stores/index.ts";
+import { pipelineEmbedder } from "./vector-stores/ingestion/embedder.ts";
+import type { VectorStores } from "./vector-stores/vector-stores.ts";
 
 export interface RunningService {
   url: string;
@@ -36,6 +45,10 @@ export interface RunningService {
   retention: RetentionSweeper;
   /** Removes relationships without content; runs by itself every `ORPHAN_RECONCILE_INTERVAL`. */
   reconciler: OrphanReconciler;
+  /** Uploaded files: what is made from a file listens here for its removal (`Files.onRemove`). */
+  files: Files;
+  /** Vector stores: records, chunks, ingestion queue. */
+  vectorStores: VectorStores;
   close(): Promise<void>;
 }
 
@@ -46,6 +59,10 @@ export interface ServiceOptions {
   approvalHooks?: ApprovalHooks;
   /** For tests: how the host names of organizations' provider `base_url`s resolve. */
   resolver?: Resolver;
+  /** For tests: holds uploads between their steps. */
+  fileHooks?: FileHooks;
+  /** For tests: the ingestion's embedder, hooks and BullMQ timings. */
+  vectorStores?: VectorStoreTestOptions;
 }
 
 /** Wires the service's dependencies and starts listening. */
@@ -108,7 +125,32 @@ export async function startService(
     clock,
     idleExpiryMs: config.retention.conversationIdleExpiryMs,
   });
-  const retention = new RetentionSweeper({ db, spicedb, tokens, logger, clock, options: config.retention });
+  const files = new Files(db, { clock, options: config.files, hooks: options.fileHooks, logger });
+  const vectorIndex = vectorIndexOf(config, logger);
+  const vectors = vectorStoresOf(config, {
+    db,
+    clock,
+    index: vectorIndex,
+    files,
+    authorization,
+    ids: issuer,
+    logger,
+  });
+  const ingestion = startIngestion(
+    config,
+    { db, redis, index: vectorIndex, files, clock, logger, embedding: { provider, usage, budgets } },
+    options.vectorStores,
+  );
+  const retention = new RetentionSweeper({
+    db,
+    spicedb,
+    tokens,
+    logger,
+    clock,
+    options: config.retention,
+    files,
+    vectorStores: vectors.vectorStores,
+  });
   retention.start();
   const reconciler = new OrphanReconciler({
     db,
@@ -145,6 +187,12 @@ export async function startService(
       clock,
       retentionMs: config.retention.responseRetentionMs,
     }),
+    files,
+    vectorStores: vectors.vectorStores,
+    vectorIndex,
+    // A search embeds its query through the same pipeline as the ingestion, charged to the caller's key.
+    embedder: options.vectorStores?.embedder ?? pipelineEmbedder({ provider, usage, budgets }),
+    embeddingModel: config.VECTOR_STORE_EMBEDDING_MODEL,
     usage,
     context: { maxItems: config.LLM_CONTEXT_MAX_ITEMS, maxTokens: config.LLM_CONTEXT_MAX_TOKENS },
     budgets,
@@ -184,11 +232,16 @@ export async function startService(
     logger,
     retention,
     reconciler,
+    files,
+    vectorStores: vectors.vectorStores,
     async close() {
       stopLeases();
       await Promise.all([retention.close(), reconciler.close()]);
       await Promise.all([closeGracefully(server, 5_000), metricsListener?.close()]);
       await evals.close();
+      await ingestion.close();
+      await vectors.close();
+      await vectorIndex.close();
       spicedb.close();
       redis.disconnect();
       await sandbox.close();

@@ -80,6 +80,7 @@ describe("the model routes", () => {
       "POST /api/v1/llm/chat/completions",
       "POST /api/v1/llm/embeddings",
       "POST /api/v1/llm/responses",
+      "POST /api/v1/llm/vector_stores/:id/search",
     ]);
     expect(MODEL_ROUTES.map((r) => `${r.method} ${r.path}`).sort()).toEqual(declared);
   });

@@ -18,6 +18,7 @@ import {
   RECONCILE_POSITION_KEY,
   type ReconcileReport,
 } from "../src/retention/reconciler.ts";
+import { uploaded } from "./files.ts";
 import { useStack } from "./stack.ts";
 
 const stack = useStack();
@@ -69,7 +70,8 @@ const linesOf = (org: string, type: ResourceType, id: string) =>
 async function fullPass(): Promise<ReconcileReport[]> {
   const reports: ReconcileReport[] = [];
   const wrapped = new Set<string>();
-  while (wrapped.size < 3) {
+  // Every service-issued type: conversations, responses, completions, files, vector stores.
+  while (wrapped.size < 5) {
     const report = await reconciler.reconcile();
     if (!report) throw new Error("another replica holds the lock");
     reports.push(report);
@@ -93,6 +95,7 @@ describe("the orphan reconciler", () => {
       messages: [{ role: "user", content: "kept" }],
       store: true,
     });
+    const liveFile = (await uploaded(stack, key.secret, { content: "kept", user: "alice" })).id;
     const grant = await stack.call(key.secret, "/api/v1/authorization/llm/grant", {
       json: { resourceType: "conversation", resourceId: liveConversation, userId: "bob", role: "reader" },
       user: "alice",
@@ -105,6 +108,7 @@ describe("the orphan reconciler", () => {
       ["conversation", newId("conv", twoHoursAgo)],
       ["response", newId("resp", twoHoursAgo)],
       ["completion", newCompletionId(twoHoursAgo)],
+      ["file", newId("file", twoHoursAgo)],
       // An id that carries no time (issued before ids were stamped, or not ours): its age is unknown, it goes.
       ["response", `resp_${randomBytes(16).toString("hex")}`],
     ];
@@ -112,7 +116,7 @@ describe("the orphan reconciler", () => {
     // Written a minute ago: its create may still be running (a long model call), so it stays for now.
     const young = newId("resp", clock.wall() - 60_000);
     await orphan(org, "response", young);
-    // Other resource types are not the service's: never touched.
+    // Another backend's file ids (not of the shape the service issues) are not the service's: never touched.
     await write([update(TOUCH, org, { type: "file", id: "file_1" }, "owner", scopedId(org, "alice"))]);
 
     const reports = await fullPass();
@@ -135,6 +139,7 @@ describe("the orphan reconciler", () => {
       `organization ${org}`,
       `owner ${org}/alice`,
     ]);
+    expect(await linesOf(org, "file", liveFile)).toEqual([`organization ${org}`, `owner ${org}/alice`]);
     expect(await linesOf(org, "response", young)).toEqual([`owner ${org}/alice`, `reader ${org}/bob`]);
     expect(await linesOf(org, "file", "file_1")).toEqual([`owner ${org}/alice`]);
     // bob, who was a reader of the orphans, finds only the live conversation in his lookups.

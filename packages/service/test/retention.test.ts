@@ -418,6 +418,8 @@ describe("the sweep", () => {
         responses: expect.any(Number),
         completions: expect.any(Number),
         conversations: expect.any(Number),
+        files: expect.any(Number),
+        vectorStores: expect.any(Number),
       });
     } finally {
       await holder.end();

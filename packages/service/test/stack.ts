@@ -30,8 +30,10 @@ import {
 import { type FakeLLM, startFakeLLM } from "@gw/test-kit/llm-upstream";
 import { afterAll, beforeAll, expect } from "vitest";
 import { serviceConfigSchema } from "../src/config.ts";
+import type { Files } from "../src/files/files.ts";
 import type { SweepReport } from "../src/retention/sweeper.ts";
 import { type ServiceOptions, startService } from "../src/server.ts";
+import type { VectorStores } from "../src/vector-stores/vector-stores.ts";
 
 export interface Stack {
   gatewayUrl: string;
@@ -66,6 +68,10 @@ export interface Stack {
   spicedb: { endpoint: string; presharedKey: string };
   /** One retention sweep of the service, now. */
   sweep(): Promise<SweepReport | undefined>;
+  /** The service's files (their removal listeners, an organization's usage). */
+  files: Files;
+  /** The service's vector stores (their records and the vector index). */
+  vectorStores: VectorStores;
   stopService(): Promise<void>;
 }
 
@@ -179,6 +185,8 @@ export function useStack(
       serviceLogs,
       spicedb: { endpoint: spicedb.endpoint, presharedKey: spicedb.presharedKey },
       sweep: () => service.retention.sweep(),
+      files: service.files,
+      vectorStores: service.vectorStores,
       async createKey(input: Partial<CreateApiKeyInput> = {}) {
         const org = input.org ?? `org-${randomBytes(5).toString("hex")}`;
         const { record, secret } = await store.create({ org, owner: "backend", ...input });

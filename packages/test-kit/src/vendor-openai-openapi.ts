@@ -3,7 +3,7 @@
  * OpenAI's official OpenAPI document (github.com/openai/openai-openapi,
  * `openapi.json`) that describe what this gateway speaks (Responses and
  * their events, Conversations and items, Chat Completions and chunks, stored
- * completions, Models, input tokens, Embeddings) and every schema they refer to, with
+ * completions, Models, input tokens, Files, Vector stores, Embeddings) and every schema they refer to, with
  * the document's version and the commit it came from.
  *
  * `pnpm exec node packages/test-kit/src/vendor-openai-openapi.ts <openapi.json> <commit> <date>`
@@ -35,6 +35,22 @@ export const VENDORED_ROOTS = [
   "CreateEmbeddingRequest",
   "CreateEmbeddingResponse",
   "ErrorResponse",
+  "CreateFileRequest",
+  "OpenAIFile",
+  "ListFilesResponse",
+  "DeleteFileResponse",
+  "CreateVectorStoreRequest",
+  "UpdateVectorStoreRequest",
+  "VectorStoreObject",
+  "ListVectorStoresResponse",
+  "DeleteVectorStoreResponse",
+  "CreateVectorStoreFileRequest",
+  "UpdateVectorStoreFileAttributesRequest",
+  "VectorStoreFileObject",
+  "ListVectorStoreFilesResponse",
+  "DeleteVectorStoreFileResponse",
+  "CreateVectorStoreFileBatchRequest",
+  "VectorStoreFileBatchObject",
 ] as const;
 
 type Json = Record<string, unknown>;

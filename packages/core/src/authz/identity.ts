@@ -37,6 +37,29 @@ export function isServiceIssued(type: ResourceType): type is keyof typeof SERVIC
   return Object.hasOwn(SERVICE_ISSUED_TYPES, type);
 }
 
+/**
+ * Resource types of which the service issues some ids while other backends
+ * still register theirs (files held elsewhere): an id of the shape the service
+ * issues (`file_` and 32 hex digits) is the service's as a whole type's ids
+ * are in `SERVICE_ISSUED_TYPES`, so no one registers it before or after the
+ * service issues it, nor drops its authorization while its content lives.
+ */
+export const SERVICE_ISSUED_IDS = {
+  file: { shape: /^file_[0-9a-f]{32}$/, delete: "DELETE /api/v1/llm/files/{id}" },
+  vector_store: { shape: /^vs_[0-9a-f]{32}$/, delete: "DELETE /api/v1/llm/vector_stores/{id}" },
+} as const satisfies Partial<Record<ResourceType, { shape: RegExp; delete: string }>>;
+
+/**
+ * The service's own delete of the resource when the service issues its id
+ * (its whole type, or an id of the shape it issues); `undefined` for a
+ * resource other backends register.
+ */
+export function serviceIssuedDelete(type: ResourceType, id: string): string | undefined {
+  if (isServiceIssued(type)) return SERVICE_ISSUED_TYPES[type];
+  const ids = (SERVICE_ISSUED_IDS as Partial<Record<ResourceType, { shape: RegExp; delete: string }>>)[type];
+  return ids?.shape.test(id) ? ids.delete : undefined;
+}
+
 export const ROLES = ["owner", "writer", "reader"] as const;
 export type Role = (typeof ROLES)[number];
 

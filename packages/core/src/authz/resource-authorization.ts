@@ -11,14 +11,13 @@ import {
 import type { DecisionCache } from "./decision-cache.ts";
 import {
   fitsObjectId,
-  isServiceIssued,
   PERMISSION_FOR_ROLE,
   PUBLIC_USER,
   type ResourceType,
   ROLES,
   type Role,
-  SERVICE_ISSUED_TYPES,
   scopedId,
+  serviceIssuedDelete,
   subjectId,
   unscopedId,
 } from "./identity.ts";
@@ -80,16 +79,16 @@ export class AlreadyRegistered extends AppError {
 
 /**
  * The platform API was asked to register, or delete the authorization of, a
- * resource whose id the service issues (`SERVICE_ISSUED_TYPES`): the service
+ * resource whose id the service issues (`serviceIssuedDelete`): the service
  * owns that lifecycle, whatever the id and whether or not it exists.
  */
 export class ServiceIssuedResource extends AppError {
-  constructor(type: keyof typeof SERVICE_ISSUED_TYPES, action: "register" | "delete") {
+  constructor(type: ResourceType, action: "register" | "delete", serviceDelete: string) {
     super(
       "conflict",
       action === "register"
         ? `A ${type} id is issued by the service, which makes its creator the owner: it cannot be registered`
-        : `A ${type}'s authorization goes with its content: delete it with ${SERVICE_ISSUED_TYPES[type]}`,
+        : `A ${type}'s authorization goes with its content: delete it with ${serviceDelete}`,
       { reason: "service_issued_id" },
     );
     this.name = "ServiceIssuedResource";
@@ -140,8 +139,8 @@ export interface AuthorizationHooks {
 
 const ROLE_ORDER: Record<Role, number> = { owner: 0, writer: 1, reader: 2 };
 
-/** Types whose owner relationships may expire with their content (the service's `ownership` lifetimes). */
-const CONTENT_EXPIRES: ReadonlySet<ResourceType> = new Set(["response", "completion"]);
+/** Types whose owner relationships may expire with their content (the service's `ownership` lifetimes, a file's own expiry). */
+const CONTENT_EXPIRES: ReadonlySet<ResourceType> = new Set(["response", "completion", "file"]);
 
 /** How long new resources of a type are owned: the retention of their content, in ms. */
 export interface OwnershipLifetimes {
@@ -194,11 +193,17 @@ export class ResourceAuthorization {
    * fresh id). For a type whose content expires (`ownership`), the owner
    * relationship expires with it: from then on SpiceDB itself answers as if
    * the resource were gone (checks, lookups, grants), before any sweep.
-   * Throws if that cannot be written.
+   * `expiresAt`, when given, is this resource's own end (a file's
+   * `expires_after`), over its type's lifetime. Throws if that cannot be written.
    */
-  async createOwnership(principal: Principal, resource: ResourceRef): Promise<string | undefined> {
+  async createOwnership(
+    principal: Principal,
+    resource: ResourceRef,
+    options: { expiresAt?: Date } = {},
+  ): Promise<string | undefined> {
     const lifetime = this.ownership?.lifetimes[resource.type];
-    const expiresAt = lifetime === undefined ? undefined : new Date(this.clock.wall() + lifetime);
+    const expiresAt =
+      options.expiresAt ?? (lifetime === undefined ? undefined : new Date(this.clock.wall() + lifetime));
     return this.write(principal.org, resource, [
       ownerUpdate(principal, resource, expiresAt),
       ...organizationUpdates(principal.org, resource),
@@ -212,7 +217,8 @@ export class ResourceAuthorization {
    * Never for a type whose ids the service issues (`ServiceIssuedResource`).
    */
   async register(principal: Principal, resource: ResourceRef): Promise<string | undefined> {
-    if (isServiceIssued(resource.type)) throw new ServiceIssuedResource(resource.type, "register");
+    const serviceDelete = serviceIssuedDelete(resource.type, resource.id);
+    if (serviceDelete) throw new ServiceIssuedResource(resource.type, "register", serviceDelete);
     const noOwner = v1.Precondition.create({
       operation: v1.Precondition_Operation.MUST_NOT_MATCH,
       filter: ownerFilter(principal.org, resource),
@@ -237,7 +243,8 @@ export class ResourceAuthorization {
    * tells nothing of the resource).
    */
   async deleteRegistered(principal: Principal, resource: ResourceRef): Promise<string | undefined> {
-    if (isServiceIssued(resource.type)) throw new ServiceIssuedResource(resource.type, "delete");
+    const serviceDelete = serviceIssuedDelete(resource.type, resource.id);
+    if (serviceDelete) throw new ServiceIssuedResource(resource.type, "delete", serviceDelete);
     return this.deleteResource(principal, resource);
   }
 
@@ -498,7 +505,7 @@ export class ResourceAuthorization {
    * owners expired).
    */
   private async contentExpiry(org: string, resource: ResourceRef): Promise<Date | undefined> {
-    // Only stored responses and completions expire (RESPONSE_RETENTION); the gateway, which grants, reads when from the owners.
+    // Only stored responses, completions and files expire; the gateway, which grants, reads when from the owners.
     if (!CONTENT_EXPIRES.has(resource.type)) return undefined;
     const owners = await this.spicedb.readRelationships(
       v1.ReadRelationshipsRequest.create({

@@ -31,7 +31,20 @@ export interface CreatorKeys {
    * or deleted, a permission taken away, the end user outside its policy).
    * Throws when the key or its organization's key owners cannot be read.
    */
-  callerOf(org: string, creator: { user: string; keyId: string }): Promise<Caller | { refused: string }>;
+  callerOf(
+    org: string,
+    creator: { user: string; keyId: string },
+    purpose?: KeyPurpose,
+  ): Promise<Caller | { refused: string }>;
+}
+
+/** What a key is used for without a request: the permissions it needs, and how refusals name it. */
+export interface KeyPurpose {
+  needs: readonly { permission: Permission; why: string }[];
+  /** "The API key that created the schedule". */
+  key: string;
+  /** "The schedule's end user". */
+  endUser: string;
 }
 
 /** The fields of the gateway's key record that a run needs. */
@@ -46,11 +59,15 @@ interface KeyRecord {
   onBehalfOf?: OnBehalfOfPolicy;
 }
 
-/** The permissions a run needs of its creator key, beside the model allowlist the pipeline checks. */
-const RUN_NEEDS: readonly { permission: Permission; why: string }[] = [
-  { permission: "evals:write", why: "" },
-  { permission: MODEL_CALLS, why: ", which model calls need" },
-];
+/** What a run needs of its creator key, beside the model allowlist the pipeline checks. */
+const EVAL_RUN: KeyPurpose = {
+  needs: [
+    { permission: "evals:write", why: "" },
+    { permission: MODEL_CALLS, why: ", which model calls need" },
+  ],
+  key: "The API key that created the schedule",
+  endUser: "The schedule's end user",
+};
 
 const recordKey = apiKeyRecordKey;
 const orgLimitsKey = (org: string) => `gw:org:${org}:end-user-limits`;
@@ -67,25 +84,22 @@ export class RedisCreatorKeys implements CreatorKeys {
     this.owners = owners;
   }
 
-  async callerOf(org: string, creator: { user: string; keyId: string }) {
+  async callerOf(org: string, creator: { user: string; keyId: string }, purpose: KeyPurpose = EVAL_RUN) {
     const [json, defaults] = await Promise.all([
       this.redis.get(recordKey(creator.keyId)),
       this.redis.get(orgLimitsKey(org)),
     ]);
     const record = json ? (JSON.parse(json) as KeyRecord) : undefined;
-    if (!record || record.org !== org)
-      return { refused: "The API key that created the schedule was deleted" };
-    if (record.status !== "active") return { refused: "The API key that created the schedule was revoked" };
+    if (!record || record.org !== org) return { refused: `${purpose.key} was deleted` };
+    if (record.status !== "active") return { refused: `${purpose.key} was revoked` };
     if (record.expiresAt && Date.parse(record.expiresAt) <= this.clock.wall())
-      return { refused: "The API key that created the schedule has expired" };
-    for (const { permission, why } of RUN_NEEDS) {
+      return { refused: `${purpose.key} has expired` };
+    for (const { permission, why } of purpose.needs) {
       if (!record.permissions.includes(permission))
-        return {
-          refused: `The API key that created the schedule no longer has the permission '${permission}'${why}`,
-        };
+        return { refused: `${purpose.key} no longer has the permission '${permission}'${why}` };
     }
     try {
-      await assertMayActFor(record, creator.user, "The schedule's end user", this.owners);
+      await assertMayActFor(record, creator.user, purpose.endUser, this.owners);
     } catch (err) {
       if (err instanceof AppError && err.code === "forbidden") return { refused: err.message };
       throw err;

@@ -12,7 +12,8 @@ export type Item =
   | McpListToolsItem
   | McpCallItem
   | McpApprovalRequestItem
-  | McpApprovalResponseItem;
+  | McpApprovalResponseItem
+  | FileSearchCallItem;
 
 export type ContentPart =
   | { type: "input_text"; text: string }
@@ -86,6 +87,25 @@ export interface McpApprovalResponseItem {
   reason: string | null;
 }
 
+/** One chunk a `file_search` tool found (OpenAI's `FileSearchToolCall.results[]`). */
+export interface FileSearchResult {
+  file_id: string;
+  filename: string;
+  score: number;
+  attributes: Record<string, string | number | boolean>;
+  text: string;
+}
+
+/** A `file_search` tool's search, which the service ran (OpenAI's `file_search_call`). */
+export interface FileSearchCallItem {
+  type: "file_search_call";
+  id: string;
+  status: "completed" | "failed";
+  queries: string[];
+  /** What it found, when the request's `include` names `file_search_call.results`; else `null`. */
+  results: FileSearchResult[] | null;
+}
+
 /** The prefix of a new item's id, by type (as OpenAI's ids read). */
 export const ID_PREFIX: Record<Item["type"], string> = {
   message: "msg",
@@ -95,6 +115,7 @@ export const ID_PREFIX: Record<Item["type"], string> = {
   mcp_call: "mcp",
   mcp_approval_request: "mcpr",
   mcp_approval_response: "mcpa",
+  file_search_call: "fs",
 };
 
 const textOf = (parts: { text: string }[] | string) =>

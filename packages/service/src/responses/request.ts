@@ -5,6 +5,7 @@ import { responseInputItem } from "../items/input.ts";
 import { modelName } from "../llm/models.ts";
 import type { ChatRequest } from "../llm/provider.ts";
 import { byType, chosen, float, notSupported } from "../schema.ts";
+import { attributeFilter, maxNumResults, rankingOptions } from "../vector-stores/search-request.ts";
 
 /**
  * The body of `POST /api/v1/llm/responses`, as the OpenAI SDKs send it. Every
@@ -83,6 +84,23 @@ export const mcpTool = z.strictObject({
   defer_loading: z.boolean().optional(),
 });
 export type McpToolInput = z.output<typeof mcpTool>;
+
+/** Vector stores one `file_search` tool searches at most. */
+export const MAX_FILE_SEARCH_STORES = 10;
+
+/**
+ * OpenAI's `file_search` tool (docs/api/vector-store-search.md#the-responses-file_search-tool): the
+ * service searches `vector_store_ids` as the principal, with the rules of
+ * `POST /vector_stores/{id}/search`, and gives the model what it found.
+ */
+export const fileSearchTool = z.strictObject({
+  type: z.literal("file_search"),
+  vector_store_ids: z.array(z.string().min(1).max(256)).min(1).max(MAX_FILE_SEARCH_STORES),
+  max_num_results: maxNumResults.optional(),
+  filters: attributeFilter.nullish(),
+  ranking_options: rankingOptions.optional(),
+});
+export type FileSearchToolInput = z.output<typeof fileSearchTool>;
 
 const textFormat = byType("Text format", {
   text: z.strictObject({ type: z.literal("text") }),
@@ -175,7 +193,7 @@ export const createResponseBody = z
       })
       .optional(),
     tools: z
-      .array(byType("Tool type", { function: functionTool, mcp: mcpTool }))
+      .array(byType("Tool type", { function: functionTool, mcp: mcpTool, file_search: fileSearchTool }))
       .max(128)
       .refine((tools) => {
         const names = tools.flatMap((t) => (t.type === "function" ? [t.name] : []));
@@ -185,6 +203,10 @@ export const createResponseBody = z
         const labels = tools.flatMap((t) => (t.type === "mcp" ? [t.server_label] : []));
         return new Set(labels).size === labels.length;
       }, "MCP server labels should be unique")
+      .refine(
+        (tools) => tools.filter((t) => t.type === "file_search").length <= 1,
+        "At most one file_search tool",
+      )
       .optional(),
     tool_choice: toolChoice.optional(),
     parallel_tool_calls: z.boolean().default(true),

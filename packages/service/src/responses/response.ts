@@ -2,6 +2,7 @@ import { responseFailure } from "@gw/core/errors";
 import type { Ids } from "../ids.ts";
 import { ID_PREFIX } from "../items/items.ts";
 import type { Completion, TokenLogprob, Usage } from "../llm/provider.ts";
+import { DEFAULT_NUM_RESULTS } from "../vector-stores/search-request.ts";
 import type { CreateResponseInput } from "./request.ts";
 import type { OutputItem, ResponseObject, ResponseTool, ResponseUsage } from "./store.ts";
 
@@ -16,22 +17,33 @@ export function draftResponse(
   now: number,
 ): ResponseObject {
   const tools: ResponseTool[] = (input.tools ?? []).map((t) =>
-    t.type === "mcp"
+    t.type === "file_search"
       ? {
-          type: "mcp",
-          server_label: t.server_label,
-          server_url: t.server_url,
-          allowed_tools: t.allowed_tools ?? null,
-          require_approval: t.require_approval ?? "always",
-          ...(t.server_description ? { server_description: t.server_description } : {}),
+          type: "file_search",
+          vector_store_ids: t.vector_store_ids,
+          max_num_results: t.max_num_results ?? DEFAULT_NUM_RESULTS,
+          filters: t.filters ?? null,
+          ranking_options: {
+            ranker: t.ranking_options?.ranker ?? "auto",
+            score_threshold: t.ranking_options?.score_threshold ?? 0,
+          },
         }
-      : {
-          type: "function",
-          name: t.name,
-          description: t.description ?? null,
-          parameters: t.parameters ?? null,
-          strict: t.strict ?? null,
-        },
+      : t.type === "mcp"
+        ? {
+            type: "mcp",
+            server_label: t.server_label,
+            server_url: t.server_url,
+            allowed_tools: t.allowed_tools ?? null,
+            require_approval: t.require_approval ?? "always",
+            ...(t.server_description ? { server_description: t.server_description } : {}),
+          }
+        : {
+            type: "function",
+            name: t.name,
+            description: t.description ?? null,
+            parameters: t.parameters ?? null,
+            strict: t.strict ?? null,
+          },
   );
   const verbosity = input.text?.verbosity;
   return {

@@ -4,6 +4,7 @@ import { type Postgres, postgresCanHold } from "@gw/core/postgres";
 import { stringified } from "@gw/core/turns";
 import type { ConversationStore } from "../conversations/store.ts";
 import type {
+  FileSearchCallItem,
   FunctionCallItem,
   Item,
   McpApprovalRequestItem,
@@ -19,7 +20,8 @@ export type OutputItem =
   | FunctionCallItem
   | McpListToolsItem
   | McpCallItem
-  | McpApprovalRequestItem;
+  | McpApprovalRequestItem
+  | FileSearchCallItem;
 
 export type ResponseStatus = "in_progress" | "completed" | "incomplete" | "failed";
 
@@ -32,7 +34,7 @@ export interface ResponseUsage {
   total_tokens: number;
 }
 
-/** A function tool as the response echoes it (OpenAI's `FunctionTool`), or a hosted MCP tool (`Mcp`). */
+/** A function tool as the response echoes it (OpenAI's `FunctionTool`), a hosted MCP tool (`Mcp`), or a `file_search` tool (`FileSearchTool`). */
 export type ResponseTool =
   | {
       type: "function";
@@ -48,6 +50,13 @@ export type ResponseTool =
       allowed_tools: unknown;
       require_approval: unknown;
       server_description?: string;
+    }
+  | {
+      type: "file_search";
+      vector_store_ids: string[];
+      max_num_results: number;
+      filters: unknown;
+      ranking_options: { ranker: string; score_threshold: number };
     };
 
 /** The response object (API reference §2.6, see docs/api/README.md), with the fields of OpenAI's Responses API this service fills. */

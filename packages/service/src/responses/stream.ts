@@ -12,6 +12,7 @@ import {
   type ToolCallDelta,
   usageOf,
 } from "../llm/provider.ts";
+import { citationsFor, type FileSearchRun } from "./file-search.ts";
 import { failed, incompleteReason, outputText } from "./response.ts";
 import type { OutputItem, ResponseObject } from "./store.ts";
 
@@ -51,6 +52,8 @@ export async function streamTurn(
     signal: AbortSignal;
     /** `stream_options.include_obfuscation`: pad each delta event with an `obfuscation` field. */
     obfuscate?: boolean;
+    /** The turn's file search, run before the model call: its item comes first, and the answer cites its files. */
+    fileSearch?: FileSearchRun | undefined;
   },
 ): Promise<StreamedTurn> {
   const { provider, logger, ids, response, request, signal } = turn;
@@ -92,9 +95,18 @@ export async function streamTurn(
     if (item.type === "message") {
       const text = item.content[0]?.text ?? "";
       item.status = status;
-      item.content = [outputText(text, logprobs)];
+      const annotations = citationsFor(turn.fileSearch, text);
+      for (const [annotation_index, annotation] of annotations.entries())
+        send("response.output_text.annotation.added", {
+          ...at,
+          content_index: 0,
+          annotation_index,
+          annotation,
+        });
+      const part = { ...outputText(text, logprobs), annotations };
+      item.content = [part];
       send("response.output_text.done", { ...at, content_index: 0, text, logprobs });
-      send("response.content_part.done", { ...at, content_index: 0, part: outputText(text, logprobs) });
+      send("response.content_part.done", { ...at, content_index: 0, part });
     } else if (item.type === "function_call") {
       item.status = "completed";
       send("response.function_call_arguments.done", { ...at, name: item.name, arguments: item.arguments });
@@ -166,6 +178,20 @@ export async function streamTurn(
   sink.open();
   send("response.created", { response });
   send("response.in_progress", { response });
+  if (turn.fileSearch) {
+    // The search ran before the model was called: its events, in OpenAI's order, before the answer's.
+    const { item } = turn.fileSearch;
+    const at = { item_id: item.id, output_index: output.length };
+    output.push(item);
+    send("response.output_item.added", {
+      output_index: at.output_index,
+      item: { ...item, status: "in_progress", results: null },
+    });
+    send("response.file_search_call.in_progress", at);
+    send("response.file_search_call.searching", at);
+    send("response.file_search_call.completed", at);
+    send("response.output_item.done", { output_index: at.output_index, item: structuredClone(item) });
+  }
   const relayed = await relayPieces(first, pieces, { text, toolCall });
   if ("error" in relayed) {
     fail(relayed.error, relayed.produced);
@@ -176,8 +202,12 @@ export async function streamTurn(
   close(incompleteReason(completion) ? "incomplete" : "completed", completion.logprobs);
   // A message closed early (by a tool call after it) gets its logprobs in the stored response.
   const message = output.find((item) => item.type === "message");
-  if (message?.type === "message" && completion.logprobs?.length)
-    message.content = [outputText(message.content[0]?.text ?? "", completion.logprobs)];
+  if (message?.type === "message" && completion.logprobs?.length) {
+    const text = message.content[0]?.text ?? "";
+    message.content = [
+      { ...outputText(text, completion.logprobs), annotations: citationsFor(turn.fileSearch, text) },
+    ];
+  }
   return { completion, output, end, fail };
 }
 

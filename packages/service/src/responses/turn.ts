@@ -11,15 +11,17 @@ import type { Ids } from "../ids.ts";
 import type { Item } from "../items/items.ts";
 import type { ContextBudget } from "../llm/context.ts";
 import type { ChatRequest, Completion } from "../llm/provider.ts";
+import type { VectorSearchDeps } from "../vector-stores/search.ts";
 import type { NewApproval } from "./approvals.ts";
+import { citationsFor, type FileSearchRun, runFileSearch } from "./file-search.ts";
 import { type HostedMcpConfig, startHostedTurn } from "./hosted-mcp.ts";
 import { prepareTurn } from "./prepare-turn.ts";
 import type { CreateResponseInput } from "./request.ts";
 import { draftResponse, outputOf, settle } from "./response.ts";
-import type { ResponseObject, ResponseStore } from "./store.ts";
+import type { OutputItem, ResponseObject, ResponseStore } from "./store.ts";
 import type { StreamedTurn } from "./stream.ts";
 
-export interface ResponseTurnDeps extends ModelCallDeps {
+export interface ResponseTurnDeps extends ModelCallDeps, Omit<VectorSearchDeps, "authorization"> {
   authorization: ResourceAuthorization;
   logger: Logger;
   conversations: ConversationStore;
@@ -50,6 +52,8 @@ export interface ResponseTurn {
    * response as its events (`replayResponse`), and `stream` is not used.
    */
   replayed?: boolean;
+  /** The turn's `file_search` tool's search, run before the model call: a stream shows it first. */
+  fileSearch?: FileSearchRun;
 }
 
 /**
@@ -67,7 +71,16 @@ export async function startTurn(
   input: CreateResponseInput,
 ): Promise<ResponseTurn> {
   const { principal } = caller;
+  const fileSearch = input.tools?.find((t) => t.type === "file_search");
   if (input.tools?.some((t) => t.type === "mcp")) {
+    if (fileSearch)
+      throw new AppError(
+        "bad_request",
+        "A file_search tool and hosted MCP tools in one request are not supported",
+        {
+          param: "tools",
+        },
+      );
     if (!deps.hostedMcp)
       throw new AppError("bad_request", "Hosted MCP tools are not configured", { param: "tools" });
     return startHostedTurn({ ...deps, hostedMcp: deps.hostedMcp }, caller, input);
@@ -75,6 +88,18 @@ export async function startTurn(
   deps.provider.assertConfigured();
   const { model, turn, request } = await prepareTurn(deps, principal, input, "writer");
   const response = draftResponse(input, deps.ids.newId("resp"), model, deps.clock.wall());
+  // The search runs before admission, so the chunks it gives the model are counted in the prompt admitted.
+  const searched: FileSearchRun | undefined = fileSearch
+    ? await runFileSearch(
+        deps,
+        caller,
+        fileSearch,
+        turn,
+        input.include?.includes("file_search_call.results") === true,
+        new AbortController().signal,
+      )
+    : undefined;
+  if (searched) request.messages = [...request.messages, ...searched.messages];
   const call = await admitCall<ResponseObject, StreamedTurn>(deps, {
     caller,
     request,
@@ -83,7 +108,9 @@ export async function startTurn(
       settle(
         response,
         completion,
-        streamed ? streamed.output : outputOf(completion, deps.ids, response.max_tool_calls),
+        streamed
+          ? streamed.output
+          : withFileSearch(searched, outputOf(completion, deps.ids, response.max_tool_calls)),
         deps.clock.wall(),
       );
       await keep(deps, principal, response, input, turn, completion);
@@ -98,7 +125,18 @@ export async function startTurn(
     request,
     answer: (signal) => call.answer(signal),
     stream: (start, signal) => call.stream(start, signal),
+    ...(searched ? { fileSearch: searched } : {}),
   };
+}
+
+/** The output of a turn that searched files: its `file_search_call` first, the answer's text citing the files. */
+function withFileSearch(searched: FileSearchRun | undefined, output: OutputItem[]): OutputItem[] {
+  if (!searched) return output;
+  for (const item of output)
+    if (item.type === "message")
+      for (const part of item.content)
+        if (part.type === "output_text") part.annotations = citationsFor(searched, part.text);
+  return [searched.item, ...output];
 }
 
 /**

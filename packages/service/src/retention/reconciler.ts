@@ -5,6 +5,7 @@ import {
   isFailedPrecondition,
   isInvalidArgument,
   type SpiceDBClient,
+  serviceIssuedDelete,
   unscopedId,
   v1,
 } from "@gw/core/authz";
@@ -22,11 +23,17 @@ export const RECONCILE_POSITION_KEY = "gw:reconcile:position";
 /** SpiceDB deletes in flight at once. */
 const SPICEDB_CONCURRENCY = 8;
 
-/** The service-issued types and the table holding each one's content (names are ours, never input). */
+/**
+ * The service-issued types and the table holding each one's content (names
+ * are ours, never input). Of files, only the ids the service issues are its
+ * own: other backends register theirs, which have no row here.
+ */
 const CONTENT = [
   { type: "conversation", table: "conversations" },
   { type: "response", table: "responses" },
   { type: "completion", table: "chat_completions" },
+  { type: "file", table: "files" },
+  { type: "vector_store", table: "vector_stores" },
 ] as const;
 type Kind = (typeof CONTENT)[number];
 
@@ -57,7 +64,7 @@ interface Position {
 
 /**
  * Removes the relationships of service-issued resources (conversations,
- * responses, chat completions) that have no content in PostgreSQL: what a
+ * responses, chat completions, files) that have no content in PostgreSQL: what a
  * create leaves when its process dies between writing the owner relationship
  * and the row, or when both its row and the compensating delete failed.
  * Every `intervalMs` one replica (an advisory lock) reads the next `batch`
@@ -170,6 +177,7 @@ export class OrphanReconciler extends Periodic {
       const objectId = relationship.resource?.objectId;
       if (!objectId || candidates.has(objectId)) continue;
       const { org, id } = unscopedId(objectId);
+      if (!serviceIssuedDelete(kind.type, id)) continue; // another backend's (a registered file)
       const issued = issuedAt(id, now);
       if (issued !== undefined && issued > now - this.options.graceMs) continue; // maybe still being created
       candidates.set(objectId, { org, id });

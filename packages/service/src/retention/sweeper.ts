@@ -7,6 +7,8 @@ import {
 import { type Clock, retentionCutoff } from "@gw/core/clock";
 import type { Logger } from "@gw/core/logger";
 import type { Postgres } from "@gw/core/postgres";
+import type { Files } from "../files/files.ts";
+import type { VectorStores } from "../vector-stores/vector-stores.ts";
 import { Periodic } from "./periodic.ts";
 
 /** Key of the advisory lock that lets one replica at a time sweep ("gw:retention"). */
@@ -15,6 +17,8 @@ export const SWEEP_LOCK = 0x67773a72;
 export const SWEEP_BATCH = 500;
 /** Rows per batch with `readWholeTypes`: each batch reads its type's relationships once, whatever its size. */
 export const WHOLE_TYPE_SWEEP_BATCH = 50_000;
+/** Files per batch: each takes its bytes with it, up to `FILE_MAX_BYTES` a file. */
+export const FILE_SWEEP_BATCH = 50;
 
 export interface RetentionOptions {
   /** `RESPONSE_RETENTION`, in milliseconds. */
@@ -37,6 +41,10 @@ export interface SweepReport {
   responses: number;
   completions: number;
   conversations: number;
+  /** Expired files, and uploads abandoned unfinished. */
+  files: number;
+  /** Vector stores past their `expires_after`. */
+  vectorStores: number;
 }
 
 /**
@@ -59,8 +67,12 @@ const CONVERSATIONS: ExpiringTable = { table: "conversations", column: "active_a
  * `RESPONSE_RETENTION` and the conversations idle past
  * `CONVERSATION_IDLE_EXPIRY`: first their SpiceDB relationships, a batch
  * at a time in bulk (`deleteExpiredResources`: nothing is written for a
- * deleted resource, its ZedToken goes too), then their rows (items go with their conversation or response). A sweep that fails part-way leaves rows that are still
- * expired (reads never see them) and finishes at the next interval.
+ * deleted resource, its ZedToken goes too), then their rows (items go with their conversation or response);
+ * and the files past their `expires_at` (and uploads abandoned unfinished): their relationships, then
+ * what `Files.remove` removes (its listeners' data, the bytes, the record, refunded to the quota); and the
+ * vector stores past their `expires_at`: their relationships, chunks and records. A
+ * sweep that fails part-way leaves rows that are still expired (reads never see them) and finishes at the
+ * next interval.
  */
 export class RetentionSweeper extends Periodic {
   private readonly db: Postgres;
@@ -69,6 +81,8 @@ export class RetentionSweeper extends Periodic {
   private readonly logger: Logger;
   private readonly clock: Clock;
   private readonly options: RetentionOptions;
+  private readonly files: Files | undefined;
+  private readonly vectorStores: VectorStores | undefined;
 
   constructor(deps: {
     db: Postgres;
@@ -78,6 +92,10 @@ export class RetentionSweeper extends Periodic {
     /** Its wall time decides what is expired. */
     clock: Clock;
     options: RetentionOptions;
+    /** Uploaded files, each expiring at its own time. */
+    files?: Files;
+    /** Vector stores, each expiring at its own time. */
+    vectorStores?: VectorStores;
   }) {
     super(deps.options.sweepIntervalMs, (err) =>
       deps.logger.warn({ err: err.message }, "retention sweep failed; retried next interval"),
@@ -88,6 +106,8 @@ export class RetentionSweeper extends Periodic {
     this.logger = deps.logger;
     this.clock = deps.clock;
     this.options = deps.options;
+    this.files = deps.files;
+    this.vectorStores = deps.vectorStores;
   }
 
   protected runOnce() {
@@ -108,8 +128,16 @@ export class RetentionSweeper extends Periodic {
                 CONVERSATIONS,
                 retentionCutoff(this.clock, this.options.conversationIdleExpiryMs),
               ),
+        files: await this.sweepFiles(new Date(this.clock.wall())),
+        vectorStores:
+          (await this.vectorStores?.sweepExpired(new Date(this.clock.wall()), (stores) =>
+            this.forgetRelationships("vector_store", stores),
+          )) ?? 0,
       };
-      if (report.responses + report.completions + report.conversations > 0)
+      if (
+        report.responses + report.completions + report.conversations + report.files + report.vectorStores >
+        0
+      )
         this.logger.info(report, "expired content deleted");
       return report;
     });
@@ -133,6 +161,19 @@ export class RetentionSweeper extends Periodic {
       );
       deleted += result.rowCount ?? 0;
       if (rows.length < batch) return deleted;
+    }
+  }
+
+  private async sweepFiles(cutoff: Date): Promise<number> {
+    const files = this.files;
+    if (!files) return 0;
+    let deleted = 0;
+    while (true) {
+      const rows = await files.store.expired(cutoff, FILE_SWEEP_BATCH);
+      if (rows.length === 0) return deleted;
+      await this.forgetRelationships("file", rows);
+      deleted += await files.remove(rows, cutoff);
+      if (rows.length < FILE_SWEEP_BATCH) return deleted;
     }
   }
 

@@ -133,7 +133,33 @@ describe("request fields", () => {
       ["body", "tools", 0, "type"],
       /Tool type 'web_search' is not supported/,
     ],
-    [{ tools: [WEATHER, { type: "file_search" }] }, ["body", "tools", 1, "type"], /'file_search' is not/],
+    [
+      { tools: [WEATHER, { type: "code_interpreter" }] },
+      ["body", "tools", 1, "type"],
+      /'code_interpreter' is not/,
+    ],
+    [
+      {
+        tools: [
+          {
+            type: "file_search",
+            vector_store_ids: ["vs_1"],
+            ranking_options: { ranker: "default-2024-11-15" },
+          },
+        ],
+      },
+      ["body", "tools", 0, "ranking_options", "ranker"],
+      /OpenAI's re-ranker\) is not supported/,
+    ],
+    [
+      {
+        tools: [
+          { type: "file_search", vector_store_ids: ["vs_1"], filters: { type: "near", key: "a", value: 1 } },
+        ],
+      },
+      ["body", "tools", 0, "filters"],
+      /unknown filter type 'near'/,
+    ],
     [{ tool_choice: { type: "web_search_preview" } }, ["body", "tool_choice", "type"], /not supported/],
     [{ text: { format: { type: "grammar" } } }, ["body", "text", "format", "type"], /not supported/],
     [

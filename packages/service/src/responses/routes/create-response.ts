@@ -52,6 +52,7 @@ export const createResponse = modelRoute({
             request: turn.request,
             signal,
             obfuscate: input.stream_options?.include_obfuscation === true,
+            fileSearch: turn.fileSearch,
           }),
         signal,
       );

@@ -1,0 +1,17 @@
+import { env } from "@gw/core/config";
+import { z } from "zod";
+import { DEFAULT_LOCAL_VECTOR_DATABASE_PORT } from "./config.ts";
+
+/** The local vector database's own settings (`vector-database-main.ts`), which `pnpm start` and the tests run. */
+export const localVectorDatabaseConfigSchema = z.object({
+  /** Port on 127.0.0.1 of the local vector database (PGlite with pgvector, PostgreSQL's wire protocol) that `pnpm start` runs when VECTOR_DATABASE_URL is unset; 0: any free port. Default 5434. */
+  LOCAL_VECTOR_DATABASE_PORT: env.port(DEFAULT_LOCAL_VECTOR_DATABASE_PORT),
+  /** Local data: the vectors are kept in its `vectors` folder (PGlite's data directory). Default .data. */
+  DATA_DIR: z.string().default(".data"),
+  /** `true`: keep the vectors in memory only, gone when the process stops (the tests). Default false. */
+  LOCAL_VECTOR_DATABASE_IN_MEMORY: env.boolean(false),
+  /** With LOCAL_VECTOR_DATABASE_IN_MEMORY: a file holding a new cluster to start from (loading it takes a second, making one several), written there first if missing. Unset: a new cluster each start. */
+  LOCAL_VECTOR_DATABASE_TEMPLATE: z.string().min(1).optional(),
+  /** pino log level. Default info. */
+  LOG_LEVEL: env.logLevel(),
+});

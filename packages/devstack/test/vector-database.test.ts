@@ -1,0 +1,197 @@
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import pg from "pg";
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
+import {
+  type RunningVectorDatabaseProcess,
+  startVectorDatabaseProcess,
+} from "../src/vector-database-process.ts";
+
+/** A client of the database, closed by `end()`; its errors (a connection we cut) are expected. */
+async function connect(url: string): Promise<pg.Client> {
+  const client = new pg.Client({ connectionString: url, connectionTimeoutMillis: 30_000 });
+  client.on("error", () => {});
+  await client.connect();
+  return client;
+}
+
+/** A vector of `width` numbers as pgvector's text form; `seed` makes each one different. */
+const vectorText = (width: number, seed: number) =>
+  `[${Array.from({ length: width }, (_, i) => (Math.sin(seed * 31 + i) + 1.5).toFixed(6)).join(",")}]`;
+
+/** Cuts the client's connection without a word (a process killed mid-transaction). */
+const cut = (client: pg.Client) =>
+  (client as unknown as { connection: { stream: { destroy(): void } } }).connection.stream.destroy();
+
+describe("the local vector database", () => {
+  let database: RunningVectorDatabaseProcess;
+  beforeAll(async () => {
+    database = await startVectorDatabaseProcess({ port: 0, env: process.env, inMemory: true });
+    const client = await connect(database.databaseUrl);
+    await client.query("CREATE EXTENSION vector");
+    await client.query("CREATE TABLE items (id integer PRIMARY KEY, embedding vector(1536))");
+    await client.end();
+  });
+  afterAll(() => database?.stop());
+
+  it("runs pgvector's own code: version 0.8, HNSW with cosine distance and iterative index scans", async () => {
+    const client = await connect(database.databaseUrl);
+    try {
+      const { rows } = await client.query("SELECT extversion FROM pg_extension WHERE extname = 'vector'");
+      expect(rows[0].extversion).toBe("0.8.0");
+      await client.query("CREATE TABLE small (id integer, embedding vector(3))");
+      await client.query("INSERT INTO small VALUES (1, '[1,0,0]'), (2, '[0,1,0]'), (3, '[1,1,0]')");
+      await client.query("CREATE INDEX ON small USING hnsw (embedding vector_cosine_ops)");
+      await client.query("BEGIN");
+      await client.query("SET LOCAL hnsw.iterative_scan = relaxed_order");
+      await client.query("SET LOCAL enable_seqscan = off");
+      const plan = await client.query(
+        "EXPLAIN SELECT id FROM small ORDER BY embedding <=> '[1,0.1,0]' LIMIT 2",
+      );
+      expect(plan.rows.map((r) => r["QUERY PLAN"]).join("\n")).toMatch(
+        /Index Scan using small_embedding_idx/,
+      );
+      const nearest = await client.query(
+        "SELECT id, 1 - (embedding <=> '[1,0.1,0]') AS score FROM small ORDER BY embedding <=> '[1,0.1,0]' LIMIT 2",
+      );
+      await client.query("COMMIT");
+      expect(nearest.rows.map((r) => r.id)).toEqual([1, 3]);
+      expect(nearest.rows[0].score).toBeCloseTo(0.995, 3);
+    } finally {
+      await client.end();
+    }
+  });
+
+  it("takes a statement larger than one read of its socket (a batch of wide vectors) whole", async () => {
+    const client = await connect(database.databaseUrl);
+    try {
+      // About 1.4 MB of parameters: many TCP reads, each of which the server must not hand on alone.
+      const vectors = Array.from({ length: 100 }, (_, i) => vectorText(1536, i));
+      const values = vectors.map((_, i) => `(${i}, $${i + 1})`).join(", ");
+      await client.query(`INSERT INTO items VALUES ${values}`, vectors);
+      const { rows } = await client.query(
+        "SELECT count(*)::int AS n, max(vector_dims(embedding)) AS width FROM items",
+      );
+      expect(rows[0]).toEqual({ n: 100, width: 1536 });
+      await client.query("DELETE FROM items");
+    } finally {
+      await client.end();
+    }
+  });
+
+  it("rolls back what a client left open mid-transaction, and the others go on", async () => {
+    const first = await connect(database.databaseUrl);
+    const other = await connect(database.databaseUrl);
+    try {
+      await first.query("INSERT INTO items VALUES (1, $1)", [vectorText(1536, 1)]);
+      await first.query("BEGIN");
+      await first.query("INSERT INTO items VALUES (2, $1)", [vectorText(1536, 2)]);
+      // Asked while the first holds the session in its transaction: answered once that ends.
+      const seen = other.query("SELECT id FROM items ORDER BY id");
+      cut(first);
+      expect((await seen).rows).toEqual([{ id: 1 }]);
+      await other.query("DELETE FROM items");
+    } finally {
+      await other.end();
+    }
+  });
+
+  it("serves several connections at once, a transaction holding the session until it ends", async () => {
+    const [a, b] = await Promise.all([connect(database.databaseUrl), connect(database.databaseUrl)]);
+    try {
+      // Both idle, both open: each is answered in turn (one at a time, the server would never answer b).
+      expect((await b.query("SELECT 2 AS n")).rows).toEqual([{ n: 2 }]);
+      expect((await a.query("SELECT 1 AS n")).rows).toEqual([{ n: 1 }]);
+      await a.query("BEGIN");
+      await a.query("INSERT INTO items VALUES (3, $1)", [vectorText(1536, 3)]);
+      const order: string[] = [];
+      const waiting = b.query("SELECT count(*)::int AS n FROM items").then((r) => {
+        order.push("b read");
+        return r.rows[0].n;
+      });
+      // b's read waits for a's transaction: it does not see a's row before the commit, nor run inside it.
+      await a.query("SELECT pg_sleep(0.05)");
+      order.push("a commits");
+      await a.query("COMMIT");
+      expect(await waiting).toBe(1);
+      expect(order).toEqual(["a commits", "b read"]);
+      await a.query("DELETE FROM items");
+    } finally {
+      await Promise.all([a.end(), b.end()]);
+    }
+  });
+
+  it("a failed transaction holds the session until its client rolls it back", async () => {
+    const [a, b] = await Promise.all([connect(database.databaseUrl), connect(database.databaseUrl)]);
+    try {
+      await a.query("BEGIN");
+      await expect(a.query("SELECT * FROM nothing_here")).rejects.toThrow(/does not exist/);
+      const other = b.query("SELECT 7 AS n");
+      await a.query("ROLLBACK");
+      expect((await other).rows).toEqual([{ n: 7 }]);
+    } finally {
+      await Promise.all([a.end(), b.end()]);
+    }
+  });
+
+  it("resets the session once the last client is gone", async () => {
+    const first = await connect(database.databaseUrl);
+    await first.query("SET work_mem = '7MB'");
+    await first.end();
+    // The server learns of the close a moment after the client: ask until a client finds it done.
+    await vi.waitFor(async () => {
+      const client = await connect(database.databaseUrl);
+      try {
+        expect((await client.query("SELECT current_setting('work_mem') AS v")).rows[0].v).toBe("4MB");
+        // The planner chooses as a PostgreSQL server's does (PGlite itself turns sequential scans off).
+        expect((await client.query("SELECT current_setting('enable_seqscan') AS v")).rows[0].v).toBe("on");
+      } finally {
+        await client.end();
+      }
+    });
+  });
+
+  it("answers an error inside a transaction and goes on serving", async () => {
+    const client = await connect(database.databaseUrl);
+    try {
+      await client.query("BEGIN");
+      await expect(client.query("SELECT * FROM nothing_here")).rejects.toThrow(/does not exist/);
+      await client.query("ROLLBACK");
+      expect((await client.query("SELECT 2 AS two")).rows).toEqual([{ two: 2 }]);
+    } finally {
+      await client.end();
+    }
+  });
+});
+
+describe("the local vector database with a data directory", () => {
+  let dataDir: string;
+  beforeAll(async () => {
+    dataDir = await mkdtemp(join(tmpdir(), "gw-vector-database-"));
+  });
+  afterAll(() => rm(dataDir, { recursive: true, force: true }));
+
+  it("keeps its vectors across a restart", async () => {
+    const env = { ...process.env, DATA_DIR: dataDir };
+    let database = await startVectorDatabaseProcess({ port: 0, env });
+    try {
+      const client = await connect(database.databaseUrl);
+      await client.query("CREATE EXTENSION vector");
+      await client.query("CREATE TABLE kept (id integer, embedding vector(3))");
+      await client.query("INSERT INTO kept VALUES (1, '[1,2,3]')");
+      await client.end();
+    } finally {
+      await database.stop();
+    }
+    database = await startVectorDatabaseProcess({ port: 0, env });
+    try {
+      const client = await connect(database.databaseUrl);
+      const { rows } = await client.query("SELECT id, embedding::text AS e FROM kept");
+      await client.end();
+      expect(rows).toEqual([{ id: 1, e: "[1,2,3]" }]);
+    } finally {
+      await database.stop();
+    }
+  });
+});
