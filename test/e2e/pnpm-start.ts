@@ -48,6 +48,7 @@ export async function stackEnv(dataDir: string, extra: NodeJS.ProcessEnv = {}): 
     LOCAL_REDIS_PORT: String(await freePort()),
     LOCAL_POSTGRES_PORT: String(await freePort()),
     SPICEDB_LOCAL_PORT: String(await freePort()),
+    LOCAL_VECTOR_DATABASE_PORT: String(await freePort()),
     // Used when no model provider is configured (no LLM_BASE_URL in `extra`).
     DEVELOPMENT_PROVIDER_PORT: String(await freePort()),
     DATA_DIR: dataDir,

@@ -89,6 +89,7 @@ describe.runIf(installed)("the pnpm start stack under a real Prometheus", () => 
         LOCAL_POSTGRES_PORT: String(postgresPort),
         SPICEDB_LOCAL_PORT: String(spicedbPort),
         SPICEDB_LOCAL_METRICS_PORT: String(spicedbMetricsPort),
+        LOCAL_VECTOR_DATABASE_PORT: String(await freePort()),
         METRICS_PORT: String(metricsPort),
         METRICS_TOKEN,
         PROMETHEUS_PORT: String(promPort),

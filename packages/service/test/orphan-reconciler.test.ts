@@ -16,6 +16,7 @@ import { issuedAt, newCompletionId, newId } from "../src/ids.ts";
 import {
   OrphanReconciler,
   RECONCILE_POSITION_KEY,
+  RECONCILED_CONTENT,
   type ReconcileReport,
 } from "../src/retention/reconciler.ts";
 import { uploaded } from "./files.ts";
@@ -71,7 +72,7 @@ async function fullPass(): Promise<ReconcileReport[]> {
   const reports: ReconcileReport[] = [];
   const wrapped = new Set<string>();
   // Every service-issued type: conversations, responses, completions, files, vector stores.
-  while (wrapped.size < 5) {
+  while (wrapped.size < RECONCILED_CONTENT.length) {
     const report = await reconciler.reconcile();
     if (!report) throw new Error("another replica holds the lock");
     reports.push(report);

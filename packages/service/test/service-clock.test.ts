@@ -6,7 +6,7 @@ import { createLogger } from "@gw/core/logger";
 import { readRelationshipLines } from "@gw/test-kit";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { ids, issuedAt } from "../src/ids.ts";
-import { OrphanReconciler } from "../src/retention/reconciler.ts";
+import { OrphanReconciler, RECONCILED_CONTENT } from "../src/retention/reconciler.ts";
 import { testProvider } from "./providers.ts";
 import { parseEvents, useStack } from "./stack.ts";
 
@@ -127,7 +127,7 @@ describe("the service reads time from the one clock it is given", () => {
     /** Runs until every service-issued type has been scanned to its end once. */
     async function fullPass() {
       const wrapped = new Set<string>();
-      while (wrapped.size < 3) {
+      while (wrapped.size < RECONCILED_CONTENT.length) {
         const report = await reconciler.reconcile();
         if (!report) throw new Error("another replica holds the lock");
         if (report.wrapped) wrapped.add(report.type);

@@ -28,14 +28,14 @@ const SPICEDB_CONCURRENCY = 8;
  * are ours, never input). Of files, only the ids the service issues are its
  * own: other backends register theirs, which have no row here.
  */
-const CONTENT = [
+export const RECONCILED_CONTENT = [
   { type: "conversation", table: "conversations" },
   { type: "response", table: "responses" },
   { type: "completion", table: "chat_completions" },
   { type: "file", table: "files" },
   { type: "vector_store", table: "vector_stores" },
 ] as const;
-type Kind = (typeof CONTENT)[number];
+type Kind = (typeof RECONCILED_CONTENT)[number];
 
 export interface ReconcileOptions {
   /** `ORPHAN_RECONCILE_INTERVAL`, in milliseconds: how often a run starts. */
@@ -115,7 +115,7 @@ export class OrphanReconciler extends Periodic {
   async reconcile(): Promise<ReconcileReport | undefined> {
     return this.db.withAdvisoryLock(RECONCILE_LOCK, async () => {
       const position = await this.position();
-      const kind = CONTENT.find((k) => k.type === position.type) ?? CONTENT[0];
+      const kind = RECONCILED_CONTENT.find((k) => k.type === position.type) ?? RECONCILED_CONTENT[0];
       const page = await this.read(kind, position.cursor);
       const report: ReconcileReport = {
         type: kind.type,
@@ -124,7 +124,10 @@ export class OrphanReconciler extends Periodic {
         wrapped: page.relationships.length < this.options.batch,
       };
       const next: Position = report.wrapped
-        ? { type: CONTENT[(CONTENT.indexOf(kind) + 1) % CONTENT.length]!.type }
+        ? {
+            type: RECONCILED_CONTENT[(RECONCILED_CONTENT.indexOf(kind) + 1) % RECONCILED_CONTENT.length]!
+              .type,
+          }
         : { type: kind.type, ...(page.cursor ? { cursor: page.cursor } : {}) };
       await this.redis.set(RECONCILE_POSITION_KEY, JSON.stringify(next));
       if (report.removed > 0) this.logger.info(report, "relationships without content removed");
@@ -136,11 +139,11 @@ export class OrphanReconciler extends Periodic {
     const kept = await this.redis.get(RECONCILE_POSITION_KEY);
     try {
       const parsed = kept ? (JSON.parse(kept) as Position) : undefined;
-      if (parsed && CONTENT.some((k) => k.type === parsed.type)) return parsed;
+      if (parsed && RECONCILED_CONTENT.some((k) => k.type === parsed.type)) return parsed;
     } catch {
       // an unreadable position starts over
     }
-    return { type: CONTENT[0].type };
+    return { type: RECONCILED_CONTENT[0].type };
   }
 
   /** The next `batch` relationships of the type after `cursor`; from the start if SpiceDB no longer takes the cursor. */
