@@ -45,8 +45,9 @@ describe("pnpm start stops as one, whichever of its processes is told to", () =>
     const env = await freshEnv();
     stack = await startStack(env);
     const { runner, children } = await stackProcesses(stack);
-    // redis-server, postgres, spicedb-local, the development model provider (no LLM_BASE_URL), service, gateway
-    expect(children).toHaveLength(6);
+    // redis-server, postgres, spicedb-local, the local vector database, the development model provider
+    // (no LLM_BASE_URL), service, gateway
+    expect(children).toHaveLength(7);
 
     // The gateway listens on the loopback address only: 127.0.0.2 is loopback too, but not 127.0.0.1.
     expect(await acceptsConnections(Number(env.PORT), "127.0.0.1")).toBe(true);
@@ -69,6 +70,9 @@ describe("pnpm start stops as one, whichever of its processes is told to", () =>
     expect(second.output).toContain(
       `port ${env.DEVELOPMENT_PROVIDER_PORT} (the development model provider) is in use: set DEVELOPMENT_PROVIDER_PORT`,
     );
+    expect(second.output).toContain(
+      `port ${env.LOCAL_VECTOR_DATABASE_PORT} (the local vector database) is in use: set LOCAL_VECTOR_DATABASE_PORT`,
+    );
     expect(second.output).toContain(`port ${env.PORT} (the gateway) is in use: set PORT`);
     expect(second.output).not.toMatch(
       /redis-server started|PostgreSQL started|SpiceDB started|provider started|service started/,
@@ -84,7 +88,7 @@ describe("pnpm start stops as one, whichever of its processes is told to", () =>
       service: "devstack",
       msg: "stack stopped",
       code: 0,
-      processes: 6,
+      processes: 7,
     });
   }, 120_000);
 
