@@ -25,6 +25,7 @@ import { benchAdmission, benchTokenizerWorstCase, requestWindows } from "./budge
 import { benchFileUpload } from "./file-upload.ts";
 import { benchGateway } from "./gateway-http.ts";
 import { benchGrowth } from "./growth.ts";
+import { benchIngestion } from "./ingestion.ts";
 import { benchModelCalls } from "./model-calls.ts";
 import { Report } from "./report.ts";
 import { benchRouting } from "./routing.ts";
@@ -77,7 +78,9 @@ if (process.env.BENCH_ONLY === "files") {
   await benchFileUpload(md);
   await writeReport();
 }
-if (!["gateway", "growth", "victim", "routing", "vectors"].includes(process.env.BENCH_ONLY ?? ""))
+if (
+  !["gateway", "growth", "victim", "routing", "vectors", "ingestion"].includes(process.env.BENCH_ONLY ?? "")
+)
   await benchModelCalls(md);
 if (process.env.BENCH_ONLY === "model") await writeReport();
 // What routing model names through the catalogue costs: a decision, and one deployment beside the code before.
@@ -89,6 +92,9 @@ if (process.env.BENCH_ONLY === "victim") await writeReport();
 // Vector search with the permission filter, over 100,000 chunks.
 if (process.env.BENCH_ONLY === undefined || process.env.BENCH_ONLY === "vectors") await benchVectorSearch(md);
 if (process.env.BENCH_ONLY === "vectors") await writeReport();
+// Vector-store ingestion: chunks a second through extraction, chunking and the vector index, the provider's time excluded.
+if (process.env.BENCH_ONLY === undefined || process.env.BENCH_ONLY === "ingestion") await benchIngestion(md);
+if (process.env.BENCH_ONLY === "ingestion") await writeReport();
 if (process.env.BENCH_ONLY === "growth") {
   await benchGrowth(md);
   await writeReport();

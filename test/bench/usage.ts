@@ -18,6 +18,7 @@ Environment:
   BENCH_ONLY=growth          the growth run alone
   BENCH_ONLY=victim          a victim key's p50 beside twenty 1 MB calls of another, alone
   BENCH_ONLY=vectors         vector search with the permission filter over 100,000 chunks, alone
+  BENCH_ONLY=ingestion       vector-store ingestion throughput (chunks a second, the provider's time excluded), alone
   BENCH_OUTPUT=<file>        write the report there instead of BENCHMARKS.md
   BENCH_ROUNDS               rounds of each HTTP comparison
   BENCH_ROUND_SECONDS        seconds of each round
@@ -37,6 +38,7 @@ Environment:
   BENCH_VECTOR_FILES         files they are in (default 1000)
   BENCH_VECTOR_DIMENSIONS    width of their embeddings (default 256)
   BENCH_VECTOR_SEARCHES      searches of each kind (default 200)
+  BENCH_INGEST_FILES         files of about 20 KB the ingestion benchmark ingests (default 200)
 
 A reduced run (about four minutes):
   BENCH_ONLY=gateway BENCH_ROUNDS=1 BENCH_ROUND_SECONDS=1 BENCH_CHECK_SIZES=1000,10000 \\
