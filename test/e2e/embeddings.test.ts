@@ -1,13 +1,8 @@
-import { execFile } from "node:child_process";
-import { promisify } from "node:util";
 import { hashedEmbedding } from "@gw/test-kit/llm-upstream";
-import { pythonWith } from "@gw/test-kit/python-venv";
+import { openaiPython, pythonPrints } from "@gw/test-kit/python-venv";
 import OpenAI from "openai";
 import { describe, expect, it } from "vitest";
 import { useStack } from "../../packages/service/test/stack.ts";
-import { OPENAI_PYTHON } from "./openai-python.ts";
-
-const run = promisify(execFile);
 
 /**
  * The OpenAI client libraries' `embeddings.create`, unchanged, through the
@@ -45,12 +40,8 @@ describe("the official openai SDK's embeddings", () => {
 
 describe("openai-python's embeddings", () => {
   it("gets one vector per input, as base64 (decoded by the client) and as floats", async (ctx) => {
-    const env = await pythonWith([OPENAI_PYTHON]);
-    if ("skip" in env) {
-      process.stderr.write(`SKIPPED the openai-python test: ${env.skip}; .ci/run installs it\n`);
-      ctx.skip(env.skip);
-      return;
-    }
+    const python = await openaiPython(ctx);
+    if (!python) return;
     const key = await stack.createKey();
     const script = [
       "import json, os, openai",
@@ -60,14 +51,10 @@ describe("openai-python's embeddings", () => {
       "f = client.embeddings.create(model='text-embedding-3-small', input=texts[0], encoding_format='float', dimensions=32)",
       "print(json.dumps({'base64': [list(d.embedding) for d in e.data], 'float': f.data[0].embedding, 'usage': e.usage.model_dump()}))",
     ].join("\n");
-    const { stdout } = await run(env.python, ["-c", script], {
-      env: {
-        ...process.env,
-        GATEWAY_URL: stack.gatewayUrl,
-        GATEWAY_KEY: key.secret,
-        TEXTS: JSON.stringify(TEXTS),
-      },
-      timeout: 60_000,
+    const stdout = await pythonPrints(python, ["-c", script], {
+      GATEWAY_URL: stack.gatewayUrl,
+      GATEWAY_KEY: key.secret,
+      TEXTS: JSON.stringify(TEXTS),
     });
     const got = JSON.parse(stdout);
     expect(got.base64).toEqual(TEXTS.map((t) => expected(t)));

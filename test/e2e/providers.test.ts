@@ -1,19 +1,14 @@
-import { execFile } from "node:child_process";
 import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { promisify } from "node:util";
 import { scanKeys } from "@gw/test-kit";
 import { type FakeAnthropic, startFakeAnthropic } from "@gw/test-kit/anthropic-upstream";
 import { type FakeLLM, startFakeLLM } from "@gw/test-kit/llm-upstream";
-import { pythonWith } from "@gw/test-kit/python-venv";
+import { openaiPython, pythonPrints } from "@gw/test-kit/python-venv";
 import OpenAI from "openai";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { runCli } from "../../packages/gateway/test/run-cli.ts";
 import { useStack } from "../../packages/service/test/stack.ts";
-import { OPENAI_PYTHON } from "./openai-python.ts";
-
-const run = promisify(execFile);
 
 /**
  * The OpenAI client libraries, unchanged, through a model name whose first
@@ -230,12 +225,8 @@ describe("pnpm keys usage", () => {
 
 describe("openai-python through a fallback", () => {
   it("gets a chat completion from the fallback", async (ctx) => {
-    const env = await pythonWith([OPENAI_PYTHON]);
-    if ("skip" in env) {
-      process.stderr.write(`SKIPPED the openai-python test: ${env.skip}; .ci/run installs it\n`);
-      ctx.skip(env.skip);
-      return;
-    }
+    const python = await openaiPython(ctx);
+    if (!python) return;
     const key = await stack.createKey();
     const script = [
       "import os, openai",
@@ -243,20 +234,16 @@ describe("openai-python through a fallback", () => {
       "c = client.chat.completions.create(model='gpt-4o', messages=[{'role': 'user', 'content': 'from python'}])",
       "print(c.model, c.choices[0].message.content, sep='|')",
     ].join("\n");
-    const { stdout } = await run(env.python, ["-c", script], {
-      env: { ...process.env, GATEWAY_URL: stack.gatewayUrl, GATEWAY_KEY: key.secret },
-      timeout: 60_000,
+    const stdout = await pythonPrints(python, ["-c", script], {
+      GATEWAY_URL: stack.gatewayUrl,
+      GATEWAY_KEY: key.secret,
     });
     expect(stdout.trim()).toBe("mini-c-2026-01-01|Echo: from python");
   });
 
   it("gets a chat completion, whole and streamed, from an Anthropic deployment", async (ctx) => {
-    const env = await pythonWith([OPENAI_PYTHON]);
-    if ("skip" in env) {
-      process.stderr.write(`SKIPPED the openai-python test: ${env.skip}; .ci/run installs it\n`);
-      ctx.skip(env.skip);
-      return;
-    }
+    const python = await openaiPython(ctx);
+    if (!python) return;
     const key = await stack.createKey();
     const script = [
       "import os, openai",
@@ -265,9 +252,9 @@ describe("openai-python through a fallback", () => {
       "s = client.chat.completions.create(model='claude', messages=[{'role': 'user', 'content': 'streamed'}], stream=True)",
       "print(c.model, c.choices[0].message.content, ''.join(k.choices[0].delta.content or '' for k in s if k.choices), sep='|')",
     ].join("\n");
-    const { stdout } = await run(env.python, ["-c", script], {
-      env: { ...process.env, GATEWAY_URL: stack.gatewayUrl, GATEWAY_KEY: key.secret },
-      timeout: 60_000,
+    const stdout = await pythonPrints(python, ["-c", script], {
+      GATEWAY_URL: stack.gatewayUrl,
+      GATEWAY_KEY: key.secret,
     });
     expect(stdout.trim()).toBe("claude-x-20260101|Echo: python to claude|Echo: streamed");
   });

@@ -64,3 +64,50 @@ export async function pythonWith(packages: string[]): Promise<PythonEnv> {
   }
   return { python: bin };
 }
+
+/** The openai-python version the drop-in tests drive, pinned like the npm clients. */
+export const OPENAI_PYTHON = "openai==3.22.1";
+
+/**
+ * The python of an environment with openai-python for a test, or `undefined`
+ * with the test skipped, saying why on stderr, where the machine has no
+ * Python (`.ci/run` installs it, so CI never skips).
+ */
+export async function openaiPython(ctx: { skip(note?: string): void }): Promise<string | undefined> {
+  const env = await pythonWith([OPENAI_PYTHON]);
+  if (!("skip" in env)) return env.python;
+  process.stderr.write(`SKIPPED the openai-python test: ${env.skip}; .ci/run installs it\n`);
+  ctx.skip(env.skip);
+  return undefined;
+}
+
+/** How a Python run ended: its exit code and what it printed. */
+export interface PythonRun {
+  code: number;
+  stdout: string;
+  stderr: string;
+}
+
+/** Runs `python args` with `env` added to this process's; never throws, so a test can assert the exit code. */
+export async function runPython(
+  python: string,
+  args: string[],
+  env: NodeJS.ProcessEnv,
+  timeoutMs = 120_000,
+): Promise<PythonRun> {
+  return run(python, args, { env: { ...process.env, ...env }, timeout: timeoutMs }).then(
+    ({ stdout, stderr }) => ({ code: 0, stdout, stderr }),
+    (err: { code?: number; stdout?: string; stderr?: string }) => ({
+      code: typeof err.code === "number" ? err.code : -1,
+      stdout: err.stdout ?? "",
+      stderr: err.stderr ?? String(err),
+    }),
+  );
+}
+
+/** What `python args` printed; a run that fails throws with its exit code and stderr (the traceback). */
+export async function pythonPrints(python: string, args: string[], env: NodeJS.ProcessEnv): Promise<string> {
+  const result = await runPython(python, args, env);
+  if (result.code !== 0) throw new Error(`python exited ${result.code}:\n${result.stderr}`);
+  return result.stdout;
+}

@@ -1,7 +1,5 @@
-import { execFile } from "node:child_process";
 import { fileURLToPath } from "node:url";
-import { promisify } from "node:util";
-import { pythonWith } from "@gw/test-kit/python-venv";
+import { openaiPython, runPython } from "@gw/test-kit/python-venv";
 import { describe, expect, it } from "vitest";
 import { uploaded } from "../../../test/files.ts";
 import { parseEvents } from "../../../test/stack.ts";
@@ -204,34 +202,21 @@ describe("the Responses file_search tool", () => {
 
 describe("openai-python", () => {
   it("vector_stores.search and responses.create(tools=[file_search]) as bob find and cite only his file", async (ctx) => {
-    // The version test/e2e/openai-python.ts pins: one virtual environment for both.
-    const env = await pythonWith(["openai==3.22.1"]);
-    if ("skip" in env) {
-      process.stderr.write(`SKIPPED the openai-python test: ${env.skip}; .ci/run installs it\n`);
-      ctx.skip(env.skip);
-      return;
-    }
+    const python = await openaiPython(ctx);
+    if (!python) return;
     const { key, store, shared, secret } = await aliceStore();
     const script = fileURLToPath(new URL("../../../test/openai_python_vector_search.py", import.meta.url));
-    const result = await promisify(execFile)(env.python, ["-W", "ignore::UserWarning", script], {
-      env: {
-        ...process.env,
-        GATEWAY_URL: stack.gatewayUrl,
-        GATEWAY_KEY: key.secret,
-        STORE_ID: store.id,
-        SHARED_FILE: shared.id,
-        SECRET_FILE: secret.id,
-      },
-      timeout: 120_000,
-    }).then(
-      ({ stdout }) => ({ code: 0, stdout, stderr: "" }),
-      (err: { code?: number; stdout?: string; stderr?: string }) => ({
-        code: err.code ?? -1,
-        stdout: err.stdout ?? "",
-        stderr: err.stderr ?? String(err),
-      }),
-    );
-    expect({ code: result.code, stderr: result.stderr }).toEqual({ code: 0, stderr: "" });
+    const result = await runPython(python, ["-W", "ignore::UserWarning", script], {
+      GATEWAY_URL: stack.gatewayUrl,
+      GATEWAY_KEY: key.secret,
+      STORE_ID: store.id,
+      SHARED_FILE: shared.id,
+      SECRET_FILE: secret.id,
+    });
+    expect({ code: result.code, stderr: result.code === 0 ? "" : result.stderr }).toEqual({
+      code: 0,
+      stderr: "",
+    });
     expect(result.stdout.match(/^ok /gm)).toHaveLength(3);
   }, 600_000);
 });
