@@ -51,7 +51,8 @@ describe("pnpm start", () => {
     gatewayUrl = stack.gatewayUrl;
     // Every test needs the whole stack: fail here, with its output, if it never says it is up.
     await vi.waitFor(() => expect(output()).toContain("stack is ready"), { timeout: 30_000, interval: 50 });
-  });
+    // startStack waits up to 90 s for a stack of seven processes on a loaded machine; the hook waits longer.
+  }, 150_000);
 
   const interrupt = () => stack.interrupt();
 

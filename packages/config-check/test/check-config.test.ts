@@ -47,7 +47,8 @@ describe("config check", () => {
     expect(problems).toEqual([]);
     // promtool is the one check that may be missing on a machine; .ci/run installs it.
     if (skipped.length > 0) process.stderr.write(`config check skipped: ${skipped.join("; ")}\n`);
-  });
+    // It runs the schema's validation in SpiceDB and promtool: longer than 30 s on a loaded machine.
+  }, 120_000);
 
   it("knows the variables of both processes and of the dev stack", () => {
     for (const name of [

@@ -193,5 +193,6 @@ describe("the local vector database with a data directory", () => {
     } finally {
       await database.stop();
     }
-  });
+    // Two starts of PGlite on a data directory, each several seconds on a loaded machine.
+  }, 120_000);
 });
