@@ -29,9 +29,8 @@
  * was complete.
  */
 import { createServer, type IncomingHttpHeaders, type Server, type ServerResponse } from "node:http";
-import type { AddressInfo, Socket } from "node:net";
-import { onShutdown } from "@gw/core/process";
-import { PROVIDER_SECRETS } from "./llm-upstream.ts";
+import type { Socket } from "node:net";
+import { listenTracked, PROVIDER_SECRETS, runFakeByHand } from "./llm-upstream.ts";
 
 export type AnthropicMode =
   /** Answers. */
@@ -440,33 +439,18 @@ export async function startFakeAnthropic(port = 0): Promise<FakeAnthropic> {
     send({ type: "message_stop" });
     res.end();
   });
-  server.on("connection", (s) => {
-    sockets.add(s);
-    s.on("close", () => sockets.delete(s));
-  });
-  await new Promise<void>((r) => server.listen(port, "127.0.0.1", r));
-  fake.baseUrl = `http://127.0.0.1:${(server.address() as AddressInfo).port}/v1`;
+  fake.baseUrl = await listenTracked(server, port, sockets);
   return fake;
 }
 
 /** `pnpm exec node packages/test-kit/src/anthropic-upstream.ts [port]` (or `PORT`): run it by hand. */
 if (import.meta.main) {
-  const port = Number(process.argv[2] ?? process.env.PORT ?? 0);
-  if (!Number.isInteger(port) || port < 0 || port > 65535) {
-    process.stderr.write(`usage: pnpm exec node packages/test-kit/src/anthropic-upstream.ts [port]\n`);
-    process.exit(2);
-  }
-  const fake = await startFakeAnthropic(port);
-  process.stdout.write(`fake Anthropic Messages API at ${fake.baseUrl}\n`);
-  onShutdown(async (reason) => {
-    await fake.close();
-    process.stdout.write(`fake Anthropic stopped (${reason})\n`);
-  });
-  // As llm-upstream.ts: a SIGTERM to pnpm leaves us with another parent, and we stop as if it had reached us.
-  const parent = process.ppid;
-  const watch = setInterval(() => {
-    if (process.ppid === parent) return;
-    clearInterval(watch);
-    process.kill(process.pid, "SIGTERM");
-  }, 200).unref();
+  await runFakeByHand(
+    "packages/test-kit/src/anthropic-upstream.ts",
+    {
+      running: "fake Anthropic Messages API",
+      stopped: "fake Anthropic",
+    },
+    startFakeAnthropic,
+  );
 }

@@ -417,27 +417,46 @@ export async function startFakeLLM(port = 0): Promise<FakeLLM> {
     for (const payload of tail) send(payload);
     res.end(frame("[DONE]") + eol);
   });
+  fake.baseUrl = await listenTracked(server, port, sockets);
+  return fake;
+}
+
+/**
+ * Listens on 127.0.0.1:`port` (0: any free port), keeping the open sockets in
+ * `sockets` so a fake's `close` can end them; its base URL (`…/v1`).
+ */
+export async function listenTracked(
+  server: Server,
+  port: number,
+  sockets: Set<import("node:net").Socket>,
+): Promise<string> {
   server.on("connection", (s) => {
     sockets.add(s);
     s.on("close", () => sockets.delete(s));
   });
   await new Promise<void>((r) => server.listen(port, "127.0.0.1", r));
-  fake.baseUrl = `http://127.0.0.1:${(server.address() as AddressInfo).port}/v1`;
-  return fake;
+  return `http://127.0.0.1:${(server.address() as AddressInfo).port}/v1`;
 }
 
-/** `pnpm exec node packages/test-kit/src/llm-upstream.ts [port]` (or `PORT`): run it by hand, e.g. as LLM_BASE_URL for `pnpm start`. */
-if (import.meta.main) {
+/**
+ * Runs a fake by hand (`pnpm exec node <script> [port]`, or `PORT`): prints
+ * its base URL, stops it on a signal, and stops too when `pnpm exec` goes away.
+ */
+export async function runFakeByHand(
+  script: string,
+  names: { running: string; stopped: string },
+  start: (port: number) => Promise<{ baseUrl: string; close(): Promise<void> }>,
+): Promise<void> {
   const port = Number(process.argv[2] ?? process.env.PORT ?? 0);
   if (!Number.isInteger(port) || port < 0 || port > 65535) {
-    process.stderr.write(`usage: pnpm exec node packages/test-kit/src/llm-upstream.ts [port]\n`);
+    process.stderr.write(`usage: pnpm exec node ${script} [port]\n`);
     process.exit(2);
   }
-  const fake = await startFakeLLM(port);
-  process.stdout.write(`fake OpenAI-compatible provider at ${fake.baseUrl}\n`);
+  const fake = await start(port);
+  process.stdout.write(`${names.running} at ${fake.baseUrl}\n`);
   onShutdown(async (reason) => {
     await fake.close();
-    process.stdout.write(`fake provider stopped (${reason})\n`);
+    process.stdout.write(`${names.stopped} stopped (${reason})\n`);
   });
   // `pnpm exec` runs us under a shell shim that a SIGTERM to pnpm ends without passing the signal on:
   // we are then handed to another parent, and stop as if the signal had reached us.
@@ -447,4 +466,16 @@ if (import.meta.main) {
     clearInterval(watch); // once: a second SIGTERM would end us before the fake has closed
     process.kill(process.pid, "SIGTERM");
   }, 200).unref();
+}
+
+/** `pnpm exec node packages/test-kit/src/llm-upstream.ts [port]` (or `PORT`): run it by hand, e.g. as LLM_BASE_URL for `pnpm start`. */
+if (import.meta.main) {
+  await runFakeByHand(
+    "packages/test-kit/src/llm-upstream.ts",
+    {
+      running: "fake OpenAI-compatible provider",
+      stopped: "fake provider",
+    },
+    startFakeLLM,
+  );
 }
