@@ -19,11 +19,11 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { DEFAULT_PERMISSIONS } from "@gw/core/permissions";
 import { createRedis } from "@gw/core/redis";
-import { freePort, startNodeProcess, startSpiceDBLocalProcess } from "@gw/devstack";
+import { freePort, startSpiceDBLocalProcess } from "@gw/devstack";
 import { ApiKeyStore } from "@gw/gateway";
 import { startTestPostgres, startTestRedis } from "@gw/test-kit";
 import { startFakeLLM } from "@gw/test-kit/llm-upstream";
-import { benchStackEnv, rssMiB } from "./http.ts";
+import { benchStackEnv, rssMiB, startServiceAndGateway } from "./http.ts";
 import { Report } from "./report.ts";
 
 const FILE_MIB = Number(process.env.BENCH_FILE_MIB ?? 512);
@@ -91,20 +91,7 @@ export async function benchFileUpload(report: Report): Promise<void> {
     LLM_DEFAULT_MODEL: "echo-small",
     FILE_MAX_BYTES: String(Math.max(FILE_MIB, 1) * MiB),
   };
-  const service = await startNodeProcess({
-    name: "service",
-    entry: "packages/service/src/main.ts",
-    port: await freePort(),
-    env: common,
-    outputFile: join(dataDir, "service.log"),
-  });
-  const gateway = await startNodeProcess({
-    name: "gateway",
-    entry: "packages/gateway/src/main.ts",
-    port: await freePort(),
-    env: { ...common, SERVICE_URL: service.url },
-    outputFile: join(dataDir, "gateway.log"),
-  });
+  const { service, gateway } = await startServiceAndGateway(common, dataDir);
   const client = createRedis(redis.url, { connectionName: "bench-files" });
   try {
     const { secret } = await new ApiKeyStore(client).create({

@@ -35,12 +35,12 @@ import { createLogger } from "@gw/core/logger";
 import { DEFAULT_PERMISSIONS } from "@gw/core/permissions";
 import { createPostgres } from "@gw/core/postgres";
 import { createRedis } from "@gw/core/redis";
-import { freePort, startNodeProcess, startSpiceDBLocalProcess } from "@gw/devstack";
+import { freePort, startSpiceDBLocalProcess } from "@gw/devstack";
 import { ApiKeyStore } from "@gw/gateway";
 import { scanKeys, startTestPostgres, startTestRedis } from "@gw/test-kit";
 import { startFakeLLM } from "@gw/test-kit/llm-upstream";
 import { RetentionSweeper } from "../../packages/service/src/retention/sweeper.ts";
-import { benchStackEnv, directClient, rssMiB } from "./http.ts";
+import { benchStackEnv, directClient, rssMiB, startServiceAndGateway } from "./http.ts";
 import { Report } from "./report.ts";
 
 const SIZES = (process.env.BENCH_GROWTH_SIZES ?? "1000,10000,100000").split(",").map(Number);
@@ -77,20 +77,7 @@ export async function benchGrowth(report: Report): Promise<void> {
     // The sweep is run below, on demand.
     RETENTION_SWEEP_INTERVAL: "1d",
   };
-  const service = await startNodeProcess({
-    name: "service",
-    entry: "packages/service/src/main.ts",
-    port: await freePort(),
-    env: common,
-    outputFile: join(dataDir, "service.log"),
-  });
-  const gateway = await startNodeProcess({
-    name: "gateway",
-    entry: "packages/gateway/src/main.ts",
-    port: await freePort(),
-    env: { ...common, SERVICE_URL: service.url },
-    outputFile: join(dataDir, "gateway.log"),
-  });
+  const { service, gateway } = await startServiceAndGateway(common, dataDir);
   const client = createRedis(redis.url, { connectionName: "bench-growth" });
   const db = createPostgres(postgres.url, { connectionName: "bench-growth" });
   const zed = directClient(`127.0.0.1:${spicedbPort}`);

@@ -234,6 +234,28 @@ export async function startStack(gateways = 1): Promise<Stack> {
   };
 }
 
+/** A service and a gateway in front of it, both on `env`, logging to files in `dataDir`; the caller stops them. */
+export async function startServiceAndGateway(
+  env: NodeJS.ProcessEnv,
+  dataDir: string,
+): Promise<{ service: RunningNodeProcess; gateway: RunningNodeProcess }> {
+  const service = await startNodeProcess({
+    name: "service",
+    entry: "packages/service/src/main.ts",
+    port: await freePort(),
+    env,
+    outputFile: join(dataDir, "service.log"),
+  });
+  const gateway = await startNodeProcess({
+    name: "gateway",
+    entry: "packages/gateway/src/main.ts",
+    port: await freePort(),
+    env: { ...env, SERVICE_URL: service.url },
+    outputFile: join(dataDir, "gateway.log"),
+  });
+  return { service, gateway };
+}
+
 /** Another gateway on the stack's Redis and SpiceDB, its environment changed by `env`; the caller stops it. */
 export async function startGatewayOf(
   stack: Stack,
