@@ -16,6 +16,7 @@ import { type Postgres, postgresReady } from "@gw/core/postgres";
 import { type RedisClient, redisReady } from "@gw/core/redis";
 import express, { Router } from "express";
 import type { BudgetDeps } from "./budgets/admit-model-call.ts";
+import type { Guardrails } from "./calls/guardrails.ts";
 import type { CompletionStore } from "./completions/store.ts";
 import type { ConversationStore } from "./conversations/store.ts";
 import type { Evals } from "./evals/index.ts";
@@ -67,6 +68,8 @@ export interface ServiceDeps {
   usage: UsageStore;
   context: ContextBudget;
   budgets: BudgetDeps;
+  /** The guardrails model calls run (calls/guardrails.ts); none: calls are not checked. */
+  guardrails?: Guardrails | undefined;
   evals: Evals;
   sandbox: Sandbox;
   /** Where `/metrics` is served, and its token. */

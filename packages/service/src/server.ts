@@ -9,7 +9,8 @@ import { createPostgres, migrate } from "@gw/core/postgres";
 import { createRedis } from "@gw/core/redis";
 import { LEASE_KEEPING_MS } from "@gw/core/windows";
 import { createServiceApp } from "./app.ts";
-import { budgetDeps, chatProvider } from "./calls/deps.ts";
+import { budgetDeps, chatProvider, guardrailsOf } from "./calls/deps.ts";
+import type { GuardrailDeps } from "./calls/guardrails.ts";
 import { PostgresCompletionStore } from "./completions/store.ts";
 import type { ServiceConfig } from "./config.ts";
 import { ConversationStore } from "./conversations/store.ts";
@@ -61,6 +62,8 @@ export interface ServiceOptions {
   resolver?: Resolver;
   /** For tests: holds uploads between their steps. */
   fileHooks?: FileHooks;
+  /** For tests: where the guardrails of calls come from and how they are checked (and audited). */
+  guardrails?: Pick<GuardrailDeps, "source" | "evaluate"> & Partial<Pick<GuardrailDeps, "audit">>;
   /** For tests: the ingestion's embedder, hooks and BullMQ timings. */
   vectorStores?: VectorStoreTestOptions;
 }
@@ -109,12 +112,14 @@ export async function startService(
 
   const usage = new UsageStore(redis, clock);
   const budgets = budgetDeps(config, redis, metrics, logger, clock);
+  const guardrails = guardrailsOf(config, { metrics, logger }, options.guardrails);
   const evals = startEvalsFromConfig(config, {
     redis,
     db,
     provider,
     usage,
     budgets,
+    guardrails,
     logger,
     metrics,
     clock,
@@ -196,6 +201,7 @@ export async function startService(
     usage,
     context: { maxItems: config.LLM_CONTEXT_MAX_ITEMS, maxTokens: config.LLM_CONTEXT_MAX_TOKENS },
     budgets,
+    guardrails,
     evals,
     sandbox,
     hostedMcp: {

@@ -7,6 +7,7 @@ import type { BudgetDeps } from "../budgets/admit-model-call.ts";
 import { createBudgetMetrics } from "../budgets/budget-metrics.ts";
 import type { ServiceConfig } from "../config.ts";
 import type { Ids } from "../ids.ts";
+import { type GuardrailDeps, Guardrails } from "./guardrails.ts";
 import { ADAPTERS } from "../llm/adapters.ts";
 import { RedisCooldowns } from "../llm/cooldowns.ts";
 import type { OrganizationProviderKeys } from "../llm/provider-keys.ts";
@@ -57,6 +58,36 @@ export function chatProvider(
     metrics: providerMetrics.router,
     providerKeys: deps.providerKeys,
     logger: deps.logger,
+  });
+}
+
+/**
+ * The guardrails model calls run, with their decisions counted in `metrics`
+ * and audited; none without a source of the guardrails attached to calls.
+ */
+export function guardrailsOf(
+  config: Pick<ServiceConfig, "GUARDRAIL_STREAM_HOLDBACK_CHARS">,
+  deps: { metrics: Metrics; logger: Logger },
+  parts: Pick<GuardrailDeps, "source" | "evaluate"> & Partial<Pick<GuardrailDeps, "audit">> | undefined,
+): Guardrails | undefined {
+  if (!parts) return undefined;
+  const { logger } = deps;
+  return new Guardrails({
+    ...parts,
+    audit:
+      parts.audit ??
+      (async (record) => {
+        const { principal, ...decision } = record;
+        logger.info(
+          {
+            audit: { ...decision, event: "guardrail.decision", org: principal.org, actor: principal.user, keyId: principal.keyId },
+          },
+          "audit",
+        );
+      }),
+    metrics: deps.metrics,
+    logger,
+    holdbackChars: config.GUARDRAIL_STREAM_HOLDBACK_CHARS,
   });
 }
 
