@@ -9,7 +9,9 @@ import type { Principal } from "./principal.ts";
  * recorded; `call`: a tool called through the MCP proxy; `act_as_key_owner`: a request made by one key as
  * a user who owns another key of the organization, which only the key's `onBehalfOf.users` allows;
  * `store` and `delete` of a `provider_key`: an organization's own key for a provider written or removed;
- * `first_use`: the first model call made with a provider key after it was stored.
+ * `first_use`: the first model call made with a provider key after it was stored; `guardrail.create`,
+ * `guardrail.update`, `guardrail.delete` and `guardrail.attach`: a guardrail created, changed, deleted, or
+ * its attachments replaced (the record's `attachments` says where it is attached after the change).
  */
 export const AUDIT_ACTIONS = [
   "register",
@@ -21,6 +23,10 @@ export const AUDIT_ACTIONS = [
   "act_as_key_owner",
   "store",
   "first_use",
+  "guardrail.create",
+  "guardrail.update",
+  "guardrail.delete",
+  "guardrail.attach",
 ] as const;
 export type AuditAction = (typeof AUDIT_ACTIONS)[number];
 
@@ -40,7 +46,7 @@ export type AuditOutcome = "allowed" | "denied" | "conflict" | "error" | "unknow
 
 /** What happened, as a request describes it before it runs. */
 export interface AuditEvent {
-  action: Exclude<AuditAction, "call" | "act_as_key_owner" | "store" | "first_use">;
+  action: Exclude<AuditAction, "call" | "act_as_key_owner" | "store" | "first_use" | `guardrail.${string}`>;
   resource: ResourceRef;
   /** The user whose role changes (grant, revoke). */
   subject?: string;
@@ -68,6 +74,8 @@ export interface AuditRecord {
   argumentsSha256?: string;
   /** `act_as_key_owner`: the request's method and path (without its query). */
   request?: string;
+  /** `guardrail.attach`: where the guardrail is attached after the change (`organization`, `key:<id>`, `model:<name>`). */
+  attachments?: string[];
   outcome: AuditOutcome;
   requestId: string;
   /** The ZedToken of the write, when one landed. */
@@ -318,7 +326,7 @@ export class AuditLog {
 function toRecord(row: Row): AuditRecord {
   const { organization, actor, action, resourceType, resourceId, subject, role, expiresAt, requestId } =
     row.record;
-  const { tool, decision, durationMs, argumentsSha256, request } = row.record;
+  const { tool, decision, durationMs, argumentsSha256, request, attachments } = row.record;
   return {
     id: `${row.at.getTime()}-${row.seq}`,
     time: row.at.toISOString(),
@@ -332,6 +340,7 @@ function toRecord(row: Row): AuditRecord {
     ...(expiresAt ? { expiresAt } : {}),
     ...(tool !== undefined ? { tool, decision, durationMs, argumentsSha256 } : {}),
     ...(request !== undefined ? { request } : {}),
+    ...(attachments !== undefined ? { attachments } : {}),
     outcome: row.outcome,
     requestId,
     ...(row.zed_token ? { zedToken: row.zed_token } : {}),

@@ -25,6 +25,7 @@ import { verifyAssertion } from "./http/verify-assertion.ts";
 import type { Ids } from "./ids.ts";
 import type { ContextBudget } from "./llm/context.ts";
 import type { ChatProvider } from "./llm/provider.ts";
+import type { Guardrails } from "./guardrails/guardrails.ts";
 import type { ProviderKeyStore } from "./provider-keys/store.ts";
 import type { HostedMcpConfig } from "./responses/hosted-mcp.ts";
 import type { ResponseStore } from "./responses/store.ts";
@@ -78,6 +79,8 @@ export interface ServiceDeps {
   hostedMcp?: HostedMcpConfig;
   /** Organizations' own provider keys (BYOK): their routes, and `keyFor` for the router. */
   providerKeys: ProviderKeyStore;
+  /** Guardrails: their routes, and `resolveGuardrails` for the model-call pipeline. */
+  guardrails: Guardrails;
 }
 
 /**

@@ -18,6 +18,8 @@ import { startEvalsFromConfig } from "./evals/index.ts";
 import { type FileHooks, Files } from "./files/files.ts";
 import { ids } from "./ids.ts";
 import { configureTokenCounting } from "./llm/tokens.ts";
+import { type Guardrails, guardrailsOf } from "./guardrails/index.ts";
+import type { ResolverHooks } from "./guardrails/resolve.ts";
 import { providerKeyStore } from "./provider-keys/deps.ts";
 import type { ApprovalHooks } from "./responses/hosted-mcp.ts";
 import { ResponseStore } from "./responses/store.ts";
@@ -50,6 +52,8 @@ export interface RunningService {
   files: Files;
   /** Vector stores: records, chunks, ingestion queue. */
   vectorStores: VectorStores;
+  /** Guardrails: records, attachments, and which apply to a call. */
+  guardrails: Guardrails;
   close(): Promise<void>;
 }
 
@@ -66,6 +70,8 @@ export interface ServiceOptions {
   guardrails?: Pick<GuardrailDeps, "source" | "evaluate"> & Partial<Pick<GuardrailDeps, "audit">>;
   /** For tests: the ingestion's embedder, hooks and BullMQ timings. */
   vectorStores?: VectorStoreTestOptions;
+  /** For tests: a step between reading the guardrails' version and loading them. */
+  guardrailHooks?: ResolverHooks;
 }
 
 /** Wires the service's dependencies and starts listening. */
@@ -174,6 +180,16 @@ export async function startService(
     error: (err) => logger.warn({ err: (err as Error).message }, "budget leases could not be kept"),
   });
 
+  const guardrails = guardrailsOf({
+    db,
+    redis,
+    authorization,
+    ids: issuer,
+    clock,
+    logger,
+    ...(options.guardrailHooks ? { hooks: options.guardrailHooks } : {}),
+  });
+
   const app = createServiceApp({
     logger,
     clock,
@@ -215,6 +231,7 @@ export async function startService(
     },
     metricsEndpoint: config.metricsEndpoint,
     providerKeys,
+    guardrails,
   });
   const { server, port } = await listen(app, config.PORT, config.HOST);
   const metricsListener = await listenForMetrics(config.metricsEndpoint, metrics, config.HOST, logger);
@@ -240,6 +257,7 @@ export async function startService(
     reconciler,
     files,
     vectorStores: vectors.vectorStores,
+    guardrails,
     async close() {
       stopLeases();
       await Promise.all([retention.close(), reconciler.close()]);

@@ -1,0 +1,17 @@
+import type { Route } from "@gw/core/http";
+import { getGuardrailAttachments, putGuardrailAttachments } from "./attachments.ts";
+import type { GuardrailRouteDeps } from "./deps.ts";
+import { createGuardrail, deleteGuardrail, getGuardrail, listGuardrails, updateGuardrail } from "./guardrails.ts";
+
+export type { GuardrailRouteDeps };
+
+/** Every `/api/v1/guardrails` route. */
+export const guardrailRoutes: Route<GuardrailRouteDeps>[] = [
+  createGuardrail,
+  listGuardrails,
+  getGuardrail,
+  updateGuardrail,
+  deleteGuardrail,
+  getGuardrailAttachments,
+  putGuardrailAttachments,
+];
