@@ -40,7 +40,7 @@ const evaluate: GuardrailEvaluator = (policies, text, context) => {
           ? text.toLowerCase().includes(BANNED)
           : check.type === "system_prompt_leakage" &&
             ((context.canary !== undefined && text.includes(context.canary)) ||
-              (context.instructions !== undefined && text.includes(context.instructions.slice(0, 40))));
+              (context.instructions ?? []).some((i) => text.includes(i.slice(0, 40))));
       if (!hit) continue;
       decisions.push({ guardrail: policy.id, check: check.type, action: policy.action });
       if (policy.action === "redact") redacted = (redacted ?? text).replaceAll(BANNED, "[BANNED_WORD]");
@@ -49,10 +49,10 @@ const evaluate: GuardrailEvaluator = (policies, text, context) => {
 };
 
 const stack = useStack({ LLM_MODELS: `${MODEL}=0.15/0.075/0.6`, GUARDRAIL_STREAM_HOLDBACK_CHARS: "24" }, {}, undefined, "single", {
-  guardrails: {
+  modelGuardrails: {
     source: { policiesFor: async (principal: Principal) => attached.get(principal.org) ?? [] },
     evaluate,
-    audit: async (record) => void audited.push(record),
+    audit: async (record: GuardrailDecisionRecord) => void audited.push(record),
   },
 });
 const LIMITS: Limits = { tokens: { day: 1_000_000 }, spend: { day: 10 } };
@@ -238,14 +238,14 @@ describe("a blocked answer", () => {
     expect(res.status).toBe(200);
     const events = parseEvents(await res.text());
     const sent = stack.llm.requests[requestsBefore]!.body.messages.find((m) => m.role === "system")!.content!;
-    const canary = /gw-canary-[0-9a-f]{24}/.exec(sent)?.[0];
+    const canary = /gwc-[0-9a-f]{20}/.exec(sent)?.[0];
     expect(canary).toBeDefined();
     const shown = events
       .filter((e) => e.type === "response.output_text.delta")
       .map((e) => e.data.delta)
       .join("");
     expect(shown).not.toContain("7781");
-    expect(shown).not.toContain("gw-canary");
+    expect(shown).not.toContain(canary);
     expect(events.at(-1)).toMatchObject({
       type: "response.incomplete",
       data: { response: { incomplete_details: { reason: "content_filter" } } },
@@ -255,7 +255,7 @@ describe("a blocked answer", () => {
     const stored = await (await stack.call(key.secret, `/api/v1/llm/responses/${id}`)).json();
     expect(stored.instructions).toBe(SYSTEM);
     expect(JSON.stringify(stored.output)).not.toContain("7781");
-    expect(JSON.stringify(stored)).not.toContain("gw-canary");
+    expect(JSON.stringify(stored)).not.toContain(canary);
   });
 });
 

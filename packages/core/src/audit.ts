@@ -11,7 +11,9 @@ import type { Principal } from "./principal.ts";
  * `store` and `delete` of a `provider_key`: an organization's own key for a provider written or removed;
  * `first_use`: the first model call made with a provider key after it was stored; `guardrail.create`,
  * `guardrail.update`, `guardrail.delete` and `guardrail.attach`: a guardrail created, changed, deleted, or
- * its attachments replaced (the record's `attachments` says where it is attached after the change).
+ * its attachments replaced (the record's `attachments` says where it is attached after the change);
+ * `guardrail.decision`: a guardrail's check found something in a model call's input or output (the record
+ * names the check, what the guardrail did and which way the text went; never the text).
  */
 export const AUDIT_ACTIONS = [
   "register",
@@ -27,6 +29,7 @@ export const AUDIT_ACTIONS = [
   "guardrail.update",
   "guardrail.delete",
   "guardrail.attach",
+  "guardrail.decision",
 ] as const;
 export type AuditAction = (typeof AUDIT_ACTIONS)[number];
 
@@ -76,6 +79,10 @@ export interface AuditRecord {
   request?: string;
   /** `guardrail.attach`: where the guardrail is attached after the change (`organization`, `key:<id>`, `model:<name>`). */
   attachments?: string[];
+  /** `guardrail.decision`: the check that found something, what the guardrail did, and on which side of the call. */
+  check?: string;
+  guardrailAction?: "block" | "redact" | "flag";
+  direction?: "input" | "output";
   outcome: AuditOutcome;
   requestId: string;
   /** The ZedToken of the write, when one landed. */

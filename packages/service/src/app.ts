@@ -16,7 +16,7 @@ import { type Postgres, postgresReady } from "@gw/core/postgres";
 import { type RedisClient, redisReady } from "@gw/core/redis";
 import express, { Router } from "express";
 import type { BudgetDeps } from "./budgets/admit-model-call.ts";
-import type { Guardrails } from "./calls/guardrails.ts";
+import type { ModelGuardrails } from "./calls/guardrails.ts";
 import type { CompletionStore } from "./completions/store.ts";
 import type { ConversationStore } from "./conversations/store.ts";
 import type { Evals } from "./evals/index.ts";
@@ -70,7 +70,7 @@ export interface ServiceDeps {
   context: ContextBudget;
   budgets: BudgetDeps;
   /** The guardrails model calls run (calls/guardrails.ts); none: calls are not checked. */
-  guardrails?: Guardrails | undefined;
+  modelGuardrails?: ModelGuardrails | undefined;
   evals: Evals;
   sandbox: Sandbox;
   /** Where `/metrics` is served, and its token. */

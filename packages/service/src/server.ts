@@ -9,7 +9,8 @@ import { createPostgres, migrate } from "@gw/core/postgres";
 import { createRedis } from "@gw/core/redis";
 import { LEASE_KEEPING_MS } from "@gw/core/windows";
 import { createServiceApp } from "./app.ts";
-import { budgetDeps, chatProvider, guardrailsOf } from "./calls/deps.ts";
+import { AuditLog } from "@gw/core/audit";
+import { budgetDeps, chatProvider, modelGuardrailsOf } from "./calls/deps.ts";
 import type { GuardrailDeps } from "./calls/guardrails.ts";
 import { PostgresCompletionStore } from "./completions/store.ts";
 import type { ServiceConfig } from "./config.ts";
@@ -66,8 +67,8 @@ export interface ServiceOptions {
   resolver?: Resolver;
   /** For tests: holds uploads between their steps. */
   fileHooks?: FileHooks;
-  /** For tests: where the guardrails of calls come from and how they are checked (and audited). */
-  guardrails?: Pick<GuardrailDeps, "source" | "evaluate"> & Partial<Pick<GuardrailDeps, "audit">>;
+  /** For tests: where the guardrails of calls come from, how they are checked and audited (unset: the real ones). */
+  modelGuardrails?: Partial<Pick<GuardrailDeps, "source" | "evaluate" | "audit">>;
   /** For tests: the ingestion's embedder, hooks and BullMQ timings. */
   vectorStores?: VectorStoreTestOptions;
   /** For tests: a step between reading the guardrails' version and loading them. */
@@ -118,14 +119,32 @@ export async function startService(
 
   const usage = new UsageStore(redis, clock);
   const budgets = budgetDeps(config, redis, metrics, logger, clock);
-  const guardrails = guardrailsOf(config, { metrics, logger }, options.guardrails);
+  const guardrails = guardrailsOf({
+    db,
+    redis,
+    authorization,
+    ids: issuer,
+    clock,
+    logger,
+    ...(options.guardrailHooks ? { hooks: options.guardrailHooks } : {}),
+  });
+  const modelGuardrails = modelGuardrailsOf(
+    config,
+    { metrics, logger, audit: new AuditLog(db, { retentionMs: undefined, logger, clock }) },
+    {
+      source: {
+        policiesFor: (principal, model) => guardrails.resolveGuardrails(principal.org, principal.keyId, model),
+      },
+      ...options.modelGuardrails,
+    },
+  );
   const evals = startEvalsFromConfig(config, {
     redis,
     db,
     provider,
     usage,
     budgets,
-    guardrails,
+    modelGuardrails,
     logger,
     metrics,
     clock,
@@ -180,15 +199,6 @@ export async function startService(
     error: (err) => logger.warn({ err: (err as Error).message }, "budget leases could not be kept"),
   });
 
-  const guardrails = guardrailsOf({
-    db,
-    redis,
-    authorization,
-    ids: issuer,
-    clock,
-    logger,
-    ...(options.guardrailHooks ? { hooks: options.guardrailHooks } : {}),
-  });
 
   const app = createServiceApp({
     logger,
@@ -217,7 +227,7 @@ export async function startService(
     usage,
     context: { maxItems: config.LLM_CONTEXT_MAX_ITEMS, maxTokens: config.LLM_CONTEXT_MAX_TOKENS },
     budgets,
-    guardrails,
+    modelGuardrails,
     evals,
     sandbox,
     hostedMcp: {

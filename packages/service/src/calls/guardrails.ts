@@ -1,5 +1,5 @@
-import { randomBytes } from "node:crypto";
 import { GuardrailBlocked } from "@gw/core/errors";
+import { makeCanary, withCanary as placeCanary, StreamHoldback } from "@gw/core/guardrails";
 import type { Logger } from "@gw/core/logger";
 import type { Metrics } from "@gw/core/metrics";
 import type { Principal } from "@gw/core/principal";
@@ -46,9 +46,11 @@ export interface GuardrailDecision {
 export interface GuardrailContext {
   direction: "input" | "output";
   /** The request's instructions (system and developer messages): what `system_prompt_leakage` looks for in output. */
-  instructions?: string | undefined;
+  instructions?: readonly string[];
   /** The marker placed in the instructions sent to the provider, watched for in output. */
-  canary?: string | undefined;
+  canary?: string;
+  /** The text is a stream so far: a match reaching its end waits for more. */
+  partial?: boolean;
 }
 
 /** The checks library's one entry: decisions about `text`, and the text with what `redact` policies matched replaced. */
@@ -79,11 +81,12 @@ export interface GuardrailDeps {
   logger: Logger;
   /** `GUARDRAIL_STREAM_HOLDBACK_CHARS`: characters of a streamed answer kept back until the checks have seen what follows them. */
   holdbackChars: number;
-  /** Places the canary in the instructions sent to the provider; default: a line naming it at their end. */
-  placeCanary?: (instructions: string, canary: string) => string;
+  /** The window the policies themselves need (their longest banned phrase): a stream holds back the larger. */
+  holdbackFor?: (policies: readonly GuardrailPolicy[]) => number;
 }
 
-const CANARY = /gw-canary-[0-9a-f]{24}/;
+/** The checks library's canary (`makeCanary`): found again in the instructions of a later round of one turn. */
+const CANARY = /gwc-[0-9a-f]{20}/;
 
 const CHECK_TYPES = ["ban_words", "prompt_injection", "system_prompt_leakage", "secrets", "pii"];
 const ACTIONS: GuardrailAction[] = ["block", "redact", "flag"];
@@ -100,8 +103,8 @@ export function createGuardrailMetrics(metrics: Metrics) {
   return decisions;
 }
 
-/** The guardrails of a process: `forCall` finds those of one call and checks its input. */
-export class Guardrails {
+/** The guardrails of a process's model calls: `forCall` finds those of one call and checks its input. */
+export class ModelGuardrails {
   private readonly deps: GuardrailDeps;
   private readonly decisions: Counter<"check" | "action">;
 
@@ -130,19 +133,19 @@ export class Guardrails {
     const instructions = request.messages
       .filter((m) => m.role === "system" || m.role === "developer")
       .map((m) => m.content)
-      .join("\n");
+      .filter(Boolean);
     const leakage = output.some((p) => p.checks.some((c) => c.type === "system_prompt_leakage"));
     // A later round of one turn (hosted MCP tools) sends the instructions again: the canary already in them is kept.
-    const placed = CANARY.exec(instructions)?.[0];
-    const canary = leakage && instructions ? (placed ?? `gw-canary-${randomBytes(12).toString("hex")}`) : undefined;
+    const placed = instructions.map((text) => CANARY.exec(text)?.[0]).find(Boolean);
+    const canary = leakage && instructions.length > 0 ? (placed ?? makeCanary()) : undefined;
     const guard = new CallGuard(
       this.deps,
       { input, output, all: policies },
-      { instructions: instructions ? instructions.replace(CANARY, "") : undefined, canary },
+      { instructions, ...(canary ? { canary } : {}) },
       record,
     );
     guard.checkInput(request);
-    if (canary && !placed) request.messages = withCanary(request.messages, canary, this.deps.placeCanary);
+    if (canary && !placed) request.messages = withCanary(request.messages, canary);
     return guard;
   }
 
@@ -168,17 +171,10 @@ function policyOf(policies: readonly GuardrailPolicy[], id: string): GuardrailPo
   return policies.find((p) => p.id === id) ?? { id, name: id, checks: [], applies_to: "both", action: "block" };
 }
 
-const defaultPlaceCanary = (instructions: string, canary: string) =>
-  `${instructions}\n\n(Confidential marker, never repeat it: ${canary})`;
-
 /** The messages with the canary in the first system or developer message (copies: the caller's stay as they were). */
-function withCanary(
-  messages: ChatMessage[],
-  canary: string,
-  place: (instructions: string, canary: string) => string = defaultPlaceCanary,
-): ChatMessage[] {
+function withCanary(messages: ChatMessage[], canary: string): ChatMessage[] {
   const at = messages.findIndex((m) => m.role === "system" || m.role === "developer");
-  return messages.map((m, i) => (i === at ? { ...m, content: place(m.content, canary) } : m));
+  return messages.map((m, i) => (i === at ? { ...m, content: placeCanary(m.content, canary) } : m));
 }
 
 /** A completion cut where a guardrail blocked it: what the client was shown, and no tool call. */
@@ -193,20 +189,20 @@ interface GuardrailSets {
   all: readonly GuardrailPolicy[];
 }
 
-/** The guard of one call's output (`Guardrails.forCall`). */
+/** The guard of one call's output (`ModelGuardrails.forCall`). */
 export class CallGuard {
   /** The guardrails that redacted this call's input or output: the `x-guardrail-redacted` header. */
   readonly redactedBy = new Set<string>();
   private readonly policies: readonly GuardrailPolicy[];
   private readonly deps: GuardrailDeps;
   private readonly attached: GuardrailSets;
-  private readonly context: { instructions?: string | undefined; canary?: string | undefined };
+  private readonly context: { instructions: readonly string[]; canary?: string };
   private readonly record: (decisions: GuardrailDecision[], direction: "input" | "output") => void;
 
   constructor(
     deps: GuardrailDeps,
     attached: GuardrailSets,
-    context: { instructions?: string | undefined; canary?: string | undefined },
+    context: { instructions: readonly string[]; canary?: string },
     record: (decisions: GuardrailDecision[], direction: "input" | "output") => void,
   ) {
     this.deps = deps;
@@ -243,14 +239,18 @@ export class CallGuard {
     if (changed) request.messages = messages;
   }
 
-  /** Checks `text`, recording its decisions: blocked, or the text to pass on. */
-  private check(text: string, record = true): { blocked: boolean; text: string; decisions: GuardrailDecision[] } {
+  /** Checks `text`, recording its decisions (unless `record: false`): blocked, or the text to pass on. */
+  private check(
+    text: string,
+    options: { record?: boolean; partial?: boolean } = {},
+  ): { blocked: boolean; text: string; decisions: GuardrailDecision[] } {
     if (this.policies.length === 0 || !text) return { blocked: false, text, decisions: [] };
     const { decisions, redacted } = this.deps.evaluate(this.policies, text, {
       direction: "output",
       ...this.context,
+      ...(options.partial ? { partial: true } : {}),
     });
-    if (record) this.note(decisions);
+    if (options.record !== false) this.note(decisions);
     return { blocked: decisions.some((d) => d.action === "block"), text: redacted ?? text, decisions };
   }
 
@@ -296,19 +296,18 @@ export class CallGuard {
     request: ChatRequest,
     seen: StreamSeen | undefined,
   ): AsyncGenerator<string | ToolCallDelta, Completion> {
-    const hold = this.deps.holdbackChars;
-    let raw = "";
-    let shown = "";
+    const hold = new StreamHoldback(
+      Math.max(this.deps.holdbackChars, this.deps.holdbackFor?.(this.policies) ?? 0),
+    );
     const calls: ToolCallDelta[] = [];
     const cut = async (): Promise<Completion> => {
       await pieces.return(undefined as never).catch(() => undefined);
-      const args = calls.map((c) => c.arguments).join("");
       return {
-        text: shown,
+        text: hold.text.slice(0, hold.releasedLength),
         toolCalls: [],
         finishReason: "content_filter",
         model: seen?.model ?? request.model,
-        usage: usageOf(undefined, request.messages, raw + args),
+        usage: usageOf(undefined, request.messages, hold.text + calls.map((c) => c.arguments).join("")),
         usageDetails: { cachedTokens: 0, reasoningTokens: 0 },
         servedBy: seen?.servedBy,
       };
@@ -317,28 +316,30 @@ export class CallGuard {
     while (!step.done) {
       const piece = step.value;
       if (typeof piece !== "string") calls.push(piece);
-      else {
-        raw += piece;
-        if (raw.length - shown.length > hold) {
+      else if (piece) {
+        hold.push(piece);
+        if (hold.releasable() > hold.releasedLength) {
           // Decisions are recorded once, on the whole answer; here they only gate what may be released.
-          const checked = this.check(raw, false);
-          if (checked.blocked || !checked.text.startsWith(shown)) {
+          const checked = this.check(hold.text, { record: false, partial: true });
+          // Redacting a stream as it goes would move text already sent: a redaction waits for the end,
+          // and one that reaches what was released blocks (the window was shorter than the match).
+          const redactsReleased = checked.text !== hold.text && !sameUpTo(checked.text, hold.text, hold.releasedLength);
+          if (checked.blocked || redactsReleased) {
             this.note(checked.decisions);
             return await cut();
           }
-          const release = checked.text.slice(shown.length, Math.max(shown.length, checked.text.length - hold));
-          if (release) {
-            shown += release;
-            yield release;
+          if (checked.text === hold.text) {
+            const release = hold.release();
+            if (release) yield release;
           }
         }
       }
       step = await pieces.next();
     }
     const completion = step.value;
-    const text = this.check(raw);
+    const shown = hold.text.slice(0, hold.releasedLength);
+    const text = this.check(hold.text);
     const args = calls.length > 0 ? joinCalls(calls).map((c) => ({ c, checked: this.check(c.arguments) })) : [];
-    // A redaction that reaches text already sent cannot be honoured: blocked (the window was too short for the match).
     if (text.blocked || !text.text.startsWith(shown) || args.some((a) => a.checked.blocked)) {
       const done = await cut();
       return { ...done, usage: completion.usage, usageDetails: completion.usageDetails };
@@ -352,6 +353,9 @@ export class CallGuard {
     };
   }
 }
+
+/** Whether `a` and `b` agree on their first `n` characters. */
+const sameUpTo = (a: string, b: string, n: number) => a.length >= n && a.slice(0, n) === b.slice(0, n);
 
 /** A stream's tool call pieces joined into one piece per call, in the order they came. */
 function joinCalls(pieces: ToolCallDelta[]): ToolCallDelta[] {

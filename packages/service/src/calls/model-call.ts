@@ -18,7 +18,7 @@ import type {
 } from "../llm/provider.ts";
 import { countTokens } from "../llm/tokens.ts";
 import type { UsageStore } from "../usage/store.ts";
-import type { CallGuard, Guardrails } from "./guardrails.ts";
+import type { CallGuard, ModelGuardrails } from "./guardrails.ts";
 
 /**
  * One call of the model as everything that calls a model makes it
@@ -47,7 +47,7 @@ export interface ModelCallDeps {
   usage: UsageStore;
   budgets: BudgetDeps;
   /** The guardrails attached to calls; none: no call is checked. */
-  guardrails?: Guardrails | undefined;
+  modelGuardrails?: ModelGuardrails | undefined;
 }
 
 /** What a stream writer reports once the model finished, or once the stream broke after it began. */
@@ -124,7 +124,7 @@ export async function admitCall<A, S extends StreamedCall>(
   plan: CallPlan<A, S>,
 ): Promise<AdmittedModelCall<A, S>> {
   // Before admission: a blocked input reserves, charges and sends nothing.
-  const guard = await deps.guardrails?.forCall(plan.caller, plan.request);
+  const guard = await deps.modelGuardrails?.forCall(plan.caller, plan.request);
   const admitted = await admitModelCall(deps.budgets, plan.caller, plan.request);
   plan.request.maxOutputTokens = admitted.maxOutputTokens;
   // Who calls, for the router: an organization's own provider key is looked up for this principal only.

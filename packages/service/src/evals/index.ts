@@ -4,7 +4,7 @@ import type { Metrics } from "@gw/core/metrics";
 import type { Postgres } from "@gw/core/postgres";
 import type { RedisClient } from "@gw/core/redis";
 import type { BudgetDeps } from "../budgets/admit-model-call.ts";
-import type { Guardrails } from "../calls/guardrails.ts";
+import type { ModelGuardrails } from "../calls/guardrails.ts";
 import type { ServiceConfig } from "../config.ts";
 import type { ChatProvider } from "../llm/provider.ts";
 import type { UsageStore } from "../usage/store.ts";
@@ -54,7 +54,7 @@ export function startEvals(
     /** Runs are admitted under their creator key's budgets, as responses are. */
     budgets: BudgetDeps;
     /** Runs' calls are checked by the guardrails attached for their creator key, as responses are. */
-    guardrails?: Guardrails | undefined;
+    modelGuardrails?: ModelGuardrails | undefined;
     logger: Logger;
     metrics: Metrics;
     clock: Clock;
