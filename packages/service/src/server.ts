@@ -67,7 +67,7 @@ export interface ServiceOptions {
   fileHooks?: FileHooks;
   /** For tests: the ingestion's embedder, hooks and BullMQ timings. */
   vectorStores?: VectorStoreTestOptions;
-  /** For tests: a step between reading the guardrails' version and loading them. */
+  /** For tests: a step between loading an organization's guardrails and keeping them. */
   guardrailHooks?: ResolverHooks;
 }
 

@@ -100,7 +100,13 @@ export class GuardrailStore {
 
   async create(
     actor: GuardrailActor,
-    input: { id: string; name: string; checks: GuardrailCheck[]; applies_to: AppliesTo; action: GuardrailAction },
+    input: {
+      id: string;
+      name: string;
+      checks: GuardrailCheck[];
+      applies_to: AppliesTo;
+      action: GuardrailAction;
+    },
   ): Promise<GuardrailObject> {
     const now = Math.floor(this.clock.wall() / 1000);
     return this.db.transaction(async (tx) => {
@@ -123,10 +129,10 @@ export class GuardrailStore {
   }
 
   async get(org: string, id: string): Promise<GuardrailObject | undefined> {
-    const { rows } = await this.db.query<Row>(`SELECT ${COLUMNS} FROM guardrails WHERE org = $1 AND id = $2`, [
-      org,
-      id,
-    ]);
+    const { rows } = await this.db.query<Row>(
+      `SELECT ${COLUMNS} FROM guardrails WHERE org = $1 AND id = $2`,
+      [org, id],
+    );
     return rows[0] ? view(rows[0]) : undefined;
   }
 
