@@ -70,7 +70,7 @@ describe("resolveGuardrails: which guardrails apply to a call", () => {
       id: orgWide,
       name: "everyone",
       version: 2, // created, then attached
-      checks: [{ type: "ban_words", words: ["everyone"], patterns: [] }],
+      checks: [{ type: "ban_words", words: ["everyone"], patterns: [], leetspeak: false }],
       applies_to: "input",
       action: "block",
     });

@@ -4,7 +4,7 @@ import { describe, expect, it } from "vitest";
 import { useStack } from "../../../test/stack.ts";
 
 const PATH = "/api/v1/guardrails";
-const BAN = { type: "ban_words", words: ["zorblax"], patterns: [] };
+const BAN = { type: "ban_words", words: ["zorblax"], patterns: ["zor+b"], leetspeak: false };
 const INJECTION = { type: "prompt_injection" };
 
 describe("guardrails as resources (/api/v1/guardrails)", () => {
@@ -76,6 +76,13 @@ describe("guardrails as resources (/api/v1/guardrails)", () => {
     expect(left.data.map((g: { id: string }) => g.id)).toEqual([second.id]);
   });
 
+  it("keeps every character of a banned word, U+0000 included", async () => {
+    const alice = await keyOf(newOrg(), "alice");
+    const check = { type: "ban_words", words: ["zor\u0000blax"], patterns: [], leetspeak: false };
+    const { id } = await created(alice.secret, { checks: [check] });
+    expect((await (await stack.call(alice.secret, `${PATH}/${id}`)).json()).checks).toEqual([check]);
+  });
+
   it("refuses checks it does not know, unknown fields and empty check lists (422)", async () => {
     const alice = await keyOf(newOrg(), "alice");
     for (const body of [
@@ -92,6 +99,11 @@ describe("guardrails as resources (/api/v1/guardrails)", () => {
         expect.arrayContaining([expect.objectContaining({ loc: expect.any(Array) })]),
       );
     }
+    // A pattern RE2 refuses (a backreference) is refused here, before anything is stored.
+    await expectJsonError(
+      await create(alice.secret, { checks: [{ type: "ban_words", patterns: ["(a)\\1"] }] }),
+      422,
+    );
     const noWrite = await keyOf(newOrg(), "alice", ["guardrails:read"]);
     await expectJsonError(await create(noWrite.secret), 403);
   });
