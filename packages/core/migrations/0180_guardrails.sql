@@ -6,8 +6,9 @@ CREATE TABLE guardrails (
   org text NOT NULL,
   id text NOT NULL,
   name text NOT NULL,
-  -- The checks as the API took them (validated at the edge), in their order.
-  checks jsonb NOT NULL,
+  -- The checks as the API took them (validated at the edge), in their order; `json`, not `jsonb`, so a
+  -- banned word or pattern keeps every character it was given (jsonb cannot hold U+0000).
+  checks json NOT NULL,
   applies_to text NOT NULL CHECK (applies_to IN ('input', 'output', 'both')),
   action text NOT NULL CHECK (action IN ('block', 'redact', 'flag')),
   -- One more at each change of the guardrail or its attachments: decisions name the version they ran.

@@ -71,7 +71,7 @@ export interface ServiceOptions {
   modelGuardrails?: Partial<Pick<GuardrailDeps, "source" | "evaluate" | "audit">>;
   /** For tests: the ingestion's embedder, hooks and BullMQ timings. */
   vectorStores?: VectorStoreTestOptions;
-  /** For tests: a step between reading the guardrails' version and loading them. */
+  /** For tests: a step between loading an organization's guardrails and keeping them. */
   guardrailHooks?: ResolverHooks;
 }
 

@@ -123,6 +123,10 @@ function kindOf(ch: string): Kind {
   return k;
 }
 
+function isAsciiAlnum(code: number): boolean {
+  return (code >= 0x61 && code <= 0x7a) || (code >= 0x41 && code <= 0x5a) || (code >= 0x30 && code <= 0x39);
+}
+
 /** Words of a text in order, each with where it lies in the original text (UTF-16 offsets, end exclusive). */
 export interface Words {
   words: string[];
@@ -151,6 +155,24 @@ export function words(text: string, leetspeak = false): Words {
   const n = text.length;
   for (let i = 0; i < n; ) {
     const code = text.charCodeAt(i);
+    if (!leetspeak && !current && isAsciiAlnum(code)) {
+      // A run of ASCII letters and digits is a word as it stands (lower-cased), unless a
+      // non-ASCII character follows it and may continue it: then the run goes the slow way.
+      let j = i + 1;
+      while (j < n && isAsciiAlnum(text.charCodeAt(j))) j++;
+      if (j === n || text.charCodeAt(j) < 0x80) {
+        out.words.push(text.slice(i, j).toLowerCase());
+        out.starts.push(i);
+        out.ends.push(j);
+        i = j;
+        continue;
+      }
+    }
+    if (!leetspeak && code < 0x80 && !isAsciiAlnum(code)) {
+      flush();
+      i++;
+      continue;
+    }
     let folded: string;
     let width = 1;
     if (code < 0x80) {

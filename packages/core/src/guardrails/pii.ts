@@ -41,6 +41,7 @@ export function ibanValid(iban: string): boolean {
 }
 
 const DATE = /^\d{4}[-./]\d{1,2}[-./]\d{1,2}$|^\d{1,2}[-./]\d{1,2}[-./]\d{2,4}$/;
+const NATIONAL = /^(?:\(\d{3}\) ?|\d{3}[ .-])\d{3}[ .-]\d{4}$|^0\d{1,4}[ .-]\d{3,4}[ .-]?\d{3,4}$/;
 const DOTTED = /^\d{1,3}(?:\.\d{1,3}){2,}$/;
 
 /** Is a candidate run of digits and separators a phone number rather than a date, an address or a version? */
@@ -51,9 +52,9 @@ function looksLikePhone(candidate: string): boolean {
   const international = candidate.startsWith("+") || candidate.startsWith("00");
   // A bare run of digits is an order number as often as a phone: only an international one is taken.
   if (/^\d+$/.test(candidate)) return false;
-  if (!international && digits.length < 10 && !candidate.includes("("))
-    return /^\d{3}[ .-]\d{4}$/.test(candidate);
-  return international ? digits.length >= 8 : digits.length >= 10 || candidate.includes("(");
+  if (international) return digits.length >= 8;
+  // National numbers only in the shapes they are written in: 415-555-0132, (415) 555-0132, 020 7946 0958.
+  return NATIONAL.test(candidate);
 }
 
 export function matchPii(text: string, kinds: readonly PiiKind[], options: MatchOptions = {}): Span[] {

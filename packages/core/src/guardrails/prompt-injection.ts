@@ -36,7 +36,7 @@ const WORD_RULES: [InjectionFamily, RegExp][] = [
   [
     "instruction_override",
     new RegExp(
-      `\\b(?:do not|don t|dont|stop|no longer) (?:follow|obey|listen to|adhere to|comply with) ${gap(2)}${PREVIOUS} ${gap(2)}${RULES}\\b`,
+      `\\b(?:do not|don t|dont|stop|no longer|quit) (?:follow|following|obey|obeying|listen to|listening to|adhere to|comply with) ${gap(2)}${PREVIOUS} ${gap(2)}${RULES}\\b`,
     ),
   ],
   [

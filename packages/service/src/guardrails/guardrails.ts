@@ -1,10 +1,10 @@
 import type { ResourceAuthorization } from "@gw/core/authz";
 import { AppError, forbidden, ValidationFailed } from "@gw/core/errors";
+import type { Check as GuardrailCheck } from "@gw/core/guardrails";
 import { apiKeyRecordKey } from "@gw/core/on-behalf-of";
 import type { Principal } from "@gw/core/principal";
 import type { RedisClient } from "@gw/core/redis";
 import type { Ids } from "../ids.ts";
-import type { GuardrailCheck } from "./checks-schema.ts";
 import type { GuardrailResolver } from "./resolve.ts";
 import {
   type AppliesTo,

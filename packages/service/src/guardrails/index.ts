@@ -31,7 +31,10 @@ export function guardrailsOf(deps: {
     clock,
     changed: (org) => guardrailsChanged(redis, org),
   });
-  const resolver = new GuardrailResolver(store, redis, { clock, ...(deps.hooks ? { hooks: deps.hooks } : {}) });
+  const resolver = new GuardrailResolver(store, redis, {
+    clock,
+    ...(deps.hooks ? { hooks: deps.hooks } : {}),
+  });
   return new Guardrails({
     store,
     resolver,

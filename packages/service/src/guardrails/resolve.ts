@@ -31,8 +31,8 @@ interface OrgPolicies {
 }
 
 export interface ResolverHooks {
-  /** Between reading the version and loading the policies: tests put a change there. */
-  afterVersionRead?: (org: string) => Promise<void>;
+  /** After loading the policies, before keeping them: tests put a change there. */
+  beforeKeep?: (org: string) => Promise<void>;
 }
 
 /**
@@ -78,8 +78,8 @@ export class GuardrailResolver {
     }
     const kept = this.cache.get(org);
     if (kept && kept.version === version && this.clock.now() - kept.at < MAX_CACHE_AGE_MS) return kept;
-    await this.hooks.afterVersionRead?.(org);
     const loaded = await this.load(org, version);
+    await this.hooks.beforeKeep?.(org);
     this.cache.delete(org);
     if (this.cache.size >= MAX_CACHED_ORGANIZATIONS) this.cache.delete(this.cache.keys().next().value!);
     this.cache.set(org, loaded);

@@ -1,13 +1,12 @@
 import type { AuditIntent, AuditLog } from "@gw/core/audit";
 import type { Clock } from "@gw/core/clock";
+import type { Action, AppliesTo, Check, Policy } from "@gw/core/guardrails";
 import type { Postgres, Queryable } from "@gw/core/postgres";
 import type { Principal } from "@gw/core/principal";
-import type { GuardrailCheck } from "./checks-schema.ts";
 
-export const APPLIES_TO = ["input", "output", "both"] as const;
-export type AppliesTo = (typeof APPLIES_TO)[number];
-export const GUARDRAIL_ACTIONS = ["block", "redact", "flag"] as const;
-export type GuardrailAction = (typeof GUARDRAIL_ACTIONS)[number];
+export type { AppliesTo };
+export type GuardrailAction = Action;
+type GuardrailCheck = Check;
 
 /** A guardrail as the API shows it. */
 export interface GuardrailObject {
@@ -27,8 +26,8 @@ export type Attachment =
   | { scope: "key"; key_id: string }
   | { scope: "model"; model: string };
 
-/** A guardrail as resolution hands it to the model-call pipeline. */
-export interface GuardrailPolicy {
+/** A guardrail as resolution hands it to the model-call pipeline (what `evaluate` of `@gw/core/guardrails` takes). */
+export interface GuardrailPolicy extends Policy {
   id: string;
   name: string;
   /** One more at each change of the guardrail or of its attachments. */
@@ -100,7 +99,13 @@ export class GuardrailStore {
 
   async create(
     actor: GuardrailActor,
-    input: { id: string; name: string; checks: GuardrailCheck[]; applies_to: AppliesTo; action: GuardrailAction },
+    input: {
+      id: string;
+      name: string;
+      checks: GuardrailCheck[];
+      applies_to: AppliesTo;
+      action: GuardrailAction;
+    },
   ): Promise<GuardrailObject> {
     const now = Math.floor(this.clock.wall() / 1000);
     return this.db.transaction(async (tx) => {
@@ -123,10 +128,10 @@ export class GuardrailStore {
   }
 
   async get(org: string, id: string): Promise<GuardrailObject | undefined> {
-    const { rows } = await this.db.query<Row>(`SELECT ${COLUMNS} FROM guardrails WHERE org = $1 AND id = $2`, [
-      org,
-      id,
-    ]);
+    const { rows } = await this.db.query<Row>(
+      `SELECT ${COLUMNS} FROM guardrails WHERE org = $1 AND id = $2`,
+      [org, id],
+    );
     return rows[0] ? view(rows[0]) : undefined;
   }
 
@@ -149,7 +154,7 @@ export class GuardrailStore {
     const { org } = actor.principal;
     const updated = await this.db.transaction(async (tx) => {
       const { rows } = await tx.query<Row>(
-        `UPDATE guardrails SET name = COALESCE($3, name), checks = COALESCE($4::jsonb, checks),
+        `UPDATE guardrails SET name = COALESCE($3, name), checks = COALESCE($4::json, checks),
            applies_to = COALESCE($5, applies_to), action = COALESCE($6, action),
            version = version + 1, updated_at = $7
          WHERE org = $1 AND id = $2 RETURNING ${COLUMNS}`,

@@ -1,7 +1,13 @@
 import type { Route } from "@gw/core/http";
 import { getGuardrailAttachments, putGuardrailAttachments } from "./attachments.ts";
 import type { GuardrailRouteDeps } from "./deps.ts";
-import { createGuardrail, deleteGuardrail, getGuardrail, listGuardrails, updateGuardrail } from "./guardrails.ts";
+import {
+  createGuardrail,
+  deleteGuardrail,
+  getGuardrail,
+  listGuardrails,
+  updateGuardrail,
+} from "./guardrails.ts";
 
 export type { GuardrailRouteDeps };
 

@@ -1,8 +1,8 @@
+import { ACTIONS, APPLIES_TO, checkSchema, checksSchema } from "@gw/core/guardrails";
 import { type JsonSchema, jsonSchemaOf, objectSchema } from "@gw/core/openapi";
 import { z } from "zod";
 import { nullable, unixTime } from "../../http/schemas.ts";
-import { guardrailCheck, guardrailChecks } from "../checks-schema.ts";
-import { APPLIES_TO, type Attachment, attachmentLabel, GUARDRAIL_ACTIONS } from "../store.ts";
+import { type Attachment, attachmentLabel } from "../store.ts";
 
 /** Places one guardrail is attached to, at most. */
 export const MAX_ATTACHMENTS = 100;
@@ -17,18 +17,18 @@ const text = (max: number) =>
 
 export const guardrailName = text(256);
 export const appliesTo = z.enum(APPLIES_TO);
-export const guardrailAction = z.enum(GUARDRAIL_ACTIONS);
+export const guardrailAction = z.enum(ACTIONS);
 
 export const createGuardrailBody = z.strictObject({
   name: guardrailName,
-  checks: guardrailChecks,
+  checks: checksSchema,
   applies_to: appliesTo,
   action: guardrailAction,
 });
 
 export const updateGuardrailBody = z.strictObject({
   name: guardrailName.optional(),
-  checks: guardrailChecks.optional(),
+  checks: checksSchema.optional(),
   applies_to: appliesTo.optional(),
   action: guardrailAction.optional(),
 });
@@ -56,9 +56,9 @@ export const guardrail: JsonSchema = objectSchema({
   id: { type: "string", description: "`gr_` and 32 hex digits" },
   object: { type: "string", const: "guardrail" },
   name: { type: "string" },
-  checks: { type: "array", items: jsonSchemaOf(guardrailCheck, "output") },
+  checks: { type: "array", items: jsonSchemaOf(checkSchema, "output") },
   applies_to: { enum: [...APPLIES_TO] },
-  action: { enum: [...GUARDRAIL_ACTIONS] },
+  action: { enum: [...ACTIONS] },
   created_at: unixTime,
 });
 
