@@ -334,6 +334,7 @@ function toRecord(row: Row): AuditRecord {
   const { organization, actor, action, resourceType, resourceId, subject, role, expiresAt, requestId } =
     row.record;
   const { tool, decision, durationMs, argumentsSha256, request, attachments } = row.record;
+  const { check, guardrailAction, direction } = row.record;
   return {
     id: `${row.at.getTime()}-${row.seq}`,
     time: row.at.toISOString(),
@@ -348,6 +349,7 @@ function toRecord(row: Row): AuditRecord {
     ...(tool !== undefined ? { tool, decision, durationMs, argumentsSha256 } : {}),
     ...(request !== undefined ? { request } : {}),
     ...(attachments !== undefined ? { attachments } : {}),
+    ...(check !== undefined ? { check, guardrailAction, direction } : {}),
     outcome: row.outcome,
     requestId,
     ...(row.zed_token ? { zedToken: row.zed_token } : {}),
