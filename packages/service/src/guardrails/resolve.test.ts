@@ -18,8 +18,7 @@ describe("resolveGuardrails: which guardrails apply to a call", () => {
   const newOrg = () => `rs-org-${process.pid}-${++orgCount}-${Date.now().toString(36)}`;
 
   /** Another replica of the service's resolution: its own cache, the same PostgreSQL and Redis. */
-  function replica(hooks: ResolverHooks = {}): GuardrailResolver {
-    const redis = testRedisClient(stack.redisUrl);
+  function replica(hooks: ResolverHooks = {}, redis = testRedisClient(stack.redisUrl)): GuardrailResolver {
     clients.push(redis);
     const store = new GuardrailStore(stack.db, new AuditLog(stack.db, { retentionMs: undefined }), {
       clock: systemClock,
@@ -139,5 +138,17 @@ describe("resolveGuardrails: which guardrails apply to a call", () => {
     await make("new", [{ scope: "organization" }]);
     expect((await other.resolve(org, admin.id, "m")).map((p) => p.name)).toEqual(["kept", "new"]);
     expect(loads).toBe(2);
+  });
+
+  it("without Redis, reads the policies from PostgreSQL at every call: never an older answer", async () => {
+    const { org, admin, make } = await setUp();
+    const id = await make("first", [{ scope: "organization" }]);
+    const lost = testRedisClient(stack.redisUrl);
+    const other = replica({}, lost);
+    expect((await other.resolve(org, admin.id, "m")).map((p) => p.name)).toEqual(["first"]);
+    lost.disconnect();
+    await expect(lost.get("x")).rejects.toThrow();
+    await stack.call(admin.secret, `${PATH}/${id}`, { method: "PATCH", json: { name: "second" } });
+    expect((await other.resolve(org, admin.id, "m")).map((p) => p.name)).toEqual(["second"]);
   });
 });
