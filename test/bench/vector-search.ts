@@ -99,8 +99,7 @@ export async function benchVectorSearch(md: Report): Promise<void> {
           // As an ingestion writes a file: staged a batch of embeddings at a time, then published whole.
           const file = { org, vectorStoreId, fileId };
           return (async () => {
-            for (let c = 0; c < chunks.length; c += 10)
-              await index.stage(file, "bench", chunks.slice(c, c + 10));
+            for (let c = 0; c < chunks.length; c += 10) await index.stage(file, "bench", chunks.slice(c, c + 10));
             await index.publish(file, "bench", chunks.length, { n: f + j });
           })();
         }),
