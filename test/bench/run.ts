@@ -25,6 +25,7 @@ import { benchAdmission, benchTokenizerWorstCase, requestWindows } from "./budge
 import { benchFileUpload } from "./file-upload.ts";
 import { benchGateway } from "./gateway-http.ts";
 import { benchGrowth } from "./growth.ts";
+import { benchGuardrails } from "./guardrails.ts";
 import { benchModelCalls } from "./model-calls.ts";
 import { Report } from "./report.ts";
 import { benchRouting } from "./routing.ts";
@@ -77,7 +78,9 @@ if (process.env.BENCH_ONLY === "files") {
   await benchFileUpload(md);
   await writeReport();
 }
-if (!["gateway", "growth", "victim", "routing", "vectors"].includes(process.env.BENCH_ONLY ?? ""))
+if (
+  !["gateway", "growth", "victim", "routing", "vectors", "guardrails"].includes(process.env.BENCH_ONLY ?? "")
+)
   await benchModelCalls(md);
 if (process.env.BENCH_ONLY === "model") await writeReport();
 // What routing model names through the catalogue costs: a decision, and one deployment beside the code before.
@@ -86,6 +89,10 @@ if (process.env.BENCH_ONLY === "routing") await writeReport();
 // Then what one tenant's large calls do to another's small ones.
 if (process.env.BENCH_ONLY === undefined || process.env.BENCH_ONLY === "victim") await benchVictim(md);
 if (process.env.BENCH_ONLY === "victim") await writeReport();
+// Guardrail checks in this process: 10,000 banned entries over 100 KB, the default checks over 4 KB.
+if (process.env.BENCH_ONLY === undefined || process.env.BENCH_ONLY === "guardrails")
+  await benchGuardrails(md);
+if (process.env.BENCH_ONLY === "guardrails") await writeReport();
 // Vector search with the permission filter, over 100,000 chunks.
 if (process.env.BENCH_ONLY === undefined || process.env.BENCH_ONLY === "vectors") await benchVectorSearch(md);
 if (process.env.BENCH_ONLY === "vectors") await writeReport();
