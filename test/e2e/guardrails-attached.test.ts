@@ -68,7 +68,10 @@ describe("guardrails attached to an organization", () => {
     const requestsBefore = stack.llm.requests.length;
     const err = await openai.responses
       .create({ model: MODEL, input: "Tell me about Zor\u200bblax, please" })
-      .then(() => undefined, (e: unknown) => e);
+      .then(
+        () => undefined,
+        (e: unknown) => e,
+      );
     expect(err).toBeInstanceOf(BadRequestError);
     expect((err as BadRequestError).code).toBe("guardrail_blocked");
     expect((err as BadRequestError).message).toContain(banned);
@@ -127,7 +130,11 @@ describe("guardrails attached to an organization", () => {
             actor: expect.objectContaining({ userId: "alice", keyId: key.id }),
             requestId: expect.any(String),
           }),
-          expect.objectContaining({ resourceId: leakage, check: "system_prompt_leakage", direction: "output" }),
+          expect.objectContaining({
+            resourceId: leakage,
+            check: "system_prompt_leakage",
+            direction: "output",
+          }),
         ]),
       );
     const trail = await (

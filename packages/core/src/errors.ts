@@ -157,7 +157,10 @@ export class GuardrailBlocked extends AppError {
   readonly check: string;
 
   constructor(guardrail: { id: string; name: string }, check: string) {
-    super("guardrail_blocked", `The request was blocked by guardrail ${guardrail.id} (${guardrail.name}): ${check}`);
+    super(
+      "guardrail_blocked",
+      `The request was blocked by guardrail ${guardrail.id} (${guardrail.name}): ${check}`,
+    );
     this.name = "GuardrailBlocked";
     this.guardrail = guardrail.id;
     this.check = check;

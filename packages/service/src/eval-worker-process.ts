@@ -1,3 +1,4 @@
+import { AuditLog } from "@gw/core/audit";
 import { systemClock } from "@gw/core/clock";
 import { closeGracefully, listen, listenForMetrics, registerProbes, useRequestBasics } from "@gw/core/http";
 import { type Logger, redactUrl } from "@gw/core/logger";
@@ -7,13 +8,12 @@ import { createPostgres, migrate, postgresReady } from "@gw/core/postgres";
 import { createRedis, redisReady } from "@gw/core/redis";
 import { LEASE_KEEPING_MS } from "@gw/core/windows";
 import express from "express";
-import { AuditLog } from "@gw/core/audit";
 import { budgetDeps, chatProvider, modelGuardrailsOf } from "./calls/deps.ts";
-import { GuardrailResolver, guardrailsChanged } from "./guardrails/resolve.ts";
-import { GuardrailStore } from "./guardrails/store.ts";
 import type { ServiceConfig } from "./config.ts";
 import { startEvalsFromConfig } from "./evals/index.ts";
 import { Files } from "./files/files.ts";
+import { GuardrailResolver, guardrailsChanged } from "./guardrails/resolve.ts";
+import { GuardrailStore } from "./guardrails/store.ts";
 import { ids } from "./ids.ts";
 import { configureTokenCounting } from "./llm/tokens.ts";
 import { providerKeyStore } from "./provider-keys/deps.ts";
@@ -66,7 +66,9 @@ export async function startEvalWorkerProcess(config: ServiceConfig, logger: Logg
   const modelGuardrails = modelGuardrailsOf(
     config,
     { metrics, logger, audit },
-    { source: { policiesFor: (principal, model) => resolver.resolve(principal.org, principal.keyId, model) } },
+    {
+      source: { policiesFor: (principal, model) => resolver.resolve(principal.org, principal.keyId, model) },
+    },
   );
   const evals = startEvalsFromConfig(config, {
     redis,

@@ -1,3 +1,4 @@
+import { AuditLog } from "@gw/core/audit";
 import { connectAuthorization, WriterDeletion } from "@gw/core/authz";
 import { type Clock, systemClock } from "@gw/core/clock";
 import { closeGracefully, listen, listenForMetrics, type RouteTemplate, routesOf } from "@gw/core/http";
@@ -9,7 +10,6 @@ import { createPostgres, migrate } from "@gw/core/postgres";
 import { createRedis } from "@gw/core/redis";
 import { LEASE_KEEPING_MS } from "@gw/core/windows";
 import { createServiceApp } from "./app.ts";
-import { AuditLog } from "@gw/core/audit";
 import { budgetDeps, chatProvider, modelGuardrailsOf } from "./calls/deps.ts";
 import type { GuardrailDeps } from "./calls/guardrails.ts";
 import { PostgresCompletionStore } from "./completions/store.ts";
@@ -133,7 +133,8 @@ export async function startService(
     { metrics, logger, audit: new AuditLog(db, { retentionMs: undefined, logger, clock }) },
     {
       source: {
-        policiesFor: (principal, model) => guardrails.resolveGuardrails(principal.org, principal.keyId, model),
+        policiesFor: (principal, model) =>
+          guardrails.resolveGuardrails(principal.org, principal.keyId, model),
       },
       ...options.modelGuardrails,
     },
@@ -198,7 +199,6 @@ export async function startService(
     swept: (holders) => logger.warn({ holders }, "budget leases of processes that died were settled"),
     error: (err) => logger.warn({ err: (err as Error).message }, "budget leases could not be kept"),
   });
-
 
   const app = createServiceApp({
     logger,

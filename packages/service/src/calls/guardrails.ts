@@ -157,18 +157,22 @@ export class ModelGuardrails {
   ): void {
     for (const decision of decisions) {
       this.decisions.inc({ check: decision.check, action: decision.action });
-      this.deps.audit({ ...decision, principal, requestId, direction }).catch((err: unknown) =>
-        this.deps.logger.error(
-          { requestId, err, guardrail: decision.guardrail, check: decision.check },
-          "the audit record of a guardrail decision could not be written",
-        ),
-      );
+      this.deps
+        .audit({ ...decision, principal, requestId, direction })
+        .catch((err: unknown) =>
+          this.deps.logger.error(
+            { requestId, err, guardrail: decision.guardrail, check: decision.check },
+            "the audit record of a guardrail decision could not be written",
+          ),
+        );
     }
   }
 }
 
 function policyOf(policies: readonly GuardrailPolicy[], id: string): GuardrailPolicy {
-  return policies.find((p) => p.id === id) ?? { id, name: id, checks: [], applies_to: "both", action: "block" };
+  return (
+    policies.find((p) => p.id === id) ?? { id, name: id, checks: [], applies_to: "both", action: "block" }
+  );
 }
 
 /** The messages with the canary in the first system or developer message (copies: the caller's stay as they were). */
@@ -323,7 +327,8 @@ export class CallGuard {
           const checked = this.check(hold.text, { record: false, partial: true });
           // Redacting a stream as it goes would move text already sent: a redaction waits for the end,
           // and one that reaches what was released blocks (the window was shorter than the match).
-          const redactsReleased = checked.text !== hold.text && !sameUpTo(checked.text, hold.text, hold.releasedLength);
+          const redactsReleased =
+            checked.text !== hold.text && !sameUpTo(checked.text, hold.text, hold.releasedLength);
           if (checked.blocked || redactsReleased) {
             this.note(checked.decisions);
             return await cut();
@@ -339,7 +344,8 @@ export class CallGuard {
     const completion = step.value;
     const shown = hold.text.slice(0, hold.releasedLength);
     const text = this.check(hold.text);
-    const args = calls.length > 0 ? joinCalls(calls).map((c) => ({ c, checked: this.check(c.arguments) })) : [];
+    const args =
+      calls.length > 0 ? joinCalls(calls).map((c) => ({ c, checked: this.check(c.arguments) })) : [];
     if (text.blocked || !text.text.startsWith(shown) || args.some((a) => a.checked.blocked)) {
       const done = await cut();
       return { ...done, usage: completion.usage, usageDetails: completion.usageDetails };
@@ -349,7 +355,10 @@ export class CallGuard {
     return {
       ...completion,
       text: text.text,
-      toolCalls: completion.toolCalls.map((call, i) => ({ ...call, arguments: args[i]?.checked.text ?? call.arguments })),
+      toolCalls: completion.toolCalls.map((call, i) => ({
+        ...call,
+        arguments: args[i]?.checked.text ?? call.arguments,
+      })),
     };
   }
 }

@@ -37,7 +37,14 @@ export const createCompletion = modelRoute({
       alternatives: { "text/event-stream": stringSchema("chat.completion.chunk events, then [DONE]") },
     },
   },
-  errors: ["bad_request", "guardrail_blocked", "not_found", "provider_rate_limited", "bad_gateway", "gateway_timeout"],
+  errors: [
+    "bad_request",
+    "guardrail_blocked",
+    "not_found",
+    "provider_rate_limited",
+    "bad_gateway",
+    "gateway_timeout",
+  ],
   handler: async ({ body: input, caller, res }, deps: CreateCompletionDeps) => {
     const call = await startCompletion(deps, caller, input);
     res.set(budgetHeaders(call.windows));

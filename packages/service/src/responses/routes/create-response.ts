@@ -37,7 +37,15 @@ export const createResponse = modelRoute({
       alternatives: { "text/event-stream": stringSchema("Responses API events") },
     },
   },
-  errors: ["bad_request", "guardrail_blocked", "not_found", "conflict", "provider_rate_limited", "bad_gateway", "gateway_timeout"],
+  errors: [
+    "bad_request",
+    "guardrail_blocked",
+    "not_found",
+    "conflict",
+    "provider_rate_limited",
+    "bad_gateway",
+    "gateway_timeout",
+  ],
   handler: async ({ body: input, caller, res }, deps: CreateResponseDeps) => {
     const turn = await startTurn(deps, caller, input);
     res.set(budgetHeaders(turn.windows));
