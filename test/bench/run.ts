@@ -26,6 +26,7 @@ import { benchFileUpload } from "./file-upload.ts";
 import { benchGateway } from "./gateway-http.ts";
 import { benchGrowth } from "./growth.ts";
 import { benchGuardrails } from "./guardrails.ts";
+import { benchGuardrailsPipeline } from "./guardrails-pipeline.ts";
 import { benchModelCalls } from "./model-calls.ts";
 import { Report } from "./report.ts";
 import { benchRouting } from "./routing.ts";
@@ -90,8 +91,11 @@ if (process.env.BENCH_ONLY === "routing") await writeReport();
 if (process.env.BENCH_ONLY === undefined || process.env.BENCH_ONLY === "victim") await benchVictim(md);
 if (process.env.BENCH_ONLY === "victim") await writeReport();
 // Guardrail checks in this process: 10,000 banned entries over 100 KB, the default checks over 4 KB.
-if (process.env.BENCH_ONLY === undefined || process.env.BENCH_ONLY === "guardrails")
+if (process.env.BENCH_ONLY === undefined || process.env.BENCH_ONLY === "guardrails") {
   await benchGuardrails(md);
+  // And what they add to a model call in the pipeline (input before admission, output whole or held back).
+  await benchGuardrailsPipeline(md);
+}
 if (process.env.BENCH_ONLY === "guardrails") await writeReport();
 // Vector search with the permission filter, over 100,000 chunks.
 if (process.env.BENCH_ONLY === undefined || process.env.BENCH_ONLY === "vectors") await benchVectorSearch(md);

@@ -323,17 +323,22 @@ export class CallGuard {
       else if (piece) {
         hold.push(piece);
         if (hold.releasable() > hold.releasedLength) {
-          // Decisions are recorded once, on the whole answer; here they only gate what may be released.
-          const checked = this.check(hold.text, { record: false, partial: true });
+          // Only the tail that can hold a match not yet seen whole is read again (a match no longer than
+          // the window ends past what was checked before, so it starts within a window of what was
+          // released): each piece costs the window and the piece, not the answer so far. The whole
+          // answer is checked at its end. Decisions are recorded then; here they only gate releases.
+          const from = wordStart(hold.text, Math.max(0, hold.releasedLength - hold.window));
+          const tail = hold.text.slice(from);
+          const checked = this.check(tail, { record: false, partial: true });
           // Redacting a stream as it goes would move text already sent: a redaction waits for the end,
           // and one that reaches what was released blocks (the window was shorter than the match).
           const redactsReleased =
-            checked.text !== hold.text && !sameUpTo(checked.text, hold.text, hold.releasedLength);
+            checked.text !== tail && !sameUpTo(checked.text, tail, hold.releasedLength - from);
           if (checked.blocked || redactsReleased) {
             this.note(checked.decisions);
             return await cut();
           }
-          if (checked.text === hold.text) {
+          if (checked.text === tail) {
             const release = hold.release();
             if (release) yield release;
           }
@@ -361,6 +366,13 @@ export class CallGuard {
       })),
     };
   }
+}
+
+/** The start of the word at `at` (back to the whitespace before it, at most 256 characters back). */
+function wordStart(text: string, at: number): number {
+  let i = at;
+  while (i > 0 && at - i < 256 && !/\s/.test(text[i - 1]!)) i--;
+  return i > 0 && !/\s/.test(text[i - 1]!) ? at : i;
 }
 
 /** Whether `a` and `b` agree on their first `n` characters. */
