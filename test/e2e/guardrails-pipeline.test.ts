@@ -1,6 +1,9 @@
+import { execFile } from "node:child_process";
+import { promisify } from "node:util";
 import type { Limits } from "@gw/core/limits";
 import type { Principal } from "@gw/core/principal";
 import { CountingWindows } from "@gw/core/windows";
+import { pythonWith } from "@gw/test-kit/python-venv";
 import OpenAI, { BadRequestError } from "openai";
 import { beforeEach, describe, expect, it } from "vitest";
 import type {
@@ -9,6 +12,7 @@ import type {
   GuardrailPolicy,
 } from "../../packages/service/src/calls/guardrails.ts";
 import { parseEvents, useStack } from "../../packages/service/test/stack.ts";
+import { OPENAI_PYTHON } from "./openai-python.ts";
 
 /**
  * Where guardrails run and what callers see, through the gateway, the
@@ -325,5 +329,44 @@ describe("redact and flag", () => {
     const response = await client(key.secret).responses.create({ model: MODEL, input: `say ${BANNED}` });
     expect(response.status).toBe("completed");
     expect(response.output_text).toContain(BANNED);
+  });
+});
+
+describe("openai-python", () => {
+  it("raises BadRequestError with code guardrail_blocked, reads an incomplete response and a content_filter finish", async (ctx) => {
+    const env = await pythonWith([OPENAI_PYTHON]);
+    if ("skip" in env) {
+      process.stderr.write(`SKIPPED the openai-python guardrails test: ${env.skip}; .ci/run installs it\n`);
+      ctx.skip(env.skip);
+      return;
+    }
+    const key = await keyWith([policy({ id: "gr_0000000000000000000000000000000b" })]);
+    const script = [
+      "import os, openai",
+      "client = openai.OpenAI(api_key=os.environ['GATEWAY_KEY'], base_url=os.environ['GATEWAY_URL'] + '/api/v1/llm', max_retries=0)",
+      "try:",
+      `    client.responses.create(model='${MODEL}', input='a ${BANNED} please')`,
+      "    print('not blocked')",
+      "except openai.BadRequestError as e:",
+      "    print(e.status_code, e.code, 'gr_0000000000000000000000000000000b' in e.message, sep='|')",
+      "with client.chat.completions.create(model='" +
+        MODEL +
+        "', messages=[{'role': 'user', 'content': 'hi'}], stream=True) as s:",
+      "    finishes = [c.choices[0].finish_reason for c in s if c.choices]",
+      "print(finishes[-1])",
+      `r = client.responses.create(model='${MODEL}', input='hello')`,
+      "print(r.status, r.incomplete_details.reason if r.incomplete_details else None, sep='|')",
+    ].join("\n");
+    // The banned word only in what the model answers: the stream and the response are filtered.
+    stack.llm.answerWith = () => `well ${BANNED} it is`;
+    const { stdout } = await promisify(execFile)(env.python, ["-c", script], {
+      env: { ...process.env, GATEWAY_URL: stack.gatewayUrl, GATEWAY_KEY: key.secret },
+      timeout: 60_000,
+    });
+    expect(stdout.trim().split("\n")).toEqual([
+      "400|guardrail_blocked|True",
+      "content_filter",
+      "incomplete|content_filter",
+    ]);
   });
 });
