@@ -290,4 +290,38 @@ describe("guardrails as resources (/api/v1/guardrails)", () => {
     ).json();
     expect(refused.map((r: { action: string }) => r.action)).toEqual(["guardrail.create"]);
   });
+
+  it("tries a text against a guardrail's checks for a reader, naming each check that found something but never the text", async () => {
+    const org = newOrg();
+    const alice = await keyOf(org, "alice");
+    const bob = await keyOf(org, "bob");
+    const { id } = await created(alice.secret, {
+      checks: [BAN, { type: "pii", kinds: ["email"] }],
+      applies_to: "output",
+      action: "redact",
+    });
+    const tryText = (secret: string, json: unknown) =>
+      stack.call(secret, `${PATH}/${id}/evaluate`, { json });
+
+    const hit = await tryText(alice.secret, { text: "Mail ZORBLAX to a@example.com", direction: "input" });
+    expect(hit.status).toBe(200);
+    const body = await hit.json();
+    expect(body).toEqual({
+      object: "guardrail.evaluation",
+      guardrail_id: id,
+      direction: "input",
+      decisions: [
+        { check: "ban_words", check_index: 0, action: "redact", kinds: expect.any(Array) },
+        { check: "pii", check_index: 1, action: "redact", kinds: ["email"] },
+      ],
+    });
+    expect(JSON.stringify(body)).not.toMatch(/zorblax|example\.com/i);
+    expect((await (await tryText(alice.secret, { text: "nothing here" })).json()).decisions).toEqual([]);
+
+    // Without the reader role the guardrail is missing; with it, bob may try a text.
+    expect((await tryText(bob.secret, { text: "zorblax" })).status).toBe(404);
+    expect((await grant(alice.secret, id, "bob", "reader")).ok).toBe(true);
+    expect((await (await tryText(bob.secret, { text: "zorblax" })).json()).decisions).toHaveLength(1);
+    await expectJsonError(await tryText(alice.secret, { text: "x", direction: "sideways" }), 422);
+  });
 });

@@ -1,10 +1,18 @@
 import { notFound } from "@gw/core/errors";
+import { evaluate } from "@gw/core/guardrails";
 import { defineRoute } from "@gw/core/http";
 import { deletedSchema } from "@gw/core/openapi";
 import { ok } from "../../http/schemas.ts";
 import { listBody, pageOf, pageQuery, unknownAfter } from "../../pagination.ts";
 import { type GuardrailRouteDeps, guardrailRole, TAG } from "./deps.ts";
-import { createGuardrailBody, guardrail, guardrailList, updateGuardrailBody } from "./schemas.ts";
+import {
+  createGuardrailBody,
+  evaluateGuardrailBody,
+  guardrail,
+  guardrailEvaluation,
+  guardrailList,
+  updateGuardrailBody,
+} from "./schemas.ts";
 
 /** Readable guardrails looked at for one list at most; beyond them the list is cut (and says `has_more`). */
 export const MAX_LISTED_GUARDRAILS = 10_000;
@@ -131,5 +139,47 @@ export const deleteGuardrail = defineRoute({
     if (!(await deps.guardrails.delete({ principal, requestId: String(req.id) }, id)))
       throw notFound(`No guardrail ${id}`);
     return { id, object: "guardrail.deleted", deleted: true };
+  },
+});
+
+/**
+ * `POST /api/v1/guardrails/{id}/evaluate` `{text, direction}` → the decisions
+ * the guardrail's checks make on `text` (the console's "try a text"); needs
+ * reader. Like a call's decisions, they name the check and what kind of thing
+ * it found, never the text; nothing is stored, audited or counted, and the
+ * guardrail need not be attached anywhere.
+ */
+export const evaluateGuardrail = defineRoute({
+  method: "POST",
+  path: "/api/v1/guardrails/:id/evaluate",
+  operationId: "evaluateGuardrail",
+  summary: "Try a text against a guardrail's checks (reader)",
+  description:
+    "`system_prompt_leakage` needs a request's instructions and finds nothing here; `applies_to` is not consulted, so a check can be tried in either direction.",
+  tag: TAG,
+  permission: "guardrails:read",
+  body: evaluateGuardrailBody,
+  responses: ok("The decisions", guardrailEvaluation),
+  errors: ["not_found"],
+  authorize: guardrailRole("reader"),
+  handler: async ({ principal, params, body }, deps: GuardrailRouteDeps) => {
+    const found = await deps.guardrails.store.get(principal.org, params.id!);
+    if (!found) throw notFound(`No guardrail ${params.id}`);
+    const { decisions } = evaluate(
+      [{ id: found.id, checks: found.checks, applies_to: "both", action: found.action }],
+      body.text,
+      { direction: body.direction },
+    );
+    return {
+      object: "guardrail.evaluation",
+      guardrail_id: found.id,
+      direction: body.direction,
+      decisions: decisions.map((d) => ({
+        check: d.check,
+        check_index: d.checkIndex,
+        action: d.action,
+        kinds: d.kinds,
+      })),
+    };
   },
 });

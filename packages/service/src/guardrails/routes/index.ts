@@ -4,6 +4,7 @@ import type { GuardrailRouteDeps } from "./deps.ts";
 import {
   createGuardrail,
   deleteGuardrail,
+  evaluateGuardrail,
   getGuardrail,
   listGuardrails,
   updateGuardrail,
@@ -18,6 +19,7 @@ export const guardrailRoutes: Route<GuardrailRouteDeps>[] = [
   getGuardrail,
   updateGuardrail,
   deleteGuardrail,
+  evaluateGuardrail,
   getGuardrailAttachments,
   putGuardrailAttachments,
 ];

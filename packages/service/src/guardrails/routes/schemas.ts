@@ -75,3 +75,24 @@ export const attachmentList: JsonSchema = objectSchema({
   guardrail_id: { type: "string" },
   attachments: { type: "array", items: jsonSchemaOf(attachment, "output") },
 });
+
+/** A text to try against one guardrail's checks: nothing is stored, sent on, audited or counted. */
+export const evaluateGuardrailBody = z.strictObject({
+  text: z.string().max(100_000),
+  direction: z.enum(["input", "output"]).default("input"),
+});
+
+export const guardrailEvaluation: JsonSchema = objectSchema({
+  object: { type: "string", const: "guardrail.evaluation" },
+  guardrail_id: { type: "string" },
+  direction: { enum: ["input", "output"] },
+  decisions: {
+    type: "array",
+    items: objectSchema({
+      check: { type: "string", description: "The check's `type`" },
+      check_index: { type: "integer", description: "Its position in the guardrail's `checks`" },
+      action: { enum: [...ACTIONS] },
+      kinds: { type: "array", items: { type: "string" }, description: "What was found, by type; never the text" },
+    }),
+  },
+});
