@@ -247,6 +247,35 @@ export class AuditLog {
     return this.read(org, resource, page, filters);
   }
 
+  /**
+   * Guardrail decisions of the organization's model calls (`guardrail.decision`
+   * records) counted per guardrail and action, over the kept trail or
+   * `[since, until)`; by guardrail id, then action.
+   */
+  async guardrailDecisions(
+    org: string,
+    range: { since?: Date | undefined; until?: Date | undefined } = {},
+  ): Promise<{ guardrail: string; action: string; count: number }[]> {
+    const values: unknown[] = [auditKeyText(org), this.cutoff()];
+    let where = "org = $1 AND at > $2 AND resource_type = 'guardrail' AND action = 'guardrail.decision'";
+    if (range.since) {
+      values.push(range.since);
+      where += ` AND at >= $${values.length}`;
+    }
+    if (range.until) {
+      values.push(range.until);
+      where += ` AND at < $${values.length}`;
+    }
+    // Only the action's own field leaves the record as text: the pipeline writes it, one of three words.
+    const { rows } = await this.db.query<{ guardrail: string; action: string; count: string }>(
+      `SELECT resource_id AS guardrail, record->>'guardrailAction' AS action, count(*) AS count
+       FROM audit_records WHERE ${where}
+       GROUP BY 1, 2 ORDER BY 1, 2`,
+      values,
+    );
+    return rows.map((r) => ({ guardrail: r.guardrail, action: r.action, count: Number(r.count) }));
+  }
+
   /** One resource's records, newest first. */
   forResource(
     org: string,
