@@ -467,7 +467,21 @@ export class UsagePage extends Component {
         : new Map();
       for (const row of key.data)
         row.key_id = names.get(row.key_id) ? `${names.get(row.key_id)} (${row.key_id})` : row.key_id;
-      this.setState({ data: { day, key, endUser, model }, error: null });
+      // Guardrail decisions over the same UTC days, from the audit trail; named where the key may read the guardrail.
+      const until = new Date(`${end}T00:00:00Z`);
+      until.setUTCDate(until.getUTCDate() + 1);
+      const guardrails = await api(
+        "GET",
+        `/admin/audit/guardrail-decisions${query({ since: `${start}T00:00:00Z`, until: until.toISOString() })}`,
+      );
+      const guardrailNames = can("guardrails:read")
+        ? new Map((await api("GET", "/guardrails?limit=100")).data.map((g) => [g.id, g.name]))
+        : new Map();
+      for (const row of guardrails.data)
+        row.label = guardrailNames.get(row.guardrail_id)
+          ? `${guardrailNames.get(row.guardrail_id)} (${row.guardrail_id})`
+          : row.guardrail_id;
+      this.setState({ data: { day, key, endUser, model, guardrails }, error: null });
     } catch (error) {
       this.setState({ error });
     }
@@ -529,6 +543,13 @@ export class UsagePage extends Component {
                 caption="Per model and the deployment that served it: its provider and upstream model, priced at its price"
                 columns=${["Model", "Provider", "Upstream model", "Requests", "Input tokens", "Output tokens", "Total tokens", "Cost"]}
                 rows=${data.model.data.flatMap((m) => (m.deployments ?? []).map((d) => [m.model, d.provider, d.model, fmtNum(d.requests), fmtNum(d.input_tokens), fmtNum(d.output_tokens), fmtNum(d.total_tokens), fmtUsd(d.cost_usd)]))}
+              /></section>
+            <section aria-labelledby="per-guardrail-title"><h2 id="per-guardrail-title">Guardrail blocks</h2>
+              <${Table}
+                caption="Blocks per guardrail (redactions and flags beside them), from the audit trail"
+                columns=${["Guardrail", "Blocks", "Redactions", "Flags"]}
+                empty="No guardrail decided anything in this range."
+                rows=${data.guardrails.data.map((g) => [g.label, fmtNum(g.block), fmtNum(g.redact), fmtNum(g.flag)])}
               /></section>`
           : error
             ? null
