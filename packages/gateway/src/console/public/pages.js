@@ -972,7 +972,15 @@ const GUARDRAIL_EXAMPLE = '[{"type": "ban_words", "words": ["example"]}, {"type"
 
 /** Attachments as the form edits them: one line each, `organization`, `key:<id>` or `model:<name>`. */
 const attachmentLines = (list) =>
-  list.map((a) => (a.scope === "organization" ? "organization" : a.scope === "key" ? `key:${a.key_id}` : `model:${a.model}`)).join("\n");
+  list
+    .map((a) =>
+      a.scope === "organization"
+        ? "organization"
+        : a.scope === "key"
+          ? `key:${a.key_id}`
+          : `model:${a.model}`,
+    )
+    .join("\n");
 
 function parseAttachments(text) {
   return text
@@ -1045,7 +1053,15 @@ class GuardrailForm extends Component {
 
 /** One guardrail opened: its attachments (edited as lines) and "try a text". */
 class GuardrailDetail extends Component {
-  state = { attachments: null, lines: "", text: "", direction: "input", result: null, error: null, notice: "" };
+  state = {
+    attachments: null,
+    lines: "",
+    text: "",
+    direction: "input",
+    result: null,
+    error: null,
+    notice: "",
+  };
   componentDidMount() {
     this.load();
   }
@@ -1061,9 +1077,13 @@ class GuardrailDetail extends Component {
     e.preventDefault();
     this.setState({ error: null, notice: "" });
     try {
-      const body = await api("PUT", `/guardrails/${encodeURIComponent(this.props.guardrail.id)}/attachments`, {
-        attachments: parseAttachments(this.state.lines),
-      });
+      const body = await api(
+        "PUT",
+        `/guardrails/${encodeURIComponent(this.props.guardrail.id)}/attachments`,
+        {
+          attachments: parseAttachments(this.state.lines),
+        },
+      );
       this.setState({
         attachments: body.attachments,
         lines: attachmentLines(body.attachments),
@@ -1121,7 +1141,15 @@ class GuardrailDetail extends Component {
 }
 
 export class GuardrailsPage extends Component {
-  state = { guardrails: null, creating: false, editing: null, open: null, deleting: null, error: null, notice: "" };
+  state = {
+    guardrails: null,
+    creating: false,
+    editing: null,
+    open: null,
+    deleting: null,
+    error: null,
+    notice: "",
+  };
   componentDidMount() {
     this.load();
   }
@@ -1135,7 +1163,10 @@ export class GuardrailsPage extends Component {
   }
   create = async (body) => {
     const made = await api("POST", "/guardrails", body);
-    this.setState({ creating: false, notice: `Guardrail ${made.name} created; it applies to no call until attached.` });
+    this.setState({
+      creating: false,
+      notice: `Guardrail ${made.name} created; it applies to no call until attached.`,
+    });
     await this.load();
   };
   update = async (body) => {
@@ -1149,7 +1180,10 @@ export class GuardrailsPage extends Component {
     this.setState({ deleting: null, error: null });
     try {
       await api("DELETE", `/guardrails/${encodeURIComponent(g.id)}`);
-      this.setState({ open: this.state.open?.id === g.id ? null : this.state.open, notice: `Guardrail ${g.name} deleted.` });
+      this.setState({
+        open: this.state.open?.id === g.id ? null : this.state.open,
+        notice: `Guardrail ${g.name} deleted.`,
+      });
       await this.load();
     } catch (error) {
       this.setState({ error });

@@ -8,7 +8,11 @@ const gw = useGateway();
 const PATH = "/api/v1/admin/audit/guardrail-decisions";
 
 /** Decisions written as the model-call pipeline writes them: `[guardrail, action, at]`. */
-async function decided(org: string, keyId: string, decisions: [string, "block" | "redact" | "flag", Date?][]) {
+async function decided(
+  org: string,
+  keyId: string,
+  decisions: [string, "block" | "redact" | "flag", Date?][],
+) {
   const db = createPostgres(gw.database.url, { connectionName: "test" });
   try {
     const audit = new AuditLog(db, { retentionMs: 86_400_000 });
@@ -27,7 +31,8 @@ async function decided(org: string, keyId: string, decisions: [string, "block" |
         },
         "allowed",
       );
-      if (at) await db.query("UPDATE audit_records SET at = $1 WHERE seq = $2", [at, record.id.split("-")[1]]);
+      if (at)
+        await db.query("UPDATE audit_records SET at = $1 WHERE seq = $2", [at, record.id.split("-")[1]]);
     }
   } finally {
     await db.close();

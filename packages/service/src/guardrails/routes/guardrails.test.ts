@@ -300,8 +300,7 @@ describe("guardrails as resources (/api/v1/guardrails)", () => {
       applies_to: "output",
       action: "redact",
     });
-    const tryText = (secret: string, json: unknown) =>
-      stack.call(secret, `${PATH}/${id}/evaluate`, { json });
+    const tryText = (secret: string, json: unknown) => stack.call(secret, `${PATH}/${id}/evaluate`, { json });
 
     const hit = await tryText(alice.secret, { text: "Mail ZORBLAX to a@example.com", direction: "input" });
     expect(hit.status).toBe(200);

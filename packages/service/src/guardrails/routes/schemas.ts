@@ -92,7 +92,11 @@ export const guardrailEvaluation: JsonSchema = objectSchema({
       check: { type: "string", description: "The check's `type`" },
       check_index: { type: "integer", description: "Its position in the guardrail's `checks`" },
       action: { enum: [...ACTIONS] },
-      kinds: { type: "array", items: { type: "string" }, description: "What was found, by type; never the text" },
+      kinds: {
+        type: "array",
+        items: { type: "string" },
+        description: "What was found, by type; never the text",
+      },
     }),
   },
 });
