@@ -25,6 +25,8 @@ import { benchAdmission, benchTokenizerWorstCase, requestWindows } from "./budge
 import { benchFileUpload } from "./file-upload.ts";
 import { benchGateway } from "./gateway-http.ts";
 import { benchGrowth } from "./growth.ts";
+import { benchGuardrails } from "./guardrails.ts";
+import { benchGuardrailsPipeline } from "./guardrails-pipeline.ts";
 import { benchIngestion } from "./ingestion.ts";
 import { benchModelCalls } from "./model-calls.ts";
 import { Report } from "./report.ts";
@@ -79,7 +81,9 @@ if (process.env.BENCH_ONLY === "files") {
   await writeReport();
 }
 if (
-  !["gateway", "growth", "victim", "routing", "vectors", "ingestion"].includes(process.env.BENCH_ONLY ?? "")
+  !["gateway", "growth", "victim", "routing", "vectors", "ingestion", "guardrails"].includes(
+    process.env.BENCH_ONLY ?? "",
+  )
 )
   await benchModelCalls(md);
 if (process.env.BENCH_ONLY === "model") await writeReport();
@@ -89,6 +93,13 @@ if (process.env.BENCH_ONLY === "routing") await writeReport();
 // Then what one tenant's large calls do to another's small ones.
 if (process.env.BENCH_ONLY === undefined || process.env.BENCH_ONLY === "victim") await benchVictim(md);
 if (process.env.BENCH_ONLY === "victim") await writeReport();
+// Guardrail checks in this process: 10,000 banned entries over 100 KB, the default checks over 4 KB.
+if (process.env.BENCH_ONLY === undefined || process.env.BENCH_ONLY === "guardrails") {
+  await benchGuardrails(md);
+  // And what they add to a model call in the pipeline (input before admission, output whole or held back).
+  await benchGuardrailsPipeline(md);
+}
+if (process.env.BENCH_ONLY === "guardrails") await writeReport();
 // Vector search with the permission filter, over 100,000 chunks.
 if (process.env.BENCH_ONLY === undefined || process.env.BENCH_ONLY === "vectors") await benchVectorSearch(md);
 if (process.env.BENCH_ONLY === "vectors") await writeReport();

@@ -19,6 +19,8 @@ Environment:
   BENCH_ONLY=victim          a victim key's p50 beside twenty 1 MB calls of another, alone
   BENCH_ONLY=vectors         vector search with the permission filter over 100,000 chunks, alone
   BENCH_ONLY=ingestion       vector-store ingestion throughput (chunks a second, the provider's time excluded), alone
+  BENCH_ONLY=guardrails      the guardrail checks (10,000 banned entries over 100 KB; the default checks over 4 KB), alone
+  BENCH_GUARDRAIL_RUNS       runs of each guardrail measurement (default 200)
   BENCH_OUTPUT=<file>        write the report there instead of BENCHMARKS.md
   BENCH_ROUNDS               rounds of each HTTP comparison
   BENCH_ROUND_SECONDS        seconds of each round

@@ -9,7 +9,11 @@ import type { Principal } from "./principal.ts";
  * recorded; `call`: a tool called through the MCP proxy; `act_as_key_owner`: a request made by one key as
  * a user who owns another key of the organization, which only the key's `onBehalfOf.users` allows;
  * `store` and `delete` of a `provider_key`: an organization's own key for a provider written or removed;
- * `first_use`: the first model call made with a provider key after it was stored.
+ * `first_use`: the first model call made with a provider key after it was stored; `guardrail.create`,
+ * `guardrail.update`, `guardrail.delete` and `guardrail.attach`: a guardrail created, changed, deleted, or
+ * its attachments replaced (the record's `attachments` says where it is attached after the change);
+ * `guardrail.decision`: a guardrail's check found something in a model call's input or output (the record
+ * names the check, what the guardrail did and which way the text went; never the text).
  */
 export const AUDIT_ACTIONS = [
   "register",
@@ -21,6 +25,11 @@ export const AUDIT_ACTIONS = [
   "act_as_key_owner",
   "store",
   "first_use",
+  "guardrail.create",
+  "guardrail.update",
+  "guardrail.delete",
+  "guardrail.attach",
+  "guardrail.decision",
 ] as const;
 export type AuditAction = (typeof AUDIT_ACTIONS)[number];
 
@@ -40,7 +49,7 @@ export type AuditOutcome = "allowed" | "denied" | "conflict" | "error" | "unknow
 
 /** What happened, as a request describes it before it runs. */
 export interface AuditEvent {
-  action: Exclude<AuditAction, "call" | "act_as_key_owner" | "store" | "first_use">;
+  action: Exclude<AuditAction, "call" | "act_as_key_owner" | "store" | "first_use" | `guardrail.${string}`>;
   resource: ResourceRef;
   /** The user whose role changes (grant, revoke). */
   subject?: string;
@@ -68,6 +77,12 @@ export interface AuditRecord {
   argumentsSha256?: string;
   /** `act_as_key_owner`: the request's method and path (without its query). */
   request?: string;
+  /** `guardrail.attach`: where the guardrail is attached after the change (`organization`, `key:<id>`, `model:<name>`). */
+  attachments?: string[];
+  /** `guardrail.decision`: the check that found something, what the guardrail did, and on which side of the call. */
+  check?: string;
+  guardrailAction?: "block" | "redact" | "flag";
+  direction?: "input" | "output";
   outcome: AuditOutcome;
   requestId: string;
   /** The ZedToken of the write, when one landed. */
@@ -232,6 +247,35 @@ export class AuditLog {
     return this.read(org, resource, page, filters);
   }
 
+  /**
+   * Guardrail decisions of the organization's model calls (`guardrail.decision`
+   * records) counted per guardrail and action, over the kept trail or
+   * `[since, until)`; by guardrail id, then action.
+   */
+  async guardrailDecisions(
+    org: string,
+    range: { since?: Date | undefined; until?: Date | undefined } = {},
+  ): Promise<{ guardrail: string; action: string; count: number }[]> {
+    const values: unknown[] = [auditKeyText(org), this.cutoff()];
+    let where = "org = $1 AND at > $2 AND resource_type = 'guardrail' AND action = 'guardrail.decision'";
+    if (range.since) {
+      values.push(range.since);
+      where += ` AND at >= $${values.length}`;
+    }
+    if (range.until) {
+      values.push(range.until);
+      where += ` AND at < $${values.length}`;
+    }
+    // Only the action's own field leaves the record as text: the pipeline writes it, one of three words.
+    const { rows } = await this.db.query<{ guardrail: string; action: string; count: string }>(
+      `SELECT resource_id AS guardrail, record->>'guardrailAction' AS action, count(*) AS count
+       FROM audit_records WHERE ${where}
+       GROUP BY 1, 2 ORDER BY 1, 2`,
+      values,
+    );
+    return rows.map((r) => ({ guardrail: r.guardrail, action: r.action, count: Number(r.count) }));
+  }
+
   /** One resource's records, newest first. */
   forResource(
     org: string,
@@ -318,7 +362,8 @@ export class AuditLog {
 function toRecord(row: Row): AuditRecord {
   const { organization, actor, action, resourceType, resourceId, subject, role, expiresAt, requestId } =
     row.record;
-  const { tool, decision, durationMs, argumentsSha256, request } = row.record;
+  const { tool, decision, durationMs, argumentsSha256, request, attachments } = row.record;
+  const { check, guardrailAction, direction } = row.record;
   return {
     id: `${row.at.getTime()}-${row.seq}`,
     time: row.at.toISOString(),
@@ -332,6 +377,8 @@ function toRecord(row: Row): AuditRecord {
     ...(expiresAt ? { expiresAt } : {}),
     ...(tool !== undefined ? { tool, decision, durationMs, argumentsSha256 } : {}),
     ...(request !== undefined ? { request } : {}),
+    ...(attachments !== undefined ? { attachments } : {}),
+    ...(check !== undefined ? { check, guardrailAction, direction } : {}),
     outcome: row.outcome,
     requestId,
     ...(row.zed_token ? { zedToken: row.zed_token } : {}),

@@ -19,6 +19,8 @@ export const ERROR_CATALOGUE = {
   storage_quota_exceeded: { status: 413, title: "Payload Too Large", type: "invalid_request_error" },
   unsupported_media_type: { status: 415, title: "Unsupported Media Type", type: "invalid_request_error" },
   expectation_failed: { status: 417, title: "Expectation Failed", type: "invalid_request_error" },
+  /** A guardrail attached to the call blocked its input (the model was never called, nothing was charged). */
+  guardrail_blocked: { status: 400, title: "Bad Request", type: "invalid_request_error" },
   validation_failed: { status: 422, title: "Unprocessable Entity", type: "invalid_request_error" },
   rate_limited: { status: 429, title: "Rate limit exceeded", type: "rate_limit_error" },
   /** The model provider's own 429, passed on (not the key's quota, whose body is the contract's). */
@@ -145,6 +147,38 @@ export class ValidationFailed extends AppError {
   }
 }
 
+/**
+ * A model call's input blocked by a guardrail: names the guardrail and the
+ * check, never the text they matched. On the OpenAI-compatible surface its
+ * body carries a `detail` item (as a 422's) beside OpenAI's `error`.
+ */
+export class GuardrailBlocked extends AppError {
+  readonly guardrail: string;
+  readonly check: string;
+
+  constructor(guardrail: { id: string; name: string }, check: string) {
+    super(
+      "guardrail_blocked",
+      `The request was blocked by guardrail ${guardrail.id} (${guardrail.name}): ${check}`,
+    );
+    this.name = "GuardrailBlocked";
+    this.guardrail = guardrail.id;
+    this.check = check;
+  }
+
+  /** Where and why, in the shape of a 422's `detail`: the input as a whole, never the text matched. */
+  get issues(): ValidationIssue[] {
+    return [
+      {
+        loc: ["body", "input"],
+        msg: this.message,
+        type: "guardrail_blocked",
+        ctx: { guardrail: this.guardrail, check: this.check },
+      },
+    ];
+  }
+}
+
 /** OpenAI's error body, which the OpenAI client libraries read into `message`, `type`, `code` and `param`. */
 export interface OpenAIErrorBody {
   error: { message: string; type: string; param: string | null; code: string };
@@ -163,6 +197,8 @@ export function errorBody(err: AppError, surface: { openai?: boolean } = {}): un
   if (err instanceof ValidationFailed)
     return surface.openai ? { detail: err.issues, ...validationErrorOf(err.issues) } : { detail: err.issues };
   if (err.code === "rate_limited") return { error: ERROR_CATALOGUE.rate_limited.title };
+  if (surface.openai && err instanceof GuardrailBlocked)
+    return { detail: err.issues, ...openaiErrorBody(err.code, err.message, err.param) };
   if (surface.openai) return openaiErrorBody(err.code, err.message, err.param);
   if (err.contractBody) return { error: ERROR_CATALOGUE[err.code].title, message: err.message };
   return { error: ERROR_CATALOGUE[err.code].title, message: err.message, code: err.reason };

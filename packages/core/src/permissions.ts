@@ -18,6 +18,8 @@ export const PERMISSIONS = [
   "mcp:read",
   "mcp:write",
   "mcp:call",
+  "guardrails:read",
+  "guardrails:write",
   "admin:api-keys",
   "organization:read",
   "admin:console",

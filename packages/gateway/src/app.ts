@@ -146,7 +146,7 @@ export function createGatewayApp(deps: GatewayDeps): express.Express {
   );
   // Everything the service serves goes on, bodies untouched; the gateway parses only its own.
   const toService = forward(deps.forward);
-  for (const area of ["/llm", "/sandbox", "/usage"]) api.use(area, toService);
+  for (const area of ["/llm", "/sandbox", "/usage", "/guardrails"]) api.use(area, toService);
   // Organizations' own provider keys are key administration: an API key's, as `/admin` is.
   api.use("/providers", requireApiKey("Provider keys need an API key, not a token"), toService);
   api.use(jsonBody);

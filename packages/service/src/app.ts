@@ -16,10 +16,12 @@ import { type Postgres, postgresReady } from "@gw/core/postgres";
 import { type RedisClient, redisReady } from "@gw/core/redis";
 import express, { Router } from "express";
 import type { BudgetDeps } from "./budgets/admit-model-call.ts";
+import type { ModelGuardrails } from "./calls/guardrails.ts";
 import type { CompletionStore } from "./completions/store.ts";
 import type { ConversationStore } from "./conversations/store.ts";
 import type { Evals } from "./evals/index.ts";
 import type { Files } from "./files/files.ts";
+import type { Guardrails } from "./guardrails/guardrails.ts";
 import { verifyAssertion } from "./http/verify-assertion.ts";
 import type { Ids } from "./ids.ts";
 import type { ContextBudget } from "./llm/context.ts";
@@ -67,6 +69,8 @@ export interface ServiceDeps {
   usage: UsageStore;
   context: ContextBudget;
   budgets: BudgetDeps;
+  /** The guardrails model calls run (calls/guardrails.ts); none: calls are not checked. */
+  modelGuardrails?: ModelGuardrails | undefined;
   evals: Evals;
   sandbox: Sandbox;
   /** Where `/metrics` is served, and its token. */
@@ -75,6 +79,8 @@ export interface ServiceDeps {
   hostedMcp?: HostedMcpConfig;
   /** Organizations' own provider keys (BYOK): their routes, and `keyFor` for the router. */
   providerKeys: ProviderKeyStore;
+  /** Guardrails: their routes, and `resolveGuardrails` for the model-call pipeline. */
+  guardrails: Guardrails;
 }
 
 /**

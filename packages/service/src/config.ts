@@ -107,6 +107,8 @@ export const serviceConfigSchema = z
     LLM_MAX_RESPONSE_BYTES: env.positiveInt(8 * 1024 * 1024),
     /** Largest embeddings answer read from a provider (a batch of vectors, asked for in base64), in bytes: 2,048 vectors of 3,072 dimensions take about 34 MB. Default 67108864 (64 MiB). */
     LLM_MAX_EMBEDDINGS_RESPONSE_BYTES: env.positiveInt(64 * 1024 * 1024),
+    /** Characters of a streamed answer held back until the output guardrails have checked what follows them (longer matches can reach the client); adds about this many characters of latency to the first text. Default 128. */
+    GUARDRAIL_STREAM_HOLDBACK_CHARS: z.coerce.number().int().min(1).max(65536).default(128),
     /** Largest single event of a provider's stream, in characters. Default 1048576. */
     LLM_MAX_EVENT_CHARS: env.positiveInt(1024 * 1024),
     /** Worker threads that count the tokens of large prompts (budgets' reservations, `POST /responses/input_tokens`) off the event loop; 0: every prompt is counted on the event loop, in slices. Default 1. */

@@ -1,3 +1,4 @@
+import { AuditLog } from "@gw/core/audit";
 import { systemClock } from "@gw/core/clock";
 import { closeGracefully, listen, listenForMetrics, registerProbes, useRequestBasics } from "@gw/core/http";
 import { type Logger, redactUrl } from "@gw/core/logger";
@@ -7,10 +8,12 @@ import { createPostgres, migrate, postgresReady } from "@gw/core/postgres";
 import { createRedis, redisReady } from "@gw/core/redis";
 import { LEASE_KEEPING_MS } from "@gw/core/windows";
 import express from "express";
-import { budgetDeps, chatProvider } from "./calls/deps.ts";
+import { budgetDeps, chatProvider, modelGuardrailsOf } from "./calls/deps.ts";
 import type { ServiceConfig } from "./config.ts";
 import { startEvalsFromConfig } from "./evals/index.ts";
 import { Files } from "./files/files.ts";
+import { GuardrailResolver, guardrailsChanged } from "./guardrails/resolve.ts";
+import { GuardrailStore } from "./guardrails/store.ts";
 import { ids } from "./ids.ts";
 import { configureTokenCounting } from "./llm/tokens.ts";
 import { providerKeyStore } from "./provider-keys/deps.ts";
@@ -53,12 +56,27 @@ export async function startEvalWorkerProcess(config: ServiceConfig, logger: Logg
   const providerKeys = providerKeyStore(config, vaultKeys, { db, logger, clock });
   const provider = chatProvider(config, { metrics, ids: ids(clock), redis, clock, logger, providerKeys });
   const usage = new UsageStore(redis, clock);
+  // A run's calls are checked by the guardrails attached for its creator key, as the service's calls are.
+  const audit = new AuditLog(db, { retentionMs: undefined, logger, clock });
+  const resolver = new GuardrailResolver(
+    new GuardrailStore(db, audit, { clock, changed: (org) => guardrailsChanged(redis, org) }),
+    redis,
+    { clock },
+  );
+  const modelGuardrails = modelGuardrailsOf(
+    config,
+    { metrics, logger, audit },
+    {
+      source: { policiesFor: (principal, model) => resolver.resolve(principal.org, principal.keyId, model) },
+    },
+  );
   const evals = startEvalsFromConfig(config, {
     redis,
     db,
     provider,
     usage,
     budgets,
+    modelGuardrails,
     logger,
     metrics,
     clock,

@@ -5,6 +5,7 @@ import { conversationRoutes } from "./conversations/routes/index.ts";
 import { embeddingRoutes } from "./embeddings/routes/index.ts";
 import { evalRoutes } from "./evals/routes/index.ts";
 import { fileRoutes } from "./files/routes/index.ts";
+import { guardrailRoutes } from "./guardrails/routes/index.ts";
 import { modelRoutes } from "./models/routes/index.ts";
 import { providerKeyRoutes } from "./provider-keys/routes/index.ts";
 import { responseRoutes } from "./responses/routes/index.ts";
@@ -31,6 +32,7 @@ export const serviceRoutes = [
   ...evalRoutes,
   ...sandboxRoutes,
   ...providerKeyRoutes,
+  ...guardrailRoutes,
 ];
 
 /**

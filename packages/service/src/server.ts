@@ -1,3 +1,4 @@
+import { AuditLog } from "@gw/core/audit";
 import { connectAuthorization, WriterDeletion } from "@gw/core/authz";
 import { type Clock, systemClock } from "@gw/core/clock";
 import { closeGracefully, listen, listenForMetrics, type RouteTemplate, routesOf } from "@gw/core/http";
@@ -9,12 +10,15 @@ import { createPostgres, migrate } from "@gw/core/postgres";
 import { createRedis } from "@gw/core/redis";
 import { LEASE_KEEPING_MS } from "@gw/core/windows";
 import { createServiceApp } from "./app.ts";
-import { budgetDeps, chatProvider } from "./calls/deps.ts";
+import { budgetDeps, chatProvider, modelGuardrailsOf } from "./calls/deps.ts";
+import type { GuardrailDeps } from "./calls/guardrails.ts";
 import { PostgresCompletionStore } from "./completions/store.ts";
 import type { ServiceConfig } from "./config.ts";
 import { ConversationStore } from "./conversations/store.ts";
 import { startEvalsFromConfig } from "./evals/index.ts";
 import { type FileHooks, Files } from "./files/files.ts";
+import { type Guardrails, guardrailsOf } from "./guardrails/index.ts";
+import type { ResolverHooks } from "./guardrails/resolve.ts";
 import { ids } from "./ids.ts";
 import { configureTokenCounting } from "./llm/tokens.ts";
 import { providerKeyStore } from "./provider-keys/deps.ts";
@@ -49,6 +53,8 @@ export interface RunningService {
   files: Files;
   /** Vector stores: records, chunks, ingestion queue. */
   vectorStores: VectorStores;
+  /** Guardrails: records, attachments, and which apply to a call. */
+  guardrails: Guardrails;
   close(): Promise<void>;
 }
 
@@ -61,8 +67,12 @@ export interface ServiceOptions {
   resolver?: Resolver;
   /** For tests: holds uploads between their steps. */
   fileHooks?: FileHooks;
+  /** For tests: where the guardrails of calls come from, how they are checked and audited (unset: the real ones). */
+  modelGuardrails?: Partial<Pick<GuardrailDeps, "source" | "evaluate" | "audit">>;
   /** For tests: the ingestion's embedder, hooks and BullMQ timings. */
   vectorStores?: VectorStoreTestOptions;
+  /** For tests: a step between loading an organization's guardrails and keeping them. */
+  guardrailHooks?: ResolverHooks;
 }
 
 /** Wires the service's dependencies and starts listening. */
@@ -109,12 +119,33 @@ export async function startService(
 
   const usage = new UsageStore(redis, clock);
   const budgets = budgetDeps(config, redis, metrics, logger, clock);
+  const guardrails = guardrailsOf({
+    db,
+    redis,
+    authorization,
+    ids: issuer,
+    clock,
+    logger,
+    ...(options.guardrailHooks ? { hooks: options.guardrailHooks } : {}),
+  });
+  const modelGuardrails = modelGuardrailsOf(
+    config,
+    { metrics, logger, audit: new AuditLog(db, { retentionMs: undefined, logger, clock }) },
+    {
+      source: {
+        policiesFor: (principal, model) =>
+          guardrails.resolveGuardrails(principal.org, principal.keyId, model),
+      },
+      ...options.modelGuardrails,
+    },
+  );
   const evals = startEvalsFromConfig(config, {
     redis,
     db,
     provider,
     usage,
     budgets,
+    modelGuardrails,
     logger,
     metrics,
     clock,
@@ -196,6 +227,7 @@ export async function startService(
     usage,
     context: { maxItems: config.LLM_CONTEXT_MAX_ITEMS, maxTokens: config.LLM_CONTEXT_MAX_TOKENS },
     budgets,
+    modelGuardrails,
     evals,
     sandbox,
     hostedMcp: {
@@ -209,6 +241,7 @@ export async function startService(
     },
     metricsEndpoint: config.metricsEndpoint,
     providerKeys,
+    guardrails,
   });
   const { server, port } = await listen(app, config.PORT, config.HOST);
   const metricsListener = await listenForMetrics(config.metricsEndpoint, metrics, config.HOST, logger);
@@ -234,6 +267,7 @@ export async function startService(
     reconciler,
     files,
     vectorStores: vectors.vectorStores,
+    guardrails,
     async close() {
       stopLeases();
       await Promise.all([retention.close(), reconciler.close()]);

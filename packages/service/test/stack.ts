@@ -31,6 +31,7 @@ import { type FakeLLM, startFakeLLM } from "@gw/test-kit/llm-upstream";
 import { afterAll, beforeAll, expect } from "vitest";
 import { serviceConfigSchema } from "../src/config.ts";
 import type { Files } from "../src/files/files.ts";
+import type { Guardrails } from "../src/guardrails/guardrails.ts";
 import type { SweepReport } from "../src/retention/sweeper.ts";
 import { type ServiceOptions, startService } from "../src/server.ts";
 import type { VectorStores } from "../src/vector-stores/vector-stores.ts";
@@ -72,6 +73,8 @@ export interface Stack {
   files: Files;
   /** The service's vector stores (their records and the vector index). */
   vectorStores: VectorStores;
+  /** The service's guardrails (`resolveGuardrails`). */
+  guardrails: Guardrails;
   stopService(): Promise<void>;
 }
 
@@ -187,6 +190,7 @@ export function useStack(
       sweep: () => service.retention.sweep(),
       files: service.files,
       vectorStores: service.vectorStores,
+      guardrails: service.guardrails,
       async createKey(input: Partial<CreateApiKeyInput> = {}) {
         const org = input.org ?? `org-${randomBytes(5).toString("hex")}`;
         const { record, secret } = await store.create({ org, owner: "backend", ...input });

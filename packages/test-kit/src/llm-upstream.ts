@@ -5,7 +5,7 @@
  * to fail in the ways real providers do, and a hold that keeps answers back
  * until the test releases them. It answers deterministically, so tests can
  * tell what reached it:
- * - "Echo: <last user or tool message>";
+ * - "Echo: <last user or tool message>" (or what `answerWith` makes of the request);
  * - given `tools` (and `tool_choice` other than "none") after a user message,
  *   it calls them instead: the chosen function, else every tool (only the
  *   first with `parallel_tool_calls: false`), each with the arguments
@@ -128,6 +128,8 @@ export interface FakeLLM {
   countTokens: ((text: string) => number) | undefined;
   /** Answers whole whatever `max_tokens` says, and reports every token it produced, as a misbehaving provider does. */
   ignoreMaxTokens: boolean;
+  /** The answer's text for a request (e.g. its system message, as a model that leaks it); unset: the echo. */
+  answerWith: ((body: RecordedRequest["body"]) => string) | undefined;
   /** Answers the requests that `hold` mode kept waiting, and sets the mode back to `ok`. */
   release(): void;
   close(): Promise<void>;
@@ -208,6 +210,7 @@ export async function startFakeLLM(port = 0): Promise<FakeLLM> {
     chunkDelayMs: 5,
     countTokens: undefined,
     ignoreMaxTokens: false,
+    answerWith: undefined,
     release: () => {
       fake.mode = "ok";
       for (const answer of held) answer();
@@ -284,7 +287,11 @@ export async function startFakeLLM(port = 0): Promise<FakeLLM> {
 
     const lastSaid = [...body.messages].reverse().find((m) => m.role === "user" || m.role === "tool");
     const toolCalls = toolCallsFor(body, fake.requests.length);
-    const fullAnswer = toolCalls.length ? "" : `Echo: ${lastSaid?.content ?? ""}`;
+    const fullAnswer = toolCalls.length
+      ? ""
+      : fake.answerWith
+        ? fake.answerWith(body)
+        : `Echo: ${lastSaid?.content ?? ""}`;
     const maxTokens = fake.ignoreMaxTokens ? undefined : body.max_tokens;
     const cut = maxTokens !== undefined && words(fullAnswer) > maxTokens;
     const answer = cut ? fullAnswer.split(" ").slice(0, maxTokens).join(" ") : fullAnswer;

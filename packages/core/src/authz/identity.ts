@@ -15,6 +15,7 @@ export const RESOURCE_TYPES = [
   "response",
   "skill",
   "mcp_server",
+  "guardrail",
 ] as const;
 export type ResourceType = (typeof RESOURCE_TYPES)[number];
 
@@ -31,6 +32,7 @@ export const SERVICE_ISSUED_TYPES = {
   response: "DELETE /api/v1/llm/responses/{id}",
   completion: "DELETE /api/v1/llm/chat/completions/{id}",
   mcp_server: "DELETE /api/v1/mcp/servers/{id}",
+  guardrail: "DELETE /api/v1/guardrails/{id}",
 } as const satisfies Partial<Record<ResourceType, string>>;
 
 export function isServiceIssued(type: ResourceType): type is keyof typeof SERVICE_ISSUED_TYPES {

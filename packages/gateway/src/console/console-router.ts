@@ -120,7 +120,7 @@ function assetFiles(): Map<string, { body: Buffer; type: string }> {
   return new Map(files.map(([name, type]) => [name, { body: readFileSync(join(dir, name)), type }]));
 }
 
-const PAGES: ConsolePage[] = ["keys", "usage", "access", "audit", "evals", "tools"];
+const PAGES: ConsolePage[] = ["keys", "usage", "access", "audit", "evals", "guardrails", "tools"];
 
 /**
  * The admin console under `/admin/`: sign-in exchanges an API key with

@@ -1,7 +1,7 @@
 import { DEFAULT_PERMISSIONS, PERMISSIONS } from "@gw/core/permissions";
 /** The console's two server-rendered documents. Every value goes through `escapeHtml`; no inline script. */
 
-export type ConsolePage = "keys" | "usage" | "access" | "audit" | "evals" | "tools";
+export type ConsolePage = "keys" | "usage" | "access" | "audit" | "evals" | "guardrails" | "tools";
 
 const HTML_ESCAPES: Record<string, string> = {
   "&": "&amp;",

@@ -1,4 +1,6 @@
+import type { AuditLog } from "@gw/core/audit";
 import type { Clock } from "@gw/core/clock";
+import { evaluate, holdbackFor, type Policy } from "@gw/core/guardrails";
 import type { Logger } from "@gw/core/logger";
 import type { Metrics } from "@gw/core/metrics";
 import type { RedisClient } from "@gw/core/redis";
@@ -12,6 +14,7 @@ import { RedisCooldowns } from "../llm/cooldowns.ts";
 import type { OrganizationProviderKeys } from "../llm/provider-keys.ts";
 import { createProviderMetrics } from "../llm/provider-metrics.ts";
 import { ModelRouter } from "../llm/router.ts";
+import { type GuardrailDeps, type GuardrailEvaluator, ModelGuardrails } from "./guardrails.ts";
 
 // What the model-call pipeline needs from the configuration, for the service and for eval worker processes.
 
@@ -59,6 +62,56 @@ export function chatProvider(
     logger: deps.logger,
   });
 }
+
+/**
+ * The guardrails model calls run: `source` gives those attached to a call
+ * (the guardrails' resolution, `resolveGuardrails`), the checks library
+ * (`@gw/core/guardrails`) evaluates them, each decision is counted in
+ * `metrics` and audited in `audit` (`guardrail.decision`). Tests may give
+ * their own `evaluate` and `audit`.
+ */
+export function modelGuardrailsOf(
+  config: Pick<ServiceConfig, "GUARDRAIL_STREAM_HOLDBACK_CHARS">,
+  deps: { metrics: Metrics; logger: Logger; audit: AuditLog },
+  parts: Pick<GuardrailDeps, "source"> & Partial<Pick<GuardrailDeps, "evaluate" | "audit">>,
+): ModelGuardrails {
+  const { audit } = deps;
+  return new ModelGuardrails({
+    // The window the checks library's policies need; another evaluator (a test's) has only the setting's.
+    ...(parts.evaluate ? {} : { holdbackFor: (policies) => holdbackFor(policies as unknown as Policy[]) }),
+    evaluate: evaluateChecks,
+    audit: async ({ principal, requestId, guardrail, check, action, direction }) => {
+      await audit.record(
+        {
+          organization: principal.org,
+          actor: { userId: principal.user, keyId: principal.keyId, credential: principal.credential },
+          action: "guardrail.decision",
+          resourceType: "guardrail",
+          resourceId: guardrail,
+          check,
+          guardrailAction: action,
+          direction,
+          requestId,
+        },
+        "allowed",
+      );
+    },
+    ...parts,
+    metrics: deps.metrics,
+    logger: deps.logger,
+    holdbackChars: config.GUARDRAIL_STREAM_HOLDBACK_CHARS,
+  });
+}
+
+/** The checks library's `evaluate` in the pipeline's terms: a decision names its guardrail, check and action. */
+const evaluateChecks: GuardrailEvaluator = (policies, text, context) => {
+  // The policies come from the guardrails' store, validated by the checks' schemas when they were written.
+  const { decisions, redacted } = evaluate(policies as unknown as Policy[], text, context);
+  return {
+    decisions: decisions.map((d) => ({ guardrail: d.policyId, check: d.check, action: d.action })),
+    redacted,
+  };
+};
 
 /** Token and spend admission of model calls (responses, chat completions, eval runs), its metrics in `metrics`. */
 export function budgetDeps(

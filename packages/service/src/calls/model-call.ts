@@ -18,6 +18,7 @@ import type {
 } from "../llm/provider.ts";
 import { countTokens } from "../llm/tokens.ts";
 import type { UsageStore } from "../usage/store.ts";
+import type { CallGuard, ModelGuardrails } from "./guardrails.ts";
 
 /**
  * One call of the model as everything that calls a model makes it
@@ -33,6 +34,10 @@ import type { UsageStore } from "../usage/store.ts";
  * broke), charge and record at least the counted prompt and what was
  * produced. Plain values in and out: the caller (a route, a worker) turns
  * `windows` into headers if it answers over HTTP.
+ *
+ * Guardrails (calls/guardrails.ts) run first: the input is checked before
+ * admission (a block costs nothing), and the output through `provider`, the
+ * one the call and its stream writer use.
  */
 
 export interface ModelCallDeps {
@@ -41,6 +46,8 @@ export interface ModelCallDeps {
   authorization?: ResourceAuthorization | undefined;
   usage: UsageStore;
   budgets: BudgetDeps;
+  /** The guardrails attached to calls; none: no call is checked. */
+  modelGuardrails?: ModelGuardrails | undefined;
 }
 
 /** What a stream writer reports once the model finished, or once the stream broke after it began. */
@@ -82,6 +89,10 @@ export interface CallPlan<A, S extends StreamedCall> {
 export interface AdmittedModelCall<A, S extends StreamedCall> {
   /** The budget windows after the reservation (the answer's rate-limit headers); none without budgets. */
   windows: WindowState[];
+  /** The provider as this call uses it, its output checked by the call's guardrails: a stream writer streams from it. */
+  provider: ChatProvider;
+  /** The guardrails that redacted the call's input, and (once answered) its output: the `x-guardrail-redacted` header. */
+  redactedBy(): string[];
   /**
    * Calls the model and keeps its answer; failures throw (nothing is kept,
    * ownership given back; budgets given back, unless `signal` aborted, the
@@ -99,7 +110,11 @@ export interface AdmittedModelCall<A, S extends StreamedCall> {
   stream(start: () => Promise<S>, signal: AbortSignal): Promise<void>;
   /** Gives the reservation back instead: the caller found, after admission, that it must not call the model. */
   release(): Promise<void>;
-  /** The request's messages grew after admission (`AdmittedCall.promptGrew`): charged as counted again. */
+  /**
+   * The request's messages grew after admission (`AdmittedCall.promptGrew`):
+   * checked by the input guardrails again (a block gives the reservation back
+   * and throws `GuardrailBlocked`), then charged as counted again.
+   */
   promptGrew(): Promise<void>;
 }
 
@@ -108,6 +123,8 @@ export async function admitCall<A, S extends StreamedCall>(
   deps: ModelCallDeps,
   plan: CallPlan<A, S>,
 ): Promise<AdmittedModelCall<A, S>> {
+  // Before admission: a blocked input reserves, charges and sends nothing.
+  const guard = await deps.modelGuardrails?.forCall(plan.caller, plan.request);
   const admitted = await admitModelCall(deps.budgets, plan.caller, plan.request);
   plan.request.maxOutputTokens = admitted.maxOutputTokens;
   // Who calls, for the router: an organization's own provider key is looked up for this principal only.
@@ -116,13 +133,30 @@ export async function admitCall<A, S extends StreamedCall>(
     fallbacks: plan.request.route?.fallbacks ?? [],
     caller: { principal, requestId: requestId ?? "" },
   };
+  const guarded = guardedDeps(deps, guard);
   return {
     windows: admitted.windows,
-    answer: (signal) => answer(deps, plan, admitted, signal),
-    stream: (start, signal) => stream(deps, plan, admitted, start, signal),
+    provider: guarded.provider,
+    redactedBy: () => [...(guard?.redactedBy ?? [])].sort(),
+    answer: (signal) => answer(guarded, plan, admitted, signal),
+    stream: (start, signal) => stream(guarded, plan, admitted, start, signal),
     release: () => admitted.release(),
-    promptGrew: () => admitted.promptGrew(),
+    promptGrew: async () => {
+      // What was added (hosted MCP tools' results) is input the model reads: checked before it is charged or sent.
+      try {
+        guard?.checkInput(plan.request);
+      } catch (err) {
+        await admitted.release();
+        throw err;
+      }
+      await admitted.promptGrew();
+    },
   };
+}
+
+/** The call's deps with its provider's output checked by `guard`. */
+function guardedDeps(deps: ModelCallDeps, guard: CallGuard | undefined): ModelCallDeps {
+  return guard ? { ...deps, provider: guard.provider(deps.provider) } : deps;
 }
 
 async function answer<A, S extends StreamedCall>(

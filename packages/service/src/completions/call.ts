@@ -6,7 +6,7 @@ import type { Caller } from "../budgets/admit-model-call.ts";
 import { admitCall, type ModelCallDeps, recordUsage } from "../calls/model-call.ts";
 import type { Ids } from "../ids.ts";
 import { routeOf } from "../llm/models.ts";
-import type { ChatRequest, Completion } from "../llm/provider.ts";
+import type { ChatProvider, ChatRequest, Completion } from "../llm/provider.ts";
 import { completionObject, storedMessages } from "./completion.ts";
 import { type CreateCompletionInput, chatRequestOf } from "./request.ts";
 import type { ChatCompletionObject, CompletionStore } from "./store.ts";
@@ -29,6 +29,10 @@ export interface CompletionCall {
   id: string;
   created: number;
   request: ChatRequest;
+  /** The provider the stream writer streams from: the call's output checked by its guardrails. */
+  provider: ChatProvider;
+  /** The guardrails that redacted the call's input or output (`x-guardrail-redacted`). */
+  redactedBy(): string[];
   /** The model's answer as a `chat.completion`, stored with `store: true`, its usage recorded. */
   answer(signal: AbortSignal): Promise<ChatCompletionObject>;
   /** Streams the completion through `start` (the route's stream writer); it is stored before the last chunk. */
@@ -68,6 +72,8 @@ export async function startCompletion(
     id,
     created,
     request,
+    provider: call.provider,
+    redactedBy: () => call.redactedBy(),
     answer: (signal) => call.answer(signal),
     stream: (start, signal) => call.stream(start, signal),
   };

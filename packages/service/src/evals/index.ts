@@ -4,6 +4,7 @@ import type { Metrics } from "@gw/core/metrics";
 import type { Postgres } from "@gw/core/postgres";
 import type { RedisClient } from "@gw/core/redis";
 import type { BudgetDeps } from "../budgets/admit-model-call.ts";
+import type { ModelGuardrails } from "../calls/guardrails.ts";
 import type { ServiceConfig } from "../config.ts";
 import type { ChatProvider } from "../llm/provider.ts";
 import type { UsageStore } from "../usage/store.ts";
@@ -52,6 +53,8 @@ export function startEvals(
     usage: UsageStore;
     /** Runs are admitted under their creator key's budgets, as responses are. */
     budgets: BudgetDeps;
+    /** Runs' calls are checked by the guardrails attached for their creator key, as responses are. */
+    modelGuardrails?: ModelGuardrails | undefined;
     logger: Logger;
     metrics: Metrics;
     clock: Clock;

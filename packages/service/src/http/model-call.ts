@@ -37,6 +37,11 @@ export function eventSinkOf(res: Response): EventSink {
   };
 }
 
+/** `x-guardrail-redacted`: the ids of the guardrails that redacted what the model read or what the client gets. */
+export function guardrailHeaders(redactedBy: readonly string[]): Record<string, string> {
+  return redactedBy.length > 0 ? { "x-guardrail-redacted": redactedBy.join(",") } : {};
+}
+
 /**
  * Who makes a request's model call, as the pipeline takes it: the principal
  * and the key's limits from the gateway's assertion. Only `modelRoute`

@@ -190,6 +190,7 @@ export async function startHostedTurn(
   const { model, turn, request } = await prepareTurn(deps, principal, input, "writer");
   const response = draftResponse(input, deps.ids.newId("resp"), model, deps.clock.wall());
 
+  const redactedBy = new Set<string>();
   const run = async (signal: AbortSignal): Promise<ResponseObject> => {
     const output: OutputItem[] = [];
     const hosted = new Map<string, HostedTool>();
@@ -240,6 +241,9 @@ export async function startHostedTurn(
     let pending = await approvalAnswers(deps, principal, input, turn, hosted, output);
     let messages: ChatMessage[] = [...request.messages];
     const earlier = { input_tokens: 0, output_tokens: 0, total_tokens: 0 };
+    const redacted = (ids: string[]) => {
+      for (const id of ids) redactedBy.add(id);
+    };
     for (let round = 0; ; round++) {
       const last = round === MAX_ROUNDS - 1;
       // Rounds after the first fail with the response's id released (the first's call releases its own).
@@ -298,9 +302,10 @@ export async function startHostedTurn(
         });
         roundRequest.messages = [...roundRequest.messages, ...results];
         // The results were not in the admitted prompt (they did not exist): charged as counted now.
-        await call.promptGrew();
+        await call.promptGrew().catch(abandon);
       }
       const decision = await call.answer(signal).catch(abandon);
+      redacted(call.redactedBy());
       if (decision.done) return response;
       const { completion } = decision;
       earlier.input_tokens += completion.usage.input_tokens;
@@ -326,6 +331,8 @@ export async function startHostedTurn(
     windows: [],
     response,
     request,
+    provider: deps.provider,
+    redactedBy: () => [...redactedBy].sort(),
     answer: (signal) => run(signal),
     stream: () => Promise.reject(new Error("A hosted MCP turn is streamed by replaying its answer")),
     replayed: true,

@@ -10,7 +10,7 @@ import type { ConversationStore } from "../conversations/store.ts";
 import type { Ids } from "../ids.ts";
 import type { Item } from "../items/items.ts";
 import type { ContextBudget } from "../llm/context.ts";
-import type { ChatRequest, Completion } from "../llm/provider.ts";
+import type { ChatProvider, ChatRequest, Completion } from "../llm/provider.ts";
 import type { VectorSearchDeps } from "../vector-stores/search.ts";
 import type { NewApproval } from "./approvals.ts";
 import { citationsFor, type FileSearchRun, runFileSearch } from "./file-search.ts";
@@ -42,6 +42,10 @@ export interface ResponseTurn {
   /** The response being made, and the request for the model (what a stream writer needs). */
   response: ResponseObject;
   request: ChatRequest;
+  /** The provider the stream writer streams from: the turn's output checked by its guardrails. */
+  provider: ChatProvider;
+  /** The guardrails that redacted the turn's input or output (`x-guardrail-redacted`). */
+  redactedBy(): string[];
   /** The model's answer as a response object, stored (unless `store` is false) with its usage recorded. */
   answer(signal: AbortSignal): Promise<ResponseObject>;
   /** Streams the turn through `start` (the route's stream writer); the response is stored before `response.completed`. */
@@ -123,6 +127,8 @@ export async function startTurn(
     windows: call.windows,
     response,
     request,
+    provider: call.provider,
+    redactedBy: () => call.redactedBy(),
     answer: (signal) => call.answer(signal),
     stream: (start, signal) => call.stream(start, signal),
     ...(searched ? { fileSearch: searched } : {}),

@@ -1,5 +1,5 @@
 // Boots the page the path names, with the navigation the session's permissions allow.
-import { AccessPage, AuditPage, EvalsPage, KeysPage, ToolsPage, UsagePage } from "./pages.js";
+import { AccessPage, AuditPage, EvalsPage, GuardrailsPage, KeysPage, ToolsPage, UsagePage } from "./pages.js";
 import { can, html, render, session } from "./ui.js";
 
 const PAGES = [
@@ -8,6 +8,7 @@ const PAGES = [
   { path: "access", title: "Access", view: AccessPage, allowed: () => can("admin:console") },
   { path: "audit", title: "Audit trail", view: AuditPage, allowed: () => can("admin:console") },
   { path: "evals", title: "Eval schedules", view: EvalsPage, allowed: () => can("evals:read") },
+  { path: "guardrails", title: "Guardrails", view: GuardrailsPage, allowed: () => can("guardrails:read") },
   // Only when the gateway serves the MCP API (otherwise the page would ask for what is not there) and the key may read it.
   { path: "tools", title: "Tool servers", view: ToolsPage, allowed: () => session.mcp && can("mcp:read") },
 ];

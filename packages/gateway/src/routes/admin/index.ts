@@ -1,6 +1,7 @@
 import { createApiKey } from "./create-api-key.ts";
 import { getApiKeyUsage } from "./get-api-key-usage.ts";
 import { getEndUserLimits } from "./get-end-user-limits.ts";
+import { guardrailDecisionCounts } from "./guardrail-decisions.ts";
 import { inspectGrants } from "./inspect-grants.ts";
 import { inspectUserResources } from "./inspect-user-resources.ts";
 import { listApiKeys } from "./list-api-keys.ts";
@@ -10,7 +11,7 @@ import { updateApiKey } from "./update-api-key.ts";
 import { updateEndUserLimits } from "./update-end-user-limits.ts";
 
 /** Administrators' reads (the admin console): `admin:console`, or for the trail either admin permission. */
-export const adminReadRoutes = [inspectGrants, inspectUserResources, listAudit];
+export const adminReadRoutes = [inspectGrants, inspectUserResources, listAudit, guardrailDecisionCounts];
 
 /** Key administration (`admin:api-keys`, an API key's only): keys, a key's windows, end-user defaults. */
 export const apiKeyRoutes = [

@@ -1,7 +1,7 @@
 import { stringSchema } from "@gw/core/openapi";
 import { MODEL_CALLS } from "@gw/core/permissions";
 import { budgetHeaders } from "../../budgets/headers.ts";
-import { abortOnClose, eventSinkOf } from "../../http/model-call.ts";
+import { abortOnClose, eventSinkOf, guardrailHeaders } from "../../http/model-call.ts";
 import { modelRoute } from "../../http/model-route.ts";
 import { withoutNulls } from "../../schema.ts";
 import { type CompletionCallDeps, startCompletion } from "../call.ts";
@@ -37,16 +37,26 @@ export const createCompletion = modelRoute({
       alternatives: { "text/event-stream": stringSchema("chat.completion.chunk events, then [DONE]") },
     },
   },
-  errors: ["bad_request", "not_found", "provider_rate_limited", "bad_gateway", "gateway_timeout"],
+  errors: [
+    "bad_request",
+    "guardrail_blocked",
+    "not_found",
+    "provider_rate_limited",
+    "bad_gateway",
+    "gateway_timeout",
+  ],
   handler: async ({ body: input, caller, res }, deps: CreateCompletionDeps) => {
     const call = await startCompletion(deps, caller, input);
     res.set(budgetHeaders(call.windows));
     const signal = abortOnClose(res); // the caller going away stops the model's work
-    if (input.stream)
+    if (input.stream) {
+      // A stream's headers leave before its output is checked: only the input's redactions can be named.
+      res.set(guardrailHeaders(call.redactedBy()));
       await call.stream(
         () =>
           streamCompletion(eventSinkOf(res), {
             ...deps,
+            provider: call.provider,
             request: call.request,
             id: call.id,
             created: call.created,
@@ -56,6 +66,9 @@ export const createCompletion = modelRoute({
           }),
         signal,
       );
-    else res.json(await call.answer(signal));
+    } else {
+      const answered = await call.answer(signal);
+      res.set(guardrailHeaders(call.redactedBy())).json(answered);
+    }
   },
 });

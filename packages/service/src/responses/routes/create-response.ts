@@ -1,7 +1,7 @@
 import { stringSchema } from "@gw/core/openapi";
 import { MODEL_CALLS } from "@gw/core/permissions";
 import { budgetHeaders } from "../../budgets/headers.ts";
-import { abortOnClose, eventSinkOf } from "../../http/model-call.ts";
+import { abortOnClose, eventSinkOf, guardrailHeaders } from "../../http/model-call.ts";
 import { modelRoute } from "../../http/model-route.ts";
 import { withoutNulls } from "../../schema.ts";
 import { replayResponse } from "../hosted-mcp.ts";
@@ -37,17 +37,31 @@ export const createResponse = modelRoute({
       alternatives: { "text/event-stream": stringSchema("Responses API events") },
     },
   },
-  errors: ["bad_request", "not_found", "conflict", "provider_rate_limited", "bad_gateway", "gateway_timeout"],
+  errors: [
+    "bad_request",
+    "guardrail_blocked",
+    "not_found",
+    "conflict",
+    "provider_rate_limited",
+    "bad_gateway",
+    "gateway_timeout",
+  ],
   handler: async ({ body: input, caller, res }, deps: CreateResponseDeps) => {
     const turn = await startTurn(deps, caller, input);
     res.set(budgetHeaders(turn.windows));
     const signal = abortOnClose(res); // the caller going away stops the model's work
-    if (input.stream && turn.replayed) replayResponse(eventSinkOf(res), await turn.answer(signal));
-    else if (input.stream)
+    if (input.stream && turn.replayed) {
+      const answered = await turn.answer(signal);
+      res.set(guardrailHeaders(turn.redactedBy()));
+      replayResponse(eventSinkOf(res), answered);
+    } else if (input.stream) {
+      // A stream's headers leave before its output is checked: only the input's redactions can be named.
+      res.set(guardrailHeaders(turn.redactedBy()));
       await turn.stream(
         () =>
           streamTurn(eventSinkOf(res), {
             ...deps,
+            provider: turn.provider,
             response: turn.response,
             request: turn.request,
             signal,
@@ -56,6 +70,9 @@ export const createResponse = modelRoute({
           }),
         signal,
       );
-    else res.json(await turn.answer(signal));
+    } else {
+      const answered = await turn.answer(signal);
+      res.set(guardrailHeaders(turn.redactedBy())).json(answered);
+    }
   },
 });

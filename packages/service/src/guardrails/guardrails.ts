@@ -1,0 +1,172 @@
+import type { ResourceAuthorization } from "@gw/core/authz";
+import { AppError, forbidden, ValidationFailed } from "@gw/core/errors";
+import type { Check as GuardrailCheck } from "@gw/core/guardrails";
+import { apiKeyRecordKey } from "@gw/core/on-behalf-of";
+import type { Principal } from "@gw/core/principal";
+import type { RedisClient } from "@gw/core/redis";
+import type { Ids } from "../ids.ts";
+import type { GuardrailResolver } from "./resolve.ts";
+import {
+  type AppliesTo,
+  type Attachment,
+  attachmentLabel,
+  type GuardrailAction,
+  type GuardrailActor,
+  type GuardrailObject,
+  type GuardrailPolicy,
+  type GuardrailStore,
+} from "./store.ts";
+
+/** What attaching a guardrail beyond its owner's own key needs. */
+export const ATTACH_BEYOND_OWN_KEY = "admin:api-keys";
+
+/** Who owns an API key of an organization, as the gateway keeps keys in Redis. */
+export interface KeyOwnersOf {
+  /** The key's owner if it is a key of `org`; `undefined` for no such key (or another organization's). */
+  ownerOf(org: string, keyId: string): Promise<string | undefined>;
+}
+
+/** Reads the gateway's key records (`gw:apikey:<id>`), as eval runs do. */
+export class RedisKeyRecords implements KeyOwnersOf {
+  private readonly redis: RedisClient;
+
+  constructor(redis: RedisClient) {
+    this.redis = redis;
+  }
+
+  async ownerOf(org: string, keyId: string): Promise<string | undefined> {
+    let raw: string | null;
+    try {
+      raw = await this.redis.get(apiKeyRecordKey(keyId));
+    } catch (err) {
+      throw new AppError("service_unavailable", "API keys cannot be read; try again", {
+        cause: err,
+        reason: "api_key_store_unavailable",
+      });
+    }
+    if (!raw) return undefined;
+    const record = JSON.parse(raw) as { org?: string; owner?: string };
+    return record.org === org ? record.owner : undefined;
+  }
+}
+
+/**
+ * The one rule for moving a guardrail (attaching, detaching, deleting it
+ * with its attachments): every attachment added or removed must be to a key
+ * of the organization that the principal's user owns, unless the principal
+ * holds `admin:api-keys`, which also covers the organization, other users'
+ * keys and model names (a model attachment applies to every key of the
+ * organization). A key added must be one of the organization's (422
+ * otherwise, the same for another organization's key as for none); a key
+ * removed that no longer exists is the principal's to remove.
+ */
+export async function assertMayMoveGuardrail(
+  principal: Principal,
+  before: readonly Attachment[],
+  after: readonly Attachment[],
+  keys: KeyOwnersOf,
+): Promise<void> {
+  const was = new Set(before.map(attachmentLabel));
+  const will = new Set(after.map(attachmentLabel));
+  const admin = principal.permissions.includes(ATTACH_BEYOND_OWN_KEY);
+  const changed = [
+    ...after.map((a, i) => ({ a, added: true, index: i })).filter(({ a }) => !was.has(attachmentLabel(a))),
+    ...before.map((a) => ({ a, added: false, index: -1 })).filter(({ a }) => !will.has(attachmentLabel(a))),
+  ];
+  for (const { a, added, index } of changed) {
+    if (a.scope !== "key") {
+      if (!admin) throw beyondOwnKey();
+      continue;
+    }
+    const owner = await keys.ownerOf(principal.org, a.key_id);
+    if (owner === undefined) {
+      if (added)
+        throw new ValidationFailed([
+          {
+            loc: ["body", "attachments", index, "key_id"],
+            msg: "No API key with this id in the organization",
+            type: "value_error",
+            input: a.key_id,
+          },
+        ]);
+      continue;
+    }
+    if (owner !== principal.user && !admin) throw beyondOwnKey();
+  }
+}
+
+const beyondOwnKey = () =>
+  forbidden(
+    `Attaching a guardrail to its organization, a model or another user's API key, or detaching it from them, needs the '${ATTACH_BEYOND_OWN_KEY}' permission`,
+    { reason: "missing_permission" },
+  );
+
+/**
+ * Guardrails as the routes and the model-call pipeline use them: their
+ * records and attachments (`GuardrailStore`), their ownership in SpiceDB,
+ * and resolution of the ones that apply to a call (`resolveGuardrails`).
+ */
+export class Guardrails {
+  readonly store: GuardrailStore;
+  private readonly resolver: GuardrailResolver;
+  private readonly authorization: ResourceAuthorization;
+  private readonly keys: KeyOwnersOf;
+  private readonly ids: Ids;
+
+  constructor(deps: {
+    store: GuardrailStore;
+    resolver: GuardrailResolver;
+    authorization: ResourceAuthorization;
+    keys: KeyOwnersOf;
+    ids: Ids;
+  }) {
+    this.store = deps.store;
+    this.resolver = deps.resolver;
+    this.authorization = deps.authorization;
+    this.keys = deps.keys;
+    this.ids = deps.ids;
+  }
+
+  /** The guardrails that apply to a call of `keyId` in `org` asking for `model`, each once, oldest first. */
+  resolveGuardrails(org: string, keyId: string, model: string): Promise<GuardrailPolicy[]> {
+    return this.resolver.resolve(org, keyId, model);
+  }
+
+  /** Creates a guardrail the principal owns (SpiceDB first: if storing fails, the ownership is given back). */
+  async create(
+    actor: GuardrailActor,
+    input: { name: string; checks: GuardrailCheck[]; applies_to: AppliesTo; action: GuardrailAction },
+  ): Promise<GuardrailObject> {
+    const id = this.ids.newId("gr");
+    const resource = { type: "guardrail" as const, id };
+    await this.authorization.createOwnership(actor.principal, resource);
+    try {
+      return await this.store.create(actor, { id, ...input });
+    } catch (err) {
+      await this.authorization.deleteResource(actor.principal, resource).catch(() => undefined);
+      throw err;
+    }
+  }
+
+  /** Replaces where the guardrail is attached (the principal its owner, checked by the route). */
+  setAttachments(actor: GuardrailActor, id: string, next: Attachment[]): Promise<Attachment[] | undefined> {
+    return this.store.replaceAttachments(actor, id, next, (before) =>
+      assertMayMoveGuardrail(actor.principal, before, next, this.keys),
+    );
+  }
+
+  /**
+   * Deletes the guardrail (the principal its owner, checked by the route):
+   * its record and attachments first, which detaching them must allow, then
+   * its relationships, guarded by the ownership when that delete lands. A
+   * failure between leaves relationships without a guardrail, which name
+   * nothing anyone can read.
+   */
+  async delete(actor: GuardrailActor, id: string): Promise<boolean> {
+    const deleted = await this.store.delete(actor, id, (attached) =>
+      assertMayMoveGuardrail(actor.principal, attached, [], this.keys),
+    );
+    if (deleted) await this.authorization.deleteResource(actor.principal, { type: "guardrail", id });
+    return deleted;
+  }
+}
