@@ -39,7 +39,7 @@ export const serviceConfigSchema = z
     CONVERSATION_IDLE_EXPIRY: env.optionalDuration(),
     /** How often expired content is deleted in the background, with a unit. Default 1m. */
     RETENTION_SWEEP_INTERVAL: env.duration("1m"),
-    /** How often the orphan reconciler removes relationships of conversations, responses, completions and files that have no content, with a unit. Default 5m. */
+    /** How often the orphan reconciler removes relationships of conversations, responses, completions, files, vector stores and guardrails that have no content, with a unit. Default 5m. */
     ORPHAN_RECONCILE_INTERVAL: env.duration("5m"),
     /** Relationships the orphan reconciler reads (and resources it may delete) per run, at most. Default 1000. */
     ORPHAN_RECONCILE_BATCH: z.coerce.number().int().min(1).max(100_000).default(1_000),

@@ -97,6 +97,12 @@ describe("the orphan reconciler", () => {
       store: true,
     });
     const liveFile = (await uploaded(stack, key.secret, { content: "kept", user: "alice" })).id;
+    const liveGuardrail = await created("/api/v1/guardrails", {
+      name: "kept",
+      checks: [{ type: "secrets" }],
+      applies_to: "input",
+      action: "flag",
+    });
     const grant = await stack.call(key.secret, "/api/v1/authorization/llm/grant", {
       json: { resourceType: "conversation", resourceId: liveConversation, userId: "bob", role: "reader" },
       user: "alice",
@@ -110,6 +116,8 @@ describe("the orphan reconciler", () => {
       ["response", newId("resp", twoHoursAgo)],
       ["completion", newCompletionId(twoHoursAgo)],
       ["file", newId("file", twoHoursAgo)],
+      // A guardrail whose create died between its ownership and its row.
+      ["guardrail", newId("gr", twoHoursAgo)],
       // An id that carries no time (issued before ids were stamped, or not ours): its age is unknown, it goes.
       ["response", `resp_${randomBytes(16).toString("hex")}`],
     ];
@@ -141,6 +149,10 @@ describe("the orphan reconciler", () => {
       `owner ${org}/alice`,
     ]);
     expect(await linesOf(org, "file", liveFile)).toEqual([`organization ${org}`, `owner ${org}/alice`]);
+    expect(await linesOf(org, "guardrail", liveGuardrail)).toEqual([
+      `organization ${org}`,
+      `owner ${org}/alice`,
+    ]);
     expect(await linesOf(org, "response", young)).toEqual([`owner ${org}/alice`, `reader ${org}/bob`]);
     expect(await linesOf(org, "file", "file_1")).toEqual([`owner ${org}/alice`]);
     // bob, who was a reader of the orphans, finds only the live conversation in his lookups.

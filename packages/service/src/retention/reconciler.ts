@@ -34,6 +34,7 @@ export const RECONCILED_CONTENT = [
   { type: "completion", table: "chat_completions" },
   { type: "file", table: "files" },
   { type: "vector_store", table: "vector_stores" },
+  { type: "guardrail", table: "guardrails" },
 ] as const;
 type Kind = (typeof RECONCILED_CONTENT)[number];
 
@@ -64,7 +65,7 @@ interface Position {
 
 /**
  * Removes the relationships of service-issued resources (conversations,
- * responses, chat completions, files) that have no content in PostgreSQL: what a
+ * responses, chat completions, files, vector stores, guardrails) that have no content in PostgreSQL: what a
  * create leaves when its process dies between writing the owner relationship
  * and the row, or when both its row and the compensating delete failed.
  * Every `intervalMs` one replica (an advisory lock) reads the next `batch`
