@@ -190,7 +190,7 @@ describe("admin console", () => {
     page.setDefaultTimeout(20_000);
     const seen = watch(page);
     await signIn(page, s.url, s.root.key);
-    for (const path of ["keys", "usage", "access?userId=bob", "audit", "evals", "tools"]) {
+    for (const path of ["keys", "usage", "access?userId=bob", "audit", "evals", "guardrails", "tools"]) {
       await page.goto(`${s.url}/admin/${path}`);
       await page.waitForLoadState("networkidle");
       const overflow = await page.evaluate<number>(

@@ -1115,7 +1115,7 @@ class GuardrailDetail extends Component {
       ${
         attachments
           ? html`<form class="card" onSubmit=${this.saveAttachments} aria-label=${`Attachments of ${g.name}`}>
-            <label for=${`${p}attachments`}>Attached to (one a line: <code>organization</code>, <code>key:key_…</code>, <code>model:gpt-4o</code>; empty: nowhere)
+            <label for=${`${p}attachments`}><span>Attached to (one a line: <code>organization</code>, <code>key:key_…</code>, <code>model:gpt-4o</code>; empty: nowhere)</span>
               <textarea id=${`${p}attachments`} rows="4" spellcheck="false" value=${lines} readonly=${!can("guardrails:write")} onInput=${(e) => this.setState({ lines: e.currentTarget.value })}></textarea></label>
             ${can("guardrails:write") ? html`<div class="row"><button type="submit">Save attachments</button></div>` : null}
           </form>`
