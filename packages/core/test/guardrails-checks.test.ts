@@ -1,3 +1,4 @@
+import { randomBytes } from "node:crypto";
 import { describe, expect, it } from "vitest";
 import {
   type Action,
@@ -13,10 +14,10 @@ import {
   withCanary,
 } from "../src/guardrails/index.ts";
 
-let seq = 0;
+// Compiled policies are cached by id and version in the process, which test files share: ids of their own.
 function policy(checks: CheckInput[], action: Action = "block", applies_to: AppliesTo = "both") {
   return {
-    id: `gr_${(++seq).toString(16).padStart(32, "0")}`,
+    id: `gr_${randomBytes(16).toString("hex")}`,
     version: 1,
     checks: checksSchema.parse(checks),
     applies_to,

@@ -1,3 +1,4 @@
+import { randomBytes } from "node:crypto";
 import { readFileSync } from "node:fs";
 import { describe, expect, it } from "vitest";
 import { checksSchema, evaluate, INJECTION_FAMILIES } from "../src/guardrails/index.ts";
@@ -14,7 +15,7 @@ const set: Labelled[] = readFileSync(new URL("./fixtures/prompt-injection.jsonl"
   .map((line) => JSON.parse(line));
 
 const policy = {
-  id: "gr_00000000000000000000000000000001",
+  id: `gr_${randomBytes(16).toString("hex")}`,
   version: 1,
   checks: checksSchema.parse([{ type: "prompt_injection" }]),
   applies_to: "both" as const,

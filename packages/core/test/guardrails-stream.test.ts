@@ -1,8 +1,9 @@
+import { randomBytes } from "node:crypto";
 import { describe, expect, it } from "vitest";
 import { checksSchema, evaluate, holdbackFor, type Policy, StreamHoldback } from "../src/guardrails/index.ts";
 
 const policy: Policy = {
-  id: "gr_00000000000000000000000000000002",
+  id: `gr_${randomBytes(16).toString("hex")}`,
   version: 1,
   checks: checksSchema.parse([{ type: "ban_words", words: ["forbidden", "top secret plan"] }]),
   applies_to: "output",
