@@ -333,7 +333,7 @@ describe("guardrails in the model call", () => {
       },
     ];
     const modelGuardrails = modelGuardrailsOf(
-      { GUARDRAIL_STREAM_HOLDBACK_CHARS: 64 },
+      { GUARDRAIL_STREAM_HOLDBACK_CHARS: 64, GUARDRAIL_JUDGE_TIMEOUT_MS: 10_000 },
       { metrics: createMetrics("test"), logger: deps.budgets.logger, audit: undefined as never },
       { source: { policiesFor: async () => policies }, audit: async () => undefined },
     );
