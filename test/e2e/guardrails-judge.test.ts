@@ -100,7 +100,7 @@ describe("a prompt_injection check's model judge", () => {
     expect(user?.content).toContain(SUBTLE);
     const marker = /^BEGIN-([0-9a-f]+)\n/.exec(user?.content ?? "")?.[1];
     expect(marker).toBeDefined();
-    expect(user?.content.endsWith(`\nEND-${marker}`)).toBe(true);
+    expect(user?.content?.endsWith(`\nEND-${marker}`)).toBe(true);
     expect(judged[0]!.body.max_tokens).toBeLessThanOrEqual(16);
     expect(judged[0]!.body.temperature).toBe(0);
 
