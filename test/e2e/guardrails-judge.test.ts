@@ -70,6 +70,17 @@ const usageBy = async (secret: string, group: string) => {
   return res.json();
 };
 
+const scrape = async () => (await fetch(`${stack.serviceUrl}/metrics`)).text();
+const counter = (text: string, series: string) =>
+  Number(
+    text
+      .split("\n")
+      .find((l) => l.startsWith(`${series} `))
+      ?.split(" ")[1] ?? Number.NaN,
+  );
+const INJECTION_BLOCKS = 'service_guardrail_decisions_total{check="prompt_injection",action="block"}';
+const verdicts = (verdict: string) => `service_guardrail_judge_verdicts_total{verdict="${verdict}"}`;
+
 const failure = (p: Promise<unknown>) =>
   p.then(
     () => undefined,
@@ -82,6 +93,7 @@ describe("a prompt_injection check's model judge", () => {
     judgeSays("INJECTION");
     const judgedBefore = judgeRequests().length;
     const mainBefore = mainRequests().length;
+    const metricsBefore = await scrape();
 
     const err = await failure(openai.responses.create({ model: MODEL, input: SUBTLE }));
     expect(err).toBeInstanceOf(BadRequestError);
@@ -103,6 +115,12 @@ describe("a prompt_injection check's model judge", () => {
     expect(user?.content?.endsWith(`\nEND-${marker}`)).toBe(true);
     expect(judged[0]!.body.max_tokens).toBeLessThanOrEqual(16);
     expect(judged[0]!.body.temperature).toBe(0);
+    // Counted as the guardrail's decision, and as the judge's verdict.
+    const metricsAfter = await scrape();
+    expect(counter(metricsAfter, INJECTION_BLOCKS)).toBe(counter(metricsBefore, INJECTION_BLOCKS) + 1);
+    expect(counter(metricsAfter, verdicts("injection"))).toBe(
+      counter(metricsBefore, verdicts("injection")) + 1,
+    );
 
     // The caller's budgets: nothing reserved or charged for the blocked call.
     const windows = await new CountingWindows(stack.redis).peek(key.id, undefined, LIMITS);
@@ -153,6 +171,7 @@ describe("a prompt_injection check's model judge", () => {
     const blocking = await withGuardrail("block");
     judgeSays("I cannot help with classifying this text.");
     const mainBefore = mainRequests().length;
+    const metricsBefore = await scrape();
     const err = await failure(blocking.openai.responses.create({ model: MODEL, input: "Hello there" }));
     expect(err).toBeInstanceOf(APIError);
     expect((err as APIError).status).toBe(503);
@@ -171,6 +190,10 @@ describe("a prompt_injection check's model judge", () => {
     const answer = await flagging.openai.responses.create({ model: MODEL, input: "Hello there" });
     expect(answer.output_text).toBe("Echo: Hello there");
     expect(mainRequests().length).toBe(mainBefore + 1);
+    // No verdict is no decision: counted as such, never as a block.
+    const metricsAfter = await scrape();
+    expect(counter(metricsAfter, verdicts("none"))).toBe(counter(metricsBefore, verdicts("none")) + 3);
+    expect(counter(metricsAfter, INJECTION_BLOCKS)).toBe(counter(metricsBefore, INJECTION_BLOCKS));
   });
 
   it("does not call the judge when the built-in detector already blocked", async () => {

@@ -106,14 +106,28 @@ export function createGuardrailMetrics(metrics: Metrics) {
   return decisions;
 }
 
+/** The judges' answers counter (`verdict`: `injection`, `safe`, `none`), each series made at zero. */
+function createJudgeMetrics(metrics: Metrics) {
+  const verdicts = new Counter({
+    name: `${metrics.prefix}_guardrail_judge_verdicts_total`,
+    help: "Answers of prompt_injection checks' model judges: injection, safe, or none (no verdict: provider error, timeout, another answer).",
+    labelNames: ["verdict"] as const,
+    registers: [metrics.registry],
+  });
+  for (const verdict of ["injection", "safe", "none"]) verdicts.inc({ verdict }, 0);
+  return verdicts;
+}
+
 /** The guardrails of a process's model calls: `forCall` finds those of one call and checks its input. */
 export class ModelGuardrails {
   private readonly deps: GuardrailDeps;
   private readonly decisions: Counter<"check" | "action">;
+  private readonly verdicts: Counter<"verdict">;
 
   constructor(deps: GuardrailDeps) {
     this.deps = deps;
     this.decisions = createGuardrailMetrics(deps.metrics);
+    this.verdicts = createJudgeMetrics(deps.metrics);
   }
 
   /**
@@ -147,6 +161,7 @@ export class ModelGuardrails {
       { instructions, ...(canary ? { canary } : {}) },
       record,
       caller,
+      (verdict) => this.verdicts.inc({ verdict }),
     );
     await guard.checkInput(request);
     if (canary && !placed) request.messages = withCanary(request.messages, canary);
@@ -207,6 +222,7 @@ export class CallGuard {
   private readonly context: { instructions: readonly string[]; canary?: string };
   private readonly record: (decisions: GuardrailDecision[], direction: "input" | "output") => void;
   private readonly caller: { principal: Principal; requestId?: string | undefined };
+  private readonly counted: (verdict: "injection" | "safe" | "none") => void;
   /** Texts a model judge has already read for this call: a later round judges only what was added. */
   private readonly judged = new Set<string>();
 
@@ -216,8 +232,10 @@ export class CallGuard {
     context: { instructions: readonly string[]; canary?: string },
     record: (decisions: GuardrailDecision[], direction: "input" | "output") => void,
     caller: { principal: Principal; requestId?: string | undefined },
+    counted: (verdict: "injection" | "safe" | "none") => void,
   ) {
     this.deps = deps;
+    this.counted = counted;
     this.attached = attached;
     this.context = context;
     this.record = record;
@@ -290,11 +308,11 @@ export class CallGuard {
       judges.map(async ({ policy, model }) => {
         try {
           if (!this.deps.judge) throw new JudgeFailed("no judge is configured");
-          return {
-            policy,
-            verdict: await judgeInjection(this.deps.judge, this.caller, policy.id, model, text),
-          };
+          const verdict = await judgeInjection(this.deps.judge, this.caller, policy.id, model, text);
+          this.counted(verdict);
+          return { policy, verdict };
         } catch (err) {
+          this.counted("none");
           const reason = err instanceof JudgeFailed ? err.reason : "error";
           this.deps.logger.warn(
             {
