@@ -71,7 +71,7 @@ export async function benchGuardrailsPipeline(md: Report): Promise<void> {
     },
   } as unknown as ChatProvider;
   const guardrails = modelGuardrailsOf(
-    { GUARDRAIL_STREAM_HOLDBACK_CHARS: 128 },
+    { GUARDRAIL_STREAM_HOLDBACK_CHARS: 128, GUARDRAIL_JUDGE_TIMEOUT_MS: 10_000 },
     { metrics: createMetrics("bench"), logger: createLogger("bench", "silent"), audit: undefined as never },
     { source: { policiesFor: async () => policies }, audit: async () => undefined },
   );

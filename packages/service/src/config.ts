@@ -109,6 +109,8 @@ export const serviceConfigSchema = z
     LLM_MAX_EMBEDDINGS_RESPONSE_BYTES: env.positiveInt(64 * 1024 * 1024),
     /** Characters of a streamed answer held back until the output guardrails have checked what follows them (longer matches can reach the client); adds about this many characters of latency to the first text. Default 128. */
     GUARDRAIL_STREAM_HOLDBACK_CHARS: z.coerce.number().int().min(1).max(65536).default(128),
+    /** Time allowed for the model judge of a `prompt_injection` check (`judge_model`) to answer, in milliseconds; past it the judge gave no verdict (a `block` guardrail then refuses the call with 503). Default 10000. */
+    GUARDRAIL_JUDGE_TIMEOUT_MS: env.positiveInt(10_000),
     /** Largest single event of a provider's stream, in characters. Default 1048576. */
     LLM_MAX_EVENT_CHARS: env.positiveInt(1024 * 1024),
     /** Worker threads that count the tokens of large prompts (budgets' reservations, `POST /responses/input_tokens`) off the event loop; 0: every prompt is counted on the event loop, in slices. Default 1. */

@@ -65,7 +65,7 @@ export async function startEvalWorkerProcess(config: ServiceConfig, logger: Logg
   );
   const modelGuardrails = modelGuardrailsOf(
     config,
-    { metrics, logger, audit },
+    { metrics, logger, audit, provider, usage },
     {
       source: { policiesFor: (principal, model) => resolver.resolve(principal.org, principal.keyId, model) },
     },

@@ -130,7 +130,7 @@ export async function startService(
   });
   const modelGuardrails = modelGuardrailsOf(
     config,
-    { metrics, logger, audit: new AuditLog(db, { retentionMs: undefined, logger, clock }) },
+    { metrics, logger, audit: new AuditLog(db, { retentionMs: undefined, logger, clock }), provider, usage },
     {
       source: {
         policiesFor: (principal, model) =>

@@ -11,9 +11,11 @@ import type { ServiceConfig } from "../config.ts";
 import type { Ids } from "../ids.ts";
 import { ADAPTERS } from "../llm/adapters.ts";
 import { RedisCooldowns } from "../llm/cooldowns.ts";
+import type { ChatProvider } from "../llm/provider.ts";
 import type { OrganizationProviderKeys } from "../llm/provider-keys.ts";
 import { createProviderMetrics } from "../llm/provider-metrics.ts";
 import { ModelRouter } from "../llm/router.ts";
+import type { UsageStore } from "../usage/store.ts";
 import { type GuardrailDeps, type GuardrailEvaluator, ModelGuardrails } from "./guardrails.ts";
 
 // What the model-call pipeline needs from the configuration, for the service and for eval worker processes.
@@ -67,12 +69,14 @@ export function chatProvider(
  * The guardrails model calls run: `source` gives those attached to a call
  * (the guardrails' resolution, `resolveGuardrails`), the checks library
  * (`@gw/core/guardrails`) evaluates them, each decision is counted in
- * `metrics` and audited in `audit` (`guardrail.decision`). Tests may give
- * their own `evaluate` and `audit`.
+ * `metrics` and audited in `audit` (`guardrail.decision`). A
+ * `prompt_injection` check's `judge_model` is called through `provider` (the
+ * router model calls use), its tokens recorded in `usage`; without them such
+ * a judge gives no verdict. Tests may give their own `evaluate` and `audit`.
  */
 export function modelGuardrailsOf(
-  config: Pick<ServiceConfig, "GUARDRAIL_STREAM_HOLDBACK_CHARS">,
-  deps: { metrics: Metrics; logger: Logger; audit: AuditLog },
+  config: Pick<ServiceConfig, "GUARDRAIL_STREAM_HOLDBACK_CHARS" | "GUARDRAIL_JUDGE_TIMEOUT_MS">,
+  deps: { metrics: Metrics; logger: Logger; audit: AuditLog; provider?: ChatProvider; usage?: UsageStore },
   parts: Pick<GuardrailDeps, "source"> & Partial<Pick<GuardrailDeps, "evaluate" | "audit">>,
 ): ModelGuardrails {
   const { audit } = deps;
@@ -96,6 +100,15 @@ export function modelGuardrailsOf(
         "allowed",
       );
     },
+    ...(deps.provider && deps.usage
+      ? {
+          judge: {
+            provider: deps.provider,
+            usage: deps.usage,
+            timeoutMs: config.GUARDRAIL_JUDGE_TIMEOUT_MS,
+          },
+        }
+      : {}),
     ...parts,
     metrics: deps.metrics,
     logger: deps.logger,

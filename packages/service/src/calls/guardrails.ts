@@ -13,6 +13,7 @@ import {
   type ToolCallDelta,
   usageOf,
 } from "../llm/provider.ts";
+import { type JudgeDeps, JudgeFailed, judgeInjection, judgeUnavailable } from "./guardrail-judge.ts";
 
 /**
  * Guardrails in the model-call pipeline (calls/model-call.ts): every call's
@@ -83,6 +84,8 @@ export interface GuardrailDeps {
   holdbackChars: number;
   /** The window the policies themselves need (their longest banned phrase): a stream holds back the larger. */
   holdbackFor?: (policies: readonly GuardrailPolicy[]) => number;
+  /** What `prompt_injection` checks with a `judge_model` call; none: such a judge never answers (see `judgeInput`). */
+  judge?: JudgeDeps | undefined;
 }
 
 /** The checks library's canary (`makeCanary`): found again in the instructions of a later round of one turn. */
@@ -103,14 +106,28 @@ export function createGuardrailMetrics(metrics: Metrics) {
   return decisions;
 }
 
+/** The judges' answers counter (`verdict`: `injection`, `safe`, `none`), each series made at zero. */
+function createJudgeMetrics(metrics: Metrics) {
+  const verdicts = new Counter({
+    name: `${metrics.prefix}_guardrail_judge_verdicts_total`,
+    help: "Answers of prompt_injection checks' model judges: injection, safe, or none (no verdict: provider error, timeout, another answer).",
+    labelNames: ["verdict"] as const,
+    registers: [metrics.registry],
+  });
+  for (const verdict of ["injection", "safe", "none"]) verdicts.inc({ verdict }, 0);
+  return verdicts;
+}
+
 /** The guardrails of a process's model calls: `forCall` finds those of one call and checks its input. */
 export class ModelGuardrails {
   private readonly deps: GuardrailDeps;
   private readonly decisions: Counter<"check" | "action">;
+  private readonly verdicts: Counter<"verdict">;
 
   constructor(deps: GuardrailDeps) {
     this.deps = deps;
     this.decisions = createGuardrailMetrics(deps.metrics);
+    this.verdicts = createJudgeMetrics(deps.metrics);
   }
 
   /**
@@ -143,8 +160,10 @@ export class ModelGuardrails {
       { input, output, all: policies },
       { instructions, ...(canary ? { canary } : {}) },
       record,
+      caller,
+      (verdict) => this.verdicts.inc({ verdict }),
     );
-    guard.checkInput(request);
+    await guard.checkInput(request);
     if (canary && !placed) request.messages = withCanary(request.messages, canary);
     return guard;
   }
@@ -202,17 +221,25 @@ export class CallGuard {
   private readonly attached: GuardrailSets;
   private readonly context: { instructions: readonly string[]; canary?: string };
   private readonly record: (decisions: GuardrailDecision[], direction: "input" | "output") => void;
+  private readonly caller: { principal: Principal; requestId?: string | undefined };
+  private readonly counted: (verdict: "injection" | "safe" | "none") => void;
+  /** Texts a model judge has already read for this call: a later round judges only what was added. */
+  private readonly judged = new Set<string>();
 
   constructor(
     deps: GuardrailDeps,
     attached: GuardrailSets,
     context: { instructions: readonly string[]; canary?: string },
     record: (decisions: GuardrailDecision[], direction: "input" | "output") => void,
+    caller: { principal: Principal; requestId?: string | undefined },
+    counted: (verdict: "injection" | "safe" | "none") => void,
   ) {
     this.deps = deps;
+    this.counted = counted;
     this.attached = attached;
     this.context = context;
     this.record = record;
+    this.caller = caller;
     this.policies = attached.output;
   }
 
@@ -221,9 +248,11 @@ export class CallGuard {
    * earlier turns, which were output and checked as such): throws
    * `GuardrailBlocked` on a block, else replaces `request.messages` with
    * their redacted text. Called at admission, and again when the prompt
-   * grows after it (hosted MCP tools' results: indirect injection).
+   * grows after it (hosted MCP tools' results: indirect injection). When
+   * the checks did not block, the model judges of `prompt_injection` checks
+   * read what is new (`judgeInput`).
    */
-  checkInput(request: ChatRequest): void {
+  async checkInput(request: ChatRequest): Promise<void> {
     const { input, all } = this.attached;
     if (input.length === 0) return;
     const decisions: GuardrailDecision[] = [];
@@ -239,8 +268,87 @@ export class CallGuard {
     this.record(decisions, "input");
     const block = decisions.find((d) => d.action === "block");
     if (block) throw new GuardrailBlocked(policyOf(all, block.guardrail), block.check);
+    const judged = await this.judgeInput(messages, decisions);
+    this.record(judged, "input");
+    const judgedBlock = judged.find((d) => d.action === "block");
+    if (judgedBlock) throw new GuardrailBlocked(policyOf(all, judgedBlock.guardrail), judgedBlock.check);
     for (const d of decisions) if (d.action === "redact") this.redactedBy.add(d.guardrail);
     if (changed) request.messages = messages;
+  }
+
+  /**
+   * Asks the judge of each input guardrail's `prompt_injection` check that
+   * names a `judge_model` (and whose built-in detector found nothing: its
+   * decision is already made) about the user and tool messages not judged
+   * before, as the model will read them (redacted). A verdict of injection
+   * is a `prompt_injection` decision with the guardrail's action (`redact`
+   * counts as `flag`: a judge says whether, not where). A judge that gives
+   * no verdict is logged; for a `block` guardrail it refuses the call (503,
+   * fail closed), for the others the call goes on.
+   */
+  private async judgeInput(
+    messages: ChatMessage[],
+    found: GuardrailDecision[],
+  ): Promise<GuardrailDecision[]> {
+    const judges = this.attached.input.flatMap((policy) => {
+      const check = policy.checks.find(
+        (c) => c.type === "prompt_injection" && typeof c.judge_model === "string",
+      );
+      const decided = found.some((d) => d.guardrail === policy.id && d.check === "prompt_injection");
+      return check && !decided ? [{ policy, model: check.judge_model as string }] : [];
+    });
+    if (judges.length === 0) return [];
+    // Instructions (system, developer) are the caller's own; injection arrives in what users and tools say.
+    const fresh = messages.filter(
+      (m) => (m.role === "user" || m.role === "tool") && m.content && !this.judged.has(m.content),
+    );
+    if (fresh.length === 0) return [];
+    const text = fresh.map((m) => m.content).join("\n\n");
+    const verdicts = await Promise.all(
+      judges.map(async ({ policy, model }) => {
+        try {
+          if (!this.deps.judge) throw new JudgeFailed("no judge is configured");
+          const verdict = await judgeInjection(this.deps.judge, this.caller, policy.id, model, text);
+          this.counted(verdict);
+          return { policy, verdict };
+        } catch (err) {
+          this.counted("none");
+          const reason = err instanceof JudgeFailed ? err.reason : "error";
+          this.deps.logger.warn(
+            {
+              requestId: this.caller.requestId,
+              org: this.caller.principal.org,
+              guardrail: policy.id,
+              judgeModel: model,
+              reason,
+              failClosed: policy.action === "block",
+            },
+            "the prompt-injection judge of a guardrail gave no verdict",
+          );
+          if (policy.action === "block") return { policy, failed: true };
+          return { policy, verdict: "safe" as const };
+        }
+      }),
+    );
+    for (const m of fresh) this.judged.add(m.content);
+    const failed = verdicts.find((v) => "failed" in v);
+    const decisions = verdicts.flatMap((v): GuardrailDecision[] =>
+      "verdict" in v && v.verdict === "injection"
+        ? [
+            {
+              guardrail: v.policy.id,
+              check: "prompt_injection",
+              action: v.policy.action === "redact" ? "flag" : v.policy.action,
+            },
+          ]
+        : [],
+    );
+    // A verdict of injection under a block is the answer; a judge that failed refuses only without one.
+    if (failed && !decisions.some((d) => d.action === "block")) {
+      this.record(decisions, "input");
+      throw judgeUnavailable(failed.policy);
+    }
+    return decisions;
   }
 
   /** Checks `text`, recording its decisions (unless `record: false`): blocked, or the text to pass on. */

@@ -144,7 +144,7 @@ export async function admitCall<A, S extends StreamedCall>(
     promptGrew: async () => {
       // What was added (hosted MCP tools' results) is input the model reads: checked before it is charged or sent.
       try {
-        guard?.checkInput(plan.request);
+        await guard?.checkInput(plan.request);
       } catch (err) {
         await admitted.release();
         throw err;
