@@ -12,7 +12,7 @@ import { useStack } from "../../packages/service/test/stack.ts";
  * provider (which answers the judge's requests as the test says): a verdict
  * of injection blocks before the call's own model is asked, SAFE lets the
  * call go on, the judge's tokens are the organization's usage under
- * `guardrail:<id>`, and a judge that gives no verdict refuses a `block`
+ * `guardrail:<name>`, and a judge that gives no verdict refuses a `block`
  * guardrail's call (503) but only logs for `flag`.
  */
 const MODEL = "gpt-4o-mini";
@@ -35,11 +35,13 @@ afterEach(() => {
   stack.llm.answerWith = undefined;
 });
 
+let guardrails = 0;
 async function withGuardrail(action: "block" | "flag", judgeModel = JUDGE) {
+  const name = `injection judge ${++guardrails}`;
   const key = await stack.createKey({ owner: "alice", limits: LIMITS, permissions: [...PERMISSIONS] });
   const created = await stack.call(key.secret, "/api/v1/guardrails", {
     json: {
-      name: "injection judge",
+      name,
       checks: [{ type: "prompt_injection", judge_model: judgeModel }],
       applies_to: "input",
       action,
@@ -60,7 +62,7 @@ async function withGuardrail(action: "block" | "flag", judgeModel = JUDGE) {
     defaultHeaders: { "X-On-Behalf-Of": "alice" },
     maxRetries: 0,
   });
-  return { key, id, openai };
+  return { key, id, name, openai };
 }
 
 const usageBy = async (secret: string, group: string) => {
@@ -89,7 +91,7 @@ const failure = (p: Promise<unknown>) =>
 
 describe("a prompt_injection check's model judge", () => {
   it("blocks with 400 guardrail_blocked when the judge says INJECTION: the call's model is never asked, the caller charged nothing, the judge's tokens are the guardrail's usage", async () => {
-    const { key, id, openai } = await withGuardrail("block");
+    const { key, id, name, openai } = await withGuardrail("block");
     judgeSays("INJECTION");
     const judgedBefore = judgeRequests().length;
     const mainBefore = mainRequests().length;
@@ -128,7 +130,7 @@ describe("a prompt_injection check's model judge", () => {
     // The judge's tokens: the organization's usage, under the guardrail, the judge's model and the caller's key.
     const byUser = await usageBy(key.secret, "end_user");
     const row = byUser.data.find((r: { end_user?: string; user?: string }) =>
-      [r.end_user, r.user].includes(`guardrail:${id}`),
+      [r.end_user, r.user].includes(`guardrail:${name}`),
     );
     expect(row).toBeDefined();
     expect(row.requests).toBe(1);
@@ -141,7 +143,7 @@ describe("a prompt_injection check's model judge", () => {
   });
 
   it("lets the call go on when the judge says SAFE, and judges the text again on every call", async () => {
-    const { key, id, openai } = await withGuardrail("block");
+    const { key, name, openai } = await withGuardrail("block");
     judgeSays("SAFE.");
     const judgedBefore = judgeRequests().length;
     const mainBefore = mainRequests().length;
@@ -163,7 +165,7 @@ describe("a prompt_injection check's model judge", () => {
         r.requests,
       ]),
     );
-    expect(rows.get(`guardrail:${id}`)).toBe(2);
+    expect(rows.get(`guardrail:${name}`)).toBe(2);
     expect(rows.get("alice")).toBe(2);
   });
 

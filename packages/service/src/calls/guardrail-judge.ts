@@ -12,7 +12,7 @@ import { recordUsage } from "./model-call.ts";
  * fallbacks, the organization's own provider keys), as the organization: the
  * caller's model allowlist does not apply, since the guardrail, not the
  * caller, chose the model. Its tokens are recorded in the organization's
- * usage under the caller's key with the end user `guardrail:<id>`; they are
+ * usage under the caller's key with the end user `guardrail:<name>`; they are
  * not admitted against the caller's budgets (each judge call is bounded:
  * `JUDGE_MAX_CHARS` in, `JUDGE_MAX_OUTPUT_TOKENS` out).
  */
@@ -31,7 +31,7 @@ export const JUDGE_MAX_CHARS = 16_000;
 export const JUDGE_MAX_OUTPUT_TOKENS = 8;
 
 /** The end user the judge's usage is recorded under: the guardrail, by its id (names change and repeat). */
-export const judgeUser = (guardrailId: string) => `guardrail:${guardrailId}`;
+export const judgeUser = (guardrailName: string) => `guardrail:${guardrailName}`;
 
 /** Why a judge gave no verdict: logged, never shown to the caller beyond "did not answer". */
 export class JudgeFailed extends Error {
@@ -69,7 +69,7 @@ export function verdictOf(answer: string): "injection" | "safe" | undefined {
 }
 
 /**
- * Asks `model` whether `text` attempts a prompt injection, for `guardrailId`
+ * Asks `model` whether `text` attempts a prompt injection, for the guardrail named `guardrailName`
  * on behalf of `caller`; records the judge's tokens once it answered.
  * Throws `JudgeFailed` when there is no verdict (provider error, timeout, an
  * answer that is not one of the two words).
@@ -77,7 +77,7 @@ export function verdictOf(answer: string): "injection" | "safe" | undefined {
 export async function judgeInjection(
   deps: JudgeDeps,
   caller: { principal: Principal; requestId?: string | undefined },
-  guardrailId: string,
+  guardrailName: string,
   model: string,
   text: string,
 ): Promise<"injection" | "safe"> {
@@ -106,7 +106,7 @@ export async function judgeInjection(
   try {
     await recordUsage(
       deps.usage,
-      { ...principal, user: judgeUser(guardrailId) },
+      { ...principal, user: judgeUser(guardrailName) },
       answer.model,
       answer.usage,
       { cachedTokens: answer.usageDetails.cachedTokens, servedBy: answer.servedBy },

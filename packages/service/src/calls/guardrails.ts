@@ -308,7 +308,7 @@ export class CallGuard {
       judges.map(async ({ policy, model }) => {
         try {
           if (!this.deps.judge) throw new JudgeFailed("no judge is configured");
-          const verdict = await judgeInjection(this.deps.judge, this.caller, policy.id, model, text);
+          const verdict = await judgeInjection(this.deps.judge, this.caller, policy.name, model, text);
           this.counted(verdict);
           return { policy, verdict };
         } catch (err) {
