@@ -21,7 +21,7 @@ import { createPostgres, migrate } from "@gw/core/postgres";
 import { createRedis, type RedisClient } from "@gw/core/redis";
 import { CountingWindows } from "@gw/core/windows";
 import { ensureBootstrapAdminKey } from "./api-keys/bootstrap.ts";
-import { CachedApiKeyLookup } from "./api-keys/lookup.ts";
+import { CachedApiKeyLookup, createKeyEventsSubscriber } from "./api-keys/lookup.ts";
 import { OrgLimitsStore } from "./api-keys/org-limits.ts";
 import { ApiKeyStore } from "./api-keys/store.ts";
 import { createGatewayApp } from "./app.ts";
@@ -80,14 +80,8 @@ export async function startGateway(
     metrics: metrics.redisCommands,
     extra: { enableOfflineQueue: false },
   });
-  const subscriber = createRedis(config.REDIS_URL, {
-    connectionName: "gateway-key-events",
-    metrics: metrics.redisCommands,
-    // A subscriber connection only receives; a command timeout would cut it.
-    extra: { commandTimeout: undefined, maxRetriesPerRequest: null },
-  });
+  const subscriber = createKeyEventsSubscriber(config.REDIS_URL, { logger, metrics: metrics.redisCommands });
   redis.on("error", (err) => logger.warn({ err: err.message }, "redis error"));
-  subscriber.on("error", (err) => logger.warn({ err: err.message }, "redis subscriber error"));
 
   await untilReady(redis, logger);
   const keyOwners = new RedisKeyOwners(redis, { staleIfErrorMs: config.API_KEY_STALE_IF_ERROR_MS, clock });

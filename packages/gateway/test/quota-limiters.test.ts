@@ -277,6 +277,32 @@ describeEachTopology("on %s Redis", (topology) => {
       );
     });
 
+    it("on close, a give-back waiting to be retried is tried once more and then not again: nothing is left to run on a closed connection", async () => {
+      const clock = new ManualClock();
+      const own = createRedis(server.url, { connectionName: "limiter-test-closing" });
+      own.on("error", () => {});
+      const windows = new CountingWindows(own, { prefix: "gw:rl-test", clock });
+      const settle = vi.spyOn(windows, "settle");
+      const errors: unknown[] = [];
+      const limiter = new RequestWindows(windows, {
+        leases,
+        clock,
+        onGiveBackError: (err) => errors.push(err),
+      });
+      const limits = { minute: 1_000 }; // leases of 10
+      expect(await limiter.decide(key(), limits)).toMatchObject({ store: "lease" });
+      own.disconnect();
+      clock.advance(leases.maxMs); // the lease lapses: its give-back fails and waits to be tried again
+      await vi.waitFor(() => expect(clock.pending).toBe(1), { timeout: 10_000, interval: 5 });
+      expect(settle).toHaveBeenCalledTimes(1);
+      await limiter.close();
+      expect(settle).toHaveBeenCalledTimes(2);
+      expect(errors).toHaveLength(1);
+      expect(clock.pending).toBe(0);
+      clock.advance(60_000);
+      expect(settle).toHaveBeenCalledTimes(2);
+    });
+
     it("near a limit, every request is decided in Redis: no lease once a window would be over half full", async () => {
       const limiter = new RequestWindows(counting(), { leases });
       const id = key();

@@ -1,7 +1,7 @@
 import { type Clock, systemClock } from "@gw/core/clock";
 import { AppError } from "@gw/core/errors";
 import type { Logger } from "@gw/core/logger";
-import type { RedisClient } from "@gw/core/redis";
+import { createRedis, type RedisClient, type RedisCommandObserver } from "@gw/core/redis";
 import { LRUCache } from "lru-cache";
 import { hashSecret, sameHash } from "./secret.ts";
 import { API_KEY_EVENTS_CHANNEL, type ApiKeyStore } from "./store.ts";
@@ -23,6 +23,28 @@ export class ApiKeyStoreUnavailable extends AppError {
     });
     this.name = "ApiKeyStoreUnavailable";
   }
+}
+
+/**
+ * The connection `CachedApiKeyLookup` hears key changes on. It only
+ * receives, so no command timeout (it would cut it) and no cap on retries.
+ * ioredis's own resubscription after a reconnect is off: that SUBSCRIBE is a
+ * command nobody awaits, so when the connection closes before Redis answers
+ * it (a shutdown right after Redis came back) its rejection would be
+ * unhandled. The lookup subscribes again itself on every "ready", catching
+ * and logging a failure, and needs that answer anyway to trust its cache.
+ */
+export function createKeyEventsSubscriber(
+  url: string,
+  options: { logger: Logger; metrics?: RedisCommandObserver },
+): RedisClient {
+  const subscriber = createRedis(url, {
+    connectionName: "gateway-key-events",
+    ...(options.metrics ? { metrics: options.metrics } : {}),
+    extra: { commandTimeout: undefined, maxRetriesPerRequest: null, autoResubscribe: false },
+  });
+  subscriber.on("error", (err) => options.logger.warn({ err: err.message }, "redis subscriber error"));
+  return subscriber;
 }
 
 // A fixed digest to compare against when no key matched, so both outcomes do the same work.

@@ -96,6 +96,12 @@ export class RequestWindows {
   /** The clock's time until which decisions skip the store; 0 while it works. */
   private storeDownUntil = 0;
   private readonly onGiveBackError: (err: unknown) => void;
+  /** Set by `close`: a give-back that fails is not tried again, its connection is going away. */
+  private closed = false;
+  /** Lease ends started without a caller waiting (a lapse, a spent lease), for `close` to wait on. */
+  private readonly ending = new Set<Promise<void>>();
+  /** Pauses between give-back attempts, which `close` cuts short. */
+  private readonly pauses = new Set<() => void>();
 
   constructor(
     windows: CountingWindows,
@@ -152,9 +158,16 @@ export class RequestWindows {
     return Math.min(this.leases.maxPoints, Math.floor(smallest * this.leases.share));
   }
 
-  /** Gives every lease's unused points back now (on shutdown). */
+  /**
+   * Gives every lease's unused points back now (on shutdown), and waits for
+   * give-backs under way: one waiting to be retried is tried once more now and
+   * not again. After this, no Redis command of this limiter is in flight or
+   * due, so its connection can be closed.
+   */
   async close(): Promise<void> {
-    await Promise.all([...this.held.keys()].map((id) => this.end(id)));
+    this.closed = true;
+    for (const cut of [...this.pauses]) cut();
+    await Promise.all([...[...this.held.keys()].map((id) => this.end(id)), ...this.ending]);
   }
 
   private async decideSomewhere(keyId: string, limits: Limits): Promise<Decision> {
@@ -204,14 +217,14 @@ export class RequestWindows {
     try {
       const taken = await taking;
       if (!taken.admitted || taken.times < 2) return toDecision(taken);
-      void this.end(entry);
+      this.endLater(entry);
       const until = asked + Math.min(this.leases.maxMs, ...taken.states.map((s) => s.resetMs));
       this.held.set(entry, {
         taken,
         left: taken.times - 1, // one point is this request's
         takenAt: asked,
         until,
-        cancelTimer: this.clock.schedule(until - this.clock.now(), () => void this.end(entry)),
+        cancelTimer: this.clock.schedule(until - this.clock.now(), () => this.endLater(entry)),
       });
       return { allowed: true, windows: withLeft(taken.states, taken.times - 1, 0), store: "lease" };
     } finally {
@@ -225,13 +238,34 @@ export class RequestWindows {
     if (!lease) return undefined;
     const now = this.clock.now();
     if (lease.left === 0 || now >= lease.until) {
-      void this.end(entry);
+      this.endLater(entry);
       return undefined;
     }
     lease.left--;
     const windows = withLeft(lease.taken.states, lease.left, now - lease.takenAt);
-    if (lease.left === 0) void this.end(entry);
+    if (lease.left === 0) this.endLater(entry);
     return { allowed: true, windows, store: "lease" };
+  }
+
+  /** `end` with no caller waiting: `close` waits for it instead. */
+  private endLater(entry: string): void {
+    const ending = this.end(entry).catch((err: unknown) => this.onGiveBackError(err));
+    this.ending.add(ending);
+    const settled = () => this.ending.delete(ending);
+    ending.then(settled, settled);
+  }
+
+  /** Resolves after `ms` on the clock, or at once when `close` cuts it short. */
+  private pause(ms: number): Promise<void> {
+    return new Promise((resolve) => {
+      const done = () => {
+        this.pauses.delete(done);
+        cancel();
+        resolve();
+      };
+      const cancel = this.clock.schedule(ms, done);
+      this.pauses.add(done);
+    });
   }
 
   /** Ends a lease, giving its unused points back (retried; the reservation's record makes a repeat a no-op). */
@@ -246,8 +280,8 @@ export class RequestWindows {
       try {
         return void (await this.windows.settle(lease.taken.reservation, used));
       } catch (err) {
-        if (attempt === GIVE_BACK_RETRIES_MS.length) return this.onGiveBackError(err);
-        await new Promise((r) => this.clock.schedule(GIVE_BACK_RETRIES_MS[attempt]!, () => r(undefined)));
+        if (attempt === GIVE_BACK_RETRIES_MS.length || this.closed) return this.onGiveBackError(err);
+        await this.pause(GIVE_BACK_RETRIES_MS[attempt]!);
       }
     }
   }
