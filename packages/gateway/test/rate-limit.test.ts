@@ -6,7 +6,10 @@ import { freshOrg, useGateway } from "./harness.ts";
 import { tally } from "./tally.ts";
 
 describeEachTopology("on %s Redis", (topology) => {
-  const gw = useGateway({}, undefined, topology);
+  // Exactness is what these tests check: a loaded machine's slow Redis must not make the gateway decide in
+  // memory (the fail mode, tested in rate-limit-resilience.test.ts), which would admit per replica.
+  const exact = { RATE_LIMIT_REDIS_TIMEOUT_MS: "5000" };
+  const gw = useGateway(exact, undefined, topology);
   const WHOAMI = "/api/v1/authentication/whoami";
 
   async function burst(secret: string, n: number, path = WHOAMI) {
@@ -132,7 +135,7 @@ describeEachTopology("on %s Redis", (topology) => {
   });
 
   describe("default limits", () => {
-    const withDefaults = useGateway({ DEFAULT_LIMITS: "second=50,minute=3" }, undefined, topology);
+    const withDefaults = useGateway({ ...exact, DEFAULT_LIMITS: "second=50,minute=3" }, undefined, topology);
 
     it("apply to keys without limits, and a key's own limits replace them", async () => {
       const plain = await withDefaults.createKey();
