@@ -112,8 +112,12 @@ class Text {
     this.text = text;
   }
   words(leetspeak = false): Words {
-    if (leetspeak) return (this.leet ??= words(this.text, true));
-    return (this.plain ??= words(this.text));
+    if (leetspeak) {
+      this.leet ??= words(this.text, true);
+      return this.leet;
+    }
+    this.plain ??= words(this.text);
+    return this.plain;
   }
 }
 

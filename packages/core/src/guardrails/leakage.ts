@@ -65,7 +65,10 @@ function buildShingles(texts: readonly string[]): InstructionShingles {
     const seq = new Int32Array(ws.length);
     ws.forEach((w, i) => {
       let id = ids.get(w);
-      if (id === undefined) ids.set(w, (id = ids.size));
+      if (id === undefined) {
+        id = ids.size;
+        ids.set(w, id);
+      }
       seq[i] = id;
     });
     for (let i = 0; i + SHINGLE_WORDS <= ws.length; i++) {

@@ -173,9 +173,10 @@ export function words(text: string, leetspeak = false): Words {
         let upper = cls === UPPER;
         let j = i + 1;
         let next = 0;
-        while (j < n && (next = text.charCodeAt(j)) < 0x80 && ASCII_CLASS[next] !== SEPARATOR) {
+        for (; j < n; j++) {
+          next = text.charCodeAt(j);
+          if (next >= 0x80 || ASCII_CLASS[next] === SEPARATOR) break;
           if (ASCII_CLASS[next] === UPPER) upper = true;
-          j++;
         }
         if (j === n || next < 0x80) {
           const word = text.slice(i, j);
