@@ -4,7 +4,7 @@
  */
 import { RE2JS } from "re2js";
 import type { Check } from "./checks.ts";
-import { words as wordsOf } from "./normalize.ts";
+import { type Words, words as wordsOf } from "./normalize.ts";
 import type { MatchOptions, Span } from "./span.ts";
 
 interface TrieNode {
@@ -43,11 +43,20 @@ export function compileBanWords(check: Extract<Check, { type: "ban_words" }>): C
   return { root, patterns: check.patterns.map((p) => RE2JS.compile(p)), leetspeak: check.leetspeak, longest };
 }
 
-/** The spans of `text` the check bans (longest entry at each word). */
-export function matchBanWords(c: CompiledBanWords, text: string, options: MatchOptions = {}): Span[] {
+/**
+ * The spans of `text` the check bans (longest entry at each word).
+ * `textWords` are `text`'s words as `words(text, c.leetspeak)` cuts them,
+ * when the caller has them already.
+ */
+export function matchBanWords(
+  c: CompiledBanWords,
+  text: string,
+  options: MatchOptions = {},
+  textWords?: Words,
+): Span[] {
   const spans: Span[] = [];
   if (c.root.size > 0) {
-    const { words, starts, ends } = wordsOf(text, c.leetspeak);
+    const { words, starts, ends } = textWords ?? wordsOf(text, c.leetspeak);
     const n = words.length;
     for (let i = 0; i < n; i++) {
       let node = c.root.get(words[i]!);

@@ -7,6 +7,7 @@ import { LRUCache } from "lru-cache";
 import { type CompiledBanWords, compileBanWords, matchBanWords } from "./ban-words.ts";
 import { type Action, type Check, type CheckType, PII_KINDS, type PiiKind, type Policy } from "./checks.ts";
 import { matchLeakage } from "./leakage.ts";
+import { type Words, words } from "./normalize.ts";
 import { matchPii } from "./pii.ts";
 import { detectPromptInjection, type InjectionFamily } from "./prompt-injection.ts";
 import { matchSecrets } from "./secrets.ts";
@@ -99,26 +100,51 @@ function isCompiled(p: Policy | CompiledPolicy): p is CompiledPolicy {
   return "holdback" in p;
 }
 
-function runCheck(
-  c: CompiledCheck,
-  text: string,
-  context: EvaluateContext,
-): { spans: Span[]; kinds: string[] } {
+/**
+ * The text under evaluation, its words cut once however many checks read
+ * them (normalizing is most of what the word checks cost).
+ */
+class Text {
+  readonly text: string;
+  private plain?: Words;
+  private leet?: Words;
+  constructor(text: string) {
+    this.text = text;
+  }
+  words(leetspeak = false): Words {
+    if (leetspeak) {
+      this.leet ??= words(this.text, true);
+      return this.leet;
+    }
+    this.plain ??= words(this.text);
+    return this.plain;
+  }
+}
+
+function runCheck(c: CompiledCheck, t: Text, context: EvaluateContext): { spans: Span[]; kinds: string[] } {
   const options: MatchOptions = { partial: context.partial };
+  const text = t.text;
   switch (c.type) {
     case "ban_words": {
-      const spans = matchBanWords(c.matcher, text, options);
+      const spans = matchBanWords(
+        c.matcher,
+        text,
+        options,
+        c.matcher.root.size > 0 ? t.words(c.matcher.leetspeak) : undefined,
+      );
       return { spans, kinds: spans.length ? ["ban_words"] : [] };
     }
     case "prompt_injection": {
-      const hits = detectPromptInjection(text, options);
+      const hits = detectPromptInjection(text, options, t.words());
       const families = [...new Set<InjectionFamily>(hits.map((h) => h.family))];
       return { spans: hits.map((h) => h.span), kinds: families };
     }
     case "system_prompt_leakage": {
       // Leakage is the answer repeating the instructions: only output is read.
       if (context.direction !== "output") return { spans: [], kinds: [] };
-      const spans = matchLeakage(text, context.instructions ?? [], context.canary, options);
+      const instructions = context.instructions ?? [];
+      if (instructions.length === 0 && !context.canary) return { spans: [], kinds: [] };
+      const spans = matchLeakage(text, instructions, context.canary, options, t.words());
       return { spans, kinds: spans.length ? ["system_prompt"] : [] };
     }
     case "secrets": {
@@ -145,11 +171,12 @@ export function evaluate(
 ): Evaluation {
   const decisions: Decision[] = [];
   const toRedact: Span[] = [];
+  const t = new Text(text);
   for (const p of policies) {
     const policy = isCompiled(p) ? p : compile(p);
     if (policy.applies_to !== "both" && policy.applies_to !== context.direction) continue;
     policy.checks.forEach((c, checkIndex) => {
-      const { spans, kinds } = runCheck(c, text, context);
+      const { spans, kinds } = runCheck(c, t, context);
       if (spans.length === 0) return;
       const merged = mergeSpans(spans);
       decisions.push({

@@ -123,9 +123,14 @@ function kindOf(ch: string): Kind {
   return k;
 }
 
-function isAsciiAlnum(code: number): boolean {
-  return (code >= 0x61 && code <= 0x7a) || (code >= 0x41 && code <= 0x5a) || (code >= 0x30 && code <= 0x39);
-}
+/** ASCII characters by what they are to a word: lower-case letters and digits, upper-case letters, the rest. */
+const SEPARATOR = 0;
+const LOWER = 1;
+const UPPER = 2;
+const ASCII_CLASS = new Uint8Array(128);
+for (let c = 0x30; c <= 0x39; c++) ASCII_CLASS[c] = LOWER;
+for (let c = 0x61; c <= 0x7a; c++) ASCII_CLASS[c] = LOWER;
+for (let c = 0x41; c <= 0x5a; c++) ASCII_CLASS[c] = UPPER;
 
 /** Words of a text in order, each with where it lies in the original text (UTF-16 offsets, end exclusive). */
 export interface Words {
@@ -155,23 +160,33 @@ export function words(text: string, leetspeak = false): Words {
   const n = text.length;
   for (let i = 0; i < n; ) {
     const code = text.charCodeAt(i);
-    if (!leetspeak && !current && isAsciiAlnum(code)) {
-      // A run of ASCII letters and digits is a word as it stands (lower-cased), unless a
-      // non-ASCII character follows it and may continue it: then the run goes the slow way.
-      let j = i + 1;
-      while (j < n && isAsciiAlnum(text.charCodeAt(j))) j++;
-      if (j === n || text.charCodeAt(j) < 0x80) {
-        out.words.push(text.slice(i, j).toLowerCase());
-        out.starts.push(i);
-        out.ends.push(j);
-        i = j;
+    if (!leetspeak && code < 0x80) {
+      const cls = ASCII_CLASS[code]!;
+      if (cls === SEPARATOR) {
+        if (current) flush();
+        i++;
         continue;
       }
-    }
-    if (!leetspeak && code < 0x80 && !isAsciiAlnum(code)) {
-      flush();
-      i++;
-      continue;
+      if (!current) {
+        // A run of ASCII letters and digits is a word as it stands (lower-cased), unless a
+        // non-ASCII character follows it and may continue it: then the run goes the slow way.
+        let upper = cls === UPPER;
+        let j = i + 1;
+        let next = 0;
+        for (; j < n; j++) {
+          next = text.charCodeAt(j);
+          if (next >= 0x80 || ASCII_CLASS[next] === SEPARATOR) break;
+          if (ASCII_CLASS[next] === UPPER) upper = true;
+        }
+        if (j === n || next < 0x80) {
+          const word = text.slice(i, j);
+          out.words.push(upper ? word.toLowerCase() : word);
+          out.starts.push(i);
+          out.ends.push(j);
+          i = j;
+          continue;
+        }
+      }
     }
     let folded: string;
     let width = 1;

@@ -10,6 +10,7 @@ const EMAIL =
   /(?<![A-Za-z0-9._%+-])[A-Za-z0-9._%+-]{1,64}@[A-Za-z0-9-]{1,63}(?:\.[A-Za-z0-9-]{1,63}){0,8}\.[A-Za-z]{2,24}(?![A-Za-z0-9-])/g;
 const CARD = /(?<![\d-])\d(?:[ -]?\d){12,18}(?![\d])/g;
 const PHONE = /(?<![\w+])(?:\+|00)?\(?\d{1,4}\)?(?:[ .-]?\(?\d{1,4}\)?){2,5}(?![\w])/g;
+const HAS_DIGIT = /\d/;
 const IBAN = /(?<![A-Za-z0-9])[A-Z]{2}\d{2}(?: ?[A-Z0-9]){11,30}(?![A-Za-z0-9])/g;
 
 /** The Luhn checksum of a string of digits holds. */
@@ -63,6 +64,10 @@ export function matchPii(text: string, kinds: readonly PiiKind[], options: Match
     if (!(options.partial && end === text.length)) spans.push({ start, end, kind });
   };
   const want = new Set(kinds);
+  // Every address holds an `@`, and every card, phone number and IBAN a digit: text without
+  // them (most prose) is not scanned by the expressions that cannot match it.
+  if (!text.includes("@")) want.delete("email");
+  if (!HAS_DIGIT.test(text)) for (const kind of ["card", "phone", "iban"] as const) want.delete(kind);
   if (want.has("email")) eachMatch(EMAIL, text, (m) => push(m.index, m.index + m[0].length, "email"));
   const cards: [number, number][] = [];
   if (want.has("card") || want.has("phone")) {

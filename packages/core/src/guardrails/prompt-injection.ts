@@ -6,7 +6,7 @@
  * each is linear in the text. Measured on the labelled set in
  * packages/core/test/fixtures/prompt-injection.jsonl.
  */
-import { words } from "./normalize.ts";
+import { type Words, words } from "./normalize.ts";
 import type { MatchOptions, Span } from "./span.ts";
 
 export const INJECTION_FAMILIES = [
@@ -95,8 +95,58 @@ const RAW_RULES: [InjectionFamily, RegExp][] = [
   ["delimiter", /```\s{0,4}system\b|\[system\]\s{0,4}\(#|\n\n(?:Human|Assistant):\s/],
 ];
 
-const BASE64_RUN = /(?<![A-Za-z0-9+/_-])[A-Za-z0-9+/_-]{24,}={0,2}(?![A-Za-z0-9+/=_-])/g;
-const HEX_RUN = /(?<![0-9A-Fa-f])(?:[0-9A-Fa-f]{2}){16,}(?![0-9A-Fa-f])/g;
+/** ASCII characters of a base64 (or base64url) run: BASE64; its padding `=`: PAD; hex digits also HEX. */
+const BASE64 = 1;
+const PAD = 2;
+const HEX = 4;
+const ENCODED = new Uint8Array(128);
+for (const ch of "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/_-")
+  ENCODED[ch.charCodeAt(0)] = BASE64;
+for (const ch of "0123456789abcdefABCDEF") ENCODED[ch.charCodeAt(0)]! |= HEX;
+ENCODED[0x3d] = PAD;
+
+/** The ENCODED flags of the character at `i` (0 past the end and for non-ASCII). */
+function flagsAt(text: string, i: number): number {
+  const c = text.charCodeAt(i); // NaN past the end: `c < 0x80` is false
+  return c < 0x80 ? ENCODED[c]! : 0;
+}
+
+/**
+ * Where `text` holds a base64 run (a whole run of 24 or more of its
+ * characters, with up to two `=` after and none of them right before or
+ * after) and a hex run (a whole run of an even number of hex digits, at least
+ * 32), each in order. One walk over the text: a hex run lies within a run of
+ * base64 characters, so only those long enough are read again.
+ */
+export function encodedRuns(text: string): { base64: [number, number][]; hex: [number, number][] } {
+  const base64: [number, number][] = [];
+  const hex: [number, number][] = [];
+  const n = text.length;
+  for (let i = 0; i < n; ) {
+    if ((flagsAt(text, i) & BASE64) === 0) {
+      i++;
+      continue;
+    }
+    const start = i;
+    while (i < n && (flagsAt(text, i) & BASE64) !== 0) i++;
+    if (i - start < 24) continue;
+    let end = i;
+    while (end < n && end - i < 2 && text.charCodeAt(end) === 0x3d) end++;
+    if ((flagsAt(text, end) & (BASE64 | PAD)) === 0) base64.push([start, end]);
+    if (i - start < 32) continue;
+    for (let h = start; h < i; ) {
+      if ((flagsAt(text, h) & HEX) === 0) {
+        h++;
+        continue;
+      }
+      const from = h;
+      while (h < i && (flagsAt(text, h) & HEX) !== 0) h++;
+      if (h - from >= 32 && (h - from) % 2 === 0) hex.push([from, h]);
+    }
+  }
+  return { base64, hex };
+}
+
 /** Encoded runs decoded per text; more are left alone (each decode costs a scan). */
 const MAX_DECODED_RUNS = 64;
 const MAX_RUN_CHARS = 16_384;
@@ -106,8 +156,10 @@ export interface InjectionHit {
   span: Span;
 }
 
-function normalizedLine(text: string): { line: string; starts: number[]; ends: number[]; offsets: number[] } {
-  const w = words(text);
+function normalizedLine(
+  text: string,
+  w: Words = words(text),
+): { line: string; starts: number[]; ends: number[]; offsets: number[] } {
   const offsets: number[] = [];
   let at = 0;
   for (const word of w.words) {
@@ -129,8 +181,8 @@ function wordAt(offsets: number[], pos: number): number {
   return lo;
 }
 
-function detectPlain(text: string, hits: InjectionHit[], spanOf?: Span): void {
-  const { line, starts, ends, offsets } = normalizedLine(text);
+function detectPlain(text: string, hits: InjectionHit[], spanOf?: Span, textWords?: Words): void {
+  const { line, starts, ends, offsets } = normalizedLine(text, textWords);
   for (const [family, re] of WORD_RULES) {
     const m = re.exec(line);
     if (!m) continue;
@@ -164,23 +216,27 @@ function decodeRun(run: string, encoding: "base64" | "hex"): string | undefined 
     : undefined;
 }
 
-/** Attacks found in `text`, each with its family and where it lies; empty when none. */
-export function detectPromptInjection(text: string, options: MatchOptions = {}): InjectionHit[] {
+/**
+ * Attacks found in `text`, each with its family and where it lies; empty
+ * when none. `textWords` are `words(text)` when the caller has them already.
+ */
+export function detectPromptInjection(
+  text: string,
+  options: MatchOptions = {},
+  textWords?: Words,
+): InjectionHit[] {
   const hits: InjectionHit[] = [];
-  detectPlain(text, hits);
+  detectPlain(text, hits, undefined, textWords);
   let decodedRuns = 0;
-  for (const [re, encoding] of [
-    [BASE64_RUN, "base64"],
-    [HEX_RUN, "hex"],
-  ] as const) {
-    re.lastIndex = 0;
-    for (let m = re.exec(text); m && decodedRuns < MAX_DECODED_RUNS; m = re.exec(text)) {
-      const end = m.index + m[0].length;
-      if (m[0].length > MAX_RUN_CHARS || (options.partial && end === text.length)) continue;
-      const decoded = decodeRun(m[0], encoding);
+  const runs = encodedRuns(text);
+  for (const encoding of ["base64", "hex"] as const) {
+    for (const [start, end] of runs[encoding]) {
+      if (decodedRuns >= MAX_DECODED_RUNS) break;
+      if (end - start > MAX_RUN_CHARS || (options.partial && end === text.length)) continue;
+      const decoded = decodeRun(text.slice(start, end), encoding);
       if (decoded === undefined) continue;
       decodedRuns++;
-      const span: Span = { start: m.index, end, kind: "prompt_injection" };
+      const span: Span = { start, end, kind: "prompt_injection" };
       const inner: InjectionHit[] = [];
       detectPlain(decoded, inner, span);
       if (inner.length > 0) hits.push({ family: "encoding", span });
