@@ -30,7 +30,7 @@ export const JUDGE_MAX_CHARS = 16_000;
 /** The judge answers one word; a few tokens leave room for punctuation. */
 export const JUDGE_MAX_OUTPUT_TOKENS = 8;
 
-/** The end user the judge's usage is recorded under: the guardrail, by its id (names change and repeat). */
+/** The end user the judge's usage is recorded under: the guardrail, by its name as it was when it judged. */
 export const judgeUser = (guardrailName: string) => `guardrail:${guardrailName}`;
 
 /** Why a judge gave no verdict: logged, never shown to the caller beyond "did not answer". */
