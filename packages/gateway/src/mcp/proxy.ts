@@ -4,7 +4,19 @@ import type { Clock } from "@gw/core/clock";
 import { AppError, unauthorized } from "@gw/core/errors";
 import { jsonBody, principalOf } from "@gw/core/http";
 import { ASSERTION_HEADER, type InternalAssertions } from "@gw/core/internal-assertion";
-import { AnswerTooLarge, toolNameProblem, UpstreamError } from "@gw/core/mcp";
+import {
+  AnswerTooLarge,
+  EraRefusal,
+  isLegacyVersion,
+  isModernRequest,
+  LEGACY_PROTOCOL_VERSIONS,
+  META_SERVER_INFO,
+  PROTOCOL_VERSIONS,
+  toolNameProblem,
+  UNSUPPORTED_PROTOCOL_VERSION,
+  UpstreamError,
+  validateModernRequest,
+} from "@gw/core/mcp";
 import { assertMayActFor, type KeyOwners } from "@gw/core/on-behalf-of";
 import type { Principal } from "@gw/core/principal";
 import { type ErrorRequestHandler, type Request, type RequestHandler, type Response, Router } from "express";
@@ -13,18 +25,8 @@ import type { McpCallOutcome } from "../metrics.ts";
 import { serverFor } from "./access.ts";
 import { originOf, upstreamTools } from "./catalogue.ts";
 import type { McpDeps } from "./deps.ts";
-import {
-  EraRefusal,
-  isLegacyVersion,
-  isModernRequest,
-  LEGACY_PROTOCOL_VERSIONS,
-  META_SERVER_INFO,
-  PROTOCOL_VERSIONS,
-  UNSUPPORTED_PROTOCOL_VERSION,
-  validateModernRequest,
-} from "./protocol-eras.ts";
 
-export { PROTOCOL_VERSIONS } from "./protocol-eras.ts";
+export { PROTOCOL_VERSIONS } from "@gw/core/mcp";
 
 /** The proxy's path under the gateway, and its protected-resource metadata's. */
 export const proxyPath = (id: string) => `/api/v1/mcp/servers/${id}/mcp`;

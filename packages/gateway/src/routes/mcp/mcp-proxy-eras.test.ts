@@ -1,5 +1,6 @@
 import { capturingLogger } from "@gw/test-kit";
 import { type FakeMcpServer, startFakeMcpServer } from "@gw/test-kit/mcp-upstream";
+import { type FakeModernMcpServer, startFakeModernMcpServer } from "@gw/test-kit/mcp-upstream-modern";
 import { JSONRPCErrorResponseSchema, McpError } from "@modelcontextprotocol/sdk/types.js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { newOrg } from "../../../test/authorization-helpers.ts";
@@ -9,16 +10,19 @@ import type { RunningGateway } from "../../server.ts";
 
 const gw = useGateway(MCP_ENV);
 let upstream: FakeMcpServer;
+let modernUpstream: FakeModernMcpServer;
 let replica: RunningGateway;
 const replicaLog: string[] = [];
 
 beforeAll(async () => {
   upstream = await startFakeMcpServer();
+  modernUpstream = await startFakeModernMcpServer();
   replica = await startReplica(gw, {}, capturingLogger("debug", replicaLog).logger);
 });
 afterAll(async () => {
   await replica?.close();
   await upstream?.close();
+  await modernUpstream?.close();
 });
 
 const MODERN = "2026-07-28";
@@ -78,11 +82,11 @@ function modernClient(baseUrl: string, serverId: string, secret: string, user: s
 }
 
 /** A fresh organization where alice registered the fake upstream; bob is a reader. */
-async function setUp() {
+async function setUp(url = upstream.url) {
   const o = await newOrg(gw);
   const as = caller(gw.url, o.secret);
   const res = await as("alice", "/api/v1/mcp/servers", {
-    json: { name: "docs", url: upstream.url, description: "The document store" },
+    json: { name: "docs", url, description: "The document store" },
   });
   expect(res.status).toBe(201);
   const { id } = (await res.json()) as { id: string };
@@ -245,6 +249,60 @@ describe("the MCP proxy serves the 2026-07-28 revision beside 2025-11-25", () =>
       "io.modelcontextprotocol/clientCapabilities": undefined,
     });
     expect([bare.status, bare.body.error?.code]).toEqual([400, -32602]);
+  });
+});
+
+describe("towards an upstream that speaks only 2026-07-28", () => {
+  it("clients of both eras list and call through it per role; the gateway sends _meta and the mirrored headers, never the caller's credential", async () => {
+    const { o, id } = await setUp(modernUpstream.url);
+    const put = await caller(gw.url, o.secret)("alice", `/api/v1/mcp/servers/${id}/credentials/shared`, {
+      method: "PUT",
+      json: { type: "bearer", token: "upstream-secret" },
+    });
+    expect(put.status).toBe(200);
+    for (const [user, names] of [
+      ["alice", ["delete_file", "search"]],
+      ["bob", ["search"]],
+    ] as const) {
+      const legacy = await mcpClient(gw.url, id, o.secret, user);
+      const modern = modernClient(gw.url, id, o.secret, user);
+      expect((await legacy.listTools()).tools.map((t) => t.name).sort()).toEqual(names);
+      const listed = (await modern("tools/list")).body.result as { tools: { name: string }[] };
+      expect(listed.tools.map((t) => t.name).sort()).toEqual(names);
+      expect(textOf(await legacy.callTool({ name: "search", arguments: { query: "a" } }))).toBe("found: a");
+      modernUpstream.sse = true;
+      expect(
+        textOf((await modern("tools/call", { name: "search", arguments: { query: "b" } })).body.result),
+      ).toBe("found: b");
+      modernUpstream.sse = false;
+      const calls = modernUpstream.calls.length;
+      const denied = await modern("tools/call", { name: "delete_file", arguments: { path: "/x" } });
+      if (user === "bob") {
+        expect(denied.body.error).toEqual({ code: -32602, message: "Unknown tool: delete_file" });
+        expect(modernUpstream.calls.length).toBe(calls);
+      } else expect(textOf(denied.body.result)).toBe("deleted /x");
+      await legacy.close();
+    }
+    // The upstream's own refusal of an unknown tool passes on with its code.
+    const unknown = await modernClient(
+      gw.url,
+      id,
+      o.secret,
+      "alice",
+    )("tools/call", { name: "nope", arguments: {} });
+    expect(unknown.body.error?.code).toBe(-32602);
+    const modernRequests = modernUpstream.requests.filter((r) => r.method !== "initialize");
+    expect(modernRequests.length).toBeGreaterThan(0);
+    for (const r of modernRequests) {
+      expect(r.meta?.["io.modelcontextprotocol/protocolVersion"]).toBe(MODERN);
+      expect(r.headers["mcp-protocol-version"]).toBe(MODERN);
+      expect(r.headers["mcp-method"]).toBe(r.method);
+    }
+    for (const c of modernUpstream.calls) {
+      expect(c.headers["mcp-name"]).toBe(c.tool);
+      expect(c.headers.authorization).toBe("Bearer upstream-secret");
+      expect(c.headers["x-on-behalf-of"]).toBeUndefined();
+    }
   });
 });
 

@@ -126,3 +126,16 @@ export function validateModernRequest(
       `Invalid params: params._meta["${META_CLIENT_CAPABILITIES}"] must be an object (the client's capabilities for this request)`,
     );
 }
+
+/** A header value as the specification's value encoding sends it: plain when safe, else the Base64 sentinel. */
+export function encodeHeaderValue(value: string): string {
+  const plain = /^[\x20-\x7e]*$/.test(value) && value.trim() === value && !/^=\?base64\?.*\?=$/.test(value);
+  return plain ? value : `=?base64?${Buffer.from(value, "utf8").toString("base64")}?=`;
+}
+
+/** The `_meta` of a modern request the gateway makes upstream: no client capabilities (it runs no sampling, elicitation or roots). */
+export const gatewayRequestMeta = (version: string) => ({
+  [META_PROTOCOL_VERSION]: version,
+  "io.modelcontextprotocol/clientInfo": { name: "llm-authz-gateway", version: "0.1.0" },
+  [META_CLIENT_CAPABILITIES]: {},
+});
