@@ -109,6 +109,13 @@ export class AppError extends Error {
   readonly reason: ErrorCause | ErrorCode;
   /** The contract fixes this error's body to `{error, message}` (403 of grant and revoke): no `code`. */
   readonly contractBody: boolean;
+  /**
+   * The refused request was a JSON-RPC request with this id (`null`: not
+   * readable): the body is a JSON-RPC error response, so MCP clients read the
+   * message (docs/api/mcp.md, "The proxy"). Set by the HTTP layer that read
+   * the request, once it knows the error is answered to one.
+   */
+  jsonRpcId: string | number | null | undefined;
 
   constructor(
     code: ErrorCode,
@@ -120,6 +127,7 @@ export class AppError extends Error {
       rateLimit?: boolean;
       reason?: ErrorCause;
       contractBody?: boolean;
+      jsonRpcId?: string | number | null;
     } = {},
   ) {
     super(message, { cause: options.cause });
@@ -130,6 +138,7 @@ export class AppError extends Error {
     this.rateLimit = options.rateLimit ?? (code === "rate_limited" || code === "provider_rate_limited");
     this.reason = options.reason ?? code;
     this.contractBody = options.contractBody ?? false;
+    this.jsonRpcId = options.jsonRpcId;
   }
 
   get status(): number {
@@ -200,8 +209,38 @@ export function errorBody(err: AppError, surface: { openai?: boolean } = {}): un
   if (surface.openai && err instanceof GuardrailBlocked)
     return { detail: err.issues, ...openaiErrorBody(err.code, err.message, err.param) };
   if (surface.openai) return openaiErrorBody(err.code, err.message, err.param);
+  if (err.jsonRpcId !== undefined) return jsonRpcErrorBody(err, err.jsonRpcId);
   if (err.contractBody) return { error: ERROR_CATALOGUE[err.code].title, message: err.message };
   return { error: ERROR_CATALOGUE[err.code].title, message: err.message, code: err.reason };
+}
+
+/**
+ * JSON-RPC error codes of catalogue errors answered to a JSON-RPC request,
+ * from the range JSON-RPC leaves to implementations (-32000 to -32019 in
+ * MCP); what the HTTP status says, said again for clients that read only the
+ * body. Any other error is -32603.
+ */
+const JSON_RPC_CODES: Partial<Record<ErrorCode, number>> = {
+  unauthorized: -32001,
+  forbidden: -32003,
+};
+
+/**
+ * A catalogue error as a JSON-RPC 2.0 error response. A strict JSON-RPC
+ * reader (the MCP SDKs) accepts no other top-level member, so the fields the
+ * catalogue's body has elsewhere (`error`, its title; `code`, the cause) are
+ * in `error.data`, beside `message` in `error.message`.
+ */
+export function jsonRpcErrorBody(err: AppError, id: string | number | null) {
+  return {
+    jsonrpc: "2.0" as const,
+    id,
+    error: {
+      code: JSON_RPC_CODES[err.code] ?? -32603,
+      message: err.message,
+      data: { error: ERROR_CATALOGUE[err.code].title, code: err.reason },
+    },
+  };
 }
 
 export function openaiErrorBody(code: ErrorCode, message: string, param?: string): OpenAIErrorBody {

@@ -69,7 +69,7 @@ export const gatewayConfigSchema = z
     RATE_LIMIT_FAIL_MODE: z.enum(["open", "closed"]).default("open"),
     /** Deadline of one rate-limit decision in Redis, in milliseconds, before the fail mode applies. Default 250. */
     RATE_LIMIT_REDIS_TIMEOUT_MS: env.positiveInt(250),
-    /** The gateway's public base URL: the `iss` of its tokens, and the `aud` of tokens it accepts itself. Default http://localhost:$PORT. */
+    /** The gateway's public base URL: the `iss` of its tokens, the `aud` of tokens it accepts itself, and its MCP proxies' protected-resource URLs (an OAuth MCP client that connects by another host name refuses them; logged once per host). Default http://localhost:$PORT. */
     GATEWAY_PUBLIC_URL: z
       .url({ protocol: /^https?$/ })
       .transform((u) => u.replace(/\/+$/, ""))

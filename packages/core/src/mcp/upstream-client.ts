@@ -10,12 +10,15 @@ import {
   McpError,
   type Tool,
 } from "@modelcontextprotocol/sdk/types.js";
+import { EventSourceParserStream } from "eventsource-parser/stream";
 import { LRUCache } from "lru-cache";
 import { type Agent, fetch as undiciFetch } from "undici";
+import type { z } from "zod";
 import { AppError, type ErrorCause } from "../errors.ts";
 import type { Logger } from "../logger.ts";
 import { AnswerTooLarge, boundedResponse } from "./bounded-body.ts";
 import type { UpstreamHeaders } from "./credentials.ts";
+import { encodeHeaderValue, gatewayRequestMeta, MODERN_PROTOCOL_VERSIONS } from "./protocol-eras.ts";
 import { type UpstreamPolicy, UpstreamRefused } from "./upstream-address.ts";
 
 /** The server a session talks to. */
@@ -108,6 +111,13 @@ export interface UpstreamClientsOptions {
   logger?: Logger;
 }
 
+/** One request to an upstream, whatever its era, its result read by `schema`. */
+type Requester = <S extends z.ZodType>(
+  method: string,
+  params: Record<string, unknown>,
+  schema: S,
+) => Promise<z.infer<S>>;
+
 /** Headers a stored credential may never set: the transport's own. */
 const TRANSPORT_HEADERS = new Set([
   "accept",
@@ -118,6 +128,8 @@ const TRANSPORT_HEADERS = new Set([
   "transfer-encoding",
   "mcp-session-id",
   "mcp-protocol-version",
+  "mcp-method",
+  "mcp-name",
   "last-event-id",
 ]);
 
@@ -140,6 +152,9 @@ export class UpstreamClients {
   private readonly maxAnswerBytes: number;
   private readonly maxTools: number;
   private readonly onLimit: (limit: UpstreamLimit) => void;
+  /** Servers (id and URL) found to speak the modern era, and the version they speak. */
+  private readonly modern = new LRUCache<string, string>({ max: 10_000 });
+  private requestIds = 0;
 
   constructor(options: UpstreamClientsOptions) {
     this.timeoutMs = options.timeoutMs;
@@ -162,16 +177,12 @@ export class UpstreamClients {
    * than `maxTools`, or its pages together hold more than `maxAnswerBytes`.
    */
   async listTools(owner: SessionOwner, server: UpstreamTarget, headers: UpstreamHeaders): Promise<Tool[]> {
-    return this.run(owner, server, headers, async (client) => {
+    return this.run(owner, server, headers, async (request) => {
       const tools: Tool[] = [];
       let bytes = 0;
       let cursor: string | undefined;
       for (let page = 0; page < 100; page++) {
-        const result = await client.request(
-          { method: "tools/list", params: cursor ? { cursor } : {} },
-          ListToolsResultSchema,
-          { timeout: this.timeoutMs },
-        );
+        const result = await request("tools/list", cursor ? { cursor } : {}, ListToolsResultSchema);
         tools.push(...result.tools);
         if (tools.length > this.maxTools) {
           this.onLimit("tools_per_server");
@@ -200,13 +211,15 @@ export class UpstreamClients {
     headers: UpstreamHeaders,
     params: { name: string; arguments?: Record<string, unknown> | undefined },
   ): Promise<CallToolResult> {
-    return this.run(owner, server, headers, (client) =>
-      client.request({ method: "tools/call", params }, CallToolResultSchema, { timeout: this.timeoutMs }),
+    return this.run(owner, server, headers, (request) =>
+      request("tools/call", params, CallToolResultSchema),
     ) as Promise<CallToolResult>;
   }
 
   /** Closes the sessions of a server (deleted, or its URL changed). */
   async forgetServer(serverId: string): Promise<void> {
+    for (const key of [...this.modern.keys()])
+      if (key.startsWith(`${serverId}\u0000`)) this.modern.delete(key);
     const doomed = [...this.sessions.entries()].filter(([key]) => key.endsWith(`\u0000${serverId}`));
     for (const [key, session] of doomed) {
       this.sessions.delete(key);
@@ -219,19 +232,45 @@ export class UpstreamClients {
     await this.dispatcher.close().catch(() => undefined);
   }
 
+  /**
+   * Runs `work` against the upstream in its era (ADR 0024). A server is
+   * first spoken to as a legacy one (an `initialize` session per principal):
+   * one that refuses the handshake with HTTP 400 and answers
+   * `server/discover` with 2026-07-28 among its versions is modern, and
+   * from then on gets stateless requests with `_meta` and the mirrored
+   * headers, known as such per server and URL.
+   */
   private async run<T>(
     owner: SessionOwner,
     server: UpstreamTarget,
     headers: UpstreamHeaders,
-    work: (client: Client) => Promise<T>,
+    work: (request: Requester) => Promise<T>,
   ): Promise<T> {
+    const eraKey = `${server.id}\u0000${server.url}`;
+    const modern = this.modern.get(eraKey);
+    if (modern) return this.runModern(server, headers, modern, work);
     const key = `${owner.org}\u0000${owner.user}\u0000${server.url}\u0000${server.id}`;
     for (let attempt = 0; ; attempt++) {
       const session = this.session(key, server);
       session.headers = headers;
       try {
         await session.ready;
-        return await work(session.client);
+      } catch (err) {
+        this.drop(key, session);
+        if (err instanceof StreamableHTTPError && err.code === 400) {
+          const version = await this.discoverModern(server, headers);
+          if (version) {
+            this.modern.set(eraKey, version);
+            return this.runModern(server, headers, version, work);
+          }
+        }
+        if (session.tooLarge) throw new UpstreamError(server, "too_large", session.tooLarge.message);
+        throw this.failure(server, err, headers);
+      }
+      try {
+        return await work((method, params, schema) =>
+          session.client.request({ method, params }, schema, { timeout: this.timeoutMs }),
+        );
       } catch (err) {
         // An answer refused here (too many tools) leaves the session as it was, and the calls sharing it.
         if (err instanceof UpstreamError && !session.tooLarge) throw err;
@@ -245,6 +284,114 @@ export class UpstreamClients {
     }
   }
 
+  private async runModern<T>(
+    server: UpstreamTarget,
+    headers: UpstreamHeaders,
+    version: string,
+    work: (request: Requester) => Promise<T>,
+  ): Promise<T> {
+    try {
+      return await work((method, params, schema) =>
+        this.modernRequest(server, headers, version, method, params).then(
+          (r) => schema.parse(r) as z.infer<typeof schema>,
+        ),
+      );
+    } catch (err) {
+      throw this.failure(server, err, headers);
+    }
+  }
+
+  /** The modern version an upstream that refused the handshake speaks, if it answers `server/discover` with one. */
+  private async discoverModern(
+    server: UpstreamTarget,
+    headers: UpstreamHeaders,
+  ): Promise<string | undefined> {
+    for (const version of MODERN_PROTOCOL_VERSIONS) {
+      try {
+        const result = (await this.modernRequest(server, headers, version, "server/discover", {})) as {
+          supportedVersions?: unknown;
+        };
+        if (Array.isArray(result?.supportedVersions) && result.supportedVersions.includes(version))
+          return version;
+      } catch {
+        // Not a modern server either: the handshake's failure is what the caller is told.
+      }
+    }
+    return undefined;
+  }
+
+  /**
+   * One stateless request of the modern era: its version and the gateway's
+   * (empty) capabilities in `_meta`, its method and name mirrored in the
+   * headers the specification requires, through the same guard as a
+   * session's (origin, policy dispatcher, no redirects, bounded answer).
+   * Answered as JSON or as an SSE stream whose last message for this id is
+   * the response.
+   */
+  private async modernRequest(
+    server: UpstreamTarget,
+    headers: UpstreamHeaders,
+    version: string,
+    method: string,
+    params: Record<string, unknown>,
+  ): Promise<unknown> {
+    const id = ++this.requestIds;
+    const name = method === "tools/call" ? params.name : undefined;
+    const requestHeaders: Record<string, string> = {
+      "content-type": "application/json",
+      accept: "application/json, text/event-stream",
+      "mcp-protocol-version": version,
+      "mcp-method": method,
+      ...(typeof name === "string" ? { "mcp-name": encodeHeaderValue(name) } : {}),
+    };
+    // Past the limit the read fails with AnswerTooLarge, which the caller reports.
+    const fetchGuarded = this.guardedFetch(
+      server,
+      () => headers,
+      () => this.onLimit("answer_bytes"),
+    );
+    const response = await fetchGuarded(server.url, {
+      method: "POST",
+      headers: requestHeaders,
+      body: JSON.stringify({
+        jsonrpc: "2.0",
+        id,
+        method,
+        params: { ...params, _meta: gatewayRequestMeta(version) },
+      }),
+      signal: AbortSignal.timeout(this.timeoutMs),
+    });
+    const type = response.headers.get("content-type") ?? "";
+    let message: unknown;
+    if (type.startsWith("text/event-stream") && response.ok) {
+      const events = (response.body as ReadableStream<Uint8Array>)
+        .pipeThrough(new TextDecoderStream() as unknown as TransformStream<Uint8Array, string>)
+        .pipeThrough(new EventSourceParserStream());
+      for await (const event of events as unknown as AsyncIterable<{ data: string }>) {
+        const parsed = JSON.parse(event.data) as { id?: unknown };
+        if (parsed && parsed.id === id) {
+          message = parsed;
+          break;
+        }
+      }
+    } else {
+      const text = await response.text();
+      try {
+        message = JSON.parse(text);
+      } catch {
+        if (!response.ok) throw new StreamableHTTPError(response.status, "answered a non-JSON error");
+        throw new Error("the answer is not JSON");
+      }
+    }
+    const rpc = message as { id?: unknown; result?: unknown; error?: { code?: unknown; message?: unknown } };
+    if (rpc?.error && typeof rpc.error.code === "number")
+      throw new McpError(rpc.error.code, String(rpc.error.message ?? ""));
+    if (!response.ok) throw new StreamableHTTPError(response.status, "answered an error");
+    if (!rpc || rpc.id !== id || rpc.result === undefined)
+      throw new Error("the answer is not a JSON-RPC response");
+    return rpc.result;
+  }
+
   /** Closes a session and forgets it, unless another has taken its place meanwhile. */
   private drop(key: string, session: Session): void {
     if (this.sessions.peek(key) === session) this.sessions.delete(key);
@@ -254,16 +401,46 @@ export class UpstreamClients {
   private session(key: string, server: UpstreamTarget): Session {
     const existing = this.sessions.get(key);
     if (existing) return existing;
-    const origin = new URL(server.url).origin;
     const session = {} as Session;
     session.headers = {};
+    const guardedFetch = this.guardedFetch(
+      server,
+      () => session.headers,
+      (err) => {
+        if (session.tooLarge) return;
+        session.tooLarge = err;
+        this.onLimit("answer_bytes");
+        queueMicrotask(() => this.drop(key, session));
+      },
+    );
+    session.transport = new StreamableHTTPClientTransport(new URL(server.url), { fetch: guardedFetch });
+    session.client = new Client({ name: "llm-authz-gateway", version: "0.1.0" }, { capabilities: {} });
+    session.client.onerror = (err) =>
+      this.logger?.debug({ err: err.message, server: server.id }, "upstream MCP session error");
+    session.ready = session.client.connect(session.transport, { timeout: this.timeoutMs });
+    session.ready.catch(() => undefined);
+    this.sessions.set(key, session);
+    return session;
+  }
+
+  /**
+   * `fetch` to one server only: the credential is bound to its origin; the
+   * policy's dispatcher checks and pins each connection; a redirect is
+   * refused; the answer is read within `maxAnswerBytes` (`tooLarge` is told).
+   */
+  private guardedFetch(
+    server: UpstreamTarget,
+    credential: () => UpstreamHeaders,
+    tooLarge: (err: AnswerTooLarge) => void,
+  ): (input: string | URL, init?: RequestInit) => Promise<Response> {
+    const origin = new URL(server.url).origin;
     const dispatcher = this.dispatcher;
-    const guardedFetch = async (input: string | URL, init?: RequestInit): Promise<Response> => {
+    return async (input, init) => {
       const url = new URL(input instanceof URL ? input.href : String(input));
       // The credential is bound to the server's origin: nothing goes anywhere else.
       if (url.origin !== origin) throw new UpstreamRefused("a request left the server's origin");
       const merged = new Headers(init?.headers);
-      for (const [name, value] of Object.entries(session.headers)) {
+      for (const [name, value] of Object.entries(credential())) {
         if (!TRANSPORT_HEADERS.has(name.toLowerCase())) merged.set(name, value);
       }
       const response = await undiciFetch(url, {
@@ -276,23 +453,10 @@ export class UpstreamClients {
         await response.body?.cancel().catch(() => undefined);
         throw new UpstreamRefused("it answered with a redirect, which the gateway does not follow");
       }
-      // Past the limit the upstream's connection is dropped and the session closed, which fails every
-      // call waiting on it at once (an SSE answer is read apart from its call, which would wait on).
-      return boundedResponse(response as unknown as Response, this.maxAnswerBytes, (err) => {
-        if (session.tooLarge) return;
-        session.tooLarge = err;
-        this.onLimit("answer_bytes");
-        queueMicrotask(() => this.drop(key, session));
-      });
+      // Past the limit the upstream's connection is dropped (and a session closed, which fails every
+      // call waiting on it at once: an SSE answer is read apart from its call, which would wait on).
+      return boundedResponse(response as unknown as Response, this.maxAnswerBytes, tooLarge);
     };
-    session.transport = new StreamableHTTPClientTransport(new URL(server.url), { fetch: guardedFetch });
-    session.client = new Client({ name: "llm-authz-gateway", version: "0.1.0" }, { capabilities: {} });
-    session.client.onerror = (err) =>
-      this.logger?.debug({ err: err.message, server: server.id }, "upstream MCP session error");
-    session.ready = session.client.connect(session.transport, { timeout: this.timeoutMs });
-    session.ready.catch(() => undefined);
-    this.sessions.set(key, session);
-    return session;
   }
 
   /** What the caller is told of an upstream failure: the server and the kind, never its body or a secret. */

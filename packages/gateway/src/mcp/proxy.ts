@@ -4,18 +4,29 @@ import type { Clock } from "@gw/core/clock";
 import { AppError, unauthorized } from "@gw/core/errors";
 import { jsonBody, principalOf } from "@gw/core/http";
 import { ASSERTION_HEADER, type InternalAssertions } from "@gw/core/internal-assertion";
-import { AnswerTooLarge, toolNameProblem, UpstreamError } from "@gw/core/mcp";
+import {
+  AnswerTooLarge,
+  EraRefusal,
+  isLegacyVersion,
+  isModernRequest,
+  LEGACY_PROTOCOL_VERSIONS,
+  META_SERVER_INFO,
+  PROTOCOL_VERSIONS,
+  toolNameProblem,
+  UNSUPPORTED_PROTOCOL_VERSION,
+  UpstreamError,
+  validateModernRequest,
+} from "@gw/core/mcp";
 import { assertMayActFor, type KeyOwners } from "@gw/core/on-behalf-of";
 import type { Principal } from "@gw/core/principal";
-import { type Request, type RequestHandler, type Response, Router } from "express";
+import { type ErrorRequestHandler, type Request, type RequestHandler, type Response, Router } from "express";
 import type { ApiKeyLookup } from "../api-keys/lookup.ts";
 import type { McpCallOutcome } from "../metrics.ts";
 import { serverFor } from "./access.ts";
 import { originOf, upstreamTools } from "./catalogue.ts";
 import type { McpDeps } from "./deps.ts";
 
-/** The protocol versions the proxy speaks; the first is offered to a client asking for another. */
-export const PROTOCOL_VERSIONS = ["2025-11-25", "2025-06-18"] as const;
+export { PROTOCOL_VERSIONS } from "@gw/core/mcp";
 
 /** The proxy's path under the gateway, and its protected-resource metadata's. */
 export const proxyPath = (id: string) => `/api/v1/mcp/servers/${id}/mcp`;
@@ -42,9 +53,12 @@ interface JsonRpcRequest {
 
 class RpcError extends Error {
   readonly code: number;
-  constructor(code: number, message: string) {
+  /** The HTTP status it is answered with: 200 but for a modern era's unknown method (404). */
+  readonly status: number;
+  constructor(code: number, message: string, status = 200) {
     super(message);
     this.code = code;
+    this.status = status;
   }
 }
 
@@ -114,6 +128,7 @@ export function mcpProxy(deps: McpDeps, options: ProxyOptions): Router {
       });
     } catch (err) {
       if (err instanceof AppError && err.code === "unauthorized") {
+        warnIfOtherHost(req);
         const presented = req.headers.authorization !== undefined;
         return next(
           new AppError("unauthorized", err.message, {
@@ -138,6 +153,33 @@ export function mcpProxy(deps: McpDeps, options: ProxyOptions): Router {
   };
   const principal: RequestHandler = (req, res, next) =>
     res.locals.asserted ? next() : options.resolvePrincipal(req, res, next);
+  // The protected resource's URL is GATEWAY_PUBLIC_URL's: an OAuth client that came by another host
+  // name refuses the metadata ("Protected resource … does not match"). Said once per host, up to a bound
+  // (the Host header is the client's to choose).
+  const publicHost = new URL(deps.publicUrl).host;
+  const otherHostsSeen = new Set<string>();
+  const warnIfOtherHost = (req: Request) => {
+    const host = String(req.headers["x-forwarded-host"] ?? req.headers.host ?? "").slice(0, 255);
+    if (!host || host === publicHost || otherHostsSeen.has(host) || otherHostsSeen.size >= 100) return;
+    otherHostsSeen.add(host);
+    deps.logger.warn(
+      { host, publicUrl: deps.publicUrl },
+      "an MCP client reached the proxy by a host name other than GATEWAY_PUBLIC_URL's: OAuth clients will refuse its protected-resource metadata (set GATEWAY_PUBLIC_URL to the URL clients use)",
+    );
+  };
+  // A 401 or 403 answered to a JSON-RPC request is a JSON-RPC error response too, so that MCP
+  // clients that read only the body show its message.
+  const refusalAsJsonRpc: ErrorRequestHandler = (err, req, res, next) => {
+    if (req.method !== "POST" || !(err instanceof AppError) || (err.status !== 401 && err.status !== 403))
+      return next(err);
+    const answer = () => {
+      const id = jsonRpcIdOf(req.body);
+      if (id !== undefined) err.jsonRpcId = id;
+      next(err);
+    };
+    if (req.body !== undefined) return answer();
+    jsonBody(req, res, (parseError?: unknown) => (parseError ? next(err) : answer()));
+  };
   const guard = [authenticated, principal, mayCall];
   const notAllowed: RequestHandler = (_req, res) => {
     res.setHeader("Allow", "POST");
@@ -150,18 +192,6 @@ export function mcpProxy(deps: McpDeps, options: ProxyOptions): Router {
   router.post(PATH, ...guard, jsonBody, async (req, res) => {
     const principal = principalOf(res);
     const version = req.headers["mcp-protocol-version"];
-    if (typeof version === "string" && !(PROTOCOL_VERSIONS as readonly string[]).includes(version)) {
-      res
-        .status(400)
-        .json(
-          rpcError(
-            null,
-            -32600,
-            `Unsupported MCP-Protocol-Version ${version}; this endpoint speaks ${PROTOCOL_VERSIONS.join(", ")}`,
-          ),
-        );
-      return;
-    }
     const message = req.body as JsonRpcRequest | undefined;
     if (Array.isArray(message) || !message || typeof message !== "object" || message.jsonrpc !== "2.0") {
       res
@@ -175,6 +205,25 @@ export function mcpProxy(deps: McpDeps, options: ProxyOptions): Router {
         );
       return;
     }
+    const modern = isModernRequest(typeof version === "string" ? version : undefined, message);
+    // This revision defines no notifications over HTTP: one is accepted below as in the legacy era.
+    if (modern && message.id !== undefined) {
+      try {
+        validateModernRequest(req.headers, message);
+      } catch (err) {
+        if (!(err instanceof EraRefusal)) throw err;
+        res.status(err.status).json(rpcError(message.id ?? null, err.code, err.message, err.data));
+        return;
+      }
+    } else if (!modern && typeof version === "string" && !isLegacyVersion(version)) {
+      res.status(400).json(
+        rpcError(message.id ?? null, UNSUPPORTED_PROTOCOL_VERSION, "Unsupported protocol version", {
+          supported: [...PROTOCOL_VERSIONS],
+          requested: version,
+        }),
+      );
+      return;
+    }
     const server = await serverFor(deps, principal, String(req.params.id), "reader");
     if (typeof message.method !== "string" || message.id === undefined) {
       // A notification, or a response to a request this endpoint never makes: accepted, not forwarded.
@@ -183,8 +232,17 @@ export function mcpProxy(deps: McpDeps, options: ProxyOptions): Router {
     }
     const id = message.id;
     try {
-      const result = await answer(deps, options, req, res, principal, server, message);
+      const answered = await (modern ? answerModern : answer)(
+        deps,
+        options,
+        req,
+        res,
+        principal,
+        server,
+        message,
+      );
       if (res.headersSent) return;
+      const result = modern ? modernResult(server, answered) : answered;
       const body = JSON.stringify({ jsonrpc: "2.0", id, result });
       // Read within the limit, an upstream's answer may still grow as the proxy writes it again.
       if (Buffer.byteLength(body) > deps.limits.answerBytes) {
@@ -195,12 +253,21 @@ export function mcpProxy(deps: McpDeps, options: ProxyOptions): Router {
       }
       res.type("application/json").send(body);
     } catch (err) {
-      if (err instanceof RpcError) res.json(rpcError(id, err.code, err.message));
+      if (err instanceof RpcError) res.status(err.status).json(rpcError(id, err.code, err.message));
       else if (err instanceof UpstreamError) res.json(rpcError(id, err.rpcCode, err.message));
       else throw err;
     }
   });
+  router.use(PATH, refusalAsJsonRpc);
   return router;
+}
+
+/** A JSON-RPC message's id: `null` when it has none (a notification); `undefined` when it is not JSON-RPC. */
+function jsonRpcIdOf(body: unknown): JsonRpcId | null | undefined {
+  if (!body || typeof body !== "object" || Array.isArray(body)) return undefined;
+  const message = body as JsonRpcRequest;
+  if (message.jsonrpc !== "2.0") return undefined;
+  return typeof message.id === "string" || typeof message.id === "number" ? message.id : null;
 }
 
 async function answer(
@@ -215,11 +282,9 @@ async function answer(
   const params = message.params ?? {};
   switch (message.method) {
     case "initialize": {
-      const asked = String(params.protocolVersion ?? "");
+      const asked = params.protocolVersion;
       return {
-        protocolVersion: (PROTOCOL_VERSIONS as readonly string[]).includes(asked)
-          ? asked
-          : PROTOCOL_VERSIONS[0],
+        protocolVersion: isLegacyVersion(asked) ? asked : LEGACY_PROTOCOL_VERSIONS[0],
         capabilities: { tools: { listChanged: false } },
         serverInfo: { name: server.name, version: "1.0.0" },
         instructions: server.description ?? undefined,
@@ -327,8 +392,61 @@ async function callTool(
   }
 }
 
-const rpcError = (id: JsonRpcId | null, code: number, message: string) => ({
+const rpcError = (id: JsonRpcId | null, code: number, message: string, data?: unknown) => ({
   jsonrpc: "2.0" as const,
   id,
-  error: { code, message },
+  error: { code, message, ...(data !== undefined ? { data } : {}) },
 });
+
+type ServerView = Awaited<ReturnType<typeof serverFor>>;
+
+/**
+ * A modern-era request (2026-07-28): no handshake and no `ping`;
+ * `server/discover` answered by the gateway (it needs `reader`, as
+ * `initialize`); `tools/list` and `tools/call` exactly as in the legacy era.
+ */
+async function answerModern(
+  deps: McpDeps,
+  options: ProxyOptions,
+  req: Request,
+  res: Response,
+  principal: Principal,
+  server: ServerView,
+  message: JsonRpcRequest,
+): Promise<unknown> {
+  switch (message.method) {
+    case "server/discover":
+      return {
+        supportedVersions: [...PROTOCOL_VERSIONS],
+        capabilities: { tools: {} },
+        ...(server.description ? { instructions: server.description } : {}),
+        // Whether the principal may read this server can change with the next revoke.
+        ttlMs: 0,
+        cacheScope: "private",
+      };
+    case "tools/list": {
+      const listed = (await answer(deps, options, req, res, principal, server, message)) as object;
+      // The list is this principal's: a shared cache must not serve it to another.
+      return { ...listed, ttlMs: 0, cacheScope: "private" };
+    }
+    case "tools/call":
+      return answer(deps, options, req, res, principal, server, message);
+    default:
+      throw new RpcError(
+        -32601,
+        `Method not found: ${message.method} (this gateway proxies tools only)`,
+        404,
+      );
+  }
+}
+
+/** Every modern result says it is complete, and names the server in its `_meta`. */
+function modernResult(server: ServerView, result: unknown): unknown {
+  const body = (result ?? {}) as Record<string, unknown>;
+  const meta = (body._meta ?? {}) as Record<string, unknown>;
+  return {
+    ...body,
+    resultType: "complete",
+    _meta: { ...meta, [META_SERVER_INFO]: { name: server.name, version: "1.0.0" } },
+  };
+}

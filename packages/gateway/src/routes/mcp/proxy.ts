@@ -12,15 +12,19 @@ export const MCP_PROXY_OPERATIONS: ApiOperation[] = [
     path: "/api/v1/mcp/servers/:id/mcp",
     operationId: "mcpProxy",
     summary:
-      "Streamable HTTP MCP endpoint in front of the server (JSON-RPC; protocol 2025-06-18, 2025-11-25)",
+      "Streamable HTTP MCP endpoint in front of the server (JSON-RPC; protocol 2025-06-18, 2025-11-25, 2026-07-28)",
     description:
-      "An OAuth 2.1 protected resource: a JWT is accepted when its `aud` is this URL or the gateway's. `tools/list` lists only the tools the principal may call.",
+      "An OAuth 2.1 protected resource: a JWT is accepted when its `aud` is this URL or the gateway's. `tools/list` lists only the tools the principal may call. A 2026-07-28 request (version in `params._meta`) is checked against its `MCP-Protocol-Version`, `Mcp-Method` and `Mcp-Name` headers (400, -32020). A 401 or 403 to a JSON-RPC request is a JSON-RPC error response.",
     tag: TAG,
     permission: "mcp:call",
     body: { type: "object", description: "One JSON-RPC 2.0 message" },
     responses: {
       200: { description: "The JSON-RPC answer", schema: { type: "object" } },
       202: { description: "A notification, accepted" },
+      400: {
+        description: "HeaderMismatch (-32020) or UnsupportedProtocolVersion (-32022), as a JSON-RPC error",
+        schema: { type: "object" },
+      },
     },
     errors: ["not_found"],
   },
