@@ -222,7 +222,7 @@ describe("pnpm start stops as one, whichever of its processes is told to", () =>
     expect(failed?.code).toBe(78);
     expect(failed!.stderr).toMatch(/^Invalid configuration:\n {2}- SERVICE_PORT: .*expected number/m);
     expect(failed!.stdout + failed!.stderr).not.toMatch(/started|options\.port|\n\s+at /);
-  });
+  }, 60_000); // pnpm and Node's start take seconds on a loaded machine
 
   it("with the gateway's port taken, says so with the setting to change, before starting anything", async () => {
     const taken = createServer();
@@ -245,5 +245,5 @@ describe("pnpm start stops as one, whichever of its processes is told to", () =>
     } finally {
       taken.close();
     }
-  });
+  }, 60_000);
 });
