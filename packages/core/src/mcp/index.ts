@@ -5,3 +5,4 @@ export * from "./tool-authorization.ts";
 export * from "./upstream-address.ts";
 export * from "./upstream-client.ts";
 export * from "./vault.ts";
+export * from "./guarded-fetch.ts";
