@@ -199,3 +199,293 @@ describe("MCP clients sign in with OAuth (the TypeScript SDK's client)", () => {
     expect(prm.authorization_servers).toEqual([TEST_PUBLIC_URL]);
   });
 });
+
+/** A client registered by hand (RFC 7591), as older hosts do. */
+async function register(redirectUris: string[] = [REDIRECT]) {
+  const res = await gw.call("/oauth/register", {
+    method: "POST",
+    json: { client_name: "Hand-made client", redirect_uris: redirectUris },
+  });
+  expect(res.status).toBe(201);
+  return ((await res.json()) as { client_id: string }).client_id;
+}
+
+const pkce = () => {
+  const verifier = randomBytes(32).toString("base64url");
+  return { verifier, challenge: createHash("sha256").update(verifier).digest("base64url") };
+};
+
+const authorizationUrl = (params: Record<string, string | undefined>) => {
+  const url = new URL(`${TEST_PUBLIC_URL}/oauth/authorize`);
+  for (const [k, v] of Object.entries(params)) if (v !== undefined) url.searchParams.set(k, v);
+  return url;
+};
+
+const tokenRequest = (params: Record<string, string>) =>
+  gw.call("/oauth/token", {
+    method: "POST",
+    headers: { "content-type": "application/x-www-form-urlencoded" },
+    body: new URLSearchParams(params),
+  });
+
+/** Registration, the browser's consent and the code, by hand: what a test then exchanges as it likes. */
+async function codeFor(serverUrl: URL, key: string) {
+  const clientId = await register();
+  const { verifier, challenge } = pkce();
+  const { location } = await browser(
+    authorizationUrl({
+      response_type: "code",
+      client_id: clientId,
+      redirect_uri: REDIRECT,
+      code_challenge: challenge,
+      code_challenge_method: "S256",
+      resource: serverUrl.href,
+      state: "s1",
+    }),
+    key,
+  );
+  expect(location.searchParams.get("state")).toBe("s1");
+  return { clientId, verifier, code: location.searchParams.get("code")! };
+}
+
+const exchange = (
+  c: { clientId: string; verifier: string; code: string },
+  extra: Record<string, string> = {},
+) =>
+  tokenRequest({
+    grant_type: "authorization_code",
+    client_id: c.clientId,
+    code: c.code,
+    code_verifier: c.verifier,
+    redirect_uri: REDIRECT,
+    ...extra,
+  });
+
+const listTools = (serverUrl: URL, token: string) =>
+  clientFetch(serverUrl, {
+    method: "POST",
+    headers: {
+      authorization: `Bearer ${token}`,
+      "content-type": "application/json",
+      accept: "application/json, text/event-stream",
+      "mcp-protocol-version": "2025-11-25",
+    },
+    body: JSON.stringify({ jsonrpc: "2.0", id: 1, method: "tools/list" }),
+  });
+
+describe("the authorization server refuses what it must", () => {
+  it("PKCE: a wrong code_verifier is invalid_grant (and the code is spent), plain and a missing challenge go back as invalid_request", async () => {
+    const { serverUrl, bob } = await setUp();
+    const c = await codeFor(serverUrl, bob.secret);
+    const wrong = await exchange({ ...c, verifier: pkce().verifier });
+    expect(wrong.status).toBe(400);
+    expect(await wrong.json()).toEqual({
+      error: "invalid_grant",
+      error_description: expect.stringMatching(/code_verifier/),
+    });
+    // The code was redeemed by that attempt: the right verifier now finds nothing.
+    expect(await (await exchange(c)).json()).toMatchObject({ error: "invalid_grant" });
+
+    const clientId = await register();
+    for (const params of [
+      { code_challenge: pkce().challenge, code_challenge_method: "plain" },
+      { code_challenge: pkce().challenge },
+      {},
+    ]) {
+      const res = await clientFetch(
+        authorizationUrl({
+          response_type: "code",
+          client_id: clientId,
+          redirect_uri: REDIRECT,
+          resource: serverUrl.href,
+          state: "x",
+          ...params,
+        }),
+        { redirect: "manual" },
+      );
+      expect(res.status).toBe(302);
+      const back = new URL(res.headers.get("location")!);
+      expect([
+        back.origin + back.pathname,
+        back.searchParams.get("error"),
+        back.searchParams.get("state"),
+      ]).toEqual([REDIRECT, "invalid_request", "x"]);
+    }
+  });
+
+  it("resource: not an MCP server URL of this gateway is invalid_target; a token for one server is refused by another server's proxy and by the API", async () => {
+    const { o, serverUrl, bob } = await setUp();
+    const clientId = await register();
+    for (const resource of [
+      "https://elsewhere.example/mcp",
+      `${TEST_PUBLIC_URL}/api/v1/llm/responses`,
+      undefined,
+    ]) {
+      const res = await clientFetch(
+        authorizationUrl({
+          response_type: "code",
+          client_id: clientId,
+          redirect_uri: REDIRECT,
+          code_challenge: pkce().challenge,
+          code_challenge_method: "S256",
+          resource,
+        }),
+        { redirect: "manual" },
+      );
+      expect(new URL(res.headers.get("location")!).searchParams.get("error")).toBe("invalid_target");
+    }
+
+    const c = await codeFor(serverUrl, bob.secret);
+    const tokens = (await (await exchange(c)).json()) as { access_token: string };
+    expect((await listTools(serverUrl, tokens.access_token)).status).toBe(200);
+    // A second server of the same organization that bob may read too: the token is not addressed to it.
+    const other = await caller(gw.url, o.secret)("alice", "/api/v1/mcp/servers", {
+      json: { name: "other", url: upstream.url },
+    });
+    const otherId = ((await other.json()) as { id: string }).id;
+    await o.grant("alice", {
+      resourceType: "mcp_server",
+      resourceId: otherId,
+      userId: "bob",
+      role: "reader",
+    });
+    const otherUrl = new URL(`${TEST_PUBLIC_URL}/api/v1/mcp/servers/${otherId}/mcp`);
+    const refused = await listTools(otherUrl, tokens.access_token);
+    expect(refused.status).toBe(401);
+    expect(refused.headers.get("www-authenticate")).toMatch(/invalid_token/);
+    expect((await gw.call("/api/v1/authentication/whoami", { bearer: tokens.access_token })).status).toBe(
+      401,
+    );
+    // The exchange may name the resource again, only the one the user authorized.
+    const fresh = await codeFor(serverUrl, bob.secret);
+    const mismatch = await exchange(fresh, { resource: otherUrl.href });
+    expect(mismatch.status).toBe(400);
+    expect(await mismatch.json()).toMatchObject({ error: "invalid_target" });
+  });
+
+  it("a resource of another organization, or a server the user may not read, ends at the sign-in page", async () => {
+    const { serverUrl } = await setUp();
+    const stranger = await gw.createKey();
+    const clientId = await register();
+    const page = await clientFetch(
+      authorizationUrl({
+        response_type: "code",
+        client_id: clientId,
+        redirect_uri: REDIRECT,
+        code_challenge: pkce().challenge,
+        code_challenge_method: "S256",
+        resource: serverUrl.href,
+      }),
+    );
+    const request = hidden(await page.text(), "request")!;
+    const signIn = await clientFetch(`${TEST_PUBLIC_URL}/oauth/authorize`, {
+      method: "POST",
+      headers: { "content-type": "application/x-www-form-urlencoded" },
+      body: new URLSearchParams({ request, step: "sign-in", key: stranger.secret }),
+    });
+    const html = await signIn.text();
+    expect(html).toContain("may not use this MCP server");
+    expect(html).not.toContain('name="consent"');
+  });
+
+  it("refresh tokens rotate; a used one presented again revokes the whole family", async () => {
+    const { serverUrl, bob } = await setUp();
+    const c = await codeFor(serverUrl, bob.secret);
+    const first = (await (await exchange(c)).json()) as { refresh_token: string };
+    const refresh = (token: string) =>
+      tokenRequest({ grant_type: "refresh_token", client_id: c.clientId, refresh_token: token });
+    const secondRes = await refresh(first.refresh_token);
+    expect(secondRes.status).toBe(200);
+    const second = (await secondRes.json()) as { access_token: string; refresh_token: string };
+    expect(second.refresh_token).not.toBe(first.refresh_token);
+    expect((await listTools(serverUrl, second.access_token)).status).toBe(200);
+
+    const reused = await refresh(first.refresh_token);
+    expect(reused.status).toBe(400);
+    expect(await reused.json()).toMatchObject({
+      error: "invalid_grant",
+      error_description: expect.stringMatching(/already used/),
+    });
+    // The thief's replay revoked the legitimate successor too.
+    expect(await (await refresh(second.refresh_token)).json()).toMatchObject({ error: "invalid_grant" });
+  });
+
+  it("an administrator's revoke ends the user's refresh tokens", async () => {
+    const { o, serverUrl, bob } = await setUp();
+    const c = await codeFor(serverUrl, bob.secret);
+    const tokens = (await (await exchange(c)).json()) as { refresh_token: string };
+    const admin = await gw.createKey({ org: o.org, owner: "admin", permissions: ["admin:api-keys"] });
+    const revoked = await gw.call("/api/v1/admin/mcp-oauth/revoke", {
+      method: "POST",
+      bearer: admin.secret,
+      json: { userId: "bob", clientId: c.clientId },
+    });
+    expect(revoked.status).toBe(200);
+    expect(await revoked.json()).toEqual({ revokedTokens: 1, removedGrants: 1 });
+    const res = await tokenRequest({
+      grant_type: "refresh_token",
+      client_id: c.clientId,
+      refresh_token: tokens.refresh_token,
+    });
+    expect(await res.json()).toMatchObject({ error: "invalid_grant" });
+  });
+
+  it("redirect_uri: one the client did not register is refused without a redirect; the exchange must name the same one", async () => {
+    const { serverUrl, bob } = await setUp();
+    const clientId = await register();
+    const res = await clientFetch(
+      authorizationUrl({
+        response_type: "code",
+        client_id: clientId,
+        redirect_uri: "https://attacker.example/cb",
+        code_challenge: pkce().challenge,
+        code_challenge_method: "S256",
+        resource: serverUrl.href,
+      }),
+      { redirect: "manual" },
+    );
+    expect(res.status).toBe(400);
+    expect(res.headers.get("location")).toBeNull();
+    expect(await res.json()).toEqual({
+      error: "invalid_request",
+      error_description: expect.stringMatching(/redirect_uri/),
+    });
+
+    const c = await codeFor(serverUrl, bob.secret);
+    const other = await exchange(c, { redirect_uri: "http://127.0.0.1:47123/other" });
+    expect(await other.json()).toMatchObject({ error: "invalid_grant" });
+
+    const bad = await gw.call("/oauth/register", {
+      method: "POST",
+      json: { redirect_uris: ["http://evil.example/cb"] },
+    });
+    expect(bad.status).toBe(400);
+    expect(await bad.json()).toMatchObject({ error: "invalid_redirect_uri" });
+  });
+
+  it("a client metadata document at a private address is not fetched", async () => {
+    const { serverUrl } = await setUp();
+    for (const clientId of [
+      "https://127.0.0.1/client.json",
+      "https://169.254.169.254/latest/meta-data",
+      "https://[::ffff:10.0.0.1]/c",
+    ]) {
+      const res = await clientFetch(
+        authorizationUrl({
+          response_type: "code",
+          client_id: clientId,
+          redirect_uri: REDIRECT,
+          code_challenge: pkce().challenge,
+          code_challenge_method: "S256",
+          resource: serverUrl.href,
+        }),
+        { redirect: "manual" },
+      );
+      expect(res.status).toBe(401);
+      expect(await res.json()).toEqual({
+        error: "invalid_client",
+        error_description: expect.stringMatching(/was not fetched: .*non-public address/),
+      });
+    }
+  });
+});
