@@ -127,7 +127,7 @@ export const gatewayConfigSchema = z
     MCP_OAUTH_ACCESS_TOKEN_TTL: z.coerce.number().int().min(60).max(86_400).default(900),
     /** Lifetime of an MCP client's refresh token (each is used once and replaced), a duration with its unit. Default 30d. */
     MCP_OAUTH_REFRESH_TOKEN_TTL: env.duration("30d"),
-    /** Lets a Client ID Metadata Document be fetched from loopback, private or link-local addresses, and over http (development and tests only). Default false. */
+    /** Lets a Client ID Metadata Document (an https client id) be fetched from loopback, private or link-local addresses (development and tests only). Default false. */
     MCP_OAUTH_ALLOW_PRIVATE_CLIENT_METADATA: env.boolean(false),
     /** Most Client ID Metadata Documents kept in memory per gateway process. Default 1000. */
     MCP_OAUTH_CLIENT_METADATA_CACHE_SIZE: z.coerce.number().int().min(1).max(100_000).default(1_000),
