@@ -65,6 +65,8 @@ export interface GatewaySeams {
   clock?: Clock;
   /** How upstream MCP servers' names resolve. */
   resolver?: Resolver;
+  /** Certificates trusted for OAuth client metadata documents instead of the system's. */
+  clientMetadataCa?: string;
 }
 
 /** Wires the gateway's dependencies, applies the bootstrap key and starts listening. */
@@ -194,6 +196,7 @@ export async function startGateway(
         cacheSize: config.MCP_OAUTH_CLIENT_METADATA_CACHE_SIZE,
         cacheTtlMs: config.MCP_OAUTH_CLIENT_METADATA_CACHE_TTL,
         timeoutMs: config.MCP_UPSTREAM_TIMEOUT_MS,
+        ca: seams.clientMetadataCa,
       }),
       requests: new AuthorizationRequests(redis),
       refreshTokens: new RefreshTokens(db, clock, Math.floor(config.MCP_OAUTH_REFRESH_TOKEN_TTL / 1000)),

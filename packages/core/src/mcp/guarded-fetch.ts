@@ -12,10 +12,10 @@ import { type UpstreamPolicy, UpstreamRefused } from "./upstream-address.ts";
 export async function fetchGuardedJson(
   policy: UpstreamPolicy,
   url: string,
-  options: { timeoutMs: number; maxBytes: number },
+  options: { timeoutMs: number; maxBytes: number; ca?: string | undefined },
 ): Promise<unknown> {
   const checked = await policy.check(url);
-  const dispatcher = policy.dispatcher(options.timeoutMs);
+  const dispatcher = policy.dispatcher(options.timeoutMs, options.ca ? { ca: options.ca } : {});
   try {
     const response = await undiciFetch(checked, {
       dispatcher,

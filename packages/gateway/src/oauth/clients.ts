@@ -98,6 +98,8 @@ export interface OAuthClientsOptions {
   cacheTtlMs: number;
   /** Deadline of one document fetch, in milliseconds. */
   timeoutMs: number;
+  /** Certificates trusted for document hosts instead of the system's (tests only). */
+  ca?: string | undefined;
 }
 
 /** Largest metadata document read, in bytes. */
@@ -180,6 +182,7 @@ export class OAuthClients {
       document = await fetchGuardedJson(this.options.policy, url, {
         timeoutMs: this.options.timeoutMs,
         maxBytes: MAX_DOCUMENT_BYTES,
+        ca: this.options.ca,
       });
     } catch (err) {
       if (!(err instanceof UpstreamRefused)) throw err;

@@ -1,4 +1,6 @@
 import { createHash, randomBytes } from "node:crypto";
+import { createLogger } from "@gw/core/logger";
+import { type HttpsDocuments, startHttpsDocuments } from "@gw/test-kit/https-documents";
 import { type FakeMcpServer, startFakeMcpServer } from "@gw/test-kit/mcp-upstream";
 import type { OAuthClientProvider } from "@modelcontextprotocol/sdk/client/auth.js";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
@@ -9,9 +11,10 @@ import type {
   OAuthTokens,
 } from "@modelcontextprotocol/sdk/shared/auth.js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { RunningGateway } from "../../src/server.ts";
 import { newOrg } from "../authorization-helpers.ts";
 import { TEST_PUBLIC_URL, useGateway } from "../harness.ts";
-import { caller, MCP_ENV } from "./mcp-helpers.ts";
+import { caller, MCP_ENV, startReplica } from "./mcp-helpers.ts";
 
 const gw = useGateway(MCP_ENV);
 let upstream: FakeMcpServer;
@@ -23,11 +26,13 @@ afterAll(async () => {
 });
 
 const REDIRECT = "http://127.0.0.1:47123/callback";
+/** Which gateway process the client's requests reach (one replica of the test file's gateway, or another). */
+let gatewayUrl = () => gw.url;
 
 /** The client's network: the gateway's public URL (https://gateway.test) is the test gateway. */
 const clientFetch = (input: string | URL | Request, init?: RequestInit) => {
   const url = input instanceof Request ? input.url : String(input);
-  const local = url.startsWith(TEST_PUBLIC_URL) ? `${gw.url}${url.slice(TEST_PUBLIC_URL.length)}` : url;
+  const local = url.startsWith(TEST_PUBLIC_URL) ? `${gatewayUrl()}${url.slice(TEST_PUBLIC_URL.length)}` : url;
   return input instanceof Request ? fetch(new Request(local, input), init) : fetch(local, init);
 };
 
@@ -37,6 +42,11 @@ class MemoryProvider implements OAuthClientProvider {
   saved: OAuthTokens | undefined;
   verifier = "";
   authorizationUrl: URL | undefined;
+  /** A Client ID Metadata Document's URL: presented instead of registering, where the server supports it. */
+  clientMetadataUrl: string | undefined;
+  constructor(clientMetadataUrl?: string) {
+    this.clientMetadataUrl = clientMetadataUrl;
+  }
   get redirectUrl() {
     return REDIRECT;
   }
@@ -134,8 +144,7 @@ const connect = async (serverUrl: URL, provider: MemoryProvider) => {
 };
 
 /** The whole flow with the SDK: discovery, registration, the browser, the code exchange. */
-async function authorize(serverUrl: URL, key: string) {
-  const provider = new MemoryProvider();
+async function authorize(serverUrl: URL, key: string, provider = new MemoryProvider()) {
   const first = new StreamableHTTPClientTransport(serverUrl, { authProvider: provider, fetch: clientFetch });
   await expect(new Client({ name: "oauth-test", version: "1.0.0" }).connect(first)).rejects.toThrow(
     /Unauthorized/,
@@ -485,6 +494,86 @@ describe("the authorization server refuses what it must", () => {
       expect(await res.json()).toEqual({
         error: "invalid_client",
         error_description: expect.stringMatching(/was not fetched: .*non-public address/),
+      });
+    }
+  });
+});
+
+describe("Client ID Metadata Documents", () => {
+  let documents: HttpsDocuments;
+  let replica: RunningGateway;
+  beforeAll(async () => {
+    documents = await startHttpsDocuments();
+    // The document host is 127.0.0.1: this replica lets private addresses serve documents, and trusts its certificate.
+    replica = await startReplica(
+      gw,
+      { MCP_OAUTH_ALLOW_PRIVATE_CLIENT_METADATA: "true" },
+      createLogger("replica", "silent"),
+      { clientMetadataCa: documents.ca },
+    );
+    gatewayUrl = () => replica.url;
+  });
+  afterAll(async () => {
+    gatewayUrl = () => gw.url;
+    await replica?.close();
+    await documents?.close();
+  });
+
+  it("the SDK presents its document's URL as client_id: fetched, checked, named on the consent page, cached", async () => {
+    const { bob, serverUrl } = await setUp();
+    const clientId = `${documents.url}/oauth/client.json`;
+    documents.documents.set("/oauth/client.json", {
+      client_id: clientId,
+      client_name: "Metadata host",
+      redirect_uris: [REDIRECT],
+      token_endpoint_auth_method: "none",
+    });
+    const provider = new MemoryProvider(clientId);
+    const { consentHtml } = await authorize(serverUrl, bob.secret, provider);
+    expect(provider.client?.client_id).toBe(clientId);
+    expect(consentHtml).toContain("Metadata host");
+    const { client } = await connect(serverUrl, provider);
+    expect((await client.listTools()).tools.map((t) => t.name).sort()).toEqual([
+      "lookup",
+      "read_file",
+      "search",
+      "slow",
+    ]);
+    await client.close();
+    // Fetched once for the authorization request and the token request together: the cache answered after.
+    expect(documents.requests.filter((p) => p === "/oauth/client.json")).toHaveLength(1);
+  });
+
+  it("a document that names another client_id, or lists a redirect URI that is not allowed, is invalid_client", async () => {
+    const { serverUrl } = await setUp();
+    documents.documents.set("/other.json", {
+      client_id: "https://elsewhere.example/c.json",
+      redirect_uris: [REDIRECT],
+    });
+    documents.documents.set("/bad-redirect.json", {
+      client_id: `${documents.url}/bad-redirect.json`,
+      redirect_uris: ["http://evil.example/cb"],
+    });
+    for (const [path, why] of [
+      ["/other.json", /names another client_id/],
+      ["/bad-redirect.json", /redirect URI/],
+      ["/missing.json", /HTTP 404/],
+    ] as const) {
+      const res = await clientFetch(
+        authorizationUrl({
+          response_type: "code",
+          client_id: `${documents.url}${path}`,
+          redirect_uri: REDIRECT,
+          code_challenge: pkce().challenge,
+          code_challenge_method: "S256",
+          resource: serverUrl.href,
+        }),
+        { redirect: "manual" },
+      );
+      expect(res.status).toBe(401);
+      expect(await res.json()).toEqual({
+        error: "invalid_client",
+        error_description: expect.stringMatching(why),
       });
     }
   });
