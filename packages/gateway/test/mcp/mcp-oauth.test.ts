@@ -1,5 +1,6 @@
 import { createHash, randomBytes } from "node:crypto";
 import { createLogger } from "@gw/core/logger";
+import { createPostgres } from "@gw/core/postgres";
 import { type HttpsDocuments, startHttpsDocuments } from "@gw/test-kit/https-documents";
 import { type FakeMcpServer, startFakeMcpServer } from "@gw/test-kit/mcp-upstream";
 import type { OAuthClientProvider } from "@modelcontextprotocol/sdk/client/auth.js";
@@ -417,6 +418,58 @@ describe("the authorization server refuses what it must", () => {
     });
     // The thief's replay revoked the legitimate successor too.
     expect(await (await refresh(second.refresh_token)).json()).toMatchObject({ error: "invalid_grant" });
+  });
+
+  it("one refresh token used twice at the same moment: one rotation wins, the other is a reuse that revokes the family", async () => {
+    const { serverUrl, bob } = await setUp();
+    const c = await codeFor(serverUrl, bob.secret);
+    const first = (await (await exchange(c)).json()) as { refresh_token: string };
+    const tokenHash = createHash("sha256").update(first.refresh_token).digest("base64url");
+    const db = createPostgres(gw.database.url, { connectionName: "oauth-race-test" });
+    try {
+      // The token's row is held, so both requests reach the statement that decides before either can pass it.
+      let release!: () => void;
+      const released = new Promise<void>((resolve) => {
+        release = resolve;
+      });
+      let locked!: () => void;
+      const lockTaken = new Promise<void>((resolve) => {
+        locked = resolve;
+      });
+      const holding = db.transaction(async (tx) => {
+        await tx.query("SELECT 1 FROM oauth_refresh_tokens WHERE token_hash = $1 FOR UPDATE", [tokenHash]);
+        locked();
+        await released;
+      });
+      await lockTaken;
+      const refresh = (token: string) =>
+        tokenRequest({ grant_type: "refresh_token", client_id: c.clientId, refresh_token: token });
+      const both = [refresh(first.refresh_token), refresh(first.refresh_token)];
+      const waiting = async () =>
+        Number(
+          (
+            await db.query<{ n: string }>(
+              `SELECT count(*) AS n FROM pg_stat_activity
+                WHERE wait_event_type = 'Lock' AND query LIKE 'UPDATE oauth_refresh_tokens SET used_at%'`,
+            )
+          ).rows[0]!.n,
+        );
+      while ((await waiting()) < 2) await new Promise((r) => setTimeout(r, 10));
+      release();
+      await holding;
+      const answers = await Promise.all(
+        both.map(async (pending) => {
+          const r = await pending;
+          return { status: r.status, body: await r.json() };
+        }),
+      );
+      const statuses = answers.map((a) => a.status).sort();
+      expect(statuses).toEqual([200, 400]);
+      const winner = answers.find((a) => a.status === 200)!.body as { refresh_token: string };
+      expect(await (await refresh(winner.refresh_token)).json()).toMatchObject({ error: "invalid_grant" });
+    } finally {
+      await db.close();
+    }
   });
 
   it("an administrator's revoke ends the user's refresh tokens", async () => {
