@@ -129,10 +129,15 @@ export async function startGateway(
     onIdleError: (err) => logger.warn({ err: err.message }, "postgres connection error"),
   });
   const audit = new AuditLog(db, { retentionMs: config.AUDIT_RETENTION, logger, clock });
+  const refreshTokens = new RefreshTokens(db, clock, Math.floor(config.MCP_OAUTH_REFRESH_TOKEN_TTL / 1000));
   const auditSweep = setInterval(() => {
     audit.sweep().then(
       (deleted) => deleted > 0 && logger.info({ deleted }, "expired audit records deleted"),
       (err: unknown) => logger.warn({ err: (err as Error).message }, "audit retention sweep failed"),
+    );
+    refreshTokens.sweep().then(
+      (deleted) => deleted > 0 && logger.info({ deleted }, "expired MCP client refresh tokens deleted"),
+      (err: unknown) => logger.warn({ err: (err as Error).message }, "refresh token sweep failed"),
     );
   }, AUDIT_SWEEP_INTERVAL_MS);
   auditSweep.unref();
@@ -199,7 +204,7 @@ export async function startGateway(
         ca: seams.clientMetadataCa,
       }),
       requests: new AuthorizationRequests(redis),
-      refreshTokens: new RefreshTokens(db, clock, Math.floor(config.MCP_OAUTH_REFRESH_TOKEN_TTL / 1000)),
+      refreshTokens,
       grants: new ConsentGrants(db, clock),
       accessTokenTtlSeconds: config.MCP_OAUTH_ACCESS_TOKEN_TTL,
     },

@@ -125,6 +125,14 @@ export class RefreshTokens {
     );
   }
 
+  /** Deletes tokens past their expiry (used, revoked or not: none of them can be used any more); how many. */
+  async sweep(): Promise<number> {
+    const { rowCount } = await this.db.query("DELETE FROM oauth_refresh_tokens WHERE expires_at <= $1", [
+      this.now(),
+    ]);
+    return rowCount ?? 0;
+  }
+
   /** An administrator's revocation: every live token of `user` in `org` (of one client, if named); how many. */
   async revokeFor(org: string, user: string, clientId?: string): Promise<number> {
     const { rowCount } = await this.db.query(
