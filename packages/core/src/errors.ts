@@ -157,6 +157,47 @@ export class ValidationFailed extends AppError {
 }
 
 /**
+ * The OAuth error codes of RFC 6749 (5.2, 4.1.2.1), RFC 7591 (3.2.2) and RFC
+ * 8707 (2), each with the catalogue code (so the status) it comes under. The
+ * authorization server's endpoints answer with these, in RFC 6749's body.
+ */
+export const OAUTH_ERRORS = {
+  invalid_request: "bad_request",
+  invalid_client: "unauthorized",
+  invalid_grant: "bad_request",
+  unauthorized_client: "bad_request",
+  unsupported_grant_type: "bad_request",
+  unsupported_response_type: "bad_request",
+  invalid_scope: "bad_request",
+  invalid_target: "bad_request",
+  invalid_redirect_uri: "bad_request",
+  invalid_client_metadata: "bad_request",
+  access_denied: "forbidden",
+  temporarily_unavailable: "service_unavailable",
+} as const satisfies Record<string, ErrorCode>;
+
+export type OAuthErrorCode = keyof typeof OAUTH_ERRORS;
+
+/**
+ * An error of the OAuth authorization server: its body is RFC 6749's
+ * `{"error": <code>, "error_description": <message>}`, which OAuth clients
+ * parse (the MCP SDKs raise a typed error per code).
+ */
+export class OAuthError extends AppError {
+  readonly oauthCode: OAuthErrorCode;
+
+  constructor(
+    oauthCode: OAuthErrorCode,
+    message: string,
+    options: { headers?: Record<string, string> } = {},
+  ) {
+    super(OAUTH_ERRORS[oauthCode], message, options);
+    this.name = "OAuthError";
+    this.oauthCode = oauthCode;
+  }
+}
+
+/**
  * A model call's input blocked by a guardrail: names the guardrail and the
  * check, never the text they matched. On the OpenAI-compatible surface its
  * body carries a `detail` item (as a 422's) beside OpenAI's `error`.
@@ -200,12 +241,14 @@ export interface OpenAIErrorBody {
  * (and beside the 422's `detail`), so the OpenAI SDKs show the reason (its
  * `code` the catalogue code, as OpenAI clients of this gateway match it);
  * `{error, message, code}` elsewhere, with the cause as `code`
- * (`{error, message}` where the contract fixes it).
+ * (`{error, message}` where the contract fixes it); an `OAuthError` RFC 6749's
+ * `{error, error_description}`.
  */
 export function errorBody(err: AppError, surface: { openai?: boolean } = {}): unknown {
   if (err instanceof ValidationFailed)
     return surface.openai ? { detail: err.issues, ...validationErrorOf(err.issues) } : { detail: err.issues };
   if (err.code === "rate_limited") return { error: ERROR_CATALOGUE.rate_limited.title };
+  if (err instanceof OAuthError) return { error: err.oauthCode, error_description: err.message };
   if (surface.openai && err instanceof GuardrailBlocked)
     return { detail: err.issues, ...openaiErrorBody(err.code, err.message, err.param) };
   if (surface.openai) return openaiErrorBody(err.code, err.message, err.param);

@@ -30,6 +30,7 @@ import { SERVICE_ROUTES } from "./forward/service-routes.ts";
 import type { McpDeps } from "./mcp/deps.ts";
 import { mcpProxy } from "./mcp/proxy.ts";
 import type { GatewayMetrics } from "./metrics.ts";
+import { type AuthorizationServerDeps, authorizationServer } from "./oauth/authorization-server.ts";
 import { requireApiKey, resolvePrincipal } from "./principal/resolve-principal.ts";
 import { rateLimit } from "./rate-limit/rate-limit.ts";
 import type { RequestWindows } from "./rate-limit/request-windows.ts";
@@ -75,6 +76,11 @@ export interface GatewayDeps {
   consoleSessions?: ConsoleSessions;
   /** The console's limits on failed sign-ins; needed with `consoleSessions`. */
   consoleSignInLimits?: SignInLimits;
+  /** The OAuth authorization server for MCP clients; without it the gateway serves none. */
+  oauth?: Omit<
+    AuthorizationServerDeps,
+    "publicUrl" | "tokens" | "keys" | "mcp" | "signInLimits" | "logger" | "clock"
+  >;
   /** Registered MCP servers, their vault and the proxy. */
   mcp: Omit<McpDeps, "authorization" | "audit" | "metrics" | "logger" | "publicUrl">;
 }
@@ -130,6 +136,21 @@ export function createGatewayApp(deps: GatewayDeps): express.Express {
       clock: deps.clock,
     }),
   );
+
+  if (deps.oauth) {
+    app.use(
+      authorizationServer({
+        ...deps.oauth,
+        publicUrl: deps.publicUrl,
+        tokens: deps.tokens,
+        keys: deps.keys,
+        mcp,
+        signInLimits: deps.consoleSignInLimits,
+        logger: deps.logger,
+        clock: deps.clock,
+      }),
+    );
+  }
 
   const api = Router();
   api.use(

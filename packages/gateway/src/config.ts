@@ -123,6 +123,16 @@ export const gatewayConfigSchema = z
     MCP_MAX_TOOL_NAME_BYTES: z.coerce.number().int().min(16).max(MAX_TOOL_NAME_BYTES).default(384),
     /** Most new tools one listing gives their default role (SpiceDB writes of up to 250 each); the others are registered by later listings. Default 250. */
     MCP_MAX_NEW_TOOLS_PER_LISTING: z.coerce.number().int().min(1).max(1_000).default(250),
+    /** Lifetime of the access tokens the OAuth authorization server gives MCP clients, in seconds (60 to 86400). Default 900. */
+    MCP_OAUTH_ACCESS_TOKEN_TTL: z.coerce.number().int().min(60).max(86_400).default(900),
+    /** Lifetime of an MCP client's refresh token (each is used once and replaced), a duration with its unit. Default 30d. */
+    MCP_OAUTH_REFRESH_TOKEN_TTL: env.duration("30d"),
+    /** Lets a Client ID Metadata Document (an https client id) be fetched from loopback, private or link-local addresses (development and tests only). Default false. */
+    MCP_OAUTH_ALLOW_PRIVATE_CLIENT_METADATA: env.boolean(false),
+    /** Most Client ID Metadata Documents kept in memory per gateway process. Default 1000. */
+    MCP_OAUTH_CLIENT_METADATA_CACHE_SIZE: z.coerce.number().int().min(1).max(100_000).default(1_000),
+    /** How long a fetched Client ID Metadata Document is used before it is fetched again, a duration with its unit. Default 5m. */
+    MCP_OAUTH_CLIENT_METADATA_CACHE_TTL: env.duration("5m"),
   })
   .superRefine((c, ctx) => {
     if (c.JWT_SIGNING_KEYS && c.JWT_SIGNING_KEYS_FILE) {

@@ -29,6 +29,10 @@ import type { GatewayConfig } from "./config.ts";
 import { ConsoleSessions } from "./console/sessions.ts";
 import { SignInLimits } from "./console/sign-in-limits.ts";
 import { createGatewayMetrics } from "./metrics.ts";
+import { OAuthClients } from "./oauth/clients.ts";
+import { ConsentGrants } from "./oauth/grants.ts";
+import { RefreshTokens } from "./oauth/refresh-tokens.ts";
+import { AuthorizationRequests } from "./oauth/requests.ts";
 import { RequestWindows } from "./rate-limit/request-windows.ts";
 import { LookupCursors } from "./routes/authorization/lookup-cursor.ts";
 import { developmentSigningKeys, loadSigningKeys, type SigningKeys } from "./tokens/signing-keys.ts";
@@ -61,6 +65,8 @@ export interface GatewaySeams {
   clock?: Clock;
   /** How upstream MCP servers' names resolve. */
   resolver?: Resolver;
+  /** Certificates trusted for OAuth client metadata documents instead of the system's. */
+  clientMetadataCa?: string;
 }
 
 /** Wires the gateway's dependencies, applies the bootstrap key and starts listening. */
@@ -123,10 +129,15 @@ export async function startGateway(
     onIdleError: (err) => logger.warn({ err: err.message }, "postgres connection error"),
   });
   const audit = new AuditLog(db, { retentionMs: config.AUDIT_RETENTION, logger, clock });
+  const refreshTokens = new RefreshTokens(db, clock, Math.floor(config.MCP_OAUTH_REFRESH_TOKEN_TTL / 1000));
   const auditSweep = setInterval(() => {
     audit.sweep().then(
       (deleted) => deleted > 0 && logger.info({ deleted }, "expired audit records deleted"),
       (err: unknown) => logger.warn({ err: (err as Error).message }, "audit retention sweep failed"),
+    );
+    refreshTokens.sweep().then(
+      (deleted) => deleted > 0 && logger.info({ deleted }, "expired MCP client refresh tokens deleted"),
+      (err: unknown) => logger.warn({ err: (err as Error).message }, "refresh token sweep failed"),
     );
   }, AUDIT_SWEEP_INTERVAL_MS);
   auditSweep.unref();
@@ -176,7 +187,27 @@ export async function startGateway(
     onUnreadable: (reason) => logger.error({ reason }, "an MCP credential could not be opened"),
   });
 
+  const oauthPolicy = new UpstreamPolicy({
+    allowPrivate: config.MCP_OAUTH_ALLOW_PRIVATE_CLIENT_METADATA,
+    allowPrivateSetting: "MCP_OAUTH_ALLOW_PRIVATE_CLIENT_METADATA",
+    ...(seams.resolver ? { resolver: seams.resolver } : {}),
+  });
+
   const app = createGatewayApp({
+    oauth: {
+      clients: new OAuthClients(db, {
+        policy: oauthPolicy,
+        clock,
+        cacheSize: config.MCP_OAUTH_CLIENT_METADATA_CACHE_SIZE,
+        cacheTtlMs: config.MCP_OAUTH_CLIENT_METADATA_CACHE_TTL,
+        timeoutMs: config.MCP_UPSTREAM_TIMEOUT_MS,
+        ca: seams.clientMetadataCa,
+      }),
+      requests: new AuthorizationRequests(redis),
+      refreshTokens,
+      grants: new ConsentGrants(db, clock),
+      accessTokenTtlSeconds: config.MCP_OAUTH_ACCESS_TOKEN_TTL,
+    },
     mcp: {
       servers: new McpServerStore(db, clock),
       credentials,

@@ -1,5 +1,6 @@
 export * from "./bounded-body.ts";
 export * from "./credentials.ts";
+export * from "./guarded-fetch.ts";
 export * from "./protocol-eras.ts";
 export * from "./servers.ts";
 export * from "./tool-authorization.ts";

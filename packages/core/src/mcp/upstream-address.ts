@@ -236,11 +236,12 @@ export class UpstreamPolicy {
   /**
    * An HTTP dispatcher whose every new connection is checked first
    * (`connectionRefusal`) and resolves through `lookup` (checked addresses
-   * only, the checked address used).
+   * only, the checked address used). `tls.ca`: certificates trusted instead of
+   * the system's (tests' self-signed servers).
    */
-  dispatcher(timeoutMs: number): Agent {
+  dispatcher(timeoutMs: number, tls: { ca?: string } = {}): Agent {
     return new Agent({
-      connect: this.guard(buildConnector({ lookup: this.lookup(), timeout: timeoutMs })),
+      connect: this.guard(buildConnector({ lookup: this.lookup(), timeout: timeoutMs, ...tls })),
       headersTimeout: timeoutMs,
       bodyTimeout: timeoutMs,
       keepAliveTimeout: 10_000,

@@ -34,3 +34,8 @@ export function toView(record: ApiKeyRecord): ApiKeyView {
   const { hash: _hash, ...view } = record;
   return { ...view, onBehalfOf: record.onBehalfOf ?? "any" };
 }
+
+/** Active and unexpired at `now` (wall time, in milliseconds since the epoch): a key a sign-in may use. */
+export function keyUsable(key: ApiKeyRecord, now: number): boolean {
+  return key.status === "active" && (key.expiresAt === null || Date.parse(key.expiresAt) > now);
+}

@@ -8,7 +8,7 @@ import type { Logger } from "@gw/core/logger";
 import type { Permission } from "@gw/core/permissions";
 import express, { type Request, type RequestHandler, type Response, Router } from "express";
 import type { ApiKeyLookup } from "../api-keys/lookup.ts";
-import type { ApiKeyRecord } from "../api-keys/types.ts";
+import { type ApiKeyRecord, keyUsable } from "../api-keys/types.ts";
 import { SERVICE_ROUTES } from "../forward/service-routes.ts";
 import type { ConsoleSignInOutcome, GatewayMetrics } from "../metrics.ts";
 import { type ConsolePage, consoleShell, signInPage } from "./pages.ts";
@@ -71,7 +71,7 @@ const securityHeaders: RequestHandler = (_req, res, next) => {
   next();
 };
 
-function cookiesOf(req: Request): Map<string, string> {
+export function cookiesOf(req: Request): Map<string, string> {
   const found = new Map<string, string>();
   for (const part of (req.headers.cookie ?? "").split(";")) {
     const eq = part.indexOf("=");
@@ -239,7 +239,7 @@ export function createConsoleRouter(deps: ConsoleDeps): Router {
     const key = secret && secret.length <= 256 ? await deps.keys.findBySecret(secret) : undefined;
     if (key && !(await unlessLimited(req, res, () => attempt.naming(key.org).then(() => true), key.org)))
       return;
-    if (!key || !usable(key, deps.clock.wall())) {
+    if (!key || !keyUsable(key, deps.clock.wall())) {
       signedIn("invalid_key");
       return res.redirect(303, "/admin/sign-in?failed=invalid");
     }
@@ -317,14 +317,9 @@ function cryptoToken(): string {
   );
 }
 
-/** `now`: wall time, in milliseconds since the epoch. */
-function usable(key: ApiKeyRecord, now: number): boolean {
-  return key.status === "active" && (key.expiresAt === null || Date.parse(key.expiresAt) > now);
-}
-
 /** Active, unexpired, and holding `admin:console`. */
 export function mayUseConsole(key: ApiKeyRecord, now: number): boolean {
-  return usable(key, now) && key.permissions.includes(CONSOLE_PERMISSION);
+  return keyUsable(key, now) && key.permissions.includes(CONSOLE_PERMISSION);
 }
 
 /** Whether the gateway serves the MCP API (helper routes of issue 29); the console shows tool servers only then. */

@@ -7,6 +7,7 @@ import { inspectUserResources } from "./inspect-user-resources.ts";
 import { listApiKeys } from "./list-api-keys.ts";
 import { listAudit } from "./list-audit.ts";
 import { revokeApiKey } from "./revoke-api-key.ts";
+import { revokeMcpClientAccess } from "./revoke-mcp-client-access.ts";
 import { updateApiKey } from "./update-api-key.ts";
 import { updateEndUserLimits } from "./update-end-user-limits.ts";
 
@@ -22,4 +23,5 @@ export const apiKeyRoutes = [
   getApiKeyUsage,
   getEndUserLimits,
   updateEndUserLimits,
+  revokeMcpClientAccess,
 ];

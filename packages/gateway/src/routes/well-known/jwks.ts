@@ -1,5 +1,6 @@
 import { defineRoute } from "@gw/core/http";
 import { objectSchema } from "@gw/core/openapi";
+import { authorizationServerMetadata } from "../../oauth/metadata.ts";
 import { SIGNING_ALGORITHMS } from "../../tokens/signing-keys.ts";
 import type { TokenService } from "../../tokens/tokens.ts";
 
@@ -31,20 +32,36 @@ export const openIdConfiguration = defineRoute({
   method: "GET",
   path: "/.well-known/openid-configuration",
   operationId: "getOpenIdConfiguration",
-  summary: "Discovery document: issuer, JWKS address, signing algorithms",
+  summary: "OpenID discovery: the authorization server's metadata, the JWKS address, signing algorithms",
   tag: "Authentication",
   auth: "none",
   responses: { 200: { description: "OpenID Connect discovery metadata", schema: { type: "object" } } },
   handler: ({ res }, { tokens }: { tokens: TokenService }) => {
     res.set("Cache-Control", "public, max-age=300");
     return {
-      issuer: tokens.issuer,
-      jwks_uri: `${tokens.issuer}/.well-known/jwks.json`,
-      token_endpoint: `${tokens.issuer}/api/v1/authentication/api-keys/exchange-token`,
+      ...authorizationServerMetadata(tokens.issuer),
       id_token_signing_alg_values_supported: [...SIGNING_ALGORITHMS],
-      token_endpoint_auth_methods_supported: ["bearer"],
       subject_types_supported: ["public"],
       claims_supported: ["iss", "sub", "aud", "iat", "nbf", "exp", "jti", "org", "key_id", "permissions"],
     };
+  },
+});
+
+/**
+ * `GET /.well-known/oauth-authorization-server`: RFC 8414's metadata, which
+ * MCP clients read after the protected-resource metadata names the gateway
+ * (docs/api/mcp-oauth.md).
+ */
+export const oauthAuthorizationServer = defineRoute({
+  method: "GET",
+  path: "/.well-known/oauth-authorization-server",
+  operationId: "getOAuthAuthorizationServerMetadata",
+  summary: "RFC 8414 metadata of the gateway's OAuth authorization server (for MCP clients)",
+  tag: "Authentication",
+  auth: "none",
+  responses: { 200: { description: "Authorization server metadata", schema: { type: "object" } } },
+  handler: ({ res }, { tokens }: { tokens: TokenService }) => {
+    res.set("Cache-Control", "public, max-age=300");
+    return authorizationServerMetadata(tokens.issuer);
   },
 });

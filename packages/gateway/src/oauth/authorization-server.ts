@@ -1,0 +1,459 @@
+import { createHash, randomBytes } from "node:crypto";
+import type { Clock } from "@gw/core/clock";
+import { AppError, OAuthError, type OAuthErrorCode } from "@gw/core/errors";
+import { jsonBody } from "@gw/core/http";
+import type { Logger } from "@gw/core/logger";
+import type { Principal } from "@gw/core/principal";
+import express, { type Request, type Response, Router } from "express";
+import type { ApiKeyLookup } from "../api-keys/lookup.ts";
+import { type ApiKeyRecord, keyUsable } from "../api-keys/types.ts";
+import { cookiesOf } from "../console/console-router.ts";
+import { sameToken } from "../console/sessions.ts";
+import { type SignInAttempt, SignInLimited, type SignInLimits } from "../console/sign-in-limits.ts";
+import { SERVER_ID, serverFor } from "../mcp/access.ts";
+import type { McpDeps } from "../mcp/deps.ts";
+import { proxyPath } from "../mcp/proxy.ts";
+import type { TokenService } from "../tokens/tokens.ts";
+import { type OAuthClient, type OAuthClients, redirectUriMatches } from "./clients.ts";
+import type { ConsentGrants } from "./grants.ts";
+import { MCP_SCOPE, OAUTH_PATHS } from "./metadata.ts";
+import { authorizeSignInPage, consentPage } from "./pages.ts";
+import type { RefreshTokens } from "./refresh-tokens.ts";
+import type { AuthorizationRequests, PendingAuthorization } from "./requests.ts";
+
+export interface AuthorizationServerDeps {
+  /** `GATEWAY_PUBLIC_URL`: the issuer, and the origin of every MCP server URL a token may be for. */
+  publicUrl: string;
+  clients: OAuthClients;
+  requests: AuthorizationRequests;
+  refreshTokens: RefreshTokens;
+  grants: ConsentGrants;
+  tokens: TokenService;
+  keys: Pick<ApiKeyLookup, "findById" | "findBySecret">;
+  mcp: Pick<McpDeps, "authorization" | "servers">;
+  /** Failed sign-ins are counted with the console's (one budget per address and organization). */
+  signInLimits?: SignInLimits | undefined;
+  /** `MCP_OAUTH_ACCESS_TOKEN_TTL`, in seconds. */
+  accessTokenTtlSeconds: number;
+  logger: Logger;
+  clock: Clock;
+}
+
+/** The cookie that ties a consent form to the browser that signed in (CSRF). */
+const CONSENT_COOKIE = "gw_oauth_consent";
+/** RFC 7636 4.1: 43 to 128 unreserved characters. */
+const CODE_VERIFIER = /^[A-Za-z0-9._~-]{43,128}$/;
+const CODE_CHALLENGE = /^[A-Za-z0-9_-]{43}$/;
+
+/**
+ * The gateway's OAuth 2.1 authorization server for MCP clients
+ * (docs/api/mcp-oauth.md, ADR 0023): the authorization code flow with PKCE
+ * (S256 only), a token for exactly one MCP server of the gateway (RFC 8707
+ * `resource`, the token's `aud`), dynamic client registration and Client ID
+ * Metadata Documents, rotating refresh tokens. The end user signs in with an
+ * API key (development sign-in): the key's owner is the user, and the key's
+ * quotas and revocation apply to every token.
+ */
+export function authorizationServer(deps: AuthorizationServerDeps): Router {
+  const router = Router();
+  const form = express.urlencoded({ extended: false, limit: "16kb", parameterLimit: 32 });
+  const secureCookies = deps.publicUrl.startsWith("https:");
+
+  /** The MCP server id a resource URL names: one proxy URL of this gateway, exactly. */
+  const serverOfResource = (resource: unknown): string | undefined => {
+    if (typeof resource !== "string") return undefined;
+    const prefix = `${deps.publicUrl}/api/v1/mcp/servers/`;
+    if (!resource.startsWith(prefix)) return undefined;
+    const id = resource.slice(prefix.length).replace(/\/mcp$/, "");
+    return SERVER_ID.test(id) && resource === `${deps.publicUrl}${proxyPath(id)}` ? id : undefined;
+  };
+
+  const noStore = (res: Response) => {
+    res.set("Cache-Control", "no-store");
+    res.set("Pragma", "no-cache");
+  };
+
+  const pageHeaders = (res: Response, redirectUri?: string) => {
+    const formTargets = ["'self'", ...(redirectUri ? [new URL(redirectUri).origin] : [])].join(" ");
+    res.setHeader(
+      "Content-Security-Policy",
+      `default-src 'none'; style-src 'self'; form-action ${formTargets}; frame-ancestors 'none'; base-uri 'none'`,
+    );
+    res.setHeader("X-Frame-Options", "DENY");
+    res.setHeader("X-Content-Type-Options", "nosniff");
+    res.setHeader("Referrer-Policy", "no-referrer");
+    noStore(res);
+  };
+
+  /** Sends the browser back to the client with the answer (RFC 6749 4.1.2, RFC 9207's `iss`). */
+  const redirectBack = (
+    res: Response,
+    request: Pick<PendingAuthorization, "redirectUri" | "state">,
+    params: Record<string, string>,
+  ) => {
+    const url = new URL(request.redirectUri);
+    for (const [name, value] of Object.entries(params)) url.searchParams.set(name, value);
+    if (request.state !== undefined) url.searchParams.set("state", request.state);
+    url.searchParams.set("iss", deps.publicUrl);
+    noStore(res);
+    res.redirect(302, url.href);
+  };
+  const redirectError = (
+    res: Response,
+    request: Pick<PendingAuthorization, "redirectUri" | "state">,
+    error: OAuthErrorCode,
+    description: string,
+  ) => redirectBack(res, request, { error, error_description: description });
+
+  const single = (value: unknown, name: string): string | undefined => {
+    if (value === undefined) return undefined;
+    if (typeof value !== "string") throw new OAuthError("invalid_request", `Send '${name}' once`);
+    return value;
+  };
+
+  /** The client, or `invalid_client`: nothing is redirected to a client that is not known. */
+  const clientOf = async (clientId: string | undefined): Promise<OAuthClient> => {
+    if (!clientId) throw new OAuthError("invalid_request", "Missing 'client_id'");
+    const client = await deps.clients.find(clientId);
+    if (!client) throw new OAuthError("invalid_client", "Unknown client_id");
+    return client;
+  };
+
+  // Authorization request (RFC 6749 4.1.1, RFC 7636 4.3, RFC 8707 2): checked, then the sign-in page.
+  router.get(OAUTH_PATHS.authorize, async (req, res) => {
+    const q = req.query as Record<string, unknown>;
+    const client = await clientOf(single(q.client_id, "client_id"));
+    const requested = single(q.redirect_uri, "redirect_uri");
+    const redirectUri =
+      requested ?? (client.redirect_uris.length === 1 ? client.redirect_uris[0] : undefined);
+    if (!redirectUri) throw new OAuthError("invalid_request", "Missing 'redirect_uri'");
+    if (!redirectUriMatches(client.redirect_uris, redirectUri))
+      throw new OAuthError("invalid_request", "redirect_uri is not one of the client's redirect URIs");
+    const state = single(q.state, "state");
+    const back = { redirectUri, state };
+    // From here on the client is known and its redirect URI checked: errors go back to it.
+    try {
+      if (single(q.response_type, "response_type") !== "code")
+        return redirectError(res, back, "unsupported_response_type", "response_type must be 'code'");
+      const challenge = single(q.code_challenge, "code_challenge");
+      const method = single(q.code_challenge_method, "code_challenge_method");
+      if (!challenge || !CODE_CHALLENGE.test(challenge))
+        return redirectError(res, back, "invalid_request", "PKCE is required: send a code_challenge (S256)");
+      if (method !== "S256")
+        return redirectError(
+          res,
+          back,
+          "invalid_request",
+          "code_challenge_method must be S256 (plain is refused)",
+        );
+      const resource = single(q.resource, "resource");
+      const serverId = serverOfResource(resource);
+      if (!resource || !serverId)
+        return redirectError(
+          res,
+          back,
+          "invalid_target",
+          `resource must be the URL of one MCP server of this gateway (${deps.publicUrl}/api/v1/mcp/servers/{id}/mcp)`,
+        );
+      const scope = single(q.scope, "scope");
+      if (scope !== undefined && !scope.split(" ").every((s) => s === MCP_SCOPE || s === ""))
+        return redirectError(res, back, "invalid_scope", `The only scope is '${MCP_SCOPE}'`);
+      const pending: PendingAuthorization = {
+        clientId: client.client_id,
+        clientName: client.client_name,
+        redirectUri,
+        state,
+        codeChallenge: challenge,
+        resource,
+        serverId,
+        scope: MCP_SCOPE,
+      };
+      const id = await deps.requests.begin(pending);
+      pageHeaders(res);
+      res
+        .type("html")
+        .send(authorizeSignInPage({ request: id, clientName: nameOf(pending), serverLabel: serverId }));
+    } catch (err) {
+      if (err instanceof OAuthError) return redirectError(res, back, err.oauthCode, err.message);
+      throw err;
+    }
+  });
+
+  router.post(OAUTH_PATHS.authorize, form, async (req, res) => {
+    const body = (req.body ?? {}) as Record<string, unknown>;
+    const id = typeof body.request === "string" ? body.request : "";
+    const pending = await deps.requests.get(id);
+    if (!pending)
+      throw new OAuthError(
+        "invalid_request",
+        "This authorization request has ended or never began: start again from the client",
+      );
+    if (body.step === "sign-in") return signIn(req, res, id, pending, body);
+    if (body.step === "consent") return consent(req, res, id, pending, body);
+    throw new OAuthError("invalid_request", "Unknown step");
+  });
+
+  const signIn = async (
+    req: Request,
+    res: Response,
+    id: string,
+    pending: PendingAuthorization,
+    body: Record<string, unknown>,
+  ) => {
+    const again = (failed: string, status = 200) => {
+      pageHeaders(res);
+      res
+        .status(status)
+        .type("html")
+        .send(
+          authorizeSignInPage({
+            request: id,
+            clientName: nameOf(pending),
+            serverLabel: pending.serverId,
+            failed,
+          }),
+        );
+    };
+    let attempt: SignInAttempt | undefined;
+    try {
+      attempt = await deps.signInLimits?.attempt(req.ip ?? req.socket.remoteAddress ?? "unknown");
+      const secret = typeof body.key === "string" ? body.key.trim() : "";
+      const key = secret && secret.length <= 256 ? await deps.keys.findBySecret(secret) : undefined;
+      if (key) await attempt?.naming(key.org);
+      if (!key || !keyUsable(key, deps.clock.wall())) return again("invalid");
+      if (!key.permissions.includes(MCP_SCOPE)) return again("permission");
+      const server = await serverFor(deps.mcp, principalOf(key), pending.serverId, "reader").catch(
+        (err: unknown) => {
+          if (err instanceof AppError && (err.code === "not_found" || err.code === "forbidden"))
+            return undefined;
+          throw err;
+        },
+      );
+      if (!server) return again("server");
+      await attempt?.succeeded();
+      const consentToken = randomBytes(32).toString("base64url");
+      const signedIn = { org: key.org, user: key.owner, keyId: key.id };
+      if (!(await deps.requests.update(id, { ...pending, signedIn, consentToken })))
+        throw new OAuthError(
+          "invalid_request",
+          "This authorization request has ended: start again from the client",
+        );
+      const earlier = await deps.grants.find(key.org, key.owner, pending.clientId, pending.resource);
+      res.cookie(CONSENT_COOKIE, consentToken, {
+        httpOnly: true,
+        sameSite: "strict",
+        secure: secureCookies || req.secure,
+        path: "/oauth",
+        maxAge: 600_000,
+      });
+      pageHeaders(res, pending.redirectUri);
+      res.type("html").send(
+        consentPage({
+          request: id,
+          consentToken,
+          clientName: nameOf(pending),
+          clientId: pending.clientId,
+          serverLabel: `${server.name} (${server.id})`,
+          serverDescription: server.description,
+          user: key.owner,
+          redirectHost: new URL(pending.redirectUri).host,
+          previouslyGrantedAt: earlier?.grantedAt,
+        }),
+      );
+    } catch (err) {
+      if (err instanceof SignInLimited) {
+        res.set(err.headers);
+        return again("invalid", 429);
+      }
+      throw err;
+    }
+  };
+
+  const consent = async (
+    req: Request,
+    res: Response,
+    id: string,
+    pending: PendingAuthorization,
+    body: Record<string, unknown>,
+  ) => {
+    const cookie = cookiesOf(req).get(CONSENT_COOKIE);
+    if (
+      !pending.signedIn ||
+      !pending.consentToken ||
+      !cookie ||
+      !sameToken(cookie, pending.consentToken) ||
+      !sameToken(body.consent, pending.consentToken)
+    )
+      throw new OAuthError("access_denied", "This consent does not belong to this browser's sign-in");
+    // Decided once: a second submission finds the request gone.
+    const decided = await deps.requests.finish(id);
+    if (!decided?.signedIn)
+      throw new OAuthError("invalid_request", "This authorization request was already decided");
+    res.clearCookie(CONSENT_COOKIE, { path: "/oauth" });
+    if (body.decision !== "allow")
+      return redirectError(res, decided, "access_denied", "The user denied access");
+    const { org, user, keyId } = decided.signedIn;
+    await deps.grants.record(org, {
+      user,
+      clientId: decided.clientId,
+      resource: decided.resource,
+      scope: decided.scope,
+    });
+    const code = await deps.requests.issueCode({
+      clientId: decided.clientId,
+      redirectUri: decided.redirectUri,
+      codeChallenge: decided.codeChallenge,
+      resource: decided.resource,
+      scope: decided.scope,
+      org,
+      user,
+      keyId,
+    });
+    deps.logger.info(
+      { org, user, clientId: decided.clientId, resource: decided.resource },
+      "MCP client authorized",
+    );
+    redirectBack(res, decided, { code });
+  };
+
+  /** The key behind a grant, still usable and still holding the scope; `invalid_grant` otherwise. */
+  const liveKey = async (grant: { keyId: string; org: string }): Promise<ApiKeyRecord> => {
+    const key = await deps.keys.findById(grant.keyId);
+    if (
+      !key ||
+      key.org !== grant.org ||
+      !keyUsable(key, deps.clock.wall()) ||
+      !key.permissions.includes(MCP_SCOPE)
+    )
+      throw new OAuthError(
+        "invalid_grant",
+        "The API key behind this authorization is revoked, expired or lacks mcp:call",
+      );
+    return key;
+  };
+
+  const accessToken = (grant: { org: string; user: string; keyId: string; resource: string }) =>
+    deps.tokens.sign(
+      { sub: grant.user, aud: grant.resource, org: grant.org, keyId: grant.keyId, permissions: [MCP_SCOPE] },
+      deps.accessTokenTtlSeconds,
+    );
+
+  // Token request (RFC 6749 4.1.3 and 6): public clients name themselves with client_id.
+  router.post(OAUTH_PATHS.token, form, async (req, res) => {
+    const body = (req.body ?? {}) as Record<string, unknown>;
+    const grantType = single(body.grant_type, "grant_type");
+    const clientId = single(body.client_id, "client_id");
+    const resource = single(body.resource, "resource");
+    noStore(res);
+    if (grantType === "authorization_code") {
+      const client = await clientOf(clientId);
+      const code = single(body.code, "code");
+      const verifier = single(body.code_verifier, "code_verifier");
+      if (!code) throw new OAuthError("invalid_request", "Missing 'code'");
+      if (!verifier || !CODE_VERIFIER.test(verifier))
+        throw new OAuthError(
+          "invalid_request",
+          "code_verifier must be 43 to 128 unreserved characters (PKCE)",
+        );
+      const grant = await deps.requests.redeemCode(code);
+      if (!grant || grant.clientId !== client.client_id)
+        throw new OAuthError("invalid_grant", "The authorization code is unknown, used or expired");
+      if (single(body.redirect_uri, "redirect_uri") !== grant.redirectUri)
+        throw new OAuthError("invalid_grant", "redirect_uri differs from the authorization request's");
+      if (createHash("sha256").update(verifier).digest("base64url") !== grant.codeChallenge)
+        throw new OAuthError("invalid_grant", "code_verifier does not match the code_challenge (PKCE)");
+      if (resource !== undefined && resource !== grant.resource)
+        throw new OAuthError("invalid_target", "resource differs from the one the user authorized");
+      await liveKey(grant);
+      const refresh = await deps.refreshTokens.issue({
+        org: grant.org,
+        user: grant.user,
+        keyId: grant.keyId,
+        clientId: grant.clientId,
+        resource: grant.resource,
+        scope: grant.scope,
+      });
+      return res.json(
+        tokenResponse(await accessToken(grant), refresh, deps.accessTokenTtlSeconds, grant.scope),
+      );
+    }
+    if (grantType === "refresh_token") {
+      const client = await clientOf(clientId);
+      const token = single(body.refresh_token, "refresh_token");
+      if (!token) throw new OAuthError("invalid_request", "Missing 'refresh_token'");
+      const rotation = await deps.refreshTokens.rotate(token, client.client_id, resource);
+      if (rotation.outcome === "reused") {
+        deps.logger.warn(
+          { clientId: client.client_id },
+          "a used refresh token was presented again: its family is revoked",
+        );
+        throw new OAuthError(
+          "invalid_grant",
+          "The refresh token was already used: every token of this authorization is revoked",
+        );
+      }
+      if (rotation.outcome === "invalid")
+        throw new OAuthError(
+          "invalid_grant",
+          "The refresh token is unknown, revoked, expired or for another resource",
+        );
+      await liveKey(rotation.grant);
+      return res.json(
+        tokenResponse(
+          await accessToken(rotation.grant),
+          rotation.token,
+          deps.accessTokenTtlSeconds,
+          rotation.grant.scope,
+        ),
+      );
+    }
+    if (grantType === undefined) throw new OAuthError("invalid_request", "Missing 'grant_type'");
+    throw new OAuthError("unsupported_grant_type", "grant_type must be authorization_code or refresh_token");
+  });
+
+  // Token revocation (RFC 7009): the refresh token's whole authorization; an unknown token is no error.
+  router.post(OAUTH_PATHS.revoke, form, async (req, res) => {
+    const body = (req.body ?? {}) as Record<string, unknown>;
+    const client = await clientOf(single(body.client_id, "client_id"));
+    const token = single(body.token, "token");
+    if (!token) throw new OAuthError("invalid_request", "Missing 'token'");
+    await deps.refreshTokens.revokeToken(token, client.client_id);
+    noStore(res);
+    res.status(200).end();
+  });
+
+  // Dynamic client registration (RFC 7591): public clients only.
+  router.post(OAUTH_PATHS.register, jsonBody, async (req, res) => {
+    if (!req.is("application/json"))
+      throw new OAuthError("invalid_client_metadata", "Send the client metadata as application/json");
+    const registered = await deps.clients.register(req.body);
+    noStore(res);
+    res.status(201).json(registered);
+  });
+
+  return router;
+}
+
+const nameOf = (pending: Pick<PendingAuthorization, "clientName" | "clientId">) =>
+  pending.clientName ?? pending.clientId;
+
+/** The principal a signed-in key stands for: its owner, with its permissions. */
+const principalOf = (key: ApiKeyRecord): Principal => ({
+  org: key.org,
+  user: key.owner,
+  keyId: key.id,
+  permissions: key.permissions,
+  credential: "api_key",
+  onBehalfOf: false,
+  endUser: false,
+});
+
+function tokenResponse(accessToken: string, refreshToken: string, expiresIn: number, scope: string) {
+  return {
+    access_token: accessToken,
+    token_type: "Bearer",
+    expires_in: expiresIn,
+    refresh_token: refreshToken,
+    scope,
+  };
+}

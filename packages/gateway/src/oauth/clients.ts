@@ -1,0 +1,241 @@
+import { randomBytes } from "node:crypto";
+import type { Clock } from "@gw/core/clock";
+import { OAuthError } from "@gw/core/errors";
+import { fetchGuardedJson, type UpstreamPolicy, UpstreamRefused } from "@gw/core/mcp";
+import type { Queryable } from "@gw/core/postgres";
+import { LRUCache } from "lru-cache";
+
+/** An OAuth client as the authorization server knows it: registered (RFC 7591) or described by its metadata document. */
+export interface OAuthClient {
+  client_id: string;
+  client_name: string | null;
+  redirect_uris: string[];
+  /** Its id is the https URL of a Client ID Metadata Document. */
+  metadataDocument: boolean;
+}
+
+/** RFC 7591's registration response for a public client. */
+export interface RegistrationResponse {
+  client_id: string;
+  client_id_issued_at: number;
+  client_name?: string;
+  redirect_uris: string[];
+  grant_types: string[];
+  response_types: string[];
+  token_endpoint_auth_method: "none";
+}
+
+const MAX_REDIRECT_URIS = 10;
+const MAX_URI_LENGTH = 2_000;
+const MAX_NAME_LENGTH = 200;
+const LOOPBACK_HOSTS = new Set(["localhost", "127.0.0.1", "[::1]"]);
+
+/**
+ * Why `uri` may not be a redirect URI, or undefined when it may: https, or
+ * http to a loopback host (a native client's local listener, RFC 8252 7.3);
+ * no fragment, no credentials. The one rule for registration, metadata
+ * documents and authorization requests.
+ */
+export function redirectUriRefusal(uri: unknown): string | undefined {
+  if (typeof uri !== "string" || uri.length === 0 || uri.length > MAX_URI_LENGTH)
+    return `a redirect URI is a string of 1 to ${MAX_URI_LENGTH} characters`;
+  let url: URL;
+  try {
+    url = new URL(uri);
+  } catch {
+    return `${uri} is not a URL`;
+  }
+  if (url.hash || uri.includes("#")) return `${uri} must not have a fragment`;
+  if (url.username || url.password) return `${uri} must not carry credentials`;
+  if (url.protocol === "https:") return undefined;
+  if (url.protocol === "http:" && LOOPBACK_HOSTS.has(url.hostname)) return undefined;
+  return `${uri} must be https, or http to localhost, 127.0.0.1 or [::1]`;
+}
+
+/**
+ * Whether `requested` is one of the client's redirect URIs: exactly, except
+ * that a loopback URI's port may differ (RFC 8252 7.3: a native client
+ * listens on whatever port it is given).
+ */
+export function redirectUriMatches(registered: readonly string[], requested: string): boolean {
+  if (registered.includes(requested)) return true;
+  let want: URL;
+  try {
+    want = new URL(requested);
+  } catch {
+    return false;
+  }
+  if (want.protocol !== "http:" || !LOOPBACK_HOSTS.has(want.hostname)) return false;
+  return registered.some((r) => {
+    const have = new URL(r);
+    return (
+      have.protocol === "http:" &&
+      have.hostname === want.hostname &&
+      have.pathname === want.pathname &&
+      have.search === want.search
+    );
+  });
+}
+
+/** A client id naming a metadata document: an https URL with a path (SEP-991 / draft-ietf-oauth-client-id-metadata-document). */
+export function isMetadataDocumentId(clientId: string): boolean {
+  if (!clientId.startsWith("https://")) return false;
+  try {
+    const url = new URL(clientId);
+    return url.pathname !== "/" && !url.hash && !url.username && !url.password;
+  } catch {
+    return false;
+  }
+}
+
+export interface OAuthClientsOptions {
+  /** The policy metadata documents are fetched through (no private addresses unless it allows them). */
+  policy: UpstreamPolicy;
+  clock: Clock;
+  /** `MCP_OAUTH_CLIENT_METADATA_CACHE_SIZE`: documents kept. */
+  cacheSize: number;
+  /** `MCP_OAUTH_CLIENT_METADATA_CACHE_TTL`: how long a fetched document is used, in milliseconds. */
+  cacheTtlMs: number;
+  /** Deadline of one document fetch, in milliseconds. */
+  timeoutMs: number;
+  /** Certificates trusted for document hosts instead of the system's (tests only). */
+  ca?: string | undefined;
+}
+
+/** Largest metadata document read, in bytes. */
+const MAX_DOCUMENT_BYTES = 65_536;
+
+/** Registered clients in PostgreSQL (`oauth_clients`) and metadata documents fetched on demand, cached. */
+export class OAuthClients {
+  private readonly db: Queryable;
+  private readonly options: OAuthClientsOptions;
+  private readonly documents: LRUCache<string, OAuthClient>;
+
+  constructor(db: Queryable, options: OAuthClientsOptions) {
+    this.db = db;
+    this.options = options;
+    this.documents = new LRUCache({
+      max: options.cacheSize,
+      ttl: options.cacheTtlMs,
+      ttlResolution: 0,
+      perf: { now: () => options.clock.wall() },
+    });
+  }
+
+  /** Dynamic client registration of a public client (RFC 7591); every field the server does not use is ignored. */
+  async register(metadata: unknown): Promise<RegistrationResponse> {
+    if (!metadata || typeof metadata !== "object" || Array.isArray(metadata))
+      throw new OAuthError("invalid_client_metadata", "The registration must be a JSON object");
+    const m = metadata as Record<string, unknown>;
+    const redirectUris = checkRedirectUris(m.redirect_uris, "invalid_redirect_uri");
+    const name = clientName(m.client_name);
+    const method = m.token_endpoint_auth_method;
+    if (method !== undefined && method !== "none")
+      throw new OAuthError(
+        "invalid_client_metadata",
+        "Only public clients are registered: token_endpoint_auth_method must be 'none'",
+      );
+    for (const [field, allowed] of [
+      ["grant_types", ["authorization_code", "refresh_token"]],
+      ["response_types", ["code"]],
+    ] as const) {
+      const value = m[field];
+      if (value === undefined) continue;
+      if (!Array.isArray(value) || !value.every((v) => (allowed as readonly string[]).includes(v)))
+        throw new OAuthError("invalid_client_metadata", `${field} may hold only ${allowed.join(", ")}`);
+    }
+    const clientId = `mcpc_${randomBytes(16).toString("hex")}`;
+    const issuedAt = Math.floor(this.options.clock.wall() / 1000);
+    await this.db.query(
+      "INSERT INTO oauth_clients (client_id, client_name, redirect_uris, created_at) VALUES ($1, $2, $3, $4)",
+      [clientId, name, JSON.stringify(redirectUris), issuedAt],
+    );
+    return {
+      client_id: clientId,
+      client_id_issued_at: issuedAt,
+      ...(name !== null ? { client_name: name } : {}),
+      redirect_uris: redirectUris,
+      grant_types: ["authorization_code", "refresh_token"],
+      response_types: ["code"],
+      token_endpoint_auth_method: "none",
+    };
+  }
+
+  /** The client `clientId` names: registered, or its metadata document (fetched, validated, cached); undefined if unknown. */
+  async find(clientId: string): Promise<OAuthClient | undefined> {
+    if (isMetadataDocumentId(clientId)) return this.fromDocument(clientId);
+    if (!/^mcpc_[0-9a-f]{32}$/.test(clientId)) return undefined;
+    const { rows } = await this.db.query<{
+      client_id: string;
+      client_name: string | null;
+      redirect_uris: string[];
+    }>("SELECT client_id, client_name, redirect_uris FROM oauth_clients WHERE client_id = $1", [clientId]);
+    const row = rows[0];
+    return row ? { ...row, metadataDocument: false } : undefined;
+  }
+
+  private async fromDocument(url: string): Promise<OAuthClient> {
+    const cached = this.documents.get(url);
+    if (cached) return cached;
+    let document: unknown;
+    try {
+      document = await fetchGuardedJson(this.options.policy, url, {
+        timeoutMs: this.options.timeoutMs,
+        maxBytes: MAX_DOCUMENT_BYTES,
+        ca: this.options.ca,
+      });
+    } catch (err) {
+      if (!(err instanceof UpstreamRefused)) throw err;
+      throw new OAuthError(
+        "invalid_client",
+        `The client metadata document ${url} was not fetched: ${err.message}`,
+      );
+    }
+    const d = (document && typeof document === "object" ? document : {}) as Record<string, unknown>;
+    if (d.client_id !== url)
+      throw new OAuthError(
+        "invalid_client",
+        `The client metadata document at ${url} names another client_id`,
+      );
+    const method = d.token_endpoint_auth_method;
+    if (method !== undefined && method !== "none")
+      throw new OAuthError(
+        "invalid_client",
+        "Only public clients are supported: token_endpoint_auth_method must be 'none'",
+      );
+    const client: OAuthClient = {
+      client_id: url,
+      client_name: clientNameOr(d.client_name, "invalid_client"),
+      redirect_uris: checkRedirectUris(d.redirect_uris, "invalid_client"),
+      metadataDocument: true,
+    };
+    this.documents.set(url, client);
+    return client;
+  }
+}
+
+function checkRedirectUris(value: unknown, code: "invalid_redirect_uri" | "invalid_client"): string[] {
+  if (!Array.isArray(value) || value.length === 0 || value.length > MAX_REDIRECT_URIS)
+    throw new OAuthError(code, `redirect_uris must list 1 to ${MAX_REDIRECT_URIS} URIs`);
+  for (const uri of value) {
+    const refused = redirectUriRefusal(uri);
+    if (refused) throw new OAuthError(code, `Refused redirect URI: ${refused}`);
+  }
+  return value as string[];
+}
+
+function clientName(value: unknown): string | null {
+  return clientNameOr(value, "invalid_client_metadata");
+}
+
+function clientNameOr(value: unknown, code: "invalid_client_metadata" | "invalid_client"): string | null {
+  if (value === undefined || value === null) return null;
+  if (
+    typeof value !== "string" ||
+    value.length === 0 ||
+    value.length > MAX_NAME_LENGTH ||
+    /[\p{Cc}]/u.test(value)
+  )
+    throw new OAuthError(code, `client_name must be 1 to ${MAX_NAME_LENGTH} printable characters`);
+  return value;
+}

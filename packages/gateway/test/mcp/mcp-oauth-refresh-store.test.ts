@@ -1,0 +1,48 @@
+import { ManualClock } from "@gw/core/clock";
+import { createPostgres, type Postgres } from "@gw/core/postgres";
+import { useTestDatabase } from "@gw/test-kit";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { RefreshTokens } from "../../src/oauth/refresh-tokens.ts";
+
+const database = useTestDatabase();
+let db: Postgres;
+beforeAll(() => {
+  db = createPostgres(database.url, { connectionName: "refresh-store-test" });
+});
+afterAll(async () => {
+  await db?.close();
+});
+
+const grant = (user: string) => ({
+  org: "org-refresh",
+  user,
+  keyId: "key_1",
+  clientId: "mcpc_00000000000000000000000000000001",
+  resource: "https://gateway.test/api/v1/mcp/servers/mcp_000000000000000000000001/mcp",
+  scope: "mcp:call",
+});
+
+describe("refresh tokens in PostgreSQL", () => {
+  it("expire after their lifetime, and the sweep deletes them (used or not) while live ones stay", async () => {
+    const clock = new ManualClock();
+    const tokens = new RefreshTokens(db, clock, 3_600);
+    const old = await tokens.issue(grant("ann"));
+    const rotated = await tokens.rotate(old, grant("ann").clientId);
+    expect(rotated.outcome).toBe("rotated");
+    clock.advance(1_800_000);
+    const young = await tokens.issue(grant("ben"));
+    clock.advance(1_800_000);
+    // Ann's two tokens have reached their hour; Ben's is half way.
+    const successor = rotated.outcome === "rotated" ? rotated.token : "";
+    expect((await tokens.rotate(successor, grant("ann").clientId)).outcome).toBe("invalid");
+    expect(await tokens.sweep()).toBe(2);
+    expect((await tokens.rotate(young, grant("ben").clientId)).outcome).toBe("rotated");
+  });
+
+  it("a token is for the client it was issued to: another client presenting it is refused and revokes nothing", async () => {
+    const tokens = new RefreshTokens(db, new ManualClock(), 3_600);
+    const token = await tokens.issue(grant("cat"));
+    expect((await tokens.rotate(token, "mcpc_00000000000000000000000000000002")).outcome).toBe("invalid");
+    expect((await tokens.rotate(token, grant("cat").clientId)).outcome).toBe("rotated");
+  });
+});
