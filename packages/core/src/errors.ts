@@ -269,10 +269,13 @@ const JSON_RPC_CODES: Partial<Record<ErrorCode, number>> = {
 };
 
 /**
- * A catalogue error as a JSON-RPC 2.0 error response. A strict JSON-RPC
- * reader (the MCP SDKs) accepts no other top-level member, so the fields the
- * catalogue's body has elsewhere (`error`, its title; `code`, the cause) are
- * in `error.data`, beside `message` in `error.message`.
+ * A catalogue error as a JSON-RPC 2.0 error response that is still the
+ * catalogue's body: `error` is JSON-RPC's object (the catalogue's title is in
+ * `error.data.error`), and the catalogue's `message` and `code` stay at the
+ * top level beside `jsonrpc` and `id`, so a reader of either shape finds the
+ * message. The MCP Python SDK reads such a body as the JSON-RPC error (it
+ * allows other members); the TypeScript SDK's strict schema does not, and
+ * shows the body's text, which holds the message.
  */
 export function jsonRpcErrorBody(err: AppError, id: string | number | null) {
   return {
@@ -283,6 +286,8 @@ export function jsonRpcErrorBody(err: AppError, id: string | number | null) {
       message: err.message,
       data: { error: ERROR_CATALOGUE[err.code].title, code: err.reason },
     },
+    message: err.message,
+    code: err.reason,
   };
 }
 

@@ -38,7 +38,12 @@ describe("the OpenAPI document", () => {
       .sort();
     const registered = [
       // The admin console's pages (`/admin/…`) are HTML for browsers, not API: it calls the routes listed here.
-      ...stack.gatewayRoutes.filter((r) => !OPERATOR_PATHS.includes(r.path) && !r.path.startsWith("/admin/")),
+      // The OAuth authorization server's endpoints (`/oauth/…`: sign-in and consent pages, and the token,
+      // registration and revocation endpoints of RFC 6749, 7591 and 7009) are described by its RFC 8414
+      // metadata, which is listed here, as OAuth clients read them.
+      ...stack.gatewayRoutes.filter(
+        (r) => !OPERATOR_PATHS.includes(r.path) && !r.path.startsWith("/admin/") && !r.path.startsWith("/oauth/"),
+      ),
       ...stack.serviceRoutes.filter((r) => r.path.startsWith("/api/v1/")),
     ]
       .map((r) => `${r.method} ${r.path.replace(/:([A-Za-z_][A-Za-z0-9_]*)/g, "{$1}")}`)
