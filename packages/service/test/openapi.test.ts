@@ -42,7 +42,8 @@ describe("the OpenAPI document", () => {
       // registration and revocation endpoints of RFC 6749, 7591 and 7009) are described by its RFC 8414
       // metadata, which is listed here, as OAuth clients read them.
       ...stack.gatewayRoutes.filter(
-        (r) => !OPERATOR_PATHS.includes(r.path) && !r.path.startsWith("/admin/") && !r.path.startsWith("/oauth/"),
+        (r) =>
+          !OPERATOR_PATHS.includes(r.path) && !r.path.startsWith("/admin/") && !r.path.startsWith("/oauth/"),
       ),
       ...stack.serviceRoutes.filter((r) => r.path.startsWith("/api/v1/")),
     ]
