@@ -132,7 +132,14 @@ describe("hosted MCP tools in responses", () => {
     expect(res.status).toBe(200);
     const response = await res.json();
     const [list, ...rest] = response.output;
-    expect(list).toMatchObject({ type: "mcp_list_tools", server_label: "docs", error: null });
+    expect(list).toMatchObject({ type: "mcp_list_tools", server_label: "docs" });
+    // As OpenAI sends it: no `error` when the listing worked, no null description or annotations.
+    expect(list).not.toHaveProperty("error");
+    for (const tool of list.tools) {
+      expect(tool.description === undefined || typeof tool.description === "string").toBe(true);
+      expect(tool.annotations === undefined || typeof tool.annotations === "object").toBe(true);
+      expect(tool.annotations).not.toBeNull();
+    }
     // bob is a reader: only the read-only tools.
     expect(list.tools.map((t: { name: string }) => t.name).sort()).toEqual(
       ["lookup", "read_file", "search", "slow"].sort(),
@@ -458,5 +465,137 @@ describe("hosted MCP tools in responses", () => {
     } finally {
       upstream.hugeAnswer = undefined;
     }
+  });
+});
+
+describe("hosted MCP items sent back as input (clients that keep their own history)", () => {
+  /** bob's first turn, with `lookup` needing approval: what the client keeps (its input and the response's output). */
+  async function firstTurn(secret: string, serverUrl: string, text: string) {
+    const tools = [{ type: "mcp", server_label: "docs", server_url: serverUrl, allowed_tools: ["lookup"] }];
+    const res = await stack.call(secret, "/api/v1/llm/responses", {
+      user: "bob",
+      json: { input: text, tools },
+    });
+    expect(res.status).toBe(200);
+    const response = await res.json();
+    const request = response.output.find((i: { type: string }) => i.type === "mcp_approval_request");
+    expect(request).toBeDefined();
+    const history = [{ role: "user", content: text }, ...response.output];
+    return { tools, request, history };
+  }
+
+  it("r1.output and the answer sent back without previous_response_id: the approved call runs once; the whole history sent back with the next turn runs nothing again and shows the model the call's result", async () => {
+    const { secret, serverUrl } = await setUp();
+    const { tools, request, history } = await firstTurn(secret, serverUrl, "own history");
+    const second = await stack.call(secret, "/api/v1/llm/responses", {
+      user: "bob",
+      json: {
+        input: [
+          ...history,
+          { type: "mcp_approval_response", approval_request_id: request.id, approve: true },
+        ],
+        tools,
+      },
+    });
+    expect(second.status).toBe(200);
+    const r2 = await second.json();
+    expect(r2.output.find((i: { type: string }) => i.type === "mcp_call")).toMatchObject({
+      name: "lookup",
+      approval_request_id: request.id,
+      output: "looked up: own history",
+    });
+    expect(lookups("own history")).toBe(1);
+
+    const answer = { type: "mcp_approval_response", approval_request_id: request.id, approve: true };
+    const third = await stack.call(secret, "/api/v1/llm/responses", {
+      user: "bob",
+      json: {
+        input: [...history, answer, ...r2.output, { role: "user", content: "and then" }],
+        tools,
+      },
+    });
+    expect(third.status).toBe(200);
+    expect(lookups("own history")).toBe(1);
+    // The earlier call is context: the model was shown it and its result.
+    const sent = stack.llm.requests.at(-1)!.body;
+    expect(sent.messages).toContainEqual(
+      expect.objectContaining({ role: "tool", content: "looked up: own history" }),
+    );
+    expect(sent.messages.filter((m: { role: string }) => m.role === "assistant").length).toBeGreaterThan(0);
+  });
+
+  it("an answer to an approval request this gateway never asked runs nothing (422); one asked of another user is 403; one for a tool the caller may no longer call runs nothing", async () => {
+    const { secret, id, serverUrl } = await setUp();
+    const { tools, request, history } = await firstTurn(secret, serverUrl, "never asked");
+    const answerAs = (user: string, approvalId: string) =>
+      stack.call(secret, "/api/v1/llm/responses", {
+        user,
+        json: {
+          input: [
+            ...history,
+            { type: "mcp_approval_response", approval_request_id: approvalId, approve: true },
+          ],
+          tools,
+        },
+      });
+    const forged = await answerAs("bob", `mcpr_${"0".repeat(32)}`);
+    expect(forged.status).toBe(422);
+    expect((await forged.json()).detail[0].msg).toContain("no approval request with this id");
+    const byAlice = await answerAs("alice", request.id);
+    expect(byAlice.status).toBe(403);
+    expect(lookups("never asked")).toBe(0);
+
+    // bob loses his role on the server: his approval is no longer enough.
+    const revoke = await stack.call(secret, "/api/v1/authorization/llm/revoke", {
+      user: "alice",
+      json: { resourceType: "mcp_server", resourceId: id, userId: "bob", role: "reader" },
+    });
+    expect(revoke.status).toBe(204);
+    const revoked = await answerAs("bob", request.id);
+    expect(revoked.status).toBe(422);
+    expect(lookups("never asked")).toBe(0);
+  });
+
+  it("a conversation takes a response's hosted MCP items, at creation and added later, and lists them back", async () => {
+    const { secret, serverUrl } = await setUp();
+    const { request, history } = await firstTurn(secret, serverUrl, "kept in a conversation");
+    const created = await stack.call(secret, "/api/v1/llm/conversations", {
+      user: "bob",
+      json: { items: history },
+    });
+    expect(created.status).toBe(200);
+    const { id } = await created.json();
+    const added = await stack.call(secret, `/api/v1/llm/conversations/${id}/items`, {
+      user: "bob",
+      json: {
+        items: [
+          { type: "mcp_approval_response", approval_request_id: request.id, approve: false },
+          {
+            type: "mcp_call",
+            id: "mcp_earlier",
+            server_label: "docs",
+            name: "lookup",
+            arguments: "{}",
+            output: "an earlier result",
+            error: null,
+            status: "completed",
+            approval_request_id: null,
+          },
+        ],
+      },
+    });
+    expect(added.status).toBe(200);
+    const list = await stack.call(secret, `/api/v1/llm/conversations/${id}/items?order=asc`, { user: "bob" });
+    expect(list.status).toBe(200);
+    const types = (await list.json()).data.map((i: { type: string }) => i.type);
+    expect(types).toEqual([
+      "message",
+      "mcp_list_tools",
+      "mcp_approval_request",
+      "mcp_approval_response",
+      "mcp_call",
+    ]);
+    // Stored, the answer ran nothing.
+    expect(lookups("kept in a conversation")).toBe(0);
   });
 });

@@ -205,7 +205,7 @@ export async function startHostedTurn(
         id: deps.ids.newId(ID_PREFIX.mcp_list_tools),
         server_label: spec.server_label,
         tools: [],
-        error: answer.error ? answer.error.message : null,
+        ...(answer.error ? { error: answer.error.message } : {}),
       };
       const offered =
         (answer.result?.tools as
@@ -221,9 +221,9 @@ export async function startHostedTurn(
         if (!allowed(spec, tool.name, readOnly)) continue;
         item.tools.push({
           name: tool.name,
-          description: tool.description ?? null,
+          ...(typeof tool.description === "string" ? { description: tool.description } : {}),
           input_schema: tool.inputSchema ?? { type: "object" },
-          annotations: tool.annotations ?? null,
+          ...(tool.annotations ? { annotations: tool.annotations } : {}),
         });
         const name = functionName(spec.server_label, tool.name, taken);
         hosted.set(name, { label: spec.server_label, serverId, spec, tool: tool.name, readOnly });
@@ -350,10 +350,37 @@ const alreadyAnswered = (id: string) =>
     param: "input",
   });
 
+/** Item types only a response's output has: after one of them in the input, the model has already answered. */
+const PRODUCED = new Set<Item["type"]>([
+  "mcp_list_tools",
+  "mcp_call",
+  "mcp_approval_request",
+  "function_call",
+  "file_search_call",
+]);
+
 /**
- * The caller's answers (`mcp_approval_response` items of the turn) to the
- * `mcp_approval_request`s of the response named by `previous_response_id`,
- * checked now and claimed when they run: each request is answered once
+ * The turn's answers to approval requests: its `mcp_approval_response`
+ * items that no output of the model follows. A client that keeps its own
+ * history sends its earlier answers back with the turns that followed them
+ * (the call they ran, the model's message): those are history, not answers.
+ */
+export function answersIn(turn: Item[]): McpApprovalResponseItem[] {
+  const lastProduced = turn.findLastIndex(
+    (item) => PRODUCED.has(item.type) || (item.type === "message" && item.role === "assistant"),
+  );
+  return turn.flatMap((item, index) =>
+    item.type === "mcp_approval_response" && index > lastProduced ? [item] : [],
+  );
+}
+
+/**
+ * The caller's answers (`mcp_approval_response` items of the turn, see
+ * `answersIn`) to `mcp_approval_request`s this gateway stored: those of the
+ * response named by `previous_response_id` when there is one, else looked
+ * up by their ids alone (clients that keep their own history send the
+ * request and its answer back without it); an id the gateway never asked is
+ * refused (422). Checked now and claimed when they run: each request is answered once
  * (again: 409), only by the principal it was asked of (org and user; anyone
  * else: 403, whatever role they hold on the response), and runs on the
  * registered server and tool it named (by the server's id: a server
@@ -371,18 +398,13 @@ async function approvalAnswers(
   hosted: Map<string, HostedTool>,
   output: OutputItem[],
 ): Promise<PendingCalls | undefined> {
-  const answers = turn.flatMap((item) => (item.type === "mcp_approval_response" ? [item] : []));
+  const answers = answersIn(turn);
   if (answers.length === 0) return undefined;
   const refuse = (msg: string, value: string) =>
     new ValidationFailed([
       { loc: ["body", "input"], msg: `Value error, ${msg}`, type: "value_error", input: value },
     ]);
   const previousId = input.previous_response_id;
-  if (!previousId)
-    throw refuse(
-      "an mcp_approval_response needs previous_response_id naming the response that asked",
-      answers[0]!.approval_request_id,
-    );
   const store = deps.responses.approvals;
   const checked: {
     answer: McpApprovalResponseItem;
@@ -394,7 +416,9 @@ async function approvalAnswers(
     const id = answer.approval_request_id;
     if (checked.some((c) => c.request.id === id)) throw refuse("this approval request is answered twice", id);
     const request = await store.get(principal.org, id);
-    if (request?.responseId !== previousId)
+    // Only a request this gateway asked (and stored) can be answered: an id it never issued runs nothing.
+    if (!request) throw refuse("no approval request with this id was asked by this gateway", id);
+    if (previousId !== undefined && request.responseId !== previousId)
       throw refuse("no approval request with this id in previous_response_id", id);
     if (request.user !== principal.user)
       throw forbidden(`The approval request ${id} was asked of another user: only they may answer it`, {
