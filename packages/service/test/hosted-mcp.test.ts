@@ -397,6 +397,100 @@ describe("hosted MCP tools in responses", () => {
       expect(types, type).toContain(type);
   });
 
+  it("streams each listing and tool call as it happens, in OpenAI's order: a call still running has sent its in_progress and arguments, not its result", async () => {
+    const { secret, serverUrl } = await setUp();
+    const from = upstream.calls.length;
+    const res = await stack.call(secret, "/api/v1/llm/responses", {
+      user: "bob",
+      json: {
+        input: "live",
+        stream: true,
+        tools: [
+          {
+            type: "mcp",
+            server_label: "docs",
+            server_url: serverUrl,
+            allowed_tools: ["lookup", "slow"],
+            require_approval: "never",
+          },
+        ],
+      },
+    });
+    try {
+      expect(res.status).toBe(200);
+      const reader = res.body!.pipeThrough(new TextDecoderStream()).getReader();
+      let text = "";
+      const events = () => parseEvents(text.slice(0, text.lastIndexOf("\n\n") + 2));
+      const slowCall = () =>
+        events().find((e) => e.type === "response.output_item.added" && e.data.item.name === "slow");
+      // Read while `slow` is held by the upstream: its call must already show.
+      while (
+        !events().some(
+          (e) => e.type === "response.mcp_call_arguments.done" && e.data.item_id === slowCall()?.data.item.id,
+        )
+      ) {
+        const { value, done } = await reader.read();
+        if (done) throw new Error("the stream ended before the held call showed");
+        text += value;
+      }
+      const slowId = slowCall()!.data.item.id;
+      expect(
+        events().some((e) => e.data.item_id === slowId && e.type === "response.mcp_call.completed"),
+      ).toBe(false);
+      // The upstream holds `slow` (the events above left before the proxy's request did).
+      await vi.waitFor(() => expect(upstream.calls.slice(from).map((c) => c.tool)).toContain("slow"));
+      upstream.release();
+      for (;;) {
+        const { value, done } = await reader.read();
+        if (done) break;
+        text += value;
+      }
+      const all = parseEvents(text);
+      expect(all.map((e) => e.data.sequence_number)).toEqual(all.map((_, i) => i));
+      const call = (name: string) => [
+        ["response.output_item.added", name],
+        ["response.mcp_call.in_progress", name],
+        ["response.mcp_call_arguments.delta", name],
+        ["response.mcp_call_arguments.done", name],
+        ["response.mcp_call.completed", name],
+        ["response.output_item.done", name],
+      ];
+      const names = new Map<string, string>();
+      for (const e of all)
+        if (e.data.item?.id) names.set(e.data.item.id, e.data.item.name ?? e.data.item.type);
+      expect(all.map((e) => [e.type, names.get(e.data.item_id ?? e.data.item?.id) ?? ""])).toEqual([
+        ["response.created", ""],
+        ["response.in_progress", ""],
+        ["response.output_item.added", "mcp_list_tools"],
+        ["response.mcp_list_tools.in_progress", "mcp_list_tools"],
+        ["response.mcp_list_tools.completed", "mcp_list_tools"],
+        ["response.output_item.done", "mcp_list_tools"],
+        ...call("lookup"),
+        ...call("slow"),
+        ["response.output_item.added", "message"],
+        ["response.content_part.added", "message"],
+        ["response.output_text.delta", "message"],
+        ["response.output_text.done", "message"],
+        ["response.content_part.done", "message"],
+        ["response.output_item.done", "message"],
+        ["response.completed", ""],
+      ]);
+      expect(
+        all.find((e) => e.type === "response.output_item.added" && e.data.item.type === "mcp_list_tools")!
+          .data.item,
+      ).toEqual(expect.objectContaining({ tools: [] }));
+      const completed = all.at(-1)!.data.response;
+      expect(completed.output.map((i: { type: string }) => i.type)).toEqual([
+        "mcp_list_tools",
+        "mcp_call",
+        "mcp_call",
+        "message",
+      ]);
+    } finally {
+      upstream.release();
+    }
+  }, 30_000);
+
   it("a server_url that is not a registered server's proxy URL, headers or authorization: 422 at its loc; an unreadable server likewise", async () => {
     const { secret, serverUrl } = await setUp();
     const post = (tool: Record<string, unknown>, user = "bob") =>

@@ -4,7 +4,6 @@ import { ASSERTION_HEADER, type InternalAssertions } from "@gw/core/internal-ass
 import { AnswerTooLarge, readBoundedJson } from "@gw/core/mcp";
 import type { Principal } from "@gw/core/principal";
 import type { Caller } from "../budgets/admit-model-call.ts";
-import type { EventSink } from "../calls/event-sink.ts";
 import { admitCall, releaseOwnership, type StreamedCall } from "../calls/model-call.ts";
 import type { Ids } from "../ids.ts";
 import {
@@ -16,6 +15,7 @@ import {
 } from "../items/items.ts";
 import type { ChatMessage, Completion, ToolCall } from "../llm/provider.ts";
 import type { ApprovalRequest, NewApproval } from "./approvals.ts";
+import { HostedEvents } from "./hosted-stream.ts";
 import { prepareTurn } from "./prepare-turn.ts";
 import type { CreateResponseInput, McpToolInput } from "./request.ts";
 import { draftResponse, outputOf, settle } from "./response.ts";
@@ -191,22 +191,23 @@ export async function startHostedTurn(
   const response = draftResponse(input, deps.ids.newId("resp"), model, deps.clock.wall());
 
   const redactedBy = new Set<string>();
-  const run = async (signal: AbortSignal): Promise<ResponseObject> => {
+  const run = async (signal: AbortSignal, events?: HostedEvents): Promise<ResponseObject> => {
     const output: OutputItem[] = [];
     const hosted = new Map<string, HostedTool>();
     const taken = new Set((request.tools ?? []).map((t) => t.name));
     const tools = [...(request.tools ?? [])];
     for (const { spec, index, serverId } of specs) {
-      const answer = await proxyCall(config, principal, serverId, "tools/list", {}, signal);
-      if (answer.status === 404)
-        throw badServerUrl(index, spec.server_url, "Value error, no MCP server you may use has this URL");
       const item: McpListToolsItem = {
         type: "mcp_list_tools",
         id: deps.ids.newId(ID_PREFIX.mcp_list_tools),
         server_label: spec.server_label,
         tools: [],
-        ...(answer.error ? { error: answer.error.message } : {}),
       };
+      events?.listing(item);
+      const answer = await proxyCall(config, principal, serverId, "tools/list", {}, signal);
+      if (answer.status === 404)
+        throw badServerUrl(index, spec.server_url, "Value error, no MCP server you may use has this URL");
+      if (answer.error) item.error = answer.error.message;
       const offered =
         (answer.result?.tools as
           | {
@@ -234,11 +235,14 @@ export async function startHostedTurn(
         });
       }
       output.push(item);
+      events?.listed(item);
     }
 
     // Tool calls whose results the next model round carries. They run only once that round is admitted:
     // a round refused (a budget) runs no tool, and a client that retries does not run it twice.
-    let pending = await approvalAnswers(deps, principal, input, turn, hosted, output);
+    let pending = await approvalAnswers(deps, principal, input, turn, hosted, output, events);
+    // Answers to approval requests open the stream once they are claimed (a conflict is still a 409).
+    const answering = pending !== undefined;
     let messages: ChatMessage[] = [...request.messages];
     const earlier = { input_tokens: 0, output_tokens: 0, total_tokens: 0 };
     const redacted = (ids: string[]) => {
@@ -295,6 +299,8 @@ export async function startHostedTurn(
           return { done: true };
         },
       }).catch(abandon);
+      // Checked and admitted: from here on, each event leaves as it happens.
+      if (round > 0 || !answering) events?.open();
       if (pending) {
         const results = await pending.run(signal).catch(async (err: unknown) => {
           await call.release();
@@ -317,7 +323,7 @@ export async function startHostedTurn(
         run: async (signal) => {
           const results: ChatMessage[] = [];
           for (const c of completion.toolCalls as ToolCall[]) {
-            const item = await runTool(config, deps.ids, principal, hosted.get(c.name)!, c, signal);
+            const item = await runTool(config, deps.ids, principal, hosted.get(c.name)!, c, signal, events);
             output.push(item);
             results.push({ role: "tool", toolCallId: c.id, content: item.output ?? `Error: ${item.error}` });
           }
@@ -334,8 +340,19 @@ export async function startHostedTurn(
     provider: deps.provider,
     redactedBy: () => [...redactedBy].sort(),
     answer: (signal) => run(signal),
-    stream: () => Promise.reject(new Error("A hosted MCP turn is streamed by replaying its answer")),
-    replayed: true,
+    stream: () => Promise.reject(new Error("A hosted MCP turn streams its own events (streamLive)")),
+    streamLive: async (sink, signal, beforeOpen) => {
+      const events = new HostedEvents(sink, deps.logger, response, beforeOpen);
+      let answered: ResponseObject;
+      try {
+        answered = await run(signal, events);
+      } catch (err) {
+        if (!events.opened) throw err;
+        events.fail(response, err, signal);
+        return;
+      }
+      events.finish(answered);
+    },
   };
 }
 
@@ -397,6 +414,7 @@ async function approvalAnswers(
   turn: Item[],
   hosted: Map<string, HostedTool>,
   output: OutputItem[],
+  events: HostedEvents | undefined,
 ): Promise<PendingCalls | undefined> {
   const answers = answersIn(turn);
   if (answers.length === 0) return undefined;
@@ -451,6 +469,7 @@ async function approvalAnswers(
       const lost = await store.claim(principal.org, principal.user, answered);
       if (lost) throw alreadyAnswered(lost);
       await hooks?.afterClaim?.(ids);
+      events?.open();
       const results: ChatMessage[] = [];
       for (const { answer, request, call, tool } of checked) {
         if (!answer.approve) {
@@ -461,10 +480,16 @@ async function approvalAnswers(
           });
           continue;
         }
-        const item = {
-          ...(await runTool(deps.hostedMcp, deps.ids, principal, tool, call, signal)),
-          approval_request_id: request.id,
-        };
+        const item = await runTool(
+          deps.hostedMcp,
+          deps.ids,
+          principal,
+          tool,
+          call,
+          signal,
+          events,
+          request.id,
+        );
         output.push(item);
         results.push({ role: "tool", toolCallId: call.id, content: item.output ?? `Error: ${item.error}` });
       }
@@ -480,6 +505,8 @@ async function runTool(
   tool: HostedTool,
   call: ToolCall,
   signal: AbortSignal,
+  events: HostedEvents | undefined,
+  approvalRequestId: string | null = null,
 ): Promise<McpCallItem> {
   const item: McpCallItem = {
     type: "mcp_call",
@@ -490,11 +517,24 @@ async function runTool(
     arguments: call.arguments,
     output: null,
     error: null,
-    approval_request_id: null,
+    approval_request_id: approvalRequestId,
   };
+  events?.calling(item);
+  const ran = await callTool(config, principal, tool, item, signal);
+  events?.called(ran);
+  return ran;
+}
+
+async function callTool(
+  config: HostedMcpConfig,
+  principal: Principal,
+  tool: HostedTool,
+  item: McpCallItem,
+  signal: AbortSignal,
+): Promise<McpCallItem> {
   let args: unknown;
   try {
-    args = call.arguments ? JSON.parse(call.arguments) : {};
+    args = item.arguments ? JSON.parse(item.arguments) : {};
   } catch {
     return { ...item, status: "failed", error: "The model's arguments are not JSON" };
   }
@@ -521,50 +561,4 @@ function addUsage(
   usage.input_tokens += earlier.input_tokens;
   usage.output_tokens += earlier.output_tokens;
   usage.total_tokens += earlier.total_tokens;
-}
-
-/**
- * The finished turn as OpenAI's Responses events: `response.created`, each
- * output item with its own events (`response.mcp_list_tools.*`,
- * `response.mcp_call.*` and `response.mcp_call_arguments.*`, the text's,
- * the function call's), then `response.completed`. The tools ran before the
- * stream opened, so a failure is still an ordinary error answer.
- */
-/** Streams a finished response as the events it would have had (a hosted MCP turn's). */
-export function replayResponse(sink: EventSink, response: ResponseObject): void {
-  let sequence = 0;
-  const send = (type: string, data: Record<string, unknown>) =>
-    sink.write(`event: ${type}\ndata: ${JSON.stringify({ type, sequence_number: sequence++, ...data })}\n\n`);
-  sink.open();
-  const begun = { ...response, status: "in_progress", output: [], usage: null, completed_at: null };
-  send("response.created", { response: begun });
-  send("response.in_progress", { response: begun });
-  response.output.forEach((item, output_index) => {
-    const at = { item_id: item.id, output_index };
-    const added =
-      item.type === "mcp_call" ? { ...item, status: "in_progress", output: null, error: null } : item;
-    send("response.output_item.added", { output_index, item: added });
-    if (item.type === "mcp_list_tools") {
-      send("response.mcp_list_tools.in_progress", at);
-      send(item.error ? "response.mcp_list_tools.failed" : "response.mcp_list_tools.completed", at);
-    } else if (item.type === "mcp_call") {
-      send("response.mcp_call.in_progress", at);
-      send("response.mcp_call_arguments.delta", { ...at, delta: item.arguments });
-      send("response.mcp_call_arguments.done", { ...at, arguments: item.arguments });
-      send(item.status === "failed" ? "response.mcp_call.failed" : "response.mcp_call.completed", at);
-    } else if (item.type === "message") {
-      const text = item.content[0]?.text ?? "";
-      const part = { type: "output_text", text: "", annotations: [], logprobs: [] };
-      send("response.content_part.added", { ...at, content_index: 0, part });
-      if (text) send("response.output_text.delta", { ...at, content_index: 0, delta: text, logprobs: [] });
-      send("response.output_text.done", { ...at, content_index: 0, text, logprobs: [] });
-      send("response.content_part.done", { ...at, content_index: 0, part: { ...part, text } });
-    } else if (item.type === "function_call") {
-      send("response.function_call_arguments.delta", { ...at, delta: item.arguments });
-      send("response.function_call_arguments.done", { ...at, arguments: item.arguments });
-    }
-    send("response.output_item.done", { output_index, item });
-  });
-  send(response.status === "incomplete" ? "response.incomplete" : "response.completed", { response });
-  sink.end();
 }
