@@ -20,11 +20,14 @@ import type { OutputItem, ResponseObject } from "./store.ts";
  * an ordinary error answer; from then on each event leaves as it happens,
  * and a failure ends the stream with `response.failed`.
  */
+/** An `mcp_call` as its `response.output_item.added` shows it, before the tool answered. */
+type RunningCall = Omit<McpCallItem, "status"> & { status: "in_progress" };
+
 export class HostedEvents {
   private sequence = 0;
   private held: string[] | undefined = [];
-  /** The items whose events were sent, by their output index. */
-  private readonly items: OutputItem[] = [];
+  /** The items whose events were sent, by their output index (a call still running as it was added). */
+  private readonly items: (OutputItem | RunningCall)[] = [];
   private readonly sink: EventSink;
   private readonly logger: Logger;
   private readonly beforeOpen: () => void;
@@ -66,7 +69,7 @@ export class HostedEvents {
 
   /** A tool call is about to run through the proxy. */
   calling(item: McpCallItem): void {
-    const at = this.add({ ...item, status: "in_progress", output: null, error: null } as OutputItem);
+    const at = this.add({ ...item, status: "in_progress", output: null, error: null });
     this.send("response.mcp_call.in_progress", at);
     this.send("response.mcp_call_arguments.delta", { ...at, delta: item.arguments });
     this.send("response.mcp_call_arguments.done", { ...at, arguments: item.arguments });
@@ -105,18 +108,25 @@ export class HostedEvents {
   fail(response: ResponseObject, err: unknown, signal: AbortSignal): void {
     if (signal.aborted || this.sink.ended) return;
     logStreamFailure(this.logger, this.sink, err, "response");
-    this.send("response.failed", { response: failed(response, this.items, err, undefined) });
+    // A call the failure cut short did not end: failed, as the response is.
+    const output = this.items.map(
+      (item): OutputItem =>
+        item.type === "mcp_call" && item.status === "in_progress"
+          ? { ...item, status: "failed", error: "The response failed before the call ended" }
+          : (item as OutputItem),
+    );
+    this.send("response.failed", { response: failed(response, output, err, undefined) });
     this.sink.end();
   }
 
-  private add(item: OutputItem): { item_id: string; output_index: number } {
+  private add(item: OutputItem | RunningCall): { item_id: string; output_index: number } {
     const output_index = this.items.length;
     this.items.push(item);
     this.send("response.output_item.added", { output_index, item });
     return { item_id: item.id, output_index };
   }
 
-  private at(item: OutputItem): { item_id: string; output_index: number } {
+  private at(item: { id: string }): { item_id: string; output_index: number } {
     return { item_id: item.id, output_index: this.items.findIndex((i) => i.id === item.id) };
   }
 
