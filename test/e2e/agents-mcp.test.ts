@@ -127,7 +127,7 @@ describe("the OpenAI Agents SDK and the MCP gateway", () => {
     expect(types).toContain("hosted_tool_call");
   });
 
-  it("hostedMcpTool with approvals: the run stops at the approval, and resumes from its own state (no previous_response_id) to run the call once", async () => {
+  it("hostedMcpTool with approvals: the run stops at the approval, and resumes from its own state to run the call once", async () => {
     const { id, runner } = await setUp();
     const agent = new Agent({
       name: "docs",
