@@ -126,4 +126,29 @@ describe("the OpenAI Agents SDK and the MCP gateway", () => {
     const types = result.rawResponses.flatMap((r) => r.output.map((o) => o.type));
     expect(types).toContain("hosted_tool_call");
   });
+
+  it("hostedMcpTool with approvals: the run stops at the approval, and resumes from its own state to run the call once", async () => {
+    const { id, runner } = await setUp();
+    const agent = new Agent({
+      name: "docs",
+      instructions: "Use the tools.",
+      tools: [
+        hostedMcpTool({
+          serverLabel: "docs",
+          serverUrl: `https://gateway.test/api/v1/mcp/servers/${id}/mcp`,
+          allowedTools: ["lookup"],
+          requireApproval: "always",
+        }),
+      ],
+    });
+    const asked = await runner.run(agent, "boats");
+    expect(asked.interruptions.length).toBe(1);
+    const lookups = () =>
+      upstream.calls.filter((c) => c.tool === "lookup" && c.arguments.text === "boats").length;
+    expect(lookups()).toBe(0);
+    asked.state.approve(asked.interruptions[0]!);
+    const resumed = await runner.run(agent, asked.state);
+    expect(resumed.finalOutput).toBe("Echo: looked up: boats");
+    expect(lookups()).toBe(1);
+  });
 });

@@ -266,8 +266,11 @@ describe("what zod cannot see by itself, described all the same", () => {
       "message",
       "function_call",
       "function_call_output",
-      "item_reference",
+      "mcp_list_tools",
+      "mcp_call",
+      "mcp_approval_request",
       "mcp_approval_response",
+      "item_reference",
     ]);
   });
 

@@ -132,7 +132,14 @@ describe("hosted MCP tools in responses", () => {
     expect(res.status).toBe(200);
     const response = await res.json();
     const [list, ...rest] = response.output;
-    expect(list).toMatchObject({ type: "mcp_list_tools", server_label: "docs", error: null });
+    expect(list).toMatchObject({ type: "mcp_list_tools", server_label: "docs" });
+    // As OpenAI sends it: no `error` when the listing worked, no null description or annotations.
+    expect(list).not.toHaveProperty("error");
+    for (const tool of list.tools) {
+      expect(tool.description === undefined || typeof tool.description === "string").toBe(true);
+      expect(tool.annotations === undefined || typeof tool.annotations === "object").toBe(true);
+      expect(tool.annotations).not.toBeNull();
+    }
     // bob is a reader: only the read-only tools.
     expect(list.tools.map((t: { name: string }) => t.name).sort()).toEqual(
       ["lookup", "read_file", "search", "slow"].sort(),
@@ -390,6 +397,100 @@ describe("hosted MCP tools in responses", () => {
       expect(types, type).toContain(type);
   });
 
+  it("streams each listing and tool call as it happens, in OpenAI's order: a call still running has sent its in_progress and arguments, not its result", async () => {
+    const { secret, serverUrl } = await setUp();
+    const from = upstream.calls.length;
+    const res = await stack.call(secret, "/api/v1/llm/responses", {
+      user: "bob",
+      json: {
+        input: "live",
+        stream: true,
+        tools: [
+          {
+            type: "mcp",
+            server_label: "docs",
+            server_url: serverUrl,
+            allowed_tools: ["lookup", "slow"],
+            require_approval: "never",
+          },
+        ],
+      },
+    });
+    try {
+      expect(res.status).toBe(200);
+      const reader = res.body!.pipeThrough(new TextDecoderStream()).getReader();
+      let text = "";
+      const events = () => parseEvents(text.slice(0, text.lastIndexOf("\n\n") + 2));
+      const slowCall = () =>
+        events().find((e) => e.type === "response.output_item.added" && e.data.item.name === "slow");
+      // Read while `slow` is held by the upstream: its call must already show.
+      while (
+        !events().some(
+          (e) => e.type === "response.mcp_call_arguments.done" && e.data.item_id === slowCall()?.data.item.id,
+        )
+      ) {
+        const { value, done } = await reader.read();
+        if (done) throw new Error("the stream ended before the held call showed");
+        text += value;
+      }
+      const slowId = slowCall()!.data.item.id;
+      expect(
+        events().some((e) => e.data.item_id === slowId && e.type === "response.mcp_call.completed"),
+      ).toBe(false);
+      // The upstream holds `slow` (the events above left before the proxy's request did).
+      await vi.waitFor(() => expect(upstream.calls.slice(from).map((c) => c.tool)).toContain("slow"));
+      upstream.release();
+      for (;;) {
+        const { value, done } = await reader.read();
+        if (done) break;
+        text += value;
+      }
+      const all = parseEvents(text);
+      expect(all.map((e) => e.data.sequence_number)).toEqual(all.map((_, i) => i));
+      const call = (name: string) => [
+        ["response.output_item.added", name],
+        ["response.mcp_call.in_progress", name],
+        ["response.mcp_call_arguments.delta", name],
+        ["response.mcp_call_arguments.done", name],
+        ["response.mcp_call.completed", name],
+        ["response.output_item.done", name],
+      ];
+      const names = new Map<string, string>();
+      for (const e of all)
+        if (e.data.item?.id) names.set(e.data.item.id, e.data.item.name ?? e.data.item.type);
+      expect(all.map((e) => [e.type, names.get(e.data.item_id ?? e.data.item?.id) ?? ""])).toEqual([
+        ["response.created", ""],
+        ["response.in_progress", ""],
+        ["response.output_item.added", "mcp_list_tools"],
+        ["response.mcp_list_tools.in_progress", "mcp_list_tools"],
+        ["response.mcp_list_tools.completed", "mcp_list_tools"],
+        ["response.output_item.done", "mcp_list_tools"],
+        ...call("lookup"),
+        ...call("slow"),
+        ["response.output_item.added", "message"],
+        ["response.content_part.added", "message"],
+        ["response.output_text.delta", "message"],
+        ["response.output_text.done", "message"],
+        ["response.content_part.done", "message"],
+        ["response.output_item.done", "message"],
+        ["response.completed", ""],
+      ]);
+      expect(
+        all.find((e) => e.type === "response.output_item.added" && e.data.item.type === "mcp_list_tools")!
+          .data.item,
+      ).toEqual(expect.objectContaining({ tools: [] }));
+      const completed = all.at(-1)!.data.response;
+      expect(completed.output.map((i: { type: string }) => i.type)).toEqual([
+        "mcp_list_tools",
+        "mcp_call",
+        "mcp_call",
+        "message",
+      ]);
+    } finally {
+      upstream.release();
+    }
+  }, 30_000);
+
   it("a server_url that is not a registered server's proxy URL, headers or authorization: 422 at its loc; an unreadable server likewise", async () => {
     const { secret, serverUrl } = await setUp();
     const post = (tool: Record<string, unknown>, user = "bob") =>
@@ -458,5 +559,137 @@ describe("hosted MCP tools in responses", () => {
     } finally {
       upstream.hugeAnswer = undefined;
     }
+  });
+});
+
+describe("hosted MCP items sent back as input (clients that keep their own history)", () => {
+  /** bob's first turn, with `lookup` needing approval: what the client keeps (its input and the response's output). */
+  async function firstTurn(secret: string, serverUrl: string, text: string) {
+    const tools = [{ type: "mcp", server_label: "docs", server_url: serverUrl, allowed_tools: ["lookup"] }];
+    const res = await stack.call(secret, "/api/v1/llm/responses", {
+      user: "bob",
+      json: { input: text, tools },
+    });
+    expect(res.status).toBe(200);
+    const response = await res.json();
+    const request = response.output.find((i: { type: string }) => i.type === "mcp_approval_request");
+    expect(request).toBeDefined();
+    const history = [{ role: "user", content: text }, ...response.output];
+    return { tools, request, history };
+  }
+
+  it("r1.output and the answer sent back without previous_response_id: the approved call runs once; the whole history sent back with the next turn runs nothing again and shows the model the call's result", async () => {
+    const { secret, serverUrl } = await setUp();
+    const { tools, request, history } = await firstTurn(secret, serverUrl, "own history");
+    const second = await stack.call(secret, "/api/v1/llm/responses", {
+      user: "bob",
+      json: {
+        input: [
+          ...history,
+          { type: "mcp_approval_response", approval_request_id: request.id, approve: true },
+        ],
+        tools,
+      },
+    });
+    expect(second.status).toBe(200);
+    const r2 = await second.json();
+    expect(r2.output.find((i: { type: string }) => i.type === "mcp_call")).toMatchObject({
+      name: "lookup",
+      approval_request_id: request.id,
+      output: "looked up: own history",
+    });
+    expect(lookups("own history")).toBe(1);
+
+    const answer = { type: "mcp_approval_response", approval_request_id: request.id, approve: true };
+    const third = await stack.call(secret, "/api/v1/llm/responses", {
+      user: "bob",
+      json: {
+        input: [...history, answer, ...r2.output, { role: "user", content: "and then" }],
+        tools,
+      },
+    });
+    expect(third.status).toBe(200);
+    expect(lookups("own history")).toBe(1);
+    // The earlier call is context: the model was shown it and its result.
+    const sent = stack.llm.requests.at(-1)!.body;
+    expect(sent.messages).toContainEqual(
+      expect.objectContaining({ role: "tool", content: "looked up: own history" }),
+    );
+    expect(sent.messages.filter((m: { role: string }) => m.role === "assistant").length).toBeGreaterThan(0);
+  });
+
+  it("an answer to an approval request this gateway never asked runs nothing (422); one asked of another user is 403; one for a tool the caller may no longer call runs nothing", async () => {
+    const { secret, id, serverUrl } = await setUp();
+    const { tools, request, history } = await firstTurn(secret, serverUrl, "never asked");
+    const answerAs = (user: string, approvalId: string) =>
+      stack.call(secret, "/api/v1/llm/responses", {
+        user,
+        json: {
+          input: [
+            ...history,
+            { type: "mcp_approval_response", approval_request_id: approvalId, approve: true },
+          ],
+          tools,
+        },
+      });
+    const forged = await answerAs("bob", `mcpr_${"0".repeat(32)}`);
+    expect(forged.status).toBe(422);
+    expect((await forged.json()).detail[0].msg).toContain("no approval request with this id");
+    const byAlice = await answerAs("alice", request.id);
+    expect(byAlice.status).toBe(403);
+    expect(lookups("never asked")).toBe(0);
+
+    // bob loses his role on the server: his approval is no longer enough.
+    const revoke = await stack.call(secret, "/api/v1/authorization/llm/revoke", {
+      user: "alice",
+      json: { resourceType: "mcp_server", resourceId: id, userId: "bob", role: "reader" },
+    });
+    expect(revoke.status).toBe(204);
+    const revoked = await answerAs("bob", request.id);
+    expect(revoked.status).toBe(422);
+    expect(lookups("never asked")).toBe(0);
+  });
+
+  it("a conversation takes a response's hosted MCP items, at creation and added later, and lists them back", async () => {
+    const { secret, serverUrl } = await setUp();
+    const { request, history } = await firstTurn(secret, serverUrl, "kept in a conversation");
+    const created = await stack.call(secret, "/api/v1/llm/conversations", {
+      user: "bob",
+      json: { items: history },
+    });
+    expect(created.status).toBe(200);
+    const { id } = await created.json();
+    const added = await stack.call(secret, `/api/v1/llm/conversations/${id}/items`, {
+      user: "bob",
+      json: {
+        items: [
+          { type: "mcp_approval_response", approval_request_id: request.id, approve: false },
+          {
+            type: "mcp_call",
+            id: "mcp_earlier",
+            server_label: "docs",
+            name: "lookup",
+            arguments: "{}",
+            output: "an earlier result",
+            error: null,
+            status: "completed",
+            approval_request_id: null,
+          },
+        ],
+      },
+    });
+    expect(added.status).toBe(200);
+    const list = await stack.call(secret, `/api/v1/llm/conversations/${id}/items?order=asc`, { user: "bob" });
+    expect(list.status).toBe(200);
+    const types = (await list.json()).data.map((i: { type: string }) => i.type);
+    expect(types).toEqual([
+      "message",
+      "mcp_list_tools",
+      "mcp_approval_request",
+      "mcp_approval_response",
+      "mcp_call",
+    ]);
+    // Stored, the answer ran nothing.
+    expect(lookups("kept in a conversation")).toBe(0);
   });
 });

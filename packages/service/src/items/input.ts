@@ -6,10 +6,10 @@ import { ID_PREFIX, type Item } from "./items.ts";
 /**
  * Items as clients send them (`input` of a response, `items` of a
  * conversation), in the shapes the OpenAI SDKs send: plain `{role, content}`
- * messages, the output items of an earlier response sent back, function
- * calls and their outputs, and in a response's input references to stored
- * items. Types this service cannot handle (images, files, built-in tool
- * calls, reasoning…) are a 422 at their `type`.
+ * messages, the output items of an earlier response sent back (hosted MCP
+ * items too), function calls and their outputs, and in a response's input
+ * references to stored items. Types this service cannot handle (images,
+ * files, other built-in tool calls, reasoning…) are a 422 at their `type`.
  */
 const ROLES = ["user", "assistant", "system", "developer"] as const;
 const STATUS = z.enum(["in_progress", "completed", "incomplete"]).nullish();
@@ -69,15 +69,65 @@ const functionCallOutput = z.strictObject({
   output: chosen((v) => (typeof v === "string" ? text : outputParts)),
 });
 
-export const inputItem = byType(
-  "Item type",
-  { message, function_call: functionCall, function_call_output: functionCallOutput },
-  "message",
-);
+/*
+ * Hosted MCP items of an earlier response, sent back by clients that keep
+ * their own history (docs/api/mcp.md#items-sent-back). They are context
+ * only: an `mcp_call` is shown to the model as the call and its result, an
+ * `mcp_list_tools` and an `mcp_approval_request` as nothing; none runs
+ * anything. Shapes as OpenAI's (`MCPListTools`, `MCPToolCall`,
+ * `MCPApprovalRequest`).
+ */
+const itemId = z.string().min(1).max(256);
+const serverLabel = z.string().min(1).max(256);
+const toolName = z.string().min(1).max(256);
 
-export type InputItem = z.output<typeof inputItem>;
+const mcpListTools = z.strictObject({
+  type: z.literal("mcp_list_tools"),
+  id: itemId,
+  server_label: serverLabel,
+  tools: z
+    .array(
+      z.strictObject({
+        name: toolName,
+        description: z.string().max(8192).nullish(),
+        input_schema: z.record(z.string(), z.unknown()),
+        annotations: z.record(z.string(), z.unknown()).nullish(),
+      }),
+    )
+    .max(1_000),
+  error: z.string().max(8192).nullish(),
+});
 
-/** The caller's answer to a hosted MCP tool's approval request, in a response that names it with `previous_response_id`. */
+// OpenAI's newer documents describe a call's error as an object ({type, code?, message}); both are taken.
+const errorText = z.string().max(8192);
+const errorObject = z.looseObject({ type: z.string().optional(), message: errorText.optional() });
+const mcpCallError = chosen((v) => (typeof v === "string" ? errorText : errorObject));
+
+const mcpCall = z.strictObject({
+  type: z.literal("mcp_call"),
+  id: itemId,
+  server_label: serverLabel,
+  name: toolName,
+  arguments: z.string(),
+  output: z.string().nullish(),
+  error: mcpCallError.nullish(),
+  status: z.enum(["in_progress", "completed", "incomplete", "calling", "failed"]).nullish(),
+  approval_request_id: z.string().max(256).nullish(),
+});
+
+const mcpApprovalRequest = z.strictObject({
+  type: z.literal("mcp_approval_request"),
+  id: itemId,
+  server_label: serverLabel,
+  name: toolName,
+  arguments: z.string(),
+});
+
+/**
+ * The caller's answer to a hosted MCP tool's approval request. In a
+ * response's input it answers the request (docs/api/mcp.md#approvals);
+ * in a conversation's items it is history.
+ */
 const mcpApprovalResponse = z.strictObject({
   type: z.literal("mcp_approval_response"),
   id: ID,
@@ -88,18 +138,26 @@ const mcpApprovalResponse = z.strictObject({
   reason: z.string().max(4096).nullish(),
 });
 
+const itemTypes = {
+  message,
+  function_call: functionCall,
+  function_call_output: functionCallOutput,
+  mcp_list_tools: mcpListTools,
+  mcp_call: mcpCall,
+  mcp_approval_request: mcpApprovalRequest,
+  mcp_approval_response: mcpApprovalResponse,
+};
+
+export const inputItem = byType("Item type", itemTypes, "message");
+
+export type InputItem = z.output<typeof inputItem>;
+
 /** A stored item named by its id (OpenAI's `item_reference`), in a response's `input`. */
 const itemReference = z.strictObject({ type: z.literal("item_reference"), id: z.string().min(1).max(256) });
 
 export const responseInputItem = byType(
   "Item type",
-  {
-    message,
-    function_call: functionCall,
-    function_call_output: functionCallOutput,
-    item_reference: itemReference,
-    mcp_approval_response: mcpApprovalResponse,
-  },
+  { ...itemTypes, item_reference: itemReference },
   "message",
 );
 
@@ -117,15 +175,6 @@ export async function toTurn(
   if (typeof input === "string") return toItems(input, ids);
   return Promise.all(
     input.map(async (item, index) => {
-      if (item.type === "mcp_approval_response") {
-        return {
-          type: "mcp_approval_response",
-          id: ids.newId(ID_PREFIX.mcp_approval_response),
-          approval_request_id: item.approval_request_id,
-          approve: item.approve,
-          reason: item.reason ?? null,
-        };
-      }
       if (item.type !== "item_reference") return toItems([item], ids)[0]!;
       const found = await resolve(item.id, index);
       return { ...found, id: ids.newId(ID_PREFIX[found.type]) };
@@ -137,6 +186,57 @@ export async function toTurn(
 export function toItems(input: string | InputItem[], ids: Ids): Item[] {
   const items: InputItem[] = typeof input === "string" ? [{ role: "user", content: input }] : input;
   return items.map((item): Item => {
+    if (item.type === "mcp_approval_response") {
+      return {
+        type: "mcp_approval_response",
+        id: ids.newId(ID_PREFIX.mcp_approval_response),
+        approval_request_id: item.approval_request_id,
+        approve: item.approve,
+        reason: item.reason ?? null,
+      };
+    }
+    if (item.type === "mcp_list_tools") {
+      return {
+        type: "mcp_list_tools",
+        id: ids.newId(ID_PREFIX.mcp_list_tools),
+        server_label: item.server_label,
+        tools: item.tools.map((tool) => ({
+          name: tool.name,
+          ...(tool.description != null ? { description: tool.description } : {}),
+          input_schema: tool.input_schema,
+          ...(tool.annotations != null ? { annotations: tool.annotations } : {}),
+        })),
+        ...(item.error != null ? { error: item.error } : {}),
+      };
+    }
+    if (item.type === "mcp_call") {
+      const error =
+        item.error == null
+          ? null
+          : typeof item.error === "string"
+            ? item.error
+            : (item.error.message ?? JSON.stringify(item.error));
+      return {
+        type: "mcp_call",
+        id: ids.newId(ID_PREFIX.mcp_call),
+        status: error !== null || item.status === "failed" ? "failed" : "completed",
+        server_label: item.server_label,
+        name: item.name,
+        arguments: item.arguments,
+        output: item.output ?? null,
+        error,
+        approval_request_id: item.approval_request_id ?? null,
+      };
+    }
+    if (item.type === "mcp_approval_request") {
+      return {
+        type: "mcp_approval_request",
+        id: ids.newId(ID_PREFIX.mcp_approval_request),
+        server_label: item.server_label,
+        name: item.name,
+        arguments: item.arguments,
+      };
+    }
     if (item.type === "function_call") {
       const { call_id, name, arguments: args } = item;
       return {

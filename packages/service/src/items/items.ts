@@ -47,13 +47,25 @@ export interface FunctionCallOutputItem {
   output: string | { type: "input_text"; text: string }[];
 }
 
-/** The tools a hosted MCP server offered the principal (OpenAI's `mcp_list_tools`). */
+/**
+ * The tools a hosted MCP server offered the principal (OpenAI's
+ * `mcp_list_tools`). As OpenAI sends it: `error` only when the listing
+ * failed, a tool's `description` and `annotations` only when it has them
+ * (the Vercel AI SDK refuses them as `null`).
+ */
 export interface McpListToolsItem {
   type: "mcp_list_tools";
   id: string;
   server_label: string;
-  tools: { name: string; description: string | null; input_schema: unknown; annotations: unknown }[];
-  error: string | null;
+  tools: McpListedTool[];
+  error?: string;
+}
+
+export interface McpListedTool {
+  name: string;
+  description?: string;
+  input_schema: unknown;
+  annotations?: Record<string, unknown>;
 }
 
 /** A hosted MCP tool call the service ran (OpenAI's `mcp_call`). */

@@ -4,7 +4,6 @@ import { ASSERTION_HEADER, type InternalAssertions } from "@gw/core/internal-ass
 import { AnswerTooLarge, readBoundedJson } from "@gw/core/mcp";
 import type { Principal } from "@gw/core/principal";
 import type { Caller } from "../budgets/admit-model-call.ts";
-import type { EventSink } from "../calls/event-sink.ts";
 import { admitCall, releaseOwnership, type StreamedCall } from "../calls/model-call.ts";
 import type { Ids } from "../ids.ts";
 import {
@@ -16,6 +15,7 @@ import {
 } from "../items/items.ts";
 import type { ChatMessage, Completion, ToolCall } from "../llm/provider.ts";
 import type { ApprovalRequest, NewApproval } from "./approvals.ts";
+import { HostedEvents } from "./hosted-stream.ts";
 import { prepareTurn } from "./prepare-turn.ts";
 import type { CreateResponseInput, McpToolInput } from "./request.ts";
 import { draftResponse, outputOf, settle } from "./response.ts";
@@ -191,22 +191,23 @@ export async function startHostedTurn(
   const response = draftResponse(input, deps.ids.newId("resp"), model, deps.clock.wall());
 
   const redactedBy = new Set<string>();
-  const run = async (signal: AbortSignal): Promise<ResponseObject> => {
+  const run = async (signal: AbortSignal, events?: HostedEvents): Promise<ResponseObject> => {
     const output: OutputItem[] = [];
     const hosted = new Map<string, HostedTool>();
     const taken = new Set((request.tools ?? []).map((t) => t.name));
     const tools = [...(request.tools ?? [])];
     for (const { spec, index, serverId } of specs) {
-      const answer = await proxyCall(config, principal, serverId, "tools/list", {}, signal);
-      if (answer.status === 404)
-        throw badServerUrl(index, spec.server_url, "Value error, no MCP server you may use has this URL");
       const item: McpListToolsItem = {
         type: "mcp_list_tools",
         id: deps.ids.newId(ID_PREFIX.mcp_list_tools),
         server_label: spec.server_label,
         tools: [],
-        error: answer.error ? answer.error.message : null,
       };
+      events?.listing(item);
+      const answer = await proxyCall(config, principal, serverId, "tools/list", {}, signal);
+      if (answer.status === 404)
+        throw badServerUrl(index, spec.server_url, "Value error, no MCP server you may use has this URL");
+      if (answer.error) item.error = answer.error.message;
       const offered =
         (answer.result?.tools as
           | {
@@ -221,9 +222,9 @@ export async function startHostedTurn(
         if (!allowed(spec, tool.name, readOnly)) continue;
         item.tools.push({
           name: tool.name,
-          description: tool.description ?? null,
+          ...(typeof tool.description === "string" ? { description: tool.description } : {}),
           input_schema: tool.inputSchema ?? { type: "object" },
-          annotations: tool.annotations ?? null,
+          ...(tool.annotations ? { annotations: tool.annotations } : {}),
         });
         const name = functionName(spec.server_label, tool.name, taken);
         hosted.set(name, { label: spec.server_label, serverId, spec, tool: tool.name, readOnly });
@@ -234,11 +235,14 @@ export async function startHostedTurn(
         });
       }
       output.push(item);
+      events?.listed(item);
     }
 
     // Tool calls whose results the next model round carries. They run only once that round is admitted:
     // a round refused (a budget) runs no tool, and a client that retries does not run it twice.
-    let pending = await approvalAnswers(deps, principal, input, turn, hosted, output);
+    let pending = await approvalAnswers(deps, principal, input, turn, hosted, output, events);
+    // Answers to approval requests open the stream once they are claimed (a conflict is still a 409).
+    const answering = pending !== undefined;
     let messages: ChatMessage[] = [...request.messages];
     const earlier = { input_tokens: 0, output_tokens: 0, total_tokens: 0 };
     const redacted = (ids: string[]) => {
@@ -295,6 +299,8 @@ export async function startHostedTurn(
           return { done: true };
         },
       }).catch(abandon);
+      // Checked and admitted: from here on, each event leaves as it happens.
+      if (round > 0 || !answering) events?.open();
       if (pending) {
         const results = await pending.run(signal).catch(async (err: unknown) => {
           await call.release();
@@ -317,7 +323,7 @@ export async function startHostedTurn(
         run: async (signal) => {
           const results: ChatMessage[] = [];
           for (const c of completion.toolCalls as ToolCall[]) {
-            const item = await runTool(config, deps.ids, principal, hosted.get(c.name)!, c, signal);
+            const item = await runTool(config, deps.ids, principal, hosted.get(c.name)!, c, signal, events);
             output.push(item);
             results.push({ role: "tool", toolCallId: c.id, content: item.output ?? `Error: ${item.error}` });
           }
@@ -334,8 +340,19 @@ export async function startHostedTurn(
     provider: deps.provider,
     redactedBy: () => [...redactedBy].sort(),
     answer: (signal) => run(signal),
-    stream: () => Promise.reject(new Error("A hosted MCP turn is streamed by replaying its answer")),
-    replayed: true,
+    stream: () => Promise.reject(new Error("A hosted MCP turn streams its own events (streamLive)")),
+    streamLive: async (sink, signal, beforeOpen) => {
+      const events = new HostedEvents(sink, deps.logger, response, beforeOpen);
+      let answered: ResponseObject;
+      try {
+        answered = await run(signal, events);
+      } catch (err) {
+        if (!events.opened) throw err;
+        events.fail(response, err, signal);
+        return;
+      }
+      events.finish(answered);
+    },
   };
 }
 
@@ -350,10 +367,37 @@ const alreadyAnswered = (id: string) =>
     param: "input",
   });
 
+/** Item types only a response's output has: after one of them in the input, the model has already answered. */
+const PRODUCED = new Set<Item["type"]>([
+  "mcp_list_tools",
+  "mcp_call",
+  "mcp_approval_request",
+  "function_call",
+  "file_search_call",
+]);
+
 /**
- * The caller's answers (`mcp_approval_response` items of the turn) to the
- * `mcp_approval_request`s of the response named by `previous_response_id`,
- * checked now and claimed when they run: each request is answered once
+ * The turn's answers to approval requests: its `mcp_approval_response`
+ * items that no output of the model follows. A client that keeps its own
+ * history sends its earlier answers back with the turns that followed them
+ * (the call they ran, the model's message): those are history, not answers.
+ */
+export function answersIn(turn: Item[]): McpApprovalResponseItem[] {
+  const lastProduced = turn.findLastIndex(
+    (item) => PRODUCED.has(item.type) || (item.type === "message" && item.role === "assistant"),
+  );
+  return turn.flatMap((item, index) =>
+    item.type === "mcp_approval_response" && index > lastProduced ? [item] : [],
+  );
+}
+
+/**
+ * The caller's answers (`mcp_approval_response` items of the turn, see
+ * `answersIn`) to `mcp_approval_request`s this gateway stored: those of the
+ * response named by `previous_response_id` when there is one, else looked
+ * up by their ids alone (clients that keep their own history send the
+ * request and its answer back without it); an id the gateway never asked is
+ * refused (422). Checked now and claimed when they run: each request is answered once
  * (again: 409), only by the principal it was asked of (org and user; anyone
  * else: 403, whatever role they hold on the response), and runs on the
  * registered server and tool it named (by the server's id: a server
@@ -370,19 +414,15 @@ async function approvalAnswers(
   turn: Item[],
   hosted: Map<string, HostedTool>,
   output: OutputItem[],
+  events: HostedEvents | undefined,
 ): Promise<PendingCalls | undefined> {
-  const answers = turn.flatMap((item) => (item.type === "mcp_approval_response" ? [item] : []));
+  const answers = answersIn(turn);
   if (answers.length === 0) return undefined;
   const refuse = (msg: string, value: string) =>
     new ValidationFailed([
       { loc: ["body", "input"], msg: `Value error, ${msg}`, type: "value_error", input: value },
     ]);
   const previousId = input.previous_response_id;
-  if (!previousId)
-    throw refuse(
-      "an mcp_approval_response needs previous_response_id naming the response that asked",
-      answers[0]!.approval_request_id,
-    );
   const store = deps.responses.approvals;
   const checked: {
     answer: McpApprovalResponseItem;
@@ -394,7 +434,9 @@ async function approvalAnswers(
     const id = answer.approval_request_id;
     if (checked.some((c) => c.request.id === id)) throw refuse("this approval request is answered twice", id);
     const request = await store.get(principal.org, id);
-    if (request?.responseId !== previousId)
+    // Only a request this gateway asked (and stored) can be answered: an id it never issued runs nothing.
+    if (!request) throw refuse("no approval request with this id was asked by this gateway", id);
+    if (previousId !== undefined && request.responseId !== previousId)
       throw refuse("no approval request with this id in previous_response_id", id);
     if (request.user !== principal.user)
       throw forbidden(`The approval request ${id} was asked of another user: only they may answer it`, {
@@ -427,6 +469,7 @@ async function approvalAnswers(
       const lost = await store.claim(principal.org, principal.user, answered);
       if (lost) throw alreadyAnswered(lost);
       await hooks?.afterClaim?.(ids);
+      events?.open();
       const results: ChatMessage[] = [];
       for (const { answer, request, call, tool } of checked) {
         if (!answer.approve) {
@@ -437,10 +480,16 @@ async function approvalAnswers(
           });
           continue;
         }
-        const item = {
-          ...(await runTool(deps.hostedMcp, deps.ids, principal, tool, call, signal)),
-          approval_request_id: request.id,
-        };
+        const item = await runTool(
+          deps.hostedMcp,
+          deps.ids,
+          principal,
+          tool,
+          call,
+          signal,
+          events,
+          request.id,
+        );
         output.push(item);
         results.push({ role: "tool", toolCallId: call.id, content: item.output ?? `Error: ${item.error}` });
       }
@@ -456,6 +505,8 @@ async function runTool(
   tool: HostedTool,
   call: ToolCall,
   signal: AbortSignal,
+  events: HostedEvents | undefined,
+  approvalRequestId: string | null = null,
 ): Promise<McpCallItem> {
   const item: McpCallItem = {
     type: "mcp_call",
@@ -466,11 +517,24 @@ async function runTool(
     arguments: call.arguments,
     output: null,
     error: null,
-    approval_request_id: null,
+    approval_request_id: approvalRequestId,
   };
+  events?.calling(item);
+  const ran = await callTool(config, principal, tool, item, signal);
+  events?.called(ran);
+  return ran;
+}
+
+async function callTool(
+  config: HostedMcpConfig,
+  principal: Principal,
+  tool: HostedTool,
+  item: McpCallItem,
+  signal: AbortSignal,
+): Promise<McpCallItem> {
   let args: unknown;
   try {
-    args = call.arguments ? JSON.parse(call.arguments) : {};
+    args = item.arguments ? JSON.parse(item.arguments) : {};
   } catch {
     return { ...item, status: "failed", error: "The model's arguments are not JSON" };
   }
@@ -497,50 +561,4 @@ function addUsage(
   usage.input_tokens += earlier.input_tokens;
   usage.output_tokens += earlier.output_tokens;
   usage.total_tokens += earlier.total_tokens;
-}
-
-/**
- * The finished turn as OpenAI's Responses events: `response.created`, each
- * output item with its own events (`response.mcp_list_tools.*`,
- * `response.mcp_call.*` and `response.mcp_call_arguments.*`, the text's,
- * the function call's), then `response.completed`. The tools ran before the
- * stream opened, so a failure is still an ordinary error answer.
- */
-/** Streams a finished response as the events it would have had (a hosted MCP turn's). */
-export function replayResponse(sink: EventSink, response: ResponseObject): void {
-  let sequence = 0;
-  const send = (type: string, data: Record<string, unknown>) =>
-    sink.write(`event: ${type}\ndata: ${JSON.stringify({ type, sequence_number: sequence++, ...data })}\n\n`);
-  sink.open();
-  const begun = { ...response, status: "in_progress", output: [], usage: null, completed_at: null };
-  send("response.created", { response: begun });
-  send("response.in_progress", { response: begun });
-  response.output.forEach((item, output_index) => {
-    const at = { item_id: item.id, output_index };
-    const added =
-      item.type === "mcp_call" ? { ...item, status: "in_progress", output: null, error: null } : item;
-    send("response.output_item.added", { output_index, item: added });
-    if (item.type === "mcp_list_tools") {
-      send("response.mcp_list_tools.in_progress", at);
-      send(item.error ? "response.mcp_list_tools.failed" : "response.mcp_list_tools.completed", at);
-    } else if (item.type === "mcp_call") {
-      send("response.mcp_call.in_progress", at);
-      send("response.mcp_call_arguments.delta", { ...at, delta: item.arguments });
-      send("response.mcp_call_arguments.done", { ...at, arguments: item.arguments });
-      send(item.status === "failed" ? "response.mcp_call.failed" : "response.mcp_call.completed", at);
-    } else if (item.type === "message") {
-      const text = item.content[0]?.text ?? "";
-      const part = { type: "output_text", text: "", annotations: [], logprobs: [] };
-      send("response.content_part.added", { ...at, content_index: 0, part });
-      if (text) send("response.output_text.delta", { ...at, content_index: 0, delta: text, logprobs: [] });
-      send("response.output_text.done", { ...at, content_index: 0, text, logprobs: [] });
-      send("response.content_part.done", { ...at, content_index: 0, part: { ...part, text } });
-    } else if (item.type === "function_call") {
-      send("response.function_call_arguments.delta", { ...at, delta: item.arguments });
-      send("response.function_call_arguments.done", { ...at, arguments: item.arguments });
-    }
-    send("response.output_item.done", { output_index, item });
-  });
-  send(response.status === "incomplete" ? "response.incomplete" : "response.completed", { response });
-  sink.end();
 }

@@ -5,6 +5,7 @@ import type { Logger } from "@gw/core/logger";
 import type { Principal } from "@gw/core/principal";
 import type { WindowState } from "@gw/core/windows";
 import type { Caller } from "../budgets/admit-model-call.ts";
+import type { EventSink } from "../calls/event-sink.ts";
 import { admitCall, type ModelCallDeps, recordUsage } from "../calls/model-call.ts";
 import type { ConversationStore } from "../conversations/store.ts";
 import type { Ids } from "../ids.ts";
@@ -51,11 +52,11 @@ export interface ResponseTurn {
   /** Streams the turn through `start` (the route's stream writer); the response is stored before `response.completed`. */
   stream(start: () => Promise<StreamedTurn>, signal: AbortSignal): Promise<void>;
   /**
-   * The turn runs to its end before anything can be streamed (hosted MCP
-   * tools: several model calls and tool calls): a stream replays `answer`'s
-   * response as its events (`replayResponse`), and `stream` is not used.
+   * A turn of several model calls and tool calls (hosted MCP tools) streams
+   * its own events as each thing happens (`HostedEvents`), and `stream` is
+   * not used. `beforeOpen` runs before the stream's first byte (its headers).
    */
-  replayed?: boolean;
+  streamLive?(sink: EventSink, signal: AbortSignal, beforeOpen: () => void): Promise<void>;
   /** The turn's `file_search` tool's search, run before the model call: a stream shows it first. */
   fileSearch?: FileSearchRun;
 }

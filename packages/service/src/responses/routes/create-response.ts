@@ -4,7 +4,6 @@ import { budgetHeaders } from "../../budgets/headers.ts";
 import { abortOnClose, eventSinkOf, guardrailHeaders } from "../../http/model-call.ts";
 import { modelRoute } from "../../http/model-route.ts";
 import { withoutNulls } from "../../schema.ts";
-import { replayResponse } from "../hosted-mcp.ts";
 import { createResponseBody } from "../request.ts";
 import { streamTurn } from "../stream.ts";
 import { type ResponseTurnDeps, startTurn } from "../turn.ts";
@@ -50,10 +49,8 @@ export const createResponse = modelRoute({
     const turn = await startTurn(deps, caller, input);
     res.set(budgetHeaders(turn.windows));
     const signal = abortOnClose(res); // the caller going away stops the model's work
-    if (input.stream && turn.replayed) {
-      const answered = await turn.answer(signal);
-      res.set(guardrailHeaders(turn.redactedBy()));
-      replayResponse(eventSinkOf(res), answered);
+    if (input.stream && turn.streamLive) {
+      await turn.streamLive(eventSinkOf(res), signal, () => res.set(guardrailHeaders(turn.redactedBy())));
     } else if (input.stream) {
       // A stream's headers leave before its output is checked: only the input's redactions can be named.
       res.set(guardrailHeaders(turn.redactedBy()));
