@@ -32,11 +32,12 @@ import { createGatewayMetrics } from "./metrics.ts";
 import { OAuthClients } from "./oauth/clients.ts";
 import { ConsentGrants } from "./oauth/grants.ts";
 import { RefreshTokens } from "./oauth/refresh-tokens.ts";
+import { RevokedFamilies } from "./oauth/revoked-families.ts";
 import { AuthorizationRequests } from "./oauth/requests.ts";
 import { RequestWindows } from "./rate-limit/request-windows.ts";
 import { LookupCursors } from "./routes/authorization/lookup-cursor.ts";
 import { developmentSigningKeys, loadSigningKeys, type SigningKeys } from "./tokens/signing-keys.ts";
-import { TokenService } from "./tokens/tokens.ts";
+import { CLOCK_TOLERANCE_SECONDS, TokenService } from "./tokens/tokens.ts";
 
 /** How often expired audit records are deleted (each replica; the sweeps skip each other's rows). */
 const AUDIT_SWEEP_INTERVAL_MS = 60_000;
@@ -129,7 +130,13 @@ export async function startGateway(
     onIdleError: (err) => logger.warn({ err: err.message }, "postgres connection error"),
   });
   const audit = new AuditLog(db, { retentionMs: config.AUDIT_RETENTION, logger, clock });
-  const refreshTokens = new RefreshTokens(db, clock, Math.floor(config.MCP_OAUTH_REFRESH_TOKEN_TTL / 1000));
+  const revokedFamilies = new RevokedFamilies(redis, config.MCP_OAUTH_ACCESS_TOKEN_TTL, CLOCK_TOLERANCE_SECONDS);
+  const refreshTokens = new RefreshTokens(
+    db,
+    clock,
+    Math.floor(config.MCP_OAUTH_REFRESH_TOKEN_TTL / 1000),
+    revokedFamilies,
+  );
   const auditSweep = setInterval(() => {
     audit.sweep().then(
       (deleted) => deleted > 0 && logger.info({ deleted }, "expired audit records deleted"),
@@ -205,6 +212,7 @@ export async function startGateway(
       }),
       requests: new AuthorizationRequests(redis),
       refreshTokens,
+      revokedFamilies,
       grants: new ConsentGrants(db, clock),
       accessTokenTtlSeconds: config.MCP_OAUTH_ACCESS_TOKEN_TTL,
     },

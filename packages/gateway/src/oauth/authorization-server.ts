@@ -332,9 +332,20 @@ export function authorizationServer(deps: AuthorizationServerDeps): Router {
     return key;
   };
 
-  const accessToken = (grant: { org: string; user: string; keyId: string; resource: string }) =>
+  // `sid` names the authorization (refresh-token family): revoking it ends this token at the next call.
+  const accessToken = (
+    grant: { org: string; user: string; keyId: string; resource: string },
+    family: string,
+  ) =>
     deps.tokens.sign(
-      { sub: grant.user, aud: grant.resource, org: grant.org, keyId: grant.keyId, permissions: [MCP_SCOPE] },
+      {
+        sub: grant.user,
+        aud: grant.resource,
+        org: grant.org,
+        keyId: grant.keyId,
+        permissions: [MCP_SCOPE],
+        sid: family,
+      },
       deps.accessTokenTtlSeconds,
     );
 
@@ -374,7 +385,12 @@ export function authorizationServer(deps: AuthorizationServerDeps): Router {
         scope: grant.scope,
       });
       return res.json(
-        tokenResponse(await accessToken(grant), refresh, deps.accessTokenTtlSeconds, grant.scope),
+        tokenResponse(
+          await accessToken(grant, refresh.family),
+          refresh.token,
+          deps.accessTokenTtlSeconds,
+          grant.scope,
+        ),
       );
     }
     if (grantType === "refresh_token") {
@@ -400,7 +416,7 @@ export function authorizationServer(deps: AuthorizationServerDeps): Router {
       await liveKey(rotation.grant);
       return res.json(
         tokenResponse(
-          await accessToken(rotation.grant),
+          await accessToken(rotation.grant, rotation.family),
           rotation.token,
           deps.accessTokenTtlSeconds,
           rotation.grant.scope,
