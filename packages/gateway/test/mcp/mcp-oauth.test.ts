@@ -518,6 +518,69 @@ describe("the authorization server refuses what it must", () => {
     }
   });
 
+  it("the console's API lists the organization's authorized clients and revokes one: its next call is refused", async () => {
+    const { o, id, serverUrl, bob } = await setUp();
+    const c = await codeFor(serverUrl, bob.secret);
+    const tokens = (await (await exchange(c)).json()) as { access_token: string };
+    const admin = await gw.createKey({ org: o.org, owner: "admin", permissions: ["admin:api-keys"] });
+    const listed = await gw.call("/api/v1/admin/mcp-oauth/grants", { bearer: admin.secret });
+    expect(listed.status).toBe(200);
+    const { data } = (await listed.json()) as { data: { id: string; lastUsedAt: number | null }[] };
+    expect(data).toEqual([
+      {
+        id: expect.stringMatching(/^mcpg_[0-9a-f]{32}$/),
+        userId: "bob",
+        clientId: c.clientId,
+        clientName: "Hand-made client",
+        serverId: id,
+        serverName: "docs",
+        resource: serverUrl.href,
+        scope: "mcp:call",
+        grantedAt: expect.any(Number),
+        lastUsedAt: expect.any(Number),
+      },
+    ]);
+    // Another organization neither sees nor revokes it.
+    const other = await newOrg(gw);
+    const stranger = await gw.createKey({ org: other.org, owner: "admin", permissions: ["admin:api-keys"] });
+    expect(
+      await (await gw.call("/api/v1/admin/mcp-oauth/grants", { bearer: stranger.secret })).json(),
+    ).toEqual({ data: [] });
+    const path = `/api/v1/admin/mcp-oauth/grants/${data[0]!.id}`;
+    expect((await gw.call(path, { method: "DELETE", bearer: stranger.secret })).status).toBe(404);
+    expect((await listTools(serverUrl, tokens.access_token)).status).toBe(200);
+
+    const revoked = await gw.call(path, { method: "DELETE", bearer: admin.secret });
+    expect(revoked.status).toBe(200);
+    expect(await revoked.json()).toEqual({ id: data[0]!.id, revokedTokens: 1 });
+    expect((await listTools(serverUrl, tokens.access_token)).status).toBe(401);
+    expect(
+      await (await gw.call("/api/v1/admin/mcp-oauth/grants", { bearer: admin.secret })).json(),
+    ).toEqual({ data: [] });
+    expect((await gw.call(path, { method: "DELETE", bearer: admin.secret })).status).toBe(404);
+  });
+
+  it("registration is bounded: per client address in Redis (every replica counts), and registrations never used expire", async () => {
+    await gw.redis.del("gw:oauth-register:address:127.0.0.1");
+    const replica = await startReplica(gw, { MCP_OAUTH_REGISTRATIONS_PER_ADDRESS: "2" });
+    try {
+      const registerAt = (url: string) =>
+        fetch(`${url}/oauth/register`, {
+          method: "POST",
+          headers: { "content-type": "application/json" },
+          body: JSON.stringify({ client_name: "Counted", redirect_uris: [REDIRECT] }),
+        });
+      expect((await registerAt(replica.url)).status).toBe(201);
+      // The test file's gateway counts against the same address.
+      expect((await registerAt(gw.url)).status).toBe(201);
+      const refused = await registerAt(replica.url);
+      expect(refused.status).toBe(429);
+      expect(Number(refused.headers.get("retry-after"))).toBeGreaterThan(0);
+    } finally {
+      await replica.close();
+    }
+  });
+
   it("RFC 7009 revocation and a replayed refresh token end the family's access tokens too", async () => {
     const { serverUrl, bob } = await setUp();
     const c = await codeFor(serverUrl, bob.secret);
