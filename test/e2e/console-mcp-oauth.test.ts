@@ -45,7 +45,12 @@ async function authorizeClient(url: string, resource: string, key: string): Prom
     method: "POST",
     redirect: "manual",
     headers: { ...form, cookie },
-    body: new URLSearchParams({ request, step: "consent", consent: hidden(consentHtml, "consent")!, decision: "allow" }),
+    body: new URLSearchParams({
+      request,
+      step: "consent",
+      consent: hidden(consentHtml, "consent")!,
+      decision: "allow",
+    }),
   });
   const code = new URL(answered.headers.get("location")!).searchParams.get("code")!;
   const tokens = await fetch(`${url}/oauth/token`, {

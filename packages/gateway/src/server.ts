@@ -33,8 +33,8 @@ import { OAuthClients } from "./oauth/clients.ts";
 import { ConsentGrants } from "./oauth/grants.ts";
 import { RefreshTokens } from "./oauth/refresh-tokens.ts";
 import { RegistrationLimits } from "./oauth/registration-limits.ts";
-import { RevokedFamilies } from "./oauth/revoked-families.ts";
 import { AuthorizationRequests } from "./oauth/requests.ts";
+import { RevokedFamilies } from "./oauth/revoked-families.ts";
 import { RequestWindows } from "./rate-limit/request-windows.ts";
 import { LookupCursors } from "./routes/authorization/lookup-cursor.ts";
 import { developmentSigningKeys, loadSigningKeys, type SigningKeys } from "./tokens/signing-keys.ts";
@@ -131,7 +131,11 @@ export async function startGateway(
     onIdleError: (err) => logger.warn({ err: err.message }, "postgres connection error"),
   });
   const audit = new AuditLog(db, { retentionMs: config.AUDIT_RETENTION, logger, clock });
-  const revokedFamilies = new RevokedFamilies(redis, config.MCP_OAUTH_ACCESS_TOKEN_TTL, CLOCK_TOLERANCE_SECONDS);
+  const revokedFamilies = new RevokedFamilies(
+    redis,
+    config.MCP_OAUTH_ACCESS_TOKEN_TTL,
+    CLOCK_TOLERANCE_SECONDS,
+  );
   const refreshTokens = new RefreshTokens(
     db,
     clock,

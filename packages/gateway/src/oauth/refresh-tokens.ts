@@ -61,11 +61,7 @@ export class RefreshTokens {
    * Runs a revoking statement (`... RETURNING family`) and marks its families
    * revoked before the transaction commits; how many tokens it revoked.
    */
-  private async revoking(
-    tx: Queryable,
-    sql: string,
-    params: unknown[],
-  ): Promise<number> {
+  private async revoking(tx: Queryable, sql: string, params: unknown[]): Promise<number> {
     const { rows } = await tx.query<{ family: string }>(sql, params);
     await this.revoked.mark(rows.map((r) => r.family));
     return rows.length;

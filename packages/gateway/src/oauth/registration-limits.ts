@@ -28,9 +28,13 @@ export class RegistrationLimits {
     } catch (err) {
       if (err instanceof RateLimiterRes) {
         const retryAfter = Math.max(1, Math.ceil(err.msBeforeNext / 1000));
-        throw new AppError("rate_limited", "Too many client registrations from this address; try again later", {
-          headers: { "Retry-After": String(retryAfter) },
-        });
+        throw new AppError(
+          "rate_limited",
+          "Too many client registrations from this address; try again later",
+          {
+            headers: { "Retry-After": String(retryAfter) },
+          },
+        );
       }
       throw serviceUnavailable("Client registration is unavailable; try again", err);
     }

@@ -17,7 +17,13 @@ async function authenticateWith(claims: Record<string, unknown>, revokedFamilies
   const middleware = authenticate({
     keys: { findById: async () => KEY } as unknown as ApiKeyLookup,
     tokens: {
-      verify: async () => ({ sub: "bob", org: "org-a", key_id: "key_1", permissions: ["mcp:call"], ...claims }),
+      verify: async () => ({
+        sub: "bob",
+        org: "org-a",
+        key_id: "key_1",
+        permissions: ["mcp:call"],
+        ...claims,
+      }),
     } as unknown as TokenService,
     audience: "https://gateway.test",
     metrics: createGatewayMetrics(),

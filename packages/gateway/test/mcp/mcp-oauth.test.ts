@@ -554,9 +554,9 @@ describe("the authorization server refuses what it must", () => {
     expect(revoked.status).toBe(200);
     expect(await revoked.json()).toEqual({ id: data[0]!.id, revokedTokens: 1 });
     expect((await listTools(serverUrl, tokens.access_token)).status).toBe(401);
-    expect(
-      await (await gw.call("/api/v1/admin/mcp-oauth/grants", { bearer: admin.secret })).json(),
-    ).toEqual({ data: [] });
+    expect(await (await gw.call("/api/v1/admin/mcp-oauth/grants", { bearer: admin.secret })).json()).toEqual({
+      data: [],
+    });
     expect((await gw.call(path, { method: "DELETE", bearer: admin.secret })).status).toBe(404);
   });
 
