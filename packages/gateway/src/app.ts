@@ -31,6 +31,7 @@ import type { McpDeps } from "./mcp/deps.ts";
 import { mcpProxy } from "./mcp/proxy.ts";
 import type { GatewayMetrics } from "./metrics.ts";
 import { type AuthorizationServerDeps, authorizationServer } from "./oauth/authorization-server.ts";
+import type { RevokedFamilies } from "./oauth/revoked-families.ts";
 import { requireApiKey, resolvePrincipal } from "./principal/resolve-principal.ts";
 import { rateLimit } from "./rate-limit/rate-limit.ts";
 import type { RequestWindows } from "./rate-limit/request-windows.ts";
@@ -80,7 +81,10 @@ export interface GatewayDeps {
   oauth?: Omit<
     AuthorizationServerDeps,
     "publicUrl" | "tokens" | "keys" | "mcp" | "signInLimits" | "logger" | "clock"
-  >;
+  > & {
+    /** Revoked authorizations: every route that accepts tokens refuses theirs. */
+    revokedFamilies: RevokedFamilies;
+  };
   /** Registered MCP servers, their vault and the proxy. */
   mcp: Omit<McpDeps, "authorization" | "audit" | "metrics" | "logger" | "publicUrl">;
 }
@@ -129,6 +133,7 @@ export function createGatewayApp(deps: GatewayDeps): express.Express {
           audience,
           metrics: deps.metrics,
           clock: deps.clock,
+          revokedFamilies: deps.oauth?.revokedFamilies,
         }),
       resolvePrincipal: principal,
       keyOwners: deps.keyOwners,
@@ -160,6 +165,7 @@ export function createGatewayApp(deps: GatewayDeps): express.Express {
       audience: deps.publicUrl,
       metrics: deps.metrics,
       clock: deps.clock,
+      revokedFamilies: deps.oauth?.revokedFamilies,
     }),
     principal,
     limit,

@@ -133,6 +133,12 @@ export const gatewayConfigSchema = z
     MCP_OAUTH_CLIENT_METADATA_CACHE_SIZE: z.coerce.number().int().min(1).max(100_000).default(1_000),
     /** How long a fetched Client ID Metadata Document is used before it is fetched again, a duration with its unit. Default 5m. */
     MCP_OAUTH_CLIENT_METADATA_CACHE_TTL: env.duration("5m"),
+    /** Dynamic client registrations (`POST /oauth/register`) one client address may make per `MCP_OAUTH_REGISTRATION_WINDOW` (counted in Redis; an IPv6 address as its /64); more are 429. Default 20. */
+    MCP_OAUTH_REGISTRATIONS_PER_ADDRESS: z.coerce.number().int().min(1).max(100_000).default(20),
+    /** The window of `MCP_OAUTH_REGISTRATIONS_PER_ADDRESS`, a duration with its unit. Default 1h. */
+    MCP_OAUTH_REGISTRATION_WINDOW: env.duration("1h"),
+    /** Most registered MCP clients not yet used (no token issued, registered within the day they are kept): past it, registration is 503 `temporarily_unavailable`. Default 10000. */
+    MCP_OAUTH_MAX_UNUSED_CLIENTS: z.coerce.number().int().min(1).max(10_000_000).default(10_000),
   })
   .superRefine((c, ctx) => {
     if (c.JWT_SIGNING_KEYS && c.JWT_SIGNING_KEYS_FILE) {

@@ -32,6 +32,7 @@ const AUTHENTICATION_OUTCOMES = [
 const JWT_OUTCOMES = [
   "ok",
   "unknown_api_key",
+  "revoked_authorization",
   "expired",
   "audience",
   "not_yet_valid",
@@ -72,7 +73,7 @@ export function createGatewayMetrics() {
   });
   const jwtVerifications = new Counter({
     name: "gateway_jwt_verifications_total",
-    help: "Gateway tokens presented as credentials, by outcome (ok, expired, signature, audience, ...).",
+    help: "Gateway tokens presented as credentials, by outcome (ok, expired, signature, audience, revoked_authorization, ...).",
     labelNames: ["outcome"] as const,
     registers: [base.registry],
   });

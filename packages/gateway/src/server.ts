@@ -32,11 +32,13 @@ import { createGatewayMetrics } from "./metrics.ts";
 import { OAuthClients } from "./oauth/clients.ts";
 import { ConsentGrants } from "./oauth/grants.ts";
 import { RefreshTokens } from "./oauth/refresh-tokens.ts";
+import { RegistrationLimits } from "./oauth/registration-limits.ts";
 import { AuthorizationRequests } from "./oauth/requests.ts";
+import { RevokedFamilies } from "./oauth/revoked-families.ts";
 import { RequestWindows } from "./rate-limit/request-windows.ts";
 import { LookupCursors } from "./routes/authorization/lookup-cursor.ts";
 import { developmentSigningKeys, loadSigningKeys, type SigningKeys } from "./tokens/signing-keys.ts";
-import { TokenService } from "./tokens/tokens.ts";
+import { CLOCK_TOLERANCE_SECONDS, TokenService } from "./tokens/tokens.ts";
 
 /** How often expired audit records are deleted (each replica; the sweeps skip each other's rows). */
 const AUDIT_SWEEP_INTERVAL_MS = 60_000;
@@ -129,7 +131,30 @@ export async function startGateway(
     onIdleError: (err) => logger.warn({ err: err.message }, "postgres connection error"),
   });
   const audit = new AuditLog(db, { retentionMs: config.AUDIT_RETENTION, logger, clock });
-  const refreshTokens = new RefreshTokens(db, clock, Math.floor(config.MCP_OAUTH_REFRESH_TOKEN_TTL / 1000));
+  const revokedFamilies = new RevokedFamilies(
+    redis,
+    config.MCP_OAUTH_ACCESS_TOKEN_TTL,
+    CLOCK_TOLERANCE_SECONDS,
+  );
+  const refreshTokens = new RefreshTokens(
+    db,
+    clock,
+    Math.floor(config.MCP_OAUTH_REFRESH_TOKEN_TTL / 1000),
+    revokedFamilies,
+  );
+  const oauthClients = new OAuthClients(db, {
+    policy: new UpstreamPolicy({
+      allowPrivate: config.MCP_OAUTH_ALLOW_PRIVATE_CLIENT_METADATA,
+      allowPrivateSetting: "MCP_OAUTH_ALLOW_PRIVATE_CLIENT_METADATA",
+      ...(seams.resolver ? { resolver: seams.resolver } : {}),
+    }),
+    clock,
+    cacheSize: config.MCP_OAUTH_CLIENT_METADATA_CACHE_SIZE,
+    cacheTtlMs: config.MCP_OAUTH_CLIENT_METADATA_CACHE_TTL,
+    timeoutMs: config.MCP_UPSTREAM_TIMEOUT_MS,
+    ca: seams.clientMetadataCa,
+    maxUnusedClients: config.MCP_OAUTH_MAX_UNUSED_CLIENTS,
+  });
   const auditSweep = setInterval(() => {
     audit.sweep().then(
       (deleted) => deleted > 0 && logger.info({ deleted }, "expired audit records deleted"),
@@ -138,6 +163,10 @@ export async function startGateway(
     refreshTokens.sweep().then(
       (deleted) => deleted > 0 && logger.info({ deleted }, "expired MCP client refresh tokens deleted"),
       (err: unknown) => logger.warn({ err: (err as Error).message }, "refresh token sweep failed"),
+    );
+    oauthClients.sweep().then(
+      (deleted) => deleted > 0 && logger.info({ deleted }, "MCP client registrations never used deleted"),
+      (err: unknown) => logger.warn({ err: (err as Error).message }, "MCP client registration sweep failed"),
     );
   }, AUDIT_SWEEP_INTERVAL_MS);
   auditSweep.unref();
@@ -187,24 +216,16 @@ export async function startGateway(
     onUnreadable: (reason) => logger.error({ reason }, "an MCP credential could not be opened"),
   });
 
-  const oauthPolicy = new UpstreamPolicy({
-    allowPrivate: config.MCP_OAUTH_ALLOW_PRIVATE_CLIENT_METADATA,
-    allowPrivateSetting: "MCP_OAUTH_ALLOW_PRIVATE_CLIENT_METADATA",
-    ...(seams.resolver ? { resolver: seams.resolver } : {}),
-  });
-
   const app = createGatewayApp({
     oauth: {
-      clients: new OAuthClients(db, {
-        policy: oauthPolicy,
-        clock,
-        cacheSize: config.MCP_OAUTH_CLIENT_METADATA_CACHE_SIZE,
-        cacheTtlMs: config.MCP_OAUTH_CLIENT_METADATA_CACHE_TTL,
-        timeoutMs: config.MCP_UPSTREAM_TIMEOUT_MS,
-        ca: seams.clientMetadataCa,
+      clients: oauthClients,
+      registrationLimits: new RegistrationLimits(redis, {
+        perAddress: config.MCP_OAUTH_REGISTRATIONS_PER_ADDRESS,
+        windowMs: config.MCP_OAUTH_REGISTRATION_WINDOW,
       }),
       requests: new AuthorizationRequests(redis),
       refreshTokens,
+      revokedFamilies,
       grants: new ConsentGrants(db, clock),
       accessTokenTtlSeconds: config.MCP_OAUTH_ACCESS_TOKEN_TTL,
     },

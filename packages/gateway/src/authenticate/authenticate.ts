@@ -4,6 +4,7 @@ import type { Request, RequestHandler } from "express";
 import { type ApiKeyLookup, ApiKeyStoreUnavailable } from "../api-keys/lookup.ts";
 import type { ApiKeyRecord } from "../api-keys/types.ts";
 import type { GatewayMetrics } from "../metrics.ts";
+import type { RevokedFamilies } from "../oauth/revoked-families.ts";
 import { type GatewayTokenClaims, InvalidToken, looksLikeJwt, type TokenService } from "../tokens/tokens.ts";
 
 const BEARER = /^Bearer +([A-Za-z0-9._~+/=-]+) *$/i;
@@ -25,6 +26,8 @@ export interface AuthenticateOptions {
   metrics: Pick<GatewayMetrics, "authentications" | "jwtVerifications">;
   /** Its wall time ends keys at their `expiresAt`. */
   clock?: Clock;
+  /** Revoked OAuth authorizations: a token naming one (`sid`) is refused; without it, every such token is. */
+  revokedFamilies?: Pick<RevokedFamilies, "isRevoked"> | undefined;
 }
 
 /** The cause a client is told (the body's `code`) for each way authentication fails. */
@@ -45,7 +48,7 @@ const REFUSALS = {
  * `res.locals.token`. Every failure is a 401 with `WWW-Authenticate: Bearer`.
  */
 export function authenticate(options: AuthenticateOptions): RequestHandler {
-  const { keys, tokens, audience, metrics, clock = systemClock } = options;
+  const { keys, tokens, audience, metrics, clock = systemClock, revokedFamilies } = options;
   const refuse = (outcome: keyof typeof REFUSALS, message: string) => {
     metrics.authentications.inc({ outcome });
     return unauthorized(message, REFUSALS[outcome]);
@@ -88,6 +91,12 @@ export function authenticate(options: AuthenticateOptions): RequestHandler {
         throw refuse("invalid_token", "The API key that issued this token does not exist");
       }
       usable(key, "The API key that issued this token");
+      // An OAuth-issued token: its authorization may have been revoked since it was signed (every replica
+      // sees the mark in Redis; Redis unable to answer is a 503, never a pass).
+      if (claims.sid !== undefined && (!revokedFamilies || (await revokedFamilies.isRevoked(claims.sid)))) {
+        metrics.jwtVerifications.inc({ outcome: "revoked_authorization" });
+        throw refuse("revoked", "The authorization behind this token has been revoked");
+      }
       metrics.jwtVerifications.inc({ outcome: "ok" });
       metrics.authentications.inc({ outcome: "ok_token" });
       res.locals.apiKey = key;

@@ -19,6 +19,7 @@ import type { ConsentGrants } from "./grants.ts";
 import { MCP_SCOPE, OAUTH_PATHS } from "./metadata.ts";
 import { authorizeSignInPage, consentPage } from "./pages.ts";
 import type { RefreshTokens } from "./refresh-tokens.ts";
+import type { RegistrationLimits } from "./registration-limits.ts";
 import type { AuthorizationRequests, PendingAuthorization } from "./requests.ts";
 
 export interface AuthorizationServerDeps {
@@ -33,6 +34,8 @@ export interface AuthorizationServerDeps {
   mcp: Pick<McpDeps, "authorization" | "servers">;
   /** Failed sign-ins are counted with the console's (one budget per address and organization). */
   signInLimits?: SignInLimits | undefined;
+  /** Registrations per client address (`MCP_OAUTH_REGISTRATIONS_PER_ADDRESS`); without it, unbounded (tests). */
+  registrationLimits?: RegistrationLimits | undefined;
   /** `MCP_OAUTH_ACCESS_TOKEN_TTL`, in seconds. */
   accessTokenTtlSeconds: number;
   logger: Logger;
@@ -296,6 +299,7 @@ export function authorizationServer(deps: AuthorizationServerDeps): Router {
     await deps.grants.record(org, {
       user,
       clientId: decided.clientId,
+      clientName: decided.clientName,
       resource: decided.resource,
       scope: decided.scope,
     });
@@ -332,9 +336,20 @@ export function authorizationServer(deps: AuthorizationServerDeps): Router {
     return key;
   };
 
-  const accessToken = (grant: { org: string; user: string; keyId: string; resource: string }) =>
+  // `sid` names the authorization (refresh-token family): revoking it ends this token at the next call.
+  const accessToken = (
+    grant: { org: string; user: string; keyId: string; resource: string },
+    family: string,
+  ) =>
     deps.tokens.sign(
-      { sub: grant.user, aud: grant.resource, org: grant.org, keyId: grant.keyId, permissions: [MCP_SCOPE] },
+      {
+        sub: grant.user,
+        aud: grant.resource,
+        org: grant.org,
+        keyId: grant.keyId,
+        permissions: [MCP_SCOPE],
+        sid: family,
+      },
       deps.accessTokenTtlSeconds,
     );
 
@@ -365,6 +380,10 @@ export function authorizationServer(deps: AuthorizationServerDeps): Router {
       if (resource !== undefined && resource !== grant.resource)
         throw new OAuthError("invalid_target", "resource differs from the one the user authorized");
       await liveKey(grant);
+      await Promise.all([
+        deps.clients.markUsed(client.client_id),
+        deps.grants.touch(grant.org, grant.user, grant.clientId, grant.resource),
+      ]);
       const refresh = await deps.refreshTokens.issue({
         org: grant.org,
         user: grant.user,
@@ -374,7 +393,12 @@ export function authorizationServer(deps: AuthorizationServerDeps): Router {
         scope: grant.scope,
       });
       return res.json(
-        tokenResponse(await accessToken(grant), refresh, deps.accessTokenTtlSeconds, grant.scope),
+        tokenResponse(
+          await accessToken(grant, refresh.family),
+          refresh.token,
+          deps.accessTokenTtlSeconds,
+          grant.scope,
+        ),
       );
     }
     if (grantType === "refresh_token") {
@@ -398,9 +422,11 @@ export function authorizationServer(deps: AuthorizationServerDeps): Router {
           "The refresh token is unknown, revoked, expired or for another resource",
         );
       await liveKey(rotation.grant);
+      const { org, user, clientId: holder, resource: granted } = rotation.grant;
+      await deps.grants.touch(org, user, holder, granted);
       return res.json(
         tokenResponse(
-          await accessToken(rotation.grant),
+          await accessToken(rotation.grant, rotation.family),
           rotation.token,
           deps.accessTokenTtlSeconds,
           rotation.grant.scope,
@@ -426,6 +452,7 @@ export function authorizationServer(deps: AuthorizationServerDeps): Router {
   router.post(OAUTH_PATHS.register, jsonBody, async (req, res) => {
     if (!req.is("application/json"))
       throw new OAuthError("invalid_client_metadata", "Send the client metadata as application/json");
+    await deps.registrationLimits?.attempt(req.ip ?? req.socket.remoteAddress ?? "unknown");
     const registered = await deps.clients.register(req.body);
     noStore(res);
     res.status(201).json(registered);

@@ -2,7 +2,7 @@ import { randomBytes } from "node:crypto";
 import type { Clock } from "@gw/core/clock";
 import { OAuthError } from "@gw/core/errors";
 import { fetchGuardedJson, type UpstreamPolicy, UpstreamRefused } from "@gw/core/mcp";
-import type { Queryable } from "@gw/core/postgres";
+import type { Postgres } from "@gw/core/postgres";
 import { LRUCache } from "lru-cache";
 
 /** An OAuth client as the authorization server knows it: registered (RFC 7591) or described by its metadata document. */
@@ -100,18 +100,27 @@ export interface OAuthClientsOptions {
   timeoutMs: number;
   /** Certificates trusted for document hosts instead of the system's (tests only). */
   ca?: string | undefined;
+  /** `MCP_OAUTH_MAX_UNUSED_CLIENTS`: registrations not yet used (and not yet expired) beyond which registration is refused. */
+  maxUnusedClients: number;
 }
+
+/**
+ * A registration no token was ever issued to is forgotten a day after it was
+ * made (refused from then on, deleted by the sweep): registration is open to
+ * anyone, and a client registers right before its user signs in.
+ */
+export const UNUSED_CLIENT_TTL_SECONDS = 86_400;
 
 /** Largest metadata document read, in bytes. */
 const MAX_DOCUMENT_BYTES = 65_536;
 
 /** Registered clients in PostgreSQL (`oauth_clients`) and metadata documents fetched on demand, cached. */
 export class OAuthClients {
-  private readonly db: Queryable;
+  private readonly db: Postgres;
   private readonly options: OAuthClientsOptions;
   private readonly documents: LRUCache<string, OAuthClient>;
 
-  constructor(db: Queryable, options: OAuthClientsOptions) {
+  constructor(db: Postgres, options: OAuthClientsOptions) {
     this.db = db;
     this.options = options;
     this.documents = new LRUCache({
@@ -145,11 +154,24 @@ export class OAuthClients {
         throw new OAuthError("invalid_client_metadata", `${field} may hold only ${allowed.join(", ")}`);
     }
     const clientId = `mcpc_${randomBytes(16).toString("hex")}`;
-    const issuedAt = Math.floor(this.options.clock.wall() / 1000);
-    await this.db.query(
-      "INSERT INTO oauth_clients (client_id, client_name, redirect_uris, created_at) VALUES ($1, $2, $3, $4)",
-      [clientId, name, JSON.stringify(redirectUris), issuedAt],
-    );
+    const issuedAt = this.now();
+    // The count and the insert it guards under one lock: concurrent registrations cannot pass the cap together.
+    await this.db.transaction(async (tx) => {
+      await tx.query("SELECT pg_advisory_xact_lock(hashtext('oauth_clients_registration'))");
+      const { rows } = await tx.query<{ n: string }>(
+        "SELECT count(*) AS n FROM oauth_clients WHERE used_at IS NULL AND created_at > $1",
+        [issuedAt - UNUSED_CLIENT_TTL_SECONDS],
+      );
+      if (Number(rows[0]?.n ?? 0) >= this.options.maxUnusedClients)
+        throw new OAuthError(
+          "temporarily_unavailable",
+          "Too many clients are registered and not yet used; try again later",
+        );
+      await tx.query(
+        "INSERT INTO oauth_clients (client_id, client_name, redirect_uris, created_at) VALUES ($1, $2, $3, $4)",
+        [clientId, name, JSON.stringify(redirectUris), issuedAt],
+      );
+    });
     return {
       client_id: clientId,
       client_id_issued_at: issuedAt,
@@ -169,9 +191,33 @@ export class OAuthClients {
       client_id: string;
       client_name: string | null;
       redirect_uris: string[];
-    }>("SELECT client_id, client_name, redirect_uris FROM oauth_clients WHERE client_id = $1", [clientId]);
+    }>(
+      `SELECT client_id, client_name, redirect_uris FROM oauth_clients
+        WHERE client_id = $1 AND (used_at IS NOT NULL OR created_at > $2)`,
+      [clientId, this.now() - UNUSED_CLIENT_TTL_SECONDS],
+    );
     const row = rows[0];
     return row ? { ...row, metadataDocument: false } : undefined;
+  }
+
+  private now = () => Math.floor(this.options.clock.wall() / 1000);
+
+  /** A token was issued to the client: its registration no longer expires unused. */
+  async markUsed(clientId: string): Promise<void> {
+    if (isMetadataDocumentId(clientId)) return;
+    await this.db.query("UPDATE oauth_clients SET used_at = $2 WHERE client_id = $1 AND used_at IS NULL", [
+      clientId,
+      this.now(),
+    ]);
+  }
+
+  /** Deletes registrations never used within their day; how many. */
+  async sweep(): Promise<number> {
+    const { rowCount } = await this.db.query(
+      "DELETE FROM oauth_clients WHERE used_at IS NULL AND created_at <= $1",
+      [this.now() - UNUSED_CLIENT_TTL_SECONDS],
+    );
+    return rowCount ?? 0;
   }
 
   private async fromDocument(url: string): Promise<OAuthClient> {

@@ -1,6 +1,7 @@
 import { createHash, randomBytes, randomUUID } from "node:crypto";
 import type { Clock } from "@gw/core/clock";
-import type { Postgres } from "@gw/core/postgres";
+import type { Postgres, Queryable } from "@gw/core/postgres";
+import type { RevokedFamilies } from "./revoked-families.ts";
 
 /** What a refresh token stands for: who, through which client, for which MCP server. */
 export interface RefreshGrant {
@@ -29,7 +30,7 @@ const digest = (token: string) => createHash("sha256").update(token).digest("bas
 
 /** The outcome of presenting a refresh token. */
 export type Rotation =
-  | { outcome: "rotated"; grant: RefreshGrant; token: string }
+  | { outcome: "rotated"; grant: RefreshGrant; token: string; family: string }
   /** It had been used already: the whole family is revoked now (someone holds a copy). */
   | { outcome: "reused" }
   | { outcome: "invalid" };
@@ -38,17 +39,32 @@ export type Rotation =
  * Rotating refresh tokens in PostgreSQL (`oauth_refresh_tokens`), kept by
  * their SHA-256. Each is used once: the first use marks it used and issues
  * its successor in one transaction; a second use of any token of a family
- * revokes every token of that family (RFC 9700 4.14.2).
+ * revokes every token of that family (RFC 9700 4.14.2). Every revocation
+ * also marks its families in Redis (`RevokedFamilies`), in the same
+ * transaction: a mark that cannot be written undoes the revocation, so the
+ * access tokens of a revoked family (their `sid`) are refused at the next call.
  */
 export class RefreshTokens {
   private readonly db: Postgres;
   private readonly clock: Clock;
   private readonly ttlSeconds: number;
+  private readonly revoked: Pick<RevokedFamilies, "mark">;
 
-  constructor(db: Postgres, clock: Clock, ttlSeconds: number) {
+  constructor(db: Postgres, clock: Clock, ttlSeconds: number, revoked: Pick<RevokedFamilies, "mark">) {
     this.db = db;
     this.clock = clock;
     this.ttlSeconds = ttlSeconds;
+    this.revoked = revoked;
+  }
+
+  /**
+   * Runs a revoking statement (`... RETURNING family`) and marks its families
+   * revoked before the transaction commits; how many tokens it revoked.
+   */
+  private async revoking(tx: Queryable, sql: string, params: unknown[]): Promise<number> {
+    const { rows } = await tx.query<{ family: string }>(sql, params);
+    await this.revoked.mark(rows.map((r) => r.family));
+    return rows.length;
   }
 
   private now = () => Math.floor(this.clock.wall() / 1000);
@@ -58,7 +74,7 @@ export class RefreshTokens {
     grant: RefreshGrant,
     family: string = randomUUID(),
     db: Pick<Postgres, "query"> = this.db,
-  ): Promise<string> {
+  ): Promise<{ token: string; family: string }> {
     const token = `mcprt_${randomBytes(32).toString("base64url")}`;
     const now = this.now();
     await db.query(
@@ -78,7 +94,7 @@ export class RefreshTokens {
         now + this.ttlSeconds,
       ],
     );
-    return token;
+    return { token, family };
   }
 
   /** Uses `token` (presented by `clientId`, for `resource` if named) once: its successor, or why not. */
@@ -97,7 +113,8 @@ export class RefreshTokens {
       const row = rows[0];
       if (row) {
         const grant = grantOf(row);
-        return { outcome: "rotated", grant, token: await this.issue(grant, row.family, tx) } as const;
+        const { token: next } = await this.issue(grant, row.family, tx);
+        return { outcome: "rotated", grant, token: next, family: row.family } as const;
       }
       const { rows: known } = await tx.query<Row>(
         "SELECT family, used_at FROM oauth_refresh_tokens WHERE token_hash = $1 AND client_id = $2",
@@ -108,6 +125,7 @@ export class RefreshTokens {
           "UPDATE oauth_refresh_tokens SET revoked_at = $2 WHERE family = $1 AND revoked_at IS NULL",
           [known[0].family, now],
         );
+        await this.revoked.mark([known[0].family]);
         return { outcome: "reused" } as const;
       }
       return { outcome: "invalid" } as const;
@@ -117,11 +135,15 @@ export class RefreshTokens {
   /** RFC 7009: revokes the token's family if `clientId` holds it; unknown tokens are no error. */
   async revokeToken(token: string, clientId: string): Promise<void> {
     if (token.length > 128) return;
-    await this.db.query(
-      `UPDATE oauth_refresh_tokens SET revoked_at = $3
-        WHERE revoked_at IS NULL AND family IN
-          (SELECT family FROM oauth_refresh_tokens WHERE token_hash = $1 AND client_id = $2)`,
-      [digest(token), clientId, this.now()],
+    await this.db.transaction((tx) =>
+      this.revoking(
+        tx,
+        `UPDATE oauth_refresh_tokens SET revoked_at = $3
+          WHERE revoked_at IS NULL AND family IN
+            (SELECT family FROM oauth_refresh_tokens WHERE token_hash = $1 AND client_id = $2)
+          RETURNING family`,
+        [digest(token), clientId, this.now()],
+      ),
     );
   }
 
@@ -133,14 +155,24 @@ export class RefreshTokens {
     return rowCount ?? 0;
   }
 
-  /** An administrator's revocation: every live token of `user` in `org` (of one client, if named); how many. */
-  async revokeFor(org: string, user: string, clientId?: string): Promise<number> {
-    const { rowCount } = await this.db.query(
-      `UPDATE oauth_refresh_tokens SET revoked_at = $3
-        WHERE org = $1 AND user_id = $2 AND revoked_at IS NULL AND ($4::text IS NULL OR client_id = $4)`,
-      [org, user, this.now(), clientId ?? null],
-    );
-    return rowCount ?? 0;
+  /** An administrator's revocation: every live token of `user` in `org` (of one client, and one MCP server, if named); how many. Inside `db`'s transaction when given. */
+  async revokeFor(
+    org: string,
+    user: string,
+    clientId?: string,
+    resource?: string,
+    db: Queryable | undefined = undefined,
+  ): Promise<number> {
+    const run = (tx: Queryable) =>
+      this.revoking(
+        tx,
+        `UPDATE oauth_refresh_tokens SET revoked_at = $3
+          WHERE org = $1 AND user_id = $2 AND revoked_at IS NULL AND ($4::text IS NULL OR client_id = $4)
+            AND ($5::text IS NULL OR resource = $5)
+          RETURNING family`,
+        [org, user, this.now(), clientId ?? null, resource ?? null],
+      );
+    return db ? run(db) : this.db.transaction(run);
   }
 }
 

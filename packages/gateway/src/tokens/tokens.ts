@@ -13,6 +13,12 @@ export interface GatewayTokenClaims extends JWTPayload {
   /** Id of the API key that minted the token: its quotas apply, and revoking it ends the token. */
   key_id: string;
   permissions: Permission[];
+  /**
+   * The authorization an OAuth-issued token belongs to (its refresh-token
+   * family): revoking that authorization ends the token at once (checked on
+   * every request, `authenticate`). Absent from tokens minted from an API key.
+   */
+  sid?: string;
 }
 
 /** Clock skew tolerated on `exp`, `nbf` and `iat`. */
@@ -65,7 +71,15 @@ export class TokenService {
 
   /** A compact JWS (RFC 7515) of the claims, signed with the active key: ES256 (IEEE P1363 r‖s) or EdDSA. */
   async sign(
-    claims: { sub: string; aud: string; org: string; keyId: string; permissions: Permission[] },
+    claims: {
+      sub: string;
+      aud: string;
+      org: string;
+      keyId: string;
+      permissions: Permission[];
+      /** The OAuth authorization (refresh-token family) the token belongs to. */
+      sid?: string;
+    },
     expiresIn: number,
   ): Promise<string> {
     const now = Math.floor(this.clock.wall() / 1000);
@@ -80,6 +94,7 @@ export class TokenService {
       nbf: now,
       exp: now + expiresIn,
       jti: randomUUID(),
+      ...(claims.sid !== undefined ? { sid: claims.sid } : {}),
     });
     const input = `${this.header}.${payload}`;
     // node:crypto directly: WebCrypto's asynchronous round trip costs more than the signature.
@@ -118,7 +133,8 @@ export class TokenService {
         typeof payload.org !== "string" ||
         typeof payload.key_id !== "string" ||
         !Array.isArray(payload.permissions) ||
-        !payload.permissions.every((p) => typeof p === "string")
+        !payload.permissions.every((p) => typeof p === "string") ||
+        (payload.sid !== undefined && typeof payload.sid !== "string")
       ) {
         throw new InvalidToken("malformed", "Token claims are malformed");
       }

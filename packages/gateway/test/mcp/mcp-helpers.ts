@@ -15,6 +15,8 @@ export const MCP_ENV = {
   VAULT_KEYS,
   MCP_ALLOW_PRIVATE_UPSTREAMS: "true",
   MCP_UPSTREAM_TIMEOUT_MS: "1500",
+  // Every test of a file registers its clients from one address.
+  MCP_OAUTH_REGISTRATIONS_PER_ADDRESS: "10000",
 };
 
 /** Another replica of the harness's gateway: same Redis, SpiceDB, PostgreSQL, signing key and vault. */

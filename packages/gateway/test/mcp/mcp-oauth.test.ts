@@ -472,24 +472,136 @@ describe("the authorization server refuses what it must", () => {
     }
   });
 
-  it("an administrator's revoke ends the user's refresh tokens", async () => {
+  it("an administrator's revoke ends the user's refresh tokens, and their access tokens at the next call on every replica", async () => {
     const { o, serverUrl, bob } = await setUp();
     const c = await codeFor(serverUrl, bob.secret);
-    const tokens = (await (await exchange(c)).json()) as { refresh_token: string };
+    const tokens = (await (await exchange(c)).json()) as { access_token: string; refresh_token: string };
+    const claims = JSON.parse(Buffer.from(tokens.access_token.split(".")[1]!, "base64url").toString());
+    expect(claims.sid).toEqual(expect.any(String));
+    const replica = await startReplica(gw);
+    try {
+      const onReplica = () => {
+        gatewayUrl = () => replica.url;
+        return listTools(serverUrl, tokens.access_token).finally(() => {
+          gatewayUrl = () => gw.url;
+        });
+      };
+      // Both replicas have accepted (and cached the verified claims of) the token before the revoke.
+      expect((await listTools(serverUrl, tokens.access_token)).status).toBe(200);
+      expect((await onReplica()).status).toBe(200);
+
+      const admin = await gw.createKey({ org: o.org, owner: "admin", permissions: ["admin:api-keys"] });
+      const revoked = await gw.call("/api/v1/admin/mcp-oauth/revoke", {
+        method: "POST",
+        bearer: admin.secret,
+        json: { userId: "bob", clientId: c.clientId },
+      });
+      expect(revoked.status).toBe(200);
+      expect(await revoked.json()).toEqual({ revokedTokens: 1, removedGrants: 1 });
+
+      for (const answer of [await listTools(serverUrl, tokens.access_token), await onReplica()]) {
+        expect(answer.status).toBe(401);
+        expect(await answer.json()).toMatchObject({
+          jsonrpc: "2.0",
+          id: 1,
+          error: { message: expect.stringMatching(/authorization behind this token has been revoked/) },
+        });
+      }
+      const res = await tokenRequest({
+        grant_type: "refresh_token",
+        client_id: c.clientId,
+        refresh_token: tokens.refresh_token,
+      });
+      expect(await res.json()).toMatchObject({ error: "invalid_grant" });
+    } finally {
+      await replica.close();
+    }
+  });
+
+  it("the console's API lists the organization's authorized clients and revokes one: its next call is refused", async () => {
+    const { o, id, serverUrl, bob } = await setUp();
+    const c = await codeFor(serverUrl, bob.secret);
+    const tokens = (await (await exchange(c)).json()) as { access_token: string };
     const admin = await gw.createKey({ org: o.org, owner: "admin", permissions: ["admin:api-keys"] });
-    const revoked = await gw.call("/api/v1/admin/mcp-oauth/revoke", {
-      method: "POST",
-      bearer: admin.secret,
-      json: { userId: "bob", clientId: c.clientId },
-    });
+    const listed = await gw.call("/api/v1/admin/mcp-oauth/grants", { bearer: admin.secret });
+    expect(listed.status).toBe(200);
+    const { data } = (await listed.json()) as { data: { id: string; lastUsedAt: number | null }[] };
+    expect(data).toEqual([
+      {
+        id: expect.stringMatching(/^mcpg_[0-9a-f]{32}$/),
+        userId: "bob",
+        clientId: c.clientId,
+        clientName: "Hand-made client",
+        serverId: id,
+        serverName: "docs",
+        resource: serverUrl.href,
+        scope: "mcp:call",
+        grantedAt: expect.any(Number),
+        lastUsedAt: expect.any(Number),
+      },
+    ]);
+    // Another organization neither sees nor revokes it.
+    const other = await newOrg(gw);
+    const stranger = await gw.createKey({ org: other.org, owner: "admin", permissions: ["admin:api-keys"] });
+    expect(
+      await (await gw.call("/api/v1/admin/mcp-oauth/grants", { bearer: stranger.secret })).json(),
+    ).toEqual({ data: [] });
+    const path = `/api/v1/admin/mcp-oauth/grants/${data[0]!.id}`;
+    expect((await gw.call(path, { method: "DELETE", bearer: stranger.secret })).status).toBe(404);
+    expect((await listTools(serverUrl, tokens.access_token)).status).toBe(200);
+
+    const revoked = await gw.call(path, { method: "DELETE", bearer: admin.secret });
     expect(revoked.status).toBe(200);
-    expect(await revoked.json()).toEqual({ revokedTokens: 1, removedGrants: 1 });
-    const res = await tokenRequest({
-      grant_type: "refresh_token",
-      client_id: c.clientId,
-      refresh_token: tokens.refresh_token,
+    expect(await revoked.json()).toEqual({ id: data[0]!.id, revokedTokens: 1 });
+    expect((await listTools(serverUrl, tokens.access_token)).status).toBe(401);
+    expect(await (await gw.call("/api/v1/admin/mcp-oauth/grants", { bearer: admin.secret })).json()).toEqual({
+      data: [],
     });
-    expect(await res.json()).toMatchObject({ error: "invalid_grant" });
+    expect((await gw.call(path, { method: "DELETE", bearer: admin.secret })).status).toBe(404);
+  });
+
+  it("registration is bounded: per client address in Redis (every replica counts), and registrations never used expire", async () => {
+    await gw.redis.del("gw:oauth-register:address:127.0.0.1");
+    const replica = await startReplica(gw, { MCP_OAUTH_REGISTRATIONS_PER_ADDRESS: "2" });
+    try {
+      const registerAt = (url: string) =>
+        fetch(`${url}/oauth/register`, {
+          method: "POST",
+          headers: { "content-type": "application/json" },
+          body: JSON.stringify({ client_name: "Counted", redirect_uris: [REDIRECT] }),
+        });
+      expect((await registerAt(replica.url)).status).toBe(201);
+      // The test file's gateway counts against the same address.
+      expect((await registerAt(gw.url)).status).toBe(201);
+      const refused = await registerAt(replica.url);
+      expect(refused.status).toBe(429);
+      expect(Number(refused.headers.get("retry-after"))).toBeGreaterThan(0);
+    } finally {
+      await replica.close();
+    }
+  });
+
+  it("RFC 7009 revocation and a replayed refresh token end the family's access tokens too", async () => {
+    const { serverUrl, bob } = await setUp();
+    const c = await codeFor(serverUrl, bob.secret);
+    const tokens = (await (await exchange(c)).json()) as { access_token: string; refresh_token: string };
+    expect((await listTools(serverUrl, tokens.access_token)).status).toBe(200);
+    const revoke = await gw.call("/oauth/revoke", {
+      method: "POST",
+      headers: { "content-type": "application/x-www-form-urlencoded" },
+      body: new URLSearchParams({ token: tokens.refresh_token, client_id: c.clientId }),
+    });
+    expect(revoke.status).toBe(200);
+    expect((await listTools(serverUrl, tokens.access_token)).status).toBe(401);
+
+    const d = await codeFor(serverUrl, bob.secret);
+    const first = (await (await exchange(d)).json()) as { refresh_token: string };
+    const refresh = (token: string) =>
+      tokenRequest({ grant_type: "refresh_token", client_id: d.clientId, refresh_token: token });
+    const second = (await (await refresh(first.refresh_token)).json()) as { access_token: string };
+    expect((await listTools(serverUrl, second.access_token)).status).toBe(200);
+    expect((await refresh(first.refresh_token)).status).toBe(400);
+    expect((await listTools(serverUrl, second.access_token)).status).toBe(401);
   });
 
   it("redirect_uri: one the client did not register is refused without a redirect; the exchange must name the same one", async () => {

@@ -962,7 +962,71 @@ export class ToolsPage extends Component {
             empty="No credentials."
             rows=${d.credentials.map((c) => [c.scope, c.type, c.name ?? "—", fmtWhen(c.created_at), c.last_used_at ? fmtWhen(c.last_used_at) : "never"])} />
         </section>`,
-      )}`;
+      )}
+      ${can("admin:api-keys") ? html`<${AuthorizedClients} />` : null}`;
+  }
+}
+
+/** MCP clients the organization's users let act for them with OAuth (docs/api/mcp-oauth.md): revoking one ends its next call. */
+class AuthorizedClients extends Component {
+  state = { grants: null, error: null, revoking: null, notice: null };
+  componentDidMount() {
+    this.load();
+  }
+  load = async () => {
+    try {
+      const body = await api("GET", "/admin/mcp-oauth/grants");
+      this.setState({ grants: body.data ?? [] });
+    } catch (error) {
+      this.setState({ error });
+    }
+  };
+  revoke = async () => {
+    const g = this.state.revoking;
+    this.setState({ revoking: null, error: null });
+    try {
+      await api("DELETE", `/admin/mcp-oauth/grants/${encodeURIComponent(g.id)}`);
+      await this.load();
+      this.setState({ notice: `${g.clientName ?? g.clientId} can no longer act for ${g.userId}.` });
+    } catch (error) {
+      this.setState({ error });
+    }
+  };
+  render(_, { grants, error, revoking, notice }) {
+    return html`<section aria-label="Authorized clients">
+      <h2>Authorized clients</h2>
+      ${notice ? html`<${Status} text=${notice} />` : null}
+      <${ErrorNote} error=${error} />
+      ${
+        grants
+          ? html`<${Table}
+            caption="MCP clients the organization's users signed in with (OAuth), newest first"
+            columns=${["Client", "User", "Tool server", "Permission", "Granted", "Last token", ""]}
+            empty="No authorized clients."
+            rows=${grants.map((g) => [
+              html`${g.clientName ?? "—"} <code>${g.clientId}</code>`,
+              g.userId,
+              html`${g.serverName ?? "—"} <code>${g.serverId}</code>`,
+              g.scope,
+              fmtUnix(g.grantedAt),
+              g.lastUsedAt ? fmtUnix(g.lastUsedAt) : "never",
+              html`<button type="button" class="danger" onClick=${() => this.setState({ revoking: g, notice: null })} aria-label=${`Revoke ${g.clientName ?? g.clientId} for ${g.userId}`}>Revoke</button>`,
+            ])}
+          />`
+          : html`<p>Loading authorized clients…</p>`
+      }
+      ${
+        revoking
+          ? html`<${Confirm}
+            title="Revoke this client?"
+            text=${`${revoking.clientName ?? revoking.clientId} stops acting for ${revoking.userId} on ${revoking.serverName ?? revoking.serverId} at its next call; the user must sign in and consent again.`}
+            confirmLabel="Yes, revoke"
+            onConfirm=${this.revoke}
+            onCancel=${() => this.setState({ revoking: null })}
+          />`
+          : null
+      }
+    </section>`;
   }
 }
 

@@ -16,8 +16,8 @@ export interface RevokeMcpClientAccessResponse {
 /**
  * `POST /api/v1/admin/mcp-oauth/revoke`: ends what MCP clients signed in as
  * `userId` of the organization may do (one client with `clientId`): their
- * refresh tokens are revoked and the consents forgotten. An access token
- * already issued lives out its short lifetime (`MCP_OAUTH_ACCESS_TOKEN_TTL`).
+ * refresh tokens are revoked and the consents forgotten, and the access
+ * tokens already issued are refused from the next call on.
  */
 export const revokeMcpClientAccess = defineRoute({
   method: "POST",
