@@ -210,7 +210,7 @@ try {
     await take(
       "tools",
       "Tool servers",
-      "Registered MCP servers; a server's tools with the role each needs, and its credentials by scope and date (never a secret). Its id leads to who holds which role on it.",
+      "Registered MCP servers; a server's tools with the role each needs, and its credentials by scope and date (never a secret). Its id leads to who holds which role on it.\n\n**Authorized clients** (a key with `admin:api-keys`): the MCP hosts the organization's users signed in\nwith ([MCP clients that sign in](api/mcp-oauth.md)): the client's name and id, the user, the tool server,\nthe permission (`mcp:call`), when it was granted and when the client last obtained a token. Revoke (after\na confirmation) ends that authorization: the client's next MCP call is refused, on every gateway replica,\nand it gets no new token until the user signs in and consents again.",
       async (p) => {
         await p.goto(`${s.url}/admin/tools`);
         await p.getByRole("button", { name: "Tools and credentials of docs" }).click();
@@ -248,7 +248,7 @@ why: [ADR 0013](adr/0013-admin-console.md); the API it calls: [admin](api/admin.
 | Audit trail | the organization's records, filtered and paged | \`/api/v1/admin/audit\` |
 | Eval schedules | schedules, runs, delete | \`/api/v1/llm/evals/schedules…\` |
 | Guardrails | the guardrails the key may read; create, change (name, checks as JSON, where they apply, action), delete; where one is attached (the organization, keys, models); try a text against its checks | \`/api/v1/guardrails…\` |
-| Tool servers | MCP servers, their tools and required roles, credentials by scope and date (never a secret); a server's id opens its access | \`/api/v1/mcp/servers…\`, \`/api/v1/authorization/llm/check\` |
+| Tool servers | MCP servers, their tools and required roles, credentials by scope and date (never a secret); a server's id opens its access. With \`admin:api-keys\`: the MCP clients users authorized with OAuth, each with a Revoke button | \`/api/v1/mcp/servers…\`, \`/api/v1/authorization/llm/check\`, \`/api/v1/admin/mcp-oauth/grants…\` |
 
 Each page shows only what the signed-in key's permissions allow. The screenshots below are made by
 \`pnpm console:screenshots\` (\`test/e2e/console-screenshots.ts\`), which starts the stack with a fake
