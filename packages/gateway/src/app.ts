@@ -79,7 +79,7 @@ export interface GatewayDeps {
   /** The OAuth authorization server for MCP clients; without it the gateway serves none. */
   oauth?: Omit<
     AuthorizationServerDeps,
-    "publicUrl" | "tokens" | "keys" | "mcp" | "signInLimits" | "logger" | "clock"
+    "publicUrl" | "tokens" | "keys" | "mcp" | "signInLimits" | "keyOwners" | "logger" | "clock"
   >;
   /** Registered MCP servers, their vault and the proxy. */
   mcp: Omit<McpDeps, "authorization" | "audit" | "metrics" | "logger" | "publicUrl">;
@@ -146,6 +146,7 @@ export function createGatewayApp(deps: GatewayDeps): express.Express {
         keys: deps.keys,
         mcp,
         signInLimits: deps.consoleSignInLimits,
+        keyOwners: deps.keyOwners,
         logger: deps.logger,
         clock: deps.clock,
       }),

@@ -133,6 +133,8 @@ export const gatewayConfigSchema = z
     MCP_OAUTH_CLIENT_METADATA_CACHE_SIZE: z.coerce.number().int().min(1).max(100_000).default(1_000),
     /** How long a fetched Client ID Metadata Document is used before it is fetched again, a duration with its unit. Default 5m. */
     MCP_OAUTH_CLIENT_METADATA_CACHE_TTL: env.duration("5m"),
+    /** Lets an organization's OpenID Connect provider (its discovery document, keys and token endpoint) be reached at loopback, private or link-local addresses and over http (development and tests only). Default false. */
+    MCP_OAUTH_ALLOW_PRIVATE_IDENTITY_PROVIDERS: env.boolean(false),
   })
   .superRefine((c, ctx) => {
     if (c.JWT_SIGNING_KEYS && c.JWT_SIGNING_KEYS_FILE) {

@@ -31,6 +31,8 @@ import { SignInLimits } from "./console/sign-in-limits.ts";
 import { createGatewayMetrics } from "./metrics.ts";
 import { OAuthClients } from "./oauth/clients.ts";
 import { ConsentGrants } from "./oauth/grants.ts";
+import { IdentityProviders } from "./oauth/identity-providers.ts";
+import { OidcRelyingParty } from "./oauth/oidc.ts";
 import { RefreshTokens } from "./oauth/refresh-tokens.ts";
 import { AuthorizationRequests } from "./oauth/requests.ts";
 import { RequestWindows } from "./rate-limit/request-windows.ts";
@@ -182,7 +184,8 @@ export async function startGateway(
     onLimit: (limit) => metrics.mcpUpstreamLimits.inc({ limit }),
     logger,
   });
-  const credentials = new CredentialStore(db, new Vault(vaultKeys), {
+  const vault = new Vault(vaultKeys);
+  const credentials = new CredentialStore(db, vault, {
     clock,
     onUnreadable: (reason) => logger.error({ reason }, "an MCP credential could not be opened"),
   });
@@ -193,8 +196,20 @@ export async function startGateway(
     ...(seams.resolver ? { resolver: seams.resolver } : {}),
   });
 
+  const identityPolicy = new UpstreamPolicy({
+    allowPrivate: config.MCP_OAUTH_ALLOW_PRIVATE_IDENTITY_PROVIDERS,
+    allowPrivateSetting: "MCP_OAUTH_ALLOW_PRIVATE_IDENTITY_PROVIDERS",
+    ...(seams.resolver ? { resolver: seams.resolver } : {}),
+  });
+
   const app = createGatewayApp({
     oauth: {
+      identityProviders: new IdentityProviders(db, vault, audit, {
+        clock,
+        onUnreadable: (org, reason) =>
+          logger.error({ org, reason }, "an organization's OpenID provider secret could not be opened"),
+      }),
+      oidc: new OidcRelyingParty({ policy: identityPolicy, timeoutMs: config.MCP_UPSTREAM_TIMEOUT_MS }),
       clients: new OAuthClients(db, {
         policy: oauthPolicy,
         clock,

@@ -6,6 +6,11 @@ import { inspectGrants } from "./inspect-grants.ts";
 import { inspectUserResources } from "./inspect-user-resources.ts";
 import { listApiKeys } from "./list-api-keys.ts";
 import { listAudit } from "./list-audit.ts";
+import {
+  deleteMcpOAuthIdentityProvider,
+  getMcpOAuthIdentityProvider,
+  putMcpOAuthIdentityProvider,
+} from "./mcp-oauth-identity-provider.ts";
 import { revokeApiKey } from "./revoke-api-key.ts";
 import { revokeMcpClientAccess } from "./revoke-mcp-client-access.ts";
 import { updateApiKey } from "./update-api-key.ts";
@@ -24,4 +29,7 @@ export const apiKeyRoutes = [
   getEndUserLimits,
   updateEndUserLimits,
   revokeMcpClientAccess,
+  putMcpOAuthIdentityProvider,
+  getMcpOAuthIdentityProvider,
+  deleteMcpOAuthIdentityProvider,
 ];
