@@ -79,7 +79,7 @@ class MemoryProvider implements OAuthClientProvider {
   }
 }
 
-const unescape = (s: string) =>
+const htmlDecode = (s: string) =>
   s
     .replaceAll("&#x2F;", "/")
     .replaceAll("&#x3A;", ":")
@@ -157,7 +157,7 @@ class Browser {
       const prompt = hidden(html, "prompt");
       const action = /<form[^>]*action="([^"]+)"/.exec(html)?.[1];
       if (url.origin === idp.issuer && prompt && action) {
-        const submit = new URL(unescape(action), url).href;
+        const submit = new URL(htmlDecode(action), url).href;
         next = await this.request(
           submit,
           prompt === "login" ? { prompt, login: this.login, password: "any" } : { prompt },
