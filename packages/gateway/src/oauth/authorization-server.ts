@@ -3,6 +3,7 @@ import type { Clock } from "@gw/core/clock";
 import { AppError, OAuthError, type OAuthErrorCode } from "@gw/core/errors";
 import { jsonBody } from "@gw/core/http";
 import type { Logger } from "@gw/core/logger";
+import { VaultUnreadable } from "@gw/core/mcp";
 import { assertMayActFor, type KeyOwners } from "@gw/core/on-behalf-of";
 import type { Principal } from "@gw/core/principal";
 import express, { type Request, type Response, Router } from "express";
@@ -126,6 +127,22 @@ export function authorizationServer(deps: AuthorizationServerDeps): Router {
     return value;
   };
 
+  /**
+   * The OpenID provider of the organization that holds the server, if it
+   * named one. A secret that no longer opens fails the sign-in
+   * (`temporarily_unavailable`): it never falls back to the API-key sign-in
+   * the organization did not choose.
+   */
+  const providerOf = async (serverId: string) => {
+    try {
+      return await deps.identityProviders?.forServer(serverId);
+    } catch (err) {
+      if (err instanceof VaultUnreadable)
+        throw new OAuthError("temporarily_unavailable", "The organization's sign-in is unavailable");
+      throw err;
+    }
+  };
+
   /** The client, or `invalid_client`: nothing is redirected to a client that is not known. */
   const clientOf = async (clientId: string | undefined): Promise<OAuthClient> => {
     if (!clientId) throw new OAuthError("invalid_request", "Missing 'client_id'");
@@ -184,7 +201,7 @@ export function authorizationServer(deps: AuthorizationServerDeps): Router {
         scope: MCP_SCOPE,
       };
       const id = await deps.requests.begin(pending);
-      const provider = await deps.identityProviders?.forServer(serverId);
+      const provider = await providerOf(serverId);
       if (provider && deps.oidc) {
         // The organization signs its users in itself: off to its provider, back at the callback.
         const { url, roundTrip } = await deps.oidc
@@ -347,9 +364,12 @@ export function authorizationServer(deps: AuthorizationServerDeps): Router {
     };
     if (q.error !== undefined)
       return fail("The sign-in at the organization's OpenID provider did not complete");
-    const provider = await deps.identityProviders?.forServer(pending.serverId);
+    const provider = await providerOf(pending.serverId).catch((err: unknown) => {
+      if (err instanceof OAuthError) return undefined;
+      throw err;
+    });
     if (!provider || !deps.oidc || provider.issuer !== pending.oidc.issuer)
-      return fail("The organization's OpenID provider changed during the sign-in");
+      return fail("The organization's OpenID provider is unavailable or changed during the sign-in");
     // RFC 9207: a provider that names itself must be the one the browser was sent to.
     const iss = single(q.iss, "iss");
     if (iss !== undefined && iss !== provider.issuer)

@@ -61,7 +61,7 @@ export class OidcRelyingParty {
     const cached = fresh ? undefined : this.discovered.get(issuer);
     if (cached) return cached;
     const url = `${issuer.replace(/\/$/, "")}/.well-known/openid-configuration`;
-    const document = (await this.fetch(url, "its discovery document")) as Partial<ProviderMetadata>;
+    const document = (await this.fetch(url, "discovery document")) as Partial<ProviderMetadata>;
     const fields = ["issuer", "authorization_endpoint", "token_endpoint", "jwks_uri"] as const;
     for (const field of fields)
       if (typeof document?.[field] !== "string")
@@ -71,7 +71,7 @@ export class OidcRelyingParty {
     const metadata = Object.fromEntries(fields.map((f) => [f, document[f]])) as unknown as ProviderMetadata;
     for (const endpoint of [metadata.authorization_endpoint, metadata.token_endpoint, metadata.jwks_uri])
       await this.check(endpoint);
-    const jwks = (await this.fetch(metadata.jwks_uri, "its keys")) as JSONWebKeySet;
+    const jwks = (await this.fetch(metadata.jwks_uri, "key set")) as JSONWebKeySet;
     if (!Array.isArray(jwks?.keys)) throw new OidcSignInFailed("The provider's jwks_uri holds no key set");
     const entry = { metadata, keys: createLocalJWKSet(jwks) };
     this.discovered.set(issuer, entry);
@@ -116,7 +116,7 @@ export class OidcRelyingParty {
     const basic = Buffer.from(
       `${encodeURIComponent(client.clientId)}:${encodeURIComponent(client.clientSecret)}`,
     ).toString("base64");
-    const answer = (await this.fetch(metadata.token_endpoint, "its token endpoint", {
+    const answer = (await this.fetch(metadata.token_endpoint, "token endpoint", {
       body: new URLSearchParams({
         grant_type: "authorization_code",
         code,

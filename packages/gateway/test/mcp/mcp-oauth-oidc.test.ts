@@ -258,7 +258,7 @@ describe("an organization's OpenID provider signs its end users in", () => {
   });
 
   it("refuses a callback without the browser's cookie, a user the server does not know, and a key sign-in for a request sent to the provider", async () => {
-    const { serverUrl } = await setUp();
+    const { o, id, serverUrl } = await setUp();
 
     // Login CSRF: the callback comes back to a browser that did not begin the sign-in.
     const { authorizationUrl } = await begin(serverUrl);
@@ -277,6 +277,25 @@ describe("an organization's OpenID provider signs its end users in", () => {
     expect(refused.url.searchParams.get("error")).toBe("access_denied");
     expect(refused.url.searchParams.get("error_description")).toMatch(/dave may not use this MCP server/);
     expect(refused.url.searchParams.get("code")).toBeNull();
+
+    // A provider's user named like the owner of a key of the organization does not become that owner:
+    // the organization's key may act for them only if its policy names them (as X-On-Behalf-Of),
+    // even with a role on the server.
+    expect(
+      (
+        await o.grant("alice", {
+          resourceType: "mcp_server",
+          resourceId: id,
+          userId: "admin",
+          role: "reader",
+        })
+      ).status,
+    ).toBe(204);
+    const asAdmin = await new Browser("admin").visit((await begin(serverUrl)).authorizationUrl.href);
+    expect(asAdmin.url.searchParams.get("error")).toBe("access_denied");
+    expect(asAdmin.url.searchParams.get("error_description")).toMatch(
+      /The signed-in user 'admin' owns an API key of this organization/,
+    );
 
     // The development sign-in is not a way around the organization's provider.
     const third = await begin(serverUrl);
