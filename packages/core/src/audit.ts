@@ -34,10 +34,11 @@ export const AUDIT_ACTIONS = [
 export type AuditAction = (typeof AUDIT_ACTIONS)[number];
 
 /**
- * What a record is about: a resource, the user acted as (`act_as_key_owner`), or an organization's own
- * provider key (`provider_key`, its id the provider: `openai`, `azure`, `anthropic`).
+ * What a record is about: a resource, the user acted as (`act_as_key_owner`), an organization's own
+ * provider key (`provider_key`, its id the provider: `openai`, `azure`, `anthropic`), or the organization's
+ * OpenID Connect provider for MCP clients' sign-in (`identity_provider`, its id the issuer; `store`, `delete`).
  */
-export type AuditResourceType = ResourceType | "user" | "provider_key";
+export type AuditResourceType = ResourceType | "user" | "provider_key" | "identity_provider";
 
 /**
  * `allowed`: the write landed; `denied`: not an owner (403); `conflict`: 409;
@@ -101,7 +102,7 @@ export interface AuditPage {
 export interface AuditFilters {
   /** The acting user. */
   actor?: string | undefined;
-  resourceType?: ResourceType | "provider_key" | undefined;
+  resourceType?: ResourceType | "provider_key" | "identity_provider" | undefined;
   /** Only with `resourceType`. */
   resourceId?: string | undefined;
   action?: AuditAction | undefined;
@@ -122,7 +123,7 @@ export interface AuditLogOptions {
 }
 
 /** What a listing narrows to: a resource, or an organization's provider key. */
-type AuditedThing = ResourceRef | { type: "provider_key"; id: string };
+type AuditedThing = ResourceRef | { type: "provider_key" | "identity_provider"; id: string };
 
 /** A record's id and the cursor of listings: `<time in ms>-<sequence>`. */
 export const AUDIT_CURSOR = /^\d{1,15}-\d{1,15}$/;

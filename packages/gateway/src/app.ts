@@ -80,7 +80,7 @@ export interface GatewayDeps {
   /** The OAuth authorization server for MCP clients; without it the gateway serves none. */
   oauth?: Omit<
     AuthorizationServerDeps,
-    "publicUrl" | "tokens" | "keys" | "mcp" | "signInLimits" | "logger" | "clock"
+    "publicUrl" | "tokens" | "keys" | "mcp" | "signInLimits" | "keyOwners" | "logger" | "clock"
   > & {
     /** Revoked authorizations: every route that accepts tokens refuses theirs. */
     revokedFamilies: RevokedFamilies;
@@ -151,6 +151,7 @@ export function createGatewayApp(deps: GatewayDeps): express.Express {
         keys: deps.keys,
         mcp,
         signInLimits: deps.consoleSignInLimits,
+        keyOwners: deps.keyOwners,
         logger: deps.logger,
         clock: deps.clock,
       }),

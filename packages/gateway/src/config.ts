@@ -139,6 +139,8 @@ export const gatewayConfigSchema = z
     MCP_OAUTH_REGISTRATION_WINDOW: env.duration("1h"),
     /** Most registered MCP clients not yet used (no token issued, registered within the day they are kept): past it, registration is 503 `temporarily_unavailable`. Default 10000. */
     MCP_OAUTH_MAX_UNUSED_CLIENTS: z.coerce.number().int().min(1).max(10_000_000).default(10_000),
+    /** Lets an organization's OpenID Connect provider (its discovery document, keys and token endpoint) be reached at loopback, private or link-local addresses and over http (development and tests only). Default false. */
+    MCP_OAUTH_ALLOW_PRIVATE_IDENTITY_PROVIDERS: env.boolean(false),
   })
   .superRefine((c, ctx) => {
     if (c.JWT_SIGNING_KEYS && c.JWT_SIGNING_KEYS_FILE) {

@@ -31,6 +31,8 @@ import { SignInLimits } from "./console/sign-in-limits.ts";
 import { createGatewayMetrics } from "./metrics.ts";
 import { OAuthClients } from "./oauth/clients.ts";
 import { ConsentGrants } from "./oauth/grants.ts";
+import { IdentityProviders } from "./oauth/identity-providers.ts";
+import { OidcRelyingParty } from "./oauth/oidc.ts";
 import { RefreshTokens } from "./oauth/refresh-tokens.ts";
 import { RegistrationLimits } from "./oauth/registration-limits.ts";
 import { AuthorizationRequests } from "./oauth/requests.ts";
@@ -211,13 +213,26 @@ export async function startGateway(
     onLimit: (limit) => metrics.mcpUpstreamLimits.inc({ limit }),
     logger,
   });
-  const credentials = new CredentialStore(db, new Vault(vaultKeys), {
+  const vault = new Vault(vaultKeys);
+  const credentials = new CredentialStore(db, vault, {
     clock,
     onUnreadable: (reason) => logger.error({ reason }, "an MCP credential could not be opened"),
   });
 
+  const identityPolicy = new UpstreamPolicy({
+    allowPrivate: config.MCP_OAUTH_ALLOW_PRIVATE_IDENTITY_PROVIDERS,
+    allowPrivateSetting: "MCP_OAUTH_ALLOW_PRIVATE_IDENTITY_PROVIDERS",
+    ...(seams.resolver ? { resolver: seams.resolver } : {}),
+  });
+
   const app = createGatewayApp({
     oauth: {
+      identityProviders: new IdentityProviders(db, vault, audit, {
+        clock,
+        onUnreadable: (org, reason) =>
+          logger.error({ org, reason }, "an organization's OpenID provider secret could not be opened"),
+      }),
+      oidc: new OidcRelyingParty({ policy: identityPolicy, timeoutMs: config.MCP_UPSTREAM_TIMEOUT_MS }),
       clients: oauthClients,
       registrationLimits: new RegistrationLimits(redis, {
         perAddress: config.MCP_OAUTH_REGISTRATIONS_PER_ADDRESS,

@@ -3,8 +3,9 @@ import { readBoundedJson } from "./bounded-body.ts";
 import { type UpstreamPolicy, UpstreamRefused } from "./upstream-address.ts";
 
 /**
- * GETs a JSON document at a URL someone else chose (an OAuth client's
- * metadata document) through `policy`: the URL's form and every address it
+ * GETs (or, with `form`, POSTs a form to) a JSON document at a URL someone
+ * else chose (an OAuth client's metadata document, an organization's OpenID
+ * provider) through `policy`: the URL's form and every address it
  * resolves to are checked, the connection goes to the checked address, no
  * redirect is followed, and the body is read up to `maxBytes`. Refusals and
  * failures are `UpstreamRefused` with a reason that names only the URL.
@@ -12,7 +13,13 @@ import { type UpstreamPolicy, UpstreamRefused } from "./upstream-address.ts";
 export async function fetchGuardedJson(
   policy: UpstreamPolicy,
   url: string,
-  options: { timeoutMs: number; maxBytes: number; ca?: string | undefined },
+  options: {
+    timeoutMs: number;
+    maxBytes: number;
+    ca?: string | undefined;
+    /** A form to POST, with extra request headers (a client's credentials). */
+    form?: { body: URLSearchParams; headers?: Record<string, string> } | undefined;
+  },
 ): Promise<unknown> {
   const checked = await policy.check(url);
   const dispatcher = policy.dispatcher(options.timeoutMs, options.ca ? { ca: options.ca } : {});
@@ -20,7 +27,17 @@ export async function fetchGuardedJson(
     const response = await undiciFetch(checked, {
       dispatcher,
       redirect: "manual",
-      headers: { accept: "application/json" },
+      ...(options.form
+        ? {
+            method: "POST",
+            body: options.form.body.toString(),
+            headers: {
+              accept: "application/json",
+              "content-type": "application/x-www-form-urlencoded",
+              ...options.form.headers,
+            },
+          }
+        : { headers: { accept: "application/json" } }),
       signal: AbortSignal.timeout(options.timeoutMs),
     });
     if (response.status !== 200) {

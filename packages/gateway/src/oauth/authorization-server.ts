@@ -3,6 +3,8 @@ import type { Clock } from "@gw/core/clock";
 import { AppError, OAuthError, type OAuthErrorCode } from "@gw/core/errors";
 import { jsonBody } from "@gw/core/http";
 import type { Logger } from "@gw/core/logger";
+import { VaultUnreadable } from "@gw/core/mcp";
+import { assertMayActFor, type KeyOwners } from "@gw/core/on-behalf-of";
 import type { Principal } from "@gw/core/principal";
 import express, { type Request, type Response, Router } from "express";
 import type { ApiKeyLookup } from "../api-keys/lookup.ts";
@@ -16,7 +18,9 @@ import { proxyPath } from "../mcp/proxy.ts";
 import type { TokenService } from "../tokens/tokens.ts";
 import { type OAuthClient, type OAuthClients, redirectUriMatches } from "./clients.ts";
 import type { ConsentGrants } from "./grants.ts";
+import type { IdentityProviders } from "./identity-providers.ts";
 import { MCP_SCOPE, OAUTH_PATHS } from "./metadata.ts";
+import { type OidcRelyingParty, OidcSignInFailed } from "./oidc.ts";
 import { authorizeSignInPage, consentPage } from "./pages.ts";
 import type { RefreshTokens } from "./refresh-tokens.ts";
 import type { RegistrationLimits } from "./registration-limits.ts";
@@ -32,6 +36,11 @@ export interface AuthorizationServerDeps {
   tokens: TokenService;
   keys: Pick<ApiKeyLookup, "findById" | "findBySecret">;
   mcp: Pick<McpDeps, "authorization" | "servers">;
+  /** Organizations' own OpenID providers; without them every sign-in is the development one (an API key). */
+  identityProviders?: IdentityProviders | undefined;
+  oidc?: OidcRelyingParty | undefined;
+  /** Who owns the organization's keys: a provider's subject acts through a key within its on-behalf-of policy. */
+  keyOwners?: KeyOwners | undefined;
   /** Failed sign-ins are counted with the console's (one budget per address and organization). */
   signInLimits?: SignInLimits | undefined;
   /** Registrations per client address (`MCP_OAUTH_REGISTRATIONS_PER_ADDRESS`); without it, unbounded (tests). */
@@ -44,6 +53,12 @@ export interface AuthorizationServerDeps {
 
 /** The cookie that ties a consent form to the browser that signed in (CSRF). */
 const CONSENT_COOKIE = "gw_oauth_consent";
+/**
+ * The cookie that ties the OpenID provider's callback to the browser that was
+ * sent there (login CSRF). Lax: the callback is a top-level navigation from
+ * the provider's site, which a strict cookie would not accompany.
+ */
+const OIDC_COOKIE = "gw_oauth_oidc";
 /** RFC 7636 4.1: 43 to 128 unreserved characters. */
 const CODE_VERIFIER = /^[A-Za-z0-9._~-]{43,128}$/;
 const CODE_CHALLENGE = /^[A-Za-z0-9_-]{43}$/;
@@ -61,6 +76,7 @@ export function authorizationServer(deps: AuthorizationServerDeps): Router {
   const router = Router();
   const form = express.urlencoded({ extended: false, limit: "16kb", parameterLimit: 32 });
   const secureCookies = deps.publicUrl.startsWith("https:");
+  const callbackUrl = `${deps.publicUrl}${OAUTH_PATHS.callback}`;
 
   /** The MCP server id a resource URL names: one proxy URL of this gateway, exactly. */
   const serverOfResource = (resource: unknown): string | undefined => {
@@ -112,6 +128,22 @@ export function authorizationServer(deps: AuthorizationServerDeps): Router {
     if (value === undefined) return undefined;
     if (typeof value !== "string") throw new OAuthError("invalid_request", `Send '${name}' once`);
     return value;
+  };
+
+  /**
+   * The OpenID provider of the organization that holds the server, if it
+   * named one. A secret that no longer opens fails the sign-in
+   * (`temporarily_unavailable`): it never falls back to the API-key sign-in
+   * the organization did not choose.
+   */
+  const providerOf = async (serverId: string) => {
+    try {
+      return await deps.identityProviders?.forServer(serverId);
+    } catch (err) {
+      if (err instanceof VaultUnreadable)
+        throw new OAuthError("temporarily_unavailable", "The organization's sign-in is unavailable");
+      throw err;
+    }
   };
 
   /** The client, or `invalid_client`: nothing is redirected to a client that is not known. */
@@ -172,6 +204,33 @@ export function authorizationServer(deps: AuthorizationServerDeps): Router {
         scope: MCP_SCOPE,
       };
       const id = await deps.requests.begin(pending);
+      const provider = await providerOf(serverId);
+      if (provider && deps.oidc) {
+        // The organization signs its users in itself: off to its provider, back at the callback.
+        const { url, roundTrip } = await deps.oidc
+          .authorizationUrl(provider, callbackUrl, id)
+          .catch((err: unknown) => {
+            if (err instanceof OidcSignInFailed) {
+              deps.logger.warn({ org: provider.org, reason: err.message }, "an OpenID provider is unusable");
+              throw new OAuthError("temporarily_unavailable", "The organization's sign-in is unavailable");
+            }
+            throw err;
+          });
+        const browser = randomBytes(32).toString("base64url");
+        await deps.requests.update(id, {
+          ...pending,
+          oidc: { issuer: provider.issuer, ...roundTrip, browser },
+        });
+        res.cookie(OIDC_COOKIE, browser, {
+          httpOnly: true,
+          sameSite: "lax",
+          secure: secureCookies || req.secure,
+          path: OAUTH_PATHS.callback,
+          maxAge: 600_000,
+        });
+        noStore(res);
+        return res.redirect(302, url);
+      }
       pageHeaders(res);
       res
         .type("html")
@@ -191,7 +250,8 @@ export function authorizationServer(deps: AuthorizationServerDeps): Router {
         "invalid_request",
         "This authorization request has ended or never began: start again from the client",
       );
-    if (body.step === "sign-in") return signIn(req, res, id, pending, body);
+    // A request sent to the organization's provider is signed in there, never with a key.
+    if (body.step === "sign-in" && !pending.oidc) return signIn(req, res, id, pending, body);
     if (body.step === "consent") return consent(req, res, id, pending, body);
     throw new OAuthError("invalid_request", "Unknown step");
   });
@@ -225,44 +285,10 @@ export function authorizationServer(deps: AuthorizationServerDeps): Router {
       if (key) await attempt?.naming(key.org);
       if (!key || !keyUsable(key, deps.clock.wall())) return again("invalid");
       if (!key.permissions.includes(MCP_SCOPE)) return again("permission");
-      const server = await serverFor(deps.mcp, principalOf(key), pending.serverId, "reader").catch(
-        (err: unknown) => {
-          if (err instanceof AppError && (err.code === "not_found" || err.code === "forbidden"))
-            return undefined;
-          throw err;
-        },
-      );
+      const server = await readableServer(principalOf(key), pending.serverId);
       if (!server) return again("server");
       await attempt?.succeeded();
-      const consentToken = randomBytes(32).toString("base64url");
-      const signedIn = { org: key.org, user: key.owner, keyId: key.id };
-      if (!(await deps.requests.update(id, { ...pending, signedIn, consentToken })))
-        throw new OAuthError(
-          "invalid_request",
-          "This authorization request has ended: start again from the client",
-        );
-      const earlier = await deps.grants.find(key.org, key.owner, pending.clientId, pending.resource);
-      res.cookie(CONSENT_COOKIE, consentToken, {
-        httpOnly: true,
-        sameSite: "strict",
-        secure: secureCookies || req.secure,
-        path: "/oauth",
-        maxAge: 600_000,
-      });
-      pageHeaders(res, pending.redirectUri);
-      res.type("html").send(
-        consentPage({
-          request: id,
-          consentToken,
-          clientName: nameOf(pending),
-          clientId: pending.clientId,
-          serverLabel: `${server.name} (${server.id})`,
-          serverDescription: server.description,
-          user: key.owner,
-          redirectHost: new URL(pending.redirectUri).host,
-          previouslyGrantedAt: earlier?.grantedAt,
-        }),
-      );
+      await showConsent(req, res, id, pending, { org: key.org, user: key.owner, keyId: key.id }, server);
     } catch (err) {
       if (err instanceof SignInLimited) {
         res.set(err.headers);
@@ -271,6 +297,119 @@ export function authorizationServer(deps: AuthorizationServerDeps): Router {
       throw err;
     }
   };
+
+  /** The signed-in user's consent page, its form tied to this browser by a cookie. */
+  const showConsent = async (
+    req: Request,
+    res: Response,
+    id: string,
+    pending: PendingAuthorization,
+    signedIn: { org: string; user: string; keyId: string },
+    server: { id: string; name: string; description: string | null },
+  ) => {
+    const consentToken = randomBytes(32).toString("base64url");
+    if (!(await deps.requests.update(id, { ...pending, signedIn, consentToken })))
+      throw new OAuthError(
+        "invalid_request",
+        "This authorization request has ended: start again from the client",
+      );
+    const earlier = await deps.grants.find(signedIn.org, signedIn.user, pending.clientId, pending.resource);
+    res.cookie(CONSENT_COOKIE, consentToken, {
+      httpOnly: true,
+      sameSite: "strict",
+      secure: secureCookies || req.secure,
+      path: "/oauth",
+      maxAge: 600_000,
+    });
+    pageHeaders(res, pending.redirectUri);
+    res.type("html").send(
+      consentPage({
+        request: id,
+        consentToken,
+        clientName: nameOf(pending),
+        clientId: pending.clientId,
+        serverLabel: `${server.name} (${server.id})`,
+        serverDescription: server.description,
+        user: signedIn.user,
+        redirectHost: new URL(pending.redirectUri).host,
+        previouslyGrantedAt: earlier?.grantedAt,
+      }),
+    );
+  };
+
+  /** The server, if `principal` may read it; undefined when it may not (or it is gone). */
+  const readableServer = (principal: Principal, serverId: string) =>
+    serverFor(deps.mcp, principal, serverId, "reader").catch((err: unknown) => {
+      if (err instanceof AppError && (err.code === "not_found" || err.code === "forbidden")) return undefined;
+      throw err;
+    });
+
+  // The organization's OpenID provider sends the browser back (OpenID Connect Core 3.1.2.5): the code is
+  // exchanged, the ID token verified, and its subject becomes the end user, acting through the
+  // organization's key as X-On-Behalf-Of would name them.
+  router.get(OAUTH_PATHS.callback, async (req, res) => {
+    const q = req.query as Record<string, unknown>;
+    const id = single(q.state, "state") ?? "";
+    const pending = await deps.requests.get(id);
+    if (!pending?.oidc)
+      throw new OAuthError(
+        "invalid_request",
+        "This sign-in has ended or never began: start again from the client",
+      );
+    const cookie = cookiesOf(req).get(OIDC_COOKIE);
+    if (!cookie || !sameToken(cookie, pending.oidc.browser))
+      throw new OAuthError("access_denied", "This sign-in did not begin in this browser");
+    res.clearCookie(OIDC_COOKIE, { path: OAUTH_PATHS.callback });
+    const fail = async (description: string) => {
+      const ended = await deps.requests.finish(id);
+      if (!ended) throw new OAuthError("invalid_request", "This authorization request was already decided");
+      return redirectError(res, ended, "access_denied", description);
+    };
+    if (q.error !== undefined)
+      return fail("The sign-in at the organization's OpenID provider did not complete");
+    const provider = await providerOf(pending.serverId).catch((err: unknown) => {
+      if (err instanceof OAuthError) return undefined;
+      throw err;
+    });
+    if (!provider || !deps.oidc || provider.issuer !== pending.oidc.issuer)
+      return fail("The organization's OpenID provider is unavailable or changed during the sign-in");
+    // RFC 9207: a provider that names itself must be the one the browser was sent to.
+    const iss = single(q.iss, "iss");
+    if (iss !== undefined && iss !== provider.issuer)
+      return fail("The sign-in came back from another issuer");
+    const code = single(q.code, "code");
+    if (!code || code.length > 4_096) return fail("The OpenID provider sent no code");
+    let sub: string;
+    try {
+      sub = await deps.oidc.signedIn(provider, callbackUrl, code, pending.oidc);
+    } catch (err) {
+      if (!(err instanceof OidcSignInFailed)) throw err;
+      deps.logger.warn(
+        { org: provider.org, reason: err.message },
+        "a sign-in at an OpenID provider was refused",
+      );
+      return fail(err.message);
+    }
+    const key = await deps.keys.findById(provider.keyId);
+    if (
+      !key ||
+      key.org !== provider.org ||
+      !keyUsable(key, deps.clock.wall()) ||
+      !key.permissions.includes(MCP_SCOPE)
+    )
+      return fail("The organization's API key for signed-in users is revoked, expired or lacks mcp:call");
+    if (deps.keyOwners) {
+      try {
+        await assertMayActFor(key, sub, "The signed-in user", deps.keyOwners);
+      } catch (err) {
+        if (err instanceof AppError && err.code === "forbidden") return fail(err.message);
+        throw err;
+      }
+    }
+    const server = await readableServer(endUserOf(key, sub), pending.serverId);
+    if (!server) return fail(`The user ${sub} may not use this MCP server`);
+    await showConsent(req, res, id, pending, { org: key.org, user: sub, keyId: key.id }, server);
+  });
 
   const consent = async (
     req: Request,
@@ -473,6 +612,17 @@ const principalOf = (key: ApiKeyRecord): Principal => ({
   credential: "api_key",
   onBehalfOf: false,
   endUser: false,
+});
+
+/** The principal of a provider's subject acting through the organization's key, as a token of theirs would be. */
+const endUserOf = (key: ApiKeyRecord, sub: string): Principal => ({
+  org: key.org,
+  user: sub,
+  keyId: key.id,
+  permissions: [MCP_SCOPE],
+  credential: "jwt",
+  onBehalfOf: false,
+  endUser: sub !== key.owner,
 });
 
 function tokenResponse(accessToken: string, refreshToken: string, expiresIn: number, scope: string) {

@@ -4,6 +4,8 @@ export const OAUTH_PATHS = {
   token: "/oauth/token",
   register: "/oauth/register",
   revoke: "/oauth/revoke",
+  /** Where an organization's OpenID provider sends the browser back (not an endpoint of the metadata). */
+  callback: "/oauth/callback",
 } as const;
 
 /** The one scope an MCP client may ask for: calling the tools of one MCP server that the user's role allows. */

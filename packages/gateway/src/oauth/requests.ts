@@ -16,6 +16,12 @@ export interface PendingAuthorization {
   signedIn?: { org: string; user: string; keyId: string };
   /** Set by the sign-in: the consent form's token, also in the browser's cookie (the consent is that browser's). */
   consentToken?: string;
+  /**
+   * Set when the browser was sent to the organization's OpenID provider: its
+   * issuer, the round trip's nonce and PKCE verifier, and the token of the
+   * browser's cookie that the callback must bring back.
+   */
+  oidc?: { issuer: string; nonce: string; codeVerifier: string; browser: string };
 }
 
 /** What an authorization code stands for, until it is redeemed once. */

@@ -7,6 +7,11 @@ import { inspectUserResources } from "./inspect-user-resources.ts";
 import { listApiKeys } from "./list-api-keys.ts";
 import { listAudit } from "./list-audit.ts";
 import { listMcpClientGrants, revokeMcpClientGrant } from "./mcp-oauth-grants.ts";
+import {
+  deleteMcpOAuthIdentityProvider,
+  getMcpOAuthIdentityProvider,
+  putMcpOAuthIdentityProvider,
+} from "./mcp-oauth-identity-provider.ts";
 import { revokeApiKey } from "./revoke-api-key.ts";
 import { revokeMcpClientAccess } from "./revoke-mcp-client-access.ts";
 import { updateApiKey } from "./update-api-key.ts";
@@ -27,4 +32,7 @@ export const apiKeyRoutes = [
   revokeMcpClientAccess,
   listMcpClientGrants,
   revokeMcpClientGrant,
+  putMcpOAuthIdentityProvider,
+  getMcpOAuthIdentityProvider,
+  deleteMcpOAuthIdentityProvider,
 ];

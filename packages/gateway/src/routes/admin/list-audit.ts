@@ -19,7 +19,7 @@ export const orgAuditQuery = auditQuery
   .extend({
     actor: userIdSchema.optional(),
     // An organization's own provider keys (`provider_key`, its id the provider) are audited too.
-    resourceType: z.enum([...RESOURCE_TYPES, "provider_key"]).optional(),
+    resourceType: z.enum([...RESOURCE_TYPES, "provider_key", "identity_provider"]).optional(),
     resourceId: resourceIdSchema.optional(),
     action: z.enum(AUDIT_ACTIONS).optional(),
     since: z.iso.datetime({ offset: true }).optional(),
