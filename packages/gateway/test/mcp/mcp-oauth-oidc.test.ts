@@ -3,19 +3,14 @@ import { UpstreamPolicy } from "@gw/core/mcp";
 import { createPostgres } from "@gw/core/postgres";
 import { type FakeMcpServer, startFakeMcpServer } from "@gw/test-kit/mcp-upstream";
 import { startOidcProvider, type TestOidcProvider } from "@gw/test-kit/oidc-provider";
-import type { OAuthClientProvider } from "@modelcontextprotocol/sdk/client/auth.js";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
-import type {
-  OAuthClientInformationMixed,
-  OAuthClientMetadata,
-  OAuthTokens,
-} from "@modelcontextprotocol/sdk/shared/auth.js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { OidcRelyingParty } from "../../src/oauth/oidc.ts";
 import { newOrg } from "../authorization-helpers.ts";
 import { TEST_PUBLIC_URL, useGateway } from "../harness.ts";
 import { caller, MCP_ENV } from "./mcp-helpers.ts";
+import { clientFetchTo, hidden, MemoryProvider } from "./oauth-client.ts";
 
 const gw = useGateway({ ...MCP_ENV, MCP_OAUTH_ALLOW_PRIVATE_IDENTITY_PROVIDERS: "true" });
 const CALLBACK = `${TEST_PUBLIC_URL}/oauth/callback`;
@@ -32,52 +27,7 @@ afterAll(async () => {
 
 const REDIRECT = "http://127.0.0.1:47124/callback";
 
-/** The client's network: the gateway's public URL (https://gateway.test) is the test gateway. */
-const clientFetch = (input: string | URL | Request, init?: RequestInit) => {
-  const url = input instanceof Request ? input.url : String(input);
-  const local = url.startsWith(TEST_PUBLIC_URL) ? `${gw.url}${url.slice(TEST_PUBLIC_URL.length)}` : url;
-  return input instanceof Request ? fetch(new Request(local, input), init) : fetch(local, init);
-};
-
-class MemoryProvider implements OAuthClientProvider {
-  client: OAuthClientInformationMixed | undefined;
-  saved: OAuthTokens | undefined;
-  verifier = "";
-  authorizationUrl: URL | undefined;
-  get redirectUrl() {
-    return REDIRECT;
-  }
-  get clientMetadata(): OAuthClientMetadata {
-    return {
-      client_name: "Test MCP host",
-      redirect_uris: [REDIRECT],
-      grant_types: ["authorization_code", "refresh_token"],
-      response_types: ["code"],
-      token_endpoint_auth_method: "none",
-    };
-  }
-  clientInformation() {
-    return this.client;
-  }
-  saveClientInformation(info: OAuthClientInformationMixed) {
-    this.client = info;
-  }
-  tokens() {
-    return this.saved;
-  }
-  saveTokens(tokens: OAuthTokens) {
-    this.saved = tokens;
-  }
-  redirectToAuthorization(url: URL) {
-    this.authorizationUrl = url;
-  }
-  saveCodeVerifier(verifier: string) {
-    this.verifier = verifier;
-  }
-  codeVerifier() {
-    return this.verifier;
-  }
-}
+const clientFetch = clientFetchTo(() => gw.url);
 
 const htmlDecode = (s: string) =>
   s
@@ -86,8 +36,6 @@ const htmlDecode = (s: string) =>
     .replaceAll("&#39;", "'")
     .replaceAll("&quot;", '"')
     .replaceAll("&amp;", "&");
-const hidden = (html: string, name: string) =>
-  new RegExp(`name="${name}" value="([^"]+)"`).exec(html)?.[1]?.replaceAll("&amp;", "&");
 
 /**
  * A browser: follows redirects by hand (the gateway's public host is the test gateway), keeps each
@@ -195,7 +143,7 @@ async function setUp() {
 }
 
 /** The SDK's first connection: refused, and the authorization URL it would open in the browser. */
-async function begin(serverUrl: URL, provider = new MemoryProvider()) {
+async function begin(serverUrl: URL, provider = new MemoryProvider(REDIRECT)) {
   const first = new StreamableHTTPClientTransport(serverUrl, { authProvider: provider, fetch: clientFetch });
   await expect(new Client({ name: "oidc-test", version: "1.0.0" }).connect(first)).rejects.toThrow(
     /Unauthorized/,

@@ -3,19 +3,14 @@ import { createLogger } from "@gw/core/logger";
 import { createPostgres } from "@gw/core/postgres";
 import { type HttpsDocuments, startHttpsDocuments } from "@gw/test-kit/https-documents";
 import { type FakeMcpServer, startFakeMcpServer } from "@gw/test-kit/mcp-upstream";
-import type { OAuthClientProvider } from "@modelcontextprotocol/sdk/client/auth.js";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
-import type {
-  OAuthClientInformationMixed,
-  OAuthClientMetadata,
-  OAuthTokens,
-} from "@modelcontextprotocol/sdk/shared/auth.js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { RunningGateway } from "../../src/server.ts";
 import { newOrg } from "../authorization-helpers.ts";
 import { TEST_PUBLIC_URL, useGateway } from "../harness.ts";
 import { caller, MCP_ENV, startReplica } from "./mcp-helpers.ts";
+import { clientFetchTo, hidden, MemoryProvider } from "./oauth-client.ts";
 
 const gw = useGateway(MCP_ENV);
 let upstream: FakeMcpServer;
@@ -30,61 +25,7 @@ const REDIRECT = "http://127.0.0.1:47123/callback";
 /** Which gateway process the client's requests reach (one replica of the test file's gateway, or another). */
 let gatewayUrl = () => gw.url;
 
-/** The client's network: the gateway's public URL (https://gateway.test) is the test gateway. */
-const clientFetch = (input: string | URL | Request, init?: RequestInit) => {
-  const url = input instanceof Request ? input.url : String(input);
-  const local = url.startsWith(TEST_PUBLIC_URL) ? `${gatewayUrl()}${url.slice(TEST_PUBLIC_URL.length)}` : url;
-  return input instanceof Request ? fetch(new Request(local, input), init) : fetch(local, init);
-};
-
-/** An in-memory OAuth client as an MCP host keeps one: what it registered, its tokens, its PKCE verifier. */
-class MemoryProvider implements OAuthClientProvider {
-  client: OAuthClientInformationMixed | undefined;
-  saved: OAuthTokens | undefined;
-  verifier = "";
-  authorizationUrl: URL | undefined;
-  /** A Client ID Metadata Document's URL: presented instead of registering, where the server supports it. */
-  clientMetadataUrl: string | undefined;
-  constructor(clientMetadataUrl?: string) {
-    this.clientMetadataUrl = clientMetadataUrl;
-  }
-  get redirectUrl() {
-    return REDIRECT;
-  }
-  get clientMetadata(): OAuthClientMetadata {
-    return {
-      client_name: "Test MCP host",
-      redirect_uris: [REDIRECT],
-      grant_types: ["authorization_code", "refresh_token"],
-      response_types: ["code"],
-      token_endpoint_auth_method: "none",
-    };
-  }
-  clientInformation() {
-    return this.client;
-  }
-  saveClientInformation(info: OAuthClientInformationMixed) {
-    this.client = info;
-  }
-  tokens() {
-    return this.saved;
-  }
-  saveTokens(tokens: OAuthTokens) {
-    this.saved = tokens;
-  }
-  redirectToAuthorization(url: URL) {
-    this.authorizationUrl = url;
-  }
-  saveCodeVerifier(verifier: string) {
-    this.verifier = verifier;
-  }
-  codeVerifier() {
-    return this.verifier;
-  }
-}
-
-const hidden = (html: string, name: string) =>
-  new RegExp(`name="${name}" value="([^"]+)"`).exec(html)?.[1]?.replaceAll("&amp;", "&");
+const clientFetch = clientFetchTo(() => gatewayUrl());
 
 /** What the browser does: opens the authorization URL, signs in with the key, answers the consent page. */
 async function browser(authorizationUrl: URL, key: string, decision: "allow" | "deny" = "allow") {
@@ -145,7 +86,7 @@ const connect = async (serverUrl: URL, provider: MemoryProvider) => {
 };
 
 /** The whole flow with the SDK: discovery, registration, the browser, the code exchange. */
-async function authorize(serverUrl: URL, key: string, provider = new MemoryProvider()) {
+async function authorize(serverUrl: URL, key: string, provider = new MemoryProvider(REDIRECT)) {
   const first = new StreamableHTTPClientTransport(serverUrl, { authProvider: provider, fetch: clientFetch });
   await expect(new Client({ name: "oauth-test", version: "1.0.0" }).connect(first)).rejects.toThrow(
     /Unauthorized/,
@@ -693,7 +634,7 @@ describe("Client ID Metadata Documents", () => {
       redirect_uris: [REDIRECT],
       token_endpoint_auth_method: "none",
     });
-    const provider = new MemoryProvider(clientId);
+    const provider = new MemoryProvider(REDIRECT, clientId);
     const { consentHtml } = await authorize(serverUrl, bob.secret, provider);
     expect(provider.client?.client_id).toBe(clientId);
     expect(consentHtml).toContain("Metadata host");
