@@ -1,5 +1,3 @@
-import { newVaultKeys } from "@gw/core/mcp";
-import { type FakeMcpServer, startFakeMcpServer, startRelay } from "@gw/test-kit/mcp-upstream";
 import {
   Agent,
   hostedMcpTool,
@@ -9,8 +7,8 @@ import {
   setTracingDisabled,
 } from "@openai/agents";
 import OpenAI from "openai";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { useStack } from "../../packages/service/test/stack.ts";
+import { describe, expect, it } from "vitest";
+import { useHostedMcpStack } from "./hosted-mcp-stack.ts";
 
 /**
  * The OpenAI Agents SDK with MCP: `MCPServerStreamableHttp` against the
@@ -18,38 +16,10 @@ import { useStack } from "../../packages/service/test/stack.ts";
  */
 describe("the OpenAI Agents SDK and the MCP gateway", () => {
   setTracingDisabled(true);
-  let relay: Awaited<ReturnType<typeof startRelay>>;
-  const serviceEnv: Record<string, string> = { GATEWAY_PUBLIC_URL: "https://gateway.test" };
-  beforeAll(async () => {
-    relay = await startRelay();
-    serviceEnv.GATEWAY_URL = relay.url;
-  });
-  afterAll(() => relay?.close());
-  const stack = useStack(serviceEnv, { MCP_ALLOW_PRIVATE_UPSTREAMS: "true", VAULT_KEYS: newVaultKeys() });
-  let upstream: FakeMcpServer;
-  beforeAll(async () => {
-    relay.target = stack.gatewayUrl;
-    upstream = await startFakeMcpServer();
-  });
-  afterAll(() => upstream?.close());
+  const { stack, upstream: upstreamOf, register } = useHostedMcpStack();
 
   async function setUp() {
-    const { secret } = await stack.createKey();
-    const { id } = await (
-      await stack.call(secret, "/api/v1/mcp/servers", {
-        user: "alice",
-        json: { name: "docs", url: upstream.url },
-      })
-    ).json();
-    await stack.call(secret, `/api/v1/mcp/servers/${id}/credentials/shared`, {
-      method: "PUT",
-      user: "alice",
-      json: { type: "bearer", token: "agents-shared-token" },
-    });
-    await stack.call(secret, "/api/v1/authorization/llm/grant", {
-      user: "alice",
-      json: { resourceType: "mcp_server", resourceId: id, userId: "bob", role: "reader" },
-    });
+    const { secret, id } = await register("agents-shared-token");
     const runner = new Runner({
       modelProvider: new OpenAIProvider({
         openAIClient: new OpenAI({
@@ -88,7 +58,7 @@ describe("the OpenAI Agents SDK and the MCP gateway", () => {
         mcpServers: [server],
         toolUseBehavior: "run_llm_again",
       });
-      const from = upstream.calls.length;
+      const from = upstreamOf().calls.length;
       // The test provider calls the chosen function: the lookup tool.
       const result = await runner.run(agent, "trains", { maxTurns: 3 }).catch((e) => e);
       void result;
@@ -98,11 +68,11 @@ describe("the OpenAI Agents SDK and the MCP gateway", () => {
         "read_file",
         "search",
       ]);
-      const calls = upstream.calls.slice(from);
+      const calls = upstreamOf().calls.slice(from);
       expect(calls.map((c) => c.tool)).toContain("lookup");
       for (const call of calls) expect(call.headers.authorization).toBe("Bearer agents-shared-token");
     } finally {
-      upstream.release();
+      upstreamOf().release();
       await server.close();
     }
   });
@@ -144,7 +114,7 @@ describe("the OpenAI Agents SDK and the MCP gateway", () => {
     const asked = await runner.run(agent, "boats");
     expect(asked.interruptions.length).toBe(1);
     const lookups = () =>
-      upstream.calls.filter((c) => c.tool === "lookup" && c.arguments.text === "boats").length;
+      upstreamOf().calls.filter((c) => c.tool === "lookup" && c.arguments.text === "boats").length;
     expect(lookups()).toBe(0);
     asked.state.approve(asked.interruptions[0]!);
     const resumed = await runner.run(agent, asked.state);

@@ -1,11 +1,9 @@
 import { createOpenAI } from "@ai-sdk/openai";
-import { newVaultKeys } from "@gw/core/mcp";
-import { type FakeMcpServer, startFakeMcpServer, startRelay } from "@gw/test-kit/mcp-upstream";
 import { openaiPython, pythonPrints } from "@gw/test-kit/python-venv";
 import { generateText, streamText } from "ai";
 import OpenAI from "openai";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { useStack } from "../../packages/service/test/stack.ts";
+import { describe, expect, it } from "vitest";
+import { useHostedMcpStack } from "./hosted-mcp-stack.ts";
 
 /**
  * Clients that keep their own history, unchanged, with hosted MCP tools
@@ -14,43 +12,11 @@ import { useStack } from "../../packages/service/test/stack.ts";
  * `previous_response_id`, and read the items the gateway sends.
  */
 describe("hosted MCP items sent back by the clients", () => {
-  let relay: Awaited<ReturnType<typeof startRelay>>;
-  const serviceEnv: Record<string, string> = { GATEWAY_PUBLIC_URL: "https://gateway.test" };
-  beforeAll(async () => {
-    relay = await startRelay();
-    serviceEnv.GATEWAY_URL = relay.url;
-  });
-  afterAll(() => relay?.close());
-  const stack = useStack(serviceEnv, { MCP_ALLOW_PRIVATE_UPSTREAMS: "true", VAULT_KEYS: newVaultKeys() });
-  let upstream: FakeMcpServer;
-  beforeAll(async () => {
-    relay.target = stack.gatewayUrl;
-    upstream = await startFakeMcpServer();
-  });
-  afterAll(() => upstream?.close());
+  const { stack, upstream: upstreamOf, register } = useHostedMcpStack();
 
-  /** alice registers the upstream; bob, a reader, may call its read-only tools. */
-  async function setUp() {
-    const { secret } = await stack.createKey();
-    const { id } = await (
-      await stack.call(secret, "/api/v1/mcp/servers", {
-        user: "alice",
-        json: { name: "docs", url: upstream.url },
-      })
-    ).json();
-    await stack.call(secret, `/api/v1/mcp/servers/${id}/credentials/shared`, {
-      method: "PUT",
-      user: "alice",
-      json: { type: "bearer", token: "history-shared-token" },
-    });
-    await stack.call(secret, "/api/v1/authorization/llm/grant", {
-      user: "alice",
-      json: { resourceType: "mcp_server", resourceId: id, userId: "bob", role: "reader" },
-    });
-    return { secret, serverUrl: `https://gateway.test/api/v1/mcp/servers/${id}/mcp` };
-  }
+  const setUp = () => register("history-shared-token");
   const lookups = (text: string) =>
-    upstream.calls.filter((c) => c.tool === "lookup" && c.arguments.text === text).length;
+    upstreamOf().calls.filter((c) => c.tool === "lookup" && c.arguments.text === text).length;
 
   it("openai-python: input=r1.output + [approval] runs the approved call once; the next turn with the whole history runs nothing again", async (ctx) => {
     const python = await openaiPython(ctx);

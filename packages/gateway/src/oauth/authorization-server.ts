@@ -6,7 +6,7 @@ import type { Logger } from "@gw/core/logger";
 import { VaultUnreadable } from "@gw/core/mcp";
 import { assertMayActFor, type KeyOwners } from "@gw/core/on-behalf-of";
 import type { Principal } from "@gw/core/principal";
-import express, { type Request, type Response, Router } from "express";
+import express, { type NextFunction, type Request, type Response, Router } from "express";
 import type { ApiKeyLookup } from "../api-keys/lookup.ts";
 import { type ApiKeyRecord, keyUsable } from "../api-keys/types.ts";
 import { cookiesOf } from "../console/console-router.ts";
@@ -75,6 +75,14 @@ const CODE_CHALLENGE = /^[A-Za-z0-9_-]{43}$/;
 export function authorizationServer(deps: AuthorizationServerDeps): Router {
   const router = Router();
   const form = express.urlencoded({ extended: false, limit: "16kb", parameterLimit: 32 });
+  // Every parameter is checked once, here: one holding U+0000 or a lone surrogate can be neither stored
+  // (PostgreSQL's text refuses it) nor sent back as it came, so it is the client's error, not a 500.
+  const storable = (code: OAuthErrorCode) => (req: Request, _res: Response, next: NextFunction) => {
+    if (!allStorable(req.query) || !allStorable(req.body))
+      throw new OAuthError(code, "A parameter holds U+0000 or a lone surrogate");
+    next();
+  };
+  const params = storable("invalid_request");
   const secureCookies = deps.publicUrl.startsWith("https:");
   const callbackUrl = `${deps.publicUrl}${OAUTH_PATHS.callback}`;
 
@@ -155,7 +163,7 @@ export function authorizationServer(deps: AuthorizationServerDeps): Router {
   };
 
   // Authorization request (RFC 6749 4.1.1, RFC 7636 4.3, RFC 8707 2): checked, then the sign-in page.
-  router.get(OAUTH_PATHS.authorize, async (req, res) => {
+  router.get(OAUTH_PATHS.authorize, params, async (req, res) => {
     const q = req.query as Record<string, unknown>;
     const client = await clientOf(single(q.client_id, "client_id"));
     const requested = single(q.redirect_uri, "redirect_uri");
@@ -241,7 +249,7 @@ export function authorizationServer(deps: AuthorizationServerDeps): Router {
     }
   });
 
-  router.post(OAUTH_PATHS.authorize, form, async (req, res) => {
+  router.post(OAUTH_PATHS.authorize, form, params, async (req, res) => {
     const body = (req.body ?? {}) as Record<string, unknown>;
     const id = typeof body.request === "string" ? body.request : "";
     const pending = await deps.requests.get(id);
@@ -347,7 +355,7 @@ export function authorizationServer(deps: AuthorizationServerDeps): Router {
   // The organization's OpenID provider sends the browser back (OpenID Connect Core 3.1.2.5): the code is
   // exchanged, the ID token verified, and its subject becomes the end user, acting through the
   // organization's key as X-On-Behalf-Of would name them.
-  router.get(OAUTH_PATHS.callback, async (req, res) => {
+  router.get(OAUTH_PATHS.callback, params, async (req, res) => {
     const q = req.query as Record<string, unknown>;
     const id = single(q.state, "state") ?? "";
     const pending = await deps.requests.get(id);
@@ -493,7 +501,7 @@ export function authorizationServer(deps: AuthorizationServerDeps): Router {
     );
 
   // Token request (RFC 6749 4.1.3 and 6): public clients name themselves with client_id.
-  router.post(OAUTH_PATHS.token, form, async (req, res) => {
+  router.post(OAUTH_PATHS.token, form, params, async (req, res) => {
     const body = (req.body ?? {}) as Record<string, unknown>;
     const grantType = single(body.grant_type, "grant_type");
     const clientId = single(body.client_id, "client_id");
@@ -577,7 +585,7 @@ export function authorizationServer(deps: AuthorizationServerDeps): Router {
   });
 
   // Token revocation (RFC 7009): the refresh token's whole authorization; an unknown token is no error.
-  router.post(OAUTH_PATHS.revoke, form, async (req, res) => {
+  router.post(OAUTH_PATHS.revoke, form, params, async (req, res) => {
     const body = (req.body ?? {}) as Record<string, unknown>;
     const client = await clientOf(single(body.client_id, "client_id"));
     const token = single(body.token, "token");
@@ -588,7 +596,7 @@ export function authorizationServer(deps: AuthorizationServerDeps): Router {
   });
 
   // Dynamic client registration (RFC 7591): public clients only.
-  router.post(OAUTH_PATHS.register, jsonBody, async (req, res) => {
+  router.post(OAUTH_PATHS.register, jsonBody, storable("invalid_client_metadata"), async (req, res) => {
     if (!req.is("application/json"))
       throw new OAuthError("invalid_client_metadata", "Send the client metadata as application/json");
     await deps.registrationLimits?.attempt(req.ip ?? req.socket.remoteAddress ?? "unknown");
@@ -598,6 +606,15 @@ export function authorizationServer(deps: AuthorizationServerDeps): Router {
   });
 
   return router;
+}
+
+/** Whether every string in `value` (a query or a body, to any depth) can be stored as text. */
+function allStorable(value: unknown): boolean {
+  if (typeof value === "string") return value.isWellFormed() && !value.includes("\u0000");
+  if (Array.isArray(value)) return value.every(allStorable);
+  if (value && typeof value === "object")
+    return Object.entries(value).every(([k, v]) => allStorable(k) && allStorable(v));
+  return true;
 }
 
 const nameOf = (pending: Pick<PendingAuthorization, "clientName" | "clientId">) =>

@@ -545,6 +545,33 @@ describe("the authorization server refuses what it must", () => {
     expect((await listTools(serverUrl, second.access_token)).status).toBe(401);
   });
 
+  it("a parameter holding U+0000 or a lone surrogate is the client's error in the RFC's shape, never a 500", async () => {
+    const registered = await gw.call("/oauth/register", {
+      method: "POST",
+      json: { client_name: "a\u0000b", redirect_uris: [REDIRECT] },
+    });
+    expect(registered.status).toBe(400);
+    expect(await registered.json()).toMatchObject({ error: "invalid_client_metadata" });
+    // A form cannot carry a lone surrogate (its bytes decode as U+FFFD): U+0000 is what reaches the server.
+    const token = await tokenRequest({
+      grant_type: "refresh_token",
+      client_id: "a\u0000b",
+      refresh_token: "x",
+    });
+    expect(token.status).toBe(400);
+    expect(await token.json()).toMatchObject({ error: "invalid_request" });
+    const authorize = await gw.call(`/oauth/authorize?response_type=code&client_id=a%00b`);
+    expect(authorize.status).toBe(400);
+    const o = await newOrg(gw);
+    const admin = await gw.createKey({ org: o.org, owner: "admin", permissions: ["admin:api-keys"] });
+    const revoked = await gw.call("/api/v1/admin/mcp-oauth/revoke", {
+      method: "POST",
+      bearer: admin.secret,
+      json: { userId: "bob", clientId: "a\u0000b" },
+    });
+    expect(revoked.status).toBe(422);
+  });
+
   it("redirect_uri: one the client did not register is refused without a redirect; the exchange must name the same one", async () => {
     const { serverUrl, bob } = await setUp();
     const clientId = await register();

@@ -2,7 +2,7 @@ import type { Clock } from "@gw/core/clock";
 import { notFound, ValidationFailed } from "@gw/core/errors";
 import { defineRoute } from "@gw/core/http";
 import { objectSchema, stringSchema } from "@gw/core/openapi";
-import { secretField } from "@gw/core/validation";
+import { secretField, storableText } from "@gw/core/validation";
 import { z } from "zod";
 import type { ApiKeyLookup } from "../../api-keys/lookup.ts";
 import { keyUsable } from "../../api-keys/types.ts";
@@ -15,9 +15,9 @@ const PATH = "/api/v1/admin/mcp-oauth/identity-provider";
 
 const body = z.strictObject({
   issuer: z.url({ protocol: /^https?$/ }).max(2_000),
-  client_id: z.string().min(1).max(1_000),
+  client_id: storableText(z.string().min(1).max(1_000)),
   client_secret: secretField(z.string().min(1).max(4_096)),
-  key_id: z.string().min(1).max(128),
+  key_id: storableText(z.string().min(1).max(128)),
 });
 
 const providerView = objectSchema({

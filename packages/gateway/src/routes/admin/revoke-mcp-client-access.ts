@@ -1,6 +1,7 @@
 import { defineRoute } from "@gw/core/http";
 import { objectSchema } from "@gw/core/openapi";
 import { userIdSchema } from "@gw/core/principal";
+import { storableText } from "@gw/core/validation";
 import { z } from "zod";
 import type { ConsentGrants } from "../../oauth/grants.ts";
 import type { RefreshTokens } from "../../oauth/refresh-tokens.ts";
@@ -26,7 +27,10 @@ export const revokeMcpClientAccess = defineRoute({
   summary: "Revoke the OAuth access of MCP clients signed in as a user (their refresh tokens and consents)",
   tag: TAG,
   permission: "admin:api-keys",
-  body: z.strictObject({ userId: userIdSchema, clientId: z.string().min(1).max(2_000).optional() }),
+  body: z.strictObject({
+    userId: userIdSchema,
+    clientId: storableText(z.string().min(1).max(2_000)).optional(),
+  }),
   responses: {
     200: {
       description: "What was revoked",
