@@ -18,19 +18,57 @@ const stack = useStack({ EVAL_WORKER_CONCURRENCY: "0" });
 const WORKERS = 2;
 let workers: Evals | undefined;
 let db: ReturnType<typeof createPostgres> | undefined;
+let stopFollowing: (() => Promise<void>) | undefined;
 afterAll(async () => {
+  await stopFollowing?.().catch(() => undefined);
   await workers?.close();
   await db?.close();
 });
 
-/** The queue's event stream (BullMQ's own, written inside its scripts, so in the order things happened). */
-async function queueEvents(): Promise<{ event: string; jobId: string }[]> {
-  const entries = await stack.redis.xrange(`${EVAL_QUEUE_PREFIX}:${EVAL_QUEUE}:events`, "-", "+");
-  return entries.map(([, fields]) => {
-    const map = new Map<string, string>();
-    for (let i = 0; i < fields.length; i += 2) map.set(fields[i]!, fields[i + 1]!);
-    return { event: map.get("event")!, jobId: map.get("jobId") ?? "" };
+/** A queue event: what happened to which job. */
+interface QueueEvent {
+  event: string;
+  jobId: string;
+}
+
+/**
+ * Follows the queue's event stream (BullMQ's own, written inside its scripts, so in the order things
+ * happened) from its start, keeping every entry: BullMQ trims the stream to its last 10,000 events, which
+ * A's hundred schedules pass in under a minute, so reading it once at the end would miss B's first runs.
+ */
+function followQueueEvents(): { events: QueueEvent[]; stop(): Promise<void> } {
+  const key = `${EVAL_QUEUE_PREFIX}:${EVAL_QUEUE}:events`;
+  const events: QueueEvent[] = [];
+  let last = "0";
+  let stopped = false;
+  const read = async () => {
+    const answer = await stack.redis.xread("COUNT", 5_000, "STREAMS", key, last);
+    for (const [, entries] of answer ?? []) {
+      for (const [id, fields] of entries) {
+        const map = new Map<string, string>();
+        for (let i = 0; i < fields.length; i += 2) map.set(fields[i]!, fields[i + 1]!);
+        events.push({ event: map.get("event")!, jobId: map.get("jobId") ?? "" });
+        last = id;
+      }
+    }
+  };
+  let failed: unknown;
+  const loop = (async () => {
+    while (!stopped) {
+      await read();
+      await new Promise((resolve) => setTimeout(resolve, 50));
+    }
+    await read();
+  })().catch((err: unknown) => {
+    failed = err;
   });
+  const stop = async () => {
+    stopped = true;
+    await loop;
+    if (failed) throw failed;
+  };
+  stopFollowing = stop;
+  return { events, stop };
 }
 
 describe("fairness between organizations on the shared eval queue", () => {
@@ -56,6 +94,7 @@ describe("fairness between organizations on the shared eval queue", () => {
       await queue.close();
     }
 
+    const followed = followQueueEvents();
     db = createPostgres(stack.database.url, { connectionName: "fairness-workers" });
     workers = startEvals(
       {
@@ -90,7 +129,8 @@ describe("fairness between organizations on the shared eval queue", () => {
     await workers.close();
     workers = undefined;
 
-    const events = await queueEvents();
+    await followed.stop();
+    const { events } = followed;
     const bIds = new Set(bRuns.map((r) => r.id));
     const isRun = (jobId: string) => jobId.startsWith("eval_run_");
     const checked = finished(bRuns)
