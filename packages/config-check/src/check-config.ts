@@ -43,6 +43,7 @@ import {
 import { brokenDocLinks } from "./check-docs.ts";
 import { configurationDocProblems } from "./config-docs.ts";
 import { CONFIG_SECTIONS } from "./config-sections.ts";
+import { moduleGraphProblems } from "./module-graph.ts";
 import { openaiFieldDocProblems } from "./openai-fields.ts";
 import { committedOpenApiProblems } from "./openapi.ts";
 import { packageGraphProblems } from "./package-graph.ts";
@@ -282,6 +283,7 @@ export async function checkRepository(root = REPO_ROOT): Promise<{ problems: str
     ...(await brokenDocLinks(root)),
     ...(await missingCitations(root, known)),
     ...(await packageGraphProblems(root)),
+    ...(await moduleGraphProblems(root)),
   ];
   for (const path of DEPLOY_FILES) {
     const text = await read(path);

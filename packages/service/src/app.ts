@@ -27,7 +27,7 @@ import type { Ids } from "./ids.ts";
 import type { ContextBudget } from "./llm/context.ts";
 import type { ChatProvider } from "./llm/provider.ts";
 import type { ProviderKeyStore } from "./provider-keys/store.ts";
-import type { HostedMcpConfig } from "./responses/hosted-mcp.ts";
+import type { HostedMcpConfig } from "./responses/hosted-mcp-proxy.ts";
 import type { ResponseStore } from "./responses/store.ts";
 import { serviceRoutes } from "./routes.ts";
 import type { Sandbox } from "./sandbox/sandbox.ts";

@@ -22,7 +22,7 @@ import type { ResolverHooks } from "./guardrails/resolve.ts";
 import { ids } from "./ids.ts";
 import { configureTokenCounting } from "./llm/tokens.ts";
 import { providerKeyStore } from "./provider-keys/deps.ts";
-import type { ApprovalHooks } from "./responses/hosted-mcp.ts";
+import type { ApprovalHooks } from "./responses/hosted-mcp-proxy.ts";
 import { ResponseStore } from "./responses/store.ts";
 import { OrphanReconciler } from "./retention/reconciler.ts";
 import { RetentionSweeper } from "./retention/sweeper.ts";

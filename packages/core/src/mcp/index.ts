@@ -2,6 +2,7 @@ export * from "./bounded-body.ts";
 export * from "./credentials.ts";
 export * from "./guarded-fetch.ts";
 export * from "./protocol-eras.ts";
+export * from "./proxy-declaration.ts";
 export * from "./servers.ts";
 export * from "./tool-authorization.ts";
 export * from "./upstream-address.ts";

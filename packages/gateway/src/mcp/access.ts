@@ -1,11 +1,8 @@
 import type { Role } from "@gw/core/authz";
 import { AppError, forbidden } from "@gw/core/errors";
-import type { McpServer } from "@gw/core/mcp";
+import { MCP_SERVER_ID, type McpServer } from "@gw/core/mcp";
 import type { Principal } from "@gw/core/principal";
 import type { McpDeps } from "./deps.ts";
-
-/** Server ids the gateway issues. */
-export const SERVER_ID = /^mcp_[0-9a-f]{24}$/;
 
 export class UnknownServer extends AppError {
   constructor() {
@@ -32,7 +29,7 @@ export async function serverFor(
   role: Role,
   doing = "do this",
 ): Promise<McpServer> {
-  if (!SERVER_ID.test(id)) throw new UnknownServer();
+  if (!MCP_SERVER_ID.test(id)) throw new UnknownServer();
   const ref = { type: "mcp_server" as const, id };
   const [readable, server] = await Promise.all([
     deps.authorization.check(principal, ref, "reader"),

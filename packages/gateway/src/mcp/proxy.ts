@@ -10,7 +10,11 @@ import {
   isLegacyVersion,
   isModernRequest,
   LEGACY_PROTOCOL_VERSIONS,
+  MCP_CALL,
+  MCP_PROXY_ROUTE,
   META_SERVER_INFO,
+  mcpProxyPath,
+  mcpProxyUrl,
   PROTOCOL_VERSIONS,
   toolNameProblem,
   UNSUPPORTED_PROTOCOL_VERSION,
@@ -28,11 +32,10 @@ import type { McpDeps } from "./deps.ts";
 
 export { PROTOCOL_VERSIONS } from "@gw/core/mcp";
 
-/** The proxy's path under the gateway, and its protected-resource metadata's. */
-export const proxyPath = (id: string) => `/api/v1/mcp/servers/${id}/mcp`;
-export const resourceUrl = (publicUrl: string, id: string) => `${publicUrl}${proxyPath(id)}`;
-export const metadataUrl = (publicUrl: string, id: string) =>
-  `${publicUrl}/.well-known/oauth-protected-resource${proxyPath(id)}`;
+/** Where the proxy's protected-resource metadata is (RFC 9728: the resource's path under the well-known prefix). */
+export const PROTECTED_RESOURCE_PREFIX = "/.well-known/oauth-protected-resource";
+const metadataUrl = (publicUrl: string, id: string) =>
+  `${publicUrl}${PROTECTED_RESOURCE_PREFIX}${mcpProxyPath(id)}`;
 
 declare global {
   namespace Express {
@@ -82,7 +85,7 @@ export interface ProxyOptions {
 }
 
 /**
- * `/api/v1/mcp/servers/{id}/mcp`: a Streamable HTTP MCP endpoint in front of
+ * `MCP_PROXY_ROUTE` (`/api/v1/mcp/servers/{id}/mcp`): a Streamable HTTP MCP endpoint in front of
  * a registered server (docs/api/mcp.md). Stateless on the client side (each
  * POST is authenticated and decided on its own, on any replica, and answered
  * with JSON); upstream sessions are the gateway's, one per principal and
@@ -93,8 +96,8 @@ export interface ProxyOptions {
  */
 export function mcpProxy(deps: McpDeps, options: ProxyOptions): Router {
   const router = Router();
-  const PATH = "/api/v1/mcp/servers/:id/mcp";
-  const audience = (req: Request) => [deps.publicUrl, resourceUrl(deps.publicUrl, String(req.params.id))];
+  const PATH = MCP_PROXY_ROUTE;
+  const audience = (req: Request) => [deps.publicUrl, mcpProxyUrl(deps.publicUrl, String(req.params.id))];
   const authenticate = options.authenticate(audience);
   // An OAuth 2.1 protected resource: a 401 says where its metadata is, a 403 which scope is missing.
   const authenticated: RequestHandler = async (req, res, next) => {
@@ -143,10 +146,12 @@ export function mcpProxy(deps: McpDeps, options: ProxyOptions): Router {
     next();
   };
   const mayCall: RequestHandler = (req, res, next) => {
-    if (!principalOf(res).permissions.includes("mcp:call")) {
+    if (!principalOf(res).permissions.includes(MCP_CALL)) {
       const metadata = `resource_metadata="${metadataUrl(deps.publicUrl, String(req.params.id))}"`;
-      throw new AppError("forbidden", "This credential lacks the 'mcp:call' permission", {
-        headers: { "WWW-Authenticate": `Bearer error="insufficient_scope", scope="mcp:call", ${metadata}` },
+      throw new AppError("forbidden", `This credential lacks the '${MCP_CALL}' permission`, {
+        headers: {
+          "WWW-Authenticate": `Bearer error="insufficient_scope", scope="${MCP_CALL}", ${metadata}`,
+        },
       });
     }
     next();

@@ -3,7 +3,7 @@ import type { Clock } from "@gw/core/clock";
 import { AppError, OAuthError, type OAuthErrorCode } from "@gw/core/errors";
 import { jsonBody } from "@gw/core/http";
 import type { Logger } from "@gw/core/logger";
-import { VaultUnreadable } from "@gw/core/mcp";
+import { MCP_CALL, mcpProxyUrl, serverOfProxyUrl, VaultUnreadable } from "@gw/core/mcp";
 import { assertMayActFor, type KeyOwners } from "@gw/core/on-behalf-of";
 import type { Principal } from "@gw/core/principal";
 import express, { type NextFunction, type Request, type Response, Router } from "express";
@@ -12,14 +12,13 @@ import { type ApiKeyRecord, keyUsable } from "../api-keys/types.ts";
 import { cookiesOf } from "../console/console-router.ts";
 import { sameToken } from "../console/sessions.ts";
 import { type SignInAttempt, SignInLimited, type SignInLimits } from "../console/sign-in-limits.ts";
-import { SERVER_ID, serverFor } from "../mcp/access.ts";
+import { serverFor } from "../mcp/access.ts";
 import type { McpDeps } from "../mcp/deps.ts";
-import { proxyPath } from "../mcp/proxy.ts";
 import type { TokenService } from "../tokens/tokens.ts";
 import { type OAuthClient, type OAuthClients, redirectUriMatches } from "./clients.ts";
 import type { ConsentGrants } from "./grants.ts";
 import type { IdentityProviders } from "./identity-providers.ts";
-import { MCP_SCOPE, OAUTH_PATHS } from "./metadata.ts";
+import { OAUTH_PATHS } from "./metadata.ts";
 import { type OidcRelyingParty, OidcSignInFailed } from "./oidc.ts";
 import { authorizeSignInPage, consentPage } from "./pages.ts";
 import type { RefreshTokens } from "./refresh-tokens.ts";
@@ -89,10 +88,7 @@ export function authorizationServer(deps: AuthorizationServerDeps): Router {
   /** The MCP server id a resource URL names: one proxy URL of this gateway, exactly. */
   const serverOfResource = (resource: unknown): string | undefined => {
     if (typeof resource !== "string") return undefined;
-    const prefix = `${deps.publicUrl}/api/v1/mcp/servers/`;
-    if (!resource.startsWith(prefix)) return undefined;
-    const id = resource.slice(prefix.length).replace(/\/mcp$/, "");
-    return SERVER_ID.test(id) && resource === `${deps.publicUrl}${proxyPath(id)}` ? id : undefined;
+    return serverOfProxyUrl(deps.publicUrl, resource);
   };
 
   const noStore = (res: Response) => {
@@ -196,11 +192,11 @@ export function authorizationServer(deps: AuthorizationServerDeps): Router {
           res,
           back,
           "invalid_target",
-          `resource must be the URL of one MCP server of this gateway (${deps.publicUrl}/api/v1/mcp/servers/{id}/mcp)`,
+          `resource must be the URL of one MCP server of this gateway (${mcpProxyUrl(deps.publicUrl, "{id}")})`,
         );
       const scope = single(q.scope, "scope");
-      if (scope !== undefined && !scope.split(" ").every((s) => s === MCP_SCOPE || s === ""))
-        return redirectError(res, back, "invalid_scope", `The only scope is '${MCP_SCOPE}'`);
+      if (scope !== undefined && !scope.split(" ").every((s) => s === MCP_CALL || s === ""))
+        return redirectError(res, back, "invalid_scope", `The only scope is '${MCP_CALL}'`);
       const pending: PendingAuthorization = {
         clientId: client.client_id,
         clientName: client.client_name,
@@ -209,7 +205,7 @@ export function authorizationServer(deps: AuthorizationServerDeps): Router {
         codeChallenge: challenge,
         resource,
         serverId,
-        scope: MCP_SCOPE,
+        scope: MCP_CALL,
       };
       const id = await deps.requests.begin(pending);
       const provider = await providerOf(serverId);
@@ -292,7 +288,7 @@ export function authorizationServer(deps: AuthorizationServerDeps): Router {
       const key = secret && secret.length <= 256 ? await deps.keys.findBySecret(secret) : undefined;
       if (key) await attempt?.naming(key.org);
       if (!key || !keyUsable(key, deps.clock.wall())) return again("invalid");
-      if (!key.permissions.includes(MCP_SCOPE)) return again("permission");
+      if (!key.permissions.includes(MCP_CALL)) return again("permission");
       const server = await readableServer(principalOf(key), pending.serverId);
       if (!server) return again("server");
       await attempt?.succeeded();
@@ -403,9 +399,9 @@ export function authorizationServer(deps: AuthorizationServerDeps): Router {
       !key ||
       key.org !== provider.org ||
       !keyUsable(key, deps.clock.wall()) ||
-      !key.permissions.includes(MCP_SCOPE)
+      !key.permissions.includes(MCP_CALL)
     )
-      return fail("The organization's API key for signed-in users is revoked, expired or lacks mcp:call");
+      return fail(`The organization's API key for signed-in users is revoked, expired or lacks ${MCP_CALL}`);
     if (deps.keyOwners) {
       try {
         await assertMayActFor(key, sub, "The signed-in user", deps.keyOwners);
@@ -474,11 +470,11 @@ export function authorizationServer(deps: AuthorizationServerDeps): Router {
       !key ||
       key.org !== grant.org ||
       !keyUsable(key, deps.clock.wall()) ||
-      !key.permissions.includes(MCP_SCOPE)
+      !key.permissions.includes(MCP_CALL)
     )
       throw new OAuthError(
         "invalid_grant",
-        "The API key behind this authorization is revoked, expired or lacks mcp:call",
+        `The API key behind this authorization is revoked, expired or lacks ${MCP_CALL}`,
       );
     return key;
   };
@@ -494,7 +490,7 @@ export function authorizationServer(deps: AuthorizationServerDeps): Router {
         aud: grant.resource,
         org: grant.org,
         keyId: grant.keyId,
-        permissions: [MCP_SCOPE],
+        permissions: [MCP_CALL],
         sid: family,
       },
       deps.accessTokenTtlSeconds,
@@ -636,7 +632,7 @@ const endUserOf = (key: ApiKeyRecord, sub: string): Principal => ({
   org: key.org,
   user: sub,
   keyId: key.id,
-  permissions: [MCP_SCOPE],
+  permissions: [MCP_CALL],
   credential: "jwt",
   onBehalfOf: false,
   endUser: sub !== key.owner,

@@ -1,5 +1,6 @@
 import { randomBytes } from "node:crypto";
 import type { Clock } from "@gw/core/clock";
+import { mcpProxyPath } from "@gw/core/mcp";
 import type { Postgres, Queryable } from "@gw/core/postgres";
 import type { RefreshTokens } from "./refresh-tokens.ts";
 
@@ -34,6 +35,9 @@ export interface ListedGrant {
 
 /** Most consents one listing returns (the newest first). */
 export const MAX_LISTED_GRANTS = 500;
+
+/** The server id in a grant's resource (a proxy URL), as a PostgreSQL pattern whose group is the id. */
+const SERVER_OF_RESOURCE = `${mcpProxyPath("([^/]+)")}$`;
 
 export class ConsentGrants {
   private readonly db: Postgres;
@@ -92,15 +96,15 @@ export class ConsentGrants {
       last_used_at: string | null;
     }>(
       `SELECT g.id, g.user_id, g.client_id, COALESCE(g.client_name, c.client_name) AS client_name, g.resource,
-              substring(g.resource from '/api/v1/mcp/servers/([^/]+)/mcp$') AS server_id, s.name AS server_name,
+              substring(g.resource from $4) AS server_id, s.name AS server_name,
               g.scope, g.granted_at, g.last_used_at
          FROM oauth_grants g
          LEFT JOIN oauth_clients c ON c.client_id = g.client_id
-         LEFT JOIN mcp_servers s ON s.org = g.org AND s.id = substring(g.resource from '/api/v1/mcp/servers/([^/]+)/mcp$')
+         LEFT JOIN mcp_servers s ON s.org = g.org AND s.id = substring(g.resource from $4)
         WHERE g.org = $1 AND ($2::text IS NULL OR g.user_id = $2)
         ORDER BY g.granted_at DESC, g.id
         LIMIT $3`,
-      [org, user ?? null, MAX_LISTED_GRANTS],
+      [org, user ?? null, MAX_LISTED_GRANTS, SERVER_OF_RESOURCE],
     );
     return rows.map((r) => ({
       id: r.id,

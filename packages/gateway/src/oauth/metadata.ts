@@ -1,3 +1,5 @@
+import { MCP_CALL } from "@gw/core/mcp";
+
 /** Where the authorization server's endpoints are, under the gateway's public URL. */
 export const OAUTH_PATHS = {
   authorize: "/oauth/authorize",
@@ -7,9 +9,6 @@ export const OAUTH_PATHS = {
   /** Where an organization's OpenID provider sends the browser back (not an endpoint of the metadata). */
   callback: "/oauth/callback",
 } as const;
-
-/** The one scope an MCP client may ask for: calling the tools of one MCP server that the user's role allows. */
-export const MCP_SCOPE = "mcp:call";
 
 /**
  * RFC 8414's authorization server metadata of the gateway (the issuer is
@@ -24,7 +23,8 @@ export function authorizationServerMetadata(issuer: string) {
     registration_endpoint: `${issuer}${OAUTH_PATHS.register}`,
     revocation_endpoint: `${issuer}${OAUTH_PATHS.revoke}`,
     jwks_uri: `${issuer}/.well-known/jwks.json`,
-    scopes_supported: [MCP_SCOPE],
+    // The one scope an MCP client may ask for: calling the tools of one MCP server that the user's role allows.
+    scopes_supported: [MCP_CALL],
     response_types_supported: ["code"],
     response_modes_supported: ["query"],
     grant_types_supported: ["authorization_code", "refresh_token"],

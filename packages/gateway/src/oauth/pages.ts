@@ -1,3 +1,4 @@
+import { MCP_CALL } from "@gw/core/mcp";
 import { escapeHtml } from "../console/pages.ts";
 
 const head = (title: string) => `<!doctype html>
@@ -13,7 +14,7 @@ const head = (title: string) => `<!doctype html>
 
 const FAILURES: Record<string, string> = {
   invalid: "That API key is unknown, revoked or expired.",
-  permission: "That API key lacks the mcp:call permission, so it cannot sign in to an MCP client.",
+  permission: `That API key lacks the ${MCP_CALL} permission, so it cannot sign in to an MCP client.`,
   server: "That API key's user may not use this MCP server.",
 };
 
@@ -33,7 +34,7 @@ ${failure ? `<p class="error" role="alert" id="sign-in-error">${escapeHtml(failu
 <form method="post" action="/oauth/authorize" class="card">
 <input type="hidden" name="request" value="${escapeHtml(opts.request)}">
 <input type="hidden" name="step" value="sign-in">
-<label for="key">API key with <code>mcp:call</code></label>
+<label for="key">API key with <code>${MCP_CALL}</code></label>
 <input id="key" name="key" type="password" autocomplete="off" required maxlength="256" autofocus>
 <button type="submit">Sign in</button>
 <p class="hint">The key is sent once; the client never sees it, only tokens for this one MCP server.</p>
@@ -65,7 +66,7 @@ export function consentPage(opts: {
 ${earlier}
 <div class="card">
 <p><strong>${escapeHtml(opts.clientName)}</strong> (<code>${escapeHtml(opts.clientId)}</code>) will act as <strong>${escapeHtml(opts.user)}</strong> on the MCP server <strong>${escapeHtml(opts.serverLabel)}</strong>${opts.serverDescription ? `: ${escapeHtml(opts.serverDescription)}` : ""}.</p>
-<p>It will be able to list and call the tools of this server that your role allows (<code>mcp:call</code>), and nothing else of this gateway, until you or an administrator revoke it.</p>
+<p>It will be able to list and call the tools of this server that your role allows (<code>${MCP_CALL}</code>), and nothing else of this gateway, until you or an administrator revoke it.</p>
 <p>After your answer you return to <code>${escapeHtml(opts.redirectHost)}</code>.</p>
 <form method="post" action="/oauth/authorize">
 <input type="hidden" name="request" value="${escapeHtml(opts.request)}">

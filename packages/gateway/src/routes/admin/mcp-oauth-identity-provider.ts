@@ -1,13 +1,13 @@
 import type { Clock } from "@gw/core/clock";
 import { notFound, ValidationFailed } from "@gw/core/errors";
 import { defineRoute } from "@gw/core/http";
+import { MCP_CALL } from "@gw/core/mcp";
 import { objectSchema, stringSchema } from "@gw/core/openapi";
 import { secretField, storableText } from "@gw/core/validation";
 import { z } from "zod";
 import type { ApiKeyLookup } from "../../api-keys/lookup.ts";
 import { keyUsable } from "../../api-keys/types.ts";
 import type { IdentityProviders, IdentityProviderView } from "../../oauth/identity-providers.ts";
-import { MCP_SCOPE } from "../../oauth/metadata.ts";
 import { type OidcRelyingParty, OidcSignInFailed } from "../../oauth/oidc.ts";
 import { TAG } from "./schemas.ts";
 
@@ -66,8 +66,8 @@ export const putMcpOAuthIdentityProvider = defineRoute({
     const key = await deps.keys.findById(input.key_id);
     if (!key || key.org !== principal.org)
       throw invalid("key_id", "No API key of this organization has this id");
-    if (!keyUsable(key, deps.clock.wall()) || !key.permissions.includes(MCP_SCOPE))
-      throw invalid("key_id", `The API key must be usable and hold ${MCP_SCOPE}`);
+    if (!keyUsable(key, deps.clock.wall()) || !key.permissions.includes(MCP_CALL))
+      throw invalid("key_id", `The API key must be usable and hold ${MCP_CALL}`);
     try {
       await oidc.discover(input.issuer, true);
     } catch (err) {

@@ -1,3 +1,4 @@
+import { MCP_CALL, MCP_PROXY_ROUTE, MODERN_PROTOCOL_VERSIONS, PROTOCOL_VERSIONS } from "@gw/core/mcp";
 import type { ApiOperation } from "@gw/core/openapi";
 import { TAG } from "./schemas.ts";
 
@@ -9,14 +10,12 @@ import { TAG } from "./schemas.ts";
 export const MCP_PROXY_OPERATIONS: ApiOperation[] = [
   {
     method: "POST",
-    path: "/api/v1/mcp/servers/:id/mcp",
+    path: MCP_PROXY_ROUTE,
     operationId: "mcpProxy",
-    summary:
-      "Streamable HTTP MCP endpoint in front of the server (JSON-RPC; protocol 2025-06-18, 2025-11-25, 2026-07-28)",
-    description:
-      "An OAuth 2.1 protected resource: a JWT is accepted when its `aud` is this URL or the gateway's. `tools/list` lists only the tools the principal may call. A 2026-07-28 request (version in `params._meta`) is checked against its `MCP-Protocol-Version`, `Mcp-Method` and `Mcp-Name` headers (400, -32020). A 401 or 403 to a JSON-RPC request is a JSON-RPC error response.",
+    summary: `Streamable HTTP MCP endpoint in front of the server (JSON-RPC; protocol ${[...PROTOCOL_VERSIONS].reverse().join(", ")})`,
+    description: `An OAuth 2.1 protected resource: a JWT is accepted when its \`aud\` is this URL or the gateway's. \`tools/list\` lists only the tools the principal may call. A ${MODERN_PROTOCOL_VERSIONS.join(" or ")} request (version in \`params._meta\`) is checked against its \`MCP-Protocol-Version\`, \`Mcp-Method\` and \`Mcp-Name\` headers (400, -32020). A 401 or 403 to a JSON-RPC request is a JSON-RPC error response.`,
     tag: TAG,
-    permission: "mcp:call",
+    permission: MCP_CALL,
     body: { type: "object", description: "One JSON-RPC 2.0 message" },
     responses: {
       200: { description: "The JSON-RPC answer", schema: { type: "object" } },
@@ -31,11 +30,11 @@ export const MCP_PROXY_OPERATIONS: ApiOperation[] = [
   ...(["GET", "DELETE"] as const).map(
     (method): ApiOperation => ({
       method,
-      path: "/api/v1/mcp/servers/:id/mcp",
+      path: MCP_PROXY_ROUTE,
       operationId: `mcpProxy${method === "GET" ? "Stream" : "EndSession"}`,
       summary: "Not offered: 405 (no SSE stream, no sessions to end)",
       tag: TAG,
-      permission: "mcp:call",
+      permission: MCP_CALL,
       responses: { 405: { description: "Method Not Allowed" } },
     }),
   ),

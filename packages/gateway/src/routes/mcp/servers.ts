@@ -1,12 +1,12 @@
 import { randomBytes } from "node:crypto";
 import { ValidationFailed } from "@gw/core/errors";
 import { defineRoute } from "@gw/core/http";
-import { type McpServer, UpstreamRefused } from "@gw/core/mcp";
+import { MCP_SERVER_ID, type McpServer, UpstreamRefused } from "@gw/core/mcp";
 import { objectSchema, stringSchema } from "@gw/core/openapi";
 import { storableText, validate } from "@gw/core/validation";
 import { z } from "zod";
 import { audited, measured } from "../../audit/audited.ts";
-import { SERVER_ID, serverFor, UnknownServer } from "../../mcp/access.ts";
+import { serverFor, UnknownServer } from "../../mcp/access.ts";
 import type { McpDeps } from "../../mcp/deps.ts";
 import { list, server as serverSchema, TAG } from "./schemas.ts";
 
@@ -34,7 +34,7 @@ export const listServersQuery = z.object({
       z.int().min(1).max(100),
     )
     .default(20),
-  after: z.string().regex(SERVER_ID, "String should be an MCP server id (mcp_…)").optional(),
+  after: z.string().regex(MCP_SERVER_ID, "String should be an MCP server id (mcp_…)").optional(),
 });
 
 export interface ServerList {

@@ -1,6 +1,6 @@
 import { defineRoute } from "@gw/core/http";
-import { SERVER_ID } from "../../mcp/access.ts";
-import { resourceUrl } from "../../mcp/proxy.ts";
+import { MCP_CALL, MCP_PROXY_ROUTE, MCP_SERVER_ID, mcpProxyUrl } from "@gw/core/mcp";
+import { PROTECTED_RESOURCE_PREFIX } from "../../mcp/proxy.ts";
 
 /** RFC 9728's metadata of a protected resource: which authorization server issues its tokens. */
 export interface ProtectedResourceMetadata {
@@ -20,7 +20,7 @@ export interface ProtectedResourceMetadata {
  */
 export const protectedResourceMetadata = defineRoute({
   method: "GET",
-  path: "/.well-known/oauth-protected-resource/api/v1/mcp/servers/:id/mcp",
+  path: `${PROTECTED_RESOURCE_PREFIX}${MCP_PROXY_ROUTE}`,
   operationId: "getMcpProtectedResourceMetadata",
   summary: "RFC 9728 metadata of an MCP proxy endpoint: the gateway is its authorization server",
   tag: "MCP Vault",
@@ -28,16 +28,16 @@ export const protectedResourceMetadata = defineRoute({
   responses: { 200: { description: "The metadata", schema: { type: "object" } } },
   handler: ({ params, res }, { publicUrl }: { publicUrl: string }) => {
     const id = String(params.id);
-    if (!SERVER_ID.test(id)) {
+    if (!MCP_SERVER_ID.test(id)) {
       res.status(404).json({ error: "Not Found", message: "No such protected resource" });
       return;
     }
     res.set("Cache-Control", "public, max-age=300");
     const body: ProtectedResourceMetadata = {
-      resource: resourceUrl(publicUrl, id),
+      resource: mcpProxyUrl(publicUrl, id),
       authorization_servers: [publicUrl],
       bearer_methods_supported: ["header"],
-      scopes_supported: ["mcp:call"],
+      scopes_supported: [MCP_CALL],
       resource_name: "MCP server proxy of the LLM authorization gateway",
     };
     return body;

@@ -5,8 +5,9 @@ import { abortOnClose, eventSinkOf, guardrailHeaders } from "../../http/model-ca
 import { modelRoute } from "../../http/model-route.ts";
 import { withoutNulls } from "../../schema.ts";
 import { createResponseBody } from "../request.ts";
+import type { ResponseTurnDeps } from "../response-turn.ts";
 import { streamTurn } from "../stream.ts";
-import { type ResponseTurnDeps, startTurn } from "../turn.ts";
+import { startTurn } from "../turn.ts";
 import { response, TAG } from "./schemas.ts";
 
 export type CreateResponseDeps = ResponseTurnDeps;
