@@ -8,6 +8,7 @@
 import { readdir, readFile } from "node:fs/promises";
 import { dirname, join, relative, resolve } from "node:path";
 import ts from "typescript";
+import { graphCycles } from "./package-graph.ts";
 
 /** The relative specifiers a module imports or re-exports at run time (type-only ones left out). */
 export function runtimeImports(fileName: string, text: string): string[] {
@@ -38,23 +39,7 @@ export function runtimeImports(fileName: string, text: string): string[] {
 
 /** One line per cycle, `a -> b -> a`, over modules named by path; empty when there is none. */
 export function moduleCycles(imports: Map<string, string[]>): string[] {
-  const cycles: string[] = [];
-  const done = new Set<string>();
-  const path: string[] = [];
-  const visit = (name: string): void => {
-    const at = path.indexOf(name);
-    if (at >= 0) {
-      cycles.push([...path.slice(at), name].join(" -> "));
-      return;
-    }
-    if (done.has(name)) return;
-    path.push(name);
-    for (const next of imports.get(name) ?? []) if (imports.has(next)) visit(next);
-    path.pop();
-    done.add(name);
-  };
-  for (const name of [...imports.keys()].sort()) visit(name);
-  return cycles.map((cycle) => `module graph: cycle ${cycle}`);
+  return graphCycles(imports).map((cycle) => `module graph: cycle ${cycle}`);
 }
 
 async function sourceFiles(dir: string): Promise<string[]> {

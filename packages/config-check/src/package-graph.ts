@@ -49,6 +49,11 @@ export function packageCycles(manifests: PackageManifest[]): string[] {
       [...new Set([...runtime, ...dev])].filter((name) => names.has(name)),
     );
   }
+  return graphCycles(edges).map((cycle) => `package graph: cycle ${cycle}`);
+}
+
+/** Each cycle of a directed graph once, `a -> b -> a`, from the names in sorted order; empty when there is none. */
+export function graphCycles(edges: Map<string, string[]>): string[] {
   const cycles: string[] = [];
   const done = new Set<string>();
   const path: string[] = [];
@@ -64,8 +69,8 @@ export function packageCycles(manifests: PackageManifest[]): string[] {
     path.pop();
     done.add(name);
   };
-  for (const name of [...names].sort()) visit(name);
-  return cycles.map((cycle) => `package graph: cycle ${cycle}`);
+  for (const name of [...edges.keys()].sort()) visit(name);
+  return cycles;
 }
 
 export async function packageGraphProblems(root: string): Promise<string[]> {

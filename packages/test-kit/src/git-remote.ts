@@ -4,6 +4,7 @@
  * authentication by git's own `git http-backend`, so a push meets a real
  * smart-HTTP server that asks for credentials.
  */
+
 import { execFile, spawn } from "node:child_process";
 import { mkdir, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import type { IncomingMessage, ServerResponse } from "node:http";
@@ -12,6 +13,7 @@ import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { promisify } from "node:util";
+import { selfSignedCert } from "./self-signed.ts";
 
 const run = promisify(execFile);
 
@@ -128,27 +130,8 @@ export interface HttpsGitServer {
  */
 export async function startHttpsGitServer(root: string, password: string): Promise<HttpsGitServer> {
   const certDir = await mkdtemp(join(tmpdir(), "gw-test-tls-"));
-  const keyFile = join(certDir, "key.pem");
-  const caFile = join(certDir, "cert.pem");
-  await run("openssl", [
-    "req",
-    "-x509",
-    "-newkey",
-    "ec",
-    "-pkeyopt",
-    "ec_paramgen_curve:prime256v1",
-    "-nodes",
-    "-days",
-    "2",
-    "-subj",
-    "/CN=127.0.0.1",
-    "-addext",
-    "subjectAltName=IP:127.0.0.1",
-    "-keyout",
-    keyFile,
-    "-out",
-    caFile,
-  ]);
+  const { keyFile, certFile: caFile } = await selfSignedCert(certDir);
+
   const state: HttpsGitServer = {
     url: "",
     caFile,

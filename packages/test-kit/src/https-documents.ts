@@ -1,10 +1,9 @@
-import { execFile } from "node:child_process";
 import { mkdtemp, readFile, rm } from "node:fs/promises";
 import { createServer } from "node:https";
 import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { promisify } from "node:util";
+import { selfSignedCert } from "./self-signed.ts";
 
 export interface HttpsDocuments {
   /** `https://127.0.0.1:<port>`. */
@@ -25,27 +24,8 @@ export interface HttpsDocuments {
  */
 export async function startHttpsDocuments(): Promise<HttpsDocuments> {
   const dir = await mkdtemp(join(tmpdir(), "gw-test-docs-"));
-  const keyFile = join(dir, "key.pem");
-  const certFile = join(dir, "cert.pem");
-  await promisify(execFile)("openssl", [
-    "req",
-    "-x509",
-    "-newkey",
-    "ec",
-    "-pkeyopt",
-    "ec_paramgen_curve:prime256v1",
-    "-nodes",
-    "-days",
-    "2",
-    "-subj",
-    "/CN=127.0.0.1",
-    "-addext",
-    "subjectAltName=IP:127.0.0.1",
-    "-keyout",
-    keyFile,
-    "-out",
-    certFile,
-  ]);
+  const { keyFile, certFile } = await selfSignedCert(dir);
+
   const [key, cert] = await Promise.all([readFile(keyFile), readFile(certFile)]);
   await rm(dir, { recursive: true, force: true });
   const documents = new Map<string, unknown>();
