@@ -220,7 +220,9 @@ describe("pnpm start stops as one, whichever of its processes is told to", () =>
       (err: { code: number; stdout: string; stderr: string }) => err,
     );
     expect(failed?.code).toBe(78);
-    expect(failed!.stderr).toMatch(/^Invalid configuration:\n {2}- SERVICE_PORT: .*expected number/m);
+    expect(failed!.stderr).toMatch(
+      /^Invalid configuration:\n {2}- SERVICE_PORT: "abc" is not a port \(a whole number from 0 to 65535\)$/m,
+    );
     expect(failed!.stdout + failed!.stderr).not.toMatch(/started|options\.port|\n\s+at /);
   }, 60_000); // pnpm and Node's start take seconds on a loaded machine
 

@@ -26,11 +26,43 @@ export function loadConfig<S extends z.ZodType>(
   throw new ConfigError(
     result.error.issues.map((issue) => {
       const name = issue.path.join(".") || "(environment)";
-      const missing = issue.code === "invalid_type" && cleaned[name] === undefined;
-      return missing ? `${name}: required but not set` : `${name}: ${issue.message}`;
+      const given = cleaned[name];
+      if (given === undefined && issue.code === "invalid_type") return `${name}: required but not set`;
+      return `${name}: ${describeProblem(name, given, issue)}`;
     }),
   );
 }
+
+/** Settings whose values may be secret or carry credentials (a URL's password): never repeated in an error. */
+const SECRET_SETTING = /SECRET|PASSWORD|TOKEN|KEY|URL|CREDENTIAL|DSN/i;
+const MAX_ECHOED_CHARS = 60;
+
+/**
+ * What is wrong with a setting, naming the value given (`"abc" is not a number`) so an operator sees
+ * which of several places set it, unless the setting may hold a secret. A message that already names
+ * the value is kept as it is.
+ */
+function describeProblem(name: string, given: string | undefined, issue: z.core.$ZodIssue): string {
+  // A refinement's own message (a file it names, a rule between settings) says what it means already.
+  if (given === undefined || issue.code === "custom" || SECRET_SETTING.test(name)) return issue.message;
+  const shown = JSON.stringify(
+    given.length > MAX_ECHOED_CHARS ? `${given.slice(0, MAX_ECHOED_CHARS)}…` : given,
+  );
+  if (issue.code === "invalid_type" && issue.expected === "number") return `${shown} is not a number`;
+  return `${shown}: ${issue.message}`;
+}
+
+/** A whole number in [min, max], refused with the value given and `what` it should have been. */
+const wholeNumber = (min: number, max: number, what: string) =>
+  z.union([z.number(), z.string()]).transform((raw, ctx) => {
+    const text = String(raw).trim();
+    const n = /^[+-]?\d+$/.test(text) ? Number(text) : Number.NaN;
+    if (!Number.isSafeInteger(n) || n < min || n > max) {
+      ctx.addIssue({ code: "custom", message: `${JSON.stringify(String(raw))} is not ${what}` });
+      return z.NEVER;
+    }
+    return n;
+  });
 
 /** For `main` modules: a bad configuration stops the process with every problem named. */
 export function loadConfigOrExit<S extends z.ZodType>(
@@ -58,8 +90,10 @@ export function exitOnConfigError<T>(check: () => T): T {
 
 /** Building blocks shared by the per-process schemas. */
 export const env = {
-  port: (fallback: number) => z.coerce.number().int().min(0).max(65535).default(fallback),
-  positiveInt: (fallback: number) => z.coerce.number().int().positive().default(fallback),
+  port: (fallback: number) =>
+    wholeNumber(0, 65535, "a port (a whole number from 0 to 65535)").default(fallback),
+  positiveInt: (fallback: number) =>
+    wholeNumber(1, Number.MAX_SAFE_INTEGER, "a whole number above 0").default(fallback),
   boolean: (fallback: boolean) => env.optionalBoolean().transform((v) => v ?? fallback),
   /** A true/false variable whose absence the schema resolves itself. */
   optionalBoolean: () =>
@@ -87,7 +121,7 @@ export const env = {
         if (ms === undefined || ms < 1) {
           ctx.addIssue({
             code: "custom",
-            message: "expected a duration with a unit: 30d, 12h, 15m, 5s or 250ms",
+            message: `${JSON.stringify(text)}: expected a duration with a unit: 30d, 12h, 15m, 5s or 250ms`,
           });
           return z.NEVER;
         }

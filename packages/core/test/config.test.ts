@@ -31,10 +31,53 @@ describe("configuration", () => {
     expect(error).toBeInstanceOf(ConfigError);
     const problems = (error as ConfigError).problems;
     expect(problems).toHaveLength(4);
-    expect(problems.join("\n")).toMatch(/^PORT: /m);
-    expect(problems.join("\n")).toMatch(/^FLAG: expected true or false/m);
+    expect(problems.join("\n")).toMatch(/^PORT: "eighty" is not a port \(a whole number from 0 to 65535\)$/m);
+    expect(problems.join("\n")).toMatch(/^FLAG: "maybe": expected true or false/m);
     expect(problems.join("\n")).toMatch(/^SECRET: required but not set/m);
     expect(problems.join("\n")).toMatch(/^REDIS_URL: must be a redis/m);
+  });
+});
+
+describe("a refused value", () => {
+  const numbers = z.object({
+    PORT: env.port(8080),
+    WORKERS: env.positiveInt(4),
+    RATIO: z.coerce.number().min(0).max(1).optional(),
+    MODE: z.enum(["fast", "safe"]).optional(),
+    CLIENT_SECRET: z.string().min(32).optional(),
+    DATABASE_URL: env.databaseUrl(),
+  });
+  const problemsOf = (values: Record<string, string>) => {
+    try {
+      loadConfig(numbers, values);
+    } catch (err) {
+      if (err instanceof ConfigError) return err.problems;
+    }
+    throw new Error("accepted");
+  };
+
+  it("is named in the problem, whatever kind of setting refused it", () => {
+    expect(problemsOf({ PORT: "abc", WORKERS: "0", RATIO: "lots", MODE: "quick" })).toEqual([
+      'PORT: "abc" is not a port (a whole number from 0 to 65535)',
+      'WORKERS: "0" is not a whole number above 0',
+      'RATIO: "lots" is not a number',
+      expect.stringMatching(/^MODE: "quick": Invalid option: expected one of "fast"\|"safe"$/),
+    ]);
+    expect(problemsOf({ PORT: "65536" })).toEqual([
+      'PORT: "65536" is not a port (a whole number from 0 to 65535)',
+    ]);
+    expect(problemsOf({ PORT: "80.5" })).toEqual([
+      'PORT: "80.5" is not a port (a whole number from 0 to 65535)',
+    ]);
+    expect(problemsOf({ RATIO: "2" })).toEqual([expect.stringMatching(/^RATIO: "2": Too big/)]);
+    expect(loadConfig(numbers, { PORT: " 9000 ", WORKERS: "2" })).toMatchObject({ PORT: 9000, WORKERS: 2 });
+  });
+
+  it("is never repeated for a setting that may hold a secret or credentials, and a long one is cut", () => {
+    const problems = problemsOf({ CLIENT_SECRET: "hunter2", DATABASE_URL: "mysql://root:hunter2@db/x" });
+    expect(problems).toHaveLength(2);
+    expect(problems.join("\n")).not.toContain("hunter2");
+    expect(problemsOf({ MODE: "x".repeat(500) })[0]).toMatch(/^MODE: "x{60}…": /);
   });
 });
 
@@ -56,7 +99,7 @@ describe("durations", () => {
     for (const bad of ["30", "30 days", "3w", "-5s", "s", "1e3s"]) expect(parseDuration(bad)).toBeUndefined();
     expect(parseDuration("0s")).toBe(0);
     expect(() => loadConfig(durations, { KEEP: "30", IDLE: "0s" })).toThrow(
-      /KEEP: expected a duration with a unit[\s\S]*IDLE: expected a duration with a unit/,
+      /KEEP: "30": expected a duration with a unit[\s\S]*IDLE: "0s": expected a duration with a unit/,
     );
   });
 });
