@@ -100,7 +100,7 @@ export function authorizationServer(deps: AuthorizationServerDeps): Router {
     const formTargets = ["'self'", ...(redirectUri ? [new URL(redirectUri).origin] : [])].join(" ");
     res.setHeader(
       "Content-Security-Policy",
-      `default-src 'none'; style-src 'self'; form-action ${formTargets}; frame-ancestors 'none'; base-uri 'none'`,
+      `default-src 'none'; style-src 'self'; img-src data:; form-action ${formTargets}; frame-ancestors 'none'; base-uri 'none'`,
     );
     res.setHeader("X-Frame-Options", "DENY");
     res.setHeader("X-Content-Type-Options", "nosniff");
