@@ -15,7 +15,13 @@ import { type SignInAttempt, SignInLimited, type SignInLimits } from "../console
 import { serverFor } from "../mcp/access.ts";
 import type { McpDeps } from "../mcp/deps.ts";
 import type { TokenService } from "../tokens/tokens.ts";
-import { type OAuthClient, type OAuthClients, redirectUriMatches } from "./clients.ts";
+import {
+  type OAuthClient,
+  type OAuthClients,
+  redirectFormSource,
+  redirectTarget,
+  redirectUriMatches,
+} from "./clients.ts";
 import type { ConsentGrants } from "./grants.ts";
 import type { IdentityProviders } from "./identity-providers.ts";
 import { OAUTH_PATHS } from "./metadata.ts";
@@ -97,7 +103,7 @@ export function authorizationServer(deps: AuthorizationServerDeps): Router {
   };
 
   const pageHeaders = (res: Response, redirectUri?: string) => {
-    const formTargets = ["'self'", ...(redirectUri ? [new URL(redirectUri).origin] : [])].join(" ");
+    const formTargets = ["'self'", ...(redirectUri ? [redirectFormSource(redirectUri)] : [])].join(" ");
     res.setHeader(
       "Content-Security-Policy",
       `default-src 'none'; style-src 'self'; img-src data:; form-action ${formTargets}; frame-ancestors 'none'; base-uri 'none'`,
@@ -335,7 +341,7 @@ export function authorizationServer(deps: AuthorizationServerDeps): Router {
         serverLabel: `${server.name} (${server.id})`,
         serverDescription: server.description,
         user: signedIn.user,
-        redirectHost: new URL(pending.redirectUri).host,
+        redirectHost: redirectTarget(pending.redirectUri),
         previouslyGrantedAt: earlier?.grantedAt,
       }),
     );

@@ -55,7 +55,11 @@ async function browser(authorizationUrl: URL, key: string, decision: "allow" | "
     }),
   });
   expect(answered.status).toBe(302);
-  return { consentHtml, location: new URL(answered.headers.get("location")!) };
+  return {
+    consentHtml,
+    consentCsp: signedIn.headers.get("content-security-policy"),
+    location: new URL(answered.headers.get("location")!),
+  };
 }
 
 /** An organization where alice registered the fake upstream, bob is its reader, and bob has his own key. */
@@ -632,6 +636,90 @@ describe("the authorization server refuses what it must", () => {
   });
 });
 
+describe("native clients' redirect URIs (RFC 8252)", () => {
+  const CURSOR = "cursor://anysphere.cursor-retrieval/oauth/user-mcp_docs/callback";
+
+  it("a private-use scheme is registered, named on the consent page, allowed by its CSP, and receives the code", async () => {
+    const { serverUrl, bob } = await setUp();
+    const clientId = await register([
+      CURSOR,
+      "vscode://vscode.mcp/callback",
+      "com.example.desk:/oauth2redirect",
+    ]);
+    const { verifier, challenge } = pkce();
+    const { consentHtml, consentCsp, location } = await browser(
+      authorizationUrl({
+        response_type: "code",
+        client_id: clientId,
+        redirect_uri: CURSOR,
+        code_challenge: challenge,
+        code_challenge_method: "S256",
+        resource: serverUrl.href,
+        state: "n1",
+      }),
+      bob.secret,
+    );
+    expect(consentHtml).toContain("you return to <code>cursor://anysphere.cursor-retrieval</code>");
+    // The consent form's answer redirects to the application: its scheme is a form target, nothing wider.
+    expect(consentCsp).toMatch(/form-action 'self' cursor:;/);
+    expect(location.href.startsWith(`${CURSOR}?`)).toBe(true);
+    expect(location.searchParams.get("state")).toBe("n1");
+    const tokens = await tokenRequest({
+      grant_type: "authorization_code",
+      client_id: clientId,
+      code: location.searchParams.get("code")!,
+      code_verifier: verifier,
+      redirect_uri: CURSOR,
+    });
+    expect(tokens.status).toBe(200);
+  });
+
+  it("a loopback redirect may come back on another port than registered, on the same path", async () => {
+    const { serverUrl, bob } = await setUp();
+    const clientId = await register(["http://127.0.0.1:47123/callback"]);
+    const { location } = await browser(
+      authorizationUrl({
+        response_type: "code",
+        client_id: clientId,
+        redirect_uri: "http://127.0.0.1:51234/callback",
+        code_challenge: pkce().challenge,
+        code_challenge_method: "S256",
+        resource: serverUrl.href,
+      }),
+      bob.secret,
+    );
+    expect(location.origin + location.pathname).toBe("http://127.0.0.1:51234/callback");
+    expect(location.searchParams.get("code")).toBeTruthy();
+  });
+
+  it("refuses schemes a browser runs or renders, http off loopback, fragments and credentials", async () => {
+    for (const uri of [
+      "javascript:alert(document.cookie)",
+      "JavaScript://x/%0aalert(1)",
+      "data:text/html,<script>alert(1)</script>",
+      "file:///etc/passwd",
+      "blob:https://desk.example/0b3f",
+      "vbscript:msgbox(1)",
+      "about:blank",
+      "view-source:https://desk.example/",
+      "wss://desk.example/cb",
+      "c:/Users/desk/callback",
+      "cursor:",
+      "http://desk.example/callback",
+      "http://127.0.0.1.desk.example/callback",
+      "cursor://anysphere.cursor-retrieval/cb#fragment",
+      "https://user:pass@desk.example/cb",
+    ]) {
+      const res = await gw.call("/oauth/register", {
+        method: "POST",
+        json: { client_name: "Desk", redirect_uris: [uri] },
+      });
+      expect(res.status, uri).toBe(400);
+      expect(await res.json(), uri).toMatchObject({ error: "invalid_redirect_uri" });
+    }
+  });
+});
+
 describe("Client ID Metadata Documents", () => {
   let documents: HttpsDocuments;
   let replica: RunningGateway;
@@ -675,6 +763,41 @@ describe("Client ID Metadata Documents", () => {
     await client.close();
     // Fetched once for the authorization request and the token request together: the cache answered after.
     expect(documents.requests.filter((p) => p === "/oauth/client.json")).toHaveLength(1);
+  });
+
+  it("a document may list a native application's scheme, and not a javascript: URI", async () => {
+    const { serverUrl } = await setUp();
+    const native = "cursor://anysphere.cursor-retrieval/oauth/user-mcp_docs/callback";
+    documents.documents.set("/native.json", {
+      client_id: `${documents.url}/native.json`,
+      client_name: "Native host",
+      redirect_uris: [native],
+    });
+    documents.documents.set("/script.json", {
+      client_id: `${documents.url}/script.json`,
+      redirect_uris: [native, "javascript:alert(1)"],
+    });
+    const ask = (path: string) =>
+      clientFetch(
+        authorizationUrl({
+          response_type: "code",
+          client_id: `${documents.url}${path}`,
+          redirect_uri: native,
+          code_challenge: pkce().challenge,
+          code_challenge_method: "S256",
+          resource: serverUrl.href,
+        }),
+        { redirect: "manual" },
+      );
+    const page = await ask("/native.json");
+    expect(page.status).toBe(200);
+    expect(await page.text()).toContain("Native host");
+    const refused = await ask("/script.json");
+    expect(refused.status).toBe(401);
+    expect(await refused.json()).toEqual({
+      error: "invalid_client",
+      error_description: expect.stringMatching(/javascript:alert\(1\)/),
+    });
   });
 
   it("a document that names another client_id, or lists a redirect URI that is not allowed, is invalid_client", async () => {
