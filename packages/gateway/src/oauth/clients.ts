@@ -152,6 +152,8 @@ export interface OAuthClientsOptions {
   ca?: string | undefined;
   /** `MCP_OAUTH_MAX_UNUSED_CLIENTS`: registrations not yet used (and not yet expired) beyond which registration is refused. */
   maxUnusedClients: number;
+  /** Told of each metadata document fetched (not of those the cache answered): accepted, or refused as invalid_client. */
+  onDocument?: ((outcome: "accepted" | "refused") => void) | undefined;
 }
 
 /**
@@ -273,6 +275,18 @@ export class OAuthClients {
   private async fromDocument(url: string): Promise<OAuthClient> {
     const cached = this.documents.get(url);
     if (cached) return cached;
+    try {
+      const client = await this.fetchDocument(url);
+      this.documents.set(url, client);
+      this.options.onDocument?.("accepted");
+      return client;
+    } catch (err) {
+      if (err instanceof OAuthError) this.options.onDocument?.("refused");
+      throw err;
+    }
+  }
+
+  private async fetchDocument(url: string): Promise<OAuthClient> {
     let document: unknown;
     try {
       document = await fetchGuardedJson(this.options.policy, url, {
@@ -305,7 +319,6 @@ export class OAuthClients {
       redirect_uris: checkRedirectUris(d.redirect_uris, "invalid_client"),
       metadataDocument: true,
     };
-    this.documents.set(url, client);
     return client;
   }
 }

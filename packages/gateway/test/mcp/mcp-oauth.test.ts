@@ -155,6 +155,13 @@ describe("MCP clients sign in with OAuth (the TypeScript SDK's client)", () => {
   });
 });
 
+/** One sample of a gateway process's /metrics (0 when absent). */
+async function sample(metricsUrl: string, series: string): Promise<number> {
+  const text = await (await fetch(metricsUrl)).text();
+  const line = text.split("\n").find((l) => l.startsWith(`${series} `));
+  return line ? Number(line.slice(series.length + 1)) : 0;
+}
+
 /** A client registered by hand (RFC 7591), as older hosts do. */
 async function register(redirectUris: string[] = [REDIRECT]) {
   const res = await gw.call("/oauth/register", {
@@ -521,6 +528,11 @@ describe("the authorization server refuses what it must", () => {
       const refused = await registerAt(replica.url);
       expect(refused.status).toBe(429);
       expect(Number(refused.headers.get("retry-after"))).toBeGreaterThan(0);
+      // Counted by the replica that refused it (a process of its own, its counters from 0).
+      const registrations = (outcome: string) =>
+        sample(replica.metricsUrl, `gateway_oauth_registrations_total{kind="dynamic",outcome="${outcome}"}`);
+      expect(await registrations("limited")).toBe(1);
+      expect(await registrations("accepted")).toBe(1);
     } finally {
       await replica.close();
     }
@@ -633,6 +645,64 @@ describe("the authorization server refuses what it must", () => {
         error_description: expect.stringMatching(/was not fetched: .*non-public address/),
       });
     }
+  });
+});
+
+describe("the authorization server's metrics", () => {
+  it("count tokens issued by grant type, refused token requests by reason, and registrations", async () => {
+    const counted = async () => {
+      const text = await (await fetch(gw.metricsUrl)).text();
+      return (series: string) => {
+        const line = text.split("\n").find((l) => l.startsWith(`${series} `));
+        return line ? Number(line.slice(series.length + 1)) : 0;
+      };
+    };
+    const issued = (g: string) => `gateway_oauth_tokens_issued_total{grant_type="${g}"}`;
+    const refused = (r: string) => `gateway_oauth_token_refusals_total{reason="${r}"}`;
+    const registered = (o: string) => `gateway_oauth_registrations_total{kind="dynamic",outcome="${o}"}`;
+    const series = [
+      issued("authorization_code"),
+      issued("refresh_token"),
+      refused("invalid_grant"),
+      refused("refresh_token_reused"),
+      refused("unsupported_grant_type"),
+      refused("invalid_request"),
+      registered("accepted"),
+      registered("refused"),
+    ];
+    const before = await counted();
+    const { serverUrl, bob } = await setUp();
+    const c = await codeFor(serverUrl, bob.secret);
+    const first = (await (await exchange(c)).json()) as { refresh_token: string };
+    const refresh = (token: string) =>
+      tokenRequest({ grant_type: "refresh_token", client_id: c.clientId, refresh_token: token });
+    expect((await refresh(first.refresh_token)).status).toBe(200);
+    expect((await refresh(first.refresh_token)).status).toBe(400);
+    const d = await codeFor(serverUrl, bob.secret);
+    expect((await exchange({ ...d, verifier: pkce().verifier })).status).toBe(400);
+    expect((await tokenRequest({ grant_type: "password", client_id: c.clientId })).status).toBe(400);
+    expect((await tokenRequest({ grant_type: "authorization_code", client_id: c.clientId })).status).toBe(
+      400,
+    );
+    const bad = await gw.call("/oauth/register", {
+      method: "POST",
+      json: { client_name: "Script", redirect_uris: ["javascript:alert(1)"] },
+    });
+    expect(bad.status).toBe(400);
+
+    const after = await counted();
+    expect(Object.fromEntries(series.map((n) => [n, after(n) - before(n)]))).toEqual({
+      [issued("authorization_code")]: 1,
+      [issued("refresh_token")]: 1,
+      // The wrong verifier; the replayed refresh token is counted as what it is, not as invalid_grant.
+      [refused("invalid_grant")]: 1,
+      [refused("refresh_token_reused")]: 1,
+      [refused("unsupported_grant_type")]: 1,
+      [refused("invalid_request")]: 1,
+      // codeFor registers each time.
+      [registered("accepted")]: 2,
+      [registered("refused")]: 1,
+    });
   });
 });
 
@@ -789,6 +859,15 @@ describe("Client ID Metadata Documents", () => {
         }),
         { redirect: "manual" },
       );
+    const documentsCounted = (outcome: string) =>
+      sample(
+        replica.metricsUrl,
+        `gateway_oauth_registrations_total{kind="metadata_document",outcome="${outcome}"}`,
+      );
+    const [acceptedBefore, refusedBefore] = [
+      await documentsCounted("accepted"),
+      await documentsCounted("refused"),
+    ];
     const page = await ask("/native.json");
     expect(page.status).toBe(200);
     expect(await page.text()).toContain("Native host");
@@ -798,6 +877,8 @@ describe("Client ID Metadata Documents", () => {
       error: "invalid_client",
       error_description: expect.stringMatching(/javascript:alert\(1\)/),
     });
+    expect(await documentsCounted("accepted")).toBe(acceptedBefore + 1);
+    expect(await documentsCounted("refused")).toBe(refusedBefore + 1);
   });
 
   it("a document that names another client_id, or lists a redirect URI that is not allowed, is invalid_client", async () => {
