@@ -24,10 +24,13 @@ import { createKey } from "./pnpm-start.ts";
 
 const poll = <T>(read: () => T | Promise<T>) => expect.poll(read, { timeout: 15_000 });
 const CLIENT_NAME = "Desk MCP host";
+/** Where an editor's MCP host (Cursor's form) has the browser send it back: its own scheme (RFC 8252 7.1). */
+const CURSOR_REDIRECT = "cursor://anysphere.cursor-retrieval/oauth/user-docs/callback";
 
 /**
  * A native MCP host as the SDK's OAuth client sees it: it keeps what it registered, its tokens and its
- * PKCE verifier, and listens on a loopback port of its own for the browser's return (RFC 8252).
+ * PKCE verifier, and listens on a loopback port of its own for the browser's return (RFC 8252 7.3), or
+ * has the browser hand it a URL of its own scheme (`scheme`, RFC 8252 7.1).
  */
 class DeskHost implements OAuthClientProvider {
   client: OAuthClientInformationMixed | undefined;
@@ -38,13 +41,17 @@ class DeskHost implements OAuthClientProvider {
   private readonly listener: Server;
   private readonly codes: string[] = [];
   private waiting: ((code: string) => void) | undefined;
-  private constructor(listener: Server) {
+  readonly name: string;
+  readonly scheme: string | undefined;
+  private constructor(listener: Server, name: string, scheme: string | undefined) {
     this.listener = listener;
+    this.name = name;
+    this.scheme = scheme;
   }
 
-  static async start(): Promise<DeskHost> {
+  static async start(name = CLIENT_NAME, scheme?: string): Promise<DeskHost> {
     const listener = createServer();
-    const host = new DeskHost(listener);
+    const host = new DeskHost(listener, name, scheme);
     listener.on("request", (req, res) => {
       const code = new URL(req.url ?? "/", "http://127.0.0.1").searchParams.get("code");
       res.setHeader("content-type", "text/html; charset=utf-8");
@@ -66,11 +73,12 @@ class DeskHost implements OAuthClientProvider {
   }
 
   get redirectUrl() {
+    if (this.scheme) return this.scheme;
     return `http://127.0.0.1:${(this.listener.address() as AddressInfo).port}/callback`;
   }
   get clientMetadata(): OAuthClientMetadata {
     return {
-      client_name: CLIENT_NAME,
+      client_name: this.name,
       redirect_uris: [this.redirectUrl],
       grant_types: ["authorization_code", "refresh_token"],
       response_types: ["code"],
@@ -199,8 +207,7 @@ describe("an MCP host signs its user in through the organization's OpenID provid
     const seen: ReturnType<typeof watch>[] = [];
 
     /** The host connects, the browser signs `user` in at the provider and allows at the gateway; the host's tool names. */
-    async function connectAs(user: string) {
-      const host = await DeskHost.start();
+    async function connectAs(user: string, host: DeskHost) {
       hosts.push(host);
       const { page, seen: watched } = await browserPage();
       seen.push(watched);
@@ -223,16 +230,31 @@ describe("an MCP host signs its user in through the organization's OpenID provid
       await page.getByRole("button", { name: "Continue" }).click();
 
       // Back at the gateway: its consent page names the client, the user, the server and what it may do.
-      await page.getByRole("heading", { name: `Allow ${CLIENT_NAME}?` }).waitFor();
+      await page.getByRole("heading", { name: `Allow ${host.name}?` }).waitFor();
       expect(new URL(page.url()).origin).toBe(s.publicUrl);
       const card = (await page.locator(".card").textContent())!.replace(/\s+/g, " ");
-      expect(card).toContain(`${CLIENT_NAME} (${host.client!.client_id}) will act as ${user}`);
+      expect(card).toContain(`${host.name} (${host.client!.client_id}) will act as ${user}`);
       expect(card).toContain(`on the MCP server docs (${id}): The team's documents`);
       expect(card).toContain("list and call the tools of this server that your role allows (mcp:call)");
-      const code = host.nextCode();
+      let code: Promise<string>;
+      if (host.scheme) {
+        // The browser hands the application's scheme to the system, which has no such application
+        // here: the answer's redirect is read on its way to the browser, which then follows it as
+        // ever (a consent form whose CSP refused the target would be a console error, checked below).
+        let sent!: (code: string) => void;
+        code = new Promise((resolve) => (sent = resolve));
+        await page.route(`${s.publicUrl}/oauth/authorize`, async (route) => {
+          if (route.request().method() !== "POST") return route.continue();
+          const response = await route.fetch({ maxRedirects: 0 });
+          const location = new URL(response.headers().location ?? "about:blank");
+          expect(location.href.startsWith(`${host.scheme}?`)).toBe(true);
+          sent(location.searchParams.get("code")!);
+          await route.fulfill({ response });
+        });
+      } else code = host.nextCode();
       await page.getByRole("button", { name: "Allow" }).click();
       await first.finishAuth(await code);
-      await page.getByText("You may close this window.").waitFor();
+      if (!host.scheme) await page.getByText("You may close this window.").waitFor();
 
       const client = new Client({ name: "desk", version: "1.0.0" });
       await client.connect(new StreamableHTTPClientTransport(serverUrl, { authProvider: host }));
@@ -240,9 +262,10 @@ describe("an MCP host signs its user in through the organization's OpenID provid
       return { host, client, tools };
     }
 
-    const carol = await connectAs("carol");
-    const dave = await connectAs("dave");
+    const carol = await connectAs("carol", await DeskHost.start());
+    const dave = await connectAs("dave", await DeskHost.start("Cursor", CURSOR_REDIRECT));
     // A reader's tools for carol; dave's writer role adds the ones that change things.
+    expect(dave.host.client?.redirect_uris).toEqual([CURSOR_REDIRECT]);
     expect(carol.tools).toEqual(["lookup", "read_file", "search", "slow"]);
     expect(dave.tools).toEqual(["delete_file", "lookup", "read_file", "search", "send_email", "slow"]);
     const accessTokenOf = (host: DeskHost) => host.saved!.access_token;
