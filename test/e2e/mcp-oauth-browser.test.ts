@@ -265,7 +265,7 @@ describe("an MCP host signs its user in through the organization's OpenID provid
     const carol = await connectAs("carol", await DeskHost.start());
     const dave = await connectAs("dave", await DeskHost.start("Cursor", CURSOR_REDIRECT));
     // A reader's tools for carol; dave's writer role adds the ones that change things.
-    expect(dave.host.client?.redirect_uris).toEqual([CURSOR_REDIRECT]);
+    expect(dave.host.client).toMatchObject({ redirect_uris: [CURSOR_REDIRECT] });
     expect(carol.tools).toEqual(["lookup", "read_file", "search", "slow"]);
     expect(dave.tools).toEqual(["delete_file", "lookup", "read_file", "search", "send_email", "slow"]);
     const accessTokenOf = (host: DeskHost) => host.saved!.access_token;
