@@ -16,6 +16,8 @@ export interface ConsoleStack {
   env: NodeJS.ProcessEnv;
   llm: FakeLLM;
   url: string;
+  /** `GATEWAY_PUBLIC_URL` (its default, `http://localhost:$PORT`): the issuer and the MCP proxies' resource URLs. */
+  publicUrl: string;
   browser: Browser;
   /** The organization's root key (every permission, `admin:console` too). */
   root: { key: string; id: string };
@@ -23,7 +25,10 @@ export interface ConsoleStack {
 }
 
 /** `pnpm start` with a fake provider (priced, so usage has a cost), private MCP upstreams allowed, a root key of `acme`, and Chromium. */
-export async function startConsoleStack(dataPrefix: string): Promise<ConsoleStack> {
+export async function startConsoleStack(
+  dataPrefix: string,
+  extraEnv: NodeJS.ProcessEnv = {},
+): Promise<ConsoleStack> {
   const dataDir = await mkdtemp(join(tmpdir(), dataPrefix));
   const llm = await startFakeLLM();
   const env = await stackEnv(dataDir, {
@@ -32,6 +37,7 @@ export async function startConsoleStack(dataPrefix: string): Promise<ConsoleStac
     LLM_MODELS: "echo-small=2/1/8,echo-large=10/5/30",
     // The tool servers page registers a local upstream MCP server (`@gw/test-kit/mcp-upstream`).
     MCP_ALLOW_PRIVATE_UPSTREAMS: "true",
+    ...extraEnv,
   });
   const stack = await startStack(env);
   const root = await createKey(env, "acme", "alice", "--name", "root", "--permissions", ALL_PERMISSIONS);
@@ -54,6 +60,7 @@ export async function startConsoleStack(dataPrefix: string): Promise<ConsoleStac
     env,
     llm,
     url: stack.gatewayUrl,
+    publicUrl: `http://localhost:${env.PORT}`,
     browser,
     root,
     async close() {

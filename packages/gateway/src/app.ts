@@ -80,7 +80,7 @@ export interface GatewayDeps {
   /** The OAuth authorization server for MCP clients; without it the gateway serves none. */
   oauth?: Omit<
     AuthorizationServerDeps,
-    "publicUrl" | "tokens" | "keys" | "mcp" | "signInLimits" | "keyOwners" | "logger" | "clock"
+    "publicUrl" | "tokens" | "keys" | "mcp" | "signInLimits" | "keyOwners" | "metrics" | "logger" | "clock"
   > & {
     /** Revoked authorizations: every route that accepts tokens refuses theirs. */
     revokedFamilies: RevokedFamilies;
@@ -152,6 +152,7 @@ export function createGatewayApp(deps: GatewayDeps): express.Express {
         mcp,
         signInLimits: deps.consoleSignInLimits,
         keyOwners: deps.keyOwners,
+        metrics: deps.metrics,
         logger: deps.logger,
         clock: deps.clock,
       }),

@@ -53,6 +53,29 @@ export const CONSOLE_SIGN_IN_OUTCOMES = [
 export type ConsoleSignInOutcome = (typeof CONSOLE_SIGN_IN_OUTCOMES)[number];
 export const MCP_CALL_OUTCOMES = ["ok", "tool_error", "denied", "upstream_error"] as const;
 export type McpCallOutcome = (typeof MCP_CALL_OUTCOMES)[number];
+export const OAUTH_GRANT_TYPES = ["authorization_code", "refresh_token"] as const;
+/**
+ * Why the token endpoint refused: the OAuth `error` it answered, except a used
+ * refresh token presented again (`refresh_token_reused`, which revoked its
+ * authorization) and a failure of the gateway itself (`server_error`).
+ */
+export const OAUTH_TOKEN_REFUSALS = [
+  "invalid_request",
+  "invalid_client",
+  "invalid_grant",
+  "refresh_token_reused",
+  "unsupported_grant_type",
+  "invalid_target",
+  "temporarily_unavailable",
+  "server_error",
+] as const;
+export type OAuthTokenRefusal = (typeof OAUTH_TOKEN_REFUSALS)[number];
+/** How a client became known: registered (RFC 7591), or its metadata document fetched; and whether it was. */
+export const OAUTH_REGISTRATIONS = {
+  dynamic: ["accepted", "refused", "limited"],
+  metadata_document: ["accepted", "refused"],
+} as const;
+export type OAuthRegistrationKind = keyof typeof OAUTH_REGISTRATIONS;
 /** Where a rate-limit decision was made, by outcome: `local` is a refusal remembered in process. */
 const RATE_LIMIT_STORES = { allowed: ["redis", "memory"], rejected: ["redis", "memory", "local"] };
 
@@ -156,12 +179,37 @@ export function createGatewayMetrics() {
     registers: [base.registry],
   });
   zero(mcpUpstreamLimits, UPSTREAM_LIMITS, "limit");
+  const oauthTokensIssued = new Counter({
+    name: "gateway_oauth_tokens_issued_total",
+    help: "Tokens the MCP authorization server issued (an access and a refresh token each), by grant_type (authorization_code, refresh_token).",
+    labelNames: ["grant_type"] as const,
+    registers: [base.registry],
+  });
+  zero(oauthTokensIssued, OAUTH_GRANT_TYPES, "grant_type");
+  const oauthTokenRefusals = new Counter({
+    name: "gateway_oauth_token_refusals_total",
+    help: "Token requests the MCP authorization server refused, by reason (the OAuth error answered; refresh_token_reused: a used refresh token presented again, its authorization revoked; server_error).",
+    labelNames: ["reason"] as const,
+    registers: [base.registry],
+  });
+  zero(oauthTokenRefusals, OAUTH_TOKEN_REFUSALS, "reason");
+  const oauthRegistrations = new Counter({
+    name: "gateway_oauth_registrations_total",
+    help: "MCP clients made known to the authorization server, by kind (dynamic: RFC 7591 registration; metadata_document: a Client ID Metadata Document fetched) and outcome (accepted, refused, limited).",
+    labelNames: ["kind", "outcome"] as const,
+    registers: [base.registry],
+  });
+  for (const [kind, outcomes] of Object.entries(OAUTH_REGISTRATIONS))
+    for (const outcome of outcomes) oauthRegistrations.inc({ kind, outcome }, 0);
   return {
     ...base,
     consoleSignIns,
     mcpToolCalls,
     mcpUpstreamLimits,
     mcpToolCallSeconds,
+    oauthTokensIssued,
+    oauthTokenRefusals,
+    oauthRegistrations,
     authorizationOperations,
     auditWriteErrors,
     authentications,

@@ -156,6 +156,7 @@ export async function startGateway(
     timeoutMs: config.MCP_UPSTREAM_TIMEOUT_MS,
     ca: seams.clientMetadataCa,
     maxUnusedClients: config.MCP_OAUTH_MAX_UNUSED_CLIENTS,
+    onDocument: (outcome) => metrics.oauthRegistrations.inc({ kind: "metadata_document", outcome }),
   });
   const auditSweep = setInterval(() => {
     audit.sweep().then(

@@ -14,8 +14,15 @@ import { sameToken } from "../console/sessions.ts";
 import { type SignInAttempt, SignInLimited, type SignInLimits } from "../console/sign-in-limits.ts";
 import { serverFor } from "../mcp/access.ts";
 import type { McpDeps } from "../mcp/deps.ts";
+import { type GatewayMetrics, OAUTH_TOKEN_REFUSALS, type OAuthTokenRefusal } from "../metrics.ts";
 import type { TokenService } from "../tokens/tokens.ts";
-import { type OAuthClient, type OAuthClients, redirectUriMatches } from "./clients.ts";
+import {
+  type OAuthClient,
+  type OAuthClients,
+  redirectFormSource,
+  redirectTarget,
+  redirectUriMatches,
+} from "./clients.ts";
 import type { ConsentGrants } from "./grants.ts";
 import type { IdentityProviders } from "./identity-providers.ts";
 import { OAUTH_PATHS } from "./metadata.ts";
@@ -46,6 +53,9 @@ export interface AuthorizationServerDeps {
   registrationLimits?: RegistrationLimits | undefined;
   /** `MCP_OAUTH_ACCESS_TOKEN_TTL`, in seconds. */
   accessTokenTtlSeconds: number;
+  metrics?:
+    | Pick<GatewayMetrics, "oauthTokensIssued" | "oauthTokenRefusals" | "oauthRegistrations">
+    | undefined;
   logger: Logger;
   clock: Clock;
 }
@@ -97,10 +107,10 @@ export function authorizationServer(deps: AuthorizationServerDeps): Router {
   };
 
   const pageHeaders = (res: Response, redirectUri?: string) => {
-    const formTargets = ["'self'", ...(redirectUri ? [new URL(redirectUri).origin] : [])].join(" ");
+    const formTargets = ["'self'", ...(redirectUri ? [redirectFormSource(redirectUri)] : [])].join(" ");
     res.setHeader(
       "Content-Security-Policy",
-      `default-src 'none'; style-src 'self'; form-action ${formTargets}; frame-ancestors 'none'; base-uri 'none'`,
+      `default-src 'none'; style-src 'self'; img-src data:; form-action ${formTargets}; frame-ancestors 'none'; base-uri 'none'`,
     );
     res.setHeader("X-Frame-Options", "DENY");
     res.setHeader("X-Content-Type-Options", "nosniff");
@@ -335,7 +345,7 @@ export function authorizationServer(deps: AuthorizationServerDeps): Router {
         serverLabel: `${server.name} (${server.id})`,
         serverDescription: server.description,
         user: signedIn.user,
-        redirectHost: new URL(pending.redirectUri).host,
+        redirectHost: redirectTarget(pending.redirectUri),
         previouslyGrantedAt: earlier?.grantedAt,
       }),
     );
@@ -535,14 +545,14 @@ export function authorizationServer(deps: AuthorizationServerDeps): Router {
         resource: grant.resource,
         scope: grant.scope,
       });
-      return res.json(
-        tokenResponse(
-          await accessToken(grant, refresh.family),
-          refresh.token,
-          deps.accessTokenTtlSeconds,
-          grant.scope,
-        ),
+      const answer = tokenResponse(
+        await accessToken(grant, refresh.family),
+        refresh.token,
+        deps.accessTokenTtlSeconds,
+        grant.scope,
       );
+      deps.metrics?.oauthTokensIssued.inc({ grant_type: grantType });
+      return res.json(answer);
     }
     if (grantType === "refresh_token") {
       const client = await clientOf(clientId);
@@ -550,6 +560,7 @@ export function authorizationServer(deps: AuthorizationServerDeps): Router {
       if (!token) throw new OAuthError("invalid_request", "Missing 'refresh_token'");
       const rotation = await deps.refreshTokens.rotate(token, client.client_id, resource);
       if (rotation.outcome === "reused") {
+        res.locals.oauthRefusal = "refresh_token_reused" satisfies OAuthTokenRefusal;
         deps.logger.warn(
           { clientId: client.client_id },
           "a used refresh token was presented again: its family is revoked",
@@ -567,17 +578,22 @@ export function authorizationServer(deps: AuthorizationServerDeps): Router {
       await liveKey(rotation.grant);
       const { org, user, clientId: holder, resource: granted } = rotation.grant;
       await deps.grants.touch(org, user, holder, granted);
-      return res.json(
-        tokenResponse(
-          await accessToken(rotation.grant, rotation.family),
-          rotation.token,
-          deps.accessTokenTtlSeconds,
-          rotation.grant.scope,
-        ),
+      const answer = tokenResponse(
+        await accessToken(rotation.grant, rotation.family),
+        rotation.token,
+        deps.accessTokenTtlSeconds,
+        rotation.grant.scope,
       );
+      deps.metrics?.oauthTokensIssued.inc({ grant_type: grantType });
+      return res.json(answer);
     }
     if (grantType === undefined) throw new OAuthError("invalid_request", "Missing 'grant_type'");
     throw new OAuthError("unsupported_grant_type", "grant_type must be authorization_code or refresh_token");
+  });
+  // Every refusal of the token endpoint is counted, the body parser's and the parameter check's too.
+  router.use(OAUTH_PATHS.token, (err: unknown, _req: Request, res: Response, next: NextFunction) => {
+    deps.metrics?.oauthTokenRefusals.inc({ reason: res.locals.oauthRefusal ?? tokenRefusal(err) });
+    next(err);
   });
 
   // Token revocation (RFC 7009): the refresh token's whole authorization; an unknown token is no error.
@@ -597,11 +613,40 @@ export function authorizationServer(deps: AuthorizationServerDeps): Router {
       throw new OAuthError("invalid_client_metadata", "Send the client metadata as application/json");
     await deps.registrationLimits?.attempt(req.ip ?? req.socket.remoteAddress ?? "unknown");
     const registered = await deps.clients.register(req.body);
+    deps.metrics?.oauthRegistrations.inc({ kind: "dynamic", outcome: "accepted" });
     noStore(res);
     res.status(201).json(registered);
   });
+  router.use(OAUTH_PATHS.register, (err: unknown, _req: Request, _res: Response, next: NextFunction) => {
+    const outcome = registrationRefusal(err);
+    if (outcome) deps.metrics?.oauthRegistrations.inc({ kind: "dynamic", outcome });
+    next(err);
+  });
 
   return router;
+}
+
+/** The `reason` a refused token request is counted under: the OAuth error answered, else what kind of failure. */
+function tokenRefusal(err: unknown): OAuthTokenRefusal {
+  if (err instanceof OAuthError)
+    return (OAUTH_TOKEN_REFUSALS as readonly string[]).includes(err.oauthCode)
+      ? (err.oauthCode as OAuthTokenRefusal)
+      : "invalid_request";
+  if (err instanceof AppError && err.code === "service_unavailable") return "temporarily_unavailable";
+  const status = (err as { status?: unknown } | null)?.status;
+  return typeof status === "number" && status < 500 ? "invalid_request" : "server_error";
+}
+
+/**
+ * How a refused registration is counted: `limited` by the registration limits (per address, the cap of
+ * unused registrations, Redis unable to count), `refused` for metadata the client got wrong, nothing for
+ * a failure of the gateway's own.
+ */
+function registrationRefusal(err: unknown): "refused" | "limited" | undefined {
+  if (err instanceof AppError && ["rate_limited", "service_unavailable"].includes(err.code)) return "limited";
+  if (err instanceof AppError) return "refused";
+  const status = (err as { status?: unknown } | null)?.status;
+  return typeof status === "number" && status < 500 ? "refused" : undefined;
 }
 
 /** Whether every string in `value` (a query or a body, to any depth) can be stored as text. */

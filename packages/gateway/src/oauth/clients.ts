@@ -31,10 +31,40 @@ const MAX_NAME_LENGTH = 200;
 const LOOPBACK_HOSTS = new Set(["localhost", "127.0.0.1", "[::1]"]);
 
 /**
- * Why `uri` may not be a redirect URI, or undefined when it may: https, or
- * http to a loopback host (a native client's local listener, RFC 8252 7.3);
- * no fragment, no credentials. The one rule for registration, metadata
- * documents and authorization requests.
+ * Schemes a browser runs, renders or hands to another protocol itself: never
+ * where a code is sent. Every other scheme of two characters or more is a
+ * native client's own (RFC 8252 7.1: `cursor://…`, `vscode://…`,
+ * `com.example.app:/…`); a one-letter one would be a Windows drive.
+ */
+const BROWSER_SCHEMES = new Set([
+  "javascript:",
+  "vbscript:",
+  "data:",
+  "blob:",
+  "file:",
+  "filesystem:",
+  "about:",
+  "view-source:",
+  "chrome:",
+  "chrome-extension:",
+  "moz-extension:",
+  "intent:",
+  "ws:",
+  "wss:",
+  "ftp:",
+  "mailto:",
+  "tel:",
+  "sms:",
+  "urn:",
+]);
+
+/**
+ * Why `uri` may not be a redirect URI, or undefined when it may: https; http
+ * to a loopback host (a native client's local listener, RFC 8252 7.3); or a
+ * native client's private-use scheme (RFC 8252 7.1), never one a browser
+ * handles itself (`javascript:`, `data:`, `file:` …). No fragment, no
+ * credentials. The one rule for registration, metadata documents and
+ * authorization requests.
  */
 export function redirectUriRefusal(uri: unknown): string | undefined {
   if (typeof uri !== "string" || uri.length === 0 || uri.length > MAX_URI_LENGTH)
@@ -48,8 +78,28 @@ export function redirectUriRefusal(uri: unknown): string | undefined {
   if (url.hash || uri.includes("#")) return `${uri} must not have a fragment`;
   if (url.username || url.password) return `${uri} must not carry credentials`;
   if (url.protocol === "https:") return undefined;
-  if (url.protocol === "http:" && LOOPBACK_HOSTS.has(url.hostname)) return undefined;
-  return `${uri} must be https, or http to localhost, 127.0.0.1 or [::1]`;
+  if (url.protocol === "http:")
+    return LOOPBACK_HOSTS.has(url.hostname)
+      ? undefined
+      : `${uri} must be https: http only to localhost, 127.0.0.1 or [::1]`;
+  if (BROWSER_SCHEMES.has(url.protocol) || url.protocol.length < 3)
+    return `${uri} must be https, http to a loopback address, or a native application's own scheme`;
+  if (url.host === "" && (url.pathname === "" || url.pathname === "/"))
+    return `${uri} names no place in the application`;
+  return undefined;
+}
+
+/** Where a redirect URI sends the browser, as the consent page names it: a web origin's host, or a native application's scheme (and host). */
+export function redirectTarget(uri: string): string {
+  const url = new URL(uri);
+  if (url.protocol === "https:" || url.protocol === "http:") return url.host;
+  return url.host ? `${url.protocol}//${url.host}` : url.protocol;
+}
+
+/** The CSP `form-action` source that lets the consent form's answer redirect to `uri`: its origin, or a native scheme as a whole. */
+export function redirectFormSource(uri: string): string {
+  const url = new URL(uri);
+  return url.protocol === "https:" || url.protocol === "http:" ? url.origin : url.protocol;
 }
 
 /**
@@ -102,6 +152,8 @@ export interface OAuthClientsOptions {
   ca?: string | undefined;
   /** `MCP_OAUTH_MAX_UNUSED_CLIENTS`: registrations not yet used (and not yet expired) beyond which registration is refused. */
   maxUnusedClients: number;
+  /** Told of each metadata document fetched (not of those the cache answered): accepted, or refused as invalid_client. */
+  onDocument?: ((outcome: "accepted" | "refused") => void) | undefined;
 }
 
 /**
@@ -223,6 +275,18 @@ export class OAuthClients {
   private async fromDocument(url: string): Promise<OAuthClient> {
     const cached = this.documents.get(url);
     if (cached) return cached;
+    try {
+      const client = await this.fetchDocument(url);
+      this.documents.set(url, client);
+      this.options.onDocument?.("accepted");
+      return client;
+    } catch (err) {
+      if (err instanceof OAuthError) this.options.onDocument?.("refused");
+      throw err;
+    }
+  }
+
+  private async fetchDocument(url: string): Promise<OAuthClient> {
     let document: unknown;
     try {
       document = await fetchGuardedJson(this.options.policy, url, {
@@ -255,7 +319,6 @@ export class OAuthClients {
       redirect_uris: checkRedirectUris(d.redirect_uris, "invalid_client"),
       metadataDocument: true,
     };
-    this.documents.set(url, client);
     return client;
   }
 }

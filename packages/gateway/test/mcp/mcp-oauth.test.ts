@@ -55,7 +55,11 @@ async function browser(authorizationUrl: URL, key: string, decision: "allow" | "
     }),
   });
   expect(answered.status).toBe(302);
-  return { consentHtml, location: new URL(answered.headers.get("location")!) };
+  return {
+    consentHtml,
+    consentCsp: signedIn.headers.get("content-security-policy"),
+    location: new URL(answered.headers.get("location")!),
+  };
 }
 
 /** An organization where alice registered the fake upstream, bob is its reader, and bob has his own key. */
@@ -150,6 +154,13 @@ describe("MCP clients sign in with OAuth (the TypeScript SDK's client)", () => {
     expect(prm.authorization_servers).toEqual([TEST_PUBLIC_URL]);
   });
 });
+
+/** One sample of a gateway process's /metrics (0 when absent). */
+async function sample(metricsUrl: string, series: string): Promise<number> {
+  const text = await (await fetch(metricsUrl)).text();
+  const line = text.split("\n").find((l) => l.startsWith(`${series} `));
+  return line ? Number(line.slice(series.length + 1)) : 0;
+}
 
 /** A client registered by hand (RFC 7591), as older hosts do. */
 async function register(redirectUris: string[] = [REDIRECT]) {
@@ -517,6 +528,11 @@ describe("the authorization server refuses what it must", () => {
       const refused = await registerAt(replica.url);
       expect(refused.status).toBe(429);
       expect(Number(refused.headers.get("retry-after"))).toBeGreaterThan(0);
+      // Counted by the replica that refused it (a process of its own, its counters from 0).
+      const registrations = (outcome: string) =>
+        sample(replica.metricsUrl, `gateway_oauth_registrations_total{kind="dynamic",outcome="${outcome}"}`);
+      expect(await registrations("limited")).toBe(1);
+      expect(await registrations("accepted")).toBe(1);
     } finally {
       await replica.close();
     }
@@ -632,6 +648,148 @@ describe("the authorization server refuses what it must", () => {
   });
 });
 
+describe("the authorization server's metrics", () => {
+  it("count tokens issued by grant type, refused token requests by reason, and registrations", async () => {
+    const counted = async () => {
+      const text = await (await fetch(gw.metricsUrl)).text();
+      return (series: string) => {
+        const line = text.split("\n").find((l) => l.startsWith(`${series} `));
+        return line ? Number(line.slice(series.length + 1)) : 0;
+      };
+    };
+    const issued = (g: string) => `gateway_oauth_tokens_issued_total{grant_type="${g}"}`;
+    const refused = (r: string) => `gateway_oauth_token_refusals_total{reason="${r}"}`;
+    const registered = (o: string) => `gateway_oauth_registrations_total{kind="dynamic",outcome="${o}"}`;
+    const series = [
+      issued("authorization_code"),
+      issued("refresh_token"),
+      refused("invalid_grant"),
+      refused("refresh_token_reused"),
+      refused("unsupported_grant_type"),
+      refused("invalid_request"),
+      registered("accepted"),
+      registered("refused"),
+    ];
+    const before = await counted();
+    const { serverUrl, bob } = await setUp();
+    const c = await codeFor(serverUrl, bob.secret);
+    const first = (await (await exchange(c)).json()) as { refresh_token: string };
+    const refresh = (token: string) =>
+      tokenRequest({ grant_type: "refresh_token", client_id: c.clientId, refresh_token: token });
+    expect((await refresh(first.refresh_token)).status).toBe(200);
+    expect((await refresh(first.refresh_token)).status).toBe(400);
+    const d = await codeFor(serverUrl, bob.secret);
+    expect((await exchange({ ...d, verifier: pkce().verifier })).status).toBe(400);
+    expect((await tokenRequest({ grant_type: "password", client_id: c.clientId })).status).toBe(400);
+    expect((await tokenRequest({ grant_type: "authorization_code", client_id: c.clientId })).status).toBe(
+      400,
+    );
+    const bad = await gw.call("/oauth/register", {
+      method: "POST",
+      json: { client_name: "Script", redirect_uris: ["javascript:alert(1)"] },
+    });
+    expect(bad.status).toBe(400);
+
+    const after = await counted();
+    expect(Object.fromEntries(series.map((n) => [n, after(n) - before(n)]))).toEqual({
+      [issued("authorization_code")]: 1,
+      [issued("refresh_token")]: 1,
+      // The wrong verifier; the replayed refresh token is counted as what it is, not as invalid_grant.
+      [refused("invalid_grant")]: 1,
+      [refused("refresh_token_reused")]: 1,
+      [refused("unsupported_grant_type")]: 1,
+      [refused("invalid_request")]: 1,
+      // codeFor registers each time.
+      [registered("accepted")]: 2,
+      [registered("refused")]: 1,
+    });
+  });
+});
+
+describe("native clients' redirect URIs (RFC 8252)", () => {
+  const CURSOR = "cursor://anysphere.cursor-retrieval/oauth/user-mcp_docs/callback";
+
+  it("a private-use scheme is registered, named on the consent page, allowed by its CSP, and receives the code", async () => {
+    const { serverUrl, bob } = await setUp();
+    const clientId = await register([
+      CURSOR,
+      "vscode://vscode.mcp/callback",
+      "com.example.desk:/oauth2redirect",
+    ]);
+    const { verifier, challenge } = pkce();
+    const { consentHtml, consentCsp, location } = await browser(
+      authorizationUrl({
+        response_type: "code",
+        client_id: clientId,
+        redirect_uri: CURSOR,
+        code_challenge: challenge,
+        code_challenge_method: "S256",
+        resource: serverUrl.href,
+        state: "n1",
+      }),
+      bob.secret,
+    );
+    expect(consentHtml).toContain("you return to <code>cursor://anysphere.cursor-retrieval</code>");
+    // The consent form's answer redirects to the application: its scheme is a form target, nothing wider.
+    expect(consentCsp).toMatch(/form-action 'self' cursor:;/);
+    expect(location.href.startsWith(`${CURSOR}?`)).toBe(true);
+    expect(location.searchParams.get("state")).toBe("n1");
+    const tokens = await tokenRequest({
+      grant_type: "authorization_code",
+      client_id: clientId,
+      code: location.searchParams.get("code")!,
+      code_verifier: verifier,
+      redirect_uri: CURSOR,
+    });
+    expect(tokens.status).toBe(200);
+  });
+
+  it("a loopback redirect may come back on another port than registered, on the same path", async () => {
+    const { serverUrl, bob } = await setUp();
+    const clientId = await register(["http://127.0.0.1:47123/callback"]);
+    const { location } = await browser(
+      authorizationUrl({
+        response_type: "code",
+        client_id: clientId,
+        redirect_uri: "http://127.0.0.1:51234/callback",
+        code_challenge: pkce().challenge,
+        code_challenge_method: "S256",
+        resource: serverUrl.href,
+      }),
+      bob.secret,
+    );
+    expect(location.origin + location.pathname).toBe("http://127.0.0.1:51234/callback");
+    expect(location.searchParams.get("code")).toBeTruthy();
+  });
+
+  it("refuses schemes a browser runs or renders, http off loopback, fragments and credentials", async () => {
+    for (const uri of [
+      "javascript:alert(document.cookie)",
+      "JavaScript://x/%0aalert(1)",
+      "data:text/html,<script>alert(1)</script>",
+      "file:///etc/passwd",
+      "blob:https://desk.example/0b3f",
+      "vbscript:msgbox(1)",
+      "about:blank",
+      "view-source:https://desk.example/",
+      "wss://desk.example/cb",
+      "c:/Users/desk/callback",
+      "cursor:",
+      "http://desk.example/callback",
+      "http://127.0.0.1.desk.example/callback",
+      "cursor://anysphere.cursor-retrieval/cb#fragment",
+      "https://user:pass@desk.example/cb",
+    ]) {
+      const res = await gw.call("/oauth/register", {
+        method: "POST",
+        json: { client_name: "Desk", redirect_uris: [uri] },
+      });
+      expect(res.status, uri).toBe(400);
+      expect(await res.json(), uri).toMatchObject({ error: "invalid_redirect_uri" });
+    }
+  });
+});
+
 describe("Client ID Metadata Documents", () => {
   let documents: HttpsDocuments;
   let replica: RunningGateway;
@@ -675,6 +833,52 @@ describe("Client ID Metadata Documents", () => {
     await client.close();
     // Fetched once for the authorization request and the token request together: the cache answered after.
     expect(documents.requests.filter((p) => p === "/oauth/client.json")).toHaveLength(1);
+  });
+
+  it("a document may list a native application's scheme, and not a javascript: URI", async () => {
+    const { serverUrl } = await setUp();
+    const native = "cursor://anysphere.cursor-retrieval/oauth/user-mcp_docs/callback";
+    documents.documents.set("/native.json", {
+      client_id: `${documents.url}/native.json`,
+      client_name: "Native host",
+      redirect_uris: [native],
+    });
+    documents.documents.set("/script.json", {
+      client_id: `${documents.url}/script.json`,
+      redirect_uris: [native, "javascript:alert(1)"],
+    });
+    const ask = (path: string) =>
+      clientFetch(
+        authorizationUrl({
+          response_type: "code",
+          client_id: `${documents.url}${path}`,
+          redirect_uri: native,
+          code_challenge: pkce().challenge,
+          code_challenge_method: "S256",
+          resource: serverUrl.href,
+        }),
+        { redirect: "manual" },
+      );
+    const documentsCounted = (outcome: string) =>
+      sample(
+        replica.metricsUrl,
+        `gateway_oauth_registrations_total{kind="metadata_document",outcome="${outcome}"}`,
+      );
+    const [acceptedBefore, refusedBefore] = [
+      await documentsCounted("accepted"),
+      await documentsCounted("refused"),
+    ];
+    const page = await ask("/native.json");
+    expect(page.status).toBe(200);
+    expect(await page.text()).toContain("Native host");
+    const refused = await ask("/script.json");
+    expect(refused.status).toBe(401);
+    expect(await refused.json()).toEqual({
+      error: "invalid_client",
+      error_description: expect.stringMatching(/javascript:alert\(1\)/),
+    });
+    expect(await documentsCounted("accepted")).toBe(acceptedBefore + 1);
+    expect(await documentsCounted("refused")).toBe(refusedBefore + 1);
   });
 
   it("a document that names another client_id, or lists a redirect URI that is not allowed, is invalid_client", async () => {
