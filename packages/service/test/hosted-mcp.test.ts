@@ -560,6 +560,34 @@ describe("hosted MCP tools in responses", () => {
       upstream.hugeAnswer = undefined;
     }
   });
+
+  it("each request to the proxy carries an assertion of its own, and none is accepted twice: the tool call's request sent again, as it was or with other arguments, is refused and runs nothing", async () => {
+    const { secret, serverUrl } = await setUp();
+    const from = relay.requests.length;
+    const res = await stack.call(secret, "/api/v1/llm/responses", {
+      user: "bob",
+      json: { model: "echo-small", input: "replayed", tools: lookupWithoutApproval(serverUrl) },
+    });
+    expect(res.status).toBe(200);
+    expect(lookups("replayed")).toBe(1);
+    const sent = relay.requests.slice(from);
+    expect(new Set(sent.map((r) => r.headers["x-gateway-assertion"])).size).toBe(sent.length);
+    expect(new Set(sent.map((r) => r.headers["x-request-id"])).size).toBe(sent.length);
+    const call = sent.find((r) => r.body.includes('"tools/call"'));
+    if (!call) throw new Error("the tool call did not go through the relay");
+    const replay = (body: string) =>
+      fetch(`${stack.gatewayUrl}${call.url}`, { method: call.method, headers: call.headers, body });
+    for (const body of [call.body, call.body.replace('"replayed"', '"forged"')]) {
+      const again = await replay(body);
+      expect(again.status).toBe(401);
+      expect(await again.json()).toMatchObject({
+        jsonrpc: "2.0",
+        error: { message: "Gateway assertion refused: already used" },
+      });
+    }
+    expect(lookups("replayed")).toBe(1);
+    expect(lookups("forged")).toBe(0);
+  });
 });
 
 describe("hosted MCP items sent back as input (clients that keep their own history)", () => {
