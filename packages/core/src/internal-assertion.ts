@@ -14,6 +14,7 @@ import type { Limits } from "./limits.ts";
 import type { Logger } from "./logger.ts";
 import type { Permission } from "./permissions.ts";
 import type { Principal } from "./principal.ts";
+import type { RedisClient } from "./redis.ts";
 
 /** Header that carries the gateway's assertion of who a forwarded request acts as. */
 export const ASSERTION_HEADER = "x-gateway-assertion";
@@ -24,6 +25,8 @@ const ISSUER = "llm-gateway";
 const AUDIENCE = "llm-gateway-service";
 /** Seconds of clock skew between gateway and service that an assertion's times tolerate. */
 const CLOCK_TOLERANCE_SECONDS = 5;
+/** Seconds a used assertion's id is remembered: longer than any assertion is accepted. */
+const USED_TTL_SECONDS = 60;
 const REQUIRED_CLAIMS = ["sub", "exp", "jti", "org", "key_id", "permissions", "htm", "htu_sha256", "rid"];
 /** The JOSE header of every assertion, encoded once. */
 const HEADER = Buffer.from(JSON.stringify({ alg: "HS256", typ: "JWT" })).toString("base64url");
@@ -150,7 +153,24 @@ export class InternalAssertions {
     return c;
   }
 
-  /** The principal, if the assertion is genuine, fresh and made for exactly this request. */
+  /**
+   * `verify`, and the assertion's first use: its id is remembered in Redis
+   * (shared by every replica of gateway and service) for as long as it could
+   * be accepted, so the same request sent again is refused ("already used").
+   * Every door that admits an assertion admits it through here.
+   */
+  async verifyOnce(
+    assertion: string,
+    request: AssertedRequest,
+    redis: Pick<RedisClient, "set">,
+  ): Promise<{ principal: Principal; jti: string; admission?: Admission }> {
+    const verified = await this.verify(assertion, request);
+    const fresh = await redis.set(`gw:assertion:${verified.jti}`, "1", "EX", USED_TTL_SECONDS, "NX");
+    if (fresh !== "OK") throw new InvalidAssertion("already used");
+    return verified;
+  }
+
+  /** The principal, if the assertion is genuine, fresh and made for exactly this request (not whether it was used). */
   async verify(
     assertion: string,
     request: AssertedRequest,

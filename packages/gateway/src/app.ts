@@ -125,6 +125,7 @@ export function createGatewayApp(deps: GatewayDeps): express.Express {
   app.use(
     mcpProxy(mcp, {
       assertions: deps.forward.assertions,
+      redis: deps.redis,
       keys: deps.keys,
       authenticate: (audience) =>
         authenticate({

@@ -52,7 +52,7 @@ export const serviceConfigSchema = z
     INTERNAL_ASSERTION_SECRET: z.string().min(32, "must be at least 32 characters").optional(),
     /** Directory for local development data. Default .data. */
     DATA_DIR: z.string().default(".data"),
-    /** Where the service reaches the gateway's MCP proxy for hosted MCP tools of responses. Default http://127.0.0.1:8080. */
+    /** Where the service reaches the gateway's MCP proxy for hosted MCP tools of responses; the only origin its MCP client reaches past the address rules. Default http://127.0.0.1:8080. */
     GATEWAY_URL: z
       .url({ protocol: /^https?$/ })
       .transform((u) => u.replace(/\/+$/, ""))

@@ -22,7 +22,7 @@ import type { ResolverHooks } from "./guardrails/resolve.ts";
 import { ids } from "./ids.ts";
 import { configureTokenCounting } from "./llm/tokens.ts";
 import { providerKeyStore } from "./provider-keys/deps.ts";
-import type { ApprovalHooks } from "./responses/hosted-mcp-proxy.ts";
+import { type ApprovalHooks, hostedMcpClients } from "./responses/hosted-mcp-proxy.ts";
 import { ResponseStore } from "./responses/store.ts";
 import { OrphanReconciler } from "./retention/reconciler.ts";
 import { RetentionSweeper } from "./retention/sweeper.ts";
@@ -151,6 +151,13 @@ export async function startService(
     clock,
   });
   const sandbox = await Sandbox.create(config.sandbox, { redis, db, clock }, logger);
+  const hostedMcp = hostedMcpClients({
+    gatewayUrl: config.GATEWAY_URL,
+    // Longer than the gateway's own deadline for an upstream, whose failure it then names.
+    timeoutMs: Math.max(config.LLM_TIMEOUT_MS, 60_000),
+    maxAnswerBytes: config.MCP_MAX_ANSWER_BYTES,
+    logger,
+  });
 
   const conversations = new ConversationStore(db, {
     clock,
@@ -234,8 +241,7 @@ export async function startService(
       gatewayUrl: config.GATEWAY_URL,
       gatewayPublicUrl: config.GATEWAY_PUBLIC_URL,
       assertions,
-      // Longer than the gateway's own deadline for an upstream, whose failure it then names.
-      timeoutMs: Math.max(config.LLM_TIMEOUT_MS, 60_000),
+      clients: hostedMcp,
       hooks: options.approvalHooks,
       maxAnswerBytes: config.MCP_MAX_ANSWER_BYTES,
     },
@@ -279,6 +285,7 @@ export async function startService(
       spicedb.close();
       redis.disconnect();
       await sandbox.close();
+      await hostedMcp.close();
       await providerKeys.close();
       await db.close();
     },

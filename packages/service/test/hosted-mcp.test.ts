@@ -1,5 +1,6 @@
 import type { Limits } from "@gw/core/limits";
 import { newVaultKeys } from "@gw/core/mcp";
+import { PERMISSIONS } from "@gw/core/permissions";
 import { CountingWindows } from "@gw/core/windows";
 import { scanKeys } from "@gw/test-kit";
 import { type FakeMcpServer, startFakeMcpServer, startRelay } from "@gw/test-kit/mcp-upstream";
@@ -52,7 +53,7 @@ const SHARED = "shared-secret-3e9d1c";
 
 /** alice registers the upstream and stores a shared credential; bob is a reader. */
 async function setUp(limits?: Limits) {
-  const { secret, id: keyId } = await stack.createKey(limits ? { limits } : {});
+  const { secret, id: keyId, org } = await stack.createKey(limits ? { limits } : {});
   const created = await stack.call(secret, "/api/v1/mcp/servers", {
     user: "alice",
     json: { name: "docs", url: upstream.url },
@@ -70,7 +71,7 @@ async function setUp(limits?: Limits) {
     json: { resourceType: "mcp_server", resourceId: id, userId: "bob", role: "reader" },
   });
   expect(grant.status).toBe(204);
-  return { secret, keyId, id, serverUrl: `https://gateway.test/api/v1/mcp/servers/${id}/mcp` };
+  return { secret, keyId, org, id, serverUrl: `https://gateway.test/api/v1/mcp/servers/${id}/mcp` };
 }
 
 /** The hosted tools of a request that offers the model `lookup` alone, run without asking. */
@@ -559,6 +560,56 @@ describe("hosted MCP tools in responses", () => {
     } finally {
       upstream.hugeAnswer = undefined;
     }
+  });
+
+  it("a key without mcp:call: the proxy's 403 (a JSON-RPC body) is the mcp_list_tools item's error, and nothing is offered to the model", async () => {
+    const { org, serverUrl } = await setUp();
+    const { secret } = await stack.createKey({
+      org,
+      owner: "bob",
+      permissions: PERMISSIONS.filter((p) => p !== "mcp:call"),
+    });
+    const res = await stack.call(secret, "/api/v1/llm/responses", {
+      json: { model: "echo-small", input: "no call", tools: lookupWithoutApproval(serverUrl) },
+    });
+    expect(res.status).toBe(200);
+    const response = await res.json();
+    expect(response.output[0]).toEqual({
+      type: "mcp_list_tools",
+      id: expect.any(String),
+      server_label: "docs",
+      tools: [],
+      error: "This credential lacks the 'mcp:call' permission",
+    });
+    expect(response.output.some((i: { type: string }) => i.type === "mcp_call")).toBe(false);
+  });
+
+  it("each request to the proxy carries an assertion of its own, and none is accepted twice: the tool call's request sent again, as it was or with other arguments, is refused and runs nothing", async () => {
+    const { secret, serverUrl } = await setUp();
+    const from = relay.requests.length;
+    const res = await stack.call(secret, "/api/v1/llm/responses", {
+      user: "bob",
+      json: { model: "echo-small", input: "replayed", tools: lookupWithoutApproval(serverUrl) },
+    });
+    expect(res.status).toBe(200);
+    expect(lookups("replayed")).toBe(1);
+    const sent = relay.requests.slice(from);
+    expect(new Set(sent.map((r) => r.headers["x-gateway-assertion"])).size).toBe(sent.length);
+    expect(new Set(sent.map((r) => r.headers["x-request-id"])).size).toBe(sent.length);
+    const call = sent.find((r) => r.body.includes('"tools/call"'));
+    if (!call) throw new Error("the tool call did not go through the relay");
+    const replay = (body: string) =>
+      fetch(`${stack.gatewayUrl}${call.url}`, { method: call.method, headers: call.headers, body });
+    for (const body of [call.body, call.body.replace('"replayed"', '"forged"')]) {
+      const again = await replay(body);
+      expect(again.status).toBe(401);
+      expect(await again.json()).toMatchObject({
+        jsonrpc: "2.0",
+        error: { message: "Gateway assertion refused: already used" },
+      });
+    }
+    expect(lookups("replayed")).toBe(1);
+    expect(lookups("forged")).toBe(0);
   });
 });
 

@@ -260,13 +260,28 @@ if (import.meta.url === `file://${process.argv[1]}`) {
   process.stdout.write(`fake MCP server on ${fake.url}\n`);
 }
 
+/** A request the relay passed on, as it came. */
+export interface RelayedRequest {
+  method: string;
+  url: string;
+  headers: Record<string, string>;
+  body: string;
+}
+
 /**
  * An HTTP relay on a port known at once that passes every request on to a
  * target set later: a service that must know the gateway's URL before the
  * gateway (which needs the service's URL) has started reaches it through one.
  */
-export async function startRelay(): Promise<{ url: string; target: string; close(): Promise<void> }> {
-  const relay = { url: "", target: "" } as { url: string; target: string; close(): Promise<void> };
+
+export async function startRelay(): Promise<{
+  url: string;
+  target: string;
+  /** Every request passed on, oldest first. */
+  requests: RelayedRequest[];
+  close(): Promise<void>;
+}> {
+  const relay = { url: "", target: "", requests: [] } as unknown as Awaited<ReturnType<typeof startRelay>>;
   const forward = async (req: IncomingMessage, res: ServerResponse) => {
     const chunks: Buffer[] = [];
     for await (const chunk of req) chunks.push(chunk as Buffer);
@@ -275,6 +290,12 @@ export async function startRelay(): Promise<{ url: string; target: string; close
         ([k, v]) => typeof v === "string" && k !== "host" && k !== "content-length",
       ),
     ) as Record<string, string>;
+    relay.requests.push({
+      method: req.method ?? "GET",
+      url: req.url ?? "",
+      headers,
+      body: Buffer.concat(chunks).toString("utf8"),
+    });
     const answer = await fetch(`${relay.target}${req.url}`, {
       method: req.method ?? "GET",
       headers,

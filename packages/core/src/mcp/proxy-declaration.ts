@@ -6,7 +6,6 @@
  * from here: a change of one is a change of all.
  */
 import type { Permission } from "../permissions.ts";
-import { LEGACY_PROTOCOL_VERSIONS } from "./protocol-eras.ts";
 
 /** Server ids the gateway issues. */
 export const MCP_SERVER_ID = /^mcp_[0-9a-f]{24}$/;
@@ -33,6 +32,3 @@ export function serverOfProxyUrl(base: string, url: string): string | undefined 
 
 /** The permission a credential needs to use the proxy, and the one OAuth scope of its tokens. */
 export const MCP_CALL = "mcp:call" satisfies Permission;
-
-/** The version the service's hosted MCP tools speak to the proxy: the newest with a handshake the proxy keeps. */
-export const HOSTED_TOOLS_PROTOCOL_VERSION = LEGACY_PROTOCOL_VERSIONS[0];

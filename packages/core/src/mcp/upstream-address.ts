@@ -123,6 +123,13 @@ export interface UpstreamPolicyOptions {
   /** The setting that lifts the rules, as a refusal names it. Default `MCP_ALLOW_PRIVATE_UPSTREAMS`. */
   allowPrivateSetting?: string;
   resolver?: Resolver;
+  /**
+   * The deployment's own address (the service's `GATEWAY_URL`, set by configuration, never by a
+   * user): connections to exactly this origin skip the address rules, as the service's hosted MCP
+   * tools reach the gateway at an internal address. Any other origin, on the same host or not, is
+   * checked as usual.
+   */
+  internalOrigin?: string;
 }
 
 /** How undici opens a connection (`buildConnector`'s result), in whichever undici version builds it. */
@@ -136,11 +143,29 @@ export class UpstreamPolicy {
   readonly allowPrivate: boolean;
   private readonly allowPrivateSetting: string;
   private readonly resolver: Resolver;
+  private readonly internal: { protocol: string; host: string; port: string } | undefined;
 
   constructor(options: UpstreamPolicyOptions) {
     this.allowPrivate = options.allowPrivate;
     this.allowPrivateSetting = options.allowPrivateSetting ?? "MCP_ALLOW_PRIVATE_UPSTREAMS";
     this.resolver = options.resolver ?? systemResolver;
+    if (options.internalOrigin !== undefined) {
+      const url = new URL(options.internalOrigin);
+      if (url.protocol !== "http:" && url.protocol !== "https:")
+        throw new Error("the internal origin must be an http(s) URL");
+      this.internal = { protocol: url.protocol, host: hostOf(url), port: portOf(url.protocol, url.port) };
+    }
+  }
+
+  /** Whether a connection goes to exactly the configured internal origin (scheme, host as written, port). */
+  isInternal(options: { protocol: string; hostname: string; port?: string | number | null }): boolean {
+    const internal = this.internal;
+    if (!internal) return false;
+    return (
+      options.protocol === internal.protocol &&
+      hostOf(options) === internal.host &&
+      portOf(options.protocol, String(options.port ?? "")) === internal.port
+    );
   }
 
   /** The URL's form: http(s) only, https unless private upstreams are allowed, no credentials, no fragment. */
@@ -240,8 +265,13 @@ export class UpstreamPolicy {
    * the system's (tests' self-signed servers).
    */
   dispatcher(timeoutMs: number, tls: { ca?: string } = {}): Agent {
+    const checked = this.guard(buildConnector({ lookup: this.lookup(), timeout: timeoutMs, ...tls }));
+    // The internal origin resolves as the system does: it is the deployment's own, not a user's.
+    const internal = this.internal ? buildConnector({ timeout: timeoutMs, ...tls }) : undefined;
     return new Agent({
-      connect: this.guard(buildConnector({ lookup: this.lookup(), timeout: timeoutMs, ...tls })),
+      connect: internal
+        ? (options, callback) => (this.isInternal(options) ? internal : checked)(options, callback)
+        : checked,
       headersTimeout: timeoutMs,
       bodyTimeout: timeoutMs,
       keepAliveTimeout: 10_000,
@@ -261,6 +291,9 @@ export class UpstreamPolicy {
     };
   }
 }
+
+/** A URL's port, its scheme's default when it names none. */
+const portOf = (protocol: string, port: string) => port || (protocol === "https:" ? "443" : "80");
 
 /** The host as the resolver takes it: IPv6 literals without their brackets. */
 export const hostOf = (url: { hostname: string }) => url.hostname.replace(/^\[(.*)\]$/, "$1");

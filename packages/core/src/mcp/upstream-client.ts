@@ -32,6 +32,23 @@ export interface UpstreamTarget {
 export interface SessionOwner {
   org: string;
   user: string;
+  /**
+   * What else the session's requests act with, when that is more than the
+   * user (the whole asserted principal of a hosted tool's call): sessions
+   * are kept apart per value.
+   */
+  credential?: string;
+}
+
+/** Headers made for one HTTP request of a call (an assertion bound to its method and path). */
+export type RequestSigner = (request: { method: string; url: URL }) => Promise<UpstreamHeaders>;
+
+/** How one call is made beyond its credential headers. */
+export interface CallOptions {
+  /** Ends the call when aborted (its caller went away). */
+  signal?: AbortSignal;
+  /** Headers added to each HTTP request of the call, made for that request. */
+  signRequest?: RequestSigner;
 }
 
 export type UpstreamFailure =
@@ -73,8 +90,18 @@ const CAUSES: Record<UpstreamFailure, ErrorCause> = {
 export class UpstreamError extends AppError {
   readonly failure: UpstreamFailure;
   readonly rpcCode: number;
+  /** The HTTP status the upstream refused with, when it did (`status`, or a JSON-RPC error sent with one). */
+  readonly httpStatus: number | undefined;
+  /** A JSON-RPC error's own message (credentials redacted), when the upstream answered one. */
+  readonly rpcMessage: string | undefined;
 
-  constructor(server: UpstreamTarget, failure: UpstreamFailure, detail: string, rpcCode = -32603) {
+  constructor(
+    server: UpstreamTarget,
+    failure: UpstreamFailure,
+    detail: string,
+    rpcCode = -32603,
+    answered: { httpStatus?: number | undefined; rpcMessage?: string | undefined } = {},
+  ) {
     super(
       failure === "timeout" ? "gateway_timeout" : "bad_gateway",
       `MCP server '${server.name}' (${server.id}) ${detail}`,
@@ -83,6 +110,8 @@ export class UpstreamError extends AppError {
     this.name = "UpstreamError";
     this.failure = failure;
     this.rpcCode = rpcCode;
+    this.httpStatus = answered.httpStatus;
+    this.rpcMessage = answered.rpcMessage;
   }
 }
 
@@ -91,6 +120,8 @@ interface Session {
   transport: StreamableHTTPClientTransport;
   /** The credential headers of the call under way (set for each call, after its check). */
   headers: UpstreamHeaders;
+  /** The call under way's signer of each request, if it has one. */
+  signRequest: RequestSigner | undefined;
   ready: Promise<void>;
   /** Set when an answer went past `MCP_MAX_ANSWER_BYTES`: the session was closed for it. */
   tooLarge?: AnswerTooLarge;
@@ -176,8 +207,13 @@ export class UpstreamClients {
    * Every tool the upstream offers (all pages): refused when it offers more
    * than `maxTools`, or its pages together hold more than `maxAnswerBytes`.
    */
-  async listTools(owner: SessionOwner, server: UpstreamTarget, headers: UpstreamHeaders): Promise<Tool[]> {
-    return this.run(owner, server, headers, async (request) => {
+  async listTools(
+    owner: SessionOwner,
+    server: UpstreamTarget,
+    headers: UpstreamHeaders,
+    options: CallOptions = {},
+  ): Promise<Tool[]> {
+    return this.run(owner, server, headers, options, async (request) => {
       const tools: Tool[] = [];
       let bytes = 0;
       let cursor: string | undefined;
@@ -210,8 +246,9 @@ export class UpstreamClients {
     server: UpstreamTarget,
     headers: UpstreamHeaders,
     params: { name: string; arguments?: Record<string, unknown> | undefined },
+    options: CallOptions = {},
   ): Promise<CallToolResult> {
-    return this.run(owner, server, headers, (request) =>
+    return this.run(owner, server, headers, options, (request) =>
       request("tools/call", params, CallToolResultSchema),
     ) as Promise<CallToolResult>;
   }
@@ -244,24 +281,26 @@ export class UpstreamClients {
     owner: SessionOwner,
     server: UpstreamTarget,
     headers: UpstreamHeaders,
+    options: CallOptions,
     work: (request: Requester) => Promise<T>,
   ): Promise<T> {
     const eraKey = `${server.id}\u0000${server.url}`;
     const modern = this.modern.get(eraKey);
-    if (modern) return this.runModern(server, headers, modern, work);
-    const key = `${owner.org}\u0000${owner.user}\u0000${server.url}\u0000${server.id}`;
+    if (modern) return this.runModern(server, headers, options, modern, work);
+    const key = [owner.org, owner.user, owner.credential ?? "", server.url, server.id].join("\u0000");
     for (let attempt = 0; ; attempt++) {
       const session = this.session(key, server);
       session.headers = headers;
+      session.signRequest = options.signRequest;
       try {
         await session.ready;
       } catch (err) {
         this.drop(key, session);
         if (err instanceof StreamableHTTPError && err.code === 400) {
-          const version = await this.discoverModern(server, headers);
+          const version = await this.discoverModern(server, headers, options);
           if (version) {
             this.modern.set(eraKey, version);
-            return this.runModern(server, headers, version, work);
+            return this.runModern(server, headers, options, version, work);
           }
         }
         if (session.tooLarge) throw new UpstreamError(server, "too_large", session.tooLarge.message);
@@ -269,7 +308,10 @@ export class UpstreamClients {
       }
       try {
         return await work((method, params, schema) =>
-          session.client.request({ method, params }, schema, { timeout: this.timeoutMs }),
+          session.client.request({ method, params }, schema, {
+            timeout: this.timeoutMs,
+            ...(options.signal ? { signal: options.signal } : {}),
+          }),
         );
       } catch (err) {
         // An answer refused here (too many tools) leaves the session as it was, and the calls sharing it.
@@ -287,12 +329,13 @@ export class UpstreamClients {
   private async runModern<T>(
     server: UpstreamTarget,
     headers: UpstreamHeaders,
+    options: CallOptions,
     version: string,
     work: (request: Requester) => Promise<T>,
   ): Promise<T> {
     try {
       return await work((method, params, schema) =>
-        this.modernRequest(server, headers, version, method, params).then(
+        this.modernRequest(server, headers, options, version, method, params).then(
           (r) => schema.parse(r) as z.infer<typeof schema>,
         ),
       );
@@ -305,10 +348,18 @@ export class UpstreamClients {
   private async discoverModern(
     server: UpstreamTarget,
     headers: UpstreamHeaders,
+    options: CallOptions,
   ): Promise<string | undefined> {
     for (const version of MODERN_PROTOCOL_VERSIONS) {
       try {
-        const result = (await this.modernRequest(server, headers, version, "server/discover", {})) as {
+        const result = (await this.modernRequest(
+          server,
+          headers,
+          options,
+          version,
+          "server/discover",
+          {},
+        )) as {
           supportedVersions?: unknown;
         };
         if (Array.isArray(result?.supportedVersions) && result.supportedVersions.includes(version))
@@ -331,6 +382,7 @@ export class UpstreamClients {
   private async modernRequest(
     server: UpstreamTarget,
     headers: UpstreamHeaders,
+    options: CallOptions,
     version: string,
     method: string,
     params: Record<string, unknown>,
@@ -347,7 +399,7 @@ export class UpstreamClients {
     // Past the limit the read fails with AnswerTooLarge, which the caller reports.
     const fetchGuarded = this.guardedFetch(
       server,
-      () => headers,
+      () => ({ headers, signRequest: options.signRequest }),
       () => this.onLimit("answer_bytes"),
     );
     const response = await fetchGuarded(server.url, {
@@ -359,7 +411,9 @@ export class UpstreamClients {
         method,
         params: { ...params, _meta: gatewayRequestMeta(version) },
       }),
-      signal: AbortSignal.timeout(this.timeoutMs),
+      signal: options.signal
+        ? AbortSignal.any([options.signal, AbortSignal.timeout(this.timeoutMs)])
+        : AbortSignal.timeout(this.timeoutMs),
     });
     const type = response.headers.get("content-type") ?? "";
     let message: unknown;
@@ -384,8 +438,11 @@ export class UpstreamClients {
       }
     }
     const rpc = message as { id?: unknown; result?: unknown; error?: { code?: unknown; message?: unknown } };
-    if (rpc?.error && typeof rpc.error.code === "number")
-      throw new McpError(rpc.error.code, String(rpc.error.message ?? ""));
+    if (rpc?.error && typeof rpc.error.code === "number") {
+      const error = new McpError(rpc.error.code, String(rpc.error.message ?? ""));
+      // A refusal (401, 403) may carry a JSON-RPC error too: its status is kept with it.
+      throw response.ok ? error : Object.assign(error, { httpStatus: response.status });
+    }
     if (!response.ok) throw new StreamableHTTPError(response.status, "answered an error");
     if (!rpc || rpc.id !== id || rpc.result === undefined)
       throw new Error("the answer is not a JSON-RPC response");
@@ -405,7 +462,7 @@ export class UpstreamClients {
     session.headers = {};
     const guardedFetch = this.guardedFetch(
       server,
-      () => session.headers,
+      () => ({ headers: session.headers, signRequest: session.signRequest }),
       (err) => {
         if (session.tooLarge) return;
         session.tooLarge = err;
@@ -430,7 +487,7 @@ export class UpstreamClients {
    */
   private guardedFetch(
     server: UpstreamTarget,
-    credential: () => UpstreamHeaders,
+    credential: () => { headers: UpstreamHeaders; signRequest: RequestSigner | undefined },
     tooLarge: (err: AnswerTooLarge) => void,
   ): (input: string | URL, init?: RequestInit) => Promise<Response> {
     const origin = new URL(server.url).origin;
@@ -440,7 +497,9 @@ export class UpstreamClients {
       // The credential is bound to the server's origin: nothing goes anywhere else.
       if (url.origin !== origin) throw new UpstreamRefused("a request left the server's origin");
       const merged = new Headers(init?.headers);
-      for (const [name, value] of Object.entries(credential())) {
+      const { headers, signRequest } = credential();
+      const signed = signRequest ? await signRequest({ method: init?.method ?? "GET", url }) : {};
+      for (const [name, value] of [...Object.entries(headers), ...Object.entries(signed)]) {
         if (!TRANSPORT_HEADERS.has(name.toLowerCase())) merged.set(name, value);
       }
       const response = await undiciFetch(url, {
@@ -470,11 +529,22 @@ export class UpstreamClients {
       if (err.code === -32001)
         return new UpstreamError(server, "timeout", `did not answer within ${this.timeoutMs} ms`);
       if (err.code === -32000) return new UpstreamError(server, "unreachable", "closed the connection");
-      const message = redact(String(err.message).replace(/^MCP error -?\d+: /, ""), headers).slice(0, 200);
-      return new UpstreamError(server, "jsonrpc", `answered with an error: ${message}`, err.code);
+      const message = redact(String(err.message).replace(/^MCP error -?\d+: /, ""), headers);
+      return new UpstreamError(
+        server,
+        "jsonrpc",
+        `answered with an error: ${message.slice(0, 200)}`,
+        err.code,
+        {
+          httpStatus: (err as { httpStatus?: number }).httpStatus,
+          rpcMessage: message,
+        },
+      );
     }
     if (err instanceof StreamableHTTPError) {
-      return new UpstreamError(server, "status", `answered HTTP ${err.code ?? "error"}`);
+      return new UpstreamError(server, "status", `answered HTTP ${err.code ?? "error"}`, -32603, {
+        httpStatus: err.code,
+      });
     }
     const timedOut = findCause(err, (e) => /Timeout|ETIMEDOUT|aborted/i.test(`${e.name} ${codeOf(e)}`));
     if (timedOut) return new UpstreamError(server, "timeout", `did not answer within ${this.timeoutMs} ms`);

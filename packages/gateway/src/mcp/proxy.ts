@@ -23,6 +23,7 @@ import {
 } from "@gw/core/mcp";
 import { assertMayActFor, type KeyOwners } from "@gw/core/on-behalf-of";
 import type { Principal } from "@gw/core/principal";
+import type { RedisClient } from "@gw/core/redis";
 import { type ErrorRequestHandler, type Request, type RequestHandler, type Response, Router } from "express";
 import type { ApiKeyLookup } from "../api-keys/lookup.ts";
 import type { McpCallOutcome } from "../metrics.ts";
@@ -72,6 +73,8 @@ export interface ProxyOptions {
    * request id). Its key must still exist and be active.
    */
   assertions: InternalAssertions;
+  /** Where used assertions are remembered: one is accepted once. */
+  redis: Pick<RedisClient, "set">;
   keys: Pick<ApiKeyLookup, "findById">;
   /** Step 1 of the gateway's path (authenticate), made with `audience`. */
   authenticate: (audience: (req: Request) => string[]) => RequestHandler;
@@ -104,11 +107,11 @@ export function mcpProxy(deps: McpDeps, options: ProxyOptions): Router {
     const assertion = req.headers[ASSERTION_HEADER];
     if (typeof assertion === "string" && req.headers.authorization === undefined) {
       try {
-        const { principal } = await options.assertions.verify(assertion, {
-          method: req.method,
-          path: req.originalUrl,
-          requestId: req.id,
-        });
+        const { principal } = await options.assertions.verifyOnce(
+          assertion,
+          { method: req.method, path: req.originalUrl, requestId: req.id },
+          options.redis,
+        );
         const key = await options.keys.findById(principal.keyId);
         const expired = key?.expiresAt != null && Date.parse(key.expiresAt) <= options.clock.wall();
         if (!key || key.org !== principal.org || key.status !== "active" || expired)

@@ -1,5 +1,5 @@
 import { unauthorized } from "@gw/core/errors";
-import { ASSERTION_HEADER, type InternalAssertions, InvalidAssertion } from "@gw/core/internal-assertion";
+import { ASSERTION_HEADER, type InternalAssertions } from "@gw/core/internal-assertion";
 import type { RedisClient } from "@gw/core/redis";
 import type { RequestHandler } from "express";
 
@@ -13,13 +13,11 @@ export function verifyAssertion(assertions: InternalAssertions, redis: RedisClie
   return async (req, res, next) => {
     const assertion = req.get(ASSERTION_HEADER);
     if (!assertion) throw unauthorized("Requests must come through the gateway");
-    const verified = await assertions.verify(assertion, {
-      method: req.method,
-      path: req.originalUrl,
-      requestId: req.id,
-    });
-    const fresh = await redis.set(`gw:assertion:${verified.jti}`, "1", "EX", 60, "NX");
-    if (fresh !== "OK") throw new InvalidAssertion("already used");
+    const verified = await assertions.verifyOnce(
+      assertion,
+      { method: req.method, path: req.originalUrl, requestId: req.id },
+      redis,
+    );
     res.locals.principal = verified.principal;
     if (verified.admission) res.locals.admission = verified.admission;
     next();

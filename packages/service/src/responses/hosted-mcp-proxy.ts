@@ -1,13 +1,19 @@
-import { randomUUID } from "node:crypto";
+import { createHash, randomUUID } from "node:crypto";
 import { ASSERTION_HEADER, type InternalAssertions } from "@gw/core/internal-assertion";
+import type { Logger } from "@gw/core/logger";
 import {
   AnswerTooLarge,
-  HOSTED_TOOLS_PROTOCOL_VERSION,
   MCP_CALL,
   mcpProxyPath,
-  readBoundedJson,
+  type RequestSigner,
+  type SessionOwner,
+  UpstreamClients,
+  UpstreamError,
+  UpstreamPolicy,
+  type UpstreamTarget,
 } from "@gw/core/mcp";
 import type { Principal } from "@gw/core/principal";
+import type { CallToolResult, Tool } from "@modelcontextprotocol/sdk/types.js";
 
 /** How the service reaches the gateway's MCP proxy for hosted MCP tools. */
 export interface HostedMcpConfig {
@@ -15,10 +21,10 @@ export interface HostedMcpConfig {
   gatewayUrl: string;
   /** The gateway's public URL (`GATEWAY_PUBLIC_URL`): `server_url` must be one of its proxy URLs. */
   gatewayPublicUrl: string;
-  /** Signs the principal's assertion for each call to the proxy. */
+  /** Signs the principal's assertion for each request to the proxy. */
   assertions: InternalAssertions;
-  /** Deadline of one call to the proxy, in milliseconds. */
-  timeoutMs: number;
+  /** The MCP client that speaks to the proxy (`hostedMcpClients`). */
+  clients: UpstreamClients;
   /** Largest answer of the proxy read, in bytes (`MCP_MAX_ANSWER_BYTES`). */
   maxAnswerBytes: number;
   /** For tests: hold an answer to approval requests between its steps. */
@@ -33,57 +39,111 @@ export interface ApprovalHooks {
   afterClaim?: (ids: string[]) => Promise<void>;
 }
 
-export interface JsonRpcAnswer {
-  result?: Record<string, unknown>;
-  error?: { code: number; message: string };
+/**
+ * The MCP client of the gateway's proxy: the core's, as the proxy's own to its
+ * upstreams (sessions, both protocol eras, the byte limit), allowed past the
+ * address rules for `gatewayUrl` alone, the deployment's configured address
+ * of the gateway; any other address is checked as a user's would be.
+ */
+export function hostedMcpClients(options: {
+  gatewayUrl: string;
+  /** Deadline of one request to the proxy, in milliseconds. */
+  timeoutMs: number;
+  maxAnswerBytes: number;
+  logger?: Logger;
+}): UpstreamClients {
+  return new UpstreamClients({
+    policy: new UpstreamPolicy({ allowPrivate: false, internalOrigin: options.gatewayUrl }),
+    timeoutMs: options.timeoutMs,
+    maxAnswerBytes: options.maxAnswerBytes,
+    // The proxy holds the gateway's MCP_MAX_TOOLS_PER_SERVER; the answer's bytes are the service's limit.
+    maxTools: Number.MAX_SAFE_INTEGER,
+    ...(options.logger ? { logger: options.logger } : {}),
+  });
 }
 
-/** Calls the gateway's MCP proxy as the principal: the same authorization, vault, audit and request windows as any MCP client. */
-export async function proxyCall(
+/** What the proxy answered: its result, or why not (`status`: the HTTP status it refused with). */
+export type ProxyAnswer<T> =
+  | { ok: true; result: T }
+  | { ok: false; status: number | undefined; message: string };
+
+/** Lists the tools of a server the principal may call, through the gateway's proxy. */
+export function proxyListTools(
   config: HostedMcpConfig,
   principal: Principal,
   serverId: string,
-  method: string,
-  params: Record<string, unknown>,
   signal: AbortSignal,
-): Promise<JsonRpcAnswer & { status: number }> {
+): Promise<ProxyAnswer<Tool[]>> {
+  const { owner, target, signRequest } = asPrincipal(config, principal, serverId);
+  return answered(config, config.clients.listTools(owner, target, {}, { signal, signRequest }));
+}
+
+/**
+ * Calls a tool through the gateway's proxy as the principal: the same
+ * authorization, vault, audit and request windows as any MCP client.
+ */
+export function proxyCallTool(
+  config: HostedMcpConfig,
+  principal: Principal,
+  serverId: string,
+  name: string,
+  args: unknown,
+  signal: AbortSignal,
+): Promise<ProxyAnswer<CallToolResult>> {
+  const { owner, target, signRequest } = asPrincipal(config, principal, serverId);
+  // The model's arguments go as it wrote them: the proxy refuses what is not an object.
+  const params = { name, arguments: args as Record<string, unknown> };
+  return answered(config, config.clients.callTool(owner, target, {}, params, { signal, signRequest }));
+}
+
+function asPrincipal(
+  config: HostedMcpConfig,
+  principal: Principal,
+  serverId: string,
+): { owner: SessionOwner; target: UpstreamTarget; signRequest: RequestSigner } {
   const path = mcpProxyPath(serverId);
-  const requestId = `hosted-mcp-${randomUUID()}`;
-  const assertion = await config.assertions.sign(principal, { method: "POST", path, requestId });
-  let res: globalThis.Response;
+  return {
+    // A session acts with the whole principal its requests assert (key, permissions, end user): one each.
+    owner: {
+      org: principal.org,
+      user: principal.user,
+      credential: createHash("sha256").update(JSON.stringify(principal)).digest("base64url"),
+    },
+    target: { id: serverId, name: "the gateway's MCP proxy", url: `${config.gatewayUrl}${path}` },
+    // Each HTTP request carries its own assertion, bound to its method, path and a request id of its own.
+    signRequest: async ({ method, url }) => {
+      const requestId = `hosted-mcp-${randomUUID()}`;
+      const assertion = await config.assertions.sign(principal, {
+        method,
+        path: `${url.pathname}${url.search}`,
+        requestId,
+      });
+      return { "x-request-id": requestId, [ASSERTION_HEADER]: assertion };
+    },
+  };
+}
+
+/** The proxy's answer, or its failure told as a tool's error is: the proxy's own message, never a body. */
+async function answered<T>(config: HostedMcpConfig, call: Promise<T>): Promise<ProxyAnswer<T>> {
   try {
-    res = await fetch(`${config.gatewayUrl}${path}`, {
-      method: "POST",
-      headers: {
-        "content-type": "application/json",
-        accept: "application/json, text/event-stream",
-        "mcp-protocol-version": HOSTED_TOOLS_PROTOCOL_VERSION,
-        "x-request-id": requestId,
-        [ASSERTION_HEADER]: assertion,
-      },
-      body: JSON.stringify({ jsonrpc: "2.0", id: 1, method, params }),
-      signal: AbortSignal.any([signal, AbortSignal.timeout(config.timeoutMs)]),
-    });
-  } catch {
-    return { status: 0, error: { code: -32603, message: "The gateway's MCP proxy could not be reached" } };
-  }
-  if (res.status !== 200) {
-    await res.body?.cancel().catch(() => undefined);
-    const message =
-      res.status === 429
-        ? "Rate limit exceeded"
-        : res.status === 403
-          ? `This credential lacks the '${MCP_CALL}' permission`
-          : `The gateway's MCP proxy answered HTTP ${res.status}`;
-    return { status: res.status, error: { code: -32603, message } };
-  }
-  // Read as the proxy reads its upstreams: within the byte limit, the rest never read.
-  let body: JsonRpcAnswer;
-  try {
-    body = (await readBoundedJson(res, config.maxAnswerBytes)) as JsonRpcAnswer;
+    return { ok: true, result: await call };
   } catch (err) {
-    if (!(err instanceof AnswerTooLarge)) return { status: 200 };
-    return { status: 200, error: { code: -32603, message: `The gateway's MCP proxy ${err.message}` } };
+    if (!(err instanceof UpstreamError)) throw err;
+    const status = err.httpStatus;
+    const failed = (message: string) => ({ ok: false as const, status, message });
+    if (status === 429) return failed("Rate limit exceeded");
+    if (status === 403) return failed(`This credential lacks the '${MCP_CALL}' permission`);
+    if (status !== undefined) return failed(`The gateway's MCP proxy answered HTTP ${status}`);
+    switch (err.failure) {
+      case "jsonrpc":
+        return failed(err.rpcMessage ?? "The gateway's MCP proxy answered with an error");
+      case "too_large":
+      case "too_many_tools":
+        return failed(`The gateway's MCP proxy ${new AnswerTooLarge(config.maxAnswerBytes).message}`);
+      case "protocol":
+        return failed("The gateway's MCP proxy answered with something that is not MCP");
+      default:
+        return failed("The gateway's MCP proxy could not be reached");
+    }
   }
-  return { status: 200, ...body };
 }

@@ -13,7 +13,7 @@ import {
 } from "../items/items.ts";
 import type { ChatMessage, Completion, ToolCall } from "../llm/provider.ts";
 import type { ApprovalRequest, NewApproval } from "./approvals.ts";
-import { type HostedMcpConfig, proxyCall } from "./hosted-mcp-proxy.ts";
+import { type HostedMcpConfig, proxyCallTool, proxyListTools } from "./hosted-mcp-proxy.ts";
 import { HostedEvents } from "./hosted-stream.ts";
 import { prepareTurn } from "./prepare-turn.ts";
 import type { CreateResponseInput, McpToolInput } from "./request.ts";
@@ -78,8 +78,8 @@ const badServerUrl = (index: number, url: string, msg: string) =>
     { loc: ["body", "tools", index, "server_url"], msg, type: "value_error", input: url },
   ]);
 
-const textOfResult = (result: Record<string, unknown>) =>
-  ((result.content as { type: string; text?: string }[] | undefined) ?? [])
+const textOfResult = (result: { content?: { type: string; text?: string }[] }) =>
+  (result.content ?? [])
     .map((part) => (part.type === "text" ? (part.text ?? "") : `[${part.type}]`))
     .join("");
 
@@ -122,19 +122,11 @@ export async function startHostedTurn(
         tools: [],
       };
       events?.listing(item);
-      const answer = await proxyCall(config, principal, serverId, "tools/list", {}, signal);
-      if (answer.status === 404)
+      const answer = await proxyListTools(config, principal, serverId, signal);
+      if (!answer.ok && answer.status === 404)
         throw badServerUrl(index, spec.server_url, "Value error, no MCP server you may use has this URL");
-      if (answer.error) item.error = answer.error.message;
-      const offered =
-        (answer.result?.tools as
-          | {
-              name: string;
-              description?: string;
-              inputSchema?: unknown;
-              annotations?: { readOnlyHint?: boolean };
-            }[]
-          | undefined) ?? [];
+      if (!answer.ok) item.error = answer.message;
+      const offered = answer.ok ? answer.result : [];
       for (const tool of offered) {
         const readOnly = tool.annotations?.readOnlyHint === true;
         if (!allowed(spec, tool.name, readOnly)) continue;
@@ -456,17 +448,10 @@ async function callTool(
   } catch {
     return { ...item, status: "failed", error: "The model's arguments are not JSON" };
   }
-  const answer = await proxyCall(
-    config,
-    principal,
-    tool.serverId,
-    "tools/call",
-    { name: tool.tool, arguments: args },
-    signal,
-  );
-  if (answer.error) return { ...item, status: "failed", error: answer.error.message };
-  const text = textOfResult(answer.result ?? {});
-  if (answer.result?.isError === true) return { ...item, status: "failed", error: text || "The tool failed" };
+  const answer = await proxyCallTool(config, principal, tool.serverId, tool.tool, args, signal);
+  if (!answer.ok) return { ...item, status: "failed", error: answer.message };
+  const text = textOfResult(answer.result);
+  if (answer.result.isError === true) return { ...item, status: "failed", error: text || "The tool failed" };
   return { ...item, output: text };
 }
 
