@@ -15,6 +15,9 @@
  *   answers whole and reports every token, as a provider that ignores it);
  * - with `logprobs: true`, each word of the answer is a token with logprob
  *   -0.5 (and `top_logprobs` alternatives, `<word>?`, at -2);
+ * - with `n` above 1 (JSON answers only), that many choices: the first the
+ *   answer above, each next one it with ` #<choice number>` added, each cut
+ *   at `max_tokens` on its own, the usage counting the tokens of them all;
  * - `POST /v1/embeddings` (and Azure's `…/deployments/{deployment}/embeddings`)
  *   answers, for any model, one vector per input of hashed word counts
  *   (`hashedEmbedding` of `@gw/devstack`: texts that share words are near),
@@ -293,9 +296,17 @@ export async function startFakeLLM(port = 0): Promise<FakeLLM> {
         ? fake.answerWith(body)
         : `Echo: ${lastSaid?.content ?? ""}`;
     const maxTokens = fake.ignoreMaxTokens ? undefined : body.max_tokens;
-    const cut = maxTokens !== undefined && words(fullAnswer) > maxTokens;
-    const answer = cut ? fullAnswer.split(" ").slice(0, maxTokens).join(" ") : fullAnswer;
+    const cutAt = (text: string) =>
+      maxTokens !== undefined && words(text) > maxTokens ? text.split(" ").slice(0, maxTokens).join(" ") : text;
+    const cut = cutAt(fullAnswer) !== fullAnswer;
+    const answer = cutAt(fullAnswer);
     const finishReason = toolCalls.length ? "tool_calls" : cut ? "length" : "stop";
+    const asked = !body.stream && typeof body.n === "number" && body.n > 1 ? body.n : 1;
+    const others = Array.from({ length: asked - 1 }, (_, i) => {
+      const whole = toolCalls.length ? "" : `${fullAnswer} #${i + 2}`;
+      const text = cutAt(whole);
+      return { text, finishReason: toolCalls.length ? "tool_calls" : text !== whole ? "length" : "stop" };
+    });
     const count = fake.countTokens;
     // A message's tool calls are read by the model too: their arguments count, as a provider counts them.
     const callArguments = (m: RecordedRequest["body"]["messages"][number]) =>
@@ -314,7 +325,11 @@ export async function startFakeLLM(port = 0): Promise<FakeLLM> {
           count(answer) + toolCalls.reduce((n, c) => n + count(c.function.arguments), 0),
           maxTokens ?? Number.POSITIVE_INFINITY,
         )
-      : words(answer) + toolCalls.reduce((n, c) => n + words(c.function.arguments.replace(/\W/g, " ")), 0);
+      : [answer, ...others.map((o) => o.text)].reduce(
+          (n, text) =>
+            n + words(text) + toolCalls.reduce((m, c) => m + words(c.function.arguments.replace(/\W/g, " ")), 0),
+          0,
+        );
     const usage = {
       prompt_tokens: promptTokens,
       completion_tokens: completionTokens,
@@ -343,6 +358,16 @@ export async function startFakeLLM(port = 0): Promise<FakeLLM> {
               finish_reason: finishReason,
               ...logprobs(answer),
             },
+            ...others.map((other, i) => ({
+              index: i + 1,
+              message: {
+                role: "assistant",
+                content: toolCalls.length ? null : other.text,
+                ...(toolCalls.length ? { tool_calls: toolCalls } : {}),
+              },
+              finish_reason: other.finishReason,
+              ...logprobs(other.text),
+            })),
           ],
           usage,
         }),
