@@ -297,7 +297,9 @@ export async function startFakeLLM(port = 0): Promise<FakeLLM> {
         : `Echo: ${lastSaid?.content ?? ""}`;
     const maxTokens = fake.ignoreMaxTokens ? undefined : body.max_tokens;
     const cutAt = (text: string) =>
-      maxTokens !== undefined && words(text) > maxTokens ? text.split(" ").slice(0, maxTokens).join(" ") : text;
+      maxTokens !== undefined && words(text) > maxTokens
+        ? text.split(" ").slice(0, maxTokens).join(" ")
+        : text;
     const cut = cutAt(fullAnswer) !== fullAnswer;
     const answer = cutAt(fullAnswer);
     const finishReason = toolCalls.length ? "tool_calls" : cut ? "length" : "stop";
@@ -327,7 +329,9 @@ export async function startFakeLLM(port = 0): Promise<FakeLLM> {
         )
       : [answer, ...others.map((o) => o.text)].reduce(
           (n, text) =>
-            n + words(text) + toolCalls.reduce((m, c) => m + words(c.function.arguments.replace(/\W/g, " ")), 0),
+            n +
+            words(text) +
+            toolCalls.reduce((m, c) => m + words(c.function.arguments.replace(/\W/g, " ")), 0),
           0,
         );
     const usage = {

@@ -149,7 +149,9 @@ async function streamChoices(
       part({ content: choice.text }, choice.logprobs ? { content: choice.logprobs, refusal: null } : null);
     for (const [at, c] of choice.toolCalls.entries())
       part({
-        tool_calls: [{ index: at, id: c.id, type: "function", function: { name: c.name, arguments: c.arguments } }],
+        tool_calls: [
+          { index: at, id: c.id, type: "function", function: { name: c.name, arguments: c.arguments } },
+        ],
       });
   }
   const end = () => {

@@ -40,7 +40,11 @@ export function fieldNotTaken(kind: ProviderKind, request: ChatRequest): Provide
  * deployment of the names it may reach (`kinds`: their provider kinds) can
  * take as asked.
  */
-export function refuseUntakenFields(model: string, kinds: readonly ProviderKind[], request: ChatRequest): void {
+export function refuseUntakenFields(
+  model: string,
+  kinds: readonly ProviderKind[],
+  request: ChatRequest,
+): void {
   if (kinds.length === 0 || kinds.some((kind) => fieldNotTaken(kind, request) === undefined)) return;
   const field = fieldNotTaken(kinds[0]!, request)!;
   const providers = [...new Set(kinds)].join(", ");

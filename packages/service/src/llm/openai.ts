@@ -130,7 +130,11 @@ export class OpenAIProvider implements ModelProvider {
       // (the budget is held to what was reserved); past it, each is held to the cap by the service's count.
       const total = body.usage?.completion_tokens;
       const reported =
-        asked === 1 ? total : total !== undefined && cap !== undefined && total <= cap * asked ? 0 : undefined;
+        asked === 1
+          ? total
+          : total !== undefined && cap !== undefined && total <= cap * asked
+            ? 0
+            : undefined;
       const wire = [...(Array.isArray(body?.choices) ? body.choices : [])]
         .sort((a, b) => (a?.index ?? 0) - (b?.index ?? 0))
         .slice(0, asked);

@@ -4,7 +4,6 @@ import type { Catalogue, CatalogueModel, Deployment, ProviderKind } from "./cata
 import type { CallRoute, ChatRequest, Completion, ServedBy, ToolCallDelta } from "./chat.ts";
 import { type Cooldowns, type DeploymentState, READY } from "./cooldowns.ts";
 import type { EmbeddingRequest, Embeddings } from "./embeddings.ts";
-import { fieldNotTaken, providerFieldsOf, refuseUntakenFields } from "./fields.ts";
 import {
   ModelUnavailable,
   ProviderError,
@@ -13,6 +12,7 @@ import {
   ProviderTimeout,
   RETRY_AFTER,
 } from "./errors.ts";
+import { fieldNotTaken, providerFieldsOf, refuseUntakenFields } from "./fields.ts";
 import type { AdapterFactory, AdapterOptions, ChatProvider, ModelProvider, StreamSeen } from "./provider.ts";
 import type { OrganizationProviderKey, OrganizationProviderKeys } from "./provider-keys.ts";
 
