@@ -16,7 +16,8 @@
  * - with `logprobs: true`, each word of the answer is a token with logprob
  *   -0.5 (and `top_logprobs` alternatives, `<word>?`, at -2);
  * - with `n` above 1 (JSON answers only), that many choices: the first the
- *   answer above, each next one it with ` #<choice number>` added, each cut
+ *   answer above, each next one it with ` #<choice number>` added (or
+ *   what `answerWith` makes of the request for that choice), each cut
  *   at `max_tokens` on its own, the usage counting the tokens of them all;
  * - `POST /v1/embeddings` (and Azure's `…/deployments/{deployment}/embeddings`)
  *   answers, for any model, one vector per input of hashed word counts
@@ -131,8 +132,11 @@ export interface FakeLLM {
   countTokens: ((text: string) => number) | undefined;
   /** Answers whole whatever `max_tokens` says, and reports every token it produced, as a misbehaving provider does. */
   ignoreMaxTokens: boolean;
-  /** The answer's text for a request (e.g. its system message, as a model that leaks it); unset: the echo. */
-  answerWith: ((body: RecordedRequest["body"]) => string) | undefined;
+  /**
+   * The answer's text for a request (e.g. its system message, as a model that leaks it), and for each
+   * other choice of a request for several (`choice` from 1); unset: the echo.
+   */
+  answerWith: ((body: RecordedRequest["body"], choice: number) => string) | undefined;
   /** Answers the requests that `hold` mode kept waiting, and sets the mode back to `ok`. */
   release(): void;
   close(): Promise<void>;
@@ -293,7 +297,7 @@ export async function startFakeLLM(port = 0): Promise<FakeLLM> {
     const fullAnswer = toolCalls.length
       ? ""
       : fake.answerWith
-        ? fake.answerWith(body)
+        ? fake.answerWith(body, 0)
         : `Echo: ${lastSaid?.content ?? ""}`;
     const maxTokens = fake.ignoreMaxTokens ? undefined : body.max_tokens;
     const cutAt = (text: string) =>
@@ -305,7 +309,11 @@ export async function startFakeLLM(port = 0): Promise<FakeLLM> {
     const finishReason = toolCalls.length ? "tool_calls" : cut ? "length" : "stop";
     const asked = !body.stream && typeof body.n === "number" && body.n > 1 ? body.n : 1;
     const others = Array.from({ length: asked - 1 }, (_, i) => {
-      const whole = toolCalls.length ? "" : `${fullAnswer} #${i + 2}`;
+      const whole = toolCalls.length
+        ? ""
+        : fake.answerWith
+          ? fake.answerWith(body, i + 1)
+          : `${fullAnswer} #${i + 2}`;
       const text = cutAt(whole);
       return { text, finishReason: toolCalls.length ? "tool_calls" : text !== whole ? "length" : "stop" };
     });
