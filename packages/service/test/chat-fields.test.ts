@@ -87,7 +87,7 @@ describe("chat completions' sampling fields", () => {
     [{ frequency_penalty: -3 }, "frequency_penalty", "greater_than_equal"],
     [{ logit_bias: { word: 1 } }, "logit_bias.word", undefined],
     [{ logit_bias: { "12": 101 } }, "logit_bias.12", "less_than_equal"],
-    [{ top_logprobs: 3 }, "top_logprobs", undefined],
+    [{ top_logprobs: 3 }, "top_logprobs", "needs logprobs: true"],
     [{ n: 0 }, "n", "greater_than_equal"],
     [{ n: 129 }, "n", "less_than_equal"],
   ])("validates %j at the edge", async (fields, param, code) => {
@@ -99,7 +99,8 @@ describe("chat completions' sampling fields", () => {
     expect(res.status).toBe(422);
     const body = await res.json();
     expect(body.error.param).toBe(param);
-    if (code) expect(body.error.code).toBe(code);
+    if (code?.includes(" ")) expect(body.error.message).toContain(code);
+    else if (code) expect(body.error.code).toBe(code);
     expect(stack.llm.requests.length).toBe(before);
   });
 });
