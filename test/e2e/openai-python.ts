@@ -29,6 +29,15 @@ export function openaiPythonCases(target: () => SdkTarget): void {
       stderr: "",
     });
     expect(result.stdout).toMatch(/^openai-python 3\.22\.1: all cases passed$/m);
-    expect(result.stdout.match(/^ok /gm)).toHaveLength(11);
+    expect(result.stdout.match(/^ok /gm)).toHaveLength(12);
+    // The sampling fields reached the provider as openai-python sent them.
+    expect(target().llm.requests.map((r) => r.body)).toContainEqual(
+      expect.objectContaining({
+        n: 2,
+        presence_penalty: 0.5,
+        frequency_penalty: -0.5,
+        logit_bias: { "42": -100 },
+      }),
+    );
   }, 600_000);
 }

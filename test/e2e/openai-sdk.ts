@@ -558,6 +558,54 @@ export function openaiSdkCases(target: () => SdkTarget): void {
     expect(final.choices[0]!.finish_reason).toBe("tool_calls");
   });
 
+  it("chat.completions.create with n, penalties, logit_bias and logprobs: sent on, n choices streamed by index; n refused on responses", async () => {
+    const { alice } = await org();
+    const answer = await alice.chat.completions.create({
+      model: "auto",
+      messages: [{ role: "user", content: "one two" }],
+      n: 2,
+      presence_penalty: 0.5,
+      frequency_penalty: 0.25,
+      logit_bias: { "42": -100 },
+      logprobs: true,
+      top_logprobs: 1,
+    });
+    expect(lastUpstream()).toMatchObject({
+      n: 2,
+      presence_penalty: 0.5,
+      frequency_penalty: 0.25,
+      logit_bias: { "42": -100 },
+      logprobs: true,
+      top_logprobs: 1,
+    });
+    expect(answer.choices.map((c) => [c.index, c.message.content])).toEqual([
+      [0, "Echo: one two"],
+      [1, "Echo: one two #2"],
+    ]);
+    expect(answer.choices[1]!.logprobs!.content!.map((t) => t.token).join("")).toBe("Echo: one two #2");
+    expect(answer.usage?.completion_tokens).toBe(3 + 4);
+
+    // The SDK's stream helper puts each choice together from the chunks that carry its index.
+    const runner = alice.chat.completions.stream({
+      model: "auto",
+      messages: [{ role: "user", content: "hi" }],
+      n: 2,
+      logprobs: true,
+    });
+    const final = await runner.finalChatCompletion();
+    expect(final.choices.map((c) => [c.index, c.message.content, c.finish_reason])).toEqual([
+      [0, "Echo: hi", "stop"],
+      [1, "Echo: hi #2", "stop"],
+    ]);
+    expect(final.choices[1]!.logprobs!.content!.map((t) => t.token).join("")).toBe("Echo: hi #2");
+
+    const refused = await alice.responses
+      .create({ model: "auto", input: "hi", n: 2 } as never)
+      .catch((e: unknown) => e);
+    expect(refused).toBeInstanceOf(UnprocessableEntityError);
+    expect(refused).toMatchObject({ status: 422, param: "n", code: "value_error" });
+  });
+
   it("a stored chat completion is 404 for bob until alice grants him reader, then readable and not writable", async () => {
     const { key, alice, bob } = await org();
     const completion = await alice.chat.completions.create({

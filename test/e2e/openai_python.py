@@ -156,6 +156,39 @@ def _():
     assert len({c.model for c in chunks}) == 1
 
 
+@case("chat completions: n answers, penalties, logit_bias and logprobs; n refused by name on responses")
+def _():
+    resp = client.chat.completions.create(
+        model="auto",
+        messages=[{"role": "user", "content": "one two"}],
+        n=2,
+        presence_penalty=0.5,
+        frequency_penalty=-0.5,
+        logit_bias={"42": -100},
+        logprobs=True,
+        top_logprobs=1,
+    )
+    strict(ChatCompletion, resp)
+    assert [(c.index, c.message.content) for c in resp.choices] == [(0, "Echo: one two"), (1, "Echo: one two #2")], resp
+    assert "".join(t.token for t in resp.choices[1].logprobs.content) == "Echo: one two #2"
+    assert resp.choices[0].logprobs.content[0].top_logprobs[0].token == "Echo:?"
+    assert resp.usage.completion_tokens == 3 + 4, resp.usage  # both answers' tokens
+    texts = {}
+    for chunk in client.chat.completions.create(
+        model="auto", messages=[{"role": "user", "content": "hi"}], n=3, stream=True
+    ):
+        strict(ChatCompletionChunk, chunk)
+        for choice in chunk.choices:
+            texts[choice.index] = texts.get(choice.index, "") + (choice.delta.content or "")
+    assert texts == {0: "Echo: hi", 1: "Echo: hi #2", 2: "Echo: hi #3"}, texts
+    try:
+        client.responses.create(model="auto", input="hi", extra_body={"n": 2})
+        raise AssertionError("a response took n")
+    except openai.UnprocessableEntityError as e:
+        assert e.param == "n" and e.code == "value_error", vars(e)
+        assert "chat completions take n" in e.message, e.message
+
+
 @case("chat completions: parse() a pydantic tool's arguments; stored completions")
 def _():
     class GetWeather(BaseModel):

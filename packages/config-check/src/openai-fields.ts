@@ -9,7 +9,7 @@
 import { readFile } from "node:fs/promises";
 import { resolve } from "node:path";
 import { jsonSchemaOf } from "@gw/core/openapi";
-import { SERVICE_OPERATIONS } from "@gw/service";
+import { FIELDS_NOT_TAKEN, SERVICE_OPERATIONS } from "@gw/service";
 import { OPENAI_OPENAPI, openaiRequestFields } from "@gw/test-kit/openai-schemas";
 import type { z } from "zod";
 
@@ -103,17 +103,46 @@ export function openaiFieldProblems(
           `${doc}: \`${field}\` (${api}) is ${outcome} in the table but ${ours.refused ? "refused" : "taken"} by the gateway's schema`,
         );
     }
+    // A field of the other API that clients send here by habit may be refused by name: the table says so.
+    const refusedByHabit = (field: string) =>
+      gateway.get(field)?.refused === true && table.get(field)?.[column - 1]?.startsWith("refused") === true;
     for (const field of gateway.keys())
-      if (!fields.has(field))
+      if (!fields.has(field) && !refusedByHabit(field))
         problems.push(`${doc}: the gateway takes \`${field}\` (${api}), which OpenAI's ${schema} has not`);
     for (const [field, cells] of table)
-      if (!fields.has(field) && cells[column - 1] !== ABSENT)
+      if (!fields.has(field) && cells[column - 1] !== ABSENT && !refusedByHabit(field))
         problems.push(
           `${doc}: \`${field}\` is not a field of OpenAI's ${api} request: its cell should be ${ABSENT}`,
         );
   }
   for (const field of table.keys())
     if (!known.has(field)) problems.push(`${doc}: \`${field}\` is no field of OpenAI's`);
+  problems.push(...providerKindProblems(table));
+  return problems;
+}
+
+/** What a Chat Completions cell says of a field an Anthropic deployment cannot take. */
+export const NOT_ON_ANTHROPIC = "not on an Anthropic deployment";
+
+/**
+ * The Chat Completions cells say "not on an Anthropic deployment" of exactly
+ * the fields the service never sends to one (`FIELDS_NOT_TAKEN`, llm/fields.ts).
+ */
+function providerKindProblems(table: Map<string, string[]>, notTaken = FIELDS_NOT_TAKEN.anthropic): string[] {
+  const doc = OPENAI_FIELDS_DOC;
+  const problems: string[] = [];
+  for (const [field, cells] of table) {
+    const says = cells[1]?.includes(NOT_ON_ANTHROPIC) === true;
+    const taken = !(notTaken as readonly string[]).includes(field);
+    if (says && taken)
+      problems.push(
+        `${doc}: \`${field}\` (Chat Completions) says "${NOT_ON_ANTHROPIC}", but Anthropic deployments take it`,
+      );
+    if (!says && !taken)
+      problems.push(
+        `${doc}: \`${field}\` (Chat Completions) should say "${NOT_ON_ANTHROPIC}": they cannot take it`,
+      );
+  }
   return problems;
 }
 

@@ -5,6 +5,8 @@
  * - `POST /v1/chat/completions` answers with the text of the last user (or
  *   tool) message, as JSON or streamed (with a usage chunk when
  *   `stream_options.include_usage` asks for one);
+ * - with `n` above 1 (JSON answers), that many choices, each the same
+ *   answer, the usage counting the tokens of them all;
  * - given `tools`, it calls one only when asked to after a user message:
  *   `tool_choice: "required"` calls the first tool, a named tool calls that
  *   one, with arguments made from the tool's schema (each required string is
@@ -109,6 +111,8 @@ interface ChatCall {
   call: Tool | undefined;
   /** Characters of the tools' definitions, for the prompt's tokens. */
   toolsText: string;
+  /** Choices asked for (`n`). */
+  choices: number;
 }
 
 const isObject = (v: unknown): v is Record<string, unknown> =>
@@ -157,6 +161,7 @@ function chatCallOf(body: unknown): ChatCall {
     // After the tool's output, it answers: a loop that keeps asking for a call still ends.
     call: parsed.at(-1)?.role === "user" ? chosen : undefined,
     toolsText: declared.length ? JSON.stringify(tools) : "",
+    choices: Number.isInteger(body.n) && (body.n as number) > 1 ? Math.min(body.n as number, 128) : 1,
   };
 }
 
@@ -333,23 +338,26 @@ export async function startDevelopmentProvider(
     const answer = answerTo(call, n);
     const head = { id: `chatcmpl-dev-${n}`, created: Math.floor(now() / 1000), model: call.model };
     if (!call.stream) {
+      const completion = answer.usage.completion_tokens * call.choices;
       sendJson(res, 200, {
         ...head,
         object: "chat.completion",
-        choices: [
-          {
-            index: 0,
-            message: {
-              role: "assistant",
-              content: answer.toolCall ? null : answer.text,
-              ...(answer.toolCall ? { tool_calls: [answer.toolCall] } : {}),
-              refusal: null,
-            },
-            finish_reason: answer.finishReason,
-            logprobs: null,
+        choices: Array.from({ length: call.choices }, (_, index) => ({
+          index,
+          message: {
+            role: "assistant",
+            content: answer.toolCall ? null : answer.text,
+            ...(answer.toolCall ? { tool_calls: [answer.toolCall] } : {}),
+            refusal: null,
           },
-        ],
-        usage: answer.usage,
+          finish_reason: answer.finishReason,
+          logprobs: null,
+        })),
+        usage: {
+          ...answer.usage,
+          completion_tokens: completion,
+          total_tokens: answer.usage.prompt_tokens + completion,
+        },
       });
       return;
     }

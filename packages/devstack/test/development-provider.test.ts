@@ -85,6 +85,24 @@ describe("the development model provider", () => {
     });
   });
 
+  it("answers n choices, the usage counting them all", async () => {
+    const answer = await complete({ messages: [{ role: "user", content: "hello, world" }], n: 3 });
+    expect(
+      answer.choices.map((c: { index: number; message: { content: string } }) => [
+        c.index,
+        c.message.content,
+      ]),
+    ).toEqual([
+      [0, "hello, world"],
+      [1, "hello, world"],
+      [2, "hello, world"],
+    ]);
+    expect(answer.usage).toMatchObject({
+      completion_tokens: 3 * 4,
+      total_tokens: answer.usage.prompt_tokens + 12,
+    });
+  });
+
   it("streams the same answer a token an event, with a usage chunk only when asked for", async () => {
     const streamed = await events({ messages: hello, stream_options: { include_usage: true } });
     expect(streamed.at(-1)).toBe("[DONE]");

@@ -437,4 +437,42 @@ describe("guardrails in the model call", () => {
     expect(await tokensUsed(principal)).toBe(0);
     expect(await usageOf(principal)).toMatchObject({ input_tokens: 0, output_tokens: 0 });
   });
+
+  it("checks every answer of a call for several (n): a blocked one is filtered on its own", async () => {
+    const { principal, res } = caller();
+    const policies = [
+      {
+        id: "gr_0000000000000000000000000000000c",
+        name: "no zorblax out",
+        version: 1,
+        checks: [{ type: "ban_words" as const, words: ["zorblax"], patterns: [], leetspeak: false }],
+        applies_to: "output" as const,
+        action: "block" as const,
+      },
+    ];
+    const modelGuardrails = modelGuardrailsOf(
+      { GUARDRAIL_STREAM_HOLDBACK_CHARS: 64, GUARDRAIL_JUDGE_TIMEOUT_MS: 10_000 },
+      { metrics: createMetrics("test"), logger: deps.budgets.logger, audit: undefined as never },
+      { source: { policiesFor: async () => policies }, audit: async () => undefined },
+    );
+    llm.answerWith = (_, choice) => (choice === 1 ? "the zorblax answer" : `a fine answer ${choice}`);
+    try {
+      const request: ChatRequest = { model: "gpt-test", messages: [{ role: "user", content: "hi" }], n: 3 };
+      const admitted = await admitCall<Completion, StreamedCall>(
+        { ...deps, modelGuardrails },
+        { caller: res, request, owned: undefined, keep: async (c) => c },
+      );
+      const completion = await admitted.answer(new AbortController().signal);
+      expect([completion, ...(completion.moreChoices ?? [])].map((c) => [c.text, c.finishReason])).toEqual([
+        ["a fine answer 0", "stop"],
+        ["", "content_filter"],
+        ["a fine answer 2", "stop"],
+      ]);
+      // Charged what the provider produced for all three, the blocked one included.
+      expect(completion.usage.output_tokens).toBe(4 + 3 + 4);
+      expect(await tokensUsed(principal)).toBe(completion.usage.input_tokens + 11);
+    } finally {
+      llm.answerWith = undefined;
+    }
+  });
 });

@@ -1,12 +1,13 @@
 import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { CountingWindows } from "@gw/core/windows";
 import { scanKeys } from "@gw/test-kit";
 import { type FakeAnthropic, startFakeAnthropic } from "@gw/test-kit/anthropic-upstream";
 import { type FakeLLM, startFakeLLM } from "@gw/test-kit/llm-upstream";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { utcDay } from "../src/usage/store.ts";
-import { parseEvents, useStack } from "./stack.ts";
+import { llmError, parseEvents, useStack } from "./stack.ts";
 
 /**
  * An Anthropic deployment in the model catalogue, through the whole stack:
@@ -228,5 +229,64 @@ describe("an Anthropic deployment as a fallback", () => {
     const body = await res.json();
     expect(body.error.code).toBe("bad_gateway");
     expect(JSON.stringify(body)).not.toContain(KEY);
+  });
+});
+
+describe("fields Anthropic's Messages API has not", () => {
+  const LIMITS = { tokens: { day: 1_000_000 } };
+  const tokensUsed = async (keyId: string) =>
+    (await new CountingWindows(stack.redis).peek(keyId, undefined, LIMITS)).find((s) => s.unit === "tokens")!
+      .used;
+
+  it.each([
+    [{ n: 2 }, "n"],
+    [{ presence_penalty: 0.5 }, "presence_penalty"],
+    [{ frequency_penalty: -1 }, "frequency_penalty"],
+    [{ logit_bias: { "42": -100 } }, "logit_bias"],
+    [{ logprobs: true }, "logprobs"],
+    [{ logprobs: true, top_logprobs: 2 }, "top_logprobs"],
+  ])(
+    "refuses %j for an Anthropic deployment by name, before anything is reserved or sent",
+    async (fields, param) => {
+      const key = await stack.createKey({ limits: LIMITS });
+      const before = anthropic.requests.length;
+      const res = await chat(key.secret, fields);
+      expect(res.status).toBe(400);
+      expect(await res.json()).toEqual(
+        llmError(
+          "bad_request",
+          `${param} is not supported by the provider of the model 'claude' (anthropic): leave it out, or use a model whose provider takes it`,
+          param,
+        ),
+      );
+      expect(anthropic.requests.length).toBe(before);
+      expect(await tokensUsed(key.id)).toBe(0);
+    },
+  );
+
+  it("refuses a response's top_logprobs for an Anthropic deployment by name", async () => {
+    const key = await stack.createKey();
+    const before = anthropic.requests.length;
+    const res = await responses(key.secret, { input: "hi", top_logprobs: 2 });
+    expect(res.status).toBe(400);
+    expect((await res.json()).error).toMatchObject({ code: "bad_request", param: "top_logprobs" });
+    expect(anthropic.requests.length).toBe(before);
+  });
+
+  it("sends them to the OpenAI-compatible deployment of a name, and never falls back to an Anthropic one with them", async () => {
+    const key = await stack.createKey({ models: ["gpt-4o", "claude"] });
+    const ok = await chat(key.secret, { model: "gpt-4o", presence_penalty: 0.5, n: 2 });
+    expect(ok.status).toBe(200);
+    expect((await ok.json()).choices).toHaveLength(2);
+    expect(openai.requests.at(-1)!.body).toMatchObject({ presence_penalty: 0.5, n: 2 });
+
+    openai.mode = "fail";
+    const before = anthropic.requests.length;
+    const res = await chat(key.secret, { model: "gpt-4o", presence_penalty: 0.5 });
+    expect(res.status).toBe(502);
+    expect(anthropic.requests.length).toBe(before);
+    // Without the field, the same call falls back as before.
+    expect((await chat(key.secret, { model: "gpt-4o" })).status).toBe(200);
+    expect(anthropic.requests.length).toBe(before + 1);
   });
 });

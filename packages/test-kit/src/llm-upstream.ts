@@ -15,6 +15,10 @@
  *   answers whole and reports every token, as a provider that ignores it);
  * - with `logprobs: true`, each word of the answer is a token with logprob
  *   -0.5 (and `top_logprobs` alternatives, `<word>?`, at -2);
+ * - with `n` above 1 (JSON answers only), that many choices: the first the
+ *   answer above, each next one it with ` #<choice number>` added (or
+ *   what `answerWith` makes of the request for that choice), each cut
+ *   at `max_tokens` on its own, the usage counting the tokens of them all;
  * - `POST /v1/embeddings` (and Azure's `…/deployments/{deployment}/embeddings`)
  *   answers, for any model, one vector per input of hashed word counts
  *   (`hashedEmbedding` of `@gw/devstack`: texts that share words are near),
@@ -128,8 +132,11 @@ export interface FakeLLM {
   countTokens: ((text: string) => number) | undefined;
   /** Answers whole whatever `max_tokens` says, and reports every token it produced, as a misbehaving provider does. */
   ignoreMaxTokens: boolean;
-  /** The answer's text for a request (e.g. its system message, as a model that leaks it); unset: the echo. */
-  answerWith: ((body: RecordedRequest["body"]) => string) | undefined;
+  /**
+   * The answer's text for a request (e.g. its system message, as a model that leaks it), and for each
+   * other choice of a request for several (`choice` from 1); unset: the echo.
+   */
+  answerWith: ((body: RecordedRequest["body"], choice: number) => string) | undefined;
   /** Answers the requests that `hold` mode kept waiting, and sets the mode back to `ok`. */
   release(): void;
   close(): Promise<void>;
@@ -290,12 +297,26 @@ export async function startFakeLLM(port = 0): Promise<FakeLLM> {
     const fullAnswer = toolCalls.length
       ? ""
       : fake.answerWith
-        ? fake.answerWith(body)
+        ? fake.answerWith(body, 0)
         : `Echo: ${lastSaid?.content ?? ""}`;
     const maxTokens = fake.ignoreMaxTokens ? undefined : body.max_tokens;
-    const cut = maxTokens !== undefined && words(fullAnswer) > maxTokens;
-    const answer = cut ? fullAnswer.split(" ").slice(0, maxTokens).join(" ") : fullAnswer;
+    const cutAt = (text: string) =>
+      maxTokens !== undefined && words(text) > maxTokens
+        ? text.split(" ").slice(0, maxTokens).join(" ")
+        : text;
+    const cut = cutAt(fullAnswer) !== fullAnswer;
+    const answer = cutAt(fullAnswer);
     const finishReason = toolCalls.length ? "tool_calls" : cut ? "length" : "stop";
+    const asked = !body.stream && typeof body.n === "number" && body.n > 1 ? body.n : 1;
+    const others = Array.from({ length: asked - 1 }, (_, i) => {
+      const whole = toolCalls.length
+        ? ""
+        : fake.answerWith
+          ? fake.answerWith(body, i + 1)
+          : `${fullAnswer} #${i + 2}`;
+      const text = cutAt(whole);
+      return { text, finishReason: toolCalls.length ? "tool_calls" : text !== whole ? "length" : "stop" };
+    });
     const count = fake.countTokens;
     // A message's tool calls are read by the model too: their arguments count, as a provider counts them.
     const callArguments = (m: RecordedRequest["body"]["messages"][number]) =>
@@ -314,7 +335,13 @@ export async function startFakeLLM(port = 0): Promise<FakeLLM> {
           count(answer) + toolCalls.reduce((n, c) => n + count(c.function.arguments), 0),
           maxTokens ?? Number.POSITIVE_INFINITY,
         )
-      : words(answer) + toolCalls.reduce((n, c) => n + words(c.function.arguments.replace(/\W/g, " ")), 0);
+      : [answer, ...others.map((o) => o.text)].reduce(
+          (n, text) =>
+            n +
+            words(text) +
+            toolCalls.reduce((m, c) => m + words(c.function.arguments.replace(/\W/g, " ")), 0),
+          0,
+        );
     const usage = {
       prompt_tokens: promptTokens,
       completion_tokens: completionTokens,
@@ -343,6 +370,16 @@ export async function startFakeLLM(port = 0): Promise<FakeLLM> {
               finish_reason: finishReason,
               ...logprobs(answer),
             },
+            ...others.map((other, i) => ({
+              index: i + 1,
+              message: {
+                role: "assistant",
+                content: toolCalls.length ? null : other.text,
+                ...(toolCalls.length ? { tool_calls: toolCalls } : {}),
+              },
+              finish_reason: other.finishReason,
+              ...logprobs(other.text),
+            })),
           ],
           usage,
         }),

@@ -102,6 +102,8 @@ export interface CallToAdmit {
   model: string;
   route?: CallRoute | undefined;
   maxOutputTokens?: number | undefined;
+  /** Answers asked for (chat-completions `n`): each may be `maxOutputTokens` long. Unset: one. */
+  n?: number | undefined;
 }
 
 /** Counts a call's prompt (its input), for the organization `tenant` when given (llm/tokens.ts). */
@@ -167,13 +169,15 @@ export async function admitModelCall(
     );
 
   const maxOutputTokens = call.maxOutputTokens ?? deps.defaultMaxOutputTokens;
+  // The cap is each answer's: a call for n answers reserves the output of all of them.
+  const output = maxOutputTokens * Math.max(1, call.n ?? 1);
   const prompt = await promptTokens();
   const promptSpend = price ? costNanoUsd(price, { input_tokens: prompt, output_tokens: 0 }) : 0;
   const counters = deps.windows
     .counters(principal.keyId, principal.user, limits, {
       requests: 1,
-      tokens: prompt + maxOutputTokens,
-      spend: price ? costNanoUsd(price, { input_tokens: prompt, output_tokens: maxOutputTokens }) : 0,
+      tokens: prompt + output,
+      spend: price ? costNanoUsd(price, { input_tokens: prompt, output_tokens: output }) : 0,
     })
     .filter((c) => c.scope === "endUser" || c.unit !== "requests" || !requestsCounted);
   await deps.beforeReserve?.();
@@ -199,8 +203,8 @@ export async function admitModelCall(
   deps.metrics.reserved(counters);
   const reservation = result.reservation;
   const reserved = {
-    tokens: prompt + maxOutputTokens,
-    spend: price ? costNanoUsd(price, { input_tokens: prompt, output_tokens: maxOutputTokens }) : 0,
+    tokens: prompt + output,
+    spend: price ? costNanoUsd(price, { input_tokens: prompt, output_tokens: output }) : 0,
   };
   let settled = false;
   const settle = async (tokens: number, spend: number) => {

@@ -9,6 +9,7 @@ import {
   type ChatProvider,
   type ChatRequest,
   type Completion,
+  type CompletionChoice,
   type StreamSeen,
   type ToolCallDelta,
   usageOf,
@@ -201,7 +202,7 @@ function withCanary(messages: ChatMessage[], canary: string): ChatMessage[] {
 }
 
 /** A completion cut where a guardrail blocked it: what the client was shown, and no tool call. */
-function filtered(completion: Completion, shown: string): Completion {
+function filtered<C extends CompletionChoice>(completion: C, shown: string): C {
   return { ...completion, text: shown, toolCalls: [], finishReason: "content_filter", logprobs: undefined };
 }
 
@@ -371,13 +372,24 @@ export class CallGuard {
     for (const d of decisions) if (d.action === "redact") this.redactedBy.add(d.guardrail);
   }
 
-  /** A whole answer checked: its text and each tool call's arguments (output too). */
+  /**
+   * A whole answer checked: its text and each tool call's arguments (output
+   * too), and so every other answer of a call for several (`n`), each
+   * filtered on its own when blocked.
+   */
   completion(completion: Completion): Completion {
-    const text = this.check(completion.text);
-    const calls = completion.toolCalls.map((call) => ({ call, checked: this.check(call.arguments) }));
-    if (text.blocked || calls.some((c) => c.checked.blocked)) return filtered(completion, "");
+    const checked = this.choice(completion);
+    const more = completion.moreChoices?.map((choice) => this.choice(choice));
+    return { ...completion, ...checked, ...(more ? { moreChoices: more } : {}) };
+  }
+
+  /** One answer checked: as it was (redacted where a policy said so), or emptied as `content_filter`. */
+  private choice<C extends CompletionChoice>(choice: C): C {
+    const text = this.check(choice.text);
+    const calls = choice.toolCalls.map((call) => ({ call, checked: this.check(call.arguments) }));
+    if (text.blocked || calls.some((c) => c.checked.blocked)) return filtered(choice, "");
     return {
-      ...completion,
+      ...choice,
       text: text.text,
       toolCalls: calls.map(({ call, checked }) => ({ ...call, arguments: checked.text })),
     };

@@ -123,6 +123,8 @@ export async function admitCall<A, S extends StreamedCall>(
   deps: ModelCallDeps,
   plan: CallPlan<A, S>,
 ): Promise<AdmittedModelCall<A, S>> {
+  // A field no deployment of the call can take is refused before anything is checked, reserved or sent.
+  deps.provider.assertTakes(plan.request);
   // Before admission: a blocked input reserves, charges and sends nothing.
   const guard = await deps.modelGuardrails?.forCall(plan.caller, plan.request);
   const admitted = await admitModelCall(deps.budgets, plan.caller, plan.request);

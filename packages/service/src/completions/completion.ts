@@ -1,4 +1,4 @@
-import type { Completion, FinishReason, ToolCall } from "../llm/provider.ts";
+import type { Completion, CompletionChoice, FinishReason, ToolCall } from "../llm/provider.ts";
 import type { CompletionMessage } from "./request.ts";
 import type { ChatCompletionObject, CompletionFinishReason, StoredMessage, WireToolCall } from "./store.ts";
 
@@ -27,30 +27,36 @@ export function completionObject(
   completion: Completion,
   metadata: Record<string, string>,
 ): ChatCompletionObject {
-  const toolCalls = wireToolCalls(completion.toolCalls);
   return {
     id,
     object: "chat.completion",
     created,
     model: completion.model,
-    choices: [
-      {
-        index: 0,
+    choices: choicesOf(completion).map((choice, index) => {
+      const toolCalls = wireToolCalls(choice.toolCalls);
+      return {
+        index,
         message: {
           role: "assistant",
-          content: completion.text || toolCalls.length === 0 ? completion.text : null,
+          content: choice.text || toolCalls.length === 0 ? choice.text : null,
           refusal: null,
           annotations: [],
           ...(toolCalls.length ? { tool_calls: toolCalls } : {}),
         },
-        finish_reason: finishReasonOf(completion.finishReason),
-        logprobs: null,
-      },
-    ],
+        finish_reason: finishReasonOf(choice.finishReason),
+        logprobs: choice.logprobs ? { content: choice.logprobs, refusal: null } : null,
+      };
+    }),
     usage: usageObject(completion),
     service_tier: null,
     metadata,
   };
+}
+
+/** Every answer of a completion, in order: its own, then those of a request for several (`n`). */
+export function choicesOf(completion: Completion): CompletionChoice[] {
+  const { text, toolCalls, finishReason, logprobs } = completion;
+  return [{ text, toolCalls, finishReason, logprobs }, ...(completion.moreChoices ?? [])];
 }
 
 const textOf = (c: CompletionMessage["content"]) =>

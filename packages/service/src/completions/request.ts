@@ -149,9 +149,10 @@ export const createCompletionBody = z
       .optional(),
     tool_choice: toolChoice.optional(),
     parallel_tool_calls: z.boolean().optional(),
-    n: notSupported("n other than 1", (v) => v === 1),
-    logprobs: notSupported("logprobs", (v) => v === false),
-    top_logprobs: notSupported("top_logprobs", (v) => v === 0),
+    // Several answers of one call: each up to the output cap, reserved and charged for all of them.
+    n: z.int().min(1).max(128).optional(),
+    logprobs: z.boolean().optional(),
+    top_logprobs: z.int().min(0).max(20).optional(),
     modalities: notSupported(
       "Modalities other than text",
       (v) => Array.isArray(v) && v.every((m) => m === "text"),
@@ -159,9 +160,13 @@ export const createCompletionBody = z
     stop: chosen((v) => (typeof v === "string" ? stopWord : stopWords)).optional(),
     seed: z.int().optional(),
     ...forwardedFields,
-    frequency_penalty: notSupported("frequency_penalty", (v) => v === 0),
-    presence_penalty: notSupported("presence_penalty", (v) => v === 0),
-    logit_bias: notSupported("logit_bias"),
+    frequency_penalty: float(-2, 2).optional(),
+    presence_penalty: float(-2, 2).optional(),
+    // Token ids (as the model's tokenizer numbers them) to a bias added to their logits.
+    logit_bias: z
+      .record(z.string().regex(/^\d{1,9}$/, "A token id"), float(-100, 100))
+      .refine((bias) => Object.keys(bias).length <= 1_024, "At most 1024 tokens")
+      .optional(),
     audio: notSupported("audio"),
     prediction: notSupported("prediction"),
     web_search_options: notSupported("web_search_options"),
@@ -180,6 +185,14 @@ export const createCompletionBody = z
         path: ["tool_choice", "function", "name"],
         message: "No function tool with this name in tools",
         input: choice.function.name,
+      });
+    }
+    if ((body.top_logprobs ?? 0) > 0 && body.logprobs !== true) {
+      ctx.addIssue({
+        code: "custom",
+        path: ["top_logprobs"],
+        message: "top_logprobs needs logprobs: true",
+        input: body.top_logprobs,
       });
     }
     if (body.max_tokens !== undefined && body.max_completion_tokens !== undefined) {
@@ -250,5 +263,11 @@ export function chatRequestOf(input: CreateCompletionInput, model: string): Chat
     promptCacheKey: input.prompt_cache_key,
     safetyIdentifier: input.safety_identifier,
     serviceTier: input.service_tier,
+    logprobs: input.logprobs,
+    topLogprobs: input.logprobs ? input.top_logprobs : undefined,
+    n: input.n,
+    presencePenalty: input.presence_penalty,
+    frequencyPenalty: input.frequency_penalty,
+    logitBias: input.logit_bias,
   };
 }

@@ -1,6 +1,7 @@
 import { type Clock, retentionCutoff } from "@gw/core/clock";
 import { type Postgres, postgresCanHold } from "@gw/core/postgres";
 import { stringified } from "@gw/core/turns";
+import type { TokenLogprob } from "../llm/provider.ts";
 
 /** A tool call as chat completions carry it. */
 export interface WireToolCall {
@@ -27,7 +28,8 @@ export interface ChatCompletionObject {
       tool_calls?: WireToolCall[];
     };
     finish_reason: CompletionFinishReason;
-    logprobs: null;
+    /** The output tokens' log probabilities, when `logprobs: true` asked for them. */
+    logprobs: { content: TokenLogprob[]; refusal: null } | null;
   }[];
   usage: {
     prompt_tokens: number;

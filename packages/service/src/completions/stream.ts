@@ -4,7 +4,7 @@ import type { Logger } from "@gw/core/logger";
 import { type EventSink, logStreamFailure } from "../calls/event-sink.ts";
 import { relayPieces, type StreamedCall } from "../calls/model-call.ts";
 import type { ChatProvider, ChatRequest, Completion, StreamSeen } from "../llm/provider.ts";
-import { finishReasonOf, usageObject } from "./completion.ts";
+import { choicesOf, finishReasonOf, usageObject } from "./completion.ts";
 
 export interface StreamedCompletion extends StreamedCall {
   /** Sends the last chunk (its finish reason), the usage chunk if asked for, and `[DONE]`. */
@@ -39,6 +39,7 @@ export async function streamCompletion(
   },
 ): Promise<StreamedCompletion> {
   const { provider, logger, request, id, created, includeUsage, signal } = call;
+  if ((request.n ?? 1) > 1) return streamChoices(sink, call);
   const seen: StreamSeen = {};
   const pieces = provider.stream(request, signal, seen);
   const first = await pieces.next(); // provider errors surface here, before any byte is sent
@@ -68,7 +69,9 @@ export async function streamCompletion(
     sink.end();
   };
   const end = (completion: Completion) => () => {
-    delta({}, finishReasonOf(completion.finishReason));
+    // The tokens' logprobs come with the last chunk: the SDKs join every chunk's, so the answer has them all.
+    const logprobs = completion.logprobs ? { content: completion.logprobs, refusal: null } : null;
+    chunk([{ index: 0, delta: {}, finish_reason: finishReasonOf(completion.finishReason), logprobs }]);
     if (includeUsage) chunk([], { usage: usageObject(completion) });
     sink.write("data: [DONE]\n\n");
     sink.end();
@@ -101,4 +104,62 @@ export async function streamCompletion(
     return { partial: relayed.produced, servedBy: seen.servedBy, end: () => undefined, fail };
   }
   return { completion: relayed.completion, end: end(relayed.completion), fail };
+}
+
+/**
+ * A stream of several answers (`n`): the provider is asked for them whole
+ * (a provider's stream of several choices cannot be checked by the output
+ * guardrails piece by piece, nor held to the output cap each), then each
+ * answer is sent as OpenAI streams it, its chunks carrying its `index`: its
+ * role, its text in one piece (with its tokens' logprobs), its tool calls,
+ * and (`end`) its finish reason; then the usage chunk if asked, and `[DONE]`.
+ */
+async function streamChoices(
+  sink: EventSink,
+  call: Parameters<typeof streamCompletion>[1],
+): Promise<StreamedCompletion> {
+  const { provider, logger, request, id, created, includeUsage, signal } = call;
+  const completion = await provider.complete(request, signal); // provider errors: before any byte is sent
+  const send = (data: unknown) => sink.write(`data: ${JSON.stringify(data)}\n\n`);
+  const chunk = (choices: unknown[], extra: Record<string, unknown> = {}) =>
+    send({
+      id,
+      object: "chat.completion.chunk",
+      created,
+      model: completion.model,
+      service_tier: null,
+      choices,
+      ...(includeUsage ? { usage: null } : {}),
+      ...(call.obfuscate ? { obfuscation: randomBytes(4 + randomInt(12)).toString("base64url") } : {}),
+      ...extra,
+    });
+  const choices = choicesOf(completion);
+  const fail = (err: unknown) => {
+    if (signal.aborted || sink.ended) return;
+    logStreamFailure(logger, sink, err, "completion");
+    send(streamErrorChunk(err, "The completion failed"));
+    sink.end();
+  };
+  sink.open();
+  for (const [index, choice] of choices.entries()) {
+    const part = (delta: Record<string, unknown>, logprobs: unknown = null) =>
+      chunk([{ index, delta, finish_reason: null, logprobs }]);
+    part({ role: "assistant", content: "", refusal: null });
+    if (choice.text)
+      part({ content: choice.text }, choice.logprobs ? { content: choice.logprobs, refusal: null } : null);
+    for (const [at, c] of choice.toolCalls.entries())
+      part({
+        tool_calls: [
+          { index: at, id: c.id, type: "function", function: { name: c.name, arguments: c.arguments } },
+        ],
+      });
+  }
+  const end = () => {
+    for (const [index, choice] of choices.entries())
+      chunk([{ index, delta: {}, finish_reason: finishReasonOf(choice.finishReason), logprobs: null }]);
+    if (includeUsage) chunk([], { usage: usageObject(completion) });
+    sink.write("data: [DONE]\n\n");
+    sink.end();
+  };
+  return { completion, end, fail };
 }

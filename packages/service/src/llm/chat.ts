@@ -78,6 +78,37 @@ export interface ChatRequest {
   /** Ask for the output tokens' log probabilities (and this many alternatives at each). */
   logprobs?: boolean | undefined;
   topLogprobs?: number | undefined;
+  /**
+   * Answers asked for (chat-completions `n`); unset: one. Each may be up to
+   * `maxOutputTokens` long, so admission reserves, and usage counts, the
+   * output of all of them.
+   */
+  n?: number | undefined;
+  /** Sampling penalties and token biases, passed on as they are (`presence_penalty`, `frequency_penalty`, `logit_bias`). */
+  presencePenalty?: number | undefined;
+  frequencyPenalty?: number | undefined;
+  logitBias?: Record<string, number> | undefined;
+}
+
+/**
+ * The request's fields as the client named them, for the ones a provider
+ * kind may be unable to take (llm/fields.ts): a request with one of them set
+ * is never sent to a deployment whose provider cannot take it.
+ */
+export type ProviderField =
+  | "n"
+  | "presence_penalty"
+  | "frequency_penalty"
+  | "logit_bias"
+  | "logprobs"
+  | "top_logprobs";
+
+/** One answer among several (`ChatRequest.n`): its text, tool calls, finish reason and logprobs. */
+export interface CompletionChoice {
+  text: string;
+  toolCalls: ToolCall[];
+  finishReason: FinishReason;
+  logprobs?: TokenLogprob[] | undefined;
 }
 
 /** A token's log probability, as chat completions and Responses both give it. */
@@ -133,6 +164,12 @@ export interface Completion {
   overrun?: number | undefined;
   /** The deployment that answered. */
   servedBy?: ServedBy | undefined;
+  /**
+   * The other answers when the request asked for several (`ChatRequest.n`),
+   * in order (the second on); the completion's own text, tool calls, finish
+   * reason and logprobs are the first. `usage` counts them all.
+   */
+  moreChoices?: CompletionChoice[] | undefined;
 }
 
 /**

@@ -123,38 +123,70 @@ export class OpenAIProvider implements ModelProvider {
       } catch {
         throw new ProviderFailed("its answer is not JSON", { status: res.status, detail: this.redact(raw) });
       }
-      const choice = body?.choices?.[0];
-      const content = choice?.message?.content;
-      const toolCalls = (choice?.message?.tool_calls ?? []).map((c) => ({
-        id: c.id || this.options.ids.newId("call"),
-        name: c.function?.name ?? "",
-        arguments: c.function?.arguments ?? "",
-      }));
-      const answered = typeof content === "string" ? content : "";
-      if (typeof content !== "string" && (content != null || toolCalls.length === 0))
-        throw new ProviderFailed("its answer holds no message", {
-          status: res.status,
-          detail: this.redact(raw),
-        });
       const usageDetails = usageDetailsOf(body.usage);
       const cap = request.maxOutputTokens;
-      const held = await capWholeOutput(request.model, cap, {
-        text: answered,
-        toolCalls,
-        reported: body.usage?.completion_tokens,
-        reasoning: usageDetails.reasoningTokens,
-      });
-      const cut = held.overrun > 0;
-      const logprobs = request.logprobs ? logprobsOf(choice?.logprobs) : undefined;
+      const asked = Math.max(1, request.n ?? 1);
+      // Several answers: the provider counts their tokens together. Within the cap of them all, none is cut
+      // (the budget is held to what was reserved); past it, each is held to the cap by the service's count.
+      const total = body.usage?.completion_tokens;
+      const reported =
+        asked === 1
+          ? total
+          : total !== undefined && cap !== undefined && total <= cap * asked
+            ? 0
+            : undefined;
+      const wire = [...(Array.isArray(body?.choices) ? body.choices : [])]
+        .sort((a, b) => (a?.index ?? 0) - (b?.index ?? 0))
+        .slice(0, asked);
+      if (wire.length === 0) wire.push({});
+      const choices = [];
+      let overrun = 0;
+      for (const choice of wire) {
+        const content = choice?.message?.content;
+        const toolCalls = (choice?.message?.tool_calls ?? []).map((c) => ({
+          id: c.id || this.options.ids.newId("call"),
+          name: c.function?.name ?? "",
+          arguments: c.function?.arguments ?? "",
+        }));
+        const answered = typeof content === "string" ? content : "";
+        if (typeof content !== "string" && (content != null || toolCalls.length === 0))
+          throw new ProviderFailed("its answer holds no message", {
+            status: res.status,
+            detail: this.redact(raw),
+          });
+        const held = await capWholeOutput(request.model, cap, {
+          text: answered,
+          toolCalls,
+          reported,
+          reasoning: asked > 1 ? 0 : usageDetails.reasoningTokens,
+        });
+        const cut = held.overrun > 0;
+        overrun += held.overrun;
+        const logprobs = request.logprobs ? logprobsOf(choice?.logprobs) : undefined;
+        choices.push({
+          text: held.text,
+          toolCalls: held.toolCalls,
+          finishReason: cut ? ("length" as const) : finishReasonOf(choice?.finish_reason),
+          answered,
+          cut,
+          ...(logprobs ? { logprobs: cut ? logprobsWithin(logprobs, held.text) : logprobs } : {}),
+        });
+      }
+      const [first, ...more] = choices.map(({ answered: _, cut: __, ...choice }) => choice);
+      const said = choices.map((c) => c.answered).join("");
+      const calls = choices.flatMap((c) => c.toolCalls);
+      const usage = usageOf(body.usage, request.messages, said, calls);
       return {
-        text: held.text,
-        toolCalls: held.toolCalls,
-        finishReason: cut ? "length" : finishReasonOf(choice?.finish_reason),
+        ...first!,
         model: typeof body.model === "string" && body.model ? body.model : request.model,
-        usage: cappedUsage(usageOf(body.usage, request.messages, answered, toolCalls), cap, cut),
+        // One answer cut counts the whole cap; several count at most the cap each.
+        usage:
+          asked > 1
+            ? cappedUsage(usage, cap === undefined ? undefined : cap * asked, false)
+            : cappedUsage(usage, cap, choices[0]!.cut),
         usageDetails,
-        ...(logprobs ? { logprobs: cut ? logprobsWithin(logprobs, held.text) : logprobs } : {}),
-        ...(cut ? { overrun: held.overrun } : {}),
+        ...(more.length ? { moreChoices: more } : {}),
+        ...(overrun > 0 ? { overrun } : {}),
       };
     } catch (err) {
       failure = err;

@@ -14,8 +14,10 @@ export type {
   ChatMessage,
   ChatRequest,
   Completion,
+  CompletionChoice,
   FinishReason,
   FunctionTool,
+  ProviderField,
   ServedBy,
   TokenLogprob,
   ToolCall,
@@ -103,6 +105,13 @@ export interface ChatProvider {
    * API; the answer says which deployment served it (`servedBy`).
    */
   embed(request: EmbeddingRequest, signal: AbortSignal): Promise<Embeddings>;
+  /**
+   * Refuses (400, the field named) a chat call that sets a field no
+   * deployment it may reach can take (`n`, penalties, `logit_bias`,
+   * logprobs on Anthropic's: llm/fields.ts); those that cannot are passed
+   * over when others can. Called before anything is reserved.
+   */
+  assertTakes(request: ChatRequest): void;
   /** Whether a deployment of one of `names` can make embeddings (its provider kind has an embeddings API). */
   canEmbed(names: readonly string[]): boolean;
   /** The model to call for `requested`: `auto` is the default; others must be in the catalogue. `undefined` if not. */

@@ -12,6 +12,7 @@ import {
   ProviderTimeout,
   RETRY_AFTER,
 } from "./errors.ts";
+import { fieldNotTaken, providerFieldsOf, refuseUntakenFields } from "./fields.ts";
 import type { AdapterFactory, AdapterOptions, ChatProvider, ModelProvider, StreamSeen } from "./provider.ts";
 import type { OrganizationProviderKey, OrganizationProviderKeys } from "./provider-keys.ts";
 
@@ -202,6 +203,14 @@ export class ModelRouter implements ChatProvider {
     return this.deps.catalogue.ownedBy(model);
   }
 
+  assertTakes(request: ChatRequest): void {
+    if (providerFieldsOf(request).length === 0) return;
+    const kinds = [request.model, ...(request.route?.fallbacks ?? [])].flatMap(
+      (name) => this.deps.catalogue.get(name)?.deployments.map((d) => d.provider) ?? [],
+    );
+    refuseUntakenFields(request.model, kinds, request);
+  }
+
   canEmbed(names: readonly string[]): boolean {
     return names.some((name) => this.deps.catalogue.get(name)?.deployments.some((d) => this.embeds(d)));
   }
@@ -257,7 +266,7 @@ export class ModelRouter implements ChatProvider {
   async complete(request: ChatRequest, signal: AbortSignal): Promise<Completion> {
     this.assertConfigured();
     const started = this.deps.clock.now();
-    const route = new Route<ChatRequest>(this, this.deps, request, signal);
+    const route = new Route<ChatRequest>(this, this.deps, request, signal, takes(request));
     try {
       for (;;) {
         const attempt = await route.next();
@@ -287,7 +296,7 @@ export class ModelRouter implements ChatProvider {
   ): AsyncGenerator<string | ToolCallDelta, Completion> {
     this.assertConfigured();
     const started = this.deps.clock.now();
-    const route = new Route<ChatRequest>(this, this.deps, request, signal);
+    const route = new Route<ChatRequest>(this, this.deps, request, signal, takes(request));
     let ended = false;
     // The attempt whose stream reached the reader: let go of it however our reader stops.
     let reading: AsyncGenerator<string | ToolCallDelta, Completion> | undefined;
@@ -364,6 +373,12 @@ export class ModelRouter implements ChatProvider {
   private seconds(started: number): number {
     return (this.deps.clock.now() - started) / 1000;
   }
+}
+
+/** The deployments a chat call can use: those whose provider kind takes every field it sets (llm/fields.ts). */
+function takes(request: ChatRequest): ((deployment: Deployment) => boolean) | undefined {
+  if (providerFieldsOf(request).length === 0) return undefined;
+  return (deployment) => fieldNotTaken(deployment.provider, request) === undefined;
 }
 
 /** What an embeddings call used, as the metrics count a completion's: its input tokens as reported. */

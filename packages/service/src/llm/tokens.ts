@@ -161,7 +161,15 @@ export async function countPromptTokens(request: ChatRequest, tenant = ""): Prom
     }
     if (message.toolCallId) texts.push(message.toolCallId);
   }
-  const { model: _model, messages: _messages, max_tokens: _max, ...rest } = chatBody(request);
+  // The number of answers and the token biases are no text the model reads (1024 biases would count thousands).
+  const {
+    model: _model,
+    messages: _messages,
+    max_tokens: _max,
+    n: _n,
+    logit_bias: _bias,
+    ...rest
+  } = chatBody(request);
   if (Object.keys(rest).length > 0) texts.push(JSON.stringify(rest));
   return framing + (await countTexts(tokenizerOf(request.model), texts, tenant));
 }

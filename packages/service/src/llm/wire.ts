@@ -39,6 +39,7 @@ export interface ChatChunk {
 export interface ChatAnswer {
   model?: unknown;
   choices?: {
+    index?: number;
     message?: { content?: unknown; tool_calls?: WireToolCall[] | null };
     finish_reason?: string | null;
     logprobs?: WireLogprobs | null;
@@ -85,6 +86,10 @@ export function chatBody(request: ChatRequest): Record<string, unknown> {
     ...(request.logprobs
       ? { logprobs: true, ...(request.topLogprobs ? { top_logprobs: request.topLogprobs } : {}) }
       : {}),
+    ...(request.n !== undefined && request.n > 1 ? { n: request.n } : {}),
+    ...(request.presencePenalty ? { presence_penalty: request.presencePenalty } : {}),
+    ...(request.frequencyPenalty ? { frequency_penalty: request.frequencyPenalty } : {}),
+    ...(request.logitBias && Object.keys(request.logitBias).length ? { logit_bias: request.logitBias } : {}),
     ...(choice !== undefined
       ? {
           tool_choice:

@@ -228,6 +228,8 @@ export const createResponseBody = z
     moderation: notSupported("moderation"),
     access_programs: notSupported("access_programs"),
     image: notSupported("image"),
+    // Not a field of Responses, but chat completions' habit: refused by name rather than as an unknown field.
+    n: notSupported("n (a response is one answer; chat completions take n)", (v) => v === 1),
   })
   .superRefine((body, ctx) => {
     if (body.conversation && body.previous_response_id) {
