@@ -41,6 +41,9 @@ const SHARED = "";
  * for. Secrets leave this class only through `headersFor`, which the proxy
  * calls after the authorization check of a call has passed.
  */
+/** How old `last_used_at` may be before a use writes it again, in seconds. */
+const LAST_USED_RESOLUTION_S = 60;
+
 export class CredentialStore {
   private readonly db: Queryable;
   private readonly vault: Vault;
@@ -151,18 +154,17 @@ export class CredentialStore {
       return { headers: {}, source: "none" };
     }
     const rewrapped = this.vault.needsRewrap(stored) ? this.vault.rewrap(stored, ctx) : undefined;
-    await this.db.query(
-      `UPDATE mcp_credentials SET last_used_at = $4
+    const now = Math.floor(this.clock.wall() / 1000);
+    // `last_used_at` is kept to the minute: a write on every call would cost each proxied call a
+    // round trip to PostgreSQL and a row version, for a time nobody reads to the second.
+    const stale = row.last_used_at === null || now - Number(row.last_used_at) >= LAST_USED_RESOLUTION_S;
+    if (rewrapped || stale)
+      await this.db.query(
+        `UPDATE mcp_credentials SET last_used_at = $4
          ${rewrapped ? ", kek_id = $5, wrapped_key = $6" : ""}
        WHERE org = $1 AND server_id = $2 AND user_id = $3`,
-      [
-        org,
-        server.id,
-        row.user_id,
-        Math.floor(this.clock.wall() / 1000),
-        ...(rewrapped ? [rewrapped.kekId, rewrapped.wrappedKey] : []),
-      ],
-    );
+        [org, server.id, row.user_id, now, ...(rewrapped ? [rewrapped.kekId, rewrapped.wrappedKey] : [])],
+      );
     const headers =
       row.type === "bearer" ? { authorization: `Bearer ${secret}` } : { [row.header_name!]: secret };
     return { headers, source: row.user_id === SHARED ? "shared" : "own" };

@@ -12,6 +12,7 @@ import {
   LEGACY_PROTOCOL_VERSIONS,
   MCP_CALL,
   MCP_PROXY_ROUTE,
+  MCP_SERVER_ID,
   META_SERVER_INFO,
   mcpProxyPath,
   mcpProxyUrl,
@@ -43,6 +44,8 @@ declare global {
     interface Locals {
       /** The principal came from the service's assertion (a hosted MCP tool of a response). */
       asserted?: boolean;
+      /** A `tools/call`'s per-tool decision, asked beside the server's check (see the proxy's POST). */
+      toolDecision?: { name: string; allowed: Promise<boolean> };
     }
   }
 }
@@ -232,7 +235,20 @@ export function mcpProxy(deps: McpDeps, options: ProxyOptions): Router {
       );
       return;
     }
-    const server = await serverFor(deps, principal, String(req.params.id), "reader");
+    const serverId = String(req.params.id);
+    const toolName = message.method === "tools/call" ? message.params?.name : undefined;
+    if (
+      typeof toolName === "string" &&
+      MCP_SERVER_ID.test(serverId) &&
+      toolNameProblem(toolName, deps.limits.toolNameBytes) === undefined
+    ) {
+      // Two reads of SpiceDB that do not depend on each other, asked at once: the decision is still
+      // taken in order (no server the principal may read: 404, whatever the tool's check said).
+      const allowed = deps.tools.mayCall(principal, serverId, toolName);
+      allowed.catch(() => {}); // awaited by callTool, or dropped with the request it belonged to
+      res.locals.toolDecision = { name: toolName, allowed };
+    }
+    const server = await serverFor(deps, principal, serverId, "reader");
     if (typeof message.method !== "string" || message.id === undefined) {
       // A notification, or a response to a request this endpoint never makes: accepted, not forwarded.
       res.status(202).end();
@@ -315,7 +331,7 @@ async function answer(
           options.rateLimit(req, res, (err?: unknown) => (err ? reject(err) : resolve())),
         ).catch(reject),
       );
-      return callTool(deps, req.id, principal, server, params);
+      return callTool(deps, req.id, principal, server, params, res.locals.toolDecision);
     default:
       throw new RpcError(-32601, `Method not found: ${message.method} (this gateway proxies tools only)`);
   }
@@ -327,6 +343,7 @@ async function callTool(
   principal: Principal,
   server: Awaited<ReturnType<typeof serverFor>>,
   params: Record<string, unknown>,
+  early?: { name: string; allowed: Promise<boolean> },
 ): Promise<unknown> {
   const name = params.name;
   const args = params.arguments;
@@ -371,7 +388,7 @@ async function callTool(
       });
   };
 
-  let allowed = await deps.tools.mayCall(principal, server.id, name);
+  let allowed = await (early?.name === name ? early.allowed : deps.tools.mayCall(principal, server.id, name));
   if (!allowed) {
     // Maybe a tool not seen yet: the upstream's list gives it its default role, then the same decision.
     await upstreamTools(deps, principal, server);
