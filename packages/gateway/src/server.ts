@@ -248,7 +248,7 @@ export async function startGateway(
     mcp: {
       servers: new McpServerStore(db, clock),
       credentials,
-      tools: new McpToolAuthorization(spicedb, zedTokens),
+      tools: new McpToolAuthorization(spicedb, zedTokens, authorization),
       upstreams,
       policy,
       limits: {

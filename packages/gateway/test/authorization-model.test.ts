@@ -3,6 +3,7 @@ import {
   administratorContext,
   PERMISSION_FOR_ROLE,
   RedisConsistencyTokens,
+  ResourceAuthorization,
   SpiceDBClient,
   scopedId,
   subjectContext,
@@ -369,7 +370,8 @@ describe("the MCP tool model against a reference", () => {
       insecure: true,
       deadlineMs: 5_000,
     });
-    tools = new McpToolAuthorization(spicedb, new RedisConsistencyTokens(gw.redis, 1_000));
+    const tokens = new RedisConsistencyTokens(gw.redis, 1_000);
+    tools = new McpToolAuthorization(spicedb, tokens, new ResourceAuthorization(spicedb, tokens));
   });
   afterAll(() => spicedb?.close());
 

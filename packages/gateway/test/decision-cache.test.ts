@@ -1,3 +1,4 @@
+import { randomBytes } from "node:crypto";
 import {
   DECISION_CACHE_INVALIDATIONS,
   DECISION_CACHE_LOOKUPS,
@@ -9,6 +10,7 @@ import {
   SpiceDBClient,
 } from "@gw/core/authz";
 import { ManualClock } from "@gw/core/clock";
+import { McpToolAuthorization } from "@gw/core/mcp";
 import type { Principal } from "@gw/core/principal";
 import { type RunningSpiceDBLocal, startSpiceDBLocal } from "@gw/spicedb-local";
 import { useTestRedis } from "@gw/test-kit";
@@ -218,6 +220,42 @@ describe.each(["single"] as const)("the decision cache, on %s Redis", (topology)
       expect(metrics.counts.write).toBe(writes + 1);
     },
   );
+
+  it("keeps an MCP tool's decision under its server's token: a tool policy, a revoke and a grant's expiry on the server, made on another replica, are seen by the next call", async () => {
+    [a, b] = [replica(0, metrics), replica(0)];
+    const tokens = new RedisConsistencyTokens(store.redis, 0, clock);
+    const [toolsA, toolsB] = [
+      new McpToolAuthorization(client, tokens, a),
+      new McpToolAuthorization(client, tokens, b),
+    ];
+    const server = { type: "mcp_server" as const, id: `mcp_${randomBytes(12).toString("hex")}` };
+    await b.createOwnership(alice, server);
+    await b.grant(alice, { ...server, userId: "bob", role: "reader" });
+    await toolsB.setDefault("acme", server.id, "search", "reader");
+    const mayCall = async (tools: McpToolAuthorization, who: Principal, tool = "search") => {
+      const before = checksAsked;
+      const allowed = await tools.mayCall(who, server.id, tool);
+      return { allowed, asked: checksAsked - before };
+    };
+    expect(await mayCall(toolsA, bob)).toEqual({ allowed: true, asked: 1 });
+    expect(await mayCall(toolsA, bob)).toEqual({ allowed: true, asked: 0 });
+    // Another tool of the same server is a decision of its own.
+    expect(await mayCall(toolsA, bob, "delete")).toEqual({ allowed: false, asked: 1 });
+
+    await toolsB.setRole(alice, server.id, "search", "owner");
+    expect(await mayCall(toolsA, bob)).toEqual({ allowed: false, asked: 1 });
+    await toolsB.setRole(alice, server.id, "search", "reader");
+    expect(await mayCall(toolsA, bob)).toEqual({ allowed: true, asked: 1 });
+    await b.revoke(alice, { ...server, userId: "bob", role: "reader" });
+    expect(await mayCall(toolsA, bob)).toEqual({ allowed: false, asked: 1 });
+
+    const expiresAt = new Date(clock.wall() + 3_000);
+    await b.grant(alice, { ...server, userId: "bob", role: "reader", expiresAt });
+    expect(await mayCall(toolsA, bob)).toEqual({ allowed: true, asked: 1 });
+    expect((await mayCall(toolsA, bob)).asked).toBe(0);
+    clock.advance(3_000 - EXPIRY_CLOCK_MARGIN_MS);
+    expect((await mayCall(toolsA, bob)).asked).toBe(1);
+  });
 
   it("does not serve a decision kept before Redis's connection broke, even once Redis is trusted again", async () => {
     // Without a window after a break, so only the decision's own session is tested here.

@@ -286,20 +286,45 @@ export class ResourceAuthorization {
   async check(principal: Principal, resource: ResourceRef, role: Role): Promise<boolean> {
     // An id SpiceDB cannot hold names nothing: no one holds a role on it (asking would fail the call).
     if (!fitsObjectId(principal.org, resource.id)) return false;
-    const key = tokenKey(principal.org, resource);
+    return this.decide(principal, resource, objectRef(principal.org, resource), PERMISSION_FOR_ROLE[role]);
+  }
+
+  /**
+   * `permission` on `object`, an object every change of which writes `governing`'s last-write token
+   * too (an MCP tool and its server: a tool policy, a grant and a revoke on the server all write the
+   * server's): asked as fresh as `governing`, with kept decisions held to its token and its grants'
+   * expiries exactly as `check`'s are.
+   */
+  async checkGoverned(
+    principal: Principal,
+    governing: ResourceRef,
+    object: v1.ObjectReference,
+    permission: string,
+  ): Promise<boolean> {
+    return this.decide(principal, governing, object, permission);
+  }
+
+  private async decide(
+    principal: Principal,
+    governing: ResourceRef,
+    object: v1.ObjectReference,
+    permission: string,
+  ): Promise<boolean> {
+    const key = tokenKey(principal.org, governing);
     const subject = scopedId(principal.org, principal.user);
-    const permission = PERMISSION_FOR_ROLE[role];
     const cache = this.decisions;
     const askedAt = cache?.clock.wall() ?? 0;
     const last = await this.lastWrite(key, cache ? askedAt : undefined);
     // The caveat context is the subject's organization, also part of `subject`; a key part of its own all the same.
-    const decisionKey = cache ? `${key}\u0000${subject}\u0000${permission}\u0000${principal.org}` : "";
+    const decisionKey = cache
+      ? `${key}\u0000${object.objectType}:${object.objectId}\u0000${subject}\u0000${permission}\u0000${principal.org}`
+      : "";
     const kept = cache?.get(decisionKey, last);
     if (kept !== undefined) return kept;
     const response = await this.spicedb.checkPermission(
       v1.CheckPermissionRequest.create({
         consistency: consistencyAfter(last),
-        resource: objectRef(principal.org, resource),
+        resource: object,
         permission,
         subject: userRef(subject),
         context: subjectContext(principal.org),
@@ -309,7 +334,7 @@ export class ResourceAuthorization {
     const allowed = response.permissionship === HAS_PERMISSION;
     // Kept only when definite: a conditional answer needs caveat context, which every check sends.
     if (cache && (allowed || response.permissionship === NO_PERMISSION)) {
-      if (this.hooks.beforeKeep) await this.hooks.beforeKeep(principal, resource, allowed);
+      if (this.hooks.beforeKeep) await this.hooks.beforeKeep(principal, governing, allowed);
       cache.set(decisionKey, last, allowed, askedAt);
     }
     return allowed;

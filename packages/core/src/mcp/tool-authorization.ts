@@ -19,6 +19,7 @@ import {
   userRef,
   v1,
 } from "../authz/index.ts";
+import type { ResourceAuthorization } from "../authz/resource-authorization.ts";
 import type { Principal } from "../principal.ts";
 
 /** The role a tool needs on its server, or `null`: disabled, nobody may call it. */
@@ -84,10 +85,21 @@ export function toolNameProblem(name: string, maxBytes: number): string | undefi
 export class McpToolAuthorization {
   private readonly spicedb: SpiceDBClient;
   private readonly tokens: ConsistencyTokens;
+  private readonly decisions: Pick<ResourceAuthorization, "checkGoverned">;
 
-  constructor(spicedb: SpiceDBClient, tokens: ConsistencyTokens) {
+  /**
+   * `decisions`: the process's resource authorization, which decides `mayCall` as it decides a
+   * check on the server itself: as fresh as the server's last write, from its kept decisions when it
+   * keeps them (held to that token and to the server's grants' expiries).
+   */
+  constructor(
+    spicedb: SpiceDBClient,
+    tokens: ConsistencyTokens,
+    decisions: Pick<ResourceAuthorization, "checkGoverned">,
+  ) {
     this.spicedb = spicedb;
     this.tokens = tokens;
+    this.decisions = decisions;
   }
 
   /**
@@ -154,19 +166,11 @@ export class McpToolAuthorization {
   async mayCall(principal: Principal, serverId: string, tool: string): Promise<boolean> {
     // A name too long for a SpiceDB id names no tool that can exist (asking would fail the call).
     if (!fitsObjectId(principal.org, `${serverId}/${tool}`)) return false;
-    const response = await this.spicedb.checkPermission(
-      v1.CheckPermissionRequest.create({
-        consistency: await this.consistency(principal.org, serverId),
-        resource: v1.ObjectReference.create({
-          objectType: "mcp_tool",
-          objectId: toolObjectId(principal.org, serverId, tool),
-        }),
-        permission: "call",
-        subject: userRef(scopedId(principal.org, principal.user)),
-        context: subjectContext(principal.org),
-      }),
-    );
-    return response.permissionship === v1.CheckPermissionResponse_Permissionship.HAS_PERMISSION;
+    const object = v1.ObjectReference.create({
+      objectType: "mcp_tool",
+      objectId: toolObjectId(principal.org, serverId, tool),
+    });
+    return this.decisions.checkGoverned(principal, server(serverId), object, "call");
   }
 
   /**

@@ -1,4 +1,4 @@
-import { RedisConsistencyTokens, SpiceDBClient } from "@gw/core/authz";
+import { RedisConsistencyTokens, ResourceAuthorization, SpiceDBClient } from "@gw/core/authz";
 import { McpToolAuthorization } from "@gw/core/mcp";
 import { createPostgres } from "@gw/core/postgres";
 import { capturingLogger } from "@gw/test-kit";
@@ -482,15 +482,14 @@ describe("registered servers", () => {
     const left = await db.query("SELECT 1 FROM mcp_credentials WHERE server_id = $1", [id]);
     await db.close();
     expect(left.rowCount).toBe(0);
-    const tools = new McpToolAuthorization(
-      new SpiceDBClient({
-        endpoint: gw.spicedb.endpoint,
-        presharedKey: gw.spicedb.presharedKey,
-        insecure: true,
-        deadlineMs: 5_000,
-      }),
-      new RedisConsistencyTokens(gw.redis, 1_000),
-    );
+    const spicedb = new SpiceDBClient({
+      endpoint: gw.spicedb.endpoint,
+      presharedKey: gw.spicedb.presharedKey,
+      insecure: true,
+      deadlineMs: 5_000,
+    });
+    const tokens = new RedisConsistencyTokens(gw.redis, 1_000);
+    const tools = new McpToolAuthorization(spicedb, tokens, new ResourceAuthorization(spicedb, tokens));
     expect((await tools.roles(o.org, id)).size).toBe(0);
     await expect(mcpClient(gw.url, id, o.secret, "alice")).rejects.toMatchObject({ code: 404 });
   });
