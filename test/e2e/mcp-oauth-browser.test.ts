@@ -1,15 +1,11 @@
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
+import { MemoryProvider } from "@gw/test-kit/mcp-oauth-client";
 import { type FakeMcpServer, startFakeMcpServer } from "@gw/test-kit/mcp-upstream";
 import { startOidcProvider, type TestOidcProvider } from "@gw/test-kit/oidc-provider";
-import { type OAuthClientProvider, UnauthorizedError } from "@modelcontextprotocol/sdk/client/auth.js";
+import { UnauthorizedError } from "@modelcontextprotocol/sdk/client/auth.js";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
-import type {
-  OAuthClientInformationMixed,
-  OAuthClientMetadata,
-  OAuthTokens,
-} from "@modelcontextprotocol/sdk/shared/auth.js";
 import type { BrowserContext } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import {
@@ -32,20 +28,20 @@ const CURSOR_REDIRECT = "cursor://anysphere.cursor-retrieval/oauth/user-docs/cal
  * PKCE verifier, and listens on a loopback port of its own for the browser's return (RFC 8252 7.3), or
  * has the browser hand it a URL of its own scheme (`scheme`, RFC 8252 7.1).
  */
-class DeskHost implements OAuthClientProvider {
-  client: OAuthClientInformationMixed | undefined;
-  saved: OAuthTokens | undefined;
-  verifier = "";
+class DeskHost extends MemoryProvider {
   /** Every authorization URL the SDK asked the host to open, in order. */
   opened: URL[] = [];
   private readonly listener: Server;
   private readonly codes: string[] = [];
   private waiting: ((code: string) => void) | undefined;
-  readonly name: string;
   readonly scheme: string | undefined;
   private constructor(listener: Server, name: string, scheme: string | undefined) {
+    super(
+      () => scheme ?? `http://127.0.0.1:${(listener.address() as AddressInfo).port}/callback`,
+      undefined,
+      name,
+    );
     this.listener = listener;
-    this.name = name;
     this.scheme = scheme;
   }
 
@@ -72,45 +68,15 @@ class DeskHost implements OAuthClientProvider {
     return new Promise((resolve) => (this.waiting = resolve));
   }
 
-  get redirectUrl() {
-    if (this.scheme) return this.scheme;
-    return `http://127.0.0.1:${(this.listener.address() as AddressInfo).port}/callback`;
-  }
-  get clientMetadata(): OAuthClientMetadata {
-    return {
-      client_name: this.name,
-      redirect_uris: [this.redirectUrl],
-      grant_types: ["authorization_code", "refresh_token"],
-      response_types: ["code"],
-      token_endpoint_auth_method: "none",
-    };
-  }
-  clientInformation() {
-    return this.client;
-  }
-  saveClientInformation(info: OAuthClientInformationMixed) {
-    this.client = info;
-  }
-  tokens() {
-    return this.saved;
-  }
-  saveTokens(tokens: OAuthTokens) {
-    this.saved = tokens;
-  }
   /** What the SDK forgets when the gateway refuses them (a revoked refresh token: the tokens). */
   invalidateCredentials(scope: "all" | "client" | "tokens" | "verifier" | "discovery") {
     if (scope === "all" || scope === "tokens") this.saved = undefined;
     if (scope === "all" || scope === "client") this.client = undefined;
     if (scope === "all" || scope === "verifier") this.verifier = "";
   }
-  redirectToAuthorization(url: URL) {
+  override redirectToAuthorization(url: URL) {
+    super.redirectToAuthorization(url);
     this.opened.push(url);
-  }
-  saveCodeVerifier(verifier: string) {
-    this.verifier = verifier;
-  }
-  codeVerifier() {
-    return this.verifier;
   }
   close() {
     return new Promise<void>((resolve) => {

@@ -1,9 +1,5 @@
-import type { OAuthClientProvider } from "@modelcontextprotocol/sdk/client/auth.js";
-import type {
-  OAuthClientInformationMixed,
-  OAuthClientMetadata,
-  OAuthTokens,
-} from "@modelcontextprotocol/sdk/shared/auth.js";
+export { MemoryProvider } from "@gw/test-kit/mcp-oauth-client";
+
 import { TEST_PUBLIC_URL } from "../harness.ts";
 
 /**
@@ -18,54 +14,6 @@ export const clientFetchTo =
       : url;
     return input instanceof Request ? fetch(new Request(local, input), init) : fetch(local, init);
   };
-
-/** An in-memory OAuth client as an MCP host keeps one: what it registered, its tokens, its PKCE verifier. */
-export class MemoryProvider implements OAuthClientProvider {
-  client: OAuthClientInformationMixed | undefined;
-  saved: OAuthTokens | undefined;
-  verifier = "";
-  authorizationUrl: URL | undefined;
-  /** A Client ID Metadata Document's URL: presented instead of registering, where the server supports it. */
-  clientMetadataUrl: string | undefined;
-  private readonly redirect: string;
-  constructor(redirect: string, clientMetadataUrl?: string) {
-    this.redirect = redirect;
-    this.clientMetadataUrl = clientMetadataUrl;
-  }
-  get redirectUrl() {
-    return this.redirect;
-  }
-  get clientMetadata(): OAuthClientMetadata {
-    return {
-      client_name: "Test MCP host",
-      redirect_uris: [this.redirect],
-      grant_types: ["authorization_code", "refresh_token"],
-      response_types: ["code"],
-      token_endpoint_auth_method: "none",
-    };
-  }
-  clientInformation() {
-    return this.client;
-  }
-  saveClientInformation(info: OAuthClientInformationMixed) {
-    this.client = info;
-  }
-  tokens() {
-    return this.saved;
-  }
-  saveTokens(tokens: OAuthTokens) {
-    this.saved = tokens;
-  }
-  redirectToAuthorization(url: URL) {
-    this.authorizationUrl = url;
-  }
-  saveCodeVerifier(verifier: string) {
-    this.verifier = verifier;
-  }
-  codeVerifier() {
-    return this.verifier;
-  }
-}
 
 /** The value of a page's hidden form field `name`. */
 export const hidden = (html: string, name: string) =>
