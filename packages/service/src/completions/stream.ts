@@ -38,26 +38,14 @@ export async function streamCompletion(
     signal: AbortSignal;
   },
 ): Promise<StreamedCompletion> {
-  const { provider, logger, request, id, created, includeUsage, signal } = call;
+  const { provider, logger, request, includeUsage, signal } = call;
   if ((request.n ?? 1) > 1) return streamChoices(sink, call);
   const seen: StreamSeen = {};
   const pieces = provider.stream(request, signal, seen);
   const first = await pieces.next(); // provider errors surface here, before any byte is sent
   // OpenAI's rule: every chunk names the model that answers, as the provider names it.
   const model = first.done ? first.value.model : (seen.model ?? request.model);
-  const send = (data: unknown) => sink.write(`data: ${JSON.stringify(data)}\n\n`);
-  const chunk = (choices: unknown[], extra: Record<string, unknown> = {}) =>
-    send({
-      id,
-      object: "chat.completion.chunk",
-      created,
-      model,
-      service_tier: null,
-      choices,
-      ...(includeUsage ? { usage: null } : {}),
-      ...(call.obfuscate ? { obfuscation: randomBytes(4 + randomInt(12)).toString("base64url") } : {}),
-      ...extra,
-    });
+  const { send, chunk } = chunkWriter(sink, call, model);
   const delta = (d: Record<string, unknown>, finish: string | null = null) =>
     chunk([{ index: 0, delta: d, finish_reason: finish, logprobs: null }]);
 
@@ -114,25 +102,32 @@ export async function streamCompletion(
  * role, its text in one piece (with its tokens' logprobs), its tool calls,
  * and (`end`) its finish reason; then the usage chunk if asked, and `[DONE]`.
  */
-async function streamChoices(
-  sink: EventSink,
-  call: Parameters<typeof streamCompletion>[1],
-): Promise<StreamedCompletion> {
-  const { provider, logger, request, id, created, includeUsage, signal } = call;
-  const completion = await provider.complete(request, signal); // provider errors: before any byte is sent
+/** How one completion's chunks are written: every chunk names the completion, its model and, if asked, a null usage. */
+function chunkWriter(sink: EventSink, call: Parameters<typeof streamCompletion>[1], model: string) {
+  const { id, created, includeUsage } = call;
   const send = (data: unknown) => sink.write(`data: ${JSON.stringify(data)}\n\n`);
   const chunk = (choices: unknown[], extra: Record<string, unknown> = {}) =>
     send({
       id,
       object: "chat.completion.chunk",
       created,
-      model: completion.model,
+      model,
       service_tier: null,
       choices,
       ...(includeUsage ? { usage: null } : {}),
       ...(call.obfuscate ? { obfuscation: randomBytes(4 + randomInt(12)).toString("base64url") } : {}),
       ...extra,
     });
+  return { send, chunk };
+}
+
+async function streamChoices(
+  sink: EventSink,
+  call: Parameters<typeof streamCompletion>[1],
+): Promise<StreamedCompletion> {
+  const { provider, logger, request, includeUsage, signal } = call;
+  const completion = await provider.complete(request, signal); // provider errors: before any byte is sent
+  const { send, chunk } = chunkWriter(sink, call, completion.model);
   const choices = choicesOf(completion);
   const fail = (err: unknown) => {
     if (signal.aborted || sink.ended) return;
