@@ -37,6 +37,9 @@ import {
 import { pipelineEmbedder } from "./vector-stores/ingestion/embedder.ts";
 import type { VectorStores } from "./vector-stores/vector-stores.ts";
 
+/** How long the service keeps an idle connection open (the gateway's, mostly), in ms. */
+export const SERVICE_KEEP_ALIVE_MS = 65_000;
+
 export interface RunningService {
   url: string;
   port: number;
@@ -249,7 +252,13 @@ export async function startService(
     providerKeys,
     guardrails,
   });
-  const { server, port } = await listen(app, config.PORT, config.HOST);
+  // The gateway keeps its connections to the service open between requests, and its agent stops reusing
+  // one a second before the time this server says (`Keep-Alive: timeout=…`). Node's 5 s default left a
+  // connection the service was closing to be reused by a gateway whose event loop lagged a second (a
+  // 502 "service unreachable"); idle connections are held far longer here, so that edge is rarely near.
+  const { server, port } = await listen(app, config.PORT, config.HOST, {
+    keepAliveTimeout: SERVICE_KEEP_ALIVE_MS,
+  });
   const metricsListener = await listenForMetrics(config.metricsEndpoint, metrics, config.HOST, logger);
   logger.info(
     {
