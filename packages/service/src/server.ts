@@ -252,10 +252,10 @@ export async function startService(
     providerKeys,
     guardrails,
   });
-  // The gateway keeps its connections to the service open between requests, and its agent stops reusing
-  // one a second before the time this server says (`Keep-Alive: timeout=…`). Node's 5 s default left a
-  // connection the service was closing to be reused by a gateway whose event loop lagged a second (a
-  // 502 "service unreachable"); idle connections are held far longer here, so that edge is rarely near.
+  // The gateway keeps its connections to the service open between requests, and Node's agent does not
+  // read `Keep-Alive: timeout=…`: with Node's 5 s default, a request sent just as the service closed an
+  // idle connection failed as a 502 "service unreachable" (seen in the suite, where gaps of seconds are
+  // common). Idle connections held 65 s make that edge rare: the gateway must stay idle on one that long.
   const { server, port } = await listen(app, config.PORT, config.HOST, {
     keepAliveTimeout: SERVICE_KEEP_ALIVE_MS,
   });

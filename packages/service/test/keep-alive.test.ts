@@ -6,7 +6,7 @@ import { useStack } from "./stack.ts";
 describe("the service's idle connections", () => {
   const stack = useStack();
 
-  it("are kept long past Node's 5 s default, and the service says for how long (the gateway's agent reads it)", async () => {
+  it("are kept long past Node's 5 s default, and the service says for how long", async () => {
     const header = await new Promise<string>((resolve, reject) =>
       get(`${stack.serviceUrl}/healthz`, { headers: { connection: "keep-alive" } }, (res) => {
         res.resume();
