@@ -93,6 +93,31 @@ export interface AuditRecord {
 /** What a request records before its change runs: everything but the id, the time and how it ended. */
 export type AuditIntent = Omit<AuditRecord, "id" | "time" | "outcome" | "zedToken">;
 
+/** What of a principal a record names. */
+type AuditedPrincipal = Pick<Principal, "user" | "keyId" | "credential">;
+
+/** Who acted, as a record names them: the principal's user, key and kind of credential. */
+export function auditActor(principal: AuditedPrincipal): AuditRecord["actor"] {
+  return { userId: principal.user, keyId: principal.keyId, credential: principal.credential };
+}
+
+/** A principal's `action` on one resource in one request, as its record begins. */
+export function auditIntent(
+  actor: { principal: AuditedPrincipal & Pick<Principal, "org">; requestId: string },
+  action: AuditAction,
+  resourceType: AuditResourceType,
+  resourceId: string,
+): AuditIntent {
+  return {
+    organization: actor.principal.org,
+    actor: auditActor(actor.principal),
+    action,
+    resourceType,
+    resourceId,
+    requestId: actor.requestId,
+  };
+}
+
 export interface AuditPage {
   data: AuditRecord[];
   next_cursor: string | null;

@@ -1,4 +1,10 @@
-import type { AuditEvent, AuditLog, AuditOutcome, AuditRecord } from "@gw/core/audit";
+import {
+  type AuditEvent,
+  type AuditLog,
+  type AuditOutcome,
+  type AuditRecord,
+  auditActor,
+} from "@gw/core/audit";
 import {
   AlreadyRegistered,
   LastOwner,
@@ -61,7 +67,7 @@ export async function audited(
   try {
     begun = await deps.audit.begin({
       organization: principal.org,
-      actor: { userId: principal.user, keyId: principal.keyId, credential: principal.credential },
+      actor: auditActor(principal),
       action: event.action,
       resourceType: event.resource.type,
       resourceId: event.resource.id,

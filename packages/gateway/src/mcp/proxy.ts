@@ -1,5 +1,5 @@
 import { createHash } from "node:crypto";
-import type { AuditOutcome } from "@gw/core/audit";
+import { type AuditOutcome, auditActor } from "@gw/core/audit";
 import type { Clock } from "@gw/core/clock";
 import { AppError, unauthorized } from "@gw/core/errors";
 import { jsonBody, principalOf } from "@gw/core/http";
@@ -367,7 +367,7 @@ async function callTool(
       .record(
         {
           organization: principal.org,
-          actor: { userId: principal.user, keyId: principal.keyId, credential: principal.credential },
+          actor: auditActor(principal),
           action: "call",
           resourceType: "mcp_server",
           resourceId: server.id,

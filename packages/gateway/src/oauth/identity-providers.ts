@@ -1,4 +1,4 @@
-import type { AuditIntent, AuditLog } from "@gw/core/audit";
+import { type AuditLog, auditIntent } from "@gw/core/audit";
 import type { Clock } from "@gw/core/clock";
 import { type Sealed, type Vault, VaultUnreadable } from "@gw/core/mcp";
 import type { Postgres } from "@gw/core/postgres";
@@ -98,7 +98,7 @@ export class IdentityProviders {
           now,
         ],
       );
-      await this.audit.record(intent(actor, "store", input.issuer), "allowed", tx);
+      await this.audit.record(auditIntent(actor, "store", "identity_provider", input.issuer), "allowed", tx);
       return view(rows[0]!);
     });
   }
@@ -118,7 +118,11 @@ export class IdentityProviders {
         [actor.principal.org],
       );
       if (!rows[0]) return false;
-      await this.audit.record(intent(actor, "delete", rows[0].issuer), "allowed", tx);
+      await this.audit.record(
+        auditIntent(actor, "delete", "identity_provider", rows[0].issuer),
+        "allowed",
+        tx,
+      );
       return true;
     });
   }
@@ -147,22 +151,6 @@ export class IdentityProviders {
       throw err;
     }
   }
-}
-
-function intent(
-  actor: { principal: Principal; requestId: string },
-  action: "store" | "delete",
-  issuer: string,
-): AuditIntent {
-  const { principal } = actor;
-  return {
-    organization: principal.org,
-    actor: { userId: principal.user, keyId: principal.keyId, credential: principal.credential },
-    action,
-    resourceType: "identity_provider",
-    resourceId: issuer,
-    requestId: actor.requestId,
-  };
 }
 
 function view(row: Row): IdentityProviderView {

@@ -1,4 +1,4 @@
-import type { AuditLog } from "@gw/core/audit";
+import { type AuditLog, auditActor } from "@gw/core/audit";
 import type { Clock } from "@gw/core/clock";
 import { evaluate, holdbackFor, type Policy } from "@gw/core/guardrails";
 import type { Logger } from "@gw/core/logger";
@@ -88,7 +88,7 @@ export function modelGuardrailsOf(
       await audit.record(
         {
           organization: principal.org,
-          actor: { userId: principal.user, keyId: principal.keyId, credential: principal.credential },
+          actor: auditActor(principal),
           action: "guardrail.decision",
           resourceType: "guardrail",
           resourceId: guardrail,

@@ -1,4 +1,4 @@
-import type { AuditIntent, AuditLog } from "@gw/core/audit";
+import { type AuditLog, auditIntent } from "@gw/core/audit";
 import type { Clock } from "@gw/core/clock";
 import type { Action, AppliesTo, Check, Policy } from "@gw/core/guardrails";
 import type { Postgres, Queryable } from "@gw/core/postgres";
@@ -122,7 +122,7 @@ export class GuardrailStore {
           now,
         ],
       );
-      await this.audit.record(intent(actor, "guardrail.create", input.id), "allowed", tx);
+      await this.audit.record(auditIntent(actor, "guardrail.create", "guardrail", input.id), "allowed", tx);
       return view(rows[0]!);
     });
   }
@@ -169,7 +169,7 @@ export class GuardrailStore {
         ],
       );
       if (!rows[0]) return undefined;
-      await this.audit.record(intent(actor, "guardrail.update", id), "allowed", tx);
+      await this.audit.record(auditIntent(actor, "guardrail.update", "guardrail", id), "allowed", tx);
       return view(rows[0]);
     });
     if (updated) await this.changed(org);
@@ -192,7 +192,7 @@ export class GuardrailStore {
       if (!attached) return false;
       await mayDetach(attached);
       await tx.query("DELETE FROM guardrails WHERE org = $1 AND id = $2", [org, id]);
-      await this.audit.record(intent(actor, "guardrail.delete", id), "allowed", tx);
+      await this.audit.record(auditIntent(actor, "guardrail.delete", "guardrail", id), "allowed", tx);
       return true;
     });
     if (deleted) await this.changed(org);
@@ -241,7 +241,10 @@ export class GuardrailStore {
         [org, id, Math.floor(this.clock.wall() / 1000)],
       );
       await this.audit.record(
-        { ...intent(actor, "guardrail.attach", id), attachments: after.map(attachmentLabel) },
+        {
+          ...auditIntent(actor, "guardrail.attach", "guardrail", id),
+          attachments: after.map(attachmentLabel),
+        },
         "allowed",
         tx,
       );
@@ -308,18 +311,6 @@ export function sortAttachments(list: Attachment[]): Attachment[] {
       SCOPE_ORDER[a.scope] - SCOPE_ORDER[b.scope] ||
       (targetOf(a) < targetOf(b) ? -1 : targetOf(a) > targetOf(b) ? 1 : 0),
   );
-}
-
-function intent(actor: GuardrailActor, action: AuditIntent["action"], id: string): AuditIntent {
-  const { principal } = actor;
-  return {
-    organization: principal.org,
-    actor: { userId: principal.user, keyId: principal.keyId, credential: principal.credential },
-    action,
-    resourceType: "guardrail",
-    resourceId: id,
-    requestId: actor.requestId,
-  };
 }
 
 function view(row: Row): GuardrailObject {

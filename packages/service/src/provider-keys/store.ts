@@ -1,4 +1,4 @@
-import type { AuditIntent, AuditLog } from "@gw/core/audit";
+import { type AuditLog, auditIntent } from "@gw/core/audit";
 import type { Clock } from "@gw/core/clock";
 import { type Sealed, type UpstreamPolicy, type Vault, VaultUnreadable } from "@gw/core/mcp";
 import type { Postgres, Queryable } from "@gw/core/postgres";
@@ -109,7 +109,7 @@ export class ProviderKeyStore implements OrganizationProviderKeys {
           now,
         ],
       );
-      await this.audit.record(intent(actor, "store", provider), "allowed", tx);
+      await this.audit.record(auditIntent(actor, "store", "provider_key", provider), "allowed", tx);
       return view(rows[0]!);
     });
   }
@@ -131,7 +131,7 @@ export class ProviderKeyStore implements OrganizationProviderKeys {
         provider,
       ]);
       if (!rowCount) return false;
-      await this.audit.record(intent(actor, "delete", provider), "allowed", tx);
+      await this.audit.record(auditIntent(actor, "delete", "provider_key", provider), "allowed", tx);
       return true;
     });
   }
@@ -190,7 +190,8 @@ export class ProviderKeyStore implements OrganizationProviderKeys {
          WHERE org = $1 AND provider = $2 AND revision = $3 AND first_used_at IS NULL`,
         [caller.principal.org, provider, revision, this.seconds()],
       );
-      if (rowCount) await this.audit.record(intent(caller, "first_use", provider), "allowed", tx);
+      if (rowCount)
+        await this.audit.record(auditIntent(caller, "first_use", "provider_key", provider), "allowed", tx);
     });
   }
 
@@ -221,18 +222,6 @@ const context = (org: string, provider: ByokProvider, baseUrl: string | null) =>
   provider,
   baseUrl ?? "",
 ];
-
-function intent(actor: ProviderKeyCaller, action: "store" | "delete" | "first_use", provider: ByokProvider) {
-  const { principal } = actor;
-  return {
-    organization: principal.org,
-    actor: { userId: principal.user, keyId: principal.keyId, credential: principal.credential },
-    action,
-    resourceType: "provider_key",
-    resourceId: provider,
-    requestId: actor.requestId,
-  } satisfies AuditIntent;
-}
 
 function view(row: Row): ProviderKeyView {
   return {
