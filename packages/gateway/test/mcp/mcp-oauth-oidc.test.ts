@@ -7,10 +7,9 @@ import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { OidcRelyingParty } from "../../src/oauth/oidc.ts";
-import { newOrg } from "../authorization-helpers.ts";
 import { TEST_PUBLIC_URL, useGateway } from "../harness.ts";
-import { caller, MCP_ENV } from "./mcp-helpers.ts";
-import { clientFetchTo, hidden, MemoryProvider } from "./oauth-client.ts";
+import { MCP_ENV } from "./mcp-helpers.ts";
+import { clientFetchTo, docsServer, hidden, MemoryProvider } from "./oauth-client.ts";
 
 const gw = useGateway({ ...MCP_ENV, MCP_OAUTH_ALLOW_PRIVATE_IDENTITY_PROVIDERS: "true" });
 const CALLBACK = `${TEST_PUBLIC_URL}/oauth/callback`;
@@ -120,16 +119,7 @@ class Browser {
 
 /** An organization with the fake upstream (alice its owner), carol a reader, and the provider named. */
 async function setUp() {
-  const o = await newOrg(gw);
-  const res = await caller(gw.url, o.secret)("alice", "/api/v1/mcp/servers", {
-    json: { name: "docs", url: upstream.url, description: "The document store" },
-  });
-  expect(res.status).toBe(201);
-  const { id } = (await res.json()) as { id: string };
-  expect(
-    (await o.grant("alice", { resourceType: "mcp_server", resourceId: id, userId: "carol", role: "reader" }))
-      .status,
-  ).toBe(204);
+  const { o, id } = await docsServer(gw, upstream.url, "carol");
   const admin = await gw.createKey({ org: o.org, owner: "admin", permissions: ["admin:api-keys"] });
   const put = await gw.call("/api/v1/admin/mcp-oauth/identity-provider", {
     method: "PUT",

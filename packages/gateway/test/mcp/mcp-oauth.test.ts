@@ -10,7 +10,7 @@ import type { RunningGateway } from "../../src/server.ts";
 import { newOrg } from "../authorization-helpers.ts";
 import { TEST_PUBLIC_URL, useGateway } from "../harness.ts";
 import { caller, MCP_ENV, startReplica } from "./mcp-helpers.ts";
-import { clientFetchTo, hidden, MemoryProvider } from "./oauth-client.ts";
+import { clientFetchTo, docsServer, hidden, MemoryProvider } from "./oauth-client.ts";
 
 const gw = useGateway(MCP_ENV);
 let upstream: FakeMcpServer;
@@ -64,16 +64,7 @@ async function browser(authorizationUrl: URL, key: string, decision: "allow" | "
 
 /** An organization where alice registered the fake upstream, bob is its reader, and bob has his own key. */
 async function setUp() {
-  const o = await newOrg(gw);
-  const res = await caller(gw.url, o.secret)("alice", "/api/v1/mcp/servers", {
-    json: { name: "docs", url: upstream.url, description: "The document store" },
-  });
-  expect(res.status).toBe(201);
-  const { id } = (await res.json()) as { id: string };
-  expect(
-    (await o.grant("alice", { resourceType: "mcp_server", resourceId: id, userId: "bob", role: "reader" }))
-      .status,
-  ).toBe(204);
+  const { o, id } = await docsServer(gw, upstream.url, "bob");
   const bob = await gw.createKey({ org: o.org, owner: "bob" });
   const serverUrl = new URL(`${TEST_PUBLIC_URL}/api/v1/mcp/servers/${id}/mcp`);
   return { o, id, bob, serverUrl };

@@ -1,6 +1,28 @@
 export { MemoryProvider } from "@gw/test-kit/mcp-oauth-client";
 
-import { TEST_PUBLIC_URL } from "../harness.ts";
+import { expect } from "vitest";
+import { newOrg, type Org } from "../authorization-helpers.ts";
+import { type GatewayHarness, TEST_PUBLIC_URL } from "../harness.ts";
+import { caller } from "./mcp-helpers.ts";
+
+/** A fresh organization where alice registered `upstreamUrl` as the server "docs" and `reader` reads it. */
+export async function docsServer(
+  gw: GatewayHarness,
+  upstreamUrl: string,
+  reader: string,
+): Promise<{ o: Org; id: string }> {
+  const o = await newOrg(gw);
+  const res = await caller(gw.url, o.secret)("alice", "/api/v1/mcp/servers", {
+    json: { name: "docs", url: upstreamUrl, description: "The document store" },
+  });
+  expect(res.status).toBe(201);
+  const { id } = (await res.json()) as { id: string };
+  expect(
+    (await o.grant("alice", { resourceType: "mcp_server", resourceId: id, userId: reader, role: "reader" }))
+      .status,
+  ).toBe(204);
+  return { o, id };
+}
 
 /**
  * The client's network: requests to the gateway's public URL (https://gateway.test) reach the test
