@@ -145,6 +145,22 @@ export interface AuditLogOptions {
   logger?: Logger;
   /** Its wall time stamps records and bounds the retention (tests move it). */
   clock?: Clock;
+  /**
+   * Told when records given to `recordSoon` could not be kept (PostgreSQL
+   * refused the batch, or too many were waiting): how many, and why.
+   */
+  onLost?: (count: number, err: Error) => void;
+}
+
+/** Records `recordSoon` holds at most while PostgreSQL is slow or away; more are counted lost. */
+const MAX_WAITING_RECORDS = 10_000;
+/** Records written by one statement at most. */
+const RECORDS_PER_BATCH = 500;
+
+interface WaitingRecord {
+  intent: AuditIntent;
+  at: Date;
+  outcome: AuditOutcome;
 }
 
 /** What a listing narrows to: a resource, or an organization's provider key. */
@@ -187,12 +203,17 @@ export class AuditLog {
   private readonly retentionMs: number | undefined;
   private readonly logger: Logger | undefined;
   private readonly clock: Clock;
+  private readonly onLost: ((count: number, err: Error) => void) | undefined;
+  private waiting: WaitingRecord[] = [];
+  /** The batches being written, one after the other, until none waits. */
+  private writing: Promise<void> | undefined;
 
   constructor(db: Queryable, options: AuditLogOptions) {
     this.db = db;
     this.retentionMs = options.retentionMs;
     this.logger = options.logger;
     this.clock = options.clock ?? systemClock;
+    this.onLost = options.onLost;
   }
 
   /** Records a change about to run, its outcome `unknown`; throws (a 503 on an outage) if PostgreSQL cannot keep it. */
@@ -214,6 +235,57 @@ export class AuditLog {
     const recorded = toRecord({ seq, at, record: intent, outcome, zed_token: null });
     this.logger?.info({ audit: recorded }, "audit");
     return recorded;
+  }
+
+  /**
+   * Records something already decided and done whose answer need not wait
+   * for its record (an MCP tool call): stamped now, written soon after in
+   * batches, in order, by one statement per batch. Reads of this log, and
+   * `flush`, wait for what is waiting. What PostgreSQL refuses is told to
+   * `onLost`, as an awaited `record`'s failure would be told by its caller.
+   */
+  recordSoon(intent: AuditIntent, outcome: AuditOutcome): void {
+    if (this.waiting.length >= MAX_WAITING_RECORDS) {
+      this.onLost?.(1, new Error(`${MAX_WAITING_RECORDS} audit records are already waiting to be written`));
+      return;
+    }
+    this.waiting.push({ intent, at: new Date(this.clock.wall()), outcome });
+    // After the current turn of the event loop: the answer is written first, and the records of
+    // the calls answered in the same turn share a statement.
+    this.writing ??= new Promise<void>((resolve) => setImmediate(resolve)).then(() => this.writeWaiting());
+  }
+
+  /** Resolves once every record given to `recordSoon` so far is written (or told lost). */
+  async flush(): Promise<void> {
+    while (this.writing) await this.writing;
+  }
+
+  private async writeWaiting(): Promise<void> {
+    while (this.waiting.length > 0) {
+      const batch = this.waiting.splice(0, RECORDS_PER_BATCH);
+      try {
+        const { rows } = await this.db.query<Row>(
+          `INSERT INTO audit_records (org, at, resource_type, resource_id, actor, action, record, outcome)
+           SELECT * FROM unnest($1::text[], $2::timestamptz[], $3::text[], $4::text[], $5::text[],
+                                $6::text[], $7::json[], $8::text[])
+           RETURNING seq, at, record, outcome, zed_token`,
+          [
+            batch.map((r) => auditKeyText(r.intent.organization)),
+            batch.map((r) => r.at),
+            batch.map((r) => auditKeyText(r.intent.resourceType)),
+            batch.map((r) => auditKeyText(r.intent.resourceId)),
+            batch.map((r) => auditKeyText(r.intent.actor.userId)),
+            batch.map((r) => auditKeyText(r.intent.action)),
+            batch.map((r) => JSON.stringify(r.intent)),
+            batch.map((r) => r.outcome),
+          ],
+        );
+        for (const row of rows) this.logger?.info({ audit: toRecord(row) }, "audit");
+      } catch (err) {
+        this.onLost?.(batch.length, err as Error);
+      }
+    }
+    this.writing = undefined;
   }
 
   /**
@@ -282,6 +354,7 @@ export class AuditLog {
     org: string,
     range: { since?: Date | undefined; until?: Date | undefined } = {},
   ): Promise<{ guardrail: string; action: string; count: number }[]> {
+    await this.flush();
     const values: unknown[] = [auditKeyText(org), this.cutoff()];
     let where = "org = $1 AND at > $2 AND resource_type = 'guardrail' AND action = 'guardrail.decision'";
     if (range.since) {
@@ -343,6 +416,8 @@ export class AuditLog {
     page: { limit: number; cursor?: string | undefined },
     filters: AuditFilters = {},
   ): Promise<AuditPage> {
+    // A listing shows every record given before it was asked for.
+    await this.flush();
     // Filters compare columns, never the record: PostgreSQL's JSON operators would turn every string of
     // every record they pass into text, and fail on one holding U+0000 or a lone surrogate.
     const values: unknown[] = [auditKeyText(org), this.cutoff(), page.limit + 1];

@@ -132,7 +132,15 @@ export async function startGateway(
     connectionName: "gateway",
     onIdleError: (err) => logger.warn({ err: err.message }, "postgres connection error"),
   });
-  const audit = new AuditLog(db, { retentionMs: config.AUDIT_RETENTION, logger, clock });
+  const audit = new AuditLog(db, {
+    retentionMs: config.AUDIT_RETENTION,
+    logger,
+    clock,
+    onLost: (count, err) => {
+      metrics.auditWriteErrors.inc(count);
+      logger.error({ err: err.message, count }, "could not record MCP tool calls in the audit trail");
+    },
+  });
   const revokedFamilies = new RevokedFamilies(
     redis,
     config.MCP_OAUTH_ACCESS_TOKEN_TTL,
@@ -320,6 +328,8 @@ export async function startGateway(
     async close() {
       await Promise.all([closeGracefully(server, config.SHUTDOWN_GRACE_MS), metricsListener?.close()]);
       clearInterval(auditSweep);
+      // The records of the last calls answered before the server closed.
+      await audit.flush();
       await upstreams.close();
       subscriber.disconnect();
       await limiter.close();

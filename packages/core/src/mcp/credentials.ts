@@ -31,6 +31,13 @@ interface Row {
   last_used_at: string | null;
 }
 
+/** A credential as `CredentialStore.sealedFor` read it: nothing in it is open. */
+export interface SealedCredential {
+  readonly org: string;
+  readonly serverId: string;
+  readonly row: Row | undefined;
+}
+
 /** `''` is the shared credential's owner in the table. */
 const SHARED = "";
 
@@ -135,13 +142,32 @@ export class CredentialStore {
     server: { id: string; origin: string },
     user: string,
   ): Promise<{ headers: UpstreamHeaders; source: "own" | "shared" | "none" }> {
+    return this.open(await this.sealedFor(org, server.id, user), server);
+  }
+
+  /**
+   * The credential a call of `user`'s would use (theirs, else the shared
+   * one), still sealed: read beside the call's decision, and opened by
+   * `open` only once the call is allowed.
+   */
+  async sealedFor(org: string, serverId: string, user: string): Promise<SealedCredential> {
     const { rows } = await this.db.query<Row>(
       `SELECT user_id, type, header_name, kek_id, wrapped_key, sealed, created_at, last_used_at
        FROM mcp_credentials WHERE org = $1 AND server_id = $2 AND user_id IN ('', $3)
        ORDER BY user_id DESC LIMIT 1`,
-      [org, server.id, user],
+      [org, serverId, user],
     );
-    const row = rows[0];
+    return { org, serverId, row: rows[0] };
+  }
+
+  /** The headers of a credential read by `sealedFor`, for the server it was read for. */
+  async open(
+    credential: SealedCredential,
+    server: { id: string; origin: string },
+  ): Promise<{ headers: UpstreamHeaders; source: "own" | "shared" | "none" }> {
+    const { org, row } = credential;
+    if (credential.serverId !== server.id)
+      throw new Error("A credential opens only for the server it was read for");
     if (!row) return { headers: {}, source: "none" };
     const ctx = context(org, server, row.user_id, row.type);
     const stored: Sealed = { kekId: row.kek_id, wrappedKey: row.wrapped_key, sealed: row.sealed };
