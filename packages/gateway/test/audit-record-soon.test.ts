@@ -67,7 +67,9 @@ describe("records written soon after the answer (recordSoon)", () => {
     let refuse = true;
     const flaky: Queryable = {
       query: ((text: string, values?: unknown[]) =>
-        refuse ? Promise.reject(new Error("connection refused")) : db.query(text, values)) as Queryable["query"],
+        refuse
+          ? Promise.reject(new Error("connection refused"))
+          : db.query(text, values)) as Queryable["query"],
     };
     const audit = new AuditLog(flaky, {
       retentionMs: 86_400_000,

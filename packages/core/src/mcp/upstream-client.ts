@@ -1,3 +1,4 @@
+import { StringDecoder } from "node:string_decoder";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import {
   StreamableHTTPClientTransport,
@@ -10,7 +11,7 @@ import {
   McpError,
   type Tool,
 } from "@modelcontextprotocol/sdk/types.js";
-import { EventSourceParserStream } from "eventsource-parser/stream";
+import { createParser } from "eventsource-parser";
 import { LRUCache } from "lru-cache";
 import { type Agent, fetch as undiciFetch } from "undici";
 import type { z } from "zod";
@@ -307,11 +308,12 @@ export class UpstreamClients {
         throw this.failure(server, err, headers);
       }
       try {
+        // The handshake was the SDK's; each request of the session is then one HTTP request made
+        // here, with the session's id and version (a tenth of the SDK client's work per call).
         return await work((method, params, schema) =>
-          session.client.request({ method, params }, schema, {
-            timeout: this.timeoutMs,
-            ...(options.signal ? { signal: options.signal } : {}),
-          }),
+          this.directRequest(server, headers, options, this.sessionHeaders(session), method, params).then(
+            (result) => schema.parse(result) as z.infer<typeof schema>,
+          ),
         );
       } catch (err) {
         // An answer refused here (too many tools) leaves the session as it was, and the calls sharing it.
@@ -387,66 +389,138 @@ export class UpstreamClients {
     method: string,
     params: Record<string, unknown>,
   ): Promise<unknown> {
-    const id = ++this.requestIds;
     const name = method === "tools/call" ? params.name : undefined;
-    const requestHeaders: Record<string, string> = {
-      "content-type": "application/json",
-      accept: "application/json, text/event-stream",
+    const eraHeaders: Record<string, string> = {
       "mcp-protocol-version": version,
       "mcp-method": method,
       ...(typeof name === "string" ? { "mcp-name": encodeHeaderValue(name) } : {}),
     };
-    // Past the limit the read fails with AnswerTooLarge, which the caller reports.
-    const fetchGuarded = this.guardedFetch(
-      server,
-      () => ({ headers, signRequest: options.signRequest }),
-      () => this.onLimit("answer_bytes"),
-    );
-    const response = await fetchGuarded(server.url, {
+    return this.directRequest(server, headers, options, eraHeaders, method, {
+      ...params,
+      _meta: gatewayRequestMeta(version),
+    });
+  }
+
+  /** What a request of a legacy session carries: its id and the version its handshake agreed. */
+  private sessionHeaders(session: Session): Record<string, string> {
+    const { sessionId, protocolVersion } = session.transport;
+    return {
+      ...(sessionId ? { "mcp-session-id": sessionId } : {}),
+      ...(protocolVersion ? { "mcp-protocol-version": protocolVersion } : {}),
+    };
+  }
+
+  /**
+   * One JSON-RPC request as one HTTP POST, through the same guard as every
+   * request to the server (its origin only, the policy's dispatcher, no
+   * redirects, the answer read within `maxAnswerBytes`), with `eraHeaders`
+   * (a session's id, or the modern era's mirrored headers). Answered as
+   * JSON or as an SSE stream whose message with this request's id is the
+   * response. The result, or the JSON-RPC error as an `McpError`; an HTTP
+   * refusal without one is a `StreamableHTTPError` with its status.
+   */
+  private async directRequest(
+    server: UpstreamTarget,
+    headers: UpstreamHeaders,
+    options: CallOptions,
+    eraHeaders: Record<string, string>,
+    method: string,
+    params: Record<string, unknown>,
+  ): Promise<unknown> {
+    // A string id of the gateway's own: never one the SDK client of the same session uses.
+    const id = `gw-${++this.requestIds}`;
+    const url = new URL(server.url);
+    const signed = options.signRequest ? await options.signRequest({ method: "POST", url }) : {};
+    const requestHeaders: Record<string, string> = {};
+    for (const [name, value] of [...Object.entries(headers), ...Object.entries(signed)])
+      if (!TRANSPORT_HEADERS.has(name.toLowerCase())) requestHeaders[name.toLowerCase()] = value;
+    Object.assign(requestHeaders, eraHeaders, {
+      "content-type": "application/json",
+      accept: "application/json, text/event-stream",
+    });
+    const timeout = AbortSignal.timeout(this.timeoutMs);
+    const {
+      statusCode,
+      headers: answered,
+      body,
+    } = await this.dispatcher.request({
+      origin: url.origin,
+      path: `${url.pathname}${url.search}`,
       method: "POST",
       headers: requestHeaders,
-      body: JSON.stringify({
-        jsonrpc: "2.0",
-        id,
-        method,
-        params: { ...params, _meta: gatewayRequestMeta(version) },
-      }),
-      signal: options.signal
-        ? AbortSignal.any([options.signal, AbortSignal.timeout(this.timeoutMs)])
-        : AbortSignal.timeout(this.timeoutMs),
+      body: JSON.stringify({ jsonrpc: "2.0", id, method, params }),
+      signal: options.signal ? AbortSignal.any([options.signal, timeout]) : timeout,
     });
-    const type = response.headers.get("content-type") ?? "";
+    if (statusCode >= 300 && statusCode < 400) {
+      body.destroy();
+      throw new UpstreamRefused("it answered with a redirect, which the gateway does not follow");
+    }
+    const ok = statusCode >= 200 && statusCode < 300;
+    const type = String(answered["content-type"] ?? "");
     let message: unknown;
-    if (type.startsWith("text/event-stream") && response.ok) {
-      const events = (response.body as ReadableStream<Uint8Array>)
-        .pipeThrough(new TextDecoderStream() as unknown as TransformStream<Uint8Array, string>)
-        .pipeThrough(new EventSourceParserStream());
-      for await (const event of events as unknown as AsyncIterable<{ data: string }>) {
-        const parsed = JSON.parse(event.data) as { id?: unknown };
-        if (parsed && parsed.id === id) {
-          message = parsed;
-          break;
-        }
-      }
-    } else {
-      const text = await response.text();
-      try {
-        message = JSON.parse(text);
-      } catch {
-        if (!response.ok) throw new StreamableHTTPError(response.status, "answered a non-JSON error");
-        throw new Error("the answer is not JSON");
-      }
+    try {
+      message =
+        type.startsWith("text/event-stream") && ok
+          ? await this.readEvents(body, id)
+          : JSON.parse(await this.readText(body));
+    } catch (err) {
+      if (err instanceof AnswerTooLarge || !(err instanceof SyntaxError)) throw err;
+      if (!ok) throw new StreamableHTTPError(statusCode, "answered a non-JSON error");
+      throw new Error("the answer is not JSON");
     }
     const rpc = message as { id?: unknown; result?: unknown; error?: { code?: unknown; message?: unknown } };
     if (rpc?.error && typeof rpc.error.code === "number") {
       const error = new McpError(rpc.error.code, String(rpc.error.message ?? ""));
       // A refusal (401, 403) may carry a JSON-RPC error too: its status is kept with it.
-      throw response.ok ? error : Object.assign(error, { httpStatus: response.status });
+      throw ok ? error : Object.assign(error, { httpStatus: statusCode });
     }
-    if (!response.ok) throw new StreamableHTTPError(response.status, "answered an error");
+    if (!ok) throw new StreamableHTTPError(statusCode, "answered an error");
     if (!rpc || rpc.id !== id || rpc.result === undefined)
       throw new Error("the answer is not a JSON-RPC response");
     return rpc.result;
+  }
+
+  /** A body as text, read within `maxAnswerBytes` (past it: dropped, counted, `AnswerTooLarge`). */
+  private async readText(body: AsyncIterable<Buffer> & { destroy(): void }): Promise<string> {
+    const chunks: Buffer[] = [];
+    let bytes = 0;
+    for await (const chunk of body) {
+      bytes += chunk.byteLength;
+      if (bytes > this.maxAnswerBytes) throw this.cutOff(body);
+      chunks.push(chunk);
+    }
+    return Buffer.concat(chunks).toString("utf8");
+  }
+
+  /**
+   * The message with `id` of an SSE stream (other messages, such as
+   * notifications, are passed over), read within `maxAnswerBytes`; the rest
+   * of the stream is not waited for.
+   */
+  private async readEvents(body: AsyncIterable<Buffer> & { destroy(): void }, id: string): Promise<unknown> {
+    const decoder = new StringDecoder("utf8");
+    const events: string[] = [];
+    const parser = createParser({ onEvent: (event) => events.push(event.data) });
+    let bytes = 0;
+    for await (const chunk of body) {
+      bytes += chunk.byteLength;
+      if (bytes > this.maxAnswerBytes) throw this.cutOff(body);
+      parser.feed(decoder.write(chunk));
+      for (const data of events.splice(0)) {
+        const parsed = JSON.parse(data) as { id?: unknown };
+        if (parsed && parsed.id === id) {
+          body.destroy();
+          return parsed;
+        }
+      }
+    }
+    throw new Error("the event stream ended without the response");
+  }
+
+  private cutOff(body: { destroy(): void }): AnswerTooLarge {
+    body.destroy();
+    this.onLimit("answer_bytes");
+    return new AnswerTooLarge(this.maxAnswerBytes);
   }
 
   /** Closes a session and forgets it, unless another has taken its place meanwhile. */
