@@ -2,48 +2,73 @@
  * `node test/bench/mcp.ts`: an MCP `tools/call` through the gateway's proxy
  * beside the same call made directly to the upstream (the test-kit's MCP
  * server), both with the official SDK client: the latency the proxy adds at
- * concurrency 1 (p50, p99) and the throughput ratio at 16. Prints one JSON
- * line. Nothing is asserted; numbers depend on the machine.
+ * concurrency 1 (p50, p99), the throughput ratio at 16, and the gateway's
+ * CPU per call. As deployed: the gateway, the upstream and SpiceDB each run
+ * in their own process (the gateway as `pnpm start` runs it, logging one
+ * line per request), the client in this one. Prints one JSON line. Nothing
+ * is asserted; numbers depend on the machine.
  */
-import { randomBytes } from "node:crypto";
-import { createLogger } from "@gw/core/logger";
-import { newVaultKeys } from "@gw/core/mcp";
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { createRedis } from "@gw/core/redis";
-import { ApiKeyStore, gatewayConfigSchema, generateSigningJwk, startGateway } from "@gw/gateway";
-import { spicedbEnv, startTestPostgres, startTestRedis, startTestSpiceDB } from "@gw/test-kit";
-import { startFakeMcpServer } from "@gw/test-kit/mcp-upstream";
+import { freePort, REPO_ROOT, startNodeProcess, startSpiceDBLocalProcess } from "@gw/devstack";
+import { ApiKeyStore } from "@gw/gateway";
+import { startTestPostgres, startTestRedis } from "@gw/test-kit";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
+import { benchStackEnv, cpuMs } from "./http.ts";
 
 const DURATION_MS = Number(process.env.BENCH_MS ?? 2_000);
 
-const [postgres, redisServer, spicedb, upstream] = await Promise.all([
-  startTestPostgres(),
-  startTestRedis(),
-  startTestSpiceDB(),
-  startFakeMcpServer(),
-]);
-const gateway = await startGateway(
-  gatewayConfigSchema.parse({
-    PORT: "0",
-    HOST: "127.0.0.1",
+const [postgres, redisServer] = await Promise.all([startTestPostgres(), startTestRedis()]);
+const dataDir = await mkdtemp(join(tmpdir(), "gw-bench-mcp-"));
+const spicedbPort = await freePort();
+const spicedb = await startSpiceDBLocalProcess({
+  port: spicedbPort,
+  env: { PATH: process.env.PATH, LOG_LEVEL: "warn", DATA_DIR: dataDir },
+});
+const upstreamPort = await freePort();
+const upstream = await startNodeProcess({
+  name: "mcp-upstream",
+  entry: join(REPO_ROOT, "packages/test-kit/src/mcp-upstream.ts"),
+  port: upstreamPort,
+  env: { PATH: process.env.PATH },
+  isReady: () =>
+    fetch(`http://127.0.0.1:${upstreamPort}/healthz`).then(
+      () => true,
+      () => false,
+    ),
+  outputFile: join(dataDir, "mcp-upstream.log"),
+});
+const upstreamUrl = `http://127.0.0.1:${upstreamPort}/mcp`;
+const gateway = await startNodeProcess({
+  name: "gateway",
+  entry: join(REPO_ROOT, "packages/gateway/src/main.ts"),
+  port: await freePort(),
+  env: {
+    ...benchStackEnv({
+      redis: redisServer.url,
+      postgres: postgres.url,
+      spicedbPort,
+      dataDir,
+      logLevel: "info",
+    }),
     SERVICE_URL: "http://127.0.0.1:9",
-    REDIS_URL: redisServer.url,
-    DATABASE_URL: postgres.url,
-    JWT_SIGNING_KEYS: JSON.stringify({ keys: [await generateSigningJwk()] }),
-    INTERNAL_ASSERTION_SECRET: randomBytes(32).toString("hex"),
-    VAULT_KEYS: newVaultKeys(),
     MCP_ALLOW_PRIVATE_UPSTREAMS: "true",
-    ...spicedbEnv(spicedb),
-  }),
-  createLogger("bench", "silent"),
-);
+    // BENCH_PROFILE_DIR=<dir>: the gateway writes a V8 CPU profile there when it stops.
+    ...(process.env.BENCH_PROFILE_DIR
+      ? { NODE_OPTIONS: `--cpu-prof --cpu-prof-dir=${process.env.BENCH_PROFILE_DIR}` }
+      : {}),
+  },
+  outputFile: join(dataDir, "gateway.log"),
+});
 const redis = createRedis(redisServer.url, { connectionName: "bench" });
 const { secret } = await new ApiKeyStore(redis).create({ org: "bench", owner: "alice" });
 const created = await fetch(`${gateway.url}/api/v1/mcp/servers`, {
   method: "POST",
   headers: { authorization: `Bearer ${secret}`, "content-type": "application/json" },
-  body: JSON.stringify({ name: "bench", url: upstream.url }),
+  body: JSON.stringify({ name: "bench", url: upstreamUrl }),
 });
 const { id } = (await created.json()) as { id: string };
 await fetch(`${gateway.url}/api/v1/mcp/servers/${id}/credentials/shared`, {
@@ -58,7 +83,7 @@ async function connect(url: string, headers: Record<string, string> = {}): Promi
   await client.listTools();
   return client;
 }
-const direct = await connect(upstream.url);
+const direct = await connect(upstreamUrl);
 const proxied = await connect(`${gateway.url}/api/v1/mcp/servers/${id}/mcp`, {
   authorization: `Bearer ${secret}`,
 });
@@ -82,9 +107,12 @@ async function run(client: Client, concurrency: number): Promise<number[]> {
 const q = (sorted: number[], p: number) =>
   sorted[Math.min(sorted.length - 1, Math.floor(p * sorted.length))]!;
 
+// Steady state: for SPICEDB_FULLY_CONSISTENT_AFTER_WRITE_MS (6 s) after the server's registration, and
+// after the gateway connected to Redis, every check asks SpiceDB rather than a kept decision.
+await new Promise((resolve) => setTimeout(resolve, 6_500));
 for (let i = 0; i < 200; i++) await Promise.all([call(direct), call(proxied)]); // warm up
 const result: Record<string, number> = {};
-// Alternating, so both see the same machine.
+// One after the other, so both see the same machine.
 for (const [name, client] of [
   ["direct", direct],
   ["proxy", proxied],
@@ -97,11 +125,15 @@ for (const [name, client] of [
   ["direct", direct],
   ["proxy", proxied],
 ] as const) {
-  result[`${name}_rps_16`] = (await run(client, 16)).length / (DURATION_MS / 1000);
+  const cpuBefore = cpuMs(gateway.process.pid!);
+  const calls = (await run(client, 16)).length;
+  result[`${name}_rps_16`] = calls / (DURATION_MS / 1000);
+  if (name === "proxy") result.gateway_cpu_ms_per_call = (cpuMs(gateway.process.pid!) - cpuBefore) / calls;
 }
 process.stdout.write(`${JSON.stringify(result)}\n`);
 await Promise.all([direct.close(), proxied.close()]);
 redis.disconnect();
-await gateway.close();
-await Promise.all([upstream.close(), spicedb.close(), redisServer.stop(), postgres.stop()]);
+await gateway.stop();
+await Promise.all([upstream.stop(), spicedb.stop(), redisServer.stop(), postgres.stop()]);
+await rm(dataDir, { recursive: true, force: true });
 process.exit(0);

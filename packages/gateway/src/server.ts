@@ -8,6 +8,7 @@ import { assertionSecret, InternalAssertions } from "@gw/core/internal-assertion
 import { createLogger, type Logger, redactUrl } from "@gw/core/logger";
 import {
   CredentialStore,
+  McpReadCache,
   McpServerStore,
   McpToolAuthorization,
   type Resolver,
@@ -105,6 +106,9 @@ export async function startGateway(
     clock,
   });
   await keys.start();
+  // What every proxied MCP call reads from PostgreSQL, kept here and dropped on a change (on any replica).
+  const mcpReads = new McpReadCache({ publisher: redis, subscriber, logger, clock });
+  await mcpReads.start();
   if (config.GATEWAY_BOOTSTRAP_ADMIN_KEY) {
     await ensureBootstrapAdminKey(
       store,
@@ -225,6 +229,7 @@ export async function startGateway(
   const vault = new Vault(vaultKeys);
   const credentials = new CredentialStore(db, vault, {
     clock,
+    cache: mcpReads,
     onUnreadable: (reason) => logger.error({ reason }, "an MCP credential could not be opened"),
   });
 
@@ -254,7 +259,7 @@ export async function startGateway(
       accessTokenTtlSeconds: config.MCP_OAUTH_ACCESS_TOKEN_TTL,
     },
     mcp: {
-      servers: new McpServerStore(db, clock),
+      servers: new McpServerStore(db, clock, mcpReads),
       credentials,
       tools: new McpToolAuthorization(spicedb, zedTokens, authorization),
       upstreams,

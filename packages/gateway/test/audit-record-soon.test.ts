@@ -91,16 +91,21 @@ describe("records written soon after the answer (recordSoon)", () => {
     const stalled = new Promise<void>((resolve) => {
       release = resolve;
     });
+    let sent!: () => void;
+    const firstSent = new Promise<void>((resolve) => {
+      sent = resolve;
+    });
     const slow: Queryable = {
       query: (async (text: string, values?: unknown[]) => {
+        sent();
         await stalled;
         return db.query(text, values);
       }) as Queryable["query"],
     };
     const audit = new AuditLog(slow, { retentionMs: 86_400_000, onLost: (count) => lost.push(count) });
     audit.recordSoon(call("org-soon-4", "first"), "allowed");
-    // The first record's statement is sent (and stalls) after this turn.
-    await new Promise((resolve) => setImmediate(resolve));
+    // The first record's statement is sent, and stalls.
+    await firstSent;
     for (let i = 0; i < 10_001; i++) audit.recordSoon(call("org-soon-4", `t${i}`), "allowed");
     expect(lost).toEqual([1]);
     release();

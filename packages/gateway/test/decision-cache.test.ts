@@ -257,6 +257,40 @@ describe.each(["single"] as const)("the decision cache, on %s Redis", (topology)
     expect((await mayCall(toolsA, bob)).asked).toBe(1);
   });
 
+  it("reads a server's last write once for an MCP call's server and tool checks asked together, and again for the next call", async () => {
+    let reads = 0;
+    const tokens = new RedisConsistencyTokens(store.redis, 0, clock);
+    const counted = new Proxy(tokens, {
+      get(target, property) {
+        if (property === "get")
+          return (...args: Parameters<typeof tokens.get>) => {
+            reads++;
+            return target.get(...args);
+          };
+        const value = Reflect.get(target, property, target) as unknown;
+        return typeof value === "function" ? value.bind(target) : value;
+      },
+    });
+    const authorization = new ResourceAuthorization(client, counted, {
+      decisions: new DecisionCache({ maxEntries: 1_000, maxAgeMs: 5_000, clock }),
+    });
+    const tools = new McpToolAuthorization(client, counted, authorization);
+    const server = { type: "mcp_server" as const, id: `mcp_${randomBytes(12).toString("hex")}` };
+    await authorization.createOwnership(alice, server);
+    await authorization.grant(alice, { ...server, userId: "bob", role: "reader" });
+    await tools.setDefault("acme", server.id, "search", "reader");
+    const call = () =>
+      Promise.all([authorization.check(bob, server, "reader"), tools.mayCall(bob, server.id, "search")]);
+    reads = 0;
+    expect(await call()).toEqual([true, true]);
+    expect(reads).toBe(1);
+    expect(await call()).toEqual([true, true]);
+    expect(reads).toBe(2);
+    // A revoke between two calls is read by the next one.
+    await authorization.revoke(alice, { ...server, userId: "bob", role: "reader" });
+    expect(await call()).toEqual([false, false]);
+  });
+
   it("does not serve a decision kept before Redis's connection broke, even once Redis is trusted again", async () => {
     // Without a window after a break, so only the decision's own session is tested here.
     a = replica(0, metrics);

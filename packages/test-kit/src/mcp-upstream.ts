@@ -14,7 +14,7 @@
  * answer of that many bytes (JSON or SSE), written as the reader takes it,
  * and records in `hugeAnswers` how much was written and whether the
  * connection closed before the end.
- * `pnpm exec node packages/test-kit/src/mcp-upstream.ts [port]` runs it by hand.
+ * `pnpm exec node packages/test-kit/src/mcp-upstream.ts [port]` runs it by hand (or with `PORT`).
  */
 import { randomUUID } from "node:crypto";
 import { once } from "node:events";
@@ -256,7 +256,7 @@ async function writeHuge(
 }
 
 if (import.meta.url === `file://${process.argv[1]}`) {
-  const fake = await startFakeMcpServer(Number(process.argv[2] ?? 0));
+  const fake = await startFakeMcpServer(Number(process.argv[2] ?? process.env.PORT ?? 0));
   process.stdout.write(`fake MCP server on ${fake.url}\n`);
 }
 

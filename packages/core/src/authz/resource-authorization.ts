@@ -175,6 +175,11 @@ export class ResourceAuthorization {
   private readonly logger: Logger | undefined;
   private readonly decisions: DecisionCache | undefined;
   private readonly hooks: AuthorizationHooks;
+  /** Last-write reads asked in the current run (cleared at its end), by key: see `lastWrite`. */
+  private readonly sameRunReads = new Map<
+    string,
+    { expiringAfter: number | undefined; read: Promise<LastWriteRead> }
+  >();
   private readonly ownership: OwnershipLifetimes | undefined;
   private readonly clock: Clock;
 
@@ -662,12 +667,23 @@ export class ResourceAuthorization {
   }
 
   /** The last write under `key` (with the next grant expiry after `expiringAfter`, when given); `UNKNOWN_LAST_WRITE` when Redis cannot say. */
-  private async lastWrite(key: string, expiringAfter?: number): Promise<LastWriteRead> {
-    try {
-      return await this.tokens.get(key, expiringAfter);
-    } catch {
-      return UNKNOWN_LAST_WRITE;
-    }
+  private lastWrite(key: string, expiringAfter?: number): Promise<LastWriteRead> {
+    // Reads of one key asked in the same run of this process, before any I/O was heard (a proxied MCP
+    // call's server and tool checks, asked together), share one round trip: nothing written
+    // meanwhile can have been seen by anyone. A read asked with an earlier `expiringAfter` names
+    // every expiry a later one would, and maybe one already past: a kept decision ends sooner, never later.
+    const shared = this.sameRunReads.get(key);
+    if (
+      shared &&
+      (expiringAfter === undefined
+        ? shared.expiringAfter === undefined
+        : shared.expiringAfter !== undefined && shared.expiringAfter <= expiringAfter)
+    )
+      return shared.read;
+    const read = this.tokens.get(key, expiringAfter).catch((): LastWriteRead => UNKNOWN_LAST_WRITE);
+    if (this.sameRunReads.size === 0) queueMicrotask(() => this.sameRunReads.clear());
+    this.sameRunReads.set(key, { expiringAfter, read });
+    return read;
   }
 }
 

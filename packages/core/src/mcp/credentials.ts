@@ -1,5 +1,6 @@
 import type { Clock } from "../clock.ts";
 import type { Queryable } from "../postgres.ts";
+import type { McpReadCache } from "./read-cache.ts";
 import { type Sealed, type Vault, VaultUnreadable } from "./vault.ts";
 
 /** What a caller stores: a bearer token, or one header's value. */
@@ -56,6 +57,7 @@ export class CredentialStore {
   private readonly vault: Vault;
   private readonly clock: Clock;
   private readonly onUnreadable: ((reason: string) => void) | undefined;
+  private readonly cache: McpReadCache | undefined;
 
   constructor(
     db: Queryable,
@@ -65,12 +67,15 @@ export class CredentialStore {
       clock: Clock;
       /** Told when a secret cannot be opened (a key gone from VAULT_KEYS): never the secret. */
       onUnreadable?: (reason: string) => void;
+      /** Keeps `sealedFor`'s rows (sealed as stored), told of every change. */
+      cache?: McpReadCache;
     },
   ) {
     this.db = db;
     this.vault = vault;
     this.clock = options.clock;
     this.onUnreadable = options.onUnreadable;
+    this.cache = options.cache;
   }
 
   async put(
@@ -101,6 +106,7 @@ export class CredentialStore {
         Math.floor(this.clock.wall() / 1000),
       ],
     );
+    await this.cache?.changed(org, server.id);
     return view(rows[0]!);
   }
 
@@ -128,6 +134,7 @@ export class CredentialStore {
       "DELETE FROM mcp_credentials WHERE org = $1 AND server_id = $2 AND user_id = $3",
       [org, serverId, user ?? SHARED],
     );
+    await this.cache?.changed(org, serverId);
     return (rowCount ?? 0) > 0;
   }
 
@@ -151,6 +158,13 @@ export class CredentialStore {
    * `open` only once the call is allowed.
    */
   async sealedFor(org: string, serverId: string, user: string): Promise<SealedCredential> {
+    if (!this.cache) return this.fetchSealed(org, serverId, user);
+    return this.cache.read(org, serverId, `credential\u0000${user}`, () =>
+      this.fetchSealed(org, serverId, user),
+    );
+  }
+
+  private async fetchSealed(org: string, serverId: string, user: string): Promise<SealedCredential> {
     const { rows } = await this.db.query<Row>(
       `SELECT user_id, type, header_name, kek_id, wrapped_key, sealed, created_at, last_used_at
        FROM mcp_credentials WHERE org = $1 AND server_id = $2 AND user_id IN ('', $3)
@@ -191,6 +205,12 @@ export class CredentialStore {
        WHERE org = $1 AND server_id = $2 AND user_id = $3`,
         [org, server.id, row.user_id, now, ...(rewrapped ? [rewrapped.kekId, rewrapped.wrappedKey] : [])],
       );
+    if (stale) row.last_used_at = String(now);
+    if (rewrapped) {
+      // A kept copy of the row (McpReadCache) is the stored one from now on.
+      row.kek_id = rewrapped.kekId;
+      row.wrapped_key = rewrapped.wrappedKey;
+    }
     const headers =
       row.type === "bearer" ? { authorization: `Bearer ${secret}` } : { [row.header_name!]: secret };
     return { headers, source: row.user_id === SHARED ? "shared" : "own" };

@@ -3,6 +3,7 @@ export * from "./credentials.ts";
 export * from "./guarded-fetch.ts";
 export * from "./protocol-eras.ts";
 export * from "./proxy-declaration.ts";
+export * from "./read-cache.ts";
 export * from "./servers.ts";
 export * from "./tool-authorization.ts";
 export * from "./upstream-address.ts";

@@ -1,5 +1,6 @@
 import type { Clock } from "../clock.ts";
 import type { Queryable } from "../postgres.ts";
+import type { McpReadCache } from "./read-cache.ts";
 
 /** A registered MCP server, as the API shows it. */
 export interface McpServer {
@@ -33,11 +34,13 @@ const view = (row: Row): McpServer => ({
 export class McpServerStore {
   private readonly db: Queryable;
   private readonly clock: Clock;
+  private readonly cache: McpReadCache | undefined;
 
-  /** `clock`: its wall time stamps registrations. */
-  constructor(db: Queryable, clock: Clock) {
+  /** `clock`: its wall time stamps registrations; `cache`: keeps `get`'s rows, told of every change. */
+  constructor(db: Queryable, clock: Clock, cache?: McpReadCache) {
     this.db = db;
     this.clock = clock;
+    this.cache = cache;
   }
 
   async create(
@@ -49,10 +52,17 @@ export class McpServerStore {
        VALUES ($1, $2, $3, $4, $5, $6) RETURNING id, name, url, description, created_at`,
       [org, server.id, server.name, server.url, server.description, Math.floor(this.clock.wall() / 1000)],
     );
+    await this.cache?.changed(org, server.id);
     return view(rows[0]!);
   }
 
   async get(org: string, id: string): Promise<McpServer | undefined> {
+    if (!this.cache) return this.fetch(org, id);
+    const server = await this.cache.read(org, id, "server", () => this.fetch(org, id));
+    return server && { ...server };
+  }
+
+  private async fetch(org: string, id: string): Promise<McpServer | undefined> {
     const { rows } = await this.db.query<Row>(
       "SELECT id, name, url, description, created_at FROM mcp_servers WHERE org = $1 AND id = $2",
       [org, id],
@@ -91,22 +101,22 @@ export class McpServerStore {
     }
     const statement = `UPDATE mcp_servers SET ${sets.length > 0 ? sets.join(", ") : "id = id"}
        WHERE org = $1 AND id = $2 RETURNING id, name, url, description, created_at`;
-    if (!originChanged) {
-      const { rows } = await this.db.query<Row>(statement, values);
-      return rows[0] ? view(rows[0]) : undefined;
-    }
     const { rows } = await this.db.query<Row>(
-      `WITH changed AS (${statement}),
+      originChanged
+        ? `WITH changed AS (${statement}),
        dropped AS (DELETE FROM mcp_credentials c USING changed WHERE c.org = $1 AND c.server_id = changed.id)
-       SELECT * FROM changed`,
+       SELECT * FROM changed`
+        : statement,
       values,
     );
+    await this.cache?.changed(org, id);
     return rows[0] ? view(rows[0]) : undefined;
   }
 
   /** Deletes the server and (by cascade) its credentials. */
   async delete(org: string, id: string): Promise<boolean> {
     const { rowCount } = await this.db.query("DELETE FROM mcp_servers WHERE org = $1 AND id = $2", [org, id]);
+    await this.cache?.changed(org, id);
     return (rowCount ?? 0) > 0;
   }
 }

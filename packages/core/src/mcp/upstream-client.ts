@@ -1,3 +1,4 @@
+import type { Readable } from "node:stream";
 import { StringDecoder } from "node:string_decoder";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import {
@@ -481,7 +482,7 @@ export class UpstreamClients {
   }
 
   /** A body as text, read within `maxAnswerBytes` (past it: dropped, counted, `AnswerTooLarge`). */
-  private async readText(body: AsyncIterable<Buffer> & { destroy(): void }): Promise<string> {
+  private async readText(body: Readable): Promise<string> {
     const chunks: Buffer[] = [];
     let bytes = 0;
     for await (const chunk of body) {
@@ -494,27 +495,44 @@ export class UpstreamClients {
 
   /**
    * The message with `id` of an SSE stream (other messages, such as
-   * notifications, are passed over), read within `maxAnswerBytes`; the rest
-   * of the stream is not waited for.
+   * notifications, are passed over), read within `maxAnswerBytes`. What
+   * follows it is read to the end and dropped, not waited for, so that the
+   * connection can serve the next request (still within the limit, and the
+   * dispatcher's body timeout).
    */
-  private async readEvents(body: AsyncIterable<Buffer> & { destroy(): void }, id: string): Promise<unknown> {
-    const decoder = new StringDecoder("utf8");
-    const events: string[] = [];
-    const parser = createParser({ onEvent: (event) => events.push(event.data) });
-    let bytes = 0;
-    for await (const chunk of body) {
-      bytes += chunk.byteLength;
-      if (bytes > this.maxAnswerBytes) throw this.cutOff(body);
-      parser.feed(decoder.write(chunk));
-      for (const data of events.splice(0)) {
-        const parsed = JSON.parse(data) as { id?: unknown };
-        if (parsed && parsed.id === id) {
-          body.destroy();
-          return parsed;
+  private readEvents(body: Readable, id: string): Promise<unknown> {
+    return new Promise((resolve, reject) => {
+      let settled = false;
+      const settle = (fn: () => void) => {
+        if (settled) return;
+        settled = true;
+        fn();
+      };
+      const decoder = new StringDecoder("utf8");
+      const parser = createParser({
+        onEvent: (event) => {
+          if (settled) return;
+          try {
+            const parsed = JSON.parse(event.data) as { id?: unknown };
+            if (parsed && parsed.id === id) settle(() => resolve(parsed));
+          } catch (err) {
+            settle(() => reject(err));
+          }
+        },
+      });
+      let bytes = 0;
+      body.on("data", (chunk: Buffer) => {
+        bytes += chunk.byteLength;
+        if (bytes > this.maxAnswerBytes) {
+          if (settled) body.destroy();
+          else settle(() => reject(this.cutOff(body)));
+          return;
         }
-      }
-    }
-    throw new Error("the event stream ended without the response");
+        if (!settled) parser.feed(decoder.write(chunk));
+      });
+      body.on("end", () => settle(() => reject(new Error("the event stream ended without the response"))));
+      body.on("error", (err) => settle(() => reject(err)));
+    });
   }
 
   private cutOff(body: { destroy(): void }): AnswerTooLarge {

@@ -117,7 +117,9 @@ export class CachedApiKeyLookup implements ApiKeyLookup {
       this.forget(id);
     };
     this.store.onChange(changed);
-    this.subscriber.on("message", (_channel: string, id: string) => {
+    // The connection may carry other feeds (MCP servers' changes): only this channel names keys.
+    this.subscriber.on("message", (channel: string, id: string) => {
+      if (channel !== API_KEY_EVENTS_CHANNEL) return;
       this.logger.debug({ keyId: id }, "API key changed elsewhere; cached copy dropped");
       changed(id);
     });
