@@ -94,6 +94,7 @@ export class InternalAssertions {
       key_id: principal.keyId,
       permissions: principal.permissions,
       ...(principal.models ? { models: principal.models } : {}),
+      ...(principal.cache ? { cache: principal.cache } : {}),
       credential: principal.credential,
       obo: principal.onBehalfOf,
       eu: principal.endUser ?? principal.onBehalfOf,
@@ -193,6 +194,7 @@ export class InternalAssertions {
         keyId: String(payload.key_id),
         permissions: payload.permissions as Permission[],
         ...(Array.isArray(payload.models) ? { models: payload.models.map(String) } : {}),
+        ...(payload.cache === "principal" || payload.cache === "key" ? { cache: payload.cache } : {}),
         credential: payload.credential === "jwt" ? "jwt" : "api_key",
         onBehalfOf: payload.obo === true,
         // An assertion without the claim (a gateway from before it) is read as `obo` said.
