@@ -6,7 +6,6 @@ import {
   randomBytes,
   timingSafeEqual,
 } from "node:crypto";
-import { join } from "node:path";
 import { type Clock, systemClock } from "./clock.ts";
 import { developmentSecret } from "./development-secret.ts";
 import { AppError } from "./errors.ts";
@@ -202,17 +201,6 @@ export class InternalAssertions {
       },
     };
   }
-}
-
-/** The assertions of a process: with the configured secret, or the development one under `dataDir`. */
-export async function internalAssertions(
-  configured: string | undefined,
-  dataDir: string,
-  logger: Logger,
-): Promise<InternalAssertions> {
-  return new InternalAssertions(
-    await assertionSecret(configured, join(dataDir, "internal-assertion-secret"), logger),
-  );
 }
 
 /** The shared secret: configured, or for development one kept in `file`, which gateway and service share. */

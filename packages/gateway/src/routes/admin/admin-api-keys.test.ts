@@ -115,7 +115,11 @@ describe.each(["single"] as const)("on %s Redis", (topology) => {
         const bad = await patch({ cache });
         expect(bad.status, JSON.stringify(cache)).toBe(422);
         expect((await bad.json()).detail[0].loc).toEqual(["body", "cache"]);
-        const refused = await gw.call(KEYS, { method: "POST", bearer: secret, json: { owner: "bob", cache } });
+        const refused = await gw.call(KEYS, {
+          method: "POST",
+          bearer: secret,
+          json: { owner: "bob", cache },
+        });
         expect(refused.status, JSON.stringify(cache)).toBe(422);
       }
       expect((await gw.store.get(created.id))?.cache).toBe("key");

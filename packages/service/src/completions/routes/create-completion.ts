@@ -1,7 +1,7 @@
 import { stringSchema } from "@gw/core/openapi";
 import { MODEL_CALLS } from "@gw/core/permissions";
 import { budgetHeaders } from "../../budgets/headers.ts";
-import { abortOnClose, eventSinkOf, guardrailHeaders } from "../../http/model-call.ts";
+import { abortOnClose, cacheHeaders, eventSinkOf, guardrailHeaders } from "../../http/model-call.ts";
 import { modelRoute } from "../../http/model-route.ts";
 import { withoutNulls } from "../../schema.ts";
 import { type CompletionCallDeps, startCompletion } from "../call.ts";
@@ -47,7 +47,7 @@ export const createCompletion = modelRoute({
   ],
   handler: async ({ body: input, caller, res }, deps: CreateCompletionDeps) => {
     const call = await startCompletion(deps, caller, input);
-    res.set(budgetHeaders(call.windows));
+    res.set(budgetHeaders(call.windows)).set(cacheHeaders(call.cache));
     const signal = abortOnClose(res); // the caller going away stops the model's work
     if (input.stream) {
       // A stream's headers leave before its output is checked: only the input's redactions can be named.
