@@ -60,6 +60,15 @@ export function callerOf(req: Request, res: Response): Caller {
   };
 }
 
+/** `X-Gateway-Cache` as the OpenAPI document declares it on the answers of the routes the cache may answer. */
+export const CACHE_HEADER_DOC = {
+  "X-Gateway-Cache": {
+    description:
+      "What the response cache did: `hit`, `miss` or `bypass` (docs/api/cache.md). A request may send `X-Gateway-Cache: off` or `refresh`.",
+    schema: { enum: ["hit", "miss", "bypass"] },
+  },
+};
+
 /** `X-Gateway-Cache`: what the response cache did for the answer (`hit`, `miss` or `bypass`). */
 export function cacheHeaders(result: CacheResult | undefined): Record<string, string> {
   return { [CACHE_HEADER]: result ?? "bypass" };

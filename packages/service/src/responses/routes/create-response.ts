@@ -1,7 +1,13 @@
 import { stringSchema } from "@gw/core/openapi";
 import { MODEL_CALLS } from "@gw/core/permissions";
 import { budgetHeaders } from "../../budgets/headers.ts";
-import { abortOnClose, cacheHeaders, eventSinkOf, guardrailHeaders } from "../../http/model-call.ts";
+import {
+  abortOnClose,
+  CACHE_HEADER_DOC,
+  cacheHeaders,
+  eventSinkOf,
+  guardrailHeaders,
+} from "../../http/model-call.ts";
 import { modelRoute } from "../../http/model-route.ts";
 import { withoutNulls } from "../../schema.ts";
 import { createResponseBody } from "../request.ts";
@@ -32,6 +38,7 @@ export const createResponse = modelRoute({
   bodyValidation: { prepare: withoutNulls },
   responses: {
     200: {
+      headers: CACHE_HEADER_DOC,
       description: "The response object, or its events when streaming",
       schema: response,
       alternatives: { "text/event-stream": stringSchema("Responses API events") },
