@@ -217,13 +217,6 @@ describe("the response cache: X-Gateway-Cache", () => {
       expect(refused.body.detail[0].loc).toEqual(["header", "x-gateway-cache"]);
     }
   });
-
-  it("never keeps a background response", async () => {
-    const key = await cachedKey("principal");
-    const res = await ask(key.secret, { input: prompt(), background: true, store: true });
-    expect(res.cache === null || res.cache === "bypass" || res.status >= 400).toBe(true);
-    expect(await stack.redis.keys(`gw:rcache:{${key.org}}:*`)).toEqual([]);
-  });
 });
 
 describe("the response cache: streams, stored answers and usage", () => {
