@@ -30,6 +30,7 @@ import { benchGuardrailsPipeline } from "./guardrails-pipeline.ts";
 import { benchIngestion } from "./ingestion.ts";
 import { benchModelCalls } from "./model-calls.ts";
 import { Report } from "./report.ts";
+import { benchResponseCache } from "./response-cache.ts";
 import { benchRouting } from "./routing.ts";
 import { benchVectorSearch } from "./vector-search.ts";
 import { benchVictim } from "./victim.ts";
@@ -81,12 +82,15 @@ if (process.env.BENCH_ONLY === "files") {
   await writeReport();
 }
 if (
-  !["gateway", "growth", "victim", "routing", "vectors", "ingestion", "guardrails"].includes(
+  !["gateway", "growth", "victim", "routing", "vectors", "ingestion", "guardrails", "cache"].includes(
     process.env.BENCH_ONLY ?? "",
   )
 )
   await benchModelCalls(md);
 if (process.env.BENCH_ONLY === "model") await writeReport();
+// What a response-cache hit adds beside the provider.
+if (process.env.BENCH_ONLY === undefined || process.env.BENCH_ONLY === "cache") await benchResponseCache(md);
+if (process.env.BENCH_ONLY === "cache") await writeReport();
 // What routing model names through the catalogue costs: a decision, and one deployment beside the code before.
 if (process.env.BENCH_ONLY === undefined || process.env.BENCH_ONLY === "routing") await benchRouting(md);
 if (process.env.BENCH_ONLY === "routing") await writeReport();

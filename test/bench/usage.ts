@@ -15,6 +15,7 @@ Environment:
   BENCH_ONLY=model           the model calls beside the provider called directly, alone
   BENCH_ONLY=routing         the routing decision, and (with BENCH_BASELINE) one deployment beside the code before, alone
   BENCH_BASELINE=<git rev>   the code the routing benchmark compares one deployment with (unset: that part skipped)
+  BENCH_ONLY=cache           a response-cache hit's added p50 beside the provider called directly, alone
   BENCH_ONLY=growth          the growth run alone
   BENCH_ONLY=victim          a victim key's p50 beside twenty 1 MB calls of another, alone
   BENCH_ONLY=vectors         vector search with the permission filter over 100,000 chunks, alone
@@ -33,6 +34,7 @@ Environment:
   BENCH_MODEL_CALLS          calls per row of the model-call table at concurrency 1 (default 300)
   BENCH_MODEL_SECONDS        seconds of each load at 16 connections (default 5)
   BENCH_MODEL_PROFILE_SECONDS seconds of load under the CPU profiler (default 10)
+  BENCH_CACHE_CALLS          calls per row of the response-cache table (default 300)
   BENCH_VICTIM_CALLS         victim calls of each kind per round (default 40)
   BENCH_VICTIM_ROUNDS        rounds of the victim benchmark per attack (default 2)
   BENCH_GROWTH_SIZES         stored responses of the growth run (default 1000,10000,100000)

@@ -142,6 +142,7 @@ describe("a blocked input", () => {
       input_tokens: 0,
       output_tokens: 0,
       cost_usd: 0,
+      cached_requests: 0,
     });
     expect(decisionsCounted(await scrape(), "ban_words", "block")).toBe(blockedBefore + 4);
     const mine = audited.filter((r) => r.principal.org === key.org);

@@ -6,7 +6,6 @@ import {
   randomBytes,
   timingSafeEqual,
 } from "node:crypto";
-import { join } from "node:path";
 import { type Clock, systemClock } from "./clock.ts";
 import { developmentSecret } from "./development-secret.ts";
 import { AppError } from "./errors.ts";
@@ -94,6 +93,7 @@ export class InternalAssertions {
       key_id: principal.keyId,
       permissions: principal.permissions,
       ...(principal.models ? { models: principal.models } : {}),
+      ...(principal.cache ? { cache: principal.cache } : {}),
       credential: principal.credential,
       obo: principal.onBehalfOf,
       eu: principal.endUser ?? principal.onBehalfOf,
@@ -193,6 +193,7 @@ export class InternalAssertions {
         keyId: String(payload.key_id),
         permissions: payload.permissions as Permission[],
         ...(Array.isArray(payload.models) ? { models: payload.models.map(String) } : {}),
+        ...(payload.cache === "principal" || payload.cache === "key" ? { cache: payload.cache } : {}),
         credential: payload.credential === "jwt" ? "jwt" : "api_key",
         onBehalfOf: payload.obo === true,
         // An assertion without the claim (a gateway from before it) is read as `obo` said.
@@ -200,17 +201,6 @@ export class InternalAssertions {
       },
     };
   }
-}
-
-/** The assertions of a process: with the configured secret, or the development one under `dataDir`. */
-export async function internalAssertions(
-  configured: string | undefined,
-  dataDir: string,
-  logger: Logger,
-): Promise<InternalAssertions> {
-  return new InternalAssertions(
-    await assertionSecret(configured, join(dataDir, "internal-assertion-secret"), logger),
-  );
 }
 
 /** The shared secret: configured, or for development one kept in `file`, which gateway and service share. */

@@ -22,7 +22,17 @@ export interface Principal {
    * not the organization's (see `organization:read`). Unset: as `onBehalfOf`.
    */
   endUser?: boolean;
+  /** The key's response cache (`KeyCacheMode`); absent: off. */
+  cache?: Exclude<KeyCacheMode, "off"> | undefined;
 }
+
+/**
+ * A key's response cache: `off`; `principal`, answers shared only with the
+ * same principal (key and end user); `key`, answers of requests that read
+ * nothing stored shared by the key's principals (docs/api/cache.md).
+ */
+export const KEY_CACHE_MODES = ["off", "principal", "key"] as const;
+export type KeyCacheMode = (typeof KEY_CACHE_MODES)[number];
 
 /** 1 to 256 printable ASCII characters: a stable end-user id, safe in logs and SpiceDB ids once encoded. */
 export const userIdSchema = z

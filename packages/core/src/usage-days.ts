@@ -14,6 +14,7 @@ export const USAGE_METRICS = [
   "output_tokens",
   "total_tokens",
   "cost_nusd",
+  "cached_requests",
 ] as const;
 export type UsageSums = Record<(typeof USAGE_METRICS)[number], number>;
 /** What a report shows per row and in total: spend as `cost_usd`, in US dollars. */
@@ -32,6 +33,7 @@ export const zeroUsage = (): UsageSums => ({
   output_tokens: 0,
   total_tokens: 0,
   cost_nusd: 0,
+  cached_requests: 0,
 });
 export const usageTotals = ({ cost_nusd, ...sums }: UsageSums): UsageTotals => ({
   ...sums,

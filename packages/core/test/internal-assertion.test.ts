@@ -42,6 +42,17 @@ describe("the internal assertion", () => {
     expect(verified.principal).toEqual(endUser);
   });
 
+  it("carries the key's response cache setting; none when it is off", async () => {
+    const request = { method: "POST", path: "/api/v1/llm/responses", requestId: "rid-cache" };
+    for (const cache of ["principal", "key"] as const) {
+      const cached = { ...principal, cache, endUser: false };
+      const verified = await assertions.verify(await assertions.sign(cached, request), request);
+      expect(verified.principal).toEqual(cached);
+    }
+    const off = await assertions.verify(await assertions.sign(principal, request), request);
+    expect(off.principal).not.toHaveProperty("cache");
+  });
+
   it("is a standard HS256 JWT: anything altered, another algorithm or a stale one is refused", async () => {
     const secret = "k".repeat(40);
     const clock = new ManualClock();

@@ -152,6 +152,23 @@ describeEachTopology("on %s Redis", (topology) => {
       expect(bad.stderr).toMatch(/limits\.tokens\.second/);
     });
 
+    it("--cache sets a key's response cache on create and update; off by default, other values refused", async () => {
+      const org = freshOrg();
+      const plain = JSON.parse((await keys(["create", "--org", org, "--owner", "bob"])).stdout);
+      expect(plain.cache).toBe("off");
+      const created = JSON.parse(
+        (await keys(["create", "--org", org, "--owner", "bob", "--cache", "principal"])).stdout,
+      );
+      expect(created.cache).toBe("principal");
+      const updated = JSON.parse((await keys(["update", created.id, "--cache", "key"])).stdout);
+      expect(updated.cache).toBe("key");
+      expect((await gw.store.get(created.id))?.cache).toBe("key");
+      const bad = await keys(["create", "--org", org, "--owner", "bob", "--cache", "on"]);
+      expect(bad.code).toBe(2);
+      expect(bad.stdout).toBe("");
+      expect(bad.stderr).toMatch(/cache/);
+    });
+
     it("rejects bad input with a message and a non-zero exit, printing nothing on stdout", async () => {
       const cases = [
         { args: ["create", "--owner", "alice"], message: /org: Field required/ },

@@ -17,6 +17,7 @@ import { type RedisClient, redisReady } from "@gw/core/redis";
 import express, { Router } from "express";
 import type { BudgetDeps } from "./budgets/admit-model-call.ts";
 import type { ModelGuardrails } from "./calls/guardrails.ts";
+import type { ResponseCache } from "./calls/response-cache.ts";
 import type { CompletionStore } from "./completions/store.ts";
 import type { ConversationStore } from "./conversations/store.ts";
 import type { Evals } from "./evals/index.ts";
@@ -71,6 +72,8 @@ export interface ServiceDeps {
   budgets: BudgetDeps;
   /** The guardrails model calls run (calls/guardrails.ts); none: calls are not checked. */
   modelGuardrails?: ModelGuardrails | undefined;
+  /** The response cache (calls/response-cache.ts); none: every model call bypasses it. */
+  responseCache?: ResponseCache | undefined;
   evals: Evals;
   sandbox: Sandbox;
   /** Where `/metrics` is served, and its token. */

@@ -35,6 +35,10 @@ export const serviceConfigSchema = z
     VECTOR_STORE_INGEST_CONCURRENCY: z.coerce.number().int().min(0).max(100).default(2),
     /** How long a stored response (with its input items) or stored chat completion (with its messages) is kept, with a unit (30d, 12h, 5s). Default 30d. */
     RESPONSE_RETENTION: env.duration("30d"),
+    /** How long an answer of the response cache is kept (keys with `cache` on), with a unit. Default 1h. */
+    RESPONSE_CACHE_TTL: env.duration("1h"),
+    /** Largest answer the response cache keeps, in bytes of its JSON (the answer, and a stream's pieces); a larger one is not kept. Default 262144 (256 KiB). */
+    RESPONSE_CACHE_MAX_BYTES: env.positiveInt(256 * 1024),
     /** A conversation untouched this long (with a unit) is deleted; unset: conversations stay until deleted. */
     CONVERSATION_IDLE_EXPIRY: env.optionalDuration(),
     /** How often expired content is deleted in the background, with a unit. Default 1m. */

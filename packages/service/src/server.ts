@@ -1,8 +1,9 @@
+import { join } from "node:path";
 import { AuditLog } from "@gw/core/audit";
 import { connectAuthorization, WriterDeletion } from "@gw/core/authz";
 import { type Clock, systemClock } from "@gw/core/clock";
 import { closeGracefully, listen, listenForMetrics, type RouteTemplate, routesOf } from "@gw/core/http";
-import { internalAssertions } from "@gw/core/internal-assertion";
+import { assertionSecret, InternalAssertions } from "@gw/core/internal-assertion";
 import { createLogger, type Logger, redactUrl } from "@gw/core/logger";
 import { type Resolver, vaultKeysOf } from "@gw/core/mcp";
 import { createMetrics } from "@gw/core/metrics";
@@ -12,6 +13,7 @@ import { LEASE_KEEPING_MS } from "@gw/core/windows";
 import { createServiceApp } from "./app.ts";
 import { budgetDeps, chatProvider, modelGuardrailsOf } from "./calls/deps.ts";
 import type { GuardrailDeps } from "./calls/guardrails.ts";
+import { ResponseCache } from "./calls/response-cache.ts";
 import { PostgresCompletionStore } from "./completions/store.ts";
 import type { ServiceConfig } from "./config.ts";
 import { ConversationStore } from "./conversations/store.ts";
@@ -111,7 +113,21 @@ export async function startService(
     },
     clock,
   });
-  const assertions = await internalAssertions(config.INTERNAL_ASSERTION_SECRET, config.DATA_DIR, logger);
+  const secret = await assertionSecret(
+    config.INTERNAL_ASSERTION_SECRET,
+    join(config.DATA_DIR, "internal-assertion-secret"),
+    logger,
+  );
+  const assertions = new InternalAssertions(secret);
+  const responseCache = new ResponseCache({
+    redis,
+    secret,
+    ttlMs: config.RESPONSE_CACHE_TTL,
+    maxBytes: config.RESPONSE_CACHE_MAX_BYTES,
+    versions: (org, resources) => authorization.versions(org, resources),
+    metrics,
+    logger,
+  });
   const issuer = ids(clock);
   const providerKeys = providerKeyStore(config, vaultKeys, { db, logger, clock, resolver: options.resolver });
   const provider = chatProvider(config, { metrics, ids: issuer, redis, clock, logger, providerKeys });
@@ -238,6 +254,7 @@ export async function startService(
     context: { maxItems: config.LLM_CONTEXT_MAX_ITEMS, maxTokens: config.LLM_CONTEXT_MAX_TOKENS },
     budgets,
     modelGuardrails,
+    responseCache,
     evals,
     sandbox,
     hostedMcp: {

@@ -156,6 +156,7 @@ describe("token and spend budgets", () => {
         output_tokens: usage.output_tokens,
         total_tokens: usage.total_tokens,
         cost_usd: day.totals.cost_usd,
+        cached_requests: 0,
       },
     ]);
   });

@@ -35,6 +35,7 @@ describe("usage paid with the organization's own provider key (group_by=paid_by)
       output_tokens: 500 * requests,
       total_tokens: 1_500 * requests,
       cost_usd: 0.002 * requests,
+      cached_requests: 0,
     });
     const all = await usage.query(org, day, day, "paid_by");
     expect(all.totals).toEqual(row(4));

@@ -283,6 +283,18 @@ export class ResourceAuthorization {
   }
 
   /**
+   * The last-write token of each resource ("" when none is kept): every
+   * grant, revoke, register and delete through here writes a new one, in
+   * Redis for every replica, so an answer kept under these tokens (the
+   * response cache's) is never served after a change of who may read them.
+   * Fails when Redis cannot say.
+   */
+  async versions(org: string, resources: ResourceRef[]): Promise<string[]> {
+    const written = await Promise.all(resources.map((r) => this.tokens.get(tokenKey(org, r))));
+    return written.map((last) => last?.token ?? "");
+  }
+
+  /**
    * Whether the principal holds `role` on the resource, directly, through a
    * higher role, or publicly. With a decision cache, the resource's
    * last-write token, read for SpiceDB's consistency anyway, also says

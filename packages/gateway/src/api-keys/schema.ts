@@ -1,7 +1,7 @@
 import { type Clock, systemClock } from "@gw/core/clock";
 import { onBehalfOfSchema } from "@gw/core/on-behalf-of";
 import { PERMISSIONS } from "@gw/core/permissions";
-import { orgIdSchema, userIdSchema } from "@gw/core/principal";
+import { KEY_CACHE_MODES, orgIdSchema, userIdSchema } from "@gw/core/principal";
 import { z } from "zod";
 
 const quota = z.int().min(1).max(1_000_000_000);
@@ -74,6 +74,9 @@ export const modelsSchema = z
   .max(100)
   .refine((list) => new Set(list).size === list.length, "List should not contain duplicates");
 
+/** A key's response cache: `off`, `principal` or `key` (docs/api/cache.md). */
+export const cacheModeSchema = z.enum(KEY_CACHE_MODES);
+
 /** An instant after the clock's wall time. */
 const futureInstant = (clock: Clock) =>
   z.iso
@@ -91,6 +94,7 @@ export const createApiKeyBody = (clock: Clock) =>
     models: modelsSchema.optional(),
     expiresAt: futureInstant(clock).optional(),
     onBehalfOf: onBehalfOfSchema.optional(),
+    cache: cacheModeSchema.optional(),
   });
 
 /** On the system clock: the CLI's, and the OpenAPI document's. */
@@ -108,6 +112,7 @@ export const updateApiKeyBody = (clock: Clock) =>
     models: modelsSchema.nullable().optional(),
     expiresAt: futureInstant(clock).nullable().optional(),
     onBehalfOf: onBehalfOfSchema.optional(),
+    cache: cacheModeSchema.optional(),
   });
 
 /** On the system clock: the CLI's, and the OpenAPI document's. */

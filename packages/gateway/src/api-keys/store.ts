@@ -95,6 +95,7 @@ export class ApiKeyStore {
       start: secretStart(secret),
       hash: hashSecret(secret),
       onBehalfOf: input.onBehalfOf ?? "any",
+      cache: input.cache ?? "off",
     };
     // The owner is protected from other keys' X-On-Behalf-Of before the key exists anywhere, so no
     // replica ever lets another key act as them (if the create fails after, they stay protected).
@@ -153,6 +154,7 @@ export class ApiKeyStore {
       if (patch.name !== undefined) record.name = patch.name;
       if (patch.permissions !== undefined) record.permissions = [...patch.permissions];
       if (patch.onBehalfOf !== undefined) record.onBehalfOf = patch.onBehalfOf;
+      if (patch.cache !== undefined) record.cache = patch.cache;
       if (patch.models !== undefined) record.models = patch.models === null ? null : [...patch.models];
       if (patch.expiresAt !== undefined) {
         record.expiresAt = patch.expiresAt === null ? null : new Date(patch.expiresAt).toISOString();

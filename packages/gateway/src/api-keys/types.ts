@@ -1,6 +1,7 @@
 import type { Limits } from "@gw/core/limits";
 import type { OnBehalfOfPolicy } from "@gw/core/on-behalf-of";
 import type { Permission } from "@gw/core/permissions";
+import type { KeyCacheMode } from "@gw/core/principal";
 
 export type ApiKeyStatus = "active" | "revoked";
 
@@ -25,14 +26,19 @@ export interface ApiKeyRecord {
   hash: string;
   /** End users it may act for (`X-On-Behalf-Of`, token subjects); absent on keys older than the policy: `any`. */
   onBehalfOf?: OnBehalfOfPolicy;
+  /** Its response cache (docs/api/cache.md); absent on keys older than the setting: `off`. */
+  cache?: KeyCacheMode;
 }
 
 /** A key as shown to people and API clients: everything but the hash. */
-export type ApiKeyView = Omit<ApiKeyRecord, "hash" | "onBehalfOf"> & { onBehalfOf: OnBehalfOfPolicy };
+export type ApiKeyView = Omit<ApiKeyRecord, "hash" | "onBehalfOf" | "cache"> & {
+  onBehalfOf: OnBehalfOfPolicy;
+  cache: KeyCacheMode;
+};
 
 export function toView(record: ApiKeyRecord): ApiKeyView {
   const { hash: _hash, ...view } = record;
-  return { ...view, onBehalfOf: record.onBehalfOf ?? "any" };
+  return { ...view, onBehalfOf: record.onBehalfOf ?? "any", cache: record.cache ?? "off" };
 }
 
 /** Active and unexpired at `now` (wall time, in milliseconds since the epoch): a key a sign-in may use. */

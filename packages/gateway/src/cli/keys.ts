@@ -21,10 +21,10 @@ import { toView } from "../api-keys/types.ts";
 import { generateSigningJwk } from "../tokens/signing-keys.ts";
 
 const USAGE = `usage:
-  pnpm keys create --org ORG --owner USER [--name N] [--permissions a,b|all] [--models a,b] [--limit LIMIT=N]... [--expires-at ISO8601] [--on-behalf-of POLICY]
+  pnpm keys create --org ORG --owner USER [--name N] [--permissions a,b|all] [--models a,b] [--limit LIMIT=N]... [--expires-at ISO8601] [--on-behalf-of POLICY] [--cache off|principal|key]
   pnpm keys list --org ORG
   pnpm keys get ID
-  pnpm keys update ID [--name N] [--permissions a,b] [--models a,b|any] [--limit LIMIT=N|off]... [--expires-at ISO8601|never] [--on-behalf-of POLICY]
+  pnpm keys update ID [--name N] [--permissions a,b] [--models a,b|any] [--limit LIMIT=N|off]... [--expires-at ISO8601|never] [--on-behalf-of POLICY] [--cache off|principal|key]
   pnpm keys revoke ID
   pnpm keys usage ID [--user U]   (every window of every unit of the key, and with --user of that end user;
     and the key's calls this UTC month by model and the deployment that served them)
@@ -35,7 +35,9 @@ tokens:${TOKEN_WINDOWS.join("|")}; spend:${SPEND_WINDOWS.join("|")} in US dollar
 end-user: limits each end user of the key (X-On-Behalf-Of, else the owner).
 POLICY (the end users the key and its tokens may act for; default any): any | none (its owner only) |
   prefix:P and user:U entries, comma-separated (users whose id starts with P; the user U, who may own a
-  key of the organization, which any and prefixes never admit; neither can hold a comma here).`;
+  key of the organization, which any and prefixes never admit; neither can hold a comma here).
+--cache: the key's response cache (default off): principal shares answers only with the same principal,
+  key also across its principals for requests that read nothing stored.`;
 
 class UsageError extends Error {}
 
@@ -54,6 +56,7 @@ const OPTIONS = {
   limit: { type: "string", multiple: true },
   "expires-at": { type: "string" },
   "on-behalf-of": { type: "string" },
+  cache: { type: "string" },
   alg: { type: "string" },
   user: { type: "string" },
   help: { type: "boolean", short: "h" },
@@ -157,6 +160,7 @@ export async function runKeysCommand(
         limits: parseLimits(values.limit, false),
         expiresAt: values["expires-at"],
         onBehalfOf: parseOnBehalfOf(values["on-behalf-of"]),
+        cache: values.cache,
       });
       const { record, secret } = await store.create(input);
       return { ...toView(record), key: secret };
@@ -177,6 +181,7 @@ export async function runKeysCommand(
         limits: parseLimits(values.limit, true),
         expiresAt: expires === "never" ? null : expires,
         onBehalfOf: parseOnBehalfOf(values["on-behalf-of"]),
+        cache: values.cache,
       });
       return toView(found(await store.update(key, patch)));
     }

@@ -52,6 +52,7 @@ export function resolvePrincipal(deps: ActingDeps): RequestHandler {
         keyId: key.id,
         permissions: token.permissions.filter((p) => key.permissions.includes(p)),
         ...(key.models ? { models: key.models } : {}),
+        ...cacheOf(key),
         credential: "jwt",
         onBehalfOf: false,
         endUser: token.sub !== key.owner,
@@ -66,6 +67,7 @@ export function resolvePrincipal(deps: ActingDeps): RequestHandler {
       keyId: key.id,
       permissions: key.permissions,
       ...(key.models ? { models: key.models } : {}),
+      ...cacheOf(key),
       credential: "api_key",
       onBehalfOf: endUser !== undefined,
       endUser: endUser !== undefined && endUser !== key.owner,
@@ -73,6 +75,10 @@ export function resolvePrincipal(deps: ActingDeps): RequestHandler {
     next();
   };
 }
+
+/** The key's response cache as the principal carries it: nothing when it is off. */
+const cacheOf = (key: ApiKeyRecord): Pick<Principal, "cache"> =>
+  key.cache && key.cache !== "off" ? { cache: key.cache } : {};
 
 /**
  * 403 unless `key` may act as `user` (named by where it came from); a request

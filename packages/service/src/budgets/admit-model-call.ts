@@ -4,6 +4,7 @@ import { hasBudgets, limitEntries } from "@gw/core/limits";
 import type { Logger } from "@gw/core/logger";
 import type { Principal } from "@gw/core/principal";
 import { type CountingWindows, type Reservation, type WindowState, WindowStoreError } from "@gw/core/windows";
+import type { CacheDirective } from "../calls/response-cache.ts";
 import type { Catalogue } from "../llm/catalogue.ts";
 import { costNanoUsd, type ModelPrice } from "../llm/prices.ts";
 import type { CallRoute, ChatRequest, ServedBy } from "../llm/provider.ts";
@@ -39,6 +40,8 @@ export interface Caller {
   requestsCounted: boolean;
   /** The request the call serves (an eval run: the run's id), for the log line of a refusal and the audit record of an organization's provider key's first use. */
   requestId?: string | undefined;
+  /** What the request's `X-Gateway-Cache` asks of the response cache; unset: `default`. */
+  cache?: CacheDirective | undefined;
 }
 
 /** Tokens a provider reported for a call. */

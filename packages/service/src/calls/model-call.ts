@@ -19,6 +19,7 @@ import type {
 import { countTokens } from "../llm/tokens.ts";
 import type { UsageStore } from "../usage/store.ts";
 import type { CallGuard, ModelGuardrails } from "./guardrails.ts";
+import type { CacheResult, CallReads, ResponseCache } from "./response-cache.ts";
 
 /**
  * One call of the model as everything that calls a model makes it
@@ -48,6 +49,8 @@ export interface ModelCallDeps {
   budgets: BudgetDeps;
   /** The guardrails attached to calls; none: no call is checked. */
   modelGuardrails?: ModelGuardrails | undefined;
+  /** The response cache (calls/response-cache.ts); none: every call bypasses it. */
+  responseCache?: ResponseCache | undefined;
 }
 
 /** What a stream writer reports once the model finished, or once the stream broke after it began. */
@@ -83,12 +86,20 @@ export interface CallPlan<A, S extends StreamedCall> {
    * the ownership is written.
    */
   discard?(): Promise<void>;
+  /**
+   * What the call read that is stored (calls/response-cache.ts): a call that
+   * says may be answered from the response cache, as its key allows; one
+   * that does not (an eval run, a hosted MCP turn) never is.
+   */
+  reads?: CallReads | undefined;
 }
 
 /** An admitted call: run it once, as JSON (`answer`) or as a stream (`stream`). */
 export interface AdmittedModelCall<A, S extends StreamedCall> {
   /** The budget windows after the reservation (the answer's rate-limit headers); none without budgets. */
   windows: WindowState[];
+  /** What the response cache did for the call: the answer's `X-Gateway-Cache`. */
+  cache: CacheResult;
   /** The provider as this call uses it, its output checked by the call's guardrails: a stream writer streams from it. */
   provider: ChatProvider;
   /** The guardrails that redacted the call's input, and (once answered) its output: the `x-guardrail-redacted` header. */
@@ -127,6 +138,13 @@ export async function admitCall<A, S extends StreamedCall>(
   deps.provider.assertTakes(plan.request);
   // Before admission: a blocked input reserves, charges and sends nothing.
   const guard = await deps.modelGuardrails?.forCall(plan.caller, plan.request);
+  // Keyed on the call as the model will read it (after input redactions) and as the client capped it.
+  const cached = await deps.responseCache?.lookup(
+    plan.caller.principal,
+    plan.caller.cache ?? "default",
+    plan.request,
+    plan.reads,
+  );
   const admitted = await admitModelCall(deps.budgets, plan.caller, plan.request);
   plan.request.maxOutputTokens = admitted.maxOutputTokens;
   // Who calls, for the router: an organization's own provider key is looked up for this principal only.
@@ -135,9 +153,10 @@ export async function admitCall<A, S extends StreamedCall>(
     fallbacks: plan.request.route?.fallbacks ?? [],
     caller: { principal, requestId: requestId ?? "" },
   };
-  const guarded = guardedDeps(deps, guard);
+  const guarded = guardedDeps(cached ? { ...deps, provider: cached.provider(deps.provider) } : deps, guard);
   return {
     windows: admitted.windows,
+    cache: cached?.result ?? "bypass",
     provider: guarded.provider,
     redactedBy: () => [...(guard?.redactedBy ?? [])].sort(),
     answer: (signal) => answer(guarded, plan, admitted, signal),
@@ -193,6 +212,7 @@ async function answer<A, S extends StreamedCall>(
       recordUsage(deps.usage, plan.caller.principal, completion.model, completion.usage, {
         cachedTokens: completion.usageDetails.cachedTokens,
         servedBy: completion.servedBy,
+        cacheHit: completion.cacheHit,
       }),
       disown(deps, plan),
     ]);
@@ -344,16 +364,31 @@ function disown(deps: ModelCallDeps, plan: CallPlan<unknown, StreamedCall>): Pro
  * priced as the deployment that served it (`servedBy`; not known: at
  * `price`, what the call was reserved at), cached input at its own price;
  * marked as paid with the organization's own key when that deployment used
- * it (`servedBy.byok`).
+ * it (`servedBy.byok`). An answer from the response cache (`cacheHit`) is
+ * a request without provider tokens or cost, counted as cached.
  */
 export function recordUsage(
   store: UsageStore,
   principal: Principal,
   model: string,
   usage: Usage,
-  pricing: { cachedTokens?: number; servedBy?: ServedBy | undefined; price?: ModelPrice | undefined } = {},
+  pricing: {
+    cachedTokens?: number;
+    servedBy?: ServedBy | undefined;
+    price?: ModelPrice | undefined;
+    cacheHit?: boolean | undefined;
+  } = {},
 ): Promise<void> {
   const { servedBy } = pricing;
+  if (pricing.cacheHit)
+    return store.record({
+      org: principal.org,
+      keyId: principal.keyId,
+      user: principal.user,
+      model,
+      usage: NO_TOKENS,
+      cachedResponse: true,
+    });
   return store.record({
     org: principal.org,
     keyId: principal.keyId,
@@ -367,11 +402,13 @@ export function recordUsage(
   });
 }
 
-/** What a completion used, as budgets settle it. */
-export const usedBy = (completion: Completion) => ({
-  ...completion.usage,
-  cached_tokens: completion.usageDetails.cachedTokens,
-});
+const NO_TOKENS: Usage = { input_tokens: 0, output_tokens: 0, total_tokens: 0 };
+
+/** What a completion used, as budgets settle it: nothing for an answer from the response cache. */
+export const usedBy = (completion: Completion) =>
+  completion.cacheHit
+    ? { ...NO_TOKENS, cached_tokens: 0 }
+    : { ...completion.usage, cached_tokens: completion.usageDetails.cachedTokens };
 
 /**
  * A call the provider had but never reported on (the caller went away, the

@@ -4,6 +4,7 @@ import type { Principal } from "@gw/core/principal";
 import type { WindowState } from "@gw/core/windows";
 import type { Caller } from "../budgets/admit-model-call.ts";
 import { admitCall, type ModelCallDeps, recordUsage } from "../calls/model-call.ts";
+import type { CacheResult } from "../calls/response-cache.ts";
 import type { Ids } from "../ids.ts";
 import { routeOf } from "../llm/models.ts";
 import type { ChatProvider, ChatRequest, Completion } from "../llm/provider.ts";
@@ -25,6 +26,8 @@ export interface CompletionCallDeps extends ModelCallDeps {
 export interface CompletionCall {
   /** The budget windows after admission (the answer's rate-limit headers). */
   windows: WindowState[];
+  /** What the response cache did (`X-Gateway-Cache`). */
+  cache: CacheResult;
   /** The completion's id and creation time, and the request for the model (what a stream writer needs). */
   id: string;
   created: number;
@@ -66,9 +69,12 @@ export async function startCompletion(
       return answer;
     },
     discard: () => deps.completions.delete(principal.org, id),
+    // A chat completion reads nothing stored: its messages are all it reads.
+    reads: { resources: [], stored: false },
   });
   return {
     windows: call.windows,
+    cache: call.cache,
     id,
     created,
     request,
@@ -100,7 +106,11 @@ async function keep(
         output_tokens: answer.usage.completion_tokens,
         total_tokens: answer.usage.total_tokens,
       },
-      { cachedTokens: completion.usageDetails.cachedTokens, servedBy: completion.servedBy },
+      {
+        cachedTokens: completion.usageDetails.cachedTokens,
+        servedBy: completion.servedBy,
+        cacheHit: completion.cacheHit,
+      },
     ),
   ]);
 }

@@ -2,6 +2,7 @@ import { principalOf } from "@gw/core/http";
 import type { Request, Response } from "express";
 import type { Caller } from "../budgets/admit-model-call.ts";
 import type { EventSink } from "../calls/event-sink.ts";
+import { CACHE_HEADER, type CacheResult, parseCacheDirective } from "../calls/response-cache.ts";
 
 /**
  * The HTTP side of a model call: what routes do with Express's `res` (the
@@ -55,5 +56,20 @@ export function callerOf(req: Request, res: Response): Caller {
     admission: res.locals.admission,
     requestsCounted: true,
     requestId: req.id,
+    cache: parseCacheDirective(req.headersDistinct[CACHE_HEADER]),
   };
+}
+
+/** `X-Gateway-Cache` as the OpenAPI document declares it on the answers of the routes the cache may answer. */
+export const CACHE_HEADER_DOC = {
+  "X-Gateway-Cache": {
+    description:
+      "What the response cache did: `hit`, `miss` or `bypass` (docs/api/cache.md). A request may send `X-Gateway-Cache: off` or `refresh`.",
+    schema: { enum: ["hit", "miss", "bypass"] },
+  },
+};
+
+/** `X-Gateway-Cache`: what the response cache did for the answer (`hit`, `miss` or `bypass`). */
+export function cacheHeaders(result: CacheResult | undefined): Record<string, string> {
+  return { [CACHE_HEADER]: result ?? "bypass" };
 }

@@ -1,7 +1,7 @@
 import { defineRoute, type Route, type RouteInput, type RouteSpec } from "@gw/core/http";
 import type { z } from "zod";
 import type { Caller } from "../budgets/admit-model-call.ts";
-import { callerOf } from "./model-call.ts";
+import { cacheHeaders, callerOf } from "./model-call.ts";
 
 type Schema = z.ZodType;
 type Parsed<S, Raw> = S extends z.ZodType ? z.output<S> : Raw;
@@ -34,6 +34,10 @@ export function modelRoute<
   return defineRoute<D, P, Q, B>({
     ...rest,
     callsModel: true,
-    handler: (input, deps) => handler({ ...input, caller: callerOf(input.req, input.res) }, deps),
+    handler: (input, deps) => {
+      // Every answer of a model route says what the response cache did; those it may answer say more.
+      input.res.set(cacheHeaders("bypass"));
+      return handler({ ...input, caller: callerOf(input.req, input.res) }, deps);
+    },
   });
 }

@@ -170,6 +170,12 @@ export interface Completion {
    * reason and logprobs are the first. `usage` counts them all.
    */
   moreChoices?: CompletionChoice[] | undefined;
+  /**
+   * Answered from the response cache (calls/response-cache.ts): no provider
+   * was called, so no provider tokens are charged; `usage` is what the
+   * answer cost when the model made it.
+   */
+  cacheHit?: boolean | undefined;
 }
 
 /**

@@ -28,6 +28,8 @@ export interface PreparedTurn {
   turn: Item[];
   /** The model call: instructions, the earlier items that fit, the turn, the request's options. */
   request: ChatRequest;
+  /** The stored resources the turn's context was read from (its previous response, conversation, referenced items' places). */
+  reads: ResourceRef[];
 }
 
 /**
@@ -79,7 +81,7 @@ export async function prepareTurn(
     messages: [...instructions, ...toChatMessages([...history.items, ...turn])],
     ...chatOptions(input),
   };
-  return { model, turn, request };
+  return { model, turn, request, reads: access.resources() };
 }
 
 /**
@@ -102,6 +104,14 @@ class ContextAccess {
     this.requireAny([resource], "reader", () => notFound(`No ${label} ${resource.id}`));
     if (role !== "reader")
       this.requireAny([resource], role, () => forbidden(`This ${label} needs the '${role}' role`));
+  }
+
+  /** Every resource a rule named, once each, in the order first named. */
+  resources(): ResourceRef[] {
+    const seen = new Map<string, ResourceRef>();
+    for (const rule of this.rules)
+      for (const resource of rule.places) seen.set(`${resource.type}\u0000${resource.id}`, resource);
+    return [...seen.values()];
   }
 
   async check(authorization: ResourceAuthorization, principal: Principal): Promise<void> {

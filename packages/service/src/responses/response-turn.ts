@@ -6,6 +6,7 @@ import type { Principal } from "@gw/core/principal";
 import type { WindowState } from "@gw/core/windows";
 import type { EventSink } from "../calls/event-sink.ts";
 import { type ModelCallDeps, recordUsage } from "../calls/model-call.ts";
+import type { CacheResult } from "../calls/response-cache.ts";
 import type { ConversationStore } from "../conversations/store.ts";
 import type { Ids } from "../ids.ts";
 import type { Item } from "../items/items.ts";
@@ -43,6 +44,8 @@ export interface ResponseTurnDeps extends ModelCallDeps, Omit<VectorSearchDeps, 
 export interface ResponseTurn {
   /** The budget windows after admission (the answer's rate-limit headers). */
   windows: WindowState[];
+  /** What the response cache did (`X-Gateway-Cache`); unset: a turn it never keeps (hosted MCP tools), `bypass`. */
+  cache?: CacheResult;
   /** The response being made, and the request for the model (what a stream writer needs). */
   response: ResponseObject;
   request: ChatRequest;
@@ -103,7 +106,11 @@ export async function keep(
         output_tokens: response.usage!.output_tokens,
         total_tokens: response.usage!.total_tokens,
       },
-      { cachedTokens: completion.usageDetails.cachedTokens, servedBy: completion.servedBy },
+      {
+        cachedTokens: completion.usageDetails.cachedTokens,
+        servedBy: completion.servedBy,
+        cacheHit: completion.cacheHit,
+      },
     ),
   ]);
 }

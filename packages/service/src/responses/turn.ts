@@ -40,7 +40,7 @@ export async function startTurn(
     return startHostedTurn({ ...deps, hostedMcp: deps.hostedMcp }, caller, input);
   }
   deps.provider.assertConfigured();
-  const { model, turn, request } = await prepareTurn(deps, principal, input, "writer");
+  const { model, turn, request, reads } = await prepareTurn(deps, principal, input, "writer");
   const response = draftResponse(input, deps.ids.newId("resp"), model, deps.clock.wall());
   // The search runs before admission, so the chunks it gives the model are counted in the prompt admitted.
   const searched: FileSearchRun | undefined = fileSearch
@@ -72,9 +72,23 @@ export async function startTurn(
     },
     // A response alone can be taken back; a turn appended to a conversation is kept once it is owned.
     ...(input.conversation ? {} : { discard: () => deps.responses.delete(principal.org, response.id) }),
+    // Stored context keeps the answer to its principal, and a change of who may read it to a fresh one.
+    // A background response is never answered from the cache nor kept in it.
+    ...(input.background
+      ? {}
+      : {
+          reads: {
+            resources: [
+              ...reads,
+              ...(fileSearch?.vector_store_ids ?? []).map((id) => ({ type: "vector_store" as const, id })),
+            ],
+            stored: reads.length > 0 || fileSearch !== undefined,
+          },
+        }),
   });
   return {
     windows: call.windows,
+    cache: call.cache,
     response,
     request,
     provider: call.provider,

@@ -46,6 +46,8 @@ export interface UsageEvent {
   at?: Date;
   /** Paid with the organization's own provider key (a `byok` deployment), not the platform's. */
   ownKey?: boolean;
+  /** Answered from the response cache: counted in `cached_requests` (its tokens are none). */
+  cachedResponse?: boolean;
 }
 
 /** Where a call was served: as `group_by=model` rows list it under `deployments`. */
@@ -115,7 +117,12 @@ export class UsageStore {
     const key = dayKey(event.org, utcDay(event.at ?? new Date(this.clock.wall())));
     const { price, deployment } = event;
     const cost = price ? costNanoUsd(price, { ...event.usage, cached_tokens: event.cachedTokens ?? 0 }) : 0;
-    const amounts: Sums = { requests: 1, ...event.usage, cost_nusd: cost };
+    const amounts: Sums = {
+      requests: 1,
+      ...event.usage,
+      cost_nusd: cost,
+      cached_requests: event.cachedResponse ? 1 : 0,
+    };
     await (this.redis as Scripted).recordUsage(
       key,
       USAGE_KEPT_SECONDS,

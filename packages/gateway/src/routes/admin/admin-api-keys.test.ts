@@ -95,6 +95,36 @@ describe.each(["single"] as const)("on %s Redis", (topology) => {
       expect(plain.models).toBeNull();
     });
 
+    it("keeps a response cache setting: off by default, set on create, changed by PATCH, 422 for others", async () => {
+      const { secret } = await admin();
+      const plain = await (
+        await gw.call(KEYS, { method: "POST", bearer: secret, json: { owner: "bob" } })
+      ).json();
+      expect(plain.cache).toBe("off");
+      const created = await (
+        await gw.call(KEYS, { method: "POST", bearer: secret, json: { owner: "bob", cache: "principal" } })
+      ).json();
+      expect(created.cache).toBe("principal");
+      expect((await gw.store.get(created.id))?.cache).toBe("principal");
+      const patch = (json: unknown) =>
+        gw.call(`${KEYS}/${created.id}`, { method: "PATCH", bearer: secret, json });
+      expect(await (await patch({ cache: "key" })).json()).toMatchObject({ cache: "key" });
+      const list = await (await gw.call(KEYS, { bearer: secret })).json();
+      expect(list.data.find((k: { id: string }) => k.id === created.id).cache).toBe("key");
+      for (const cache of ["on", "", null, true, "KEY"]) {
+        const bad = await patch({ cache });
+        expect(bad.status, JSON.stringify(cache)).toBe(422);
+        expect((await bad.json()).detail[0].loc).toEqual(["body", "cache"]);
+        const refused = await gw.call(KEYS, {
+          method: "POST",
+          bearer: secret,
+          json: { owner: "bob", cache },
+        });
+        expect(refused.status, JSON.stringify(cache)).toBe(422);
+      }
+      expect((await gw.store.get(created.id))?.cache).toBe("key");
+    });
+
     it("revokes a key: DELETE returns it revoked and its secret stops working", async () => {
       const { secret } = await admin();
       const created = await (

@@ -1,7 +1,12 @@
 import { onBehalfOfSchema } from "@gw/core/on-behalf-of";
 import { type JsonSchema, jsonSchemaOf, objectSchema, stringSchema } from "@gw/core/openapi";
 import { PERMISSIONS } from "@gw/core/permissions";
-import { endUserLimitsPatchSchema, limitsSchema, modelsSchema } from "../../api-keys/schema.ts";
+import {
+  cacheModeSchema,
+  endUserLimitsPatchSchema,
+  limitsSchema,
+  modelsSchema,
+} from "../../api-keys/schema.ts";
 
 export const TAG = "API Key";
 
@@ -20,6 +25,10 @@ export const apiKeyView: JsonSchema = objectSchema(
     },
     models: { anyOf: [jsonSchemaOf(modelsSchema, "output"), { type: "null" }] },
     onBehalfOf: jsonSchemaOf(onBehalfOfSchema, "output"),
+    cache: {
+      ...jsonSchemaOf(cacheModeSchema, "output"),
+      description: "Its response cache: `off`, `principal` or `key` (docs/api/cache.md)",
+    },
     status: { enum: ["active", "revoked"] },
     createdAt: { type: "string", format: "date-time" },
     expiresAt: { type: ["string", "null"], format: "date-time" },

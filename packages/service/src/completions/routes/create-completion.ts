@@ -1,7 +1,13 @@
 import { stringSchema } from "@gw/core/openapi";
 import { MODEL_CALLS } from "@gw/core/permissions";
 import { budgetHeaders } from "../../budgets/headers.ts";
-import { abortOnClose, eventSinkOf, guardrailHeaders } from "../../http/model-call.ts";
+import {
+  abortOnClose,
+  CACHE_HEADER_DOC,
+  cacheHeaders,
+  eventSinkOf,
+  guardrailHeaders,
+} from "../../http/model-call.ts";
 import { modelRoute } from "../../http/model-route.ts";
 import { withoutNulls } from "../../schema.ts";
 import { type CompletionCallDeps, startCompletion } from "../call.ts";
@@ -32,6 +38,7 @@ export const createCompletion = modelRoute({
   bodyValidation: { prepare: withoutNulls },
   responses: {
     200: {
+      headers: CACHE_HEADER_DOC,
       description: "The chat completion, or its chunks when streaming",
       schema: completion,
       alternatives: { "text/event-stream": stringSchema("chat.completion.chunk events, then [DONE]") },
@@ -47,7 +54,7 @@ export const createCompletion = modelRoute({
   ],
   handler: async ({ body: input, caller, res }, deps: CreateCompletionDeps) => {
     const call = await startCompletion(deps, caller, input);
-    res.set(budgetHeaders(call.windows));
+    res.set(budgetHeaders(call.windows)).set(cacheHeaders(call.cache));
     const signal = abortOnClose(res); // the caller going away stops the model's work
     if (input.stream) {
       // A stream's headers leave before its output is checked: only the input's redactions can be named.

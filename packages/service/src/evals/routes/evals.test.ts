@@ -284,6 +284,7 @@ describeEachTopology("on %s Redis", (topology) => {
         output_tokens: tokens("output_tokens"),
         total_tokens: tokens("total_tokens"),
         cost_usd: 0,
+        cached_requests: 0,
       });
       expect((await usage("&group_by=user")).data).toEqual([
         expect.objectContaining({ user: "carol", requests: results.length }),

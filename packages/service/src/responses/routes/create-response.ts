@@ -1,7 +1,13 @@
 import { stringSchema } from "@gw/core/openapi";
 import { MODEL_CALLS } from "@gw/core/permissions";
 import { budgetHeaders } from "../../budgets/headers.ts";
-import { abortOnClose, eventSinkOf, guardrailHeaders } from "../../http/model-call.ts";
+import {
+  abortOnClose,
+  CACHE_HEADER_DOC,
+  cacheHeaders,
+  eventSinkOf,
+  guardrailHeaders,
+} from "../../http/model-call.ts";
 import { modelRoute } from "../../http/model-route.ts";
 import { withoutNulls } from "../../schema.ts";
 import { createResponseBody } from "../request.ts";
@@ -32,6 +38,7 @@ export const createResponse = modelRoute({
   bodyValidation: { prepare: withoutNulls },
   responses: {
     200: {
+      headers: CACHE_HEADER_DOC,
       description: "The response object, or its events when streaming",
       schema: response,
       alternatives: { "text/event-stream": stringSchema("Responses API events") },
@@ -48,7 +55,7 @@ export const createResponse = modelRoute({
   ],
   handler: async ({ body: input, caller, res }, deps: CreateResponseDeps) => {
     const turn = await startTurn(deps, caller, input);
-    res.set(budgetHeaders(turn.windows));
+    res.set(budgetHeaders(turn.windows)).set(cacheHeaders(turn.cache));
     const signal = abortOnClose(res); // the caller going away stops the model's work
     if (input.stream && turn.streamLive) {
       await turn.streamLive(eventSinkOf(res), signal, () => res.set(guardrailHeaders(turn.redactedBy())));

@@ -32,7 +32,14 @@ describe.each(REDIS_TOPOLOGIES)("on %s Redis", (topology) => {
         start: today,
         end: today,
         group_by: null,
-        totals: { requests: 3, input_tokens: 15, output_tokens: 9, total_tokens: 24, cost_usd: 0 },
+        totals: {
+          requests: 3,
+          input_tokens: 15,
+          output_tokens: 9,
+          total_tokens: 24,
+          cost_usd: 0,
+          cached_requests: 0,
+        },
       });
       expect((await usage("&group_by=model")).data).toEqual([
         {
@@ -42,6 +49,7 @@ describe.each(REDIS_TOPOLOGIES)("on %s Redis", (topology) => {
           output_tokens: 6,
           total_tokens: 16,
           cost_usd: 0,
+          cached_requests: 0,
           // The deployment that served them: the shorthand's, an OpenAI-compatible API, by the name asked for.
           deployments: [
             {
@@ -52,6 +60,7 @@ describe.each(REDIS_TOPOLOGIES)("on %s Redis", (topology) => {
               output_tokens: 6,
               total_tokens: 16,
               cost_usd: 0,
+              cached_requests: 0,
             },
           ],
         },
@@ -62,6 +71,7 @@ describe.each(REDIS_TOPOLOGIES)("on %s Redis", (topology) => {
           output_tokens: 3,
           total_tokens: 8,
           cost_usd: 0,
+          cached_requests: 0,
           deployments: [
             {
               provider: "openai",
@@ -71,6 +81,7 @@ describe.each(REDIS_TOPOLOGIES)("on %s Redis", (topology) => {
               output_tokens: 3,
               total_tokens: 8,
               cost_usd: 0,
+              cached_requests: 0,
             },
           ],
         },
@@ -97,6 +108,7 @@ describe.each(REDIS_TOPOLOGIES)("on %s Redis", (topology) => {
         output_tokens: 0,
         total_tokens: 0,
         cost_usd: 0,
+        cached_requests: 0,
       });
     });
 

@@ -18,6 +18,10 @@ const totalsSchema = objectSchema({
   input_tokens: { type: "integer" },
   output_tokens: { type: "integer" },
   total_tokens: { type: "integer" },
+  cached_requests: {
+    type: "integer",
+    description: "Requests answered from the response cache (no provider tokens)",
+  },
 });
 
 /** Longest range one query may cover. */
