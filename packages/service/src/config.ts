@@ -37,8 +37,10 @@ export const serviceConfigSchema = z
     RESPONSE_RETENTION: env.duration("30d"),
     /** How long an answer of the response cache is kept (keys with `cache` on), with a unit. Default 1h. */
     RESPONSE_CACHE_TTL: env.duration("1h"),
+    /** Bytes the response cache keeps in Redis for one organization at most (its entries' JSON together); past it, the entries that expire first are deleted to make room. Default 67108864 (64 MiB). */
+    RESPONSE_CACHE_MAX_BYTES: env.positiveInt(64 * 1024 * 1024),
     /** Largest answer the response cache keeps, in bytes of its JSON (the answer, and a stream's pieces); a larger one is not kept. Default 262144 (256 KiB). */
-    RESPONSE_CACHE_MAX_BYTES: env.positiveInt(256 * 1024),
+    RESPONSE_CACHE_MAX_ENTRY_BYTES: env.positiveInt(256 * 1024),
     /** A conversation untouched this long (with a unit) is deleted; unset: conversations stay until deleted. */
     CONVERSATION_IDLE_EXPIRY: env.optionalDuration(),
     /** How often expired content is deleted in the background, with a unit. Default 1m. */

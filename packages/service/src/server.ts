@@ -124,6 +124,7 @@ export async function startService(
     secret,
     ttlMs: config.RESPONSE_CACHE_TTL,
     maxBytes: config.RESPONSE_CACHE_MAX_BYTES,
+    maxEntryBytes: config.RESPONSE_CACHE_MAX_ENTRY_BYTES,
     versions: (org, resources) => authorization.versions(org, resources),
     metrics,
     logger,

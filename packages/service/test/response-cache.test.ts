@@ -141,7 +141,11 @@ describe("the response cache: who shares an answer", () => {
       ),
     ).toMatchObject({ cache: "hit" });
     // Entries are named by an HMAC: neither the prompt nor who asked appears in Redis's key names.
-    const names = await stack.redis.keys("gw:rcache:*");
+    // (Beside them, each organization's bookkeeping of its entries' sizes: `#index`, `#sizes`, `#bytes`.)
+    const all = await stack.redis.keys("gw:rcache:*");
+    for (const name of all.filter((n) => n.includes("#")))
+      expect(name).toMatch(/^gw:rcache:\{[^}]+\}#(index|sizes|bytes)$/);
+    const names = all.filter((n) => !n.includes("#"));
     expect(names.length).toBeGreaterThan(0);
     for (const name of names) {
       expect(name).toMatch(/^gw:rcache:\{[^}]+\}:[A-Za-z0-9_-]{43}$/);
@@ -280,7 +284,31 @@ describe("the response cache: streams, stored answers and usage", () => {
     expect(await ask(key.secret, { input })).toMatchObject({ status: 429, providerCalls: 0 });
   });
 
-  it("keeps no answer larger than RESPONSE_CACHE_MAX_BYTES", async () => {
+  it("keeps an organization's entries within RESPONSE_CACHE_MAX_BYTES: the oldest go first, and another organization keeps its own", async () => {
+    const key = await cachedKey("principal", "org-budget");
+    const other = await cachedKey("principal", "org-budget-other");
+    // Each answer (the fake model says the prompt back) is a third of the budget and more.
+    const long = (n: number) => `${prompt()} ${`word${n} `.repeat(1_100)}`;
+    const inputs = [long(1), long(2), long(3)];
+    const kept = await ask(other.secret, { input: inputs[0] });
+    expect(kept.cache).toBe("miss");
+    for (const input of inputs) expect((await ask(key.secret, { input })).cache).toBe("miss");
+    // The third did not fit beside the first two: the first went.
+    expect(await ask(key.secret, { input: inputs[2] })).toMatchObject({ cache: "hit", providerCalls: 0 });
+    expect(await ask(key.secret, { input: inputs[1] })).toMatchObject({ cache: "hit", providerCalls: 0 });
+    expect(await ask(key.secret, { input: inputs[0] })).toMatchObject({ cache: "miss", providerCalls: 1 });
+    // The other organization's entry was not pushed out by this one's.
+    expect(await ask(other.secret, { input: inputs[0] })).toMatchObject({ cache: "hit", providerCalls: 0 });
+    // What Redis holds for the organization: its entries' bytes, as counted, within the budget.
+    const names = (await stack.redis.keys("gw:rcache:{org-budget}:*")).filter((n) => !n.includes("#"));
+    const lengths = await Promise.all(names.map((n) => stack.redis.strlen(n)));
+    const total = lengths.reduce((a, b) => a + b, 0);
+    expect(names).toHaveLength(2);
+    expect(Number(await stack.redis.get("gw:rcache:{org-budget}#bytes"))).toBe(total);
+    expect(total).toBeLessThanOrEqual(20_000);
+  });
+
+  it("keeps no answer larger than RESPONSE_CACHE_MAX_BYTES (here smaller than RESPONSE_CACHE_MAX_ENTRY_BYTES)", async () => {
     const key = await cachedKey("principal");
     const input = `${prompt()} ${"word ".repeat(5_000)}`;
     expect(await ask(key.secret, { input })).toMatchObject({ status: 200, cache: "miss" });

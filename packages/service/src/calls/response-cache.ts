@@ -65,8 +65,10 @@ export interface ResponseCacheOptions {
   secret: string;
   /** How long an entry lives, in ms. */
   ttlMs: number;
-  /** Largest entry kept, in bytes of its JSON; a larger answer is not kept. */
+  /** Bytes (of their JSON) an organization's entries take together at most: past it, its oldest entries go first. */
   maxBytes: number;
+  /** Largest entry kept, in bytes of its JSON; a larger answer is not kept. */
+  maxEntryBytes: number;
   /** The last-write token of each resource ("" for none), for calls that read stored content. */
   versions(org: string, resources: ResourceRef[]): Promise<string[]>;
   metrics: Metrics;
@@ -82,11 +84,65 @@ export interface CacheLookup {
 
 const BYPASS: CacheLookup = { result: "bypass", provider: (inner) => inner };
 
+/**
+ * Keeps one entry within its organization's budget, in one step: the
+ * organization's index (`#index`: entry → when it expires), the entries'
+ * sizes (`#sizes`) and their total (`#bytes`) lose what has expired, and
+ * what the same entry weighed before; then the entries that expire first
+ * are deleted until the new one fits. All four keys carry the
+ * organization's hash tag, so they and its entries share a cluster slot.
+ * Time is Redis's own, the same for every replica.
+ * KEYS: entry, index, sizes, total. ARGV: JSON, TTL ms, budget.
+ */
+const KEEP_WITHIN_BUDGET = `
+local size = string.len(ARGV[1])
+local ttl = tonumber(ARGV[2])
+local clock = redis.call('TIME')
+local now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
+local budget = tonumber(ARGV[3])
+if size > budget then return 0 end
+local function drop(name)
+  local weight = tonumber(redis.call('HGET', KEYS[3], name) or '0')
+  redis.call('HDEL', KEYS[3], name)
+  redis.call('ZREM', KEYS[2], name)
+  redis.call('DECRBY', KEYS[4], weight)
+end
+for _, name in ipairs(redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now)) do drop(name) end
+if redis.call('HEXISTS', KEYS[3], KEYS[1]) == 1 then drop(KEYS[1]) end
+local total = tonumber(redis.call('GET', KEYS[4]) or '0')
+while total + size > budget do
+  local oldest = redis.call('ZRANGE', KEYS[2], 0, 0)[1]
+  if not oldest then break end
+  drop(oldest)
+  redis.call('DEL', oldest)
+  total = tonumber(redis.call('GET', KEYS[4]) or '0')
+end
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ttl)
+redis.call('ZADD', KEYS[2], now + ttl, KEYS[1])
+redis.call('HSET', KEYS[3], KEYS[1], size)
+redis.call('INCRBY', KEYS[4], size)
+for i = 2, 4 do redis.call('PEXPIRE', KEYS[i], ttl) end
+return 1
+`;
+
+type Scripted = RedisClient & {
+  keepCached(
+    entry: string,
+    index: string,
+    sizes: string,
+    total: string,
+    json: string,
+    ttlMs: number,
+    budget: number,
+  ): Promise<number>;
+};
+
 /** Request fields that do not change the model's answer (who asks, how the provider bills or caches it, where it routes from). */
 const IGNORED_FIELDS = new Set(["route", "user", "promptCacheKey", "safetyIdentifier", "serviceTier"]);
 
 export class ResponseCache {
   private readonly options: ResponseCacheOptions;
+  private readonly redis: Scripted;
   private readonly counter: Counter<"result">;
   private readonly writes: Counter<"outcome">;
 
@@ -94,6 +150,10 @@ export class ResponseCache {
     // A key of its own, derived from the service's secret: no entry's name is a MAC the secret makes elsewhere.
     const secret = createHmac("sha256", options.secret).update("gateway response cache v1").digest("hex");
     this.options = { ...options, secret };
+    const { redis } = options;
+    if (!("keepCached" in redis))
+      redis.defineCommand("keepCached", { numberOfKeys: 4, lua: KEEP_WITHIN_BUDGET });
+    this.redis = redis as Scripted;
     const { metrics } = options;
     this.counter = new Counter({
       name: `${metrics.prefix}_response_cache_total`,
@@ -103,7 +163,7 @@ export class ResponseCache {
     });
     this.writes = new Counter({
       name: `${metrics.prefix}_response_cache_writes_total`,
-      help: "Answers offered to the response cache by outcome: stored, too_large (over RESPONSE_CACHE_MAX_BYTES) or failed (Redis refused).",
+      help: "Answers offered to the response cache by outcome: stored, too_large (over RESPONSE_CACHE_MAX_ENTRY_BYTES, or the whole RESPONSE_CACHE_MAX_BYTES) or failed (Redis refused).",
       labelNames: ["outcome"] as const,
       registers: [metrics.registry],
     });
@@ -171,15 +231,29 @@ export class ResponseCache {
     return `gw:rcache:{${principal.org}}:${mac}`;
   }
 
-  /** Keeps an answer for the TTL, unless its JSON is larger than `maxBytes`; a failure is logged, never the call's. */
+  /**
+   * Keeps an answer for the TTL within its organization's budget, unless its
+   * JSON is larger than `maxEntryBytes`; a failure is logged, never the call's.
+   */
   private async keep(key: string, entry: Entry): Promise<void> {
     const json = JSON.stringify(entry);
-    if (Buffer.byteLength(json) > this.options.maxBytes) {
+    const bytes = Buffer.byteLength(json);
+    if (bytes > Math.min(this.options.maxEntryBytes, this.options.maxBytes)) {
       this.writes.inc({ outcome: "too_large" });
       return;
     }
+    // The entry's name is `gw:rcache:{org}:<mac>`: the organization's bookkeeping shares its tag.
+    const tagged = key.slice(0, key.lastIndexOf(":"));
     try {
-      await this.options.redis.set(key, json, "PX", this.options.ttlMs);
+      await this.redis.keepCached(
+        key,
+        `${tagged}#index`,
+        `${tagged}#sizes`,
+        `${tagged}#bytes`,
+        json,
+        this.options.ttlMs,
+        this.options.maxBytes,
+      );
       this.writes.inc({ outcome: "stored" });
     } catch (err) {
       this.writes.inc({ outcome: "failed" });
