@@ -1,3 +1,4 @@
+import { keyRefusal } from "@gw/core/key-standing";
 import type { Limits } from "@gw/core/limits";
 import type { OnBehalfOfPolicy } from "@gw/core/on-behalf-of";
 import type { Permission } from "@gw/core/permissions";
@@ -43,5 +44,5 @@ export function toView(record: ApiKeyRecord): ApiKeyView {
 
 /** Active and unexpired at `now` (wall time, in milliseconds since the epoch): a key a sign-in may use. */
 export function keyUsable(key: ApiKeyRecord, now: number): boolean {
-  return key.status === "active" && (key.expiresAt === null || Date.parse(key.expiresAt) > now);
+  return keyRefusal(key, now) === undefined;
 }

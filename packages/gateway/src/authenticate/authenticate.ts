@@ -1,5 +1,6 @@
 import { type Clock, systemClock } from "@gw/core/clock";
 import { type ErrorCause, unauthorized } from "@gw/core/errors";
+import { keyRefusal } from "@gw/core/key-standing";
 import type { Request, RequestHandler } from "express";
 import { type ApiKeyLookup, ApiKeyStoreUnavailable } from "../api-keys/lookup.ts";
 import type { ApiKeyRecord } from "../api-keys/types.ts";
@@ -60,10 +61,9 @@ export function authenticate(options: AuthenticateOptions): RequestHandler {
       throw err;
     });
   const usable = (record: ApiKeyRecord, what: string) => {
-    if (record.status === "revoked") throw refuse("revoked", `${what} has been revoked`);
-    if (record.expiresAt !== null && Date.parse(record.expiresAt) <= clock.wall()) {
-      throw refuse("expired", `${what} has expired`);
-    }
+    const refusal = keyRefusal(record, clock.wall());
+    if (refusal === "revoked") throw refuse("revoked", `${what} has been revoked`);
+    if (refusal === "expired") throw refuse("expired", `${what} has expired`);
   };
 
   return async (req, res, next) => {

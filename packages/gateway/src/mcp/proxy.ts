@@ -28,6 +28,7 @@ import type { Principal } from "@gw/core/principal";
 import type { RedisClient } from "@gw/core/redis";
 import { type ErrorRequestHandler, type Request, type RequestHandler, type Response, Router } from "express";
 import type { ApiKeyLookup } from "../api-keys/lookup.ts";
+import { keyUsable } from "../api-keys/types.ts";
 import type { McpCallOutcome } from "../metrics.ts";
 import { serverFor } from "./access.ts";
 import { originOf, upstreamTools } from "./catalogue.ts";
@@ -128,8 +129,7 @@ export function mcpProxy(deps: McpDeps, options: ProxyOptions): Router {
           options.redis,
         );
         const key = await options.keys.findById(principal.keyId);
-        const expired = key?.expiresAt != null && Date.parse(key.expiresAt) <= options.clock.wall();
-        if (!key || key.org !== principal.org || key.status !== "active" || expired)
+        if (!key || key.org !== principal.org || !keyUsable(key, options.clock.wall()))
           throw unauthorized("The API key behind this call is not usable");
         await assertMayActFor(key, principal.user, "The user this call acts for", options.keyOwners);
         res.locals.apiKey = key;

@@ -1,5 +1,6 @@
 import type { Clock } from "@gw/core/clock";
 import { AppError } from "@gw/core/errors";
+import { keyRefusal } from "@gw/core/key-standing";
 import type { Limits, UnitLimits } from "@gw/core/limits";
 import {
   apiKeyRecordKey,
@@ -91,9 +92,9 @@ export class RedisCreatorKeys implements CreatorKeys {
     ]);
     const record = json ? (JSON.parse(json) as KeyRecord) : undefined;
     if (!record || record.org !== org) return { refused: `${purpose.key} was deleted` };
-    if (record.status !== "active") return { refused: `${purpose.key} was revoked` };
-    if (record.expiresAt && Date.parse(record.expiresAt) <= this.clock.wall())
-      return { refused: `${purpose.key} has expired` };
+    const refusal = keyRefusal(record, this.clock.wall());
+    if (refusal === "revoked") return { refused: `${purpose.key} was revoked` };
+    if (refusal === "expired") return { refused: `${purpose.key} has expired` };
     for (const { permission, why } of purpose.needs) {
       if (!record.permissions.includes(permission))
         return { refused: `${purpose.key} no longer has the permission '${permission}'${why}` };
