@@ -1,0 +1,77 @@
+import type { RedisClient } from "@gw/core/redis";
+
+/**
+ * A background response's stream events, kept in a Redis stream
+ * (`gw:bg:{<response id>}:events`) for `ttlMs` after the last one and at
+ * most `maxEvents` of them, so a client may stream the response while it
+ * runs and resume it later (`GET /responses/{id}?stream=true&starting_after=N`).
+ * Entry `0-<n + 1>` holds the event whose `sequence_number` is n, as its
+ * server-sent-event text; an entry with `end` after the last event says no
+ * more will come.
+ */
+export class ResponseEvents {
+  private readonly redis: RedisClient;
+  private readonly options: { ttlMs: number; maxEvents: number };
+
+  constructor(redis: RedisClient, options: { ttlMs: number; maxEvents: number }) {
+    this.redis = redis;
+    this.options = options;
+  }
+
+  /** Appends one event (its `sequence_number` is `sequence`). */
+  async append(responseId: string, sequence: number, text: string): Promise<void> {
+    const key = eventsKey(responseId);
+    await this.redis
+      .multi()
+      .xadd(key, "MAXLEN", "~", this.options.maxEvents, entryId(sequence), "e", text)
+      .pexpire(key, this.options.ttlMs)
+      .exec();
+  }
+
+  /** Marks the end of the events: readers stop there. `last`: the last event's sequence number (-1: none). */
+  async end(responseId: string, last: number): Promise<void> {
+    const key = eventsKey(responseId);
+    await this.redis
+      .multi()
+      .xadd(key, "MAXLEN", "~", this.options.maxEvents, entryId(last + 1), "end", "1")
+      .pexpire(key, this.options.ttlMs)
+      .exec();
+  }
+
+  /** The sequence number of the last event kept (-1: none), and whether the events have ended; undefined: nothing kept. */
+  async last(responseId: string): Promise<{ sequence: number; ended: boolean } | undefined> {
+    const [entry] = await this.redis.xrevrange(eventsKey(responseId), "+", "-", "COUNT", 1);
+    if (!entry) return undefined;
+    const n = sequenceOf(entry[0]);
+    return entry[1][0] === "end" ? { sequence: n - 1, ended: true } : { sequence: n, ended: false };
+  }
+
+  /**
+   * The events after `after` (-1: from the first), as they are kept and then
+   * as they come, until the end entry or `signal`. `blocking` is a
+   * connection of the reader's own (it waits on Redis with `XREAD BLOCK`).
+   */
+  async *read(
+    blocking: RedisClient,
+    responseId: string,
+    after: number,
+    signal: AbortSignal,
+  ): AsyncGenerator<string> {
+    const key = eventsKey(responseId);
+    let cursor = after < 0 ? "0-0" : entryId(after);
+    while (!signal.aborted) {
+      const reply = (await blocking.xread("COUNT", 500, "BLOCK", 1_000, "STREAMS", key, cursor)) as
+        | [string, [string, string[]][]][]
+        | null;
+      for (const [id, fields] of reply?.[0]?.[1] ?? []) {
+        if (fields[0] === "end") return;
+        cursor = id;
+        yield fields[1]!;
+      }
+    }
+  }
+}
+
+const eventsKey = (responseId: string) => `gw:bg:{${responseId}}:events`;
+const entryId = (sequence: number) => `0-${sequence + 1}`;
+const sequenceOf = (id: string) => Number(id.slice(2)) - 1;
