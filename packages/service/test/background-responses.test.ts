@@ -12,7 +12,18 @@ import { llmError, parseEvents, useStack } from "./stack.ts";
  * foreground call, cancelled by a writer, streamed and resumed, and bounded
  * per key.
  */
-const stack = useStack({ BACKGROUND_RESPONSES_PER_KEY: "2" });
+/** The next run to start waits here, once in progress and before its turn, until the test opens it. */
+let gate: { reached(id: string): void; open: Promise<void> } | undefined;
+const stack = useStack({ BACKGROUND_RESPONSES_PER_KEY: "2" }, {}, undefined, "single", {
+  backgroundHooks: {
+    async started(id) {
+      const held = gate;
+      gate = undefined;
+      held?.reached(id);
+      await held?.open;
+    },
+  },
+});
 const RESPONSES = "/api/v1/llm/responses";
 const LIMITS = { tokens: { minute: 100_000 } };
 
@@ -79,7 +90,9 @@ describe("background responses", () => {
     // alice owns it: another end user of the same key does not see it.
     expect((await get(key.secret, queued.id, "bob")).status).toBe(404);
     // Its usage is alice's, on this key.
-    expect((await usageTotals(key.secret, "alice")).total_tokens).toBe(done.usage.total_tokens);
+    expect((await usageTotals(key.secret, "alice")).total_tokens).toBe(
+      (done.usage as { total_tokens: number }).total_tokens,
+    );
     expect((await usageTotals(key.secret, "bob")).total_tokens ?? 0).toBe(0);
     // Its input items were kept with it, and it continues as any stored response.
     const items = await (
@@ -127,6 +140,22 @@ describe("background responses", () => {
     }
     stack.llm.release();
     await until(key.secret, queued.id, (r) => r.status === "completed");
+  });
+
+  it("run nothing once the creator's key was revoked after they were queued, saying why", async () => {
+    const key = await stack.createKey();
+    const reached = Promise.withResolvers<string>();
+    const open = Promise.withResolvers<void>();
+    gate = { reached: reached.resolve, open: open.promise };
+    const before = stack.llm.requests.length;
+    const queued = await created(key.secret, {});
+    expect(await reached.promise).toBe(queued.id);
+    await stack.store.revoke(key.id);
+    open.resolve();
+    const owner = await stack.createKey({ org: key.org });
+    const failed = await until(owner.secret, queued.id, (r) => r.status === "failed", "alice");
+    expect(failed.error).toMatchObject({ code: "server_error", message: expect.stringMatching(/revoked/) });
+    expect(stack.llm.requests.length).toBe(before);
   });
 
   it("need store: true (400 naming the field)", async () => {

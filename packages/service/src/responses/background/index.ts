@@ -3,6 +3,7 @@ import type { Logger } from "@gw/core/logger";
 import type { Metrics } from "@gw/core/metrics";
 import { createRedis, type RedisClient } from "@gw/core/redis";
 import { Queue } from "bullmq";
+import { RedisCreatorKeys } from "../../evals/creator.ts";
 import { bullConnection, EVAL_QUEUE_PREFIX } from "../../evals/queue.ts";
 import { type EvalWorker, startQueueWorker } from "../../evals/worker.ts";
 import type { ResponseTurnDeps } from "../response-turn.ts";
@@ -92,6 +93,7 @@ export function startBackgroundResponses(
       );
     const runDeps: BackgroundRunDeps = {
       ...deps,
+      creators: new RedisCreatorKeys(deps.redis, deps.clock),
       events,
       cancels,
       slots,

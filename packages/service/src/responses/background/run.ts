@@ -1,7 +1,9 @@
-import { AppError, responseFailure } from "@gw/core/errors";
+import { AppError, forbidden, responseFailure } from "@gw/core/errors";
 import type { Logger } from "@gw/core/logger";
+import { MODEL_CALLS } from "@gw/core/permissions";
 import type { Caller } from "../../budgets/admit-model-call.ts";
 import type { EventSink } from "../../calls/event-sink.ts";
+import type { CreatorKeys, KeyPurpose } from "../../evals/creator.ts";
 import { ProviderError } from "../../llm/errors.ts";
 import { usageOf } from "../../llm/provider.ts";
 import type { CreateResponseInput } from "../request.ts";
@@ -26,6 +28,8 @@ export interface BackgroundJob {
 }
 
 export interface BackgroundRunDeps extends ResponseTurnDeps {
+  /** The creator's key as it stands when the run starts: a revoked or changed key runs nothing. */
+  creators: CreatorKeys;
   events: ResponseEvents;
   cancels: CancelSignals;
   slots: BackgroundSlots;
@@ -40,6 +44,13 @@ export interface BackgroundRunDeps extends ResponseTurnDeps {
 export const STOPPED_WORKER =
   "The worker running this response stopped before it finished; the response was not run again";
 const STOPPED_SERVICE = "The service stopped before the response finished";
+
+/** What a background response needs of its creator's key when its run starts. */
+const BACKGROUND_RUN: KeyPurpose = {
+  needs: [{ permission: MODEL_CALLS, why: ", which model calls need" }],
+  key: "The API key that created the response",
+  endUser: "The response's end user",
+};
 
 const unfinished = (r: ResponseObject) => r.status === "queued" || r.status === "in_progress";
 
@@ -99,6 +110,17 @@ async function runTurn(
   let streamed: StreamedTurn | undefined;
   let turn: Awaited<ReturnType<typeof startTurn>> | undefined;
   try {
+    // Fail closed: the key revoked, expired or deleted, a permission taken away, the end user no longer
+    // allowed since the response was queued: it runs nothing, saying why.
+    const creator = await deps.creators.callerOf(
+      org,
+      {
+        user: caller.principal.user,
+        keyId: caller.principal.keyId,
+      },
+      BACKGROUND_RUN,
+    );
+    if ("refused" in creator) throw forbidden(creator.refused);
     turn = await startTurn(deps, caller, input, {
       response: queued,
       keep: async (response, items) => {
