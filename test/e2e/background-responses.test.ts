@@ -48,7 +48,9 @@ describe("the official openai SDK's background responses", () => {
     const before = stack.llm.requests.length;
     const queued = await openai.responses.create({ input: "a long one", background: true });
     await vi.waitFor(() => expect(stack.llm.requests.length).toBe(before + 1), { timeout: 10_000 });
-    await vi.waitFor(async () => expect((await openai.responses.retrieve(queued.id)).status).toBe("in_progress"));
+    await vi.waitFor(async () =>
+      expect((await openai.responses.retrieve(queued.id)).status).toBe("in_progress"),
+    );
     const cancelled = await openai.responses.cancel(queued.id);
     expect(cancelled).toMatchObject({ id: queued.id, status: "cancelled" });
     await vi.waitFor(() => expect(stack.llm.requests.at(-1)?.aborted).toBe(true), { timeout: 10_000 });
