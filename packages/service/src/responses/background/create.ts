@@ -1,4 +1,5 @@
 import { AppError, serviceUnavailable } from "@gw/core/errors";
+import type { RedisClient } from "@gw/core/redis";
 import type { Response } from "express";
 import type { Caller } from "../../budgets/admit-model-call.ts";
 import { releaseOwnership } from "../../calls/model-call.ts";
@@ -81,12 +82,16 @@ export async function streamEvents(
 ): Promise<void> {
   const sink = eventSinkOf(res);
   const signal = abortOnClose(res);
-  const reader = background.reader();
+  let reader: RedisClient | undefined;
+  const blocking = () => {
+    reader = background.reader();
+    return reader;
+  };
   try {
     sink.open();
-    for await (const event of background.events.read(reader, responseId, after, signal)) sink.write(event);
+    for await (const event of background.events.read(responseId, after, signal, blocking)) sink.write(event);
   } finally {
-    reader.disconnect();
+    reader?.disconnect();
     if (!sink.ended) sink.end();
   }
 }

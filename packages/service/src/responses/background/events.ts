@@ -48,19 +48,26 @@ export class ResponseEvents {
 
   /**
    * The events after `after` (-1: from the first), as they are kept and then
-   * as they come, until the end entry or `signal`. `blocking` is a
-   * connection of the reader's own (it waits on Redis with `XREAD BLOCK`).
+   * as they come, until the end entry or `signal`. What is kept is read on
+   * the shared connection; only a reader that must wait for more asks
+   * `blocking` for a connection of its own (it waits on Redis with `XREAD BLOCK`).
    */
   async *read(
-    blocking: RedisClient,
     responseId: string,
     after: number,
     signal: AbortSignal,
+    blocking: () => RedisClient,
   ): AsyncGenerator<string> {
     const key = eventsKey(responseId);
     let cursor = after < 0 ? "0-0" : entryId(after);
+    for (const [id, fields] of await this.redis.xrange(key, `(${cursor}`, "+")) {
+      if (fields[0] === "end") return;
+      cursor = id;
+      yield fields[1]!;
+    }
+    const reader = blocking();
     while (!signal.aborted) {
-      const reply = (await blocking.xread("COUNT", 500, "BLOCK", 1_000, "STREAMS", key, cursor)) as
+      const reply = (await reader.xread("COUNT", 500, "BLOCK", 1_000, "STREAMS", key, cursor)) as
         | [string, [string, string[]][]][]
         | null;
       for (const [id, fields] of reply?.[0]?.[1] ?? []) {
