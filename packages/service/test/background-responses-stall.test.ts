@@ -4,7 +4,10 @@ import { join } from "node:path";
 import { ManualClock } from "@gw/core/clock";
 import { CountingWindows } from "@gw/core/windows";
 import { type RunningNodeProcess, spicedbEnv, startNodeProcess } from "@gw/test-kit";
+import { Queue } from "bullmq";
 import { afterAll, describe, expect, it, vi } from "vitest";
+import { EVAL_QUEUE_PREFIX } from "../src/evals/queue.ts";
+import { BACKGROUND_QUEUE } from "../src/responses/background/index.ts";
 import { STOPPED_WORKER } from "../src/responses/background/run.ts";
 import { parseEvents, useStack } from "./stack.ts";
 
@@ -60,6 +63,40 @@ async function backgroundWorker(name: string): Promise<RunningNodeProcess> {
 const tokensUsed = async (windows: CountingWindows, keyId: string) =>
   (await windows.peek(keyId, undefined, LIMITS)).find((s) => s.unit === "tokens")!.used;
 
+describe("a background response no worker has taken yet", () => {
+  it("a queued response cancelled before any worker took it: its job, events and slot are gone, and no worker runs it", async () => {
+    const key = await stack.createKey();
+    const res = await stack.call(key.secret, RESPONSES, {
+      json: { input: "later", background: true },
+      user: "alice",
+    });
+    const { id } = await res.json();
+    expect(await stack.redis.zcard(`gw:bg:{${key.id}}:running`)).toBe(1);
+    // Another key of the organization, whose end user alice is a writer of it (its owner), cancels it.
+    const other = await stack.createKey({ org: key.org });
+    const cancel = await stack.call(other.secret, `${RESPONSES}/${id}/cancel`, {
+      method: "POST",
+      user: "alice",
+    });
+    expect(cancel.status).toBe(200);
+    expect(await cancel.json()).toMatchObject({ id, status: "cancelled" });
+    expect(await stack.redis.zcard(`gw:bg:{${key.id}}:running`)).toBe(0);
+    const queue = new Queue(BACKGROUND_QUEUE, { connection: stack.redis, prefix: EVAL_QUEUE_PREFIX });
+    try {
+      expect(await queue.getJob(id)).toBeUndefined();
+    } finally {
+      await queue.close();
+    }
+    // Its stream (no events) ends at once.
+    const stream = await stack.call(key.secret, `${RESPONSES}/${id}?stream=true`, { user: "alice" });
+    expect(stream.status).toBe(200);
+    expect(await stream.text()).toBe("");
+    expect(
+      (await (await stack.call(key.secret, `${RESPONSES}/${id}`, { user: "alice" })).json()).status,
+    ).toBe("cancelled");
+  });
+});
+
 describe("a background response whose worker is killed mid-call", () => {
   it("ends failed with a stated reason within the stall timeout; its slot is given back and its lease settled", async () => {
     const key = await stack.createKey({ limits: LIMITS });
@@ -101,7 +138,7 @@ describe("a background response whose worker is killed mid-call", () => {
           error: { code: "server_error", message: STOPPED_WORKER },
         });
       },
-      { timeout: 15_000, interval: 100 },
+      { timeout: 30_000, interval: 100 },
     );
     // Its stream ends with response.failed, after what A sent.
     const events = parseEvents(

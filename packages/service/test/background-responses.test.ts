@@ -219,12 +219,11 @@ describe("cancelling a background response", () => {
     expect(again.status).toBe(400);
   });
 
-  it("as a reader is 403, as a stranger 404; a queued one is cancelled before any worker runs it", async () => {
+  it("as a reader is 403, as a stranger 404, as its writer 200; a reader may still poll it", async () => {
     const key = await stack.createKey();
     stack.llm.mode = "hold";
     const running = await created(key.secret, {});
-    // With the key's one worker slot of the provider held, the next waits in the queue... or runs:
-    // either way it is unfinished, and a cancel ends it.
+    // The provider holds every answer back: both stay unfinished until it is released.
     const queued = await created(key.secret, {});
     const grant = await stack.call(key.secret, "/api/v1/authorization/llm/grant", {
       json: { resourceType: "response", resourceId: queued.id, userId: "carol", role: "reader" },

@@ -66,10 +66,14 @@ export class ResponseEvents {
       yield fields[1]!;
     }
     const reader = blocking();
+    let quiet = 0;
     while (!signal.aborted) {
       const reply = (await reader.xread("COUNT", 500, "BLOCK", 1_000, "STREAMS", key, cursor)) as
         | [string, [string, string[]][]][]
         | null;
+      // Nothing for a while (a long call): a comment line, which clients skip, keeps proxies from ending the stream.
+      quiet = reply ? 0 : quiet + 1;
+      if (quiet > 0 && quiet % KEEP_ALIVE_SECONDS === 0) yield KEEP_ALIVE;
       for (const [id, fields] of reply?.[0]?.[1] ?? []) {
         if (fields[0] === "end") return;
         cursor = id;
@@ -78,6 +82,11 @@ export class ResponseEvents {
     }
   }
 }
+
+/** Seconds without an event after which a reader is sent `KEEP_ALIVE` (the gateway ends a silent answer after SERVICE_IDLE_TIMEOUT_MS). */
+const KEEP_ALIVE_SECONDS = 15;
+/** An event-stream comment: clients skip it. */
+export const KEEP_ALIVE = ": keep-alive\n\n";
 
 const eventsKey = (responseId: string) => `gw:bg:{${responseId}}:events`;
 const entryId = (sequence: number) => `0-${sequence + 1}`;

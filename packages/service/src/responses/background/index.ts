@@ -30,6 +30,11 @@ export interface BackgroundSettings {
 /** Background responses as the routes use them: queue one, its events, cancels, the keys' slots. */
 export interface BackgroundResponses {
   enqueue(job: BackgroundJob): Promise<void>;
+  /**
+   * Drops a queued response's job (cancelled before a worker took it) and
+   * gives its creator key's slot back; a job a worker holds is left to it.
+   */
+  dequeue(responseId: string): Promise<void>;
   events: ResponseEvents;
   cancels: CancelSignals;
   slots: BackgroundSlots;
@@ -117,9 +122,18 @@ export function startBackgroundResponses(
     async enqueue(job) {
       await queue.add("response", job, {
         jobId: job.responseId,
+        // A run that could not start (PostgreSQL or Redis away) is tried again; the response is still queued.
+        attempts: 3,
+        backoff: { type: "exponential", delay: 1_000 },
+        // The job holds the request's content: gone with it, whatever the outcome.
         removeOnComplete: true,
-        removeOnFail: { age: 86_400 },
+        removeOnFail: true,
       });
+    },
+    async dequeue(responseId) {
+      const job = await queue.getJob(responseId);
+      if (!job || (await queue.remove(responseId)) !== 1) return;
+      await slots.give(job.data.caller.principal.keyId, responseId);
     },
     events,
     cancels,

@@ -83,7 +83,13 @@ export async function runBackgroundResponse(
     }
     if (!started.after) return; // cancelled (or ended) before a worker took it
     await deps.hooks?.started?.(responseId);
-    await runTurn(deps, job, started.after, watch.signal, stopping);
+    try {
+      await runTurn(deps, job, started.after, watch.signal, stopping);
+    } catch (err) {
+      // Its end could not be written (PostgreSQL away…): failed if it can still be, never left in progress.
+      deps.logger.error({ err, responseId }, "a background response's run could not be ended");
+      await fail(deps, job, new AppError("internal", "The response failed")).catch(() => undefined);
+    }
   } finally {
     watch.done();
     await deps.slots

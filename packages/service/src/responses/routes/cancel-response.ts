@@ -48,10 +48,12 @@ export const cancelResponse = defineRoute({
           ? "Only a background response that is queued or in progress can be cancelled; this one has ended"
           : "Only background responses can be cancelled",
       );
-    if (changed.before.status === "queued") {
-      // No worker has it: its events (none) end here, and a worker that takes it later finds it cancelled.
-      await deps.background?.events.end(id, -1);
-    } else await deps.background?.cancels.cancel(principal.org, id);
+    const background = deps.background;
+    if (background && changed.before.status === "queued") {
+      // No worker has it: its events (none) end here, its job and its key's slot go; a worker that took
+      // it meanwhile finds it cancelled, runs nothing and gives the slot back itself.
+      await Promise.all([background.events.end(id, -1), background.dequeue(id)]);
+    } else await background?.cancels.cancel(principal.org, id);
     return changed.after;
   },
 });
