@@ -160,5 +160,5 @@ describe("a background response whose worker is killed mid-call", () => {
     const charged = await tokensUsed(windows, key.id);
     expect(charged).toBeGreaterThan(0);
     expect(charged).toBeLessThan(reserved);
-  });
+  }, 90_000);
 });
