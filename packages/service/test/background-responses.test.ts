@@ -158,6 +158,16 @@ describe("background responses", () => {
     expect(stack.llm.requests.length).toBe(before);
   });
 
+  it("end incomplete when the model stops at max_output_tokens, keeping what it wrote", async () => {
+    const key = await stack.createKey();
+    const queued = await created(key.secret, { input: "one two three four five six", max_output_tokens: 2 });
+    const done = await until(key.secret, queued.id, (r) => r.status === "incomplete");
+    expect(done).toMatchObject({
+      incomplete_details: { reason: "max_output_tokens" },
+      output: [{ type: "message", status: "incomplete" }],
+    });
+  });
+
   it("need store: true (400 naming the field)", async () => {
     const key = await stack.createKey();
     const res = await stack.call(key.secret, RESPONSES, {
