@@ -6,8 +6,7 @@ import { CountingWindows } from "@gw/core/windows";
 import { type RunningNodeProcess, spicedbEnv, startNodeProcess } from "@gw/test-kit";
 import { Queue } from "bullmq";
 import { afterAll, describe, expect, it, vi } from "vitest";
-import { EVAL_QUEUE_PREFIX } from "../src/evals/queue.ts";
-import { BACKGROUND_QUEUE } from "../src/responses/background/index.ts";
+import { BACKGROUND_QUEUE, BACKGROUND_QUEUE_PREFIX } from "../src/responses/background/index.ts";
 import { STOPPED_WORKER } from "../src/responses/background/run.ts";
 import { parseEvents, useStack } from "./stack.ts";
 
@@ -81,7 +80,7 @@ describe("a background response no worker has taken yet", () => {
     expect(cancel.status).toBe(200);
     expect(await cancel.json()).toMatchObject({ id, status: "cancelled" });
     expect(await stack.redis.zcard(`gw:bg:{${key.id}}:running`)).toBe(0);
-    const queue = new Queue(BACKGROUND_QUEUE, { connection: stack.redis, prefix: EVAL_QUEUE_PREFIX });
+    const queue = new Queue(BACKGROUND_QUEUE, { connection: stack.redis, prefix: BACKGROUND_QUEUE_PREFIX });
     try {
       expect(await queue.getJob(id)).toBeUndefined();
     } finally {

@@ -2,8 +2,7 @@ import { CountingWindows } from "@gw/core/windows";
 import { openaiSchemaProblems } from "@gw/test-kit/openai-schemas";
 import { Queue } from "bullmq";
 import { afterEach, describe, expect, it, vi } from "vitest";
-import { EVAL_QUEUE_PREFIX } from "../src/evals/queue.ts";
-import { BACKGROUND_QUEUE } from "../src/responses/background/index.ts";
+import { BACKGROUND_QUEUE, BACKGROUND_QUEUE_PREFIX } from "../src/responses/background/index.ts";
 import { llmError, parseEvents, useStack } from "./stack.ts";
 
 /*
@@ -126,7 +125,7 @@ describe("background responses", () => {
     const key = await stack.createKey();
     stack.llm.mode = "hold";
     const queued = await created(key.secret, {});
-    const queue = new Queue(BACKGROUND_QUEUE, { connection: stack.redis, prefix: EVAL_QUEUE_PREFIX });
+    const queue = new Queue(BACKGROUND_QUEUE, { connection: stack.redis, prefix: BACKGROUND_QUEUE_PREFIX });
     try {
       const job = await queue.getJob(queued.id);
       expect(job?.data).toMatchObject({

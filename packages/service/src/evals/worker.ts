@@ -40,8 +40,8 @@ export function startEvalWorker(
 }
 
 /**
- * A BullMQ worker on `queue` (under the evals' prefix, on `connection`, one
- * of `bullConnection`'s) processing `concurrency` jobs at a time, whose
+ * A BullMQ worker on `queue` (under the evals' prefix unless told another,
+ * on `connection`, one of `bullConnection`'s) processing `concurrency` jobs at a time, whose
  * `close` lets the jobs in progress finish (their signal aborted after a
  * grace period). The eval runs and background responses (responses/background)
  * share it. `lockMs`: how long a job stays taken without its worker
@@ -51,7 +51,15 @@ export function startQueueWorker<T>(
   queue: string,
   connection: RedisClient,
   process: (job: Job<T, void, string>, signal: AbortSignal) => Promise<void>,
-  options: { concurrency: number; logger: Logger; what: string; lockMs?: number; maxStalledCount?: number },
+  options: {
+    concurrency: number;
+    logger: Logger;
+    what: string;
+    /** The queue's key prefix; the eval queue's by default. */
+    prefix?: string;
+    lockMs?: number;
+    maxStalledCount?: number;
+  },
 ): EvalWorker {
   const { logger, what } = options;
   /** The jobs this worker is processing, until their processor settles. */
@@ -70,7 +78,7 @@ export function startQueueWorker<T>(
     },
     {
       connection,
-      prefix: EVAL_QUEUE_PREFIX,
+      prefix: options.prefix ?? EVAL_QUEUE_PREFIX,
       concurrency: options.concurrency,
       ...(options.lockMs ? { lockDuration: options.lockMs, stalledInterval: options.lockMs } : {}),
       ...(options.maxStalledCount !== undefined ? { maxStalledCount: options.maxStalledCount } : {}),

@@ -4,7 +4,7 @@ import type { Metrics } from "@gw/core/metrics";
 import { createRedis, type RedisClient } from "@gw/core/redis";
 import { Queue } from "bullmq";
 import { RedisCreatorKeys } from "../../evals/creator.ts";
-import { bullConnection, EVAL_QUEUE_PREFIX } from "../../evals/queue.ts";
+import { bullConnection } from "../../evals/queue.ts";
 import { type EvalWorker, startQueueWorker } from "../../evals/worker.ts";
 import type { ResponseTurnDeps } from "../response-turn.ts";
 import { CancelSignals } from "./cancels.ts";
@@ -13,8 +13,10 @@ import { createBackgroundMetrics } from "./metrics.ts";
 import { type BackgroundJob, type BackgroundRunDeps, runBackgroundResponse } from "./run.ts";
 import { BackgroundSlots } from "./slots.ts";
 
-/** The BullMQ queue background responses run from, beside the eval runs' (same prefix, same connections). */
+/** The BullMQ queue background responses run from, beside the eval runs' (the same connections and worker). */
 export const BACKGROUND_QUEUE = "background-responses";
+/** Its keys' prefix: the hash tag puts every key of the queue in one Redis Cluster slot, as BullMQ's scripts need. */
+export const BACKGROUND_QUEUE_PREFIX = "gw:{background}";
 
 /** The settings of background responses (config.ts). */
 export interface BackgroundSettings {
@@ -68,7 +70,7 @@ export function startBackgroundResponses(
   const producer = bullConnection(config.REDIS_URL, "producer");
   const queue = new Queue<BackgroundJob, void, string>(BACKGROUND_QUEUE, {
     connection: producer,
-    prefix: EVAL_QUEUE_PREFIX,
+    prefix: BACKGROUND_QUEUE_PREFIX,
   });
   queue.on("error", (err) => deps.logger.warn({ err: err.message }, "background queue error"));
   const events = new ResponseEvents(deps.redis, {
@@ -112,6 +114,7 @@ export function startBackgroundResponses(
         concurrency: config.BACKGROUND_RESPONSE_CONCURRENCY,
         logger: deps.logger,
         what: "background response",
+        prefix: BACKGROUND_QUEUE_PREFIX,
         lockMs: config.BACKGROUND_RESPONSE_STALL_TIMEOUT,
         // A job handed out again ends at once (failed): it stalls again only if that worker dies too.
         maxStalledCount: 3,
