@@ -157,6 +157,21 @@ describe("background responses", () => {
     expect(stack.llm.requests.length).toBe(before);
   });
 
+  it("append their turn to the conversation they continue once answered", async () => {
+    const key = await stack.createKey();
+    const conversation = await (
+      await stack.call(key.secret, "/api/v1/llm/conversations", { json: {}, user: "alice" })
+    ).json();
+    const queued = await created(key.secret, { input: "note this", conversation: conversation.id });
+    await until(key.secret, queued.id, (r) => r.status === "completed");
+    const items = await (
+      await stack.call(key.secret, `/api/v1/llm/conversations/${conversation.id}/items?order=asc`, {
+        user: "alice",
+      })
+    ).json();
+    expect(items.data.map((i: { role: string }) => i.role)).toEqual(["user", "assistant"]);
+  });
+
   it("end incomplete when the model stops at max_output_tokens, keeping what it wrote", async () => {
     const key = await stack.createKey();
     const queued = await created(key.secret, { input: "one two three four five six", max_output_tokens: 2 });
