@@ -1,3 +1,4 @@
+import { openaiPython, pythonPrints } from "@gw/test-kit/python-venv";
 import OpenAI, { BadRequestError } from "openai";
 import type { ResponseStreamEvent } from "openai/resources/responses/responses";
 import { afterEach, describe, expect, it, vi } from "vitest";
@@ -70,5 +71,42 @@ describe("the official openai SDK's background responses", () => {
     for await (const event of resumed) rest.push(event);
     expect(rest).toEqual(events.slice(4));
     expect(rest[0]?.sequence_number).toBe(4);
+  });
+});
+
+describe("openai-python's background responses", () => {
+  it("creates one queued, polls it to completed, and cancels a running one", async (ctx) => {
+    const python = await openaiPython(ctx);
+    if (!python) return;
+    const key = await stack.createKey();
+    stack.llm.mode = "hold-midstream";
+    const script = [
+      "import json, os, time, openai",
+      "client = openai.OpenAI(api_key=os.environ['GATEWAY_KEY'], base_url=os.environ['GATEWAY_URL'] + '/api/v1/llm', max_retries=0, default_headers={'X-On-Behalf-Of': 'alice'})",
+      "held = client.responses.create(input='a long one', background=True)",
+      "while client.responses.retrieve(held.id).status != 'in_progress': time.sleep(0.02)",
+      "cancelled = client.responses.cancel(held.id)",
+      "print(json.dumps({'queued': held.status, 'cancelled': cancelled.status}))",
+    ].join("\n");
+    const stdout = await pythonPrints(python, ["-c", script], {
+      GATEWAY_URL: stack.gatewayUrl,
+      GATEWAY_KEY: key.secret,
+    });
+    expect(JSON.parse(stdout)).toEqual({ queued: "queued", cancelled: "cancelled" });
+    stack.llm.release();
+    const polled = [
+      "import json, os, time, openai",
+      "client = openai.OpenAI(api_key=os.environ['GATEWAY_KEY'], base_url=os.environ['GATEWAY_URL'] + '/api/v1/llm', max_retries=0)",
+      "r = client.responses.create(input='tell me later', background=True)",
+      "first = r.status",
+      "while r.status in ('queued', 'in_progress'):",
+      "    time.sleep(0.05)",
+      "    r = client.responses.retrieve(r.id)",
+      "print(json.dumps({'first': first, 'status': r.status, 'text': r.output_text}))",
+    ].join("\n");
+    const done = JSON.parse(
+      await pythonPrints(python, ["-c", polled], { GATEWAY_URL: stack.gatewayUrl, GATEWAY_KEY: key.secret }),
+    );
+    expect(done).toEqual({ first: "queued", status: "completed", text: "Echo: tell me later" });
   });
 });
