@@ -316,8 +316,13 @@ describe("streaming a background response", () => {
     expect(res.headers.get("content-type")).toContain("text/event-stream");
     const events = parseEvents(await res.text());
     expect(events.map((e) => e.data.sequence_number)).toEqual(events.map((_, i) => i));
-    expect(events[0]?.type).toBe("response.created");
+    expect(events.slice(0, 3).map((e) => [e.type, e.data.response.status])).toEqual([
+      ["response.created", "queued"],
+      ["response.queued", "queued"],
+      ["response.in_progress", "in_progress"],
+    ]);
     expect(events.at(-1)?.type).toBe("response.completed");
+    for (const e of events) expect(openaiSchemaProblems("ResponseStreamEvent", e.data)).toEqual([]);
     const id = events[0]!.data.response.id as string;
     expect(events.at(-1)?.data.response).toMatchObject({ id, status: "completed", background: true });
 

@@ -61,6 +61,7 @@ export async function createBackground(
     throw err;
   }
   try {
+    await background.events.queued(response);
     await background.enqueue({ org: principal.org, responseId: id, caller, input });
   } catch (err) {
     const error = { code: "server_error" as const, message: "The response could not be queued" };

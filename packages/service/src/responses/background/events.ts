@@ -28,6 +28,21 @@ export class ResponseEvents {
       .exec();
   }
 
+  /**
+   * The events of a response just queued, as OpenAI's background streams
+   * begin: `response.created` (status `queued`) and `response.queued`
+   * (`QUEUED_EVENTS` of them; the worker's come after).
+   */
+  async queued(response: { id: string }): Promise<void> {
+    const key = eventsKey(response.id);
+    await this.redis
+      .multi()
+      .xadd(key, entryId(0), "e", sseEvent("response.created", 0, { response }))
+      .xadd(key, entryId(1), "e", sseEvent("response.queued", 1, { response }))
+      .pexpire(key, this.options.ttlMs)
+      .exec();
+  }
+
   /** Marks the end of the events: readers stop there. `last`: the last event's sequence number (-1: none). */
   async end(responseId: string, last: number): Promise<void> {
     const key = eventsKey(responseId);
@@ -82,6 +97,13 @@ export class ResponseEvents {
     }
   }
 }
+
+/** Events a background response's stream starts with before a worker takes it (`ResponseEvents.queued`). */
+export const QUEUED_EVENTS = 2;
+
+/** One event as a stream has it, numbered `sequence`. */
+export const sseEvent = (type: string, sequence: number, data: Record<string, unknown>) =>
+  `event: ${type}\ndata: ${JSON.stringify({ type, sequence_number: sequence, ...data })}\n\n`;
 
 /** Seconds without an event after which a reader is sent `KEEP_ALIVE` (the gateway ends a silent answer after SERVICE_IDLE_TIMEOUT_MS). */
 const KEEP_ALIVE_SECONDS = 15;

@@ -13,7 +13,7 @@ import type { ResponseObject } from "../store.ts";
 import { type StreamedTurn, streamTurn } from "../stream.ts";
 import { startTurn } from "../turn.ts";
 import type { CancelSignals } from "./cancels.ts";
-import type { ResponseEvents } from "./events.ts";
+import { QUEUED_EVENTS, type ResponseEvents, sseEvent } from "./events.ts";
 import type { BackgroundSlots } from "./slots.ts";
 
 /**
@@ -239,21 +239,20 @@ function logFailure(logger: Logger, err: unknown, responseId: string): void {
   else if (!(err instanceof AppError)) logger.error({ err, responseId }, "background response failed");
 }
 
-const sseEvent = (type: string, sequence: number, data: Record<string, unknown>) =>
-  `event: ${type}\ndata: ${JSON.stringify({ type, sequence_number: sequence, ...data })}\n\n`;
-
 const TERMINAL = new Set(["response.completed", "response.incomplete", "response.failed"]);
 
 /**
  * The stream writer's sink for a background response: each event goes to
- * `ResponseEvents` in order, numbered as the writer numbered it; the last
+ * `ResponseEvents` in order, after the two the queue sent (`QUEUED_EVENTS`:
+ * `response.created` while queued, `response.queued`), so the writer's own
+ * `response.created` is left out and the rest numbered on from there; the
  * event that ends the response is remembered.
  */
 class RecordingSink implements EventSink {
   private writes: Promise<void> = Promise.resolve();
   private closed = false;
-  /** The last event's sequence number (-1: none yet). */
-  last = -1;
+  /** The last event's sequence number as kept (-1: none yet). */
+  last = QUEUED_EVENTS - 1;
   terminal: string | undefined;
   terminalResponse: ResponseObject | undefined;
 
@@ -272,17 +271,23 @@ class RecordingSink implements EventSink {
   open(): void {}
 
   write(text: string): void {
-    const data = JSON.parse(text.slice(text.indexOf("data: ") + 6)) as {
+    const { type, sequence_number, ...data } = JSON.parse(text.slice(text.indexOf("data: ") + 6)) as {
       type: string;
       sequence_number: number;
       response?: ResponseObject;
     };
-    this.last = data.sequence_number;
-    if (TERMINAL.has(data.type)) {
-      this.terminal = data.type;
+    if (sequence_number === 0 && type === "response.created") return;
+    if (TERMINAL.has(type)) {
+      this.terminal = type;
       this.terminalResponse = data.response;
     }
-    const sequence = data.sequence_number;
+    this.send(type, data);
+  }
+
+  /** Keeps an event, numbered after the last. */
+  send(type: string, data: Record<string, unknown>): void {
+    const sequence = ++this.last;
+    const text = sseEvent(type, sequence, data);
     this.writes = this.writes.then(() =>
       this.events
         .append(this.responseId, sequence, text)
@@ -293,11 +298,6 @@ class RecordingSink implements EventSink {
           ),
         ),
     );
-  }
-
-  /** Writes an event of this stream's own, numbered after the last. */
-  send(type: string, data: Record<string, unknown>): void {
-    this.write(sseEvent(type, this.last + 1, data));
   }
 
   end(): void {

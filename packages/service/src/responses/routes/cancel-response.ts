@@ -50,9 +50,13 @@ export const cancelResponse = defineRoute({
       );
     const background = deps.background;
     if (background && changed.before.status === "queued") {
-      // No worker has it: its events (none) end here, its job and its key's slot go; a worker that took
+      // No worker has it: its events (the queue's) end here, its job and its key's slot go; a worker that took
       // it meanwhile finds it cancelled, runs nothing and gives the slot back itself.
-      await Promise.all([background.events.end(id, -1), background.dequeue(id)]);
+      const last = await background.events.last(id);
+      await Promise.all([
+        last?.ended ? undefined : background.events.end(id, last?.sequence ?? -1),
+        background.dequeue(id),
+      ]);
     } else await background?.cancels.cancel(principal.org, id);
     return changed.after;
   },
