@@ -133,7 +133,7 @@ export const serviceConfigSchema = z
     EVAL_RUN_RETENTION: env.duration("90d"),
     /** The newest runs kept per eval schedule; older ones go first. Default 1000. */
     EVAL_RUNS_PER_SCHEDULE: z.coerce.number().int().min(1).max(1_000_000).default(1_000),
-    /** Background responses (`background: true`) this service process runs at a time; 0: none (other service processes of the stack run them; eval worker processes do not). Default 8. */
+    /** Background responses (`background: true`) this process (a service or an eval worker process) runs at a time; 0: none (other processes of the stack run them). Default 8. */
     BACKGROUND_RESPONSE_CONCURRENCY: z.coerce.number().int().min(0).max(1_000).default(8),
     /** Background responses one API key may have queued or in progress; past it, 429 `background_limit_exceeded`. Default 100. */
     BACKGROUND_RESPONSES_PER_KEY: z.coerce.number().int().min(1).max(100_000).default(100),

@@ -14,7 +14,7 @@ import { parseEvents, useStack } from "./stack.ts";
  * A worker killed while a background response runs: the service of the
  * stack runs none itself, a service process of its own (A) takes the
  * response and is killed (SIGKILL) while the provider holds the answer
- * back; another process (B) then ends the response failed, saying why,
+ * back; an eval worker process (B) then ends the response failed, saying why,
  * within the stall timeout, gives the key's slot back, and the lease A held
  * is settled by the lease sweep.
  */
@@ -30,12 +30,12 @@ afterAll(async () => {
   if (dataDir) await rm(dataDir, { recursive: true, force: true });
 });
 
-/** A service process on the stack's stores that runs background responses, their lock lapsing after a second. */
-async function backgroundWorker(name: string): Promise<RunningNodeProcess> {
+/** A process (`entry`) on the stack's stores that runs background responses, their lock lapsing after a second. */
+async function backgroundWorker(name: string, entry: string): Promise<RunningNodeProcess> {
   dataDir ??= await mkdtemp(join(tmpdir(), "gw-bg-worker-"));
   const worker = await startNodeProcess({
     name,
-    entry: "packages/service/src/main.ts",
+    entry,
     port: 0,
     env: {
       PATH: process.env.PATH,
@@ -50,7 +50,7 @@ async function backgroundWorker(name: string): Promise<RunningNodeProcess> {
       LLM_BASE_URL: stack.llm.baseUrl,
       LLM_API_KEY: "upstream-secret",
       LLM_DEFAULT_MODEL: "echo-small",
-      EVAL_WORKER_CONCURRENCY: "0",
+      EVAL_WORKER_CONCURRENCY: "1",
       BACKGROUND_RESPONSE_CONCURRENCY: "1",
       BACKGROUND_RESPONSE_STALL_TIMEOUT: "1s",
     },
@@ -102,7 +102,7 @@ describe("a background response no worker has taken yet", () => {
 describe("a background response whose worker is killed mid-call", () => {
   it("ends failed with a stated reason within the stall timeout; its slot is given back and its lease settled", async () => {
     const key = await stack.createKey({ limits: LIMITS });
-    const a = await backgroundWorker("background-worker-a");
+    const a = await backgroundWorker("background-worker-a", "packages/service/src/main.ts");
     stack.llm.mode = "hold-midstream";
     const before = stack.llm.requests.length;
     const res = await stack.call(key.secret, RESPONSES, {
@@ -131,7 +131,8 @@ describe("a background response whose worker is killed mid-call", () => {
     const stuck = await (await stack.call(key.secret, `${RESPONSES}/${id}`, { user: "alice" })).json();
     expect(stuck.status).toBe("in_progress");
 
-    await backgroundWorker("background-worker-b");
+    // B is an eval worker process: those run background responses too.
+    await backgroundWorker("background-worker-b", "packages/service/src/eval-worker-main.ts");
     await vi.waitFor(
       async () => {
         const r = await (await stack.call(key.secret, `${RESPONSES}/${id}`, { user: "alice" })).json();
