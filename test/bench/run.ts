@@ -4,6 +4,7 @@
  */
 
 // First: `--help` prints the usage and exits before any other module runs.
+import { benchBackground } from "./background.ts";
 import "./usage.ts";
 import { execFile } from "node:child_process";
 import { mkdtemp, readdir, rm, stat } from "node:fs/promises";
@@ -82,9 +83,17 @@ if (process.env.BENCH_ONLY === "files") {
   await writeReport();
 }
 if (
-  !["gateway", "growth", "victim", "routing", "vectors", "ingestion", "guardrails", "cache"].includes(
-    process.env.BENCH_ONLY ?? "",
-  )
+  ![
+    "gateway",
+    "growth",
+    "victim",
+    "routing",
+    "vectors",
+    "ingestion",
+    "guardrails",
+    "cache",
+    "background",
+  ].includes(process.env.BENCH_ONLY ?? "")
 )
   await benchModelCalls(md);
 if (process.env.BENCH_ONLY === "model") await writeReport();
@@ -110,6 +119,10 @@ if (process.env.BENCH_ONLY === "vectors") await writeReport();
 // Vector-store ingestion: chunks a second through extraction, chunking and the vector index, the provider's time excluded.
 if (process.env.BENCH_ONLY === undefined || process.env.BENCH_ONLY === "ingestion") await benchIngestion(md);
 if (process.env.BENCH_ONLY === "ingestion") await writeReport();
+// Background responses: queued to completed a second, and a resumed stream's first event.
+if (process.env.BENCH_ONLY === undefined || process.env.BENCH_ONLY === "background")
+  await benchBackground(md);
+if (process.env.BENCH_ONLY === "background") await writeReport();
 if (process.env.BENCH_ONLY === "growth") {
   await benchGrowth(md);
   await writeReport();

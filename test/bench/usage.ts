@@ -21,6 +21,7 @@ Environment:
   BENCH_ONLY=vectors         vector search with the permission filter over 100,000 chunks, alone
   BENCH_ONLY=ingestion       vector-store ingestion throughput (chunks a second, the provider's time excluded), alone
   BENCH_ONLY=guardrails      the guardrail checks (10,000 banned entries over 100 KB; the default checks over 4 KB), alone
+  BENCH_ONLY=background      background responses: queued to completed a second, a resumed stream's first event, alone
   BENCH_GUARDRAIL_RUNS       runs of each guardrail measurement (default 200)
   BENCH_OUTPUT=<file>        write the report there instead of BENCHMARKS.md
   BENCH_ROUNDS               rounds of each HTTP comparison
@@ -37,6 +38,8 @@ Environment:
   BENCH_CACHE_CALLS          calls per row of the response-cache table (default 300)
   BENCH_VICTIM_CALLS         victim calls of each kind per round (default 40)
   BENCH_VICTIM_ROUNDS        rounds of the victim benchmark per attack (default 2)
+  BENCH_BACKGROUND_RESPONSES background responses created at once (default 400)
+  BENCH_BACKGROUND_RESUMES   resumed streams timed (default 200)
   BENCH_GROWTH_SIZES         stored responses of the growth run (default 1000,10000,100000)
   BENCH_VECTOR_CHUNKS        chunks of the vector search (default 100000)
   BENCH_VECTOR_FILES         files they are in (default 1000)

@@ -401,7 +401,6 @@ export function openaiSdkCases(target: () => SdkTarget): void {
     await expect(alice.conversations.retrieve("conv_unknown")).rejects.toBeInstanceOf(NotFoundError);
 
     for (const refused of [
-      { input: "x", background: true },
       { input: "x", tools: [{ type: "web_search" as const }] },
       { input: "x", prompt: { id: "pmpt_1" } },
     ]) {

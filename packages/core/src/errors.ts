@@ -25,6 +25,8 @@ export const ERROR_CATALOGUE = {
   rate_limited: { status: 429, title: "Rate limit exceeded", type: "rate_limit_error" },
   /** The model provider's own 429, passed on (not the key's quota, whose body is the contract's). */
   provider_rate_limited: { status: 429, title: "Too Many Requests", type: "rate_limit_error" },
+  /** The key has `BACKGROUND_RESPONSES_PER_KEY` background responses in flight already. */
+  background_limit_exceeded: { status: 429, title: "Too Many Requests", type: "rate_limit_error" },
   request_header_fields_too_large: {
     status: 431,
     title: "Request Header Fields Too Large",

@@ -28,6 +28,7 @@ import type { Ids } from "./ids.ts";
 import type { ContextBudget } from "./llm/context.ts";
 import type { ChatProvider } from "./llm/provider.ts";
 import type { ProviderKeyStore } from "./provider-keys/store.ts";
+import type { BackgroundResponses } from "./responses/background/index.ts";
 import type { HostedMcpConfig } from "./responses/hosted-mcp-proxy.ts";
 import type { ResponseStore } from "./responses/store.ts";
 import { serviceRoutes } from "./routes.ts";
@@ -84,6 +85,8 @@ export interface ServiceDeps {
   providerKeys: ProviderKeyStore;
   /** Guardrails: their routes, and `resolveGuardrails` for the model-call pipeline. */
   guardrails: Guardrails;
+  /** Background responses (`background: true`): their queue, events, cancels and slots. */
+  background?: BackgroundResponses;
 }
 
 /**

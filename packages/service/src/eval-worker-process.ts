@@ -1,4 +1,5 @@
 import { AuditLog } from "@gw/core/audit";
+import { connectAuthorization } from "@gw/core/authz";
 import { systemClock } from "@gw/core/clock";
 import { closeGracefully, listen, listenForMetrics, registerProbes, useRequestBasics } from "@gw/core/http";
 import { type Logger, redactUrl } from "@gw/core/logger";
@@ -10,6 +11,7 @@ import { LEASE_KEEPING_MS } from "@gw/core/windows";
 import express from "express";
 import { budgetDeps, chatProvider, modelGuardrailsOf } from "./calls/deps.ts";
 import type { ServiceConfig } from "./config.ts";
+import { ConversationStore } from "./conversations/store.ts";
 import { startEvalsFromConfig } from "./evals/index.ts";
 import { Files } from "./files/files.ts";
 import { GuardrailResolver, guardrailsChanged } from "./guardrails/resolve.ts";
@@ -17,13 +19,16 @@ import { GuardrailStore } from "./guardrails/store.ts";
 import { ids } from "./ids.ts";
 import { configureTokenCounting } from "./llm/tokens.ts";
 import { providerKeyStore } from "./provider-keys/deps.ts";
+import { startBackgroundResponses } from "./responses/background/index.ts";
+import { ResponseStore } from "./responses/store.ts";
 import { UsageStore } from "./usage/store.ts";
-import { startIngestion, vectorIndexOf } from "./vector-stores/index.ts";
+import { startIngestion, vectorIndexOf, vectorStoresOf } from "./vector-stores/index.ts";
+import { pipelineEmbedder } from "./vector-stores/ingestion/embedder.ts";
 
 /**
  * An eval worker on its own: runs from the shared queue, `EVAL_WORKER_CONCURRENCY`
- * at a time, and files of vector stores to index, `VECTOR_STORE_INGEST_CONCURRENCY` at a
- * time, with the service's configuration. It serves only `/healthz`,
+ * at a time, files of vector stores to index, `VECTOR_STORE_INGEST_CONCURRENCY` at a
+ * time, and background responses, `BACKGROUND_RESPONSE_CONCURRENCY` at a time, with the service's configuration. It serves only `/healthz`,
  * `/readyz` and `/metrics` on `PORT`.
  */
 export async function startEvalWorkerProcess(config: ServiceConfig, logger: Logger) {
@@ -83,14 +88,55 @@ export async function startEvalWorkerProcess(config: ServiceConfig, logger: Logg
   });
   // Files of vector stores are indexed here too (VECTOR_STORE_INGEST_CONCURRENCY at a time).
   const vectorIndex = vectorIndexOf(config, logger);
+  const files = new Files(db, { clock, options: config.files, logger });
   const ingestion = startIngestion(config, {
     db,
     redis,
     index: vectorIndex,
-    files: new Files(db, { clock, options: config.files, logger }),
+    files,
     clock,
     logger,
     embedding: { provider, usage, budgets },
+  });
+  // Background responses run here too (BACKGROUND_RESPONSE_CONCURRENCY at a time), through the same turn
+  // as in the service: their checks need SpiceDB, their context and answers PostgreSQL.
+  const { spicedb, authorization } = connectAuthorization(config, redis, logger, {
+    metrics: metrics.grpcClient,
+    cacheMetrics: metrics.decisionCache,
+    clock,
+  });
+  const issuer = ids(clock);
+  const vectors = vectorStoresOf(config, {
+    db,
+    clock,
+    index: vectorIndex,
+    files,
+    authorization,
+    ids: issuer,
+    logger,
+  });
+  const background = startBackgroundResponses(config, {
+    provider,
+    authorization,
+    usage,
+    budgets,
+    modelGuardrails,
+    logger,
+    metrics,
+    clock,
+    ids: issuer,
+    redis,
+    conversations: new ConversationStore(db, {
+      clock,
+      idleExpiryMs: config.retention.conversationIdleExpiryMs,
+    }),
+    responses: new ResponseStore(db, { clock, retentionMs: config.retention.responseRetentionMs }),
+    context: { maxItems: config.LLM_CONTEXT_MAX_ITEMS, maxTokens: config.LLM_CONTEXT_MAX_TOKENS },
+    files,
+    vectorIndex,
+    vectorStores: vectors.vectorStores,
+    embedder: pipelineEmbedder({ provider, usage, budgets }),
+    embeddingModel: config.VECTOR_STORE_EMBEDDING_MODEL,
   });
   const app = express();
   useRequestBasics(app, logger, metrics);
@@ -114,9 +160,11 @@ export async function startEvalWorkerProcess(config: ServiceConfig, logger: Logg
     port,
     async close() {
       await Promise.all([closeGracefully(server, 5_000), metricsListener?.close()]);
-      await evals.close();
+      await Promise.all([evals.close(), background.close()]);
       await ingestion.close();
+      await vectors.close();
       await vectorIndex.close();
+      spicedb.close();
       stopLeases();
       redis.disconnect();
       await providerKeys.close();

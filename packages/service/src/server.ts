@@ -24,6 +24,8 @@ import type { ResolverHooks } from "./guardrails/resolve.ts";
 import { ids } from "./ids.ts";
 import { configureTokenCounting } from "./llm/tokens.ts";
 import { providerKeyStore } from "./provider-keys/deps.ts";
+import { startBackgroundResponses } from "./responses/background/index.ts";
+import type { BackgroundRunDeps } from "./responses/background/run.ts";
 import { type ApprovalHooks, hostedMcpClients } from "./responses/hosted-mcp-proxy.ts";
 import { ResponseStore } from "./responses/store.ts";
 import { OrphanReconciler } from "./retention/reconciler.ts";
@@ -78,6 +80,8 @@ export interface ServiceOptions {
   vectorStores?: VectorStoreTestOptions;
   /** For tests: a step between loading an organization's guardrails and keeping them. */
   guardrailHooks?: ResolverHooks;
+  /** For tests: a step of background responses' runs (once in progress, before the turn). */
+  backgroundHooks?: BackgroundRunDeps["hooks"];
 }
 
 /** Wires the service's dependencies and starts listening. */
@@ -227,7 +231,7 @@ export async function startService(
     error: (err) => logger.warn({ err: (err as Error).message }, "budget leases could not be kept"),
   });
 
-  const app = createServiceApp({
+  const serviceDeps = {
     logger,
     clock,
     ids: issuer,
@@ -269,7 +273,13 @@ export async function startService(
     metricsEndpoint: config.metricsEndpoint,
     providerKeys,
     guardrails,
+  };
+  // Background responses run the same turn as a foreground one, with the same deps.
+  const background = startBackgroundResponses(config, {
+    ...serviceDeps,
+    hooks: options.backgroundHooks,
   });
+  const app = createServiceApp({ ...serviceDeps, background });
   // The gateway keeps its connections to the service open between requests, and Node's agent does not
   // read `Keep-Alive: timeout=…`: with Node's 5 s default, a request sent just as the service closed an
   // idle connection failed as a 502 "service unreachable" (seen in the suite, where gaps of seconds are
@@ -305,7 +315,7 @@ export async function startService(
       stopLeases();
       await Promise.all([retention.close(), reconciler.close()]);
       await Promise.all([closeGracefully(server, 5_000), metricsListener?.close()]);
-      await evals.close();
+      await Promise.all([evals.close(), background.close()]);
       await ingestion.close();
       await vectors.close();
       await vectorIndex.close();

@@ -1,18 +1,12 @@
+import type { Logger } from "@gw/core/logger";
 import type { RedisClient } from "@gw/core/redis";
 import { type Job, Worker } from "bullmq";
 import { type ExecuteRunDeps, executeRun } from "./execute-run.ts";
 import type { EvalMetrics } from "./metrics.ts";
-import {
-  EVAL_QUEUE,
-  EVAL_QUEUE_PREFIX,
-  type EvalJobName,
-  type EvalQueue,
-  type RunJob,
-  type TickJob,
-} from "./queue.ts";
+import { EVAL_QUEUE, EVAL_QUEUE_PREFIX, type EvalQueue, type RunJob, type TickJob } from "./queue.ts";
 import { newEvalId, RUN_PREFIX, unixSeconds } from "./records.ts";
 
-/** How long a stopping worker lets its runs finish before it cuts them short (they end `failed`). */
+/** How long a stopping worker lets its jobs finish before it cuts them short (they end `failed`). */
 const SHUTDOWN_GRACE_MS = 10_000;
 
 export interface EvalWorkerDeps extends ExecuteRunDeps {
@@ -37,15 +31,43 @@ export function startEvalWorker(
   deps: EvalWorkerDeps,
   concurrency: number,
 ): EvalWorker {
+  return startQueueWorker<TickJob | RunJob>(
+    EVAL_QUEUE,
+    connection,
+    (job, signal) => (job.name === "tick" ? tick(deps, job.data) : run(deps, job as Job<RunJob>, signal)),
+    { concurrency, logger: deps.logger, what: "eval" },
+  );
+}
+
+/**
+ * A BullMQ worker on `queue` (under the evals' prefix unless told another,
+ * on `connection`, one of `bullConnection`'s) processing `concurrency` jobs at a time, whose
+ * `close` lets the jobs in progress finish (their signal aborted after a
+ * grace period). The eval runs and background responses (responses/background)
+ * share it. `lockMs`: how long a job stays taken without its worker
+ * renewing it; past it, a worker's stall check hands it out again.
+ */
+export function startQueueWorker<T>(
+  queue: string,
+  connection: RedisClient,
+  process: (job: Job<T, void, string>, signal: AbortSignal) => Promise<void>,
+  options: {
+    concurrency: number;
+    logger: Logger;
+    what: string;
+    /** The queue's key prefix; the eval queue's by default. */
+    prefix?: string;
+    lockMs?: number;
+    maxStalledCount?: number;
+  },
+): EvalWorker {
+  const { logger, what } = options;
   /** The jobs this worker is processing, until their processor settles. */
   const running = new Set<Promise<void>>();
-  const worker = new Worker<TickJob | RunJob, void, EvalJobName>(
-    EVAL_QUEUE,
+  const worker = new Worker<T, void, string>(
+    queue,
     (job, _token, signal) => {
-      const processed =
-        job.name === "tick"
-          ? tick(deps, job.data)
-          : run(deps, job as Job<RunJob>, signal ?? new AbortController().signal);
+      const processed = process(job, signal ?? new AbortController().signal);
       const settled = processed.then(
         () => {},
         () => {},
@@ -54,17 +76,23 @@ export function startEvalWorker(
       void settled.then(() => running.delete(settled));
       return processed;
     },
-    { connection, prefix: EVAL_QUEUE_PREFIX, concurrency },
+    {
+      connection,
+      prefix: options.prefix ?? EVAL_QUEUE_PREFIX,
+      concurrency: options.concurrency,
+      ...(options.lockMs ? { lockDuration: options.lockMs, stalledInterval: options.lockMs } : {}),
+      ...(options.maxStalledCount !== undefined ? { maxStalledCount: options.maxStalledCount } : {}),
+    },
   );
-  worker.on("error", (err) => deps.logger.warn({ err: err.message }, "eval worker error"));
+  worker.on("error", (err) => logger.warn({ err: err.message }, `${what} worker error`));
   worker.on("failed", (job, err) =>
-    deps.logger.warn({ jobId: job?.id, job: job?.name, err: err.message }, "eval job failed"),
+    logger.warn({ jobId: job?.id, job: job?.name, err: err.message }, `${what} job failed`),
   );
   return {
     async close() {
       // BullMQ's own graceful close waits for its blocking connection to end; ioredis never ends a
       // connection that is between two reconnection attempts (Redis down, or just back), so that
-      // close could wait forever. Instead: take no more jobs, wait for the runs in progress here
+      // close could wait forever. Instead: take no more jobs, wait for the jobs in progress here
       // (cut short after the grace period), then close without waiting on Redis.
       await worker.pause(true);
       const cut = setTimeout(() => worker.cancelAllJobs("shutting down"), SHUTDOWN_GRACE_MS);

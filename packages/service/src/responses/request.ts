@@ -219,8 +219,9 @@ export const createResponseBody = z
     // Values about tools this service has no items of ask for nothing; logprobs are asked of the provider.
     include: z.array(z.enum(INCLUDABLE)).max(INCLUDABLE.length).optional(),
     top_logprobs: z.int().min(0).max(20).optional(),
+    // Runs on the work queue (responses/background); needs `store`, as OpenAI's does.
+    background: z.boolean().default(false),
     // Fields of the OpenAI API this service cannot honour.
-    background: notSupported("Background mode", (v) => v === false),
     prompt: notSupported("prompt (stored prompt templates)"),
     prompt_cache_retention: notSupported("prompt_cache_retention"),
     prompt_cache_options: notSupported("prompt_cache_options"),

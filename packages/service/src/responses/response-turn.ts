@@ -97,20 +97,30 @@ export async function keep(
             if (!appended) throw notFound(`No conversation ${conversation}`);
           })
         : undefined,
-    recordUsage(
-      deps.usage,
-      principal,
-      response.model,
-      {
-        input_tokens: response.usage!.input_tokens,
-        output_tokens: response.usage!.output_tokens,
-        total_tokens: response.usage!.total_tokens,
-      },
-      {
-        cachedTokens: completion.usageDetails.cachedTokens,
-        servedBy: completion.servedBy,
-        cacheHit: completion.cacheHit,
-      },
-    ),
+    recordTurnUsage(deps, principal, response, completion),
   ]);
+}
+
+/** Records the usage of a response the model answered, priced as the deployment that served it. */
+export function recordTurnUsage(
+  deps: Pick<ResponseTurnDeps, "usage">,
+  principal: Principal,
+  response: ResponseObject,
+  completion: Completion,
+): Promise<void> {
+  return recordUsage(
+    deps.usage,
+    principal,
+    response.model,
+    {
+      input_tokens: response.usage!.input_tokens,
+      output_tokens: response.usage!.output_tokens,
+      total_tokens: response.usage!.total_tokens,
+    },
+    {
+      cachedTokens: completion.usageDetails.cachedTokens,
+      servedBy: completion.servedBy,
+      cacheHit: completion.cacheHit,
+    },
+  );
 }

@@ -23,7 +23,8 @@ export type OutputItem =
   | McpApprovalRequestItem
   | FileSearchCallItem;
 
-export type ResponseStatus = "in_progress" | "completed" | "incomplete" | "failed";
+/** `queued` and `cancelled` only for background responses (`background: true`). */
+export type ResponseStatus = "queued" | "in_progress" | "completed" | "incomplete" | "failed" | "cancelled";
 
 export interface ResponseUsage {
   input_tokens: number;
@@ -65,7 +66,8 @@ export interface ResponseObject {
   object: "response";
   created_at: number;
   status: ResponseStatus;
-  background: false;
+  /** Whether the response runs on the work queue (responses/background). */
+  background: boolean;
   completed_at: number | null;
   error: { code: "server_error" | "rate_limit_exceeded"; message: string } | null;
   incomplete_details: { reason: "max_output_tokens" | "content_filter" } | null;
@@ -202,5 +204,62 @@ export class ResponseStore {
   /** Removes the response, its input items and their entries in `response_items`. */
   async delete(org: string, id: string): Promise<void> {
     await this.db.query("DELETE FROM responses WHERE org = $1 AND id = $2", [org, id]);
+  }
+
+  /**
+   * Stores a background response as it is queued: its body, no input items
+   * yet (they are kept with its answer, by `updateBackground`).
+   */
+  async saveQueued(org: string, response: ResponseObject): Promise<void> {
+    await this.db.query(
+      "INSERT INTO responses (org, id, body, input, stored_at) VALUES ($1, $2, $3::json, '[]'::json, $4)",
+      [org, response.id, JSON.stringify(response), new Date(this.clock.wall())],
+    );
+  }
+
+  /**
+   * Changes a stored background response under a row lock: `change` sees the
+   * stored body and returns the new one, or undefined to leave it. With
+   * `kept` (the turn of a response the model answered), its input items are
+   * stored and its turn appended to its conversation in the same
+   * transaction. Resolves with the body before and after; undefined when
+   * there is no such response.
+   */
+  async updateBackground(
+    org: string,
+    id: string,
+    change: (stored: ResponseObject) => ResponseObject | undefined,
+    kept?: { input: Item[]; conversation?: { conversations: ConversationStore; id: string; items: Item[] } },
+  ): Promise<{ before: ResponseObject; after: ResponseObject | undefined } | undefined> {
+    if (!postgresCanHold(id)) return undefined;
+    return this.db.transaction(async (tx) => {
+      const { rows } = await tx.query<{ body: ResponseObject }>(
+        "SELECT body FROM responses WHERE org = $1 AND id = $2 FOR UPDATE",
+        [org, id],
+      );
+      const before = rows[0]?.body;
+      if (!before) return undefined;
+      const after = change(structuredClone(before));
+      if (!after) return { before, after };
+      const answered = kept && (after.status === "completed" || after.status === "incomplete");
+      await tx.query(
+        answered
+          ? "UPDATE responses SET body = $3::json, input = $4::json WHERE org = $1 AND id = $2"
+          : "UPDATE responses SET body = $3::json WHERE org = $1 AND id = $2",
+        answered
+          ? [org, id, await stringified(after), await stringified(kept.input)]
+          : [org, id, await stringified(after)],
+      );
+      if (answered) {
+        await tx.query(
+          "INSERT INTO response_items (org, item_id, response_id) SELECT $1, unnest($2::text[]), $3",
+          [org, [...kept.input, ...after.output].map((i) => i.id), id],
+        );
+        const turn = kept.conversation;
+        if (turn && !(await turn.conversations.appendIn(tx, org, turn.id, turn.items)))
+          throw notFound(`No conversation ${turn.id}`);
+      }
+      return { before, after };
+    });
   }
 }

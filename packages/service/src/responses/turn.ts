@@ -1,14 +1,25 @@
 import { AppError } from "@gw/core/errors";
 import type { Caller } from "../budgets/admit-model-call.ts";
 import { admitCall } from "../calls/model-call.ts";
+import type { Item } from "../items/items.ts";
 import { citationsFor, type FileSearchRun, runFileSearch } from "./file-search.ts";
 import { startHostedTurn } from "./hosted-mcp.ts";
 import { prepareTurn } from "./prepare-turn.ts";
 import type { CreateResponseInput } from "./request.ts";
 import { draftResponse, outputOf, settle } from "./response.ts";
-import { keep, type ResponseTurn, type ResponseTurnDeps } from "./response-turn.ts";
+import { keep, type ResponseTurn, type ResponseTurnDeps, recordTurnUsage } from "./response-turn.ts";
 import type { OutputItem, ResponseObject } from "./store.ts";
 import type { StreamedTurn } from "./stream.ts";
+
+/**
+ * A background response's turn (responses/background): the response was
+ * stored and owned when it was queued, so it keeps its id and is kept by
+ * `keep` (an update of that row) instead of being created.
+ */
+export interface BackgroundTurn {
+  response: ResponseObject;
+  keep(response: ResponseObject, turn: Item[]): Promise<void>;
+}
 
 /**
  * One turn with the model. The principal owns the new `resp_…` id (unless
@@ -23,6 +34,7 @@ export async function startTurn(
   deps: ResponseTurnDeps,
   caller: Caller,
   input: CreateResponseInput,
+  background?: BackgroundTurn,
 ): Promise<ResponseTurn> {
   const { principal } = caller;
   const fileSearch = input.tools?.find((t) => t.type === "file_search");
@@ -41,7 +53,9 @@ export async function startTurn(
   }
   deps.provider.assertConfigured();
   const { model, turn, request, reads } = await prepareTurn(deps, principal, input, "writer");
-  const response = draftResponse(input, deps.ids.newId("resp"), model, deps.clock.wall());
+  const response = background
+    ? { ...background.response, status: "in_progress" as const, model }
+    : draftResponse(input, deps.ids.newId("resp"), model, deps.clock.wall());
   // The search runs before admission, so the chunks it gives the model are counted in the prompt admitted.
   const searched: FileSearchRun | undefined = fileSearch
     ? await runFileSearch(
@@ -57,7 +71,7 @@ export async function startTurn(
   const call = await admitCall<ResponseObject, StreamedTurn>(deps, {
     caller,
     request,
-    owned: input.store ? { type: "response", id: response.id } : undefined,
+    owned: input.store && !background ? { type: "response", id: response.id } : undefined,
     keep: async (completion, streamed) => {
       settle(
         response,
@@ -67,14 +81,21 @@ export async function startTurn(
           : withFileSearch(searched, outputOf(completion, deps.ids, response.max_tool_calls)),
         deps.clock.wall(),
       );
-      await keep(deps, principal, response, input, turn, completion);
+      if (background) {
+        await Promise.all([
+          background.keep(response, turn),
+          recordTurnUsage(deps, principal, response, completion),
+        ]);
+      } else await keep(deps, principal, response, input, turn, completion);
       return response;
     },
     // A response alone can be taken back; a turn appended to a conversation is kept once it is owned.
-    ...(input.conversation ? {} : { discard: () => deps.responses.delete(principal.org, response.id) }),
+    ...(input.conversation || background
+      ? {}
+      : { discard: () => deps.responses.delete(principal.org, response.id) }),
     // Stored context keeps the answer to its principal, and a change of who may read it to a fresh one.
     // A background response is never answered from the cache nor kept in it.
-    ...(input.background
+    ...(input.background || background
       ? {}
       : {
           reads: {

@@ -124,7 +124,6 @@ describe("request fields", () => {
   });
 
   it.each([
-    [{ background: true }, ["body", "background"], /Background mode is not supported/],
     [{ reasoning: { effort: "low", mode: "pro" } }, ["body", "reasoning", "mode"], /reasoning.mode is not/],
     [{ prompt_cache_retention: "24h" }, ["body", "prompt_cache_retention"], /prompt_cache_retention is not/],
     [{ prompt: { id: "pmpt_1" } }, ["body", "prompt"], /prompt \(stored prompt templates\) is not supported/],

@@ -10,13 +10,15 @@ import {
 } from "../../http/model-call.ts";
 import { modelRoute } from "../../http/model-route.ts";
 import { withoutNulls } from "../../schema.ts";
+import { createBackground } from "../background/create.ts";
+import type { BackgroundResponses } from "../background/index.ts";
 import { createResponseBody } from "../request.ts";
 import type { ResponseTurnDeps } from "../response-turn.ts";
 import { streamTurn } from "../stream.ts";
 import { startTurn } from "../turn.ts";
 import { response, TAG } from "./schemas.ts";
 
-export type CreateResponseDeps = ResponseTurnDeps;
+export type CreateResponseDeps = ResponseTurnDeps & { background?: BackgroundResponses | undefined };
 
 /**
  * `POST /api/v1/llm/responses`: one turn with the model (see `startTurn`), as
@@ -46,6 +48,7 @@ export const createResponse = modelRoute({
   },
   errors: [
     "bad_request",
+    "background_limit_exceeded",
     "guardrail_blocked",
     "not_found",
     "conflict",
@@ -54,6 +57,8 @@ export const createResponse = modelRoute({
     "gateway_timeout",
   ],
   handler: async ({ body: input, caller, res }, deps: CreateResponseDeps) => {
+    // Queued and answered at once; the turn runs on a worker (responses/background).
+    if (input.background) return createBackground(deps, caller, input, res);
     const turn = await startTurn(deps, caller, input);
     res.set(budgetHeaders(turn.windows)).set(cacheHeaders(turn.cache));
     const signal = abortOnClose(res); // the caller going away stops the model's work

@@ -1,0 +1,112 @@
+import { openaiPython, pythonPrints } from "@gw/test-kit/python-venv";
+import OpenAI, { BadRequestError } from "openai";
+import type { ResponseStreamEvent } from "openai/resources/responses/responses";
+import { afterEach, describe, expect, it, vi } from "vitest";
+import { useStack } from "../../packages/service/test/stack.ts";
+
+/**
+ * The official `openai` SDK's background mode, unchanged, through the
+ * gateway: `responses.create({ background: true })` answers queued,
+ * `responses.retrieve` polls it to completed, `responses.cancel` stops a
+ * running one, and a streamed one resumes with `starting_after`.
+ */
+const stack = useStack();
+
+afterEach(() => {
+  stack.llm.mode = "ok";
+  stack.llm.release();
+});
+
+const client = (secret: string) =>
+  new OpenAI({
+    apiKey: secret,
+    baseURL: `${stack.gatewayUrl}/api/v1/llm`,
+    defaultHeaders: { "X-On-Behalf-Of": "alice" },
+    maxRetries: 0,
+  });
+
+describe("the official openai SDK's background responses", () => {
+  it("creates one queued and polls it to completed with responses.retrieve", async () => {
+    const openai = client((await stack.createKey()).secret);
+    const queued = await openai.responses.create({ input: "tell me later", background: true });
+    expect(queued).toMatchObject({ status: "queued", background: true });
+    let response = queued;
+    await vi.waitFor(
+      async () => {
+        response = await openai.responses.retrieve(queued.id);
+        expect(response.status).toBe("completed");
+      },
+      { timeout: 10_000, interval: 50 },
+    );
+    expect(response.output_text).toBe("Echo: tell me later");
+    const refused = await openai.responses.cancel(queued.id).catch((e: unknown) => e);
+    expect(refused).toBeInstanceOf(BadRequestError);
+  });
+
+  it("cancels a running one with responses.cancel: the provider call is aborted", async () => {
+    const openai = client((await stack.createKey()).secret);
+    stack.llm.mode = "hold-midstream";
+    const before = stack.llm.requests.length;
+    const queued = await openai.responses.create({ input: "a long one", background: true });
+    await vi.waitFor(() => expect(stack.llm.requests.length).toBe(before + 1), { timeout: 10_000 });
+    await vi.waitFor(async () =>
+      expect((await openai.responses.retrieve(queued.id)).status).toBe("in_progress"),
+    );
+    const cancelled = await openai.responses.cancel(queued.id);
+    expect(cancelled).toMatchObject({ id: queued.id, status: "cancelled" });
+    await vi.waitFor(() => expect(stack.llm.requests.at(-1)?.aborted).toBe(true), { timeout: 10_000 });
+    expect((await openai.responses.retrieve(queued.id)).status).toBe("cancelled");
+  });
+
+  it("streams one, and resumes its stream after a sequence number with responses.retrieve", async () => {
+    const openai = client((await stack.createKey()).secret);
+    const stream = await openai.responses.create({ input: "one two three", background: true, stream: true });
+    const events: ResponseStreamEvent[] = [];
+    for await (const event of stream) events.push(event);
+    expect(events[0]?.type).toBe("response.created");
+    expect(events.at(-1)?.type).toBe("response.completed");
+    const id = (events[0] as { response: { id: string } }).response.id;
+    const resumed = await openai.responses.retrieve(id, { stream: true, starting_after: 3 });
+    const rest: ResponseStreamEvent[] = [];
+    for await (const event of resumed) rest.push(event);
+    expect(rest).toEqual(events.slice(4));
+    expect(rest[0]?.sequence_number).toBe(4);
+  });
+});
+
+describe("openai-python's background responses", () => {
+  it("creates one queued, polls it to completed, and cancels a running one", async (ctx) => {
+    const python = await openaiPython(ctx);
+    if (!python) return;
+    const key = await stack.createKey();
+    stack.llm.mode = "hold-midstream";
+    const script = [
+      "import json, os, time, openai",
+      "client = openai.OpenAI(api_key=os.environ['GATEWAY_KEY'], base_url=os.environ['GATEWAY_URL'] + '/api/v1/llm', max_retries=0, default_headers={'X-On-Behalf-Of': 'alice'})",
+      "held = client.responses.create(input='a long one', background=True)",
+      "while client.responses.retrieve(held.id).status != 'in_progress': time.sleep(0.02)",
+      "cancelled = client.responses.cancel(held.id)",
+      "print(json.dumps({'queued': held.status, 'cancelled': cancelled.status}))",
+    ].join("\n");
+    const stdout = await pythonPrints(python, ["-c", script], {
+      GATEWAY_URL: stack.gatewayUrl,
+      GATEWAY_KEY: key.secret,
+    });
+    expect(JSON.parse(stdout)).toEqual({ queued: "queued", cancelled: "cancelled" });
+    stack.llm.release();
+    const polled = [
+      "import json, os, time, openai",
+      "client = openai.OpenAI(api_key=os.environ['GATEWAY_KEY'], base_url=os.environ['GATEWAY_URL'] + '/api/v1/llm', max_retries=0)",
+      "r = client.responses.create(input='tell me later', background=True)",
+      "first = r.status",
+      "while r.status in ('queued', 'in_progress'):",
+      "    time.sleep(0.05)",
+      "    r = client.responses.retrieve(r.id)",
+      "print(json.dumps({'first': first, 'status': r.status, 'text': r.output_text}))",
+    ].join("\n");
+    const done = JSON.parse(
+      await pythonPrints(python, ["-c", polled], { GATEWAY_URL: stack.gatewayUrl, GATEWAY_KEY: key.secret }),
+    );
+    expect(done).toEqual({ first: "queued", status: "completed", text: "Echo: tell me later" });
+  });
+});
