@@ -1,9 +1,6 @@
 import { AppError, serviceUnavailable } from "@gw/core/errors";
-import type { RedisClient } from "@gw/core/redis";
-import type { Response } from "express";
 import type { Caller } from "../../budgets/admit-model-call.ts";
 import { releaseOwnership } from "../../calls/model-call.ts";
-import { abortOnClose, eventSinkOf } from "../../http/model-call.ts";
 import { prepareTurn } from "../prepare-turn.ts";
 import type { CreateResponseInput } from "../request.ts";
 import { draftResponse } from "../response.ts";
@@ -17,15 +14,14 @@ import type { BackgroundResponses } from "./index.ts";
  * the key's background slots (`BACKGROUND_RESPONSES_PER_KEY`: 429
  * `background_limit_exceeded` past it), stores the response `queued` and
  * owned by the principal, and queues it with the caller as the gateway
- * asserted it. Answers the queued response, or (`stream: true`) its events
- * as the worker makes them.
+ * asserted it. Returns the queued response (the route answers it, or with
+ * `stream: true` streams its events as the worker makes them).
  */
 export async function createBackground(
   deps: ResponseTurnDeps & { background?: BackgroundResponses | undefined },
   caller: Caller,
   input: CreateResponseInput,
-  res: Response,
-): Promise<ResponseObject | undefined> {
+): Promise<ResponseObject> {
   const background = deps.background;
   if (!background)
     throw new AppError("bad_request", "Background mode is not enabled", { param: "background" });
@@ -69,30 +65,5 @@ export async function createBackground(
     await background.slots.give(principal.keyId, id);
     throw serviceUnavailable("The response could not be queued; try again", err);
   }
-  if (!input.stream) return response;
-  await streamEvents(background, id, -1, res);
-  return undefined;
-}
-
-/** Streams a background response's events after `after` (-1: all) to `res`, until they end or the caller goes away. */
-export async function streamEvents(
-  background: BackgroundResponses,
-  responseId: string,
-  after: number,
-  res: Response,
-): Promise<void> {
-  const sink = eventSinkOf(res);
-  const signal = abortOnClose(res);
-  let reader: RedisClient | undefined;
-  const blocking = () => {
-    reader = background.reader();
-    return reader;
-  };
-  try {
-    sink.open();
-    for await (const event of background.events.read(responseId, after, signal, blocking)) sink.write(event);
-  } finally {
-    reader?.disconnect();
-    if (!sink.ended) sink.end();
-  }
+  return response;
 }

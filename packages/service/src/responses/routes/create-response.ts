@@ -16,6 +16,7 @@ import { createResponseBody } from "../request.ts";
 import type { ResponseTurnDeps } from "../response-turn.ts";
 import { streamTurn } from "../stream.ts";
 import { startTurn } from "../turn.ts";
+import { streamEvents } from "./background-events.ts";
 import { response, TAG } from "./schemas.ts";
 
 export type CreateResponseDeps = ResponseTurnDeps & { background?: BackgroundResponses | undefined };
@@ -58,7 +59,12 @@ export const createResponse = modelRoute({
   ],
   handler: async ({ body: input, caller, res }, deps: CreateResponseDeps) => {
     // Queued and answered at once; the turn runs on a worker (responses/background).
-    if (input.background) return createBackground(deps, caller, input, res);
+    if (input.background) {
+      const queued = await createBackground(deps, caller, input);
+      if (!input.stream || !deps.background) return queued;
+      await streamEvents(deps.background, queued.id, -1, res);
+      return undefined;
+    }
     const turn = await startTurn(deps, caller, input);
     res.set(budgetHeaders(turn.windows)).set(cacheHeaders(turn.cache));
     const signal = abortOnClose(res); // the caller going away stops the model's work

@@ -4,9 +4,9 @@ import { defineRoute } from "@gw/core/http";
 import { stringSchema } from "@gw/core/openapi";
 import { z } from "zod";
 import { roleOn } from "../../http/roles.ts";
-import { streamEvents } from "../background/create.ts";
 import type { BackgroundResponses } from "../background/index.ts";
 import type { ResponseStore } from "../store.ts";
+import { streamEvents } from "./background-events.ts";
 import { response, TAG } from "./schemas.ts";
 
 export const getResponseQuery = z.object({
