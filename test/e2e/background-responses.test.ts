@@ -108,5 +108,6 @@ describe("openai-python's background responses", () => {
       await pythonPrints(python, ["-c", polled], { GATEWAY_URL: stack.gatewayUrl, GATEWAY_KEY: key.secret }),
     );
     expect(done).toEqual({ first: "queued", status: "completed", text: "Echo: tell me later" });
-  });
+    // Two Python processes (each importing openai) and a poll: more than the default on a busy machine.
+  }, 120_000);
 });

@@ -41,6 +41,8 @@ export interface ApiOperation {
   onBehalfOf?: boolean;
   params?: z.ZodObject;
   query?: z.ZodObject;
+  /** Request headers the operation reads besides `Authorization` and `X-On-Behalf-Of` (all optional). */
+  headers?: ApiHeader[];
   body?: z.ZodType | JsonSchema;
   /**
    * The body's media type: `application/json` (the default, parsed before the
@@ -56,6 +58,13 @@ export interface ApiOperation {
   errors?: ErrorCode[];
   /** OpenAPI extensions of the operation (`x-gw-upstream`…), written as they are. */
   extensions?: Record<`x-${string}`, unknown>;
+}
+
+/** An optional request header an operation reads. */
+export interface ApiHeader {
+  name: string;
+  description: string;
+  schema: JsonSchema;
 }
 
 export interface ApiDocumentInfo {
@@ -166,6 +175,7 @@ function parameters(operation: ApiOperation): JsonSchema[] {
       out.push({ name, in: "query", required: query.required?.includes(name) ?? false, schema });
     }
   }
+  for (const header of operation.headers ?? []) out.push({ ...header, in: "header", required: false });
   if ((operation.onBehalfOf ?? operation.auth !== "none") && operation.auth !== "none") {
     out.push({ $ref: "#/components/parameters/OnBehalfOf" });
   }
@@ -176,7 +186,9 @@ function errorResponses(operation: ApiOperation): Record<string, JsonSchema> {
   const codes = new Set<ErrorCode>([
     ...(operation.auth === "none" ? [] : AUTHENTICATED_ERRORS),
     ...(operation.errors ?? []),
-    ...(operation.body || operation.query || operation.params ? (["validation_failed"] as const) : []),
+    ...(operation.body || operation.query || operation.params || operation.headers
+      ? (["validation_failed"] as const)
+      : []),
     // What the JSON body parser answers: unreadable or malformed JSON, too large, not JSON; a route
     // reading its own multipart body answers the rest itself (`errors`).
     ...(operation.body

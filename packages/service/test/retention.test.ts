@@ -334,8 +334,9 @@ describe("RESPONSE_RETENTION=5s", () => {
       [org, new Date(clock.wall() - 10_000), count],
     );
     const report = await stack.sweep();
-    expect(report?.responses).toBe(count);
-    expect(report?.completions).toBe(count);
+    // At least these: the sweep is the stack's, and content an earlier test stored may have expired too.
+    expect(report?.responses).toBeGreaterThanOrEqual(count);
+    expect(report?.completions).toBeGreaterThanOrEqual(count);
     expect(await rowCount("SELECT count(*) AS n FROM responses WHERE org = $1", [org])).toBe(0);
     expect(await rowCount("SELECT count(*) AS n FROM chat_completions WHERE org = $1", [org])).toBe(0);
   });

@@ -49,8 +49,12 @@ export class McpReadCache {
     this.clock = options.clock ?? systemClock;
   }
 
-  /** Listens for other replicas' changes; resolves once the subscription is live (or could not be made). */
-  async start(): Promise<void> {
+  /**
+   * Listens for other replicas' changes; resolves once the subscription is
+   * live, or after `readyTimeoutMs` if Redis is slow to come (nothing is kept
+   * until it is live).
+   */
+  async start(readyTimeoutMs = 10_000): Promise<void> {
     const subscriber = this.subscriber;
     if (!subscriber) return;
     subscriber.on("message", (channel: string, message: string) => {
@@ -65,6 +69,10 @@ export class McpReadCache {
     };
     subscriber.on("close", down);
     subscriber.on("error", down);
+    let firstLive!: () => void;
+    const live = new Promise<void>((resolve) => {
+      firstLive = resolve;
+    });
     const subscribe = () =>
       subscriber.subscribe(MCP_CHANGES_CHANNEL).then(
         () => {
@@ -72,11 +80,20 @@ export class McpReadCache {
           this.generation++;
           this.entries.clear();
           this.subscribed = true;
+          firstLive();
         },
         (err: Error) => this.logger?.warn({ err: err.message }, "MCP change feed: subscribe failed"),
       );
-    subscriber.on("ready", subscribe);
-    if (subscriber.status === "ready") await subscribe();
+    subscriber.on("ready", () => void subscribe());
+    if (subscriber.status === "ready") void subscribe();
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([
+      live,
+      new Promise<void>((resolve) => {
+        timer = setTimeout(resolve, readyTimeoutMs).unref();
+      }),
+    ]);
+    clearTimeout(timer);
   }
 
   /** `read()`'s answer, or a copy of it kept for the server `serverId` under `key`. */

@@ -1,7 +1,16 @@
 import { defineRoute, type Route, type RouteInput, type RouteSpec } from "@gw/core/http";
 import type { z } from "zod";
 import type { Caller } from "../budgets/admit-model-call.ts";
+import { CACHE_DIRECTIVES } from "../calls/response-cache.ts";
 import { cacheHeaders, callerOf } from "./model-call.ts";
+
+/** `X-Gateway-Cache` as a request sends it (docs/api/cache.md); any other value is 422. */
+const CACHE_REQUEST_HEADER = {
+  name: "X-Gateway-Cache",
+  description:
+    "`off`: the response cache is neither read nor written for this call; `refresh`: the model is asked again and its answer kept. Unset: the key's `cache` setting decides.",
+  schema: { type: "string", enum: [...CACHE_DIRECTIVES] },
+};
 
 type Schema = z.ZodType;
 type Parsed<S, Raw> = S extends z.ZodType ? z.output<S> : Raw;
@@ -33,6 +42,7 @@ export function modelRoute<
   const { handler, ...rest } = spec;
   return defineRoute<D, P, Q, B>({
     ...rest,
+    headers: [...(rest.headers ?? []), CACHE_REQUEST_HEADER],
     callsModel: true,
     handler: (input, deps) => {
       // Every answer of a model route says what the response cache did; those it may answer say more.
