@@ -1,21 +1,21 @@
 import { AuditLog } from "@gw/core/audit";
 import type { Clock } from "@gw/core/clock";
 import type { Logger } from "@gw/core/logger";
-import { type Resolver, UpstreamPolicy, Vault, type VaultKey } from "@gw/core/mcp";
+import { type Resolver, UpstreamPolicy, type Vault } from "@gw/core/mcp";
 import type { Postgres } from "@gw/core/postgres";
 import type { ServiceConfig } from "../config.ts";
 import { ProviderKeyStore } from "./store.ts";
 
 /**
  * Organizations' provider keys as the configuration sets them up, for the
- * service and for eval worker processes: the gateway's vault (the same
+ * service and for eval worker processes: the process's vault (the gateway's
  * `VAULT_KEYS`, from `vaultKeysOf`, resolved before anything starts) and
  * audit trail (which the gateway reads and sweeps), and the upstream rules of
  * MCP servers for their `base_url`s.
  */
 export function providerKeyStore(
   config: ServiceConfig,
-  vaultKeys: VaultKey[],
+  vault: Vault,
   deps: { db: Postgres; logger: Logger; clock: Clock; resolver?: Resolver | undefined },
 ): ProviderKeyStore {
   const { db, logger, clock } = deps;
@@ -25,7 +25,7 @@ export function providerKeyStore(
     );
   return new ProviderKeyStore(
     db,
-    new Vault(vaultKeys),
+    vault,
     new AuditLog(db, { retentionMs: undefined, logger, clock }),
     {
       clock,
