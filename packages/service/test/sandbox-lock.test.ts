@@ -60,7 +60,12 @@ async function replica(hooks: SandboxHooks = {}): Promise<Sandbox> {
   clients.push(redis);
   const db = createPostgres(database.url, { connectionName: "replica" });
   pools.push(db);
-  const sandbox = await Sandbox.create(options, { redis, db, clock: systemClock, vault: new Vault(vaultKeys) }, logger, hooks);
+  const sandbox = await Sandbox.create(
+    options,
+    { redis, db, clock: systemClock, vault: new Vault(vaultKeys) },
+    logger,
+    hooks,
+  );
   replicas.push(sandbox);
   return sandbox;
 }

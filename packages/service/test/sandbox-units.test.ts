@@ -110,7 +110,13 @@ describe("stored connections", () => {
     await putBeforeTheVault(who, "ghp_from_before", legacyKey);
     expect(await new ConnectionStore(db, vault, { legacyKey }).token(who)).toBe("ghp_from_before");
     const moved = await rowOf(who);
-    expect(moved).toMatchObject({ kek_id: "k1", nonce: null, ciphertext: null, tag: null, updated_at: "1700000000" });
+    expect(moved).toMatchObject({
+      kek_id: "k1",
+      nonce: null,
+      ciphertext: null,
+      tag: null,
+      updated_at: "1700000000",
+    });
     // It now opens without the old key: the vault alone holds it.
     expect(await new ConnectionStore(db, vault).token(who)).toBe("ghp_from_before");
     expect(await rowOf(who)).toEqual(moved);
@@ -123,7 +129,10 @@ describe("stored connections", () => {
     for (const legacyKey of [undefined, randomBytes(32)]) {
       const refused = new ConnectionStore(db, vault, { legacyKey }).token(who);
       await expect(refused).rejects.toBeInstanceOf(UnreadableConnection);
-      await expect(refused).rejects.toMatchObject({ status: 409, message: expect.stringMatching(/store it again/) });
+      await expect(refused).rejects.toMatchObject({
+        status: 409,
+        message: expect.stringMatching(/store it again/),
+      });
     }
     expect(await rowOf(who)).toEqual(before);
   });
@@ -162,7 +171,9 @@ describe("stored connections", () => {
       await expect(store.token(thief)).rejects.toBeInstanceOf(UnreadableConnection);
     }
     // Under other vault keys nothing opens either: 409, store it again.
-    await expect(new ConnectionStore(db, new Vault([vaultKey("k1")])).token({ ...alice, org })).rejects.toMatchObject({
+    await expect(
+      new ConnectionStore(db, new Vault([vaultKey("k1")])).token({ ...alice, org }),
+    ).rejects.toMatchObject({
       status: 409,
     });
   });

@@ -77,7 +77,8 @@ export function openSingleKey(
   aad: Buffer,
 ): string {
   if (key.length !== 32) throw new VaultUnreadable("the key is not 32 bytes");
-  if (box.nonce.length !== NONCE || box.tag.length !== TAG) throw new VaultUnreadable("malformed sealed value");
+  if (box.nonce.length !== NONCE || box.tag.length !== TAG)
+    throw new VaultUnreadable("malformed sealed value");
   return decrypt(key, Buffer.concat([box.nonce, box.ciphertext, box.tag]), aad).toString("utf8");
 }
 

@@ -23,19 +23,14 @@ export function providerKeyStore(
     logger.warn(
       "BYOK_ALLOW_PRIVATE_BASE_URLS: provider keys may go to http and private addresses (development only)",
     );
-  return new ProviderKeyStore(
-    db,
-    vault,
-    new AuditLog(db, { retentionMs: undefined, logger, clock }),
-    {
-      clock,
-      policy: new UpstreamPolicy({
-        allowPrivate: config.BYOK_ALLOW_PRIVATE_BASE_URLS,
-        allowPrivateSetting: "BYOK_ALLOW_PRIVATE_BASE_URLS",
-        ...(deps.resolver ? { resolver: deps.resolver } : {}),
-      }),
-      connectTimeoutMs: config.LLM_TIMEOUT_MS,
-      onUnreadable: (found) => logger.error(found, "an organization's provider key could not be opened"),
-    },
-  );
+  return new ProviderKeyStore(db, vault, new AuditLog(db, { retentionMs: undefined, logger, clock }), {
+    clock,
+    policy: new UpstreamPolicy({
+      allowPrivate: config.BYOK_ALLOW_PRIVATE_BASE_URLS,
+      allowPrivateSetting: "BYOK_ALLOW_PRIVATE_BASE_URLS",
+      ...(deps.resolver ? { resolver: deps.resolver } : {}),
+    }),
+    connectTimeoutMs: config.LLM_TIMEOUT_MS,
+    onUnreadable: (found) => logger.error(found, "an organization's provider key could not be opened"),
+  });
 }

@@ -126,7 +126,11 @@ export class ConnectionStore {
     const row = rows[0];
     if (!row) throw new NoConnection();
     if (row.kek_id !== null && row.wrapped_key && row.sealed)
-      return this.openSealed(principal, { kekId: row.kek_id, wrappedKey: row.wrapped_key, sealed: row.sealed });
+      return this.openSealed(principal, {
+        kekId: row.kek_id,
+        wrappedKey: row.wrapped_key,
+        sealed: row.sealed,
+      });
     if (row.nonce && row.ciphertext && row.tag)
       return this.moveIntoVault(principal, { nonce: row.nonce, ciphertext: row.ciphertext, tag: row.tag });
     throw new UnreadableConnection();

@@ -1,6 +1,6 @@
 import { randomBytes } from "node:crypto";
 import { existsSync, mkdtempSync } from "node:fs";
-import { chmod, mkdir, readFile, rename, rm, stat, symlink, writeFile } from "node:fs/promises";
+import { chmod, mkdir, readFile, rename, rm, symlink, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { createPostgres } from "@gw/core/postgres";
@@ -135,9 +135,10 @@ describe("stored connections", () => {
     expect(put.status).toBe(204);
     const db = createPostgres(stack.database.url, { connectionName: "test" });
     const { rows } = await db
-      .query("SELECT kek_id, wrapped_key, sealed, nonce, ciphertext, tag FROM sandbox_connections WHERE org = $1", [
-        key.org,
-      ])
+      .query(
+        "SELECT kek_id, wrapped_key, sealed, nonce, ciphertext, tag FROM sandbox_connections WHERE org = $1",
+        [key.org],
+      )
       .finally(() => db.close());
     expect(rows).toEqual([
       {
