@@ -70,7 +70,7 @@ export const serviceConfigSchema = z
       .default("http://localhost:8080"),
     /** Largest answer of the gateway's MCP proxy the service reads for a hosted MCP tool, in bytes; past it the tool call fails. Set it as the gateway's MCP_MAX_ANSWER_BYTES. Default 4194304 (4 MiB). */
     MCP_MAX_ANSWER_BYTES: z.coerce.number().int().min(1_024).max(1_073_741_824).default(4_194_304),
-    /** Key-encryption keys of the vault that seals organizations' own provider keys: the gateway's VAULT_KEYS, the same value (`id:base64,…`, 32 bytes each; the first wraps new secrets, the others still open old ones). Required when NODE_ENV=production; otherwise unset means the development key under DATA_DIR (`pnpm start` gives both processes one). */
+    /** Key-encryption keys of the vault that seals organizations' own provider keys and sandbox users' GitHub connections: the gateway's VAULT_KEYS, the same value (`id:base64,…`, 32 bytes each; the first wraps new secrets, the others still open old ones). Required when NODE_ENV=production; otherwise unset means the development key under DATA_DIR (`pnpm start` gives both processes one). */
     VAULT_KEYS: vaultKeysSchema.optional(),
     /** Lets an organization's own provider key name an http `base_url` or one on a loopback, private or link-local address (development and tests only). Default false. */
     BYOK_ALLOW_PRIVATE_BASE_URLS: env.boolean(false),

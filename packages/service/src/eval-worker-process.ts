@@ -3,7 +3,7 @@ import { connectAuthorization } from "@gw/core/authz";
 import { systemClock } from "@gw/core/clock";
 import { closeGracefully, listen, listenForMetrics, registerProbes, useRequestBasics } from "@gw/core/http";
 import { type Logger, redactUrl } from "@gw/core/logger";
-import { vaultKeysOf } from "@gw/core/mcp";
+import { Vault, vaultKeysOf } from "@gw/core/mcp";
 import { createMetrics } from "@gw/core/metrics";
 import { createPostgres, migrate, postgresReady } from "@gw/core/postgres";
 import { createRedis, redisReady } from "@gw/core/redis";
@@ -35,7 +35,7 @@ export async function startEvalWorkerProcess(config: ServiceConfig, logger: Logg
   if (config.EVAL_WORKER_CONCURRENCY < 1)
     throw new Error("EVAL_WORKER_CONCURRENCY must be at least 1 for a worker");
   // Before anything starts, as the service: production refuses to run without them.
-  const vaultKeys = await vaultKeysOf(config.VAULT_KEYS, config.DATA_DIR, logger);
+  const vault = new Vault(await vaultKeysOf(config.VAULT_KEYS, config.DATA_DIR, logger));
   const metrics = createMetrics("service");
   configureTokenCounting(config.tokenCounting);
   const redis = createRedis(config.REDIS_URL, {
@@ -58,7 +58,7 @@ export async function startEvalWorkerProcess(config: ServiceConfig, logger: Logg
     error: (err) => logger.warn({ err: (err as Error).message }, "budget leases could not be kept"),
   });
   // A run's calls reach `byok` deployments with the organization's own key, as the service's calls do.
-  const providerKeys = providerKeyStore(config, vaultKeys, { db, logger, clock });
+  const providerKeys = providerKeyStore(config, vault, { db, logger, clock });
   const provider = chatProvider(config, { metrics, ids: ids(clock), redis, clock, logger, providerKeys });
   const usage = new UsageStore(redis, clock);
   // A run's calls are checked by the guardrails attached for its creator key, as the service's calls are.

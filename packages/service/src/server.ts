@@ -5,7 +5,7 @@ import { type Clock, systemClock } from "@gw/core/clock";
 import { closeGracefully, listen, listenForMetrics, type RouteTemplate, routesOf } from "@gw/core/http";
 import { assertionSecret, InternalAssertions } from "@gw/core/internal-assertion";
 import { createLogger, type Logger, redactUrl } from "@gw/core/logger";
-import { type Resolver, vaultKeysOf } from "@gw/core/mcp";
+import { type Resolver, Vault, vaultKeysOf } from "@gw/core/mcp";
 import { createMetrics } from "@gw/core/metrics";
 import { createPostgres, migrate } from "@gw/core/postgres";
 import { createRedis } from "@gw/core/redis";
@@ -91,8 +91,9 @@ export async function startService(
   options: ServiceOptions = {},
 ): Promise<RunningService> {
   const clock = options.clock ?? systemClock;
-  // Before anything starts: production refuses to run without them.
-  const vaultKeys = await vaultKeysOf(config.VAULT_KEYS, config.DATA_DIR, logger);
+  // Before anything starts: production refuses to run without them. The process's one vault seals
+  // organizations' provider keys and sandbox connections.
+  const vault = new Vault(await vaultKeysOf(config.VAULT_KEYS, config.DATA_DIR, logger));
   configureTokenCounting(config.tokenCounting);
   const metrics = createMetrics("service");
   const redis = createRedis(config.REDIS_URL, { connectionName: "service", metrics: metrics.redisCommands });
@@ -134,7 +135,7 @@ export async function startService(
     logger,
   });
   const issuer = ids(clock);
-  const providerKeys = providerKeyStore(config, vaultKeys, { db, logger, clock, resolver: options.resolver });
+  const providerKeys = providerKeyStore(config, vault, { db, logger, clock, resolver: options.resolver });
   const provider = chatProvider(config, { metrics, ids: issuer, redis, clock, logger, providerKeys });
   if (!config.catalogue.configured)
     logger.warn(
@@ -174,7 +175,7 @@ export async function startService(
     metrics,
     clock,
   });
-  const sandbox = await Sandbox.create(config.sandbox, { redis, db, clock }, logger);
+  const sandbox = await Sandbox.create(config.sandbox, { redis, db, clock, vault }, logger);
   const hostedMcp = hostedMcpClients({
     gatewayUrl: config.GATEWAY_URL,
     // Longer than the gateway's own deadline for an upstream, whose failure it then names.

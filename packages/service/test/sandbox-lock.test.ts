@@ -5,6 +5,7 @@ import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { ManualClock, systemClock } from "@gw/core/clock";
 import { createLogger } from "@gw/core/logger";
+import { Vault } from "@gw/core/mcp";
 import { createPostgres, type Postgres } from "@gw/core/postgres";
 import type { Principal } from "@gw/core/principal";
 import { createRedis, type RedisClient } from "@gw/core/redis";
@@ -16,6 +17,8 @@ import { Sandbox, type SandboxHooks, StaleAssignment } from "../src/sandbox/sand
 import { LockLost, SessionBusy, SessionLocks } from "../src/sandbox/session-lock.ts";
 
 const logger = createLogger("test", "silent");
+/** The VAULT_KEYS every replica is given. */
+const vaultKeys = [{ id: "test", key: randomBytes(32) }];
 let redisServer: TestRedis;
 let remotes: BareRepositories;
 let options: SandboxOptions;
@@ -32,7 +35,7 @@ beforeAll(async () => {
   options = {
     root: join(dir, "sandbox"),
     repositories: join(dir, "repositories"),
-    connectionKey: randomBytes(32).toString("base64"),
+    connectionKey: undefined,
     dataDir: dir,
     baseUrl: `file://${remotes.root}`,
     author: { name: "Sandbox", email: "sandbox@localhost" },
@@ -57,7 +60,12 @@ async function replica(hooks: SandboxHooks = {}): Promise<Sandbox> {
   clients.push(redis);
   const db = createPostgres(database.url, { connectionName: "replica" });
   pools.push(db);
-  const sandbox = await Sandbox.create(options, { redis, db, clock: systemClock }, logger, hooks);
+  const sandbox = await Sandbox.create(
+    options,
+    { redis, db, clock: systemClock, vault: new Vault(vaultKeys) },
+    logger,
+    hooks,
+  );
   replicas.push(sandbox);
   return sandbox;
 }

@@ -1,16 +1,17 @@
-import { randomBytes } from "node:crypto";
+import { createCipheriv, randomBytes } from "node:crypto";
 import { existsSync } from "node:fs";
-import { mkdtemp, readFile, rm, stat } from "node:fs/promises";
+import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { loadConfig } from "@gw/core/config";
+import { Vault } from "@gw/core/mcp";
 import { createPostgres, type Postgres } from "@gw/core/postgres";
 import type { Principal } from "@gw/core/principal";
-import { capturingLogger, processRunning, useTestDatabase } from "@gw/test-kit";
+import { processRunning, useTestDatabase } from "@gw/test-kit";
 import { type BareRepositories, bareRepositories } from "@gw/test-kit/git-remote";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { serviceConfigSchema } from "../src/config.ts";
-import { ConnectionStore, connectionKey, UnreadableConnection } from "../src/sandbox/connections.ts";
+import { ConnectionStore, legacyConnectionKey, UnreadableConnection } from "../src/sandbox/connections.ts";
 import { Git, GitFailed, redactGitOutput } from "../src/sandbox/git.ts";
 
 let remotes: BareRepositories;
@@ -45,39 +46,121 @@ const alice: Principal = {
   onBehalfOf: true,
 };
 
-describe("stored connections", () => {
-  const key = randomBytes(32);
+/** A row as the code before the vault wrote it: AES-256-GCM under one key, the principal as additional data. */
+async function putBeforeTheVault(who: Principal, token: string, key: Buffer): Promise<void> {
+  const nonce = randomBytes(12);
+  const cipher = createCipheriv("aes-256-gcm", key, nonce);
+  cipher.setAAD(Buffer.from(JSON.stringify(["sandbox.connection.github", who.org, who.user])));
+  const ciphertext = Buffer.concat([cipher.update(token, "utf8"), cipher.final()]);
+  await db.query(
+    `INSERT INTO sandbox_connections (org, user_id, nonce, ciphertext, tag, updated_at)
+     VALUES ($1, $2, $3, $4, $5, 1700000000)`,
+    [who.org, who.user, nonce, ciphertext, cipher.getAuthTag()],
+  );
+}
 
-  it("round-trip, with a fresh nonce on every write", async () => {
-    const store = new ConnectionStore(db, key);
-    const who = { ...alice, org: `org-${randomBytes(4).toString("hex")}` };
-    const stored = async () =>
-      (
-        await db.query<{ nonce: Buffer; ciphertext: Buffer }>(
-          "SELECT nonce, ciphertext FROM sandbox_connections WHERE org = $1 AND user_id = 'alice'",
-          [who.org],
-        )
-      ).rows[0]!;
-    await store.put(who, "ghp_same");
-    const first = await stored();
-    await store.put(who, "ghp_same");
-    const second = await stored();
-    expect(second.nonce.equals(first.nonce)).toBe(false);
-    expect(second.ciphertext.equals(first.ciphertext)).toBe(false);
-    expect(first.nonce).toHaveLength(12);
-    expect(await store.token(who)).toBe("ghp_same");
+interface ConnectionRow {
+  kek_id: string | null;
+  wrapped_key: Buffer | null;
+  sealed: Buffer | null;
+  nonce: Buffer | null;
+  ciphertext: Buffer | null;
+  tag: Buffer | null;
+  updated_at: string;
+}
+
+async function rowOf(who: Principal): Promise<ConnectionRow> {
+  const { rows } = await db.query<ConnectionRow>(
+    `SELECT kek_id, wrapped_key, sealed, nonce, ciphertext, tag, updated_at
+     FROM sandbox_connections WHERE org = $1 AND user_id = $2`,
+    [who.org, who.user],
+  );
+  return rows[0]!;
+}
+
+const vaultKey = (id: string) => ({ id, key: randomBytes(32) });
+const freshOrg = () => ({ ...alice, org: `org-${randomBytes(4).toString("hex")}` });
+
+describe("stored connections", () => {
+  const k1 = vaultKey("k1");
+  const vault = new Vault([k1]);
+
+  it("are sealed by the vault, with a fresh data key on every write, and the token nowhere in the row", async () => {
+    const store = new ConnectionStore(db, vault);
+    const who = freshOrg();
+    const token = `ghp_${randomBytes(18).toString("hex")}`;
+    await store.put(who, token);
+    const first = await rowOf(who);
+    expect(first).toMatchObject({ kek_id: "k1", nonce: null, ciphertext: null, tag: null });
+    expect(first.wrapped_key).toBeInstanceOf(Buffer);
+    expect(first.sealed).toBeInstanceOf(Buffer);
+    const raw = JSON.stringify(first);
+    for (const encoded of [token, Buffer.from(token).toString("base64"), Buffer.from(token).toString("hex")])
+      expect(raw).not.toContain(encoded);
+    await store.put(who, token);
+    const second = await rowOf(who);
+    expect(second.wrapped_key!.equals(first.wrapped_key!)).toBe(false);
+    expect(second.sealed!.equals(first.sealed!)).toBe(false);
+    expect(await store.token(who)).toBe(token);
   });
 
-  it("are bound to their principal: moved under another user's or organization's key, they do not decrypt", async () => {
-    const store = new ConnectionStore(db, key);
-    const org = `org-${randomBytes(4).toString("hex")}`;
+  it("stored before the vault are read with SANDBOX_CONNECTION_KEY and moved into the vault on that read", async () => {
+    const legacyKey = randomBytes(32);
+    const who = freshOrg();
+    await putBeforeTheVault(who, "ghp_from_before", legacyKey);
+    expect(await new ConnectionStore(db, vault, { legacyKey }).token(who)).toBe("ghp_from_before");
+    const moved = await rowOf(who);
+    expect(moved).toMatchObject({
+      kek_id: "k1",
+      nonce: null,
+      ciphertext: null,
+      tag: null,
+      updated_at: "1700000000",
+    });
+    // It now opens without the old key: the vault alone holds it.
+    expect(await new ConnectionStore(db, vault).token(who)).toBe("ghp_from_before");
+    expect(await rowOf(who)).toEqual(moved);
+  });
+
+  it("stored before the vault, without the old key, are a 409 that says to store them again (and stay as they are)", async () => {
+    const who = freshOrg();
+    await putBeforeTheVault(who, "ghp_from_before", randomBytes(32));
+    const before = await rowOf(who);
+    for (const legacyKey of [undefined, randomBytes(32)]) {
+      const refused = new ConnectionStore(db, vault, { legacyKey }).token(who);
+      await expect(refused).rejects.toBeInstanceOf(UnreadableConnection);
+      await expect(refused).rejects.toMatchObject({
+        status: 409,
+        message: expect.stringMatching(/store it again/),
+      });
+    }
+    expect(await rowOf(who)).toEqual(before);
+  });
+
+  it("are re-wrapped under the first of VAULT_KEYS when read with keys rotated", async () => {
+    const who = freshOrg();
+    await new ConnectionStore(db, vault).put(who, "ghp_rotated");
+    const before = await rowOf(who);
+    const k2 = vaultKey("k2");
+    expect(await new ConnectionStore(db, new Vault([k2, k1])).token(who)).toBe("ghp_rotated");
+    const after = await rowOf(who);
+    expect(after.kek_id).toBe("k2");
+    expect(after.wrapped_key!.equals(before.wrapped_key!)).toBe(false);
+    // Only the data key's wrapping changes; the old key can go.
+    expect(after.sealed!.equals(before.sealed!)).toBe(true);
+    expect(await new ConnectionStore(db, new Vault([k2])).token(who)).toBe("ghp_rotated");
+  });
+
+  it("are bound to their principal: moved under another user's or organization's key, they do not open", async () => {
+    const store = new ConnectionStore(db, vault);
+    const org = freshOrg().org;
     await store.put({ ...alice, org }, "ghp_alices");
     // Alice's row copied under another user's and another organization's key.
     await db.query(
-      `INSERT INTO sandbox_connections (org, user_id, nonce, ciphertext, tag, updated_at)
-       SELECT org, 'mallory', nonce, ciphertext, tag, updated_at FROM sandbox_connections WHERE org = $1
+      `INSERT INTO sandbox_connections (org, user_id, kek_id, wrapped_key, sealed, updated_at)
+       SELECT org, 'mallory', kek_id, wrapped_key, sealed, updated_at FROM sandbox_connections WHERE org = $1
        UNION ALL
-       SELECT 'other-' || org, user_id, nonce, ciphertext, tag, updated_at FROM sandbox_connections WHERE org = $1`,
+       SELECT 'other-' || org, user_id, kek_id, wrapped_key, sealed, updated_at FROM sandbox_connections WHERE org = $1`,
       [org],
     );
     for (const thief of [
@@ -87,23 +170,59 @@ describe("stored connections", () => {
       expect(await store.status(thief)).toMatchObject({ connected: true });
       await expect(store.token(thief)).rejects.toBeInstanceOf(UnreadableConnection);
     }
-    // Under another key nothing decrypts either: 409, store it again.
-    await expect(new ConnectionStore(db, randomBytes(32)).token({ ...alice, org })).rejects.toMatchObject({
+    // Under other vault keys nothing opens either: 409, store it again.
+    await expect(
+      new ConnectionStore(db, new Vault([vaultKey("k1")])).token({ ...alice, org }),
+    ).rejects.toMatchObject({
       status: 409,
     });
   });
 
-  it("use a development key kept private in DATA_DIR when none is configured, and say so", async () => {
+  it("stored before the vault and moved under another principal do not open, and are not moved", async () => {
+    const legacyKey = randomBytes(32);
+    const owner = freshOrg();
+    await putBeforeTheVault(owner, "ghp_alices", legacyKey);
+    const thief = { ...owner, user: "mallory" };
+    await db.query(
+      `INSERT INTO sandbox_connections (org, user_id, nonce, ciphertext, tag, updated_at)
+       SELECT org, 'mallory', nonce, ciphertext, tag, updated_at FROM sandbox_connections WHERE org = $1`,
+      [owner.org],
+    );
+    await expect(new ConnectionStore(db, vault, { legacyKey }).token(thief)).rejects.toBeInstanceOf(
+      UnreadableConnection,
+    );
+    expect(await rowOf(thief)).toMatchObject({ kek_id: null, nonce: expect.any(Buffer) });
+  });
+
+  it("are not overwritten by a move or a re-wrap of what was read when a new token is stored meanwhile", async () => {
+    const legacyKey = randomBytes(32);
+    const k2 = vaultKey("k2");
+    const cases: [string, (who: Principal) => Promise<void>, Vault][] = [
+      ["move", (who) => putBeforeTheVault(who, "ghp_old", legacyKey), vault],
+      ["re-wrap", (who) => new ConnectionStore(db, vault).put(who, "ghp_old"), new Vault([k2, k1])],
+    ];
+    for (const [, storeOld, reader] of cases) {
+      const who = freshOrg();
+      await storeOld(who);
+      const store = new ConnectionStore(db, reader, {
+        legacyKey,
+        afterRead: () => new ConnectionStore(db, reader).put(who, "ghp_new"),
+      });
+      expect(await store.token(who)).toBe("ghp_old");
+      expect(await new ConnectionStore(db, reader).token(who)).toBe("ghp_new");
+    }
+  });
+
+  it("read the development key an earlier version kept in DATA_DIR, and make none", async () => {
     const dir = await mkdtemp(join(tmpdir(), "gw-connection-key-"));
-    const { logger, lines } = capturingLogger("warn");
-    const first = await connectionKey(undefined, dir, logger);
-    const second = await connectionKey(undefined, dir, logger);
-    expect(first).toHaveLength(32);
-    expect(second.equals(first)).toBe(true);
-    expect((await stat(join(dir, "sandbox-connection-key"))).mode & 0o777).toBe(0o600);
-    expect(lines.join("")).toMatch(/production must set SANDBOX_CONNECTION_KEY/);
+    const file = join(dir, "sandbox-connection-key");
+    expect(await legacyConnectionKey(undefined, dir)).toBeUndefined();
+    expect(existsSync(file)).toBe(false);
+    const kept = randomBytes(32);
+    await writeFile(file, kept.toString("base64url"), { mode: 0o600 });
+    expect((await legacyConnectionKey(undefined, dir))!.equals(kept)).toBe(true);
     const configured = randomBytes(32);
-    expect((await connectionKey(configured.toString("base64"), dir, logger)).equals(configured)).toBe(true);
+    expect((await legacyConnectionKey(configured.toString("base64"), dir))!.equals(configured)).toBe(true);
     await rm(dir, { recursive: true, force: true });
   });
 });

@@ -16,8 +16,8 @@ import type { Logger } from "../logger.ts";
  * re-wrapped under the first when next used (`rewrap`): the data and its
  * ciphertext never change, only the wrapped data key.
  * One vault seals every secret of the platform: MCP credentials (in the
- * gateway) and organizations' provider keys (in the service), under the same
- * `VAULT_KEYS` (`vaultKeysOf`).
+ * gateway), organizations' provider keys and sandbox users' GitHub
+ * connections (in the service), under the same `VAULT_KEYS` (`vaultKeysOf`).
  */
 
 export interface VaultKey {
@@ -63,6 +63,23 @@ function decrypt(key: Buffer, box: Buffer, aad: Buffer): Buffer {
   } catch {
     throw new VaultUnreadable("sealed value does not open (tampered, or bound to something else)");
   }
+}
+
+/**
+ * A secret sealed before the vault by one AES-256-GCM key of its own
+ * (`nonce`, `ciphertext`, `tag`, with `aad` as additional data): opened only
+ * to seal it into the vault, so the platform's one cipher stays here.
+ * `VaultUnreadable` when it does not open under `key`.
+ */
+export function openSingleKey(
+  key: Buffer,
+  box: { nonce: Buffer; ciphertext: Buffer; tag: Buffer },
+  aad: Buffer,
+): string {
+  if (key.length !== 32) throw new VaultUnreadable("the key is not 32 bytes");
+  if (box.nonce.length !== NONCE || box.tag.length !== TAG)
+    throw new VaultUnreadable("malformed sealed value");
+  return decrypt(key, Buffer.concat([box.nonce, box.ciphertext, box.tag]), aad).toString("utf8");
 }
 
 export class Vault {

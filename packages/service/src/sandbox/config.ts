@@ -8,7 +8,7 @@ export const sandboxEnvShape = {
   SANDBOX_ROOT: z.string().optional(),
   /** Directory of each session's repository (git directory), `<dir>/<session_id>.git`; never inside SANDBOX_ROOT. Default $DATA_DIR/sandbox-git. */
   SANDBOX_GIT_DIR: z.string().optional(),
-  /** AES-256-GCM key for stored connections: 32 bytes, base64. Unset: a development key under DATA_DIR. */
+  /** Key of GitHub connections stored before they moved to the vault (VAULT_KEYS): read only to move each into it at its next use; 32 bytes, base64. Unset: the development key an earlier version kept under DATA_DIR, if any. */
   SANDBOX_CONNECTION_KEY: z
     .string()
     .regex(/^[A-Za-z0-9+/_-]{43}=?$/, "must be 32 bytes, base64 (e.g. `openssl rand -base64 32`)")

@@ -3,12 +3,13 @@ import { join } from "node:path";
 import type { Clock } from "@gw/core/clock";
 import { AppError } from "@gw/core/errors";
 import type { Logger } from "@gw/core/logger";
+import type { Vault } from "@gw/core/mcp";
 import type { Queryable } from "@gw/core/postgres";
 import type { Principal } from "@gw/core/principal";
 import type { RedisClient } from "@gw/core/redis";
 import { commitWorkingTree, openCheckout } from "./checkout.ts";
 import type { SandboxOptions } from "./config.ts";
-import { ConnectionStore, connectionKey } from "./connections.ts";
+import { ConnectionStore, legacyConnectionKey } from "./connections.ts";
 import { Git } from "./git.ts";
 import {
   cloneRepository,
@@ -112,14 +113,14 @@ export class Sandbox {
 
   static async create(
     options: SandboxOptions,
-    stores: { redis: RedisClient; db: Queryable; clock: Clock },
+    stores: { redis: RedisClient; db: Queryable; clock: Clock; vault: Vault },
     logger: Logger,
     hooks: SandboxHooks = {},
   ): Promise<Sandbox> {
-    const { redis, db, clock } = stores;
+    const { redis, db, clock, vault } = stores;
     await mkdir(options.root, { recursive: true, mode: 0o700 });
     await mkdir(options.repositories, { recursive: true, mode: 0o700 });
-    const key = await connectionKey(options.connectionKey, options.dataDir, logger);
+    const legacyKey = await legacyConnectionKey(options.connectionKey, options.dataDir);
     const git = await Git.create({
       baseUrl: options.baseUrl,
       timeoutMs: options.gitTimeoutMs,
@@ -127,7 +128,13 @@ export class Sandbox {
     });
     const locks = new SessionLocks(redis, { ttlMs: LOCK_TTL_MS, waitMs: options.pushWaitMs }, clock);
     return new Sandbox(
-      { connections: new ConnectionStore(db, key, clock), sessions: new SessionStore(db), git, locks, clock },
+      {
+        connections: new ConnectionStore(db, vault, { clock, legacyKey }),
+        sessions: new SessionStore(db),
+        git,
+        locks,
+        clock,
+      },
       options,
       logger,
       hooks,

@@ -1,6 +1,6 @@
 import { randomBytes } from "node:crypto";
 import { existsSync, mkdtempSync } from "node:fs";
-import { chmod, mkdir, readFile, rename, rm, stat, symlink, writeFile } from "node:fs/promises";
+import { chmod, mkdir, readFile, rename, rm, symlink, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { createPostgres } from "@gw/core/postgres";
@@ -124,11 +124,34 @@ describe("stored connections", () => {
     expect(await (await connection("alice")).json()).toEqual({ connected: false, updated_at: null });
   });
 
-  it("are encrypted under a development key kept private in DATA_DIR when none is configured, and logged as such", async () => {
-    const file = join(dataDir, "sandbox-connection-key");
-    expect((await stat(file)).mode & 0o777).toBe(0o600);
-    expect(Buffer.from(await readFile(file, "utf8"), "base64url")).toHaveLength(32);
-    expect(logs.join("")).toMatch(/production must set SANDBOX_CONNECTION_KEY/);
+  it("are sealed by the vault: no key of their own is made in DATA_DIR when SANDBOX_CONNECTION_KEY is unset", async () => {
+    const key = await stack.createKey();
+    const token = newToken();
+    const put = await stack.call(key.secret, `${SANDBOX}/connections/github`, {
+      method: "PUT",
+      json: { token },
+      user: "alice",
+    });
+    expect(put.status).toBe(204);
+    const db = createPostgres(stack.database.url, { connectionName: "test" });
+    const { rows } = await db
+      .query(
+        "SELECT kek_id, wrapped_key, sealed, nonce, ciphertext, tag FROM sandbox_connections WHERE org = $1",
+        [key.org],
+      )
+      .finally(() => db.close());
+    expect(rows).toEqual([
+      {
+        kek_id: expect.any(String),
+        wrapped_key: expect.any(Buffer),
+        sealed: expect.any(Buffer),
+        nonce: null,
+        ciphertext: null,
+        tag: null,
+      },
+    ]);
+    expect(existsSync(join(dataDir, "sandbox-connection-key"))).toBe(false);
+    expect(logs.join("")).not.toMatch(/SANDBOX_CONNECTION_KEY/);
   });
 
   it.each([
