@@ -142,11 +142,17 @@ export function startBackgroundResponses(
     cancels,
     slots,
     perKey: config.BACKGROUND_RESPONSES_PER_KEY,
-    reader: () =>
-      createRedis(config.REDIS_URL, {
+    reader: () => {
+      const reader = createRedis(config.REDIS_URL, {
         connectionName: "service-background-reader",
         commandTimeoutMs: 5_000,
-      }),
+      });
+      // A failed read ends the stream it serves (its reader sees the rejection); the event is only logged.
+      reader.on("error", (err: Error) =>
+        deps.logger.debug({ err: err.message }, "background response stream reader error"),
+      );
+      return reader;
+    },
     async close() {
       await worker?.close();
       await queue.close();
