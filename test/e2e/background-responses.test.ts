@@ -10,7 +10,8 @@ import { useStack } from "../../packages/service/test/stack.ts";
  * `responses.retrieve` polls it to completed, `responses.cancel` stops a
  * running one, and a streamed one resumes with `starting_after`.
  */
-const stack = useStack();
+// A held provider call must outlast a Python process's start (the stack's default gives a call 1 s).
+const stack = useStack({ LLM_TIMEOUT_MS: "60000" });
 
 afterEach(() => {
   stack.llm.mode = "ok";
@@ -80,24 +81,42 @@ describe("openai-python's background responses", () => {
     if (!python) return;
     const key = await stack.createKey();
     stack.llm.mode = "hold-midstream";
-    const script = [
-      "import json, os, time, openai",
-      "client = openai.OpenAI(api_key=os.environ['GATEWAY_KEY'], base_url=os.environ['GATEWAY_URL'] + '/api/v1/llm', max_retries=0, default_headers={'X-On-Behalf-Of': 'alice'})",
-      "held = client.responses.create(input='a long one', background=True)",
-      // Bounded: a run that never starts, or ends at once, is reported with the status it has.
-      "deadline = time.time() + 60",
-      "status = held.status",
-      "while status != 'in_progress' and status in ('queued',) and time.time() < deadline:",
-      "    time.sleep(0.02)",
-      "    status = client.responses.retrieve(held.id).status",
-      "cancelled = client.responses.cancel(held.id) if status == 'in_progress' else None",
-      "print(json.dumps({'queued': held.status, 'seen': status, 'cancelled': cancelled and cancelled.status}))",
-    ].join("\n");
-    const stdout = await pythonPrints(python, ["-c", script], {
-      GATEWAY_URL: stack.gatewayUrl,
-      GATEWAY_KEY: key.secret,
-    });
-    expect(JSON.parse(stdout)).toEqual({ queued: "queued", seen: "in_progress", cancelled: "cancelled" });
+    const env = { GATEWAY_URL: stack.gatewayUrl, GATEWAY_KEY: key.secret };
+    const connect =
+      "import json, os, sys, time, openai\nclient = openai.OpenAI(api_key=os.environ['GATEWAY_KEY'], base_url=os.environ['GATEWAY_URL'] + '/api/v1/llm', max_retries=0, default_headers={'X-On-Behalf-Of': 'alice'})";
+    const before = stack.llm.requests.length;
+    const held = JSON.parse(
+      await pythonPrints(
+        python,
+        [
+          "-c",
+          `${connect}\nr = client.responses.create(input='a long one', background=True)\nprint(json.dumps({'id': r.id, 'status': r.status}))`,
+        ],
+        env,
+      ),
+    );
+    expect(held.status).toBe("queued");
+    // Running: the provider has the call and holds it (as the JS client's test waits, so nothing races).
+    await vi.waitFor(() => expect(stack.llm.requests.length).toBe(before + 1), { timeout: 30_000 });
+    await vi.waitFor(
+      async () => {
+        const seen = await client(key.secret).responses.retrieve(held.id);
+        expect({ status: seen.status, error: seen.error }).toEqual({ status: "in_progress", error: null });
+      },
+      { timeout: 30_000 },
+    );
+    const cancelled = JSON.parse(
+      await pythonPrints(
+        python,
+        [
+          "-c",
+          `${connect}\nr = client.responses.cancel(sys.argv[1])\nprint(json.dumps({'status': r.status}))`,
+          held.id,
+        ],
+        env,
+      ),
+    );
+    expect(cancelled).toEqual({ status: "cancelled" });
     stack.llm.release();
     const polled = [
       "import json, os, time, openai",
@@ -110,9 +129,7 @@ describe("openai-python's background responses", () => {
       "    r = client.responses.retrieve(r.id)",
       "print(json.dumps({'first': first, 'status': r.status, 'text': r.output_text}))",
     ].join("\n");
-    const done = JSON.parse(
-      await pythonPrints(python, ["-c", polled], { GATEWAY_URL: stack.gatewayUrl, GATEWAY_KEY: key.secret }),
-    );
+    const done = JSON.parse(await pythonPrints(python, ["-c", polled], env));
     expect(done).toEqual({ first: "queued", status: "completed", text: "Echo: tell me later" });
     // Two Python processes (each importing openai) and a poll: more than the default on a busy machine.
   }, 120_000);
