@@ -431,10 +431,7 @@ export class UpstreamClients {
     // A string id of the gateway's own: never one the SDK client of the same session uses.
     const id = `gw-${++this.requestIds}`;
     const url = new URL(server.url);
-    const signed = options.signRequest ? await options.signRequest({ method: "POST", url }) : {};
-    const requestHeaders: Record<string, string> = {};
-    for (const [name, value] of [...Object.entries(headers), ...Object.entries(signed)])
-      if (!TRANSPORT_HEADERS.has(name.toLowerCase())) requestHeaders[name.toLowerCase()] = value;
+    const requestHeaders = await callHeaders(headers, options.signRequest, "POST", url);
     Object.assign(requestHeaders, eraHeaders, {
       "content-type": "application/json",
       accept: "application/json, text/event-stream",
@@ -590,10 +587,8 @@ export class UpstreamClients {
       if (url.origin !== origin) throw new UpstreamRefused("a request left the server's origin");
       const merged = new Headers(init?.headers);
       const { headers, signRequest } = credential();
-      const signed = signRequest ? await signRequest({ method: init?.method ?? "GET", url }) : {};
-      for (const [name, value] of [...Object.entries(headers), ...Object.entries(signed)]) {
-        if (!TRANSPORT_HEADERS.has(name.toLowerCase())) merged.set(name, value);
-      }
+      const added = await callHeaders(headers, signRequest, init?.method ?? "GET", url);
+      for (const [name, value] of Object.entries(added)) merged.set(name, value);
       const response = await undiciFetch(url, {
         ...(init as Record<string, unknown>),
         headers: Object.fromEntries(merged),
@@ -645,6 +640,23 @@ export class UpstreamClients {
     this.logger?.debug({ err: (err as Error)?.message, server: server.id }, "upstream MCP answer refused");
     return new UpstreamError(server, "protocol", "answered with something that is not MCP");
   }
+}
+
+/**
+ * What a call adds to one HTTP request: its credential's headers and those
+ * signed for this request, lower-cased, never one of the transport's own.
+ */
+async function callHeaders(
+  headers: UpstreamHeaders,
+  signRequest: RequestSigner | undefined,
+  method: string,
+  url: URL,
+): Promise<Record<string, string>> {
+  const signed = signRequest ? await signRequest({ method, url }) : {};
+  const out: Record<string, string> = {};
+  for (const [name, value] of [...Object.entries(headers), ...Object.entries(signed)])
+    if (!TRANSPORT_HEADERS.has(name.toLowerCase())) out[name.toLowerCase()] = value;
+  return out;
 }
 
 const codeOf = (e: Error) => String((e as { code?: unknown }).code ?? "");
