@@ -9,6 +9,7 @@ import { DEFAULT_PERMISSIONS } from "@gw/core/permissions";
 import { createRedis } from "@gw/core/redis";
 import type { RunningNodeProcess } from "@gw/devstack";
 import { ApiKeyStore } from "@gw/gateway";
+import { pastRecentWindow } from "@gw/test-kit/zedtokens";
 import { directClient, load, type Sample, type Stack } from "./http.ts";
 import type { Report } from "./report.ts";
 
@@ -51,7 +52,7 @@ export async function benchChecks(
       const res = await post(cached, "resources", { resourceType: "file", resourceId: id });
       if (res.status !== 201) throw new Error(`register ${id} answered ${res.status}`);
     }
-    await redis.del(...ids.map((id) => `gw:zedtoken:{file:bench/${id}}:recent`));
+    await pastRecentWindow(redis, ...ids.map((id) => `gw:zedtoken:{file:bench/${id}}`));
   };
   try {
     await register(["sized_file"]);

@@ -118,6 +118,13 @@ export async function startGateway(
     );
   }
 
+  // The audit trail: the schema first (one process at a time), then the pool.
+  const applied = await migrate(config.DATABASE_URL);
+  if (applied.length > 0) logger.info({ applied }, "database migrations applied");
+  const db = createPostgres(config.DATABASE_URL, {
+    connectionName: "gateway",
+    onIdleError: (err) => logger.warn({ err: err.message }, "postgres connection error"),
+  });
   const {
     spicedb,
     authorization,
@@ -127,14 +134,7 @@ export async function startGateway(
     cacheMetrics: metrics.decisionCache,
     hooks: seams.authorizationHooks,
     clock,
-  });
-
-  // The audit trail: the schema first (one process at a time), then the pool.
-  const applied = await migrate(config.DATABASE_URL);
-  if (applied.length > 0) logger.info({ applied }, "database migrations applied");
-  const db = createPostgres(config.DATABASE_URL, {
-    connectionName: "gateway",
-    onIdleError: (err) => logger.warn({ err: err.message }, "postgres connection error"),
+    db,
   });
   const audit = new AuditLog(db, {
     retentionMs: config.AUDIT_RETENTION,

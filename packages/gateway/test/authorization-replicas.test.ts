@@ -9,6 +9,7 @@ import {
   startTestSpiceDB,
   type TestRedisStore,
 } from "@gw/test-kit";
+import { pastRecentWindow } from "@gw/test-kit/zedtokens";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { ApiKeyStore } from "../src/api-keys/store.ts";
 import { FORBIDDEN_BODY } from "./authorization-helpers.ts";
@@ -127,7 +128,7 @@ describe.each([
       await authorization.createOwnership(alice, { type: "conversation", id });
       await authorization.grant(alice, { type: "conversation", id, userId: "bob", role: "reader" });
       // The "recent" window, when there is one, has passed: checks may be answered from the cache.
-      await redis.del(`gw:zedtoken:{conversation:${org}/${id}}:recent`);
+      await pastRecentWindow(redis, `gw:zedtoken:{conversation:${org}/${id}}`);
 
       expect(await check(b)).toBe(true);
       // A gateway keeps decisions once it has had Redis for the window (it cannot know what Redis lost

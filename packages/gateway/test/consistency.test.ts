@@ -1,10 +1,18 @@
 import { randomBytes } from "node:crypto";
-import { RedisConsistencyTokens, ResourceAuthorization, SpiceDBClient, scopedId, v1 } from "@gw/core/authz";
+import {
+  DEFAULT_TOKEN_TTL_MS,
+  RedisConsistencyTokens,
+  ResourceAuthorization,
+  SpiceDBClient,
+  scopedId,
+  v1,
+} from "@gw/core/authz";
 import { ManualClock } from "@gw/core/clock";
 import type { Principal } from "@gw/core/principal";
 import { createRedis, type RedisClient } from "@gw/core/redis";
 import { type RunningSpiceDBLocal, startSpiceDBLocal } from "@gw/spicedb-local";
-import { REDIS_TOPOLOGIES, type TestRedisStore, testRedisClient, useTestRedis } from "@gw/test-kit";
+import { REDIS_TOPOLOGIES, scanKeys, type TestRedisStore, testRedisClient, useTestRedis } from "@gw/test-kit";
+import { pastRecentWindow } from "@gw/test-kit/zedtokens";
 import { Cluster } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 
@@ -87,6 +95,26 @@ async function saveAll(server: TestRedisStore): Promise<void> {
 describe.each(REDIS_TOPOLOGIES)("the consistency a check asks for, on %s Redis", (topology) => {
   const store = useTestRedis(topology);
 
+  it("holds one key of at most 200 bytes per written resource, for the token's TTL only", async () => {
+    const { redis } = store;
+    const tokens = new RedisConsistencyTokens(redis, 100, new ManualClock(), 400);
+    const authz = new ResourceAuthorization(client, tokens);
+    // A stored response as the service names it, in an organization as the gateway names it.
+    const principal = { ...alice, org: `org_${randomBytes(8).toString("hex")}` };
+    const resource = { type: "response" as const, id: `resp_${randomBytes(16).toString("hex")}` };
+    await authz.createOwnership(principal, resource, { expiresAt: new Date(Date.now() + 30 * 86_400_000) });
+    const tokenAt = `gw:zedtoken:{response:${scopedId(principal.org, resource.id)}}`;
+    expect(await scanKeys(redis, `${tokenAt}*`)).toEqual([tokenAt]);
+    const bytes = Number(await redis.call("MEMORY", "USAGE", tokenAt, "SAMPLES", "0"));
+    expect(bytes).toBeGreaterThan(0);
+    expect(bytes).toBeLessThanOrEqual(200);
+    // Expiry bookkeeping lives with the content, not here: once the TTL has passed, nothing is left.
+    await vi.waitFor(async () => expect(await scanKeys(redis, `${tokenAt}*`)).toEqual([]), {
+      timeout: 5_000,
+      interval: 50,
+    });
+  });
+
   it("is cheap for a resource never written, fully consistent right after a write, and the write's token after that", async () => {
     const { redis } = store;
     const clock = new ManualClock();
@@ -107,12 +135,14 @@ describe.each(REDIS_TOPOLOGIES)("the consistency a check asks for, on %s Redis",
     expect(await authz.check(alice, resource, "owner")).toBe(true);
     expect(asked.at(-1)).toBe("fullyConsistent");
 
-    // "Recent" is a key Redis expires by itself, not a time any replica compares with its own clock.
-    const marker = `gw:zedtoken:{conversation:acme/${resource.id}}:recent`;
-    const ttl = await redis.pttl(marker);
-    expect(ttl).toBeGreaterThan(0);
-    expect(ttl).toBeLessThanOrEqual(2_000);
-    await redis.del(marker);
+    // "Recent" is what Redis says of the key's own expiry, not a time any replica compares with its own clock:
+    // one key, kept for the token's TTL, recent while more than the TTL less the window is left.
+    const tokenAt = `gw:zedtoken:{conversation:acme/${resource.id}}`;
+    expect(await scanKeys(redis, `${tokenAt}*`)).toEqual([tokenAt]);
+    const ttl = await redis.pttl(tokenAt);
+    expect(ttl).toBeGreaterThan(DEFAULT_TOKEN_TTL_MS - 2_000);
+    expect(ttl).toBeLessThanOrEqual(DEFAULT_TOKEN_TTL_MS);
+    await redis.pexpire(tokenAt, DEFAULT_TOKEN_TTL_MS - 2_000);
     expect(await authz.check(alice, resource, "owner")).toBe(true);
     expect(asked.at(-1)).toBe(`atLeastAsFresh:${written!.token}`);
   });
@@ -140,8 +170,7 @@ describe.each(REDIS_TOPOLOGIES)("the consistency a check asks for, on %s Redis",
         for (const replica of [a, b]) expect(await replica.check(bob, resource, "reader")).toBe(true);
         // Both have had Redis for the window; the grant's "recent" markers are gone.
         clock.advance(2_000);
-        await store.redis.del(`${tokenAt}:recent`);
-        await store.redis.del(`gw:zedtoken:{organization:${org}}:recent`);
+        await pastRecentWindow(store.redis, tokenAt, `gw:zedtoken:{organization:${org}}`);
         await b.check(bob, resource, "reader");
         expect(asked.at(-1)).toBe(`atLeastAsFresh:${granted.token}`);
         await b.lookup(bob, "file", "reader", { limit: 10 });
@@ -175,9 +204,13 @@ describe.each(REDIS_TOPOLOGIES)("the consistency a check asks for, on %s Redis",
         await b.check(bob, resource, "reader");
         // Then as Redis says: the grant's token (kept) or none (lost), unless the revoke's write to Redis, which
         // timed out, still reached it once it was back (a Cluster client keeps commands while the cluster is down).
-        const [token, marker] = await store.redis.mget(tokenAt, `${tokenAt}:recent`);
+        const [token, left] = await Promise.all([store.redis.get(tokenAt), store.redis.pttl(tokenAt)]);
         expect(asked.at(-1)).toBe(
-          marker !== null ? "fullyConsistent" : token ? `atLeastAsFresh:${token}` : "minimizeLatency",
+          left > DEFAULT_TOKEN_TTL_MS - 2_000
+            ? "fullyConsistent"
+            : token
+              ? `atLeastAsFresh:${token}`
+              : "minimizeLatency",
         );
         if (store.server.topology === "single") expect(token).toBe(outcome === "kept" ? granted.token : null);
       } finally {

@@ -5,21 +5,29 @@ import {
   DecisionCache,
   type DecisionCacheMetrics,
   EXPIRY_CLOCK_MARGIN_MS,
+  type GrantExpiries,
+  PostgresGrantExpiries,
   RedisConsistencyTokens,
   ResourceAuthorization,
   SpiceDBClient,
 } from "@gw/core/authz";
 import { ManualClock } from "@gw/core/clock";
 import { McpToolAuthorization } from "@gw/core/mcp";
+import { createPostgres, type Postgres } from "@gw/core/postgres";
 import type { Principal } from "@gw/core/principal";
 import { type RunningSpiceDBLocal, startSpiceDBLocal } from "@gw/spicedb-local";
-import { useTestRedis } from "@gw/test-kit";
+import { scanKeys, useTestDatabase, useTestRedis } from "@gw/test-kit";
+import { pastRecentWindow } from "@gw/test-kit/zedtokens";
 import { afterAll, beforeAll, beforeEach, describe, expect, it, vi } from "vitest";
 
 /** CheckPermission calls the SpiceDB server received: a decision served from the cache adds none. */
 let checksAsked = 0;
 let spicedb: RunningSpiceDBLocal;
 let client: SpiceDBClient;
+/** Where every replica records and reads the ends of grants: the platform's database. */
+const database = useTestDatabase();
+let db: Postgres;
+let expiries: GrantExpiries;
 
 beforeAll(async () => {
   spicedb = await startSpiceDBLocal({
@@ -37,8 +45,11 @@ beforeAll(async () => {
     insecure: true,
     deadlineMs: 2_000,
   });
+  db = createPostgres(database.url, { connectionName: "decision-cache-test" });
+  expiries = new PostgresGrantExpiries(db);
 });
 afterAll(async () => {
+  await db.close();
   client.close();
   await spicedb.close();
 });
@@ -77,6 +88,7 @@ describe.each(["single"] as const)("the decision cache, on %s Redis", (topology)
   let b: ResourceAuthorization;
   const replica = (recentWriteMs: number, counted?: DecisionCacheMetrics) =>
     new ResourceAuthorization(client, new RedisConsistencyTokens(store.redis, recentWriteMs, clock), {
+      expiries,
       decisions: new DecisionCache({
         maxEntries: 1_000,
         maxAgeMs: 5_000,
@@ -86,7 +98,7 @@ describe.each(["single"] as const)("the decision cache, on %s Redis", (topology)
     });
   let n = 0;
   const fresh = () => ({ type: "conversation" as const, id: `conv_${topology}_${++n}_${Date.now()}` });
-  const marker = (id: string) => `gw:zedtoken:{conversation:acme/${id}}:recent`;
+  const tokenAt = (id: string) => `gw:zedtoken:{conversation:acme/${id}}`;
 
   beforeEach(() => {
     clock = new ManualClock();
@@ -130,8 +142,8 @@ describe.each(["single"] as const)("the decision cache, on %s Redis", (topology)
     expect(await asked(a, alice, resource, "owner")).toEqual({ allowed: true, asked: 1 });
     expect(metrics.counts).toMatchObject({ bypass: 2, hit: 0 });
 
-    // The window passes (Redis expires the marker by itself), and the replica has had Redis that long.
-    await store.redis.del(marker(resource.id));
+    // The window passes (Redis says so from the key's own expiry), and the replica has had Redis that long.
+    await pastRecentWindow(store.redis, tokenAt(resource.id));
     clock.advance(2_000);
     expect(await asked(a, alice, resource, "owner")).toEqual({ allowed: true, asked: 1 });
     expect(await asked(a, alice, resource, "owner")).toEqual({ allowed: true, asked: 0 });
@@ -187,6 +199,45 @@ describe.each(["single"] as const)("the decision cache, on %s Redis", (topology)
     expect((await asked(a, bob, resource, "reader")).asked).toBe(1);
   });
 
+  it("reads a grant's end from the database: Redis holds the resource's token alone", async () => {
+    [a, b] = [replica(0, metrics), replica(0)];
+    const resource = fresh();
+    await b.createOwnership(alice, resource);
+    await b.grant(alice, {
+      ...resource,
+      userId: "bob",
+      role: "reader",
+      expiresAt: new Date(clock.wall() + 3_000),
+    });
+    expect(await scanKeys(store.redis, `${tokenAt(resource.id)}*`)).toEqual([tokenAt(resource.id)]);
+    expect(await asked(a, bob, resource, "reader")).toEqual({ allowed: true, asked: 1 });
+    expect(await asked(a, bob, resource, "reader")).toEqual({ allowed: true, asked: 0 });
+    clock.advance(3_000 - EXPIRY_CLOCK_MARGIN_MS);
+    expect(await asked(a, bob, resource, "reader")).toEqual({ allowed: true, asked: 1 });
+    expect(metrics.counts.grant_expiry).toBe(1);
+  });
+
+  it("keeps a denial but no allow when the ends of grants cannot be read", async () => {
+    const unreachable = createPostgres("postgres://gw@127.0.0.1:1/none", {
+      connectionName: "decision-cache-test",
+      connectTimeoutMs: 1_000,
+    });
+    try {
+      const blind = new ResourceAuthorization(client, new RedisConsistencyTokens(store.redis, 0, clock), {
+        expiries: new PostgresGrantExpiries(unreachable),
+        decisions: new DecisionCache({ maxEntries: 10, maxAgeMs: 5_000, clock, metrics }),
+      });
+      const resource = fresh();
+      await blind.createOwnership(alice, resource);
+      expect(await asked(blind, alice, resource, "owner")).toEqual({ allowed: true, asked: 1 });
+      expect(await asked(blind, alice, resource, "owner")).toEqual({ allowed: true, asked: 1 });
+      expect(await asked(blind, bob, resource, "reader")).toEqual({ allowed: false, asked: 1 });
+      expect(await asked(blind, bob, resource, "reader")).toEqual({ allowed: false, asked: 0 });
+    } finally {
+      await unreachable.close();
+    }
+  });
+
   it.each([2_000, 0])(
     "drops a decision on a resource without a token when another replica deletes it (recent window %i ms)",
     async (recentWriteMs) => {
@@ -194,8 +245,8 @@ describe.each(["single"] as const)("the decision cache, on %s Redis", (topology)
       const resource = fresh();
       await b.createOwnership(alice, resource);
       await b.grant(alice, { ...resource, userId: "bob", role: "reader" });
-      // A day later its token has expired in Redis: the resource has none.
-      await store.redis.del(`gw:zedtoken:{conversation:acme/${resource.id}}`, marker(resource.id));
+      // SPICEDB_ZEDTOKEN_TTL later its token has expired in Redis: the resource has none.
+      await store.redis.del(tokenAt(resource.id));
       // Replica A has had Redis for the window: it trusts what Redis says (a process does only then).
       await a.check(alice, resource, "owner");
       clock.advance(recentWriteMs);
@@ -212,7 +263,7 @@ describe.each(["single"] as const)("the decision cache, on %s Redis", (topology)
       await b.deleteResource(alice, resource);
       expect(await asked(a, bob, resource, "reader")).toEqual({ allowed: false, asked: 1 });
       // Also once the "recent" window has passed: the delete's token keeps the check at least as fresh.
-      await store.redis.del(marker(resource.id));
+      await pastRecentWindow(store.redis, tokenAt(resource.id));
       expect(await asked(a, bob, resource, "reader")).toEqual({
         allowed: false,
         asked: recentWriteMs ? 1 : 0,
@@ -272,6 +323,7 @@ describe.each(["single"] as const)("the decision cache, on %s Redis", (topology)
       },
     });
     const authorization = new ResourceAuthorization(client, counted, {
+      expiries,
       decisions: new DecisionCache({ maxEntries: 1_000, maxAgeMs: 5_000, clock }),
     });
     const tools = new McpToolAuthorization(client, counted, authorization);

@@ -1,6 +1,7 @@
 import { type AuthorizationHooks, scopedId } from "@gw/core/authz";
 import { ManualClock } from "@gw/core/clock";
 import { createLogger } from "@gw/core/logger";
+import { pastRecentWindow } from "@gw/test-kit/zedtokens";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import type { RunningGateway } from "../src/server.ts";
 import { freshOrg, useGateway } from "./harness.ts";
@@ -84,9 +85,10 @@ async function serverBobReads() {
     },
     /** The "recent" windows of the grant (Redis expires them by itself) are over. */
     pastRecentWindows: () =>
-      gw.redis.del(
-        `gw:zedtoken:{mcp_server:${scopedId(org, id)}}:recent`,
-        `gw:zedtoken:{organization:${org}}:recent`,
+      pastRecentWindow(
+        gw.redis,
+        `gw:zedtoken:{mcp_server:${scopedId(org, id)}}`,
+        `gw:zedtoken:{organization:${org}}`,
       ),
   };
 }

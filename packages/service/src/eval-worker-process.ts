@@ -104,6 +104,7 @@ export async function startEvalWorkerProcess(config: ServiceConfig, logger: Logg
     metrics: metrics.grpcClient,
     cacheMetrics: metrics.decisionCache,
     clock,
+    db,
   });
   const issuer = ids(clock);
   const vectors = vectorStoresOf(config, {

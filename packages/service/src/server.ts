@@ -1,6 +1,6 @@
 import { join } from "node:path";
 import { AuditLog } from "@gw/core/audit";
-import { connectAuthorization, WriterDeletion } from "@gw/core/authz";
+import { connectAuthorization, TOKEN_TTL_MARGIN_MS, WriterDeletion } from "@gw/core/authz";
 import { type Clock, systemClock } from "@gw/core/clock";
 import { closeGracefully, listen, listenForMetrics, type RouteTemplate, routesOf } from "@gw/core/http";
 import { assertionSecret, InternalAssertions } from "@gw/core/internal-assertion";
@@ -106,9 +106,10 @@ export async function startService(
     metrics: metrics.postgresQueries,
     onIdleError: (err) => logger.warn({ err: err.message }, "postgres connection error"),
   });
-  const { spicedb, authorization, tokens } = connectAuthorization(config, redis, logger, {
+  const { spicedb, authorization, tokens, expiries } = connectAuthorization(config, redis, logger, {
     metrics: metrics.grpcClient,
     cacheMetrics: metrics.decisionCache,
+    db,
     // Owners of stored responses and completions expire with them (RESPONSE_RETENTION), in SpiceDB's time.
     ownership: {
       lifetimes: {
@@ -131,6 +132,7 @@ export async function startService(
     maxBytes: config.RESPONSE_CACHE_MAX_BYTES,
     maxEntryBytes: config.RESPONSE_CACHE_MAX_ENTRY_BYTES,
     versions: (org, resources) => authorization.versions(org, resources),
+    tokenlessTtlMs: config.SPICEDB_ZEDTOKEN_TTL - TOKEN_TTL_MARGIN_MS,
     metrics,
     logger,
   });
@@ -208,6 +210,7 @@ export async function startService(
     db,
     spicedb,
     tokens,
+    expiries,
     logger,
     clock,
     options: config.retention,

@@ -114,6 +114,29 @@ describe("the response cache: who shares an answer", () => {
     });
   });
 
+  it("keeps an answer that read a response without a token in Redis for less than a token lives", async () => {
+    const key = await cachedKey("principal");
+    const owned = await ask(key.secret, { input: prompt() }, { user: "alice" });
+    const entries = async () =>
+      (await stack.redis.keys(`gw:rcache:{${key.org}}:*`)).filter((name) => !name.includes("#"));
+    const lifeOfNewEntry = async (json: Record<string, unknown>) => {
+      const before = new Set(await entries());
+      expect(await ask(key.secret, json, { user: "alice" })).toMatchObject({ cache: "miss" });
+      const added = (await entries()).filter((name) => !before.has(name));
+      expect(added).toHaveLength(1);
+      return stack.redis.pttl(added[0]!);
+    };
+    // While the response's token is in Redis: the whole RESPONSE_CACHE_TTL (an hour).
+    const hot = await lifeOfNewEntry({ input: "summarise it", previous_response_id: owned.body.id });
+    expect(hot).toBeGreaterThan(3_600_000 - 60_000);
+    // Once its token has left Redis: less than a token lives (SPICEDB_ZEDTOKEN_TTL, an hour, less a minute), so a
+    // grant or revoke written later, whose token has also left by then, never meets this entry again.
+    await stack.redis.del(`gw:zedtoken:{response:${key.org}/${owned.body.id}}`);
+    const cold = await lifeOfNewEntry({ input: "summarise it again", previous_response_id: owned.body.id });
+    expect(cold).toBeGreaterThan(0);
+    expect(cold).toBeLessThanOrEqual(3_600_000 - 60_000);
+  });
+
   it("two organizations sending the same prompt as the same user never share an answer", async () => {
     const input = prompt();
     for (const cache of ["key", "principal"] as const) {

@@ -116,6 +116,16 @@ describe("RESPONSE_RETENTION=5s", () => {
       `organization ${key.org}`,
       `owner ${scopedId(key.org, "alice")}`,
     ]);
+
+    // When its grants end was kept in PostgreSQL, beside the content: a sweep a minute after they ended drops it.
+    const ends = (responseId: string) =>
+      rowCount("SELECT count(*) AS n FROM authz_grant_expiries WHERE resource_key = $1", [
+        `response:${scopedId(key.org, responseId)}`,
+      ]);
+    expect(await ends(id)).toBe(1);
+    clock.advance(60_000);
+    expect((await stack.sweep())?.grantExpiries).toBeGreaterThanOrEqual(1);
+    expect(await ends(id)).toBe(0);
   });
 
   it("a stored chat completion is 404 for everyone once expired; the sweep then deletes its row and relationships", async () => {
@@ -421,6 +431,7 @@ describe("the sweep", () => {
         conversations: expect.any(Number),
         files: expect.any(Number),
         vectorStores: expect.any(Number),
+        grantExpiries: expect.any(Number),
       });
     } finally {
       await holder.end();

@@ -10,12 +10,6 @@ export interface LastWrite {
   token?: string;
   recent: boolean;
   /**
-   * When the first expiring grant written to the resource that ends after
-   * the time `get` was given ends (ms since the epoch): a decision about the
-   * resource may change then without a write.
-   */
-  nextExpiry?: number;
-  /**
    * The stretch of unbroken connection to Redis this was read in: it changes
    * whenever the connection was lost or a command of the store failed, after
    * which a decision kept under an earlier one no longer holds (see
@@ -34,28 +28,38 @@ export type LastWriteRead = LastWrite | undefined | typeof UNKNOWN_LAST_WRITE;
  * SpiceDB for data at least as fresh as that write (and nothing fresher).
  */
 export interface ConsistencyTokens {
-  /** With `expiringAfter` (ms since the epoch), also the first grant expiry after it, in the same round trip. */
-  get(resourceKey: string, expiringAfter?: number): Promise<LastWrite | undefined>;
-  /** `expiries`: when grants this write made end (ms since the epoch), kept until they pass. */
-  set(resourceKey: string, token: string, expiries?: number[]): Promise<void>;
+  get(resourceKey: string): Promise<LastWrite | undefined>;
+  set(resourceKey: string, token: string): Promise<void>;
   /** Drops the token of a deleted resource; checks right after still see the delete. */
   forget(resourceKey: string): Promise<void>;
   /** Drops every key of a resource whose content is gone (expired and swept), writing none. */
   drop(resourceKey: string): Promise<void>;
 }
 
-/** After a day, SpiceDB's own snapshot (seconds old at most) is newer than any write we remember. */
-const TOKEN_TTL_SECONDS = 86_400;
-/** Grant expiries are kept this long after they pass (clocks of replicas and SpiceDB may differ a little). */
-const EXPIRY_KEPT_MS = 60_000;
+/** How long a resource's token is kept after its last write by default (`SPICEDB_ZEDTOKEN_TTL`). */
+export const DEFAULT_TOKEN_TTL_MS = 3_600_000;
+/**
+ * A token is kept at least this much longer than the recent window and the
+ * longest a decision is kept together (`SPICEDB_ZEDTOKEN_TTL` is checked
+ * against it), and a cached answer read under "no token" lives this much
+ * less than a token: neither outlives a token written after it was asked.
+ */
+export const TOKEN_TTL_MARGIN_MS = 60_000;
 
 /**
- * `gw:zedtoken:{<type>:<org>/<id>}` holds the token; `…:recent` exists for
- * `recentWriteMs` after each write. "Recent" is Redis's own expiry, so no
- * replica compares its clock with another's. `…:expiries` is a sorted set of
- * the times the resource's expiring grants end, kept until the last has
- * passed. The keys share a hash tag: one slot, one round trip, also on
- * Redis Cluster.
+ * `gw:zedtoken:{<type>:<org>/<id>}` holds the token of the resource's last
+ * write for `ttlMs` after it (an hour by default, `SPICEDB_ZEDTOKEN_TTL` in
+ * the processes): one key per resource, and only while the resource is hot.
+ * The write is "recent" while the key has more than `ttlMs - recentWriteMs`
+ * to live, which Redis itself says (`PTTL`), so no replica compares its
+ * clock with another's. Once the key is gone, checks ask SpiceDB with
+ * `minimize_latency`, whose snapshots hold every write older than the recent
+ * window; a kept decision (at most `DECISION_CACHE_MAX_AGE_MS`) and a cached
+ * answer read under "no token" never outlive `ttlMs` (`checkSpiceDBEnv` and
+ * the response cache see to it), so "no token" coming back after a write never
+ * revives one. When grants end is kept beside the content (`GrantExpiries`).
+ * A deleted resource without a delete token keeps an empty value, so checks
+ * right after still see the delete.
  *
  * What Redis says is trusted only once this process has been connected to it
  * without a break for `recentWriteMs` (docs/adr/0017-zedtokens-through-redis-outages.md).
@@ -72,40 +76,34 @@ const EXPIRY_KEPT_MS = 60_000;
 export class RedisConsistencyTokens implements ConsistencyTokens {
   private readonly redis: Scripted;
   private readonly recentWriteMs: number;
-  /** Its wall time drops expiries long past (grants' expiries are epoch milliseconds); its `now` times the distrust after a break. */
+  private readonly ttlMs: number;
+  /** Its `now` times the distrust after a break. */
   private readonly clock: Clock;
   private readonly connection: ConnectionBreaks;
   /** The session whose reads are trusted from `at` (`clock.now()`); none before the first read. */
   private trusted: { session: number; at: number } | undefined;
 
-  constructor(redis: RedisClient, recentWriteMs: number, clock: Clock = systemClock) {
-    if (!("lastWrite" in redis)) redis.defineCommand("lastWrite", { numberOfKeys: 3, lua: LAST_WRITE });
+  constructor(
+    redis: RedisClient,
+    recentWriteMs: number,
+    clock: Clock = systemClock,
+    ttlMs: number = DEFAULT_TOKEN_TTL_MS,
+  ) {
+    if (!("zedTokenOf" in redis)) redis.defineCommand("zedTokenOf", { numberOfKeys: 1, lua: TOKEN_OF });
     this.redis = redis as Scripted;
     this.recentWriteMs = recentWriteMs;
+    this.ttlMs = Math.max(ttlMs, recentWriteMs);
     this.clock = clock;
     this.connection = connectionBreaks(redis);
   }
 
-  async get(resourceKey: string, expiringAfter?: number): Promise<LastWrite> {
-    const key = tokenKey(resourceKey);
+  async get(resourceKey: string): Promise<LastWrite> {
     const before = this.connection.count;
-    let token: string | null | undefined;
-    let recent: string | null | undefined;
-    let nextExpiry: number | undefined;
+    let token: string | null;
+    let recent: number;
     try {
-      if (expiringAfter === undefined) {
-        [token, recent] = await this.redis.mget(key, `${key}:recent`);
-      } else {
-        // One script rather than a pipeline of two commands: half the client's CPU per check.
-        let first: string | null | undefined;
-        [token, recent, first] = await this.redis.lastWrite(
-          key,
-          `${key}:recent`,
-          `${key}:expiries`,
-          `(${expiringAfter}`,
-        );
-        if (first) nextExpiry = Number(first);
-      }
+      // One script: the token and whether the key is younger than the recent window, in one round trip.
+      [token, recent] = await this.redis.zedTokenOf(tokenKey(resourceKey), this.ttlMs - this.recentWriteMs);
     } catch (err) {
       this.connection.count++;
       throw err;
@@ -114,8 +112,7 @@ export class RedisConsistencyTokens implements ConsistencyTokens {
     const settled = this.settled(session, before);
     return {
       ...(token ? { token } : {}),
-      recent: recent !== null || !settled,
-      ...(nextExpiry !== undefined ? { nextExpiry } : {}),
+      recent: recent === 1 || !settled,
       session,
     };
   }
@@ -132,38 +129,18 @@ export class RedisConsistencyTokens implements ConsistencyTokens {
     return now >= this.trusted.at;
   }
 
-  async set(resourceKey: string, token: string, expiries: number[] = []): Promise<void> {
-    const key = tokenKey(resourceKey);
-    const write = this.redis.multi().set(key, token, "EX", TOKEN_TTL_SECONDS);
-    if (expiries.length > 0) {
-      const set = `${key}:expiries`;
-      const last = Math.max(...expiries) + EXPIRY_KEPT_MS;
-      write
-        .zadd(set, ...expiries.flatMap((at) => [at, String(at)]))
-        .zremrangebyscore(set, "-inf", this.clock.wall() - EXPIRY_KEPT_MS)
-        // The set lives until its last expiry has passed: set on a new key, only lengthened after.
-        .pexpireat(set, last, "NX")
-        .pexpireat(set, last, "GT");
-    }
-    await this.markRecent(key, write);
+  async set(resourceKey: string, token: string): Promise<void> {
+    await this.broken(this.redis.set(tokenKey(resourceKey), token, "PX", this.ttlMs));
   }
 
   async forget(resourceKey: string): Promise<void> {
-    const key = tokenKey(resourceKey);
-    await this.markRecent(key, this.redis.multi().del(key, `${key}:expiries`));
+    await this.broken(this.redis.set(tokenKey(resourceKey), "", "PX", this.ttlMs));
   }
 
   async drop(resourceKey: string): Promise<void> {
     const key = tokenKey(resourceKey);
-    // One slot (the keys share a hash tag): one command, also on Redis Cluster.
+    // With the keys earlier versions kept beside the token (they share its hash tag: one slot, one command).
     await this.broken(this.redis.del(key, `${key}:expiries`, `${key}:recent`));
-  }
-
-  private async markRecent(key: string, write: ReturnType<RedisClient["multi"]>): Promise<void> {
-    if (this.recentWriteMs > 0) write.set(`${key}:recent`, "1", "PX", this.recentWriteMs);
-    const results = await this.broken(write.exec());
-    const failed = results?.find(([err]) => err)?.[0];
-    if (failed) throw failed;
   }
 
   /** A write Redis did not take is a break too: its token is missing there from now on. */
@@ -210,20 +187,17 @@ function connectionBreaks(redis: RedisClient): ConnectionBreaks {
 
 const tokenKey = (resourceKey: string) => `gw:zedtoken:{${resourceKey}}`;
 
-/** KEYS: token, recent marker, expiries; ARGV: the lower bound of expiries asked for. Replies token, marker, first expiry (each nil when absent). */
-const LAST_WRITE = `
-local last = redis.call('MGET', KEYS[1], KEYS[2])
-local expiry = redis.call('ZRANGEBYSCORE', KEYS[3], ARGV[1], '+inf', 'LIMIT', 0, 1)
-return {last[1], last[2], expiry[1]}
+/** KEYS: the token; ARGV: the time to live above which the write is recent (ms). Replies the token (nil when absent) and 1 when recent. */
+const TOKEN_OF = `
+local token = redis.call('GET', KEYS[1])
+if not token then return {false, 0} end
+local left = redis.call('PTTL', KEYS[1])
+if left > tonumber(ARGV[1]) then return {token, 1} end
+return {token, 0}
 `;
 
 type Scripted = RedisClient & {
-  lastWrite(
-    token: string,
-    recent: string,
-    expiries: string,
-    after: string,
-  ): Promise<[string | null, string | null, string | null]>;
+  zedTokenOf(token: string, recentAbove: number): Promise<[string | null, number]>;
 };
 
 /**

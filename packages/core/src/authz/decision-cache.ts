@@ -53,9 +53,11 @@ interface Entry {
  * "recent" window, when checks are fully consistent), never longer than
  * `maxAgeMs` (writes made around the gateway, with `zed`, are seen no later
  * than that), never past the first expiry of an expiring grant on the
- * resource. A resource without a token (never written through the gateway,
- * or not for a day) is the state "": any write through the gateway, a delete
- * too, leaves a token, so "" never comes back while a decision is kept.
+ * resource (read beside the check from `GrantExpiries`: any later grant
+ * writes a new token). A resource without a token (never written through
+ * the gateway, or not for `SPICEDB_ZEDTOKEN_TTL`) is the state "": any
+ * write through the gateway, a delete too, leaves a token kept longer than
+ * any decision, so "" never comes back while a decision is kept.
  * Nor past a break of the connection to Redis (the token store's session):
  * a write acknowledged while Redis was away left no token to compare, and a
  * Redis that restarted may have lost the one it had.
@@ -94,19 +96,16 @@ export class DecisionCache {
       this.metrics?.lookup("miss");
       return undefined;
     }
-    const now = this.clock.wall();
     const reason =
       entry.session !== (last?.session ?? 0)
         ? "redis_outage"
         : entry.version !== (last?.token ?? "")
           ? "write"
-          : last?.nextExpiry !== undefined && now >= last.nextExpiry - EXPIRY_CLOCK_MARGIN_MS
-            ? "grant_expiry"
-            : now >= entry.validUntil
-              ? entry.byExpiry
-                ? "grant_expiry"
-                : "max_age"
-              : undefined;
+          : this.clock.wall() >= entry.validUntil
+            ? entry.byExpiry
+              ? "grant_expiry"
+              : "max_age"
+            : undefined;
     if (reason) {
       this.entries.delete(key);
       this.metrics?.invalidated(reason);
@@ -119,19 +118,33 @@ export class DecisionCache {
 
   /**
    * Keeps a decision SpiceDB gave for the resource state `last`, read at
-   * `askedAt` (before the check was sent). Not while `last` is recent or
-   * unknown.
+   * `askedAt` (before the check was sent), until the maximum age or
+   * `nextExpiry`, the first end of a grant on the resource after `askedAt`
+   * (`GrantExpiries`), whichever comes first. Not while `last` is recent or
+   * unknown. When the ends of grants could not be read (`EXPIRIES_UNKNOWN`),
+   * only a denial is kept: the schema has unions only, so a grant that ends
+   * can take a permission away but never give one.
    */
-  set(key: string, last: LastWriteRead, allowed: boolean, askedAt: number): void {
+  set(
+    key: string,
+    last: LastWriteRead,
+    allowed: boolean,
+    askedAt: number,
+    nextExpiry: number | undefined | typeof EXPIRIES_UNKNOWN,
+  ): void {
     if (last === UNKNOWN_LAST_WRITE || last?.recent) return;
+    if (nextExpiry === EXPIRIES_UNKNOWN && allowed) return;
     const version = last?.token ?? "";
     let validUntil = askedAt + this.maxAgeMs;
     let byExpiry = false;
-    if (last?.nextExpiry !== undefined && last.nextExpiry - EXPIRY_CLOCK_MARGIN_MS < validUntil) {
-      validUntil = last.nextExpiry - EXPIRY_CLOCK_MARGIN_MS;
+    if (typeof nextExpiry === "number" && nextExpiry - EXPIRY_CLOCK_MARGIN_MS < validUntil) {
+      validUntil = nextExpiry - EXPIRY_CLOCK_MARGIN_MS;
       byExpiry = true;
     }
     if (validUntil <= this.clock.wall()) return;
     this.entries.set(key, { version, session: last?.session ?? 0, allowed, validUntil, byExpiry });
   }
 }
+
+/** The ends of a resource's grants could not be read: see `DecisionCache.set`. */
+export const EXPIRIES_UNKNOWN = Symbol("grant expiries unknown");

@@ -1,6 +1,7 @@
 export * from "./consistency-tokens.ts";
 export * from "./decision-cache.ts";
 export * from "./expired-resources.ts";
+export * from "./grant-expiries.ts";
 export * from "./identity.ts";
 export * from "./relationships.ts";
 export * from "./resource-authorization.ts";

@@ -8,7 +8,8 @@ import {
   recordDeletion,
   UNKNOWN_LAST_WRITE,
 } from "./consistency-tokens.ts";
-import type { DecisionCache } from "./decision-cache.ts";
+import { type DecisionCache, EXPIRIES_UNKNOWN } from "./decision-cache.ts";
+import type { GrantExpiries } from "./grant-expiries.ts";
 import {
   fitsObjectId,
   PERMISSION_FOR_ROLE,
@@ -152,6 +153,11 @@ export interface ResourceAuthorizationOptions {
   logger?: Logger | undefined;
   /** Where `check` keeps its decisions; none: every check asks SpiceDB. */
   decisions?: DecisionCache | undefined;
+  /**
+   * Where the ends of expiring grants are recorded and read (PostgreSQL in
+   * the processes). None: no decision to allow is kept (`EXPIRIES_UNKNOWN`).
+   */
+  expiries?: GrantExpiries | undefined;
   /** Types whose content expires: their owner relationships expire with it. */
   ownership?: OwnershipLifetimes | undefined;
   /** Test seams (production passes none). */
@@ -176,10 +182,8 @@ export class ResourceAuthorization {
   private readonly decisions: DecisionCache | undefined;
   private readonly hooks: AuthorizationHooks;
   /** Last-write reads asked in the current run (cleared at its end), by key: see `lastWrite`. */
-  private readonly sameRunReads = new Map<
-    string,
-    { expiringAfter: number | undefined; read: Promise<LastWriteRead> }
-  >();
+  private readonly sameRunReads = new Map<string, Promise<LastWriteRead>>();
+  private readonly expiries: GrantExpiries | undefined;
   private readonly ownership: OwnershipLifetimes | undefined;
   private readonly clock: Clock;
 
@@ -188,6 +192,7 @@ export class ResourceAuthorization {
     this.tokens = tokens;
     this.logger = options.logger;
     this.decisions = options.decisions;
+    this.expiries = options.expiries;
     this.ownership = options.ownership;
     this.hooks = options.hooks ?? {};
     this.clock = options.clock ?? systemClock;
@@ -331,13 +336,15 @@ export class ResourceAuthorization {
     const subject = scopedId(principal.org, principal.user);
     const cache = this.decisions;
     const askedAt = cache?.clock.wall() ?? 0;
-    const last = await this.lastWrite(key, cache ? askedAt : undefined);
+    const last = await this.lastWrite(key);
     // The caveat context is the subject's organization, also part of `subject`; a key part of its own all the same.
     const decisionKey = cache
       ? `${key}\u0000${object.objectType}:${object.objectId}\u0000${subject}\u0000${permission}\u0000${principal.org}`
       : "";
     const kept = cache?.get(decisionKey, last);
     if (kept !== undefined) return kept;
+    // When a grant it may rest on ends, read beside the check (a grant written since writes a new token).
+    const nextExpiry = cache ? this.nextExpiry(key, askedAt) : undefined;
     const response = await this.spicedb.checkPermission(
       v1.CheckPermissionRequest.create({
         consistency: consistencyAfter(last),
@@ -351,10 +358,28 @@ export class ResourceAuthorization {
     const allowed = response.permissionship === HAS_PERMISSION;
     // Kept only when definite: a conditional answer needs caveat context, which every check sends.
     if (cache && (allowed || response.permissionship === NO_PERMISSION)) {
+      const expiry = await nextExpiry;
       if (this.hooks.beforeKeep) await this.hooks.beforeKeep(principal, governing, allowed);
-      cache.set(decisionKey, last, allowed, askedAt);
+      cache.set(decisionKey, last, allowed, askedAt, expiry);
     }
     return allowed;
+  }
+
+  /** The first end of a grant on the resource after `after`; `EXPIRIES_UNKNOWN` when none are recorded here or they cannot be read. */
+  private async nextExpiry(
+    key: string,
+    after: number,
+  ): Promise<number | undefined | typeof EXPIRIES_UNKNOWN> {
+    if (!this.expiries) return EXPIRIES_UNKNOWN;
+    try {
+      return await this.expiries.next(key, after);
+    } catch (err) {
+      this.logger?.warn(
+        { err: (err as Error).message },
+        "could not read when grants end; an allow is not kept",
+      );
+      return EXPIRIES_UNKNOWN;
+    }
   }
 
   /**
@@ -641,18 +666,19 @@ export class ResourceAuthorization {
     updates: v1.RelationshipUpdate[],
     preconditions: v1.Precondition[] = [],
   ): Promise<string | undefined> {
+    // When grants this write makes end, recorded before it lands: no check sees a grant whose end is unknown.
+    const expiries = updates.flatMap(({ relationship }) =>
+      relationship?.optionalExpiresAt ? [fromTimestamp(relationship.optionalExpiresAt).getTime()] : [],
+    );
+    if (expiries.length > 0) await this.expiries?.record(tokenKey(org, resource), expiries);
     const response = await this.spicedb.writeRelationships(
       v1.WriteRelationshipsRequest.create({ updates, optionalPreconditions: preconditions }),
     );
     const token = response.writtenAt?.token;
     if (token) {
-      // When grants this write made end: kept decisions about the resource must not outlive them.
-      const expiries = updates.flatMap(({ relationship }) =>
-        relationship?.optionalExpiresAt ? [fromTimestamp(relationship.optionalExpiresAt).getTime()] : [],
-      );
       await this.keep(
         "could not keep the ZedToken of a write; checks may lag briefly",
-        this.tokens.set(tokenKey(org, resource), token, expiries),
+        this.tokens.set(tokenKey(org, resource), token),
         this.tokens.set(organizationTokenKey(org), token),
       );
     }
@@ -678,23 +704,16 @@ export class ResourceAuthorization {
     return consistencyAfter(await this.lastWrite(key));
   }
 
-  /** The last write under `key` (with the next grant expiry after `expiringAfter`, when given); `UNKNOWN_LAST_WRITE` when Redis cannot say. */
-  private lastWrite(key: string, expiringAfter?: number): Promise<LastWriteRead> {
+  /** The last write under `key`; `UNKNOWN_LAST_WRITE` when Redis cannot say. */
+  private lastWrite(key: string): Promise<LastWriteRead> {
     // Reads of one key asked in the same run of this process, before any I/O was heard (a proxied MCP
     // call's server and tool checks, asked together), share one round trip: nothing written
-    // meanwhile can have been seen by anyone. A read asked with an earlier `expiringAfter` names
-    // every expiry a later one would, and maybe one already past: a kept decision ends sooner, never later.
+    // meanwhile can have been seen by anyone.
     const shared = this.sameRunReads.get(key);
-    if (
-      shared &&
-      (expiringAfter === undefined
-        ? shared.expiringAfter === undefined
-        : shared.expiringAfter !== undefined && shared.expiringAfter <= expiringAfter)
-    )
-      return shared.read;
-    const read = this.tokens.get(key, expiringAfter).catch((): LastWriteRead => UNKNOWN_LAST_WRITE);
+    if (shared) return shared;
+    const read = this.tokens.get(key).catch((): LastWriteRead => UNKNOWN_LAST_WRITE);
     if (this.sameRunReads.size === 0) queueMicrotask(() => this.sameRunReads.clear());
-    this.sameRunReads.set(key, { expiringAfter, read });
+    this.sameRunReads.set(key, read);
     return read;
   }
 }

@@ -3,9 +3,11 @@ import { type Clock, systemClock } from "../clock.ts";
 import { env } from "../config.ts";
 import type { Logger } from "../logger.ts";
 import type { GrpcClientMetrics } from "../metrics.ts";
+import type { Queryable } from "../postgres.ts";
 import type { RedisClient } from "../redis.ts";
-import { type ConsistencyTokens, RedisConsistencyTokens } from "./consistency-tokens.ts";
+import { type ConsistencyTokens, RedisConsistencyTokens, TOKEN_TTL_MARGIN_MS } from "./consistency-tokens.ts";
 import { DecisionCache, type DecisionCacheMetrics } from "./decision-cache.ts";
+import { type GrantExpiries, PostgresGrantExpiries } from "./grant-expiries.ts";
 import {
   type AuthorizationHooks,
   type OwnershipLifetimes,
@@ -39,6 +41,8 @@ export const spicedbEnvShape = {
   DECISION_CACHE_SIZE: z.coerce.number().int().min(0).max(10_000_000).default(100_000),
   /** Longest a kept check decision is served, in ms: SpiceDB's quantization window. Default 5000; 0 turns the cache off. */
   DECISION_CACHE_MAX_AGE_MS: z.coerce.number().int().min(0).max(60_000).default(5_000),
+  /** How long a resource's last-write ZedToken stays in Redis after the write, a duration (`1h`, `10m`); at least the recent window plus the decision cache's age plus a minute, at most a day. Default 1h. */
+  SPICEDB_ZEDTOKEN_TTL: env.duration("1h"),
 };
 
 type SpiceDBEnv = {
@@ -50,6 +54,7 @@ type SpiceDBEnv = {
   SPICEDB_FULLY_CONSISTENT_AFTER_WRITE_MS: number;
   DECISION_CACHE_SIZE: number;
   DECISION_CACHE_MAX_AGE_MS: number;
+  SPICEDB_ZEDTOKEN_TTL: number;
 };
 
 /** For a schema's `superRefine`: a remote SpiceDB needs its key. */
@@ -59,6 +64,15 @@ export function checkSpiceDBEnv(c: SpiceDBEnv, ctx: z.RefinementCtx): void {
       code: "custom",
       path: ["SPICEDB_PRESHARED_KEY"],
       message: "required when SPICEDB_ENDPOINT is set",
+    });
+  }
+  // A decision or cached answer kept under "no token" must never outlive a token written after it was asked.
+  const least = c.SPICEDB_FULLY_CONSISTENT_AFTER_WRITE_MS + c.DECISION_CACHE_MAX_AGE_MS + TOKEN_TTL_MARGIN_MS;
+  if (c.SPICEDB_ZEDTOKEN_TTL < least || c.SPICEDB_ZEDTOKEN_TTL > 86_400_000) {
+    ctx.addIssue({
+      code: "custom",
+      path: ["SPICEDB_ZEDTOKEN_TTL"],
+      message: `${c.SPICEDB_ZEDTOKEN_TTL} ms is not between ${least} ms (SPICEDB_FULLY_CONSISTENT_AFTER_WRITE_MS + DECISION_CACHE_MAX_AGE_MS + 1 minute) and a day`,
     });
   }
 }
@@ -85,22 +99,40 @@ export function connectAuthorization(
     ownership?: OwnershipLifetimes | undefined;
     /** Test seams (none in production). */
     hooks?: AuthorizationHooks | undefined;
-    /** The process's clock (the decision cache, ZedToken pruning, owners' expiries); the system clock by default. */
+    /** The process's clock (the decision cache, owners' expiries); the system clock by default. */
     clock?: Clock | undefined;
+    /**
+     * The platform's database, where the ends of expiring grants are kept
+     * (`GrantExpiries`). Every process that writes grants or keeps decisions
+     * passes it; without it no decision to allow is kept.
+     */
+    db?: Queryable | undefined;
   } = {},
-): { spicedb: SpiceDBClient; authorization: ResourceAuthorization; tokens: ConsistencyTokens } {
-  const { metrics, cacheMetrics, ownership, hooks, clock = systemClock } = options;
+): {
+  spicedb: SpiceDBClient;
+  authorization: ResourceAuthorization;
+  tokens: ConsistencyTokens;
+  expiries: GrantExpiries | undefined;
+} {
+  const { metrics, cacheMetrics, ownership, hooks, clock = systemClock, db } = options;
   const spicedb = new SpiceDBClient({ ...config.spicedb, metrics });
-  const tokens = new RedisConsistencyTokens(redis, config.SPICEDB_FULLY_CONSISTENT_AFTER_WRITE_MS, clock);
+  const tokens = new RedisConsistencyTokens(
+    redis,
+    config.SPICEDB_FULLY_CONSISTENT_AFTER_WRITE_MS,
+    clock,
+    config.SPICEDB_ZEDTOKEN_TTL,
+  );
   const decisions = decisionCacheOf(config, cacheMetrics, clock);
+  const expiries = db ? new PostgresGrantExpiries(db) : undefined;
   const authorization = new ResourceAuthorization(spicedb, tokens, {
     logger,
     decisions,
+    expiries,
     ownership,
     hooks,
     clock,
   });
-  return { spicedb, authorization, tokens };
+  return { spicedb, authorization, tokens, expiries };
 }
 
 /** The decision cache the variables configure; none when turned off. */

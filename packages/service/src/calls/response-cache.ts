@@ -71,6 +71,12 @@ export interface ResponseCacheOptions {
   maxEntryBytes: number;
   /** The last-write token of each resource ("" for none), for calls that read stored content. */
   versions(org: string, resources: ResourceRef[]): Promise<string[]>;
+  /**
+   * How long an entry lives at most when a resource it read had no token
+   * (ms): less than a token is kept (`SPICEDB_ZEDTOKEN_TTL`), so a token
+   * written after the entry, then gone from Redis, never brings it back.
+   */
+  tokenlessTtlMs: number;
   metrics: Metrics;
   logger: Logger;
 }
@@ -184,9 +190,10 @@ export class ResponseCache {
   ): Promise<CacheLookup> {
     if (!principal.cache || directive === "off" || !reads) return this.count(BYPASS);
     let key: string;
+    let tokenless: boolean;
     let found: string | null = null;
     try {
-      key = await this.keyOf(principal, request, reads);
+      ({ key, tokenless } = await this.keyOf(principal, request, reads));
       if (directive !== "refresh") found = await this.options.redis.get(key);
     } catch (err) {
       this.options.logger.warn(
@@ -201,7 +208,14 @@ export class ResponseCache {
     }
     return this.count({
       result: "miss",
-      provider: (inner) => keeping(inner, (entry) => this.keep(key, entry)),
+      provider: (inner) =>
+        keeping(inner, (entry) =>
+          this.keep(
+            key,
+            entry,
+            tokenless ? Math.min(this.options.ttlMs, this.options.tokenlessTtlMs) : this.options.ttlMs,
+          ),
+        ),
     });
   }
 
@@ -210,8 +224,15 @@ export class ResponseCache {
     return lookup;
   }
 
-  /** The entry's Redis key: `gw:rcache:{org}:` and the HMAC (the organization's tag keeps its entries on one slot). */
-  private async keyOf(principal: Principal, request: ChatRequest, reads: CallReads): Promise<string> {
+  /**
+   * The entry's Redis key: `gw:rcache:{org}:` and the HMAC (the organization's tag keeps its entries on one
+   * slot); `tokenless` when a resource it read has no last-write token in Redis now.
+   */
+  private async keyOf(
+    principal: Principal,
+    request: ChatRequest,
+    reads: CallReads,
+  ): Promise<{ key: string; tokenless: boolean }> {
     const shared = principal.cache === "key" && !reads.stored;
     const versions =
       reads.resources.length > 0 ? await this.options.versions(principal.org, reads.resources) : [];
@@ -228,14 +249,14 @@ export class ResponseCache {
       reads: reads.resources.map((r, i) => [r.type, r.id, versions[i] ?? ""]),
     });
     const mac = createHmac("sha256", this.options.secret).update(material).digest("base64url");
-    return `gw:rcache:{${principal.org}}:${mac}`;
+    return { key: `gw:rcache:{${principal.org}}:${mac}`, tokenless: versions.includes("") };
   }
 
   /**
-   * Keeps an answer for the TTL within its organization's budget, unless its
+   * Keeps an answer for `ttlMs` within its organization's budget, unless its
    * JSON is larger than `maxEntryBytes`; a failure is logged, never the call's.
    */
-  private async keep(key: string, entry: Entry): Promise<void> {
+  private async keep(key: string, entry: Entry, ttlMs: number): Promise<void> {
     const json = JSON.stringify(entry);
     const bytes = Buffer.byteLength(json);
     if (bytes > Math.min(this.options.maxEntryBytes, this.options.maxBytes)) {
@@ -251,7 +272,7 @@ export class ResponseCache {
         `${tagged}#sizes`,
         `${tagged}#bytes`,
         json,
-        this.options.ttlMs,
+        ttlMs,
         this.options.maxBytes,
       );
       this.writes.inc({ outcome: "stored" });

@@ -1,6 +1,7 @@
 import {
   type ConsistencyTokens,
   deleteExpiredResources,
+  type GrantExpiries,
   type ResourceType,
   type SpiceDBClient,
 } from "@gw/core/authz";
@@ -37,6 +38,9 @@ export interface RetentionOptions {
 }
 
 /** What one sweep deleted. */
+/** How long a grant's recorded end is kept after it passed. */
+const EXPIRIES_KEPT_MS = 60_000;
+
 export interface SweepReport {
   responses: number;
   completions: number;
@@ -45,6 +49,8 @@ export interface SweepReport {
   files: number;
   /** Vector stores past their `expires_after`. */
   vectorStores: number;
+  /** Recorded ends of grants now past (`GrantExpiries`), which no kept decision can reach any more. */
+  grantExpiries: number;
 }
 
 /**
@@ -78,6 +84,7 @@ export class RetentionSweeper extends Periodic {
   private readonly db: Postgres;
   private readonly spicedb: SpiceDBClient;
   private readonly tokens: ConsistencyTokens;
+  private readonly expiries: GrantExpiries | undefined;
   private readonly logger: Logger;
   private readonly clock: Clock;
   private readonly options: RetentionOptions;
@@ -88,6 +95,8 @@ export class RetentionSweeper extends Periodic {
     db: Postgres;
     spicedb: SpiceDBClient;
     tokens: ConsistencyTokens;
+    /** Where the ends of expiring grants are recorded: those past are pruned. */
+    expiries?: GrantExpiries | undefined;
     logger: Logger;
     /** Its wall time decides what is expired. */
     clock: Clock;
@@ -103,6 +112,7 @@ export class RetentionSweeper extends Periodic {
     this.db = deps.db;
     this.spicedb = deps.spicedb;
     this.tokens = deps.tokens;
+    this.expiries = deps.expiries;
     this.logger = deps.logger;
     this.clock = deps.clock;
     this.options = deps.options;
@@ -133,6 +143,8 @@ export class RetentionSweeper extends Periodic {
           (await this.vectorStores?.sweepExpired(new Date(this.clock.wall()), (stores) =>
             this.forgetRelationships("vector_store", stores),
           )) ?? 0,
+        // Kept a minute past: a check asked on a replica whose clock is a little behind still finds them.
+        grantExpiries: (await this.expiries?.prune(this.clock.wall() - EXPIRIES_KEPT_MS)) ?? 0,
       };
       if (
         report.responses + report.completions + report.conversations + report.files + report.vectorStores >
