@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { z } from "zod";
+import { checkSpiceDBEnv, spicedbEnvShape } from "../src/authz/spicedb-config.ts";
 import { ConfigError, env, loadConfig } from "../src/config.ts";
 import { parseDuration } from "../src/duration.ts";
 
@@ -101,5 +102,29 @@ describe("durations", () => {
     expect(() => loadConfig(durations, { KEEP: "30", IDLE: "0s" })).toThrow(
       /KEEP: "30": expected a duration with a unit[\s\S]*IDLE: "0s": expected a duration with a unit/,
     );
+  });
+});
+
+describe("SPICEDB_ZEDTOKEN_TTL", () => {
+  const spicedb = z.object(spicedbEnvShape).superRefine((c, ctx) => checkSpiceDBEnv(c, ctx));
+  const problems = (values: Record<string, string>) => {
+    try {
+      loadConfig(spicedb, values);
+      return [];
+    } catch (err) {
+      return (err as ConfigError).problems;
+    }
+  };
+
+  it("outlives the recent window and a kept decision by a minute, and is at most a day", () => {
+    expect(loadConfig(spicedb, {}).SPICEDB_ZEDTOKEN_TTL).toBe(3_600_000);
+    expect(problems({ SPICEDB_ZEDTOKEN_TTL: "71s" })).toEqual([]);
+    expect(problems({ SPICEDB_ZEDTOKEN_TTL: "70s" })).toEqual([
+      "SPICEDB_ZEDTOKEN_TTL: 70s is not between 71s (SPICEDB_FULLY_CONSISTENT_AFTER_WRITE_MS + DECISION_CACHE_MAX_AGE_MS + a minute) and a day",
+    ]);
+    expect(
+      problems({ SPICEDB_ZEDTOKEN_TTL: "2m", SPICEDB_FULLY_CONSISTENT_AFTER_WRITE_MS: "60000" }),
+    ).toHaveLength(1);
+    expect(problems({ SPICEDB_ZEDTOKEN_TTL: "25h" })).toHaveLength(1);
   });
 });

@@ -72,7 +72,7 @@ export function checkSpiceDBEnv(c: SpiceDBEnv, ctx: z.RefinementCtx): void {
     ctx.addIssue({
       code: "custom",
       path: ["SPICEDB_ZEDTOKEN_TTL"],
-      message: `${c.SPICEDB_ZEDTOKEN_TTL} ms is not between ${least} ms (SPICEDB_FULLY_CONSISTENT_AFTER_WRITE_MS + DECISION_CACHE_MAX_AGE_MS + 1 minute) and a day`,
+      message: `${c.SPICEDB_ZEDTOKEN_TTL / 1000}s is not between ${least / 1000}s (SPICEDB_FULLY_CONSISTENT_AFTER_WRITE_MS + DECISION_CACHE_MAX_AGE_MS + a minute) and a day`,
     });
   }
 }
