@@ -4,7 +4,10 @@
  * service (their own processes, 8 at a time) up to each size of
  * `BENCH_GROWTH_SIZES` (default `1000,10000,100000`; `1000,3000` is a quick
  * run); at each size: the creation rate since the last size, the resident
- * memory of each process (gateway, service, the local SpiceDB, Redis), and
+ * memory of each process (gateway, service, the local SpiceDB, Redis), Redis's
+ * data per stored response (tokens live `BENCH_GROWTH_ZEDTOKEN_TTL`, default
+ * 90s, as `SPICEDB_ZEDTOKEN_TTL`; once it has passed after the last creation,
+ * what is left per response is measured again), and
  * the latency of CheckPermission on resources never checked before (no cache
  * in front of it), on a stored response and on a resource type that holds
  * no relationships (the local engine's in-memory datastore finds a
@@ -25,12 +28,14 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import {
   DEFAULT_LOCAL_PRESHARED_KEY,
+  PostgresGrantExpiries,
   RedisConsistencyTokens,
   SpiceDBClient,
   scopedId,
   v1,
 } from "@gw/core/authz";
 import { systemClock } from "@gw/core/clock";
+import { parseDuration } from "@gw/core/duration";
 import { createLogger } from "@gw/core/logger";
 import { DEFAULT_PERMISSIONS } from "@gw/core/permissions";
 import { createPostgres } from "@gw/core/postgres";
@@ -44,6 +49,8 @@ import { benchStackEnv, directClient, rssMiB, startServiceAndGateway } from "./h
 import { Report } from "./report.ts";
 
 const SIZES = (process.env.BENCH_GROWTH_SIZES ?? "1000,10000,100000").split(",").map(Number);
+/** How long a resource's ZedToken stays in Redis (SPICEDB_ZEDTOKEN_TTL): short, so the run sees past it. */
+const TOKEN_TTL = process.env.BENCH_GROWTH_ZEDTOKEN_TTL ?? "90s";
 const CONCURRENCY = 8;
 const CHECKS = 200;
 const PROGRESS_EVERY = 5000;
@@ -76,6 +83,7 @@ export async function benchGrowth(report: Report): Promise<void> {
     LLM_DEFAULT_MODEL: "echo-small",
     // The sweep is run below, on demand.
     RETENTION_SWEEP_INTERVAL: "1d",
+    SPICEDB_ZEDTOKEN_TTL: TOKEN_TTL,
   };
   const { service, gateway } = await startServiceAndGateway(common, dataDir);
   const client = createRedis(redis.url, { connectionName: "bench-growth" });
@@ -109,6 +117,11 @@ export async function benchGrowth(report: Report): Promise<void> {
       redis: await rssMiB(redis.process.pid!),
     });
     const mib = (n: number) => `${n.toFixed(0)} MiB`;
+    /** Bytes Redis's data takes (`used_memory`), not its process's resident memory. */
+    const redisUsed = async () => Number(/^used_memory:(\d+)/m.exec(await client.info("memory"))![1]);
+    const redisBefore = await redisUsed();
+    const perResponse = (used: number, n: number) => `${((used - redisBefore) / n).toFixed(0)} B`;
+    let lastCreatedAt = performance.now();
     /** The local SpiceDB's engine replacements so far, from its log lines. */
     const replacements = async () => {
       const lines = (await readFile(spicedbLog, "utf8"))
@@ -167,6 +180,7 @@ export async function benchGrowth(report: Report): Promise<void> {
         Array.from({ length: CONCURRENCY }, async () => {
           while (next < size) {
             await create(next++);
+            lastCreatedAt = performance.now();
             if (++done % PROGRESS_EVERY === 0) {
               const now = performance.now();
               console.log(
@@ -181,6 +195,7 @@ export async function benchGrowth(report: Report): Promise<void> {
       const rate = (size - created) / ((performance.now() - started) / 1000);
       created = size;
       const m = await memory();
+      const used = await redisUsed();
       const check = await uncachedChecks();
       const empty = await uncachedChecks("conversation");
       const replaced = await replacements();
@@ -191,12 +206,25 @@ export async function benchGrowth(report: Report): Promise<void> {
         mib(m.service),
         mib(m.spicedb),
         mib(m.redis),
+        perResponse(used, size),
         `${check.toFixed(2)} ms`,
         `${empty.toFixed(2)} ms`,
         `${replaced.count} (longest pause ${replaced.longestPauseMs} ms)`,
       ]);
       console.log(`  … ${size} stored responses: ${rows.at(-1)!.join(" | ")}`);
     }
+
+    // Past the hot window: every token has left Redis by itself; what is left per stored response.
+    const ttlMs = parseDuration(TOKEN_TTL)!;
+    const waitMs = Math.max(0, lastCreatedAt + ttlMs + 2_000 - performance.now());
+    console.log(`  … waiting ${(waitMs / 1000).toFixed(0)} s for the last tokens' ${TOKEN_TTL} to pass`);
+    await new Promise((resolve) => setTimeout(resolve, waitMs));
+    const cold = { used: await redisUsed(), keys: await client.dbsize() };
+    const ends = (
+      await db.query<{ n: string; bytes: string }>(
+        "SELECT count(*) AS n, pg_total_relation_size('authz_grant_expiries') AS bytes FROM authz_grant_expiries",
+      )
+    ).rows[0]!;
 
     // Every response expired, then swept by the service's own sweeper code against the same stores.
     await db.query("UPDATE responses SET stored_at = stored_at - interval '400 days'");
@@ -210,6 +238,7 @@ export async function benchGrowth(report: Report): Promise<void> {
       db,
       spicedb: spicedbClient,
       tokens: new RedisConsistencyTokens(client, 5_000),
+      expiries: new PostgresGrantExpiries(db),
       logger: createLogger("bench-sweep", "warn"),
       clock: systemClock,
       // As the service configures it with the local engine (SPICEDB_ENDPOINT unset).
@@ -252,11 +281,15 @@ export async function benchGrowth(report: Report): Promise<void> {
         "service",
         "SpiceDB",
         "Redis",
+        "Redis data per response",
         "uncached check p50",
         "same, type holding none",
         "engine replacements",
       ],
       rows,
+    );
+    report.line(
+      `Redis data (\`used_memory\`) per stored response over the ${(redisBefore / 1_048_576).toFixed(1)} MiB before the first: the table's column while creating (tokens live ${TOKEN_TTL}, \`SPICEDB_ZEDTOKEN_TTL\`, here: at 1000 every response's token is still there), and ${perResponse(cold.used, created)} once the last token's ${TOKEN_TTL} had passed (${cold.keys} keys in all). The ends of the owners' grants in PostgreSQL: ${ends.n} rows, ${(Number(ends.bytes) / 1_048_576).toFixed(1)} MiB with their indexes.`,
     );
     report.line(
       `Retention sweep: ${swept?.responses} responses (rows, relationships, ZedTokens) in ${sweepSeconds.toFixed(1)} s, ${((swept?.responses ?? 0) / sweepSeconds).toFixed(0)} a second (creation: ${createRate.toFixed(0)} a second). Redis keys ${redisKeysBefore} → ${await client.dbsize()}. Memory after the sweep: gateway ${mib(after.gateway)}, service ${mib(after.service)}, SpiceDB ${mib(after.spicedb)}, Redis ${mib(after.redis)}. SpiceDB engine replacements in all: ${replaced.count}, the longest pause of writes ${replaced.longestPauseMs} ms, at most ${replaced.mostInPause} changes applied in one.`,

@@ -41,6 +41,7 @@ Environment:
   BENCH_BACKGROUND_RESPONSES background responses created at once (default 400)
   BENCH_BACKGROUND_RESUMES   resumed streams timed (default 200)
   BENCH_GROWTH_SIZES         stored responses of the growth run (default 1000,10000,100000)
+  BENCH_GROWTH_ZEDTOKEN_TTL  SPICEDB_ZEDTOKEN_TTL of the growth run (default 90s), waited out after the last creation
   BENCH_VECTOR_CHUNKS        chunks of the vector search (default 100000)
   BENCH_VECTOR_FILES         files they are in (default 1000)
   BENCH_VECTOR_DIMENSIONS    width of their embeddings (default 256)
