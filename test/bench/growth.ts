@@ -120,7 +120,17 @@ export async function benchGrowth(report: Report): Promise<void> {
     /** Bytes Redis's data takes (`used_memory`), not its process's resident memory. */
     const redisUsed = async () => Number(/^used_memory:(\d+)/m.exec(await client.info("memory"))![1]);
     const redisBefore = await redisUsed();
-    const perResponse = (used: number, n: number) => `${((used - redisBefore) / n).toFixed(0)} B`;
+    const perResponse = (used: number, n: number) => `${Math.round((used - redisBefore) / n) || 0} B`;
+    /** The responses' ZedToken keys: how many, and their bytes (`MEMORY USAGE`) per stored response. */
+    const tokenKeys = async (n: number) => {
+      const keys = await scanKeys(client, "gw:zedtoken:{response:*");
+      const sample = keys.slice(0, 200);
+      const sizes = await Promise.all(
+        sample.map(async (key) => Number(await client.call("MEMORY", "USAGE", key, "SAMPLES", "0"))),
+      );
+      const each = sizes.length ? sizes.reduce((a, b) => a + b, 0) / sizes.length : 0;
+      return `${keys.length} keys of ${each.toFixed(0)} B: ${((keys.length * each) / n).toFixed(0)} B`;
+    };
     let lastCreatedAt = performance.now();
     /** The local SpiceDB's engine replacements so far, from its log lines. */
     const replacements = async () => {
@@ -196,6 +206,7 @@ export async function benchGrowth(report: Report): Promise<void> {
       created = size;
       const m = await memory();
       const used = await redisUsed();
+      const tokens = await tokenKeys(size);
       const check = await uncachedChecks();
       const empty = await uncachedChecks("conversation");
       const replaced = await replacements();
@@ -207,6 +218,7 @@ export async function benchGrowth(report: Report): Promise<void> {
         mib(m.spicedb),
         mib(m.redis),
         perResponse(used, size),
+        tokens,
         `${check.toFixed(2)} ms`,
         `${empty.toFixed(2)} ms`,
         `${replaced.count} (longest pause ${replaced.longestPauseMs} ms)`,
@@ -219,7 +231,7 @@ export async function benchGrowth(report: Report): Promise<void> {
     const waitMs = Math.max(0, lastCreatedAt + ttlMs + 2_000 - performance.now());
     console.log(`  … waiting ${(waitMs / 1000).toFixed(0)} s for the last tokens' ${TOKEN_TTL} to pass`);
     await new Promise((resolve) => setTimeout(resolve, waitMs));
-    const cold = { used: await redisUsed(), keys: await client.dbsize() };
+    const cold = { used: await redisUsed(), keys: await client.dbsize(), tokens: await tokenKeys(created) };
     const ends = (
       await db.query<{ n: string; bytes: string }>(
         "SELECT count(*) AS n, pg_total_relation_size('authz_grant_expiries') AS bytes FROM authz_grant_expiries",
@@ -282,6 +294,7 @@ export async function benchGrowth(report: Report): Promise<void> {
         "SpiceDB",
         "Redis",
         "Redis data per response",
+        "of which ZedTokens",
         "uncached check p50",
         "same, type holding none",
         "engine replacements",
@@ -289,7 +302,7 @@ export async function benchGrowth(report: Report): Promise<void> {
       rows,
     );
     report.line(
-      `Redis data (\`used_memory\`) per stored response over the ${(redisBefore / 1_048_576).toFixed(1)} MiB before the first: the table's column while creating (tokens live ${TOKEN_TTL}, \`SPICEDB_ZEDTOKEN_TTL\`, here: at 1000 every response's token is still there), and ${perResponse(cold.used, created)} once the last token's ${TOKEN_TTL} had passed (${cold.keys} keys in all). The ends of the owners' grants in PostgreSQL: ${ends.n} rows, ${(Number(ends.bytes) / 1_048_576).toFixed(1)} MiB with their indexes.`,
+      `Redis data (\`used_memory\`) per stored response over the ${(redisBefore / 1_048_576).toFixed(1)} MiB before the first: the table's column while creating (tokens live ${TOKEN_TTL}, \`SPICEDB_ZEDTOKEN_TTL\`, here: at 1000 every response's token is still there), and ${perResponse(cold.used, created)} once the last token's ${TOKEN_TTL} had passed (${cold.keys} keys in all; the responses' ZedTokens: ${cold.tokens}). Besides the tokens, each request leaves keys that live a minute whatever is stored (internal assertions' replay guards, \`gw:assertion:…\`, 72 B each), counted in the data column while they live. The ends of the owners' grants in PostgreSQL: ${ends.n} rows, ${(Number(ends.bytes) / 1_048_576).toFixed(1)} MiB with their indexes.`,
     );
     report.line(
       `Retention sweep: ${swept?.responses} responses (rows, relationships, ZedTokens) in ${sweepSeconds.toFixed(1)} s, ${((swept?.responses ?? 0) / sweepSeconds).toFixed(0)} a second (creation: ${createRate.toFixed(0)} a second). Redis keys ${redisKeysBefore} → ${await client.dbsize()}. Memory after the sweep: gateway ${mib(after.gateway)}, service ${mib(after.service)}, SpiceDB ${mib(after.spicedb)}, Redis ${mib(after.redis)}. SpiceDB engine replacements in all: ${replaced.count}, the longest pause of writes ${replaced.longestPauseMs} ms, at most ${replaced.mostInPause} changes applied in one.`,

@@ -41,6 +41,8 @@ export async function deleteExpiredResource(
 export const MAX_UPDATES_PER_WRITE = 1000;
 /** Reads of a batch's relationships in flight at once (reads run side by side in SpiceDB; writes do not). */
 const READ_CONCURRENCY = 16;
+/** Tokens of swept resources dropped at once. */
+const DROPS_AT_ONCE = 500;
 /** Relationships per page when a whole resource type is read (`readWholeType`): SpiceDB's default `--max-read-relationships-limit`. */
 const WHOLE_TYPE_PAGE = 1_000;
 
@@ -93,11 +95,20 @@ export async function deleteExpiredResources(
     token = written.writtenAt?.token ?? token;
   }
   const orgs = [...new Set(resources.map((r) => r.org))];
-  const results = await Promise.allSettled([
-    ...resources.map(({ org, resource }) => tokens.drop(tokenKey(org, resource))),
-    ...(token ? orgs.map((org) => tokens.set(organizationTokenKey(org), token)) : []),
-  ]);
-  const failed = results.find((r) => r.status === "rejected");
+  let failed: PromiseRejectedResult | undefined;
+  // A batch at a time: tens of thousands of commands sent at once would outlast the client's command timeout.
+  for (let start = 0; start < resources.length && !failed; start += DROPS_AT_ONCE) {
+    const results = await Promise.allSettled(
+      resources
+        .slice(start, start + DROPS_AT_ONCE)
+        .map(({ org, resource }) => tokens.drop(tokenKey(org, resource))),
+    );
+    failed = results.find((r) => r.status === "rejected");
+  }
+  if (token) {
+    const results = await Promise.allSettled(orgs.map((org) => tokens.set(organizationTokenKey(org), token)));
+    failed ??= results.find((r) => r.status === "rejected");
+  }
   return {
     relationships: updates.length,
     ...(failed ? { tokenFailure: failed.reason as Error } : {}),
