@@ -110,6 +110,27 @@ describe("admin console over HTTP", () => {
     }
   });
 
+  it("serves every module the console's scripts import, as JavaScript, from the console's own paths", async () => {
+    const seen = new Set<string>();
+    const pending = ["/admin/assets/app.js"];
+    while (pending.length > 0) {
+      const path = pending.pop()!;
+      if (seen.has(path)) continue;
+      seen.add(path);
+      const res = await fetch(`${gw.url}${path}`);
+      expect(res.status, path).toBe(200);
+      expect(res.headers.get("content-type"), path).toBe("text/javascript; charset=utf-8");
+      const source = await res.text();
+      for (const [, specifier] of source.matchAll(/^\s*(?:import|export)\b[^"']*?from\s*"([^"]+)"/gm)) {
+        const target = new URL(specifier!, `${gw.url}${path}`);
+        expect(target.origin, `${specifier} in ${path}`).toBe(new URL(gw.url).origin);
+        pending.push(target.pathname);
+      }
+    }
+    // app.js, ui.js, the vendored Preact and htm, and a module per page at least.
+    expect(seen.size).toBeGreaterThan(10);
+  });
+
   it("calls the API as the session's key: CSRF token and own origin for changes, the key's own rules", async () => {
     const org = freshOrg();
     const root = await gw.createKey({ org, owner: "alice", permissions: [...ROOT] });

@@ -1,9 +1,7 @@
-import { Writable } from "node:stream";
 import { AuditLog } from "@gw/core/audit";
-import { createLogger } from "@gw/core/logger";
 import { createPostgres, type Postgres } from "@gw/core/postgres";
 import type { Principal } from "@gw/core/principal";
-import { type StoppablePostgres, startStoppablePostgres } from "@gw/test-kit";
+import { capturingLogger, startTestPostgres, type TestPostgres } from "@gw/test-kit";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { audited } from "../src/audit/audited.ts";
 import { createGatewayMetrics } from "../src/metrics.ts";
@@ -17,12 +15,12 @@ const UNAVAILABLE = {
 };
 
 // The gateway's own PostgreSQL server, so stopping it touches no other test file.
-let postgres: StoppablePostgres;
+let postgres: TestPostgres;
 beforeAll(async () => {
-  postgres = await startStoppablePostgres();
+  postgres = await startTestPostgres();
 });
 afterAll(async () => {
-  await postgres?.remove();
+  await postgres?.stop();
 });
 const gw = useGateway({}, () => ({ DATABASE_URL: postgres.url }));
 
@@ -33,7 +31,7 @@ describe("no role change without its audit record", () => {
     expect((await o.register("alice", "file", "f_durable")).status).toBe(201);
     expect((await o.grant("alice", { ...file, userId: "carol", role: "reader" })).status).toBe(204);
 
-    await postgres.stop();
+    await postgres.halt();
     const refused = [
       await o.grant("alice", { ...file, userId: "bob", role: "writer" }),
       await o.revoke("alice", { ...file, userId: "carol", role: "reader" }),
@@ -51,7 +49,7 @@ describe("no role change without its audit record", () => {
     expect(await o.check("alice", "file", "f_other", "owner")).toBe(false);
     expect(await o.check("alice", "file", "f_durable", "owner")).toBe(true);
 
-    await postgres.start();
+    await postgres.restart();
     expect((await o.grant("alice", { ...file, userId: "bob", role: "writer" })).status).toBe(204);
     expect(await o.check("bob", "file", "f_durable", "writer")).toBe(true);
     const { data } = await (await o.audit("alice", "file", "f_durable")).json();
@@ -70,17 +68,7 @@ describe("no role change without its audit record", () => {
 
   it("PostgreSQL lost after the change landed: the change stands, and its record, written before, says 'unknown'", async () => {
     const db: Postgres = createPostgres(postgres.url, { connectionName: "test", connectTimeoutMs: 500 });
-    const lines: string[] = [];
-    const logger = createLogger(
-      "audit-test",
-      "info",
-      new Writable({
-        write(chunk, _encoding, done) {
-          lines.push(String(chunk));
-          done();
-        },
-      }),
-    );
+    const { logger, lines } = capturingLogger("info");
     const metrics = createGatewayMetrics();
     const audit = new AuditLog(db, { retentionMs: 86_400_000, logger });
     const principal = { org: "org-lost", user: "alice", keyId: "key_1", credential: "api_key" } as Principal;
@@ -94,7 +82,7 @@ describe("no role change without its audit record", () => {
         { action: "grant", resource, subject: "bob", role: "reader" },
         async () => {
           ran = true;
-          await postgres.stop();
+          await postgres.halt();
           return "zed-token-of-the-write";
         },
       );
@@ -102,7 +90,7 @@ describe("no role change without its audit record", () => {
       expect((await metrics.auditWriteErrors.get()).values[0]?.value).toBe(1);
       expect(lines.join("")).toMatch(/could not record the outcome of an audited change/);
 
-      await postgres.start();
+      await postgres.restart();
       const { data } = await audit.forResource("org-lost", resource, { limit: 10 });
       expect(data).toEqual([
         expect.objectContaining({
@@ -115,7 +103,7 @@ describe("no role change without its audit record", () => {
         }),
       ]);
     } finally {
-      await postgres.start();
+      await postgres.restart();
       await db.close();
     }
   });

@@ -2,7 +2,7 @@
  * vitest `globalSetup`: one real PostgreSQL for the whole test run (initdb
  * into a temporary directory, a free port), with a template database that
  * has every migration applied. Each test file then gets its own database
- * copied from it (`useTestDatabase` in `index.ts`), which takes tens of
+ * copied from it (`useTestDatabase` in `postgres.ts`), which takes tens of
  * milliseconds instead of a server per file.
  */
 import { mkdtemp, rm } from "node:fs/promises";
@@ -24,9 +24,9 @@ declare module "vitest" {
 
 /** A PostgreSQL of a test's own, that it may stop and start again (an outage) without losing its data. */
 export interface TestPostgres extends RunningPostgres {
-  /** Stops the server (fast shutdown), keeping its port and data, as an outage would. */
+  /** Stops the server (fast shutdown), keeping its port and data, as an outage would; nothing if halted. */
   halt(): Promise<void>;
-  /** Starts it again on the same port and data after `halt`. */
+  /** Starts it again on the same port and data after `halt`; nothing if it runs. */
   restart(): Promise<void>;
   /** Stops it and removes its data. */
   stop(): Promise<void>;
@@ -42,17 +42,21 @@ export async function startTestPostgres(): Promise<TestPostgres> {
   for (let attempt = 1; ; attempt++) {
     const dir = join(root, `data-${attempt}`);
     try {
-      let server = await startPostgresServer({ port: await freePort(), dir, ephemeral: true });
-      const port = server.port;
+      const first = await startPostgresServer({ port: await freePort(), dir, ephemeral: true });
+      const port = first.port;
+      let server: RunningPostgres | undefined = first;
       return {
-        ...server,
-        process: server.process,
-        halt: () => server.stop(),
+        ...first,
+        async halt() {
+          await server?.stop();
+          server = undefined;
+        },
         async restart() {
-          server = await startPostgresServer({ port, dir, ephemeral: true });
+          server ??= await startPostgresServer({ port, dir, ephemeral: true });
         },
         async stop() {
-          await server.stop();
+          await server?.stop();
+          server = undefined;
           await rm(root, { recursive: true, force: true });
         },
       };

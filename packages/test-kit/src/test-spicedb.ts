@@ -1,6 +1,7 @@
 import { spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { join } from "node:path";
+import { v1 } from "@gw/core/authz";
 import type { HostAsk, HostReply } from "./spicedb-host.ts";
 
 /** A test file's SpiceDB: the real engine on a port of its own, with the repository's schema. */
@@ -101,4 +102,41 @@ export async function startTestSpiceDB(): Promise<TestSpiceDB> {
       return closed;
     },
   };
+}
+
+/** The environment that points a gateway or service at a test SpiceDB. */
+export function spicedbEnv(spicedb: { endpoint: string; presharedKey: string }): Record<string, string> {
+  return {
+    SPICEDB_ENDPOINT: spicedb.endpoint,
+    SPICEDB_PRESHARED_KEY: spicedb.presharedKey,
+    SPICEDB_INSECURE: "true",
+  };
+}
+
+/**
+ * The relationships matching `filter`, read fully consistently through the
+ * stock client, as `zed relationship read` shows them: `relation subject-id`, sorted.
+ */
+export async function readRelationshipLines(
+  spicedb: { endpoint: string; presharedKey: string },
+  filter: { resourceType: string; optionalResourceId?: string; optionalResourceIdPrefix?: string },
+): Promise<string[]> {
+  const zed = v1.NewClient(
+    spicedb.presharedKey,
+    spicedb.endpoint,
+    v1.ClientSecurity.INSECURE_PLAINTEXT_CREDENTIALS,
+  );
+  try {
+    const read = await zed.promises.readRelationships(
+      v1.ReadRelationshipsRequest.create({
+        consistency: v1.Consistency.create({
+          requirement: { oneofKind: "fullyConsistent", fullyConsistent: true },
+        }),
+        relationshipFilter: v1.RelationshipFilter.create(filter),
+      }),
+    );
+    return read.map(({ relationship: r }) => `${r?.relation} ${r?.subject?.object?.objectId}`).sort();
+  } finally {
+    zed.close();
+  }
 }

@@ -1,6 +1,6 @@
-import { readFileSync } from "node:fs";
+import { readdirSync, readFileSync } from "node:fs";
 import { createRequire } from "node:module";
-import { dirname, join } from "node:path";
+import { dirname, extname, join } from "node:path";
 import type { Clock } from "@gw/core/clock";
 import { forbidden, unauthorized } from "@gw/core/errors";
 import { RouteLabels, routesOf } from "@gw/core/http";
@@ -109,15 +109,19 @@ function vendorFiles(): Map<string, { body: Buffer; type: string }> {
   return new Map(files.map(([name, path, type]) => [name, { body: readFileSync(path), type }]));
 }
 
+/** The console's own scripts and styles: every `.js` and `.css` file of `public/`, as the browser loads them (no build step). */
 function assetFiles(): Map<string, { body: Buffer; type: string }> {
   const dir = join(import.meta.dirname, "public");
-  const files: [string, string][] = [
-    ["app.js", "text/javascript; charset=utf-8"],
-    ["pages.js", "text/javascript; charset=utf-8"],
-    ["ui.js", "text/javascript; charset=utf-8"],
-    ["app.css", "text/css; charset=utf-8"],
-  ];
-  return new Map(files.map(([name, type]) => [name, { body: readFileSync(join(dir, name)), type }]));
+  const types: Record<string, string> = {
+    ".js": "text/javascript; charset=utf-8",
+    ".css": "text/css; charset=utf-8",
+  };
+  return new Map(
+    readdirSync(dir).flatMap((name): [string, { body: Buffer; type: string }][] => {
+      const type = types[extname(name)];
+      return type ? [[name, { body: readFileSync(join(dir, name)), type }]] : [];
+    }),
+  );
 }
 
 const PAGES: ConsolePage[] = ["keys", "usage", "access", "audit", "evals", "guardrails", "tools"];

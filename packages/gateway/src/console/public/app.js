@@ -1,6 +1,12 @@
 // Boots the page the path names, with the navigation the session's permissions allow.
-import { AccessPage, AuditPage, EvalsPage, GuardrailsPage, KeysPage, ToolsPage, UsagePage } from "./pages.js";
-import { can, html, render, session } from "./ui.js";
+import { AccessPage } from "./access-page.js";
+import { AuditPage } from "./audit-page.js";
+import { EvalsPage } from "./evals-page.js";
+import { GuardrailsPage } from "./guardrails-page.js";
+import { KeysPage } from "./keys-page.js";
+import { ToolsPage } from "./tools-page.js";
+import { can, html, render, session, shellElement } from "./ui.js";
+import { UsagePage } from "./usage-page.js";
 
 const PAGES = [
   { path: "keys", title: "Keys", view: KeysPage, allowed: () => can("admin:api-keys") },
@@ -24,10 +30,10 @@ render(
         html`<li><a href=${`/admin/${p.path}`} aria-current=${p === page ? "page" : undefined}>${p.title}</a></li>`,
     )}
   </ul>`,
-  document.getElementById("nav"),
+  shellElement("nav"),
 );
 
-const main = document.getElementById("main");
+const main = shellElement("main");
 main.textContent = "";
 if (page) {
   document.title = `${page.title} · Gateway admin console`;

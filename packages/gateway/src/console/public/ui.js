@@ -1,23 +1,36 @@
 // Shared pieces of the console's pages: the API client, htm bound to Preact, small widgets.
 // Everything is rendered through Preact, which sets text as text: nothing here builds HTML from strings.
-import htm from "/admin/vendor/htm.mjs";
-import { Component, h, render } from "/admin/vendor/preact.mjs";
+import htm from "../vendor/htm.mjs";
+import { Component, h, render } from "../vendor/preact.mjs";
 
 export const html = htm.bind(h);
 export { Component, render };
 
-const root = document.getElementById("console");
+/**
+ * An element the shell always renders (`pages.ts`): one missing is the shell's fault, said here at once.
+ * @param {string} id
+ */
+export function shellElement(id) {
+  const element = document.getElementById(id);
+  if (!element) throw new Error(`The console's page has no #${id}`);
+  return element;
+}
+
+/** A space-separated `data-` list of the shell's, as its entries. */
+const words = (/** @type {string | undefined} */ text) => (text ?? "").split(" ").filter(Boolean);
+
+const root = shellElement("console");
 export const session = {
   org: root.dataset.org,
   user: root.dataset.user,
   keyId: root.dataset.keyId,
-  permissions: new Set(root.dataset.permissions.split(" ").filter(Boolean)),
-  allPermissions: root.dataset.allPermissions.split(" ").filter(Boolean),
-  defaultPermissions: root.dataset.defaultPermissions.split(" ").filter(Boolean),
+  permissions: new Set(words(root.dataset.permissions)),
+  allPermissions: words(root.dataset.allPermissions),
+  defaultPermissions: words(root.dataset.defaultPermissions),
   mcp: root.dataset.mcp === "1",
 };
-export const can = (permission) => session.permissions.has(permission);
-const csrf = document.querySelector('meta[name="csrf-token"]').content;
+export const can = (/** @type {string} */ permission) => session.permissions.has(permission);
+const csrf = /** @type {HTMLMetaElement} */ (document.querySelector('meta[name="csrf-token"]')).content;
 
 export class ApiError extends Error {
   constructor(status, body) {

@@ -1,0 +1,28 @@
+// What the access and audit pages share: the resource types and roles a grant names, and audit records as table rows.
+import { fmtTime, html, session } from "./ui.js";
+
+export const RESOURCE_TYPES = [
+  "conversation",
+  "response",
+  "file",
+  "vector_store",
+  "skill",
+  "completion",
+  // A registered MCP server (docs/api/mcp.md): its roles are granted and revoked as any resource's.
+  ...(session.mcp ? ["mcp_server"] : []),
+];
+export const ROLES = ["owner", "writer", "reader"];
+
+export function auditRows(records) {
+  return records.map((r) => [
+    fmtTime(r.time),
+    `${r.actor.userId} (${r.actor.keyId})`,
+    r.action,
+    `${r.resourceType}:${r.resourceId}`,
+    r.subject ?? "—",
+    r.role ?? "—",
+    html`<span class=${`badge ${r.outcome}`}>${r.outcome}</span>`,
+    r.zedToken ? html`<code class="token">${r.zedToken}</code>` : "—",
+  ]);
+}
+export const AUDIT_COLUMNS = ["When", "Who", "Action", "Resource", "Subject", "Role", "Decision", "ZedToken"];

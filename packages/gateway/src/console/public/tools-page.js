@@ -1,0 +1,163 @@
+// The tool servers page: registered MCP servers, their tools, and the OAuth clients acting for users.
+import {
+  api,
+  Component,
+  Confirm,
+  can,
+  ErrorNote,
+  fmtTime,
+  fmtUnix,
+  html,
+  query,
+  Status,
+  Table,
+} from "./ui.js";
+
+/** A date the MCP API gives as Unix seconds or as an ISO string. */
+const fmtWhen = (v) => (typeof v === "number" ? fmtUnix(v) : fmtTime(v));
+
+export class ToolsPage extends Component {
+  state = { servers: null, detail: {}, error: null };
+  async componentDidMount() {
+    try {
+      const body = await api("GET", "/mcp/servers?limit=100");
+      this.setState({ servers: body.data ?? [] });
+    } catch (error) {
+      this.setState({ error });
+    }
+  }
+  open = async (s) => {
+    const id = encodeURIComponent(s.id);
+    try {
+      // A server's tools and their roles are for its owners: asked only where a check says so.
+      const owner = can("authorization:read")
+        ? (
+            await api(
+              "GET",
+              `/authorization/llm/check${query({ resourceType: "mcp_server", resourceId: s.id, role: "owner" })}`,
+            )
+          ).allowed
+        : false;
+      // Credentials first: listing the tools calls the server with one, and the table shows the
+      // credentials as they were before this view's own call (read at once, it showed that call or not by chance).
+      const credentials = await api("GET", `/mcp/servers/${id}/credentials`);
+      const tools = owner ? await api("GET", `/mcp/servers/${id}/tools`) : null;
+      this.setState({
+        detail: {
+          ...this.state.detail,
+          [s.id]: { name: s.name, tools: tools?.data ?? null, credentials: credentials.data ?? [] },
+        },
+      });
+    } catch (error) {
+      this.setState({ error });
+    }
+  };
+  render(_, { servers, detail, error }) {
+    return html`<h1>Tool servers</h1>
+      <${ErrorNote} error=${error} />
+      ${
+        servers
+          ? html`<${Table}
+            caption="MCP servers of the organization"
+            columns=${["Name", "Id", "URL", "Description", "Created", ""]}
+            empty="No tool servers."
+            rows=${servers.map((s) => [
+              s.name ?? "—",
+              html`<a href=${`/admin/access${query({ resourceType: "mcp_server", resourceId: s.id })}`} aria-label=${`Who holds which role on ${s.name ?? s.id}`}><code>${s.id}</code></a>`,
+              s.url ?? "—",
+              s.description ?? "—",
+              fmtWhen(s.created_at),
+              html`<button type="button" onClick=${() => this.open(s)} aria-label=${`Tools and credentials of ${s.name ?? s.id}`}>Tools and credentials</button>`,
+            ])}
+          />`
+          : null
+      }
+      ${Object.entries(detail).map(
+        ([id, d]) => html`<section aria-label=${`Server ${d.name ?? id}`}>
+          <h2>${d.name ?? id}</h2>
+          ${
+            d.tools
+              ? html`<${Table} caption=${`Tools of ${d.name ?? id} and the role each needs`} columns=${["Tool", "Description", "Read-only", "Required role", "Disabled", "Offered now"]}
+                empty="The server offers no tools."
+                rows=${d.tools.map((t) => [t.name, t.description ?? "—", t.read_only_hint ? "yes" : "no", t.disabled ? "— (disabled)" : (t.required_role ?? "—"), t.disabled ? "yes" : "no", t.offered ? "yes" : "no"])} />`
+              : html`<p class="hint">Its tools and their roles are shown to its owners.</p>`
+          }
+          <${Table} caption=${`Credentials of ${d.name ?? id}, by scope and date (never a secret)`} columns=${["Scope", "Type", "Header", "Created", "Last used"]}
+            empty="No credentials."
+            rows=${d.credentials.map((c) => [c.scope, c.type, c.name ?? "—", fmtWhen(c.created_at), c.last_used_at ? fmtWhen(c.last_used_at) : "never"])} />
+        </section>`,
+      )}
+      ${can("admin:api-keys") ? html`<${AuthorizedClients} />` : null}`;
+  }
+}
+
+/** MCP clients the organization's users let act for them with OAuth (docs/api/mcp-oauth.md): revoking one ends its next call. */
+class AuthorizedClients extends Component {
+  state = {
+    grants: null,
+    error: null,
+    revoking: /** @type {{ id: string, clientId: string, clientName?: string, userId: string } | null} */ (
+      null
+    ),
+    notice: null,
+  };
+  componentDidMount() {
+    this.load();
+  }
+  load = async () => {
+    try {
+      const body = await api("GET", "/admin/mcp-oauth/grants");
+      this.setState({ grants: body.data ?? [] });
+    } catch (error) {
+      this.setState({ error });
+    }
+  };
+  revoke = async () => {
+    const g = this.state.revoking;
+    if (!g) return;
+    this.setState({ revoking: null, error: null });
+    try {
+      await api("DELETE", `/admin/mcp-oauth/grants/${encodeURIComponent(g.id)}`);
+      await this.load();
+      this.setState({ notice: `${g.clientName ?? g.clientId} can no longer act for ${g.userId}.` });
+    } catch (error) {
+      this.setState({ error });
+    }
+  };
+  render(_, { grants, error, revoking, notice }) {
+    return html`<section aria-label="Authorized clients">
+      <h2>Authorized clients</h2>
+      ${notice ? html`<${Status} text=${notice} />` : null}
+      <${ErrorNote} error=${error} />
+      ${
+        grants
+          ? html`<${Table}
+            caption="MCP clients the organization's users signed in with (OAuth), newest first"
+            columns=${["Client", "User", "Tool server", "Permission", "Granted", "Last token", ""]}
+            empty="No authorized clients."
+            rows=${grants.map((g) => [
+              html`${g.clientName ?? "—"} <code>${g.clientId}</code>`,
+              g.userId,
+              html`${g.serverName ?? "—"} <code>${g.serverId}</code>`,
+              g.scope,
+              fmtUnix(g.grantedAt),
+              g.lastUsedAt ? fmtUnix(g.lastUsedAt) : "never",
+              html`<button type="button" class="danger" onClick=${() => this.setState({ revoking: g, notice: null })} aria-label=${`Revoke ${g.clientName ?? g.clientId} for ${g.userId}`}>Revoke</button>`,
+            ])}
+          />`
+          : html`<p>Loading authorized clients…</p>`
+      }
+      ${
+        revoking
+          ? html`<${Confirm}
+            title="Revoke this client?"
+            text=${`${revoking.clientName ?? revoking.clientId} stops acting for ${revoking.userId} on ${revoking.serverName ?? revoking.serverId} at its next call; the user must sign in and consent again.`}
+            confirmLabel="Yes, revoke"
+            onConfirm=${this.revoke}
+            onCancel=${() => this.setState({ revoking: null })}
+          />`
+          : null
+      }
+    </section>`;
+  }
+}
