@@ -344,7 +344,7 @@ async function benchContentStore(): Promise<void> {
   );
   md.section(
     "Stored responses: Redis and PostgreSQL",
-    `${total} short responses created through the gateway (8 at a time), then read, then swept by retention. Redis keeps no content: what it gains per response is the response's ZedToken (kept a day for read-after-write consistency and the decision cache).`,
+    `${total} short responses created through the gateway (8 at a time), then read, then swept by retention. Redis keeps no content: what it gains per response is the response's ZedToken, one key kept for \`SPICEDB_ZEDTOKEN_TTL\` (an hour by default, longer than this run) for read-after-write consistency and the decision cache, and for the minute they live the internal assertions' replay guards of each request (the growth run shows Redis once the tokens have gone).`,
   );
   for (const line of output.trim().split("\n")) md.line(`- ${line}`);
 }
