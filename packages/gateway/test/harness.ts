@@ -16,6 +16,7 @@ import {
   useTestDatabase,
 } from "@gw/test-kit";
 import type { JWK } from "jose";
+import { watchApi } from "@gw/test-kit/api-conformance";
 import { afterAll, beforeAll } from "vitest";
 import type { CreateApiKeyInput } from "../src/api-keys/schema.ts";
 import { ApiKeyStore } from "../src/api-keys/store.ts";
@@ -104,6 +105,8 @@ export function useGateway(
       createLogger("gateway-test", process.env.TEST_LOG_LEVEL ?? "silent"),
       { authorizationHooks: harness.authorizationHooks, ...(clock ? { clock } : {}) },
     );
+    // Every answer a test gets from it must be what the OpenAPI document declares.
+    const unwatch = watchApi(gateway.url);
     const redis = testRedisClient(redisServer.url);
     const store = new ApiKeyStore(redis);
     Object.assign(harness, {
@@ -134,6 +137,7 @@ export function useGateway(
       },
     } satisfies GatewayHarness);
     stop = async () => {
+      unwatch();
       redis.disconnect();
       await gateway.close();
       await Promise.all([redisServer.stop(), spicedb.close(), noService.close()]);
