@@ -176,19 +176,29 @@ function parameters(operation: ApiOperation): JsonSchema[] {
     }
   }
   for (const header of operation.headers ?? []) out.push({ ...header, in: "header", required: false });
-  if ((operation.onBehalfOf ?? operation.auth !== "none") && operation.auth !== "none") {
+  if (acceptsOnBehalfOf(operation)) {
     out.push({ $ref: "#/components/parameters/OnBehalfOf" });
   }
   return out;
 }
 
+const acceptsOnBehalfOf = (operation: ApiOperation) =>
+  (operation.onBehalfOf ?? operation.auth !== "none") && operation.auth !== "none";
+
 function errorResponses(operation: ApiOperation): Record<string, JsonSchema> {
   const codes = new Set<ErrorCode>([
     ...(operation.auth === "none" ? [] : AUTHENTICATED_ERRORS),
     ...(operation.errors ?? []),
-    ...(operation.body || operation.query || operation.params || operation.headers
+    // A request's parts, `X-On-Behalf-Of` among them.
+    ...(operation.body ||
+    operation.query ||
+    operation.params ||
+    operation.headers ||
+    acceptsOnBehalfOf(operation)
       ? (["validation_failed"] as const)
       : []),
+    // The router's answer to a path parameter of malformed percent-encoding (`%zz`).
+    ...(operation.path.includes(":") ? (["bad_request"] as const) : []),
     // What the JSON body parser answers: unreadable or malformed JSON, too large, not JSON; a route
     // reading its own multipart body answers the rest itself (`errors`).
     ...(operation.body

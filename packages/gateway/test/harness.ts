@@ -105,8 +105,9 @@ export function useGateway(
       createLogger("gateway-test", process.env.TEST_LOG_LEVEL ?? "silent"),
       { authorizationHooks: harness.authorizationHooks, ...(clock ? { clock } : {}) },
     );
-    // Every answer a test gets from it must be what the OpenAPI document declares.
-    const unwatch = watchApi(gateway.url);
+    // Every answer a test gets from it must be what the OpenAPI document declares; what it forwards
+    // to a stand-in service is that stand-in's answer, which only the test declares.
+    const unwatch = watchApi(gateway.url, { gatewayOnly: true });
     const redis = testRedisClient(redisServer.url);
     const store = new ApiKeyStore(redis);
     Object.assign(harness, {

@@ -33,6 +33,16 @@ interface Operation {
   method: string;
   operationId: string;
   responses: Record<string, Json>;
+  /** `service` for an operation the gateway forwards to the service. */
+  upstream?: string;
+}
+
+export interface WatchOptions {
+  /**
+   * Check only the gateway's own operations, not those it forwards: for a
+   * gateway in front of a stand-in service, whose answers are the test's own.
+   */
+  gatewayOnly?: boolean;
 }
 
 interface Matcher {
@@ -71,6 +81,7 @@ function load(document?: Json) {
           method: method.toUpperCase(),
           operationId: operation.operationId as string,
           responses: operation.responses as Record<string, Json>,
+          upstream: operation["x-gw-upstream"] as string | undefined,
         },
       });
       matchers.set(method.toUpperCase(), list);
@@ -125,12 +136,14 @@ const isJson = (mediaType: string) => mediaType === "application/json" || mediaT
  * no declared operation serves the request). `document` defaults to the
  * committed one.
  */
-export function conformanceProblems(answer: Answer, document?: Json): string[] {
+export function conformanceProblems(answer: Answer, document?: Json, options: WatchOptions = {}): string[] {
   const loaded = load(document);
   const operation = operationOf(answer.method, answer.pathname, document);
-  if (!operation) return [];
+  if (!operation || (options.gatewayOnly && operation.upstream === "service")) return [];
   const where = `${operation.method} ${operation.path} (${operation.operationId}) answered ${answer.status}`;
-  const declared = operation.responses[String(answer.status)];
+  const declared =
+    operation.responses[String(answer.status)] ??
+    (answer.status === 431 ? { $ref: "#/components/responses/request_header_fields_too_large" } : undefined);
   if (!declared) {
     return [`${where}, a status it does not declare (${Object.keys(operation.responses).join(", ")})`];
   }
@@ -183,17 +196,17 @@ export class ApiConformanceError extends Error {
   override name = "ApiConformanceError";
 }
 
-/** The origins (with their path prefix) whose answers are checked, and how many harnesses watch each. */
-const watched = new Map<string, number>();
+/** The origins (with their path prefix) whose answers are checked, and how. */
+const watched = new Map<string, { options: WatchOptions; count: number }>();
 let unchecked: typeof fetch | undefined;
 
-function watchedPath(url: URL): string | undefined {
-  for (const base of watched.keys()) {
+function watchedPath(url: URL): { pathname: string; options: WatchOptions } | undefined {
+  for (const [base, { options }] of watched) {
     const b = new URL(base);
     if (b.origin !== url.origin) continue;
     const prefix = b.pathname.replace(/\/$/, "");
     if (url.pathname === prefix || url.pathname.startsWith(`${prefix}/`))
-      return url.pathname.slice(prefix.length) || "/";
+      return { pathname: url.pathname.slice(prefix.length) || "/", options };
   }
   return undefined;
 }
@@ -202,14 +215,18 @@ async function checkingFetch(input: string | URL | Request, init?: RequestInit):
   const response = await unchecked!(input, init);
   const request = input instanceof Request ? input : undefined;
   const url = new URL(request ? request.url : String(input));
-  const pathname = watchedPath(url);
-  if (pathname === undefined) return response;
+  const at = watchedPath(url);
+  if (at === undefined) return response;
   const method = (init?.method ?? request?.method ?? "GET").toUpperCase();
   if (method === "HEAD" || method === "OPTIONS") return response;
   const contentType = response.headers.get("content-type");
   const mediaType = mediaTypeOf(contentType);
   const body = isJson(mediaType) ? await response.clone().text() : undefined;
-  const problems = conformanceProblems({ method, pathname, status: response.status, contentType, body });
+  const problems = conformanceProblems(
+    { method, pathname: at.pathname, status: response.status, contentType, body },
+    undefined,
+    at.options,
+  );
   if (problems.length > 0) {
     throw new ApiConformanceError(
       `The answer does not conform to the OpenAPI document (${DOCUMENT_FILE}; fix the route's declaration or its handler, then \`pnpm openapi\`):\n${problems.join("\n")}\nbody: ${(body ?? "").slice(0, 1000)}`,
@@ -222,18 +239,18 @@ async function checkingFetch(input: string | URL | Request, init?: RequestInit):
  * Checks every answer this process's `fetch` gets from `baseUrl` (a
  * gateway's URL) until the returned function is called.
  */
-export function watchApi(baseUrl: string): () => void {
+export function watchApi(baseUrl: string, options: WatchOptions = {}): () => void {
   if (!unchecked) {
     unchecked = globalThis.fetch;
     globalThis.fetch = checkingFetch as typeof fetch;
   }
-  watched.set(baseUrl, (watched.get(baseUrl) ?? 0) + 1);
+  watched.set(baseUrl, { options, count: (watched.get(baseUrl)?.count ?? 0) + 1 });
   let done = false;
   return () => {
     if (done) return;
     done = true;
-    const left = (watched.get(baseUrl) ?? 1) - 1;
-    if (left > 0) watched.set(baseUrl, left);
+    const entry = watched.get(baseUrl);
+    if (entry && entry.count > 1) entry.count -= 1;
     else watched.delete(baseUrl);
   };
 }
