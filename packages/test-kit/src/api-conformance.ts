@@ -157,6 +157,9 @@ export function conformanceProblems(answer: Answer, document?: Json, options: Wa
     if (answer.body && Object.keys(content).length > 0) return [`${where} with a body of no Content-Type`];
     return [];
   }
+  // A range (`*/*`, `image/*`: a file's own type) says nothing of the body's shape.
+  const [kind] = mediaType.split("/");
+  if (!content[mediaType] && (content["*/*"] || content[`${kind}/*`])) return [];
   if (!isJson(mediaType)) {
     return content[mediaType] || (Object.keys(content).length === 0 && answer.status === 204)
       ? []
