@@ -61,7 +61,8 @@ export const MCP_PROXY_OPERATIONS: ApiOperation[] = [
       summary: "Not offered: 405 (no SSE stream, no sessions to end)",
       tag: TAG,
       permission: MCP_CALL,
-      responses: { 405: { description: "Method Not Allowed" } },
+      responses: {},
+      errors: ["method_not_allowed"],
     }),
   ),
 ];
