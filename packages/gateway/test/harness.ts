@@ -15,8 +15,8 @@ import {
   testRedisClient,
   useTestDatabase,
 } from "@gw/test-kit";
-import type { JWK } from "jose";
 import { watchApi } from "@gw/test-kit/api-conformance";
+import type { JWK } from "jose";
 import { afterAll, beforeAll } from "vitest";
 import type { CreateApiKeyInput } from "../src/api-keys/schema.ts";
 import { ApiKeyStore } from "../src/api-keys/store.ts";
