@@ -5,6 +5,7 @@ import { tmpdir } from "node:os";
 import { delimiter, join, resolve } from "node:path";
 import { promisify } from "node:util";
 import { freePort, REPO_ROOT, startPostgresServer } from "@gw/devstack";
+import { watchApi } from "@gw/test-kit/api-conformance";
 
 const run = promisify(execFile);
 
@@ -109,6 +110,8 @@ export async function startStack(env: NodeJS.ProcessEnv): Promise<RunningStack> 
     }
     await new Promise((r) => setTimeout(r, 25));
   }
+  // Every answer a test gets from it must be what the OpenAPI document declares.
+  void exited.then(watchApi(gatewayUrl));
   return stack;
 }
 

@@ -176,19 +176,29 @@ function parameters(operation: ApiOperation): JsonSchema[] {
     }
   }
   for (const header of operation.headers ?? []) out.push({ ...header, in: "header", required: false });
-  if ((operation.onBehalfOf ?? operation.auth !== "none") && operation.auth !== "none") {
+  if (acceptsOnBehalfOf(operation)) {
     out.push({ $ref: "#/components/parameters/OnBehalfOf" });
   }
   return out;
 }
 
+const acceptsOnBehalfOf = (operation: ApiOperation) =>
+  (operation.onBehalfOf ?? operation.auth !== "none") && operation.auth !== "none";
+
 function errorResponses(operation: ApiOperation): Record<string, JsonSchema> {
   const codes = new Set<ErrorCode>([
     ...(operation.auth === "none" ? [] : AUTHENTICATED_ERRORS),
     ...(operation.errors ?? []),
-    ...(operation.body || operation.query || operation.params || operation.headers
+    // A request's parts, `X-On-Behalf-Of` among them.
+    ...(operation.body ||
+    operation.query ||
+    operation.params ||
+    operation.headers ||
+    acceptsOnBehalfOf(operation)
       ? (["validation_failed"] as const)
       : []),
+    // The router's answer to a path parameter of malformed percent-encoding (`%zz`).
+    ...(operation.path.includes(":") ? (["bad_request"] as const) : []),
     // What the JSON body parser answers: unreadable or malformed JSON, too large, not JSON; a route
     // reading its own multipart body answers the rest itself (`errors`).
     ...(operation.body
@@ -260,6 +270,46 @@ function responseObject(response: ApiResponse, named: NamedSchemas): JsonSchema 
         }
       : {}),
   };
+}
+
+/**
+ * An operation's own responses and the catalogue's error responses. Where
+ * both name a status (the MCP proxy's JSON-RPC errors beside the catalogue's
+ * 401), the status answers either body.
+ */
+function withErrorResponses(
+  own: Record<string, JsonSchema>,
+  errors: Record<string, JsonSchema>,
+): Record<string, JsonSchema> {
+  const out = { ...own };
+  const catalogue = catalogueResponses();
+  for (const [status, error] of Object.entries(errors)) {
+    const mine = own[status];
+    if (!mine) {
+      out[status] = error;
+      continue;
+    }
+    const resolved =
+      typeof error.$ref === "string" ? catalogue[error.$ref.split("/").at(-1)!]! : (error as JsonSchema);
+    const schemaOf = (r: JsonSchema) =>
+      (r.content as Record<string, { schema: JsonSchema }> | undefined)?.["application/json"]?.schema;
+    const ownSchema = schemaOf(mine);
+    const errorSchema = schemaOf(resolved);
+    out[status] = {
+      ...mine,
+      description: `${mine.description}; or ${resolved.description}`,
+      ...(mine.headers || resolved.headers
+        ? { headers: { ...(resolved.headers as JsonSchema), ...(mine.headers as JsonSchema) } }
+        : {}),
+      content: {
+        ...(mine.content as JsonSchema),
+        "application/json": {
+          schema: ownSchema && errorSchema ? { anyOf: [ownSchema, errorSchema] } : (ownSchema ?? errorSchema),
+        },
+      },
+    };
+  }
+  return out;
 }
 
 /** The catalogue's error bodies as reusable responses. */
@@ -416,12 +466,10 @@ export function buildOpenApiDocument(info: ApiDocumentInfo, operations: readonly
         },
       };
     }
-    entry.responses = {
-      ...Object.fromEntries(
-        Object.entries(operation.responses).map(([s, r]) => [s, responseObject(r, named)]),
-      ),
-      ...errorResponses(operation),
-    };
+    entry.responses = withErrorResponses(
+      Object.fromEntries(Object.entries(operation.responses).map(([s, r]) => [s, responseObject(r, named)])),
+      errorResponses(operation),
+    );
     paths[path] ??= {};
     paths[path][operation.method.toLowerCase()] = entry;
   }

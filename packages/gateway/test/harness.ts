@@ -15,6 +15,7 @@ import {
   testRedisClient,
   useTestDatabase,
 } from "@gw/test-kit";
+import { watchApi } from "@gw/test-kit/api-conformance";
 import type { JWK } from "jose";
 import { afterAll, beforeAll } from "vitest";
 import type { CreateApiKeyInput } from "../src/api-keys/schema.ts";
@@ -104,6 +105,9 @@ export function useGateway(
       createLogger("gateway-test", process.env.TEST_LOG_LEVEL ?? "silent"),
       { authorizationHooks: harness.authorizationHooks, ...(clock ? { clock } : {}) },
     );
+    // Every answer a test gets from it must be what the OpenAPI document declares; what it forwards
+    // to a stand-in service is that stand-in's answer, which only the test declares.
+    const unwatch = watchApi(gateway.url, { gatewayOnly: true });
     const redis = testRedisClient(redisServer.url);
     const store = new ApiKeyStore(redis);
     Object.assign(harness, {
@@ -134,6 +138,7 @@ export function useGateway(
       },
     } satisfies GatewayHarness);
     stop = async () => {
+      unwatch();
       redis.disconnect();
       await gateway.close();
       await Promise.all([redisServer.stop(), spicedb.close(), noService.close()]);

@@ -44,4 +44,8 @@ export const serviceRoutes = [
 export const SERVICE_OPERATIONS: ApiOperation[] = operationsOf(serviceRoutes, (route) => ({
   "x-gw-upstream": "service",
   ...(route.callsModel ? { "x-gw-calls-model": true } : {}),
+})).map((operation) => ({
+  ...operation,
+  // What the gateway answers in the service's stead: unreachable (502), or no answer in time (504).
+  errors: [...new Set([...(operation.errors ?? []), "bad_gateway", "gateway_timeout"] as const)],
 }));

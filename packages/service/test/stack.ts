@@ -27,6 +27,7 @@ import {
   testRedisClient,
   useTestDatabase,
 } from "@gw/test-kit";
+import { watchApi } from "@gw/test-kit/api-conformance";
 import { type FakeLLM, startFakeLLM } from "@gw/test-kit/llm-upstream";
 import { afterAll, beforeAll, expect } from "vitest";
 import { serviceConfigSchema } from "../src/config.ts";
@@ -167,6 +168,8 @@ export function useStack(
       }),
       logger,
     );
+    // Every answer a test gets from the gateway must be what the OpenAPI document declares.
+    const unwatch = watchApi(gateway.url);
     const redis = testRedisClient(redisServer.url);
     const db = createPostgres(database.url, { connectionName: "test" });
     const store = new ApiKeyStore(redis);
@@ -216,6 +219,7 @@ export function useStack(
       },
     } satisfies Stack);
     teardown = async () => {
+      unwatch();
       redis.disconnect();
       await db.close();
       await gateway.close();

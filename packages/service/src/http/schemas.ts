@@ -1,4 +1,5 @@
 import { type JsonSchema, objectSchema, stringSchema } from "@gw/core/openapi";
+import { ID_PREFIX } from "../items/items.ts";
 
 /**
  * JSON Schemas of answers that several features share, for the OpenAPI
@@ -9,11 +10,12 @@ export const unixTime: JsonSchema = { type: "integer", description: "Unix time, 
 export const metadata: JsonSchema = { type: "object", additionalProperties: { type: "string" } };
 export const nullable = (type: string): JsonSchema => ({ type: [type, "null"] });
 
-/** A message, function call or function call output, as OpenAI's Conversations API shows them. */
+/** An item as OpenAI's Conversations and Responses APIs show them: a message, a function call or its output, a hosted MCP item, a file search. */
 export const item: JsonSchema = {
   type: "object",
-  description: "A message, function call or function call output, as OpenAI's Conversations API shows them",
-  properties: { id: stringSchema(), type: { enum: ["message", "function_call", "function_call_output"] } },
+  description:
+    "An item as OpenAI's Conversations API shows them: a message, a function call or its output, a hosted MCP tool's listing, call or approval, a file search",
+  properties: { id: stringSchema(), type: { enum: Object.keys(ID_PREFIX) } },
   required: ["id", "type"],
 };
 

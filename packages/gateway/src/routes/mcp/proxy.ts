@@ -1,5 +1,5 @@
 import { MCP_CALL, MCP_PROXY_ROUTE, MODERN_PROTOCOL_VERSIONS, PROTOCOL_VERSIONS } from "@gw/core/mcp";
-import type { ApiOperation } from "@gw/core/openapi";
+import type { ApiOperation, JsonSchema } from "@gw/core/openapi";
 import { TAG } from "./schemas.ts";
 
 /**
@@ -7,6 +7,26 @@ import { TAG } from "./schemas.ts";
  * router, with its own authentication, 401 and 403: not a declared route.
  * Its operations are described here, for the OpenAPI document.
  */
+/**
+ * A JSON-RPC 2.0 error response, as the proxy answers a JSON-RPC request it
+ * refuses; a 401 or 403 keeps the catalogue's `message` and `code` at the top level.
+ */
+const JSON_RPC_ERROR: JsonSchema = {
+  type: "object",
+  properties: {
+    jsonrpc: { const: "2.0" },
+    id: { type: ["string", "integer", "null"] },
+    error: {
+      type: "object",
+      properties: { code: { type: "integer" }, message: { type: "string" }, data: {} },
+      required: ["code", "message"],
+    },
+    message: { type: "string" },
+    code: { type: "string" },
+  },
+  required: ["jsonrpc", "id", "error"],
+};
+
 export const MCP_PROXY_OPERATIONS: ApiOperation[] = [
   {
     method: "POST",
@@ -22,7 +42,13 @@ export const MCP_PROXY_OPERATIONS: ApiOperation[] = [
       202: { description: "A notification, accepted" },
       400: {
         description: "HeaderMismatch (-32020) or UnsupportedProtocolVersion (-32022), as a JSON-RPC error",
-        schema: { type: "object" },
+        schema: JSON_RPC_ERROR,
+      },
+      401: { description: "To a JSON-RPC request: a JSON-RPC error (-32001)", schema: JSON_RPC_ERROR },
+      403: { description: "To a JSON-RPC request: a JSON-RPC error (-32003)", schema: JSON_RPC_ERROR },
+      404: {
+        description: "A method this revision does not offer (-32601), as a JSON-RPC error",
+        schema: JSON_RPC_ERROR,
       },
     },
     errors: ["not_found"],
@@ -35,7 +61,8 @@ export const MCP_PROXY_OPERATIONS: ApiOperation[] = [
       summary: "Not offered: 405 (no SSE stream, no sessions to end)",
       tag: TAG,
       permission: MCP_CALL,
-      responses: { 405: { description: "Method Not Allowed" } },
+      responses: {},
+      errors: ["method_not_allowed"],
     }),
   ),
 ];

@@ -1,5 +1,7 @@
+import { notFound } from "@gw/core/errors";
 import { defineRoute } from "@gw/core/http";
 import { MCP_CALL, MCP_PROXY_ROUTE, MCP_SERVER_ID, mcpProxyUrl } from "@gw/core/mcp";
+import { objectSchema, stringSchema } from "@gw/core/openapi";
 import { PROTECTED_RESOURCE_PREFIX } from "../../mcp/proxy.ts";
 
 /** RFC 9728's metadata of a protected resource: which authorization server issues its tokens. */
@@ -25,13 +27,23 @@ export const protectedResourceMetadata = defineRoute({
   summary: "RFC 9728 metadata of an MCP proxy endpoint: the gateway is its authorization server",
   tag: "MCP Vault",
   auth: "none",
-  responses: { 200: { description: "The metadata", schema: { type: "object" } } },
+  responses: {
+    200: {
+      description: "The metadata",
+      schema: objectSchema({
+        resource: stringSchema("The MCP proxy endpoint's URL"),
+        authorization_servers: { type: "array", items: { type: "string" } },
+        bearer_methods_supported: { type: "array", items: { const: "header" } },
+        scopes_supported: { type: "array", items: { type: "string" } },
+        resource_name: stringSchema(),
+      }),
+    },
+  },
+  // An id that cannot be an MCP server's.
+  errors: ["not_found"],
   handler: ({ params, res }, { publicUrl }: { publicUrl: string }) => {
     const id = String(params.id);
-    if (!MCP_SERVER_ID.test(id)) {
-      res.status(404).json({ error: "Not Found", message: "No such protected resource" });
-      return;
-    }
+    if (!MCP_SERVER_ID.test(id)) throw notFound("No such protected resource");
     res.set("Cache-Control", "public, max-age=300");
     const body: ProtectedResourceMetadata = {
       resource: mcpProxyUrl(publicUrl, id),

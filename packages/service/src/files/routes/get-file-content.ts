@@ -23,7 +23,8 @@ export const getFileContent = defineRoute({
       description:
         "The bytes, with the media type the upload declared (application/octet-stream when it declared none usable), `Content-Disposition: attachment` and `X-Content-Type-Options: nosniff`",
       schema: { type: "string", format: "binary" },
-      contentType: "application/octet-stream",
+      // Whatever the upload declared: a range, so the document names no one type for every file.
+      contentType: "*/*",
     },
   },
   errors: ["not_found"],

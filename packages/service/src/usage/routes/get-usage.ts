@@ -18,6 +18,10 @@ const totalsSchema = objectSchema({
   input_tokens: { type: "integer" },
   output_tokens: { type: "integer" },
   total_tokens: { type: "integer" },
+  cost_usd: {
+    type: "number",
+    description: "Spend in US dollars, each call at the price of the deployment that served it",
+  },
   cached_requests: {
     type: "integer",
     description: "Requests answered from the response cache (no provider tokens)",
