@@ -29,10 +29,13 @@ describe("buildOpenApiDocument", () => {
     expect(paths["/public"]?.get).toMatchObject({ security: [] });
     expect(paths["/public"]?.get?.parameters).toBeUndefined();
     expect(Object.keys(paths["/public"]?.get?.responses as object)).toEqual(["200"]);
+    // 400: a path parameter of malformed percent-encoding; 422: an X-On-Behalf-Of that is not valid.
     expect(Object.keys(paths["/api/v1/things/{id}"]?.get?.responses as object)).toEqual([
       "200",
+      "400",
       "401",
       "403",
+      "422",
       "429",
       "503",
     ]);

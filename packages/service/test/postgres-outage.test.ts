@@ -99,10 +99,13 @@ describe("the service while PostgreSQL is down", () => {
     await expectUnavailable(
       await send("POST", `${CONV}/${acknowledged[1]!.id}/items`, { items: [message("b4")] }),
     );
-    // The model answered, but the response could not be stored: 503, and its id keeps no owner relationship.
+    // The response could not be stored: 503, and its id keeps no owner relationship. Its ownership is written
+    // beside the model call and fails once PostgreSQL refuses to record when the owner's grant ends, which aborts
+    // the call: the model may or may not have been asked by then, never more than once.
     const asked = llm.requests.length;
     await expectUnavailable(await send("POST", "/api/v1/llm/responses", { input: "unstored" }));
-    expect(llm.requests.length).toBe(asked + 1);
+    expect(llm.requests.length).toBeLessThanOrEqual(asked + 1);
+    const askedAfterResponse = llm.requests.length;
     expect(
       await readRelationshipLines(spicedb, {
         resourceType: "response",
@@ -113,7 +116,7 @@ describe("the service while PostgreSQL is down", () => {
     await expectUnavailable(
       await send("POST", COMPLETIONS, { messages: [message("unstored")], store: true }),
     );
-    expect(llm.requests.length).toBe(asked + 2);
+    expect(llm.requests.length).toBeLessThanOrEqual(askedAfterResponse + 1);
     expect(
       await readRelationshipLines(spicedb, {
         resourceType: "completion",
