@@ -3,8 +3,8 @@ import { resolve } from "node:path";
 import { promisify } from "node:util";
 import { describeEachTopology, REPO_ROOT } from "@gw/test-kit";
 import { describe, expect, it, vi } from "vitest";
-import { freshOrg, useGateway } from "./harness.ts";
-import { type CliVia, runCli } from "./run-cli.ts";
+import { freshOrg, useGateway } from "../../test/harness.ts";
+import { type CliVia, runCli } from "../../test/run-cli.ts";
 
 const run = promisify(execFile);
 describeEachTopology("on %s Redis", (topology) => {
@@ -219,7 +219,7 @@ describe("pnpm keys without Redis", () => {
   it("signing-key prints a JWK Set the gateway accepts as JWT_SIGNING_KEYS, without Redis", async () => {
     const { code, stdout } = await runCli("keys", ["signing-key", "--alg", "EdDSA"], noRedis);
     expect(code).toBe(0);
-    const { loadSigningKeys } = await import("../src/tokens/signing-keys.ts");
+    const { loadSigningKeys } = await import("../tokens/signing-keys.ts");
     const keys = await loadSigningKeys(stdout);
     expect(keys.active.alg).toBe("EdDSA");
     expect(keys.publicJwks).toHaveLength(1);

@@ -2,8 +2,8 @@ import type { Socket } from "node:net";
 import type { RedisClient } from "@gw/core/redis";
 import { capturingLogger, startTestRedis, type TestRedis, testRedisClient } from "@gw/test-kit";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { CachedApiKeyLookup, createKeyEventsSubscriber } from "../src/api-keys/lookup.ts";
-import { ApiKeyStore } from "../src/api-keys/store.ts";
+import { CachedApiKeyLookup, createKeyEventsSubscriber } from "./lookup.ts";
+import { ApiKeyStore } from "./store.ts";
 
 describe("the API-key change feed's connection", () => {
   let server: TestRedis;

@@ -2,9 +2,9 @@ import { AppError } from "@gw/core/errors";
 import type { RedisClient } from "@gw/core/redis";
 import { describeEachTopology, useTestRedis } from "@gw/test-kit";
 import { describe, expect, it } from "vitest";
-import { generateSecret } from "../src/api-keys/secret.ts";
-import { ApiKeyStore, DuplicateSecretError, MAX_CHANGE_ATTEMPTS } from "../src/api-keys/store.ts";
-import { freshOrg } from "./harness.ts";
+import { freshOrg } from "../../test/harness.ts";
+import { generateSecret } from "./secret.ts";
+import { ApiKeyStore, DuplicateSecretError, MAX_CHANGE_ATTEMPTS } from "./store.ts";
 
 /** `redis`, with `wrap` standing in for one of its commands. */
 function intercept<C extends "get" | "set">(

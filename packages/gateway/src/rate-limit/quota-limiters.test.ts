@@ -13,9 +13,9 @@ import {
 } from "@gw/test-kit";
 import type { Cluster, Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
-import { createGatewayMetrics } from "../src/metrics.ts";
-import { MemoryWindows } from "../src/rate-limit/memory-windows.ts";
-import { RequestWindows } from "../src/rate-limit/request-windows.ts";
+import { createGatewayMetrics } from "../metrics.ts";
+import { MemoryWindows } from "./memory-windows.ts";
+import { RequestWindows } from "./request-windows.ts";
 
 let n = 0;
 const key = () => `key_test_${n++}_${Date.now()}`;

@@ -4,8 +4,8 @@ import { join } from "node:path";
 import { capturingLogger } from "@gw/test-kit";
 import { createLocalJWKSet, jwtVerify } from "jose";
 import { describe, expect, it } from "vitest";
-import { developmentSigningKeys, generateSigningJwk, loadSigningKeys } from "../src/tokens/signing-keys.ts";
-import { TokenService } from "../src/tokens/tokens.ts";
+import { developmentSigningKeys, generateSigningJwk, loadSigningKeys } from "./signing-keys.ts";
+import { TokenService } from "./tokens.ts";
 
 const ISSUER = "https://gateway.test";
 const claims = { sub: "alice", aud: "https://app.test", org: "acme", keyId: "key_1", permissions: [] };

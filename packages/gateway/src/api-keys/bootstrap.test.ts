@@ -1,8 +1,8 @@
 import { createLogger } from "@gw/core/logger";
 import { describe, expect, it, vi } from "vitest";
-import { ensureBootstrapAdminKey } from "../src/api-keys/bootstrap.ts";
-import { hashSecret } from "../src/api-keys/secret.ts";
-import { useGateway } from "./harness.ts";
+import { useGateway } from "../../test/harness.ts";
+import { ensureBootstrapAdminKey } from "./bootstrap.ts";
+import { hashSecret } from "./secret.ts";
 
 const BOOTSTRAP = "bootstrap-secret-for-tests-0123456789abcdef";
 // The key store (and its atomic create) is tested on a Redis Cluster in api-key-store.test.ts.

@@ -2,8 +2,8 @@ import type { Limits } from "@gw/core/limits";
 import { CountingWindows } from "@gw/core/windows";
 import { describeEachTopology } from "@gw/test-kit";
 import { describe, expect, it } from "vitest";
-import { freshOrg, useGateway } from "./harness.ts";
-import { tally } from "./tally.ts";
+import { freshOrg, useGateway } from "../../test/harness.ts";
+import { tally } from "../../test/tally.ts";
 
 describeEachTopology("on %s Redis", (topology) => {
   // Exactness is what these tests check: a loaded machine's slow Redis must not make the gateway decide in

@@ -2,9 +2,9 @@ import { execFile } from "node:child_process";
 import { promisify } from "node:util";
 import { spicedbEnv } from "@gw/test-kit";
 import { describe, expect, it } from "vitest";
-import { newOrg } from "./authorization-helpers.ts";
-import { useGateway } from "./harness.ts";
-import { type CliVia, runCli } from "./run-cli.ts";
+import { newOrg } from "../../test/authorization-helpers.ts";
+import { useGateway } from "../../test/harness.ts";
+import { type CliVia, runCli } from "../../test/run-cli.ts";
 
 const _run = promisify(execFile);
 const gw = useGateway();

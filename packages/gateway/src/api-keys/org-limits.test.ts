@@ -2,7 +2,7 @@ import { ManualClock } from "@gw/core/clock";
 import { createRedis } from "@gw/core/redis";
 import { startTestRedis } from "@gw/test-kit";
 import { describe, expect, it, vi } from "vitest";
-import { OrgLimitsStore } from "../src/api-keys/org-limits.ts";
+import { OrgLimitsStore } from "./org-limits.ts";
 
 describe("organization end-user defaults", () => {
   it("are read through a short cache, and a stale copy serves while Redis cannot be asked", async () => {

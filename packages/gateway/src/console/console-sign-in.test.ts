@@ -1,7 +1,7 @@
 import { request } from "node:http";
 import { describe, expect, it } from "vitest";
-import { addressKey } from "../src/console/sign-in-limits.ts";
-import { freshOrg, useGateway } from "./harness.ts";
+import { freshOrg, useGateway } from "../../test/harness.ts";
+import { addressKey } from "./sign-in-limits.ts";
 
 /**
  * Failed admin console sign-ins are limited per client address and per

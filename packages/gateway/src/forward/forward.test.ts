@@ -2,7 +2,7 @@ import { EventEmitter, once } from "node:events";
 import { createServer, type IncomingHttpHeaders, request, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { useGateway } from "./harness.ts";
+import { useGateway } from "../../test/harness.ts";
 
 /**
  * A stand-in for the service: records what reaches it; `/api/v1/llm/stall` never answers,

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { useGateway } from "./harness.ts";
+import { useGateway } from "../../test/harness.ts";
 
 const gw = useGateway();
 const WHOAMI = "/api/v1/authentication/whoami";

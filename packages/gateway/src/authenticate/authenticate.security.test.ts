@@ -1,6 +1,6 @@
 import { scanKeys } from "@gw/test-kit";
 import { describe, expect, it, vi } from "vitest";
-import { useGateway } from "./harness.ts";
+import { useGateway } from "../../test/harness.ts";
 
 const gw = useGateway();
 const WHOAMI = "/api/v1/authentication/whoami";

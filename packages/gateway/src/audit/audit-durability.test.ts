@@ -5,10 +5,10 @@ import { createPostgres, type Postgres } from "@gw/core/postgres";
 import type { Principal } from "@gw/core/principal";
 import { type StoppablePostgres, startStoppablePostgres } from "@gw/test-kit";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { audited } from "../src/audit/audited.ts";
-import { createGatewayMetrics } from "../src/metrics.ts";
-import { newOrg } from "./authorization-helpers.ts";
-import { useGateway } from "./harness.ts";
+import { newOrg } from "../../test/authorization-helpers.ts";
+import { useGateway } from "../../test/harness.ts";
+import { createGatewayMetrics } from "../metrics.ts";
+import { audited } from "./audited.ts";
 
 const UNAVAILABLE = {
   error: "Service Unavailable",

@@ -1,10 +1,10 @@
 import { ManualClock } from "@gw/core/clock";
 import { scanKeys, useTestRedis } from "@gw/test-kit";
 import { describe, expect, it } from "vitest";
-import { hasMcpRoutes } from "../src/console/console-router.ts";
-import { ConsoleSessions } from "../src/console/sessions.ts";
-import { newOrg } from "./authorization-helpers.ts";
-import { consoleSessionCookie, consoleSignIn, freshOrg, useGateway } from "./harness.ts";
+import { newOrg } from "../../test/authorization-helpers.ts";
+import { consoleSessionCookie, consoleSignIn, freshOrg, useGateway } from "../../test/harness.ts";
+import { hasMcpRoutes } from "./console-router.ts";
+import { ConsoleSessions } from "./sessions.ts";
 
 const ORIGIN = (url: string) => new URL(url).origin;
 const ROOT = [

@@ -7,10 +7,10 @@ import {
   SignJWT,
 } from "jose";
 import { describe, expect, it, vi } from "vitest";
-import { generateSigningJwk } from "../src/tokens/signing-keys.ts";
-import { newOrg } from "./authorization-helpers.ts";
-import { useGateway } from "./harness.ts";
-import { oneSecondAfter } from "./propagation.ts";
+import { newOrg } from "../../test/authorization-helpers.ts";
+import { useGateway } from "../../test/harness.ts";
+import { oneSecondAfter } from "../../test/propagation.ts";
+import { generateSigningJwk } from "./signing-keys.ts";
 
 const gw = useGateway();
 const EXCHANGE = "/api/v1/authentication/api-keys/exchange-token";
