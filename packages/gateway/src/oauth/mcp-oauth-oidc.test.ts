@@ -6,10 +6,10 @@ import { startOidcProvider, type TestOidcProvider } from "@gw/test-kit/oidc-prov
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { OidcRelyingParty } from "../../src/oauth/oidc.ts";
-import { TEST_PUBLIC_URL, useGateway } from "../harness.ts";
-import { MCP_ENV } from "./mcp-helpers.ts";
-import { clientFetchTo, docsServer, hidden, MemoryProvider } from "./oauth-client.ts";
+import { TEST_PUBLIC_URL, useGateway } from "../../test/harness.ts";
+import { MCP_ENV } from "../../test/mcp/mcp-helpers.ts";
+import { clientFetchTo, docsServer, hidden, MemoryProvider } from "../../test/mcp/oauth-client.ts";
+import { OidcRelyingParty } from "./oidc.ts";
 
 const gw = useGateway({ ...MCP_ENV, MCP_OAUTH_ALLOW_PRIVATE_IDENTITY_PROVIDERS: "true" });
 const CALLBACK = `${TEST_PUBLIC_URL}/oauth/callback`;

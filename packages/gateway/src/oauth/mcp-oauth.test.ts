@@ -6,11 +6,11 @@ import { type FakeMcpServer, startFakeMcpServer } from "@gw/test-kit/mcp-upstrea
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { RunningGateway } from "../../src/server.ts";
-import { newOrg } from "../authorization-helpers.ts";
-import { TEST_PUBLIC_URL, useGateway } from "../harness.ts";
-import { caller, MCP_ENV, startReplica } from "./mcp-helpers.ts";
-import { clientFetchTo, docsServer, hidden, MemoryProvider } from "./oauth-client.ts";
+import { newOrg } from "../../test/authorization-helpers.ts";
+import { TEST_PUBLIC_URL, useGateway } from "../../test/harness.ts";
+import { caller, MCP_ENV, startReplica } from "../../test/mcp/mcp-helpers.ts";
+import { clientFetchTo, docsServer, hidden, MemoryProvider } from "../../test/mcp/oauth-client.ts";
+import type { RunningGateway } from "../server.ts";
 
 const gw = useGateway(MCP_ENV);
 let upstream: FakeMcpServer;

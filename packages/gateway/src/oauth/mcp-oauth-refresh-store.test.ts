@@ -2,7 +2,7 @@ import { ManualClock } from "@gw/core/clock";
 import { createPostgres, type Postgres } from "@gw/core/postgres";
 import { useTestDatabase } from "@gw/test-kit";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { RefreshTokens } from "../../src/oauth/refresh-tokens.ts";
+import { RefreshTokens } from "./refresh-tokens.ts";
 
 const database = useTestDatabase();
 let db: Postgres;

@@ -4,7 +4,7 @@ import { UpstreamPolicy } from "@gw/core/mcp";
 import { createPostgres, type Postgres } from "@gw/core/postgres";
 import { useTestDatabase } from "@gw/test-kit";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
-import { OAuthClients, UNUSED_CLIENT_TTL_SECONDS } from "../../src/oauth/clients.ts";
+import { OAuthClients, UNUSED_CLIENT_TTL_SECONDS } from "./clients.ts";
 
 const database = useTestDatabase();
 let db: Postgres;

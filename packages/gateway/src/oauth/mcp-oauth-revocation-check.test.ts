@@ -2,12 +2,12 @@ import { AppError } from "@gw/core/errors";
 import { createRedis } from "@gw/core/redis";
 import type { Request, Response } from "express";
 import { describe, expect, it } from "vitest";
-import type { ApiKeyLookup } from "../../src/api-keys/lookup.ts";
-import type { ApiKeyRecord } from "../../src/api-keys/types.ts";
-import { authenticate } from "../../src/authenticate/authenticate.ts";
-import { createGatewayMetrics } from "../../src/metrics.ts";
-import { RevokedFamilies } from "../../src/oauth/revoked-families.ts";
-import type { TokenService } from "../../src/tokens/tokens.ts";
+import type { ApiKeyLookup } from "../api-keys/lookup.ts";
+import type { ApiKeyRecord } from "../api-keys/types.ts";
+import { authenticate } from "../authenticate/authenticate.ts";
+import { createGatewayMetrics } from "../metrics.ts";
+import type { TokenService } from "../tokens/tokens.ts";
+import { RevokedFamilies } from "./revoked-families.ts";
 
 const KEY = { id: "key_1", org: "org-a", owner: "bob", status: "active", expiresAt: null } as ApiKeyRecord;
 const TOKEN = "eyJhbGciOiJFUzI1NiJ9.eyJzdWIiOiJib2IifQ.c2ln";
