@@ -9,12 +9,12 @@ import { CountingWindows } from "@gw/core/windows";
 import { startTestRedis } from "@gw/test-kit";
 import { type FakeLLM, hashedEmbedding, startFakeLLM } from "@gw/test-kit/llm-upstream";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
-import type { Caller } from "../src/budgets/admit-model-call.ts";
-import { createBudgetMetrics } from "../src/budgets/budget-metrics.ts";
-import { type EmbeddingCallDeps, embedTexts } from "../src/calls/embeddings.ts";
-import { ids } from "../src/ids.ts";
-import { UsageStore } from "../src/usage/store.ts";
-import { priceBook, testProvider } from "./providers.ts";
+import { priceBook, testProvider } from "../../test/providers.ts";
+import type { Caller } from "../budgets/admit-model-call.ts";
+import { createBudgetMetrics } from "../budgets/budget-metrics.ts";
+import { ids } from "../ids.ts";
+import { UsageStore } from "../usage/store.ts";
+import { type EmbeddingCallDeps, embedTexts } from "./embeddings.ts";
 
 /**
  * `embedTexts` as the service's own code calls it (a vector store's

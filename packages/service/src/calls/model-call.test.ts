@@ -10,14 +10,14 @@ import { CountingWindows } from "@gw/core/windows";
 import { freePort, startTestRedis, startTestSpiceDB } from "@gw/test-kit";
 import { type FakeLLM, startFakeLLM } from "@gw/test-kit/llm-upstream";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { Caller } from "../src/budgets/admit-model-call.ts";
-import { createBudgetMetrics } from "../src/budgets/budget-metrics.ts";
-import { modelGuardrailsOf } from "../src/calls/deps.ts";
-import { admitCall, type ModelCallDeps, type StreamedCall } from "../src/calls/model-call.ts";
-import { ids } from "../src/ids.ts";
-import type { ChatRequest, Completion } from "../src/llm/provider.ts";
-import { UsageStore } from "../src/usage/store.ts";
-import { priceBook, testProvider } from "./providers.ts";
+import { priceBook, testProvider } from "../../test/providers.ts";
+import type { Caller } from "../budgets/admit-model-call.ts";
+import { createBudgetMetrics } from "../budgets/budget-metrics.ts";
+import { ids } from "../ids.ts";
+import type { ChatRequest, Completion } from "../llm/provider.ts";
+import { UsageStore } from "../usage/store.ts";
+import { modelGuardrailsOf } from "./deps.ts";
+import { admitCall, type ModelCallDeps, type StreamedCall } from "./model-call.ts";
 
 /**
  * The model call on its own (calls/model-call.ts), without routes: real

@@ -1,14 +1,14 @@
 import { countTokens as cl100k } from "gpt-tokenizer/encoding/cl100k_base";
 import { countTokens as o200k } from "gpt-tokenizer/encoding/o200k_base";
 import { describe, expect, it, onTestFinished } from "vitest";
+import { useStack } from "../../test/stack.ts";
 import {
   configureTokenCounting,
   countPromptTokens,
   countTokens,
   DEFAULT_TOKEN_COUNTING,
   MAX_ENCODED_PIECE_CHARS,
-} from "../src/llm/tokens.ts";
-import { useStack } from "./stack.ts";
+} from "./tokens.ts";
 
 /**
  * Counting tokens never holds the event loop: byte-pair encoding is

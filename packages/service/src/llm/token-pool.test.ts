@@ -1,7 +1,7 @@
 import { afterAll, describe, expect, it } from "vitest";
-import { countAllNow } from "../src/llm/token-count.ts";
-import { TokenPool } from "../src/llm/token-pool.ts";
-import { configureTokenCounting, countPromptTokens, DEFAULT_TOKEN_COUNTING } from "../src/llm/tokens.ts";
+import { countAllNow } from "./token-count.ts";
+import { TokenPool } from "./token-pool.ts";
+import { configureTokenCounting, countPromptTokens, DEFAULT_TOKEN_COUNTING } from "./tokens.ts";
 
 /**
  * Large prompts are counted by worker threads, so the event loop does no

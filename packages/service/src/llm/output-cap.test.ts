@@ -1,6 +1,6 @@
 import { decode, encode } from "gpt-tokenizer/encoding/o200k_base";
 import { describe, expect, it } from "vitest";
-import { BYTES_PER_TOKEN, capWholeOutput, OutputCap } from "../src/llm/output-cap.ts";
+import { BYTES_PER_TOKEN, capWholeOutput, OutputCap } from "./output-cap.ts";
 
 const TEXT = "The quick brown fox jumps over the lazy dog, 漢字かな交じり文 and 3.14159 digits. ".repeat(20);
 

@@ -4,8 +4,8 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { ConfigError, loadConfig } from "@gw/core/config";
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from "vitest";
-import { serviceConfigSchema } from "../src/config.ts";
-import { catalogueOf } from "../src/llm/catalogue.ts";
+import { serviceConfigSchema } from "../config.ts";
+import { catalogueOf } from "./catalogue.ts";
 
 let dir: string;
 beforeAll(async () => {

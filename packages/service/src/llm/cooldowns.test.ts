@@ -2,8 +2,8 @@ import { randomBytes } from "node:crypto";
 import { createRedis } from "@gw/core/redis";
 import { describeEachTopology, scanKeys, useTestRedis } from "@gw/test-kit";
 import { expect, it } from "vitest";
-import type { CatalogueModel, Deployment } from "../src/llm/catalogue.ts";
-import { RedisCooldowns } from "../src/llm/cooldowns.ts";
+import type { CatalogueModel, Deployment } from "./catalogue.ts";
+import { RedisCooldowns } from "./cooldowns.ts";
 
 const POLICY = { failures: 3, windowMs: 60_000, coolMs: 30_000 };
 

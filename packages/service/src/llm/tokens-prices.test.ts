@@ -1,8 +1,8 @@
 import { loadConfig } from "@gw/core/config";
 import { describe, expect, it } from "vitest";
-import { serviceConfigSchema } from "../src/config.ts";
-import { costNanoUsd, parseModelList } from "../src/llm/prices.ts";
-import { countPromptTokens, countTokens, tokenizerOf } from "../src/llm/tokens.ts";
+import { serviceConfigSchema } from "../config.ts";
+import { costNanoUsd, parseModelList } from "./prices.ts";
+import { countPromptTokens, countTokens, tokenizerOf } from "./tokens.ts";
 
 describe("token counts", () => {
   it("use the model family's encoding, else the text's UTF-8 bytes", async () => {

@@ -1,6 +1,6 @@
 import { ManualClock } from "@gw/core/clock";
 import { describe, expect, it, vi } from "vitest";
-import { ids } from "../src/ids.ts";
+import { ids } from "../ids.ts";
 import {
   Catalogue,
   type CatalogueModel,
@@ -8,17 +8,11 @@ import {
   type Deployment,
   type ProviderKind,
   type RoutingPolicy,
-} from "../src/llm/catalogue.ts";
-import { type Cooldowns, type DeploymentState, READY } from "../src/llm/cooldowns.ts";
-import { ProviderFailed, ProviderRateLimited, ProviderTimeout } from "../src/llm/errors.ts";
-import type {
-  ChatRequest,
-  Completion,
-  ModelProvider,
-  StreamSeen,
-  ToolCallDelta,
-} from "../src/llm/provider.ts";
-import { ModelRouter, pickDeployment, type RouterSettings } from "../src/llm/router.ts";
+} from "./catalogue.ts";
+import { type Cooldowns, type DeploymentState, READY } from "./cooldowns.ts";
+import { ProviderFailed, ProviderRateLimited, ProviderTimeout } from "./errors.ts";
+import type { ChatRequest, Completion, ModelProvider, StreamSeen, ToolCallDelta } from "./provider.ts";
+import { ModelRouter, pickDeployment, type RouterSettings } from "./router.ts";
 
 /** What a fake deployment does with each call: answer, fail with an error, or hang until the call is aborted. */
 type Behaviour = "ok" | "hang" | Error | { pieces: string[]; thenFail?: Error };

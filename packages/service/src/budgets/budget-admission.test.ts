@@ -9,10 +9,10 @@ import { createRedis } from "@gw/core/redis";
 import { CountingWindows } from "@gw/core/windows";
 import { describeEachTopology, useTestRedis } from "@gw/test-kit";
 import { describe, expect, it, vi } from "vitest";
-import { admitModelCall, type BudgetDeps, type Caller } from "../src/budgets/admit-model-call.ts";
-import { createBudgetMetrics } from "../src/budgets/budget-metrics.ts";
-import { countPromptTokens } from "../src/llm/tokens.ts";
-import { priceBook } from "./providers.ts";
+import { priceBook } from "../../test/providers.ts";
+import { countPromptTokens } from "../llm/tokens.ts";
+import { admitModelCall, type BudgetDeps, type Caller } from "./admit-model-call.ts";
+import { createBudgetMetrics } from "./budget-metrics.ts";
 
 const MODEL = "gpt-4o-mini";
 const PROMPT = [{ role: "user" as const, content: "hello there" }];

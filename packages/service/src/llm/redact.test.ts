@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { redactProviderText } from "../src/llm/errors.ts";
+import { redactProviderText } from "./errors.ts";
 
 describe("provider text for the log", () => {
   it.each([

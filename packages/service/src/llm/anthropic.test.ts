@@ -7,12 +7,12 @@ import { InMemorySpanExporter } from "@opentelemetry/sdk-trace";
 import { createParser } from "eventsource-parser";
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from "vitest";
 import { z } from "zod";
-import { ids } from "../src/ids.ts";
-import { type AnthropicOptions, AnthropicProvider } from "../src/llm/anthropic.ts";
-import { DEFAULT_MAX_TOKENS, stopReasonOf } from "../src/llm/anthropic-wire.ts";
-import type { ChatRequest, Completion, ToolCallDelta } from "../src/llm/chat.ts";
-import { ProviderError, ProviderFailed, ProviderRateLimited, ProviderTimeout } from "../src/llm/errors.ts";
-import { costNanoUsd } from "../src/llm/prices.ts";
+import { ids } from "../ids.ts";
+import { type AnthropicOptions, AnthropicProvider } from "./anthropic.ts";
+import { DEFAULT_MAX_TOKENS, stopReasonOf } from "./anthropic-wire.ts";
+import type { ChatRequest, Completion, ToolCallDelta } from "./chat.ts";
+import { ProviderError, ProviderFailed, ProviderRateLimited, ProviderTimeout } from "./errors.ts";
+import { costNanoUsd } from "./prices.ts";
 
 /**
  * The Anthropic Messages provider on its own, against the fake Messages API

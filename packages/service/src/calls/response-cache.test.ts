@@ -1,7 +1,7 @@
 import { randomBytes } from "node:crypto";
 import type { KeyCacheMode } from "@gw/core/principal";
 import { describe, expect, it } from "vitest";
-import { parseEvents, useStack } from "./stack.ts";
+import { parseEvents, useStack } from "../../test/stack.ts";
 
 /*
  * The response cache across the whole path (gateway, service, Redis, SpiceDB,
