@@ -1,7 +1,7 @@
 import { randomBytes } from "node:crypto";
 import { useTestRedis } from "@gw/test-kit";
 import { describe, expect, it } from "vitest";
-import { UsageStore } from "../src/usage/store.ts";
+import { UsageStore } from "./store.ts";
 
 describe("usage paid with the organization's own provider key (group_by=paid_by)", () => {
   const test = useTestRedis();

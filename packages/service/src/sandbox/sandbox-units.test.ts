@@ -10,9 +10,9 @@ import type { Principal } from "@gw/core/principal";
 import { processRunning, useTestDatabase } from "@gw/test-kit";
 import { type BareRepositories, bareRepositories } from "@gw/test-kit/git-remote";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
-import { serviceConfigSchema } from "../src/config.ts";
-import { ConnectionStore, legacyConnectionKey, UnreadableConnection } from "../src/sandbox/connections.ts";
-import { Git, GitFailed, redactGitOutput } from "../src/sandbox/git.ts";
+import { serviceConfigSchema } from "../config.ts";
+import { ConnectionStore, legacyConnectionKey, UnreadableConnection } from "./connections.ts";
+import { Git, GitFailed, redactGitOutput } from "./git.ts";
 
 let remotes: BareRepositories;
 let db: Postgres;

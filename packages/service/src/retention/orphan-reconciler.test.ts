@@ -12,15 +12,15 @@ import { ManualClock } from "@gw/core/clock";
 import { createLogger } from "@gw/core/logger";
 import { readRelationshipLines } from "@gw/test-kit";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { issuedAt, newCompletionId, newId } from "../src/ids.ts";
+import { uploaded } from "../../test/files.ts";
+import { useStack } from "../../test/stack.ts";
+import { issuedAt, newCompletionId, newId } from "../ids.ts";
 import {
   OrphanReconciler,
   RECONCILE_POSITION_KEY,
   RECONCILED_CONTENT,
   type ReconcileReport,
-} from "../src/retention/reconciler.ts";
-import { uploaded } from "./files.ts";
-import { useStack } from "./stack.ts";
+} from "./reconciler.ts";
 
 const stack = useStack();
 

@@ -9,21 +9,21 @@ import { ERROR_CATALOGUE, errorBody } from "@gw/core/errors";
 import { useTestVectorDatabase } from "@gw/test-kit";
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { seededRandom } from "../../test/openapi-fuzz.ts";
 import {
   type AttributeFilter,
   type Attributes,
   checkAttributeFilter,
   InvalidAttributeFilter,
-} from "../src/vector-stores/attribute-filter.ts";
-import { PgVectorIndex } from "../src/vector-stores/pgvector-index.ts";
+} from "./attribute-filter.ts";
+import { PgVectorIndex } from "./pgvector-index.ts";
 import {
   type ChunkInput,
   type FileInStore,
   type ReadableFiles,
   type SearchHit,
   StagedChunksMismatch,
-} from "../src/vector-stores/vector-index.ts";
-import { seededRandom } from "./openapi-fuzz.ts";
+} from "./vector-index.ts";
 
 const WIDTH = 16;
 const newId = (prefix: string) => `${prefix}_${randomBytes(8).toString("hex")}`;

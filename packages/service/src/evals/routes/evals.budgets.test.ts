@@ -4,8 +4,8 @@ import { DEFAULT_PERMISSIONS } from "@gw/core/permissions";
 import { CountingWindows } from "@gw/core/windows";
 import { OrgLimitsStore } from "@gw/gateway";
 import { describe, expect, it } from "vitest";
-import { evalClient, finished, type RunJson } from "./evals-client.ts";
-import { llmError, useStack } from "./stack.ts";
+import { evalClient, finished, type RunJson } from "../../../test/evals-client.ts";
+import { llmError, useStack } from "../../../test/stack.ts";
 
 /**
  * Eval runs call the model through the same pipeline as responses: the

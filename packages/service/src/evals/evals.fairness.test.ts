@@ -4,14 +4,14 @@ import { createMetrics } from "@gw/core/metrics";
 import { createPostgres } from "@gw/core/postgres";
 import { Queue } from "bullmq";
 import { afterAll, describe, expect, it, vi } from "vitest";
-import { type Evals, startEvals } from "../src/evals/index.ts";
-import { EVAL_QUEUE, EVAL_QUEUE_PREFIX } from "../src/evals/queue.ts";
-import { ids } from "../src/ids.ts";
-import { UsageStore } from "../src/usage/store.ts";
-import { testBudgetDeps } from "./budget-deps.ts";
-import { evalClient, finished } from "./evals-client.ts";
-import { testProvider } from "./providers.ts";
-import { useStack } from "./stack.ts";
+import { testBudgetDeps } from "../../test/budget-deps.ts";
+import { evalClient, finished } from "../../test/evals-client.ts";
+import { testProvider } from "../../test/providers.ts";
+import { useStack } from "../../test/stack.ts";
+import { ids } from "../ids.ts";
+import { UsageStore } from "../usage/store.ts";
+import { type Evals, startEvals } from "./index.ts";
+import { EVAL_QUEUE, EVAL_QUEUE_PREFIX } from "./queue.ts";
 
 // The service runs no workers: the test starts them once every firing is waiting in the queue.
 const stack = useStack({ EVAL_WORKER_CONCURRENCY: "0" });

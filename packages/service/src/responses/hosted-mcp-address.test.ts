@@ -1,7 +1,7 @@
 import { UpstreamError } from "@gw/core/mcp";
 import { type FakeMcpServer, startFakeMcpServer } from "@gw/test-kit/mcp-upstream";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { hostedMcpClients } from "../src/responses/hosted-mcp-proxy.ts";
+import { hostedMcpClients } from "./hosted-mcp-proxy.ts";
 
 /**
  * The hosted tools' MCP client reaches the gateway at its configured

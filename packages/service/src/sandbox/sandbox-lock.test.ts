@@ -12,9 +12,9 @@ import { createRedis, type RedisClient } from "@gw/core/redis";
 import { startTestRedis, type TestRedis, useTestDatabase } from "@gw/test-kit";
 import { type BareRepositories, bareRepositories } from "@gw/test-kit/git-remote";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
-import type { SandboxOptions } from "../src/sandbox/config.ts";
-import { Sandbox, type SandboxHooks, StaleAssignment } from "../src/sandbox/sandbox.ts";
-import { LockLost, SessionBusy, SessionLocks } from "../src/sandbox/session-lock.ts";
+import type { SandboxOptions } from "./config.ts";
+import { Sandbox, type SandboxHooks, StaleAssignment } from "./sandbox.ts";
+import { LockLost, SessionBusy, SessionLocks } from "./session-lock.ts";
 
 const logger = createLogger("test", "silent");
 /** The VAULT_KEYS every replica is given. */

@@ -2,8 +2,8 @@ import { CountingWindows } from "@gw/core/windows";
 import { openaiSchemaProblems } from "@gw/test-kit/openai-schemas";
 import { Queue } from "bullmq";
 import { afterEach, describe, expect, it, vi } from "vitest";
-import { BACKGROUND_QUEUE, BACKGROUND_QUEUE_PREFIX } from "../src/responses/background/index.ts";
-import { llmError, parseEvents, useStack } from "./stack.ts";
+import { llmError, parseEvents, useStack } from "../../../test/stack.ts";
+import { BACKGROUND_QUEUE, BACKGROUND_QUEUE_PREFIX } from "./index.ts";
 
 /*
  * Background responses (`background: true`) through gateway and service:

@@ -4,8 +4,8 @@ import { createLogger } from "@gw/core/logger";
 import { readRelationshipLines, scanKeys } from "@gw/test-kit";
 import pg from "pg";
 import { beforeEach, describe, expect, it } from "vitest";
-import { RetentionSweeper, SWEEP_BATCH, SWEEP_LOCK } from "../src/retention/sweeper.ts";
-import { useStack } from "./stack.ts";
+import { useStack } from "../../test/stack.ts";
+import { RetentionSweeper, SWEEP_BATCH, SWEEP_LOCK } from "./sweeper.ts";
 
 const RESPONSES = "/api/v1/llm/responses";
 const CONV = "/api/v1/llm/conversations";

@@ -3,13 +3,19 @@ import { join } from "node:path";
 import { systemClock } from "@gw/core/clock";
 import { createLogger } from "@gw/core/logger";
 import { afterAll, describe, expect, it } from "vitest";
-import { RedisCreatorKeys } from "../src/evals/creator.ts";
-import { bullConnection } from "../src/evals/queue.ts";
-import { chunkText } from "../src/vector-stores/ingestion/chunk.ts";
-import { EMBED_BATCH, startIngestWorker } from "../src/vector-stores/ingestion/worker.ts";
-import { VectorStoreStore } from "../src/vector-stores/store.ts";
-import { uploaded } from "./files.ts";
-import { chunksOf, settled, testEmbedder, useVectorStack, VECTOR_STORES } from "./vector-stores.ts";
+import { uploaded } from "../../../test/files.ts";
+import {
+  chunksOf,
+  settled,
+  testEmbedder,
+  useVectorStack,
+  VECTOR_STORES,
+} from "../../../test/vector-stores.ts";
+import { RedisCreatorKeys } from "../../evals/creator.ts";
+import { bullConnection } from "../../evals/queue.ts";
+import { VectorStoreStore } from "../store.ts";
+import { chunkText } from "./chunk.ts";
+import { EMBED_BATCH, startIngestWorker } from "./worker.ts";
 
 // The service indexes nothing itself: only the workers this test starts do.
 const { stack, vectorDatabase } = useVectorStack({ env: { VECTOR_STORE_INGEST_CONCURRENCY: "0" } });
@@ -36,7 +42,7 @@ describe("a worker killed in the middle of a file", () => {
         user: "alice",
       })
     ).json();
-    child = fork(join(import.meta.dirname, "ingest-worker-child.ts"), [], {
+    child = fork(join(import.meta.dirname, "../../../test/ingest-worker-child.ts"), [], {
       env: {
         PATH: process.env.PATH,
         REDIS_URL: stack.redisUrl,

@@ -5,9 +5,9 @@ import { join } from "node:path";
 import { type RunningNodeProcess, startNodeProcess } from "@gw/test-kit";
 import { Queue } from "bullmq";
 import { afterAll, describe, expect, it, vi } from "vitest";
-import { EVAL_QUEUE, EVAL_QUEUE_PREFIX } from "../src/evals/queue.ts";
-import { evalClient, finished } from "./evals-client.ts";
-import { useStack } from "./stack.ts";
+import { evalClient, finished } from "../test/evals-client.ts";
+import { useStack } from "../test/stack.ts";
+import { EVAL_QUEUE, EVAL_QUEUE_PREFIX } from "./evals/queue.ts";
 
 // The service runs no eval workers itself: only the separate process below can run anything.
 const stack = useStack({ EVAL_WORKER_CONCURRENCY: "0" });

@@ -8,13 +8,13 @@ import type { Principal } from "@gw/core/principal";
 import { createRedis, type RedisClient } from "@gw/core/redis";
 import { startTestRedis, startTestSpiceDB, useTestDatabase, useTestVectorDatabase } from "@gw/test-kit";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
-import type { Caller } from "../src/budgets/admit-model-call.ts";
-import { Files } from "../src/files/files.ts";
-import type { AttributeFilter } from "../src/vector-stores/attribute-filter.ts";
-import type { Embedder } from "../src/vector-stores/ingestion/embedder.ts";
-import { PgVectorIndex } from "../src/vector-stores/pgvector-index.ts";
-import { searchVectorStores, type VectorSearch, type VectorSearchDeps } from "../src/vector-stores/search.ts";
-import { wordVector } from "./vector-stores.ts";
+import { wordVector } from "../../test/vector-stores.ts";
+import type { Caller } from "../budgets/admit-model-call.ts";
+import { Files } from "../files/files.ts";
+import type { AttributeFilter } from "./attribute-filter.ts";
+import type { Embedder } from "./ingestion/embedder.ts";
+import { PgVectorIndex } from "./pgvector-index.ts";
+import { searchVectorStores, type VectorSearch, type VectorSearchDeps } from "./search.ts";
 
 /** SpiceDB calls by method, as the search made them. */
 const calls = new Map<string, number>();

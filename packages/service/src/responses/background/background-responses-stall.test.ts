@@ -6,9 +6,9 @@ import { CountingWindows } from "@gw/core/windows";
 import { type RunningNodeProcess, spicedbEnv, startNodeProcess } from "@gw/test-kit";
 import { Queue } from "bullmq";
 import { afterAll, describe, expect, it, vi } from "vitest";
-import { BACKGROUND_QUEUE, BACKGROUND_QUEUE_PREFIX } from "../src/responses/background/index.ts";
-import { STOPPED_WORKER } from "../src/responses/background/run.ts";
-import { parseEvents, useStack } from "./stack.ts";
+import { parseEvents, useStack } from "../../../test/stack.ts";
+import { BACKGROUND_QUEUE, BACKGROUND_QUEUE_PREFIX } from "./index.ts";
+import { STOPPED_WORKER } from "./run.ts";
 
 /*
  * A worker killed while a background response runs: the service of the

@@ -5,7 +5,7 @@ import { CountingWindows } from "@gw/core/windows";
 import { scanKeys } from "@gw/test-kit";
 import { type FakeMcpServer, startFakeMcpServer, startRelay } from "@gw/test-kit/mcp-upstream";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
-import { llmError, parseEvents, useStack } from "./stack.ts";
+import { llmError, parseEvents, useStack } from "../../test/stack.ts";
 
 /**
  * Hosted MCP tools in responses: the service runs them through the gateway's

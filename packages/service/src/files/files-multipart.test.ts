@@ -2,8 +2,8 @@ import { once } from "node:events";
 import type { IncomingMessage } from "node:http";
 import { PassThrough } from "node:stream";
 import { describe, expect, it } from "vitest";
-import { readForm } from "../src/files/multipart.ts";
-import { multipartBody } from "./files.ts";
+import { multipartBody } from "../../test/files.ts";
+import { readForm } from "./multipart.ts";
 
 const BOUNDARY = "form-boundary";
 

@@ -8,11 +8,11 @@ import { RedisUnavailable } from "@gw/core/redis";
 import { useTestDatabase } from "@gw/test-kit";
 import express from "express";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { Evals } from "../src/evals/index.ts";
-import type { EvalQueue } from "../src/evals/queue.ts";
-import { createSchedule } from "../src/evals/routes/create-schedule.ts";
-import { EvalStore } from "../src/evals/store.ts";
-import type { ChatProvider } from "../src/llm/provider.ts";
+import type { ChatProvider } from "../../llm/provider.ts";
+import type { Evals } from "../index.ts";
+import type { EvalQueue } from "../queue.ts";
+import { EvalStore } from "../store.ts";
+import { createSchedule } from "./create-schedule.ts";
 
 const database = useTestDatabase();
 let db: Postgres;

@@ -13,10 +13,10 @@ import { createPostgres, type Postgres } from "@gw/core/postgres";
 import { useTestDatabase } from "@gw/test-kit";
 import { request } from "undici";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import { serviceConfigSchema } from "../src/config.ts";
-import type { ByokProvider, ProviderKeyCaller } from "../src/llm/provider-keys.ts";
-import { ProviderKeyStore, type ProviderKeyStoreOptions } from "../src/provider-keys/store.ts";
-import { startService } from "../src/server.ts";
+import { serviceConfigSchema } from "../config.ts";
+import type { ByokProvider, ProviderKeyCaller } from "../llm/provider-keys.ts";
+import { startService } from "../server.ts";
+import { ProviderKeyStore, type ProviderKeyStoreOptions } from "./store.ts";
 
 /** What an organization's administrator or caller is, as the store's audit records name them. */
 const callerOf = (org: string, user = "admin"): ProviderKeyCaller => ({

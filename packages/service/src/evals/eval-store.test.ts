@@ -7,22 +7,16 @@ import { createRedis, type RedisClient, RedisUnavailable } from "@gw/core/redis"
 import { describeEachTopology, redisStartedEarly, type TestRedisStore, useTestDatabase } from "@gw/test-kit";
 import { type FakeLLM, startFakeLLM } from "@gw/test-kit/llm-upstream";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
-import { RedisCreatorKeys } from "../src/evals/creator.ts";
-import { createEvalMetrics } from "../src/evals/metrics.ts";
-import { bullConnection, EvalQueue } from "../src/evals/queue.ts";
-import {
-  type EvalSchedule,
-  newEvalId,
-  RUN_PREFIX,
-  SCHEDULE_PREFIX,
-  unixSeconds,
-} from "../src/evals/records.ts";
-import { EvalStore, type EvalStoreOptions } from "../src/evals/store.ts";
-import { startEvalWorker } from "../src/evals/worker.ts";
-import { ids } from "../src/ids.ts";
-import { UsageStore } from "../src/usage/store.ts";
-import { testBudgetDeps } from "./budget-deps.ts";
-import { testProvider } from "./providers.ts";
+import { testBudgetDeps } from "../../test/budget-deps.ts";
+import { testProvider } from "../../test/providers.ts";
+import { ids } from "../ids.ts";
+import { UsageStore } from "../usage/store.ts";
+import { RedisCreatorKeys } from "./creator.ts";
+import { createEvalMetrics } from "./metrics.ts";
+import { bullConnection, EvalQueue } from "./queue.ts";
+import { type EvalSchedule, newEvalId, RUN_PREFIX, SCHEDULE_PREFIX, unixSeconds } from "./records.ts";
+import { EvalStore, type EvalStoreOptions } from "./store.ts";
+import { startEvalWorker } from "./worker.ts";
 
 const RETENTION: EvalStoreOptions = {
   runRetentionMs: parseDuration("90d")!,
