@@ -2,7 +2,7 @@ import { DEFAULT_PERMISSIONS } from "@gw/core/permissions";
 import { describe, expect, it } from "vitest";
 import { freshOrg, useGateway } from "../../../test/harness.ts";
 
-// The key store is tested on a Redis Cluster in `test/api-key-store.test.ts`; the admin API over it needs one server.
+// The key store is tested on a Redis Cluster in `src/api-keys/api-key-store.test.ts`; the admin API over it needs one server.
 describe.each(["single"] as const)("on %s Redis", (topology) => {
   const gw = useGateway({}, undefined, topology);
   const KEYS = "/api/v1/admin/api-keys";

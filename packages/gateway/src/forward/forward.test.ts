@@ -1,0 +1,118 @@
+import { EventEmitter, once } from "node:events";
+import { createServer, type IncomingHttpHeaders, request, type Server } from "node:http";
+import type { AddressInfo } from "node:net";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { useGateway } from "../../test/harness.ts";
+
+/**
+ * A stand-in for the service: records what reaches it; `/api/v1/llm/stall` never answers,
+ * `/api/v1/llm/stall-body` sends its headers and part of a body, then nothing more.
+ */
+const seen: { url: string; headers: IncomingHttpHeaders; body: string }[] = [];
+/** Requests to `/stall-body` whose connection the gateway closed; `stalls` emits `closed` for each. */
+let stalledClosed = 0;
+const stalls = new EventEmitter();
+let fake: Server;
+let fakeUrl = "";
+beforeAll(async () => {
+  fake = createServer(async (req, res) => {
+    let body = "";
+    for await (const chunk of req) body += chunk;
+    seen.push({ url: req.url!, headers: req.headers, body });
+    if (req.url?.startsWith("/api/v1/llm/stall-body")) {
+      res.on("close", () => {
+        stalledClosed++;
+        stalls.emit("closed");
+      });
+      res.writeHead(200, { "content-type": "text/event-stream" }).write("data: partial\n\n");
+      return;
+    }
+    if (req.url?.startsWith("/api/v1/llm/stall")) return;
+    res.writeHead(201, { "content-type": "application/json", "x-service": "yes" }).end('{"ok":true}');
+  });
+  await new Promise<void>((r) => fake.listen(0, "127.0.0.1", r));
+  fakeUrl = `http://127.0.0.1:${(fake.address() as AddressInfo).port}`;
+});
+afterAll(() => {
+  fake.closeAllConnections();
+  fake.close();
+});
+
+describe("forwarding to the service", () => {
+  const gw = useGateway({ SERVICE_TIMEOUT_MS: "1000", SERVICE_IDLE_TIMEOUT_MS: "300" }, () => ({
+    SERVICE_URL: fakeUrl,
+  }));
+
+  it("passes method, path, query, body and the service's answer; the caller's credentials stay at the gateway", async () => {
+    const { secret } = await gw.createKey({ owner: "backend" });
+    const res = await gw.call("/api/v1/llm/responses?x=1", {
+      method: "POST",
+      bearer: secret,
+      headers: { "x-on-behalf-of": "alice", "x-custom": "kept" },
+      json: { hello: "world" },
+    });
+    expect(res.status).toBe(201);
+    expect(res.headers.get("x-service")).toBe("yes");
+    expect(await res.json()).toEqual({ ok: true });
+    const got = seen.at(-1)!;
+    expect(got.url).toBe("/api/v1/llm/responses?x=1");
+    expect(got.body).toBe('{"hello":"world"}');
+    expect(got.headers["x-custom"]).toBe("kept");
+    expect(got.headers.authorization).toBeUndefined();
+    expect(got.headers["x-on-behalf-of"]).toBeUndefined();
+    expect(got.headers["x-gateway-assertion"]).toMatch(/^ey/);
+    expect(got.headers["x-request-id"]).toBe(res.headers.get("x-request-id"));
+    const metrics = await (await gw.call("/metrics")).text();
+    // Labelled with the service's own template for the endpoint.
+    expect(metrics).toContain('route="/api/v1/llm/responses",status="201"');
+  });
+
+  it("does not forward unauthenticated or over-quota requests", async () => {
+    const before = seen.length;
+    expect((await gw.call("/api/v1/llm/things")).status).toBe(401);
+    const { secret } = await gw.createKey({ limits: { minute: 1 } });
+    expect((await gw.call("/api/v1/usage", { bearer: secret })).status).toBe(201);
+    expect((await gw.call("/api/v1/usage", { bearer: secret })).status).toBe(429);
+    expect(seen.length).toBe(before + 1);
+  });
+
+  it("answers 504 in JSON when the service does not answer in time", async () => {
+    const { secret } = await gw.createKey();
+    const res = await gw.call("/api/v1/llm/stall", { bearer: secret });
+    expect(res.status).toBe(504);
+    expect(await res.json()).toEqual({
+      error: {
+        message: "The service did not answer in time",
+        type: "server_error",
+        code: "gateway_timeout",
+        param: null,
+      },
+    });
+  });
+
+  it("ends an answer the service stops sending mid-body after the idle timeout, and frees the service", async () => {
+    const { secret } = await gw.createKey();
+    const { url } = gw;
+    const serviceFreed = once(stalls, "closed");
+    const outcome = await new Promise<{ status?: number; body: string; complete: boolean }>(
+      (resolve, reject) => {
+        const timer = setTimeout(() => reject(new Error("the stalled answer was never ended")), 10_000);
+        request(`${url}/api/v1/llm/stall-body`, { headers: { authorization: `Bearer ${secret}` } }, (res) => {
+          let body = "";
+          res.on("data", (chunk) => {
+            body += chunk;
+          });
+          res.on("close", () => {
+            clearTimeout(timer);
+            resolve({ status: res.statusCode, body, complete: res.complete });
+          });
+        })
+          .on("error", () => undefined)
+          .end();
+      },
+    );
+    expect(outcome).toEqual({ status: 200, body: "data: partial\n\n", complete: false });
+    await serviceFreed;
+    expect(stalledClosed).toBe(1);
+  });
+});
