@@ -1,4 +1,4 @@
-// What the console's scripts find on `window` beside their modules.
+// What the console's scripts find on `window` beside their modules, and the browser events their forms handle.
 import type { Chart } from "chart.js";
 
 declare global {
@@ -7,3 +7,6 @@ declare global {
     Chart?: typeof Chart;
   }
 }
+
+/** An `input`/`change` event of a form field (`<input>`, `<select>`, `<textarea>`): its value is text. */
+export type FieldEvent = Event & { currentTarget: { value: string } };

@@ -3,14 +3,37 @@
 import { AUDIT_COLUMNS, auditRows, RESOURCE_TYPES, ROLES } from "./audit-records.js";
 import { api, Component, Confirm, can, ErrorNote, fmtTime, html, query, Status, Table } from "./ui.js";
 
+/** @import { FieldEvent } from "../browser" */
+/** @import { AuditPage, AuditRecord, CheckResult, List, RoleGrant, UserResources } from "../api-types" */
+
+/** @typedef {{ resourceType: string, resourceId: string }} ResourceRef */
+
+/**
+ * @typedef {object} ResourceAccessState
+ * @property {RoleGrant[] | null} grants None until they are read.
+ * @property {boolean} owner Whether the session's user owns the resource (and may write grants).
+ * @property {AuditRecord[] | null} audit
+ * @property {unknown} error
+ * @property {string} notice
+ * @property {RoleGrant | null} revoking The grant whose revocation waits for the user's confirmation.
+ * @property {string} grantUser
+ * @property {string} grantRole
+ * @property {string} grantExpires
+ */
+
+/**
+ * Who holds which role on one resource, and its audit trail.
+ * @extends {Component<ResourceRef, ResourceAccessState>}
+ */
 class ResourceAccess extends Component {
+  /** @type {ResourceAccessState} */
   state = {
     grants: null,
     owner: false,
     audit: null,
     error: null,
     notice: "",
-    revoking: /** @type {{ userId: string, role: string } | null} */ (null),
+    revoking: null,
     grantUser: "",
     grantRole: "reader",
     grantExpires: "",
@@ -26,12 +49,15 @@ class ResourceAccess extends Component {
     const path = `/${encodeURIComponent(resourceType)}/${encodeURIComponent(resourceId)}`;
     try {
       const [grants, check] = await Promise.all([
-        api("GET", `/admin/authorization/resources${path}/grants`),
+        /** @type {Promise<List<RoleGrant>>} */ (api("GET", `/admin/authorization/resources${path}/grants`)),
         can("authorization:read")
-          ? api("GET", `/authorization/llm/check${query({ resourceType, resourceId, role: "owner" })}`)
+          ? /** @type {Promise<CheckResult>} */ (
+              api("GET", `/authorization/llm/check${query({ resourceType, resourceId, role: "owner" })}`)
+            )
           : Promise.resolve({ allowed: false }),
       ]);
       // The resource's changes; administrators' reads of it (`inspect`) are on the audit trail page.
+      /** @type {AuditPage} */
       const audit = await api("GET", `/admin/audit${query({ resourceType, resourceId, limit: 100 })}`);
       this.setState({
         grants: grants.data,
@@ -55,7 +81,7 @@ class ResourceAccess extends Component {
       this.setState({ error });
     }
   };
-  grant = async (e) => {
+  grant = async (/** @type {Event} */ e) => {
     e.preventDefault();
     const { grantUser, grantRole, grantExpires } = this.state;
     try {
@@ -71,6 +97,10 @@ class ResourceAccess extends Component {
       this.setState({ error });
     }
   };
+  /**
+   * @param {ResourceRef} props
+   * @param {ResourceAccessState} state
+   */
   render(
     { resourceType, resourceId },
     { grants, owner, audit, error, notice, revoking, grantUser, grantRole, grantExpires },
@@ -102,9 +132,9 @@ class ResourceAccess extends Component {
       ${
         owner
           ? html`<form class="row card" onSubmit=${this.grant} aria-label="Grant a role">
-            <label for="grant-user">User id (or *)<input id="grant-user" required value=${grantUser} onInput=${(e) => this.setState({ grantUser: e.currentTarget.value })} /></label>
-            <label for="grant-role">Role<select id="grant-role" value=${grantRole} onChange=${(e) => this.setState({ grantRole: e.currentTarget.value })}>${ROLES.map((r) => html`<option value=${r}>${r}</option>`)}</select></label>
-            <label for="grant-expires">Expires (optional)<input id="grant-expires" type="datetime-local" value=${grantExpires} onInput=${(e) => this.setState({ grantExpires: e.currentTarget.value })} /></label>
+            <label for="grant-user">User id (or *)<input id="grant-user" required value=${grantUser} onInput=${(/** @type {FieldEvent} */ e) => this.setState({ grantUser: e.currentTarget.value })} /></label>
+            <label for="grant-role">Role<select id="grant-role" value=${grantRole} onChange=${(/** @type {FieldEvent} */ e) => this.setState({ grantRole: e.currentTarget.value })}>${ROLES.map((r) => html`<option value=${r}>${r}</option>`)}</select></label>
+            <label for="grant-expires">Expires (optional)<input id="grant-expires" type="datetime-local" value=${grantExpires} onInput=${(/** @type {FieldEvent} */ e) => this.setState({ grantExpires: e.currentTarget.value })} /></label>
             <button type="submit">Grant</button>
           </form>`
           : null
@@ -125,16 +155,30 @@ class ResourceAccess extends Component {
   }
 }
 
+/**
+ * @typedef {object} UserAccessState
+ * @property {UserResources[] | null} results One per resource type; none until they are read.
+ * @property {unknown} error
+ */
+
+/**
+ * The resources a user can read, by type.
+ * @extends {Component<{ userId: string }, UserAccessState>}
+ */
 class UserAccess extends Component {
+  /** @type {UserAccessState} */
   state = { results: null, error: null };
   async componentDidMount() {
     try {
       const results = await Promise.all(
-        RESOURCE_TYPES.map((t) =>
-          api(
-            "GET",
-            `/admin/authorization/users/${encodeURIComponent(this.props.userId)}/resources${query({ resourceType: t })}`,
-          ),
+        RESOURCE_TYPES.map(
+          (t) =>
+            /** @type {Promise<UserResources>} */ (
+              api(
+                "GET",
+                `/admin/authorization/users/${encodeURIComponent(this.props.userId)}/resources${query({ resourceType: t })}`,
+              )
+            ),
         ),
       );
       this.setState({ results });
@@ -142,6 +186,10 @@ class UserAccess extends Component {
       this.setState({ error });
     }
   }
+  /**
+   * @param {{ userId: string }} props
+   * @param {UserAccessState} state
+   */
   render({ userId }, { results, error }) {
     return html`<section aria-labelledby="user-title">
       <h2 id="user-title">What ${userId} can read</h2>

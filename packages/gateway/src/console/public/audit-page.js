@@ -3,18 +3,38 @@
 import { AUDIT_COLUMNS, auditRows, RESOURCE_TYPES } from "./audit-records.js";
 import { api, Component, ErrorNote, html, query, Table } from "./ui.js";
 
+/** @import { AuditPage as AuditRecordsPage } from "../api-types" */
+
+const FILTERS = /** @type {const} */ ([
+  "actor",
+  "resourceType",
+  "resourceId",
+  "action",
+  "since",
+  "until",
+  "cursor",
+]);
+
+/**
+ * @typedef {object} AuditPageState
+ * @property {AuditRecordsPage | null} page None until it is read.
+ * @property {unknown} error
+ */
+
+/** @extends {Component<{}, AuditPageState>} */
 export class AuditPage extends Component {
   constructor() {
     super();
     const q = new URLSearchParams(window.location.search);
-    this.filters = {};
-    for (const f of ["actor", "resourceType", "resourceId", "action", "since", "until", "cursor"])
-      this.filters[f] = q.get(f) ?? "";
+    /** The filters of the page's address (`""`: none). */
+    this.filters = /** @type {Record<(typeof FILTERS)[number], string>} */ ({});
+    for (const f of FILTERS) this.filters[f] = q.get(f) ?? "";
     this.state = { page: null, error: null };
   }
   async componentDidMount() {
     const f = this.filters;
     try {
+      /** @type {AuditRecordsPage} */
       const page = await api(
         "GET",
         `/admin/audit${query({
@@ -29,6 +49,10 @@ export class AuditPage extends Component {
       this.setState({ error });
     }
   }
+  /**
+   * @param {{}} _
+   * @param {AuditPageState} state
+   */
   render(_, { page, error }) {
     const f = this.filters;
     const next = page?.next_cursor ? `/admin/audit${query({ ...f, cursor: page.next_cursor })}` : null;

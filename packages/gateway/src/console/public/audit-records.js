@@ -13,6 +13,9 @@ export const RESOURCE_TYPES = [
 ];
 export const ROLES = ["owner", "writer", "reader"];
 
+/** @import { AuditRecord } from "../api-types" */
+
+/** @param {AuditRecord[]} records */
 export function auditRows(records) {
   return records.map((r) => [
     fmtTime(r.time),

@@ -1,12 +1,25 @@
 // The eval schedules page: the organization's scheduled evals and their runs.
 import { api, Component, Confirm, can, ErrorNote, fmtNum, fmtUnix, html, Status, Table } from "./ui.js";
 
+/** @import { EvalRun, EvalSchedule, List } from "../api-types" */
+
+/**
+ * @typedef {object} EvalsPageState
+ * @property {EvalSchedule[] | null} schedules None until they are read.
+ * @property {Record<string, EvalRun[]>} runs The runs shown, by schedule id.
+ * @property {unknown} error
+ * @property {EvalSchedule | null} deleting The schedule whose deletion waits for the user's confirmation.
+ * @property {string} notice
+ */
+
+/** @extends {Component<{}, EvalsPageState>} */
 export class EvalsPage extends Component {
+  /** @type {EvalsPageState} */
   state = {
     schedules: null,
     runs: {},
     error: null,
-    deleting: /** @type {{ id: string, name?: string } | null} */ (null),
+    deleting: null,
     notice: "",
   };
   componentDidMount() {
@@ -14,14 +27,16 @@ export class EvalsPage extends Component {
   }
   async load() {
     try {
+      /** @type {List<EvalSchedule>} */
       const body = await api("GET", "/llm/evals/schedules?limit=100");
       this.setState({ schedules: body.data });
     } catch (error) {
       this.setState({ error });
     }
   }
-  showRuns = async (s) => {
+  showRuns = async (/** @type {EvalSchedule} */ s) => {
     try {
+      /** @type {List<EvalRun>} */
       const body = await api("GET", `/llm/evals/schedules/${encodeURIComponent(s.id)}/runs?limit=20`);
       this.setState({ runs: { ...this.state.runs, [s.id]: body.data } });
     } catch (error) {
@@ -40,6 +55,10 @@ export class EvalsPage extends Component {
       this.setState({ error });
     }
   };
+  /**
+   * @param {{}} _
+   * @param {EvalsPageState} state
+   */
   render(_, { schedules, runs, error, deleting, notice }) {
     return html`<h1>Eval schedules</h1>
       ${notice ? html`<${Status} text=${notice} />` : null}
@@ -74,7 +93,7 @@ export class EvalsPage extends Component {
           caption=${`Runs of ${id}`}
           columns=${["Run", "Status", "Created", "Completed", "Tokens", "Error"]}
           empty="No runs yet."
-          rows=${list.map((r) => [html`<code>${r.id}</code>`, r.status, fmtUnix(r.created_at), fmtUnix(r.completed_at), fmtNum(r.usage?.total_tokens), r.error ? String(r.error.message ?? r.error) : "—"])}
+          rows=${list.map((r) => [html`<code>${r.id}</code>`, r.status, fmtUnix(r.created_at), fmtUnix(r.completed_at), fmtNum(r.usage?.total_tokens), r.error || "—"])}
         />`,
       )}
       ${

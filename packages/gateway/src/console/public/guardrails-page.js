@@ -1,10 +1,13 @@
 // The guardrails page: the organization's guardrails, where they are attached, and trying one on a text.
 import { api, Component, Confirm, can, ErrorNote, fmtUnix, html, query, Status, Table } from "./ui.js";
 
+/** @import { FieldEvent } from "../browser" */
+/** @import { Guardrail, GuardrailAttachment, GuardrailAttachments, GuardrailBody, GuardrailDecision, GuardrailEvaluation, List } from "../api-types" */
+
 const GUARDRAIL_EXAMPLE = '[{"type": "ban_words", "words": ["example"]}, {"type": "prompt_injection"}]';
 
 /** Attachments as the form edits them: one line each, `organization`, `key:<id>` or `model:<name>`. */
-const attachmentLines = (list) =>
+const attachmentLines = (/** @type {GuardrailAttachment[]} */ list) =>
   list
     .map((a) =>
       a.scope === "organization"
@@ -15,6 +18,11 @@ const attachmentLines = (list) =>
     )
     .join("\n");
 
+/**
+ * The form's lines as attachments; a line that names none is an error the form shows.
+ * @param {string} text
+ * @returns {GuardrailAttachment[]}
+ */
 function parseAttachments(text) {
   return text
     .split("\n")
@@ -28,7 +36,29 @@ function parseAttachments(text) {
     });
 }
 
+/**
+ * @typedef {object} GuardrailFormProps
+ * @property {Guardrail} [existing] The guardrail to change; none: a form for a new one.
+ * @property {(body: GuardrailBody) => Promise<void>} onSubmit
+ * @property {() => void} [onCancel]
+ */
+
+/**
+ * @typedef {object} GuardrailFormState
+ * @property {string} name
+ * @property {string} checks The checks as JSON text.
+ * @property {string} applies_to
+ * @property {string} action
+ * @property {unknown} error
+ * @property {boolean} busy
+ */
+
+/**
+ * A guardrail's fields, for creating or changing one.
+ * @extends {Component<GuardrailFormProps, GuardrailFormState>}
+ */
 class GuardrailForm extends Component {
+  /** @param {GuardrailFormProps} props */
   constructor(props) {
     super(props);
     const g = props.existing;
@@ -41,7 +71,7 @@ class GuardrailForm extends Component {
       busy: false,
     };
   }
-  submit = async (e) => {
+  submit = async (/** @type {Event} */ e) => {
     e.preventDefault();
     const { name, checks, applies_to, action } = this.state;
     this.setState({ busy: true, error: null });
@@ -59,22 +89,26 @@ class GuardrailForm extends Component {
       this.setState({ busy: false });
     }
   };
+  /**
+   * @param {GuardrailFormProps} props
+   * @param {GuardrailFormState} state
+   */
   render({ existing, onCancel }, { name, checks, applies_to, action, error, busy }) {
     const p = existing ? `gr-${existing.id}-` : "gr-new-";
     return html`<form class="card" onSubmit=${this.submit} aria-label=${existing ? `Change guardrail ${existing.id}` : "Create a guardrail"}>
       <h3>${existing ? `Change ${existing.name}` : "Create a guardrail"}</h3>
       <div class="grid">
-        <label for=${`${p}name`}>Name (shown to callers it blocks)<input id=${`${p}name`} required maxlength="256" value=${name} onInput=${(e) => this.setState({ name: e.currentTarget.value })} /></label>
+        <label for=${`${p}name`}>Name (shown to callers it blocks)<input id=${`${p}name`} required maxlength="256" value=${name} onInput=${(/** @type {FieldEvent} */ e) => this.setState({ name: e.currentTarget.value })} /></label>
         <label for=${`${p}applies`}>Applies to
-          <select id=${`${p}applies`} value=${applies_to} onChange=${(e) => this.setState({ applies_to: e.currentTarget.value })}>
+          <select id=${`${p}applies`} value=${applies_to} onChange=${(/** @type {FieldEvent} */ e) => this.setState({ applies_to: e.currentTarget.value })}>
             <option value="input">input</option><option value="output">output</option><option value="both">both</option>
           </select></label>
         <label for=${`${p}action`}>Action
-          <select id=${`${p}action`} value=${action} onChange=${(e) => this.setState({ action: e.currentTarget.value })}>
+          <select id=${`${p}action`} value=${action} onChange=${(/** @type {FieldEvent} */ e) => this.setState({ action: e.currentTarget.value })}>
             <option value="block">block</option><option value="redact">redact</option><option value="flag">flag</option>
           </select></label>
       </div>
-      <label for=${`${p}checks`}>Checks (JSON)<textarea id=${`${p}checks`} rows="6" spellcheck="false" value=${checks} onInput=${(e) => this.setState({ checks: e.currentTarget.value })}></textarea></label>
+      <label for=${`${p}checks`}>Checks (JSON)<textarea id=${`${p}checks`} rows="6" spellcheck="false" value=${checks} onInput=${(/** @type {FieldEvent} */ e) => this.setState({ checks: e.currentTarget.value })}></textarea></label>
       <${ErrorNote} error=${error} />
       <div class="row">
         <button type="submit" disabled=${busy}>${existing ? "Save changes" : "Create guardrail"}</button>
@@ -84,10 +118,23 @@ class GuardrailForm extends Component {
   }
 }
 
-/** @typedef {{ id: string, name: string }} Guardrail A guardrail as the API lists it (the fields the page names). */
+/**
+ * @typedef {object} GuardrailDetailState
+ * @property {GuardrailAttachment[] | null} attachments None until they are read.
+ * @property {string} lines The attachments as the form edits them.
+ * @property {string} text The text to try.
+ * @property {string} direction
+ * @property {GuardrailDecision[] | null} result
+ * @property {unknown} error
+ * @property {string} notice
+ */
 
-/** One guardrail opened: its attachments (edited as lines) and "try a text". */
+/**
+ * One guardrail opened: its attachments (edited as lines) and "try a text".
+ * @extends {Component<{ guardrail: Guardrail }, GuardrailDetailState>}
+ */
 class GuardrailDetail extends Component {
+  /** @type {GuardrailDetailState} */
   state = {
     attachments: null,
     lines: "",
@@ -102,16 +149,18 @@ class GuardrailDetail extends Component {
   }
   async load() {
     try {
+      /** @type {GuardrailAttachments} */
       const body = await api("GET", `/guardrails/${encodeURIComponent(this.props.guardrail.id)}/attachments`);
       this.setState({ attachments: body.attachments, lines: attachmentLines(body.attachments) });
     } catch (error) {
       this.setState({ error });
     }
   }
-  saveAttachments = async (e) => {
+  saveAttachments = async (/** @type {Event} */ e) => {
     e.preventDefault();
     this.setState({ error: null, notice: "" });
     try {
+      /** @type {GuardrailAttachments} */
       const body = await api(
         "PUT",
         `/guardrails/${encodeURIComponent(this.props.guardrail.id)}/attachments`,
@@ -128,10 +177,11 @@ class GuardrailDetail extends Component {
       this.setState({ error });
     }
   };
-  tryText = async (e) => {
+  tryText = async (/** @type {Event} */ e) => {
     e.preventDefault();
     this.setState({ error: null, result: null });
     try {
+      /** @type {GuardrailEvaluation} */
       const body = await api("POST", `/guardrails/${encodeURIComponent(this.props.guardrail.id)}/evaluate`, {
         text: this.state.text,
         direction: this.state.direction,
@@ -141,6 +191,10 @@ class GuardrailDetail extends Component {
       this.setState({ error });
     }
   };
+  /**
+   * @param {{ guardrail: Guardrail }} props
+   * @param {GuardrailDetailState} state
+   */
   render({ guardrail: g }, { attachments, lines, text, direction, result, error, notice }) {
     const p = `gr-${g.id}-`;
     return html`<section aria-label=${`Guardrail ${g.name}`}>
@@ -151,15 +205,15 @@ class GuardrailDetail extends Component {
         attachments
           ? html`<form class="card" onSubmit=${this.saveAttachments} aria-label=${`Attachments of ${g.name}`}>
             <label for=${`${p}attachments`}><span>Attached to (one a line: <code>organization</code>, <code>key:key_…</code>, <code>model:gpt-4o</code>; empty: nowhere)</span>
-              <textarea id=${`${p}attachments`} rows="4" spellcheck="false" value=${lines} readonly=${!can("guardrails:write")} onInput=${(e) => this.setState({ lines: e.currentTarget.value })}></textarea></label>
+              <textarea id=${`${p}attachments`} rows="4" spellcheck="false" value=${lines} readonly=${!can("guardrails:write")} onInput=${(/** @type {FieldEvent} */ e) => this.setState({ lines: e.currentTarget.value })}></textarea></label>
             ${can("guardrails:write") ? html`<div class="row"><button type="submit">Save attachments</button></div>` : null}
           </form>`
           : null
       }
       <form class="card" onSubmit=${this.tryText} aria-label=${`Try a text against ${g.name}`}>
-        <label for=${`${p}text`}>Try a text (checked, never stored)<textarea id=${`${p}text`} rows="3" value=${text} onInput=${(e) => this.setState({ text: e.currentTarget.value })}></textarea></label>
+        <label for=${`${p}text`}>Try a text (checked, never stored)<textarea id=${`${p}text`} rows="3" value=${text} onInput=${(/** @type {FieldEvent} */ e) => this.setState({ text: e.currentTarget.value })}></textarea></label>
         <label for=${`${p}direction`}>As
-          <select id=${`${p}direction`} value=${direction} onChange=${(e) => this.setState({ direction: e.currentTarget.value })}>
+          <select id=${`${p}direction`} value=${direction} onChange=${(/** @type {FieldEvent} */ e) => this.setState({ direction: e.currentTarget.value })}>
             <option value="input">input (what the model reads)</option><option value="output">output (what it answers)</option>
           </select></label>
         <div class="row"><button type="submit">Try</button></div>
@@ -175,13 +229,26 @@ class GuardrailDetail extends Component {
   }
 }
 
+/**
+ * @typedef {object} GuardrailsPageState
+ * @property {Guardrail[] | null} guardrails None until they are read.
+ * @property {boolean} creating
+ * @property {Guardrail | null} editing
+ * @property {Guardrail | null} open The guardrail whose attachments and "try a text" are shown.
+ * @property {Guardrail | null} deleting The guardrail whose deletion waits for the user's confirmation.
+ * @property {unknown} error
+ * @property {string} notice
+ */
+
+/** @extends {Component<{}, GuardrailsPageState>} */
 export class GuardrailsPage extends Component {
+  /** @type {GuardrailsPageState} */
   state = {
     guardrails: null,
     creating: false,
-    editing: /** @type {Guardrail | null} */ (null),
-    open: /** @type {Guardrail | null} */ (null),
-    deleting: /** @type {Guardrail | null} */ (null),
+    editing: null,
+    open: null,
+    deleting: null,
     error: null,
     notice: "",
   };
@@ -190,13 +257,15 @@ export class GuardrailsPage extends Component {
   }
   async load() {
     try {
+      /** @type {List<Guardrail>} */
       const body = await api("GET", "/guardrails?limit=100");
       this.setState({ guardrails: body.data });
     } catch (error) {
       this.setState({ error });
     }
   }
-  create = async (body) => {
+  create = async (/** @type {GuardrailBody} */ body) => {
+    /** @type {Guardrail} */
     const made = await api("POST", "/guardrails", body);
     this.setState({
       creating: false,
@@ -204,7 +273,7 @@ export class GuardrailsPage extends Component {
     });
     await this.load();
   };
-  update = async (body) => {
+  update = async (/** @type {GuardrailBody} */ body) => {
     const g = this.state.editing;
     if (!g) return;
     await api("PATCH", `/guardrails/${encodeURIComponent(g.id)}`, body);
@@ -226,6 +295,10 @@ export class GuardrailsPage extends Component {
       this.setState({ error });
     }
   };
+  /**
+   * @param {{}} _
+   * @param {GuardrailsPageState} state
+   */
   render(_, { guardrails, creating, editing, open, deleting, error, notice }) {
     const writer = can("guardrails:write");
     return html`<h1>Guardrails</h1>

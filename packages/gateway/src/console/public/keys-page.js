@@ -3,11 +3,15 @@
 import { describeLimits, LimitFields, unitLimits, unitValues } from "./limits.js";
 import { api, Component, Confirm, copy, ErrorNote, fmtTime, html, Status, session, Table } from "./ui.js";
 
+/** @import { FieldEvent } from "../browser" */
+/** @import { ApiKey, CreatedApiKey, EndUserLimits, List, OnBehalfOf, UnitLimitsChange } from "../api-types" */
+/** @import { LimitValues } from "./limits.js" */
+
 // The API's own lists (`@gw/core/permissions`), as the server wrote them into the page.
 const PERMISSIONS = session.allPermissions;
 const DEFAULT_PERMISSIONS = session.defaultPermissions;
 
-const describePolicy = (p) =>
+const describePolicy = (/** @type {OnBehalfOf} */ p) =>
   p === "any"
     ? "any end user but other keys' owners"
     : p === "none"
@@ -20,7 +24,7 @@ const describePolicy = (p) =>
           .join("; ");
 
 /** A comma-separated field → its non-empty entries, or `undefined` when there are none. */
-const listOrNothing = (text) => {
+const listOrNothing = (/** @type {string} */ text) => {
   const list = text
     .split(",")
     .map((s) => s.trim())
@@ -28,8 +32,40 @@ const listOrNothing = (text) => {
   return list.length ? list : undefined;
 };
 
-/** The fields of a key, for creating (all) or changing (name, limits, models, policy, permissions, expiry). */
+/**
+ * What the key form sends: all of a new key, or a change (`null` removes a name, a models list, an expiry).
+ * @typedef {object} KeyBody
+ * @property {string | null} [name]
+ * @property {string} [owner]
+ * @property {string[]} permissions
+ * @property {UnitLimitsChange & { endUser: UnitLimitsChange }} limits
+ * @property {string[] | null} [models]
+ * @property {string | { prefixes?: string[], users?: string[] }} onBehalfOf
+ * @property {string | null} [expiresAt]
+ */
+
+/**
+ * @typedef {object} KeyFormProps
+ * @property {string} prefix Before every field's id, so that two forms on the page have their own.
+ * @property {ApiKey} [existing] The key to change; none: a form for a new key.
+ * @property {(body: KeyBody) => Promise<void>} onSubmit
+ * @property {() => void} [onCancel]
+ */
+
+/**
+ * @typedef {object} KeyFormState
+ * @property {LimitValues & { name: string, owner: string, models: string, obo: string, prefixes: string, users: string, expiresAt: string }} values
+ * @property {Set<string>} permissions
+ * @property {unknown} error
+ * @property {boolean} busy
+ */
+
+/**
+ * The fields of a key, for creating (all) or changing (name, limits, models, policy, permissions, expiry).
+ * @extends {Component<KeyFormProps, KeyFormState>}
+ */
 class KeyForm extends Component {
+  /** @param {KeyFormProps} props */
   constructor(props) {
     super(props);
     const k = props.existing;
@@ -51,8 +87,9 @@ class KeyForm extends Component {
       busy: false,
     };
   }
-  set = (id, value) => this.setState({ values: { ...this.state.values, [id]: value } });
-  submit = async (e) => {
+  set = (/** @type {string} */ id, /** @type {string} */ value) =>
+    this.setState({ values: { ...this.state.values, [id]: value } });
+  submit = async (/** @type {Event} */ e) => {
     e.preventDefault();
     const { values, permissions } = this.state;
     const p = this.props.prefix;
@@ -65,6 +102,7 @@ class KeyForm extends Component {
       .split(/[\s,]+/)
       .map((m) => m.trim())
       .filter(Boolean);
+    /** @type {KeyBody} */
     const body = {
       name: values.name.trim() || (editing ? null : undefined),
       permissions: [...permissions],
@@ -86,35 +124,39 @@ class KeyForm extends Component {
       this.setState({ busy: false });
     }
   };
+  /**
+   * @param {KeyFormProps} props
+   * @param {KeyFormState} state
+   */
   render({ prefix: p, existing, onCancel }, { values, permissions, error, busy }) {
     const editing = Boolean(existing);
-    const togglePermission = (perm) => {
+    const togglePermission = (/** @type {string} */ perm) => {
       const next = new Set(permissions);
       if (next.has(perm)) next.delete(perm);
       else next.add(perm);
       this.setState({ permissions: next });
     };
-    return html`<form class="card key-form" onSubmit=${this.submit} aria-label=${editing ? `Change key ${existing.id}` : "Create a key"}>
-      <h3>${editing ? `Change ${existing.name ?? existing.id}` : "Create a key"}</h3>
+    return html`<form class="card key-form" onSubmit=${this.submit} aria-label=${existing ? `Change key ${existing.id}` : "Create a key"}>
+      <h3>${existing ? `Change ${existing.name ?? existing.id}` : "Create a key"}</h3>
       <div class="grid">
-        <label for=${`${p}name`}>Name<input id=${`${p}name`} value=${values.name} maxlength="256" onInput=${(e) => this.set("name", e.currentTarget.value)} /></label>
+        <label for=${`${p}name`}>Name<input id=${`${p}name`} value=${values.name} maxlength="256" onInput=${(/** @type {FieldEvent} */ e) => this.set("name", e.currentTarget.value)} /></label>
         ${
           editing
             ? null
-            : html`<label for=${`${p}owner`}>Owner (user id)<input id=${`${p}owner`} required value=${values.owner} onInput=${(e) => this.set("owner", e.currentTarget.value)} /></label>`
+            : html`<label for=${`${p}owner`}>Owner (user id)<input id=${`${p}owner`} required value=${values.owner} onInput=${(/** @type {FieldEvent} */ e) => this.set("owner", e.currentTarget.value)} /></label>`
         }
-        <label for=${`${p}models`}>Models (allowlist, comma-separated; empty: any)<input id=${`${p}models`} value=${values.models} onInput=${(e) => this.set("models", e.currentTarget.value)} /></label>
-        <label for=${`${p}expires`}>Expires at (UTC, empty: never)<input id=${`${p}expires`} type="datetime-local" value=${values.expiresAt} onInput=${(e) => this.set("expiresAt", e.currentTarget.value)} /></label>
+        <label for=${`${p}models`}>Models (allowlist, comma-separated; empty: any)<input id=${`${p}models`} value=${values.models} onInput=${(/** @type {FieldEvent} */ e) => this.set("models", e.currentTarget.value)} /></label>
+        <label for=${`${p}expires`}>Expires at (UTC, empty: never)<input id=${`${p}expires`} type="datetime-local" value=${values.expiresAt} onInput=${(/** @type {FieldEvent} */ e) => this.set("expiresAt", e.currentTarget.value)} /></label>
         <label for=${`${p}obo`}>On-behalf-of policy
-          <select id=${`${p}obo`} value=${values.obo} onChange=${(e) => this.set("obo", e.currentTarget.value)}>
+          <select id=${`${p}obo`} value=${values.obo} onChange=${(/** @type {FieldEvent} */ e) => this.set("obo", e.currentTarget.value)}>
             <option value="any">any end user but other keys' owners</option>
             <option value="none">its owner only</option>
             <option value="listed">end users by prefix or by id</option>
           </select></label>
         ${
           values.obo === "listed"
-            ? html`<label for=${`${p}prefixes`}>Prefixes (comma-separated; never other keys' owners)<input id=${`${p}prefixes`} value=${values.prefixes} onInput=${(e) => this.set("prefixes", e.currentTarget.value)} /></label>
-              <label for=${`${p}users`}>Users (comma-separated; other keys' owners allowed, each use audited)<input id=${`${p}users`} value=${values.users} onInput=${(e) => this.set("users", e.currentTarget.value)} /></label>`
+            ? html`<label for=${`${p}prefixes`}>Prefixes (comma-separated; never other keys' owners)<input id=${`${p}prefixes`} value=${values.prefixes} onInput=${(/** @type {FieldEvent} */ e) => this.set("prefixes", e.currentTarget.value)} /></label>
+              <label for=${`${p}users`}>Users (comma-separated; other keys' owners allowed, each use audited)<input id=${`${p}users`} value=${values.users} onInput=${(/** @type {FieldEvent} */ e) => this.set("users", e.currentTarget.value)} /></label>`
             : null
         }
       </div>
@@ -136,14 +178,20 @@ class KeyForm extends Component {
   }
 }
 
+/**
+ * A new key's secret, shown this once.
+ * @param {{ created: CreatedApiKey, onDone: () => void }} props
+ */
 function SecretOnce({ created, onDone }) {
   return html`<section class="card secret" aria-labelledby="secret-title">
     <h3 id="secret-title">Key ${created.name ?? created.id} created</h3>
     <p>Its secret is shown this once: copy it now.</p>
     <label for="new-secret">Secret</label>
-    <input id="new-secret" readonly value=${created.key} onFocus=${(e) => e.currentTarget.select()} />
+    <input id="new-secret" readonly value=${created.key} onFocus=${(/** @type {FocusEvent & { currentTarget: HTMLInputElement }} */ e) => e.currentTarget.select()} />
     <div class="row">
-      <button type="button" onClick=${async (e) => {
+      <button type="button" onClick=${async (
+        /** @type {MouseEvent & { currentTarget: HTMLButtonElement }} */ e,
+      ) => {
         const button = e.currentTarget;
         await copy(created.key);
         button.textContent = "Copied";
@@ -153,25 +201,45 @@ function SecretOnce({ created, onDone }) {
   </section>`;
 }
 
+/**
+ * @typedef {object} EndUserDefaultsState
+ * @property {LimitValues | null} values None until they are read.
+ * @property {unknown} error
+ * @property {boolean} saved
+ */
+
+/**
+ * The organization's limits of each end user, where a key sets none.
+ * @extends {Component<{}, EndUserDefaultsState>}
+ */
 class EndUserDefaults extends Component {
+  /** @type {EndUserDefaultsState} */
   state = { values: null, error: null, saved: false };
   async componentDidMount() {
     try {
+      /** @type {EndUserLimits} */
       const body = await api("GET", "/admin/end-user-limits");
       this.setState({ values: unitValues(body.endUser, "org-") });
     } catch (error) {
       this.setState({ error });
     }
   }
-  submit = async (e) => {
+  submit = async (/** @type {Event} */ e) => {
     e.preventDefault();
+    // The form is shown only once the values are read.
+    const { values } = this.state;
+    if (!values) return;
     try {
-      await api("PATCH", "/admin/end-user-limits", unitLimits(this.state.values, "org-", true));
+      await api("PATCH", "/admin/end-user-limits", unitLimits(values, "org-", true));
       this.setState({ saved: true, error: null });
     } catch (error) {
       this.setState({ error, saved: false });
     }
   };
+  /**
+   * @param {{}} _
+   * @param {EndUserDefaultsState} state
+   */
   render(_, { values, error, saved }) {
     return html`<section aria-labelledby="defaults-title">
       <h2 id="defaults-title">End-user defaults of ${session.org}</h2>
@@ -180,7 +248,7 @@ class EndUserDefaults extends Component {
       ${
         values
           ? html`<form class="card" onSubmit=${this.submit} aria-label="End-user defaults">
-            <${LimitFields} legend="Each end user" prefix="org-" values=${values} onInput=${(id, v) => this.setState({ values: { ...values, [id]: v }, saved: false })} />
+            <${LimitFields} legend="Each end user" prefix="org-" values=${values} onInput=${(/** @type {string} */ id, /** @type {string} */ v) => this.setState({ values: { ...values, [id]: v }, saved: false })} />
             <button type="submit">Save defaults</button>
             ${saved ? html`<${Status} text="Defaults saved." />` : null}
           </form>`
@@ -190,14 +258,27 @@ class EndUserDefaults extends Component {
   }
 }
 
+/**
+ * @typedef {object} KeysPageState
+ * @property {ApiKey[] | null} keys None until they are read.
+ * @property {unknown} error
+ * @property {boolean} creating
+ * @property {CreatedApiKey | null} created The key just created, its secret shown once.
+ * @property {ApiKey | null} editing
+ * @property {ApiKey | null} revoking The key whose revocation waits for the user's confirmation.
+ * @property {string} notice
+ */
+
+/** @extends {Component<{}, KeysPageState>} */
 export class KeysPage extends Component {
+  /** @type {KeysPageState} */
   state = {
     keys: null,
     error: null,
     creating: false,
     created: null,
-    editing: /** @type {{ id: string, name?: string } | null} */ (null),
-    revoking: /** @type {{ id: string, name?: string } | null} */ (null),
+    editing: null,
+    revoking: null,
     notice: "",
   };
   componentDidMount() {
@@ -205,20 +286,23 @@ export class KeysPage extends Component {
   }
   async load() {
     try {
+      /** @type {List<ApiKey>} */
       const body = await api("GET", "/admin/api-keys");
       this.setState({ keys: body.data });
     } catch (error) {
       this.setState({ error });
     }
   }
-  create = async (body) => {
+  create = async (/** @type {KeyBody} */ body) => {
+    /** @type {CreatedApiKey} */
     const created = await api("POST", "/admin/api-keys", body);
     this.setState({ created, creating: false, notice: "" });
     await this.load();
   };
-  update = async (body) => {
+  update = async (/** @type {KeyBody} */ body) => {
     const key = this.state.editing;
     if (!key) return;
+    /** @type {ApiKey} */
     const updated = await api("PATCH", `/admin/api-keys/${encodeURIComponent(key.id)}`, body);
     await this.load();
     this.setState({ editing: null, notice: `Key ${updated.name ?? updated.id} changed.` });
@@ -239,6 +323,10 @@ export class KeysPage extends Component {
       this.setState({ error });
     }
   };
+  /**
+   * @param {{}} _
+   * @param {KeysPageState} state
+   */
   render(_, { keys, error, creating, created, editing, revoking, notice }) {
     const rows = (keys ?? []).map((k) => [
       html`<strong>${k.name ?? "—"}</strong>`,

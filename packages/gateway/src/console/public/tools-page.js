@@ -13,25 +13,43 @@ import {
   Table,
 } from "./ui.js";
 
-/** A date the MCP API gives as Unix seconds or as an ISO string. */
-const fmtWhen = (v) => (typeof v === "number" ? fmtUnix(v) : fmtTime(v));
+/** @import { CheckResult, List, McpCredential, McpOAuthGrant, McpServer, McpTool } from "../api-types" */
 
+/** A date the MCP API gives as Unix seconds or as an ISO string. */
+const fmtWhen = (/** @type {number | string | null | undefined} */ v) =>
+  typeof v === "number" ? fmtUnix(v) : fmtTime(v);
+
+/**
+ * A server opened: its tools (`null`: not its owner, so not shown) and its credentials.
+ * @typedef {{ name: string, tools: McpTool[] | null, credentials: McpCredential[] }} ServerDetail
+ */
+
+/**
+ * @typedef {object} ToolsPageState
+ * @property {McpServer[] | null} servers None until they are read.
+ * @property {Record<string, ServerDetail>} detail The servers opened, by id.
+ * @property {unknown} error
+ */
+
+/** @extends {Component<{}, ToolsPageState>} */
 export class ToolsPage extends Component {
+  /** @type {ToolsPageState} */
   state = { servers: null, detail: {}, error: null };
   async componentDidMount() {
     try {
+      /** @type {List<McpServer>} */
       const body = await api("GET", "/mcp/servers?limit=100");
       this.setState({ servers: body.data ?? [] });
     } catch (error) {
       this.setState({ error });
     }
   }
-  open = async (s) => {
+  open = async (/** @type {McpServer} */ s) => {
     const id = encodeURIComponent(s.id);
     try {
       // A server's tools and their roles are for its owners: asked only where a check says so.
       const owner = can("authorization:read")
-        ? (
+        ? /** @type {CheckResult} */ (
             await api(
               "GET",
               `/authorization/llm/check${query({ resourceType: "mcp_server", resourceId: s.id, role: "owner" })}`,
@@ -40,7 +58,9 @@ export class ToolsPage extends Component {
         : false;
       // Credentials first: listing the tools calls the server with one, and the table shows the
       // credentials as they were before this view's own call (read at once, it showed that call or not by chance).
+      /** @type {List<McpCredential>} */
       const credentials = await api("GET", `/mcp/servers/${id}/credentials`);
+      /** @type {List<McpTool> | null} */
       const tools = owner ? await api("GET", `/mcp/servers/${id}/tools`) : null;
       this.setState({
         detail: {
@@ -52,6 +72,10 @@ export class ToolsPage extends Component {
       this.setState({ error });
     }
   };
+  /**
+   * @param {{}} _
+   * @param {ToolsPageState} state
+   */
   render(_, { servers, detail, error }) {
     return html`<h1>Tool servers</h1>
       <${ErrorNote} error=${error} />
@@ -91,14 +115,24 @@ export class ToolsPage extends Component {
   }
 }
 
-/** MCP clients the organization's users let act for them with OAuth (docs/api/mcp-oauth.md): revoking one ends its next call. */
+/**
+ * @typedef {object} AuthorizedClientsState
+ * @property {McpOAuthGrant[] | null} grants None until they are read.
+ * @property {unknown} error
+ * @property {McpOAuthGrant | null} revoking The grant whose revocation waits for the user's confirmation.
+ * @property {string | null} notice
+ */
+
+/**
+ * MCP clients the organization's users let act for them with OAuth (docs/api/mcp-oauth.md): revoking one ends its next call.
+ * @extends {Component<{}, AuthorizedClientsState>}
+ */
 class AuthorizedClients extends Component {
+  /** @type {AuthorizedClientsState} */
   state = {
     grants: null,
     error: null,
-    revoking: /** @type {{ id: string, clientId: string, clientName?: string, userId: string } | null} */ (
-      null
-    ),
+    revoking: null,
     notice: null,
   };
   componentDidMount() {
@@ -106,6 +140,7 @@ class AuthorizedClients extends Component {
   }
   load = async () => {
     try {
+      /** @type {List<McpOAuthGrant>} */
       const body = await api("GET", "/admin/mcp-oauth/grants");
       this.setState({ grants: body.data ?? [] });
     } catch (error) {
@@ -124,6 +159,10 @@ class AuthorizedClients extends Component {
       this.setState({ error });
     }
   };
+  /**
+   * @param {{}} _
+   * @param {AuthorizedClientsState} state
+   */
   render(_, { grants, error, revoking, notice }) {
     return html`<section aria-label="Authorized clients">
       <h2>Authorized clients</h2>

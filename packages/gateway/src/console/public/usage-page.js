@@ -14,35 +14,58 @@ import {
   Table,
 } from "./ui.js";
 
-const today = () => new Date().toISOString().slice(0, 10);
-const daysAgo = (n) => new Date(Date.now() - n * 86_400_000).toISOString().slice(0, 10);
+/** @import { FieldEvent } from "../browser" */
+/** @import { ApiKey, Guardrail, GuardrailDecisionCount, KeyUsage, KeyUsageWindow, List, UsageReport, UsageRow } from "../api-types" */
 
+const today = () => new Date().toISOString().slice(0, 10);
+const daysAgo = (/** @type {number} */ n) => new Date(Date.now() - n * 86_400_000).toISOString().slice(0, 10);
+
+/**
+ * @typedef {object} KeyWindowsState
+ * @property {ApiKey[]} keys The active keys to choose from.
+ * @property {string} keyId The key chosen (`""`: none yet).
+ * @property {KeyUsageWindow[] | null} windows
+ * @property {unknown} error
+ * @property {number} at When the windows were read (ms since the epoch): their resets are counted from it.
+ */
+
+/**
+ * A key's limit windows now: used, limit, remaining, reset.
+ * @extends {Component<{}, KeyWindowsState>}
+ */
 class KeyWindows extends Component {
-  state = { keys: [], keyId: "", windows: null, error: null };
+  /** @type {KeyWindowsState} */
+  state = { keys: [], keyId: "", windows: null, error: null, at: 0 };
   async componentDidMount() {
     try {
+      /** @type {List<ApiKey>} */
       const body = await api("GET", "/admin/api-keys");
       this.setState({ keys: body.data.filter((k) => k.status === "active") });
     } catch (error) {
       this.setState({ error });
     }
   }
-  show = async (e) => {
+  show = async (/** @type {Event} */ e) => {
     e.preventDefault();
     if (!this.state.keyId) return;
     try {
+      /** @type {KeyUsage} */
       const body = await api("GET", `/admin/api-keys/${encodeURIComponent(this.state.keyId)}/usage`);
       this.setState({ windows: body.windows, error: null, at: Date.now() });
     } catch (error) {
       this.setState({ error });
     }
   };
+  /**
+   * @param {{}} _
+   * @param {KeyWindowsState} state
+   */
   render(_, { keys, keyId, windows, error, at }) {
     return html`<section aria-labelledby="windows-title">
       <h2 id="windows-title">A key's windows now</h2>
       <form class="row card" onSubmit=${this.show} aria-label="A key's windows">
         <label for="windows-key">Key
-          <select id="windows-key" value=${keyId} onChange=${(e) => this.setState({ keyId: e.currentTarget.value })}>
+          <select id="windows-key" value=${keyId} onChange=${(/** @type {FieldEvent} */ e) => this.setState({ keyId: e.currentTarget.value })}>
             <option value="">choose a key</option>
             ${keys.map((k) => html`<option value=${k.id}>${k.name ?? k.id} (${k.id})</option>`)}
           </select></label>
@@ -71,6 +94,20 @@ class KeyWindows extends Component {
   }
 }
 
+/**
+ * The usage of the range, one report per grouping, and the guardrails' decisions over the same days.
+ * @typedef {{ day: UsageReport, key: UsageReport, endUser: UsageReport, model: UsageReport, guardrails: List<GuardrailDecisionCount> }} UsageData
+ */
+
+/**
+ * @typedef {object} UsagePageState
+ * @property {string} start The range's first UTC day (`YYYY-MM-DD`).
+ * @property {string} end Its last.
+ * @property {UsageData | null} data None until it is read.
+ * @property {unknown} error
+ */
+
+/** @extends {Component<{}, UsagePageState>} */
 export class UsagePage extends Component {
   constructor() {
     super();
@@ -89,25 +126,34 @@ export class UsagePage extends Component {
     const { start, end } = this.state;
     try {
       const [day, key, endUser, model] = await Promise.all(
-        ["day", "key", "end_user", "model"].map((g) =>
-          api("GET", `/usage${query({ start, end, group_by: g })}`),
+        ["day", "key", "end_user", "model"].map(
+          (g) =>
+            /** @type {Promise<UsageReport>} */ (api("GET", `/usage${query({ start, end, group_by: g })}`)),
         ),
       );
       // Keys by name where the session may list them; otherwise by id.
       const names = can("admin:api-keys")
-        ? new Map((await api("GET", "/admin/api-keys")).data.map((k) => [k.id, k.name]))
+        ? new Map(
+            /** @type {List<ApiKey>} */ (await api("GET", "/admin/api-keys")).data.map((k) => [k.id, k.name]),
+          )
         : new Map();
       for (const row of key.data)
         row.key_id = names.get(row.key_id) ? `${names.get(row.key_id)} (${row.key_id})` : row.key_id;
       // Guardrail decisions over the same UTC days, from the audit trail; named where the key may read the guardrail.
       const until = new Date(`${end}T00:00:00Z`);
       until.setUTCDate(until.getUTCDate() + 1);
+      /** @type {List<GuardrailDecisionCount>} */
       const guardrails = await api(
         "GET",
         `/admin/audit/guardrail-decisions${query({ since: `${start}T00:00:00Z`, until: until.toISOString() })}`,
       );
       const guardrailNames = can("guardrails:read")
-        ? new Map((await api("GET", "/guardrails?limit=100")).data.map((g) => [g.id, g.name]))
+        ? new Map(
+            /** @type {List<Guardrail>} */ (await api("GET", "/guardrails?limit=100")).data.map((g) => [
+              g.id,
+              g.name,
+            ]),
+          )
         : new Map();
       for (const row of guardrails.data)
         row.label = guardrailNames.get(row.guardrail_id)
@@ -118,13 +164,30 @@ export class UsagePage extends Component {
       this.setState({ error });
     }
   }
+  /**
+   * @param {{}} _
+   * @param {UsagePageState} state
+   */
   render(_, { start, end, data, error }) {
+    /**
+     * A report's rows as a table, the group's column first.
+     * @param {string} caption
+     * @param {"day" | "key_id" | "end_user" | "model"} column
+     * @param {string} label
+     * @param {UsageReport} body
+     */
     const table = (caption, column, label, body) =>
       html`<${Table}
         caption=${caption}
         columns=${[label, "Requests", "Input tokens", "Output tokens", "Total tokens", "Cost"]}
         rows=${body.data.map((r) => [r[column], fmtNum(r.requests), fmtNum(r.input_tokens), fmtNum(r.output_tokens), fmtNum(r.total_tokens), fmtUsd(r.cost_usd)])}
       />`;
+    /**
+     * A report's total tokens as bars, one per group.
+     * @param {string} title
+     * @param {UsageReport} body
+     * @param {"key_id" | "end_user" | "model"} column
+     */
     const bars = (title, body, column) =>
       html`<${ChartView}
         title=${title}
