@@ -322,6 +322,30 @@ describe("admin console", () => {
     }
   }, 120_000);
 
+  it("reads a key's expiry as the UTC its label says, in a browser of another time zone", async () => {
+    const context = await s.browser.newContext({
+      viewport: DESKTOP,
+      deviceScaleFactor: 1,
+      // UTC+5:30 all year: a field read as local time would be five and a half hours off.
+      timezoneId: "Asia/Kolkata",
+    });
+    const page = await context.newPage();
+    page.setDefaultTimeout(20_000);
+    await signIn(page, s.url, s.root.key);
+    const owner = `tz-${randomUUID().slice(0, 8)}`;
+    await page.getByRole("button", { name: "New key" }).click();
+    await page.getByLabel("Name").fill("expiring");
+    await page.getByLabel("Owner (user id)").fill(owner);
+    await page.getByLabel("Expires at (UTC, empty: never)").fill("2030-01-02T03:04");
+    await page.getByRole("button", { name: "Create key" }).click();
+    expect((await page.locator("#new-secret").inputValue()).length).toBeGreaterThan(20);
+    const keys = await fetch(`${s.url}/api/v1/admin/api-keys`, {
+      headers: { Authorization: `Bearer ${s.root.key}` },
+    }).then((r) => r.json() as Promise<{ data: { owner: string; expiresAt: string | null }[] }>);
+    expect(keys.data.find((k) => k.owner === owner)?.expiresAt).toBe("2030-01-02T03:04:00.000Z");
+    await context.close();
+  }, 60_000);
+
   it("is usable with the keyboard alone", async () => {
     const context = await newContext(s.browser, DESKTOP);
     const page = await context.newPage();

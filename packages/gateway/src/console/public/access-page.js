@@ -1,7 +1,19 @@
 // The access page: who holds which role on a resource, and what a user can reach; owners grant and revoke here.
 
 import { AUDIT_COLUMNS, auditRows, RESOURCE_TYPES, ROLES } from "./audit-records.js";
-import { api, Component, Confirm, can, ErrorNote, fmtTime, html, query, Status, Table } from "./ui.js";
+import {
+  api,
+  Component,
+  Confirm,
+  can,
+  ErrorNote,
+  fmtTime,
+  html,
+  query,
+  Status,
+  Table,
+  utcFromField,
+} from "./ui.js";
 
 /** @import { FieldEvent } from "../browser" */
 /** @import { AuditPage, AuditRecord, CheckResult, List, RoleGrant, UserResources } from "../api-types" */
@@ -89,7 +101,7 @@ class ResourceAccess extends Component {
         ...this.ref,
         userId: grantUser.trim(),
         role: grantRole,
-        ...(grantExpires ? { expiresAt: new Date(grantExpires).toISOString() } : {}),
+        ...(grantExpires ? { expiresAt: utcFromField(grantExpires) } : {}),
       });
       await this.load();
       this.setState({ notice: `Granted ${grantRole} to ${grantUser.trim()}.`, grantUser: "" });
@@ -134,7 +146,7 @@ class ResourceAccess extends Component {
           ? html`<form class="row card" onSubmit=${this.grant} aria-label="Grant a role">
             <label for="grant-user">User id (or *)<input id="grant-user" required value=${grantUser} onInput=${(/** @type {FieldEvent} */ e) => this.setState({ grantUser: e.currentTarget.value })} /></label>
             <label for="grant-role">Role<select id="grant-role" value=${grantRole} onChange=${(/** @type {FieldEvent} */ e) => this.setState({ grantRole: e.currentTarget.value })}>${ROLES.map((r) => html`<option value=${r}>${r}</option>`)}</select></label>
-            <label for="grant-expires">Expires (optional)<input id="grant-expires" type="datetime-local" value=${grantExpires} onInput=${(/** @type {FieldEvent} */ e) => this.setState({ grantExpires: e.currentTarget.value })} /></label>
+            <label for="grant-expires">Expires (UTC, optional)<input id="grant-expires" type="datetime-local" value=${grantExpires} onInput=${(/** @type {FieldEvent} */ e) => this.setState({ grantExpires: e.currentTarget.value })} /></label>
             <button type="submit">Grant</button>
           </form>`
           : null

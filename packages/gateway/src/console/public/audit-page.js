@@ -1,7 +1,7 @@
 // The audit trail page: the organization's authorization changes and inspections, filtered.
 
 import { AUDIT_COLUMNS, auditRows, RESOURCE_TYPES } from "./audit-records.js";
-import { api, Component, ErrorNote, html, query, Table } from "./ui.js";
+import { api, Component, ErrorNote, html, query, Table, utcFromField } from "./ui.js";
 
 /** @import { AuditPage as AuditRecordsPage } from "../api-types" */
 
@@ -39,8 +39,8 @@ export class AuditPage extends Component {
         "GET",
         `/admin/audit${query({
           ...f,
-          since: f.since ? new Date(f.since).toISOString() : "",
-          until: f.until ? new Date(f.until).toISOString() : "",
+          since: f.since ? utcFromField(f.since) : "",
+          until: f.until ? utcFromField(f.until) : "",
           limit: 25,
         })}`,
       );

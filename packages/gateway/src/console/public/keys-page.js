@@ -1,7 +1,19 @@
 // The keys page: list, create (the secret shown once), change, revoke the organization's API keys.
 
 import { describeLimits, LimitFields, unitLimits, unitValues } from "./limits.js";
-import { api, Component, Confirm, copy, ErrorNote, fmtTime, html, Status, session, Table } from "./ui.js";
+import {
+  api,
+  Component,
+  Confirm,
+  copy,
+  ErrorNote,
+  fmtTime,
+  html,
+  Status,
+  session,
+  Table,
+  utcFromField,
+} from "./ui.js";
 
 /** @import { FieldEvent } from "../browser" */
 /** @import { ApiKey, CreatedApiKey, EndUserLimits, List, OnBehalfOf, UnitLimitsChange } from "../api-types" */
@@ -112,7 +124,7 @@ class KeyForm extends Component {
         values.obo === "listed"
           ? { prefixes: listOrNothing(values.prefixes), users: listOrNothing(values.users) }
           : values.obo,
-      expiresAt: values.expiresAt ? new Date(values.expiresAt).toISOString() : editing ? null : undefined,
+      expiresAt: values.expiresAt ? utcFromField(values.expiresAt) : editing ? null : undefined,
     };
     if (!editing) body.owner = values.owner.trim();
     this.setState({ busy: true, error: null });

@@ -92,6 +92,13 @@ export const query = (/** @type {Record<string, string | number | null | undefin
   return s ? `?${s}` : "";
 };
 
+/**
+ * A `datetime-local` field's value ("YYYY-MM-DDTHH:MM"), which the console labels UTC, as an ISO instant:
+ * read as UTC whatever the browser's time zone (`new Date(value)` would read it as local time).
+ * @param {string} value
+ */
+export const utcFromField = (value) => new Date(`${value}Z`).toISOString();
+
 export const fmtTime = (/** @type {string | null | undefined} */ iso) =>
   iso ? `${new Date(iso).toISOString().replace("T", " ").slice(0, 19)} UTC` : "—";
 export const fmtUnix = (/** @type {number | null | undefined} */ s) =>
