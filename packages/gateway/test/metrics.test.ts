@@ -43,11 +43,17 @@ describe("metrics on the gateway's own port, behind METRICS_TOKEN", () => {
       'gateway_oauth_tokens_issued_total{grant_type="refresh_token"}',
       'gateway_oauth_token_refusals_total{reason="refresh_token_reused"}',
       'gateway_oauth_registrations_total{kind="metadata_document",outcome="refused"}',
+    ]) {
+      expect(sample(text, series), series).toBe(0);
+    }
+    // Failures of the stores are exported before any happens too; a loaded machine may already have timed
+    // out a command or two of the harness's shared Redis and SpiceDB, so only their presence is asserted.
+    for (const series of [
       'redis_client_command_errors_total{client="gateway-rate-limit",kind="unavailable"}',
       'grpc_client_handled_total{grpc_service="authzed.api.v1.PermissionsService",grpc_method="CheckPermission",grpc_type="unary",grpc_code="UNAVAILABLE"}',
       'grpc_client_handled_total{grpc_service="authzed.api.v1.PermissionsService",grpc_method="LookupResources",grpc_type="server_stream",grpc_code="DEADLINE_EXCEEDED"}',
     ]) {
-      expect(sample(text, series), series).toBe(0);
+      expect(sample(text, series), series).toBeGreaterThanOrEqual(0);
     }
     expect(text).toMatch(/^process_cpu_user_seconds_total /m);
     expect(text).toMatch(/^nodejs_eventloop_lag_p99_seconds /m);
