@@ -1,3 +1,5 @@
+import { readFile } from "node:fs/promises";
+import { AUDIT_ACTIONS } from "@gw/core/audit";
 import { ManualClock } from "@gw/core/clock";
 import { scanKeys, useTestRedis } from "@gw/test-kit";
 import { describe, expect, it } from "vitest";
@@ -54,6 +56,16 @@ describe("console sessions", () => {
     expect(await s.touch(a.id)).toBeUndefined();
     expect(await s.touch(b.id)).toBeUndefined();
     expect(await s.touch(other.id)).toBeDefined();
+  });
+});
+
+describe("the console's audit page", () => {
+  it("offers every action the trail records as a filter", async () => {
+    // The browser loads the module as it is (no build step), so it keeps its own copy of core's list.
+    const source = await readFile(new URL("./public/audit-records.js", import.meta.url), "utf8");
+    const list = /export const AUDIT_ACTIONS = (\[[^\]]*\]);/.exec(source)?.[1];
+    expect(list).toBeDefined();
+    expect(JSON.parse(list!.replace(/,\s*\]$/, "]"))).toEqual([...AUDIT_ACTIONS]);
   });
 });
 

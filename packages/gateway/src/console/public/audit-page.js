@@ -1,6 +1,6 @@
 // The audit trail page: the organization's authorization changes and inspections, filtered.
 
-import { AUDIT_COLUMNS, auditRows, RESOURCE_TYPES } from "./audit-records.js";
+import { AUDIT_ACTIONS, AUDIT_COLUMNS, auditRows, RESOURCE_TYPES } from "./audit-records.js";
 import { api, Component, ErrorNote, html, query, Table, utcFromField } from "./ui.js";
 
 /** @import { AuditPage as AuditRecordsPage } from "../api-types" */
@@ -61,7 +61,7 @@ export class AuditPage extends Component {
         <label for="f-actor">Actor (user id)<input id="f-actor" name="actor" value=${f.actor} /></label>
         <label for="f-type">Resource type<select id="f-type" name="resourceType"><option value="">any</option>${RESOURCE_TYPES.map((t) => html`<option value=${t} selected=${t === f.resourceType}>${t}</option>`)}</select></label>
         <label for="f-id">Resource id<input id="f-id" name="resourceId" value=${f.resourceId} /></label>
-        <label for="f-action">Action<select id="f-action" name="action"><option value="">any</option>${["register", "delete", "grant", "revoke", "inspect", "call", "act_as_key_owner"].map((a) => html`<option value=${a} selected=${a === f.action}>${a}</option>`)}</select></label>
+        <label for="f-action">Action<select id="f-action" name="action"><option value="">any</option>${AUDIT_ACTIONS.map((a) => html`<option value=${a} selected=${a === f.action}>${a}</option>`)}</select></label>
         <label for="f-since">From (UTC)<input id="f-since" name="since" type="datetime-local" value=${f.since} /></label>
         <label for="f-until">Until (UTC)<input id="f-until" name="until" type="datetime-local" value=${f.until} /></label>
         <button type="submit">Filter</button>

@@ -12,6 +12,23 @@ export const RESOURCE_TYPES = [
   ...(session.mcp ? ["mcp_server"] : []),
 ];
 export const ROLES = ["owner", "writer", "reader"];
+/** Every action the trail records (core's `AUDIT_ACTIONS`, which a test holds this list to). */
+export const AUDIT_ACTIONS = [
+  "register",
+  "delete",
+  "grant",
+  "revoke",
+  "inspect",
+  "call",
+  "act_as_key_owner",
+  "store",
+  "first_use",
+  "guardrail.create",
+  "guardrail.update",
+  "guardrail.delete",
+  "guardrail.attach",
+  "guardrail.decision",
+];
 
 /** @import { AuditRecord } from "../api-types" */
 
