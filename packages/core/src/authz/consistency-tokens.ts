@@ -206,8 +206,8 @@ type Scripted = RedisClient & {
  * ask for data at least as fresh as it, whatever
  * `SPICEDB_FULLY_CONSISTENT_AFTER_WRITE_MS` says, and decisions kept before
  * it no longer match. Without the delete's token, the resource's token is
- * dropped (with the "recent" marker, so checks right after still see the
- * delete). The delete has landed whatever happens here: a failure is
+ * replaced by an empty one whose window is recent, so checks right after
+ * still see the delete. The delete has landed whatever happens here: a failure is
  * returned, for the caller to log, not thrown.
  */
 export async function recordDeletion(

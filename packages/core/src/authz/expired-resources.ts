@@ -57,8 +57,8 @@ export interface ExpiredResource {
  * retention sweep): their relationships read side by side, then deleted by
  * as few WriteRelationships as `MAX_UPDATES_PER_WRITE` allows, one SpiceDB
  * transaction each instead of one per resource. Nothing is written for the
- * deleted resources: their ZedTokens (and grant expiries) are dropped from
- * Redis, with no "recent" marker, so the delete leaves no key behind; each
+ * deleted resources: their ZedTokens are dropped from Redis (nothing recent
+ * written), so the delete leaves no key behind; each
  * organization's token becomes the last write's (lookups right after see the
  * delete). A decision the gateway kept for such a resource before any token
  * was written ("" in the decision cache) can be served until its maximum

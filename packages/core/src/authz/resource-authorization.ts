@@ -720,7 +720,7 @@ export class ResourceAuthorization {
 
 /**
  * At least as fresh as the last write. Right after a write (while Redis
- * keeps its "recent" marker), fully consistent instead: two writes to one
+ * says the write is recent), fully consistent instead: two writes to one
  * resource at once may record their tokens in either order, and the older
  * token must not hide the newer write; once SpiceDB's snapshot window has
  * passed, either token sees both. Fully consistent too when the last write
