@@ -190,10 +190,10 @@ export class ResponseCache {
   ): Promise<CacheLookup> {
     if (!principal.cache || directive === "off" || !reads) return this.count(BYPASS);
     let key: string;
-    let tokenless: boolean;
+    let ttlMs: number;
     let found: string | null = null;
     try {
-      ({ key, tokenless } = await this.keyOf(principal, request, reads));
+      ({ key, ttlMs } = await this.keyOf(principal, request, reads));
       if (directive !== "refresh") found = await this.options.redis.get(key);
     } catch (err) {
       this.options.logger.warn(
@@ -208,14 +208,7 @@ export class ResponseCache {
     }
     return this.count({
       result: "miss",
-      provider: (inner) =>
-        keeping(inner, (entry) =>
-          this.keep(
-            key,
-            entry,
-            tokenless ? Math.min(this.options.ttlMs, this.options.tokenlessTtlMs) : this.options.ttlMs,
-          ),
-        ),
+      provider: (inner) => keeping(inner, (entry) => this.keep(key, entry, ttlMs)),
     });
   }
 
@@ -226,13 +219,14 @@ export class ResponseCache {
 
   /**
    * The entry's Redis key: `gw:rcache:{org}:` and the HMAC (the organization's tag keeps its entries on one
-   * slot); `tokenless` when a resource it read has no last-write token in Redis now.
+   * slot), and how long it may live: less than a token when a resource it read has no last-write token in
+   * Redis now (`tokenlessTtlMs`).
    */
   private async keyOf(
     principal: Principal,
     request: ChatRequest,
     reads: CallReads,
-  ): Promise<{ key: string; tokenless: boolean }> {
+  ): Promise<{ key: string; ttlMs: number }> {
     const shared = principal.cache === "key" && !reads.stored;
     const versions =
       reads.resources.length > 0 ? await this.options.versions(principal.org, reads.resources) : [];
@@ -249,7 +243,11 @@ export class ResponseCache {
       reads: reads.resources.map((r, i) => [r.type, r.id, versions[i] ?? ""]),
     });
     const mac = createHmac("sha256", this.options.secret).update(material).digest("base64url");
-    return { key: `gw:rcache:{${principal.org}}:${mac}`, tokenless: versions.includes("") };
+    const { ttlMs, tokenlessTtlMs } = this.options;
+    return {
+      key: `gw:rcache:{${principal.org}}:${mac}`,
+      ttlMs: versions.includes("") ? Math.min(ttlMs, tokenlessTtlMs) : ttlMs,
+    };
   }
 
   /**
