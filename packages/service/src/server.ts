@@ -31,7 +31,7 @@ import { ResponseStore } from "./responses/store.ts";
 import { OrphanReconciler } from "./retention/reconciler.ts";
 import { RetentionSweeper } from "./retention/sweeper.ts";
 import { Sandbox } from "./sandbox/sandbox.ts";
-import { UsageStore } from "./usage/store.ts";
+import { UsageStore, usageLost } from "./usage/store.ts";
 import {
   startIngestion,
   type VectorStoreTestOptions,
@@ -144,7 +144,7 @@ export async function startService(
       "no model provider configured: model calls answer 503 until MODELS_FILE or LLM_BASE_URL is set",
     );
 
-  const usage = new UsageStore(redis, clock);
+  const usage = new UsageStore(redis, clock, usageLost(metrics, logger));
   const budgets = budgetDeps(config, redis, metrics, logger, clock);
   const guardrails = guardrailsOf({
     db,

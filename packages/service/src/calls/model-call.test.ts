@@ -13,11 +13,13 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { priceBook, testProvider } from "../../test/providers.ts";
 import type { Caller } from "../budgets/admit-model-call.ts";
 import { createBudgetMetrics } from "../budgets/budget-metrics.ts";
+import { startCompletion } from "../completions/call.ts";
+import { createCompletionBody } from "../completions/request.ts";
 import { ids } from "../ids.ts";
 import type { ChatRequest, Completion } from "../llm/provider.ts";
 import { UsageStore } from "../usage/store.ts";
 import { modelGuardrailsOf } from "./deps.ts";
-import { admitCall, type ModelCallDeps, type StreamedCall } from "./model-call.ts";
+import { admitCall, type ModelCallDeps, recordUsageSoon, type StreamedCall } from "./model-call.ts";
 
 /**
  * The model call on its own (calls/model-call.ts), without routes: real
@@ -30,6 +32,7 @@ let deps: ModelCallDeps & { authorization: ResourceAuthorization };
 let windows: CountingWindows;
 let redis: RedisClient;
 let llm: FakeLLM;
+let redisUrl: string;
 
 beforeAll(async () => {
   const [redisServer, spicedb, fake] = await Promise.all([
@@ -38,6 +41,7 @@ beforeAll(async () => {
     startFakeLLM(),
   ]);
   llm = fake;
+  redisUrl = redisServer.url;
   redis = createRedis(redisServer.url, { connectionName: "test" });
   const client = new SpiceDBClient({
     endpoint: spicedb.endpoint,
@@ -474,5 +478,56 @@ describe("guardrails in the model call", () => {
     } finally {
       llm.answerWith = undefined;
     }
+  });
+});
+
+describe("a model call's usage", () => {
+  it("is sent before the answer and not waited for: an answer comes while Redis holds every write, its usage lands after", async () => {
+    const { principal, res } = caller();
+    const pauser = createRedis(redisUrl, { connectionName: "test-pause" });
+    const completionDeps = {
+      ...deps,
+      logger: deps.budgets.logger,
+      completions: {} as never, // not stored: never read
+      clock: systemClock,
+      ids: ids(systemClock),
+    };
+    const input = createCompletionBody.parse({
+      model: "gpt-test",
+      messages: [{ role: "user", content: "hello there" }],
+    });
+    // Admitted under no budget (nothing written), then every write command held until unpaused.
+    const call = await startCompletion(completionDeps, { ...res, admission: { limits: {} } }, input);
+    await pauser.call("CLIENT", "PAUSE", "60000", "WRITE");
+    try {
+      // Answered while the usage's write is still held (waiting for it would fail on the command timeout).
+      const answer = await call.answer(new AbortController().signal);
+      expect(answer.object).toBe("chat.completion");
+    } finally {
+      await pauser.call("CLIENT", "UNPAUSE");
+      pauser.disconnect();
+    }
+    await expect.poll(async () => (await usageOf(principal)).requests).toBe(1);
+    expect((await usageOf(principal)).total_tokens).toBeGreaterThan(0);
+  });
+
+  it("that cannot be written is handed over whole (the process logs and counts it), and the answer stands", async () => {
+    const lost: unknown[] = [];
+    const failing = {
+      defineCommand() {},
+      recordUsage: () => Promise.reject(new Error("Redis is unavailable")),
+    } as unknown as RedisClient;
+    const store = new UsageStore(failing, systemClock, (event) => lost.push(event));
+    const { principal } = caller();
+    const usage = { input_tokens: 3, output_tokens: 2, total_tokens: 5 };
+    recordUsageSoon(store, principal, "gpt-test", usage);
+    await expect.poll(() => lost.length).toBe(1);
+    expect(lost[0]).toMatchObject({
+      org: principal.org,
+      keyId: principal.keyId,
+      user: "alice",
+      model: "gpt-test",
+      usage,
+    });
   });
 });

@@ -17,7 +17,7 @@ import type {
   Usage,
 } from "../llm/provider.ts";
 import { countTokens } from "../llm/tokens.ts";
-import type { UsageStore } from "../usage/store.ts";
+import type { UsageEvent, UsageStore } from "../usage/store.ts";
 import type { CallGuard, ModelGuardrails } from "./guardrails.ts";
 import type { CacheResult, CallReads, ResponseCache } from "./response-cache.ts";
 
@@ -372,34 +372,45 @@ export function recordUsage(
   principal: Principal,
   model: string,
   usage: Usage,
-  pricing: {
-    cachedTokens?: number;
-    servedBy?: ServedBy | undefined;
-    price?: ModelPrice | undefined;
-    cacheHit?: boolean | undefined;
-  } = {},
+  pricing: UsagePricing = {},
 ): Promise<void> {
+  return store.record(usageEventOf(principal, model, usage, pricing));
+}
+
+/**
+ * `recordUsage` for a call whose answer is about to be written: sent now,
+ * not waited for (`UsageStore.recordSoon`), so the answer does not wait on
+ * Redis's reply.
+ */
+export function recordUsageSoon(
+  store: UsageStore,
+  principal: Principal,
+  model: string,
+  usage: Usage,
+  pricing: UsagePricing = {},
+): void {
+  store.recordSoon(usageEventOf(principal, model, usage, pricing));
+}
+
+interface UsagePricing {
+  cachedTokens?: number;
+  servedBy?: ServedBy | undefined;
+  price?: ModelPrice | undefined;
+  cacheHit?: boolean | undefined;
+}
+
+function usageEventOf(principal: Principal, model: string, usage: Usage, pricing: UsagePricing): UsageEvent {
   const { servedBy } = pricing;
-  if (pricing.cacheHit)
-    return store.record({
-      org: principal.org,
-      keyId: principal.keyId,
-      user: principal.user,
-      model,
-      usage: NO_TOKENS,
-      cachedResponse: true,
-    });
-  return store.record({
-    org: principal.org,
-    keyId: principal.keyId,
-    user: principal.user,
-    model,
+  const who = { org: principal.org, keyId: principal.keyId, user: principal.user, model };
+  if (pricing.cacheHit) return { ...who, usage: NO_TOKENS, cachedResponse: true };
+  return {
+    ...who,
     usage,
     cachedTokens: pricing.cachedTokens ?? 0,
     price: servedBy ? servedBy.price : pricing.price,
     deployment: servedBy ? { provider: servedBy.provider, model: servedBy.upstreamModel } : undefined,
     ...(servedBy?.byok ? { ownKey: true } : {}),
-  });
+  };
 }
 
 const NO_TOKENS: Usage = { input_tokens: 0, output_tokens: 0, total_tokens: 0 };

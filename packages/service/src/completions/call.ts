@@ -3,7 +3,7 @@ import type { Logger } from "@gw/core/logger";
 import type { Principal } from "@gw/core/principal";
 import type { WindowState } from "@gw/core/windows";
 import type { Caller } from "../budgets/admit-model-call.ts";
-import { admitCall, type ModelCallDeps, recordUsage } from "../calls/model-call.ts";
+import { admitCall, type ModelCallDeps, recordUsageSoon } from "../calls/model-call.ts";
 import type { CacheResult } from "../calls/response-cache.ts";
 import type { Ids } from "../ids.ts";
 import { routeOf } from "../llm/models.ts";
@@ -85,7 +85,7 @@ export async function startCompletion(
   };
 }
 
-/** Stores the completion (with `store: true`) and records its usage. */
+/** Records the completion's usage and stores it (with `store: true`). */
 async function keep(
   deps: CompletionCallDeps,
   principal: Principal,
@@ -93,24 +93,22 @@ async function keep(
   answer: ChatCompletionObject,
   completion: Completion,
 ): Promise<void> {
-  await Promise.all([
-    input.store
-      ? deps.completions.save(principal.org, answer, storedMessages(answer.id, input.messages))
-      : undefined,
-    recordUsage(
-      deps.usage,
-      principal,
-      answer.model,
-      {
-        input_tokens: answer.usage.prompt_tokens,
-        output_tokens: answer.usage.completion_tokens,
-        total_tokens: answer.usage.total_tokens,
-      },
-      {
-        cachedTokens: completion.usageDetails.cachedTokens,
-        servedBy: completion.servedBy,
-        cacheHit: completion.cacheHit,
-      },
-    ),
-  ]);
+  // Sent before the completion is stored and answered; the answer does not wait for Redis's reply.
+  recordUsageSoon(
+    deps.usage,
+    principal,
+    answer.model,
+    {
+      input_tokens: answer.usage.prompt_tokens,
+      output_tokens: answer.usage.completion_tokens,
+      total_tokens: answer.usage.total_tokens,
+    },
+    {
+      cachedTokens: completion.usageDetails.cachedTokens,
+      servedBy: completion.servedBy,
+      cacheHit: completion.cacheHit,
+    },
+  );
+  if (input.store)
+    await deps.completions.save(principal.org, answer, storedMessages(answer.id, input.messages));
 }

@@ -5,7 +5,7 @@ import type { Logger } from "@gw/core/logger";
 import type { Principal } from "@gw/core/principal";
 import type { WindowState } from "@gw/core/windows";
 import type { EventSink } from "../calls/event-sink.ts";
-import { type ModelCallDeps, recordUsage } from "../calls/model-call.ts";
+import { type ModelCallDeps, recordUsage, recordUsageSoon } from "../calls/model-call.ts";
 import type { CacheResult } from "../calls/response-cache.ts";
 import type { ConversationStore } from "../conversations/store.ts";
 import type { Ids } from "../ids.ts";
@@ -82,23 +82,19 @@ export async function keep(
 ): Promise<void> {
   const conversation = input.conversation;
   const items = [...turn, ...response.output];
-  await Promise.all([
-    // The response and the turn it adds to its conversation are stored together, or neither is.
-    input.store
-      ? deps.responses.save(
-          principal.org,
-          response,
-          turn,
-          conversation ? { conversations: deps.conversations, conversation, items } : undefined,
-          { user: principal.user, requests: approvals },
-        )
-      : conversation
-        ? deps.conversations.append(principal.org, conversation, items).then((appended) => {
-            if (!appended) throw notFound(`No conversation ${conversation}`);
-          })
-        : undefined,
-    recordTurnUsage(deps, principal, response, completion),
-  ]);
+  // Sent before the response is stored and answered; the answer does not wait for Redis's reply.
+  recordUsageSoon(deps.usage, principal, response.model, ...turnUsage(response, completion));
+  // The response and the turn it adds to its conversation are stored together, or neither is.
+  if (input.store)
+    await deps.responses.save(
+      principal.org,
+      response,
+      turn,
+      conversation ? { conversations: deps.conversations, conversation, items } : undefined,
+      { user: principal.user, requests: approvals },
+    );
+  else if (conversation && !(await deps.conversations.append(principal.org, conversation, items)))
+    throw notFound(`No conversation ${conversation}`);
 }
 
 /** Records the usage of a response the model answered, priced as the deployment that served it. */
@@ -108,10 +104,12 @@ export function recordTurnUsage(
   response: ResponseObject,
   completion: Completion,
 ): Promise<void> {
-  return recordUsage(
-    deps.usage,
-    principal,
-    response.model,
+  return recordUsage(deps.usage, principal, response.model, ...turnUsage(response, completion));
+}
+
+/** A response's tokens and pricing, as usage records them. */
+function turnUsage(response: ResponseObject, completion: Completion) {
+  return [
     {
       input_tokens: response.usage!.input_tokens,
       output_tokens: response.usage!.output_tokens,
@@ -122,5 +120,5 @@ export function recordTurnUsage(
       servedBy: completion.servedBy,
       cacheHit: completion.cacheHit,
     },
-  );
+  ] as const;
 }

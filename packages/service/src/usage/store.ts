@@ -1,4 +1,6 @@
 import { type Clock, systemClock } from "@gw/core/clock";
+import type { Logger } from "@gw/core/logger";
+import type { Metrics } from "@gw/core/metrics";
 import type { RedisClient } from "@gw/core/redis";
 import {
   usageDayKey as dayKey,
@@ -14,6 +16,7 @@ import {
   utcDay,
   zeroUsage as zero,
 } from "@gw/core/usage-days";
+import { Counter } from "prom-client";
 import { costNanoUsd, type ModelPrice } from "../llm/prices.ts";
 import type { Usage } from "../llm/provider.ts";
 
@@ -99,12 +102,33 @@ const OWN_KEY = "organization";
 export class UsageStore {
   private readonly redis: RedisClient;
   private readonly clock: Clock;
+  private readonly lost: (event: UsageEvent, err: unknown) => void;
 
-  /** `clock`: its wall time says which UTC day a call counts in. */
-  constructor(redis: RedisClient, clock: Clock = systemClock) {
+  /**
+   * `clock`: its wall time says which UTC day a call counts in. `lost`: told
+   * of every event `recordSoon` could not write (the process logs it whole
+   * and counts it).
+   */
+  constructor(
+    redis: RedisClient,
+    clock: Clock = systemClock,
+    lost: (event: UsageEvent, err: unknown) => void = () => undefined,
+  ) {
     if (!("recordUsage" in redis)) redis.defineCommand("recordUsage", { numberOfKeys: 1, lua: RECORD_USAGE });
     this.redis = redis;
     this.clock = clock;
+    this.lost = lost;
+  }
+
+  /**
+   * `record`, without holding up the answer the usage belongs to: the
+   * command is written to Redis's connection now, before the caller writes
+   * its answer, so a read of usage made after the answer arrives comes after
+   * it; its outcome is not waited for. An event that could not be written is
+   * handed to `lost` (an answer the model gave is never taken back for it).
+   */
+  recordSoon(event: UsageEvent): void {
+    this.record(event).catch((err: unknown) => this.lost(event, err));
   }
 
   /** Today's UTC day on the store's clock (`YYYY-MM-DD`). */
@@ -251,4 +275,25 @@ function addTo(groups: Map<string, Sums>, value: string, metric: keyof Sums, amo
   const group = groups.get(value) ?? zero();
   group[metric] += amount;
   groups.set(value, group);
+}
+
+/**
+ * Where the events `recordSoon` could not write go: counted
+ * (`service_usage_records_lost_total`) and logged whole at `error` (its
+ * organization, key, end user, model, tokens and deployment: enough to add
+ * it back by hand).
+ */
+export function usageLost(metrics: Metrics, logger: Logger): (event: UsageEvent, err: unknown) => void {
+  const lost = new Counter({
+    name: `${metrics.prefix}_usage_records_lost_total`,
+    help: "Usage of answered model calls that could not be written to Redis (each is logged whole at error: `a model call's usage could not be recorded`).",
+    registers: [metrics.registry],
+  });
+  return (event, err) => {
+    lost.inc();
+    logger.error(
+      { usageEvent: event, err: err instanceof Error ? err.message : String(err) },
+      "a model call's usage could not be recorded",
+    );
+  };
 }
