@@ -157,14 +157,19 @@ export class InternalAssertions {
    * `verify`, and the assertion's first use: its id is remembered in Redis
    * (shared by every replica of gateway and service) for as long as it could
    * be accepted, so the same request sent again is refused ("already used").
-   * Every door that admits an assertion admits it through here.
+   * Every door that admits an assertion admits it through here. `beside`
+   * runs once the assertion is found genuine, just before its id is sent:
+   * what it asks Redis travels with it (one round trip), and nothing it
+   * starts may act before this resolves.
    */
   async verifyOnce(
     assertion: string,
     request: AssertedRequest,
     redis: Pick<RedisClient, "set">,
+    beside?: (principal: Principal) => void,
   ): Promise<{ principal: Principal; jti: string; admission?: Admission }> {
     const verified = await this.verify(assertion, request);
+    beside?.(verified.principal);
     const fresh = await redis.set(`gw:assertion:${verified.jti}`, "1", "EX", USED_TTL_SECONDS, "NX");
     if (fresh !== "OK") throw new InvalidAssertion("already used");
     return verified;

@@ -5,6 +5,7 @@ import {
   jsonBody,
   type MetricsEndpoint,
   notFoundHandler,
+  RouteLabels,
   registerProbes,
   registerRoutes,
   useRequestBasics,
@@ -113,7 +114,14 @@ export function createServiceApp(deps: ServiceDeps): express.Express {
   app.use(probes);
 
   const api = Router();
-  api.use(verifyAssertion(deps.assertions, deps.redis));
+  // A model call resolves its organization's guardrails by their version in Redis: read beside the replay guard.
+  const modelRoutes = new RouteLabels(serviceRoutes.filter((route) => route.callsModel));
+  api.use(
+    verifyAssertion(deps.assertions, deps.redis, (req, res, principal) => {
+      if (modelRoutes.label(req.method, req.originalUrl) !== "unmatched")
+        res.locals.guardrailVersion = deps.guardrails.readVersion(principal.org);
+    }),
+  );
   // A route that reads its own body as it arrives (a multipart upload) comes before the JSON parser,
   // which refuses any other body on every other route.
   const streamed = (route: (typeof serviceRoutes)[number]) => route.bodyContentType === "multipart/form-data";

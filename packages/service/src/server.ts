@@ -160,8 +160,8 @@ export async function startService(
     { metrics, logger, audit: new AuditLog(db, { retentionMs: undefined, logger, clock }), provider, usage },
     {
       source: {
-        policiesFor: (principal, model) =>
-          guardrails.resolveGuardrails(principal.org, principal.keyId, model),
+        policiesFor: (principal, model, version) =>
+          guardrails.resolveGuardrails(principal.org, principal.keyId, model, version),
       },
       ...options.modelGuardrails,
     },

@@ -42,6 +42,12 @@ export interface Caller {
   requestId?: string | undefined;
   /** What the request's `X-Gateway-Cache` asks of the response cache; unset: `default`. */
   cache?: CacheDirective | undefined;
+  /**
+   * The organization's guardrail version, read as the request came in
+   * (beside its replay guard: one round trip for both); unset: the call's
+   * guardrails read it when they resolve.
+   */
+  guardrailVersion?: Promise<string | undefined> | undefined;
 }
 
 /** Tokens a provider reported for a call. */

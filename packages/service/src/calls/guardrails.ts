@@ -64,7 +64,12 @@ export type GuardrailEvaluator = (
 
 /** The guardrails attached to a call: to the caller's organization, its key, or the model. */
 export interface GuardrailSource {
-  policiesFor(principal: Principal, model: string): Promise<GuardrailPolicy[]>;
+  /** `version`: the organization's guardrail version as the request already read it (`Caller.guardrailVersion`). */
+  policiesFor(
+    principal: Principal,
+    model: string,
+    version?: Promise<string | undefined>,
+  ): Promise<GuardrailPolicy[]>;
 }
 
 /** One decision as audited: who, which request, which guardrail and check, what it did; never the text. */
@@ -139,10 +144,18 @@ export class ModelGuardrails {
    * guard of the call's output. None when no guardrail applies.
    */
   async forCall(
-    caller: { principal: Principal; requestId?: string | undefined },
+    caller: {
+      principal: Principal;
+      requestId?: string | undefined;
+      guardrailVersion?: Promise<string | undefined> | undefined;
+    },
     request: ChatRequest,
   ): Promise<CallGuard | undefined> {
-    const policies = await this.deps.source.policiesFor(caller.principal, request.model);
+    const policies = await this.deps.source.policiesFor(
+      caller.principal,
+      request.model,
+      caller.guardrailVersion,
+    );
     if (policies.length === 0) return undefined;
     const record = (decisions: GuardrailDecision[], direction: "input" | "output") =>
       this.record(caller.principal, caller.requestId ?? "", decisions, direction);

@@ -127,9 +127,19 @@ export class Guardrails {
     this.ids = deps.ids;
   }
 
-  /** The guardrails that apply to a call of `keyId` in `org` asking for `model`, each once, oldest first. */
-  resolveGuardrails(org: string, keyId: string, model: string): Promise<GuardrailPolicy[]> {
-    return this.resolver.resolve(org, keyId, model);
+  /** The guardrails that apply to a call of `keyId` in `org` asking for `model`, each once, oldest first (`version`: `GuardrailResolver.resolve`). */
+  resolveGuardrails(
+    org: string,
+    keyId: string,
+    model: string,
+    version?: Promise<string | undefined>,
+  ): Promise<GuardrailPolicy[]> {
+    return this.resolver.resolve(org, keyId, model, version);
+  }
+
+  /** Reads the organization's guardrail version now, for a model call to resolve its guardrails with later (never rejects). */
+  readVersion(org: string): Promise<string | undefined> {
+    return this.resolver.readVersion(org);
   }
 
   /** Creates a guardrail the principal owns (SpiceDB first: if storing fails, the ownership is given back). */

@@ -59,23 +59,37 @@ export class GuardrailResolver {
     this.hooks = options.hooks ?? {};
   }
 
-  /** The guardrails that apply to a call of `keyId` in `org` asking for `model`, each once, oldest first. */
-  async resolve(org: string, keyId: string, model: string): Promise<GuardrailPolicy[]> {
-    const policies = await this.policiesOf(org);
+  /**
+   * The guardrails that apply to a call of `keyId` in `org` asking for
+   * `model`, each once, oldest first; `version`: the organization's version
+   * as the request already read it (`readVersion`, asked beside the
+   * request's replay guard), else read now.
+   */
+  async resolve(
+    org: string,
+    keyId: string,
+    model: string,
+    version?: Promise<string | undefined>,
+  ): Promise<GuardrailPolicy[]> {
+    const policies = await this.policiesOf(org, version ?? this.readVersion(org));
     const found = new Map<string, GuardrailPolicy>();
     for (const list of [policies.organization, policies.byKey.get(keyId), policies.byModel.get(model)])
       for (const policy of list ?? []) found.set(policy.id, policy);
     return [...found.values()].sort((a, b) => policies.rank.get(a.id)! - policies.rank.get(b.id)!);
   }
 
-  private async policiesOf(org: string): Promise<OrgPolicies> {
-    let version: string;
-    try {
-      version = (await this.redis.get(guardrailVersionKey(org))) ?? "0";
-    } catch {
-      // Changes cannot be seen without Redis: read them where they are kept.
-      return this.load(org, "");
-    }
+  /** The organization's guardrail version in Redis; `undefined` when Redis cannot say (never rejects). */
+  readVersion(org: string): Promise<string | undefined> {
+    return this.redis.get(guardrailVersionKey(org)).then(
+      (version) => version ?? "0",
+      () => undefined,
+    );
+  }
+
+  private async policiesOf(org: string, read: Promise<string | undefined>): Promise<OrgPolicies> {
+    const version = await read;
+    // Changes cannot be seen without Redis: read them where they are kept.
+    if (version === undefined) return this.load(org, "");
     const kept = this.cache.get(org);
     if (kept && kept.version === version && this.clock.now() - kept.at < MAX_CACHE_AGE_MS) return kept;
     const loaded = await this.load(org, version);

@@ -57,6 +57,7 @@ export function callerOf(req: Request, res: Response): Caller {
     requestsCounted: true,
     requestId: req.id,
     cache: parseCacheDirective(req.headersDistinct[CACHE_HEADER]),
+    guardrailVersion: res.locals.guardrailVersion,
   };
 }
 
