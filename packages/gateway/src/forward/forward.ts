@@ -104,7 +104,9 @@ export function forward(options: ForwardOptions): RequestHandler {
             res.setHeader(name, value);
           }
         }
-        res.flushHeaders();
+        // An answer of unknown length (a stream) shows its headers at once; one of known length (JSON) sends
+        // them with its body: one write, not two.
+        if (upstreamRes.headers["content-length"] === undefined) res.flushHeaders();
         upstreamRes.pipe(res);
         upstreamRes.on("error", (err) => {
           endSpan(hop, err);
