@@ -2,43 +2,20 @@
  * What routing model names through the catalogue costs: one routing
  * decision on its own (a micro-benchmark, in this process), and a model call
  * with one deployment through this code beside the same call through the
- * code before the router (`BENCH_BASELINE`, a git revision: its tree is
- * unpacked beside this checkout, sharing its node_modules), both pairs of
- * gateway and service on one Redis, PostgreSQL, local SpiceDB and fake
- * provider, calls alternating direct, before, after; then CPU per call at
- * 16 connections, rounds alternating.
+ * code before the router (`BENCH_BASELINE`, a git revision: baseline.ts).
  *
  * Alone: `BENCH_BASELINE=<rev> pnpm exec node test/bench/routing.ts`
  * (prints; `BENCH_OUTPUT` writes a report). `BENCH_MODEL_CALLS`,
  * `BENCH_MODEL_SECONDS` size it as they size the model-call benchmark.
  */
-import { execFile } from "node:child_process";
-import { cp, mkdtemp, readdir, rm, stat, symlink } from "node:fs/promises";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
-import { promisify } from "node:util";
 import { ManualClock } from "@gw/core/clock";
-import { REPO_ROOT } from "@gw/devstack";
 import { ids } from "../../packages/service/src/ids.ts";
 import { Catalogue, type CatalogueModel, type Deployment } from "../../packages/service/src/llm/catalogue.ts";
 import { NO_COOLDOWNS } from "../../packages/service/src/llm/cooldowns.ts";
 import type { Completion, ModelProvider } from "../../packages/service/src/llm/provider.ts";
 import { ModelRouter, pickDeployment } from "../../packages/service/src/llm/router.ts";
-import {
-  bearer,
-  CHAT,
-  chatBody,
-  cpuPerCall,
-  p50,
-  RESPONSES,
-  responseBody,
-  startModelStack,
-  timedCall,
-} from "./model-calls.ts";
+import { besideRevision } from "./baseline.ts";
 import { Report } from "./report.ts";
-
-const run = promisify(execFile);
-const CALLS = Number(process.env.BENCH_MODEL_CALLS ?? 300);
 
 function deployment(model: string, index: number, priority: number, weight: number): Deployment {
   return {
@@ -135,100 +112,17 @@ async function decisionCost(report: Report): Promise<void> {
   );
 }
 
-/**
- * The tree of `rev` unpacked in a directory of its own, sharing this
- * checkout's installed packages (the root's `node_modules`, and each
- * package's links into it): the code before a change, runnable beside it.
- */
-async function checkoutOf(rev: string): Promise<{ root: string; remove: () => Promise<void> }> {
-  const root = await mkdtemp(join(tmpdir(), "gw-bench-baseline-"));
-  await run("bash", ["-c", `git -C "${REPO_ROOT}" archive "${rev}" | tar -x -C "${root}"`]);
-  await symlink(join(REPO_ROOT, "node_modules"), join(root, "node_modules"));
-  for (const dir of ["packages", "test"]) {
-    const parents = dir === "test" ? [""] : await readdir(join(REPO_ROOT, dir));
-    for (const name of parents) {
-      const from = join(REPO_ROOT, dir, name, "node_modules");
-      if (!(await stat(from).catch(() => undefined))) continue;
-      await cp(from, join(root, dir, name, "node_modules"), { recursive: true, verbatimSymlinks: true });
-    }
-  }
-  return { root, remove: () => rm(root, { recursive: true, force: true }) };
-}
-
-const ms = (v: number) => `${v.toFixed(2)} ms`;
-const ratio = (before: number, after: number) => `×${(after / Math.max(before, 1e-9)).toFixed(2)}`;
-
-/** One deployment, through this code and through `rev`'s, side by side. */
-async function beforeAndAfter(report: Report, rev: string): Promise<void> {
-  const [{ root, remove }, stack] = await Promise.all([checkoutOf(rev), startModelStack()]);
-  try {
-    const before = await stack.startPair("before", {}, undefined, root);
-    const after = await stack.startPair("after");
-    const direct = (stream: boolean) => () =>
-      timedCall(
-        `${stack.providerUrl}/chat/completions`,
-        { "content-type": "application/json" },
-        chatBody(stream),
-        stream,
-      );
-    const through =
-      (url: string, path: string, body: string, stream = false) =>
-      () =>
-        timedCall(`${url}${path}`, bearer(stack.plainKey), body, stream);
-    const rows: string[][] = [];
-    for (const [name, path, body, stream] of [
-      ["chat completion, not stored", CHAT, chatBody(), false],
-      ["response, `store: false`", RESPONSES, responseBody(false), false],
-      ["streamed chat completion, first byte", CHAT, chatBody(true), true],
-    ] as const) {
-      const calls = [
-        direct(stream),
-        through(before.gateway.url, path, body, stream),
-        through(after.gateway.url, path, body, stream),
-      ];
-      const times: number[][] = [[], [], []];
-      for (let i = 0; i < 20 + CALLS; i++)
-        for (const [j, call] of calls.entries()) {
-          const t = await call();
-          if (i >= 20) times[j]!.push(t);
-        }
-      const [d, b, a] = times.map(p50) as [number, number, number];
-      rows.push([name, ms(d), ms(b - d), ms(a - d), ratio(b - d, a - d)]);
-    }
-    const cpu = { before: [] as number[], after: [] as number[] };
-    for (let round = 0; round < 2; round++)
-      for (const [name, pair] of [
-        ["before", before],
-        ["after", after],
-      ] as const)
-        cpu[name].push((await cpuPerCall(stack, pair, CHAT, chatBody(), stack.plainKey)).total);
-    const mean = (v: number[]) => v.reduce((s, x) => s + x, 0) / v.length;
-    report.section(
-      `Model calls with one deployment: this code beside the code before the router (${rev})`,
-      `Two gateway and service pairs, one from \`${rev}\` (one upstream, \`LLM_BASE_URL\`) and one from this checkout (the same settings: the catalogue's shorthand, one deployment, routed by the router), on one Redis, PostgreSQL, local SpiceDB and fake provider; calls alternating direct, before, after, ${CALLS} each after 20 warm-up calls, concurrency 1, p50 added beside the provider. Then CPU per chat completion (gateway + service + Redis, from /proc) at 16 connections, two rounds alternating, averaged. Goal: neither grows. On this shared machine a ratio within about ×0.85–×1.15 is noise.`,
-    );
-    report.table(["call", "direct (p50)", "added before", "added after", "after / before"], rows);
-    report.table(
-      ["CPU per chat completion (gateway + service + Redis)", "before", "after", "after / before"],
-      [
-        [
-          "16 connections",
-          ms(mean(cpu.before)),
-          ms(mean(cpu.after)),
-          ratio(mean(cpu.before), mean(cpu.after)),
-        ],
-      ],
-    );
-  } finally {
-    await stack.close();
-    await remove();
-  }
-}
-
 export async function benchRouting(report: Report): Promise<void> {
   await decisionCost(report);
   const rev = process.env.BENCH_BASELINE;
-  if (rev) await beforeAndAfter(report, rev);
+  if (rev)
+    await besideRevision(report, rev, {
+      title: `Model calls with one deployment: this code beside the code before the router (${rev})`,
+      setting:
+        "one from `" +
+        rev +
+        "` (one upstream, `LLM_BASE_URL`) and one from this checkout (the same settings: the catalogue's shorthand, one deployment, routed by the router)",
+    });
   else
     report.line(
       "(The side-by-side run against the code before the router needs `BENCH_BASELINE=<git revision>`: skipped.)",
