@@ -157,22 +157,43 @@ export class InternalAssertions {
    * `verify`, and the assertion's first use: its id is remembered in Redis
    * (shared by every replica of gateway and service) for as long as it could
    * be accepted, so the same request sent again is refused ("already used").
-   * Every door that admits an assertion admits it through here. `beside`
-   * runs once the assertion is found genuine, just before its id is sent:
-   * what it asks Redis travels with it (one round trip), and nothing it
-   * starts may act before this resolves.
+   * Every door that admits an assertion admits it through here.
    */
   async verifyOnce(
     assertion: string,
     request: AssertedRequest,
     redis: Pick<RedisClient, "set">,
-    beside?: (principal: Principal) => void,
   ): Promise<{ principal: Principal; jti: string; admission?: Admission }> {
+    const { verified, firstUse } = await this.verifyFirstUse(assertion, request, redis);
+    await firstUse;
+    return verified;
+  }
+
+  /**
+   * `verifyOnce` in two steps: the assertion is verified now (a forged,
+   * expired or misdirected one throws), and its id sent to Redis;
+   * `firstUse` settles when Redis answers, rejecting a replay ("already
+   * used"). Nothing may act on the request before `firstUse` resolves: what
+   * does not act (parsing, validating) may run meanwhile. `beside` runs just
+   * before the id is sent: what it asks Redis travels with it.
+   */
+  async verifyFirstUse(
+    assertion: string,
+    request: AssertedRequest,
+    redis: Pick<RedisClient, "set">,
+    beside?: (principal: Principal) => void,
+  ): Promise<{
+    verified: { principal: Principal; jti: string; admission?: Admission };
+    firstUse: Promise<void>;
+  }> {
     const verified = await this.verify(assertion, request);
     beside?.(verified.principal);
-    const fresh = await redis.set(`gw:assertion:${verified.jti}`, "1", "EX", USED_TTL_SECONDS, "NX");
-    if (fresh !== "OK") throw new InvalidAssertion("already used");
-    return verified;
+    const firstUse = redis
+      .set(`gw:assertion:${verified.jti}`, "1", "EX", USED_TTL_SECONDS, "NX")
+      .then((fresh) => {
+        if (fresh !== "OK") throw new InvalidAssertion("already used");
+      });
+    return { verified, firstUse };
   }
 
   /** The principal, if the assertion is genuine, fresh and made for exactly this request (not whether it was used). */

@@ -114,12 +114,15 @@ export function createServiceApp(deps: ServiceDeps): express.Express {
   app.use(probes);
 
   const api = Router();
-  // A model call resolves its organization's guardrails by their version in Redis: read beside the replay guard.
+  // A model call resolves its organization's guardrails by their version in Redis, read beside the replay
+  // guard, whose answer its route's handler waits for (parsing and validating overlap it).
   const modelRoutes = new RouteLabels(serviceRoutes.filter((route) => route.callsModel));
   api.use(
-    verifyAssertion(deps.assertions, deps.redis, (req, res, principal) => {
-      if (modelRoutes.label(req.method, req.originalUrl) !== "unmatched")
+    verifyAssertion(deps.assertions, deps.redis, {
+      matches: (req) => modelRoutes.label(req.method, req.originalUrl) !== "unmatched",
+      beside: (res, principal) => {
         res.locals.guardrailVersion = deps.guardrails.readVersion(principal.org);
+      },
     }),
   );
   // A route that reads its own body as it arrives (a multipart upload) comes before the JSON parser,

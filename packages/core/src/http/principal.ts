@@ -10,6 +10,12 @@ declare global {
       principal?: Principal;
       /** The key's limits as the gateway resolved them, for the admission of model calls. */
       admission?: Admission;
+      /**
+       * The door's check still in flight (the service's replay guard of a
+       * model call, `InternalAssertions.verifyFirstUse`): a route parses and
+       * validates meanwhile, and its handler runs only once it resolved.
+       */
+      firstUse?: Promise<void>;
     }
   }
 }

@@ -165,6 +165,8 @@ export function defineRoute<
           req,
           res,
         } as Parameters<typeof handler>[0];
+        // Nothing acts on a request before its door's check has answered (it overlapped parsing and validation).
+        await res.locals.firstUse;
         const answer = await handler(input, deps);
         if (answer !== undefined) res.json(answer);
       });
