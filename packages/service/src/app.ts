@@ -24,6 +24,7 @@ import type { ConversationStore } from "./conversations/store.ts";
 import type { Evals } from "./evals/index.ts";
 import type { Files } from "./files/files.ts";
 import type { Guardrails } from "./guardrails/guardrails.ts";
+import { checkedByGuardrails } from "./http/model-route.ts";
 import { verifyAssertion } from "./http/verify-assertion.ts";
 import type { Ids } from "./ids.ts";
 import type { ContextBudget } from "./llm/context.ts";
@@ -117,11 +118,13 @@ export function createServiceApp(deps: ServiceDeps): express.Express {
   // A model call resolves its organization's guardrails by their version in Redis, read beside the replay
   // guard, whose answer its route's handler waits for (parsing and validating overlap it).
   const modelRoutes = new RouteLabels(serviceRoutes.filter((route) => route.callsModel));
+  const guardrailed = new RouteLabels(serviceRoutes.filter(checkedByGuardrails));
   api.use(
     verifyAssertion(deps.assertions, deps.redis, {
       matches: (req) => modelRoutes.label(req.method, req.originalUrl) !== "unmatched",
-      beside: (res, principal) => {
-        res.locals.guardrailVersion = deps.guardrails.readVersion(principal.org);
+      beside: (req, res, principal) => {
+        if (guardrailed.label(req.method, req.originalUrl) !== "unmatched")
+          res.locals.guardrailVersion = deps.guardrails.readVersion(principal.org);
       },
     }),
   );

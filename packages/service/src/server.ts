@@ -324,6 +324,8 @@ export async function startService(
       await vectors.close();
       await vectorIndex.close();
       spicedb.close();
+      // Usage sent beside answers already given: answered (or timed out) before the client goes.
+      await usage.drain();
       redis.disconnect();
       await sandbox.close();
       await hostedMcp.close();

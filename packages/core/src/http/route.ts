@@ -54,7 +54,12 @@ export interface RouteSpec<
   permission?: Permission | readonly Permission[];
   /** A deprecated route: the headers every answer of it carries (RFC 9745 `Deprecation`…). */
   deprecated?: { headers: Record<string, string> };
-  /** Whether the route calls a model (its requests are model requests for budgets and rate limits). */
+  /**
+   * Whether the route calls a model (its requests are model requests for
+   * budgets and rate limits). The service lets such a request's body be
+   * parsed and validated while its replay guard is answered: nothing before
+   * the handler may act.
+   */
   callsModel?: boolean;
   params?: P;
   query?: Q;
@@ -65,7 +70,10 @@ export interface RouteSpec<
   /**
    * A check before the request's parts are validated (a resource role the
    * route needs, asked of SpiceDB): who may not touch the resource learns
-   * nothing more from a 422. It sees the raw path parameters.
+   * nothing more from a 422. It sees the raw path parameters. It runs, like
+   * validation, before a check the door left in flight (`res.locals.firstUse`,
+   * a model call's replay guard) has answered: it must not act (write,
+   * spend, call out).
    */
   authorize?: (input: { principal: Principal; params: Record<string, string> }, deps: D) => Promise<void>;
   handler: (

@@ -151,11 +151,10 @@ export class ModelGuardrails {
     },
     request: ChatRequest,
   ): Promise<CallGuard | undefined> {
-    const policies = await this.deps.source.policiesFor(
-      caller.principal,
-      request.model,
-      caller.guardrailVersion,
-    );
+    // Read as the request came in: it holds for the request's first call only (a turn's later rounds read anew).
+    const version = caller.guardrailVersion;
+    caller.guardrailVersion = undefined;
+    const policies = await this.deps.source.policiesFor(caller.principal, request.model, version);
     if (policies.length === 0) return undefined;
     const record = (decisions: GuardrailDecision[], direction: "input" | "output") =>
       this.record(caller.principal, caller.requestId ?? "", decisions, direction);

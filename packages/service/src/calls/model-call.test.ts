@@ -344,6 +344,35 @@ describe("guardrails in the model call", () => {
     return { ...deps, modelGuardrails };
   };
 
+  it("resolves a request's first call with the guardrail version read as it came in, and its later calls (a turn's rounds) with a fresh read", async () => {
+    const seen: unknown[] = [];
+    const modelGuardrails = modelGuardrailsOf(
+      { GUARDRAIL_STREAM_HOLDBACK_CHARS: 64, GUARDRAIL_JUDGE_TIMEOUT_MS: 10_000 },
+      { metrics: createMetrics("test"), logger: deps.budgets.logger, audit: undefined as never },
+      {
+        source: {
+          policiesFor: async (_principal, _model, version) => {
+            seen.push(version);
+            return [];
+          },
+        },
+        audit: async () => undefined,
+      },
+    );
+    const { res } = caller();
+    const read = Promise.resolve("7");
+    const request = (): ChatRequest => ({ model: "gpt-test", messages: [{ role: "user", content: "hi" }] });
+    const withRead: Caller = { ...res, guardrailVersion: read };
+    for (let round = 0; round < 2; round++) {
+      const admitted = await admitCall<Completion, StreamedCall>(
+        { ...deps, modelGuardrails },
+        { caller: withRead, request: request(), owned: undefined, keep: async (c) => c },
+      );
+      await admitted.release();
+    }
+    expect(seen).toEqual([read, undefined]);
+  });
+
   it("checks what a prompt grew by after admission (a hosted MCP tool's result): a block gives the reservation back and sends nothing", async () => {
     const { principal, res } = caller();
     const request: ChatRequest = { model: "gpt-test", messages: [{ role: "user", content: "look it up" }] };

@@ -140,6 +140,31 @@ describe("resolveGuardrails: which guardrails apply to a call", () => {
     expect(loads).toBe(2);
   });
 
+  it("takes a version read earlier only as a read in flight: anything else (a caller's version after a queue's JSON) is read again, and the kept policies stay kept", async () => {
+    const { org, admin, make } = await setUp();
+    await make("first", [{ scope: "organization" }]);
+    let loads = 0;
+    const other = replica();
+    const store = (other as unknown as { store: GuardrailStore }).store;
+    const load = store.attachedPolicies.bind(store);
+    store.attachedPolicies = (o: string) => {
+      loads++;
+      return load(o);
+    };
+    expect((await other.resolve(org, admin.id, "m")).map((p) => p.name)).toEqual(["first"]);
+    await make("second", [{ scope: "organization" }]);
+    // What a Promise becomes once serialized: not a version, so Redis is asked and the change seen.
+    const serialized = JSON.parse(JSON.stringify({ v: Promise.resolve("0") })).v as never;
+    expect((await other.resolve(org, admin.id, "m", serialized)).map((p) => p.name)).toEqual([
+      "first",
+      "second",
+    ]);
+    expect(loads).toBe(2);
+    // Kept under the version Redis gave: the next call loads nothing.
+    expect((await other.resolve(org, admin.id, "m")).map((p) => p.name)).toEqual(["first", "second"]);
+    expect(loads).toBe(2);
+  });
+
   it("without Redis, reads the policies from PostgreSQL at every call: never an older answer", async () => {
     const { org, admin, make } = await setUp();
     const id = await make("first", [{ scope: "organization" }]);

@@ -71,7 +71,7 @@ export class GuardrailResolver {
     model: string,
     version?: Promise<string | undefined>,
   ): Promise<GuardrailPolicy[]> {
-    const policies = await this.policiesOf(org, version ?? this.readVersion(org));
+    const policies = await this.policiesOf(org, version instanceof Promise ? version : this.readVersion(org));
     const found = new Map<string, GuardrailPolicy>();
     for (const list of [policies.organization, policies.byKey.get(keyId), policies.byModel.get(model)])
       for (const policy of list ?? []) found.set(policy.id, policy);

@@ -27,7 +27,8 @@ export type ModelRouteInput<P, Q, B> = RouteInput<
  * handler receives the `Caller` the model-call pipeline (`calls/model-call.ts`)
  * needs, so a route cannot call a model without being declared as one. The
  * OpenAPI document marks it (`x-gw-calls-model`), and the gateway reads its
- * model routes from there.
+ * model routes from there. `guardrails: true`: its calls are checked by the
+ * organization's guardrails (`checkedByGuardrails`).
  */
 export function modelRoute<
   D,
@@ -37,10 +38,11 @@ export function modelRoute<
 >(
   spec: Omit<RouteSpec<D, P, Q, B>, "callsModel" | "handler"> & {
     handler: (input: ModelRouteInput<P, Q, B>, deps: D) => unknown;
+    guardrails?: boolean;
   },
 ): Route<D> {
-  const { handler, ...rest } = spec;
-  return defineRoute<D, P, Q, B>({
+  const { handler, guardrails, ...rest } = spec;
+  const route = defineRoute<D, P, Q, B>({
     ...rest,
     headers: [...(rest.headers ?? []), CACHE_REQUEST_HEADER],
     callsModel: true,
@@ -50,4 +52,11 @@ export function modelRoute<
       return handler({ ...input, caller: callerOf(input.req, input.res) }, deps);
     },
   });
+  if (guardrails) guardrailed.add(route);
+  return route;
 }
+
+const guardrailed = new WeakSet<object>();
+
+/** Whether the route's model calls are checked by the organization's guardrails (declared `guardrails: true`). */
+export const checkedByGuardrails = (route: object): boolean => guardrailed.has(route);

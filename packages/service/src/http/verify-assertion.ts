@@ -4,11 +4,20 @@ import type { Principal } from "@gw/core/principal";
 import type { RedisClient } from "@gw/core/redis";
 import type { Request, RequestHandler, Response } from "express";
 
+declare global {
+  namespace Express {
+    interface Locals {
+      /** The organization's guardrail version, read beside the replay guard (`Caller.guardrailVersion`). */
+      guardrailVersion?: Promise<string | undefined>;
+    }
+  }
+}
+
 /** Model calls, known by their route: what they read beside the replay guard. */
 export interface ModelCallDoor {
   matches(req: Request): boolean;
   /** Reads a model call will need, sent to Redis with its assertion's id (one round trip). */
-  beside(res: Response, principal: Principal): void;
+  beside(req: Request, res: Response, principal: Principal): void;
 }
 
 /**
@@ -34,7 +43,7 @@ export function verifyAssertion(
       assertion,
       { method: req.method, path: req.originalUrl, requestId: req.id },
       redis,
-      modelCall ? (principal) => modelCalls!.beside(res, principal) : undefined,
+      modelCall ? (principal) => modelCalls!.beside(req, res, principal) : undefined,
     );
     res.locals.principal = verified.principal;
     if (verified.admission) res.locals.admission = verified.admission;

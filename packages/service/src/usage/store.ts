@@ -103,10 +103,12 @@ export class UsageStore {
   private readonly redis: RedisClient;
   private readonly clock: Clock;
   private readonly lost: (event: UsageEvent, err: unknown) => void;
+  /** `recordSoon`'s records Redis has not answered yet. */
+  private readonly sent = new Set<Promise<void>>();
 
   /**
    * `clock`: its wall time says which UTC day a call counts in. `lost`: told
-   * of every event `recordSoon` could not write (the process logs it whole
+   * of every event `recordSoon` could not confirm (the process logs it whole
    * and counts it).
    */
   constructor(
@@ -124,11 +126,22 @@ export class UsageStore {
    * `record`, without holding up the answer the usage belongs to: the
    * command is written to Redis's connection now, before the caller writes
    * its answer, so a read of usage made after the answer arrives comes after
-   * it; its outcome is not waited for. An event that could not be written is
-   * handed to `lost` (an answer the model gave is never taken back for it).
+   * it; its outcome is not waited for. An event Redis refused or did not
+   * confirm in time is handed to `lost` (an answer the model gave is never
+   * taken back for it).
    */
   recordSoon(event: UsageEvent): void {
-    this.record(event).catch((err: unknown) => this.lost(event, err));
+    const sent = this.record(event).then(
+      () => undefined,
+      (err: unknown) => this.lost(event, err),
+    );
+    this.sent.add(sent);
+    void sent.finally(() => this.sent.delete(sent));
+  }
+
+  /** Waits until Redis has answered every record `recordSoon` sent (a process closing, before its Redis client). */
+  async drain(): Promise<void> {
+    await Promise.all([...this.sent]);
   }
 
   /** Today's UTC day on the store's clock (`YYYY-MM-DD`). */
@@ -278,22 +291,23 @@ function addTo(groups: Map<string, Sums>, value: string, metric: keyof Sums, amo
 }
 
 /**
- * Where the events `recordSoon` could not write go: counted
- * (`service_usage_records_lost_total`) and logged whole at `error` (its
- * organization, key, end user, model, tokens and deployment: enough to add
- * it back by hand).
+ * Where the events `recordSoon` could not confirm go: counted
+ * (`service_usage_record_failures_total`) and logged whole at `error` (its
+ * organization, key, end user, model, tokens and deployment). One Redis did
+ * not answer in time may still have landed: the day's totals say whether to
+ * add it back.
  */
 export function usageLost(metrics: Metrics, logger: Logger): (event: UsageEvent, err: unknown) => void {
   const lost = new Counter({
-    name: `${metrics.prefix}_usage_records_lost_total`,
-    help: "Usage of answered model calls that could not be written to Redis (each is logged whole at error: `a model call's usage could not be recorded`).",
+    name: `${metrics.prefix}_usage_record_failures_total`,
+    help: "Usage records of answered model calls that Redis refused or did not confirm in time (each logged whole at error: `a model call's usage may not have been recorded`; one not confirmed may still have landed).",
     registers: [metrics.registry],
   });
   return (event, err) => {
     lost.inc();
     logger.error(
       { usageEvent: event, err: err instanceof Error ? err.message : String(err) },
-      "a model call's usage could not be recorded",
+      "a model call's usage may not have been recorded",
     );
   };
 }

@@ -25,6 +25,7 @@ export type CreateCompletionDeps = CompletionCallDeps;
  * windows' rate-limit headers.
  */
 export const createCompletion = modelRoute({
+  guardrails: true,
   method: "POST",
   path: "/api/v1/llm/chat/completions",
   operationId: "createChatCompletion",

@@ -58,7 +58,9 @@ export async function createBackground(
   }
   try {
     await background.events.queued(response);
-    await background.enqueue({ org: principal.org, responseId: id, caller, input });
+    // What the request read as it came in (its guardrail version) is not the worker's to reuse.
+    const { guardrailVersion: _read, ...queued } = caller;
+    await background.enqueue({ org: principal.org, responseId: id, caller: queued, input });
   } catch (err) {
     const error = { code: "server_error" as const, message: "The response could not be queued" };
     await deps.responses.updateBackground(principal.org, id, (r) => ({ ...r, status: "failed", error }));

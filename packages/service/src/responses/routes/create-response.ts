@@ -29,6 +29,7 @@ export type CreateResponseDeps = ResponseTurnDeps & { background?: BackgroundRes
  * after it, `response.failed` ends the stream).
  */
 export const createResponse = modelRoute({
+  guardrails: true,
   method: "POST",
   path: "/api/v1/llm/responses",
   operationId: "createResponse",
