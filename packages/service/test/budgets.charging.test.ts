@@ -65,9 +65,11 @@ describe.each(Object.keys(ROUTES) as (keyof typeof ROUTES)[])("%s", (name) => {
     const client = new AbortController();
     try {
       const pending = send(key.secret, route.body(text), client.signal).catch((err: Error) => err);
-      // The provider has the request: then the client goes away.
-      await vi.waitFor(() =>
-        expect(stack.llm.requests.some((r) => r.body.messages.at(-1)?.content === text)).toBe(true),
+      // The provider has the request: then the client goes away. On a busy machine the request can take more
+      // than waitFor's default second to get there (a fresh clone's CI run once did).
+      await vi.waitFor(
+        () => expect(stack.llm.requests.some((r) => r.body.messages.at(-1)?.content === text)).toBe(true),
+        { timeout: 10_000 },
       );
       client.abort();
       expect(await pending).toBeInstanceOf(Error);
