@@ -35,7 +35,7 @@ export default defineConfig({
           // (`file-hygiene.ts`); every file starts its own servers on free ports and stops them, and
           // its SpiceDB runs in the worker's SpiceDB host process (`startTestSpiceDB`).
           isolate: false,
-          setupFiles: ["packages/test-kit/src/file-hygiene.ts"],
+          setupFiles: ["packages/test-kit/src/file-hygiene.ts", "packages/test-kit/src/wait-for-default.ts"],
         },
       },
       {
@@ -43,6 +43,7 @@ export default defineConfig({
           name: "engine",
           include: ENGINE_FILES,
           isolate: true,
+          setupFiles: ["packages/test-kit/src/wait-for-default.ts"],
         },
       },
     ],
