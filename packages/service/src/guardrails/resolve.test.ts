@@ -27,6 +27,19 @@ describe("resolveGuardrails: which guardrails apply to a call", () => {
     return new GuardrailResolver(store, redis, { clock: systemClock, hooks });
   }
 
+  /** A replica that counts its loads of policies from PostgreSQL. */
+  function countedReplica(): { replica: GuardrailResolver; loads: () => number } {
+    let loads = 0;
+    const other = replica();
+    const store = (other as unknown as { store: GuardrailStore }).store;
+    const load = store.attachedPolicies.bind(store);
+    store.attachedPolicies = (o: string) => {
+      loads++;
+      return load(o);
+    };
+    return { replica: other, loads: () => loads };
+  }
+
   async function setUp() {
     const org = newOrg();
     const admin = await stack.createKey({
@@ -123,34 +136,20 @@ describe("resolveGuardrails: which guardrails apply to a call", () => {
   it("keeps an organization's policies between calls until a change (one version read, no load)", async () => {
     const { org, admin, make } = await setUp();
     await make("kept", [{ scope: "organization" }]);
-    let loads = 0;
-    const other = replica();
-    const store = (other as unknown as { store: GuardrailStore }).store;
-    const load = store.attachedPolicies.bind(store);
-    store.attachedPolicies = (o: string) => {
-      loads++;
-      return load(o);
-    };
+    const { replica: other, loads } = countedReplica();
     await other.resolve(org, admin.id, "m");
     await other.resolve(org, admin.id, "m");
     await other.resolve(org, "key_other", "n");
-    expect(loads).toBe(1);
+    expect(loads()).toBe(1);
     await make("new", [{ scope: "organization" }]);
     expect((await other.resolve(org, admin.id, "m")).map((p) => p.name)).toEqual(["kept", "new"]);
-    expect(loads).toBe(2);
+    expect(loads()).toBe(2);
   });
 
   it("takes a version read earlier only as a read in flight: anything else (a caller's version after a queue's JSON) is read again, and the kept policies stay kept", async () => {
     const { org, admin, make } = await setUp();
     await make("first", [{ scope: "organization" }]);
-    let loads = 0;
-    const other = replica();
-    const store = (other as unknown as { store: GuardrailStore }).store;
-    const load = store.attachedPolicies.bind(store);
-    store.attachedPolicies = (o: string) => {
-      loads++;
-      return load(o);
-    };
+    const { replica: other, loads } = countedReplica();
     expect((await other.resolve(org, admin.id, "m")).map((p) => p.name)).toEqual(["first"]);
     await make("second", [{ scope: "organization" }]);
     // What a Promise becomes once serialized: not a version, so Redis is asked and the change seen.
@@ -159,10 +158,10 @@ describe("resolveGuardrails: which guardrails apply to a call", () => {
       "first",
       "second",
     ]);
-    expect(loads).toBe(2);
+    expect(loads()).toBe(2);
     // Kept under the version Redis gave: the next call loads nothing.
     expect((await other.resolve(org, admin.id, "m")).map((p) => p.name)).toEqual(["first", "second"]);
-    expect(loads).toBe(2);
+    expect(loads()).toBe(2);
   });
 
   it("without Redis, reads the policies from PostgreSQL at every call: never an older answer", async () => {
