@@ -2,16 +2,15 @@ import { randomBytes } from "node:crypto";
 import { systemClock } from "@gw/core/clock";
 import { AppError } from "@gw/core/errors";
 import type { Limits } from "@gw/core/limits";
-import { createMetrics } from "@gw/core/metrics";
 import type { Principal } from "@gw/core/principal";
 import { createRedis, type RedisClient } from "@gw/core/redis";
 import { CountingWindows } from "@gw/core/windows";
 import { startTestRedis } from "@gw/test-kit";
 import { type FakeLLM, hashedEmbedding, startFakeLLM } from "@gw/test-kit/llm-upstream";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
-import { priceBook, testProvider } from "../../test/providers.ts";
+import { testBudgetDeps } from "../../test/budget-deps.ts";
+import { testProvider } from "../../test/providers.ts";
 import type { Caller } from "../budgets/admit-model-call.ts";
-import { createBudgetMetrics } from "../budgets/budget-metrics.ts";
 import { ids } from "../ids.ts";
 import { UsageStore } from "../usage/store.ts";
 import { type EmbeddingCallDeps, embedTexts } from "./embeddings.ts";
@@ -34,17 +33,10 @@ beforeAll(async () => {
   llm = fake;
   redis = createRedis(redisServer.url, { connectionName: "test" });
   windows = new CountingWindows(redis);
-  const logger = { info() {}, warn() {}, error() {}, debug() {} } as never;
   deps = {
     provider: testProvider({ baseUrl: llm.baseUrl, apiKey: "test", timeoutMs: 2_000, ids: ids(systemClock) }),
     usage: new UsageStore(redis),
-    budgets: {
-      windows,
-      prices: priceBook(),
-      defaultMaxOutputTokens: 100,
-      metrics: createBudgetMetrics(createMetrics("test")),
-      logger,
-    },
+    budgets: testBudgetDeps(redis, { windows }),
   };
   teardown = async () => {
     redis.disconnect();

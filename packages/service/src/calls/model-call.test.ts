@@ -10,9 +10,9 @@ import { CountingWindows } from "@gw/core/windows";
 import { freePort, startTestRedis, startTestSpiceDB } from "@gw/test-kit";
 import { type FakeLLM, startFakeLLM } from "@gw/test-kit/llm-upstream";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { priceBook, testProvider } from "../../test/providers.ts";
+import { testBudgetDeps } from "../../test/budget-deps.ts";
+import { testProvider } from "../../test/providers.ts";
 import type { Caller } from "../budgets/admit-model-call.ts";
-import { createBudgetMetrics } from "../budgets/budget-metrics.ts";
 import { startCompletion } from "../completions/call.ts";
 import { createCompletionBody } from "../completions/request.ts";
 import { ids } from "../ids.ts";
@@ -50,7 +50,6 @@ beforeAll(async () => {
     deadlineMs: 2_000,
   });
   windows = new CountingWindows(redis);
-  const logger = { info() {}, warn() {}, error() {}, debug() {} } as never;
   deps = {
     provider: testProvider({
       baseUrl: llm.baseUrl,
@@ -61,13 +60,7 @@ beforeAll(async () => {
     }),
     authorization: new ResourceAuthorization(client, new RedisConsistencyTokens(redis, 6_000)),
     usage: new UsageStore(redis),
-    budgets: {
-      windows,
-      prices: priceBook(),
-      defaultMaxOutputTokens: 100,
-      metrics: createBudgetMetrics(createMetrics("test")),
-      logger,
-    },
+    budgets: testBudgetDeps(redis, { windows }),
   };
   teardown = async () => {
     client.close();
