@@ -131,12 +131,10 @@ export class UsageStore {
    * taken back for it).
    */
   recordSoon(event: UsageEvent): void {
-    const sent = this.record(event).then(
-      () => undefined,
-      (err: unknown) => this.lost(event, err),
-    );
+    const sent: Promise<void> = this.record(event)
+      .catch((err: unknown) => this.lost(event, err))
+      .finally(() => this.sent.delete(sent));
     this.sent.add(sent);
-    void sent.finally(() => this.sent.delete(sent));
   }
 
   /** Waits until Redis has answered every record `recordSoon` sent (a process closing, before its Redis client). */
