@@ -1,23 +1,7 @@
 // The tool servers page: registered MCP servers, their tools, and the OAuth clients acting for users.
-import {
-  api,
-  Component,
-  Confirm,
-  can,
-  ErrorNote,
-  fmtTime,
-  fmtUnix,
-  html,
-  query,
-  Status,
-  Table,
-} from "./ui.js";
+import { api, Component, Confirm, can, ErrorNote, fmtUnix, html, query, Status, Table } from "./ui.js";
 
 /** @import { CheckResult, List, McpCredential, McpOAuthGrant, McpServer, McpTool } from "../api-types" */
-
-/** A date the MCP API gives as Unix seconds or as an ISO string. */
-const fmtWhen = (/** @type {number | string | null | undefined} */ v) =>
-  typeof v === "number" ? fmtUnix(v) : fmtTime(v);
 
 /**
  * A server opened: its tools (`null`: not its owner, so not shown) and its credentials.
@@ -90,7 +74,7 @@ export class ToolsPage extends Component {
               html`<a href=${`/admin/access${query({ resourceType: "mcp_server", resourceId: s.id })}`} aria-label=${`Who holds which role on ${s.name ?? s.id}`}><code>${s.id}</code></a>`,
               s.url ?? "—",
               s.description ?? "—",
-              fmtWhen(s.created_at),
+              fmtUnix(s.created_at),
               html`<button type="button" onClick=${() => this.open(s)} aria-label=${`Tools and credentials of ${s.name ?? s.id}`}>Tools and credentials</button>`,
             ])}
           />`
@@ -108,7 +92,7 @@ export class ToolsPage extends Component {
           }
           <${Table} caption=${`Credentials of ${d.name ?? id}, by scope and date (never a secret)`} columns=${["Scope", "Type", "Header", "Created", "Last used"]}
             empty="No credentials."
-            rows=${d.credentials.map((c) => [c.scope, c.type, c.name ?? "—", fmtWhen(c.created_at), c.last_used_at ? fmtWhen(c.last_used_at) : "never"])} />
+            rows=${d.credentials.map((c) => [c.scope, c.type, c.name ?? "—", fmtUnix(c.created_at), c.last_used_at ? fmtUnix(c.last_used_at) : "never"])} />
         </section>`,
       )}
       ${can("admin:api-keys") ? html`<${AuthorizedClients} />` : null}`;
