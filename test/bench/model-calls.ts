@@ -72,6 +72,8 @@ export interface ModelStack {
     /** Another checkout of the repository to run gateway and service from (a before/after comparison). */
     root?: string,
   ): Promise<Pair>;
+  /** The gateway with the service in its process (`packages/gateway-with-service`): one process, its `service` the service's own listener. */
+  startOneProcess(name: string, env?: NodeJS.ProcessEnv): Promise<Pair>;
   close(): Promise<void>;
 }
 
@@ -146,6 +148,21 @@ export async function startModelStack(): Promise<ModelStack> {
     pairs.set(name, pair);
     return pair;
   };
+  const startOneProcess = async (name: string, env: NodeJS.ProcessEnv = {}) => {
+    const servicePort = await freePort();
+    const gateway = await startNodeProcess({
+      name,
+      entry: "packages/gateway-with-service/src/main.ts",
+      port: await freePort(),
+      env: { ...common, ...env, SERVICE_PORT: String(servicePort) },
+      outputFile: join(dataDir, `${name}.log`),
+    });
+    // The same process: stopped once, with the gateway.
+    const service = { ...gateway, url: `http://127.0.0.1:${servicePort}`, stop: async () => undefined };
+    const pair = { name, gateway, service };
+    pairs.set(name, pair);
+    return pair;
+  };
   const client = createRedis(redis.url, { connectionName: "bench-setup" });
   const store = new ApiKeyStore(client);
   const permissions = [...DEFAULT_PERMISSIONS];
@@ -167,6 +184,7 @@ export async function startModelStack(): Promise<ModelStack> {
     budgetKey,
     spans: collector.bytes,
     startPair,
+    startOneProcess,
     async close() {
       await Promise.all([...pairs.values()].flatMap((p) => [p.gateway.stop(), p.service.stop()]));
       await Promise.all([provider.stop(), spicedb.stop()]);
@@ -206,19 +224,22 @@ export const p50 = (values: number[]) => {
 };
 const ms = (v: number) => `${v.toFixed(2)} ms`;
 
-/** `calls` of each function, alternating a, b, a, b…; the p50 of each (after 20 warm-up calls of each). */
+/** `calls` of each function, in turn (a, b, c, a, b, c…); the p50 of each (after 20 warm-up calls of each). */
+async function alternateAll(fns: readonly (() => Promise<number>)[], calls = CALLS): Promise<number[]> {
+  const times = fns.map(() => [] as number[]);
+  for (let i = 0; i < 20 + calls; i++) {
+    for (const [n, fn] of fns.entries()) {
+      const t = await fn();
+      if (i >= 20) times[n]!.push(t);
+    }
+  }
+  return times.map(p50);
+}
+
+/** `alternateAll` of two. */
 async function alternate(a: () => Promise<number>, b: () => Promise<number>, calls = CALLS) {
-  for (let i = 0; i < 20; i++) {
-    await a();
-    await b();
-  }
-  const as: number[] = [];
-  const bs: number[] = [];
-  for (let i = 0; i < calls; i++) {
-    as.push(await a());
-    bs.push(await b());
-  }
-  return [p50(as), p50(bs)] as const;
+  const [pa, pb] = await alternateAll([a, b], calls);
+  return [pa!, pb!] as const;
 }
 
 const json = { "content-type": "application/json" };
@@ -228,20 +249,18 @@ export const bearer = (key: string) => ({
   "x-on-behalf-of": "alice",
 });
 
-/** The rows of the added-latency table for a gateway at `url`. */
-async function addedLatency(stack: ModelStack, url: string, key: string) {
+/** The rows of the added-latency table for gateways at `urls`: the provider's p50, then each gateway's. */
+async function addedLatency(stack: ModelStack, urls: readonly string[], key: string) {
   const direct =
     (stream = false) =>
     () =>
       timedCall(`${stack.providerUrl}/chat/completions`, json, chatBody(stream), stream);
-  const through =
-    (path: string, body: string, stream = false) =>
-    () =>
-      timedCall(`${url}${path}`, bearer(key), body, stream);
-  const rows: [string, number, number][] = [];
-  const add = async (name: string, d: () => Promise<number>, g: () => Promise<number>) => {
-    const [dp, gp] = await alternate(d, g);
-    rows.push([name, dp, gp]);
+  const through = (path: string, body: string, stream = false) =>
+    urls.map((url) => () => timedCall(`${url}${path}`, bearer(key), body, stream));
+  const rows: [string, number, ...number[]][] = [];
+  const add = async (name: string, d: () => Promise<number>, gs: (() => Promise<number>)[]) => {
+    const [dp, ...gps] = await alternateAll([d, ...gs]);
+    rows.push([name, dp!, ...gps]);
   };
   await add("chat completion, not stored", direct(), through(CHAT, chatBody()));
   await add("response, `store: false`", direct(), through(RESPONSES, responseBody(false)));
@@ -253,10 +272,11 @@ async function addedLatency(stack: ModelStack, url: string, key: string) {
 /**
  * What the gateway and its hop cost at concurrency 1: chat completions sent
  * to the service directly, with an assertion the bench signs as the gateway
- * would (the bound of a deployment with the service in the gateway's
- * process, docs/adr/0016-service-stays-its-own-process.md), beside the provider and the gateway.
+ * would (no gateway, no hop), beside the provider, the gateway in front of
+ * its own service process and the gateway with the service in its process
+ * (docs/adr/0026-service-in-the-gateways-process.md).
  */
-async function withoutTheGateway(report: Report, stack: ModelStack, pair: Pair): Promise<void> {
+async function withoutTheGateway(report: Report, stack: ModelStack, pair: Pair, one: Pair): Promise<void> {
   const assertions = new InternalAssertions(stack.assertionSecret);
   const principal = {
     org: "bench",
@@ -266,9 +286,9 @@ async function withoutTheGateway(report: Report, stack: ModelStack, pair: Pair):
     credential: "api_key" as const,
     onBehalfOf: true,
   };
-  const calls = {
-    direct: () => timedCall(`${stack.providerUrl}/chat/completions`, json, chatBody()),
-    service: async () => {
+  const [direct, service, gateway, inProcess] = await alternateAll([
+    () => timedCall(`${stack.providerUrl}/chat/completions`, json, chatBody()),
+    async () => {
       const requestId = randomUUID();
       const assertion = await assertions.sign(
         principal,
@@ -278,27 +298,22 @@ async function withoutTheGateway(report: Report, stack: ModelStack, pair: Pair):
       const headers = { ...json, [ASSERTION_HEADER]: assertion, "x-request-id": requestId };
       return timedCall(`${pair.service.url}${CHAT}`, headers, chatBody());
     },
-    gateway: () => timedCall(`${pair.gateway.url}${CHAT}`, bearer(stack.plainKey), chatBody()),
-  };
-  const times: Record<keyof typeof calls, number[]> = { direct: [], service: [], gateway: [] };
-  for (let i = 0; i < 20 + CALLS; i++) {
-    for (const [name, call] of Object.entries(calls) as [keyof typeof calls, () => Promise<number>][]) {
-      const t = await call();
-      if (i >= 20) times[name].push(t);
-    }
-  }
-  const [direct, service, gateway] = [p50(times.direct), p50(times.service), p50(times.gateway)];
+    () => timedCall(`${pair.gateway.url}${CHAT}`, bearer(stack.plainKey), chatBody()),
+    () => timedCall(`${one.gateway.url}${CHAT}`, bearer(stack.plainKey), chatBody()),
+  ]);
   report.section(
     "Model calls: the gateway and its hop to the service",
-    `Chat completions (not stored) at concurrency 1, ${CALLS} calls each after 20 warm-up calls, the three alternating: to the provider, to the service directly (with an assertion the bench signs as the gateway would: no gateway, no hop), and through the gateway. The difference between the last two is what a deployment with the service in the gateway's process could save at most (docs/adr/0016-service-stays-its-own-process.md).`,
+    `Chat completions (not stored) at concurrency 1, ${CALLS} calls each after 20 warm-up calls, the four alternating: to the provider, to the service directly (with an assertion the bench signs as the gateway would: no gateway, no hop), through the gateway in front of the service's process (the default deployment), and through the gateway with the service in its process (\`SERVICE_IN_GATEWAY\`, docs/adr/0026-service-in-the-gateways-process.md).`,
   );
   report.table(
     ["path", "p50", "added beside the provider"],
     [
-      ["to the provider", ms(direct), "–"],
-      ["to the service directly (no gateway, no hop)", ms(service), ms(service - direct)],
-      ["through the gateway (the deployment)", ms(gateway), ms(gateway - direct)],
-      ["the gateway and its hop", "", ms(gateway - service)],
+      ["to the provider", ms(direct!), "–"],
+      ["to the service directly (no gateway, no hop)", ms(service!), ms(service! - direct!)],
+      ["through the gateway, the service its own process", ms(gateway!), ms(gateway! - direct!)],
+      ["through the gateway, the service in its process", ms(inProcess!), ms(inProcess! - direct!)],
+      ["the gateway and its hop (two processes)", "", ms(gateway! - service!)],
+      ["the gateway (one process)", "", ms(inProcess! - service!)],
     ],
   );
 }
@@ -306,8 +321,9 @@ async function withoutTheGateway(report: Report, stack: ModelStack, pair: Pair):
 /** Redis commands gateway and service have sent so far, from their own metrics (a script is one command). */
 async function redisCommands(pair: Pair): Promise<number> {
   let total = 0;
-  for (const proc of [pair.gateway, pair.service]) {
-    const text = await (await fetch(`${proc.url}/metrics`)).text();
+  // One process has two registries: the gateway's on its port, the service's on its own listener.
+  for (const url of new Set([pair.gateway.url, pair.service.url])) {
+    const text = await (await fetch(`${url}/metrics`)).text();
     for (const line of text.split("\n"))
       if (line.startsWith("redis_client_command_duration_seconds_count"))
         total += Number(line.split(" ").at(-1));
@@ -331,6 +347,8 @@ export async function cpuPerCall(stack: ModelStack, pair: Pair, path: string, bo
   const per = Object.fromEntries(
     Object.entries(pids).map(([n, pid]) => [n, (cpuMs(pid) - before[n]!) / Math.max(1, sample.total)]),
   ) as Record<keyof typeof pids, number>;
+  // The service in the gateway's process: its CPU is in the gateway's column.
+  if (pids.service === pids.gateway) per.service = 0;
   const commands = ((await redisCommands(pair)) - commandsBefore) / Math.max(1, sample.total);
   return { sample, per, total: per.gateway + per.service + per.redis, commands };
 }
@@ -339,40 +357,58 @@ export async function benchModelCalls(report: Report): Promise<void> {
   const stack = (await startModelStack()) as ModelStack & { collectorUrl: string };
   try {
     const plain = await stack.startPair("plain");
+    const one = await stack.startOneProcess("one-process");
     report.section(
       "Model calls: added latency beside the provider called directly",
-      `The same fake OpenAI-compatible provider (its own process, on loopback), called directly and through gateway and service, alternating, one call at a time, ${CALLS} calls each after 20 warm-up calls; p50. A response is compared with the direct chat completion it makes. Goals: added p50 at most 0.5 ms (not stored, and to a stream's first byte), at most 2 ms for a stored response.`,
+      `The same fake OpenAI-compatible provider (its own process, on loopback), called directly, through gateway and service as two processes (the default deployment) and through the gateway with the service in its process (\`SERVICE_IN_GATEWAY\`), the three alternating, one call at a time, ${CALLS} calls each after 20 warm-up calls; p50. A response is compared with the direct chat completion it makes. Goals (issue 44): added p50 under 1 ms not stored and to a stream's first byte, under 3 ms for a stored response.`,
     );
-    const rows = await addedLatency(stack, plain.gateway.url, stack.plainKey);
-    const budgetRows = await addedLatency(stack, plain.gateway.url, stack.budgetKey);
-    const table = (list: [string, number, number][], suffix = "") =>
-      list.map(([name, d, g]) => [`${name}${suffix}`, ms(d), ms(g), ms(g - d)]);
+    const urls = [plain.gateway.url, one.gateway.url];
+    const rows = await addedLatency(stack, urls, stack.plainKey);
+    const budgetRows = await addedLatency(stack, urls, stack.budgetKey);
+    const table = (list: [string, number, ...number[]][], suffix = "") =>
+      list.map(([name, d, two, inOne]) => [
+        `${name}${suffix}`,
+        ms(d),
+        ms(two!),
+        ms(two! - d),
+        ms(inOne!),
+        ms(inOne! - d),
+      ]);
     report.table(
-      ["call", "direct to the provider", "through the gateway", "added (p50)"],
+      [
+        "call",
+        "direct to the provider",
+        "two processes",
+        "added (p50)",
+        "the service in the gateway's process",
+        "added (p50)",
+      ],
       [...table(rows), ...table(budgetRows, ", token budget on the key")],
     );
 
-    await withoutTheGateway(report, stack, plain);
+    await withoutTheGateway(report, stack, plain, one);
 
     report.section(
       "Model calls: CPU per call at 16 connections",
-      `${SECONDS} s of each call at 16 connections (autocannon, after 1 s of warm-up), CPU time each process spent (from /proc), divided by the calls answered. Goal: gateway + service + Redis at most 0.4 ms per call that is not stored, with or without a token budget.`,
+      `${SECONDS} s of each call at 16 connections (autocannon, after 1 s of warm-up), CPU time each process spent (from /proc), divided by the calls answered. Goal: gateway + service + Redis under 0.5 ms per call. "One process": the gateway with the service in its process, whose CPU is all in the gateway's column.`,
     );
     const cpuRows: (string | number)[][] = [];
-    const loads: [string, string, string, string][] = [
-      ["chat completion, not stored", CHAT, chatBody(), stack.plainKey],
-      ["chat completion, not stored, token budget", CHAT, chatBody(), stack.budgetKey],
-      ["response, `store: false`", RESPONSES, responseBody(false), stack.plainKey],
-      ["response, stored", RESPONSES, responseBody(true), stack.plainKey],
+    const loads: [string, Pair, string, string, string][] = [
+      ["chat completion, not stored", plain, CHAT, chatBody(), stack.plainKey],
+      ["chat completion, not stored, token budget", plain, CHAT, chatBody(), stack.budgetKey],
+      ["response, `store: false`", plain, RESPONSES, responseBody(false), stack.plainKey],
+      ["response, stored", plain, RESPONSES, responseBody(true), stack.plainKey],
+      ["chat completion, not stored, one process", one, CHAT, chatBody(), stack.plainKey],
+      ["response, stored, one process", one, RESPONSES, responseBody(true), stack.plainKey],
     ];
-    for (const [name, path, body, key] of loads) {
-      const { sample, per, total, commands } = await cpuPerCall(stack, plain, path, body, key);
+    for (const [name, pair, path, body, key] of loads) {
+      const { sample, per, total, commands } = await cpuPerCall(stack, pair, path, body, key);
       cpuRows.push([
         name,
         sample.rps.toFixed(0),
         commands.toFixed(1),
         ms(per.gateway),
-        ms(per.service),
+        pair === one ? "–" : ms(per.service),
         ms(per.redis),
         ms(per.spicedb),
         ms(total),
@@ -532,9 +568,9 @@ function readingOfModelCalls(report: Report): void {
   );
   for (const line of [
     "- **The path**: a model call crosses two HTTP hops the direct call does not (client → gateway → service), and the service makes the provider call a third; each is Node's HTTP parsing and serialization on both sides (`HTTP server` and `Node internals` in the breakdown), small socket writes, and garbage from their buffers. Gateway: authenticate (cached key), principal, rate limit (no Redis command for a key without request windows), the internal assertion (an HS256 JWT signed with `node:crypto`), forward. Service: the assertion verified and its id recorded (`SET NX`, with the organization's guardrail version read beside it; its answer overlaps body parsing and validation), budgets' admission, the provider call, usage (sent before the answer, not waited for), the answer. At concurrency 1 every step that waits on another process (the service, Redis twice, the provider) wakes a process on a machine whose cores are shared, which is why the added latency runs above the CPU a call costs.",
-    "- **Taken in this code** (issue 32; each measured before/after side by side, see the levers table): the assertion signed and verified with `node:crypto` in the request's turn (it was a WebCrypto key import and sign per call in the gateway and a verify in the service); request schemas built once (a `chosen()` branch and the `X-On-Behalf-Of` schema compiled a zod schema per request); undici's `request` to the provider instead of `fetch` (no WHATWG streams, `Headers` and `Response` per call); usage in one script of 13 arguments (it spelled 30 fields); a stored answer's ownership written while the provider answers and the answer is kept (the compensation: the call is cut short and charged, or what was kept is taken back); no tokenization without a token budget (the prompt is counted only when a budget asks); one access line per request (the gateway's; the service's is at `debug`); a kept-warm connection pool per provider origin. Issue 44: usage's command sent before the answer and not waited for; the guardrail version read beside the replay guard; the replay guard's answer overlapping the body's parsing and validation (the handler waits for it: ADR 0006); a forwarded answer of known length sent with its headers in one write.",
-    '- **Not taken**: the service mounted in the gateway\'s process (docs/adr/0016-service-stays-its-own-process.md: the table "the gateway and its hop" bounds what it could save); admission, usage and request windows in one Redis round trip: for a call without a token budget the service waits on one round trip (the replay guard and the guardrail version, sent together) and the gateway on none, so there is nothing left to merge; with a budget, admission must come before the provider call and settlement after it, so one script per call is not possible without giving up the reservation (usage could ride with the settlement: one round trip of the six).',
-    "- **What bounds the goals**: not stored, the service alone adds more than the 0.5 ms goal (\"to the service directly\"): its HTTP server, one Redis round trip (replay guard and guardrail version, partly hidden behind parsing) and the provider client; CPU per call: in the breakdown, the two processes' HTTP servers (Node's `http` and Express, for the client's request and the hop) take about as much as the whole 0.4 ms goal on their own, then the service's Redis client (three commands, each its own socket write) and the provider client; what is left of this project's code (authentication, the assertion, validation, usage, budgets, metrics, logging) is a small part. Below that, the goal needs fewer HTTP servers on the path (docs/adr/0016-service-stays-its-own-process.md) or a leaner HTTP stack than Node's. Stored, the local SpiceDB's write of the owner relationship (its `SpiceDB` CPU column; an SQLite commit, docs/adr/0011-spicedb-local-keeps-relationships-in-sqlite.md) and PostgreSQL's row are each a durable write of their own; with both now concurrent the answer waits for the slower of the two, which stays above 2 ms on this machine.",
+    "- **Taken in this code** (issue 32; each measured before/after side by side, see the levers table): the assertion signed and verified with `node:crypto` in the request's turn (it was a WebCrypto key import and sign per call in the gateway and a verify in the service); request schemas built once (a `chosen()` branch and the `X-On-Behalf-Of` schema compiled a zod schema per request); undici's `request` to the provider instead of `fetch` (no WHATWG streams, `Headers` and `Response` per call); usage in one script of 13 arguments (it spelled 30 fields); a stored answer's ownership written while the provider answers and the answer is kept (the compensation: the call is cut short and charged, or what was kept is taken back); no tokenization without a token budget (the prompt is counted only when a budget asks); one access line per request (the gateway's; the service's is at `debug`); a kept-warm connection pool per provider origin. Issue 44: usage's command sent before the answer and not waited for; the guardrail version read beside the replay guard; the replay guard's answer overlapping the body's parsing and validation (the handler waits for it: ADR 0006); a forwarded answer of known length sent with its headers in one write; the service in the gateway's process behind a setting (`SERVICE_IN_GATEWAY`, docs/adr/0026-service-in-the-gateways-process.md): one HTTP server and client fewer on the path, the same assertion and door.",
+    '- **Not taken**: making the one process the default (two processes scale the service apart from the gateway, and `deploy/` runs them so); admission, usage and request windows in one Redis round trip: for a call without a token budget the service waits on one round trip (the replay guard and the guardrail version, sent together) and the gateway on none, so there is nothing left to merge; with a budget, admission must come before the provider call and settlement after it, so one script per call is not possible without giving up the reservation (usage could ride with the settlement: one round trip of the six).',
+    "- **What bounds the goals**: not stored, the service alone adds more than the 0.5 ms goal (\"to the service directly\"): its HTTP server, one Redis round trip (replay guard and guardrail version, partly hidden behind parsing) and the provider client; CPU per call: in the breakdown, the two processes' HTTP servers (Node's `http` and Express, for the client's request and the hop) take about as much as the whole 0.4 ms goal on their own, then the service's Redis client (three commands, each its own socket write) and the provider client; what is left of this project's code (authentication, the assertion, validation, usage, budgets, metrics, logging) is a small part. With the service in the gateway's process one HTTP server and the hop are gone (the tables above: about a millisecond at concurrency 1, two-fifths of the CPU); below that, the goal needs a leaner HTTP stack than Node's and Express's, and fewer Redis commands (each its own socket write). Stored, the local SpiceDB's write of the owner relationship (its `SpiceDB` CPU column; an SQLite commit, docs/adr/0011-spicedb-local-keeps-relationships-in-sqlite.md) and PostgreSQL's row are each a durable write of their own; with both now concurrent the answer waits for the slower of the two, which stays above 2 ms on this machine.",
     "- **Machine**: the load generator, the fake provider, Redis, PostgreSQL, the local SpiceDB and both processes share the machine's cores; on a shared 2-core machine the absolute figures carry noise of the other tenants' load, the side-by-side differences less so.",
   ])
     report.line(line);

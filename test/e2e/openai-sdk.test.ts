@@ -6,9 +6,11 @@ import { langchainCases } from "./langchain.ts";
 import { openaiPythonCases } from "./openai-python.ts";
 import { openaiSdkCases } from "./openai-sdk.ts";
 
-/** The OpenAI client libraries against gateway + service + Redis + SpiceDB + the test provider, in process. */
+/** The OpenAI client libraries against the gateway with the service in its process, Redis, SpiceDB and the test provider. */
 describe("the OpenAI client libraries", () => {
-  const stack = useStack();
+  // Through the service in the gateway's process (`SERVICE_IN_GATEWAY`); test/e2e/stack.test.ts runs the same
+  // cases against `pnpm start`'s two processes.
+  const stack = useStack({}, {}, undefined, "single", {}, "in-gateway");
   const target = () => ({
     gatewayUrl: stack.gatewayUrl,
     llm: stack.llm,

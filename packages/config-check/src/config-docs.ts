@@ -34,6 +34,7 @@ export const COMMENT_SOURCES = [
   "packages/spicedb-local/src/config.ts",
   "packages/devstack/src/config.ts",
   "packages/devstack/src/vector-database-config.ts",
+  "packages/gateway-with-service/src/config.ts",
 ];
 
 /**

@@ -1,5 +1,6 @@
 import { devstackConfigSchema, localVectorDatabaseConfigSchema } from "@gw/devstack";
 import { gatewayConfigSchema } from "@gw/gateway";
+import { gatewayWithServiceConfigSchema } from "@gw/gateway-with-service";
 import { serviceConfigSchema } from "@gw/service";
 import { spicedbLocalConfigSchema } from "@gw/spicedb-local";
 import type { ConfigSection } from "./config-docs.ts";
@@ -17,6 +18,13 @@ export const CONFIG_SECTIONS: ConfigSection[] = [
     source: "packages/service/src/config.ts",
     intro: "Responses, conversations, usage, eval schedules and sandbox push, behind the gateway.",
     schema: serviceConfigSchema,
+  },
+  {
+    title: "Gateway with the service in its process",
+    source: "packages/gateway-with-service/src/config.ts",
+    intro:
+      "One process instead of two (`node packages/gateway-with-service/src/main.ts`, or `SERVICE_IN_GATEWAY=true pnpm start`; docs/adr/0026-service-in-the-gateways-process.md). It reads every gateway and service setting above from the one environment: `PORT`, `HOST` and `METRICS_PORT` are the gateway's; `SERVICE_URL`, `SERVICE_TIMEOUT_MS` and `SERVICE_IDLE_TIMEOUT_MS` are not read; the service's `GATEWAY_URL` defaults to the gateway's own port. Besides those:",
+    schema: gatewayWithServiceConfigSchema,
   },
   {
     title: "Local SpiceDB",

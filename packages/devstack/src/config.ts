@@ -14,8 +14,10 @@ export const DEFAULT_DEVELOPMENT_PROVIDER_PORT = 8082;
  * processes it runs (whose schemas document them).
  */
 export const devstackConfigSchema = z.object({
-  /** Port of the service that `pnpm start` runs (the service's `PORT`). */
+  /** Port of the service that `pnpm start` runs (the service's `PORT`; with SERVICE_IN_GATEWAY, its probes' and `/metrics`' port). */
   SERVICE_PORT: env.port(8081),
+  /** When true, `pnpm start` runs the gateway with the service in its process (`packages/gateway-with-service`: no HTTP hop between them) instead of two processes. Default false. */
+  SERVICE_IN_GATEWAY: env.boolean(false),
   /** Port of the local redis-server that `pnpm start` runs when REDIS_URL is unset, and where `pnpm keys` looks for it. */
   LOCAL_REDIS_PORT: env.port(DEFAULT_LOCAL_REDIS_PORT),
   /** Port (on 127.0.0.1) of the local PostgreSQL that `pnpm start` runs when DATABASE_URL is unset (cluster in `$DATA_DIR/postgres`), and where `pnpm keys`, `pnpm authz` and `pnpm migrate` look for it. */

@@ -260,19 +260,39 @@ async function main(): Promise<void> {
   await vectors;
 
   const servicePort = config.SERVICE_PORT;
+  // Hosted MCP tools of responses reach the gateway's proxy; its public URL as the gateway has it.
+  const gatewayUrls = {
+    GATEWAY_URL: env.GATEWAY_URL ?? `http://127.0.0.1:${env.PORT ?? 8080}`,
+    GATEWAY_PUBLIC_URL: env.GATEWAY_PUBLIC_URL ?? `http://localhost:${env.PORT ?? 8080}`,
+  };
+  if (config.SERVICE_IN_GATEWAY) {
+    // One process: the gateway hands the service its requests in process; the service listens for its probes and metrics.
+    const gateway = await startNodeProcess({
+      name: "gateway-with-service",
+      entry: "packages/gateway-with-service/src/main.ts",
+      port: config.PORT,
+      env: { ...env, ...gatewayUrls, SERVICE_PORT: String(servicePort), SERVICE_HOST: "127.0.0.1" },
+      inheritOutput: true,
+    });
+    watch("gateway-with-service", gateway.process);
+    const service = { url: `http://127.0.0.1:${servicePort}` };
+    logger.info(
+      { pid: gateway.process.pid, url: gateway.url, service: service.url },
+      "gateway with the service in its process started",
+    );
+    if (env.PROMETHEUS_PORT) await startLocalPrometheus(env, gateway, service);
+    announce.info(
+      { gateway: gateway.url, service: service.url, pid: process.pid, processes },
+      "stack is ready; Ctrl-C stops it",
+    );
+    return;
+  }
   const service = await startNodeProcess({
     name: "service",
     entry: "packages/service/src/main.ts",
     port: servicePort,
     // METRICS_PORT is the gateway's: the service keeps /metrics on its own (loopback) port.
-    env: {
-      ...env,
-      HOST: "127.0.0.1",
-      METRICS_PORT: undefined,
-      // Hosted MCP tools of responses reach the gateway's proxy; its public URL as the gateway has it.
-      GATEWAY_URL: env.GATEWAY_URL ?? `http://127.0.0.1:${env.PORT ?? 8080}`,
-      GATEWAY_PUBLIC_URL: env.GATEWAY_PUBLIC_URL ?? `http://localhost:${env.PORT ?? 8080}`,
-    },
+    env: { ...env, HOST: "127.0.0.1", METRICS_PORT: undefined, ...gatewayUrls },
     inheritOutput: true,
   });
   watch("service", service.process);
@@ -345,7 +365,10 @@ async function startLocalVectorDatabase(env: NodeJS.ProcessEnv): Promise<void> {
 }
 
 /** With PROMETHEUS_PORT: Debian's Prometheus on the deployment's jobs and rules, scraping this stack. */
-async function startLocalPrometheus(env: NodeJS.ProcessEnv, ...stack: RunningNodeProcess[]): Promise<void> {
+async function startLocalPrometheus(
+  env: NodeJS.ProcessEnv,
+  ...stack: [gateway: { url: string }, service: { url: string }]
+): Promise<void> {
   const [gateway, service] = stack.map((p) => new URL(p.url).host);
   const prometheus = await startPrometheus({
     port: Number(env.PROMETHEUS_PORT),

@@ -85,11 +85,11 @@ export const gatewayConfigSchema = z
     ...spicedbEnvShape,
     ...metricsEnvShape,
     ...tracingEnvShape,
-    /** Base URL of the service the gateway forwards to. Default http://127.0.0.1:8081. */
+    /** Base URL of the service the gateway forwards to. Default http://127.0.0.1:8081. Not read with the service in the gateway's process (`packages/gateway-with-service`). */
     SERVICE_URL: z.url({ protocol: /^https?$/ }).default("http://127.0.0.1:8081"),
-    /** Time allowed until the service's response headers arrive, in milliseconds. Default 120000. */
+    /** Time allowed until the service's response headers arrive, in milliseconds. Default 120000. Not read with the service in the gateway's process. */
     SERVICE_TIMEOUT_MS: env.positiveInt(120_000),
-    /** Once the service's answer has begun, the longest silence allowed before the gateway ends it, in milliseconds. Default 120000. */
+    /** Once the service's answer has begun, the longest silence allowed before the gateway ends it, in milliseconds. Default 120000. Not read with the service in the gateway's process. */
     SERVICE_IDLE_TIMEOUT_MS: env.positiveInt(120_000),
     /** Shared secret for the gateway's assertions to the service (at least 32 characters). Unset: a development secret under DATA_DIR. */
     INTERNAL_ASSERTION_SECRET: z.string().min(32, "must be at least 32 characters").optional(),

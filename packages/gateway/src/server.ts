@@ -29,6 +29,7 @@ import { createGatewayApp } from "./app.ts";
 import type { GatewayConfig } from "./config.ts";
 import { ConsoleSessions } from "./console/sessions.ts";
 import { SignInLimits } from "./console/sign-in-limits.ts";
+import type { ServiceHandler } from "./forward/forward.ts";
 import { createGatewayMetrics } from "./metrics.ts";
 import { OAuthClients } from "./oauth/clients.ts";
 import { ConsentGrants } from "./oauth/grants.ts";
@@ -80,6 +81,8 @@ export async function startGateway(
   logger = createLogger("gateway", config.LOG_LEVEL),
   /** What tests inject (none in production). */
   seams: GatewaySeams = {},
+  /** The service in this process (`@gw/gateway-with-service`): requests go to it instead of `SERVICE_URL`. */
+  service?: ServiceHandler,
 ): Promise<RunningGateway> {
   const clock = seams.clock ?? systemClock;
   const vaultKeys = await vaultKeysOf(config.VAULT_KEYS, config.DATA_DIR, logger);
@@ -301,6 +304,7 @@ export async function startGateway(
     publicUrl: config.GATEWAY_PUBLIC_URL,
     forward: {
       serviceUrl: config.SERVICE_URL,
+      ...(service ? { inProcess: service } : {}),
       assertions,
       timeoutMs: config.SERVICE_TIMEOUT_MS,
       idleTimeoutMs: config.SERVICE_IDLE_TIMEOUT_MS,

@@ -22,6 +22,7 @@ import type { CreateApiKeyInput } from "../src/api-keys/schema.ts";
 import { ApiKeyStore } from "../src/api-keys/store.ts";
 import type { ApiKeyRecord } from "../src/api-keys/types.ts";
 import { type GatewayConfig, gatewayConfigSchema } from "../src/config.ts";
+import type { ServiceHandler } from "../src/forward/forward.ts";
 import type { LookupCursors } from "../src/routes/authorization/lookup-cursor.ts";
 import { startGateway } from "../src/server.ts";
 import { generateSigningJwk } from "../src/tokens/signing-keys.ts";
@@ -74,6 +75,8 @@ export function useGateway(
   redisTopology: RedisTopology = "single",
   /** The gateway's clock (a `ManualClock` a test moves); the system clock by default. */
   clock?: Clock,
+  /** A stand-in service in the gateway's process, handed what it forwards instead of `SERVICE_URL`. */
+  inProcessService?: ServiceHandler,
 ): GatewayHarness {
   const harness = { authorizationHooks: {} } as GatewayHarness;
   const database = useTestDatabase();
@@ -104,6 +107,7 @@ export function useGateway(
       config,
       createLogger("gateway-test", process.env.TEST_LOG_LEVEL ?? "silent"),
       { authorizationHooks: harness.authorizationHooks, ...(clock ? { clock } : {}) },
+      inProcessService,
     );
     // Every answer a test gets from it must be what the OpenAPI document declares; what it forwards
     // to a stand-in service is that stand-in's answer, which only the test declares.

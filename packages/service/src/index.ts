@@ -1,6 +1,6 @@
 export { createServiceApp } from "./app.ts";
 export { createBudgetMetrics } from "./budgets/budget-metrics.ts";
-export { type ServiceConfig, serviceConfigSchema } from "./config.ts";
+export { refuseDevelopmentSettings, type ServiceConfig, serviceConfigSchema } from "./config.ts";
 export { createEvalMetrics } from "./evals/metrics.ts";
 export { FIELDS_NOT_TAKEN } from "./llm/fields.ts";
 export { createProviderMetrics } from "./llm/provider-metrics.ts";

@@ -1,3 +1,4 @@
+import type { IncomingMessage, ServerResponse } from "node:http";
 import { join } from "node:path";
 import { AuditLog } from "@gw/core/audit";
 import { connectAuthorization, TOKEN_TTL_MARGIN_MS, WriterDeletion } from "@gw/core/authz";
@@ -62,6 +63,8 @@ export interface RunningService {
   vectorStores: VectorStores;
   /** Guardrails: records, attachments, and which apply to a call. */
   guardrails: Guardrails;
+  /** The service's application, for a gateway that runs it in its own process (`@gw/gateway-with-service`). */
+  handler: (req: IncomingMessage, res: ServerResponse) => void;
   close(): Promise<void>;
 }
 
@@ -315,6 +318,7 @@ export async function startService(
     files,
     vectorStores: vectors.vectorStores,
     guardrails,
+    handler: app,
     async close() {
       stopLeases();
       await Promise.all([retention.close(), reconciler.close()]);

@@ -4,7 +4,9 @@ import type { Principal } from "@gw/core/principal";
 import { describe, expect, it } from "vitest";
 import { llmError, useStack } from "./stack.ts";
 
-const stack = useStack();
+// Behind its own HTTP server, whatever TEST_SERVICE_IN_GATEWAY says: the last test stops the service and
+// reads the gateway's 502, which only a hop can give.
+const stack = useStack({}, {}, undefined, "single", {}, "separate");
 const PATH = "/api/v1/llm/conversations";
 const principal: Principal = {
   org: "acme",

@@ -79,6 +79,9 @@ export interface Stack {
   stopService(): Promise<void>;
 }
 
+/** Where a stack's service runs (`useStack`). */
+export type StackDeployment = "separate" | "in-gateway";
+
 /** The events of a `text/event-stream` body, in order. */
 export function parseEvents(text: string) {
   return text
@@ -103,6 +106,12 @@ export function useStack(
   redisTopology: RedisTopology = "single",
   /** The service's clock, for retention tests. */
   serviceOptions: ServiceOptions = {},
+  /**
+   * Where the service runs: behind its own HTTP server, as two processes have it (the default), or
+   * in the gateway's process (`@gw/gateway-with-service`). `TEST_SERVICE_IN_GATEWAY=true` makes the
+   * second the default, to run any test file through it.
+   */
+  deployment: StackDeployment = process.env.TEST_SERVICE_IN_GATEWAY === "true" ? "in-gateway" : "separate",
 ): Stack {
   const stack = {} as Stack;
   const database = useTestDatabase();
@@ -167,6 +176,8 @@ export function useStack(
         ...gatewayEnv,
       }),
       logger,
+      {},
+      deployment === "in-gateway" ? service.handler : undefined,
     );
     // Every answer a test gets from the gateway must be what the OpenAPI document declares.
     const unwatch = watchApi(gateway.url);

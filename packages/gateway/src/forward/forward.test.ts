@@ -1,6 +1,15 @@
+import { randomBytes } from "node:crypto";
 import { EventEmitter, once } from "node:events";
-import { createServer, type IncomingHttpHeaders, request, type Server } from "node:http";
+import {
+  createServer,
+  type IncomingHttpHeaders,
+  type IncomingMessage,
+  request,
+  type Server,
+  type ServerResponse,
+} from "node:http";
 import type { AddressInfo } from "node:net";
+import { ASSERTION_HEADER, InternalAssertions } from "@gw/core/internal-assertion";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { useGateway } from "../../test/harness.ts";
 
@@ -114,5 +123,110 @@ describe("forwarding to the service", () => {
     expect(outcome).toEqual({ status: 200, body: "data: partial\n\n", complete: false });
     await serviceFreed;
     expect(stalledClosed).toBe(1);
+  });
+});
+
+/**
+ * The service in the gateway's process (`@gw/gateway-with-service`): a stand-in
+ * handler is handed the request as the service's application would be.
+ */
+describe("handing requests to the service in the gateway's process", () => {
+  const secret = randomBytes(32).toString("hex");
+  const handed: {
+    url: string;
+    headers: IncomingHttpHeaders;
+    rawHeaders: string[];
+    locals: string[];
+    body: string;
+  }[] = [];
+  const aborted = new EventEmitter();
+  const service = async (req: IncomingMessage, res: ServerResponse) => {
+    const locals = Object.keys((res as unknown as { locals: object }).locals);
+    const snapshot = { url: req.url!, headers: { ...req.headers }, rawHeaders: [...req.rawHeaders], locals };
+    if (req.url?.startsWith("/api/v1/llm/hold")) {
+      res.on("close", () => aborted.emit("closed", res.writableFinished));
+      res.writeHead(200, { "content-type": "text/event-stream" }).write("data: first\n\n");
+      handed.push({ ...snapshot, body: "" });
+      return;
+    }
+    let body = "";
+    for await (const chunk of req) body += chunk;
+    handed.push({ ...snapshot, body });
+    res.writeHead(201, { "content-type": "application/json", "x-service": "in-process" }).end('{"ok":true}');
+  };
+  const gw = useGateway(
+    { INTERNAL_ASSERTION_SECRET: secret, SERVICE_TIMEOUT_MS: "1000" },
+    undefined,
+    undefined,
+    undefined,
+    (req, res) => void service(req, res),
+  );
+
+  it("hands over path, query and body as received, with an assertion for exactly that request and without the caller's credentials", async () => {
+    const { secret: key, record } = await gw.createKey({ owner: "backend" });
+    const res = await gw.call("/api/v1/llm/responses?x=1&y=%2F", {
+      method: "POST",
+      bearer: key,
+      headers: { "x-on-behalf-of": "alice", "x-custom": "kept", [ASSERTION_HEADER]: "forged" },
+      json: { hello: "world" },
+    });
+    expect(res.status).toBe(201);
+    expect(res.headers.get("x-service")).toBe("in-process");
+    expect(await res.json()).toEqual({ ok: true });
+    const got = handed.at(-1)!;
+    expect(got.url).toBe("/api/v1/llm/responses?x=1&y=%2F");
+    expect(got.body).toBe('{"hello":"world"}');
+    expect(got.headers["x-custom"]).toBe("kept");
+    expect(got.headers.authorization).toBeUndefined();
+    expect(got.headers["x-on-behalf-of"]).toBeUndefined();
+    // Not in the raw list either, which some code reads instead of `headers`.
+    const rawNames = got.rawHeaders.filter((_, i) => i % 2 === 0).map((n) => n.toLowerCase());
+    expect(rawNames).not.toContain("authorization");
+    expect(rawNames).not.toContain("x-on-behalf-of");
+    expect(rawNames).not.toContain(ASSERTION_HEADER);
+    expect(got.headers["x-forwarded-for"]).toBe("127.0.0.1");
+    const requestId = res.headers.get("x-request-id")!;
+    expect(got.headers["x-request-id"]).toBe(requestId);
+    // The gateway's assertion, not the caller's forgery, and made for this request.
+    const { principal } = await new InternalAssertions(secret).verify(String(got.headers[ASSERTION_HEADER]), {
+      method: "POST",
+      path: "/api/v1/llm/responses?x=1&y=%2F",
+      requestId,
+    });
+    expect(principal).toMatchObject({ org: record.org, user: "alice", keyId: record.id });
+    // Nothing the gateway kept for itself reaches the service but through the assertion.
+    expect(got.locals).toEqual([]);
+    const metrics = await (await gw.call("/metrics")).text();
+    expect(metrics).toContain('route="/api/v1/llm/responses",status="201"');
+  });
+
+  it("refuses before handing over: unauthenticated and over-quota requests never reach the service", async () => {
+    const before = handed.length;
+    expect((await gw.call("/api/v1/llm/things")).status).toBe(401);
+    const { secret: key } = await gw.createKey({ limits: { minute: 1 } });
+    expect((await gw.call("/api/v1/usage", { bearer: key })).status).toBe(201);
+    expect((await gw.call("/api/v1/usage", { bearer: key })).status).toBe(429);
+    expect(handed.length).toBe(before + 1);
+  });
+
+  it("lets the service see a caller that goes away mid-answer", async () => {
+    const { secret: key } = await gw.createKey();
+    const closed = once(aborted, "closed");
+    await new Promise<void>((resolve, reject) => {
+      const req = request(
+        `${gw.url}/api/v1/llm/hold`,
+        { headers: { authorization: `Bearer ${key}` } },
+        (res) => {
+          res.once("data", () => {
+            req.destroy();
+            resolve();
+          });
+        },
+      );
+      req.on("error", (err) => (err.message.includes("socket hang up") ? undefined : reject(err)));
+      req.end();
+    });
+    const [finished] = await closed;
+    expect(finished).toBe(false);
   });
 });

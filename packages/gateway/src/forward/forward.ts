@@ -1,4 +1,4 @@
-import { Agent, request } from "node:http";
+import { Agent, type IncomingMessage, request, type ServerResponse } from "node:http";
 import { Agent as HttpsAgent, request as httpsRequest } from "node:https";
 import { AppError } from "@gw/core/errors";
 import { principalOf } from "@gw/core/http";
@@ -30,8 +30,16 @@ const DROPPED_RESPONSE_HEADERS = new Set([
   "upgrade",
 ]);
 
+/** The service's application, for a gateway that runs it in its own process (`@gw/gateway-with-service`). */
+export type ServiceHandler = (req: IncomingMessage, res: ServerResponse) => void;
+
 export interface ForwardOptions {
   serviceUrl: string;
+  /**
+   * The service in this process: requests are handed to it, with the same
+   * assertion, instead of sent to `serviceUrl` (docs/adr/0026-service-in-the-gateways-process.md).
+   */
+  inProcess?: ServiceHandler;
   assertions: InternalAssertions;
   /** Time allowed until the service's response headers arrive. */
   timeoutMs: number;
@@ -50,6 +58,7 @@ export interface ForwardOptions {
  * timeout; a caller that goes away cancels the service's work.
  */
 export function forward(options: ForwardOptions): RequestHandler {
+  if (options.inProcess) return handOver(options, options.inProcess);
   const base = new URL(options.serviceUrl);
   const secure = base.protocol === "https:";
   const agent = secure ? new HttpsAgent({ keepAlive: true }) : new Agent({ keepAlive: true });
@@ -141,5 +150,48 @@ export function forward(options: ForwardOptions): RequestHandler {
       upstream.destroy();
     });
     req.pipe(upstream);
+  };
+}
+
+/**
+ * The service in the gateway's process: the request goes on to the service's
+ * application as it is, its body unread, with what the hop would give it
+ * (the assertion, the request id, the caller's address, the trace) and
+ * without the caller's credentials; the service answers on the caller's own
+ * connection. So the service's door (ADR 0006) is the same one: it verifies
+ * the assertion and records it against replay, as behind a hop. The service
+ * starts with locals of its own: nothing the gateway kept reaches it but
+ * through the assertion.
+ */
+function handOver(options: ForwardOptions, service: ServiceHandler): RequestHandler {
+  return async (req, res) => {
+    const assertion = await options.assertions.sign(
+      principalOf(res),
+      { method: req.method, path: req.originalUrl, requestId: req.id },
+      res.locals.admission,
+    );
+    for (const name of DROPPED_REQUEST_HEADERS) delete req.headers[name];
+    const raw: string[] = [];
+    for (let i = 0; i < req.rawHeaders.length; i += 2) {
+      const name = req.rawHeaders[i] as string;
+      if (!DROPPED_REQUEST_HEADERS.has(name.toLowerCase())) raw.push(name, req.rawHeaders[i + 1] as string);
+    }
+    req.rawHeaders.splice(0, req.rawHeaders.length, ...raw);
+    req.headers[ASSERTION_HEADER] = assertion;
+    req.headers["x-request-id"] = req.id;
+    req.headers["x-forwarded-for"] = req.ip ?? "";
+    const hop = startClientSpan("forward to service", { "http.request.method": req.method });
+    injectTraceHeaders(req.headers as Record<string, string>, hop);
+    res.once("close", () => {
+      endSpan(hop, res.writableFinished ? undefined : "the caller went away", {
+        "http.response.status_code": res.statusCode,
+      });
+      // As behind a hop: the service logs it too, and stops its work (it holds the same connection).
+      if (!res.writableFinished) options.logger.info({ requestId: req.id }, "client closed the request");
+    });
+    // The path exactly as received (and as the assertion names it), from the service's root.
+    req.url = req.originalUrl;
+    res.locals = Object.create(null);
+    service(req, res);
   };
 }

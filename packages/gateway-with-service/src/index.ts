@@ -1,0 +1,7 @@
+export { type GatewayWithServiceConfig, gatewayWithServiceConfigSchema } from "./config.ts";
+export {
+  type GatewayWithServiceConfigs,
+  loadConfigs,
+  type RunningGatewayWithService,
+  startGatewayWithService,
+} from "./start.ts";

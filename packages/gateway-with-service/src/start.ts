@@ -1,0 +1,61 @@
+import { loadConfig } from "@gw/core/config";
+import type { Logger } from "@gw/core/logger";
+import { type GatewayConfig, gatewayConfigSchema, type RunningGateway, startGateway } from "@gw/gateway";
+import { type RunningService, type ServiceConfig, serviceConfigSchema, startService } from "@gw/service";
+import { type GatewayWithServiceConfig, gatewayWithServiceConfigSchema } from "./config.ts";
+
+/** Every setting the one process reads, from one environment. */
+export interface GatewayWithServiceConfigs {
+  own: GatewayWithServiceConfig;
+  gateway: GatewayConfig;
+  service: ServiceConfig;
+}
+
+/**
+ * The three configurations of the one process. The service's `PORT`, `HOST` and
+ * `METRICS_PORT` are the gateway's in this environment, so the service's own
+ * listener takes `SERVICE_PORT` and `SERVICE_HOST` and serves its `/metrics`
+ * there; hosted MCP tools reach the gateway's proxy on its own port unless
+ * `GATEWAY_URL` says otherwise. Throws `ConfigError` naming every bad value.
+ */
+export function loadConfigs(env: NodeJS.ProcessEnv = process.env): GatewayWithServiceConfigs {
+  const own = loadConfig(gatewayWithServiceConfigSchema, env);
+  const gateway = loadConfig(gatewayConfigSchema, env);
+  const service = loadConfig(serviceConfigSchema, {
+    ...env,
+    PORT: String(own.SERVICE_PORT),
+    HOST: own.SERVICE_HOST,
+    METRICS_PORT: undefined,
+    GATEWAY_URL: env.GATEWAY_URL || `http://127.0.0.1:${gateway.PORT}`,
+  });
+  return { own, gateway, service };
+}
+
+export interface RunningGatewayWithService {
+  gateway: RunningGateway;
+  service: RunningService;
+  /** The gateway first (its requests, the service's included, get their grace), then the service. */
+  close(): Promise<void>;
+}
+
+/** The service, then the gateway handing it what it forwards. */
+export async function startGatewayWithService(
+  configs: GatewayWithServiceConfigs,
+  loggers: { gateway?: Logger; service?: Logger } = {},
+): Promise<RunningGatewayWithService> {
+  const service = await startService(configs.service, loggers.service);
+  try {
+    const gateway = await startGateway(configs.gateway, loggers.gateway, {}, service.handler);
+    return {
+      gateway,
+      service,
+      async close() {
+        await gateway.close();
+        await service.close();
+      },
+    };
+  } catch (err) {
+    await service.close();
+    throw err;
+  }
+}

@@ -1,0 +1,89 @@
+import { randomBytes } from "node:crypto";
+import { readFileSync } from "node:fs";
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { createRedis } from "@gw/core/redis";
+import { ApiKeyStore, type CreateApiKeyInput } from "@gw/gateway";
+import { survivors } from "@gw/test-kit";
+import { type FakeLLM, startFakeLLM } from "@gw/test-kit/llm-upstream";
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
+import { openaiPythonCases } from "./openai-python.ts";
+import { openaiSdkCases } from "./openai-sdk.ts";
+import { type RunningStack, seedPostgres, stackEnv, startStack } from "./pnpm-start.ts";
+
+/** The command line of a process, or "" once it is gone. */
+const commandLine = (pid: number) => {
+  try {
+    return readFileSync(`/proc/${pid}/cmdline`, "utf8").replaceAll("\0", " ");
+  } catch {
+    return "";
+  }
+};
+
+/** `SERVICE_IN_GATEWAY=true pnpm start`: the gateway with the service in its process (docs/adr/0026-service-in-the-gateways-process.md). */
+describe("SERVICE_IN_GATEWAY=true pnpm start", () => {
+  let stack: RunningStack;
+  let dataDir: string;
+  let env: NodeJS.ProcessEnv;
+  let llm: FakeLLM;
+  const output = () => stack.output();
+  const pids = () => [...output().matchAll(/"pid":(\d+)/g)].map((m) => Number(m[1]));
+
+  beforeAll(async () => {
+    dataDir = await mkdtemp(join(tmpdir(), "gw-one-process-"));
+    llm = await startFakeLLM();
+    await seedPostgres(dataDir);
+    env = await stackEnv(dataDir, {
+      LLM_BASE_URL: llm.baseUrl,
+      LLM_DEFAULT_MODEL: "echo-small",
+      SERVICE_IN_GATEWAY: "true",
+    });
+    stack = await startStack(env);
+    await vi.waitFor(() => expect(output()).toContain("stack is ready"), { timeout: 30_000, interval: 50 });
+  }, 150_000);
+
+  afterAll(async () => {
+    await stack?.interrupt();
+    await rm(dataDir, { recursive: true, force: true, maxRetries: 10, retryDelay: 200 });
+    await llm?.close();
+  });
+
+  it("runs one process for gateway and service; the service's own port answers its probes and its metrics", async () => {
+    expect(output()).toContain("gateway with the service in its process started");
+    const commands = pids().map(commandLine);
+    expect(commands.some((c) => c.includes("packages/gateway-with-service/src/main.ts"))).toBe(true);
+    expect(commands.some((c) => c.includes("packages/service/src/main.ts"))).toBe(false);
+    expect(commands.some((c) => c.includes("packages/gateway/src/main.ts"))).toBe(false);
+    const service = `http://127.0.0.1:${env.SERVICE_PORT}`;
+    expect((await fetch(`${service}/readyz`)).status).toBe(200);
+    expect(await (await fetch(`${service}/metrics`)).text()).toContain("service_llm_requests_total");
+  });
+
+  describe("the OpenAI client libraries against it", () => {
+    let redis: ReturnType<typeof createRedis>;
+    beforeAll(() => {
+      redis = createRedis(`redis://127.0.0.1:${env.LOCAL_REDIS_PORT}`, { connectionName: "e2e-sdk" });
+    });
+    afterAll(() => redis?.disconnect());
+    const target = () => ({
+      gatewayUrl: stack.gatewayUrl,
+      llm,
+      async createKey(input?: Partial<CreateApiKeyInput>) {
+        const org = `sdk-${randomBytes(5).toString("hex")}`;
+        const { secret } = await new ApiKeyStore(redis).create({ org, owner: "backend", ...input });
+        return { secret };
+      },
+    });
+    openaiSdkCases(target);
+    openaiPythonCases(target);
+  });
+
+  it("stops every process it started on Ctrl-C", async () => {
+    const started = pids();
+    expect(started.length).toBeGreaterThanOrEqual(4);
+    await stack.interrupt();
+    expect(await survivors(started, 15_000)).toEqual([]);
+    expect(output()).not.toContain("a stack process exited");
+  });
+});
