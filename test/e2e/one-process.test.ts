@@ -10,7 +10,7 @@ import { type FakeLLM, startFakeLLM } from "@gw/test-kit/llm-upstream";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { openaiPythonCases } from "./openai-python.ts";
 import { openaiSdkCases } from "./openai-sdk.ts";
-import { type RunningStack, seedPostgres, stackEnv, startStack } from "./pnpm-start.ts";
+import { keys, type RunningStack, seedPostgres, stackEnv, startStack } from "./pnpm-start.ts";
 
 /** The command line of a process, or "" once it is gone. */
 const commandLine = (pid: number) => {
@@ -55,9 +55,19 @@ describe("SERVICE_IN_GATEWAY=true pnpm start", () => {
     expect(commands.some((c) => c.includes("packages/gateway-with-service/src/main.ts"))).toBe(true);
     expect(commands.some((c) => c.includes("packages/service/src/main.ts"))).toBe(false);
     expect(commands.some((c) => c.includes("packages/gateway/src/main.ts"))).toBe(false);
+    const { stdout } = await keys(env, ["create", "--org", "one", "--owner", "ops"]);
+    const res = await fetch(`${stack.gatewayUrl}/api/v1/llm/chat/completions`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${JSON.parse(stdout).key}`, "content-type": "application/json" },
+      body: JSON.stringify({ model: "echo-small", messages: [{ role: "user", content: "hi" }] }),
+    });
+    expect(res.status).toBe(200);
     const service = `http://127.0.0.1:${env.SERVICE_PORT}`;
     expect((await fetch(`${service}/readyz`)).status).toBe(200);
-    expect(await (await fetch(`${service}/metrics`)).text()).toContain("service_llm_requests_total");
+    // The service's registry on its own port, with the call it made.
+    expect(await (await fetch(`${service}/metrics`)).text()).toMatch(
+      /^service_llm_requests_total\{[^}]*\} 1$/m,
+    );
   });
 
   describe("the OpenAI client libraries against it", () => {

@@ -23,7 +23,7 @@ export const CONFIG_SECTIONS: ConfigSection[] = [
     title: "Gateway with the service in its process",
     source: "packages/gateway-with-service/src/config.ts",
     intro:
-      "One process instead of two (`node packages/gateway-with-service/src/main.ts`, or `SERVICE_IN_GATEWAY=true pnpm start`; docs/adr/0026-service-in-the-gateways-process.md). It reads every gateway and service setting above from the one environment: `PORT`, `HOST` and `METRICS_PORT` are the gateway's; `SERVICE_URL`, `SERVICE_TIMEOUT_MS` and `SERVICE_IDLE_TIMEOUT_MS` are not read; the service's `GATEWAY_URL` defaults to the gateway's own port. Besides those:",
+      "One process instead of two (`node packages/gateway-with-service/src/main.ts`, or `SERVICE_IN_GATEWAY=true pnpm start`; docs/adr/0026-service-in-the-gateways-process.md). It reads every gateway and service setting above from the one environment: `PORT`, `HOST` and `METRICS_PORT` are the gateway's; `SERVICE_URL`, `SERVICE_TIMEOUT_MS` and `SERVICE_IDLE_TIMEOUT_MS` are not read; the service's `GATEWAY_URL` defaults to the gateway's own listener and its `GATEWAY_PUBLIC_URL` to the gateway's. Besides those:",
     schema: gatewayWithServiceConfigSchema,
   },
   {

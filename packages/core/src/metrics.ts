@@ -61,10 +61,17 @@ export interface GrpcClientMetrics {
  * or user ids: they would explode cardinality and leak identities into
  * dashboards.
  */
-export function createMetrics(prefix: string) {
+export function createMetrics(
+  prefix: string,
+  /**
+   * `processMetrics: false`: no `process_*` and `nodejs_*` series, for a part that shares its process
+   * with another that exports them (the service in the gateway's process), so they are not counted twice.
+   */
+  options: { processMetrics?: boolean } = {},
+) {
   const registry = new Registry();
   const registers = [registry];
-  collectDefaultMetrics({ register: registry });
+  if (options.processMetrics !== false) collectDefaultMetrics({ register: registry });
   const httpRequests = new Counter({
     name: `${prefix}_http_requests_total`,
     help: "HTTP requests answered, by method, route template and status code.",

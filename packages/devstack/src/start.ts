@@ -271,7 +271,7 @@ async function main(): Promise<void> {
       name: "gateway-with-service",
       entry: "packages/gateway-with-service/src/main.ts",
       port: config.PORT,
-      env: { ...env, ...gatewayUrls, SERVICE_PORT: String(servicePort), SERVICE_HOST: "127.0.0.1" },
+      env: { ...env, ...gatewayUrls, SERVICE_PORT: String(servicePort) },
       inheritOutput: true,
     });
     watch("gateway-with-service", gateway.process);

@@ -11,12 +11,20 @@ export interface GatewayWithServiceConfigs {
   service: ServiceConfig;
 }
 
+/** Where this process reaches its own gateway listener: the address it binds, or loopback when it binds them all. */
+function loopbackOr(host: string): string {
+  if (host === "0.0.0.0" || host === "::" || host === "") return "127.0.0.1";
+  return host.includes(":") ? `[${host}]` : host;
+}
+
 /**
  * The three configurations of the one process. The service's `PORT`, `HOST` and
  * `METRICS_PORT` are the gateway's in this environment, so the service's own
  * listener takes `SERVICE_PORT` and `SERVICE_HOST` and serves its `/metrics`
  * there; hosted MCP tools reach the gateway's proxy on its own port unless
- * `GATEWAY_URL` says otherwise. Throws `ConfigError` naming every bad value.
+ * `GATEWAY_URL` says otherwise (with `PORT=0` it must), and the service knows
+ * the gateway's public URL as the gateway has it. Throws `ConfigError`
+ * naming every bad value.
  */
 export function loadConfigs(env: NodeJS.ProcessEnv = process.env): GatewayWithServiceConfigs {
   const own = loadConfig(gatewayWithServiceConfigSchema, env);
@@ -26,7 +34,8 @@ export function loadConfigs(env: NodeJS.ProcessEnv = process.env): GatewayWithSe
     PORT: String(own.SERVICE_PORT),
     HOST: own.SERVICE_HOST,
     METRICS_PORT: undefined,
-    GATEWAY_URL: env.GATEWAY_URL || `http://127.0.0.1:${gateway.PORT}`,
+    GATEWAY_URL: env.GATEWAY_URL || `http://${loopbackOr(gateway.HOST)}:${gateway.PORT}`,
+    GATEWAY_PUBLIC_URL: env.GATEWAY_PUBLIC_URL || gateway.GATEWAY_PUBLIC_URL,
   });
   return { own, gateway, service };
 }
@@ -43,15 +52,18 @@ export async function startGatewayWithService(
   configs: GatewayWithServiceConfigs,
   loggers: { gateway?: Logger; service?: Logger } = {},
 ): Promise<RunningGatewayWithService> {
-  const service = await startService(configs.service, loggers.service);
+  const service = await startService(configs.service, loggers.service, { inGatewayProcess: true });
   try {
     const gateway = await startGateway(configs.gateway, loggers.gateway, {}, service.handler);
     return {
       gateway,
       service,
       async close() {
-        await gateway.close();
-        await service.close();
+        try {
+          await gateway.close();
+        } finally {
+          await service.close();
+        }
       },
     };
   } catch (err) {

@@ -31,8 +31,11 @@ describe("the one process's settings", () => {
     expect([gateway.PORT, gateway.HOST]).toEqual([9100, "0.0.0.0"]);
     expect([service.PORT, service.HOST]).toEqual([9101, "127.0.0.1"]);
     expect(service.metricsEndpoint.separatePort).toBeUndefined();
-    // Hosted MCP tools reach the gateway's proxy on the gateway's own port.
+    // Hosted MCP tools reach the gateway's proxy on the gateway's own port, and know its public URL.
     expect(service.GATEWAY_URL).toBe("http://127.0.0.1:9100");
+    expect(service.GATEWAY_PUBLIC_URL).toBe(gateway.GATEWAY_PUBLIC_URL);
+    expect(service.GATEWAY_PUBLIC_URL).toBe("http://localhost:9100");
+    expect(loadConfigs({ PORT: "9100", HOST: "10.1.2.3" }).service.GATEWAY_URL).toBe("http://10.1.2.3:9100");
     expect(loadConfigs({ PORT: "9100", GATEWAY_URL: "https://gw.internal" }).service.GATEWAY_URL).toBe(
       "https://gw.internal",
     );
@@ -49,7 +52,8 @@ describe("the gateway with the service in its process", () => {
   let running: RunningGatewayWithService;
   let llm: FakeLLM;
   let key: string;
-  let teardown: () => Promise<void>;
+  let teardown: (() => Promise<void>) | undefined;
+  let closed = false;
 
   beforeAll(async () => {
     const [redis, spicedb] = await Promise.all([startTestRedis(), startTestSpiceDB()]);
@@ -84,7 +88,10 @@ describe("the gateway with the service in its process", () => {
       await rm(dataDir, { recursive: true, force: true });
     };
   });
-  afterAll(() => teardown());
+  afterAll(async () => {
+    if (running && !closed) await running.close();
+    await teardown?.();
+  });
 
   const openai = () =>
     new OpenAI({
@@ -108,6 +115,9 @@ describe("the gateway with the service in its process", () => {
     const serviceMetrics = await (await fetch(running.service.metricsUrl)).text();
     expect(serviceMetrics).toMatch(/service_llm_requests_total\{[^}]*\} 1/);
     expect((await fetch(`${running.service.url}/readyz`)).status).toBe(200);
+    // The process's own series once, in the gateway's registry: not summed twice across the two jobs.
+    expect(gatewayMetrics).toMatch(/^process_cpu_seconds_total \d/m);
+    expect(serviceMetrics).not.toContain("process_cpu_seconds_total");
   });
 
   it("closes the gateway first: a call in flight is answered, then both listeners are gone", async () => {
@@ -118,12 +128,13 @@ describe("the gateway with the service in its process", () => {
       messages: [{ role: "user", content: "still answered" }],
     });
     await vi.waitFor(() => expect(llm.requests.length).toBe(before + 1));
-    const closed = running.close();
+    closed = true;
+    const closing = running.close();
     // The gateway no longer takes connections while the call in flight goes on.
     await vi.waitFor(async () => expect(await acceptsConnections(running.gateway.port)).toBe(false));
     llm.release();
     expect((await answer).choices[0]?.message.content).toBe("Echo: still answered");
-    await closed;
+    await closing;
     expect(await acceptsConnections(running.service.port)).toBe(false);
   });
 });

@@ -85,6 +85,11 @@ export interface ServiceOptions {
   guardrailHooks?: ResolverHooks;
   /** For tests: a step of background responses' runs (once in progress, before the turn). */
   backgroundHooks?: BackgroundRunDeps["hooks"];
+  /**
+   * The service runs in the gateway's process (`@gw/gateway-with-service`): its registry leaves the
+   * process's own series (`process_*`, `nodejs_*`) to the gateway's.
+   */
+  inGatewayProcess?: boolean;
 }
 
 /** Wires the service's dependencies and starts listening. */
@@ -98,7 +103,7 @@ export async function startService(
   // organizations' provider keys and sandbox connections.
   const vault = new Vault(await vaultKeysOf(config.VAULT_KEYS, config.DATA_DIR, logger));
   configureTokenCounting(config.tokenCounting);
-  const metrics = createMetrics("service");
+  const metrics = createMetrics("service", { processMetrics: !options.inGatewayProcess });
   const redis = createRedis(config.REDIS_URL, { connectionName: "service", metrics: metrics.redisCommands });
   redis.on("error", (err) => logger.warn({ err: err.message }, "redis error"));
   // Before anything serves: the schema this code expects (one process at a time; the others wait, then find it done).

@@ -169,7 +169,8 @@ export function useStack(
       loadConfig(gatewayConfigSchema, {
         PORT: "0",
         HOST: "127.0.0.1",
-        SERVICE_URL: service.url,
+        // In the gateway's process nothing may reach the service over HTTP: a hop would fail, not pass.
+        SERVICE_URL: deployment === "in-gateway" ? "http://127.0.0.1:1" : service.url,
         GATEWAY_PUBLIC_URL: "https://gateway.test",
         JWT_SIGNING_KEYS: JSON.stringify({ keys: [await generateSigningJwk()] }),
         ...common,

@@ -136,13 +136,22 @@ describe("handing requests to the service in the gateway's process", () => {
     url: string;
     headers: IncomingHttpHeaders;
     rawHeaders: string[];
+    distinct: Record<string, string[] | undefined>;
+    baseUrl: string | undefined;
     locals: string[];
     body: string;
   }[] = [];
   const aborted = new EventEmitter();
   const service = async (req: IncomingMessage, res: ServerResponse) => {
     const locals = Object.keys((res as unknown as { locals: object }).locals);
-    const snapshot = { url: req.url!, headers: { ...req.headers }, rawHeaders: [...req.rawHeaders], locals };
+    const snapshot = {
+      url: req.url!,
+      headers: { ...req.headers },
+      rawHeaders: [...req.rawHeaders],
+      distinct: { ...req.headersDistinct },
+      baseUrl: (req as IncomingMessage & { baseUrl?: string }).baseUrl,
+      locals,
+    };
     if (req.url?.startsWith("/api/v1/llm/hold")) {
       res.on("close", () => aborted.emit("closed", res.writableFinished));
       res.writeHead(200, { "content-type": "text/event-stream" }).write("data: first\n\n");
@@ -183,7 +192,13 @@ describe("handing requests to the service in the gateway's process", () => {
     const rawNames = got.rawHeaders.filter((_, i) => i % 2 === 0).map((n) => n.toLowerCase());
     expect(rawNames).not.toContain("authorization");
     expect(rawNames).not.toContain("x-on-behalf-of");
-    expect(rawNames).not.toContain(ASSERTION_HEADER);
+    expect(rawNames.filter((n) => n === ASSERTION_HEADER)).toHaveLength(1);
+    // Nor in `headersDistinct`, which Node computed once, while the gateway authenticated.
+    expect(got.distinct.authorization).toBeUndefined();
+    expect(got.distinct["x-on-behalf-of"]).toBeUndefined();
+    expect(got.distinct[ASSERTION_HEADER]).toEqual([got.headers[ASSERTION_HEADER]]);
+    // Mounted at the service's root, as its own server would have it.
+    expect(got.baseUrl).toBe("");
     expect(got.headers["x-forwarded-for"]).toBe("127.0.0.1");
     const requestId = res.headers.get("x-request-id")!;
     expect(got.headers["x-request-id"]).toBe(requestId);
@@ -198,6 +213,30 @@ describe("handing requests to the service in the gateway's process", () => {
     expect(got.locals).toEqual([]);
     const metrics = await (await gw.call("/metrics")).text();
     expect(metrics).toContain('route="/api/v1/llm/responses",status="201"');
+  });
+
+  it("hands over a body sent in chunks (no Content-Length) still framed as sent", async () => {
+    const { secret: key } = await gw.createKey();
+    const res = await new Promise<{ status?: number }>((resolve, reject) => {
+      const req = request(
+        `${gw.url}/api/v1/llm/conversations`,
+        {
+          method: "POST",
+          headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
+        },
+        (answer) => {
+          answer.resume();
+          answer.on("end", () => resolve({ status: answer.statusCode }));
+        },
+      );
+      req.on("error", reject);
+      req.write('{"metadata":');
+      req.end('{"topic":"chunks"}}');
+    });
+    expect(res.status).toBe(201);
+    const got = handed.at(-1)!;
+    expect(got.headers["transfer-encoding"]).toBe("chunked");
+    expect(got.body).toBe('{"metadata":{"topic":"chunks"}}');
   });
 
   it("refuses before handing over: unauthenticated and over-quota requests never reach the service", async () => {

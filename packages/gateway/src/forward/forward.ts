@@ -153,15 +153,21 @@ export function forward(options: ForwardOptions): RequestHandler {
   };
 }
 
+/** What the caller sent that the service must never see: its credentials, and any assertion of its own. */
+const CALLER_CREDENTIALS = new Set(["authorization", "x-on-behalf-of", ASSERTION_HEADER]);
+/** Headers the hand-over sets as the hop would (the trace's only while tracing is on). */
+const SET_BY_THE_HOP = ["x-request-id", "x-forwarded-for", "traceparent", "tracestate", "baggage"];
+
 /**
  * The service in the gateway's process: the request goes on to the service's
- * application as it is, its body unread, with what the hop would give it
- * (the assertion, the request id, the caller's address, the trace) and
- * without the caller's credentials; the service answers on the caller's own
- * connection. So the service's door (ADR 0006) is the same one: it verifies
- * the assertion and records it against replay, as behind a hop. The service
- * starts with locals of its own: nothing the gateway kept reaches it but
- * through the assertion.
+ * application as it is, its body unread (and still framed as sent: chunked or
+ * of a stated length), with what the hop would give it (the assertion, the
+ * request id, the caller's address, the trace) and without the caller's
+ * credentials, in `headers`, `rawHeaders` and `headersDistinct` alike; the
+ * service answers on the caller's own connection. So the service's door
+ * (ADR 0006) is the same one: it verifies the assertion and records it
+ * against replay, as behind a hop. The service starts with locals of its own:
+ * nothing the gateway kept reaches it but through the assertion.
  */
 function handOver(options: ForwardOptions, service: ServiceHandler): RequestHandler {
   return async (req, res) => {
@@ -170,28 +176,55 @@ function handOver(options: ForwardOptions, service: ServiceHandler): RequestHand
       { method: req.method, path: req.originalUrl, requestId: req.id },
       res.locals.admission,
     );
-    for (const name of DROPPED_REQUEST_HEADERS) delete req.headers[name];
-    const raw: string[] = [];
-    for (let i = 0; i < req.rawHeaders.length; i += 2) {
-      const name = req.rawHeaders[i] as string;
-      if (!DROPPED_REQUEST_HEADERS.has(name.toLowerCase())) raw.push(name, req.rawHeaders[i + 1] as string);
-    }
-    req.rawHeaders.splice(0, req.rawHeaders.length, ...raw);
+    for (const name of CALLER_CREDENTIALS) delete req.headers[name];
     req.headers[ASSERTION_HEADER] = assertion;
     req.headers["x-request-id"] = req.id;
     req.headers["x-forwarded-for"] = req.ip ?? "";
     const hop = startClientSpan("forward to service", { "http.request.method": req.method });
     injectTraceHeaders(req.headers as Record<string, string>, hop);
+    // The raw list as `headers` now has it: the caller's credentials out, what the hop sets in.
+    const raw: string[] = [];
+    for (let i = 0; i < req.rawHeaders.length; i += 2) {
+      const name = req.rawHeaders[i] as string;
+      const lower = name.toLowerCase();
+      if (!CALLER_CREDENTIALS.has(lower) && !SET_BY_THE_HOP.includes(lower))
+        raw.push(name, req.rawHeaders[i + 1] as string);
+    }
+    for (const name of [ASSERTION_HEADER, ...SET_BY_THE_HOP]) {
+      const value = req.headers[name];
+      if (typeof value === "string") raw.push(name, value);
+    }
+    req.rawHeaders.splice(0, req.rawHeaders.length, ...raw);
+    // Node keeps what it first computed (the gateway read it while authenticating): computed again here.
+    Object.defineProperty(req, "headersDistinct", { value: distinct(raw), configurable: true });
+    let endedByService = false;
+    const destroy = res.destroy.bind(res);
+    res.destroy = (err?: Error) => {
+      endedByService = true;
+      return destroy(err);
+    };
     res.once("close", () => {
-      endSpan(hop, res.writableFinished ? undefined : "the caller went away", {
+      const callerGone = !res.writableFinished && !endedByService;
+      endSpan(hop, callerGone ? "the caller went away" : undefined, {
         "http.response.status_code": res.statusCode,
       });
       // As behind a hop: the service logs it too, and stops its work (it holds the same connection).
-      if (!res.writableFinished) options.logger.info({ requestId: req.id }, "client closed the request");
+      if (callerGone) options.logger.info({ requestId: req.id }, "client closed the request");
     });
     // The path exactly as received (and as the assertion names it), from the service's root.
     req.url = req.originalUrl;
+    req.baseUrl = "";
     res.locals = Object.create(null);
     service(req, res);
   };
+}
+
+/** `headersDistinct` of a raw header list: lower-case names, every value of each. */
+function distinct(raw: readonly string[]): Record<string, string[]> {
+  const headers: Record<string, string[]> = Object.create(null);
+  for (let i = 0; i < raw.length; i += 2) {
+    const name = (raw[i] as string).toLowerCase();
+    (headers[name] ??= []).push(raw[i + 1] as string);
+  }
+  return headers;
 }
