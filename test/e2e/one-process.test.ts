@@ -1,16 +1,13 @@
-import { randomBytes } from "node:crypto";
 import { readFileSync } from "node:fs";
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { createRedis } from "@gw/core/redis";
-import { ApiKeyStore, type CreateApiKeyInput } from "@gw/gateway";
 import { survivors } from "@gw/test-kit";
 import { type FakeLLM, startFakeLLM } from "@gw/test-kit/llm-upstream";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { openaiPythonCases } from "./openai-python.ts";
 import { openaiSdkCases } from "./openai-sdk.ts";
-import { keys, type RunningStack, seedPostgres, stackEnv, startStack } from "./pnpm-start.ts";
+import { keys, type RunningStack, seedPostgres, stackEnv, stackTarget, startStack } from "./pnpm-start.ts";
 
 /** The command line of a process, or "" once it is gone. */
 const commandLine = (pid: number) => {
@@ -71,20 +68,7 @@ describe("SERVICE_IN_GATEWAY=true pnpm start", () => {
   });
 
   describe("the OpenAI client libraries against it", () => {
-    let redis: ReturnType<typeof createRedis>;
-    beforeAll(() => {
-      redis = createRedis(`redis://127.0.0.1:${env.LOCAL_REDIS_PORT}`, { connectionName: "e2e-sdk" });
-    });
-    afterAll(() => redis?.disconnect());
-    const target = () => ({
-      gatewayUrl: stack.gatewayUrl,
-      llm,
-      async createKey(input?: Partial<CreateApiKeyInput>) {
-        const org = `sdk-${randomBytes(5).toString("hex")}`;
-        const { secret } = await new ApiKeyStore(redis).create({ org, owner: "backend", ...input });
-        return { secret };
-      },
-    });
+    const target = stackTarget(() => ({ env, gatewayUrl: stack.gatewayUrl, llm }));
     openaiSdkCases(target);
     openaiPythonCases(target);
   });

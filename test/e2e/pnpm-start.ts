@@ -1,11 +1,16 @@
 import { type ChildProcess, execFile, spawn } from "node:child_process";
+import { randomBytes } from "node:crypto";
 import { rmSync } from "node:fs";
 import { mkdtemp } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { delimiter, join, resolve } from "node:path";
 import { promisify } from "node:util";
+import { createRedis, type RedisClient } from "@gw/core/redis";
 import { freePort, REPO_ROOT, startPostgresServer } from "@gw/devstack";
+import { ApiKeyStore, type CreateApiKeyInput } from "@gw/gateway";
 import { watchApi } from "@gw/test-kit/api-conformance";
+import type { FakeLLM } from "@gw/test-kit/llm-upstream";
+import { afterAll, beforeAll } from "vitest";
 
 const run = promisify(execFile);
 
@@ -135,5 +140,27 @@ export function keys(env: NodeJS.ProcessEnv, args: string[]): Promise<{ stdout: 
   return run(process.execPath, [resolve(REPO_ROOT, "packages/gateway/src/cli/keys.ts"), ...args], {
     cwd: REPO_ROOT,
     env,
+  });
+}
+
+/**
+ * What the client libraries' cases (`openai-sdk.ts` and the others) run against: a `pnpm start` at
+ * `gatewayUrl`, its provider, and keys in fresh organizations written to its Redis. Call it inside the
+ * `describe` that runs the cases; `env` and the rest are read once the stack is up.
+ */
+export function stackTarget(stack: () => { env: NodeJS.ProcessEnv; gatewayUrl: string; llm: FakeLLM }) {
+  let redis: RedisClient | undefined;
+  beforeAll(() => {
+    redis = createRedis(`redis://127.0.0.1:${stack().env.LOCAL_REDIS_PORT}`, { connectionName: "e2e-sdk" });
+  });
+  afterAll(() => redis?.disconnect());
+  return () => ({
+    gatewayUrl: stack().gatewayUrl,
+    llm: stack().llm,
+    async createKey(input?: Partial<CreateApiKeyInput>) {
+      const org = `sdk-${randomBytes(5).toString("hex")}`;
+      const { secret } = await new ApiKeyStore(redis!).create({ org, owner: "backend", ...input });
+      return { secret };
+    },
   });
 }

@@ -1,5 +1,4 @@
 import { execFile } from "node:child_process";
-import { randomBytes } from "node:crypto";
 import { existsSync } from "node:fs";
 import { mkdtemp, readdir, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
@@ -15,7 +14,6 @@ import {
 import type { Principal } from "@gw/core/principal";
 import { createRedis } from "@gw/core/redis";
 import { REPO_ROOT } from "@gw/devstack";
-import { ApiKeyStore, type CreateApiKeyInput } from "@gw/gateway";
 import { survivors } from "@gw/test-kit";
 import { bareRepositories, git } from "@gw/test-kit/git-remote";
 import { type FakeLLM, startFakeLLM } from "@gw/test-kit/llm-upstream";
@@ -25,7 +23,7 @@ import { aiSdkCases } from "./ai-sdk.ts";
 import { langchainCases } from "./langchain.ts";
 import { openaiPythonCases } from "./openai-python.ts";
 import { openaiSdkCases } from "./openai-sdk.ts";
-import { keys, type RunningStack, stackEnv, startStack } from "./pnpm-start.ts";
+import { keys, type RunningStack, stackEnv, stackTarget, startStack } from "./pnpm-start.ts";
 
 const run = promisify(execFile);
 
@@ -323,20 +321,7 @@ describe("pnpm start", () => {
 
   /** The OpenAI client libraries against it: the official SDK, the Vercel AI SDK, the Agents SDK. */
   describe("the OpenAI client libraries against it", () => {
-    let redis: ReturnType<typeof createRedis>;
-    beforeAll(() => {
-      redis = createRedis(`redis://127.0.0.1:${env.LOCAL_REDIS_PORT}`, { connectionName: "e2e-sdk" });
-    });
-    afterAll(() => redis?.disconnect());
-    const target = () => ({
-      gatewayUrl,
-      llm,
-      async createKey(input?: Partial<CreateApiKeyInput>) {
-        const org = `sdk-${randomBytes(5).toString("hex")}`;
-        const { secret } = await new ApiKeyStore(redis).create({ org, owner: "backend", ...input });
-        return { secret };
-      },
-    });
+    const target = stackTarget(() => ({ env, gatewayUrl, llm }));
     openaiSdkCases(target);
     aiSdkCases(target);
     agentsSdkCases(target);

@@ -224,7 +224,9 @@ function distinct(raw: readonly string[]): Record<string, string[]> {
   const headers: Record<string, string[]> = Object.create(null);
   for (let i = 0; i < raw.length; i += 2) {
     const name = (raw[i] as string).toLowerCase();
-    (headers[name] ??= []).push(raw[i + 1] as string);
+    const values = headers[name] ?? [];
+    values.push(raw[i + 1] as string);
+    headers[name] = values;
   }
   return headers;
 }
