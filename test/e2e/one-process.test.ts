@@ -6,7 +6,6 @@ import { survivors } from "@gw/test-kit";
 import { type FakeLLM, startFakeLLM } from "@gw/test-kit/llm-upstream";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { openaiPythonCases } from "./openai-python.ts";
-import { openaiSdkCases } from "./openai-sdk.ts";
 import { keys, type RunningStack, seedPostgres, stackEnv, stackTarget, startStack } from "./pnpm-start.ts";
 
 /** The command line of a process, or "" once it is gone. */
@@ -67,9 +66,10 @@ describe("SERVICE_IN_GATEWAY=true pnpm start", () => {
     );
   });
 
-  describe("the OpenAI client libraries against it", () => {
+  describe("openai-python against it", () => {
     const target = stackTarget(() => ({ env, gatewayUrl: stack.gatewayUrl, llm }));
-    openaiSdkCases(target);
+    // The official SDK's and the other libraries' cases run through the mounted service in
+    // openai-sdk.test.ts; here, the one process as `pnpm start` runs it, with openai-python.
     openaiPythonCases(target);
   });
 
