@@ -438,6 +438,39 @@ export async function benchModelCalls(report: Report): Promise<void> {
   }
 }
 
+/**
+ * Chat completions at 16 connections for `seconds` after 1 s of warm-up, against a pair whose processes
+ * write CPU profiles as they exit: the measured window (for the profiles' samples), the calls answered
+ * and each process's CPU in the window. Stops the pair (so its profiles are written).
+ */
+async function profiledLoad(stack: ModelStack, pair: Pair, seconds: number) {
+  const window = { from: 0, to: 0 };
+  const cpu = { gateway: 0, service: 0 };
+  let calls = 0;
+  try {
+    const target = {
+      url: `${pair.gateway.url}${CHAT}`,
+      method: "POST" as const,
+      headers: bearer(stack.plainKey),
+      body: chatBody(),
+    };
+    await load({ ...target, connections: 16, seconds: 1 }); // warm-up, left out of the breakdown
+    const pids = { gateway: pair.gateway.process.pid!, service: pair.service.process.pid! };
+    const before = { gateway: cpuMs(pids.gateway), service: cpuMs(pids.service) };
+    window.from = Number(process.hrtime.bigint() / 1000n);
+    calls = (await load({ ...target, connections: 16, seconds })).total;
+    window.to = Number(process.hrtime.bigint() / 1000n);
+    cpu.gateway = cpuMs(pids.gateway) - before.gateway;
+    cpu.service = cpuMs(pids.service) - before.service;
+  } finally {
+    // Each writes its profile as it exits.
+    await pair.gateway.stop();
+    await pair.service.stop();
+    stack.pairs.delete(pair.name);
+  }
+  return { window, calls, cpu };
+}
+
 /** Tracing off, and on at sampling ratios 1 and 0.01 (spans exported to a local OTLP receiver). */
 async function benchTracing(report: Report, stack: ModelStack & { collectorUrl: string }, plain: Pair) {
   const traced = (ratio: string): NodeJS.ProcessEnv => ({
@@ -479,32 +512,21 @@ async function benchTracing(report: Report, stack: ModelStack & { collectorUrl: 
 /** Gateway and service under `--cpu-prof` with 16 connections of chat completions: where their time goes. */
 export async function profileModelCalls(report: Report, stack: ModelStack): Promise<void> {
   const dir = await mkdtemp(join(tmpdir(), "gw-bench-model-prof-"));
-  const pair = await stack.startPair("profiled", {}, (of) => `--cpu-prof --cpu-prof-dir=${join(dir, of)}`);
   const seconds = Number(process.env.BENCH_MODEL_PROFILE_SECONDS ?? Math.max(10, SECONDS));
-  const window = { from: 0, to: 0 };
-  const cpu = { gateway: 0, service: 0 };
-  let calls = 0;
-  try {
-    const target = {
-      url: `${pair.gateway.url}${CHAT}`,
-      method: "POST" as const,
-      headers: bearer(stack.plainKey),
-      body: chatBody(),
-    };
-    await load({ ...target, connections: 16, seconds: 1 }); // warm-up, left out of the breakdown
-    const pids = { gateway: pair.gateway.process.pid!, service: pair.service.process.pid! };
-    const before = { gateway: cpuMs(pids.gateway), service: cpuMs(pids.service) };
-    window.from = Number(process.hrtime.bigint() / 1000n);
-    calls = (await load({ ...target, connections: 16, seconds })).total;
-    window.to = Number(process.hrtime.bigint() / 1000n);
-    cpu.gateway = cpuMs(pids.gateway) - before.gateway;
-    cpu.service = cpuMs(pids.service) - before.service;
-  } finally {
-    // Each writes its profile as it exits.
-    await pair.gateway.stop();
-    await pair.service.stop();
-    stack.pairs.delete("profiled");
-  }
+  const pair = await stack.startPair("profiled", {}, (of) => `--cpu-prof --cpu-prof-dir=${join(dir, of)}`);
+  const { window, calls, cpu } = await profiledLoad(stack, pair, seconds);
+  // The same load through the gateway with the service in its process, profiled the same way.
+  const one = await stack.startOneProcess("profiled-one-process", {
+    NODE_OPTIONS: `--cpu-prof --cpu-prof-dir=${join(dir, "one-process")}`,
+  });
+  const oneLoad = await profiledLoad(stack, one, seconds);
+  const oneBreakdown = (await readdir(join(dir, "one-process")).catch(() => [])).some((f) =>
+    f.endsWith(".cpuprofile"),
+  )
+    ? new Map(
+        await perCallBreakdown(join(dir, "one-process"), oneLoad.window, oneLoad.calls, oneLoad.cpu.gateway),
+      )
+    : new Map<string, number>();
   const breakdown: Record<string, Map<string, number>> = {};
   for (const name of ["gateway", "service"] as const) {
     const own = join(dir, name);
@@ -513,25 +535,32 @@ export async function profileModelCalls(report: Report, stack: ModelStack): Prom
   }
   if (breakdown.gateway && breakdown.service) {
     const { gateway, service } = breakdown as Record<"gateway" | "service", Map<string, number>>;
-    const parts = [...new Set([...gateway.keys(), ...service.keys()])].sort(
+    const parts = [...new Set([...gateway.keys(), ...service.keys(), ...oneBreakdown.keys()])].sort(
       (a, b) => (gateway.get(b) ?? 0) + (service.get(b) ?? 0) - (gateway.get(a) ?? 0) - (service.get(a) ?? 0),
     );
     const sum = (m: Map<string, number>) => [...m.values()].reduce((t, v) => t + v, 0);
     const us = (v: number | undefined) => (v ? `${(v * 1000).toFixed(0)} µs` : "–");
     report.section(
       "Where a model call's CPU goes: per call, by part",
-      `CPU profiles (\`node --cpu-prof\`) of gateway and service under ${seconds} s of chat completions (not stored) at 16 connections, after 1 s of warm-up (start-up and warm-up left out): ${calls} calls. Each sample is given to the innermost frame of its stack that belongs to a part (a socket write under the Redis client is Redis's; a zod parse under a route is validation's); what no part claims goes by its leaf. Idle time left out; each process's shares are then scaled to the CPU time it spent in that window (from /proc, as the CPU table: a sample's interval is wall time, which a busy machine stretches) and divided by the calls answered. The profiler's own overhead is in the totals.`,
+      `CPU profiles (\`node --cpu-prof\`) of gateway and service under ${seconds} s of chat completions (not stored) at 16 connections, after 1 s of warm-up (start-up and warm-up left out): ${calls} calls; then the same through the gateway with the service in its process (\`SERVICE_IN_GATEWAY\`, its own column): ${oneLoad.calls} calls. Each sample is given to the innermost frame of its stack that belongs to a part (a socket write under the Redis client is Redis's; a zod parse under a route is validation's); what no part claims goes by its leaf. Idle time left out; each process's shares are then scaled to the CPU time it spent in that window (from /proc, as the CPU table: a sample's interval is wall time, which a busy machine stretches) and divided by the calls answered. The profiler's own overhead is in the totals.`,
     );
     report.table(
-      ["part", "gateway", "service", "both"],
+      ["part", "gateway", "service", "both", "one process"],
       [
         ...parts.map((p) => [
           p,
           us(gateway.get(p)),
           us(service.get(p)),
           us((gateway.get(p) ?? 0) + (service.get(p) ?? 0)),
+          us(oneBreakdown.get(p)),
         ]),
-        ["**total**", us(sum(gateway)), us(sum(service)), us(sum(gateway) + sum(service))],
+        [
+          "**total**",
+          us(sum(gateway)),
+          us(sum(service)),
+          us(sum(gateway) + sum(service)),
+          us(sum(oneBreakdown)),
+        ],
       ],
     );
   }
