@@ -5,8 +5,10 @@ import { principalOf } from "@gw/core/http";
 import { ASSERTION_HEADER, type InternalAssertions } from "@gw/core/internal-assertion";
 import type { Logger } from "@gw/core/logger";
 import { endSpan, injectTraceHeaders, startClientSpan } from "@gw/core/tracing";
-import type { RequestHandler } from "express";
+import type { Request, RequestHandler, Response } from "express";
 
+/** What the caller sent that the service must never see: its credentials, and any assertion of its own. */
+const CALLER_CREDENTIALS = new Set(["authorization", "x-on-behalf-of", ASSERTION_HEADER]);
 /** Hop-by-hop headers (RFC 9110 §7.6.1) and the caller's credentials never cross to the service. */
 const DROPPED_REQUEST_HEADERS = new Set([
   "connection",
@@ -18,9 +20,7 @@ const DROPPED_REQUEST_HEADERS = new Set([
   "transfer-encoding",
   "upgrade",
   "host",
-  "authorization",
-  "x-on-behalf-of",
-  ASSERTION_HEADER,
+  ...CALLER_CREDENTIALS,
 ]);
 const DROPPED_RESPONSE_HEADERS = new Set([
   "connection",
@@ -66,18 +66,11 @@ export function forward(options: ForwardOptions): RequestHandler {
 
   return async (req, res, next) => {
     const path = req.originalUrl;
-    const assertion = await options.assertions.sign(
-      principalOf(res),
-      { method: req.method, path, requestId: req.id },
-      res.locals.admission,
-    );
     const headers: Record<string, string | string[]> = {};
     for (const [name, value] of Object.entries(req.headers)) {
       if (value !== undefined && !DROPPED_REQUEST_HEADERS.has(name)) headers[name] = value;
     }
-    headers[ASSERTION_HEADER] = assertion;
-    headers["x-request-id"] = req.id;
-    headers["x-forwarded-for"] = req.ip ?? "";
+    Object.assign(headers, await hopHeaders(options, req, res));
     // The hop to the service, in the request's trace: its span is the service's parent.
     const hop = startClientSpan("forward to service", { "http.request.method": req.method });
     injectTraceHeaders(headers, hop);
@@ -153,8 +146,24 @@ export function forward(options: ForwardOptions): RequestHandler {
   };
 }
 
-/** What the caller sent that the service must never see: its credentials, and any assertion of its own. */
-const CALLER_CREDENTIALS = new Set(["authorization", "x-on-behalf-of", ASSERTION_HEADER]);
+/**
+ * What the gateway tells the service of a request, over the hop or handed over: the assertion of its
+ * principal, made for exactly this request (method, path as received, request id), the request id and
+ * the caller's address.
+ */
+async function hopHeaders(
+  options: ForwardOptions,
+  req: Request,
+  res: Response,
+): Promise<Record<string, string>> {
+  const assertion = await options.assertions.sign(
+    principalOf(res),
+    { method: req.method, path: req.originalUrl, requestId: req.id },
+    res.locals.admission,
+  );
+  return { [ASSERTION_HEADER]: assertion, "x-request-id": req.id, "x-forwarded-for": req.ip ?? "" };
+}
+
 /** Headers the hand-over sets as the hop would (the trace's only while tracing is on). */
 const SET_BY_THE_HOP = ["x-request-id", "x-forwarded-for", "traceparent", "tracestate", "baggage"];
 
@@ -171,17 +180,11 @@ const SET_BY_THE_HOP = ["x-request-id", "x-forwarded-for", "traceparent", "trace
  */
 function handOver(options: ForwardOptions, service: ServiceHandler): RequestHandler {
   return async (req, res) => {
-    const assertion = await options.assertions.sign(
-      principalOf(res),
-      { method: req.method, path: req.originalUrl, requestId: req.id },
-      res.locals.admission,
-    );
+    const hop = await hopHeaders(options, req, res);
     for (const name of CALLER_CREDENTIALS) delete req.headers[name];
-    req.headers[ASSERTION_HEADER] = assertion;
-    req.headers["x-request-id"] = req.id;
-    req.headers["x-forwarded-for"] = req.ip ?? "";
-    const hop = startClientSpan("forward to service", { "http.request.method": req.method });
-    injectTraceHeaders(req.headers as Record<string, string>, hop);
+    Object.assign(req.headers, hop);
+    const span = startClientSpan("forward to service", { "http.request.method": req.method });
+    injectTraceHeaders(req.headers as Record<string, string>, span);
     // The raw list as `headers` now has it: the caller's credentials out, what the hop sets in.
     const raw: string[] = [];
     for (let i = 0; i < req.rawHeaders.length; i += 2) {
@@ -205,7 +208,7 @@ function handOver(options: ForwardOptions, service: ServiceHandler): RequestHand
     };
     res.once("close", () => {
       const callerGone = !res.writableFinished && !endedByService;
-      endSpan(hop, callerGone ? "the caller went away" : undefined, {
+      endSpan(span, callerGone ? "the caller went away" : undefined, {
         "http.response.status_code": res.statusCode,
       });
       // As behind a hop: the service logs it too, and stops its work (it holds the same connection).
