@@ -259,40 +259,30 @@ async function main(): Promise<void> {
   if (runsDevelopmentProvider(env)) await runDevelopmentProvider(env);
   await vectors;
 
-  const servicePort = config.SERVICE_PORT;
-  // Hosted MCP tools of responses reach the gateway's proxy; its public URL as the gateway has it.
-  const gatewayUrls = {
-    GATEWAY_URL: env.GATEWAY_URL ?? `http://127.0.0.1:${env.PORT ?? 8080}`,
-    GATEWAY_PUBLIC_URL: env.GATEWAY_PUBLIC_URL ?? `http://localhost:${env.PORT ?? 8080}`,
-  };
-  if (config.SERVICE_IN_GATEWAY) {
-    // One process: the gateway hands the service its requests in process; the service listens for its probes and metrics.
-    const gateway = await startNodeProcess({
-      name: "gateway-with-service",
-      entry: "packages/gateway-with-service/src/main.ts",
-      port: config.PORT,
-      env: { ...env, ...gatewayUrls, SERVICE_PORT: String(servicePort) },
-      inheritOutput: true,
-    });
-    watch("gateway-with-service", gateway.process);
-    const service = { url: `http://127.0.0.1:${servicePort}` };
-    logger.info(
-      { pid: gateway.process.pid, url: gateway.url, service: service.url },
-      "gateway with the service in its process started",
-    );
-    if (env.PROMETHEUS_PORT) await startLocalPrometheus(env, gateway, service);
-    announce.info(
-      { gateway: gateway.url, service: service.url, pid: process.pid, processes },
-      "stack is ready; Ctrl-C stops it",
-    );
-    return;
-  }
+  const { gateway, service } = config.SERVICE_IN_GATEWAY
+    ? await startGatewayWithService(env)
+    : await startGatewayAndService(env);
+  if (env.PROMETHEUS_PORT) await startLocalPrometheus(env, gateway, service);
+  announce.info(
+    { gateway: gateway.url, service: service.url, pid: process.pid, processes },
+    "stack is ready; Ctrl-C stops it",
+  );
+}
+
+/** Hosted MCP tools of responses reach the gateway's proxy; its public URL as the gateway has it. */
+const gatewayUrls = (env: NodeJS.ProcessEnv) => ({
+  GATEWAY_URL: env.GATEWAY_URL ?? `http://127.0.0.1:${env.PORT ?? 8080}`,
+  GATEWAY_PUBLIC_URL: env.GATEWAY_PUBLIC_URL ?? `http://localhost:${env.PORT ?? 8080}`,
+});
+
+/** The default: the service, then the gateway in front of it, each a process of its own. */
+async function startGatewayAndService(env: NodeJS.ProcessEnv) {
   const service = await startNodeProcess({
     name: "service",
     entry: "packages/service/src/main.ts",
-    port: servicePort,
+    port: config.SERVICE_PORT,
     // METRICS_PORT is the gateway's: the service keeps /metrics on its own (loopback) port.
-    env: { ...env, HOST: "127.0.0.1", METRICS_PORT: undefined, ...gatewayUrls },
+    env: { ...env, HOST: "127.0.0.1", METRICS_PORT: undefined, ...gatewayUrls(env) },
     inheritOutput: true,
   });
   watch("service", service.process);
@@ -307,11 +297,28 @@ async function main(): Promise<void> {
   });
   watch("gateway", gateway.process);
   logger.info({ pid: gateway.process.pid, url: gateway.url }, "gateway started");
-  if (env.PROMETHEUS_PORT) await startLocalPrometheus(env, gateway, service);
-  announce.info(
-    { gateway: gateway.url, service: service.url, pid: process.pid, processes },
-    "stack is ready; Ctrl-C stops it",
+  return { gateway, service };
+}
+
+/**
+ * SERVICE_IN_GATEWAY: one process, the gateway handing the service its requests in process; the
+ * service listens on SERVICE_PORT for its probes and metrics.
+ */
+async function startGatewayWithService(env: NodeJS.ProcessEnv) {
+  const gateway = await startNodeProcess({
+    name: "gateway-with-service",
+    entry: "packages/gateway-with-service/src/main.ts",
+    port: config.PORT,
+    env: { ...env, ...gatewayUrls(env), SERVICE_PORT: String(config.SERVICE_PORT) },
+    inheritOutput: true,
+  });
+  watch("gateway-with-service", gateway.process);
+  const service = { url: `http://127.0.0.1:${config.SERVICE_PORT}` };
+  logger.info(
+    { pid: gateway.process.pid, url: gateway.url, service: service.url },
+    "gateway with the service in its process started",
   );
+  return { gateway, service };
 }
 
 /**
