@@ -68,6 +68,14 @@ function isOutage(err: unknown): boolean {
   return !(err instanceof ReplyError) || UNAVAILABLE_REPLY.test((err as Error).message);
 }
 
+/**
+ * Commands ioredis sends by itself after a reconnect (`autoResubscribe`, the database it had
+ * selected) without a handler: closed while one is unanswered, it would reject with no one to hear
+ * it, an unhandled rejection in a process that is only shutting down. Marked handled here; a caller
+ * that sent one itself still gets its rejection.
+ */
+const RESENT_ON_RECONNECT = new Set(["subscribe", "psubscribe", "ssubscribe", "select"]);
+
 /** Our `reject` wrappers: a command may pass through `sendCommand` (and get a new promise) more than once. */
 const wrapped = new WeakSet<Command["reject"]>();
 
@@ -75,6 +83,7 @@ const wrapped = new WeakSet<Command["reject"]>();
  * Wraps a command's settlement once: its latency and errors reach `metrics`,
  * and, unless `rawErrors`, an outage rejects with `RedisUnavailable`, so it
  * is a 503 wherever it strikes. Redis's own error replies pass unchanged.
+ * What ioredis resends by itself after a reconnect is marked handled (`RESENT_ON_RECONNECT`).
  */
 function guard(command: Command, options: RedisClientOptions): void {
   if (wrapped.has(command.reject)) return;
@@ -110,6 +119,7 @@ function guard(command: Command, options: RedisClientOptions): void {
     reject(outage && !options.rawErrors ? new RedisUnavailable(err) : err);
   };
   wrapped.add(command.reject);
+  if (RESENT_ON_RECONNECT.has(command.name)) command.promise.catch(() => undefined);
 }
 
 type SendCommand = (command: Command, ...rest: unknown[]) => unknown;

@@ -1,4 +1,5 @@
 import { mkdtemp, rm } from "node:fs/promises";
+import { type AddressInfo, connect, createServer, type Socket } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import {
@@ -144,6 +145,66 @@ describe("startRedisServer", () => {
     } finally {
       await first.stop();
       await rm(dir, { recursive: true, force: true });
+    }
+  });
+});
+
+describe("a subscriber closed while ioredis subscribes it again after a reconnect", () => {
+  it("leaves no unhandled rejection: the resubscribe ioredis sends by itself is rejected quietly", async () => {
+    const server = await startTestRedis();
+    // A relay in front of Redis that, once `holdSubscribe` is set, keeps the next SUBSCRIBE it
+    // carries (and everything after it on that connection) from Redis: the reconnect's own
+    // resubscribe stays unanswered until the test closes the client.
+    let holdSubscribe = false;
+    let subscribeHeld!: () => void;
+    const held = new Promise<void>((resolve) => {
+      subscribeHeld = resolve;
+    });
+    const sockets = new Set<Socket>();
+    const relay = createServer((client) => {
+      const upstream = connect(server.port, "127.0.0.1");
+      sockets.add(client).add(upstream);
+      let holding = false;
+      client.on("data", (chunk) => {
+        if (!holding && holdSubscribe && /\$9\r\nsubscribe\r\n/i.test(chunk.toString("latin1"))) {
+          holding = true;
+          subscribeHeld();
+        }
+        if (!holding) upstream.write(chunk);
+      });
+      upstream.on("data", (chunk) => client.write(chunk));
+      for (const socket of [client, upstream]) {
+        socket.on("error", () => undefined);
+        socket.on("close", () => {
+          sockets.delete(socket);
+          client.destroy();
+          upstream.destroy();
+        });
+      }
+    });
+    await new Promise<void>((resolve) => relay.listen(0, "127.0.0.1", resolve));
+    const unhandled: unknown[] = [];
+    const onUnhandled = (reason: unknown) => unhandled.push(reason);
+    process.on("unhandledRejection", onUnhandled);
+    const subscriber = createRedis(`redis://127.0.0.1:${(relay.address() as AddressInfo).port}`, {
+      connectionName: "core-test-subscriber",
+    });
+    subscriber.on("error", () => undefined);
+    try {
+      await subscriber.subscribe("test:changes");
+      holdSubscribe = true;
+      for (const socket of sockets) socket.destroy();
+      await held;
+      // What a process that closes does while its subscriber is reconnecting.
+      subscriber.disconnect();
+      await new Promise((resolve) => setTimeout(resolve, 50));
+      expect(unhandled).toEqual([]);
+    } finally {
+      process.off("unhandledRejection", onUnhandled);
+      subscriber.disconnect();
+      relay.close();
+      for (const socket of sockets) socket.destroy();
+      await server.stop();
     }
   });
 });
