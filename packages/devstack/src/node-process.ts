@@ -6,6 +6,23 @@ import { spawnStackChild } from "./stack-child.ts";
 
 export const REPO_ROOT = resolve(import.meta.dirname, "../../..");
 
+/**
+ * Where the project's Node processes keep Node's compile cache (`NODE_COMPILE_CACHE`): the code of
+ * every module they load, type-stripped and compiled, so the next start of a process reads it
+ * instead of doing it again (a third of a service's start). Node keys each entry by the file's
+ * content and its own version, so a stale entry is never used. `NODE_COMPILE_CACHE` set in the
+ * environment wins; `NODE_DISABLE_COMPILE_CACHE=1` turns it off.
+ */
+export const COMPILE_CACHE_DIR = resolve(REPO_ROOT, "node_modules/.cache/node-compile");
+
+/** The compile cache settings a child of the stack gets (`COMPILE_CACHE_DIR`). */
+export function compileCacheEnv(env: NodeJS.ProcessEnv = process.env): NodeJS.ProcessEnv {
+  return {
+    NODE_COMPILE_CACHE: env.NODE_COMPILE_CACHE ?? COMPILE_CACHE_DIR,
+    ...(env.NODE_DISABLE_COMPILE_CACHE ? { NODE_DISABLE_COMPILE_CACHE: env.NODE_DISABLE_COMPILE_CACHE } : {}),
+  };
+}
+
 /** How much of a child's latest output is kept, for the error when it fails to start. */
 export const OUTPUT_TAIL_CHARS = 8 * 1024;
 
@@ -43,7 +60,7 @@ export async function startNodeProcess(options: {
 }): Promise<RunningNodeProcess> {
   const fd = options.outputFile ? openSync(options.outputFile, "a") : undefined;
   const child = spawnStackChild(process.execPath, [resolve(REPO_ROOT, options.entry)], {
-    env: { ...options.env, PORT: String(options.port) },
+    env: { ...compileCacheEnv(), ...options.env, PORT: String(options.port) },
     // The IPC channel lets the child notice if we die without stopping it (see `onShutdown`).
     stdio: ["ignore", fd ?? "pipe", fd ?? "pipe", "ipc"],
   });

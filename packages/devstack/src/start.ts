@@ -36,7 +36,7 @@ import { startPostgresServer } from "./postgres-server.ts";
 import { startPrometheus } from "./prometheus.ts";
 import { type RunningRedis, startRedisServer, stopProcess } from "./redis-server.ts";
 import { startSpiceDBLocalProcess } from "./spicedb-process.ts";
-import { startVectorDatabaseProcess } from "./vector-database-process.ts";
+import { startVectorDatabaseProcess, vectorDatabaseTemplateFile } from "./vector-database-process.ts";
 
 /**
  * Checked before anything starts (a bad value exits 78 naming the variable): `pnpm start`'s own settings,
@@ -360,7 +360,12 @@ async function runDevelopmentProvider(env: NodeJS.ProcessEnv): Promise<void> {
  */
 async function startLocalVectorDatabase(env: NodeJS.ProcessEnv): Promise<void> {
   const port = config.LOCAL_VECTOR_DATABASE_PORT;
-  const database = await startVectorDatabaseProcess({ port, env, inheritOutput: true });
+  const database = await startVectorDatabaseProcess({
+    port,
+    env,
+    inheritOutput: true,
+    templateFile: env.LOCAL_VECTOR_DATABASE_TEMPLATE ?? vectorDatabaseTemplateFile(),
+  });
   watch("vector-database", database.process);
   // Before any other client: its connections share one session, where a migration's advisory lock excludes no one.
   await migrateVectorDatabase(database.databaseUrl);

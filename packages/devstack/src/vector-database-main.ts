@@ -17,9 +17,7 @@ const dataDir = config.LOCAL_VECTOR_DATABASE_IN_MEMORY ? undefined : resolve(con
 const database = await startVectorDatabase({
   port: config.LOCAL_VECTOR_DATABASE_PORT,
   ...(dataDir ? { dataDir } : {}),
-  ...(!dataDir && config.LOCAL_VECTOR_DATABASE_TEMPLATE
-    ? { templateFile: config.LOCAL_VECTOR_DATABASE_TEMPLATE }
-    : {}),
+  ...(config.LOCAL_VECTOR_DATABASE_TEMPLATE ? { templateFile: config.LOCAL_VECTOR_DATABASE_TEMPLATE } : {}),
   onError: (err) => logger.warn({ err: err.message }, "vector database connection failed"),
   onFatal: (err) => {
     logger.fatal({ err: err.message }, "the local vector database failed and stops");

@@ -1,8 +1,7 @@
 import { readFileSync } from "node:fs";
 import { connect } from "node:net";
-import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { type RunningNodeProcess, startNodeProcess } from "./node-process.ts";
+import { REPO_ROOT, type RunningNodeProcess, startNodeProcess } from "./node-process.ts";
 import { vectorDatabaseUrl } from "./vector-database.ts";
 
 export interface RunningVectorDatabaseProcess extends RunningNodeProcess {
@@ -34,7 +33,7 @@ export async function startVectorDatabaseProcess(options: {
   port: number;
   env: NodeJS.ProcessEnv;
   inMemory?: boolean;
-  /** In memory: start from this dump of a new cluster, made first if missing (LOCAL_VECTOR_DATABASE_TEMPLATE). */
+  /** A new database (in memory, or a data directory with none yet) starts from this dump of a new cluster, made first if missing (LOCAL_VECTOR_DATABASE_TEMPLATE). */
   templateFile?: string;
   inheritOutput?: boolean;
   timeoutMs?: number;
@@ -58,12 +57,12 @@ export async function startVectorDatabaseProcess(options: {
 }
 
 /**
- * Where the tests keep a dump of a new PGlite cluster to start their vector
- * databases from (`templateFile`): in the system's temporary directory, one per
- * PGlite version, made by the first start that finds none.
+ * Where `pnpm start` and the tests keep a dump of a new PGlite cluster to start new vector databases
+ * from (`templateFile`): in the project's `node_modules/.cache`, one per PGlite version, made by the
+ * first start that finds none.
  */
 export function vectorDatabaseTemplateFile(): string {
   const manifest = join(import.meta.dirname, "..", "node_modules", "@electric-sql", "pglite", "package.json");
   const { version } = JSON.parse(readFileSync(manifest, "utf8")) as { version: string };
-  return join(tmpdir(), `gw-pglite-${version}-cluster.tar`);
+  return join(REPO_ROOT, "node_modules", ".cache", `pglite-${version}-cluster.tar`);
 }

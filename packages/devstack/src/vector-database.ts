@@ -29,8 +29,10 @@
  * only the client's own deadline on an answer applies here.
  */
 import { randomBytes } from "node:crypto";
-import { readFile, rename, rm, writeFile } from "node:fs/promises";
+import { existsSync } from "node:fs";
+import { mkdir, readFile, rename, rm, writeFile } from "node:fs/promises";
 import { createServer, type Server, type Socket } from "node:net";
+import { dirname, join } from "node:path";
 import { PGlite } from "@electric-sql/pglite";
 import { vector } from "@electric-sql/pglite/vector";
 
@@ -42,7 +44,7 @@ export interface VectorDatabaseOptions {
   port: number;
   /** PGlite's data directory (created on first start); unset: in memory, gone when it stops. */
   dataDir?: string;
-  /** In memory only: a dump of a new cluster (PGlite's `dumpDataDir`) to start from, made there first if missing (initdb takes seconds, loading it one). */
+  /** A dump of a new cluster (PGlite's `dumpDataDir`) that a new database starts from (in memory, or a data directory with no cluster yet), made there first if missing (initdb takes seconds, loading it one). */
   templateFile?: string;
   /** Called with what goes wrong with a client connection (it is closed). */
   onError?: (err: Error) => void;
@@ -165,18 +167,26 @@ function leavesSessionIdle(answer: Uint8Array): boolean {
   return status === IDLE;
 }
 
-/** PGlite in memory from the template (made first when missing), or on its data directory. */
+/**
+ * PGlite in memory, or on its data directory. A new one (in memory, or a data directory with no
+ * cluster yet) starts from the template when there is one, and makes it first when it is missing:
+ * initdb in WebAssembly is seconds of CPU, loading the dump under one.
+ */
 async function openPGlite(options: VectorDatabaseOptions): Promise<PGlite> {
   const extensions = { vector };
-  if (options.dataDir) return PGlite.create({ dataDir: options.dataDir, extensions });
-  if (!options.templateFile) return PGlite.create({ extensions });
+  const where = options.dataDir ? { dataDir: options.dataDir } : {};
+  const fresh = !options.dataDir || !existsSync(join(options.dataDir, "PG_VERSION"));
+  // PGlite makes the data directory itself, but not its parents.
+  if (options.dataDir) await mkdir(dirname(options.dataDir), { recursive: true });
+  if (!fresh || !options.templateFile) return PGlite.create({ ...where, extensions });
   const template = await readFile(options.templateFile).catch(() => undefined);
-  if (template) return PGlite.create({ loadDataDir: new Blob([template]), extensions });
-  const db = await PGlite.create({ extensions });
+  if (template) return PGlite.create({ ...where, loadDataDir: new Blob([template]), extensions });
+  const db = await PGlite.create({ ...where, extensions });
   const dump = Buffer.from(await (await db.dumpDataDir("none")).arrayBuffer());
   // Written under another name and renamed into place: a process that reads it never reads part of one.
   const partial = `${options.templateFile}.${randomBytes(6).toString("hex")}.partial`;
   try {
+    await mkdir(dirname(options.templateFile), { recursive: true });
     await writeFile(partial, dump);
     await rename(partial, options.templateFile);
   } catch {

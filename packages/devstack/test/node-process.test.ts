@@ -1,5 +1,8 @@
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { dirname, join } from "node:path";
 import { describe, expect, it } from "vitest";
-import { OUTPUT_TAIL_CHARS, startNodeProcess } from "../src/node-process.ts";
+import { COMPILE_CACHE_DIR, OUTPUT_TAIL_CHARS, startNodeProcess } from "../src/node-process.ts";
 
 const entry = "packages/devstack/test/fixtures/chatty-process.ts";
 
@@ -67,6 +70,32 @@ describe("startNodeProcess", () => {
     expect(child.url).toBe(`http://127.0.0.1:${child.port}`);
     expect(await (await fetch(`${child.url}/healthz`)).text()).toBe("ok");
     await child.stop();
+  });
+
+  it("runs its child with Node's compile cache: the project's, unless the environment names another or turns it off", async () => {
+    const cacheDir = async (env: NodeJS.ProcessEnv) => {
+      const child = await startNodeProcess({
+        name: "chatty",
+        entry,
+        port: 0,
+        env: { PATH: process.env.PATH, LINES: "1", ...env },
+      });
+      try {
+        // Node keeps its entries in a folder per Node version inside the directory it was given.
+        const dir = await (await fetch(`${child.url}/compile-cache`)).text();
+        return dir && dirname(dir);
+      } finally {
+        await child.stop();
+      }
+    };
+    expect(await cacheDir({})).toBe(process.env.NODE_COMPILE_CACHE ?? COMPILE_CACHE_DIR);
+    const elsewhere = await mkdtemp(join(tmpdir(), "gw-compile-cache-"));
+    try {
+      expect(await cacheDir({ NODE_COMPILE_CACHE: elsewhere })).toBe(elsewhere);
+      expect(await cacheDir({ NODE_DISABLE_COMPILE_CACHE: "1" })).toBe("");
+    } finally {
+      await rm(elsewhere, { recursive: true, force: true });
+    }
   });
 });
 

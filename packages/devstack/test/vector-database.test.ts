@@ -1,4 +1,4 @@
-import { mkdtemp, rm } from "node:fs/promises";
+import { mkdtemp, rm, stat } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import pg from "pg";
@@ -194,5 +194,56 @@ describe("the local vector database with a data directory", () => {
       await database.stop();
     }
     // Two starts of PGlite on a data directory, each several seconds on a loaded machine.
+  }, 120_000);
+
+  it("starts a new data directory from the template, made by the first start that finds none, and leaves a cluster it finds as it is", async () => {
+    const templateFile = join(dataDir, "cache", "cluster.tar");
+    const identity = async (url: string) => {
+      const client = await connect(url);
+      try {
+        return String(
+          (await client.query("SELECT system_identifier FROM pg_control_system()")).rows[0].system_identifier,
+        );
+      } finally {
+        await client.end();
+      }
+    };
+    const start = (dir: string) =>
+      startVectorDatabaseProcess({
+        port: 0,
+        env: { ...process.env, DATA_DIR: join(dataDir, dir) },
+        templateFile,
+      });
+    let first = await start("first");
+    let firstIdentity: string;
+    try {
+      firstIdentity = await identity(first.databaseUrl);
+      const client = await connect(first.databaseUrl);
+      await client.query("CREATE TABLE only_in_first (id integer)");
+      await client.end();
+    } finally {
+      await first.stop();
+    }
+    expect((await stat(templateFile)).size).toBeGreaterThan(0);
+    // A cluster made from the dump has the identity of the one the dump was taken of, and none of its later tables.
+    const second = await start("second");
+    try {
+      expect(await identity(second.databaseUrl)).toBe(firstIdentity);
+      const client = await connect(second.databaseUrl);
+      const { rows } = await client.query("SELECT to_regclass('only_in_first') AS t");
+      await client.end();
+      expect(rows).toEqual([{ t: null }]);
+    } finally {
+      await second.stop();
+    }
+    first = await start("first");
+    try {
+      const client = await connect(first.databaseUrl);
+      const { rows } = await client.query("SELECT to_regclass('only_in_first')::text AS t");
+      await client.end();
+      expect(rows).toEqual([{ t: "only_in_first" }]);
+    } finally {
+      await first.stop();
+    }
   }, 120_000);
 });

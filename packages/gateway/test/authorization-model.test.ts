@@ -222,6 +222,12 @@ describe.each([
             expect(res.status, "an owner never expires").toBe(422);
             continue;
           }
+          if (expiresAt && res.status === 422 && Date.now() >= expiresAt) {
+            // A loaded machine can take longer than a short expiry to get the grant to the gateway,
+            // which then refuses a time in the past, and changes nothing. Only once it has passed.
+            expect(JSON.stringify(await res.json())).toContain("Input should be in the future");
+            continue;
+          }
           expect(res.status, `${c.op} ${JSON.stringify(c)}`).toBe(model.apply(c, expiresAt));
 
           const from = Date.now();

@@ -16,7 +16,7 @@ export interface TestVectorDatabase {
 /**
  * Starts the local vector database (devstack's `vector-database-main.ts`, as
  * `pnpm start` runs it) in memory on a port it picks, from a dump of a new
- * cluster kept in the system's temporary directory (about a second; the first
+ * cluster kept in the project's node_modules/.cache (about a second; the first
  * start on a machine makes the dump, several), with the vector migrations
  * applied unless `migrated: false`. For a test that stops or kills it; the
  * others share their worker's (`useTestVectorDatabase`).
