@@ -107,15 +107,8 @@ describe("pnpm start stops as one, whichever of its processes is told to", () =>
     expect(await survivors(children)).toEqual([]);
   }, 120_000);
 
-  it("kill -9 of the pnpm process stops the stack too", async () => {
-    stack = await startStack(await freshEnv());
-    const { runner, children } = await stackProcesses(stack);
-    process.kill(stack.process.pid!, "SIGKILL");
-    expect(await survivors([runner, ...children])).toEqual([]);
-    expect(stack.output()).toContain("the process that ran the stack is gone; stopping the stack");
-  }, 120_000);
-
-  it("with no model provider configured, answers model echo (and auto) through its development provider, JSON and streamed, and embeds with text-embedding-3-small; the models say owned_by development", async () => {
+  // One stack for both (a start is seconds of CPU): what it serves, then how it ends.
+  it("with no model provider configured, answers model echo (and auto) through its development provider, JSON and streamed, and embeds with text-embedding-3-small; the models say owned_by development; then kill -9 of the pnpm process stops the stack too", async () => {
     const env = await freshEnv();
     stack = await startStack(env);
     const started = /^.*development model provider started.*$/m.exec(stack.output())?.[0];
@@ -197,6 +190,11 @@ describe("pnpm start stops as one, whichever of its processes is told to", () =>
 
     // A model it does not serve is the service's refusal, not a call.
     expect((await call("/responses", { model: "gpt-4o", input: "hello" })).status).toBe(422);
+
+    const { runner, children } = await stackProcesses(stack);
+    process.kill(stack.process.pid!, "SIGKILL");
+    expect(await survivors([runner, ...children])).toEqual([]);
+    expect(stack.output()).toContain("the process that ran the stack is gone; stopping the stack");
   }, 120_000);
 
   it("NODE_ENV=production with no model provider configured: exits 78 naming LLM_BASE_URL, before starting anything", async () => {
