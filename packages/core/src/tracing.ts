@@ -8,25 +8,7 @@ import {
   SpanStatusCode,
   trace,
 } from "@opentelemetry/api";
-import { AsyncLocalStorageContextManager } from "@opentelemetry/context-async-hooks";
-import { CompositePropagator, W3CBaggagePropagator, W3CTraceContextPropagator } from "@opentelemetry/core";
-import { OTLPTraceExporter as OTLPGrpcExporter } from "@opentelemetry/exporter-trace-otlp-grpc";
-import { OTLPTraceExporter as OTLPJsonExporter } from "@opentelemetry/exporter-trace-otlp-http";
-import { OTLPTraceExporter } from "@opentelemetry/exporter-trace-otlp-proto";
-import { detectResources, envDetector, resourceFromAttributes } from "@opentelemetry/resources";
-import {
-  AlwaysOffSampler,
-  AlwaysOnSampler,
-  BatchSpanProcessor,
-  ConsoleSpanExporter,
-  ParentBasedSampler,
-  type Sampler,
-  SimpleSpanProcessor,
-  type SpanExporter,
-  type SpanProcessor,
-  TraceIdRatioBasedSampler,
-  TracerProvider,
-} from "@opentelemetry/sdk-trace";
+import type { Sampler, SpanExporter, SpanProcessor, TracerProvider } from "@opentelemetry/sdk-trace";
 import { z } from "zod";
 
 export type { Span };
@@ -40,7 +22,9 @@ export type { Span };
  * ES modules, where the auto-instrumentations' require hooks see nothing
  * unless loaded with `--import`, and the tests load modules through vitest,
  * where no hook sees them at all. Off unless an exporter is configured; then
- * every helper below returns at its first line.
+ * every helper below returns at its first line, and nothing but the API is
+ * loaded: the SDK and the exporters (a third of a second of every process's
+ * start) are imported when `startTracing` turns tracing on.
  */
 
 const TRACES_SAMPLERS = [
@@ -104,26 +88,35 @@ export interface StartTracingOptions {
  * across `await`s (AsyncLocalStorage). Returns whether it is on. Idempotent
  * per process: a second call changes nothing.
  */
-export function startTracing(
+export async function startTracing(
   serviceName: string,
   env: TracingEnv,
   options: StartTracingOptions = {},
-): boolean {
+): Promise<boolean> {
   if (provider) return true;
-  const exporter = options.exporter ?? traceExporterOf(env);
+  const exporter = options.exporter ?? (await traceExporterOf(env));
   if (!exporter) return false;
+  const [sdk, resources, { AsyncLocalStorageContextManager }, otel] = await Promise.all([
+    import("@opentelemetry/sdk-trace"),
+    import("@opentelemetry/resources"),
+    import("@opentelemetry/context-async-hooks"),
+    import("@opentelemetry/core"),
+  ]);
+  if (provider) return true; // another call turned it on meanwhile
   const processor: SpanProcessor = options.simple
-    ? new SimpleSpanProcessor({ exporter })
-    : new BatchSpanProcessor({ exporter });
-  const resource = resourceFromAttributes({ "service.name": serviceName }).merge(
-    detectResources({ detectors: [envDetector] }),
-  );
-  provider = new TracerProvider({ sampler: samplerOf(env), resource, spanProcessors: [processor] });
+    ? new sdk.SimpleSpanProcessor({ exporter })
+    : new sdk.BatchSpanProcessor({ exporter });
+  const resource = resources
+    .resourceFromAttributes({ "service.name": serviceName })
+    .merge(resources.detectResources({ detectors: [resources.envDetector] }));
+  provider = new sdk.TracerProvider({ sampler: samplerOf(sdk, env), resource, spanProcessors: [processor] });
   const contextManager = new AsyncLocalStorageContextManager();
   contextManager.enable();
   context.setGlobalContextManager(contextManager);
   propagation.setGlobalPropagator(
-    new CompositePropagator({ propagators: [new W3CTraceContextPropagator(), new W3CBaggagePropagator()] }),
+    new otel.CompositePropagator({
+      propagators: [new otel.W3CTraceContextPropagator(), new otel.W3CBaggagePropagator()],
+    }),
   );
   trace.setGlobalTracerProvider(provider);
   enabled = true;
@@ -151,11 +144,11 @@ export async function flushTracing(): Promise<void> {
 }
 
 /** The exporter the environment names, if any: none unless an OTLP endpoint or `OTEL_TRACES_EXPORTER` says so. */
-export function traceExporterOf(env: TracingEnv): SpanExporter | undefined {
+export async function traceExporterOf(env: TracingEnv): Promise<SpanExporter | undefined> {
   if (env.OTEL_SDK_DISABLED === "true") return undefined;
   const endpoint = env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT ?? env.OTEL_EXPORTER_OTLP_ENDPOINT;
   const kind = env.OTEL_TRACES_EXPORTER ?? (endpoint ? "otlp" : "none");
-  if (kind === "console") return new ConsoleSpanExporter();
+  if (kind === "console") return new (await import("@opentelemetry/sdk-trace")).ConsoleSpanExporter();
   if (kind !== "otlp") return undefined;
   const protocol =
     env.OTEL_EXPORTER_OTLP_TRACES_PROTOCOL ?? env.OTEL_EXPORTER_OTLP_PROTOCOL ?? "http/protobuf";
@@ -168,29 +161,29 @@ export function traceExporterOf(env: TracingEnv): SpanExporter | undefined {
   const config = url ? { url } : {};
   switch (protocol) {
     case "grpc":
-      return new OTLPGrpcExporter(config);
+      return new (await import("@opentelemetry/exporter-trace-otlp-grpc")).OTLPTraceExporter(config);
     case "http/json":
-      return new OTLPJsonExporter(config);
+      return new (await import("@opentelemetry/exporter-trace-otlp-http")).OTLPTraceExporter(config);
     default:
-      return new OTLPTraceExporter(config);
+      return new (await import("@opentelemetry/exporter-trace-otlp-proto")).OTLPTraceExporter(config);
   }
 }
 
-function samplerOf(env: TracingEnv): Sampler {
+function samplerOf(sdk: typeof import("@opentelemetry/sdk-trace"), env: TracingEnv): Sampler {
   const ratio = env.OTEL_TRACES_SAMPLER_ARG ?? 1;
   switch (env.OTEL_TRACES_SAMPLER ?? "parentbased_always_on") {
     case "always_on":
-      return new AlwaysOnSampler();
+      return new sdk.AlwaysOnSampler();
     case "always_off":
-      return new AlwaysOffSampler();
+      return new sdk.AlwaysOffSampler();
     case "traceidratio":
-      return new TraceIdRatioBasedSampler(ratio);
+      return new sdk.TraceIdRatioBasedSampler(ratio);
     case "parentbased_always_off":
-      return new ParentBasedSampler({ root: new AlwaysOffSampler() });
+      return new sdk.ParentBasedSampler({ root: new sdk.AlwaysOffSampler() });
     case "parentbased_traceidratio":
-      return new ParentBasedSampler({ root: new TraceIdRatioBasedSampler(ratio) });
+      return new sdk.ParentBasedSampler({ root: new sdk.TraceIdRatioBasedSampler(ratio) });
     default:
-      return new ParentBasedSampler({ root: new AlwaysOnSampler() });
+      return new sdk.ParentBasedSampler({ root: new sdk.AlwaysOnSampler() });
   }
 }
 

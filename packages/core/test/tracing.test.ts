@@ -22,7 +22,7 @@ beforeAll(async () => {
 afterAll(() => new Promise<void>((r) => receiver.close(() => r())));
 
 /** One span, exported by `exporter`; resolves with the export's result code. */
-async function exportOne(exporter: NonNullable<ReturnType<typeof traceExporterOf>>) {
+async function exportOne(exporter: NonNullable<Awaited<ReturnType<typeof traceExporterOf>>>) {
   const spans: Parameters<typeof exporter.export>[0] = [];
   const provider = new TracerProvider({
     spanProcessors: [
@@ -38,15 +38,15 @@ async function exportOne(exporter: NonNullable<ReturnType<typeof traceExporterOf
 }
 
 describe("the trace exporter the OTEL_* variables name", () => {
-  it("none unless an endpoint or an exporter is named, and none when the SDK is disabled", () => {
-    expect(traceExporterOf({})).toBeUndefined();
+  it("none unless an endpoint or an exporter is named, and none when the SDK is disabled", async () => {
+    expect(await traceExporterOf({})).toBeUndefined();
     expect(
-      traceExporterOf({ OTEL_TRACES_EXPORTER: "none", OTEL_EXPORTER_OTLP_ENDPOINT: "http://x:4318" }),
+      await traceExporterOf({ OTEL_TRACES_EXPORTER: "none", OTEL_EXPORTER_OTLP_ENDPOINT: "http://x:4318" }),
     ).toBeUndefined();
     expect(
-      traceExporterOf({ OTEL_SDK_DISABLED: "true", OTEL_EXPORTER_OTLP_ENDPOINT: "http://x:4318" }),
+      await traceExporterOf({ OTEL_SDK_DISABLED: "true", OTEL_EXPORTER_OTLP_ENDPOINT: "http://x:4318" }),
     ).toBeUndefined();
-    expect(traceExporterOf({ OTEL_TRACES_EXPORTER: "console" })).toBeDefined();
+    expect(await traceExporterOf({ OTEL_TRACES_EXPORTER: "console" })).toBeDefined();
   });
 
   it.each([
@@ -54,7 +54,7 @@ describe("the trace exporter the OTEL_* variables name", () => {
     ["http/json", "application/json"],
   ] as const)("OTLP over %s: spans reach the collector's /v1/traces", async (protocol, contentType) => {
     received.length = 0;
-    const exporter = traceExporterOf({
+    const exporter = await traceExporterOf({
       OTEL_EXPORTER_OTLP_ENDPOINT: endpoint,
       OTEL_EXPORTER_OTLP_PROTOCOL: protocol,
     });

@@ -7,7 +7,7 @@ import { loadConfigs, startGatewayWithService } from "./start.ts";
 const configs = exitOnConfigError(() => loadConfigs());
 exitOnConfigError(() => refuseDevelopmentSettings(configs.service));
 // Before any client is made: one tracer for the process, its spans named as the gateway's.
-startTracing("gateway", configs.gateway);
+await startTracing("gateway", configs.gateway);
 const running = await startGatewayWithService(configs);
 reportListening(running.gateway.port);
 

@@ -6,7 +6,7 @@ import { startGateway } from "./server.ts";
 
 const config = loadConfigOrExit(gatewayConfigSchema);
 // Before any client is made: the hooks that make spans are installed only when tracing is on.
-startTracing("gateway", config);
+await startTracing("gateway", config);
 const gateway = await startGateway(config);
 reportListening(gateway.port);
 

@@ -9,7 +9,7 @@ import { startEvalWorkerProcess } from "./eval-worker-process.ts";
 const config = loadConfigOrExit(serviceConfigSchema);
 exitOnConfigError(() => refuseDevelopmentSettings(config));
 // Before any client is made: the hooks that make spans are installed only when tracing is on.
-startTracing("eval-worker", config);
+await startTracing("eval-worker", config);
 const logger = createLogger("eval-worker", config.LOG_LEVEL);
 const worker = await startEvalWorkerProcess(config, logger);
 reportListening(worker.port);

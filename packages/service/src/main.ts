@@ -7,7 +7,7 @@ import { startService } from "./server.ts";
 const config = loadConfigOrExit(serviceConfigSchema);
 exitOnConfigError(() => refuseDevelopmentSettings(config));
 // Before any client is made: the hooks that make spans are installed only when tracing is on.
-startTracing("service", config);
+await startTracing("service", config);
 const service = await startService(config);
 reportListening(service.port);
 onShutdown(async (reason) => {

@@ -65,7 +65,7 @@ beforeAll(async () => {
 const resolver: Resolver = async (host) =>
   host === OWN_GATEWAY ? [{ address: "127.0.0.1", family: 4 }] : Promise.reject(new Error("ENOTFOUND"));
 const exporter = new InMemorySpanExporter();
-startTracing("routing-byok-test", {}, { exporter, simple: true });
+await startTracing("routing-byok-test", {}, { exporter, simple: true });
 afterAll(() => stopTracing());
 const logLines: string[] = [];
 const stack = useStack(serviceEnv, {}, logLines, "single", { resolver });

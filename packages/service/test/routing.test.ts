@@ -75,7 +75,7 @@ routing:
 });
 // Before the stack starts (its clients install their span hooks only when tracing is on); stopped after it.
 const exporter = new InMemorySpanExporter();
-startTracing("routing-test", {}, { exporter, simple: true });
+await startTracing("routing-test", {}, { exporter, simple: true });
 afterAll(() => stopTracing());
 const stack = useStack(serviceEnv);
 afterAll(async () => {

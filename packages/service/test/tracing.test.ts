@@ -6,7 +6,7 @@ import { useStack } from "./stack.ts";
 
 // Before the stack starts: its clients install their span hooks only when tracing is on.
 const exporter = new InMemorySpanExporter();
-startTracing("stack-test", {}, { exporter, simple: true });
+await startTracing("stack-test", {}, { exporter, simple: true });
 // Registered before the stack's: after-all hooks run last-registered first, so tracing stops once the
 // stack has, and the next file in this worker starts untraced.
 afterAll(() => stopTracing());

@@ -775,8 +775,8 @@ describe("the fake speaks the Messages API as Anthropic documents it", () => {
 
 describe("tracing", () => {
   const exporter = new InMemorySpanExporter();
-  beforeAll(() => {
-    startTracing("anthropic-test", {}, { exporter, simple: true });
+  beforeAll(async () => {
+    await startTracing("anthropic-test", {}, { exporter, simple: true });
   });
   afterAll(() => stopTracing());
 
