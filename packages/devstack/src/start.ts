@@ -18,7 +18,7 @@
  */
 import { createServer } from "node:net";
 import { resolve } from "node:path";
-import { DEFAULT_LOCAL_SPICEDB_PORT } from "@gw/core/authz";
+import { DEFAULT_LOCAL_SPICEDB_PORT } from "@gw/core/authz/local";
 import { ConfigError, exitOnConfigError, loadConfigOrExit, env as settings } from "@gw/core/config";
 import { developmentSecret } from "@gw/core/development-secret";
 import { createLogger } from "@gw/core/logger";

@@ -1,5 +1,5 @@
 import { resolve } from "node:path";
-import { DEFAULT_LOCAL_PRESHARED_KEY, DEFAULT_LOCAL_SPICEDB_PORT } from "@gw/core/authz";
+import { DEFAULT_LOCAL_PRESHARED_KEY, DEFAULT_LOCAL_SPICEDB_PORT } from "@gw/core/authz/local";
 import { env } from "@gw/core/config";
 import { z } from "zod";
 

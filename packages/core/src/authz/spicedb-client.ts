@@ -6,10 +6,7 @@ import { endSpan, injectTraceHeaders, startClientSpan, tracingEnabled } from "..
 
 export { v1 };
 
-/** Port of the local SpiceDB server (`packages/spicedb-local`) unless `SPICEDB_LOCAL_PORT` says otherwise. */
-export const DEFAULT_LOCAL_SPICEDB_PORT = 50051;
-/** Preshared key of the local SpiceDB server unless `SPICEDB_PRESHARED_KEY` says otherwise; it listens on loopback only. */
-export const DEFAULT_LOCAL_PRESHARED_KEY = "spicedb-local-dev-key";
+export { DEFAULT_LOCAL_PRESHARED_KEY, DEFAULT_LOCAL_SPICEDB_PORT } from "./local.ts";
 
 export interface SpiceDBClientOptions {
   /** `host:port` of SpiceDB's gRPC API. */
