@@ -4,9 +4,8 @@ import { AppError } from "../errors.ts";
 import type { GRPC_CODES, GrpcClientMetrics, GrpcMethod } from "../metrics.ts";
 import { endSpan, injectTraceHeaders, startClientSpan, tracingEnabled } from "../tracing.ts";
 
-export { v1 };
-
 export { DEFAULT_LOCAL_PRESHARED_KEY, DEFAULT_LOCAL_SPICEDB_PORT } from "./local.ts";
+export { v1 };
 
 export interface SpiceDBClientOptions {
   /** `host:port` of SpiceDB's gRPC API. */
