@@ -10,7 +10,7 @@ export const localVectorDatabaseConfigSchema = z.object({
   DATA_DIR: z.string().default(".data"),
   /** `true`: keep the vectors in memory only, gone when the process stops (the tests). Default false. */
   LOCAL_VECTOR_DATABASE_IN_MEMORY: env.boolean(false),
-  /** A file holding a new cluster that a new database starts from, in memory or in a data directory with no cluster yet (loading it takes a second, making one several), written there first if missing. `pnpm start` sets it to a file under node_modules/.cache. Unset: initdb for each new database. */
+  /** A file holding a new cluster that a new database starts from, in memory or in a data directory with no cluster yet (loading it takes a second, making one several), written there first if missing. A new data directory is a copy of `<file>.data`, the cluster as a data directory, made from the file once. `pnpm start` sets it to a file under node_modules/.cache. Unset: initdb for each new database. */
   LOCAL_VECTOR_DATABASE_TEMPLATE: z.string().min(1).optional(),
   /** pino log level. Default info. */
   LOG_LEVEL: env.logLevel(),

@@ -30,7 +30,7 @@
  */
 import { randomBytes } from "node:crypto";
 import { existsSync } from "node:fs";
-import { mkdir, readFile, rename, rm, writeFile } from "node:fs/promises";
+import { cp, mkdir, readFile, rename, rm, writeFile } from "node:fs/promises";
 import { createServer, type Server, type Socket } from "node:net";
 import { dirname, join } from "node:path";
 import { PGlite } from "@electric-sql/pglite";
@@ -170,7 +170,10 @@ function leavesSessionIdle(answer: Uint8Array): boolean {
 /**
  * PGlite in memory, or on its data directory. A new one (in memory, or a data directory with no
  * cluster yet) starts from the template when there is one, and makes it first when it is missing:
- * initdb in WebAssembly is seconds of CPU, loading the dump under one.
+ * initdb in WebAssembly is seconds of CPU, loading the dump under one. A new data directory is a
+ * copy of the template's data directory form (`templateDirectoryOf`), which PGlite opens as it
+ * would its own from a previous start (loading the dump writes every file through PGlite's file
+ * system, several times the CPU of a copy).
  */
 async function openPGlite(options: VectorDatabaseOptions): Promise<PGlite> {
   const extensions = { vector };
@@ -179,6 +182,9 @@ async function openPGlite(options: VectorDatabaseOptions): Promise<PGlite> {
   // PGlite makes the data directory itself, but not its parents.
   if (options.dataDir) await mkdir(dirname(options.dataDir), { recursive: true });
   if (!fresh || !options.templateFile) return PGlite.create({ ...where, extensions });
+  if (options.dataDir && (await copyTemplateDirectory(options.templateFile, options.dataDir))) {
+    return PGlite.create({ ...where, extensions });
+  }
   const template = await readFile(options.templateFile).catch(() => undefined);
   if (template) return PGlite.create({ ...where, loadDataDir: new Blob([template]), extensions });
   const db = await PGlite.create({ ...where, extensions });
@@ -193,6 +199,38 @@ async function openPGlite(options: VectorDatabaseOptions): Promise<PGlite> {
     await rm(partial, { force: true });
   }
   return db;
+}
+
+/** The template as a data directory, beside the dump it is made from (`<dump>.data`). */
+export const templateDirectoryOf = (templateFile: string) => `${templateFile}.data`;
+
+/**
+ * Copies the template's data directory to `dataDir`, making it from the dump first if missing
+ * (in a directory of its own, renamed into place once PGlite has closed it). False when there is
+ * no dump yet (the caller makes it) or the directory could not be made.
+ */
+async function copyTemplateDirectory(templateFile: string, dataDir: string): Promise<boolean> {
+  const directory = templateDirectoryOf(templateFile);
+  if (!existsSync(join(directory, "PG_VERSION"))) {
+    const dump = await readFile(templateFile).catch(() => undefined);
+    if (!dump) return false;
+    const partial = `${directory}.${randomBytes(6).toString("hex")}.partial`;
+    try {
+      const db = await PGlite.create({
+        dataDir: partial,
+        loadDataDir: new Blob([dump]),
+        extensions: { vector },
+      });
+      await db.close();
+      await rename(partial, directory);
+    } catch {
+      // Another start made it meanwhile (the rename finds it there), or it could not be made.
+      await rm(partial, { recursive: true, force: true });
+      if (!existsSync(join(directory, "PG_VERSION"))) return false;
+    }
+  }
+  await cp(directory, dataDir, { recursive: true });
+  return true;
 }
 
 interface Client {

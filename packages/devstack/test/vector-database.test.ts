@@ -1,8 +1,10 @@
+import { existsSync } from "node:fs";
 import { mkdtemp, rm, stat } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
+import { templateDirectoryOf } from "../src/vector-database.ts";
 import {
   type RunningVectorDatabaseProcess,
   startVectorDatabaseProcess,
@@ -225,16 +227,23 @@ describe("the local vector database with a data directory", () => {
       await first.stop();
     }
     expect((await stat(templateFile)).size).toBeGreaterThan(0);
-    // A cluster made from the dump has the identity of the one the dump was taken of, and none of its later tables.
-    const second = await start("second");
-    try {
-      expect(await identity(second.databaseUrl)).toBe(firstIdentity);
-      const client = await connect(second.databaseUrl);
-      const { rows } = await client.query("SELECT to_regclass('only_in_first') AS t");
-      await client.end();
-      expect(rows).toEqual([{ t: null }]);
-    } finally {
-      await second.stop();
+    // A cluster made from the dump has the identity of the one the dump was taken of, and none of its
+    // later tables: the second start loads the dump into the template's data directory and copies
+    // that, the third copies it.
+    expect(existsSync(templateDirectoryOf(templateFile))).toBe(false);
+    for (const dir of ["second", "third"]) {
+      const next = await start(dir);
+      try {
+        expect(await identity(next.databaseUrl)).toBe(firstIdentity);
+        const client = await connect(next.databaseUrl);
+        const { rows } = await client.query("SELECT to_regclass('only_in_first') AS t");
+        await client.query("CREATE TABLE only_in_later (id integer)");
+        await client.end();
+        expect(rows).toEqual([{ t: null }]);
+      } finally {
+        await next.stop();
+      }
+      expect(existsSync(join(templateDirectoryOf(templateFile), "PG_VERSION"))).toBe(true);
     }
     first = await start("first");
     try {
