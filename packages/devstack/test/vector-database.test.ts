@@ -228,23 +228,19 @@ describe("the local vector database with a data directory", () => {
     }
     expect((await stat(templateFile)).size).toBeGreaterThan(0);
     // A cluster made from the dump has the identity of the one the dump was taken of, and none of its
-    // later tables: the second start loads the dump into the template's data directory and copies
-    // that, the third copies it.
+    // later tables: the second start loads the dump into the template's data directory, and copies that.
     expect(existsSync(templateDirectoryOf(templateFile))).toBe(false);
-    for (const dir of ["second", "third"]) {
-      const next = await start(dir);
-      try {
-        expect(await identity(next.databaseUrl)).toBe(firstIdentity);
-        const client = await connect(next.databaseUrl);
-        const { rows } = await client.query("SELECT to_regclass('only_in_first') AS t");
-        await client.query("CREATE TABLE only_in_later (id integer)");
-        await client.end();
-        expect(rows).toEqual([{ t: null }]);
-      } finally {
-        await next.stop();
-      }
-      expect(existsSync(join(templateDirectoryOf(templateFile), "PG_VERSION"))).toBe(true);
+    const second = await start("second");
+    try {
+      expect(await identity(second.databaseUrl)).toBe(firstIdentity);
+      const client = await connect(second.databaseUrl);
+      const { rows } = await client.query("SELECT to_regclass('only_in_first') AS t");
+      await client.end();
+      expect(rows).toEqual([{ t: null }]);
+    } finally {
+      await second.stop();
     }
+    expect(existsSync(join(templateDirectoryOf(templateFile), "PG_VERSION"))).toBe(true);
     first = await start("first");
     try {
       const client = await connect(first.databaseUrl);
