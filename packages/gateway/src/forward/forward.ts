@@ -4,7 +4,7 @@ import { AppError } from "@gw/core/errors";
 import { principalOf } from "@gw/core/http";
 import { ASSERTION_HEADER, type InternalAssertions } from "@gw/core/internal-assertion";
 import type { Logger } from "@gw/core/logger";
-import { endSpan, injectTraceHeaders, startClientSpan } from "@gw/core/tracing";
+import { endSpan, injectTraceHeaders, type Span, startClientSpan } from "@gw/core/tracing";
 import type { Request, RequestHandler, Response } from "express";
 
 /** What the caller sent that the service must never see: its credentials, and any assertion of its own. */
@@ -70,10 +70,8 @@ export function forward(options: ForwardOptions): RequestHandler {
     for (const [name, value] of Object.entries(req.headers)) {
       if (value !== undefined && !DROPPED_REQUEST_HEADERS.has(name)) headers[name] = value;
     }
-    Object.assign(headers, await hopHeaders(options, req, res));
-    // The hop to the service, in the request's trace: its span is the service's parent.
-    const hop = startClientSpan("forward to service", { "http.request.method": req.method });
-    injectTraceHeaders(headers, hop);
+    const { headers: told, span: hop } = await startHop(options, req, res);
+    Object.assign(headers, told);
 
     let answered = false;
     let callerGone = false;
@@ -147,21 +145,25 @@ export function forward(options: ForwardOptions): RequestHandler {
 }
 
 /**
- * What the gateway tells the service of a request, over the hop or handed over: the assertion of its
- * principal, made for exactly this request (method, path as received, request id), the request id and
- * the caller's address.
+ * The hop to the service, over HTTP or handed over, and what the gateway tells the service of the
+ * request: the assertion of its principal, made for exactly this request (method, path as received,
+ * request id), the request id, the caller's address, and the trace, whose span for the hop (ended by
+ * the caller) is the service's parent.
  */
-async function hopHeaders(
+async function startHop(
   options: ForwardOptions,
   req: Request,
   res: Response,
-): Promise<Record<string, string>> {
+): Promise<{ headers: Record<string, string>; span: Span | undefined }> {
   const assertion = await options.assertions.sign(
     principalOf(res),
     { method: req.method, path: req.originalUrl, requestId: req.id },
     res.locals.admission,
   );
-  return { [ASSERTION_HEADER]: assertion, "x-request-id": req.id, "x-forwarded-for": req.ip ?? "" };
+  const headers = { [ASSERTION_HEADER]: assertion, "x-request-id": req.id, "x-forwarded-for": req.ip ?? "" };
+  const span = startClientSpan("forward to service", { "http.request.method": req.method });
+  injectTraceHeaders(headers, span);
+  return { headers, span };
 }
 
 /** Headers the hand-over sets as the hop would (the trace's only while tracing is on). */
@@ -180,11 +182,9 @@ const SET_BY_THE_HOP = ["x-request-id", "x-forwarded-for", "traceparent", "trace
  */
 function handOver(options: ForwardOptions, service: ServiceHandler): RequestHandler {
   return async (req, res) => {
-    const hop = await hopHeaders(options, req, res);
+    const { headers: told, span } = await startHop(options, req, res);
     for (const name of CALLER_CREDENTIALS) delete req.headers[name];
-    Object.assign(req.headers, hop);
-    const span = startClientSpan("forward to service", { "http.request.method": req.method });
-    injectTraceHeaders(req.headers as Record<string, string>, span);
+    Object.assign(req.headers, told);
     // The raw list as `headers` now has it: the caller's credentials out, what the hop sets in.
     const raw: string[] = [];
     for (let i = 0; i < req.rawHeaders.length; i += 2) {
