@@ -178,7 +178,7 @@ function leavesSessionIdle(answer: Uint8Array): boolean {
 async function openPGlite(options: VectorDatabaseOptions): Promise<PGlite> {
   const extensions = { vector };
   const where = options.dataDir ? { dataDir: options.dataDir } : {};
-  const fresh = !options.dataDir || !existsSync(join(options.dataDir, "PG_VERSION"));
+  const fresh = !options.dataDir || !hasCluster(options.dataDir);
   // PGlite makes the data directory itself, but not its parents.
   if (options.dataDir) await mkdir(dirname(options.dataDir), { recursive: true });
   if (!fresh || !options.templateFile) return PGlite.create({ ...where, extensions });
@@ -189,16 +189,30 @@ async function openPGlite(options: VectorDatabaseOptions): Promise<PGlite> {
   if (template) return PGlite.create({ ...where, loadDataDir: new Blob([template]), extensions });
   const db = await PGlite.create({ ...where, extensions });
   const dump = Buffer.from(await (await db.dumpDataDir("none")).arrayBuffer());
-  // Written under another name and renamed into place: a process that reads it never reads part of one.
-  const partial = `${options.templateFile}.${randomBytes(6).toString("hex")}.partial`;
-  try {
-    await mkdir(dirname(options.templateFile), { recursive: true });
+  const templateFile = options.templateFile;
+  await putInPlace(templateFile, async (partial) => {
+    await mkdir(dirname(templateFile), { recursive: true });
     await writeFile(partial, dump);
-    await rename(partial, options.templateFile);
-  } catch {
-    await rm(partial, { force: true });
-  }
+  });
   return db;
+}
+
+/** Whether `dir` holds a PostgreSQL cluster. */
+const hasCluster = (dir: string) => existsSync(join(dir, "PG_VERSION"));
+
+/**
+ * Makes `target` under another name and renames it into place, so that no one ever reads part of
+ * one; when that fails (another process put its own there first, or it could not be made), what
+ * was made is removed.
+ */
+async function putInPlace(target: string, make: (partial: string) => Promise<void>): Promise<void> {
+  const partial = `${target}.${randomBytes(6).toString("hex")}.partial`;
+  try {
+    await make(partial);
+    await rename(partial, target);
+  } catch {
+    await rm(partial, { recursive: true, force: true });
+  }
 }
 
 /** The template as a data directory, beside the dump it is made from (`<dump>.data`). */
@@ -211,23 +225,18 @@ export const templateDirectoryOf = (templateFile: string) => `${templateFile}.da
  */
 async function copyTemplateDirectory(templateFile: string, dataDir: string): Promise<boolean> {
   const directory = templateDirectoryOf(templateFile);
-  if (!existsSync(join(directory, "PG_VERSION"))) {
+  if (!hasCluster(directory)) {
     const dump = await readFile(templateFile).catch(() => undefined);
     if (!dump) return false;
-    const partial = `${directory}.${randomBytes(6).toString("hex")}.partial`;
-    try {
+    await putInPlace(directory, async (partial) => {
       const db = await PGlite.create({
         dataDir: partial,
         loadDataDir: new Blob([dump]),
         extensions: { vector },
       });
       await db.close();
-      await rename(partial, directory);
-    } catch {
-      // Another start made it meanwhile (the rename finds it there), or it could not be made.
-      await rm(partial, { recursive: true, force: true });
-      if (!existsSync(join(directory, "PG_VERSION"))) return false;
-    }
+    });
+    if (!hasCluster(directory)) return false;
   }
   await cp(directory, dataDir, { recursive: true });
   return true;
