@@ -16,7 +16,7 @@ export const REPO_ROOT = resolve(import.meta.dirname, "../../..");
 export const COMPILE_CACHE_DIR = resolve(REPO_ROOT, "node_modules/.cache/node-compile");
 
 /** The compile cache settings a child of the stack gets (`COMPILE_CACHE_DIR`). */
-export function compileCacheEnv(env: NodeJS.ProcessEnv = process.env): NodeJS.ProcessEnv {
+function compileCacheEnv(env: NodeJS.ProcessEnv = process.env): NodeJS.ProcessEnv {
   return {
     NODE_COMPILE_CACHE: env.NODE_COMPILE_CACHE ?? COMPILE_CACHE_DIR,
     ...(env.NODE_DISABLE_COMPILE_CACHE ? { NODE_DISABLE_COMPILE_CACHE: env.NODE_DISABLE_COMPILE_CACHE } : {}),
