@@ -20,8 +20,12 @@ export default defineConfig({
     // Each file starts its own redis-server, SpiceDB and often processes, and partly waits on them: four
     // files at a time keep 2 cores busy (three left a sixth of the run idle).
     maxWorkers: 4,
-    // One PostgreSQL for the whole run; each file gets its own database on it (`useTestDatabase`).
-    globalSetup: ["packages/test-kit/src/postgres-global-setup.ts"],
+    // One PostgreSQL for the whole run (each file gets its own database on it, `useTestDatabase`), and
+    // the openai-python environment, made before any file needs it.
+    globalSetup: [
+      "packages/test-kit/src/postgres-global-setup.ts",
+      "packages/test-kit/src/python-global-setup.ts",
+    ],
     reporters: ["default", "./test/summary-reporter.ts"],
     projects: [
       {

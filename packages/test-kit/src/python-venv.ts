@@ -49,6 +49,10 @@ export async function pythonWith(packages: string[]): Promise<PythonEnv> {
       join(building, "bin", "pip"),
       ["install", "--quiet", "--disable-pip-version-check", ...packages],
       {
+        // One retry per index unless pip's own setting says otherwise: where pip is configured with an
+        // index it cannot reach beside one it can (a mirror), its default five retries with back-off
+        // took two minutes here for what one retry does in ten seconds.
+        env: { ...process.env, PIP_RETRIES: process.env.PIP_RETRIES ?? "1" },
         maxBuffer: 16 * 1024 * 1024,
         timeout: 10 * 60_000,
       },

@@ -1,0 +1,16 @@
+/**
+ * vitest `globalSetup`: makes the openai-python environment the drop-in tests
+ * drive before any test file runs, once per machine (`pythonWith` keeps it in
+ * the system's temporary directory). Made here, no test waits for pip inside
+ * its own timeout, and test files that would ask at once do not each make one.
+ * Where the machine has no Python, nothing is made and those tests skip.
+ */
+import { OPENAI_PYTHON, pythonWith } from "./python-venv.ts";
+
+export default async function setup(): Promise<void> {
+  const started = performance.now();
+  const env = await pythonWith([OPENAI_PYTHON]);
+  const seconds = ((performance.now() - started) / 1000).toFixed(1);
+  if ("skip" in env) process.stderr.write(`openai-python tests will skip: ${env.skip}\n`);
+  else if (Number(seconds) >= 1) process.stderr.write(`made the ${OPENAI_PYTHON} environment in ${seconds} s\n`);
+}
