@@ -12,5 +12,6 @@ export default async function setup(): Promise<void> {
   const env = await pythonWith([OPENAI_PYTHON]);
   const seconds = ((performance.now() - started) / 1000).toFixed(1);
   if ("skip" in env) process.stderr.write(`openai-python tests will skip: ${env.skip}\n`);
-  else if (Number(seconds) >= 1) process.stderr.write(`made the ${OPENAI_PYTHON} environment in ${seconds} s\n`);
+  else if (Number(seconds) >= 1)
+    process.stderr.write(`made the ${OPENAI_PYTHON} environment in ${seconds} s\n`);
 }
