@@ -296,3 +296,17 @@ export function directClient(endpoint: string) {
 }
 
 export { REPO_ROOT };
+
+/**
+ * `test/bench/bare-proxy.ts` in front of `target` (an origin): the least any
+ * Node proxy adds, the floor the proxy rows are read against.
+ */
+export async function startBareProxy(target: string, outputFile: string): Promise<RunningNodeProcess> {
+  return startNodeProcess({
+    name: "bare-proxy",
+    entry: join(REPO_ROOT, "test/bench/bare-proxy.ts"),
+    port: await freePort(),
+    env: { PATH: process.env.PATH, TARGET: target },
+    outputFile,
+  });
+}

@@ -1,7 +1,8 @@
 /**
  * `node test/bench/mcp.ts`: an MCP `tools/call` through the gateway's proxy
  * beside the same call made directly to the upstream (the test-kit's MCP
- * server), both with the official SDK client: the latency the proxy adds at
+ * server) and through a Node proxy with no logic (the floor,
+ * `bare-proxy.ts`), all with the official SDK client: the latency the proxy adds at
  * concurrency 1 (p50, p99), the throughput ratio at 16, and the gateway's
  * CPU per call. As deployed: the gateway, the upstream and SpiceDB each run
  * in their own process (the gateway as `pnpm start` runs it, logging one
@@ -17,7 +18,7 @@ import { ApiKeyStore } from "@gw/gateway";
 import { startTestPostgres, startTestRedis } from "@gw/test-kit";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
-import { benchStackEnv, cpuMs } from "./http.ts";
+import { benchStackEnv, cpuMs, startBareProxy } from "./http.ts";
 
 const DURATION_MS = Number(process.env.BENCH_MS ?? 2_000);
 
@@ -42,6 +43,8 @@ const upstream = await startNodeProcess({
   outputFile: join(dataDir, "mcp-upstream.log"),
 });
 const upstreamUrl = `http://127.0.0.1:${upstreamPort}/mcp`;
+// The floor: the same upstream behind a Node proxy with no logic (test/bench/bare-proxy.ts).
+const bare = await startBareProxy(`http://127.0.0.1:${upstreamPort}`, join(dataDir, "bare-proxy.log"));
 const gateway = await startNodeProcess({
   name: "gateway",
   entry: join(REPO_ROOT, "packages/gateway/src/main.ts"),
@@ -84,10 +87,16 @@ async function connect(url: string, headers: Record<string, string> = {}): Promi
   return client;
 }
 const direct = await connect(upstreamUrl);
+const floor = await connect(`${bare.url}/mcp`);
 const proxied = await connect(`${gateway.url}/api/v1/mcp/servers/${id}/mcp`, {
   authorization: `Bearer ${secret}`,
 });
 const call = (client: Client) => client.callTool({ name: "search", arguments: { query: "bench" } });
+const clients = [
+  ["direct", direct],
+  ["bare", floor],
+  ["proxy", proxied],
+] as const;
 
 /** Calls for DURATION_MS with `concurrency` callers; the latencies, in ms. */
 async function run(client: Client, concurrency: number): Promise<number[]> {
@@ -110,30 +119,36 @@ const q = (sorted: number[], p: number) =>
 // Steady state: for SPICEDB_FULLY_CONSISTENT_AFTER_WRITE_MS (6 s) after the server's registration, and
 // after the gateway connected to Redis, every check asks SpiceDB rather than a kept decision.
 await new Promise((resolve) => setTimeout(resolve, 6_500));
-for (let i = 0; i < 200; i++) await Promise.all([call(direct), call(proxied)]); // warm up
+for (let i = 0; i < 200; i++) await Promise.all(clients.map(([, c]) => call(c))); // warm up
 const result: Record<string, number> = {};
-// One after the other, so both see the same machine.
-for (const [name, client] of [
-  ["direct", direct],
-  ["proxy", proxied],
-] as const) {
-  const one = await run(client, 1);
-  result[`${name}_p50_ms`] = q(one, 0.5);
-  result[`${name}_p99_ms`] = q(one, 0.99);
+// Concurrency 1: the three in turn, one call each, so all see the same moments of the machine.
+const one: Record<string, number[]> = { direct: [], bare: [], proxy: [] };
+const endOne = performance.now() + DURATION_MS * clients.length;
+while (performance.now() < endOne)
+  for (const [name, client] of clients) {
+    const started = performance.now();
+    await call(client);
+    one[name]!.push(performance.now() - started);
+  }
+for (const [name] of clients) {
+  const sorted = one[name]!.sort((a, b) => a - b);
+  result[`${name}_p50_ms`] = q(sorted, 0.5);
+  result[`${name}_p99_ms`] = q(sorted, 0.99);
 }
-for (const [name, client] of [
-  ["direct", direct],
-  ["proxy", proxied],
-] as const) {
-  const cpuBefore = cpuMs(gateway.process.pid!);
+// Concurrency 16: one after the other.
+// The CPU per call of the proxy in front: the gateway's, or the bare proxy's.
+const inFront: Record<string, number | undefined> = { bare: bare.process.pid, proxy: gateway.process.pid };
+for (const [name, client] of clients) {
+  const pid = inFront[name];
+  const cpuBefore = pid === undefined ? 0 : cpuMs(pid);
   const calls = (await run(client, 16)).length;
   result[`${name}_rps_16`] = calls / (DURATION_MS / 1000);
-  if (name === "proxy") result.gateway_cpu_ms_per_call = (cpuMs(gateway.process.pid!) - cpuBefore) / calls;
+  if (pid !== undefined) result[`${name}_cpu_ms_per_call`] = (cpuMs(pid) - cpuBefore) / calls;
 }
 process.stdout.write(`${JSON.stringify(result)}\n`);
-await Promise.all([direct.close(), proxied.close()]);
+await Promise.all(clients.map(([, c]) => c.close()));
 redis.disconnect();
 await gateway.stop();
-await Promise.all([upstream.stop(), spicedb.stop(), redisServer.stop(), postgres.stop()]);
+await Promise.all([bare.stop(), upstream.stop(), spicedb.stop(), redisServer.stop(), postgres.stop()]);
 await rm(dataDir, { recursive: true, force: true });
 process.exit(0);

@@ -32,7 +32,7 @@ import {
 } from "@gw/devstack";
 import { ApiKeyStore } from "@gw/gateway";
 import { startTestPostgres, startTestRedis } from "@gw/test-kit";
-import { benchStackEnv, cpuMs, load } from "./http.ts";
+import { benchStackEnv, cpuMs, load, startBareProxy } from "./http.ts";
 import { perCallBreakdown, summarizeProfile, topFunctions } from "./profile.ts";
 import { Report } from "./report.ts";
 
@@ -56,6 +56,8 @@ interface Pair {
 export interface ModelStack {
   provider: RunningNodeProcess;
   providerUrl: string;
+  /** The provider through `test/bench/bare-proxy.ts`: the floor of any Node proxy. */
+  bareProxyUrl: string;
   pids: { redis: number; spicedb: number };
   redisUrl: string;
   pairs: Map<string, Pair>;
@@ -116,6 +118,7 @@ export async function startModelStack(): Promise<ModelStack> {
       ),
     outputFile: join(dataDir, "provider.log"),
   });
+  const bare = await startBareProxy(`http://127.0.0.1:${providerPort}`, join(dataDir, "bare-proxy.log"));
   const collector = await startCollector();
   const common: NodeJS.ProcessEnv = {
     ...benchStackEnv({ redis: redis.url, postgres: postgres.url, spicedbPort, dataDir, logLevel: "info" }),
@@ -175,6 +178,7 @@ export async function startModelStack(): Promise<ModelStack> {
   return {
     provider,
     providerUrl,
+    bareProxyUrl: `${bare.url}/v1`,
     pids: { redis: redis.process.pid!, spicedb: spicedb.process.pid! },
     redisUrl: redis.url,
     pairs,
@@ -187,7 +191,7 @@ export async function startModelStack(): Promise<ModelStack> {
     startOneProcess,
     async close() {
       await Promise.all([...pairs.values()].flatMap((p) => [p.gateway.stop(), p.service.stop()]));
-      await Promise.all([provider.stop(), spicedb.stop()]);
+      await Promise.all([provider.stop(), bare.stop(), spicedb.stop()]);
       collector.server.close();
       await Promise.all([redis.stop(), postgres.stop()]);
       await rm(dataDir, { recursive: true, force: true });
@@ -286,8 +290,9 @@ async function withoutTheGateway(report: Report, stack: ModelStack, pair: Pair, 
     credential: "api_key" as const,
     onBehalfOf: true,
   };
-  const [direct, service, gateway, inProcess] = await alternateAll([
+  const [direct, bare, service, gateway, inProcess] = await alternateAll([
     () => timedCall(`${stack.providerUrl}/chat/completions`, json, chatBody()),
+    () => timedCall(`${stack.bareProxyUrl}/chat/completions`, json, chatBody()),
     async () => {
       const requestId = randomUUID();
       const assertion = await assertions.sign(
@@ -303,17 +308,19 @@ async function withoutTheGateway(report: Report, stack: ModelStack, pair: Pair, 
   ]);
   report.section(
     "Model calls: the gateway and its hop to the service",
-    `Chat completions (not stored) at concurrency 1, ${CALLS} calls each after 20 warm-up calls, the four alternating: to the provider, to the service directly (with an assertion the bench signs as the gateway would: no gateway, no hop), through the gateway in front of the service's process (the default deployment), and through the gateway with the service in its process (\`SERVICE_IN_GATEWAY\`, docs/adr/0026-service-in-the-gateways-process.md).`,
+    `Chat completions (not stored) at concurrency 1, ${CALLS} calls each after 20 warm-up calls, the five alternating: to the provider, through a bare Node proxy in front of it (\`test/bench/bare-proxy.ts\`: \`node:http\` and a pooled undici client, no logic: the least any Node proxy adds), to the service directly (with an assertion the bench signs as the gateway would: no gateway, no hop), through the gateway in front of the service's process (the default deployment), and through the gateway with the service in its process (\`SERVICE_IN_GATEWAY\`, docs/adr/0026-service-in-the-gateways-process.md).`,
   );
   report.table(
     ["path", "p50", "added beside the provider"],
     [
       ["to the provider", ms(direct!), "–"],
+      ["through a bare Node proxy (no logic: the floor)", ms(bare!), ms(bare! - direct!)],
       ["to the service directly (no gateway, no hop)", ms(service!), ms(service! - direct!)],
       ["through the gateway, the service its own process", ms(gateway!), ms(gateway! - direct!)],
       ["through the gateway, the service in its process", ms(inProcess!), ms(inProcess! - direct!)],
       ["the gateway and its hop (two processes)", "", ms(gateway! - service!)],
       ["the gateway (one process)", "", ms(inProcess! - service!)],
+      ["the gateway with the service in its process, beyond the floor", "", ms(inProcess! - bare!)],
     ],
   );
 }
@@ -599,6 +606,7 @@ function readingOfModelCalls(report: Report): void {
     "- **The path**: a model call crosses two HTTP hops the direct call does not (client → gateway → service), and the service makes the provider call a third; each is Node's HTTP parsing and serialization on both sides (`HTTP server` and `Node internals` in the breakdown), small socket writes, and garbage from their buffers. Gateway: authenticate (cached key), principal, rate limit (no Redis command for a key without request windows), the internal assertion (an HS256 JWT signed with `node:crypto`), forward. Service: the assertion verified and its id recorded (`SET NX`, with the organization's guardrail version read beside it; its answer overlaps body parsing and validation), budgets' admission, the provider call, usage (sent before the answer, not waited for), the answer. At concurrency 1 every step that waits on another process (the service, Redis twice, the provider) wakes a process on a machine whose cores are shared, which is why the added latency runs above the CPU a call costs.",
     "- **Taken in this code** (issue 32; each measured before/after side by side, see the levers table): the assertion signed and verified with `node:crypto` in the request's turn (it was a WebCrypto key import and sign per call in the gateway and a verify in the service); request schemas built once (a `chosen()` branch and the `X-On-Behalf-Of` schema compiled a zod schema per request); undici's `request` to the provider instead of `fetch` (no WHATWG streams, `Headers` and `Response` per call); usage in one script of 13 arguments (it spelled 30 fields); a stored answer's ownership written while the provider answers and the answer is kept (the compensation: the call is cut short and charged, or what was kept is taken back); no tokenization without a token budget (the prompt is counted only when a budget asks); one access line per request (the gateway's; the service's is at `debug`); a kept-warm connection pool per provider origin. Issue 44: usage's command sent before the answer and not waited for; the guardrail version read beside the replay guard; the replay guard's answer overlapping the body's parsing and validation (the handler waits for it: ADR 0006); a forwarded answer of known length sent with its headers in one write; the service in the gateway's process behind a setting (`SERVICE_IN_GATEWAY`, docs/adr/0026-service-in-the-gateways-process.md): one HTTP server and client fewer on the path, the same assertion and door.",
     "- **Not taken**: making the one process the default (two processes scale the service apart from the gateway, and `deploy/` runs them so); admission, usage and request windows in one Redis round trip: for a call without a token budget the service waits on one round trip (the replay guard and the guardrail version, sent together) and the gateway on none, so there is nothing left to merge; with a budget, admission must come before the provider call and settlement after it, so one script per call is not possible without giving up the reservation (usage could ride with the settlement: one round trip of the six).",
+    '- **The floor**: the row "through a bare Node proxy" is a proxy with no logic at all (`test/bench/bare-proxy.ts`: Node\'s `http` server, a pooled undici client, the answer piped back) in front of the same provider, alternating with the others. What it adds beside the direct call is what any Node proxy adds on this machine (one more HTTP server and client, one more loopback hop each way); the gateway\'s own share is the row "beyond the floor". Where the floor is near the 1 ms goal, the goal leaves nothing for authentication, a Redis round trip and the pipeline.',
     "- **What bounds the goals**: not stored, the service alone adds more than the 0.5 ms goal (\"to the service directly\"): its HTTP server, one Redis round trip (replay guard and guardrail version, partly hidden behind parsing) and the provider client; CPU per call: in the breakdown, the two processes' HTTP servers (Node's `http` and Express, for the client's request and the hop) take about as much as the whole 0.4 ms goal on their own, then the service's Redis client (three commands, each its own socket write) and the provider client; what is left of this project's code (authentication, the assertion, validation, usage, budgets, metrics, logging) is a small part. With the service in the gateway's process one HTTP server and the hop are gone (the tables above: about a millisecond at concurrency 1, two-fifths of the CPU); below that, the goal needs a leaner HTTP stack than Node's and Express's, and fewer Redis commands (each its own socket write). Stored, the local SpiceDB's write of the owner relationship (its `SpiceDB` CPU column; an SQLite commit, docs/adr/0011-spicedb-local-keeps-relationships-in-sqlite.md) and PostgreSQL's row are each a durable write of their own; with both now concurrent the answer waits for the slower of the two, which stays above 2 ms on this machine.",
     "- **Machine**: the load generator, the fake provider, Redis, PostgreSQL, the local SpiceDB and both processes share the machine's cores; on a shared 2-core machine the absolute figures carry noise of the other tenants' load, the side-by-side differences less so.",
   ])
