@@ -5,7 +5,7 @@ import { CredentialStore, MCP_CHANGES_CHANNEL, McpReadCache, McpServerStore, Vau
 import { createPostgres, type Postgres } from "@gw/core/postgres";
 import { createRedis, type RedisClient } from "@gw/core/redis";
 import { createTestDatabase, startTestRedis, type TestDatabase, type TestRedis } from "@gw/test-kit";
-import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from "vitest";
 
 let database: TestDatabase;
 let db: Postgres;
@@ -122,6 +122,49 @@ describe("MCP servers and credentials kept per replica (McpReadCache)", () => {
     await heard;
     expect(await b.servers.get("acme", SERVER.id)).toBeUndefined();
     expect(await headers(b)).toEqual({});
+  });
+
+  it("opens a kept credential once, and only for the server and origin it was opened for", async () => {
+    const a = await replica("a");
+    const server = { ...SERVER, id: "mcp_0123456789abcdef0123abc0" };
+    // Its own changes come back on the feed too, and drop what it kept: heard before the reads.
+    const setUp = a.heard(2);
+    await a.servers.create("acme", server);
+    await a.credentials.put("acme", { id: server.id, origin: ORIGIN }, null, {
+      type: "bearer",
+      token: "one",
+    });
+    await setUp;
+    const opens = vi.spyOn(vault, "open");
+    try {
+      const headers = async (origin: string) =>
+        (
+          await a.credentials.open(await a.credentials.sealedFor("acme", server.id, "alice"), {
+            id: server.id,
+            origin,
+          })
+        ).headers;
+      for (let i = 0; i < 3; i++) expect(await headers(ORIGIN)).toEqual({ authorization: "Bearer one" });
+      expect(opens).toHaveBeenCalledTimes(1);
+      // The same kept row for another origin: the secret opened for the first is not handed out; the
+      // vault is asked, and refuses (the origin is bound into the sealed value).
+      expect(await headers("https://elsewhere.example")).toEqual({});
+      expect(opens).toHaveBeenCalledTimes(2);
+      expect(await headers(ORIGIN)).toEqual({ authorization: "Bearer one" });
+      expect(opens).toHaveBeenCalledTimes(2);
+      // A new secret is a new row: opened again, and the old secret is gone with the old row.
+      const heardTwo = a.heard();
+      await a.credentials.put("acme", { id: server.id, origin: ORIGIN }, null, {
+        type: "bearer",
+        token: "two",
+      });
+      await heardTwo;
+      expect(await headers(ORIGIN)).toEqual({ authorization: "Bearer two" });
+      expect(await headers(ORIGIN)).toEqual({ authorization: "Bearer two" });
+      expect(opens).toHaveBeenCalledTimes(3);
+    } finally {
+      opens.mockRestore();
+    }
   });
 
   it("keeps nothing while its change feed is down, and starts over when it is back", async () => {
