@@ -61,6 +61,29 @@ async function replica(name: string) {
   };
 }
 
+type Replica = Awaited<ReturnType<typeof replica>>;
+
+/** The headers alice's call to the server at `origin` would send, through a replica's stores. */
+async function headersFor(r: Replica, serverId: string, origin: string) {
+  const sealed = await r.credentials.sealedFor("acme", serverId, "alice");
+  return (await r.credentials.open(sealed, { id: serverId, origin })).headers;
+}
+
+/** Registers `server` with a shared bearer credential ("one") through `through`, once `listener` has heard both changes. */
+async function register(
+  through: Replica,
+  listener: Replica,
+  server: { id: string; name: string; url: string },
+) {
+  const heard = listener.heard(2);
+  await through.servers.create("acme", { ...server, description: null });
+  await through.credentials.put("acme", { id: server.id, origin: ORIGIN }, null, {
+    type: "bearer",
+    token: "one",
+  });
+  await heard;
+}
+
 const SERVER = {
   id: "mcp_0123456789abcdef0123abcd",
   name: "tools",
@@ -73,20 +96,8 @@ describe("MCP servers and credentials kept per replica (McpReadCache)", () => {
   it("a proxied call's reads come from the copy; a change on this replica is seen at once, on another once it hears of it", async () => {
     const a = await replica("a");
     const b = await replica("b");
-    const setUp = b.heard(2);
-    await a.servers.create("acme", SERVER);
-    await a.credentials.put("acme", { id: SERVER.id, origin: ORIGIN }, null, {
-      type: "bearer",
-      token: "one",
-    });
-    await setUp;
-    const headers = async (r: typeof b) =>
-      (
-        await r.credentials.open(await r.credentials.sealedFor("acme", SERVER.id, "alice"), {
-          id: SERVER.id,
-          origin: ORIGIN,
-        })
-      ).headers;
+    await register(a, b, SERVER);
+    const headers = (r: Replica) => headersFor(r, SERVER.id, ORIGIN);
 
     expect((await b.servers.get("acme", SERVER.id))?.url).toBe(SERVER.url);
     expect(await headers(b)).toEqual({ authorization: "Bearer one" });
@@ -128,22 +139,10 @@ describe("MCP servers and credentials kept per replica (McpReadCache)", () => {
     const a = await replica("a");
     const server = { ...SERVER, id: "mcp_0123456789abcdef0123abc0" };
     // Its own changes come back on the feed too, and drop what it kept: heard before the reads.
-    const setUp = a.heard(2);
-    await a.servers.create("acme", server);
-    await a.credentials.put("acme", { id: server.id, origin: ORIGIN }, null, {
-      type: "bearer",
-      token: "one",
-    });
-    await setUp;
+    await register(a, a, server);
     const opens = vi.spyOn(vault, "open");
     try {
-      const headers = async (origin: string) =>
-        (
-          await a.credentials.open(await a.credentials.sealedFor("acme", server.id, "alice"), {
-            id: server.id,
-            origin,
-          })
-        ).headers;
+      const headers = (origin: string) => headersFor(a, server.id, origin);
       for (let i = 0; i < 3; i++) expect(await headers(ORIGIN)).toEqual({ authorization: "Bearer one" });
       expect(opens).toHaveBeenCalledTimes(1);
       // The same kept row for another origin: the secret opened for the first is not handed out; the
