@@ -111,8 +111,11 @@ export async function renderConfiguration(
     "",
     "Each process parses its environment with one zod schema at start-up; a bad or missing variable stops it",
     "(exit code 78) with every problem named, and the value given where it cannot be a secret",
-    '(`SERVICE_PORT: "abc" is not a port (a whole number from 0 to 65535)`; never for a setting whose name holds',
-    "`SECRET`, `PASSWORD`, `TOKEN`, `KEY`, `URL`, `CREDENTIAL` or `DSN`). Empty variables count as unset.",
+    '(`SERVICE_PORT: "abc" is not a port (a whole number from 0 to 65535)`; never for a setting whose name ends',
+    "with `SECRET`, `PASSWORD`, `TOKEN`, `CREDENTIAL(S)`, `DSN`, `URL`, `ENDPOINT`, `HEADERS`, `_KEY` or `_KEYS`,",
+    "such as `VAULT_KEYS`, `LLM_API_KEY`, `METRICS_TOKEN`, `REDIS_URL` or `OTEL_EXPORTER_OTLP_HEADERS`; settings",
+    "about keys or tokens, such as `BACKGROUND_RESPONSES_PER_KEY` or `LLM_CONTEXT_MAX_TOKENS`, name the value).",
+    "Empty variables count as unset.",
     "",
   ];
   for (const section of sections) {

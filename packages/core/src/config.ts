@@ -33,8 +33,13 @@ export function loadConfig<S extends z.ZodType>(
   );
 }
 
-/** Settings whose values may be secret or carry credentials (a URL's password): never repeated in an error. */
-const SECRET_SETTING = /SECRET|PASSWORD|TOKEN|KEY|URL|CREDENTIAL|DSN/i;
+/**
+ * Settings whose values may be secret or carry credentials (a URL's password, an exporter's auth
+ * header): never repeated in an error. Named by what they end with, so that settings about keys or
+ * tokens (`BACKGROUND_RESPONSES_PER_KEY`, `LLM_CONTEXT_MAX_TOKENS`, `MCP_OAUTH_ACCESS_TOKEN_TTL`) still
+ * name the value given.
+ */
+const SECRET_SETTING = /(SECRET|PASSWORD|TOKEN|CREDENTIALS?|DSN|URL|ENDPOINT|HEADERS|(?<!_PER)_KEYS?)$/i;
 const MAX_ECHOED_CHARS = 60;
 
 /**

@@ -82,6 +82,74 @@ describe("a refused value", () => {
   });
 });
 
+describe("a refused value of the project's own settings", () => {
+  // The names are the project's; the rules are any that refuse the value given.
+  const positive = z.coerce.number().int().min(1).optional();
+  const settings = z.object({
+    BACKGROUND_RESPONSES_PER_KEY: positive,
+    LLM_CONTEXT_MAX_TOKENS: positive,
+    TOKEN_COUNT_WORKERS: positive,
+    API_KEY_CACHE_TTL_MS: positive,
+    MCP_OAUTH_ACCESS_TOKEN_TTL: env.optionalDuration(),
+    VAULT_KEYS: z.string().min(100).optional(),
+    LLM_API_KEY: z.string().min(100).optional(),
+    METRICS_TOKEN: z.string().min(100).optional(),
+    INTERNAL_ASSERTION_SECRET: z.string().min(100).optional(),
+    OTEL_EXPORTER_OTLP_HEADERS: z
+      .string()
+      .regex(/^\w+=\w+$/)
+      .optional(),
+    OTEL_EXPORTER_OTLP_ENDPOINT: z
+      .string()
+      .regex(/^https:/)
+      .optional(),
+    LLM_BASE_URL: z
+      .string()
+      .regex(/^https:/)
+      .optional(),
+  });
+  const problemsOf = (values: Record<string, string>) => {
+    try {
+      loadConfig(settings, values);
+    } catch (err) {
+      if (err instanceof ConfigError) return err.problems;
+    }
+    throw new Error("accepted");
+  };
+
+  it("is named for settings about keys and tokens, which hold none", () => {
+    const problems = problemsOf({
+      BACKGROUND_RESPONSES_PER_KEY: "-1",
+      LLM_CONTEXT_MAX_TOKENS: "0",
+      TOKEN_COUNT_WORKERS: "-2",
+      API_KEY_CACHE_TTL_MS: "-3",
+      MCP_OAUTH_ACCESS_TOKEN_TTL: "soon",
+    });
+    expect(problems).toEqual([
+      expect.stringMatching(/^BACKGROUND_RESPONSES_PER_KEY: "-1": /),
+      expect.stringMatching(/^LLM_CONTEXT_MAX_TOKENS: "0": /),
+      expect.stringMatching(/^TOKEN_COUNT_WORKERS: "-2": /),
+      expect.stringMatching(/^API_KEY_CACHE_TTL_MS: "-3": /),
+      expect.stringMatching(/^MCP_OAUTH_ACCESS_TOKEN_TTL: "soon": /),
+    ]);
+  });
+
+  it("is never repeated for the settings that hold secrets, credentials or an exporter's headers", () => {
+    const given = "hunter2-sk-live";
+    const problems = problemsOf({
+      VAULT_KEYS: given,
+      LLM_API_KEY: given,
+      METRICS_TOKEN: given,
+      INTERNAL_ASSERTION_SECRET: given,
+      OTEL_EXPORTER_OTLP_HEADERS: `authorization=Bearer ${given}`,
+      OTEL_EXPORTER_OTLP_ENDPOINT: `http://user:${given}@collector:4318`,
+      LLM_BASE_URL: `http://user:${given}@llm`,
+    });
+    expect(problems).toHaveLength(7);
+    expect(problems.join("\n")).not.toContain(given);
+  });
+});
+
 describe("durations", () => {
   const durations = z.object({ KEEP: env.duration("30d"), IDLE: env.optionalDuration() });
 
