@@ -3,6 +3,7 @@ import { join } from "node:path";
 import pg from "pg";
 import { withDeadline } from "./deadline.ts";
 import { AppError } from "./errors.ts";
+import { type Logger, redactUrl } from "./logger.ts";
 import { endSpan, startClientSpan, tracingEnabled } from "./tracing.ts";
 
 /** Default port of the PostgreSQL that `pnpm start` runs when `DATABASE_URL` is unset (not 5432: a system server may hold it). */
@@ -273,6 +274,39 @@ export const VECTOR_MIGRATIONS_DIR = join(import.meta.dirname, "..", "vector-mig
 /** Brings the vector database (`VECTOR_DATABASE_URL`) up to date: `migrate` with the vector migrations. */
 export function migrateVectorDatabase(url: string): Promise<string[]> {
   return migrate(url, VECTOR_MIGRATIONS_DIR);
+}
+
+/** Pauses between attempts to reach PostgreSQL at start-up: growing to 5 s, then every 5 s. */
+const START_PAUSES_MS = [250, 500, 1_000, 2_000, 5_000];
+
+/**
+ * `migrate` at a process's start: while PostgreSQL cannot be reached (not
+ * started yet, restarting), tries again after a pause, saying so at each
+ * attempt (where, without credentials; why; when it tries next) instead of
+ * ending the process with a stack trace. A deployment whose database comes
+ * up after it then starts once it does, as it does for Redis. Anything else
+ * (a migration that fails) is thrown as before.
+ */
+export async function migrateWhenReachable(
+  url: string,
+  logger: Pick<Logger, "warn">,
+  options: { dir?: string; pausesMs?: readonly number[] } = {},
+): Promise<string[]> {
+  const pauses = options.pausesMs ?? START_PAUSES_MS;
+  for (let attempt = 0; ; attempt++) {
+    try {
+      return await migrate(url, options.dir);
+    } catch (err) {
+      if (!(err instanceof PostgresUnavailable)) throw err;
+      const retryInMs = pauses[Math.min(attempt, pauses.length - 1)]!;
+      const reason = err.cause instanceof Error ? err.cause.message : String(err.cause);
+      logger.warn(
+        { database: redactUrl(url), reason, retryInMs },
+        "PostgreSQL cannot be reached yet: waiting for it before starting",
+      );
+      await new Promise((resolve) => setTimeout(resolve, retryInMs));
+    }
+  }
 }
 
 /** Key of the advisory lock that lets one process at a time migrate a database ("gw:migrations"). */

@@ -18,7 +18,7 @@ import {
   vaultKeysOf,
 } from "@gw/core/mcp";
 import { RedisKeyOwners } from "@gw/core/on-behalf-of";
-import { createPostgres, migrate } from "@gw/core/postgres";
+import { createPostgres, migrateWhenReachable } from "@gw/core/postgres";
 import { createRedis, type RedisClient } from "@gw/core/redis";
 import { CountingWindows } from "@gw/core/windows";
 import { ensureBootstrapAdminKey } from "./api-keys/bootstrap.ts";
@@ -122,7 +122,7 @@ export async function startGateway(
   }
 
   // The audit trail: the schema first (one process at a time), then the pool.
-  const applied = await migrate(config.DATABASE_URL);
+  const applied = await migrateWhenReachable(config.DATABASE_URL, logger);
   if (applied.length > 0) logger.info({ applied }, "database migrations applied");
   const db = createPostgres(config.DATABASE_URL, {
     connectionName: "gateway",

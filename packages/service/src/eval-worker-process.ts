@@ -5,7 +5,7 @@ import { closeGracefully, listen, listenForMetrics, registerProbes, useRequestBa
 import { type Logger, redactUrl } from "@gw/core/logger";
 import { Vault, vaultKeysOf } from "@gw/core/mcp";
 import { createMetrics } from "@gw/core/metrics";
-import { createPostgres, migrate, postgresReady } from "@gw/core/postgres";
+import { createPostgres, migrateWhenReachable, postgresReady } from "@gw/core/postgres";
 import { createRedis, redisReady } from "@gw/core/redis";
 import { LEASE_KEEPING_MS } from "@gw/core/windows";
 import express from "express";
@@ -43,7 +43,7 @@ export async function startEvalWorkerProcess(config: ServiceConfig, logger: Logg
     metrics: metrics.redisCommands,
   });
   redis.on("error", (err) => logger.warn({ err: err.message }, "redis error"));
-  const applied = await migrate(config.DATABASE_URL);
+  const applied = await migrateWhenReachable(config.DATABASE_URL, logger);
   if (applied.length > 0) logger.info({ applied }, "database migrations applied");
   const db = createPostgres(config.DATABASE_URL, {
     connectionName: "eval-worker",

@@ -8,7 +8,7 @@ import { assertionSecret, InternalAssertions } from "@gw/core/internal-assertion
 import { createLogger, type Logger, redactUrl } from "@gw/core/logger";
 import { type Resolver, Vault, vaultKeysOf } from "@gw/core/mcp";
 import { createMetrics } from "@gw/core/metrics";
-import { createPostgres, migrate } from "@gw/core/postgres";
+import { createPostgres, migrateWhenReachable } from "@gw/core/postgres";
 import { createRedis } from "@gw/core/redis";
 import { LEASE_KEEPING_MS } from "@gw/core/windows";
 import { createServiceApp } from "./app.ts";
@@ -107,7 +107,7 @@ export async function startService(
   const redis = createRedis(config.REDIS_URL, { connectionName: "service", metrics: metrics.redisCommands });
   redis.on("error", (err) => logger.warn({ err: err.message }, "redis error"));
   // Before anything serves: the schema this code expects (one process at a time; the others wait, then find it done).
-  const applied = await migrate(config.DATABASE_URL);
+  const applied = await migrateWhenReachable(config.DATABASE_URL, logger);
   if (applied.length > 0) logger.info({ applied }, "database migrations applied");
   const db = createPostgres(config.DATABASE_URL, {
     connectionName: "service",

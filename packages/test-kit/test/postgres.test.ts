@@ -1,5 +1,5 @@
 import { mkdtemp, rm, writeFile } from "node:fs/promises";
-import { createServer, type Server, type Socket } from "node:net";
+import { connect, createServer, type Server, type Socket } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { errorBody } from "@gw/core/errors";
@@ -7,6 +7,7 @@ import {
   createPostgres,
   isPostgresOutage,
   migrate,
+  migrateWhenReachable,
   type Postgres,
   PostgresUnavailable,
   postgresReady,
@@ -87,6 +88,63 @@ describe("migrate", () => {
     const results = await Promise.all(runs);
     expect(results.flat()).toEqual(["0004_once"]);
     expect((await admin.query("SELECT count(*) AS n FROM t WHERE v = 'once'")).rows[0].n).toBe("1");
+  });
+});
+
+describe("migrateWhenReachable", () => {
+  const database = useTestDatabase({ migrated: false });
+  const closing: (() => Promise<void>)[] = [];
+  afterAll(async () => {
+    for (const close of closing) await close();
+  });
+
+  it("waits while PostgreSQL cannot be reached, saying where (no password) and why, then migrates once it can", async () => {
+    const dir = await mkdtemp(join(tmpdir(), "gw-migrations-"));
+    closing.push(() => rm(dir, { recursive: true, force: true }));
+    await writeFile(join(dir, "0001_w.sql"), "CREATE TABLE w (v int);");
+    // The same database, through a port where nothing listens until the first wait is told.
+    const port = await freePort();
+    const url = new URL(database.url);
+    const target = Number(url.port);
+    url.port = String(port);
+    url.username ||= "gateway";
+    url.password = "hunter2";
+    const waits: Record<string, unknown>[] = [];
+    let relay: Server | undefined;
+    const logger = {
+      warn: (fields: Record<string, unknown>, message: string) => {
+        waits.push({ ...fields, message });
+        if (relay) return;
+        relay = createServer((client) => {
+          const upstream = connect(target, "127.0.0.1");
+          client.on("error", () => upstream.destroy());
+          upstream.on("error", () => client.destroy());
+          client.pipe(upstream).pipe(client);
+        }).listen(port, "127.0.0.1");
+        closing.push(() => new Promise<void>((resolve) => relay!.close(() => resolve())));
+      },
+    };
+    const applied = await migrateWhenReachable(url.toString(), logger as never, { dir, pausesMs: [50] });
+    expect(applied).toEqual(["0001_w"]);
+    expect(waits.length).toBeGreaterThanOrEqual(1);
+    expect(waits[0]).toMatchObject({
+      database: expect.stringContaining(`127.0.0.1:${port}`),
+      reason: expect.stringMatching(/ECONNREFUSED/),
+      retryInMs: 50,
+      message: "PostgreSQL cannot be reached yet: waiting for it before starting",
+    });
+    expect(JSON.stringify(waits)).not.toContain("hunter2");
+  });
+
+  it("does not wait on a migration that fails: it is thrown at once", async () => {
+    const dir = await mkdtemp(join(tmpdir(), "gw-migrations-"));
+    closing.push(() => rm(dir, { recursive: true, force: true }));
+    await writeFile(join(dir, "0001_bad.sql"), "SELECT no_such_function();");
+    const waits: unknown[] = [];
+    await expect(
+      migrateWhenReachable(database.url, { warn: (f: unknown) => waits.push(f) } as never, { dir }),
+    ).rejects.toThrow(/migration 0001_bad\.sql failed/);
+    expect(waits).toEqual([]);
   });
 });
 
