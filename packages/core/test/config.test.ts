@@ -39,6 +39,17 @@ describe("configuration", () => {
   });
 });
 
+/** The problems `loadConfig` names for `values`; fails the test when it accepts them. */
+function problemsOf(schema: z.ZodType, values: Record<string, string>): string[] {
+  try {
+    loadConfig(schema, values);
+  } catch (err) {
+    if (err instanceof ConfigError) return err.problems;
+    throw err;
+  }
+  throw new Error("accepted");
+}
+
 describe("a refused value", () => {
   const numbers = z.object({
     PORT: env.port(8080),
@@ -48,37 +59,32 @@ describe("a refused value", () => {
     CLIENT_SECRET: z.string().min(32).optional(),
     DATABASE_URL: env.databaseUrl(),
   });
-  const problemsOf = (values: Record<string, string>) => {
-    try {
-      loadConfig(numbers, values);
-    } catch (err) {
-      if (err instanceof ConfigError) return err.problems;
-    }
-    throw new Error("accepted");
-  };
 
   it("is named in the problem, whatever kind of setting refused it", () => {
-    expect(problemsOf({ PORT: "abc", WORKERS: "0", RATIO: "lots", MODE: "quick" })).toEqual([
+    expect(problemsOf(numbers, { PORT: "abc", WORKERS: "0", RATIO: "lots", MODE: "quick" })).toEqual([
       'PORT: "abc" is not a port (a whole number from 0 to 65535)',
       'WORKERS: "0" is not a whole number above 0',
       'RATIO: "lots" is not a number',
       expect.stringMatching(/^MODE: "quick": Invalid option: expected one of "fast"\|"safe"$/),
     ]);
-    expect(problemsOf({ PORT: "65536" })).toEqual([
+    expect(problemsOf(numbers, { PORT: "65536" })).toEqual([
       'PORT: "65536" is not a port (a whole number from 0 to 65535)',
     ]);
-    expect(problemsOf({ PORT: "80.5" })).toEqual([
+    expect(problemsOf(numbers, { PORT: "80.5" })).toEqual([
       'PORT: "80.5" is not a port (a whole number from 0 to 65535)',
     ]);
-    expect(problemsOf({ RATIO: "2" })).toEqual([expect.stringMatching(/^RATIO: "2": Too big/)]);
+    expect(problemsOf(numbers, { RATIO: "2" })).toEqual([expect.stringMatching(/^RATIO: "2": Too big/)]);
     expect(loadConfig(numbers, { PORT: " 9000 ", WORKERS: "2" })).toMatchObject({ PORT: 9000, WORKERS: 2 });
   });
 
   it("is never repeated for a setting that may hold a secret or credentials, and a long one is cut", () => {
-    const problems = problemsOf({ CLIENT_SECRET: "hunter2", DATABASE_URL: "mysql://root:hunter2@db/x" });
+    const problems = problemsOf(numbers, {
+      CLIENT_SECRET: "hunter2",
+      DATABASE_URL: "mysql://root:hunter2@db/x",
+    });
     expect(problems).toHaveLength(2);
     expect(problems.join("\n")).not.toContain("hunter2");
-    expect(problemsOf({ MODE: "x".repeat(500) })[0]).toMatch(/^MODE: "x{60}…": /);
+    expect(problemsOf(numbers, { MODE: "x".repeat(500) })[0]).toMatch(/^MODE: "x{60}…": /);
   });
 });
 
@@ -108,17 +114,9 @@ describe("a refused value of the project's own settings", () => {
       .regex(/^https:/)
       .optional(),
   });
-  const problemsOf = (values: Record<string, string>) => {
-    try {
-      loadConfig(settings, values);
-    } catch (err) {
-      if (err instanceof ConfigError) return err.problems;
-    }
-    throw new Error("accepted");
-  };
 
   it("is named for settings about keys and tokens, which hold none", () => {
-    const problems = problemsOf({
+    const problems = problemsOf(settings, {
       BACKGROUND_RESPONSES_PER_KEY: "-1",
       LLM_CONTEXT_MAX_TOKENS: "0",
       TOKEN_COUNT_WORKERS: "-2",
@@ -136,7 +134,7 @@ describe("a refused value of the project's own settings", () => {
 
   it("is never repeated for the settings that hold secrets, credentials or an exporter's headers", () => {
     const given = "hunter2-sk-live";
-    const problems = problemsOf({
+    const problems = problemsOf(settings, {
       VAULT_KEYS: given,
       LLM_API_KEY: given,
       METRICS_TOKEN: given,
