@@ -1,6 +1,6 @@
 import type { ChildProcess } from "node:child_process";
 import { closeSync, openSync, readFileSync } from "node:fs";
-import { resolve } from "node:path";
+import { relative, resolve } from "node:path";
 import { stopProcess } from "./redis-server.ts";
 import { spawnStackChild } from "./stack-child.ts";
 
@@ -14,6 +14,8 @@ export const REPO_ROOT = resolve(import.meta.dirname, "../../..");
  * environment wins; `NODE_DISABLE_COMPILE_CACHE=1` turns it off.
  */
 export const COMPILE_CACHE_DIR = resolve(REPO_ROOT, "node_modules/.cache/node-compile");
+/** `COMPILE_CACHE_DIR` as the settings reference writes it: from the repository's root. */
+export const COMPILE_CACHE_SETTING = relative(REPO_ROOT, COMPILE_CACHE_DIR);
 
 /** The compile cache settings a child of the stack gets (`COMPILE_CACHE_DIR`). */
 function compileCacheEnv(env: NodeJS.ProcessEnv = process.env): NodeJS.ProcessEnv {
