@@ -200,16 +200,17 @@ describe("the local vector database with a data directory", () => {
 
   it("starts a new data directory from the template, made by the first start that finds none, and leaves a cluster it finds as it is", async () => {
     const templateFile = join(dataDir, "cache", "cluster.tar");
-    const identity = async (url: string) => {
+    /** The rows of one statement, on a connection of its own. */
+    const rowsOf = async (url: string, sql: string) => {
       const client = await connect(url);
       try {
-        return String(
-          (await client.query("SELECT system_identifier FROM pg_control_system()")).rows[0].system_identifier,
-        );
+        return (await client.query(sql)).rows;
       } finally {
         await client.end();
       }
     };
+    const identity = async (url: string) =>
+      String((await rowsOf(url, "SELECT system_identifier FROM pg_control_system()"))[0].system_identifier);
     const start = (dir: string) =>
       startVectorDatabaseProcess({
         port: 0,
@@ -220,9 +221,7 @@ describe("the local vector database with a data directory", () => {
     let firstIdentity: string;
     try {
       firstIdentity = await identity(first.databaseUrl);
-      const client = await connect(first.databaseUrl);
-      await client.query("CREATE TABLE only_in_first (id integer)");
-      await client.end();
+      await rowsOf(first.databaseUrl, "CREATE TABLE only_in_first (id integer)");
     } finally {
       await first.stop();
     }
@@ -233,20 +232,18 @@ describe("the local vector database with a data directory", () => {
     const second = await start("second");
     try {
       expect(await identity(second.databaseUrl)).toBe(firstIdentity);
-      const client = await connect(second.databaseUrl);
-      const { rows } = await client.query("SELECT to_regclass('only_in_first') AS t");
-      await client.end();
-      expect(rows).toEqual([{ t: null }]);
+      expect(await rowsOf(second.databaseUrl, "SELECT to_regclass('only_in_first') AS t")).toEqual([
+        { t: null },
+      ]);
     } finally {
       await second.stop();
     }
     expect(existsSync(join(templateDirectoryOf(templateFile), "PG_VERSION"))).toBe(true);
     first = await start("first");
     try {
-      const client = await connect(first.databaseUrl);
-      const { rows } = await client.query("SELECT to_regclass('only_in_first')::text AS t");
-      await client.end();
-      expect(rows).toEqual([{ t: "only_in_first" }]);
+      expect(await rowsOf(first.databaseUrl, "SELECT to_regclass('only_in_first')::text AS t")).toEqual([
+        { t: "only_in_first" },
+      ]);
     } finally {
       await first.stop();
     }
