@@ -1,5 +1,6 @@
 import { LRUCache } from "lru-cache";
 import { z } from "zod";
+import { entryBound } from "./bounded-cache.ts";
 import { type Clock, systemClock } from "./clock.ts";
 import { AppError, forbidden } from "./errors.ts";
 import { documentedAs, jsonSchemaOf } from "./openapi.ts";
@@ -138,12 +139,12 @@ export interface KeyOwnersOptions {
  */
 export class RedisKeyOwners implements KeyOwners {
   private readonly redis: RedisClient;
-  private readonly known = new LRUCache<string, true>({ max: MAX_KNOWN_OWNERS });
+  private readonly known = new LRUCache<string, true>(entryBound(MAX_KNOWN_OWNERS));
   private readonly filling = new Map<string, Promise<void>>();
   /** Each organization's whole set as last read, and when that read began. */
-  private readonly snapshots = new LRUCache<string, { owners: ReadonlySet<string>; at: number }>({
-    max: MAX_SNAPSHOTS,
-  });
+  private readonly snapshots = new LRUCache<string, { owners: ReadonlySet<string>; at: number }>(
+    entryBound(MAX_SNAPSHOTS),
+  );
   private readonly staleIfErrorMs: number;
   private readonly clock: Clock;
 

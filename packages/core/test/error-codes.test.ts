@@ -1,23 +1,11 @@
 import { readFileSync } from "node:fs";
-import { readdir, readFile } from "node:fs/promises";
-import { join, resolve } from "node:path";
+import { readFile } from "node:fs/promises";
+import { resolve } from "node:path";
 import { describe, expect, it } from "vitest";
 import { AppError, ERROR_CATALOGUE, ERROR_CAUSES, type ErrorCause, errorBody } from "../src/errors.ts";
+import { ROOT, sources } from "./project-sources.ts";
 
-const ROOT = resolve(import.meta.dirname, "../../..");
 const DOC = readFileSync(resolve(ROOT, "docs/api/errors.md"), "utf8");
-
-/** The sources of every package (not their tests: `test/`, and the `*.test.ts` beside the routes). */
-async function sources(dir = resolve(ROOT, "packages")): Promise<string[]> {
-  const found: string[] = [];
-  for (const entry of await readdir(dir, { withFileTypes: true })) {
-    if (entry.name === "node_modules" || entry.name === "test") continue;
-    const path = join(dir, entry.name);
-    if (entry.isDirectory()) found.push(...(await sources(path)));
-    else if (entry.name.endsWith(".ts") && !entry.name.endsWith(".test.ts")) found.push(path);
-  }
-  return found;
-}
 
 describe("error codes", () => {
   it("every code an error can carry is in docs/api/errors.md, a cause with its status", () => {

@@ -1,4 +1,5 @@
 import { LRUCache } from "lru-cache";
+import { entryBound } from "../bounded-cache.ts";
 import { type Clock, systemClock } from "../clock.ts";
 import { type LastWriteRead, UNKNOWN_LAST_WRITE } from "./consistency-tokens.ts";
 
@@ -74,7 +75,7 @@ export class DecisionCache {
   private readonly metrics: DecisionCacheMetrics | undefined;
 
   constructor(options: DecisionCacheOptions) {
-    this.entries = new LRUCache({ max: options.maxEntries });
+    this.entries = new LRUCache(entryBound(options.maxEntries));
     this.maxAgeMs = options.maxAgeMs;
     this.clock = options.clock ?? systemClock;
     this.metrics = options.metrics;

@@ -4,6 +4,7 @@
  * call compiles no expression; each check then reads the text once.
  */
 import { LRUCache } from "lru-cache";
+import { entryBound } from "../bounded-cache.ts";
 import { type CompiledBanWords, compileBanWords, matchBanWords } from "./ban-words.ts";
 import { type Action, type Check, type CheckType, PII_KINDS, type PiiKind, type Policy } from "./checks.ts";
 import { matchLeakage } from "./leakage.ts";
@@ -71,7 +72,7 @@ function compileCheck(check: Check): CompiledCheck {
   }
 }
 
-const BY_VERSION = new LRUCache<string, CompiledPolicy>({ max: 2_000 });
+const BY_VERSION = new LRUCache<string, CompiledPolicy>(entryBound(2_000));
 const BY_OBJECT = new WeakMap<Policy, CompiledPolicy>();
 
 /**

@@ -1,4 +1,5 @@
 import { LRUCache } from "lru-cache";
+import { entryBound } from "../bounded-cache.ts";
 import { type Clock, systemClock } from "../clock.ts";
 import type { Logger } from "../logger.ts";
 import type { RedisClient } from "../redis.ts";
@@ -26,7 +27,7 @@ interface Entry {
  * checks in SpiceDB are asked on every call as before.
  */
 export class McpReadCache {
-  private readonly entries = new LRUCache<string, Entry>({ max: MAX_ENTRIES });
+  private readonly entries = new LRUCache<string, Entry>(entryBound(MAX_ENTRIES));
   private subscribed = false;
   /** Bumped by every change and every (re)subscription. */
   private generation = 0;

@@ -16,6 +16,7 @@ import { createParser } from "eventsource-parser";
 import { LRUCache } from "lru-cache";
 import { type Agent, fetch as undiciFetch } from "undici";
 import type { z } from "zod";
+import { entryBound } from "../bounded-cache.ts";
 import { AppError, type ErrorCause } from "../errors.ts";
 import type { Logger } from "../logger.ts";
 import { AnswerTooLarge, boundedResponse } from "./bounded-body.ts";
@@ -186,7 +187,7 @@ export class UpstreamClients {
   private readonly maxTools: number;
   private readonly onLimit: (limit: UpstreamLimit) => void;
   /** Servers (id and URL) found to speak the modern era, and the version they speak. */
-  private readonly modern = new LRUCache<string, string>({ max: 10_000 });
+  private readonly modern = new LRUCache<string, string>(entryBound(10_000));
   private requestIds = 0;
 
   constructor(options: UpstreamClientsOptions) {
@@ -197,7 +198,7 @@ export class UpstreamClients {
     this.logger = options.logger;
     this.maxSessions = options.maxSessions ?? 1_000;
     this.sessions = new LRUCache({
-      max: this.maxSessions,
+      ...entryBound(this.maxSessions),
       dispose: (session, _key, reason) => {
         if (reason === "evict") session.client.close().catch(() => undefined);
       },

@@ -1,3 +1,4 @@
+import { entryBound } from "@gw/core/bounded-cache";
 import { type Clock, systemClock } from "@gw/core/clock";
 import { AppError } from "@gw/core/errors";
 import type { Logger } from "@gw/core/logger";
@@ -77,8 +78,8 @@ export class CachedApiKeyLookup implements ApiKeyLookup {
    * get what it read (lru-cache aborts an in-flight fetch on delete), and a
    * copy is fresh for `ttlMs` but usable on an outage for `staleIfErrorMs`.
    */
-  private readonly byHash = new LRUCache<string, Entry>({ max: MAX_CACHED_KEYS });
-  private readonly byId = new LRUCache<string, Entry>({ max: MAX_CACHED_KEYS });
+  private readonly byHash = new LRUCache<string, Entry>(entryBound(MAX_CACHED_KEYS));
+  private readonly byId = new LRUCache<string, Entry>(entryBound(MAX_CACHED_KEYS));
   /** Reads in flight, by cache and key, with the generation they started in. */
   private readonly inFlight = new Map<
     string,

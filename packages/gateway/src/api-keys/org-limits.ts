@@ -1,3 +1,4 @@
+import { entryBound } from "@gw/core/bounded-cache";
 import { type Clock, systemClock } from "@gw/core/clock";
 import { AppError } from "@gw/core/errors";
 import type { UnitLimits } from "@gw/core/limits";
@@ -37,7 +38,7 @@ export class OrgLimitsStore {
   constructor(redis: RedisClient, cacheMs = 5_000, clock: Clock = systemClock) {
     this.redis = redis;
     this.cache = new LRUCache<string, UnitLimits>({
-      max: MAX_CACHED_ORGS,
+      ...entryBound(MAX_CACHED_ORGS),
       // lru-cache calls a copy stale once its age exceeds `ttl` (so a copy serves for less than cacheMs),
       // and reads 0 as "never stale": with cacheMs 0 every read asks Redis.
       ttl: Math.max(cacheMs - 1, 1),

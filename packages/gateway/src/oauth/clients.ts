@@ -1,4 +1,5 @@
 import { randomBytes } from "node:crypto";
+import { entryBound } from "@gw/core/bounded-cache";
 import type { Clock } from "@gw/core/clock";
 import { OAuthError } from "@gw/core/errors";
 import { fetchGuardedJson, type UpstreamPolicy, UpstreamRefused } from "@gw/core/mcp";
@@ -176,7 +177,7 @@ export class OAuthClients {
     this.db = db;
     this.options = options;
     this.documents = new LRUCache({
-      max: options.cacheSize,
+      ...entryBound(options.cacheSize),
       ttl: options.cacheTtlMs,
       ttlResolution: 0,
       perf: { now: () => options.clock.wall() },

@@ -1,4 +1,5 @@
 import { createHash, randomBytes } from "node:crypto";
+import { entryBound } from "@gw/core/bounded-cache";
 import { fetchGuardedJson, type UpstreamPolicy, UpstreamRefused } from "@gw/core/mcp";
 import { userIdSchema } from "@gw/core/principal";
 import { createLocalJWKSet, type JSONWebKeySet, errors as joseErrors, jwtVerify } from "jose";
@@ -49,7 +50,7 @@ export class OidcRelyingParty {
   private readonly discovered = new LRUCache<
     string,
     { metadata: ProviderMetadata; keys: ReturnType<typeof createLocalJWKSet> }
-  >({ max: 1_000, ttl: DISCOVERY_TTL_MS });
+  >({ ...entryBound(1_000), ttl: DISCOVERY_TTL_MS });
 
   constructor(options: { policy: UpstreamPolicy; timeoutMs: number }) {
     this.policy = options.policy;

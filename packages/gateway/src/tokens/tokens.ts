@@ -1,4 +1,5 @@
 import { hash, randomUUID, sign } from "node:crypto";
+import { entryBound } from "@gw/core/bounded-cache";
 import { type Clock, systemClock } from "@gw/core/clock";
 import type { Permission } from "@gw/core/permissions";
 import { orgIdSchema, userIdSchema } from "@gw/core/principal";
@@ -57,7 +58,7 @@ export class TokenService {
     this.issuer = issuer;
     this.clock = clock;
     this.verified = new LRUCache({
-      max: MAX_VERIFIED_TOKENS,
+      ...entryBound(MAX_VERIFIED_TOKENS),
       ttlResolution: 0,
       perf: { now: () => clock.wall() },
     });
