@@ -37,7 +37,7 @@ export const spicedbEnvShape = {
   SPICEDB_DEADLINE_MS: env.positiveInt(2_000),
   /** How long after a write checks on that resource are fully consistent, and after a process (re)connects to Redis all its checks and lookups, in milliseconds. Default 6000. */
   SPICEDB_FULLY_CONSISTENT_AFTER_WRITE_MS: z.coerce.number().int().min(0).max(600_000).default(6_000),
-  /** Most check decisions a process keeps (valid while the resource's ZedToken is unchanged); 0 turns the cache off. Default 100000. */
+  /** Most check decisions a process keeps (valid while the resource's ZedToken is unchanged); 0 turns the cache off. Default 100000. The cache takes memory as it fills, not for its bound at start. */
   DECISION_CACHE_SIZE: z.coerce.number().int().min(0).max(10_000_000).default(100_000),
   /** Longest a kept check decision is served, in ms: SpiceDB's quantization window. Default 5000; 0 turns the cache off. */
   DECISION_CACHE_MAX_AGE_MS: z.coerce.number().int().min(0).max(60_000).default(5_000),
