@@ -285,17 +285,20 @@ const START_PAUSES_MS = [250, 500, 1_000, 2_000, 5_000];
  * attempt (where, without credentials; why; when it tries next) instead of
  * ending the process with a stack trace. A deployment whose database comes
  * up after it then starts once it does, as it does for Redis. Anything else
- * (a migration that fails) is thrown as before.
+ * (a migration that fails) is thrown as before. The migrations it applied are
+ * logged, and returned.
  */
 export async function migrateWhenReachable(
   url: string,
-  logger: Pick<Logger, "warn">,
+  logger: Pick<Logger, "warn" | "info">,
   options: { dir?: string; pausesMs?: readonly number[] } = {},
 ): Promise<string[]> {
   const pauses = options.pausesMs ?? START_PAUSES_MS;
   for (let attempt = 0; ; attempt++) {
     try {
-      return await migrate(url, options.dir);
+      const applied = await migrate(url, options.dir);
+      if (applied.length > 0) logger.info({ applied }, "database migrations applied");
+      return applied;
     } catch (err) {
       if (!(err instanceof PostgresUnavailable)) throw err;
       const retryInMs = pauses[Math.min(attempt, pauses.length - 1)]!;

@@ -122,8 +122,7 @@ export async function startGateway(
   }
 
   // The audit trail: the schema first (one process at a time), then the pool.
-  const applied = await migrateWhenReachable(config.DATABASE_URL, logger);
-  if (applied.length > 0) logger.info({ applied }, "database migrations applied");
+  await migrateWhenReachable(config.DATABASE_URL, logger);
   const db = createPostgres(config.DATABASE_URL, {
     connectionName: "gateway",
     onIdleError: (err) => logger.warn({ err: err.message }, "postgres connection error"),

@@ -43,8 +43,7 @@ export async function startEvalWorkerProcess(config: ServiceConfig, logger: Logg
     metrics: metrics.redisCommands,
   });
   redis.on("error", (err) => logger.warn({ err: err.message }, "redis error"));
-  const applied = await migrateWhenReachable(config.DATABASE_URL, logger);
-  if (applied.length > 0) logger.info({ applied }, "database migrations applied");
+  await migrateWhenReachable(config.DATABASE_URL, logger);
   const db = createPostgres(config.DATABASE_URL, {
     connectionName: "eval-worker",
     onIdleError: (err) => logger.warn({ err: err.message }, "postgres connection error"),

@@ -107,8 +107,7 @@ export async function startService(
   const redis = createRedis(config.REDIS_URL, { connectionName: "service", metrics: metrics.redisCommands });
   redis.on("error", (err) => logger.warn({ err: err.message }, "redis error"));
   // Before anything serves: the schema this code expects (one process at a time; the others wait, then find it done).
-  const applied = await migrateWhenReachable(config.DATABASE_URL, logger);
-  if (applied.length > 0) logger.info({ applied }, "database migrations applied");
+  await migrateWhenReachable(config.DATABASE_URL, logger);
   const db = createPostgres(config.DATABASE_URL, {
     connectionName: "service",
     metrics: metrics.postgresQueries,

@@ -112,6 +112,7 @@ describe("migrateWhenReachable", () => {
     const waits: Record<string, unknown>[] = [];
     let relay: Server | undefined;
     const logger = {
+      info: () => {},
       warn: (fields: Record<string, unknown>, message: string) => {
         waits.push({ ...fields, message });
         if (relay) return;
