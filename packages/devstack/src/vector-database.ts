@@ -148,15 +148,44 @@ const SYNC = Buffer.from([0x53, 0, 0, 0, 4]);
 const READY_FOR_QUERY = "Z".charCodeAt(0);
 const IDLE = "I".charCodeAt(0);
 
+/** The bytes PGlite's backend reads from its input at a time. */
+const BACKEND_READ_BYTES = 8192;
+
+/**
+ * Runs a batch of a client's messages, whole. PGlite's backend reads its input
+ * `BACKEND_READ_BYTES` at a time, and when a message ends exactly where a read
+ * ended it stops there, dropping the rest of the input: a batch whose Describe
+ * ended at byte 32,768 was answered up to it, without its Execute's and Sync's
+ * answers, and its client waited forever (the vector-search benchmark's writes
+ * hung so). So the batch is handed on in parts that end at such a place, each
+ * part's answer following the one before.
+ *
+ * PGlite answers in a view of a buffer it writes its next answer into (1 MiB,
+ * reused): what is returned is a copy, so that neither the next part nor the
+ * next batch overwrites an answer a socket has not sent yet.
+ */
+async function execBatch(db: PGlite, batch: Buffer): Promise<Buffer> {
+  const answers: Buffer[] = [];
+  let start = 0;
+  for (let at = 0; at + 5 <= batch.length; ) {
+    at += 1 + batch.readInt32BE(at + 1);
+    if (at < batch.length && (at - start) % BACKEND_READ_BYTES === 0) {
+      answers.push(Buffer.from(await db.execProtocolRaw(batch.subarray(start, at), { syncToFs: false })));
+      start = at;
+    }
+  }
+  answers.push(Buffer.from(await db.execProtocolRaw(start === 0 ? batch : batch.subarray(start))));
+  return answers.length === 1 ? answers[0]! : Buffer.concat(answers);
+}
+
 /**
  * Whether PGlite's answer leaves the session free for another connection: its
  * last message is ReadyForQuery with status idle (not in a transaction, not in
  * a failed one). An answer without ReadyForQuery (a Flush, a COPY under way)
  * leaves it to the same connection.
  */
-function leavesSessionIdle(answer: Uint8Array): boolean {
+function leavesSessionIdle(view: Buffer): boolean {
   let status: number | undefined;
-  const view = Buffer.from(answer.buffer, answer.byteOffset, answer.byteLength);
   for (let at = 0; at + 5 <= view.length; ) {
     const type = view[at]!;
     const length = view.readInt32BE(at + 1);
@@ -253,17 +282,19 @@ type Work = { client: Client; batch: Buffer } | { client: Client; gone: true };
 /** PGlite with pgvector, in this process, served on 127.0.0.1:`port`. */
 export async function startVectorDatabase(options: VectorDatabaseOptions): Promise<RunningVectorDatabase> {
   const db = await openPGlite(options);
-  // PGlite sets its search path in the session (DISCARD ALL would lose it), and turns sequential scans off
-  // on its command line: the planner here is to choose as a PostgreSQL server's does.
+  // PGlite sets its search path in the session (DISCARD ALL would lose it), turns sequential scans off on its
+  // command line, and sends its clients debugging messages (`client_min_messages` debug3: the text of every
+  // statement parsed, back with its answer): the planner and the messages here are a PostgreSQL server's.
   const searchPath = (await db.query<{ path: string }>("SELECT current_setting('search_path') AS path"))
     .rows[0]!.path;
   const resetSession = async () => {
     // Each its own statement: DISCARD ALL cannot run in the implicit transaction of a multi-statement string.
     await db.exec("ROLLBACK");
     await db.exec("DISCARD ALL");
-    await db.query("SELECT set_config('search_path', $1, false), set_config('enable_seqscan', 'on', false)", [
-      searchPath,
-    ]);
+    await db.query(
+      "SELECT set_config('search_path', $1, false), set_config('enable_seqscan', 'on', false), set_config('client_min_messages', 'notice', false)",
+      [searchPath],
+    );
   };
   await resetSession();
 
@@ -293,7 +324,7 @@ export async function startVectorDatabase(options: VectorDatabaseOptions): Promi
           continue;
         }
         if (client.closed) continue;
-        const answer = await db.execProtocolRaw(item.batch);
+        const answer = await execBatch(db, item.batch);
         holder = leavesSessionIdle(answer) ? undefined : client;
         if (answer.length > 0 && !client.socket.destroyed) client.socket.write(answer);
       } catch (err) {

@@ -1,5 +1,6 @@
 import { existsSync } from "node:fs";
 import { mkdtemp, rm, stat } from "node:fs/promises";
+import { createConnection } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import pg from "pg";
@@ -25,6 +26,104 @@ const vectorText = (width: number, seed: number) =>
 /** Cuts the client's connection without a word (a process killed mid-transaction). */
 const cut = (client: pg.Client) =>
   (client as unknown as { connection: { stream: { destroy(): void } } }).connection.stream.destroy();
+
+/** A PostgreSQL frontend message: its type, then its length and body. */
+function message(type: string, ...parts: Buffer[]): Buffer {
+  const body = Buffer.concat(parts);
+  const head = Buffer.alloc(5);
+  head.write(type, 0, "latin1");
+  head.writeInt32BE(4 + body.length, 1);
+  return Buffer.concat([head, body]);
+}
+const cstring = (text: string) => Buffer.from(`${text}\0`);
+const int16 = (n: number) => Buffer.from([n >> 8, n & 255]);
+const int32 = (n: number) => {
+  const b = Buffer.alloc(4);
+  b.writeInt32BE(n);
+  return b;
+};
+const simpleQuery = (sql: string) => message("Q", cstring(sql));
+/** Parse, Bind (one text parameter), Describe, Execute and Sync of the unnamed statement, as one batch. */
+function extendedQuery(sql: string, parameter: string): Buffer {
+  const value = Buffer.from(parameter);
+  return Buffer.concat([
+    message("P", cstring(""), cstring(sql), int16(0)),
+    message("B", cstring(""), cstring(""), int16(0), int16(1), int32(value.length), value, int16(0)),
+    message("D", Buffer.from("P"), cstring("")),
+    message("E", cstring(""), int32(0)),
+    message("S"),
+  ]);
+}
+/** The types of the backend messages in `answer`, notices left out. */
+function messageTypes(answer: Buffer): string[] {
+  const types: string[] = [];
+  for (let at = 0; at + 5 <= answer.length; at += 1 + answer.readInt32BE(at + 1))
+    if (answer[at] !== "N".charCodeAt(0)) types.push(String.fromCharCode(answer[at]!));
+  return types;
+}
+
+/** A connection speaking the wire protocol itself: `ask` sends bytes and reads up to ReadyForQuery. */
+async function rawSession(port: number) {
+  const socket = createConnection({ port, host: "127.0.0.1" });
+  let received = Buffer.alloc(0);
+  let waiting: (() => void) | undefined;
+  socket.on("data", (data) => {
+    received = Buffer.concat([received, data]);
+    waiting?.();
+  });
+  const readyAt = () => {
+    for (let at = 0; at + 5 <= received.length; at += 1 + received.readInt32BE(at + 1))
+      if (received[at] === "Z".charCodeAt(0) && at + 6 <= received.length) return at + 6;
+    return -1;
+  };
+  const untilReady = () =>
+    new Promise<Buffer>((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error("no ReadyForQuery in 20 s")), 20_000);
+      const check = () => {
+        const end = readyAt();
+        if (end < 0) return;
+        clearTimeout(timer);
+        waiting = undefined;
+        const answer = received.subarray(0, end);
+        received = received.subarray(end);
+        resolve(answer);
+      };
+      waiting = check;
+      check();
+    });
+  await new Promise<void>((resolve, reject) => socket.once("connect", resolve).once("error", reject));
+  const params = Buffer.concat([
+    cstring("user"),
+    cstring("postgres"),
+    cstring("database"),
+    cstring("postgres"),
+    cstring(""),
+  ]);
+  const startup = Buffer.concat([int32(8 + params.length), int32(196_608), params]);
+  socket.write(startup);
+  // PGlite asks for an MD5 password (AuthenticationMD5Password) and takes any.
+  await new Promise<void>((resolve) => {
+    waiting = () => received.length >= 13 && resolve();
+    waiting();
+  });
+  expect([received[0], received.readInt32BE(5)]).toEqual(["R".charCodeAt(0), 5]);
+  received = received.subarray(13);
+  socket.write(message("p", cstring(`md5${"0".repeat(32)}`)));
+  await untilReady();
+  return {
+    ask(bytes: Buffer) {
+      socket.write(bytes);
+      return untilReady();
+    },
+    send: (bytes: Buffer) => socket.write(bytes),
+    /** The next answer, up to its ReadyForQuery. */
+    answer: untilReady,
+    /** Stops reading, so the server's writes to it back up. */
+    pause: () => socket.pause(),
+    resume: () => socket.resume(),
+    close: () => socket.destroy(),
+  };
+}
 
 describe("the local vector database", () => {
   let database: RunningVectorDatabaseProcess;
@@ -77,6 +176,67 @@ describe("the local vector database", () => {
       );
       expect(rows[0]).toEqual({ n: 100, width: 1536 });
       await client.query("DELETE FROM items");
+    } finally {
+      await client.end();
+    }
+  });
+
+  it("answers a batch whose messages end where the backend's reads of 8 KiB end", async () => {
+    // PGlite's backend reads its input 8,192 bytes at a time and dropped what followed a message ending
+    // exactly at such a read's end: this batch's Execute and Sync went unanswered and its client waited.
+    const socket = await rawSession(database.port);
+    try {
+      const insert = "INSERT INTO boundary SELECT $1::text";
+      await socket.ask(simpleQuery("CREATE TABLE boundary (t text)"));
+      const framing = extendedQuery(insert, "").subarray(0, -15).length; // Parse, Bind and Describe of ""
+      for (const end of [8192, 16_384, 32_768]) {
+        const batch = extendedQuery(insert, "x".repeat(end - framing));
+        // The Describe ends at `end`: Execute (10 bytes) and Sync (5) follow it.
+        expect(batch.length - 15).toBe(end);
+        const answer = await socket.ask(batch);
+        expect(messageTypes(answer)).toEqual(["1", "2", "n", "C", "Z"]);
+      }
+      const count = await socket.ask(simpleQuery("SELECT count(*) FROM boundary"));
+      expect(count.toString("latin1")).toContain("\u0001" + "3");
+      await socket.ask(simpleQuery("DROP TABLE boundary"));
+    } finally {
+      socket.close();
+    }
+  });
+
+  it("sends each answer as it was, however slowly its client reads", async () => {
+    // PGlite writes every answer under 1 MiB into one buffer: one the socket still held, unsent, was overwritten.
+    const socket = await rawSession(database.port);
+    try {
+      socket.pause();
+      const letters = "abcdefghijkl".split("");
+      for (const letter of letters) socket.send(simpleQuery(`SELECT repeat('${letter}', 900000) AS t`));
+      // Every query runs while the client reads nothing: the answers wait in the server's socket.
+      await new Promise((resolve) => setTimeout(resolve, 500));
+      socket.resume();
+      for (const letter of letters) {
+        const answer = await socket.answer();
+        expect(messageTypes(answer)).toEqual(["T", "D", "C", "Z"]);
+        const text = answer.toString("latin1");
+        expect(text.split(letter.repeat(1000)).length - 1).toBe(900);
+      }
+    } finally {
+      socket.close();
+    }
+  });
+
+  it("sends its clients a server's notices, not PGlite's debugging messages", async () => {
+    const client = await connect(database.databaseUrl);
+    const notices: string[] = [];
+    client.on("notice", (notice) => notices.push(notice.message ?? ""));
+    try {
+      const { rows } = await client.query(
+        "SELECT current_setting('client_min_messages') AS level, $1::int AS n",
+        [1],
+      );
+      expect(rows).toEqual([{ level: "notice", n: 1 }]);
+      await client.query("DO $$ BEGIN RAISE NOTICE 'said'; END $$");
+      expect(notices).toEqual(["said"]);
     } finally {
       await client.end();
     }
