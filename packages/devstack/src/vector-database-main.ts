@@ -5,11 +5,23 @@
  * See `vector-database.ts`.
  */
 import { resolve } from "node:path";
+import { setFlagsFromString } from "node:v8";
 import { loadConfigOrExit } from "@gw/core/config";
 import { createLogger } from "@gw/core/logger";
 import { onShutdown, reportListening } from "@gw/core/process";
 import { startVectorDatabase } from "./vector-database.ts";
 import { localVectorDatabaseConfigSchema } from "./vector-database-config.ts";
+
+/**
+ * V8 optimises a WebAssembly function once it has run about this many bytes of code (V8's default:
+ * 13,000,000). At the default, starting PGlite and running the migrations had TurboFan compile
+ * hundreds of PostgreSQL's functions that run a few times at start: 3.0 s of CPU for a start, the
+ * vector migrations and 200 queries, against 2.0 s at this budget. The hot loops of a search (HNSW,
+ * distances) still pass it within the first searches: `vector-index.test.ts` used as much CPU either
+ * way. Set before PGlite compiles its module, which the flag then applies to.
+ */
+const WASM_TIERING_BUDGET = 180_000_000;
+setFlagsFromString(`--wasm-tiering-budget=${WASM_TIERING_BUDGET}`);
 
 const config = loadConfigOrExit(localVectorDatabaseConfigSchema);
 const logger = createLogger("vector-database", config.LOG_LEVEL);
