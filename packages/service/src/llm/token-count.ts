@@ -3,9 +3,7 @@
  * the event loop, in slices, and `token-worker.ts` in a worker thread, in
  * one go. See `tokens.ts` for what is counted and why it is an upper bound.
  */
-import { countTokens as cl100k } from "gpt-tokenizer/encoding/cl100k_base";
-import { countTokens as o200k } from "gpt-tokenizer/encoding/o200k_base";
-import { CL100K_TOKEN_SPLIT_REGEX, O200K_TOKEN_SPLIT_REGEX } from "gpt-tokenizer/encodingParams/constants";
+import { encoding, piecePattern } from "./encodings.ts";
 
 export type Tokenizer = "o200k_base" | "cl100k_base" | "utf8_bytes";
 
@@ -21,11 +19,6 @@ export const SLICE_CHARS = 8 * 1024;
 
 /** Special tokens (`<|endoftext|>`) in a caller's text are text, as providers read them. */
 const AS_TEXT = { disallowedSpecial: new Set<string>() };
-
-const ENCODINGS = {
-  o200k_base: { count: o200k, split: O200K_TOKEN_SPLIT_REGEX },
-  cl100k_base: { count: cl100k, split: CL100K_TOKEN_SPLIT_REGEX },
-} as const;
 
 /** Characters counted since the last yield, across the texts of one prompt. */
 export interface Slices {
@@ -52,7 +45,8 @@ export function* counting(tokenizer: Tokenizer, text: string, slices: Slices): G
     yield* advance(text.length);
     return utf8Bytes(text);
   }
-  const { count, split } = ENCODINGS[tokenizer];
+  const { countTokens: count } = encoding(tokenizer);
+  const split = piecePattern(tokenizer);
   if (text.length <= MAX_ENCODED_PIECE_CHARS) return count(text, AS_TEXT); // no piece can be longer
   const pieces = new RegExp(split.source, split.flags); // its own lastIndex
   let tokens = 0;

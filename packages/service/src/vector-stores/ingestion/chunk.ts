@@ -1,5 +1,4 @@
-import * as cl100k from "gpt-tokenizer/encoding/cl100k_base";
-import * as o200k from "gpt-tokenizer/encoding/o200k_base";
+import { encoding } from "../../llm/encodings.ts";
 import { tokenizerOf } from "../../llm/tokens.ts";
 import type { Chunking } from "../store.ts";
 import { FileRejected } from "./extract.ts";
@@ -20,7 +19,8 @@ export interface TextChunk {
 const turn = () => new Promise<void>((resolve) => setImmediate(resolve));
 
 /** The encoding that counts the embedding model's tokens: its own when known (OpenAI's embedding models: cl100k_base), else cl100k_base. */
-const encodingOf = (model: string) => (tokenizerOf(model) === "o200k_base" ? o200k : cl100k);
+const encodingOf = (model: string) =>
+  encoding(tokenizerOf(model) === "o200k_base" ? "o200k_base" : "cl100k_base");
 
 /** The text in slices of about `SLICE_CHARS`, cut after a line (or space) where one is near, so few tokens straddle a cut. */
 function* slices(text: string): Generator<string> {
