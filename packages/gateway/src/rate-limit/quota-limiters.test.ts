@@ -299,8 +299,12 @@ describeEachTopology("on %s Redis", (topology) => {
       });
       const limits = { minute: 1_000 }; // leases of 10
       expect(await limiter.decide(key(), limits)).toMatchObject({ store: "lease" });
+      expect(clock.pending, "the lease's lapse is due on the clock").toBe(1);
       own.disconnect();
-      clock.advance(leases.maxMs); // the lease lapses: its give-back fails and waits to be tried again
+      // The lease lapses: its give-back is tried at once (the clock runs the lapse in `advance`), fails
+      // on the closed connection and waits on the clock to be tried again.
+      clock.advance(leases.maxMs);
+      expect(settle, "the lapse tried the give-back").toHaveBeenCalledTimes(1);
       await vi.waitFor(() => expect(clock.pending).toBe(1), { timeout: 10_000, interval: 5 });
       expect(settle).toHaveBeenCalledTimes(1);
       await limiter.close();
