@@ -274,6 +274,54 @@ async function addedLatency(stack: ModelStack, urls: readonly string[], key: str
 }
 
 /**
+ * The same calls at concurrency 1, alternating call by call (as every table above) and in blocks: each
+ * path called `BLOCK` times in a row, the blocks alternating, the first call of each block left out. Call
+ * by call, each process sits idle while the others' calls run and answers its next request later; in
+ * blocks it is answering back to back, as under steady traffic. Chat completions, not stored.
+ */
+async function warmOrIdle(report: Report, stack: ModelStack, pair: Pair, one: Pair) {
+  const BLOCK = 10;
+  const body = chatBody();
+  const paths: [string, () => Promise<number>][] = [
+    ["to the provider", () => timedCall(`${stack.providerUrl}/chat/completions`, json, body)],
+    [
+      "through a bare Node proxy (the floor)",
+      () => timedCall(`${stack.bareProxyUrl}/chat/completions`, json, body),
+    ],
+    [
+      "through the gateway, the service its own process",
+      () => timedCall(`${pair.gateway.url}${CHAT}`, bearer(stack.plainKey), body),
+    ],
+    [
+      "through the gateway, the service in its process",
+      () => timedCall(`${one.gateway.url}${CHAT}`, bearer(stack.plainKey), body),
+    ],
+  ];
+  const interleaved = await alternateAll(paths.map(([, call]) => call));
+  const blocks = paths.map(() => [] as number[]);
+  for (let round = 0; round < Math.ceil(CALLS / BLOCK); round++)
+    for (const [n, [, call]] of paths.entries()) {
+      await call();
+      for (let i = 0; i < BLOCK; i++) blocks[n]!.push(await call());
+    }
+  const warm = blocks.map(p50);
+  report.section(
+    "Model calls: call by call, or back to back",
+    `Chat completions (not stored) at concurrency 1 through the same paths, measured two ways in one run: alternating call by call (${CALLS} calls each after 20 warm-up calls, as every table above), and in blocks of ${BLOCK} calls of one path in a row, the blocks alternating, the first call of each block left out (${Math.ceil(CALLS / BLOCK) * BLOCK} calls each). Call by call, each process waits idle while the other paths' calls run, and a process that has slept answers its next request later on this virtual machine; in blocks it answers back to back, as under steady traffic at concurrency 1. "Added" is beside the provider measured the same way.`,
+  );
+  report.table(
+    ["path", "call by call, p50", "added", "back to back, p50", "added"],
+    paths.map(([name], n) => [
+      name,
+      ms(interleaved[n]!),
+      n === 0 ? "–" : ms(interleaved[n]! - interleaved[0]!),
+      ms(warm[n]!),
+      n === 0 ? "–" : ms(warm[n]! - warm[0]!),
+    ]),
+  );
+}
+
+/**
  * What the gateway and its hop cost at concurrency 1: chat completions sent
  * to the service directly, with an assertion the bench signs as the gateway
  * would (no gateway, no hop), beside the provider, the gateway in front of
@@ -394,6 +442,7 @@ export async function benchModelCalls(report: Report): Promise<void> {
     );
 
     await withoutTheGateway(report, stack, plain, one);
+    await warmOrIdle(report, stack, plain, one);
 
     report.section(
       "Model calls: CPU per call at 16 connections",
