@@ -9,7 +9,9 @@ import {
   PostgresGrantExpiries,
   RedisConsistencyTokens,
   ResourceAuthorization,
+  resourceFilter,
   SpiceDBClient,
+  v1,
 } from "@gw/core/authz";
 import { ManualClock } from "@gw/core/clock";
 import { McpToolAuthorization } from "@gw/core/mcp";
@@ -380,5 +382,124 @@ describe.each(["single"] as const)("the decision cache, on %s Redis", (topology)
     for (let i = 0; i < 2; i++)
       expect(await asked(broken, alice, resource, "owner")).toEqual({ allowed: true, asked: 1 });
     expect(metrics.counts.bypass).toBe(2);
+  });
+  /**
+   * The platform's database, behind a gate: a record waits for `release`
+   * (then fails with `failure`, if set) and says when it was asked.
+   */
+  function heldExpiries(failure?: Error) {
+    let release!: () => void;
+    const gate = new Promise<void>((resolve) => {
+      release = resolve;
+    });
+    let recordAsked!: () => void;
+    const asked = new Promise<void>((resolve) => {
+      recordAsked = resolve;
+    });
+    const held: GrantExpiries = {
+      record: async (key, ends) => {
+        recordAsked();
+        await gate;
+        if (failure) throw failure;
+        await expiries.record(key, ends);
+      },
+      next: (key, after) => expiries.next(key, after),
+      prune: (before) => expiries.prune(before),
+    };
+    return { held, release, asked };
+  }
+
+  /** `client`, telling each WriteRelationships it sends and each answer it gets. */
+  function watchedWrites() {
+    const events: string[] = [];
+    let answered!: () => void;
+    const firstAnswer = new Promise<void>((resolve) => {
+      answered = resolve;
+    });
+    const watched = Object.create(client) as SpiceDBClient;
+    watched.writeRelationships = async (request) => {
+      events.push("sent");
+      const response = await client.writeRelationships(request);
+      events.push("answered");
+      answered();
+      return response;
+    };
+    return { watched, events, firstAnswer };
+  }
+
+  /** The resource's relationships as SpiceDB holds them now. */
+  async function relationshipsOf(resource: { type: "conversation"; id: string }) {
+    const read = await client.readRelationships(
+      v1.ReadRelationshipsRequest.create({
+        consistency: v1.Consistency.create({
+          requirement: { oneofKind: "fullyConsistent", fullyConsistent: true },
+        }),
+        relationshipFilter: resourceFilter("acme", resource),
+      }),
+    );
+    return read.map((r) => r.relationship?.relation).sort();
+  }
+
+  it("writes a fresh resource's owner beside the record of its end, and is done once both are", async () => {
+    const { held, release, asked: recordAsked } = heldExpiries();
+    const { watched, events, firstAnswer } = watchedWrites();
+    const creator = new ResourceAuthorization(watched, new RedisConsistencyTokens(store.redis, 0, clock), {
+      expiries: held,
+      ownership: { lifetimes: { conversation: 60_000 } },
+    });
+    const resource = fresh();
+    let done = false;
+    const creating = creator.createOwnership(alice, resource).finally(() => {
+      done = true;
+    });
+    await recordAsked;
+    // The write lands while the end's record still waits; the creation does not end before the record.
+    await firstAnswer;
+    expect(events).toEqual(["sent", "answered"]);
+    expect(await relationshipsOf(resource)).toEqual(["organization", "owner"]);
+    expect(done).toBe(false);
+    release();
+    expect(await creating).toEqual(expect.any(String));
+    const end = await expiries.next(`conversation:acme/${resource.id}`, clock.wall());
+    expect(end).toBeGreaterThan(clock.wall());
+  });
+
+  it("records the end of a grant on a resource others may know before the grant is written", async () => {
+    const { held, release, asked: recordAsked } = heldExpiries();
+    const { watched, events } = watchedWrites();
+    const granter = new ResourceAuthorization(watched, new RedisConsistencyTokens(store.redis, 0, clock), {
+      expiries: held,
+    });
+    const resource = fresh();
+    await granter.createOwnership(alice, resource);
+    events.length = 0;
+    const granting = granter.grant(alice, {
+      ...resource,
+      userId: "bob",
+      role: "reader",
+      expiresAt: new Date(clock.wall() + 60_000),
+    });
+    await recordAsked;
+    // However long the record takes, nothing is sent before it is kept.
+    for (let i = 0; i < 5; i++) await new Promise((resolve) => setImmediate(resolve));
+    expect(events).toEqual([]);
+    release();
+    await granting;
+    expect(events).toEqual(["sent", "answered"]);
+  });
+
+  it("takes back a fresh resource's owner whose end could not be recorded, and fails", async () => {
+    const { held, release } = heldExpiries(new Error("PostgreSQL is away"));
+    const { watched, firstAnswer } = watchedWrites();
+    const creator = new ResourceAuthorization(watched, new RedisConsistencyTokens(store.redis, 0, clock), {
+      expiries: held,
+      ownership: { lifetimes: { conversation: 60_000 } },
+    });
+    const resource = fresh();
+    const creating = creator.createOwnership(alice, resource);
+    await firstAnswer;
+    release();
+    await expect(creating).rejects.toThrow("PostgreSQL is away");
+    expect(await relationshipsOf(resource)).toEqual([]);
   });
 });

@@ -214,10 +214,13 @@ export class ResourceAuthorization {
     const lifetime = this.ownership?.lifetimes[resource.type];
     const expiresAt =
       options.expiresAt ?? (lifetime === undefined ? undefined : new Date(this.clock.wall() + lifetime));
-    return this.write(principal.org, resource, [
-      ownerUpdate(principal, resource, expiresAt),
-      ...organizationUpdates(principal.org, resource),
-    ]);
+    return this.write(
+      principal.org,
+      resource,
+      [ownerUpdate(principal, resource, expiresAt), ...organizationUpdates(principal.org, resource)],
+      [],
+      { unseen: true },
+    );
   }
 
   /**
@@ -665,15 +668,35 @@ export class ResourceAuthorization {
     resource: ResourceRef,
     updates: v1.RelationshipUpdate[],
     preconditions: v1.Precondition[] = [],
+    options: { unseen?: boolean } = {},
   ): Promise<string | undefined> {
-    // When grants this write makes end, recorded before it lands: no check sees a grant whose end is unknown.
+    // When grants this write makes end, recorded before it lands: no check sees a grant whose end is
+    // unknown. A resource no one can have asked about yet (`unseen`: a fresh id, not yet answered to
+    // anyone) has both written at once, and the write is done once both are.
     const expiries = updates.flatMap(({ relationship }) =>
       relationship?.optionalExpiresAt ? [fromTimestamp(relationship.optionalExpiresAt).getTime()] : [],
     );
-    if (expiries.length > 0) await this.expiries?.record(tokenKey(org, resource), expiries);
-    const response = await this.spicedb.writeRelationships(
-      v1.WriteRelationshipsRequest.create({ updates, optionalPreconditions: preconditions }),
-    );
+    const recorded =
+      expiries.length > 0 ? this.expiries?.record(tokenKey(org, resource), expiries) : undefined;
+    if (!options.unseen) await recorded;
+    const [written, ended] = await Promise.allSettled([
+      this.spicedb.writeRelationships(
+        v1.WriteRelationshipsRequest.create({ updates, optionalPreconditions: preconditions }),
+      ),
+      recorded,
+    ]);
+    if (ended.status === "rejected") {
+      // Not kept: a grant whose end is unknown must not stay (best effort: no one knows the id yet).
+      if (written.status === "fulfilled")
+        await this.spicedb
+          .deleteRelationships(
+            v1.DeleteRelationshipsRequest.create({ relationshipFilter: resourceFilter(org, resource) }),
+          )
+          .catch(() => undefined);
+      throw ended.reason;
+    }
+    if (written.status === "rejected") throw written.reason;
+    const response = written.value;
     const token = response.writtenAt?.token;
     if (token) {
       await this.keep(
