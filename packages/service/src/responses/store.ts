@@ -147,6 +147,17 @@ export class ResponseStore {
     const now = new Date(this.clock.wall());
     // A large input is serialised in a turn of its own, before a connection is held for it.
     const [body, inputJson] = [await stringified(response), await stringified(input)];
+    const itemIds = [...input, ...response.output].map((i) => i.id);
+    // The response and its items in one statement (one round trip, one commit); its foreign key is checked
+    // at the statement's end. A turn with more to keep takes a transaction.
+    if (!turn && !approvals?.requests.length) {
+      await this.db.query(
+        `WITH kept AS (INSERT INTO responses (org, id, body, input, stored_at) VALUES ($1, $2, $3::json, $4::json, $5))
+         INSERT INTO response_items (org, item_id, response_id) SELECT $1, unnest($6::text[]), $2`,
+        [org, response.id, body, inputJson, now, itemIds],
+      );
+      return;
+    }
     await this.db.transaction(async (tx) => {
       await tx.query(
         "INSERT INTO responses (org, id, body, input, stored_at) VALUES ($1, $2, $3::json, $4::json, $5)",
@@ -154,7 +165,7 @@ export class ResponseStore {
       );
       await tx.query(
         "INSERT INTO response_items (org, item_id, response_id) SELECT $1, unnest($2::text[]), $3",
-        [org, [...input, ...response.output].map((i) => i.id), response.id],
+        [org, itemIds, response.id],
       );
       if (approvals) await this.approvals.recordIn(tx, org, response.id, approvals.user, approvals.requests);
       if (turn && !(await turn.conversations.appendIn(tx, org, turn.conversation, turn.items)))
