@@ -24,6 +24,7 @@ import {
 } from "./identity.ts";
 import {
   administratorContext,
+  built,
   callerIsOwner,
   FULLY_CONSISTENT,
   fromTimestamp,
@@ -232,7 +233,7 @@ export class ResourceAuthorization {
   async register(principal: Principal, resource: ResourceRef): Promise<string | undefined> {
     const serviceDelete = serviceIssuedDelete(resource.type, resource.id);
     if (serviceDelete) throw new ServiceIssuedResource(resource.type, "register", serviceDelete);
-    const noOwner = v1.Precondition.create({
+    const noOwner = built(v1.Precondition, {
       operation: v1.Precondition_Operation.MUST_NOT_MATCH,
       filter: ownerFilter(principal.org, resource),
     });
@@ -270,7 +271,7 @@ export class ResourceAuthorization {
     await this.hooks.beforeWrite?.("delete", principal, resource);
     const response = await this.guarded(principal, resource, () =>
       this.spicedb.deleteRelationships(
-        v1.DeleteRelationshipsRequest.create({
+        built(v1.DeleteRelationshipsRequest, {
           relationshipFilter: resourceFilter(principal.org, resource),
           optionalPreconditions: [callerIsOwner(principal, resource)],
         }),
@@ -349,7 +350,7 @@ export class ResourceAuthorization {
     // When a grant it may rest on ends, read beside the check (a grant written since writes a new token).
     const nextExpiry = cache ? this.nextExpiry(key, askedAt) : undefined;
     const response = await this.spicedb.checkPermission(
-      v1.CheckPermissionRequest.create({
+      built(v1.CheckPermissionRequest, {
         consistency: consistencyAfter(last),
         resource: object,
         permission,
@@ -399,10 +400,10 @@ export class ResourceAuthorization {
     const subject = userRef(scopedId(principal.org, principal.user));
     const context = subjectContext(principal.org);
     const response = await this.spicedb.checkBulkPermissions(
-      v1.CheckBulkPermissionsRequest.create({
+      built(v1.CheckBulkPermissionsRequest, {
         consistency: await this.consistency(organizationTokenKey(principal.org)),
         items: askable.map(({ resource, role }) =>
-          v1.CheckBulkPermissionsRequestItem.create({
+          built(v1.CheckBulkPermissionsRequestItem, {
             resource: objectRef(principal.org, resource),
             permission: PERMISSION_FOR_ROLE[role],
             subject,
@@ -446,7 +447,7 @@ export class ResourceAuthorization {
     page: { limit: number; after?: string | undefined },
   ): Promise<ResourcePage> {
     const results = await this.spicedb.lookupResources(
-      v1.LookupResourcesRequest.create({
+      built(v1.LookupResourcesRequest, {
         consistency: await this.consistency(organizationTokenKey(principal.org)),
         resourceObjectType: type,
         permission: PERMISSION_FOR_ROLE[role],
@@ -481,7 +482,7 @@ export class ResourceAuthorization {
    */
   async inspect(principal: Principal, resource: ResourceRef, administrator: boolean): Promise<Grant[]> {
     const response = await this.spicedb.checkPermission(
-      v1.CheckPermissionRequest.create({
+      built(v1.CheckPermissionRequest, {
         consistency: consistencyAfter(await this.lastWrite(tokenKey(principal.org, resource))),
         resource: objectRef(principal.org, resource),
         permission: "inspect",
@@ -497,7 +498,7 @@ export class ResourceAuthorization {
   /** Who holds which role on an organization's resource, for operators (no ownership asked). */
   async listGrants(org: string, resource: ResourceRef): Promise<Grant[]> {
     const relationships = await this.spicedb.readRelationships(
-      v1.ReadRelationshipsRequest.create({
+      built(v1.ReadRelationshipsRequest, {
         consistency: await this.consistency(tokenKey(org, resource)),
         relationshipFilter: resourceFilter(org, resource),
       }),
@@ -578,7 +579,7 @@ export class ResourceAuthorization {
     // Only stored responses, completions and files expire; the gateway, which grants, reads when from the owners.
     if (!CONTENT_EXPIRES.has(resource.type)) return undefined;
     const owners = await this.spicedb.readRelationships(
-      v1.ReadRelationshipsRequest.create({
+      built(v1.ReadRelationshipsRequest, {
         consistency: FULLY_CONSISTENT,
         relationshipFilter: ownerFilter(org, resource),
       }),
@@ -613,7 +614,7 @@ export class ResourceAuthorization {
   ): Promise<v1.Precondition | undefined> {
     const { org } = principal;
     const owners = await this.spicedb.readRelationships(
-      v1.ReadRelationshipsRequest.create({
+      built(v1.ReadRelationshipsRequest, {
         consistency: FULLY_CONSISTENT,
         relationshipFilter: ownerFilter(org, resource),
       }),
@@ -623,7 +624,7 @@ export class ResourceAuthorization {
     if (!ids.includes(subject)) return undefined;
     const other = ids.find((id) => id !== subject);
     if (!other) throw new LastOwner();
-    return v1.Precondition.create({
+    return built(v1.Precondition, {
       operation: v1.Precondition_Operation.MUST_MATCH,
       filter: ownerFilter(org, resource, other),
     });
@@ -653,7 +654,7 @@ export class ResourceAuthorization {
     } catch (err) {
       if (!isFailedPrecondition(err)) throw err;
       const owners = await this.spicedb.readRelationships(
-        v1.ReadRelationshipsRequest.create({
+        built(v1.ReadRelationshipsRequest, {
           consistency: FULLY_CONSISTENT,
           relationshipFilter: ownerFilter(principal.org, resource, scopedId(principal.org, principal.user)),
         }),
@@ -681,7 +682,7 @@ export class ResourceAuthorization {
     if (!options.unseen) await recorded;
     const [written, ended] = await Promise.allSettled([
       this.spicedb.writeRelationships(
-        v1.WriteRelationshipsRequest.create({ updates, optionalPreconditions: preconditions }),
+        built(v1.WriteRelationshipsRequest, { updates, optionalPreconditions: preconditions }),
       ),
       recorded,
     ]);
@@ -690,7 +691,7 @@ export class ResourceAuthorization {
       if (written.status === "fulfilled")
         await this.spicedb
           .deleteRelationships(
-            v1.DeleteRelationshipsRequest.create({ relationshipFilter: resourceFilter(org, resource) }),
+            built(v1.DeleteRelationshipsRequest, { relationshipFilter: resourceFilter(org, resource) }),
           )
           .catch(() => undefined);
       throw ended.reason;
@@ -752,8 +753,8 @@ export class ResourceAuthorization {
 export function consistencyAfter(last: LastWriteRead): v1.Consistency {
   if (last === UNKNOWN_LAST_WRITE || last?.recent) return FULLY_CONSISTENT;
   if (!last?.token) return MINIMIZE_LATENCY;
-  return v1.Consistency.create({
-    requirement: { oneofKind: "atLeastAsFresh", atLeastAsFresh: v1.ZedToken.create({ token: last.token }) },
+  return built(v1.Consistency, {
+    requirement: { oneofKind: "atLeastAsFresh", atLeastAsFresh: built(v1.ZedToken, { token: last.token }) },
   });
 }
 

@@ -1,4 +1,5 @@
 import {
+  built,
   type ConsistencyTokens,
   consistencyAfter,
   encodeId,
@@ -107,13 +108,13 @@ export class McpToolAuthorization {
    * still one (a precondition, not a prior check alone).
    */
   async setRole(owner: Principal, serverId: string, tool: string, role: ToolRole): Promise<void> {
-    const guard = v1.Precondition.create({
+    const guard = built(v1.Precondition, {
       operation: v1.Precondition_Operation.MUST_MATCH,
-      filter: v1.RelationshipFilter.create({
+      filter: built(v1.RelationshipFilter, {
         resourceType: "mcp_server",
         optionalResourceId: scopedId(owner.org, serverId),
         optionalRelation: "owner",
-        optionalSubjectFilter: v1.SubjectFilter.create({
+        optionalSubjectFilter: built(v1.SubjectFilter, {
           subjectType: "user",
           optionalSubjectId: scopedId(owner.org, owner.user),
         }),
@@ -166,7 +167,7 @@ export class McpToolAuthorization {
   async mayCall(principal: Principal, serverId: string, tool: string): Promise<boolean> {
     // A name too long for a SpiceDB id names no tool that can exist (asking would fail the call).
     if (!fitsObjectId(principal.org, `${serverId}/${tool}`)) return false;
-    const object = v1.ObjectReference.create({
+    const object = built(v1.ObjectReference, {
       objectType: "mcp_tool",
       objectId: toolObjectId(principal.org, serverId, tool),
     });
@@ -189,11 +190,11 @@ export class McpToolAuthorization {
       const batch = unique.slice(i, i + CHECKS_PER_CALL);
       const byId = new Map(batch.map((tool) => [toolObjectId(principal.org, serverId, tool), tool]));
       const response = await this.spicedb.checkBulkPermissions(
-        v1.CheckBulkPermissionsRequest.create({
+        built(v1.CheckBulkPermissionsRequest, {
           consistency,
           items: [...byId.keys()].map((objectId) =>
-            v1.CheckBulkPermissionsRequestItem.create({
-              resource: v1.ObjectReference.create({ objectType: "mcp_tool", objectId }),
+            built(v1.CheckBulkPermissionsRequestItem, {
+              resource: built(v1.ObjectReference, { objectType: "mcp_tool", objectId }),
               permission: "call",
               subject,
               context,
@@ -216,9 +217,9 @@ export class McpToolAuthorization {
   async roles(org: string, serverId: string): Promise<Map<string, ToolRole>> {
     const prefix = toolObjectId(org, serverId, "");
     const found = await this.spicedb.readRelationships(
-      v1.ReadRelationshipsRequest.create({
+      built(v1.ReadRelationshipsRequest, {
         consistency: await this.consistency(org, serverId),
-        relationshipFilter: v1.RelationshipFilter.create({
+        relationshipFilter: built(v1.RelationshipFilter, {
           resourceType: "mcp_tool",
           optionalResourceIdPrefix: prefix,
         }),
@@ -239,8 +240,8 @@ export class McpToolAuthorization {
   /** Removes every tool relationship of a deleted server. */
   async forgetServer(org: string, serverId: string): Promise<void> {
     await this.spicedb.deleteRelationships(
-      v1.DeleteRelationshipsRequest.create({
-        relationshipFilter: v1.RelationshipFilter.create({
+      built(v1.DeleteRelationshipsRequest, {
+        relationshipFilter: built(v1.RelationshipFilter, {
           resourceType: "mcp_tool",
           optionalResourceIdPrefix: toolObjectId(org, serverId, ""),
         }),
@@ -255,24 +256,24 @@ export class McpToolAuthorization {
   }
 
   private update(org: string, serverId: string, tool: string, relation: string, remove = false) {
-    return v1.RelationshipUpdate.create({
+    return built(v1.RelationshipUpdate, {
       operation: remove ? v1.RelationshipUpdate_Operation.DELETE : v1.RelationshipUpdate_Operation.TOUCH,
-      relationship: v1.Relationship.create({
-        resource: v1.ObjectReference.create({
+      relationship: built(v1.Relationship, {
+        resource: built(v1.ObjectReference, {
           objectType: "mcp_tool",
           objectId: toolObjectId(org, serverId, tool),
         }),
         relation,
-        subject: v1.SubjectReference.create({ object: objectRef(org, server(serverId)) }),
+        subject: built(v1.SubjectReference, { object: objectRef(org, server(serverId)) }),
       }),
     });
   }
 
   /** Holds while the tool has no relation at all. */
   private unknown(org: string, serverId: string, tool: string): v1.Precondition {
-    return v1.Precondition.create({
+    return built(v1.Precondition, {
       operation: v1.Precondition_Operation.MUST_NOT_MATCH,
-      filter: v1.RelationshipFilter.create({
+      filter: built(v1.RelationshipFilter, {
         resourceType: "mcp_tool",
         optionalResourceId: toolObjectId(org, serverId, tool),
       }),
@@ -286,7 +287,7 @@ export class McpToolAuthorization {
     preconditions: v1.Precondition[],
   ): Promise<void> {
     const response = await this.spicedb.writeRelationships(
-      v1.WriteRelationshipsRequest.create({ updates, optionalPreconditions: preconditions }),
+      built(v1.WriteRelationshipsRequest, { updates, optionalPreconditions: preconditions }),
     );
     const token = response.writtenAt?.token;
     // The server's token: every decision about its tools is read at least as fresh as this.
