@@ -98,29 +98,51 @@ export async function besideRevision(
       const [d, b, a] = times.map(p50) as [number, number, number];
       rows.push([name, ms(d), ms(b - d), ms(a - d), ratio(b - d, a - d)]);
     }
-    const cpu = { before: [] as number[], after: [] as number[] };
-    for (let round = 0; round < 2; round++)
-      for (const [name, pair] of [
-        ["before", before],
-        ["after", after],
-      ] as const)
-        cpu[name].push((await cpuPerCall(stack, pair, CHAT, chatBody(), stack.plainKey)).total);
+    // CPU per chat completion; with `stored`, per stored response too (SpiceDB's engine beside: it writes the owner).
+    const loads = [
+      ["chat completion, 16 connections", CHAT, chatBody()],
+      ...(stored ? ([["stored response, 16 connections", RESPONSES, responseBody(true)]] as const) : []),
+    ] as const;
+    const cpuRows: string[][] = [];
     const mean = (v: number[]) => v.reduce((s, x) => s + x, 0) / v.length;
+    for (const [name, path, body] of loads) {
+      const cpu = {
+        before: [] as number[],
+        after: [] as number[],
+        spiceBefore: [] as number[],
+        spiceAfter: [] as number[],
+      };
+      for (let round = 0; round < 2; round++)
+        for (const [side, pair] of [
+          ["before", before],
+          ["after", after],
+        ] as const) {
+          const measured = await cpuPerCall(stack, pair, path, body, stack.plainKey);
+          cpu[side].push(measured.total);
+          cpu[side === "before" ? "spiceBefore" : "spiceAfter"].push(measured.per.spicedb);
+        }
+      cpuRows.push([
+        name,
+        ms(mean(cpu.before)),
+        ms(mean(cpu.after)),
+        ratio(mean(cpu.before), mean(cpu.after)),
+        `${ms(mean(cpu.spiceBefore))} → ${ms(mean(cpu.spiceAfter))}`,
+      ]);
+    }
     report.section(
       title,
-      `Two gateway and service pairs, ${setting}, on one Redis, PostgreSQL, local SpiceDB and fake provider; calls alternating direct, before, after, ${CALLS} each after 20 warm-up calls, concurrency 1, p50 added beside the provider. Then CPU per chat completion (gateway + service + Redis, from /proc) at 16 connections, two rounds alternating, averaged. Goal: neither grows. On this shared machine a ratio within about ×0.85–×1.15 is noise.`,
+      `Two gateway and service pairs, ${setting}, on one Redis, PostgreSQL, local SpiceDB and fake provider; calls alternating direct, before, after, ${CALLS} each after 20 warm-up calls, concurrency 1, p50 added beside the provider. Then CPU per chat completion${stored ? " and per stored response" : ""} (gateway + service + Redis, from /proc; the local SpiceDB's apart) at 16 connections, two rounds alternating, averaged. Goal: neither grows. On this shared machine a ratio within about ×0.85–×1.15 is noise.`,
     );
     report.table(["call", "direct (p50)", "added before", "added after", "after / before"], rows);
     report.table(
-      ["CPU per chat completion (gateway + service + Redis)", "before", "after", "after / before"],
       [
-        [
-          "16 connections",
-          ms(mean(cpu.before)),
-          ms(mean(cpu.after)),
-          ratio(mean(cpu.before), mean(cpu.after)),
-        ],
+        "CPU per call (gateway + service + Redis)",
+        "before",
+        "after",
+        "after / before",
+        "SpiceDB, before → after",
       ],
+      cpuRows,
     );
   } finally {
     await stack.close();
