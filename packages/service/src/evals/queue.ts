@@ -31,18 +31,15 @@ const JOB_RETENTION = { removeOnComplete: true, removeOnFail: { age: 86_400 } } 
  * with ioredis's own errors, as BullMQ reads them (a closed connection) to
  * recover. Workers block on Redis and must retry forever
  * (`maxRetriesPerRequest: null`, no command timeout); the producer fails
- * fast, as an HTTP request cannot wait for Redis to come back. Each command
- * is written as it is called: BullMQ is not made for ioredis's
- * auto-pipelining, which `createRedis` turns on for the other clients (its
- * users report jobs lost from the active list under load with it).
+ * fast, as an HTTP request cannot wait for Redis to come back.
  */
 export function bullConnection(url: string, role: "producer" | "worker"): RedisClient {
   return createRedis(url, {
     connectionName: `service-evals-${role}`,
     rawErrors: true,
     ...(role === "worker"
-      ? { extra: { maxRetriesPerRequest: null, commandTimeout: undefined, enableAutoPipelining: false } }
-      : { commandTimeoutMs: 2_000, extra: { enableAutoPipelining: false } }),
+      ? { extra: { maxRetriesPerRequest: null, commandTimeout: undefined } }
+      : { commandTimeoutMs: 2_000 }),
   });
 }
 
