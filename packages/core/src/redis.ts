@@ -49,16 +49,6 @@ export interface RedisClientOptions {
   extra?: RedisOptions;
 }
 
-/**
- * Commands every client writes to its connection the moment they are called
- * (`createRedis` batches the others at the end of the event loop's turn:
- * ioredis's auto-pipelining). A caller that sends one without waiting for it
- * and then answers its own client relies on the command being on the wire
- * first: a model call's usage (`UsageStore.recordSoon`, the service's
- * `recordUsage` script), so a read of usage made after the answer comes after it.
- */
-export const SENT_AT_ONCE: readonly string[] = ["recordUsage"];
-
 /** Redis could not be asked (connection lost, command timed out): a 503, whoever asked. */
 export class RedisUnavailable extends AppError {
   constructor(cause: unknown) {
@@ -213,10 +203,6 @@ export function createRedis(url: string, options: RedisClientOptions): RedisClie
     connectTimeout: 5_000,
     // Fail fast instead of queueing forever while Redis is away; callers decide what a failure means.
     maxRetriesPerRequest: 1,
-    // The commands called in one turn of the event loop leave in one write at its end (under load, the
-    // commands of many requests at once); those a caller needs on the wire at once are written at once.
-    enableAutoPipelining: true,
-    autoPipeliningIgnoredCommands: [...SENT_AT_ONCE],
     retryStrategy: (attempt) => Math.min(attempt * 100, 2_000),
     ...options.extra,
   };
@@ -228,7 +214,6 @@ export function createRedis(url: string, options: RedisClientOptions): RedisClie
   const {
     enableOfflineQueue,
     enableAutoPipelining,
-    autoPipeliningIgnoredCommands,
     lazyConnect,
     retryStrategy,
     readOnly: _,
@@ -239,7 +224,6 @@ export function createRedis(url: string, options: RedisClientOptions): RedisClie
     {
       enableOfflineQueue: enableOfflineQueue ?? true,
       enableAutoPipelining: enableAutoPipelining ?? false,
-      autoPipeliningIgnoredCommands: autoPipeliningIgnoredCommands ?? [],
       lazyConnect: lazyConnect ?? false,
       clusterRetryStrategy: retryStrategy ?? null,
       // A cluster that lost a master answers CLUSTERDOWN until failover: retry briefly, then fail.

@@ -188,13 +188,13 @@ export async function startGateway(
   }, AUDIT_SWEEP_INTERVAL_MS);
   auditSweep.unref();
 
-  // Its own connection: a short deadline with no offline queue hands a Redis failure to the insurance
-  // limiter at once (a decision's windows leave in one write, as every client's commands: createRedis).
+  // Its own connection: auto-pipelining sends all windows of a decision in one round trip, and a
+  // short deadline with no offline queue hands a Redis failure to the insurance limiter at once.
   const rateLimitRedis = createRedis(config.REDIS_URL, {
     connectionName: "gateway-rate-limit",
     commandTimeoutMs: config.RATE_LIMIT_REDIS_TIMEOUT_MS,
     metrics: metrics.redisCommands,
-    extra: { enableOfflineQueue: false, maxRetriesPerRequest: 0 },
+    extra: { enableAutoPipelining: true, enableOfflineQueue: false, maxRetriesPerRequest: 0 },
   });
   rateLimitRedis.on("error", (err) => logger.debug({ err: err.message }, "rate-limit redis error"));
   const limiter = new RequestWindows(new CountingWindows(rateLimitRedis, { clock }), {
