@@ -19,7 +19,15 @@ import { ProviderFailed, redactProviderText } from "./errors.ts";
 import { cappedUsage, capWholeOutput, OutputCap } from "./output-cap.ts";
 import type { ModelProvider } from "./provider.ts";
 import { serverSentEvents } from "./sse.ts";
-import { type Endpoint, type ProviderResponse, post, readUpTo, textOf, within } from "./transport.ts";
+import {
+  CALL_OVER,
+  type Endpoint,
+  type ProviderResponse,
+  post,
+  readUpTo,
+  textOf,
+  within,
+} from "./transport.ts";
 
 export interface AnthropicOptions {
   /** Where the Messages API is, up to its version: `https://api.anthropic.com/v1` (calls go to `/messages` under it). */
@@ -128,7 +136,7 @@ export class AnthropicProvider implements ModelProvider {
       failure = err;
       throw err;
     } finally {
-      call.abort(); // a no-op once the body was read whole; otherwise the connection goes
+      call.abort(CALL_OVER); // a no-op once the body was read whole; otherwise the connection goes
       endSpan(span, failure);
     }
   }
@@ -268,7 +276,7 @@ export class AnthropicProvider implements ModelProvider {
       failure = err;
       throw err;
     } finally {
-      call.abort();
+      call.abort(CALL_OVER);
       endSpan(span, failure);
     }
   }

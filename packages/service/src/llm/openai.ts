@@ -9,6 +9,7 @@ import { cappedUsage, capWholeOutput, OutputCap } from "./output-cap.ts";
 import type { AdapterOptions, ModelProvider } from "./provider.ts";
 import { serverSentEvents } from "./sse.ts";
 import {
+  CALL_OVER,
   chatCompletions,
   type Endpoint,
   embeddingsEndpoint,
@@ -103,7 +104,7 @@ export class OpenAIProvider implements ModelProvider {
       failure = err;
       throw err;
     } finally {
-      call.abort();
+      call.abort(CALL_OVER);
       endSpan(span, failure);
     }
   }
@@ -192,7 +193,7 @@ export class OpenAIProvider implements ModelProvider {
       failure = err;
       throw err;
     } finally {
-      call.abort(); // a no-op once the body was read whole; otherwise the connection goes
+      call.abort(CALL_OVER); // a no-op once the body was read whole; otherwise the connection goes
       endSpan(span, failure);
     }
   }
@@ -316,7 +317,7 @@ export class OpenAIProvider implements ModelProvider {
       failure = err;
       throw err;
     } finally {
-      call.abort();
+      call.abort(CALL_OVER);
       endSpan(span, failure);
     }
   }

@@ -87,6 +87,14 @@ function poolOf(url: string): Agent {
 }
 
 /** Sends the request; the deadline covers the wait for the answer to start. Non-2xx answers throw. */
+/**
+ * Why a provider call's own signal is aborted once the call is over: its
+ * connection goes if its answer was not read whole, else nothing happens.
+ * One reason for every call: `abort()` without one builds a DOMException,
+ * stack trace and all, on every model call.
+ */
+export const CALL_OVER: DOMException = new DOMException("The provider call is over", "AbortError");
+
 export async function post(
   options: TransportOptions,
   body: Record<string, unknown>,
