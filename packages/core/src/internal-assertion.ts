@@ -1,11 +1,4 @@
-import {
-  createHash,
-  createHmac,
-  createSecretKey,
-  type KeyObject,
-  randomBytes,
-  timingSafeEqual,
-} from "node:crypto";
+import { createHmac, createSecretKey, hash, type KeyObject, timingSafeEqual } from "node:crypto";
 import { type Clock, systemClock } from "./clock.ts";
 import { developmentSecret } from "./development-secret.ts";
 import { AppError } from "./errors.ts";
@@ -13,6 +6,7 @@ import type { Limits } from "./limits.ts";
 import type { Logger } from "./logger.ts";
 import type { Permission } from "./permissions.ts";
 import type { Principal } from "./principal.ts";
+import { randomHex } from "./random.ts";
 import type { RedisClient } from "./redis.ts";
 
 /** Header that carries the gateway's assertion of who a forwarded request acts as. */
@@ -42,7 +36,7 @@ export class InvalidAssertion extends AppError {
 }
 
 /** The path is bound by its digest: the header stays small however long the path is. */
-const pathDigest = (path: string) => createHash("sha256").update(path).digest("base64url");
+const pathDigest = (path: string) => hash("sha256", path, "base64url");
 
 /**
  * What the service needs to admit a model call: the key's limits as the
@@ -105,7 +99,7 @@ export class InternalAssertions {
       sub: principal.user,
       iat: now,
       exp: now + ASSERTION_TTL_SECONDS,
-      jti: randomBytes(12).toString("base64url"),
+      jti: randomHex(24),
     };
     const signed = `${HEADER}.${Buffer.from(JSON.stringify(claims)).toString("base64url")}`;
     return Promise.resolve(`${signed}.${this.mac(signed).toString("base64url")}`);
