@@ -7,7 +7,7 @@ import type { Logger } from "./logger.ts";
 import type { Permission } from "./permissions.ts";
 import type { Principal } from "./principal.ts";
 import { randomHex } from "./random.ts";
-import type { RedisClient } from "./redis.ts";
+import { type RedisClient, sentTogether } from "./redis.ts";
 
 /** Header that carries the gateway's assertion of who a forwarded request acts as. */
 export const ASSERTION_HEADER = "x-gateway-assertion";
@@ -181,12 +181,13 @@ export class InternalAssertions {
     firstUse: Promise<void>;
   }> {
     const verified = await this.verify(assertion, request);
-    beside?.(verified.principal);
-    const firstUse = redis
-      .set(`gw:assertion:${verified.jti}`, "1", "EX", USED_TTL_SECONDS, "NX")
-      .then((fresh) => {
-        if (fresh !== "OK") throw new InvalidAssertion("already used");
-      });
+    // What `beside` asks and the id leave in one write.
+    const firstUse = sentTogether(redis, () => {
+      beside?.(verified.principal);
+      return redis.set(`gw:assertion:${verified.jti}`, "1", "EX", USED_TTL_SECONDS, "NX");
+    }).then((fresh) => {
+      if (fresh !== "OK") throw new InvalidAssertion("already used");
+    });
     return { verified, firstUse };
   }
 

@@ -1,3 +1,4 @@
+import type { Writable } from "node:stream";
 import { Cluster, type ClusterOptions, type Command, Redis, type RedisOptions, ReplyError } from "ioredis";
 import { withDeadline } from "./deadline.ts";
 import { AppError } from "./errors.ts";
@@ -234,6 +235,23 @@ export function createRedis(url: string, options: RedisClientOptions): RedisClie
     options,
     settings.commandTimeout,
   );
+}
+
+/**
+ * Runs `send`, which calls commands without waiting for them, with one
+ * server's connection corked: what it sends leaves in one write, where each
+ * command was a write (and a wake-up of Redis) of its own. A cluster's
+ * commands go to their nodes' connections as they are.
+ */
+export function sentTogether<T>(redis: unknown, send: () => T): T {
+  const stream = redis instanceof Redis ? (redis as unknown as { stream?: Writable }).stream : undefined;
+  if (typeof stream?.cork !== "function") return send();
+  stream.cork();
+  try {
+    return send();
+  } finally {
+    stream.uncork();
+  }
 }
 
 /** PING with a deadline: the readiness probe. */
