@@ -22,6 +22,7 @@ export {
   monitorCommands,
   type RedisTopology,
   scanKeys,
+  socketWritesDuring,
   startTestRedis,
   type TestRedis,
   type TestRedisStore,

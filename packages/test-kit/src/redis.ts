@@ -7,6 +7,7 @@ import { randomBytes } from "node:crypto";
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import type { Writable } from "node:stream";
 import { promisify } from "node:util";
 import { createRedis, type RedisClient } from "@gw/core/redis";
 import { freePort, type RunningRedis, startRedisServer } from "@gw/devstack";
@@ -84,6 +85,31 @@ export async function scanKeys(redis: RedisClient, pattern: string): Promise<str
     } while (cursor !== "0");
   }
   return [...found].sort();
+}
+
+/**
+ * How many writes one server's client made to its socket while `run` ran
+ * (each is a syscall, and a wake-up of Redis): commands sent together
+ * (`sentTogether`) count once.
+ */
+export async function socketWritesDuring(redis: RedisClient, run: () => Promise<unknown>): Promise<number> {
+  await redis.ping();
+  const socket = (redis as unknown as { stream: Writable & Record<"_write" | "_writev", unknown> }).stream;
+  const originals = { _write: socket._write, _writev: socket._writev };
+  let writes = 0;
+  for (const name of ["_write", "_writev"] as const) {
+    const original = originals[name] as (...args: unknown[]) => unknown;
+    socket[name] = (...args: unknown[]) => {
+      writes++;
+      return original.apply(socket, args);
+    };
+  }
+  try {
+    await run();
+  } finally {
+    Object.assign(socket, originals);
+  }
+  return writes;
 }
 
 /**
