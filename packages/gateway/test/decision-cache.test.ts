@@ -18,7 +18,7 @@ import { McpToolAuthorization } from "@gw/core/mcp";
 import { createPostgres, type Postgres } from "@gw/core/postgres";
 import type { Principal } from "@gw/core/principal";
 import { type RunningSpiceDBLocal, startSpiceDBLocal } from "@gw/spicedb-local";
-import { scanKeys, useTestDatabase, useTestRedis } from "@gw/test-kit";
+import { scanKeys, socketWritesDuring, useTestDatabase, useTestRedis } from "@gw/test-kit";
 import { pastRecentWindow } from "@gw/test-kit/zedtokens";
 import { afterAll, beforeAll, beforeEach, describe, expect, it, vi } from "vitest";
 
@@ -501,5 +501,15 @@ describe.each(["single"] as const)("the decision cache, on %s Redis", (topology)
     release();
     await expect(creating).rejects.toThrow("PostgreSQL is away");
     expect(await relationshipsOf(resource)).toEqual([]);
+  });
+  it("keeps a write's ZedTokens (the resource's and its organization's) in one write to Redis", async () => {
+    const creator = new ResourceAuthorization(client, new RedisConsistencyTokens(store.redis, 0, clock));
+    const resource = fresh();
+    const writes = await socketWritesDuring(store.redis, () => creator.createOwnership(alice, resource));
+    expect(writes).toBe(1);
+    expect(await scanKeys(store.redis, `${tokenAt(resource.id)}*`)).toEqual([tokenAt(resource.id)]);
+    expect(await store.redis.get("gw:zedtoken:{organization:acme}")).toBe(
+      await store.redis.get(tokenAt(resource.id)),
+    );
   });
 });

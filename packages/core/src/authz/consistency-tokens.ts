@@ -1,6 +1,6 @@
 import { Cluster } from "ioredis";
 import { type Clock, systemClock } from "../clock.ts";
-import type { RedisClient } from "../redis.ts";
+import { type RedisClient, sentTogether } from "../redis.ts";
 
 /**
  * The ZedToken of a resource's last write (none once the resource is
@@ -34,6 +34,13 @@ export interface ConsistencyTokens {
   forget(resourceKey: string): Promise<void>;
   /** Drops every key of a resource whose content is gone (expired and swept), writing none. */
   drop(resourceKey: string): Promise<void>;
+  /** Runs `send`, whose commands (`set`s) then leave in one write where the store can (`sentTogether`). */
+  together?<T>(send: () => T): T;
+}
+
+/** The tokens `sets` sends, sent together where the store can. */
+export function setTogether(tokens: ConsistencyTokens, sets: () => Promise<void>[]): Promise<void>[] {
+  return tokens.together ? tokens.together(sets) : sets();
 }
 
 /** How long a resource's token is kept after its last write by default (`SPICEDB_ZEDTOKEN_TTL`). */
@@ -133,6 +140,10 @@ export class RedisConsistencyTokens implements ConsistencyTokens {
     await this.broken(this.redis.set(tokenKey(resourceKey), token, "PX", this.ttlMs));
   }
 
+  together<T>(send: () => T): T {
+    return sentTogether(this.redis, send);
+  }
+
   async forget(resourceKey: string): Promise<void> {
     await this.broken(this.redis.set(tokenKey(resourceKey), "", "PX", this.ttlMs));
   }
@@ -217,7 +228,7 @@ export async function recordDeletion(
 ): Promise<Error | undefined> {
   const results = await Promise.allSettled(
     token
-      ? [tokens.set(keys.resource, token), tokens.set(keys.organization, token)]
+      ? setTogether(tokens, () => [tokens.set(keys.resource, token), tokens.set(keys.organization, token)])
       : [tokens.forget(keys.resource)],
   );
   const failed = results.find((r) => r.status === "rejected");

@@ -6,6 +6,7 @@ import {
   type ConsistencyTokens,
   type LastWriteRead,
   recordDeletion,
+  setTogether,
   UNKNOWN_LAST_WRITE,
 } from "./consistency-tokens.ts";
 import { type DecisionCache, EXPIRIES_UNKNOWN } from "./decision-cache.ts";
@@ -702,8 +703,10 @@ export class ResourceAuthorization {
     if (token) {
       await this.keep(
         "could not keep the ZedToken of a write; checks may lag briefly",
-        this.tokens.set(tokenKey(org, resource), token),
-        this.tokens.set(organizationTokenKey(org), token),
+        ...setTogether(this.tokens, () => [
+          this.tokens.set(tokenKey(org, resource), token),
+          this.tokens.set(organizationTokenKey(org), token),
+        ]),
       );
     }
     return token;
