@@ -273,16 +273,10 @@ async function addedLatency(stack: ModelStack, urls: readonly string[], key: str
   return rows;
 }
 
-/**
- * The same calls at concurrency 1, alternating call by call (as every table above) and in blocks: each
- * path called `BLOCK` times in a row, the blocks alternating, the first call of each block left out. Call
- * by call, each process sits idle while the others' calls run and answers its next request later; in
- * blocks it is answering back to back, as under steady traffic. Chat completions, not stored.
- */
-async function warmOrIdle(report: Report, stack: ModelStack, pair: Pair, one: Pair) {
-  const BLOCK = 10;
+/** A chat completion (not stored) to the provider and through each path in front of it, by name: one call each. */
+function chatPaths(stack: ModelStack, pair: Pair, one: Pair): [string, () => Promise<number>][] {
   const body = chatBody();
-  const paths: [string, () => Promise<number>][] = [
+  return [
     ["to the provider", () => timedCall(`${stack.providerUrl}/chat/completions`, json, body)],
     [
       "through a bare Node proxy (the floor)",
@@ -297,6 +291,17 @@ async function warmOrIdle(report: Report, stack: ModelStack, pair: Pair, one: Pa
       () => timedCall(`${one.gateway.url}${CHAT}`, bearer(stack.plainKey), body),
     ],
   ];
+}
+
+/**
+ * The same calls at concurrency 1, alternating call by call (as every table above) and in blocks: each
+ * path called `BLOCK` times in a row, the blocks alternating, the first call of each block left out. Call
+ * by call, each process sits idle while the others' calls run and answers its next request later; in
+ * blocks it is answering back to back, as under steady traffic. Chat completions, not stored.
+ */
+async function warmOrIdle(report: Report, stack: ModelStack, pair: Pair, one: Pair) {
+  const BLOCK = 10;
+  const paths = chatPaths(stack, pair, one);
   const interleaved = await alternateAll(paths.map(([, call]) => call));
   const blocks = paths.map(() => [] as number[]);
   for (let round = 0; round < Math.ceil(CALLS / BLOCK); round++)
@@ -338,9 +343,12 @@ async function withoutTheGateway(report: Report, stack: ModelStack, pair: Pair, 
     credential: "api_key" as const,
     onBehalfOf: true,
   };
+  const [toProvider, throughBare, throughGateway, throughOne] = chatPaths(stack, pair, one).map(
+    ([, call]) => call,
+  );
   const [direct, bare, service, gateway, inProcess] = await alternateAll([
-    () => timedCall(`${stack.providerUrl}/chat/completions`, json, chatBody()),
-    () => timedCall(`${stack.bareProxyUrl}/chat/completions`, json, chatBody()),
+    toProvider!,
+    throughBare!,
     async () => {
       const requestId = randomUUID();
       const assertion = await assertions.sign(
@@ -351,8 +359,8 @@ async function withoutTheGateway(report: Report, stack: ModelStack, pair: Pair, 
       const headers = { ...json, [ASSERTION_HEADER]: assertion, "x-request-id": requestId };
       return timedCall(`${pair.service.url}${CHAT}`, headers, chatBody());
     },
-    () => timedCall(`${pair.gateway.url}${CHAT}`, bearer(stack.plainKey), chatBody()),
-    () => timedCall(`${one.gateway.url}${CHAT}`, bearer(stack.plainKey), chatBody()),
+    throughGateway!,
+    throughOne!,
   ]);
   report.section(
     "Model calls: the gateway and its hop to the service",
