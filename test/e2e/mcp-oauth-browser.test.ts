@@ -1,3 +1,4 @@
+import { createHash, randomBytes } from "node:crypto";
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { MemoryProvider } from "@gw/test-kit/mcp-oauth-client";
@@ -277,4 +278,189 @@ describe("an MCP host signs its user in through the organization's OpenID provid
     expect(seen.flatMap((w) => w.errors).filter((e) => !e.startsWith(idp.issuer))).toEqual([]);
     expect(seen.flatMap((w) => w.dialogs)).toEqual([]);
   }, 180_000);
+
+  it("a host that runs in a web page (the MCP Inspector's way) discovers, registers, signs in and lists tools from its own origin; the API answers no other origin", async () => {
+    // initech: bob reads its tool server, with a key of his own (mcp:call); no identity provider, so
+    // the gateway's own sign-in with an API key.
+    const admin = await createKey(s.env, "initech", "alice", "--permissions", ALL_PERMISSIONS);
+    const bob = await createKey(s.env, "initech", "bob", "--permissions", "mcp:call");
+    const api = (path: string, json: unknown) =>
+      fetch(`${s.url}${path}`, {
+        method: "POST",
+        headers: { Authorization: `Bearer ${admin.key}`, "Content-Type": "application/json" },
+        body: JSON.stringify(json),
+      });
+    const registered = await api("/api/v1/mcp/servers", { name: "docs", url: upstream.url });
+    expect(registered.status).toBe(201);
+    const { id } = (await registered.json()) as { id: string };
+    const granted = await api("/api/v1/authorization/llm/grant", {
+      resourceType: "mcp_server",
+      resourceId: id,
+      userId: "bob",
+      role: "reader",
+    });
+    expect(granted.status).toBe(204);
+    const serverUrl = `${s.publicUrl}/api/v1/mcp/servers/${id}/mcp`;
+
+    // The host's own origin (another port, so another origin than the gateway's).
+    const site = createServer((_req, res) => {
+      res.setHeader("content-type", "text/html; charset=utf-8");
+      res.end("<!doctype html><title>Web MCP host</title>");
+    });
+    await new Promise<void>((resolve) => site.listen(0, "127.0.0.1", resolve));
+    const origin = `http://127.0.0.1:${(site.address() as AddressInfo).port}`;
+    const context = await newContext(s.browser, { width: 1280, height: 800 });
+    contexts.push(context);
+    const page = await context.newPage();
+    const seen = watch(page);
+    page.setDefaultTimeout(20_000);
+    try {
+      await page.goto(`${origin}/`);
+      // What the SDK's OAuth client does, run by the page: the proxy's 401 names the metadata (a header
+      // the page may read only if exposed), then the two metadata documents (asked with
+      // MCP-Protocol-Version, which needs a preflight), then registration.
+      const found = await page.evaluate(
+        async ({ serverUrl, origin }) => {
+          const version = { "MCP-Protocol-Version": "2025-11-25" };
+          const first = await fetch(serverUrl, {
+            method: "POST",
+            headers: {
+              ...version,
+              "Content-Type": "application/json",
+              Accept: "application/json, text/event-stream",
+            },
+            body: JSON.stringify({ jsonrpc: "2.0", id: 1, method: "tools/list" }),
+          });
+          const challenge = first.headers.get("WWW-Authenticate") ?? "";
+          const metadataUrl = /resource_metadata="([^"]+)"/.exec(challenge)?.[1] ?? "";
+          const resource = await (await fetch(metadataUrl, { headers: version })).json();
+          const issuer = resource.authorization_servers[0];
+          const server = await (
+            await fetch(`${issuer}/.well-known/oauth-authorization-server`, { headers: version })
+          ).json();
+          const registration = await fetch(server.registration_endpoint, {
+            method: "POST",
+            headers: { "Content-Type": "application/json" },
+            body: JSON.stringify({
+              client_name: "Web MCP host",
+              redirect_uris: [`${origin}/callback`],
+              token_endpoint_auth_method: "none",
+              grant_types: ["authorization_code", "refresh_token"],
+              response_types: ["code"],
+            }),
+          });
+          return {
+            status: first.status,
+            metadataUrl,
+            resource: resource.resource,
+            server,
+            registered: registration.status,
+            client: await registration.json(),
+          };
+        },
+        { serverUrl, origin },
+      );
+      expect(found.status).toBe(401);
+      expect(found.metadataUrl).toBe(
+        `${s.publicUrl}/.well-known/oauth-protected-resource/api/v1/mcp/servers/${id}/mcp`,
+      );
+      expect(found.resource).toBe(serverUrl);
+      expect(found.registered).toBe(201);
+      const clientId = found.client.client_id as string;
+
+      // The user signs in with bob's key and allows, in the same tab; the gateway sends it back to the host.
+      const verifier = randomBytes(32).toString("base64url");
+      const authorization = new URL(found.server.authorization_endpoint);
+      for (const [name, value] of Object.entries({
+        response_type: "code",
+        client_id: clientId,
+        redirect_uri: `${origin}/callback`,
+        code_challenge: createHash("sha256").update(verifier).digest("base64url"),
+        code_challenge_method: "S256",
+        resource: serverUrl,
+        state: "web-state",
+      }))
+        authorization.searchParams.set(name, value);
+      await page.goto(authorization.href);
+      await page.getByLabel("API key with mcp:call").fill(bob.key);
+      await page.getByRole("button", { name: "Sign in" }).click();
+      await page.getByRole("button", { name: "Allow" }).click();
+      await page.waitForURL(`${origin}/callback?**`);
+      const back = new URL(page.url());
+      expect(back.searchParams.get("state")).toBe("web-state");
+
+      // Back on its own origin, the page exchanges the code and calls the proxy with the token.
+      const called = await page.evaluate(
+        async ({ tokenEndpoint, serverUrl, origin, clientId, code, verifier, gateway }) => {
+          const token = await fetch(tokenEndpoint, {
+            method: "POST",
+            headers: { "Content-Type": "application/x-www-form-urlencoded" },
+            body: new URLSearchParams({
+              grant_type: "authorization_code",
+              code,
+              redirect_uri: `${origin}/callback`,
+              client_id: clientId,
+              code_verifier: verifier,
+              resource: serverUrl,
+            }),
+          });
+          const tokens = await token.json();
+          const listed = await fetch(serverUrl, {
+            method: "POST",
+            headers: {
+              Authorization: `Bearer ${tokens.access_token}`,
+              "Content-Type": "application/json",
+              Accept: "application/json, text/event-stream",
+              "MCP-Protocol-Version": "2025-11-25",
+            },
+            body: JSON.stringify({ jsonrpc: "2.0", id: 2, method: "tools/list" }),
+          });
+          const listing = await listed.json();
+          // The rest of the API, and the console, answer no other origin: the browser keeps their answers from the page.
+          const blocked = async (url: string, init?: RequestInit) =>
+            fetch(url, init).then(
+              () => "read",
+              (err: Error) => err.name,
+            );
+          return {
+            token: token.status,
+            listed: listed.status,
+            tools: (listing.result.tools as { name: string }[]).map((t) => t.name).sort(),
+            whoami: await blocked(`${gateway}/api/v1/authentication/whoami`, {
+              headers: { Authorization: `Bearer ${tokens.access_token}` },
+            }),
+            console: await blocked(`${gateway}/admin/`),
+          };
+        },
+        {
+          tokenEndpoint: found.server.token_endpoint as string,
+          serverUrl,
+          origin,
+          clientId,
+          code: back.searchParams.get("code")!,
+          verifier,
+          gateway: s.publicUrl,
+        },
+      );
+      expect(called).toEqual({
+        token: 200,
+        listed: 200,
+        tools: ["lookup", "read_file", "search", "slow"],
+        whoami: "TypeError",
+        console: "TypeError",
+      });
+      // The page's console has the proxy's 401 and what the browser says of the two answers it kept
+      // from the page (those lines may come a moment later), nothing else.
+      const expected = [
+        /^Failed to load resource: the server responded with a status of 401 \(Unauthorized\)$/,
+        /^Failed to load resource: net::ERR_FAILED$/,
+        /^Access to fetch at '[^']+\/(api\/v1\/authentication\/whoami|admin\/)' from origin '[^']+' has been blocked by CORS policy: /,
+      ];
+      const messages = seen.errors.map((e) => e.slice(e.indexOf(": ") + 2));
+      expect(messages.filter((m) => !expected.some((line) => line.test(m)))).toEqual([]);
+      expect(messages.filter((m) => expected[0]!.test(m))).toHaveLength(1);
+    } finally {
+      await new Promise<void>((resolve) => site.close(() => resolve()));
+    }
+  }, 120_000);
 });

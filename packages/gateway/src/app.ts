@@ -25,6 +25,7 @@ import { authenticate } from "./authenticate/authenticate.ts";
 import { createConsoleRouter } from "./console/console-router.ts";
 import type { ConsoleSessions } from "./console/sessions.ts";
 import type { SignInLimits } from "./console/sign-in-limits.ts";
+import { crossOriginForMcpClients } from "./cross-origin.ts";
 import { type ForwardOptions, forward } from "./forward/forward.ts";
 import { SERVICE_ROUTES } from "./forward/service-routes.ts";
 import type { McpDeps } from "./mcp/deps.ts";
@@ -96,7 +97,7 @@ export interface GatewayDeps {
  */
 export function createGatewayApp(deps: GatewayDeps): express.Express {
   const app = express();
-  useRequestBasics(app, deps.logger, deps.metrics, SERVICE_ROUTES);
+  useRequestBasics(app, deps.logger, deps.metrics, SERVICE_ROUTES, "info", crossOriginForMcpClients);
 
   const probes = Router();
   registerProbes(

@@ -30,7 +30,8 @@ declare global {
  * the endpoint's route template (never the raw path: ids would explode
  * cardinality). `forwardedRoutes` are endpoints served elsewhere (the gateway
  * forwards to the service), labelled by their templates too. `OPTIONS` is
- * answered here for every endpoint: 204 with `Allow`, no body.
+ * answered here for every endpoint: 204 with `Allow`, no body (with
+ * `crossOrigin`'s headers, a CORS preflight's answer).
  */
 export function useRequestBasics(
   app: express.Express,
@@ -43,6 +44,11 @@ export function useRequestBasics(
    * gateway: one access line per request, not two).
    */
   accessLevel: "info" | "debug" = "info",
+  /**
+   * Runs right after the request id is set, before `OPTIONS` is answered: the gateway's
+   * cross-origin headers for the endpoints browser-based MCP clients call, preflights included.
+   */
+  crossOrigin?: RequestHandler,
 ): void {
   // The access line carries only the fields below, none of them a secret.
   const access = unredacted(logger);
@@ -120,6 +126,7 @@ export function useRequestBasics(
       next,
     );
   });
+  if (crossOrigin) app.use(crossOrigin);
   // Express would answer OPTIONS itself, in text/plain. Here: 204 and `Allow` for a path some endpoint
   // serves (what the API documents anyway, before authentication); any other path goes on to its 404.
   app.use((req, res, next) => {
