@@ -267,7 +267,10 @@ describe("an MCP host signs its user in through the organization's OpenID provid
       body: JSON.stringify({ jsonrpc: "2.0", id: 1, method: "tools/list" }),
     });
     expect(refused.status).toBe(401);
-    expect(await refused.json()).toMatchObject({ error: { message: expect.stringMatching(/revoked/) } });
+    expect(await refused.json()).toMatchObject({
+      error: { message: expect.stringMatching(/revoked/) },
+      code: "revoked",
+    });
     const openedBefore = carol.host.opened.length;
     await expect(carol.client.listTools()).rejects.toThrow(UnauthorizedError);
     expect(carol.host.opened.length).toBe(openedBefore + 1);

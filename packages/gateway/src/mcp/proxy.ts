@@ -1,7 +1,7 @@
 import { createHash } from "node:crypto";
 import { type AuditOutcome, auditActor } from "@gw/core/audit";
 import type { Clock } from "@gw/core/clock";
-import { AppError, unauthorized } from "@gw/core/errors";
+import { AppError, ERROR_CAUSES, type ErrorCause, unauthorized } from "@gw/core/errors";
 import { jsonBody, principalOf } from "@gw/core/http";
 import { ASSERTION_HEADER, type InternalAssertions } from "@gw/core/internal-assertion";
 import {
@@ -153,6 +153,8 @@ export function mcpProxy(deps: McpDeps, options: ProxyOptions): Router {
         const presented = req.headers.authorization !== undefined;
         return next(
           new AppError("unauthorized", err.message, {
+            // The cause stays what authentication said (`revoked`, `invalid_api_key`, …).
+            ...(Object.hasOwn(ERROR_CAUSES, err.reason) ? { reason: err.reason as ErrorCause } : {}),
             headers: {
               "WWW-Authenticate": `Bearer realm="gateway", ${presented ? 'error="invalid_token", ' : ""}${metadata}`,
             },
@@ -167,6 +169,7 @@ export function mcpProxy(deps: McpDeps, options: ProxyOptions): Router {
     if (!principalOf(res).permissions.includes(MCP_CALL)) {
       const metadata = `resource_metadata="${metadataUrl(deps.publicUrl, String(req.params.id))}"`;
       throw new AppError("forbidden", `This credential lacks the '${MCP_CALL}' permission`, {
+        reason: "missing_permission",
         headers: {
           "WWW-Authenticate": `Bearer error="insufficient_scope", scope="${MCP_CALL}", ${metadata}`,
         },

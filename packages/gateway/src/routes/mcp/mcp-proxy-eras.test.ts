@@ -331,12 +331,22 @@ describe("the proxy's 401 and 403 to a JSON-RPC request are JSON-RPC errors too"
       error: {
         code: -32001,
         message: unauthorized.message,
-        data: { error: "Unauthorized", code: unauthorized.code },
+        data: { error: "Unauthorized", code: "missing_credential" },
       },
       message: expect.any(String),
-      code: expect.any(String),
+      code: "missing_credential",
     });
     expect(JSONRPCErrorResponseSchema.strip().parse(unauthorized).error.code).toBe(-32001);
+    // The cause is authentication's, as on every other route.
+    const unknownKey = await post(
+      { authorization: "Bearer gwsk_notakeyofthisgatewaynotakeyofthisgatewayx" },
+      { jsonrpc: "2.0", id: 2, method: "tools/list" },
+    );
+    expect(unknownKey.status).toBe(401);
+    expect(await unknownKey.json()).toMatchObject({
+      error: { code: -32001, data: { code: "invalid_api_key" } },
+      code: "invalid_api_key",
+    });
 
     const { secret: noCall } = await gw.createKey({ org: o.org, owner: "alice", permissions: ["mcp:read"] });
     const refused = await post(
@@ -351,10 +361,10 @@ describe("the proxy's 401 and 403 to a JSON-RPC request are JSON-RPC errors too"
       error: {
         code: -32003,
         message: "This credential lacks the 'mcp:call' permission",
-        data: { error: "Forbidden", code: "forbidden" },
+        data: { error: "Forbidden", code: "missing_permission" },
       },
       message: "This credential lacks the 'mcp:call' permission",
-      code: "forbidden",
+      code: "missing_permission",
     });
     // The official client shows that message, not a generic failure.
     const client = mcpClient(gw.url, id, noCall);
