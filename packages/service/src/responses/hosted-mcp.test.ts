@@ -163,6 +163,66 @@ describe("hosted MCP tools in responses", () => {
     expect(JSON.stringify(response)).not.toContain(SHARED);
   });
 
+  it("tool_choice names a hosted server's tool, or any of its tools, or 'required': the first round must call it, the next answers; a server or tool the request does not offer is refused by name", async () => {
+    const { secret, serverUrl } = await setUp();
+    const tools = [
+      {
+        type: "mcp",
+        server_label: "docs",
+        server_url: serverUrl,
+        allowed_tools: ["lookup", "search", "delete_file"],
+        require_approval: "never",
+      },
+    ];
+    const ask = (tool_choice: unknown, input: string) =>
+      stack.call(secret, "/api/v1/llm/responses", {
+        user: "bob",
+        json: { model: "echo-small", input, tools, tool_choice },
+      });
+    const calledIn = (response: { output: { type: string; name?: string }[] }) =>
+      response.output.filter((i) => i.type === "mcp_call").map((i) => i.name);
+
+    const named = await ask({ type: "mcp", server_label: "docs", name: "lookup" }, "named");
+    expect(named.status).toBe(200);
+    const response = await named.json();
+    // Echoed as asked; the first round was offered `lookup` alone and made to call it, the second
+    // (with its result) chose to answer.
+    expect(response.tool_choice).toEqual({ type: "mcp", server_label: "docs", name: "lookup" });
+    expect(calledIn(response)).toEqual(["lookup"]);
+    expect(response.output.at(-1)).toMatchObject({ type: "message", role: "assistant" });
+    expect(lookups("named")).toBe(1);
+
+    for (const choice of [{ type: "mcp", server_label: "docs" }, "required"]) {
+      const res = await ask(choice, `any ${JSON.stringify(choice)}`);
+      expect(res.status, JSON.stringify(choice)).toBe(200);
+      const answered = await res.json();
+      // The fake model calls every tool it is offered when made to call one: bob's two, once each, in
+      // the first round only.
+      expect(calledIn(answered).sort()).toEqual(["lookup", "search"]);
+      expect(answered.output.at(-1)).toMatchObject({ type: "message", role: "assistant" });
+    }
+
+    const otherServer = await ask({ type: "mcp", server_label: "mail" }, "x");
+    expect(otherServer.status).toBe(422);
+    expect(await otherServer.json()).toMatchObject({
+      detail: [
+        { loc: ["body", "tool_choice", "server_label"], msg: "No mcp tool with this server_label in tools" },
+      ],
+    });
+    // bob reads the server: `delete_file`, a writer's, is not his to call, so it cannot be chosen.
+    const notHis = await ask({ type: "mcp", server_label: "docs", name: "delete_file" }, "x");
+    expect(notHis.status).toBe(422);
+    expect(await notHis.json()).toMatchObject({
+      detail: [
+        {
+          loc: ["body", "tool_choice"],
+          msg: "Value error, the MCP server 'docs' has no tool 'delete_file' that you may call",
+        },
+      ],
+    });
+    expect(upstream.calls.some((c) => c.tool === "delete_file" && c.arguments.text === "x")).toBe(false);
+  });
+
   it("allowed_tools narrows the list; require_approval (unset: always) ends the turn with mcp_approval_request and calls nothing", async () => {
     const { secret, serverUrl } = await setUp();
     const from = upstream.calls.length;

@@ -11,7 +11,7 @@ import {
   type McpCallItem,
   type McpListToolsItem,
 } from "../items/items.ts";
-import type { ChatMessage, Completion, ToolCall } from "../llm/provider.ts";
+import type { ChatMessage, ChatRequest, Completion, FunctionTool, ToolCall } from "../llm/provider.ts";
 import type { ApprovalRequest, NewApproval } from "./approvals.ts";
 import { type HostedMcpConfig, proxyCallTool, proxyListTools } from "./hosted-mcp-proxy.ts";
 import { HostedEvents } from "./hosted-stream.ts";
@@ -59,6 +59,42 @@ function needsApproval(tool: HostedTool): boolean {
   if (matches(rule.never)) return false;
   return true;
 }
+
+/**
+ * What the turn's first round offers the model and asks of it. `tool_choice` naming a hosted server
+ * (`{"type": "mcp", "server_label", "name"}`): that tool's function, or with no `name` any of that
+ * server's tools, offered alone; a tool the caller may not call (not listed) is a 400.
+ */
+function firstRound(
+  choice: CreateResponseInput["tool_choice"],
+  request: ChatRequest,
+  tools: FunctionTool[],
+  hosted: Map<string, HostedTool>,
+): Pick<ChatRequest, "tools" | "toolChoice"> {
+  if (typeof choice !== "object" || choice.type !== "mcp") return { tools, toolChoice: request.toolChoice };
+  const ofServer = tools.filter((t) => hosted.get(t.name)?.label === choice.server_label);
+  if (choice.name == null) {
+    if (ofServer.length === 0) throw noChosenTool(choice.server_label, "has no tool you may call");
+    return { tools: ofServer, toolChoice: "required" };
+  }
+  const chosen = ofServer.find((t) => hosted.get(t.name)?.tool === choice.name);
+  if (!chosen) throw noChosenTool(choice.server_label, `has no tool '${choice.name}' that you may call`);
+  return { tools: [chosen], toolChoice: { name: chosen.name } };
+}
+
+/** After a first round that had to call a tool, the model chooses: "auto", unless the request said "none". */
+const laterChoice = (choice: ChatRequest["toolChoice"]): ChatRequest["toolChoice"] =>
+  choice === "none" ? "none" : choice === undefined ? undefined : "auto";
+
+const noChosenTool = (label: string, what: string) =>
+  new ValidationFailed([
+    {
+      loc: ["body", "tool_choice"],
+      msg: `Value error, the MCP server '${label}' ${what}`,
+      type: "value_error",
+      input: label,
+    },
+  ]);
 
 /** The registered server behind a hosted tool's `server_url`; 422 at its loc for any other URL. */
 function serverIdOf(config: HostedMcpConfig, url: string, index: number): string {
@@ -148,6 +184,7 @@ export async function startHostedTurn(
       events?.listed(item);
     }
 
+    const first = firstRound(input.tool_choice, request, tools, hosted);
     // Tool calls whose results the next model round carries. They run only once that round is admitted:
     // a round refused (a budget) runs no tool, and a client that retries does not run it twice.
     let pending = await approvalAnswers(deps, principal, input, turn, hosted, output, events);
@@ -167,10 +204,12 @@ export async function startHostedTurn(
         throw err;
       };
       // Admitted without the pending calls' results, which are added, and counted, once they ran.
+      // A tool the request makes the model call is its first round's: the rounds after it, which
+      // carry that call's result, choose freely (else the model would be made to call tools until the last).
       const roundRequest = {
         ...request,
         messages: pending ? [...messages, pending.assistant] : messages,
-        tools,
+        ...(round === 0 && !answering ? first : { tools, toolChoice: laterChoice(request.toolChoice) }),
         ...(last ? { toolChoice: "none" as const } : {}),
       };
       type Decision = { done: true } | { done: false; completion: Completion };

@@ -111,6 +111,8 @@ const textFormat = byType("Text format", {
 const toolChoiceMode = z.enum(["none", "auto", "required"]);
 const toolChoiceType = byType("Tool choice type", {
   function: z.strictObject({ type: z.literal("function"), name: z.string() }),
+  // One of a hosted MCP server's tools (`name`), or any of them.
+  mcp: z.strictObject({ type: z.literal("mcp"), server_label: z.string(), name: z.string().nullish() }),
 });
 // Each branch is built once: a schema built per request pays zod's compilation on every call.
 const toolChoice = chosen((v) => (typeof v === "string" ? toolChoiceMode : toolChoiceType));
@@ -241,21 +243,33 @@ export const createResponseBody = z
         input: body.previous_response_id,
       });
     }
-    const choice = body.tool_choice;
+    const choice = typeof body.tool_choice === "object" ? body.tool_choice : undefined;
+    const mode = typeof body.tool_choice === "string" ? body.tool_choice : undefined;
     const names = new Set(functionTools(body.tools).map((t) => t.name));
-    if (typeof choice === "object" && !names.has(choice.name)) {
+    const labels = new Set((body.tools ?? []).flatMap((t) => (t.type === "mcp" ? [t.server_label] : [])));
+    if (choice?.type === "function" && !names.has(choice.name)) {
       ctx.addIssue({
         code: "custom",
         path: ["tool_choice", "name"],
         message: "No function tool with this name in tools",
         input: choice.name,
       });
-    } else if (choice === "required" && (names.size === 0 || body.max_tool_calls === 0)) {
+    } else if (choice?.type === "mcp" && !labels.has(choice.server_label)) {
+      ctx.addIssue({
+        code: "custom",
+        path: ["tool_choice", "server_label"],
+        message: "No mcp tool with this server_label in tools",
+        input: choice.server_label,
+      });
+    } else if (
+      (mode === "required" || choice?.type === "mcp") &&
+      (names.size + labels.size === 0 || body.max_tool_calls === 0)
+    ) {
       ctx.addIssue({
         code: "custom",
         path: ["tool_choice"],
         message: "tool_choice 'required' needs at least one tool",
-        input: choice,
+        input: body.tool_choice,
       });
     }
   });
@@ -294,11 +308,7 @@ export function chatOptions(input: CreateResponseInput): Omit<ChatRequest, "mode
     })),
     // No call allowed: the model is not offered any; one allowed: one at a time.
     toolChoice:
-      input.max_tool_calls === 0 && input.tools?.length
-        ? "none"
-        : typeof input.tool_choice === "object"
-          ? { name: input.tool_choice.name }
-          : input.tool_choice,
+      input.max_tool_calls === 0 && input.tools?.length ? "none" : chatToolChoice(input.tool_choice),
     parallelToolCalls: input.tools?.length
       ? input.parallel_tool_calls && input.max_tool_calls !== 1
       : undefined,
@@ -307,6 +317,15 @@ export function chatOptions(input: CreateResponseInput): Omit<ChatRequest, "mode
     serviceTier: input.service_tier,
     ...(wantsLogprobs(input) ? { logprobs: true, topLogprobs: input.top_logprobs } : {}),
   };
+}
+
+/**
+ * The tool choice as the model is asked. A hosted server's tool is "required" here: the name of the
+ * function it is offered as is known once its tools are listed (`startHostedTurn`).
+ */
+function chatToolChoice(choice: CreateResponseInput["tool_choice"]): ChatRequest["toolChoice"] {
+  if (typeof choice !== "object") return choice;
+  return choice.type === "function" ? { name: choice.name } : "required";
 }
 
 /** Logprobs of the output text: asked for with `include` or a `top_logprobs` above 0. */

@@ -90,7 +90,12 @@ export interface ResponseObject {
   store: boolean;
   temperature: number | null;
   text: { format: Record<string, unknown>; verbosity?: "low" | "medium" | "high" };
-  tool_choice: "none" | "auto" | "required" | { type: "function"; name: string };
+  tool_choice:
+    | "none"
+    | "auto"
+    | "required"
+    | { type: "function"; name: string }
+    | { type: "mcp"; server_label: string; name?: string | null };
   tools: ResponseTool[];
   top_p: number | null;
   truncation: "auto" | "disabled";
