@@ -352,7 +352,11 @@ const withoutQuote = (message: string) =>
  * own errors (a `type`, or a `status` on a plain error); here they become
  * catalogue errors, never a 500.
  */
-function fromFramework(err: unknown, req: IncomingMessage): AppError | undefined {
+/**
+ * The catalogue's error for one Express or body-parser raised (an unreadable body, a path it could not
+ * decode, …); undefined for an `AppError` or anything else. The error handler answers with it.
+ */
+export function fromFramework(err: unknown, req: IncomingMessage): AppError | undefined {
   if (err instanceof AppError) return undefined;
   const { type, status } = (err ?? {}) as { type?: string; status?: number };
   // The router could not decode a path parameter.

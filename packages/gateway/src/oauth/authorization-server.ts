@@ -1,7 +1,7 @@
 import { createHash, randomBytes } from "node:crypto";
 import type { Clock } from "@gw/core/clock";
-import { AppError, OAuthError, type OAuthErrorCode } from "@gw/core/errors";
-import { jsonBody } from "@gw/core/http";
+import { AppError, OAuthError, type OAuthErrorCode, ValidationFailed } from "@gw/core/errors";
+import { fromFramework, jsonBody } from "@gw/core/http";
 import type { Logger } from "@gw/core/logger";
 import { MCP_CALL, mcpProxyUrl, serverOfProxyUrl, VaultUnreadable } from "@gw/core/mcp";
 import { assertMayActFor, type KeyOwners } from "@gw/core/on-behalf-of";
@@ -71,6 +71,12 @@ const OIDC_COOKIE = "gw_oauth_oidc";
 /** RFC 7636 4.1: 43 to 128 unreserved characters. */
 const CODE_VERIFIER = /^[A-Za-z0-9._~-]{43,128}$/;
 const CODE_CHALLENGE = /^[A-Za-z0-9_-]{43}$/;
+/**
+ * Scopes some clients add to every request, taken and ignored (the tokens' scope is `mcp:call`, which the
+ * token response says): `openid` (a client that read the OpenID discovery document; no ID token is
+ * issued) and `offline_access` (refresh tokens come with every code anyway).
+ */
+const TOLERATED_SCOPES: ReadonlySet<string> = new Set(["", "openid", "offline_access"]);
 
 /**
  * The gateway's OAuth 2.1 authorization server for MCP clients
@@ -186,7 +192,7 @@ export function authorizationServer(deps: AuthorizationServerDeps): Router {
         return redirectError(res, back, "unsupported_response_type", "response_type must be 'code'");
       const challenge = single(q.code_challenge, "code_challenge");
       const method = single(q.code_challenge_method, "code_challenge_method");
-      if (!challenge || !CODE_CHALLENGE.test(challenge))
+      if (!challenge)
         return redirectError(res, back, "invalid_request", "PKCE is required: send a code_challenge (S256)");
       if (method !== "S256")
         return redirectError(
@@ -194,6 +200,13 @@ export function authorizationServer(deps: AuthorizationServerDeps): Router {
           back,
           "invalid_request",
           "code_challenge_method must be S256 (plain is refused)",
+        );
+      if (!CODE_CHALLENGE.test(challenge))
+        return redirectError(
+          res,
+          back,
+          "invalid_request",
+          "code_challenge must be the S256 of the code verifier: 43 base64url characters",
         );
       const resource = single(q.resource, "resource");
       const serverId = serverOfResource(resource);
@@ -205,7 +218,7 @@ export function authorizationServer(deps: AuthorizationServerDeps): Router {
           `resource must be the URL of one MCP server of this gateway (${mcpProxyUrl(deps.publicUrl, "{id}")})`,
         );
       const scope = single(q.scope, "scope");
-      if (scope !== undefined && !scope.split(" ").every((s) => s === MCP_CALL || s === ""))
+      if (scope !== undefined && !scope.split(" ").every((s) => s === MCP_CALL || TOLERATED_SCOPES.has(s)))
         return redirectError(res, back, "invalid_scope", `The only scope is '${MCP_CALL}'`);
       const pending: PendingAuthorization = {
         clientId: client.client_id,
@@ -570,11 +583,13 @@ export function authorizationServer(deps: AuthorizationServerDeps): Router {
           "The refresh token was already used: every token of this authorization is revoked",
         );
       }
-      if (rotation.outcome === "invalid")
+      if (rotation.outcome === "other_resource")
         throw new OAuthError(
-          "invalid_grant",
-          "The refresh token is unknown, revoked, expired or for another resource",
+          "invalid_target",
+          "The refresh token was issued for another resource: ask with the resource it was issued for",
         );
+      if (rotation.outcome === "invalid")
+        throw new OAuthError("invalid_grant", "The refresh token is unknown, revoked or expired");
       await liveKey(rotation.grant);
       const { org, user, clientId: holder, resource: granted } = rotation.grant;
       await deps.grants.touch(org, user, holder, granted);
@@ -608,19 +623,39 @@ export function authorizationServer(deps: AuthorizationServerDeps): Router {
   });
 
   // Dynamic client registration (RFC 7591): public clients only.
-  router.post(OAUTH_PATHS.register, jsonBody, storable("invalid_client_metadata"), async (req, res) => {
+  const metadataAsJson = (req: Request, _res: Response, next: NextFunction) => {
     if (!req.is("application/json"))
       throw new OAuthError("invalid_client_metadata", "Send the client metadata as application/json");
-    await deps.registrationLimits?.attempt(req.ip ?? req.socket.remoteAddress ?? "unknown");
-    const registered = await deps.clients.register(req.body);
-    deps.metrics?.oauthRegistrations.inc({ kind: "dynamic", outcome: "accepted" });
-    noStore(res);
-    res.status(201).json(registered);
-  });
-  router.use(OAUTH_PATHS.register, (err: unknown, _req: Request, _res: Response, next: NextFunction) => {
-    const outcome = registrationRefusal(err);
+    next();
+  };
+  router.post(
+    OAUTH_PATHS.register,
+    metadataAsJson,
+    jsonBody,
+    storable("invalid_client_metadata"),
+    async (req, res) => {
+      await deps.registrationLimits?.attempt(req.ip ?? req.socket.remoteAddress ?? "unknown");
+      const registered = await deps.clients.register(req.body);
+      deps.metrics?.oauthRegistrations.inc({ kind: "dynamic", outcome: "accepted" });
+      noStore(res);
+      res.status(201).json(registered);
+    },
+  );
+  router.use(OAUTH_PATHS.register, (err: unknown, req: Request, _res: Response, next: NextFunction) => {
+    // A body that is no JSON object (unreadable, too deep, too large) is metadata RFC 7591 refuses too.
+    const failed = fromFramework(err, req) ?? err;
+    const unreadable =
+      failed instanceof ValidationFailed ||
+      (failed instanceof AppError && failed.code === "payload_too_large");
+    const refusal = unreadable
+      ? new OAuthError(
+          "invalid_client_metadata",
+          `The client metadata is not a readable JSON object: ${failed.message}`,
+        )
+      : err;
+    const outcome = registrationRefusal(refusal);
     if (outcome) deps.metrics?.oauthRegistrations.inc({ kind: "dynamic", outcome });
-    next(err);
+    next(refusal);
   });
 
   return router;

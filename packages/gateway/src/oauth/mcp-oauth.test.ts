@@ -240,11 +240,17 @@ describe("the authorization server refuses what it must", () => {
     expect(await (await exchange(c)).json()).toMatchObject({ error: "invalid_grant" });
 
     const clientId = await register();
-    for (const params of [
-      { code_challenge: pkce().challenge, code_challenge_method: "plain" },
-      { code_challenge: pkce().challenge },
-      {},
-    ]) {
+    for (const [params, says] of [
+      [
+        { code_challenge: pkce().challenge, code_challenge_method: "plain" },
+        /must be S256 \(plain is refused\)/,
+      ],
+      // A plain challenge is the verifier itself, which may be longer: still the method's refusal.
+      [{ code_challenge: `${pkce().verifier}abc`, code_challenge_method: "plain" }, /must be S256/],
+      [{ code_challenge: pkce().challenge }, /must be S256/],
+      [{ code_challenge: "short", code_challenge_method: "S256" }, /43 base64url characters/],
+      [{}, /PKCE is required/],
+    ] as const) {
       const res = await clientFetch(
         authorizationUrl({
           response_type: "code",
@@ -263,7 +269,38 @@ describe("the authorization server refuses what it must", () => {
         back.searchParams.get("error"),
         back.searchParams.get("state"),
       ]).toEqual([REDIRECT, "invalid_request", "x"]);
+      expect(back.searchParams.get("error_description")).toMatch(says);
     }
+  });
+
+  it("scope: mcp:call; openid and offline_access, which some clients always add, are taken and ignored; any other is invalid_scope", async () => {
+    const { serverUrl, bob } = await setUp();
+    const clientId = await register();
+    const asked = (scope: string) =>
+      clientFetch(
+        authorizationUrl({
+          response_type: "code",
+          client_id: clientId,
+          redirect_uri: REDIRECT,
+          code_challenge: pkce().challenge,
+          code_challenge_method: "S256",
+          resource: serverUrl.href,
+          scope,
+        }),
+        { redirect: "manual" },
+      );
+    for (const scope of ["openid mcp:call", "mcp:call offline_access", "openid offline_access"]) {
+      const res = await asked(scope);
+      expect(res.status, scope).toBe(200); // the sign-in page
+    }
+    for (const scope of ["mcp:call admin", "profile"]) {
+      const res = await asked(scope);
+      expect(res.status, scope).toBe(302);
+      expect(new URL(res.headers.get("location")!).searchParams.get("error"), scope).toBe("invalid_scope");
+    }
+    // The tokens' scope is mcp:call, whatever else was asked.
+    const c = await codeFor(serverUrl, bob.secret);
+    expect(await (await exchange(c)).json()).toMatchObject({ scope: "mcp:call" });
   });
 
   it("resource: not an MCP server URL of this gateway is invalid_target; a token for one server is refused by another server's proxy and by the API", async () => {
@@ -289,7 +326,7 @@ describe("the authorization server refuses what it must", () => {
     }
 
     const c = await codeFor(serverUrl, bob.secret);
-    const tokens = (await (await exchange(c)).json()) as { access_token: string };
+    const tokens = (await (await exchange(c)).json()) as { access_token: string; refresh_token: string };
     expect((await listTools(serverUrl, tokens.access_token)).status).toBe(200);
     // A second server of the same organization that bob may read too: the token is not addressed to it.
     const other = await caller(gw.url, o.secret)("alice", "/api/v1/mcp/servers", {
@@ -314,6 +351,18 @@ describe("the authorization server refuses what it must", () => {
     const mismatch = await exchange(fresh, { resource: otherUrl.href });
     expect(mismatch.status).toBe(400);
     expect(await mismatch.json()).toMatchObject({ error: "invalid_target" });
+    // So may a refresh: another resource is invalid_target too, and does not spend the refresh token.
+    const refresh = (resource: string) =>
+      tokenRequest({
+        grant_type: "refresh_token",
+        client_id: c.clientId,
+        refresh_token: tokens.refresh_token,
+        resource,
+      });
+    const elsewhere = await refresh(otherUrl.href);
+    expect(elsewhere.status).toBe(400);
+    expect(await elsewhere.json()).toMatchObject({ error: "invalid_target" });
+    expect((await refresh(serverUrl.href)).status).toBe(200);
   });
 
   it("a resource of another organization, or a server the user may not read, ends at the sign-in page", async () => {
@@ -550,6 +599,30 @@ describe("the authorization server refuses what it must", () => {
     expect((await listTools(serverUrl, second.access_token)).status).toBe(200);
     expect((await refresh(first.refresh_token)).status).toBe(400);
     expect((await listTools(serverUrl, second.access_token)).status).toBe(401);
+  });
+
+  it("registration metadata that is not a JSON object (unreadable JSON, a form, too deep) is RFC 7591's invalid_client_metadata", async () => {
+    for (const [type, body] of [
+      ["application/json", "notjson"],
+      [
+        "application/x-www-form-urlencoded",
+        new URLSearchParams({ client_name: "x", redirect_uris: REDIRECT }).toString(),
+      ],
+      ["text/plain", "{}"],
+      ["application/json", `${"[".repeat(100)}${"]".repeat(100)}`],
+    ] as const) {
+      const res = await gw.call("/oauth/register", {
+        method: "POST",
+        headers: { "content-type": type },
+        body,
+      });
+      expect(res.status, `${type} ${body}`).toBe(400);
+      const refused = await res.json();
+      expect(refused, `${type} ${body}`).toEqual({
+        error: "invalid_client_metadata",
+        error_description: expect.any(String),
+      });
+    }
   });
 
   it("a parameter holding U+0000 or a lone surrogate is the client's error in the RFC's shape, never a 500", async () => {

@@ -33,6 +33,8 @@ export type Rotation =
   | { outcome: "rotated"; grant: RefreshGrant; token: string; family: string }
   /** It had been used already: the whole family is revoked now (someone holds a copy). */
   | { outcome: "reused" }
+  /** Live, but issued for another resource than the one asked: not spent (RFC 8707's `invalid_target`). */
+  | { outcome: "other_resource" }
   | { outcome: "invalid" };
 
 /**
@@ -116,16 +118,22 @@ export class RefreshTokens {
         const { token: next } = await this.issue(grant, row.family, tx);
         return { outcome: "rotated", grant, token: next, family: row.family } as const;
       }
-      const { rows: known } = await tx.query<Row>(
-        "SELECT family, used_at FROM oauth_refresh_tokens WHERE token_hash = $1 AND client_id = $2",
-        [digest(token), clientId],
+      const { rows: known } = await tx.query<
+        Pick<Row, "family" | "used_at" | "resource"> & { live: boolean }
+      >(
+        `SELECT family, used_at, resource, (used_at IS NULL AND revoked_at IS NULL AND expires_at > $3) AS live
+           FROM oauth_refresh_tokens WHERE token_hash = $1 AND client_id = $2`,
+        [digest(token), clientId, now],
       );
-      if (known[0]?.used_at != null) {
+      const found = known[0];
+      // Not used, and still good: only the resource asked differed (the UPDATE asked for it).
+      if (found?.live) return { outcome: "other_resource" } as const;
+      if (found?.used_at != null) {
         await tx.query(
           "UPDATE oauth_refresh_tokens SET revoked_at = $2 WHERE family = $1 AND revoked_at IS NULL",
-          [known[0].family, now],
+          [found.family, now],
         );
-        await this.revoked.mark([known[0].family]);
+        await this.revoked.mark([found.family]);
         return { outcome: "reused" } as const;
       }
       return { outcome: "invalid" } as const;
