@@ -61,6 +61,8 @@ export interface StreamedCall {
   partial?: string;
   /** The deployment the stream came from (`StreamSeen.servedBy`): what broke after it began is priced as it. */
   servedBy?: ServedBy | undefined;
+  /** What a stream that broke after it began was charged (its prompt as counted, what was produced): set once charged. */
+  charged?: Usage;
   /** Sends the stream's last events (the kept answer) and ends it. */
   end(): void;
   /** Ends the stream with an error event. */
@@ -314,7 +316,13 @@ async function stream<A, S extends StreamedCall>(
     return;
   }
   // The stream broke after it began: the prompt and what the model produced still count, nothing was kept.
-  await chargeUnreported(deps.usage, admitted, plan, streamed.partial ?? "", streamed.servedBy);
+  streamed.charged = await chargeUnreported(
+    deps.usage,
+    admitted,
+    plan,
+    streamed.partial ?? "",
+    streamed.servedBy,
+  );
   await disown(deps, plan);
 }
 
@@ -435,7 +443,7 @@ export async function chargeUnreported(
   plan: { caller: Caller; request: ChatRequest },
   produced: string,
   servedBy?: ServedBy,
-): Promise<void> {
+): Promise<Usage> {
   const [input, output] = await Promise.all([
     admitted.promptTokens(),
     countTokens(plan.request.model, produced),
@@ -448,6 +456,7 @@ export async function chargeUnreported(
       price: admitted.reservedPrice,
     }),
   ]);
+  return usage;
 }
 
 /** Gives up the id of a resource made for a call whose result was never kept (best effort). */

@@ -86,12 +86,13 @@ describe("a background response no worker has taken yet", () => {
     } finally {
       await queue.close();
     }
-    // Its stream (the queue's two events) ends at once.
+    // Its stream (the queue's two events) ends at once, saying it was cancelled.
     const stream = await stack.call(key.secret, `${RESPONSES}/${id}?stream=true`, { user: "alice" });
     expect(stream.status).toBe(200);
     expect(parseEvents(await stream.text()).map((e) => [e.type, e.data.response.status])).toEqual([
       ["response.created", "queued"],
       ["response.queued", "queued"],
+      ["response.cancelled", "cancelled"],
     ]);
     expect(
       (await (await stack.call(key.secret, `${RESPONSES}/${id}`, { user: "alice" })).json()).status,

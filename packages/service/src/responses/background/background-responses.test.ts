@@ -220,21 +220,31 @@ describe("cancelling a background response", () => {
       user: "alice",
     });
     expect(cancel.status).toBe(200);
-    expect(await cancel.json()).toMatchObject({ id: queued.id, status: "cancelled" });
-    await vi.waitFor(() => expect(stack.llm.requests.at(-1)?.aborted).toBe(true), { timeout: 10_000 });
-    const cancelled = await until(
-      key.secret,
-      queued.id,
-      (r) => r.status === "cancelled" && (r as { usage?: unknown }).usage !== undefined,
-    );
-    expect(cancelled).toMatchObject({
+    // The answer waits for the worker to stop the call: it shows what was produced, and its usage.
+    const answered = await cancel.json();
+    expect(answered).toMatchObject({
+      id: queued.id,
+      status: "cancelled",
       output: [{ type: "message", status: "incomplete", content: [{ text: "Echo: " }] }],
       usage: { output_tokens: expect.any(Number) },
     });
-    // What was produced is charged to the key: its budget's lease settled at what usage records.
+    expect(stack.llm.requests.at(-1)?.aborted).toBe(true);
+    expect(await (await get(key.secret, queued.id)).json()).toEqual(answered);
+    // What was produced is charged to the key, and the response's usage is what was charged: its budget's
+    // lease settled at what usage records.
     const totals = await usageTotals(key.secret, "alice");
     expect(totals.output_tokens).toBeGreaterThan(0);
+    expect(answered.usage).toMatchObject({
+      input_tokens: totals.input_tokens,
+      output_tokens: totals.output_tokens,
+      total_tokens: totals.total_tokens,
+    });
     await vi.waitFor(async () => expect(await tokensUsed(key.id)).toBe(totals.total_tokens));
+    // Its stream ends saying so, with the response as kept.
+    const events = parseEvents(
+      await (await stack.call(key.secret, `${RESPONSES}/${queued.id}?stream=true`, { user: "alice" })).text(),
+    );
+    expect(events.at(-1)).toMatchObject({ type: "response.cancelled", data: { response: answered } });
     // Ended: cancelling again is today's 400.
     const again = await stack.call(key.secret, `${RESPONSES}/${queued.id}/cancel`, {
       method: "POST",
@@ -262,7 +272,14 @@ describe("cancelling a background response", () => {
     expect((await get(key.secret, queued.id, "carol")).status).toBe(200);
     const cancelled = await cancelAs("alice");
     expect(cancelled.status).toBe(200);
-    expect((await cancelled.json()).status).toBe("cancelled");
+    const answer = await cancelled.json();
+    expect(answer.status).toBe("cancelled");
+    // Cancelled while queued: it never runs, and its stream (the queue's two events) ends saying so.
+    const events = parseEvents(
+      await (await stack.call(key.secret, `${RESPONSES}/${queued.id}?stream=true`, { user: "alice" })).text(),
+    );
+    expect(events.map((e) => e.type)).toEqual(["response.created", "response.queued", "response.cancelled"]);
+    expect(events.at(-1)?.data).toMatchObject({ sequence_number: 2, response: answer });
     stack.llm.release();
     await until(key.secret, running.id, (r) => r.status === "completed");
     expect((await (await get(key.secret, queued.id)).json()).status).toBe("cancelled");
@@ -337,6 +354,14 @@ describe("streaming a background response", () => {
     expect(resumed.status).toBe(200);
     const rest = parseEvents(await resumed.text());
     expect(rest).toEqual(events.slice(3));
+    // Asked from its last event, or from past it, an ended stream ends at once with nothing more.
+    for (const after of [events.length - 1, events.length + 1000]) {
+      const past = await stack.call(key.secret, `${RESPONSES}/${id}?stream=true&starting_after=${after}`, {
+        user: "carol",
+      });
+      expect(past.status).toBe(200);
+      expect(parseEvents(await past.text()), `starting_after=${after}`).toEqual([]);
+    }
     // A stranger sees nothing.
     expect((await stack.call(key.secret, `${RESPONSES}/${id}?stream=true`, { user: "bob" })).status).toBe(
       404,

@@ -75,10 +75,16 @@ export class ResponseEvents {
   ): AsyncGenerator<string> {
     const key = eventsKey(responseId);
     let cursor = after < 0 ? "0-0" : entryId(after);
-    for (const [id, fields] of await this.redis.xrange(key, `(${cursor}`, "+")) {
+    const kept = await this.redis.xrange(key, `(${cursor}`, "+");
+    for (const [id, fields] of kept) {
       if (fields[0] === "end") return;
       cursor = id;
       yield fields[1]!;
+    }
+    // Nothing after `after`: a stream that has ended (asked past its last event) has nothing more to send.
+    if (kept.length === 0) {
+      const [last] = await this.redis.xrevrange(key, "+", "-", "COUNT", 1);
+      if (last?.[1][0] === "end") return;
     }
     const reader = blocking();
     let quiet = 0;

@@ -186,8 +186,11 @@ async function runTurn(
     // Cut short by a cancel: what the model produced is kept, and its tokens were charged.
     const produced = streamed?.partial ?? "";
     const output = streamed?.output ?? [];
-    const usage = turn ? responseUsage(usageOf(undefined, turn.request.messages, produced)) : undefined;
-    await deps.responses.updateBackground(org, responseId, (r) =>
+    // As charged (the prompt as counted at admission, what was produced); estimated only if it was not.
+    const charged =
+      streamed?.charged ?? (turn ? usageOf(undefined, turn.request.messages, produced) : undefined);
+    const usage = charged ? responseUsage(charged) : undefined;
+    const written = await deps.responses.updateBackground(org, responseId, (r) =>
       r.status === "cancelled" || unfinished(r)
         ? {
             ...r,
@@ -200,6 +203,11 @@ async function runTurn(
         : undefined,
     );
     deps.finished?.("cancelled");
+    // The stream ends saying so, with the response as kept (a client can tell a cancel from a cut connection).
+    if (written?.after) {
+      sink.send(CANCELLED_EVENT, { response: written.after });
+      await sink.flushed();
+    }
   } else if (stopping.aborted) {
     await fail(deps, job, new AppError("internal", STOPPED_SERVICE), sink);
   }
@@ -240,6 +248,9 @@ function logFailure(logger: Logger, err: unknown, responseId: string): void {
 }
 
 const TERMINAL = new Set(["response.completed", "response.incomplete", "response.failed"]);
+
+/** The last event of a cancelled background response's stream, with the response (`status: "cancelled"`). */
+export const CANCELLED_EVENT = "response.cancelled";
 
 /**
  * The stream writer's sink for a background response: each event goes to

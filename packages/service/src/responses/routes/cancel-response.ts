@@ -3,8 +3,10 @@ import { AppError, notFound } from "@gw/core/errors";
 import { defineRoute } from "@gw/core/http";
 import { roleOn } from "../../http/roles.ts";
 import { ok } from "../../http/schemas.ts";
+import { sseEvent } from "../background/events.ts";
 import type { BackgroundResponses } from "../background/index.ts";
-import type { ResponseStore } from "../store.ts";
+import { CANCELLED_EVENT } from "../background/run.ts";
+import type { ResponseObject, ResponseStore } from "../store.ts";
 import { response, TAG } from "./schemas.ts";
 
 /**
@@ -49,15 +51,48 @@ export const cancelResponse = defineRoute({
           : "Only background responses can be cancelled",
       );
     const background = deps.background;
-    if (background && changed.before.status === "queued") {
+    if (!background) return changed.after;
+    if (changed.before.status === "queued") {
       // No worker has it: its events (the queue's) end here, its job and its key's slot go; a worker that took
       // it meanwhile finds it cancelled, runs nothing and gives the slot back itself.
       const last = await background.events.last(id);
       await Promise.all([
-        last?.ended ? undefined : background.events.end(id, last?.sequence ?? -1),
+        last?.ended ? undefined : endCancelled(background, id, last, changed.after),
         background.dequeue(id),
       ]);
-    } else await background?.cancels.cancel(principal.org, id);
-    return changed.after;
+      return changed.after;
+    }
+    await background.cancels.cancel(principal.org, id);
+    // The worker stops the call and keeps what was produced, with its usage: answered once it has (its
+    // stream ends), so the answer shows them; a worker that does not within the wait leaves them to a later read.
+    return (await ended(background, id))
+      ? ((await deps.responses.get(principal.org, id)) ?? changed.after)
+      : changed.after;
   },
 });
+
+/** How long a cancel waits for the worker running the response to stop it and keep what it produced. */
+const CANCEL_WAIT_MS = 5_000;
+const CANCEL_POLL_MS = 25;
+
+/** Whether the response's events end within `CANCEL_WAIT_MS`. */
+async function ended(background: BackgroundResponses, id: string): Promise<boolean> {
+  const deadline = Date.now() + CANCEL_WAIT_MS;
+  for (;;) {
+    if ((await background.events.last(id))?.ended) return true;
+    if (Date.now() >= deadline) return false;
+    await new Promise((resolve) => setTimeout(resolve, CANCEL_POLL_MS));
+  }
+}
+
+/** Ends a queued response's events with the cancel, as a worker ends a running one's. */
+async function endCancelled(
+  background: BackgroundResponses,
+  id: string,
+  last: { sequence: number } | undefined,
+  cancelled: ResponseObject,
+): Promise<void> {
+  const next = (last?.sequence ?? -1) + 1;
+  await background.events.append(id, next, sseEvent(CANCELLED_EVENT, next, { response: cancelled }));
+  await background.events.end(id, next);
+}
