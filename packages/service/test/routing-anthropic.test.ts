@@ -270,6 +270,14 @@ describe("fields Anthropic's Messages API has not", () => {
     const res = await responses(key.secret, { input: "hi", top_logprobs: 2 });
     expect(res.status).toBe(400);
     expect((await res.json()).error).toMatchObject({ code: "bad_request", param: "top_logprobs" });
+    // Asked for as Responses asks for them, in `include`: the refusal names `include`.
+    const included = await responses(key.secret, { input: "hi", include: ["message.output_text.logprobs"] });
+    expect(included.status).toBe(400);
+    expect((await included.json()).error).toMatchObject({
+      code: "bad_request",
+      param: "include",
+      message: expect.stringMatching(/^include is not supported by the provider of the model/),
+    });
     expect(anthropic.requests.length).toBe(before);
   });
 

@@ -55,6 +55,11 @@ export interface RouteSpec<
   /** A deprecated route: the headers every answer of it carries (RFC 9745 `Deprecation`…). */
   deprecated?: { headers: Record<string, string> };
   /**
+   * Headers every answer of the route carries, set before anything is checked (so a refusal has them
+   * too); the handler may set another value.
+   */
+  answerHeaders?: Record<string, string>;
+  /**
    * Whether the route calls a model (its requests are model requests for
    * budgets and rate limits). The service lets such a request's body be
    * parsed and validated while its replay guard is answered: nothing before
@@ -128,6 +133,7 @@ export function defineRoute<
     authorize,
     callsModel,
     deprecated,
+    answerHeaders,
     permission,
     ...operation
   } = spec;
@@ -138,9 +144,10 @@ export function defineRoute<
     callsModel: callsModel ?? false,
     register(router, deps, mount = API_PREFIX) {
       const steps: RequestHandler[] = [];
-      if (deprecated) {
+      const headers = { ...deprecated?.headers, ...answerHeaders };
+      if (Object.keys(headers).length > 0) {
         steps.push((_req, res, next) => {
-          res.set(deprecated.headers);
+          res.set(headers);
           next();
         });
       }

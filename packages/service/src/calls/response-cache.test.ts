@@ -211,6 +211,19 @@ describe("the response cache: X-Gateway-Cache", () => {
     expect(chat).toMatchObject({ status: 200, cache: "bypass" });
     const plain = await stack.createKey();
     expect(await ask(plain.secret, { input })).toMatchObject({ cache: "bypass", providerCalls: 1 });
+    // A request refused by its schema is an answer of the route too.
+    const cached = await cachedKey("principal");
+    for (const [path, json] of [
+      [CHAT, { model: "echo-small", messages: [{ role: "user", content: input }], temperature: 9 }],
+      [RESPONSES, { input, n: 2 }],
+      [RESPONSES, { input, unknown_field: true }],
+    ] as const) {
+      expect(await ask(cached.secret, json, { path }), JSON.stringify(json)).toMatchObject({
+        status: 422,
+        cache: "bypass",
+        providerCalls: 0,
+      });
+    }
   });
 
   it("off bypasses the cache; refresh asks the model again and keeps its answer; others are 422", async () => {

@@ -144,7 +144,14 @@ type Scripted = RedisClient & {
 };
 
 /** Request fields that do not change the model's answer (who asks, how the provider bills or caches it, where it routes from). */
-const IGNORED_FIELDS = new Set(["route", "user", "promptCacheKey", "safetyIdentifier", "serviceTier"]);
+const IGNORED_FIELDS = new Set([
+  "route",
+  "user",
+  "promptCacheKey",
+  "safetyIdentifier",
+  "serviceTier",
+  "fieldNames",
+]);
 
 export class ResponseCache {
   private readonly options: ResponseCacheOptions;

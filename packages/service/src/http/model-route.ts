@@ -45,12 +45,11 @@ export function modelRoute<
   const route = defineRoute<D, P, Q, B>({
     ...rest,
     headers: [...(rest.headers ?? []), CACHE_REQUEST_HEADER],
+    // Every answer of a model route says what the response cache did, a refusal of the request too;
+    // those it may answer say more.
+    answerHeaders: { ...rest.answerHeaders, ...cacheHeaders("bypass") },
     callsModel: true,
-    handler: (input, deps) => {
-      // Every answer of a model route says what the response cache did; those it may answer say more.
-      input.res.set(cacheHeaders("bypass"));
-      return handler({ ...input, caller: callerOf(input.req, input.res) }, deps);
-    },
+    handler: (input, deps) => handler({ ...input, caller: callerOf(input.req, input.res) }, deps),
   });
   if (guardrails) guardrailed.add(route);
   return route;

@@ -78,6 +78,8 @@ export interface ChatRequest {
   /** Ask for the output tokens' log probabilities (and this many alternatives at each). */
   logprobs?: boolean | undefined;
   topLogprobs?: number | undefined;
+  /** What the client's API calls a field of these where it names it otherwise (Responses asks for logprobs in `include`): a refusal names it so. */
+  fieldNames?: Partial<Record<ProviderField, string>> | undefined;
   /**
    * Answers asked for (chat-completions `n`); unset: one. Each may be up to
    * `maxOutputTokens` long, so admission reserves, and usage counts, the

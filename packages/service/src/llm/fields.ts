@@ -46,7 +46,8 @@ export function refuseUntakenFields(
   request: ChatRequest,
 ): void {
   if (kinds.length === 0 || kinds.some((kind) => fieldNotTaken(kind, request) === undefined)) return;
-  const field = fieldNotTaken(kinds[0]!, request)!;
+  const taken = fieldNotTaken(kinds[0]!, request)!;
+  const field = request.fieldNames?.[taken] ?? taken;
   const providers = [...new Set(kinds)].join(", ");
   throw new AppError(
     "bad_request",

@@ -315,7 +315,9 @@ export function chatOptions(input: CreateResponseInput): Omit<ChatRequest, "mode
     promptCacheKey: input.prompt_cache_key,
     safetyIdentifier: input.safety_identifier,
     serviceTier: input.service_tier,
-    ...(wantsLogprobs(input) ? { logprobs: true, topLogprobs: input.top_logprobs } : {}),
+    ...(wantsLogprobs(input)
+      ? { logprobs: true, topLogprobs: input.top_logprobs, fieldNames: { logprobs: "include" } }
+      : {}),
   };
 }
 
