@@ -85,6 +85,9 @@ export async function startStack(env: NodeJS.ProcessEnv): Promise<RunningStack> 
   child.stdout?.on("data", (c: Buffer) => (output += c));
   child.stderr?.on("data", (c: Buffer) => (output += c));
   const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()));
+  // pnpm may exit before the stack has stopped (its script goes on stopping it, in order): the stack is
+  // gone once every process of it that writes to this output has closed it.
+  const outputClosed = new Promise<void>((resolve) => child.stdout?.once("close", () => resolve()));
   const gatewayUrl = `http://127.0.0.1:${env.PORT}`;
   const stack: RunningStack = {
     process: child,
@@ -94,7 +97,8 @@ export async function startStack(env: NodeJS.ProcessEnv): Promise<RunningStack> 
     async interrupt() {
       if (!child.pid || child.exitCode !== null || child.signalCode !== null) return;
       process.kill(-child.pid, "SIGINT");
-      await Promise.race([exited, new Promise((r) => setTimeout(r, 15_000))]);
+      // The stack gives the service 15 s to end its background runs before it kills it (WORKERS_GRACE_MS).
+      await Promise.race([Promise.all([exited, outputClosed]), new Promise((r) => setTimeout(r, 30_000))]);
       try {
         process.kill(-child.pid, "SIGKILL");
       } catch {

@@ -1,6 +1,7 @@
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { type FakeLLM, startFakeLLM } from "@gw/test-kit/llm-upstream";
 import { afterAll, describe, expect, it } from "vitest";
 import { createKey, type RunningStack, seedPostgres, stackEnv, startStack } from "./pnpm-start.ts";
 
@@ -12,15 +13,19 @@ describe("pnpm start, stopped and started again on the same data directory", () 
   let stack: RunningStack | undefined;
   let dataDir: string;
 
+  let llm: FakeLLM | undefined;
+
   afterAll(async () => {
     await stack?.interrupt();
+    await llm?.close();
     if (dataDir) await rm(dataDir, { recursive: true, force: true, maxRetries: 10, retryDelay: 200 });
   });
 
   it("answers every check and conversation read as before: after Ctrl-C, and after kill -9 of the local SpiceDB", async () => {
     dataDir = await mkdtemp(join(tmpdir(), "gw-restart-"));
     await seedPostgres(dataDir);
-    const env = await stackEnv(dataDir);
+    llm = await startFakeLLM();
+    const env = await stackEnv(dataDir, { LLM_BASE_URL: llm.baseUrl, LLM_DEFAULT_MODEL: "echo-small" });
     stack = await startStack(env);
     const { key } = await createKey(env, "acme", "backend");
     const gateway = () => stack!.gatewayUrl;
@@ -101,9 +106,34 @@ describe("pnpm start, stopped and started again on the same data directory", () 
       "open eve": { read: 200, body: { id: open }, roles: reader },
     });
 
-    // 1. Ctrl-C, then start again.
+    // A background response whose provider never answers is running when the stack is stopped.
+    llm.mode = "stall";
+    const response = (path = "") => `${gateway()}/api/v1/llm/responses${path}`;
+    const queued = (await (
+      await fetch(response(), {
+        method: "POST",
+        headers: as("alice"),
+        body: JSON.stringify({ input: "a long answer", background: true }),
+      })
+    ).json()) as { id: string };
+    const statusOf = async () =>
+      (
+        (await (await fetch(response(`/${queued.id}`), { headers: as("alice") })).json()) as {
+          status: string;
+        }
+      ).status;
+    await until(async () => (await statusOf()) === "in_progress", "the background response runs");
+
+    // 1. Ctrl-C, then start again. The stack gives the service the time it lets its runs finish in: the
+    // run it had to cut short ends failed saying the service stopped (not, later, as a killed worker's).
     await stack.interrupt();
+    expect(stack.output()).toMatch(/stack stopped/);
+    llm.mode = "ok";
     stack = await startStack(env);
+    expect(await (await fetch(response(`/${queued.id}`), { headers: as("alice") })).json()).toMatchObject({
+      status: "failed",
+      error: { code: "server_error", message: "The service stopped before the response finished" },
+    });
     expect(await answers()).toEqual(before);
     expect(await grant(mine, "carol")).toBe(204); // the owner can still share
 

@@ -69,15 +69,19 @@ const processes: Record<string, number | undefined> = {};
 let stopping = false;
 
 async function stopAll(code: number): Promise<never> {
-  if (!stopping) {
+  // Asked again while stopping (pnpm passes a terminal's Ctrl-C on to this process, which had it already
+  // as one of the foreground group): the stop under way goes on, in order, and ends the process.
+  stopped ??= (async () => {
     stopping = true;
     const started = stoppers.length;
     for (const stop of stoppers.reverse()) await stop().catch(() => {});
     // The last line, once every process that was started has exited.
     if (started > 0) announce.info({ code, processes: started }, "stack stopped");
-  }
-  process.exit(code);
+    process.exit(code);
+  })();
+  return stopped;
 }
+let stopped: Promise<never> | undefined;
 
 /** A port the stack will listen on, and the setting that moves it. */
 interface PlannedPort {
@@ -275,6 +279,13 @@ const gatewayUrls = (env: NodeJS.ProcessEnv) => ({
   GATEWAY_PUBLIC_URL: env.GATEWAY_PUBLIC_URL ?? `http://localhost:${env.PORT ?? 8080}`,
 });
 
+/**
+ * How long the stack waits for a process that runs the service's workers to stop before it kills it:
+ * longer than the 10 s the service lets its background responses and eval runs finish in before it
+ * ends them failed, saying so (docs/api/llm.md), so that it can, and its stores are still up meanwhile.
+ */
+const WORKERS_GRACE_MS = 15_000;
+
 /** The default: the service, then the gateway in front of it, each a process of its own. */
 async function startGatewayAndService(env: NodeJS.ProcessEnv) {
   const service = await startNodeProcess({
@@ -285,7 +296,7 @@ async function startGatewayAndService(env: NodeJS.ProcessEnv) {
     env: { ...env, HOST: "127.0.0.1", METRICS_PORT: undefined, ...gatewayUrls(env) },
     inheritOutput: true,
   });
-  watch("service", service.process);
+  watch("service", service.process, () => stopProcess(service.process, WORKERS_GRACE_MS));
   logger.info({ pid: service.process.pid, url: service.url }, "service started");
 
   const gateway: RunningNodeProcess = await startNodeProcess({
@@ -312,7 +323,7 @@ async function startGatewayWithService(env: NodeJS.ProcessEnv) {
     env: { ...env, ...gatewayUrls(env), SERVICE_PORT: String(config.SERVICE_PORT) },
     inheritOutput: true,
   });
-  watch("gateway-with-service", gateway.process);
+  watch("gateway-with-service", gateway.process, () => stopProcess(gateway.process, WORKERS_GRACE_MS));
   const service = { url: `http://127.0.0.1:${config.SERVICE_PORT}` };
   logger.info(
     { pid: gateway.process.pid, url: gateway.url, service: service.url },
@@ -417,9 +428,12 @@ function watch(
   stoppers.push(stop);
 }
 
+// `on`, not `once`: a signal with no handler would end this process at once, mid-stop (a terminal's
+// Ctrl-C comes twice: to the foreground group, then again from pnpm), leaving the stack's processes to
+// their parent-death signal, all at once and out of order.
 for (const signal of ["SIGINT", "SIGTERM", "SIGHUP"] as const)
-  process.once(signal, () => {
-    announce.info({ signal }, "stopping the stack");
+  process.on(signal, () => {
+    if (!stopping) announce.info({ signal }, "stopping the stack");
     void stopAll(0);
   });
 stopWhenOrphaned();
