@@ -58,6 +58,8 @@ export interface FakeMcpServer {
   hugeAnswers: HugeAnswerRecord[];
   /** Lets held `slow` calls answer. */
   release(): void;
+  /** Forgets every session, as a restarted server does: a request with an old session id gets 404. */
+  forgetSessions(): void;
   close(): Promise<void>;
 }
 
@@ -136,6 +138,9 @@ export async function startFakeMcpServer(port = 0): Promise<FakeMcpServer> {
     redirectTo: "http://127.0.0.1:9/mcp",
     release() {
       for (const resolve of held.splice(0)) resolve();
+    },
+    forgetSessions() {
+      transports.clear();
     },
   } as unknown as FakeMcpServer;
 

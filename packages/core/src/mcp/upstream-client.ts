@@ -323,7 +323,9 @@ export class UpstreamClients {
         // The session is of no more use: a fresh one next time (once more now if the upstream forgot it).
         this.drop(key, session);
         if (session.tooLarge) throw new UpstreamError(server, "too_large", session.tooLarge.message);
-        const forgotten = err instanceof StreamableHTTPError && err.code === 404 && attempt === 0;
+        // A 404 to a request with a session id: the upstream forgot the session (it restarted, say),
+        // whether its answer has a JSON-RPC error or none (MCP's transport: start a new session).
+        const forgotten = httpStatusOf(err) === 404 && attempt === 0;
         if (forgotten) continue;
         throw this.failure(server, err, headers);
       }
@@ -675,4 +677,11 @@ function redact(text: string, headers: UpstreamHeaders): string {
       if (part.length >= 4) out = out.split(part).join("[redacted]");
   }
   return out;
+}
+
+/** The HTTP status an upstream's refusal came with: a transport error's, or one kept with a JSON-RPC error. */
+function httpStatusOf(err: unknown): number | undefined {
+  if (err instanceof StreamableHTTPError) return err.code;
+  const status = (err as { httpStatus?: unknown } | null)?.httpStatus;
+  return typeof status === "number" ? status : undefined;
 }

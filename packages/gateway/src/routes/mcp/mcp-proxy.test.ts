@@ -287,6 +287,24 @@ describe("the MCP proxy with the official SDK client", () => {
     void as;
   });
 
+  it("an upstream that forgot the gateway's session (it restarted) gets a new one: the call that found out is answered", async () => {
+    const { o, id } = await setUp();
+    const client = await mcpClient(gw.url, id, o.secret, "alice");
+    expect(textOf(await client.callTool({ name: "search", arguments: { query: "before" } }))).toBe(
+      "found: before",
+    );
+    upstream.forgetSessions();
+    const from = upstream.requests.length;
+    // Its 404 (with a JSON-RPC error, as the SDKs' servers send) makes the gateway start a session again.
+    expect(textOf(await client.callTool({ name: "search", arguments: { query: "after" } }))).toBe(
+      "found: after",
+    );
+    const asked = upstream.requests.slice(from);
+    expect(asked.filter((r) => r.method === "POST").length).toBeGreaterThanOrEqual(3); // the 404, initialize, the call
+    expect(upstream.calls.filter((c) => c.arguments.query === "after")).toHaveLength(1);
+    await client.close();
+  });
+
   it("an upstream that answers 500, garbage, a redirect or hangs is a clean JSON-RPC error naming the server, never its body", async () => {
     const { o, id } = await setUp();
     const target = await startFakeMcpServer();
