@@ -97,7 +97,15 @@ describe("the MCP proxy with the official SDK client", () => {
       json: { required_role: "reader" },
     });
     expect(put.status).toBe(200);
-    expect(await put.json()).toMatchObject({ name: "delete_file", required_role: "reader", disabled: false });
+    const answered = await put.json();
+    expect(answered).toEqual({
+      name: "delete_file",
+      description: expect.any(String),
+      read_only_hint: false,
+      required_role: "reader",
+      disabled: false,
+      offered: true,
+    });
     expect((await bob.listTools()).tools.map((t) => t.name)).toContain("delete_file");
     expect(textOf(await bob.callTool({ name: "delete_file", arguments: { path: "/y" } }))).toBe("deleted /y");
 
@@ -114,6 +122,22 @@ describe("the MCP proxy with the official SDK client", () => {
     );
 
     const listed = await (await as("alice", `/api/v1/mcp/servers/${id}/tools`)).json();
+    // The answer to the PUT is the tool as the list shows it.
+    expect(listed.data.find((t: { name: string }) => t.name === "delete_file")).toEqual(answered);
+    expect(await off.json()).toEqual(listed.data.find((t: { name: string }) => t.name === "search"));
+    // A role set on a tool the upstream does not offer: said so.
+    const absent = await as("alice", `/api/v1/mcp/servers/${id}/tools/not_offered`, {
+      method: "PUT",
+      json: { required_role: "owner" },
+    });
+    expect(await absent.json()).toEqual({
+      name: "not_offered",
+      description: null,
+      read_only_hint: false,
+      required_role: "owner",
+      disabled: false,
+      offered: false,
+    });
     const roles = Object.fromEntries(
       listed.data.map((t: { name: string; required_role: string }) => [t.name, t.required_role]),
     );

@@ -1,7 +1,8 @@
 import { ROLES } from "@gw/core/authz";
 import { ValidationFailed } from "@gw/core/errors";
 import { defineRoute } from "@gw/core/http";
-import { type ToolRole, toolNameProblem } from "@gw/core/mcp";
+import { type McpServer, type ToolRole, toolNameProblem } from "@gw/core/mcp";
+import type { Principal } from "@gw/core/principal";
 import { validate } from "@gw/core/validation";
 import { z } from "zod";
 import { serverFor } from "../../mcp/access.ts";
@@ -35,18 +36,15 @@ export interface ToolView {
   offered: boolean;
 }
 
-const viewOf = (
-  name: string,
-  role: ToolRole | undefined,
-  offered?: { description?: string; readOnly: boolean },
-) =>
+/** A tool's view: its role, and what the upstream says of it when it offers it (`tool`). */
+const viewOf = (name: string, role: ToolRole | undefined, tool?: OfferedTool) =>
   ({
     name,
-    description: offered?.description ?? null,
-    read_only_hint: offered?.readOnly ?? false,
+    description: tool?.description || null,
+    read_only_hint: tool?.annotations?.readOnlyHint === true,
     required_role: role ?? null,
     disabled: role === null,
-    offered: offered !== undefined,
+    offered: tool !== undefined,
   }) satisfies ToolView;
 
 /**
@@ -77,23 +75,33 @@ export const setToolPolicy = defineRoute({
       ]);
     const body = validate("body", toolPolicyBody, raw);
     let role: ToolRole;
-    let offered: { description?: string; readOnly: boolean } | undefined;
-    if ("required_role" in body) role = body.required_role;
-    else if (body.disabled) role = null;
-    else {
-      const tools = await upstreamTools(deps, principal, server);
-      const tool = tools.find((t) => t.name === tool_name);
+    let tool: OfferedTool | undefined;
+    if ("required_role" in body || body.disabled) {
+      role = "required_role" in body ? body.required_role : null;
+      // A role may be set on a tool the upstream does not offer, or while it cannot say: the answer then
+      // says `offered: false`, as the list would.
+      tool = (await offeredTools(deps, principal, server)).find((t) => t.name === tool_name);
+    } else {
+      // Back to its default, which only the upstream can say (502/504 when it cannot).
+      tool = (await upstreamTools(deps, principal, server)).find((t) => t.name === tool_name);
       role = tool?.annotations?.readOnlyHint === true ? "reader" : "writer";
-      if (tool)
-        offered = {
-          ...(tool.description ? { description: tool.description } : {}),
-          readOnly: role === "reader",
-        };
     }
     await deps.tools.setRole(principal, server.id, tool_name, role);
-    return viewOf(tool_name, role, offered);
+    return viewOf(tool_name, role, tool);
   },
 });
+
+type OfferedTool = Awaited<ReturnType<typeof upstreamTools>>[number];
+
+/** The server's tools as its upstream offers them; none (logged) when it cannot say. */
+const offeredTools = (deps: McpDeps, principal: Principal, server: McpServer) =>
+  upstreamTools(deps, principal, server).catch((err: unknown): OfferedTool[] => {
+    deps.logger.warn(
+      { err: (err as Error).message, server: server.id },
+      "could not list an MCP server's tools",
+    );
+    return [];
+  });
 
 export const listTools = defineRoute({
   method: "GET",
@@ -106,28 +114,16 @@ export const listTools = defineRoute({
   errors: ["not_found"],
   handler: async ({ principal, params }, deps: McpDeps) => {
     const server = await serverFor(deps, principal, String(params.id), "owner", "list its tools' roles");
-    const offered = await upstreamTools(deps, principal, server).catch((err: unknown) => {
-      deps.logger.warn(
-        { err: (err as Error).message, server: server.id },
-        "could not list an MCP server's tools",
-      );
-      return [];
-    });
+    const offered = await offeredTools(deps, principal, server);
     const roles = await deps.tools.roles(principal.org, server.id);
     const names = [...new Set([...offered.map((t) => t.name), ...roles.keys()])].sort();
-    const data = names.map((name) => {
-      const tool = offered.find((t) => t.name === name);
-      return viewOf(
+    const data = names.map((name) =>
+      viewOf(
         name,
         roles.get(name),
-        tool
-          ? {
-              ...(tool.description ? { description: tool.description } : {}),
-              readOnly: tool.annotations?.readOnlyHint === true,
-            }
-          : undefined,
-      );
-    });
+        offered.find((t) => t.name === name),
+      ),
+    );
     return { object: "list", data };
   },
 });
