@@ -174,6 +174,17 @@ const authorizationUrl = (params: Record<string, string | undefined>) => {
   return url;
 };
 
+/** An authorization request of `clientId` as the SDKs make it (code, S256 with a fresh challenge, REDIRECT), with `params` over it. */
+const codeRequestUrl = (clientId: string, params: Record<string, string | undefined>) =>
+  authorizationUrl({
+    response_type: "code",
+    client_id: clientId,
+    redirect_uri: REDIRECT,
+    code_challenge: pkce().challenge,
+    code_challenge_method: "S256",
+    ...params,
+  });
+
 const tokenRequest = (params: Record<string, string>) =>
   gw.call("/oauth/token", {
     method: "POST",
@@ -277,18 +288,7 @@ describe("the authorization server refuses what it must", () => {
     const { serverUrl, bob } = await setUp();
     const clientId = await register();
     const asked = (scope: string) =>
-      clientFetch(
-        authorizationUrl({
-          response_type: "code",
-          client_id: clientId,
-          redirect_uri: REDIRECT,
-          code_challenge: pkce().challenge,
-          code_challenge_method: "S256",
-          resource: serverUrl.href,
-          scope,
-        }),
-        { redirect: "manual" },
-      );
+      clientFetch(codeRequestUrl(clientId, { resource: serverUrl.href, scope }), { redirect: "manual" });
     for (const scope of ["openid mcp:call", "mcp:call offline_access", "openid offline_access"]) {
       const res = await asked(scope);
       expect(res.status, scope).toBe(200); // the sign-in page
@@ -311,17 +311,7 @@ describe("the authorization server refuses what it must", () => {
       `${TEST_PUBLIC_URL}/api/v1/llm/responses`,
       undefined,
     ]) {
-      const res = await clientFetch(
-        authorizationUrl({
-          response_type: "code",
-          client_id: clientId,
-          redirect_uri: REDIRECT,
-          code_challenge: pkce().challenge,
-          code_challenge_method: "S256",
-          resource,
-        }),
-        { redirect: "manual" },
-      );
+      const res = await clientFetch(codeRequestUrl(clientId, { resource }), { redirect: "manual" });
       expect(new URL(res.headers.get("location")!).searchParams.get("error")).toBe("invalid_target");
     }
 
@@ -369,16 +359,7 @@ describe("the authorization server refuses what it must", () => {
     const { serverUrl } = await setUp();
     const stranger = await gw.createKey();
     const clientId = await register();
-    const page = await clientFetch(
-      authorizationUrl({
-        response_type: "code",
-        client_id: clientId,
-        redirect_uri: REDIRECT,
-        code_challenge: pkce().challenge,
-        code_challenge_method: "S256",
-        resource: serverUrl.href,
-      }),
-    );
+    const page = await clientFetch(codeRequestUrl(clientId, { resource: serverUrl.href }));
     const request = hidden(await page.text(), "request")!;
     const signIn = await clientFetch(`${TEST_PUBLIC_URL}/oauth/authorize`, {
       method: "POST",
@@ -693,12 +674,7 @@ describe("the authorization server refuses what it must", () => {
       "https://[::ffff:10.0.0.1]/c",
     ]) {
       const res = await clientFetch(
-        authorizationUrl({
-          response_type: "code",
-          client_id: clientId,
-          redirect_uri: REDIRECT,
-          code_challenge: pkce().challenge,
-          code_challenge_method: "S256",
+        codeRequestUrl(clientId, {
           resource: serverUrl.href,
         }),
         { redirect: "manual" },
@@ -961,12 +937,7 @@ describe("Client ID Metadata Documents", () => {
       ["/missing.json", /HTTP 404/],
     ] as const) {
       const res = await clientFetch(
-        authorizationUrl({
-          response_type: "code",
-          client_id: `${documents.url}${path}`,
-          redirect_uri: REDIRECT,
-          code_challenge: pkce().challenge,
-          code_challenge_method: "S256",
+        codeRequestUrl(`${documents.url}${path}`, {
           resource: serverUrl.href,
         }),
         { redirect: "manual" },
