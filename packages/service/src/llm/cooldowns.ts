@@ -15,22 +15,33 @@ export type DeploymentState =
 
 export const READY: DeploymentState = { kind: "ready" };
 
+/**
+ * Whose state it is: a deployment's, shared by every caller, except a `byok` one's, which calls with
+ * each organization's own key: its failures (a rate limit, a key revoked) are that organization's
+ * alone, so its state is kept per organization (`org`, the caller's), and never moves another
+ * organization off its own key.
+ */
 export interface Cooldowns {
-  /** The state of each deployment of `model`, by position, read at once. */
-  states(model: CatalogueModel): Promise<DeploymentState[]>;
+  /** The state of each deployment of `model`, by position, read at once, as `org` sees them. */
+  states(model: CatalogueModel, org?: string): Promise<DeploymentState[]>;
   /**
    * A failure of `deployment` that counts against it. It cools down once
    * `policy.failures` of them fall within `policy.windowMs`, or at once for
    * `coolMs` when given (a failed probe, a provider's `Retry-After`). True
    * when this call started the cooldown (another replica's may have).
    */
-  failed(deployment: Deployment, policy: RoutingPolicy["cooldown"], coolMs?: number): Promise<boolean>;
+  failed(
+    deployment: Deployment,
+    policy: RoutingPolicy["cooldown"],
+    coolMs?: number,
+    org?: string,
+  ): Promise<boolean>;
   /** Claims the one probe of a deployment on probation, for `ttlMs` at most; false when another call has it. */
-  claimProbe(deployment: Deployment, ttlMs: number): Promise<boolean>;
+  claimProbe(deployment: Deployment, ttlMs: number, org?: string): Promise<boolean>;
   /** The deployment's probe was answered: probation ends, its failures are forgotten. */
-  recovered(deployment: Deployment): Promise<void>;
+  recovered(deployment: Deployment, org?: string): Promise<void>;
   /** Gives a probe claim back without a verdict (the caller went away). */
-  releaseProbe(deployment: Deployment): Promise<void>;
+  releaseProbe(deployment: Deployment, org?: string): Promise<void>;
 }
 
 /**
@@ -98,12 +109,17 @@ export class RedisCooldowns implements Cooldowns {
     this.prefix = prefix;
   }
 
-  private key(deployment: Pick<Deployment, "modelName" | "index">, part: string): string {
-    return `${this.prefix}:{${encodeURIComponent(deployment.modelName)}}:${deployment.index}:${part}`;
+  private key(
+    deployment: Pick<Deployment, "modelName" | "index" | "byok">,
+    part: string,
+    org?: string,
+  ): string {
+    const whose = deployment.byok ? `${deployment.index}@${encodeURIComponent(org ?? "")}` : deployment.index;
+    return `${this.prefix}:{${encodeURIComponent(deployment.modelName)}}:${whose}:${part}`;
   }
 
-  async states(model: CatalogueModel): Promise<DeploymentState[]> {
-    const keys = model.deployments.flatMap((d) => [this.key(d, "cool"), this.key(d, "probation")]);
+  async states(model: CatalogueModel, org?: string): Promise<DeploymentState[]> {
+    const keys = model.deployments.flatMap((d) => [this.key(d, "cool", org), this.key(d, "probation", org)]);
     const raw = await this.redis.llmCooldownStates(keys.length, ...keys);
     return model.deployments.map((_, i): DeploymentState => {
       const remainingMs = Number(raw[2 * i]);
@@ -112,12 +128,17 @@ export class RedisCooldowns implements Cooldowns {
     });
   }
 
-  async failed(deployment: Deployment, policy: RoutingPolicy["cooldown"], coolMs?: number): Promise<boolean> {
+  async failed(
+    deployment: Deployment,
+    policy: RoutingPolicy["cooldown"],
+    coolMs?: number,
+    org?: string,
+  ): Promise<boolean> {
     const started = await this.redis.llmCooldownFailed(
-      this.key(deployment, "failures"),
-      this.key(deployment, "cool"),
-      this.key(deployment, "probation"),
-      this.key(deployment, "probe"),
+      this.key(deployment, "failures", org),
+      this.key(deployment, "cool", org),
+      this.key(deployment, "probation", org),
+      this.key(deployment, "probe", org),
       policy.failures,
       policy.windowMs,
       Math.max(1, Math.round(coolMs ?? policy.coolMs)),
@@ -127,21 +148,24 @@ export class RedisCooldowns implements Cooldowns {
     return Number(started) === 1;
   }
 
-  async claimProbe(deployment: Deployment, ttlMs: number): Promise<boolean> {
-    const claimed = await this.redis.set(this.key(deployment, "probe"), "1", "PX", Math.max(1, ttlMs), "NX");
+  async claimProbe(deployment: Deployment, ttlMs: number, org?: string): Promise<boolean> {
+    // Whole milliseconds: Redis refuses a fraction (the router's clock has them), and a refused
+    // claim would let every call probe.
+    const px = Math.max(1, Math.ceil(ttlMs));
+    const claimed = await this.redis.set(this.key(deployment, "probe", org), "1", "PX", px, "NX");
     return claimed === "OK";
   }
 
-  async recovered(deployment: Deployment): Promise<void> {
+  async recovered(deployment: Deployment, org?: string): Promise<void> {
     await this.redis.del(
-      this.key(deployment, "probation"),
-      this.key(deployment, "probe"),
-      this.key(deployment, "failures"),
+      this.key(deployment, "probation", org),
+      this.key(deployment, "probe", org),
+      this.key(deployment, "failures", org),
     );
   }
 
-  async releaseProbe(deployment: Deployment): Promise<void> {
-    await this.redis.del(this.key(deployment, "probe"));
+  async releaseProbe(deployment: Deployment, org?: string): Promise<void> {
+    await this.redis.del(this.key(deployment, "probe", org));
   }
 }
 

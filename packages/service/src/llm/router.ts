@@ -476,7 +476,7 @@ class Route<R extends RoutedCall> {
         }
         const retry = this.attempts > 0;
         if (retry && !(await this.backoff())) {
-          if (probe) await this.store(() => deps.cooldowns.releaseProbe(deployment));
+          if (probe) await this.store(() => deps.cooldowns.releaseProbe(deployment, this.org));
           throw this.giveUp();
         }
         if (this.nameIndex > 0 && !this.triedFallback.has(name)) {
@@ -515,12 +515,13 @@ class Route<R extends RoutedCall> {
     );
     this.skipped.add(attempt.deployment.id);
     if (outcome === "cancelled") {
-      if (attempt.probe) await this.store(() => this.deps.cooldowns.releaseProbe(attempt.deployment));
+      if (attempt.probe)
+        await this.store(() => this.deps.cooldowns.releaseProbe(attempt.deployment, this.org));
       throw err;
     }
     if (!RETRYABLE.has(outcome)) {
       // The deployment answered: a probe found it alive, whatever the caller did wrong.
-      if (attempt.probe) await this.store(() => this.deps.cooldowns.recovered(attempt.deployment));
+      if (attempt.probe) await this.store(() => this.deps.cooldowns.recovered(attempt.deployment, this.org));
       throw error;
     }
     await this.countFailure(attempt, error);
@@ -538,7 +539,8 @@ class Route<R extends RoutedCall> {
       attempt.retry,
     );
     if (outcome === "cancelled") {
-      if (attempt.probe) await this.store(() => this.deps.cooldowns.releaseProbe(attempt.deployment));
+      if (attempt.probe)
+        await this.store(() => this.deps.cooldowns.releaseProbe(attempt.deployment, this.org));
       return;
     }
     if (outcome === "broken" || RETRYABLE.has(outcome)) await this.countFailure(attempt, err);
@@ -555,7 +557,7 @@ class Route<R extends RoutedCall> {
   /** The attempt answered: counted, and a probe's deployment is back. */
   async attemptSucceeded(attempt: Attempt<R>): Promise<void> {
     this.deps.metrics?.attempt(attempt.deployment, "ok", this.secondsSince(attempt.started), attempt.retry);
-    if (attempt.probe) await this.store(() => this.deps.cooldowns.recovered(attempt.deployment));
+    if (attempt.probe) await this.store(() => this.deps.cooldowns.recovered(attempt.deployment, this.org));
   }
 
   servedBy(attempt: Attempt<R>): ServedBy {
@@ -612,7 +614,9 @@ class Route<R extends RoutedCall> {
       : error instanceof ProviderRateLimited
         ? this.retryAfterMs(error)
         : undefined;
-    const started = await this.store(() => this.deps.cooldowns.failed(deployment, routing.cooldown, coolMs));
+    const started = await this.store(() =>
+      this.deps.cooldowns.failed(deployment, routing.cooldown, coolMs, this.org),
+    );
     if (started) this.deps.metrics?.cooldownStarted(deployment);
   }
 
@@ -646,13 +650,18 @@ class Route<R extends RoutedCall> {
     return true;
   }
 
+  /** The calling organization: the state of a `byok` deployment is its own (`Cooldowns`). */
+  private get org(): string | undefined {
+    return this.request.route?.caller?.principal.org;
+  }
+
   private async readStates(model: CatalogueModel): Promise<DeploymentState[]> {
-    return (await this.store(() => this.deps.cooldowns.states(model))) ?? [];
+    return (await this.store(() => this.deps.cooldowns.states(model, this.org))) ?? [];
   }
 
   private async claimProbe(deployment: Deployment): Promise<boolean> {
     const ttl = Math.max(1, Math.min(deployment.timeoutMs * 2, this.deadline - this.deps.clock.now()));
-    return (await this.store(() => this.deps.cooldowns.claimProbe(deployment, ttl))) ?? true;
+    return (await this.store(() => this.deps.cooldowns.claimProbe(deployment, ttl, this.org))) ?? true;
   }
 
   /**
