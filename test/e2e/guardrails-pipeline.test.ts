@@ -168,11 +168,20 @@ describe("a blocked input", () => {
     expect(body.error).toMatchObject({ type: "invalid_request_error", code: "guardrail_blocked" });
     expect(body.detail).toEqual([
       expect.objectContaining({
+        loc: ["body", "input"],
         type: "guardrail_blocked",
         ctx: { guardrail: "gr_00000000000000000000000000000002", check: "ban_words" },
       }),
     ]);
     expect(JSON.stringify(body).toLowerCase()).not.toContain(BANNED);
+    // A chat completion's input is its messages.
+    const chat = await stack.call(key.secret, "/api/v1/llm/chat/completions", {
+      json: { model: MODEL, messages: [{ role: "user", content: BANNED }] },
+    });
+    expect(chat.status).toBe(400);
+    expect((await chat.json()).detail).toEqual([
+      expect.objectContaining({ loc: ["body", "messages"], type: "guardrail_blocked" }),
+    ]);
   });
 });
 

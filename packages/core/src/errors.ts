@@ -207,6 +207,8 @@ export class OAuthError extends AppError {
 export class GuardrailBlocked extends AppError {
   readonly guardrail: string;
   readonly check: string;
+  /** The request field that holds what was blocked: Responses' `input`, chat completions' `messages`. */
+  field: "input" | "messages" = "input";
 
   constructor(guardrail: { id: string; name: string }, check: string) {
     super(
@@ -222,7 +224,7 @@ export class GuardrailBlocked extends AppError {
   get issues(): ValidationIssue[] {
     return [
       {
-        loc: ["body", "input"],
+        loc: ["body", this.field],
         msg: this.message,
         type: "guardrail_blocked",
         ctx: { guardrail: this.guardrail, check: this.check },

@@ -1,3 +1,4 @@
+import { GuardrailBlocked } from "@gw/core/errors";
 import { stringSchema } from "@gw/core/openapi";
 import { MODEL_CALLS } from "@gw/core/permissions";
 import { budgetHeaders } from "../../budgets/headers.ts";
@@ -54,7 +55,11 @@ export const createCompletion = modelRoute({
     "gateway_timeout",
   ],
   handler: async ({ body: input, caller, res }, deps: CreateCompletionDeps) => {
-    const call = await startCompletion(deps, caller, input);
+    const call = await startCompletion(deps, caller, input).catch((err: unknown) => {
+      // What a guardrail blocked is in `messages` here.
+      if (err instanceof GuardrailBlocked) err.field = "messages";
+      throw err;
+    });
     res.set(budgetHeaders(call.windows)).set(cacheHeaders(call.cache));
     const signal = abortOnClose(res); // the caller going away stops the model's work
     if (input.stream) {
