@@ -122,6 +122,18 @@ describe("organizations' provider keys (PUT, GET, DELETE /api/v1/providers/crede
       expect(JSON.parse(text).detail.map((d: { loc: unknown }) => d.loc)).toContainEqual(loc);
       expect(text).not.toContain(key.slice(0, 12));
     }
+    // Credentials in the base URL are not echoed either, and the refusal says where the key goes.
+    for (const base_url of [`https://user:${key}@1.1.1.1/v1`, `https://${key}@1.1.1.1/v1?x=1`]) {
+      const res = await put(admin.secret, "openai", { api_key: key, base_url });
+      const text = await textOf(res);
+      expect(res.status).toBe(422);
+      expect(text).not.toContain(key.slice(0, 12));
+      expect(JSON.parse(text).detail[0]).toMatchObject({
+        loc: ["body", "base_url"],
+        msg: "Value error, the URL must not carry credentials: send the key as api_key",
+        input: expect.stringMatching(/^https:\/\/1\.1\.1\.1\/v1/),
+      });
+    }
     // A body that is not JSON: the parser's message names the problem, not the text around it.
     const malformed = await fetch(`${stack.gatewayUrl}${PATH}/openai`, {
       method: "PUT",

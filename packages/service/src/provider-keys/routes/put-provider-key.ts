@@ -27,11 +27,18 @@ export const providerKeyBody = z.strictObject({
  * no credentials, fragment or query); 422 at `["body","base_url"]` saying why.
  */
 async function checkedBaseUrl(store: ProviderKeyStore, text: string): Promise<string> {
+  const shown = withoutCredentials(text);
   const refuse = (reason: string): never => {
     throw new ValidationFailed([
-      { loc: ["body", "base_url"], msg: `Value error, ${reason}`, type: "value_error", input: text },
+      {
+        loc: ["body", "base_url"],
+        msg: `Value error, ${reason}`,
+        type: "value_error",
+        ...(shown === undefined ? {} : { input: shown }),
+      },
     ]);
   };
+  if (shown !== text) refuse("the URL must not carry credentials: send the key as api_key");
   try {
     const url = await store.policy.check(text);
     if (url.search) refuse("the URL must not have a query");
@@ -40,6 +47,23 @@ async function checkedBaseUrl(store: ProviderKeyStore, text: string): Promise<st
     if (err instanceof UpstreamRefused) refuse(err.message);
     throw err;
   }
+}
+
+/**
+ * `text` as a refusal may show it: without the user and password a URL carries (a key, likely);
+ * undefined for text that is no URL, which may hold one where it cannot be told apart.
+ */
+function withoutCredentials(text: string): string | undefined {
+  let url: URL;
+  try {
+    url = new URL(text);
+  } catch {
+    return undefined;
+  }
+  if (!url.username && !url.password) return text;
+  url.username = "";
+  url.password = "";
+  return url.href;
 }
 
 /**
