@@ -112,6 +112,28 @@ describe("POST /vector_stores/{id}/search through the gateway", () => {
     expect(embedded).toEqual([]);
   });
 
+  it("a key without responses:write may read stores but not search them: the query's embedding is a model call (403, nothing embedded or billed)", async () => {
+    const { key, store } = await aliceStore();
+    const readOnly = await stack.createKey({
+      org: key.org,
+      permissions: ["files:read", "files:write", "vector_stores:read", "vector_stores:write"],
+    });
+    embedded.length = 0;
+    const asAlice = (path: string, json?: unknown) =>
+      stack.call(readOnly.secret, path, {
+        user: "alice",
+        ...(json === undefined ? { method: "GET" } : { json }),
+      });
+    expect((await asAlice(`${STORES}/${store.id}`)).status).toBe(200);
+    const res = await asAlice(`${STORES}/${store.id}/search`, { query: "apple" });
+    expect(res.status).toBe(403);
+    expect((await res.json()).error).toMatchObject({
+      code: "forbidden",
+      message: "This credential lacks the 'responses:write' permission, which the query's embedding needs",
+    });
+    expect(embedded).toEqual([]);
+  });
+
   it("refuses what it does not do with a 422 naming the field", async () => {
     const { search } = await aliceStore();
     for (const [body, loc] of [

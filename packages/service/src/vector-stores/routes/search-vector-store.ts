@@ -1,4 +1,6 @@
+import { forbidden } from "@gw/core/errors";
 import { objectSchema, stringSchema } from "@gw/core/openapi";
+import { MODEL_CALLS } from "@gw/core/permissions";
 import { z } from "zod";
 import { abortOnClose } from "../../http/model-call.ts";
 import { modelRoute } from "../../http/model-route.ts";
@@ -61,7 +63,7 @@ export const searchResultItem = (result: VectorSearchResult) => ({
  * nearest the query, only of files the principal may read at this moment,
  * `max_num_results` of them whenever that many exist (see `searchVectorStores`).
  * Needs reader on the store (else 404); the query's embedding is a model call
- * charged to the key.
+ * charged to the key, so the key needs `responses:write` too (else 403, nothing embedded).
  */
 export const searchVectorStore = modelRoute({
   method: "POST",
@@ -73,8 +75,16 @@ export const searchVectorStore = modelRoute({
   body: searchVectorStoreBody,
   bodyValidation: { prepare: withoutNulls },
   responses: ok("The readable chunks nearest the query, best first", searchResultsPage),
-  errors: ["not_found", "provider_rate_limited", "bad_gateway", "gateway_timeout"],
+  errors: ["forbidden", "not_found", "provider_rate_limited", "bad_gateway", "gateway_timeout"],
   handler: async ({ params, body, caller, res }, deps: VectorSearchDeps) => {
+    // The query's embedding is a model call, which needs what every model call needs.
+    if (!caller.principal.permissions.includes(MODEL_CALLS))
+      throw forbidden(
+        `This credential lacks the '${MODEL_CALLS}' permission, which the query's embedding needs`,
+        {
+          reason: "missing_permission",
+        },
+      );
     const queries = typeof body.query === "string" ? [body.query] : body.query;
     const results = await searchVectorStores(
       deps,
