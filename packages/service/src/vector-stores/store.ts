@@ -181,6 +181,32 @@ const FILE_COLUMNS =
   "f.vector_store_id, f.file_id, f.created_at, f.status, f.last_error, f.attributes, f.max_chunk_size_tokens, f.chunk_overlap_tokens, f.usage_bytes";
 /** A store that is not expired: `$now` is the parameter holding now. */
 const liveStore = (now: string, alias = "") => `(${alias}expires_at IS NULL OR ${alias}expires_at > ${now})`;
+/**
+ * A store's file (`f`) whose file has not expired: an expired file is gone from every read at once, the
+ * sweep deleting its row later.
+ */
+const liveFile = (now: string) =>
+  `NOT EXISTS (SELECT 1 FROM files x WHERE x.org = f.org AND x.id = f.file_id AND x.expires_at <= ${now})`;
+/**
+ * A store (`s`) as read: its counts and bytes (kept by the trigger) less those of its files that have
+ * expired and are not swept yet (few: the sweep runs every RETENTION_SWEEP_INTERVAL), so that they stay
+ * true from the moment a file expires.
+ */
+const storeRead = (
+  now: string,
+) => `SELECT s.id, s.name, s.metadata, s.created_at, s.last_active_at, s.expires_after_days,
+       s.expires_at, s.usage_bytes - e.usage_bytes AS usage_bytes, s.in_progress - e.in_progress AS in_progress,
+       s.completed - e.completed AS completed, s.failed - e.failed AS failed, s.cancelled - e.cancelled AS cancelled
+  FROM %STORES% s
+  LEFT JOIN LATERAL (
+    SELECT COALESCE(sum(f.usage_bytes), 0) AS usage_bytes,
+           count(*) FILTER (WHERE f.status = 'in_progress') AS in_progress,
+           count(*) FILTER (WHERE f.status = 'completed') AS completed,
+           count(*) FILTER (WHERE f.status = 'failed') AS failed,
+           count(*) FILTER (WHERE f.status = 'cancelled') AS cancelled
+      FROM files x JOIN vector_store_files f ON f.org = x.org AND f.file_id = x.id
+     WHERE x.org = s.org AND x.expires_at <= ${now} AND f.vector_store_id = s.id
+  ) e ON true`;
 /** When a store of `days` expires, active at `at`. */
 const EXPIRES_AT = (at: string, days: string) =>
   `CASE WHEN ${days} IS NULL THEN NULL ELSE ${at} + make_interval(days => ${days}) END`;
@@ -228,7 +254,7 @@ export class VectorStoreStore {
   async get(org: string, id: string, tx: Queryable = this.db): Promise<VectorStoreObject | undefined> {
     if (!postgresCanHold(id)) return undefined;
     const { rows } = await tx.query<StoreRow>(
-      `SELECT ${STORE_COLUMNS} FROM vector_stores WHERE org = $1 AND id = $2 AND ${liveStore("$3")}`,
+      `${storeRead("$3").replace("%STORES%", "vector_stores")} WHERE s.org = $1 AND s.id = $2 AND ${liveStore("$3", "s.")}`,
       [org, id, this.now()],
     );
     return rows[0] && storeOf(rows[0]);
@@ -239,7 +265,8 @@ export class VectorStoreStore {
     const held = ids.filter(postgresCanHold);
     if (held.length === 0) return [];
     const { rows } = await this.db.query<StoreRow>(
-      `SELECT ${STORE_COLUMNS} FROM vector_stores WHERE org = $1 AND id = ANY($2::text[]) AND ${liveStore("$3")}`,
+      `${storeRead("$3").replace("%STORES%", "vector_stores")}
+        WHERE s.org = $1 AND s.id = ANY($2::text[]) AND ${liveStore("$3", "s.")}`,
       [org, held, this.now()],
     );
     return rows.map(storeOf);
@@ -271,14 +298,16 @@ export class VectorStoreStore {
     if (!postgresCanHold(id)) return undefined;
     const keepDays = change.expiresAfterDays === undefined;
     const { rows } = await this.db.query<StoreRow>(
-      `UPDATE vector_stores SET
+      `WITH updated AS (
+         UPDATE vector_stores SET
               name = COALESCE($3, name),
               metadata = COALESCE($4::jsonb, metadata),
               expires_after_days = CASE WHEN $5 THEN expires_after_days ELSE $6::integer END,
               last_active_at = $7,
               expires_at = ${EXPIRES_AT("$7::timestamptz", "CASE WHEN $5 THEN expires_after_days ELSE $6::integer END")}
-        WHERE org = $1 AND id = $2 AND ${liveStore("$7")}
-        RETURNING ${STORE_COLUMNS}`,
+          WHERE org = $1 AND id = $2 AND ${liveStore("$7")}
+          RETURNING *)
+       ${storeRead("$7").replace("%STORES%", "updated")}`,
       [
         org,
         id,
@@ -388,7 +417,8 @@ export class VectorStoreStore {
     if (!postgresCanHold(vectorStoreId) || !postgresCanHold(fileId)) return undefined;
     const { rows } = await this.db.query<FileRow>(
       `SELECT ${FILE_COLUMNS} FROM vector_store_files f JOIN vector_stores s ON s.org = f.org AND s.id = f.vector_store_id
-        WHERE f.org = $1 AND f.vector_store_id = $2 AND f.file_id = $3 AND ${liveStore("$4", "s.")}`,
+        WHERE f.org = $1 AND f.vector_store_id = $2 AND f.file_id = $3 AND ${liveStore("$4", "s.")}
+          AND ${liveFile("$4")}`,
       [org, vectorStoreId, fileId, this.now()],
     );
     return rows[0] && fileOf(rows[0]);
@@ -408,13 +438,15 @@ export class VectorStoreStore {
     const anchorId = page.after ?? page.before;
     const inBatch = `($4::text IS NULL OR EXISTS (SELECT 1 FROM vector_store_file_batch_files b
                        WHERE b.org = f.org AND b.batch_id = $4 AND b.file_id = f.file_id))`;
-    const filtered = `f.org = $1 AND f.vector_store_id = $2 AND ($3::text IS NULL OR f.status = $3) AND ${inBatch}`;
+    const now = this.now();
+    const filtered = (nowParam: string) =>
+      `f.org = $1 AND f.vector_store_id = $2 AND ($3::text IS NULL OR f.status = $3) AND ${inBatch} AND ${liveFile(nowParam)}`;
     let anchor: { created_at: Date; file_id: string } | undefined;
     if (anchorId !== undefined) {
       if (!postgresCanHold(anchorId)) return undefined;
       const found = await this.db.query<{ created_at: Date; file_id: string }>(
-        `SELECT f.created_at, f.file_id FROM vector_store_files f WHERE ${filtered} AND f.file_id = $5`,
-        [org, vectorStoreId, page.status ?? null, page.batchId ?? null, anchorId],
+        `SELECT f.created_at, f.file_id FROM vector_store_files f WHERE ${filtered("$6")} AND f.file_id = $5`,
+        [org, vectorStoreId, page.status ?? null, page.batchId ?? null, anchorId, now],
       );
       anchor = found.rows[0];
       if (!anchor) return undefined;
@@ -425,7 +457,7 @@ export class VectorStoreStore {
     const past = ascending ? ">" : "<";
     const { rows } = await this.db.query<FileRow>(
       `SELECT ${FILE_COLUMNS} FROM vector_store_files f
-        WHERE ${filtered} AND ($5::timestamptz IS NULL OR (f.created_at, f.file_id) ${past} ($5, $6::text))
+        WHERE ${filtered("$8")} AND ($5::timestamptz IS NULL OR (f.created_at, f.file_id) ${past} ($5, $6::text))
         ORDER BY f.created_at ${ascending ? "ASC" : "DESC"}, f.file_id ${ascending ? "ASC" : "DESC"}
         LIMIT $7`,
       [
@@ -436,6 +468,7 @@ export class VectorStoreStore {
         anchor?.created_at ?? null,
         anchor?.file_id ?? null,
         page.limit + 1,
+        now,
       ],
     );
     const hasMore = rows.length > page.limit;
@@ -454,7 +487,7 @@ export class VectorStoreStore {
       `UPDATE vector_store_files f SET attributes = $4
          FROM vector_stores s
         WHERE f.org = $1 AND f.vector_store_id = $2 AND f.file_id = $3
-          AND s.org = f.org AND s.id = f.vector_store_id AND ${liveStore("$5", "s.")}
+          AND s.org = f.org AND s.id = f.vector_store_id AND ${liveStore("$5", "s.")} AND ${liveFile("$5")}
         RETURNING ${FILE_COLUMNS}`,
       [ref.org, ref.vectorStoreId, ref.fileId, JSON.stringify(attributes), this.now()],
     );

@@ -324,6 +324,37 @@ describe("a store's files", () => {
     }
   });
 
+  it("a file that expired is gone from every store it was in at once, before the sweep: counts, bytes, list, reads and writes", async () => {
+    const { key, store, fileIds, call } = await aliceStore([
+      { content: "kept for a while" },
+      { content: "kept for good" },
+    ]);
+    const [soon, kept] = fileIds as [string, string];
+    await settled(stack, key.secret, store.id, soon);
+    await settled(stack, key.secret, store.id, kept);
+    const before = await (await call("alice")).json();
+    expect(before.file_counts).toMatchObject({ completed: 2, total: 2 });
+    // Its expiry passes (moved, not waited for: the sweep is not what is tested).
+    await stack.db.query(
+      "UPDATE files SET expires_at = now() - interval '1 second' WHERE org = $1 AND id = $2",
+      [key.org, soon],
+    );
+    const after = await (await call("alice")).json();
+    expect(after.file_counts).toEqual({ in_progress: 0, completed: 1, failed: 0, cancelled: 0, total: 1 });
+    expect(after.usage_bytes).toBeGreaterThan(0);
+    expect(after.usage_bytes).toBeLessThan(before.usage_bytes);
+    const listed = await (await call("alice", "/files")).json();
+    expect(listed.data.map((f: { id: string }) => f.id)).toEqual([kept]);
+    expect((await call("alice", `/files/${soon}`)).status).toBe(404);
+    const update = await call("alice", `/files/${soon}`, {
+      method: "POST",
+      json: { attributes: { a: "b" } },
+    });
+    expect(update.status).toBe(404);
+    // The file that did not expire is untouched.
+    expect((await call("alice", `/files/${kept}`)).status).toBe(200);
+  });
+
   it("a store deleted takes its chunks and relationships; its files stay", async () => {
     const { key, store, fileIds, call } = await aliceStore([{ content: "to be deleted" }]);
     await settled(stack, key.secret, store.id, fileIds[0]!);
