@@ -113,6 +113,8 @@ const toolChoiceType = byType("Tool choice type", {
   function: z.strictObject({ type: z.literal("function"), name: z.string() }),
   // One of a hosted MCP server's tools (`name`), or any of them.
   mcp: z.strictObject({ type: z.literal("mcp"), server_label: z.string(), name: z.string().nullish() }),
+  // The search runs before the model is asked, whatever the choice: one is always made.
+  file_search: z.strictObject({ type: z.literal("file_search") }),
 });
 // Each branch is built once: a schema built per request pays zod's compilation on every call.
 const toolChoice = chosen((v) => (typeof v === "string" ? toolChoiceMode : toolChoiceType));
@@ -247,6 +249,7 @@ export const createResponseBody = z
     const mode = typeof body.tool_choice === "string" ? body.tool_choice : undefined;
     const names = new Set(functionTools(body.tools).map((t) => t.name));
     const labels = new Set((body.tools ?? []).flatMap((t) => (t.type === "mcp" ? [t.server_label] : [])));
+    const searches = (body.tools ?? []).filter((t) => t.type === "file_search").length;
     if (choice?.type === "function" && !names.has(choice.name)) {
       ctx.addIssue({
         code: "custom",
@@ -261,9 +264,16 @@ export const createResponseBody = z
         message: "No mcp tool with this server_label in tools",
         input: choice.server_label,
       });
+    } else if (choice?.type === "file_search" && searches === 0) {
+      ctx.addIssue({
+        code: "custom",
+        path: ["tool_choice", "type"],
+        message: "No file_search tool in tools",
+        input: choice.type,
+      });
     } else if (
       (mode === "required" || choice?.type === "mcp") &&
-      (names.size + labels.size === 0 || body.max_tool_calls === 0)
+      (names.size + labels.size + searches === 0 || body.max_tool_calls === 0)
     ) {
       ctx.addIssue({
         code: "custom",
@@ -307,8 +317,7 @@ export function chatOptions(input: CreateResponseInput): Omit<ChatRequest, "mode
       strict: t.strict ?? undefined,
     })),
     // No call allowed: the model is not offered any; one allowed: one at a time.
-    toolChoice:
-      input.max_tool_calls === 0 && input.tools?.length ? "none" : chatToolChoice(input.tool_choice),
+    toolChoice: input.max_tool_calls === 0 && input.tools?.length ? "none" : chatToolChoice(input),
     parallelToolCalls: input.tools?.length
       ? input.parallel_tool_calls && input.max_tool_calls !== 1
       : undefined,
@@ -325,8 +334,13 @@ export function chatOptions(input: CreateResponseInput): Omit<ChatRequest, "mode
  * The tool choice as the model is asked. A hosted server's tool is "required" here: the name of the
  * function it is offered as is known once its tools are listed (`startHostedTurn`).
  */
-function chatToolChoice(choice: CreateResponseInput["tool_choice"]): ChatRequest["toolChoice"] {
+function chatToolChoice(input: CreateResponseInput): ChatRequest["toolChoice"] {
+  const choice = input.tool_choice;
+  // A file search is made before the model is asked: a choice that only it satisfies asks nothing of the model.
+  const modelTools = (input.tools ?? []).some((t) => t.type !== "file_search");
+  if (choice === "required") return modelTools ? choice : undefined;
   if (typeof choice !== "object") return choice;
+  if (choice.type === "file_search") return undefined;
   return choice.type === "function" ? { name: choice.name } : "required";
 }
 

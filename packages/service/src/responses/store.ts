@@ -95,7 +95,8 @@ export interface ResponseObject {
     | "auto"
     | "required"
     | { type: "function"; name: string }
-    | { type: "mcp"; server_label: string; name?: string | null };
+    | { type: "mcp"; server_label: string; name?: string | null }
+    | { type: "file_search" };
   tools: ResponseTool[];
   top_p: number | null;
   truncation: "auto" | "disabled";

@@ -181,6 +181,35 @@ describe("the Responses file_search tool", () => {
     ]);
   });
 
+  it("takes tool_choice file_search, or required with only file_search: the search runs, the model is asked no tool call", async () => {
+    const { store, call } = await aliceStore();
+    const tools = [{ type: "file_search", vector_store_ids: [store.id] }];
+    for (const tool_choice of [{ type: "file_search" }, "required"]) {
+      const before = stack.llm.requests.length;
+      const res = await call("bob", "/api/v1/llm/responses", {
+        model: "gpt-4o-mini",
+        input: "apple orchard harvest",
+        tools,
+        tool_choice,
+      });
+      expect(res.status, JSON.stringify(tool_choice)).toBe(200);
+      const body = (await res.json()) as { tool_choice: unknown; output: { type: string }[] };
+      expect(body.tool_choice).toEqual(tool_choice);
+      expect(body.output.map((o) => o.type)).toEqual(["file_search_call", "message"]);
+      const asked = stack.llm.requests.slice(before).map((r) => r.body);
+      expect(asked).toHaveLength(1);
+      expect(asked[0]).not.toHaveProperty("tool_choice");
+    }
+    // Without a file_search tool, it names nothing to choose.
+    const none = await call("bob", "/api/v1/llm/responses", {
+      model: "gpt-4o-mini",
+      input: "x",
+      tool_choice: { type: "file_search" },
+    });
+    expect(none.status).toBe(422);
+    expect((await none.json()).detail[0]).toMatchObject({ loc: ["body", "tool_choice", "type"] });
+  });
+
   it("leaves results out unless include asks; streams OpenAI's file_search_call events", async () => {
     const { store, call } = await aliceStore();
     const plain = await call("bob", "/api/v1/llm/responses", {
