@@ -164,6 +164,17 @@ describe("chat completions through an Anthropic deployment", () => {
 });
 
 describe("responses through an Anthropic deployment", () => {
+  it("report the prompt cache's reads and writes in input_tokens_details", async () => {
+    const key = await stack.createKey();
+    anthropic.cacheReadTokens = 10;
+    anthropic.cacheWriteTokens = 5;
+    const res = await responses(key.secret, { input: "hello" });
+    expect(res.status).toBe(200);
+    const { usage } = await res.json();
+    expect(usage.input_tokens_details).toEqual({ cached_tokens: 10, cache_write_tokens: 5 });
+    expect(usage.input_tokens).toBeGreaterThanOrEqual(15);
+  });
+
   it("answers a tool call as a function_call item, then the tool's output as the next turn", async () => {
     const key = await stack.createKey();
     const first = await responses(key.secret, {

@@ -25,8 +25,10 @@ export function usageOf(
 }
 
 export function usageDetailsOf(reported: ReportedUsage | null | undefined): Completion["usageDetails"] {
+  const written = reported?.prompt_tokens_details?.cache_write_tokens;
   return {
     cachedTokens: reported?.prompt_tokens_details?.cached_tokens ?? 0,
     reasoningTokens: reported?.completion_tokens_details?.reasoning_tokens ?? 0,
+    ...(written ? { cacheWriteTokens: written } : {}),
   };
 }

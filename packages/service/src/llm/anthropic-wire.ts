@@ -180,7 +180,7 @@ export function reportedUsageOf(usage: MessagesUsage | null | undefined): Report
   return {
     ...(input !== undefined ? { prompt_tokens: input + read + written } : {}),
     ...(output !== undefined ? { completion_tokens: output } : {}),
-    prompt_tokens_details: { cached_tokens: read },
+    prompt_tokens_details: { cached_tokens: read, ...(written > 0 ? { cache_write_tokens: written } : {}) },
     ...(thinking !== undefined ? { completion_tokens_details: { reasoning_tokens: thinking } } : {}),
   };
 }

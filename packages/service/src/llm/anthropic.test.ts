@@ -371,7 +371,11 @@ describe("the answer in the service's terms", () => {
       const completion = await answer(stream, ask("one two three"));
       // The fake's own input_tokens (3 words, 3 for the message) leave the cache's out, as Anthropic's do.
       expect(completion.usage).toEqual({ input_tokens: 1_206, output_tokens: 4, total_tokens: 1_210 });
-      expect(completion.usageDetails).toEqual({ cachedTokens: 1_000, reasoningTokens: 0 });
+      expect(completion.usageDetails).toEqual({
+        cachedTokens: 1_000,
+        reasoningTokens: 0,
+        cacheWriteTokens: 200,
+      });
       const price = { input: 3, cachedInput: 0.3, output: 15 };
       const nanoUsdPerToken = (usdPerMillion: number) => usdPerMillion * 1_000;
       expect(

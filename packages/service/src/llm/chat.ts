@@ -153,8 +153,11 @@ export interface Completion {
   /** The model that actually answered, as the provider names it. */
   model: string;
   usage: Usage;
-  /** Cached input tokens and reasoning tokens, when the provider reports them. */
-  usageDetails: { cachedTokens: number; reasoningTokens: number };
+  /**
+   * Cached input tokens and reasoning tokens, when the provider reports them; input tokens written to the
+   * prompt cache, when it reports those (Anthropic's `cache_creation_input_tokens`).
+   */
+  usageDetails: { cachedTokens: number; reasoningTokens: number; cacheWriteTokens?: number };
   /** The output text's tokens with their log probabilities, when asked for and the provider gave them. */
   logprobs?: TokenLogprob[] | undefined;
   /**

@@ -9,7 +9,7 @@ import type { ChatMessage, ChatRequest, FinishReason, TokenLogprob } from "./cha
 export type ReportedUsage = {
   prompt_tokens?: number;
   completion_tokens?: number;
-  prompt_tokens_details?: { cached_tokens?: number } | null;
+  prompt_tokens_details?: { cached_tokens?: number; cache_write_tokens?: number } | null;
   completion_tokens_details?: { reasoning_tokens?: number } | null;
 };
 

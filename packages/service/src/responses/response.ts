@@ -179,11 +179,14 @@ export function failed(
 /** Usage in the Responses shape, from the model's counts (or estimates) and their details. */
 export function responseUsage(
   usage: Usage,
-  details = { cachedTokens: 0, reasoningTokens: 0 },
+  details: Completion["usageDetails"] = { cachedTokens: 0, reasoningTokens: 0 },
 ): ResponseUsage {
   return {
     input_tokens: usage.input_tokens,
-    input_tokens_details: { cached_tokens: details.cachedTokens, cache_write_tokens: 0 },
+    input_tokens_details: {
+      cached_tokens: details.cachedTokens,
+      cache_write_tokens: details.cacheWriteTokens ?? 0,
+    },
     output_tokens: usage.output_tokens,
     output_tokens_details: { reasoning_tokens: details.reasoningTokens },
     total_tokens: usage.total_tokens,
