@@ -6,6 +6,7 @@ import {
   jsonBody,
   type MetricsEndpoint,
   notFoundHandler,
+  RouteLabels,
   registerProbes,
   registerRoutes,
   requirePermission,
@@ -27,7 +28,7 @@ import type { ConsoleSessions } from "./console/sessions.ts";
 import type { SignInLimits } from "./console/sign-in-limits.ts";
 import { crossOriginForMcpClients } from "./cross-origin.ts";
 import { type ForwardOptions, forward } from "./forward/forward.ts";
-import { SERVICE_ROUTES } from "./forward/service-routes.ts";
+import { MODEL_ROUTES, SERVICE_ROUTES } from "./forward/service-routes.ts";
 import type { McpDeps } from "./mcp/deps.ts";
 import { mcpProxy } from "./mcp/proxy.ts";
 import type { GatewayMetrics } from "./metrics.ts";
@@ -95,9 +96,20 @@ export interface GatewayDeps {
  * parsing) → authenticate → principal → rate limit → forward to the service, or the
  * route's permission → the route (authorization routes ask SpiceDB).
  */
+/** The service's model routes, matched by method and path. */
+const modelRoutes = new RouteLabels(MODEL_ROUTES);
+/** What the response cache did for a model call (docs/api/cache.md). */
+const CACHE_HEADER = "X-Gateway-Cache";
+
 export function createGatewayApp(deps: GatewayDeps): express.Express {
   const app = express();
   useRequestBasics(app, deps.logger, deps.metrics, SERVICE_ROUTES, "info", crossOriginForMcpClients);
+  // Every answer of a model route says what the response cache did, the gateway's own refusals (401,
+  // 403, 429) too: `bypass`, unless the service, which answers the rest, says more.
+  app.use("/api/v1/llm", (req, res, next) => {
+    if (modelRoutes.label(req.method, req.originalUrl) !== "unmatched") res.setHeader(CACHE_HEADER, "bypass");
+    next();
+  });
 
   const probes = Router();
   registerProbes(

@@ -211,6 +211,16 @@ describe("the response cache: X-Gateway-Cache", () => {
     expect(chat).toMatchObject({ status: 200, cache: "bypass" });
     const plain = await stack.createKey();
     expect(await ask(plain.secret, { input })).toMatchObject({ cache: "bypass", providerCalls: 1 });
+    // The gateway's own refusals of a model route say so too (401 here); a route that calls no model says nothing.
+    const anonymous = await fetch(`${stack.gatewayUrl}${RESPONSES}`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ input }),
+    });
+    expect(anonymous.status).toBe(401);
+    expect(anonymous.headers.get("x-gateway-cache")).toBe("bypass");
+    const read = await stack.call(key.secret, `${RESPONSES}/resp_none`, { method: "GET" });
+    expect(read.headers.get("x-gateway-cache")).toBeNull();
     // A request refused by its schema is an answer of the route too.
     const cached = await cachedKey("principal");
     for (const [path, json] of [
