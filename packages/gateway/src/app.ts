@@ -2,6 +2,7 @@ import type { AuditLog } from "@gw/core/audit";
 import type { ResourceAuthorization, SpiceDBClient } from "@gw/core/authz";
 import type { Clock } from "@gw/core/clock";
 import {
+  CACHE_HEADER,
   errorHandler,
   jsonBody,
   type MetricsEndpoint,
@@ -98,8 +99,6 @@ export interface GatewayDeps {
  */
 /** The service's model routes, matched by method and path. */
 const modelRoutes = new RouteLabels(MODEL_ROUTES);
-/** What the response cache did for a model call (docs/api/cache.md). */
-const CACHE_HEADER = "X-Gateway-Cache";
 
 export function createGatewayApp(deps: GatewayDeps): express.Express {
   const app = express();

@@ -1,3 +1,4 @@
+export * from "./cache-header.ts";
 export * from "./common.ts";
 export * from "./listen.ts";
 export * from "./metrics-endpoint.ts";

@@ -1,6 +1,7 @@
 import { createHmac } from "node:crypto";
 import type { ResourceRef } from "@gw/core/authz";
 import { ValidationFailed } from "@gw/core/errors";
+import { CACHE_HEADER } from "@gw/core/http";
 import type { Logger } from "@gw/core/logger";
 import type { Metrics } from "@gw/core/metrics";
 import type { Principal } from "@gw/core/principal";
@@ -21,8 +22,6 @@ import type { ChatProvider, ChatRequest, Completion, StreamSeen, ToolCallDelta }
  * caller sends becomes part of a Redis key as it was sent.
  */
 
-/** The request header that asks for the cache's help, and the answer header that says what it did. */
-export const CACHE_HEADER = "x-gateway-cache";
 /** What a request may ask: the default (use the key's setting), `off` (bypass it), `refresh` (ask the model again, keep its answer). */
 export const CACHE_DIRECTIVES = ["off", "refresh"] as const;
 export type CacheDirective = "default" | (typeof CACHE_DIRECTIVES)[number];

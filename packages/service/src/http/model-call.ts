@@ -1,8 +1,8 @@
-import { principalOf } from "@gw/core/http";
+import { CACHE_HEADER, principalOf } from "@gw/core/http";
 import type { Request, Response } from "express";
 import type { Caller } from "../budgets/admit-model-call.ts";
 import type { EventSink } from "../calls/event-sink.ts";
-import { CACHE_HEADER, type CacheResult, parseCacheDirective } from "../calls/response-cache.ts";
+import { type CacheResult, parseCacheDirective } from "../calls/response-cache.ts";
 
 /**
  * The HTTP side of a model call: what routes do with Express's `res` (the

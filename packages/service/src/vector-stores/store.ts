@@ -188,16 +188,17 @@ const liveStore = (now: string, alias = "") => `(${alias}expires_at IS NULL OR $
 const liveFile = (now: string) =>
   `NOT EXISTS (SELECT 1 FROM files x WHERE x.org = f.org AND x.id = f.file_id AND x.expires_at <= ${now})`;
 /**
- * A store (`s`) as read: its counts and bytes (kept by the trigger) less those of its files that have
+ * A store (`s`, a row of `stores`) as read: its counts and bytes (kept by the trigger) less those of its files that have
  * expired and are not swept yet (few: the sweep runs every RETENTION_SWEEP_INTERVAL), so that they stay
  * true from the moment a file expires.
  */
 const storeRead = (
+  stores: string,
   now: string,
 ) => `SELECT s.id, s.name, s.metadata, s.created_at, s.last_active_at, s.expires_after_days,
        s.expires_at, s.usage_bytes - e.usage_bytes AS usage_bytes, s.in_progress - e.in_progress AS in_progress,
        s.completed - e.completed AS completed, s.failed - e.failed AS failed, s.cancelled - e.cancelled AS cancelled
-  FROM %STORES% s
+  FROM ${stores} s
   LEFT JOIN LATERAL (
     SELECT COALESCE(sum(f.usage_bytes), 0) AS usage_bytes,
            count(*) FILTER (WHERE f.status = 'in_progress') AS in_progress,
@@ -254,7 +255,7 @@ export class VectorStoreStore {
   async get(org: string, id: string, tx: Queryable = this.db): Promise<VectorStoreObject | undefined> {
     if (!postgresCanHold(id)) return undefined;
     const { rows } = await tx.query<StoreRow>(
-      `${storeRead("$3").replace("%STORES%", "vector_stores")} WHERE s.org = $1 AND s.id = $2 AND ${liveStore("$3", "s.")}`,
+      `${storeRead("vector_stores", "$3")} WHERE s.org = $1 AND s.id = $2 AND ${liveStore("$3", "s.")}`,
       [org, id, this.now()],
     );
     return rows[0] && storeOf(rows[0]);
@@ -265,7 +266,7 @@ export class VectorStoreStore {
     const held = ids.filter(postgresCanHold);
     if (held.length === 0) return [];
     const { rows } = await this.db.query<StoreRow>(
-      `${storeRead("$3").replace("%STORES%", "vector_stores")}
+      `${storeRead("vector_stores", "$3")}
         WHERE s.org = $1 AND s.id = ANY($2::text[]) AND ${liveStore("$3", "s.")}`,
       [org, held, this.now()],
     );
@@ -307,7 +308,7 @@ export class VectorStoreStore {
               expires_at = ${EXPIRES_AT("$7::timestamptz", "CASE WHEN $5 THEN expires_after_days ELSE $6::integer END")}
           WHERE org = $1 AND id = $2 AND ${liveStore("$7")}
           RETURNING *)
-       ${storeRead("$7").replace("%STORES%", "updated")}`,
+       ${storeRead("updated", "$7")}`,
       [
         org,
         id,
