@@ -234,6 +234,20 @@ export function toValidationIssues(
         else if (issue.format === "regex") out.push(item("string_pattern_mismatch", issue.message));
         else out.push(item("value_error", issue.message));
         break;
+      case "invalid_key":
+        // A record's key that its key schema refuses (too long, say): what the key schema said of it.
+        out.push(
+          ...toValidationIssues(
+            location,
+            issue.issues.map((inner) => ({
+              input: issue.path.at(-1),
+              ...inner,
+              path: [...issue.path, ...(inner.path ?? [])],
+            })) as z.core.$ZodIssue[],
+            validated,
+          ),
+        );
+        break;
       case "custom": {
         // A refinement may name pydantic's type for its problem (e.g. `datetime_future`).
         const type = (issue.params as { type?: unknown } | undefined)?.type;

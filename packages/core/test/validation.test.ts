@@ -85,6 +85,19 @@ describe("zod issues become pydantic-style validation errors", () => {
     expect(typeof issues[0]!.msg).toBe("string");
   });
 
+  it("says what is wrong with a record's key (too long), at that key, echoing it", () => {
+    const tags = z.strictObject({ tags: z.record(z.string().max(4), z.string()) });
+    expect(issuesFor({ tags: { ok: "a", toolong: "b" } }, tags)).toEqual([
+      {
+        loc: ["body", "tags", "toolong"],
+        type: "string_too_long",
+        msg: "String should have at most 4 characters",
+        input: "toolong",
+        ctx: { max_length: 4 },
+      },
+    ]);
+  });
+
   it("reports every problem, not just the first", () => {
     const types = issuesFor({ branch: "", generation: 0, other: 1 }).map((i) => i.type);
     expect(types.sort()).toEqual(["extra_forbidden", "greater_than_equal", "string_too_short"]);

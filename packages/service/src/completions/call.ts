@@ -64,7 +64,7 @@ export async function startCompletion(
     request,
     owned: input.store ? { type: "completion", id } : undefined,
     keep: async (completion) => {
-      const answer = completionObject(id, created, completion, input.metadata ?? {});
+      const answer = completionObject(id, created, completion, input.metadata ?? {}, request.serviceTier);
       await keep(deps, principal, input, answer, completion);
       return answer;
     },

@@ -26,6 +26,7 @@ export function completionObject(
   created: number,
   completion: Completion,
   metadata: Record<string, string>,
+  serviceTier: string | undefined,
 ): ChatCompletionObject {
   return {
     id,
@@ -48,7 +49,7 @@ export function completionObject(
       };
     }),
     usage: usageObject(completion),
-    service_tier: null,
+    service_tier: serviceTier ?? null,
     metadata,
   };
 }

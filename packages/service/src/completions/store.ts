@@ -38,7 +38,8 @@ export interface ChatCompletionObject {
     prompt_tokens_details: { cached_tokens: number };
     completion_tokens_details: { reasoning_tokens: number };
   };
-  service_tier: null;
+  /** The `service_tier` the request asked for, as the Responses API echoes it. */
+  service_tier: string | null;
   /** Kept with stored completions; changed with `POST /chat/completions/{id}`. */
   metadata: Record<string, string>;
 }

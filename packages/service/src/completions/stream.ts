@@ -112,7 +112,7 @@ function chunkWriter(sink: EventSink, call: Parameters<typeof streamCompletion>[
       object: "chat.completion.chunk",
       created,
       model,
-      service_tier: null,
+      service_tier: call.request.serviceTier ?? null,
       choices,
       ...(includeUsage ? { usage: null } : {}),
       ...(call.obfuscate ? { obfuscation: randomBytes(4 + randomInt(12)).toString("base64url") } : {}),

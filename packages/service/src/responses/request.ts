@@ -271,14 +271,22 @@ export const createResponseBody = z
         message: "No file_search tool in tools",
         input: choice.type,
       });
-    } else if (
-      (mode === "required" || choice?.type === "mcp") &&
-      (names.size + labels.size + searches === 0 || body.max_tool_calls === 0)
-    ) {
+    } else if (mode === "required" && names.size + labels.size + searches === 0) {
       ctx.addIssue({
         code: "custom",
         path: ["tool_choice"],
         message: "tool_choice 'required' needs at least one tool",
+        input: body.tool_choice,
+      });
+    } else if (
+      (mode === "required" || (choice && choice.type !== "file_search")) &&
+      body.max_tool_calls === 0
+    ) {
+      // A choice that forces a tool call cannot be kept by a request that allows none.
+      ctx.addIssue({
+        code: "custom",
+        path: ["tool_choice"],
+        message: "tool_choice forces a tool call, which max_tool_calls: 0 does not allow",
         input: body.tool_choice,
       });
     }

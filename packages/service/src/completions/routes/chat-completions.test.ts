@@ -269,6 +269,23 @@ describe("chat completions", () => {
     expect(upstream().stop).toEqual(["a", "b"]);
   });
 
+  it("echoes the service_tier asked for, in the answer and in every chunk of a stream (null when none)", async () => {
+    const { as } = await setup();
+    const asked = await as("alice").create({
+      messages: [{ role: "user", content: "x" }],
+      service_tier: "flex",
+    });
+    expect(asked.body.service_tier).toBe("flex");
+    const none = await as("alice").create({ messages: [{ role: "user", content: "x" }] });
+    expect(none.body.service_tier).toBeNull();
+    const res = await as("alice").call("", {
+      json: { messages: [{ role: "user", content: "x" }], service_tier: "flex", stream: true },
+    });
+    const chunks = (chunksOf(await res.text()) as (Chunk & { service_tier: unknown })[]).slice(0, -1);
+    expect(chunks.length).toBeGreaterThan(1);
+    expect(chunks.every((c) => c.service_tier === "flex")).toBe(true);
+  });
+
   it("takes LangChain's tool loop (name on the tool message) and openai-python's model_dump() of an answer", async () => {
     const { as } = await setup();
     const tools = [WEATHER];

@@ -18,12 +18,16 @@ describe("models", () => {
     const unknown = await stack.call(key.secret, `${MODELS}/gpt-nope`);
     expect(unknown.status).toBe(404);
     expect(await unknown.json()).toEqual(llmError("not_found", "No model gpt-nope", "model"));
+    // `auto`, which every model field takes, is retrieved as the default model under its own name.
+    expect(await (await stack.call(key.secret, `${MODELS}/auto`)).json()).toEqual(model("auto"));
   });
 
   it("are limited to the key's allowlist: others are 404 to list and retrieve, 403 naming them to use", async () => {
     const key = await stack.createKey({ models: ["echo-large"] });
     expect((await (await stack.call(key.secret, MODELS)).json()).data).toEqual([model("echo-large")]);
     expect((await stack.call(key.secret, `${MODELS}/echo-small`)).status).toBe(404);
+    // The default (echo-small) is not this key's: neither is `auto`.
+    expect((await stack.call(key.secret, `${MODELS}/auto`)).status).toBe(404);
 
     const before = stack.llm.requests.length;
     for (const [asked, named] of [

@@ -270,6 +270,18 @@ describe("request fields", () => {
     const none = await create({ input: "weather?", tools: [WEATHER, TIME], max_tool_calls: 0 });
     expect(upstream()).toMatchObject({ tool_choice: "none" });
     expect(none.body.output.map((o: { type: string }) => o.type)).toEqual(["message"]);
+    // A choice that forces a call cannot be kept with none allowed: refused, saying why (not "needs a tool").
+    for (const tool_choice of ["required", { type: "function", name: "get_time" }]) {
+      const forced = await create({
+        input: "weather?",
+        tools: [WEATHER, TIME],
+        max_tool_calls: 0,
+        tool_choice,
+      });
+      expect(forced.res.status).toBe(422);
+      expect(forced.body.detail[0].loc).toEqual(["body", "tool_choice"]);
+      expect(forced.body.detail[0].msg).toContain("max_tool_calls: 0");
+    }
     // Three calls made, two allowed: the answer and the stream keep the first two.
     const three = [WEATHER, TIME, { type: "function", name: "get_date" }];
     const two = await create({ input: "weather?", tools: three, max_tool_calls: 2 });
