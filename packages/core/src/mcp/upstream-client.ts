@@ -17,6 +17,7 @@ import { LRUCache } from "lru-cache";
 import { type Agent, fetch as undiciFetch } from "undici";
 import type { z } from "zod";
 import { entryBound } from "../bounded-cache.ts";
+import { discard } from "../discard.ts";
 import { AppError, type ErrorCause } from "../errors.ts";
 import type { Logger } from "../logger.ts";
 import { AnswerTooLarge, boundedResponse } from "./bounded-body.ts";
@@ -453,7 +454,7 @@ export class UpstreamClients {
       signal: options.signal ? AbortSignal.any([options.signal, timeout]) : timeout,
     });
     if (statusCode >= 300 && statusCode < 400) {
-      body.destroy();
+      discard(body);
       throw new UpstreamRefused("it answered with a redirect, which the gateway does not follow");
     }
     const ok = statusCode >= 200 && statusCode < 300;
@@ -524,7 +525,7 @@ export class UpstreamClients {
       body.on("data", (chunk: Buffer) => {
         bytes += chunk.byteLength;
         if (bytes > this.maxAnswerBytes) {
-          if (settled) body.destroy();
+          if (settled) discard(body);
           else settle(() => reject(this.cutOff(body)));
           return;
         }
@@ -535,8 +536,8 @@ export class UpstreamClients {
     });
   }
 
-  private cutOff(body: { destroy(): void }): AnswerTooLarge {
-    body.destroy();
+  private cutOff(body: Readable): AnswerTooLarge {
+    discard(body);
     this.onLimit("answer_bytes");
     return new AnswerTooLarge(this.maxAnswerBytes);
   }

@@ -1,4 +1,5 @@
 import { withDeadline } from "@gw/core/deadline";
+import { discard } from "@gw/core/discard";
 import { injectTraceHeaders, type Span } from "@gw/core/tracing";
 import { atLeastChars, inTurn, LARGE_WORK_CHARS } from "@gw/core/turns";
 import { Agent, type Dispatcher, request } from "undici";
@@ -138,7 +139,7 @@ export async function post(
       },
     },
     body: answer.body,
-    close: () => answer.body.destroy(),
+    close: () => discard(answer.body),
   };
   if (res.status >= 200 && res.status < 300) return res;
   const { text } = await within(readUpTo(res, ERROR_BODY_BYTES), options.timeoutMs).catch(() => ({

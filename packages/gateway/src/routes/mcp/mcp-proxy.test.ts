@@ -329,6 +329,34 @@ describe("the MCP proxy with the official SDK client", () => {
     await client.close();
   });
 
+  it("an upstream that starts redirecting once its session is open is refused, and the gateway lives on", async () => {
+    const { o, id } = await setUp();
+    const target = await startFakeMcpServer();
+    try {
+      const client = await mcpClient(gw.url, id, o.secret, "alice");
+      expect((await client.callTool({ name: "search", arguments: { query: "q" } })).isError).toBeFalsy();
+      upstream.redirectTo = target.url;
+      upstream.mode = "redirect";
+      for (const call of [
+        () => client.callTool({ name: "search", arguments: { query: "q" } }),
+        () => client.listTools(),
+      ]) {
+        const failed = await call().catch((e) => e);
+        expect(failed).toBeInstanceOf(McpError);
+        expect(failed.message).toMatch(/answered with a redirect/);
+      }
+      // What the redirect's body left behind is dropped quietly: the gateway still answers.
+      await new Promise((resolve) => setTimeout(resolve, 50));
+      upstream.mode = "ok";
+      expect((await client.callTool({ name: "search", arguments: { query: "q" } })).isError).toBeFalsy();
+      expect(target.requests).toEqual([]);
+      await client.close();
+    } finally {
+      upstream.mode = "ok";
+      await target.close();
+    }
+  });
+
   it("an upstream that answers 500, garbage, a redirect or hangs is a clean JSON-RPC error naming the server, never its body", async () => {
     const { o, id } = await setUp();
     const target = await startFakeMcpServer();
