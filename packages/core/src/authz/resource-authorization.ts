@@ -43,10 +43,14 @@ import {
 } from "./relationships.ts";
 import { isFailedPrecondition, type SpiceDBClient, v1 } from "./spicedb-client.ts";
 
-/** The caller may not change roles on this resource (also when it does not exist, so existence does not leak). */
+/**
+ * The caller may not change roles on this resource, or see who holds them or its trail (also when it does
+ * not exist, so existence does not leak). `what`: what only an owner may do (the contract's words for a
+ * grant or a revoke).
+ */
 export class NotResourceOwner extends AppError {
-  constructor() {
-    super("forbidden", "Only resource owners can grant or revoke permissions", { contractBody: true });
+  constructor(what = "grant or revoke permissions") {
+    super("forbidden", `Only resource owners can ${what}`, { contractBody: true });
     this.name = "NotResourceOwner";
   }
 }
@@ -472,7 +476,7 @@ export class ResourceAuthorization {
 
   /** Who holds which role on the resource (owners only; expired grants are gone). */
   async grants(principal: Principal, resource: ResourceRef): Promise<Grant[]> {
-    await this.assertOwner(principal, resource);
+    await this.assertOwner(principal, resource, "see who holds its roles");
     return this.listGrants(principal.org, resource);
   }
 
@@ -594,8 +598,8 @@ export class ResourceAuthorization {
     return latest;
   }
 
-  private async assertOwner(principal: Principal, resource: ResourceRef): Promise<void> {
-    if (!(await this.check(principal, resource, "owner"))) throw new NotResourceOwner();
+  private async assertOwner(principal: Principal, resource: ResourceRef, what?: string): Promise<void> {
+    if (!(await this.check(principal, resource, "owner"))) throw new NotResourceOwner(what);
   }
 
   /**

@@ -38,7 +38,8 @@ export const resourceAudit = defineRoute({
   handler: ({ principal, params, query: page }, deps: AuthorizationRouteDeps) => {
     const resource = { type: params.resourceType, id: params.resourceId };
     return measured(deps.metrics, "audit", async () => {
-      if (!(await deps.authorization.check(principal, resource, "owner"))) throw new NotResourceOwner();
+      if (!(await deps.authorization.check(principal, resource, "owner")))
+        throw new NotResourceOwner("read its audit trail");
       return deps.audit.forResource(principal.org, resource, page);
     });
   },
