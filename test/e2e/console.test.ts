@@ -2,6 +2,8 @@ import { randomUUID } from "node:crypto";
 import { localRedisUrl } from "@gw/core/redis";
 import { testRedisClient } from "@gw/test-kit";
 import { startFakeMcpServer } from "@gw/test-kit/mcp-upstream";
+import { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import {
   type ConsoleStack,
@@ -294,6 +296,21 @@ describe("admin console", () => {
       expect(grants.data).toContainEqual(expect.objectContaining({ userId: "carol", role: "writer" }));
       const trail = page.getByRole("table", { name: "Audit trail of this resource, newest first" });
       await poll(() => trail.getByRole("row").nth(1).textContent()).toContain("grant");
+
+      // A tool called through the proxy: its record in the organization's trail names the tool.
+      const client = new Client({ name: "console-test", version: "1.0.0" });
+      await client.connect(
+        new StreamableHTTPClientTransport(new URL(`${s.url}/api/v1/mcp/servers/${server.id}/mcp`), {
+          requestInit: { headers: { authorization: `Bearer ${s.root.key}` } },
+        }),
+      );
+      await client.callTool({ name: "search", arguments: { query: "q" } });
+      await client.close();
+      await page.goto(`${s.url}/admin/audit`);
+      const org = page.getByRole("table", { name: "The organization's audit trail, newest first" });
+      await poll(() => org.getByRole("row").filter({ hasText: "call" }).first().textContent()).toContain(
+        `mcp_server:${server.id} tool search`,
+      );
 
       // Choosing the type in the form also finds it.
       await page.goto(`${s.url}/admin/access`);

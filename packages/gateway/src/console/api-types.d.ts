@@ -93,6 +93,8 @@ export interface AuditRecord {
   resourceId: string;
   subject?: string;
   role?: string;
+  /** The tool of an MCP tool call (`call`). */
+  tool?: string;
   outcome: "allowed" | "denied" | "conflict" | "error" | "unknown";
   zedToken?: string;
 }

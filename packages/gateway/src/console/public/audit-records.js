@@ -38,7 +38,8 @@ export function auditRows(records) {
     fmtTime(r.time),
     `${r.actor.userId} (${r.actor.keyId})`,
     r.action,
-    `${r.resourceType}:${r.resourceId}`,
+    // A tool call (`call`) names its tool: the server alone does not say what was done.
+    r.tool ? `${r.resourceType}:${r.resourceId} tool ${r.tool}` : `${r.resourceType}:${r.resourceId}`,
     r.subject ?? "—",
     r.role ?? "—",
     html`<span class=${`badge ${r.outcome}`}>${r.outcome}</span>`,
