@@ -99,6 +99,8 @@ export interface ProxyOptions {
   keyOwners: KeyOwners;
   /** The key's request windows: asked for each `tools/call` only. */
   rateLimit: RequestHandler;
+  /** Notes when the key last authenticated a request (`lastUsedAt`), as every other route does. */
+  recordLastUsed: RequestHandler;
   /** Its wall time decides whether the asserted key has expired. */
   clock: Clock;
 }
@@ -206,7 +208,7 @@ export function mcpProxy(deps: McpDeps, options: ProxyOptions): Router {
     if (req.body !== undefined) return answer();
     jsonBody(req, res, (parseError?: unknown) => (parseError ? next(err) : answer()));
   };
-  const guard = [authenticated, principal, mayCall];
+  const guard = [authenticated, principal, options.recordLastUsed, mayCall];
   const notAllowed: RequestHandler = (_req, res) => {
     res.setHeader("Allow", "POST");
     res
