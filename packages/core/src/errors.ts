@@ -249,6 +249,7 @@ export interface OpenAIErrorBody {
  * `{error, error_description}`.
  */
 export function errorBody(err: AppError, surface: { openai?: boolean } = {}): unknown {
+  if (err.jsonRpcId !== undefined) return jsonRpcErrorBody(err, err.jsonRpcId);
   if (err instanceof ValidationFailed)
     return surface.openai ? { detail: err.issues, ...validationErrorOf(err.issues) } : { detail: err.issues };
   if (err.code === "rate_limited") return { error: ERROR_CATALOGUE.rate_limited.title };
@@ -256,42 +257,62 @@ export function errorBody(err: AppError, surface: { openai?: boolean } = {}): un
   if (surface.openai && err instanceof GuardrailBlocked)
     return { detail: err.issues, ...openaiErrorBody(err.code, err.message, err.param) };
   if (surface.openai) return openaiErrorBody(err.code, err.message, err.param);
-  if (err.jsonRpcId !== undefined) return jsonRpcErrorBody(err, err.jsonRpcId);
   if (err.contractBody) return { error: ERROR_CATALOGUE[err.code].title, message: err.message };
   return { error: ERROR_CATALOGUE[err.code].title, message: err.message, code: err.reason };
 }
 
 /**
- * JSON-RPC error codes of catalogue errors answered to a JSON-RPC request,
- * from the range JSON-RPC leaves to implementations (-32000 to -32019 in
- * MCP); what the HTTP status says, said again for clients that read only the
- * body. Any other error is -32603.
+ * JSON-RPC error codes of catalogue errors answered to a JSON-RPC request
+ * (docs/api/mcp.md, "The proxy"): what the HTTP status says, said
+ * again for clients that read only the body. A refusal of the client's is
+ * -32000 less the status's last two digits (-32001 for 401, -32029 for
+ * 429), in the range JSON-RPC leaves to servers and apart from MCP's own
+ * codes there (-32002, -32020, -32022, -32042); a request that cannot be
+ * read is JSON-RPC's Invalid Request (-32600), or its Parse error (-32700)
+ * when its JSON is unreadable. Any other error (the gateway's or a
+ * dependency's, 5xx) is -32603, Internal error.
  */
 const JSON_RPC_CODES: Partial<Record<ErrorCode, number>> = {
+  bad_request: -32600,
+  validation_failed: -32600,
   unauthorized: -32001,
   forbidden: -32003,
+  not_found: -32004,
+  method_not_allowed: -32005,
+  payload_too_large: -32013,
+  unsupported_media_type: -32015,
+  rate_limited: -32029,
 };
+
+/** JSON-RPC's Parse error: the request's JSON could not be read. */
+const JSON_RPC_PARSE_ERROR = -32700;
+
+const jsonRpcCodeOf = (err: AppError) =>
+  err instanceof ValidationFailed && err.issues.some((issue) => issue.type === "json_invalid")
+    ? JSON_RPC_PARSE_ERROR
+    : (JSON_RPC_CODES[err.code] ?? -32603);
 
 /**
  * A catalogue error as a JSON-RPC 2.0 error response that is still the
  * catalogue's body: `error` is JSON-RPC's object (the catalogue's title is in
  * `error.data.error`), and the catalogue's `message` and `code` stay at the
- * top level beside `jsonrpc` and `id`, so a reader of either shape finds the
- * message. The MCP Python SDK reads such a body as the JSON-RPC error (it
- * allows other members); the TypeScript SDK's strict schema does not, and
- * shows the body's text, which holds the message.
+ * top level beside `jsonrpc` and `id` (a 422's `detail` too), so a reader of
+ * either shape finds the message. The MCP Python SDK reads such a body as the
+ * JSON-RPC error (it allows other members); the TypeScript SDK's strict
+ * schema does not, and shows the body's text, which holds the message.
  */
 export function jsonRpcErrorBody(err: AppError, id: string | number | null) {
   return {
     jsonrpc: "2.0" as const,
     id,
     error: {
-      code: JSON_RPC_CODES[err.code] ?? -32603,
+      code: jsonRpcCodeOf(err),
       message: err.message,
       data: { error: ERROR_CATALOGUE[err.code].title, code: err.reason },
     },
     message: err.message,
     code: err.reason,
+    ...(err instanceof ValidationFailed ? { detail: err.issues } : {}),
   };
 }
 

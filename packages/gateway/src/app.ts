@@ -125,6 +125,8 @@ export function createGatewayApp(deps: GatewayDeps): express.Express {
 
   const limit = rateLimit(deps.limiter, deps.defaultLimits, deps.orgLimits);
   const principal = resolvePrincipal(deps);
+  // One for the API and the MCP proxy: a key is noted as used at most once a minute, whichever it called.
+  const lastUsed = recordLastUsed(deps.store, deps.logger, deps.clock);
   const mcp: McpDeps = {
     ...deps.mcp,
     authorization: deps.authorization,
@@ -151,6 +153,7 @@ export function createGatewayApp(deps: GatewayDeps): express.Express {
       resolvePrincipal: principal,
       keyOwners: deps.keyOwners,
       rateLimit: limit,
+      recordLastUsed: lastUsed,
       clock: deps.clock,
     }),
   );
@@ -184,7 +187,7 @@ export function createGatewayApp(deps: GatewayDeps): express.Express {
     }),
     principal,
     limit,
-    recordLastUsed(deps.store, deps.logger, deps.clock),
+    lastUsed,
   );
   // Everything the service serves goes on, bodies untouched; the gateway parses only its own.
   const toService = forward(deps.forward);

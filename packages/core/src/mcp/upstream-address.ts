@@ -297,3 +297,22 @@ const portOf = (protocol: string, port: string) => port || (protocol === "https:
 
 /** The host as the resolver takes it: IPv6 literals without their brackets. */
 export const hostOf = (url: { hostname: string }) => url.hostname.replace(/^\[(.*)\]$/, "$1");
+
+/**
+ * What a refusal may show of an upstream URL a client sent: the URL without
+ * its user and password, which may be a secret (a URL that carries none, as
+ * sent); nothing when it cannot be parsed and holds an `@`, before which a
+ * password may sit.
+ */
+export function urlWithoutCredentials(text: string): string | undefined {
+  let url: URL;
+  try {
+    url = new URL(text);
+  } catch {
+    return text.includes("@") ? undefined : text;
+  }
+  if (!url.username && !url.password) return text;
+  url.username = "";
+  url.password = "";
+  return url.href;
+}

@@ -2,7 +2,7 @@ import { createHash } from "node:crypto";
 import { type AuditOutcome, auditActor } from "@gw/core/audit";
 import type { Clock } from "@gw/core/clock";
 import { AppError, ERROR_CAUSES, type ErrorCause, unauthorized } from "@gw/core/errors";
-import { jsonBody, principalOf } from "@gw/core/http";
+import { fromFramework, jsonBody, principalOf } from "@gw/core/http";
 import { ASSERTION_HEADER, type InternalAssertions } from "@gw/core/internal-assertion";
 import {
   AnswerTooLarge,
@@ -99,6 +99,8 @@ export interface ProxyOptions {
   keyOwners: KeyOwners;
   /** The key's request windows: asked for each `tools/call` only. */
   rateLimit: RequestHandler;
+  /** Notes when the key last authenticated a request (`lastUsedAt`), as every other route does. */
+  recordLastUsed: RequestHandler;
   /** Its wall time decides whether the asserted key has expired. */
   clock: Clock;
 }
@@ -193,20 +195,28 @@ export function mcpProxy(deps: McpDeps, options: ProxyOptions): Router {
       "an MCP client reached the proxy by a host name other than GATEWAY_PUBLIC_URL's: OAuth clients will refuse its protected-resource metadata (set GATEWAY_PUBLIC_URL to the URL clients use)",
     );
   };
-  // A 401 or 403 answered to a JSON-RPC request is a JSON-RPC error response too, so that MCP
-  // clients that read only the body show its message.
-  const refusalAsJsonRpc: ErrorRequestHandler = (err, req, res, next) => {
-    if (req.method !== "POST" || !(err instanceof AppError) || (err.status !== 401 && err.status !== 403))
-      return next(err);
+  // Every refusal of a POST (whose body is, or was meant to be, one JSON-RPC message) is a JSON-RPC
+  // error response too, with the request's id when it could be read, so that MCP clients that read
+  // only the body show its message. The body is read here when the refusal came before it was.
+  const bodyRead = new WeakSet<Request>();
+  const readBody: RequestHandler = (req, res, next) => {
+    bodyRead.add(req);
+    jsonBody(req, res, next);
+  };
+  const refusalAsJsonRpc: ErrorRequestHandler = (thrown, req, res, next) => {
+    const err = fromFramework(thrown, req) ?? thrown;
+    if (req.method !== "POST" || !(err instanceof AppError)) return next(thrown);
     const answer = () => {
-      const id = jsonRpcIdOf(req.body);
-      if (id !== undefined) err.jsonRpcId = id;
+      err.jsonRpcId = jsonRpcIdOf(req.body);
       next(err);
     };
-    if (req.body !== undefined) return answer();
-    jsonBody(req, res, (parseError?: unknown) => (parseError ? next(err) : answer()));
+    if (bodyRead.has(req)) return answer();
+    readBody(req, res, (unreadable?: unknown) => {
+      if (unreadable) req.body = undefined;
+      answer();
+    });
   };
-  const guard = [authenticated, principal, mayCall];
+  const guard = [authenticated, principal, options.recordLastUsed, mayCall];
   const notAllowed: RequestHandler = (_req, res) => {
     res.setHeader("Allow", "POST");
     res
@@ -215,7 +225,7 @@ export function mcpProxy(deps: McpDeps, options: ProxyOptions): Router {
   };
   router.get(PATH, ...guard, notAllowed);
   router.delete(PATH, ...guard, notAllowed);
-  router.post(PATH, ...guard, jsonBody, async (req, res) => {
+  router.post(PATH, ...guard, readBody, async (req, res) => {
     const principal = principalOf(res);
     const version = req.headers["mcp-protocol-version"];
     const message = req.body as JsonRpcRequest | undefined;
@@ -305,12 +315,11 @@ export function mcpProxy(deps: McpDeps, options: ProxyOptions): Router {
   return router;
 }
 
-/** A JSON-RPC message's id: `null` when it has none (a notification); `undefined` when it is not JSON-RPC. */
-function jsonRpcIdOf(body: unknown): JsonRpcId | null | undefined {
-  if (!body || typeof body !== "object" || Array.isArray(body)) return undefined;
-  const message = body as JsonRpcRequest;
-  if (message.jsonrpc !== "2.0") return undefined;
-  return typeof message.id === "string" || typeof message.id === "number" ? message.id : null;
+/** The id of the JSON-RPC request a refusal answers: `null` when it has none or could not be read. */
+function jsonRpcIdOf(body: unknown): JsonRpcId | null {
+  if (!body || typeof body !== "object" || Array.isArray(body)) return null;
+  const { id } = body as JsonRpcRequest;
+  return typeof id === "string" || typeof id === "number" ? id : null;
 }
 
 async function answer(

@@ -586,6 +586,15 @@ describe("hosted MCP tools in responses", () => {
     }
     const stranger = await post({ server_url: serverUrl }, "dave");
     expect(stranger.status).toBe(422);
+    // A URL with a password in it: refused without showing the password.
+    const withPassword = await post({ server_url: `https://user:${credential}@mcp.example/mcp` });
+    expect(withPassword.status).toBe(422);
+    const refusedText = await withPassword.text();
+    expect(JSON.parse(refusedText).detail[0]).toMatchObject({
+      loc: ["body", "tools", 0, "server_url"],
+      input: "https://mcp.example/mcp",
+    });
+    expect(refusedText).not.toContain(credential);
   });
 
   it("a tool answer past the service's MCP_MAX_ANSWER_BYTES fails its mcp_call with a message naming the limit, the rest unread", async () => {

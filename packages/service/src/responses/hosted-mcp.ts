@@ -1,5 +1,5 @@
 import { AppError, forbidden, ValidationFailed } from "@gw/core/errors";
-import { mcpProxyUrl, serverOfProxyUrl } from "@gw/core/mcp";
+import { mcpProxyUrl, serverOfProxyUrl, urlWithoutCredentials } from "@gw/core/mcp";
 import type { Principal } from "@gw/core/principal";
 import type { Caller } from "../budgets/admit-model-call.ts";
 import { admitCall, releaseOwnership, type StreamedCall } from "../calls/model-call.ts";
@@ -109,10 +109,18 @@ function serverIdOf(config: HostedMcpConfig, url: string, index: number): string
   );
 }
 
-const badServerUrl = (index: number, url: string, msg: string) =>
-  new ValidationFailed([
-    { loc: ["body", "tools", index, "server_url"], msg, type: "value_error", input: url },
+/** 422 at the tool's `server_url`, showing it without a password it may hold. */
+const badServerUrl = (index: number, url: string, msg: string) => {
+  const shown = urlWithoutCredentials(url);
+  return new ValidationFailed([
+    {
+      loc: ["body", "tools", index, "server_url"],
+      msg,
+      type: "value_error",
+      ...(shown !== undefined ? { input: shown } : {}),
+    },
   ]);
+};
 
 const textOfResult = (result: { content?: { type: string; text?: string }[] }) =>
   (result.content ?? [])

@@ -306,7 +306,7 @@ describe("towards an upstream that speaks only 2026-07-28", () => {
   });
 });
 
-describe("the proxy's 401 and 403 to a JSON-RPC request are JSON-RPC errors too", () => {
+describe("the proxy's refusals of a JSON-RPC request are JSON-RPC errors too", () => {
   it("with the request's id and the same message, WWW-Authenticate unchanged; not JSON-RPC keeps the catalogue's body", async () => {
     const { o, id } = await setUp();
     const url = `${gw.url}/api/v1/mcp/servers/${id}/mcp`;
@@ -374,6 +374,112 @@ describe("the proxy's 401 and 403 to a JSON-RPC request are JSON-RPC errors too"
     const notRpc = await fetch(url, { method: "GET" });
     expect(notRpc.status).toBe(401);
     expect(await notRpc.json()).toMatchObject({ error: "Unauthorized", message: expect.any(String) });
+  });
+
+  it("every other refusal of a POST is one too: 404 (no role), 429 (the key's window, its headers kept), unreadable JSON (-32700), not JSON, too large", async () => {
+    const { o, id } = await setUp();
+    const url = `${gw.url}/api/v1/mcp/servers/${id}/mcp`;
+    const post = (secret: string | undefined, body: string, type = "application/json") =>
+      fetch(url, {
+        method: "POST",
+        headers: {
+          "content-type": type,
+          accept: "application/json, text/event-stream",
+          "x-on-behalf-of": "dave",
+          ...(secret ? { authorization: `Bearer ${secret}` } : {}),
+        },
+        body,
+      });
+    const refusal = (
+      id: string | number | null,
+      code: number,
+      message: string,
+      error: string,
+      cause: string,
+    ) => ({
+      jsonrpc: "2.0",
+      id,
+      error: { code, message, data: { error, code: cause } },
+      message,
+      code: cause,
+    });
+
+    // dave has no role on the server: 404, as an unknown id, the message JSON-RPC's too.
+    const unknown = await post(o.secret, JSON.stringify({ jsonrpc: "2.0", id: "l-1", method: "tools/list" }));
+    expect(unknown.status).toBe(404);
+    const notFound = await unknown.json();
+    expect(notFound).toEqual(refusal("l-1", -32004, "No such MCP server", "Not Found", "not_found"));
+    expect(JSONRPCErrorResponseSchema.strip().parse(notFound).error.message).toBe("No such MCP server");
+    // The official client shows it (its status as the error's code), not a bare "Not Found".
+    await expect(mcpClient(gw.url, id, o.secret, "dave")).rejects.toMatchObject({
+      code: 404,
+      message: expect.stringContaining('"code":-32004,"message":"No such MCP server"'),
+    });
+
+    // The key's request window: 429 with Retry-After and the rate-limit headers, and the JSON-RPC error.
+    const { secret: once } = await gw.createKey({ org: o.org, owner: "backend", limits: { day: 1 } });
+    const bob = await mcpClient(gw.url, id, once, "bob");
+    expect(textOf(await bob.callTool({ name: "search", arguments: { query: "1" } }))).toBe("found: 1");
+    await expect(bob.callTool({ name: "search", arguments: { query: "2" } })).rejects.toMatchObject({
+      code: 429,
+      message: expect.stringContaining('"message":"Rate limit exceeded (day)"'),
+    });
+    await bob.close();
+    const limited = await fetch(url, {
+      method: "POST",
+      headers: {
+        "content-type": "application/json",
+        authorization: `Bearer ${once}`,
+        "x-on-behalf-of": "bob",
+      },
+      body: JSON.stringify({ jsonrpc: "2.0", id: 12, method: "tools/call", params: { name: "search" } }),
+    });
+    expect(limited.status).toBe(429);
+    expect(Number(limited.headers.get("retry-after"))).toBeGreaterThan(0);
+    expect(limited.headers.get("ratelimit")).toEqual(expect.any(String));
+    expect(limited.headers.get("ratelimit-policy")).toEqual(expect.any(String));
+    const tooMany = await limited.json();
+    expect(tooMany).toEqual(
+      refusal(12, -32029, "Rate limit exceeded (day)", "Rate limit exceeded", "rate_limited"),
+    );
+
+    // Unreadable JSON: JSON-RPC's parse error (no id could be read), the 422's detail beside it.
+    const unreadable = await post(o.secret, '{"jsonrpc":"2.0","id":1,');
+    expect(unreadable.status).toBe(422);
+    expect(await unreadable.json()).toEqual({
+      ...refusal(null, -32700, "body: JSON decode error", "Unprocessable Entity", "validation_failed"),
+      detail: [
+        {
+          loc: ["body"],
+          msg: "JSON decode error",
+          type: "json_invalid",
+          ctx: { error: expect.any(String) },
+        },
+      ],
+    });
+    // Without a credential, the same body: the 401 comes first, still a JSON-RPC error.
+    const anonymous = await post(undefined, '{"jsonrpc":"2.0","id":1,');
+    expect(anonymous.status).toBe(401);
+    expect(await anonymous.json()).toMatchObject({ jsonrpc: "2.0", id: null, error: { code: -32001 } });
+
+    const notJson = await post(o.secret, "tools/list", "text/plain");
+    expect(notJson.status).toBe(415);
+    expect(await notJson.json()).toEqual(
+      refusal(
+        null,
+        -32015,
+        "Request bodies must be JSON (Content-Type: application/json)",
+        "Unsupported Media Type",
+        "unsupported_media_type",
+      ),
+    );
+    const huge = await post(o.secret, JSON.stringify({ jsonrpc: "2.0", id: 3, pad: "x".repeat(1_100_000) }));
+    expect(huge.status).toBe(413);
+    expect(await huge.json()).toMatchObject({
+      jsonrpc: "2.0",
+      id: null,
+      error: { code: -32013, data: { error: "Payload Too Large", code: "payload_too_large" } },
+    });
   });
 
   it("a client that came by another host name than GATEWAY_PUBLIC_URL's is logged once per host", async () => {

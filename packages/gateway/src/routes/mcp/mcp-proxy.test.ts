@@ -4,7 +4,7 @@ import { createPostgres } from "@gw/core/postgres";
 import { capturingLogger } from "@gw/test-kit";
 import { type FakeMcpServer, startFakeMcpServer } from "@gw/test-kit/mcp-upstream";
 import { McpError } from "@modelcontextprotocol/sdk/types.js";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { newOrg, type Org } from "../../../test/authorization-helpers.ts";
 import { useGateway } from "../../../test/harness.ts";
 import { caller, MCP_ENV, mcpClient, startReplica } from "../../../test/mcp/mcp-helpers.ts";
@@ -476,6 +476,20 @@ describe("the MCP proxy as an OAuth protected resource", () => {
       code: 429,
     });
     await client.close();
+  });
+});
+
+describe("a key used only through the proxy", () => {
+  it("is noted as used (lastUsedAt), as on every other route", async () => {
+    const { o, id } = await setUp();
+    const { record, secret } = await gw.createKey({ org: o.org, owner: "backend" });
+    const lastUsed = async () => (await gw.store.lastUsed([record.id])).get(record.id);
+    expect(await lastUsed()).toBeNull();
+    const bob = await mcpClient(gw.url, id, secret, "bob");
+    expect((await bob.listTools()).tools.length).toBeGreaterThan(0);
+    await bob.close();
+    // Written as the request passes, without the answer waiting on it.
+    await vi.waitFor(async () => expect(await lastUsed()).toEqual(expect.any(String)));
   });
 });
 

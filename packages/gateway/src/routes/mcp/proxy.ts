@@ -9,7 +9,8 @@ import { TAG } from "./schemas.ts";
  */
 /**
  * A JSON-RPC 2.0 error response, as the proxy answers a JSON-RPC request it
- * refuses; a 401 or 403 keeps the catalogue's `message` and `code` at the top level.
+ * refuses; a refusal of the catalogue's keeps its `message` and `code` (a
+ * 422 its `detail`) at the top level.
  */
 const JSON_RPC_ERROR: JsonSchema = {
   type: "object",
@@ -23,9 +24,16 @@ const JSON_RPC_ERROR: JsonSchema = {
     },
     message: { type: "string" },
     code: { type: "string" },
+    detail: { type: "array", items: { type: "object" } },
   },
   required: ["jsonrpc", "id", "error"],
 };
+
+/** A refusal of the catalogue's, to a POST: a JSON-RPC error with `code` (docs/api/mcp.md). */
+const refusal = (code: number, what: string) => ({
+  description: `${what}: a JSON-RPC error (${code}), the catalogue's fields beside it`,
+  schema: JSON_RPC_ERROR,
+});
 
 export const MCP_PROXY_OPERATIONS: ApiOperation[] = [
   {
@@ -33,7 +41,7 @@ export const MCP_PROXY_OPERATIONS: ApiOperation[] = [
     path: MCP_PROXY_ROUTE,
     operationId: "mcpProxy",
     summary: `Streamable HTTP MCP endpoint in front of the server (JSON-RPC; protocol ${[...PROTOCOL_VERSIONS].reverse().join(", ")})`,
-    description: `An OAuth 2.1 protected resource: a JWT is accepted when its \`aud\` is this URL or the gateway's. \`tools/list\` lists only the tools the principal may call. A ${MODERN_PROTOCOL_VERSIONS.join(" or ")} request (version in \`params._meta\`) is checked against its \`MCP-Protocol-Version\`, \`Mcp-Method\` and \`Mcp-Name\` headers (400, -32020). A 401 or 403 to a JSON-RPC request is a JSON-RPC error response.`,
+    description: `An OAuth 2.1 protected resource: a JWT is accepted when its \`aud\` is this URL or the gateway's. \`tools/list\` lists only the tools the principal may call. A ${MODERN_PROTOCOL_VERSIONS.join(" or ")} request (version in \`params._meta\`) is checked against its \`MCP-Protocol-Version\`, \`Mcp-Method\` and \`Mcp-Name\` headers (400, -32020). Every refusal of a POST (401, 403, 404, 413, 415, 422, 429, 503) is also a JSON-RPC error response with the request's id (\`null\` when it could not be read).`,
     tag: TAG,
     permission: MCP_CALL,
     body: { type: "object", description: "One JSON-RPC 2.0 message" },
@@ -44,12 +52,24 @@ export const MCP_PROXY_OPERATIONS: ApiOperation[] = [
         description: "HeaderMismatch (-32020) or UnsupportedProtocolVersion (-32022), as a JSON-RPC error",
         schema: JSON_RPC_ERROR,
       },
-      401: { description: "To a JSON-RPC request: a JSON-RPC error (-32001)", schema: JSON_RPC_ERROR },
-      403: { description: "To a JSON-RPC request: a JSON-RPC error (-32003)", schema: JSON_RPC_ERROR },
+      401: refusal(-32001, "No valid credential"),
+      403: refusal(-32003, "A permission the credential lacks"),
       404: {
-        description: "A method this revision does not offer (-32601), as a JSON-RPC error",
+        description:
+          "No server the principal may read (-32004), or a method this revision does not offer (-32601), as a JSON-RPC error",
         schema: JSON_RPC_ERROR,
       },
+      413: refusal(-32013, "A body over 1 MiB"),
+      415: refusal(-32015, "A body that is not JSON"),
+      422: refusal(
+        -32700,
+        "Unreadable JSON (a parse error, `detail` beside it), or a bad X-On-Behalf-Of (-32600)",
+      ),
+      429: refusal(
+        -32029,
+        "The key's request window (`tools/call`), Retry-After and the rate-limit headers kept",
+      ),
+      503: refusal(-32603, "A store the decision needs cannot answer"),
     },
     errors: ["not_found"],
   },

@@ -85,3 +85,51 @@ describe("the proxy's tools/call with a tool name SpiceDB cannot hold", () => {
     }
   });
 });
+
+describe("a URL that carries credentials", () => {
+  const PASSWORD = "pw-5e1c0a9b";
+  it.each([
+    [`http://user:${PASSWORD}@127.0.0.1:18490/mcp`, "http://127.0.0.1:18490/mcp"],
+    [`https://${PASSWORD}@mcp.example/mcp`, "https://mcp.example/mcp"],
+  ])("%s: 422 at body.url on register and on change, never echoing the password", async (url, shown) => {
+    const o = await newOrg(gw);
+    const as = caller(gw.url, o.secret);
+    const refused = await as("alice", SERVERS, { json: { name: "x", url } });
+    const text = await refused.clone().text();
+    expect((await expectJsonError(refused, 422)).detail).toEqual([
+      {
+        loc: ["body", "url"],
+        msg: "Value error, the URL must not carry credentials: store them with PUT …/credentials",
+        type: "value_error",
+        input: shown,
+      },
+    ]);
+    expect(text).not.toContain(PASSWORD);
+
+    const { id } = await (await as("alice", SERVERS, { json: { name: "x", url: upstream.url } })).json();
+    const changed = await as("alice", `${SERVERS}/${id}`, { method: "PATCH", json: { url } });
+    const changedText = await changed.clone().text();
+    expect((await expectJsonError(changed, 422)).detail).toEqual([
+      expect.objectContaining({ loc: ["body", "url"], input: shown }),
+    ]);
+    expect(changedText).not.toContain(PASSWORD);
+  });
+
+  it("one that is no URL but may hold credentials: refused without its input", async () => {
+    const o = await newOrg(gw);
+    const as = caller(gw.url, o.secret);
+    const refused = await as("alice", SERVERS, {
+      json: { name: "x", url: `http://user:${PASSWORD}@[not-a-host/mcp` },
+    });
+    const text = await refused.clone().text();
+    expect((await expectJsonError(refused, 422)).detail).toEqual([
+      { loc: ["body", "url"], msg: "Value error, not a valid URL", type: "value_error" },
+    ]);
+    expect(text).not.toContain(PASSWORD);
+    // Without an `@` nothing can be a password: shown as sent.
+    const plain = await as("alice", SERVERS, { json: { name: "x", url: "http://[not-a-host/mcp" } });
+    expect((await expectJsonError(plain, 422)).detail).toEqual([
+      expect.objectContaining({ input: "http://[not-a-host/mcp" }),
+    ]);
+  });
+});

@@ -1,7 +1,7 @@
 import { randomBytes } from "node:crypto";
 import { ValidationFailed } from "@gw/core/errors";
 import { defineRoute } from "@gw/core/http";
-import { MCP_SERVER_ID, type McpServer, UpstreamRefused } from "@gw/core/mcp";
+import { MCP_SERVER_ID, type McpServer, UpstreamRefused, urlWithoutCredentials } from "@gw/core/mcp";
 import { objectSchema, stringSchema } from "@gw/core/openapi";
 import { storableText, validate } from "@gw/core/validation";
 import { z } from "zod";
@@ -45,14 +45,20 @@ export interface ServerList {
   has_more: boolean;
 }
 
-/** 422 at `["body","url"]` saying why the upstream is refused (no SSRF). */
+/** 422 at `["body","url"]` saying why the upstream is refused (no SSRF), never showing a password the URL holds. */
 async function checkedUrl(deps: McpDeps, url: string): Promise<string> {
   try {
     return (await deps.policy.check(url)).href;
   } catch (err) {
     if (!(err instanceof UpstreamRefused)) throw err;
+    const shown = urlWithoutCredentials(url);
     throw new ValidationFailed([
-      { loc: ["body", "url"], msg: `Value error, ${err.message}`, type: "value_error", input: url },
+      {
+        loc: ["body", "url"],
+        msg: `Value error, ${err.message}`,
+        type: "value_error",
+        ...(shown !== undefined ? { input: shown } : {}),
+      },
     ]);
   }
 }

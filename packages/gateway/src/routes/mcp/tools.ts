@@ -2,6 +2,7 @@ import { ROLES } from "@gw/core/authz";
 import { ValidationFailed } from "@gw/core/errors";
 import { defineRoute } from "@gw/core/http";
 import { type McpServer, type ToolRole, toolNameProblem } from "@gw/core/mcp";
+import { documentedAs, jsonSchemaOf } from "@gw/core/openapi";
 import type { Principal } from "@gw/core/principal";
 import { validate } from "@gw/core/validation";
 import { z } from "zod";
@@ -10,19 +11,50 @@ import { upstreamTools } from "../../mcp/catalogue.ts";
 import type { McpDeps } from "../../mcp/deps.ts";
 import { list, TAG, tool as toolSchema } from "./schemas.ts";
 
-export const toolPolicyBody = z.union([
-  z.strictObject({ required_role: z.enum(ROLES) }),
-  z.strictObject({ disabled: z.boolean() }),
-]);
+const policyFields = z.strictObject({
+  required_role: z.enum(ROLES).optional(),
+  disabled: z.boolean().optional(),
+});
 
-/** MCP's tool names: 1 to 128 characters of `[A-Za-z0-9_.-]`, and a little room for older servers. */
+/**
+ * `{"required_role"}` or `{"disabled"}`, one of them: one object, so that a
+ * 422 names the field at fault (a union of two objects could only say the
+ * body matched neither).
+ */
+export const toolPolicyBody = documentedAs(
+  policyFields.superRefine((body, ctx) => {
+    if (body.required_role !== undefined && body.disabled !== undefined)
+      ctx.addIssue({
+        code: "custom",
+        path: ["disabled"],
+        input: body.disabled,
+        message: "Value error, send required_role or disabled, not both",
+      });
+    else if (body.required_role === undefined && body.disabled === undefined)
+      ctx.addIssue({
+        code: "custom",
+        input: body,
+        message: `Value error, send required_role (one of ${ROLES.map((r) => `'${r}'`).join(", ")}) or disabled (true or false)`,
+      });
+  }),
+  () => ({
+    ...jsonSchemaOf(policyFields),
+    oneOf: [{ required: ["required_role"] }, { required: ["disabled"] }],
+  }),
+);
+
+/**
+ * Any name the tools' listing may show: what it takes is decided by
+ * `toolNameProblem` with `MCP_MAX_TOOL_NAME_BYTES`, in the handler (the
+ * limit is the deployment's), the one rule for what an upstream offers and
+ * what a caller names.
+ */
 export const toolParams = z.object({
   id: z.string(),
-  tool_name: z
-    .string()
-    .min(1)
-    .max(128)
-    .regex(/^[\x21-\x7e]+$/, "String should contain only printable characters without spaces"),
+  tool_name: z.string().meta({
+    description:
+      "A tool's name as `GET …/tools` lists it: no control character, well-formed Unicode, at most `MCP_MAX_TOOL_NAME_BYTES` (384) bytes as encoded in its SpiceDB id (422 at `path.tool_name` otherwise)",
+  }),
 });
 
 /** One tool as its owner sees it. */
@@ -76,8 +108,8 @@ export const setToolPolicy = defineRoute({
     const body = validate("body", toolPolicyBody, raw);
     let role: ToolRole;
     let tool: OfferedTool | undefined;
-    if ("required_role" in body || body.disabled) {
-      role = "required_role" in body ? body.required_role : null;
+    if (body.required_role !== undefined || body.disabled) {
+      role = body.required_role ?? null;
       // A role may be set on a tool the upstream does not offer, or while it cannot say: the answer then
       // says `offered: false`, as the list would.
       tool = (await offeredTools(deps, principal, server)).find((t) => t.name === tool_name);
