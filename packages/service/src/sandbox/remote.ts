@@ -1,5 +1,6 @@
-import { mkdir, rm } from "node:fs/promises";
+import { mkdir, realpath, rm } from "node:fs/promises";
 import { join } from "node:path";
+import { fileURLToPath } from "node:url";
 import { AppError } from "@gw/core/errors";
 import type { Logger } from "@gw/core/logger";
 import type { Checkout } from "./checkout.ts";
@@ -162,21 +163,32 @@ export async function pushCommit(
     // With --porcelain, a ref the remote refused is a line starting with "!"; anything else failed on the way.
     const refused = err instanceof GitFailed && !signal.aborted ? rejectedRef(err.stdout) : undefined;
     if (refused && err instanceof GitFailed) {
+      // A remote on this machine (a `file:` URL, in development) names its own files in its errors.
+      const hidden = [push.token, ...(await localPathsOf(push.url))];
       const remote = redactGitOutput(
         err.stderr
           .split("\n")
           .filter((line) => line.startsWith("remote:"))
           .join("\n"),
-        [push.token],
+        hidden,
       );
       throw new PushRejected(
         push.branch,
-        [redactGitOutput(refused, [push.token]), remote].filter(Boolean).join("\n"),
+        [redactGitOutput(refused, hidden), remote].filter(Boolean).join("\n"),
       );
     }
     throw err;
   }
   return /^=\t/m.test(stdout) ? "up_to_date" : "updated";
+}
+
+/** The directory a `file:` remote is, as its errors may spell it (and the real path, which git prints too). */
+async function localPathsOf(url: string): Promise<string[]> {
+  if (!url.startsWith("file:")) return [];
+  const path = fileURLToPath(url);
+  // Not there: git names it as given.
+  const real = await realpath(path).catch(() => path);
+  return [path, real].sort((a, b) => b.length - a.length);
 }
 
 function rejectedRef(porcelain: string): string | undefined {

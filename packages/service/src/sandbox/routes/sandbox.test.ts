@@ -399,6 +399,18 @@ describe("push", () => {
     expect(await remotes.branchHead("acme", "widgets", "contested")).toBe(ours);
   });
 
+  it("a refusal that quotes the remote's own error keeps a local remote's path out of it", async () => {
+    const { assign, push } = await setup();
+    await assign();
+    // Within the contract's 255 characters, but longer than a file name on the remote's disk.
+    const refused = await push({ assignment_generation: 1, branch: "b".repeat(255) });
+    expect(refused.status).toBe(409);
+    const body = await refused.json();
+    expect(body.code).toBe("push_rejected");
+    expect(body.message).toMatch(/^The remote refused to update branch 'b+': /);
+    expect(body.message).not.toContain(remotesDir);
+  });
+
   it("is fenced by the assignment generation: 409 naming the current one", async () => {
     const { push, assign } = await setup();
     const before = await push({ assignment_generation: 1, branch: "fenced" });
