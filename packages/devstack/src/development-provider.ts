@@ -26,17 +26,15 @@
  */
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
 import type { AddressInfo, Socket } from "node:net";
+import {
+  ALL_DEVELOPMENT_MODELS,
+  DEVELOPMENT_EMBEDDING_MODELS,
+  DEVELOPMENT_MODELS,
+} from "@gw/core/development-models";
 import { onShutdown, reportListening } from "@gw/core/process";
 import { base64OfVector, DEFAULT_EMBEDDING_DIMENSIONS, hashedEmbedding } from "./hashed-embeddings.ts";
 
-/** The chat models it answers as; `pnpm start` routes `auto` to the first. */
-export const DEVELOPMENT_MODELS = ["echo"] as const;
-
-/** The embedding models it answers as (what vector stores embed with by default). */
-export const DEVELOPMENT_EMBEDDING_MODELS = ["text-embedding-3-small"] as const;
-
-/** Every model it serves, as `GET /v1/models` lists them and `pnpm start` names them in `LLM_MODELS`. */
-export const ALL_DEVELOPMENT_MODELS = [...DEVELOPMENT_MODELS, ...DEVELOPMENT_EMBEDDING_MODELS] as const;
+export { ALL_DEVELOPMENT_MODELS, DEVELOPMENT_EMBEDDING_MODELS, DEVELOPMENT_MODELS };
 
 /** Widest vector it makes. */
 const MAX_DIMENSIONS = 4096;

@@ -81,7 +81,7 @@ export async function embedTexts(
   deps.provider.assertConfigured();
   const given = validate("body", z.object({ input: embeddingInput }), { input: input.input }).input;
   const inputs = inputsOf(given);
-  const { model, route } = routeOf(deps.provider, principal, input.model);
+  const { model, route } = routeOf(deps.provider, principal, input.model, "embedding");
   if (!deps.provider.canEmbed([model, ...route.fallbacks]))
     throw new AppError(
       "bad_request",

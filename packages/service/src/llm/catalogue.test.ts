@@ -211,6 +211,36 @@ models:
     expect(catalogueOf(raw, { ...environment, kinds: ["openai", "azure"] }, "f.yaml").names).toEqual(["m"]);
   });
 
+  it("reads what a model is for (mode: chat or embedding; unset: either), and refuses another mode", () => {
+    const deployments = [{ provider: "openai", base_url: "https://x.test", model: "a" }];
+    const environment = {
+      env: {},
+      production: false,
+      defaultTimeoutMs: 1_000,
+      defaultModel: undefined,
+      kinds: ["openai"] as const,
+    };
+    const catalogue = catalogueOf(
+      {
+        models: [
+          { name: "chat", mode: "chat", deployments },
+          { name: "embed", mode: "embedding", deployments },
+          { name: "either", deployments },
+        ],
+      },
+      environment,
+      "f.yaml",
+    );
+    expect(["chat", "embed", "either"].map((m) => catalogue.modeOf(m))).toEqual([
+      "chat",
+      "embedding",
+      undefined,
+    ]);
+    expect(() =>
+      catalogueOf({ models: [{ name: "m", mode: "image", deployments }] }, environment, "f.yaml"),
+    ).toThrow(/^f\.yaml: models\[0\]\.mode: /);
+  });
+
   it("refuses a key written in the file in production, and takes it otherwise", async () => {
     const text =
       "models:\n  - name: m\n    deployments: [{provider: openai, base_url: http://a.test, model: a, api_key: sk-literal}]\n";
@@ -305,6 +335,13 @@ describe("the LLM_* shorthand", () => {
       LLM_DEVELOPMENT_PROVIDER: "true",
     }).catalogue;
     expect(development.ownedBy("echo")).toBe("development");
+    // Its embedding model embeds only, and the others chat only (it answers 404 to anything else).
+    const both = loadConfig(serviceConfigSchema, {
+      LLM_BASE_URL: "http://127.0.0.1:8082/v1",
+      LLM_MODELS: "echo,text-embedding-3-small",
+      LLM_DEVELOPMENT_PROVIDER: "true",
+    }).catalogue;
+    expect([both.modeOf("echo"), both.modeOf("text-embedding-3-small")]).toEqual(["chat", "embedding"]);
     const open = loadConfig(serviceConfigSchema, {
       LLM_BASE_URL: "http://127.0.0.1:8082/v1",
       LLM_DEVELOPMENT_PROVIDER: "true",
@@ -315,6 +352,7 @@ describe("the LLM_* shorthand", () => {
       LLM_MODELS: "echo",
     }).catalogue;
     expect(shorthand.ownedBy("echo")).toBe("gateway");
+    expect(shorthand.modeOf("echo")).toBeUndefined();
     vi.stubEnv("GW_TEST_OPENAI_KEY", "sk-from-env");
     const { config } = await load(EXAMPLE);
     expect(config().catalogue.ownedBy("gpt-4o")).toBe("gateway");

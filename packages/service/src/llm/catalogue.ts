@@ -1,4 +1,5 @@
 import { readFileSync } from "node:fs";
+import { DEVELOPMENT_EMBEDDING_MODELS } from "@gw/core/development-models";
 import { parse as parseYaml } from "yaml";
 import { z } from "zod";
 import { hasPriceDecimals, type ModelList, type ModelPrice } from "./prices.ts";
@@ -42,8 +43,14 @@ export interface Deployment {
   byok: boolean;
 }
 
+/** What a model name is for: chat (`/responses`, `/chat/completions`, evals) or `/embeddings`. */
+export const MODEL_MODES = ["chat", "embedding"] as const;
+export type ModelMode = (typeof MODEL_MODES)[number];
+
 export interface CatalogueModel {
   name: string;
+  /** What it is for; undefined: whatever a call asks of it (the provider refuses what it cannot do). */
+  mode?: ModelMode | undefined;
   /** Other names tried, in order, once every deployment of this one failed or cools down. */
   fallbacks: readonly string[];
   deployments: readonly Deployment[];
@@ -134,6 +141,11 @@ export class Catalogue {
     };
   }
 
+  /** What `name` is for, when the catalogue says (`mode`). */
+  modeOf(name: string): ModelMode | undefined {
+    return this.models.get(name)?.mode;
+  }
+
   /** Who `GET /models` says owns `name`: `gateway` unless the catalogue says otherwise. */
   ownedBy(name: string): string {
     return this.get(name)?.ownedBy ?? "gateway";
@@ -214,6 +226,7 @@ const modelSchema = z.strictObject({
     .refine((n) => n !== "auto" && n.isWellFormed() && !n.includes("\u0000"), {
       message: "not a model name: `auto` is the default's, and U+0000 or a lone surrogate cannot be stored",
     }),
+  mode: z.enum(MODEL_MODES).optional(),
   fallbacks: z.array(z.string().min(1).max(256)).max(16).default([]),
   deployments: z.array(deploymentSchema).min(1).max(64),
 });
@@ -349,6 +362,7 @@ export function catalogueOf(raw: unknown, environment: CatalogueEnvironment, sou
     });
     return {
       name: model.name,
+      mode: model.mode,
       fallbacks: model.fallbacks,
       deployments,
       canCool: deployments.length > 1 || model.fallbacks.length > 0,
@@ -435,6 +449,10 @@ export function shorthandCatalogue(settings: {
   return new Catalogue({
     models: names.map((name) => ({
       name,
+      // The development provider chats as some names and embeds as others, and answers 404 otherwise.
+      ...(settings.development
+        ? { mode: (DEVELOPMENT_EMBEDDING_MODELS as readonly string[]).includes(name) ? "embedding" : "chat" }
+        : {}),
       fallbacks: [],
       deployments: [deployment(name)],
       canCool: false,

@@ -1,7 +1,8 @@
-import { forbidden, ValidationFailed } from "@gw/core/errors";
+import { AppError, forbidden, ValidationFailed } from "@gw/core/errors";
 import type { Principal } from "@gw/core/principal";
 import { storableText } from "@gw/core/validation";
 import { z } from "zod";
+import type { ModelMode } from "./catalogue.ts";
 import type { CallRoute, ChatProvider } from "./provider.ts";
 
 /**
@@ -57,11 +58,26 @@ export function routeOf(
   provider: ChatProvider,
   principal: Principal,
   requested: string,
+  use: ModelMode = "chat",
 ): { model: string; route: CallRoute } {
   const model = resolveModel(provider, requested);
+  requireMode(provider, model, use);
   requireUsableModel(principal, model);
   const [, ...fallbacks] = provider.reachable(model, principal.models);
   return { model, route: { fallbacks } };
+}
+
+/** 400 at `model` when the catalogue says `model` is for something else (`mode`: chat or embeddings). */
+export function requireMode(provider: ChatProvider, model: string, use: ModelMode): void {
+  const mode = provider.modeOf(model);
+  if (mode === undefined || mode === use) return;
+  throw new AppError(
+    "bad_request",
+    use === "chat"
+      ? `The model '${model}' makes embeddings only: call /embeddings with it`
+      : `The model '${model}' cannot make embeddings: it is a chat model`,
+    { param: "model" },
+  );
 }
 
 /** 403 naming the model when the principal's key may not use it. */

@@ -1,6 +1,6 @@
 import type { Dispatcher } from "undici";
 import type { Ids } from "../ids.ts";
-import type { Deployment } from "./catalogue.ts";
+import type { Deployment, ModelMode } from "./catalogue.ts";
 import type { ChatRequest, Completion, ServedBy, ToolCallDelta } from "./chat.ts";
 import type { EmbeddingRequest, Embeddings } from "./embeddings.ts";
 
@@ -126,4 +126,6 @@ export interface ChatProvider {
   reachable(model: string, allowed: readonly string[] | undefined): string[];
   /** Who `GET /models` says owns `model` (`development` for the development provider of `pnpm start`). */
   ownedBy(model: string): string;
+  /** What `model` is for (chat or embeddings), when the catalogue says. */
+  modeOf(model: string): ModelMode | undefined;
 }

@@ -1,6 +1,6 @@
 import type { Clock } from "@gw/core/clock";
 import type { Logger } from "@gw/core/logger";
-import type { Catalogue, CatalogueModel, Deployment, ProviderKind } from "./catalogue.ts";
+import type { Catalogue, CatalogueModel, Deployment, ModelMode, ProviderKind } from "./catalogue.ts";
 import type { CallRoute, ChatRequest, Completion, ServedBy, ToolCallDelta } from "./chat.ts";
 import { type Cooldowns, type DeploymentState, READY } from "./cooldowns.ts";
 import type { EmbeddingRequest, Embeddings } from "./embeddings.ts";
@@ -201,6 +201,10 @@ export class ModelRouter implements ChatProvider {
 
   ownedBy(model: string): string {
     return this.deps.catalogue.ownedBy(model);
+  }
+
+  modeOf(model: string): ModelMode | undefined {
+    return this.deps.catalogue.modeOf(model);
   }
 
   assertTakes(request: ChatRequest): void {

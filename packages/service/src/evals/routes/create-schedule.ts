@@ -4,7 +4,7 @@ import { CronExpressionParser } from "cron-parser";
 import { z } from "zod";
 import { metadataSchema } from "../../conversations/metadata.ts";
 import { ok } from "../../http/schemas.ts";
-import { modelName, requireUsableModel } from "../../llm/models.ts";
+import { modelName, requireMode, requireUsableModel } from "../../llm/models.ts";
 import { chosen } from "../../schema.ts";
 import {
   type Cadence,
@@ -137,7 +137,7 @@ export const createSchedule = defineRoute({
     schemaFor: (deps: EvalRouteDeps) => createScheduleBodyOf(deps.evals.limits.minIntervalSeconds),
   },
   responses: ok("The schedule", scheduleSchema),
-  errors: ["conflict"],
+  errors: ["bad_request", "conflict"],
   handler: async ({ principal, body: input }, deps: EvalRouteDeps) => {
     const { maxSchedulesPerOrg } = deps.evals.limits;
     if (input.model !== "auto" && !deps.provider.resolveModel(input.model)) {
@@ -152,9 +152,13 @@ export const createSchedule = defineRoute({
         },
       ]);
     }
-    // As `/responses` does: 403 for a model the key may not use (`auto`: the default model); checked again at every run.
+    // As `/responses` does: 400 for an embedding model, 403 for a model the key may not use (`auto`: the
+    // default model); checked again at every run.
     const model = input.model === "auto" ? deps.provider.defaultModel : input.model;
-    if (model) requireUsableModel(principal, model);
+    if (model) {
+      requireMode(deps.provider, model, "chat");
+      requireUsableModel(principal, model);
+    }
     const cadence: Cadence =
       input.cron === undefined
         ? { every_seconds: input.every_seconds! }
