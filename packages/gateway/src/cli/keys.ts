@@ -15,7 +15,12 @@ import { validate } from "@gw/core/validation";
 import { CountingWindows } from "@gw/core/windows";
 import { keyUsage } from "../api-keys/key-usage.ts";
 import { OrgLimitsStore } from "../api-keys/org-limits.ts";
-import { createApiKeySchema, endUserLimitsPatchSchema, updateApiKeySchema } from "../api-keys/schema.ts";
+import {
+  createApiKeySchema,
+  endUserLimitsPatchSchema,
+  keyUsageQuery,
+  updateApiKeySchema,
+} from "../api-keys/schema.ts";
 import { ApiKeyStore } from "../api-keys/store.ts";
 import { toView } from "../api-keys/types.ts";
 import { generateSigningJwk } from "../tokens/signing-keys.ts";
@@ -190,7 +195,8 @@ export async function runKeysCommand(
     case "usage": {
       const key = found(await store.get(needId()));
       if (!limiter || !orgLimits) throw new Error("usage needs the rate-limit store");
-      const windows = await keyUsage(limiter, orgLimits, key, values.user);
+      const { user } = validate("query", keyUsageQuery, { user: values.user });
+      const windows = await keyUsage(limiter, orgLimits, key, user);
       if (!usage) return windows;
       const to = utcDay(new Date());
       const from = `${to.slice(0, 8)}01`;

@@ -1,4 +1,5 @@
 import { DEFAULT_PERMISSIONS } from "@gw/core/permissions";
+import { expectJsonError } from "@gw/test-kit";
 import { describe, expect, it } from "vitest";
 import { freshOrg, useGateway } from "../../../test/harness.ts";
 
@@ -288,6 +289,49 @@ describe.each(["single"] as const)("on %s Redis", (topology) => {
       );
       expect(types.sort()).toEqual(["body.limits.week:extra_forbidden", "body.permissions:value_error"]);
     });
+
+    it.each([
+      ["5000 characters", "u".repeat(5000), "string_too_long"],
+      ["control characters", "%00%01", "string_pattern_mismatch"],
+      ["non-ASCII", "caf%C3%A9", "string_pattern_mismatch"],
+      ["empty", "", "string_too_short"],
+    ])(
+      "refuses a usage ?user= that is %s (422, as the other end-user filters)",
+      async (_what, user, type) => {
+        const { secret } = await admin();
+        const created = await (
+          await gw.call(KEYS, { method: "POST", bearer: secret, json: { owner: "bob" } })
+        ).json();
+        const res = await gw.call(`${KEYS}/${created.id}/usage?user=${user}`, { bearer: secret });
+        const { detail } = await expectJsonError(res, 422);
+        expect(detail).toEqual([expect.objectContaining({ loc: ["query", "user"], type })]);
+        const ok = await gw.call(`${KEYS}/${created.id}/usage?user=${encodeURIComponent("end user 42")}`, {
+          bearer: secret,
+        });
+        expect(ok.status).toBe(200);
+      },
+    );
+
+    it.each([
+      ["GET", "/usage"],
+      ["PATCH", ""],
+      ["DELETE", ""],
+    ])(
+      "%s of a key id that cannot exist (5000 characters) is refused without echoing it",
+      async (method, tail) => {
+        const { secret } = await admin();
+        const id = `key_${"a".repeat(4996)}`;
+        const res = await gw.call(`${KEYS}/${id}${tail}`, {
+          method,
+          bearer: secret,
+          ...(method === "PATCH" ? { json: { name: "x" } } : {}),
+        });
+        expect([404, 422]).toContain(res.status);
+        const text = await res.text();
+        expect(text).not.toContain("a".repeat(300));
+        expect(text.length).toBeLessThan(1000);
+      },
+    );
 
     it("refuses an expiry in the past", async () => {
       const { secret } = await admin();
