@@ -23,6 +23,29 @@ describe("error bodies", () => {
     ]);
   });
 
+  it.each([
+    ["a string", '"abc"', "abc"],
+    ["null", "null", null],
+    ["a number", "1", 1],
+    ["a list", "[1]", [1]],
+    // A large body is parsed apart (in a turn of its own), to the same outcome.
+    ["a string, large", `${" ".repeat(64 * 1024)}"abc"`, "abc"],
+  ])(
+    "a body that is JSON but not an object (%s) is 422 dict_type at body, not json_invalid",
+    async (_what, text, input) => {
+      const res = await gw.call("/api/v1/authorization/llm/grant", {
+        method: "POST",
+        bearer: (await gw.createKey()).secret,
+        headers: { "content-type": "application/json" },
+        body: text,
+      });
+      expect(res.status).toBe(422);
+      expect((await res.json()).detail).toEqual([
+        { loc: ["body"], msg: "Input should be a valid dictionary", type: "dict_type", input },
+      ]);
+    },
+  );
+
   it("names an extra property with extra_forbidden at its location", async () => {
     const res = await gw.call(KEYS, {
       method: "POST",
