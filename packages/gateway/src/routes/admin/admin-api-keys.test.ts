@@ -343,5 +343,46 @@ describe.each(["single"] as const)("on %s Redis", (topology) => {
       expect(res.status).toBe(422);
       expect((await res.json()).detail[0].loc).toEqual(["body", "expiresAt"]);
     });
+
+    it.each([
+      ["in the past", "2020-01-01T00:00:00Z", "datetime_future"],
+      ["a date without a time", "2027-01-01", "datetime_parsing"],
+      ["not a date", "tomorrow", "datetime_parsing"],
+      ["a day that does not exist", "2030-02-30T00:00:00Z", "datetime_parsing"],
+    ])(
+      "an expiresAt %s is 422 %s on create and update, as the grant API says it",
+      async (_what, at, type) => {
+        const { secret } = await admin();
+        const created = await (
+          await gw.call(KEYS, { method: "POST", bearer: secret, json: { owner: "bob" } })
+        ).json();
+        for (const [method, path] of [
+          ["POST", KEYS],
+          ["PATCH", `${KEYS}/${created.id}`],
+        ] as const) {
+          const res = await gw.call(path, { method, bearer: secret, json: { owner: "bob", expiresAt: at } });
+          const detail = (await expectJsonError(res, 422)).detail as { loc: string[]; type: string }[];
+          expect(
+            detail.find((d) => d.loc[1] === "expiresAt"),
+            method,
+          ).toMatchObject({
+            loc: ["body", "expiresAt"],
+            type,
+            input: at,
+          });
+        }
+      },
+    );
+
+    it("takes any RFC 3339 instant ahead as expiresAt (lower-case t and z, an offset) and shows it in UTC", async () => {
+      const { secret } = await admin();
+      const res = await gw.call(KEYS, {
+        method: "POST",
+        bearer: secret,
+        json: { owner: "bob", expiresAt: "2031-06-30t12:00:00.5+02:00" },
+      });
+      expect(res.status).toBe(201);
+      expect((await res.json()).expiresAt).toBe("2031-06-30T10:00:00.500Z");
+    });
   });
 });

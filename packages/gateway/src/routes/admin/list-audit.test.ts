@@ -159,6 +159,28 @@ describe("the audit trail's filters are validated", () => {
   });
 });
 
+describe("the audit trail's instants and cursor are refused as the other routes refuse them", () => {
+  it.each([
+    ["since", "yesterday"],
+    ["until", "2027-01-01"],
+    ["since", "2030-02-30T00:00:00Z"],
+  ])("%s=%s: 422 datetime_parsing", async (param, value) => {
+    const { admin } = await serverRegistered();
+    const res = await gw.call(`${AUDIT}?${param}=${value}`, { bearer: admin.secret });
+    expect((await expectJsonError(res, 422)).detail).toEqual([
+      expect.objectContaining({ loc: ["query", param], type: "datetime_parsing", input: value }),
+    ]);
+  });
+
+  it("cursor=abc: 422 value_error saying so, as a lookup's cursor", async () => {
+    const { admin } = await serverRegistered();
+    const res = await gw.call(`${AUDIT}?cursor=abc`, { bearer: admin.secret });
+    expect((await expectJsonError(res, 422)).detail).toEqual([
+      { loc: ["query", "cursor"], msg: "Value error, invalid cursor", type: "value_error", input: "abc" },
+    ]);
+  });
+});
+
 describe("the audit trail is filtered by every resource type it writes", () => {
   it.each(["alice", "end user 42@example.com"])(
     "act_as_key_owner records (resourceType user) are listed by resourceType=user&resourceId=%s",

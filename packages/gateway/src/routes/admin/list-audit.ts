@@ -1,6 +1,7 @@
 import { AUDIT_ACTIONS, AUDIT_RESOURCE_TYPES, type AuditLog } from "@gw/core/audit";
 import { defineRoute } from "@gw/core/http";
 import { userIdSchema } from "@gw/core/principal";
+import { dateTimeSchema } from "@gw/core/rfc3339";
 import { z } from "zod";
 import { measured } from "../../audit/audited.ts";
 import type { GatewayMetrics } from "../../metrics.ts";
@@ -21,8 +22,8 @@ export const orgAuditQuery = auditQuery
     // A user's id may hold spaces, which no other resource's does: an id no record has matches nothing.
     resourceId: userIdSchema.optional(),
     action: z.enum(AUDIT_ACTIONS).optional(),
-    since: z.iso.datetime({ offset: true }).optional(),
-    until: z.iso.datetime({ offset: true }).optional(),
+    since: dateTimeSchema().optional(),
+    until: dateTimeSchema().optional(),
   })
   .superRefine((query, ctx) => {
     if (query.resourceId !== undefined && query.resourceType === undefined)
