@@ -333,6 +333,39 @@ describe.each(["single"] as const)("on %s Redis", (topology) => {
       },
     );
 
+    it("shows a key past its expiresAt as expired (it is refused as expired), until its expiry is moved or it is revoked", async () => {
+      const { org, secret } = await admin();
+      const { record, secret: expiredSecret } = await gw.createKey({
+        org,
+        owner: "bob",
+        expiresAt: "2020-01-01T00:00:00Z",
+      });
+      expect((await gw.call("/api/v1/authentication/whoami", { bearer: expiredSecret })).status).toBe(401);
+      const listed = async () =>
+        (await (await gw.call(KEYS, { bearer: secret })).json()).data.find(
+          (k: { id: string }) => k.id === record.id,
+        );
+      expect(await listed()).toMatchObject({ status: "expired", expiresAt: "2020-01-01T00:00:00.000Z" });
+      const renamed = await gw.call(`${KEYS}/${record.id}`, {
+        method: "PATCH",
+        bearer: secret,
+        json: { name: "n" },
+      });
+      expect(await renamed.json()).toMatchObject({ status: "expired" });
+      const extended = await gw.call(`${KEYS}/${record.id}`, {
+        method: "PATCH",
+        bearer: secret,
+        json: { expiresAt: "2099-01-01T00:00:00Z" },
+      });
+      expect(await extended.json()).toMatchObject({ status: "active" });
+      expect(await listed()).toMatchObject({ status: "active" });
+      await gw.call(`${KEYS}/${record.id}`, { method: "PATCH", bearer: secret, json: { expiresAt: null } });
+      await gw.store.update(record.id, { expiresAt: "2020-01-01T00:00:00Z" });
+      const revoked = await gw.call(`${KEYS}/${record.id}`, { method: "DELETE", bearer: secret });
+      expect(await revoked.json()).toMatchObject({ status: "revoked" });
+      expect(await listed()).toMatchObject({ status: "revoked" });
+    });
+
     it("refuses an expiry in the past", async () => {
       const { secret } = await admin();
       const res = await gw.call(KEYS, {

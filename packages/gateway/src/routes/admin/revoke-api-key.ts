@@ -1,3 +1,4 @@
+import type { Clock } from "@gw/core/clock";
 import { defineRoute } from "@gw/core/http";
 import { apiKeyPathSchema } from "../../api-keys/schema.ts";
 import type { ApiKeyStore } from "../../api-keys/store.ts";
@@ -18,11 +19,11 @@ export const revokeApiKey = defineRoute({
   params: apiKeyPathSchema,
   responses: { 200: { description: "The revoked key", schema: apiKeyView } },
   errors: ["not_found"],
-  handler: async ({ params, res }, deps: { store: ApiKeyStore }) => {
+  handler: async ({ params, res }, deps: { store: ApiKeyStore; clock: Clock }) => {
     const existing = await ownOrgKey(deps.store, res, params.id);
     const revoked = await deps.store.revoke(existing.id);
     if (!revoked) throw new Error(`API key ${existing.id} vanished during revocation`);
-    const body: RevokeApiKeyResponse = toView(revoked);
+    const body: RevokeApiKeyResponse = toView(revoked, deps.clock.wall());
     return body;
   },
 });

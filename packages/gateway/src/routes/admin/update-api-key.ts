@@ -26,7 +26,7 @@ export const updateApiKey = defineRoute({
     const existing = await ownOrgKey(deps.store, res, params.id);
     const updated = await deps.store.update(existing.id, patch);
     if (!updated) throw new Error(`API key ${existing.id} vanished during update`);
-    const body: UpdateApiKeyResponse = toView(updated);
+    const body: UpdateApiKeyResponse = toView(updated, deps.clock.wall());
     return body;
   },
 });
