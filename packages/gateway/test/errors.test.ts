@@ -118,6 +118,12 @@ describe("error bodies", () => {
     expect(root.status).toBe(404);
     expect((await root.json()).error).toBe("Not Found");
     expect((await gw.call("/api/v1/no/such/thing")).status).toBe(401);
+    // A path's echo is bounded: a long one is cut, never sent back whole.
+    const long = await gw.call(`/api/v1/admin/${"x".repeat(5000)}`, { bearer: secret });
+    expect(long.status).toBe(404);
+    const { message } = await long.json();
+    expect(message).toMatch(/^No route for GET \/api\/v1\/admin\/x+…$/);
+    expect(message.length).toBeLessThan(300);
   });
 
   it("answers a method a known path does not serve with 405 and Allow (after authentication)", async () => {

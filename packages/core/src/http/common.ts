@@ -274,6 +274,11 @@ function closingQuote(body: Buffer, from: number): number {
   return body.length;
 }
 
+/** The most of a request's path a message echoes: a path may be as long as the request line allows. */
+const ECHOED_PATH_CHARS = 200;
+const echoedPath = (path: string) =>
+  path.length > ECHOED_PATH_CHARS ? `${path.slice(0, ECHOED_PATH_CHARS)}…` : path;
+
 /**
  * 404 in JSON for any route nobody served; 405 with `Allow` for a path some
  * endpoint serves with other methods (known from `useRequestBasics`).
@@ -284,12 +289,18 @@ export const notFoundHandler: RequestHandler = (req, _res, next) => {
   if (allowed.length > 0 && !allowed.includes(req.method)) {
     const allow = [...allowed, "OPTIONS"].sort().join(", ");
     return next(
-      new AppError("method_not_allowed", `${req.method} is not allowed on ${req.path}; allowed: ${allow}`, {
-        headers: { Allow: allow },
-      }),
+      new AppError(
+        "method_not_allowed",
+        `${req.method} is not allowed on ${echoedPath(req.path)}; allowed: ${allow}`,
+        {
+          headers: { Allow: allow },
+        },
+      ),
     );
   }
-  next(new AppError("not_found", `No route for ${req.method} ${req.path}`, { reason: "no_route" }));
+  next(
+    new AppError("not_found", `No route for ${req.method} ${echoedPath(req.path)}`, { reason: "no_route" }),
+  );
 };
 
 /** The one error middleware: catalogue errors become their bodies, anything else a 500 with only the request id. */
