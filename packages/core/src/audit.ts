@@ -1,4 +1,4 @@
-import type { ResourceRef, ResourceType, Role } from "./authz/index.ts";
+import { RESOURCE_TYPES, type ResourceRef, type Role } from "./authz/index.ts";
 import { type Clock, retentionCutoff, systemClock } from "./clock.ts";
 import type { Logger } from "./logger.ts";
 import type { Queryable } from "./postgres.ts";
@@ -38,7 +38,8 @@ export type AuditAction = (typeof AUDIT_ACTIONS)[number];
  * provider key (`provider_key`, its id the provider: `openai`, `azure`, `anthropic`), or the organization's
  * OpenID Connect provider for MCP clients' sign-in (`identity_provider`, its id the issuer; `store`, `delete`).
  */
-export type AuditResourceType = ResourceType | "user" | "provider_key" | "identity_provider";
+export const AUDIT_RESOURCE_TYPES = [...RESOURCE_TYPES, "user", "provider_key", "identity_provider"] as const;
+export type AuditResourceType = (typeof AUDIT_RESOURCE_TYPES)[number];
 
 /**
  * `allowed`: the write landed; `denied`: not an owner (403); `conflict`: 409;
@@ -127,7 +128,7 @@ export interface AuditPage {
 export interface AuditFilters {
   /** The acting user. */
   actor?: string | undefined;
-  resourceType?: ResourceType | "provider_key" | "identity_provider" | undefined;
+  resourceType?: AuditResourceType | undefined;
   /** Only with `resourceType`. */
   resourceId?: string | undefined;
   action?: AuditAction | undefined;
@@ -165,8 +166,8 @@ interface WaitingRecord {
   outcome: AuditOutcome;
 }
 
-/** What a listing narrows to: a resource, or an organization's provider key. */
-type AuditedThing = ResourceRef | { type: "provider_key" | "identity_provider"; id: string };
+/** What a listing narrows to: anything a record can be about. */
+type AuditedThing = { type: AuditResourceType; id: string };
 
 /** A record's id and the cursor of listings: `<time in ms>-<sequence>`. */
 export const AUDIT_CURSOR = /^\d{1,15}-\d{1,15}$/;

@@ -1,7 +1,7 @@
 import { z } from "zod";
 import { ValidationFailed } from "./errors.ts";
 import type { Permission } from "./permissions.ts";
-import { validate } from "./validation.ts";
+import { headerText, validate } from "./validation.ts";
 
 /** Who a request acts as: an organization's user, through one credential. */
 export interface Principal {
@@ -57,7 +57,8 @@ const onBehalfOfHeader = z.object({ [ON_BEHALF_OF_HEADER]: userIdSchema });
  * Validates the `X-On-Behalf-Of` values of a request, as Node's
  * `headersDistinct` gives them (422 at `["header","x-on-behalf-of"]`). Node
  * would join repeated headers with ", ": the header must come once, since a
- * list is not one user id.
+ * list is not one user id. A value is read as UTF-8 where its bytes are
+ * (`headerText`), so a 422 echoes it as it was sent.
  */
 export function parseOnBehalfOf(values: string[] | undefined): string | undefined {
   if (values === undefined) return undefined;
@@ -71,6 +72,6 @@ export function parseOnBehalfOf(values: string[] | undefined): string | undefine
     ]);
   }
   return validate("header", onBehalfOfHeader, {
-    [ON_BEHALF_OF_HEADER]: values[0],
+    [ON_BEHALF_OF_HEADER]: headerText(values[0]!),
   })[ON_BEHALF_OF_HEADER];
 }

@@ -6,6 +6,24 @@ export type Location = "body" | "query" | "path" | "header";
 /** A 422 echoes a failing value as `input` only when its JSON is at most this long; bigger ones are left out. */
 export const MAX_ECHOED_INPUT_CHARS = 1024;
 
+const UTF8 = new TextDecoder("utf-8", { fatal: true });
+
+/**
+ * A header's value as its sender wrote it. Node reads a header's bytes as
+ * latin1, one character a byte, so UTF-8 text arrives garbled ("cafÃ©" for
+ * "café"): bytes that are valid UTF-8 are read as UTF-8, any others kept as
+ * they came. For what a 422 echoes of a header, and what is checked of it.
+ */
+export function headerText(value: string): string {
+  // Only a value of bytes (every character below U+0100) with one above ASCII can be UTF-8 read as latin1.
+  if (!/[\x80-\xff]/.test(value) || /[\u0100-\uffff]/.test(value)) return value;
+  try {
+    return UTF8.decode(Buffer.from(value, "latin1"));
+  } catch {
+    return value;
+  }
+}
+
 /**
  * Text kept exactly as sent wherever it goes: no U+0000 (PostgreSQL's `text`
  * refuses it) and no lone surrogate (it cannot be UTF-8, so it would become
@@ -262,7 +280,7 @@ export function toValidationIssues(
 }
 
 /** `{input}` when the value is small enough to send back, else nothing. */
-function echoOf(input: unknown): { input?: unknown } {
+export function echoOf(input: unknown): { input?: unknown } {
   return input !== undefined && jsonFits(input, MAX_ECHOED_INPUT_CHARS) ? { input } : {};
 }
 

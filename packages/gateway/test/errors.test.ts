@@ -23,6 +23,29 @@ describe("error bodies", () => {
     ]);
   });
 
+  it.each([
+    ["a string", '"abc"', "abc"],
+    ["null", "null", null],
+    ["a number", "1", 1],
+    ["a list", "[1]", [1]],
+    // A large body is parsed apart (in a turn of its own), to the same outcome.
+    ["a string, large", `${" ".repeat(64 * 1024)}"abc"`, "abc"],
+  ])(
+    "a body that is JSON but not an object (%s) is 422 dict_type at body, not json_invalid",
+    async (_what, text, input) => {
+      const res = await gw.call("/api/v1/authorization/llm/grant", {
+        method: "POST",
+        bearer: (await gw.createKey()).secret,
+        headers: { "content-type": "application/json" },
+        body: text,
+      });
+      expect(res.status).toBe(422);
+      expect((await res.json()).detail).toEqual([
+        { loc: ["body"], msg: "Input should be a valid dictionary", type: "dict_type", input },
+      ]);
+    },
+  );
+
   it("names an extra property with extra_forbidden at its location", async () => {
     const res = await gw.call(KEYS, {
       method: "POST",
@@ -95,6 +118,12 @@ describe("error bodies", () => {
     expect(root.status).toBe(404);
     expect((await root.json()).error).toBe("Not Found");
     expect((await gw.call("/api/v1/no/such/thing")).status).toBe(401);
+    // A path's echo is bounded: a long one is cut, never sent back whole.
+    const long = await gw.call(`/api/v1/admin/${"x".repeat(5000)}`, { bearer: secret });
+    expect(long.status).toBe(404);
+    const { message } = await long.json();
+    expect(message).toMatch(/^No route for GET \/api\/v1\/admin\/x+…$/);
+    expect(message.length).toBeLessThan(300);
   });
 
   it("answers a method a known path does not serve with 405 and Allow (after authentication)", async () => {

@@ -23,6 +23,14 @@ describe("the service answers bad input forwarded verbatim with catalogue JSON",
     expect(body.detail).toEqual([expect.objectContaining({ loc: ["body"], type: "json_invalid" })]);
   });
 
+  it.each(["null", '"abc"', "1"])(
+    "a body that is JSON but no object (%s): refused as the wrong type, nothing created",
+    async (text) => {
+      const body = await expectJsonError(await post({ "content-type": "application/json" }, text), 422);
+      expect(body.detail).toEqual([expect.objectContaining({ loc: ["body"], type: "dict_type" })]);
+    },
+  );
+
   it("a method a known path does not serve: 405 with Allow, in the surface's JSON (through the gateway)", async () => {
     const key = await stack.createKey();
     const llm = await stack.call(key.secret, `${CONVERSATIONS}/conv_1`, { user: "alice", method: "PUT" });

@@ -140,7 +140,9 @@ export function useRequestBasics(
   });
 }
 
-const parseJson = express.json({ limit: BODY_LIMIT_BYTES, verify: refuseDeepOrNonUtf8 });
+// Any JSON value, not body-parser's default of objects and arrays only: a scalar is JSON, so it is the
+// route's schema that refuses it (422 `dict_type` for an object), never `json_invalid`.
+const parseJson = express.json({ limit: BODY_LIMIT_BYTES, strict: false, verify: refuseDeepOrNonUtf8 });
 const readOtherBody = express.raw({ type: () => true, limit: BODY_LIMIT_BYTES });
 const readJsonBytes = express.raw({ type: () => true, limit: BODY_LIMIT_BYTES });
 
@@ -187,8 +189,8 @@ export const jsonBody: RequestHandler = (req, res, next) => {
 };
 
 /**
- * `parseJson` for a large body, with the same outcomes (body-parser's
- * strict JSON: an object or an array, an empty body as `{}`; the same limit,
+ * `parseJson` for a large body, with the same outcomes (any JSON value,
+ * an empty body as `{}`; the same limit,
  * decompression, charset rule and depth scan), the bytes read first and the
  * rest done in a turn of its own.
  */
@@ -200,7 +202,7 @@ const parseLargeJson: RequestHandler = (req, res, next) => {
     if (!Buffer.isBuffer(bytes)) return next();
     inTurn(() => {
       refuseDeepOrNonUtf8(req, res, bytes, charsetOf(req));
-      return strictJson(
+      return jsonOf(
         bytes.toString("utf8", bytes[0] === 0xef && bytes[1] === 0xbb && bytes[2] === 0xbf ? 3 : 0),
       );
     }).then(
@@ -223,18 +225,9 @@ function charsetOf(req: IncomingMessage): string {
   return /;\s*charset\s*=\s*"?([^";\s]+)/i.exec(type)?.[1]?.toLowerCase() ?? "utf-8";
 }
 
-/** body-parser's strict JSON: an empty body is `{}`, any other must be an object or an array. */
-function strictJson(text: string): unknown {
-  if (text.length === 0) return {};
-  const first = /^[ \t\n\r]*([^ \t\n\r]|$)/.exec(text)?.[1];
-  if (first !== "{" && first !== "[") {
-    throw new SyntaxError(
-      first
-        ? `Unexpected token '${first}', JSON text must be an object or an array`
-        : "Unexpected end of JSON input",
-    );
-  }
-  return JSON.parse(text);
+/** As body-parser reads JSON without `strict`: an empty body is `{}`, any other any JSON value. */
+function jsonOf(text: string): unknown {
+  return text.length === 0 ? {} : JSON.parse(text);
 }
 
 /**
@@ -281,6 +274,11 @@ function closingQuote(body: Buffer, from: number): number {
   return body.length;
 }
 
+/** The most of a request's path a message echoes: a path may be as long as the request line allows. */
+const ECHOED_PATH_CHARS = 200;
+const echoedPath = (path: string) =>
+  path.length > ECHOED_PATH_CHARS ? `${path.slice(0, ECHOED_PATH_CHARS)}…` : path;
+
 /**
  * 404 in JSON for any route nobody served; 405 with `Allow` for a path some
  * endpoint serves with other methods (known from `useRequestBasics`).
@@ -291,12 +289,18 @@ export const notFoundHandler: RequestHandler = (req, _res, next) => {
   if (allowed.length > 0 && !allowed.includes(req.method)) {
     const allow = [...allowed, "OPTIONS"].sort().join(", ");
     return next(
-      new AppError("method_not_allowed", `${req.method} is not allowed on ${req.path}; allowed: ${allow}`, {
-        headers: { Allow: allow },
-      }),
+      new AppError(
+        "method_not_allowed",
+        `${req.method} is not allowed on ${echoedPath(req.path)}; allowed: ${allow}`,
+        {
+          headers: { Allow: allow },
+        },
+      ),
     );
   }
-  next(new AppError("not_found", `No route for ${req.method} ${req.path}`, { reason: "no_route" }));
+  next(
+    new AppError("not_found", `No route for ${req.method} ${echoedPath(req.path)}`, { reason: "no_route" }),
+  );
 };
 
 /** The one error middleware: catalogue errors become their bodies, anything else a 500 with only the request id. */

@@ -2,6 +2,7 @@ import { type Clock, systemClock } from "@gw/core/clock";
 import { onBehalfOfSchema } from "@gw/core/on-behalf-of";
 import { PERMISSIONS } from "@gw/core/permissions";
 import { KEY_CACHE_MODES, orgIdSchema, userIdSchema } from "@gw/core/principal";
+import { dateTimeSchema } from "@gw/core/rfc3339";
 import { z } from "zod";
 
 const quota = z.int().min(1).max(1_000_000_000);
@@ -67,6 +68,20 @@ export const endUserLimitsPatchSchema = z.strictObject(unitLimitsPatchShape);
 
 export type UpdateEndUserLimitsInput = z.output<typeof endUserLimitsPatchSchema>;
 
+/**
+ * A key's id as `newKeyId` makes it: a path naming anything else names no key, and is refused before a
+ * message could echo it.
+ */
+export const apiKeyIdSchema = z
+  .string()
+  .regex(/^key_[0-9a-f]{24}$/, "String should match pattern '^key_[0-9a-f]{24}$'");
+
+/** The path of a route about one key. */
+export const apiKeyPathSchema = z.object({ id: apiKeyIdSchema });
+
+/** A key's usage, and with `user` that end user's too (the admin API's query, the CLI's `--user`). */
+export const keyUsageQuery = z.object({ user: userIdSchema.optional() });
+
 /** A per-key model allowlist: model ids as the service's `LLM_MODELS` names them. */
 export const modelsSchema = z
   .array(z.string().min(1).max(256))
@@ -77,11 +92,8 @@ export const modelsSchema = z
 /** A key's response cache: `off`, `principal` or `key` (docs/api/cache.md). */
 export const cacheModeSchema = z.enum(KEY_CACHE_MODES);
 
-/** An instant after the clock's wall time. */
-const futureInstant = (clock: Clock) =>
-  z.iso
-    .datetime({ offset: true })
-    .refine((value) => Date.parse(value) > clock.wall(), "Expiry should be in the future");
+/** An instant after the clock's wall time, refused as the grant API refuses one (`datetime_future`…). */
+const futureInstant = (clock: Clock) => dateTimeSchema({ future: clock });
 
 /** A new key's body; `clock` says when "the future" starts (the gateway's own clock for its route). */
 export const createApiKeyBody = (clock: Clock) =>

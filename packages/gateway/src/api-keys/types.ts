@@ -31,15 +31,28 @@ export interface ApiKeyRecord {
   cache?: KeyCacheMode;
 }
 
+/**
+ * A key's standing as shown: `revoked`; `expired`, past its `expiresAt` (refused as such, until its
+ * expiry is moved); else `active`.
+ */
+export type ApiKeyViewStatus = ApiKeyStatus | "expired";
+
 /** A key as shown to people and API clients: everything but the hash. */
-export type ApiKeyView = Omit<ApiKeyRecord, "hash" | "onBehalfOf" | "cache"> & {
+export type ApiKeyView = Omit<ApiKeyRecord, "hash" | "onBehalfOf" | "cache" | "status"> & {
+  status: ApiKeyViewStatus;
   onBehalfOf: OnBehalfOfPolicy;
   cache: KeyCacheMode;
 };
 
-export function toView(record: ApiKeyRecord): ApiKeyView {
+/** The key as shown at `now` (wall time, in milliseconds since the epoch): its status as authentication sees it then. */
+export function toView(record: ApiKeyRecord, now: number): ApiKeyView {
   const { hash: _hash, ...view } = record;
-  return { ...view, onBehalfOf: record.onBehalfOf ?? "any", cache: record.cache ?? "off" };
+  return {
+    ...view,
+    status: keyRefusal(record, now) ?? "active",
+    onBehalfOf: record.onBehalfOf ?? "any",
+    cache: record.cache ?? "off",
+  };
 }
 
 /** Active and unexpired at `now` (wall time, in milliseconds since the epoch): a key a sign-in may use. */

@@ -91,6 +91,17 @@ describeEachTopology("on %s Redis", (topology) => {
       );
     });
 
+    it("list and get show a key past its expiry as expired, as the admin API does; usage --user is an end-user id", async () => {
+      const org = freshOrg();
+      const { record } = await gw.createKey({ org, owner: "bob", expiresAt: "2020-01-01T00:00:00Z" });
+      const listed = JSON.parse((await keys(["list", "--org", org])).stdout);
+      expect(listed).toEqual([expect.objectContaining({ id: record.id, status: "expired" })]);
+      expect(JSON.parse((await keys(["get", record.id])).stdout).status).toBe("expired");
+      const refused = await keys(["usage", record.id, "--user", "caf\u00e9"]);
+      expect(refused).toMatchObject({ code: 2, stdout: "" });
+      expect(refused.stderr).toMatch(/user/);
+    });
+
     it("takes --limit of every unit and window, for the key and its end users, and shows their usage", async () => {
       const org = freshOrg();
       const created = JSON.parse(

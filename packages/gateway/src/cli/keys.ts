@@ -5,6 +5,7 @@
  * non-zero exit code.
  */
 import { parseArgs } from "node:util";
+import { systemClock } from "@gw/core/clock";
 import { ValidationFailed } from "@gw/core/errors";
 import { SPEND_WINDOWS, TOKEN_WINDOWS, WINDOWS } from "@gw/core/limits";
 import { redactUrl } from "@gw/core/logger";
@@ -15,9 +16,14 @@ import { validate } from "@gw/core/validation";
 import { CountingWindows } from "@gw/core/windows";
 import { keyUsage } from "../api-keys/key-usage.ts";
 import { OrgLimitsStore } from "../api-keys/org-limits.ts";
-import { createApiKeySchema, endUserLimitsPatchSchema, updateApiKeySchema } from "../api-keys/schema.ts";
+import {
+  createApiKeySchema,
+  endUserLimitsPatchSchema,
+  keyUsageQuery,
+  updateApiKeySchema,
+} from "../api-keys/schema.ts";
 import { ApiKeyStore } from "../api-keys/store.ts";
-import { toView } from "../api-keys/types.ts";
+import { type ApiKeyRecord, toView } from "../api-keys/types.ts";
 import { generateSigningJwk } from "../tokens/signing-keys.ts";
 
 const USAGE = `usage:
@@ -145,6 +151,8 @@ export async function runKeysCommand(
     if (!id) throw new UsageError(`${command} needs a key id`);
     return id;
   };
+  // As the admin API shows a key: its status as authentication would see it now.
+  const view = (record: ApiKeyRecord) => toView(record, systemClock.wall());
   const found = <T>(record: T | undefined): T => {
     if (!record) throw new Error(`no API key ${id}`);
     return record;
@@ -163,14 +171,14 @@ export async function runKeysCommand(
         cache: values.cache,
       });
       const { record, secret } = await store.create(input);
-      return { ...toView(record), key: secret };
+      return { ...view(record), key: secret };
     }
     case "list": {
       if (!values.org) throw new UsageError("list needs --org");
-      return (await store.listByOrg(values.org)).map(toView);
+      return (await store.listByOrg(values.org)).map(view);
     }
     case "get":
-      return toView(found(await store.get(needId())));
+      return view(found(await store.get(needId())));
     case "update": {
       const key = needId();
       const expires = values["expires-at"];
@@ -183,14 +191,15 @@ export async function runKeysCommand(
         onBehalfOf: parseOnBehalfOf(values["on-behalf-of"]),
         cache: values.cache,
       });
-      return toView(found(await store.update(key, patch)));
+      return view(found(await store.update(key, patch)));
     }
     case "revoke":
-      return toView(found(await store.revoke(needId())));
+      return view(found(await store.revoke(needId())));
     case "usage": {
       const key = found(await store.get(needId()));
       if (!limiter || !orgLimits) throw new Error("usage needs the rate-limit store");
-      const windows = await keyUsage(limiter, orgLimits, key, values.user);
+      const { user } = validate("query", keyUsageQuery, { user: values.user });
+      const windows = await keyUsage(limiter, orgLimits, key, user);
       if (!usage) return windows;
       const to = utcDay(new Date());
       const from = `${to.slice(0, 8)}01`;

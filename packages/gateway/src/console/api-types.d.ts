@@ -52,7 +52,8 @@ export interface ApiKey {
   models: string[] | null;
   onBehalfOf: OnBehalfOf;
   cache: "off" | "principal" | "key";
-  status: "active" | "revoked";
+  /** `expired`: past `expiresAt`, refused until its expiry is moved. */
+  status: "active" | "expired" | "revoked";
   createdAt: string;
   expiresAt: string | null;
   revokedAt: string | null;

@@ -591,6 +591,11 @@ describe("the authorization server refuses what it must", () => {
       ],
       ["text/plain", "{}"],
       ["application/json", `${"[".repeat(100)}${"]".repeat(100)}`],
+      // JSON, but no object.
+      ["application/json", '"abc"'],
+      ["application/json", "null"],
+      ["application/json", "1"],
+      ["application/json", "[]"],
     ] as const) {
       const res = await gw.call("/oauth/register", {
         method: "POST",

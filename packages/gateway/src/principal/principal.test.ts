@@ -62,6 +62,23 @@ describe("principal", () => {
     expect(typeof body.detail[0].msg).toBe("string");
   });
 
+  it("echoes a UTF-8 X-On-Behalf-Of in its 422 as it was sent, not as Node's latin1 reading of its bytes", async () => {
+    const { secret } = await gw.createKey();
+    const res = await gw.call(WHOAMI, {
+      bearer: secret,
+      // fetch sends each character of a header as one byte: these are the UTF-8 bytes of "café".
+      headers: { "x-on-behalf-of": Buffer.from("café", "utf8").toString("latin1") },
+    });
+    expect(res.status).toBe(422);
+    expect((await res.json()).detail).toEqual([
+      expect.objectContaining({
+        loc: ["header", "x-on-behalf-of"],
+        type: "string_pattern_mismatch",
+        input: "café",
+      }),
+    ]);
+  });
+
   it("checks the credential before the header: a bad header without a key is a 401", async () => {
     const res = await gw.call(WHOAMI, { headers: { "x-on-behalf-of": "" } });
     expect(res.status).toBe(401);

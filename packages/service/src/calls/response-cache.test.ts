@@ -266,6 +266,12 @@ describe("the response cache: X-Gateway-Cache", () => {
       expect(refused.status, bad).toBe(422);
       expect(refused.body.detail[0].loc).toEqual(["header", "x-gateway-cache"]);
     }
+    // A value in UTF-8 (sent as its bytes) is echoed as it was written; a long one not at all.
+    const accented = await ask(key.secret, chat, on(Buffer.from("désactivé", "utf8").toString("latin1")));
+    expect(accented.body.detail).toEqual([expect.objectContaining({ type: "enum", input: "désactivé" })]);
+    const long = await ask(key.secret, chat, on("x".repeat(5000)));
+    expect(long.status).toBe(422);
+    expect(long.body.detail[0]).not.toHaveProperty("input");
   });
 });
 

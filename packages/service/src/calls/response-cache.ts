@@ -6,6 +6,7 @@ import type { Logger } from "@gw/core/logger";
 import type { Metrics } from "@gw/core/metrics";
 import type { Principal } from "@gw/core/principal";
 import type { RedisClient } from "@gw/core/redis";
+import { echoOf, headerText } from "@gw/core/validation";
 import { Counter } from "prom-client";
 import type { ChatProvider, ChatRequest, Completion, StreamSeen, ToolCallDelta } from "../llm/provider.ts";
 
@@ -39,7 +40,7 @@ export function parseCacheDirective(values: string[] | undefined): CacheDirectiv
       loc: ["header", CACHE_HEADER],
       msg: "X-Gateway-Cache should be 'off' or 'refresh', sent once",
       type: "enum",
-      input: values.length === 1 ? values[0] : values,
+      ...echoOf(values.length === 1 ? headerText(values[0]!) : values.map(headerText)),
     },
   ]);
 }

@@ -342,7 +342,8 @@ export class KeysPage extends Component {
   render(_, { keys, error, creating, created, editing, revoking, notice }) {
     const rows = (keys ?? []).map((k) => [
       html`<strong>${k.name ?? "—"}</strong>`,
-      k.status === "active"
+      // An expired key can still be changed (its expiry moved) or revoked.
+      k.status !== "revoked"
         ? html`<div class="row">
             <button type="button" onClick=${() => this.setState({ editing: k, creating: false })} aria-label=${`Change key ${k.name ?? k.id}`}>Change</button>
             <button type="button" class="danger" onClick=${() => this.setState({ revoking: k })} aria-label=${`Revoke key ${k.name ?? k.id}`}>Revoke</button>

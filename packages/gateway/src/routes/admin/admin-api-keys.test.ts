@@ -1,4 +1,5 @@
 import { DEFAULT_PERMISSIONS } from "@gw/core/permissions";
+import { expectJsonError } from "@gw/test-kit";
 import { describe, expect, it } from "vitest";
 import { freshOrg, useGateway } from "../../../test/harness.ts";
 
@@ -289,6 +290,82 @@ describe.each(["single"] as const)("on %s Redis", (topology) => {
       expect(types.sort()).toEqual(["body.limits.week:extra_forbidden", "body.permissions:value_error"]);
     });
 
+    it.each([
+      ["5000 characters", "u".repeat(5000), "string_too_long"],
+      ["control characters", "%00%01", "string_pattern_mismatch"],
+      ["non-ASCII", "caf%C3%A9", "string_pattern_mismatch"],
+      ["empty", "", "string_too_short"],
+    ])(
+      "refuses a usage ?user= that is %s (422, as the other end-user filters)",
+      async (_what, user, type) => {
+        const { secret } = await admin();
+        const created = await (
+          await gw.call(KEYS, { method: "POST", bearer: secret, json: { owner: "bob" } })
+        ).json();
+        const res = await gw.call(`${KEYS}/${created.id}/usage?user=${user}`, { bearer: secret });
+        const { detail } = await expectJsonError(res, 422);
+        expect(detail).toEqual([expect.objectContaining({ loc: ["query", "user"], type })]);
+        const ok = await gw.call(`${KEYS}/${created.id}/usage?user=${encodeURIComponent("end user 42")}`, {
+          bearer: secret,
+        });
+        expect(ok.status).toBe(200);
+      },
+    );
+
+    it.each([
+      ["GET", "/usage"],
+      ["PATCH", ""],
+      ["DELETE", ""],
+    ])(
+      "%s of a key id that cannot exist (5000 characters) is refused without echoing it",
+      async (method, tail) => {
+        const { secret } = await admin();
+        const id = `key_${"a".repeat(4996)}`;
+        const res = await gw.call(`${KEYS}/${id}${tail}`, {
+          method,
+          bearer: secret,
+          ...(method === "PATCH" ? { json: { name: "x" } } : {}),
+        });
+        expect([404, 422]).toContain(res.status);
+        const text = await res.text();
+        expect(text).not.toContain("a".repeat(300));
+        expect(text.length).toBeLessThan(1000);
+      },
+    );
+
+    it("shows a key past its expiresAt as expired (it is refused as expired), until its expiry is moved or it is revoked", async () => {
+      const { org, secret } = await admin();
+      const { record, secret: expiredSecret } = await gw.createKey({
+        org,
+        owner: "bob",
+        expiresAt: "2020-01-01T00:00:00Z",
+      });
+      expect((await gw.call("/api/v1/authentication/whoami", { bearer: expiredSecret })).status).toBe(401);
+      const listed = async () =>
+        (await (await gw.call(KEYS, { bearer: secret })).json()).data.find(
+          (k: { id: string }) => k.id === record.id,
+        );
+      expect(await listed()).toMatchObject({ status: "expired", expiresAt: "2020-01-01T00:00:00.000Z" });
+      const renamed = await gw.call(`${KEYS}/${record.id}`, {
+        method: "PATCH",
+        bearer: secret,
+        json: { name: "n" },
+      });
+      expect(await renamed.json()).toMatchObject({ status: "expired" });
+      const extended = await gw.call(`${KEYS}/${record.id}`, {
+        method: "PATCH",
+        bearer: secret,
+        json: { expiresAt: "2099-01-01T00:00:00Z" },
+      });
+      expect(await extended.json()).toMatchObject({ status: "active" });
+      expect(await listed()).toMatchObject({ status: "active" });
+      await gw.call(`${KEYS}/${record.id}`, { method: "PATCH", bearer: secret, json: { expiresAt: null } });
+      await gw.store.update(record.id, { expiresAt: "2020-01-01T00:00:00Z" });
+      const revoked = await gw.call(`${KEYS}/${record.id}`, { method: "DELETE", bearer: secret });
+      expect(await revoked.json()).toMatchObject({ status: "revoked" });
+      expect(await listed()).toMatchObject({ status: "revoked" });
+    });
+
     it("refuses an expiry in the past", async () => {
       const { secret } = await admin();
       const res = await gw.call(KEYS, {
@@ -298,6 +375,47 @@ describe.each(["single"] as const)("on %s Redis", (topology) => {
       });
       expect(res.status).toBe(422);
       expect((await res.json()).detail[0].loc).toEqual(["body", "expiresAt"]);
+    });
+
+    it.each([
+      ["in the past", "2020-01-01T00:00:00Z", "datetime_future"],
+      ["a date without a time", "2027-01-01", "datetime_parsing"],
+      ["not a date", "tomorrow", "datetime_parsing"],
+      ["a day that does not exist", "2030-02-30T00:00:00Z", "datetime_parsing"],
+    ])(
+      "an expiresAt %s is 422 %s on create and update, as the grant API says it",
+      async (_what, at, type) => {
+        const { secret } = await admin();
+        const created = await (
+          await gw.call(KEYS, { method: "POST", bearer: secret, json: { owner: "bob" } })
+        ).json();
+        for (const [method, path] of [
+          ["POST", KEYS],
+          ["PATCH", `${KEYS}/${created.id}`],
+        ] as const) {
+          const res = await gw.call(path, { method, bearer: secret, json: { owner: "bob", expiresAt: at } });
+          const detail = (await expectJsonError(res, 422)).detail as { loc: string[]; type: string }[];
+          expect(
+            detail.find((d) => d.loc[1] === "expiresAt"),
+            method,
+          ).toMatchObject({
+            loc: ["body", "expiresAt"],
+            type,
+            input: at,
+          });
+        }
+      },
+    );
+
+    it("takes any RFC 3339 instant ahead as expiresAt (lower-case t and z, an offset) and shows it in UTC", async () => {
+      const { secret } = await admin();
+      const res = await gw.call(KEYS, {
+        method: "POST",
+        bearer: secret,
+        json: { owner: "bob", expiresAt: "2031-06-30t12:00:00.5+02:00" },
+      });
+      expect(res.status).toBe(201);
+      expect((await res.json()).expiresAt).toBe("2031-06-30T10:00:00.500Z");
     });
   });
 });

@@ -39,7 +39,7 @@ export const createApiKey = defineRoute({
     const input = validate("body", createApiKeyBody(deps.clock), withOrg);
     assertOwnOrg(res, input.org);
     const { record, secret } = await deps.store.create(input);
-    const body: CreateApiKeyResponse = { ...toView(record), key: secret };
+    const body: CreateApiKeyResponse = { ...toView(record, deps.clock.wall()), key: secret };
     res.status(201).json(body);
   },
 });

@@ -1,9 +1,9 @@
 import { defineRoute } from "@gw/core/http";
 import { objectSchema, stringSchema } from "@gw/core/openapi";
 import type { CountingWindows } from "@gw/core/windows";
-import { z } from "zod";
 import { keyUsage } from "../../api-keys/key-usage.ts";
 import type { OrgLimitsStore } from "../../api-keys/org-limits.ts";
+import { apiKeyPathSchema, keyUsageQuery } from "../../api-keys/schema.ts";
 import type { ApiKeyStore } from "../../api-keys/store.ts";
 import { ownOrgKey } from "./api-key-admin.ts";
 import { TAG } from "./schemas.ts";
@@ -18,8 +18,8 @@ export interface KeyUsageDeps {
 /**
  * `GET /api/v1/admin/api-keys/{id}/usage?user=U`: where every window of every
  * unit of the key (and with `user`, of that end user) stands now, as
- * `pnpm keys usage` shows it; spend in dollars. `user` is read leniently:
- * cut to 256 characters, ignored unless one string.
+ * `pnpm keys usage` shows it; spend in dollars. `user` is an end user's id,
+ * as everywhere else (1 to 256 printable ASCII characters).
  */
 export const getApiKeyUsage = defineRoute({
   method: "GET",
@@ -28,8 +28,8 @@ export const getApiKeyUsage = defineRoute({
   summary: "Where every window of every unit of a key (and with `user`, of that end user) stands now",
   tag: TAG,
   permission: "admin:api-keys",
-  query: z.object({ user: z.string().max(256).optional() }),
-  queryValidation: { byHandler: true },
+  params: apiKeyPathSchema,
+  query: keyUsageQuery,
   responses: {
     200: {
       description: "The key's windows; spend in dollars",
@@ -54,10 +54,8 @@ export const getApiKeyUsage = defineRoute({
     },
   },
   errors: ["not_found"],
-  handler: async ({ params, req, res }, deps: KeyUsageDeps) => {
-    const key = await ownOrgKey(deps.store, res, params.id!);
-    const raw = req.query.user;
-    const user = typeof raw === "string" && raw !== "" ? raw.slice(0, 256) : undefined;
-    return keyUsage(deps.budgets, deps.orgLimits, key, user);
+  handler: async ({ params, query, res }, deps: KeyUsageDeps) => {
+    const key = await ownOrgKey(deps.store, res, params.id);
+    return keyUsage(deps.budgets, deps.orgLimits, key, query.user);
   },
 });

@@ -1,6 +1,7 @@
 import type { AuditLog } from "@gw/core/audit";
 import { defineRoute } from "@gw/core/http";
 import { objectSchema } from "@gw/core/openapi";
+import { dateTimeSchema } from "@gw/core/rfc3339";
 import { z } from "zod";
 import { measured } from "../../audit/audited.ts";
 import type { GatewayMetrics } from "../../metrics.ts";
@@ -9,8 +10,8 @@ import { TAG } from "./schemas.ts";
 const ACTIONS = ["block", "redact", "flag"] as const;
 
 const decisionsQuery = z.strictObject({
-  since: z.iso.datetime({ offset: true }).optional(),
-  until: z.iso.datetime({ offset: true }).optional(),
+  since: dateTimeSchema().optional(),
+  until: dateTimeSchema().optional(),
 });
 
 const decisionCounts = objectSchema({

@@ -1,3 +1,4 @@
+import type { Clock } from "@gw/core/clock";
 import { defineRoute } from "@gw/core/http";
 import { objectSchema } from "@gw/core/openapi";
 import { orgIdSchema } from "@gw/core/principal";
@@ -33,14 +34,15 @@ export const listApiKeys = defineRoute({
       }),
     },
   },
-  handler: async ({ principal, query, res }, deps: { store: ApiKeyStore }) => {
+  handler: async ({ principal, query, res }, deps: { store: ApiKeyStore; clock: Clock }) => {
     const org = query.org ?? principal.org;
     assertOwnOrg(res, org);
     const records = await deps.store.listByOrg(org);
     const used = await deps.store.lastUsed(records.map((r) => r.id));
+    const now = deps.clock.wall();
     const body: ListApiKeysResponse = {
       object: "list",
-      data: records.map((r) => ({ ...toView(r), lastUsedAt: used.get(r.id) ?? null })),
+      data: records.map((r) => ({ ...toView(r, now), lastUsedAt: used.get(r.id) ?? null })),
     };
     return body;
   },

@@ -1,4 +1,4 @@
-import { AuditLog } from "@gw/core/audit";
+import { AUDIT_RESOURCE_TYPES, AuditLog } from "@gw/core/audit";
 import { createPostgres } from "@gw/core/postgres";
 import { expectJsonError } from "@gw/test-kit";
 import { type FakeMcpServer, startFakeMcpServer } from "@gw/test-kit/mcp-upstream";
@@ -156,5 +156,70 @@ describe("the audit trail's filters are validated", () => {
     });
     const { detail } = await expectJsonError(res, 422);
     expect((detail as { loc: string[] }[]).map((d) => d.loc)).toEqual([["query", filter]]);
+  });
+});
+
+describe("the audit trail's instants and cursor are refused as the other routes refuse them", () => {
+  it.each([
+    ["since", "yesterday"],
+    ["until", "2027-01-01"],
+    ["since", "2030-02-30T00:00:00Z"],
+  ])("%s=%s: 422 datetime_parsing", async (param, value) => {
+    const { admin } = await serverRegistered();
+    const res = await gw.call(`${AUDIT}?${param}=${value}`, { bearer: admin.secret });
+    expect((await expectJsonError(res, 422)).detail).toEqual([
+      expect.objectContaining({ loc: ["query", param], type: "datetime_parsing", input: value }),
+    ]);
+  });
+
+  it("cursor=abc: 422 value_error saying so, as a lookup's cursor", async () => {
+    const { admin } = await serverRegistered();
+    const res = await gw.call(`${AUDIT}?cursor=abc`, { bearer: admin.secret });
+    expect((await expectJsonError(res, 422)).detail).toEqual([
+      { loc: ["query", "cursor"], msg: "Value error, invalid cursor", type: "value_error", input: "abc" },
+    ]);
+  });
+});
+
+describe("the audit trail is filtered by every resource type it writes", () => {
+  it.each(["alice", "end user 42@example.com"])(
+    "act_as_key_owner records (resourceType user) are listed by resourceType=user&resourceId=%s",
+    async (user) => {
+      const { org, admin } = await serverRegistered();
+      const db = createPostgres(gw.database.url, { connectionName: "test" });
+      try {
+        await new AuditLog(db, { retentionMs: 86_400_000 }).record(
+          {
+            organization: org,
+            actor: { userId: user, keyId: admin.record.id, credential: "api_key" },
+            action: "act_as_key_owner",
+            resourceType: "user",
+            resourceId: user,
+            request: "GET /api/v1/authentication/whoami",
+            requestId: "req-act-as-owner",
+          },
+          "allowed",
+        );
+      } finally {
+        await db.close();
+      }
+      for (const query of [
+        "resourceType=user",
+        `resourceType=user&resourceId=${encodeURIComponent(user)}`,
+        "action=act_as_key_owner",
+      ]) {
+        const res = await gw.call(`${AUDIT}?${query}`, { bearer: admin.secret });
+        expect(res.status, query).toBe(200);
+        expect((await res.json()).data, query).toEqual([
+          expect.objectContaining({ action: "act_as_key_owner", resourceType: "user", resourceId: user }),
+        ]);
+      }
+    },
+  );
+
+  it.each(AUDIT_RESOURCE_TYPES)("resourceType=%s is a filter (200), not a 422", async (type) => {
+    const { admin } = await serverRegistered();
+    const res = await gw.call(`${AUDIT}?resourceType=${type}&resourceId=x`, { bearer: admin.secret });
+    expect(res.status).toBe(200);
   });
 });

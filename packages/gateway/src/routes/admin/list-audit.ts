@@ -1,29 +1,29 @@
-import { AUDIT_ACTIONS, type AuditLog } from "@gw/core/audit";
-import { RESOURCE_TYPES } from "@gw/core/authz";
+import { AUDIT_ACTIONS, AUDIT_RESOURCE_TYPES, type AuditLog } from "@gw/core/audit";
 import { defineRoute } from "@gw/core/http";
 import { userIdSchema } from "@gw/core/principal";
+import { dateTimeSchema } from "@gw/core/rfc3339";
 import { z } from "zod";
 import { measured } from "../../audit/audited.ts";
 import type { GatewayMetrics } from "../../metrics.ts";
 import { auditPage, auditQuery } from "../authorization/resource-audit.ts";
-import { resourceIdSchema } from "../authorization/role-change.ts";
 import { TAG } from "./schemas.ts";
 
 /**
  * The organization's trail: a page, narrowed by actor, resource, action and
  * time. A resource id names a resource only with its type: alone it is
  * refused (422 at `resourceId`), never silently ignored. The user and
- * resource ids are printable characters, so no filter holds U+0000.
+ * resource ids are printable ASCII characters, so no filter holds U+0000.
  */
 export const orgAuditQuery = auditQuery
   .extend({
     actor: userIdSchema.optional(),
-    // An organization's own provider keys (`provider_key`, its id the provider) are audited too.
-    resourceType: z.enum([...RESOURCE_TYPES, "provider_key", "identity_provider"]).optional(),
-    resourceId: resourceIdSchema.optional(),
+    // Whatever a record can be about: the user acted as (`user`), a provider key, the identity provider too.
+    resourceType: z.enum(AUDIT_RESOURCE_TYPES).optional(),
+    // A user's id may hold spaces, which no other resource's does: an id no record has matches nothing.
+    resourceId: userIdSchema.optional(),
     action: z.enum(AUDIT_ACTIONS).optional(),
-    since: z.iso.datetime({ offset: true }).optional(),
-    until: z.iso.datetime({ offset: true }).optional(),
+    since: dateTimeSchema().optional(),
+    until: dateTimeSchema().optional(),
   })
   .superRefine((query, ctx) => {
     if (query.resourceId !== undefined && query.resourceType === undefined)

@@ -1,4 +1,6 @@
+import type { Clock } from "@gw/core/clock";
 import { defineRoute } from "@gw/core/http";
+import { apiKeyPathSchema } from "../../api-keys/schema.ts";
 import type { ApiKeyStore } from "../../api-keys/store.ts";
 import { type ApiKeyView, toView } from "../../api-keys/types.ts";
 import { ownOrgKey } from "./api-key-admin.ts";
@@ -14,13 +16,14 @@ export const revokeApiKey = defineRoute({
   summary: "Revoke a key (its record stays, for audit)",
   tag: TAG,
   permission: "admin:api-keys",
+  params: apiKeyPathSchema,
   responses: { 200: { description: "The revoked key", schema: apiKeyView } },
   errors: ["not_found"],
-  handler: async ({ params, res }, deps: { store: ApiKeyStore }) => {
-    const existing = await ownOrgKey(deps.store, res, params.id!);
+  handler: async ({ params, res }, deps: { store: ApiKeyStore; clock: Clock }) => {
+    const existing = await ownOrgKey(deps.store, res, params.id);
     const revoked = await deps.store.revoke(existing.id);
     if (!revoked) throw new Error(`API key ${existing.id} vanished during revocation`);
-    const body: RevokeApiKeyResponse = toView(revoked);
+    const body: RevokeApiKeyResponse = toView(revoked, deps.clock.wall());
     return body;
   },
 });

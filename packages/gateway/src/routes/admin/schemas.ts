@@ -29,7 +29,11 @@ export const apiKeyView: JsonSchema = objectSchema(
       ...jsonSchemaOf(cacheModeSchema, "output"),
       description: "Its response cache: `off`, `principal` or `key` (docs/api/cache.md)",
     },
-    status: { enum: ["active", "revoked"] },
+    status: {
+      enum: ["active", "expired", "revoked"],
+      description:
+        "`expired`: past `expiresAt`, refused as such until its expiry is moved; `revoked` is final",
+    },
     createdAt: { type: "string", format: "date-time" },
     expiresAt: { type: ["string", "null"], format: "date-time" },
     revokedAt: { type: ["string", "null"], format: "date-time" },

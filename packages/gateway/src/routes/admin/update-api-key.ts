@@ -1,6 +1,6 @@
 import type { Clock } from "@gw/core/clock";
 import { defineRoute } from "@gw/core/http";
-import { updateApiKeyBody, updateApiKeySchema } from "../../api-keys/schema.ts";
+import { apiKeyPathSchema, updateApiKeyBody, updateApiKeySchema } from "../../api-keys/schema.ts";
 import type { ApiKeyStore } from "../../api-keys/store.ts";
 import { type ApiKeyView, toView } from "../../api-keys/types.ts";
 import { ownOrgKey } from "./api-key-admin.ts";
@@ -16,16 +16,17 @@ export const updateApiKey = defineRoute({
   summary: "Change a key's name, permissions, limits (`null` removes a window) or expiry",
   tag: TAG,
   permission: "admin:api-keys",
+  params: apiKeyPathSchema,
   body: updateApiKeySchema,
   // Expiry must lie ahead on the gateway's clock.
   bodyValidation: { schemaFor: (deps: { store: ApiKeyStore; clock: Clock }) => updateApiKeyBody(deps.clock) },
   responses: { 200: { description: "The key as it is now", schema: apiKeyView } },
   errors: ["not_found"],
   handler: async ({ params, body: patch, res }, deps: { store: ApiKeyStore; clock: Clock }) => {
-    const existing = await ownOrgKey(deps.store, res, params.id!);
+    const existing = await ownOrgKey(deps.store, res, params.id);
     const updated = await deps.store.update(existing.id, patch);
     if (!updated) throw new Error(`API key ${existing.id} vanished during update`);
-    const body: UpdateApiKeyResponse = toView(updated);
+    const body: UpdateApiKeyResponse = toView(updated, deps.clock.wall());
     return body;
   },
 });

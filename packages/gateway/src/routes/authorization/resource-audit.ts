@@ -9,7 +9,15 @@ import { pageQuery, resourcePathSchema } from "./resource-params.ts";
 
 /** Audit listings: newest first, `limit` 1 to 100 (default 20), `cursor` the last id of the previous page. */
 export const auditQuery = z.object(
-  pageQuery(20, 100, z.string().regex(AUDIT_CURSOR, "Value error, invalid cursor")),
+  pageQuery(
+    20,
+    100,
+    // Refused as a lookup's cursor is (`value_error`, "invalid cursor"); the document still shows its form.
+    z
+      .string()
+      .refine((cursor) => AUDIT_CURSOR.test(cursor), "Value error, invalid cursor")
+      .meta({ pattern: AUDIT_CURSOR.source }),
+  ),
 );
 
 /** A page of audit records, as the OpenAPI document shows it (the organization's trail too). */

@@ -2,7 +2,7 @@ import { PUBLIC_USER, RESOURCE_TYPES, ROLES } from "@gw/core/authz";
 import { type Clock, systemClock } from "@gw/core/clock";
 import { defineRoute } from "@gw/core/http";
 import { userIdSchema } from "@gw/core/principal";
-import { parseRfc3339 } from "@gw/core/rfc3339";
+import { dateTimeSchema } from "@gw/core/rfc3339";
 import { z } from "zod";
 import { audited } from "../../audit/audited.ts";
 import { type AuthorizationRouteDeps, TAG } from "./deps.ts";
@@ -40,26 +40,12 @@ export const roleChangeSchema = z.strictObject(roleChangeShape).superRefine(refu
  * ahead. pydantic's types: `datetime_parsing`, `datetime_future`.
  */
 export function expiresAtSchema(maxTtlSeconds: number, clock: Clock = systemClock) {
-  return z.string().superRefine((value, ctx) => {
-    const at = parseRfc3339(value);
-    if (at === undefined) {
-      ctx.addIssue({
-        code: "custom",
-        params: { type: "datetime_parsing" },
-        message: "Input should be a valid datetime (RFC 3339, e.g. 2030-01-31T12:00:00Z)",
-      });
-    } else if (at <= clock.wall()) {
-      ctx.addIssue({
-        code: "custom",
-        params: { type: "datetime_future" },
-        message: "Input should be in the future",
-      });
-    } else if (at > clock.wall() + maxTtlSeconds * 1000) {
-      ctx.addIssue({
-        code: "custom",
-        message: `Value error, a grant may expire at most ${maxTtlSeconds} seconds from now (GRANT_MAX_TTL)`,
-      });
-    }
+  return dateTimeSchema({
+    future: clock,
+    within: (at) =>
+      at > clock.wall() + maxTtlSeconds * 1000
+        ? `Value error, a grant may expire at most ${maxTtlSeconds} seconds from now (GRANT_MAX_TTL)`
+        : undefined,
   });
 }
 
@@ -84,10 +70,10 @@ export function grantSchema(maxTtlSeconds: number, clock: Clock = systemClock) {
         });
       }
     })
-    .transform(({ expiresAt, ...body }) => {
-      const at = expiresAt ? parseRfc3339(expiresAt) : undefined;
-      return { ...body, ...(at !== undefined ? { expiresAt: new Date(at) } : {}) };
-    });
+    .transform(({ expiresAt, ...body }) => ({
+      ...body,
+      ...(expiresAt ? { expiresAt: new Date(expiresAt) } : {}),
+    }));
 }
 
 /** An expiry bound for the document only: the route's bound is `GRANT_MAX_TTL`, a setting. */

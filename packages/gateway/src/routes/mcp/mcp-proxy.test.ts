@@ -439,6 +439,19 @@ describe("the MCP proxy as an OAuth protected resource", () => {
     expect(refused.headers.get("www-authenticate")).toContain('error="insufficient_scope"');
   });
 
+  it("a body that is JSON but not one JSON-RPC message (a list, a string, null, a number) is JSON-RPC's Invalid Request", async () => {
+    const { as, id } = await setUp();
+    for (const json of [[{ jsonrpc: "2.0", id: 1, method: "tools/list" }], "tools/list", null, 1]) {
+      const res = await as("alice", `/api/v1/mcp/servers/${id}/mcp`, { json });
+      expect(res.status, JSON.stringify(json)).toBe(400);
+      expect(await res.json(), JSON.stringify(json)).toMatchObject({
+        jsonrpc: "2.0",
+        id: null,
+        error: { code: -32600 },
+      });
+    }
+  });
+
   it("without the reader role, or from another organization, the server does not exist", async () => {
     const { o, as, id } = await setUp();
     const other = await newOrg(gw);

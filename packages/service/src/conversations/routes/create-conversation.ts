@@ -30,7 +30,7 @@ export const createConversation = defineRoute({
   tag: TAG,
   permission: "conversations:write",
   body: createConversationBody,
-  bodyValidation: { prepare: (raw) => withoutNulls(raw ?? {}) },
+  bodyValidation: { prepare: (raw) => withoutNulls(raw === undefined ? {} : raw) },
   responses: ok("The conversation", conversationSchema),
   handler: async ({ principal, body }, deps: ConversationRouteDeps) => {
     const conversation: Conversation = {

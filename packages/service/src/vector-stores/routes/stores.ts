@@ -58,7 +58,7 @@ export const createVectorStore = defineRoute({
   tag: TAG,
   permission: "vector_stores:write",
   body: createVectorStoreBody,
-  bodyValidation: { prepare: (raw) => raw ?? {} },
+  bodyValidation: { prepare: (raw) => (raw === undefined ? {} : raw) },
   responses: ok("The vector store", vectorStore),
   errors: ["not_found"],
   handler: async ({ principal, body }, deps: VectorStoreRouteDeps) =>
@@ -161,7 +161,7 @@ export const modifyVectorStore = defineRoute({
   tag: TAG,
   permission: "vector_stores:write",
   body: modifyVectorStoreBody,
-  bodyValidation: { prepare: (raw) => raw ?? {} },
+  bodyValidation: { prepare: (raw) => (raw === undefined ? {} : raw) },
   responses: ok("The vector store", vectorStore),
   errors: ["not_found"],
   authorize: storeRole("writer"),
