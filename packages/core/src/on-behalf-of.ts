@@ -4,7 +4,7 @@ import { entryBound } from "./bounded-cache.ts";
 import { type Clock, systemClock } from "./clock.ts";
 import { AppError, forbidden } from "./errors.ts";
 import { documentedAs, jsonSchemaOf } from "./openapi.ts";
-import { userIdSchema } from "./principal.ts";
+import { principalUserIdSchema, userIdSchema } from "./principal.ts";
 import type { RedisClient } from "./redis.ts";
 
 /**
@@ -24,9 +24,9 @@ export type OnBehalfOfPolicy =
 const MAX_PREFIXES = 32;
 const MAX_USERS = 100;
 
-const distinctList = (max: number) =>
+const distinctList = (max: number, item: z.ZodType<string> = userIdSchema) =>
   z
-    .array(userIdSchema)
+    .array(item)
     .min(1)
     .max(max)
     .refine((list) => new Set(list).size === list.length, "List should not contain duplicates");
@@ -34,7 +34,7 @@ const distinctList = (max: number) =>
 const listsObject = z
   .strictObject({
     prefixes: distinctList(MAX_PREFIXES).optional(),
-    users: distinctList(MAX_USERS).optional(),
+    users: distinctList(MAX_USERS, principalUserIdSchema).optional(),
   })
   .refine(
     (policy) => policy.prefixes !== undefined || policy.users !== undefined,

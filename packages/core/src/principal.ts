@@ -41,6 +41,16 @@ export const userIdSchema = z
   .max(256)
   .regex(/^[\x20-\x7e]*$/, "String should contain only printable characters");
 
+/**
+ * A principal's own user id (a key's owner, an end user, a token's subject): a user id that is not `*`,
+ * which stands for everyone in a grant. A user named `*` could not be told apart from everyone in a
+ * resource's grants, nor have a role of theirs revoked.
+ */
+export const principalUserIdSchema = userIdSchema.refine(
+  (id) => id !== "*",
+  "'*' stands for everyone in a grant: it cannot be a user's own id",
+);
+
 /** Organization ids appear verbatim in SpiceDB object ids, so they keep to its alphabet. */
 export const orgIdSchema = z
   .string()
@@ -51,7 +61,7 @@ export const orgIdSchema = z
 export const ON_BEHALF_OF_HEADER = "x-on-behalf-of";
 
 /** Built once: a schema built per request pays zod's compilation on every call. */
-const onBehalfOfHeader = z.object({ [ON_BEHALF_OF_HEADER]: userIdSchema });
+const onBehalfOfHeader = z.object({ [ON_BEHALF_OF_HEADER]: principalUserIdSchema });
 
 /**
  * Validates the `X-On-Behalf-Of` values of a request, as Node's

@@ -1,7 +1,7 @@
 import { type Clock, systemClock } from "@gw/core/clock";
 import { onBehalfOfSchema } from "@gw/core/on-behalf-of";
 import { PERMISSIONS } from "@gw/core/permissions";
-import { KEY_CACHE_MODES, orgIdSchema, userIdSchema } from "@gw/core/principal";
+import { KEY_CACHE_MODES, orgIdSchema, principalUserIdSchema, userIdSchema } from "@gw/core/principal";
 import { dateTimeSchema } from "@gw/core/rfc3339";
 import { z } from "zod";
 
@@ -99,7 +99,7 @@ const futureInstant = (clock: Clock) => dateTimeSchema({ future: clock });
 export const createApiKeyBody = (clock: Clock) =>
   z.strictObject({
     org: orgIdSchema,
-    owner: userIdSchema,
+    owner: principalUserIdSchema,
     name: z.string().min(1).max(128).optional(),
     permissions: permissionsSchema.optional(),
     limits: limitsSchema.optional(),

@@ -1,7 +1,7 @@
 import { createHash, randomBytes } from "node:crypto";
 import { entryBound } from "@gw/core/bounded-cache";
 import { fetchGuardedJson, type UpstreamPolicy, UpstreamRefused } from "@gw/core/mcp";
-import { userIdSchema } from "@gw/core/principal";
+import { principalUserIdSchema } from "@gw/core/principal";
 import { createLocalJWKSet, type JSONWebKeySet, errors as joseErrors, jwtVerify } from "jose";
 import { LRUCache } from "lru-cache";
 
@@ -163,7 +163,7 @@ export class OidcRelyingParty {
       throw new OidcSignInFailed("The provider's ID token is refused: its 'nonce' claim is not as expected");
     if (payload.azp !== undefined && payload.azp !== client.clientId)
       throw new OidcSignInFailed("The provider's ID token is refused: its 'azp' claim is not as expected");
-    const sub = userIdSchema.safeParse(payload.sub);
+    const sub = principalUserIdSchema.safeParse(payload.sub);
     if (!sub.success)
       throw new OidcSignInFailed(
         "The provider's subject is not a user id of this gateway (1 to 256 printable ASCII characters)",

@@ -79,6 +79,34 @@ describe("principal", () => {
     ]);
   });
 
+  it("is never `*`, which stands for everyone in a grant: as X-On-Behalf-Of, a key's owner or a token's subject", async () => {
+    const { secret } = await gw.createKey({ owner: "root", permissions: ["admin:api-keys"] });
+    const everyone = "'*' stands for everyone in a grant: it cannot be a user's own id";
+    const asked = await gw.call(WHOAMI, { bearer: secret, headers: { "x-on-behalf-of": "*" } });
+    expect(asked.status).toBe(422);
+    expect((await asked.json()).detail).toEqual([
+      expect.objectContaining({ loc: ["header", "x-on-behalf-of"], msg: everyone }),
+    ]);
+    const key = await gw.call("/api/v1/admin/api-keys", {
+      bearer: secret,
+      method: "POST",
+      json: { owner: "*" },
+    });
+    expect(key.status).toBe(422);
+    expect((await key.json()).detail).toEqual([
+      expect.objectContaining({ loc: ["body", "owner"], msg: everyone }),
+    ]);
+    const token = await gw.call("/api/v1/authentication/api-keys/exchange-token", {
+      bearer: (await gw.createKey()).secret,
+      method: "POST",
+      json: { audience: gw.publicUrl, externalUserId: "*" },
+    });
+    expect(token.status).toBe(422);
+    expect((await token.json()).detail).toEqual([
+      expect.objectContaining({ loc: ["body", "externalUserId"], msg: everyone }),
+    ]);
+  });
+
   it("checks the credential before the header: a bad header without a key is a 401", async () => {
     const res = await gw.call(WHOAMI, { headers: { "x-on-behalf-of": "" } });
     expect(res.status).toBe(401);

@@ -2,7 +2,7 @@ import { hash, randomUUID, sign } from "node:crypto";
 import { entryBound } from "@gw/core/bounded-cache";
 import { type Clock, systemClock } from "@gw/core/clock";
 import type { Permission } from "@gw/core/permissions";
-import { orgIdSchema, userIdSchema } from "@gw/core/principal";
+import { orgIdSchema, principalUserIdSchema } from "@gw/core/principal";
 import { createLocalJWKSet, errors, type JWTPayload, jwtVerify } from "jose";
 import { LRUCache } from "lru-cache";
 import { SIGNING_ALGORITHMS, type SigningKeys } from "./signing-keys.ts";
@@ -141,7 +141,7 @@ export class TokenService {
       }
       // A signature proves who issued the token, not that its claims fit: the subject obeys the same
       // rules as an `externalUserId`, whatever key signed it.
-      if (!userIdSchema.safeParse(payload.sub).success) {
+      if (!principalUserIdSchema.safeParse(payload.sub).success) {
         throw new InvalidToken("claims", "Token claim 'sub' is not a valid user id");
       }
       if (!orgIdSchema.safeParse(payload.org).success) {

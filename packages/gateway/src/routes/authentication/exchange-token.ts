@@ -2,7 +2,7 @@ import { forbidden } from "@gw/core/errors";
 import { defineRoute } from "@gw/core/http";
 import { objectSchema, stringSchema } from "@gw/core/openapi";
 import { PERMISSIONS } from "@gw/core/permissions";
-import { userIdSchema } from "@gw/core/principal";
+import { principalUserIdSchema } from "@gw/core/principal";
 import { validate } from "@gw/core/validation";
 import { z } from "zod";
 import type { GatewayMetrics } from "../../metrics.ts";
@@ -17,7 +17,7 @@ export const DEFAULT_TOKEN_LIFETIME_SECONDS = 3_600;
 
 export const exchangeTokenBody = z.strictObject({
   audience: z.url({ protocol: /^https?$/ }),
-  externalUserId: userIdSchema,
+  externalUserId: principalUserIdSchema,
   expiresIn: z.int().min(300).max(2_592_000).default(DEFAULT_TOKEN_LIFETIME_SECONDS),
   permissions: z
     .array(z.string())
