@@ -7,8 +7,8 @@ import { z } from "zod";
 
 const quota = z.int().min(1).max(1_000_000_000);
 const tokenQuota = z.int().min(1).max(1_000_000_000_000);
-/** US dollars; counted in billionths of a dollar, so at most a million dollars a window. */
-const dollars = z.number().gt(0).max(1_000_000);
+/** US dollars; counted in billionths of a dollar, so at least one of those and at most a million dollars a window. */
+const dollars = z.number().min(0.000_000_001).max(1_000_000);
 
 export const permissionsSchema = z
   .array(z.enum(PERMISSIONS))

@@ -227,14 +227,18 @@ describe.each(["single"] as const)("on %s Redis", (topology) => {
       expect((await cleared.json()).limits).toEqual({ second: 5 });
     });
 
-    it("refuses unknown units and windows, and spend that is not a positive amount", async () => {
+    it("refuses unknown units and windows, and spend below one billionth of a dollar (what spend is counted in)", async () => {
       const { secret } = await admin();
       const res = await gw.call(KEYS, {
         method: "POST",
         bearer: secret,
         json: {
           owner: "bob",
-          limits: { tokens: { second: 5 }, spend: { month: -1 }, endUser: { bytes: { day: 1 } } },
+          limits: {
+            tokens: { second: 5 },
+            spend: { month: -1, day: 0.000_000_000_1 },
+            endUser: { bytes: { day: 1 } },
+          },
         },
       });
       expect(res.status).toBe(422);
@@ -243,7 +247,8 @@ describe.each(["single"] as const)("on %s Redis", (topology) => {
       );
       expect(types.sort()).toEqual([
         "body.limits.endUser.bytes:extra_forbidden",
-        "body.limits.spend.month:greater_than",
+        "body.limits.spend.day:greater_than_equal",
+        "body.limits.spend.month:greater_than_equal",
         "body.limits.tokens.second:extra_forbidden",
       ]);
     });
