@@ -67,6 +67,18 @@ describe("token and spend budgets", () => {
     expect(await used(key.id, limits)).toEqual({ "key:tokens:minute": charged });
   });
 
+  it("refuses a call larger than a whole window with no Retry-After: waiting would never let it in", async () => {
+    const key = await stack.createKey({ limits: { tokens: { minute: 200 } } });
+    const before = stack.llm.requests.length;
+    const res = await ask(key.secret, "hello there", { max_output_tokens: 500 });
+    expect(res.status).toBe(429);
+    expect(await res.json()).toEqual({ error: "Rate limit exceeded" });
+    expect(res.headers.get("retry-after")).toBeNull();
+    // The window is untouched, and says so.
+    expect(res.headers.get("x-ratelimit-remaining-tokens")).toBe("200");
+    expect(stack.llm.requests.length).toBe(before);
+  });
+
   it("limits each end user separately: one refused, another of the same key still served", async () => {
     const limits = { endUser: { tokens: { day: 100 } } };
     const key = await stack.createKey({ limits });

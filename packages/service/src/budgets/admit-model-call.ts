@@ -89,13 +89,16 @@ export interface AdmittedCall {
   promptGrew(): Promise<void>;
 }
 
-/** A call refused by a budget window: 429 with `Retry-After` and the windows' headers. */
+/**
+ * A call refused by a budget window: 429 with the windows' headers, and `Retry-After` unless the call
+ * asks more than the whole window holds (`never`: waiting would not help, so no time is promised).
+ */
 export class BudgetRefused extends AppError {
   readonly refusedBy: WindowState;
   readonly windows: WindowState[];
-  constructor(refusedBy: WindowState, windows: WindowState[]) {
+  constructor(refusedBy: WindowState, windows: WindowState[], never = false) {
     super("rate_limited", `Rate limit exceeded (${refusedBy.scope} ${refusedBy.unit} ${refusedBy.window})`, {
-      headers: { ...budgetHeaders(windows), ...retryAfter(refusedBy) },
+      headers: { ...budgetHeaders(windows), ...(never ? {} : retryAfter(refusedBy)) },
     });
     this.name = "BudgetRefused";
     this.refusedBy = refusedBy;
@@ -207,7 +210,8 @@ export async function admitModelCall(
       { requestId: caller.requestId, org: principal.org, unit: by.unit, window: by.window, scope: by.scope },
       "model call refused by a budget",
     );
-    throw new BudgetRefused(by, result.states);
+    const asked = counters.find((c) => c.scope === by.scope && c.unit === by.unit && c.window === by.window);
+    throw new BudgetRefused(by, result.states, asked !== undefined && asked.amount > asked.quota);
   }
   deps.metrics.reserved(counters);
   const reservation = result.reservation;
