@@ -317,6 +317,23 @@ describe("redact and flag", () => {
     );
     // The echo of the redacted input holds no banned word: nothing for the flag to see.
     expect(decisionsCounted(await scrape(), "ban_words", "flag")).toBe(flaggedBefore);
+    // Text given in parts, one of them redacted: the redacted whole goes on, never the parts as given.
+    const parts = await stack.call(key.secret, "/api/v1/llm/responses", {
+      json: {
+        model: MODEL,
+        input: [
+          {
+            role: "user",
+            content: [
+              { type: "input_text", text: "about " },
+              { type: "input_text", text: `${BANNED} today` },
+            ],
+          },
+        ],
+      },
+    });
+    expect(parts.status).toBe(200);
+    expect(stack.llm.requests.at(-1)!.body.messages.at(-1)!.content).toBe("about [BANNED_WORD] today");
 
     stack.llm.answerWith = () => `fine, ${BANNED}`;
     const flagged = await client(key.secret).responses.create({ model: MODEL, input: "hello" });
@@ -326,6 +343,7 @@ describe("redact and flag", () => {
     expect(
       audited.filter((r) => r.principal.org === key.org).map((r) => [r.guardrail, r.action, r.direction]),
     ).toEqual([
+      ["gr_00000000000000000000000000000008", "redact", "input"],
       ["gr_00000000000000000000000000000008", "redact", "input"],
       ["gr_00000000000000000000000000000009", "flag", "output"],
     ]);

@@ -240,16 +240,18 @@ export async function startFakeLLM(port = 0): Promise<FakeLLM> {
     }
     let raw = "";
     for await (const chunk of req) raw += chunk;
-    const body = JSON.parse(raw) as RecordedRequest["body"];
+    const sent = JSON.parse(raw) as RecordedRequest["body"];
     const record: RecordedRequest = {
       kind: operation === "embeddings" ? "embeddings" : "chat",
       path: req.url!,
       authorization: req.headers.authorization,
       apiKey: req.headers["api-key"] as string | undefined,
       traceparent: req.headers.traceparent as string | undefined,
-      body,
+      body: sent,
       aborted: false,
     };
+    // What the model reads: a message's text parts run together (the request is recorded as sent).
+    const body = sent.messages ? { ...sent, messages: sent.messages.map(readAsText) } : sent;
     fake.requests.push(record);
     res.on("close", () => {
       if (!res.writableFinished) record.aborted = true;
@@ -522,4 +524,11 @@ if (import.meta.main) {
     },
     startFakeLLM,
   );
+}
+
+/** A message with its content as one text: text parts (`[{type:"text",text}]`) run together. */
+function readAsText<M extends { content: unknown }>(message: M): M {
+  const { content } = message;
+  if (!Array.isArray(content)) return message;
+  return { ...message, content: content.map((part: { text?: unknown }) => String(part.text ?? "")).join("") };
 }

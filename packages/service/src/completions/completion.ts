@@ -70,7 +70,9 @@ export function storedMessages(id: string, messages: CompletionMessage[]): Store
       id: `${id}-${index}`,
       role: m.role,
       content: textOf(m.content),
-      content_parts: null,
+      content_parts: Array.isArray(m.content)
+        ? m.content.map((part) => ({ type: "text", text: part.text }))
+        : null,
       refusal: null,
     };
     if ("name" in m && m.name) stored.name = m.name;

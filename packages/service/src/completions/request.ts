@@ -1,7 +1,7 @@
 import { z } from "zod";
 import { metadataSchema } from "../conversations/metadata.ts";
 import { modelName } from "../llm/models.ts";
-import type { ChatMessage, ChatRequest } from "../llm/provider.ts";
+import { type ChatMessage, type ChatRequest, fromTextParts } from "../llm/provider.ts";
 import {
   forwardedFields,
   functionDefinition,
@@ -207,13 +207,14 @@ export const createCompletionBody = z
 
 export type CreateCompletionInput = z.output<typeof createCompletionBody>;
 
-const textOf = (c: string | { text: string }[] | null | undefined) =>
-  c == null ? "" : typeof c === "string" ? c : c.map((p) => p.text).join("");
+/** A message's text, and its parts when the caller gave several (`fromTextParts`). */
+const textOf = (c: string | { text: string }[] | null | undefined): Pick<ChatMessage, "content" | "parts"> =>
+  c == null ? { content: "" } : typeof c === "string" ? { content: c } : fromTextParts(c.map((p) => p.text));
 
 /** The caller's messages as the provider takes them. */
 export function toChatMessages(messages: CompletionMessage[]): ChatMessage[] {
   return messages.map((m): ChatMessage => {
-    if (m.role === "tool") return { role: "tool", content: textOf(m.content), toolCallId: m.tool_call_id };
+    if (m.role === "tool") return { role: "tool", ...textOf(m.content), toolCallId: m.tool_call_id };
     if (m.role === "assistant") {
       const toolCalls = (m.tool_calls ?? []).map((c) => ({
         id: c.id,
@@ -221,10 +222,11 @@ export function toChatMessages(messages: CompletionMessage[]): ChatMessage[] {
         arguments: c.function.arguments,
       }));
       // A refusal the model made is what it said.
-      const content = textOf(m.content) || (m.refusal ?? "");
-      return { role: "assistant", content, ...(toolCalls.length ? { toolCalls } : {}) };
+      const text = textOf(m.content);
+      const said = text.content ? text : { content: m.refusal ?? "" };
+      return { role: "assistant", ...said, ...(toolCalls.length ? { toolCalls } : {}) };
     }
-    return { role: m.role, content: textOf(m.content) };
+    return { role: m.role, ...textOf(m.content) };
   });
 }
 

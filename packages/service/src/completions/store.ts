@@ -52,7 +52,8 @@ export interface StoredMessage {
   name?: string;
   tool_calls?: WireToolCall[];
   tool_call_id?: string;
-  content_parts: null;
+  /** The text parts it was sent in, when it was sent in parts (its `content` is their text run together); else null. */
+  content_parts: { type: "text"; text: string }[] | null;
   /** OpenAI's message type requires it; a stored request message refused nothing. */
   refusal?: null;
 }

@@ -1,4 +1,4 @@
-import type { ChatMessage, ToolCall } from "../llm/provider.ts";
+import { type ChatMessage, fromTextParts, type ToolCall } from "../llm/provider.ts";
 
 /**
  * Items as the Responses and Conversations APIs have them: the turns of a
@@ -164,7 +164,7 @@ export function toChatMessages(items: Item[]): ChatMessage[] {
   const messages: ChatMessage[] = [];
   for (const item of items) {
     if (item.type === "message") {
-      messages.push({ role: item.role, content: textOf(item.content) });
+      messages.push({ role: item.role, ...fromTextParts(item.content.map((part) => part.text)) });
     } else if (item.type === "function_call") {
       if (!answered.has(item.call_id)) continue;
       called.add(item.call_id);

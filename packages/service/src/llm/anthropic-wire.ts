@@ -1,5 +1,5 @@
 import { AppError } from "@gw/core/errors";
-import type { ChatMessage, ChatRequest, FinishReason, ToolCall } from "./chat.ts";
+import { type ChatMessage, type ChatRequest, type FinishReason, type ToolCall, textParts } from "./chat.ts";
 import type { ReportedUsage } from "./wire.ts";
 
 /**
@@ -99,15 +99,17 @@ function turnsOf(messages: ChatMessage[]): { system: Block[]; messages: Turn[] }
     if (last?.role === role) last.content.push(...blocks);
     else turns.push({ role, content: blocks });
   };
-  const text = (content: string): Block[] => (content ? [{ type: "text", text: content }] : []);
+  // One text block, or one for each part the caller gave.
+  const text = (message: ChatMessage): Block[] =>
+    (textParts(message) ?? [message.content]).filter(Boolean).map((part) => ({ type: "text", text: part }));
   for (const message of messages) {
     switch (message.role) {
       case "system":
       case "developer":
-        system.push(...text(message.content));
+        system.push(...text(message));
         break;
       case "user":
-        add("user", text(message.content));
+        add("user", text(message));
         break;
       case "tool":
         add("user", [
@@ -119,7 +121,7 @@ function turnsOf(messages: ChatMessage[]): { system: Block[]; messages: Turn[] }
         ]);
         break;
       case "assistant":
-        add("assistant", [...text(message.content), ...(message.toolCalls ?? []).map(toolUseOf)]);
+        add("assistant", [...text(message), ...(message.toolCalls ?? []).map(toolUseOf)]);
         break;
     }
   }

@@ -259,6 +259,33 @@ describe("the request Anthropic gets", () => {
     }
   });
 
+  it("sends text given in several parts as one text block each, and a redacted message's whole text", async () => {
+    const request: ChatRequest = {
+      model: "smart",
+      messages: [
+        { role: "system", content: "Rule one.Rule two.", parts: ["Rule one.", "Rule two."] },
+        { role: "user", content: "HelloWorld", parts: ["Hello", "World"] },
+        // Its content changed after the parts were given (a redaction): the parts are not sent.
+        { role: "user", content: "[REDACTED:email] there", parts: ["a@b.example", " there"] },
+      ],
+    };
+    await answer(false, request);
+    expect(lastRequest().body.system).toEqual([
+      { type: "text", text: "Rule one." },
+      { type: "text", text: "Rule two." },
+    ]);
+    expect(lastRequest().body.messages).toEqual([
+      {
+        role: "user",
+        content: [
+          { type: "text", text: "Hello" },
+          { type: "text", text: "World" },
+          { type: "text", text: "[REDACTED:email] there" },
+        ],
+      },
+    ]);
+  });
+
   it("refuses, before calling, a tool call whose arguments are not a JSON object (Anthropic takes only objects)", async () => {
     const before = fake.requests.length;
     const request: ChatRequest = {

@@ -19,10 +19,28 @@ export interface ToolCall {
  */
 export interface ChatMessage {
   role: "system" | "developer" | "user" | "assistant" | "tool";
+  /** Its whole text: what guardrails check, tokens count and the service keeps. */
   content: string;
+  /**
+   * The text parts the caller split `content` into, when there were several: a provider is sent them as
+   * parts (`textParts`), as they were given, rather than run together. Whatever changes `content` (a
+   * redaction) leaves them stale, and stale parts are never sent.
+   */
+  parts?: readonly string[] | undefined;
   toolCalls?: ToolCall[] | undefined;
   /** On a `tool` message: the call it answers. */
   toolCallId?: string | undefined;
+}
+
+/** A message's text from the parts a caller gave: the whole, and the parts themselves when there are several. */
+export function fromTextParts(texts: readonly string[]): Pick<ChatMessage, "content" | "parts"> {
+  const content = texts.join("");
+  return texts.length > 1 ? { content, parts: texts } : { content };
+}
+
+/** The parts to send a provider for `message`, if it has several and they still make up its `content`. */
+export function textParts(message: ChatMessage): readonly string[] | undefined {
+  return message.parts && message.parts.join("") === message.content ? message.parts : undefined;
 }
 
 /** A function the model may call (chat-completions `tools[].function`). */

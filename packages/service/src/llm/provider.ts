@@ -24,6 +24,7 @@ export type {
   ToolCallDelta,
   Usage,
 } from "./chat.ts";
+export { fromTextParts, textParts } from "./chat.ts";
 export type { EmbeddingRequest, Embeddings } from "./embeddings.ts";
 
 /** What a stream tells its reader before its first piece: the model that answers, and where from. */

@@ -1,4 +1,10 @@
-import type { ChatMessage, ChatRequest, FinishReason, TokenLogprob } from "./chat.ts";
+import {
+  type ChatMessage,
+  type ChatRequest,
+  type FinishReason,
+  type TokenLogprob,
+  textParts,
+} from "./chat.ts";
 
 /**
  * The chat-completions wire as providers speak it: the request body, and the
@@ -100,12 +106,14 @@ export function chatBody(request: ChatRequest): Record<string, unknown> {
 }
 
 function wireMessage(message: ChatMessage): Record<string, unknown> {
+  // Text the caller gave in several parts goes on in those parts, as OpenAI's API takes them.
+  const parts = textParts(message)?.map((text) => ({ type: "text", text }));
   if (message.role === "tool")
-    return { role: "tool", tool_call_id: message.toolCallId, content: message.content };
+    return { role: "tool", tool_call_id: message.toolCallId, content: parts ?? message.content };
   if (message.toolCalls?.length) {
     return {
       role: message.role,
-      content: message.content || null,
+      content: parts ?? (message.content || null),
       tool_calls: message.toolCalls.map((c) => ({
         id: c.id,
         type: "function",
@@ -113,7 +121,7 @@ function wireMessage(message: ChatMessage): Record<string, unknown> {
       })),
     };
   }
-  return { role: message.role, content: message.content };
+  return { role: message.role, content: parts ?? message.content };
 }
 
 const FINISH_REASONS = new Set<FinishReason>(["stop", "length", "tool_calls", "content_filter"]);

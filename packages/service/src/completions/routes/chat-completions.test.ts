@@ -269,6 +269,34 @@ describe("chat completions", () => {
     expect(upstream().stop).toEqual(["a", "b"]);
   });
 
+  it("sends text given in several parts on in those parts, and keeps them with the stored messages", async () => {
+    const { as } = await setup();
+    const parts = [
+      { type: "text", text: "Rule one." },
+      { type: "text", text: "Rule two." },
+    ];
+    const { res, body } = await as("alice").create({
+      store: true,
+      messages: [
+        { role: "system", content: parts },
+        { role: "user", content: [{ type: "text", text: "q" }] },
+      ],
+    });
+    expect(res.status).toBe(200);
+    // As given, not run together ("Rule one.Rule two."); one part stays plain text.
+    expect(upstream().messages).toEqual([
+      { role: "system", content: parts },
+      { role: "user", content: "q" },
+    ]);
+    const stored = await (await as("alice").call(`/${body.id}/messages`)).json();
+    expect(
+      stored.data.map((m: { content: string; content_parts: unknown }) => [m.content, m.content_parts]),
+    ).toEqual([
+      ["Rule one.Rule two.", parts],
+      ["q", [{ type: "text", text: "q" }]],
+    ]);
+  });
+
   it("echoes the service_tier asked for, in the answer and in every chunk of a stream (null when none)", async () => {
     const { as } = await setup();
     const asked = await as("alice").create({

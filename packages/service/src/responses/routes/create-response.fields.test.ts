@@ -262,6 +262,32 @@ describe("request fields", () => {
     expect(completed.data.response.output[0].content[0].logprobs).toEqual(done.data.logprobs);
   });
 
+  it("sends an input message's several text parts on in those parts (one part as plain text)", async () => {
+    const { res } = await create({
+      input: [
+        { role: "developer", content: [{ type: "input_text", text: "Be brief." }] },
+        {
+          role: "user",
+          content: [
+            { type: "input_text", text: "Hello" },
+            { type: "input_text", text: "World" },
+          ],
+        },
+      ],
+    });
+    expect(res.status).toBe(200);
+    expect(upstream().messages).toEqual([
+      { role: "developer", content: "Be brief." },
+      {
+        role: "user",
+        content: [
+          { type: "text", text: "Hello" },
+          { type: "text", text: "World" },
+        ],
+      },
+    ]);
+  });
+
   it("enforces max_tool_calls: calls past it are not kept, 1 asks for one at a time, 0 offers none", async () => {
     const one = await create({ input: "weather?", tools: [WEATHER, TIME], max_tool_calls: 1 });
     expect(upstream()).toMatchObject({ parallel_tool_calls: false });
