@@ -68,16 +68,8 @@ export const endUserLimitsPatchSchema = z.strictObject(unitLimitsPatchShape);
 
 export type UpdateEndUserLimitsInput = z.output<typeof endUserLimitsPatchSchema>;
 
-/**
- * A key's id as `newKeyId` makes it: a path naming anything else names no key, and is refused before a
- * message could echo it.
- */
-export const apiKeyIdSchema = z
-  .string()
-  .regex(/^key_[0-9a-f]{24}$/, "String should match pattern '^key_[0-9a-f]{24}$'");
-
-/** The path of a route about one key. */
-export const apiKeyPathSchema = z.object({ id: apiKeyIdSchema });
+/** The path of a route about one key: any id, since one that names no key of the organization is a 404. */
+export const apiKeyPathSchema = z.object({ id: z.string() });
 
 /** A key's usage, and with `user` that end user's too (the admin API's query, the CLI's `--user`). */
 export const keyUsageQuery = z.object({ user: userIdSchema.optional() });

@@ -331,7 +331,7 @@ describe.each(["single"] as const)("on %s Redis", (topology) => {
           bearer: secret,
           ...(method === "PATCH" ? { json: { name: "x" } } : {}),
         });
-        expect([404, 422]).toContain(res.status);
+        expect(res.status).toBe(404);
         const text = await res.text();
         expect(text).not.toContain("a".repeat(300));
         expect(text.length).toBeLessThan(1000);

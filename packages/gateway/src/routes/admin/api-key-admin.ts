@@ -9,9 +9,20 @@ export function assertOwnOrg(res: Response, org: string): void {
   if (org !== principalOf(res).org) throw forbidden("An admin key manages only its own organization's keys");
 }
 
-/** Another organization's key is reported as not found, so ids do not leak across organizations. */
+/** How much of an id a 404 names: a key's id is 28 characters; anything longer is cut, never sent back whole. */
+const SHOWN_ID_CHARS = 64;
+
+/**
+ * Another organization's key is reported as not found, so ids do not leak across organizations; so is an
+ * id that cannot be a key's (`key_` and 24 hex digits, as `newKeyId` makes them), without asking the store.
+ */
 export async function ownOrgKey(store: ApiKeyStore, res: Response, id: string): Promise<ApiKeyRecord> {
-  const record = await store.get(id);
-  if (!record || record.org !== principalOf(res).org) throw notFound(`No API key ${id}`);
+  const record = KEY_ID.test(id) ? await store.get(id) : undefined;
+  if (!record || record.org !== principalOf(res).org) {
+    const shown = id.length > SHOWN_ID_CHARS ? `${id.slice(0, SHOWN_ID_CHARS)}…` : id;
+    throw notFound(`No API key ${shown}`);
+  }
   return record;
 }
+
+const KEY_ID = /^key_[0-9a-f]{24}$/;

@@ -218,16 +218,22 @@ describe("public access (*)", () => {
     }
   });
 
-  it("an end user literally named * is not the wildcard", async () => {
+  it("no end user is named * (everyone, in a grant): acting as one is refused, so no one is taken for everyone", async () => {
     const o = await newOrg(gw);
     const id = await o.create("alice");
     await o.grant("alice", { resourceType: "conversation", resourceId: id, userId: "*", role: "reader" });
-    // A user who calls itself "*" gets what every user gets, and nothing that only "*" as a subject could hold.
-    expect(await o.check("*", "conversation", id, "reader")).toBe(true);
-    expect(await o.check("*", "conversation", id, "writer")).toBe(false);
-    const own = await o.create("*");
-    expect(await o.check("*", "conversation", own, "owner")).toBe(true);
-    expect(await o.check("someone", "conversation", own, "reader")).toBe(false);
+    const refused = await o.checkResponse("*", {
+      resourceType: "conversation",
+      resourceId: id,
+      role: "reader",
+    });
+    expect(refused.status).toBe(422);
+    expect((await refused.json()).detail).toEqual([
+      expect.objectContaining({ loc: ["header", "x-on-behalf-of"], input: "*" }),
+    ]);
+    // Everyone, as a grant names them, still reads it.
+    expect(await o.check("someone", "conversation", id, "reader")).toBe(true);
+    expect(await o.check("someone", "conversation", id, "writer")).toBe(false);
   });
 });
 
