@@ -143,4 +143,54 @@ describe("guardrails attached to an organization", () => {
     expect(JSON.stringify(trail).toLowerCase()).not.toContain("zor");
     expect(JSON.stringify(trail)).not.toContain("violet");
   });
+
+  it("find a banned word or phrase cut between two messages, as one message would show it; a redact guardrail's such find blocks", async () => {
+    const key = await stack.createKey({ owner: "alice", permissions: [...PERMISSIONS] });
+    const guardrail = async (words: string[], action: string) => {
+      const created = await stack.call(key.secret, "/api/v1/guardrails", {
+        json: {
+          name: `rules ${action}`,
+          checks: [{ type: "ban_words", words }],
+          applies_to: "input",
+          action,
+        },
+        user: "alice",
+      });
+      const { id } = await created.json();
+      const attached = await stack.call(key.secret, `/api/v1/guardrails/${id}/attachments`, {
+        method: "PUT",
+        json: { attachments: [{ scope: "organization" }] },
+        user: "alice",
+      });
+      expect(attached.status).toBe(200);
+      return id as string;
+    };
+    const blocking = await guardrail(["zorblax", "acquire globex"], "block");
+    const redacting = await guardrail(["quuxword"], "redact");
+    const requestsBefore = stack.llm.requests.length;
+    const call = (path: string, messages: string[]) =>
+      stack.call(key.secret, `/api/v1/llm/${path}`, {
+        json:
+          path === "responses"
+            ? { model: MODEL, input: messages.map((content) => ({ role: "user", content })) }
+            : { model: MODEL, messages: messages.map((content) => ({ role: "user", content })) },
+        user: "alice",
+      });
+    for (const [messages, by] of [
+      [["tell me about zor", "blax please"], blocking],
+      [["we will acquire", "globex tomorrow"], blocking],
+      [["the word is quux", "word, keep it"], redacting],
+    ] as const) {
+      for (const path of ["responses", "chat/completions"]) {
+        const res = await call(path, [...messages]);
+        expect(res.status, `${path} ${messages.join(" | ")}`).toBe(400);
+        const { error } = await res.json();
+        expect(error.code).toBe("guardrail_blocked");
+        expect(error.message).toContain(by);
+      }
+    }
+    expect(stack.llm.requests.length).toBe(requestsBefore);
+    // Two messages that make nothing banned together still go through.
+    expect((await call("chat/completions", ["we will acquire", "nothing tomorrow"])).status).toBe(200);
+  });
 });

@@ -201,6 +201,12 @@ export class ModelGuardrails {
   }
 }
 
+/**
+ * How much of each side of a seam between two messages is checked again: more than the longest banned
+ * word (200 characters) or pattern (500) could need.
+ */
+const SEAM_CHARS = 512;
+
 function policyOf(policies: readonly GuardrailPolicy[], id: string): GuardrailPolicy {
   return (
     policies.find((p) => p.id === id) ?? { id, name: id, checks: [], applies_to: "both", action: "block" }
@@ -278,6 +284,7 @@ export class CallGuard {
       changed = true;
       return { ...message, content: checked.redacted };
     });
+    decisions.push(...this.acrossMessages(input, messages, decisions));
     this.record(decisions, "input");
     const block = decisions.find((d) => d.action === "block");
     if (block) throw new GuardrailBlocked(policyOf(all, block.guardrail), block.check);
@@ -287,6 +294,37 @@ export class CallGuard {
     if (judgedBlock) throw new GuardrailBlocked(policyOf(all, judgedBlock.guardrail), judgedBlock.check);
     for (const d of decisions) if (d.action === "redact") this.redactedBy.add(d.guardrail);
     if (changed) request.messages = messages;
+  }
+
+  /**
+   * What the checks find only where one message the model reads ends and the next begins (a banned word
+   * sent as "zor" then "blax", a phrase cut between two messages): the end of each and the start of the
+   * next, run together and with a space between, checked again. Only what no single message showed
+   * counts (each guardrail's check once). A `redact` guardrail cannot cut text across two messages: such
+   * a find blocks the call instead (what its guardrail exists to stop never reaches the model).
+   */
+  private acrossMessages(
+    input: readonly GuardrailPolicy[],
+    messages: readonly ChatMessage[],
+    found: readonly GuardrailDecision[],
+  ): GuardrailDecision[] {
+    const read = messages.filter((m) => m.role !== "assistant" && m.content);
+    if (read.length < 2) return [];
+    const seen = new Set(found.map((d) => `${d.guardrail}\u0000${d.check}`));
+    const more: GuardrailDecision[] = [];
+    for (let i = 1; i < read.length; i++) {
+      const end = read[i - 1]!.content.slice(-SEAM_CHARS);
+      const start = read[i]!.content.slice(0, SEAM_CHARS);
+      for (const seam of [end + start, `${end} ${start}`]) {
+        for (const decision of this.deps.evaluate(input, seam, { direction: "input" }).decisions) {
+          const key = `${decision.guardrail}\u0000${decision.check}`;
+          if (seen.has(key)) continue;
+          seen.add(key);
+          more.push(decision.action === "redact" ? { ...decision, action: "block" } : decision);
+        }
+      }
+    }
+    return more;
   }
 
   /**

@@ -65,7 +65,10 @@ export async function assertMayMoveGuardrail(
   before: readonly Attachment[],
   after: readonly Attachment[],
   keys: KeyOwnersOf,
+  /** What the refusal says is being done: moving the guardrail, or changing what it does where it is. */
+  doing: "move" | "change" = "move",
 ): Promise<void> {
+  const beyondOwnKey = doing === "move" ? movingBeyondOwnKey : changingBeyondOwnKey;
   const was = new Set(before.map(attachmentLabel));
   const will = new Set(after.map(attachmentLabel));
   const admin = principal.permissions.includes(ATTACH_BEYOND_OWN_KEY);
@@ -95,9 +98,15 @@ export async function assertMayMoveGuardrail(
   }
 }
 
-const beyondOwnKey = () =>
+const movingBeyondOwnKey = () =>
   forbidden(
     `Attaching a guardrail to its organization, a model or another user's API key, or detaching it from them, needs the '${ATTACH_BEYOND_OWN_KEY}' permission`,
+    { reason: "missing_permission" },
+  );
+
+const changingBeyondOwnKey = () =>
+  forbidden(
+    `Changing the checks, direction or action of a guardrail attached to its organization, a model or another user's API key needs the '${ATTACH_BEYOND_OWN_KEY}' permission, as detaching it does`,
     { reason: "missing_permission" },
   );
 
@@ -156,6 +165,24 @@ export class Guardrails {
       await this.authorization.deleteResource(actor.principal, resource).catch(() => undefined);
       throw err;
     }
+  }
+
+  /**
+   * Changes the guardrail (the principal a writer of it, checked by the route). Changing what it does
+   * (its checks, direction or action) where it is attached is as much as detaching it there: beyond the
+   * principal's own keys, it needs `admin:api-keys` too, so a guardrail an administrator put on the
+   * organization is not emptied by a writer. A new name changes nothing it does.
+   */
+  update(
+    actor: GuardrailActor,
+    id: string,
+    patch: Partial<Pick<GuardrailObject, "name" | "checks" | "applies_to" | "action">>,
+  ): Promise<GuardrailObject | undefined> {
+    const changesWhatItDoes =
+      patch.checks !== undefined || patch.applies_to !== undefined || patch.action !== undefined;
+    return this.store.update(actor, id, patch, async (attached) => {
+      if (changesWhatItDoes) await assertMayMoveGuardrail(actor.principal, attached, [], this.keys, "change");
+    });
   }
 
   /** Replaces where the guardrail is attached (the principal its owner, checked by the route). */

@@ -150,9 +150,14 @@ export class GuardrailStore {
     actor: GuardrailActor,
     id: string,
     patch: Partial<Pick<GuardrailObject, "name" | "checks" | "applies_to" | "action">>,
+    /** Whether the change may be made where the guardrail is attached (read under its row lock). */
+    mayChange: (attached: Attachment[]) => Promise<void> = async () => undefined,
   ): Promise<GuardrailObject | undefined> {
     const { org } = actor.principal;
     const updated = await this.db.transaction(async (tx) => {
+      const attached = await this.lockedAttachments(tx, org, id);
+      if (!attached) return undefined;
+      await mayChange(attached);
       const { rows } = await tx.query<Row>(
         `UPDATE guardrails SET name = COALESCE($3, name), checks = COALESCE($4::json, checks),
            applies_to = COALESCE($5, applies_to), action = COALESCE($6, action),

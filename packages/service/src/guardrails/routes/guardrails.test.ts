@@ -104,6 +104,11 @@ describe("guardrails as resources (/api/v1/guardrails)", () => {
       await create(alice.secret, { checks: [{ type: "ban_words", patterns: ["(a)\\1"] }] }),
       422,
     );
+    // A name is quoted in callers' refusals: no line breaks or other control characters in it.
+    for (const name of ["a\nb", "tab\there", "bell\u0007"]) {
+      const error = await expectJsonError(await create(alice.secret, { name }), 422);
+      expect(error.detail).toEqual([expect.objectContaining({ loc: ["body", "name"], type: "value_error" })]);
+    }
     const noWrite = await keyOf(newOrg(), "alice", ["guardrails:read"]);
     await expectJsonError(await create(noWrite.secret), 403);
   });
@@ -139,21 +144,23 @@ describe("guardrails as resources (/api/v1/guardrails)", () => {
     await expectJsonError(await stack.call(carol.secret, `${PATH}/${id}/attachments`), 404);
     expect((await (await stack.call(carol.secret, PATH)).json()).data).toEqual([]);
 
-    // A writer changes its checks, but neither moves nor deletes it.
+    // A writer changes it, but neither moves nor deletes it; what it does where it guards another user's
+    // key (alice's) is as much the attachment's as detaching it, so that needs admin:api-keys too.
     expect((await grant(alice.secret, id, "carol", "writer")).status).toBe(204);
-    const changed = await stack.call(carol.secret, `${PATH}/${id}`, {
-      method: "PATCH",
-      json: { checks: [{ type: "secrets" }] },
-    });
-    expect(changed.status).toBe(200);
+    const change = (json: unknown) => stack.call(carol.secret, `${PATH}/${id}`, { method: "PATCH", json });
+    const refused = await expectJsonError(await change({ checks: [{ type: "secrets" }] }), 403);
+    expect(refused).toMatchObject({ code: "missing_permission" });
+    expect((await change({ name: "carol's name" })).status).toBe(200);
     await expectJsonError(await attach(carol.secret, id, []), 403);
     await expectJsonError(await stack.call(carol.secret, `${PATH}/${id}`, { method: "DELETE" }), 403);
-
-    const after = await (await stack.call(alice.secret, `${PATH}/${id}`)).json();
-    expect(after).toMatchObject({ name: "no zorblax", checks: [{ type: "secrets" }] });
     expect((await (await stack.call(alice.secret, `${PATH}/${id}/attachments`)).json()).attachments).toEqual([
       { scope: "key", key_id: alice.id },
     ]);
+    // Detached, it guards nothing: the writer changes its checks.
+    expect((await attach(alice.secret, id, [])).status).toBe(200);
+    expect((await change({ checks: [{ type: "secrets" }] })).status).toBe(200);
+    const after = await (await stack.call(alice.secret, `${PATH}/${id}`)).json();
+    expect(after).toMatchObject({ name: "carol's name", checks: [{ type: "secrets" }] });
   });
 
   it("keeps organizations apart: another organization's guardrail is 404 to everything, and its keys cannot be named", async () => {
@@ -240,6 +247,34 @@ describe("guardrails as resources (/api/v1/guardrails)", () => {
     await expectJsonError(await attach(alice.secret, id, everywhere.slice(0, 2)), 403);
     await expectJsonError(await stack.call(alice.secret, `${PATH}/${id}`, { method: "DELETE" }), 403);
     expect((await stack.call(alice.secret, `${PATH}/${id}`)).status).toBe(200);
+    // So does emptying it where it stays attached: changing its checks, direction or action (not its name).
+    const before = await (await stack.call(alice.secret, `${PATH}/${id}`)).json();
+    for (const change of [
+      { checks: [{ type: "ban_words", words: ["neverused"] }] },
+      { action: "flag" },
+      { applies_to: "output" },
+    ]) {
+      const refused = await expectJsonError(
+        await stack.call(alice.secret, `${PATH}/${id}`, { method: "PATCH", json: change }),
+        403,
+      );
+      expect(refused).toMatchObject({
+        code: "missing_permission",
+        message: expect.stringContaining("admin:api-keys"),
+      });
+    }
+    expect(await (await stack.call(alice.secret, `${PATH}/${id}`)).json()).toEqual(before);
+    const renamed = await stack.call(alice.secret, `${PATH}/${id}`, {
+      method: "PATCH",
+      json: { name: "renamed" },
+    });
+    expect(renamed.status).toBe(200);
+    const byAdminChange = await stack.call(aliceAdmin.secret, `${PATH}/${id}`, {
+      method: "PATCH",
+      json: { action: "flag" },
+    });
+    expect(byAdminChange.status).toBe(200);
+    expect((await byAdminChange.json()).action).toBe("flag");
     // Leaving the others as they are, the owner may still add and remove its own key.
     expect((await attach(alice.secret, id, [...everywhere, { scope: "key", key_id: alice.id }])).status).toBe(
       200,

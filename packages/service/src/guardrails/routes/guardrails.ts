@@ -100,6 +100,8 @@ export const updateGuardrail = defineRoute({
   path: "/api/v1/guardrails/:id",
   operationId: "updateGuardrail",
   summary: "Change a guardrail's name, checks, where they apply or its action (writer)",
+  description:
+    "Changing the checks, `applies_to` or `action` of a guardrail attached to its organization, a model or another user's key needs `admin:api-keys` as well, as detaching it from there does.",
   tag: TAG,
   permission: "guardrails:write",
   body: updateGuardrailBody,
@@ -107,11 +109,7 @@ export const updateGuardrail = defineRoute({
   errors: ["not_found"],
   authorize: guardrailRole("writer"),
   handler: async ({ principal, params, body, req }, deps: GuardrailRouteDeps) => {
-    const updated = await deps.guardrails.store.update(
-      { principal, requestId: String(req.id) },
-      params.id!,
-      body,
-    );
+    const updated = await deps.guardrails.update({ principal, requestId: String(req.id) }, params.id!, body);
     if (!updated) throw notFound(`No guardrail ${params.id}`);
     return updated;
   },

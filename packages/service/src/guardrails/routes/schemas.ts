@@ -7,13 +7,17 @@ import { type Attachment, attachmentLabel } from "../store.ts";
 /** Places one guardrail is attached to, at most. */
 export const MAX_ATTACHMENTS = 100;
 
-const NO_NUL = { message: "Text must not contain U+0000", params: { type: "value_error" } } as const;
+// A name is quoted in the refusals callers get (`guardrail_blocked`) and in logs: no line breaks or other controls.
+const NO_CONTROL = {
+  message: "Text must not contain control characters (U+0000 to U+001F, U+007F to U+009F)",
+  params: { type: "value_error" },
+} as const;
 const text = (max: number) =>
   z
     .string()
     .min(1)
     .max(max)
-    .refine((v) => !v.includes("\u0000"), NO_NUL);
+    .refine((v) => !/\p{Cc}/u.test(v), NO_CONTROL);
 
 export const guardrailName = text(256);
 export const appliesTo = z.enum(APPLIES_TO);
