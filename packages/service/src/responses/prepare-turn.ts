@@ -75,10 +75,21 @@ export async function prepareTurn(
     );
   }
   requireCallsForOutputs(history.items, turn);
+  const context = toChatMessages([...history.items, ...turn]);
+  if (context.length === 0) {
+    // Only items a model never reads (a `file_search_call` is a search's record): nothing to answer.
+    throw new ValidationFailed([
+      {
+        loc: ["body", "input"],
+        msg: "The input gives the model nothing to read: send a message (a file_search_call item is a search's record, not sent to the model)",
+        type: "value_error",
+      },
+    ]);
+  }
   const request: ChatRequest = {
     model,
     route,
-    messages: [...instructions, ...toChatMessages([...history.items, ...turn])],
+    messages: [...instructions, ...context],
     ...chatOptions(input),
   };
   return { model, turn, request, reads: access.resources() };

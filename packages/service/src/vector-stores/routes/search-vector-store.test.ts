@@ -210,6 +210,34 @@ describe("the Responses file_search tool", () => {
     expect((await none.json()).detail[0]).toMatchObject({ loc: ["body", "tool_choice", "type"] });
   });
 
+  it("an input of only a file_search_call (by reference) gives the model nothing to read: 422 at input, not the provider's refusal", async () => {
+    const { store, call } = await aliceStore();
+    const first = await call("bob", "/api/v1/llm/responses", {
+      model: "gpt-4o-mini",
+      input: "apple orchard harvest",
+      tools: [{ type: "file_search", vector_store_ids: [store.id] }],
+    });
+    const search = ((await first.json()) as { output: { type: string; id: string }[] }).output[0]!;
+    expect(search.type).toBe("file_search_call");
+    const before = stack.llm.requests.length;
+    const res = await call("bob", "/api/v1/llm/responses", {
+      model: "gpt-4o-mini",
+      input: [{ type: "item_reference", id: search.id }],
+    });
+    expect(res.status).toBe(422);
+    expect((await res.json()).detail[0]).toMatchObject({ loc: ["body", "input"], type: "value_error" });
+    expect(stack.llm.requests.length).toBe(before);
+    // Before a message, it is taken (and not sent).
+    const withMessage = await call("bob", "/api/v1/llm/responses", {
+      model: "gpt-4o-mini",
+      input: [
+        { type: "item_reference", id: search.id },
+        { role: "user", content: "and then?" },
+      ],
+    });
+    expect(withMessage.status).toBe(200);
+  });
+
   it("leaves results out unless include asks; streams OpenAI's file_search_call events", async () => {
     const { store, call } = await aliceStore();
     const plain = await call("bob", "/api/v1/llm/responses", {
