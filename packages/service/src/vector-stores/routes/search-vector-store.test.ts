@@ -146,6 +146,12 @@ describe("POST /vector_stores/{id}/search through the gateway", () => {
       expect(res.status).toBe(422);
       expect(((await res.json()) as { detail: { loc: unknown[] }[] }).detail[0]!.loc).toEqual(loc);
     }
+    // Too many queries says so, at the list.
+    const many = await search("alice", { query: Array.from({ length: 17 }, (_, i) => `q${i}`) });
+    expect(many.status).toBe(422);
+    expect((await many.json()).detail).toEqual([
+      expect.objectContaining({ loc: ["body", "query"], type: "too_long", ctx: { max_length: 16 } }),
+    ]);
   });
 });
 

@@ -5,7 +5,7 @@ import { z } from "zod";
 import { abortOnClose } from "../../http/model-call.ts";
 import { modelRoute } from "../../http/model-route.ts";
 import { nullable, ok } from "../../http/schemas.ts";
-import { notSupported, withoutNulls } from "../../schema.ts";
+import { chosen, notSupported, withoutNulls } from "../../schema.ts";
 import { searchVectorStores, type VectorSearchDeps, type VectorSearchResult } from "../search.ts";
 import {
   attributeFilter,
@@ -17,10 +17,12 @@ import {
 } from "../search-request.ts";
 
 const query = z.string().min(1).max(MAX_QUERY_CHARS);
+const queries = z.array(query).min(1).max(MAX_QUERIES);
 
 /** The body of `POST /vector_stores/{id}/search`, as OpenAI's `VectorStoreSearchRequest`. */
 export const searchVectorStoreBody = z.strictObject({
-  query: z.union([query, z.array(query).min(1).max(MAX_QUERIES)]),
+  // One branch by the value's kind: a list of 17 says "at most 16", not "Invalid input".
+  query: chosen((v) => (Array.isArray(v) ? queries : query)),
   max_num_results: maxNumResults.default(DEFAULT_NUM_RESULTS),
   filters: attributeFilter.optional(),
   ranking_options: rankingOptions.optional(),
