@@ -1,4 +1,4 @@
-import type { z } from "zod";
+import { z } from "zod";
 import { ValidationFailed, type ValidationIssue } from "./errors.ts";
 
 export type Location = "body" | "query" | "path" | "header";
@@ -181,6 +181,15 @@ function holdsAny(input: unknown, secrets: ReadonlySet<unknown>): boolean {
     if (next !== null && typeof next === "object") pending.push(...Object.values(next));
   }
   return false;
+}
+
+/**
+ * A whole number in a query string, checked by `schema` (`z.int().min(1)`, …): digits become the number;
+ * anything else (`abc`, an empty value, the parameter twice) fails as itself, so a 422 echoes what was sent
+ * rather than what a coercion made of it (`NaN`, shown as null; `0` for an empty value).
+ */
+export function queryInt<T extends z.ZodType>(schema: T) {
+  return z.preprocess((v) => (typeof v === "string" && /^[+-]?\d{1,15}$/.test(v) ? Number(v) : v), schema);
 }
 
 /**

@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { z } from "zod";
 import { ValidationFailed } from "../src/errors.ts";
-import { choosing, MAX_ECHOED_INPUT_CHARS, secretField, validate } from "../src/validation.ts";
+import { choosing, MAX_ECHOED_INPUT_CHARS, queryInt, secretField, validate } from "../src/validation.ts";
 
 const schema = z.strictObject({
   branch: z.string().min(1).max(255),
@@ -96,6 +96,24 @@ describe("zod issues become pydantic-style validation errors", () => {
         ctx: { max_length: 4 },
       },
     ]);
+  });
+
+  it("reads a query's whole number from its digits, and echoes anything else as it was sent", () => {
+    const query = z.object({ limit: queryInt(z.int().min(1).max(100)).default(20) });
+    expect(validate("query", query, { limit: "7" })).toEqual({ limit: 7 });
+    expect(validate("query", query, {})).toEqual({ limit: 20 });
+    for (const [limit, type] of [
+      ["abc", "int_type"],
+      ["", "int_type"],
+      ["1.5", "int_type"],
+      [["1", "2"], "int_type"],
+      ["0", "greater_than_equal"],
+    ] as const) {
+      const issues = issuesFor({ limit }, query);
+      expect(issues, JSON.stringify(limit)).toEqual([
+        expect.objectContaining({ loc: ["body", "limit"], type, input: type === "int_type" ? limit : 0 }),
+      ]);
+    }
   });
 
   it("reports every problem, not just the first", () => {

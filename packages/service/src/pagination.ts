@@ -1,16 +1,11 @@
 import { ValidationFailed } from "@gw/core/errors";
+import { queryInt } from "@gw/core/validation";
 import { z } from "zod";
 import { notSupported } from "./schema.ts";
 
 /** A list's `limit`, 1 to `max` (default `fallback`). */
 export const pageLimit = (max: number, fallback: number) =>
-  z
-    .preprocess(
-      // Query values are strings: whole numbers become numbers, anything else fails as itself.
-      (v) => (typeof v === "string" && /^[+-]?\d{1,9}$/.test(v) ? Number(v) : v),
-      z.int().min(1).max(max),
-    )
-    .default(fallback);
+  queryInt(z.int().min(1).max(max)).default(fallback);
 
 /** OpenAI's list query: `limit` 1 to 100 (default 20), `after` an item id, `order` (default `desc`, newest first). */
 export const pageQuery = z.object({

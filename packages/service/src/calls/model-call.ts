@@ -407,10 +407,16 @@ interface UsagePricing {
   cacheHit?: boolean | undefined;
 }
 
+/** The `provider` of the usage rows of calls the response cache answered. */
+export const CACHE_SERVED = "cache";
+
 function usageEventOf(principal: Principal, model: string, usage: Usage, pricing: UsagePricing): UsageEvent {
   const { servedBy } = pricing;
   const who = { org: principal.org, keyId: principal.keyId, user: principal.user, model };
-  if (pricing.cacheHit) return { ...who, usage: NO_TOKENS, cachedResponse: true };
+  // A hit was served by the response cache, not a deployment: `deployments` rows (and `pnpm keys usage`'s
+  // `served`) show it as the provider `cache`, so they add up to the model's row.
+  if (pricing.cacheHit)
+    return { ...who, usage: NO_TOKENS, cachedResponse: true, deployment: { provider: CACHE_SERVED, model } };
   return {
     ...who,
     usage,

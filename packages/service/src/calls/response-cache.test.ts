@@ -1,5 +1,6 @@
 import { randomBytes } from "node:crypto";
 import type { KeyCacheMode } from "@gw/core/principal";
+import { keyUsageByDeployment } from "@gw/core/usage-days";
 import { describe, expect, it } from "vitest";
 import { parseEvents, useStack } from "../../test/stack.ts";
 
@@ -326,6 +327,23 @@ describe("the response cache: streams, stored answers and usage", () => {
       output_tokens: miss.body.usage.output_tokens,
     });
     expect(usage.totals.input_tokens).toBeGreaterThan(0);
+    // By model, the deployments add up to the model: the hit is the cache's row.
+    const byModel = await (
+      await stack.call(key.secret, `/api/v1/usage?start=${today}&group_by=model`)
+    ).json();
+    const [row] = byModel.data;
+    expect(row).toMatchObject({ requests: 2, cached_requests: 1 });
+    expect(row.deployments).toEqual(
+      expect.arrayContaining([
+        expect.objectContaining({ provider: "cache", requests: 1, cached_requests: 1 }),
+      ]),
+    );
+    const sum = (metric: string) =>
+      row.deployments.reduce((n: number, d: Record<string, number>) => n + d[metric]!, 0);
+    expect([sum("requests"), sum("cached_requests")]).toEqual([2, 1]);
+    // And so does pnpm keys usage's `served`, read from the same day hashes.
+    const [served] = await keyUsageByDeployment(stack.redis, key.org, key.id, today, today);
+    expect(served).toMatchObject({ requests: 2, cached_requests: 1 });
   });
 
   it("counts a hit in the key's request windows like any request", async () => {

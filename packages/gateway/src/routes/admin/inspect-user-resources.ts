@@ -2,6 +2,7 @@ import { RESOURCE_TYPES, ROLES } from "@gw/core/authz";
 import { defineRoute } from "@gw/core/http";
 import { objectSchema, stringSchema } from "@gw/core/openapi";
 import { userIdSchema } from "@gw/core/principal";
+import { queryInt } from "@gw/core/validation";
 import { z } from "zod";
 import { audited } from "../../audit/audited.ts";
 import { TAG as AUTHORIZATION, type AuthorizationRouteDeps } from "../authorization/deps.ts";
@@ -9,7 +10,7 @@ import { TAG as AUTHORIZATION, type AuthorizationRouteDeps } from "../authorizat
 export const inspectUserResourcesQuery = z.object({
   resourceType: z.enum(RESOURCE_TYPES),
   role: z.enum(ROLES).default("reader"),
-  limit: z.coerce.number().int().min(1).max(1000).default(100),
+  limit: queryInt(z.int().min(1).max(1000)).default(100),
 });
 
 export interface InspectUserResourcesResponse {

@@ -2,6 +2,7 @@ import { ValidationFailed } from "@gw/core/errors";
 import { type JsonSchema, objectSchema, stringSchema } from "@gw/core/openapi";
 import { ownViewOf } from "@gw/core/permissions";
 import type { Principal } from "@gw/core/principal";
+import { queryInt } from "@gw/core/validation";
 import { z } from "zod";
 import { metadata, nullable, unixTime } from "../../http/schemas.ts";
 import type { ChatProvider } from "../../llm/provider.ts";
@@ -26,7 +27,7 @@ export const scheduleIdParams = z.object({
 
 /** `limit` (1 to 100, default 20) and `after` (the id of the last item of the previous page). */
 export const pageQuery = z.object({
-  limit: z.coerce.number().int().min(1).max(100).default(20),
+  limit: queryInt(z.int().min(1).max(100)).default(20),
   after: z.string().min(1).max(128).optional(),
 });
 

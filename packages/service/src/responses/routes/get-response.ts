@@ -2,6 +2,7 @@ import type { ResourceAuthorization } from "@gw/core/authz";
 import { AppError, notFound } from "@gw/core/errors";
 import { defineRoute } from "@gw/core/http";
 import { stringSchema } from "@gw/core/openapi";
+import { queryInt } from "@gw/core/validation";
 import { z } from "zod";
 import { roleOn } from "../../http/roles.ts";
 import type { BackgroundResponses } from "../background/index.ts";
@@ -12,7 +13,7 @@ import { response, TAG } from "./schemas.ts";
 export const getResponseQuery = z.object({
   // A background response's events, as they are kept (responses/background/events.ts).
   stream: z.enum(["true", "false"]).optional(),
-  starting_after: z.coerce.number().int().min(0).optional(),
+  starting_after: queryInt(z.int().min(0)).optional(),
 });
 
 /**
