@@ -22,6 +22,7 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { AddressInfo } from "node:net";
 import { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
 import { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/streamableHttp.js";
+import { afterAll, beforeAll } from "vitest";
 import { z } from "zod";
 
 export type McpUpstreamMode = "ok" | "500" | "hang" | "garbage" | "redirect";
@@ -122,6 +123,29 @@ function newMcpServer(calls: RecordedCall[], current: () => IncomingMessage, hel
     },
   );
   return server;
+}
+
+/**
+ * A fake upstream for a test file: started before its tests, closed after them. What it returns stands for
+ * the server once started (reading and setting `mode`, `url`, `requests`…), so a file reads as if it held it.
+ */
+export function useFakeMcpServer(): FakeMcpServer {
+  let server: FakeMcpServer | undefined;
+  beforeAll(async () => {
+    server = await startFakeMcpServer();
+  });
+  afterAll(() => server?.close());
+  const started = () => {
+    if (!server) throw new Error("the fake MCP server is used before the file's beforeAll started it");
+    return server;
+  };
+  return new Proxy({} as FakeMcpServer, {
+    get: (_, name) => {
+      const value = Reflect.get(started(), name);
+      return typeof value === "function" ? value.bind(started()) : value;
+    },
+    set: (_, name, value) => Reflect.set(started(), name, value),
+  });
 }
 
 export async function startFakeMcpServer(port = 0): Promise<FakeMcpServer> {

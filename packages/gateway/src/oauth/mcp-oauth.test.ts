@@ -2,7 +2,7 @@ import { createHash, randomBytes } from "node:crypto";
 import { createLogger } from "@gw/core/logger";
 import { createPostgres } from "@gw/core/postgres";
 import { type HttpsDocuments, startHttpsDocuments } from "@gw/test-kit/https-documents";
-import { type FakeMcpServer, startFakeMcpServer } from "@gw/test-kit/mcp-upstream";
+import { useFakeMcpServer } from "@gw/test-kit/mcp-upstream";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -13,13 +13,7 @@ import { clientFetchTo, docsServer, hidden, MemoryProvider } from "../../test/mc
 import type { RunningGateway } from "../server.ts";
 
 const gw = useGateway(MCP_ENV);
-let upstream: FakeMcpServer;
-beforeAll(async () => {
-  upstream = await startFakeMcpServer();
-});
-afterAll(async () => {
-  await upstream?.close();
-});
+const upstream = useFakeMcpServer();
 
 const REDIRECT = "http://127.0.0.1:47123/callback";
 /** Which gateway process the client's requests reach (one replica of the test file's gateway, or another). */

@@ -1,13 +1,9 @@
 import { UpstreamClients, UpstreamPolicy } from "@gw/core/mcp";
-import { type FakeMcpServer, startFakeMcpServer } from "@gw/test-kit/mcp-upstream";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { useFakeMcpServer } from "@gw/test-kit/mcp-upstream";
+import { describe, expect, it } from "vitest";
 
 describe("upstream MCP sessions", () => {
-  let upstream: FakeMcpServer;
-  beforeAll(async () => {
-    upstream = await startFakeMcpServer();
-  });
-  afterAll(() => upstream?.close());
+  const upstream = useFakeMcpServer();
 
   /** Sessions the upstream has seen opened: requests that carry no session id yet (`initialize`). */
   const opened = () => upstream.requests.filter((r) => r.headers["mcp-session-id"] === undefined).length;

@@ -1,18 +1,14 @@
 import { AUDIT_RESOURCE_TYPES, AuditLog } from "@gw/core/audit";
 import { createPostgres } from "@gw/core/postgres";
 import { expectJsonError } from "@gw/test-kit";
-import { type FakeMcpServer, startFakeMcpServer } from "@gw/test-kit/mcp-upstream";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { useFakeMcpServer } from "@gw/test-kit/mcp-upstream";
+import { describe, expect, it } from "vitest";
 import { newOrg } from "../../../test/authorization-helpers.ts";
 import { consoleSessionCookie, consoleSignIn, useGateway } from "../../../test/harness.ts";
 import { caller, MCP_ENV } from "../../../test/mcp/mcp-helpers.ts";
 
 const gw = useGateway(MCP_ENV);
-let upstream: FakeMcpServer;
-beforeAll(async () => {
-  upstream = await startFakeMcpServer();
-});
-afterAll(() => upstream?.close());
+const upstream = useFakeMcpServer();
 
 const AUDIT = "/api/v1/admin/audit";
 

@@ -1,16 +1,12 @@
 import { expectJsonError } from "@gw/test-kit";
-import { type FakeMcpServer, startFakeMcpServer } from "@gw/test-kit/mcp-upstream";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { useFakeMcpServer } from "@gw/test-kit/mcp-upstream";
+import { describe, expect, it } from "vitest";
 import { newOrg } from "../../../test/authorization-helpers.ts";
 import { useGateway } from "../../../test/harness.ts";
 import { caller, MCP_ENV } from "../../../test/mcp/mcp-helpers.ts";
 
 const gw = useGateway(MCP_ENV);
-let upstream: FakeMcpServer;
-beforeAll(async () => {
-  upstream = await startFakeMcpServer();
-});
-afterAll(() => upstream?.close());
+const upstream = useFakeMcpServer();
 
 const SERVERS = "/api/v1/mcp/servers";
 
