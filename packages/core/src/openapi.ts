@@ -494,8 +494,9 @@ export function buildOpenApiDocument(info: ApiDocumentInfo, operations: readonly
           in: "header",
           required: false,
           description:
-            "The end user the caller acts for (its own stable id); the principal becomes that user.",
-          schema: { type: "string", minLength: 1, maxLength: 256 },
+            "The end user the caller acts for (its own stable id): 1 to 256 printable ASCII characters, not `*` (everyone, in a grant); the principal becomes that user.",
+          // `principalUserIdSchema` (principal.ts) written out: its refinement (not `*`) has no JSON Schema of its own.
+          schema: { type: "string", minLength: 1, maxLength: 256, pattern: "^[ -~]*$", not: { const: "*" } },
         },
       },
       responses: catalogueResponses(),
