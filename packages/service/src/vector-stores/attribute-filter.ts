@@ -60,6 +60,8 @@ const isStringOrNumber = (value: unknown): value is string | number =>
 const isScalar = (value: unknown): value is AttributeValue =>
   typeof value === "boolean" || isStringOrNumber(value);
 
+const COMPARISON_TYPES = new Set<unknown>(["eq", "ne", "gt", "gte", "lt", "lte", "in", "nin"]);
+
 /**
  * The SQL condition for `filter` over `column` (a jsonb expression this module
  * trusts, such as `attributes`), its values added through `parameter`.
@@ -85,6 +87,9 @@ export function compileAttributeFilter(
     if (++comparisons > MAX_FILTER_COMPARISONS)
       throw new InvalidAttributeFilter(`a filter holds at most ${MAX_FILTER_COMPARISONS} comparisons`);
     const { type, key, value } = node as ComparisonFilter;
+    // The type first: a filter of a type it does not know is told so, whatever else it holds.
+    if (!COMPARISON_TYPES.has(type))
+      throw new InvalidAttributeFilter(`unknown filter type '${String(type)}'`);
     if (typeof key !== "string" || key.length === 0 || !postgresCanHold(key))
       throw new InvalidAttributeFilter("a comparison names a key (without U+0000)");
     const attribute = `(${column} -> ${parameter(key)})`;

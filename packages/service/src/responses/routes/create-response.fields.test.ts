@@ -159,6 +159,12 @@ describe("request fields", () => {
       ["body", "tools", 0, "filters"],
       /unknown filter type 'near'/,
     ],
+    [
+      // A type it does not know, without a key: the type is what is wrong.
+      { tools: [{ type: "file_search", vector_store_ids: ["vs_1"], filters: { type: "zz" } }] },
+      ["body", "tools", 0, "filters"],
+      /unknown filter type 'zz'/,
+    ],
     [{ tool_choice: { type: "web_search_preview" } }, ["body", "tool_choice", "type"], /not supported/],
     [{ text: { format: { type: "grammar" } } }, ["body", "text", "format", "type"], /not supported/],
     [
