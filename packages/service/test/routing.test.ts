@@ -9,6 +9,7 @@ import { scanKeys } from "@gw/test-kit";
 import { type FakeLLM, startFakeLLM } from "@gw/test-kit/llm-upstream";
 import { InMemorySpanExporter } from "@opentelemetry/sdk-trace";
 import { afterAll, beforeAll, beforeEach, describe, expect, it, vi } from "vitest";
+import { ATTEMPT_OUTCOMES } from "../src/llm/router.ts";
 import { utcDay } from "../src/usage/store.ts";
 import { llmError, parseEvents, useStack } from "./stack.ts";
 
@@ -108,6 +109,15 @@ const B = 'model="gpt-4o",deployment="gpt-4o#1",provider="azure"';
 const today = () => utcDay(new Date());
 
 describe("a model name routed across deployments", () => {
+  it("has every attempt outcome of every deployment on /metrics from the start, at 0 until one happens", async () => {
+    const text = await metrics();
+    for (const outcome of ATTEMPT_OUTCOMES) {
+      expect(text, outcome).toMatch(
+        new RegExp(`^service_llm_attempts_total\\{${B},outcome="${outcome}"\\} \\d+$`, "m"),
+      );
+    }
+  });
+
   it("serves a call through the second deployment when the first answers 500, and the client sees only the answer", async () => {
     const key = await stack.createKey();
     a.mode = "fail";
@@ -208,6 +218,7 @@ describe("a model name routed across deployments", () => {
     const key = await stack.createKey({ limits: { spend: { day: 1 } } });
     a.mode = "error-midstream";
     const before = b.requests.length;
+    const start = await metrics();
     const res = await stack.call(key.secret, "/api/v1/llm/responses", {
       json: { model: "gpt-4o", input: "one two three", stream: true },
       user: "alice",
@@ -217,6 +228,12 @@ describe("a model name routed across deployments", () => {
     expect(events.map((e) => e.type)).toContain("response.output_text.delta");
     expect(events.at(-1)?.type).toBe("response.failed");
     expect(b.requests.length).toBe(before);
+    // The attempt is counted as the stream that broke it is.
+    const after = await metrics();
+    const delta = (labels: string) =>
+      sample(after, "service_llm_attempts_total", labels) -
+      sample(start, "service_llm_attempts_total", labels);
+    expect(delta(`${A},outcome="broken"`)).toBe(1);
     const usage = await (
       await stack.call(key.secret, `/api/v1/usage?start=${today()}&group_by=model`)
     ).json();

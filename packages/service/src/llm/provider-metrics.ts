@@ -189,7 +189,7 @@ export function createProviderMetrics(metrics: Metrics) {
       for (const d of catalogue.deployments) {
         const labels = labelsOf(d);
         served.inc(labels, 0);
-        attempts.inc({ ...labels, outcome: "ok" }, 0);
+        for (const outcome of ATTEMPT_OUTCOMES) attempts.inc({ ...labels, outcome }, 0);
         retries.inc(labels, 0);
         cooldowns.inc(labels, 0);
         cost.inc(labels, 0);

@@ -533,9 +533,12 @@ class Route<R extends RoutedCall> {
     if (this.expired.signal.aborted) throw error;
   }
 
-  /** A stream broke after it reached the client: counted against the deployment, never retried. */
+  /**
+   * A stream broke after it reached the client: counted against the deployment (`broken`, unless it went
+   * silent, `timeout`, or our caller went away, `cancelled`), never retried.
+   */
   async broke(attempt: Attempt<R>, err: unknown): Promise<void> {
-    const outcome = this.signal.aborted ? "cancelled" : outcomeOf(err);
+    const outcome = this.signal.aborted ? "cancelled" : err instanceof ProviderTimeout ? "timeout" : "broken";
     this.deps.metrics?.attempt(
       attempt.deployment,
       outcome,
