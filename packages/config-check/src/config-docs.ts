@@ -83,9 +83,11 @@ function shapeOf(schema: z.ZodType): Record<string, z.ZodType> {
 
 /** The default a variable's schema applies when it is unset, as the docs show it. */
 function defaultOf(schema: z.ZodType): string {
-  // The default as written (before a transform), else what parsing an unset variable gives.
-  const declared = (z.toJSONSchema(schema, { io: "input", unrepresentable: "any" }) as { default?: unknown })
-    .default;
+  // The default as written: a schema's own (`env.duration("1h")` says `1h`, which a transform turns into
+  // milliseconds), or its JSON Schema's; else what parsing an unset variable gives.
+  const declared =
+    (z.globalRegistry.get(schema) as { default?: unknown } | undefined)?.default ??
+    (z.toJSONSchema(schema, { io: "input", unrepresentable: "any" }) as { default?: unknown }).default;
   const parsed = declared === undefined ? schema.safeParse(undefined) : { success: true, data: declared };
   const value = parsed.success ? parsed.data : undefined;
   if (value === undefined || (typeof value === "object" && value && Object.keys(value).length === 0))

@@ -116,7 +116,12 @@ export const env = {
       )
       .optional(),
   /** A duration with its unit (`30d`, `12h`, `5s`, `250ms`), in milliseconds; at least one millisecond. */
-  duration: (fallback: string) => env.optionalDuration().transform((ms) => ms ?? parseDuration(fallback)!),
+  duration: (fallback: string) =>
+    env
+      .optionalDuration()
+      .transform((ms) => ms ?? parseDuration(fallback)!)
+      // The default as an operator writes it (`1h`), for the configuration reference.
+      .meta({ default: fallback }),
   /** A duration with its unit, or unset. */
   optionalDuration: () =>
     z
@@ -126,7 +131,10 @@ export const env = {
         if (ms === undefined || ms < 1) {
           ctx.addIssue({
             code: "custom",
-            message: `${JSON.stringify(text)}: expected a duration with a unit: 30d, 12h, 15m, 5s or 250ms`,
+            message:
+              ms === undefined
+                ? `${JSON.stringify(text)}: expected a duration with a unit: 30d, 12h, 15m, 5s or 250ms`
+                : `${JSON.stringify(text)} is no time at all: a duration is at least 1ms`,
           });
           return z.NEVER;
         }

@@ -166,8 +166,12 @@ describe("durations", () => {
     for (const bad of ["30", "30 days", "3w", "-5s", "s", "1e3s"]) expect(parseDuration(bad)).toBeUndefined();
     expect(parseDuration("0s")).toBe(0);
     expect(() => loadConfig(durations, { KEEP: "30", IDLE: "0s" })).toThrow(
-      /KEEP: "30": expected a duration with a unit[\s\S]*IDLE: "0s": expected a duration with a unit/,
+      /KEEP: "30": expected a duration with a unit[\s\S]*IDLE: "0s" is no time at all: a duration is at least 1ms/,
     );
+  });
+
+  it("say their default as written, for the configuration reference", () => {
+    expect(z.globalRegistry.get(durations.shape.KEEP)).toMatchObject({ default: "30d" });
   });
 });
 
