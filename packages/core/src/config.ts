@@ -79,18 +79,25 @@ export function loadConfigOrExit<S extends z.ZodType>(
 
 /**
  * For `main` modules: runs `check` (a rule over settings that one schema cannot see, such as what
- * `NODE_ENV=production` refuses); a `ConfigError` it throws stops the process as a bad variable does.
+ * `NODE_ENV=production` refuses, or a whole start-up that reads files the settings name); a `ConfigError`
+ * it throws, or its promise rejects with, stops the process as a bad variable does (exit 78).
  */
 export function exitOnConfigError<T>(check: () => T): T {
   try {
-    return check();
+    const result = check();
+    // A start-up that finds a bad setting as it goes (a key set that does not read) stops the same way.
+    return (result instanceof Promise ? result.catch(exitIfConfigError) : result) as T;
   } catch (err) {
-    if (err instanceof ConfigError) {
-      process.stderr.write(`${err.message}\n`);
-      process.exit(78); // EX_CONFIG
-    }
-    throw err;
+    return exitIfConfigError(err);
   }
+}
+
+function exitIfConfigError(err: unknown): never {
+  if (err instanceof ConfigError) {
+    process.stderr.write(`${err.message}\n`);
+    process.exit(78); // EX_CONFIG
+  }
+  throw err;
 }
 
 /** Building blocks shared by the per-process schemas. */

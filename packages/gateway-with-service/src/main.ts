@@ -8,7 +8,7 @@ const configs = exitOnConfigError(() => loadConfigs());
 exitOnConfigError(() => refuseDevelopmentSettings(configs.service));
 // Before any client is made: one tracer for the process, its spans named as the gateway's.
 await startTracing("gateway", configs.gateway);
-const running = await startGatewayWithService(configs);
+const running = await exitOnConfigError(() => startGatewayWithService(configs));
 reportListening(running.gateway.port);
 
 onShutdown(

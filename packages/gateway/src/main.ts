@@ -1,4 +1,4 @@
-import { loadConfigOrExit } from "@gw/core/config";
+import { exitOnConfigError, loadConfigOrExit } from "@gw/core/config";
 import { onShutdown, reportListening, SHUTDOWN_DEADLINE_MS } from "@gw/core/process";
 import { startTracing, stopTracing } from "@gw/core/tracing";
 import { gatewayConfigSchema } from "./config.ts";
@@ -7,7 +7,7 @@ import { startGateway } from "./server.ts";
 const config = loadConfigOrExit(gatewayConfigSchema);
 // Before any client is made: the hooks that make spans are installed only when tracing is on.
 await startTracing("gateway", config);
-const gateway = await startGateway(config);
+const gateway = await exitOnConfigError(() => startGateway(config));
 reportListening(gateway.port);
 
 onShutdown(

@@ -3,6 +3,7 @@ import { resolve } from "node:path";
 import { AuditLog } from "@gw/core/audit";
 import { type AuthorizationHooks, connectAuthorization, type ResourceAuthorization } from "@gw/core/authz";
 import { type Clock, systemClock } from "@gw/core/clock";
+import { ConfigError } from "@gw/core/config";
 import { closeGracefully, listen, listenForMetrics, type RouteTemplate, routesOf } from "@gw/core/http";
 import { assertionSecret, InternalAssertions } from "@gw/core/internal-assertion";
 import { createLogger, type Logger, redactUrl } from "@gw/core/logger";
@@ -41,7 +42,12 @@ import { AuthorizationRequests } from "./oauth/requests.ts";
 import { RevokedFamilies } from "./oauth/revoked-families.ts";
 import { RequestWindows } from "./rate-limit/request-windows.ts";
 import { LookupCursors } from "./routes/authorization/lookup-cursor.ts";
-import { developmentSigningKeys, loadSigningKeys, type SigningKeys } from "./tokens/signing-keys.ts";
+import {
+  developmentSigningKeys,
+  loadSigningKeys,
+  SigningKeyConfigError,
+  type SigningKeys,
+} from "./tokens/signing-keys.ts";
 import { CLOCK_TOLERANCE_SECONDS, TokenService } from "./tokens/tokens.ts";
 
 /** How often expired audit records are deleted (each replica; the sweeps skip each other's rows). */
@@ -86,6 +92,8 @@ export async function startGateway(
 ): Promise<RunningGateway> {
   const clock = seams.clock ?? systemClock;
   const vaultKeys = await vaultKeysOf(config.VAULT_KEYS, config.DATA_DIR, logger);
+  // Read before anything is connected: a key set that does not read stops the start (exit 78) at once.
+  const jwtKeys = await signingKeys(config, logger);
   const metrics = createGatewayMetrics();
   // No offline queue: while Redis is away, commands fail at once instead of piling up behind a timeout.
   const redis = createRedis(config.REDIS_URL, {
@@ -206,7 +214,7 @@ export async function startGateway(
       logger.debug({ err: (err as Error).message }, "unused lease points could not be given back"),
   });
 
-  const tokens = new TokenService(await signingKeys(config, logger), config.GATEWAY_PUBLIC_URL, clock);
+  const tokens = new TokenService(jwtKeys, config.GATEWAY_PUBLIC_URL, clock);
 
   const secret = await assertionSecret(
     config.INTERNAL_ASSERTION_SECRET,
@@ -351,9 +359,29 @@ export async function startGateway(
 
 /** Configured keys (env or file), else the development key under DATA_DIR. */
 async function signingKeys(config: GatewayConfig, logger: Logger): Promise<SigningKeys> {
-  if (config.JWT_SIGNING_KEYS) return loadSigningKeys(config.JWT_SIGNING_KEYS, config.JWT_ACTIVE_KID);
+  // A key set that does not read is a bad setting (exit 78, the variable named), not a crash.
+  const named = async (variable: string, read: () => Promise<string>) => {
+    let text: string;
+    try {
+      text = await read();
+    } catch (err) {
+      throw new ConfigError([`${variable}: cannot be read (${(err as NodeJS.ErrnoException).code ?? err})`]);
+    }
+    try {
+      return await loadSigningKeys(text, config.JWT_ACTIVE_KID);
+    } catch (err) {
+      if (!(err instanceof SigningKeyConfigError)) throw err;
+      const about = err.activeKid ? "JWT_ACTIVE_KID" : variable;
+      throw new ConfigError([`${about}: ${err.message}`]);
+    }
+  };
+  if (config.JWT_SIGNING_KEYS) {
+    const keys = config.JWT_SIGNING_KEYS;
+    return named("JWT_SIGNING_KEYS", async () => keys);
+  }
   if (config.JWT_SIGNING_KEYS_FILE) {
-    return loadSigningKeys(await readFile(config.JWT_SIGNING_KEYS_FILE, "utf8"), config.JWT_ACTIVE_KID);
+    const file = config.JWT_SIGNING_KEYS_FILE;
+    return named("JWT_SIGNING_KEYS_FILE", () => readFile(file, "utf8"));
   }
   return developmentSigningKeys(resolve(config.DATA_DIR, "jwt", "development-signing-keys.json"), logger);
 }

@@ -8,7 +8,7 @@ const config = loadConfigOrExit(serviceConfigSchema);
 exitOnConfigError(() => refuseDevelopmentSettings(config));
 // Before any client is made: the hooks that make spans are installed only when tracing is on.
 await startTracing("service", config);
-const service = await startService(config);
+const service = await exitOnConfigError(() => startService(config));
 reportListening(service.port);
 onShutdown(async (reason) => {
   service.logger.info({ reason }, "shutting down");

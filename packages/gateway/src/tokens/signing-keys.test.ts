@@ -1,6 +1,8 @@
+import { execFile } from "node:child_process";
 import { mkdtemp, stat } from "node:fs/promises";
 import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { join, resolve } from "node:path";
+import { promisify } from "node:util";
 import { capturingLogger } from "@gw/test-kit";
 import { createLocalJWKSet, jwtVerify } from "jose";
 import { describe, expect, it } from "vitest";
@@ -38,6 +40,54 @@ describe("signing keys from configuration", () => {
     await expect(loadSigningKeys(JSON.stringify([publicOnly(a)]))).rejects.toThrow(/to sign with/);
     await expect(loadSigningKeys(JSON.stringify([a, publicOnly(ed)]), ed.kid)).rejects.toThrow(/cannot sign/);
   });
+
+  it.concurrent.each([
+    [
+      "JWT_SIGNING_KEYS",
+      { JWT_SIGNING_KEYS: "{bad" },
+      /^ {2}- JWT_SIGNING_KEYS: JWT signing keys are not valid JSON$/m,
+    ],
+    [
+      "JWT_SIGNING_KEYS_FILE",
+      { JWT_SIGNING_KEYS_FILE: "/nonexistent/keys.json" },
+      /^ {2}- JWT_SIGNING_KEYS_FILE: cannot be read \(ENOENT\)$/m,
+    ],
+    [
+      "JWT_ACTIVE_KID",
+      { JWT_ACTIVE_KID: "nope" },
+      /^ {2}- JWT_ACTIVE_KID: JWT signing keys: no key nope to sign with$/m,
+    ],
+    // Not a key set, but found as the start goes too: the vault's keys, which production must be given.
+    ["VAULT_KEYS", { NODE_ENV: "production" }, /^ {2}- VAULT_KEYS: required in production/m],
+  ])(
+    "the gateway with a %s that cannot be used exits 78 naming it, before connecting to anything",
+    async (_name, settings, named) => {
+      const keys = JSON.stringify({ keys: [await generateSigningJwk()] });
+      const failed = await promisify(execFile)(
+        process.execPath,
+        [resolve(import.meta.dirname, "../main.ts")],
+        {
+          env: {
+            PATH: process.env.PATH,
+            DATA_DIR: await mkdtemp(join(tmpdir(), "gw-keys-")),
+            // Nothing listens here: a gateway that went on would fail otherwise, not with 78.
+            REDIS_URL: "redis://127.0.0.1:9",
+            DATABASE_URL: "postgres://gateway@127.0.0.1:9/gateway",
+            SPICEDB_ENDPOINT: "127.0.0.1:9",
+            SPICEDB_PRESHARED_KEY: "development-key",
+            ...("JWT_ACTIVE_KID" in settings ? { JWT_SIGNING_KEYS: keys } : {}),
+            ...settings,
+          },
+        },
+      ).then(
+        () => undefined,
+        (err: { code: number; stderr: string }) => err,
+      );
+      expect(failed?.code).toBe(78);
+      expect(failed!.stderr).toMatch(/^Invalid configuration:\n/);
+      expect(failed!.stderr).toMatch(named);
+    },
+  );
 
   it("publishes only public halves", async () => {
     const keys = await loadSigningKeys(JSON.stringify({ keys: [await generateSigningJwk()] }));

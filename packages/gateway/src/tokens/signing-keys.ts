@@ -15,7 +15,15 @@ export interface SigningKeys {
   publicJwks: JWK[];
 }
 
-export class SigningKeyConfigError extends Error {}
+/** A key set that cannot sign; `activeKid`: the problem is `JWT_ACTIVE_KID`, which names no key of it. */
+export class SigningKeyConfigError extends Error {
+  readonly activeKid: boolean;
+  constructor(message: string, activeKid = false) {
+    super(message);
+    this.name = "SigningKeyConfigError";
+    this.activeKid = activeKid;
+  }
+}
 
 const PUBLIC_MEMBERS = ["kty", "crv", "x", "y", "kid", "alg", "use"] as const;
 
@@ -62,6 +70,7 @@ export async function loadSigningKeys(json: string, activeKid?: string): Promise
   if (!signer)
     throw new SigningKeyConfigError(
       `JWT signing keys: no key ${activeKid ?? "with a private part"} to sign with`,
+      activeKid !== undefined,
     );
   if (!signer.d)
     throw new SigningKeyConfigError(`JWT signing key ${signer.kid} has no private part and cannot sign`);
