@@ -224,6 +224,34 @@ describe("pnpm start stops as one, whichever of its processes is told to", () =>
     expect(failed!.stdout + failed!.stderr).not.toMatch(/started|options\.port|\n\s+at /);
   }, 60_000); // pnpm and Node's start take seconds on a loaded machine
 
+  it("one port given to two parts (SERVICE_PORT = PORT): says so with both settings, before starting anything", async () => {
+    const base = await freshEnv();
+    const env = { ...base, SERVICE_PORT: base.PORT };
+    const failed = await run("pnpm", ["start"], { cwd: REPO_ROOT, env }).then(
+      () => undefined,
+      (err: { code: number; stdout: string; stderr: string }) => err,
+    );
+    expect(failed?.code).toBe(1);
+    const lines = failed!.stdout.split("\n").filter((l) => l.startsWith("{"));
+    expect(lines).toHaveLength(1);
+    expect(JSON.parse(lines[0]!)).toMatchObject({
+      msg: "stack failed to start",
+      err: `port ${base.PORT} is given to both the service (SERVICE_PORT) and the gateway (PORT): give each its own`,
+    });
+    expect(failed!.stdout + failed!.stderr).not.toMatch(/EADDRINUSE|\n\s+at /);
+  }, 60_000);
+
+  it("a bad setting of the service (RESPONSE_RETENTION=abc): exits 78 with the service's own naming of it", async () => {
+    const env = { ...(await freshEnv()), RESPONSE_RETENTION: "abc" };
+    const failed = await run("pnpm", ["start"], { cwd: REPO_ROOT, env }).then(
+      () => undefined,
+      (err: { code: number; stdout: string; stderr: string }) => err,
+    );
+    expect(failed?.code).toBe(78);
+    expect(failed!.stdout).toMatch(/RESPONSE_RETENTION: \\"abc\\": expected a duration with a unit/);
+    expect(failed!.stdout + failed!.stderr).not.toMatch(/stack is ready|\n\s+at /);
+  }, 120_000);
+
   it("with the gateway's port taken, says so with the setting to change, before starting anything", async () => {
     const taken = createServer();
     await new Promise<void>((resolve) => taken.listen(0, "127.0.0.1", resolve));

@@ -94,8 +94,11 @@ export async function startNodeProcess(options: {
   const deadline = Date.now() + (options.timeoutMs ?? 20_000);
   while (port === 0 || !(await isReady(port))) {
     if (child.exitCode !== null) {
-      throw new Error(
-        `${options.name} exited with code ${child.exitCode} before it was ready; its last output:\n${tail()}`,
+      throw Object.assign(
+        new Error(
+          `${options.name} exited with code ${child.exitCode} before it was ready; its last output:\n${tail()}`,
+        ),
+        { exitCode: child.exitCode },
       );
     }
     if (Date.now() > deadline) {

@@ -169,7 +169,18 @@ function inUse({ port, host }: PlannedPort): Promise<boolean> {
  */
 async function checkPorts(env: NodeJS.ProcessEnv): Promise<void> {
   const taken: string[] = [];
-  for (const planned of plannedPorts(env)) {
+  const parts = plannedPorts(env);
+  // Two parts of the stack given one port: the second would find the first there, after it started.
+  const given = new Map<number, PlannedPort>();
+  for (const part of parts) {
+    const first = part.port === 0 ? undefined : given.get(part.port);
+    if (first)
+      throw new Error(
+        `port ${part.port} is given to both ${first.what} (${first.setting.split(" ")[0]}) and ${part.what} (${part.setting.split(" ")[0]}): give each its own`,
+      );
+    given.set(part.port, part);
+  }
+  for (const planned of parts) {
     if (await inUse(planned))
       taken.push(`port ${planned.port} (${planned.what}) is in use: set ${planned.setting}`);
   }
@@ -438,7 +449,8 @@ for (const signal of ["SIGINT", "SIGTERM", "SIGHUP"] as const)
   });
 stopWhenOrphaned();
 
-main().catch((err: Error) => {
+main().catch((err: Error & { exitCode?: number | null }) => {
   announce.error({ err: err.message }, "stack failed to start");
-  void stopAll(1);
+  // A part that refused its settings (78, EX_CONFIG, the variable named in its output) ends the stack so too.
+  void stopAll(err.exitCode === 78 ? 78 : 1);
 });
