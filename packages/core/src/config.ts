@@ -54,6 +54,15 @@ function describeProblem(name: string, given: string | undefined, issue: z.core.
     given.length > MAX_ECHOED_CHARS ? `${given.slice(0, MAX_ECHOED_CHARS)}…` : given,
   );
   if (issue.code === "invalid_type" && issue.expected === "number") return `${shown} is not a number`;
+  // zod's own words ("Too small: expected number to be >=600") said plainly; a schema's own message is kept.
+  const zods = /^(Too (small|big)|Invalid (option|input|URL))\b/.test(issue.message);
+  if (zods && issue.code === "too_small" && issue.origin === "number")
+    return `${shown} is too small: the least allowed is ${issue.minimum}${issue.inclusive ? "" : " (not included)"}`;
+  if (zods && issue.code === "too_big" && issue.origin === "number")
+    return `${shown} is too big: the most allowed is ${issue.maximum}${issue.inclusive ? "" : " (not included)"}`;
+  if (zods && issue.code === "invalid_value")
+    return `${shown} is not one of ${issue.values.map((v) => JSON.stringify(v)).join(", ")}`;
+  if (zods && issue.code === "invalid_format" && issue.format === "url") return `${shown} is not a URL`;
   return `${shown}: ${issue.message}`;
 }
 
