@@ -65,4 +65,13 @@ describe("pnpm authz (read-only)", () => {
       expect(out.stderr).toMatch(/usage:/);
     }
   });
+
+  it("--help prints the usage on stdout and exits 0, as pnpm keys --help does", async () => {
+    for (const args of [["--help"], ["grants", "-h"]]) {
+      const out = await authz(args);
+      expect(out.code, args.join(" ")).toBe(0);
+      expect(out.stdout).toMatch(/^usage:\n {2}pnpm authz grants/);
+      expect(out.stderr).toBe("");
+    }
+  });
 });

@@ -74,6 +74,11 @@ export async function main(
   environment: NodeJS.ProcessEnv = process.env,
   io: CliOutput = process,
 ): Promise<number> {
+  // `--help` (or `-h`): the usage on stdout, exit 0, before anything else is read.
+  if (argv.includes("--help") || argv.includes("-h")) {
+    io.stdout.write(`${USAGE}\n`);
+    return 0;
+  }
   let parsed: ReturnType<typeof parse>;
   let config: z.output<typeof configSchema>;
   try {
