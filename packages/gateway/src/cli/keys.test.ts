@@ -63,6 +63,13 @@ describeEachTopology("on %s Redis", (topology) => {
       expect(listed).toHaveLength(1);
       expect(listed[0].id).toBe(created.id);
       expect(JSON.stringify(listed)).not.toContain(created.key);
+      // When it last authenticated a request, as the admin API lists it: not yet.
+      expect(listed[0].lastUsedAt).toBeNull();
+      const used = await gw.call("/api/v1/authentication/whoami", { bearer: created.key });
+      expect(used.status).toBe(200);
+      await expect
+        .poll(async () => JSON.parse((await keys(["get", created.id])).stdout).lastUsedAt)
+        .toMatch(/^\d{4}-\d\d-\d\dT/);
 
       const updated = JSON.parse(
         (await keys(["update", created.id, "--limit", "minute=30", "--permissions", "responses:read"]))

@@ -153,6 +153,11 @@ export async function runKeysCommand(
   };
   // As the admin API shows a key: its status as authentication would see it now.
   const view = (record: ApiKeyRecord) => toView(record, systemClock.wall());
+  // As the admin API lists keys: each with when it last authenticated a request, or null.
+  const withLastUse = async (records: ApiKeyRecord[]) => {
+    const used = await store.lastUsed(records.map((r) => r.id));
+    return records.map((r) => ({ ...view(r), lastUsedAt: used.get(r.id) ?? null }));
+  };
   const found = <T>(record: T | undefined): T => {
     if (!record) throw new Error(`no API key ${id}`);
     return record;
@@ -175,10 +180,10 @@ export async function runKeysCommand(
     }
     case "list": {
       if (!values.org) throw new UsageError("list needs --org");
-      return (await store.listByOrg(values.org)).map(view);
+      return withLastUse(await store.listByOrg(values.org));
     }
     case "get":
-      return view(found(await store.get(needId())));
+      return (await withLastUse([found(await store.get(needId()))]))[0];
     case "update": {
       const key = needId();
       const expires = values["expires-at"];
