@@ -197,8 +197,9 @@ describe("pnpm start stops as one, whichever of its processes is told to", () =>
     expect(stack.output()).toContain("the process that ran the stack is gone; stopping the stack");
   }, 120_000);
 
-  it("NODE_ENV=production with no model provider configured: exits 78 naming LLM_BASE_URL, before starting anything", async () => {
-    const env = { ...(await freshEnv()), NODE_ENV: "production" };
+  it("NODE_ENV=production with no model provider and no vault keys: exits 78 naming LLM_BASE_URL and VAULT_KEYS, before starting anything", async () => {
+    const env: NodeJS.ProcessEnv = { ...(await freshEnv()), NODE_ENV: "production" };
+    delete env.VAULT_KEYS;
     // Bounded: a stack that started instead would run until stopped (killing pnpm stops it).
     const failed = await run("pnpm", ["start"], { cwd: REPO_ROOT, env, timeout: 30_000 }).then(
       () => undefined,
@@ -208,6 +209,8 @@ describe("pnpm start stops as one, whichever of its processes is told to", () =>
     expect(failed!.stderr).toMatch(
       /^Invalid configuration:\n {2}- LLM_BASE_URL: required with NODE_ENV=production .*development model provider/m,
     );
+    // The vault too: pnpm start would otherwise make a development key for production.
+    expect(failed!.stderr).toMatch(/^ {2}- VAULT_KEYS: required in production \(NODE_ENV=production\)/m);
     expect(failed!.stdout + failed!.stderr).not.toMatch(/started|\n\s+at /);
   }, 60_000);
 

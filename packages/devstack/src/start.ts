@@ -54,11 +54,22 @@ const config = loadConfigOrExit(
 /** No provider configured: `pnpm start` runs its development provider, which answers model calls by echoing them. */
 const runsDevelopmentProvider = (env: NodeJS.ProcessEnv) => !env.MODELS_FILE && !env.LLM_BASE_URL;
 // Production never answers with it: a deployment that forgot its provider stops here, not at its first call.
+// Nor with a development key for its vault, which `pnpm start` would otherwise make.
 exitOnConfigError(() => {
-  if (process.env.NODE_ENV === "production" && runsDevelopmentProvider(process.env))
-    throw new ConfigError([
-      "LLM_BASE_URL: required with NODE_ENV=production (or MODELS_FILE): without a provider `pnpm start` runs its development model provider, which only echoes what it is sent",
-    ]);
+  if (process.env.NODE_ENV !== "production") return;
+  const problems = [
+    ...(runsDevelopmentProvider(process.env)
+      ? [
+          "LLM_BASE_URL: required with NODE_ENV=production (or MODELS_FILE): without a provider `pnpm start` runs its development model provider, which only echoes what it is sent",
+        ]
+      : []),
+    ...(process.env.VAULT_KEYS
+      ? []
+      : [
+          "VAULT_KEYS: required in production (NODE_ENV=production): without it `pnpm start` gives the gateway and the service a development key kept under DATA_DIR",
+        ]),
+  ];
+  if (problems.length > 0) throw new ConfigError(problems);
 });
 const logger = createLogger("devstack", config.LOG_LEVEL);
 /** What must be seen whatever LOG_LEVEL says: that the stack is ready, and why it stops. */
