@@ -1,3 +1,4 @@
+import { accessSync, constants } from "node:fs";
 import { resolve } from "node:path";
 import { DEFAULT_LOCAL_PRESHARED_KEY, DEFAULT_LOCAL_SPICEDB_PORT } from "@gw/core/authz/local";
 import { env } from "@gw/core/config";
@@ -12,7 +13,20 @@ export const spicedbLocalConfigSchema = z.object({
   /** Preshared key clients must present. Default: the documented development key. */
   SPICEDB_PRESHARED_KEY: z.string().min(1).default(DEFAULT_LOCAL_PRESHARED_KEY),
   /** Schema written at start. Default spicedb/schema.zed of this repository. */
-  SPICEDB_SCHEMA_FILE: z.string().default(resolve(import.meta.dirname, "../../../spicedb/schema.zed")),
+  SPICEDB_SCHEMA_FILE: z
+    .string()
+    .default(resolve(import.meta.dirname, "../../../spicedb/schema.zed"))
+    .superRefine((file, ctx) => {
+      // Read at start: a file that is not there is a bad setting (exit 78, named), not a failed start.
+      try {
+        accessSync(file, constants.R_OK);
+      } catch (err) {
+        ctx.addIssue({
+          code: "custom",
+          message: `${JSON.stringify(file)} cannot be read (${(err as NodeJS.ErrnoException).code ?? err})`,
+        });
+      }
+    }),
   /** Local data; relationships are kept in its `spicedb` folder. Default .data. */
   DATA_DIR: z.string().default(".data"),
   /** Port of SpiceDB's own Prometheus metrics (`/metrics`). Unset: none. */
