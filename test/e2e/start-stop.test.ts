@@ -24,6 +24,21 @@ async function stackProcesses(stack: RunningStack): Promise<{ runner: number; ch
   return { runner: ready.pid, children: Object.values(ready.processes) };
 }
 
+/** The one JSON line a start that failed before anything started writes ("stack failed to start"). */
+function onlyLogLine(failed: { stdout: string } | undefined): Record<string, unknown> {
+  const lines = failed!.stdout.split("\n").filter((l) => l.startsWith("{"));
+  expect(lines).toHaveLength(1);
+  return JSON.parse(lines[0]!);
+}
+
+/** A `pnpm start` that is expected to fail: its exit code and output (undefined if it exited 0). */
+function failedStart(env: NodeJS.ProcessEnv, timeout?: number) {
+  return run("pnpm", ["start"], { cwd: REPO_ROOT, env, ...(timeout ? { timeout } : {}) }).then(
+    () => undefined,
+    (err: { code: number; stdout: string; stderr: string }) => err,
+  );
+}
+
 describe("pnpm start stops as one, whichever of its processes is told to", () => {
   const dirs: string[] = [];
   let stack: RunningStack | undefined;
@@ -201,10 +216,7 @@ describe("pnpm start stops as one, whichever of its processes is told to", () =>
     const env: NodeJS.ProcessEnv = { ...(await freshEnv()), NODE_ENV: "production" };
     delete env.VAULT_KEYS;
     // Bounded: a stack that started instead would run until stopped (killing pnpm stops it).
-    const failed = await run("pnpm", ["start"], { cwd: REPO_ROOT, env, timeout: 30_000 }).then(
-      () => undefined,
-      (err: { code: number; stdout: string; stderr: string }) => err,
-    );
+    const failed = await failedStart(env, 30_000);
     expect(failed?.code).toBe(78);
     expect(failed!.stderr).toMatch(
       /^Invalid configuration:\n {2}- LLM_BASE_URL: required with NODE_ENV=production .*development model provider/m,
@@ -216,10 +228,7 @@ describe("pnpm start stops as one, whichever of its processes is told to", () =>
 
   it("a setting that is not a port (SERVICE_PORT=abc): exits 78 naming the variable, before starting anything", async () => {
     const env = { ...(await freshEnv()), SERVICE_PORT: "abc" };
-    const failed = await run("pnpm", ["start"], { cwd: REPO_ROOT, env }).then(
-      () => undefined,
-      (err: { code: number; stdout: string; stderr: string }) => err,
-    );
+    const failed = await failedStart(env);
     expect(failed?.code).toBe(78);
     expect(failed!.stderr).toMatch(
       /^Invalid configuration:\n {2}- SERVICE_PORT: "abc" is not a port \(a whole number from 0 to 65535\)$/m,
@@ -230,14 +239,9 @@ describe("pnpm start stops as one, whichever of its processes is told to", () =>
   it("one port given to two parts (SERVICE_PORT = PORT): says so with both settings, before starting anything", async () => {
     const base = await freshEnv();
     const env = { ...base, SERVICE_PORT: base.PORT };
-    const failed = await run("pnpm", ["start"], { cwd: REPO_ROOT, env }).then(
-      () => undefined,
-      (err: { code: number; stdout: string; stderr: string }) => err,
-    );
+    const failed = await failedStart(env);
     expect(failed?.code).toBe(1);
-    const lines = failed!.stdout.split("\n").filter((l) => l.startsWith("{"));
-    expect(lines).toHaveLength(1);
-    expect(JSON.parse(lines[0]!)).toMatchObject({
+    expect(onlyLogLine(failed)).toMatchObject({
       msg: "stack failed to start",
       err: `port ${base.PORT} is given to both the service (SERVICE_PORT) and the gateway (PORT): give each its own`,
     });
@@ -246,10 +250,7 @@ describe("pnpm start stops as one, whichever of its processes is told to", () =>
 
   it("a bad setting of the service (RESPONSE_RETENTION=abc): exits 78 with the service's own naming of it", async () => {
     const env = { ...(await freshEnv()), RESPONSE_RETENTION: "abc" };
-    const failed = await run("pnpm", ["start"], { cwd: REPO_ROOT, env }).then(
-      () => undefined,
-      (err: { code: number; stdout: string; stderr: string }) => err,
-    );
+    const failed = await failedStart(env);
     expect(failed?.code).toBe(78);
     expect(failed!.stdout).toMatch(/RESPONSE_RETENTION: \\"abc\\": expected a duration with a unit/);
     expect(failed!.stdout + failed!.stderr).not.toMatch(/stack is ready|\n\s+at /);
@@ -261,14 +262,9 @@ describe("pnpm start stops as one, whichever of its processes is told to", () =>
     const port = (taken.address() as { port: number }).port;
     try {
       const env = { ...(await freshEnv()), PORT: String(port) };
-      const failed = await run("pnpm", ["start"], { cwd: REPO_ROOT, env }).then(
-        () => undefined,
-        (err: { code: number; stdout: string; stderr: string }) => err,
-      );
+      const failed = await failedStart(env);
       expect(failed?.code).toBe(1);
-      const lines = failed!.stdout.split("\n").filter((l) => l.startsWith("{"));
-      expect(lines).toHaveLength(1);
-      expect(JSON.parse(lines[0]!)).toMatchObject({
+      expect(onlyLogLine(failed)).toMatchObject({
         msg: "stack failed to start",
         err: expect.stringContaining(`port ${port} (the gateway) is in use: set PORT`),
       });
