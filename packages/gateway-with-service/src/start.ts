@@ -1,4 +1,4 @@
-import { loadConfig } from "@gw/core/config";
+import { ConfigError, loadConfig } from "@gw/core/config";
 import type { Logger } from "@gw/core/logger";
 import { type GatewayConfig, gatewayConfigSchema, type RunningGateway, startGateway } from "@gw/gateway";
 import { type RunningService, type ServiceConfig, serviceConfigSchema, startService } from "@gw/service";
@@ -27,16 +27,34 @@ function loopbackOr(host: string): string {
  * naming every bad value.
  */
 export function loadConfigs(env: NodeJS.ProcessEnv = process.env): GatewayWithServiceConfigs {
-  const own = loadConfig(gatewayWithServiceConfigSchema, env);
-  const gateway = loadConfig(gatewayConfigSchema, env);
-  const service = loadConfig(serviceConfigSchema, {
-    ...env,
-    PORT: String(own.SERVICE_PORT),
-    HOST: own.SERVICE_HOST,
-    METRICS_PORT: undefined,
-    GATEWAY_URL: env.GATEWAY_URL || `http://${loopbackOr(gateway.HOST)}:${gateway.PORT}`,
-    GATEWAY_PUBLIC_URL: env.GATEWAY_PUBLIC_URL || gateway.GATEWAY_PUBLIC_URL,
-  });
+  // Every part is read, so that every problem of every part is named at once (each once: the gateway and
+  // the service read some settings both).
+  const problems = new Set<string>();
+  const read = <T>(load: () => T): T | undefined => {
+    try {
+      return load();
+    } catch (err) {
+      if (!(err instanceof ConfigError)) throw err;
+      for (const problem of err.problems) problems.add(problem);
+      return undefined;
+    }
+  };
+  const own = read(() => loadConfig(gatewayWithServiceConfigSchema, env));
+  const gateway = read(() => loadConfig(gatewayConfigSchema, env));
+  // What the service takes from the other two, standing in for them when they were refused (named above).
+  const service = read(() =>
+    loadConfig(serviceConfigSchema, {
+      ...env,
+      PORT: String(own?.SERVICE_PORT ?? 0),
+      HOST: own?.SERVICE_HOST ?? "127.0.0.1",
+      METRICS_PORT: undefined,
+      GATEWAY_URL:
+        env.GATEWAY_URL ||
+        (gateway ? `http://${loopbackOr(gateway.HOST)}:${gateway.PORT}` : "http://127.0.0.1:0"),
+      GATEWAY_PUBLIC_URL: env.GATEWAY_PUBLIC_URL || gateway?.GATEWAY_PUBLIC_URL,
+    }),
+  );
+  if (!own || !gateway || !service) throw new ConfigError([...problems]);
   return { own, gateway, service };
 }
 

@@ -45,6 +45,21 @@ describe("the one process's settings", () => {
     expect(() => loadConfigs({ SERVICE_PORT: "abc" })).toThrow(ConfigError);
     expect(() => loadConfigs({ SERVICE_PORT: "abc" })).toThrow(/SERVICE_PORT.*"abc"/);
   });
+
+  it("names every problem of every part at once, each once", () => {
+    let refused: unknown;
+    try {
+      loadConfigs({ PORT: "abc", RESPONSE_RETENTION: "x", LOG_LEVEL: "loud" });
+    } catch (err) {
+      refused = err;
+    }
+    expect(refused).toBeInstanceOf(ConfigError);
+    const problems = (refused as ConfigError).problems;
+    // The gateway's port, the service's retention, and the log level both read (named once).
+    expect(problems.filter((p) => p.startsWith("PORT: "))).toHaveLength(1);
+    expect(problems.filter((p) => p.startsWith("RESPONSE_RETENTION: "))).toHaveLength(1);
+    expect(problems.filter((p) => p.startsWith("LOG_LEVEL: "))).toHaveLength(1);
+  });
 });
 
 describe("the gateway with the service in its process", () => {

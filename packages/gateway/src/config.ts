@@ -107,7 +107,7 @@ export const gatewayConfigSchema = z
     CONSOLE_SIGN_IN_FAILURES_PER_ADDRESS: env.positiveInt(10),
     /** Failed admin console sign-ins with keys of one organization (revoked, expired, without admin:console) per CONSOLE_SIGN_IN_WINDOW, from any address; past them that organization's keys answer 429. Default 50. */
     CONSOLE_SIGN_IN_FAILURES_PER_ORG: env.positiveInt(50),
-    /** The window failed console sign-ins are counted in, a duration with its unit (whole seconds). Default 15m. */
+    /** The window failed console sign-ins are counted in, a duration with its unit, counted in whole seconds (a fraction is rounded up). Default 15m. */
     CONSOLE_SIGN_IN_WINDOW: env.duration("15m"),
     /** Key-encryption keys of the vault (MCP credentials here; organizations' provider keys in the service, which must have the same value), `id:base64,id:base64…` (32 bytes each; the first wraps new secrets, the others still open old ones). Required when NODE_ENV=production; otherwise unset means a development key under DATA_DIR (`pnpm start` makes one). */
     VAULT_KEYS: vaultKeysSchema.optional(),
