@@ -113,6 +113,8 @@ describe("organizations' provider keys (PUT, GET, DELETE /api/v1/providers/crede
       [{ api_key: key, base_url: "https://1.1.1.1/v1?key=x" }, ["body", "base_url"]],
       [{ api_key: key, base_url: "https://user:pw@1.1.1.1/v1" }, ["body", "base_url"]],
       [{ api_key: key, base_url: "ftp://1.1.1.1" }, ["body", "base_url"]],
+      [{ api_key: key, base_url: "not a url" }, ["body", "base_url"]],
+      [{ api_key: key, base_url: `not a url ${key}@x` }, ["body", "base_url"]],
       [[key], ["body"]],
     ];
     for (const [body, loc] of cases) {

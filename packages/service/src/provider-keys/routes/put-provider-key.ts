@@ -1,6 +1,6 @@
 import { ValidationFailed } from "@gw/core/errors";
 import { defineRoute } from "@gw/core/http";
-import { UpstreamRefused } from "@gw/core/mcp";
+import { UpstreamRefused, urlWithoutCredentials } from "@gw/core/mcp";
 import { secretField } from "@gw/core/validation";
 import { z } from "zod";
 import { ok } from "../../http/schemas.ts";
@@ -27,7 +27,7 @@ export const providerKeyBody = z.strictObject({
  * no credentials, fragment or query); 422 at `["body","base_url"]` saying why.
  */
 async function checkedBaseUrl(store: ProviderKeyStore, text: string): Promise<string> {
-  const shown = withoutCredentials(text);
+  const shown = urlWithoutCredentials(text);
   const refuse = (reason: string): never => {
     throw new ValidationFailed([
       {
@@ -47,23 +47,6 @@ async function checkedBaseUrl(store: ProviderKeyStore, text: string): Promise<st
     if (err instanceof UpstreamRefused) refuse(err.message);
     throw err;
   }
-}
-
-/**
- * `text` as a refusal may show it: without the user and password a URL carries (a key, likely);
- * undefined for text that is no URL, which may hold one where it cannot be told apart.
- */
-function withoutCredentials(text: string): string | undefined {
-  let url: URL;
-  try {
-    url = new URL(text);
-  } catch {
-    return undefined;
-  }
-  if (!url.username && !url.password) return text;
-  url.username = "";
-  url.password = "";
-  return url.href;
 }
 
 /**
