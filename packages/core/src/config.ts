@@ -1,5 +1,6 @@
 import { z } from "zod";
 import { parseDuration } from "./duration.ts";
+import { cutText } from "./errors.ts";
 
 /**
  * Parses the environment with one zod schema. Every problem is collected so an
@@ -50,9 +51,7 @@ const MAX_ECHOED_CHARS = 60;
 function describeProblem(name: string, given: string | undefined, issue: z.core.$ZodIssue): string {
   // A refinement's own message (a file it names, a rule between settings) says what it means already.
   if (given === undefined || issue.code === "custom" || SECRET_SETTING.test(name)) return issue.message;
-  const shown = JSON.stringify(
-    given.length > MAX_ECHOED_CHARS ? `${given.slice(0, MAX_ECHOED_CHARS)}…` : given,
-  );
+  const shown = JSON.stringify(cutText(given, MAX_ECHOED_CHARS));
   if (issue.code === "invalid_type" && issue.expected === "number") return `${shown} is not a number`;
   // zod's own words ("Too small: expected number to be >=600") said plainly; a schema's own message is kept.
   const zods = /^(Too (small|big)|Invalid (option|input|URL))\b/.test(issue.message);

@@ -233,6 +233,10 @@ export class GuardrailBlocked extends AppError {
   }
 }
 
+/** `text` cut to its first `max` characters, with "…" where it was cut: what a message or a log line may echo of it. */
+export const cutText = (text: string, max: number): string =>
+  text.length > max ? `${text.slice(0, max)}…` : text;
+
 /** OpenAI's error body, which the OpenAI client libraries read into `message`, `type`, `code` and `param`. */
 export interface OpenAIErrorBody {
   error: { message: string; type: string; param: string | null; code: string };

@@ -1,7 +1,7 @@
 import { randomUUID } from "node:crypto";
 import type { IncomingMessage } from "node:http";
 import express, { type ErrorRequestHandler, type RequestHandler } from "express";
-import { AppError, errorBody, isOpenAISurface, toAppError, ValidationFailed } from "../errors.ts";
+import { AppError, cutText, errorBody, isOpenAISurface, toAppError, ValidationFailed } from "../errors.ts";
 import { type Logger, unredacted } from "../logger.ts";
 import type { Metrics } from "../metrics.ts";
 import { endSpan, startServerSpan, traceIdOf } from "../tracing.ts";
@@ -276,8 +276,7 @@ function closingQuote(body: Buffer, from: number): number {
 
 /** The most of a request's path a message echoes: a path may be as long as the request line allows. */
 const ECHOED_PATH_CHARS = 200;
-const echoedPath = (path: string) =>
-  path.length > ECHOED_PATH_CHARS ? `${path.slice(0, ECHOED_PATH_CHARS)}…` : path;
+const echoedPath = (path: string) => cutText(path, ECHOED_PATH_CHARS);
 
 /**
  * 404 in JSON for any route nobody served; 405 with `Allow` for a path some

@@ -1,4 +1,4 @@
-import { AppError, type ErrorCause, type ErrorCode } from "@gw/core/errors";
+import { AppError, cutText, type ErrorCause, type ErrorCode } from "@gw/core/errors";
 
 /**
  * Why the model could not answer, with its catalogue code. The message is in
@@ -117,5 +117,5 @@ export function redactProviderText(text: string, secrets: readonly (string | und
   let out = text;
   for (const secret of secrets) if (secret && secret.length >= 4) out = out.replaceAll(secret, "[redacted]");
   for (const [pattern, replacement] of REDACTIONS) out = out.replace(pattern, replacement);
-  return out.length > DETAIL_CHARS ? `${out.slice(0, DETAIL_CHARS)}…` : out;
+  return cutText(out, DETAIL_CHARS);
 }

@@ -3,6 +3,7 @@ import { randomBytes } from "node:crypto";
 import { chmod, mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { cutText } from "@gw/core/errors";
 
 /** Environment variables of the service that git may see; everything else (keys, secrets) stays out. */
 const PASSED_THROUGH = ["PATH", "TMPDIR", "HTTPS_PROXY", "https_proxy", "NO_PROXY", "no_proxy"];
@@ -241,5 +242,5 @@ export function redactGitOutput(text: string, secrets: (string | undefined)[]): 
     .trim();
   for (const secret of secrets) if (secret) out = out.split(secret).join("[redacted]");
   out = out.replace(/([a-z][a-z0-9+.-]*:\/\/)[^/@\s'"]*@/gi, "$1[redacted]@");
-  return out.length > 2000 ? `${out.slice(0, 2000)}…` : out;
+  return cutText(out, 2000);
 }

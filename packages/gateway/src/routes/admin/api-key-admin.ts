@@ -1,4 +1,4 @@
-import { forbidden, notFound } from "@gw/core/errors";
+import { cutText, forbidden, notFound } from "@gw/core/errors";
 import { principalOf } from "@gw/core/http";
 import type { Response } from "express";
 import type { ApiKeyStore } from "../../api-keys/store.ts";
@@ -19,8 +19,7 @@ const SHOWN_ID_CHARS = 64;
 export async function ownOrgKey(store: ApiKeyStore, res: Response, id: string): Promise<ApiKeyRecord> {
   const record = KEY_ID.test(id) ? await store.get(id) : undefined;
   if (!record || record.org !== principalOf(res).org) {
-    const shown = id.length > SHOWN_ID_CHARS ? `${id.slice(0, SHOWN_ID_CHARS)}…` : id;
-    throw notFound(`No API key ${shown}`);
+    throw notFound(`No API key ${cutText(id, SHOWN_ID_CHARS)}`);
   }
   return record;
 }
