@@ -49,23 +49,49 @@ export async function startGatewayProcess(env: NodeJS.ProcessEnv): Promise<Runni
   }
 }
 
-/** Whether a process still runs: it exists and is not a zombie waiting to be reaped. */
-export function processRunning(pid: number): boolean {
+/**
+ * When a running process started (in clock ticks since boot, field 22 of `/proc/PID/stat`), or
+ * undefined when no process has that pid or it is a zombie waiting to be reaped.
+ */
+function startedAt(pid: number): string | undefined {
+  let stat: string;
   try {
-    process.kill(pid, 0);
+    stat = readFileSync(`/proc/${pid}/stat`, "utf8");
   } catch {
-    return false;
+    return undefined;
   }
-  try {
-    return !/^\d+ \(.*\) Z/.test(readFileSync(`/proc/${pid}/stat`, "utf8"));
-  } catch {
-    return false;
-  }
+  // The command name (field 2) is in parentheses and may hold spaces and parentheses itself.
+  const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+  return fields[0] === "Z" ? undefined : fields[19];
 }
 
-/** The pids still running once every one of them has exited, or `timeoutMs` has run out. */
-export async function survivors(pids: readonly number[], timeoutMs = 20_000): Promise<number[]> {
+/** Whether a process still runs: it exists and is not a zombie waiting to be reaped. */
+export function processRunning(pid: number): boolean {
+  return startedAt(pid) !== undefined;
+}
+
+/**
+ * The processes of `pids` still running once every one of them has exited, or `timeoutMs` has
+ * run out: each as its pid and command line. A pid counts as the process it named when this was
+ * called (same start time): the kernel hands a dead process's pid to a new one once its pids wrap,
+ * which on a machine with `pid_max` 32768 and a suite starting thousands of processes can happen
+ * within the wait.
+ */
+export async function survivors(pids: readonly number[], timeoutMs = 20_000): Promise<string[]> {
+  const started = new Map(pids.map((pid) => [pid, startedAt(pid)]));
+  const running = (pid: number) => {
+    const when = started.get(pid);
+    return when !== undefined && startedAt(pid) === when;
+  };
   const deadline = Date.now() + timeoutMs;
-  while (pids.some(processRunning) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
-  return pids.filter(processRunning);
+  while (pids.some(running) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+  return pids.filter(running).map((pid) => `${pid} ${commandLine(pid)}`);
+}
+
+function commandLine(pid: number): string {
+  try {
+    return readFileSync(`/proc/${pid}/cmdline`, "utf8").split("\0").join(" ").trim();
+  } catch {
+    return "(gone)";
+  }
 }
