@@ -1,7 +1,7 @@
 import { createHash } from "node:crypto";
 import { type AuditOutcome, auditActor } from "@gw/core/audit";
 import type { Clock } from "@gw/core/clock";
-import { AppError, ERROR_CAUSES, type ErrorCause, unauthorized } from "@gw/core/errors";
+import { AppError, ERROR_CAUSES, type ErrorCause, toAppError, unauthorized } from "@gw/core/errors";
 import { fromFramework, jsonBody, principalOf } from "@gw/core/http";
 import { ASSERTION_HEADER, type InternalAssertions } from "@gw/core/internal-assertion";
 import {
@@ -204,11 +204,19 @@ export function mcpProxy(deps: McpDeps, options: ProxyOptions): Router {
     jsonBody(req, res, next);
   };
   const refusalAsJsonRpc: ErrorRequestHandler = (thrown, req, res, next) => {
-    const err = fromFramework(thrown, req) ?? thrown;
-    if (req.method !== "POST" || !(err instanceof AppError)) return next(thrown);
+    if (req.method !== "POST" || res.headersSent || req.socket?.destroyed) return next(thrown);
+    const err: unknown = fromFramework(thrown, req) ?? thrown;
+    let refusal: AppError;
+    if (err instanceof AppError) refusal = err;
+    else {
+      // Unexpected: logged as the app's error handler logs it, answered as JSON-RPC's Internal error
+      // with the app's message (the request id), never the error's own text.
+      deps.logger.error({ requestId: req.id, err }, "unhandled error");
+      refusal = toAppError(err, `Internal Server Error (request ${req.id})`);
+    }
     const answer = () => {
-      err.jsonRpcId = jsonRpcIdOf(req.body);
-      next(err);
+      refusal.jsonRpcId = jsonRpcIdOf(req.body);
+      next(refusal);
     };
     if (bodyRead.has(req)) return answer();
     readBody(req, res, (unreadable?: unknown) => {

@@ -482,6 +482,51 @@ describe("the proxy's refusals of a JSON-RPC request are JSON-RPC errors too", (
     });
   });
 
+  it("an unexpected error is JSON-RPC's Internal error with the request's id, logged, its own text never shown", async () => {
+    const { o, id } = await setUp();
+    const log: string[] = [];
+    // A fault no refusal covers: thrown once SpiceDB has answered the server's check.
+    const faulty = await startReplica(gw, {}, capturingLogger("debug", log).logger, {
+      authorizationHooks: {
+        beforeKeep: async (_principal, resource) => {
+          if (resource.type === "mcp_server") throw new Error("kaboom: a secret detail");
+        },
+      },
+    });
+    try {
+      const res = await fetch(`${faulty.url}/api/v1/mcp/servers/${id}/mcp`, {
+        method: "POST",
+        headers: {
+          "content-type": "application/json",
+          authorization: `Bearer ${o.secret}`,
+          "x-on-behalf-of": "alice",
+        },
+        body: JSON.stringify({ jsonrpc: "2.0", id: "u-1", method: "tools/list" }),
+      });
+      expect(res.status).toBe(500);
+      const requestId = res.headers.get("x-request-id");
+      const message = `Internal Server Error (request ${requestId})`;
+      const body = await res.json();
+      expect(body).toEqual({
+        jsonrpc: "2.0",
+        id: "u-1",
+        error: { code: -32603, message, data: { error: "Internal Server Error", code: "internal" } },
+        message,
+        code: "internal",
+      });
+      expect(JSON.stringify(body)).not.toContain("kaboom");
+      const logged = log.map((l) => JSON.parse(l) as { msg: string; requestId?: string; err?: unknown });
+      expect(logged.filter((l) => l.msg === "unhandled error")).toEqual([
+        expect.objectContaining({
+          requestId,
+          err: expect.objectContaining({ message: "kaboom: a secret detail" }),
+        }),
+      ]);
+    } finally {
+      await faulty.close();
+    }
+  });
+
   it("a client that came by another host name than GATEWAY_PUBLIC_URL's is logged once per host", async () => {
     const { id } = await setUp();
     const url = `${replica.url}/api/v1/mcp/servers/${id}/mcp`;
