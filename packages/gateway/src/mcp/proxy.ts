@@ -225,11 +225,10 @@ export function mcpProxy(deps: McpDeps, options: ProxyOptions): Router {
     });
   };
   const guard = [authenticated, principal, options.recordLastUsed, mayCall];
-  const notAllowed: RequestHandler = (_req, res) => {
-    res.setHeader("Allow", "POST");
-    res
-      .status(405)
-      .json({ error: "Method Not Allowed", message: "This MCP endpoint answers POST only (no SSE stream)" });
+  const notAllowed: RequestHandler = () => {
+    throw new AppError("method_not_allowed", "This MCP endpoint answers POST only (no SSE stream)", {
+      headers: { Allow: "POST" },
+    });
   };
   router.get(PATH, ...guard, notAllowed);
   router.delete(PATH, ...guard, notAllowed);

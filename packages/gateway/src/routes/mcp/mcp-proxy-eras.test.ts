@@ -374,6 +374,17 @@ describe("the proxy's refusals of a JSON-RPC request are JSON-RPC errors too", (
     const notRpc = await fetch(url, { method: "GET" });
     expect(notRpc.status).toBe(401);
     expect(await notRpc.json()).toMatchObject({ error: "Unauthorized", message: expect.any(String) });
+    // Authenticated, a GET (no SSE stream here) or a DELETE (no session to end): 405 from the catalogue.
+    for (const method of ["GET", "DELETE"]) {
+      const other = await fetch(url, { method, headers: { authorization: `Bearer ${o.secret}` } });
+      expect(other.status).toBe(405);
+      expect(other.headers.get("allow")).toBe("POST");
+      expect(await other.json()).toEqual({
+        error: "Method Not Allowed",
+        message: "This MCP endpoint answers POST only (no SSE stream)",
+        code: "method_not_allowed",
+      });
+    }
   });
 
   it("every other refusal of a POST is one too: 404 (no role), 429 (the key's window, its headers kept), unreadable JSON (-32700), not JSON, too large", async () => {
