@@ -210,7 +210,7 @@ export function toValidationIssues(
     const echo = echoOf(input);
     return "input" in echo && holdsAny(echo.input, secrets) ? {} : echo;
   };
-  for (const issue of issues) {
+  for (const issue of withoutSafeIntegerBounds(issues)) {
     const loc = [location, ...issue.path.map((p) => (typeof p === "symbol" ? String(p) : p))];
     const input = (issue as { input?: unknown }).input;
     const hasInput = input !== undefined; // JSON has no undefined: an undefined input is an absent field
@@ -374,6 +374,24 @@ function sizeIssue(issue: z.core.$ZodIssueTooSmall | z.core.$ZodIssueTooBig, ite
         ? item("greater_than_equal", `Input should be greater than or equal to ${bound}`, { ge: bound })
         : item("less_than_equal", `Input should be less than or equal to ${bound}`, { le: bound });
   }
+}
+
+/**
+ * zod's `int()` bounds an integer to the safe integers too: past them, a field with a bound of its
+ * own (`max(10)`) got two issues, zod's and the field's. The field's, the tighter, is what it takes.
+ */
+function withoutSafeIntegerBounds(issues: readonly z.core.$ZodIssue[]): readonly z.core.$ZodIssue[] {
+  const safeBound = (issue: z.core.$ZodIssue) =>
+    (issue.code === "too_big" && issue.maximum === Number.MAX_SAFE_INTEGER) ||
+    (issue.code === "too_small" && issue.minimum === Number.MIN_SAFE_INTEGER);
+  if (!issues.some(safeBound)) return issues;
+  const samePath = (a: z.core.$ZodIssue, b: z.core.$ZodIssue) =>
+    a.path.length === b.path.length && a.path.every((p, i) => p === b.path[i]);
+  return issues.filter(
+    (issue) =>
+      !safeBound(issue) ||
+      !issues.some((other) => other !== issue && other.code === issue.code && samePath(other, issue)),
+  );
 }
 
 /** Parses `value` with `schema`, throwing a 422 `ValidationFailed` located at `location`. */

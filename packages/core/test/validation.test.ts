@@ -53,6 +53,15 @@ describe("zod issues become pydantic-style validation errors", () => {
       { branch: "b", generation: 1, ceiling: 11 },
       { loc: ["body", "ceiling"], type: "less_than_equal", ctx: { le: 10 } },
     ],
+    // Past the safe integers: the field's own bound only, not zod's safe-integer bound beside it.
+    [
+      { branch: "b", generation: 1, ceiling: 2 ** 60 },
+      { loc: ["body", "ceiling"], type: "less_than_equal", ctx: { le: 10 } },
+    ],
+    [
+      { branch: "b", generation: -(2 ** 60) },
+      { loc: ["body", "generation"], type: "greater_than_equal", ctx: { ge: 1 } },
+    ],
     [
       { branch: "b", generation: 1, force: "yes" },
       { loc: ["body", "force"], type: "bool_type", input: "yes" },
