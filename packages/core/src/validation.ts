@@ -171,6 +171,32 @@ function secretValues(schema: z.ZodType, value: unknown, out: Set<unknown>, dept
   }
 }
 
+/** The schemas that check the place `path` of a value of `schema` (each form that may be the one). */
+function schemasAt(schema: z.ZodType, value: unknown, path: readonly PropertyKey[]): z.ZodType[] {
+  let here = forms(schema, value);
+  let at = value;
+  for (const key of path) {
+    const children = here.map(defOf).map((def) => {
+      if (typeof key === "number") return def.element ?? def.items?.[key] ?? def.rest ?? undefined;
+      if (def.shape && typeof key === "string" && Object.hasOwn(def.shape, key)) return def.shape[key];
+      return def.catchall ?? def.valueType;
+    });
+    at = at !== null && typeof at === "object" ? (at as Record<PropertyKey, unknown>)[key] : undefined;
+    here = children.filter(defined).flatMap((child) => forms(child, at));
+  }
+  return here;
+}
+
+/**
+ * Whether the number at `path` may have a fraction (a `z.number()`, not a `z.int()`): pydantic's
+ * `float_type` then, not `int_type`. zod says "expected number" for both.
+ */
+function takesFraction(validated: { schema: z.ZodType; value: unknown }, path: readonly PropertyKey[]) {
+  return schemasAt(validated.schema, validated.value, path).some(
+    (form) => form instanceof z.ZodNumber && !form.isInt,
+  );
+}
+
 /** Whether `input` is or holds one of `secrets` (it is small: only what fits an echo is looked at). */
 function holdsAny(input: unknown, secrets: ReadonlySet<unknown>): boolean {
   if (secrets.size === 0) return false;
@@ -232,7 +258,11 @@ export function toValidationIssues(
           out.push({ loc, msg: "Field required", type: "missing" });
           break;
         }
-        out.push(typeIssue(issue.expected, item));
+        const fraction =
+          issue.expected === "number" && validated !== undefined && takesFraction(validated, issue.path);
+        out.push(
+          fraction ? item("float_type", "Input should be a valid number") : typeIssue(issue.expected, item),
+        );
         break;
       }
       case "too_small":
@@ -329,7 +359,7 @@ function typeIssue(expected: string, item: ItemFn): ValidationIssue {
   switch (expected) {
     case "string":
       return item("string_type", "Input should be a valid string");
-    // Every number this API accepts is an integer.
+    // A number with no schema at hand to say it may have a fraction (`takesFraction`): an integer.
     case "int":
     case "number":
       return item("int_type", "Input should be a valid integer");

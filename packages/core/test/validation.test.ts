@@ -94,6 +94,28 @@ describe("zod issues become pydantic-style validation errors", () => {
     expect(typeof issues[0]!.msg).toBe("string");
   });
 
+  it("tells a number that may have a fraction (float_type) from an integer (int_type), wherever it sits", () => {
+    const limits = z.strictObject({
+      spend: z.strictObject({ day: z.number().min(0.01).optional() }).optional(),
+      day: z.int().optional(),
+      weights: z.array(z.number().nullable()).optional(),
+      rates: z.record(z.string(), z.number()).optional(),
+    });
+    expect(
+      issuesFor({ spend: { day: "abc" }, day: "abc", weights: [1, "x"], rates: { a: "y" } }, limits),
+    ).toEqual([
+      {
+        loc: ["body", "spend", "day"],
+        type: "float_type",
+        msg: "Input should be a valid number",
+        input: "abc",
+      },
+      { loc: ["body", "day"], type: "int_type", msg: "Input should be a valid integer", input: "abc" },
+      { loc: ["body", "weights", 1], type: "float_type", msg: "Input should be a valid number", input: "x" },
+      { loc: ["body", "rates", "a"], type: "float_type", msg: "Input should be a valid number", input: "y" },
+    ]);
+  });
+
   it("says what is wrong with a record's key (too long), at that key, echoing it", () => {
     const tags = z.strictObject({ tags: z.record(z.string().max(4), z.string()) });
     expect(issuesFor({ tags: { ok: "a", toolong: "b" } }, tags)).toEqual([
