@@ -9,8 +9,8 @@ import { tracingEnvShape } from "@gw/core/tracing";
 import { z } from "zod";
 
 /** The gateway's environment. Each variable's comment is its entry in docs/configuration.md (`pnpm docs:config`). */
-/** `second=20,day=100000` → `{second: 20, day: 100000}`. */
-const limitsList = z.string().transform((value, ctx): Limits => {
+/** `second=20,day=100000` → `{second: 20, day: 100000}` (`DEFAULT_LIMITS`). */
+export const limitsList = z.string().transform((value, ctx): Limits => {
   const limits: Limits = {};
   for (const part of value
     .split(",")
@@ -63,7 +63,7 @@ export const gatewayConfigSchema = z
     GATEWAY_BOOTSTRAP_OWNER: z.string().min(1).max(256).default("admin"),
     /** Time given to in-flight requests on SIGTERM, in milliseconds. Default 10000. */
     SHUTDOWN_GRACE_MS: env.positiveInt(10_000),
-    /** Quotas for keys that have none, e.g. `second=20,day=100000`. Default: none (such keys are not limited). */
+    /** Request quotas for keys that have none of their own, e.g. `second=20,day=100000`; `pnpm keys usage` reads it too, to show them. Default: none (such keys are not limited). */
     DEFAULT_LIMITS: limitsList.default({}),
     /** When Redis fails: `open` keeps enforcing quotas per replica in memory, `closed` answers 503. Default open. */
     RATE_LIMIT_FAIL_MODE: z.enum(["open", "closed"]).default("open"),

@@ -1,5 +1,6 @@
+import type { Limits } from "@gw/core/limits";
 import type { CountingWindows } from "@gw/core/windows";
-import { patchUnits } from "./limits.ts";
+import { patchUnits, withDefaultRequestWindows } from "./limits.ts";
 import type { OrgLimitsStore } from "./org-limits.ts";
 import type { ApiKeyRecord } from "./types.ts";
 
@@ -20,20 +21,25 @@ export interface ApiKeyUsage {
 
 /**
  * The key's windows without counting anything, as `GET /admin/api-keys/{id}/usage`
- * and `pnpm keys usage` show them; an end user's windows are the key's own
- * `endUser` ones over the organization's defaults.
+ * and `pnpm keys usage` show them: its request windows, or `DEFAULT_LIMITS`'
+ * (`defaultLimits`) for a key with none, as the rate limit counts them; an end
+ * user's windows are the key's own `endUser` ones over the organization's defaults.
  */
 export async function keyUsage(
   windows: Pick<CountingWindows, "peek">,
   orgLimits: Pick<OrgLimitsStore, "get">,
   key: Pick<ApiKeyRecord, "id" | "org" | "limits">,
   user: string | undefined,
+  defaultLimits: Limits,
 ): Promise<ApiKeyUsage> {
   const endUser = patchUnits(
     user === undefined ? {} : await orgLimits.get(key.org),
     key.limits.endUser as Record<string, unknown> | undefined,
   );
-  const states = await windows.peek(key.id, user, { ...key.limits, endUser });
+  const states = await windows.peek(key.id, user, {
+    ...withDefaultRequestWindows(key.limits, defaultLimits),
+    endUser,
+  });
   return {
     id: key.id,
     ...(user === undefined ? {} : { user }),

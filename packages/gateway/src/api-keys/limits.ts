@@ -15,6 +15,18 @@ export function patchLimits(current: Limits, patch: Patch): Limits {
   return out;
 }
 
+/**
+ * A key's limits with the request windows that apply to it: its own, or, when it has none,
+ * `DEFAULT_LIMITS`' (`defaults`). What the rate limit counts and what a key's usage shows.
+ */
+export function withDefaultRequestWindows(keyLimits: Limits, defaults: Limits): Limits {
+  const own = WINDOWS.some((w) => keyLimits[w] !== undefined);
+  if (own) return keyLimits;
+  const limits: Limits = { ...keyLimits };
+  for (const w of WINDOWS) if (defaults[w] !== undefined) limits[w] = defaults[w];
+  return limits;
+}
+
 /** One subject's limits after `patch` (see `patchLimits`). */
 export function patchUnits(current: UnitLimits, patch: Patch): UnitLimits {
   const out: UnitLimits = {};

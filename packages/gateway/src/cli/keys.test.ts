@@ -160,6 +160,24 @@ describeEachTopology("on %s Redis", (topology) => {
         "endUser:spend:day",
       ]);
       expect(usage.windows[1]).toMatchObject({ limit: 100_000, used: 0, remaining: 100_000 });
+      // A key without request windows of its own: DEFAULT_LIMITS' from the environment, as the gateway counts them.
+      const plain = JSON.parse((await keys(["create", "--org", org, "--owner", "carol"])).stdout);
+      const withDefaults = (args: string[], value: string) =>
+        runCli("keys", args, { REDIS_URL: gw.redisUrl, DEFAULT_LIMITS: value });
+      const plainUsage = JSON.parse((await withDefaults(["usage", plain.id], "minute=3,day=50")).stdout);
+      expect(plainUsage.windows.map((w: { window: string; limit: number }) => [w.window, w.limit])).toEqual([
+        ["minute", 3],
+        ["day", 50],
+      ]);
+      const ownUsage = JSON.parse((await withDefaults(["usage", created.id], "minute=3,day=50")).stdout);
+      expect(ownUsage.windows.map((w: { unit: string; window: string }) => `${w.unit}:${w.window}`)).toEqual([
+        "requests:minute",
+        "tokens:minute",
+      ]);
+      expect(ownUsage.windows[0]).toMatchObject({ limit: 30 });
+      const badDefaults = await withDefaults(["usage", plain.id], "week=3");
+      expect(badDefaults.code).toBe(78);
+      expect(badDefaults.stderr).toMatch(/^error: DEFAULT_LIMITS: 'week=3' is not WINDOW=N/);
 
       const defaults = JSON.parse(
         (await keys(["end-user-limits", "--org", org, "--limit", "end-user:tokens:month=9"])).stdout,

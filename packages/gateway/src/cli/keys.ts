@@ -7,7 +7,7 @@
 import { parseArgs } from "node:util";
 import { systemClock } from "@gw/core/clock";
 import { ValidationFailed } from "@gw/core/errors";
-import { SPEND_WINDOWS, TOKEN_WINDOWS, WINDOWS } from "@gw/core/limits";
+import { type Limits, SPEND_WINDOWS, TOKEN_WINDOWS, WINDOWS } from "@gw/core/limits";
 import { redactUrl } from "@gw/core/logger";
 import { PERMISSIONS } from "@gw/core/permissions";
 import { createRedis, localRedisUrl, type RedisClient } from "@gw/core/redis";
@@ -24,6 +24,7 @@ import {
 } from "../api-keys/schema.ts";
 import { ApiKeyStore } from "../api-keys/store.ts";
 import { type ApiKeyRecord, toView } from "../api-keys/types.ts";
+import { limitsList } from "../config.ts";
 import { generateSigningJwk } from "../tokens/signing-keys.ts";
 
 const USAGE = `usage:
@@ -137,6 +138,8 @@ export async function runKeysCommand(
   limiter?: Pick<CountingWindows, "peek">,
   orgLimits?: OrgLimitsStore,
   usage?: RedisClient,
+  /** `DEFAULT_LIMITS`: the request windows of a key without its own, which `usage` shows as the gateway counts them. */
+  defaultLimits: Limits = {},
 ): Promise<unknown> {
   const { values, positionals } = parseArgs({
     args: argv,
@@ -204,7 +207,7 @@ export async function runKeysCommand(
       const key = found(await store.get(needId()));
       if (!limiter || !orgLimits) throw new Error("usage needs the rate-limit store");
       const { user } = validate("query", keyUsageQuery, { user: values.user });
-      const windows = await keyUsage(limiter, orgLimits, key, user);
+      const windows = await keyUsage(limiter, orgLimits, key, user, defaultLimits);
       if (!usage) return windows;
       const to = utcDay(new Date());
       const from = `${to.slice(0, 8)}01`;
@@ -287,12 +290,18 @@ export async function main(
       );
       return 1;
     }
+    const defaults = limitsList.safeParse(env.DEFAULT_LIMITS ?? "");
+    if (!defaults.success) {
+      io.stderr.write(`error: DEFAULT_LIMITS: ${defaults.error.issues[0]?.message}\n`);
+      return 78;
+    }
     const result = await runKeysCommand(
       argv,
       new ApiKeyStore(redis),
       new CountingWindows(redis),
       new OrgLimitsStore(redis),
       redis,
+      defaults.data,
     );
     io.stdout.write(`${JSON.stringify(result, null, 2)}\n`);
     return 0;

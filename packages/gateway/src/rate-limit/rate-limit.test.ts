@@ -150,5 +150,28 @@ describeEachTopology("on %s Redis", (topology) => {
       );
       expect(statuses(ownRes)).toEqual({ 200: 4, 429: 1 });
     });
+
+    it("are the windows a key's usage shows for a key without its own, as they are counted", async () => {
+      const plain = await withDefaults.createKey();
+      const own = await withDefaults.createKey({ org: plain.record.org, limits: { hour: 4 } });
+      const admin = await withDefaults.createKey({
+        org: plain.record.org,
+        permissions: ["admin:api-keys"],
+        limits: { day: 100 },
+      });
+      const windowsOf = async (id: string) => {
+        const res = await withDefaults.call(`/api/v1/admin/api-keys/${id}/usage`, { bearer: admin.secret });
+        expect(res.status).toBe(200);
+        const { windows } = (await res.json()) as {
+          windows: { scope: string; unit: string; window: string; limit: number }[];
+        };
+        return windows.map((w) => [w.scope, w.unit, w.window, w.limit]);
+      };
+      expect(await windowsOf(plain.record.id)).toEqual([
+        ["key", "requests", "second", 50],
+        ["key", "requests", "minute", 3],
+      ]);
+      expect(await windowsOf(own.record.id)).toEqual([["key", "requests", "hour", 4]]);
+    });
   });
 });

@@ -8,7 +8,7 @@ import {
 } from "@gw/core/http";
 import { type Limits, type UnitLimits, WINDOWS } from "@gw/core/limits";
 import type { RequestHandler } from "express";
-import { patchUnits } from "../api-keys/limits.ts";
+import { patchUnits, withDefaultRequestWindows } from "../api-keys/limits.ts";
 import type { RequestWindows } from "./request-windows.ts";
 
 /** Where the organizations' defaults for end users are read. */
@@ -40,9 +40,7 @@ export function rateLimit(
   return async (_req, res, next) => {
     const principal = principalOf(res);
     const keyLimits: Limits = res.locals.apiKey?.limits ?? {};
-    const ownRequests = WINDOWS.some((w) => keyLimits[w] !== undefined);
-    const limits: Limits = { ...keyLimits };
-    for (const w of WINDOWS) limits[w] = ownRequests ? keyLimits[w] : defaultLimits[w];
+    const limits: Limits = { ...withDefaultRequestWindows(keyLimits, defaultLimits) };
     let orgDefaults: UnitLimits;
     try {
       orgDefaults = await endUserDefaults.cached(principal.org);

@@ -1,4 +1,5 @@
 import { defineRoute } from "@gw/core/http";
+import type { Limits } from "@gw/core/limits";
 import { objectSchema, stringSchema } from "@gw/core/openapi";
 import type { CountingWindows } from "@gw/core/windows";
 import { keyUsage } from "../../api-keys/key-usage.ts";
@@ -8,11 +9,12 @@ import type { ApiKeyStore } from "../../api-keys/store.ts";
 import { ownOrgKey } from "./api-key-admin.ts";
 import { TAG } from "./schemas.ts";
 
-/** What the usage route needs: the keys, the windows as they stand, the organization's end-user defaults. */
+/** What the usage route needs: the keys, the windows as they stand, the organization's end-user defaults, `DEFAULT_LIMITS`. */
 export interface KeyUsageDeps {
   store: ApiKeyStore;
   budgets: Pick<CountingWindows, "peek">;
   orgLimits: OrgLimitsStore;
+  defaultLimits: Limits;
 }
 
 /**
@@ -56,6 +58,6 @@ export const getApiKeyUsage = defineRoute({
   errors: ["not_found"],
   handler: async ({ params, query, res }, deps: KeyUsageDeps) => {
     const key = await ownOrgKey(deps.store, res, params.id);
-    return keyUsage(deps.budgets, deps.orgLimits, key, query.user);
+    return keyUsage(deps.budgets, deps.orgLimits, key, query.user, deps.defaultLimits);
   },
 });
