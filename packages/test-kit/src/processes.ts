@@ -77,11 +77,16 @@ export function processRunning(pid: number): boolean {
  * which on a machine with `pid_max` 32768 and a suite starting thousands of processes can happen
  * within the wait.
  */
-export async function survivors(pids: readonly number[], timeoutMs = 20_000): Promise<string[]> {
-  const started = new Map(pids.map((pid) => [pid, startedAt(pid)]));
+export async function survivors(
+  pids: readonly number[],
+  timeoutMs = 20_000,
+  /** When the process with a pid started, undefined when none runs (`/proc`; a test gives its own). */
+  startTime: (pid: number) => string | undefined = startedAt,
+): Promise<string[]> {
+  const started = new Map(pids.map((pid) => [pid, startTime(pid)]));
   const running = (pid: number) => {
     const when = started.get(pid);
-    return when !== undefined && startedAt(pid) === when;
+    return when !== undefined && startTime(pid) === when;
   };
   const deadline = Date.now() + timeoutMs;
   while (pids.some(running) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
