@@ -1,4 +1,14 @@
+import { resolve } from "node:path";
 import { defineConfig } from "vitest/config";
+
+/**
+ * Node's compile cache for the run's processes, as `pnpm start` has it (docs/testing.md): set here, in
+ * the process that starts the test workers, so that they and every process started with their
+ * environment (`pnpm`, the CLIs, the stacks) read the modules they load already compiled instead of
+ * compiling them again (a CLI's start is half what it was). `NODE_COMPILE_CACHE` set outside wins;
+ * `NODE_DISABLE_COMPILE_CACHE=1` turns it off.
+ */
+process.env.NODE_COMPILE_CACHE ??= resolve(import.meta.dirname, "node_modules/.cache/node-compile");
 
 /**
  * The files that run the SpiceDB engine in their own process (its own tests, and tests that watch

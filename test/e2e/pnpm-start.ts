@@ -58,6 +58,8 @@ export async function stackEnv(dataDir: string, extra: NodeJS.ProcessEnv = {}): 
     // Used when no model provider is configured (no LLM_BASE_URL in `extra`).
     DEVELOPMENT_PROVIDER_PORT: String(await freePort()),
     DATA_DIR: dataDir,
+    // The run's compile cache (vitest.config.ts), for pnpm itself and the CLIs as for the stack.
+    ...(process.env.NODE_COMPILE_CACHE ? { NODE_COMPILE_CACHE: process.env.NODE_COMPILE_CACHE } : {}),
     ...extra,
   };
 }

@@ -29,7 +29,7 @@ export const devstackConfigSchema = z.object({
   DATA_DIR: z.string().default(".data"),
   /** When set, `pnpm start` also runs Debian's prometheus on this port with deploy/prometheus's jobs and alert rules, scraping the stack every second (data in `$DATA_DIR/prometheus`). */
   PROMETHEUS_PORT: z.coerce.number().int().min(1).max(65535).optional(),
-  /** Node's compile cache for every Node process of the stack, `pnpm start`'s own included: the modules they load, type-stripped and compiled, kept for the next start (a third of a process's start). Node's own setting; `NODE_DISABLE_COMPILE_CACHE=1` turns it off. Default node_modules/.cache/node-compile. */
+  /** Node's compile cache for every Node process of the stack, `pnpm start`'s own included (and `pnpm keys`, `pnpm authz`, `pnpm migrate`): the modules they load, type-stripped and compiled, kept for the next start (a third of a process's start). Node's own setting; `NODE_DISABLE_COMPILE_CACHE=1` turns it off. Default node_modules/.cache/node-compile. */
   NODE_COMPILE_CACHE: z.string().min(1).default(COMPILE_CACHE_SETTING),
   /** pino level of `pnpm start`'s own lines. */
   LOG_LEVEL: env.logLevel(),
