@@ -4,7 +4,7 @@ import { join } from "node:path";
 import { PERMISSIONS } from "@gw/core/permissions";
 import { type FakeLLM, startFakeLLM } from "@gw/test-kit/llm-upstream";
 import { type Browser, type BrowserContext, chromium, type Page } from "playwright-core";
-import { createKey, type RunningStack, stackEnv, startStack } from "./pnpm-start.ts";
+import { createKey, type RunningStack, stackEnv, startStack, workerVectors } from "./pnpm-start.ts";
 
 /** Debian's Chromium (`apt-get install chromium`): Playwright's own browser download cannot run here. */
 export const CHROMIUM = process.env.CHROMIUM_PATH ?? "/usr/bin/chromium";
@@ -37,6 +37,7 @@ export async function startConsoleStack(
     LLM_MODELS: "echo-small=2/1/8,echo-large=10/5/30",
     // The tool servers page registers a local upstream MCP server (`@gw/test-kit/mcp-upstream`).
     MCP_ALLOW_PRIVATE_UPSTREAMS: "true",
+    ...(await workerVectors()),
     ...extraEnv,
   });
   const stack = await startStack(env);

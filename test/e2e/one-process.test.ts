@@ -6,7 +6,15 @@ import { survivors } from "@gw/test-kit";
 import { type FakeLLM, startFakeLLM } from "@gw/test-kit/llm-upstream";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { openaiPythonCases } from "./openai-python.ts";
-import { keys, type RunningStack, seedPostgres, stackEnv, stackTarget, startStack } from "./pnpm-start.ts";
+import {
+  keys,
+  type RunningStack,
+  seedPostgres,
+  stackEnv,
+  stackTarget,
+  startStack,
+  workerVectors,
+} from "./pnpm-start.ts";
 
 /** The command line of a process, or "" once it is gone. */
 const commandLine = (pid: number) => {
@@ -34,6 +42,7 @@ describe("SERVICE_IN_GATEWAY=true pnpm start", () => {
       LLM_BASE_URL: llm.baseUrl,
       LLM_DEFAULT_MODEL: "echo-small",
       SERVICE_IN_GATEWAY: "true",
+      ...(await workerVectors()),
     });
     stack = await startStack(env);
     await vi.waitFor(() => expect(output()).toContain("stack is ready"), { timeout: 30_000, interval: 50 });

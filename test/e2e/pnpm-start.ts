@@ -8,6 +8,7 @@ import { promisify } from "node:util";
 import { createRedis, type RedisClient } from "@gw/core/redis";
 import { freePort, REPO_ROOT, startPostgresServer } from "@gw/devstack";
 import { ApiKeyStore, type CreateApiKeyInput } from "@gw/gateway";
+import { workerTestVectorDatabase } from "@gw/test-kit";
 import { watchApi } from "@gw/test-kit/api-conformance";
 import type { FakeLLM } from "@gw/test-kit/llm-upstream";
 import { afterAll, beforeAll } from "vitest";
@@ -62,6 +63,16 @@ export async function stackEnv(dataDir: string, extra: NodeJS.ProcessEnv = {}): 
     ...(process.env.NODE_COMPILE_CACHE ? { NODE_COMPILE_CACHE: process.env.NODE_COMPILE_CACHE } : {}),
     ...extra,
   };
+}
+
+/**
+ * `VECTOR_DATABASE_URL` of the test worker's vector database (`workerTestVectorDatabase`), for a stack
+ * whose test is not about vectors: `pnpm start` then starts no vector database of its own, one PGlite
+ * start less (a second or two of CPU, three with a data directory). `stack.test.ts`, `start-stop.test.ts`
+ * and `prometheus.test.ts` keep the stack's own.
+ */
+export async function workerVectors(): Promise<NodeJS.ProcessEnv> {
+  return { VECTOR_DATABASE_URL: (await workerTestVectorDatabase()).url };
 }
 
 export interface RunningStack {

@@ -3,7 +3,14 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { type FakeLLM, startFakeLLM } from "@gw/test-kit/llm-upstream";
 import { afterAll, describe, expect, it } from "vitest";
-import { createKey, type RunningStack, seedPostgres, stackEnv, startStack } from "./pnpm-start.ts";
+import {
+  createKey,
+  type RunningStack,
+  seedPostgres,
+  stackEnv,
+  startStack,
+  workerVectors,
+} from "./pnpm-start.ts";
 
 /**
  * Conversations live in PostgreSQL, ZedTokens in Redis, grants in the local
@@ -25,7 +32,11 @@ describe("pnpm start, stopped and started again on the same data directory", () 
     dataDir = await mkdtemp(join(tmpdir(), "gw-restart-"));
     await seedPostgres(dataDir);
     llm = await startFakeLLM();
-    const env = await stackEnv(dataDir, { LLM_BASE_URL: llm.baseUrl, LLM_DEFAULT_MODEL: "echo-small" });
+    const env = await stackEnv(dataDir, {
+      LLM_BASE_URL: llm.baseUrl,
+      LLM_DEFAULT_MODEL: "echo-small",
+      ...(await workerVectors()),
+    });
     stack = await startStack(env);
     const { key } = await createKey(env, "acme", "backend");
     const gateway = () => stack!.gatewayUrl;

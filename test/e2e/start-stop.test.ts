@@ -7,7 +7,14 @@ import { promisify } from "node:util";
 import { REPO_ROOT } from "@gw/devstack";
 import { acceptsConnections, survivors } from "@gw/test-kit";
 import { afterAll, afterEach, describe, expect, it } from "vitest";
-import { createKey, type RunningStack, seedPostgres, stackEnv, startStack } from "./pnpm-start.ts";
+import {
+  createKey,
+  type RunningStack,
+  seedPostgres,
+  stackEnv,
+  startStack,
+  workerVectors,
+} from "./pnpm-start.ts";
 
 const run = promisify(execFile);
 
@@ -249,7 +256,8 @@ describe("pnpm start stops as one, whichever of its processes is told to", () =>
   }, 60_000);
 
   it("a bad setting of the service (RESPONSE_RETENTION=abc): exits 78 with the service's own naming of it", async () => {
-    const env = { ...(await freshEnv()), RESPONSE_RETENTION: "abc" };
+    // The stores start before the service refuses its setting: the worker's vector database stands in for one.
+    const env = { ...(await freshEnv(await workerVectors())), RESPONSE_RETENTION: "abc" };
     const failed = await failedStart(env);
     expect(failed?.code).toBe(78);
     expect(failed!.stdout).toMatch(/RESPONSE_RETENTION: \\"abc\\": expected a duration with a unit/);
