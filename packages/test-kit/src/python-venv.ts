@@ -3,14 +3,14 @@
  * that drive Python client libraries (openai-python): made once per set of
  * packages with the machine's `python3 -m venv`, installed by `pip install`
  * through pip's own configuration (its index, its proxy), and kept in the
- * system's temporary directory for the next run. Made in a directory of its
- * own and renamed into place, so test files that ask at once never see a
- * half-made one.
+ * system's temporary directory for the next run. Made by one process at a
+ * time (a lock), in a directory of its own and renamed into place, so test
+ * files that ask at once never see a half-made one, nor make one each.
  */
 import { execFile } from "node:child_process";
 import { createHash, randomBytes } from "node:crypto";
 import { existsSync } from "node:fs";
-import { rename, rm } from "node:fs/promises";
+import { mkdir, readFile, rename, rm, stat, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
@@ -42,6 +42,49 @@ export async function pythonWith(packages: string[]): Promise<PythonEnv> {
   const home = join(tmpdir(), `gw-test-python-${id}`);
   const bin = join(home, "bin", "python");
   if (existsSync(bin)) return { python: bin };
+  // One maker at a time across the run's processes (vitest's global setup starts it, test files that
+  // need it wait for it): the lock holds the maker's pid; one whose maker is gone is taken over.
+  const lock = `${home}.lock`;
+  const deadline = Date.now() + MAKE_TIMEOUT_MS;
+  for (;;) {
+    if (existsSync(bin)) return { python: bin };
+    try {
+      await mkdir(lock);
+      break;
+    } catch (err) {
+      if ((err as { code?: string }).code !== "EEXIST") throw err;
+    }
+    const maker = Number(await readFile(join(lock, "pid"), "utf8").catch(() => "0"));
+    const age = Date.now() - ((await stat(lock).catch(() => undefined))?.mtimeMs ?? Date.now());
+    if ((maker > 0 && !running(maker)) || age > MAKE_TIMEOUT_MS)
+      await rm(lock, { recursive: true, force: true });
+    else if (Date.now() > deadline) throw new Error(`timed out waiting for ${home} to be made`);
+    else await new Promise((r) => setTimeout(r, 200));
+  }
+  try {
+    await writeFile(join(lock, "pid"), String(process.pid));
+    if (!existsSync(bin)) await make(python, packages, home);
+  } finally {
+    await rm(lock, { recursive: true, force: true });
+  }
+  return { python: bin };
+}
+
+/** How long a Python environment may take to make, pip's install included. */
+const MAKE_TIMEOUT_MS = 10 * 60_000;
+
+const running = (pid: number) => {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    return (err as { code?: string }).code === "EPERM";
+  }
+};
+
+/** Makes the environment in a directory of its own, then renames it to `home`. */
+async function make(python: string, packages: string[], home: string): Promise<void> {
+  const bin = join(home, "bin", "python");
   const building = `${home}.${randomBytes(4).toString("hex")}`;
   try {
     await run(python, ["-m", "venv", building]);
@@ -54,7 +97,7 @@ export async function pythonWith(packages: string[]): Promise<PythonEnv> {
         // took two minutes here for what one retry does in ten seconds.
         env: { ...process.env, PIP_RETRIES: process.env.PIP_RETRIES ?? "1" },
         maxBuffer: 16 * 1024 * 1024,
-        timeout: 10 * 60_000,
+        timeout: MAKE_TIMEOUT_MS,
       },
     );
     await rename(building, home).catch(async (err) => {
@@ -66,7 +109,6 @@ export async function pythonWith(packages: string[]): Promise<PythonEnv> {
     const { stderr = "" } = err as { stderr?: string };
     throw new Error(`could not make a Python environment with ${packages.join(" ")}: ${stderr || err}`);
   }
-  return { python: bin };
 }
 
 /** The openai-python version the drop-in tests drive, pinned like the npm clients. */
