@@ -1,15 +1,13 @@
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { PERMISSIONS } from "@gw/core/permissions";
+import { PERMISSIONS, type Permission } from "@gw/core/permissions";
 import { type FakeLLM, startFakeLLM } from "@gw/test-kit/llm-upstream";
 import { type Browser, type BrowserContext, chromium, type Page } from "playwright-core";
 import { createKey, type RunningStack, stackEnv, startStack, workerVectors } from "./pnpm-start.ts";
 
 /** Debian's Chromium (`apt-get install chromium`): Playwright's own browser download cannot run here. */
 export const CHROMIUM = process.env.CHROMIUM_PATH ?? "/usr/bin/chromium";
-
-export const ALL_PERMISSIONS = PERMISSIONS.join(",");
 
 export interface ConsoleStack {
   stack: RunningStack;
@@ -41,7 +39,12 @@ export async function startConsoleStack(
     ...extraEnv,
   });
   const stack = await startStack(env);
-  const root = await createKey(env, "acme", "alice", "--name", "root", "--permissions", ALL_PERMISSIONS);
+  const root = await createKey(env, {
+    org: "acme",
+    owner: "alice",
+    name: "root",
+    permissions: [...PERMISSIONS],
+  });
   const browser = await chromium.launch({
     executablePath: CHROMIUM,
     // A fresh profile each launch (Playwright passes its own --user-data-dir).
@@ -115,11 +118,14 @@ export async function respond(url: string, key: string, model: string, user?: st
   });
 }
 
-/** `pnpm keys create` in the stack's organization `acme`. */
+/** `a,b` as a list of permissions. */
+const permissionsOf = (list: string) => list.split(",") as Permission[];
+
+/** A key in the stack's organization `acme` (`permissions` as `pnpm keys create --permissions` takes them). */
 export function createKeyFor(
   s: ConsoleStack,
   owner: string,
   permissions: string,
 ): Promise<{ key: string; id: string }> {
-  return createKey(s.env, "acme", owner, "--permissions", permissions);
+  return createKey(s.env, { org: "acme", owner, permissions: permissionsOf(permissions) });
 }

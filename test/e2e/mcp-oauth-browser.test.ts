@@ -1,6 +1,7 @@
 import { createHash, randomBytes } from "node:crypto";
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
+import { PERMISSIONS } from "@gw/core/permissions";
 import { MemoryProvider } from "@gw/test-kit/mcp-oauth-client";
 import { type FakeMcpServer, startFakeMcpServer } from "@gw/test-kit/mcp-upstream";
 import { startOidcProvider, type TestOidcProvider } from "@gw/test-kit/oidc-provider";
@@ -9,14 +10,7 @@ import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import type { BrowserContext } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import {
-  ALL_PERMISSIONS,
-  type ConsoleStack,
-  newContext,
-  signIn,
-  startConsoleStack,
-  watch,
-} from "./console-browser.ts";
+import { type ConsoleStack, newContext, signIn, startConsoleStack, watch } from "./console-browser.ts";
 import { createKey } from "./pnpm-start.ts";
 
 const poll = <T>(read: () => T | Promise<T>) => expect.poll(read, { timeout: 15_000 });
@@ -112,7 +106,7 @@ describe("an MCP host signs its user in through the organization's OpenID provid
 
   it("each end user lists the tools their role allows; a revoke in the console ends that user's next call", async () => {
     // globex, an organization of its own: its administrator erin, its tool server, its provider.
-    const erin = await createKey(s.env, "globex", "erin", "--permissions", ALL_PERMISSIONS);
+    const erin = await createKey(s.env, { org: "globex", owner: "erin", permissions: [...PERMISSIONS] });
     const api = (path: string, method: string, json?: unknown) =>
       fetch(`${s.url}${path}`, {
         method,
@@ -141,15 +135,12 @@ describe("an MCP host signs its user in through the organization's OpenID provid
         ).status,
       ).toBe(204);
     // The key the provider's users act through: mcp:call only, for those two users only.
-    const through = await createKey(
-      s.env,
-      "globex",
-      "mcp-sign-in",
-      "--permissions",
-      "mcp:call",
-      "--on-behalf-of",
-      "user:carol,user:dave",
-    );
+    const through = await createKey(s.env, {
+      org: "globex",
+      owner: "mcp-sign-in",
+      permissions: ["mcp:call"],
+      onBehalfOf: { users: ["carol", "dave"] },
+    });
     const named = await api("/api/v1/admin/mcp-oauth/identity-provider", "PUT", {
       issuer: idp.issuer,
       client_id: idp.clientId,
@@ -285,8 +276,8 @@ describe("an MCP host signs its user in through the organization's OpenID provid
   it("a host that runs in a web page (the MCP Inspector's way) discovers, registers, signs in and lists tools from its own origin; the API answers no other origin", async () => {
     // initech: bob reads its tool server, with a key of his own (mcp:call); no identity provider, so
     // the gateway's own sign-in with an API key.
-    const admin = await createKey(s.env, "initech", "alice", "--permissions", ALL_PERMISSIONS);
-    const bob = await createKey(s.env, "initech", "bob", "--permissions", "mcp:call");
+    const admin = await createKey(s.env, { org: "initech", owner: "alice", permissions: [...PERMISSIONS] });
+    const bob = await createKey(s.env, { org: "initech", owner: "bob", permissions: ["mcp:call"] });
     const api = (path: string, json: unknown) =>
       fetch(`${s.url}${path}`, {
         method: "POST",

@@ -137,15 +137,22 @@ export async function startStack(env: NodeJS.ProcessEnv): Promise<RunningStack> 
   return stack;
 }
 
-/** `pnpm keys create` (its script, on Node); returns the new key's secret and id. */
+/**
+ * A key written to the stack's Redis as `pnpm keys create` writes it (the same store), for a test
+ * that only needs one: no process started. `stack.test.ts` runs `pnpm keys create` itself, and `keys`
+ * runs the CLI where its flags are what a test is about.
+ */
 export async function createKey(
   env: NodeJS.ProcessEnv,
-  org: string,
-  owner: string,
-  ...extra: string[]
+  input: Pick<CreateApiKeyInput, "org" | "owner"> & Partial<CreateApiKeyInput>,
 ): Promise<{ key: string; id: string }> {
-  const { stdout } = await keys(env, ["create", "--org", org, "--owner", owner, ...extra]);
-  return JSON.parse(stdout);
+  const redis = createRedis(`redis://127.0.0.1:${env.LOCAL_REDIS_PORT}`, { connectionName: "e2e-keys" });
+  try {
+    const { record, secret } = await new ApiKeyStore(redis).create(input);
+    return { key: secret, id: record.id };
+  } finally {
+    redis.disconnect();
+  }
 }
 
 /**

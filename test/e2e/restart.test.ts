@@ -38,7 +38,7 @@ describe("pnpm start, stopped and started again on the same data directory", () 
       ...(await workerVectors()),
     });
     stack = await startStack(env);
-    const { key } = await createKey(env, "acme", "backend");
+    const { key } = await createKey(env, { org: "acme", owner: "backend" });
     const gateway = () => stack!.gatewayUrl;
     const as = (user: string) => ({
       authorization: `Bearer ${key}`,

@@ -23,7 +23,7 @@ import { aiSdkCases } from "./ai-sdk.ts";
 import { langchainCases } from "./langchain.ts";
 import { openaiPythonCases } from "./openai-python.ts";
 import { openaiSdkCases } from "./openai-sdk.ts";
-import { keys, type RunningStack, stackEnv, stackTarget, startStack } from "./pnpm-start.ts";
+import { createKey, keys, type RunningStack, stackEnv, stackTarget, startStack } from "./pnpm-start.ts";
 
 const run = promisify(execFile);
 
@@ -81,7 +81,7 @@ describe("pnpm start", () => {
     const ready = JSON.parse(/^.*stack is ready.*$/m.exec(output())![0]);
     expect(Object.keys(ready.processes)).not.toContain("development-provider");
     expect(output()).not.toContain("development model provider started");
-    const { key } = JSON.parse((await keys(env, ["create", "--org", "acme", "--owner", "models"])).stdout);
+    const { key } = await createKey(env, { org: "acme", owner: "models" });
     const models = await fetch(`${gatewayUrl}/api/v1/llm/models`, {
       headers: { authorization: `Bearer ${key}` },
     });
@@ -92,8 +92,7 @@ describe("pnpm start", () => {
   });
 
   it("runs a local SpiceDB: an owner shares a resource with the org, and zed-style reads show the owner", async () => {
-    const { stdout } = await keys(env, ["create", "--org", "acme", "--owner", "backend"]);
-    const { key, id: keyId } = JSON.parse(stdout);
+    const { key, id: keyId } = await createKey(env, { org: "acme", owner: "backend" });
     const endpoint = `127.0.0.1:${env.SPICEDB_LOCAL_PORT}`;
     // Until the service creates conversations, the ownership function makes one.
     const redis = createRedis(`redis://127.0.0.1:${env.LOCAL_REDIS_PORT}`, { connectionName: "e2e" });
@@ -241,7 +240,7 @@ describe("pnpm start", () => {
   });
 
   it("exchanges a key for a token that verifies against the JWKS and acts as the end user", async () => {
-    const { key } = JSON.parse((await keys(env, ["create", "--org", "acme", "--owner", "backend"])).stdout);
+    const { key } = await createKey(env, { org: "acme", owner: "backend" });
     const exchanged = await fetch(`${gatewayUrl}/api/v1/authentication/api-keys/exchange-token`, {
       method: "POST",
       headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
@@ -284,7 +283,7 @@ describe("pnpm start", () => {
   });
 
   it("answers a response through gateway and service; another end user reads it only once granted", async () => {
-    const { key } = JSON.parse((await keys(env, ["create", "--org", "acme", "--owner", "backend"])).stdout);
+    const { key } = await createKey(env, { org: "acme", owner: "backend" });
     const as = (user: string) => ({
       authorization: `Bearer ${key}`,
       "x-on-behalf-of": user,
@@ -332,8 +331,7 @@ describe("pnpm start", () => {
   // The next three wait on real time (a grant's expiry, a 1-second schedule) and on git; they share
   // nothing but the stack, so they run at once.
   it.concurrent("lets a backend register a file, share it for a while, list it, show its grants and audit trail", async () => {
-    const { stdout } = await keys(env, ["create", "--org", "acme", "--owner", "files-backend"]);
-    const { key } = JSON.parse(stdout);
+    const { key } = await createKey(env, { org: "acme", owner: "files-backend" });
     const call = (user: string, path: string, init: { method?: string; json?: unknown } = {}) =>
       fetch(`${gatewayUrl}/api/v1/authorization/llm${path}`, {
         method: init.method ?? "GET",
@@ -382,7 +380,7 @@ describe("pnpm start", () => {
   });
 
   it.concurrent("runs a 1-second eval schedule through the gateway; after DELETE no run starts and the old ones stay", async () => {
-    const { key } = JSON.parse((await keys(env, ["create", "--org", "acme", "--owner", "backend"])).stdout);
+    const { key } = await createKey(env, { org: "acme", owner: "backend" });
     const call = (path: string, method = "GET", body?: unknown) =>
       fetch(`${gatewayUrl}/api/v1/llm/evals/schedules${path}`, {
         method,
@@ -435,7 +433,7 @@ describe("pnpm start", () => {
   it.concurrent("pushes a sandbox session's edit to a local bare repository, through the gateway", async () => {
     const remotes = await bareRepositories(join(dataDir, "remotes"));
     await remotes.create("acme", "demo");
-    const { key } = JSON.parse((await keys(env, ["create", "--org", "acme", "--owner", "backend"])).stdout);
+    const { key } = await createKey(env, { org: "acme", owner: "backend" });
     const sandbox = (path: string, method: string, body?: unknown) =>
       fetch(`${gatewayUrl}/api/v1/sandbox${path}`, {
         method,

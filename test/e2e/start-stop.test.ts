@@ -138,7 +138,7 @@ describe("pnpm start stops as one, whichever of its processes is told to", () =>
       url: `http://127.0.0.1:${env.DEVELOPMENT_PROVIDER_PORT}/v1`,
       models: ["echo", "text-embedding-3-small", "auto"],
     });
-    const { key } = await createKey(env, "acme", "backend");
+    const { key } = await createKey(env, { org: "acme", owner: "backend" });
     const call = (path: string, body?: unknown) =>
       fetch(`${stack!.gatewayUrl}/api/v1/llm${path}`, {
         method: body ? "POST" : "GET",

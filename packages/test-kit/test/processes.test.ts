@@ -1,7 +1,7 @@
 import { type ChildProcess, spawn } from "node:child_process";
 import { once } from "node:events";
 import { afterEach, describe, expect, it } from "vitest";
-import { processRunning, survivors } from "../src/processes.ts";
+import { survivors } from "../src/processes.ts";
 
 const started: ChildProcess[] = [];
 const sleeper = () => {
