@@ -1,5 +1,5 @@
 import { execFile } from "node:child_process";
-import { mkdtemp, rm } from "node:fs/promises";
+import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -232,6 +232,27 @@ describe("pnpm start stops as one, whichever of its processes is told to", () =>
     expect(failed!.stderr).toMatch(/^ {2}- VAULT_KEYS: required in production \(NODE_ENV=production\)/m);
     expect(failed!.stdout + failed!.stderr).not.toMatch(/started|\n\s+at /);
   }, 60_000);
+
+  it("a store that fails while the others start (a PostgreSQL cluster it cannot open): the others are stopped, exit 1", async () => {
+    const env = await freshEnv();
+    // Stores start at once: this one fails while redis-server, SpiceDB, PGlite and the provider start.
+    await writeFile(join(env.DATA_DIR!, "postgres", "PG_VERSION"), "9\n");
+    const failed = await failedStart(env, 90_000);
+    expect(failed?.code).toBe(1);
+    const lines = failed!.stdout
+      .split("\n")
+      .filter((l) => l.startsWith("{"))
+      .map((l) => JSON.parse(l) as { msg: string; err?: string; processes?: unknown });
+    expect(lines.find((l) => l.msg === "stack failed to start")?.err).toMatch(/postgres exited with code 1/);
+    expect(lines.at(-1)).toMatchObject({ msg: "stack stopped", processes: 4 });
+    for (const port of [
+      env.LOCAL_REDIS_PORT,
+      env.SPICEDB_LOCAL_PORT,
+      env.LOCAL_VECTOR_DATABASE_PORT,
+      env.DEVELOPMENT_PROVIDER_PORT,
+    ])
+      expect(await acceptsConnections(Number(port)), `port ${port}`).toBe(false);
+  }, 120_000);
 
   it("a setting that is not a port (SERVICE_PORT=abc): exits 78 naming the variable, before starting anything", async () => {
     const env = { ...(await freshEnv()), SERVICE_PORT: "abc" };

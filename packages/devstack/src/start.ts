@@ -235,55 +235,17 @@ async function main(): Promise<void> {
       "vault: a development key kept under DATA_DIR for the gateway and the service (production must set VAULT_KEYS)",
     );
   }
-  // Started first and awaited before the service: PGlite takes seconds to start, while the others start too.
-  const vectors = env.VECTOR_DATABASE_URL ? undefined : startLocalVectorDatabase(env);
-  vectors?.catch(() => {});
-  if (!env.REDIS_URL) {
-    const dir = resolve(env.DATA_DIR!, "redis");
-    const redis: RunningRedis = await startRedisServer({
-      port: localRedisPort(env),
-      dir,
-      appendOnly: true,
-      logFile: resolve(dir, "redis.log"),
-    });
-    watch("redis-server", redis.process);
-    env.REDIS_URL = redis.url;
-    logger.info(
-      { pid: redis.process.pid, url: redis.url, dir, appendonly: true },
-      "local redis-server started (AOF on), with its data in the data directory",
-    );
-  }
-
-  if (!env.DATABASE_URL) {
-    const dir = resolve(env.DATA_DIR!, "postgres");
-    const port = localPostgresPort(env);
-    const postgres = await startPostgresServer({ port, dir }).catch((err: Error) => {
-      throw new Error(
-        `${err.message}\nIs another stack already running? Port ${port} must be free (LOCAL_POSTGRES_PORT), or set DATABASE_URL.`,
-      );
-    });
-    watch("postgres", postgres.process, postgres.stop);
-    env.DATABASE_URL = postgres.url;
-    logger.info(
-      { pid: postgres.process.pid, url: postgres.url, dir },
-      "local PostgreSQL started, with its data in the data directory",
-    );
-  }
-
-  if (!env.SPICEDB_ENDPOINT) {
-    const port = config.SPICEDB_LOCAL_PORT;
-    const spicedb = await startSpiceDBLocalProcess({ port, env, inheritOutput: true });
-    watch("spicedb-local", spicedb.process);
-    logger.info(
-      { pid: spicedb.process.pid, endpoint: `127.0.0.1:${port}`, dir: resolve(env.DATA_DIR!, "spicedb") },
-      "local SpiceDB started, with its relationships in the data directory",
-    );
-    // Gateway and service find it through their defaults (SPICEDB_LOCAL_PORT, the development key, plaintext).
-    env.SPICEDB_LOCAL_PORT = String(port);
-  }
-
-  if (runsDevelopmentProvider(env)) await runDevelopmentProvider(env);
-  await vectors;
+  // The stores and the development provider depend on none of each other: all start at once (PGlite
+  // takes seconds, PostgreSQL's first start an initdb). Each is watched as soon as it runs; a failure
+  // is thrown once every other has settled, so that the stack stops whatever did start.
+  const parts: Promise<void>[] = [];
+  if (!env.VECTOR_DATABASE_URL) parts.push(startLocalVectorDatabase(env));
+  if (!env.REDIS_URL) parts.push(startLocalRedis(env));
+  if (!env.DATABASE_URL) parts.push(startLocalPostgres(env));
+  if (!env.SPICEDB_ENDPOINT) parts.push(startLocalSpiceDB(env));
+  if (runsDevelopmentProvider(env)) parts.push(runDevelopmentProvider(env));
+  const failed = (await Promise.allSettled(parts)).find((part) => part.status === "rejected");
+  if (failed) throw failed.reason;
 
   const { gateway, service } = config.SERVICE_IN_GATEWAY
     ? await startGatewayWithService(env)
@@ -293,6 +255,53 @@ async function main(): Promise<void> {
     { gateway: gateway.url, service: service.url, pid: process.pid, processes },
     "stack is ready; Ctrl-C stops it",
   );
+}
+
+/** redis-server with AOF on, its data under `$DATA_DIR/redis`; `REDIS_URL` for the rest. */
+async function startLocalRedis(env: NodeJS.ProcessEnv): Promise<void> {
+  const dir = resolve(env.DATA_DIR!, "redis");
+  const redis: RunningRedis = await startRedisServer({
+    port: localRedisPort(env),
+    dir,
+    appendOnly: true,
+    logFile: resolve(dir, "redis.log"),
+  });
+  watch("redis-server", redis.process);
+  env.REDIS_URL = redis.url;
+  logger.info(
+    { pid: redis.process.pid, url: redis.url, dir, appendonly: true },
+    "local redis-server started (AOF on), with its data in the data directory",
+  );
+}
+
+/** Debian's PostgreSQL, its cluster under `$DATA_DIR/postgres` (made by the first start); `DATABASE_URL` for the rest. */
+async function startLocalPostgres(env: NodeJS.ProcessEnv): Promise<void> {
+  const dir = resolve(env.DATA_DIR!, "postgres");
+  const port = localPostgresPort(env);
+  const postgres = await startPostgresServer({ port, dir }).catch((err: Error) => {
+    throw new Error(
+      `${err.message}\nIs another stack already running? Port ${port} must be free (LOCAL_POSTGRES_PORT), or set DATABASE_URL.`,
+    );
+  });
+  watch("postgres", postgres.process, postgres.stop);
+  env.DATABASE_URL = postgres.url;
+  logger.info(
+    { pid: postgres.process.pid, url: postgres.url, dir },
+    "local PostgreSQL started, with its data in the data directory",
+  );
+}
+
+/** The local SpiceDB engine, its relationships under `$DATA_DIR/spicedb`. */
+async function startLocalSpiceDB(env: NodeJS.ProcessEnv): Promise<void> {
+  const port = config.SPICEDB_LOCAL_PORT;
+  const spicedb = await startSpiceDBLocalProcess({ port, env, inheritOutput: true });
+  watch("spicedb-local", spicedb.process);
+  logger.info(
+    { pid: spicedb.process.pid, endpoint: `127.0.0.1:${port}`, dir: resolve(env.DATA_DIR!, "spicedb") },
+    "local SpiceDB started, with its relationships in the data directory",
+  );
+  // Gateway and service find it through their defaults (SPICEDB_LOCAL_PORT, the development key, plaintext).
+  env.SPICEDB_LOCAL_PORT = String(port);
 }
 
 /** Hosted MCP tools of responses reach the gateway's proxy; its public URL as the gateway has it. */
