@@ -35,6 +35,8 @@ describe("pnpm start, stopped and started again on the same data directory", () 
     const env = await stackEnv(dataDir, {
       LLM_BASE_URL: llm.baseUrl,
       LLM_DEFAULT_MODEL: "echo-small",
+      // The run cut short below is ended 1 s after the stop begins, not 10 s (the default).
+      WORKERS_SHUTDOWN_GRACE: "1s",
       ...(await workerVectors()),
     });
     stack = await startStack(env);

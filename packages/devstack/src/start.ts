@@ -21,6 +21,7 @@ import { resolve } from "node:path";
 import { DEFAULT_LOCAL_SPICEDB_PORT } from "@gw/core/authz/local";
 import { ConfigError, exitOnConfigError, loadConfigOrExit, env as settings } from "@gw/core/config";
 import { developmentSecret } from "@gw/core/development-secret";
+import { parseDuration } from "@gw/core/duration";
 import { createLogger } from "@gw/core/logger";
 import { localPostgresPort, migrateVectorDatabase } from "@gw/core/postgres";
 import { localRedisPort } from "@gw/core/redis";
@@ -312,10 +313,12 @@ const gatewayUrls = (env: NodeJS.ProcessEnv) => ({
 
 /**
  * How long the stack waits for a process that runs the service's workers to stop before it kills it:
- * longer than the 10 s the service lets its background responses and eval runs finish in before it
- * ends them failed, saying so (docs/api/llm.md), so that it can, and its stores are still up meanwhile.
+ * the service's `WORKERS_SHUTDOWN_GRACE` (10 s by default), in which it lets its background responses
+ * and eval runs finish before it ends them failed, saying so (docs/api/llm.md), and 5 s more, so that
+ * it can, its stores still up meanwhile. A value the service refuses stops it at start anyway.
  */
-const WORKERS_GRACE_MS = 15_000;
+const workersGraceMs = (env: NodeJS.ProcessEnv) =>
+  (parseDuration(env.WORKERS_SHUTDOWN_GRACE ?? "") ?? 10_000) + 5_000;
 
 /** The default: the service, then the gateway in front of it, each a process of its own. */
 async function startGatewayAndService(env: NodeJS.ProcessEnv) {
@@ -327,7 +330,7 @@ async function startGatewayAndService(env: NodeJS.ProcessEnv) {
     env: { ...env, HOST: "127.0.0.1", METRICS_PORT: undefined, ...gatewayUrls(env) },
     inheritOutput: true,
   });
-  watch("service", service.process, () => stopProcess(service.process, WORKERS_GRACE_MS));
+  watch("service", service.process, () => stopProcess(service.process, workersGraceMs(env)));
   logger.info({ pid: service.process.pid, url: service.url }, "service started");
 
   const gateway: RunningNodeProcess = await startNodeProcess({
@@ -354,7 +357,7 @@ async function startGatewayWithService(env: NodeJS.ProcessEnv) {
     env: { ...env, ...gatewayUrls(env), SERVICE_PORT: String(config.SERVICE_PORT) },
     inheritOutput: true,
   });
-  watch("gateway-with-service", gateway.process, () => stopProcess(gateway.process, WORKERS_GRACE_MS));
+  watch("gateway-with-service", gateway.process, () => stopProcess(gateway.process, workersGraceMs(env)));
   const service = { url: `http://127.0.0.1:${config.SERVICE_PORT}` };
   logger.info(
     { pid: gateway.process.pid, url: gateway.url, service: service.url },

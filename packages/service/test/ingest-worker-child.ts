@@ -26,6 +26,7 @@ startIngestion(
     REDIS_URL: env.REDIS_URL!,
     VECTOR_STORE_INGEST_CONCURRENCY: 1,
     VECTOR_STORE_EMBEDDING_MODEL: "text-embedding-3-small",
+    WORKERS_SHUTDOWN_GRACE: 10_000,
   },
   {
     db,

@@ -365,6 +365,7 @@ describeEachTopology("eval runs through the queue on %s Redis", (topology) => {
         }),
       },
       1,
+      10_000,
     );
     try {
       await vi.waitFor(async () => expect((await store.getRun(org, runId))?.status).toBe("failed"), {

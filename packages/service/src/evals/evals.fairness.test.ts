@@ -98,6 +98,7 @@ describe("fairness between organizations on the shared eval queue", () => {
     db = createPostgres(stack.database.url, { connectionName: "fairness-workers" });
     workers = startEvals(
       {
+        shutdownGraceMs: 10_000,
         redisUrl: stack.redisUrl,
         redis: stack.redis,
         db,

@@ -58,6 +58,8 @@ export function startEvals(
     logger: Logger;
     metrics: Metrics;
     clock: Clock;
+    /** How long runs in progress may finish when the process stops (`WORKERS_SHUTDOWN_GRACE`). */
+    shutdownGraceMs: number;
   },
   workers: number,
   limits: EvalLimits,
@@ -79,7 +81,12 @@ export function startEvals(
   if (workers > 0) {
     workerConnection = bullConnection(deps.redisUrl, "worker");
     const creators = new RedisCreatorKeys(deps.redis, deps.clock);
-    worker = startEvalWorker(workerConnection, { ...deps, store, queue, metrics, creators }, workers);
+    worker = startEvalWorker(
+      workerConnection,
+      { ...deps, store, queue, metrics, creators },
+      workers,
+      deps.shutdownGraceMs,
+    );
   }
   return {
     store,
@@ -105,6 +112,7 @@ type EvalSettings = Pick<
   | "EVAL_WORKER_CONCURRENCY"
   | "EVAL_MAX_SCHEDULES_PER_ORG"
   | "EVAL_MIN_INTERVAL_SECONDS"
+  | "WORKERS_SHUTDOWN_GRACE"
 >;
 
 /**
@@ -113,12 +121,13 @@ type EvalSettings = Pick<
  */
 export function startEvalsFromConfig(
   config: EvalSettings,
-  deps: Omit<Parameters<typeof startEvals>[0], "redisUrl" | "retention">,
+  deps: Omit<Parameters<typeof startEvals>[0], "redisUrl" | "retention" | "shutdownGraceMs">,
 ): Evals {
   return startEvals(
     {
       ...deps,
       redisUrl: config.REDIS_URL,
+      shutdownGraceMs: config.WORKERS_SHUTDOWN_GRACE,
       retention: {
         runRetentionMs: config.EVAL_RUN_RETENTION,
         runsPerSchedule: config.EVAL_RUNS_PER_SCHEDULE,

@@ -7,7 +7,6 @@ import { EVAL_QUEUE, EVAL_QUEUE_PREFIX, type EvalQueue, type RunJob, type TickJo
 import { newEvalId, RUN_PREFIX, unixSeconds } from "./records.ts";
 
 /** How long a stopping worker lets its jobs finish before it cuts them short (they end `failed`). */
-const SHUTDOWN_GRACE_MS = 10_000;
 
 export interface EvalWorkerDeps extends ExecuteRunDeps {
   queue: EvalQueue;
@@ -30,12 +29,13 @@ export function startEvalWorker(
   connection: RedisClient,
   deps: EvalWorkerDeps,
   concurrency: number,
+  graceMs: number,
 ): EvalWorker {
   return startQueueWorker<TickJob | RunJob>(
     EVAL_QUEUE,
     connection,
     (job, signal) => (job.name === "tick" ? tick(deps, job.data) : run(deps, job as Job<RunJob>, signal)),
-    { concurrency, logger: deps.logger, what: "eval" },
+    { concurrency, logger: deps.logger, what: "eval", graceMs },
   );
 }
 
@@ -59,6 +59,8 @@ export function startQueueWorker<T>(
     prefix?: string;
     lockMs?: number;
     maxStalledCount?: number;
+    /** How long `close` lets the jobs in progress finish (`WORKERS_SHUTDOWN_GRACE`). */
+    graceMs: number;
   },
 ): EvalWorker {
   const { logger, what } = options;
@@ -88,22 +90,30 @@ export function startQueueWorker<T>(
   worker.on("failed", (job, err) =>
     logger.warn({ jobId: job?.id, job: job?.name, err: err.message }, `${what} job failed`),
   );
-  return {
-    async close() {
-      // BullMQ's own graceful close waits for its blocking connection to end; ioredis never ends a
-      // connection that is between two reconnection attempts (Redis down, or just back), so that
-      // close could wait forever. Instead: take no more jobs, wait for the jobs in progress here
-      // (cut short after the grace period), then close without waiting on Redis.
-      await worker.pause(true);
-      const cut = setTimeout(() => worker.cancelAllJobs("shutting down"), SHUTDOWN_GRACE_MS);
-      try {
-        while (running.size > 0) await Promise.all(running);
-      } finally {
-        clearTimeout(cut);
-      }
-      await worker.close(true);
-    },
-  };
+  return { close: () => closeWorker(worker, running, options.graceMs) };
+}
+
+/**
+ * Closes a BullMQ worker whose jobs in progress are `running`: it takes no more, lets those finish
+ * for `graceMs` (`WORKERS_SHUTDOWN_GRACE`), then aborts their signals (each ends as its processor
+ * says: a background response `failed`, saying the service stopped), and closes without waiting on
+ * Redis. BullMQ's own graceful close waits for its blocking connection to end, and ioredis never ends
+ * a connection that is between two reconnection attempts (Redis down, or just back): that close could
+ * wait forever.
+ */
+export async function closeWorker(
+  worker: Pick<Worker, "pause" | "cancelAllJobs" | "close">,
+  running: ReadonlySet<Promise<unknown>>,
+  graceMs: number,
+): Promise<void> {
+  await worker.pause(true);
+  const cut = setTimeout(() => worker.cancelAllJobs("shutting down"), graceMs);
+  try {
+    while (running.size > 0) await Promise.all(running);
+  } finally {
+    clearTimeout(cut);
+  }
+  await worker.close(true);
 }
 
 async function tick(deps: EvalWorkerDeps, { org, scheduleId }: TickJob): Promise<void> {

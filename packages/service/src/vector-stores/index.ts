@@ -50,7 +50,10 @@ export const vectorIndexOf = (
 export function startIngestion(
   config: Pick<
     ServiceConfig,
-    "REDIS_URL" | "VECTOR_STORE_INGEST_CONCURRENCY" | "VECTOR_STORE_EMBEDDING_MODEL"
+    | "REDIS_URL"
+    | "VECTOR_STORE_INGEST_CONCURRENCY"
+    | "VECTOR_STORE_EMBEDDING_MODEL"
+    | "WORKERS_SHUTDOWN_GRACE"
   >,
   deps: {
     db: Postgres;
@@ -79,6 +82,7 @@ export function startIngestion(
       hooks: test.hooks,
     },
     config.VECTOR_STORE_INGEST_CONCURRENCY,
+    config.WORKERS_SHUTDOWN_GRACE,
     test.timings,
   );
   return {

@@ -27,6 +27,8 @@ export interface BackgroundSettings {
   BACKGROUND_RESPONSE_STALL_TIMEOUT: number;
   BACKGROUND_RESPONSE_EVENTS_TTL: number;
   BACKGROUND_RESPONSE_MAX_EVENTS: number;
+  /** How long runs in progress may finish when the process stops (`closeWorker`). */
+  WORKERS_SHUTDOWN_GRACE: number;
 }
 
 /** Background responses as the routes use them: queue one, its events, cancels, the keys' slots. */
@@ -118,6 +120,7 @@ export function startBackgroundResponses(
         lockMs: config.BACKGROUND_RESPONSE_STALL_TIMEOUT,
         // A job handed out again ends at once (failed): it stalls again only if that worker dies too.
         maxStalledCount: 3,
+        graceMs: config.WORKERS_SHUTDOWN_GRACE,
       },
     );
   }

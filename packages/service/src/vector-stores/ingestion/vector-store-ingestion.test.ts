@@ -83,6 +83,7 @@ describe("a worker killed in the middle of a file", () => {
         logger: createLogger("ingest-test", "silent"),
       },
       1,
+      10_000,
       { lockDurationMs: LOCK_MS, stalledIntervalMs: 500 },
     );
     try {

@@ -4,6 +4,7 @@ import type { RedisClient } from "@gw/core/redis";
 import { type Job, Worker } from "bullmq";
 import { BudgetRefused } from "../../budgets/admit-model-call.ts";
 import type { CreatorKeys, KeyPurpose } from "../../evals/creator.ts";
+import { closeWorker } from "../../evals/worker.ts";
 import type { Files } from "../../files/files.ts";
 import { ProviderError } from "../../llm/errors.ts";
 import type { FileError, FileRefInStore, VectorStoreStore } from "../store.ts";
@@ -18,7 +19,6 @@ export const EMBED_BATCH = 64;
 /** The largest file an ingestion reads (its text is held in memory while it is chunked). */
 export const MAX_INGESTED_BYTES = 64 * 1024 * 1024;
 /** How long a stopping worker lets its ingestions finish before it cuts them short (they are taken again). */
-const SHUTDOWN_GRACE_MS = 10_000;
 
 /** What the ingestion needs of the key that attached a file. */
 export const INGESTION: KeyPurpose = {
@@ -211,6 +211,8 @@ export function startIngestWorker(
   connection: RedisClient,
   deps: IngestionDeps,
   concurrency: number,
+  /** How long `close` lets the files in progress finish (`WORKERS_SHUTDOWN_GRACE`). */
+  graceMs: number,
   timings: IngestWorkerTimings = {},
 ): IngestWorker {
   const running = new Set<Promise<unknown>>();
@@ -235,16 +237,5 @@ export function startIngestWorker(
     },
   );
   worker.on("error", (err) => deps.logger.warn({ err: err.message }, "ingestion worker error"));
-  return {
-    async close() {
-      await worker.pause(true);
-      const cut = setTimeout(() => worker.cancelAllJobs("shutting down"), SHUTDOWN_GRACE_MS);
-      try {
-        while (running.size > 0) await Promise.all(running);
-      } finally {
-        clearTimeout(cut);
-      }
-      await worker.close(true);
-    },
-  };
+  return { close: () => closeWorker(worker, running, graceMs) };
 }
