@@ -358,6 +358,33 @@ describe("the local vector database with a data directory", () => {
     // Two starts of PGlite on a data directory, each several seconds on a loaded machine.
   }, 120_000);
 
+  it("makes a missing template once when several start at once: the others wait for it and load it", async () => {
+    const templateFile = join(dataDir, "cache-at-once", "cluster.tar");
+    const starts = await Promise.all(
+      [0, 1, 2].map(() =>
+        startVectorDatabaseProcess({ port: 0, env: process.env, inMemory: true, templateFile }),
+      ),
+    );
+    try {
+      // Each cluster made by initdb has an identity of its own; one loaded from the template, the template's.
+      const identities = await Promise.all(
+        starts.map(async (started) => {
+          const client = await connect(started.databaseUrl);
+          try {
+            const { rows } = await client.query("SELECT system_identifier FROM pg_control_system()");
+            return String(rows[0].system_identifier);
+          } finally {
+            await client.end();
+          }
+        }),
+      );
+      expect(new Set(identities).size).toBe(1);
+      expect(existsSync(`${templateFile}.lock`)).toBe(false);
+    } finally {
+      await Promise.all(starts.map((started) => started.stop()));
+    }
+  }, 120_000);
+
   it("starts a new data directory from the template, made by the first start that finds none, and leaves a cluster it finds as it is", async () => {
     const templateFile = join(dataDir, "cache", "cluster.tar");
     /** The rows of one statement, on a connection of its own. */
