@@ -6,6 +6,7 @@ export {
   hashedEmbedding,
   wordsOf,
 } from "./hashed-embeddings.ts";
+export { madeOnce } from "./made-once.ts";
 export { REPO_ROOT, type RunningNodeProcess, startNodeProcess } from "./node-process.ts";
 export {
   ensureDatabase,

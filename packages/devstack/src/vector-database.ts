@@ -30,11 +30,12 @@
  */
 import { randomBytes } from "node:crypto";
 import { existsSync } from "node:fs";
-import { cp, mkdir, readFile, rename, rm, stat, writeFile } from "node:fs/promises";
+import { cp, mkdir, readFile, rename, rm, writeFile } from "node:fs/promises";
 import { createServer, type Server, type Socket } from "node:net";
 import { dirname, join } from "node:path";
 import { PGlite } from "@electric-sql/pglite";
 import { vector } from "@electric-sql/pglite/vector";
+import { madeOnce } from "./made-once.ts";
 
 /** Role and database in the local vector database's URL (PGlite has one of each; it accepts any name). */
 export const LOCAL_VECTOR_DATABASE_USER = "postgres";
@@ -219,45 +220,23 @@ async function openPGlite(options: VectorDatabaseOptions): Promise<PGlite> {
     const template = await readFile(templateFile).catch(() => undefined);
     return template && PGlite.create({ ...where, loadDataDir: new Blob([template]), extensions });
   };
-  const loaded = await fromTemplate();
-  if (loaded) return loaded;
-  // Missing: one process makes it (under a lock beside it), the others that start meanwhile (a fresh
-  // machine's first test files, at once) wait for it and load it instead of each making their own.
-  await mkdir(dirname(templateFile), { recursive: true });
-  const lock = `${templateFile}.lock`;
-  const deadline = Date.now() + TEMPLATE_MAKING_MS;
-  while (!(await takeLock(lock))) {
-    const made = await fromTemplate();
-    if (made) return made;
-    const age = Date.now() - ((await stat(lock).catch(() => undefined))?.mtimeMs ?? 0);
-    // Its maker died (or the lock is as old as the making may take): made here.
-    if (age > TEMPLATE_MAKING_MS || Date.now() > deadline) await rm(lock, { recursive: true, force: true });
-    else await new Promise((r) => setTimeout(r, 100));
-  }
-  try {
-    const made = await fromTemplate();
-    if (made) return made;
-    const db = await PGlite.create({ ...where, extensions });
-    const dump = Buffer.from(await (await db.dumpDataDir("none")).arrayBuffer());
-    await putInPlace(templateFile, (partial) => writeFile(partial, dump));
-    return db;
-  } finally {
-    await rm(lock, { recursive: true, force: true });
-  }
+  // Missing: one process makes it, the others that start meanwhile (a fresh machine's first test
+  // files, at once) wait for it and load it instead of each making their own.
+  return madeOnce(
+    `${templateFile}.lock`,
+    fromTemplate,
+    async () => {
+      const db = await PGlite.create({ ...where, extensions });
+      const dump = Buffer.from(await (await db.dumpDataDir("none")).arrayBuffer());
+      await putInPlace(templateFile, (partial) => writeFile(partial, dump));
+      return db;
+    },
+    TEMPLATE_MAKING_MS,
+  );
 }
 
 /** How long making the template may take (initdb in WebAssembly on a loaded machine, and its dump). */
 const TEMPLATE_MAKING_MS = 120_000;
-
-/** Makes the directory `lock`: false when it is there already (another process holds it). */
-const takeLock = (lock: string) =>
-  mkdir(lock).then(
-    () => true,
-    (err: NodeJS.ErrnoException) => {
-      if (err.code === "EEXIST") return false;
-      throw err;
-    },
-  );
 
 /** Whether `dir` holds a PostgreSQL cluster. */
 const hasCluster = (dir: string) => existsSync(join(dir, "PG_VERSION"));

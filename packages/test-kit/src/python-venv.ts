@@ -10,10 +10,11 @@
 import { execFile } from "node:child_process";
 import { createHash, randomBytes } from "node:crypto";
 import { existsSync } from "node:fs";
-import { mkdir, readFile, rename, rm, stat, writeFile } from "node:fs/promises";
+import { rename, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
+import { madeOnce } from "@gw/devstack";
 
 const run = promisify(execFile);
 
@@ -41,46 +42,23 @@ export async function pythonWith(packages: string[]): Promise<PythonEnv> {
   const id = createHash("sha256").update(packages.join("\n")).digest("hex").slice(0, 16);
   const home = join(tmpdir(), `gw-test-python-${id}`);
   const bin = join(home, "bin", "python");
-  if (existsSync(bin)) return { python: bin };
   // One maker at a time across the run's processes (vitest's global setup starts it, test files that
-  // need it wait for it): the lock holds the maker's pid; one whose maker is gone is taken over.
-  const lock = `${home}.lock`;
-  const deadline = Date.now() + MAKE_TIMEOUT_MS;
-  for (;;) {
-    if (existsSync(bin)) return { python: bin };
-    try {
-      await mkdir(lock);
-      break;
-    } catch (err) {
-      if ((err as { code?: string }).code !== "EEXIST") throw err;
-    }
-    const maker = Number(await readFile(join(lock, "pid"), "utf8").catch(() => "0"));
-    const age = Date.now() - ((await stat(lock).catch(() => undefined))?.mtimeMs ?? Date.now());
-    if ((maker > 0 && !running(maker)) || age > MAKE_TIMEOUT_MS)
-      await rm(lock, { recursive: true, force: true });
-    else if (Date.now() > deadline) throw new Error(`timed out waiting for ${home} to be made`);
-    else await new Promise((r) => setTimeout(r, 200));
-  }
-  try {
-    await writeFile(join(lock, "pid"), String(process.pid));
-    if (!existsSync(bin)) await make(python, packages, home);
-  } finally {
-    await rm(lock, { recursive: true, force: true });
-  }
-  return { python: bin };
+  // need it wait for it).
+  return {
+    python: await madeOnce(
+      `${home}.lock`,
+      async () => (existsSync(bin) ? bin : undefined),
+      async () => {
+        await make(python, packages, home);
+        return bin;
+      },
+      MAKE_TIMEOUT_MS,
+    ),
+  };
 }
 
 /** How long a Python environment may take to make, pip's install included. */
 const MAKE_TIMEOUT_MS = 10 * 60_000;
-
-const running = (pid: number) => {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (err) {
-    return (err as { code?: string }).code === "EPERM";
-  }
-};
 
 /** Makes the environment in a directory of its own, then renames it to `home`. */
 async function make(python: string, packages: string[], home: string): Promise<void> {
