@@ -95,6 +95,16 @@ function forms(schema: z.ZodType, value: unknown, depth = 0): z.ZodType[] {
   return [schema, ...inner.filter(defined).flatMap((s) => forms(s, value, depth + 1))];
 }
 
+/**
+ * The schema a schema of this def gives its value's `key`: a list's item (or a tuple's), an object's
+ * field (else its catchall), a record's values.
+ */
+function childOf(def: Def, key: PropertyKey): z.ZodType | undefined {
+  if (typeof key === "number") return def.element ?? def.items?.[key] ?? def.rest ?? undefined;
+  if (def.shape && typeof key === "string" && Object.hasOwn(def.shape, key)) return def.shape[key];
+  return def.catchall ?? def.valueType;
+}
+
 /** Whether anything of a value of `schema` may be a secret: a secret field, or a picked schema, inside it. */
 const MAY_HOLD_SECRET = new WeakMap<z.ZodType, boolean>();
 function mayHoldSecret(schema: z.ZodType): boolean {
@@ -155,17 +165,14 @@ function secretValues(schema: z.ZodType, value: unknown, out: Set<unknown>, dept
     const shapes = defs.filter((def) => def.shape);
     const besideSecret = shapes.some((def) => Object.values(def.shape!).some(isSecret));
     for (const [key, field] of Object.entries(value)) {
-      const children = shapes.map((def) => (Object.hasOwn(def.shape!, key) ? def.shape![key] : def.catchall));
       if (besideSecret && !shapes.some((def) => Object.hasOwn(def.shape!, key))) out.add(field);
-      for (const child of children.filter(defined)) secretValues(child, field, out, depth + 1);
+      for (const child of defs.map((def) => childOf(def, key)).filter(defined))
+        secretValues(child, field, out, depth + 1);
     }
-    for (const def of defs)
-      if (def.valueType)
-        for (const field of Object.values(value)) secretValues(def.valueType, field, out, depth + 1);
   } else if (Array.isArray(value)) {
     for (const def of defs)
       for (const [i, item] of value.entries()) {
-        const child = def.element ?? def.items?.[i] ?? def.rest;
+        const child = childOf(def, i);
         if (child) secretValues(child, item, out, depth + 1);
       }
   }
@@ -176,11 +183,7 @@ function schemasAt(schema: z.ZodType, value: unknown, path: readonly PropertyKey
   let here = forms(schema, value);
   let at = value;
   for (const key of path) {
-    const children = here.map(defOf).map((def) => {
-      if (typeof key === "number") return def.element ?? def.items?.[key] ?? def.rest ?? undefined;
-      if (def.shape && typeof key === "string" && Object.hasOwn(def.shape, key)) return def.shape[key];
-      return def.catchall ?? def.valueType;
-    });
+    const children = here.map((form) => childOf(defOf(form), key));
     at = at !== null && typeof at === "object" ? (at as Record<PropertyKey, unknown>)[key] : undefined;
     here = children.filter(defined).flatMap((child) => forms(child, at));
   }
