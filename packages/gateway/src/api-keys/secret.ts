@@ -17,6 +17,9 @@ export function newKeyId(): string {
   return `key_${randomBytes(12).toString("hex")}`;
 }
 
+/** What `newKeyId` makes: an id that does not match names no key. */
+export const KEY_ID = /^key_[0-9a-f]{24}$/;
+
 /** Constant-time equality of two hex digests of equal length. */
 export function sameHash(a: string, b: string): boolean {
   const left = Buffer.from(a, "hex");

@@ -1,6 +1,7 @@
 import { cutText, forbidden, notFound } from "@gw/core/errors";
 import { principalOf } from "@gw/core/http";
 import type { Response } from "express";
+import { KEY_ID } from "../../api-keys/secret.ts";
 import type { ApiKeyStore } from "../../api-keys/store.ts";
 import type { ApiKeyRecord } from "../../api-keys/types.ts";
 
@@ -14,7 +15,7 @@ const SHOWN_ID_CHARS = 64;
 
 /**
  * Another organization's key is reported as not found, so ids do not leak across organizations; so is an
- * id that cannot be a key's (`key_` and 24 hex digits, as `newKeyId` makes them), without asking the store.
+ * id that cannot be a key's (`KEY_ID`), without asking the store.
  */
 export async function ownOrgKey(store: ApiKeyStore, res: Response, id: string): Promise<ApiKeyRecord> {
   const record = KEY_ID.test(id) ? await store.get(id) : undefined;
@@ -23,5 +24,3 @@ export async function ownOrgKey(store: ApiKeyStore, res: Response, id: string): 
   }
   return record;
 }
-
-const KEY_ID = /^key_[0-9a-f]{24}$/;
