@@ -6,7 +6,7 @@ import type { RedisClient } from "@gw/core/redis";
 import { patchLimits } from "./limits.ts";
 import type { CreateApiKeyInput, UpdateApiKeyInput } from "./schema.ts";
 import { generateSecret, hashSecret, newKeyId, secretStart } from "./secret.ts";
-import type { ApiKeyRecord } from "./types.ts";
+import { type ApiKeyRecord, type ListedApiKey, toView } from "./types.ts";
 
 /** Redis channel on which every change to a key is announced, so replicas drop cached copies. */
 export const API_KEY_EVENTS_CHANNEL = "gw:apikey-events";
@@ -206,4 +206,14 @@ export class ApiKeyStore {
     }
     throw new ApiKeyChangedConcurrently(id);
   }
+}
+
+/** The keys as listings show them at `now` (the admin API's and `pnpm keys list` and `get`): each with `lastUsedAt`. */
+export async function listedKeys(
+  store: Pick<ApiKeyStore, "lastUsed">,
+  records: ApiKeyRecord[],
+  now: number,
+): Promise<ListedApiKey[]> {
+  const used = await store.lastUsed(records.map((r) => r.id));
+  return records.map((r) => ({ ...toView(r, now), lastUsedAt: used.get(r.id) ?? null }));
 }

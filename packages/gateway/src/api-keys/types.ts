@@ -44,6 +44,9 @@ export type ApiKeyView = Omit<ApiKeyRecord, "hash" | "onBehalfOf" | "cache" | "s
   cache: KeyCacheMode;
 };
 
+/** A key as listed: its view with when it last authenticated a request (to the minute), or `null`. */
+export type ListedApiKey = ApiKeyView & { lastUsedAt: string | null };
+
 /** The key as shown at `now` (wall time, in milliseconds since the epoch): its status as authentication sees it then. */
 export function toView(record: ApiKeyRecord, now: number): ApiKeyView {
   const { hash: _hash, ...view } = record;

@@ -22,7 +22,7 @@ import {
   keyUsageQuery,
   updateApiKeySchema,
 } from "../api-keys/schema.ts";
-import { ApiKeyStore } from "../api-keys/store.ts";
+import { ApiKeyStore, listedKeys } from "../api-keys/store.ts";
 import { type ApiKeyRecord, toView } from "../api-keys/types.ts";
 import { limitsList } from "../config.ts";
 import { generateSigningJwk } from "../tokens/signing-keys.ts";
@@ -157,10 +157,7 @@ export async function runKeysCommand(
   // As the admin API shows a key: its status as authentication would see it now.
   const view = (record: ApiKeyRecord) => toView(record, systemClock.wall());
   // As the admin API lists keys: each with when it last authenticated a request, or null.
-  const withLastUse = async (records: ApiKeyRecord[]) => {
-    const used = await store.lastUsed(records.map((r) => r.id));
-    return records.map((r) => ({ ...view(r), lastUsedAt: used.get(r.id) ?? null }));
-  };
+  const withLastUse = (records: ApiKeyRecord[]) => listedKeys(store, records, systemClock.wall());
   const found = <T>(record: T | undefined): T => {
     if (!record) throw new Error(`no API key ${id}`);
     return record;

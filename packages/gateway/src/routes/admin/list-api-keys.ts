@@ -3,15 +3,15 @@ import { defineRoute } from "@gw/core/http";
 import { objectSchema } from "@gw/core/openapi";
 import { orgIdSchema } from "@gw/core/principal";
 import { z } from "zod";
-import type { ApiKeyStore } from "../../api-keys/store.ts";
-import { type ApiKeyView, toView } from "../../api-keys/types.ts";
+import { type ApiKeyStore, listedKeys } from "../../api-keys/store.ts";
+import type { ListedApiKey } from "../../api-keys/types.ts";
 import { assertOwnOrg } from "./api-key-admin.ts";
 import { apiKeyView, TAG } from "./schemas.ts";
 
 export interface ListApiKeysResponse {
   object: "list";
   /** Each with `lastUsedAt`: when it last authenticated a request (to the minute), or `null`. */
-  data: (ApiKeyView & { lastUsedAt: string | null })[];
+  data: ListedApiKey[];
 }
 
 export const listApiKeysQuery = z.object({ org: orgIdSchema.optional() });
@@ -38,11 +38,9 @@ export const listApiKeys = defineRoute({
     const org = query.org ?? principal.org;
     assertOwnOrg(res, org);
     const records = await deps.store.listByOrg(org);
-    const used = await deps.store.lastUsed(records.map((r) => r.id));
-    const now = deps.clock.wall();
     const body: ListApiKeysResponse = {
       object: "list",
-      data: records.map((r) => ({ ...toView(r, now), lastUsedAt: used.get(r.id) ?? null })),
+      data: await listedKeys(deps.store, records, deps.clock.wall()),
     };
     return body;
   },
