@@ -15,7 +15,17 @@ function module(path: string, seconds: number, states: string[]): TestModule {
       setupDuration: 0,
       duration: seconds * 1000 - 500,
     }),
-    children: { allTests: () => states.map((state) => ({ result: () => ({ state }) })) },
+    errors: () => [],
+    children: {
+      allTests: () =>
+        states.map((state, i) => ({
+          fullName: `suite > test ${i}`,
+          result: () => ({
+            state,
+            errors: state === "failed" ? [{ message: `expected ${i} to be 0\nat line 3` }] : undefined,
+          }),
+        })),
+    },
   } as unknown as TestModule;
 }
 
@@ -31,7 +41,7 @@ describe("the summary reporter", () => {
         module(`packages/x/test/f${i}.test.ts`, i + 1, ["passed"]),
       );
       files.push(module("packages/x/test/slow.test.ts", 30, ["passed", "failed", "skipped"]));
-      new SummaryReporter().onTestRunEnd(files, []);
+      new SummaryReporter().onTestRunEnd(files, [{ message: "worker exited" }]);
     } finally {
       write.mockRestore();
     }
@@ -42,7 +52,14 @@ describe("the summary reporter", () => {
     expect(times[0]).toBe("   30.0 s  packages/x/test/slow.test.ts");
     expect(times[1]).toBe("   11.0 s  packages/x/test/f10.test.ts");
     expect(times).toHaveLength(12);
-    expect(lines.at(-2)).toBe("vitest: 12 passed, 1 failed, 1 skipped");
+    // The failure is named last, before the count, where the tail of a CI log shows it.
+    expect(lines.slice(-6, -2)).toEqual([
+      "Failed:",
+      "  outside any test: worker exited",
+      "  packages/x/test/slow.test.ts > suite > test 1: expected 1 to be 0",
+      "",
+    ]);
+    expect(lines.at(-2)).toBe("vitest: 12 passed, 2 failed, 1 skipped");
   });
 
   it("lists the time of a single file too, as a run of one file shows it", () => {
@@ -59,6 +76,7 @@ describe("the summary reporter", () => {
     const lines = written.join("").split("\n");
     expect(lines).toContain("Time per file:");
     expect(lines).toContain("    7.3 s  packages/x/test/one.test.ts");
+    expect(lines).not.toContain("Failed:");
     expect(lines.at(-2)).toBe("vitest: 1 passed, 0 failed, 0 skipped");
   });
 });

@@ -12,22 +12,37 @@ export function fileSeconds(module: TestModule): number {
   return ms / 1000;
 }
 
+/** The first line of an error's message, or what was thrown when it has none. */
+function firstLine(error: unknown): string {
+  const message =
+    typeof error === "object" && error !== null && "message" in error ? String(error.message) : String(error);
+  return message.split("\n")[0] ?? "";
+}
+
 /**
  * Lists every test file with its time, slowest first, and the share the ten
- * slowest take (a run of one file shows that file's time); then ends the run with one plain line,
+ * slowest take (a run of one file shows that file's time); then each failure, named by file and test
+ * with its error's first line, last, where a CI log's tail shows it; then ends the run with one plain line,
  * `vitest: N passed, N failed, N skipped`, that CI and people can read without
  * parsing vitest's coloured summary. Errors outside any test count as failures.
  */
 export default class SummaryReporter implements Reporter {
   onTestRunEnd(testModules: ReadonlyArray<TestModule>, unhandledErrors: ReadonlyArray<unknown>): void {
     const counts = { passed: 0, failed: unhandledErrors.length, skipped: 0 };
+    const failures = unhandledErrors.map((error) => `  outside any test: ${firstLine(error)}`);
     for (const module of testModules) {
-      if (module.state() === "failed" && [...module.children.allTests()].length === 0) counts.failed++;
+      const file = relative(process.cwd(), module.moduleId);
+      if (module.state() === "failed" && [...module.children.allTests()].length === 0) {
+        counts.failed++;
+        failures.push(`  ${file}: ${firstLine(module.errors()[0] ?? "the file failed to load")}`);
+      }
       for (const test of module.children.allTests()) {
-        const state = test.result().state;
-        if (state === "passed") counts.passed++;
-        else if (state === "failed") counts.failed++;
-        else counts.skipped++;
+        const result = test.result();
+        if (result.state === "passed") counts.passed++;
+        else if (result.state === "failed") {
+          counts.failed++;
+          failures.push(`  ${file} > ${test.fullName}: ${firstLine(result.errors?.[0] ?? "failed")}`);
+        } else counts.skipped++;
       }
     }
     const times = testModules
@@ -44,6 +59,7 @@ export default class SummaryReporter implements Reporter {
             `the ${Math.min(SLOWEST, times.length)} slowest ${Math.round((100 * slowest) / sum)} %):`;
       process.stdout.write(`\n${heading}\n${lines.join("\n")}\n`);
     }
+    if (failures.length > 0) process.stdout.write(`\nFailed:\n${failures.join("\n")}\n`);
     process.stdout.write(
       `\nvitest: ${counts.passed} passed, ${counts.failed} failed, ${counts.skipped} skipped\n`,
     );
