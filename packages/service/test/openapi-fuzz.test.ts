@@ -71,7 +71,7 @@ beforeAll(async () => {
   [upstream, remotes] = await Promise.all([startFakeMcpServer(), bareRepositories(remotesDir)]);
   await remotes.create("acme", "app");
 });
-afterAll(() => upstream?.close());
+afterAll(() => Promise.all([upstream?.close(), remotes?.remove()]));
 
 /** A request through the gateway with the fuzzer's key; answers a status, a type and the text. */
 async function send(secret: string, request: FuzzRequest) {

@@ -1,6 +1,6 @@
 /** A gateway as an OS process of its own, and whether processes a test started still run. */
 import { readFileSync } from "node:fs";
-import { mkdtemp } from "node:fs/promises";
+import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { type RunningNodeProcess, startNodeProcess } from "@gw/devstack";
@@ -11,11 +11,15 @@ import { spicedbEnv } from "./test-spicedb.ts";
 /**
  * A gateway as a separate OS process, for tests that need several replicas.
  * Its data directory (the development signing key) is `env.DATA_DIR` or a
- * fresh temporary one; its PostgreSQL database `env.DATABASE_URL` or a fresh
+ * fresh temporary one, removed when it stops; its PostgreSQL database `env.DATABASE_URL` or a fresh
  * one (dropped with the run's server).
  */
 export async function startGatewayProcess(env: NodeJS.ProcessEnv): Promise<RunningNodeProcess> {
+  const madeDataDir = env.DATA_DIR === undefined;
   const dataDir = env.DATA_DIR ?? (await mkdtemp(join(tmpdir(), "gw-test-data-")));
+  const removeMadeDataDir = async () => {
+    if (madeDataDir) await rm(dataDir, { recursive: true, force: true });
+  };
   const databaseUrl = env.DATABASE_URL ?? (await createTestDatabase()).url;
   // Never the defaults (a `pnpm start` may be serving them): what a test gives, else a port that answers nothing.
   const nothing = await startNothingListener();
@@ -40,11 +44,11 @@ export async function startGatewayProcess(env: NodeJS.ProcessEnv): Promise<Runni
       ...gateway,
       async stop() {
         await gateway.stop();
-        await nothing.close();
+        await Promise.all([nothing.close(), removeMadeDataDir()]);
       },
     };
   } catch (err) {
-    await nothing.close();
+    await Promise.all([nothing.close(), removeMadeDataDir()]);
     throw err;
   }
 }
