@@ -1,4 +1,4 @@
-import { openaiPython, pythonPrints } from "@gw/test-kit/python-venv";
+import { pythonPrints, useOpenaiPython } from "@gw/test-kit/python-venv";
 import OpenAI, { BadRequestError } from "openai";
 import type { ResponseStreamEvent } from "openai/resources/responses/responses";
 import { afterEach, describe, expect, it, vi } from "vitest";
@@ -76,8 +76,9 @@ describe("the official openai SDK's background responses", () => {
 });
 
 describe("openai-python's background responses", () => {
+  const openaiPython = useOpenaiPython();
   it("creates one queued, polls it to completed, and cancels a running one", async (ctx) => {
-    const python = await openaiPython(ctx);
+    const python = openaiPython(ctx);
     if (!python) return;
     const key = await stack.createKey();
     stack.llm.mode = "hold-midstream";

@@ -1,5 +1,5 @@
 import { hashedEmbedding } from "@gw/test-kit/llm-upstream";
-import { openaiPython, pythonPrints } from "@gw/test-kit/python-venv";
+import { pythonPrints, useOpenaiPython } from "@gw/test-kit/python-venv";
 import OpenAI from "openai";
 import { describe, expect, it } from "vitest";
 import { useStack } from "../../packages/service/test/stack.ts";
@@ -39,8 +39,9 @@ describe("the official openai SDK's embeddings", () => {
 });
 
 describe("openai-python's embeddings", () => {
+  const openaiPython = useOpenaiPython();
   it("gets one vector per input, as base64 (decoded by the client) and as floats", async (ctx) => {
-    const python = await openaiPython(ctx);
+    const python = openaiPython(ctx);
     if (!python) return;
     const key = await stack.createKey();
     const script = [

@@ -1,7 +1,7 @@
 import type { Limits } from "@gw/core/limits";
 import type { Principal } from "@gw/core/principal";
 import { CountingWindows } from "@gw/core/windows";
-import { openaiPython, pythonPrints } from "@gw/test-kit/python-venv";
+import { pythonPrints, useOpenaiPython } from "@gw/test-kit/python-venv";
 import OpenAI, { BadRequestError } from "openai";
 import { beforeEach, describe, expect, it } from "vitest";
 import type {
@@ -358,8 +358,9 @@ describe("redact and flag", () => {
 });
 
 describe("openai-python", () => {
+  const openaiPython = useOpenaiPython();
   it("raises BadRequestError with code guardrail_blocked, reads an incomplete response and a content_filter finish", async (ctx) => {
-    const python = await openaiPython(ctx);
+    const python = openaiPython(ctx);
     if (python === undefined) return;
     const key = await keyWith([policy({ id: "gr_0000000000000000000000000000000b" })]);
     const script = [

@@ -1,5 +1,5 @@
 import { createOpenAI } from "@ai-sdk/openai";
-import { openaiPython, pythonPrints } from "@gw/test-kit/python-venv";
+import { pythonPrints, useOpenaiPython } from "@gw/test-kit/python-venv";
 import { generateText, streamText } from "ai";
 import OpenAI from "openai";
 import { describe, expect, it } from "vitest";
@@ -12,6 +12,7 @@ import { useHostedMcpStack } from "./hosted-mcp-stack.ts";
  * `previous_response_id`, and read the items the gateway sends.
  */
 describe("hosted MCP items sent back by the clients", () => {
+  const openaiPython = useOpenaiPython();
   const { stack, upstream: upstreamOf, register } = useHostedMcpStack();
 
   const setUp = () => register("history-shared-token");
@@ -19,7 +20,7 @@ describe("hosted MCP items sent back by the clients", () => {
     upstreamOf().calls.filter((c) => c.tool === "lookup" && c.arguments.text === text).length;
 
   it("openai-python: input=r1.output + [approval] runs the approved call once; the next turn with the whole history runs nothing again", async (ctx) => {
-    const python = await openaiPython(ctx);
+    const python = openaiPython(ctx);
     if (!python) return;
     const { secret, serverUrl } = await setUp();
     const script = [

@@ -1,5 +1,5 @@
 import { fileURLToPath } from "node:url";
-import { openaiPython, runPython } from "@gw/test-kit/python-venv";
+import { runPython, useOpenaiPython } from "@gw/test-kit/python-venv";
 import { expect, it } from "vitest";
 import type { SdkTarget } from "./openai-sdk.ts";
 
@@ -12,8 +12,9 @@ import type { SdkTarget } from "./openai-sdk.ts";
  * a `python3` on the machine the case is skipped, saying so.
  */
 export function openaiPythonCases(target: () => SdkTarget): void {
+  const openaiPython = useOpenaiPython();
   it("openai-python: every case of openai_python.py passes", async (ctx) => {
-    const python = await openaiPython(ctx);
+    const python = openaiPython(ctx);
     if (!python) return;
     const key = await target().createKey();
     const limited = await target().createKey({ limits: { minute: 2 } });

@@ -4,7 +4,7 @@ import { join } from "node:path";
 import { scanKeys } from "@gw/test-kit";
 import { type FakeAnthropic, startFakeAnthropic } from "@gw/test-kit/anthropic-upstream";
 import { type FakeLLM, startFakeLLM } from "@gw/test-kit/llm-upstream";
-import { openaiPython, pythonPrints } from "@gw/test-kit/python-venv";
+import { pythonPrints, useOpenaiPython } from "@gw/test-kit/python-venv";
 import OpenAI from "openai";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { runCli } from "../../packages/gateway/test/run-cli.ts";
@@ -224,8 +224,9 @@ describe("pnpm keys usage", () => {
 });
 
 describe("openai-python through a fallback", () => {
+  const openaiPython = useOpenaiPython();
   it("gets a chat completion from the fallback", async (ctx) => {
-    const python = await openaiPython(ctx);
+    const python = openaiPython(ctx);
     if (!python) return;
     const key = await stack.createKey();
     const script = [
@@ -242,7 +243,7 @@ describe("openai-python through a fallback", () => {
   });
 
   it("gets a chat completion, whole and streamed, from an Anthropic deployment", async (ctx) => {
-    const python = await openaiPython(ctx);
+    const python = openaiPython(ctx);
     if (!python) return;
     const key = await stack.createKey();
     const script = [

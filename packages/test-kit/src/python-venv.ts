@@ -15,6 +15,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
 import { madeOnce } from "@gw/devstack";
+import { beforeAll } from "vitest";
 
 const run = promisify(execFile);
 
@@ -93,16 +94,25 @@ async function make(python: string, packages: string[], home: string): Promise<v
 export const OPENAI_PYTHON = "openai==3.22.1";
 
 /**
- * The python of an environment with openai-python for a test, or `undefined`
- * with the test skipped, saying why on stderr, where the machine has no
- * Python (`.ci/run` installs it, so CI never skips).
+ * For the tests of the enclosing `describe` (or file) that drive openai-python: a `beforeAll`,
+ * with a hook timeout as long as making the environment may take, waits for it (vitest's global
+ * setup starts making it on a machine that lacks it, so on a fresh machine pip's install may still
+ * run), so no test's own timeout is spent on pip. The function it returns gives a test the
+ * environment's python, or `undefined` with the test skipped, saying why on stderr, where the
+ * machine has no Python (`.ci/run` installs it, so CI never skips).
  */
-export async function openaiPython(ctx: { skip(note?: string): void }): Promise<string | undefined> {
-  const env = await pythonWith([OPENAI_PYTHON]);
-  if (!("skip" in env)) return env.python;
-  process.stderr.write(`SKIPPED the openai-python test: ${env.skip}; .ci/run installs it\n`);
-  ctx.skip(env.skip);
-  return undefined;
+export function useOpenaiPython(): (ctx: { skip(note?: string): void }) => string | undefined {
+  let env: PythonEnv | undefined;
+  beforeAll(async () => {
+    env = await pythonWith([OPENAI_PYTHON]);
+  }, MAKE_TIMEOUT_MS + 60_000);
+  return (ctx) => {
+    if (!env) throw new Error("useOpenaiPython's beforeAll has not run");
+    if (!("skip" in env)) return env.python;
+    process.stderr.write(`SKIPPED the openai-python test: ${env.skip}; .ci/run installs it\n`);
+    ctx.skip(env.skip);
+    return undefined;
+  };
 }
 
 /** How a Python run ended: its exit code and what it printed. */

@@ -1,5 +1,5 @@
 import { fileURLToPath } from "node:url";
-import { openaiPython, runPython } from "@gw/test-kit/python-venv";
+import { runPython, useOpenaiPython } from "@gw/test-kit/python-venv";
 import { describe, expect, it } from "vitest";
 import { uploaded } from "../../../test/files.ts";
 import { parseEvents } from "../../../test/stack.ts";
@@ -286,8 +286,9 @@ describe("the Responses file_search tool", () => {
 });
 
 describe("openai-python", () => {
+  const openaiPython = useOpenaiPython();
   it("vector_stores.search and responses.create(tools=[file_search]) as bob find and cite only his file", async (ctx) => {
-    const python = await openaiPython(ctx);
+    const python = openaiPython(ctx);
     if (!python) return;
     const { key, store, shared, secret } = await aliceStore();
     const script = fileURLToPath(new URL("../../../test/openai_python_vector_search.py", import.meta.url));

@@ -1,13 +1,14 @@
 import { fileURLToPath } from "node:url";
-import { openaiPython, runPython } from "@gw/test-kit/python-venv";
+import { runPython, useOpenaiPython } from "@gw/test-kit/python-venv";
 import { describe, expect, it } from "vitest";
 import { useVectorStack } from "../../../test/vector-stores.ts";
 
 const { stack } = useVectorStack();
 
 describe("openai-python", () => {
+  const openaiPython = useOpenaiPython();
   it("vector_stores.create and vector_stores.files.upload_and_poll, each object of the SDK's own type", async (ctx) => {
-    const python = await openaiPython(ctx);
+    const python = openaiPython(ctx);
     if (!python) return;
     const key = await stack.createKey();
     const script = fileURLToPath(new URL("./vector_stores_python.py", import.meta.url));
