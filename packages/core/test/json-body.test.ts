@@ -18,6 +18,9 @@ import { turnsTaken } from "../src/turns.ts";
 /** What reached the error middleware, by request id. */
 const errors = new Map<string, (err: unknown) => void>();
 const errorOf = (requestId: string) => new Promise<unknown>((resolve) => errors.set(requestId, resolve));
+/** Which requests have reached `/echo`'s handlers, by request id. */
+const arrivals = new Map<string, () => void>();
+const arrivalOf = (requestId: string) => new Promise<void>((resolve) => arrivals.set(requestId, resolve));
 let port = 0;
 let close: () => void;
 
@@ -36,9 +39,17 @@ beforeAll(async () => {
       res.json({ body: req.body ?? null });
     },
   );
-  app.post("/echo", jsonBody, (req, res) => {
-    res.json({ body: req.body ?? null });
-  });
+  app.post(
+    "/echo",
+    (req, _res, next) => {
+      arrivals.get(req.id)?.();
+      next();
+    },
+    jsonBody,
+    (req, res) => {
+      res.json({ body: req.body ?? null });
+    },
+  );
   app.use((err: unknown, req: express.Request, _res: express.Response, next: express.NextFunction) => {
     errors.get(req.id)?.(err);
     next(err);
@@ -91,6 +102,41 @@ describe("jsonBody", () => {
   });
 });
 
+describe("jsonBody, small plain bodies (read without body-parser)", () => {
+  const post = async (body: Buffer, headers: Record<string, string> = {}) => {
+    const res = await fetch(`http://127.0.0.1:${port}/echo`, {
+      method: "POST",
+      headers: { "content-type": "application/json", ...headers },
+      body,
+    });
+    return { status: res.status, answer: await res.json() };
+  };
+
+  it("drops a UTF-8 byte order mark, as body-parser does", async () => {
+    const text = Buffer.concat([Buffer.from([0xef, 0xbb, 0xbf]), Buffer.from('{"a":"é"}')]);
+    const read = await post(text);
+    expect(read).toEqual({ status: 200, answer: { body: { a: "é" } } });
+    expect(await post(text, { "content-encoding": "identity" })).toEqual(read);
+  });
+
+  it("a request whose client goes away before its body has arrived is body-parser's 400 'request aborted'", async () => {
+    const requestId = "aborted-small-1";
+    const reached = errorOf(requestId);
+    const arrived = arrivalOf(requestId);
+    const socket = connect(port, "127.0.0.1");
+    socket.on("error", () => {});
+    socket.write(
+      "POST /echo HTTP/1.1\r\nHost: test\r\nContent-Type: application/json\r\n" +
+        `Content-Length: 20\r\nX-Request-Id: ${requestId}\r\n\r\n{"a":`,
+    );
+    // The request is being read (its first bytes are in) before the client goes.
+    await arrived;
+    socket.destroy();
+    const err = await reached;
+    expect(err).toMatchObject({ type: "request.aborted", status: 400, message: "request aborted" });
+  });
+});
+
 describe("jsonBody, large bodies", () => {
   /** The same JSON text, padded with whitespace (still the same JSON) past the large-body size. */
   const padded = (text: string) => `${" ".repeat(LARGE_BODY_BYTES)}${text}`;
@@ -126,6 +172,9 @@ describe("jsonBody, large bodies", () => {
     const small = await post(text);
     expect(small.status).toBe(status);
     if (status === 200) expect(small.body).toEqual(JSON.parse(text));
+    // A small plain body is read without body-parser; with a Content-Encoding (identity: nothing to
+    // inflate) body-parser reads it: the same outcome.
+    expect(await post(text, { "content-encoding": "identity" })).toEqual(small);
     const before = turnsTaken();
     const large = await post(padded(text));
     expect(large).toEqual(small);
