@@ -9,6 +9,7 @@ import { templateDirectoryOf } from "../src/vector-database.ts";
 import {
   type RunningVectorDatabaseProcess,
   startVectorDatabaseProcess,
+  vectorDatabaseTemplateFile,
 } from "../src/vector-database-process.ts";
 
 /** A client of the database, closed by `end()`; its errors (a connection we cut) are expected. */
@@ -128,7 +129,13 @@ async function rawSession(port: number) {
 describe("the local vector database", () => {
   let database: RunningVectorDatabaseProcess;
   beforeAll(async () => {
-    database = await startVectorDatabaseProcess({ port: 0, env: process.env, inMemory: true });
+    // From the project's template (made once per checkout, as `pnpm start` does): no initdb of its own.
+    database = await startVectorDatabaseProcess({
+      port: 0,
+      env: process.env,
+      inMemory: true,
+      templateFile: vectorDatabaseTemplateFile(),
+    });
     const client = await connect(database.databaseUrl);
     await client.query("CREATE EXTENSION vector");
     await client.query("CREATE TABLE items (id integer PRIMARY KEY, embedding vector(1536))");
@@ -336,7 +343,9 @@ describe("the local vector database with a data directory", () => {
 
   it("keeps its vectors across a restart", async () => {
     const env = { ...process.env, DATA_DIR: dataDir };
-    let database = await startVectorDatabaseProcess({ port: 0, env });
+    // The first start copies the project's template (a new cluster); the second opens what it left.
+    const templateFile = vectorDatabaseTemplateFile();
+    let database = await startVectorDatabaseProcess({ port: 0, env, templateFile });
     try {
       const client = await connect(database.databaseUrl);
       await client.query("CREATE EXTENSION vector");
@@ -346,7 +355,7 @@ describe("the local vector database with a data directory", () => {
     } finally {
       await database.stop();
     }
-    database = await startVectorDatabaseProcess({ port: 0, env });
+    database = await startVectorDatabaseProcess({ port: 0, env, templateFile });
     try {
       const client = await connect(database.databaseUrl);
       const { rows } = await client.query("SELECT id, embedding::text AS e FROM kept");
