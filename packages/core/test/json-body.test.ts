@@ -1,3 +1,4 @@
+import { AsyncLocalStorage } from "node:async_hooks";
 import type { AddressInfo } from "node:net";
 import { connect } from "node:net";
 import { gzipSync } from "node:zlib";
@@ -18,6 +19,8 @@ import { turnsTaken } from "../src/turns.ts";
 /** What reached the error middleware, by request id. */
 const errors = new Map<string, (err: unknown) => void>();
 const errorOf = (requestId: string) => new Promise<unknown>((resolve) => errors.set(requestId, resolve));
+/** An async context a request's handlers run in (as its trace span is), by request id. */
+const requestContext = new AsyncLocalStorage<string>();
 /** Which requests have reached `/echo`'s handlers, by request id. */
 const arrivals = new Map<string, () => void>();
 const arrivalOf = (requestId: string) => new Promise<void>((resolve) => arrivals.set(requestId, resolve));
@@ -48,6 +51,14 @@ beforeAll(async () => {
     jsonBody,
     (req, res) => {
       res.json({ body: req.body ?? null });
+    },
+  );
+  app.post(
+    "/context",
+    (req, _res, next) => requestContext.run(req.id, next),
+    jsonBody,
+    (_req, res) => {
+      res.json({ context: requestContext.getStore() ?? null });
     },
   );
   app.use((err: unknown, req: express.Request, _res: express.Response, next: express.NextFunction) => {
@@ -111,6 +122,15 @@ describe("jsonBody, small plain bodies (read without body-parser)", () => {
     });
     return { status: res.status, answer: await res.json() };
   };
+
+  it("hands the request on in its own async context (its trace span), not the socket's", async () => {
+    const res = await fetch(`http://127.0.0.1:${port}/context`, {
+      method: "POST",
+      headers: { "content-type": "application/json", "x-request-id": "context-small-1" },
+      body: '{"a":1}',
+    });
+    expect(await res.json()).toEqual({ context: "context-small-1" });
+  });
 
   it("drops a UTF-8 byte order mark, as body-parser does", async () => {
     const text = Buffer.concat([Buffer.from([0xef, 0xbb, 0xbf]), Buffer.from('{"a":"é"}')]);

@@ -1,3 +1,4 @@
+import { AsyncResource } from "node:async_hooks";
 import { randomUUID } from "node:crypto";
 import type { IncomingMessage } from "node:http";
 import express, { type ErrorRequestHandler, type RequestHandler } from "express";
@@ -240,7 +241,10 @@ function plainSmallBody(req: IncomingMessage): boolean {
  * machinery: most requests' bodies are this, and body-parser took a tenth of a millisecond longer
  * to hand one on.
  */
-const readSmallJson: RequestHandler = (req, res, next) => {
+const readSmallJson: RequestHandler = (req, res, handOn) => {
+  // The request's handlers go on in its own async context (its trace span), not the socket's that
+  // emits `end` (body-parser's reader binds its callback the same way).
+  const next = AsyncResource.bind(handOn);
   const declared = Number(req.headers["content-length"]);
   const chunks: Buffer[] = [];
   let received = 0;
