@@ -1,4 +1,3 @@
-import { AsyncResource } from "node:async_hooks";
 import { randomUUID } from "node:crypto";
 import type { IncomingMessage } from "node:http";
 import express, { type ErrorRequestHandler, type RequestHandler } from "express";
@@ -168,8 +167,7 @@ export const jsonBody: RequestHandler = (req, res, next) => {
       declared === undefined
         ? req.headers["transfer-encoding"] !== undefined
         : Number(declared) >= LARGE_BODY_BYTES;
-    if (large) return parseLargeJson(req, res, next);
-    return plainSmallBody(req) ? readSmallJson(req, res, next) : parseJson(req, res, next);
+    return large ? parseLargeJson(req, res, next) : parseJson(req, res, next);
   }
   // Read it to tell an empty body (a bodiless POST forwarded chunked) from a real one.
   readOtherBody(req, res, (err?: unknown) => {
@@ -219,77 +217,6 @@ const parseLargeJson: RequestHandler = (req, res, next) => {
       },
     );
   });
-};
-
-/**
- * Whether a small JSON body can be read by `readSmallJson` with `parseJson`'s outcomes: its length
- * declared, not compressed, UTF-8, and the request still being read (body-parser reads nothing from
- * one whose socket has stopped reading, nor decodes other charsets the same way: those go to it).
- */
-function plainSmallBody(req: IncomingMessage): boolean {
-  const { headers } = req;
-  if (headers["content-length"] === undefined || headers["content-encoding"] !== undefined) return false;
-  if (!req.socket?.readable || (req.complete && !req.readable)) return false;
-  const charset = charsetOf(req);
-  return charset === "utf-8" || charset === "utf8";
-}
-
-/**
- * `parseJson` for a small plain body (`plainSmallBody`), with the same outcomes (an empty body as
- * `{}`, a UTF-8 byte order mark dropped, the depth scan, the parse error's type and message; a
- * request that ends before its body as body-parser's `request.aborted`), without its stream
- * machinery: most requests' bodies are this, and body-parser took a tenth of a millisecond longer
- * to hand one on.
- */
-const readSmallJson: RequestHandler = (req, res, handOn) => {
-  // The request's handlers go on in its own async context (its trace span), not the socket's that
-  // emits `end` (body-parser's reader binds its callback the same way).
-  const next = AsyncResource.bind(handOn);
-  const declared = Number(req.headers["content-length"]);
-  const chunks: Buffer[] = [];
-  let received = 0;
-  let done = false;
-  const finish = (err?: unknown) => {
-    if (done) return;
-    done = true;
-    req.off("data", onData);
-    req.off("end", onEnd);
-    req.off("error", onAborted);
-    req.off("close", onAborted);
-    next(err);
-  };
-  const onData = (chunk: Buffer) => {
-    received += chunk.length;
-    chunks.push(chunk);
-  };
-  const onAborted = () =>
-    finish(Object.assign(new Error("request aborted"), { type: "request.aborted", status: 400 }));
-  const onEnd = () => {
-    if (received !== declared) {
-      return finish(
-        Object.assign(new Error("request size did not match content length"), {
-          type: "request.size.invalid",
-          status: 400,
-        }),
-      );
-    }
-    const bytes = chunks.length === 1 ? (chunks[0] as Buffer) : Buffer.concat(chunks, received);
-    try {
-      refuseDeepOrNonUtf8(req, res, bytes, "utf-8");
-      req.body = jsonOf(
-        bytes.toString("utf8", bytes[0] === 0xef && bytes[1] === 0xbb && bytes[2] === 0xbf ? 3 : 0),
-      );
-    } catch (failure) {
-      // As body-parser types its errors: the depth scan's own, else a body that is not JSON.
-      (failure as { type?: string }).type ??= "entity.parse.failed";
-      return finish(failure);
-    }
-    finish();
-  };
-  req.on("data", onData);
-  req.on("end", onEnd);
-  req.on("error", onAborted);
-  req.on("close", onAborted);
 };
 
 /** The request's declared charset, `utf-8` when none (as body-parser reads it). */
