@@ -98,16 +98,19 @@ export const OPENAI_PYTHON = "openai==3.22.1";
  * with a hook timeout as long as making the environment may take, waits for it (vitest's global
  * setup starts making it on a machine that lacks it, so on a fresh machine pip's install may still
  * run), so no test's own timeout is spent on pip. The function it returns gives a test the
- * environment's python, or `undefined` with the test skipped, saying why on stderr, where the
+ * environment's python; throws why it could not be made (failing that test only, not the others
+ * of the `describe`); or gives `undefined` with the test skipped, saying why on stderr, where the
  * machine has no Python (`.ci/run` installs it, so CI never skips).
  */
 export function useOpenaiPython(): (ctx: { skip(note?: string): void }) => string | undefined {
-  let env: PythonEnv | undefined;
+  let env: PythonEnv | Error | undefined;
   beforeAll(async () => {
-    env = await pythonWith([OPENAI_PYTHON]);
+    // Kept, not thrown: an environment that could not be made fails the openai-python cases only.
+    env = await pythonWith([OPENAI_PYTHON]).catch((err: Error) => err);
   }, MAKE_TIMEOUT_MS + 60_000);
   return (ctx) => {
     if (!env) throw new Error("useOpenaiPython's beforeAll has not run");
+    if (env instanceof Error) throw env;
     if (!("skip" in env)) return env.python;
     process.stderr.write(`SKIPPED the openai-python test: ${env.skip}; .ci/run installs it\n`);
     ctx.skip(env.skip);
