@@ -187,7 +187,7 @@ describe("MCP servers and credentials kept per replica (McpReadCache)", () => {
     b.subscriber.connect().catch(() => undefined);
     await subscribed;
     // Both replicas listen again (c never stopped).
-    await until(async () => (await subscribers()) === 2);
+    await vi.waitFor(async () => expect(await subscribers()).toBe(2));
     await b.servers.get("acme", server.id);
     const after = b.selects();
     await b.servers.get("acme", server.id);
@@ -204,12 +204,4 @@ async function subscribers(): Promise<number> {
   } finally {
     probe.disconnect();
   }
-}
-
-async function until(test: () => Promise<boolean>): Promise<void> {
-  for (let i = 0; i < 200; i++) {
-    if (await test()) return;
-    await new Promise((resolve) => setTimeout(resolve, 10));
-  }
-  throw new Error("never came true");
 }
