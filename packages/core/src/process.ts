@@ -2,6 +2,12 @@
 export const SHUTDOWN_DEADLINE_MS = 30_000;
 
 /**
+ * `WORKERS_SHUTDOWN_GRACE`'s default: the service's setting, and what `pnpm start` waits for (and
+ * 5 s more) when it is not set.
+ */
+export const WORKERS_SHUTDOWN_GRACE_DEFAULT = "10s";
+
+/**
  * Runs `shutdown` on SIGTERM and SIGINT, and when the process that started us
  * over IPC (`pnpm start`) goes away, so no orphan keeps a port. A shutdown that
  * has not finished within `deadlineMs` (a store it waits on is gone, say) ends

@@ -24,6 +24,7 @@ import { developmentSecret } from "@gw/core/development-secret";
 import { parseDuration } from "@gw/core/duration";
 import { createLogger } from "@gw/core/logger";
 import { localPostgresPort, migrateVectorDatabase } from "@gw/core/postgres";
+import { WORKERS_SHUTDOWN_GRACE_DEFAULT } from "@gw/core/process";
 import { localRedisPort } from "@gw/core/redis";
 import { z } from "zod";
 import { DEFAULT_LOCAL_VECTOR_DATABASE_PORT, devstackConfigSchema } from "./config.ts";
@@ -318,7 +319,7 @@ const gatewayUrls = (env: NodeJS.ProcessEnv) => ({
  * it can, its stores still up meanwhile. A value the service refuses stops it at start anyway.
  */
 const workersGraceMs = (env: NodeJS.ProcessEnv) =>
-  (parseDuration(env.WORKERS_SHUTDOWN_GRACE ?? "") ?? 10_000) + 5_000;
+  (parseDuration(env.WORKERS_SHUTDOWN_GRACE ?? "") ?? parseDuration(WORKERS_SHUTDOWN_GRACE_DEFAULT)!) + 5_000;
 
 /** The default: the service, then the gateway in front of it, each a process of its own. */
 async function startGatewayAndService(env: NodeJS.ProcessEnv) {

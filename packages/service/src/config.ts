@@ -3,6 +3,7 @@ import { ConfigError, env } from "@gw/core/config";
 import { metricsEndpointOf, metricsEnvShape } from "@gw/core/http";
 import { vaultKeysSchema } from "@gw/core/mcp";
 import { localDatabaseUrl } from "@gw/core/postgres";
+import { WORKERS_SHUTDOWN_GRACE_DEFAULT } from "@gw/core/process";
 import { localRedisUrl } from "@gw/core/redis";
 import { tracingEnvShape } from "@gw/core/tracing";
 import { z } from "zod";
@@ -144,7 +145,7 @@ export const serviceConfigSchema = z
     /** Background responses one API key may have queued or in progress; past it, 429 `background_limit_exceeded`. Default 100. */
     BACKGROUND_RESPONSES_PER_KEY: z.coerce.number().int().min(1).max(100_000).default(100),
     /** On shutdown (SIGTERM, Ctrl-C), how long the process's workers let the background responses, eval runs and vector-store ingestions they run finish before they end them (a background response then ends `failed`, saying the service stopped), a duration with its unit; a deployment's termination grace period should be longer (`pnpm start` waits this and 5 s more). Default 10s. */
-    WORKERS_SHUTDOWN_GRACE: env.duration("10s"),
+    WORKERS_SHUTDOWN_GRACE: env.duration(WORKERS_SHUTDOWN_GRACE_DEFAULT),
     /** How long a background response stays taken by a worker that stopped renewing it (killed) before another worker ends it failed, a duration with its unit; it ends within about twice this (40 s by default, inside the minute a killed run may take). Default 20s. */
     BACKGROUND_RESPONSE_STALL_TIMEOUT: env.duration("20s"),
     /** How long a background response's stream events are kept after its last one, for `GET /responses/{id}?stream=true`, a duration with its unit. Default 1h. */
