@@ -326,15 +326,24 @@ export function errorHandler(logger: Logger): ErrorRequestHandler {
       res.set(appError.headers).status(appError.status).json(errorBody(appError, { openai }));
       return;
     }
-    logger.error({ requestId: req.id, err }, "unhandled error");
+    const internal = unexpectedError(err, req.id, logger);
     res
       .status(500)
       .json(
         openai
-          ? errorBody(toAppError(err, `Internal Server Error (request ${req.id})`), { openai })
+          ? errorBody(internal, { openai })
           : { error: "Internal Server Error", requestId: req.id, code: "internal" },
       );
   };
+}
+
+/**
+ * An error no handler expected (a bug, a library's throw): logged whole with the request's id, and
+ * answered as an internal error whose message names only that id, never the error's own text.
+ */
+export function unexpectedError(err: unknown, requestId: string, logger: Logger): AppError {
+  logger.error({ requestId, err }, "unhandled error");
+  return toAppError(err, `Internal Server Error (request ${requestId})`);
 }
 
 /** The client closed its connection before its answer was complete. */

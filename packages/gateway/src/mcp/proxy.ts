@@ -1,8 +1,8 @@
 import { createHash } from "node:crypto";
 import { type AuditOutcome, auditActor } from "@gw/core/audit";
 import type { Clock } from "@gw/core/clock";
-import { AppError, ERROR_CAUSES, type ErrorCause, toAppError, unauthorized } from "@gw/core/errors";
-import { fromFramework, jsonBody, principalOf } from "@gw/core/http";
+import { AppError, ERROR_CAUSES, type ErrorCause, unauthorized } from "@gw/core/errors";
+import { fromFramework, jsonBody, principalOf, unexpectedError } from "@gw/core/http";
 import { ASSERTION_HEADER, type InternalAssertions } from "@gw/core/internal-assertion";
 import {
   AnswerTooLarge,
@@ -206,14 +206,8 @@ export function mcpProxy(deps: McpDeps, options: ProxyOptions): Router {
   const refusalAsJsonRpc: ErrorRequestHandler = (thrown, req, res, next) => {
     if (req.method !== "POST" || res.headersSent || req.socket?.destroyed) return next(thrown);
     const err: unknown = fromFramework(thrown, req) ?? thrown;
-    let refusal: AppError;
-    if (err instanceof AppError) refusal = err;
-    else {
-      // Unexpected: logged as the app's error handler logs it, answered as JSON-RPC's Internal error
-      // with the app's message (the request id), never the error's own text.
-      deps.logger.error({ requestId: req.id, err }, "unhandled error");
-      refusal = toAppError(err, `Internal Server Error (request ${req.id})`);
-    }
+    // Unexpected: logged and worded as the app's error handler does, answered as JSON-RPC's Internal error.
+    const refusal = err instanceof AppError ? err : unexpectedError(err, req.id, deps.logger);
     const answer = () => {
       refusal.jsonRpcId = jsonRpcIdOf(req.body);
       next(refusal);
