@@ -16,13 +16,12 @@ export function patchLimits(current: Limits, patch: Patch): Limits {
 }
 
 /**
- * A key's limits with the request windows that apply to it: its own, or, when it has none,
+ * A copy of a key's limits with the request windows that apply to it: its own, or, when it has none,
  * `DEFAULT_LIMITS`' (`defaults`). What the rate limit counts and what a key's usage shows.
  */
 export function withDefaultRequestWindows(keyLimits: Limits, defaults: Limits): Limits {
-  const own = WINDOWS.some((w) => keyLimits[w] !== undefined);
-  if (own) return keyLimits;
   const limits: Limits = { ...keyLimits };
+  if (WINDOWS.some((w) => keyLimits[w] !== undefined)) return limits;
   for (const w of WINDOWS) if (defaults[w] !== undefined) limits[w] = defaults[w];
   return limits;
 }

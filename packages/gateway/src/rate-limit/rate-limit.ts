@@ -40,7 +40,7 @@ export function rateLimit(
   return async (_req, res, next) => {
     const principal = principalOf(res);
     const keyLimits: Limits = res.locals.apiKey?.limits ?? {};
-    const limits: Limits = { ...withDefaultRequestWindows(keyLimits, defaultLimits) };
+    const limits = withDefaultRequestWindows(keyLimits, defaultLimits);
     let orgDefaults: UnitLimits;
     try {
       orgDefaults = await endUserDefaults.cached(principal.org);
