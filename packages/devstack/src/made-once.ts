@@ -1,5 +1,6 @@
 import { mkdir, readFile, rm, stat, writeFile } from "node:fs/promises";
 import { dirname, join } from "node:path";
+import { processRunning } from "./process-table.ts";
 
 /** How often a process that waits for another's making looks again. */
 const POLL_MS = 100;
@@ -53,14 +54,5 @@ async function abandoned(lock: string, timeoutMs: number): Promise<boolean> {
   const made = (await stat(lock).catch(() => undefined))?.mtimeMs;
   if (made === undefined) return false;
   const maker = Number(await readFile(join(lock, "pid"), "utf8").catch(() => "0"));
-  return (maker > 0 && !running(maker)) || Date.now() - made > timeoutMs;
+  return (maker > 0 && !processRunning(maker)) || Date.now() - made > timeoutMs;
 }
-
-const running = (pid: number) => {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (err) {
-    return (err as NodeJS.ErrnoException).code === "EPERM";
-  }
-};

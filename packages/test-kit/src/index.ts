@@ -6,6 +6,7 @@
  */
 export {
   freePort,
+  processRunning,
   REPO_ROOT,
   type RunningNodeProcess,
   startNodeProcess,
@@ -16,7 +17,7 @@ export { capturingLogger } from "./logs.ts";
 export { acceptsConnections, startNothingListener } from "./ports.ts";
 export { createTestDatabase, type TestDatabase, useTestDatabase } from "./postgres.ts";
 export { startTestPostgres, type TestPostgres } from "./postgres-global-setup.ts";
-export { processRunning, startGatewayProcess, survivors } from "./processes.ts";
+export { startGatewayProcess, survivors } from "./processes.ts";
 export { type RawResponse, rawHttp } from "./raw-http.ts";
 export {
   monitorCommands,

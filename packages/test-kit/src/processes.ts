@@ -3,7 +3,7 @@ import { readFileSync } from "node:fs";
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { type RunningNodeProcess, startNodeProcess } from "@gw/devstack";
+import { type RunningNodeProcess, startedAt, startNodeProcess } from "@gw/devstack";
 import { startNothingListener } from "./ports.ts";
 import { createTestDatabase } from "./postgres.ts";
 import { spicedbEnv } from "./test-spicedb.ts";
@@ -51,27 +51,6 @@ export async function startGatewayProcess(env: NodeJS.ProcessEnv): Promise<Runni
     await Promise.all([nothing.close(), removeMadeDataDir()]);
     throw err;
   }
-}
-
-/**
- * When a running process started (in clock ticks since boot, field 22 of `/proc/PID/stat`), or
- * undefined when no process has that pid or it is a zombie waiting to be reaped.
- */
-function startedAt(pid: number): string | undefined {
-  let stat: string;
-  try {
-    stat = readFileSync(`/proc/${pid}/stat`, "utf8");
-  } catch {
-    return undefined;
-  }
-  // The command name (field 2) is in parentheses and may hold spaces and parentheses itself.
-  const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-  return fields[0] === "Z" ? undefined : fields[19];
-}
-
-/** Whether a process still runs: it exists and is not a zombie waiting to be reaped. */
-export function processRunning(pid: number): boolean {
-  return startedAt(pid) !== undefined;
 }
 
 /**

@@ -1,0 +1,23 @@
+/** What the kernel's process table (`/proc`) says of a pid. */
+import { readFileSync } from "node:fs";
+
+/**
+ * When a running process started (in clock ticks since boot, field 22 of `/proc/PID/stat`), or
+ * undefined when no process has that pid or it is a zombie waiting to be reaped.
+ */
+export function startedAt(pid: number): string | undefined {
+  let stat: string;
+  try {
+    stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+  } catch {
+    return undefined;
+  }
+  // The command name (field 2) is in parentheses and may hold spaces and parentheses itself.
+  const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+  return fields[0] === "Z" ? undefined : fields[19];
+}
+
+/** Whether a process still runs: it exists and is not a zombie waiting to be reaped. */
+export function processRunning(pid: number): boolean {
+  return startedAt(pid) !== undefined;
+}
