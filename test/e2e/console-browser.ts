@@ -1,10 +1,15 @@
-import { mkdtemp, rm } from "node:fs/promises";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import { PERMISSIONS, type Permission } from "@gw/core/permissions";
 import { type FakeLLM, startFakeLLM } from "@gw/test-kit/llm-upstream";
 import { type Browser, type BrowserContext, chromium, type Page } from "playwright-core";
-import { createKey, type RunningStack, stackEnv, startStack, workerVectors } from "./pnpm-start.ts";
+import {
+  createKey,
+  newDataDir,
+  type RunningStack,
+  removeDataDir,
+  stackEnv,
+  startStack,
+  workerVectors,
+} from "./pnpm-start.ts";
 
 /** Debian's Chromium (`apt-get install chromium`): Playwright's own browser download cannot run here. */
 export const CHROMIUM = process.env.CHROMIUM_PATH ?? "/usr/bin/chromium";
@@ -27,7 +32,7 @@ export async function startConsoleStack(
   dataPrefix: string,
   extraEnv: NodeJS.ProcessEnv = {},
 ): Promise<ConsoleStack> {
-  const dataDir = await mkdtemp(join(tmpdir(), dataPrefix));
+  const dataDir = await newDataDir(dataPrefix);
   const llm = await startFakeLLM();
   const env = await stackEnv(dataDir, {
     LLM_BASE_URL: llm.baseUrl,
@@ -71,7 +76,7 @@ export async function startConsoleStack(
       await browser.close().catch(() => {});
       await stack.interrupt();
       await llm.close();
-      await rm(dataDir, { recursive: true, force: true, maxRetries: 10, retryDelay: 200 });
+      await removeDataDir(dataDir);
     },
   };
 }

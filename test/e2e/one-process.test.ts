@@ -1,14 +1,13 @@
 import { readFileSync } from "node:fs";
-import { mkdtemp, rm } from "node:fs/promises";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import { survivors } from "@gw/test-kit";
 import { type FakeLLM, startFakeLLM } from "@gw/test-kit/llm-upstream";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { openaiPythonCases } from "./openai-python.ts";
 import {
   keys,
+  newDataDir,
   type RunningStack,
+  removeDataDir,
   seedPostgres,
   stackEnv,
   stackTarget,
@@ -35,7 +34,7 @@ describe("SERVICE_IN_GATEWAY=true pnpm start", () => {
   const pids = () => [...output().matchAll(/"pid":(\d+)/g)].map((m) => Number(m[1]));
 
   beforeAll(async () => {
-    dataDir = await mkdtemp(join(tmpdir(), "gw-one-process-"));
+    dataDir = await newDataDir("gw-one-process-");
     llm = await startFakeLLM();
     await seedPostgres(dataDir);
     env = await stackEnv(dataDir, {
@@ -50,7 +49,7 @@ describe("SERVICE_IN_GATEWAY=true pnpm start", () => {
 
   afterAll(async () => {
     await stack?.interrupt();
-    await rm(dataDir, { recursive: true, force: true, maxRetries: 10, retryDelay: 200 });
+    await removeDataDir(dataDir);
     await llm?.close();
   });
 

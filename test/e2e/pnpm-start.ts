@@ -1,7 +1,7 @@
 import { type ChildProcess, execFile, spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { rmSync } from "node:fs";
-import { mkdtemp } from "node:fs/promises";
+import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { delimiter, join, resolve } from "node:path";
 import { promisify } from "node:util";
@@ -44,6 +44,19 @@ export async function seedPostgres(dataDir: string): Promise<void> {
   })();
   // cp -a keeps the owner (the `postgres` user when run as root), which PostgreSQL insists on.
   await run("cp", ["-a", await template, join(dataDir, "postgres")]);
+}
+
+/** A data directory of a stack's own (`DATA_DIR`), under the system's temporary directory, named `prefix…`. */
+export function newDataDir(prefix: string): Promise<string> {
+  return mkdtemp(join(tmpdir(), prefix));
+}
+
+/**
+ * Removes a stack's data directory once the stack has stopped: retried a while, as a process just
+ * stopped may still be closing files in it.
+ */
+export function removeDataDir(dir: string): Promise<void> {
+  return rm(dir, { recursive: true, force: true, maxRetries: 10, retryDelay: 200 });
 }
 
 /** The environment of a `pnpm start` on free ports, with its data in `dataDir`. */

@@ -1,6 +1,5 @@
 import { type ChildProcess, spawn } from "node:child_process";
-import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
-import { tmpdir } from "node:os";
+import { readFile, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { LATENCY_BUCKETS } from "@gw/core/metrics";
 import { createRedis } from "@gw/core/redis";
@@ -8,7 +7,7 @@ import { freePort, prometheusInstalled, REPO_ROOT } from "@gw/devstack";
 import { ApiKeyStore } from "@gw/gateway";
 import { type FakeLLM, startFakeLLM } from "@gw/test-kit/llm-upstream";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
-import { userPath } from "./pnpm-start.ts";
+import { newDataDir, removeDataDir, userPath } from "./pnpm-start.ts";
 
 const installed = await prometheusInstalled();
 if (!installed) {
@@ -53,7 +52,7 @@ describe.runIf(installed)("the pnpm start stack under a real Prometheus", () => 
   const value = async (expr: string) => Number((await query(expr))[0]?.value[1] ?? Number.NaN);
 
   beforeAll(async () => {
-    dataDir = await mkdtemp(join(tmpdir(), "gw-prometheus-"));
+    dataDir = await newDataDir("gw-prometheus-");
     llm = await startFakeLLM();
     // A catalogue with a fallback, so the providers' panels (fallbacks, cooldowns) have series too.
     const modelsFile = join(dataDir, "models.yaml");
@@ -122,7 +121,7 @@ describe.runIf(installed)("the pnpm start stack under a real Prometheus", () => 
       }
     }
     await llm?.close();
-    if (dataDir) await rm(dataDir, { recursive: true, force: true, maxRetries: 10, retryDelay: 200 });
+    if (dataDir) await removeDataDir(dataDir);
   });
 
   it("scrapes every job of the deployment's configuration: gateway (with its token), service, SpiceDB's own", async () => {

@@ -1,11 +1,10 @@
-import { mkdtemp, rm } from "node:fs/promises";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import { type FakeLLM, startFakeLLM } from "@gw/test-kit/llm-upstream";
 import { afterAll, describe, expect, it } from "vitest";
 import {
   createKey,
+  newDataDir,
   type RunningStack,
+  removeDataDir,
   seedPostgres,
   stackEnv,
   startStack,
@@ -25,11 +24,11 @@ describe("pnpm start, stopped and started again on the same data directory", () 
   afterAll(async () => {
     await stack?.interrupt();
     await llm?.close();
-    if (dataDir) await rm(dataDir, { recursive: true, force: true, maxRetries: 10, retryDelay: 200 });
+    if (dataDir) await removeDataDir(dataDir);
   });
 
   it("answers every check and conversation read as before: after Ctrl-C, and after kill -9 of the local SpiceDB", async () => {
-    dataDir = await mkdtemp(join(tmpdir(), "gw-restart-"));
+    dataDir = await newDataDir("gw-restart-");
     await seedPostgres(dataDir);
     llm = await startFakeLLM();
     const env = await stackEnv(dataDir, {

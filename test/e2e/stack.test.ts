@@ -1,7 +1,6 @@
 import { execFile } from "node:child_process";
 import { existsSync } from "node:fs";
-import { mkdtemp, readdir, rm, writeFile } from "node:fs/promises";
-import { tmpdir } from "node:os";
+import { readdir, writeFile } from "node:fs/promises";
 import { join, resolve } from "node:path";
 import { promisify } from "node:util";
 import {
@@ -23,7 +22,16 @@ import { aiSdkCases } from "./ai-sdk.ts";
 import { langchainCases } from "./langchain.ts";
 import { openaiPythonCases } from "./openai-python.ts";
 import { openaiSdkCases } from "./openai-sdk.ts";
-import { createKey, keys, type RunningStack, stackEnv, stackTarget, startStack } from "./pnpm-start.ts";
+import {
+  createKey,
+  keys,
+  newDataDir,
+  type RunningStack,
+  removeDataDir,
+  stackEnv,
+  stackTarget,
+  startStack,
+} from "./pnpm-start.ts";
 
 const run = promisify(execFile);
 
@@ -37,7 +45,7 @@ describe("pnpm start", () => {
   const output = () => stack.output();
 
   beforeAll(async () => {
-    dataDir = await mkdtemp(join(tmpdir(), "gw-stack-"));
+    dataDir = await newDataDir("gw-stack-");
     llm = await startFakeLLM();
     env = await stackEnv(dataDir, {
       LLM_BASE_URL: llm.baseUrl,
@@ -59,7 +67,7 @@ describe("pnpm start", () => {
 
   afterAll(async () => {
     await stack?.interrupt();
-    await rm(dataDir, { recursive: true, force: true, maxRetries: 10, retryDelay: 200 });
+    await removeDataDir(dataDir);
     await llm?.close();
   });
 

@@ -1,7 +1,6 @@
 import { execFile } from "node:child_process";
-import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { writeFile } from "node:fs/promises";
 import { createServer } from "node:net";
-import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
 import { REPO_ROOT } from "@gw/devstack";
@@ -9,7 +8,9 @@ import { acceptsConnections, survivors } from "@gw/test-kit";
 import { afterAll, afterEach, describe, expect, it } from "vitest";
 import {
   createKey,
+  newDataDir,
   type RunningStack,
+  removeDataDir,
   seedPostgres,
   stackEnv,
   startStack,
@@ -50,7 +51,7 @@ describe("pnpm start stops as one, whichever of its processes is told to", () =>
   const dirs: string[] = [];
   let stack: RunningStack | undefined;
   const freshEnv = async (extra: NodeJS.ProcessEnv = {}) => {
-    const dir = await mkdtemp(join(tmpdir(), "gw-start-stop-"));
+    const dir = await newDataDir("gw-start-stop-");
     dirs.push(dir);
     await seedPostgres(dir);
     return stackEnv(dir, extra);
@@ -60,7 +61,7 @@ describe("pnpm start stops as one, whichever of its processes is told to", () =>
     stack = undefined;
   });
   afterAll(async () => {
-    for (const dir of dirs) await rm(dir, { recursive: true, force: true, maxRetries: 10, retryDelay: 200 });
+    for (const dir of dirs) await removeDataDir(dir);
   });
 
   it("kill -TERM of the pnpm process stops every process of the stack; meanwhile a second start names the ports in use and starts nothing", async () => {
