@@ -5,7 +5,7 @@ import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { delimiter, join, resolve } from "node:path";
 import { promisify } from "node:util";
-import { createRedis, type RedisClient } from "@gw/core/redis";
+import { createRedis, localRedisUrl, type RedisClient } from "@gw/core/redis";
 import { freePort, REPO_ROOT, startPostgresServer } from "@gw/devstack";
 import { ApiKeyStore, type CreateApiKeyInput } from "@gw/gateway";
 import { workerTestVectorDatabase } from "@gw/test-kit";
@@ -159,7 +159,7 @@ export async function createKey(
   env: NodeJS.ProcessEnv,
   input: Pick<CreateApiKeyInput, "org" | "owner"> & Partial<CreateApiKeyInput>,
 ): Promise<{ key: string; id: string }> {
-  const redis = createRedis(`redis://127.0.0.1:${env.LOCAL_REDIS_PORT}`, { connectionName: "e2e-keys" });
+  const redis = createRedis(localRedisUrl(env), { connectionName: "e2e-keys" });
   try {
     const { record, secret } = await new ApiKeyStore(redis).create(input);
     return { key: secret, id: record.id };
@@ -188,7 +188,7 @@ export function keys(env: NodeJS.ProcessEnv, args: string[]): Promise<{ stdout: 
 export function stackTarget(stack: () => { env: NodeJS.ProcessEnv; gatewayUrl: string; llm: FakeLLM }) {
   let redis: RedisClient | undefined;
   beforeAll(() => {
-    redis = createRedis(`redis://127.0.0.1:${stack().env.LOCAL_REDIS_PORT}`, { connectionName: "e2e-sdk" });
+    redis = createRedis(localRedisUrl(stack().env), { connectionName: "e2e-sdk" });
   });
   afterAll(() => redis?.disconnect());
   return () => ({

@@ -11,7 +11,7 @@ import {
   v1,
 } from "@gw/core/authz";
 import type { Principal } from "@gw/core/principal";
-import { createRedis } from "@gw/core/redis";
+import { createRedis, localRedisUrl } from "@gw/core/redis";
 import { REPO_ROOT } from "@gw/devstack";
 import { survivors } from "@gw/test-kit";
 import { bareRepositories, git } from "@gw/test-kit/git-remote";
@@ -103,7 +103,7 @@ describe("pnpm start", () => {
     const { key, id: keyId } = await createKey(env, { org: "acme", owner: "backend" });
     const endpoint = `127.0.0.1:${env.SPICEDB_LOCAL_PORT}`;
     // Until the service creates conversations, the ownership function makes one.
-    const redis = createRedis(`redis://127.0.0.1:${env.LOCAL_REDIS_PORT}`, { connectionName: "e2e" });
+    const redis = createRedis(localRedisUrl(env), { connectionName: "e2e" });
     const spicedb = new SpiceDBClient({
       endpoint,
       presharedKey: DEFAULT_LOCAL_PRESHARED_KEY,
@@ -220,7 +220,7 @@ describe("pnpm start", () => {
     );
     // The burst must land in one second window: the key's is opened for a minute first, so a
     // loaded machine's slow burst cannot see it turn over.
-    const redis = createRedis(`redis://127.0.0.1:${env.LOCAL_REDIS_PORT}`, { connectionName: "e2e-limits" });
+    const redis = createRedis(localRedisUrl(env), { connectionName: "e2e-limits" });
     try {
       await redis.set(`gw:rl:{${created.id}}:second`, 0, "PX", 60_000);
     } finally {
