@@ -1,4 +1,4 @@
-import { readFileSync } from "node:fs";
+import { commandLine } from "@gw/devstack";
 import { survivors } from "@gw/test-kit";
 import { type FakeLLM, startFakeLLM } from "@gw/test-kit/llm-upstream";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
@@ -14,15 +14,6 @@ import {
   startStack,
   workerVectors,
 } from "./pnpm-start.ts";
-
-/** The command line of a process, or "" once it is gone. */
-const commandLine = (pid: number) => {
-  try {
-    return readFileSync(`/proc/${pid}/cmdline`, "utf8").replaceAll("\0", " ");
-  } catch {
-    return "";
-  }
-};
 
 /** `SERVICE_IN_GATEWAY=true pnpm start`: the gateway with the service in its process (docs/adr/0026-service-in-the-gateways-process.md). */
 describe("SERVICE_IN_GATEWAY=true pnpm start", () => {
@@ -55,7 +46,7 @@ describe("SERVICE_IN_GATEWAY=true pnpm start", () => {
 
   it("runs one process for gateway and service; the service's own port answers its probes and its metrics", async () => {
     expect(output()).toContain("gateway with the service in its process started");
-    const commands = pids().map(commandLine);
+    const commands = pids().map((pid) => commandLine(pid) ?? "");
     expect(commands.some((c) => c.includes("packages/gateway-with-service/src/main.ts"))).toBe(true);
     expect(commands.some((c) => c.includes("packages/service/src/main.ts"))).toBe(false);
     expect(commands.some((c) => c.includes("packages/gateway/src/main.ts"))).toBe(false);

@@ -21,3 +21,12 @@ export function startedAt(pid: number): string | undefined {
 export function processRunning(pid: number): boolean {
   return startedAt(pid) !== undefined;
 }
+
+/** A process's command line, its arguments joined by spaces, or undefined once it is gone. */
+export function commandLine(pid: number): string | undefined {
+  try {
+    return readFileSync(`/proc/${pid}/cmdline`, "utf8").split("\0").join(" ").trim();
+  } catch {
+    return undefined;
+  }
+}

@@ -1,9 +1,8 @@
 /** A gateway as an OS process of its own, and whether processes a test started still run. */
-import { readFileSync } from "node:fs";
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { type RunningNodeProcess, startedAt, startNodeProcess } from "@gw/devstack";
+import { commandLine, type RunningNodeProcess, startedAt, startNodeProcess } from "@gw/devstack";
 import { startNothingListener } from "./ports.ts";
 import { createTestDatabase } from "./postgres.ts";
 import { spicedbEnv } from "./test-spicedb.ts";
@@ -73,13 +72,5 @@ export async function survivors(
   };
   const deadline = Date.now() + timeoutMs;
   while (pids.some(running) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
-  return pids.filter(running).map((pid) => `${pid} ${commandLine(pid)}`);
-}
-
-function commandLine(pid: number): string {
-  try {
-    return readFileSync(`/proc/${pid}/cmdline`, "utf8").split("\0").join(" ").trim();
-  } catch {
-    return "(gone)";
-  }
+  return pids.filter(running).map((pid) => `${pid} ${commandLine(pid) ?? "(gone)"}`);
 }
