@@ -113,6 +113,8 @@ export const gatewayConfigSchema = z
     VAULT_KEYS: vaultKeysSchema.optional(),
     /** Lets registered MCP servers use http and loopback, private or link-local addresses (development and tests only). Default false. */
     MCP_ALLOW_PRIVATE_UPSTREAMS: env.boolean(false),
+    /** How long this gateway may answer MCP servers' last-write ZedTokens from memory after last hearing from Redis, in milliseconds (docs/adr/0027-leased-zedtokens.md): a proxied call then reads nothing from Redis, and a write of a server's roles waits for every gateway to apply it, or for a gateway that stopped answering for this long. 0: every call reads the token from Redis. Default 2000. */
+    MCP_TOKEN_LEASE_MS: z.coerce.number().int().min(0).max(60_000).default(2_000),
     /** Deadline of one request to an upstream MCP server, in milliseconds. Default 30000. */
     MCP_UPSTREAM_TIMEOUT_MS: env.positiveInt(30_000),
     /** Largest answer read from an upstream MCP server (JSON or SSE, and a listing's pages together), and largest answer of the proxy, in bytes; past it the upstream's connection is dropped and the caller gets an error. Default 4194304 (4 MiB). */

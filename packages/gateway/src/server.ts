@@ -1,7 +1,12 @@
 import { readFile } from "node:fs/promises";
 import { resolve } from "node:path";
 import { AuditLog } from "@gw/core/audit";
-import { type AuthorizationHooks, connectAuthorization, type ResourceAuthorization } from "@gw/core/authz";
+import {
+  type AuthorizationHooks,
+  connectAuthorization,
+  type ResourceAuthorization,
+  type TokenLeaseHooks,
+} from "@gw/core/authz";
 import { type Clock, systemClock } from "@gw/core/clock";
 import { ConfigError } from "@gw/core/config";
 import { closeGracefully, listen, listenForMetrics, type RouteTemplate, routesOf } from "@gw/core/http";
@@ -73,6 +78,8 @@ export interface RunningGateway {
 export interface GatewaySeams {
   /** Awaited between the authorization model's checks and the writes they guard, and before a check's decision is kept. */
   authorizationHooks?: AuthorizationHooks;
+  /** Awaited before a told write of an MCP server's token is applied here (`MCP_TOKEN_LEASE_MS`). */
+  tokenLeaseHooks?: TokenLeaseHooks;
   /** The process's one clock, which a test moves instead of waiting; the system clock by default. */
   clock?: Clock;
   /** How upstream MCP servers' names resolve. */
@@ -139,13 +146,16 @@ export async function startGateway(
     spicedb,
     authorization,
     tokens: zedTokens,
+    leases,
   } = connectAuthorization(config, redis, logger, {
     metrics: metrics.grpcClient,
     cacheMetrics: metrics.decisionCache,
     hooks: seams.authorizationHooks,
     clock,
     db,
+    leases: { subscriber, leaseMs: config.MCP_TOKEN_LEASE_MS, hooks: seams.tokenLeaseHooks },
   });
+  await leases?.start();
   const audit = new AuditLog(db, {
     retentionMs: config.AUDIT_RETENTION,
     logger,
@@ -347,6 +357,7 @@ export async function startGateway(
       // The records of the last calls answered before the server closed.
       await audit.flush();
       await upstreams.close();
+      await leases?.close();
       subscriber.disconnect();
       await limiter.close();
       rateLimitRedis.disconnect();

@@ -1,6 +1,14 @@
 import { Cluster } from "ioredis";
 import { type Clock, systemClock } from "../clock.ts";
 import { type RedisClient, sentTogether } from "../redis.ts";
+import {
+  leasedResource,
+  newWriteId,
+  TOKEN_WRITES_CHANNEL,
+  type TokenLeaseHolder,
+  untilApplied,
+  writeMessage,
+} from "./token-leases.ts";
 
 /**
  * The ZedToken of a resource's last write (none once the resource is
@@ -79,6 +87,11 @@ export const TOKEN_TTL_MARGIN_MS = 60_000;
  * write made before; and the session changes, so decisions kept before no
  * longer hold. A process starts that way too: it cannot know what Redis lost
  * before it connected.
+ *
+ * An MCP server's token is leased (`token-leases.ts`, docs/adr/0027-leased-zedtokens.md):
+ * its writes are told to every replica holding a lease and return once each
+ * has applied them; a replica given a `TokenLeaseHolder` answers its reads
+ * from memory while it holds the lease, and reads Redis otherwise.
  */
 export class RedisConsistencyTokens implements ConsistencyTokens {
   private readonly redis: Scripted;
@@ -89,6 +102,8 @@ export class RedisConsistencyTokens implements ConsistencyTokens {
   private readonly connection: ConnectionBreaks;
   /** The session whose reads are trusted from `at` (`clock.now()`); none before the first read. */
   private trusted: { session: number; at: number } | undefined;
+  /** This process's lease on MCP servers' tokens; none: every read asks Redis. */
+  private leases: TokenLeaseHolder | undefined;
 
   constructor(
     redis: RedisClient,
@@ -96,7 +111,11 @@ export class RedisConsistencyTokens implements ConsistencyTokens {
     clock: Clock = systemClock,
     ttlMs: number = DEFAULT_TOKEN_TTL_MS,
   ) {
-    if (!("zedTokenOf" in redis)) redis.defineCommand("zedTokenOf", { numberOfKeys: 1, lua: TOKEN_OF });
+    if (!("zedTokenOf" in redis)) {
+      redis.defineCommand("zedTokenOf", { numberOfKeys: 1, lua: TOKEN_OF });
+      redis.defineCommand("zedTokenWriteTold", { numberOfKeys: 1, lua: WRITE_TOLD });
+      redis.defineCommand("zedTokenDropTold", { numberOfKeys: 3, lua: DROP_TOLD });
+    }
     this.redis = redis as Scripted;
     this.recentWriteMs = recentWriteMs;
     this.ttlMs = Math.max(ttlMs, recentWriteMs);
@@ -104,19 +123,46 @@ export class RedisConsistencyTokens implements ConsistencyTokens {
     this.connection = connectionBreaks(redis);
   }
 
+  /** What a `TokenLeaseHolder` for this store is built with. */
+  get leaseSettings(): { recentWriteMs: number; ttlMs: number; session: () => number; clock: Clock } {
+    return {
+      recentWriteMs: this.recentWriteMs,
+      ttlMs: this.ttlMs,
+      session: () => this.connection.count,
+      clock: this.clock,
+    };
+  }
+
+  /** Answers MCP servers' tokens from `holder` while it holds its lease. */
+  holdLeases(holder: TokenLeaseHolder): void {
+    this.leases = holder;
+  }
+
   async get(resourceKey: string): Promise<LastWrite> {
+    const leases = this.leases && leasedResource(resourceKey) ? this.leases : undefined;
+    const kept = leases?.lookup(resourceKey, this.connection.count);
+    if (kept) return kept;
+    const mark = leases?.mark();
     const before = this.connection.count;
     let token: string | null;
     let recent: number;
+    let left: number;
     try {
       // One script: the token and whether the key is younger than the recent window, in one round trip.
-      [token, recent] = await this.redis.zedTokenOf(tokenKey(resourceKey), this.ttlMs - this.recentWriteMs);
+      [token, recent, left] = await this.redis.zedTokenOf(
+        tokenKey(resourceKey),
+        this.ttlMs - this.recentWriteMs,
+      );
     } catch (err) {
       this.connection.count++;
       throw err;
     }
     const session = this.connection.count;
     const settled = this.settled(session, before);
+    if (leases && mark !== undefined && settled) {
+      const recentLeftMs = left - (this.ttlMs - this.recentWriteMs);
+      leases.keep(resourceKey, mark, { token: token ?? undefined, leftMs: left, recentLeftMs, session });
+    }
     return {
       ...(token ? { token } : {}),
       recent: recent === 1 || !settled,
@@ -137,7 +183,25 @@ export class RedisConsistencyTokens implements ConsistencyTokens {
   }
 
   async set(resourceKey: string, token: string): Promise<void> {
+    if (leasedResource(resourceKey)) return this.told(resourceKey, token);
     await this.broken(this.redis.set(tokenKey(resourceKey), token, "PX", this.ttlMs));
+  }
+
+  /**
+   * A leased token's write (`token`; `null`: dropped), told to the lease
+   * holders in the same script, then waited for until each has applied it
+   * or its lease has lapsed.
+   */
+  private async told(resourceKey: string, token: string | null): Promise<void> {
+    const writeId = newWriteId();
+    const key = tokenKey(resourceKey);
+    const message = writeMessage(writeId, resourceKey, token);
+    await this.broken(
+      token === null
+        ? this.redis.zedTokenDropTold(key, `${key}:expiries`, `${key}:recent`, TOKEN_WRITES_CHANNEL, message)
+        : this.redis.zedTokenWriteTold(key, token, this.ttlMs, TOKEN_WRITES_CHANNEL, message),
+    );
+    await this.broken(untilApplied(this.redis, writeId));
   }
 
   together<T>(send: () => T): T {
@@ -145,10 +209,12 @@ export class RedisConsistencyTokens implements ConsistencyTokens {
   }
 
   async forget(resourceKey: string): Promise<void> {
+    if (leasedResource(resourceKey)) return this.told(resourceKey, "");
     await this.broken(this.redis.set(tokenKey(resourceKey), "", "PX", this.ttlMs));
   }
 
   async drop(resourceKey: string): Promise<void> {
+    if (leasedResource(resourceKey)) return this.told(resourceKey, null);
     const key = tokenKey(resourceKey);
     // With the keys earlier versions kept beside the token (they share its hash tag: one slot, one command).
     await this.broken(this.redis.del(key, `${key}:expiries`, `${key}:recent`));
@@ -198,17 +264,46 @@ function connectionBreaks(redis: RedisClient): ConnectionBreaks {
 
 const tokenKey = (resourceKey: string) => `gw:zedtoken:{${resourceKey}}`;
 
-/** KEYS: the token; ARGV: the time to live above which the write is recent (ms). Replies the token (nil when absent) and 1 when recent. */
+/**
+ * KEYS: the token; ARGV: the time to live above which the write is recent (ms). Replies the token (nil
+ * when absent), 1 when recent, and the milliseconds it has left (-2 when absent).
+ */
 const TOKEN_OF = `
 local token = redis.call('GET', KEYS[1])
-if not token then return {false, 0} end
+if not token then return {false, 0, -2} end
 local left = redis.call('PTTL', KEYS[1])
-if left > tonumber(ARGV[1]) then return {token, 1} end
-return {token, 0}
+if left > tonumber(ARGV[1]) then return {token, 1, left} end
+return {token, 0, left}
+`;
+
+/** KEYS: the token; ARGV: the token, its time to live (ms), the channel, the message telling it. */
+const WRITE_TOLD = `
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+redis.call('PUBLISH', ARGV[3], ARGV[4])
+`;
+
+/** KEYS: the token and the keys earlier versions kept beside it; ARGV: the channel, the message telling it. */
+const DROP_TOLD = `
+redis.call('DEL', KEYS[1], KEYS[2], KEYS[3])
+redis.call('PUBLISH', ARGV[1], ARGV[2])
 `;
 
 type Scripted = RedisClient & {
-  zedTokenOf(token: string, recentAbove: number): Promise<[string | null, number]>;
+  zedTokenOf(token: string, recentAbove: number): Promise<[string | null, number, number]>;
+  zedTokenWriteTold(
+    key: string,
+    token: string,
+    ttlMs: number,
+    channel: string,
+    message: string,
+  ): Promise<unknown>;
+  zedTokenDropTold(
+    key: string,
+    expiries: string,
+    recent: string,
+    channel: string,
+    message: string,
+  ): Promise<unknown>;
 };
 
 /**

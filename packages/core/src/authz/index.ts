@@ -7,4 +7,5 @@ export * from "./relationships.ts";
 export * from "./resource-authorization.ts";
 export * from "./spicedb-client.ts";
 export * from "./spicedb-config.ts";
+export * from "./token-leases.ts";
 export * from "./writer-deletion.ts";

@@ -1,3 +1,4 @@
+import { Cluster } from "ioredis";
 import { z } from "zod";
 import { type Clock, systemClock } from "../clock.ts";
 import { env } from "../config.ts";
@@ -19,6 +20,7 @@ import {
   SpiceDBClient,
   type SpiceDBClientOptions,
 } from "./spicedb-client.ts";
+import { TokenLeaseHolder, type TokenLeaseHooks } from "./token-leases.ts";
 
 /** The SpiceDB variables gateway and service share; spread into each process's schema. */
 export const spicedbEnvShape = {
@@ -107,12 +109,19 @@ export function connectAuthorization(
      * passes it; without it no decision to allow is kept.
      */
     db?: Queryable | undefined;
+    /**
+     * A lease on MCP servers' tokens (docs/adr/0027-leased-zedtokens.md):
+     * this process then answers them from memory while it holds it. Started
+     * and given back by the caller (`leases.start()`, `leases.close()`).
+     */
+    leases?: { subscriber: RedisClient; leaseMs: number; hooks?: TokenLeaseHooks | undefined } | undefined;
   } = {},
 ): {
   spicedb: SpiceDBClient;
   authorization: ResourceAuthorization;
   tokens: ConsistencyTokens;
   expiries: GrantExpiries | undefined;
+  leases: TokenLeaseHolder | undefined;
 } {
   const { metrics, cacheMetrics, ownership, hooks, clock = systemClock, db } = options;
   const spicedb = new SpiceDBClient({ ...config.spicedb, metrics });
@@ -122,6 +131,18 @@ export function connectAuthorization(
     clock,
     config.SPICEDB_ZEDTOKEN_TTL,
   );
+  let leases: TokenLeaseHolder | undefined;
+  if (options.leases && options.leases.leaseMs > 0 && !leasesUnsure(redis, logger)) {
+    leases = new TokenLeaseHolder({
+      redis,
+      subscriber: options.leases.subscriber,
+      leaseMs: options.leases.leaseMs,
+      ...tokens.leaseSettings,
+      logger,
+      hooks: options.leases.hooks,
+    });
+    tokens.holdLeases(leases);
+  }
   const decisions = decisionCacheOf(config, cacheMetrics, clock);
   const expiries = db ? new PostgresGrantExpiries(db) : undefined;
   const authorization = new ResourceAuthorization(spicedb, tokens, {
@@ -132,7 +153,21 @@ export function connectAuthorization(
     hooks,
     clock,
   });
-  return { spicedb, authorization, tokens, expiries };
+  return { spicedb, authorization, tokens, expiries, leases };
+}
+
+/**
+ * On Redis Cluster a message published on one node reaches the others over
+ * the cluster bus, which keeps no order between nodes and may drop it, and
+ * the client resubscribes without a word: no lease is held there, and every
+ * check reads its token from Redis (docs/adr/0027-leased-zedtokens.md).
+ */
+function leasesUnsure(redis: RedisClient, logger: Logger): boolean {
+  if (!(redis instanceof Cluster)) return false;
+  logger.info(
+    "leased ZedTokens are not held on Redis Cluster: every MCP check reads its server's token from Redis",
+  );
+  return true;
 }
 
 /** The decision cache the variables configure; none when turned off. */

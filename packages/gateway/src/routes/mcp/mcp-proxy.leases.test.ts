@@ -1,0 +1,73 @@
+import { type FakeMcpServer, startFakeMcpServer } from "@gw/test-kit/mcp-upstream";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { newOrg } from "../../../test/authorization-helpers.ts";
+import { useGateway } from "../../../test/harness.ts";
+import { caller, MCP_ENV, mcpClient, startReplica } from "../../../test/mcp/mcp-helpers.ts";
+import type { RunningGateway } from "../../server.ts";
+
+/** Both gateways trust what Redis says a moment after they connect, so replica B soon answers from its lease. */
+const ENV = { ...MCP_ENV, SPICEDB_FULLY_CONSISTENT_AFTER_WRITE_MS: "100" };
+const gw = useGateway(ENV);
+let upstream: FakeMcpServer;
+let replica: RunningGateway;
+/** Replica B holds a told write here while `held` is set. */
+let held: { reached: () => void; released: Promise<void> } | undefined;
+
+beforeAll(async () => {
+  upstream = await startFakeMcpServer();
+  replica = await startReplica(gw, ENV, undefined, {
+    tokenLeaseHooks: {
+      beforeApply: async () => {
+        if (!held) return;
+        held.reached();
+        await held.released;
+      },
+    },
+  });
+});
+afterAll(async () => {
+  await replica?.close();
+  await upstream?.close();
+});
+
+describe("the MCP proxy on two gateways holding leases on servers' tokens (MCP_TOKEN_LEASE_MS)", () => {
+  it("a revoke on gateway A answers only once replica B has applied it, and B's next call is refused", async () => {
+    const o = await newOrg(gw);
+    const created = await caller(gw.url, o.secret)("alice", "/api/v1/mcp/servers", {
+      json: { name: "docs", url: upstream.url },
+    });
+    expect(created.status).toBe(201);
+    const { id } = await created.json();
+    const grant = { resourceType: "mcp_server", resourceId: id, userId: "bob", role: "reader" };
+    expect((await o.grant("alice", grant)).status).toBe(204);
+    const bob = await mcpClient(replica.url, id, o.secret, "bob");
+    const call = () => bob.callTool({ name: "read_file", arguments: { path: "/plan" } });
+    expect(await call()).toMatchObject({ content: [{ text: "contents of /plan" }] });
+
+    let reached!: () => void;
+    const arrived = new Promise<void>((resolve) => {
+      reached = resolve;
+    });
+    let release!: () => void;
+    held = {
+      reached,
+      released: new Promise<void>((resolve) => {
+        release = resolve;
+      }),
+    };
+    let answered = false;
+    const revoke = o.revoke("alice", grant).then((res) => {
+      answered = true;
+      return res;
+    });
+    await arrived;
+    expect(answered).toBe(false);
+    held = undefined;
+    release();
+    expect((await revoke).status).toBe(204);
+    const refused = await call().catch((e: Error & { code?: number }) => e);
+    expect(refused).toBeInstanceOf(Error);
+    expect((refused as { code?: number }).code).toBe(404);
+    await bob.close();
+  });
+});
