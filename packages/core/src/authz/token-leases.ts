@@ -35,13 +35,17 @@ const RENEWALS_PER_LEASE = 4;
 /** A writer asks for acknowledgements after 1 ms, then twice as long each time up to this. */
 const LONGEST_ACK_POLL_MS = 20;
 
-/** KEYS: the leases. ARGV: the holder, the lease (ms), the channel, the message. Renews and tells it on the channel. */
+/**
+ * KEYS: the leases. ARGV: the holder, the lease (ms), the channel, the message. Renews and tells it on the
+ * channel; the set outlives every lease in it (a gateway with a shorter lease never shortens its life).
+ */
 const RENEW = `
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
 redis.call('ZADD', KEYS[1], now + tonumber(ARGV[2]), ARGV[1])
-redis.call('PEXPIRE', KEYS[1], tonumber(ARGV[2]) * 4)
+local keep = tonumber(ARGV[2]) * 4
+if redis.call('PTTL', KEYS[1]) < keep then redis.call('PEXPIRE', KEYS[1], keep) end
 redis.call('PUBLISH', ARGV[3], ARGV[4])
 `;
 
@@ -168,6 +172,7 @@ export class TokenLeaseHolder {
   private readonly hooks: TokenLeaseHooks;
   private readonly entries = new LRUCache<string, Entry>(entryBound(MAX_ENTRIES));
   private subscribed = false;
+  private closed = false;
   /** `performance.now()` until which the lease holds here. */
   private validUntil = 0;
   /** Bumped by every told write and every lost subscription: a read that spans a change is not kept. */
@@ -229,7 +234,11 @@ export class TokenLeaseHolder {
     subscriber.on("ready", () => void subscribe());
     if (subscriber.status === "ready") void subscribe();
     this.timer = setInterval(
-      () => void this.renew(),
+      () => {
+        // An error that did not close the connection left it unsubscribed here: subscribe again.
+        if (!this.subscribed && subscriber.status === "ready") void subscribe();
+        void this.renew();
+      },
       Math.max(1, Math.floor(this.leaseMs / RENEWALS_PER_LEASE)),
     );
     this.timer.unref();
@@ -240,6 +249,7 @@ export class TokenLeaseHolder {
   /** Stops renewing and gives the lease back, so writers no longer wait for this process. */
   async close(): Promise<void> {
     clearInterval(this.timer);
+    this.closed = true;
     this.lost();
     await this.redis.zrem(TOKEN_LEASES_KEY, this.id).catch(() => undefined);
   }
@@ -280,6 +290,7 @@ export class TokenLeaseHolder {
   }
 
   private async told(message: string, hooked: boolean): Promise<void> {
+    if (this.closed) return;
     const [kind, first, second, third] = message.split("\u0001");
     if (kind === "r") {
       if (first === this.id) this.renewed(Number(second));

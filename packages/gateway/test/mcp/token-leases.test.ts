@@ -214,6 +214,14 @@ describe("leased ZedTokens", () => {
     await b.tokens.set(serverKey(), "t1");
   });
 
+  it("a holder with a short lease never shortens the life of the leases of others", async () => {
+    await holding(60_000);
+    await holding(100);
+    const b = writer();
+    // The short lease renewed last; the set still lives as long as the long one needs (four leases).
+    expect(await b.redis.pttl(TOKEN_LEASES_KEY)).toBeGreaterThan(200_000);
+  });
+
   it("a deleted or dropped server's token is told too", async () => {
     const a = await holding(5_000);
     const b = writer();
