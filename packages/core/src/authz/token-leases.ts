@@ -98,8 +98,8 @@ export function writeMessage(writeId: string, resourceKey: string, token: string
 export const newWriteId = (): string => randomHex(24);
 
 /**
- * After `send` has written a leased token and told it (`writeMessage` with
- * `writeId`): waits until every holder whose lease was live once it was told
+ * Once a leased token is written and told (`writeMessage` with `writeId`):
+ * waits until every holder whose lease was live once it was told
  * has acknowledged it, or until that lease has lapsed (at most the lease).
  * Asked after the write, so a holder that took its lease later read the
  * token after it was written.
