@@ -101,12 +101,18 @@ describe("leased ZedTokens", () => {
     return (await replica.tokens.get(key)).token;
   }
 
-  it("a holder answers an MCP server's token from memory once read, and still reads other resources' tokens", async () => {
-    const a = await holding(5_000);
+  /** A holder (`holding`'s arguments) that keeps `t1`, the token a writer wrote for a fresh server. */
+  async function keptAfterAWrite(...args: Parameters<typeof holding>) {
+    const a = await holding(...args);
     const b = writer();
     const key = serverKey();
     await b.tokens.set(key, "t1");
     expect(await kept(a, key)).toBe("t1");
+    return { a, b, key };
+  }
+
+  it("a holder answers an MCP server's token from memory once read, and still reads other resources' tokens", async () => {
+    const { a, b, key } = await keptAfterAWrite(5_000);
     // Not leased: a stored response's token is read on every check.
     const response = `response:${key.slice("mcp_server:".length)}`;
     await b.tokens.set(response, "r1");
@@ -116,37 +122,27 @@ describe("leased ZedTokens", () => {
   });
 
   it("a write returns only once every holder has applied it; until then the holder may answer the token before", async () => {
-    let reached!: () => void;
-    const arrived = new Promise<void>((resolve) => {
-      reached = resolve;
-    });
-    let release!: () => void;
-    const released = new Promise<void>((resolve) => {
-      release = resolve;
-    });
+    const arrived = Promise.withResolvers<void>();
+    const released = Promise.withResolvers<void>();
     let hold = false;
-    const a = await holding(60_000, {
+    const { a, b, key } = await keptAfterAWrite(60_000, {
       beforeApply: async () => {
         if (!hold) return;
-        reached();
-        await released;
+        arrived.resolve();
+        await released.promise;
       },
     });
-    const b = writer();
-    const key = serverKey();
-    await b.tokens.set(key, "t1");
-    expect(await kept(a, key)).toBe("t1");
 
     hold = true;
     let returned = false;
     const write = b.tokens.set(key, "t2").then(() => {
       returned = true;
     });
-    await arrived;
+    await arrived.promise;
     // Held at the holder: the write has not returned, and the holder still answers the token before it.
     expect((await a.tokens.get(key)).token).toBe("t1");
     expect(returned).toBe(false);
-    release();
+    released.resolve();
     await write;
     // Once it has returned, the holder answers the new token, from memory, recent.
     const after = await a.tokens.get(key);
@@ -155,23 +151,18 @@ describe("leased ZedTokens", () => {
   });
 
   it("a holder that stops hearing the channel stops answering from memory, and a writer waits no longer than its lease", async () => {
-    let release!: () => void;
-    const never = new Promise<void>((resolve) => {
-      release = resolve;
-    });
+    const never = Promise.withResolvers<void>();
     let hold = false;
-    const a = await holding(400, { beforeApply: () => (hold ? never : undefined) });
-    const b = writer();
-    const key = serverKey();
-    await b.tokens.set(key, "t1");
-    expect(await kept(a, key)).toBe("t1");
+    const { a, b, key } = await keptAfterAWrite(400, {
+      beforeApply: () => (hold ? never.promise : undefined),
+    });
 
     // The write is never applied at a: its renewals queue behind it, so its lease lapses, and then the write returns.
     hold = true;
     await b.tokens.set(key, "t2");
     expect(a.holder.holds()).toBe(false);
     expect((await a.tokens.get(key)).token).toBe("t2");
-    release();
+    never.resolve();
   });
 
   it("a read of Redis that a told write overtook is not kept", async () => {
@@ -186,11 +177,7 @@ describe("leased ZedTokens", () => {
   });
 
   it("everything kept is dropped when the subscription is lost: a write made meanwhile is read from Redis", async () => {
-    const a = await holding(5_000);
-    const b = writer();
-    const key = serverKey();
-    await b.tokens.set(key, "t1");
-    expect(await kept(a, key)).toBe("t1");
+    const { a, b, key } = await keptAfterAWrite(5_000);
     let lost = false;
     (a.holder as unknown as { subscriber: RedisClient }).subscriber.once("close", () => {
       lost = true;
@@ -223,11 +210,7 @@ describe("leased ZedTokens", () => {
   });
 
   it("a deleted or dropped server's token is told too", async () => {
-    const a = await holding(5_000);
-    const b = writer();
-    const key = serverKey();
-    await b.tokens.set(key, "t1");
-    expect(await kept(a, key)).toBe("t1");
+    const { a, b, key } = await keptAfterAWrite(5_000);
     await b.tokens.forget(key);
     expect(await a.tokens.get(key)).toMatchObject({ recent: true });
     expect((await a.tokens.get(key)).token).toBeUndefined();

@@ -10,8 +10,8 @@ const ENV = { ...MCP_ENV, SPICEDB_FULLY_CONSISTENT_AFTER_WRITE_MS: "100" };
 const gw = useGateway(ENV);
 let upstream: FakeMcpServer;
 let replica: RunningGateway;
-/** Replica B holds a told write here while `held` is set. */
-let held: { reached: () => void; released: Promise<void> } | undefined;
+/** Replica B holds a told write here while `held` is set: it says it arrived, and waits to be released. */
+let held: { arrived: PromiseWithResolvers<void>; released: PromiseWithResolvers<void> } | undefined;
 
 beforeAll(async () => {
   upstream = await startFakeMcpServer();
@@ -19,8 +19,8 @@ beforeAll(async () => {
     tokenLeaseHooks: {
       beforeApply: async () => {
         if (!held) return;
-        held.reached();
-        await held.released;
+        held.arrived.resolve();
+        await held.released.promise;
       },
     },
   });
@@ -44,26 +44,17 @@ describe("the MCP proxy on two gateways holding leases on servers' tokens (MCP_T
     const call = () => bob.callTool({ name: "read_file", arguments: { path: "/plan" } });
     expect(await call()).toMatchObject({ content: [{ text: "contents of /plan" }] });
 
-    let reached!: () => void;
-    const arrived = new Promise<void>((resolve) => {
-      reached = resolve;
-    });
-    let release!: () => void;
-    held = {
-      reached,
-      released: new Promise<void>((resolve) => {
-        release = resolve;
-      }),
-    };
+    const hold = { arrived: Promise.withResolvers<void>(), released: Promise.withResolvers<void>() };
+    held = hold;
     let answered = false;
     const revoke = o.revoke("alice", grant).then((res) => {
       answered = true;
       return res;
     });
-    await arrived;
+    await hold.arrived.promise;
     expect(answered).toBe(false);
     held = undefined;
-    release();
+    hold.released.resolve();
     expect((await revoke).status).toBe(204);
     const refused = await call().catch((e: Error & { code?: number }) => e);
     expect(refused).toBeInstanceOf(Error);
