@@ -1,7 +1,7 @@
 import { WINDOWS } from "@gw/core/limits";
 import { UPSTREAM_LIMITS } from "@gw/core/mcp";
 import { createMetrics, LATENCY_BUCKETS } from "@gw/core/metrics";
-import { Counter, Histogram } from "prom-client";
+import { Counter, Gauge, Histogram } from "prom-client";
 
 export const AUTHORIZATION_OPERATIONS = [
   "check",
@@ -201,7 +201,21 @@ export function createGatewayMetrics() {
   });
   for (const [kind, outcomes] of Object.entries(OAUTH_REGISTRATIONS))
     for (const outcome of outcomes) oauthRegistrations.inc({ kind, outcome }, 0);
+  /** Read at each scrape: whether this gateway answers MCP servers' tokens from memory now. */
+  let leaseHeld: () => boolean = () => false;
+  new Gauge({
+    name: "gateway_mcp_token_lease_held",
+    help: "1 while this gateway holds its lease on MCP servers' ZedTokens and answers them from memory (MCP_TOKEN_LEASE_MS); 0 when every proxied call reads Redis (the lease off or lapsed, its subscription lost, Redis Cluster).",
+    registers: [base.registry],
+    collect() {
+      this.set(leaseHeld() ? 1 : 0);
+    },
+  });
   return {
+    /** Where `gateway_mcp_token_lease_held` reads the lease from. */
+    watchLease(held: () => boolean) {
+      leaseHeld = held;
+    },
     ...base,
     consoleSignIns,
     mcpToolCalls,

@@ -156,6 +156,7 @@ export async function startGateway(
     leases: { subscriber, leaseMs: config.MCP_TOKEN_LEASE_MS, hooks: seams.tokenLeaseHooks },
   });
   await leases?.start();
+  if (leases) metrics.watchLease(() => leases.holds());
   const audit = new AuditLog(db, {
     retentionMs: config.AUDIT_RETENTION,
     logger,

@@ -1,3 +1,4 @@
+import { TOKEN_LEASES_KEY } from "@gw/core/authz";
 import { type FakeMcpServer, startFakeMcpServer } from "@gw/test-kit/mcp-upstream";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { newOrg } from "../../../test/authorization-helpers.ts";
@@ -32,6 +33,10 @@ afterAll(async () => {
 
 describe("the MCP proxy on two gateways holding leases on servers' tokens (MCP_TOKEN_LEASE_MS)", () => {
   it("a revoke on gateway A answers only once replica B has applied it, and B's next call is refused", async () => {
+    const leaseHeld = async (g: { metricsUrl: string }) =>
+      /^gateway_mcp_token_lease_held (\d)/m.exec(await (await fetch(g.metricsUrl)).text())?.[1];
+    expect(await leaseHeld(replica)).toBe("1");
+    expect(await leaseHeld(gw)).toBe("1");
     const o = await newOrg(gw);
     const created = await caller(gw.url, o.secret)("alice", "/api/v1/mcp/servers", {
       json: { name: "docs", url: upstream.url },
@@ -60,5 +65,24 @@ describe("the MCP proxy on two gateways holding leases on servers' tokens (MCP_T
     expect(refused).toBeInstanceOf(Error);
     expect((refused as { code?: number }).code).toBe(404);
     await bob.close();
+  });
+
+  it("a gateway with MCP_TOKEN_LEASE_MS=0 holds no lease and says so in its metrics; it still registers servers", async () => {
+    const holders = () => gw.redis.zcard(TOKEN_LEASES_KEY);
+    const before = await holders();
+    const off = await startReplica(gw, { ...ENV, MCP_TOKEN_LEASE_MS: "0" });
+    try {
+      expect(await holders()).toBe(before);
+      expect(
+        /^gateway_mcp_token_lease_held (\d)/m.exec(await (await fetch(off.metricsUrl)).text())?.[1],
+      ).toBe("0");
+      const o = await newOrg(gw);
+      const created = await caller(off.url, o.secret)("alice", "/api/v1/mcp/servers", {
+        json: { name: "docs", url: upstream.url },
+      });
+      expect(created.status).toBe(201);
+    } finally {
+      await off.close();
+    }
   });
 });
