@@ -254,6 +254,49 @@ export function sentTogether<T>(redis: unknown, send: () => T): T {
   }
 }
 
+/**
+ * Follows `channel` on a subscriber connection that may carry other channels too: `onMessage` for each
+ * of its messages; `onLive` each time a SUBSCRIBE is answered (at first, after a reconnect, and after
+ * `resubscribe` when the connection outlived an error); `onLost` when the connection closes or errs,
+ * after which whatever was heard before may have missed messages. `isLive` says whether `onLost` came
+ * last; `resubscribe` subscribes again while the connection is ready but the channel is not live.
+ */
+export function followChannel(
+  subscriber: RedisClient,
+  channel: string,
+  handlers: {
+    onMessage(message: string): void;
+    onLive(): void;
+    onLost(): void;
+    /** Told when a SUBSCRIBE is refused. */
+    onRefused(err: Error): void;
+  },
+): { isLive(): boolean; resubscribe(): void } {
+  let live = false;
+  subscriber.on("message", (heard: string, message: string) => {
+    if (heard === channel) handlers.onMessage(message);
+  });
+  const lost = () => {
+    live = false;
+    handlers.onLost();
+  };
+  subscriber.on("close", lost);
+  subscriber.on("error", lost);
+  const subscribe = () =>
+    void subscriber.subscribe(channel).then(() => {
+      live = true;
+      handlers.onLive();
+    }, handlers.onRefused);
+  subscriber.on("ready", subscribe);
+  if (subscriber.status === "ready") subscribe();
+  return {
+    isLive: () => live,
+    resubscribe: () => {
+      if (!live && subscriber.status === "ready") subscribe();
+    },
+  };
+}
+
 /** PING with a deadline: the readiness probe. */
 export async function redisReady(redis: RedisClient, timeoutMs = 1_000): Promise<boolean> {
   try {

@@ -6,7 +6,7 @@ import { entryBound } from "../bounded-cache.ts";
 import { type Clock, systemClock } from "../clock.ts";
 import type { Logger } from "../logger.ts";
 import { randomHex } from "../random.ts";
-import type { RedisClient } from "../redis.ts";
+import { followChannel, type RedisClient } from "../redis.ts";
 import type { LastWrite } from "./consistency-tokens.ts";
 
 /**
@@ -171,7 +171,8 @@ export class TokenLeaseHolder {
   private readonly logger: Logger | undefined;
   private readonly hooks: TokenLeaseHooks;
   private readonly entries = new LRUCache<string, Entry>(entryBound(MAX_ENTRIES));
-  private subscribed = false;
+  /** Its subscription to `TOKEN_WRITES_CHANNEL`; the lease holds only while it is live. */
+  private feed: ReturnType<typeof followChannel> | undefined;
   private closed = false;
   /** `performance.now()` until which the lease holds here. */
   private validUntil = 0;
@@ -215,28 +216,20 @@ export class TokenLeaseHolder {
 
   /** Subscribes and renews from now on; resolves once the lease first holds, or after `readyTimeoutMs`. */
   async start(readyTimeoutMs = 10_000): Promise<void> {
-    const subscriber = this.subscriber;
-    subscriber.on("message", (channel: string, message: string) => {
-      if (channel !== TOKEN_WRITES_CHANNEL) return;
-      if (this.hooks.beforeApply) this.applying = this.applying.then(() => this.told(message, true));
-      else void this.told(message, false);
+    this.feed = followChannel(this.subscriber, TOKEN_WRITES_CHANNEL, {
+      onMessage: (message) => {
+        if (this.hooks.beforeApply) this.applying = this.applying.then(() => this.told(message, true));
+        else void this.told(message, false);
+      },
+      onLive: () => void this.renew(),
+      onLost: () => this.lost(),
+      onRefused: (err) => this.logger?.warn({ err: err.message }, "leased ZedTokens: subscribe failed"),
     });
-    subscriber.on("close", () => this.lost());
-    subscriber.on("error", () => this.lost());
-    const subscribe = () =>
-      subscriber.subscribe(TOKEN_WRITES_CHANNEL).then(
-        () => {
-          this.subscribed = true;
-          void this.renew();
-        },
-        (err: Error) => this.logger?.warn({ err: err.message }, "leased ZedTokens: subscribe failed"),
-      );
-    subscriber.on("ready", () => void subscribe());
-    if (subscriber.status === "ready") void subscribe();
+    const feed = this.feed;
     this.timer = setInterval(
       () => {
         // An error that did not close the connection left it unsubscribed here: subscribe again.
-        if (!this.subscribed && subscriber.status === "ready") void subscribe();
+        feed.resubscribe();
         void this.renew();
       },
       Math.max(1, Math.floor(this.leaseMs / RENEWALS_PER_LEASE)),
@@ -256,7 +249,7 @@ export class TokenLeaseHolder {
 
   /** Whether tokens kept here may be answered now. */
   holds(): boolean {
-    return this.subscribed && performance.now() < this.validUntil;
+    return this.feed?.isLive() === true && performance.now() < this.validUntil;
   }
 
   /** The last write of `resourceKey` as kept here, for `session`; none: ask Redis. */
@@ -316,7 +309,7 @@ export class TokenLeaseHolder {
   }
 
   private async renew(): Promise<void> {
-    if (!this.subscribed) return;
+    if (!this.feed?.isLive() || this.closed) return;
     const renewal = ++this.renewal;
     this.sent.set(renewal, performance.now());
     try {
@@ -342,7 +335,6 @@ export class TokenLeaseHolder {
   }
 
   private lost(): void {
-    this.subscribed = false;
     this.validUntil = 0;
     this.sent.clear();
     this.generation++;

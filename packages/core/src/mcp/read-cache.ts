@@ -2,7 +2,7 @@ import { LRUCache } from "lru-cache";
 import { entryBound } from "../bounded-cache.ts";
 import { type Clock, systemClock } from "../clock.ts";
 import type { Logger } from "../logger.ts";
-import type { RedisClient } from "../redis.ts";
+import { followChannel, type RedisClient } from "../redis.ts";
 
 /** The Redis channel on which replicas tell each other that an MCP server or its credentials changed. */
 export const MCP_CHANGES_CHANNEL = "gw:mcp:changes";
@@ -28,7 +28,8 @@ interface Entry {
  */
 export class McpReadCache {
   private readonly entries = new LRUCache<string, Entry>(entryBound(MAX_ENTRIES));
-  private subscribed = false;
+  /** The change feed; nothing is kept while it is not live. */
+  private feed: { isLive(): boolean } | undefined;
   /** Bumped by every change and every (re)subscription. */
   private generation = 0;
   private readonly publisher: Pick<RedisClient, "publish">;
@@ -58,35 +59,27 @@ export class McpReadCache {
   async start(readyTimeoutMs = 10_000): Promise<void> {
     const subscriber = this.subscriber;
     if (!subscriber) return;
-    subscriber.on("message", (channel: string, message: string) => {
-      if (channel !== MCP_CHANGES_CHANNEL) return;
-      const [org, serverId] = message.split("\u0000");
-      if (org !== undefined && serverId !== undefined) this.forget(org, serverId);
-    });
-    const down = () => {
-      this.subscribed = false;
-      this.generation++;
-      this.entries.clear();
-    };
-    subscriber.on("close", down);
-    subscriber.on("error", down);
     let firstLive!: () => void;
     const live = new Promise<void>((resolve) => {
       firstLive = resolve;
     });
-    const subscribe = () =>
-      subscriber.subscribe(MCP_CHANGES_CHANNEL).then(
-        () => {
-          // Changes made while it was away are unknown: start over.
-          this.generation++;
-          this.entries.clear();
-          this.subscribed = true;
-          firstLive();
-        },
-        (err: Error) => this.logger?.warn({ err: err.message }, "MCP change feed: subscribe failed"),
-      );
-    subscriber.on("ready", () => void subscribe());
-    if (subscriber.status === "ready") void subscribe();
+    this.feed = followChannel(subscriber, MCP_CHANGES_CHANNEL, {
+      onMessage: (message) => {
+        const [org, serverId] = message.split("\u0000");
+        if (org !== undefined && serverId !== undefined) this.forget(org, serverId);
+      },
+      onLive: () => {
+        // Changes made while it was away are unknown: start over.
+        this.generation++;
+        this.entries.clear();
+        firstLive();
+      },
+      onLost: () => {
+        this.generation++;
+        this.entries.clear();
+      },
+      onRefused: (err) => this.logger?.warn({ err: err.message }, "MCP change feed: subscribe failed"),
+    });
     let timer: NodeJS.Timeout | undefined;
     await Promise.race([
       live,
@@ -102,10 +95,10 @@ export class McpReadCache {
     const name = `${org}\u0000${serverId}\u0000${key}`;
     const now = this.clock.now();
     const entry = this.entries.get(name);
-    if (entry && this.subscribed && entry.freshUntil > now) return entry.value as T;
+    if (entry && this.feed?.isLive() && entry.freshUntil > now) return entry.value as T;
     const generation = this.generation;
     const value = await read();
-    if (this.subscribed && generation === this.generation)
+    if (this.feed?.isLive() && generation === this.generation)
       this.entries.set(name, { value, freshUntil: this.clock.now() + MAX_AGE_MS });
     return value;
   }
