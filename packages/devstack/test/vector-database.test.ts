@@ -367,74 +367,62 @@ describe("the local vector database with a data directory", () => {
     // Two starts of PGlite on a data directory, each several seconds on a loaded machine.
   }, 120_000);
 
-  it("makes a missing template once when several start at once: the others wait for it and load it", async () => {
-    const templateFile = join(dataDir, "cache-at-once", "cluster.tar");
-    const starts = await Promise.all(
-      [0, 1, 2].map(() =>
-        startVectorDatabaseProcess({ port: 0, env: process.env, inMemory: true, templateFile }),
-      ),
-    );
+  /** A template made by the test below (one initdb in WebAssembly, seconds of CPU), then used by the one after it. */
+  const templateFile = () => join(dataDir, "cache", "cluster.tar");
+  /** The rows of one statement, on a connection of its own. */
+  const rowsOf = async (url: string, sql: string) => {
+    const client = await connect(url);
     try {
-      // Each cluster made by initdb has an identity of its own; one loaded from the template, the template's.
-      const identities = await Promise.all(
-        starts.map(async (started) => {
-          const client = await connect(started.databaseUrl);
-          try {
-            const { rows } = await client.query("SELECT system_identifier FROM pg_control_system()");
-            return String(rows[0].system_identifier);
-          } finally {
-            await client.end();
-          }
-        }),
-      );
+      return (await client.query(sql)).rows;
+    } finally {
+      await client.end();
+    }
+  };
+  // Each cluster made by initdb has an identity of its own; one loaded from the template, the template's.
+  const identity = async (url: string) =>
+    String((await rowsOf(url, "SELECT system_identifier FROM pg_control_system()"))[0].system_identifier);
+  /** A start on a data directory of its own under `dataDir` (`dir`), or in memory. */
+  const start = (dir: string | undefined) =>
+    startVectorDatabaseProcess({
+      port: 0,
+      env: dir ? { ...process.env, DATA_DIR: join(dataDir, dir) } : process.env,
+      inMemory: dir === undefined,
+      templateFile: templateFile(),
+    });
+  let templateIdentity: string;
+
+  it("makes a missing template once when several start at once, in memory or on a new data directory: the others wait for it and load it", async () => {
+    const starts = await Promise.all([undefined, undefined, "at-once"].map(start));
+    try {
+      const identities = await Promise.all(starts.map((started) => identity(started.databaseUrl)));
       expect(new Set(identities).size).toBe(1);
-      expect(existsSync(`${templateFile}.lock`)).toBe(false);
+      templateIdentity = identities[0]!;
+      expect((await stat(templateFile())).size).toBeGreaterThan(0);
+      expect(existsSync(`${templateFile()}.lock`)).toBe(false);
     } finally {
       await Promise.all(starts.map((started) => started.stop()));
     }
   }, 120_000);
 
-  it("starts a new data directory from the template, made by the first start that finds none, and leaves a cluster it finds as it is", async () => {
-    const templateFile = join(dataDir, "cache", "cluster.tar");
-    /** The rows of one statement, on a connection of its own. */
-    const rowsOf = async (url: string, sql: string) => {
-      const client = await connect(url);
-      try {
-        return (await client.query(sql)).rows;
-      } finally {
-        await client.end();
-      }
-    };
-    const identity = async (url: string) =>
-      String((await rowsOf(url, "SELECT system_identifier FROM pg_control_system()"))[0].system_identifier);
-    const start = (dir: string) =>
-      startVectorDatabaseProcess({
-        port: 0,
-        env: { ...process.env, DATA_DIR: join(dataDir, dir) },
-        templateFile,
-      });
+  it("starts a new data directory from the template's data directory form (made from the dump when missing), and leaves a cluster it finds as it is", async () => {
     let first = await start("first");
-    let firstIdentity: string;
     try {
-      firstIdentity = await identity(first.databaseUrl);
+      expect(await identity(first.databaseUrl)).toBe(templateIdentity);
       await rowsOf(first.databaseUrl, "CREATE TABLE only_in_first (id integer)");
     } finally {
       await first.stop();
     }
-    expect((await stat(templateFile)).size).toBeGreaterThan(0);
-    // A cluster made from the dump has the identity of the one the dump was taken of, and none of its
-    // later tables: the second start loads the dump into the template's data directory, and copies that.
-    expect(existsSync(templateDirectoryOf(templateFile))).toBe(false);
+    expect(existsSync(join(templateDirectoryOf(templateFile()), "PG_VERSION"))).toBe(true);
+    // A copy of the template's data directory: the dump's identity, and none of the first's later tables.
     const second = await start("second");
     try {
-      expect(await identity(second.databaseUrl)).toBe(firstIdentity);
+      expect(await identity(second.databaseUrl)).toBe(templateIdentity);
       expect(await rowsOf(second.databaseUrl, "SELECT to_regclass('only_in_first') AS t")).toEqual([
         { t: null },
       ]);
     } finally {
       await second.stop();
     }
-    expect(existsSync(join(templateDirectoryOf(templateFile), "PG_VERSION"))).toBe(true);
     first = await start("first");
     try {
       expect(await rowsOf(first.databaseUrl, "SELECT to_regclass('only_in_first')::text AS t")).toEqual([
