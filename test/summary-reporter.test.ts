@@ -91,10 +91,10 @@ describe("the summary reporter", () => {
       module("packages/x/test/a.test.ts", 12.26, ["passed"]),
     ];
     try {
-      new SummaryReporter({ fileTimesPath: path }).onTestRunEnd(files, []);
+      new SummaryReporter(path).onTestRunEnd(files, []);
       await expect(readFile(path, "utf8")).rejects.toThrow(/ENOENT/);
       vi.stubEnv("TEST_WRITE_FILE_TIMES", "1");
-      new SummaryReporter({ fileTimesPath: path }).onTestRunEnd(files, []);
+      new SummaryReporter(path).onTestRunEnd(files, []);
       const text = await readFile(path, "utf8");
       expect(Object.entries(JSON.parse(text))).toEqual([
         ["packages/x/test/a.test.ts", 12.3],

@@ -32,9 +32,8 @@ export default class SummaryReporter implements Reporter {
   /** Where `TEST_WRITE_FILE_TIMES=1` writes each file's time (`test/file-times.json`). */
   private readonly fileTimesPath: string;
 
-  /** vitest makes a reporter with its options (none here); a test names where the times go. */
-  constructor(options: { fileTimesPath?: string } = {}) {
-    this.fileTimesPath = options.fileTimesPath ?? join(process.cwd(), FILE_TIMES);
+  constructor(fileTimesPath = join(process.cwd(), FILE_TIMES)) {
+    this.fileTimesPath = fileTimesPath;
   }
 
   onTestRunEnd(testModules: ReadonlyArray<TestModule>, unhandledErrors: ReadonlyArray<unknown>): void {
