@@ -1,6 +1,4 @@
-import { mkdtemp, readFile, rm } from "node:fs/promises";
-import { tmpdir } from "node:os";
-import { join, resolve } from "node:path";
+import { resolve } from "node:path";
 import { describe, expect, it, vi } from "vitest";
 import type { TestModule } from "vitest/node";
 import SummaryReporter from "./summary-reporter.ts";
@@ -80,30 +78,5 @@ describe("the summary reporter", () => {
     expect(lines).toContain("    7.3 s  packages/x/test/one.test.ts");
     expect(lines).not.toContain("Failed:");
     expect(lines.at(-2)).toBe("vitest: 1 passed, 0 failed, 0 skipped");
-  });
-
-  it("keeps each file's time for the next fresh clone's order when asked (TEST_WRITE_FILE_TIMES=1), sorted by file", async () => {
-    const dir = await mkdtemp(join(tmpdir(), "gw-file-times-"));
-    const path = join(dir, "file-times.json");
-    const write = vi.spyOn(process.stdout, "write").mockImplementation(() => true);
-    const files = [
-      module("packages/x/test/b.test.ts", 2.04, ["passed"]),
-      module("packages/x/test/a.test.ts", 12.26, ["passed"]),
-    ];
-    try {
-      new SummaryReporter(path).onTestRunEnd(files, []);
-      await expect(readFile(path, "utf8")).rejects.toThrow(/ENOENT/);
-      vi.stubEnv("TEST_WRITE_FILE_TIMES", "1");
-      new SummaryReporter(path).onTestRunEnd(files, []);
-      const text = await readFile(path, "utf8");
-      expect(Object.entries(JSON.parse(text))).toEqual([
-        ["packages/x/test/a.test.ts", 12.3],
-        ["packages/x/test/b.test.ts", 2],
-      ]);
-    } finally {
-      write.mockRestore();
-      vi.unstubAllEnvs();
-      await rm(dir, { recursive: true, force: true });
-    }
   });
 });

@@ -1,7 +1,5 @@
-import { writeFileSync } from "node:fs";
-import { join, relative } from "node:path";
+import { relative } from "node:path";
 import type { Reporter, TestModule } from "vitest/node";
-import { FILE_TIMES } from "./sequencer.ts";
 
 /** How many of the slowest files the share line sums up. */
 const SLOWEST = 10;
@@ -29,13 +27,6 @@ function firstLine(error: unknown): string {
  * parsing vitest's coloured summary. Errors outside any test count as failures.
  */
 export default class SummaryReporter implements Reporter {
-  /** Where `TEST_WRITE_FILE_TIMES=1` writes each file's time (`test/file-times.json`). */
-  private readonly fileTimesPath: string;
-
-  constructor(fileTimesPath = join(process.cwd(), FILE_TIMES)) {
-    this.fileTimesPath = fileTimesPath;
-  }
-
   onTestRunEnd(testModules: ReadonlyArray<TestModule>, unhandledErrors: ReadonlyArray<unknown>): void {
     const counts = { passed: 0, failed: unhandledErrors.length, skipped: 0 };
     const failures = unhandledErrors.map((error) => `  outside any test: ${firstLine(error)}`);
@@ -68,21 +59,9 @@ export default class SummaryReporter implements Reporter {
             `the ${Math.min(SLOWEST, times.length)} slowest ${Math.round((100 * slowest) / sum)} %):`;
       process.stdout.write(`\n${heading}\n${lines.join("\n")}\n`);
     }
-    if (process.env.TEST_WRITE_FILE_TIMES === "1") writeFileTimes(this.fileTimesPath, times);
     if (failures.length > 0) process.stdout.write(`\nFailed:\n${failures.join("\n")}\n`);
     process.stdout.write(
       `\nvitest: ${counts.passed} passed, ${counts.failed} failed, ${counts.skipped} skipped\n`,
     );
   }
-}
-
-/**
- * Keeps each file's time in `test/file-times.json` for the next fresh clone's order (`test/sequencer.ts`):
- * asked for by `TEST_WRITE_FILE_TIMES=1 pnpm test` (a whole run), sorted by file, to a tenth of a second.
- */
-function writeFileTimes(path: string, times: { file: string; seconds: number }[]): void {
-  const sorted = [...times].sort((a, b) => (a.file < b.file ? -1 : a.file > b.file ? 1 : 0));
-  const kept = Object.fromEntries(sorted.map((t) => [t.file, Math.round(t.seconds * 10) / 10]));
-  writeFileSync(path, `${JSON.stringify(kept, null, 2)}\n`);
-  process.stdout.write(`\nEach file's time written to ${relative(process.cwd(), path)}\n`);
 }
