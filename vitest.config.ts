@@ -1,6 +1,5 @@
 import { resolve } from "node:path";
 import { defineConfig } from "vitest/config";
-import Sequencer from "./test/sequencer.ts";
 
 /**
  * Node's compile cache for the run's processes, as `pnpm start` has it (docs/testing.md): set here, in
@@ -38,8 +37,6 @@ export default defineConfig({
       "packages/test-kit/src/python-global-setup.ts",
     ],
     reporters: ["default", "./test/summary-reporter.ts"],
-    // Which files start first (test/sequencer.ts).
-    sequence: { sequencer: Sequencer },
     projects: [
       {
         test: {
