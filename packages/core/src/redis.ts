@@ -260,6 +260,11 @@ export function sentTogether<T>(redis: unknown, send: () => T): T {
  * `resubscribe` when the connection outlived an error); `onLost` when the connection closes or errs,
  * after which whatever was heard before may have missed messages. `isLive` says whether `onLost` came
  * last; `resubscribe` subscribes again while the connection is ready but the channel is not live.
+ *
+ * On a Redis Cluster the subscription is one node's connection, which ioredis moves to another node
+ * (when its connection ends or its node leaves) and subscribes again without telling: what was
+ * published meanwhile is lost. Each move is `onLost`, then `onLive` once the channel is subscribed on
+ * the new connection (`onClusterSubscriberMoved`).
  */
 export function followChannel(
   subscriber: RedisClient,
@@ -289,11 +294,34 @@ export function followChannel(
     }, handlers.onRefused);
   subscriber.on("ready", subscribe);
   if (subscriber.status === "ready") subscribe();
+  if (subscriber instanceof Cluster)
+    onClusterSubscriberMoved(subscriber, () => {
+      lost();
+      if (subscriber.status === "ready") subscribe();
+    });
   return {
     isLive: () => live,
     resubscribe: () => {
       if (!live && subscriber.status === "ready") subscribe();
     },
+  };
+}
+
+/**
+ * Calls `moved` each time a cluster client's subscriber connection is chosen anew (ioredis's
+ * `ClusterSubscriber.selectSubscriber`: at the start, when the connection ends, when its node leaves),
+ * right after the new connection is made and told the channels the old one had. ioredis says nothing
+ * of it otherwise; a version whose client has no such method is refused, so that an upgrade cannot
+ * silently bring back missed messages (`packages/gateway/src/api-keys/cluster-feed.test.ts`).
+ */
+function onClusterSubscriberMoved(cluster: Cluster, moved: () => void): void {
+  const inner = (cluster as unknown as { subscriber?: { selectSubscriber?: () => void } }).subscriber;
+  const select = inner?.selectSubscriber;
+  if (!inner || typeof select !== "function")
+    throw new Error("This ioredis Cluster has no subscriber to follow: its pub/sub cannot be trusted");
+  inner.selectSubscriber = () => {
+    select.call(inner);
+    moved();
   };
 }
 

@@ -2,7 +2,7 @@ import { entryBound } from "@gw/core/bounded-cache";
 import { type Clock, systemClock } from "@gw/core/clock";
 import { AppError } from "@gw/core/errors";
 import type { Logger } from "@gw/core/logger";
-import { createRedis, type RedisClient, type RedisCommandObserver } from "@gw/core/redis";
+import { createRedis, followChannel, type RedisClient, type RedisCommandObserver } from "@gw/core/redis";
 import { LRUCache } from "lru-cache";
 import { hashSecret, sameHash } from "./secret.ts";
 import { API_KEY_EVENTS_CHANNEL, type ApiKeyStore } from "./store.ts";
@@ -111,53 +111,59 @@ export class CachedApiKeyLookup implements ApiKeyLookup {
     this.logger = opts.logger;
   }
 
-  /** Subscribes to key changes; resolves once the subscription is live. */
+  /**
+   * Subscribes to key changes; resolves once the subscription is live. If Redis is slow to come, it
+   * resolves after `readyTimeoutMs` without the feed: the cache stays untrusted until it is live. A
+   * SUBSCRIBE refused on a connection that was ready at the start rejects.
+   */
   async start(readyTimeoutMs = 10_000): Promise<void> {
     const changed = (id: string) => {
       this.generation++;
       this.forget(id);
     };
     this.store.onChange(changed);
+    const readyAtStart = this.subscriber.status === "ready";
+    let settle: ((err?: Error) => void) | undefined;
+    const first = new Promise<void>((resolve, reject) => {
+      settle = (err) => (err && readyAtStart ? reject(err) : resolve());
+    });
     // The connection may carry other feeds (MCP servers' changes): only this channel names keys.
-    this.subscriber.on("message", (channel: string, id: string) => {
-      if (channel !== API_KEY_EVENTS_CHANNEL) return;
-      this.logger.debug({ keyId: id }, "API key changed elsewhere; cached copy dropped");
-      changed(id);
+    followChannel(this.subscriber, API_KEY_EVENTS_CHANNEL, {
+      onMessage: (id) => {
+        this.logger.debug({ keyId: id }, "API key changed elsewhere; cached copy dropped");
+        changed(id);
+      },
+      // Trust the feed only once a SUBSCRIBE has been answered on the current connection: after a
+      // reconnect (or a cluster's move of its subscriber to another node), changes made meanwhile are
+      // unknown, so cached copies start over.
+      onLive: () => {
+        this.distrustAll();
+        this.subscribed = true;
+        settle?.();
+      },
+      onLost: () => {
+        if (this.subscribed)
+          this.logger.warn("API key change feed lost; cached keys are not trusted until it is back");
+        this.subscribed = false;
+        this.distrustAll();
+      },
+      onRefused: (err) => {
+        this.logger.warn({ err: err.message }, "API key change feed: subscribe failed");
+        settle?.(err);
+      },
     });
-    const down = () => {
-      if (this.subscribed)
-        this.logger.warn("API key change feed lost; cached keys are not trusted until it is back");
-      this.subscribed = false;
-      this.distrustAll();
-    };
-    this.subscriber.on("close", down);
-    this.subscriber.on("error", down);
-    // Trust the feed only once a SUBSCRIBE has been answered on the current connection:
-    // after a reconnect, changes made meanwhile are unknown, so cached copies start over.
-    this.subscriber.on("ready", () => {
-      this.subscribe().catch((err: Error) =>
-        this.logger.warn({ err: err.message }, "API key change feed: subscribe failed"),
-      );
-    });
-    if (this.subscriber.status === "ready") {
-      await this.subscribe();
-      return;
+    let timer: NodeJS.Timeout | undefined;
+    try {
+      await Promise.race([
+        first,
+        new Promise<void>((resolve) => {
+          timer = setTimeout(resolve, readyTimeoutMs).unref();
+        }),
+      ]);
+    } finally {
+      clearTimeout(timer);
+      settle = undefined;
     }
-    // Start without the feed if Redis is slow to come: the cache stays untrusted until the
-    // "ready" handler above has subscribed.
-    await new Promise<void>((resolve) => {
-      const timer = setTimeout(resolve, readyTimeoutMs).unref();
-      this.subscriber.once("ready", () => {
-        clearTimeout(timer);
-        this.subscribe().then(resolve, () => resolve());
-      });
-    });
-  }
-
-  private async subscribe(): Promise<void> {
-    await this.subscriber.subscribe(API_KEY_EVENTS_CHANNEL);
-    this.distrustAll();
-    this.subscribed = true;
   }
 
   async findBySecret(secret: string): Promise<ApiKeyRecord | undefined> {
