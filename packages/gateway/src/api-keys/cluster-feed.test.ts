@@ -1,3 +1,4 @@
+import { McpReadCache } from "@gw/core/mcp";
 import { apiKeyRecordKey } from "@gw/core/on-behalf-of";
 import { DEFAULT_PERMISSIONS } from "@gw/core/permissions";
 import { followChannel, type RedisClient } from "@gw/core/redis";
@@ -12,7 +13,7 @@ import { ApiKeyStore } from "./store.ts";
  * (or its node leaves) and subscribes again without a word: a change published meanwhile never reaches
  * this replica. The feed's followers (`followChannel`, core/redis.ts) take each move as a loss.
  */
-describe("the API-key change feed on a Redis Cluster", () => {
+describe("change feeds on a Redis Cluster (API keys, MCP servers)", () => {
   let cluster: TestRedisStore;
   let redis: RedisClient;
   let subscriber: RedisClient | undefined;
@@ -67,6 +68,23 @@ describe("the API-key change feed on a Redis Cluster", () => {
     await vi.waitFor(async () =>
       expect((await lookup.findBySecret(other.secret))?.name).toBe("changed and told"),
     );
+  });
+
+  it("the MCP servers' read cache keeps nothing across such a move", async () => {
+    const mcpSubscriber = createKeyEventsSubscriber(cluster.url, { logger: capturingLogger("warn").logger });
+    try {
+      const cache = new McpReadCache({ publisher: redis, subscriber: mcpSubscriber });
+      await cache.start();
+      let reads = 0;
+      const read = () => cache.read("acme", "srv_1", "server", async () => ++reads);
+      expect(await read()).toBe(1);
+      expect(await read()).toBe(1);
+      const masters = "nodes" in redis ? redis.nodes("master") : [];
+      await Promise.all(masters.map((node) => node.client("KILL", "TYPE", "pubsub")));
+      await vi.waitFor(async () => expect(await read()).toBeGreaterThan(1));
+    } finally {
+      mcpSubscriber.disconnect();
+    }
   });
 
   it("refuses to follow a channel on a Cluster client whose subscriber it cannot watch move (another ioredis)", () => {
