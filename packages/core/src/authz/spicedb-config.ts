@@ -158,9 +158,10 @@ export function connectAuthorization(
 
 /**
  * On Redis Cluster a message published on one node reaches the others over
- * the cluster bus, which keeps no order between nodes and may drop it, and
- * the client resubscribes without a word: no lease is held there, and every
- * check reads its token from Redis (docs/adr/0027-leased-zedtokens.md).
+ * the cluster bus, which keeps no order between nodes and may drop it (a
+ * move of the client's subscriber to another node is noticed, `followChannel`;
+ * that order is not): no lease is held there, and every check reads its
+ * token from Redis (docs/adr/0027-leased-zedtokens.md).
  */
 function leasesUnsure(redis: RedisClient, logger: Logger): boolean {
   if (!(redis instanceof Cluster)) return false;
