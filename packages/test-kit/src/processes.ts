@@ -62,9 +62,13 @@ export async function startGatewayProcess(env: NodeJS.ProcessEnv): Promise<Runni
 export async function survivors(
   pids: readonly number[],
   timeoutMs = 20_000,
-  /** When the process with a pid started, undefined when none runs (`/proc`; a test gives its own). */
-  startTime: (pid: number) => string | undefined = startedAt,
+  /**
+   * The process table it reads (`/proc`; a test gives its own, so that its made-up pids never name a
+   * real process): when the process with a pid started, and its command line; undefined when none runs.
+   */
+  table: ProcessTable = { startTime: startedAt, commandLine },
 ): Promise<string[]> {
+  const { startTime } = table;
   const started = new Map(pids.map((pid) => [pid, startTime(pid)]));
   const running = (pid: number) => {
     const when = started.get(pid);
@@ -72,5 +76,11 @@ export async function survivors(
   };
   const deadline = Date.now() + timeoutMs;
   while (pids.some(running) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
-  return pids.filter(running).map((pid) => `${pid} ${commandLine(pid) ?? "(gone)"}`);
+  return pids.filter(running).map((pid) => `${pid} ${table.commandLine(pid) ?? "(gone)"}`);
+}
+
+/** What `survivors` reads of a process by its pid. */
+export interface ProcessTable {
+  startTime(pid: number): string | undefined;
+  commandLine(pid: number): string | undefined;
 }

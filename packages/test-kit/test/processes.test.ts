@@ -31,17 +31,26 @@ describe("survivors", () => {
 
   it("does not take a new process given a dead one's pid (the kernel's pids wrapped) for a survivor", async () => {
     // The process table as the kernel would show it: pid 4242 ends after two looks, and the kernel
-    // hands its pid to a new process (another start time); 4343 runs on.
+    // hands its pid to a new process (another start time); 4343 runs on. Made up whole: these pids
+    // may name real processes on a busy machine (one was a gateway of a stack running beside the suite).
     let looks = 0;
-    const startTime = (pid: number) => {
-      if (pid === 4343) return "500";
-      looks++;
-      return looks <= 2 ? "100" : "900";
+    const table = {
+      startTime: (pid: number) => {
+        if (pid === 4343) return "500";
+        looks++;
+        return looks <= 2 ? "100" : "900";
+      },
+      commandLine: (pid: number) => (pid === 4343 ? "sleep 500" : "a new process"),
     };
-    expect(await survivors([4242], 5_000, startTime)).toEqual([]);
+    expect(await survivors([4242], 5_000, table)).toEqual([]);
     expect(looks).toBeLessThan(5);
     // Beside one that outlives the wait: that one only.
     looks = 0;
-    expect(await survivors([4242, 4343], 200, startTime)).toEqual(["4343 (gone)"]);
+    expect(await survivors([4242, 4343], 200, table)).toEqual(["4343 sleep 500"]);
+    // One whose command line is gone by the time it is named.
+    looks = 0;
+    expect(await survivors([4242, 4343], 200, { ...table, commandLine: () => undefined })).toEqual([
+      "4343 (gone)",
+    ]);
   });
 });
