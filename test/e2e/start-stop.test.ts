@@ -32,6 +32,11 @@ async function stackProcesses(stack: RunningStack): Promise<{ runner: number; ch
   return { runner: ready.pid, children: Object.values(ready.processes) };
 }
 
+/** Asserts that none of `pids` is still running once each has had its time to stop; names any that is. */
+async function expectAllStopped(pids: readonly number[]): Promise<void> {
+  expect((await survivors(pids)).join("; "), "still running").toBe("");
+}
+
 /** The one JSON line a start that failed before anything started writes ("stack failed to start"). */
 function onlyLogLine(failed: { stdout: string } | undefined): Record<string, unknown> {
   const lines = failed!.stdout.split("\n").filter((l) => l.startsWith("{"));
@@ -103,7 +108,7 @@ describe("pnpm start stops as one, whichever of its processes is told to", () =>
 
     process.kill(stack.process.pid!, "SIGTERM");
     await stack.exited;
-    expect(await survivors([runner, ...children])).toEqual([]);
+    await expectAllStopped([runner, ...children]);
     expect(stack.output()).not.toContain("a stack process exited");
     // Its last line says it has stopped, once every process has.
     const last = stack.output().trim().split("\n").at(-1)!;
@@ -120,14 +125,14 @@ describe("pnpm start stops as one, whichever of its processes is told to", () =>
     const { runner, children } = await stackProcesses(stack);
     process.kill(stack.process.pid!, "SIGINT");
     await stack.exited;
-    expect(await survivors([runner, ...children])).toEqual([]);
+    await expectAllStopped([runner, ...children]);
   }, 120_000);
 
   it("kill -9 of the process that runs the stack leaves none of the stack's processes running", async () => {
     stack = await startStack(await freshEnv());
     const { runner, children } = await stackProcesses(stack);
     process.kill(runner, "SIGKILL");
-    expect(await survivors(children)).toEqual([]);
+    await expectAllStopped(children);
   }, 120_000);
 
   // One stack for both (a start is seconds of CPU): what it serves, then how it ends.
@@ -216,7 +221,7 @@ describe("pnpm start stops as one, whichever of its processes is told to", () =>
 
     const { runner, children } = await stackProcesses(stack);
     process.kill(stack.process.pid!, "SIGKILL");
-    expect(await survivors([runner, ...children])).toEqual([]);
+    await expectAllStopped([runner, ...children]);
     expect(stack.output()).toContain("the process that ran the stack is gone; stopping the stack");
   }, 120_000);
 

@@ -2,6 +2,7 @@
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { SHUTDOWN_DEADLINE_MS } from "@gw/core/process";
 import { commandLine, type RunningNodeProcess, startedAt, startNodeProcess } from "@gw/devstack";
 import { startNothingListener } from "./ports.ts";
 import { createTestDatabase } from "./postgres.ts";
@@ -58,10 +59,15 @@ export async function startGatewayProcess(env: NodeJS.ProcessEnv): Promise<Runni
  * called (same start time): the kernel hands a dead process's pid to a new one once its pids wrap,
  * which on a machine with `pid_max` 32768 and a suite starting thousands of processes can happen
  * within the wait.
+ *
+ * The default wait is the longest a stack's process may take to stop on its own (SIGTERM, or the
+ * parent-death signal when its runner was killed), and 5 s more: the gateway's, its requests' grace
+ * (`SHUTDOWN_GRACE_MS`, 10 s by default) and then its shutdown's deadline. Under that, a process
+ * still within its own deadlines on a loaded machine would count as one left running.
  */
 export async function survivors(
   pids: readonly number[],
-  timeoutMs = 20_000,
+  timeoutMs = STACK_PROCESS_STOP_MS + 5_000,
   /**
    * The process table it reads (`/proc`; a test gives its own, so that its made-up pids never name a
    * real process): when the process with a pid started, and its command line; undefined when none runs.
@@ -78,6 +84,9 @@ export async function survivors(
   while (pids.some(running) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
   return pids.filter(running).map((pid) => `${pid} ${table.commandLine(pid) ?? "(gone)"}`);
 }
+
+/** The gateway's shutdown deadline with `SHUTDOWN_GRACE_MS` at its default: the longest of a stack's processes. */
+const STACK_PROCESS_STOP_MS = 10_000 + SHUTDOWN_DEADLINE_MS;
 
 /** What `survivors` reads of a process by its pid. */
 export interface ProcessTable {
