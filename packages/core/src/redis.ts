@@ -265,6 +265,10 @@ export function sentTogether<T>(redis: unknown, send: () => T): T {
  * (when its connection ends or its node leaves) and subscribes again without telling: what was
  * published meanwhile is lost. Each move is `onLost`, then `onLive` once the channel is subscribed on
  * the new connection (`onClusterSubscriberMoved`).
+ *
+ * `firstLive(timeoutMs)` resolves at the first `onLive`, or once `timeoutMs` has passed (a caller
+ * that starts without the feed); it rejects if the first SUBSCRIBE is refused on a connection that
+ * was ready when the channel was followed (Redis answered, and said no: an ACL, say).
  */
 export function followChannel(
   subscriber: RedisClient,
@@ -276,8 +280,18 @@ export function followChannel(
     /** Told when a SUBSCRIBE is refused. */
     onRefused(err: Error): void;
   },
-): { isLive(): boolean; resubscribe(): void } {
+): { isLive(): boolean; resubscribe(): void; firstLive(timeoutMs: number): Promise<void> } {
   let live = false;
+  const readyAtStart = subscriber.status === "ready";
+  let settleFirst: ((err?: Error) => void) | undefined;
+  const first = new Promise<void>((resolve, reject) => {
+    settleFirst = (err) => {
+      settleFirst = undefined;
+      if (err && readyAtStart) reject(err);
+      else resolve();
+    };
+  });
+  first.catch(() => {});
   subscriber.on("message", (heard: string, message: string) => {
     if (heard === channel) handlers.onMessage(message);
   });
@@ -288,10 +302,17 @@ export function followChannel(
   subscriber.on("close", lost);
   subscriber.on("error", lost);
   const subscribe = () =>
-    void subscriber.subscribe(channel).then(() => {
-      live = true;
-      handlers.onLive();
-    }, handlers.onRefused);
+    void subscriber.subscribe(channel).then(
+      () => {
+        live = true;
+        handlers.onLive();
+        settleFirst?.();
+      },
+      (err: Error) => {
+        handlers.onRefused(err);
+        settleFirst?.(err);
+      },
+    );
   subscriber.on("ready", subscribe);
   if (subscriber.status === "ready") subscribe();
   if (subscriber instanceof Cluster)
@@ -303,6 +324,19 @@ export function followChannel(
     isLive: () => live,
     resubscribe: () => {
       if (!live && subscriber.status === "ready") subscribe();
+    },
+    async firstLive(timeoutMs) {
+      let timer: NodeJS.Timeout | undefined;
+      try {
+        await Promise.race([
+          first,
+          new Promise<void>((resolve) => {
+            timer = setTimeout(resolve, timeoutMs).unref();
+          }),
+        ]);
+      } finally {
+        clearTimeout(timer);
+      }
     },
   };
 }

@@ -59,11 +59,7 @@ export class McpReadCache {
   async start(readyTimeoutMs = 10_000): Promise<void> {
     const subscriber = this.subscriber;
     if (!subscriber) return;
-    let firstLive!: () => void;
-    const live = new Promise<void>((resolve) => {
-      firstLive = resolve;
-    });
-    this.feed = followChannel(subscriber, MCP_CHANGES_CHANNEL, {
+    const feed = followChannel(subscriber, MCP_CHANGES_CHANNEL, {
       onMessage: (message) => {
         const [org, serverId] = message.split("\u0000");
         if (org !== undefined && serverId !== undefined) this.forget(org, serverId);
@@ -72,7 +68,6 @@ export class McpReadCache {
         // Changes made while it was away are unknown: start over.
         this.generation++;
         this.entries.clear();
-        firstLive();
       },
       onLost: () => {
         this.generation++;
@@ -80,14 +75,9 @@ export class McpReadCache {
       },
       onRefused: (err) => this.logger?.warn({ err: err.message }, "MCP change feed: subscribe failed"),
     });
-    let timer: NodeJS.Timeout | undefined;
-    await Promise.race([
-      live,
-      new Promise<void>((resolve) => {
-        timer = setTimeout(resolve, readyTimeoutMs).unref();
-      }),
-    ]);
-    clearTimeout(timer);
+    this.feed = feed;
+    // Refused, it starts without the feed (logged above): its copies are then never kept.
+    await feed.firstLive(readyTimeoutMs).catch(() => {});
   }
 
   /** `read()`'s answer, or a copy of it kept for the server `serverId` under `key`. */

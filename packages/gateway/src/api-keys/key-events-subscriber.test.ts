@@ -1,4 +1,5 @@
 import type { Socket } from "node:net";
+import { McpReadCache } from "@gw/core/mcp";
 import type { RedisClient } from "@gw/core/redis";
 import { capturingLogger, startTestRedis, type TestRedis, testRedisClient } from "@gw/test-kit";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -50,6 +51,53 @@ describe("the API-key change feed's connection", () => {
       expect(lines.join("")).toContain("API key change feed: subscribe failed");
     } finally {
       process.off("unhandledRejection", onUnhandled);
+    }
+  });
+
+  it("a SUBSCRIBE that Redis refuses on a ready connection fails the key lookup's start; the MCP servers' read cache starts without its feed and keeps nothing", async () => {
+    // A user that may run every command on every key, and subscribe to no channel.
+    await redis.call(
+      "ACL",
+      "SETUSER",
+      "no-channels",
+      "on",
+      ">no-channels-pw",
+      "~*",
+      "resetchannels",
+      "+@all",
+    );
+    const url = new URL(server.url);
+    url.username = "no-channels";
+    url.password = "no-channels-pw";
+    const { logger, lines } = capturingLogger("warn");
+    const ready = async (client: RedisClient) => {
+      if (client.status !== "ready") await new Promise((resolve) => client.once("ready", resolve));
+      return client;
+    };
+    const subscriber = await ready(createKeyEventsSubscriber(url.href, { logger }));
+    const mcpSubscriber = await ready(createKeyEventsSubscriber(url.href, { logger }));
+    try {
+      const lookup = new CachedApiKeyLookup({
+        store: new ApiKeyStore(redis),
+        subscriber,
+        ttlMs: 60_000,
+        staleIfErrorMs: 0,
+        logger,
+      });
+      // Well before the wait for a slow Redis would end.
+      await expect(lookup.start(60_000)).rejects.toThrow(/NOPERM/);
+      expect(lines.join("")).toContain("API key change feed: subscribe failed");
+
+      const cache = new McpReadCache({ publisher: redis, subscriber: mcpSubscriber, logger });
+      await cache.start(60_000);
+      expect(lines.join("")).toContain("MCP change feed: subscribe failed");
+      let reads = 0;
+      const read = async () => ++reads;
+      await cache.read("org", "server", "row", read);
+      expect(await cache.read("org", "server", "row", read)).toBe(2);
+    } finally {
+      subscriber.disconnect();
+      mcpSubscriber.disconnect();
     }
   });
 });

@@ -122,13 +122,8 @@ export class CachedApiKeyLookup implements ApiKeyLookup {
       this.forget(id);
     };
     this.store.onChange(changed);
-    const readyAtStart = this.subscriber.status === "ready";
-    let settle: ((err?: Error) => void) | undefined;
-    const first = new Promise<void>((resolve, reject) => {
-      settle = (err) => (err && readyAtStart ? reject(err) : resolve());
-    });
     // The connection may carry other feeds (MCP servers' changes): only this channel names keys.
-    followChannel(this.subscriber, API_KEY_EVENTS_CHANNEL, {
+    const feed = followChannel(this.subscriber, API_KEY_EVENTS_CHANNEL, {
       onMessage: (id) => {
         this.logger.debug({ keyId: id }, "API key changed elsewhere; cached copy dropped");
         changed(id);
@@ -139,7 +134,6 @@ export class CachedApiKeyLookup implements ApiKeyLookup {
       onLive: () => {
         this.distrustAll();
         this.subscribed = true;
-        settle?.();
       },
       onLost: () => {
         if (this.subscribed)
@@ -147,23 +141,9 @@ export class CachedApiKeyLookup implements ApiKeyLookup {
         this.subscribed = false;
         this.distrustAll();
       },
-      onRefused: (err) => {
-        this.logger.warn({ err: err.message }, "API key change feed: subscribe failed");
-        settle?.(err);
-      },
+      onRefused: (err) => this.logger.warn({ err: err.message }, "API key change feed: subscribe failed"),
     });
-    let timer: NodeJS.Timeout | undefined;
-    try {
-      await Promise.race([
-        first,
-        new Promise<void>((resolve) => {
-          timer = setTimeout(resolve, readyTimeoutMs).unref();
-        }),
-      ]);
-    } finally {
-      clearTimeout(timer);
-      settle = undefined;
-    }
+    await feed.firstLive(readyTimeoutMs);
   }
 
   async findBySecret(secret: string): Promise<ApiKeyRecord | undefined> {
