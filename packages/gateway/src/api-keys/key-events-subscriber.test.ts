@@ -1,4 +1,5 @@
 import type { Socket } from "node:net";
+import type { Logger } from "@gw/core/logger";
 import { McpReadCache } from "@gw/core/mcp";
 import type { RedisClient } from "@gw/core/redis";
 import { capturingLogger, startTestRedis, type TestRedis, testRedisClient } from "@gw/test-kit";
@@ -9,6 +10,15 @@ import { ApiKeyStore } from "./store.ts";
 describe("the API-key change feed's connection", () => {
   let server: TestRedis;
   let redis: RedisClient;
+  /** A key lookup whose change feed is `subscriber`. */
+  const lookupOn = (subscriber: RedisClient, logger: Logger) =>
+    new CachedApiKeyLookup({
+      store: new ApiKeyStore(redis),
+      subscriber,
+      ttlMs: 60_000,
+      staleIfErrorMs: 0,
+      logger,
+    });
   beforeAll(async () => {
     server = await startTestRedis();
     redis = testRedisClient(server.url);
@@ -21,13 +31,7 @@ describe("the API-key change feed's connection", () => {
   it("closed right after a reconnect, before Redis answers its SUBSCRIBE, leaves no unhandled rejection and logs the failure", async () => {
     const { logger, lines } = capturingLogger("warn");
     const subscriber = createKeyEventsSubscriber(server.url, { logger });
-    const lookup = new CachedApiKeyLookup({
-      store: new ApiKeyStore(redis),
-      subscriber,
-      ttlMs: 60_000,
-      staleIfErrorMs: 0,
-      logger,
-    });
+    const lookup = lookupOn(subscriber, logger);
     await lookup.start();
 
     const unhandled: unknown[] = [];
@@ -77,13 +81,7 @@ describe("the API-key change feed's connection", () => {
     const subscriber = await ready(createKeyEventsSubscriber(url.href, { logger }));
     const mcpSubscriber = await ready(createKeyEventsSubscriber(url.href, { logger }));
     try {
-      const lookup = new CachedApiKeyLookup({
-        store: new ApiKeyStore(redis),
-        subscriber,
-        ttlMs: 60_000,
-        staleIfErrorMs: 0,
-        logger,
-      });
+      const lookup = lookupOn(subscriber, logger);
       // Well before the wait for a slow Redis would end.
       await expect(lookup.start(60_000)).rejects.toThrow(/NOPERM/);
       expect(lines.join("")).toContain("API key change feed: subscribe failed");
