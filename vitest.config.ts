@@ -26,6 +26,10 @@ export default defineConfig({
   test: {
     pool: "forks",
     testTimeout: 30_000,
+    // vitest clears every mock's calls as each test starts, whichever test made the mock: the blocks of
+    // `describeEachTopology` run beside each other, so a test starting in one wiped a spy's count in the
+    // other (test/concurrent-mocks.test.ts). Each test makes and restores its own spies instead.
+    clearMocks: false,
     hookTimeout: 60_000,
     // Each file starts its own redis-server, SpiceDB and often processes, and partly waits on them: four
     // files at a time keep 2 cores busy (three left a sixth of the run idle).
