@@ -2,7 +2,11 @@ import { PROVIDER_SECRETS, type SseFraming, type UpstreamMode } from "@gw/test-k
 import { describe, expect, it, vi } from "vitest";
 import { llmError, parseEvents, useStack } from "./stack.ts";
 
-const stack = useStack({ LLM_MAX_RESPONSE_BYTES: "65536", LLM_MAX_EVENT_CHARS: "16384" });
+const stack = useStack({
+  LLM_MAX_RESPONSE_BYTES: "65536",
+  LLM_MAX_EVENT_CHARS: "16384",
+  LLM_TIMEOUT_MS: "1000",
+});
 
 async function ask(body: Record<string, unknown> = {}) {
   const key = await stack.createKey();

@@ -156,7 +156,10 @@ export function useStack(
         LLM_BASE_URL: llm.baseUrl,
         LLM_API_KEY: "upstream-secret",
         LLM_DEFAULT_MODEL: "echo-small",
-        LLM_TIMEOUT_MS: "1000",
+        // Longer than any test's steps while the fake provider holds an answer, on a loaded machine too (1 s
+        // once failed a held background response before the test cancelled it); a test of the timeout sets
+        // its own.
+        LLM_TIMEOUT_MS: "30000",
         // Tests watch eval schedules fire every second.
         EVAL_MIN_INTERVAL_SECONDS: "1",
         ...common,

@@ -4,7 +4,13 @@ import { useStack } from "../../../test/stack.ts";
 import { utcDay } from "../store.ts";
 
 describe.each(REDIS_TOPOLOGIES)("on %s Redis", (topology) => {
-  const stack = useStack({ LLM_MODELS: "echo-small,echo-large" }, {}, undefined, topology);
+  // A stream the provider stalls midway breaks at the provider's timeout.
+  const stack = useStack(
+    { LLM_MODELS: "echo-small,echo-large", LLM_TIMEOUT_MS: "1000" },
+    {},
+    undefined,
+    topology,
+  );
   let today = utcDay(new Date());
   beforeEach(() => {
     today = utcDay(new Date()); // a run across UTC midnight asks about the day it recorded in
