@@ -68,6 +68,8 @@ async function setup(repository = "widgets") {
 
 interface ProcessInfo {
   pid: string;
+  /** Its parent's pid. */
+  ppid: string;
   cmdline: string;
   environ: string;
 }
@@ -83,15 +85,22 @@ async function processes(): Promise<ProcessInfo[]> {
   return Promise.all(
     pids.map(async (pid) => ({
       pid,
+      ppid: /^PPid:\s+(\d+)$/m.exec(await read(pid, "status"))?.[1] ?? "",
       cmdline: await read(pid, "cmdline"),
       environ: await read(pid, "environ"),
     })),
   );
 }
 
-/** The token file named in the environment of the one process whose command line matches. */
+/**
+ * The token file named in the environment of the one process whose command line matches, among this
+ * test's service's children (the service runs in this process): other files' pushes may run meanwhile.
+ */
 function tokenFileOf(seen: ProcessInfo[], command: RegExp): string {
-  const [found] = seen.filter((p) => command.test(p.cmdline) && p.environ.includes("GW_GIT_TOKEN_FILE="));
+  const [found] = seen.filter(
+    (p) =>
+      p.ppid === String(process.pid) && command.test(p.cmdline) && p.environ.includes("GW_GIT_TOKEN_FILE="),
+  );
   expect(found).toBeDefined();
   return /GW_GIT_TOKEN_FILE=(\S+)/.exec(found!.environ)![1]!;
 }
