@@ -325,18 +325,12 @@ export function followChannel(
     resubscribe: () => {
       if (!live && subscriber.status === "ready") subscribe();
     },
-    async firstLive(timeoutMs) {
-      let timer: NodeJS.Timeout | undefined;
-      try {
-        await Promise.race([
-          first,
-          new Promise<void>((resolve) => {
-            timer = setTimeout(resolve, timeoutMs).unref();
-          }),
-        ]);
-      } finally {
-        clearTimeout(timer);
-      }
+    firstLive(timeoutMs) {
+      // Past the timeout the caller goes on without the feed; a refusal still rejects.
+      const late = new Error("not live yet");
+      return withDeadline(first, timeoutMs, () => late).catch((err: unknown) => {
+        if (err !== late) throw err;
+      });
     },
   };
 }
