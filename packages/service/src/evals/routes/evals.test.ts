@@ -31,11 +31,20 @@ describeEachTopology("on %s Redis", (topology) => {
     "metadata",
   ];
 
-  /** Resolves once no eval job is running or waiting to (ticks of deleted schedules start none). */
-  async function untilNoEvalJobs() {
+  /** `use` of a BullMQ client of the stack's eval queue, closed after. */
+  async function withEvalQueue<T>(use: (queue: Queue) => Promise<T>): Promise<T> {
     const queue = new Queue(EVAL_QUEUE, { connection: stack.redis, prefix: EVAL_QUEUE_PREFIX });
     try {
-      await vi.waitFor(
+      return await use(queue);
+    } finally {
+      await queue.close();
+    }
+  }
+
+  /** Resolves once no eval job is running or waiting to (ticks of deleted schedules start none). */
+  const untilNoEvalJobs = () =>
+    withEvalQueue((queue) =>
+      vi.waitFor(
         async () =>
           expect(await queue.getJobCounts("active", "waiting", "prioritized")).toEqual({
             active: 0,
@@ -43,21 +52,11 @@ describeEachTopology("on %s Redis", (topology) => {
             prioritized: 0,
           }),
         { timeout: 20_000, interval: 50 },
-      );
-    } finally {
-      await queue.close();
-    }
-  }
+      ),
+    );
 
   /** A schedule's job scheduler as BullMQ holds it. */
-  async function jobScheduler(id: string) {
-    const queue = new Queue(EVAL_QUEUE, { connection: stack.redis, prefix: EVAL_QUEUE_PREFIX });
-    try {
-      return await queue.getJobScheduler(id);
-    } finally {
-      await queue.close();
-    }
-  }
+  const jobScheduler = (id: string) => withEvalQueue((queue) => queue.getJobScheduler(id));
 
   describe("eval schedules", () => {
     it("a 1-second schedule runs its inputs through the model, with outputs and pass/fail", async () => {
