@@ -15,7 +15,7 @@ export {
   type RunningPostgres,
   startPostgresServer,
 } from "./postgres-server.ts";
-export { commandLine, processRunning, startedAt } from "./process-table.ts";
+export { commandLine, processRunning, processState, startedAt } from "./process-table.ts";
 export {
   PROMETHEUS_CONFIG,
   prometheusInstalled,

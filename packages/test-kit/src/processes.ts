@@ -3,7 +3,13 @@ import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { SHUTDOWN_DEADLINE_MS } from "@gw/core/process";
-import { commandLine, type RunningNodeProcess, startedAt, startNodeProcess } from "@gw/devstack";
+import {
+  commandLine,
+  processState,
+  type RunningNodeProcess,
+  startedAt,
+  startNodeProcess,
+} from "@gw/devstack";
 import { startNothingListener } from "./ports.ts";
 import { createTestDatabase } from "./postgres.ts";
 import { spicedbEnv } from "./test-spicedb.ts";
@@ -72,7 +78,7 @@ export async function survivors(
    * The process table it reads (`/proc`; a test gives its own, so that its made-up pids never name a
    * real process): when the process with a pid started, and its command line; undefined when none runs.
    */
-  table: ProcessTable = { startTime: startedAt, commandLine },
+  table: ProcessTable = { startTime: startedAt, commandLine, state: processState },
 ): Promise<string[]> {
   const { startTime } = table;
   const started = new Map(pids.map((pid) => [pid, startTime(pid)]));
@@ -82,7 +88,10 @@ export async function survivors(
   };
   const deadline = Date.now() + timeoutMs;
   while (pids.some(running) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
-  return pids.filter(running).map((pid) => `${pid} ${table.commandLine(pid) ?? "(gone)"}`);
+  return pids.filter(running).map((pid) => {
+    const state = table.state?.(pid);
+    return `${pid} ${table.commandLine(pid) ?? "(gone)"}${state ? ` (${state})` : ""}`;
+  });
 }
 
 /** The gateway's shutdown deadline with `SHUTDOWN_GRACE_MS` at its default: the longest of a stack's processes. */
@@ -92,4 +101,6 @@ const STACK_PROCESS_STOP_MS = 10_000 + SHUTDOWN_DEADLINE_MS;
 export interface ProcessTable {
   startTime(pid: number): string | undefined;
   commandLine(pid: number): string | undefined;
+  /** What it is doing (its state and threads'), for the message; none: not said. */
+  state?(pid: number): string | undefined;
 }
