@@ -105,6 +105,11 @@ const PARTS: [string, RegExp][] = [
     /\/ioredis\/|\/redis-parser\/|\/denque\/|\/cluster-key-slot\/|\/core\/src\/redis\.ts/,
   ],
   ["budgets (admission, settlement)", /\/budgets\/|\/core\/src\/windows/],
+  [
+    "SpiceDB client (grpc-js, authorization)",
+    /@grpc\/|@authzed\/|@protobuf-ts\/|protobufjs|\/core\/src\/authz\//,
+  ],
+  ["PostgreSQL client (pg)", /\/node_modules\/pg(-[a-z-]+)?\/|\/core\/src\/postgres\.ts/],
   ["logging (pino)", /\/pino[^/]*\/|\/sonic-boom\/|\/core\/src\/logger\.ts|thread-stream/],
   ["metrics (prom-client)", /\/prom-client\/|metrics\.ts/],
   ["tracing (OpenTelemetry)", /@opentelemetry|\/core\/src\/tracing\.ts/],
