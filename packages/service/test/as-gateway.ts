@@ -67,6 +67,10 @@ export async function startLoggedService(
       PORT: "0",
       INTERNAL_ASSERTION_SECRET: secret,
       DATA_DIR: dataDir,
+      // These tests stop one store and assert the 503 that names it: SpiceDB must answer meanwhile, however
+      // loaded the machine. At the default 2 s, a check slowed past it on a loaded machine once answered
+      // "The authorization backend is unavailable" where PostgreSQL's outage was asserted.
+      SPICEDB_DEADLINE_MS: "30000",
       ...env,
     }),
     createLogger("service", "info", sink),

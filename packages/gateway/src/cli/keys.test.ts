@@ -52,7 +52,7 @@ describeEachTopology("on %s Redis", (topology) => {
     // same store code, which api-key-store.test.ts runs on a cluster.
     if (topology === "cluster") return;
 
-    it("list shows the org's keys without secrets; update and revoke change them", async () => {
+    it("list shows the org's keys without secrets; update and revoke change them", async ({ expect }) => {
       const org = freshOrg();
       const created = JSON.parse(
         (await keys(["create", "--org", org, "--owner", "bob", "--permissions", "usage:read,admin:api-keys"]))
@@ -67,6 +67,8 @@ describeEachTopology("on %s Redis", (topology) => {
       expect(listed[0].lastUsedAt).toBeNull();
       const used = await gw.call("/api/v1/authentication/whoami", { bearer: created.key });
       expect(used.status).toBe(200);
+      // The test's own `expect` (its parameter): `expect.poll` needs the test it runs in, and the global one
+      // loses it once a test of the other topology's block, running beside this one, has ended.
       await expect
         .poll(async () => JSON.parse((await keys(["get", created.id])).stdout).lastUsedAt)
         .toMatch(/^\d{4}-\d\d-\d\dT/);

@@ -174,7 +174,7 @@ describeEachTopology("admission on %s Redis", (topology) => {
     expect((await windows.peek(keyId, undefined, limits))[0]!.used).toBe(120);
   });
 
-  it("refunds nothing into a window that started after the reservation's ended", async () => {
+  it("refunds nothing into a window that started after the reservation's ended", async ({ expect }) => {
     // Windows of 300 ms, so one rolls over within the test.
     const windows = new CountingWindows(redis.redis, { windowMs: () => 300 });
     const keyId = freshKey();
@@ -182,6 +182,8 @@ describeEachTopology("admission on %s Redis", (topology) => {
     const counters = () => windows.counters(keyId, "alice", limits, { requests: 1, tokens: 500, spend: 0 });
     const old = await windows.reserve(keyId, counters());
     if (!old.admitted) throw new Error("not admitted");
+    // The test's own `expect` (its parameter): `expect.poll` needs the test it runs in, and the global one
+    // loses it once a test of the other topology's block, running beside this one, has ended.
     await expect
       .poll(async () => (await redis.redis.exists(counters()[0]!.key)) === 0, {
         timeout: 2_000,
