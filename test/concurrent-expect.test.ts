@@ -92,11 +92,10 @@ function globalContextBoundCalls(path: string): string[] {
 }
 
 describe("test files whose blocks run beside each other", () => {
-  const root = ROOT;
-  const files = execFileSync("git", ["ls-files", "*.test.ts"], { cwd: root, encoding: "utf8" })
+  const files = execFileSync("git", ["ls-files", "*.test.ts"], { cwd: ROOT, encoding: "utf8" })
     .split("\n")
     .filter(Boolean)
-    .map((file) => resolve(root, file))
+    .map((file) => resolve(ROOT, file))
     .filter((path) => /describeEachTopology|concurrent: true/.test(readFileSync(path, "utf8")));
 
   it("are found (the ones that run Redis's topologies side by side among them)", () => {
