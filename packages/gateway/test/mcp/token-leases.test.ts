@@ -6,6 +6,7 @@ import {
   TokenLeaseHolder,
   type TokenLeaseHooks,
 } from "@gw/core/authz";
+import { type Clock, systemClock } from "@gw/core/clock";
 import type { RedisClient } from "@gw/core/redis";
 import {
   capturingLogger,
@@ -18,6 +19,20 @@ import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from "vitest
 
 /** The recent window of these stores: short, so a store trusts Redis soon after it connects. */
 const RECENT_MS = 30;
+
+/**
+ * Real time until `stop`, then standing still: a holder on it answers a write it applies after `stop` as
+ * recent however long the machine takes before the holder is asked (30 ms once passed on a loaded one).
+ */
+function stoppableClock(): { clock: Clock; stop: () => void } {
+  let stoppedAt: number | undefined;
+  return {
+    clock: { ...systemClock, now: () => stoppedAt ?? systemClock.now() },
+    stop: () => {
+      stoppedAt = systemClock.now();
+    },
+  };
+}
 const TTL_MS = 3_600_000;
 
 /** A replica: its store of tokens and, when it holds a lease, the holder. */
@@ -55,10 +70,14 @@ describe("leased ZedTokens", () => {
     return { redis, tokens: new RedisConsistencyTokens(redis, RECENT_MS, undefined, TTL_MS) };
   };
 
-  /** A store holding a lease of `leaseMs`, started. */
-  const holding = async (leaseMs: number, hooks?: TokenLeaseHooks): Promise<Required<Replica>> => {
+  /** A store holding a lease of `leaseMs`, started; on `clock`, real time by default. */
+  const holding = async (
+    leaseMs: number,
+    hooks?: TokenLeaseHooks,
+    clock?: Clock,
+  ): Promise<Required<Replica>> => {
     const redis = client();
-    const tokens = new RedisConsistencyTokens(redis, RECENT_MS, undefined, TTL_MS);
+    const tokens = new RedisConsistencyTokens(redis, RECENT_MS, clock, TTL_MS);
     const holder = new TokenLeaseHolder({
       redis,
       subscriber: client(),
@@ -125,15 +144,21 @@ describe("leased ZedTokens", () => {
     const arrived = Promise.withResolvers<void>();
     const released = Promise.withResolvers<void>();
     let hold = false;
-    const { a, b, key } = await keptAfterAWrite(60_000, {
-      beforeApply: async () => {
-        if (!hold) return;
-        arrived.resolve();
-        await released.promise;
+    const { clock, stop } = stoppableClock();
+    const { a, b, key } = await keptAfterAWrite(
+      60_000,
+      {
+        beforeApply: async () => {
+          if (!hold) return;
+          arrived.resolve();
+          await released.promise;
+        },
       },
-    });
+      clock,
+    );
 
     hold = true;
+    stop();
     let returned = false;
     const write = b.tokens.set(key, "t2").then(() => {
       returned = true;
@@ -210,7 +235,9 @@ describe("leased ZedTokens", () => {
   });
 
   it("a deleted or dropped server's token is told too", async () => {
-    const { a, b, key } = await keptAfterAWrite(5_000);
+    const { clock, stop } = stoppableClock();
+    const { a, b, key } = await keptAfterAWrite(5_000, undefined, clock);
+    stop();
     await b.tokens.forget(key);
     expect(await a.tokens.get(key)).toMatchObject({ recent: true });
     expect((await a.tokens.get(key)).token).toBeUndefined();
