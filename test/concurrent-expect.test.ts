@@ -14,15 +14,8 @@ import { afterAll, describe, expect, it } from "vitest";
  * from its context. Barriers force the order here; then every test file whose blocks run beside each
  * other is read for the global one.
  */
-const barrier = () => {
-  let open!: () => void;
-  const opened = new Promise<void>((resolve) => {
-    open = resolve;
-  });
-  return { open, opened };
-};
-const aStarted = barrier();
-const bEnded = barrier();
+const aStarted = Promise.withResolvers<void>();
+const bEnded = Promise.withResolvers<void>();
 /** The global `expect`, by another name: what the scan below looks for is the name `expect`. */
 const globalExpect = expect;
 
@@ -30,8 +23,8 @@ describe("expect.poll while a test of another block ends", () => {
   describe("block A", { concurrent: true }, () => {
     describe("in turn", { concurrent: false }, () => {
       it("polls through its own expect", async ({ expect }) => {
-        aStarted.open();
-        await bEnded.opened;
+        aStarted.resolve();
+        await bEnded.promise;
         // The order happened: the global `expect` has lost this test.
         globalExpect(() => globalExpect.poll(() => 1)).toThrow("expect.poll() must be called inside a test");
         await expect.poll(() => 1).toBe(1);
@@ -42,10 +35,10 @@ describe("expect.poll while a test of another block ends", () => {
   describe("block B", { concurrent: true }, () => {
     describe("in turn", { concurrent: false }, () => {
       it("ends while block A's test waits", async () => {
-        await aStarted.opened;
+        await aStarted.promise;
       });
       // Runs once the block's last test has ended.
-      afterAll(() => bEnded.open());
+      afterAll(() => bEnded.resolve());
     });
   });
 });

@@ -8,15 +8,8 @@ import { describe, expect, it, vi } from "vitest";
  * off; each test makes and restores its own spies. Barriers force the order here: block B's second test
  * starts after block A's test has counted a call, and before that test checks its count.
  */
-const barrier = () => {
-  let open!: () => void;
-  const opened = new Promise<void>((resolve) => {
-    open = resolve;
-  });
-  return { open, opened };
-};
-const counted = barrier();
-const laterTestStarted = barrier();
+const counted = Promise.withResolvers<void>();
+const laterTestStarted = Promise.withResolvers<void>();
 const order: string[] = [];
 
 // Blocks marked concurrent run beside each other; inside each, "in turn" puts its tests back in order.
@@ -28,8 +21,8 @@ describe("a spy's calls, while another block's test starts", () => {
         const spy = vi.spyOn(target, "run");
         target.run(1);
         order.push("A counted");
-        counted.open();
-        await laterTestStarted.opened;
+        counted.resolve();
+        await laterTestStarted.promise;
         expect(order).toEqual(["A counted", "B waited", "B's next test started"]);
         expect(spy.mock.calls).toEqual([[1]]);
         spy.mockRestore();
@@ -40,14 +33,14 @@ describe("a spy's calls, while another block's test starts", () => {
   describe("block B", { concurrent: true }, () => {
     describe("in turn", { concurrent: false }, () => {
       it("waits until block A's test has counted its call", async () => {
-        await counted.opened;
+        await counted.promise;
         order.push("B waited");
         expect(order).toEqual(["A counted", "B waited"]);
       });
 
       it("starts then, and its own spy counts its own calls", () => {
         order.push("B's next test started");
-        laterTestStarted.open();
+        laterTestStarted.resolve();
         const target = { run: (n: number) => n };
         const spy = vi.spyOn(target, "run");
         target.run(2);
