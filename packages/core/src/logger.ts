@@ -1,3 +1,4 @@
+import fs from "node:fs";
 import { type Logger, pino } from "pino";
 import { traceFields, tracingEnabled } from "./tracing.ts";
 
@@ -38,7 +39,41 @@ export function createLogger(name: string, level: string, destination?: pino.Des
   };
   // Without a destination: stdout, written asynchronously so a log line never blocks the event loop
   // (pino flushes what is pending when the process exits).
-  return pino(options, destination ?? pino.destination({ dest: 1, sync: false }));
+  return pino(options, destination ?? stdoutDestination());
+}
+
+/**
+ * Stdout, written asynchronously (sonic-boom), whose flush as the process exits gives up on a broken
+ * pipe. sonic-boom's `flushSync`, which pino calls on `exit` while a write is pending, retries a write
+ * that fails with anything but EAGAIN forever, sleeping between tries: with the reader of our output
+ * gone (`pnpm start`'s runner killed, its pipes closed) every try fails with EPIPE, and the process never
+ * ends. A write that fails so now counts as written: no one is left to read it.
+ */
+function stdoutDestination(fd = 1): pino.DestinationStream {
+  const stream = pino.destination({ dest: fd, sync: false });
+  const flushSync = stream.flushSync.bind(stream);
+  stream.flushSync = () => {
+    const writeSync = fs.writeSync;
+    let broken = false;
+    fs.writeSync = ((target: number, data: string | NodeJS.ArrayBufferView, ...rest: unknown[]) => {
+      const length = typeof data === "string" ? Buffer.byteLength(data) : data.byteLength;
+      if (broken) return length;
+      try {
+        return (writeSync as (...args: unknown[]) => number)(target, data, ...rest);
+      } catch (err) {
+        const code = (err as NodeJS.ErrnoException).code;
+        if (code === "EAGAIN" || code === "EBUSY") throw err;
+        broken = true;
+        return length;
+      }
+    }) as typeof fs.writeSync;
+    try {
+      flushSync();
+    } finally {
+      fs.writeSync = writeSync;
+    }
+  };
+  return stream;
 }
 
 /**
