@@ -395,21 +395,30 @@ async function redisCommands(pair: Pair): Promise<number> {
 }
 
 /** Requests per second, CPU per call of each process and Redis commands per call, at 16 connections for SECONDS. */
+/** The processes a call through `pair` spends CPU in. */
+const callPids = (stack: ModelStack, pair: Pair) => ({
+  gateway: pair.gateway.process.pid!,
+  service: pair.service.process.pid!,
+  redis: stack.pids.redis,
+  spicedb: stack.pids.spicedb,
+});
+
+/** Each of `pids`' CPU milliseconds from now until the function returned is called. */
+function cpuSince<K extends string>(pids: Record<K, number>): () => Record<K, number> {
+  const names = Object.keys(pids) as K[];
+  const before = names.map((n) => cpuMs(pids[n]));
+  return () => Object.fromEntries(names.map((n, i) => [n, cpuMs(pids[n]) - before[i]!])) as Record<K, number>;
+}
+
 export async function cpuPerCall(stack: ModelStack, pair: Pair, path: string, body: string, key: string) {
-  const pids = {
-    gateway: pair.gateway.process.pid!,
-    service: pair.service.process.pid!,
-    redis: stack.pids.redis,
-    spicedb: stack.pids.spicedb,
-  };
+  const pids = callPids(stack, pair);
   const target = { url: `${pair.gateway.url}${path}`, method: "POST" as const, headers: bearer(key), body };
   await load({ ...target, connections: 16, seconds: 1 });
   const commandsBefore = await redisCommands(pair);
-  const before = Object.fromEntries(Object.entries(pids).map(([n, pid]) => [n, cpuMs(pid)]));
+  const spent = cpuSince(pids);
   const sample = await load({ ...target, connections: 16, seconds: SECONDS });
-  const per = Object.fromEntries(
-    Object.entries(pids).map(([n, pid]) => [n, (cpuMs(pid) - before[n]!) / Math.max(1, sample.total)]),
-  ) as Record<keyof typeof pids, number>;
+  const per = spent();
+  for (const n of Object.keys(per) as (keyof typeof per)[]) per[n] /= Math.max(1, sample.total);
   // The service in the gateway's process: its CPU is in the gateway's column.
   if (pids.service === pids.gateway) per.service = 0;
   const commands = ((await redisCommands(pair)) - commandsBefore) / Math.max(1, sample.total);
@@ -525,18 +534,11 @@ export async function profiledLoad(
       body: call.body,
     };
     await load({ ...target, connections: 16, seconds: 1 }); // warm-up, left out of the breakdown
-    const pids = {
-      gateway: pair.gateway.process.pid!,
-      service: pair.service.process.pid!,
-      redis: stack.pids.redis,
-      spicedb: stack.pids.spicedb,
-    };
-    const names = Object.keys(pids) as (keyof typeof pids)[];
-    const before = Object.fromEntries(names.map((n) => [n, cpuMs(pids[n])])) as typeof cpu;
+    const spent = cpuSince(callPids(stack, pair));
     window.from = Number(process.hrtime.bigint() / 1000n);
     calls = (await load({ ...target, connections: 16, seconds })).total;
     window.to = Number(process.hrtime.bigint() / 1000n);
-    for (const n of names) cpu[n] = cpuMs(pids[n]) - before[n];
+    Object.assign(cpu, spent());
   } finally {
     // Each writes its profile as it exits.
     await pair.gateway.stop();
