@@ -31,6 +31,32 @@ function canListen(port: number): Promise<boolean> {
   });
 }
 
+/**
+ * How long a port handed out stays reserved against other processes: time enough for whoever was given
+ * it to bind it, however loaded the machine.
+ */
+const RESERVED_MS = 120_000;
+
+/**
+ * Reserves `port` against every other process on the machine that draws through `freePort` (another
+ * suite's worker of the same number draws from the same slice): a Unix socket in Linux's abstract
+ * namespace, named by the port, bound for `RESERVED_MS`. The kernel lets one process at a time bind a
+ * name, and frees it when the process exits, so nothing is left behind. False when another process holds
+ * it; true where abstract sockets do not exist (not Linux), with no reservation.
+ */
+function reserve(port: number): Promise<boolean> {
+  if (process.platform !== "linux") return Promise.resolve(true);
+  return new Promise((resolve) => {
+    const holder = createServer();
+    holder.unref();
+    holder.once("error", () => resolve(false));
+    holder.listen(`\0gw-free-port-${port}`, () => {
+      setTimeout(() => holder.close(), RESERVED_MS).unref();
+      resolve(true);
+    });
+  });
+}
+
 /** Slices of the range, one per vitest worker (`VITEST_POOL_ID`, 1 to 8): workers never draw the same port. */
 const SLICES = 8;
 
@@ -53,15 +79,16 @@ function drawRange(): { lowest: number; highest: number } {
  * kernel does not hand it to an outgoing connection or another `listen(0)` (with many tests starting
  * servers at once, a port the kernel had picked was sometimes taken again before the stack that was
  * given it could bind it). Nor is it a port handed out before by this process, or, in a vitest worker,
- * by another worker (each draws from its own slice): a port handed out is free until its process binds
- * it, and a second draw of it in that time gave it twice.
+ * by another worker (each draws from its own slice), or by another process that draws through here (a
+ * second suite run at once on the machine, whose workers draw from the same slices: `reserve`): a port
+ * handed out is free until its process binds it, and a second draw of it in that time gave it twice.
  */
 export async function freePort(): Promise<number> {
   const { lowest, highest } = drawRange();
   if (handedOut.size > (highest - lowest + 1) / 2) handedOut.clear();
   for (let attempt = 0; attempt < 100; attempt++) {
     const port = randomInt(lowest, highest + 1);
-    if (handedOut.has(port) || !(await canListen(port))) continue;
+    if (handedOut.has(port) || !(await canListen(port)) || !(await reserve(port))) continue;
     handedOut.add(port);
     return port;
   }

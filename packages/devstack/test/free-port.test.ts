@@ -1,4 +1,7 @@
+import { spawn } from "node:child_process";
+import { once } from "node:events";
 import { createServer } from "node:net";
+import { createInterface } from "node:readline";
 import { describe, expect, it } from "vitest";
 import { ephemeralRangeStart, freePort } from "../src/free-port.ts";
 
@@ -45,6 +48,39 @@ describe("freePort", () => {
     } finally {
       if (given === undefined) delete process.env.VITEST_POOL_ID;
       else process.env.VITEST_POOL_ID = given;
+    }
+  });
+
+  it("never hands out a port that another process drawing from the same slice has just handed out", async () => {
+    // Another suite's worker 3 on the same machine: it draws 300 ports, says them, and holds on.
+    const other = spawn(
+      process.execPath,
+      [
+        "--input-type=module",
+        "-e",
+        `const { freePort } = await import(${JSON.stringify(new URL("../src/free-port.ts", import.meta.url).href)});
+         const ports = [];
+         for (let i = 0; i < 300; i++) ports.push(await freePort());
+         process.stdout.write(JSON.stringify(ports) + "\\n");
+         process.stdin.on("end", () => process.exit(0)).resume();`,
+      ],
+      { env: { ...process.env, VITEST_POOL_ID: "3" }, stdio: ["pipe", "pipe", "inherit"] },
+    );
+    const given = process.env.VITEST_POOL_ID;
+    try {
+      const [line] = (await once(createInterface({ input: other.stdout! }), "line")) as [string];
+      const theirs = new Set(JSON.parse(line) as number[]);
+      expect(theirs.size).toBe(300);
+      process.env.VITEST_POOL_ID = "3";
+      const ours: number[] = [];
+      for (let i = 0; i < 300; i++) ours.push(await freePort());
+      // A slice holds about 2,800 ports: drawn at random, 300 and 300 would share about 30.
+      expect(ours.filter((port) => theirs.has(port))).toEqual([]);
+    } finally {
+      if (given === undefined) delete process.env.VITEST_POOL_ID;
+      else process.env.VITEST_POOL_ID = given;
+      other.stdin!.end();
+      await once(other, "exit");
     }
   });
 });
