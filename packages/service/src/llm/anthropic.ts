@@ -20,7 +20,7 @@ import { cappedUsage, capWholeOutput, OutputCap } from "./output-cap.ts";
 import type { ModelProvider } from "./provider.ts";
 import { serverSentEvents } from "./sse.ts";
 import {
-  CALL_OVER,
+  callSignal,
   type Endpoint,
   type ProviderResponse,
   post,
@@ -81,12 +81,12 @@ export class AnthropicProvider implements ModelProvider {
   }
 
   async complete(request: ChatRequest, signal: AbortSignal): Promise<Completion> {
-    const call = new AbortController();
+    const call = callSignal(signal);
     const model = this.modelOf(request);
     const span = this.span(model, false);
     let failure: unknown;
     try {
-      const res = await this.post(messagesBody(request, model), AbortSignal.any([signal, call.signal]), span);
+      const res = await this.post(messagesBody(request, model), call.signal, span);
       const max = this.options.maxResponseBytes;
       const { text: raw, whole } = await within(readUpTo(res, max), this.options.timeoutMs);
       if (!whole) throw new ProviderFailed(`its answer is over ${max} bytes`, { status: res.status });
@@ -136,7 +136,7 @@ export class AnthropicProvider implements ModelProvider {
       failure = err;
       throw err;
     } finally {
-      call.abort(CALL_OVER); // a no-op once the body was read whole; otherwise the connection goes
+      call.over(); // a no-op once the body was read whole; otherwise the connection goes
       endSpan(span, failure);
     }
   }
@@ -153,16 +153,12 @@ export class AnthropicProvider implements ModelProvider {
     signal: AbortSignal,
     seen: { model?: string } = {},
   ): AsyncGenerator<string | ToolCallDelta, Completion> {
-    const call = new AbortController();
+    const call = callSignal(signal);
     const requested = this.modelOf(request);
     const span = this.span(requested, true);
     let failure: unknown;
     try {
-      const res = await this.post(
-        { ...messagesBody(request, requested), stream: true },
-        AbortSignal.any([signal, call.signal]),
-        span,
-      );
+      const res = await this.post({ ...messagesBody(request, requested), stream: true }, call.signal, span);
       const max = this.options.maxResponseBytes;
       let text = "";
       let bytes = 0;
@@ -276,7 +272,7 @@ export class AnthropicProvider implements ModelProvider {
       failure = err;
       throw err;
     } finally {
-      call.abort(CALL_OVER);
+      call.over();
       endSpan(span, failure);
     }
   }

@@ -9,7 +9,7 @@ import { cappedUsage, capWholeOutput, OutputCap } from "./output-cap.ts";
 import type { AdapterOptions, ModelProvider } from "./provider.ts";
 import { serverSentEvents } from "./sse.ts";
 import {
-  CALL_OVER,
+  callSignal,
   chatCompletions,
   type Endpoint,
   embeddingsEndpoint,
@@ -64,7 +64,7 @@ export class OpenAIProvider implements ModelProvider {
    * (llm/embeddings.ts).
    */
   async embed(request: EmbeddingRequest, signal: AbortSignal): Promise<Embeddings> {
-    const call = new AbortController();
+    const call = callSignal(signal);
     const span = startClientSpan("model provider embeddings", {
       "gen_ai.operation.name": "embeddings",
       "gen_ai.provider.name": this.providerName(),
@@ -86,7 +86,7 @@ export class OpenAIProvider implements ModelProvider {
       const res = await post(
         { baseUrl, apiKey, timeoutMs, secrets, dispatcher },
         body,
-        AbortSignal.any([signal, call.signal]),
+        call.signal,
         span,
         this.embeddingsEndpoint(request),
       );
@@ -104,17 +104,17 @@ export class OpenAIProvider implements ModelProvider {
       failure = err;
       throw err;
     } finally {
-      call.abort(CALL_OVER);
+      call.over();
       endSpan(span, failure);
     }
   }
 
   async complete(request: ChatRequest, signal: AbortSignal): Promise<Completion> {
-    const call = new AbortController();
+    const call = callSignal(signal);
     const span = this.span(request, false);
     let failure: unknown;
     try {
-      const res = await this.post(request, chatBody(request), AbortSignal.any([signal, call.signal]), span);
+      const res = await this.post(request, chatBody(request), call.signal, span);
       const max = this.options.maxResponseBytes;
       const { text: raw, whole } = await within(readUpTo(res, max), this.deployment.timeoutMs);
       if (!whole) throw new ProviderFailed(`its answer is over ${max} bytes`, { status: res.status });
@@ -193,7 +193,7 @@ export class OpenAIProvider implements ModelProvider {
       failure = err;
       throw err;
     } finally {
-      call.abort(CALL_OVER); // a no-op once the body was read whole; otherwise the connection goes
+      call.over(); // a no-op once the body was read whole; otherwise the connection goes
       endSpan(span, failure);
     }
   }
@@ -210,14 +210,14 @@ export class OpenAIProvider implements ModelProvider {
     signal: AbortSignal,
     seen: { model?: string } = {},
   ): AsyncGenerator<string | ToolCallDelta, Completion> {
-    const call = new AbortController();
+    const call = callSignal(signal);
     const span = this.span(request, true);
     let failure: unknown;
     try {
       const res = await this.post(
         request,
         { ...chatBody(request), stream: true, stream_options: { include_usage: true } },
-        AbortSignal.any([signal, call.signal]),
+        call.signal,
         span,
       );
       const max = this.options.maxResponseBytes;
@@ -317,7 +317,7 @@ export class OpenAIProvider implements ModelProvider {
       failure = err;
       throw err;
     } finally {
-      call.abort(CALL_OVER);
+      call.over();
       endSpan(span, failure);
     }
   }

@@ -15,6 +15,7 @@ import {
 import { fieldNotTaken, providerFieldsOf, refuseUntakenFields } from "./fields.ts";
 import type { AdapterFactory, AdapterOptions, ChatProvider, ModelProvider, StreamSeen } from "./provider.ts";
 import type { OrganizationProviderKey, OrganizationProviderKeys } from "./provider-keys.ts";
+import { followAbort } from "./transport.ts";
 
 /**
  * Routes each model call across the deployments of its name and then its
@@ -411,8 +412,11 @@ class Route<R extends RoutedCall> {
   private readonly accepts: (deployment: Deployment) => boolean;
   private readonly names: readonly string[];
   private readonly deadline: number;
-  private readonly expired = new AbortController();
-  private readonly attemptSignal: AbortSignal;
+  /** Aborted when the call's signal aborts or its deadline passes: every attempt's signal. */
+  private readonly attempt = new AbortController();
+  /** The call's deadline passed. */
+  private expired = false;
+  private readonly unfollow: () => void;
   private cancelDeadline: (() => void) | undefined;
   private nameIndex = 0;
   private model: CatalogueModel | undefined;
@@ -440,10 +444,11 @@ class Route<R extends RoutedCall> {
     this.accepts = accepts;
     this.names = [request.model, ...(request.route?.fallbacks ?? [])];
     this.deadline = deps.clock.now() + deps.settings.deadlineMs;
-    this.cancelDeadline = deps.clock.schedule(deps.settings.deadlineMs, () =>
-      this.expired.abort(new ProviderTimeout()),
-    );
-    this.attemptSignal = AbortSignal.any([signal, this.expired.signal]);
+    this.cancelDeadline = deps.clock.schedule(deps.settings.deadlineMs, () => {
+      this.expired = true;
+      this.attempt.abort(new ProviderTimeout());
+    });
+    this.unfollow = followAbort(signal, this.attempt);
   }
 
   /** The next attempt, after its backoff; throws the call's error when nothing is left. */
@@ -494,7 +499,7 @@ class Route<R extends RoutedCall> {
           model,
           provider: this.router.providerOf(deployment, key),
           request: { ...this.request, model: deployment.upstreamModel },
-          signal: this.attemptSignal,
+          signal: this.attempt.signal,
           probe,
           retry,
           byok: key !== undefined,
@@ -530,7 +535,7 @@ class Route<R extends RoutedCall> {
     }
     await this.countFailure(attempt, error);
     this.lastError = error;
-    if (this.expired.signal.aborted) throw error;
+    if (this.expired) throw error;
   }
 
   /**
@@ -587,12 +592,13 @@ class Route<R extends RoutedCall> {
 
   close(): void {
     this.committed();
+    this.unfollow();
   }
 
   /** The call's error once nothing is left: the last provider error, else why nothing could be tried. */
   private giveUp(): unknown {
     if (this.lastError !== undefined) return this.lastError;
-    if (this.expired.signal.aborted) return new ProviderTimeout();
+    if (this.expired) return new ProviderTimeout();
     const seconds =
       this.soonestBackMs === undefined ? undefined : Math.max(1, Math.ceil(this.soonestBackMs / 1000));
     return new ModelUnavailable(this.request.model, seconds);
@@ -600,8 +606,7 @@ class Route<R extends RoutedCall> {
 
   /** A deadline that passed shows as the provider's timeout, whatever the adapter made of its abort. */
   private errorOf(err: unknown): unknown {
-    if (this.expired.signal.aborted && !this.signal.aborted && !(err instanceof ProviderError))
-      return new ProviderTimeout();
+    if (this.expired && !this.signal.aborted && !(err instanceof ProviderError)) return new ProviderTimeout();
     return err;
   }
 

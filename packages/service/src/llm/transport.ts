@@ -96,6 +96,37 @@ function poolOf(url: string): Agent {
  */
 export const CALL_OVER: DOMException = new DOMException("The provider call is over", "AbortError");
 
+/**
+ * `child` aborted with `parent`'s reason when `parent` aborts (at once if it has); returns what stops
+ * following it. What `AbortSignal.any([parent, child.signal])` gives a call, without the dependent signal
+ * that `any` makes and keeps by weak reference, with a finalizer, on every model call.
+ */
+export function followAbort(parent: AbortSignal, child: AbortController): () => void {
+  if (parent.aborted) {
+    child.abort(parent.reason);
+    return () => undefined;
+  }
+  const follow = () => child.abort(parent.reason);
+  parent.addEventListener("abort", follow, { once: true });
+  return () => parent.removeEventListener("abort", follow);
+}
+
+/**
+ * A provider call's own signal: aborted when `signal` aborts, and by `over` when the call ends (with
+ * `CALL_OVER`: its connection goes if its answer was not read whole), which also stops following `signal`.
+ */
+export function callSignal(signal: AbortSignal): { signal: AbortSignal; over: () => void } {
+  const call = new AbortController();
+  const unfollow = followAbort(signal, call);
+  return {
+    signal: call.signal,
+    over: () => {
+      unfollow();
+      call.abort(CALL_OVER);
+    },
+  };
+}
+
 export async function post(
   options: TransportOptions,
   body: Record<string, unknown>,
