@@ -22,6 +22,23 @@ export type UsageTotals = Omit<UsageSums, "cost_nusd"> & { cost_usd: number };
 
 /** `YYYY-MM-DD` in UTC. */
 export const utcDay = (at: Date) => at.toISOString().slice(0, 10);
+
+const DAY_MS = 86_400_000;
+/** The UTC day `utcDayAt` last gave, and the milliseconds it spans (`[start, end)`). */
+let lastDay = { start: 0, end: 0, day: "" };
+
+/**
+ * `utcDay` of a time in milliseconds since the epoch, the day remembered while the time stays in it: a
+ * model call's usage asks it on every call, and a `Date` and its ISO string cost more than the rest of
+ * the usage's arguments. (A UTC day is always 86,400,000 ms in ECMAScript time.)
+ */
+export function utcDayAt(ms: number): string {
+  if (ms < lastDay.start || ms >= lastDay.end) {
+    const start = ms - (((ms % DAY_MS) + DAY_MS) % DAY_MS);
+    lastDay = { start, end: start + DAY_MS, day: utcDay(new Date(start)) };
+  }
+  return lastDay.day;
+}
 export const usageDayKey = (org: string, day: string) => `gw:usage:{${org}}:${day}`;
 export const usageField = (dimension: string, value: string, metric: string) =>
   `${dimension}|${encodeURIComponent(value)}|${metric}`;

@@ -14,6 +14,7 @@ import {
   usageDays,
   usageField,
   utcDay,
+  utcDayAt,
   zeroUsage as zero,
 } from "@gw/core/usage-days";
 import { Counter } from "prom-client";
@@ -144,12 +145,12 @@ export class UsageStore {
 
   /** Today's UTC day on the store's clock (`YYYY-MM-DD`). */
   today(): string {
-    return utcDay(new Date(this.clock.wall()));
+    return utcDayAt(this.clock.wall());
   }
 
   /** One command (a script on the day's hash), not a transaction of 22: a model call's usage costs one round trip of one small command. */
   async record(event: UsageEvent): Promise<void> {
-    const key = dayKey(event.org, utcDay(event.at ?? new Date(this.clock.wall())));
+    const key = dayKey(event.org, event.at ? utcDay(event.at) : utcDayAt(this.clock.wall()));
     const { price, deployment } = event;
     const cost = price ? costNanoUsd(price, { ...event.usage, cached_tokens: event.cachedTokens ?? 0 }) : 0;
     const amounts: Sums = {
