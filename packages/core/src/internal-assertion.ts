@@ -36,7 +36,19 @@ export class InvalidAssertion extends AppError {
 }
 
 /** The path is bound by its digest: the header stays small however long the path is. */
-const pathDigest = (path: string) => hash("sha256", path, "base64url");
+/** Paths' digests, remembered: gateway and service digest each request's path, most of them one of a few. */
+const digests = new Map<string, string>();
+const DIGESTS_KEPT = 1_024;
+
+function pathDigest(path: string): string {
+  let digest = digests.get(path);
+  if (digest === undefined) {
+    if (digests.size >= DIGESTS_KEPT) digests.clear();
+    digest = hash("sha256", path, "base64url");
+    digests.set(path, digest);
+  }
+  return digest;
+}
 
 /**
  * What the service needs to admit a model call: the key's limits as the
