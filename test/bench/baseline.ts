@@ -38,7 +38,7 @@ const CALLS = Number(process.env.BENCH_MODEL_CALLS ?? 300);
  * checkout's installed packages (the root's `node_modules`, and each
  * package's links into it): the code before a change, runnable beside it.
  */
-async function checkoutOf(rev: string): Promise<{ root: string; remove: () => Promise<void> }> {
+export async function checkoutOf(rev: string): Promise<{ root: string; remove: () => Promise<void> }> {
   const root = await mkdtemp(join(tmpdir(), "gw-bench-baseline-"));
   await run("bash", ["-c", `git -C "${REPO_ROOT}" archive "${rev}" | tar -x -C "${root}"`]);
   await symlink(join(REPO_ROOT, "node_modules"), join(root, "node_modules"));

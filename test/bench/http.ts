@@ -60,6 +60,8 @@ export async function load(options: {
   amount?: number;
   /** The path of the n-th request (by default every request asks `url`'s). */
   pathOf?: (n: number) => string;
+  /** At most this many requests a second, all connections together. */
+  overallRate?: number;
 }): Promise<Sample> {
   let n = 0;
   const pathOf = options.pathOf;
@@ -68,6 +70,7 @@ export async function load(options: {
     method: options.method ?? "GET",
     headers: options.headers ?? {},
     ...(options.body ? { body: options.body } : {}),
+    ...(options.overallRate ? { overallRate: options.overallRate } : {}),
     ...(pathOf
       ? {
           requests: [

@@ -58,7 +58,7 @@ export interface ModelStack {
   providerUrl: string;
   /** The provider through `test/bench/bare-proxy.ts`: the floor of any Node proxy. */
   bareProxyUrl: string;
-  pids: { redis: number; spicedb: number };
+  pids: { redis: number; spicedb: number; bareProxy: number };
   redisUrl: string;
   pairs: Map<string, Pair>;
   plainKey: string;
@@ -75,7 +75,12 @@ export interface ModelStack {
     root?: string,
   ): Promise<Pair>;
   /** The gateway with the service in its process (`packages/gateway-with-service`): one process, its `service` the service's own listener. */
-  startOneProcess(name: string, env?: NodeJS.ProcessEnv): Promise<Pair>;
+  startOneProcess(
+    name: string,
+    env?: NodeJS.ProcessEnv,
+    /** Another checkout of the repository to run it from (a before/after comparison). */
+    root?: string,
+  ): Promise<Pair>;
   close(): Promise<void>;
 }
 
@@ -151,11 +156,11 @@ export async function startModelStack(): Promise<ModelStack> {
     pairs.set(name, pair);
     return pair;
   };
-  const startOneProcess = async (name: string, env: NodeJS.ProcessEnv = {}) => {
+  const startOneProcess = async (name: string, env: NodeJS.ProcessEnv = {}, root = REPO_ROOT) => {
     const servicePort = await freePort();
     const gateway = await startNodeProcess({
       name,
-      entry: "packages/gateway-with-service/src/main.ts",
+      entry: join(root, "packages/gateway-with-service/src/main.ts"),
       port: await freePort(),
       env: { ...common, ...env, SERVICE_PORT: String(servicePort) },
       outputFile: join(dataDir, `${name}.log`),
@@ -179,7 +184,7 @@ export async function startModelStack(): Promise<ModelStack> {
     provider,
     providerUrl,
     bareProxyUrl: `${bare.url}/v1`,
-    pids: { redis: redis.process.pid!, spicedb: spicedb.process.pid! },
+    pids: { redis: redis.process.pid!, spicedb: spicedb.process.pid!, bareProxy: bare.process.pid! },
     redisUrl: redis.url,
     pairs,
     plainKey,
@@ -410,6 +415,20 @@ function cpuSince<K extends string>(pids: Record<K, number>): () => Record<K, nu
   return () => Object.fromEntries(names.map((n, i) => [n, cpuMs(pids[n]) - before[i]!])) as Record<K, number>;
 }
 
+/** CPU per chat completion of the bare Node proxy (`test/bench/bare-proxy.ts`) at 16 connections: the floor's. */
+async function floorCpuPerCall(stack: ModelStack) {
+  const target = {
+    url: `${stack.bareProxyUrl}/chat/completions`,
+    method: "POST" as const,
+    headers: json,
+    body: chatBody(),
+  };
+  await load({ ...target, connections: 16, seconds: 1 });
+  const spent = cpuSince({ proxy: stack.pids.bareProxy });
+  const sample = await load({ ...target, connections: 16, seconds: SECONDS });
+  return { sample, proxy: spent().proxy / Math.max(1, sample.total) };
+}
+
 export async function cpuPerCall(stack: ModelStack, pair: Pair, path: string, body: string, key: string) {
   const pids = callPids(stack, pair);
   const target = { url: `${pair.gateway.url}${path}`, method: "POST" as const, headers: bearer(key), body };
@@ -463,7 +482,7 @@ export async function benchModelCalls(report: Report): Promise<void> {
 
     report.section(
       "Model calls: CPU per call at 16 connections",
-      `${SECONDS} s of each call at 16 connections (autocannon, after 1 s of warm-up), CPU time each process spent (from /proc), divided by the calls answered. Goal: gateway + service + Redis under 0.5 ms per call. "One process": the gateway with the service in its process, whose CPU is all in the gateway's column.`,
+      `${SECONDS} s of each call at 16 connections (autocannon, after 1 s of warm-up), CPU time each process spent (from /proc), divided by the calls answered. Goal: gateway + service + Redis under 0.5 ms per call. "One process": the gateway with the service in its process, whose CPU is all in the gateway's column. The last row is the bare Node proxy in front of the same provider (\`test/bench/bare-proxy.ts\`: no logic, no Redis), its CPU in the gateway's column: what any Node proxy spends on one call's two HTTP exchanges.`,
     );
     const cpuRows: (string | number)[][] = [];
     const loads: [string, Pair, string, string, string][] = [
@@ -488,6 +507,18 @@ export async function benchModelCalls(report: Report): Promise<void> {
         String(sample.non2xx),
       ]);
     }
+    const floor = await floorCpuPerCall(stack);
+    cpuRows.push([
+      "chat completion through a bare Node proxy (no logic: the floor)",
+      floor.sample.rps.toFixed(0),
+      "0.0",
+      ms(floor.proxy),
+      "–",
+      "–",
+      "–",
+      ms(floor.proxy),
+      String(floor.sample.non2xx),
+    ]);
     report.table(
       [
         "call",
