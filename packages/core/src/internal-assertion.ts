@@ -36,11 +36,17 @@ export class InvalidAssertion extends AppError {
 }
 
 /** The path is bound by its digest: the header stays small however long the path is. */
-/** Paths' digests, remembered: gateway and service digest each request's path, most of them one of a few. */
+/**
+ * Paths' digests, remembered: gateway and service digest each request's path, most of them one of a few.
+ * At most `DIGESTS_KEPT` paths of at most `REMEMBERED_PATH_CHARS` each (a longer one is digested each
+ * time), so requests with made-up paths cannot make it hold much.
+ */
 const digests = new Map<string, string>();
 const DIGESTS_KEPT = 1_024;
+const REMEMBERED_PATH_CHARS = 256;
 
 function pathDigest(path: string): string {
+  if (path.length > REMEMBERED_PATH_CHARS) return hash("sha256", path, "base64url");
   let digest = digests.get(path);
   if (digest === undefined) {
     if (digests.size >= DIGESTS_KEPT) digests.clear();

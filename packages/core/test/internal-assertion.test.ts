@@ -35,6 +35,21 @@ describe("the internal assertion", () => {
     );
   });
 
+  it("is bound to its own short path among many, before and after the digests it remembers start over", async () => {
+    const paths = Array.from({ length: 1_100 }, (_, i) => `/api/v1/llm/responses/resp_${i}`);
+    const signed = await Promise.all(
+      paths.map((path, i) => assertions.sign(principal, { method: "GET", path, requestId: `rid-${i}` })),
+    );
+    for (const i of [0, 1, 511, 1_023, 1_024, 1_099]) {
+      const request = { method: "GET", path: paths[i]!, requestId: `rid-${i}` };
+      expect((await assertions.verify(signed[i]!, request)).principal.org).toBe("acme");
+      const neighbour = paths[(i + 1) % paths.length]!;
+      await expect(assertions.verify(signed[i]!, { ...request, path: neighbour })).rejects.toThrow(
+        "made for another request",
+      );
+    }
+  });
+
   it("carries whether the user is an end user (a token's subject other than the key's owner)", async () => {
     const request = { method: "GET", path: "/api/v1/usage", requestId: "rid-2" };
     const endUser = { ...principal, credential: "jwt" as const, endUser: true };
