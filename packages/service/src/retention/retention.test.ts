@@ -20,8 +20,14 @@ const stack = useStack(
   "single",
   { clock },
 );
-// SpiceDB ends owners' relationships on its own (real) clock: the service's may run ahead of it, never behind.
-beforeEach(() => clock.advance(Math.max(0, Date.now() - clock.wall())));
+/**
+ * SpiceDB ends owners' and grants' relationships on its own (real) clock; the service's may run ahead of it,
+ * never behind. It runs ten minutes ahead: what ends 5 s after it is stored, on the service's clock, ends
+ * in SpiceDB only after the test, however slow the machine (a test that took more than 5 s of real time
+ * between storing a response and reading its relationships found them gone).
+ */
+const AHEAD_OF_SPICEDB_MS = 10 * 60_000;
+beforeEach(() => clock.advance(Math.max(0, Date.now() + AHEAD_OF_SPICEDB_MS - clock.wall())));
 
 /** Every relationship of a resource, as `zed relationship read` shows them. */
 const relationships = (type: string, org: string, id: string) =>
