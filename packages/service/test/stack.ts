@@ -29,7 +29,7 @@ import {
 } from "@gw/test-kit";
 import { watchApi } from "@gw/test-kit/api-conformance";
 import { type FakeLLM, startFakeLLM } from "@gw/test-kit/llm-upstream";
-import { afterAll, beforeAll, expect } from "vitest";
+import { afterAll, beforeAll, beforeEach, expect } from "vitest";
 import { serviceConfigSchema } from "../src/config.ts";
 import type { Files } from "../src/files/files.ts";
 import type { Guardrails } from "../src/guardrails/guardrails.ts";
@@ -114,6 +114,8 @@ export function useStack(
   deployment: StackDeployment = process.env.TEST_SERVICE_IN_GATEWAY === "true" ? "in-gateway" : "separate",
 ): Stack {
   const stack = {} as Stack;
+  /** Gateway's and service's log lines at warn and above, as they come. */
+  const warnings: string[] = [];
   const database = useTestDatabase();
   let teardown: () => Promise<void> = async () => undefined;
   const redisStarted = redisStartedEarly(redisTopology);
@@ -136,16 +138,31 @@ export function useStack(
       // One vault for both, as `pnpm start` has it: MCP credentials in the gateway, provider keys in the service.
       VAULT_KEYS: vaultKeys,
       ...spicedbEnv(spicedb),
+      // These tests are not of SpiceDB's deadline (a test of it sets its own): its checks and writes must
+      // answer however loaded the machine. At the default 2 s, on a machine running two suites and
+      // `pnpm start` at once, a stored response's first call once answered 503.
+      SPICEDB_DEADLINE_MS: "30000",
     };
     const wanted = process.env.TEST_LOG_LEVEL ?? "silent";
     const verbose = ["trace", "debug", "info"].includes(wanted);
-    const logger = logLines ? capturingLogger("info", logLines).logger : createLogger("stack-test", wanted);
     const serviceLogs: Record<string, unknown>[] = [];
+    // The gateway's warnings and errors too, for a failed test's report (below); every line with `logLines`.
+    const logger = logLines
+      ? capturingLogger("info", logLines).logger
+      : createLogger("gateway", verbose ? wanted : "warn", {
+          write(line: string) {
+            warnings.push(`gateway ${line.trimEnd()}`);
+            if (process.env.TEST_LOG_LEVEL) process.stdout.write(line);
+          },
+        });
     // Warnings are always kept (tests read them); more when TEST_LOG_LEVEL or logLines asks for it.
     const serviceLogger = createLogger("service", verbose ? wanted : logLines ? "info" : "warn", {
       write(line: string) {
         const entry = JSON.parse(line) as Record<string, unknown>;
-        if (Number(entry.level) >= 40) serviceLogs.push(entry);
+        if (Number(entry.level) >= 40) {
+          serviceLogs.push(entry);
+          warnings.push(`service ${line.trimEnd()}`);
+        }
         logLines?.push(line);
         if (process.env.TEST_LOG_LEVEL) process.stdout.write(line);
       },
@@ -244,6 +261,16 @@ export function useStack(
     };
   });
   afterAll(() => teardown());
+  // A failed test's report shows what gateway and service warned of while it ran: the 503 a test did not
+  // expect names its cause there.
+  beforeEach(({ onTestFailed }) => {
+    const from = warnings.length;
+    onTestFailed(() => {
+      const logged = warnings.slice(from);
+      if (logged.length > 0)
+        process.stderr.write(`gateway and service warnings during the test:\n${logged.join("\n")}\n`);
+    });
+  });
   return stack;
 }
 
