@@ -151,7 +151,8 @@ export function useStack(
       ? capturingLogger("info", logLines).logger
       : createLogger("gateway", verbose ? wanted : "warn", {
           write(line: string) {
-            warnings.push(`gateway ${line.trimEnd()}`);
+            if (Number((JSON.parse(line) as { level?: unknown }).level) >= 40)
+              warnings.push(`gateway ${line.trimEnd()}`);
             if (process.env.TEST_LOG_LEVEL) process.stdout.write(line);
           },
         });
