@@ -13,6 +13,7 @@ import {
   type TestDatabase,
   type TestRedisStore,
   testRedisClient,
+  UNHURRIED_SPICEDB_DEADLINE_MS,
   useTestDatabase,
 } from "@gw/test-kit";
 import { watchApi } from "@gw/test-kit/api-conformance";
@@ -100,9 +101,7 @@ export function useGateway(
       VAULT_KEYS: newVaultKeys(),
       DATABASE_URL: database.url,
       ...spicedbEnv(spicedb),
-      // Not these tests' subject (a test of the deadline sets its own): SpiceDB's checks and writes must answer
-      // however loaded the machine, as in the service's stack, where 2 s once gave a stored response a 503.
-      SPICEDB_DEADLINE_MS: "30000",
+      SPICEDB_DEADLINE_MS: UNHURRIED_SPICEDB_DEADLINE_MS,
       ...env,
       ...lateEnv(),
     });

@@ -7,6 +7,7 @@ import { loadConfig } from "@gw/core/config";
 import { InternalAssertions } from "@gw/core/internal-assertion";
 import { createLogger } from "@gw/core/logger";
 import type { Principal } from "@gw/core/principal";
+import { UNHURRIED_SPICEDB_DEADLINE_MS } from "@gw/test-kit";
 import { expect } from "vitest";
 import { serviceConfigSchema } from "../src/config.ts";
 import { type RunningService, startService } from "../src/server.ts";
@@ -67,10 +68,8 @@ export async function startLoggedService(
       PORT: "0",
       INTERNAL_ASSERTION_SECRET: secret,
       DATA_DIR: dataDir,
-      // These tests stop one store and assert the 503 that names it: SpiceDB must answer meanwhile, however
-      // loaded the machine. At the default 2 s, a check slowed past it on a loaded machine once answered
-      // "The authorization backend is unavailable" where PostgreSQL's outage was asserted.
-      SPICEDB_DEADLINE_MS: "30000",
+      // These tests stop one store and assert the 503 that names it: SpiceDB must answer meanwhile.
+      SPICEDB_DEADLINE_MS: UNHURRIED_SPICEDB_DEADLINE_MS,
       ...env,
     }),
     createLogger("service", "info", sink),

@@ -25,6 +25,7 @@ import {
   type TestDatabase,
   type TestRedisStore,
   testRedisClient,
+  UNHURRIED_SPICEDB_DEADLINE_MS,
   useTestDatabase,
 } from "@gw/test-kit";
 import { watchApi } from "@gw/test-kit/api-conformance";
@@ -138,10 +139,7 @@ export function useStack(
       // One vault for both, as `pnpm start` has it: MCP credentials in the gateway, provider keys in the service.
       VAULT_KEYS: vaultKeys,
       ...spicedbEnv(spicedb),
-      // These tests are not of SpiceDB's deadline (a test of it sets its own): its checks and writes must
-      // answer however loaded the machine. At the default 2 s, on a machine running two suites and
-      // `pnpm start` at once, a stored response's first call once answered 503.
-      SPICEDB_DEADLINE_MS: "30000",
+      SPICEDB_DEADLINE_MS: UNHURRIED_SPICEDB_DEADLINE_MS,
     };
     const wanted = process.env.TEST_LOG_LEVEL ?? "silent";
     const verbose = ["trace", "debug", "info"].includes(wanted);

@@ -42,6 +42,7 @@ export {
   spicedbEnv,
   startTestSpiceDB,
   type TestSpiceDB,
+  UNHURRIED_SPICEDB_DEADLINE_MS,
 } from "./test-spicedb.ts";
 export {
   startTestVectorDatabase,

@@ -104,6 +104,15 @@ export async function startTestSpiceDB(): Promise<TestSpiceDB> {
   };
 }
 
+/**
+ * SpiceDB's deadline (`SPICEDB_DEADLINE_MS`) in the test stacks whose subject it is not: their checks and
+ * writes must answer however loaded the machine, and a test of the deadline sets its own. At the default
+ * 2 s, on a machine running two suites and `pnpm start` at once, a check or a stored response's owner
+ * write took longer: a store-outage test got the authorization backend's 503 where PostgreSQL's was
+ * asserted, and a stored response's first call answered 503.
+ */
+export const UNHURRIED_SPICEDB_DEADLINE_MS = "30000";
+
 /** The environment that points a gateway or service at a test SpiceDB. */
 export function spicedbEnv(spicedb: { endpoint: string; presharedKey: string }): Record<string, string> {
   return {
