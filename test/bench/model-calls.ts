@@ -416,9 +416,27 @@ function cpuSince<K extends string>(pids: Record<K, number>): () => Record<K, nu
 }
 
 /**
- * CPU per chat completion of the bare Node proxy (`test/bench/bare-proxy.ts`) at 16 connections, held to
- * `rate` calls a second (a process answering more calls a second spends less on each: more of them share
- * each wake-up).
+ * `target` at 16 connections for SECONDS after 1 s of warm-up: each of `pids`' CPU per call answered in
+ * the measured window, and what `count` (read at the window's start and end) went up by per call.
+ */
+async function cpuPerCallOf<K extends string>(
+  target: Omit<Parameters<typeof load>[0], "connections" | "seconds">,
+  pids: Record<K, number>,
+  count: () => Promise<number> = async () => 0,
+) {
+  await load({ ...target, connections: 16, seconds: 1 });
+  const counted = await count();
+  const spent = cpuSince(pids);
+  const sample = await load({ ...target, connections: 16, seconds: SECONDS });
+  const per = spent();
+  const calls = Math.max(1, sample.total);
+  for (const n of Object.keys(per) as K[]) per[n] /= calls;
+  return { sample, per, counted: ((await count()) - counted) / calls };
+}
+
+/**
+ * CPU per chat completion of the bare Node proxy (`test/bench/bare-proxy.ts`), held to `rate` calls a
+ * second (a process answering more calls a second spends less on each: more of them share each wake-up).
  */
 async function floorCpuPerCall(stack: ModelStack, rate: number) {
   const target = {
@@ -426,27 +444,18 @@ async function floorCpuPerCall(stack: ModelStack, rate: number) {
     method: "POST" as const,
     headers: json,
     body: chatBody(),
-    connections: 16,
     overallRate: Math.max(1, Math.round(rate)),
   };
-  await load({ ...target, seconds: 1 });
-  const spent = cpuSince({ proxy: stack.pids.bareProxy });
-  const sample = await load({ ...target, seconds: SECONDS });
-  return { sample, proxy: spent().proxy / Math.max(1, sample.total) };
+  const { sample, per } = await cpuPerCallOf(target, { proxy: stack.pids.bareProxy });
+  return { sample, proxy: per.proxy };
 }
 
 export async function cpuPerCall(stack: ModelStack, pair: Pair, path: string, body: string, key: string) {
   const pids = callPids(stack, pair);
   const target = { url: `${pair.gateway.url}${path}`, method: "POST" as const, headers: bearer(key), body };
-  await load({ ...target, connections: 16, seconds: 1 });
-  const commandsBefore = await redisCommands(pair);
-  const spent = cpuSince(pids);
-  const sample = await load({ ...target, connections: 16, seconds: SECONDS });
-  const per = spent();
-  for (const n of Object.keys(per) as (keyof typeof per)[]) per[n] /= Math.max(1, sample.total);
+  const { sample, per, counted: commands } = await cpuPerCallOf(target, pids, () => redisCommands(pair));
   // The service in the gateway's process: its CPU is in the gateway's column.
   if (pids.service === pids.gateway) per.service = 0;
-  const commands = ((await redisCommands(pair)) - commandsBefore) / Math.max(1, sample.total);
   return { sample, per, total: per.gateway + per.service + per.redis, commands };
 }
 
