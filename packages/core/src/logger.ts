@@ -49,8 +49,8 @@ export function createLogger(name: string, level: string, destination?: pino.Des
  * gone (`pnpm start`'s runner killed, its pipes closed) every try fails with EPIPE, and the process never
  * ends. A write that fails so now counts as written: no one is left to read it.
  */
-function stdoutDestination(fd = 1): pino.DestinationStream {
-  const stream = pino.destination({ dest: fd, sync: false });
+function stdoutDestination(): pino.DestinationStream {
+  const stream = pino.destination({ dest: 1, sync: false });
   const flushSync = stream.flushSync.bind(stream);
   stream.flushSync = () => {
     const writeSync = fs.writeSync;
