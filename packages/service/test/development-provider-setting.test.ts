@@ -1,11 +1,9 @@
-import { execFile } from "node:child_process";
 import { resolve } from "node:path";
-import { promisify } from "node:util";
 import { ConfigError, loadConfig } from "@gw/core/config";
+import { runToExit } from "@gw/test-kit";
 import { describe, expect, it } from "vitest";
 import { refuseDevelopmentSettings, serviceConfigSchema } from "../src/config.ts";
 
-const run = promisify(execFile);
 const PACKAGE = resolve(import.meta.dirname, "..");
 
 describe("LLM_DEVELOPMENT_PROVIDER (the development model provider of `pnpm start`)", () => {
@@ -35,27 +33,22 @@ describe("LLM_DEVELOPMENT_PROVIDER (the development model provider of `pnpm star
   it.concurrent.each(["src/main.ts", "src/eval-worker-main.ts"])(
     "%s with NODE_ENV=production exits 78 naming it, before connecting to anything",
     async (entry) => {
-      const failed = await run(process.execPath, [resolve(PACKAGE, entry)], {
-        env: {
-          PATH: process.env.PATH,
-          NODE_ENV: "production",
-          LLM_BASE_URL: "http://127.0.0.1:9/v1",
-          LLM_DEVELOPMENT_PROVIDER: "true",
-          // Nothing listens here: a process that went on would fail otherwise, not with 78.
-          REDIS_URL: "redis://127.0.0.1:9",
-          DATABASE_URL: "postgres://gateway@127.0.0.1:9/gateway",
-          SPICEDB_ENDPOINT: "127.0.0.1:9",
-          SPICEDB_PRESHARED_KEY: "development-key",
-        },
-      }).then(
-        () => undefined,
-        (err: { code: number; stdout: string; stderr: string }) => err,
-      );
-      expect(failed?.code).toBe(78);
-      expect(failed!.stderr).toMatch(
+      const failed = await runToExit(resolve(PACKAGE, entry), {
+        PATH: process.env.PATH,
+        NODE_ENV: "production",
+        LLM_BASE_URL: "http://127.0.0.1:9/v1",
+        LLM_DEVELOPMENT_PROVIDER: "true",
+        // Nothing listens here: a process that went on would fail otherwise, not with 78.
+        REDIS_URL: "redis://127.0.0.1:9",
+        DATABASE_URL: "postgres://gateway@127.0.0.1:9/gateway",
+        SPICEDB_ENDPOINT: "127.0.0.1:9",
+        SPICEDB_PRESHARED_KEY: "development-key",
+      });
+      expect(failed.code).toBe(78);
+      expect(failed.stderr).toMatch(
         /^Invalid configuration:\n {2}- LLM_DEVELOPMENT_PROVIDER: not allowed with NODE_ENV=production/,
       );
-      expect(failed!.stdout).toBe("");
+      expect(failed.stdout).toBe("");
     },
   );
 });

@@ -17,7 +17,7 @@ export { capturingLogger } from "./logs.ts";
 export { acceptsConnections, startNothingListener } from "./ports.ts";
 export { createTestDatabase, type TestDatabase, useTestDatabase } from "./postgres.ts";
 export { startTestPostgres, type TestPostgres } from "./postgres-global-setup.ts";
-export { startGatewayProcess, survivors } from "./processes.ts";
+export { type Exited, runToExit, startGatewayProcess, survivors } from "./processes.ts";
 export { type RawResponse, rawHttp } from "./raw-http.ts";
 export {
   monitorCommands,

@@ -1,5 +1,9 @@
-/** A gateway as an OS process of its own, and whether processes a test started still run. */
-import { mkdtemp, rm } from "node:fs/promises";
+/**
+ * A gateway as an OS process of its own, an entry point run to its exit, and whether processes a test
+ * started still run.
+ */
+import { spawn } from "node:child_process";
+import { mkdtemp, readdir, readFile, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { SHUTDOWN_DEADLINE_MS } from "@gw/core/process";
@@ -103,4 +107,89 @@ export interface ProcessTable {
   commandLine(pid: number): string | undefined;
   /** What it is doing (its state and threads'), for the message; none: not said. */
   state?(pid: number): string | undefined;
+}
+
+/** How an entry point run by `runToExit` ended. */
+export interface Exited {
+  code: number | null;
+  signal: NodeJS.Signals | null;
+  stdout: string;
+  stderr: string;
+}
+
+/**
+ * Runs `entry` (a path from the working directory, or absolute) with this Node to its exit, with `env`
+ * and nothing else of this process's environment, and no stdin: how it ended and what it wrote.
+ *
+ * One that has not exited after `deadlineMs` is asked for Node's diagnostic report (SIGUSR2, with
+ * `--report-on-signal`), then killed, and the promise rejects naming what it was waiting on: its
+ * JavaScript stack and the handles and requests its event loop held. A hang seen once in a CI run
+ * then explains itself, where a test's own timeout would say only that it ran out. The default is
+ * under the suite's 30 s test timeout, so that this message, not vitest's, is the one read.
+ */
+export async function runToExit(entry: string, env: NodeJS.ProcessEnv, deadlineMs = 20_000): Promise<Exited> {
+  const reports = await mkdtemp(join(tmpdir(), "gw-report-"));
+  try {
+    const child = spawn(
+      process.execPath,
+      ["--report-on-signal", "--report-signal=SIGUSR2", `--report-directory=${reports}`, entry],
+      { env, stdio: ["ignore", "pipe", "pipe"] },
+    );
+    let stdout = "";
+    let stderr = "";
+    child.stdout.on("data", (chunk) => {
+      stdout += chunk;
+    });
+    child.stderr.on("data", (chunk) => {
+      stderr += chunk;
+    });
+    const closed = new Promise<Exited>((resolve, reject) => {
+      child.on("error", reject);
+      child.on("close", (code, signal) => resolve({ code, signal, stdout, stderr }));
+    });
+    let timer: NodeJS.Timeout | undefined;
+    const late = new Promise<"late">((resolve) => {
+      timer = setTimeout(() => resolve("late"), deadlineMs);
+    });
+    const first = await Promise.race([closed, late]);
+    clearTimeout(timer);
+    if (first !== "late") return first;
+    const written = stderr; // Before the report's own lines.
+    child.kill("SIGUSR2");
+    const report = await reportIn(reports, 5_000);
+    child.kill("SIGKILL");
+    await closed.catch(() => undefined);
+    throw new Error(
+      `${entry} had not exited after ${deadlineMs} ms.\nIts stderr: ${JSON.stringify(written)}\n${report}`,
+    );
+  } finally {
+    await rm(reports, { recursive: true, force: true });
+  }
+}
+
+/** What the diagnostic report written into `dir` within `timeoutMs` says a process was doing. */
+async function reportIn(dir: string, timeoutMs: number): Promise<string> {
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    const [name] = (await readdir(dir)).filter((file) => file.endsWith(".json"));
+    if (name) {
+      try {
+        const report = JSON.parse(await readFile(join(dir, name), "utf8")) as {
+          javascriptStack?: { message?: string; stack?: string[] };
+          libuv?: { type: string; is_active?: boolean; is_referenced?: boolean; [key: string]: unknown }[];
+        };
+        const waiting = (report.libuv ?? []).filter((handle) => handle.is_active && handle.is_referenced);
+        return [
+          `Its JavaScript stack: ${report.javascriptStack?.message ?? ""}`,
+          ...(report.javascriptStack?.stack ?? []).map((frame) => `  ${frame}`),
+          "What its event loop waited on:",
+          ...waiting.map((handle) => `  ${JSON.stringify(handle)}`),
+        ].join("\n");
+      } catch {
+        // Still being written.
+      }
+    }
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  return `It wrote no diagnostic report within ${timeoutMs} ms (its JavaScript never yielded).`;
 }

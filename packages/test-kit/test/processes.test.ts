@@ -1,7 +1,10 @@
 import { type ChildProcess, spawn } from "node:child_process";
 import { once } from "node:events";
+import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
-import { survivors } from "../src/processes.ts";
+import { runToExit, survivors } from "../src/processes.ts";
 
 const started: ChildProcess[] = [];
 const sleeper = () => {
@@ -57,5 +60,47 @@ describe("survivors", () => {
     expect(await survivors([4242, 4343], 200, { ...table, commandLine: () => undefined })).toEqual([
       "4343 (gone)",
     ]);
+  });
+});
+
+describe("runToExit", () => {
+  const scripts: string[] = [];
+  const script = async (source: string) => {
+    const dir = await mkdtemp(join(tmpdir(), "gw-run-to-exit-"));
+    scripts.push(dir);
+    const path = join(dir, "entry.mjs");
+    await writeFile(path, source);
+    return path;
+  };
+  afterEach(async () => {
+    for (const dir of scripts.splice(0)) await rm(dir, { recursive: true, force: true });
+  });
+
+  it("gives an entry's exit code and what it wrote, with only the environment it is given", async () => {
+    const entry = await script(
+      "process.stdout.write(String(process.env.GIVEN) + ' ' + String(process.env.HOME));" +
+        "process.stderr.write('said'); process.exit(78);",
+    );
+    expect(await runToExit(entry, { GIVEN: "yes" })).toEqual({
+      code: 78,
+      signal: null,
+      stdout: "yes undefined",
+      stderr: "said",
+    });
+  });
+
+  it("names what an entry that does not exit waits on, from its diagnostic report, and kills it", async () => {
+    const entry = await script(
+      "process.stderr.write('started\\n');" +
+        "const server = (await import('node:net')).createServer().listen(0, '127.0.0.1');" +
+        "await new Promise(function waitingForever() {});",
+    );
+    const failure = await runToExit(entry, {}, 1_000).then(
+      () => undefined,
+      (err: Error) => err,
+    );
+    expect(failure?.message).toMatch(/entry\.mjs had not exited after 1000 ms\.\nIts stderr: "started\\n"\n/);
+    // The listening socket it holds, by its type and address.
+    expect(failure?.message).toMatch(/What its event loop waited on:\n.*"type":"tcp".*"localEndpoint"/);
   });
 });

@@ -1,9 +1,7 @@
-import { execFile } from "node:child_process";
 import { mkdtemp, stat } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
-import { promisify } from "node:util";
-import { capturingLogger } from "@gw/test-kit";
+import { capturingLogger, runToExit } from "@gw/test-kit";
 import { createLocalJWKSet, jwtVerify } from "jose";
 import { describe, expect, it } from "vitest";
 import { developmentSigningKeys, generateSigningJwk, loadSigningKeys } from "./signing-keys.ts";
@@ -63,29 +61,20 @@ describe("signing keys from configuration", () => {
     "the gateway with a %s that cannot be used exits 78 naming it, before connecting to anything",
     async (_name, settings, named) => {
       const keys = JSON.stringify({ keys: [await generateSigningJwk()] });
-      const failed = await promisify(execFile)(
-        process.execPath,
-        [resolve(import.meta.dirname, "../main.ts")],
-        {
-          env: {
-            PATH: process.env.PATH,
-            DATA_DIR: await mkdtemp(join(tmpdir(), "gw-keys-")),
-            // Nothing listens here: a gateway that went on would fail otherwise, not with 78.
-            REDIS_URL: "redis://127.0.0.1:9",
-            DATABASE_URL: "postgres://gateway@127.0.0.1:9/gateway",
-            SPICEDB_ENDPOINT: "127.0.0.1:9",
-            SPICEDB_PRESHARED_KEY: "development-key",
-            ...("JWT_ACTIVE_KID" in settings ? { JWT_SIGNING_KEYS: keys } : {}),
-            ...settings,
-          },
-        },
-      ).then(
-        () => undefined,
-        (err: { code: number; stderr: string }) => err,
-      );
-      expect(failed?.code).toBe(78);
-      expect(failed!.stderr).toMatch(/^Invalid configuration:\n/);
-      expect(failed!.stderr).toMatch(named);
+      const failed = await runToExit(resolve(import.meta.dirname, "../main.ts"), {
+        PATH: process.env.PATH,
+        DATA_DIR: await mkdtemp(join(tmpdir(), "gw-keys-")),
+        // Nothing listens here: a gateway that went on would fail otherwise, not with 78.
+        REDIS_URL: "redis://127.0.0.1:9",
+        DATABASE_URL: "postgres://gateway@127.0.0.1:9/gateway",
+        SPICEDB_ENDPOINT: "127.0.0.1:9",
+        SPICEDB_PRESHARED_KEY: "development-key",
+        ...("JWT_ACTIVE_KID" in settings ? { JWT_SIGNING_KEYS: keys } : {}),
+        ...settings,
+      });
+      expect(failed.code).toBe(78);
+      expect(failed.stderr).toMatch(/^Invalid configuration:\n/);
+      expect(failed.stderr).toMatch(named);
     },
   );
 

@@ -1,8 +1,8 @@
-import { spawn } from "node:child_process";
 import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { ConfigError, loadConfig } from "@gw/core/config";
+import { runToExit } from "@gw/test-kit";
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from "vitest";
 import { serviceConfigSchema } from "../config.ts";
 import { catalogueOf } from "./catalogue.ts";
@@ -275,15 +275,10 @@ models:
     const { path } = await load(
       "models:\n  - name: m\n    deployments: [{provider: openai, base_url: http://a.test, model: a, priority: -1}]\n",
     );
-    const child = spawn(process.execPath, ["packages/service/src/main.ts"], {
-      env: { PATH: process.env.PATH, MODELS_FILE: path },
-      stdio: ["ignore", "ignore", "pipe"],
+    const { code, stderr } = await runToExit("packages/service/src/main.ts", {
+      PATH: process.env.PATH,
+      MODELS_FILE: path,
     });
-    let stderr = "";
-    child.stderr.on("data", (chunk) => {
-      stderr += chunk;
-    });
-    const code = await new Promise<number | null>((resolve) => child.on("exit", resolve));
     expect(code).toBe(78);
     expect(stderr).toContain(`MODELS_FILE: ${path}: models[0].deployments[0].priority:`);
   });
