@@ -1,6 +1,6 @@
 import { resolve } from "node:path";
 import { ConfigError, loadConfig } from "@gw/core/config";
-import { runToExit } from "@gw/test-kit";
+import { RUN_TO_EXIT_TEST_TIMEOUT_MS, runToExit } from "@gw/test-kit";
 import { describe, expect, it } from "vitest";
 import { refuseDevelopmentSettings, serviceConfigSchema } from "../src/config.ts";
 
@@ -50,5 +50,6 @@ describe("LLM_DEVELOPMENT_PROVIDER (the development model provider of `pnpm star
       );
       expect(failed.stdout).toBe("");
     },
+    RUN_TO_EXIT_TEST_TIMEOUT_MS,
   );
 });

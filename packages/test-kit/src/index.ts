@@ -17,7 +17,13 @@ export { capturingLogger } from "./logs.ts";
 export { acceptsConnections, startNothingListener } from "./ports.ts";
 export { createTestDatabase, type TestDatabase, useTestDatabase } from "./postgres.ts";
 export { startTestPostgres, type TestPostgres } from "./postgres-global-setup.ts";
-export { type Exited, runToExit, startGatewayProcess, survivors } from "./processes.ts";
+export {
+  type Exited,
+  RUN_TO_EXIT_TEST_TIMEOUT_MS,
+  runToExit,
+  startGatewayProcess,
+  survivors,
+} from "./processes.ts";
 export { type RawResponse, rawHttp } from "./raw-http.ts";
 export {
   monitorCommands,

@@ -109,6 +109,17 @@ export interface ProcessTable {
   state?(pid: number): string | undefined;
 }
 
+/** How long `runToExit` waits for an entry to exit before it asks what it is doing. */
+const RUN_TO_EXIT_DEADLINE_MS = 45_000;
+/** The timeout of a test that runs an entry to its exit: its deadline, the report's wait, and room to spare. */
+export const RUN_TO_EXIT_TEST_TIMEOUT_MS = RUN_TO_EXIT_DEADLINE_MS + 15_000;
+
+/** The run's compile cache, for a process that is given its whole environment. */
+function compileCache(): NodeJS.ProcessEnv {
+  const cache = process.env.NODE_COMPILE_CACHE;
+  return cache ? { NODE_COMPILE_CACHE: cache } : {};
+}
+
 /** How an entry point run by `runToExit` ended. */
 export interface Exited {
   code: number | null;
@@ -119,13 +130,16 @@ export interface Exited {
 
 /**
  * Runs `entry` (a path from the working directory, or absolute) with this Node to its exit, with `env`
- * and nothing else of this process's environment, and no stdin: how it ended and what it wrote.
+ * and nothing else of this process's environment but the run's compile cache (`NODE_COMPILE_CACHE`,
+ * set by vitest.config.ts: the entry's modules are read compiled, which halves its CPU), and no stdin:
+ * how it ended and what it wrote.
  *
  * One that has not exited after `deadlineMs` is asked for Node's diagnostic report (SIGUSR2, with
  * `--report-on-signal`), then killed, and the promise rejects naming what it was waiting on: its
- * JavaScript stack and the handles and requests its event loop held. A hang seen once in a CI run
- * then explains itself, where a test's own timeout would say only that it ran out. The default is
- * under the suite's 30 s test timeout, so that this message, not vitest's, is the one read.
+ * JavaScript stack and the handles and requests its event loop held, so that a hang explains itself
+ * where a test's timeout would say only that it ran out. The default is well above the few seconds an
+ * entry takes to load on a loaded machine (17 s seen, beside a CI run and three more such entries),
+ * and a test that uses it gives itself more: `RUN_TO_EXIT_TEST_TIMEOUT_MS`.
  */
 export async function runToExit(entry: string, env: NodeJS.ProcessEnv, deadlineMs = 20_000): Promise<Exited> {
   const reports = await mkdtemp(join(tmpdir(), "gw-report-"));
@@ -133,7 +147,7 @@ export async function runToExit(entry: string, env: NodeJS.ProcessEnv, deadlineM
     const child = spawn(
       process.execPath,
       ["--report-on-signal", "--report-signal=SIGUSR2", `--report-directory=${reports}`, entry],
-      { env, stdio: ["ignore", "pipe", "pipe"] },
+      { env: { ...compileCache(), ...env }, stdio: ["ignore", "pipe", "pipe"] },
     );
     let stdout = "";
     let stderr = "";

@@ -64,6 +64,10 @@ describe("survivors", () => {
 });
 
 describe("runToExit", () => {
+  it("runs in a suite that has a compile cache (vitest.config.ts)", () => {
+    expect(process.env.NODE_COMPILE_CACHE).toMatch(/node-compile$/);
+  });
+
   const scripts: string[] = [];
   const script = async (source: string) => {
     const dir = await mkdtemp(join(tmpdir(), "gw-run-to-exit-"));
@@ -76,15 +80,16 @@ describe("runToExit", () => {
     for (const dir of scripts.splice(0)) await rm(dir, { recursive: true, force: true });
   });
 
-  it("gives an entry's exit code and what it wrote, with only the environment it is given", async () => {
+  it("gives an entry's exit code and what it wrote, with only the environment it is given and the run's compile cache", async () => {
     const entry = await script(
-      "process.stdout.write(String(process.env.GIVEN) + ' ' + String(process.env.HOME));" +
+      "const { GIVEN, HOME, NODE_COMPILE_CACHE } = process.env;" +
+        "process.stdout.write([GIVEN, HOME, NODE_COMPILE_CACHE].join(' '));" +
         "process.stderr.write('said'); process.exit(78);",
     );
     expect(await runToExit(entry, { GIVEN: "yes" })).toEqual({
       code: 78,
       signal: null,
-      stdout: "yes undefined",
+      stdout: `yes  ${process.env.NODE_COMPILE_CACHE}`,
       stderr: "said",
     });
   });

@@ -1,7 +1,7 @@
 import { mkdtemp, stat } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
-import { capturingLogger, runToExit } from "@gw/test-kit";
+import { capturingLogger, RUN_TO_EXIT_TEST_TIMEOUT_MS, runToExit } from "@gw/test-kit";
 import { createLocalJWKSet, jwtVerify } from "jose";
 import { describe, expect, it } from "vitest";
 import { developmentSigningKeys, generateSigningJwk, loadSigningKeys } from "./signing-keys.ts";
@@ -76,6 +76,7 @@ describe("signing keys from configuration", () => {
       expect(failed.stderr).toMatch(/^Invalid configuration:\n/);
       expect(failed.stderr).toMatch(named);
     },
+    RUN_TO_EXIT_TEST_TIMEOUT_MS,
   );
 
   it("publishes only public halves", async () => {

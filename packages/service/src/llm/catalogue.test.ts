@@ -2,7 +2,7 @@ import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { ConfigError, loadConfig } from "@gw/core/config";
-import { runToExit } from "@gw/test-kit";
+import { RUN_TO_EXIT_TEST_TIMEOUT_MS, runToExit } from "@gw/test-kit";
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from "vitest";
 import { serviceConfigSchema } from "../config.ts";
 import { catalogueOf } from "./catalogue.ts";
@@ -271,17 +271,21 @@ models:
     ]);
   });
 
-  it("stops the service at start with exit code 78, naming the file and the field", async () => {
-    const { path } = await load(
-      "models:\n  - name: m\n    deployments: [{provider: openai, base_url: http://a.test, model: a, priority: -1}]\n",
-    );
-    const { code, stderr } = await runToExit("packages/service/src/main.ts", {
-      PATH: process.env.PATH,
-      MODELS_FILE: path,
-    });
-    expect(code).toBe(78);
-    expect(stderr).toContain(`MODELS_FILE: ${path}: models[0].deployments[0].priority:`);
-  });
+  it(
+    "stops the service at start with exit code 78, naming the file and the field",
+    async () => {
+      const { path } = await load(
+        "models:\n  - name: m\n    deployments: [{provider: openai, base_url: http://a.test, model: a, priority: -1}]\n",
+      );
+      const { code, stderr } = await runToExit("packages/service/src/main.ts", {
+        PATH: process.env.PATH,
+        MODELS_FILE: path,
+      });
+      expect(code).toBe(78);
+      expect(stderr).toContain(`MODELS_FILE: ${path}: models[0].deployments[0].priority:`);
+    },
+    RUN_TO_EXIT_TEST_TIMEOUT_MS,
+  );
 });
 
 describe("the LLM_* shorthand", () => {
