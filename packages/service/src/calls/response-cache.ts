@@ -1,4 +1,4 @@
-import { createHmac } from "node:crypto";
+import { createHmac, createSecretKey, type KeyObject } from "node:crypto";
 import type { ResourceRef } from "@gw/core/authz";
 import { ValidationFailed } from "@gw/core/errors";
 import { CACHE_HEADER } from "@gw/core/http";
@@ -155,6 +155,11 @@ const IGNORED_FIELDS = new Set([
 
 export class ResponseCache {
   private readonly options: ResponseCacheOptions;
+  /**
+   * The entries' names are an HMAC under it. A key object: an HMAC under a string imports its key on every
+   * call, which took six times as long as the HMAC itself (12 µs against 1.7) on each cached call's path.
+   */
+  private readonly macKey: KeyObject;
   private readonly redis: Scripted;
   private readonly counter: Counter<"result">;
   private readonly writes: Counter<"outcome">;
@@ -162,7 +167,8 @@ export class ResponseCache {
   constructor(options: ResponseCacheOptions) {
     // A key of its own, derived from the service's secret: no entry's name is a MAC the secret makes elsewhere.
     const secret = createHmac("sha256", options.secret).update("gateway response cache v1").digest("hex");
-    this.options = { ...options, secret };
+    this.macKey = createSecretKey(Buffer.from(secret, "utf8"));
+    this.options = options;
     const { redis } = options;
     if (!("keepCached" in redis))
       redis.defineCommand("keepCached", { numberOfKeys: 4, lua: KEEP_WITHIN_BUDGET });
@@ -249,7 +255,7 @@ export class ResponseCache {
       request: fields,
       reads: reads.resources.map((r, i) => [r.type, r.id, versions[i] ?? ""]),
     });
-    const mac = createHmac("sha256", this.options.secret).update(material).digest("base64url");
+    const mac = createHmac("sha256", this.macKey).update(material).digest("base64url");
     const { ttlMs, tokenlessTtlMs } = this.options;
     return {
       key: `gw:rcache:{${principal.org}}:${mac}`,
