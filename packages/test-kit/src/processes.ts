@@ -129,7 +129,8 @@ export interface Exited {
 }
 
 /**
- * Runs `entry` (a path from the working directory, or absolute) with this Node to its exit, with `env`
+ * Runs `entry` (a path from the working directory, or absolute; or `[entry, ...args]`) with this Node to
+ * its exit, with `env`
  * and nothing else of this process's environment but the run's compile cache (`NODE_COMPILE_CACHE`,
  * set by vitest.config.ts: the entry's modules are read compiled, which halves its CPU), and no stdin:
  * how it ended and what it wrote.
@@ -141,12 +142,17 @@ export interface Exited {
  * entry takes to load on a loaded machine (17 s seen, beside a CI run and three more such entries),
  * and a test that uses it gives itself more: `RUN_TO_EXIT_TEST_TIMEOUT_MS`.
  */
-export async function runToExit(entry: string, env: NodeJS.ProcessEnv, deadlineMs = 20_000): Promise<Exited> {
+export async function runToExit(
+  command: string | readonly [entry: string, ...args: string[]],
+  env: NodeJS.ProcessEnv,
+  deadlineMs = RUN_TO_EXIT_DEADLINE_MS,
+): Promise<Exited> {
+  const [entry, ...args] = typeof command === "string" ? [command] : command;
   const reports = await mkdtemp(join(tmpdir(), "gw-report-"));
   try {
     const child = spawn(
       process.execPath,
-      ["--report-on-signal", "--report-signal=SIGUSR2", `--report-directory=${reports}`, entry],
+      ["--report-on-signal", "--report-signal=SIGUSR2", `--report-directory=${reports}`, entry, ...args],
       { env: { ...compileCache(), ...env }, stdio: ["ignore", "pipe", "pipe"] },
     );
     let stdout = "";

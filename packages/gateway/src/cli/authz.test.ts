@@ -1,12 +1,9 @@
-import { execFile } from "node:child_process";
-import { promisify } from "node:util";
-import { spicedbEnv } from "@gw/test-kit";
+import { RUN_TO_EXIT_TEST_TIMEOUT_MS, spicedbEnv } from "@gw/test-kit";
 import { describe, expect, it } from "vitest";
 import { newOrg } from "../../test/authorization-helpers.ts";
 import { useGateway } from "../../test/harness.ts";
 import { type CliVia, runCli } from "../../test/run-cli.ts";
 
-const _run = promisify(execFile);
 const gw = useGateway();
 
 const authz = (args: string[], via?: CliVia) =>
@@ -17,7 +14,8 @@ const authz = (args: string[], via?: CliVia) =>
     via,
   );
 
-describe("pnpm authz (read-only)", () => {
+// One test runs the CLI through pnpm, as a process of its own: seconds of a start on a loaded machine.
+describe("pnpm authz (read-only)", { timeout: RUN_TO_EXIT_TEST_TIMEOUT_MS }, () => {
   it("grants shows who holds which role, and audit the organization's or one resource's trail", async () => {
     const o = await newOrg(gw);
     await o.register("alice", "file", "f1");

@@ -1,12 +1,9 @@
-import { execFile } from "node:child_process";
 import { resolve } from "node:path";
-import { promisify } from "node:util";
-import { describeEachTopology, REPO_ROOT } from "@gw/test-kit";
+import { describeEachTopology, REPO_ROOT, RUN_TO_EXIT_TEST_TIMEOUT_MS, runToExit } from "@gw/test-kit";
 import { describe, expect, it, vi } from "vitest";
 import { freshOrg, useGateway } from "../../test/harness.ts";
 import { type CliVia, runCli } from "../../test/run-cli.ts";
 
-const run = promisify(execFile);
 describeEachTopology("on %s Redis", (topology) => {
   const gw = useGateway({}, undefined, topology);
 
@@ -14,7 +11,8 @@ describeEachTopology("on %s Redis", (topology) => {
   // below, `--help`, and a Redis that cannot be reached.
   const keys = (args: string[], via?: CliVia) => runCli("keys", args, { REDIS_URL: gw.redisUrl }, via);
 
-  describe("pnpm keys", () => {
+  // Some run the CLI as a process of its own, through pnpm: seconds of a start on a loaded machine.
+  describe("pnpm keys", { timeout: RUN_TO_EXIT_TEST_TIMEOUT_MS }, () => {
     it("create prints exactly one JSON object whose secret authenticates", async () => {
       const org = freshOrg();
       const out = await keys(
@@ -235,7 +233,7 @@ describeEachTopology("on %s Redis", (topology) => {
 });
 
 // Commands that need no Redis run once, not per topology.
-describe("pnpm keys without Redis", () => {
+describe("pnpm keys without Redis", { timeout: RUN_TO_EXIT_TEST_TIMEOUT_MS }, () => {
   const noRedis = { REDIS_URL: "redis://127.0.0.1:1" };
 
   it("--help prints the usage on stdout and exits 0; no command prints it on stderr and exits 2", async () => {
@@ -264,15 +262,11 @@ describe("pnpm keys without Redis", () => {
   });
 
   it("says how to fix an unreachable Redis, without printing the URL's credentials", async () => {
-    const out = await run(
-      process.execPath,
+    const { code, stderr } = await runToExit(
       [resolve(REPO_ROOT, "packages/gateway/src/cli/keys.ts"), "list", "--org", "a"],
-      {
-        env: { ...process.env, REDIS_URL: "redis://operator:hunter2-secret@127.0.0.1:1" },
-      },
-    ).catch((e) => e as { code: number; stderr: string });
-    expect((out as { code: number }).code).toBe(1);
-    const { stderr } = out as { stderr: string };
+      { ...process.env, REDIS_URL: "redis://operator:hunter2-secret@127.0.0.1:1" },
+    );
+    expect(code).toBe(1);
     expect(stderr).toMatch(/cannot reach Redis at redis:\/\/\*\*\*:\*\*\*@127\.0\.0\.1:1.*pnpm start/);
     expect(stderr).not.toContain("hunter2");
     expect(stderr).not.toContain("operator");
