@@ -4,6 +4,10 @@
  * organization and UTC day (`gw:usage:{org}:YYYY-MM-DD`) whose fields are
  * `dimension|value|metric`, the value URI-encoded and, for a breakdown, its
  * parts joined by U+0000 (never in any).
+ *
+ * A call writes the few breakdowns the rest add up from (`CALL_BREAKDOWNS`); a
+ * day is read whole, and `readUsageDays` gives it with every breakdown a report
+ * reads (`withEveryBreakdown`), the ones written before this layout included.
  */
 import type { RedisClient } from "./redis.ts";
 import { NANO_USD_PER_USD } from "./windows.ts";
@@ -66,7 +70,80 @@ export function usageDays(start: string, end: string): string[] {
   return days;
 }
 
-/** The day hashes of `org` over `days`, in order (an absent day is empty). */
+/**
+ * The breakdowns a call writes: one end user's calls by key, and by model (`…_deployment` with the
+ * deployment that served it: provider and upstream model), and the calls paid with the organization's own
+ * key by end user. Each names what it adds up to (`withEveryBreakdown`): a call writes 3 of them (4 with its
+ * organization's key) where it wrote 9 (11), a third of the script's increments, and a day keeps no total an
+ * end user's fields already hold.
+ */
+export const CALL_BREAKDOWNS = {
+  userKey: "~user_key",
+  userModel: "~user_model",
+  userModelDeployment: "~user_model_deployment",
+  userPaidBy: "~user_paid_by",
+} as const;
+
+/** The encoded value's parts (U+0000 is `%00` encoded, and nothing else is). */
+const partsOf = (encoded: string) => encoded.split("%00");
+const joined = (...encoded: string[]) => encoded.join("%00");
+
+/** What each of `CALL_BREAKDOWNS` adds up to: the fields of every breakdown a report reads, from its value's parts. */
+const ADDS_UP_TO: Record<string, (value: string) => [dimension: string, encoded: string][]> = {
+  [CALL_BREAKDOWNS.userKey]: (value) => {
+    const [user = "", key = ""] = partsOf(value);
+    return [
+      ["total", ""],
+      ["user", user],
+      ["key", key],
+      ["user_key", value],
+    ];
+  },
+  [CALL_BREAKDOWNS.userModel]: (value) => {
+    const [, model = ""] = partsOf(value);
+    return [
+      ["model", model],
+      ["user_model", value],
+    ];
+  },
+  [CALL_BREAKDOWNS.userModelDeployment]: (value) => {
+    const [user = "", model = "", provider = "", upstream = ""] = partsOf(value);
+    return [
+      ["model", model],
+      ["user_model", joined(user, model)],
+      ["model_deployment", joined(model, provider, upstream)],
+      ["user_model_deployment", value],
+    ];
+  },
+  [CALL_BREAKDOWNS.userPaidBy]: (value) => {
+    const [, payer = ""] = partsOf(value);
+    return [
+      ["paid_by", payer],
+      ["user_paid_by", value],
+    ];
+  },
+};
+
+/**
+ * A day's hash with the fields every breakdown a report reads: each of `CALL_BREAKDOWNS`'s fields added to
+ * those it adds up to, beside (and to) the fields the same breakdowns had before calls wrote only these.
+ */
+export function withEveryBreakdown(hash: Record<string, string>): Record<string, string> {
+  const sums = new Map<string, number>();
+  const add = (name: string, amount: number) => sums.set(name, (sums.get(name) ?? 0) + amount);
+  for (const [name, amount] of Object.entries(hash)) {
+    const [dimension = "", encoded = "", metric = ""] = name.split("|");
+    const addsUpTo = ADDS_UP_TO[dimension];
+    if (!addsUpTo) {
+      add(name, Number(amount));
+      continue;
+    }
+    for (const [to, value] of addsUpTo(encoded)) add(`${to}|${value}|${metric}`, Number(amount));
+  }
+  return Object.fromEntries([...sums].map(([name, amount]) => [name, String(amount)]));
+}
+
+/** The day hashes of `org` over `days`, in order (an absent day is empty), with every breakdown (`withEveryBreakdown`). */
 export async function readUsageDays(
   redis: RedisClient,
   org: string,
@@ -74,7 +151,9 @@ export async function readUsageDays(
 ): Promise<Record<string, string>[]> {
   const pipeline = redis.pipeline();
   for (const day of days) pipeline.hgetall(usageDayKey(org, day));
-  return ((await pipeline.exec()) ?? []).map(([, h]) => (h ?? {}) as Record<string, string>);
+  return ((await pipeline.exec()) ?? []).map(([, h]) =>
+    withEveryBreakdown((h ?? {}) as Record<string, string>),
+  );
 }
 
 /** The breakdown of one API key's calls by model and the deployment that served each (`pnpm keys usage`). */

@@ -3,6 +3,7 @@ import type { Logger } from "@gw/core/logger";
 import type { Metrics } from "@gw/core/metrics";
 import type { RedisClient } from "@gw/core/redis";
 import {
+  CALL_BREAKDOWNS,
   usageDayKey as dayKey,
   KEY_DEPLOYMENT,
   USAGE_METRICS as METRICS,
@@ -65,8 +66,9 @@ const USAGE_KEPT_SECONDS = 400 * 86_400;
 /**
  * KEYS: the day's hash; ARGV: the seconds to keep it, the amount of each of
  * `METRICS` (in order), then the fields' prefixes (`dimension|value|`, one
- * per dimension): each prefix gets every metric. Fields are spelled in the
- * script, so the command carries 6 prefixes and 5 amounts, not 30 fields.
+ * per breakdown): each prefix gets every metric not zero. Fields are spelled in
+ * the script, so the command carries 2 to 4 prefixes (`CALL_BREAKDOWNS`, and the
+ * key's by deployment) and 6 amounts, not up to 24 fields.
  */
 const RECORD_USAGE = `
 local metrics = {${METRICS.map((m) => `'${m}'`).join(", ")}}
@@ -86,7 +88,14 @@ type Scripted = RedisClient & { recordUsage(key: string, ...args: (string | numb
  */
 type Breakdown = "user_model" | "user_key" | "model_deployment" | "user_model_deployment";
 const field = (
-  dimension: UsageDimension | Breakdown | typeof KEY_DEPLOYMENT | "total" | "paid_by" | "user_paid_by",
+  dimension:
+    | UsageDimension
+    | Breakdown
+    | typeof KEY_DEPLOYMENT
+    | (typeof CALL_BREAKDOWNS)[keyof typeof CALL_BREAKDOWNS]
+    | "total"
+    | "paid_by"
+    | "user_paid_by",
   value: string,
   metric: string,
 ) => usageField(dimension, value, metric);
@@ -163,26 +172,19 @@ export class UsageStore {
       key,
       USAGE_KEPT_SECONDS,
       ...METRICS.map((metric) => amounts[metric]),
-      field("total", "", ""),
-      field("model", event.model, ""),
-      field("user", event.user, ""),
-      field("key", event.keyId, ""),
-      field("user_model", pair(event.user, event.model), ""),
-      field("user_key", pair(event.user, event.keyId), ""),
+      // The breakdowns the others add up from, when read (`withEveryBreakdown`).
+      field(CALL_BREAKDOWNS.userKey, pair(event.user, event.keyId), ""),
+      deployment
+        ? field(
+            CALL_BREAKDOWNS.userModelDeployment,
+            pair(event.user, event.model, deployment.provider, deployment.model),
+            "",
+          )
+        : field(CALL_BREAKDOWNS.userModel, pair(event.user, event.model), ""),
       // Only calls paid with the organization's own key: the platform's are the totals less these.
-      ...(event.ownKey
-        ? [field("paid_by", OWN_KEY, ""), field("user_paid_by", pair(event.user, OWN_KEY), "")]
-        : []),
+      ...(event.ownKey ? [field(CALL_BREAKDOWNS.userPaidBy, pair(event.user, OWN_KEY), "")] : []),
       ...(deployment
-        ? [
-            field("model_deployment", pair(event.model, deployment.provider, deployment.model), ""),
-            field(
-              "user_model_deployment",
-              pair(event.user, event.model, deployment.provider, deployment.model),
-              "",
-            ),
-            field(KEY_DEPLOYMENT, pair(event.keyId, event.model, deployment.provider, deployment.model), ""),
-          ]
+        ? [field(KEY_DEPLOYMENT, pair(event.keyId, event.model, deployment.provider, deployment.model), "")]
         : []),
     );
   }
