@@ -64,6 +64,14 @@ const principal = (user: string): Principal => ({
   credential: "api_key",
   onBehalfOf: true,
 });
+/**
+ * How long the tests' expiring grants last: under the replicas' 5 s bound on a decision's age, so that the grant's
+ * end is what bounds it, and as long as that allows. SpiceDB ends a grant on its own real clock, and the checks
+ * right after a grant expect it to hold: a loaded machine must not spend it between the grant and those checks
+ * (one test then waits it out, to see SpiceDB end it).
+ */
+const GRANT_MS = 4_500;
+
 const alice = principal("alice");
 const bob = principal("bob");
 
@@ -168,11 +176,11 @@ describe.each(["single"] as const)("the decision cache, on %s Redis", (topology)
     [a, b] = [replica(0, metrics), replica(0)];
     const resource = fresh();
     await b.createOwnership(alice, resource);
-    const expiresAt = new Date(clock.wall() + 3_000);
+    const expiresAt = new Date(clock.wall() + GRANT_MS);
     await b.grant(alice, { ...resource, userId: "bob", role: "reader", expiresAt });
     // Another user's decision on the resource is bounded too: the cache cannot tell what a decision rests on.
     for (const who of [bob, alice]) expect((await asked(a, who, resource, "reader")).allowed).toBe(true);
-    clock.advance(3_000 - EXPIRY_CLOCK_MARGIN_MS - 1);
+    clock.advance(GRANT_MS - EXPIRY_CLOCK_MARGIN_MS - 1);
     for (const who of [bob, alice]) expect((await asked(a, who, resource, "reader")).asked).toBe(0);
     clock.advance(1);
     for (const who of [bob, alice]) expect((await asked(a, who, resource, "reader")).asked).toBe(1);
@@ -209,12 +217,12 @@ describe.each(["single"] as const)("the decision cache, on %s Redis", (topology)
       ...resource,
       userId: "bob",
       role: "reader",
-      expiresAt: new Date(clock.wall() + 3_000),
+      expiresAt: new Date(clock.wall() + GRANT_MS),
     });
     expect(await scanKeys(store.redis, `${tokenAt(resource.id)}*`)).toEqual([tokenAt(resource.id)]);
     expect(await asked(a, bob, resource, "reader")).toEqual({ allowed: true, asked: 1 });
     expect(await asked(a, bob, resource, "reader")).toEqual({ allowed: true, asked: 0 });
-    clock.advance(3_000 - EXPIRY_CLOCK_MARGIN_MS);
+    clock.advance(GRANT_MS - EXPIRY_CLOCK_MARGIN_MS);
     expect(await asked(a, bob, resource, "reader")).toEqual({ allowed: true, asked: 1 });
     expect(metrics.counts.grant_expiry).toBe(1);
   });
@@ -302,11 +310,11 @@ describe.each(["single"] as const)("the decision cache, on %s Redis", (topology)
     await b.revoke(alice, { ...server, userId: "bob", role: "reader" });
     expect(await mayCall(toolsA, bob)).toEqual({ allowed: false, asked: 1 });
 
-    const expiresAt = new Date(clock.wall() + 3_000);
+    const expiresAt = new Date(clock.wall() + GRANT_MS);
     await b.grant(alice, { ...server, userId: "bob", role: "reader", expiresAt });
     expect(await mayCall(toolsA, bob)).toEqual({ allowed: true, asked: 1 });
     expect((await mayCall(toolsA, bob)).asked).toBe(0);
-    clock.advance(3_000 - EXPIRY_CLOCK_MARGIN_MS);
+    clock.advance(GRANT_MS - EXPIRY_CLOCK_MARGIN_MS);
     expect((await mayCall(toolsA, bob)).asked).toBe(1);
   });
 
