@@ -130,10 +130,9 @@ export interface Exited {
 
 /**
  * Runs `entry` (a path from the working directory, or absolute; or `[entry, ...args]`) with this Node to
- * its exit, with `env`
- * and nothing else of this process's environment but the run's compile cache (`NODE_COMPILE_CACHE`,
- * set by vitest.config.ts: the entry's modules are read compiled, which halves its CPU), and no stdin:
- * how it ended and what it wrote.
+ * its exit, with `env` and nothing else of this process's environment but the run's compile cache
+ * (`NODE_COMPILE_CACHE`, set by vitest.config.ts: the entry's modules are read compiled, which halves its
+ * CPU), and no stdin: how it ended and what it wrote.
  *
  * One that has not exited after `deadlineMs` is asked for Node's diagnostic report (SIGUSR2, with
  * `--report-on-signal`), then killed, and the promise rejects naming what it was waiting on: its

@@ -21,7 +21,7 @@ export interface CursorBinding {
  * replica derives the same key from the internal assertion secret.
  */
 export class LookupCursors {
-  /** A key object: an HMAC under a plain buffer or string imports its key on every call, six times the cost. */
+  /** A key object: an HMAC under a plain buffer or string imports its key on every call, seven times the cost. */
   private readonly key: KeyObject;
   private readonly ttlMs: number;
   /** Its wall time dates and ends cursors (tests move it instead of waiting). */
