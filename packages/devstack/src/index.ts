@@ -7,7 +7,7 @@ export {
   wordsOf,
 } from "./hashed-embeddings.ts";
 export { madeOnce } from "./made-once.ts";
-export { REPO_ROOT, type RunningNodeProcess, startNodeProcess } from "./node-process.ts";
+export { compileCacheEnv, REPO_ROOT, type RunningNodeProcess, startNodeProcess } from "./node-process.ts";
 export {
   ensureDatabase,
   localServerUrl,

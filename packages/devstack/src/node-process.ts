@@ -17,8 +17,8 @@ export const COMPILE_CACHE_DIR = resolve(REPO_ROOT, "node_modules/.cache/node-co
 /** `COMPILE_CACHE_DIR` as the settings reference writes it: from the repository's root. */
 export const COMPILE_CACHE_SETTING = relative(REPO_ROOT, COMPILE_CACHE_DIR);
 
-/** The compile cache settings a child of the stack gets (`COMPILE_CACHE_DIR`). */
-function compileCacheEnv(env: NodeJS.ProcessEnv = process.env): NodeJS.ProcessEnv {
+/** The compile cache settings a child of the stack, or a process a test runs, gets (`COMPILE_CACHE_DIR`). */
+export function compileCacheEnv(env: NodeJS.ProcessEnv = process.env): NodeJS.ProcessEnv {
   return {
     NODE_COMPILE_CACHE: env.NODE_COMPILE_CACHE ?? COMPILE_CACHE_DIR,
     ...(env.NODE_DISABLE_COMPILE_CACHE ? { NODE_DISABLE_COMPILE_CACHE: env.NODE_DISABLE_COMPILE_CACHE } : {}),

@@ -9,6 +9,7 @@ import { join } from "node:path";
 import { SHUTDOWN_DEADLINE_MS } from "@gw/core/process";
 import {
   commandLine,
+  compileCacheEnv,
   processState,
   type RunningNodeProcess,
   startedAt,
@@ -114,12 +115,6 @@ const RUN_TO_EXIT_DEADLINE_MS = 45_000;
 /** The timeout of a test that runs an entry to its exit: its deadline, the report's wait, and room to spare. */
 export const RUN_TO_EXIT_TEST_TIMEOUT_MS = RUN_TO_EXIT_DEADLINE_MS + 15_000;
 
-/** The run's compile cache, for a process that is given its whole environment. */
-function compileCache(): NodeJS.ProcessEnv {
-  const cache = process.env.NODE_COMPILE_CACHE;
-  return cache ? { NODE_COMPILE_CACHE: cache } : {};
-}
-
 /** How an entry point run by `runToExit` ended. */
 export interface Exited {
   code: number | null;
@@ -130,9 +125,9 @@ export interface Exited {
 
 /**
  * Runs `entry` (a path from the working directory, or absolute; or `[entry, ...args]`) with this Node to
- * its exit, with `env` and nothing else of this process's environment but the run's compile cache
- * (`NODE_COMPILE_CACHE`, set by vitest.config.ts: the entry's modules are read compiled, which halves its
- * CPU), and no stdin: how it ended and what it wrote.
+ * its exit, with `env` and nothing else of this process's environment but the compile cache a stack's
+ * child gets (`compileCacheEnv`: the entry's modules are read compiled, which halves its CPU), and no
+ * stdin: how it ended and what it wrote.
  *
  * One that has not exited after `deadlineMs` is asked for Node's diagnostic report (SIGUSR2, with
  * `--report-on-signal`), then killed, and the promise rejects naming what it was waiting on: its
@@ -152,7 +147,7 @@ export async function runToExit(
     const child = spawn(
       process.execPath,
       ["--report-on-signal", "--report-signal=SIGUSR2", `--report-directory=${reports}`, entry, ...args],
-      { env: { ...compileCache(), ...env }, stdio: ["ignore", "pipe", "pipe"] },
+      { env: { ...compileCacheEnv(), ...env }, stdio: ["ignore", "pipe", "pipe"] },
     );
     let stdout = "";
     let stderr = "";
