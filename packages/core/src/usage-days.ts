@@ -125,10 +125,11 @@ const ADDS_UP_TO: Record<string, (value: string) => [dimension: string, encoded:
 };
 
 /**
- * A day's hash with the fields every breakdown a report reads: each of `CALL_BREAKDOWNS`'s fields added to
- * those it adds up to, beside (and to) the fields the same breakdowns had before calls wrote only these.
+ * A day's hash, its amounts as numbers, with the fields every breakdown a report reads: each of
+ * `CALL_BREAKDOWNS`'s fields added to those it adds up to, beside (and to) the fields the same breakdowns
+ * had before calls wrote only these.
  */
-export function withEveryBreakdown(hash: Record<string, string>): Record<string, string> {
+export function withEveryBreakdown(hash: Record<string, string>): Map<string, number> {
   const sums = new Map<string, number>();
   const add = (name: string, amount: number) => sums.set(name, (sums.get(name) ?? 0) + amount);
   for (const [name, amount] of Object.entries(hash)) {
@@ -140,7 +141,7 @@ export function withEveryBreakdown(hash: Record<string, string>): Record<string,
     }
     for (const [to, value] of addsUpTo(encoded)) add(`${to}|${value}|${metric}`, Number(amount));
   }
-  return Object.fromEntries([...sums].map(([name, amount]) => [name, String(amount)]));
+  return sums;
 }
 
 /** The day hashes of `org` over `days`, in order (an absent day is empty), with every breakdown (`withEveryBreakdown`). */
@@ -148,7 +149,7 @@ export async function readUsageDays(
   redis: RedisClient,
   org: string,
   days: readonly string[],
-): Promise<Record<string, string>[]> {
+): Promise<Map<string, number>[]> {
   const pipeline = redis.pipeline();
   for (const day of days) pipeline.hgetall(usageDayKey(org, day));
   return ((await pipeline.exec()) ?? []).map(([, h]) =>
@@ -179,12 +180,12 @@ export async function keyUsageByDeployment(
   const prefix = `${KEY_DEPLOYMENT}|${encodeURIComponent(`${keyId}\u0000`)}`;
   const served = new Map<string, UsageSums>();
   for (const hash of await readUsageDays(redis, org, usageDays(start, end))) {
-    for (const [name, amount] of Object.entries(hash)) {
+    for (const [name, amount] of hash) {
       if (!name.startsWith(prefix)) continue;
       const [, encoded, metric] = name.split("|") as [string, string, keyof UsageSums];
       const value = decodeURIComponent(encoded).slice(keyId.length + 1);
       const sums = served.get(value) ?? zeroUsage();
-      sums[metric] += Number(amount);
+      sums[metric] += amount;
       served.set(value, sums);
     }
   }

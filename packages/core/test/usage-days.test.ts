@@ -63,22 +63,24 @@ describe("withEveryBreakdown", () => {
       [f("user_key", [user, key], "requests")]: "1",
       [f("user_model", [user, model], "requests")]: "1",
     };
-    expect(withEveryBreakdown(day)).toEqual({
-      [usageField("total", "", "requests")]: "3",
-      [usageField("total", "", "input_tokens")]: "30",
-      [usageField("user", user, "requests")]: "3",
-      [usageField("user", user, "input_tokens")]: "30",
-      [usageField("key", key, "requests")]: "3",
-      [usageField("key", key, "input_tokens")]: "30",
-      [f("user_key", [user, key], "requests")]: "3",
-      [f("user_key", [user, key], "input_tokens")]: "30",
-      [usageField("model", model, "requests")]: "3",
-      [f("user_model", [user, model], "requests")]: "3",
-      [f("model_deployment", [model, "openai", "gpt-4o"], "requests")]: "1",
-      [f("user_model_deployment", [user, model, "openai", "gpt-4o"], "requests")]: "1",
-      [usageField("paid_by", "organization", "requests")]: "1",
-      [f("user_paid_by", [user, "organization"], "requests")]: "1",
-      [f("key_model_deployment", [key, model, "openai", "gpt-4o"], "requests")]: "1",
-    });
+    expect(withEveryBreakdown(day)).toEqual(
+      new Map([
+        [usageField("total", "", "requests"), 3],
+        [usageField("total", "", "input_tokens"), 30],
+        [usageField("user", user, "requests"), 3],
+        [usageField("user", user, "input_tokens"), 30],
+        [usageField("key", key, "requests"), 3],
+        [usageField("key", key, "input_tokens"), 30],
+        [f("user_key", [user, key], "requests"), 3],
+        [f("user_key", [user, key], "input_tokens"), 30],
+        [usageField("model", model, "requests"), 3],
+        [f("user_model", [user, model], "requests"), 3],
+        [f("model_deployment", [model, "openai", "gpt-4o"], "requests"), 1],
+        [f("user_model_deployment", [user, model, "openai", "gpt-4o"], "requests"), 1],
+        [usageField("paid_by", "organization", "requests"), 1],
+        [f("user_paid_by", [user, "organization"], "requests"), 1],
+        [f("key_model_deployment", [key, model, "openai", "gpt-4o"], "requests"), 1],
+      ]),
+    );
   });
 });

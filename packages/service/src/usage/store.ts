@@ -216,38 +216,38 @@ export class UsageStore {
     for (const [i, hash] of hashes.entries()) {
       const daily = group === "day" ? zero() : undefined;
       if (daily) groups.set(days[i]!, daily);
-      for (const [name, amount] of Object.entries(hash)) {
+      for (const [name, amount] of hash) {
         const [dimension, encoded, metric] = name.split("|") as [string, string, keyof Sums];
-        if (ownKey && name.startsWith(ownKeyField)) ownKey[metric] += Number(amount);
+        if (ownKey && name.startsWith(ownKeyField)) ownKey[metric] += amount;
         if (dimension === deploymentBreakdown) {
           const value = decodeURIComponent(encoded);
-          if (own === undefined) addTo(served, value, metric, Number(amount));
+          if (own === undefined) addTo(served, value, metric, amount);
           else if (value.startsWith(`${user}\u0000`))
-            addTo(served, value.slice(user!.length + 1), metric, Number(amount));
+            addTo(served, value.slice(user!.length + 1), metric, amount);
           continue;
         }
         if (own !== undefined) {
           if (dimension === "user" && encoded === own) {
-            totals[metric] += Number(amount);
-            if (daily) daily[metric] += Number(amount);
+            totals[metric] += amount;
+            if (daily) daily[metric] += amount;
           }
           if (!groupBy || dimension !== ownBreakdown) continue;
           const value = decodeURIComponent(encoded);
           if (ownBreakdown === "user") {
             if (encoded !== own) continue;
-            addTo(groups, value, metric, Number(amount));
+            addTo(groups, value, metric, amount);
           } else if (value.startsWith(`${user}\u0000`)) {
-            addTo(groups, value.slice(user!.length + 1), metric, Number(amount));
+            addTo(groups, value.slice(user!.length + 1), metric, amount);
           }
           continue;
         }
         if (dimension === "total") {
-          totals[metric] += Number(amount);
-          if (daily) daily[metric] += Number(amount);
+          totals[metric] += amount;
+          if (daily) daily[metric] += amount;
         } else if (dimension === groupBy) {
           const value = decodeURIComponent(encoded);
           const group = groups.get(value) ?? zero();
-          group[metric] += Number(amount);
+          group[metric] += amount;
           groups.set(value, group);
         }
       }
