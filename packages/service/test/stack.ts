@@ -144,28 +144,36 @@ export function useStack(
     const wanted = process.env.TEST_LOG_LEVEL ?? "silent";
     const verbose = ["trace", "debug", "info"].includes(wanted);
     const serviceLogs: Record<string, unknown>[] = [];
-    // The gateway's warnings and errors too, for a failed test's report (below); every line with `logLines`.
-    const logger = logLines
-      ? capturingLogger("info", logLines).logger
-      : createLogger("gateway", verbose ? wanted : "warn", {
-          write(line: string) {
-            if (Number((JSON.parse(line) as { level?: unknown }).level) >= 40)
-              warnings.push(`gateway ${line.trimEnd()}`);
-            if (process.env.TEST_LOG_LEVEL) process.stdout.write(line);
-          },
-        });
-    // Warnings are always kept (tests read them); more when TEST_LOG_LEVEL or logLines asks for it.
-    const serviceLogger = createLogger("service", verbose ? wanted : logLines ? "info" : "warn", {
+    /** Where `name`'s lines go: its warnings and errors kept (`onWarning` too), each line to `onLine`, and shown with TEST_LOG_LEVEL. */
+    const sink = (
+      name: string,
+      onWarning?: (entry: Record<string, unknown>) => void,
+      onLine?: (line: string) => void,
+    ) => ({
       write(line: string) {
         const entry = JSON.parse(line) as Record<string, unknown>;
         if (Number(entry.level) >= 40) {
-          serviceLogs.push(entry);
-          warnings.push(`service ${line.trimEnd()}`);
+          warnings.push(`${name} ${line.trimEnd()}`);
+          onWarning?.(entry);
         }
-        logLines?.push(line);
+        onLine?.(line);
         if (process.env.TEST_LOG_LEVEL) process.stdout.write(line);
       },
     });
+    // The gateway's warnings and errors too, for a failed test's report (below); every line with `logLines`.
+    const logger = logLines
+      ? capturingLogger("info", logLines).logger
+      : createLogger("gateway", verbose ? wanted : "warn", sink("gateway"));
+    // Warnings are always kept (tests read them); more when TEST_LOG_LEVEL or logLines asks for it.
+    const serviceLogger = createLogger(
+      "service",
+      verbose ? wanted : logLines ? "info" : "warn",
+      sink(
+        "service",
+        (entry) => serviceLogs.push(entry),
+        (line) => logLines?.push(line),
+      ),
+    );
     const service = await startService(
       loadConfig(serviceConfigSchema, {
         PORT: "0",
